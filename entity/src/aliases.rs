@@ -1,0 +1,222 @@
+//! The operator's alias table: configured names for users, roles and sessions.
+
+use std::collections::HashMap;
+
+use crate::Snowflake;
+
+/// What an alias names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AliasKind {
+    User,
+    Role,
+    Session,
+}
+
+impl AliasKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AliasKind::User => "user",
+            AliasKind::Role => "role",
+            AliasKind::Session => "session",
+        }
+    }
+}
+
+/// True for names matching `[A-Za-z0-9_][A-Za-z0-9_.-]*`: the characters a mention token may hold.
+pub fn is_valid_alias(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    match bytes.first() {
+        Some(&first) if is_word_byte(first) => bytes[1..].iter().all(|&b| is_token_byte(b)),
+        _ => false,
+    }
+}
+
+/// `[A-Za-z0-9_]`: a byte that, right before `@` or `#`, makes it part of a word (`a@b.com`, `C#`).
+#[inline]
+pub(crate) fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// `[A-Za-z0-9_.-]`: a byte that may appear inside a mention token.
+#[inline]
+pub(crate) fn is_token_byte(b: u8) -> bool {
+    is_word_byte(b) || b == b'-' || b == b'.'
+}
+
+/// The lookup key for a name: ASCII-lowercased, each space written as `-`, the way a name with
+/// spaces is written as a token (`@Release Managers` → `@release-managers`).
+pub fn normalize_name(name: &str) -> String {
+    name.chars()
+        .map(|c| if c == ' ' { '-' } else { c.to_ascii_lowercase() })
+        .collect()
+}
+
+#[derive(Clone, Debug, Default)]
+struct AliasMap {
+    by_key: HashMap<String, Snowflake>,
+    by_id: HashMap<Snowflake, String>,
+    in_order: Vec<(String, Snowflake)>,
+}
+
+impl AliasMap {
+    fn insert(&mut self, alias: &str, id: Snowflake) -> bool {
+        let key = normalize_name(alias);
+        if self.by_key.contains_key(&key) {
+            return false;
+        }
+        self.by_key.insert(key, id);
+        self.by_id.entry(id).or_insert_with(|| alias.to_owned());
+        self.in_order.push((alias.to_owned(), id));
+        true
+    }
+}
+
+/// Configured aliases. Lookups by name are case-insensitive; the first alias given for an id is
+/// the one written back for it.
+#[derive(Clone, Debug, Default)]
+pub struct Aliases {
+    users: AliasMap,
+    roles: AliasMap,
+    sessions: AliasMap,
+}
+
+/// Why an alias could not be added.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AliasError {
+    #[error("alias '{0}' is not a valid name: use letters, digits, '_', '-' and '.', starting with a letter, digit or '_'")]
+    InvalidName(String),
+    #[error("{kind} alias '{name}' is defined twice (names are compared ignoring case)", kind = .kind.as_str())]
+    Duplicate { kind: AliasKind, name: String },
+}
+
+impl Aliases {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn map(&self, kind: AliasKind) -> &AliasMap {
+        match kind {
+            AliasKind::User => &self.users,
+            AliasKind::Role => &self.roles,
+            AliasKind::Session => &self.sessions,
+        }
+    }
+
+    /// Adds an alias; refuses invalid names and case-insensitive duplicates within a kind.
+    pub fn add(&mut self, kind: AliasKind, alias: &str, id: Snowflake) -> Result<(), AliasError> {
+        if !is_valid_alias(alias) {
+            return Err(AliasError::InvalidName(alias.to_owned()));
+        }
+        let map = match kind {
+            AliasKind::User => &mut self.users,
+            AliasKind::Role => &mut self.roles,
+            AliasKind::Session => &mut self.sessions,
+        };
+        if map.insert(alias, id) {
+            Ok(())
+        } else {
+            Err(AliasError::Duplicate {
+                kind,
+                name: alias.to_owned(),
+            })
+        }
+    }
+
+    /// Builder-style [`Aliases::add`] for tests and examples.
+    pub fn with(mut self, kind: AliasKind, alias: &str, id: u64) -> Result<Self, AliasError> {
+        self.add(kind, alias, Snowflake(id))?;
+        Ok(self)
+    }
+
+    /// The id an alias names, looked up by its normalized key (see [`normalize_name`]).
+    pub fn id_for_key(&self, kind: AliasKind, key: &str) -> Option<Snowflake> {
+        self.map(kind).by_key.get(key).copied()
+    }
+
+    /// The id an alias names, ignoring case.
+    pub fn id_for(&self, kind: AliasKind, alias: &str) -> Option<Snowflake> {
+        self.id_for_key(kind, &normalize_name(alias))
+    }
+
+    /// The alias written for an id, as the operator spelled it.
+    pub fn alias_for(&self, kind: AliasKind, id: Snowflake) -> Option<&str> {
+        self.map(kind).by_id.get(&id).map(String::as_str)
+    }
+
+    /// Every alias of a kind, in the order they were added.
+    pub fn iter(&self, kind: AliasKind) -> impl Iterator<Item = (&str, Snowflake)> {
+        self.map(kind)
+            .in_order
+            .iter()
+            .map(|(name, id)| (name.as_str(), *id))
+    }
+
+    pub fn len(&self, kind: AliasKind) -> usize {
+        self.map(kind).in_order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.users.in_order.is_empty()
+            && self.roles.in_order.is_empty()
+            && self.sessions.in_order.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alias_names_follow_the_token_grammar() {
+        for good in ["ops", "release-room", "Ops-Bot", "_x", "v1.2", "9lives"] {
+            assert!(is_valid_alias(good), "{good}");
+        }
+        for bad in ["", "-ops", ".ops", "release room", "ops!", "ópera", "#ops", "@x"] {
+            assert!(!is_valid_alias(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn lookups_ignore_case_and_keep_the_configured_spelling() {
+        let aliases = Aliases::new()
+            .with(AliasKind::User, "Stanley", 123456789012345678)
+            .unwrap();
+        assert_eq!(
+            aliases.id_for(AliasKind::User, "STANLEY"),
+            Some(Snowflake(123456789012345678))
+        );
+        assert_eq!(
+            aliases.alias_for(AliasKind::User, Snowflake(123456789012345678)),
+            Some("Stanley")
+        );
+        assert_eq!(aliases.id_for(AliasKind::Role, "stanley"), None);
+    }
+
+    #[test]
+    fn duplicate_alias_differing_by_case_is_refused() {
+        let mut aliases = Aliases::new();
+        aliases
+            .add(AliasKind::Session, "ops", Snowflake(334455667788990011))
+            .unwrap();
+        assert_eq!(
+            aliases.add(AliasKind::Session, "OPS", Snowflake(334455667788990022)),
+            Err(AliasError::Duplicate {
+                kind: AliasKind::Session,
+                name: "OPS".into()
+            })
+        );
+    }
+
+    #[test]
+    fn first_alias_for_an_id_is_the_one_written_back() {
+        let aliases = Aliases::new()
+            .with(AliasKind::Session, "ops", 334455667788990011)
+            .unwrap()
+            .with(AliasKind::Session, "operations", 334455667788990011)
+            .unwrap();
+        assert_eq!(
+            aliases.alias_for(AliasKind::Session, Snowflake(334455667788990011)),
+            Some("ops")
+        );
+    }
+}

@@ -1,0 +1,290 @@
+//! The two rewrites: agent text → Discord markup (outbound) and back (inbound).
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+use memchr::{memchr, memchr2};
+
+use crate::aliases::{is_token_byte, is_word_byte};
+use crate::code::segments;
+use crate::snowflake::parse_digits;
+use crate::{AliasKind, Aliases, NameDirectory, Snowflake};
+
+/// What a mention token resolved to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mention {
+    User(Snowflake),
+    Role(Snowflake),
+    Channel(Snowflake),
+}
+
+impl Mention {
+    fn write_discord(self, out: &mut String) {
+        // Writing into a String cannot fail.
+        let _ = match self {
+            Mention::User(id) => write!(out, "<@{id}>"),
+            Mention::Role(id) => write!(out, "<@&{id}>"),
+            Mention::Channel(id) => write!(out, "<#{id}>"),
+        };
+    }
+}
+
+/// Rewrites text in both directions with the configured aliases and the names learned at run time.
+#[derive(Clone, Copy)]
+pub struct Mapper<'a> {
+    pub(crate) aliases: &'a Aliases,
+    pub(crate) names: &'a dyn NameDirectory,
+}
+
+const USER_FALLBACK: &str = "user_";
+const ROLE_FALLBACK: &str = "role_";
+const CHANNEL_FALLBACK: &str = "channel_";
+
+fn fallback_id(key: &str, prefix: &str) -> Option<Snowflake> {
+    key.strip_prefix(prefix)
+        .and_then(|digits| parse_digits(digits.as_bytes()))
+        .map(Snowflake)
+}
+
+/// End of the mention token starting at `start`: token bytes, minus trailing dots (punctuation).
+fn token_end(bytes: &[u8], start: usize, limit: usize) -> usize {
+    let mut end = start;
+    while end < limit && is_token_byte(bytes[end]) {
+        end += 1;
+    }
+    while end > start && bytes[end - 1] == b'.' {
+        end -= 1;
+    }
+    end
+}
+
+/// True when `token`, written after `@` or `#` and followed by a space, scans back as exactly itself.
+fn is_whole_token(token: &str) -> bool {
+    !token.is_empty() && token.bytes().all(is_token_byte) && !token.ends_with('.')
+}
+
+fn lowercase_into(buf: &mut String, token: &str) {
+    buf.clear();
+    buf.extend(token.chars().map(|c| c.to_ascii_lowercase()));
+}
+
+impl<'a> Mapper<'a> {
+    pub fn new(aliases: &'a Aliases, names: &'a dyn NameDirectory) -> Self {
+        Mapper { aliases, names }
+    }
+
+    /// Resolves the token after `@` (already lowercased): the `user_<id>`/`role_<id>` fallback
+    /// forms, configured users, configured roles, learned users, learned roles — in that order.
+    /// `@everyone` and `@here` never resolve.
+    pub fn resolve_at_key(&self, key: &str) -> Option<Mention> {
+        if key == "everyone" || key == "here" {
+            return None;
+        }
+        if let Some(id) = fallback_id(key, USER_FALLBACK) {
+            return Some(Mention::User(id));
+        }
+        if let Some(id) = fallback_id(key, ROLE_FALLBACK) {
+            return Some(Mention::Role(id));
+        }
+        self.aliases
+            .id_for_key(AliasKind::User, key)
+            .map(Mention::User)
+            .or_else(|| self.aliases.id_for_key(AliasKind::Role, key).map(Mention::Role))
+            .or_else(|| self.names.user_by_key(key).map(Mention::User))
+            .or_else(|| self.names.role_by_key(key).map(Mention::Role))
+    }
+
+    /// Resolves the token after `#` (already lowercased): `channel_<id>`, configured session
+    /// tokens, learned channel names.
+    pub fn resolve_hash_key(&self, key: &str) -> Option<Mention> {
+        fallback_id(key, CHANNEL_FALLBACK)
+            .or_else(|| self.aliases.id_for_key(AliasKind::Session, key))
+            .or_else(|| self.names.channel_by_key(key))
+            .map(Mention::Channel)
+    }
+
+    /// Agent text → Discord text: `@name` → `<@id>` / `<@&id>`, `#token` → `<#id>`.
+    /// Code spans and fences, unknown names, `@everyone` and `@here` are left exactly as written.
+    pub fn outbound<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        let bytes = text.as_bytes();
+        let mut out: Option<String> = None;
+        let mut copied = 0;
+        let mut key = String::new();
+        for segment in segments(text).filter(|s| !s.code) {
+            let mut pos = segment.start;
+            while let Some(offset) = memchr2(b'@', b'#', &bytes[pos..segment.end]) {
+                let sigil = pos + offset;
+                pos = sigil + 1;
+                if sigil > 0 && (is_word_byte(bytes[sigil - 1]) || bytes[sigil - 1] == b'<') {
+                    continue;
+                }
+                let end = token_end(bytes, sigil + 1, segment.end);
+                if end == sigil + 1 {
+                    continue;
+                }
+                lowercase_into(&mut key, &text[sigil + 1..end]);
+                let mention = if bytes[sigil] == b'@' {
+                    self.resolve_at_key(&key)
+                } else {
+                    self.resolve_hash_key(&key)
+                };
+                if let Some(mention) = mention {
+                    let out = out.get_or_insert_with(|| String::with_capacity(text.len() + 32));
+                    out.push_str(&text[copied..sigil]);
+                    mention.write_discord(out);
+                    copied = end;
+                }
+                pos = end;
+            }
+        }
+        finish(text, out, copied)
+    }
+
+    /// Discord text → agent text: `<@id>`/`<@!id>` → `@name`, `<@&id>` → `@role`, `<#id>` →
+    /// `#token`. A name is only written when the outbound rewrite maps it back to the same id;
+    /// otherwise the fallback form (`@user_<id>`, `@role_<id>`, `#channel_<id>`) is.
+    pub fn inbound<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        let bytes = text.as_bytes();
+        let mut out: Option<String> = None;
+        let mut copied = 0;
+        for segment in segments(text).filter(|s| !s.code) {
+            let mut pos = segment.start;
+            while let Some(offset) = memchr(b'<', &bytes[pos..segment.end]) {
+                let open = pos + offset;
+                pos = open + 1;
+                let Some((mention, end)) = parse_discord_mention(bytes, open, segment.end) else {
+                    continue;
+                };
+                let out = out.get_or_insert_with(|| String::with_capacity(text.len() + 32));
+                out.push_str(&text[copied..open]);
+                self.write_readable(mention, out);
+                copied = end;
+                pos = end;
+            }
+        }
+        finish(text, out, copied)
+    }
+
+    /// The readable form of a mention, as the inbound rewrite writes it (`@stanley`, `#ops`).
+    pub fn readable(&self, mention: Mention) -> String {
+        let mut out = String::new();
+        self.write_readable(mention, &mut out);
+        out
+    }
+
+    fn write_readable(&self, mention: Mention, out: &mut String) {
+        match mention {
+            Mention::User(id) => {
+                out.push('@');
+                let configured = self.aliases.alias_for(AliasKind::User, id);
+                if let Some(alias) = configured.filter(|a| self.names_back(a, mention)) {
+                    out.push_str(alias);
+                    return;
+                }
+                for name in self.names.user_names(id) {
+                    let token = name.replace(' ', "-");
+                    if self.names_back(&token, mention) {
+                        out.push_str(&token);
+                        return;
+                    }
+                }
+                let _ = write!(out, "{USER_FALLBACK}{id}");
+            }
+            Mention::Role(id) => {
+                out.push('@');
+                let configured = self.aliases.alias_for(AliasKind::Role, id).map(str::to_owned);
+                let learned = || self.names.role_name(id).map(|n| n.replace(' ', "-"));
+                match configured
+                    .filter(|a| self.names_back(a, mention))
+                    .or_else(|| learned().filter(|n| self.names_back(n, mention)))
+                {
+                    Some(name) => out.push_str(&name),
+                    None => {
+                        let _ = write!(out, "{ROLE_FALLBACK}{id}");
+                    }
+                }
+            }
+            Mention::Channel(id) => {
+                out.push('#');
+                let configured = self
+                    .aliases
+                    .alias_for(AliasKind::Session, id)
+                    .map(str::to_owned);
+                let learned = || self.names.channel_name(id).map(|n| n.replace(' ', "-"));
+                match configured
+                    .filter(|a| self.names_back(a, mention))
+                    .or_else(|| learned().filter(|n| self.names_back(n, mention)))
+                {
+                    Some(name) => out.push_str(&name),
+                    None => {
+                        let _ = write!(out, "{CHANNEL_FALLBACK}{id}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// True when the outbound rewrite turns `token` back into exactly `mention`.
+    fn names_back(&self, token: &str, mention: Mention) -> bool {
+        if !is_whole_token(token) {
+            return false;
+        }
+        let key = token.to_ascii_lowercase();
+        let resolved = match mention {
+            Mention::Channel(_) => self.resolve_hash_key(&key),
+            Mention::User(_) | Mention::Role(_) => self.resolve_at_key(&key),
+        };
+        resolved == Some(mention)
+    }
+}
+
+fn finish(text: &str, out: Option<String>, copied: usize) -> Cow<'_, str> {
+    match out {
+        None => Cow::Borrowed(text),
+        Some(mut out) => {
+            out.push_str(&text[copied..]);
+            Cow::Owned(out)
+        }
+    }
+}
+
+/// Parses `<@id>`, `<@!id>`, `<@&id>` or `<#id>` at `open`; returns the mention and the index
+/// just past `>`.
+fn parse_discord_mention(bytes: &[u8], open: usize, limit: usize) -> Option<(Mention, usize)> {
+    let mut at = open + 1;
+    let kind = match bytes.get(at)? {
+        b'@' => {
+            at += 1;
+            match bytes.get(at) {
+                Some(b'&') => {
+                    at += 1;
+                    AliasKind::Role
+                }
+                Some(b'!') => {
+                    at += 1;
+                    AliasKind::User
+                }
+                _ => AliasKind::User,
+            }
+        }
+        b'#' => {
+            at += 1;
+            AliasKind::Session
+        }
+        _ => return None,
+    };
+    let digits_start = at;
+    while at < limit && bytes[at].is_ascii_digit() {
+        at += 1;
+    }
+    if at >= limit || bytes[at] != b'>' {
+        return None;
+    }
+    let id = Snowflake(parse_digits(&bytes[digits_start..at])?);
+    let mention = match kind {
+        AliasKind::User => Mention::User(id),
+        AliasKind::Role => Mention::Role(id),
+        AliasKind::Session => Mention::Channel(id),
+    };
+    Some((mention, at + 1))
+}

@@ -1,0 +1,153 @@
+//! Properties that hold for any text: no panics, code is never touched, and the round trip.
+
+use entity::{AliasKind, Aliases, LearnedNames, Mapper, Snowflake};
+use proptest::prelude::*;
+
+fn fixture() -> (Aliases, LearnedNames) {
+    let aliases = Aliases::new()
+        .with(AliasKind::User, "Stanley", 123456789012345678)
+        .and_then(|a| a.with(AliasKind::Role, "oncall", 445566778899001122))
+        .and_then(|a| a.with(AliasKind::Session, "ops", 334455667788990011))
+        .and_then(|a| a.with(AliasKind::Session, "release-room", 334455667788990022))
+        .expect("valid");
+    let mut names = LearnedNames::new();
+    names.add_user(Snowflake(523456789012345678), "tomas", Some("Tomas N"));
+    names.add_role(Snowflake(645566778899001122), "Design Team");
+    names.add_channel(Snowflake(734455667788990011), "general");
+    (aliases, names)
+}
+
+fn code_spans(text: &str) -> Vec<String> {
+    // Independent, slow reference: collect the code spans with a char-by-char scanner.
+    let b = text.as_bytes();
+    let mut spans = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'`' {
+            i += 1;
+            continue;
+        }
+        let run = b[i..].iter().take_while(|&&c| c == b'`').count();
+        if run >= 3 {
+            let rest = &text[i + run..];
+            let end = match rest.find("```") {
+                Some(p) => {
+                    let close = i + run + p;
+                    close + b[close..].iter().take_while(|&&c| c == b'`').count()
+                }
+                None => b.len(),
+            };
+            spans.push(text[i..end].to_owned());
+            i = end;
+            continue;
+        }
+        let mut j = i + run;
+        let mut closed = None;
+        while j < b.len() {
+            if b[j] == b'`' {
+                let r = b[j..].iter().take_while(|&&c| c == b'`').count();
+                if r == run {
+                    closed = Some(j + r);
+                    break;
+                }
+                j += r;
+            } else {
+                j += 1;
+            }
+        }
+        match closed {
+            Some(end) => {
+                spans.push(text[i..end].to_owned());
+                i = end;
+            }
+            None => i += run,
+        }
+    }
+    spans
+}
+
+fn chatty_text() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        "[a-zA-Z0-9 ,.!?:;()\n]{0,12}",
+        Just("@Stanley".to_owned()),
+        Just("@everyone".to_owned()),
+        Just("#release-room.".to_owned()),
+        Just("#ops".to_owned()),
+        Just("`".to_owned()),
+        Just("```".to_owned()),
+        Just("<@123456789012345678>".to_owned()),
+        Just("<#334455667788990011>".to_owned()),
+        Just("<@&445566778899001122>".to_owned()),
+        Just("a@b.com".to_owned()),
+        ".{0,6}",
+    ];
+    proptest::collection::vec(piece, 0..24).prop_map(|v| v.concat())
+}
+
+/// Discord text whose only `@`/`#` words are real mentions, each standing alone.
+fn discord_text() -> impl Strategy<Value = String> {
+    let mention = prop_oneof![
+        Just("<@123456789012345678>".to_owned()),
+        Just("<@!123456789012345678>".to_owned()),
+        Just("<@523456789012345678>".to_owned()),
+        Just("<@111111111111111111>".to_owned()),
+        Just("<@&445566778899001122>".to_owned()),
+        Just("<@&645566778899001122>".to_owned()),
+        Just("<@&222222222222222222>".to_owned()),
+        Just("<#334455667788990011>".to_owned()),
+        Just("<#334455667788990022>".to_owned()),
+        Just("<#734455667788990011>".to_owned()),
+        Just("<#333333333333333333>".to_owned()),
+    ];
+    let prose = "[a-zA-Z0-9 ,!?\n]{0,16}".prop_map(|s| s);
+    let code = prop_oneof![
+        "[a-z <>@#&0-9]{1,10}".prop_map(|s| format!("`{s}`")),
+        "[a-z <>@#&0-9\n]{0,20}".prop_map(|s| format!("```\n{s}\n```")),
+    ];
+    let piece = prop_oneof![
+        3 => prose,
+        3 => (mention, prop_oneof![Just(" "), Just(". "), Just(", "), Just("!\n"), Just(")")])
+            .prop_map(|(m, p)| format!(" {m}{p}")),
+        1 => code.prop_map(|c| format!(" {c} ")),
+    ];
+    proptest::collection::vec(piece, 0..20).prop_map(|v| v.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn neither_direction_panics_on_any_text(text in any::<String>()) {
+        let (a, n) = fixture();
+        let mapper = Mapper::new(&a, &n);
+        let _ = mapper.outbound(&text);
+        let _ = mapper.inbound(&text);
+        let _ = mapper.resolve_session(&text);
+    }
+
+    #[test]
+    fn neither_direction_panics_on_chatty_text(text in chatty_text()) {
+        let (a, n) = fixture();
+        let mapper = Mapper::new(&a, &n);
+        let _ = mapper.outbound(&text);
+        let _ = mapper.inbound(&text);
+    }
+
+    #[test]
+    fn code_spans_come_out_byte_identical(text in chatty_text()) {
+        let (a, n) = fixture();
+        let mapper = Mapper::new(&a, &n);
+        let before = code_spans(&text);
+        prop_assert_eq!(code_spans(&mapper.outbound(&text)), before.clone());
+        prop_assert_eq!(code_spans(&mapper.inbound(&text)), before);
+    }
+
+    #[test]
+    fn outbound_of_inbound_restores_discord_text(text in discord_text()) {
+        let (a, n) = fixture();
+        let mapper = Mapper::new(&a, &n);
+        let readable = mapper.inbound(&text);
+        let expected = text.replace("<@!", "<@");
+        prop_assert_eq!(mapper.outbound(&readable).into_owned(), expected);
+    }
+}
