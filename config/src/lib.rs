@@ -1,0 +1,105 @@
+//! The switchboard config file: its schema, loading, and validation that reports every problem
+//! at once, each with `file:line:column`, the key path and what to do.
+//!
+//! Secrets never live in the file: it names the environment variables that hold them.
+
+mod raw;
+mod report;
+mod structure;
+mod validate;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+pub use entity::{AliasKind, Aliases, Snowflake};
+pub use report::{Problem, Report};
+
+/// The config file read when neither `--config` nor `SWITCHBOARD_CONFIG` names one.
+pub const DEFAULT_CONFIG_PATH: &str = "switchboard.toml";
+/// The environment variable that names the config file.
+pub const CONFIG_PATH_ENV: &str = "SWITCHBOARD_CONFIG";
+/// Where the tool server listens unless `toolserver.bind` says otherwise.
+pub const DEFAULT_BIND: &str = "127.0.0.1:7311";
+
+/// Comments the operator wrote on aliases (`ops = { discord = "…", comment = "…" }`).
+pub type AliasComments = std::collections::HashMap<(AliasKind, String), String>;
+
+/// A validated config.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub discord: DiscordConfig,
+    pub aliases: Aliases,
+    /// The operator's `comment` for an alias, keyed by kind and alias as written.
+    pub alias_comments: AliasComments,
+    pub toolserver: ToolserverConfig,
+    pub store: StoreConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscordConfig {
+    /// Name of the environment variable holding the bot token.
+    pub token_env: String,
+    pub allowed_guild_ids: Vec<Snowflake>,
+    pub allowed_channel_ids: Vec<Snowflake>,
+    pub allow_dms: bool,
+    /// Lets agent output ping roles; `@everyone` and `@here` never ping.
+    pub allow_role_mentions: bool,
+    /// A fake Discord or a REST proxy, without a trailing slash.
+    pub api_base_url: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolserverConfig {
+    pub bind: SocketAddr,
+    /// Name of the environment variable holding the operator token.
+    pub operator_token_env: String,
+    /// Serve without an operator token (loopback binds only).
+    pub insecure_no_auth: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// SQLite file, or `:memory:`.
+    pub path: String,
+}
+
+/// Why a config could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}. Create it (see switchboard.example.toml), or point --config / SWITCHBOARD_CONFIG at yours")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Invalid(Report),
+}
+
+impl Config {
+    /// Reads and validates the file at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let source = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Config::parse(&source, &path.display().to_string()).map_err(ConfigError::Invalid)
+    }
+
+    /// Validates config text; `file` names it in the report.
+    pub fn parse(source: &str, file: &str) -> Result<Config, Report> {
+        let mut collector = report::Collector::new(source);
+        let raw = structure::read(source, &mut collector);
+        let config = raw.and_then(|raw| validate::validate(raw, &mut collector));
+        match config {
+            Some(config) if collector.problems.is_empty() => Ok(config),
+            _ => Err(collector.finish(file)),
+        }
+    }
+
+    /// The config path to use: the flag, else `SWITCHBOARD_CONFIG`, else `./switchboard.toml`.
+    pub fn resolve_path(flag: Option<&Path>, env_value: Option<&str>) -> PathBuf {
+        flag.map(Path::to_owned)
+            .or_else(|| env_value.filter(|v| !v.is_empty()).map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_PATH))
+    }
+}

@@ -1,0 +1,160 @@
+//! The file's shape, as serde reads it: every table denies unknown keys, and values that need
+//! checking after parsing keep their span so a problem can point at them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use toml::Spanned;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfig {
+    #[serde(default)]
+    pub discord: RawDiscord,
+    #[serde(default)]
+    pub entity: RawEntity,
+    #[serde(default)]
+    pub toolserver: RawToolserver,
+    #[serde(default)]
+    pub store: RawStore,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDiscord {
+    #[serde(default = "default_token_env")]
+    pub token_env: Spanned<String>,
+    #[serde(default)]
+    pub allowed_guild_ids: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub allowed_channel_ids: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub allow_dms: bool,
+    #[serde(default)]
+    pub allow_role_mentions: bool,
+    #[serde(default)]
+    pub api_base_url: Option<Spanned<String>>,
+}
+
+impl Default for RawDiscord {
+    fn default() -> Self {
+        RawDiscord {
+            token_env: default_token_env(),
+            allowed_guild_ids: Vec::new(),
+            allowed_channel_ids: Vec::new(),
+            allow_dms: false,
+            allow_role_mentions: false,
+            api_base_url: None,
+        }
+    }
+}
+
+fn default_token_env() -> Spanned<String> {
+    Spanned::new(0..0, "DISCORD_TOKEN".to_owned())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEntity {
+    #[serde(default)]
+    pub users: BTreeMap<Spanned<String>, Spanned<RawAlias>>,
+    #[serde(default)]
+    pub sessions: BTreeMap<Spanned<String>, Spanned<RawAlias>>,
+    #[serde(default)]
+    pub roles: BTreeMap<Spanned<String>, Spanned<RawAlias>>,
+}
+
+/// `alias = "id"` or `alias = { discord = "id", comment = "..." }`.
+#[derive(Debug)]
+pub(crate) struct RawAlias {
+    pub discord: String,
+    pub comment: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for RawAlias {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct AliasVisitor;
+
+        impl<'de> Visitor<'de> for AliasVisitor {
+            type Value = RawAlias;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(r#"a Discord id as a string ("123456789012345678") or a table { discord = "123456789012345678", comment = "..." }"#)
+            }
+
+            fn visit_str<E: de::Error>(self, value: &str) -> Result<RawAlias, E> {
+                Ok(RawAlias {
+                    discord: value.to_owned(),
+                    comment: None,
+                })
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawAlias, A::Error> {
+                const FIELDS: &[&str] = &["discord", "comment"];
+                let mut discord = None;
+                let mut comment = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "discord" => discord = Some(map.next_value::<String>()?),
+                        "comment" => comment = Some(map.next_value::<String>()?),
+                        other => return Err(de::Error::unknown_field(other, FIELDS)),
+                    }
+                }
+                let discord = discord.ok_or_else(|| de::Error::missing_field("discord"))?;
+                Ok(RawAlias { discord, comment })
+            }
+        }
+
+        deserializer.deserialize_any(AliasVisitor)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawToolserver {
+    #[serde(default = "default_bind")]
+    pub bind: Spanned<String>,
+    #[serde(default = "default_operator_token_env")]
+    pub operator_token_env: Spanned<String>,
+    #[serde(default)]
+    pub insecure_no_auth: bool,
+}
+
+impl Default for RawToolserver {
+    fn default() -> Self {
+        RawToolserver {
+            bind: default_bind(),
+            operator_token_env: default_operator_token_env(),
+            insecure_no_auth: false,
+        }
+    }
+}
+
+fn default_bind() -> Spanned<String> {
+    Spanned::new(0..0, crate::DEFAULT_BIND.to_owned())
+}
+
+fn default_operator_token_env() -> Spanned<String> {
+    Spanned::new(0..0, "SWITCHBOARD_OPERATOR_TOKEN".to_owned())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawStore {
+    #[serde(default = "default_store_path")]
+    pub path: String,
+}
+
+impl Default for RawStore {
+    fn default() -> Self {
+        RawStore {
+            path: default_store_path(),
+        }
+    }
+}
+
+fn default_store_path() -> String {
+    "switchboard.db".to_owned()
+}

@@ -1,0 +1,126 @@
+//! Located problems: every one names `file:line:column`, the key path, and what to do.
+
+use std::fmt;
+use std::ops::Range;
+
+/// One thing wrong with the config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// 1-based line; 0 when the problem has no place in the file (a default value).
+    pub line: usize,
+    /// 1-based column, in characters.
+    pub column: usize,
+    /// Dotted key path, such as `discord.allowed_guild_ids[1]`.
+    pub key_path: String,
+    pub message: String,
+    /// What to do about it.
+    pub help: String,
+}
+
+/// Every problem found in one config file, in file order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub file: String,
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let count = self.problems.len();
+        writeln!(
+            f,
+            "{}: {} problem{} found",
+            self.file,
+            count,
+            if count == 1 { "" } else { "s" }
+        )?;
+        for p in &self.problems {
+            if p.line == 0 {
+                write!(f, "{}: ", self.file)?;
+            } else {
+                write!(f, "{}:{}:{}: ", self.file, p.line, p.column)?;
+            }
+            writeln!(f, "{}: {}", p.key_path, p.message)?;
+            writeln!(f, "  help: {}", p.help)?;
+        }
+        Ok(())
+    }
+}
+
+/// Turns byte spans into line and column numbers and collects problems.
+pub(crate) struct Collector<'a> {
+    source: &'a str,
+    line_starts: Vec<usize>,
+    pub problems: Vec<(usize, Problem)>,
+}
+
+impl<'a> Collector<'a> {
+    pub fn new(source: &'a str) -> Self {
+        let line_starts = std::iter::once(0)
+            .chain(source.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Collector {
+            source,
+            line_starts,
+            problems: Vec::new(),
+        }
+    }
+
+    fn locate(&self, offset: usize) -> (usize, usize) {
+        let line = self.line_starts.partition_point(|&start| start <= offset);
+        let line_start = self.line_starts[line - 1];
+        let end = offset.min(self.source.len());
+        let column = self
+            .source
+            .get(line_start..end)
+            .map_or(1, |s| s.chars().count() + 1);
+        (line, column)
+    }
+
+    /// Records a problem at `span`; an empty span at 0 means "not in the file" (a default).
+    pub fn add(
+        &mut self,
+        span: Option<Range<usize>>,
+        key_path: impl Into<String>,
+        message: impl Into<String>,
+        help: impl Into<String>,
+    ) {
+        let (offset, (line, column)) = match span {
+            Some(span) if !(span.start == 0 && span.end == 0) => {
+                (span.start, self.locate(span.start))
+            }
+            _ => (0, (0, 0)),
+        };
+        self.problems.push((
+            offset,
+            Problem {
+                line,
+                column,
+                key_path: key_path.into(),
+                message: message.into(),
+                help: help.into(),
+            },
+        ));
+    }
+
+    pub fn finish(mut self, file: &str) -> Report {
+        self.problems.sort_by_key(|(offset, _)| *offset);
+        Report {
+            file: file.to_owned(),
+            problems: self.problems.into_iter().map(|(_, p)| p).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locates_offsets_as_one_based_lines_and_char_columns() {
+        let c = Collector::new("ab\nçd = 1\n");
+        assert_eq!(c.locate(0), (1, 1));
+        assert_eq!(c.locate(3), (2, 1));
+        assert_eq!(c.locate(6), (2, 3));
+    }
+}

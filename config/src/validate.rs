@@ -1,0 +1,207 @@
+//! The semantic pass: ids, alias names, clashes, addresses and env var names.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+
+use entity::{is_valid_alias, normalize_name, AliasKind, Aliases, Snowflake};
+use toml::Spanned;
+
+use crate::raw::{RawAlias, RawConfig};
+use crate::report::Collector;
+use crate::{AliasComments, Config, DiscordConfig, StoreConfig, ToolserverConfig};
+
+const ID_HELP: &str = "a Discord id is 17 to 20 digits, written as a quoted string; in Discord, enable Developer Mode and use \"Copy ID\"";
+
+pub(crate) fn validate(raw: RawConfig, c: &mut Collector) -> Option<Config> {
+    let discord = DiscordConfig {
+        token_env: env_name(&raw.discord.token_env, "discord.token_env", c),
+        allowed_guild_ids: ids(&raw.discord.allowed_guild_ids, "discord.allowed_guild_ids", c),
+        allowed_channel_ids: ids(
+            &raw.discord.allowed_channel_ids,
+            "discord.allowed_channel_ids",
+            c,
+        ),
+        allow_dms: raw.discord.allow_dms,
+        allow_role_mentions: raw.discord.allow_role_mentions,
+        api_base_url: raw
+            .discord
+            .api_base_url
+            .as_ref()
+            .and_then(|url| base_url(url, c)),
+    };
+    let (aliases, alias_comments) = aliases(&raw, c);
+    let toolserver = ToolserverConfig {
+        bind: bind(&raw.toolserver.bind, c),
+        operator_token_env: env_name(
+            &raw.toolserver.operator_token_env,
+            "toolserver.operator_token_env",
+            c,
+        ),
+        insecure_no_auth: raw.toolserver.insecure_no_auth,
+    };
+    if raw.store.path.trim().is_empty() {
+        c.add(
+            None,
+            "store.path",
+            "the store path is empty",
+            "set store.path to a file such as \"switchboard.db\", or \":memory:\"",
+        );
+    }
+    let store = StoreConfig {
+        path: raw.store.path,
+    };
+    Some(Config {
+        discord,
+        aliases,
+        alias_comments,
+        toolserver,
+        store,
+    })
+}
+
+fn env_name(value: &Spanned<String>, key: &str, c: &mut Collector) -> String {
+    let name = value.get_ref();
+    let mut bytes = name.bytes();
+    let valid = matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if !valid {
+        c.add(
+            Some(value.span()),
+            key,
+            format!("'{name}' is not an environment variable name"),
+            "this key holds the NAME of the environment variable that holds the secret (letters, digits, '_'), never the secret itself; put the secret in the environment or in .env",
+        );
+    }
+    name.clone()
+}
+
+fn ids(values: &[Spanned<String>], key: &str, c: &mut Collector) -> Vec<Snowflake> {
+    let mut ids = Vec::with_capacity(values.len());
+    for (index, value) in values.iter().enumerate() {
+        match value.get_ref().trim().parse::<Snowflake>() {
+            Ok(id) => ids.push(id),
+            Err(error) => c.add(
+                Some(value.span()),
+                format!("{key}[{index}]"),
+                error.to_string(),
+                ID_HELP,
+            ),
+        }
+    }
+    ids
+}
+
+fn base_url(url: &Spanned<String>, c: &mut Collector) -> Option<String> {
+    let value = url.get_ref().trim();
+    let rest = value
+        .strip_prefix("http://")
+        .or_else(|| value.strip_prefix("https://"));
+    let host = rest.map(|r| r.split('/').next().unwrap_or(""));
+    let valid = matches!(host, Some(h) if !h.is_empty()) && !value.contains(char::is_whitespace);
+    if valid {
+        Some(value.trim_end_matches('/').to_owned())
+    } else {
+        c.add(
+            Some(url.span()),
+            "discord.api_base_url",
+            format!("'{value}' is not an http(s) base URL"),
+            "write it like \"http://127.0.0.1:PORT\" (a fake Discord or a REST proxy), or remove the key to talk to Discord",
+        );
+        None
+    }
+}
+
+fn bind(value: &Spanned<String>, c: &mut Collector) -> SocketAddr {
+    match value.get_ref().trim().parse::<SocketAddr>() {
+        Ok(addr) => addr,
+        Err(_) => {
+            c.add(
+                Some(value.span()),
+                "toolserver.bind",
+                format!("'{}' is not an address to listen on", value.get_ref()),
+                "write an IP address and port, such as \"127.0.0.1:7311\" or \"[::1]:7311\" (host names are not accepted)",
+            );
+            crate::DEFAULT_BIND
+                .parse()
+                .expect("the default bind address parses")
+        }
+    }
+}
+
+type RawAliasMap = BTreeMap<Spanned<String>, Spanned<RawAlias>>;
+
+fn aliases(raw: &RawConfig, c: &mut Collector) -> (Aliases, AliasComments) {
+    let mut aliases = Aliases::new();
+    let mut comments = AliasComments::new();
+    let tables: [(AliasKind, &str, &RawAliasMap); 3] = [
+        (AliasKind::User, "entity.users", &raw.entity.users),
+        (AliasKind::Session, "entity.sessions", &raw.entity.sessions),
+        (AliasKind::Role, "entity.roles", &raw.entity.roles),
+    ];
+    // Normalized name -> (kind, spelling) of the first user or role alias that claimed it.
+    let mut mention_names: HashMap<String, (AliasKind, String)> = HashMap::new();
+    for (kind, table, entries) in tables {
+        let mut in_file_order: Vec<_> = entries.iter().collect();
+        in_file_order.sort_by_key(|(name, _)| name.span().start);
+        let mut seen: HashMap<String, String> = HashMap::new();
+        for (name, value) in in_file_order {
+            let alias = name.get_ref();
+            let key_path = format!("{table}.{alias}");
+            let id = match value.get_ref().discord.trim().parse::<Snowflake>() {
+                Ok(id) => Some(id),
+                Err(error) => {
+                    c.add(Some(value.span()), &key_path, error.to_string(), ID_HELP);
+                    None
+                }
+            };
+            if !is_valid_alias(alias) {
+                c.add(
+                    Some(name.span()),
+                    &key_path,
+                    format!("'{alias}' is not a valid alias name"),
+                    "use letters, digits, '_', '-' and '.', starting with a letter, digit or '_' (the characters a @mention or #token can hold)",
+                );
+                continue;
+            }
+            let normalized = normalize_name(alias);
+            if let Some(first) = seen.get(&normalized) {
+                c.add(
+                    Some(name.span()),
+                    &key_path,
+                    format!("alias '{alias}' differs from '{first}' only by case"),
+                    "aliases are matched ignoring case: remove or rename one of them",
+                );
+                continue;
+            }
+            seen.insert(normalized.clone(), alias.clone());
+            if kind != AliasKind::Session {
+                match mention_names.get(&normalized) {
+                    Some((other_kind, other)) if *other_kind != kind => {
+                        c.add(
+                            Some(name.span()),
+                            &key_path,
+                            format!(
+                                "'{alias}' is both a {} alias ('{other}') and a {} alias",
+                                other_kind.as_str(),
+                                kind.as_str()
+                            ),
+                            "@name must mean one thing: rename the user or the role alias",
+                        );
+                        continue;
+                    }
+                    _ => {
+                        mention_names.insert(normalized, (kind, alias.clone()));
+                    }
+                }
+            }
+            if let Some(id) = id {
+                // Names were checked above, so adding cannot fail.
+                let _ = aliases.add(kind, alias, id);
+                if let Some(comment) = &value.get_ref().comment {
+                    comments.insert((kind, alias.clone()), comment.clone());
+                }
+            }
+        }
+    }
+    (aliases, comments)
+}

@@ -1,0 +1,273 @@
+//! Config validation: every problem, located, with what to do.
+
+use std::net::SocketAddr;
+
+use switchboard_config::{AliasKind, Config, Snowflake};
+
+const EXAMPLE: &str = r#"
+[discord]
+token_env = "DISCORD_TOKEN"
+allowed_guild_ids = ["1000000000000000200"]
+allowed_channel_ids = []
+allow_dms = false
+
+[entity.users]
+Stanley = "123456789012345678"
+Ops-Bot = { discord = "223456789012345678", comment = "the deploy bot" }
+
+[entity.sessions]
+ops = "334455667788990011"
+release-room = { discord = "334455667788990022", comment = "release coordination" }
+
+[entity.roles]
+oncall = "445566778899001122"
+
+[toolserver]
+bind = "127.0.0.1:7311"
+operator_token_env = "SWITCHBOARD_OPERATOR_TOKEN"
+
+[store]
+path = "switchboard.db"
+"#;
+
+fn problems(text: &str) -> Vec<String> {
+    match Config::parse(text, "test.toml") {
+        Ok(_) => Vec::new(),
+        Err(report) => report
+            .problems
+            .iter()
+            .map(|p| format!("{}:{} {} | {}", p.line, p.column, p.key_path, p.message))
+            .collect(),
+    }
+}
+
+#[test]
+fn the_documented_example_is_valid() {
+    let config = Config::parse(EXAMPLE, "example.toml").expect("valid");
+    assert_eq!(
+        config.discord.allowed_guild_ids,
+        vec![Snowflake(1000000000000000200)]
+    );
+    assert_eq!(
+        config.aliases.id_for(AliasKind::User, "ops-bot"),
+        Some(Snowflake(223456789012345678))
+    );
+    assert_eq!(
+        config.aliases.id_for(AliasKind::Session, "release-room"),
+        Some(Snowflake(334455667788990022))
+    );
+    assert_eq!(
+        config
+            .alias_comments
+            .get(&(AliasKind::Session, "release-room".into()))
+            .map(String::as_str),
+        Some("release coordination")
+    );
+    assert_eq!(
+        config.toolserver.bind,
+        "127.0.0.1:7311".parse::<SocketAddr>().unwrap()
+    );
+}
+
+#[test]
+fn the_example_file_in_the_repository_is_valid() {
+    let text = include_str!("../../switchboard.example.toml");
+    if let Err(report) = Config::parse(text, "switchboard.example.toml") {
+        panic!("{report}");
+    }
+}
+
+#[test]
+fn an_empty_file_means_defaults_with_everything_denied() {
+    let config = Config::parse("", "empty.toml").expect("valid");
+    assert!(config.discord.allowed_guild_ids.is_empty());
+    assert!(config.discord.allowed_channel_ids.is_empty());
+    assert!(!config.discord.allow_dms);
+    assert_eq!(config.discord.token_env, "DISCORD_TOKEN");
+    assert_eq!(config.toolserver.operator_token_env, "SWITCHBOARD_OPERATOR_TOKEN");
+    assert!(config.toolserver.bind.ip().is_loopback());
+    assert!(!config.toolserver.insecure_no_auth);
+    assert_eq!(config.store.path, "switchboard.db");
+}
+
+#[test]
+fn three_planted_mistakes_give_three_located_problems() {
+    let text = "[discord]\nallowd_guild_ids = []\nallowed_channel_ids = [\"12\"]\n\n[toolserver]\nbind = \"localhost:80:80\"\n";
+    assert_eq!(
+        problems(text),
+        vec![
+            "2:1 discord.allowd_guild_ids | unknown key `allowd_guild_ids`",
+            "3:24 discord.allowed_channel_ids[0] | '12' is not a Discord id: it has 2 digits, expected 17 to 20",
+            "6:8 toolserver.bind | 'localhost:80:80' is not an address to listen on",
+        ]
+    );
+}
+
+#[test]
+fn unknown_key_suggests_the_nearest_known_key() {
+    let report = Config::parse("[discord]\nallow_dm = true\n", "t.toml").unwrap_err();
+    let problem = &report.problems[0];
+    assert!(
+        problem.help.starts_with("did you mean `allow_dms`?"),
+        "{}",
+        problem.help
+    );
+    let shown = report.to_string();
+    assert!(shown.contains("t.toml:2:1: discord.allow_dm: unknown key `allow_dm`"), "{shown}");
+}
+
+#[test]
+fn unknown_tables_and_keys_everywhere_are_all_reported() {
+    let text = "bogus = 1\n[discord]\nx = 1\n[entity]\nchannels = {}\n[store]\nsize = 3\n[toolserver]\nport = 1\n";
+    let found = problems(text);
+    assert_eq!(found.len(), 5, "{found:#?}");
+    for key in [
+        "bogus",
+        "discord.x",
+        "entity.channels",
+        "store.size",
+        "toolserver.port",
+    ] {
+        assert!(found.iter().any(|p| p.contains(&format!(" {key} |"))), "{key}: {found:#?}");
+    }
+}
+
+#[test]
+fn ids_must_be_snowflakes() {
+    let text = r#"
+[discord]
+allowed_guild_ids = ["123456789012345678", "abc", "1234567890123456789012", "99999999999999999999"]
+[entity.users]
+x = "42"
+"#;
+    let found = problems(text);
+    assert_eq!(found.len(), 4, "{found:#?}");
+    assert!(found[0].starts_with("3:44 discord.allowed_guild_ids[1]"));
+    assert!(found[3].starts_with("5:5 entity.users.x"));
+}
+
+#[test]
+fn integer_ids_are_refused_with_a_hint_to_quote_them() {
+    let report =
+        Config::parse("[discord]\nallowed_channel_ids = [123456789012345678]\n", "t.toml")
+            .unwrap_err();
+    assert_eq!(report.problems.len(), 1);
+    assert!(report.problems[0].help.contains("quoted strings"));
+    assert_eq!(report.problems[0].key_path, "discord.allowed_channel_ids[0]");
+}
+
+#[test]
+fn alias_names_outside_the_token_grammar_are_refused() {
+    let text = "[entity.users]\n\"release manager\" = \"123456789012345678\"\n\"-x\" = \"123456789012345679\"\n";
+    let found = problems(text);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert!(found[0].contains("is not a valid alias name"));
+}
+
+#[test]
+fn aliases_differing_only_by_case_are_refused() {
+    let text = "[entity.sessions]\nops = \"334455667788990011\"\nOPS = \"334455667788990022\"\n";
+    let found = problems(text);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(found[0].contains("differs from 'ops' only by case"), "{found:#?}");
+}
+
+#[test]
+fn a_name_used_as_user_and_role_alias_is_refused() {
+    let text = "[entity.users]\noncall = \"123456789012345678\"\n[entity.roles]\nOnCall = \"445566778899001122\"\n";
+    let found = problems(text);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(found[0].contains("both a user alias"), "{found:#?}");
+    assert!(found[0].starts_with("4:1 entity.roles.OnCall"), "{found:#?}");
+}
+
+#[test]
+fn a_session_token_may_share_a_name_with_a_user() {
+    let text = "[entity.users]\nops = \"123456789012345678\"\n[entity.sessions]\nops = \"334455667788990011\"\n";
+    assert!(problems(text).is_empty());
+}
+
+#[test]
+fn a_secret_in_place_of_an_env_var_name_is_refused() {
+    let text = "[discord]\ntoken_env = \"MTA5.abc-def.xyz\"\n";
+    let report = Config::parse(text, "t.toml").unwrap_err();
+    assert_eq!(report.problems.len(), 1);
+    assert!(report.problems[0].help.contains("NAME of the environment variable"));
+}
+
+#[test]
+fn alias_tables_reject_unknown_keys_and_missing_ids() {
+    let text = "[entity.users]\na = { discord = \"123456789012345678\", note = \"x\" }\nb = { comment = \"no id\" }\nc = 5\n";
+    let found = problems(text);
+    assert_eq!(found.len(), 3, "{found:#?}");
+}
+
+#[test]
+fn api_base_url_must_be_http() {
+    assert!(problems("[discord]\napi_base_url = \"http://127.0.0.1:9999/\"\n").is_empty());
+    let config =
+        Config::parse("[discord]\napi_base_url = \"http://127.0.0.1:9999/\"\n", "t").unwrap();
+    assert_eq!(
+        config.discord.api_base_url.as_deref(),
+        Some("http://127.0.0.1:9999")
+    );
+    assert_eq!(
+        problems("[discord]\napi_base_url = \"ftp://x\"\n").len(),
+        1
+    );
+}
+
+#[test]
+fn toml_syntax_errors_are_located() {
+    let found = problems("[discord\nallow_dms = true\n");
+    assert!(!found.is_empty());
+    assert!(found[0].starts_with("1:"), "{found:#?}");
+}
+
+#[test]
+fn wrong_types_are_reported_with_the_expected_type() {
+    let found = problems("[discord]\nallow_dms = \"yes\"\nallowed_guild_ids = \"123456789012345678\"\n");
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert!(found[0].contains("invalid type"), "{found:#?}");
+}
+
+#[test]
+fn config_path_prefers_flag_then_env_then_default() {
+    use std::path::{Path, PathBuf};
+    assert_eq!(
+        Config::resolve_path(Some(Path::new("a.toml")), Some("b.toml")),
+        PathBuf::from("a.toml")
+    );
+    assert_eq!(Config::resolve_path(None, Some("b.toml")), PathBuf::from("b.toml"));
+    assert_eq!(Config::resolve_path(None, Some("")), PathBuf::from("switchboard.toml"));
+    assert_eq!(Config::resolve_path(None, None), PathBuf::from("switchboard.toml"));
+}
+
+#[test]
+fn missing_file_error_says_what_to_do() {
+    let err = Config::load(std::path::Path::new("/nonexistent/switchboard.toml")).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("--config"), "{text}");
+}
+
+mod garbage {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn any_text_yields_a_config_or_a_report_never_a_panic(text in any::<String>()) {
+            let _ = Config::parse(&text, "fuzz.toml");
+        }
+
+        #[test]
+        fn toml_shaped_garbage_never_panics(
+            lines in proptest::collection::vec(
+                "(\\[[a-z.]{0,12}\\]|[a-z_\"-]{0,10} = (\"[0-9a-z]{0,20}\"|[0-9]{0,5}|true|\\[\\]|\\{\\}))",
+                0..12,
+            )
+        ) {
+            let _ = Config::parse(&lines.join("\n"), "fuzz.toml");
+        }
+    }
+}
