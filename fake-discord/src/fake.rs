@@ -1,0 +1,526 @@
+//! The operations behind the control API, shared by its HTTP routes and the in-process
+//! methods of [`crate::FakeDiscord`]: acting as users, changing channels, invoking slash
+//! commands, faults and counters.
+
+use std::sync::atomic::Ordering;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::control::ControlError;
+use crate::hub::GatewayFault;
+use crate::payloads;
+use crate::shared::{ChannelChange, NewMessage, Shared};
+use crate::snowflake::{now_ms, Snowflake};
+use crate::state::{Channel, Emoji, Interaction, RestFaultState};
+use crate::validation;
+use crate::world::channel_type;
+
+/// A message posted as a user (`POST /_fake/messages`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct UserMessage {
+    pub channel_id: Snowflake,
+    pub author_id: Snowflake,
+    pub content: String,
+    /// The message this one replies to (same channel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<Snowflake>,
+}
+
+/// A channel or thread to create (`POST /_fake/channels`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NewChannel {
+    pub guild_id: Snowflake,
+    pub name: String,
+    #[serde(rename = "type", default)]
+    pub kind: u8,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<Snowflake>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+    #[serde(default = "yes")]
+    pub bot_can_see: bool,
+    #[serde(default = "yes")]
+    pub bot_can_send: bool,
+    #[serde(default)]
+    pub bot_can_manage_messages: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Changes to a channel or thread (`PATCH /_fake/channels/{id}`); absent fields stay.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelPatch {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bot_can_see: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bot_can_send: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bot_can_manage_messages: Option<bool>,
+}
+
+/// A slash-command invocation (`POST /_fake/interactions`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SlashCommand {
+    pub channel_id: Snowflake,
+    pub user_id: Snowflake,
+    /// The command name; it must have been registered by the bot.
+    pub name: String,
+    /// Discord's `data.options` array, e.g. `[{"name":"text","type":3,"value":"hi"}]`.
+    #[serde(default = "empty_array")]
+    pub options: Value,
+}
+
+fn empty_array() -> Value {
+    json!([])
+}
+
+/// A fault to inject (`POST /_fake/faults`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rest: Option<RestFault>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<GatewayFaultKind>,
+}
+
+/// The next `count` REST requests (optionally only those whose path contains
+/// `path_contains`) answer `status`; a 429 carries `retry_after` seconds.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RestFault {
+    pub status: u16,
+    #[serde(default = "one")]
+    pub count: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_contains: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// A gateway fault applied to every open connection.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum GatewayFaultKind {
+    /// Close the socket without a close frame.
+    Drop,
+    /// Send op 7 RECONNECT.
+    Reconnect,
+    /// Send op 9 INVALID_SESSION (not resumable).
+    InvalidSession,
+}
+
+/// Counters (`GET /_fake/state`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FakeState {
+    /// Gateway connections ever opened.
+    pub connections: u64,
+    /// Gateway connections open now.
+    pub connections_open: u64,
+    /// IDENTIFYs answered with READY.
+    pub sessions_identified: u64,
+    /// RESUMEs answered with RESUMED.
+    pub sessions_resumed: u64,
+    /// Dispatch frames sent or queued (READY and GUILD_CREATE included).
+    pub dispatches_sent: u64,
+    /// Messages held, all channels.
+    pub messages_held: u64,
+    /// REST requests in the log.
+    pub requests_logged: u64,
+}
+
+pub(crate) fn check_user(s: &Shared, user_id: Snowflake) -> Result<(), ControlError> {
+    if s.dir.has_user(user_id) {
+        Ok(())
+    } else {
+        Err(ControlError::NotFound(format!(
+            "user {user_id} is not in the world"
+        )))
+    }
+}
+
+fn known_channel(s: &Shared, channel_id: Snowflake) -> Result<Channel, ControlError> {
+    s.lock()
+        .channels
+        .get(&channel_id)
+        .cloned()
+        .ok_or_else(|| ControlError::NotFound(format!("channel {channel_id} does not exist")))
+}
+
+/// Whether `user_id` may act in `channel` (a guild member, or a DM's recipient).
+fn check_presence(s: &Shared, channel: &Channel, user_id: Snowflake) -> Result<(), ControlError> {
+    check_user(s, user_id)?;
+    let ok = match channel.guild_id {
+        Some(g) => s.dir.is_member(g, user_id),
+        None => channel.recipient_id == Some(user_id) || user_id == s.dir.bot_id,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(ControlError::Conflict(format!(
+            "user {user_id} cannot post in channel {} (not a member of its guild or DM)",
+            channel.id
+        )))
+    }
+}
+
+pub(crate) fn post_message(s: &Shared, m: UserMessage) -> Result<Value, ControlError> {
+    let channel = known_channel(s, m.channel_id)?;
+    check_presence(s, &channel, m.author_id)?;
+    let mut body = json!({ "content": m.content });
+    if let Some(reply_to) = m.reply_to {
+        body["message_reference"] = json!({ "message_id": reply_to });
+    }
+    let draft = validation::message_create(&body)?;
+    Ok(s.create_message(NewMessage {
+        author_id: m.author_id,
+        channel_id: m.channel_id,
+        draft,
+        as_bot_over_rest: false,
+        webhook_id: None,
+        interaction: None,
+    })?)
+}
+
+pub(crate) fn edit_message(
+    s: &Shared,
+    channel_id: Snowflake,
+    message_id: Snowflake,
+    content: String,
+) -> Result<Value, ControlError> {
+    let draft = validation::message_edit(&json!({ "content": content }))?;
+    Ok(s.edit_message(channel_id, message_id, draft, false)?)
+}
+
+pub(crate) fn react(
+    s: &Shared,
+    channel_id: Snowflake,
+    message_id: Snowflake,
+    user_id: Snowflake,
+    emoji: &str,
+    add: bool,
+) -> Result<(), ControlError> {
+    check_user(s, user_id)?;
+    let emoji = Emoji::parse(emoji)?;
+    Ok(s.react(channel_id, message_id, user_id, &emoji, add)?)
+}
+
+pub(crate) fn create_channel(s: &Shared, c: NewChannel) -> Result<Value, ControlError> {
+    if !s.world.guilds.iter().any(|g| g.id == c.guild_id) {
+        return Err(ControlError::NotFound(format!(
+            "guild {} does not exist",
+            c.guild_id
+        )));
+    }
+    if !channel_type::is_guild_kind(c.kind) {
+        return Err(ControlError::BadBody(format!(
+            "type {} is not a guild channel type",
+            c.kind
+        )));
+    }
+    if c.name.is_empty() || c.name.chars().count() > 100 {
+        return Err(ControlError::BadBody(
+            "name must be 1 to 100 characters".to_string(),
+        ));
+    }
+    let mut store = s.lock();
+    let parent = match c.parent_id {
+        Some(p) => Some(
+            store
+                .channels
+                .get(&p)
+                .filter(|ch| ch.guild_id == Some(c.guild_id))
+                .cloned()
+                .ok_or_else(|| {
+                    ControlError::NotFound(format!(
+                        "parent {p} is not a channel of guild {}",
+                        c.guild_id
+                    ))
+                })?,
+        ),
+        None => None,
+    };
+    let thread = channel_type::is_thread(c.kind);
+    match (&parent, thread) {
+        (None, true) => {
+            return Err(ControlError::BadBody(
+                "a thread needs parent_id".to_string(),
+            ))
+        }
+        (Some(p), true) if !matches!(p.kind, 0 | 5 | 15) => {
+            return Err(ControlError::BadBody(format!(
+                "channel {} cannot hold threads",
+                p.id
+            )))
+        }
+        (Some(p), false) if p.kind != channel_type::GUILD_CATEGORY => {
+            return Err(ControlError::BadBody(format!(
+                "parent {} is not a category",
+                p.id
+            )))
+        }
+        _ => {}
+    }
+    let id = s.ids.next();
+    let position = store
+        .channels
+        .values()
+        .filter(|ch| ch.guild_id == Some(c.guild_id))
+        .count() as u16;
+    let channel = Channel {
+        id,
+        guild_id: Some(c.guild_id),
+        name: c.name,
+        kind: c.kind,
+        parent_id: c.parent_id,
+        topic: c.topic,
+        position,
+        bot_can_see: c.bot_can_see,
+        bot_can_send: c.bot_can_send,
+        bot_can_manage_messages: c.bot_can_manage_messages,
+        archived: false,
+        recipient_id: None,
+        last_message_id: None,
+        message_count: 0,
+        created_ms: now_ms(),
+    };
+    store.channels.insert(id, channel.clone());
+    s.publish_channel_event(&store, &channel, ChannelChange::Created, false);
+    Ok(payloads::channel(&s.dir, &channel))
+}
+
+pub(crate) fn update_channel(
+    s: &Shared,
+    channel_id: Snowflake,
+    p: ChannelPatch,
+) -> Result<Value, ControlError> {
+    let mut store = s.lock();
+    let Some(before) = store.channels.get(&channel_id).cloned() else {
+        return Err(ControlError::NotFound(format!(
+            "channel {channel_id} does not exist"
+        )));
+    };
+    if before.guild_id.is_none() {
+        return Err(ControlError::Conflict(
+            "DM channels cannot be changed".to_string(),
+        ));
+    }
+    let was_visible = store.bot_can_see(&before);
+    let mut after = before;
+    if let Some(name) = p.name {
+        after.name = name;
+    }
+    if let Some(topic) = p.topic {
+        after.topic = Some(topic);
+    }
+    if let Some(archived) = p.archived {
+        after.archived = archived;
+    }
+    if let Some(v) = p.bot_can_see {
+        after.bot_can_see = v;
+    }
+    if let Some(v) = p.bot_can_send {
+        after.bot_can_send = v;
+    }
+    if let Some(v) = p.bot_can_manage_messages {
+        after.bot_can_manage_messages = v;
+    }
+    store.channels.insert(channel_id, after.clone());
+    s.publish_channel_event(&store, &after, ChannelChange::Updated, was_visible);
+    Ok(payloads::channel(&s.dir, &after))
+}
+
+pub(crate) fn delete_channel(s: &Shared, channel_id: Snowflake) -> Result<(), ControlError> {
+    let mut store = s.lock();
+    let Some(channel) = store.channels.get(&channel_id).cloned() else {
+        return Err(ControlError::NotFound(format!(
+            "channel {channel_id} does not exist"
+        )));
+    };
+    if channel.guild_id.is_none() {
+        return Err(ControlError::Conflict(
+            "DM channels cannot be deleted".to_string(),
+        ));
+    }
+    let mut doomed: Vec<Channel> = store
+        .channels
+        .values()
+        .filter(|c| c.parent_id == Some(channel_id) && channel_type::is_thread(c.kind))
+        .cloned()
+        .collect();
+    doomed.push(channel);
+    for c in doomed {
+        let was_visible = store.bot_can_see(&c);
+        store.channels.remove(&c.id);
+        store.messages.remove(&c.id);
+        s.publish_channel_event(&store, &c, ChannelChange::Deleted, was_visible);
+    }
+    Ok(())
+}
+
+pub(crate) fn channel_messages(
+    s: &Shared,
+    channel_id: Snowflake,
+) -> Result<Vec<Value>, ControlError> {
+    let store = s.lock();
+    if !store.channels.contains_key(&channel_id) {
+        return Err(ControlError::NotFound(format!(
+            "channel {channel_id} does not exist"
+        )));
+    }
+    Ok(store
+        .channel_messages(channel_id)
+        .map(|m| payloads::message(&s.dir, &store, m, false))
+        .collect())
+}
+
+pub(crate) fn invoke_command(s: &Shared, c: SlashCommand) -> Result<Value, ControlError> {
+    let channel = known_channel(s, c.channel_id)?;
+    check_presence(s, &channel, c.user_id)?;
+    if !c.options.is_array() {
+        return Err(ControlError::BadBody(
+            "options must be an array".to_string(),
+        ));
+    }
+    let store = s.lock();
+    if !store.command_registered(&c.name, channel.guild_id) {
+        return Err(ControlError::Conflict(format!(
+            "command `/{}` is not registered globally or for this guild; the bot must register it first (PUT /applications/{}/commands)",
+            c.name, s.dir.application_id
+        )));
+    }
+    let command_id = store
+        .command_id(&c.name, channel.guild_id)
+        .unwrap_or_default();
+    drop(store);
+    let id = s.ids.next();
+    let interaction = Interaction {
+        id,
+        token: format!("fake-interaction-token-{id}"),
+        channel_id: channel.id,
+        guild_id: channel.guild_id,
+        user_id: c.user_id,
+        command_name: c.name,
+        response: None,
+        original_message: None,
+        followups: Vec::new(),
+    };
+    let d = payloads::interaction_create(&s.dir, &channel, &interaction, &command_id, &c.options);
+    let answer = json!({
+        "id": id,
+        "token": interaction.token,
+        "application_id": s.dir.application_id,
+    });
+    let mut store = s.lock();
+    store.insert_interaction(interaction);
+    s.publish("INTERACTION_CREATE", &d, None);
+    Ok(answer)
+}
+
+pub(crate) fn interaction(s: &Shared, interaction_id: Snowflake) -> Result<Value, ControlError> {
+    let store = s.lock();
+    let i = store.interactions.get(&interaction_id).ok_or_else(|| {
+        ControlError::NotFound(format!("interaction {interaction_id} is not held"))
+    })?;
+    let message = |id: Snowflake| {
+        store
+            .message(i.channel_id, id)
+            .map(|m| payloads::message(&s.dir, &store, m, false))
+            .unwrap_or(Value::Null)
+    };
+    Ok(json!({
+        "id": i.id,
+        "token": i.token,
+        "name": i.command_name,
+        "channel_id": i.channel_id,
+        "user_id": i.user_id,
+        "response": i.response,
+        "original_message": i.original_message.map(message),
+        "followups": i.followups.iter().map(|id| message(*id)).collect::<Vec<_>>(),
+    }))
+}
+
+pub(crate) fn commands(s: &Shared) -> Value {
+    let store = s.lock();
+    let guilds: serde_json::Map<String, Value> = store
+        .guild_commands
+        .iter()
+        .map(|(g, cmds)| (g.to_string(), Value::Array(cmds.clone())))
+        .collect();
+    json!({ "global": store.global_commands, "guilds": guilds })
+}
+
+pub(crate) fn inject_fault(s: &Shared, fault: Fault) -> Result<usize, ControlError> {
+    if fault.rest.is_none() && fault.gateway.is_none() {
+        return Err(ControlError::BadBody(
+            "give `rest` ({\"status\",\"count\",\"retry_after\"}) or `gateway` (\"drop\", \"reconnect\", \"invalid_session\")"
+                .to_string(),
+        ));
+    }
+    if let Some(rest) = fault.rest {
+        if !(400..=599).contains(&rest.status) {
+            return Err(ControlError::BadBody(
+                "rest.status must be 400..=599".to_string(),
+            ));
+        }
+        if !(1..=100_000).contains(&rest.count) {
+            return Err(ControlError::BadBody(
+                "rest.count must be 1..=100000".to_string(),
+            ));
+        }
+        let retry_after = rest.retry_after.unwrap_or(1.0);
+        if !retry_after.is_finite() || !(0.0..=3600.0).contains(&retry_after) {
+            return Err(ControlError::BadBody(
+                "rest.retry_after must be 0..=3600 seconds".to_string(),
+            ));
+        }
+        s.lock().rest_faults.push_back(RestFaultState {
+            status: rest.status,
+            remaining: rest.count,
+            retry_after,
+            path_contains: rest.path_contains,
+        });
+    }
+    let mut affected = 0;
+    if let Some(kind) = fault.gateway {
+        let fault = match kind {
+            GatewayFaultKind::Drop => GatewayFault::Drop,
+            GatewayFaultKind::Reconnect => GatewayFault::Reconnect,
+            GatewayFaultKind::InvalidSession => GatewayFault::InvalidSession,
+        };
+        affected = s.hub.inject(fault);
+    }
+    Ok(affected)
+}
+
+pub(crate) fn state(s: &Shared) -> FakeState {
+    let (open, _) = s.hub.sizes();
+    let store = s.lock();
+    let c = &s.hub.counters;
+    FakeState {
+        connections: c.connections.load(Ordering::Relaxed),
+        connections_open: open as u64,
+        sessions_identified: c.identified.load(Ordering::Relaxed),
+        sessions_resumed: c.resumed.load(Ordering::Relaxed),
+        dispatches_sent: c.dispatches.load(Ordering::Relaxed),
+        messages_held: store.message_total() as u64,
+        requests_logged: store.requests.len() as u64,
+    }
+}

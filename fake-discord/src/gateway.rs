@@ -1,0 +1,233 @@
+//! The gateway websocket: HELLO, IDENTIFY → READY + GUILD_CREATE per guild, heartbeat ACK,
+//! RESUME → replay + RESUMED, injected op 7 / op 9 / drops, and Discord's close codes for
+//! garbage (4002 decode error, 4001 unknown opcode, 4003 not authenticated, ...).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::State;
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::hub::{Outbound, ResumeRefused};
+use crate::payloads;
+use crate::shared::Shared;
+
+/// Largest frame a client may send (Discord's limit is 4096 bytes; a little slack here).
+const MAX_CLIENT_FRAME: usize = 16 * 1024;
+
+/// Every intent bit Discord defines (anything above is rejected with 4013).
+const KNOWN_INTENTS: u64 = (1 << 26) - 1;
+
+/// The gateway router: the websocket lives at `/` (serenity connects to `{url}?v=10`).
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new().route("/", get(upgrade)).with_state(shared)
+}
+
+async fn upgrade(State(shared): State<Arc<Shared>>, ws: WebSocketUpgrade) -> Response {
+    ws.max_message_size(MAX_CLIENT_FRAME)
+        .max_frame_size(MAX_CLIENT_FRAME)
+        .on_upgrade(move |socket| run(shared, socket))
+}
+
+/// How a connection ends.
+enum End {
+    /// The client went away.
+    ClientGone,
+    /// Close the TCP connection without a close frame.
+    Drop,
+    /// Send a close frame with this code and reason.
+    Close(u16, &'static str),
+}
+
+async fn run(shared: Arc<Shared>, mut socket: WebSocket) {
+    let (connection, mut rx) = shared.hub.connect();
+    tracing::debug!(connection, "gateway connection opened");
+    let end = serve(&shared, &mut socket, connection, &mut rx).await;
+    shared.hub.disconnect(connection);
+    match end {
+        End::ClientGone => tracing::debug!(connection, "gateway client closed"),
+        End::Drop => tracing::info!(connection, "gateway connection dropped without close frame"),
+        End::Close(code, reason) => {
+            tracing::info!(connection, code, reason, "closing gateway connection");
+            let frame = CloseFrame {
+                code,
+                reason: reason.into(),
+            };
+            let _ = socket.send(Message::Close(Some(frame))).await;
+        }
+    }
+}
+
+async fn send(socket: &mut WebSocket, text: &str) -> Result<(), End> {
+    socket
+        .send(Message::Text(text.into()))
+        .await
+        .map_err(|_| End::ClientGone)
+}
+
+async fn serve(
+    shared: &Shared,
+    socket: &mut WebSocket,
+    connection: u64,
+    rx: &mut mpsc::Receiver<Outbound>,
+) -> End {
+    let hello = json!({ "op": 10, "s": null, "t": null, "d": { "heartbeat_interval": shared.heartbeat_interval_ms } });
+    if let Err(end) = send(socket, &hello.to_string()).await {
+        return end;
+    }
+    // A client that stays silent for this long is a zombie; Discord drops those too.
+    let silence_limit =
+        Duration::from_millis(shared.heartbeat_interval_ms.saturating_mul(3).max(1000));
+    let mut identified = false;
+    loop {
+        let step = tokio::select! {
+            incoming = tokio::time::timeout(silence_limit, socket.recv()) => match incoming {
+                Err(_) => Err(End::Close(4009, "Session timed out.")),
+                Ok(None) | Ok(Some(Err(_))) | Ok(Some(Ok(Message::Close(_)))) => Err(End::ClientGone),
+                Ok(Some(Ok(Message::Text(text)))) => {
+                    handle(shared, socket, connection, &mut identified, text.as_str()).await
+                }
+                Ok(Some(Ok(Message::Binary(bytes)))) => match std::str::from_utf8(&bytes) {
+                    Ok(text) => handle(shared, socket, connection, &mut identified, text).await,
+                    Err(_) => Err(End::Close(4002, "Error while decoding payload.")),
+                },
+                Ok(Some(Ok(_))) => Ok(()),
+            },
+            outbound = rx.recv() => match outbound {
+                None | Some(Outbound::Drop) => Err(End::Drop),
+                Some(Outbound::Frame(frame)) => send(socket, &frame).await,
+                Some(Outbound::Reconnect) => send(socket, r#"{"op":7,"s":null,"t":null,"d":null}"#).await,
+                Some(Outbound::InvalidSession) => {
+                    if let Some(session) = shared.hub.session_of(connection) {
+                        shared.hub.invalidate(&session);
+                    }
+                    identified = false;
+                    send(socket, r#"{"op":9,"s":null,"t":null,"d":false}"#).await
+                }
+            },
+        };
+        if let Err(end) = step {
+            return end;
+        }
+    }
+}
+
+async fn handle(
+    shared: &Shared,
+    socket: &mut WebSocket,
+    connection: u64,
+    identified: &mut bool,
+    text: &str,
+) -> Result<(), End> {
+    let Ok(payload) = serde_json::from_str::<Value>(text) else {
+        tracing::warn!(connection, "gateway frame is not JSON; closing with 4002");
+        return Err(End::Close(4002, "Error while decoding payload."));
+    };
+    let Some(op) = payload.get("op").and_then(Value::as_u64) else {
+        tracing::warn!(
+            connection,
+            "gateway frame has no numeric op; closing with 4002"
+        );
+        return Err(End::Close(4002, "Error while decoding payload."));
+    };
+    let d = payload.get("d").unwrap_or(&Value::Null);
+    match op {
+        1 => send(socket, r#"{"op":11,"s":null,"t":null,"d":null}"#).await,
+        2 => {
+            if *identified {
+                return Err(End::Close(4005, "Already authenticated."));
+            }
+            let token = d.get("token").and_then(Value::as_str).unwrap_or("");
+            if token.trim().is_empty() {
+                return Err(End::Close(4004, "Authentication failed."));
+            }
+            let Some(intents) = d.get("intents").and_then(Value::as_u64) else {
+                return Err(End::Close(4013, "Invalid intent(s)."));
+            };
+            if intents & !KNOWN_INTENTS != 0 {
+                return Err(End::Close(4013, "Invalid intent(s)."));
+            }
+            let frames = {
+                let store = shared.lock();
+                let (_, frames) = shared.hub.identify(connection, intents, |session_id| {
+                    let mut initial = vec![(
+                        "READY",
+                        payloads::ready(
+                            &shared.world,
+                            &shared.dir,
+                            session_id,
+                            &shared.gateway_url,
+                        )
+                        .to_string(),
+                    )];
+                    for guild in &shared.world.guilds {
+                        if let Some(g) =
+                            payloads::guild_create(&shared.world, &shared.dir, &store, guild.id)
+                        {
+                            initial.push(("GUILD_CREATE", g.to_string()));
+                        }
+                    }
+                    initial
+                });
+                frames
+            };
+            *identified = true;
+            tracing::info!(connection, intents, "gateway session identified");
+            for frame in frames {
+                send(socket, &frame).await?;
+            }
+            Ok(())
+        }
+        6 => {
+            let session_id = d.get("session_id").and_then(Value::as_str).unwrap_or("");
+            let seq = d.get("seq").and_then(Value::as_u64).unwrap_or(0);
+            let token = d.get("token").and_then(Value::as_str).unwrap_or("");
+            if token.trim().is_empty() {
+                return Err(End::Close(4004, "Authentication failed."));
+            }
+            match shared.hub.resume(connection, session_id, seq) {
+                Ok(frames) => {
+                    *identified = true;
+                    tracing::info!(
+                        connection,
+                        seq,
+                        replayed = frames.len() - 1,
+                        "gateway session resumed"
+                    );
+                    for frame in frames {
+                        send(socket, &frame).await?;
+                    }
+                    Ok(())
+                }
+                Err(why) => {
+                    let reason = match why {
+                        ResumeRefused::UnknownSession => "unknown session",
+                        ResumeRefused::SequenceGone => "sequence no longer held",
+                    };
+                    tracing::info!(connection, reason, "refusing RESUME with op 9");
+                    send(socket, r#"{"op":9,"s":null,"t":null,"d":false}"#).await
+                }
+            }
+        }
+        3 | 4 | 8 | 31 => {
+            if !*identified {
+                return Err(End::Close(4003, "Not authenticated."));
+            }
+            tracing::debug!(
+                connection,
+                op,
+                "ignoring gateway op the fake does not model"
+            );
+            Ok(())
+        }
+        _ => {
+            tracing::warn!(connection, op, "unknown gateway opcode; closing with 4001");
+            Err(End::Close(4001, "Unknown opcode."))
+        }
+    }
+}

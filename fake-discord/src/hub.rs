@@ -1,0 +1,436 @@
+//! Gateway sessions and dispatch fan-out. Each dispatch's `d` is serialized once; each
+//! session wraps it with its own sequence number, keeps a bounded backlog for RESUME, and
+//! forwards it to its live connection (if any) through a bounded queue.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::mpsc;
+
+/// Gateway intent bits the fake filters on.
+pub mod intents {
+    pub const GUILDS: u64 = 1 << 0;
+    pub const GUILD_MESSAGES: u64 = 1 << 9;
+    pub const GUILD_MESSAGE_REACTIONS: u64 = 1 << 10;
+    pub const GUILD_MESSAGE_TYPING: u64 = 1 << 11;
+    pub const DIRECT_MESSAGES: u64 = 1 << 12;
+    pub const DIRECT_MESSAGE_REACTIONS: u64 = 1 << 13;
+    pub const DIRECT_MESSAGE_TYPING: u64 = 1 << 14;
+    pub const MESSAGE_CONTENT: u64 = 1 << 15;
+}
+
+/// A dispatch ready to send: event name and serialized `d`.
+#[derive(Debug, Clone)]
+pub struct Dispatch {
+    pub name: &'static str,
+    pub data: Arc<str>,
+    /// The intent a session needs to receive it (None: always sent).
+    pub intent: Option<u64>,
+    /// `d` with message content blanked, for sessions without MESSAGE_CONTENT (None: same
+    /// as `data`).
+    pub without_content: Option<Arc<str>>,
+}
+
+/// What a connection task is told to do.
+#[derive(Debug)]
+pub enum Outbound {
+    /// Send this text frame.
+    Frame(Arc<str>),
+    /// Close the socket without a close frame.
+    Drop,
+    /// Send op 7 RECONNECT.
+    Reconnect,
+    /// Send op 9 INVALID_SESSION (not resumable) and forget the session.
+    InvalidSession,
+}
+
+/// A gateway fault injected through the control API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GatewayFault {
+    Drop,
+    Reconnect,
+    InvalidSession,
+}
+
+#[derive(Debug)]
+struct Session {
+    intents: u64,
+    seq: u64,
+    backlog: VecDeque<(u64, Arc<str>)>,
+    connection: Option<u64>,
+    created: u64,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    sessions: HashMap<String, Session>,
+    connections: HashMap<u64, mpsc::Sender<Outbound>>,
+    next_connection: u64,
+    next_session: u64,
+}
+
+/// Counters reported by `GET /_fake/state`.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub connections: AtomicU64,
+    pub identified: AtomicU64,
+    pub resumed: AtomicU64,
+    pub dispatches: AtomicU64,
+}
+
+/// Limits of the hub.
+#[derive(Debug, Clone, Copy)]
+pub struct HubLimits {
+    /// Frames kept per session for RESUME.
+    pub backlog: usize,
+    /// Frames queued per connection before it is dropped as too slow.
+    pub queue: usize,
+    /// Sessions kept (oldest disconnected ones are forgotten first).
+    pub sessions: usize,
+}
+
+impl Default for HubLimits {
+    fn default() -> Self {
+        HubLimits {
+            backlog: 10_000,
+            queue: 8_192,
+            sessions: 64,
+        }
+    }
+}
+
+/// Why a RESUME was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ResumeRefused {
+    UnknownSession,
+    SequenceGone,
+}
+
+/// All gateway sessions and connections.
+#[derive(Debug)]
+pub struct Hub {
+    inner: Mutex<Inner>,
+    limits: HubLimits,
+    pub counters: Counters,
+    any_without_content: AtomicBool,
+}
+
+fn frame(seq: u64, name: &str, data: &str) -> Arc<str> {
+    Arc::from(format!(
+        "{{\"op\":0,\"s\":{seq},\"t\":\"{name}\",\"d\":{data}}}"
+    ))
+}
+
+impl Hub {
+    pub fn new(limits: HubLimits) -> Hub {
+        Hub {
+            inner: Mutex::new(Inner::default()),
+            limits,
+            counters: Counters::default(),
+            any_without_content: AtomicBool::new(false),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding this lock cannot leave the maps inconsistent in a way that
+        // matters to a test fake, so recover from poisoning.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a new socket; returns its id and the queue to drain.
+    pub fn connect(&self) -> (u64, mpsc::Receiver<Outbound>) {
+        let (tx, rx) = mpsc::channel(self.limits.queue);
+        let mut inner = self.lock();
+        inner.next_connection += 1;
+        let id = inner.next_connection;
+        inner.connections.insert(id, tx);
+        self.counters.connections.fetch_add(1, Ordering::Relaxed);
+        (id, rx)
+    }
+
+    /// Forgets a socket; its session (if any) stays resumable.
+    pub fn disconnect(&self, connection: u64) {
+        let mut inner = self.lock();
+        inner.connections.remove(&connection);
+        for session in inner.sessions.values_mut() {
+            if session.connection == Some(connection) {
+                session.connection = None;
+            }
+        }
+    }
+
+    /// Whether some session lacks the MESSAGE_CONTENT intent (so publishers should also
+    /// build the content-less variant).
+    pub fn needs_content_free_variant(&self) -> bool {
+        self.any_without_content.load(Ordering::Relaxed)
+    }
+
+    fn refresh_content_flag(&self, inner: &Inner) {
+        let any = inner
+            .sessions
+            .values()
+            .any(|s| s.intents & intents::MESSAGE_CONTENT == 0);
+        self.any_without_content.store(any, Ordering::Relaxed);
+    }
+
+    /// Creates a session for `connection` and returns its id and the initial frames
+    /// (READY, GUILD_CREATE...) built by `initial`, which the caller sends before draining its
+    /// queue. Sequence numbers start at 1.
+    pub fn identify(
+        &self,
+        connection: u64,
+        intent_bits: u64,
+        initial: impl FnOnce(&str) -> Vec<(&'static str, String)>,
+    ) -> (String, Vec<Arc<str>>) {
+        let mut inner = self.lock();
+        inner.next_session += 1;
+        let session_id = format!(
+            "{:016x}{:016x}",
+            crate::snowflake::now_ms(),
+            inner.next_session
+        );
+        let mut session = Session {
+            intents: intent_bits,
+            seq: 0,
+            backlog: VecDeque::new(),
+            connection: Some(connection),
+            created: inner.next_session,
+        };
+        let mut frames = Vec::new();
+        for (name, data) in initial(&session_id) {
+            session.seq += 1;
+            let f = frame(session.seq, name, &data);
+            session.backlog.push_back((session.seq, f.clone()));
+            frames.push(f);
+        }
+        self.counters
+            .dispatches
+            .fetch_add(frames.len() as u64, Ordering::Relaxed);
+        // A connection that re-identifies leaves its old session behind.
+        for s in inner.sessions.values_mut() {
+            if s.connection == Some(connection) {
+                s.connection = None;
+            }
+        }
+        inner.sessions.insert(session_id.clone(), session);
+        self.evict_sessions(&mut inner);
+        self.refresh_content_flag(&inner);
+        self.counters.identified.fetch_add(1, Ordering::Relaxed);
+        (session_id, frames)
+    }
+
+    fn evict_sessions(&self, inner: &mut Inner) {
+        while inner.sessions.len() > self.limits.sessions {
+            let oldest = inner
+                .sessions
+                .iter()
+                .filter(|(_, s)| s.connection.is_none())
+                .min_by_key(|(_, s)| s.created)
+                .or_else(|| inner.sessions.iter().min_by_key(|(_, s)| s.created))
+                .map(|(id, _)| id.clone());
+            match oldest {
+                Some(id) => {
+                    inner.sessions.remove(&id);
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// Attaches `connection` to an existing session and returns every frame after `seq`
+    /// followed by RESUMED.
+    pub fn resume(
+        &self,
+        connection: u64,
+        session_id: &str,
+        seq: u64,
+    ) -> Result<Vec<Arc<str>>, ResumeRefused> {
+        let mut inner = self.lock();
+        let previous = {
+            let session = inner
+                .sessions
+                .get_mut(session_id)
+                .ok_or(ResumeRefused::UnknownSession)?;
+            let oldest_kept = session.backlog.front().map_or(session.seq + 1, |(s, _)| *s);
+            if seq > session.seq || (seq + 1 < oldest_kept) {
+                return Err(ResumeRefused::SequenceGone);
+            }
+            let mut frames: Vec<Arc<str>> = session
+                .backlog
+                .iter()
+                .filter(|(s, _)| *s > seq)
+                .map(|(_, f)| f.clone())
+                .collect();
+            session.seq += 1;
+            let resumed = frame(session.seq, "RESUMED", "{}");
+            session.backlog.push_back((session.seq, resumed.clone()));
+            frames.push(resumed);
+            let previous = session.connection.replace(connection);
+            (previous, frames)
+        };
+        let (previous, frames) = previous;
+        if let Some(old) = previous.filter(|old| *old != connection) {
+            // Discord closes the old socket of a resumed session.
+            if let Some(tx) = inner.connections.remove(&old) {
+                let _ = tx.try_send(Outbound::Drop);
+            }
+        }
+        self.counters.resumed.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .dispatches
+            .fetch_add(frames.len() as u64, Ordering::Relaxed);
+        Ok(frames)
+    }
+
+    /// Forgets a session (after op 9).
+    pub fn invalidate(&self, session_id: &str) {
+        let mut inner = self.lock();
+        inner.sessions.remove(session_id);
+        self.refresh_content_flag(&inner);
+    }
+
+    /// The session a connection is attached to.
+    pub fn session_of(&self, connection: u64) -> Option<String> {
+        let inner = self.lock();
+        inner
+            .sessions
+            .iter()
+            .find(|(_, s)| s.connection == Some(connection))
+            .map(|(id, _)| id.clone())
+    }
+
+    /// Sends a dispatch to every session whose intents admit it. Returns how many sessions
+    /// got it.
+    pub fn publish(&self, dispatch: &Dispatch) -> usize {
+        let mut inner = self.lock();
+        let Inner {
+            sessions,
+            connections,
+            ..
+        } = &mut *inner;
+        let mut delivered = 0;
+        let mut slow = Vec::new();
+        for session in sessions.values_mut() {
+            if let Some(needed) = dispatch.intent {
+                if session.intents & needed == 0 {
+                    continue;
+                }
+            }
+            let data = match &dispatch.without_content {
+                Some(blank) if session.intents & intents::MESSAGE_CONTENT == 0 => blank,
+                _ => &dispatch.data,
+            };
+            session.seq += 1;
+            let f = frame(session.seq, dispatch.name, data);
+            session.backlog.push_back((session.seq, f.clone()));
+            while session.backlog.len() > self.limits.backlog {
+                session.backlog.pop_front();
+            }
+            if let Some(conn) = session.connection {
+                if let Some(tx) = connections.get(&conn) {
+                    if tx.try_send(Outbound::Frame(f)).is_err() {
+                        // Too slow (or gone): drop it; the client resumes from the backlog.
+                        slow.push(conn);
+                        session.connection = None;
+                    }
+                }
+            }
+            delivered += 1;
+        }
+        for conn in slow {
+            tracing::warn!(
+                connection = conn,
+                "gateway connection too slow; dropping it"
+            );
+            connections.remove(&conn);
+        }
+        self.counters
+            .dispatches
+            .fetch_add(delivered as u64, Ordering::Relaxed);
+        delivered
+    }
+
+    /// Applies a gateway fault to every open connection; returns how many.
+    pub fn inject(&self, fault: GatewayFault) -> usize {
+        let inner = self.lock();
+        let mut count = 0;
+        for tx in inner.connections.values() {
+            let msg = match fault {
+                GatewayFault::Drop => Outbound::Drop,
+                GatewayFault::Reconnect => Outbound::Reconnect,
+                GatewayFault::InvalidSession => Outbound::InvalidSession,
+            };
+            if tx.try_send(msg).is_ok() {
+                count += 1;
+            }
+        }
+        count
+    }
+
+    /// Closes every connection (shutdown).
+    pub fn close_all(&self) {
+        let mut inner = self.lock();
+        for (_, tx) in inner.connections.drain() {
+            let _ = tx.try_send(Outbound::Drop);
+        }
+    }
+
+    /// Open connections and live sessions.
+    pub fn sizes(&self) -> (usize, usize) {
+        let inner = self.lock();
+        (inner.connections.len(), inner.sessions.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dispatch(name: &'static str) -> Dispatch {
+        Dispatch {
+            name,
+            data: Arc::from("{}"),
+            intent: None,
+            without_content: None,
+        }
+    }
+
+    #[test]
+    fn resume_replays_after_sequence() {
+        let hub = Hub::new(HubLimits::default());
+        let (conn, _rx) = hub.connect();
+        let (session, frames) = hub.identify(conn, u64::MAX, |_| vec![("READY", "{}".into())]);
+        assert_eq!(frames.len(), 1);
+        hub.disconnect(conn);
+        hub.publish(&dispatch("MESSAGE_CREATE"));
+        hub.publish(&dispatch("MESSAGE_UPDATE"));
+        let (conn2, _rx2) = hub.connect();
+        let replay = hub.resume(conn2, &session, 1).expect("resumes");
+        assert_eq!(replay.len(), 3);
+        assert!(replay[0].contains("\"s\":2,\"t\":\"MESSAGE_CREATE\""));
+        assert!(replay[2].contains("RESUMED"));
+        assert_eq!(
+            hub.resume(conn2, "nope", 0),
+            Err(ResumeRefused::UnknownSession)
+        );
+        assert_eq!(
+            hub.resume(conn2, &session, 99),
+            Err(ResumeRefused::SequenceGone)
+        );
+    }
+
+    #[test]
+    fn intents_filter_dispatches() {
+        let hub = Hub::new(HubLimits::default());
+        let (conn, mut rx) = hub.connect();
+        hub.identify(conn, intents::GUILDS, |_| Vec::new());
+        let mut d = dispatch("MESSAGE_CREATE");
+        d.intent = Some(intents::GUILD_MESSAGES);
+        assert_eq!(hub.publish(&d), 0);
+        assert_eq!(hub.publish(&dispatch("INTERACTION_CREATE")), 1);
+        assert!(
+            matches!(rx.try_recv(), Ok(Outbound::Frame(f)) if f.contains("INTERACTION_CREATE"))
+        );
+    }
+}

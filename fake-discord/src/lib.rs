@@ -1,0 +1,402 @@
+//! A small fake Discord for switchboard's tests, benchmarks and offline playground.
+//!
+//! It speaks enough of Discord's API v10 — REST under `/api/v10` and the gateway websocket —
+//! for serenity 0.12 and poise 0.7 to run against it unchanged, and it is strict where Discord
+//! is strict (field limits, permissions, unknown ids, Discord's error JSON), so it catches bugs
+//! instead of hiding them. A control API under `/_fake/` lets tests act as users, read what the
+//! bot did (`GET /_fake/requests`) and inject faults (429s, 500s, dropped sockets, op 7, op 9).
+//! It binds loopback only and keeps every store bounded.
+//!
+//! Point serenity at it with `HttpBuilder::new(token).proxy(fake.base_url())
+//! .ratelimiter_disabled(true)`; the gateway URL comes from `GET /api/v10/gateway`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), fake_discord::FakeError> {
+//! use fake_discord::{FakeDiscord, UserMessage, World, demo};
+//! let fake = FakeDiscord::start(World::demo()).await?;
+//! println!("{}", fake.base_url()); // http://127.0.0.1:PORT
+//! fake.post_message(UserMessage {
+//!     channel_id: demo::OPS.into(),
+//!     author_id: demo::STANLEY.into(),
+//!     content: "hello <@1000000000000000001>".into(),
+//!     reply_to: None,
+//! })
+//! .ok();
+//! fake.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! # The demo world ([`World::demo`], used by the binary without `--world`)
+//!
+//! | what | id | notes |
+//! |---|---|---|
+//! | bot `switchboard` | 1000000000000000001 | also the application id |
+//! | user `stanley` ("Stanley") | 1000000000000000101 | member of Lab with role `oncall`; guild owner |
+//! | user `tomas` ("Tomas") | 1000000000000000102 | member of Lab |
+//! | guild `Lab` | 1000000000000000200 | `@everyone` role has the guild's id |
+//! | role `oncall` | 1000000000000000301 | |
+//! | `#ops` (text) | 1000000000000000401 | bot may also manage messages here |
+//! | `#release-room` (text) | 1000000000000000402 | |
+//! | `#secret` (text) | 1000000000000000403 | `bot_can_send: false` (REST sends → 50013) |
+//! | `#random` (text) | 1000000000000000404 | |
+//! | thread `incident-42` (public) | 1000000000000000411 | under `#ops` |
+//! | thread `off-topic-thread` (public) | 1000000000000000412 | under `#random` |
+//! | DM with stanley | 1000000000000000501 | |
+//!
+//! The same ids are constants in [`demo`].
+//!
+//! # The world file
+//!
+//! `fake-discord --world FILE` (or [`World::load`]) takes JSON:
+//!
+//! ```json
+//! {
+//!   "bot":   {"id": "1000000000000000001", "username": "switchboard"},
+//!   "users": [{"id": "1000000000000000101", "username": "stanley", "global_name": "Stanley"}],
+//!   "guilds": [{
+//!     "id": "1000000000000000200", "name": "Lab",
+//!     "roles": [{"id": "1000000000000000301", "name": "oncall"}],
+//!     "channels": [
+//!       {"id": "1000000000000000401", "name": "ops", "type": 0},
+//!       {"id": "1000000000000000403", "name": "secret", "type": 0, "bot_can_send": false},
+//!       {"id": "1000000000000000411", "name": "incident-42", "type": 11, "parent_id": "1000000000000000401"}
+//!     ]
+//!   }],
+//!   "dms": [{"id": "1000000000000000501", "recipient_id": "1000000000000000101"}]
+//! }
+//! ```
+//!
+//! Channel `type` follows Discord (0 text, 4 category, 5 announcement, 11 public thread,
+//! 12 private thread, 15 forum). Per channel, `bot_can_see` and `bot_can_send` default to
+//! true and `bot_can_manage_messages` to false. Optional extras: `bot.application_id`,
+//! guild `owner_id` and `members` (`[{"user_id","roles","nick"}]`, default: every user),
+//! role `permissions`, channel `topic` and `archived`. Unknown keys are rejected.
+
+mod api_error;
+mod control;
+mod fake;
+mod gateway;
+mod hub;
+mod payloads;
+mod rest;
+mod shared;
+mod snowflake;
+mod state;
+mod validation;
+mod world;
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub use api_error::{ApiError, FormErrors};
+pub use control::ControlError;
+pub use fake::{
+    ChannelPatch, FakeState, Fault, GatewayFaultKind, NewChannel, RestFault, SlashCommand,
+    UserMessage,
+};
+pub use hub::{intents, HubLimits};
+pub use snowflake::Snowflake;
+pub use state::{Limits, RecordedRequest};
+pub use validation::{MAX_CONTENT_CHARS, MAX_NONCE_CHARS};
+pub use world::{
+    BotSpec, ChannelSpec, DmSpec, GuildSpec, MemberSpec, RoleSpec, UserSpec, World, WorldError,
+};
+
+use shared::Shared;
+
+/// The ids of [`World::demo`].
+pub mod demo {
+    pub const BOT: u64 = 1000000000000000001;
+    pub const STANLEY: u64 = 1000000000000000101;
+    pub const TOMAS: u64 = 1000000000000000102;
+    pub const GUILD: u64 = 1000000000000000200;
+    pub const ONCALL_ROLE: u64 = 1000000000000000301;
+    pub const OPS: u64 = 1000000000000000401;
+    pub const RELEASE_ROOM: u64 = 1000000000000000402;
+    pub const SECRET: u64 = 1000000000000000403;
+    pub const RANDOM: u64 = 1000000000000000404;
+    pub const INCIDENT_THREAD: u64 = 1000000000000000411;
+    pub const RANDOM_THREAD: u64 = 1000000000000000412;
+    pub const STANLEY_DM: u64 = 1000000000000000501;
+}
+
+/// Why the fake could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum FakeError {
+    /// The fake only listens on loopback addresses.
+    #[error("refusing to bind {0}: fake-discord only listens on loopback (127.0.0.0/8 or ::1)")]
+    NotLoopback(SocketAddr),
+    /// The address could not be bound.
+    #[error("cannot bind {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The world is inconsistent.
+    #[error(transparent)]
+    World(#[from] WorldError),
+}
+
+/// Tunables; the defaults suit tests and the playground.
+#[derive(Clone, Copy, Debug)]
+pub struct FakeOptions {
+    /// The heartbeat interval sent in HELLO, in milliseconds (Discord sends 41250).
+    pub heartbeat_interval_ms: u64,
+    /// Bounds of the store.
+    pub limits: Limits,
+    /// Bounds of the gateway hub.
+    pub hub: HubLimits,
+}
+
+impl Default for FakeOptions {
+    fn default() -> Self {
+        FakeOptions {
+            heartbeat_interval_ms: 41_250,
+            limits: Limits::default(),
+            hub: HubLimits::default(),
+        }
+    }
+}
+
+/// A running fake Discord. Dropping it stops the server; [`FakeDiscord::shutdown`] does so
+/// gracefully.
+#[derive(Debug)]
+pub struct FakeDiscord {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    stop: Mutex<Option<oneshot::Sender<()>>>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl FakeDiscord {
+    /// Starts the fake on `127.0.0.1` with a free port.
+    pub async fn start(world: World) -> Result<FakeDiscord, FakeError> {
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        FakeDiscord::start_with(world, addr, FakeOptions::default()).await
+    }
+
+    /// Starts the fake on a given loopback address (port 0 = any free port).
+    pub async fn start_on(world: World, addr: SocketAddr) -> Result<FakeDiscord, FakeError> {
+        FakeDiscord::start_with(world, addr, FakeOptions::default()).await
+    }
+
+    /// Starts the fake with explicit options.
+    pub async fn start_with(
+        world: World,
+        addr: SocketAddr,
+        options: FakeOptions,
+    ) -> Result<FakeDiscord, FakeError> {
+        if !addr.ip().is_loopback() {
+            return Err(FakeError::NotLoopback(addr));
+        }
+        world.validate()?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| FakeError::Bind { addr, source })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| FakeError::Bind { addr, source })?;
+        let now = snowflake::now_ms();
+        let shared = Arc::new(Shared {
+            dir: payloads::Directory::new(&world, now),
+            store: Mutex::new(state::Store::new(&world, options.limits, now)),
+            hub: hub::Hub::new(options.hub),
+            ids: snowflake::IdGenerator::above(world.max_id()),
+            base_url: format!("http://{local}"),
+            gateway_url: format!("ws://{local}"),
+            heartbeat_interval_ms: options.heartbeat_interval_ms.max(1),
+            rates: rest::ratelimit::RateBook::default(),
+            world: Arc::new(world),
+        });
+        let app = rest::router(shared.clone())
+            .merge(control::router(shared.clone()))
+            .merge(gateway::router(shared.clone()));
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let serve = axum::serve(
+                listener,
+                app.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .with_graceful_shutdown(async move {
+                let _ = stop_rx.await;
+            });
+            if let Err(e) = serve.await {
+                tracing::error!(error = %e, "fake-discord server stopped with an error");
+            }
+        });
+        tracing::info!(base_url = %shared.base_url, "fake-discord listening");
+        Ok(FakeDiscord {
+            shared,
+            addr: local,
+            stop: Mutex::new(Some(stop_tx)),
+            task: Mutex::new(Some(task)),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`: what serenity's `HttpBuilder::proxy` and switchboard's
+    /// `discord.api_base_url` take.
+    pub fn base_url(&self) -> String {
+        self.shared.base_url.clone()
+    }
+
+    /// `ws://127.0.0.1:PORT`: the gateway URL `GET /api/v10/gateway` hands out.
+    pub fn gateway_url(&self) -> String {
+        self.shared.gateway_url.clone()
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The world being served.
+    pub fn world(&self) -> &World {
+        &self.shared.world
+    }
+
+    /// Posts a message as a user (MESSAGE_CREATE); returns the Discord message JSON.
+    pub fn post_message(&self, message: UserMessage) -> Result<Value, ControlError> {
+        fake::post_message(&self.shared, message)
+    }
+
+    /// Edits a message as its author would (MESSAGE_UPDATE).
+    pub fn edit_message(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        content: impl Into<String>,
+    ) -> Result<Value, ControlError> {
+        fake::edit_message(&self.shared, channel_id, message_id, content.into())
+    }
+
+    /// Deletes a message (MESSAGE_DELETE).
+    pub fn delete_message(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+    ) -> Result<(), ControlError> {
+        Ok(self.shared.delete_message(channel_id, message_id, false)?)
+    }
+
+    /// Adds a user's reaction (MESSAGE_REACTION_ADD); `emoji` is unicode or `name:id`.
+    pub fn add_reaction(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        user_id: Snowflake,
+        emoji: &str,
+    ) -> Result<(), ControlError> {
+        fake::react(&self.shared, channel_id, message_id, user_id, emoji, true)
+    }
+
+    /// Removes a user's reaction (MESSAGE_REACTION_REMOVE).
+    pub fn remove_reaction(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        user_id: Snowflake,
+        emoji: &str,
+    ) -> Result<(), ControlError> {
+        fake::react(&self.shared, channel_id, message_id, user_id, emoji, false)
+    }
+
+    /// A user starts typing (TYPING_START).
+    pub fn typing(&self, channel_id: Snowflake, user_id: Snowflake) -> Result<(), ControlError> {
+        fake::check_user(&self.shared, user_id)?;
+        Ok(self.shared.typing(channel_id, user_id, false)?)
+    }
+
+    /// Creates a channel or thread (CHANNEL_CREATE / THREAD_CREATE); returns its JSON.
+    pub fn create_channel(&self, channel: NewChannel) -> Result<Value, ControlError> {
+        fake::create_channel(&self.shared, channel)
+    }
+
+    /// Changes a channel or thread (CHANNEL_UPDATE / THREAD_UPDATE).
+    pub fn update_channel(
+        &self,
+        channel_id: Snowflake,
+        patch: ChannelPatch,
+    ) -> Result<Value, ControlError> {
+        fake::update_channel(&self.shared, channel_id, patch)
+    }
+
+    /// Deletes a channel and its threads (CHANNEL_DELETE / THREAD_DELETE).
+    pub fn delete_channel(&self, channel_id: Snowflake) -> Result<(), ControlError> {
+        fake::delete_channel(&self.shared, channel_id)
+    }
+
+    /// Every message held for a channel, oldest first.
+    pub fn channel_messages(&self, channel_id: Snowflake) -> Result<Vec<Value>, ControlError> {
+        fake::channel_messages(&self.shared, channel_id)
+    }
+
+    /// Invokes a registered slash command as a user (INTERACTION_CREATE); returns
+    /// `{"id","token","application_id"}`.
+    pub fn invoke_command(&self, command: SlashCommand) -> Result<Value, ControlError> {
+        fake::invoke_command(&self.shared, command)
+    }
+
+    /// An interaction and how the bot answered it:
+    /// `{"id","token","name","channel_id","user_id","response","original_message","followups"}`.
+    pub fn interaction(&self, interaction_id: Snowflake) -> Result<Value, ControlError> {
+        fake::interaction(&self.shared, interaction_id)
+    }
+
+    /// The registered commands: `{"global":[...],"guilds":{"id":[...]}}`.
+    pub fn commands(&self) -> Value {
+        fake::commands(&self.shared)
+    }
+
+    /// Every REST request received (bounded log), in order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.lock().requests.iter().cloned().collect()
+    }
+
+    /// Clears the request log.
+    pub fn clear_requests(&self) {
+        self.shared.lock().requests.clear();
+    }
+
+    /// Injects a fault; returns how many gateway connections a gateway fault reached.
+    pub fn inject_fault(&self, fault: Fault) -> Result<usize, ControlError> {
+        fake::inject_fault(&self.shared, fault)
+    }
+
+    /// Counters.
+    pub fn state(&self) -> FakeState {
+        fake::state(&self.shared)
+    }
+
+    /// Stops accepting, closes gateway connections and waits (at most two seconds) for
+    /// in-flight requests.
+    pub async fn shutdown(self) {
+        self.shared.hub.close_all();
+        if let Some(stop) = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = stop.send(());
+        }
+        let task = self.task.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(mut task) = task {
+            if tokio::time::timeout(Duration::from_secs(2), &mut task)
+                .await
+                .is_err()
+            {
+                task.abort();
+            }
+        }
+    }
+}
+
+impl Drop for FakeDiscord {
+    fn drop(&mut self) {
+        self.shared.hub.close_all();
+        if let Some(task) = self.task.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            task.abort();
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! Discord's REST API v10 under `/api/v10`: the routes serenity and poise use, one layer that
+//! records every request, applies injected faults, checks the `Authorization` header and
+//! stamps rate-limit headers, and a loud 404 for anything else.
+
+mod interactions;
+mod messages;
+mod meta;
+pub mod ratelimit;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{FromRequestParts, MatchedPath, Request, State};
+use axum::http::request::Parts;
+use axum::http::{Method, StatusCode, Uri};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::Router;
+use serde_json::Value;
+
+use crate::api_error::ApiError;
+use crate::shared::Shared;
+use crate::snowflake::Snowflake;
+use crate::state::RecordedRequest;
+
+/// Largest request body accepted (Discord's own upload limit for unboosted guilds).
+pub const MAX_BODY_BYTES: usize = 25 * 1024 * 1024;
+
+/// The request body as the recording layer parsed it.
+#[derive(Clone, Debug)]
+pub(crate) enum ParsedBody {
+    Empty,
+    Json(Value),
+    Invalid,
+}
+
+/// A handler's JSON body: 50109 if it was not JSON; `{}` if there was none.
+pub(crate) struct JsonBody(pub Value);
+
+impl<S: Send + Sync> FromRequestParts<S> for JsonBody {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        match parts.extensions.get::<ParsedBody>() {
+            Some(ParsedBody::Json(v)) => Ok(JsonBody(v.clone())),
+            Some(ParsedBody::Invalid) => Err(ApiError::invalid_json()),
+            Some(ParsedBody::Empty) | None => Ok(JsonBody(Value::Object(Default::default()))),
+        }
+    }
+}
+
+/// Parses an id from a path segment as Discord does (50035 when it is not a snowflake).
+pub(crate) fn path_id(field: &str, text: &str) -> Result<Snowflake, ApiError> {
+    Snowflake::parse(text).ok_or_else(|| {
+        let mut errors = crate::api_error::FormErrors::new();
+        errors.add(
+            &[field],
+            "NUMBER_TYPE_COERCE",
+            format!("Value \"{text}\" is not snowflake."),
+        );
+        ApiError::invalid_form(errors)
+    })
+}
+
+/// The `/api/v10` router.
+pub fn router(shared: Arc<Shared>) -> Router {
+    let api = Router::new()
+        .route("/gateway", get(meta::gateway))
+        .route("/gateway/bot", get(meta::gateway_bot))
+        .route("/users/@me", get(meta::current_user))
+        .route("/users/@me/channels", post(meta::create_dm))
+        .route("/users/{user_id}", get(meta::get_user))
+        .route("/oauth2/applications/@me", get(meta::application))
+        .route("/applications/@me", get(meta::application))
+        .route(
+            "/applications/{app_id}/commands",
+            put(meta::put_global_commands)
+                .get(meta::get_global_commands)
+                .post(meta::post_global_command),
+        )
+        .route(
+            "/applications/{app_id}/guilds/{guild_id}/commands",
+            put(meta::put_guild_commands)
+                .get(meta::get_guild_commands)
+                .post(meta::post_guild_command),
+        )
+        .route("/channels/{channel_id}", get(messages::get_channel))
+        .route(
+            "/channels/{channel_id}/messages",
+            get(messages::list).post(messages::create),
+        )
+        .route(
+            "/channels/{channel_id}/messages/bulk-delete",
+            post(messages::bulk_delete),
+        )
+        .route(
+            "/channels/{channel_id}/messages/{message_id}",
+            get(messages::get_one)
+                .patch(messages::edit)
+                .delete(messages::delete),
+        )
+        .route(
+            "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}/@me",
+            put(messages::react).delete(messages::unreact),
+        )
+        .route(
+            "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}",
+            get(messages::reactors),
+        )
+        .route("/channels/{channel_id}/typing", post(messages::typing))
+        .route(
+            "/interactions/{interaction_id}/{token}/callback",
+            post(interactions::callback),
+        )
+        .route(
+            "/webhooks/{app_id}/{token}",
+            post(interactions::create_followup),
+        )
+        .route(
+            "/webhooks/{app_id}/{token}/messages/{message_id}",
+            get(interactions::get_webhook_message)
+                .patch(interactions::edit_webhook_message)
+                .delete(interactions::delete_webhook_message),
+        )
+        .method_not_allowed_fallback(method_not_allowed);
+    Router::new()
+        .nest("/api/v10", api)
+        .fallback(no_route)
+        .layer(middleware::from_fn_with_state(shared.clone(), record))
+        .with_state(shared)
+}
+
+async fn no_route(method: Method, uri: Uri) -> ApiError {
+    tracing::warn!(%method, path = %uri.path(), "fake-discord has no such route; answering 404");
+    ApiError::not_found()
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    tracing::warn!(%method, path = %uri.path(), "fake-discord route exists but not for this method; answering 405");
+    ApiError::method_not_allowed()
+}
+
+/// Records the request, applies faults and auth, stamps rate-limit headers.
+async fn record(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let method = parts.method.to_string();
+    let path = parts.uri.path().to_string();
+    let query = parts.uri.query().map(str::to_string);
+    let bucket = parts
+        .extensions
+        .get::<MatchedPath>()
+        .map(|m| format!("{method} {}", m.as_str()))
+        .unwrap_or_else(|| format!("{method} {path}"));
+    let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            let response = (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                axum::Json(
+                    serde_json::json!({"message": "Request entity too large", "code": 40005}),
+                ),
+            )
+                .into_response();
+            log_request(&shared, method, path, query, None, response.status());
+            return response;
+        }
+    };
+    let parsed = if bytes.is_empty() {
+        ParsedBody::Empty
+    } else {
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(v) => ParsedBody::Json(v),
+            Err(_) => ParsedBody::Invalid,
+        }
+    };
+    let logged_body = match &parsed {
+        ParsedBody::Json(v) => Some(v.clone()),
+        _ => None,
+    };
+
+    let fault = shared.lock().take_rest_fault(&path);
+    let mut response = if let Some(fault) = fault {
+        tracing::info!(%method, %path, status = fault.status, "answering with an injected fault");
+        let status =
+            StatusCode::from_u16(fault.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            ApiError::rate_limited(fault.retry_after).into_response()
+        } else {
+            ApiError::with_status(status).into_response()
+        }
+    } else if !is_authorized(&parts, &path) {
+        ApiError::unauthorized().into_response()
+    } else {
+        parts.extensions.insert(parsed);
+        next.run(Request::from_parts(parts, Body::from(bytes)))
+            .await
+    };
+    shared.rates.stamp(&bucket, response.headers_mut());
+    log_request(&shared, method, path, query, logged_body, response.status());
+    response
+}
+
+fn is_authorized(parts: &Parts, path: &str) -> bool {
+    if path == "/api/v10/gateway" || !path.starts_with("/api/") {
+        return true;
+    }
+    parts
+        .headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| (v.starts_with("Bot ") || v.starts_with("Bearer ")) && v.len() > 4)
+}
+
+fn log_request(
+    shared: &Shared,
+    method: String,
+    path: String,
+    query: Option<String>,
+    body: Option<Value>,
+    status: StatusCode,
+) {
+    tracing::debug!(%method, %path, status = status.as_u16(), "rest request");
+    shared.lock().record_request(RecordedRequest {
+        method,
+        path,
+        query,
+        body,
+        status: status.as_u16(),
+    });
+}

@@ -1,0 +1,498 @@
+//! The fake's mutable state: channels, messages, reactions, interactions, registered commands,
+//! the request log and pending REST faults. Plain data behind one mutex; no I/O here.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::api_error::ApiError;
+use crate::snowflake::Snowflake;
+use crate::world::{channel_type, World};
+
+/// A channel, thread or DM as the fake holds it.
+#[derive(Clone, Debug)]
+pub struct Channel {
+    pub id: Snowflake,
+    pub guild_id: Option<Snowflake>,
+    pub name: String,
+    pub kind: u8,
+    pub parent_id: Option<Snowflake>,
+    pub topic: Option<String>,
+    pub position: u16,
+    pub bot_can_see: bool,
+    pub bot_can_send: bool,
+    pub bot_can_manage_messages: bool,
+    pub archived: bool,
+    /// For DMs: the other user.
+    pub recipient_id: Option<Snowflake>,
+    pub last_message_id: Option<Snowflake>,
+    pub message_count: u32,
+    pub created_ms: u64,
+}
+
+/// A reference from a reply to the message it answers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Reference {
+    pub message_id: Snowflake,
+    pub channel_id: Snowflake,
+    pub guild_id: Option<Snowflake>,
+}
+
+/// The slash command that produced a message.
+#[derive(Clone, Debug)]
+pub struct InteractionMeta {
+    pub id: Snowflake,
+    pub name: String,
+    pub user_id: Snowflake,
+}
+
+/// The users who reacted with one emoji.
+#[derive(Clone, Debug)]
+pub struct ReactionEntry {
+    pub emoji: Emoji,
+    pub users: Vec<Snowflake>,
+}
+
+/// A reaction emoji: unicode, or a custom emoji `name:id`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Emoji {
+    pub name: String,
+    pub id: Option<Snowflake>,
+}
+
+impl Emoji {
+    /// Parses the `{emoji}` path segment Discord takes: a unicode emoji, or `name:id`.
+    pub fn parse(text: &str) -> Result<Emoji, ApiError> {
+        let text = text.trim();
+        if let Some((name, id)) = text.split_once(':') {
+            let id = Snowflake::parse(id).ok_or_else(ApiError::unknown_emoji)?;
+            if name.is_empty() {
+                return Err(ApiError::unknown_emoji());
+            }
+            return Ok(Emoji {
+                name: name.to_string(),
+                id: Some(id),
+            });
+        }
+        // A unicode emoji has at least one non-ASCII character and no spaces; plain words
+        // ("thumbsup") are not emoji to Discord.
+        if text.is_empty()
+            || text.is_ascii()
+            || text.chars().any(char::is_whitespace)
+            || text.chars().count() > 16
+        {
+            return Err(ApiError::unknown_emoji());
+        }
+        Ok(Emoji {
+            name: text.to_string(),
+            id: None,
+        })
+    }
+}
+
+/// A message as the fake holds it.
+#[derive(Clone, Debug)]
+pub struct StoredMessage {
+    pub id: Snowflake,
+    pub channel_id: Snowflake,
+    pub guild_id: Option<Snowflake>,
+    pub author_id: Snowflake,
+    pub content: String,
+    pub edited_ms: Option<u64>,
+    pub tts: bool,
+    pub mention_everyone: bool,
+    pub mentions: Vec<Snowflake>,
+    pub mention_roles: Vec<Snowflake>,
+    pub embeds: Vec<Value>,
+    pub components: Vec<Value>,
+    pub attachments: Vec<Value>,
+    pub reference: Option<Reference>,
+    pub nonce: Option<Value>,
+    /// Discord's message type: 0 default, 19 reply, 20 chat-input command.
+    pub kind: u8,
+    pub reactions: Vec<ReactionEntry>,
+    pub pinned: bool,
+    pub flags: u64,
+    pub webhook_id: Option<Snowflake>,
+    pub application_id: Option<Snowflake>,
+    pub interaction: Option<InteractionMeta>,
+}
+
+/// An interaction (slash command invocation) injected through the control API.
+#[derive(Clone, Debug)]
+pub struct Interaction {
+    pub id: Snowflake,
+    pub token: String,
+    pub channel_id: Snowflake,
+    pub guild_id: Option<Snowflake>,
+    pub user_id: Snowflake,
+    pub command_name: String,
+    /// The body of the first callback, once the bot answered.
+    pub response: Option<Value>,
+    pub original_message: Option<Snowflake>,
+    pub followups: Vec<Snowflake>,
+}
+
+/// One REST request as recorded for `GET /_fake/requests`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RecordedRequest {
+    pub method: String,
+    pub path: String,
+    pub query: Option<String>,
+    pub body: Option<Value>,
+    pub status: u16,
+}
+
+/// A pending REST fault: the next `remaining` matching requests answer `status`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RestFaultState {
+    pub status: u16,
+    pub remaining: u32,
+    pub retry_after: f64,
+    pub path_contains: Option<String>,
+}
+
+/// Size limits that keep the fake bounded.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub messages_per_channel: usize,
+    pub requests_logged: usize,
+    pub interactions: usize,
+    pub nonces: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            messages_per_channel: 10_000,
+            requests_logged: 10_000,
+            interactions: 1_000,
+            nonces: 10_000,
+        }
+    }
+}
+
+/// Everything mutable, behind one mutex in [`crate::server::Shared`].
+#[derive(Debug)]
+pub struct Store {
+    pub limits: Limits,
+    pub channels: HashMap<Snowflake, Channel>,
+    pub messages: HashMap<Snowflake, BTreeMap<Snowflake, StoredMessage>>,
+    /// (channel, nonce) → message id, oldest first for eviction.
+    pub nonces: HashMap<(Snowflake, String), Snowflake>,
+    nonce_order: VecDeque<(Snowflake, String)>,
+    pub interactions: HashMap<Snowflake, Interaction>,
+    interaction_order: VecDeque<Snowflake>,
+    pub global_commands: Vec<Value>,
+    pub guild_commands: HashMap<Snowflake, Vec<Value>>,
+    pub requests: VecDeque<RecordedRequest>,
+    pub rest_faults: VecDeque<RestFaultState>,
+}
+
+impl Store {
+    /// Builds the store from a checked world.
+    pub fn new(world: &World, limits: Limits, now_ms: u64) -> Store {
+        let mut channels = HashMap::new();
+        for guild in &world.guilds {
+            for (position, spec) in guild.channels.iter().enumerate() {
+                channels.insert(
+                    spec.id,
+                    Channel {
+                        id: spec.id,
+                        guild_id: Some(guild.id),
+                        name: spec.name.clone(),
+                        kind: spec.kind,
+                        parent_id: spec.parent_id,
+                        topic: spec.topic.clone(),
+                        position: position as u16,
+                        bot_can_see: spec.bot_can_see,
+                        bot_can_send: spec.bot_can_send,
+                        bot_can_manage_messages: spec.bot_can_manage_messages,
+                        archived: spec.archived,
+                        recipient_id: None,
+                        last_message_id: None,
+                        message_count: 0,
+                        created_ms: spec.id.timestamp_ms().min(now_ms),
+                    },
+                );
+            }
+        }
+        for dm in &world.dms {
+            channels.insert(dm.id, dm_channel(dm.id, dm.recipient_id, now_ms));
+        }
+        Store {
+            limits,
+            channels,
+            messages: HashMap::new(),
+            nonces: HashMap::new(),
+            nonce_order: VecDeque::new(),
+            interactions: HashMap::new(),
+            interaction_order: VecDeque::new(),
+            global_commands: Vec::new(),
+            guild_commands: HashMap::new(),
+            requests: VecDeque::new(),
+            rest_faults: VecDeque::new(),
+        }
+    }
+
+    /// The channel, or 10003.
+    pub fn channel(&self, id: Snowflake) -> Result<&Channel, ApiError> {
+        self.channels.get(&id).ok_or_else(ApiError::unknown_channel)
+    }
+
+    /// Whether the bot can see `channel` (a thread also needs its parent visible).
+    pub fn bot_can_see(&self, channel: &Channel) -> bool {
+        if !channel.bot_can_see {
+            return false;
+        }
+        match channel.parent_id.and_then(|p| self.channels.get(&p)) {
+            Some(parent) if channel_type::is_thread(channel.kind) => self.bot_can_see(parent),
+            _ => true,
+        }
+    }
+
+    /// The channel if the bot may read it: 10003 if unknown, 50001 if hidden.
+    pub fn readable_channel(&self, id: Snowflake) -> Result<&Channel, ApiError> {
+        let channel = self.channel(id)?;
+        if !self.bot_can_see(channel) {
+            return Err(ApiError::missing_access());
+        }
+        Ok(channel)
+    }
+
+    /// The channel if the bot may post in it: 10003, 50001, 50013, 50008 or 50083.
+    pub fn sendable_channel(&self, id: Snowflake) -> Result<&Channel, ApiError> {
+        let channel = self.readable_channel(id)?;
+        if !channel.bot_can_send {
+            return Err(ApiError::missing_permissions());
+        }
+        if !channel_type::holds_messages(channel.kind) {
+            return Err(ApiError::cannot_send_in_non_text());
+        }
+        if channel.archived {
+            return Err(ApiError::thread_archived());
+        }
+        Ok(channel)
+    }
+
+    /// A message of a channel, or 10008.
+    pub fn message(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+    ) -> Result<&StoredMessage, ApiError> {
+        self.messages
+            .get(&channel_id)
+            .and_then(|m| m.get(&message_id))
+            .ok_or_else(ApiError::unknown_message)
+    }
+
+    /// A mutable message of a channel, or 10008.
+    pub fn message_mut(
+        &mut self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+    ) -> Result<&mut StoredMessage, ApiError> {
+        self.messages
+            .get_mut(&channel_id)
+            .and_then(|m| m.get_mut(&message_id))
+            .ok_or_else(ApiError::unknown_message)
+    }
+
+    /// Stores a new message, evicting the channel's oldest beyond the limit.
+    pub fn insert_message(&mut self, message: StoredMessage) {
+        let channel_id = message.channel_id;
+        if let Some(channel) = self.channels.get_mut(&channel_id) {
+            channel.last_message_id = Some(message.id);
+            channel.message_count = channel.message_count.saturating_add(1);
+        }
+        if let Some(key) = message_nonce_key(&message) {
+            self.remember_nonce(channel_id, key, message.id);
+        }
+        let held = self.messages.entry(channel_id).or_default();
+        held.insert(message.id, message);
+        while held.len() > self.limits.messages_per_channel {
+            held.pop_first();
+        }
+    }
+
+    fn remember_nonce(&mut self, channel_id: Snowflake, key: String, id: Snowflake) {
+        let entry = (channel_id, key);
+        if self.nonces.insert(entry.clone(), id).is_none() {
+            self.nonce_order.push_back(entry);
+        }
+        while self.nonce_order.len() > self.limits.nonces {
+            if let Some(old) = self.nonce_order.pop_front() {
+                self.nonces.remove(&old);
+            }
+        }
+    }
+
+    /// The message an earlier send with this nonce created, if it is still held.
+    pub fn message_for_nonce(&self, channel_id: Snowflake, key: &str) -> Option<&StoredMessage> {
+        let id = self.nonces.get(&(channel_id, key.to_string()))?;
+        self.message(channel_id, *id).ok()
+    }
+
+    /// Removes a message, or 10008.
+    pub fn remove_message(
+        &mut self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+    ) -> Result<StoredMessage, ApiError> {
+        self.messages
+            .get_mut(&channel_id)
+            .and_then(|m| m.remove(&message_id))
+            .ok_or_else(ApiError::unknown_message)
+    }
+
+    /// Every message of a channel, oldest first.
+    pub fn channel_messages(&self, channel_id: Snowflake) -> impl Iterator<Item = &StoredMessage> {
+        self.messages
+            .get(&channel_id)
+            .into_iter()
+            .flat_map(|m| m.values())
+    }
+
+    /// Total messages held.
+    pub fn message_total(&self) -> usize {
+        self.messages.values().map(BTreeMap::len).sum()
+    }
+
+    /// Records an interaction, evicting the oldest beyond the limit.
+    pub fn insert_interaction(&mut self, interaction: Interaction) {
+        self.interaction_order.push_back(interaction.id);
+        self.interactions.insert(interaction.id, interaction);
+        while self.interaction_order.len() > self.limits.interactions {
+            if let Some(old) = self.interaction_order.pop_front() {
+                self.interactions.remove(&old);
+            }
+        }
+    }
+
+    /// The interaction a webhook token belongs to, or 10015.
+    pub fn interaction_by_token(&mut self, token: &str) -> Result<&mut Interaction, ApiError> {
+        self.interactions
+            .values_mut()
+            .find(|i| i.token == token)
+            .ok_or_else(ApiError::unknown_webhook)
+    }
+
+    /// Appends to the request log, dropping the oldest beyond the limit.
+    pub fn record_request(&mut self, request: RecordedRequest) {
+        self.requests.push_back(request);
+        while self.requests.len() > self.limits.requests_logged {
+            self.requests.pop_front();
+        }
+    }
+
+    /// Takes one matching pending REST fault, if any.
+    pub fn take_rest_fault(&mut self, path: &str) -> Option<RestFaultState> {
+        let index = self.rest_faults.iter().position(|f| {
+            f.path_contains
+                .as_deref()
+                .is_none_or(|needle| path.contains(needle))
+        })?;
+        let fault = self.rest_faults.get_mut(index)?;
+        fault.remaining = fault.remaining.saturating_sub(1);
+        let taken = fault.clone();
+        if fault.remaining == 0 {
+            self.rest_faults.remove(index);
+        }
+        Some(taken)
+    }
+
+    /// Whether a command with this name is registered globally or for the guild.
+    pub fn command_registered(&self, name: &str, guild_id: Option<Snowflake>) -> bool {
+        let named = |c: &Value| c.get("name").and_then(Value::as_str) == Some(name);
+        self.global_commands.iter().any(named)
+            || guild_id
+                .and_then(|g| self.guild_commands.get(&g))
+                .is_some_and(|cmds| cmds.iter().any(named))
+    }
+
+    /// A registered command's id, by name.
+    pub fn command_id(&self, name: &str, guild_id: Option<Snowflake>) -> Option<String> {
+        let named = |c: &&Value| c.get("name").and_then(Value::as_str) == Some(name);
+        guild_id
+            .and_then(|g| self.guild_commands.get(&g))
+            .and_then(|cmds| cmds.iter().find(named))
+            .or_else(|| self.global_commands.iter().find(named))
+            .and_then(|c| c.get("id"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    }
+}
+
+/// A DM channel record.
+pub fn dm_channel(id: Snowflake, recipient_id: Snowflake, now_ms: u64) -> Channel {
+    Channel {
+        id,
+        guild_id: None,
+        name: String::new(),
+        kind: channel_type::DM,
+        parent_id: None,
+        topic: None,
+        position: 0,
+        bot_can_see: true,
+        bot_can_send: true,
+        bot_can_manage_messages: false,
+        archived: false,
+        recipient_id: Some(recipient_id),
+        last_message_id: None,
+        message_count: 0,
+        created_ms: now_ms,
+    }
+}
+
+fn message_nonce_key(message: &StoredMessage) -> Option<String> {
+    match &message.nonce {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emoji_parsing_matches_discord() {
+        assert_eq!(Emoji::parse("👍").expect("unicode").name, "👍");
+        let custom = Emoji::parse("party:123").expect("custom");
+        assert_eq!(custom.id, Some(Snowflake(123)));
+        assert!(Emoji::parse("thumbsup").is_err());
+        assert!(Emoji::parse("party:abc").is_err());
+        assert!(Emoji::parse("").is_err());
+    }
+
+    #[test]
+    fn hidden_parent_hides_thread() {
+        let mut world = World::demo();
+        world.guilds[0].channels[0].bot_can_see = false; // ops
+        let store = Store::new(&world, Limits::default(), 0);
+        let visible = |id: u64| {
+            store
+                .channel(Snowflake(id))
+                .is_ok_and(|c| store.bot_can_see(c))
+        };
+        assert!(!visible(1000000000000000411));
+        assert!(visible(1000000000000000402));
+    }
+
+    #[test]
+    fn rest_faults_count_down() {
+        let mut store = Store::new(&World::demo(), Limits::default(), 0);
+        store.rest_faults.push_back(RestFaultState {
+            status: 429,
+            remaining: 2,
+            retry_after: 0.5,
+            path_contains: None,
+        });
+        assert!(store.take_rest_fault("/a").is_some());
+        assert!(store.take_rest_fault("/a").is_some());
+        assert!(store.take_rest_fault("/a").is_none());
+    }
+}

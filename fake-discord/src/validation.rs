@@ -1,0 +1,588 @@
+//! Validation of message bodies the way Discord does it: field types, length limits,
+//! `allowed_mentions` shape, `nonce` limits, bulk-delete bounds. Field errors come back as one
+//! 50035 "Invalid Form Body" answer listing every bad field.
+
+use serde_json::{Map, Value};
+
+use crate::api_error::{ApiError, FormErrors};
+use crate::snowflake::Snowflake;
+
+/// Most characters a bot's message `content` may have.
+pub const MAX_CONTENT_CHARS: usize = 2000;
+/// Most characters a string `nonce` may have.
+pub const MAX_NONCE_CHARS: usize = 25;
+/// Most embeds per message.
+pub const MAX_EMBEDS: usize = 10;
+/// Bounds of a bulk delete.
+pub const BULK_DELETE_MIN: usize = 2;
+pub const BULK_DELETE_MAX: usize = 100;
+
+/// A checked `allowed_mentions` object.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AllowedMentions {
+    pub parse_users: bool,
+    pub parse_roles: bool,
+    pub parse_everyone: bool,
+    pub users: Vec<Snowflake>,
+    pub roles: Vec<Snowflake>,
+    pub replied_user: bool,
+}
+
+/// A checked `message_reference`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReferenceDraft {
+    pub message_id: Snowflake,
+    pub channel_id: Option<Snowflake>,
+    pub fail_if_not_exists: bool,
+}
+
+/// A checked message-create body.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MessageDraft {
+    pub content: String,
+    pub tts: bool,
+    pub embeds: Vec<Value>,
+    pub components: Vec<Value>,
+    pub has_stickers: bool,
+    pub has_poll: bool,
+    pub attachments: Vec<Value>,
+    pub flags: u64,
+    /// The nonce as sent (integer or string).
+    pub nonce: Option<Value>,
+    pub enforce_nonce: bool,
+    pub allowed_mentions: Option<AllowedMentions>,
+    pub reference: Option<ReferenceDraft>,
+}
+
+impl MessageDraft {
+    /// Whether the message would have nothing to show (Discord answers 50006).
+    pub fn is_empty(&self) -> bool {
+        self.content.is_empty()
+            && self.embeds.is_empty()
+            && self.components.is_empty()
+            && !self.has_stickers
+            && !self.has_poll
+            && self.attachments.is_empty()
+    }
+
+    /// The nonce as a lookup key.
+    pub fn nonce_key(&self) -> Option<String> {
+        match &self.nonce {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Number(n)) => Some(n.to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// A checked message-edit body; `None` fields are left as they are.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EditDraft {
+    pub content: Option<String>,
+    pub embeds: Option<Vec<Value>>,
+    pub components: Option<Vec<Value>>,
+    pub flags: Option<u64>,
+    pub allowed_mentions: Option<AllowedMentions>,
+}
+
+fn as_object<'a>(body: &'a Value, errors: &mut FormErrors) -> Option<&'a Map<String, Value>> {
+    match body {
+        Value::Object(map) => Some(map),
+        _ => {
+            errors.add(
+                &[],
+                "DICT_TYPE_CONVERT",
+                "Only dictionaries may be used in a DictType",
+            );
+            None
+        }
+    }
+}
+
+/// A field that is present and not null.
+fn field<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    map.get(key).filter(|v| !v.is_null())
+}
+
+fn string_field(
+    map: &Map<String, Value>,
+    key: &str,
+    max: usize,
+    errors: &mut FormErrors,
+) -> Option<String> {
+    match field(map, key)? {
+        Value::String(s) => {
+            if s.chars().count() > max {
+                errors.add(
+                    &[key],
+                    "BASE_TYPE_MAX_LENGTH",
+                    format!("Must be {max} or fewer in length."),
+                );
+            }
+            Some(s.clone())
+        }
+        _ => {
+            errors.add(&[key], "BASE_TYPE_STRING", "Must be a string.");
+            None
+        }
+    }
+}
+
+fn bool_field(map: &Map<String, Value>, key: &str, errors: &mut FormErrors) -> Option<bool> {
+    match field(map, key)? {
+        Value::Bool(b) => Some(*b),
+        _ => {
+            errors.add(&[key], "BASE_TYPE_BOOLEAN", "Must be either true or false.");
+            None
+        }
+    }
+}
+
+fn int_field(map: &Map<String, Value>, key: &str, errors: &mut FormErrors) -> Option<u64> {
+    let value = field(map, key)?;
+    match value.as_u64() {
+        Some(n) => Some(n),
+        None => {
+            errors.add(
+                &[key],
+                "NUMBER_TYPE_COERCE",
+                format!("Value \"{value}\" is not int."),
+            );
+            None
+        }
+    }
+}
+
+fn array_field(
+    map: &Map<String, Value>,
+    key: &str,
+    max: usize,
+    errors: &mut FormErrors,
+) -> Option<Vec<Value>> {
+    match field(map, key)? {
+        Value::Array(items) => {
+            if items.len() > max {
+                errors.add(
+                    &[key],
+                    "BASE_TYPE_MAX_LENGTH",
+                    format!("Must be {max} or fewer in length."),
+                );
+            }
+            Some(items.clone())
+        }
+        _ => {
+            errors.add(&[key], "BASE_TYPE_LIST", "Must be a list.");
+            None
+        }
+    }
+}
+
+fn snowflake_value(value: &Value) -> Option<Snowflake> {
+    match value {
+        Value::String(s) => Snowflake::parse(s),
+        Value::Number(n) => n.as_u64().map(Snowflake),
+        _ => None,
+    }
+}
+
+fn check_embeds(embeds: &[Value], errors: &mut FormErrors) {
+    for (i, embed) in embeds.iter().enumerate() {
+        let index = i.to_string();
+        let Some(map) = embed.as_object() else {
+            errors.add(
+                &["embeds", &index],
+                "DICT_TYPE_CONVERT",
+                "Only dictionaries may be used in a DictType",
+            );
+            continue;
+        };
+        for (key, max) in [("title", 256), ("description", 4096)] {
+            if let Some(v) = field(map, key) {
+                match v.as_str() {
+                    Some(s) if s.chars().count() > max => errors.add(
+                        &["embeds", &index, key],
+                        "BASE_TYPE_MAX_LENGTH",
+                        format!("Must be {max} or fewer in length."),
+                    ),
+                    Some(_) => {}
+                    None => errors.add(
+                        &["embeds", &index, key],
+                        "BASE_TYPE_STRING",
+                        "Must be a string.",
+                    ),
+                }
+            }
+        }
+    }
+}
+
+fn allowed_mentions(value: &Value, errors: &mut FormErrors) -> Option<AllowedMentions> {
+    let Some(map) = value.as_object() else {
+        errors.add(
+            &["allowed_mentions"],
+            "DICT_TYPE_CONVERT",
+            "Only dictionaries may be used in a DictType",
+        );
+        return None;
+    };
+    let mut out = AllowedMentions::default();
+    let mut parse_given_users = false;
+    let mut parse_given_roles = false;
+    if let Some(parse) = field(map, "parse") {
+        match parse.as_array() {
+            Some(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    match item.as_str() {
+                        Some("users") => {
+                            out.parse_users = true;
+                            parse_given_users = true;
+                        }
+                        Some("roles") => {
+                            out.parse_roles = true;
+                            parse_given_roles = true;
+                        }
+                        Some("everyone") => out.parse_everyone = true,
+                        _ => errors.add(
+                            &["allowed_mentions", "parse", &i.to_string()],
+                            "BASE_TYPE_CHOICES",
+                            "Value must be one of {'everyone', 'roles', 'users'}.",
+                        ),
+                    }
+                }
+            }
+            None => errors.add(
+                &["allowed_mentions", "parse"],
+                "BASE_TYPE_LIST",
+                "Must be a list.",
+            ),
+        }
+    }
+    for (key, parsed, target) in [
+        ("users", parse_given_users, &mut out.users),
+        ("roles", parse_given_roles, &mut out.roles),
+    ] {
+        let Some(list) = field(map, key) else {
+            continue;
+        };
+        let Some(items) = list.as_array() else {
+            errors.add(
+                &["allowed_mentions", key],
+                "BASE_TYPE_LIST",
+                "Must be a list.",
+            );
+            continue;
+        };
+        if items.len() > 100 {
+            errors.add(
+                &["allowed_mentions", key],
+                "BASE_TYPE_MAX_LENGTH",
+                "Must be 100 or fewer in length.",
+            );
+        }
+        for (i, item) in items.iter().enumerate() {
+            match snowflake_value(item) {
+                Some(id) => target.push(id),
+                None => errors.add(
+                    &["allowed_mentions", key, &i.to_string()],
+                    "NUMBER_TYPE_COERCE",
+                    format!("Value \"{item}\" is not snowflake."),
+                ),
+            }
+        }
+        if parsed && !items.is_empty() {
+            errors.add(
+                &["allowed_mentions"],
+                "MESSAGE_ALLOWED_MENTIONS_PARSE_EXCLUSIVE",
+                format!("parse:[\"{key}\"] and {key}: [ids...] are mutually exclusive."),
+            );
+        }
+    }
+    if let Some(v) = field(map, "replied_user") {
+        match v.as_bool() {
+            Some(b) => out.replied_user = b,
+            None => errors.add(
+                &["allowed_mentions", "replied_user"],
+                "BASE_TYPE_BOOLEAN",
+                "Must be either true or false.",
+            ),
+        }
+    }
+    Some(out)
+}
+
+fn nonce(value: &Value, errors: &mut FormErrors) -> Option<Value> {
+    match value {
+        Value::Number(n) if n.is_i64() || n.is_u64() => Some(value.clone()),
+        Value::String(s) => {
+            if s.chars().count() > MAX_NONCE_CHARS {
+                errors.add(
+                    &["nonce"],
+                    "BASE_TYPE_MAX_LENGTH",
+                    format!("Must be {MAX_NONCE_CHARS} or fewer in length."),
+                );
+            }
+            Some(value.clone())
+        }
+        _ => {
+            errors.add(
+                &["nonce"],
+                "NONCE_TYPE_INVALID",
+                "Nonce must be an integer or string.",
+            );
+            None
+        }
+    }
+}
+
+fn reference(value: &Value, errors: &mut FormErrors) -> Option<ReferenceDraft> {
+    let Some(map) = value.as_object() else {
+        errors.add(
+            &["message_reference"],
+            "DICT_TYPE_CONVERT",
+            "Only dictionaries may be used in a DictType",
+        );
+        return None;
+    };
+    let message_id = match field(map, "message_id") {
+        None => {
+            errors.add(
+                &["message_reference", "message_id"],
+                "BASE_TYPE_REQUIRED",
+                "This field is required",
+            );
+            None
+        }
+        Some(v) => match snowflake_value(v) {
+            Some(id) => Some(id),
+            None => {
+                errors.add(
+                    &["message_reference", "message_id"],
+                    "NUMBER_TYPE_COERCE",
+                    format!("Value \"{v}\" is not snowflake."),
+                );
+                None
+            }
+        },
+    };
+    let channel_id = match field(map, "channel_id") {
+        None => None,
+        Some(v) => match snowflake_value(v) {
+            Some(id) => Some(id),
+            None => {
+                errors.add(
+                    &["message_reference", "channel_id"],
+                    "NUMBER_TYPE_COERCE",
+                    format!("Value \"{v}\" is not snowflake."),
+                );
+                None
+            }
+        },
+    };
+    let fail_if_not_exists = field(map, "fail_if_not_exists")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    message_id.map(|message_id| ReferenceDraft {
+        message_id,
+        channel_id,
+        fail_if_not_exists,
+    })
+}
+
+/// Checks a `POST /channels/{id}/messages` body (also used for interaction responses and
+/// webhook follow-ups, which share its fields).
+pub fn message_create(body: &Value) -> Result<MessageDraft, ApiError> {
+    let mut errors = FormErrors::new();
+    let Some(map) = as_object(body, &mut errors) else {
+        return Err(ApiError::invalid_form(errors));
+    };
+    let mut draft = MessageDraft {
+        content: string_field(map, "content", MAX_CONTENT_CHARS, &mut errors).unwrap_or_default(),
+        tts: bool_field(map, "tts", &mut errors).unwrap_or(false),
+        enforce_nonce: bool_field(map, "enforce_nonce", &mut errors).unwrap_or(false),
+        flags: int_field(map, "flags", &mut errors).unwrap_or(0),
+        embeds: array_field(map, "embeds", MAX_EMBEDS, &mut errors).unwrap_or_default(),
+        components: array_field(map, "components", 40, &mut errors).unwrap_or_default(),
+        attachments: array_field(map, "attachments", 10, &mut errors).unwrap_or_default(),
+        has_stickers: array_field(map, "sticker_ids", 3, &mut errors)
+            .is_some_and(|s| !s.is_empty()),
+        has_poll: field(map, "poll").is_some(),
+        ..MessageDraft::default()
+    };
+    check_embeds(&draft.embeds, &mut errors);
+    if let Some(v) = field(map, "allowed_mentions") {
+        draft.allowed_mentions = allowed_mentions(v, &mut errors);
+    }
+    if let Some(v) = field(map, "nonce") {
+        draft.nonce = nonce(v, &mut errors);
+    }
+    if draft.enforce_nonce && draft.nonce.is_none() {
+        errors.add(
+            &["nonce"],
+            "BASE_TYPE_REQUIRED",
+            "This field is required when enforce_nonce is set",
+        );
+    }
+    if let Some(v) = field(map, "message_reference") {
+        draft.reference = reference(v, &mut errors);
+    }
+    errors.into_result()?;
+    if draft.is_empty() {
+        return Err(ApiError::cannot_send_empty_message());
+    }
+    Ok(draft)
+}
+
+/// Checks a `PATCH /channels/{id}/messages/{id}` body.
+pub fn message_edit(body: &Value) -> Result<EditDraft, ApiError> {
+    let mut errors = FormErrors::new();
+    let Some(map) = as_object(body, &mut errors) else {
+        return Err(ApiError::invalid_form(errors));
+    };
+    let draft = EditDraft {
+        content: string_field(map, "content", MAX_CONTENT_CHARS, &mut errors),
+        embeds: array_field(map, "embeds", MAX_EMBEDS, &mut errors),
+        components: array_field(map, "components", 40, &mut errors),
+        flags: int_field(map, "flags", &mut errors),
+        allowed_mentions: field(map, "allowed_mentions")
+            .and_then(|v| allowed_mentions(v, &mut errors)),
+    };
+    if let Some(embeds) = &draft.embeds {
+        check_embeds(embeds, &mut errors);
+    }
+    errors.into_result()?;
+    Ok(draft)
+}
+
+/// Checks a bulk-delete body and returns the message ids.
+pub fn bulk_delete(body: &Value) -> Result<Vec<Snowflake>, ApiError> {
+    let mut errors = FormErrors::new();
+    let Some(map) = as_object(body, &mut errors) else {
+        return Err(ApiError::invalid_form(errors));
+    };
+    let mut ids = Vec::new();
+    match field(map, "messages").map(Value::as_array) {
+        None => errors.add(
+            &["messages"],
+            "BASE_TYPE_REQUIRED",
+            "This field is required",
+        ),
+        Some(None) => errors.add(&["messages"], "BASE_TYPE_LIST", "Must be a list."),
+        Some(Some(items)) => {
+            if !(BULK_DELETE_MIN..=BULK_DELETE_MAX).contains(&items.len()) {
+                errors.add(
+                    &["messages"],
+                    "BASE_TYPE_BAD_LENGTH",
+                    format!("Must be between {BULK_DELETE_MIN} and {BULK_DELETE_MAX} in length."),
+                );
+            }
+            for (i, item) in items.iter().enumerate() {
+                match snowflake_value(item) {
+                    Some(id) => ids.push(id),
+                    None => errors.add(
+                        &["messages", &i.to_string()],
+                        "NUMBER_TYPE_COERCE",
+                        format!("Value \"{item}\" is not snowflake."),
+                    ),
+                }
+            }
+        }
+    }
+    errors.into_result()?;
+    Ok(ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn content_over_2000_chars_is_50035() {
+        let err = message_create(&json!({ "content": "x".repeat(2001) })).expect_err("too long");
+        assert_eq!(err.code, 50035);
+        assert_eq!(
+            err.body()["errors"]["content"]["_errors"][0]["code"],
+            "BASE_TYPE_MAX_LENGTH"
+        );
+        assert!(message_create(&json!({ "content": "é".repeat(2000) })).is_ok());
+    }
+
+    #[test]
+    fn empty_message_is_50006() {
+        assert_eq!(message_create(&json!({})).expect_err("empty").code, 50006);
+        assert_eq!(
+            message_create(&json!({ "content": "" }))
+                .expect_err("empty")
+                .code,
+            50006
+        );
+        assert!(message_create(&json!({ "embeds": [{ "title": "t" }] })).is_ok());
+    }
+
+    #[test]
+    fn allowed_mentions_shape_is_checked() {
+        let err = message_create(&json!({
+            "content": "hi",
+            "allowed_mentions": { "parse": ["users", "bogus"], "users": ["1"] }
+        }))
+        .expect_err("bad");
+        let body = err.body();
+        assert_eq!(
+            body["errors"]["allowed_mentions"]["parse"]["1"]["_errors"][0]["code"],
+            "BASE_TYPE_CHOICES"
+        );
+        assert_eq!(
+            body["errors"]["allowed_mentions"]["_errors"][0]["code"],
+            "MESSAGE_ALLOWED_MENTIONS_PARSE_EXCLUSIVE"
+        );
+        let ok = message_create(&json!({
+            "content": "hi", "allowed_mentions": { "parse": [], "users": ["12"], "replied_user": false }
+        }))
+        .expect("valid");
+        assert_eq!(
+            ok.allowed_mentions.expect("present").users,
+            vec![Snowflake(12)]
+        );
+    }
+
+    #[test]
+    fn nonce_is_limited_to_25_chars() {
+        let err = message_create(&json!({ "content": "hi", "nonce": "n".repeat(26) }))
+            .expect_err("long nonce");
+        assert_eq!(
+            err.body()["errors"]["nonce"]["_errors"][0]["code"],
+            "BASE_TYPE_MAX_LENGTH"
+        );
+        let ok = message_create(&json!({ "content": "hi", "nonce": 42, "enforce_nonce": true }))
+            .expect("int nonce");
+        assert_eq!(ok.nonce_key().as_deref(), Some("42"));
+    }
+
+    #[test]
+    fn wrong_types_are_reported_per_field() {
+        let err = message_create(&json!({ "content": 5, "tts": "yes" })).expect_err("types");
+        let body = err.body();
+        assert_eq!(
+            body["errors"]["content"]["_errors"][0]["code"],
+            "BASE_TYPE_STRING"
+        );
+        assert_eq!(
+            body["errors"]["tts"]["_errors"][0]["code"],
+            "BASE_TYPE_BOOLEAN"
+        );
+        assert_eq!(
+            message_create(&json!([1, 2])).expect_err("array").code,
+            50035
+        );
+    }
+
+    #[test]
+    fn bulk_delete_bounds() {
+        assert!(bulk_delete(&json!({ "messages": ["1"] })).is_err());
+        assert_eq!(
+            bulk_delete(&json!({ "messages": ["1", 2] })).expect("ok"),
+            vec![Snowflake(1), Snowflake(2)]
+        );
+        assert!(bulk_delete(&json!({})).is_err());
+    }
+}
