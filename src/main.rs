@@ -1,1 +1,35 @@
-fn main() {}
+//! The `switchboard` binary: parses the command line, loads `.env`, and hands off to a command.
+
+mod cli;
+mod operator;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    // A missing .env is normal; a malformed one is worth saying.
+    if let Err(error) = dotenvy::dotenv() {
+        if !error.not_found() {
+            eprintln!("warning: ignoring .env: {error}");
+        }
+    }
+    init_logging();
+    match cli.command {
+        cli::Command::CheckConfig => operator::check_config(cli.config.as_deref()),
+        cli::Command::Rewrite(args) => operator::rewrite(cli.config.as_deref(), &args),
+        cli::Command::ResolveSession { reference } => {
+            operator::resolve_session(cli.config.as_deref(), &reference)
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

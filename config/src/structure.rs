@@ -131,14 +131,12 @@ fn explain(message: &str) -> (String, String) {
             .filter(|k| !k.is_empty())
             .collect();
         let mut help = match entity::nearest(field, known.iter().copied()) {
-            Some(near) => format!("did you mean `{near}`? "),
-            None => String::new(),
+            Some(near) => format!("did you mean `{near}`? Otherwise remove this key"),
+            None => "remove this key".to_owned(),
         };
-        if known.is_empty() {
-            help.push_str("remove this key");
-        } else {
+        if !known.is_empty() {
             help.push_str(&format!(
-                "remove this key; the keys allowed here are: {}",
+                "; the keys allowed here are: {}",
                 known.join(", ")
             ));
         }

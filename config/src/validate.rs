@@ -15,7 +15,11 @@ const ID_HELP: &str = "a Discord id is 17 to 20 digits, written as a quoted stri
 pub(crate) fn validate(raw: RawConfig, c: &mut Collector) -> Option<Config> {
     let discord = DiscordConfig {
         token_env: env_name(&raw.discord.token_env, "discord.token_env", c),
-        allowed_guild_ids: ids(&raw.discord.allowed_guild_ids, "discord.allowed_guild_ids", c),
+        allowed_guild_ids: ids(
+            &raw.discord.allowed_guild_ids,
+            "discord.allowed_guild_ids",
+            c,
+        ),
         allowed_channel_ids: ids(
             &raw.discord.allowed_channel_ids,
             "discord.allowed_channel_ids",

@@ -84,7 +84,10 @@ fn an_empty_file_means_defaults_with_everything_denied() {
     assert!(config.discord.allowed_channel_ids.is_empty());
     assert!(!config.discord.allow_dms);
     assert_eq!(config.discord.token_env, "DISCORD_TOKEN");
-    assert_eq!(config.toolserver.operator_token_env, "SWITCHBOARD_OPERATOR_TOKEN");
+    assert_eq!(
+        config.toolserver.operator_token_env,
+        "SWITCHBOARD_OPERATOR_TOKEN"
+    );
     assert!(config.toolserver.bind.ip().is_loopback());
     assert!(!config.toolserver.insecure_no_auth);
     assert_eq!(config.store.path, "switchboard.db");
@@ -113,7 +116,10 @@ fn unknown_key_suggests_the_nearest_known_key() {
         problem.help
     );
     let shown = report.to_string();
-    assert!(shown.contains("t.toml:2:1: discord.allow_dm: unknown key `allow_dm`"), "{shown}");
+    assert!(
+        shown.contains("t.toml:2:1: discord.allow_dm: unknown key `allow_dm`"),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -128,7 +134,10 @@ fn unknown_tables_and_keys_everywhere_are_all_reported() {
         "store.size",
         "toolserver.port",
     ] {
-        assert!(found.iter().any(|p| p.contains(&format!(" {key} |"))), "{key}: {found:#?}");
+        assert!(
+            found.iter().any(|p| p.contains(&format!(" {key} |"))),
+            "{key}: {found:#?}"
+        );
     }
 }
 
@@ -148,12 +157,17 @@ x = "42"
 
 #[test]
 fn integer_ids_are_refused_with_a_hint_to_quote_them() {
-    let report =
-        Config::parse("[discord]\nallowed_channel_ids = [123456789012345678]\n", "t.toml")
-            .unwrap_err();
+    let report = Config::parse(
+        "[discord]\nallowed_channel_ids = [123456789012345678]\n",
+        "t.toml",
+    )
+    .unwrap_err();
     assert_eq!(report.problems.len(), 1);
     assert!(report.problems[0].help.contains("quoted strings"));
-    assert_eq!(report.problems[0].key_path, "discord.allowed_channel_ids[0]");
+    assert_eq!(
+        report.problems[0].key_path,
+        "discord.allowed_channel_ids[0]"
+    );
 }
 
 #[test]
@@ -169,7 +183,10 @@ fn aliases_differing_only_by_case_are_refused() {
     let text = "[entity.sessions]\nops = \"334455667788990011\"\nOPS = \"334455667788990022\"\n";
     let found = problems(text);
     assert_eq!(found.len(), 1, "{found:#?}");
-    assert!(found[0].contains("differs from 'ops' only by case"), "{found:#?}");
+    assert!(
+        found[0].contains("differs from 'ops' only by case"),
+        "{found:#?}"
+    );
 }
 
 #[test]
@@ -178,7 +195,10 @@ fn a_name_used_as_user_and_role_alias_is_refused() {
     let found = problems(text);
     assert_eq!(found.len(), 1, "{found:#?}");
     assert!(found[0].contains("both a user alias"), "{found:#?}");
-    assert!(found[0].starts_with("4:1 entity.roles.OnCall"), "{found:#?}");
+    assert!(
+        found[0].starts_with("4:1 entity.roles.OnCall"),
+        "{found:#?}"
+    );
 }
 
 #[test]
@@ -192,7 +212,9 @@ fn a_secret_in_place_of_an_env_var_name_is_refused() {
     let text = "[discord]\ntoken_env = \"MTA5.abc-def.xyz\"\n";
     let report = Config::parse(text, "t.toml").unwrap_err();
     assert_eq!(report.problems.len(), 1);
-    assert!(report.problems[0].help.contains("NAME of the environment variable"));
+    assert!(report.problems[0]
+        .help
+        .contains("NAME of the environment variable"));
 }
 
 #[test]
@@ -205,16 +227,16 @@ fn alias_tables_reject_unknown_keys_and_missing_ids() {
 #[test]
 fn api_base_url_must_be_http() {
     assert!(problems("[discord]\napi_base_url = \"http://127.0.0.1:9999/\"\n").is_empty());
-    let config =
-        Config::parse("[discord]\napi_base_url = \"http://127.0.0.1:9999/\"\n", "t").unwrap();
+    let config = Config::parse(
+        "[discord]\napi_base_url = \"http://127.0.0.1:9999/\"\n",
+        "t",
+    )
+    .unwrap();
     assert_eq!(
         config.discord.api_base_url.as_deref(),
         Some("http://127.0.0.1:9999")
     );
-    assert_eq!(
-        problems("[discord]\napi_base_url = \"ftp://x\"\n").len(),
-        1
-    );
+    assert_eq!(problems("[discord]\napi_base_url = \"ftp://x\"\n").len(), 1);
 }
 
 #[test]
@@ -226,7 +248,8 @@ fn toml_syntax_errors_are_located() {
 
 #[test]
 fn wrong_types_are_reported_with_the_expected_type() {
-    let found = problems("[discord]\nallow_dms = \"yes\"\nallowed_guild_ids = \"123456789012345678\"\n");
+    let found =
+        problems("[discord]\nallow_dms = \"yes\"\nallowed_guild_ids = \"123456789012345678\"\n");
     assert_eq!(found.len(), 2, "{found:#?}");
     assert!(found[0].contains("invalid type"), "{found:#?}");
 }
@@ -238,9 +261,18 @@ fn config_path_prefers_flag_then_env_then_default() {
         Config::resolve_path(Some(Path::new("a.toml")), Some("b.toml")),
         PathBuf::from("a.toml")
     );
-    assert_eq!(Config::resolve_path(None, Some("b.toml")), PathBuf::from("b.toml"));
-    assert_eq!(Config::resolve_path(None, Some("")), PathBuf::from("switchboard.toml"));
-    assert_eq!(Config::resolve_path(None, None), PathBuf::from("switchboard.toml"));
+    assert_eq!(
+        Config::resolve_path(None, Some("b.toml")),
+        PathBuf::from("b.toml")
+    );
+    assert_eq!(
+        Config::resolve_path(None, Some("")),
+        PathBuf::from("switchboard.toml")
+    );
+    assert_eq!(
+        Config::resolve_path(None, None),
+        PathBuf::from("switchboard.toml")
+    );
 }
 
 #[test]

@@ -1,8 +1,8 @@
 //! The operator's alias table: configured names for users, roles and sessions.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
-use crate::Snowflake;
+use crate::{Mention, Snowflake};
 
 /// What an alias names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -47,14 +47,20 @@ pub(crate) fn is_token_byte(b: u8) -> bool {
 /// spaces is written as a token (`@Release Managers` → `@release-managers`).
 pub fn normalize_name(name: &str) -> String {
     name.chars()
-        .map(|c| if c == ' ' { '-' } else { c.to_ascii_lowercase() })
+        .map(|c| {
+            if c == ' ' {
+                '-'
+            } else {
+                c.to_ascii_lowercase()
+            }
+        })
         .collect()
 }
 
 #[derive(Clone, Debug, Default)]
 struct AliasMap {
-    by_key: HashMap<String, Snowflake>,
-    by_id: HashMap<Snowflake, String>,
+    by_key: FxHashMap<String, Snowflake>,
+    by_id: FxHashMap<Snowflake, String>,
     in_order: Vec<(String, Snowflake)>,
 }
 
@@ -78,6 +84,8 @@ pub struct Aliases {
     users: AliasMap,
     roles: AliasMap,
     sessions: AliasMap,
+    /// What `@key` means among the configured aliases: a user alias wins over a role alias.
+    at_mentions: FxHashMap<String, Mention>,
 }
 
 /// Why an alias could not be added.
@@ -113,6 +121,16 @@ impl Aliases {
             AliasKind::Session => &mut self.sessions,
         };
         if map.insert(alias, id) {
+            let key = normalize_name(alias);
+            match kind {
+                AliasKind::User => {
+                    self.at_mentions.insert(key, Mention::User(id));
+                }
+                AliasKind::Role => {
+                    self.at_mentions.entry(key).or_insert(Mention::Role(id));
+                }
+                AliasKind::Session => {}
+            }
             Ok(())
         } else {
             Err(AliasError::Duplicate {
@@ -131,6 +149,11 @@ impl Aliases {
     /// The id an alias names, looked up by its normalized key (see [`normalize_name`]).
     pub fn id_for_key(&self, kind: AliasKind, key: &str) -> Option<Snowflake> {
         self.map(kind).by_key.get(key).copied()
+    }
+
+    /// What `@key` names among the configured user and role aliases (`key` normalized).
+    pub fn at_mention_for_key(&self, key: &str) -> Option<Mention> {
+        self.at_mentions.get(key).copied()
     }
 
     /// The id an alias names, ignoring case.
@@ -171,7 +194,16 @@ mod tests {
         for good in ["ops", "release-room", "Ops-Bot", "_x", "v1.2", "9lives"] {
             assert!(is_valid_alias(good), "{good}");
         }
-        for bad in ["", "-ops", ".ops", "release room", "ops!", "ópera", "#ops", "@x"] {
+        for bad in [
+            "",
+            "-ops",
+            ".ops",
+            "release room",
+            "ops!",
+            "ópera",
+            "#ops",
+            "@x",
+        ] {
             assert!(!is_valid_alias(bad), "{bad}");
         }
     }

@@ -1,6 +1,6 @@
 //! Finding inline code spans and fenced blocks, which neither rewrite touches.
 
-use memchr::{memchr, memmem};
+use memchr::memchr;
 
 /// Byte ranges of `text` split into prose and code, in order, covering all of it.
 pub(crate) struct Segments<'a> {
@@ -29,6 +29,21 @@ fn backtick_run(bytes: &[u8], at: usize) -> usize {
     bytes[at..].iter().take_while(|&&b| b == b'`').count()
 }
 
+/// End of a fence whose body starts at `from`: just past the next run of three or more
+/// backticks, or the end of the text when the fence is never closed.
+fn fence_end(bytes: &[u8], from: usize) -> usize {
+    let mut look = from;
+    while let Some(offset) = memchr(b'`', &bytes[look..]) {
+        let close_at = look + offset;
+        let run = backtick_run(bytes, close_at);
+        if run >= 3 {
+            return close_at + run;
+        }
+        look = close_at + run;
+    }
+    bytes.len()
+}
+
 /// The next code span at or after `from`: `(start, end)` of the span including its backticks.
 /// A run of three or more backticks opens a fence that runs to the next run of three or more,
 /// or to the end of the text; a shorter run opens inline code closed by a run of the same length,
@@ -40,14 +55,7 @@ fn next_code_span(bytes: &[u8], from: usize) -> Option<(usize, usize)> {
         let run = backtick_run(bytes, start);
         let after_open = start + run;
         if run >= 3 {
-            let end = match memmem::find(&bytes[after_open..], b"```") {
-                Some(close) => {
-                    let close_at = after_open + close;
-                    close_at + backtick_run(bytes, close_at)
-                }
-                None => bytes.len(),
-            };
-            return Some((start, end));
+            return Some((start, fence_end(bytes, after_open)));
         }
         let mut look = after_open;
         while let Some(offset) = memchr(b'`', &bytes[look..]) {

@@ -1,7 +1,6 @@
 //! The two rewrites: agent text → Discord markup (outbound) and back (inbound).
 
 use std::borrow::Cow;
-use std::fmt::Write as _;
 
 use memchr::{memchr, memchr2};
 
@@ -20,12 +19,32 @@ pub enum Mention {
 
 impl Mention {
     fn write_discord(self, out: &mut String) {
-        // Writing into a String cannot fail.
-        let _ = match self {
-            Mention::User(id) => write!(out, "<@{id}>"),
-            Mention::Role(id) => write!(out, "<@&{id}>"),
-            Mention::Channel(id) => write!(out, "<#{id}>"),
+        let (prefix, id) = match self {
+            Mention::User(id) => ("<@", id),
+            Mention::Role(id) => ("<@&", id),
+            Mention::Channel(id) => ("<#", id),
         };
+        out.push_str(prefix);
+        push_id(out, id);
+        out.push('>');
+    }
+}
+
+/// Appends an id's decimal digits without going through `fmt`.
+fn push_id(out: &mut String, id: Snowflake) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut value = id.0;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            break;
+        }
+    }
+    for &d in &digits[at..] {
+        out.push(char::from(d));
     }
 }
 
@@ -65,7 +84,8 @@ fn is_whole_token(token: &str) -> bool {
 
 fn lowercase_into(buf: &mut String, token: &str) {
     buf.clear();
-    buf.extend(token.chars().map(|c| c.to_ascii_lowercase()));
+    buf.push_str(token);
+    buf.make_ascii_lowercase();
 }
 
 impl<'a> Mapper<'a> {
@@ -87,9 +107,7 @@ impl<'a> Mapper<'a> {
             return Some(Mention::Role(id));
         }
         self.aliases
-            .id_for_key(AliasKind::User, key)
-            .map(Mention::User)
-            .or_else(|| self.aliases.id_for_key(AliasKind::Role, key).map(Mention::Role))
+            .at_mention_for_key(key)
             .or_else(|| self.names.user_by_key(key).map(Mention::User))
             .or_else(|| self.names.role_by_key(key).map(Mention::Role))
     }
@@ -181,26 +199,39 @@ impl<'a> Mapper<'a> {
                     out.push_str(alias);
                     return;
                 }
-                for name in self.names.user_names(id) {
-                    let token = name.replace(' ', "-");
-                    if self.names_back(&token, mention) {
+                let mut found = false;
+                self.names.find_user_name(id, &mut |name| {
+                    let token = spaces_as_hyphens(name);
+                    found = self.names_back(&token, mention);
+                    if found {
                         out.push_str(&token);
-                        return;
                     }
+                    found
+                });
+                if !found {
+                    out.push_str(USER_FALLBACK);
+                    push_id(out, id);
                 }
-                let _ = write!(out, "{USER_FALLBACK}{id}");
             }
             Mention::Role(id) => {
                 out.push('@');
-                let configured = self.aliases.alias_for(AliasKind::Role, id).map(str::to_owned);
-                let learned = || self.names.role_name(id).map(|n| n.replace(' ', "-"));
+                let configured = self
+                    .aliases
+                    .alias_for(AliasKind::Role, id)
+                    .map(str::to_owned);
+                let learned = || {
+                    self.names
+                        .role_name(id)
+                        .map(|n| spaces_as_hyphens(&n).into_owned())
+                };
                 match configured
                     .filter(|a| self.names_back(a, mention))
                     .or_else(|| learned().filter(|n| self.names_back(n, mention)))
                 {
                     Some(name) => out.push_str(&name),
                     None => {
-                        let _ = write!(out, "{ROLE_FALLBACK}{id}");
+                        out.push_str(ROLE_FALLBACK);
+                        push_id(out, id);
                     }
                 }
             }
@@ -210,14 +241,19 @@ impl<'a> Mapper<'a> {
                     .aliases
                     .alias_for(AliasKind::Session, id)
                     .map(str::to_owned);
-                let learned = || self.names.channel_name(id).map(|n| n.replace(' ', "-"));
+                let learned = || {
+                    self.names
+                        .channel_name(id)
+                        .map(|n| spaces_as_hyphens(&n).into_owned())
+                };
                 match configured
                     .filter(|a| self.names_back(a, mention))
                     .or_else(|| learned().filter(|n| self.names_back(n, mention)))
                 {
                     Some(name) => out.push_str(&name),
                     None => {
-                        let _ = write!(out, "{CHANNEL_FALLBACK}{id}");
+                        out.push_str(CHANNEL_FALLBACK);
+                        push_id(out, id);
                     }
                 }
             }
@@ -229,12 +265,34 @@ impl<'a> Mapper<'a> {
         if !is_whole_token(token) {
             return false;
         }
-        let key = token.to_ascii_lowercase();
+        let mut buffer = [0u8; 64];
+        let owned;
+        let key = match buffer.get_mut(..token.len()) {
+            Some(slot) => {
+                slot.copy_from_slice(token.as_bytes());
+                slot.make_ascii_lowercase();
+                // Whole tokens are ASCII, so the lowercased bytes are valid UTF-8.
+                std::str::from_utf8(slot).unwrap_or_default()
+            }
+            None => {
+                owned = token.to_ascii_lowercase();
+                owned.as_str()
+            }
+        };
         let resolved = match mention {
-            Mention::Channel(_) => self.resolve_hash_key(&key),
-            Mention::User(_) | Mention::Role(_) => self.resolve_at_key(&key),
+            Mention::Channel(_) => self.resolve_hash_key(key),
+            Mention::User(_) | Mention::Role(_) => self.resolve_at_key(key),
         };
         resolved == Some(mention)
+    }
+}
+
+/// A name as a token: each space written as `-`.
+fn spaces_as_hyphens(name: &str) -> Cow<'_, str> {
+    if name.contains(' ') {
+        Cow::Owned(name.replace(' ', "-"))
+    } else {
+        Cow::Borrowed(name)
     }
 }
 

@@ -1,6 +1,6 @@
 //! Names learned at run time (usernames, display names, role and channel names).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::{normalize_name, Snowflake};
 
@@ -10,8 +10,9 @@ pub trait NameDirectory {
     fn user_by_key(&self, key: &str) -> Option<Snowflake>;
     fn role_by_key(&self, key: &str) -> Option<Snowflake>;
     fn channel_by_key(&self, key: &str) -> Option<Snowflake>;
-    /// Candidate names for a user, best first (username, then global name).
-    fn user_names(&self, id: Snowflake) -> Vec<String>;
+    /// Offers a user's names, best first (username, then global name), to `accept` until it
+    /// returns true.
+    fn find_user_name(&self, id: Snowflake, accept: &mut dyn FnMut(&str) -> bool);
     fn role_name(&self, id: Snowflake) -> Option<String>;
     fn channel_name(&self, id: Snowflake) -> Option<String>;
 }
@@ -30,9 +31,7 @@ impl NameDirectory for NoNames {
     fn channel_by_key(&self, _: &str) -> Option<Snowflake> {
         None
     }
-    fn user_names(&self, _: Snowflake) -> Vec<String> {
-        Vec::new()
-    }
+    fn find_user_name(&self, _: Snowflake, _: &mut dyn FnMut(&str) -> bool) {}
     fn role_name(&self, _: Snowflake) -> Option<String> {
         None
     }
@@ -44,12 +43,12 @@ impl NameDirectory for NoNames {
 /// A plain in-memory [`NameDirectory`]. The first id to claim a name keeps it.
 #[derive(Clone, Debug, Default)]
 pub struct LearnedNames {
-    users_by_key: HashMap<String, Snowflake>,
-    roles_by_key: HashMap<String, Snowflake>,
-    channels_by_key: HashMap<String, Snowflake>,
-    user_names: HashMap<Snowflake, Vec<String>>,
-    role_names: HashMap<Snowflake, String>,
-    channel_names: HashMap<Snowflake, String>,
+    users_by_key: FxHashMap<String, Snowflake>,
+    roles_by_key: FxHashMap<String, Snowflake>,
+    channels_by_key: FxHashMap<String, Snowflake>,
+    user_names: FxHashMap<Snowflake, Vec<String>>,
+    role_names: FxHashMap<Snowflake, String>,
+    channel_names: FxHashMap<Snowflake, String>,
 }
 
 impl LearnedNames {
@@ -76,7 +75,9 @@ impl LearnedNames {
 
     pub fn add_channel(&mut self, id: Snowflake, name: &str) {
         self.channel_names.insert(id, name.to_owned());
-        self.channels_by_key.entry(normalize_name(name)).or_insert(id);
+        self.channels_by_key
+            .entry(normalize_name(name))
+            .or_insert(id);
     }
 }
 
@@ -90,8 +91,14 @@ impl NameDirectory for LearnedNames {
     fn channel_by_key(&self, key: &str) -> Option<Snowflake> {
         self.channels_by_key.get(key).copied()
     }
-    fn user_names(&self, id: Snowflake) -> Vec<String> {
-        self.user_names.get(&id).cloned().unwrap_or_default()
+    fn find_user_name(&self, id: Snowflake, accept: &mut dyn FnMut(&str) -> bool) {
+        if let Some(names) = self.user_names.get(&id) {
+            for name in names {
+                if accept(name) {
+                    return;
+                }
+            }
+        }
     }
     fn role_name(&self, id: Snowflake) -> Option<String> {
         self.role_names.get(&id).cloned()

@@ -81,7 +81,10 @@ mod tests {
 
     #[test]
     fn accepts_seventeen_to_twenty_digits() {
-        assert_eq!("12345678901234567".parse(), Ok(Snowflake(12345678901234567)));
+        assert_eq!(
+            "12345678901234567".parse(),
+            Ok(Snowflake(12345678901234567))
+        );
         assert_eq!(
             "18446744073709551615".parse(),
             Ok(Snowflake(18446744073709551615))

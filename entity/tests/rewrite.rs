@@ -115,7 +115,10 @@ fn everyone_and_here_are_never_rewritten() {
     n.add_user(Snowflake(TOMAS + 8), "here", None);
     let a = aliases();
     let mapper = Mapper::new(&a, &n);
-    assert_eq!(mapper.outbound("@everyone @here @Everyone"), "@everyone @here @Everyone");
+    assert_eq!(
+        mapper.outbound("@everyone @here @Everyone"),
+        "@everyone @here @Everyone"
+    );
 }
 
 #[test]
@@ -126,7 +129,10 @@ fn existing_discord_markup_passes_through_outbound() {
 
 #[test]
 fn outbound_skips_inline_code_and_fences() {
-    assert_eq!(out("`@Stanley` @Stanley"), format!("`@Stanley` <@{STANLEY}>"));
+    assert_eq!(
+        out("`@Stanley` @Stanley"),
+        format!("`@Stanley` <@{STANLEY}>")
+    );
     let fenced = "```\n@Stanley #ops\n```\n@Stanley";
     assert_eq!(
         out(fenced),

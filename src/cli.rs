@@ -1,0 +1,54 @@
+//! The command line.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "switchboard",
+    version,
+    about = "Puts an AI agent into Discord and lets it act there through a governed tool server.",
+    after_help = "The config file is --config PATH, else $SWITCHBOARD_CONFIG, else ./switchboard.toml."
+)]
+pub struct Cli {
+    /// Config file (default: $SWITCHBOARD_CONFIG, else ./switchboard.toml).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate the config file: a summary and exit 0, or every problem and exit 2.
+    CheckConfig,
+    /// Rewrite text the way switchboard does (TEXT, or standard input).
+    Rewrite(RewriteArgs),
+    /// Print the channel id a session reference (id, <#id>, token, #token) resolves to.
+    ResolveSession {
+        /// The reference to resolve, such as `#ops`.
+        #[arg(value_name = "REF")]
+        reference: String,
+    },
+}
+
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct Direction {
+    /// Agent text to Discord markup: @name → <@id>, #token → <#id>.
+    #[arg(long)]
+    pub outbound: bool,
+    /// Discord markup to agent text: <@id> → @name, <#id> → #token.
+    #[arg(long)]
+    pub inbound: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RewriteArgs {
+    #[command(flatten)]
+    pub direction: Direction,
+    /// Text to rewrite; read from standard input when absent.
+    pub text: Option<String>,
+}

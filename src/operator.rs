@@ -1,0 +1,131 @@
+//! Operator commands that test a config before going live.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use entity::{AliasKind, Mapper, NoNames};
+use switchboard_config::{Config, ConfigError, CONFIG_PATH_ENV};
+
+use crate::cli::RewriteArgs;
+
+/// Exit code for a config that is missing or invalid, and for bad usage.
+const EXIT_USAGE: u8 = 2;
+/// Exit code for a reference that names nothing.
+const EXIT_NOT_FOUND: u8 = 4;
+
+fn config_path(flag: Option<&Path>) -> PathBuf {
+    let env_value = std::env::var(CONFIG_PATH_ENV).ok();
+    Config::resolve_path(flag, env_value.as_deref())
+}
+
+/// Loads the config, or prints why not and gives the exit code to use.
+fn load(flag: Option<&Path>) -> Result<Config, ExitCode> {
+    let path = config_path(flag);
+    Config::load(&path).map_err(|error| {
+        match &error {
+            ConfigError::Read { .. } => eprintln!("error: {error}"),
+            ConfigError::Invalid(report) => eprint!("{report}"),
+        }
+        ExitCode::from(EXIT_USAGE)
+    })
+}
+
+fn plural(count: usize, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
+}
+
+pub fn check_config(flag: Option<&Path>) -> ExitCode {
+    let path = config_path(flag);
+    let config = match load(flag) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let a = &config.aliases;
+    let d = &config.discord;
+    println!("{}: ok", path.display());
+    println!(
+        "  aliases: {}, {}, {}",
+        plural(a.len(AliasKind::User), "user", "users"),
+        plural(a.len(AliasKind::Session), "session", "sessions"),
+        plural(a.len(AliasKind::Role), "role", "roles"),
+    );
+    println!(
+        "  allowlist: {}, {}, DMs {}",
+        plural(d.allowed_guild_ids.len(), "guild", "guilds"),
+        plural(d.allowed_channel_ids.len(), "channel", "channels"),
+        if d.allow_dms { "allowed" } else { "denied" },
+    );
+    if d.allowed_guild_ids.is_empty() && d.allowed_channel_ids.is_empty() {
+        println!("  note: the allowlist is empty, so every channel is denied");
+    }
+    println!(
+        "  tool server: {} (operator token from ${})",
+        config.toolserver.bind, config.toolserver.operator_token_env
+    );
+    println!("  bot token from ${}", d.token_env);
+    if let Some(url) = &d.api_base_url {
+        println!("  Discord API: {url}");
+    }
+    ExitCode::SUCCESS
+}
+
+pub fn rewrite(flag: Option<&Path>, args: &RewriteArgs) -> ExitCode {
+    let config = match load(flag) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let (text, from_stdin) = match &args.text {
+        Some(text) => (text.clone(), false),
+        None => {
+            let mut buffer = String::new();
+            if let Err(error) = std::io::stdin().read_to_string(&mut buffer) {
+                eprintln!("error: cannot read standard input as UTF-8 text: {error}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+            (buffer, true)
+        }
+    };
+    let mapper = Mapper::new(&config.aliases, &NoNames);
+    let rewritten = if args.direction.outbound {
+        mapper.outbound(&text)
+    } else {
+        mapper.inbound(&text)
+    };
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout
+        .write_all(rewritten.as_bytes())
+        .and_then(|()| {
+            if from_stdin {
+                Ok(())
+            } else {
+                stdout.write_all(b"\n")
+            }
+        })
+        .and_then(|()| stdout.flush());
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: cannot write output: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+pub fn resolve_session(flag: Option<&Path>, reference: &str) -> ExitCode {
+    let config = match load(flag) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    match Mapper::new(&config.aliases, &NoNames).resolve_session(reference) {
+        Ok(id) => {
+            println!("{id}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::from(EXIT_NOT_FOUND)
+        }
+    }
+}
