@@ -398,10 +398,12 @@ impl World {
                 } else if let Some(parent_id) = channel.parent_id {
                     match parent {
                         Some(p) if p.kind == channel_type::GUILD_CATEGORY => {}
-                        _ => return invalid(format!(
+                        _ => {
+                            return invalid(format!(
                             "channel {}: parent {parent_id} is not a category of the same guild",
                             channel.id
-                        )),
+                        ))
+                        }
                     }
                 }
             }
