@@ -1,0 +1,700 @@
+//! The words after `tools`: the callable id, field flags, the CLI's own options, and positionals.
+//!
+//! Parsing happens in two steps so that nothing is read before we know it is needed:
+//! [`parse`] sorts the words (no I/O), [`build_request`] reads `--input=@file` / `@-` and builds
+//! the [`CallRequest`]. Field values stay strings in `args`; the server converts them with the
+//! callable's schema, so the CLI needs no schema.
+
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::ValueEnum;
+use serde_json::{Map, Value};
+use toolserver::protocol::CallRequest;
+
+/// How a result is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Compact JSON on one line.
+    Json,
+    /// Indented JSON.
+    Pretty,
+    /// Human-readable text.
+    Text,
+}
+
+/// A command line that can't be understood. Always exit code 2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError {
+    /// Machine-readable reason, e.g. `missing_value`.
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl UsageError {
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        UsageError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// Where `--input` takes its base object from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InputSource {
+    Inline(String),
+    File(PathBuf),
+    Stdin,
+}
+
+/// The words, sorted. Options here override those clap parsed before the callable id.
+#[derive(Debug, Default, PartialEq)]
+pub struct Parsed {
+    /// The callable id (for `tools help ID`, the id after `help`).
+    pub tool: Option<String>,
+    pub help: bool,
+    pub list: bool,
+    pub version: bool,
+    pub output: Option<OutputFormat>,
+    pub url: Option<String>,
+    pub timeout: Option<Duration>,
+    pub input: Option<InputSource>,
+    /// `--field:json=JSON`, already parsed: (camelCase field, the flag as typed, value).
+    pub json_fields: Vec<(String, String, Value)>,
+    /// `--field=value`: camelCase field → JSON string.
+    pub args: Map<String, Value>,
+    pub positional: Vec<String>,
+    /// camelCase field → the flag that set it, to report duplicates.
+    seen: Vec<(String, String)>,
+}
+
+/// Sorts the raw words after `tools` (and after any options clap took before the callable id).
+pub fn parse(words: &[String]) -> Result<Parsed, UsageError> {
+    let mut p = Parsed::default();
+    let mut words = words.iter();
+    while let Some(word) = words.next() {
+        if word == "--" {
+            p.positional.extend(words.by_ref().cloned());
+            break;
+        }
+        if let Some(flag) = word.strip_prefix("--") {
+            p.flag(word, flag)?;
+        } else if word.starts_with('-') && word.len() > 1 && !looks_numeric(word) {
+            match word.as_str() {
+                "-h" => p.help = true,
+                "-V" => p.version = true,
+                _ => {
+                    return Err(UsageError::new(
+                        "unknown_option",
+                        format!(
+                            "unknown option '{word}': field flags are written --field=value; \
+                             to pass a word starting with '-', put it after '--'"
+                        ),
+                    ))
+                }
+            }
+        } else if p.tool.is_none() {
+            p.tool = Some(word.clone());
+        } else {
+            p.positional.push(word.clone());
+        }
+    }
+    if p.tool.as_deref() == Some("help") {
+        p.help = true;
+        p.tool = None;
+        let mut ids = std::mem::take(&mut p.positional).into_iter();
+        p.tool = ids.next();
+        if let Some(extra) = ids.next() {
+            return Err(UsageError::new(
+                "unexpected_argument",
+                format!("'tools help' takes one callable id, got an extra word '{extra}'"),
+            ));
+        }
+    }
+    Ok(p)
+}
+
+impl Parsed {
+    /// One `--...` word; `flag` is the word without the leading `--`.
+    fn flag(&mut self, word: &str, flag: &str) -> Result<(), UsageError> {
+        let (name, value) = match flag.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (flag, None),
+        };
+        match (name, value) {
+            ("help", None) => self.help = true,
+            ("list", None) => self.list = true,
+            ("version", None) => self.version = true,
+            ("help" | "list" | "version", Some(_)) => {
+                return Err(UsageError::new(
+                    "unexpected_value",
+                    format!("--{name} takes no value (write --{name})"),
+                ))
+            }
+            ("output" | "url" | "timeout" | "input", None) => {
+                let example = match name {
+                    "output" => "--output=text",
+                    "url" => "--url=http://127.0.0.1:7311",
+                    "timeout" => "--timeout=30",
+                    _ => "--input='{\"text\":\"hi\"}'",
+                };
+                return Err(UsageError::new(
+                    "missing_value",
+                    format!("--{name} needs a value after '=', e.g. {example}"),
+                ));
+            }
+            ("output", Some(v)) => self.output = Some(parse_output(v)?),
+            ("url", Some(v)) => self.url = Some(v.to_owned()),
+            ("timeout", Some(v)) => self.timeout = Some(parse_timeout(v)?),
+            ("input", Some(v)) => {
+                if self.input.is_some() {
+                    return Err(UsageError::new(
+                        "duplicate_field",
+                        "--input is given twice; give one base object",
+                    ));
+                }
+                self.input = Some(parse_input_source(v)?);
+            }
+            (_, None) if self.tool.is_none() => {
+                return Err(UsageError::new(
+                    "unknown_option",
+                    format!("unknown option '{word}'; see 'tools --help'"),
+                ))
+            }
+            (name, None) => {
+                field_name(word, name.strip_suffix(":json").unwrap_or(name))?;
+                return Err(UsageError::new(
+                    "missing_value",
+                    format!(
+                        "{word} has no value: values use '=', e.g. --{name}=true or --{name}=VALUE"
+                    ),
+                ));
+            }
+            (name, Some(v)) => {
+                if let Some(json_name) = name.strip_suffix(":json") {
+                    let field = field_name(word, json_name)?;
+                    let value: Value = serde_json::from_str(v).map_err(|e| {
+                        UsageError::new(
+                            "bad_json",
+                            format!(
+                                "--{name} is not valid JSON ({e}); e.g. --{json_name}:json='[1,2]'"
+                            ),
+                        )
+                    })?;
+                    self.note(&field, word)?;
+                    self.json_fields.push((field, format!("--{name}"), value));
+                } else {
+                    let field = field_name(word, name)?;
+                    self.note(&field, word)?;
+                    self.args.insert(field, Value::String(v.to_owned()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Records that `word` sets `field`; a second setting is an error.
+    fn note(&mut self, field: &str, word: &str) -> Result<(), UsageError> {
+        if let Some((_, first)) = self.seen.iter().find(|(f, _)| f == field) {
+            return Err(UsageError::new(
+                "duplicate_field",
+                format!(
+                    "field '{field}' is given twice ({} and {}); give it once",
+                    flag_of(first),
+                    flag_of(word)
+                ),
+            ));
+        }
+        self.seen.push((field.to_owned(), word.to_owned()));
+        Ok(())
+    }
+}
+
+/// `--name=value` → `--name`, for messages.
+fn flag_of(word: &str) -> &str {
+    word.split_once('=').map_or(word, |(name, _)| name)
+}
+
+/// Numbers like `-5` or `-0.5` are positional words, not options.
+fn looks_numeric(word: &str) -> bool {
+    word[1..].parse::<f64>().is_ok()
+}
+
+fn parse_output(v: &str) -> Result<OutputFormat, UsageError> {
+    OutputFormat::from_str(v, false).map_err(|_| {
+        UsageError::new(
+            "bad_option",
+            format!("--output={v} is not a format: use --output=json, pretty or text"),
+        )
+    })
+}
+
+/// `--timeout=SECONDS`: a positive number of seconds, fractions allowed.
+pub fn parse_timeout(v: &str) -> Result<Duration, UsageError> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|s| *s > 0.0)
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| {
+            UsageError::new(
+                "bad_option",
+                format!("--timeout={v} is not a positive number of seconds, e.g. --timeout=30"),
+            )
+        })
+}
+
+fn parse_input_source(v: &str) -> Result<InputSource, UsageError> {
+    match v.strip_prefix('@') {
+        Some("-") => Ok(InputSource::Stdin),
+        Some("") => Err(UsageError::new(
+            "missing_value",
+            "--input=@ needs a file name (--input=@input.json) or '-' for stdin (--input=@-)",
+        )),
+        Some(path) => Ok(InputSource::File(PathBuf::from(path))),
+        None => Ok(InputSource::Inline(v.to_owned())),
+    }
+}
+
+/// The camelCase field for a flag name: `session-id` → `sessionId`; `sessionId` stays.
+fn field_name(word: &str, name: &str) -> Result<String, UsageError> {
+    let bad = || {
+        UsageError::new(
+            "bad_flag",
+            format!(
+                "'{word}' is not a field flag: write --field-name=value (letters, digits, '-' and '_', \
+                 starting with a letter)"
+            ),
+        )
+    };
+    let starts_with_letter = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic());
+    let allowed = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !starts_with_letter || !allowed || name.ends_with('-') || name.contains("--") {
+        return Err(bad());
+    }
+    let mut field = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.chars() {
+        if c == '-' {
+            upper = true;
+        } else if upper {
+            field.push(c.to_ascii_uppercase());
+            upper = false;
+        } else {
+            field.push(c);
+        }
+    }
+    Ok(field)
+}
+
+/// Builds the request for a call: reads `--input` (file or stdin through `read_stdin`), checks
+/// it is an object, and merges the `--field:json` values into it.
+pub fn build_request(
+    tool: &str,
+    parsed: Parsed,
+    read_stdin: &mut dyn FnMut() -> io::Result<String>,
+) -> Result<CallRequest, UsageError> {
+    let base = match &parsed.input {
+        None => None,
+        Some(source) => {
+            let (text, from) = match source {
+                InputSource::Inline(text) => (text.clone(), "--input".to_owned()),
+                InputSource::File(path) => {
+                    let text = std::fs::read_to_string(path).map_err(|e| {
+                        UsageError::new(
+                            "bad_input",
+                            format!("--input=@{}: cannot read the file: {e}", path.display()),
+                        )
+                    })?;
+                    (text, format!("--input=@{}", path.display()))
+                }
+                InputSource::Stdin => {
+                    let text = read_stdin().map_err(|e| {
+                        UsageError::new("bad_input", format!("--input=@-: cannot read stdin: {e}"))
+                    })?;
+                    (text, "--input=@-".to_owned())
+                }
+            };
+            match serde_json::from_str::<Value>(&text) {
+                Ok(Value::Object(map)) => Some(map),
+                Ok(other) => {
+                    return Err(UsageError::new(
+                        "bad_input",
+                        format!(
+                            "{from} must be a JSON object like {{\"text\":\"hi\"}}, not {}",
+                            json_kind(&other)
+                        ),
+                    ))
+                }
+                Err(e) => {
+                    return Err(UsageError::new(
+                        "bad_json",
+                        format!("{from} is not valid JSON ({e})"),
+                    ))
+                }
+            }
+        }
+    };
+    let mut input = base.clone();
+    for (field, flag, value) in parsed.json_fields {
+        if base.as_ref().is_some_and(|b| b.contains_key(&field)) {
+            return Err(given_by_input(&field, &flag));
+        }
+        input.get_or_insert_with(Map::new).insert(field, value);
+    }
+    if let Some(base) = &base {
+        if let Some(field) = parsed.args.keys().find(|k| base.contains_key(*k)) {
+            return Err(given_by_input(field, &format!("--{}", kebab(field))));
+        }
+    }
+    Ok(CallRequest {
+        tool: tool.to_owned(),
+        input,
+        args: parsed.args,
+        positional: parsed.positional,
+    })
+}
+
+fn given_by_input(field: &str, flag: &str) -> UsageError {
+    UsageError::new(
+        "duplicate_field",
+        format!("field '{field}' is given by both --input and {flag}; give it once"),
+    )
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// `sessionId` → `session-id`, for help and messages.
+pub fn kebab(field: &str) -> String {
+    let mut out = String::with_capacity(field.len() + 4);
+    for c in field.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('-');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn words(ws: &[&str]) -> Vec<String> {
+        ws.iter().map(|w| w.to_string()).collect()
+    }
+
+    fn parse_ok(ws: &[&str]) -> Parsed {
+        match parse(&words(ws)) {
+            Ok(p) => p,
+            Err(e) => panic!("{ws:?} should parse, got {e:?}"),
+        }
+    }
+
+    fn parse_err(ws: &[&str]) -> UsageError {
+        match parse(&words(ws)) {
+            Ok(p) => panic!("{ws:?} should fail, got {p:?}"),
+            Err(e) => e,
+        }
+    }
+
+    fn no_stdin() -> io::Result<String> {
+        panic!("stdin must not be read")
+    }
+
+    fn request(ws: &[&str]) -> Result<CallRequest, UsageError> {
+        let p = parse(&words(ws))?;
+        let tool = p.tool.clone().unwrap_or_default();
+        build_request(&tool, p, &mut no_stdin)
+    }
+
+    #[test]
+    fn kebab_flags_become_camel_case_fields() {
+        let p = parse_ok(&["x.y", "--session-id=#ops", "--reply-to-message-id=12"]);
+        assert_eq!(p.tool.as_deref(), Some("x.y"));
+        assert_eq!(p.args.get("sessionId"), Some(&json!("#ops")));
+        assert_eq!(p.args.get("replyToMessageId"), Some(&json!("12")));
+    }
+
+    #[test]
+    fn camel_case_flags_pass_through() {
+        let p = parse_ok(&["x.y", "--sessionId=#ops", "--a_b=1"]);
+        assert_eq!(p.args.get("sessionId"), Some(&json!("#ops")));
+        assert_eq!(p.args.get("a_b"), Some(&json!("1")));
+    }
+
+    #[test]
+    fn values_stay_strings_even_booleans_and_numbers() {
+        let p = parse_ok(&["x.y", "--silent=true", "--limit=5", "--empty="]);
+        assert_eq!(p.args.get("silent"), Some(&json!("true")));
+        assert_eq!(p.args.get("limit"), Some(&json!("5")));
+        assert_eq!(p.args.get("empty"), Some(&json!("")));
+    }
+
+    #[test]
+    fn value_keeps_everything_after_the_first_equals() {
+        let p = parse_ok(&["x.y", "--text=a=b --c"]);
+        assert_eq!(p.args.get("text"), Some(&json!("a=b --c")));
+    }
+
+    #[test]
+    fn flag_without_equals_is_a_usage_error_that_shows_the_fix() {
+        let e = parse_err(&["x.y", "--silent"]);
+        assert_eq!(e.code, "missing_value");
+        assert!(e.message.contains("--silent=true"), "{}", e.message);
+        assert_eq!(parse_err(&["--bogus"]).code, "unknown_option");
+    }
+
+    #[test]
+    fn own_options_without_value_are_usage_errors() {
+        for opt in ["--output", "--url", "--timeout", "--input"] {
+            assert_eq!(parse_err(&["x.y", opt]).code, "missing_value", "{opt}");
+        }
+        assert_eq!(parse_err(&["--list=yes"]).code, "unexpected_value");
+    }
+
+    #[test]
+    fn own_options_are_taken_anywhere() {
+        let p = parse_ok(&[
+            "--output=text",
+            "x.y",
+            "--url=http://127.0.0.1:1",
+            "hello",
+            "--timeout=2.5",
+        ]);
+        assert_eq!(p.output, Some(OutputFormat::Text));
+        assert_eq!(p.url.as_deref(), Some("http://127.0.0.1:1"));
+        assert_eq!(p.timeout, Some(Duration::from_millis(2500)));
+        assert_eq!(p.positional, vec!["hello"]);
+        assert!(p.args.is_empty());
+    }
+
+    #[test]
+    fn bad_option_values_are_usage_errors() {
+        assert_eq!(parse_err(&["x.y", "--output=yaml"]).code, "bad_option");
+        for t in ["0", "-1", "soon", "NaN", "inf", "1e400"] {
+            assert_eq!(
+                parse_err(&["x.y", &format!("--timeout={t}")]).code,
+                "bad_option",
+                "{t}"
+            );
+        }
+    }
+
+    #[test]
+    fn json_flags_are_parsed_into_input() {
+        let r = request(&[
+            "x.y",
+            "--ids:json=[1,2]",
+            "--opts:json={\"a\":true}",
+            "--n=3",
+        ]);
+        let r = r.expect("parses");
+        let input = r.input.expect("input");
+        assert_eq!(input.get("ids"), Some(&json!([1, 2])));
+        assert_eq!(input.get("opts"), Some(&json!({"a": true})));
+        assert_eq!(r.args.get("n"), Some(&json!("3")));
+    }
+
+    #[test]
+    fn json_flag_kebab_name_is_converted() {
+        let r = request(&["x.y", "--message-ids:json=[\"1\"]"]).expect("parses");
+        assert_eq!(
+            r.input.expect("input").get("messageIds"),
+            Some(&json!(["1"]))
+        );
+    }
+
+    #[test]
+    fn invalid_json_flag_is_a_usage_error() {
+        assert_eq!(parse_err(&["x.y", "--ids:json=[1,"]).code, "bad_json");
+        assert_eq!(parse_err(&["x.y", "--ids:json="]).code, "bad_json");
+        assert_eq!(parse_err(&["x.y", "--ids:json"]).code, "missing_value");
+    }
+
+    #[test]
+    fn garbage_flags_are_usage_errors() {
+        for w in [
+            "--=x",
+            "--:json=1",
+            "--:json=",
+            "---x=1",
+            "--1abc=2",
+            "--a--b=1",
+            "--a-=1",
+            "--a b=1",
+            "--é=1",
+            "--a:yaml=1",
+        ] {
+            assert_eq!(parse_err(&["x.y", w]).code, "bad_flag", "{w}");
+        }
+    }
+
+    #[test]
+    fn unknown_short_options_are_usage_errors_but_negative_numbers_are_words() {
+        assert_eq!(parse_err(&["x.y", "-x"]).code, "unknown_option");
+        let p = parse_ok(&["x.y", "-5", "-", "-0.5"]);
+        assert_eq!(p.positional, vec!["-5", "-", "-0.5"]);
+    }
+
+    #[test]
+    fn double_dash_ends_flags() {
+        let p = parse_ok(&["x.y", "--a=1", "--", "--b=2", "-x", "--help"]);
+        assert_eq!(p.positional, vec!["--b=2", "-x", "--help"]);
+        assert!(!p.help);
+        assert_eq!(p.args.len(), 1);
+    }
+
+    #[test]
+    fn help_list_and_version_are_recognised_anywhere() {
+        let p = parse_ok(&["x.y", "--help"]);
+        assert!(p.help);
+        assert_eq!(p.tool.as_deref(), Some("x.y"));
+        assert!(parse_ok(&["x.y", "-h"]).help);
+        let p = parse_ok(&["help", "x.y"]);
+        assert!(p.help);
+        assert_eq!(p.tool.as_deref(), Some("x.y"));
+        let p = parse_ok(&["help"]);
+        assert!(p.help && p.tool.is_none());
+        assert_eq!(parse_err(&["help", "a", "b"]).code, "unexpected_argument");
+        assert!(parse_ok(&["--list"]).list);
+        assert!(parse_ok(&["--version"]).version);
+    }
+
+    #[test]
+    fn a_field_given_twice_is_a_usage_error() {
+        assert_eq!(
+            parse_err(&["x.y", "--text=a", "--text=b"]).code,
+            "duplicate_field"
+        );
+        assert_eq!(
+            parse_err(&["x.y", "--session-id=a", "--sessionId=b"]).code,
+            "duplicate_field"
+        );
+        assert_eq!(
+            parse_err(&["x.y", "--ids=a", "--ids:json=[]"]).code,
+            "duplicate_field"
+        );
+        assert_eq!(
+            parse_err(&["x.y", "--input={}", "--input={}"]).code,
+            "duplicate_field"
+        );
+    }
+
+    #[test]
+    fn positionals_are_kept_in_order() {
+        let r = request(&["x.y", "hello", "--a=1", "world"]).expect("parses");
+        assert_eq!(r.tool, "x.y");
+        assert_eq!(r.positional, vec!["hello", "world"]);
+        assert_eq!(r.input, None);
+    }
+
+    #[test]
+    fn inline_input_is_the_base_object() {
+        let r = request(&["x.y", "--input={\"text\":\"hi\",\"n\":2}", "--c:json=1"]).expect("ok");
+        assert_eq!(
+            Value::Object(r.input.expect("input")),
+            json!({"text": "hi", "n": 2, "c": 1})
+        );
+    }
+
+    #[test]
+    fn input_must_be_a_json_object() {
+        for v in ["[1]", "\"s\"", "3", "null", "true"] {
+            assert_eq!(
+                request(&["x.y", &format!("--input={v}")]).map(|_| ()),
+                Err(UsageError {
+                    code: "bad_input",
+                    message: format!(
+                        "--input must be a JSON object like {{\"text\":\"hi\"}}, not {}",
+                        json_kind(&serde_json::from_str(v).expect("json"))
+                    ),
+                })
+            );
+        }
+        assert_eq!(
+            request(&["x.y", "--input={"])
+                .map(|_| ())
+                .map_err(|e| e.code),
+            Err("bad_json")
+        );
+        assert_eq!(
+            request(&["x.y", "--input="])
+                .map(|_| ())
+                .map_err(|e| e.code),
+            Err("bad_json")
+        );
+    }
+
+    #[test]
+    fn input_from_a_file() {
+        let path =
+            std::env::temp_dir().join(format!("tools-args-test-{}.json", std::process::id()));
+        std::fs::write(&path, "{\"text\":\"from file\"}").expect("write");
+        let arg = format!("--input=@{}", path.display());
+        let r = request(&["x.y", &arg]);
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(
+            r.expect("ok").input.expect("input").get("text"),
+            Some(&json!("from file"))
+        );
+    }
+
+    #[test]
+    fn input_from_a_missing_file_is_a_usage_error() {
+        let e = request(&["x.y", "--input=@/nonexistent/tools-test.json"]).map(|_| ());
+        assert_eq!(e.map_err(|e| e.code), Err("bad_input"));
+        assert_eq!(parse_err(&["x.y", "--input=@"]).code, "missing_value");
+    }
+
+    #[test]
+    fn input_from_stdin_uses_the_injected_reader() {
+        let p = parse_ok(&["x.y", "--input=@-", "--silent=true"]);
+        let mut reads = 0;
+        let mut stdin = || {
+            reads += 1;
+            Ok("{\"text\":\"piped\"}".to_owned())
+        };
+        let r = build_request("x.y", p, &mut stdin).expect("ok");
+        assert_eq!(reads, 1);
+        assert_eq!(r.input.expect("input").get("text"), Some(&json!("piped")));
+        assert_eq!(r.args.get("silent"), Some(&json!("true")));
+    }
+
+    #[test]
+    fn stdin_read_errors_are_usage_errors() {
+        let p = parse_ok(&["x.y", "--input=@-"]);
+        let mut stdin = || Err(io::Error::other("closed"));
+        let e = build_request("x.y", p, &mut stdin).map(|_| ());
+        assert_eq!(e.map_err(|e| e.code), Err("bad_input"));
+    }
+
+    #[test]
+    fn a_field_in_both_input_and_a_flag_is_a_usage_error() {
+        let e = request(&["x.y", "--input={\"text\":\"a\"}", "--text=b"]).map(|_| ());
+        assert_eq!(e.map_err(|e| e.code), Err("duplicate_field"));
+        let e = request(&["x.y", "--input={\"text\":\"a\"}", "--text:json=\"b\""]).map(|_| ());
+        assert_eq!(e.map_err(|e| e.code), Err("duplicate_field"));
+    }
+
+    #[test]
+    fn kebab_round_trips_camel_case() {
+        assert_eq!(kebab("replyToMessageId"), "reply-to-message-id");
+        assert_eq!(kebab("text"), "text");
+    }
+}
