@@ -55,6 +55,27 @@ pub struct ToolserverConfig {
     pub operator_token_env: String,
     /// Serve without an operator token (loopback binds only).
     pub insecure_no_auth: bool,
+    /// A call running longer than this answers `timeout` (HTTP 504).
+    pub call_timeout: std::time::Duration,
+    /// Calls served at once; past it, calls answer `unavailable` (HTTP 503).
+    pub max_concurrent_calls: usize,
+    pub rate_limits: RateLimits,
+}
+
+/// GCRA quotas: a sustained rate per minute and a burst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    pub per_minute: u32,
+    pub burst: u32,
+}
+
+/// `[toolserver.rate_limits]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimits {
+    /// Per caller, per callable.
+    pub per_caller: Quota,
+    /// Per channel, for mutating callables.
+    pub per_channel_mutating: Quota,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -120,6 +120,12 @@ pub(crate) struct RawToolserver {
     pub operator_token_env: Spanned<String>,
     #[serde(default)]
     pub insecure_no_auth: bool,
+    #[serde(default = "default_call_timeout_s")]
+    pub call_timeout_s: Spanned<u64>,
+    #[serde(default = "default_max_concurrent_calls")]
+    pub max_concurrent_calls: Spanned<u64>,
+    #[serde(default)]
+    pub rate_limits: RawRateLimits,
 }
 
 impl Default for RawToolserver {
@@ -128,8 +134,60 @@ impl Default for RawToolserver {
             bind: default_bind(),
             operator_token_env: default_operator_token_env(),
             insecure_no_auth: false,
+            call_timeout_s: default_call_timeout_s(),
+            max_concurrent_calls: default_max_concurrent_calls(),
+            rate_limits: RawRateLimits::default(),
         }
     }
+}
+
+fn default_call_timeout_s() -> Spanned<u64> {
+    Spanned::new(0..0, 30)
+}
+
+fn default_max_concurrent_calls() -> Spanned<u64> {
+    Spanned::new(0..0, 64)
+}
+
+/// `[toolserver.rate_limits]`: GCRA quotas, as a sustained rate per minute plus a burst.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRateLimits {
+    #[serde(default = "default_caller_per_minute")]
+    pub per_caller_per_minute: Spanned<u64>,
+    #[serde(default = "default_caller_burst")]
+    pub per_caller_burst: Spanned<u64>,
+    #[serde(default = "default_channel_per_minute")]
+    pub per_channel_mutating_per_minute: Spanned<u64>,
+    #[serde(default = "default_channel_burst")]
+    pub per_channel_mutating_burst: Spanned<u64>,
+}
+
+impl Default for RawRateLimits {
+    fn default() -> Self {
+        RawRateLimits {
+            per_caller_per_minute: default_caller_per_minute(),
+            per_caller_burst: default_caller_burst(),
+            per_channel_mutating_per_minute: default_channel_per_minute(),
+            per_channel_mutating_burst: default_channel_burst(),
+        }
+    }
+}
+
+fn default_caller_per_minute() -> Spanned<u64> {
+    Spanned::new(0..0, 600)
+}
+
+fn default_caller_burst() -> Spanned<u64> {
+    Spanned::new(0..0, 60)
+}
+
+fn default_channel_per_minute() -> Spanned<u64> {
+    Spanned::new(0..0, 60)
+}
+
+fn default_channel_burst() -> Spanned<u64> {
+    Spanned::new(0..0, 10)
 }
 
 fn default_bind() -> Spanned<String> {

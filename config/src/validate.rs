@@ -8,7 +8,9 @@ use toml::Spanned;
 
 use crate::raw::{RawAlias, RawConfig};
 use crate::report::Collector;
-use crate::{AliasComments, Config, DiscordConfig, StoreConfig, ToolserverConfig};
+use crate::{
+    AliasComments, Config, DiscordConfig, Quota, RateLimits, StoreConfig, ToolserverConfig,
+};
 
 const ID_HELP: &str = "a Discord id is 17 to 20 digits, written as a quoted string; in Discord, enable Developer Mode and use \"Copy ID\"";
 
@@ -42,7 +44,31 @@ pub(crate) fn validate(raw: RawConfig, c: &mut Collector) -> Option<Config> {
             c,
         ),
         insecure_no_auth: raw.toolserver.insecure_no_auth,
+        call_timeout: std::time::Duration::from_secs(bounded(
+            &raw.toolserver.call_timeout_s,
+            "toolserver.call_timeout_s",
+            1..=3600,
+            c,
+        )),
+        max_concurrent_calls: bounded(
+            &raw.toolserver.max_concurrent_calls,
+            "toolserver.max_concurrent_calls",
+            1..=100_000,
+            c,
+        ) as usize,
+        rate_limits: rate_limits(&raw.toolserver.rate_limits, c),
     };
+    if toolserver.insecure_no_auth && !toolserver.bind.ip().is_loopback() {
+        c.add(
+            Some(raw.toolserver.bind.span()),
+            "toolserver.bind",
+            format!(
+                "insecure_no_auth is set but the tool server binds {}, which is not loopback",
+                toolserver.bind
+            ),
+            "serving without a token is only allowed on 127.0.0.1 or [::1]: bind loopback, or set an operator token and remove insecure_no_auth",
+        );
+    }
     if raw.store.path.trim().is_empty() {
         c.add(
             None,
@@ -61,6 +87,60 @@ pub(crate) fn validate(raw: RawConfig, c: &mut Collector) -> Option<Config> {
         toolserver,
         store,
     })
+}
+
+/// A number within `range`; out of range is a problem at its span and yields the nearest bound.
+fn bounded(
+    value: &Spanned<u64>,
+    key: &str,
+    range: std::ops::RangeInclusive<u64>,
+    c: &mut Collector,
+) -> u64 {
+    let number = *value.get_ref();
+    if !range.contains(&number) {
+        c.add(
+            Some(value.span()),
+            key,
+            format!("{number} is out of range"),
+            format!(
+                "use a whole number from {} to {}",
+                range.start(),
+                range.end()
+            ),
+        );
+    }
+    number.clamp(*range.start(), *range.end())
+}
+
+fn rate_limits(raw: &crate::raw::RawRateLimits, c: &mut Collector) -> RateLimits {
+    let quota = |rate: &Spanned<u64>, burst: &Spanned<u64>, key: &str, c: &mut Collector| Quota {
+        per_minute: bounded(
+            rate,
+            &format!("toolserver.rate_limits.{key}_per_minute"),
+            1..=1_000_000,
+            c,
+        ) as u32,
+        burst: bounded(
+            burst,
+            &format!("toolserver.rate_limits.{key}_burst"),
+            1..=100_000,
+            c,
+        ) as u32,
+    };
+    RateLimits {
+        per_caller: quota(
+            &raw.per_caller_per_minute,
+            &raw.per_caller_burst,
+            "per_caller",
+            c,
+        ),
+        per_channel_mutating: quota(
+            &raw.per_channel_mutating_per_minute,
+            &raw.per_channel_mutating_burst,
+            "per_channel_mutating",
+            c,
+        ),
+    }
 }
 
 fn env_name(value: &Spanned<String>, key: &str, c: &mut Collector) -> String {

@@ -1,0 +1,274 @@
+//! Who is calling: the operator token, per-run capability tokens, and tool scopes.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dashmap::DashMap;
+use entity::Snowflake;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// Prefix of capability tokens, so a leaked one is recognisable in logs and scanners.
+pub const CAPABILITY_PREFIX: &str = "sbcap_";
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// The operator's token, kept only as a digest and compared in constant time.
+#[derive(Clone)]
+pub struct OperatorToken {
+    digest: [u8; 32],
+}
+
+impl OperatorToken {
+    pub fn new(token: &str) -> Self {
+        OperatorToken {
+            digest: digest(token),
+        }
+    }
+
+    pub fn matches(&self, presented: &str) -> bool {
+        // Hashing first makes the comparison independent of the presented token's length.
+        digest(presented).ct_eq(&self.digest).into()
+    }
+}
+
+impl std::fmt::Debug for OperatorToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OperatorToken(..)")
+    }
+}
+
+/// What a capability token is bound to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapabilityGrant {
+    pub session_id: Snowflake,
+    pub request_id: String,
+    /// Glob patterns of callable ids (`surface.*`, `surface.messages.list`, `*`).
+    pub scope: Vec<String>,
+    pub ttl: Duration,
+    pub client: Option<String>,
+    pub cwd: Option<String>,
+}
+
+/// A live capability, found by its token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capability {
+    /// A short, non-secret name for logs: the first hex digits of the token's digest.
+    pub id: String,
+    pub grant: CapabilityGrant,
+    pub expires_at: Instant,
+}
+
+/// Why a presented capability token was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapabilityRefusal {
+    Unknown,
+    Expired,
+}
+
+/// Minted capability tokens, stored by digest only.
+#[derive(Debug, Default)]
+pub struct CapabilityStore {
+    by_digest: DashMap<[u8; 32], Arc<Capability>>,
+}
+
+/// Random bytes from the operating system, hex-encoded.
+fn random_hex(bytes: usize) -> Result<String, getrandom::Error> {
+    let mut buffer = vec![0u8; bytes];
+    getrandom::fill(&mut buffer)?;
+    Ok(buffer.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+impl CapabilityStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Mints a token with 256 random bits; only its digest is kept.
+    pub fn mint(&self, grant: CapabilityGrant) -> Result<String, getrandom::Error> {
+        let token = format!("{CAPABILITY_PREFIX}{}", random_hex(32)?);
+        let token_digest = digest(&token);
+        let id = token_digest[..4]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let expires_at = Instant::now() + grant.ttl;
+        self.by_digest.insert(
+            token_digest,
+            Arc::new(Capability {
+                id,
+                grant,
+                expires_at,
+            }),
+        );
+        Ok(token)
+    }
+
+    pub fn resolve(&self, token: &str) -> Result<Arc<Capability>, CapabilityRefusal> {
+        let key = digest(token);
+        let capability = self
+            .by_digest
+            .get(&key)
+            .map(|entry| Arc::clone(entry.value()))
+            .ok_or(CapabilityRefusal::Unknown)?;
+        if capability.expires_at <= Instant::now() {
+            self.by_digest.remove(&key);
+            return Err(CapabilityRefusal::Expired);
+        }
+        Ok(capability)
+    }
+
+    /// Revokes one token; true when it was live.
+    pub fn revoke(&self, token: &str) -> bool {
+        self.by_digest.remove(&digest(token)).is_some()
+    }
+
+    /// Drops expired tokens; returns how many are left.
+    pub fn prune_expired(&self) -> usize {
+        let now = Instant::now();
+        self.by_digest
+            .retain(|_, capability| capability.expires_at > now);
+        self.by_digest.len()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_digest.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_digest.is_empty()
+    }
+}
+
+/// True when `pattern` (with `*` for any run of characters) matches all of `id`.
+pub fn glob_matches(pattern: &str, id: &str) -> bool {
+    let (p, s) = (pattern.as_bytes(), id.as_bytes());
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, si));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == s[si] {
+            pi += 1;
+            si += 1;
+        } else if let Some((star_p, star_s)) = star {
+            pi = star_p + 1;
+            si = star_s + 1;
+            star = Some((star_p, star_s + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&b| b == b'*')
+}
+
+/// True when any pattern in `scope` matches the callable id.
+pub fn scope_allows(scope: &[String], tool_id: &str) -> bool {
+    scope.iter().any(|pattern| glob_matches(pattern, tool_id))
+}
+
+/// Who is making a call.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    Operator,
+    Capability(Arc<Capability>),
+    /// `insecure_no_auth` on a loopback bind.
+    Unauthenticated,
+}
+
+impl Caller {
+    /// A stable key for per-caller rate limits and the audit log.
+    pub fn key(&self) -> String {
+        match self {
+            Caller::Operator => "operator".to_owned(),
+            Caller::Capability(c) => format!("cap:{}", c.id),
+            Caller::Unauthenticated => "anonymous".to_owned(),
+        }
+    }
+
+    pub fn may_call(&self, tool_id: &str) -> bool {
+        match self {
+            Caller::Operator | Caller::Unauthenticated => true,
+            Caller::Capability(c) => scope_allows(&c.grant.scope, tool_id),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(ttl: Duration) -> CapabilityGrant {
+        CapabilityGrant {
+            session_id: Snowflake(1000000000000000401),
+            request_id: "run-1".into(),
+            scope: vec!["surface.*".into()],
+            ttl,
+            client: None,
+            cwd: None,
+        }
+    }
+
+    #[test]
+    fn globs_match_whole_ids() {
+        assert!(glob_matches("surface.*", "surface.messages.send"));
+        assert!(glob_matches("*", "anything"));
+        assert!(glob_matches(
+            "surface.messages.list",
+            "surface.messages.list"
+        ));
+        assert!(glob_matches("surface.*.list", "surface.messages.list"));
+        assert!(!glob_matches("surface.messages", "surface.messages.list"));
+        assert!(!glob_matches("surface.*", "workflow.create"));
+        assert!(!glob_matches("", "x"));
+        assert!(glob_matches("a**b", "ab"));
+    }
+
+    #[test]
+    fn minted_tokens_are_long_random_and_stored_hashed() {
+        let store = CapabilityStore::new();
+        let a = store.mint(grant(Duration::from_secs(60))).unwrap();
+        let b = store.mint(grant(Duration::from_secs(60))).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), CAPABILITY_PREFIX.len() + 64);
+        assert!(store.by_digest.contains_key(&digest(&a)));
+        assert!(store.resolve(&a).is_ok());
+        assert_eq!(
+            store.resolve("sbcap_nope").unwrap_err(),
+            CapabilityRefusal::Unknown
+        );
+    }
+
+    #[test]
+    fn expired_tokens_are_refused_and_forgotten() {
+        let store = CapabilityStore::new();
+        let token = store.mint(grant(Duration::ZERO)).unwrap();
+        assert_eq!(
+            store.resolve(&token).unwrap_err(),
+            CapabilityRefusal::Expired
+        );
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn revoked_tokens_stop_working() {
+        let store = CapabilityStore::new();
+        let token = store.mint(grant(Duration::from_secs(60))).unwrap();
+        assert!(store.revoke(&token));
+        assert_eq!(
+            store.resolve(&token).unwrap_err(),
+            CapabilityRefusal::Unknown
+        );
+    }
+
+    #[test]
+    fn operator_token_compares_by_value() {
+        let op = OperatorToken::new("s3cret");
+        assert!(op.matches("s3cret"));
+        assert!(!op.matches("s3cre"));
+        assert!(!op.matches(""));
+    }
+}

@@ -1,0 +1,303 @@
+//! `surface.messages.*`: list, read, send, edit, delete.
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::chunk::{split_message, MESSAGE_LIMIT};
+use crate::error::ToolError;
+use crate::invocation::{parse_id, Invocation};
+use crate::registry::{example, Tool, ToolSpec};
+use crate::surface::{MessageQuery, OutgoingMessage};
+
+const DEFAULT_LIMIT: u32 = 50;
+const MAX_LIMIT: u32 = 200;
+
+pub struct ListMessages;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ListMessagesInput {
+    /// Channel id, <#id>, or configured token; defaults to your context's session.
+    pub session_id: Option<String>,
+    /// How many messages (1 to 200, default 50): the latest ones before/after the cursors.
+    pub limit: Option<u32>,
+    /// Only messages older than this message id.
+    pub before_message_id: Option<String>,
+    /// Only messages newer than this message id.
+    pub after_message_id: Option<String>,
+}
+
+#[async_trait]
+impl Tool for ListMessages {
+    type Input = ListMessagesInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            id: "surface.messages.list",
+            description: "Read recent messages of a session from the cache, oldest first.",
+            help: "Returns the latest `limit` cached messages (before/after the given message ids), oldest first. `text` is readable: mentions appear as @name and #token. Nothing is fetched from Discord's history.",
+            mutating: false,
+            primary: Some("sessionId"),
+            examples: vec![
+                example("The last 20 messages in #ops", "tools surface.messages.list --session-id=#ops --limit=20 --output=text", json!({"sessionId": "#ops", "limit": 20})),
+                example("Messages before a given one", "tools surface.messages.list #ops --before-message-id=1000000000000000900", json!({"sessionId": "#ops", "beforeMessageId": "1000000000000000900"})),
+            ],
+        }
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, input: ListMessagesInput) -> Result<Value, ToolError> {
+        let limit = input.limit.unwrap_or(DEFAULT_LIMIT);
+        if !(1..=MAX_LIMIT).contains(&limit) {
+            return Err(ToolError::usage(
+                "invalid_input",
+                format!("limit must be between 1 and {MAX_LIMIT}, got {limit}"),
+            ));
+        }
+        let before = input
+            .before_message_id
+            .as_deref()
+            .map(|id| parse_id("beforeMessageId", id))
+            .transpose()?;
+        let after = input
+            .after_message_id
+            .as_deref()
+            .map(|id| parse_id("afterMessageId", id))
+            .transpose()?;
+        let target = cx.target(input.session_id.as_deref()).await?;
+        let messages: Vec<Value> = cx
+            .surface()
+            .messages(
+                target.channel_id,
+                MessageQuery {
+                    limit: limit as usize,
+                    before,
+                    after,
+                },
+            )
+            .iter()
+            .map(|m| cx.message_json(m))
+            .collect();
+        Ok(json!({ "session": cx.session_json(&target), "messages": messages }))
+    }
+}
+
+pub struct ReadMessage;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ReadMessageInput {
+    /// Channel id, <#id>, or configured token; defaults to your context's session.
+    pub session_id: Option<String>,
+    /// The message to read.
+    pub message_id: String,
+}
+
+#[async_trait]
+impl Tool for ReadMessage {
+    type Input = ReadMessageInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            id: "surface.messages.read",
+            description: "Read one cached message.",
+            help: "Answers not_found when the message is not in the cache (too old, deleted, or from another session).",
+            mutating: false,
+            primary: Some("messageId"),
+            examples: vec![example("Read a message in #ops", "tools surface.messages.read --session-id=#ops 1000000000000000900", json!({"sessionId": "#ops", "messageId": "1000000000000000900"}))],
+        }
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, input: ReadMessageInput) -> Result<Value, ToolError> {
+        let message_id = parse_id("messageId", &input.message_id)?;
+        let target = cx.target(input.session_id.as_deref()).await?;
+        let message = cx.cached_message(&target, message_id)?;
+        Ok(json!({ "session": cx.session_json(&target), "message": cx.message_json(&message) }))
+    }
+}
+
+pub struct SendMessage;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SendMessageInput {
+    /// Channel id, <#id>, or configured token; defaults to your context's session.
+    pub session_id: Option<String>,
+    /// What to say. @name and #token become mentions; over 2,000 characters is split.
+    pub text: String,
+    /// Reply to this message (the first part replies when the text is split).
+    pub reply_to_message_id: Option<String>,
+    /// Ping nobody.
+    pub silent: Option<bool>,
+}
+
+#[async_trait]
+impl Tool for SendMessage {
+    type Input = SendMessageInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            id: "surface.messages.send",
+            description: "Post a message in a session. @name and #token become real mentions.",
+            help: "Text over 2,000 characters is split into several messages at paragraph, line, then word boundaries, never inside a mention; a code block open at a split is closed and reopened. Mentions ping users only (roles only when the operator allows it); @everyone and @here never ping. `silent: true` pings nobody.",
+            mutating: true,
+            primary: Some("text"),
+            examples: vec![
+                example("Say something in #release-room", "tools surface.messages.send --session-id=#release-room \"ping @Stanley about #ops\"", json!({"sessionId": "#release-room", "text": "ping @Stanley about #ops"})),
+                example("Reply without pinging", "tools surface.messages.send --reply-to-message-id=1000000000000000900 --silent=true \"done\"", json!({"replyToMessageId": "1000000000000000900", "silent": true, "text": "done"})),
+            ],
+        }
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, input: SendMessageInput) -> Result<Value, ToolError> {
+        if input.text.trim().is_empty() {
+            return Err(ToolError::usage(
+                "empty_text",
+                "text is empty; say something (Discord refuses empty messages)",
+            ));
+        }
+        let reply_to = input
+            .reply_to_message_id
+            .as_deref()
+            .map(|id| parse_id("replyToMessageId", id))
+            .transpose()?;
+        let silent = input.silent.unwrap_or(false);
+        let target = cx.target(input.session_id.as_deref()).await?;
+        let content = cx.mapper().outbound(&input.text).into_owned();
+        let parts = split_message(&content, MESSAGE_LIMIT);
+        let mut message_ids: Vec<String> = Vec::with_capacity(parts.len());
+        for (index, part) in parts.into_iter().enumerate() {
+            let reply = if index == 0 { reply_to } else { None };
+            let sent = cx
+                .surface()
+                .send_message(OutgoingMessage {
+                    channel_id: target.channel_id,
+                    content: part,
+                    reply_to: reply,
+                    mentions: cx.mention_policy(reply.is_some(), silent),
+                })
+                .await;
+            match sent {
+                Ok(id) => message_ids.push(id.to_string()),
+                Err(error) => {
+                    let mut error = ToolError::from(error);
+                    if !message_ids.is_empty() {
+                        error.message = format!(
+                            "{} (after {} of the message's parts were posted: {})",
+                            error.message,
+                            message_ids.len(),
+                            message_ids.join(", ")
+                        );
+                        error.details =
+                            json!({ "sentMessageIds": message_ids, "cause": error.details });
+                    }
+                    return Err(error);
+                }
+            }
+        }
+        Ok(json!({ "channelId": target.channel_id.to_string(), "messageIds": message_ids }))
+    }
+}
+
+pub struct EditMessage;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EditMessageInput {
+    /// Channel id, <#id>, or configured token; defaults to your context's session.
+    pub session_id: Option<String>,
+    /// A message the bot wrote.
+    pub message_id: String,
+    /// The new text (at most 2,000 characters after mentions are rewritten).
+    pub text: String,
+}
+
+#[async_trait]
+impl Tool for EditMessage {
+    type Input = EditMessageInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            id: "surface.messages.edit",
+            description: "Change the text of a message the bot wrote.",
+            help: "The new text gets the same mention rewrite as send. Edits are not split: over 2,000 characters is a usage error.",
+            mutating: true,
+            primary: Some("text"),
+            examples: vec![example("Fix a typo", "tools surface.messages.edit --session-id=#ops --message-id=1000000000000000900 \"deploy done, thanks @Stanley\"", json!({"sessionId": "#ops", "messageId": "1000000000000000900", "text": "deploy done, thanks @Stanley"}))],
+        }
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, input: EditMessageInput) -> Result<Value, ToolError> {
+        let message_id = parse_id("messageId", &input.message_id)?;
+        if input.text.trim().is_empty() {
+            return Err(ToolError::usage(
+                "empty_text",
+                "text is empty; to remove the message use surface.messages.delete",
+            ));
+        }
+        let target = cx.target(input.session_id.as_deref()).await?;
+        let content = cx.mapper().outbound(&input.text).into_owned();
+        let length = content.chars().count();
+        if length > MESSAGE_LIMIT {
+            return Err(ToolError::usage(
+                "text_too_long",
+                format!("The edited text is {length} characters after mentions are rewritten; an edit holds at most {MESSAGE_LIMIT}. Shorten it, or send the rest as a new message."),
+            ));
+        }
+        if let (Some(message), Some(bot)) = (
+            cx.surface().message(target.channel_id, message_id),
+            cx.surface().bot_user_id(),
+        ) {
+            if message.author_id != bot {
+                return Err(ToolError::denied(
+                    "not_own_message",
+                    format!("Message {message_id} was written by {}, not the bot; only the bot's own messages can be edited", message.author_name),
+                ));
+            }
+        }
+        cx.surface()
+            .edit_message(target.channel_id, message_id, content)
+            .await?;
+        Ok(json!({ "ok": true }))
+    }
+}
+
+pub struct DeleteMessage;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DeleteMessageInput {
+    /// Channel id, <#id>, or configured token; defaults to your context's session.
+    pub session_id: Option<String>,
+    pub message_id: String,
+}
+
+#[async_trait]
+impl Tool for DeleteMessage {
+    type Input = DeleteMessageInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            id: "surface.messages.delete",
+            description: "Delete a message.",
+            help: "Deleting someone else's message needs the Manage Messages permission in that channel; without it Discord refuses (denied).",
+            mutating: true,
+            primary: Some("messageId"),
+            examples: vec![example("Delete a message in #ops", "tools surface.messages.delete --session-id=#ops 1000000000000000900", json!({"sessionId": "#ops", "messageId": "1000000000000000900"}))],
+        }
+    }
+
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        input: DeleteMessageInput,
+    ) -> Result<Value, ToolError> {
+        let message_id = parse_id("messageId", &input.message_id)?;
+        let target = cx.target(input.session_id.as_deref()).await?;
+        cx.surface()
+            .delete_message(target.channel_id, message_id)
+            .await?;
+        Ok(json!({ "ok": true }))
+    }
+}

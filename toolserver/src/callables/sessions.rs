@@ -1,0 +1,60 @@
+//! `surface.sessions.list`.
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::error::ToolError;
+use crate::invocation::Invocation;
+use crate::registry::{example, Tool, ToolSpec};
+use crate::surface::ChannelLocation;
+
+pub struct ListSessions;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ListSessionsInput {
+    /// At most this many sessions (1 to 1000, default 100).
+    pub limit: Option<u32>,
+}
+
+#[async_trait]
+impl Tool for ListSessions {
+    type Input = ListSessionsInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            id: "surface.sessions.list",
+            description: "List the channels, threads and DMs you may use, with their configured tokens.",
+            help: "Only sessions the allowlist allows are listed; `limit` applies after that filter. `token` is the configured alias for the session, usable as sessionId elsewhere.",
+            mutating: false,
+            primary: None,
+            examples: vec![example(
+                "List up to 20 sessions",
+                "tools surface.sessions.list --limit=20 --output=text",
+                json!({"limit": 20}),
+            )],
+        }
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, input: ListSessionsInput) -> Result<Value, ToolError> {
+        let limit = input.limit.unwrap_or(100);
+        if !(1..=1000).contains(&limit) {
+            return Err(ToolError::usage(
+                "invalid_input",
+                format!("limit must be between 1 and 1000, got {limit}"),
+            ));
+        }
+        let allowlist = &cx.core.allowlist;
+        let sessions: Vec<Value> = cx
+            .surface()
+            .sessions()
+            .iter()
+            .filter(|s| allowlist.allows(s.channel_id, &ChannelLocation::from(*s)))
+            .take(limit as usize)
+            .map(|s| cx.session_info_json(s))
+            .collect();
+        Ok(json!({ "sessions": sessions }))
+    }
+}

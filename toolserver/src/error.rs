@@ -1,0 +1,165 @@
+//! The one error type every callable and policy returns, and how it becomes an HTTP answer.
+
+use std::time::Duration;
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+
+use crate::protocol::{ErrorBody, ErrorInfo, ErrorKind};
+use crate::surface::SurfaceError;
+
+/// A typed failure: its kind picks the HTTP status and the CLI exit code.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{kind:?} ({code}): {message}")]
+pub struct ToolError {
+    pub kind: ErrorKind,
+    /// A stable, machine-readable name such as `unknown_session`.
+    pub code: String,
+    /// One sentence saying what went wrong and what to do.
+    pub message: String,
+    pub details: Value,
+    /// Set for `unavailable` answers that say when to come back.
+    pub retry_after: Option<Duration>,
+    /// Overrides the kind's default status (401 vs 403, 413, 429 vs 503).
+    pub status: Option<StatusCode>,
+}
+
+impl ToolError {
+    pub fn new(kind: ErrorKind, code: &str, message: impl Into<String>) -> Self {
+        ToolError {
+            kind,
+            code: code.to_owned(),
+            message: message.into(),
+            details: Value::Null,
+            retry_after: None,
+            status: None,
+        }
+    }
+
+    pub fn usage(code: &str, message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Usage, code, message)
+    }
+
+    pub fn denied(code: &str, message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Denied, code, message)
+    }
+
+    /// No credentials, or credentials nobody issued: HTTP 401.
+    pub fn unauthenticated(code: &str, message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Denied, code, message).with_status(StatusCode::UNAUTHORIZED)
+    }
+
+    pub fn not_found(code: &str, message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NotFound, code, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, "internal", message)
+    }
+
+    /// Over a rate limit: HTTP 429 with `Retry-After` and `details.retryAfterMs`.
+    pub fn rate_limited(code: &str, message: impl Into<String>, retry_after: Duration) -> Self {
+        let mut error = Self::new(ErrorKind::Unavailable, code, message)
+            .with_status(StatusCode::TOO_MANY_REQUESTS);
+        error.retry_after = Some(retry_after);
+        error
+    }
+
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = details;
+        self
+    }
+
+    pub fn with_status(mut self, status: StatusCode) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    pub fn with_retry_after(mut self, retry_after: Duration) -> Self {
+        self.retry_after = Some(retry_after);
+        self
+    }
+
+    pub fn retryable(&self) -> bool {
+        matches!(self.kind, ErrorKind::Unavailable | ErrorKind::Timeout)
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.status.unwrap_or(match self.kind {
+            ErrorKind::Usage => StatusCode::BAD_REQUEST,
+            ErrorKind::Denied => StatusCode::FORBIDDEN,
+            ErrorKind::NotFound => StatusCode::NOT_FOUND,
+            ErrorKind::Conflict => StatusCode::CONFLICT,
+            ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
+            ErrorKind::Cancelled => {
+                StatusCode::from_u16(499).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+            }
+            ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        })
+    }
+
+    /// The JSON body, with `details.retryAfterMs` filled from `retry_after`.
+    pub fn body(&self) -> ErrorBody {
+        let mut details = self.details.clone();
+        if let Some(wait) = self.retry_after {
+            let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+            match &mut details {
+                Value::Object(map) => {
+                    map.insert("retryAfterMs".into(), json!(ms));
+                }
+                _ => details = json!({ "retryAfterMs": ms }),
+            }
+        }
+        ErrorBody {
+            ok: false,
+            error: ErrorInfo {
+                kind: self.kind,
+                code: self.code.clone(),
+                message: self.message.clone(),
+                retryable: self.retryable(),
+                details,
+            },
+        }
+    }
+}
+
+impl IntoResponse for ToolError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if self.kind == ErrorKind::Internal {
+            tracing::error!(code = %self.code, message = %self.message, "internal error");
+        }
+        let mut response = (status, axum::Json(self.body())).into_response();
+        if let Some(wait) = self.retry_after {
+            let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            if let Ok(value) = HeaderValue::from_str(&seconds.max(1).to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+        }
+        response
+    }
+}
+
+impl From<SurfaceError> for ToolError {
+    fn from(error: SurfaceError) -> Self {
+        match error {
+            SurfaceError::NotFound(what) => ToolError::not_found("not_found", what),
+            SurfaceError::Denied(why) => ToolError::denied("discord_denied", why),
+            SurfaceError::RateLimited { retry_after } => ToolError::rate_limited(
+                "discord_rate_limited",
+                "Discord is rate limiting this action; retry after the given delay",
+                retry_after,
+            ),
+            SurfaceError::InvalidInput { message, details } => {
+                ToolError::usage("discord_rejected", message).with_details(details)
+            }
+            SurfaceError::Unavailable(why) => ToolError::new(
+                ErrorKind::Unavailable,
+                "discord_unavailable",
+                format!("Discord is unavailable: {why}; retry shortly"),
+            ),
+        }
+    }
+}

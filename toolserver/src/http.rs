@@ -1,0 +1,306 @@
+//! The HTTP front (axum): health, the tool listing, calls, and capability minting.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::auth::{Caller, CapabilityGrant};
+use crate::coerce::merge_cli_input;
+use crate::error::ToolError;
+use crate::invocation::{parse_id, CallContext};
+use crate::protocol::{
+    CallRequest, Health, HEADER_CLIENT, HEADER_CWD, HEADER_REQUEST_ID, HEADER_SESSION_ID,
+    HEADER_TOOL_CALL_ID,
+};
+use crate::registry::parse_input;
+use crate::server::Core;
+use crate::surface::ConnectionState;
+
+/// Requests larger than this answer 413.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// How often expired tokens and idle rate-limit keys are dropped.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+type Shared = State<Arc<Core>>;
+
+pub fn router(core: Arc<Core>) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/v1/tools", get(list_tools))
+        .route("/v1/tools/{id}", get(describe_tool))
+        .route("/v1/call", post(call))
+        .route("/v1/capabilities", post(mint_capability))
+        .fallback(unknown_route)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(core)
+}
+
+/// Serves until `shutdown` resolves, pruning token and rate-limit state on an interval.
+pub async fn serve(
+    core: Arc<Core>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let pruner = {
+        let core = Arc::clone(&core);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(PRUNE_EVERY);
+            loop {
+                ticker.tick().await;
+                core.prune();
+            }
+        })
+    };
+    let result = axum::serve(listener, router(core))
+        .with_graceful_shutdown(shutdown)
+        .await;
+    pruner.abort();
+    result
+}
+
+fn header_value(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then_some(token)
+}
+
+/// Authenticates and builds the call context. A capability's session and request come from the
+/// token; a header that tries to change them is refused.
+fn context(core: &Core, headers: &HeaderMap) -> Result<CallContext, ToolError> {
+    let caller = core.authenticate(bearer(headers))?;
+    let mut context = CallContext {
+        caller: caller.clone(),
+        request_id: header_value(headers, HEADER_REQUEST_ID),
+        session_ref: header_value(headers, HEADER_SESSION_ID),
+        client: header_value(headers, HEADER_CLIENT),
+        cwd: header_value(headers, HEADER_CWD),
+        tool_call_id: header_value(headers, HEADER_TOOL_CALL_ID),
+    };
+    if let Caller::Capability(capability) = &caller {
+        let grant = &capability.grant;
+        let bound_session = grant.session_id.to_string();
+        if let Some(asked) = &context.session_ref {
+            let same = entity::Mapper::new(&core.aliases, core.surface.as_ref())
+                .resolve_session(asked)
+                .ok()
+                == Some(grant.session_id);
+            if !same {
+                return Err(ToolError::denied(
+                    "context_override",
+                    format!("This capability token is bound to session {bound_session}; the {HEADER_SESSION_ID} header cannot move it to '{asked}'. Pass sessionId in the input to act elsewhere."),
+                ));
+            }
+        }
+        if let Some(asked) = &context.request_id {
+            if asked != &grant.request_id {
+                return Err(ToolError::denied(
+                    "context_override",
+                    format!("This capability token belongs to request {}; the {HEADER_REQUEST_ID} header cannot change it", grant.request_id),
+                ));
+            }
+        }
+        context.session_ref = Some(bound_session);
+        context.request_id = Some(grant.request_id.clone());
+        if grant.client.is_some() {
+            context.client = grant.client.clone();
+        }
+        if grant.cwd.is_some() {
+            context.cwd = grant.cwd.clone();
+        }
+    }
+    Ok(context)
+}
+
+async fn health(State(core): Shared) -> Json<Health> {
+    let state = core.surface.connection();
+    let status = match state {
+        ConnectionState::Ready | ConnectionState::None => "ok",
+        ConnectionState::Connecting | ConnectionState::Down => "degraded",
+    };
+    Json(Health {
+        status: status.to_owned(),
+        discord: state.as_str().to_owned(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+    })
+}
+
+async fn list_tools(State(core): Shared, headers: HeaderMap) -> Result<Response, ToolError> {
+    let context = context(&core, &headers)?;
+    Ok(Json(json!({ "tools": core.tools_for(&context.caller) })).into_response())
+}
+
+async fn describe_tool(
+    State(core): Shared,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, ToolError> {
+    let context = context(&core, &headers)?;
+    match core.registry.get(&id) {
+        Some(tool) if context.caller.may_call(&id) => Ok(Json(tool.detail()).into_response()),
+        _ => {
+            // Out-of-scope callables are reported like unknown ones, suggesting only visible ids.
+            let visible: Vec<String> = core
+                .tools_for(&context.caller)
+                .into_iter()
+                .map(|t| t.id)
+                .collect();
+            let suggestion = entity::nearest(&id, visible.iter().map(String::as_str));
+            let hint = suggestion.map_or(String::new(), |s| format!(" Did you mean '{s}'?"));
+            Err(ToolError::not_found(
+                "unknown_tool",
+                format!("Unknown callable '{id}'.{hint} List them with `tools --list`."),
+            )
+            .with_details(json!({ "suggestion": suggestion, "known": visible })))
+        }
+    }
+}
+
+fn body_error(rejection: BytesRejection) -> ToolError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ToolError::usage(
+            "body_too_large",
+            format!("Request body is over {MAX_BODY_BYTES} bytes; send less (split the text, or attach files by path)"),
+        )
+        .with_status(StatusCode::PAYLOAD_TOO_LARGE)
+    } else {
+        ToolError::usage(
+            "bad_body",
+            format!("Cannot read the request body: {rejection}"),
+        )
+    }
+}
+
+async fn call(
+    State(core): Shared,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ToolError> {
+    let context = context(&core, &headers)?;
+    let body = body.map_err(body_error)?;
+    let request: CallRequest = {
+        let mut deserializer = serde_json::Deserializer::from_slice(&body);
+        serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+            ToolError::usage(
+                "bad_request",
+                format!(
+                    "The body must be {{\"tool\": \"surface.…\", \"input\": {{…}}}}: {} at '{}'",
+                    error.inner(),
+                    error.path()
+                ),
+            )
+        })?
+    };
+    let input = match core.registry.get(&request.tool) {
+        Some(tool) if !request.args.is_empty() || !request.positional.is_empty() => {
+            let entry = tool.entry();
+            merge_cli_input(
+                &entry.input_schema,
+                entry.primary.as_deref(),
+                request.input,
+                request.args,
+                request.positional,
+            )?
+        }
+        _ => Value::Object(request.input.unwrap_or_default()),
+    };
+    let value = core.call(&context, &request.tool, input).await?;
+    Ok(Json(json!({ "ok": true, "value": value })).into_response())
+}
+
+/// `POST /v1/capabilities`: the operator mints a capability token (agents' runners do this
+/// in-process; the route is for operators and scripts).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct MintRequest {
+    session_id: String,
+    request_id: Option<String>,
+    /// Glob patterns of callable ids; default `["surface.*"]`.
+    scope: Option<Vec<String>>,
+    /// Lifetime in seconds; default 600, at most 86,400.
+    ttl_s: Option<u64>,
+}
+
+async fn mint_capability(
+    State(core): Shared,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ToolError> {
+    let context = context(&core, &headers)?;
+    if !matches!(context.caller, Caller::Operator | Caller::Unauthenticated) {
+        return Err(ToolError::denied(
+            "operator_only",
+            "Only the operator token may mint capability tokens",
+        ));
+    }
+    let body = body.map_err(body_error)?;
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|e| ToolError::usage("bad_request", format!("The body must be JSON: {e}")))?;
+    let request: MintRequest = parse_input(value)?;
+    let session_id = entity::Mapper::new(&core.aliases, core.surface.as_ref())
+        .resolve_session(&request.session_id)
+        .or_else(|_| parse_id("sessionId", &request.session_id))
+        .map_err(|e| ToolError::usage("unknown_session", e.message.clone()))?;
+    let ttl = request.ttl_s.unwrap_or(600);
+    if ttl == 0 || ttl > 86_400 {
+        return Err(ToolError::usage(
+            "invalid_input",
+            "ttlS must be between 1 and 86400 seconds",
+        ));
+    }
+    let grant = CapabilityGrant {
+        session_id,
+        request_id: request
+            .request_id
+            .unwrap_or_else(|| format!("op-{}", core.capabilities.len() + 1)),
+        scope: request
+            .scope
+            .unwrap_or_else(|| vec!["surface.*".to_owned()]),
+        ttl: Duration::from_secs(ttl),
+        client: None,
+        cwd: None,
+    };
+    let response = json!({
+        "sessionId": session_id.to_string(),
+        "requestId": grant.request_id,
+        "scope": grant.scope,
+        "expiresInS": ttl,
+    });
+    let token = core
+        .capabilities
+        .mint(grant)
+        .map_err(|e| ToolError::internal(format!("cannot draw random bytes: {e}")))?;
+    let mut response = response;
+    response["token"] = Value::String(token);
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({ "ok": true, "value": response })),
+    )
+        .into_response())
+}
+
+async fn unknown_route(uri: axum::http::Uri) -> ToolError {
+    ToolError::not_found(
+        "unknown_route",
+        format!("No route {}; the API is GET /health, GET /v1/tools, GET /v1/tools/{{id}}, POST /v1/call", uri.path()),
+    )
+}

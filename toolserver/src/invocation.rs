@@ -1,0 +1,181 @@
+//! One call in progress: who is calling, in which context, and the helpers every callable uses
+//! to resolve sessions, apply the allowlist and shape answers.
+
+use entity::{Mapper, Snowflake};
+use serde_json::{json, Value};
+
+use crate::auth::Caller;
+use crate::error::ToolError;
+use crate::server::Core;
+use crate::surface::{ChannelLocation, MentionPolicy, MessageInfo, SessionInfo, Surface};
+
+/// The context a call carries: from headers for the operator, from the token for a capability.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    pub caller: Caller,
+    pub request_id: Option<String>,
+    /// The default session, as any reference the entity mapper resolves.
+    pub session_ref: Option<String>,
+    pub client: Option<String>,
+    pub cwd: Option<String>,
+    pub tool_call_id: Option<String>,
+}
+
+impl CallContext {
+    pub fn operator() -> Self {
+        CallContext {
+            caller: Caller::Operator,
+            request_id: None,
+            session_ref: None,
+            client: None,
+            cwd: None,
+            tool_call_id: None,
+        }
+    }
+}
+
+/// A session a call may act in: resolved, allowlisted.
+#[derive(Debug, Clone, Copy)]
+pub struct Target {
+    pub channel_id: Snowflake,
+    pub location: ChannelLocation,
+}
+
+/// What a callable's handler gets besides its input.
+pub struct Invocation<'a> {
+    pub core: &'a Core,
+    pub context: &'a CallContext,
+    pub tool_id: &'a str,
+    pub mutating: bool,
+}
+
+pub(crate) fn id_string(id: Option<Snowflake>) -> Value {
+    id.map_or(Value::Null, |id| Value::String(id.to_string()))
+}
+
+/// Parses an id field (`messageId`), naming the field when it is not one.
+pub fn parse_id(field: &str, value: &str) -> Result<Snowflake, ToolError> {
+    let trimmed = value.trim();
+    let digits = trimmed
+        .strip_prefix('<')
+        .and_then(|s| s.strip_suffix('>'))
+        .map(|s| s.trim_start_matches(['#', '@', '!', '&']))
+        .unwrap_or(trimmed);
+    digits.parse::<Snowflake>().map_err(|error| {
+        ToolError::usage("invalid_input", format!("{field}: {error}"))
+            .with_details(json!({ "field": field }))
+    })
+}
+
+impl Invocation<'_> {
+    pub fn surface(&self) -> &dyn Surface {
+        self.core.surface.as_ref()
+    }
+
+    pub fn mapper(&self) -> Mapper<'_> {
+        Mapper::new(&self.core.aliases, self.core.surface.as_ref())
+    }
+
+    /// Resolves the session to act in (the input's `sessionId`, else the context's), applies the
+    /// allowlist, and for mutating calls the per-channel rate limit.
+    pub async fn target(&self, explicit: Option<&str>) -> Result<Target, ToolError> {
+        let reference = explicit
+            .filter(|r| !r.trim().is_empty())
+            .or(self.context.session_ref.as_deref())
+            .ok_or_else(|| {
+                ToolError::usage(
+                    "no_session",
+                    "No session given and none in this call's context. Pass --session-id=ID (a channel id, <#id>, or a configured token such as #ops), or set SWITCHBOARD_SESSION_ID.",
+                )
+            })?;
+        let channel_id = self.mapper().resolve_session(reference).map_err(|error| {
+            ToolError::not_found("unknown_session", error.to_string())
+                .with_details(json!({ "reference": reference }))
+        })?;
+        let location = self
+            .core
+            .allowlist
+            .check(self.surface(), channel_id)
+            .await?;
+        if self.mutating {
+            self.core.limits.check_channel(channel_id.get())?;
+        }
+        Ok(Target {
+            channel_id,
+            location,
+        })
+    }
+
+    /// A message from the cache of the target session, or `not_found`.
+    pub fn cached_message(
+        &self,
+        target: &Target,
+        message_id: Snowflake,
+    ) -> Result<MessageInfo, ToolError> {
+        self.surface()
+            .message(target.channel_id, message_id)
+            .ok_or_else(|| {
+                ToolError::not_found(
+                    "unknown_message",
+                    format!(
+                        "Message {message_id} is not in the cache of session {}; list recent messages with surface.messages.list",
+                        target.channel_id
+                    ),
+                )
+            })
+    }
+
+    /// `{"channelId","guildId","parentChannelId","kind","title","token"}`.
+    pub fn session_json(&self, target: &Target) -> Value {
+        let info = self.surface().session(target.channel_id);
+        self.session_value(target.channel_id, &target.location, info.as_ref())
+    }
+
+    pub fn session_info_json(&self, info: &SessionInfo) -> Value {
+        self.session_value(info.channel_id, &ChannelLocation::from(info), Some(info))
+    }
+
+    fn session_value(
+        &self,
+        channel_id: Snowflake,
+        location: &ChannelLocation,
+        info: Option<&SessionInfo>,
+    ) -> Value {
+        json!({
+            "channelId": channel_id.to_string(),
+            "guildId": id_string(location.guild_id),
+            "parentChannelId": id_string(location.parent_channel_id),
+            "kind": location.kind,
+            "title": info.map(|i| i.title.as_str()),
+            "token": self.core.aliases.alias_for(entity::AliasKind::Session, channel_id),
+        })
+    }
+
+    /// A cached message as readers see it: `text` is the inbound-canonical text.
+    pub fn message_json(&self, message: &MessageInfo) -> Value {
+        json!({
+            "messageId": message.message_id.to_string(),
+            "authorId": message.author_id.to_string(),
+            "authorName": message.author_name,
+            "text": self.mapper().inbound(&message.content),
+            "ts": message.timestamp,
+            "editedTs": message.edited_timestamp,
+            "replyToMessageId": id_string(message.reply_to),
+            "attachments": message.attachments,
+            "reactions": message.reactions.iter().map(|r| json!({"emoji": r.emoji, "count": r.count})).collect::<Vec<_>>(),
+        })
+    }
+
+    /// Who a post may ping: users (and roles when the operator opted in), never `@everyone`
+    /// or `@here`; nobody when silent.
+    pub fn mention_policy(&self, replying: bool, silent: bool) -> MentionPolicy {
+        if silent {
+            return MentionPolicy::default();
+        }
+        MentionPolicy {
+            users: true,
+            roles: self.core.allow_role_mentions,
+            replied_user: replying,
+        }
+    }
+}

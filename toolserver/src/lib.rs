@@ -1,0 +1,32 @@
+//! The switchboard tool server: how an agent acts in a chat platform.
+//!
+//! * [`protocol`]: the wire types shared by the HTTP front and the `tools` CLI.
+//! * [`Surface`]: the seam a chat platform implements (the bot implements it for Discord;
+//!   [`memory::MemorySurface`] implements it in memory for tests).
+//! * [`Core`]: authentication (operator token, capability tokens), and the policy path every
+//!   call takes — scope, rate limits, input validation against the callable's schema, session
+//!   resolution, allowlist, handler, timeout — with an audit line per call.
+//! * [`http`]: the axum front; the `tools` binary is the command-line front.
+//!
+//! This crate knows nothing of serenity.
+
+pub mod allowlist;
+pub mod auth;
+mod callables;
+pub mod chunk;
+pub mod coerce;
+pub mod error;
+pub mod http;
+pub mod invocation;
+pub mod memory;
+pub mod protocol;
+pub mod ratelimit;
+pub mod registry;
+pub mod server;
+pub mod surface;
+pub mod testing;
+
+pub use error::ToolError;
+pub use invocation::CallContext;
+pub use server::{Core, StartError};
+pub use surface::Surface;

@@ -1,0 +1,498 @@
+//! An in-memory [`Surface`] that records every call: the stand-in for Discord in tests,
+//! benchmarks and examples.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use entity::{LearnedNames, NameDirectory, Snowflake};
+
+use crate::surface::{
+    ChannelLocation, ConnectionState, MessageInfo, MessageQuery, OutgoingMessage, ReactionInfo,
+    SessionInfo, SessionKind, Surface, SurfaceError,
+};
+
+/// One action the surface was asked to take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SurfaceCall {
+    ChannelInfo(Snowflake),
+    Send(OutgoingMessage),
+    Edit {
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        content: String,
+    },
+    Delete {
+        channel_id: Snowflake,
+        message_id: Snowflake,
+    },
+    AddReaction {
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        emoji: String,
+    },
+    RemoveReaction {
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        emoji: String,
+    },
+    Typing(Snowflake),
+}
+
+struct State {
+    bot_id: Snowflake,
+    connection: ConnectionState,
+    sessions: BTreeMap<Snowflake, SessionInfo>,
+    /// Channels only `channel_info` knows (not in the cache).
+    uncached: BTreeMap<Snowflake, ChannelLocation>,
+    messages: BTreeMap<Snowflake, BTreeMap<Snowflake, MessageInfo>>,
+    user_names: BTreeMap<Snowflake, String>,
+    names: LearnedNames,
+    calls: Vec<SurfaceCall>,
+    next_id: u64,
+    failures: VecDeque<SurfaceError>,
+    delay: Option<Duration>,
+}
+
+/// The ids of [`MemorySurface::demo`], the same as fake-discord's demo world.
+pub mod demo {
+    pub const BOT: u64 = 1000000000000000001;
+    pub const STANLEY: u64 = 1000000000000000101;
+    pub const TOMAS: u64 = 1000000000000000102;
+    pub const GUILD: u64 = 1000000000000000200;
+    pub const ONCALL: u64 = 1000000000000000301;
+    pub const OPS: u64 = 1000000000000000401;
+    pub const RELEASE_ROOM: u64 = 1000000000000000402;
+    pub const SECRET: u64 = 1000000000000000403;
+    pub const RANDOM: u64 = 1000000000000000404;
+    pub const INCIDENT_THREAD: u64 = 1000000000000000411;
+    pub const RANDOM_THREAD: u64 = 1000000000000000412;
+    pub const DM: u64 = 1000000000000000501;
+    /// A guild the demo config does not list.
+    pub const OTHER_GUILD: u64 = 1000000000000000600;
+    /// A channel in the unlisted guild.
+    pub const OTHER_CHANNEL: u64 = 1000000000000000601;
+    /// A channel of the listed guild that is not cached: only `channel_info` knows it.
+    pub const UNCACHED: u64 = 1000000000000000405;
+}
+
+/// An in-memory chat platform.
+pub struct MemorySurface {
+    state: Mutex<State>,
+}
+
+fn timestamp(seq: u64) -> String {
+    let seconds = seq % 86_400;
+    format!(
+        "2026-11-22T{:02}:{:02}:{:02}.000Z",
+        seconds / 3600,
+        (seconds / 60) % 60,
+        seconds % 60
+    )
+}
+
+impl MemorySurface {
+    pub fn new(bot_id: Snowflake) -> Self {
+        MemorySurface {
+            state: Mutex::new(State {
+                bot_id,
+                connection: ConnectionState::None,
+                sessions: BTreeMap::new(),
+                uncached: BTreeMap::new(),
+                messages: BTreeMap::new(),
+                user_names: BTreeMap::new(),
+                names: LearnedNames::new(),
+                calls: Vec::new(),
+                next_id: 1000000000000000900,
+                failures: VecDeque::new(),
+                delay: None,
+            }),
+        }
+    }
+
+    /// The fake-discord demo world: guild Lab with #ops, #release-room, #secret, #random,
+    /// threads incident-42 (under #ops) and off-topic-thread (under #random), a DM with stanley,
+    /// users stanley and tomas, role oncall; plus an unlisted guild's channel and an uncached one.
+    pub fn demo() -> Self {
+        use demo::*;
+        let surface = MemorySurface::new(Snowflake(BOT));
+        let guild = Some(Snowflake(GUILD));
+        for (id, title, kind, parent) in [
+            (OPS, "ops", SessionKind::Channel, None),
+            (RELEASE_ROOM, "release-room", SessionKind::Channel, None),
+            (SECRET, "secret", SessionKind::Channel, None),
+            (RANDOM, "random", SessionKind::Channel, None),
+            (
+                INCIDENT_THREAD,
+                "incident-42",
+                SessionKind::Thread,
+                Some(OPS),
+            ),
+            (
+                RANDOM_THREAD,
+                "off-topic-thread",
+                SessionKind::Thread,
+                Some(RANDOM),
+            ),
+        ] {
+            surface.add_session(SessionInfo {
+                channel_id: Snowflake(id),
+                guild_id: guild,
+                parent_channel_id: parent.map(Snowflake),
+                kind,
+                title: title.to_owned(),
+            });
+        }
+        surface.add_session(SessionInfo {
+            channel_id: Snowflake(DM),
+            guild_id: None,
+            parent_channel_id: None,
+            kind: SessionKind::Dm,
+            title: "stanley".to_owned(),
+        });
+        surface.add_session(SessionInfo {
+            channel_id: Snowflake(OTHER_CHANNEL),
+            guild_id: Some(Snowflake(OTHER_GUILD)),
+            parent_channel_id: None,
+            kind: SessionKind::Channel,
+            title: "elsewhere".to_owned(),
+        });
+        surface.add_uncached_channel(
+            Snowflake(UNCACHED),
+            ChannelLocation {
+                guild_id: guild,
+                parent_channel_id: None,
+                kind: SessionKind::Channel,
+            },
+        );
+        surface.add_user(Snowflake(BOT), "switchboard", None);
+        surface.add_user(Snowflake(STANLEY), "stanley", Some("Stanley"));
+        surface.add_user(Snowflake(TOMAS), "tomas", Some("Tomas"));
+        surface.lock().names.add_role(Snowflake(ONCALL), "oncall");
+        surface
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves plain data behind; keep serving it.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn add_session(&self, info: SessionInfo) {
+        let mut state = self.lock();
+        state.names.add_channel(info.channel_id, &info.title);
+        state.sessions.insert(info.channel_id, info);
+    }
+
+    pub fn add_uncached_channel(&self, id: Snowflake, location: ChannelLocation) {
+        self.lock().uncached.insert(id, location);
+    }
+
+    pub fn add_user(&self, id: Snowflake, username: &str, global_name: Option<&str>) {
+        let mut state = self.lock();
+        state.names.add_user(id, username, global_name);
+        state
+            .user_names
+            .insert(id, global_name.unwrap_or(username).to_owned());
+    }
+
+    /// Caches a message as if `author` posted it; returns its id.
+    pub fn post(&self, channel_id: Snowflake, author: Snowflake, content: &str) -> Snowflake {
+        let mut state = self.lock();
+        Self::store_message(&mut state, channel_id, author, content, None)
+    }
+
+    fn store_message(
+        state: &mut State,
+        channel_id: Snowflake,
+        author: Snowflake,
+        content: &str,
+        reply_to: Option<Snowflake>,
+    ) -> Snowflake {
+        state.next_id += 1;
+        let id = Snowflake(state.next_id);
+        let author_name = state
+            .user_names
+            .get(&author)
+            .cloned()
+            .unwrap_or_else(|| format!("user_{author}"));
+        let message = MessageInfo {
+            message_id: id,
+            channel_id,
+            author_id: author,
+            author_name,
+            content: content.to_owned(),
+            timestamp: timestamp(state.next_id),
+            edited_timestamp: None,
+            reply_to,
+            attachments: Vec::new(),
+            reactions: Vec::new(),
+        };
+        state
+            .messages
+            .entry(channel_id)
+            .or_default()
+            .insert(id, message);
+        id
+    }
+
+    /// Every action taken so far, in order.
+    pub fn calls(&self) -> Vec<SurfaceCall> {
+        self.lock().calls.clone()
+    }
+
+    pub fn clear_calls(&self) {
+        self.lock().calls.clear();
+    }
+
+    /// The next action fails with `error` (queued; one failure per action).
+    pub fn fail_next(&self, error: SurfaceError) {
+        self.lock().failures.push_back(error);
+    }
+
+    /// Every action waits this long first (for timeout tests).
+    pub fn set_delay(&self, delay: Option<Duration>) {
+        self.lock().delay = delay;
+    }
+
+    pub fn set_connection(&self, connection: ConnectionState) {
+        self.lock().connection = connection;
+    }
+
+    /// Records an action and returns the failure queued for it, if any.
+    async fn begin(&self, call: SurfaceCall) -> Result<(), SurfaceError> {
+        let delay = {
+            let mut state = self.lock();
+            state.calls.push(call);
+            state.delay
+        };
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+        }
+        match self.lock().failures.pop_front() {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    fn with_message<T>(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        change: impl FnOnce(&mut MessageInfo, Snowflake) -> Result<T, SurfaceError>,
+    ) -> Result<T, SurfaceError> {
+        let mut state = self.lock();
+        let bot = state.bot_id;
+        let message = state
+            .messages
+            .get_mut(&channel_id)
+            .and_then(|messages| messages.get_mut(&message_id))
+            .ok_or_else(|| SurfaceError::NotFound(format!("Unknown message {message_id}")))?;
+        change(message, bot)
+    }
+}
+
+impl NameDirectory for MemorySurface {
+    fn user_by_key(&self, key: &str) -> Option<Snowflake> {
+        self.lock().names.user_by_key(key)
+    }
+    fn role_by_key(&self, key: &str) -> Option<Snowflake> {
+        self.lock().names.role_by_key(key)
+    }
+    fn channel_by_key(&self, key: &str) -> Option<Snowflake> {
+        self.lock().names.channel_by_key(key)
+    }
+    fn find_user_name(&self, id: Snowflake, accept: &mut dyn FnMut(&str) -> bool) {
+        self.lock().names.find_user_name(id, accept)
+    }
+    fn role_name(&self, id: Snowflake) -> Option<String> {
+        self.lock().names.role_name(id)
+    }
+    fn channel_name(&self, id: Snowflake) -> Option<String> {
+        self.lock().names.channel_name(id)
+    }
+}
+
+#[async_trait]
+impl Surface for MemorySurface {
+    fn connection(&self) -> ConnectionState {
+        self.lock().connection
+    }
+
+    fn bot_user_id(&self) -> Option<Snowflake> {
+        Some(self.lock().bot_id)
+    }
+
+    fn sessions(&self) -> Vec<SessionInfo> {
+        self.lock().sessions.values().cloned().collect()
+    }
+
+    fn session(&self, channel_id: Snowflake) -> Option<SessionInfo> {
+        self.lock().sessions.get(&channel_id).cloned()
+    }
+
+    fn messages(&self, channel_id: Snowflake, query: MessageQuery) -> Vec<MessageInfo> {
+        let state = self.lock();
+        let Some(messages) = state.messages.get(&channel_id) else {
+            return Vec::new();
+        };
+        let lower = query.after.map_or(0, |id| id.get().saturating_add(1));
+        let upper = query.before.map_or(u64::MAX, |id| id.get());
+        let mut newest: Vec<MessageInfo> = messages
+            .range(Snowflake(lower)..Snowflake(upper))
+            .rev()
+            .take(query.limit)
+            .map(|(_, m)| m.clone())
+            .collect();
+        newest.reverse();
+        newest
+    }
+
+    fn message(&self, channel_id: Snowflake, message_id: Snowflake) -> Option<MessageInfo> {
+        self.lock()
+            .messages
+            .get(&channel_id)
+            .and_then(|messages| messages.get(&message_id))
+            .cloned()
+    }
+
+    async fn channel_info(&self, channel_id: Snowflake) -> Result<ChannelLocation, SurfaceError> {
+        self.begin(SurfaceCall::ChannelInfo(channel_id)).await?;
+        let state = self.lock();
+        state
+            .sessions
+            .get(&channel_id)
+            .map(ChannelLocation::from)
+            .or_else(|| state.uncached.get(&channel_id).copied())
+            .ok_or_else(|| SurfaceError::NotFound(format!("Unknown channel {channel_id}")))
+    }
+
+    async fn send_message(&self, message: OutgoingMessage) -> Result<Snowflake, SurfaceError> {
+        self.begin(SurfaceCall::Send(message.clone())).await?;
+        let mut state = self.lock();
+        if let Some(reply_to) = message.reply_to {
+            let exists = state
+                .messages
+                .get(&message.channel_id)
+                .is_some_and(|m| m.contains_key(&reply_to));
+            if !exists {
+                return Err(SurfaceError::InvalidInput {
+                    message: format!("Reply target {reply_to} is not a message in this channel"),
+                    details: serde_json::json!({"message_reference": "unknown message"}),
+                });
+            }
+        }
+        let bot = state.bot_id;
+        Ok(Self::store_message(
+            &mut state,
+            message.channel_id,
+            bot,
+            &message.content,
+            message.reply_to,
+        ))
+    }
+
+    async fn edit_message(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        content: String,
+    ) -> Result<(), SurfaceError> {
+        self.begin(SurfaceCall::Edit {
+            channel_id,
+            message_id,
+            content: content.clone(),
+        })
+        .await?;
+        self.with_message(channel_id, message_id, |message, bot| {
+            if message.author_id != bot {
+                return Err(SurfaceError::Denied(
+                    "Cannot edit a message authored by another user".into(),
+                ));
+            }
+            message.content = content;
+            message.edited_timestamp = Some(message.timestamp.clone());
+            Ok(())
+        })
+    }
+
+    async fn delete_message(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+    ) -> Result<(), SurfaceError> {
+        self.begin(SurfaceCall::Delete {
+            channel_id,
+            message_id,
+        })
+        .await?;
+        let mut state = self.lock();
+        state
+            .messages
+            .get_mut(&channel_id)
+            .and_then(|messages| messages.remove(&message_id))
+            .map(|_| ())
+            .ok_or_else(|| SurfaceError::NotFound(format!("Unknown message {message_id}")))
+    }
+
+    async fn add_reaction(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        emoji: String,
+    ) -> Result<(), SurfaceError> {
+        self.begin(SurfaceCall::AddReaction {
+            channel_id,
+            message_id,
+            emoji: emoji.clone(),
+        })
+        .await?;
+        self.with_message(channel_id, message_id, |message, _| {
+            match message.reactions.iter_mut().find(|r| r.emoji == emoji) {
+                Some(reaction) if reaction.me => {}
+                Some(reaction) => {
+                    reaction.me = true;
+                    reaction.count += 1;
+                }
+                None => message.reactions.push(ReactionInfo {
+                    emoji,
+                    count: 1,
+                    me: true,
+                }),
+            }
+            Ok(())
+        })
+    }
+
+    async fn remove_reaction(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        emoji: String,
+    ) -> Result<(), SurfaceError> {
+        self.begin(SurfaceCall::RemoveReaction {
+            channel_id,
+            message_id,
+            emoji: emoji.clone(),
+        })
+        .await?;
+        self.with_message(channel_id, message_id, |message, _| {
+            if let Some(reaction) = message
+                .reactions
+                .iter_mut()
+                .find(|r| r.emoji == emoji && r.me)
+            {
+                reaction.me = false;
+                reaction.count -= 1;
+            }
+            message.reactions.retain(|r| r.count > 0);
+            Ok(())
+        })
+    }
+
+    async fn typing(&self, channel_id: Snowflake) -> Result<(), SurfaceError> {
+        self.begin(SurfaceCall::Typing(channel_id)).await
+    }
+}

@@ -1,0 +1,224 @@
+//! The tool server's core: authentication, the policy path every call takes, and start-up.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use entity::Aliases;
+use serde_json::Value;
+use switchboard_config::{AliasComments, Config};
+use tokio::sync::Semaphore;
+
+use crate::allowlist::Allowlist;
+use crate::auth::{Caller, CapabilityRefusal, CapabilityStore, OperatorToken, CAPABILITY_PREFIX};
+use crate::error::ToolError;
+use crate::invocation::{CallContext, Invocation};
+use crate::protocol::{ErrorKind, ToolEntry};
+use crate::ratelimit::Limits;
+use crate::registry::Registry;
+use crate::surface::Surface;
+
+/// Why the server refuses to start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("no operator token: set the environment variable {env_name} (or, on a loopback bind only, toolserver.insecure_no_auth = true)")]
+    NoOperatorToken { env_name: String },
+    #[error("toolserver.insecure_no_auth needs a loopback bind, but bind is {bind}")]
+    InsecureNotLoopback { bind: SocketAddr },
+    #[error("cannot listen on {bind}: {source}")]
+    Bind {
+        bind: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// Everything a call needs, shared by the HTTP front and in-process callers.
+pub struct Core {
+    pub(crate) surface: Arc<dyn Surface>,
+    pub(crate) aliases: Aliases,
+    pub(crate) alias_comments: AliasComments,
+    pub(crate) allowlist: Allowlist,
+    pub(crate) limits: Limits,
+    pub(crate) registry: Registry,
+    pub(crate) allow_role_mentions: bool,
+    pub capabilities: CapabilityStore,
+    operator: Option<OperatorToken>,
+    call_timeout: Duration,
+    permits: Semaphore,
+}
+
+impl Core {
+    /// Builds the core; refuses to run without an operator token unless the operator opted into
+    /// `insecure_no_auth` on a loopback bind.
+    pub fn new(
+        config: &Config,
+        surface: Arc<dyn Surface>,
+        operator_token: Option<String>,
+    ) -> Result<Core, StartError> {
+        let operator_token = operator_token.filter(|t| !t.trim().is_empty());
+        let ts = &config.toolserver;
+        if operator_token.is_none() {
+            if !ts.insecure_no_auth {
+                return Err(StartError::NoOperatorToken {
+                    env_name: ts.operator_token_env.clone(),
+                });
+            }
+            if !ts.bind.ip().is_loopback() {
+                return Err(StartError::InsecureNotLoopback { bind: ts.bind });
+            }
+            tracing::warn!(
+                bind = %ts.bind,
+                "tool server runs WITHOUT authentication (toolserver.insecure_no_auth = true); anyone on this machine can call it"
+            );
+        }
+        let mut registry = Registry::new();
+        crate::callables::register_all(&mut registry);
+        Ok(Core {
+            surface,
+            aliases: config.aliases.clone(),
+            alias_comments: config.alias_comments.clone(),
+            allowlist: Allowlist::new(&config.discord),
+            limits: Limits::new(&ts.rate_limits),
+            registry,
+            allow_role_mentions: config.discord.allow_role_mentions,
+            capabilities: CapabilityStore::new(),
+            operator: operator_token.as_deref().map(OperatorToken::new),
+            call_timeout: ts.call_timeout,
+            permits: Semaphore::new(ts.max_concurrent_calls),
+        })
+    }
+
+    pub fn surface(&self) -> &Arc<dyn Surface> {
+        &self.surface
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Who presents `bearer`: the operator, a live capability, or nobody (401).
+    pub fn authenticate(&self, bearer: Option<&str>) -> Result<Caller, ToolError> {
+        let Some(token) = bearer.map(str::trim).filter(|t| !t.is_empty()) else {
+            return match self.operator {
+                None => Ok(Caller::Unauthenticated),
+                Some(_) => Err(ToolError::unauthenticated(
+                    "missing_token",
+                    "No token: send Authorization: Bearer <token> (the tools CLI reads SWITCHBOARD_TOKEN)",
+                )),
+            };
+        };
+        if token.starts_with(CAPABILITY_PREFIX) {
+            return self
+                .capabilities
+                .resolve(token)
+                .map(Caller::Capability)
+                .map_err(|refusal| match refusal {
+                    CapabilityRefusal::Expired => ToolError::unauthenticated(
+                        "token_expired",
+                        "This capability token has expired; its run is over",
+                    ),
+                    CapabilityRefusal::Unknown => ToolError::unauthenticated(
+                        "invalid_token",
+                        "This capability token is not valid (revoked, or never issued)",
+                    ),
+                });
+        }
+        match &self.operator {
+            Some(operator) if operator.matches(token) => Ok(Caller::Operator),
+            _ => Err(ToolError::unauthenticated(
+                "invalid_token",
+                "The token is not valid for this server",
+            )),
+        }
+    }
+
+    /// The callables this caller may call.
+    pub fn tools_for(&self, caller: &Caller) -> Vec<ToolEntry> {
+        self.registry
+            .iter()
+            .filter(|tool| caller.may_call(&tool.entry().id))
+            .map(|tool| tool.entry().clone())
+            .collect()
+    }
+
+    /// One call through the whole policy path: scope, per-caller rate limit, concurrency cap,
+    /// input validation, the handler (which applies the allowlist and channel limits), timeout.
+    /// Every call is written to the audit log.
+    pub async fn call(
+        &self,
+        context: &CallContext,
+        tool_id: &str,
+        input: Value,
+    ) -> Result<Value, ToolError> {
+        let started = Instant::now();
+        let result = self.call_inner(context, tool_id, input).await;
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(error) => error.kind.as_str(),
+        };
+        tracing::info!(
+            target: "audit",
+            caller = %context.caller.key(),
+            tool = tool_id,
+            session = context.session_ref.as_deref().unwrap_or("-"),
+            request = context.request_id.as_deref().unwrap_or("-"),
+            tool_call = context.tool_call_id.as_deref().unwrap_or("-"),
+            outcome,
+            code = result.as_ref().err().map_or("", |e| e.code.as_str()),
+            ms = started.elapsed().as_millis() as u64,
+            "call"
+        );
+        result
+    }
+
+    async fn call_inner(
+        &self,
+        context: &CallContext,
+        tool_id: &str,
+        input: Value,
+    ) -> Result<Value, ToolError> {
+        let tool = match self.registry.get(tool_id) {
+            Some(tool) if context.caller.may_call(tool_id) => Arc::clone(tool),
+            // A callable outside the caller's scope looks like any other it may not call.
+            Some(_) => {
+                return Err(ToolError::denied(
+                    "out_of_scope",
+                    format!("'{tool_id}' is outside this token's tool scope"),
+                ))
+            }
+            None => return Err(self.registry.unknown(tool_id)),
+        };
+        self.limits.check_caller(&context.caller.key(), tool_id)?;
+        let _permit = self.permits.try_acquire().map_err(|_| {
+            ToolError::new(
+                ErrorKind::Unavailable,
+                "busy",
+                "The tool server is at its concurrent call limit; retry shortly",
+            )
+            .with_retry_after(Duration::from_secs(1))
+        })?;
+        let invocation = Invocation {
+            core: self,
+            context,
+            tool_id,
+            mutating: tool.entry().mutating,
+        };
+        match tokio::time::timeout(self.call_timeout, tool.call(&invocation, input)).await {
+            Ok(result) => result,
+            Err(_) => Err(ToolError::new(
+                ErrorKind::Timeout,
+                "timeout",
+                format!(
+                    "'{tool_id}' did not finish within {} s; it may still complete — check before retrying a mutation",
+                    self.call_timeout.as_secs()
+                ),
+            )),
+        }
+    }
+
+    /// Forgets expired capability tokens and recovered rate-limit keys.
+    pub fn prune(&self) {
+        self.capabilities.prune_expired();
+        self.limits.prune();
+    }
+}

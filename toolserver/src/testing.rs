@@ -1,0 +1,146 @@
+//! A tool server on 127.0.0.1:0 over a [`MemorySurface`], for tests and benchmarks of the
+//! server, the `tools` CLI, and the crates built on them.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use entity::Snowflake;
+use switchboard_config::Config;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::auth::CapabilityGrant;
+use crate::memory::MemorySurface;
+use crate::server::{Core, StartError};
+
+/// A config that matches [`MemorySurface::demo`]: #ops, #release-room and #secret are
+/// allowlisted; aliases for stanley, the sessions and the oncall role.
+pub const DEMO_CONFIG: &str = r#"
+[discord]
+allowed_channel_ids = ["1000000000000000401", "1000000000000000402", "1000000000000000403"]
+
+[entity.users]
+Stanley = "1000000000000000101"
+
+[entity.sessions]
+ops = "1000000000000000401"
+release-room = { discord = "1000000000000000402", comment = "release coordination" }
+incident = "1000000000000000411"
+
+[entity.roles]
+oncall = "1000000000000000301"
+
+[toolserver]
+bind = "127.0.0.1:0"
+"#;
+
+/// Why a test server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum TestServerError {
+    #[error("test config is invalid:\n{0}")]
+    Config(switchboard_config::Report),
+    #[error(transparent)]
+    Start(#[from] StartError),
+    #[error("cannot bind 127.0.0.1:0: {0}")]
+    Bind(std::io::Error),
+}
+
+/// A running tool server; stops when dropped.
+pub struct TestServer {
+    addr: SocketAddr,
+    operator_token: String,
+    core: Arc<Core>,
+    surface: Arc<MemorySurface>,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl TestServer {
+    /// Starts on the demo surface with `config_toml` (its `bind` is ignored: 127.0.0.1:0).
+    pub async fn start(config_toml: &str) -> Result<TestServer, TestServerError> {
+        Self::start_with(config_toml, Arc::new(MemorySurface::demo())).await
+    }
+
+    pub async fn start_with(
+        config_toml: &str,
+        surface: Arc<MemorySurface>,
+    ) -> Result<TestServer, TestServerError> {
+        let config = Config::parse(config_toml, "test.toml").map_err(TestServerError::Config)?;
+        let operator_token = format!("test-operator-{}", std::process::id());
+        let core = Arc::new(Core::new(
+            &config,
+            surface.clone(),
+            Some(operator_token.clone()),
+        )?);
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .map_err(TestServerError::Bind)?;
+        let addr = listener.local_addr().map_err(TestServerError::Bind)?;
+        let (shutdown, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(crate::http::serve(Arc::clone(&core), listener, async {
+            let _ = stopped.await;
+        }));
+        Ok(TestServer {
+            addr,
+            operator_token,
+            core,
+            surface,
+            shutdown: Some(shutdown),
+            task: Some(task),
+        })
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn operator_token(&self) -> &str {
+        &self.operator_token
+    }
+
+    pub fn surface(&self) -> &Arc<MemorySurface> {
+        &self.surface
+    }
+
+    pub fn core(&self) -> &Arc<Core> {
+        &self.core
+    }
+
+    /// Mints a capability token for `session_id` with `scope` globs, valid for `ttl`.
+    pub fn mint(&self, session_id: u64, request_id: &str, scope: &[&str], ttl: Duration) -> String {
+        self.core
+            .capabilities
+            .mint(CapabilityGrant {
+                session_id: Snowflake(session_id),
+                request_id: request_id.to_owned(),
+                scope: scope.iter().map(|s| (*s).to_owned()).collect(),
+                ttl,
+                client: None,
+                cwd: None,
+            })
+            .expect("the OS provides random bytes")
+    }
+
+    /// Stops the server and waits for it.
+    pub async fn stop(mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+    }
+}
