@@ -650,3 +650,249 @@ fn help_renders_fields_from_the_schema() {
         .stdout
         .contains("tools surface.messages.send --session-id=#ops hi"));
 }
+
+// ---- against the real tool server (toolserver::testing::TestServer, in-memory surface) ----
+
+mod against_the_server {
+    use super::*;
+    use entity::Snowflake;
+    use toolserver::memory::demo::{OPS, STANLEY};
+    use toolserver::memory::SurfaceCall;
+    use toolserver::testing::{TestServer, DEMO_CONFIG};
+
+    async fn server() -> TestServer {
+        TestServer::start(DEMO_CONFIG)
+            .await
+            .unwrap_or_else(|e| panic!("test server: {e}"))
+    }
+
+    /// Runs `tools` off the async runtime so the in-process server keeps serving.
+    async fn tools_at(server: &TestServer, token: Option<&str>, args: &[&str]) -> Run {
+        let url = server.url();
+        let token = token.map(str::to_owned);
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        tokio::task::spawn_blocking(move || {
+            let mut env = vec![("SWITCHBOARD_URL", url.as_str())];
+            if let Some(token) = &token {
+                env.push(("SWITCHBOARD_TOKEN", token.as_str()));
+            }
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            tools(&args, &env, None)
+        })
+        .await
+        .expect("tools runner")
+    }
+
+    fn sends(server: &TestServer) -> Vec<(u64, String)> {
+        server
+            .surface()
+            .calls()
+            .into_iter()
+            .filter_map(|c| match c {
+                SurfaceCall::Send(m) => Some((m.channel_id.0, m.content)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn list_shows_the_callables() {
+        let server = server().await;
+        let run = tools_at(&server, Some(server.operator_token()), &["--list"]).await;
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        for id in [
+            "surface.messages.list",
+            "surface.messages.send",
+            "surface.sessions.list",
+        ] {
+            assert!(
+                run.stdout.lines().any(|l| l.starts_with(id)),
+                "{id} missing from:\n{}",
+                run.stdout
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn help_for_send_shows_its_fields_primary_and_examples() {
+        let server = server().await;
+        let token = server.operator_token().to_owned();
+        for args in [
+            &["help", "surface.messages.send"][..],
+            &["surface.messages.send", "--help"],
+        ] {
+            let run = tools_at(&server, Some(&token), args).await;
+            assert_eq!(run.code, 0, "{}", run.stderr);
+            let out = &run.stdout;
+            assert!(out.starts_with("surface.messages.send — "), "{out}");
+            assert!(out.contains("--session-id"), "{out}");
+            assert!(out.contains("--reply-to-message-id"), "{out}");
+            assert!(
+                out.lines().any(|l| l.trim_start().starts_with("--text")
+                    && l.contains("required")
+                    && l.contains("bare words fill this field")),
+                "{out}"
+            );
+            assert!(out.contains("Examples:\n"), "{out}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn messages_list_reads_the_cached_messages() {
+        let server = server().await;
+        server
+            .surface()
+            .post(Snowflake(OPS), Snowflake(STANLEY), "deploy is done");
+        let token = server.operator_token().to_owned();
+        let run = tools_at(
+            &server,
+            Some(&token),
+            &["surface.messages.list", "--session-id=#ops"],
+        )
+        .await;
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_eq!(run.stdout.lines().count(), 1, "json output is one line");
+        let value: Value = serde_json::from_str(&run.stdout).expect("json value");
+        let messages = value["messages"].as_array().expect("messages");
+        assert!(
+            messages.iter().any(|m| m["text"] == "deploy is done"),
+            "{value}"
+        );
+
+        let run = tools_at(
+            &server,
+            Some(&token),
+            &[
+                "surface.messages.list",
+                "--session-id=#ops",
+                "--limit=5",
+                "--output=text",
+            ],
+        )
+        .await;
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert!(
+            run.stdout.starts_with("session: ops (#ops, channel "),
+            "{}",
+            run.stdout
+        );
+        assert!(
+            run.stdout
+                .lines()
+                .any(|l| l.starts_with('[') && l.ends_with("] Stanley: deploy is done")),
+            "{}",
+            run.stdout
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn send_takes_the_text_from_bare_words() {
+        let server = server().await;
+        let token = server.operator_token().to_owned();
+        let run = tools_at(
+            &server,
+            Some(&token),
+            &[
+                "surface.messages.send",
+                "--session-id=#ops",
+                "--silent=true",
+                "hello",
+                "world",
+            ],
+        )
+        .await;
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let value: Value = serde_json::from_str(&run.stdout).expect("json value");
+        assert_eq!(value["channelId"], OPS.to_string());
+        assert_eq!(sends(&server), vec![(OPS, "hello world".to_owned())]);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_capability_token_is_bound_to_its_session() {
+        let server = server().await;
+        let token = server.mint(OPS, "req-1", &["surface.*"], Duration::from_secs(60));
+        let run = tools_at(
+            &server,
+            Some(&token),
+            &["surface.messages.send", "from the agent"],
+        )
+        .await;
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_eq!(sends(&server), vec![(OPS, "from the agent".to_owned())]);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_unknown_callable_gets_the_nearest_name() {
+        let server = server().await;
+        let token = server.operator_token().to_owned();
+        for args in [
+            &["surface.mesages.send", "--session-id=#ops", "hi"][..],
+            &["help", "surface.mesages.send"],
+        ] {
+            let run = tools_at(&server, Some(&token), args).await;
+            assert_eq!(run.code, 4, "{args:?}: {}", run.stderr);
+            let (body, human) = run.error();
+            assert_eq!(body.error.code, "unknown_tool");
+            assert_eq!(
+                human,
+                "error (not_found): unknown callable 'surface.mesages.send'; did you mean \
+                 'surface.messages.send'?"
+            );
+        }
+        assert!(sends(&server).is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_unknown_session_is_not_found_with_a_suggestion() {
+        let server = server().await;
+        let token = server.operator_token().to_owned();
+        let run = tools_at(
+            &server,
+            Some(&token),
+            &["surface.messages.send", "--session-id=#opps", "hi"],
+        )
+        .await;
+        assert_eq!(run.code, 4, "{}", run.stderr);
+        let (body, human) = run.error();
+        assert_eq!(body.error.kind, ErrorKind::NotFound);
+        assert!(human.starts_with("error (not_found): "), "{human}");
+        assert!(human.contains("ops"), "{human}");
+        assert!(sends(&server).is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_bad_value_for_a_typed_field_is_a_usage_error_from_the_server() {
+        let server = server().await;
+        let token = server.operator_token().to_owned();
+        let run = tools_at(
+            &server,
+            Some(&token),
+            &[
+                "surface.messages.send",
+                "--session-id=#ops",
+                "--silent=maybe",
+                "hi",
+            ],
+        )
+        .await;
+        assert_eq!(run.code, 2, "{}", run.stderr);
+        assert!(run.error().1.contains("--silent"), "{}", run.stderr);
+        assert!(sends(&server).is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn without_a_token_the_call_is_denied() {
+        let server = server().await;
+        let run = tools_at(
+            &server,
+            None,
+            &["surface.messages.send", "--session-id=#ops", "hi"],
+        )
+        .await;
+        assert_eq!(run.code, 3, "{}", run.stderr);
+        let (body, human) = run.error();
+        assert_eq!(body.error.kind, ErrorKind::Denied);
+        assert!(human.starts_with("error (denied): "), "{human}");
+        assert!(sends(&server).is_empty());
+    }
+}

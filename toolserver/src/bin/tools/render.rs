@@ -40,7 +40,15 @@ pub fn text(value: &Value) -> String {
 /// An object: known lists first in their own layout, then the other keys generically.
 fn object(out: &mut String, map: &Map<String, Value>, indent: usize) {
     let mut rest: Vec<(&String, &Value)> = Vec::new();
+    if indent == 0 {
+        if let Some(session) = map.get("session").filter(|s| s.is_object()) {
+            out.push_str(&format!("session: {}\n", session_line(session)));
+        }
+    }
     for (key, value) in map {
+        if indent == 0 && key == "session" && value.is_object() {
+            continue;
+        }
         let rows = match value {
             Value::Array(items) if items.iter().all(Value::is_object) => Some(items),
             _ => None,
@@ -118,6 +126,20 @@ fn pick<'a>(row: &'a Value, keys: &[&str]) -> Option<&'a str> {
     })
 }
 
+/// `ops (#ops, channel 1000000000000000401)`: who a result is about, on one line.
+fn session_line(session: &Value) -> String {
+    let token = pick(session, &["token"]);
+    let title = pick(session, &["title"]).map(|t| format!("#{}", t.trim_start_matches('#')));
+    let kind = pick(session, &["kind"]).unwrap_or("session");
+    let id = pick(session, &["channelId"]).unwrap_or("?");
+    match (token, title) {
+        (Some(token), Some(title)) => format!("{token} ({title}, {kind} {id})"),
+        (None, Some(title)) => format!("{title} ({kind} {id})"),
+        (Some(token), None) => format!("{token} ({kind} {id})"),
+        (None, None) => format!("{kind} {id}"),
+    }
+}
+
 /// `[ts] authorName: text`, one message per line (continuation lines indented).
 fn messages(out: &mut String, rows: &[Value]) {
     if rows.is_empty() {
@@ -182,7 +204,7 @@ fn sessions(out: &mut String, rows: &[Value]) {
                 })
                 .unwrap_or_default();
             [
-                pick(row, &["token", "id"]).unwrap_or("?").to_owned(),
+                pick(row, &["token"]).unwrap_or("-").to_owned(),
                 title,
                 pick(row, &["kind"]).unwrap_or("").to_owned(),
                 pick(row, &["channelId"]).unwrap_or("").to_owned(),
@@ -277,14 +299,22 @@ mod tests {
     }
 
     #[test]
+    fn the_session_of_a_result_comes_first_on_one_line() {
+        let v = json!({"messages": [{"authorName": "a", "text": "hi"}],
+                       "session": {"token": "ops", "title": "ops", "kind": "channel", "channelId": "7"}});
+        assert_eq!(text(&v), "session: ops (#ops, channel 7)\na: hi\n");
+    }
+
+    #[test]
     fn sessions_print_as_a_table() {
         let v = json!({"sessions": [
             {"token": "ops", "title": "ops", "kind": "channel", "channelId": "100"},
-            {"token": "dm-stanley", "title": "stanley", "kind": "dm", "channelId": "20000"}
+            {"token": "dm-stanley", "title": "stanley", "kind": "dm", "channelId": "20000"},
+            {"token": null, "title": "random", "kind": "channel", "channelId": "3"}
         ]});
         assert_eq!(
             text(&v),
-            "ops         #ops      channel  100\ndm-stanley  #stanley  dm       20000\n"
+            "ops         #ops      channel  100\ndm-stanley  #stanley  dm       20000\n-           #random   channel  3\n"
         );
     }
 
