@@ -8,7 +8,8 @@
 # Usage: toolserver/benches/cli_startup.sh            (not run by `cargo test`)
 #   N=200                  runs per command (default 200)
 #   BENCH_URL=http://...   measure against a running switchboard tool server instead of the
-#                          built-in responder (set SWITCHBOARD_TOKEN too)
+#                          built-in responder (set SWITCHBOARD_TOKEN too, and raise
+#                          [toolserver.rate_limits] per_caller_* or the runs get 429s)
 #   SESSION='#ops'         the session the call lists (default #ops)
 #   TOOLS_BIN=path         use this `tools` binary instead of building one
 #   BUN=path               use this bun instead of installing one into /tmp/bunbench
@@ -90,7 +91,7 @@ body=$(python3 -c 'import json,sys; print(json.dumps({"tool":"surface.messages.l
 
 # --- the three clients ---------------------------------------------------------------------
 tools_cmd=("$TOOLS_BIN" surface.messages.list "--session-id=$SESSION")
-curl_cmd=(curl -s -X POST -H "content-type: application/json" --data "$body" "$url/v1/call")
+curl_cmd=(curl -sf -X POST -H "content-type: application/json" --data "$body" "$url/v1/call")
 if [[ -n "$token" ]]; then curl_cmd+=(-H "authorization: Bearer $token"); fi
 
 bun=${BUN:-}
@@ -125,8 +126,12 @@ median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else prin
 
 wall_ms() { # prints the median wall time in ms of "$@" over N runs
   if command -v hyperfine >/dev/null 2>&1; then
-    hyperfine -N --warmup 20 --runs "$N" --style none --export-json "$work/h.json" \
-      -- "$(printf '%q ' "$@")" >/dev/null 2>&1
+    if ! hyperfine -N --warmup 20 --runs "$N" --style none --export-json "$work/h.json" \
+      -- "$(printf '%q ' "$@")" >/dev/null 2>"$work/h.err"; then
+      echo "hyperfine failed for: $* (a non-zero exit; rate limited?)" >&2
+      cat "$work/h.err" >&2
+      exit 1
+    fi
     python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print("%.2f" % (r["median"]*1000))' "$work/h.json"
   else
     for _ in $(seq "$N"); do
@@ -146,7 +151,13 @@ peak_kib() { # prints the median max RSS in KiB of "$@" over N runs
 echo "server: $server"
 echo "N=$N per command; timing: $(command -v hyperfine >/dev/null && echo 'hyperfine -N, warm-up 20' || echo 'date loop')"
 printf '%-10s %14s %16s\n' client "median ms" "median peak KiB"
-row() { local name=$1; shift; printf '%-10s %14s %16s\n' "$name" "$(wall_ms "$@")" "$(peak_kib "$@")"; }
+row() {
+  local name=$1 ms kib
+  shift
+  ms=$(wall_ms "$@") || exit 1
+  kib=$(peak_kib "$@") || exit 1
+  printf '%-10s %14s %16s\n' "$name" "$ms" "$kib"
+}
 row tools "${tools_cmd[@]}"
 row curl "${curl_cmd[@]}"
 if [[ -n "$bun" ]]; then

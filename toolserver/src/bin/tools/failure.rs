@@ -70,7 +70,8 @@ impl Failure {
             }
             None => format!("error ({kind}): {}", one_line(&self.info.message)),
         };
-        if let Some(hint) = self.retry_hint() {
+        let already_said = line.to_ascii_lowercase().contains("retry after");
+        if let Some(hint) = self.retry_hint().filter(|_| !already_said) {
             line.push_str(&format!(" (retry after {hint})"));
         }
         line
@@ -166,6 +167,16 @@ mod tests {
         );
         f.retry_after = Some("2".into());
         assert!(f.human_line().ends_with("(retry after 2 s)"));
+        let f = Failure::new(
+            ErrorKind::Unavailable,
+            "rate_limited",
+            "Too many calls; retry after 30 ms",
+            json!({"retryAfterMs": 30}),
+        );
+        assert_eq!(
+            f.human_line(),
+            "error (unavailable): Too many calls; retry after 30 ms"
+        );
     }
 
     #[test]
