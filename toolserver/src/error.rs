@@ -155,6 +155,7 @@ impl From<SurfaceError> for ToolError {
             SurfaceError::InvalidInput { message, details } => {
                 ToolError::usage("discord_rejected", message).with_details(details)
             }
+            SurfaceError::Conflict(why) => ToolError::new(ErrorKind::Conflict, "conflict", why),
             SurfaceError::Unavailable(why) => ToolError::new(
                 ErrorKind::Unavailable,
                 "discord_unavailable",

@@ -55,7 +55,8 @@ pub async fn serve(
     let pruner = {
         let core = Arc::clone(&core);
         tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(PRUNE_EVERY);
+            let first = tokio::time::Instant::now() + PRUNE_EVERY;
+            let mut ticker = tokio::time::interval_at(first, PRUNE_EVERY);
             loop {
                 ticker.tick().await;
                 core.prune();

@@ -305,7 +305,17 @@ impl NameDirectory for MemorySurface {
         self.lock().names.channel_by_key(key)
     }
     fn find_user_name(&self, id: Snowflake, accept: &mut dyn FnMut(&str) -> bool) {
-        self.lock().names.find_user_name(id, accept)
+        // `accept` looks names up again, so it must run without the lock held.
+        let mut names = Vec::new();
+        self.lock().names.find_user_name(id, &mut |name| {
+            names.push(name.to_owned());
+            false
+        });
+        for name in names {
+            if accept(&name) {
+                return;
+            }
+        }
     }
     fn role_name(&self, id: Snowflake) -> Option<String> {
         self.lock().names.role_name(id)

@@ -139,6 +139,8 @@ pub enum SurfaceError {
     RateLimited { retry_after: Duration },
     #[error("invalid input: {message}")]
     InvalidInput { message: String, details: Value },
+    #[error("conflict: {0}")]
+    Conflict(String),
     #[error("unavailable: {0}")]
     Unavailable(String),
 }
