@@ -82,6 +82,8 @@ pub struct RateLimits {
 pub struct StoreConfig {
     /// SQLite file, or `:memory:`.
     pub path: String,
+    /// Newest messages kept per session; older ones are pruned.
+    pub messages_per_channel: usize,
 }
 
 /// Why a config could not be loaded.

@@ -203,14 +203,21 @@ fn default_operator_token_env() -> Spanned<String> {
 pub(crate) struct RawStore {
     #[serde(default = "default_store_path")]
     pub path: String,
+    #[serde(default = "default_messages_per_channel")]
+    pub messages_per_channel: Spanned<u64>,
 }
 
 impl Default for RawStore {
     fn default() -> Self {
         RawStore {
             path: default_store_path(),
+            messages_per_channel: default_messages_per_channel(),
         }
     }
+}
+
+fn default_messages_per_channel() -> Spanned<u64> {
+    Spanned::new(0..0, 1000)
 }
 
 fn default_store_path() -> String {

@@ -78,6 +78,12 @@ pub(crate) fn validate(raw: RawConfig, c: &mut Collector) -> Option<Config> {
         );
     }
     let store = StoreConfig {
+        messages_per_channel: bounded(
+            &raw.store.messages_per_channel,
+            "store.messages_per_channel",
+            1..=1_000_000,
+            c,
+        ) as usize,
         path: raw.store.path,
     };
     Some(Config {

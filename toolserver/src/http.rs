@@ -225,7 +225,12 @@ async fn call(
         _ => Value::Object(request.input.unwrap_or_default()),
     };
     let value = core.call(&context, &request.tool, input).await?;
-    Ok(Json(json!({ "ok": true, "value": value })).into_response())
+    let raw = value.get();
+    let mut body = String::with_capacity(raw.len() + 24);
+    body.push_str("{\"ok\":true,\"value\":");
+    body.push_str(raw);
+    body.push('}');
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 /// `POST /v1/capabilities`: the operator mints a capability token (agents' runners do this

@@ -2,12 +2,19 @@
 //! to resolve sessions, apply the allowlist and shape answers.
 
 use entity::{Mapper, Snowflake};
-use serde_json::{json, Value};
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::json;
+use serde_json::value::RawValue;
 
 use crate::auth::Caller;
 use crate::error::ToolError;
 use crate::server::Core;
-use crate::surface::{ChannelLocation, MentionPolicy, MessageInfo, SessionInfo, Surface};
+use crate::surface::{
+    AttachmentInfo, ChannelLocation, MentionPolicy, MessageInfo, SessionInfo, SessionKind, Surface,
+};
 
 /// The context a call carries: from headers for the operator, from the token for a capability.
 #[derive(Debug, Clone)]
@@ -49,8 +56,48 @@ pub struct Invocation<'a> {
     pub mutating: bool,
 }
 
-pub(crate) fn id_string(id: Option<Snowflake>) -> Value {
-    id.map_or(Value::Null, |id| Value::String(id.to_string()))
+/// An id serialized as a JSON string (ids exceed what JSON numbers carry exactly), without
+/// allocating.
+#[derive(Debug, Clone, Copy)]
+pub struct IdStr(pub Snowflake);
+
+impl Serialize for IdStr {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&self.0)
+    }
+}
+
+/// A session as callables answer it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionView<'a> {
+    pub channel_id: IdStr,
+    pub guild_id: Option<IdStr>,
+    pub parent_channel_id: Option<IdStr>,
+    pub kind: SessionKind,
+    pub title: Option<String>,
+    pub token: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ReactionCount<'a> {
+    pub emoji: &'a str,
+    pub count: u32,
+}
+
+/// A message as callables answer it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageView<'a> {
+    pub message_id: IdStr,
+    pub author_id: IdStr,
+    pub author_name: &'a str,
+    pub text: Cow<'a, str>,
+    pub ts: &'a str,
+    pub edited_ts: Option<&'a str>,
+    pub reply_to_message_id: Option<IdStr>,
+    pub attachments: &'a [AttachmentInfo],
+    pub reactions: Vec<ReactionCount<'a>>,
 }
 
 /// Parses an id field (`messageId`), naming the field when it is not one.
@@ -111,7 +158,7 @@ impl Invocation<'_> {
         &self,
         target: &Target,
         message_id: Snowflake,
-    ) -> Result<MessageInfo, ToolError> {
+    ) -> Result<Arc<MessageInfo>, ToolError> {
         self.surface()
             .message(target.channel_id, message_id)
             .ok_or_else(|| {
@@ -126,44 +173,68 @@ impl Invocation<'_> {
     }
 
     /// `{"channelId","guildId","parentChannelId","kind","title","token"}`.
-    pub fn session_json(&self, target: &Target) -> Value {
-        let info = self.surface().session(target.channel_id);
-        self.session_value(target.channel_id, &target.location, info.as_ref())
+    pub fn session_json(&self, target: &Target) -> SessionView<'_> {
+        let title = self.surface().session(target.channel_id).map(|i| i.title);
+        self.session_view(target.channel_id, &target.location, title)
     }
 
-    pub fn session_info_json(&self, info: &SessionInfo) -> Value {
-        self.session_value(info.channel_id, &ChannelLocation::from(info), Some(info))
+    pub fn session_info_json(&self, info: &SessionInfo) -> SessionView<'_> {
+        self.session_view(
+            info.channel_id,
+            &ChannelLocation::from(info),
+            Some(info.title.clone()),
+        )
     }
 
-    fn session_value(
+    fn session_view(
         &self,
         channel_id: Snowflake,
         location: &ChannelLocation,
-        info: Option<&SessionInfo>,
-    ) -> Value {
-        json!({
-            "channelId": channel_id.to_string(),
-            "guildId": id_string(location.guild_id),
-            "parentChannelId": id_string(location.parent_channel_id),
-            "kind": location.kind,
-            "title": info.map(|i| i.title.as_str()),
-            "token": self.core.aliases.alias_for(entity::AliasKind::Session, channel_id),
-        })
+        title: Option<String>,
+    ) -> SessionView<'_> {
+        SessionView {
+            channel_id: IdStr(channel_id),
+            guild_id: location.guild_id.map(IdStr),
+            parent_channel_id: location.parent_channel_id.map(IdStr),
+            kind: location.kind,
+            title,
+            token: self
+                .core
+                .aliases
+                .alias_for(entity::AliasKind::Session, channel_id),
+        }
+    }
+
+    /// A cached message as readers see it, rendered once per revision.
+    pub fn message_json(&self, message: &MessageInfo) -> Result<Arc<RawValue>, ToolError> {
+        self.core.rendered.get_or_render(
+            message.message_id,
+            message.revision,
+            self.surface().names_revision(),
+            || crate::registry::output(&self.message_view(message)),
+        )
     }
 
     /// A cached message as readers see it: `text` is the inbound-canonical text.
-    pub fn message_json(&self, message: &MessageInfo) -> Value {
-        json!({
-            "messageId": message.message_id.to_string(),
-            "authorId": message.author_id.to_string(),
-            "authorName": message.author_name,
-            "text": self.mapper().inbound(&message.content),
-            "ts": message.timestamp,
-            "editedTs": message.edited_timestamp,
-            "replyToMessageId": id_string(message.reply_to),
-            "attachments": message.attachments,
-            "reactions": message.reactions.iter().map(|r| json!({"emoji": r.emoji, "count": r.count})).collect::<Vec<_>>(),
-        })
+    pub fn message_view<'m>(&'m self, message: &'m MessageInfo) -> MessageView<'m> {
+        MessageView {
+            message_id: IdStr(message.message_id),
+            author_id: IdStr(message.author_id),
+            author_name: &message.author_name,
+            text: self.mapper().inbound(&message.content),
+            ts: &message.timestamp,
+            edited_ts: message.edited_timestamp.as_deref(),
+            reply_to_message_id: message.reply_to.map(IdStr),
+            attachments: &message.attachments,
+            reactions: message
+                .reactions
+                .iter()
+                .map(|r| ReactionCount {
+                    emoji: &r.emoji,
+                    count: r.count,
+                })
+                .collect(),
+        }
     }
 
     /// Who a post may ping: users (and roles when the operator opted in), never `@everyone`

@@ -22,6 +22,7 @@ pub mod memory;
 pub mod protocol;
 pub mod ratelimit;
 pub mod registry;
+pub mod render;
 pub mod server;
 pub mod surface;
 pub mod testing;

@@ -2,7 +2,7 @@
 //! benchmarks and examples.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -46,7 +46,7 @@ struct State {
     sessions: BTreeMap<Snowflake, SessionInfo>,
     /// Channels only `channel_info` knows (not in the cache).
     uncached: BTreeMap<Snowflake, ChannelLocation>,
-    messages: BTreeMap<Snowflake, BTreeMap<Snowflake, MessageInfo>>,
+    messages: BTreeMap<Snowflake, BTreeMap<Snowflake, Arc<MessageInfo>>>,
     user_names: BTreeMap<Snowflake, String>,
     names: LearnedNames,
     calls: Vec<SurfaceCall>,
@@ -229,12 +229,13 @@ impl MemorySurface {
             reply_to,
             attachments: Vec::new(),
             reactions: Vec::new(),
+            revision: 0,
         };
         state
             .messages
             .entry(channel_id)
             .or_default()
-            .insert(id, message);
+            .insert(id, Arc::new(message));
         id
     }
 
@@ -290,6 +291,8 @@ impl MemorySurface {
             .get_mut(&channel_id)
             .and_then(|messages| messages.get_mut(&message_id))
             .ok_or_else(|| SurfaceError::NotFound(format!("Unknown message {message_id}")))?;
+        let message = Arc::make_mut(message);
+        message.revision += 1;
         change(message, bot)
     }
 }
@@ -343,24 +346,24 @@ impl Surface for MemorySurface {
         self.lock().sessions.get(&channel_id).cloned()
     }
 
-    fn messages(&self, channel_id: Snowflake, query: MessageQuery) -> Vec<MessageInfo> {
+    fn messages(&self, channel_id: Snowflake, query: MessageQuery) -> Vec<Arc<MessageInfo>> {
         let state = self.lock();
         let Some(messages) = state.messages.get(&channel_id) else {
             return Vec::new();
         };
         let lower = query.after.map_or(0, |id| id.get().saturating_add(1));
         let upper = query.before.map_or(u64::MAX, |id| id.get());
-        let mut newest: Vec<MessageInfo> = messages
+        let mut newest: Vec<Arc<MessageInfo>> = messages
             .range(Snowflake(lower)..Snowflake(upper))
             .rev()
             .take(query.limit)
-            .map(|(_, m)| m.clone())
+            .map(|(_, m)| Arc::clone(m))
             .collect();
         newest.reverse();
         newest
     }
 
-    fn message(&self, channel_id: Snowflake, message_id: Snowflake) -> Option<MessageInfo> {
+    fn message(&self, channel_id: Snowflake, message_id: Snowflake) -> Option<Arc<MessageInfo>> {
         self.lock()
             .messages
             .get(&channel_id)

@@ -24,13 +24,23 @@ pub struct ToolSpec {
     pub examples: Vec<Example>,
 }
 
+/// A callable's answer, already serialized: it is written into the HTTP response (or handed to
+/// an in-process caller) without building a `Value` tree again.
+pub type ToolOutput = Box<serde_json::value::RawValue>;
+
+/// Serializes a callable's answer.
+pub fn output<T: serde::Serialize + ?Sized>(value: &T) -> Result<ToolOutput, ToolError> {
+    serde_json::value::to_raw_value(value)
+        .map_err(|e| ToolError::internal(format!("cannot serialize the answer: {e}")))
+}
+
 /// A callable with a typed input.
 #[async_trait]
 pub trait Tool: Send + Sync + 'static {
     type Input: DeserializeOwned + JsonSchema + Send;
 
     fn spec(&self) -> ToolSpec;
-    async fn run(&self, cx: &Invocation<'_>, input: Self::Input) -> Result<Value, ToolError>;
+    async fn run(&self, cx: &Invocation<'_>, input: Self::Input) -> Result<ToolOutput, ToolError>;
 }
 
 /// A registered callable with its input type erased.
@@ -38,7 +48,7 @@ pub trait Tool: Send + Sync + 'static {
 pub trait Callable: Send + Sync {
     fn entry(&self) -> &ToolEntry;
     fn detail(&self) -> &ToolDetail;
-    async fn call(&self, cx: &Invocation<'_>, input: Value) -> Result<Value, ToolError>;
+    async fn call(&self, cx: &Invocation<'_>, input: Value) -> Result<ToolOutput, ToolError>;
 }
 
 struct Registered<T: Tool> {
@@ -86,7 +96,7 @@ impl<T: Tool> Callable for Registered<T> {
         &self.detail
     }
 
-    async fn call(&self, cx: &Invocation<'_>, input: Value) -> Result<Value, ToolError> {
+    async fn call(&self, cx: &Invocation<'_>, input: Value) -> Result<ToolOutput, ToolError> {
         let input = parse_input::<T::Input>(input)?;
         self.tool.run(cx, input).await
     }

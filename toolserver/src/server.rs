@@ -15,7 +15,7 @@ use crate::error::ToolError;
 use crate::invocation::{CallContext, Invocation};
 use crate::protocol::{ErrorKind, ToolEntry};
 use crate::ratelimit::Limits;
-use crate::registry::Registry;
+use crate::registry::{Registry, ToolOutput};
 use crate::surface::Surface;
 
 /// Why the server refuses to start.
@@ -41,6 +41,7 @@ pub struct Core {
     pub(crate) limits: Limits,
     pub(crate) registry: Registry,
     pub(crate) allow_role_mentions: bool,
+    pub(crate) rendered: crate::render::RenderCache,
     pub capabilities: CapabilityStore,
     operator: Option<OperatorToken>,
     call_timeout: Duration,
@@ -81,6 +82,7 @@ impl Core {
             limits: Limits::new(&ts.rate_limits),
             registry,
             allow_role_mentions: config.discord.allow_role_mentions,
+            rendered: crate::render::RenderCache::new(),
             capabilities: CapabilityStore::new(),
             operator: operator_token.as_deref().map(OperatorToken::new),
             call_timeout: ts.call_timeout,
@@ -149,7 +151,7 @@ impl Core {
         context: &CallContext,
         tool_id: &str,
         input: Value,
-    ) -> Result<Value, ToolError> {
+    ) -> Result<ToolOutput, ToolError> {
         let started = Instant::now();
         let result = self.call_inner(context, tool_id, input).await;
         let outcome = match &result {
@@ -176,7 +178,7 @@ impl Core {
         context: &CallContext,
         tool_id: &str,
         input: Value,
-    ) -> Result<Value, ToolError> {
+    ) -> Result<ToolOutput, ToolError> {
         let tool = match self.registry.get(tool_id) {
             Some(tool) if context.caller.may_call(tool_id) => Arc::clone(tool),
             // A callable outside the caller's scope looks like any other it may not call.

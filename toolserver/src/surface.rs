@@ -4,6 +4,7 @@
 //! memory for tests. Reads come from the implementation's cache and are synchronous; actions are
 //! async and may fail with a typed [`SurfaceError`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -80,6 +81,9 @@ pub struct MessageInfo {
     pub reply_to: Option<Snowflake>,
     pub attachments: Vec<AttachmentInfo>,
     pub reactions: Vec<ReactionInfo>,
+    /// Changes whenever anything above changes (edit, reaction, ...): readers may cache what
+    /// they derive from a message under its id and revision.
+    pub revision: u64,
 }
 
 /// Which cached messages to read: the newest `limit` before/after a cursor, oldest first.
@@ -155,8 +159,12 @@ pub trait Surface: NameDirectory + Send + Sync + 'static {
     /// Every cached session.
     fn sessions(&self) -> Vec<SessionInfo>;
     fn session(&self, channel_id: Snowflake) -> Option<SessionInfo>;
-    fn messages(&self, channel_id: Snowflake, query: MessageQuery) -> Vec<MessageInfo>;
-    fn message(&self, channel_id: Snowflake, message_id: Snowflake) -> Option<MessageInfo>;
+    fn messages(&self, channel_id: Snowflake, query: MessageQuery) -> Vec<Arc<MessageInfo>>;
+    fn message(&self, channel_id: Snowflake, message_id: Snowflake) -> Option<Arc<MessageInfo>>;
+    /// Changes whenever learned names change, since readable text depends on them.
+    fn names_revision(&self) -> u64 {
+        0
+    }
 
     /// A channel's guild and parent when the cache doesn't know it (one lookup; the caller
     /// remembers the answer).

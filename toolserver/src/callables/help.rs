@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::auth::Caller;
 use crate::error::ToolError;
 use crate::invocation::Invocation;
-use crate::registry::{example, Tool, ToolSpec};
+use crate::registry::{example, output, Tool, ToolOutput, ToolSpec};
 
 pub struct Help;
 
@@ -33,7 +33,7 @@ impl Tool for Help {
         }
     }
 
-    async fn run(&self, cx: &Invocation<'_>, _: HelpInput) -> Result<Value, ToolError> {
+    async fn run(&self, cx: &Invocation<'_>, _: HelpInput) -> Result<ToolOutput, ToolError> {
         let core = cx.core;
         let (caller, scope) = match &cx.context.caller {
             Caller::Operator => ("operator", None),
@@ -66,7 +66,7 @@ impl Tool for Help {
             .into_iter()
             .map(|t| json!({ "id": t.id, "description": t.description, "mutating": t.mutating }))
             .collect();
-        Ok(json!({
+        output(&json!({
             "context": {
                 "caller": caller,
                 "scope": scope,

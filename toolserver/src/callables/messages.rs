@@ -2,19 +2,35 @@
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use crate::chunk::{split_message, MESSAGE_LIMIT};
 use crate::error::ToolError;
-use crate::invocation::{parse_id, Invocation};
-use crate::registry::{example, Tool, ToolSpec};
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+
+use crate::invocation::{parse_id, Invocation, SessionView};
+use crate::registry::{example, output, Tool, ToolOutput, ToolSpec};
 use crate::surface::{MessageQuery, OutgoingMessage};
 
 const DEFAULT_LIMIT: u32 = 50;
 const MAX_LIMIT: u32 = 200;
 
 pub struct ListMessages;
+
+#[derive(Serialize)]
+struct MessageList<'a> {
+    session: SessionView<'a>,
+    messages: Vec<Arc<RawValue>>,
+}
+
+#[derive(Serialize)]
+struct OneMessage<'a> {
+    session: SessionView<'a>,
+    message: Arc<RawValue>,
+}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -47,7 +63,11 @@ impl Tool for ListMessages {
         }
     }
 
-    async fn run(&self, cx: &Invocation<'_>, input: ListMessagesInput) -> Result<Value, ToolError> {
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        input: ListMessagesInput,
+    ) -> Result<ToolOutput, ToolError> {
         let limit = input.limit.unwrap_or(DEFAULT_LIMIT);
         if !(1..=MAX_LIMIT).contains(&limit) {
             return Err(ToolError::usage(
@@ -66,20 +86,22 @@ impl Tool for ListMessages {
             .map(|id| parse_id("afterMessageId", id))
             .transpose()?;
         let target = cx.target(input.session_id.as_deref()).await?;
-        let messages: Vec<Value> = cx
-            .surface()
-            .messages(
-                target.channel_id,
-                MessageQuery {
-                    limit: limit as usize,
-                    before,
-                    after,
-                },
-            )
+        let cached = cx.surface().messages(
+            target.channel_id,
+            MessageQuery {
+                limit: limit as usize,
+                before,
+                after,
+            },
+        );
+        let messages = cached
             .iter()
             .map(|m| cx.message_json(m))
-            .collect();
-        Ok(json!({ "session": cx.session_json(&target), "messages": messages }))
+            .collect::<Result<Vec<_>, _>>()?;
+        output(&MessageList {
+            session: cx.session_json(&target),
+            messages,
+        })
     }
 }
 
@@ -109,11 +131,18 @@ impl Tool for ReadMessage {
         }
     }
 
-    async fn run(&self, cx: &Invocation<'_>, input: ReadMessageInput) -> Result<Value, ToolError> {
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        input: ReadMessageInput,
+    ) -> Result<ToolOutput, ToolError> {
         let message_id = parse_id("messageId", &input.message_id)?;
         let target = cx.target(input.session_id.as_deref()).await?;
         let message = cx.cached_message(&target, message_id)?;
-        Ok(json!({ "session": cx.session_json(&target), "message": cx.message_json(&message) }))
+        output(&OneMessage {
+            session: cx.session_json(&target),
+            message: cx.message_json(&message)?,
+        })
     }
 }
 
@@ -150,7 +179,11 @@ impl Tool for SendMessage {
         }
     }
 
-    async fn run(&self, cx: &Invocation<'_>, input: SendMessageInput) -> Result<Value, ToolError> {
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        input: SendMessageInput,
+    ) -> Result<ToolOutput, ToolError> {
         if input.text.trim().is_empty() {
             return Err(ToolError::usage(
                 "empty_text",
@@ -196,7 +229,7 @@ impl Tool for SendMessage {
                 }
             }
         }
-        Ok(json!({ "channelId": target.channel_id.to_string(), "messageIds": message_ids }))
+        output(&json!({ "channelId": target.channel_id.to_string(), "messageIds": message_ids }))
     }
 }
 
@@ -228,7 +261,11 @@ impl Tool for EditMessage {
         }
     }
 
-    async fn run(&self, cx: &Invocation<'_>, input: EditMessageInput) -> Result<Value, ToolError> {
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        input: EditMessageInput,
+    ) -> Result<ToolOutput, ToolError> {
         let message_id = parse_id("messageId", &input.message_id)?;
         if input.text.trim().is_empty() {
             return Err(ToolError::usage(
@@ -259,7 +296,7 @@ impl Tool for EditMessage {
         cx.surface()
             .edit_message(target.channel_id, message_id, content)
             .await?;
-        Ok(json!({ "ok": true }))
+        output(&json!({ "ok": true }))
     }
 }
 
@@ -292,12 +329,12 @@ impl Tool for DeleteMessage {
         &self,
         cx: &Invocation<'_>,
         input: DeleteMessageInput,
-    ) -> Result<Value, ToolError> {
+    ) -> Result<ToolOutput, ToolError> {
         let message_id = parse_id("messageId", &input.message_id)?;
         let target = cx.target(input.session_id.as_deref()).await?;
         cx.surface()
             .delete_message(target.channel_id, message_id)
             .await?;
-        Ok(json!({ "ok": true }))
+        output(&json!({ "ok": true }))
     }
 }

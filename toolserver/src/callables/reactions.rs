@@ -3,11 +3,11 @@
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::error::ToolError;
 use crate::invocation::{parse_id, Invocation};
-use crate::registry::{example, Tool, ToolSpec};
+use crate::registry::{example, output, Tool, ToolOutput, ToolSpec};
 
 /// `sessionId`, `messageId` and `emoji`, shared by add and remove.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -52,14 +52,18 @@ impl Tool for AddReaction {
         }
     }
 
-    async fn run(&self, cx: &Invocation<'_>, input: ReactionInput) -> Result<Value, ToolError> {
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        input: ReactionInput,
+    ) -> Result<ToolOutput, ToolError> {
         let message_id = parse_id("messageId", &input.message_id)?;
         let emoji = checked_emoji(&input.emoji)?;
         let target = cx.target(input.session_id.as_deref()).await?;
         cx.surface()
             .add_reaction(target.channel_id, message_id, emoji)
             .await?;
-        Ok(json!({ "ok": true }))
+        output(&json!({ "ok": true }))
     }
 }
 
@@ -80,14 +84,18 @@ impl Tool for RemoveReaction {
         }
     }
 
-    async fn run(&self, cx: &Invocation<'_>, input: ReactionInput) -> Result<Value, ToolError> {
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        input: ReactionInput,
+    ) -> Result<ToolOutput, ToolError> {
         let message_id = parse_id("messageId", &input.message_id)?;
         let emoji = checked_emoji(&input.emoji)?;
         let target = cx.target(input.session_id.as_deref()).await?;
         cx.surface()
             .remove_reaction(target.channel_id, message_id, emoji)
             .await?;
-        Ok(json!({ "ok": true }))
+        output(&json!({ "ok": true }))
     }
 }
 
@@ -124,10 +132,10 @@ impl Tool for ListReactions {
         &self,
         cx: &Invocation<'_>,
         input: ListReactionsInput,
-    ) -> Result<Value, ToolError> {
+    ) -> Result<ToolOutput, ToolError> {
         let message_id = parse_id("messageId", &input.message_id)?;
         let target = cx.target(input.session_id.as_deref()).await?;
         let message = cx.cached_message(&target, message_id)?;
-        Ok(json!({ "reactions": message.reactions }))
+        output(&json!({ "reactions": message.reactions }))
     }
 }

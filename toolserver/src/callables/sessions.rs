@@ -3,11 +3,11 @@
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::error::ToolError;
 use crate::invocation::Invocation;
-use crate::registry::{example, Tool, ToolSpec};
+use crate::registry::{example, output, Tool, ToolOutput, ToolSpec};
 use crate::surface::ChannelLocation;
 
 pub struct ListSessions;
@@ -38,7 +38,11 @@ impl Tool for ListSessions {
         }
     }
 
-    async fn run(&self, cx: &Invocation<'_>, input: ListSessionsInput) -> Result<Value, ToolError> {
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        input: ListSessionsInput,
+    ) -> Result<ToolOutput, ToolError> {
         let limit = input.limit.unwrap_or(100);
         if !(1..=1000).contains(&limit) {
             return Err(ToolError::usage(
@@ -47,14 +51,13 @@ impl Tool for ListSessions {
             ));
         }
         let allowlist = &cx.core.allowlist;
-        let sessions: Vec<Value> = cx
-            .surface()
-            .sessions()
+        let all = cx.surface().sessions();
+        let sessions: Vec<_> = all
             .iter()
             .filter(|s| allowlist.allows(s.channel_id, &ChannelLocation::from(*s)))
             .take(limit as usize)
             .map(|s| cx.session_info_json(s))
             .collect();
-        Ok(json!({ "sessions": sessions }))
+        output(&json!({ "sessions": sessions }))
     }
 }
