@@ -1,0 +1,376 @@
+//! The in-memory side of the store: sessions, names and the newest messages of each channel,
+//! in dashmaps so the gateway and the tool server read and write without a global lock.
+//!
+//! Never call out of this module (into a caller's closure) while holding a dashmap guard.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use dashmap::DashMap;
+use entity::{normalize_name, Snowflake};
+
+use super::model::{HotMessage, StoredMessage, StoredReaction, StoredSession};
+
+/// How many ids of deleted messages a channel remembers, so a late gateway echo of a message
+/// the bot already deleted doesn't bring it back.
+const TOMBSTONES_PER_CHANNEL: usize = 256;
+
+/// A user's names; `global_name` is the display name when set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct UserEntry {
+    pub(crate) username: Box<str>,
+    pub(crate) global_name: Option<Box<str>>,
+    pub(crate) is_bot: bool,
+}
+
+impl UserEntry {
+    fn names(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(&*self.username)
+            .chain(self.global_name.as_deref())
+            .filter(|name| !name.is_empty())
+    }
+}
+
+/// Names → ids. Every id that claims a key is remembered in claim order; the first still
+/// holding it answers, so a rename or removal hands the key to the next claimant.
+#[derive(Debug, Default)]
+pub(crate) struct NameIndex {
+    by_key: DashMap<String, Vec<Snowflake>>,
+}
+
+impl NameIndex {
+    pub(crate) fn claim(&self, name: &str, id: Snowflake) {
+        if name.is_empty() {
+            return;
+        }
+        let mut ids = self.by_key.entry(normalize_name(name)).or_default();
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+
+    pub(crate) fn release(&self, name: &str, id: Snowflake) {
+        let key = normalize_name(name);
+        let now_empty = match self.by_key.get_mut(&key) {
+            Some(mut ids) => {
+                ids.retain(|claimant| *claimant != id);
+                ids.is_empty()
+            }
+            None => false,
+        };
+        if now_empty {
+            self.by_key.remove_if(&key, |_, ids| ids.is_empty());
+        }
+    }
+
+    pub(crate) fn get(&self, key: &str) -> Option<Snowflake> {
+        self.by_key.get(key).and_then(|ids| ids.first().copied())
+    }
+}
+
+/// The newest messages of one channel, by id.
+#[derive(Debug, Default)]
+pub(crate) struct ChannelMessages {
+    pub(crate) messages: BTreeMap<u64, HotMessage>,
+    deleted: BTreeSet<u64>,
+}
+
+impl ChannelMessages {
+    fn remember_deleted(&mut self, id: u64) {
+        self.deleted.insert(id);
+        while self.deleted.len() > TOMBSTONES_PER_CHANNEL {
+            self.deleted.pop_first();
+        }
+    }
+}
+
+/// What [`Hot::insert_message`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Inserted {
+    /// Stored; `evicted` fell out of the retention window to make room.
+    Stored { evicted: Option<u64> },
+    /// Already stored (or deleted): nothing changed.
+    Known,
+    /// Older than every cached message of a full channel: retention would drop it at once.
+    TooOld,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Hot {
+    pub(crate) sessions: DashMap<Snowflake, StoredSession>,
+    pub(crate) users: DashMap<Snowflake, UserEntry>,
+    pub(crate) roles: DashMap<Snowflake, Box<str>>,
+    pub(crate) user_keys: NameIndex,
+    pub(crate) role_keys: NameIndex,
+    pub(crate) channel_keys: NameIndex,
+    pub(crate) channels: DashMap<Snowflake, ChannelMessages>,
+    pub(crate) messages_per_channel: usize,
+}
+
+impl Hot {
+    pub(crate) fn new(messages_per_channel: usize) -> Hot {
+        Hot {
+            messages_per_channel,
+            ..Hot::default()
+        }
+    }
+
+    /// Stores or replaces a session; `then` runs while the session's entry is locked, so
+    /// concurrent writers queue their durable writes in the order they changed memory.
+    pub(crate) fn upsert_session(&self, session: StoredSession, then: impl FnOnce(&StoredSession)) {
+        let id = session.id;
+        let mut entry = self.sessions.entry(id).or_insert_with(|| session.clone());
+        if entry.name != session.name {
+            self.channel_keys.release(&entry.name, id);
+        }
+        self.channel_keys.claim(&session.name, id);
+        *entry = session;
+        then(&entry);
+    }
+
+    pub(crate) fn remove_session(&self, id: Snowflake, then: impl FnOnce()) -> bool {
+        let Some(entry) = self.sessions.get_mut(&id) else {
+            return false;
+        };
+        self.channel_keys.release(&entry.name, id);
+        then();
+        drop(entry);
+        self.sessions.remove(&id);
+        true
+    }
+
+    pub(crate) fn upsert_user(
+        &self,
+        id: Snowflake,
+        user: UserEntry,
+        then: impl FnOnce(&UserEntry),
+    ) {
+        let mut entry = self.users.entry(id).or_insert_with(|| user.clone());
+        for old in entry.names() {
+            if !user.names().any(|name| name == old) {
+                self.user_keys.release(old, id);
+            }
+        }
+        for name in user.names() {
+            self.user_keys.claim(name, id);
+        }
+        *entry = user;
+        then(&entry);
+    }
+
+    pub(crate) fn upsert_role(&self, id: Snowflake, name: &str, then: impl FnOnce()) {
+        let mut entry = self.roles.entry(id).or_insert_with(|| name.into());
+        if &**entry != name {
+            self.role_keys.release(&entry, id);
+            *entry = name.into();
+        }
+        self.role_keys.claim(name, id);
+        then();
+    }
+
+    pub(crate) fn remove_role(&self, id: Snowflake, then: impl FnOnce()) -> bool {
+        match self.roles.remove(&id) {
+            Some((_, name)) => {
+                self.role_keys.release(&name, id);
+                then();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Inserts a message unless it is known; `then` gets the message back, under the channel's
+    /// lock, when it was stored.
+    pub(crate) fn insert_message(
+        &self,
+        message: StoredMessage,
+        then: impl FnOnce(StoredMessage),
+    ) -> Inserted {
+        let cap = self.messages_per_channel;
+        let mut channel = self.channels.entry(message.channel_id).or_default();
+        let id = message.id.0;
+        if channel.messages.contains_key(&id) || channel.deleted.contains(&id) {
+            return Inserted::Known;
+        }
+        if cap == 0 {
+            return Inserted::TooOld;
+        }
+        let mut evicted = None;
+        if channel.messages.len() >= cap {
+            match channel.messages.first_key_value() {
+                Some((&oldest, _)) if oldest > id => return Inserted::TooOld,
+                _ => {}
+            }
+            evicted = channel.messages.pop_first().map(|(oldest, _)| oldest);
+        }
+        channel.messages.insert(id, HotMessage::new(&message));
+        then(message);
+        Inserted::Stored { evicted }
+    }
+
+    /// Loads a message read back from SQLite (no retention check: the loader asks for the newest
+    /// N already).
+    pub(crate) fn load_message(&self, message: &StoredMessage) {
+        self.channels
+            .entry(message.channel_id)
+            .or_default()
+            .messages
+            .insert(message.id.0, HotMessage::new(message));
+    }
+
+    pub(crate) fn load_deleted(&self, channel_id: Snowflake, id: Snowflake) {
+        self.channels
+            .entry(channel_id)
+            .or_default()
+            .remember_deleted(id.0);
+    }
+
+    /// Runs `change` on a cached message under its channel's lock; false when it isn't cached.
+    pub(crate) fn with_message<R>(
+        &self,
+        channel_id: Snowflake,
+        id: Snowflake,
+        change: impl FnOnce(&mut HotMessage) -> R,
+    ) -> Option<R> {
+        let mut channel = self.channels.get_mut(&channel_id)?;
+        channel.messages.get_mut(&id.0).map(change)
+    }
+
+    /// Removes cached messages; `then` gets the ids that were cached, under the channel's lock.
+    pub(crate) fn delete_messages(
+        &self,
+        channel_id: Snowflake,
+        ids: &[Snowflake],
+        then: impl FnOnce(Vec<u64>),
+    ) -> usize {
+        let Some(mut channel) = self.channels.get_mut(&channel_id) else {
+            return 0;
+        };
+        let mut removed = Vec::new();
+        for id in ids {
+            if channel.messages.remove(&id.0).is_some() {
+                removed.push(id.0);
+            }
+            channel.remember_deleted(id.0);
+        }
+        let count = removed.len();
+        if count > 0 {
+            then(removed);
+        }
+        count
+    }
+
+    pub(crate) fn message(&self, channel_id: Snowflake, id: Snowflake) -> Option<StoredMessage> {
+        let channel = self.channels.get(&channel_id)?;
+        channel
+            .messages
+            .get(&id.0)
+            .map(|m| m.to_stored(id, channel_id))
+    }
+
+    pub(crate) fn messages(
+        &self,
+        channel_id: Snowflake,
+        limit: usize,
+        before: Option<Snowflake>,
+        after: Option<Snowflake>,
+    ) -> Vec<StoredMessage> {
+        let Some(channel) = self.channels.get(&channel_id) else {
+            return Vec::new();
+        };
+        let lower = after.map_or(0, |id| id.0.saturating_add(1));
+        let upper = before.map_or(u64::MAX, |id| id.0);
+        if lower >= upper || limit == 0 {
+            return Vec::new();
+        }
+        let mut newest: Vec<StoredMessage> = channel
+            .messages
+            .range(lower..upper)
+            .rev()
+            .take(limit)
+            .map(|(&id, m)| m.to_stored(Snowflake(id), channel_id))
+            .collect();
+        newest.reverse();
+        newest
+    }
+
+    pub(crate) fn message_count(&self) -> usize {
+        self.channels
+            .iter()
+            .map(|channel| channel.messages.len())
+            .sum()
+    }
+}
+
+/// Adds one reaction (`me`: the bot's own) to a list.
+pub(crate) fn add_reaction(reactions: &mut Vec<StoredReaction>, emoji: &str, me: bool) {
+    match reactions.iter_mut().find(|r| r.emoji == emoji) {
+        Some(reaction) => {
+            if !(me && reaction.me) {
+                reaction.count = reaction.count.saturating_add(1);
+            }
+            reaction.me |= me;
+        }
+        None => reactions.push(StoredReaction {
+            emoji: emoji.to_owned(),
+            count: 1,
+            me,
+        }),
+    }
+}
+
+/// Removes one reaction (`me`: the bot's own) from a list; false when nothing changed.
+pub(crate) fn remove_reaction(reactions: &mut Vec<StoredReaction>, emoji: &str, me: bool) -> bool {
+    let Some(index) = reactions.iter().position(|r| r.emoji == emoji) else {
+        return false;
+    };
+    let reaction = &mut reactions[index];
+    if me && !reaction.me {
+        return false;
+    }
+    reaction.me &= !me;
+    reaction.count = reaction.count.saturating_sub(1);
+    if reaction.count == 0 {
+        reactions.remove(index);
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reactions_count_the_bot_once() {
+        let mut reactions = Vec::new();
+        add_reaction(&mut reactions, "👍", false);
+        add_reaction(&mut reactions, "👍", true);
+        add_reaction(&mut reactions, "👍", true);
+        assert_eq!(
+            reactions,
+            vec![StoredReaction {
+                emoji: "👍".into(),
+                count: 2,
+                me: true
+            }]
+        );
+        assert!(remove_reaction(&mut reactions, "👍", true));
+        assert!(!remove_reaction(&mut reactions, "👍", true));
+        assert_eq!((reactions[0].count, reactions[0].me), (1, false));
+        assert!(remove_reaction(&mut reactions, "👍", false));
+        assert!(reactions.is_empty());
+        assert!(!remove_reaction(&mut reactions, "👍", false));
+    }
+
+    #[test]
+    fn a_released_name_goes_to_the_next_claimant() {
+        let index = NameIndex::default();
+        index.claim("Ops Room", Snowflake(1));
+        index.claim("ops room", Snowflake(2));
+        assert_eq!(index.get("ops-room"), Some(Snowflake(1)));
+        index.release("Ops Room", Snowflake(1));
+        assert_eq!(index.get("ops-room"), Some(Snowflake(2)));
+        index.release("ops room", Snowflake(2));
+        assert_eq!(index.get("ops-room"), None);
+        assert!(index.by_key.is_empty());
+    }
+}

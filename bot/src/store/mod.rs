@@ -1,0 +1,402 @@
+//! The durable session/message store.
+//!
+//! The gateway client feeds sessions (channels, threads, DMs, forums), names (users, roles,
+//! channels — the entity mapper's learned names) and messages into a [`Store`]; the tool
+//! server reads them back. Hot data lives in memory (dashmaps: [`hot`]), everything durable in
+//! an embedded SQLite file in WAL mode ([`sqlite`]). Write methods change memory at once, so a
+//! read right after sees the change, and queue the durable write to one writer thread
+//! ([`writer`]) that commits in batches: ingest never waits on SQLite. [`Store::flush`] waits
+//! until everything queued before it is committed; what was flushed survives a crash.
+//!
+//! Retention: each channel keeps its newest [`StoreOptions::messages_per_channel`] messages;
+//! older ones leave memory at once and SQLite at the next prune. A deleted message leaves
+//! memory at once, is marked deleted in SQLite and goes at the next prune.
+//!
+//! At open the schema is created or migrated (`PRAGMA user_version`) and the hot maps are
+//! rebuilt from the file. The file is locked while a store has it open.
+
+mod error;
+mod hot;
+mod model;
+mod sqlite;
+mod writer;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use entity::NameDirectory;
+use tracing::{error, info};
+
+pub use entity::Snowflake;
+pub use error::StoreError;
+pub use model::{SessionKind, StoredAttachment, StoredMessage, StoredReaction, StoredSession};
+pub use sqlite::SCHEMA_VERSION;
+
+use hot::{Hot, Inserted, UserEntry};
+use sqlite::Change;
+use writer::Writer;
+
+/// How the store keeps messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// Newest messages kept per session, in memory and in SQLite (default 1,000).
+    pub messages_per_channel: usize,
+}
+
+impl StoreOptions {
+    pub const DEFAULT_MESSAGES_PER_CHANNEL: usize = 1_000;
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            messages_per_channel: Self::DEFAULT_MESSAGES_PER_CHANNEL,
+        }
+    }
+}
+
+/// A handle to the store; clones share it. The writer stops when [`Store::close`] is called
+/// or the last handle is dropped (which closes it the same way).
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    hot: Hot,
+    writer: Writer,
+    path: String,
+    closed: AtomicBool,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if !self.closed.swap(true, Ordering::SeqCst) {
+            if let Err(err) = self.writer.close() {
+                let err = writer_error(&self.path, err);
+                error!(path = %self.path, "closing the store: {err}");
+            }
+        }
+    }
+}
+
+fn writer_error(path: &str, err: Option<String>) -> StoreError {
+    match err {
+        Some(message) => StoreError::Write {
+            path: path.to_owned(),
+            message,
+        },
+        None => StoreError::Closed {
+            path: path.to_owned(),
+        },
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.inner.path)
+            .field("messages_per_channel", &self.inner.hot.messages_per_channel)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens the store at `path` (":memory:" for one that lives only as long as the process),
+    /// creating or migrating its schema, rebuilding the hot maps and starting the writer.
+    pub fn open(path: &str, options: StoreOptions) -> Result<Store, StoreError> {
+        let conn = sqlite::open(path)?;
+        let keep = options.messages_per_channel;
+        let hot = Hot::new(keep);
+        sqlite::load(&conn, &hot, path)?;
+        // Drop rows retention no longer wants (including rows marked deleted, whose ids the
+        // load above remembered).
+        match sqlite::prune_all(&conn, keep) {
+            Ok(0) => {}
+            Ok(pruned) => info!(path, pruned, "pruned old messages from the store"),
+            Err(err) => error!(path, %err, "could not prune the store at open; will retry later"),
+        }
+        let writer = Writer::spawn(conn, path.to_owned(), keep)?;
+        Ok(Store {
+            inner: Arc::new(Inner {
+                hot,
+                writer,
+                path: path.to_owned(),
+                closed: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The path the store was opened with.
+    pub fn path(&self) -> &str {
+        &self.inner.path
+    }
+
+    fn queue(&self, change: Change) {
+        let refused = if self.inner.closed.load(Ordering::Relaxed) {
+            Some(change)
+        } else {
+            self.inner.writer.send(change).err()
+        };
+        if let Some(change) = refused {
+            error!(
+                path = %self.inner.path,
+                "the store is closed; this change stays in memory only: {}",
+                change.describe()
+            );
+        }
+    }
+
+    pub fn upsert_session(&self, session: StoredSession) {
+        self.inner.hot.upsert_session(session, |session| {
+            self.queue(Change::UpsertSession(session.clone()))
+        });
+    }
+
+    /// Drops the session; its messages stay until pruned.
+    pub fn remove_session(&self, id: Snowflake) {
+        self.inner
+            .hot
+            .remove_session(id, || self.queue(Change::RemoveSession(id)));
+    }
+
+    pub fn session(&self, id: Snowflake) -> Option<StoredSession> {
+        self.inner.hot.sessions.get(&id).map(|s| s.clone())
+    }
+
+    /// Every known session, sorted by id.
+    pub fn sessions(&self) -> Vec<StoredSession> {
+        let mut sessions: Vec<StoredSession> =
+            self.inner.hot.sessions.iter().map(|s| s.clone()).collect();
+        sessions.sort_by_key(|s| s.id);
+        sessions
+    }
+
+    pub fn upsert_user(
+        &self,
+        id: Snowflake,
+        username: &str,
+        global_name: Option<&str>,
+        is_bot: bool,
+    ) {
+        let user = UserEntry {
+            username: username.into(),
+            global_name: global_name.map(Into::into),
+            is_bot,
+        };
+        self.inner.hot.upsert_user(id, user, |_| {
+            self.queue(Change::UpsertUser {
+                id,
+                username: username.to_owned(),
+                global_name: global_name.map(str::to_owned),
+                is_bot,
+            })
+        });
+    }
+
+    /// The name to show for a user: the global (display) name, else the username.
+    pub fn user_display_name(&self, id: Snowflake) -> Option<String> {
+        let user = self.inner.hot.users.get(&id)?;
+        Some(
+            user.global_name
+                .as_deref()
+                .filter(|name| !name.is_empty())
+                .unwrap_or(&user.username)
+                .to_owned(),
+        )
+    }
+
+    /// Whether a known user is a bot.
+    pub fn user_is_bot(&self, id: Snowflake) -> Option<bool> {
+        self.inner.hot.users.get(&id).map(|user| user.is_bot)
+    }
+
+    pub fn upsert_role(&self, id: Snowflake, name: &str) {
+        self.inner.hot.upsert_role(id, name, || {
+            self.queue(Change::UpsertRole {
+                id,
+                name: name.to_owned(),
+            })
+        });
+    }
+
+    pub fn remove_role(&self, id: Snowflake) {
+        self.inner
+            .hot
+            .remove_role(id, || self.queue(Change::RemoveRole(id)));
+    }
+
+    /// Stores a message. False when that id is already stored or was deleted (so the REST
+    /// answer and the gateway echo of the bot's own message store it once), or when it is older
+    /// than every cached message of a channel that is full (retention would drop it at once).
+    pub fn insert_message(&self, message: StoredMessage) -> bool {
+        let inserted = self.inner.hot.insert_message(message, |message| {
+            self.queue(Change::InsertMessage(Box::new(message)))
+        });
+        matches!(inserted, Inserted::Stored { .. })
+    }
+
+    /// Replaces a cached message's content and text and sets its edited timestamp. False when
+    /// the message isn't cached (unknown, deleted, or beyond retention).
+    pub fn update_message(
+        &self,
+        channel_id: Snowflake,
+        id: Snowflake,
+        content: String,
+        text: String,
+        edited_timestamp: Option<String>,
+    ) -> bool {
+        self.inner
+            .hot
+            .with_message(channel_id, id, |message| {
+                message.edit(&content, &text, edited_timestamp.as_deref());
+                self.queue(Change::UpdateMessage {
+                    id,
+                    content,
+                    text,
+                    edited_timestamp,
+                });
+            })
+            .is_some()
+    }
+
+    /// Deletes one message: it is no longer listed or readable. False when it wasn't cached.
+    pub fn delete_message(&self, channel_id: Snowflake, id: Snowflake) -> bool {
+        self.delete_messages(channel_id, &[id]) == 1
+    }
+
+    /// Deletes messages of one channel; returns how many were cached.
+    pub fn delete_messages(&self, channel_id: Snowflake, ids: &[Snowflake]) -> usize {
+        self.inner.hot.delete_messages(channel_id, ids, |ids| {
+            self.queue(Change::DeleteMessages { channel_id, ids })
+        })
+    }
+
+    /// Counts one reaction with `emoji` (`me`: the bot's own) on a cached message.
+    pub fn add_reaction(&self, channel_id: Snowflake, id: Snowflake, emoji: &str, me: bool) {
+        self.change_reactions(channel_id, id, |reactions| {
+            hot::add_reaction(reactions, emoji, me);
+            true
+        });
+    }
+
+    /// Removes one reaction with `emoji` (`me`: the bot's own) from a cached message.
+    pub fn remove_reaction(&self, channel_id: Snowflake, id: Snowflake, emoji: &str, me: bool) {
+        self.change_reactions(channel_id, id, |reactions| {
+            hot::remove_reaction(reactions, emoji, me)
+        });
+    }
+
+    pub fn remove_all_reactions(&self, channel_id: Snowflake, id: Snowflake) {
+        self.change_reactions(channel_id, id, |reactions| {
+            let had = !reactions.is_empty();
+            reactions.clear();
+            had
+        });
+    }
+
+    /// Removes every reaction with `emoji` from a cached message.
+    pub fn remove_emoji_reactions(&self, channel_id: Snowflake, id: Snowflake, emoji: &str) {
+        self.change_reactions(channel_id, id, |reactions| {
+            let before = reactions.len();
+            reactions.retain(|r| r.emoji != emoji);
+            reactions.len() != before
+        });
+    }
+
+    fn change_reactions(
+        &self,
+        channel_id: Snowflake,
+        id: Snowflake,
+        change: impl FnOnce(&mut Vec<StoredReaction>) -> bool,
+    ) {
+        self.inner.hot.with_message(channel_id, id, |message| {
+            let mut reactions = message.reactions().to_vec();
+            if change(&mut reactions) {
+                message.set_reactions(reactions.clone());
+                self.queue(Change::SetReactions { id, reactions });
+            }
+        });
+    }
+
+    /// The newest `limit` cached messages with `after < id < before`, oldest first.
+    pub fn messages(
+        &self,
+        channel_id: Snowflake,
+        limit: usize,
+        before: Option<Snowflake>,
+        after: Option<Snowflake>,
+    ) -> Vec<StoredMessage> {
+        self.inner.hot.messages(channel_id, limit, before, after)
+    }
+
+    /// A cached message; None when unknown, deleted or beyond retention.
+    pub fn message(&self, channel_id: Snowflake, id: Snowflake) -> Option<StoredMessage> {
+        self.inner.hot.message(channel_id, id)
+    }
+
+    /// How many messages are cached (deleted ones excluded).
+    pub fn message_count(&self) -> usize {
+        self.inner.hot.message_count()
+    }
+
+    /// Blocks until every write queued before the call is committed. From async code, call it
+    /// through `spawn_blocking`.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        self.inner
+            .writer
+            .flush()
+            .map_err(|err| writer_error(&self.inner.path, err))
+    }
+
+    /// Commits what is queued, stops the writer, prunes and checkpoints. Later writes stay in
+    /// memory only (and are logged); calling it again does nothing.
+    pub fn close(&self) -> Result<(), StoreError> {
+        if self.inner.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.inner
+            .writer
+            .close()
+            .map_err(|err| writer_error(&self.inner.path, err))
+    }
+}
+
+impl NameDirectory for Store {
+    fn user_by_key(&self, key: &str) -> Option<Snowflake> {
+        self.inner.hot.user_keys.get(key)
+    }
+
+    fn role_by_key(&self, key: &str) -> Option<Snowflake> {
+        self.inner.hot.role_keys.get(key)
+    }
+
+    fn channel_by_key(&self, key: &str) -> Option<Snowflake> {
+        self.inner.hot.channel_keys.get(key)
+    }
+
+    fn find_user_name(&self, id: Snowflake, accept: &mut dyn FnMut(&str) -> bool) {
+        // Copy the names out first: `accept` may call back into this directory.
+        let names: Vec<String> = match self.inner.hot.users.get(&id) {
+            Some(user) => std::iter::once(&*user.username)
+                .chain(user.global_name.as_deref())
+                .filter(|name| !name.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            None => return,
+        };
+        for name in &names {
+            if accept(name) {
+                return;
+            }
+        }
+    }
+
+    fn role_name(&self, id: Snowflake) -> Option<String> {
+        self.inner.hot.roles.get(&id).map(|name| name.to_string())
+    }
+
+    fn channel_name(&self, id: Snowflake) -> Option<String> {
+        self.inner.hot.sessions.get(&id).map(|s| s.name.clone())
+    }
+}

@@ -1,0 +1,428 @@
+//! The stored types: the public rows callers hand in and get back, and the compact form a
+//! message takes in the hot maps.
+
+use entity::Snowflake;
+use serde::{Deserialize, Serialize};
+
+/// What kind of conversation a session is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SessionKind {
+    Channel,
+    Thread,
+    Dm,
+    Forum,
+}
+
+impl SessionKind {
+    /// The number stored in SQLite.
+    pub(crate) fn code(self) -> i64 {
+        match self {
+            SessionKind::Channel => 0,
+            SessionKind::Thread => 1,
+            SessionKind::Dm => 2,
+            SessionKind::Forum => 3,
+        }
+    }
+
+    pub(crate) fn from_code(code: i64) -> Option<SessionKind> {
+        match code {
+            0 => Some(SessionKind::Channel),
+            1 => Some(SessionKind::Thread),
+            2 => Some(SessionKind::Dm),
+            3 => Some(SessionKind::Forum),
+            _ => None,
+        }
+    }
+}
+
+/// A channel, thread, DM or forum the bot can see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSession {
+    pub id: Snowflake,
+    pub guild_id: Option<Snowflake>,
+    pub parent_id: Option<Snowflake>,
+    pub kind: SessionKind,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredAttachment {
+    pub filename: String,
+    pub url: String,
+    pub size: u64,
+    pub content_type: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredReaction {
+    pub emoji: String,
+    pub count: u32,
+    /// Whether the bot itself reacted.
+    pub me: bool,
+}
+
+/// A message as callers see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredMessage {
+    pub id: Snowflake,
+    pub channel_id: Snowflake,
+    pub author_id: Snowflake,
+    pub author_is_bot: bool,
+    /// Discord's raw text.
+    pub content: String,
+    /// Canonical (inbound-rewritten) text, computed by the caller.
+    pub text: String,
+    /// RFC 3339, as Discord sent it.
+    pub timestamp: String,
+    pub edited_timestamp: Option<String>,
+    pub reply_to: Option<Snowflake>,
+    pub attachments: Vec<StoredAttachment>,
+    pub reactions: Vec<StoredReaction>,
+}
+
+/// A timestamp kept as microseconds since the Unix epoch when Discord's string is exactly
+/// what [`format_micros`] gives back; otherwise the string itself is kept in [`Extras`].
+const RAW_TIMESTAMP: i64 = i64::MIN;
+/// No edited timestamp.
+const NO_TIMESTAMP: i64 = i64::MIN + 1;
+
+const FLAG_AUTHOR_IS_BOT: u8 = 1;
+/// `text` equals `content`; the body holds it once.
+const FLAG_TEXT_IS_CONTENT: u8 = 2;
+
+/// The rarely-present parts of a message, boxed so a plain message pays one pointer for them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Extras {
+    attachments: Vec<StoredAttachment>,
+    reactions: Vec<StoredReaction>,
+    raw_timestamp: Option<Box<str>>,
+    raw_edited_timestamp: Option<Box<str>>,
+    /// The canonical text when `content` is too long for `content_len` (never in practice:
+    /// Discord caps messages at 4,000 characters).
+    long_text: Option<Box<str>>,
+}
+
+impl Extras {
+    fn is_empty(&self) -> bool {
+        *self == Extras::default()
+    }
+}
+
+/// A message in the hot maps: 64 bytes plus one allocation for its text (content and
+/// canonical text back to back, or once when they are equal). Channel and id are the keys of
+/// the maps that hold it.
+#[derive(Debug, Clone)]
+pub(crate) struct HotMessage {
+    author_id: u64,
+    /// 0 when the message replies to nothing.
+    reply_to: u64,
+    timestamp: i64,
+    edited_timestamp: i64,
+    body: Box<str>,
+    content_len: u32,
+    flags: u8,
+    extras: Option<Box<Extras>>,
+}
+
+impl HotMessage {
+    pub(crate) fn new(message: &StoredMessage) -> HotMessage {
+        let mut extras = Extras {
+            attachments: message.attachments.clone(),
+            reactions: message.reactions.clone(),
+            ..Extras::default()
+        };
+        let timestamp = match parse_micros(&message.timestamp) {
+            Some(micros) => micros,
+            None => {
+                extras.raw_timestamp = Some(message.timestamp.as_str().into());
+                RAW_TIMESTAMP
+            }
+        };
+        let edited_timestamp = encode_edited(message.edited_timestamp.as_deref(), &mut extras);
+        let mut flags = 0;
+        if message.author_is_bot {
+            flags |= FLAG_AUTHOR_IS_BOT;
+        }
+        let (body, content_len) =
+            encode_body(&message.content, &message.text, &mut flags, &mut extras);
+        HotMessage {
+            author_id: message.author_id.0,
+            reply_to: message.reply_to.map_or(0, |id| id.0),
+            timestamp,
+            edited_timestamp,
+            body,
+            content_len,
+            flags,
+            extras: (!extras.is_empty()).then(|| Box::new(extras)),
+        }
+    }
+
+    pub(crate) fn to_stored(&self, id: Snowflake, channel_id: Snowflake) -> StoredMessage {
+        let extras = self.extras.as_deref();
+        StoredMessage {
+            id,
+            channel_id,
+            author_id: Snowflake(self.author_id),
+            author_is_bot: self.flags & FLAG_AUTHOR_IS_BOT != 0,
+            content: self.content().to_owned(),
+            text: self.text().to_owned(),
+            timestamp: decode_timestamp(
+                self.timestamp,
+                extras.and_then(|e| e.raw_timestamp.as_deref()),
+            )
+            .unwrap_or_default(),
+            edited_timestamp: decode_timestamp(
+                self.edited_timestamp,
+                extras.and_then(|e| e.raw_edited_timestamp.as_deref()),
+            ),
+            reply_to: (self.reply_to != 0).then_some(Snowflake(self.reply_to)),
+            attachments: extras.map(|e| e.attachments.clone()).unwrap_or_default(),
+            reactions: extras.map(|e| e.reactions.clone()).unwrap_or_default(),
+        }
+    }
+
+    pub(crate) fn content(&self) -> &str {
+        self.body
+            .get(..self.content_len as usize)
+            .unwrap_or(&self.body)
+    }
+
+    pub(crate) fn text(&self) -> &str {
+        if let Some(text) = self.extras.as_deref().and_then(|e| e.long_text.as_deref()) {
+            return text;
+        }
+        if self.flags & FLAG_TEXT_IS_CONTENT != 0 {
+            return self.content();
+        }
+        self.body
+            .get(self.content_len as usize..)
+            .unwrap_or_default()
+    }
+
+    /// Replaces content and text and sets the edited timestamp.
+    pub(crate) fn edit(&mut self, content: &str, text: &str, edited_timestamp: Option<&str>) {
+        let mut extras = self.extras.take().map(|e| *e).unwrap_or_default();
+        extras.long_text = None;
+        self.flags &= !FLAG_TEXT_IS_CONTENT;
+        let (body, content_len) = encode_body(content, text, &mut self.flags, &mut extras);
+        self.body = body;
+        self.content_len = content_len;
+        self.edited_timestamp = encode_edited(edited_timestamp, &mut extras);
+        self.set_extras(extras);
+    }
+
+    pub(crate) fn reactions(&self) -> &[StoredReaction] {
+        self.extras.as_deref().map_or(&[], |e| &e.reactions)
+    }
+
+    pub(crate) fn set_reactions(&mut self, reactions: Vec<StoredReaction>) {
+        let mut extras = self.extras.take().map(|e| *e).unwrap_or_default();
+        extras.reactions = reactions;
+        self.set_extras(extras);
+    }
+
+    fn set_extras(&mut self, extras: Extras) {
+        self.extras = (!extras.is_empty()).then(|| Box::new(extras));
+    }
+}
+
+fn encode_edited(edited: Option<&str>, extras: &mut Extras) -> i64 {
+    extras.raw_edited_timestamp = None;
+    match edited {
+        None => NO_TIMESTAMP,
+        Some(edited) => match parse_micros(edited) {
+            Some(micros) => micros,
+            None => {
+                extras.raw_edited_timestamp = Some(edited.into());
+                RAW_TIMESTAMP
+            }
+        },
+    }
+}
+
+fn encode_body(content: &str, text: &str, flags: &mut u8, extras: &mut Extras) -> (Box<str>, u32) {
+    let Ok(content_len) = u32::try_from(content.len()) else {
+        extras.long_text = Some(text.into());
+        return (content.into(), u32::MAX);
+    };
+    if content == text {
+        *flags |= FLAG_TEXT_IS_CONTENT;
+        return (content.into(), content_len);
+    }
+    let mut body = String::with_capacity(content.len() + text.len());
+    body.push_str(content);
+    body.push_str(text);
+    (body.into_boxed_str(), content_len)
+}
+
+fn decode_timestamp(value: i64, raw: Option<&str>) -> Option<String> {
+    match value {
+        NO_TIMESTAMP => None,
+        RAW_TIMESTAMP => Some(raw.unwrap_or_default().to_owned()),
+        micros => Some(format_micros(micros)),
+    }
+}
+
+/// Parses Discord's timestamp form `2026-11-22T12:00:00.000000+00:00` into microseconds since
+/// the Unix epoch, only when formatting the result gives back exactly the same string.
+pub(crate) fn parse_micros(value: &str) -> Option<i64> {
+    let b = value.as_bytes();
+    if b.len() != 32
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+        || b[19] != b'.'
+        || &b[26..] != b"+00:00"
+    {
+        return None;
+    }
+    let num = |range: std::ops::Range<usize>| -> Option<i64> {
+        let digits = b.get(range)?;
+        if !digits.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        Some(
+            digits
+                .iter()
+                .fold(0i64, |n, d| n * 10 + i64::from(d - b'0')),
+        )
+    };
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second, micros) = (num(11..13)?, num(14..16)?, num(17..19)?, num(20..26)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 59
+    {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    let total = ((days * 86_400 + hour * 3_600 + minute * 60 + second) * 1_000_000) + micros;
+    (format_micros(total) == value).then_some(total)
+}
+
+/// Formats microseconds since the Unix epoch the way Discord does.
+pub(crate) fn format_micros(total: i64) -> String {
+    let micros = total.rem_euclid(1_000_000);
+    let secs = total.div_euclid(1_000_000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{micros:06}+00:00",
+        rem / 3_600,
+        (rem % 3_600) / 60,
+        rem % 60
+    )
+}
+
+/// Howard Hinnant's civil-to-days algorithm (proleptic Gregorian calendar).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = if month > 2 { month - 3 } else { month + 9 };
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Howard Hinnant's days-to-civil algorithm.
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(content: &str, text: &str, timestamp: &str) -> StoredMessage {
+        StoredMessage {
+            id: Snowflake(10),
+            channel_id: Snowflake(1),
+            author_id: Snowflake(7),
+            author_is_bot: true,
+            content: content.into(),
+            text: text.into(),
+            timestamp: timestamp.into(),
+            edited_timestamp: None,
+            reply_to: Some(Snowflake(9)),
+            attachments: Vec::new(),
+            reactions: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn hot_message_is_64_bytes() {
+        assert_eq!(std::mem::size_of::<HotMessage>(), 64);
+    }
+
+    #[test]
+    fn discord_timestamps_round_trip_through_micros() {
+        for ts in [
+            "2026-11-22T12:00:00.000000+00:00",
+            "2015-01-01T00:00:00.123000+00:00",
+            "2000-02-29T23:59:59.999999+00:00",
+            "1970-01-01T00:00:00.000000+00:00",
+        ] {
+            let micros = parse_micros(ts).unwrap();
+            assert_eq!(format_micros(micros), ts);
+        }
+        assert_eq!(
+            parse_micros("1970-01-01T00:00:01.000000+00:00"),
+            Some(1_000_000)
+        );
+    }
+
+    #[test]
+    fn other_timestamp_forms_are_kept_verbatim() {
+        for ts in [
+            "2026-11-22T12:00:00Z",
+            "2026-11-22T12:00:00+00:00",
+            "2026-11-22T12:00:00.000000+01:00",
+            "2026-02-30T12:00:00.000000+00:00",
+            "not a time",
+            "",
+        ] {
+            assert_eq!(parse_micros(ts), None, "{ts}");
+            let stored = message("a", "a", ts);
+            assert_eq!(
+                HotMessage::new(&stored).to_stored(stored.id, stored.channel_id),
+                stored
+            );
+        }
+    }
+
+    #[test]
+    fn body_holds_content_and_text() {
+        let same = message("hello", "hello", "2026-11-22T12:00:00.000000+00:00");
+        let hot = HotMessage::new(&same);
+        assert_eq!(&*hot.body, "hello");
+        assert_eq!(hot.to_stored(same.id, same.channel_id), same);
+
+        let differs = message("hi <@7>", "hi @bob", "2026-11-22T12:00:00.000000+00:00");
+        let mut hot = HotMessage::new(&differs);
+        assert!(hot.extras.is_none());
+        assert_eq!((hot.content(), hot.text()), ("hi <@7>", "hi @bob"));
+        hot.edit("same", "same", Some("2026-11-22T12:00:01.000000+00:00"));
+        assert_eq!((hot.content(), hot.text()), ("same", "same"));
+        hot.edit("x <@7>", "x @bob", Some("later"));
+        let back = hot.to_stored(differs.id, differs.channel_id);
+        assert_eq!(
+            (back.content.as_str(), back.text.as_str()),
+            ("x <@7>", "x @bob")
+        );
+        assert_eq!(back.edited_timestamp.as_deref(), Some("later"));
+    }
+}

@@ -1,0 +1,499 @@
+//! The durable side of the store: opening the SQLite file, its schema and migrations, loading
+//! the hot maps at start, applying changes, pruning and checkpointing.
+//!
+//! Ids are Discord snowflakes stored as SQLite integers (the `u64` bit pattern as `i64`; every
+//! snowflake issued before 2084 is below `i64::MAX`, so the order of ids is kept).
+
+use std::time::Duration;
+
+use entity::Snowflake;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use tracing::{debug, warn};
+
+use super::error::StoreError;
+use super::hot::{Hot, UserEntry};
+use super::model::{SessionKind, StoredMessage, StoredReaction, StoredSession};
+
+/// The schema version this code writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// How long opening waits for a lock held by another connection (e.g. a switchboard that is
+/// still shutting down) before reporting the store as locked.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(1);
+
+const SCHEMA_V1: &str = "
+CREATE TABLE sessions (
+    id INTEGER PRIMARY KEY,
+    guild_id INTEGER,
+    parent_id INTEGER,
+    kind INTEGER NOT NULL,
+    name TEXT NOT NULL
+);
+CREATE TABLE users (
+    id INTEGER PRIMARY KEY,
+    username TEXT NOT NULL,
+    global_name TEXT,
+    is_bot INTEGER NOT NULL
+);
+CREATE TABLE roles (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL
+);
+CREATE TABLE messages (
+    id INTEGER PRIMARY KEY,
+    channel_id INTEGER NOT NULL,
+    author_id INTEGER NOT NULL,
+    author_is_bot INTEGER NOT NULL,
+    content TEXT NOT NULL,
+    text TEXT NOT NULL,
+    timestamp TEXT NOT NULL,
+    edited_timestamp TEXT,
+    reply_to INTEGER,
+    attachments TEXT NOT NULL DEFAULT '[]',
+    reactions TEXT NOT NULL DEFAULT '[]',
+    deleted INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX messages_by_channel ON messages (channel_id, id);
+";
+
+fn to_sql(id: Snowflake) -> i64 {
+    id.0 as i64
+}
+
+fn from_sql(id: i64) -> Snowflake {
+    Snowflake(id as u64)
+}
+
+/// Whether `path` names SQLite's private in-memory database rather than a file.
+pub(crate) fn is_memory(path: &str) -> bool {
+    path == ":memory:" || path.is_empty()
+}
+
+/// Opens (creating if needed) and migrates the database at `path`, and takes its lock: with
+/// `locking_mode=EXCLUSIVE` a second switchboard on the same file fails to open instead of
+/// interleaving writes.
+pub(crate) fn open(path: &str) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path).map_err(|source| StoreError::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    let fail = |what| move |source| StoreError::from_open(path, what, source);
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(fail("set the busy timeout"))?;
+    if !is_memory(path) {
+        // Before the first access, so WAL runs without shared memory and the lock is held
+        // for the connection's lifetime.
+        conn.pragma_update(None, "locking_mode", "EXCLUSIVE")
+            .map_err(fail("set the locking mode"))?;
+    }
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+        .map_err(fail("switch to WAL"))?;
+    if !is_memory(path) && !mode.eq_ignore_ascii_case("wal") {
+        warn!(
+            path,
+            mode, "the store could not switch to WAL; writes will be slower"
+        );
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(fail("set synchronous"))?;
+    migrate(&conn, path)?;
+    Ok(conn)
+}
+
+fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
+    let fail = |what| move |source| StoreError::from_open(path, what, source);
+    // An immediate transaction takes the write lock now, so a store already in use by another
+    // process is reported here, at open, rather than on the first write.
+    conn.execute_batch("BEGIN IMMEDIATE")
+        .map_err(fail("lock the database"))?;
+    let result = (|| {
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .map_err(fail("read the schema version"))?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                path: path.to_owned(),
+                found: version,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if version < 1 {
+            debug!(path, "creating the store's schema");
+            conn.execute_batch(SCHEMA_V1)
+                .map_err(fail("create the schema"))?;
+        }
+        // Later versions: `if version < 2 { ... }`, each step in this same transaction.
+        if version != SCHEMA_VERSION {
+            conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+                .map_err(fail("record the schema version"))?;
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => conn
+            .execute_batch("COMMIT")
+            .map_err(fail("commit the schema")),
+        Err(err) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(err)
+        }
+    }
+}
+
+/// Fills the hot maps: sessions, users, roles, the newest `messages_per_channel` live
+/// messages of each channel, and the ids of deleted messages not yet pruned.
+pub(crate) fn load(conn: &Connection, hot: &Hot, path: &str) -> Result<(), StoreError> {
+    let fail = |source| StoreError::Load {
+        path: path.to_owned(),
+        source,
+    };
+    let mut stmt = conn
+        .prepare("SELECT id, guild_id, parent_id, kind, name FROM sessions")
+        .map_err(fail)?;
+    let rows = stmt
+        .query_map([], |row| {
+            Ok((
+                from_sql(row.get(0)?),
+                row.get::<_, Option<i64>>(1)?.map(from_sql),
+                row.get::<_, Option<i64>>(2)?.map(from_sql),
+                row.get::<_, i64>(3)?,
+                row.get::<_, String>(4)?,
+            ))
+        })
+        .map_err(fail)?;
+    for row in rows {
+        let (id, guild_id, parent_id, kind, name) = row.map_err(fail)?;
+        let Some(kind) = SessionKind::from_code(kind) else {
+            warn!(path, session = %id, kind, "skipping a stored session of unknown kind");
+            continue;
+        };
+        hot.upsert_session(
+            StoredSession {
+                id,
+                guild_id,
+                parent_id,
+                kind,
+                name,
+            },
+            |_| {},
+        );
+    }
+
+    let mut stmt = conn
+        .prepare("SELECT id, username, global_name, is_bot FROM users")
+        .map_err(fail)?;
+    let rows = stmt
+        .query_map([], |row| {
+            Ok((
+                from_sql(row.get(0)?),
+                UserEntry {
+                    username: row.get::<_, String>(1)?.into(),
+                    global_name: row.get::<_, Option<String>>(2)?.map(Into::into),
+                    is_bot: row.get(3)?,
+                },
+            ))
+        })
+        .map_err(fail)?;
+    for row in rows {
+        let (id, user) = row.map_err(fail)?;
+        hot.upsert_user(id, user, |_| {});
+    }
+
+    let mut stmt = conn.prepare("SELECT id, name FROM roles").map_err(fail)?;
+    let rows = stmt
+        .query_map([], |row| {
+            Ok((from_sql(row.get(0)?), row.get::<_, String>(1)?))
+        })
+        .map_err(fail)?;
+    for row in rows {
+        let (id, name) = row.map_err(fail)?;
+        hot.upsert_role(id, &name, || {});
+    }
+
+    let mut stmt = conn
+        .prepare(
+            "SELECT id, channel_id, author_id, author_is_bot, content, text, timestamp,
+                    edited_timestamp, reply_to, attachments, reactions
+             FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY channel_id ORDER BY id DESC) AS rn
+                   FROM messages WHERE deleted = 0)
+             WHERE rn <= ?1",
+        )
+        .map_err(fail)?;
+    let limit = i64::try_from(hot.messages_per_channel).unwrap_or(i64::MAX);
+    let rows = stmt.query_map([limit], message_from_row).map_err(fail)?;
+    let mut loaded = 0usize;
+    for row in rows {
+        hot.load_message(&row.map_err(fail)?);
+        loaded += 1;
+    }
+
+    let mut stmt = conn
+        .prepare("SELECT channel_id, id FROM messages WHERE deleted = 1")
+        .map_err(fail)?;
+    let rows = stmt
+        .query_map([], |row| Ok((from_sql(row.get(0)?), from_sql(row.get(1)?))))
+        .map_err(fail)?;
+    for row in rows {
+        let (channel_id, id) = row.map_err(fail)?;
+        hot.load_deleted(channel_id, id);
+    }
+    debug!(
+        path,
+        sessions = hot.sessions.len(),
+        users = hot.users.len(),
+        roles = hot.roles.len(),
+        messages = loaded,
+        "store loaded"
+    );
+    Ok(())
+}
+
+fn message_from_row(row: &Row<'_>) -> rusqlite::Result<StoredMessage> {
+    let id = from_sql(row.get(0)?);
+    let attachments: String = row.get(9)?;
+    let reactions: String = row.get(10)?;
+    Ok(StoredMessage {
+        id,
+        channel_id: from_sql(row.get(1)?),
+        author_id: from_sql(row.get(2)?),
+        author_is_bot: row.get(3)?,
+        content: row.get(4)?,
+        text: row.get(5)?,
+        timestamp: row.get(6)?,
+        edited_timestamp: row.get(7)?,
+        reply_to: row.get::<_, Option<i64>>(8)?.map(from_sql),
+        attachments: parse_json_list(&attachments, id, "attachments"),
+        reactions: parse_json_list(&reactions, id, "reactions"),
+    })
+}
+
+fn parse_json_list<T: serde::de::DeserializeOwned>(
+    json: &str,
+    id: Snowflake,
+    what: &str,
+) -> Vec<T> {
+    serde_json::from_str(json).unwrap_or_else(|err| {
+        warn!(message = %id, what, %err, "ignoring unreadable stored {what}");
+        Vec::new()
+    })
+}
+
+/// One durable change, produced by a write method after it changed the hot maps.
+#[derive(Debug)]
+pub(crate) enum Change {
+    UpsertSession(StoredSession),
+    RemoveSession(Snowflake),
+    UpsertUser {
+        id: Snowflake,
+        username: String,
+        global_name: Option<String>,
+        is_bot: bool,
+    },
+    UpsertRole {
+        id: Snowflake,
+        name: String,
+    },
+    RemoveRole(Snowflake),
+    InsertMessage(Box<StoredMessage>),
+    UpdateMessage {
+        id: Snowflake,
+        content: String,
+        text: String,
+        edited_timestamp: Option<String>,
+    },
+    DeleteMessages {
+        channel_id: Snowflake,
+        ids: Vec<u64>,
+    },
+    SetReactions {
+        id: Snowflake,
+        reactions: Vec<StoredReaction>,
+    },
+}
+
+impl Change {
+    /// What the change does, for error logs.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Change::UpsertSession(s) => format!("store session {}", s.id),
+            Change::RemoveSession(id) => format!("remove session {id}"),
+            Change::UpsertUser { id, .. } => format!("store user {id}"),
+            Change::UpsertRole { id, .. } => format!("store role {id}"),
+            Change::RemoveRole(id) => format!("remove role {id}"),
+            Change::InsertMessage(m) => {
+                format!("store message {} in channel {}", m.id, m.channel_id)
+            }
+            Change::UpdateMessage { id, .. } => format!("edit message {id}"),
+            Change::DeleteMessages { channel_id, ids } => {
+                format!(
+                    "mark {} message(s) deleted in channel {channel_id}",
+                    ids.len()
+                )
+            }
+            Change::SetReactions { id, .. } => format!("update reactions of message {id}"),
+        }
+    }
+
+    /// The channel whose retention this change may affect.
+    pub(crate) fn channel(&self) -> Option<Snowflake> {
+        match self {
+            Change::InsertMessage(m) => Some(m.channel_id),
+            Change::DeleteMessages { channel_id, .. } => Some(*channel_id),
+            _ => None,
+        }
+    }
+}
+
+fn json<T: serde::Serialize>(value: &T) -> rusqlite::Result<String> {
+    serde_json::to_string(value)
+        .map_err(|err| rusqlite::Error::ToSqlConversionFailure(Box::new(err)))
+}
+
+/// Applies one change inside the writer's open transaction.
+pub(crate) fn apply(conn: &Connection, change: &Change) -> rusqlite::Result<()> {
+    match change {
+        Change::UpsertSession(s) => {
+            conn.prepare_cached(
+                "INSERT INTO sessions (id, guild_id, parent_id, kind, name) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (id) DO UPDATE SET guild_id = excluded.guild_id,
+                     parent_id = excluded.parent_id, kind = excluded.kind, name = excluded.name",
+            )?
+            .execute(params![
+                to_sql(s.id),
+                s.guild_id.map(to_sql),
+                s.parent_id.map(to_sql),
+                s.kind.code(),
+                s.name
+            ])?;
+        }
+        Change::RemoveSession(id) => {
+            conn.prepare_cached("DELETE FROM sessions WHERE id = ?1")?
+                .execute([to_sql(*id)])?;
+        }
+        Change::UpsertUser {
+            id,
+            username,
+            global_name,
+            is_bot,
+        } => {
+            conn.prepare_cached(
+                "INSERT INTO users (id, username, global_name, is_bot) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (id) DO UPDATE SET username = excluded.username,
+                     global_name = excluded.global_name, is_bot = excluded.is_bot",
+            )?
+            .execute(params![to_sql(*id), username, global_name, is_bot])?;
+        }
+        Change::UpsertRole { id, name } => {
+            conn.prepare_cached(
+                "INSERT INTO roles (id, name) VALUES (?1, ?2)
+                 ON CONFLICT (id) DO UPDATE SET name = excluded.name",
+            )?
+            .execute(params![to_sql(*id), name])?;
+        }
+        Change::RemoveRole(id) => {
+            conn.prepare_cached("DELETE FROM roles WHERE id = ?1")?
+                .execute([to_sql(*id)])?;
+        }
+        Change::InsertMessage(m) => {
+            // The hot map decided the message is new; mirror it, even over an old row.
+            conn.prepare_cached(
+                "INSERT INTO messages (id, channel_id, author_id, author_is_bot, content, text,
+                     timestamp, edited_timestamp, reply_to, attachments, reactions, deleted)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0)
+                 ON CONFLICT (id) DO UPDATE SET channel_id = excluded.channel_id,
+                     author_id = excluded.author_id, author_is_bot = excluded.author_is_bot,
+                     content = excluded.content, text = excluded.text,
+                     timestamp = excluded.timestamp, edited_timestamp = excluded.edited_timestamp,
+                     reply_to = excluded.reply_to, attachments = excluded.attachments,
+                     reactions = excluded.reactions, deleted = 0",
+            )?
+            .execute(params![
+                to_sql(m.id),
+                to_sql(m.channel_id),
+                to_sql(m.author_id),
+                m.author_is_bot,
+                m.content,
+                m.text,
+                m.timestamp,
+                m.edited_timestamp,
+                m.reply_to.map(to_sql),
+                json(&m.attachments)?,
+                json(&m.reactions)?,
+            ])?;
+        }
+        Change::UpdateMessage {
+            id,
+            content,
+            text,
+            edited_timestamp,
+        } => {
+            conn.prepare_cached(
+                "UPDATE messages SET content = ?2, text = ?3, edited_timestamp = ?4 WHERE id = ?1",
+            )?
+            .execute(params![to_sql(*id), content, text, edited_timestamp])?;
+        }
+        Change::DeleteMessages { ids, .. } => {
+            let mut stmt = conn.prepare_cached("UPDATE messages SET deleted = 1 WHERE id = ?1")?;
+            for id in ids {
+                stmt.execute([*id as i64])?;
+            }
+        }
+        Change::SetReactions { id, reactions } => {
+            conn.prepare_cached("UPDATE messages SET reactions = ?2 WHERE id = ?1")?
+                .execute(params![to_sql(*id), json(reactions)?])?;
+        }
+    }
+    Ok(())
+}
+
+/// Deletes one channel's rows marked deleted and its live rows beyond the newest `keep`.
+/// Returns how many rows went.
+pub(crate) fn prune_channel(
+    conn: &Connection,
+    channel_id: Snowflake,
+    keep: usize,
+) -> rusqlite::Result<usize> {
+    let channel = to_sql(channel_id);
+    if keep == 0 {
+        return conn
+            .prepare_cached("DELETE FROM messages WHERE channel_id = ?1")?
+            .execute([channel]);
+    }
+    let offset = i64::try_from(keep - 1).unwrap_or(i64::MAX);
+    conn.prepare_cached(
+        "DELETE FROM messages WHERE channel_id = ?1 AND (deleted = 1 OR id < COALESCE(
+             (SELECT id FROM messages WHERE channel_id = ?1 AND deleted = 0
+              ORDER BY id DESC LIMIT 1 OFFSET ?2),
+             -9223372036854775808))",
+    )?
+    .execute(params![channel, offset])
+}
+
+/// Prunes every channel (at open, so a smaller `messages_per_channel` takes effect at once).
+pub(crate) fn prune_all(conn: &Connection, keep: usize) -> rusqlite::Result<usize> {
+    let channels: Vec<i64> = conn
+        .prepare("SELECT DISTINCT channel_id FROM messages")?
+        .query_map([], |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut pruned = 0;
+    conn.execute_batch("BEGIN")?;
+    for channel in channels {
+        match prune_channel(conn, from_sql(channel), keep) {
+            Ok(n) => pruned += n,
+            Err(err) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(err);
+            }
+        }
+    }
+    conn.execute_batch("COMMIT")?;
+    Ok(pruned)
+}
+
+/// Moves the WAL's content into the database file and truncates the WAL.
+pub(crate) fn checkpoint(conn: &Connection) -> rusqlite::Result<()> {
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .optional()
+        .map(|_| ())
+}

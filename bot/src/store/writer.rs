@@ -1,0 +1,255 @@
+//! The writer thread: the one owner of the SQLite connection. It takes whatever changes are
+//! queued (up to [`MAX_BATCH`]) into one transaction, so ingest never waits for an fsync per
+//! message, answers flushes once the changes queued before them are committed, and prunes
+//! old rows now and then.
+
+use std::collections::HashSet;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
+use std::sync::Mutex;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use entity::Snowflake;
+use rusqlite::Connection;
+use tracing::{debug, error, warn};
+
+use super::error::StoreError;
+use super::sqlite::{self, Change};
+
+/// Most changes committed in one transaction.
+pub(crate) const MAX_BATCH: usize = 1_000;
+/// Prune the channels written to after this many batches...
+const PRUNE_EVERY_BATCHES: u32 = 64;
+/// ...or this long after the last prune, whichever comes first.
+const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
+
+/// The answer to a flush or close: the first write failure since the previous answer.
+type Reply = SyncSender<Result<(), String>>;
+
+pub(crate) enum Command {
+    Change(Change),
+    Flush(Reply),
+    Close(Reply),
+}
+
+/// The handle the store keeps: a queue into the thread and the thread itself.
+pub(crate) struct Writer {
+    queue: Sender<Command>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Writer {
+    pub(crate) fn spawn(conn: Connection, path: String, keep: usize) -> Result<Writer, StoreError> {
+        let (queue, commands) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || WriterThread::new(conn, path, keep).run(commands))
+            .map_err(StoreError::Spawn)?;
+        Ok(Writer {
+            queue,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Queues a change; gives it back when the writer has stopped.
+    pub(crate) fn send(&self, change: Change) -> Result<(), Change> {
+        match self.queue.send(Command::Change(change)) {
+            Ok(()) => Ok(()),
+            Err(mpsc::SendError(Command::Change(change))) => Err(change),
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Waits until everything queued before the call is committed.
+    /// `Err(None)`: the writer has stopped; `Err(Some(message))`: a write failed.
+    pub(crate) fn flush(&self) -> Result<(), Option<String>> {
+        self.round_trip(Command::Flush)
+    }
+
+    /// Commits what is queued, prunes, checkpoints and stops the thread.
+    pub(crate) fn close(&self) -> Result<(), Option<String>> {
+        let result = self.round_trip(Command::Close);
+        let thread = match self.thread.lock() {
+            Ok(mut thread) => thread.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(thread) = thread {
+            if thread.join().is_err() {
+                error!("the store's writer thread panicked");
+            }
+        }
+        result
+    }
+
+    fn round_trip(&self, command: impl FnOnce(Reply) -> Command) -> Result<(), Option<String>> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.queue.send(command(reply)).map_err(|_| None)?;
+        answer.recv().map_err(|_| None)?.map_err(Some)
+    }
+}
+
+struct WriterThread {
+    conn: Connection,
+    path: String,
+    keep: usize,
+    /// The first failure since the last flush answer.
+    failure: Option<String>,
+    /// Channels with inserts or deletes since the last prune.
+    touched: HashSet<Snowflake>,
+    batches_since_prune: u32,
+    last_prune: Instant,
+}
+
+impl WriterThread {
+    fn new(conn: Connection, path: String, keep: usize) -> WriterThread {
+        WriterThread {
+            conn,
+            path,
+            keep,
+            failure: None,
+            touched: HashSet::new(),
+            batches_since_prune: 0,
+            last_prune: Instant::now(),
+        }
+    }
+
+    fn run(mut self, commands: Receiver<Command>) {
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        let mut replies = Vec::new();
+        loop {
+            let first = match commands.recv_timeout(PRUNE_INTERVAL) {
+                Ok(command) => command,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.prune_if_due();
+                    continue;
+                }
+                // Every handle is gone without a close: commit nothing more, but leave the
+                // file tidy.
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.finish();
+                    return;
+                }
+            };
+            let mut closing = None;
+            let mut next = Some(first);
+            while let Some(command) = next.take() {
+                match command {
+                    Command::Change(change) => batch.push(change),
+                    Command::Flush(reply) => replies.push(reply),
+                    Command::Close(reply) => {
+                        closing = Some(reply);
+                        break;
+                    }
+                }
+                if batch.len() >= MAX_BATCH {
+                    break;
+                }
+                next = commands.try_recv().ok();
+            }
+            self.commit(&mut batch);
+            let answer = match self.failure.take() {
+                Some(failure) => Err(failure),
+                None => Ok(()),
+            };
+            for reply in replies.drain(..) {
+                let _ = reply.send(answer.clone());
+            }
+            if let Some(reply) = closing {
+                self.failure = answer.err();
+                self.finish();
+                let answer = match self.failure.take() {
+                    Some(failure) => Err(failure),
+                    None => Ok(()),
+                };
+                let _ = reply.send(answer);
+                return;
+            }
+            self.batches_since_prune += 1;
+            self.prune_if_due();
+        }
+    }
+
+    fn fail(&mut self, what: String) {
+        error!(path = %self.path, "store write failed: {what}");
+        self.failure.get_or_insert(what);
+    }
+
+    /// Applies a batch in one transaction. Each failed change is logged and remembered; the
+    /// rest still commit.
+    fn commit(&mut self, batch: &mut Vec<Change>) {
+        if batch.is_empty() {
+            return;
+        }
+        if let Err(err) = self.conn.execute_batch("BEGIN") {
+            let what = format!(
+                "could not begin a transaction for {} change(s): {err}",
+                batch.len()
+            );
+            self.fail(what);
+            batch.clear();
+            return;
+        }
+        for change in batch.iter() {
+            if let Some(channel) = change.channel() {
+                self.touched.insert(channel);
+            }
+            if let Err(err) = sqlite::apply(&self.conn, change) {
+                let what = format!("{}: {err}", change.describe());
+                self.fail(what);
+            }
+        }
+        if let Err(err) = self.conn.execute_batch("COMMIT") {
+            let what = format!("could not commit {} change(s): {err}", batch.len());
+            self.fail(what);
+            if !self.conn.is_autocommit() {
+                if let Err(err) = self.conn.execute_batch("ROLLBACK") {
+                    error!(path = %self.path, %err, "could not roll back a failed store transaction");
+                }
+            }
+        }
+        batch.clear();
+    }
+
+    fn prune_if_due(&mut self) {
+        let due = self.batches_since_prune >= PRUNE_EVERY_BATCHES
+            || self.last_prune.elapsed() >= PRUNE_INTERVAL;
+        if due && !self.touched.is_empty() {
+            self.prune();
+        }
+    }
+
+    fn prune(&mut self) {
+        self.batches_since_prune = 0;
+        self.last_prune = Instant::now();
+        let channels: Vec<Snowflake> = self.touched.drain().collect();
+        if let Err(err) = self.conn.execute_batch("BEGIN") {
+            warn!(path = %self.path, %err, "could not prune the store; will retry");
+            self.touched.extend(channels);
+            return;
+        }
+        let mut pruned = 0;
+        for channel in &channels {
+            match sqlite::prune_channel(&self.conn, *channel, self.keep) {
+                Ok(n) => pruned += n,
+                Err(err) => warn!(path = %self.path, %channel, %err, "could not prune a channel"),
+            }
+        }
+        if let Err(err) = self.conn.execute_batch("COMMIT") {
+            warn!(path = %self.path, %err, "could not commit pruning; will retry");
+            let _ = self.conn.execute_batch("ROLLBACK");
+            self.touched.extend(channels);
+            return;
+        }
+        debug!(path = %self.path, channels = channels.len(), pruned, "pruned old messages");
+    }
+
+    /// Prunes and checkpoints before the connection closes.
+    fn finish(&mut self) {
+        if !self.touched.is_empty() {
+            self.prune();
+        }
+        if let Err(err) = sqlite::checkpoint(&self.conn) {
+            warn!(path = %self.path, %err, "could not checkpoint the store's WAL");
+        }
+    }
+}
