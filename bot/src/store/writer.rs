@@ -253,3 +253,60 @@ impl WriterThread {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::model::{SessionKind, StoredMessage, StoredSession};
+
+    fn message(id: u64) -> Change {
+        Change::InsertMessage(Box::new(StoredMessage {
+            id: Snowflake(id),
+            channel_id: Snowflake(1),
+            author_id: Snowflake(2),
+            author_is_bot: false,
+            content: "hi".into(),
+            text: "hi".into(),
+            timestamp: "2026-11-22T12:00:00.000000+00:00".into(),
+            edited_timestamp: None,
+            reply_to: None,
+            attachments: Vec::new(),
+            reactions: Vec::new(),
+        }))
+    }
+
+    #[test]
+    fn a_failed_write_reaches_flush_and_the_writer_keeps_going() {
+        let conn = sqlite::open(":memory:").unwrap();
+        conn.execute_batch("DROP TABLE messages").unwrap();
+        let writer = Writer::spawn(conn, ":memory:".into(), 10).unwrap();
+        assert!(writer.send(message(5)).is_ok());
+        let err = writer.flush().unwrap_err().unwrap();
+        assert!(err.contains("store message 5 in channel 1"), "{err}");
+        // The failure was reported once; later writes that work flush cleanly.
+        assert!(writer
+            .send(Change::UpsertSession(StoredSession {
+                id: Snowflake(1),
+                guild_id: None,
+                parent_id: None,
+                kind: SessionKind::Dm,
+                name: "dm".into(),
+            }))
+            .is_ok());
+        assert_eq!(writer.flush(), Ok(()));
+        assert_eq!(writer.close(), Ok(()));
+        assert_eq!(writer.flush(), Err(None));
+        assert!(writer.send(message(6)).is_err());
+    }
+
+    #[test]
+    fn batches_are_capped() {
+        let conn = sqlite::open(":memory:").unwrap();
+        let writer = Writer::spawn(conn, ":memory:".into(), 100_000).unwrap();
+        for id in 1..=(MAX_BATCH as u64 * 3 + 7) {
+            assert!(writer.send(message(id)).is_ok());
+        }
+        assert_eq!(writer.flush(), Ok(()));
+        assert_eq!(writer.close(), Ok(()));
+    }
+}

@@ -1,0 +1,608 @@
+//! The store's behaviour: hot reads, names, durability across reopen and SIGKILL, retention,
+//! and the errors opening a bad file gives.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use bot::store::{
+    SessionKind, Snowflake, Store, StoreError, StoreOptions, StoredAttachment, StoredMessage,
+    StoredReaction, StoredSession, SCHEMA_VERSION,
+};
+use entity::{normalize_name, NameDirectory};
+
+const CHANNEL: Snowflake = Snowflake(1_100_000_000_000_000_001);
+const OTHER_CHANNEL: Snowflake = Snowflake(1_100_000_000_000_000_002);
+const AUTHOR: Snowflake = Snowflake(1_200_000_000_000_000_001);
+
+/// A directory under the system temp dir, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "switchboard-store-{name}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    fn db(&self) -> String {
+        self.0.join("store.db").to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn options(messages_per_channel: usize) -> StoreOptions {
+    StoreOptions {
+        messages_per_channel,
+    }
+}
+
+fn memory_store() -> Store {
+    Store::open(":memory:", StoreOptions::default()).unwrap()
+}
+
+fn id(n: u64) -> Snowflake {
+    Snowflake(1_300_000_000_000_000_000 + n)
+}
+
+fn message(channel_id: Snowflake, n: u64) -> StoredMessage {
+    StoredMessage {
+        id: id(n),
+        channel_id,
+        author_id: AUTHOR,
+        author_is_bot: false,
+        content: format!("message {n} for <@{AUTHOR}>"),
+        text: format!("message {n} for @tomas"),
+        timestamp: format!("2026-11-22T12:00:{:02}.000000+00:00", n % 60),
+        edited_timestamp: None,
+        reply_to: None,
+        attachments: Vec::new(),
+        reactions: Vec::new(),
+    }
+}
+
+fn ids(messages: &[StoredMessage]) -> Vec<Snowflake> {
+    messages.iter().map(|m| m.id).collect()
+}
+
+fn ids_of(range: impl IntoIterator<Item = u64>) -> Vec<Snowflake> {
+    range.into_iter().map(id).collect()
+}
+
+fn row_count(path: &str) -> i64 {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.query_row("SELECT COUNT(*) FROM messages", [], |row| row.get(0))
+        .unwrap()
+}
+
+#[test]
+fn lists_newest_first_cut_oldest_first_order() {
+    let store = memory_store();
+    // Out of order on purpose: the store orders by id.
+    for n in [3, 1, 5, 2, 4, 6, 8, 7, 9, 10] {
+        assert!(store.insert_message(message(CHANNEL, n)));
+    }
+    assert_eq!(
+        ids(&store.messages(CHANNEL, 100, None, None)),
+        ids_of(1..=10)
+    );
+    assert_eq!(ids(&store.messages(CHANNEL, 3, None, None)), ids_of(8..=10));
+    assert_eq!(
+        ids(&store.messages(CHANNEL, 3, Some(id(5)), None)),
+        ids_of(2..=4)
+    );
+    assert_eq!(
+        ids(&store.messages(CHANNEL, 3, None, Some(id(5)))),
+        ids_of(8..=10)
+    );
+    assert_eq!(
+        ids(&store.messages(CHANNEL, 10, None, Some(id(7)))),
+        ids_of(8..=10)
+    );
+    assert_eq!(
+        ids(&store.messages(CHANNEL, 10, Some(id(6)), Some(id(3)))),
+        ids_of(4..=5)
+    );
+    assert!(store
+        .messages(CHANNEL, 10, Some(id(3)), Some(id(3)))
+        .is_empty());
+    assert!(store.messages(CHANNEL, 0, None, None).is_empty());
+    assert!(store.messages(OTHER_CHANNEL, 10, None, None).is_empty());
+    assert_eq!(store.message(CHANNEL, id(4)), Some(message(CHANNEL, 4)));
+    assert_eq!(store.message(OTHER_CHANNEL, id(4)), None);
+    assert_eq!(store.message_count(), 10);
+}
+
+#[test]
+fn a_message_reads_back_exactly_as_stored() {
+    let store = memory_store();
+    let full = StoredMessage {
+        author_is_bot: true,
+        edited_timestamp: Some("2026-11-22T12:05:00.123456+00:00".into()),
+        reply_to: Some(id(1)),
+        timestamp: "2026-11-22T12:00:00+00:00".into(),
+        attachments: vec![StoredAttachment {
+            filename: "log.txt".into(),
+            url: "https://cdn.example/log.txt".into(),
+            size: 1234,
+            content_type: Some("text/plain".into()),
+        }],
+        reactions: vec![StoredReaction {
+            emoji: "👍".into(),
+            count: 2,
+            me: true,
+        }],
+        ..message(CHANNEL, 2)
+    };
+    let plain = StoredMessage {
+        text: "same".into(),
+        content: "same".into(),
+        ..message(CHANNEL, 3)
+    };
+    assert!(store.insert_message(full.clone()));
+    assert!(store.insert_message(plain.clone()));
+    assert_eq!(store.message(CHANNEL, full.id), Some(full));
+    assert_eq!(store.message(CHANNEL, plain.id), Some(plain));
+}
+
+#[test]
+fn inserting_the_same_message_twice_stores_it_once() {
+    let store = memory_store();
+    let rest_answer = message(CHANNEL, 1);
+    let gateway_echo = StoredMessage {
+        text: "echo".into(),
+        ..rest_answer.clone()
+    };
+    assert!(store.insert_message(rest_answer.clone()));
+    assert!(!store.insert_message(gateway_echo));
+    assert_eq!(store.messages(CHANNEL, 10, None, None), vec![rest_answer]);
+    assert_eq!(store.message_count(), 1);
+}
+
+#[test]
+fn a_late_echo_of_a_deleted_message_does_not_bring_it_back() {
+    let store = memory_store();
+    assert!(store.insert_message(message(CHANNEL, 1)));
+    assert!(store.delete_message(CHANNEL, id(1)));
+    assert!(!store.insert_message(message(CHANNEL, 1)));
+    assert_eq!(store.message(CHANNEL, id(1)), None);
+}
+
+#[test]
+fn edit_updates_text_and_edited_timestamp() {
+    let store = memory_store();
+    store.insert_message(message(CHANNEL, 1));
+    let edited = Some("2026-11-22T12:10:00.000000+00:00".to_owned());
+    assert!(store.update_message(
+        CHANNEL,
+        id(1),
+        "fixed <#1>".into(),
+        "fixed #ops".into(),
+        edited.clone()
+    ));
+    let read = store.message(CHANNEL, id(1)).unwrap();
+    assert_eq!(
+        (read.content.as_str(), read.text.as_str()),
+        ("fixed <#1>", "fixed #ops")
+    );
+    assert_eq!(read.edited_timestamp, edited);
+    assert_eq!(read.timestamp, message(CHANNEL, 1).timestamp);
+    assert!(!store.update_message(CHANNEL, id(2), "x".into(), "x".into(), None));
+    assert!(!store.update_message(OTHER_CHANNEL, id(1), "x".into(), "x".into(), None));
+}
+
+#[test]
+fn delete_hides_from_list_and_read() {
+    let store = memory_store();
+    for n in 1..=3 {
+        store.insert_message(message(CHANNEL, n));
+    }
+    assert!(store.delete_message(CHANNEL, id(2)));
+    assert!(!store.delete_message(CHANNEL, id(2)));
+    assert_eq!(store.message(CHANNEL, id(2)), None);
+    assert_eq!(
+        ids(&store.messages(CHANNEL, 10, None, None)),
+        ids_of([1, 3])
+    );
+    assert!(!store.update_message(CHANNEL, id(2), "x".into(), "x".into(), None));
+    assert_eq!(store.message_count(), 2);
+}
+
+#[test]
+fn bulk_delete_counts_what_was_cached() {
+    let store = memory_store();
+    for n in 1..=5 {
+        store.insert_message(message(CHANNEL, n));
+    }
+    assert_eq!(store.delete_messages(CHANNEL, &ids_of([1, 3, 5, 99])), 3);
+    assert_eq!(
+        ids(&store.messages(CHANNEL, 10, None, None)),
+        ids_of([2, 4])
+    );
+    assert_eq!(store.delete_messages(OTHER_CHANNEL, &ids_of([2])), 0);
+}
+
+#[test]
+fn reactions_add_remove_and_clear_with_me() {
+    let store = memory_store();
+    store.insert_message(message(CHANNEL, 1));
+    let reactions = |store: &Store| store.message(CHANNEL, id(1)).unwrap().reactions;
+    store.add_reaction(CHANNEL, id(1), "👍", false);
+    store.add_reaction(CHANNEL, id(1), "👍", true);
+    store.add_reaction(CHANNEL, id(1), "🎉", false);
+    assert_eq!(
+        reactions(&store),
+        vec![
+            StoredReaction {
+                emoji: "👍".into(),
+                count: 2,
+                me: true
+            },
+            StoredReaction {
+                emoji: "🎉".into(),
+                count: 1,
+                me: false
+            },
+        ]
+    );
+    store.remove_reaction(CHANNEL, id(1), "👍", true);
+    assert_eq!(
+        reactions(&store)[0],
+        StoredReaction {
+            emoji: "👍".into(),
+            count: 1,
+            me: false
+        }
+    );
+    store.remove_reaction(CHANNEL, id(1), "🎉", false);
+    assert_eq!(reactions(&store).len(), 1);
+    store.remove_all_reactions(CHANNEL, id(1));
+    assert!(reactions(&store).is_empty());
+    // Reactions on an unknown message are ignored.
+    store.add_reaction(CHANNEL, id(2), "👍", true);
+    assert_eq!(store.message(CHANNEL, id(2)), None);
+}
+
+fn session(id: Snowflake, name: &str, kind: SessionKind) -> StoredSession {
+    StoredSession {
+        id,
+        guild_id: Some(Snowflake(1_000_000_000_000_000_001)),
+        parent_id: None,
+        kind,
+        name: name.into(),
+    }
+}
+
+#[test]
+fn sessions_are_listed_by_id_and_found_by_name() {
+    let store = memory_store();
+    store.upsert_session(session(OTHER_CHANNEL, "release room", SessionKind::Thread));
+    store.upsert_session(session(CHANNEL, "ops", SessionKind::Channel));
+    assert_eq!(ids_of_sessions(&store), vec![CHANNEL, OTHER_CHANNEL]);
+    assert_eq!(store.channel_by_key("release-room"), Some(OTHER_CHANNEL));
+    assert_eq!(
+        store.channel_name(OTHER_CHANNEL).as_deref(),
+        Some("release room")
+    );
+
+    store.upsert_session(session(OTHER_CHANNEL, "launch", SessionKind::Thread));
+    assert_eq!(store.channel_by_key("release-room"), None);
+    assert_eq!(store.channel_by_key("launch"), Some(OTHER_CHANNEL));
+    assert_eq!(store.session(OTHER_CHANNEL).unwrap().name, "launch");
+
+    store.remove_session(OTHER_CHANNEL);
+    assert_eq!(store.session(OTHER_CHANNEL), None);
+    assert_eq!(store.channel_by_key("launch"), None);
+    assert_eq!(ids_of_sessions(&store), vec![CHANNEL]);
+}
+
+fn ids_of_sessions(store: &Store) -> Vec<Snowflake> {
+    store.sessions().iter().map(|s| s.id).collect()
+}
+
+#[test]
+fn users_and_roles_are_found_by_normalized_name() {
+    let store = memory_store();
+    store.upsert_user(AUTHOR, "tnovak", Some("Tomas Novak"), false);
+    assert_eq!(normalize_name("Tomas Novak"), "tomas-novak");
+    assert_eq!(store.user_by_key("tomas-novak"), Some(AUTHOR));
+    assert_eq!(store.user_by_key("tnovak"), Some(AUTHOR));
+    assert_eq!(
+        store.user_display_name(AUTHOR).as_deref(),
+        Some("Tomas Novak")
+    );
+    assert_eq!(store.user_is_bot(AUTHOR), Some(false));
+
+    let mut offered = Vec::new();
+    store.find_user_name(AUTHOR, &mut |name| {
+        offered.push(name.to_owned());
+        // The mapper may look names up again from inside `accept`.
+        store.user_by_key(&normalize_name(name)) == Some(AUTHOR) && name == "Tomas Novak"
+    });
+    assert_eq!(offered, vec!["tnovak", "Tomas Novak"]);
+
+    store.upsert_user(AUTHOR, "tnovak", None, false);
+    assert_eq!(store.user_by_key("tomas-novak"), None);
+    assert_eq!(store.user_display_name(AUTHOR).as_deref(), Some("tnovak"));
+    assert_eq!(store.user_display_name(Snowflake(5)), None);
+
+    let role = Snowflake(1_400_000_000_000_000_001);
+    store.upsert_role(role, "On Call");
+    assert_eq!(store.role_by_key("on-call"), Some(role));
+    assert_eq!(store.role_name(role).as_deref(), Some("On Call"));
+    store.upsert_role(role, "Release Crew");
+    assert_eq!(store.role_by_key("on-call"), None);
+    assert_eq!(store.role_by_key("release-crew"), Some(role));
+    store.remove_role(role);
+    assert_eq!(store.role_by_key("release-crew"), None);
+    assert_eq!(store.role_name(role), None);
+}
+
+#[test]
+fn everything_flushed_is_there_after_reopen() {
+    let dir = TempDir::new("reopen");
+    let path = dir.db();
+    let role = Snowflake(1_400_000_000_000_000_001);
+    {
+        let store = Store::open(&path, StoreOptions::default()).unwrap();
+        store.upsert_session(session(CHANNEL, "ops", SessionKind::Channel));
+        store.upsert_session(session(OTHER_CHANNEL, "gone", SessionKind::Channel));
+        store.remove_session(OTHER_CHANNEL);
+        store.upsert_user(AUTHOR, "tnovak", Some("Tomas Novak"), false);
+        store.upsert_role(role, "On Call");
+        for n in 1..=50 {
+            store.insert_message(message(CHANNEL, n));
+        }
+        store.update_message(
+            CHANNEL,
+            id(7),
+            "edited".into(),
+            "edited".into(),
+            Some("later".into()),
+        );
+        store.add_reaction(CHANNEL, id(8), "👍", true);
+        store.delete_message(CHANNEL, id(9));
+        store.flush().unwrap();
+        // Dropped without close: the last handle closes it.
+    }
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    assert_eq!(
+        ids(&store.messages(CHANNEL, 100, None, None)),
+        ids_of((1..=50).filter(|n| *n != 9))
+    );
+    let edited = store.message(CHANNEL, id(7)).unwrap();
+    assert_eq!(
+        (edited.text.as_str(), edited.edited_timestamp.as_deref()),
+        ("edited", Some("later"))
+    );
+    assert_eq!(
+        store.message(CHANNEL, id(8)).unwrap().reactions[0].emoji,
+        "👍"
+    );
+    assert_eq!(store.message(CHANNEL, id(10)), Some(message(CHANNEL, 10)));
+    assert_eq!(ids_of_sessions(&store), vec![CHANNEL]);
+    assert_eq!(store.channel_by_key("ops"), Some(CHANNEL));
+    assert_eq!(store.user_by_key("tomas-novak"), Some(AUTHOR));
+    assert_eq!(store.role_by_key("on-call"), Some(role));
+    store.close().unwrap();
+    // The deleted row went at pruning.
+    assert_eq!(row_count(&path), 49);
+}
+
+#[test]
+fn retention_keeps_the_newest_per_channel_in_memory_and_on_disk() {
+    let dir = TempDir::new("retention");
+    let path = dir.db();
+    {
+        let store = Store::open(&path, options(5)).unwrap();
+        for n in 1..=20 {
+            store.insert_message(message(CHANNEL, n));
+        }
+        for n in 101..=103 {
+            store.insert_message(message(OTHER_CHANNEL, n));
+        }
+        assert_eq!(
+            ids(&store.messages(CHANNEL, 100, None, None)),
+            ids_of(16..=20)
+        );
+        // Older than everything kept: retention would drop it at once.
+        assert!(!store.insert_message(message(CHANNEL, 3)));
+        store.close().unwrap();
+    }
+    assert_eq!(row_count(&path), 8);
+    let store = Store::open(&path, options(5)).unwrap();
+    assert_eq!(
+        ids(&store.messages(CHANNEL, 100, None, None)),
+        ids_of(16..=20)
+    );
+    assert_eq!(
+        ids(&store.messages(OTHER_CHANNEL, 100, None, None)),
+        ids_of(101..=103)
+    );
+    store.delete_messages(CHANNEL, &ids_of([16, 17]));
+    store.close().unwrap();
+    assert_eq!(row_count(&path), 6);
+    // A smaller window at open prunes at once.
+    let store = Store::open(&path, options(2)).unwrap();
+    assert_eq!(
+        ids(&store.messages(CHANNEL, 100, None, None)),
+        ids_of(19..=20)
+    );
+    store.close().unwrap();
+    assert_eq!(row_count(&path), 4);
+}
+
+#[test]
+fn writes_after_close_stay_in_memory_and_flush_reports_closed() {
+    let store = memory_store();
+    store.close().unwrap();
+    store.close().unwrap();
+    assert!(store.insert_message(message(CHANNEL, 1)));
+    assert!(matches!(store.flush(), Err(StoreError::Closed { .. })));
+}
+
+#[test]
+fn a_file_that_is_not_sqlite_is_a_typed_error() {
+    let dir = TempDir::new("garbage");
+    let path = dir.db();
+    std::fs::write(
+        &path,
+        "this is not a database, just some text that is long enough ".repeat(40),
+    )
+    .unwrap();
+    let err = Store::open(&path, StoreOptions::default()).unwrap_err();
+    assert!(matches!(err, StoreError::NotADatabase { .. }), "{err:?}");
+    assert!(err.to_string().contains(&path), "{err}");
+}
+
+#[test]
+fn a_path_in_a_missing_directory_is_a_typed_error() {
+    let dir = TempDir::new("missing");
+    let path = dir.0.join("no-such-dir").join("store.db");
+    let err = Store::open(&path.to_string_lossy(), StoreOptions::default()).unwrap_err();
+    assert!(matches!(err, StoreError::Open { .. }), "{err:?}");
+}
+
+#[test]
+fn a_newer_schema_is_a_typed_error() {
+    let dir = TempDir::new("newer");
+    let path = dir.db();
+    Store::open(&path, StoreOptions::default())
+        .unwrap()
+        .close()
+        .unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+        .unwrap();
+    drop(conn);
+    let err = Store::open(&path, StoreOptions::default()).unwrap_err();
+    match &err {
+        StoreError::NewerSchema {
+            found, supported, ..
+        } => {
+            assert_eq!((*found, *supported), (SCHEMA_VERSION + 1, SCHEMA_VERSION));
+        }
+        other => panic!("expected NewerSchema, got {other:?}"),
+    }
+    assert!(err.to_string().contains("newer"), "{err}");
+}
+
+#[test]
+fn a_store_in_use_is_reported_as_locked() {
+    let dir = TempDir::new("locked");
+    let path = dir.db();
+    let first = Store::open(&path, StoreOptions::default()).unwrap();
+    let err = Store::open(&path, StoreOptions::default()).unwrap_err();
+    assert!(matches!(err, StoreError::Locked { .. }), "{err:?}");
+    assert!(err.to_string().contains("another switchboard"), "{err}");
+    first.close().unwrap();
+    Store::open(&path, StoreOptions::default())
+        .unwrap()
+        .close()
+        .unwrap();
+}
+
+const CHILD_ENV: &str = "SWITCHBOARD_STORE_TEST_CHILD_DB";
+const CHILD_MESSAGES: u64 = 500;
+
+/// The child half of [`flushed_messages_survive_sigkill`]: does nothing in a normal run.
+#[test]
+fn sigkill_child() {
+    let Ok(path) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    for n in 1..=CHILD_MESSAGES {
+        store.insert_message(message(CHANNEL, n));
+    }
+    store.flush().unwrap();
+    println!("flushed");
+    // Unflushed writes after the acknowledgement may or may not survive.
+    for n in CHILD_MESSAGES + 1..=CHILD_MESSAGES + 100 {
+        store.insert_message(message(CHANNEL, n));
+    }
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+#[test]
+fn flushed_messages_survive_sigkill() {
+    use std::io::{BufRead, BufReader};
+
+    let dir = TempDir::new("sigkill");
+    let path = dir.db();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "sigkill_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, &path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line.contains("flushed") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    let flushed = rx.recv_timeout(Duration::from_secs(30));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    flushed.expect("the child never said it had flushed");
+
+    let started = Instant::now();
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let listed = store.messages(CHANNEL, 1_000, None, None);
+    assert!(
+        listed.len() as u64 >= CHILD_MESSAGES,
+        "{} listed",
+        listed.len()
+    );
+    assert_eq!(
+        ids(&listed[..CHILD_MESSAGES as usize]),
+        ids_of(1..=CHILD_MESSAGES)
+    );
+    assert_eq!(store.message(CHANNEL, id(250)), Some(message(CHANNEL, 250)));
+    store.close().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn clones_share_one_store_across_threads() {
+    let store = memory_store();
+    let workers: Vec<_> = (0..4u64)
+        .map(|t| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                for n in 0..250 {
+                    store.insert_message(message(CHANNEL, t * 1_000 + n));
+                    store.add_reaction(CHANNEL, id(t * 1_000 + n), "👍", false);
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    store.flush().unwrap();
+    assert_eq!(store.message_count(), 1_000);
+}
