@@ -16,12 +16,21 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "PATH")]
     pub config: Option<PathBuf>,
 
+    /// What to do (default: run).
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run switchboard: the gateway, the store and the tool server (the default).
+    Run,
+    /// Run against a built-in fake Discord with a demo guild: no token, no setup.
+    Playground {
+        /// Tool server port on 127.0.0.1 (0 picks a free one).
+        #[arg(long, default_value_t = 7311)]
+        port: u16,
+    },
     /// Validate the config file: a summary and exit 0, or every problem and exit 2.
     CheckConfig,
     /// Rewrite text the way switchboard does (TEXT, or standard input).

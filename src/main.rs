@@ -1,7 +1,9 @@
-//! The `switchboard` binary: parses the command line, loads `.env`, and hands off to a command.
+//! The `switchboard` binary: parses the command line, loads `.env`, and hands off to a command
+//! (the service, the offline playground, or an operator check).
 
 mod cli;
 mod operator;
+mod service;
 
 use std::process::ExitCode;
 
@@ -16,7 +18,9 @@ fn main() -> ExitCode {
         }
     }
     init_logging();
-    match cli.command {
+    match cli.command.unwrap_or(cli::Command::Run) {
+        cli::Command::Run => service::run(cli.config.as_deref()),
+        cli::Command::Playground { port } => service::playground(port),
         cli::Command::CheckConfig => operator::check_config(cli.config.as_deref()),
         cli::Command::Rewrite(args) => operator::rewrite(cli.config.as_deref(), &args),
         cli::Command::ResolveSession { reference } => {

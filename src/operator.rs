@@ -10,11 +10,11 @@ use switchboard_config::{Config, ConfigError, CONFIG_PATH_ENV};
 use crate::cli::RewriteArgs;
 
 /// Exit code for a config that is missing or invalid, and for bad usage.
-const EXIT_USAGE: u8 = 2;
+pub const EXIT_USAGE: u8 = 2;
 /// Exit code for a reference that names nothing.
 const EXIT_NOT_FOUND: u8 = 4;
 
-fn config_path(flag: Option<&Path>) -> PathBuf {
+pub fn config_path(flag: Option<&Path>) -> PathBuf {
     let env_value = std::env::var(CONFIG_PATH_ENV).ok();
     Config::resolve_path(flag, env_value.as_deref())
 }

@@ -178,13 +178,9 @@ impl Hot {
         }
     }
 
-    /// Inserts a message unless it is known; `then` gets the message back, under the channel's
-    /// lock, when it was stored.
-    pub(crate) fn insert_message(
-        &self,
-        message: StoredMessage,
-        then: impl FnOnce(StoredMessage),
-    ) -> Inserted {
+    /// Inserts a message unless it is known; `then` runs under the channel's lock when it was
+    /// stored.
+    pub(crate) fn insert_message(&self, message: StoredMessage, then: impl FnOnce()) -> Inserted {
         let cap = self.messages_per_channel;
         let mut channel = self.channels.entry(message.channel_id).or_default();
         let id = message.id.0;
@@ -203,7 +199,7 @@ impl Hot {
             evicted = channel.messages.pop_first().map(|(oldest, _)| oldest);
         }
         channel.messages.insert(id, HotMessage::new(&message));
-        then(message);
+        then();
         Inserted::Stored { evicted }
     }
 

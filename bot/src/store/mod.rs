@@ -63,7 +63,7 @@ pub struct Store {
 }
 
 struct Inner {
-    hot: Hot,
+    hot: Arc<Hot>,
     writer: Writer,
     path: String,
     closed: AtomicBool,
@@ -107,7 +107,7 @@ impl Store {
     pub fn open(path: &str, options: StoreOptions) -> Result<Store, StoreError> {
         let conn = sqlite::open(path)?;
         let keep = options.messages_per_channel;
-        let hot = Hot::new(keep);
+        let hot = Arc::new(Hot::new(keep));
         sqlite::load(&conn, &hot, path)?;
         // Drop rows retention no longer wants (including rows marked deleted, whose ids the
         // load above remembered).
@@ -116,7 +116,7 @@ impl Store {
             Ok(pruned) => info!(path, pruned, "pruned old messages from the store"),
             Err(err) => error!(path, %err, "could not prune the store at open; will retry later"),
         }
-        let writer = Writer::spawn(conn, path.to_owned(), keep)?;
+        let writer = Writer::spawn(conn, path.to_owned(), keep, Arc::clone(&hot))?;
         Ok(Store {
             inner: Arc::new(Inner {
                 hot,
@@ -149,7 +149,7 @@ impl Store {
 
     pub fn upsert_session(&self, session: StoredSession) {
         self.inner.hot.upsert_session(session, |session| {
-            self.queue(Change::UpsertSession(session.clone()))
+            self.queue(Change::UpsertSession(Box::new(session.clone())))
         });
     }
 
@@ -184,13 +184,8 @@ impl Store {
             global_name: global_name.map(Into::into),
             is_bot,
         };
-        self.inner.hot.upsert_user(id, user, |_| {
-            self.queue(Change::UpsertUser {
-                id,
-                username: username.to_owned(),
-                global_name: global_name.map(str::to_owned),
-                is_bot,
-            })
+        self.inner.hot.upsert_user(id, user, |user| {
+            self.queue(Change::UpsertUser(Box::new((id, user.clone()))))
         });
     }
 
@@ -212,12 +207,9 @@ impl Store {
     }
 
     pub fn upsert_role(&self, id: Snowflake, name: &str) {
-        self.inner.hot.upsert_role(id, name, || {
-            self.queue(Change::UpsertRole {
-                id,
-                name: name.to_owned(),
-            })
-        });
+        self.inner
+            .hot
+            .upsert_role(id, name, || self.queue(Change::UpsertRole(id, name.into())));
     }
 
     pub fn remove_role(&self, id: Snowflake) {
@@ -230,8 +222,9 @@ impl Store {
     /// answer and the gateway echo of the bot's own message store it once), or when it is older
     /// than every cached message of a channel that is full (retention would drop it at once).
     pub fn insert_message(&self, message: StoredMessage) -> bool {
-        let inserted = self.inner.hot.insert_message(message, |message| {
-            self.queue(Change::InsertMessage(Box::new(message)))
+        let (channel_id, id) = (message.channel_id, message.id);
+        let inserted = self.inner.hot.insert_message(message, || {
+            self.queue(Change::SaveMessage { channel_id, id })
         });
         matches!(inserted, Inserted::Stored { .. })
     }
@@ -250,12 +243,7 @@ impl Store {
             .hot
             .with_message(channel_id, id, |message| {
                 message.edit(&content, &text, edited_timestamp.as_deref());
-                self.queue(Change::UpdateMessage {
-                    id,
-                    content,
-                    text,
-                    edited_timestamp,
-                });
+                self.queue(Change::SaveMessage { channel_id, id });
             })
             .is_some()
     }
@@ -268,7 +256,10 @@ impl Store {
     /// Deletes messages of one channel; returns how many were cached.
     pub fn delete_messages(&self, channel_id: Snowflake, ids: &[Snowflake]) -> usize {
         self.inner.hot.delete_messages(channel_id, ids, |ids| {
-            self.queue(Change::DeleteMessages { channel_id, ids })
+            self.queue(Change::DeleteMessages {
+                channel_id,
+                ids: ids.into_boxed_slice(),
+            })
         })
     }
 
@@ -313,8 +304,8 @@ impl Store {
         self.inner.hot.with_message(channel_id, id, |message| {
             let mut reactions = message.reactions().to_vec();
             if change(&mut reactions) {
-                message.set_reactions(reactions.clone());
-                self.queue(Change::SetReactions { id, reactions });
+                message.set_reactions(reactions);
+                self.queue(Change::SaveMessage { channel_id, id });
             }
         });
     }

@@ -12,7 +12,7 @@ use tracing::{debug, warn};
 
 use super::error::StoreError;
 use super::hot::{Hot, UserEntry};
-use super::model::{SessionKind, StoredMessage, StoredReaction, StoredSession};
+use super::model::{SessionKind, StoredMessage, StoredSession};
 
 /// The schema version this code writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = 1;
@@ -279,36 +279,25 @@ fn parse_json_list<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// One durable change, produced by a write method after it changed the hot maps.
+/// One durable change, queued by a write method after it changed the hot maps. Message
+/// changes carry only ids: the writer reads the message's current state from the hot maps when
+/// it commits, so a burst of ingest doesn't hold a second copy of every message in the queue.
 #[derive(Debug)]
 pub(crate) enum Change {
-    UpsertSession(StoredSession),
+    UpsertSession(Box<StoredSession>),
     RemoveSession(Snowflake),
-    UpsertUser {
-        id: Snowflake,
-        username: String,
-        global_name: Option<String>,
-        is_bot: bool,
-    },
-    UpsertRole {
-        id: Snowflake,
-        name: String,
-    },
+    UpsertUser(Box<(Snowflake, UserEntry)>),
+    UpsertRole(Snowflake, Box<str>),
     RemoveRole(Snowflake),
-    InsertMessage(Box<StoredMessage>),
-    UpdateMessage {
+    /// Write the message as the hot maps now hold it (inserted, edited or reactions changed);
+    /// nothing when it has left them since (deleted, or beyond retention).
+    SaveMessage {
+        channel_id: Snowflake,
         id: Snowflake,
-        content: String,
-        text: String,
-        edited_timestamp: Option<String>,
     },
     DeleteMessages {
         channel_id: Snowflake,
-        ids: Vec<u64>,
-    },
-    SetReactions {
-        id: Snowflake,
-        reactions: Vec<StoredReaction>,
+        ids: Box<[u64]>,
     },
 }
 
@@ -318,28 +307,27 @@ impl Change {
         match self {
             Change::UpsertSession(s) => format!("store session {}", s.id),
             Change::RemoveSession(id) => format!("remove session {id}"),
-            Change::UpsertUser { id, .. } => format!("store user {id}"),
-            Change::UpsertRole { id, .. } => format!("store role {id}"),
+            Change::UpsertUser(user) => format!("store user {}", user.0),
+            Change::UpsertRole(id, _) => format!("store role {id}"),
             Change::RemoveRole(id) => format!("remove role {id}"),
-            Change::InsertMessage(m) => {
-                format!("store message {} in channel {}", m.id, m.channel_id)
+            Change::SaveMessage { channel_id, id } => {
+                format!("store message {id} in channel {channel_id}")
             }
-            Change::UpdateMessage { id, .. } => format!("edit message {id}"),
             Change::DeleteMessages { channel_id, ids } => {
                 format!(
                     "mark {} message(s) deleted in channel {channel_id}",
                     ids.len()
                 )
             }
-            Change::SetReactions { id, .. } => format!("update reactions of message {id}"),
         }
     }
 
     /// The channel whose retention this change may affect.
     pub(crate) fn channel(&self) -> Option<Snowflake> {
         match self {
-            Change::InsertMessage(m) => Some(m.channel_id),
-            Change::DeleteMessages { channel_id, .. } => Some(*channel_id),
+            Change::SaveMessage { channel_id, .. } | Change::DeleteMessages { channel_id, .. } => {
+                Some(*channel_id)
+            }
             _ => None,
         }
     }
@@ -351,7 +339,7 @@ fn json<T: serde::Serialize>(value: &T) -> rusqlite::Result<String> {
 }
 
 /// Applies one change inside the writer's open transaction.
-pub(crate) fn apply(conn: &Connection, change: &Change) -> rusqlite::Result<()> {
+pub(crate) fn apply(conn: &Connection, hot: &Hot, change: &Change) -> rusqlite::Result<()> {
     match change {
         Change::UpsertSession(s) => {
             conn.prepare_cached(
@@ -371,32 +359,43 @@ pub(crate) fn apply(conn: &Connection, change: &Change) -> rusqlite::Result<()> 
             conn.prepare_cached("DELETE FROM sessions WHERE id = ?1")?
                 .execute([to_sql(*id)])?;
         }
-        Change::UpsertUser {
-            id,
-            username,
-            global_name,
-            is_bot,
-        } => {
+        Change::UpsertUser(user) => {
+            let (
+                id,
+                UserEntry {
+                    username,
+                    global_name,
+                    is_bot,
+                },
+            ) = &**user;
             conn.prepare_cached(
                 "INSERT INTO users (id, username, global_name, is_bot) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (id) DO UPDATE SET username = excluded.username,
                      global_name = excluded.global_name, is_bot = excluded.is_bot",
             )?
-            .execute(params![to_sql(*id), username, global_name, is_bot])?;
+            .execute(params![
+                to_sql(*id),
+                &**username,
+                global_name.as_deref(),
+                is_bot
+            ])?;
         }
-        Change::UpsertRole { id, name } => {
+        Change::UpsertRole(id, name) => {
             conn.prepare_cached(
                 "INSERT INTO roles (id, name) VALUES (?1, ?2)
                  ON CONFLICT (id) DO UPDATE SET name = excluded.name",
             )?
-            .execute(params![to_sql(*id), name])?;
+            .execute(params![to_sql(*id), &**name])?;
         }
         Change::RemoveRole(id) => {
             conn.prepare_cached("DELETE FROM roles WHERE id = ?1")?
                 .execute([to_sql(*id)])?;
         }
-        Change::InsertMessage(m) => {
-            // The hot map decided the message is new; mirror it, even over an old row.
+        Change::SaveMessage { channel_id, id } => {
+            // The hot maps are the truth; mirror them, even over an old row.
+            let Some(m) = hot.message(*channel_id, *id) else {
+                return Ok(());
+            };
             conn.prepare_cached(
                 "INSERT INTO messages (id, channel_id, author_id, author_is_bot, content, text,
                      timestamp, edited_timestamp, reply_to, attachments, reactions, deleted)
@@ -422,26 +421,11 @@ pub(crate) fn apply(conn: &Connection, change: &Change) -> rusqlite::Result<()> 
                 json(&m.reactions)?,
             ])?;
         }
-        Change::UpdateMessage {
-            id,
-            content,
-            text,
-            edited_timestamp,
-        } => {
-            conn.prepare_cached(
-                "UPDATE messages SET content = ?2, text = ?3, edited_timestamp = ?4 WHERE id = ?1",
-            )?
-            .execute(params![to_sql(*id), content, text, edited_timestamp])?;
-        }
         Change::DeleteMessages { ids, .. } => {
             let mut stmt = conn.prepare_cached("UPDATE messages SET deleted = 1 WHERE id = ?1")?;
             for id in ids {
                 stmt.execute([*id as i64])?;
             }
-        }
-        Change::SetReactions { id, reactions } => {
-            conn.prepare_cached("UPDATE messages SET reactions = ?2 WHERE id = ?1")?
-                .execute(params![to_sql(*id), json(reactions)?])?;
         }
     }
     Ok(())

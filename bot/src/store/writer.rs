@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,7 @@ use rusqlite::Connection;
 use tracing::{debug, error, warn};
 
 use super::error::StoreError;
+use super::hot::Hot;
 use super::sqlite::{self, Change};
 
 /// Most changes committed in one transaction.
@@ -39,11 +40,16 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    pub(crate) fn spawn(conn: Connection, path: String, keep: usize) -> Result<Writer, StoreError> {
+    pub(crate) fn spawn(
+        conn: Connection,
+        path: String,
+        keep: usize,
+        hot: Arc<Hot>,
+    ) -> Result<Writer, StoreError> {
         let (queue, commands) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || WriterThread::new(conn, path, keep).run(commands))
+            .spawn(move || WriterThread::new(conn, path, keep, hot).run(commands))
             .map_err(StoreError::Spawn)?;
         Ok(Writer {
             queue,
@@ -92,6 +98,8 @@ struct WriterThread {
     conn: Connection,
     path: String,
     keep: usize,
+    /// Where message changes read the rows they write.
+    hot: Arc<Hot>,
     /// The first failure since the last flush answer.
     failure: Option<String>,
     /// Channels with inserts or deletes since the last prune.
@@ -101,11 +109,12 @@ struct WriterThread {
 }
 
 impl WriterThread {
-    fn new(conn: Connection, path: String, keep: usize) -> WriterThread {
+    fn new(conn: Connection, path: String, keep: usize, hot: Arc<Hot>) -> WriterThread {
         WriterThread {
             conn,
             path,
             keep,
+            hot,
             failure: None,
             touched: HashSet::new(),
             batches_since_prune: 0,
@@ -193,7 +202,7 @@ impl WriterThread {
             if let Some(channel) = change.channel() {
                 self.touched.insert(channel);
             }
-            if let Err(err) = sqlite::apply(&self.conn, change) {
+            if let Err(err) = sqlite::apply(&self.conn, &self.hot, change) {
                 let what = format!("{}: {err}", change.describe());
                 self.fail(what);
             }
@@ -259,8 +268,8 @@ mod tests {
     use super::*;
     use crate::store::model::{SessionKind, StoredMessage, StoredSession};
 
-    fn message(id: u64) -> Change {
-        Change::InsertMessage(Box::new(StoredMessage {
+    fn message(id: u64) -> StoredMessage {
+        StoredMessage {
             id: Snowflake(id),
             channel_id: Snowflake(1),
             author_id: Snowflake(2),
@@ -272,41 +281,62 @@ mod tests {
             reply_to: None,
             attachments: Vec::new(),
             reactions: Vec::new(),
-        }))
+        }
+    }
+
+    fn save(hot: &Hot, id: u64) -> Change {
+        hot.insert_message(message(id), || {});
+        Change::SaveMessage {
+            channel_id: Snowflake(1),
+            id: Snowflake(id),
+        }
     }
 
     #[test]
     fn a_failed_write_reaches_flush_and_the_writer_keeps_going() {
         let conn = sqlite::open(":memory:").unwrap();
         conn.execute_batch("DROP TABLE messages").unwrap();
-        let writer = Writer::spawn(conn, ":memory:".into(), 10).unwrap();
-        assert!(writer.send(message(5)).is_ok());
+        let hot = Arc::new(Hot::new(10));
+        let writer = Writer::spawn(conn, ":memory:".into(), 10, Arc::clone(&hot)).unwrap();
+        assert!(writer.send(save(&hot, 5)).is_ok());
         let err = writer.flush().unwrap_err().unwrap();
         assert!(err.contains("store message 5 in channel 1"), "{err}");
         // The failure was reported once; later writes that work flush cleanly.
+        let session = StoredSession {
+            id: Snowflake(1),
+            guild_id: None,
+            parent_id: None,
+            kind: SessionKind::Dm,
+            name: "dm".into(),
+        };
         assert!(writer
-            .send(Change::UpsertSession(StoredSession {
-                id: Snowflake(1),
-                guild_id: None,
-                parent_id: None,
-                kind: SessionKind::Dm,
-                name: "dm".into(),
-            }))
+            .send(Change::UpsertSession(Box::new(session)))
             .is_ok());
         assert_eq!(writer.flush(), Ok(()));
         assert_eq!(writer.close(), Ok(()));
         assert_eq!(writer.flush(), Err(None));
-        assert!(writer.send(message(6)).is_err());
+        assert!(writer.send(save(&hot, 6)).is_err());
     }
 
     #[test]
     fn batches_are_capped() {
         let conn = sqlite::open(":memory:").unwrap();
-        let writer = Writer::spawn(conn, ":memory:".into(), 100_000).unwrap();
+        let hot = Arc::new(Hot::new(100_000));
+        let writer = Writer::spawn(conn, ":memory:".into(), 100_000, Arc::clone(&hot)).unwrap();
         for id in 1..=(MAX_BATCH as u64 * 3 + 7) {
-            assert!(writer.send(message(id)).is_ok());
+            assert!(writer.send(save(&hot, id)).is_ok());
         }
         assert_eq!(writer.flush(), Ok(()));
         assert_eq!(writer.close(), Ok(()));
+    }
+
+    #[test]
+    fn change_is_small() {
+        // Queued changes are what a burst of ingest costs beyond the hot maps.
+        assert!(
+            std::mem::size_of::<Change>() <= 32,
+            "{}",
+            std::mem::size_of::<Change>()
+        );
     }
 }

@@ -1,0 +1,223 @@
+//! Gateway events → the store. Every event serenity hands us is applied here; one it could not
+//! parse is logged at WARN with its name (serenity itself drops it silently).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use entity::{Aliases, Mapper, Snowflake};
+use serenity::gateway::ConnectionStage;
+use serenity::model::channel::{Channel, GuildChannel, Reaction};
+use serenity::model::event::Event;
+use serenity::model::user::User;
+use serenity::prelude::{Context, EventHandler, RawEventHandler};
+use toolserver::surface::ConnectionState;
+
+use crate::payload::stored_message_from_model;
+use crate::store::{SessionKind, Store, StoredSession};
+use crate::surface::{session_kind, Connection};
+
+/// Applies gateway events to the store.
+pub struct Ingest {
+    store: Store,
+    aliases: Aliases,
+    connection: Arc<Connection>,
+    bot_id: Arc<AtomicU64>,
+}
+
+fn sid(id: u64) -> Snowflake {
+    Snowflake(id)
+}
+
+impl Ingest {
+    pub fn new(
+        store: Store,
+        aliases: Aliases,
+        connection: Arc<Connection>,
+        bot_id: Arc<AtomicU64>,
+    ) -> Self {
+        Ingest {
+            store,
+            aliases,
+            connection,
+            bot_id,
+        }
+    }
+
+    fn mapper(&self) -> Mapper<'_> {
+        Mapper::new(&self.aliases, &self.store)
+    }
+
+    fn user(&self, user: &User) {
+        self.store.upsert_user(
+            sid(user.id.get()),
+            &user.name,
+            user.global_name.as_deref(),
+            user.bot,
+        );
+    }
+
+    fn guild_channel(&self, channel: &GuildChannel) {
+        self.store.upsert_session(StoredSession {
+            id: sid(channel.id.get()),
+            guild_id: Some(sid(channel.guild_id.get())),
+            parent_id: channel.parent_id.map(|p| sid(p.get())),
+            kind: session_kind(u64::from(u8::from(channel.kind))),
+            name: channel.name.clone(),
+        });
+    }
+
+    fn reaction(&self, reaction: &Reaction, added: bool) {
+        let me = reaction.user_id.map(|u| u.get()) == Some(self.bot_id.load(Ordering::Relaxed));
+        let emoji = reaction.emoji.as_data();
+        let (channel, message) = (
+            sid(reaction.channel_id.get()),
+            sid(reaction.message_id.get()),
+        );
+        if added {
+            self.store.add_reaction(channel, message, &emoji, me);
+        } else {
+            self.store.remove_reaction(channel, message, &emoji, me);
+        }
+    }
+
+    /// Applies one event. Public so tests and benchmarks can drive ingest without a socket.
+    pub fn apply(&self, event: &Event) {
+        match event {
+            Event::Ready(ready) => {
+                let me = &ready.ready.user;
+                self.bot_id.store(me.id.get(), Ordering::Relaxed);
+                self.store
+                    .upsert_user(sid(me.id.get()), &me.name, me.global_name.as_deref(), true);
+                self.connection.set(ConnectionState::Ready);
+                tracing::info!(bot = %me.name, guilds = ready.ready.guilds.len(), "gateway ready");
+            }
+            Event::Resumed(_) => {
+                self.connection.set(ConnectionState::Ready);
+                tracing::info!("gateway resumed");
+            }
+            Event::GuildCreate(create) => {
+                let guild = &create.guild;
+                for channel in guild.channels.values().chain(guild.threads.iter()) {
+                    self.guild_channel(channel);
+                }
+                for role in guild.roles.values() {
+                    self.store.upsert_role(sid(role.id.get()), &role.name);
+                }
+                for member in guild.members.values() {
+                    self.user(&member.user);
+                }
+                tracing::info!(guild = %guild.name, channels = guild.channels.len(), threads = guild.threads.len(), "guild cached");
+            }
+            Event::GuildRoleCreate(e) => self.store.upsert_role(sid(e.role.id.get()), &e.role.name),
+            Event::GuildRoleUpdate(e) => self.store.upsert_role(sid(e.role.id.get()), &e.role.name),
+            Event::GuildRoleDelete(e) => self.store.remove_role(sid(e.role_id.get())),
+            Event::GuildMemberAdd(e) => self.user(&e.member.user),
+            Event::GuildMemberUpdate(e) => self.user(&e.user),
+            Event::ChannelCreate(e) => self.guild_channel(&e.channel),
+            Event::ChannelUpdate(e) => self.guild_channel(&e.channel),
+            Event::ChannelDelete(e) => self.store.remove_session(sid(e.channel.id.get())),
+            Event::ThreadCreate(e) => self.guild_channel(&e.thread),
+            Event::ThreadUpdate(e) => self.guild_channel(&e.thread),
+            Event::ThreadDelete(e) => self.store.remove_session(sid(e.thread.id.get())),
+            Event::ThreadListSync(e) => {
+                for thread in &e.threads {
+                    self.guild_channel(thread);
+                }
+            }
+            Event::MessageCreate(e) => {
+                let message = &e.message;
+                self.user(&message.author);
+                let channel = sid(message.channel_id.get());
+                if message.guild_id.is_none() && self.store.session(channel).is_none() {
+                    self.store.upsert_session(StoredSession {
+                        id: channel,
+                        guild_id: None,
+                        parent_id: None,
+                        kind: SessionKind::Dm,
+                        name: message.author.name.clone(),
+                    });
+                }
+                let stored = stored_message_from_model(message, &self.mapper());
+                self.store.insert_message(stored);
+            }
+            Event::MessageUpdate(e) => {
+                if let Some(content) = &e.content {
+                    let text = self.mapper().inbound(content).into_owned();
+                    let edited = e.edited_timestamp.map(|t| t.to_string());
+                    self.store.update_message(
+                        sid(e.channel_id.get()),
+                        sid(e.id.get()),
+                        content.clone(),
+                        text,
+                        edited,
+                    );
+                }
+            }
+            Event::MessageDelete(e) => {
+                self.store
+                    .delete_message(sid(e.channel_id.get()), sid(e.message_id.get()));
+            }
+            Event::MessageDeleteBulk(e) => {
+                let ids: Vec<Snowflake> = e.ids.iter().map(|id| sid(id.get())).collect();
+                self.store.delete_messages(sid(e.channel_id.get()), &ids);
+            }
+            Event::ReactionAdd(e) => self.reaction(&e.reaction, true),
+            Event::ReactionRemove(e) => self.reaction(&e.reaction, false),
+            Event::ReactionRemoveAll(e) => self
+                .store
+                .remove_all_reactions(sid(e.channel_id.get()), sid(e.message_id.get())),
+            Event::ReactionRemoveEmoji(e) => self.store.remove_emoji_reactions(
+                sid(e.reaction.channel_id.get()),
+                sid(e.reaction.message_id.get()),
+                &e.reaction.emoji.as_data(),
+            ),
+            Event::Unknown(unknown) => {
+                tracing::warn!(event = %unknown.kind, "gateway event could not be parsed; it was dropped");
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Keeps a DM channel the bot learns of through a full channel object.
+pub fn private_channel_session(channel: &Channel) -> Option<StoredSession> {
+    match channel {
+        Channel::Private(dm) => Some(StoredSession {
+            id: sid(dm.id.get()),
+            guild_id: None,
+            parent_id: None,
+            kind: SessionKind::Dm,
+            name: dm.recipient.name.clone(),
+        }),
+        _ => None,
+    }
+}
+
+#[async_trait]
+impl RawEventHandler for Ingest {
+    async fn raw_event(&self, _: Context, event: Event) {
+        self.apply(&event);
+    }
+}
+
+/// Tracks the shard's connection stage for `/health`.
+pub struct StageWatcher {
+    pub connection: Arc<Connection>,
+}
+
+#[async_trait]
+impl EventHandler for StageWatcher {
+    async fn shard_stage_update(
+        &self,
+        _: Context,
+        update: serenity::gateway::ShardStageUpdateEvent,
+    ) {
+        let state = match update.new {
+            ConnectionStage::Connected => ConnectionState::Ready,
+            ConnectionStage::Disconnected => ConnectionState::Down,
+            _ => ConnectionState::Connecting,
+        };
+        self.connection.set(state);
+    }
+}

@@ -1,0 +1,13 @@
+//! The Discord side of switchboard: the serenity gateway client and poise commands, the durable
+//! session/message store, and [`DiscordSurface`], the Discord implementation of
+//! `toolserver::Surface`.
+
+pub mod commands;
+pub mod gateway;
+pub mod payload;
+pub mod rest;
+pub mod service;
+pub mod store;
+pub mod surface;
+
+pub use surface::DiscordSurface;

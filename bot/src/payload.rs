@@ -1,0 +1,96 @@
+//! Discord messages (gateway models and REST answers) → stored rows, with canonical text.
+
+use entity::{Mapper, Snowflake};
+use serde_json::Value;
+use serenity::model::channel::Message;
+
+use crate::store::{StoredAttachment, StoredMessage, StoredReaction};
+
+fn id(value: &Value, key: &str) -> Option<Snowflake> {
+    value
+        .get(key)
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse::<u64>().ok())
+        .map(Snowflake)
+}
+
+/// A message from the gateway.
+pub fn stored_message_from_model(message: &Message, mapper: &Mapper<'_>) -> StoredMessage {
+    StoredMessage {
+        id: Snowflake(message.id.get()),
+        channel_id: Snowflake(message.channel_id.get()),
+        author_id: Snowflake(message.author.id.get()),
+        author_is_bot: message.author.bot,
+        text: mapper.inbound(&message.content).into_owned(),
+        content: message.content.clone(),
+        timestamp: message.timestamp.to_string(),
+        edited_timestamp: message.edited_timestamp.map(|t| t.to_string()),
+        reply_to: message
+            .message_reference
+            .as_ref()
+            .and_then(|r| r.message_id)
+            .map(|id| Snowflake(id.get())),
+        attachments: message
+            .attachments
+            .iter()
+            .map(|a| StoredAttachment {
+                filename: a.filename.clone(),
+                url: a.url.clone(),
+                size: u64::from(a.size),
+                content_type: a.content_type.clone(),
+            })
+            .collect(),
+        reactions: message
+            .reactions
+            .iter()
+            .map(|r| StoredReaction {
+                emoji: r.reaction_type.as_data(),
+                count: u32::try_from(r.count).unwrap_or(u32::MAX),
+                me: r.me,
+            })
+            .collect(),
+    }
+}
+
+/// A message from a REST answer (what the bot just sent); `None` when it isn't one.
+pub fn stored_message_from_json(value: &Value, mapper: &Mapper<'_>) -> Option<StoredMessage> {
+    let author = value.get("author")?;
+    let content = value.get("content")?.as_str()?.to_owned();
+    Some(StoredMessage {
+        id: id(value, "id")?,
+        channel_id: id(value, "channel_id")?,
+        author_id: id(author, "id")?,
+        author_is_bot: author.get("bot").and_then(Value::as_bool).unwrap_or(false),
+        text: mapper.inbound(&content).into_owned(),
+        content,
+        timestamp: value.get("timestamp")?.as_str()?.to_owned(),
+        edited_timestamp: value
+            .get("edited_timestamp")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        reply_to: value
+            .get("message_reference")
+            .and_then(|r| id(r, "message_id")),
+        attachments: value
+            .get("attachments")
+            .and_then(Value::as_array)
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|a| {
+                        Some(StoredAttachment {
+                            filename: a.get("filename")?.as_str()?.to_owned(),
+                            url: a.get("url")?.as_str()?.to_owned(),
+                            size: a.get("size").and_then(Value::as_u64).unwrap_or(0),
+                            content_type: a
+                                .get("content_type")
+                                .and_then(Value::as_str)
+                                .map(str::to_owned),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        reactions: Vec::new(),
+    })
+}

@@ -1,0 +1,426 @@
+//! Discord REST for the surface's actions: our own requests, so every answer's status, error
+//! code, field errors and `Retry-After` reach the tool errors, and retries stay bounded.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use entity::Snowflake;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use toolserver::surface::SurfaceError;
+
+/// Discord's API, or the same paths under a proxy or fake.
+pub const DISCORD_API: &str = "https://discord.com";
+/// Attempts for an idempotent request (the first plus retries after 5xx or 429).
+const ATTEMPTS: u32 = 3;
+/// Longest wait honoured between attempts; a longer `retry_after` is returned to the caller.
+const MAX_WAIT: Duration = Duration::from_secs(5);
+
+/// A REST client bound to one bot token.
+#[derive(Clone)]
+pub struct DiscordRest {
+    client: reqwest::Client,
+    api: String,
+    authorization: String,
+}
+
+/// A failed request: the surface error, plus whether trying again may help.
+#[derive(Debug)]
+struct Failure {
+    error: SurfaceError,
+    retry_after: Option<Duration>,
+    retryable: bool,
+}
+
+fn nonce() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64);
+    // At most 25 characters, as Discord requires: "sb" + 13 hex + 8 hex.
+    format!(
+        "sb{:013x}{:08x}",
+        now & 0x000f_ffff_ffff_ffff,
+        COUNTER.fetch_add(1, Ordering::Relaxed) as u32
+    )
+}
+
+/// Percent-encodes an emoji for a reaction route.
+fn encode_path_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() * 3);
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~' | b':') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+fn retry_after_of(headers: &reqwest::header::HeaderMap, body: &Value) -> Option<Duration> {
+    body.get("retry_after")
+        .and_then(Value::as_f64)
+        .or_else(|| {
+            headers
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<f64>().ok())
+        })
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64)
+}
+
+/// Maps Discord's answer onto the surface's error kinds.
+fn failure(status: StatusCode, headers: &reqwest::header::HeaderMap, body: Value) -> Failure {
+    let code = body.get("code").and_then(Value::as_i64).unwrap_or(0);
+    let message = body
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("no message")
+        .to_owned();
+    let described = format!(
+        "Discord answered {} (code {code}): {message}",
+        status.as_u16()
+    );
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        let wait = retry_after_of(headers, &body).unwrap_or(Duration::from_secs(1));
+        return Failure {
+            error: SurfaceError::RateLimited { retry_after: wait },
+            retry_after: Some(wait),
+            retryable: true,
+        };
+    }
+    if status.is_server_error() {
+        return Failure {
+            error: SurfaceError::Unavailable(described),
+            retry_after: None,
+            retryable: true,
+        };
+    }
+    let error = match (code, status) {
+        (10003 | 10008, _) | (_, StatusCode::NOT_FOUND) => SurfaceError::NotFound(described),
+        (50001 | 50013 | 50005, _) | (_, StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED) => {
+            SurfaceError::Denied(described)
+        }
+        _ => SurfaceError::InvalidInput {
+            message: described,
+            details: body.get("errors").cloned().unwrap_or(Value::Null),
+        },
+    };
+    Failure {
+        error,
+        retry_after: None,
+        retryable: false,
+    }
+}
+
+/// Where a channel sits, from `GET /channels/{id}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChannelFacts {
+    pub guild_id: Option<Snowflake>,
+    pub parent_id: Option<Snowflake>,
+    pub kind: u64,
+}
+
+fn id_field(value: &Value, key: &str) -> Option<Snowflake> {
+    value
+        .get(key)
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse::<u64>().ok())
+        .map(Snowflake)
+}
+
+impl DiscordRest {
+    /// `base` is `https://discord.com` or a proxy/fake such as `http://127.0.0.1:PORT`.
+    pub fn new(base: &str, token: &str) -> Result<Self, reqwest::Error> {
+        let client = reqwest::Client::builder()
+            .user_agent(concat!(
+                "DiscordBot (https://github.com/switchboard, ",
+                env!("CARGO_PKG_VERSION"),
+                ")"
+            ))
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(20))
+            .build()?;
+        Ok(DiscordRest {
+            client,
+            api: format!("{}/api/v10", base.trim_end_matches('/')),
+            authorization: format!("Bot {token}"),
+        })
+    }
+
+    async fn once(
+        &self,
+        method: &Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, Failure> {
+        let mut request = self
+            .client
+            .request(method.clone(), format!("{}{path}", self.api))
+            .header(reqwest::header::AUTHORIZATION, &self.authorization);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.map_err(|e| Failure {
+            error: SurfaceError::Unavailable(format!("cannot reach Discord: {e}")),
+            retry_after: None,
+            retryable: e.is_connect() || e.is_timeout(),
+        })?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.map_err(|e| Failure {
+            error: SurfaceError::Unavailable(format!("Discord's answer was cut off: {e}")),
+            retry_after: None,
+            retryable: true,
+        })?;
+        let body: Value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+        };
+        if status.is_success() {
+            Ok(body)
+        } else {
+            Err(failure(status, &headers, body))
+        }
+    }
+
+    /// Sends a request, retrying 5xx and 429 a bounded number of times when `idempotent`.
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        idempotent: bool,
+    ) -> Result<Value, SurfaceError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.once(&method, path, body.as_ref()).await {
+                Ok(value) => return Ok(value),
+                Err(failure) => {
+                    let wait = failure
+                        .retry_after
+                        .unwrap_or(Duration::from_millis(200 * 2u64.pow(attempt - 1)));
+                    if !(idempotent && failure.retryable && attempt < ATTEMPTS && wait <= MAX_WAIT)
+                    {
+                        return Err(failure.error);
+                    }
+                    tracing::warn!(%path, attempt, wait_ms = wait.as_millis() as u64, error = %failure.error, "retrying Discord request");
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+    }
+
+    /// The bot's own user (`GET /users/@me`): how a token is checked before connecting.
+    pub async fn current_user(&self) -> Result<Value, SurfaceError> {
+        self.call(Method::GET, "/users/@me", None, true).await
+    }
+
+    pub async fn channel(&self, channel_id: Snowflake) -> Result<ChannelFacts, SurfaceError> {
+        let value = self
+            .call(Method::GET, &format!("/channels/{channel_id}"), None, true)
+            .await?;
+        Ok(ChannelFacts {
+            guild_id: id_field(&value, "guild_id"),
+            parent_id: id_field(&value, "parent_id"),
+            kind: value.get("type").and_then(Value::as_u64).unwrap_or(0),
+        })
+    }
+
+    /// Posts a message. The body carries a nonce with `enforce_nonce`, so the retries after a
+    /// timeout or 5xx can never post twice.
+    pub async fn send_message(
+        &self,
+        channel_id: Snowflake,
+        content: &str,
+        reply_to: Option<Snowflake>,
+        allowed_mentions: Value,
+    ) -> Result<Value, SurfaceError> {
+        let mut body = json!({
+            "content": content,
+            "allowed_mentions": allowed_mentions,
+            "nonce": nonce(),
+            "enforce_nonce": true,
+        });
+        if let Some(reply_to) = reply_to {
+            body["message_reference"] = json!({
+                "message_id": reply_to.to_string(),
+                "channel_id": channel_id.to_string(),
+                "fail_if_not_exists": false,
+            });
+        }
+        self.call(
+            Method::POST,
+            &format!("/channels/{channel_id}/messages"),
+            Some(body),
+            true,
+        )
+        .await
+    }
+
+    pub async fn edit_message(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        content: &str,
+        allowed_mentions: Value,
+    ) -> Result<Value, SurfaceError> {
+        self.call(
+            Method::PATCH,
+            &format!("/channels/{channel_id}/messages/{message_id}"),
+            Some(json!({ "content": content, "allowed_mentions": allowed_mentions })),
+            true,
+        )
+        .await
+    }
+
+    pub async fn delete_message(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+    ) -> Result<(), SurfaceError> {
+        self.call(
+            Method::DELETE,
+            &format!("/channels/{channel_id}/messages/{message_id}"),
+            None,
+            true,
+        )
+        .await
+        .map(drop)
+    }
+
+    pub async fn add_reaction(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        emoji: &str,
+    ) -> Result<(), SurfaceError> {
+        let path = format!(
+            "/channels/{channel_id}/messages/{message_id}/reactions/{}/@me",
+            encode_path_segment(emoji)
+        );
+        self.call(Method::PUT, &path, None, true).await.map(drop)
+    }
+
+    pub async fn remove_reaction(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        emoji: &str,
+    ) -> Result<(), SurfaceError> {
+        let path = format!(
+            "/channels/{channel_id}/messages/{message_id}/reactions/{}/@me",
+            encode_path_segment(emoji)
+        );
+        self.call(Method::DELETE, &path, None, true).await.map(drop)
+    }
+
+    pub async fn typing(&self, channel_id: Snowflake) -> Result<(), SurfaceError> {
+        self.call(
+            Method::POST,
+            &format!("/channels/{channel_id}/typing"),
+            None,
+            true,
+        )
+        .await
+        .map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderMap;
+
+    #[test]
+    fn nonces_are_unique_and_short() {
+        let a = nonce();
+        let b = nonce();
+        assert_ne!(a, b);
+        assert!(a.len() <= 25, "{a}");
+    }
+
+    #[test]
+    fn emoji_is_percent_encoded() {
+        assert_eq!(encode_path_segment("✅"), "%E2%9C%85");
+        assert_eq!(encode_path_segment("blob:123"), "blob:123");
+    }
+
+    #[test]
+    fn discord_errors_map_onto_surface_errors() {
+        let h = HeaderMap::new();
+        let cases = [
+            (
+                404,
+                json!({"code": 10003, "message": "Unknown Channel"}),
+                "NotFound",
+            ),
+            (
+                404,
+                json!({"code": 10008, "message": "Unknown Message"}),
+                "NotFound",
+            ),
+            (
+                403,
+                json!({"code": 50001, "message": "Missing Access"}),
+                "Denied",
+            ),
+            (
+                403,
+                json!({"code": 50013, "message": "Missing Permissions"}),
+                "Denied",
+            ),
+            (
+                403,
+                json!({"code": 50005, "message": "Cannot edit"}),
+                "Denied",
+            ),
+            (
+                400,
+                json!({"code": 50035, "message": "Invalid Form Body", "errors": {"content": {}}}),
+                "InvalidInput",
+            ),
+            (500, json!({}), "Unavailable"),
+            (502, Value::Null, "Unavailable"),
+        ];
+        for (status, body, expected) in cases {
+            let f = failure(StatusCode::from_u16(status).unwrap(), &h, body);
+            assert!(
+                format!("{:?}", f.error).starts_with(expected),
+                "{status}: {:?}",
+                f.error
+            );
+        }
+        let f = failure(
+            StatusCode::TOO_MANY_REQUESTS,
+            &h,
+            json!({"message": "You are being rate limited.", "retry_after": 0.5, "global": false}),
+        );
+        assert_eq!(
+            f.error,
+            SurfaceError::RateLimited {
+                retry_after: Duration::from_millis(500)
+            }
+        );
+        assert!(f.retryable);
+    }
+
+    #[test]
+    fn field_errors_travel_in_details() {
+        let f = failure(
+            StatusCode::BAD_REQUEST,
+            &HeaderMap::new(),
+            json!({"code": 50035, "message": "Invalid Form Body", "errors": {"content": {"_errors": [{"code": "BASE_TYPE_MAX_LENGTH"}]}}}),
+        );
+        match f.error {
+            SurfaceError::InvalidInput { details, .. } => {
+                assert!(details["content"]["_errors"].is_array())
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

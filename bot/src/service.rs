@@ -1,0 +1,193 @@
+//! `switchboard run`: the store, the tool server and the gateway, started and stopped together.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serenity::all::{ClientBuilder, GatewayIntents, HttpBuilder};
+use switchboard_config::Config;
+use toolserver::surface::{ConnectionState, SurfaceError};
+use toolserver::{Core, StartError};
+
+use crate::gateway::{Ingest, StageWatcher};
+use crate::rest::{DiscordRest, DISCORD_API};
+use crate::store::{Store, StoreError, StoreOptions};
+use crate::surface::{Connection, DiscordSurface};
+
+/// Why the service stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("Discord rejected the bot token ({0}); check the value of the token variable")]
+    TokenRejected(String),
+    #[error("cannot reach Discord to check the token: {0}")]
+    DiscordUnreachable(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    ToolServer(#[from] StartError),
+    #[error("cannot build the HTTP client: {0}")]
+    Http(String),
+    #[error("the gateway stopped: {0}")]
+    Gateway(String),
+    #[error("the tool server stopped: {0}")]
+    Serve(std::io::Error),
+}
+
+/// The intents switchboard needs.
+pub fn intents() -> GatewayIntents {
+    GatewayIntents::GUILDS
+        | GatewayIntents::GUILD_MEMBERS
+        | GatewayIntents::GUILD_MESSAGES
+        | GatewayIntents::MESSAGE_CONTENT
+        | GatewayIntents::DIRECT_MESSAGES
+        | GatewayIntents::GUILD_MESSAGE_REACTIONS
+        | GatewayIntents::DIRECT_MESSAGE_REACTIONS
+}
+
+/// Runs until `shutdown` resolves (then stops accepting calls, flushes the store, closes the
+/// gateway) or something fails. `on_ready` gets the tool server's address once it listens.
+pub async fn run(
+    config: Config,
+    token: String,
+    operator_token: Option<String>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    on_ready: impl FnOnce(SocketAddr) + Send,
+) -> Result<(), ServiceError> {
+    let store_path = config.store.path.clone();
+    let options = StoreOptions {
+        messages_per_channel: config.store.messages_per_channel,
+    };
+    let store = tokio::task::spawn_blocking(move || Store::open(&store_path, options))
+        .await
+        .map_err(|e| ServiceError::Gateway(format!("store task failed: {e}")))??;
+
+    let base = config
+        .discord
+        .api_base_url
+        .clone()
+        .unwrap_or_else(|| DISCORD_API.to_owned());
+    let rest = DiscordRest::new(&base, &token).map_err(|e| ServiceError::Http(e.to_string()))?;
+    let me = rest.current_user().await.map_err(|e| match e {
+        SurfaceError::Denied(why) => ServiceError::TokenRejected(why),
+        other => ServiceError::DiscordUnreachable(other.to_string()),
+    })?;
+    let bot_id = Arc::new(AtomicU64::new(
+        me.get("id")
+            .and_then(|v| v.as_str())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+    ));
+
+    let connection = Arc::new(Connection::default());
+    connection.set(ConnectionState::Connecting);
+    let surface = Arc::new(DiscordSurface::new(
+        store.clone(),
+        rest,
+        config.aliases.clone(),
+        Arc::clone(&connection),
+        Arc::clone(&bot_id),
+    ));
+    let core = Arc::new(Core::new(&config, surface, operator_token)?);
+    let listener = tokio::net::TcpListener::bind(config.toolserver.bind)
+        .await
+        .map_err(|source| StartError::Bind {
+            bind: config.toolserver.bind,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Bind {
+        bind: config.toolserver.bind,
+        source,
+    })?;
+
+    let mut http = HttpBuilder::new(&token);
+    if let Some(base) = &config.discord.api_base_url {
+        // serenity's ratelimiter ignores the proxy and would talk to discord.com: off here,
+        // and our own REST client handles 429.
+        http = http.proxy(base.as_str()).ratelimiter_disabled(true);
+    }
+    let framework_store = store.clone();
+    let framework = poise::Framework::builder()
+        .options(poise::FrameworkOptions {
+            commands: crate::commands::all(),
+            on_error: |error| {
+                Box::pin(async move {
+                    tracing::warn!("command failed: {error}");
+                })
+            },
+            ..Default::default()
+        })
+        .setup(move |ctx, _ready, framework| {
+            Box::pin(async move {
+                if let Err(error) =
+                    poise::builtins::register_globally(ctx, &framework.options().commands).await
+                {
+                    tracing::warn!("could not register slash commands: {error}");
+                }
+                Ok(crate::commands::Data {
+                    store: framework_store,
+                    tool_server: addr,
+                })
+            })
+        })
+        .build();
+    let mut client = ClientBuilder::new_with_http(http.build(), intents())
+        .raw_event_handler(Ingest::new(
+            store.clone(),
+            config.aliases.clone(),
+            Arc::clone(&connection),
+            Arc::clone(&bot_id),
+        ))
+        .event_handler(StageWatcher {
+            connection: Arc::clone(&connection),
+        })
+        .framework(framework)
+        .await
+        .map_err(|e| ServiceError::Gateway(e.to_string()))?;
+    let shards = Arc::clone(&client.shard_manager);
+
+    let (stop_serving, serving_stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut server = tokio::spawn(toolserver::http::serve(core, listener, async {
+        let _ = serving_stopped.await;
+    }));
+    tracing::info!(
+        tool_server = %format!("http://{addr}"),
+        bot_id = bot_id.load(Ordering::Relaxed),
+        "switchboard ready: tool server listening; connecting to the gateway"
+    );
+    on_ready(addr);
+
+    let mut gateway = tokio::spawn(async move { client.start().await });
+    let outcome = tokio::select! {
+        () = shutdown => {
+            tracing::info!("shutting down: no new calls, flushing the store, closing the gateway");
+            Ok(())
+        }
+        result = &mut gateway => match result {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(serenity::Error::Gateway(serenity::gateway::GatewayError::InvalidAuthentication))) => {
+                Err(ServiceError::TokenRejected("the gateway refused to identify".into()))
+            }
+            Ok(Err(error)) => Err(ServiceError::Gateway(error.to_string())),
+            Err(join) => Err(ServiceError::Gateway(join.to_string())),
+        },
+        result = &mut server => Err(ServiceError::Serve(match result {
+            Ok(Ok(())) => std::io::Error::other("stopped unexpectedly"),
+            Ok(Err(error)) => error,
+            Err(join) => std::io::Error::other(join.to_string()),
+        })),
+    };
+    let _ = stop_serving.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    shards.shutdown_all().await;
+    gateway.abort();
+    connection.set(ConnectionState::Down);
+    let flushed = tokio::task::spawn_blocking(move || store.close()).await;
+    match flushed {
+        Ok(Ok(())) => tracing::info!("store flushed and closed"),
+        Ok(Err(error)) => tracing::error!("closing the store: {error}"),
+        Err(join) => tracing::error!("closing the store: {join}"),
+    }
+    outcome
+}

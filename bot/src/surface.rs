@@ -1,0 +1,335 @@
+//! `DiscordSurface`: the tool server's [`Surface`] for Discord. Reads come from the store;
+//! actions go through [`DiscordRest`], and what the bot sends is stored from the REST answer.
+
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use dashmap::DashMap;
+use entity::{Aliases, Mapper, NameDirectory, Snowflake};
+use serde_json::{json, Value};
+use toolserver::surface::{
+    AttachmentInfo, ChannelLocation, ConnectionState, MessageInfo, MessageQuery, OutgoingMessage,
+    ReactionInfo, SessionInfo, SessionKind as ToolSessionKind, Surface, SurfaceError,
+};
+
+use crate::payload::stored_message_from_json;
+use crate::rest::DiscordRest;
+use crate::store::{SessionKind, Store, StoredMessage, StoredSession};
+
+/// The gateway's state, shared by the event handler (which sets it) and `/health`.
+#[derive(Debug, Default)]
+pub struct Connection(AtomicU8);
+
+impl Connection {
+    pub fn set(&self, state: ConnectionState) {
+        let code = match state {
+            ConnectionState::Connecting => 0,
+            ConnectionState::Ready => 1,
+            ConnectionState::Down => 2,
+            ConnectionState::None => 3,
+        };
+        self.0.store(code, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> ConnectionState {
+        match self.0.load(Ordering::Relaxed) {
+            0 => ConnectionState::Connecting,
+            1 => ConnectionState::Ready,
+            2 => ConnectionState::Down,
+            _ => ConnectionState::None,
+        }
+    }
+}
+
+/// Discord, as the callables see it.
+pub struct DiscordSurface {
+    store: Store,
+    rest: DiscordRest,
+    aliases: Aliases,
+    connection: Arc<Connection>,
+    bot_id: Arc<AtomicU64>,
+    /// Channel locations from `GET /channels/{id}`, for channels the gateway never showed.
+    looked_up: DashMap<Snowflake, ChannelLocation>,
+}
+
+pub(crate) fn tool_kind(kind: SessionKind) -> ToolSessionKind {
+    match kind {
+        SessionKind::Channel => ToolSessionKind::Channel,
+        SessionKind::Thread => ToolSessionKind::Thread,
+        SessionKind::Dm => ToolSessionKind::Dm,
+        SessionKind::Forum => ToolSessionKind::Forum,
+    }
+}
+
+/// Discord channel type → session kind.
+pub fn session_kind(channel_type: u64) -> SessionKind {
+    match channel_type {
+        1 | 3 => SessionKind::Dm,
+        10..=12 => SessionKind::Thread,
+        15 | 16 => SessionKind::Forum,
+        _ => SessionKind::Channel,
+    }
+}
+
+fn session_info(session: &StoredSession) -> SessionInfo {
+    SessionInfo {
+        channel_id: session.id,
+        guild_id: session.guild_id,
+        parent_channel_id: session.parent_id,
+        kind: tool_kind(session.kind),
+        title: session.name.clone(),
+    }
+}
+
+/// A revision that changes whenever the parts readers see change.
+fn revision_of(message: &StoredMessage) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    message.content.hash(&mut hasher);
+    message.edited_timestamp.hash(&mut hasher);
+    for attachment in &message.attachments {
+        attachment.url.hash(&mut hasher);
+        attachment.size.hash(&mut hasher);
+    }
+    for reaction in &message.reactions {
+        reaction.emoji.hash(&mut hasher);
+        reaction.count.hash(&mut hasher);
+        reaction.me.hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+impl DiscordSurface {
+    pub fn new(
+        store: Store,
+        rest: DiscordRest,
+        aliases: Aliases,
+        connection: Arc<Connection>,
+        bot_id: Arc<AtomicU64>,
+    ) -> Self {
+        DiscordSurface {
+            store,
+            rest,
+            aliases,
+            connection,
+            bot_id,
+            looked_up: DashMap::new(),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn message_info(&self, message: StoredMessage) -> Arc<MessageInfo> {
+        let author_name = self
+            .store
+            .user_display_name(message.author_id)
+            .unwrap_or_else(|| format!("user_{}", message.author_id));
+        let revision = revision_of(&message);
+        Arc::new(MessageInfo {
+            message_id: message.id,
+            channel_id: message.channel_id,
+            author_id: message.author_id,
+            author_name,
+            content: message.content,
+            timestamp: message.timestamp,
+            edited_timestamp: message.edited_timestamp,
+            reply_to: message.reply_to,
+            attachments: message
+                .attachments
+                .into_iter()
+                .map(|a| AttachmentInfo {
+                    filename: a.filename,
+                    url: a.url,
+                    size: a.size,
+                    content_type: a.content_type,
+                })
+                .collect(),
+            reactions: message
+                .reactions
+                .into_iter()
+                .map(|r| ReactionInfo {
+                    emoji: r.emoji,
+                    count: r.count,
+                    me: r.me,
+                })
+                .collect(),
+            revision,
+        })
+    }
+
+    /// Stores a message the bot just sent, from Discord's answer (its gateway echo is then a
+    /// no-op: the store keeps each id once).
+    fn store_own_message(&self, answer: &Value) {
+        let mapper = Mapper::new(&self.aliases, &self.store);
+        match stored_message_from_json(answer, &mapper) {
+            Some(message) => {
+                self.store.insert_message(message);
+            }
+            None => tracing::warn!("Discord's answer to a send is not a message; not stored"),
+        }
+    }
+}
+
+fn allowed_mentions(policy: &toolserver::surface::MentionPolicy) -> Value {
+    let mut parse = Vec::new();
+    if policy.users {
+        parse.push("users");
+    }
+    if policy.roles {
+        parse.push("roles");
+    }
+    json!({ "parse": parse, "replied_user": policy.replied_user })
+}
+
+impl NameDirectory for DiscordSurface {
+    fn user_by_key(&self, key: &str) -> Option<Snowflake> {
+        self.store.user_by_key(key)
+    }
+    fn role_by_key(&self, key: &str) -> Option<Snowflake> {
+        self.store.role_by_key(key)
+    }
+    fn channel_by_key(&self, key: &str) -> Option<Snowflake> {
+        self.store.channel_by_key(key)
+    }
+    fn find_user_name(&self, id: Snowflake, accept: &mut dyn FnMut(&str) -> bool) {
+        self.store.find_user_name(id, accept)
+    }
+    fn role_name(&self, id: Snowflake) -> Option<String> {
+        self.store.role_name(id)
+    }
+    fn channel_name(&self, id: Snowflake) -> Option<String> {
+        self.store.channel_name(id)
+    }
+}
+
+#[async_trait]
+impl Surface for DiscordSurface {
+    fn connection(&self) -> ConnectionState {
+        self.connection.get()
+    }
+
+    fn bot_user_id(&self) -> Option<Snowflake> {
+        match self.bot_id.load(Ordering::Relaxed) {
+            0 => None,
+            id => Some(Snowflake(id)),
+        }
+    }
+
+    fn sessions(&self) -> Vec<SessionInfo> {
+        self.store.sessions().iter().map(session_info).collect()
+    }
+
+    fn session(&self, channel_id: Snowflake) -> Option<SessionInfo> {
+        self.store.session(channel_id).as_ref().map(session_info)
+    }
+
+    fn messages(&self, channel_id: Snowflake, query: MessageQuery) -> Vec<Arc<MessageInfo>> {
+        self.store
+            .messages(channel_id, query.limit, query.before, query.after)
+            .into_iter()
+            .map(|m| self.message_info(m))
+            .collect()
+    }
+
+    fn message(&self, channel_id: Snowflake, message_id: Snowflake) -> Option<Arc<MessageInfo>> {
+        self.store
+            .message(channel_id, message_id)
+            .map(|m| self.message_info(m))
+    }
+
+    async fn channel_info(&self, channel_id: Snowflake) -> Result<ChannelLocation, SurfaceError> {
+        if let Some(known) = self.looked_up.get(&channel_id) {
+            return Ok(*known);
+        }
+        let facts = self.rest.channel(channel_id).await?;
+        let location = ChannelLocation {
+            guild_id: facts.guild_id,
+            parent_channel_id: facts.parent_id,
+            kind: tool_kind(session_kind(facts.kind)),
+        };
+        self.looked_up.insert(channel_id, location);
+        Ok(location)
+    }
+
+    async fn send_message(&self, message: OutgoingMessage) -> Result<Snowflake, SurfaceError> {
+        let answer = self
+            .rest
+            .send_message(
+                message.channel_id,
+                &message.content,
+                message.reply_to,
+                allowed_mentions(&message.mentions),
+            )
+            .await?;
+        self.store_own_message(&answer);
+        answer
+            .get("id")
+            .and_then(Value::as_str)
+            .and_then(|id| id.parse::<u64>().ok())
+            .map(Snowflake)
+            .ok_or_else(|| SurfaceError::Unavailable("Discord's answer has no message id".into()))
+    }
+
+    async fn edit_message(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        content: String,
+    ) -> Result<(), SurfaceError> {
+        let policy = toolserver::surface::MentionPolicy {
+            users: true,
+            roles: false,
+            replied_user: false,
+        };
+        let answer = self
+            .rest
+            .edit_message(channel_id, message_id, &content, allowed_mentions(&policy))
+            .await?;
+        let mapper = Mapper::new(&self.aliases, &self.store);
+        let text = mapper.inbound(&content).into_owned();
+        let edited = answer
+            .get("edited_timestamp")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        self.store
+            .update_message(channel_id, message_id, content, text, edited);
+        Ok(())
+    }
+
+    async fn delete_message(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+    ) -> Result<(), SurfaceError> {
+        self.rest.delete_message(channel_id, message_id).await?;
+        self.store.delete_message(channel_id, message_id);
+        Ok(())
+    }
+
+    async fn add_reaction(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        emoji: String,
+    ) -> Result<(), SurfaceError> {
+        self.rest.add_reaction(channel_id, message_id, &emoji).await
+    }
+
+    async fn remove_reaction(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        emoji: String,
+    ) -> Result<(), SurfaceError> {
+        self.rest
+            .remove_reaction(channel_id, message_id, &emoji)
+            .await
+    }
+
+    async fn typing(&self, channel_id: Snowflake) -> Result<(), SurfaceError> {
+        self.rest.typing(channel_id).await
+    }
+}
