@@ -55,7 +55,7 @@ fn message(n: u64) -> StoredMessage {
             n % 60
         ),
         edited_timestamp: None,
-        reply_to: (n % 10 == 0).then(|| Snowflake(BASE_ID + n - 1)),
+        reply_to: n.is_multiple_of(10).then(|| Snowflake(BASE_ID + n - 1)),
         attachments: Vec::new(),
         reactions: Vec::new(),
     }
