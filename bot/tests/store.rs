@@ -468,6 +468,17 @@ fn a_file_that_is_not_sqlite_is_a_typed_error() {
 }
 
 #[test]
+fn a_damaged_sqlite_file_is_a_typed_error() {
+    let dir = TempDir::new("damaged");
+    let path = dir.db();
+    let mut bytes = b"SQLite format 3\0".to_vec();
+    bytes.extend(std::iter::repeat_n(0xAB_u8, 8192));
+    std::fs::write(&path, bytes).unwrap();
+    let err = Store::open(&path, StoreOptions::default()).unwrap_err();
+    assert!(matches!(err, StoreError::NotADatabase { .. }), "{err:?}");
+}
+
+#[test]
 fn a_path_in_a_missing_directory_is_a_typed_error() {
     let dir = TempDir::new("missing");
     let path = dir.0.join("no-such-dir").join("store.db");

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 use entity::{normalize_name, Snowflake};
 
@@ -128,14 +129,15 @@ impl Hot {
     }
 
     pub(crate) fn remove_session(&self, id: Snowflake, then: impl FnOnce()) -> bool {
-        let Some(entry) = self.sessions.get_mut(&id) else {
-            return false;
-        };
-        self.channel_keys.release(&entry.name, id);
-        then();
-        drop(entry);
-        self.sessions.remove(&id);
-        true
+        match self.sessions.entry(id) {
+            Entry::Occupied(entry) => {
+                self.channel_keys.release(&entry.get().name, id);
+                then();
+                entry.remove();
+                true
+            }
+            Entry::Vacant(_) => false,
+        }
     }
 
     pub(crate) fn upsert_user(
