@@ -1,0 +1,521 @@
+//! Shared pieces of the end-to-end tests: a fake Discord in-process, the real `switchboard`
+//! binary as a child process, and the real `tools` CLI. Every wait is bounded and every child
+//! is killed on drop.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use fake_discord::{demo, FakeDiscord, RecordedRequest, UserMessage, World};
+use serde_json::Value;
+
+/// How long switchboard may take to log its ready line.
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long the gateway may take to be ready (and the guild cached) after that.
+const GATEWAY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one `tools` call may take.
+const TOOLS_TIMEOUT: Duration = Duration::from_secs(30);
+/// Poll interval: well under the tool server's per-caller quota (600/min, burst 60).
+pub const POLL: Duration = Duration::from_millis(200);
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn unique() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    format!(
+        "{}-{:x}-{}",
+        std::process::id(),
+        nanos,
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A random-enough token, different for every test.
+pub fn random_token() -> String {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    std::hash::Hash::hash(&unique(), &mut hasher);
+    let a = std::hash::Hasher::finish(&hasher);
+    let b = std::collections::hash_map::RandomState::new();
+    let b = std::hash::BuildHasher::hash_one(&b, a);
+    format!("e2e-{a:016x}{b:016x}")
+}
+
+/// A directory under the system temp dir, removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        let path = std::env::temp_dir().join(format!("switchboard-e2e-{name}-{}", unique()));
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The `tools` binary: beside the switchboard binary, else built once with cargo.
+pub fn tools_bin() -> &'static Path {
+    static TOOLS: OnceLock<PathBuf> = OnceLock::new();
+    TOOLS.get_or_init(|| {
+        let beside = Path::new(env!("CARGO_BIN_EXE_switchboard")).with_file_name("tools");
+        if beside.is_file() {
+            return beside;
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let status = Command::new(cargo)
+            .args(["build", "-q", "-p", "toolserver", "--bin", "tools"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdin(Stdio::null())
+            .status()
+            .expect("run cargo build for the tools binary");
+        assert!(status.success(), "building the tools binary failed");
+        assert!(
+            beside.is_file(),
+            "cargo built tools but it is not at {}",
+            beside.display()
+        );
+        beside
+    })
+}
+
+/// A fake Discord with the demo world, on its own runtime (so the test thread may block).
+pub struct Fake {
+    // Field order matters: the fake drops before the runtime that runs it.
+    pub fake: FakeDiscord,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Fake {
+    pub fn start() -> Fake {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+        let fake = runtime
+            .block_on(FakeDiscord::start(World::demo()))
+            .expect("start the fake Discord");
+        Fake { fake, runtime }
+    }
+
+    pub fn base_url(&self) -> String {
+        self.fake.base_url()
+    }
+
+    /// Posts `content` in `channel` as `author`; returns the new message's id.
+    pub fn post(&self, channel: u64, author: u64, content: &str) -> String {
+        let message = self
+            .fake
+            .post_message(UserMessage {
+                channel_id: channel.into(),
+                author_id: author.into(),
+                content: content.to_owned(),
+                reply_to: None,
+            })
+            .expect("post a message as a user");
+        message["id"].as_str().expect("message id").to_owned()
+    }
+
+    /// Requests whose path mentions `id`.
+    pub fn requests_mentioning(&self, id: u64) -> Vec<RecordedRequest> {
+        let id = id.to_string();
+        self.fake
+            .requests()
+            .into_iter()
+            .filter(|r| r.path.contains(&id))
+            .collect()
+    }
+
+    /// Requests with this method and exact path.
+    pub fn requests_to(&self, method: &str, path: &str) -> Vec<RecordedRequest> {
+        self.fake
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == method && r.path == path)
+            .collect()
+    }
+}
+
+/// What the config allows.
+#[derive(Clone, Debug)]
+pub struct Allow {
+    pub channels: Vec<u64>,
+    pub dms: bool,
+}
+
+impl Default for Allow {
+    /// The playground's allowlist: `#ops`, `#release-room`, DMs.
+    fn default() -> Self {
+        Allow {
+            channels: vec![demo::OPS, demo::RELEASE_ROOM],
+            dms: true,
+        }
+    }
+}
+
+/// A config like the playground's, on a free port, with a store in `store`.
+pub fn config_text(api_base_url: &str, store: &Path, allow: &Allow) -> String {
+    use demo::*;
+    let channels: Vec<String> = allow.channels.iter().map(|c| format!("\"{c}\"")).collect();
+    format!(
+        r#"[discord]
+allowed_channel_ids = [{channels}]
+allow_dms = {dms}
+api_base_url = "{api_base_url}"
+
+[entity.users]
+Stanley = "{STANLEY}"
+Tomas = "{TOMAS}"
+
+[entity.sessions]
+ops = "{OPS}"
+release-room = {{ discord = "{RELEASE_ROOM}", comment = "release coordination" }}
+incident-42 = "{INCIDENT_THREAD}"
+
+[entity.roles]
+oncall = "{ONCALL_ROLE}"
+
+[toolserver]
+bind = "127.0.0.1:0"
+
+[store]
+path = "{store}"
+"#,
+        channels = channels.join(", "),
+        dms = allow.dms,
+        store = store.display()
+    )
+}
+
+/// What a `tools` call did.
+#[derive(Debug)]
+pub struct ToolsOutput {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl ToolsOutput {
+    /// The stdout as JSON, asserting exit 0.
+    pub fn json(&self) -> Value {
+        assert_eq!(self.code, Some(0), "tools failed: {self:?}");
+        serde_json::from_str(self.stdout.trim())
+            .unwrap_or_else(|e| panic!("tools printed no JSON ({e}): {self:?}"))
+    }
+}
+
+/// Waits for a child at most `timeout`; kills it when it overruns.
+pub fn wait_bounded(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+}
+
+/// Reads a pipe to the end on a thread.
+fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
+}
+
+/// Runs the `tools` CLI against `url` with `token`.
+pub fn tools_at(url: &str, token: &str, args: &[&str]) -> ToolsOutput {
+    let mut child = Command::new(tools_bin())
+        .args(args)
+        .env("SWITCHBOARD_URL", url)
+        .env("SWITCHBOARD_TOKEN", token)
+        .env_remove("SWITCHBOARD_SESSION_ID")
+        .env_remove("SWITCHBOARD_REQUEST_ID")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tools");
+    let stdout = drain(child.stdout.take().expect("stdout"));
+    let stderr = drain(child.stderr.take().expect("stderr"));
+    let status = wait_bounded(&mut child, TOOLS_TIMEOUT);
+    let out = ToolsOutput {
+        code: status.and_then(|s| s.code()),
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    };
+    assert!(
+        status.is_some(),
+        "tools {args:?} overran {TOOLS_TIMEOUT:?}: {out:?}"
+    );
+    out
+}
+
+/// A minimal HTTP GET over loopback: (status, body).
+pub fn http_get(base: &str, path: &str) -> std::io::Result<(u16, String)> {
+    let host = base.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = TcpStream::connect(host)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw)?;
+    let status = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+/// Polls `probe` every [`POLL`] until it answers `Some`, at most `timeout`.
+pub fn poll_until<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(POLL);
+    }
+}
+
+/// A running `switchboard run`, killed on drop.
+pub struct Switchboard {
+    child: Child,
+    pub url: String,
+    pub token: String,
+    pub config: PathBuf,
+    lines: Arc<Mutex<Vec<String>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The base `switchboard run` command, with a clean environment for the secrets.
+pub fn switchboard_command(config: &Path, cwd: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    command
+        .arg("run")
+        .arg("--config")
+        .arg(config)
+        .current_dir(cwd)
+        .env_remove("SWITCHBOARD_CONFIG")
+        .env_remove("DISCORD_TOKEN")
+        .env_remove("SWITCHBOARD_OPERATOR_TOKEN")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null());
+    command
+}
+
+impl Switchboard {
+    /// Writes a config into `dir` (store `dir/switchboard.db`), starts switchboard, waits for
+    /// its ready line, then for the gateway and the demo guild.
+    pub fn start(fake: &Fake, dir: &Path, allow: &Allow) -> Switchboard {
+        let store = dir.join("switchboard.db");
+        let config = dir.join("switchboard.toml");
+        std::fs::write(&config, config_text(&fake.base_url(), &store, allow))
+            .expect("write the config");
+        let token = random_token();
+        let mut child = switchboard_command(&config, dir)
+            .env("DISCORD_TOKEN", "e2e-token")
+            .env("SWITCHBOARD_OPERATOR_TOKEN", &token)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn switchboard");
+        let stderr = child.stderr.take().expect("stderr");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel::<String>();
+        let kept = Arc::clone(&lines);
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                kept.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(line.clone());
+                let _ = tx.send(line);
+            }
+        });
+        let mut sb = Switchboard {
+            child,
+            url: String::new(),
+            token,
+            config,
+            lines,
+            reader: Some(reader),
+        };
+        sb.url = sb.wait_for_ready_line(&rx);
+        sb.wait_for_gateway();
+        sb
+    }
+
+    fn wait_for_ready_line(&mut self, rx: &Receiver<String>) -> String {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) if line.contains("switchboard ready") => {
+                    let url = line
+                        .split_whitespace()
+                        .find_map(|w| w.strip_prefix("tool_server="))
+                        .unwrap_or_else(|| panic!("no tool_server= in the ready line: {line}"));
+                    return url.trim_matches('"').to_owned();
+                }
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!(
+                        "switchboard did not log its ready line in {READY_TIMEOUT:?}:\n{}",
+                        self.stderr()
+                    )
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    let status = wait_bounded(&mut self.child, Duration::from_secs(5));
+                    panic!(
+                        "switchboard exited ({status:?}) before its ready line:\n{}",
+                        self.stderr()
+                    )
+                }
+            }
+        }
+    }
+
+    /// `/health` says `discord: ready`, and the demo guild's channels are cached (the thread
+    /// `incident-42` under `#ops` is listed, so GUILD_CREATE has been applied).
+    fn wait_for_gateway(&self) {
+        let deadline = Instant::now() + GATEWAY_TIMEOUT;
+        loop {
+            let ready = http_get(&self.url, "/health")
+                .ok()
+                .and_then(|(_, body)| serde_json::from_str::<Value>(&body).ok())
+                .is_some_and(|h| h["discord"] == "ready");
+            if ready {
+                let listed = self.tools(&["surface.sessions.list"]);
+                if listed.code == Some(0)
+                    && listed.stdout.contains(&demo::INCIDENT_THREAD.to_string())
+                {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the gateway was not ready in {GATEWAY_TIMEOUT:?}:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Runs `tools` against this switchboard with the operator token.
+    pub fn tools(&self, args: &[&str]) -> ToolsOutput {
+        tools_at(&self.url, &self.token, args)
+    }
+
+    /// `surface.messages.list` for a session: the messages array.
+    pub fn list(&self, session: &str) -> Vec<Value> {
+        let arg = format!("--session-id={session}");
+        let out = self.tools(&[
+            "surface.messages.list",
+            &arg,
+            "--limit=100",
+            "--output=json",
+        ]);
+        out.json()["messages"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no messages array: {out:?}"))
+            .clone()
+    }
+
+    /// Polls the list of `session` until every id in `ids` is there; returns the last list.
+    pub fn wait_listed(&self, session: &str, ids: &[String], timeout: Duration) -> Vec<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let last = self.list(session);
+            let missing: Vec<&String> = ids
+                .iter()
+                .filter(|id| !last.iter().any(|m| m["messageId"] == id.as_str()))
+                .collect();
+            if missing.is_empty() {
+                return last;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "after {timeout:?}, {} of {} messages are not listed in {session}: {missing:?}\nlisted: {last:?}\nstderr:\n{}",
+                missing.len(),
+                ids.len(),
+                self.stderr()
+            );
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Everything switchboard logged so far.
+    pub fn stderr(&self) -> String {
+        self.lines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .join("\n")
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL, then reap.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = wait_bounded(&mut self.child, Duration::from_secs(5));
+    }
+
+    /// Sends SIGTERM and waits (bounded) for the exit; returns the status and the whole log.
+    pub fn terminate(mut self, timeout: Duration) -> (Option<ExitStatus>, String) {
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -TERM failed");
+        let status = wait_bounded(&mut self.child, timeout);
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        (status, self.stderr())
+    }
+}
+
+impl Drop for Switchboard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = wait_bounded(&mut self.child, Duration::from_secs(5));
+    }
+}
