@@ -303,3 +303,32 @@ mod garbage {
         }
     }
 }
+
+#[test]
+fn numbers_out_of_range_are_located() {
+    let text = "[toolserver]\ncall_timeout_s = 0\nmax_concurrent_calls = 0\n[toolserver.rate_limits]\nper_caller_burst = 0\n[store]\nmessages_per_channel = 0\n";
+    let found = problems(text);
+    assert_eq!(found.len(), 4, "{found:#?}");
+    assert!(
+        found[0].starts_with("2:18 toolserver.call_timeout_s"),
+        "{found:#?}"
+    );
+}
+
+#[test]
+fn insecure_no_auth_needs_a_loopback_bind() {
+    let text = "[toolserver]\nbind = \"0.0.0.0:7311\"\ninsecure_no_auth = true\n";
+    let found = problems(text);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(found[0].contains("not loopback"), "{found:#?}");
+    assert!(problems("[toolserver]\nbind = \"[::1]:7311\"\ninsecure_no_auth = true\n").is_empty());
+}
+
+#[test]
+fn defaults_for_limits_and_retention() {
+    let config = Config::parse("", "t").unwrap();
+    assert_eq!(config.toolserver.call_timeout.as_secs(), 30);
+    assert_eq!(config.toolserver.max_concurrent_calls, 64);
+    assert_eq!(config.toolserver.rate_limits.per_caller.per_minute, 600);
+    assert_eq!(config.store.messages_per_channel, 1000);
+}
