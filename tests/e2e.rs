@@ -447,6 +447,29 @@ fn messages_survive_a_sigkill_and_restart_on_the_same_store() {
 }
 
 #[test]
+fn health_answers_without_a_token_and_calls_need_the_operator_token() {
+    let fake = Fake::start();
+    let dir = TempDir::new("auth");
+    let sb = Switchboard::start(&fake, dir.path(), &Allow::default());
+    let (status, body) = support::http_get(&sb.url, "/health").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let health: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(health["discord"], "ready", "{health}");
+    let (status, body) = support::http_get(&sb.url, "/v1/tools").unwrap();
+    assert_eq!(status, 401, "{body}");
+
+    fake.fake.clear_requests();
+    let out = support::tools_at(
+        &sb.url,
+        "not-the-operator-token",
+        &["surface.messages.send", "--session-id=#ops", "intruder"],
+    );
+    assert_eq!(out.code, Some(3), "{out:?}");
+    assert_eq!(stderr_error(&out)["kind"], "denied", "{}", out.stderr);
+    assert!(fake.requests_mentioning(demo::OPS).is_empty());
+}
+
+#[test]
 fn run_without_a_token_exits_2_and_names_the_variable() {
     let fake = Fake::start();
     let dir = TempDir::new("notoken");

@@ -343,6 +343,8 @@ impl Switchboard {
     /// Writes a config into `dir` (store `dir/switchboard.db`), starts switchboard, waits for
     /// its ready line, then for the gateway and the demo guild.
     pub fn start(fake: &Fake, dir: &Path, allow: &Allow) -> Switchboard {
+        // Build (or find) the CLI before any clock starts.
+        tools_bin();
         let store = dir.join("switchboard.db");
         let config = dir.join("switchboard.toml");
         std::fs::write(&config, config_text(&fake.base_url(), &store, allow))
