@@ -214,14 +214,18 @@ fn thread_of_disallowed_channel_is_denied_without_touching_discord() {
     );
 }
 
+/// A bot learns a DM channel when someone DMs it (Discord's READY lists none); from then on a
+/// send there is refused from the cache. (A channel id the bot has never seen costs one
+/// `GET /channels/{id}` lookup, since it could be an archived thread of a listed channel.)
 #[test]
-#[ignore = "finding: the send is refused (exit 3), but the allowlist first looks the unknown \
-            DM up with GET /api/v10/channels/{id} (toolserver Allowlist::locate → \
-            DiscordSurface::channel_info): DMs are not in READY, so the store cannot know it"]
 fn dm_without_allow_dms_is_denied_without_touching_discord() {
     let fake = Fake::start();
     let dir = TempDir::new("allow-dm");
     let sb = start_with_dms_denied(&fake, &dir);
+    fake.post(demo::STANLEY_DM, demo::STANLEY, "hello bot, in private");
+    // Gateway events arrive in order: once this one is listed, the DM has been ingested.
+    let marker = fake.post(demo::OPS, demo::STANLEY, "after the DM");
+    sb.wait_listed("#ops", &[marker], Duration::from_secs(10));
     assert_refused_without_a_request(&fake, &sb, demo::STANLEY_DM, "DM without allow_dms");
 }
 
@@ -285,9 +289,6 @@ fn rate_limits_surface_as_unavailable_with_retry_after() {
 }
 
 #[test]
-#[ignore = "finding: the human line reads 'retry after the given delay' and never the delay: \
-            toolserver/src/error.rs words the 429 message that way, and tools' failure.rs \
-            then skips its '(retry after N s)' hint because the message already says 'retry after'"]
 fn rate_limit_human_line_shows_the_delay() {
     let fake = Fake::start();
     let dir = TempDir::new("429-human");

@@ -149,7 +149,10 @@ impl From<SurfaceError> for ToolError {
             SurfaceError::Denied(why) => ToolError::denied("discord_denied", why),
             SurfaceError::RateLimited { retry_after } => ToolError::rate_limited(
                 "discord_rate_limited",
-                "Discord is rate limiting this action; retry after the given delay",
+                format!(
+                    "Discord is rate limiting this action; retry after {:.1} s",
+                    retry_after.as_secs_f64()
+                ),
                 retry_after,
             ),
             SurfaceError::InvalidInput { message, details } => {
