@@ -214,8 +214,11 @@ async fn serenity_and_poise_run_against_the_fake() {
         })
         .expect("fault");
     assert_eq!(hit, 1);
+    // serenity reconnects within milliseconds, so the closed socket may already be replaced
+    // by the time we look: either observation means the drop happened.
     eventually("socket closed", || {
-        (fake.state().connections_open == 0).then_some(())
+        let state = fake.state();
+        (state.connections_open == 0 || state.connections >= 2).then_some(())
     })
     .await;
     fake.post_message(UserMessage {
