@@ -501,6 +501,33 @@ fn run_without_a_token_exits_2_and_names_the_variable() {
 }
 
 #[test]
+fn a_token_discord_rejects_exits_3_without_hanging() {
+    let fake = Fake::start_accepting("the-real-token");
+    let dir = TempDir::new("badtoken");
+    let config = dir.path().join("switchboard.toml");
+    std::fs::write(
+        &config,
+        support::config_text(
+            &fake.base_url(),
+            &dir.path().join("s.db"),
+            &Allow::default(),
+        ),
+    )
+    .unwrap();
+    let mut child = support::switchboard_command(&config, dir.path())
+        .env("DISCORD_TOKEN", "a-revoked-token")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let status = wait_bounded(&mut child, Duration::from_secs(20)).expect("exits by itself");
+    let text = std::io::read_to_string(stderr).unwrap();
+    assert_eq!(status.code(), Some(3), "{text}");
+    assert!(text.contains("rejected the bot token"), "{text}");
+}
+
+#[test]
 fn run_with_a_broken_config_exits_2_with_located_errors() {
     let dir = TempDir::new("broken");
     let config = dir.path().join("broken.toml");

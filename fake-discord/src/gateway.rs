@@ -143,7 +143,7 @@ async fn handle(
                 return Err(End::Close(4005, "Already authenticated."));
             }
             let token = d.get("token").and_then(Value::as_str).unwrap_or("");
-            if token.trim().is_empty() {
+            if !shared.world.bot.accepts_token(token) {
                 return Err(End::Close(4004, "Authentication failed."));
             }
             let Some(intents) = d.get("intents").and_then(Value::as_u64) else {
@@ -187,7 +187,7 @@ async fn handle(
             let session_id = d.get("session_id").and_then(Value::as_str).unwrap_or("");
             let seq = d.get("seq").and_then(Value::as_u64).unwrap_or(0);
             let token = d.get("token").and_then(Value::as_str).unwrap_or("");
-            if token.trim().is_empty() {
+            if !shared.world.bot.accepts_token(token) {
                 return Err(End::Close(4004, "Authentication failed."));
             }
             match shared.hub.resume(connection, session_id, seq) {

@@ -52,9 +52,23 @@ pub struct BotSpec {
     /// The application id; defaults to the bot's user id (as for most real bots).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub application_id: Option<Snowflake>,
+    /// The only token the fake accepts (REST `Authorization: Bot <token>` and the gateway's
+    /// IDENTIFY), to test a rejected token; by default any non-empty token is accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
 }
 
 impl BotSpec {
+    /// Whether `presented` (with or without the `Bot ` prefix) is a token this bot accepts.
+    pub fn accepts_token(&self, presented: &str) -> bool {
+        let presented = presented.trim();
+        let bare = presented.strip_prefix("Bot ").unwrap_or(presented).trim();
+        match &self.token {
+            Some(expected) => bare == expected,
+            None => !bare.is_empty(),
+        }
+    }
+
     /// The application id slash commands and interactions use.
     pub fn application_id(&self) -> Snowflake {
         self.application_id.unwrap_or(self.id)
@@ -244,6 +258,7 @@ impl World {
                 id: Snowflake(1000000000000000001),
                 username: "switchboard".to_string(),
                 application_id: None,
+                token: None,
             },
             users: vec![
                 UserSpec {
@@ -446,6 +461,18 @@ impl World {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_configured_token_is_the_only_one_accepted() {
+        let mut bot = World::demo().bot;
+        assert!(bot.accepts_token("Bot anything"));
+        assert!(!bot.accepts_token("Bot "));
+        bot.token = Some("right".into());
+        assert!(bot.accepts_token("Bot right"));
+        assert!(bot.accepts_token("right"));
+        assert!(!bot.accepts_token("Bot wrong"));
+    }
+
     use super::*;
 
     const EXAMPLE: &str = r#"{

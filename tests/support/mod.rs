@@ -104,13 +104,24 @@ pub struct Fake {
 
 impl Fake {
     pub fn start() -> Fake {
+        Fake::start_world(World::demo())
+    }
+
+    /// A fake whose bot accepts only `token`.
+    pub fn start_accepting(token: &str) -> Fake {
+        let mut world = World::demo();
+        world.bot.token = Some(token.to_owned());
+        Fake::start_world(world)
+    }
+
+    pub fn start_world(world: World) -> Fake {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .expect("tokio runtime");
         let fake = runtime
-            .block_on(FakeDiscord::start(World::demo()))
+            .block_on(FakeDiscord::start(world))
             .expect("start the fake Discord");
         Fake { fake, runtime }
     }

@@ -189,7 +189,7 @@ async fn record(State(shared): State<Arc<Shared>>, request: Request, next: Next)
         } else {
             ApiError::with_status(status).into_response()
         }
-    } else if !is_authorized(&parts, &path) {
+    } else if !is_authorized(&parts, &path, &shared.world.bot) {
         ApiError::unauthorized().into_response()
     } else {
         parts.extensions.insert(parsed);
@@ -201,7 +201,7 @@ async fn record(State(shared): State<Arc<Shared>>, request: Request, next: Next)
     response
 }
 
-fn is_authorized(parts: &Parts, path: &str) -> bool {
+fn is_authorized(parts: &Parts, path: &str, bot: &crate::world::BotSpec) -> bool {
     if path == "/api/v10/gateway" || !path.starts_with("/api/") {
         return true;
     }
@@ -209,7 +209,10 @@ fn is_authorized(parts: &Parts, path: &str) -> bool {
         .headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| (v.starts_with("Bot ") || v.starts_with("Bearer ")) && v.len() > 4)
+        .is_some_and(|v| {
+            (v.starts_with("Bot ") && bot.accepts_token(v))
+                || (v.starts_with("Bearer ") && v.len() > 7)
+        })
 }
 
 fn log_request(
