@@ -61,7 +61,7 @@ pub struct BotSpec {
 impl BotSpec {
     /// Whether `presented` (with or without the `Bot ` prefix) is a token this bot accepts.
     pub fn accepts_token(&self, presented: &str) -> bool {
-        let presented = presented.trim();
+        let presented = presented.trim_start();
         let bare = presented.strip_prefix("Bot ").unwrap_or(presented).trim();
         match &self.token {
             Some(expected) => bare == expected,
