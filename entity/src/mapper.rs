@@ -215,49 +215,53 @@ impl<'a> Mapper<'a> {
             }
             Mention::Role(id) => {
                 out.push('@');
-                let configured = self
-                    .aliases
-                    .alias_for(AliasKind::Role, id)
-                    .map(str::to_owned);
-                let learned = || {
-                    self.names
-                        .role_name(id)
-                        .map(|n| spaces_as_hyphens(&n).into_owned())
-                };
-                match configured
-                    .filter(|a| self.names_back(a, mention))
-                    .or_else(|| learned().filter(|n| self.names_back(n, mention)))
-                {
-                    Some(name) => out.push_str(&name),
-                    None => {
-                        out.push_str(ROLE_FALLBACK);
-                        push_id(out, id);
-                    }
-                }
+                let configured = self.aliases.alias_for(AliasKind::Role, id);
+                self.write_named(
+                    out,
+                    mention,
+                    configured,
+                    || self.names.role_name(id),
+                    ROLE_FALLBACK,
+                );
             }
             Mention::Channel(id) => {
                 out.push('#');
-                let configured = self
-                    .aliases
-                    .alias_for(AliasKind::Session, id)
-                    .map(str::to_owned);
-                let learned = || {
-                    self.names
-                        .channel_name(id)
-                        .map(|n| spaces_as_hyphens(&n).into_owned())
-                };
-                match configured
-                    .filter(|a| self.names_back(a, mention))
-                    .or_else(|| learned().filter(|n| self.names_back(n, mention)))
-                {
-                    Some(name) => out.push_str(&name),
-                    None => {
-                        out.push_str(CHANNEL_FALLBACK);
-                        push_id(out, id);
-                    }
-                }
+                let configured = self.aliases.alias_for(AliasKind::Session, id);
+                self.write_named(
+                    out,
+                    mention,
+                    configured,
+                    || self.names.channel_name(id),
+                    CHANNEL_FALLBACK,
+                );
             }
         }
+    }
+
+    /// Writes the configured alias, else the learned name, else `fallback<id>` — the first that
+    /// the outbound rewrite maps back to `mention`.
+    fn write_named(
+        &self,
+        out: &mut String,
+        mention: Mention,
+        configured: Option<&str>,
+        learned: impl FnOnce() -> Option<String>,
+        fallback: &str,
+    ) {
+        if let Some(alias) = configured.filter(|a| self.names_back(a, mention)) {
+            out.push_str(alias);
+            return;
+        }
+        if let Some(name) = learned() {
+            let token = spaces_as_hyphens(&name);
+            if self.names_back(&token, mention) {
+                out.push_str(&token);
+                return;
+            }
+        }
+        let (Mention::User(id) | Mention::Role(id) | Mention::Channel(id)) = mention;
+        out.push_str(fallback);
+        push_id(out, id);
     }
 
     /// True when the outbound rewrite turns `token` back into exactly `mention`.
