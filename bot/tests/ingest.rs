@@ -1,0 +1,145 @@
+//! Gateway events into the store, without a socket: what each event does, and garbage.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use bot::gateway::Ingest;
+use bot::store::{Store, StoreOptions};
+use bot::surface::Connection;
+use entity::{AliasKind, Aliases, Snowflake};
+use serde_json::{json, Value};
+use serenity::model::event::{Event, GatewayEvent};
+
+const BOT: u64 = 1000000000000000001;
+const STANLEY: u64 = 1000000000000000101;
+const OPS: u64 = 1000000000000000401;
+const ROOM: u64 = 1000000000000000402;
+
+fn ingest() -> (Ingest, Store) {
+    let store = Store::open(":memory:", StoreOptions::default()).expect("store");
+    let aliases = Aliases::new()
+        .with(AliasKind::Session, "release-room", ROOM)
+        .expect("alias");
+    let ingest = Ingest::new(
+        store.clone(),
+        aliases,
+        Arc::new(Connection::default()),
+        Arc::new(AtomicU64::new(BOT)),
+    );
+    (ingest, store)
+}
+
+/// Parses a dispatch the way serenity does; garbage comes back as `Event::Unknown` or an error.
+fn dispatch(kind: &str, d: Value) -> Option<Event> {
+    let frame = json!({"op": 0, "s": 1, "t": kind, "d": d}).to_string();
+    match serde_json::from_str::<GatewayEvent>(&frame) {
+        Ok(GatewayEvent::Dispatch(_, event)) => Some(event),
+        _ => None,
+    }
+}
+
+fn message(id: u64, channel: u64, content: &str) -> Value {
+    json!({
+        "id": id.to_string(), "channel_id": channel.to_string(), "guild_id": "1000000000000000200",
+        "author": {"id": STANLEY.to_string(), "username": "stanley", "global_name": "Stanley", "discriminator": "0", "avatar": null, "bot": false},
+        "content": content, "timestamp": "2026-11-22T12:00:00.000000+00:00", "edited_timestamp": null,
+        "tts": false, "mention_everyone": false, "mentions": [], "mention_roles": [], "attachments": [],
+        "embeds": [], "pinned": false, "type": 0
+    })
+}
+
+#[test]
+fn message_create_stores_raw_and_canonical_text() {
+    let (ingest, store) = ingest();
+    let event = dispatch(
+        "MESSAGE_CREATE",
+        message(
+            900,
+            OPS,
+            "hey <@1000000000000000101>, see <#1000000000000000402>",
+        ),
+    )
+    .expect("parses");
+    ingest.apply(&event);
+    let stored = store
+        .message(Snowflake(OPS), Snowflake(900))
+        .expect("stored");
+    assert_eq!(
+        stored.content,
+        "hey <@1000000000000000101>, see <#1000000000000000402>"
+    );
+    assert_eq!(stored.text, "hey @stanley, see #release-room");
+    assert_eq!(
+        store.user_display_name(Snowflake(STANLEY)).as_deref(),
+        Some("Stanley")
+    );
+}
+
+#[test]
+fn update_delete_and_reactions_follow_the_gateway() {
+    let (ingest, store) = ingest();
+    ingest.apply(&dispatch("MESSAGE_CREATE", message(900, OPS, "draft")).unwrap());
+    ingest.apply(&dispatch("MESSAGE_UPDATE", json!({"id": "900", "channel_id": OPS.to_string(), "content": "final", "edited_timestamp": "2026-11-22T12:01:00.000000+00:00"})).unwrap());
+    let edited = store.message(Snowflake(OPS), Snowflake(900)).unwrap();
+    assert_eq!(edited.content, "final");
+    assert!(edited.edited_timestamp.is_some());
+    ingest.apply(&dispatch("MESSAGE_REACTION_ADD", json!({"user_id": BOT.to_string(), "channel_id": OPS.to_string(), "message_id": "900", "emoji": {"id": null, "name": "✅"}, "type": 0, "burst": false})).unwrap());
+    let reacted = store.message(Snowflake(OPS), Snowflake(900)).unwrap();
+    assert_eq!(reacted.reactions.len(), 1);
+    assert!(reacted.reactions[0].me);
+    ingest.apply(
+        &dispatch(
+            "MESSAGE_DELETE",
+            json!({"id": "900", "channel_id": OPS.to_string()}),
+        )
+        .unwrap(),
+    );
+    assert!(store.message(Snowflake(OPS), Snowflake(900)).is_none());
+}
+
+#[test]
+fn events_about_unknown_messages_change_nothing() {
+    let (ingest, store) = ingest();
+    for (kind, d) in [
+        (
+            "MESSAGE_UPDATE",
+            json!({"id": "1", "channel_id": OPS.to_string(), "content": "x"}),
+        ),
+        (
+            "MESSAGE_DELETE",
+            json!({"id": "1", "channel_id": OPS.to_string()}),
+        ),
+        (
+            "MESSAGE_DELETE_BULK",
+            json!({"ids": ["1", "2"], "channel_id": OPS.to_string()}),
+        ),
+        (
+            "MESSAGE_REACTION_REMOVE_ALL",
+            json!({"channel_id": OPS.to_string(), "message_id": "1"}),
+        ),
+    ] {
+        ingest.apply(&dispatch(kind, d).expect(kind));
+    }
+    assert_eq!(store.message_count(), 0);
+}
+
+#[test]
+fn garbage_dispatches_never_panic_and_store_nothing() {
+    let (ingest, store) = ingest();
+    let garbage = [
+        ("MESSAGE_CREATE", json!({"id": "not a snowflake"})),
+        ("MESSAGE_CREATE", json!(null)),
+        ("MESSAGE_CREATE", json!([1, 2, 3])),
+        ("GUILD_CREATE", json!({"id": "1"})),
+        ("THREAD_CREATE", json!("thread")),
+        ("NOT_AN_EVENT", json!({"anything": true})),
+        ("MESSAGE_UPDATE", json!({"id": 5})),
+    ];
+    for (kind, d) in garbage {
+        if let Some(event) = dispatch(kind, d) {
+            ingest.apply(&event);
+        }
+    }
+    assert_eq!(store.message_count(), 0);
+    assert!(store.sessions().is_empty());
+}
