@@ -101,19 +101,6 @@ pub fn run(flag: Option<&Path>) -> ExitCode {
     }
 }
 
-fn random_hex(bytes: usize) -> String {
-    let mut buffer = vec![0u8; bytes];
-    if getrandom::fill(&mut buffer).is_err() {
-        // Only the playground's own loopback token; still unique per run.
-        let seed = std::process::id() as u64
-            ^ std::time::UNIX_EPOCH
-                .elapsed()
-                .map_or(0, |d| d.as_nanos() as u64);
-        return format!("{seed:016x}");
-    }
-    buffer.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The config the playground runs with, for the fake's demo world.
 pub fn playground_config(api_base_url: &str, bind: &str, store_path: &Path) -> String {
     use fake_discord::demo::*;
@@ -189,7 +176,13 @@ pub fn playground(port: u16) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let operator_token = random_hex(24);
+        let operator_token = match toolserver::auth::random_hex(24) {
+            Ok(token) => token,
+            Err(error) => {
+                tracing::error!("cannot draw random bytes for the operator token: {error}");
+                return ExitCode::FAILURE;
+            }
+        };
         let fake_url = fake.base_url();
         let token_for_banner = operator_token.clone();
         let banner = move |addr: std::net::SocketAddr| {

@@ -75,7 +75,7 @@ pub struct CapabilityStore {
 }
 
 /// Random bytes from the operating system, hex-encoded.
-fn random_hex(bytes: usize) -> Result<String, getrandom::Error> {
+pub fn random_hex(bytes: usize) -> Result<String, getrandom::Error> {
     let mut buffer = vec![0u8; bytes];
     getrandom::fill(&mut buffer)?;
     Ok(buffer.iter().map(|b| format!("{b:02x}")).collect())

@@ -275,9 +275,12 @@ async fn mint_capability(
     }
     let grant = CapabilityGrant {
         session_id,
-        request_id: request
-            .request_id
-            .unwrap_or_else(|| format!("op-{}", core.capabilities.len() + 1)),
+        request_id: match request.request_id {
+            Some(id) => id,
+            None => crate::auth::random_hex(8)
+                .map(|hex| format!("op-{hex}"))
+                .map_err(|e| ToolError::internal(format!("cannot draw random bytes: {e}")))?,
+        },
         scope: request
             .scope
             .unwrap_or_else(|| vec!["surface.*".to_owned()]),

@@ -25,7 +25,7 @@ pub enum StartError {
     NoOperatorToken { env_name: String },
     #[error("toolserver.insecure_no_auth needs a loopback bind, but bind is {bind}")]
     InsecureNotLoopback { bind: SocketAddr },
-    #[error("cannot listen on {bind}: {source}")]
+    #[error("cannot listen on {bind}: {source} (is another switchboard running? pick another toolserver.bind, or --port for the playground)")]
     Bind {
         bind: SocketAddr,
         source: std::io::Error,
