@@ -1,7 +1,7 @@
 //! Gateway events → the store. Every event serenity hands us is applied here; one it could not
 //! parse is logged at WARN with its name (serenity itself drops it silently).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -23,6 +23,9 @@ pub struct Ingest {
     aliases: Aliases,
     connection: Arc<Connection>,
     bot_id: Arc<AtomicU64>,
+    /// Guilds READY announced whose GUILD_CREATE has not arrived yet: until then the cache is
+    /// incomplete and `/health` says `connecting`.
+    pending_guilds: AtomicUsize,
 }
 
 fn sid(id: u64) -> Snowflake {
@@ -41,6 +44,7 @@ impl Ingest {
             aliases,
             connection,
             bot_id,
+            pending_guilds: AtomicUsize::new(0),
         }
     }
 
@@ -89,8 +93,14 @@ impl Ingest {
                 self.bot_id.store(me.id.get(), Ordering::Relaxed);
                 self.store
                     .upsert_user(sid(me.id.get()), &me.name, me.global_name.as_deref(), true);
-                self.connection.set(ConnectionState::Ready);
-                tracing::info!(bot = %me.name, guilds = ready.ready.guilds.len(), "gateway ready");
+                let guilds = ready.ready.guilds.len();
+                self.pending_guilds.store(guilds, Ordering::Relaxed);
+                self.connection.set(if guilds == 0 {
+                    ConnectionState::Ready
+                } else {
+                    ConnectionState::Connecting
+                });
+                tracing::info!(bot = %me.name, guilds, "gateway ready; waiting for the guilds");
             }
             Event::Resumed(_) => {
                 self.connection.set(ConnectionState::Ready);
@@ -108,6 +118,13 @@ impl Ingest {
                     self.user(&member.user);
                 }
                 tracing::info!(guild = %guild.name, channels = guild.channels.len(), threads = guild.threads.len(), "guild cached");
+                let before = self
+                    .pending_guilds
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                    .unwrap_or(0);
+                if before <= 1 {
+                    self.connection.set(ConnectionState::Ready);
+                }
             }
             Event::GuildRoleCreate(e) => self.store.upsert_role(sid(e.role.id.get()), &e.role.name),
             Event::GuildRoleUpdate(e) => self.store.upsert_role(sid(e.role.id.get()), &e.role.name),
@@ -213,11 +230,11 @@ impl EventHandler for StageWatcher {
         _: Context,
         update: serenity::gateway::ShardStageUpdateEvent,
     ) {
-        let state = match update.new {
-            ConnectionStage::Connected => ConnectionState::Ready,
-            ConnectionStage::Disconnected => ConnectionState::Down,
-            _ => ConnectionState::Connecting,
-        };
-        self.connection.set(state);
+        // `ready` is set by the ingest once READY and every GUILD_CREATE are applied.
+        match update.new {
+            ConnectionStage::Connected => {}
+            ConnectionStage::Disconnected => self.connection.set(ConnectionState::Down),
+            _ => self.connection.set(ConnectionState::Connecting),
+        }
     }
 }

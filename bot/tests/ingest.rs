@@ -143,3 +143,26 @@ fn garbage_dispatches_never_panic_and_store_nothing() {
     assert_eq!(store.message_count(), 0);
     assert!(store.sessions().is_empty());
 }
+
+#[test]
+fn health_is_ready_only_after_every_guild_arrived() {
+    use toolserver::surface::ConnectionState;
+    let store = Store::open(":memory:", StoreOptions::default()).expect("store");
+    let connection = Arc::new(Connection::default());
+    connection.set(ConnectionState::Connecting);
+    let ingest = Ingest::new(
+        store,
+        Aliases::new(),
+        Arc::clone(&connection),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let ready = dispatch(
+        "READY",
+        json!({"v": 10, "user": {"id": BOT.to_string(), "username": "switchboard", "discriminator": "0", "avatar": null, "bot": true},
+               "guilds": [{"id": "1000000000000000200", "unavailable": true}], "session_id": "s", "resume_gateway_url": "ws://x",
+               "application": {"id": BOT.to_string(), "flags": 0}}),
+    )
+    .expect("READY parses");
+    ingest.apply(&ready);
+    assert_eq!(connection.get(), ConnectionState::Connecting);
+}
