@@ -58,6 +58,14 @@ fn encode_path_segment(text: &str) -> String {
     out
 }
 
+/// The route of the bot's own reaction on a message.
+fn own_reaction_path(channel_id: Snowflake, message_id: Snowflake, emoji: &str) -> String {
+    format!(
+        "/channels/{channel_id}/messages/{message_id}/reactions/{}/@me",
+        encode_path_segment(emoji)
+    )
+}
+
 fn retry_after_of(headers: &reqwest::header::HeaderMap, body: &Value) -> Option<Duration> {
     body.get("retry_after")
         .and_then(Value::as_f64)
@@ -299,10 +307,7 @@ impl DiscordRest {
         message_id: Snowflake,
         emoji: &str,
     ) -> Result<(), SurfaceError> {
-        let path = format!(
-            "/channels/{channel_id}/messages/{message_id}/reactions/{}/@me",
-            encode_path_segment(emoji)
-        );
+        let path = own_reaction_path(channel_id, message_id, emoji);
         self.call(Method::PUT, &path, None, true).await.map(drop)
     }
 
@@ -312,10 +317,7 @@ impl DiscordRest {
         message_id: Snowflake,
         emoji: &str,
     ) -> Result<(), SurfaceError> {
-        let path = format!(
-            "/channels/{channel_id}/messages/{message_id}/reactions/{}/@me",
-            encode_path_segment(emoji)
-        );
+        let path = own_reaction_path(channel_id, message_id, emoji);
         self.call(Method::DELETE, &path, None, true).await.map(drop)
     }
 

@@ -31,6 +31,17 @@ fn checked_emoji(emoji: &str) -> Result<String, ToolError> {
     Ok(emoji.to_owned())
 }
 
+/// Checks the input and the session: the channel, message and emoji to act on.
+async fn reaction_target(
+    cx: &Invocation<'_>,
+    input: &ReactionInput,
+) -> Result<(entity::Snowflake, entity::Snowflake, String), ToolError> {
+    let message_id = parse_id("messageId", &input.message_id)?;
+    let emoji = checked_emoji(&input.emoji)?;
+    let target = cx.target(input.session_id.as_deref()).await?;
+    Ok((target.channel_id, message_id, emoji))
+}
+
 pub struct AddReaction;
 
 #[async_trait]
@@ -57,11 +68,9 @@ impl Tool for AddReaction {
         cx: &Invocation<'_>,
         input: ReactionInput,
     ) -> Result<ToolOutput, ToolError> {
-        let message_id = parse_id("messageId", &input.message_id)?;
-        let emoji = checked_emoji(&input.emoji)?;
-        let target = cx.target(input.session_id.as_deref()).await?;
+        let (channel_id, message_id, emoji) = reaction_target(cx, &input).await?;
         cx.surface()
-            .add_reaction(target.channel_id, message_id, emoji)
+            .add_reaction(channel_id, message_id, emoji)
             .await?;
         output(&json!({ "ok": true }))
     }
@@ -89,11 +98,9 @@ impl Tool for RemoveReaction {
         cx: &Invocation<'_>,
         input: ReactionInput,
     ) -> Result<ToolOutput, ToolError> {
-        let message_id = parse_id("messageId", &input.message_id)?;
-        let emoji = checked_emoji(&input.emoji)?;
-        let target = cx.target(input.session_id.as_deref()).await?;
+        let (channel_id, message_id, emoji) = reaction_target(cx, &input).await?;
         cx.surface()
-            .remove_reaction(target.channel_id, message_id, emoji)
+            .remove_reaction(channel_id, message_id, emoji)
             .await?;
         output(&json!({ "ok": true }))
     }
