@@ -13,6 +13,7 @@ use serenity::model::user::User;
 use serenity::prelude::{Context, EventHandler, RawEventHandler};
 use toolserver::surface::ConnectionState;
 
+use crate::bridge::{Bridge, Incoming, Trigger};
 use crate::payload::stored_message_from_model;
 use crate::store::{SessionKind, Store, StoredSession};
 use crate::surface::{session_kind, Connection};
@@ -26,6 +27,7 @@ pub struct Ingest {
     /// Guilds READY announced whose GUILD_CREATE has not arrived yet: until then the cache is
     /// incomplete and `/health` says `connecting`.
     pending_guilds: AtomicUsize,
+    bridge: Option<Bridge>,
 }
 
 fn sid(id: u64) -> Snowflake {
@@ -45,6 +47,56 @@ impl Ingest {
             connection,
             bot_id,
             pending_guilds: AtomicUsize::new(0),
+            bridge: None,
+        }
+    }
+
+    /// Starts agent runs for messages that call for one.
+    pub fn with_bridge(mut self, bridge: Bridge) -> Self {
+        self.bridge = Some(bridge);
+        self
+    }
+
+    fn consider_run(&self, message: &serenity::model::channel::Message, text: &str) {
+        let Some(bridge) = &self.bridge else {
+            return;
+        };
+        let channel = sid(message.channel_id.get());
+        let bot = bridge.bot_id();
+        let replies_to_bot = bot.is_some_and(|bot| {
+            message
+                .referenced_message
+                .as_ref()
+                .map(|m| m.author.id.get() == bot.get())
+                .or_else(|| {
+                    let target = message.message_reference.as_ref()?.message_id?;
+                    let stored = self.store.message(channel, sid(target.get()))?;
+                    Some(stored.author_id == bot)
+                })
+                .unwrap_or(false)
+        });
+        let parent = self.store.session(channel).and_then(|s| s.parent_id);
+        let incoming = Incoming {
+            author_id: sid(message.author.id.get()),
+            author_is_bot: message.author.bot,
+            in_guild: message.guild_id.is_some(),
+            channel_id: channel,
+            parent_id: parent,
+            content: &message.content,
+            replies_to_bot,
+        };
+        if bridge.should_trigger(&incoming) {
+            bridge.enqueue(Trigger {
+                channel_id: channel,
+                message_id: sid(message.id.get()),
+                author_id: sid(message.author.id.get()),
+                author_name: message
+                    .author
+                    .global_name
+                    .clone()
+                    .unwrap_or_else(|| message.author.name.clone()),
+                text: text.to_owned(),
+            });
         }
     }
 
@@ -156,7 +208,11 @@ impl Ingest {
                     });
                 }
                 let stored = stored_message_from_model(message, &self.mapper());
-                self.store.insert_message(stored);
+                let text = stored.text.clone();
+                // A replayed or already-stored message never starts a second run.
+                if self.store.insert_message(stored) {
+                    self.consider_run(message, &text);
+                }
             }
             Event::MessageUpdate(e) => {
                 if let Some(content) = &e.content {

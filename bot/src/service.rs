@@ -90,6 +90,8 @@ pub async fn run(
         Arc::clone(&bot_id),
     ));
     let core = Arc::new(Core::new(&config, surface, operator_token)?);
+    let agent_rest =
+        DiscordRest::new(&base, &token).map_err(|e| ServiceError::Http(e.to_string()))?;
     let listener = tokio::net::TcpListener::bind(config.toolserver.bind)
         .await
         .map_err(|source| StartError::Bind {
@@ -101,6 +103,21 @@ pub async fn run(
         source,
     })?;
 
+    let bridge = config.agent.clone().map(|agent| {
+        let host = if addr.ip().is_unspecified() {
+            std::net::SocketAddr::from(([127, 0, 0, 1], addr.port()))
+        } else {
+            addr
+        };
+        crate::bridge::Bridge::new(
+            agent,
+            Arc::clone(&core),
+            agent_rest,
+            store.clone(),
+            Arc::clone(&bot_id),
+            format!("http://{host}"),
+        )
+    });
     let mut http = HttpBuilder::new(&token);
     if let Some(base) = &config.discord.api_base_url {
         // serenity's ratelimiter ignores the proxy and would talk to discord.com: off here,
@@ -108,6 +125,7 @@ pub async fn run(
         http = http.proxy(base.as_str()).ratelimiter_disabled(true);
     }
     let framework_store = store.clone();
+    let framework_bridge = bridge.clone();
     let framework = poise::Framework::builder()
         .options(poise::FrameworkOptions {
             commands: crate::commands::all(),
@@ -128,17 +146,24 @@ pub async fn run(
                 Ok(crate::commands::Data {
                     store: framework_store,
                     tool_server: addr,
+                    bridge: framework_bridge,
                 })
             })
         })
         .build();
     let mut client = ClientBuilder::new_with_http(http.build(), intents())
-        .raw_event_handler(Ingest::new(
-            store.clone(),
-            config.aliases.clone(),
-            Arc::clone(&connection),
-            Arc::clone(&bot_id),
-        ))
+        .raw_event_handler({
+            let ingest = Ingest::new(
+                store.clone(),
+                config.aliases.clone(),
+                Arc::clone(&connection),
+                Arc::clone(&bot_id),
+            );
+            match bridge {
+                Some(bridge) => ingest.with_bridge(bridge),
+                None => ingest,
+            }
+        })
         .event_handler(StageWatcher {
             connection: Arc::clone(&connection),
         })

@@ -33,6 +33,42 @@ pub struct Config {
     pub alias_comments: AliasComments,
     pub toolserver: ToolserverConfig,
     pub store: StoreConfig,
+    /// `None` when no `[agent]` is configured: messages are stored, no agent runs.
+    pub agent: Option<AgentConfig>,
+}
+
+/// `[agent]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentConfig {
+    pub runner: Runner,
+    /// How long a run may take before its process group is killed.
+    pub timeout: std::time::Duration,
+    /// Names of switchboard's environment variables the agent may see; nothing else leaks.
+    pub env_passthrough: Vec<String>,
+    /// Messages of the session given to the agent as context.
+    pub context_messages: usize,
+    /// Triggers waiting per session, beyond the running one.
+    pub queue_per_session: usize,
+    pub max_concurrent_runs: usize,
+    /// Channels where every message starts a run (not only mentions and replies).
+    pub active_channel_ids: Vec<Snowflake>,
+    /// Bot accounts whose messages may start runs.
+    pub allow_bots: Vec<Snowflake>,
+    /// Glob patterns of the callables a run's capability token may call.
+    pub tool_scope: Vec<String>,
+    /// The line posted when a run fails or times out.
+    pub error_reply: String,
+}
+
+/// How the agent runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Runner {
+    /// A command-line agent: the prompt on stdin, the reply on stdout.
+    Command {
+        program: String,
+        args: Vec<String>,
+        cwd: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -19,6 +19,53 @@ pub(crate) struct RawConfig {
     pub toolserver: RawToolserver,
     #[serde(default)]
     pub store: RawStore,
+    #[serde(default)]
+    pub agent: Option<RawAgent>,
+}
+
+/// `[agent]`: which agent answers, and when.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAgent {
+    pub runner: Spanned<String>,
+    #[serde(default)]
+    pub command: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default = "default_agent_timeout_s")]
+    pub timeout_s: Spanned<u64>,
+    #[serde(default)]
+    pub env_passthrough: Vec<Spanned<String>>,
+    #[serde(default = "default_context_messages")]
+    pub context_messages: Spanned<u64>,
+    #[serde(default = "default_queue_per_session")]
+    pub queue_per_session: Spanned<u64>,
+    #[serde(default = "default_max_concurrent_runs")]
+    pub max_concurrent_runs: Spanned<u64>,
+    #[serde(default)]
+    pub active_channel_ids: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub allow_bots: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub tool_scope: Option<Vec<String>>,
+    #[serde(default)]
+    pub error_reply: Option<String>,
+}
+
+fn default_agent_timeout_s() -> Spanned<u64> {
+    Spanned::new(0..0, 600)
+}
+
+fn default_context_messages() -> Spanned<u64> {
+    Spanned::new(0..0, 20)
+}
+
+fn default_queue_per_session() -> Spanned<u64> {
+    Spanned::new(0..0, 8)
+}
+
+fn default_max_concurrent_runs() -> Spanned<u64> {
+    Spanned::new(0..0, 4)
 }
 
 #[derive(Debug, Deserialize)]

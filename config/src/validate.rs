@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use entity::{is_valid_alias, normalize_name, AliasKind, Aliases, Snowflake};
 use toml::Spanned;
@@ -9,7 +10,8 @@ use toml::Spanned;
 use crate::raw::{RawAlias, RawConfig};
 use crate::report::Collector;
 use crate::{
-    AliasComments, Config, DiscordConfig, Quota, RateLimits, StoreConfig, ToolserverConfig,
+    AgentConfig, AliasComments, Config, DiscordConfig, Quota, RateLimits, Runner, StoreConfig,
+    ToolserverConfig,
 };
 
 const ID_HELP: &str = "a Discord id is 17 to 20 digits, written as a quoted string; in Discord, enable Developer Mode and use \"Copy ID\"";
@@ -86,7 +88,9 @@ pub(crate) fn validate(raw: RawConfig, c: &mut Collector) -> Option<Config> {
         ) as usize,
         path: raw.store.path,
     };
+    let agent = raw.agent.as_ref().and_then(|agent| agent_config(agent, c));
     Some(Config {
+        agent,
         discord,
         aliases,
         alias_comments,
@@ -116,6 +120,90 @@ fn bounded(
         );
     }
     number.clamp(*range.start(), *range.end())
+}
+
+fn agent_config(raw: &crate::raw::RawAgent, c: &mut Collector) -> Option<AgentConfig> {
+    let runner = match raw.runner.get_ref().as_str() {
+        "command" => match &raw.command {
+            Some(command)
+                if !command.get_ref().is_empty() && !command.get_ref()[0].trim().is_empty() =>
+            {
+                let words = command.get_ref();
+                Some(Runner::Command {
+                    program: words[0].clone(),
+                    args: words[1..].to_vec(),
+                    cwd: PathBuf::from(raw.cwd.clone().unwrap_or_else(|| ".".to_owned())),
+                })
+            }
+            Some(command) => {
+                c.add(
+                    Some(command.span()),
+                    "agent.command",
+                    "the command is empty",
+                    "write the program and its arguments, such as [\"./agent.sh\", \"--fast\"]",
+                );
+                None
+            }
+            None => {
+                c.add(
+                    Some(raw.runner.span()),
+                    "agent.command",
+                    "runner = \"command\" needs agent.command",
+                    "add command = [\"program\", \"arg\", ...]",
+                );
+                None
+            }
+        },
+        other => {
+            c.add(
+                Some(raw.runner.span()),
+                "agent.runner",
+                format!("unknown runner '{other}'"),
+                "use runner = \"command\"",
+            );
+            None
+        }
+    };
+    let mut env_passthrough = Vec::new();
+    for (index, name) in raw.env_passthrough.iter().enumerate() {
+        let checked = env_name(name, &format!("agent.env_passthrough[{index}]"), c);
+        env_passthrough.push(checked);
+    }
+    let config = AgentConfig {
+        runner: runner?,
+        timeout: std::time::Duration::from_secs(bounded(
+            &raw.timeout_s,
+            "agent.timeout_s",
+            1..=86_400,
+            c,
+        )),
+        env_passthrough,
+        context_messages: bounded(&raw.context_messages, "agent.context_messages", 0..=200, c)
+            as usize,
+        queue_per_session: bounded(
+            &raw.queue_per_session,
+            "agent.queue_per_session",
+            0..=1_000,
+            c,
+        ) as usize,
+        max_concurrent_runs: bounded(
+            &raw.max_concurrent_runs,
+            "agent.max_concurrent_runs",
+            1..=256,
+            c,
+        ) as usize,
+        active_channel_ids: ids(&raw.active_channel_ids, "agent.active_channel_ids", c),
+        allow_bots: ids(&raw.allow_bots, "agent.allow_bots", c),
+        tool_scope: raw
+            .tool_scope
+            .clone()
+            .unwrap_or_else(|| vec!["surface.*".to_owned()]),
+        error_reply: raw
+            .error_reply
+            .clone()
+            .unwrap_or_else(|| "Sorry, I couldn't finish that ({reason}).".to_owned()),
+    };
+    Some(config)
 }
 
 fn rate_limits(raw: &crate::raw::RawRateLimits, c: &mut Collector) -> RateLimits {

@@ -354,12 +354,21 @@ impl Switchboard {
     /// Writes a config into `dir` (store `dir/switchboard.db`), starts switchboard, waits for
     /// its ready line, then for the gateway and the demo guild.
     pub fn start(fake: &Fake, dir: &Path, allow: &Allow) -> Switchboard {
+        Switchboard::start_with(fake, dir, allow, "")
+    }
+
+    /// Like [`Switchboard::start`], with `extra` TOML appended to the config (an `[agent]`).
+    pub fn start_with(fake: &Fake, dir: &Path, allow: &Allow, extra: &str) -> Switchboard {
         // Build (or find) the CLI before any clock starts.
         tools_bin();
         let store = dir.join("switchboard.db");
         let config = dir.join("switchboard.toml");
-        std::fs::write(&config, config_text(&fake.base_url(), &store, allow))
-            .expect("write the config");
+        let text = format!(
+            "{}
+{extra}",
+            config_text(&fake.base_url(), &store, allow)
+        );
+        std::fs::write(&config, text).expect("write the config");
         let token = random_token();
         let mut child = switchboard_command(&config, dir)
             .env("DISCORD_TOKEN", "e2e-token")

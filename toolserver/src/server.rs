@@ -98,6 +98,15 @@ impl Core {
         &self.registry
     }
 
+    /// Whether the allowlist lets the agent act in `channel_id` (the same check every callable
+    /// makes; it may look the channel up once).
+    pub async fn check_allowed(&self, channel_id: entity::Snowflake) -> Result<(), ToolError> {
+        self.allowlist
+            .check(self.surface.as_ref(), channel_id)
+            .await
+            .map(drop)
+    }
+
     /// Who presents `bearer`: the operator, a live capability, or nobody (401).
     pub fn authenticate(&self, bearer: Option<&str>) -> Result<Caller, ToolError> {
         let Some(token) = bearer.map(str::trim).filter(|t| !t.is_empty()) else {

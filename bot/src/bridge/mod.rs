@@ -1,0 +1,459 @@
+//! The agent bridge: a Discord message that should start a run is queued per session (one run
+//! at a time per session, FIFO, bounded), an agent runs with a fresh capability token, and its
+//! answer is posted as a reply through the tool server's own policy path.
+
+pub mod command;
+pub mod prompt;
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use entity::Snowflake;
+use serde_json::json;
+use switchboard_config::{AgentConfig, Runner};
+use tokio::sync::{oneshot, Semaphore};
+use toolserver::auth::{random_hex, CapabilityGrant};
+use toolserver::{CallContext, Core};
+
+use crate::rest::DiscordRest;
+use crate::store::Store;
+use command::{run_command, CommandSpec, RunOutcome};
+pub use prompt::Trigger;
+
+/// How often the typing indicator is refreshed (Discord shows it for about 10 s).
+const TYPING_EVERY: Duration = Duration::from_secs(8);
+const WORKING: &str = "⏳";
+const DONE: &str = "✅";
+const FAILED: &str = "❌";
+
+#[derive(Default)]
+struct SessionQueue {
+    waiting: VecDeque<Trigger>,
+    running: Option<RunningRun>,
+    worker: bool,
+}
+
+struct RunningRun {
+    trigger: Trigger,
+    abort: Option<oneshot::Sender<()>>,
+}
+
+/// The facts about an incoming message that decide whether it starts a run.
+#[derive(Debug, Clone, Copy)]
+pub struct Incoming<'a> {
+    pub author_id: Snowflake,
+    pub author_is_bot: bool,
+    pub in_guild: bool,
+    pub channel_id: Snowflake,
+    /// The parent channel when the session is a thread.
+    pub parent_id: Option<Snowflake>,
+    /// Discord's raw text (mentions as `<@id>`).
+    pub content: &'a str,
+    pub replies_to_bot: bool,
+}
+
+/// What `/status` shows for a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionStatus {
+    pub running: Option<Trigger>,
+    pub waiting: Vec<Trigger>,
+}
+
+/// Runs agents for Discord messages.
+#[derive(Clone)]
+pub struct Bridge {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: AgentConfig,
+    core: Arc<Core>,
+    rest: DiscordRest,
+    store: Store,
+    bot_id: Arc<AtomicU64>,
+    tool_server_url: String,
+    sessions: Mutex<HashMap<Snowflake, SessionQueue>>,
+    runs: Semaphore,
+}
+
+impl Bridge {
+    pub fn new(
+        config: AgentConfig,
+        core: Arc<Core>,
+        rest: DiscordRest,
+        store: Store,
+        bot_id: Arc<AtomicU64>,
+        tool_server_url: String,
+    ) -> Self {
+        let runs = Semaphore::new(config.max_concurrent_runs);
+        Bridge {
+            inner: Arc::new(Inner {
+                config,
+                core,
+                rest,
+                store,
+                bot_id,
+                tool_server_url,
+                sessions: Mutex::new(HashMap::new()),
+                runs,
+            }),
+        }
+    }
+
+    fn sessions(&self) -> MutexGuard<'_, HashMap<Snowflake, SessionQueue>> {
+        self.inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn bot_id(&self) -> Option<Snowflake> {
+        match self.inner.bot_id.load(Ordering::Relaxed) {
+            0 => None,
+            id => Some(Snowflake(id)),
+        }
+    }
+
+    /// Whether a message should start a run: a real mention of the bot or a reply to it (in
+    /// guilds), any message in an active channel or a DM; never the bot's own messages, and
+    /// other bots' only when `agent.allow_bots` lists them. The allowlist is applied later.
+    pub fn should_trigger(&self, message: &Incoming<'_>) -> bool {
+        let Some(bot) = self.bot_id() else {
+            return false;
+        };
+        let allowed_bot = self.inner.config.allow_bots.contains(&message.author_id);
+        if message.author_id == bot || (message.author_is_bot && !allowed_bot) {
+            return false;
+        }
+        if !message.in_guild {
+            return true;
+        }
+        let active = &self.inner.config.active_channel_ids;
+        if active.contains(&message.channel_id)
+            || message.parent_id.is_some_and(|p| active.contains(&p))
+        {
+            return true;
+        }
+        let mentioned = message.content.contains(&format!("<@{bot}>"))
+            || message.content.contains(&format!("<@!{bot}>"));
+        mentioned || message.replies_to_bot
+    }
+
+    /// Queues a run for `trigger` in its session; starts the session's worker when idle.
+    pub fn enqueue(&self, trigger: Trigger) {
+        let channel = trigger.channel_id;
+        let limit = self.inner.config.queue_per_session;
+        let start_worker = {
+            let mut sessions = self.sessions();
+            let queue = sessions.entry(channel).or_default();
+            if queue.waiting.len() >= limit && (queue.running.is_some() || queue.worker) {
+                drop(sessions);
+                let bridge = self.clone();
+                tokio::spawn(async move { bridge.refuse_full(trigger, limit).await });
+                return;
+            }
+            queue.waiting.push_back(trigger);
+            !std::mem::replace(&mut queue.worker, true)
+        };
+        if start_worker {
+            let bridge = self.clone();
+            tokio::spawn(async move { bridge.work(channel).await });
+        }
+    }
+
+    async fn refuse_full(&self, trigger: Trigger, limit: usize) {
+        if self
+            .inner
+            .core
+            .check_allowed(trigger.channel_id)
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let text = format!(
+            "I'm busy in this channel and {limit} more requests are already waiting; please ask again when I'm done."
+        );
+        self.post_reply(&trigger, &text).await;
+    }
+
+    /// Runs the session's triggers one after the other until none is left.
+    async fn work(&self, channel: Snowflake) {
+        loop {
+            let next = {
+                let mut sessions = self.sessions();
+                let queue = sessions.entry(channel).or_default();
+                match queue.waiting.pop_front() {
+                    Some(trigger) => {
+                        let (abort, aborted) = oneshot::channel();
+                        queue.running = Some(RunningRun {
+                            trigger: trigger.clone(),
+                            abort: Some(abort),
+                        });
+                        Some((trigger, aborted))
+                    }
+                    None => {
+                        queue.worker = false;
+                        queue.running = None;
+                        None
+                    }
+                }
+            };
+            let Some((trigger, aborted)) = next else {
+                return;
+            };
+            self.run(&trigger, aborted).await;
+            if let Some(queue) = self.sessions().get_mut(&channel) {
+                queue.running = None;
+            }
+        }
+    }
+
+    /// Stops the session's running run; queued ones stay. True when one was running.
+    pub fn abort(&self, channel: Snowflake) -> bool {
+        let mut sessions = self.sessions();
+        sessions
+            .get_mut(&channel)
+            .and_then(|queue| queue.running.as_mut())
+            .and_then(|run| run.abort.take())
+            .is_some_and(|abort| abort.send(()).is_ok())
+    }
+
+    pub fn status(&self, channel: Snowflake) -> SessionStatus {
+        let sessions = self.sessions();
+        match sessions.get(&channel) {
+            Some(queue) => SessionStatus {
+                running: queue.running.as_ref().map(|r| r.trigger.clone()),
+                waiting: queue.waiting.iter().cloned().collect(),
+            },
+            None => SessionStatus {
+                running: None,
+                waiting: Vec::new(),
+            },
+        }
+    }
+
+    async fn react(&self, trigger: &Trigger, emoji: &str, add: bool) {
+        let result = if add {
+            self.inner
+                .rest
+                .add_reaction(trigger.channel_id, trigger.message_id, emoji)
+                .await
+        } else {
+            self.inner
+                .rest
+                .remove_reaction(trigger.channel_id, trigger.message_id, emoji)
+                .await
+        };
+        if let Err(error) = result {
+            tracing::debug!(%error, emoji, "reaction on the trigger failed");
+        }
+    }
+
+    /// Posts `text` as a reply to the trigger through the tool server's policy path: outbound
+    /// rewrite, safe mentions, splitting, allowlist and rate limits.
+    async fn post_reply(&self, trigger: &Trigger, text: &str) {
+        let context = CallContext {
+            session_ref: Some(trigger.channel_id.to_string()),
+            client: Some("discord".to_owned()),
+            ..CallContext::operator()
+        };
+        let input = json!({
+            "text": text,
+            "replyToMessageId": trigger.message_id.to_string(),
+        });
+        if let Err(error) = self
+            .inner
+            .core
+            .call(&context, "surface.messages.send", input)
+            .await
+        {
+            tracing::error!(code = %error.code, message = %error.message, "posting the agent's reply failed");
+        }
+    }
+
+    async fn run(&self, trigger: &Trigger, aborted: oneshot::Receiver<()>) {
+        if let Err(error) = self.inner.core.check_allowed(trigger.channel_id).await {
+            tracing::debug!(channel = %trigger.channel_id, code = %error.code, "not starting a run: channel not allowed");
+            return;
+        }
+        let permit = match self.inner.runs.acquire().await {
+            Ok(permit) => permit,
+            Err(_) => return,
+        };
+        self.react(trigger, WORKING, true).await;
+        let typing = {
+            let rest = self.inner.rest.clone();
+            let channel = trigger.channel_id;
+            tokio::spawn(async move {
+                loop {
+                    if let Err(error) = rest.typing(channel).await {
+                        tracing::debug!(%error, "typing indicator failed");
+                    }
+                    tokio::time::sleep(TYPING_EVERY).await;
+                }
+            })
+        };
+        let succeeded = self.execute(trigger, aborted).await;
+        typing.abort();
+        drop(permit);
+        self.react(trigger, WORKING, false).await;
+        self.react(trigger, if succeeded { DONE } else { FAILED }, true)
+            .await;
+    }
+
+    fn error_line(&self, reason: &str) -> String {
+        self.inner.config.error_reply.replace("{reason}", reason)
+    }
+
+    /// Runs the agent and posts its answer; true when it succeeded.
+    async fn execute(&self, trigger: &Trigger, aborted: oneshot::Receiver<()>) -> bool {
+        let config = &self.inner.config;
+        let Runner::Command { program, args, cwd } = &config.runner;
+        let request_id = match random_hex(8) {
+            Ok(hex) => format!("run-{hex}"),
+            Err(error) => {
+                tracing::error!("cannot draw random bytes: {error}");
+                return false;
+            }
+        };
+        let cwd = absolute(cwd);
+        let grant = CapabilityGrant {
+            session_id: trigger.channel_id,
+            request_id: request_id.clone(),
+            scope: config.tool_scope.clone(),
+            ttl: config.timeout + Duration::from_secs(60),
+            client: Some("discord".to_owned()),
+            cwd: Some(cwd.display().to_string()),
+        };
+        let token = match self.inner.core.capabilities.mint(grant) {
+            Ok(token) => token,
+            Err(error) => {
+                tracing::error!("cannot mint a capability token: {error}");
+                return false;
+            }
+        };
+        let spec = CommandSpec {
+            program: program.clone(),
+            args: args.clone(),
+            cwd: cwd.clone(),
+            timeout: config.timeout,
+            env: self.environment(trigger, &token, &request_id, &cwd),
+        };
+        let input = prompt::build(&self.inner.store, trigger, config.context_messages);
+        tracing::info!(run = %request_id, session = %trigger.channel_id, trigger = %trigger.message_id, "agent run starts");
+        let outcome = run_command(&spec, &input, async {
+            let _ = aborted.await;
+        })
+        .await;
+        self.inner.core.capabilities.revoke(&token);
+        match outcome {
+            Ok(RunOutcome::Exited {
+                code: Some(0),
+                stdout,
+                stderr,
+            }) => {
+                log_stderr(&request_id, &stderr);
+                let reply = stdout.trim();
+                if reply.is_empty() || reply == "NO_REPLY" {
+                    tracing::info!(run = %request_id, "agent run finished without a reply");
+                } else {
+                    self.post_reply(trigger, reply).await;
+                    tracing::info!(run = %request_id, bytes = reply.len(), "agent run finished; reply posted");
+                }
+                true
+            }
+            Ok(RunOutcome::Exited { code, stderr, .. }) => {
+                log_stderr(&request_id, &stderr);
+                let reason = code.map_or_else(
+                    || "the agent was killed".to_owned(),
+                    |c| format!("the agent exited with status {c}"),
+                );
+                tracing::warn!(run = %request_id, %reason, "agent run failed");
+                self.post_reply(trigger, &self.error_line(&reason)).await;
+                false
+            }
+            Ok(RunOutcome::TimedOut { stderr, .. }) => {
+                log_stderr(&request_id, &stderr);
+                let reason = format!("no answer within {} s", config.timeout.as_secs());
+                tracing::warn!(run = %request_id, %reason, "agent run timed out; process group killed");
+                self.post_reply(trigger, &self.error_line(&reason)).await;
+                false
+            }
+            Ok(RunOutcome::Aborted { stderr, .. }) => {
+                log_stderr(&request_id, &stderr);
+                tracing::info!(run = %request_id, "agent run aborted");
+                false
+            }
+            Err(error) => {
+                tracing::error!(run = %request_id, "{error}");
+                self.post_reply(trigger, &self.error_line("the agent could not start"))
+                    .await;
+                false
+            }
+        }
+    }
+
+    /// The agent's whole environment: the passthrough names, then the run's context.
+    fn environment(
+        &self,
+        trigger: &Trigger,
+        token: &str,
+        request_id: &str,
+        cwd: &std::path::Path,
+    ) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = self
+            .inner
+            .config
+            .env_passthrough
+            .iter()
+            .filter_map(|name| std::env::var(name).ok().map(|value| (name.clone(), value)))
+            .collect();
+        env.extend([
+            (
+                "SWITCHBOARD_URL".to_owned(),
+                self.inner.tool_server_url.clone(),
+            ),
+            ("SWITCHBOARD_TOKEN".to_owned(), token.to_owned()),
+            ("SWITCHBOARD_REQUEST_ID".to_owned(), request_id.to_owned()),
+            (
+                "SWITCHBOARD_SESSION_ID".to_owned(),
+                trigger.channel_id.to_string(),
+            ),
+            ("SWITCHBOARD_CLIENT".to_owned(), "discord".to_owned()),
+            ("SWITCHBOARD_CWD".to_owned(), cwd.display().to_string()),
+            (
+                "SWITCHBOARD_MESSAGE_ID".to_owned(),
+                trigger.message_id.to_string(),
+            ),
+            (
+                "SWITCHBOARD_AUTHOR_ID".to_owned(),
+                trigger.author_id.to_string(),
+            ),
+            (
+                "SWITCHBOARD_AUTHOR_NAME".to_owned(),
+                trigger.author_name.clone(),
+            ),
+        ]);
+        env
+    }
+}
+
+fn absolute(path: &std::path::Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_owned()
+    } else {
+        std::env::current_dir()
+            .map(|dir| dir.join(path))
+            .unwrap_or_else(|_| path.to_owned())
+    }
+}
+
+fn log_stderr(run: &str, stderr: &str) {
+    if !stderr.trim().is_empty() {
+        tracing::info!(run, stderr = %stderr.trim_end(), "agent stderr");
+    }
+}
