@@ -69,6 +69,21 @@ pub enum Runner {
         args: Vec<String>,
         cwd: PathBuf,
     },
+    /// An OpenAI-compatible chat endpoint driven by a built-in tool-calling loop.
+    OpenAi(OpenAiRunner),
+}
+
+/// `runner = "openai"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenAiRunner {
+    /// Such as `http://127.0.0.1:8080/v1` (the chat completions route is `{base_url}/chat/completions`).
+    pub base_url: String,
+    pub model: String,
+    /// Name of the environment variable holding the API key; none for local servers.
+    pub api_key_env: Option<String>,
+    pub system_prompt: String,
+    /// Model turns that may call tools before a final answer is required.
+    pub max_tool_rounds: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -50,6 +50,20 @@ pub(crate) struct RawAgent {
     pub tool_scope: Option<Vec<String>>,
     #[serde(default)]
     pub error_reply: Option<String>,
+    #[serde(default)]
+    pub base_url: Option<Spanned<String>>,
+    #[serde(default)]
+    pub model: Option<Spanned<String>>,
+    #[serde(default)]
+    pub api_key_env: Option<Spanned<String>>,
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    #[serde(default = "default_max_tool_rounds")]
+    pub max_tool_rounds: Spanned<u64>,
+}
+
+fn default_max_tool_rounds() -> Spanned<u64> {
+    Spanned::new(0..0, 8)
 }
 
 fn default_agent_timeout_s() -> Spanned<u64> {

@@ -10,8 +10,8 @@ use toml::Spanned;
 use crate::raw::{RawAlias, RawConfig};
 use crate::report::Collector;
 use crate::{
-    AgentConfig, AliasComments, Config, DiscordConfig, Quota, RateLimits, Runner, StoreConfig,
-    ToolserverConfig,
+    AgentConfig, AliasComments, Config, DiscordConfig, OpenAiRunner, Quota, RateLimits, Runner,
+    StoreConfig, ToolserverConfig,
 };
 
 const ID_HELP: &str = "a Discord id is 17 to 20 digits, written as a quoted string; in Discord, enable Developer Mode and use \"Copy ID\"";
@@ -154,12 +154,13 @@ fn agent_config(raw: &crate::raw::RawAgent, c: &mut Collector) -> Option<AgentCo
                 None
             }
         },
+        "openai" => openai_runner(raw, c),
         other => {
             c.add(
                 Some(raw.runner.span()),
                 "agent.runner",
                 format!("unknown runner '{other}'"),
-                "use runner = \"command\"",
+                "use runner = \"command\" or runner = \"openai\"",
             );
             None
         }
@@ -204,6 +205,48 @@ fn agent_config(raw: &crate::raw::RawAgent, c: &mut Collector) -> Option<AgentCo
             .unwrap_or_else(|| "Sorry, I couldn't finish that ({reason}).".to_owned()),
     };
     Some(config)
+}
+
+fn openai_runner(raw: &crate::raw::RawAgent, c: &mut Collector) -> Option<Runner> {
+    let base_url = match &raw.base_url {
+        Some(url) => base_url_value(url, "agent.base_url", c),
+        None => {
+            c.add(
+                Some(raw.runner.span()),
+                "agent.base_url",
+                "runner = \"openai\" needs agent.base_url",
+                "add base_url = \"http://127.0.0.1:PORT/v1\" (an OpenAI-compatible server)",
+            );
+            None
+        }
+    };
+    let model = match &raw.model {
+        Some(model) if !model.get_ref().trim().is_empty() => Some(model.get_ref().clone()),
+        _ => {
+            c.add(
+                Some(raw.runner.span()),
+                "agent.model",
+                "runner = \"openai\" needs agent.model",
+                "add model = \"the model's name on that server\"",
+            );
+            None
+        }
+    };
+    let api_key_env = raw
+        .api_key_env
+        .as_ref()
+        .map(|name| env_name(name, "agent.api_key_env", c));
+    let max_tool_rounds =
+        bounded(&raw.max_tool_rounds, "agent.max_tool_rounds", 1..=64, c) as usize;
+    Some(Runner::OpenAi(OpenAiRunner {
+        base_url: base_url?,
+        model: model?,
+        api_key_env,
+        system_prompt: raw.system_prompt.clone().unwrap_or_else(|| {
+            "You are an assistant in a Discord server. Use the tools to read and act in Discord. Answer briefly.".to_owned()
+        }),
+        max_tool_rounds,
+    }))
 }
 
 fn rate_limits(raw: &crate::raw::RawRateLimits, c: &mut Collector) -> RateLimits {
@@ -270,6 +313,10 @@ fn ids(values: &[Spanned<String>], key: &str, c: &mut Collector) -> Vec<Snowflak
 }
 
 fn base_url(url: &Spanned<String>, c: &mut Collector) -> Option<String> {
+    base_url_value(url, "discord.api_base_url", c)
+}
+
+fn base_url_value(url: &Spanned<String>, key: &str, c: &mut Collector) -> Option<String> {
     let value = url.get_ref().trim();
     let rest = value
         .strip_prefix("http://")
@@ -281,9 +328,9 @@ fn base_url(url: &Spanned<String>, c: &mut Collector) -> Option<String> {
     } else {
         c.add(
             Some(url.span()),
-            "discord.api_base_url",
+            key,
             format!("'{value}' is not an http(s) base URL"),
-            "write it like \"http://127.0.0.1:PORT\" (a fake Discord or a REST proxy), or remove the key to talk to Discord",
+            "write it like \"http://127.0.0.1:PORT\"",
         );
         None
     }

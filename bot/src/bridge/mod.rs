@@ -3,6 +3,7 @@
 //! answer is posted as a reply through the tool server's own policy path.
 
 pub mod command;
+pub mod openai;
 pub mod prompt;
 
 use std::collections::{HashMap, VecDeque};
@@ -312,7 +313,6 @@ impl Bridge {
     /// Runs the agent and posts its answer; true when it succeeded.
     async fn execute(&self, trigger: &Trigger, aborted: oneshot::Receiver<()>) -> bool {
         let config = &self.inner.config;
-        let Runner::Command { program, args, cwd } = &config.runner;
         let request_id = match random_hex(8) {
             Ok(hex) => format!("run-{hex}"),
             Err(error) => {
@@ -320,7 +320,10 @@ impl Bridge {
                 return false;
             }
         };
-        let cwd = absolute(cwd);
+        let cwd = match &config.runner {
+            Runner::Command { cwd, .. } => absolute(cwd),
+            Runner::OpenAi(_) => absolute(std::path::Path::new(".")),
+        };
         let grant = CapabilityGrant {
             session_id: trigger.channel_id,
             request_id: request_id.clone(),
@@ -336,28 +339,67 @@ impl Bridge {
                 return false;
             }
         };
-        let spec = CommandSpec {
-            program: program.clone(),
-            args: args.clone(),
-            cwd: cwd.clone(),
-            timeout: config.timeout,
-            env: self.environment(trigger, &token, &request_id, &cwd),
-        };
         let input = prompt::build(&self.inner.store, trigger, config.context_messages);
         tracing::info!(run = %request_id, session = %trigger.channel_id, trigger = %trigger.message_id, "agent run starts");
-        let outcome = run_command(&spec, &input, async {
+        let aborted = async {
             let _ = aborted.await;
-        })
-        .await;
+        };
+        let answer = match &config.runner {
+            Runner::Command { program, args, .. } => {
+                let spec = CommandSpec {
+                    program: program.clone(),
+                    args: args.clone(),
+                    cwd: cwd.clone(),
+                    timeout: config.timeout,
+                    env: self.environment(trigger, &token, &request_id, &cwd),
+                };
+                command_answer(
+                    &request_id,
+                    run_command(&spec, &input, aborted).await,
+                    config.timeout,
+                )
+            }
+            Runner::OpenAi(runner) => {
+                // The run's calls go through the full policy path with the run's capability.
+                let context = match self.inner.core.authenticate(Some(&token)) {
+                    Ok(caller) => CallContext {
+                        caller,
+                        request_id: Some(request_id.clone()),
+                        session_ref: Some(trigger.channel_id.to_string()),
+                        client: Some("discord".to_owned()),
+                        cwd: Some(cwd.display().to_string()),
+                        tool_call_id: None,
+                    },
+                    Err(error) => {
+                        tracing::error!(run = %request_id, "the run's own token was refused: {}", error.message);
+                        self.inner.core.capabilities.revoke(&token);
+                        return false;
+                    }
+                };
+                let turns = prompt::conversation(
+                    &self.inner.store,
+                    trigger,
+                    config.context_messages,
+                    self.bot_id(),
+                );
+                let chat =
+                    openai::answer(runner, &self.inner.core, &context, turns, config.timeout);
+                tokio::select! {
+                    result = chat => match result {
+                        Ok(text) => Answer::Reply(text),
+                        Err(error) => {
+                            tracing::warn!(run = %request_id, "model run failed: {error}");
+                            Answer::Failed(error.short_reason())
+                        }
+                    },
+                    () = aborted => Answer::Aborted,
+                }
+            }
+        };
         self.inner.core.capabilities.revoke(&token);
-        match outcome {
-            Ok(RunOutcome::Exited {
-                code: Some(0),
-                stdout,
-                stderr,
-            }) => {
-                log_stderr(&request_id, &stderr);
-                let reply = stdout.trim();
+        match answer {
+            Answer::Reply(text) => {
+                let reply = text.trim();
                 if reply.is_empty() || reply == "NO_REPLY" {
                     tracing::info!(run = %request_id, "agent run finished without a reply");
                 } else {
@@ -366,32 +408,12 @@ impl Bridge {
                 }
                 true
             }
-            Ok(RunOutcome::Exited { code, stderr, .. }) => {
-                log_stderr(&request_id, &stderr);
-                let reason = code.map_or_else(
-                    || "the agent was killed".to_owned(),
-                    |c| format!("the agent exited with status {c}"),
-                );
-                tracing::warn!(run = %request_id, %reason, "agent run failed");
+            Answer::Failed(reason) => {
                 self.post_reply(trigger, &self.error_line(&reason)).await;
                 false
             }
-            Ok(RunOutcome::TimedOut { stderr, .. }) => {
-                log_stderr(&request_id, &stderr);
-                let reason = format!("no answer within {} s", config.timeout.as_secs());
-                tracing::warn!(run = %request_id, %reason, "agent run timed out; process group killed");
-                self.post_reply(trigger, &self.error_line(&reason)).await;
-                false
-            }
-            Ok(RunOutcome::Aborted { stderr, .. }) => {
-                log_stderr(&request_id, &stderr);
+            Answer::Aborted => {
                 tracing::info!(run = %request_id, "agent run aborted");
-                false
-            }
-            Err(error) => {
-                tracing::error!(run = %request_id, "{error}");
-                self.post_reply(trigger, &self.error_line("the agent could not start"))
-                    .await;
                 false
             }
         }
@@ -439,6 +461,56 @@ impl Bridge {
             ),
         ]);
         env
+    }
+}
+
+/// How a run ended, whatever the runner.
+enum Answer {
+    /// The agent's text (empty or `NO_REPLY` posts nothing).
+    Reply(String),
+    /// A short reason for the error line; details were logged.
+    Failed(String),
+    Aborted,
+}
+
+/// A command run's outcome as an [`Answer`]; stderr is logged, never posted.
+fn command_answer(
+    run: &str,
+    outcome: Result<RunOutcome, command::RunnerError>,
+    timeout: Duration,
+) -> Answer {
+    match outcome {
+        Ok(RunOutcome::Exited {
+            code: Some(0),
+            stdout,
+            stderr,
+        }) => {
+            log_stderr(run, &stderr);
+            Answer::Reply(stdout)
+        }
+        Ok(RunOutcome::Exited { code, stderr, .. }) => {
+            log_stderr(run, &stderr);
+            let reason = code.map_or_else(
+                || "the agent was killed".to_owned(),
+                |c| format!("the agent exited with status {c}"),
+            );
+            tracing::warn!(run, %reason, "agent run failed");
+            Answer::Failed(reason)
+        }
+        Ok(RunOutcome::TimedOut { stderr, .. }) => {
+            log_stderr(run, &stderr);
+            let reason = format!("no answer within {} s", timeout.as_secs());
+            tracing::warn!(run, %reason, "agent run timed out; process group killed");
+            Answer::Failed(reason)
+        }
+        Ok(RunOutcome::Aborted { stderr, .. }) => {
+            log_stderr(run, &stderr);
+            Answer::Aborted
+        }
+        Err(error) => {
+            tracing::error!(run, "{error}");
+            Answer::Failed("the agent could not start".to_owned())
+        }
     }
 }
 

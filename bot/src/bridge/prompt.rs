@@ -53,3 +53,57 @@ pub fn build(store: &Store, trigger: &Trigger, context: usize) -> String {
     prompt.push_str("\nYour standard output is posted as the reply. Print NO_REPLY to post nothing. Use the `tools` command to read or act in Discord (`tools surface.help`).\n");
     prompt
 }
+
+/// Who said a turn of a chat conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// One turn of the conversation a chat model sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatTurn {
+    pub role: Role,
+    pub content: String,
+}
+
+/// The session transcript as chat turns: the bot's own messages are the assistant's, everyone
+/// else's are user turns prefixed with the author's name. The trigger, already stored, is last.
+pub fn conversation(
+    store: &Store,
+    trigger: &Trigger,
+    context: usize,
+    bot_id: Option<Snowflake>,
+) -> Vec<ChatTurn> {
+    let mut turns: Vec<ChatTurn> = store
+        .messages(trigger.channel_id, context.max(1), None, None)
+        .iter()
+        .map(|m| {
+            if Some(m.author_id) == bot_id {
+                ChatTurn {
+                    role: Role::Assistant,
+                    content: m.text.clone(),
+                }
+            } else {
+                let author = store
+                    .user_display_name(m.author_id)
+                    .unwrap_or_else(|| format!("user_{}", m.author_id));
+                ChatTurn {
+                    role: Role::User,
+                    content: format!("{author}: {}", m.text),
+                }
+            }
+        })
+        .collect();
+    let trigger_listed = store
+        .message(trigger.channel_id, trigger.message_id)
+        .is_some();
+    if !trigger_listed || turns.is_empty() {
+        turns.push(ChatTurn {
+            role: Role::User,
+            content: format!("{}: {}", trigger.author_name, trigger.text),
+        });
+    }
+    turns
+}
