@@ -170,31 +170,34 @@ fn agent_config(raw: &crate::raw::RawAgent, c: &mut Collector) -> Option<AgentCo
         let checked = env_name(name, &format!("agent.env_passthrough[{index}]"), c);
         env_passthrough.push(checked);
     }
+    // Every key is checked before the runner decides, so all problems are reported at once.
+    let timeout =
+        std::time::Duration::from_secs(bounded(&raw.timeout_s, "agent.timeout_s", 1..=86_400, c));
+    let context_messages =
+        bounded(&raw.context_messages, "agent.context_messages", 0..=200, c) as usize;
+    let queue_per_session = bounded(
+        &raw.queue_per_session,
+        "agent.queue_per_session",
+        0..=1_000,
+        c,
+    ) as usize;
+    let max_concurrent_runs = bounded(
+        &raw.max_concurrent_runs,
+        "agent.max_concurrent_runs",
+        1..=256,
+        c,
+    ) as usize;
+    let active_channel_ids = ids(&raw.active_channel_ids, "agent.active_channel_ids", c);
+    let allow_bots = ids(&raw.allow_bots, "agent.allow_bots", c);
     let config = AgentConfig {
         runner: runner?,
-        timeout: std::time::Duration::from_secs(bounded(
-            &raw.timeout_s,
-            "agent.timeout_s",
-            1..=86_400,
-            c,
-        )),
+        timeout,
         env_passthrough,
-        context_messages: bounded(&raw.context_messages, "agent.context_messages", 0..=200, c)
-            as usize,
-        queue_per_session: bounded(
-            &raw.queue_per_session,
-            "agent.queue_per_session",
-            0..=1_000,
-            c,
-        ) as usize,
-        max_concurrent_runs: bounded(
-            &raw.max_concurrent_runs,
-            "agent.max_concurrent_runs",
-            1..=256,
-            c,
-        ) as usize,
-        active_channel_ids: ids(&raw.active_channel_ids, "agent.active_channel_ids", c),
-        allow_bots: ids(&raw.allow_bots, "agent.allow_bots", c),
+        context_messages,
+        queue_per_session,
+        max_concurrent_runs,
+        active_channel_ids,
+        allow_bots,
         tool_scope: raw
             .tool_scope
             .clone()

@@ -332,3 +332,59 @@ fn defaults_for_limits_and_retention() {
     assert_eq!(config.toolserver.rate_limits.per_caller.per_minute, 600);
     assert_eq!(config.store.messages_per_channel, 1000);
 }
+
+#[test]
+fn agent_section_is_optional_and_typed() {
+    assert!(Config::parse("", "t").unwrap().agent.is_none());
+    let config = Config::parse(
+        "[agent]\nrunner = \"command\"\ncommand = [\"/bin/agent\", \"--fast\"]\nenv_passthrough = [\"PATH\"]\nactive_channel_ids = [\"1000000000000000401\"]\n",
+        "t",
+    )
+    .unwrap();
+    let agent = config.agent.expect("agent");
+    assert_eq!(
+        agent.runner,
+        switchboard_config::Runner::Command {
+            program: "/bin/agent".into(),
+            args: vec!["--fast".into()],
+            cwd: ".".into()
+        }
+    );
+    assert_eq!(agent.timeout.as_secs(), 600);
+    assert_eq!(agent.context_messages, 20);
+    assert_eq!(agent.queue_per_session, 8);
+    assert_eq!(agent.tool_scope, vec!["surface.*".to_owned()]);
+    assert_eq!(
+        agent.active_channel_ids,
+        vec![Snowflake(1000000000000000401)]
+    );
+}
+
+#[test]
+fn agent_garbage_is_reported_with_places() {
+    let text = "[agent]\nrunner = \"telepathy\"\ntimeout_s = 0\nenv_passthrough = [\"NOT A NAME\"]\nactive_channel_ids = [\"12\"]\n";
+    let found = problems(text);
+    assert_eq!(found.len(), 4, "{found:#?}");
+    assert!(found[0].starts_with("2:10 agent.runner"), "{found:#?}");
+    let empty = problems("[agent]\nrunner = \"command\"\ncommand = []\n");
+    assert_eq!(empty.len(), 1, "{empty:#?}");
+    let missing = problems("[agent]\nrunner = \"openai\"\n");
+    assert_eq!(missing.len(), 2, "base_url and model: {missing:#?}");
+}
+
+#[test]
+fn openai_runner_reads_its_keys() {
+    let config = Config::parse(
+        "[agent]\nrunner = \"openai\"\nbase_url = \"http://127.0.0.1:8080/v1/\"\nmodel = \"m\"\napi_key_env = \"OPENAI_API_KEY\"\nmax_tool_rounds = 3\n",
+        "t",
+    )
+    .unwrap();
+    match config.agent.expect("agent").runner {
+        switchboard_config::Runner::OpenAi(runner) => {
+            assert_eq!(runner.base_url, "http://127.0.0.1:8080/v1");
+            assert_eq!(runner.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
+            assert_eq!(runner.max_tool_rounds, 3);
+        }
+        other => panic!("{other:?}"),
+    }
+}
