@@ -150,7 +150,10 @@ impl Bridge {
         let start_worker = {
             let mut sessions = self.sessions();
             let queue = sessions.entry(channel).or_default();
-            if queue.waiting.len() >= limit && (queue.running.is_some() || queue.worker) {
+            // While the worker is between runs, the head of `waiting` is the next to run, not
+            // one that waits.
+            let about_to_run = usize::from(queue.worker && queue.running.is_none());
+            if queue.worker && queue.waiting.len() >= limit + about_to_run {
                 drop(sessions);
                 let bridge = self.clone();
                 tokio::spawn(async move { bridge.refuse_full(trigger, limit).await });
