@@ -1,0 +1,495 @@
+//! The `runner = "openai"` agent bridge end to end: Discord messages in the fake start a run
+//! of the real switchboard against a scripted fake OpenAI-compatible chat server; the model's
+//! tool calls go through the real tool server and land in the fake Discord.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::post;
+use axum::{Json, Router};
+use fake_discord::demo;
+use serde_json::{json, Value};
+use support::{Allow, Fake, Switchboard, TempDir};
+
+const BOT_MENTION: &str = "<@1000000000000000001>";
+const SYSTEM_PROMPT: &str = "You are the e2e test agent. Be brief.";
+/// How long a run may take to show up in the fake Discord.
+const RUN_TIMEOUT: Duration = Duration::from_secs(8);
+
+/// Decides the answer from every request so far (the current one is last): status and body.
+type Script = dyn Fn(&[Value]) -> (u16, Value) + Send + Sync;
+
+struct ModelState {
+    requests: Mutex<Vec<Value>>,
+    script: Box<Script>,
+}
+
+/// A fake OpenAI-compatible server on loopback, on its own runtime: it records every
+/// `POST /v1/chat/completions` body and answers from a script.
+struct FakeModel {
+    state: Arc<ModelState>,
+    base_url: String,
+    // Dropping the runtime stops the server.
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl FakeModel {
+    fn start(script: impl Fn(&[Value]) -> (u16, Value) + Send + Sync + 'static) -> FakeModel {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("tokio runtime for the fake model");
+        let state = Arc::new(ModelState {
+            requests: Mutex::new(Vec::new()),
+            script: Box::new(script),
+        });
+        let app = Router::new()
+            .route("/v1/chat/completions", post(completions))
+            .with_state(Arc::clone(&state));
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("bind the fake model");
+        let addr = listener.local_addr().expect("local addr");
+        runtime.spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        FakeModel {
+            state,
+            base_url: format!("http://{addr}/v1"),
+            _runtime: runtime,
+        }
+    }
+
+    /// Every request body received so far.
+    fn requests(&self) -> Vec<Value> {
+        self.state
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+async fn completions(
+    State(state): State<Arc<ModelState>>,
+    Json(body): Json<Value>,
+) -> (StatusCode, Json<Value>) {
+    let (status, answer) = {
+        let mut requests = state.requests.lock().unwrap_or_else(|e| e.into_inner());
+        requests.push(body);
+        (state.script)(&requests)
+    };
+    (
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        Json(answer),
+    )
+}
+
+/// A chat completion whose message asks for one tool call.
+fn tool_call(id: &str, function: &str, arguments: &str) -> (u16, Value) {
+    (
+        200,
+        json!({
+            "id": "chatcmpl-e2e",
+            "object": "chat.completion",
+            "model": "fake-model",
+            "choices": [{
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": null,
+                    "tool_calls": [{
+                        "id": id,
+                        "type": "function",
+                        "function": {"name": function, "arguments": arguments}
+                    }]
+                }
+            }]
+        }),
+    )
+}
+
+/// A chat completion that answers in text.
+fn text(content: &str) -> (u16, Value) {
+    (
+        200,
+        json!({
+            "id": "chatcmpl-e2e",
+            "object": "chat.completion",
+            "model": "fake-model",
+            "choices": [{
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": content}
+            }]
+        }),
+    )
+}
+
+/// The `messages` of a request.
+fn messages(request: &Value) -> &Vec<Value> {
+    request["messages"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no messages array in {request}"))
+}
+
+/// The `tool` messages of a request, each with its content parsed as JSON.
+fn tool_results(request: &Value) -> Vec<(String, Value)> {
+    messages(request)
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            let content = m["content"]
+                .as_str()
+                .unwrap_or_else(|| panic!("tool content is not a string: {m}"));
+            let parsed = serde_json::from_str(content)
+                .unwrap_or_else(|e| panic!("tool content is not JSON ({e}): {content}"));
+            (
+                m["tool_call_id"].as_str().unwrap_or_default().to_owned(),
+                parsed,
+            )
+        })
+        .collect()
+}
+
+/// The function names offered in a request's `tools`.
+fn offered(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| {
+                    t["function"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn agent_config(model: &FakeModel, extra: &str) -> String {
+    format!(
+        "[agent]\nrunner = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\nsystem_prompt = \"{SYSTEM_PROMPT}\"\nmax_tool_rounds = 4\ntimeout_s = 6\ncontext_messages = 5\nerror_reply = \"agent failed: {{reason}}\"\n{extra}",
+        model.base_url
+    )
+}
+
+fn poll<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Messages the bot posted (not the injected ones) in `channel`, as the fake holds them.
+fn bot_posts(fake: &Fake, channel: u64) -> Vec<Value> {
+    let bot = demo::BOT.to_string();
+    fake.fake
+        .channel_messages(channel.into())
+        .expect("channel exists")
+        .into_iter()
+        .filter(|m| m["author"]["id"].as_str() == Some(bot.as_str()))
+        .collect()
+}
+
+/// The bot's reply to `trigger` in `channel`, waited for.
+fn reply_to(fake: &Fake, sb: &Switchboard, channel: u64, trigger: &str) -> Value {
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    loop {
+        if let Some(reply) = bot_posts(fake, channel)
+            .into_iter()
+            .find(|m| m["message_reference"]["message_id"] == trigger)
+        {
+            return reply;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no reply to {trigger} in {channel} within {RUN_TIMEOUT:?}; the bot posted {:?}\nswitchboard log:\n{}",
+            bot_posts(fake, channel),
+            sb.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `PUT`/`DELETE` + the encoded emoji of every reaction request on `trigger`.
+fn reactions_on(fake: &Fake, trigger: &str) -> Vec<String> {
+    fake.fake
+        .requests()
+        .iter()
+        .filter(|r| r.path.contains(&format!("{trigger}/reactions/")))
+        .map(|r| format!("{} {}", r.method, r.path.rsplit('/').nth(1).unwrap_or("")))
+        .collect()
+}
+
+#[test]
+fn a_tool_call_lands_in_discord_and_the_final_answer_replies_to_the_trigger() {
+    let model = FakeModel::start(|requests| {
+        let last = requests.last().expect("the current request");
+        if messages(last).last().is_some_and(|m| m["role"] == "tool") {
+            text("Done: I warned the release room.")
+        } else {
+            tool_call(
+                "call_send_1",
+                "surface__messages__send",
+                r##"{"sessionId":"#release-room","text":"heads up @Stanley"}"##,
+            )
+        }
+    });
+    let fake = Fake::start();
+    let dir = TempDir::new("openai-send");
+    let sb = Switchboard::start_with(
+        &fake,
+        dir.path(),
+        &Allow::default(),
+        &agent_config(&model, ""),
+    );
+    let trigger = fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} warn the release room"),
+    );
+    let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
+    assert_eq!(
+        reply["content"], "Done: I warned the release room.",
+        "{reply}"
+    );
+
+    // The tool call landed in #release-room, with the outbound rewrite.
+    let sent = bot_posts(&fake, demo::RELEASE_ROOM);
+    assert_eq!(sent.len(), 1, "one send in #release-room: {sent:?}");
+    let sent_content = sent[0]["content"].as_str().unwrap_or_default();
+    assert!(
+        sent_content.contains("heads up") && sent_content.contains("<@1000000000000000101>"),
+        "{sent_content}"
+    );
+
+    // What the model was sent.
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2, "one tool round, then the answer");
+    let first = &requests[0];
+    assert_eq!(first["model"], "fake-model");
+    let first_messages = messages(first);
+    assert_eq!(first_messages[0]["role"], "system");
+    assert_eq!(first_messages[0]["content"], SYSTEM_PROMPT);
+    let last_turn = first_messages.last().unwrap();
+    assert_eq!(last_turn["role"], "user", "{first}");
+    assert_eq!(
+        last_turn["content"], "Stanley: @switchboard warn the release room",
+        "the trigger's canonical text is the last turn"
+    );
+    let tools = first["tools"].as_array().expect("tools offered");
+    let send = tools
+        .iter()
+        .find(|t| t["function"]["name"] == "surface__messages__send")
+        .unwrap_or_else(|| panic!("surface__messages__send not offered: {:?}", offered(first)));
+    assert_eq!(send["type"], "function");
+    let parameters = &send["function"]["parameters"];
+    assert_eq!(parameters["type"], "object", "{parameters}");
+    assert!(
+        parameters["properties"]["text"].is_object()
+            && parameters["properties"]["sessionId"].is_object(),
+        "{parameters}"
+    );
+    assert!(
+        parameters["required"]
+            .as_array()
+            .is_some_and(|r| r.contains(&json!("text"))),
+        "{parameters}"
+    );
+    assert!(
+        offered(first)
+            .iter()
+            .all(|name| name.starts_with("surface__") && !name.contains('.')),
+        "the default scope is surface.*, names use __: {:?}",
+        offered(first)
+    );
+
+    let results = tool_results(&requests[1]);
+    assert_eq!(results.len(), 1, "{}", requests[1]);
+    let (call_id, result) = &results[0];
+    assert_eq!(call_id, "call_send_1");
+    assert_eq!(result["ok"], true, "{result}");
+    assert_eq!(
+        result["value"]["channelId"], "1000000000000000402",
+        "{result}"
+    );
+    // The assistant's tool-call turn is echoed back before the result.
+    let second_messages = messages(&requests[1]);
+    let assistant = &second_messages[second_messages.len() - 2];
+    assert_eq!(assistant["role"], "assistant");
+    assert_eq!(assistant["tool_calls"][0]["id"], "call_send_1");
+
+    // ⏳ then ✅ on the trigger.
+    let reactions = poll("✅ on the trigger", RUN_TIMEOUT, || {
+        let reactions = reactions_on(&fake, &trigger);
+        reactions
+            .iter()
+            .any(|r| r == "PUT %E2%9C%85")
+            .then_some(reactions)
+    });
+    assert!(
+        reactions.iter().any(|r| r == "PUT %E2%8F%B3"),
+        "{reactions:?}"
+    );
+}
+
+#[test]
+fn a_tool_outside_the_scope_comes_back_to_the_model_as_denied() {
+    let model = FakeModel::start(|requests| {
+        let last = requests.last().expect("the current request");
+        if messages(last).last().is_some_and(|m| m["role"] == "tool") {
+            text("I may not post there.")
+        } else {
+            tool_call(
+                "call_forbidden",
+                "surface__messages__send",
+                r##"{"sessionId":"#release-room","text":"should not appear"}"##,
+            )
+        }
+    });
+    let fake = Fake::start();
+    let dir = TempDir::new("openai-scope");
+    let sb = Switchboard::start_with(
+        &fake,
+        dir.path(),
+        &Allow::default(),
+        &agent_config(
+            &model,
+            "tool_scope = [\"surface.messages.list\", \"surface.help\"]\n",
+        ),
+    );
+    let trigger = fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} post in the release room"),
+    );
+    let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
+    assert_eq!(reply["content"], "I may not post there.", "{reply}");
+    assert!(
+        bot_posts(&fake, demo::RELEASE_ROOM).is_empty(),
+        "a forbidden send was posted"
+    );
+
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let mut names = offered(&requests[0]);
+    names.sort();
+    assert_eq!(
+        names,
+        ["surface__help", "surface__messages__list"],
+        "only the scoped callables are offered"
+    );
+    let results = tool_results(&requests[1]);
+    assert_eq!(results.len(), 1, "{}", requests[1]);
+    let (call_id, result) = &results[0];
+    assert_eq!(call_id, "call_forbidden");
+    assert_eq!(result["ok"], false, "{result}");
+    assert_eq!(result["error"]["kind"], "denied", "{result}");
+    assert_eq!(result["error"]["code"], "out_of_scope", "{result}");
+}
+
+#[test]
+fn a_model_server_error_posts_the_error_line_and_reacts_failed() {
+    let model = FakeModel::start(|_| (500, json!({"error": {"message": "the fake model broke"}})));
+    let fake = Fake::start();
+    let dir = TempDir::new("openai-500");
+    let sb = Switchboard::start_with(
+        &fake,
+        dir.path(),
+        &Allow::default(),
+        &agent_config(&model, ""),
+    );
+    let trigger = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} hello?"));
+    let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
+    assert_eq!(
+        reply["content"], "agent failed: the model server answered 500",
+        "{reply}"
+    );
+    assert!(
+        !reply["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the fake model broke"),
+        "the server's body is logged, not posted"
+    );
+    let reactions = poll("❌ on the trigger", RUN_TIMEOUT, || {
+        let reactions = reactions_on(&fake, &trigger);
+        reactions
+            .iter()
+            .any(|r| r == "PUT %E2%9D%8C")
+            .then_some(reactions)
+    });
+    assert!(
+        !reactions.iter().any(|r| r == "PUT %E2%9C%85"),
+        "a failed run reacted ✅: {reactions:?}"
+    );
+    assert_eq!(model.requests().len(), 1, "no retry after a 500");
+}
+
+#[test]
+fn malformed_tool_arguments_come_back_as_a_usage_error_and_the_loop_continues() {
+    let model = FakeModel::start(|requests| {
+        let last = requests.last().expect("the current request");
+        let results = tool_results(last);
+        match results.len() {
+            0 => tool_call("call_bad", "surface__messages__send", "{not json"),
+            1 => tool_call(
+                "call_good",
+                "surface__messages__send",
+                r##"{"sessionId":"#release-room","text":"second try"}"##,
+            ),
+            _ => text("Posted on the second try."),
+        }
+    });
+    let fake = Fake::start();
+    let dir = TempDir::new("openai-malformed");
+    let sb = Switchboard::start_with(
+        &fake,
+        dir.path(),
+        &Allow::default(),
+        &agent_config(&model, ""),
+    );
+    let trigger = fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} say something in the release room"),
+    );
+    let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
+    assert_eq!(reply["content"], "Posted on the second try.", "{reply}");
+
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    let results = tool_results(&requests[1]);
+    assert_eq!(results.len(), 1, "{}", requests[1]);
+    let (call_id, result) = &results[0];
+    assert_eq!(call_id, "call_bad");
+    assert_eq!(result["ok"], false, "{result}");
+    assert_eq!(result["error"]["kind"], "usage", "{result}");
+    assert_eq!(result["error"]["code"], "invalid_arguments", "{result}");
+    assert!(
+        offered(&requests[1]).contains(&"surface__messages__send".to_owned()),
+        "tools are still offered after the error"
+    );
+    let results = tool_results(&requests[2]);
+    assert_eq!(results.len(), 2, "{}", requests[2]);
+    assert_eq!(results[1].0, "call_good");
+    assert_eq!(results[1].1["ok"], true, "{}", results[1].1);
+
+    let sent = bot_posts(&fake, demo::RELEASE_ROOM);
+    assert_eq!(sent.len(), 1, "only the well-formed call posted: {sent:?}");
+    assert_eq!(sent[0]["content"], "second try");
+}
