@@ -1,0 +1,588 @@
+//! The agent bridge's controls end to end: `/abort` and `/status` as slash commands, the
+//! per-session queue bound, other bots' messages, `active_channel_ids`, and `check-config` on a
+//! broken `[agent]` section. A fake Discord in-process, the real `switchboard run`, scripted `sh`
+//! agents that log their start (and their pid) into a temp dir.
+
+mod support;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fake_discord::{demo, MemberSpec, SlashCommand, Snowflake, UserMessage, UserSpec, World};
+use serde_json::Value;
+use support::{wait_bounded, Allow, Fake, Switchboard, TempDir};
+
+const BOT_MENTION: &str = "<@1000000000000000001>";
+/// A user of the test world that is itself a bot (not in the demo world).
+const OTTERBOT: u64 = 1000000000000000103;
+
+/// Writes an executable `sh` script and returns its path.
+fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+/// An agent that logs `start SESSION MESSAGE` to `dir/log`, writes its pid (= its process
+/// group, the bridge makes it a group leader) to `dir/MESSAGE.pid`, then sleeps `sleep_s`.
+fn logging_agent(dir: &Path, sleep_s: u32) -> PathBuf {
+    script(
+        dir,
+        "agent.sh",
+        &format!(
+            "cat > /dev/null\necho $$ > \"{d}/$SWITCHBOARD_MESSAGE_ID.pid\"\necho \"start $SWITCHBOARD_SESSION_ID $SWITCHBOARD_MESSAGE_ID\" >> \"{d}/log\"\nsleep {sleep_s}\necho NO_REPLY",
+            d = dir.display()
+        ),
+    )
+}
+
+/// An `[agent]` section running `program`, with `extra` lines appended.
+fn agent_config(program: &Path, dir: &Path, extra: &str) -> String {
+    format!(
+        "[agent]\nrunner = \"command\"\ncommand = [\"{}\"]\ncwd = \"{}\"\ntimeout_s = 60\nenv_passthrough = [\"PATH\"]\ncontext_messages = 5\nerror_reply = \"agent failed: {{reason}}\"\n{extra}\n",
+        program.display(),
+        dir.display()
+    )
+}
+
+/// Polls `probe` every 50 ms until it answers `Some`, at most `timeout`.
+fn poll<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The `start SESSION MESSAGE` lines the agent logged so far.
+fn starts(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn started(dir: &Path, session: u64, message: &str) -> bool {
+    starts(dir).contains(&format!("start {session} {message}"))
+}
+
+/// The pid the agent wrote for `message`, once it has.
+fn agent_pid(dir: &Path, message: &str) -> Option<i32> {
+    std::fs::read_to_string(dir.join(format!("{message}.pid")))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn pid_alive(pid: i32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Messages the bot posted in `channel`, as the fake holds them.
+fn bot_posts(fake: &Fake, channel: u64) -> Vec<Value> {
+    let bot = demo::BOT.to_string();
+    fake.fake
+        .channel_messages(channel.into())
+        .expect("channel exists")
+        .into_iter()
+        .filter(|m| m["author"]["id"].as_str() == Some(bot.as_str()))
+        .collect()
+}
+
+/// Kills, on drop, the process group of every agent that left a pid file in the directory:
+/// `switchboard` is SIGKILLed at the end of a test and cannot stop a sleeping agent itself.
+/// Declare it after the `TempDir` and before the `Switchboard`, so it runs once switchboard is
+/// gone (no further run can start) and before the directory is removed.
+struct Reaper<'a>(&'a Path);
+
+impl Drop for Reaper<'_> {
+    fn drop(&mut self) {
+        let Ok(entries) = std::fs::read_dir(self.0) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(message) = name.strip_suffix(".pid") else {
+                continue;
+            };
+            if let Some(pid) = agent_pid(self.0, message).filter(|&p| pid_alive(p)) {
+                let _ = Command::new("kill")
+                    .args(["-KILL", "--", &format!("-{pid}")])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
+    }
+}
+
+/// Waits until the bot has registered its slash commands with the fake.
+fn wait_for_commands(fake: &Fake) {
+    poll("the slash commands", Duration::from_secs(10), || {
+        let commands = fake.fake.commands();
+        let global = commands["global"].as_array()?;
+        let has = |name: &str| global.iter().any(|c| c["name"] == name);
+        (has("abort") && has("status")).then_some(())
+    });
+}
+
+/// Invokes `/name` in `channel` as Stanley; returns the text of the bot's answer.
+fn slash(fake: &Fake, channel: u64, name: &str) -> String {
+    let invoked = fake
+        .fake
+        .invoke_command(SlashCommand {
+            channel_id: channel.into(),
+            user_id: demo::STANLEY.into(),
+            name: name.to_owned(),
+            options: serde_json::json!([]),
+        })
+        .unwrap_or_else(|e| panic!("invoke /{name}: {e}"));
+    let id = Snowflake::parse(invoked["id"].as_str().expect("interaction id")).expect("snowflake");
+    let answered = poll(
+        &format!("the answer to /{name}"),
+        Duration::from_secs(5),
+        || {
+            let i = fake.fake.interaction(id).ok()?;
+            (!i["response"].is_null()).then_some(i)
+        },
+    );
+    answered["response"]["data"]["content"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no content in the answer to /{name}: {answered}"))
+        .to_owned()
+}
+
+/// Runs a mention of the bot in #ops and waits until switchboard has stored it, which means it
+/// was considered for a run (stored, then enqueued, in one step of the ingest).
+fn mention_stored(fake: &Fake, sb: &Switchboard, text: &str) -> String {
+    let id = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} {text}"));
+    sb.wait_listed(
+        &demo::OPS.to_string(),
+        std::slice::from_ref(&id),
+        Duration::from_secs(5),
+    );
+    id
+}
+
+#[test]
+fn abort_stops_the_running_run_and_the_queued_one_then_runs() {
+    let fake = Fake::start();
+    let dir = TempDir::new("bridge-abort");
+    let out = dir.path();
+    let _reaper = Reaper(out);
+    let agent = logging_agent(out, 30);
+    let sb = Switchboard::start_with(
+        &fake,
+        out,
+        &Allow::default(),
+        &agent_config(&agent, out, ""),
+    );
+    wait_for_commands(&fake);
+
+    let first = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} one"));
+    let first_pid = poll("the first run to start", Duration::from_secs(5), || {
+        agent_pid(out, &first)
+    });
+    let second = mention_stored(&fake, &sb, "two");
+    assert!(
+        !started(out, demo::OPS, &second),
+        "the second run started while the first was running: {:?}",
+        starts(out)
+    );
+
+    let answer = slash(&fake, demo::OPS, "abort");
+    assert!(
+        answer.to_lowercase().contains("stopping"),
+        "/abort answered {answer:?}"
+    );
+    poll(
+        "the first run's process to be gone",
+        Duration::from_secs(5),
+        || (!pid_alive(first_pid)).then_some(()),
+    );
+    poll("the queued run to start", Duration::from_secs(5), || {
+        started(out, demo::OPS, &second).then_some(())
+    });
+    assert_eq!(
+        starts(out),
+        vec![
+            format!("start {} {first}", demo::OPS),
+            format!("start {} {second}", demo::OPS)
+        ]
+    );
+    // An aborted run posts no reply and no error line.
+    assert!(
+        !bot_posts(&fake, demo::OPS)
+            .iter()
+            .any(|m| m["message_reference"]["message_id"] == first.as_str()),
+        "the aborted run replied: {:?}",
+        bot_posts(&fake, demo::OPS)
+    );
+}
+
+#[test]
+fn status_shows_the_running_run_and_the_waiting_ones() {
+    let fake = Fake::start();
+    let dir = TempDir::new("bridge-status");
+    let out = dir.path();
+    let _reaper = Reaper(out);
+    let agent = logging_agent(out, 30);
+    let sb = Switchboard::start_with(
+        &fake,
+        out,
+        &Allow::default(),
+        &agent_config(&agent, out, ""),
+    );
+    wait_for_commands(&fake);
+
+    let idle = slash(&fake, demo::OPS, "status");
+    assert!(
+        idle.contains("nothing running") && idle.contains("0 waiting"),
+        "/status when idle: {idle:?}"
+    );
+    let first = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} one"));
+    poll("the first run to start", Duration::from_secs(5), || {
+        agent_pid(out, &first)
+    });
+    mention_stored(&fake, &sb, "two");
+    let busy = slash(&fake, demo::OPS, "status");
+    assert!(
+        busy.contains("running") && busy.contains("1 waiting"),
+        "/status with one running and one waiting: {busy:?}"
+    );
+    assert!(busy.contains("Stanley"), "who asked: {busy:?}");
+    // Another session is untouched.
+    let other = slash(&fake, demo::RELEASE_ROOM, "status");
+    assert!(
+        other.contains("nothing running") && other.contains("0 waiting"),
+        "/status in #release-room: {other:?}"
+    );
+}
+
+#[test]
+fn a_full_queue_answers_the_extra_trigger_and_does_not_run_it() {
+    let fake = Fake::start();
+    let dir = TempDir::new("bridge-full");
+    let out = dir.path();
+    let _reaper = Reaper(out);
+    let agent = logging_agent(out, 30);
+    let _sb = Switchboard::start_with(
+        &fake,
+        out,
+        &Allow::default(),
+        &agent_config(&agent, out, "queue_per_session = 1"),
+    );
+    // Three quick mentions: one runs, one waits (the bound), the third is refused.
+    let first = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} one"));
+    let second = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} two"));
+    let third = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} three"));
+    let refusal = poll("the queue-full reply", Duration::from_secs(10), || {
+        bot_posts(&fake, demo::OPS).into_iter().next()
+    });
+    assert_eq!(
+        refusal["message_reference"]["message_id"],
+        third.as_str(),
+        "the refusal must answer the third mention (first {first}, second {second}): {refusal}"
+    );
+    let text = refusal["content"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("busy") && text.contains("1 more requests are already waiting"),
+        "{text:?}"
+    );
+    poll("the first run to start", Duration::from_secs(5), || {
+        started(out, demo::OPS, &first).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        starts(out),
+        vec![format!("start {} {first}", demo::OPS)],
+        "the agent started once so far"
+    );
+    assert_eq!(
+        bot_posts(&fake, demo::OPS).len(),
+        1,
+        "only the refusal was posted"
+    );
+}
+
+/// The demo world plus `otterbot`, a bot user who is a member of the guild.
+fn world_with_a_bot_user() -> World {
+    let mut world = World::demo();
+    world.users.push(UserSpec {
+        id: OTTERBOT.into(),
+        username: "otterbot".to_owned(),
+        global_name: None,
+        bot: true,
+    });
+    for guild in &mut world.guilds {
+        if let Some(members) = &mut guild.members {
+            members.push(MemberSpec {
+                user_id: OTTERBOT.into(),
+                roles: Vec::new(),
+                nick: None,
+            });
+        }
+    }
+    world
+}
+
+#[test]
+fn another_bots_mention_does_not_trigger_unless_allowed() {
+    let fake = Fake::start_world(world_with_a_bot_user());
+    let dir = TempDir::new("bridge-bots");
+    let out = dir.path();
+    let _reaper = Reaper(out);
+    let agent = logging_agent(out, 0);
+    let _sb = Switchboard::start_with(
+        &fake,
+        out,
+        &Allow::default(),
+        &agent_config(&agent, out, ""),
+    );
+    let from_bot = fake.post(demo::OPS, OTTERBOT, &format!("{BOT_MENTION} from a bot"));
+    // Same session, posted after: runs are FIFO, so once this one ran the bot's would have too.
+    let marker = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} marker"));
+    poll("the marker run", Duration::from_secs(10), || {
+        started(out, demo::OPS, &marker).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !started(out, demo::OPS, &from_bot),
+        "another bot's mention started a run: {:?}",
+        starts(out)
+    );
+    assert_eq!(starts(out).len(), 1, "{:?}", starts(out));
+}
+
+#[test]
+fn allow_bots_lets_a_listed_bot_trigger() {
+    let fake = Fake::start_world(world_with_a_bot_user());
+    let dir = TempDir::new("bridge-allow-bots");
+    let out = dir.path();
+    let _reaper = Reaper(out);
+    let agent = logging_agent(out, 0);
+    let _sb = Switchboard::start_with(
+        &fake,
+        out,
+        &Allow::default(),
+        &agent_config(&agent, out, &format!("allow_bots = [\"{OTTERBOT}\"]")),
+    );
+    let from_bot = fake.post(demo::OPS, OTTERBOT, &format!("{BOT_MENTION} from a bot"));
+    poll("the listed bot's run", Duration::from_secs(10), || {
+        started(out, demo::OPS, &from_bot).then_some(())
+    });
+    // Listed or not, a bot's message without a mention is still not a trigger.
+    let plain = fake.post(demo::OPS, OTTERBOT, "no mention here");
+    let marker = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} marker"));
+    poll("the marker run", Duration::from_secs(10), || {
+        started(out, demo::OPS, &marker).then_some(())
+    });
+    assert!(!started(out, demo::OPS, &plain), "{:?}", starts(out));
+}
+
+#[test]
+fn a_plain_message_in_an_active_channel_starts_a_run() {
+    let fake = Fake::start();
+    let dir = TempDir::new("bridge-active");
+    let out = dir.path();
+    let _reaper = Reaper(out);
+    let agent = logging_agent(out, 0);
+    let _sb = Switchboard::start_with(
+        &fake,
+        out,
+        &Allow::default(),
+        &agent_config(
+            &agent,
+            out,
+            &format!("active_channel_ids = [\"{}\"]", demo::RELEASE_ROOM),
+        ),
+    );
+    let not_active = fake.post(demo::OPS, demo::STANLEY, "plain, in a channel not active");
+    let active = fake.post(
+        demo::RELEASE_ROOM,
+        demo::STANLEY,
+        "plain, in the active one",
+    );
+    poll("the active channel's run", Duration::from_secs(10), || {
+        started(out, demo::RELEASE_ROOM, &active).then_some(())
+    });
+    let marker = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} marker"));
+    poll("the marker run in #ops", Duration::from_secs(10), || {
+        started(out, demo::OPS, &marker).then_some(())
+    });
+    assert!(
+        !started(out, demo::OPS, &not_active),
+        "a plain message outside the active channels started a run: {:?}",
+        starts(out)
+    );
+}
+
+/// `switchboard check-config --config FILE`: (exit code, stdout + stderr).
+fn check_config(file: &Path) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("check-config")
+        .arg("--config")
+        .arg(file)
+        .env_remove("SWITCHBOARD_CONFIG")
+        .current_dir(file.parent().expect("config dir"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn switchboard check-config");
+    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    let mut text = String::new();
+    if let Some(mut pipe) = child.stdout.take() {
+        let _ = pipe.read_to_string(&mut text);
+    }
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = pipe.read_to_string(&mut text);
+    }
+    assert!(status.is_some(), "check-config overran 10 s: {text}");
+    (status.and_then(|s| s.code()), text)
+}
+
+/// Writes a valid base config plus `agent` into `dir/name`; returns the path and the text.
+fn write_config(dir: &Path, name: &str, agent: &str) -> (PathBuf, String) {
+    let text = format!(
+        "{}\n{agent}",
+        support::config_text("http://127.0.0.1:9", &dir.join("x.db"), &Allow::default())
+    );
+    let path = dir.join(name);
+    std::fs::write(&path, &text).expect("write config");
+    (path, text)
+}
+
+/// Asserts the report names `key` at `file:LINE:` where LINE is the line starting with `line_start`.
+fn assert_located(report: &str, file: &Path, text: &str, line_start: &str, key: &str) {
+    let line = text
+        .lines()
+        .position(|l| l.starts_with(line_start))
+        .unwrap_or_else(|| panic!("no line starting with {line_start:?}"))
+        + 1;
+    let prefix = format!("{}:{line}:", file.display());
+    assert!(
+        report
+            .lines()
+            .any(|l| l.starts_with(&prefix) && l.contains(key)),
+        "{key} is not reported at {prefix}..:\n{report}"
+    );
+}
+
+#[test]
+fn check_config_locates_each_agent_problem_alone() {
+    let dir = TempDir::new("bridge-check-one");
+    let cases = [
+        (
+            "runner = \"telepathy\"\n",
+            "runner =",
+            "agent.runner",
+        ),
+        (
+            "runner = \"command\"\ncommand = []\n",
+            "command =",
+            "agent.command",
+        ),
+        (
+            "runner = \"command\"\ncommand = [\"./agent.sh\"]\ntimeout_s = 0\n",
+            "timeout_s =",
+            "agent.timeout_s",
+        ),
+        (
+            "runner = \"command\"\ncommand = [\"./agent.sh\"]\nactive_channel_ids = [\"ops-channel\"]\n",
+            "active_channel_ids =",
+            "agent.active_channel_ids[0]",
+        ),
+    ];
+    for (index, (agent, line_start, key)) in cases.into_iter().enumerate() {
+        let (file, text) = write_config(
+            dir.path(),
+            &format!("case{index}.toml"),
+            &format!("[agent]\n{agent}"),
+        );
+        let (code, report) = check_config(&file);
+        assert_eq!(code, Some(2), "case {index} exit code:\n{report}");
+        assert_located(&report, &file, &text, line_start, key);
+    }
+}
+
+#[test]
+fn check_config_reports_every_agent_problem_at_once() {
+    let dir = TempDir::new("bridge-check-all");
+    for (name, runner) in [
+        ("unknown-runner.toml", "runner = \"telepathy\"\n"),
+        ("empty-command.toml", "runner = \"command\"\ncommand = []\n"),
+    ] {
+        let (file, text) = write_config(
+            dir.path(),
+            name,
+            &format!("[agent]\n{runner}timeout_s = 0\nactive_channel_ids = [\"ops-channel\"]\n"),
+        );
+        let (code, report) = check_config(&file);
+        assert_eq!(code, Some(2), "{name}:\n{report}");
+        let (line_start, key) = if runner.contains("telepathy") {
+            ("runner =", "agent.runner")
+        } else {
+            ("command =", "agent.command")
+        };
+        assert_located(&report, &file, &text, line_start, key);
+        assert_located(&report, &file, &text, "timeout_s =", "agent.timeout_s");
+        assert_located(
+            &report,
+            &file,
+            &text,
+            "active_channel_ids =",
+            "agent.active_channel_ids[0]",
+        );
+    }
+}
+
+/// A reply to one of the bot's messages is a trigger, with no mention.
+#[test]
+fn a_reply_to_the_bot_triggers_without_a_mention() {
+    let fake = Fake::start();
+    let dir = TempDir::new("bridge-reply");
+    let out = dir.path();
+    let _reaper = Reaper(out);
+    let agent = script(
+        out,
+        "agent.sh",
+        &format!(
+            "cat > /dev/null\necho \"start $SWITCHBOARD_SESSION_ID $SWITCHBOARD_MESSAGE_ID\" >> \"{}/log\"\necho hello back",
+            out.display()
+        ),
+    );
+    let _sb = Switchboard::start_with(
+        &fake,
+        out,
+        &Allow::default(),
+        &agent_config(&agent, out, ""),
+    );
+    fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} hi"));
+    let reply = poll("the bot's reply", Duration::from_secs(10), || {
+        bot_posts(&fake, demo::OPS).into_iter().next()
+    });
+    let reply_id = reply["id"].as_str().expect("reply id").to_owned();
+    let follow_up = fake
+        .fake
+        .post_message(UserMessage {
+            channel_id: demo::OPS.into(),
+            author_id: demo::STANLEY.into(),
+            content: "and another thing".to_owned(),
+            reply_to: Some(Snowflake::parse(&reply_id).expect("snowflake")),
+        })
+        .expect("post a reply");
+    let follow_up = follow_up["id"].as_str().expect("id").to_owned();
+    poll("the reply's run", Duration::from_secs(10), || {
+        started(out, demo::OPS, &follow_up).then_some(())
+    });
+}
