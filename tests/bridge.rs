@@ -310,3 +310,41 @@ fn mentions_in_one_session_run_in_order_and_sessions_run_in_parallel() {
         "other session runs in parallel: {lines:?}"
     );
 }
+
+#[test]
+fn a_reply_the_tool_server_refuses_is_not_marked_done() {
+    let fake = Fake::start();
+    let dir = TempDir::new("bridge-refused");
+    let out = dir.path();
+    let agent = script(out, "agent.sh", "cat > /dev/null\necho an answer");
+    let limits = "\n[toolserver.rate_limits]\nper_channel_mutating_per_minute = 1\nper_channel_mutating_burst = 1\n";
+    let extra = format!("{}{limits}", agent_config(&agent, out, 30));
+    let _sb = Switchboard::start_with(&fake, out, &Allow::default(), &extra);
+    fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} first"));
+    poll("the first reply", Duration::from_secs(20), || {
+        bot_posts(&fake, demo::OPS).into_iter().next()
+    });
+    let second = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} second"));
+    let failed = format!("{second}/reactions/%E2%9D%8C/@me");
+    poll("❌ on the refused run", Duration::from_secs(20), || {
+        fake.fake
+            .requests()
+            .iter()
+            .any(|r| r.method == "PUT" && r.path.ends_with(&failed))
+            .then_some(())
+    });
+    let done = format!("{second}/reactions/%E2%9C%85/@me");
+    assert!(
+        !fake
+            .fake
+            .requests()
+            .iter()
+            .any(|r| r.method == "PUT" && r.path.ends_with(&done)),
+        "a reply that was never posted must not get ✅"
+    );
+    assert_eq!(
+        bot_posts(&fake, demo::OPS).len(),
+        1,
+        "only the first reply was posted"
+    );
+}

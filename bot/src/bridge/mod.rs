@@ -259,7 +259,8 @@ impl Bridge {
 
     /// Posts `text` as a reply to the trigger through the tool server's policy path: outbound
     /// rewrite, safe mentions, splitting, allowlist and rate limits.
-    async fn post_reply(&self, trigger: &Trigger, text: &str) {
+    /// True when the reply was posted.
+    async fn post_reply(&self, trigger: &Trigger, text: &str) -> bool {
         let context = CallContext {
             session_ref: Some(trigger.channel_id.to_string()),
             client: Some("discord".to_owned()),
@@ -269,13 +270,17 @@ impl Bridge {
             "text": text,
             "replyToMessageId": trigger.message_id.to_string(),
         });
-        if let Err(error) = self
+        match self
             .inner
             .core
             .call(&context, "surface.messages.send", input)
             .await
         {
-            tracing::error!(code = %error.code, message = %error.message, "posting the agent's reply failed");
+            Ok(_) => true,
+            Err(error) => {
+                tracing::error!(code = %error.code, message = %error.message, "posting the agent's reply failed");
+                false
+            }
         }
     }
 
@@ -405,11 +410,14 @@ impl Bridge {
                 let reply = text.trim();
                 if reply.is_empty() || reply == "NO_REPLY" {
                     tracing::info!(run = %request_id, "agent run finished without a reply");
-                } else {
-                    self.post_reply(trigger, reply).await;
+                    true
+                } else if self.post_reply(trigger, reply).await {
                     tracing::info!(run = %request_id, bytes = reply.len(), "agent run finished; reply posted");
+                    true
+                } else {
+                    // The answer exists but could not be posted: the trigger must not say ✅.
+                    false
                 }
-                true
             }
             Answer::Failed(reason) => {
                 self.post_reply(trigger, &self.error_line(&reason)).await;
