@@ -3,23 +3,14 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 use fake_discord::demo;
 use serde_json::Value;
-use support::{tools_bin, Allow, Fake, Switchboard, TempDir};
+use support::{bot_posts, pid_alive, poll, script, tools_bin, Allow, Fake, Switchboard, TempDir};
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
-
-/// Writes an executable `sh` script and returns its path.
-fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let path = dir.join(name);
-    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write script");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    path
-}
 
 fn agent_config(program: &Path, dir: &Path, timeout_s: u64) -> String {
     format!(
@@ -27,32 +18,6 @@ fn agent_config(program: &Path, dir: &Path, timeout_s: u64) -> String {
         program.display(),
         dir.display()
     )
-}
-
-fn poll<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = probe() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Messages the bot posted (not the injected ones) in `channel`, as the fake holds them.
-fn bot_posts(fake: &Fake, channel: u64) -> Vec<Value> {
-    let bot = demo::BOT.to_string();
-    fake.fake
-        .channel_messages(channel.into())
-        .expect("channel exists")
-        .into_iter()
-        .filter(|m| m["author"]["id"].as_str() == Some(bot.as_str()))
-        .collect()
-}
-
-fn pid_alive(pid: i32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 #[test]

@@ -8,24 +8,16 @@ mod support;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fake_discord::{demo, MemberSpec, SlashCommand, Snowflake, UserMessage, UserSpec, World};
-use serde_json::Value;
-use support::{wait_bounded, Allow, Fake, Switchboard, TempDir};
+use support::{
+    bot_posts, pid_alive, poll, script, wait_bounded, Allow, Fake, Switchboard, TempDir,
+};
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
 /// A user of the test world that is itself a bot (not in the demo world).
 const OTTERBOT: u64 = 1000000000000000103;
-
-/// Writes an executable `sh` script and returns its path.
-fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let path = dir.join(name);
-    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write script");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    path
-}
 
 /// An agent that logs `start SESSION MESSAGE` to `dir/log`, writes its pid (= its process
 /// group, the bridge makes it a group leader) to `dir/MESSAGE.pid`, then sleeps `sleep_s`.
@@ -49,18 +41,6 @@ fn agent_config(program: &Path, dir: &Path, extra: &str) -> String {
     )
 }
 
-/// Polls `probe` every 50 ms until it answers `Some`, at most `timeout`.
-fn poll<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = probe() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// The `start SESSION MESSAGE` lines the agent logged so far.
 fn starts(dir: &Path) -> Vec<String> {
     std::fs::read_to_string(dir.join("log"))
@@ -81,21 +61,6 @@ fn agent_pid(dir: &Path, message: &str) -> Option<i32> {
         .trim()
         .parse()
         .ok()
-}
-
-fn pid_alive(pid: i32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// Messages the bot posted in `channel`, as the fake holds them.
-fn bot_posts(fake: &Fake, channel: u64) -> Vec<Value> {
-    let bot = demo::BOT.to_string();
-    fake.fake
-        .channel_messages(channel.into())
-        .expect("channel exists")
-        .into_iter()
-        .filter(|m| m["author"]["id"].as_str() == Some(bot.as_str()))
-        .collect()
 }
 
 /// Kills, on drop, the process group of every agent that left a pid file in the directory:

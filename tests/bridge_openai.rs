@@ -13,7 +13,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use fake_discord::demo;
 use serde_json::{json, Value};
-use support::{Allow, Fake, Switchboard, TempDir};
+use support::{bot_posts, poll, Allow, Fake, Switchboard, TempDir};
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
 const SYSTEM_PROMPT: &str = "You are the e2e test agent. Be brief.";
@@ -181,28 +181,6 @@ fn agent_config(model: &FakeModel, extra: &str) -> String {
         "[agent]\nrunner = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\nsystem_prompt = \"{SYSTEM_PROMPT}\"\nmax_tool_rounds = 4\ntimeout_s = 6\ncontext_messages = 5\nerror_reply = \"agent failed: {{reason}}\"\n{extra}",
         model.base_url
     )
-}
-
-fn poll<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = probe() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Messages the bot posted (not the injected ones) in `channel`, as the fake holds them.
-fn bot_posts(fake: &Fake, channel: u64) -> Vec<Value> {
-    let bot = demo::BOT.to_string();
-    fake.fake
-        .channel_messages(channel.into())
-        .expect("channel exists")
-        .into_iter()
-        .filter(|m| m["author"]["id"].as_str() == Some(bot.as_str()))
-        .collect()
 }
 
 /// The bot's reply to `trigger` in `channel`, waited for.

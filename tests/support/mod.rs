@@ -309,8 +309,8 @@ pub fn http_get(base: &str, path: &str) -> std::io::Result<(u16, String)> {
     Ok((status, body))
 }
 
-/// Polls `probe` every [`POLL`] until it answers `Some`, at most `timeout`.
-pub fn poll_until<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+/// Polls `probe` every 50 ms until it answers `Some`; panics naming `what` after `timeout`.
+pub fn poll<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(value) = probe() {
@@ -320,8 +320,33 @@ pub fn poll_until<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> O
             Instant::now() < deadline,
             "timed out after {timeout:?} waiting for {what}"
         );
-        std::thread::sleep(POLL);
+        std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Writes an executable `sh` script (a scripted agent) and returns its path.
+pub fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+/// Whether a process exists (a zombie counts until reaped).
+pub fn pid_alive(pid: i32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Messages the bot posted (not the injected ones) in `channel`, as the fake holds them.
+pub fn bot_posts(fake: &Fake, channel: u64) -> Vec<Value> {
+    let bot = demo::BOT.to_string();
+    fake.fake
+        .channel_messages(channel.into())
+        .expect("channel exists")
+        .into_iter()
+        .filter(|m| m["author"]["id"].as_str() == Some(bot.as_str()))
+        .collect()
 }
 
 /// A running `switchboard run`, killed on drop.
