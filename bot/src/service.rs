@@ -82,6 +82,8 @@ pub async fn run(
 
     let connection = Arc::new(Connection::default());
     connection.set(ConnectionState::Connecting);
+    // The bridge's reactions and typing share the surface's HTTP client.
+    let agent_rest = rest.clone();
     let surface = Arc::new(DiscordSurface::new(
         store.clone(),
         rest,
@@ -90,8 +92,6 @@ pub async fn run(
         Arc::clone(&bot_id),
     ));
     let core = Arc::new(Core::new(&config, surface, operator_token)?);
-    let agent_rest =
-        DiscordRest::new(&base, &token).map_err(|e| ServiceError::Http(e.to_string()))?;
     let listener = tokio::net::TcpListener::bind(config.toolserver.bind)
         .await
         .map_err(|source| StartError::Bind {

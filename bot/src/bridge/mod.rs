@@ -347,13 +347,13 @@ impl Bridge {
                 return false;
             }
         };
-        let input = prompt::build(&self.inner.store, trigger, config.context_messages);
         tracing::info!(run = %request_id, session = %trigger.channel_id, trigger = %trigger.message_id, "agent run starts");
         let aborted = async {
             let _ = aborted.await;
         };
         let answer = match &config.runner {
             Runner::Command { program, args, .. } => {
+                let input = prompt::build(&self.inner.store, trigger, config.context_messages);
                 let spec = CommandSpec {
                     program: program.clone(),
                     args: args.clone(),
