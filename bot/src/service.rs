@@ -151,7 +151,7 @@ pub async fn run(
             })
         })
         .build();
-    let mut client = ClientBuilder::new_with_http(http.build(), intents())
+    let builder = ClientBuilder::new_with_http(http.build(), intents())
         .raw_event_handler({
             let ingest = Ingest::new(
                 store.clone(),
@@ -167,10 +167,8 @@ pub async fn run(
         .event_handler(StageWatcher {
             connection: Arc::clone(&connection),
         })
-        .framework(framework)
-        .await
-        .map_err(|e| ServiceError::Gateway(e.to_string()))?;
-    let shards = Arc::clone(&client.shard_manager);
+        .framework(framework);
+    let (shards, mut gateway) = start_gateway(builder).await?;
 
     let (stop_serving, serving_stopped) = tokio::sync::oneshot::channel::<()>();
     let mut server = tokio::spawn(toolserver::http::serve(core, listener, async {
@@ -183,7 +181,6 @@ pub async fn run(
     );
     on_ready(addr);
 
-    let mut gateway = tokio::spawn(async move { client.start().await });
     let outcome = tokio::select! {
         () = shutdown => {
             tracing::info!("shutting down: no new calls, flushing the store, closing the gateway");
@@ -195,7 +192,7 @@ pub async fn run(
                 Err(ServiceError::TokenRejected("the gateway refused to identify".into()))
             }
             Ok(Err(error)) => Err(ServiceError::Gateway(error.to_string())),
-            Err(join) => Err(ServiceError::Gateway(join.to_string())),
+            Err(_) => Err(ServiceError::Gateway("the gateway thread stopped".into())),
         },
         result = &mut server => Err(ServiceError::Serve(match result {
             Ok(Ok(())) => std::io::Error::other("stopped unexpectedly"),
@@ -206,7 +203,6 @@ pub async fn run(
     let _ = stop_serving.send(());
     let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
     shards.shutdown_all().await;
-    gateway.abort();
     connection.set(ConnectionState::Down);
     let flushed = tokio::task::spawn_blocking(move || store.close()).await;
     match flushed {
@@ -215,4 +211,48 @@ pub async fn run(
         Err(join) => tracing::error!("closing the store: {join}"),
     }
     outcome
+}
+
+/// Runs the gateway client on its own thread with a single-threaded runtime.
+///
+/// serenity spawns one task per event for its handlers; on a multi-threaded runtime those tasks
+/// run in any order (a later MESSAGE_CREATE can be applied, and start its run, before an
+/// earlier one). A current-thread runtime runs them in the order they were spawned, which is
+/// gateway order, and every handler applies its event without awaiting.
+async fn start_gateway(
+    builder: ClientBuilder,
+) -> Result<
+    (
+        Arc<serenity::gateway::ShardManager>,
+        tokio::sync::oneshot::Receiver<Result<(), serenity::Error>>,
+    ),
+    ServiceError,
+> {
+    let (built_tx, built_rx) = tokio::sync::oneshot::channel();
+    let (ended_tx, ended_rx) = tokio::sync::oneshot::channel();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ServiceError::Gateway(format!("cannot start the gateway runtime: {e}")))?;
+    std::thread::Builder::new()
+        .name("gateway".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let mut client = match builder.await {
+                    Ok(client) => client,
+                    Err(error) => {
+                        let _ = built_tx.send(Err(error));
+                        return;
+                    }
+                };
+                let _ = built_tx.send(Ok(Arc::clone(&client.shard_manager)));
+                let _ = ended_tx.send(client.start().await);
+            });
+        })
+        .map_err(|e| ServiceError::Gateway(format!("cannot start the gateway thread: {e}")))?;
+    match built_rx.await {
+        Ok(Ok(shards)) => Ok((shards, ended_rx)),
+        Ok(Err(error)) => Err(ServiceError::Gateway(error.to_string())),
+        Err(_) => Err(ServiceError::Gateway("the gateway thread stopped".into())),
+    }
 }

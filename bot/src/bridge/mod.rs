@@ -78,9 +78,12 @@ struct Inner {
     tool_server_url: String,
     sessions: Mutex<HashMap<Snowflake, SessionQueue>>,
     runs: Semaphore,
+    /// Where runs execute: the service's runtime, not the gateway thread that enqueues them.
+    runtime: tokio::runtime::Handle,
 }
 
 impl Bridge {
+    /// Must be called inside the runtime the runs should execute on.
     pub fn new(
         config: AgentConfig,
         core: Arc<Core>,
@@ -100,6 +103,7 @@ impl Bridge {
                 tool_server_url,
                 sessions: Mutex::new(HashMap::new()),
                 runs,
+                runtime: tokio::runtime::Handle::current(),
             }),
         }
     }
@@ -156,7 +160,9 @@ impl Bridge {
             if queue.worker && queue.waiting.len() >= limit + about_to_run {
                 drop(sessions);
                 let bridge = self.clone();
-                tokio::spawn(async move { bridge.refuse_full(trigger, limit).await });
+                self.inner
+                    .runtime
+                    .spawn(async move { bridge.refuse_full(trigger, limit).await });
                 return;
             }
             queue.waiting.push_back(trigger);
@@ -164,7 +170,9 @@ impl Bridge {
         };
         if start_worker {
             let bridge = self.clone();
-            tokio::spawn(async move { bridge.work(channel).await });
+            self.inner
+                .runtime
+                .spawn(async move { bridge.work(channel).await });
         }
     }
 
