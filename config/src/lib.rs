@@ -110,8 +110,16 @@ pub struct ToolserverConfig {
     pub call_timeout: std::time::Duration,
     /// Calls served at once; past it, calls answer `unavailable` (HTTP 503).
     pub max_concurrent_calls: usize,
+    /// `attachment.download` saves no file larger than this.
+    pub download_max_bytes: u64,
     pub rate_limits: RateLimits,
 }
+
+/// `toolserver.download_max_bytes` when not set: 25 MiB.
+pub const DEFAULT_DOWNLOAD_MAX_BYTES: u64 = 25 * 1024 * 1024;
+
+/// `agent.tool_scope` when not set: everything an agent run needs.
+pub const DEFAULT_TOOL_SCOPE: [&str; 3] = ["surface.*", "workflow.*", "attachment.*"];
 
 /// GCRA quotas: a sustained rate per minute and a burst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -185,6 +185,8 @@ pub(crate) struct RawToolserver {
     pub call_timeout_s: Spanned<u64>,
     #[serde(default = "default_max_concurrent_calls")]
     pub max_concurrent_calls: Spanned<u64>,
+    #[serde(default = "default_download_max_bytes")]
+    pub download_max_bytes: Spanned<u64>,
     #[serde(default)]
     pub rate_limits: RawRateLimits,
 }
@@ -197,6 +199,7 @@ impl Default for RawToolserver {
             insecure_no_auth: false,
             call_timeout_s: default_call_timeout_s(),
             max_concurrent_calls: default_max_concurrent_calls(),
+            download_max_bytes: default_download_max_bytes(),
             rate_limits: RawRateLimits::default(),
         }
     }
@@ -208,6 +211,10 @@ fn default_call_timeout_s() -> Spanned<u64> {
 
 fn default_max_concurrent_calls() -> Spanned<u64> {
     Spanned::new(0..0, 64)
+}
+
+fn default_download_max_bytes() -> Spanned<u64> {
+    Spanned::new(0..0, crate::DEFAULT_DOWNLOAD_MAX_BYTES)
 }
 
 /// `[toolserver.rate_limits]`: GCRA quotas, as a sustained rate per minute plus a burst.

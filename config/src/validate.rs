@@ -58,6 +58,12 @@ pub(crate) fn validate(raw: RawConfig, c: &mut Collector) -> Option<Config> {
             1..=100_000,
             c,
         ) as usize,
+        download_max_bytes: bounded(
+            &raw.toolserver.download_max_bytes,
+            "toolserver.download_max_bytes",
+            1..=1024 * 1024 * 1024,
+            c,
+        ),
         rate_limits: rate_limits(&raw.toolserver.rate_limits, c),
     };
     if toolserver.insecure_no_auth && !toolserver.bind.ip().is_loopback() {
@@ -201,7 +207,12 @@ fn agent_config(raw: &crate::raw::RawAgent, c: &mut Collector) -> Option<AgentCo
         tool_scope: raw
             .tool_scope
             .clone()
-            .unwrap_or_else(|| vec!["surface.*".to_owned()]),
+            .unwrap_or_else(|| {
+                crate::DEFAULT_TOOL_SCOPE
+                    .iter()
+                    .map(|s| (*s).to_owned())
+                    .collect()
+            }),
         error_reply: raw
             .error_reply
             .clone()

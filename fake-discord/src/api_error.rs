@@ -111,6 +111,14 @@ impl ApiError {
             "The request body contains invalid JSON.",
         )
     }
+    /// 413 40005: a file (or the whole request) is over the upload limit.
+    pub fn entity_too_large() -> ApiError {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            40005,
+            "Request entity too large",
+        )
+    }
     pub fn unauthorized() -> ApiError {
         ApiError::new(StatusCode::UNAUTHORIZED, 0, "401: Unauthorized")
     }

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -114,6 +114,10 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/_fake/state", get(get_state))
         .route("/_fake/world", get(get_world))
         .layer(middleware::from_fn(loopback_only))
+        // Attachments travel as base64: room for ten files at the upload limit.
+        .layer(DefaultBodyLimit::max(
+            shared.max_request_bytes.saturating_mul(2),
+        ))
         .with_state(shared)
 }
 

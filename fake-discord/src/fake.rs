@@ -4,9 +4,11 @@
 
 use std::sync::atomic::Ordering;
 
+use axum::body::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::attachments::{self, Upload, MAX_FILENAME_BYTES, MAX_FILES};
 use crate::control::ControlError;
 use crate::hub::GatewayFault;
 use crate::payloads;
@@ -17,15 +19,48 @@ use crate::validation;
 use crate::world::channel_type;
 
 /// A message posted as a user (`POST /_fake/messages`).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct UserMessage {
     pub channel_id: Snowflake,
     pub author_id: Snowflake,
+    /// May be empty (or absent in JSON) when the message has attachments.
+    #[serde(default)]
     pub content: String,
     /// The message this one replies to (same channel).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_to: Option<Snowflake>,
+    /// Files attached to the message (at most 10, each within the upload limit); they appear
+    /// in the message's `attachments` and are served at their `url`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<NewAttachment>,
+}
+
+/// A file a user attaches to a message. In JSON:
+/// `{"filename": "...", "content_base64": "...", "content_type"?: "..."}`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NewAttachment {
+    /// Stored verbatim, odd names included (`../../etc/passwd`); 1 to 1024 bytes.
+    pub filename: String,
+    /// The bytes (standard base64 in JSON).
+    #[serde(rename = "content_base64", with = "crate::attachments::base64_serde")]
+    pub content: Vec<u8>,
+    /// The media type; guessed from the filename's extension when absent
+    /// (`application/octet-stream` if that fails too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+}
+
+impl NewAttachment {
+    /// An attachment whose media type is guessed from `filename`.
+    pub fn new(filename: impl Into<String>, content: impl Into<Vec<u8>>) -> NewAttachment {
+        NewAttachment {
+            filename: filename.into(),
+            content: content.into(),
+            content_type: None,
+        }
+    }
 }
 
 /// A channel or thread to create (`POST /_fake/channels`).
@@ -181,14 +216,48 @@ fn check_presence(s: &Shared, channel: &Channel, user_id: Snowflake) -> Result<(
     }
 }
 
+/// Checks control-API attachments as Discord checks uploads.
+fn uploads(s: &Shared, attachments: Vec<NewAttachment>) -> Result<Vec<Upload>, ControlError> {
+    if attachments.len() > MAX_FILES {
+        return Err(ControlError::BadBody(format!(
+            "attachments: at most {MAX_FILES} per message, got {}",
+            attachments.len()
+        )));
+    }
+    let mut uploads = Vec::with_capacity(attachments.len());
+    for (index, a) in attachments.into_iter().enumerate() {
+        if !attachments::filename_ok(&a.filename) {
+            return Err(ControlError::BadBody(format!(
+                "attachments[{index}].filename must be 1 to {MAX_FILENAME_BYTES} bytes"
+            )));
+        }
+        if let Some(ct) = a.content_type.as_deref() {
+            if !attachments::is_media_type(ct) {
+                return Err(ControlError::BadBody(format!(
+                    "attachments[{index}].content_type `{ct}` is not a media type (like text/plain)"
+                )));
+            }
+        }
+        uploads.push(Upload {
+            index,
+            filename: a.filename,
+            content_type: a.content_type,
+            content: Bytes::from(a.content),
+        });
+    }
+    attachments::check_sizes(&uploads, s.max_upload_bytes)?;
+    Ok(uploads)
+}
+
 pub(crate) fn post_message(s: &Shared, m: UserMessage) -> Result<Value, ControlError> {
     let channel = known_channel(s, m.channel_id)?;
     check_presence(s, &channel, m.author_id)?;
+    let uploads = uploads(s, m.attachments)?;
     let mut body = json!({ "content": m.content });
     if let Some(reply_to) = m.reply_to {
         body["message_reference"] = json!({ "message_id": reply_to });
     }
-    let draft = validation::message_create(&body)?;
+    let draft = validation::message_create_with_files(&body, uploads)?;
     Ok(s.create_message(NewMessage {
         author_id: m.author_id,
         channel_id: m.channel_id,

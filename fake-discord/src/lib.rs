@@ -73,6 +73,7 @@
 //! role `permissions`, channel `topic` and `archived`. Unknown keys are rejected.
 
 mod api_error;
+mod attachments;
 mod control;
 mod fake;
 mod gateway;
@@ -94,14 +95,15 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 pub use api_error::{ApiError, FormErrors};
+pub use attachments::{DEFAULT_MAX_UPLOAD_BYTES, MAX_FILES};
 pub use control::ControlError;
 pub use fake::{
-    ChannelPatch, FakeState, Fault, GatewayFaultKind, NewChannel, RestFault, SlashCommand,
-    UserMessage,
+    ChannelPatch, FakeState, Fault, GatewayFaultKind, NewAttachment, NewChannel, RestFault,
+    SlashCommand, UserMessage,
 };
 pub use hub::{intents, HubLimits};
 pub use snowflake::Snowflake;
-pub use state::{Limits, RecordedRequest};
+pub use state::{Limits, RecordedPart, RecordedRequest};
 pub use validation::{MAX_CONTENT_CHARS, MAX_NONCE_CHARS};
 pub use world::{
     BotSpec, ChannelSpec, DmSpec, GuildSpec, MemberSpec, RoleSpec, UserSpec, World, WorldError,
@@ -152,6 +154,10 @@ pub struct FakeOptions {
     pub limits: Limits,
     /// Bounds of the gateway hub.
     pub hub: HubLimits,
+    /// Largest file accepted per attachment, in bytes (REST uploads and control-API
+    /// attachments); a larger one answers 413 `{"code":40005}`. Default
+    /// [`DEFAULT_MAX_UPLOAD_BYTES`] (10 MiB, Discord's default).
+    pub max_upload_bytes: usize,
 }
 
 impl Default for FakeOptions {
@@ -160,6 +166,7 @@ impl Default for FakeOptions {
             heartbeat_interval_ms: 41_250,
             limits: Limits::default(),
             hub: HubLimits::default(),
+            max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
         }
     }
 }
@@ -212,10 +219,13 @@ impl FakeDiscord {
             gateway_url: format!("ws://{local}"),
             heartbeat_interval_ms: options.heartbeat_interval_ms.max(1),
             rates: rest::ratelimit::RateBook::default(),
+            max_upload_bytes: options.max_upload_bytes,
+            max_request_bytes: rest::max_request_bytes(options.max_upload_bytes),
             world: Arc::new(world),
         });
         let app = rest::router(shared.clone())
             .merge(control::router(shared.clone()))
+            .merge(attachments::router(shared.clone()))
             .merge(gateway::router(shared.clone()));
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {

@@ -7,11 +7,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::{json, Value};
 
 use crate::api_error::{ApiError, FormErrors};
+use crate::attachments;
 use crate::hub::{intents, Dispatch, Hub};
 use crate::payloads::{self, Directory};
 use crate::snowflake::{now_ms, IdGenerator, Snowflake};
 use crate::state::{
-    Channel, Emoji, InteractionMeta, ReactionEntry, Reference, Store, StoredMessage,
+    Channel, Emoji, InteractionMeta, ReactionEntry, Reference, Store, StoredFile, StoredMessage,
 };
 use crate::validation::{AllowedMentions, EditDraft, MessageDraft};
 use crate::world::{channel_type, World};
@@ -28,6 +29,10 @@ pub struct Shared {
     pub gateway_url: String,
     pub heartbeat_interval_ms: u64,
     pub rates: crate::rest::ratelimit::RateBook,
+    /// Largest file accepted per attachment (413 40005 beyond).
+    pub max_upload_bytes: usize,
+    /// Largest REST request body read (413 40005 beyond).
+    pub max_request_bytes: usize,
 }
 
 /// Who a new message comes from and how it was made.
@@ -229,8 +234,31 @@ impl Shared {
         } else {
             0
         };
+        let id = self.ids.next();
+        let mut attachments = Vec::with_capacity(draft.files.len());
+        let mut files = Vec::with_capacity(draft.files.len());
+        for file in draft.files {
+            let attachment_id = self.ids.next();
+            attachments.push(attachments::attachment_json(
+                &self.base_url,
+                channel.id,
+                attachment_id,
+                &file.filename,
+                file.description.as_deref(),
+                &file.content_type,
+                file.content.len(),
+            ));
+            files.push((
+                attachment_id,
+                StoredFile {
+                    filename: file.filename,
+                    content_type: file.content_type,
+                    content: file.content,
+                },
+            ));
+        }
         let message = StoredMessage {
-            id: self.ids.next(),
+            id,
             channel_id: channel.id,
             guild_id: channel.guild_id,
             author_id: new.author_id,
@@ -242,7 +270,7 @@ impl Shared {
             mention_roles: mentions.roles,
             embeds: draft.embeds,
             components: draft.components,
-            attachments: draft.attachments,
+            attachments,
             reference,
             nonce: draft.nonce,
             kind,
@@ -256,6 +284,9 @@ impl Shared {
         let gateway = payloads::message(&self.dir, &store, &message, true);
         let rest = rest_view(&gateway);
         store.insert_message(message.clone());
+        for (attachment_id, file) in files {
+            store.insert_file(channel.id, attachment_id, file);
+        }
         // Ephemeral interaction answers (flag 64) are never dispatched.
         if store.bot_can_see(&channel) && message.flags & 64 == 0 {
             self.publish_message("MESSAGE_CREATE", &channel, &message, &gateway);

@@ -11,7 +11,7 @@ pub const DISCORD_EPOCH_MS: u64 = 1_420_070_400_000;
 
 /// A Discord id. Serialized as a decimal string (as Discord does); deserialized from a string
 /// or a number.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Snowflake(pub u64);
 
 impl Snowflake {

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use axum::body::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -140,8 +141,41 @@ pub struct RecordedRequest {
     pub method: String,
     pub path: String,
     pub query: Option<String>,
+    /// The JSON body; for a `multipart/form-data` request, its `payload_json` part (None when
+    /// absent or not JSON).
     pub body: Option<Value>,
     pub status: u16,
+    /// The parts of a `multipart/form-data` body, in order (`payload_json` included); empty
+    /// for every other request. Serialized only when non-empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<RecordedPart>,
+}
+
+/// One part of a recorded `multipart/form-data` request.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RecordedPart {
+    /// The part's name (`payload_json`, `files[0]`, ...); empty if it had none.
+    pub name: String,
+    /// The filename of its `Content-Disposition`, if any.
+    #[serde(default)]
+    pub filename: Option<String>,
+    /// Its `Content-Type` header, if any.
+    #[serde(default)]
+    pub content_type: Option<String>,
+    /// Its length in bytes (kept when `content` is dropped).
+    pub size: usize,
+    /// The bytes as sent (JSON: `content_base64`). Emptied, oldest requests first, once the
+    /// log holds more than [`Limits::logged_part_bytes`]; `size` stays.
+    #[serde(rename = "content_base64", with = "crate::attachments::base64_serde")]
+    pub content: Bytes,
+}
+
+/// An attachment's bytes, held for the CDN route.
+#[derive(Clone, Debug)]
+pub struct StoredFile {
+    pub filename: String,
+    pub content_type: String,
+    pub content: Bytes,
 }
 
 /// A pending REST fault: the next `remaining` matching requests answer `status`.
@@ -160,6 +194,12 @@ pub struct Limits {
     pub requests_logged: usize,
     pub interactions: usize,
     pub nonces: usize,
+    /// Attachment bytes held for the CDN route; the oldest attachments are forgotten (404)
+    /// beyond it.
+    pub attachment_bytes: usize,
+    /// Multipart part bytes kept in the request log; the oldest parts' `content` is emptied
+    /// beyond it.
+    pub logged_part_bytes: usize,
 }
 
 impl Default for Limits {
@@ -169,6 +209,8 @@ impl Default for Limits {
             requests_logged: 10_000,
             interactions: 1_000,
             nonces: 10_000,
+            attachment_bytes: 512 * 1024 * 1024,
+            logged_part_bytes: 256 * 1024 * 1024,
         }
     }
 }
@@ -188,6 +230,10 @@ pub struct Store {
     pub guild_commands: HashMap<Snowflake, Vec<Value>>,
     pub requests: VecDeque<RecordedRequest>,
     pub rest_faults: VecDeque<RestFaultState>,
+    /// (channel, attachment) → bytes, oldest first for eviction.
+    files: HashMap<(Snowflake, Snowflake), StoredFile>,
+    file_order: VecDeque<(Snowflake, Snowflake)>,
+    file_bytes: usize,
 }
 
 impl Store {
@@ -233,6 +279,9 @@ impl Store {
             guild_commands: HashMap::new(),
             requests: VecDeque::new(),
             rest_faults: VecDeque::new(),
+            files: HashMap::new(),
+            file_order: VecDeque::new(),
+            file_bytes: 0,
         }
     }
 
@@ -379,12 +428,57 @@ impl Store {
             .ok_or_else(ApiError::unknown_webhook)
     }
 
-    /// Appends to the request log, dropping the oldest beyond the limit.
+    /// Appends to the request log, dropping the oldest beyond the limit (and the oldest
+    /// multipart bytes beyond theirs).
     pub fn record_request(&mut self, request: RecordedRequest) {
+        let has_parts = !request.parts.is_empty();
         self.requests.push_back(request);
         while self.requests.len() > self.limits.requests_logged {
             self.requests.pop_front();
         }
+        if has_parts {
+            self.trim_logged_parts();
+        }
+    }
+
+    fn trim_logged_parts(&mut self) {
+        let mut total: usize = self
+            .requests
+            .iter()
+            .flat_map(|r| &r.parts)
+            .map(|p| p.content.len())
+            .sum();
+        for part in self.requests.iter_mut().flat_map(|r| r.parts.iter_mut()) {
+            if total <= self.limits.logged_part_bytes {
+                break;
+            }
+            total -= part.content.len();
+            part.content = Bytes::new();
+        }
+    }
+
+    /// Holds an attachment's bytes, forgetting the oldest beyond the limit.
+    pub fn insert_file(&mut self, channel_id: Snowflake, attachment_id: Snowflake, file: StoredFile) {
+        let key = (channel_id, attachment_id);
+        self.file_bytes = self.file_bytes.saturating_add(file.content.len());
+        if let Some(old) = self.files.insert(key, file) {
+            self.file_bytes = self.file_bytes.saturating_sub(old.content.len());
+        } else {
+            self.file_order.push_back(key);
+        }
+        while self.file_bytes > self.limits.attachment_bytes {
+            let Some(old) = self.file_order.pop_front() else {
+                break;
+            };
+            if let Some(gone) = self.files.remove(&old) {
+                self.file_bytes = self.file_bytes.saturating_sub(gone.content.len());
+            }
+        }
+    }
+
+    /// An attachment's bytes, if held.
+    pub fn file(&self, channel_id: Snowflake, attachment_id: Snowflake) -> Option<&StoredFile> {
+        self.files.get(&(channel_id, attachment_id))
     }
 
     /// Takes one matching pending REST fault, if any.

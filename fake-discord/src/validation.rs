@@ -2,9 +2,11 @@
 //! `allowed_mentions` shape, `nonce` limits, bulk-delete bounds. Field errors come back as one
 //! 50035 "Invalid Form Body" answer listing every bad field.
 
+use axum::body::Bytes;
 use serde_json::{Map, Value};
 
 use crate::api_error::{ApiError, FormErrors};
+use crate::attachments::{self, Upload, MAX_FILENAME_BYTES, MAX_FILES};
 use crate::snowflake::Snowflake;
 
 /// Most characters a bot's message `content` may have.
@@ -45,7 +47,9 @@ pub struct MessageDraft {
     pub components: Vec<Value>,
     pub has_stickers: bool,
     pub has_poll: bool,
-    pub attachments: Vec<Value>,
+    /// The files to attach, in `files[n]` order, named and described as
+    /// `attachments` asked.
+    pub files: Vec<DraftFile>,
     pub flags: u64,
     /// The nonce as sent (integer or string).
     pub nonce: Option<Value>,
@@ -62,7 +66,7 @@ impl MessageDraft {
             && self.components.is_empty()
             && !self.has_stickers
             && !self.has_poll
-            && self.attachments.is_empty()
+            && self.files.is_empty()
     }
 
     /// The nonce as a lookup key.
@@ -73,6 +77,15 @@ impl MessageDraft {
             _ => None,
         }
     }
+}
+
+/// A file to attach to a new message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DraftFile {
+    pub filename: String,
+    pub description: Option<String>,
+    pub content_type: String,
+    pub content: Bytes,
 }
 
 /// A checked message-edit body; `None` fields are left as they are.
@@ -388,9 +401,134 @@ fn reference(value: &Value, errors: &mut FormErrors) -> Option<ReferenceDraft> {
     })
 }
 
-/// Checks a `POST /channels/{id}/messages` body (also used for interaction responses and
+/// Checks `attachments` entries (`{"id", "filename"?, "description"?}`) against the uploaded
+/// files and resolves each file's name, description and media type.
+fn resolve_files(
+    entries: &[Value],
+    uploads: Vec<Upload>,
+    errors: &mut FormErrors,
+) -> Vec<DraftFile> {
+    let mut meta: Vec<(usize, Option<String>, Option<String>)> = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let index = i.to_string();
+        let Some(map) = entry.as_object() else {
+            errors.add(
+                &["attachments", &index],
+                "DICT_TYPE_CONVERT",
+                "Only dictionaries may be used in a DictType",
+            );
+            continue;
+        };
+        let id = match field(map, "id") {
+            None => {
+                errors.add(
+                    &["attachments", &index, "id"],
+                    "BASE_TYPE_REQUIRED",
+                    "This field is required",
+                );
+                continue;
+            }
+            Some(v) => snowflake_value(v).map(|s| s.0),
+        };
+        let upload = id.and_then(|id| {
+            uploads
+                .iter()
+                .find(|u| u.index as u64 == id)
+                .map(|u| u.index)
+        });
+        let Some(upload) = upload else {
+            errors.add(
+                &["attachments", &index, "id"],
+                "ATTACHMENT_NOT_FOUND",
+                format!(
+                    "Value \"{}\" is not the n of an uploaded files[n].",
+                    map.get("id").map(Value::to_string).unwrap_or_default()
+                ),
+            );
+            continue;
+        };
+        if meta.iter().any(|(u, _, _)| *u == upload) {
+            errors.add(
+                &["attachments", &index, "id"],
+                "ATTACHMENT_DUPLICATE",
+                format!("files[{upload}] is described more than once."),
+            );
+            continue;
+        }
+        let filename = match field(map, "filename") {
+            None => None,
+            Some(Value::String(f)) if attachments::filename_ok(f) => Some(f.clone()),
+            Some(Value::String(_)) => {
+                errors.add(
+                    &["attachments", &index, "filename"],
+                    "BASE_TYPE_BAD_LENGTH",
+                    format!("Must be between 1 and {MAX_FILENAME_BYTES} in length."),
+                );
+                None
+            }
+            Some(_) => {
+                errors.add(
+                    &["attachments", &index, "filename"],
+                    "BASE_TYPE_STRING",
+                    "Must be a string.",
+                );
+                None
+            }
+        };
+        let description = match field(map, "description") {
+            None => None,
+            Some(Value::String(d)) => {
+                if d.chars().count() > 1024 {
+                    errors.add(
+                        &["attachments", &index, "description"],
+                        "BASE_TYPE_MAX_LENGTH",
+                        "Must be 1024 or fewer in length.",
+                    );
+                }
+                Some(d.clone())
+            }
+            Some(_) => {
+                errors.add(
+                    &["attachments", &index, "description"],
+                    "BASE_TYPE_STRING",
+                    "Must be a string.",
+                );
+                None
+            }
+        };
+        meta.push((upload, filename, description));
+    }
+    uploads
+        .into_iter()
+        .map(|u| {
+            let (filename, description) = meta
+                .iter()
+                .find(|(i, _, _)| *i == u.index)
+                .map(|(_, f, d)| (f.clone(), d.clone()))
+                .unwrap_or_default();
+            let filename = filename.unwrap_or(u.filename);
+            DraftFile {
+                content_type: attachments::content_type(u.content_type.as_deref(), &filename),
+                filename,
+                description,
+                content: u.content,
+            }
+        })
+        .collect()
+}
+
+/// Checks a `POST /channels/{id}/messages` JSON body (also used for interaction responses and
 /// webhook follow-ups, which share its fields).
 pub fn message_create(body: &Value) -> Result<MessageDraft, ApiError> {
+    message_create_with_files(body, Vec::new())
+}
+
+/// Checks a message-create body sent with files (`uploads`, in `files[n]` order); content may
+/// then be empty. `attachments` entries must name uploaded files.
+pub fn message_create_with_files(
+    body: &Value,
+    uploads: Vec<Upload>,
+) -> Result<MessageDraft, ApiError> {
     let mut errors = FormErrors::new();
     let Some(map) = as_object(body, &mut errors) else {
         return Err(ApiError::invalid_form(errors));
@@ -402,13 +540,21 @@ pub fn message_create(body: &Value) -> Result<MessageDraft, ApiError> {
         flags: int_field(map, "flags", &mut errors).unwrap_or(0),
         embeds: array_field(map, "embeds", MAX_EMBEDS, &mut errors).unwrap_or_default(),
         components: array_field(map, "components", 40, &mut errors).unwrap_or_default(),
-        attachments: array_field(map, "attachments", 10, &mut errors).unwrap_or_default(),
         has_stickers: array_field(map, "sticker_ids", 3, &mut errors)
             .is_some_and(|s| !s.is_empty()),
         has_poll: field(map, "poll").is_some(),
         ..MessageDraft::default()
     };
     check_embeds(&draft.embeds, &mut errors);
+    if uploads.len() > MAX_FILES {
+        errors.add(
+            &["files"],
+            "BASE_TYPE_MAX_LENGTH",
+            format!("Must be {MAX_FILES} or fewer in length."),
+        );
+    }
+    let entries = array_field(map, "attachments", MAX_FILES, &mut errors).unwrap_or_default();
+    draft.files = resolve_files(&entries, uploads, &mut errors);
     if let Some(v) = field(map, "allowed_mentions") {
         draft.allowed_mentions = allowed_mentions(v, &mut errors);
     }

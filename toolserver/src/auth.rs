@@ -50,6 +50,8 @@ pub struct CapabilityGrant {
     pub ttl: Duration,
     pub client: Option<String>,
     pub cwd: Option<String>,
+    /// The message that started the run.
+    pub trigger_message_id: Option<Snowflake>,
 }
 
 /// A live capability, found by its token.
@@ -209,6 +211,7 @@ mod tests {
             ttl,
             client: None,
             cwd: None,
+            trigger_message_id: None,
         }
     }
 

@@ -20,8 +20,8 @@ use crate::coerce::merge_cli_input;
 use crate::error::ToolError;
 use crate::invocation::{parse_id, CallContext};
 use crate::protocol::{
-    CallRequest, Health, HEADER_CLIENT, HEADER_CWD, HEADER_REQUEST_ID, HEADER_SESSION_ID,
-    HEADER_TOOL_CALL_ID,
+    CallRequest, Health, HEADER_CLIENT, HEADER_CWD, HEADER_MESSAGE_ID, HEADER_REQUEST_ID,
+    HEADER_SESSION_ID, HEADER_TOOL_CALL_ID,
 };
 use crate::registry::parse_input;
 use crate::server::Core;
@@ -96,6 +96,10 @@ fn context(core: &Core, headers: &HeaderMap) -> Result<CallContext, ToolError> {
         client: header_value(headers, HEADER_CLIENT),
         cwd: header_value(headers, HEADER_CWD),
         tool_call_id: header_value(headers, HEADER_TOOL_CALL_ID),
+        trigger_message_id: match header_value(headers, HEADER_MESSAGE_ID) {
+            Some(id) => Some(parse_id(HEADER_MESSAGE_ID, &id)?),
+            None => None,
+        },
     };
     if let Caller::Capability(capability) = &caller {
         let grant = &capability.grant;
@@ -125,9 +129,28 @@ fn context(core: &Core, headers: &HeaderMap) -> Result<CallContext, ToolError> {
         if grant.client.is_some() {
             context.client = grant.client.clone();
         }
-        if grant.cwd.is_some() {
-            context.cwd = grant.cwd.clone();
+        // Files are read and written under the run's cwd: a capability gets exactly the one
+        // it was minted with (none: no file access), never one a header names. (The CLI
+        // always sends its directory, so a header is ignored when the grant has none.)
+        if grant.cwd.is_some() && context.cwd.is_some() && context.cwd != grant.cwd {
+            return Err(ToolError::denied(
+                "context_override",
+                format!(
+                    "This capability token's working directory is {}; the {HEADER_CWD} header cannot change it",
+                    grant.cwd.as_deref().unwrap_or("(none)")
+                ),
+            ));
         }
+        context.cwd = grant.cwd.clone();
+        if context.trigger_message_id.is_some()
+            && context.trigger_message_id != grant.trigger_message_id
+        {
+            return Err(ToolError::denied(
+                "context_override",
+                format!("This capability token belongs to a run whose message is fixed; the {HEADER_MESSAGE_ID} header cannot change it"),
+            ));
+        }
+        context.trigger_message_id = grant.trigger_message_id;
     }
     Ok(context)
 }
@@ -244,6 +267,10 @@ struct MintRequest {
     scope: Option<Vec<String>>,
     /// Lifetime in seconds; default 600, at most 86,400.
     ttl_s: Option<u64>,
+    /// The working directory files are read from and saved to; none: no file access.
+    cwd: Option<String>,
+    /// The message that started the run (`attachment.download` reads it).
+    message_id: Option<String>,
 }
 
 async fn mint_capability(
@@ -286,7 +313,12 @@ async fn mint_capability(
             .unwrap_or_else(|| vec!["surface.*".to_owned()]),
         ttl: Duration::from_secs(ttl),
         client: None,
-        cwd: None,
+        cwd: request.cwd,
+        trigger_message_id: request
+            .message_id
+            .as_deref()
+            .map(|id| parse_id("messageId", id))
+            .transpose()?,
     };
     let response = json!({
         "sessionId": session_id.to_string(),

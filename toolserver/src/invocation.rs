@@ -26,6 +26,8 @@ pub struct CallContext {
     pub client: Option<String>,
     pub cwd: Option<String>,
     pub tool_call_id: Option<String>,
+    /// The message that started the run, when there is one.
+    pub trigger_message_id: Option<Snowflake>,
 }
 
 impl CallContext {
@@ -37,6 +39,7 @@ impl CallContext {
             client: None,
             cwd: None,
             tool_call_id: None,
+            trigger_message_id: None,
         }
     }
 }

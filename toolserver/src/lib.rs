@@ -7,6 +7,8 @@
 //!   call takes — scope, rate limits, input validation against the callable's schema, session
 //!   resolution, allowlist, handler, timeout — with an audit line per call.
 //! * [`http`]: the axum front; the `tools` binary is the command-line front.
+//! * [`workflow`]: workflows that wait on people and resume the agent; [`files`]: the run's
+//!   working directory, the only place files are read from and saved to.
 //!
 //! This crate knows nothing of serenity.
 
@@ -16,6 +18,7 @@ mod callables;
 pub mod chunk;
 pub mod coerce;
 pub mod error;
+pub mod files;
 pub mod http;
 pub mod invocation;
 pub mod memory;
@@ -26,6 +29,7 @@ pub mod render;
 pub mod server;
 pub mod surface;
 pub mod testing;
+pub mod workflow;
 
 pub use error::ToolError;
 pub use invocation::CallContext;

@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use entity::{LearnedNames, NameDirectory, Snowflake};
 
 use crate::surface::{
-    ChannelLocation, ConnectionState, MessageInfo, MessageQuery, OutgoingMessage, ReactionInfo,
-    SessionInfo, SessionKind, Surface, SurfaceError,
+    AttachmentInfo, ChannelLocation, ConnectionState, Fetched, MessageInfo, MessageQuery,
+    OutgoingMessage, ReactionInfo, SessionInfo, SessionKind, Surface, SurfaceError,
 };
 
 /// One action the surface was asked to take.
@@ -38,6 +38,7 @@ pub enum SurfaceCall {
         emoji: String,
     },
     Typing(Snowflake),
+    FetchAttachment(String),
 }
 
 struct State {
@@ -53,6 +54,8 @@ struct State {
     next_id: u64,
     failures: VecDeque<SurfaceError>,
     delay: Option<Duration>,
+    /// Attachment bodies by url.
+    files: BTreeMap<String, Vec<u8>>,
 }
 
 /// The ids of [`MemorySurface::demo`], the same as fake-discord's demo world.
@@ -107,6 +110,7 @@ impl MemorySurface {
                 next_id: 1000000000000000900,
                 failures: VecDeque::new(),
                 delay: None,
+                files: BTreeMap::new(),
             }),
         }
     }
@@ -202,6 +206,43 @@ impl MemorySurface {
     pub fn post(&self, channel_id: Snowflake, author: Snowflake, content: &str) -> Snowflake {
         let mut state = self.lock();
         Self::store_message(&mut state, channel_id, author, content, None)
+    }
+
+    /// Caches a message with attachments (`(filename, bytes)`) as if `author` posted it; the
+    /// files are served by [`Surface::fetch_attachment`].
+    pub fn post_with_files(
+        &self,
+        channel_id: Snowflake,
+        author: Snowflake,
+        content: &str,
+        files: &[(&str, &[u8])],
+    ) -> Snowflake {
+        let mut state = self.lock();
+        let id = Self::store_message(&mut state, channel_id, author, content, None);
+        let attachments: Vec<AttachmentInfo> = files
+            .iter()
+            .enumerate()
+            .map(|(index, (filename, bytes))| {
+                let url = format!("memory://attachments/{id}/{index}/{filename}");
+                state.files.insert(url.clone(), bytes.to_vec());
+                AttachmentInfo {
+                    filename: (*filename).to_owned(),
+                    url,
+                    size: bytes.len() as u64,
+                    content_type: None,
+                }
+            })
+            .collect();
+        if let Some(message) = state
+            .messages
+            .get_mut(&channel_id)
+            .and_then(|m| m.get_mut(&id))
+        {
+            let message = Arc::make_mut(message);
+            message.attachments = attachments;
+            message.revision += 1;
+        }
+        id
     }
 
     fn store_message(
@@ -507,5 +548,23 @@ impl Surface for MemorySurface {
 
     async fn typing(&self, channel_id: Snowflake) -> Result<(), SurfaceError> {
         self.begin(SurfaceCall::Typing(channel_id)).await
+    }
+
+    async fn fetch_attachment(
+        &self,
+        attachment: &AttachmentInfo,
+        limit: u64,
+    ) -> Result<Fetched, SurfaceError> {
+        self.begin(SurfaceCall::FetchAttachment(attachment.url.clone()))
+            .await?;
+        let state = self.lock();
+        let bytes = state
+            .files
+            .get(&attachment.url)
+            .ok_or_else(|| SurfaceError::NotFound(format!("no file at {}", attachment.url)))?;
+        if bytes.len() as u64 > limit {
+            return Ok(Fetched::OverLimit);
+        }
+        Ok(Fetched::Bytes(bytes.clone()))
     }
 }

@@ -15,14 +15,17 @@ pub const HEADER_SESSION_ID: &str = "x-switchboard-session-id";
 pub const HEADER_CLIENT: &str = "x-switchboard-client";
 pub const HEADER_CWD: &str = "x-switchboard-cwd";
 pub const HEADER_TOOL_CALL_ID: &str = "x-switchboard-tool-call-id";
+/// The message that started the run (what `attachment.download` reads by default).
+pub const HEADER_MESSAGE_ID: &str = "x-switchboard-message-id";
 
 /// Environment variables the CLI reads, and the headers they become.
-pub const CONTEXT_ENV_HEADERS: [(&str, &str); 5] = [
+pub const CONTEXT_ENV_HEADERS: [(&str, &str); 6] = [
     ("SWITCHBOARD_REQUEST_ID", HEADER_REQUEST_ID),
     ("SWITCHBOARD_SESSION_ID", HEADER_SESSION_ID),
     ("SWITCHBOARD_CLIENT", HEADER_CLIENT),
     ("SWITCHBOARD_CWD", HEADER_CWD),
     ("SWITCHBOARD_TOOL_CALL_ID", HEADER_TOOL_CALL_ID),
+    ("SWITCHBOARD_MESSAGE_ID", HEADER_MESSAGE_ID),
 ];
 pub const ENV_URL: &str = "SWITCHBOARD_URL";
 pub const ENV_TOKEN: &str = "SWITCHBOARD_TOKEN";

@@ -43,6 +43,8 @@ pub struct Core {
     pub(crate) allow_role_mentions: bool,
     pub(crate) rendered: crate::render::RenderCache,
     pub capabilities: CapabilityStore,
+    pub(crate) download_max_bytes: u64,
+    pub(crate) workflows: std::sync::OnceLock<Arc<crate::workflow::WorkflowEngine>>,
     operator: Option<OperatorToken>,
     call_timeout: Duration,
     permits: Semaphore,
@@ -84,6 +86,8 @@ impl Core {
             allow_role_mentions: config.discord.allow_role_mentions,
             rendered: crate::render::RenderCache::new(),
             capabilities: CapabilityStore::new(),
+            download_max_bytes: ts.download_max_bytes,
+            workflows: std::sync::OnceLock::new(),
             operator: operator_token.as_deref().map(OperatorToken::new),
             call_timeout: ts.call_timeout,
             permits: Semaphore::new(ts.max_concurrent_calls),
@@ -96,6 +100,16 @@ impl Core {
 
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// Turns the `workflow.*` callables on (they answer `unavailable` until then: workflows
+    /// resume agent runs, so only a host with an agent bridge provides them). Once only.
+    pub fn set_workflows(&self, engine: Arc<crate::workflow::WorkflowEngine>) -> bool {
+        self.workflows.set(engine).is_ok()
+    }
+
+    pub fn workflows(&self) -> Option<&Arc<crate::workflow::WorkflowEngine>> {
+        self.workflows.get()
     }
 
     /// Whether the allowlist lets the agent act in `channel_id` (the same check every callable

@@ -102,13 +102,31 @@ pub struct MentionPolicy {
     pub replied_user: bool,
 }
 
-/// One message to post; `content` is already Discord text within the length limit.
+/// A file to upload with a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutgoingFile {
+    /// One safe path component.
+    pub filename: String,
+    pub content: Vec<u8>,
+}
+
+/// One message to post; `content` is already Discord text within the length limit (it may be
+/// empty when files are attached).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutgoingMessage {
     pub channel_id: Snowflake,
     pub content: String,
     pub reply_to: Option<Snowflake>,
     pub mentions: MentionPolicy,
+    pub files: Vec<OutgoingFile>,
+}
+
+/// What fetching an attachment gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fetched {
+    Bytes(Vec<u8>),
+    /// The attachment is larger than the cap; nothing past the cap was kept.
+    OverLimit,
 }
 
 /// Whether the platform connection works, for `/health`.
@@ -196,4 +214,10 @@ pub trait Surface: NameDirectory + Send + Sync + 'static {
         emoji: String,
     ) -> Result<(), SurfaceError>;
     async fn typing(&self, channel_id: Snowflake) -> Result<(), SurfaceError>;
+    /// Fetches an attachment of a cached message, keeping at most `limit` bytes.
+    async fn fetch_attachment(
+        &self,
+        attachment: &AttachmentInfo,
+        limit: u64,
+    ) -> Result<Fetched, SurfaceError>;
 }

@@ -122,6 +122,7 @@ impl TestServer {
                 ttl,
                 client: None,
                 cwd: None,
+                trigger_message_id: None,
             })
             .expect("the OS provides random bytes")
     }

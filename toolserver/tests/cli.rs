@@ -404,13 +404,23 @@ fn call_is_one_post_with_token_context_headers_and_the_request_body() {
 }
 
 #[test]
-fn without_token_or_context_no_such_headers_are_sent() {
+fn without_token_or_context_only_the_working_directory_is_sent() {
     let server = ok_value(json!(1));
     let run = tools(&["x.y"], &server.env(), None);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let req = &server.seen()[0];
     assert!(!req.headers.contains_key("authorization"));
-    assert!(!req.headers.keys().any(|h| h.starts_with("x-switchboard-")));
+    let context: Vec<&String> = req
+        .headers
+        .keys()
+        .filter(|h| h.starts_with("x-switchboard-"))
+        .collect();
+    assert_eq!(context, ["x-switchboard-cwd"], "{:?}", req.headers);
+    let here = std::env::current_dir().expect("cwd");
+    assert_eq!(
+        req.headers["x-switchboard-cwd"],
+        here.to_str().expect("utf-8 cwd")
+    );
     assert_eq!(req.body, "{\"tool\":\"x.y\"}");
 }
 
@@ -729,8 +739,12 @@ mod against_the_server {
             assert!(out.contains("--reply-to-message-id"), "{out}");
             assert!(
                 out.lines().any(|l| l.trim_start().starts_with("--text")
-                    && l.contains("required")
                     && l.contains("bare words fill this field")),
+                "{out}"
+            );
+            assert!(
+                out.lines()
+                    .any(|l| l.trim_start().starts_with("--paths") && l.contains("array")),
                 "{out}"
             );
             assert!(out.contains("Examples:\n"), "{out}");

@@ -842,6 +842,68 @@ async fn capability_takes_its_context_from_the_token() {
 }
 
 #[tokio::test]
+async fn a_capabilitys_cwd_and_message_come_from_the_token_not_headers() {
+    let server = demo_server().await;
+    let trigger = server.surface().post_with_files(
+        entity::Snowflake(demo::OPS),
+        entity::Snowflake(demo::STANLEY),
+        "file",
+        &[("a.txt", b"a")],
+    );
+    let cwd = std::env::temp_dir().canonicalize().expect("tmp");
+    let token = server
+        .core()
+        .capabilities
+        .mint(toolserver::auth::CapabilityGrant {
+            session_id: entity::Snowflake(demo::OPS),
+            request_id: "run-files".into(),
+            scope: vec!["*".into()],
+            ttl: Duration::from_secs(60),
+            client: None,
+            cwd: Some(cwd.to_string_lossy().into_owned()),
+            trigger_message_id: Some(trigger),
+        })
+        .expect("mint");
+    for (header, value) in [
+        ("x-switchboard-cwd", "/".to_owned()),
+        ("x-switchboard-message-id", "1000000000000000999".to_owned()),
+    ] {
+        let forged = call_with_headers(
+            &server,
+            Some(&token),
+            vec![(header, value)],
+            "surface.help",
+            json!({}),
+        )
+        .await;
+        assert_eq!(forged.status, 403, "{header}: {}", forged.body);
+        assert_eq!(forged.body["error"]["code"], "context_override");
+    }
+    let same = call_with_headers(
+        &server,
+        Some(&token),
+        vec![("x-switchboard-message-id", trigger.to_string())],
+        "surface.help",
+        json!({}),
+    )
+    .await;
+    assert_eq!(same.status, 200, "{}", same.body);
+    // A garbage message id header from the operator is a usage error naming it.
+    let garbage = call_with_headers(
+        &server,
+        Some(server.operator_token()),
+        vec![("x-switchboard-message-id", "yesterday".to_owned())],
+        "surface.help",
+        json!({}),
+    )
+    .await;
+    assert_eq!(garbage.status, 400, "{}", garbage.body);
+    assert!(garbage.body["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("x-switchboard-message-id")));
+}
+
+#[tokio::test]
 async fn capability_scope_limits_listing_and_calls() {
     let server = demo_server().await;
     let token = server.mint(

@@ -9,8 +9,9 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde_json::Value;
 
-use super::{path_id, JsonBody};
+use super::{path_id, JsonBody, MessageBody};
 use crate::api_error::{ApiError, FormErrors};
+use crate::attachments;
 use crate::payloads;
 use crate::shared::{NewMessage, Shared};
 use crate::snowflake::Snowflake;
@@ -96,16 +97,23 @@ pub(super) async fn list(
     Ok(Json(Value::Array(out)))
 }
 
-/// `POST /channels/{id}/messages`.
+/// `POST /channels/{id}/messages`: a JSON body, or `multipart/form-data` with a
+/// `payload_json` part and `files[0]`..`files[9]` parts.
 pub(super) async fn create(
     State(s): State<Arc<Shared>>,
     Path(channel_id): Path<String>,
-    JsonBody(body): JsonBody,
+    body: MessageBody,
 ) -> Answer {
     let channel_id = path_id("channel_id", &channel_id)?;
     // Access is checked before the body, as Discord does.
     s.lock().sendable_channel(channel_id)?;
-    let draft = validation::message_create(&body)?;
+    let draft = match body {
+        MessageBody::Json(body) => validation::message_create(&body)?,
+        MessageBody::Form(form) => {
+            let (body, uploads) = attachments::message_form(&form, s.max_upload_bytes)?;
+            validation::message_create_with_files(&body, uploads)?
+        }
+    };
     let message = s.create_message(NewMessage {
         author_id: s.dir.bot_id,
         channel_id,

@@ -10,7 +10,7 @@ pub mod ratelimit;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{FromRequestParts, MatchedPath, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, MatchedPath, Request, State};
 use axum::http::request::Parts;
 use axum::http::{Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
@@ -19,13 +19,23 @@ use axum::routing::{get, post, put};
 use axum::Router;
 use serde_json::Value;
 
-use crate::api_error::ApiError;
+use crate::api_error::{ApiError, FormErrors};
+use crate::attachments::{self, MultipartForm};
 use crate::shared::Shared;
 use crate::snowflake::Snowflake;
-use crate::state::RecordedRequest;
+use crate::state::{RecordedPart, RecordedRequest};
 
-/// Largest request body accepted (Discord's own upload limit for unboosted guilds).
+/// Largest request body accepted without files (Discord's own upload limit for unboosted
+/// guilds); multipart bodies may be larger, up to ten files at the upload limit.
 pub const MAX_BODY_BYTES: usize = 25 * 1024 * 1024;
+
+/// The largest request body read for a given per-file upload limit.
+pub fn max_request_bytes(max_upload_bytes: usize) -> usize {
+    max_upload_bytes
+        .saturating_mul(attachments::MAX_FILES)
+        .saturating_add(1024 * 1024)
+        .max(MAX_BODY_BYTES)
+}
 
 /// The request body as the recording layer parsed it.
 #[derive(Clone, Debug)]
@@ -33,6 +43,10 @@ pub(crate) enum ParsedBody {
     Empty,
     Json(Value),
     Invalid,
+    /// A `multipart/form-data` body.
+    Form(Arc<MultipartForm>),
+    /// A `multipart/form-data` body that could not be parsed, and why.
+    BadForm(String),
 }
 
 /// A handler's JSON body: 50109 if it was not JSON; `{}` if there was none.
@@ -44,8 +58,41 @@ impl<S: Send + Sync> FromRequestParts<S> for JsonBody {
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         match parts.extensions.get::<ParsedBody>() {
             Some(ParsedBody::Json(v)) => Ok(JsonBody(v.clone())),
-            Some(ParsedBody::Invalid) => Err(ApiError::invalid_json()),
+            Some(ParsedBody::Invalid | ParsedBody::Form(_) | ParsedBody::BadForm(_)) => {
+                Err(ApiError::invalid_json())
+            }
             Some(ParsedBody::Empty) | None => Ok(JsonBody(Value::Object(Default::default()))),
+        }
+    }
+}
+
+/// A message-create body: JSON (as [`JsonBody`]) or a `multipart/form-data` form; a form
+/// that could not be parsed answers 50035.
+pub(crate) enum MessageBody {
+    Json(Value),
+    Form(Arc<MultipartForm>),
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for MessageBody {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        match parts.extensions.get::<ParsedBody>() {
+            Some(ParsedBody::Json(v)) => Ok(MessageBody::Json(v.clone())),
+            Some(ParsedBody::Invalid) => Err(ApiError::invalid_json()),
+            Some(ParsedBody::Form(form)) => Ok(MessageBody::Form(form.clone())),
+            Some(ParsedBody::BadForm(reason)) => {
+                let mut errors = FormErrors::new();
+                errors.add(
+                    &[],
+                    "MULTIPART_INVALID",
+                    format!("The multipart/form-data body cannot be parsed: {reason}"),
+                );
+                Err(ApiError::invalid_form(errors))
+            }
+            Some(ParsedBody::Empty) | None => {
+                Ok(MessageBody::Json(Value::Object(Default::default())))
+            }
         }
     }
 }
@@ -128,6 +175,9 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .nest("/api/v10", api)
         .fallback(no_route)
         .layer(middleware::from_fn_with_state(shared.clone(), record))
+        // `record` bounds and buffers bodies itself; the multipart parser must not apply
+        // axum's 2 MB default on top.
+        .layer(DefaultBodyLimit::disable())
         .with_state(shared)
 }
 
@@ -152,21 +202,30 @@ async fn record(State(shared): State<Arc<Shared>>, request: Request, next: Next)
         .get::<MatchedPath>()
         .map(|m| format!("{method} {}", m.as_str()))
         .unwrap_or_else(|| format!("{method} {path}"));
-    let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+    let bytes = match axum::body::to_bytes(body, shared.max_request_bytes).await {
         Ok(bytes) => bytes,
         Err(_) => {
-            let response = (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                axum::Json(
-                    serde_json::json!({"message": "Request entity too large", "code": 40005}),
-                ),
-            )
-                .into_response();
-            log_request(&shared, method, path, query, None, response.status());
+            let response = ApiError::entity_too_large().into_response();
+            log_request(
+                &shared,
+                method,
+                path,
+                query,
+                (None, Vec::new()),
+                response.status(),
+            );
             return response;
         }
     };
-    let parsed = if bytes.is_empty() {
+    let parsed = if attachments::is_multipart(&parts) {
+        match attachments::parse_multipart(&parts, bytes.clone()).await {
+            Ok(form) => ParsedBody::Form(Arc::new(form)),
+            Err(reason) => {
+                tracing::debug!(%method, %path, %reason, "unparseable multipart body");
+                ParsedBody::BadForm(reason)
+            }
+        }
+    } else if bytes.is_empty() {
         ParsedBody::Empty
     } else {
         match serde_json::from_slice::<Value>(&bytes) {
@@ -174,9 +233,10 @@ async fn record(State(shared): State<Arc<Shared>>, request: Request, next: Next)
             Err(_) => ParsedBody::Invalid,
         }
     };
-    let logged_body = match &parsed {
-        ParsedBody::Json(v) => Some(v.clone()),
-        _ => None,
+    let logged = match &parsed {
+        ParsedBody::Json(v) => (Some(v.clone()), Vec::new()),
+        ParsedBody::Form(form) => (form.payload_value(), form.recorded_parts()),
+        _ => (None, Vec::new()),
     };
 
     let fault = shared.lock().take_rest_fault(&path);
@@ -197,7 +257,7 @@ async fn record(State(shared): State<Arc<Shared>>, request: Request, next: Next)
             .await
     };
     shared.rates.stamp(&bucket, response.headers_mut());
-    log_request(&shared, method, path, query, logged_body, response.status());
+    log_request(&shared, method, path, query, logged, response.status());
     response
 }
 
@@ -220,7 +280,7 @@ fn log_request(
     method: String,
     path: String,
     query: Option<String>,
-    body: Option<Value>,
+    (body, parts): (Option<Value>, Vec<RecordedPart>),
     status: StatusCode,
 ) {
     tracing::debug!(%method, %path, status = status.as_u16(), "rest request");
@@ -230,5 +290,6 @@ fn log_request(
         query,
         body,
         status: status.as_u16(),
+        parts,
     });
 }

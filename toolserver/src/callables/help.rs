@@ -74,6 +74,7 @@ impl Tool for Help {
                 "requestId": cx.context.request_id,
                 "client": cx.context.client,
                 "cwd": cx.context.cwd,
+                "messageId": cx.context.trigger_message_id.map(|id| id.to_string()),
             },
             "sessionFormats": [
                 "a channel or thread id: 334455667788990011",

@@ -13,7 +13,8 @@ use serde_json::value::RawValue;
 
 use crate::invocation::{parse_id, Invocation, SessionView};
 use crate::registry::{example, output, Tool, ToolOutput, ToolSpec};
-use crate::surface::{MessageQuery, OutgoingMessage};
+use crate::files;
+use crate::surface::{MessageQuery, OutgoingFile, OutgoingMessage};
 
 const DEFAULT_LIMIT: u32 = 50;
 const MAX_LIMIT: u32 = 200;
@@ -153,12 +154,17 @@ pub struct SendMessage;
 pub struct SendMessageInput {
     /// Channel id, <#id>, or configured token; defaults to your context's session.
     pub session_id: Option<String>,
-    /// What to say. @name and #token become mentions; over 2,000 characters is split.
+    /// What to say. @name and #token become mentions; over 2,000 characters is split. May be
+    /// empty when `paths` attaches files.
+    #[serde(default)]
     pub text: String,
     /// Reply to this message (the first part replies when the text is split).
     pub reply_to_message_id: Option<String>,
     /// Ping nobody.
     pub silent: Option<bool>,
+    /// Files to attach, relative to the run's working directory (at most 10, 8 MiB each,
+    /// 16 MiB in all). They go on the last message when the text is split.
+    pub paths: Option<Vec<String>>,
 }
 
 #[async_trait]
@@ -169,12 +175,13 @@ impl Tool for SendMessage {
         ToolSpec {
             id: "surface.messages.send",
             description: "Post a message in a session. @name and #token become real mentions.",
-            help: "Text over 2,000 characters is split into several messages at paragraph, line, then word boundaries, never inside a mention; a code block open at a split is closed and reopened. Mentions ping users only (roles only when the operator allows it); @everyone and @here never ping. `silent: true` pings nobody.",
+            help: "Text over 2,000 characters is split into several messages at paragraph, line, then word boundaries, never inside a mention; a code block open at a split is closed and reopened. Mentions ping users only (roles only when the operator allows it); @everyone and @here never ping. `silent: true` pings nobody. `paths` attaches files from the run's working directory (at most 10 files, 8 MiB each, 16 MiB in all; nothing outside the directory); every path is checked before anything is posted.",
             mutating: true,
             primary: Some("text"),
             examples: vec![
                 example("Say something in #release-room", "tools surface.messages.send --session-id=#release-room \"ping @Stanley about #ops\"", json!({"sessionId": "#release-room", "text": "ping @Stanley about #ops"})),
                 example("Reply without pinging", "tools surface.messages.send --reply-to-message-id=1000000000000000900 --silent=true \"done\"", json!({"replyToMessageId": "1000000000000000900", "silent": true, "text": "done"})),
+                example("Post two files from the working directory", "tools surface.messages.send --paths=report.pdf,logs/build.txt \"the build report\"", json!({"paths": ["report.pdf", "logs/build.txt"], "text": "the build report"})),
             ],
         }
     }
@@ -184,10 +191,11 @@ impl Tool for SendMessage {
         cx: &Invocation<'_>,
         input: SendMessageInput,
     ) -> Result<ToolOutput, ToolError> {
-        if input.text.trim().is_empty() {
+        let paths = input.paths.unwrap_or_default();
+        if input.text.trim().is_empty() && paths.is_empty() {
             return Err(ToolError::usage(
                 "empty_text",
-                "text is empty; say something (Discord refuses empty messages)",
+                "text is empty; say something, or attach files with paths (Discord refuses empty messages)",
             ));
         }
         let reply_to = input
@@ -196,9 +204,27 @@ impl Tool for SendMessage {
             .map(|id| parse_id("replyToMessageId", id))
             .transpose()?;
         let silent = input.silent.unwrap_or(false);
+        let mut files = if paths.is_empty() {
+            Vec::new()
+        } else {
+            let dir = files::run_dir(cx.context.cwd.as_deref())?;
+            tokio::task::spawn_blocking(move || files::load_for_send(&dir, &paths))
+                .await
+                .map_err(|e| ToolError::internal(format!("reading the files failed: {e}")))??
+                .into_iter()
+                .map(|file| OutgoingFile {
+                    filename: file.filename,
+                    content: file.content,
+                })
+                .collect()
+        };
         let target = cx.target(input.session_id.as_deref()).await?;
         let content = cx.mapper().outbound(&input.text).into_owned();
-        let parts = split_message(&content, MESSAGE_LIMIT);
+        let mut parts = split_message(&content, MESSAGE_LIMIT);
+        if parts.is_empty() {
+            parts.push(String::new());
+        }
+        let last = parts.len() - 1;
         let mut message_ids: Vec<String> = Vec::with_capacity(parts.len());
         for (index, part) in parts.into_iter().enumerate() {
             let reply = if index == 0 { reply_to } else { None };
@@ -209,6 +235,11 @@ impl Tool for SendMessage {
                     content: part,
                     reply_to: reply,
                     mentions: cx.mention_policy(reply.is_some(), silent),
+                    files: if index == last {
+                        std::mem::take(&mut files)
+                    } else {
+                        Vec::new()
+                    },
                 })
                 .await;
             match sent {

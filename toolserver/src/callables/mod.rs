@@ -1,9 +1,12 @@
-//! The `surface.*` callables, written against the [`crate::Surface`] trait.
+//! The built-in callables, written against the [`crate::Surface`] trait: `surface.*`,
+//! `attachment.download` and `workflow.*`.
 
+mod attachments;
 mod help;
 mod messages;
 mod reactions;
 mod sessions;
+mod workflows;
 
 use crate::registry::Registry;
 
@@ -19,4 +22,9 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(reactions::AddReaction);
     registry.register(reactions::RemoveReaction);
     registry.register(reactions::ListReactions);
+    registry.register(attachments::DownloadAttachments);
+    registry.register(workflows::CreateWorkflow);
+    registry.register(workflows::ListWorkflows);
+    registry.register(workflows::GetWorkflow);
+    registry.register(workflows::CancelWorkflow);
 }

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use toolserver::protocol::{ErrorBody, ErrorKind, CONTEXT_ENV_HEADERS, ENV_TOKEN};
+use toolserver::protocol::{ErrorBody, ErrorKind, CONTEXT_ENV_HEADERS, ENV_TOKEN, HEADER_CWD};
 
 use crate::args::UsageError;
 use crate::failure::Failure;
@@ -42,6 +42,17 @@ impl Client {
             if let Some(value) = env(var).filter(|v| !v.is_empty()) {
                 check_header_value(var, &value)?;
                 headers.push((header, value));
+            }
+        }
+        // Without SWITCHBOARD_CWD, files (`--paths`, attachment.download) are relative to
+        // where the command runs, as a shell user expects.
+        if !headers.iter().any(|(name, _)| *name == HEADER_CWD) {
+            let here = std::env::current_dir()
+                .ok()
+                .and_then(|dir| dir.to_str().map(str::to_owned))
+                .filter(|dir| check_header_value("the current directory", dir).is_ok());
+            if let Some(here) = here {
+                headers.push((HEADER_CWD, here));
             }
         }
         let agent = ureq::Agent::config_builder()

@@ -1,0 +1,148 @@
+//! `attachment.download`: the files people posted, saved into the run's working directory.
+
+use std::io::Write;
+use std::path::Path;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::error::ToolError;
+use crate::files;
+use crate::invocation::{parse_id, Invocation};
+use crate::registry::{example, output, Tool, ToolOutput, ToolSpec};
+use crate::surface::Fetched;
+
+pub struct DownloadAttachments;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DownloadInput {
+    /// A directory inside the run's working directory to save into (created when missing);
+    /// default: the working directory itself.
+    pub dir: Option<String>,
+    /// The message whose attachments to save; default: the message that started this run.
+    pub message_id: Option<String>,
+    /// Channel id, <#id>, or configured token of that message; defaults to your context's
+    /// session.
+    pub session_id: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Saved {
+    filename: String,
+    /// Relative to the working directory.
+    path: String,
+    size: u64,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Skipped {
+    filename: String,
+    size: u64,
+    reason: String,
+}
+
+/// Writes `content` to a new file named after `filename` in `dir`; never overwrites.
+fn save(dir: &Path, filename: &str, content: &[u8]) -> std::io::Result<std::path::PathBuf> {
+    let name = files::sanitize_filename(filename);
+    let mut attempts = 0;
+    loop {
+        let path = files::unique_path(dir, &name);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(mut file) => {
+                file.write_all(content)?;
+                file.sync_all()?;
+                return Ok(path);
+            }
+            // Someone took the name between the check and the open: pick the next one.
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists && attempts < 8 => {
+                attempts += 1;
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for DownloadAttachments {
+    type Input = DownloadInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            id: "attachment.download",
+            description: "Save the attachments of the message that started this run into the working directory.",
+            help: "Saves every attachment of the trigger message (or of `messageId`) into the run's working directory, or `dir` inside it. File names are reduced to one safe component (`../../etc/passwd` is saved as `passwd`) and never overwrite: a taken name gets ` (2)`. A file larger than the server's cap (toolserver.download_max_bytes) is not saved and is listed under `skipped`. Returns the saved files' paths relative to the working directory.",
+            mutating: false,
+            primary: Some("dir"),
+            examples: vec![
+                example("Save the trigger's attachments", "tools attachment.download", json!({})),
+                example("Save into inbox/", "tools attachment.download inbox", json!({"dir": "inbox"})),
+            ],
+        }
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, input: DownloadInput) -> Result<ToolOutput, ToolError> {
+        let cwd = files::run_dir(cx.context.cwd.as_deref())?;
+        let message_id = match input.message_id.as_deref() {
+            Some(id) => parse_id("messageId", id)?,
+            None => cx.context.trigger_message_id.ok_or_else(|| {
+                ToolError::usage(
+                    "no_message",
+                    "This call was not started by a message, so there is no trigger to read. Pass messageId (and sessionId when it is elsewhere).",
+                )
+            })?,
+        };
+        let target = cx.target(input.session_id.as_deref()).await?;
+        let message = cx.cached_message(&target, message_id)?;
+        let dir = files::download_dir(&cwd, input.dir.as_deref())?;
+        let cap = cx.core.download_max_bytes;
+        let mut saved = Vec::new();
+        let mut skipped = Vec::new();
+        for attachment in &message.attachments {
+            let too_large = |size: u64| Skipped {
+                filename: attachment.filename.clone(),
+                size,
+                reason: format!("larger than the {cap}-byte cap (toolserver.download_max_bytes)"),
+            };
+            if attachment.size > cap {
+                skipped.push(too_large(attachment.size));
+                continue;
+            }
+            let content = match cx.surface().fetch_attachment(attachment, cap).await? {
+                Fetched::Bytes(content) => content,
+                Fetched::OverLimit => {
+                    skipped.push(too_large(attachment.size.max(cap + 1)));
+                    continue;
+                }
+            };
+            let (dir, filename) = (dir.clone(), attachment.filename.clone());
+            let size = content.len() as u64;
+            let path = tokio::task::spawn_blocking(move || save(&dir, &filename, &content))
+                .await
+                .map_err(|e| ToolError::internal(format!("saving the file failed: {e}")))?
+                .map_err(|e| {
+                    ToolError::internal(format!("cannot save {}: {e}", attachment.filename))
+                })?;
+            let relative = path.strip_prefix(&cwd).unwrap_or(&path);
+            saved.push(Saved {
+                filename: attachment.filename.clone(),
+                path: relative.to_string_lossy().into_owned(),
+                size,
+            });
+        }
+        output(&json!({
+            "messageId": message_id.to_string(),
+            "dir": dir.to_string_lossy(),
+            "files": saved,
+            "skipped": skipped,
+        }))
+    }
+}

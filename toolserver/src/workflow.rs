@@ -1,0 +1,708 @@
+//! Workflows: an agent asks people in other sessions and carries on when they answer.
+//!
+//! A workflow is a set of tasks, each waiting in one session for a reply to a given message, or
+//! for the next message from a person (or anyone who is not a bot). When every task has its
+//! answer, or the deadline passes, the workflow *finishes* and a new agent run starts in the
+//! session that created it, with the summaries and answers in its prompt.
+//!
+//! [`WorkflowEngine`] is the platform-independent state machine: it matches observed messages
+//! against waiting tasks and fires deadlines. What it cannot do itself — keep workflows across
+//! restarts, start the resumed run — it asks of its [`WorkflowHooks`], which the bot implements
+//! with its store and agent bridge.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use entity::Snowflake;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+/// At most this many tasks in one workflow.
+pub const MAX_TASKS: usize = 20;
+/// At most this many workflows wait at once (across all sessions).
+pub const MAX_PENDING: usize = 1_000;
+/// The longest a workflow may wait.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
+/// How long a workflow waits when `timeoutS` is not given.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// Ids as JSON strings: snowflakes exceed what JSON numbers carry exactly.
+mod id_string {
+    use entity::Snowflake;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(id: &Snowflake, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(id)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Snowflake, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+
+    pub mod option {
+        use entity::Snowflake;
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(id: &Option<Snowflake>, s: S) -> Result<S::Ok, S::Error> {
+            match id {
+                Some(id) => s.collect_str(id),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Snowflake>, D::Error> {
+            Option::<String>::deserialize(d)?
+                .map(|text| text.parse().map_err(serde::de::Error::custom))
+                .transpose()
+        }
+    }
+}
+
+/// Where a workflow is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkflowState {
+    /// Some task still waits.
+    Waiting,
+    /// Every task was answered; the resumed run was started.
+    Answered,
+    /// The deadline passed first; the resumed run was started with what came in.
+    TimedOut,
+    /// Cancelled; it never resumes.
+    Cancelled,
+}
+
+impl WorkflowState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkflowState::Waiting => "waiting",
+            WorkflowState::Answered => "answered",
+            WorkflowState::TimedOut => "timed_out",
+            WorkflowState::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// The message that answered a task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Answer {
+    #[serde(with = "id_string")]
+    pub message_id: Snowflake,
+    #[serde(with = "id_string")]
+    pub author_id: Snowflake,
+    pub author_name: String,
+    /// Canonical (readable) text: mentions as `@name` / `#token`.
+    pub text: String,
+    /// RFC 3339.
+    pub ts: String,
+}
+
+/// One question waiting in one session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Task {
+    #[serde(with = "id_string")]
+    pub session_id: Snowflake,
+    /// Only a reply to this message answers.
+    #[serde(with = "id_string::option", default)]
+    pub message_id: Option<Snowflake>,
+    /// Only a message from this user answers.
+    #[serde(with = "id_string::option", default)]
+    pub from_user_id: Option<Snowflake>,
+    pub summary: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub answer: Option<Answer>,
+}
+
+impl Task {
+    fn accepts(&self, message: &Observed<'_>) -> bool {
+        self.answer.is_none()
+            && message.channel_id == self.session_id
+            && !message.author_is_bot
+            && self.from_user_id.is_none_or(|user| user == message.author_id)
+            && self
+                .message_id
+                .is_none_or(|asked| message.reply_to == Some(asked))
+    }
+}
+
+/// A workflow as it is kept, listed and handed to the resumed run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Workflow {
+    pub workflow_id: String,
+    pub state: WorkflowState,
+    /// The session that created it, where the resumed run happens.
+    #[serde(with = "id_string")]
+    pub origin_session_id: Snowflake,
+    /// The message whose run created it (the resumed run replies to it), when there was one.
+    #[serde(with = "id_string::option", default)]
+    pub origin_message_id: Option<Snowflake>,
+    /// Who created it (`operator` or `capability:<id>`), for the audit trail.
+    pub created_by: String,
+    /// Milliseconds since the Unix epoch.
+    pub created_ms: u64,
+    pub deadline_ms: u64,
+    #[serde(default)]
+    pub finished_ms: Option<u64>,
+    #[serde(default)]
+    pub resume_prompt: Option<String>,
+    pub tasks: Vec<Task>,
+}
+
+impl Workflow {
+    pub fn is_waiting(&self) -> bool {
+        self.state == WorkflowState::Waiting
+    }
+
+    fn all_answered(&self) -> bool {
+        self.tasks.iter().all(|task| task.answer.is_some())
+    }
+}
+
+/// What `workflow.create` asks for, already resolved and checked by the callable.
+#[derive(Debug, Clone)]
+pub struct NewWorkflow {
+    pub origin_session_id: Snowflake,
+    pub origin_message_id: Option<Snowflake>,
+    pub created_by: String,
+    pub timeout: Duration,
+    pub resume_prompt: Option<String>,
+    pub tasks: Vec<NewTask>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    pub session_id: Snowflake,
+    pub message_id: Option<Snowflake>,
+    pub from_user_id: Option<Snowflake>,
+    pub summary: String,
+    pub description: Option<String>,
+}
+
+/// A message as the engine needs to see it.
+#[derive(Debug, Clone, Copy)]
+pub struct Observed<'a> {
+    pub channel_id: Snowflake,
+    pub message_id: Snowflake,
+    pub author_id: Snowflake,
+    pub author_is_bot: bool,
+    pub author_name: &'a str,
+    pub reply_to: Option<Snowflake>,
+    /// Canonical text.
+    pub text: &'a str,
+    pub timestamp: &'a str,
+}
+
+/// Why the engine refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkflowError {
+    #[error("no workflow {0}")]
+    NotFound(String),
+    #[error("workflow {id} is already {}", state.as_str())]
+    Finished { id: String, state: WorkflowState },
+    #[error("{MAX_PENDING} workflows are already waiting; cancel some (workflow.list, workflow.cancel) before creating more")]
+    TooMany,
+    #[error("cannot keep the workflow: {0}")]
+    Persist(String),
+    #[error("cannot draw a random workflow id: {0}")]
+    Random(String),
+}
+
+/// What the engine needs from its host.
+pub trait WorkflowHooks: Send + Sync + 'static {
+    /// Keeps the workflow durably (called on create, on every answer, on finish and cancel).
+    /// For create, an error refuses the workflow; later, it is logged.
+    fn persist(&self, workflow: &Workflow) -> Result<(), String>;
+    /// Starts the resumed run for a finished (answered or timed-out) workflow.
+    fn resume(&self, workflow: &Workflow);
+}
+
+/// The workflows of one switchboard, and their matching and deadlines.
+pub struct WorkflowEngine {
+    book: Mutex<Book>,
+    /// Waiting workflows; a message is only matched when some wait (the common case is none).
+    waiting: AtomicUsize,
+    deadlines_changed: Notify,
+    hooks: Arc<dyn WorkflowHooks>,
+}
+
+#[derive(Default)]
+struct Book {
+    workflows: HashMap<String, Workflow>,
+}
+
+/// Now, in milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl WorkflowEngine {
+    /// An engine holding `restored` (what the host kept). Waiting workflows whose tasks are
+    /// all answered are finished at once; overdue ones when [`WorkflowEngine::fire_due`] runs.
+    pub fn new(hooks: Arc<dyn WorkflowHooks>, restored: Vec<Workflow>) -> Arc<WorkflowEngine> {
+        let engine = Arc::new(WorkflowEngine {
+            book: Mutex::new(Book::default()),
+            waiting: AtomicUsize::new(0),
+            deadlines_changed: Notify::new(),
+            hooks,
+        });
+        let mut finished = Vec::new();
+        {
+            let mut book = engine.book();
+            for workflow in restored {
+                if workflow.is_waiting() && workflow.all_answered() {
+                    finished.push(workflow.workflow_id.clone());
+                }
+                book.workflows
+                    .insert(workflow.workflow_id.clone(), workflow);
+            }
+            engine.recount(&book);
+        }
+        for id in finished {
+            engine.finish(&id, WorkflowState::Answered);
+        }
+        engine
+    }
+
+    fn book(&self) -> MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn recount(&self, book: &Book) {
+        let waiting = book.workflows.values().filter(|w| w.is_waiting()).count();
+        self.waiting.store(waiting, Ordering::Release);
+    }
+
+    /// Creates a workflow; it is persisted before this returns.
+    pub fn create(&self, new: NewWorkflow) -> Result<Workflow, WorkflowError> {
+        let id = format!(
+            "wf_{}",
+            crate::auth::random_hex(8).map_err(|e| WorkflowError::Random(e.to_string()))?
+        );
+        let created_ms = now_ms();
+        let workflow = Workflow {
+            workflow_id: id.clone(),
+            state: WorkflowState::Waiting,
+            origin_session_id: new.origin_session_id,
+            origin_message_id: new.origin_message_id,
+            created_by: new.created_by,
+            created_ms,
+            deadline_ms: created_ms.saturating_add(new.timeout.as_millis() as u64),
+            finished_ms: None,
+            resume_prompt: new.resume_prompt,
+            tasks: new
+                .tasks
+                .into_iter()
+                .map(|task| Task {
+                    session_id: task.session_id,
+                    message_id: task.message_id,
+                    from_user_id: task.from_user_id,
+                    summary: task.summary,
+                    description: task.description,
+                    answer: None,
+                })
+                .collect(),
+        };
+        let mut book = self.book();
+        if self.waiting.load(Ordering::Acquire) >= MAX_PENDING {
+            return Err(WorkflowError::TooMany);
+        }
+        self.hooks
+            .persist(&workflow)
+            .map_err(WorkflowError::Persist)?;
+        book.workflows.insert(id, workflow.clone());
+        self.recount(&book);
+        drop(book);
+        self.deadlines_changed.notify_one();
+        Ok(workflow)
+    }
+
+    /// Every workflow, newest first.
+    pub fn list(&self) -> Vec<Workflow> {
+        let mut all: Vec<Workflow> = self.book().workflows.values().cloned().collect();
+        all.sort_by(|a, b| {
+            b.created_ms
+                .cmp(&a.created_ms)
+                .then(b.workflow_id.cmp(&a.workflow_id))
+        });
+        all
+    }
+
+    pub fn get(&self, id: &str) -> Option<Workflow> {
+        self.book().workflows.get(id).cloned()
+    }
+
+    /// Cancels a waiting workflow: it never resumes.
+    pub fn cancel(&self, id: &str) -> Result<Workflow, WorkflowError> {
+        let mut book = self.book();
+        let workflow = book
+            .workflows
+            .get_mut(id)
+            .ok_or_else(|| WorkflowError::NotFound(id.to_owned()))?;
+        if !workflow.is_waiting() {
+            return Err(WorkflowError::Finished {
+                id: id.to_owned(),
+                state: workflow.state,
+            });
+        }
+        workflow.state = WorkflowState::Cancelled;
+        workflow.finished_ms = Some(now_ms());
+        let cancelled = workflow.clone();
+        self.recount(&book);
+        drop(book);
+        if let Err(error) = self.hooks.persist(&cancelled) {
+            tracing::error!(workflow = id, "keeping the cancelled workflow failed: {error}");
+        }
+        Ok(cancelled)
+    }
+
+    /// Records `message` as the answer of every waiting task it answers; finishes the
+    /// workflows that are then complete. Cheap when nothing waits.
+    pub fn observe(&self, message: &Observed<'_>) {
+        if self.waiting.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut changed = Vec::new();
+        let mut complete = Vec::new();
+        {
+            let mut book = self.book();
+            for workflow in book.workflows.values_mut().filter(|w| w.is_waiting()) {
+                let mut answered = false;
+                for task in workflow.tasks.iter_mut().filter(|t| t.accepts(message)) {
+                    task.answer = Some(Answer {
+                        message_id: message.message_id,
+                        author_id: message.author_id,
+                        author_name: message.author_name.to_owned(),
+                        text: message.text.to_owned(),
+                        ts: message.timestamp.to_owned(),
+                    });
+                    answered = true;
+                }
+                if answered {
+                    if workflow.all_answered() {
+                        complete.push(workflow.workflow_id.clone());
+                    } else {
+                        changed.push(workflow.clone());
+                    }
+                }
+            }
+        }
+        for workflow in changed {
+            tracing::info!(workflow = %workflow.workflow_id, "a workflow task was answered");
+            if let Err(error) = self.hooks.persist(&workflow) {
+                tracing::error!(workflow = %workflow.workflow_id, "keeping the answer failed: {error}");
+            }
+        }
+        for id in complete {
+            self.finish(&id, WorkflowState::Answered);
+        }
+    }
+
+    /// Finishes waiting workflows whose deadline has passed; returns how many.
+    pub fn fire_due(&self, now_ms: u64) -> usize {
+        let due: Vec<String> = self
+            .book()
+            .workflows
+            .values()
+            .filter(|w| w.is_waiting() && w.deadline_ms <= now_ms)
+            .map(|w| w.workflow_id.clone())
+            .collect();
+        for id in &due {
+            self.finish(id, WorkflowState::TimedOut);
+        }
+        due.len()
+    }
+
+    /// The earliest deadline of a waiting workflow.
+    pub fn next_deadline_ms(&self) -> Option<u64> {
+        self.book()
+            .workflows
+            .values()
+            .filter(|w| w.is_waiting())
+            .map(|w| w.deadline_ms)
+            .min()
+    }
+
+    /// Resumes first, then persists the finished state: a crash in between resumes twice
+    /// rather than never.
+    fn finish(&self, id: &str, state: WorkflowState) {
+        let finished = {
+            let mut book = self.book();
+            let Some(workflow) = book.workflows.get_mut(id).filter(|w| w.is_waiting()) else {
+                return;
+            };
+            workflow.state = state;
+            workflow.finished_ms = Some(now_ms());
+            let finished = workflow.clone();
+            self.recount(&book);
+            finished
+        };
+        tracing::info!(workflow = id, state = state.as_str(), session = %finished.origin_session_id, "workflow finished; resuming");
+        self.hooks.resume(&finished);
+        if let Err(error) = self.hooks.persist(&finished) {
+            tracing::error!(workflow = id, "keeping the finished workflow failed: {error}");
+        }
+    }
+
+    /// Fires deadlines as they come, until the task is dropped. Wakes early when a workflow is
+    /// created, and at least once a minute (so a changed wall clock is noticed).
+    pub async fn run_deadlines(self: Arc<Self>) {
+        const LONGEST_SLEEP: Duration = Duration::from_secs(60);
+        loop {
+            self.fire_due(now_ms());
+            let sleep = match self.next_deadline_ms() {
+                Some(deadline) => {
+                    Duration::from_millis(deadline.saturating_sub(now_ms())).min(LONGEST_SLEEP)
+                }
+                None => LONGEST_SLEEP,
+            };
+            tokio::select! {
+                () = tokio::time::sleep(sleep) => {}
+                () = self.deadlines_changed.notified() => {}
+            }
+        }
+    }
+}
+
+/// The prompt of a resumed run: what was asked, and what came back.
+pub fn resume_prompt(workflow: &Workflow, session_name: impl Fn(Snowflake) -> String) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}",
+        workflow.resume_prompt.as_deref().unwrap_or(
+            "The workflow you started has finished. Carry on with the answers below."
+        )
+    );
+    let _ = writeln!(
+        out,
+        "\nWorkflow {} ({}):",
+        workflow.workflow_id,
+        match workflow.state {
+            WorkflowState::TimedOut => "timed out before every task was answered",
+            _ => "every task was answered",
+        }
+    );
+    for (index, task) in workflow.tasks.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "\n{}. {} (in {})",
+            index + 1,
+            task.summary,
+            session_name(task.session_id)
+        );
+        if let Some(description) = &task.description {
+            let _ = writeln!(out, "   asked: {description}");
+        }
+        match &task.answer {
+            Some(answer) => {
+                let _ = writeln!(out, "   answer from {}: {}", answer.author_name, answer.text);
+            }
+            None => {
+                let _ = writeln!(out, "   no answer");
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Recorder {
+        persisted: Mutex<Vec<Workflow>>,
+        resumed: Mutex<Vec<Workflow>>,
+        refuse: bool,
+    }
+
+    impl WorkflowHooks for Recorder {
+        fn persist(&self, workflow: &Workflow) -> Result<(), String> {
+            if self.refuse {
+                return Err("disk full".into());
+            }
+            self.persisted.lock().unwrap().push(workflow.clone());
+            Ok(())
+        }
+        fn resume(&self, workflow: &Workflow) {
+            self.resumed.lock().unwrap().push(workflow.clone());
+        }
+    }
+
+    const OPS: Snowflake = Snowflake(1_000_000_000_000_000_401);
+    const ROOM: Snowflake = Snowflake(1_000_000_000_000_000_402);
+    const TOMAS: Snowflake = Snowflake(1_000_000_000_000_000_102);
+    const STANLEY: Snowflake = Snowflake(1_000_000_000_000_000_101);
+
+    fn task(session: Snowflake) -> NewTask {
+        NewTask {
+            session_id: session,
+            message_id: None,
+            from_user_id: None,
+            summary: "is the build signed?".into(),
+            description: None,
+        }
+    }
+
+    fn new(tasks: Vec<NewTask>) -> NewWorkflow {
+        NewWorkflow {
+            origin_session_id: OPS,
+            origin_message_id: Some(Snowflake(1_000_000_000_000_000_900)),
+            created_by: "operator".into(),
+            timeout: Duration::from_secs(60),
+            resume_prompt: None,
+            tasks,
+        }
+    }
+
+    fn message(channel: Snowflake, author: Snowflake, id: u64) -> Observed<'static> {
+        Observed {
+            channel_id: channel,
+            message_id: Snowflake(id),
+            author_id: author,
+            author_is_bot: false,
+            author_name: "tomas",
+            reply_to: None,
+            text: "yes, signed",
+            timestamp: "2026-11-22T10:00:00Z",
+        }
+    }
+
+    fn engine() -> (Arc<Recorder>, Arc<WorkflowEngine>) {
+        let hooks = Arc::new(Recorder::default());
+        let engine = WorkflowEngine::new(hooks.clone(), Vec::new());
+        (hooks, engine)
+    }
+
+    #[test]
+    fn the_next_human_message_in_the_session_answers_and_resumes() {
+        let (hooks, engine) = engine();
+        let created = engine.create(new(vec![task(ROOM)])).unwrap();
+        engine.observe(&message(OPS, TOMAS, 1_000_000_000_000_001_000));
+        let mut bot = message(ROOM, TOMAS, 1_000_000_000_000_001_001);
+        bot.author_is_bot = true;
+        engine.observe(&bot);
+        assert!(hooks.resumed.lock().unwrap().is_empty());
+        engine.observe(&message(ROOM, TOMAS, 1_000_000_000_000_001_002));
+        let resumed = hooks.resumed.lock().unwrap().clone();
+        assert_eq!(resumed.len(), 1);
+        assert_eq!(resumed[0].workflow_id, created.workflow_id);
+        assert_eq!(resumed[0].state, WorkflowState::Answered);
+        let answer = resumed[0].tasks[0].answer.as_ref().unwrap();
+        assert_eq!(answer.text, "yes, signed");
+        assert_eq!(answer.message_id.get(), 1_000_000_000_000_001_002);
+        assert_eq!(
+            engine.get(&created.workflow_id).unwrap().state,
+            WorkflowState::Answered
+        );
+    }
+
+    #[test]
+    fn a_task_on_a_message_only_takes_replies_to_it_from_the_asked_person() {
+        let (hooks, engine) = engine();
+        let asked = Snowflake(1_000_000_000_000_000_950);
+        let mut wanted = task(ROOM);
+        wanted.message_id = Some(asked);
+        wanted.from_user_id = Some(TOMAS);
+        engine.create(new(vec![wanted])).unwrap();
+        engine.observe(&message(ROOM, TOMAS, 1_000_000_000_000_001_000));
+        let mut from_stanley = message(ROOM, STANLEY, 1_000_000_000_000_001_001);
+        from_stanley.reply_to = Some(asked);
+        engine.observe(&from_stanley);
+        assert!(hooks.resumed.lock().unwrap().is_empty());
+        let mut reply = message(ROOM, TOMAS, 1_000_000_000_000_001_002);
+        reply.reply_to = Some(asked);
+        engine.observe(&reply);
+        assert_eq!(hooks.resumed.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn answers_are_kept_as_they_come_and_a_deadline_resumes_with_what_came() {
+        let (hooks, engine) = engine();
+        let created = engine
+            .create(new(vec![task(ROOM), task(Snowflake(1_000_000_000_000_000_404))]))
+            .unwrap();
+        engine.observe(&message(ROOM, TOMAS, 1_000_000_000_000_001_000));
+        let persisted = hooks.persisted.lock().unwrap().clone();
+        assert_eq!(persisted.len(), 2, "create, then the first answer");
+        assert!(persisted[1].tasks[0].answer.is_some());
+        assert_eq!(engine.fire_due(created.deadline_ms - 1), 0);
+        assert_eq!(engine.fire_due(created.deadline_ms), 1);
+        let resumed = hooks.resumed.lock().unwrap().clone();
+        assert_eq!(resumed[0].state, WorkflowState::TimedOut);
+        let prompt = resume_prompt(&resumed[0], |id| format!("#{id}"));
+        assert!(prompt.contains("answer from tomas: yes, signed"), "{prompt}");
+        assert!(prompt.contains("no answer"), "{prompt}");
+        assert!(prompt.contains("timed out"), "{prompt}");
+    }
+
+    #[test]
+    fn a_cancelled_workflow_never_resumes_and_cannot_be_cancelled_twice() {
+        let (hooks, engine) = engine();
+        let created = engine.create(new(vec![task(ROOM)])).unwrap();
+        engine.cancel(&created.workflow_id).unwrap();
+        engine.observe(&message(ROOM, TOMAS, 1_000_000_000_000_001_000));
+        engine.fire_due(u64::MAX);
+        assert!(hooks.resumed.lock().unwrap().is_empty());
+        assert!(matches!(
+            engine.cancel(&created.workflow_id),
+            Err(WorkflowError::Finished {
+                state: WorkflowState::Cancelled,
+                ..
+            })
+        ));
+        assert!(matches!(
+            engine.cancel("wf_nope"),
+            Err(WorkflowError::NotFound(_))
+        ));
+    }
+
+    #[test]
+    fn a_restored_workflow_keeps_waiting_and_one_answered_while_away_resumes_at_once() {
+        let (hooks, engine) = engine();
+        let waiting = engine.create(new(vec![task(ROOM)])).unwrap();
+        let mut answered = engine.create(new(vec![task(ROOM)])).unwrap();
+        answered.tasks[0].answer = Some(Answer {
+            message_id: Snowflake(1_000_000_000_000_001_000),
+            author_id: TOMAS,
+            author_name: "tomas".into(),
+            text: "done".into(),
+            ts: "2026-11-22T10:00:00Z".into(),
+        });
+        let json = serde_json::to_string(&vec![waiting.clone(), answered.clone()]).unwrap();
+        let restored: Vec<Workflow> = serde_json::from_str(&json).unwrap();
+        assert_eq!(restored[0], waiting, "round-trips through JSON");
+        let engine2 = WorkflowEngine::new(hooks.clone(), restored);
+        let resumed = hooks.resumed.lock().unwrap().clone();
+        assert_eq!(resumed.len(), 1);
+        assert_eq!(resumed[0].workflow_id, answered.workflow_id);
+        engine2.observe(&message(ROOM, TOMAS, 1_000_000_000_000_001_001));
+        assert_eq!(hooks.resumed.lock().unwrap().len(), 2);
+        drop(engine);
+    }
+
+    #[test]
+    fn a_workflow_the_host_cannot_keep_is_refused() {
+        let hooks = Arc::new(Recorder {
+            refuse: true,
+            ..Recorder::default()
+        });
+        let engine = WorkflowEngine::new(hooks, Vec::new());
+        assert!(matches!(
+            engine.create(new(vec![task(ROOM)])),
+            Err(WorkflowError::Persist(_))
+        ));
+        assert!(engine.list().is_empty());
+    }
+}
