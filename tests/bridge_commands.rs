@@ -544,6 +544,7 @@ fn a_reply_to_the_bot_triggers_without_a_mention() {
             author_id: demo::STANLEY.into(),
             content: "and another thing".to_owned(),
             reply_to: Some(Snowflake::parse(&reply_id).expect("snowflake")),
+            attachments: Vec::new(),
         })
         .expect("post a reply");
     let follow_up = follow_up["id"].as_str().expect("id").to_owned();

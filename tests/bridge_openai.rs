@@ -283,17 +283,23 @@ fn a_tool_call_lands_in_discord_and_the_final_answer_replies_to_the_trigger() {
         "{parameters}"
     );
     assert!(
-        parameters["required"]
+        parameters["properties"]["paths"]["type"]
             .as_array()
-            .is_some_and(|r| r.contains(&json!("text"))),
-        "{parameters}"
+            .is_some_and(|t| t.contains(&json!("array"))),
+        "the same schema the HTTP API serves, files included: {parameters}"
+    );
+    let names = offered(first);
+    assert!(
+        names.iter().all(|name| ["surface__", "workflow__", "attachment__"]
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
+            && !name.contains('.')),
+        "the default scope is surface.*, workflow.*, attachment.*; names use __: {names:?}"
     );
     assert!(
-        offered(first)
-            .iter()
-            .all(|name| name.starts_with("surface__") && !name.contains('.')),
-        "the default scope is surface.*, names use __: {:?}",
-        offered(first)
+        names.contains(&"workflow__create".to_owned())
+            && names.contains(&"attachment__download".to_owned()),
+        "{names:?}"
     );
 
     let results = tool_results(&requests[1]);

@@ -221,6 +221,7 @@ fn bridge_run(fake: &FakeDiscord, dir: &Path, n: usize) -> BridgeRun {
             author_id: demo::STANLEY.into(),
             content: format!("<@{}> ping {n}", demo::BOT),
             reply_to: None,
+            attachments: Vec::new(),
         })
         .expect("post as a user");
     let id = posted["id"].as_str().expect("message id").to_owned();

@@ -86,6 +86,7 @@ fn main() {
                     author_id: demo::STANLEY.into(),
                     content: content(i),
                     reply_to: None,
+                    attachments: Vec::new(),
                 })
                 .expect("fake accepts the message");
             frames.push(format!(

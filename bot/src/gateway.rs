@@ -12,6 +12,7 @@ use serenity::model::event::Event;
 use serenity::model::user::User;
 use serenity::prelude::{Context, EventHandler, RawEventHandler};
 use toolserver::surface::ConnectionState;
+use toolserver::workflow::{Observed, WorkflowEngine};
 
 use crate::bridge::{Bridge, Incoming, Trigger};
 use crate::payload::stored_message_from_model;
@@ -28,6 +29,7 @@ pub struct Ingest {
     /// incomplete and `/health` says `connecting`.
     pending_guilds: AtomicUsize,
     bridge: Option<Bridge>,
+    workflows: Option<Arc<WorkflowEngine>>,
 }
 
 fn sid(id: u64) -> Snowflake {
@@ -48,6 +50,7 @@ impl Ingest {
             bot_id,
             pending_guilds: AtomicUsize::new(0),
             bridge: None,
+            workflows: None,
         }
     }
 
@@ -55,6 +58,37 @@ impl Ingest {
     pub fn with_bridge(mut self, bridge: Bridge) -> Self {
         self.bridge = Some(bridge);
         self
+    }
+
+    /// Feeds new messages to the workflows, which may be waiting for them.
+    pub fn with_workflows(mut self, workflows: Arc<WorkflowEngine>) -> Self {
+        self.workflows = Some(workflows);
+        self
+    }
+
+    fn answer_workflows(&self, message: &serenity::model::channel::Message, text: &str, timestamp: &str) {
+        let Some(workflows) = &self.workflows else {
+            return;
+        };
+        let author_name = message
+            .author
+            .global_name
+            .as_deref()
+            .unwrap_or(&message.author.name);
+        workflows.observe(&Observed {
+            channel_id: sid(message.channel_id.get()),
+            message_id: sid(message.id.get()),
+            author_id: sid(message.author.id.get()),
+            author_is_bot: message.author.bot,
+            author_name,
+            reply_to: message
+                .message_reference
+                .as_ref()
+                .and_then(|r| r.message_id)
+                .map(|id| sid(id.get())),
+            text,
+            timestamp,
+        });
     }
 
     fn consider_run(&self, message: &serenity::model::channel::Message, text: &str) {
@@ -88,7 +122,7 @@ impl Ingest {
         if bridge.should_trigger(&incoming) {
             bridge.enqueue(Trigger {
                 channel_id: channel,
-                message_id: sid(message.id.get()),
+                message_id: Some(sid(message.id.get())),
                 author_id: sid(message.author.id.get()),
                 author_name: message
                     .author
@@ -96,6 +130,7 @@ impl Ingest {
                     .clone()
                     .unwrap_or_else(|| message.author.name.clone()),
                 text: text.to_owned(),
+                workflow_id: None,
             });
         }
     }
@@ -209,8 +244,11 @@ impl Ingest {
                 }
                 let stored = stored_message_from_model(message, &self.mapper());
                 let text = stored.text.clone();
-                // A replayed or already-stored message never starts a second run.
+                let timestamp = stored.timestamp.clone();
+                // A replayed or already-stored message never starts a second run, nor answers
+                // a workflow twice.
                 if self.store.insert_message(stored) {
+                    self.answer_workflows(message, &text, &timestamp);
                     self.consider_run(message, &text);
                 }
             }

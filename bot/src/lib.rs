@@ -10,5 +10,6 @@ pub mod rest;
 pub mod service;
 pub mod store;
 pub mod surface;
+pub mod workflows;
 
 pub use surface::DiscordSurface;

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use entity::Snowflake;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-use toolserver::surface::SurfaceError;
+use toolserver::surface::{Fetched, OutgoingFile, SurfaceError};
 
 /// Discord's API, or the same paths under a proxy or fake.
 pub const DISCORD_API: &str = "https://discord.com";
@@ -22,6 +22,33 @@ pub struct DiscordRest {
     client: reqwest::Client,
     api: String,
     authorization: String,
+}
+
+/// What a request carries.
+#[derive(Clone, Copy)]
+enum Payload<'a> {
+    Empty,
+    Json(&'a Value),
+    /// `multipart/form-data`: the JSON as `payload_json`, the files as `files[n]`.
+    Files(&'a Value, &'a [OutgoingFile]),
+}
+
+impl Payload<'_> {
+    fn multipart(json: &Value, files: &[OutgoingFile]) -> reqwest::multipart::Form {
+        let payload = reqwest::multipart::Part::text(json.to_string())
+            .mime_str("application/json")
+            .expect("a valid mime type");
+        files.iter().enumerate().fold(
+            reqwest::multipart::Form::new().part("payload_json", payload),
+            |form, (index, file)| {
+                form.part(
+                    format!("files[{index}]"),
+                    reqwest::multipart::Part::bytes(file.content.clone())
+                        .file_name(file.filename.clone()),
+                )
+            },
+        )
+    }
 }
 
 /// A failed request: the surface error, plus whether trying again may help.
@@ -162,14 +189,18 @@ impl DiscordRest {
         &self,
         method: &Method,
         path: &str,
-        body: Option<&Value>,
+        body: Payload<'_>,
     ) -> Result<Value, Failure> {
         let mut request = self
             .client
             .request(method.clone(), format!("{}{path}", self.api))
             .header(reqwest::header::AUTHORIZATION, &self.authorization);
-        if let Some(body) = body {
-            request = request.json(body);
+        match body {
+            Payload::Empty => {}
+            Payload::Json(body) => request = request.json(body),
+            Payload::Files(json, files) => {
+                request = request.multipart(Payload::multipart(json, files));
+            }
         }
         let response = request.send().await.map_err(|e| Failure {
             error: SurfaceError::Unavailable(format!("cannot reach Discord: {e}")),
@@ -203,10 +234,21 @@ impl DiscordRest {
         body: Option<Value>,
         idempotent: bool,
     ) -> Result<Value, SurfaceError> {
+        let payload = body.as_ref().map_or(Payload::Empty, Payload::Json);
+        self.call_with(method, path, payload, idempotent).await
+    }
+
+    async fn call_with(
+        &self,
+        method: Method,
+        path: &str,
+        body: Payload<'_>,
+        idempotent: bool,
+    ) -> Result<Value, SurfaceError> {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match self.once(&method, path, body.as_ref()).await {
+            match self.once(&method, path, body).await {
                 Ok(value) => return Ok(value),
                 Err(failure) => {
                     let wait = failure
@@ -241,12 +283,14 @@ impl DiscordRest {
 
     /// Posts a message. The body carries a nonce with `enforce_nonce`, so the retries after a
     /// timeout or 5xx can never post twice.
+    /// With files, the request is `multipart/form-data` (`payload_json` plus `files[n]`).
     pub async fn send_message(
         &self,
         channel_id: Snowflake,
         content: &str,
         reply_to: Option<Snowflake>,
         allowed_mentions: Value,
+        files: &[OutgoingFile],
     ) -> Result<Value, SurfaceError> {
         let mut body = json!({
             "content": content,
@@ -261,13 +305,51 @@ impl DiscordRest {
                 "fail_if_not_exists": false,
             });
         }
-        self.call(
-            Method::POST,
-            &format!("/channels/{channel_id}/messages"),
-            Some(body),
-            true,
-        )
-        .await
+        let path = format!("/channels/{channel_id}/messages");
+        if files.is_empty() {
+            return self.call(Method::POST, &path, Some(body), true).await;
+        }
+        body["attachments"] = files
+            .iter()
+            .enumerate()
+            .map(|(index, file)| json!({ "id": index, "filename": file.filename }))
+            .collect();
+        self.call_with(Method::POST, &path, Payload::Files(&body, files), true)
+            .await
+    }
+
+    /// Downloads an attachment from its CDN url (no bot token is sent), keeping at most
+    /// `limit` bytes.
+    pub async fn fetch(&self, url: &str, limit: u64) -> Result<Fetched, SurfaceError> {
+        let unavailable = |e: reqwest::Error| SurfaceError::Unavailable(format!("cannot fetch {url}: {e}"));
+        let mut response = self
+            .client
+            .get(url)
+            .timeout(Duration::from_secs(60))
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let status = response.status();
+        if status == StatusCode::NOT_FOUND {
+            return Err(SurfaceError::NotFound(format!("the attachment at {url} is gone (404)")));
+        }
+        if !status.is_success() {
+            return Err(SurfaceError::Unavailable(format!(
+                "fetching {url} answered {}",
+                status.as_u16()
+            )));
+        }
+        if response.content_length().is_some_and(|length| length > limit) {
+            return Ok(Fetched::OverLimit);
+        }
+        let mut content = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(unavailable)? {
+            if content.len() as u64 + chunk.len() as u64 > limit {
+                return Ok(Fetched::OverLimit);
+            }
+            content.extend_from_slice(&chunk);
+        }
+        Ok(Fetched::Bytes(content))
     }
 
     pub async fn edit_message(

@@ -118,6 +118,9 @@ pub async fn run(
             format!("http://{host}"),
         )
     });
+    let workflows = bridge
+        .as_ref()
+        .map(|bridge| crate::workflows::start(&core, &store, bridge, &config.aliases));
     let mut http = HttpBuilder::new(&token);
     if let Some(base) = &config.discord.api_base_url {
         // serenity's ratelimiter ignores the proxy and would talk to discord.com: off here,
@@ -159,8 +162,12 @@ pub async fn run(
                 Arc::clone(&connection),
                 Arc::clone(&bot_id),
             );
-            match bridge {
+            let ingest = match bridge {
                 Some(bridge) => ingest.with_bridge(bridge),
+                None => ingest,
+            };
+            match &workflows {
+                Some((engine, _)) => ingest.with_workflows(Arc::clone(engine)),
                 None => ingest,
             }
         })
@@ -203,6 +210,9 @@ pub async fn run(
     let _ = stop_serving.send(());
     let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
     shards.shutdown_all().await;
+    if let Some((_, deadlines)) = &workflows {
+        deadlines.abort();
+    }
     connection.set(ConnectionState::Down);
     let flushed = tokio::task::spawn_blocking(move || store.close()).await;
     match flushed {

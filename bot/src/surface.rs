@@ -10,7 +10,7 @@ use dashmap::DashMap;
 use entity::{Aliases, Mapper, NameDirectory, Snowflake};
 use serde_json::{json, Value};
 use toolserver::surface::{
-    AttachmentInfo, ChannelLocation, ConnectionState, MessageInfo, MessageQuery, OutgoingMessage,
+    AttachmentInfo, ChannelLocation, ConnectionState, Fetched, MessageInfo, MessageQuery, OutgoingMessage,
     ReactionInfo, SessionInfo, SessionKind as ToolSessionKind, Surface, SurfaceError,
 };
 
@@ -262,6 +262,7 @@ impl Surface for DiscordSurface {
                 &message.content,
                 message.reply_to,
                 allowed_mentions(&message.mentions),
+                &message.files,
             )
             .await?;
         self.store_own_message(&answer);
@@ -331,5 +332,13 @@ impl Surface for DiscordSurface {
 
     async fn typing(&self, channel_id: Snowflake) -> Result<(), SurfaceError> {
         self.rest.typing(channel_id).await
+    }
+
+    async fn fetch_attachment(
+        &self,
+        attachment: &AttachmentInfo,
+        limit: u64,
+    ) -> Result<Fetched, SurfaceError> {
+        self.rest.fetch(&attachment.url, limit).await
     }
 }

@@ -139,6 +139,7 @@ impl Fake {
                 author_id: author.into(),
                 content: content.to_owned(),
                 reply_to: None,
+                attachments: Vec::new(),
             })
             .expect("post a message as a user");
         message["id"].as_str().expect("message id").to_owned()

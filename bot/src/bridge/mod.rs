@@ -249,15 +249,18 @@ impl Bridge {
     }
 
     async fn react(&self, trigger: &Trigger, emoji: &str, add: bool) {
+        let Some(message_id) = trigger.message_id else {
+            return;
+        };
         let result = if add {
             self.inner
                 .rest
-                .add_reaction(trigger.channel_id, trigger.message_id, emoji)
+                .add_reaction(trigger.channel_id, message_id, emoji)
                 .await
         } else {
             self.inner
                 .rest
-                .remove_reaction(trigger.channel_id, trigger.message_id, emoji)
+                .remove_reaction(trigger.channel_id, message_id, emoji)
                 .await
         };
         if let Err(error) = result {
@@ -274,10 +277,10 @@ impl Bridge {
             client: Some("discord".to_owned()),
             ..CallContext::operator()
         };
-        let input = json!({
-            "text": text,
-            "replyToMessageId": trigger.message_id.to_string(),
-        });
+        let mut input = json!({ "text": text });
+        if let Some(message_id) = trigger.message_id {
+            input["replyToMessageId"] = json!(message_id.to_string());
+        }
         match self
             .inner
             .core
@@ -347,6 +350,7 @@ impl Bridge {
             ttl: config.timeout + Duration::from_secs(60),
             client: Some("discord".to_owned()),
             cwd: Some(cwd.display().to_string()),
+            trigger_message_id: trigger.message_id,
         };
         let token = match self.inner.core.capabilities.mint(grant) {
             Ok(token) => token,
@@ -355,7 +359,13 @@ impl Bridge {
                 return false;
             }
         };
-        tracing::info!(run = %request_id, session = %trigger.channel_id, trigger = %trigger.message_id, "agent run starts");
+        tracing::info!(
+            run = %request_id,
+            session = %trigger.channel_id,
+            trigger = trigger.message_id.map(|id| id.to_string()).as_deref().unwrap_or("-"),
+            workflow = trigger.workflow_id.as_deref().unwrap_or("-"),
+            "agent run starts"
+        );
         let aborted = async {
             let _ = aborted.await;
         };
@@ -385,6 +395,7 @@ impl Bridge {
                         client: Some("discord".to_owned()),
                         cwd: Some(cwd.display().to_string()),
                         tool_call_id: None,
+                        trigger_message_id: trigger.message_id,
                     },
                     Err(error) => {
                         tracing::error!(run = %request_id, "the run's own token was refused: {}", error.message);
@@ -467,10 +478,6 @@ impl Bridge {
             ("SWITCHBOARD_CLIENT".to_owned(), "discord".to_owned()),
             ("SWITCHBOARD_CWD".to_owned(), cwd.display().to_string()),
             (
-                "SWITCHBOARD_MESSAGE_ID".to_owned(),
-                trigger.message_id.to_string(),
-            ),
-            (
                 "SWITCHBOARD_AUTHOR_ID".to_owned(),
                 trigger.author_id.to_string(),
             ),
@@ -479,6 +486,12 @@ impl Bridge {
                 trigger.author_name.clone(),
             ),
         ]);
+        if let Some(message_id) = trigger.message_id {
+            env.push(("SWITCHBOARD_MESSAGE_ID".to_owned(), message_id.to_string()));
+        }
+        if let Some(workflow_id) = &trigger.workflow_id {
+            env.push(("SWITCHBOARD_WORKFLOW_ID".to_owned(), workflow_id.clone()));
+        }
         env
     }
 }

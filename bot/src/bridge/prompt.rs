@@ -3,15 +3,20 @@
 use crate::store::{Store, StoredMessage};
 use entity::Snowflake;
 
-/// What started a run.
+/// What started a run: a message, or a finished workflow resuming in its session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Trigger {
     pub channel_id: Snowflake,
-    pub message_id: Snowflake,
+    /// The message the run answers (reactions and the reply go there). For a resumed workflow,
+    /// the message whose run created it, when there was one.
+    pub message_id: Option<Snowflake>,
     pub author_id: Snowflake,
     pub author_name: String,
-    /// The trigger's canonical (readable) text.
+    /// The trigger's canonical (readable) text; for a workflow, the resume prompt with the
+    /// answers.
     pub text: String,
+    /// Set when a finished workflow started this run.
+    pub workflow_id: Option<String>,
 }
 
 fn line(store: &Store, message: &StoredMessage) -> String {
@@ -32,14 +37,22 @@ pub fn build(store: &Store, trigger: &Trigger, context: usize) -> String {
             .map(|m| line(store, m))
             .collect()
     };
-    let mut prompt = format!(
-        "{author} (user id {author_id}) wrote in session {channel} (message {message}):\n{text}\n",
-        author = trigger.author_name,
-        author_id = trigger.author_id,
-        channel = trigger.channel_id,
-        message = trigger.message_id,
-        text = trigger.text,
-    );
+    let mut prompt = match (&trigger.workflow_id, trigger.message_id) {
+        (Some(workflow), message) => format!(
+            "Workflow {workflow} finished; this run continues it in session {channel}{replying}.\n{text}\n",
+            channel = trigger.channel_id,
+            replying = message.map_or_else(String::new, |m| format!(", replying to message {m}")),
+            text = trigger.text,
+        ),
+        (None, message) => format!(
+            "{author} (user id {author_id}) wrote in session {channel}{message}:\n{text}\n",
+            author = trigger.author_name,
+            author_id = trigger.author_id,
+            channel = trigger.channel_id,
+            message = message.map_or_else(String::new, |m| format!(" (message {m})")),
+            text = trigger.text,
+        ),
+    };
     if !transcript.is_empty() {
         prompt.push_str(&format!(
             "\nThe last {} messages of the session, oldest first:\n",
@@ -96,9 +109,11 @@ pub fn conversation(
             }
         })
         .collect();
-    let trigger_listed = store
-        .message(trigger.channel_id, trigger.message_id)
-        .is_some();
+    // A resumed workflow's prompt is not a stored message: it always comes last.
+    let trigger_listed = trigger.workflow_id.is_none()
+        && trigger
+            .message_id
+            .is_some_and(|id| store.message(trigger.channel_id, id).is_some());
     if !trigger_listed || turns.is_empty() {
         turns.push(ChatTurn {
             role: Role::User,

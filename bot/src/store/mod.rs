@@ -30,7 +30,7 @@ use tracing::{error, info};
 pub use entity::Snowflake;
 pub use error::StoreError;
 pub use model::{SessionKind, StoredAttachment, StoredMessage, StoredReaction, StoredSession};
-pub use sqlite::SCHEMA_VERSION;
+pub use sqlite::{WorkflowRow, SCHEMA_VERSION};
 
 use hot::{Hot, Inserted, UserEntry};
 use sqlite::Change;
@@ -64,6 +64,8 @@ pub struct Store {
 
 struct Inner {
     hot: Arc<Hot>,
+    /// The workflows the file held at open.
+    workflows_at_open: Vec<WorkflowRow>,
     writer: Writer,
     path: String,
     closed: AtomicBool,
@@ -116,10 +118,15 @@ impl Store {
             Ok(pruned) => info!(path, pruned, "pruned old messages from the store"),
             Err(err) => error!(path, %err, "could not prune the store at open; will retry later"),
         }
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let workflows_at_open = sqlite::load_workflows(&conn, now_ms, path)?;
         let writer = Writer::spawn(conn, path.to_owned(), keep, Arc::clone(&hot))?;
         Ok(Store {
             inner: Arc::new(Inner {
                 hot,
+                workflows_at_open,
                 writer,
                 path: path.to_owned(),
                 closed: AtomicBool::new(false),
@@ -145,6 +152,17 @@ impl Store {
                 change.describe()
             );
         }
+    }
+
+    /// Keeps a workflow (replacing the row with its id), through the writer like every change.
+    pub fn save_workflow(&self, row: WorkflowRow) {
+        self.queue(Change::SaveWorkflow(Box::new(row)));
+    }
+
+    /// The workflows the file held when the store was opened (those finished more than a week
+    /// earlier were pruned).
+    pub fn workflows_at_open(&self) -> &[WorkflowRow] {
+        &self.inner.workflows_at_open
     }
 
     pub fn upsert_session(&self, session: StoredSession) {

@@ -15,7 +15,7 @@ use super::hot::{Hot, UserEntry};
 use super::model::{SessionKind, StoredMessage, StoredSession};
 
 /// The schema version this code writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// How long opening waits for a lock held by another connection (e.g. a switchboard that is
 /// still shutting down) before reporting the store as locked.
@@ -55,6 +55,19 @@ CREATE TABLE messages (
 );
 CREATE INDEX messages_by_channel ON messages (channel_id, id);
 ";
+
+/// Version 2: workflows, kept as JSON documents the store does not interpret.
+const SCHEMA_V2: &str = "
+CREATE TABLE workflows (
+    id TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    finished_ms INTEGER,
+    body TEXT NOT NULL
+);
+";
+
+/// Finished workflows are kept this long for `workflow.list`, then pruned at open.
+const FINISHED_WORKFLOWS_KEPT_MS: i64 = 7 * 24 * 3600 * 1000;
 
 fn to_sql(id: Snowflake) -> i64 {
     id.0 as i64
@@ -123,7 +136,11 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
             conn.execute_batch(SCHEMA_V1)
                 .map_err(fail("create the schema"))?;
         }
-        // Later versions: `if version < 2 { ... }`, each step in this same transaction.
+        if version < 2 {
+            conn.execute_batch(SCHEMA_V2)
+                .map_err(fail("add the workflows table"))?;
+        }
+        // Later versions: `if version < 3 { ... }`, each step in this same transaction.
         if version != SCHEMA_VERSION {
             conn.pragma_update(None, "user_version", SCHEMA_VERSION)
                 .map_err(fail("record the schema version"))?;
@@ -299,6 +316,16 @@ pub(crate) enum Change {
         channel_id: Snowflake,
         ids: Box<[u64]>,
     },
+    SaveWorkflow(Box<WorkflowRow>),
+}
+
+/// A workflow as the store keeps it: an opaque JSON body, plus what pruning needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkflowRow {
+    pub id: String,
+    pub state: String,
+    pub finished_ms: Option<u64>,
+    pub body: String,
 }
 
 impl Change {
@@ -313,6 +340,7 @@ impl Change {
             Change::SaveMessage { channel_id, id } => {
                 format!("store message {id} in channel {channel_id}")
             }
+            Change::SaveWorkflow(row) => format!("store workflow {}", row.id),
             Change::DeleteMessages { channel_id, ids } => {
                 format!(
                     "mark {} message(s) deleted in channel {channel_id}",
@@ -341,6 +369,19 @@ fn json<T: serde::Serialize>(value: &T) -> rusqlite::Result<String> {
 /// Applies one change inside the writer's open transaction.
 pub(crate) fn apply(conn: &Connection, hot: &Hot, change: &Change) -> rusqlite::Result<()> {
     match change {
+        Change::SaveWorkflow(row) => {
+            conn.prepare_cached(
+                "INSERT INTO workflows (id, state, finished_ms, body) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(id) DO UPDATE SET state = excluded.state,
+                     finished_ms = excluded.finished_ms, body = excluded.body",
+            )?
+            .execute(params![
+                row.id,
+                row.state,
+                row.finished_ms.map(|ms| ms as i64),
+                row.body
+            ])?;
+        }
         Change::UpsertSession(s) => {
             conn.prepare_cached(
                 "INSERT INTO sessions (id, guild_id, parent_id, kind, name) VALUES (?1, ?2, ?3, ?4, ?5)
@@ -480,4 +521,36 @@ pub(crate) fn checkpoint(conn: &Connection) -> rusqlite::Result<()> {
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
         .optional()
         .map(|_| ())
+}
+
+/// Drops workflows finished more than a week before `now_ms`, then reads the rest.
+pub(crate) fn load_workflows(
+    conn: &Connection,
+    now_ms: u64,
+    path: &str,
+) -> Result<Vec<WorkflowRow>, StoreError> {
+    let fail = |source| StoreError::Load {
+        path: path.to_owned(),
+        source,
+    };
+    let cutoff = (now_ms as i64).saturating_sub(FINISHED_WORKFLOWS_KEPT_MS);
+    conn.execute(
+        "DELETE FROM workflows WHERE finished_ms IS NOT NULL AND finished_ms < ?1",
+        params![cutoff],
+    )
+    .map_err(fail)?;
+    let mut stmt = conn
+        .prepare("SELECT id, state, finished_ms, body FROM workflows ORDER BY id")
+        .map_err(fail)?;
+    let rows = stmt
+        .query_map([], |row| {
+            Ok(WorkflowRow {
+                id: row.get(0)?,
+                state: row.get(1)?,
+                finished_ms: row.get::<_, Option<i64>>(2)?.map(|ms| ms as u64),
+                body: row.get(3)?,
+            })
+        })
+        .map_err(fail)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(fail)
 }

@@ -1,0 +1,102 @@
+//! Workflows on Discord: kept in the store, fed every new message by the gateway, resumed
+//! through the agent bridge. The matching and deadlines are `toolserver::workflow`'s.
+
+use std::sync::Arc;
+
+use entity::{Aliases, Mapper, Mention};
+use toolserver::workflow::{resume_prompt, Workflow, WorkflowEngine, WorkflowHooks};
+use toolserver::Core;
+
+use crate::bridge::{Bridge, Trigger};
+use crate::store::{Store, WorkflowRow};
+
+/// Persists workflows in the store and starts their resumed runs.
+struct DiscordWorkflows {
+    store: Store,
+    bridge: Bridge,
+    aliases: Aliases,
+}
+
+impl WorkflowHooks for DiscordWorkflows {
+    fn persist(&self, workflow: &Workflow) -> Result<(), String> {
+        let body = serde_json::to_string(workflow).map_err(|e| e.to_string())?;
+        self.store.save_workflow(WorkflowRow {
+            id: workflow.workflow_id.clone(),
+            state: workflow.state.as_str().to_owned(),
+            finished_ms: workflow.finished_ms,
+            body,
+        });
+        Ok(())
+    }
+
+    fn resume(&self, workflow: &Workflow) {
+        let mapper = Mapper::new(&self.aliases, &self.store);
+        let text = resume_prompt(workflow, |id| {
+            format!("{} ({id})", mapper.readable(Mention::Channel(id)))
+        });
+        // The resumed run answers whoever asked for the run that created the workflow.
+        let origin = workflow
+            .origin_message_id
+            .and_then(|id| self.store.message(workflow.origin_session_id, id));
+        let (author_id, author_name) = match origin {
+            Some(message) => (
+                message.author_id,
+                self.store
+                    .user_display_name(message.author_id)
+                    .unwrap_or_else(|| format!("user_{}", message.author_id)),
+            ),
+            None => (
+                self.bridge.bot_id().unwrap_or(workflow.origin_session_id),
+                "switchboard".to_owned(),
+            ),
+        };
+        self.bridge.enqueue(Trigger {
+            channel_id: workflow.origin_session_id,
+            message_id: workflow.origin_message_id,
+            author_id,
+            author_name,
+            text,
+            workflow_id: Some(workflow.workflow_id.clone()),
+        });
+    }
+}
+
+/// The workflows the store kept; a row that no longer parses is logged and left out.
+fn restore(store: &Store) -> Vec<Workflow> {
+    store
+        .workflows_at_open()
+        .iter()
+        .filter_map(|row| match serde_json::from_str::<Workflow>(&row.body) {
+            Ok(workflow) => Some(workflow),
+            Err(error) => {
+                tracing::warn!(workflow = %row.id, "skipping a stored workflow that does not parse: {error}");
+                None
+            }
+        })
+        .collect()
+}
+
+/// Restores the kept workflows (resuming those answered while switchboard was away), turns
+/// the `workflow.*` callables on, and fires deadlines from a background task (the handle:
+/// abort it at shutdown).
+pub fn start(
+    core: &Core,
+    store: &Store,
+    bridge: &Bridge,
+    aliases: &Aliases,
+) -> (Arc<WorkflowEngine>, tokio::task::JoinHandle<()>) {
+    let restored = restore(store);
+    let waiting = restored.iter().filter(|w| w.is_waiting()).count();
+    let hooks = Arc::new(DiscordWorkflows {
+        store: store.clone(),
+        bridge: bridge.clone(),
+        aliases: aliases.clone(),
+    });
+    let engine = WorkflowEngine::new(hooks, restored);
+    if waiting > 0 {
+        tracing::info!(waiting, "restored waiting workflows");
+    }
+    core.set_workflows(Arc::clone(&engine));
+    let deadlines = tokio::spawn(Arc::clone(&engine).run_deadlines());
+    (engine, deadlines)
+}
