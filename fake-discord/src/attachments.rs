@@ -223,7 +223,11 @@ pub fn message_form(
         }
     }
     if payload.is_none() {
-        errors.add(&["payload_json"], "BASE_TYPE_REQUIRED", "This field is required");
+        errors.add(
+            &["payload_json"],
+            "BASE_TYPE_REQUIRED",
+            "This field is required",
+        );
     }
     errors.into_result()?;
     check_sizes(&uploads, max_upload_bytes)?;
@@ -406,10 +410,7 @@ mod tests {
     #[test]
     fn segments_are_percent_encoded() {
         assert_eq!(encode_segment("a b.txt"), "a%20b.txt");
-        assert_eq!(
-            encode_segment("../../etc/passwd"),
-            "..%2F..%2Fetc%2Fpasswd"
-        );
+        assert_eq!(encode_segment("../../etc/passwd"), "..%2F..%2Fetc%2Fpasswd");
         assert_eq!(encode_segment("é"), "%C3%A9");
         assert_eq!(encode_segment("x?y#z%"), "x%3Fy%23z%25");
     }
@@ -451,7 +452,11 @@ mod tests {
             parts: vec![payload.clone(), part("files[0]", None, b"a")],
         };
         let err = message_form(&nameless, 10).expect_err("no filename");
-        assert!(err.body()["errors"]["files[0]"].is_object(), "{}", err.body());
+        assert!(
+            err.body()["errors"]["files[0]"].is_object(),
+            "{}",
+            err.body()
+        );
 
         let big = MultipartForm {
             parts: vec![payload.clone(), part("files[0]", Some("a"), b"12345678901")],

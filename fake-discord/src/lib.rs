@@ -19,7 +19,7 @@
 //!     channel_id: demo::OPS.into(),
 //!     author_id: demo::STANLEY.into(),
 //!     content: "hello <@1000000000000000001>".into(),
-//!     reply_to: None,
+//!     ..Default::default()
 //! })
 //! .ok();
 //! fake.shutdown().await;
@@ -44,6 +44,28 @@
 //! | DM with stanley | 1000000000000000501 | |
 //!
 //! The same ids are constants in [`demo`].
+//!
+//! # Attachments
+//!
+//! `POST /api/v10/channels/{id}/messages` also takes `multipart/form-data`, as Discord does:
+//! a `payload_json` part (the JSON body, checked the same way) and file parts `files[0]` to
+//! `files[9]`, each with a filename. At most 10 files; content may be empty when a file is
+//! attached; `payload_json.attachments` (`[{"id": n, "filename"?, "description"?}]`) renames or
+//! describes `files[n]` (an `id` that is not an uploaded `n` → 50035). A missing
+//! `payload_json`, an unknown part name or a file without a filename → 400 50035 naming the
+//! part; an unparseable multipart body → 400 50035 (`MULTIPART_INVALID`); a file over
+//! [`FakeOptions::max_upload_bytes`] (default 10 MiB) → 413 `{"code":40005,"message":"Request
+//! entity too large"}`. The request log keeps each part ([`RecordedRequest::parts`]) and the
+//! `payload_json` as the body.
+//!
+//! Messages then carry `attachments: [{id, filename, size, url, proxy_url, content_type,
+//! description?}]`, with `url` (and `proxy_url`) =
+//! `{base_url}/attachments/{channel_id}/{attachment_id}/{filename, percent-encoded}`. Those
+//! URLs are served without auth, like Discord's CDN (`GET`, 404 for anything unknown), from
+//! memory (bounded by [`Limits::attachment_bytes`]). Users' messages get attachments through
+//! [`UserMessage::attachments`] (`POST /_fake/messages` with
+//! `"attachments": [{"filename", "content_base64", "content_type"?}]`). Filenames are kept
+//! verbatim, `../../etc/passwd` included: whoever saves them must sanitize.
 //!
 //! # The world file
 //!

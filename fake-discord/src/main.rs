@@ -1,5 +1,7 @@
-//! `fake-discord [--port PORT] [--world FILE]`: runs the fake Discord on 127.0.0.1, prints its
-//! base URL as the first line of stdout, then logs to stderr until Ctrl-C / SIGTERM.
+//! `fake-discord [--port PORT] [--world FILE] [--max-upload-bytes N]`: runs the fake Discord on
+//! 127.0.0.1, prints its base URL as the first line of stdout, then logs to stderr until
+//! Ctrl-C / SIGTERM. It serves REST under `/api/v10`, the gateway at `/`, attachments at
+//! `/attachments/{channel_id}/{attachment_id}/{filename}` and the control API under `/_fake/`.
 
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -7,7 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Parser;
-use fake_discord::{FakeDiscord, FakeOptions, World};
+use fake_discord::{FakeDiscord, FakeOptions, World, DEFAULT_MAX_UPLOAD_BYTES};
 
 /// A small fake Discord (REST API v10 + gateway) for tests and the offline playground.
 #[derive(Debug, Parser)]
@@ -22,6 +24,9 @@ struct Cli {
     /// Heartbeat interval sent to gateway clients, in milliseconds.
     #[arg(long, default_value_t = 41_250)]
     heartbeat_ms: u64,
+    /// Largest file accepted per attachment, in bytes (413, code 40005, beyond).
+    #[arg(long, default_value_t = DEFAULT_MAX_UPLOAD_BYTES)]
+    max_upload_bytes: usize,
 }
 
 #[tokio::main]
@@ -42,6 +47,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let options = FakeOptions {
         heartbeat_interval_ms: cli.heartbeat_ms,
+        max_upload_bytes: cli.max_upload_bytes,
         ..FakeOptions::default()
     };
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, cli.port));

@@ -458,7 +458,12 @@ impl Store {
     }
 
     /// Holds an attachment's bytes, forgetting the oldest beyond the limit.
-    pub fn insert_file(&mut self, channel_id: Snowflake, attachment_id: Snowflake, file: StoredFile) {
+    pub fn insert_file(
+        &mut self,
+        channel_id: Snowflake,
+        attachment_id: Snowflake,
+        file: StoredFile,
+    ) {
         let key = (channel_id, attachment_id);
         self.file_bytes = self.file_bytes.saturating_add(file.content.len());
         if let Some(old) = self.files.insert(key, file) {

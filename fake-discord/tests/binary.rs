@@ -83,3 +83,22 @@ async fn garbage_world_file_is_a_clear_error() {
     assert!(stderr.contains("not valid JSON"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn max_upload_bytes_flag_lowers_the_limit() {
+    let (mut child, url) = first_line(&["--max-upload-bytes", "4"]).await;
+    let attach = |content_base64: &str| {
+        serde_json::json!({
+            "channel_id": "1000000000000000401",
+            "author_id": "1000000000000000101",
+            "attachments": [{"filename": "f.bin", "content_base64": content_base64}]
+        })
+    };
+    let ok = common::post(&url, "/_fake/messages", &attach("AAAAAA==")).await;
+    assert_eq!(ok.status, 200, "{}", ok.text);
+    let big = common::post(&url, "/_fake/messages", &attach("AAAAAAA=")).await;
+    assert_eq!(big.status, 413, "{}", big.text);
+    assert_eq!(big.body["discord"]["code"], 40005);
+    child.start_kill().expect("kill");
+    within("exit", child.wait()).await.expect("wait");
+}

@@ -15,6 +15,7 @@ fn say(channel: u64, content: &str) -> UserMessage {
         author_id: demo::STANLEY.into(),
         content: content.into(),
         reply_to: None,
+        ..Default::default()
     }
 }
 

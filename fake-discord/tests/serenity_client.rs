@@ -159,6 +159,7 @@ async fn serenity_and_poise_run_against_the_fake() {
         author_id: demo::STANLEY.into(),
         content: "hello bot".into(),
         reply_to: None,
+        ..Default::default()
     })
     .expect("post");
     expect_seen(
@@ -226,6 +227,7 @@ async fn serenity_and_poise_run_against_the_fake() {
         author_id: demo::TOMAS.into(),
         content: "sent while you were away".into(),
         reply_to: None,
+        ..Default::default()
     })
     .expect("post while away");
     expect_seen(

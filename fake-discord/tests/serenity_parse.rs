@@ -8,7 +8,8 @@ use std::collections::BTreeSet;
 
 use common::{within, Gateway, ALL_INTENTS};
 use fake_discord::{
-    demo, ChannelPatch, FakeDiscord, NewChannel, SlashCommand, Snowflake, UserMessage, World,
+    demo, ChannelPatch, FakeDiscord, NewAttachment, NewChannel, SlashCommand, Snowflake,
+    UserMessage, World,
 };
 use serenity::all as s;
 use serenity::model::event::{Event, GatewayEvent};
@@ -32,6 +33,7 @@ fn user_message(
         author_id: author.into(),
         content: content.to_string(),
         reply_to,
+        ..Default::default()
     }
 }
 
@@ -140,6 +142,53 @@ async fn serenity_parses_everything() {
     within("unreact", http.delete_reaction_me(ops, sent.id, &thumbs))
         .await
         .expect("unreact");
+    // Files: serenity's multipart upload, its Attachment model, and its download.
+    let with_files = within(
+        "send files",
+        ops.send_message(
+            &http,
+            s::CreateMessage::new()
+                .content("two files")
+                .add_file(s::CreateAttachment::bytes(b"alpha".to_vec(), "a.txt"))
+                .add_file(
+                    s::CreateAttachment::bytes(vec![0u8, 159, 146, 150], "b c.png")
+                        .description("a picture"),
+                ),
+        ),
+    )
+    .await
+    .expect("multipart send parses");
+    assert_eq!(with_files.attachments.len(), 2);
+    assert_eq!(with_files.attachments[0].filename, "a.txt");
+    assert_eq!(with_files.attachments[1].filename, "b c.png");
+    assert_eq!(
+        with_files.attachments[1].description.as_deref(),
+        Some("a picture")
+    );
+    assert_eq!(
+        with_files.attachments[1].content_type.as_deref(),
+        Some("image/png")
+    );
+    let downloaded = within("download", with_files.attachments[1].download())
+        .await
+        .expect("attachment downloads");
+    assert_eq!(downloaded, vec![0u8, 159, 146, 150]);
+    let user_files = fake
+        .post_message(UserMessage {
+            channel_id: demo::OPS.into(),
+            author_id: demo::STANLEY.into(),
+            attachments: vec![NewAttachment::new("../../etc/passwd", b"root:x".to_vec())],
+            ..Default::default()
+        })
+        .expect("user attachment");
+    let parsed: s::Message =
+        serde_json::from_value(user_files.clone()).expect("serenity parses a user attachment");
+    assert_eq!(parsed.attachments[0].filename, "../../etc/passwd");
+    let downloaded = within("download user file", parsed.attachments[0].download())
+        .await
+        .expect("user attachment downloads");
+    assert_eq!(downloaded, b"root:x".to_vec());
+
     within("typing", ops.broadcast_typing(&http))
         .await
         .expect("typing");

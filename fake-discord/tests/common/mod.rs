@@ -73,6 +73,104 @@ pub async fn http(base: &str, method: &str, path: &str, body: Option<&str>, auth
     .await
 }
 
+/// One HTTP answer with its body as raw bytes.
+#[derive(Debug)]
+pub struct RawAnswer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl RawAnswer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON (Null if it is not).
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// Sends one request with a binary body (and optional `Content-Type`) with
+/// `Connection: close`; the answer's body stays bytes.
+pub async fn http_bytes(
+    base: &str,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+    auth: bool,
+) -> RawAnswer {
+    within(&format!("{method} {path}"), async {
+        let host = base.trim_start_matches("http://");
+        let mut stream = TcpStream::connect(host).await.expect("connect");
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        if let Some(ct) = content_type {
+            head.push_str(&format!("Content-Type: {ct}\r\n"));
+        }
+        if auth {
+            head.push_str("Authorization: Bot fake-token\r\n");
+        }
+        head.push_str("\r\n");
+        let mut request = head.into_bytes();
+        request.extend_from_slice(body);
+        stream.write_all(&request).await.expect("write");
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await.expect("read");
+        let split = raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("a header block");
+        let head = String::from_utf8_lossy(&raw[..split]).to_string();
+        let body = raw[split + 4..].to_vec();
+        let mut lines = head.lines();
+        let status = lines
+            .next()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|s| s.parse().ok())
+            .expect("status line");
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .collect();
+        RawAnswer { status, headers, body }
+    })
+    .await
+}
+
+/// One multipart part: (name, filename, content type, bytes).
+pub type Part<'a> = (&'a str, Option<&'a str>, Option<&'a str>, &'a [u8]);
+
+/// A `multipart/form-data` body: (Content-Type header value, body bytes).
+pub fn multipart(parts: &[Part<'_>]) -> (String, Vec<u8>) {
+    let boundary = "fake-discord-test-boundary-7MA4YWxkTrZu0gW";
+    let mut body = Vec::new();
+    for (name, filename, content_type, content) in parts {
+        body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
+        let mut disposition = format!("Content-Disposition: form-data; name=\"{name}\"");
+        if let Some(f) = filename {
+            disposition.push_str(&format!("; filename=\"{f}\""));
+        }
+        body.extend_from_slice(disposition.as_bytes());
+        body.extend_from_slice(b"\r\n");
+        if let Some(ct) = content_type {
+            body.extend_from_slice(format!("Content-Type: {ct}\r\n").as_bytes());
+        }
+        body.extend_from_slice(b"\r\n");
+        body.extend_from_slice(content);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
 pub async fn get(base: &str, path: &str) -> Answer {
     http(base, "GET", path, None, true).await
 }
