@@ -66,9 +66,15 @@ impl Ingest {
         self
     }
 
-    fn answer_workflows(&self, message: &serenity::model::channel::Message, text: &str, timestamp: &str) {
+    /// True when the message answered a workflow's task.
+    fn answer_workflows(
+        &self,
+        message: &serenity::model::channel::Message,
+        text: &str,
+        timestamp: &str,
+    ) -> bool {
         let Some(workflows) = &self.workflows else {
-            return;
+            return false;
         };
         let author_name = message
             .author
@@ -88,7 +94,7 @@ impl Ingest {
                 .map(|id| sid(id.get())),
             text,
             timestamp,
-        });
+        })
     }
 
     fn consider_run(&self, message: &serenity::model::channel::Message, text: &str) {
@@ -247,8 +253,11 @@ impl Ingest {
                 let timestamp = stored.timestamp.clone();
                 // A replayed or already-stored message never starts a second run, nor answers
                 // a workflow twice.
-                if self.store.insert_message(stored) {
-                    self.answer_workflows(message, &text, &timestamp);
+                // An answer to a workflow belongs to the run it resumes: replying to the bot's
+                // question does not also start a run of its own.
+                if self.store.insert_message(stored)
+                    && !self.answer_workflows(message, &text, &timestamp)
+                {
                     self.consider_run(message, &text);
                 }
             }

@@ -132,6 +132,12 @@ pub async fn run(
     let framework = poise::Framework::builder()
         .options(poise::FrameworkOptions {
             commands: crate::commands::all(),
+            // Slash commands only: a message mentioning the bot is a conversation for the
+            // agent, not a prefix command poise should try to parse.
+            prefix_options: poise::PrefixFrameworkOptions {
+                mention_as_prefix: false,
+                ..Default::default()
+            },
             on_error: |error| {
                 Box::pin(async move {
                     tracing::warn!("command failed: {error}");

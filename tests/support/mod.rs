@@ -130,6 +130,21 @@ impl Fake {
         self.fake.base_url()
     }
 
+    /// Posts `content` in `channel` as `author`, replying to `reply_to`; returns the id.
+    pub fn reply(&self, channel: u64, author: u64, reply_to: &str, content: &str) -> String {
+        let message = self
+            .fake
+            .post_message(UserMessage {
+                channel_id: channel.into(),
+                author_id: author.into(),
+                content: content.to_owned(),
+                reply_to: Some(reply_to.parse::<u64>().expect("a message id").into()),
+                attachments: Vec::new(),
+            })
+            .expect("the fake accepts the reply");
+        message["id"].as_str().expect("id").to_owned()
+    }
+
     /// Posts `content` in `channel` as `author`; returns the new message's id.
     pub fn post(&self, channel: u64, author: u64, content: &str) -> String {
         let message = self
@@ -260,12 +275,20 @@ fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String
 
 /// Runs the `tools` CLI against `url` with `token`.
 pub fn tools_at(url: &str, token: &str, args: &[&str]) -> ToolsOutput {
+    tools_in(url, token, Path::new(env!("CARGO_MANIFEST_DIR")), args)
+}
+
+/// Runs the `tools` CLI in `cwd` (where relative `--paths` and downloads resolve).
+pub fn tools_in(url: &str, token: &str, cwd: &Path, args: &[&str]) -> ToolsOutput {
     let mut child = Command::new(tools_bin())
         .args(args)
+        .current_dir(cwd)
         .env("SWITCHBOARD_URL", url)
         .env("SWITCHBOARD_TOKEN", token)
         .env_remove("SWITCHBOARD_SESSION_ID")
         .env_remove("SWITCHBOARD_REQUEST_ID")
+        .env_remove("SWITCHBOARD_CWD")
+        .env_remove("SWITCHBOARD_MESSAGE_ID")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

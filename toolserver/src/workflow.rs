@@ -366,10 +366,11 @@ impl WorkflowEngine {
     }
 
     /// Records `message` as the answer of every waiting task it answers; finishes the
-    /// workflows that are then complete. Cheap when nothing waits.
-    pub fn observe(&self, message: &Observed<'_>) {
+    /// workflows that are then complete. True when it answered something. Cheap when nothing
+    /// waits.
+    pub fn observe(&self, message: &Observed<'_>) -> bool {
         if self.waiting.load(Ordering::Acquire) == 0 {
-            return;
+            return false;
         }
         let mut changed = Vec::new();
         let mut complete = Vec::new();
@@ -396,6 +397,7 @@ impl WorkflowEngine {
                 }
             }
         }
+        let answered = !changed.is_empty() || !complete.is_empty();
         for workflow in changed {
             tracing::info!(workflow = %workflow.workflow_id, "a workflow task was answered");
             if let Err(error) = self.hooks.persist(&workflow) {
@@ -405,6 +407,7 @@ impl WorkflowEngine {
         for id in complete {
             self.finish(&id, WorkflowState::Answered);
         }
+        answered
     }
 
     /// Finishes waiting workflows whose deadline has passed; returns how many.
