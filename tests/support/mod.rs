@@ -199,6 +199,16 @@ impl Default for Allow {
 
 /// A config like the playground's, on a free port, with a store in `store`.
 pub fn config_text(api_base_url: &str, store: &Path, allow: &Allow) -> String {
+    config_text_with(api_base_url, store, allow, "")
+}
+
+/// [`config_text`] with more keys in `[toolserver]` (one `key = value` per line).
+pub fn config_text_with(
+    api_base_url: &str,
+    store: &Path,
+    allow: &Allow,
+    toolserver: &str,
+) -> String {
     use demo::*;
     let channels: Vec<String> = allow.channels.iter().map(|c| format!("\"{c}\"")).collect();
     format!(
@@ -221,6 +231,7 @@ oncall = "{ONCALL_ROLE}"
 
 [toolserver]
 bind = "127.0.0.1:0"
+{toolserver}
 
 [store]
 path = "{store}"
@@ -408,6 +419,17 @@ impl Switchboard {
 
     /// Like [`Switchboard::start`], with `extra` TOML appended to the config (an `[agent]`).
     pub fn start_with(fake: &Fake, dir: &Path, allow: &Allow, extra: &str) -> Switchboard {
+        Switchboard::start_full(fake, dir, allow, "", extra)
+    }
+
+    /// Like [`Switchboard::start_with`], with `toolserver` lines added to `[toolserver]`.
+    pub fn start_full(
+        fake: &Fake,
+        dir: &Path,
+        allow: &Allow,
+        toolserver: &str,
+        extra: &str,
+    ) -> Switchboard {
         // Build (or find) the CLI before any clock starts.
         tools_bin();
         let store = dir.join("switchboard.db");
@@ -415,7 +437,7 @@ impl Switchboard {
         let text = format!(
             "{}
 {extra}",
-            config_text(&fake.base_url(), &store, allow)
+            config_text_with(&fake.base_url(), &store, allow, toolserver)
         );
         std::fs::write(&config, text).expect("write the config");
         let token = random_token();
