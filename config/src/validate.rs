@@ -204,15 +204,12 @@ fn agent_config(raw: &crate::raw::RawAgent, c: &mut Collector) -> Option<AgentCo
         max_concurrent_runs,
         active_channel_ids,
         allow_bots,
-        tool_scope: raw
-            .tool_scope
-            .clone()
-            .unwrap_or_else(|| {
-                crate::DEFAULT_TOOL_SCOPE
-                    .iter()
-                    .map(|s| (*s).to_owned())
-                    .collect()
-            }),
+        tool_scope: raw.tool_scope.clone().unwrap_or_else(|| {
+            crate::DEFAULT_TOOL_SCOPE
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect()
+        }),
         error_reply: raw
             .error_reply
             .clone()

@@ -306,9 +306,17 @@ mod garbage {
 
 #[test]
 fn numbers_out_of_range_are_located() {
-    let text = "[toolserver]\ncall_timeout_s = 0\nmax_concurrent_calls = 0\n[toolserver.rate_limits]\nper_caller_burst = 0\n[store]\nmessages_per_channel = 0\n";
+    let text = "[toolserver]\ncall_timeout_s = 0\nmax_concurrent_calls = 0\ndownload_max_bytes = 0\n[toolserver.rate_limits]\nper_caller_burst = 0\n[store]\nmessages_per_channel = 0\n";
     let found = problems(text);
-    assert_eq!(found.len(), 4, "{found:#?}");
+    assert_eq!(found.len(), 5, "{found:#?}");
+    assert!(
+        found
+            .iter()
+            .any(|p| p.starts_with("4:22 toolserver.download_max_bytes")),
+        "{found:#?}"
+    );
+    let garbage = problems("[toolserver]\ndownload_max_bytes = \"lots\"\n");
+    assert_eq!(garbage.len(), 1, "{garbage:#?}");
     assert!(
         found[0].starts_with("2:18 toolserver.call_timeout_s"),
         "{found:#?}"
@@ -328,6 +336,7 @@ fn insecure_no_auth_needs_a_loopback_bind() {
 fn defaults_for_limits_and_retention() {
     let config = Config::parse("", "t").unwrap();
     assert_eq!(config.toolserver.call_timeout.as_secs(), 30);
+    assert_eq!(config.toolserver.download_max_bytes, 25 * 1024 * 1024);
     assert_eq!(config.toolserver.max_concurrent_calls, 64);
     assert_eq!(config.toolserver.rate_limits.per_caller.per_minute, 600);
     assert_eq!(config.store.messages_per_channel, 1000);
@@ -353,7 +362,11 @@ fn agent_section_is_optional_and_typed() {
     assert_eq!(agent.timeout.as_secs(), 600);
     assert_eq!(agent.context_messages, 20);
     assert_eq!(agent.queue_per_session, 8);
-    assert_eq!(agent.tool_scope, vec!["surface.*".to_owned()]);
+    assert_eq!(
+        agent.tool_scope,
+        ["surface.*", "workflow.*", "attachment.*"],
+        "a run may use every built-in callable unless the operator narrows it"
+    );
     assert_eq!(
         agent.active_channel_ids,
         vec![Snowflake(1000000000000000401)]

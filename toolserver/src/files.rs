@@ -25,7 +25,7 @@ pub struct LoadedFile {
 }
 
 fn mib(bytes: u64) -> String {
-    if bytes % (1024 * 1024) == 0 {
+    if bytes.is_multiple_of(1024 * 1024) {
         format!("{} MiB", bytes / (1024 * 1024))
     } else {
         format!("{bytes} bytes")
@@ -52,11 +52,8 @@ pub fn run_dir(cwd: Option<&str>) -> Result<PathBuf, ToolError> {
 fn confined(dir: &Path, path: &str) -> Result<PathBuf, ToolError> {
     let joined = dir.join(path);
     let resolved = joined.canonicalize().map_err(|error| {
-        ToolError::usage(
-            "bad_path",
-            format!("paths: cannot read {path}: {error}"),
-        )
-        .with_details(json!({ "field": "paths", "path": path }))
+        ToolError::usage("bad_path", format!("paths: cannot read {path}: {error}"))
+            .with_details(json!({ "field": "paths", "path": path }))
     })?;
     if !resolved.starts_with(dir) {
         return Err(ToolError::usage(
@@ -107,7 +104,9 @@ pub fn load_for_send(dir: &Path, paths: &[String]) -> Result<Vec<LoadedFile>, To
                     mib(MAX_FILE_BYTES)
                 ),
             )
-            .with_details(json!({ "field": "paths", "path": path, "size": size, "max": MAX_FILE_BYTES })));
+            .with_details(
+                json!({ "field": "paths", "path": path, "size": size, "max": MAX_FILE_BYTES }),
+            ));
         }
         total += size;
         if total > MAX_TOTAL_BYTES {
@@ -169,7 +168,9 @@ pub fn sanitize_filename(name: &str) -> String {
             c => c,
         })
         .collect();
-    let trimmed = clean.trim_start_matches(['.', ' ']).trim_end_matches([' ', '.']);
+    let trimmed = clean
+        .trim_start_matches(['.', ' '])
+        .trim_end_matches([' ', '.']);
     clean = trimmed.to_owned();
     if clean.len() > 128 {
         // Keep the extension when cutting.
@@ -218,9 +219,9 @@ pub fn download_dir(cwd: &Path, dir: Option<&str>) -> Result<PathBuf, ToolError>
         ToolError::usage("bad_path", format!("dir: cannot create {dir}: {error}"))
     })?;
     // A symlink inside the cwd could still point out of it.
-    let resolved = target.canonicalize().map_err(|error| {
-        ToolError::usage("bad_path", format!("dir: cannot use {dir}: {error}"))
-    })?;
+    let resolved = target
+        .canonicalize()
+        .map_err(|error| ToolError::usage("bad_path", format!("dir: cannot use {dir}: {error}")))?;
     if !resolved.starts_with(cwd) {
         return Err(ToolError::usage(
             "path_outside_cwd",
@@ -275,10 +276,8 @@ mod tests {
     }
 
     fn temp_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "switchboard-files-{name}-{}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("switchboard-files-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         dir.canonicalize().unwrap()
@@ -323,10 +322,13 @@ mod tests {
             let f = std::fs::File::create(dir.join(name)).unwrap();
             f.set_len(MAX_FILE_BYTES - 1).unwrap();
         }
-        let total = load_for_send(&dir, &["c1.bin".into(), "c2.bin".into(), "c3.bin".into()])
-            .unwrap_err();
+        let total =
+            load_for_send(&dir, &["c1.bin".into(), "c2.bin".into(), "c3.bin".into()]).unwrap_err();
         assert_eq!(total.code, "files_too_large");
-        assert_eq!(load_for_send(&dir, &["sub".into()]).unwrap_err().code, "not_a_file");
+        assert_eq!(
+            load_for_send(&dir, &["sub".into()]).unwrap_err().code,
+            "not_a_file"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

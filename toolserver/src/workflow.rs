@@ -125,7 +125,9 @@ impl Task {
         self.answer.is_none()
             && message.channel_id == self.session_id
             && !message.author_is_bot
-            && self.from_user_id.is_none_or(|user| user == message.author_id)
+            && self
+                .from_user_id
+                .is_none_or(|user| user == message.author_id)
             && self
                 .message_id
                 .is_none_or(|asked| message.reply_to == Some(asked))
@@ -360,7 +362,10 @@ impl WorkflowEngine {
         self.recount(&book);
         drop(book);
         if let Err(error) = self.hooks.persist(&cancelled) {
-            tracing::error!(workflow = id, "keeping the cancelled workflow failed: {error}");
+            tracing::error!(
+                workflow = id,
+                "keeping the cancelled workflow failed: {error}"
+            );
         }
         Ok(cancelled)
     }
@@ -452,7 +457,10 @@ impl WorkflowEngine {
         tracing::info!(workflow = id, state = state.as_str(), session = %finished.origin_session_id, "workflow finished; resuming");
         self.hooks.resume(&finished);
         if let Err(error) = self.hooks.persist(&finished) {
-            tracing::error!(workflow = id, "keeping the finished workflow failed: {error}");
+            tracing::error!(
+                workflow = id,
+                "keeping the finished workflow failed: {error}"
+            );
         }
     }
 
@@ -483,9 +491,10 @@ pub fn resume_prompt(workflow: &Workflow, session_name: impl Fn(Snowflake) -> St
     let _ = writeln!(
         out,
         "{}",
-        workflow.resume_prompt.as_deref().unwrap_or(
-            "The workflow you started has finished. Carry on with the answers below."
-        )
+        workflow
+            .resume_prompt
+            .as_deref()
+            .unwrap_or("The workflow you started has finished. Carry on with the answers below.")
     );
     let _ = writeln!(
         out,
@@ -509,7 +518,11 @@ pub fn resume_prompt(workflow: &Workflow, session_name: impl Fn(Snowflake) -> St
         }
         match &task.answer {
             Some(answer) => {
-                let _ = writeln!(out, "   answer from {}: {}", answer.author_name, answer.text);
+                let _ = writeln!(
+                    out,
+                    "   answer from {}: {}",
+                    answer.author_name, answer.text
+                );
             }
             None => {
                 let _ = writeln!(out, "   no answer");
@@ -634,7 +647,10 @@ mod tests {
     fn answers_are_kept_as_they_come_and_a_deadline_resumes_with_what_came() {
         let (hooks, engine) = engine();
         let created = engine
-            .create(new(vec![task(ROOM), task(Snowflake(1_000_000_000_000_000_404))]))
+            .create(new(vec![
+                task(ROOM),
+                task(Snowflake(1_000_000_000_000_000_404)),
+            ]))
             .unwrap();
         engine.observe(&message(ROOM, TOMAS, 1_000_000_000_000_001_000));
         let persisted = hooks.persisted.lock().unwrap().clone();
@@ -645,7 +661,10 @@ mod tests {
         let resumed = hooks.resumed.lock().unwrap().clone();
         assert_eq!(resumed[0].state, WorkflowState::TimedOut);
         let prompt = resume_prompt(&resumed[0], |id| format!("#{id}"));
-        assert!(prompt.contains("answer from tomas: yes, signed"), "{prompt}");
+        assert!(
+            prompt.contains("answer from tomas: yes, signed"),
+            "{prompt}"
+        );
         assert!(prompt.contains("no answer"), "{prompt}");
         assert!(prompt.contains("timed out"), "{prompt}");
     }

@@ -131,7 +131,7 @@ async fn refused_paths_are_usage_errors_and_nothing_is_posted() {
     let big = std::fs::File::create(dir.path().join("big.bin")).expect("create");
     big.set_len(8 * 1024 * 1024 + 1).expect("grow");
     let context = operator_in(demo::OPS, Some(dir.path()));
-    let eleven: Vec<&str> = vec!["a.txt"; 11];
+    let eleven = ["a.txt"; 11];
     for (paths, code) in [
         (json!(["../outside.txt"]), "bad_path"),
         (json!(["/etc/hostname"]), "path_outside_cwd"),
@@ -222,13 +222,23 @@ async fn download_saves_the_triggers_files_with_safe_names_and_skips_big_ones() 
     assert_eq!(answer["skipped"][0]["filename"], "huge.bin");
     assert!(!dir.path().join("huge.bin").exists());
 
-    let into = call(&server, &context, "attachment.download", json!({"dir": "inbox"}))
-        .await
-        .expect("into a subdirectory");
+    let into = call(
+        &server,
+        &context,
+        "attachment.download",
+        json!({"dir": "inbox"}),
+    )
+    .await
+    .expect("into a subdirectory");
     assert_eq!(into["files"][0]["path"], "inbox/notes.txt");
-    let escape = call(&server, &context, "attachment.download", json!({"dir": "../x"}))
-        .await
-        .expect_err("dir outside");
+    let escape = call(
+        &server,
+        &context,
+        "attachment.download",
+        json!({"dir": "../x"}),
+    )
+    .await
+    .expect_err("dir outside");
     assert_eq!(escape.code, "path_outside_cwd");
     let no_trigger = call(
         &server,
@@ -315,9 +325,15 @@ async fn a_workflow_resolves_aliases_applies_the_allowlist_and_resumes_on_the_an
     let id = created["workflowId"].as_str().expect("id").to_owned();
     let workflow = engine.get(&id).expect("kept");
     assert_eq!(workflow.tasks[0].session_id.get(), demo::RELEASE_ROOM);
-    assert_eq!(workflow.tasks[0].from_user_id.map(Snowflake::get), Some(demo::STANLEY));
+    assert_eq!(
+        workflow.tasks[0].from_user_id.map(Snowflake::get),
+        Some(demo::STANLEY)
+    );
     assert_eq!(workflow.origin_session_id.get(), demo::OPS);
-    assert_eq!(workflow.origin_message_id.map(Snowflake::get), Some(1_000_000_000_000_000_950));
+    assert_eq!(
+        workflow.origin_message_id.map(Snowflake::get),
+        Some(1_000_000_000_000_000_950)
+    );
 
     engine.observe(&Observed {
         channel_id: Snowflake(demo::RELEASE_ROOM),
@@ -336,21 +352,50 @@ async fn a_workflow_resolves_aliases_applies_the_allowlist_and_resumes_on_the_an
         .expect("get");
     assert_eq!(got["workflow"]["state"], "answered");
     assert_eq!(got["workflow"]["tasks"][0]["answer"]["text"], "signed");
-    let cancel = call(&server, &context, "workflow.cancel", json!({"workflowId": id}))
-        .await
-        .expect_err("already finished");
+    let cancel = call(
+        &server,
+        &context,
+        "workflow.cancel",
+        json!({"workflowId": id}),
+    )
+    .await
+    .expect_err("already finished");
     assert_eq!(cancel.kind, ErrorKind::Conflict);
 
     for (input, kind) in [
-        (json!({"tasks": [{"sessionId": demo::RANDOM.to_string(), "summary": "s"}]}), ErrorKind::Denied),
-        (json!({"tasks": [{"sessionId": "#nowhere", "summary": "s"}]}), ErrorKind::NotFound),
+        (
+            json!({"tasks": [{"sessionId": demo::RANDOM.to_string(), "summary": "s"}]}),
+            ErrorKind::Denied,
+        ),
+        (
+            json!({"tasks": [{"sessionId": "#nowhere", "summary": "s"}]}),
+            ErrorKind::NotFound,
+        ),
         (json!({"tasks": []}), ErrorKind::Usage),
-        (json!({"tasks": [{"sessionId": "#ops", "summary": " "}]}), ErrorKind::Usage),
-        (json!({"tasks": [{"sessionId": "#ops", "summary": "s", "fromUserId": "@nobody"}]}), ErrorKind::Usage),
-        (json!({"tasks": [{"sessionId": "#ops", "summary": "s", "messageId": "12"}]}), ErrorKind::Usage),
-        (json!({"tasks": [{"sessionId": "#ops", "summary": "s"}], "timeoutS": 0}), ErrorKind::Usage),
-        (json!({"tasks": [{"sessionId": "#ops", "summary": "s"}], "timeoutS": 99_999_999}), ErrorKind::Usage),
-        (json!({"tasks": [{"sessionId": "#ops", "summary": "s", "extra": 1}]}), ErrorKind::Usage),
+        (
+            json!({"tasks": [{"sessionId": "#ops", "summary": " "}]}),
+            ErrorKind::Usage,
+        ),
+        (
+            json!({"tasks": [{"sessionId": "#ops", "summary": "s", "fromUserId": "@nobody"}]}),
+            ErrorKind::Usage,
+        ),
+        (
+            json!({"tasks": [{"sessionId": "#ops", "summary": "s", "messageId": "12"}]}),
+            ErrorKind::Usage,
+        ),
+        (
+            json!({"tasks": [{"sessionId": "#ops", "summary": "s"}], "timeoutS": 0}),
+            ErrorKind::Usage,
+        ),
+        (
+            json!({"tasks": [{"sessionId": "#ops", "summary": "s"}], "timeoutS": 99_999_999}),
+            ErrorKind::Usage,
+        ),
+        (
+            json!({"tasks": [{"sessionId": "#ops", "summary": "s", "extra": 1}]}),
+            ErrorKind::Usage,
+        ),
     ] {
         let error = call(&server, &context, "workflow.create", input.clone())
             .await
@@ -412,20 +457,41 @@ async fn a_run_sees_and_cancels_only_its_sessions_workflows() {
         .await
         .expect("list");
     assert_eq!(listed["workflows"], json!([]));
-    let foreign = call(&server, &other, "workflow.cancel", json!({"workflowId": id}))
-        .await
-        .expect_err("not its workflow");
+    let foreign = call(
+        &server,
+        &other,
+        "workflow.cancel",
+        json!({"workflowId": id}),
+    )
+    .await
+    .expect_err("not its workflow");
     assert_eq!(foreign.kind, ErrorKind::NotFound);
-    let mine = call(&server, &context, "workflow.list", json!({"state": "waiting"}))
-        .await
-        .expect("list");
+    let mine = call(
+        &server,
+        &context,
+        "workflow.list",
+        json!({"state": "waiting"}),
+    )
+    .await
+    .expect("list");
     assert_eq!(mine["workflows"][0]["workflowId"], id);
-    call(&server, &context, "workflow.cancel", json!({"workflowId": id}))
-        .await
-        .expect("cancelled");
-    assert_eq!(engine.get(id).expect("kept").state, WorkflowState::Cancelled);
+    call(
+        &server,
+        &context,
+        "workflow.cancel",
+        json!({"workflowId": id}),
+    )
+    .await
+    .expect("cancelled");
+    assert_eq!(
+        engine.get(id).expect("kept").state,
+        WorkflowState::Cancelled
+    );
     engine.fire_due(u64::MAX);
-    assert!(hooks.resumed.lock().unwrap().is_empty(), "a cancelled workflow never resumes");
+    assert!(
+        hooks.resumed.lock().unwrap().is_empty(),
+        "a cancelled workflow never resumes"
+    );
     let bad_state = call(&server, &context, "workflow.list", json!({"state": "done"}))
         .await
         .expect_err("bad state");

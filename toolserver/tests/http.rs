@@ -163,7 +163,12 @@ async fn tools_listing_has_schemas_and_detail_has_examples() {
     assert_eq!(send["mutating"], true);
     assert_eq!(send["inputSchema"]["additionalProperties"], false);
     assert!(send["inputSchema"]["properties"]["replyToMessageId"].is_object());
-    assert_eq!(send["inputSchema"]["required"], json!(["text"]));
+    assert!(send["inputSchema"]["properties"]["paths"].is_object());
+    let create = tools
+        .iter()
+        .find(|t| t["id"] == "workflow.create")
+        .expect("workflow.create is listed");
+    assert_eq!(create["inputSchema"]["required"], json!(["tasks"]));
     let detail = request(
         "GET",
         format!("{}/v1/tools/surface.messages.send", server.url()),

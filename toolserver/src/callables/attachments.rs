@@ -89,7 +89,11 @@ impl Tool for DownloadAttachments {
         }
     }
 
-    async fn run(&self, cx: &Invocation<'_>, input: DownloadInput) -> Result<ToolOutput, ToolError> {
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        input: DownloadInput,
+    ) -> Result<ToolOutput, ToolError> {
         let cwd = files::run_dir(cx.context.cwd.as_deref())?;
         let message_id = match input.message_id.as_deref() {
             Some(id) => parse_id("messageId", id)?,

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use serde_json::value::RawValue;
 
+use crate::files;
 use crate::invocation::{parse_id, Invocation, SessionView};
 use crate::registry::{example, output, Tool, ToolOutput, ToolSpec};
-use crate::files;
 use crate::surface::{MessageQuery, OutgoingFile, OutgoingMessage};
 
 const DEFAULT_LIMIT: u32 = 50;

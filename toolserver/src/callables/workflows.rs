@@ -27,11 +27,20 @@ impl From<WorkflowError> for ToolError {
     fn from(error: WorkflowError) -> Self {
         let message = error.to_string();
         match error {
-            WorkflowError::NotFound(_) => ToolError::not_found("unknown_workflow", format!("{message}; list them with workflow.list")),
-            WorkflowError::Finished { .. } => ToolError::new(ErrorKind::Conflict, "workflow_finished", message),
-            WorkflowError::TooMany => ToolError::new(ErrorKind::Unavailable, "too_many_workflows", message),
-            WorkflowError::Persist(_) => ToolError::new(ErrorKind::Unavailable, "store_unavailable", message)
-                .with_retry_after(Duration::from_secs(5)),
+            WorkflowError::NotFound(_) => ToolError::not_found(
+                "unknown_workflow",
+                format!("{message}; list them with workflow.list"),
+            ),
+            WorkflowError::Finished { .. } => {
+                ToolError::new(ErrorKind::Conflict, "workflow_finished", message)
+            }
+            WorkflowError::TooMany => {
+                ToolError::new(ErrorKind::Unavailable, "too_many_workflows", message)
+            }
+            WorkflowError::Persist(_) => {
+                ToolError::new(ErrorKind::Unavailable, "store_unavailable", message)
+                    .with_retry_after(Duration::from_secs(5))
+            }
             WorkflowError::Random(_) => ToolError::internal(message),
         }
     }
@@ -51,9 +60,7 @@ fn engine<'a>(cx: &'a Invocation<'_>) -> Result<&'a Arc<WorkflowEngine>, ToolErr
 /// capability.
 fn visible(cx: &Invocation<'_>, workflow: &Workflow) -> bool {
     match &cx.context.caller {
-        Caller::Capability(capability) => {
-            workflow.origin_session_id == capability.grant.session_id
-        }
+        Caller::Capability(capability) => workflow.origin_session_id == capability.grant.session_id,
         Caller::Operator | Caller::Unauthenticated => true,
     }
 }
@@ -150,7 +157,10 @@ impl Tool for CreateWorkflow {
         if input.tasks.is_empty() || input.tasks.len() > MAX_TASKS {
             return Err(ToolError::usage(
                 "invalid_input",
-                format!("tasks: give 1 to {MAX_TASKS} tasks, got {}", input.tasks.len()),
+                format!(
+                    "tasks: give 1 to {MAX_TASKS} tasks, got {}",
+                    input.tasks.len()
+                ),
             )
             .with_details(json!({ "field": "tasks" })));
         }
@@ -162,7 +172,10 @@ impl Tool for CreateWorkflow {
             Some(seconds) => {
                 return Err(ToolError::usage(
                     "invalid_input",
-                    format!("timeoutS must be between 1 and {} seconds (30 days), got {seconds}", MAX_TIMEOUT.as_secs()),
+                    format!(
+                        "timeoutS must be between 1 and {} seconds (30 days), got {seconds}",
+                        MAX_TIMEOUT.as_secs()
+                    ),
                 )
                 .with_details(json!({ "field": "timeoutS" })))
             }
@@ -200,10 +213,13 @@ impl Tool for CreateWorkflow {
                     format!("{}: name the session to wait in", field("sessionId")),
                 ));
             }
-            let target = cx.target(Some(&task.session_id)).await.map_err(|mut error| {
-                error.message = format!("{}: {}", field("sessionId"), error.message);
-                error
-            })?;
+            let target = cx
+                .target(Some(&task.session_id))
+                .await
+                .map_err(|mut error| {
+                    error.message = format!("{}: {}", field("sessionId"), error.message);
+                    error
+                })?;
             tasks.push(NewTask {
                 session_id: target.channel_id,
                 message_id,
@@ -314,7 +330,8 @@ impl Tool for GetWorkflow {
         ToolSpec {
             id: "workflow.get",
             description: "One workflow: its tasks and the answers so far.",
-            help: "Answers carry the readable text of the message that answered, its author and time.",
+            help:
+                "Answers carry the readable text of the message that answered, its author and time.",
             mutating: false,
             primary: Some("workflowId"),
             examples: vec![example(
@@ -325,7 +342,11 @@ impl Tool for GetWorkflow {
         }
     }
 
-    async fn run(&self, cx: &Invocation<'_>, input: WorkflowIdInput) -> Result<ToolOutput, ToolError> {
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        input: WorkflowIdInput,
+    ) -> Result<ToolOutput, ToolError> {
         let workflow = find(cx, &input.workflow_id)?;
         output(&json!({ "workflow": workflow }))
     }
@@ -352,7 +373,11 @@ impl Tool for CancelWorkflow {
         }
     }
 
-    async fn run(&self, cx: &Invocation<'_>, input: WorkflowIdInput) -> Result<ToolOutput, ToolError> {
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        input: WorkflowIdInput,
+    ) -> Result<ToolOutput, ToolError> {
         let found = find(cx, &input.workflow_id)?;
         let cancelled = engine(cx)?.cancel(&found.workflow_id)?;
         output(&json!({ "workflow": cancelled }))
