@@ -56,16 +56,14 @@ fn main() {
             .proxy(fake.base_url())
             .ratelimiter_disabled(true)
             .build();
-        let mut client = ClientBuilder::new_with_http(http, intents())
-            .raw_event_handler(Ingest::new(
-                store.clone(),
-                aliases,
-                Arc::clone(&connection),
-                Arc::new(AtomicU64::new(0)),
-            ))
-            .await
-            .expect("client builds");
-        tokio::spawn(async move { client.start().await });
+        // On its own thread and runtime, exactly as `switchboard run` runs it.
+        let builder = ClientBuilder::new_with_http(http, intents()).raw_event_handler(Ingest::new(
+            store.clone(),
+            aliases,
+            Arc::clone(&connection),
+            Arc::new(AtomicU64::new(0)),
+        ));
+        let (shards, _ended) = bot::service::start_gateway(builder).await.expect("client builds");
         let deadline = Instant::now() + Duration::from_secs(10);
         while connection.get() != ConnectionState::Ready {
             assert!(Instant::now() < deadline, "gateway never became ready");
@@ -125,6 +123,7 @@ fn main() {
         println!("gateway -> store (canonical, flushed to SQLite): {ingest_rate:>10.0} events/s ({:.2} s)", ingest.as_secs_f64());
         println!("serde_json -> serenity GatewayEvent only:        {parse_rate:>10.0} events/s");
         println!("ratio: {:.2} of the parse-only ceiling (target: >= 20,000 events/s)", ingest_rate / parse_rate);
+        shards.shutdown_all().await;
         let _ = store.close();
         fake.shutdown().await;
         let _ = std::fs::remove_dir_all(&dir);

@@ -185,12 +185,7 @@ impl DiscordRest {
         })
     }
 
-    async fn once(
-        &self,
-        method: &Method,
-        path: &str,
-        body: Payload<'_>,
-    ) -> Result<Value, Failure> {
+    async fn once(&self, method: &Method, path: &str, body: Payload<'_>) -> Result<Value, Failure> {
         let mut request = self
             .client
             .request(method.clone(), format!("{}{path}", self.api))
@@ -321,7 +316,8 @@ impl DiscordRest {
     /// Downloads an attachment from its CDN url (no bot token is sent), keeping at most
     /// `limit` bytes.
     pub async fn fetch(&self, url: &str, limit: u64) -> Result<Fetched, SurfaceError> {
-        let unavailable = |e: reqwest::Error| SurfaceError::Unavailable(format!("cannot fetch {url}: {e}"));
+        let unavailable =
+            |e: reqwest::Error| SurfaceError::Unavailable(format!("cannot fetch {url}: {e}"));
         let mut response = self
             .client
             .get(url)
@@ -331,7 +327,9 @@ impl DiscordRest {
             .map_err(unavailable)?;
         let status = response.status();
         if status == StatusCode::NOT_FOUND {
-            return Err(SurfaceError::NotFound(format!("the attachment at {url} is gone (404)")));
+            return Err(SurfaceError::NotFound(format!(
+                "the attachment at {url} is gone (404)"
+            )));
         }
         if !status.is_success() {
             return Err(SurfaceError::Unavailable(format!(
@@ -339,7 +337,10 @@ impl DiscordRest {
                 status.as_u16()
             )));
         }
-        if response.content_length().is_some_and(|length| length > limit) {
+        if response
+            .content_length()
+            .is_some_and(|length| length > limit)
+        {
             return Ok(Fetched::OverLimit);
         }
         let mut content = Vec::new();

@@ -235,7 +235,7 @@ pub async fn run(
 /// run in any order (a later MESSAGE_CREATE can be applied, and start its run, before an
 /// earlier one). A current-thread runtime runs them in the order they were spawned, which is
 /// gateway order, and every handler applies its event without awaiting.
-async fn start_gateway(
+pub async fn start_gateway(
     builder: ClientBuilder,
 ) -> Result<
     (

@@ -10,8 +10,9 @@ use dashmap::DashMap;
 use entity::{Aliases, Mapper, NameDirectory, Snowflake};
 use serde_json::{json, Value};
 use toolserver::surface::{
-    AttachmentInfo, ChannelLocation, ConnectionState, Fetched, MessageInfo, MessageQuery, OutgoingMessage,
-    ReactionInfo, SessionInfo, SessionKind as ToolSessionKind, Surface, SurfaceError,
+    AttachmentInfo, ChannelLocation, ConnectionState, Fetched, MessageInfo, MessageQuery,
+    OutgoingMessage, ReactionInfo, SessionInfo, SessionKind as ToolSessionKind, Surface,
+    SurfaceError,
 };
 
 use crate::payload::stored_message_from_json;

@@ -24,7 +24,7 @@ async fn files_go_up_as_multipart_parts_that_match() {
     let binary: Vec<u8> = (0..=255u8).collect();
     let answer = rest
         .send_message(
-            Snowflake(demo::OPS.into()),
+            Snowflake(demo::OPS),
             "two files",
             None,
             json!({"parse": []}),
@@ -41,7 +41,11 @@ async fn files_go_up_as_multipart_parts_that_match() {
     let post = requests
         .iter()
         .rev()
-        .find(|r| r.method == "POST" && r.path.ends_with(&format!("/channels/{}/messages", demo::OPS)))
+        .find(|r| {
+            r.method == "POST"
+                && r.path
+                    .ends_with(&format!("/channels/{}/messages", demo::OPS))
+        })
         .expect("the upload was recorded");
     let names: Vec<(&str, Option<&str>)> = post
         .parts
@@ -60,7 +64,10 @@ async fn files_go_up_as_multipart_parts_that_match() {
     assert_eq!(post.parts[2].content, binary.as_slice());
     let payload = post.body.as_ref().expect("payload_json");
     assert_eq!(payload["content"], "two files");
-    assert_eq!(payload["enforce_nonce"], true, "uploads are deduplicated too");
+    assert_eq!(
+        payload["enforce_nonce"], true,
+        "uploads are deduplicated too"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -238,6 +238,9 @@ pub struct WorkflowEngine {
 #[derive(Default)]
 struct Book {
     workflows: HashMap<String, Workflow>,
+    /// For each session, the waiting workflows with an unanswered task there: a message is
+    /// only matched against those.
+    by_session: HashMap<Snowflake, Vec<String>>,
 }
 
 /// Now, in milliseconds since the Unix epoch.
@@ -267,7 +270,7 @@ impl WorkflowEngine {
                 book.workflows
                     .insert(workflow.workflow_id.clone(), workflow);
             }
-            engine.recount(&book);
+            engine.recount(&mut book);
         }
         for id in finished {
             engine.finish(&id, WorkflowState::Answered);
@@ -279,8 +282,20 @@ impl WorkflowEngine {
         self.book.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn recount(&self, book: &Book) {
-        let waiting = book.workflows.values().filter(|w| w.is_waiting()).count();
+    /// Rebuilds the index and the count after a change (changes are rare; messages are not).
+    fn recount(&self, book: &mut Book) {
+        let mut by_session: HashMap<Snowflake, Vec<String>> = HashMap::new();
+        let mut waiting = 0;
+        for workflow in book.workflows.values().filter(|w| w.is_waiting()) {
+            waiting += 1;
+            for task in workflow.tasks.iter().filter(|t| t.answer.is_none()) {
+                let ids = by_session.entry(task.session_id).or_default();
+                if ids.last() != Some(&workflow.workflow_id) {
+                    ids.push(workflow.workflow_id.clone());
+                }
+            }
+        }
+        book.by_session = by_session;
         self.waiting.store(waiting, Ordering::Release);
     }
 
@@ -322,7 +337,7 @@ impl WorkflowEngine {
             .persist(&workflow)
             .map_err(WorkflowError::Persist)?;
         book.workflows.insert(id, workflow.clone());
-        self.recount(&book);
+        self.recount(&mut book);
         drop(book);
         self.deadlines_changed.notify_one();
         Ok(workflow)
@@ -359,7 +374,7 @@ impl WorkflowEngine {
         workflow.state = WorkflowState::Cancelled;
         workflow.finished_ms = Some(now_ms());
         let cancelled = workflow.clone();
-        self.recount(&book);
+        self.recount(&mut book);
         drop(book);
         if let Err(error) = self.hooks.persist(&cancelled) {
             tracing::error!(
@@ -381,7 +396,17 @@ impl WorkflowEngine {
         let mut complete = Vec::new();
         {
             let mut book = self.book();
-            for workflow in book.workflows.values_mut().filter(|w| w.is_waiting()) {
+            let Book {
+                workflows,
+                by_session,
+            } = &mut *book;
+            let Some(candidates) = by_session.get(&message.channel_id) else {
+                return false;
+            };
+            for id in candidates {
+                let Some(workflow) = workflows.get_mut(id).filter(|w| w.is_waiting()) else {
+                    continue;
+                };
                 let mut answered = false;
                 for task in workflow.tasks.iter_mut().filter(|t| t.accepts(message)) {
                     task.answer = Some(Answer {
@@ -400,6 +425,9 @@ impl WorkflowEngine {
                         changed.push(workflow.clone());
                     }
                 }
+            }
+            if !changed.is_empty() || !complete.is_empty() {
+                self.recount(&mut book);
             }
         }
         let answered = !changed.is_empty() || !complete.is_empty();
@@ -451,7 +479,7 @@ impl WorkflowEngine {
             workflow.state = state;
             workflow.finished_ms = Some(now_ms());
             let finished = workflow.clone();
-            self.recount(&book);
+            self.recount(&mut book);
             finished
         };
         tracing::info!(workflow = id, state = state.as_str(), session = %finished.origin_session_id, "workflow finished; resuming");
