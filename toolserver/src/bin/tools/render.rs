@@ -172,6 +172,19 @@ fn messages(out: &mut String, rows: &[Value]) {
         for more in lines {
             out.push_str(&format!("    {more}\n"));
         }
+        let files: Vec<&str> = row
+            .get("attachments")
+            .and_then(Value::as_array)
+            .map(|files| {
+                files
+                    .iter()
+                    .filter_map(|f| f.get("filename").and_then(Value::as_str))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !files.is_empty() {
+            out.push_str(&format!("    [attached: {}]\n", files.join(", ")));
+        }
     }
 }
 
@@ -290,11 +303,11 @@ mod tests {
     fn messages_print_as_chat_lines() {
         let v = json!({"messages": [
             {"id": "1", "ts": "2024-05-01T12:34:56.789Z", "authorName": "stanley", "text": "ping\nsecond"},
-            {"id": "2", "author": {"name": "bot"}, "content": "pong"}
+            {"id": "2", "author": {"name": "bot"}, "content": "pong", "attachments": [{"filename": "a.txt"}, {"filename": "b.png"}]}
         ], "nextCursor": "2"});
         assert_eq!(
             text(&v),
-            "[2024-05-01 12:34:56] stanley: ping\n    second\nbot: pong\nnextCursor: 2\n"
+            "[2024-05-01 12:34:56] stanley: ping\n    second\nbot: pong\n    [attached: a.txt, b.png]\nnextCursor: 2\n"
         );
     }
 
