@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use fake_discord::{demo, NewAttachment, UserMessage};
 use serde_json::Value;
-use support::{poll, script, tools_bin, tools_in, Allow, Fake, Switchboard, TempDir};
+use support::{
+    command_agent, poll, script, tools_bin, tools_in, Allow, Fake, Switchboard, TempDir,
+};
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
 
@@ -68,7 +70,12 @@ fn send_with_paths_uploads_the_files_and_refuses_bad_paths_before_posting() {
     );
     // The message as switchboard cached it lists the attachments.
     let read = sb
-        .tools(&["surface.messages.read", "--session-id=#ops", &id, "--output=json"])
+        .tools(&[
+            "surface.messages.read",
+            "--session-id=#ops",
+            &id,
+            "--output=json",
+        ])
         .json();
     let names: Vec<&str> = read["message"]["attachments"]
         .as_array()
@@ -81,9 +88,12 @@ fn send_with_paths_uploads_the_files_and_refuses_bad_paths_before_posting() {
     let before = uploads(&fake);
     let big = std::fs::File::create(work.join("big.bin")).expect("create");
     big.set_len(8 * 1024 * 1024 + 1).expect("grow");
-    let eleven = vec!["report.txt"; 11].join(",");
+    let eleven = ["report.txt"; 11].join(",");
     for (paths, says) in [
-        ("../outside.txt".to_owned(), "outside the run's working directory"),
+        (
+            "../outside.txt".to_owned(),
+            "outside the run's working directory",
+        ),
         (eleven, "at most 10"),
         ("big.bin".to_owned(), "at most 8 MiB"),
     ] {
@@ -98,7 +108,11 @@ fn send_with_paths_uploads_the_files_and_refuses_bad_paths_before_posting() {
                 "files",
             ],
         );
-        assert_eq!(refused.code, Some(2), "usage error for {paths}: {refused:?}");
+        assert_eq!(
+            refused.code,
+            Some(2),
+            "usage error for {paths}: {refused:?}"
+        );
         assert!(refused.stderr.contains(says), "{paths}: {}", refused.stderr);
     }
     assert_eq!(uploads(&fake), before, "nothing was posted");
@@ -124,11 +138,7 @@ echo NO_REPLY
             t = tools_bin().display()
         ),
     );
-    let config = format!(
-        "[agent]\nrunner = \"command\"\ncommand = [\"{}\"]\ncwd = \"{}\"\ntimeout_s = 30\nenv_passthrough = [\"PATH\"]\n",
-        agent.display(),
-        work.display()
-    );
+    let config = command_agent(&agent, &work, 30, "");
     let _sb = Switchboard::start_full(
         &fake,
         out,
@@ -167,9 +177,18 @@ echo NO_REPLY
         .collect();
     assert_eq!(paths, ["inbox/report.txt", "inbox/passwd"]);
     let inbox = work.join("inbox");
-    assert_eq!(std::fs::read(inbox.join("report.txt")).expect("saved"), b"the report");
-    assert_eq!(std::fs::read(inbox.join("passwd")).expect("saved"), b"not really");
-    assert!(!out.join("etc").exists() && !work.join("etc").exists(), "nothing escaped");
+    assert_eq!(
+        std::fs::read(inbox.join("report.txt")).expect("saved"),
+        b"the report"
+    );
+    assert_eq!(
+        std::fs::read(inbox.join("passwd")).expect("saved"),
+        b"not really"
+    );
+    assert!(
+        !out.join("etc").exists() && !work.join("etc").exists(),
+        "nothing escaped"
+    );
     assert_eq!(answer["skipped"][0]["filename"], "huge.bin");
     assert!(!inbox.join("huge.bin").exists(), "over the cap: not saved");
     let saved: Vec<String> = std::fs::read_dir(&inbox)

@@ -3,22 +3,15 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::Duration;
 
 use fake_discord::demo;
 use serde_json::Value;
-use support::{bot_posts, pid_alive, poll, script, tools_bin, Allow, Fake, Switchboard, TempDir};
+use support::{
+    bot_posts, command_agent, pid_alive, poll, script, tools_bin, Allow, Fake, Switchboard, TempDir,
+};
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
-
-fn agent_config(program: &Path, dir: &Path, timeout_s: u64) -> String {
-    format!(
-        "[agent]\nrunner = \"command\"\ncommand = [\"{}\"]\ncwd = \"{}\"\ntimeout_s = {timeout_s}\nenv_passthrough = [\"PATH\"]\ncontext_messages = 5\nerror_reply = \"agent failed: {{reason}}\"\n",
-        program.display(),
-        dir.display()
-    )
-}
 
 #[test]
 fn a_mention_runs_the_agent_and_its_answer_replies_to_the_trigger() {
@@ -46,7 +39,7 @@ echo "I read $(grep -o messageId "{o}/list.json" | wc -l) messages, @Stanley"
         &fake,
         out,
         &Allow::default(),
-        &agent_config(&agent, out, 30),
+        &command_agent(&agent, out, 30, ""),
     );
     let trigger = fake.post(
         demo::OPS,
@@ -161,7 +154,7 @@ fn no_reply_posts_nothing_and_other_bots_and_plain_messages_do_not_trigger() {
         &fake,
         out,
         &Allow::default(),
-        &agent_config(&agent, out, 30),
+        &command_agent(&agent, out, 30, ""),
     );
     fake.post(demo::OPS, demo::STANLEY, "just chatting, no mention");
     fake.post(
@@ -206,7 +199,12 @@ fn a_timeout_kills_the_process_group_and_posts_the_error_line() {
             out.display()
         ),
     );
-    let _sb = Switchboard::start_with(&fake, out, &Allow::default(), &agent_config(&agent, out, 1));
+    let _sb = Switchboard::start_with(
+        &fake,
+        out,
+        &Allow::default(),
+        &command_agent(&agent, out, 1, ""),
+    );
     fake.post(
         demo::OPS,
         demo::STANLEY,
@@ -244,7 +242,7 @@ fn mentions_in_one_session_run_in_order_and_sessions_run_in_parallel() {
         &fake,
         out,
         &Allow::default(),
-        &agent_config(&agent, out, 30),
+        &command_agent(&agent, out, 30, ""),
     );
     let first = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} one"));
     let second = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} two"));
@@ -283,7 +281,7 @@ fn a_reply_the_tool_server_refuses_is_not_marked_done() {
     let out = dir.path();
     let agent = script(out, "agent.sh", "cat > /dev/null\necho an answer");
     let limits = "\n[toolserver.rate_limits]\nper_channel_mutating_per_minute = 1\nper_channel_mutating_burst = 1\n";
-    let extra = format!("{}{limits}", agent_config(&agent, out, 30));
+    let extra = format!("{}{limits}", command_agent(&agent, out, 30, ""));
     let _sb = Switchboard::start_with(&fake, out, &Allow::default(), &extra);
     fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} first"));
     poll("the first reply", Duration::from_secs(20), || {

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use fake_discord::{demo, MemberSpec, SlashCommand, Snowflake, UserMessage, UserSpec, World};
 use support::{
-    bot_posts, pid_alive, poll, script, wait_bounded, Allow, Fake, Switchboard, TempDir,
+    bot_posts, command_agent, pid_alive, poll, script, wait_bounded, Allow, Fake, Switchboard,
+    TempDir,
 };
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
@@ -29,15 +30,6 @@ fn logging_agent(dir: &Path, sleep_s: u32) -> PathBuf {
             "cat > /dev/null\necho $$ > \"{d}/$SWITCHBOARD_MESSAGE_ID.pid\"\necho \"start $SWITCHBOARD_SESSION_ID $SWITCHBOARD_MESSAGE_ID\" >> \"{d}/log\"\nsleep {sleep_s}\necho NO_REPLY",
             d = dir.display()
         ),
-    )
-}
-
-/// An `[agent]` section running `program`, with `extra` lines appended.
-fn agent_config(program: &Path, dir: &Path, extra: &str) -> String {
-    format!(
-        "[agent]\nrunner = \"command\"\ncommand = [\"{}\"]\ncwd = \"{}\"\ntimeout_s = 60\nenv_passthrough = [\"PATH\"]\ncontext_messages = 5\nerror_reply = \"agent failed: {{reason}}\"\n{extra}\n",
-        program.display(),
-        dir.display()
     )
 }
 
@@ -149,7 +141,7 @@ fn abort_stops_the_running_run_and_the_queued_one_then_runs() {
         &fake,
         out,
         &Allow::default(),
-        &agent_config(&agent, out, ""),
+        &command_agent(&agent, out, 60, ""),
     );
     wait_for_commands(&fake);
 
@@ -205,7 +197,7 @@ fn status_shows_the_running_run_and_the_waiting_ones() {
         &fake,
         out,
         &Allow::default(),
-        &agent_config(&agent, out, ""),
+        &command_agent(&agent, out, 60, ""),
     );
     wait_for_commands(&fake);
 
@@ -244,7 +236,7 @@ fn a_full_queue_answers_the_extra_trigger_and_does_not_run_it() {
         &fake,
         out,
         &Allow::default(),
-        &agent_config(&agent, out, "queue_per_session = 1"),
+        &command_agent(&agent, out, 60, "queue_per_session = 1"),
     );
     // Three quick mentions: one runs, one waits (the bound), the third is refused.
     let first = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} one"));
@@ -311,7 +303,7 @@ fn another_bots_mention_does_not_trigger_unless_allowed() {
         &fake,
         out,
         &Allow::default(),
-        &agent_config(&agent, out, ""),
+        &command_agent(&agent, out, 60, ""),
     );
     let from_bot = fake.post(demo::OPS, OTTERBOT, &format!("{BOT_MENTION} from a bot"));
     // Same session, posted after: runs are FIFO, so once this one ran the bot's would have too.
@@ -339,7 +331,7 @@ fn allow_bots_lets_a_listed_bot_trigger() {
         &fake,
         out,
         &Allow::default(),
-        &agent_config(&agent, out, &format!("allow_bots = [\"{OTTERBOT}\"]")),
+        &command_agent(&agent, out, 60, &format!("allow_bots = [\"{OTTERBOT}\"]")),
     );
     let from_bot = fake.post(demo::OPS, OTTERBOT, &format!("{BOT_MENTION} from a bot"));
     poll("the listed bot's run", Duration::from_secs(10), || {
@@ -365,9 +357,10 @@ fn a_plain_message_in_an_active_channel_starts_a_run() {
         &fake,
         out,
         &Allow::default(),
-        &agent_config(
+        &command_agent(
             &agent,
             out,
+            60,
             &format!("active_channel_ids = [\"{}\"]", demo::RELEASE_ROOM),
         ),
     );
@@ -530,7 +523,7 @@ fn a_reply_to_the_bot_triggers_without_a_mention() {
         &fake,
         out,
         &Allow::default(),
-        &agent_config(&agent, out, ""),
+        &command_agent(&agent, out, 60, ""),
     );
     fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} hi"));
     let reply = poll("the bot's reply", Duration::from_secs(10), || {

@@ -290,10 +290,12 @@ fn a_tool_call_lands_in_discord_and_the_final_answer_replies_to_the_trigger() {
     );
     let names = offered(first);
     assert!(
-        names.iter().all(|name| ["surface__", "workflow__", "attachment__"]
+        names
             .iter()
-            .any(|prefix| name.starts_with(prefix))
-            && !name.contains('.')),
+            .all(|name| ["surface__", "workflow__", "attachment__"]
+                .iter()
+                .any(|prefix| name.starts_with(prefix))
+                && !name.contains('.')),
         "the default scope is surface.*, workflow.*, attachment.*; names use __: {names:?}"
     );
     assert!(

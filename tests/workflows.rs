@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use fake_discord::demo;
 use serde_json::Value;
-use support::{bot_posts, poll, script, tools_bin, Allow, Fake, Switchboard, TempDir};
+use support::{
+    bot_posts, command_agent, poll, script, tools_bin, Allow, Fake, Switchboard, TempDir,
+};
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
 
@@ -48,11 +50,7 @@ echo "asked Tomas"
             ops = demo::OPS
         ),
     );
-    format!(
-        "[agent]\nrunner = \"command\"\ncommand = [\"{}\"]\ncwd = \"{}\"\ntimeout_s = 30\nenv_passthrough = [\"PATH\"]\n",
-        agent.display(),
-        dir.display()
-    )
+    command_agent(&agent, dir, 30, "")
 }
 
 /// The workflow ids the agent created so far, in order.
@@ -68,21 +66,25 @@ fn created(dir: &Path) -> Vec<String> {
 /// Waits until the agent has created its `n`th workflow; returns its id and the question's id.
 fn wait_created(sb: &Switchboard, dir: &Path, n: usize) -> (String, String) {
     let deadline = Instant::now() + Duration::from_secs(20);
-    let id = poll("the workflow to be created", Duration::from_secs(30), || {
-        assert!(
-            Instant::now() < deadline,
-            "no workflow {n} after 20 s; switchboard said:\n{}",
-            sb.stderr()
-        );
-        let failed = std::fs::read_to_string(dir.join("created.code"))
-            .is_ok_and(|code| !code.trim().is_empty() && code.trim() != "0");
-        assert!(
-            !failed,
-            "workflow.create failed: {}",
-            std::fs::read_to_string(dir.join("created.err")).unwrap_or_default()
-        );
-        created(dir).get(n - 1).cloned()
-    });
+    let id = poll(
+        "the workflow to be created",
+        Duration::from_secs(30),
+        || {
+            assert!(
+                Instant::now() < deadline,
+                "no workflow {n} after 20 s; switchboard said:\n{}",
+                sb.stderr()
+            );
+            let failed = std::fs::read_to_string(dir.join("created.code"))
+                .is_ok_and(|code| !code.trim().is_empty() && code.trim() != "0");
+            assert!(
+                !failed,
+                "workflow.create failed: {}",
+                std::fs::read_to_string(dir.join("created.err")).unwrap_or_default()
+            );
+            created(dir).get(n - 1).cloned()
+        },
+    );
     let code = std::fs::read_to_string(dir.join("created.code")).unwrap_or_default();
     assert_eq!(
         code.trim(),
@@ -111,7 +113,11 @@ fn the_answer_in_release_room_resumes_ops_with_it_in_the_prompt() {
     let dir = TempDir::new("workflow-answer");
     let out = dir.path();
     let sb = Switchboard::start_with(&fake, out, &Allow::default(), &asking_agent(out));
-    let trigger = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} deploy it"));
+    let trigger = fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} deploy it"),
+    );
     let (id, question) = wait_created(&sb, out, 1);
     assert_eq!(workflow(&sb, &id)["state"], "waiting");
 
@@ -134,15 +140,22 @@ fn the_answer_in_release_room_resumes_ops_with_it_in_the_prompt() {
         "answer from Tomas",
         id.as_str(),
     ] {
-        assert!(prompt.contains(expected), "{expected:?} missing in:\n{prompt}");
+        assert!(
+            prompt.contains(expected),
+            "{expected:?} missing in:\n{prompt}"
+        );
     }
     assert!(!prompt.contains("I think so"), "{prompt}");
     assert!(!prompt.contains("no answer"), "{prompt}");
-    let reply = poll("the resumed run's reply in #ops", Duration::from_secs(20), || {
-        bot_posts(&fake, demo::OPS)
-            .into_iter()
-            .find(|m| m["content"] == format!("resumed {id}"))
-    });
+    let reply = poll(
+        "the resumed run's reply in #ops",
+        Duration::from_secs(20),
+        || {
+            bot_posts(&fake, demo::OPS)
+                .into_iter()
+                .find(|m| m["content"] == format!("resumed {id}"))
+        },
+    );
     assert_eq!(
         reply["message_reference"]["message_id"], trigger,
         "the resumed run answers the message that started it all"
@@ -170,7 +183,11 @@ fn a_workflow_waits_across_a_restart() {
     let out = dir.path();
     let config = asking_agent(out);
     let sb = Switchboard::start_with(&fake, out, &Allow::default(), &config);
-    fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} deploy it"));
+    fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} deploy it"),
+    );
     let (id, question) = wait_created(&sb, out, 1);
     let (status, _) = sb.terminate(Duration::from_secs(15));
     assert!(status.is_some_and(|s| s.success()), "clean shutdown");
@@ -178,9 +195,11 @@ fn a_workflow_waits_across_a_restart() {
     let sb = Switchboard::start_with(&fake, out, &Allow::default(), &config);
     assert_eq!(workflow(&sb, &id)["state"], "waiting", "kept in SQLite");
     fake.reply(demo::RELEASE_ROOM, demo::TOMAS, &question, "signed, go");
-    let prompt = poll("the resumed run after the restart", Duration::from_secs(20), || {
-        resumed(out, &id)
-    });
+    let prompt = poll(
+        "the resumed run after the restart",
+        Duration::from_secs(20),
+        || resumed(out, &id),
+    );
     assert!(prompt.contains("signed, go"), "{prompt}");
     assert_eq!(workflow(&sb, &id)["state"], "answered");
 }
@@ -200,14 +219,20 @@ fn a_timeout_resumes_with_no_answer_and_a_cancelled_workflow_never_resumes() {
     let cancelled_at = Instant::now();
     fake.reply(demo::RELEASE_ROOM, demo::TOMAS, &first_question, "too late");
     let again = sb.tools(&["workflow.cancel", &cancelled]);
-    assert_eq!(again.code, Some(5), "cancelling twice is a conflict: {again:?}");
+    assert_eq!(
+        again.code,
+        Some(5),
+        "cancelling twice is a conflict: {again:?}"
+    );
 
     std::fs::write(out.join("timeout"), "2").expect("write");
     fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} second"));
     let (silent, _) = wait_created(&sb, out, 2);
-    let prompt = poll("the timed-out workflow's run", Duration::from_secs(20), || {
-        resumed(out, &silent)
-    });
+    let prompt = poll(
+        "the timed-out workflow's run",
+        Duration::from_secs(20),
+        || resumed(out, &silent),
+    );
     assert!(prompt.contains("no answer"), "{prompt}");
     assert!(prompt.contains("timed out"), "{prompt}");
     assert_eq!(workflow(&sb, &silent)["state"], "timed_out");
@@ -217,6 +242,9 @@ fn a_timeout_resumes_with_no_answer_and_a_cancelled_workflow_never_resumes() {
     if let Some(left) = past.checked_sub(cancelled_at.elapsed()) {
         std::thread::sleep(left);
     }
-    assert!(resumed(out, &cancelled).is_none(), "a cancelled workflow resumed");
+    assert!(
+        resumed(out, &cancelled).is_none(),
+        "a cancelled workflow resumed"
+    );
     assert_eq!(workflow(&sb, &cancelled)["state"], "cancelled");
 }

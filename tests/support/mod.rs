@@ -132,32 +132,33 @@ impl Fake {
 
     /// Posts `content` in `channel` as `author`, replying to `reply_to`; returns the id.
     pub fn reply(&self, channel: u64, author: u64, reply_to: &str, content: &str) -> String {
+        let reply_to = reply_to.parse::<u64>().expect("a message id");
+        self.post_message(channel, author, content, Some(reply_to))
+    }
+
+    fn post_message(
+        &self,
+        channel: u64,
+        author: u64,
+        content: &str,
+        reply_to: Option<u64>,
+    ) -> String {
         let message = self
             .fake
             .post_message(UserMessage {
                 channel_id: channel.into(),
                 author_id: author.into(),
                 content: content.to_owned(),
-                reply_to: Some(reply_to.parse::<u64>().expect("a message id").into()),
+                reply_to: reply_to.map(Into::into),
                 attachments: Vec::new(),
             })
-            .expect("the fake accepts the reply");
+            .expect("the fake accepts the message");
         message["id"].as_str().expect("id").to_owned()
     }
 
     /// Posts `content` in `channel` as `author`; returns the new message's id.
     pub fn post(&self, channel: u64, author: u64, content: &str) -> String {
-        let message = self
-            .fake
-            .post_message(UserMessage {
-                channel_id: channel.into(),
-                author_id: author.into(),
-                content: content.to_owned(),
-                reply_to: None,
-                attachments: Vec::new(),
-            })
-            .expect("post a message as a user");
-        message["id"].as_str().expect("message id").to_owned()
+        self.post_message(channel, author, content, None)
     }
 
     /// Requests whose path mentions `id`.
@@ -357,6 +358,15 @@ pub fn poll<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// An `[agent]` section running the command agent `program` in `cwd`, with `extra` lines.
+pub fn command_agent(program: &Path, cwd: &Path, timeout_s: u64, extra: &str) -> String {
+    format!(
+        "[agent]\nrunner = \"command\"\ncommand = [\"{}\"]\ncwd = \"{}\"\ntimeout_s = {timeout_s}\nenv_passthrough = [\"PATH\"]\ncontext_messages = 5\nerror_reply = \"agent failed: {{reason}}\"\n{extra}\n",
+        program.display(),
+        cwd.display()
+    )
 }
 
 /// Writes an executable `sh` script (a scripted agent) and returns its path.

@@ -127,6 +127,18 @@ impl TestServer {
             .expect("the OS provides random bytes")
     }
 
+    /// Every message the surface was asked to post, in order.
+    pub fn sends(&self) -> Vec<crate::surface::OutgoingMessage> {
+        self.surface
+            .calls()
+            .into_iter()
+            .filter_map(|call| match call {
+                crate::memory::SurfaceCall::Send(message) => Some(message),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Stops the server and waits for it.
     pub async fn stop(mut self) {
         if let Some(shutdown) = self.shutdown.take() {

@@ -667,7 +667,6 @@ mod against_the_server {
     use super::*;
     use entity::Snowflake;
     use toolserver::memory::demo::{OPS, STANLEY};
-    use toolserver::memory::SurfaceCall;
     use toolserver::testing::{TestServer, DEMO_CONFIG};
 
     async fn server() -> TestServer {
@@ -695,13 +694,9 @@ mod against_the_server {
 
     fn sends(server: &TestServer) -> Vec<(u64, String)> {
         server
-            .surface()
-            .calls()
+            .sends()
             .into_iter()
-            .filter_map(|c| match c {
-                SurfaceCall::Send(m) => Some((m.channel_id.0, m.content)),
-                _ => None,
-            })
+            .map(|m| (m.channel_id.0, m.content))
             .collect()
     }
 

@@ -8,9 +8,8 @@ use std::time::Duration;
 use entity::Snowflake;
 use serde_json::{json, Value};
 use toolserver::auth::CapabilityGrant;
-use toolserver::memory::{demo, SurfaceCall};
+use toolserver::memory::demo;
 use toolserver::protocol::ErrorKind;
-use toolserver::surface::OutgoingMessage;
 use toolserver::testing::{TestServer, DEMO_CONFIG};
 use toolserver::workflow::{Observed, Workflow, WorkflowEngine, WorkflowHooks, WorkflowState};
 use toolserver::{CallContext, ToolError};
@@ -69,18 +68,6 @@ async fn call(
         .map(|raw| serde_json::from_str(raw.get()).expect("callables answer JSON"))
 }
 
-fn sends(server: &TestServer) -> Vec<OutgoingMessage> {
-    server
-        .surface()
-        .calls()
-        .into_iter()
-        .filter_map(|c| match c {
-            SurfaceCall::Send(m) => Some(m),
-            _ => None,
-        })
-        .collect()
-}
-
 async fn demo_server(extra: &str) -> TestServer {
     TestServer::start(&format!("{DEMO_CONFIG}{extra}"))
         .await
@@ -104,7 +91,7 @@ async fn send_attaches_files_from_the_cwd_to_the_last_part() {
     .await
     .expect("sent");
     assert_eq!(answer["messageIds"].as_array().map(Vec::len), Some(2));
-    let sent = sends(&server);
+    let sent = server.sends();
     assert!(sent[0].files.is_empty());
     let names: Vec<&str> = sent[1].files.iter().map(|f| f.filename.as_str()).collect();
     assert_eq!(names, ["report.txt", "build.log"]);
@@ -119,8 +106,8 @@ async fn send_attaches_files_from_the_cwd_to_the_last_part() {
     )
     .await
     .expect("an absolute path inside the cwd is fine");
-    assert_eq!(sends(&server).len(), 3);
-    assert_eq!(sends(&server)[2].content, "");
+    assert_eq!(server.sends().len(), 3);
+    assert_eq!(server.sends()[2].content, "");
 }
 
 #[tokio::test]
@@ -179,7 +166,7 @@ async fn refused_paths_are_usage_errors_and_nothing_is_posted() {
         .await
         .expect_err("nothing to send");
     assert_eq!(empty.code, "empty_text");
-    assert!(sends(&server).is_empty(), "nothing was posted");
+    assert!(server.sends().is_empty(), "nothing was posted");
 }
 
 #[tokio::test]

@@ -89,18 +89,6 @@ fn kind(answer: &Answer) -> &str {
     answer.body["error"]["kind"].as_str().unwrap_or("<none>")
 }
 
-fn sends(server: &TestServer) -> Vec<toolserver::surface::OutgoingMessage> {
-    server
-        .surface()
-        .calls()
-        .into_iter()
-        .filter_map(|c| match c {
-            SurfaceCall::Send(m) => Some(m),
-            _ => None,
-        })
-        .collect()
-}
-
 async fn demo_server() -> TestServer {
     TestServer::start(DEMO_CONFIG).await.expect("server starts")
 }
@@ -301,7 +289,7 @@ async fn body_over_one_mebibyte_is_413() {
     .await;
     assert_eq!(answer.status, 413);
     assert_eq!(kind(&answer), "usage");
-    assert!(sends(&server).is_empty());
+    assert!(server.sends().is_empty());
 }
 
 #[tokio::test]
@@ -341,7 +329,7 @@ async fn send_rewrites_mentions_and_never_pings_everyone() {
     let server = demo_server().await;
     let answer = call(&server, "surface.messages.send", json!({"sessionId": "#release-room", "text": "ping @Stanley about #ops, @everyone and @oncall"})).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
-    let sent = sends(&server);
+    let sent = server.sends();
     assert_eq!(sent.len(), 1);
     assert_eq!(
         sent[0].content,
@@ -375,7 +363,7 @@ async fn silent_send_pings_nobody_and_reply_pings_the_replied_user() {
         json!({"sessionId": "#ops", "text": "reply", "replyToMessageId": trigger.to_string()}),
     )
     .await;
-    let sent = sends(&server);
+    let sent = server.sends();
     assert_eq!(sent[0].mentions, MentionPolicy::default());
     assert!(sent[1].mentions.replied_user);
     assert_eq!(sent[1].reply_to, Some(trigger));
@@ -415,7 +403,7 @@ async fn long_text_is_chunked_at_exactly_2000_characters() {
         json!({"sessionId": "#ops", "text": format!("look:\n```text\n{code}```")}),
     )
     .await;
-    let sent = sends(&server);
+    let sent = server.sends();
     assert!(sent.len() >= 2);
     for part in &sent {
         assert!(part.content.chars().count() <= 2000);
@@ -658,7 +646,7 @@ allow_dms = true
             "channel {channel} with {config}: {}",
             answer.body
         );
-        let posted = sends(&server).len();
+        let posted = server.sends().len();
         assert_eq!(
             posted,
             usize::from(*expected == 200),
@@ -843,7 +831,7 @@ async fn capability_takes_its_context_from_the_token() {
     )
     .await;
     assert_eq!(same.status, 200);
-    assert_eq!(sends(&server).len(), 1);
+    assert_eq!(server.sends().len(), 1);
 }
 
 #[tokio::test]
@@ -941,7 +929,7 @@ async fn capability_scope_limits_listing_and_calls() {
     .await;
     assert_eq!(send.status, 403);
     assert_eq!(send.body["error"]["code"], "out_of_scope");
-    assert!(sends(&server).is_empty());
+    assert!(server.sends().is_empty());
     let detail = request(
         "GET",
         format!("{}/v1/tools/surface.messages.send", server.url()),
@@ -1033,7 +1021,7 @@ async fn rate_limit_is_429_with_retry_after() {
         .status,
         200
     );
-    assert_eq!(sends(&server).len(), 2);
+    assert_eq!(server.sends().len(), 2);
 }
 
 #[tokio::test]
@@ -1158,8 +1146,8 @@ async fn cli_style_args_are_converted_by_schema() {
     )
     .await;
     assert_eq!(answer.status, 200, "{}", answer.body);
-    assert_eq!(sends(&server)[0].content, "hello there");
-    assert_eq!(sends(&server)[0].mentions, MentionPolicy::default());
+    assert_eq!(server.sends()[0].content, "hello there");
+    assert_eq!(server.sends()[0].mentions, MentionPolicy::default());
 }
 
 #[tokio::test]
