@@ -100,3 +100,55 @@ pub fn start(
     let deadlines = tokio::spawn(Arc::clone(&engine).run_deadlines());
     (engine, deadlines)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreOptions;
+    use entity::Snowflake;
+    use toolserver::workflow::WorkflowState;
+
+    #[test]
+    fn a_stored_workflow_that_does_not_parse_is_skipped_not_fatal() {
+        let dir =
+            std::env::temp_dir().join(format!("switchboard-wf-restore-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("store.db").to_string_lossy().into_owned();
+        let _ = std::fs::remove_file(&path);
+        let good = Workflow {
+            workflow_id: "wf_good".into(),
+            state: WorkflowState::Waiting,
+            origin_session_id: Snowflake(1_000_000_000_000_000_401),
+            origin_message_id: None,
+            created_by: "operator".into(),
+            created_ms: 1,
+            deadline_ms: 2,
+            finished_ms: None,
+            resume_prompt: None,
+            tasks: Vec::new(),
+        };
+        let store = Store::open(&path, StoreOptions::default()).unwrap();
+        store.save_workflow(WorkflowRow {
+            id: "wf_good".into(),
+            state: "waiting".into(),
+            finished_ms: None,
+            body: serde_json::to_string(&good).unwrap(),
+        });
+        for (id, body) in [
+            ("wf_garbage", "not json"),
+            ("wf_wrong", "{\"workflowId\":7}"),
+        ] {
+            store.save_workflow(WorkflowRow {
+                id: id.into(),
+                state: "waiting".into(),
+                finished_ms: None,
+                body: body.into(),
+            });
+        }
+        store.close().unwrap();
+        let store = Store::open(&path, StoreOptions::default()).unwrap();
+        assert_eq!(restore(&store), vec![good]);
+        store.close().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use bot::store::{
     SessionKind, Snowflake, Store, StoreError, StoreOptions, StoredAttachment, StoredMessage,
-    StoredReaction, StoredSession, SCHEMA_VERSION,
+    StoredReaction, StoredSession, WorkflowRow, SCHEMA_VERSION,
 };
 use entity::{normalize_name, NameDirectory};
 
@@ -616,4 +616,69 @@ fn clones_share_one_store_across_threads() {
     }
     store.flush().unwrap();
     assert_eq!(store.message_count(), 1_000);
+}
+
+fn workflow_row(id: &str, state: &str, finished_ms: Option<u64>) -> WorkflowRow {
+    WorkflowRow {
+        id: id.to_owned(),
+        state: state.to_owned(),
+        finished_ms,
+        body: format!("{{\"workflowId\":\"{id}\"}}"),
+    }
+}
+
+#[test]
+fn workflows_are_kept_replaced_by_id_and_pruned_a_week_after_they_finish() {
+    let dir = TempDir::new("workflows");
+    let path = dir.db();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    assert!(store.workflows_at_open().is_empty());
+    store.save_workflow(workflow_row("wf_a", "waiting", None));
+    store.save_workflow(workflow_row("wf_a", "answered", Some(now_ms)));
+    store.save_workflow(workflow_row("wf_b", "waiting", None));
+    store.save_workflow(workflow_row(
+        "wf_old",
+        "cancelled",
+        Some(now_ms - 8 * 24 * 3600 * 1000),
+    ));
+    store.close().unwrap();
+
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let kept: Vec<(&str, &str)> = store
+        .workflows_at_open()
+        .iter()
+        .map(|w| (w.id.as_str(), w.state.as_str()))
+        .collect();
+    assert_eq!(kept, [("wf_a", "answered"), ("wf_b", "waiting")]);
+    store.close().unwrap();
+}
+
+#[test]
+fn a_version_1_store_gains_the_workflows_table() {
+    let dir = TempDir::new("migrate-v1");
+    let path = dir.db();
+    Store::open(&path, StoreOptions::default())
+        .unwrap()
+        .close()
+        .unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("DROP TABLE workflows").unwrap();
+    conn.pragma_update(None, "user_version", 1).unwrap();
+    drop(conn);
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    store.save_workflow(workflow_row("wf_new", "waiting", None));
+    store.close().unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    let count: i64 = conn
+        .query_row("SELECT COUNT(*) FROM workflows", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(count, 1);
 }
