@@ -36,6 +36,14 @@ fn sid(id: u64) -> Snowflake {
     Snowflake(id)
 }
 
+/// The name people see: the display (global) name, else the username — as the store answers.
+fn display_name(user: &User) -> &str {
+    user.global_name
+        .as_deref()
+        .filter(|name| !name.is_empty())
+        .unwrap_or(&user.name)
+}
+
 impl Ingest {
     pub fn new(
         store: Store,
@@ -66,32 +74,25 @@ impl Ingest {
         self
     }
 
-    /// True when the message answered a workflow's task.
+    /// True when the message answered a workflow's task. `reply_to`, `text` and `timestamp`
+    /// are the stored message's.
     fn answer_workflows(
         &self,
         message: &serenity::model::channel::Message,
+        reply_to: Option<Snowflake>,
         text: &str,
         timestamp: &str,
     ) -> bool {
         let Some(workflows) = &self.workflows else {
             return false;
         };
-        let author_name = message
-            .author
-            .global_name
-            .as_deref()
-            .unwrap_or(&message.author.name);
         workflows.observe(&Observed {
             channel_id: sid(message.channel_id.get()),
             message_id: sid(message.id.get()),
             author_id: sid(message.author.id.get()),
             author_is_bot: message.author.bot,
-            author_name,
-            reply_to: message
-                .message_reference
-                .as_ref()
-                .and_then(|r| r.message_id)
-                .map(|id| sid(id.get())),
+            author_name: display_name(&message.author),
+            reply_to,
             text,
             timestamp,
         })
@@ -130,11 +131,7 @@ impl Ingest {
                 channel_id: channel,
                 message_id: Some(sid(message.id.get())),
                 author_id: sid(message.author.id.get()),
-                author_name: message
-                    .author
-                    .global_name
-                    .clone()
-                    .unwrap_or_else(|| message.author.name.clone()),
+                author_name: display_name(&message.author).to_owned(),
                 text: text.to_owned(),
                 workflow_id: None,
             });
@@ -251,12 +248,12 @@ impl Ingest {
                 let stored = stored_message_from_model(message, &self.mapper());
                 let text = stored.text.clone();
                 let timestamp = stored.timestamp.clone();
+                let reply_to = stored.reply_to;
                 // A replayed or already-stored message never starts a second run, nor answers
-                // a workflow twice.
-                // An answer to a workflow belongs to the run it resumes: replying to the bot's
-                // question does not also start a run of its own.
+                // a workflow twice. An answer to a workflow belongs to the run it resumes:
+                // replying to the bot's question does not also start a run of its own.
                 if self.store.insert_message(stored)
-                    && !self.answer_workflows(message, &text, &timestamp)
+                    && !self.answer_workflows(message, reply_to, &text, &timestamp)
                 {
                     self.consider_run(message, &text);
                 }

@@ -124,10 +124,7 @@ impl DiscordSurface {
     }
 
     fn message_info(&self, message: StoredMessage) -> Arc<MessageInfo> {
-        let author_name = self
-            .store
-            .user_display_name(message.author_id)
-            .unwrap_or_else(|| format!("user_{}", message.author_id));
+        let author_name = self.store.author_name(message.author_id);
         let revision = revision_of(&message);
         Arc::new(MessageInfo {
             message_id: message.id,

@@ -39,12 +39,7 @@ impl WorkflowHooks for DiscordWorkflows {
             .origin_message_id
             .and_then(|id| self.store.message(workflow.origin_session_id, id));
         let (author_id, author_name) = match origin {
-            Some(message) => (
-                message.author_id,
-                self.store
-                    .user_display_name(message.author_id)
-                    .unwrap_or_else(|| format!("user_{}", message.author_id)),
-            ),
+            Some(message) => (message.author_id, self.store.author_name(message.author_id)),
             None => (
                 self.bridge.bot_id().unwrap_or(workflow.origin_session_id),
                 "switchboard".to_owned(),

@@ -205,7 +205,7 @@ impl MemorySurface {
     /// Caches a message as if `author` posted it; returns its id.
     pub fn post(&self, channel_id: Snowflake, author: Snowflake, content: &str) -> Snowflake {
         let mut state = self.lock();
-        Self::store_message(&mut state, channel_id, author, content, None)
+        Self::store_message(&mut state, channel_id, author, content, None, &[])
     }
 
     /// Caches a message with attachments (`(filename, bytes)`) as if `author` posted it; the
@@ -218,8 +218,20 @@ impl MemorySurface {
         files: &[(&str, &[u8])],
     ) -> Snowflake {
         let mut state = self.lock();
-        let id = Self::store_message(&mut state, channel_id, author, content, None);
-        let attachments: Vec<AttachmentInfo> = files
+        Self::store_message(&mut state, channel_id, author, content, None, files)
+    }
+
+    fn store_message(
+        state: &mut State,
+        channel_id: Snowflake,
+        author: Snowflake,
+        content: &str,
+        reply_to: Option<Snowflake>,
+        files: &[(&str, &[u8])],
+    ) -> Snowflake {
+        state.next_id += 1;
+        let id = Snowflake(state.next_id);
+        let attachments = files
             .iter()
             .enumerate()
             .map(|(index, (filename, bytes))| {
@@ -233,27 +245,6 @@ impl MemorySurface {
                 }
             })
             .collect();
-        if let Some(message) = state
-            .messages
-            .get_mut(&channel_id)
-            .and_then(|m| m.get_mut(&id))
-        {
-            let message = Arc::make_mut(message);
-            message.attachments = attachments;
-            message.revision += 1;
-        }
-        id
-    }
-
-    fn store_message(
-        state: &mut State,
-        channel_id: Snowflake,
-        author: Snowflake,
-        content: &str,
-        reply_to: Option<Snowflake>,
-    ) -> Snowflake {
-        state.next_id += 1;
-        let id = Snowflake(state.next_id);
         let author_name = state
             .user_names
             .get(&author)
@@ -268,7 +259,7 @@ impl MemorySurface {
             timestamp: timestamp(state.next_id),
             edited_timestamp: None,
             reply_to,
-            attachments: Vec::new(),
+            attachments,
             reactions: Vec::new(),
             revision: 0,
         };
@@ -439,12 +430,18 @@ impl Surface for MemorySurface {
             }
         }
         let bot = state.bot_id;
+        let files: Vec<(&str, &[u8])> = message
+            .files
+            .iter()
+            .map(|f| (f.filename.as_str(), f.content.as_slice()))
+            .collect();
         Ok(Self::store_message(
             &mut state,
             message.channel_id,
             bot,
             &message.content,
             message.reply_to,
+            &files,
         ))
     }
 

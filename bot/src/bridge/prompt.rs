@@ -20,9 +20,7 @@ pub struct Trigger {
 }
 
 fn line(store: &Store, message: &StoredMessage) -> String {
-    let author = store
-        .user_display_name(message.author_id)
-        .unwrap_or_else(|| format!("user_{}", message.author_id));
+    let author = store.author_name(message.author_id);
     format!("[{}] {author}: {}", message.timestamp, message.text)
 }
 
@@ -99,9 +97,7 @@ pub fn conversation(
                     content: m.text.clone(),
                 }
             } else {
-                let author = store
-                    .user_display_name(m.author_id)
-                    .unwrap_or_else(|| format!("user_{}", m.author_id));
+                let author = store.author_name(m.author_id);
                 ChatTurn {
                     role: Role::User,
                     content: format!("{author}: {}", m.text),

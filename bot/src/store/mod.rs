@@ -118,10 +118,8 @@ impl Store {
             Ok(pruned) => info!(path, pruned, "pruned old messages from the store"),
             Err(err) => error!(path, %err, "could not prune the store at open; will retry later"),
         }
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        let workflows_at_open = sqlite::load_workflows(&conn, now_ms, path)?;
+        let workflows_at_open =
+            sqlite::load_workflows(&conn, toolserver::workflow::now_ms(), path)?;
         let writer = Writer::spawn(conn, path.to_owned(), keep, Arc::clone(&hot))?;
         Ok(Store {
             inner: Arc::new(Inner {
@@ -217,6 +215,13 @@ impl Store {
                 .unwrap_or(&user.username)
                 .to_owned(),
         )
+    }
+
+    /// [`Store::user_display_name`], else `user_<id>` (the entity mapper's form for an
+    /// unnamed user): what to call the author of a message.
+    pub fn author_name(&self, id: Snowflake) -> String {
+        self.user_display_name(id)
+            .unwrap_or_else(|| format!("user_{id}"))
     }
 
     /// Whether a known user is a bot.
