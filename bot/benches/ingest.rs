@@ -57,9 +57,16 @@ fn main() {
             .ratelimiter_disabled(true)
             .build();
         // On its own thread and runtime, exactly as `switchboard run` runs it.
+        let allowlist = switchboard_config::Config::parse(
+            "[discord]\nallowed_guild_ids = [\"1000000000000000200\"]\n",
+            "bench.toml",
+        )
+        .map(|config| Arc::new(toolserver::allowlist::Allowlist::new(&config.discord)))
+        .expect("bench config");
         let builder = ClientBuilder::new_with_http(http, intents()).raw_event_handler(Ingest::new(
             store.clone(),
             aliases,
+            allowlist,
             Arc::clone(&connection),
             Arc::new(AtomicU64::new(0)),
         ));

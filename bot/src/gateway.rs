@@ -11,7 +11,8 @@ use serenity::model::channel::{Channel, GuildChannel, Reaction};
 use serenity::model::event::Event;
 use serenity::model::user::User;
 use serenity::prelude::{Context, EventHandler, RawEventHandler};
-use toolserver::surface::ConnectionState;
+use toolserver::allowlist::Allowlist;
+use toolserver::surface::{ChannelLocation, ConnectionState};
 use toolserver::workflow::{Observed, WorkflowEngine};
 
 use crate::bridge::{Bridge, Incoming, Trigger};
@@ -23,6 +24,8 @@ use crate::surface::{session_kind, Connection};
 pub struct Ingest {
     store: Store,
     aliases: Aliases,
+    /// Messages of channels it refuses are never stored (nor do they trigger anything).
+    allowlist: Arc<Allowlist>,
     connection: Arc<Connection>,
     bot_id: Arc<AtomicU64>,
     /// Guilds READY announced whose GUILD_CREATE has not arrived yet: until then the cache is
@@ -48,12 +51,14 @@ impl Ingest {
     pub fn new(
         store: Store,
         aliases: Aliases,
+        allowlist: Arc<Allowlist>,
         connection: Arc<Connection>,
         bot_id: Arc<AtomicU64>,
     ) -> Self {
         Ingest {
             store,
             aliases,
+            allowlist,
             connection,
             bot_id,
             pending_guilds: AtomicUsize::new(0),
@@ -136,6 +141,26 @@ impl Ingest {
                 workflow_id: None,
             });
         }
+    }
+
+    /// Whether messages of `channel` may be stored: the allowlist, over the sessions the store
+    /// knows. A channel the gateway never described is judged as a plain channel of the
+    /// message's guild (or a DM without one).
+    fn storable(&self, channel: Snowflake, guild: Option<Snowflake>) -> bool {
+        let fallback = ChannelLocation {
+            guild_id: guild,
+            parent_channel_id: None,
+            kind: if guild.is_some() {
+                toolserver::surface::SessionKind::Channel
+            } else {
+                toolserver::surface::SessionKind::Dm
+            },
+        };
+        self.allowlist
+            .allows_cached(channel, |id| match self.store.session(id) {
+                Some(session) => Some(crate::surface::location(&session)),
+                None => (id == channel).then_some(fallback),
+            })
     }
 
     fn mapper(&self) -> Mapper<'_> {
@@ -234,7 +259,6 @@ impl Ingest {
             }
             Event::MessageCreate(e) => {
                 let message = &e.message;
-                self.user(&message.author);
                 let channel = sid(message.channel_id.get());
                 if message.guild_id.is_none() && self.store.session(channel).is_none() {
                     self.store.upsert_session(StoredSession {
@@ -245,6 +269,11 @@ impl Ingest {
                         name: message.author.name.clone(),
                     });
                 }
+                if !self.storable(channel, message.guild_id.map(|g| sid(g.get()))) {
+                    tracing::debug!(%channel, "message in a channel the allowlist refuses: not stored");
+                    return;
+                }
+                self.user(&message.author);
                 let stored = stored_message_from_model(message, &self.mapper());
                 let text = stored.text.clone();
                 let timestamp = stored.timestamp.clone();

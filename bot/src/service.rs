@@ -92,6 +92,7 @@ pub async fn run(
         Arc::clone(&bot_id),
     ));
     let core = Arc::new(Core::new(&config, surface, operator_token)?);
+    forget_refused_channels(&store, core.allowlist());
     let listener = tokio::net::TcpListener::bind(config.toolserver.bind)
         .await
         .map_err(|source| StartError::Bind {
@@ -165,6 +166,7 @@ pub async fn run(
             let ingest = Ingest::new(
                 store.clone(),
                 config.aliases.clone(),
+                Arc::clone(core.allowlist()),
                 Arc::clone(&connection),
                 Arc::clone(&bot_id),
             );
@@ -227,6 +229,22 @@ pub async fn run(
         Err(join) => tracing::error!("closing the store: {join}"),
     }
     outcome
+}
+
+/// Drops what the store holds of channels the allowlist refuses (it was narrowed since they
+/// were stored): those messages must not sit on disk, readable the day the allowlist widens.
+pub fn forget_refused_channels(store: &Store, allowlist: &toolserver::allowlist::Allowlist) {
+    for channel in store.channels_with_messages() {
+        let allowed = allowlist.allows_cached(channel, |id| {
+            store
+                .session(id)
+                .map(|session| crate::surface::location(&session))
+        });
+        if !allowed {
+            let forgotten = store.forget_channel_messages(channel);
+            tracing::info!(%channel, forgotten, "forgot the stored messages of a channel the allowlist refuses");
+        }
+    }
 }
 
 /// Runs the gateway client on its own thread with a single-threaded runtime.

@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use dashmap::DashMap;
 use entity::{Aliases, Mapper, NameDirectory, Snowflake};
 use serde_json::{json, Value};
 use toolserver::surface::{
@@ -51,8 +50,6 @@ pub struct DiscordSurface {
     aliases: Aliases,
     connection: Arc<Connection>,
     bot_id: Arc<AtomicU64>,
-    /// Channel locations from `GET /channels/{id}`, for channels the gateway never showed.
-    looked_up: DashMap<Snowflake, ChannelLocation>,
 }
 
 pub(crate) fn tool_kind(kind: SessionKind) -> ToolSessionKind {
@@ -61,6 +58,7 @@ pub(crate) fn tool_kind(kind: SessionKind) -> ToolSessionKind {
         SessionKind::Thread => ToolSessionKind::Thread,
         SessionKind::Dm => ToolSessionKind::Dm,
         SessionKind::Forum => ToolSessionKind::Forum,
+        SessionKind::Category => ToolSessionKind::Category,
     }
 }
 
@@ -68,9 +66,19 @@ pub(crate) fn tool_kind(kind: SessionKind) -> ToolSessionKind {
 pub fn session_kind(channel_type: u64) -> SessionKind {
     match channel_type {
         1 | 3 => SessionKind::Dm,
+        4 => SessionKind::Category,
         10..=12 => SessionKind::Thread,
         15 | 16 => SessionKind::Forum,
         _ => SessionKind::Channel,
+    }
+}
+
+/// Where a stored session sits, for the allowlist.
+pub fn location(session: &StoredSession) -> ChannelLocation {
+    ChannelLocation {
+        guild_id: session.guild_id,
+        parent_channel_id: session.parent_id,
+        kind: tool_kind(session.kind),
     }
 }
 
@@ -115,7 +123,6 @@ impl DiscordSurface {
             aliases,
             connection,
             bot_id,
-            looked_up: DashMap::new(),
         }
     }
 
@@ -238,18 +245,14 @@ impl Surface for DiscordSurface {
             .map(|m| self.message_info(m))
     }
 
+    /// One `GET /channels/{id}`; the allowlist remembers the answer (found or not).
     async fn channel_info(&self, channel_id: Snowflake) -> Result<ChannelLocation, SurfaceError> {
-        if let Some(known) = self.looked_up.get(&channel_id) {
-            return Ok(*known);
-        }
         let facts = self.rest.channel(channel_id).await?;
-        let location = ChannelLocation {
+        Ok(ChannelLocation {
             guild_id: facts.guild_id,
             parent_channel_id: facts.parent_id,
             kind: tool_kind(session_kind(facts.kind)),
-        };
-        self.looked_up.insert(channel_id, location);
-        Ok(location)
+        })
     }
 
     async fn send_message(&self, message: OutgoingMessage) -> Result<Snowflake, SurfaceError> {

@@ -15,6 +15,16 @@ const STANLEY: u64 = 1000000000000000101;
 const OPS: u64 = 1000000000000000401;
 const ROOM: u64 = 1000000000000000402;
 
+/// The demo guild and DMs, as the playground allows them.
+fn allowlist() -> Arc<toolserver::allowlist::Allowlist> {
+    let config = switchboard_config::Config::parse(
+        "[discord]\nallowed_guild_ids = [\"1000000000000000200\"]\nallow_dms = true\n",
+        "test.toml",
+    )
+    .expect("config");
+    Arc::new(toolserver::allowlist::Allowlist::new(&config.discord))
+}
+
 fn ingest() -> (Ingest, Store) {
     let store = Store::open(":memory:", StoreOptions::default()).expect("store");
     let aliases = Aliases::new()
@@ -23,6 +33,7 @@ fn ingest() -> (Ingest, Store) {
     let ingest = Ingest::new(
         store.clone(),
         aliases,
+        allowlist(),
         Arc::new(Connection::default()),
         Arc::new(AtomicU64::new(BOT)),
     );
@@ -153,6 +164,7 @@ fn health_is_ready_only_after_every_guild_arrived() {
     let ingest = Ingest::new(
         store,
         Aliases::new(),
+        allowlist(),
         Arc::clone(&connection),
         Arc::new(AtomicU64::new(0)),
     );
@@ -165,4 +177,173 @@ fn health_is_ready_only_after_every_guild_arrived() {
     .expect("READY parses");
     ingest.apply(&ready);
     assert_eq!(connection.get(), ConnectionState::Connecting);
+}
+
+const GUILD: u64 = 1000000000000000200;
+const SECRET: u64 = 1000000000000000403;
+const SECRET_THREAD: u64 = 1000000000000000413;
+const OTHER_GUILD_CHANNEL: u64 = 1000000000000000701;
+
+fn session(
+    id: u64,
+    guild: Option<u64>,
+    parent: Option<u64>,
+    kind: bot::store::SessionKind,
+) -> bot::store::StoredSession {
+    bot::store::StoredSession {
+        id: Snowflake(id),
+        guild_id: guild.map(Snowflake),
+        parent_id: parent.map(Snowflake),
+        kind,
+        name: format!("channel-{id}"),
+    }
+}
+
+fn message_in(id: u64, channel: u64, guild: Option<u64>, content: &str) -> Value {
+    let mut m = message(id, channel, content);
+    match guild {
+        Some(g) => m["guild_id"] = json!(g.to_string()),
+        None => {
+            m.as_object_mut().unwrap().remove("guild_id");
+        }
+    }
+    m
+}
+
+/// Every byte SQLite holds for the store: the file, its WAL and shared memory.
+fn bytes_on_disk(dir: &std::path::Path) -> Vec<u8> {
+    let mut all = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        all.extend(std::fs::read(entry.unwrap().path()).unwrap_or_default());
+    }
+    all
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+#[test]
+fn messages_of_refused_channels_are_not_stored_in_memory_sqlite_or_the_wal() {
+    use bot::store::SessionKind::{Channel, Thread};
+    let dir = std::env::temp_dir().join(format!("sb-ingest-refused-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("store.db");
+    let store = Store::open(path.to_str().unwrap(), StoreOptions::default()).expect("store");
+    let config = switchboard_config::Config::parse(
+        &format!("[discord]\nallowed_channel_ids = [\"{OPS}\"]\nallow_dms = false\n"),
+        "test.toml",
+    )
+    .expect("config");
+    let ingest = Ingest::new(
+        store.clone(),
+        Aliases::new(),
+        Arc::new(toolserver::allowlist::Allowlist::new(&config.discord)),
+        Arc::new(Connection::default()),
+        Arc::new(AtomicU64::new(BOT)),
+    );
+    store.upsert_session(session(OPS, Some(GUILD), None, Channel));
+    store.upsert_session(session(SECRET, Some(GUILD), None, Channel));
+    store.upsert_session(session(SECRET_THREAD, Some(GUILD), Some(SECRET), Thread));
+    let cases = [
+        (901, SECRET, Some(GUILD), "marker-unlisted-channel"),
+        (902, SECRET_THREAD, Some(GUILD), "marker-thread-of-unlisted"),
+        (
+            903,
+            OTHER_GUILD_CHANNEL,
+            Some(1000000000000000299),
+            "marker-other-guild",
+        ),
+        (
+            904,
+            1000000000000000502,
+            None,
+            "marker-dm-while-dms-are-off",
+        ),
+        (905, OPS, Some(GUILD), "marker-allowed"),
+    ];
+    for (id, channel, guild, text) in cases {
+        ingest.apply(&dispatch("MESSAGE_CREATE", message_in(id, channel, guild, text)).unwrap());
+    }
+    assert_eq!(
+        store.message_count(),
+        1,
+        "only the allowed channel's message is kept"
+    );
+    assert!(store.message(Snowflake(OPS), Snowflake(905)).is_some());
+    store.flush().expect("flush");
+    let disk = bytes_on_disk(&dir);
+    assert!(
+        contains(&disk, "marker-allowed"),
+        "the allowed message is durable"
+    );
+    for (_, _, _, text) in &cases[..4] {
+        assert!(!contains(&disk, text), "{text} reached the disk");
+    }
+    // The DM's channel may be listed as a session (id and name), never its messages.
+    store.close().expect("close");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_narrowed_allowlist_forgets_what_was_stored_of_the_channels_it_now_refuses() {
+    use bot::store::SessionKind::Channel;
+    let dir = std::env::temp_dir().join(format!("sb-ingest-narrowed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("store.db");
+    let (ingest, store) = {
+        let store = Store::open(path.to_str().unwrap(), StoreOptions::default()).expect("store");
+        (
+            Ingest::new(
+                store.clone(),
+                Aliases::new(),
+                allowlist(),
+                Arc::new(Connection::default()),
+                Arc::new(AtomicU64::new(BOT)),
+            ),
+            store,
+        )
+    };
+    store.upsert_session(session(OPS, Some(GUILD), None, Channel));
+    store.upsert_session(session(SECRET, Some(GUILD), None, Channel));
+    ingest.apply(
+        &dispatch(
+            "MESSAGE_CREATE",
+            message_in(901, OPS, Some(GUILD), "marker-kept"),
+        )
+        .unwrap(),
+    );
+    ingest.apply(
+        &dispatch(
+            "MESSAGE_CREATE",
+            message_in(902, SECRET, Some(GUILD), "marker-now-refused"),
+        )
+        .unwrap(),
+    );
+    assert_eq!(store.message_count(), 2);
+    let narrowed = switchboard_config::Config::parse(
+        &format!("[discord]\nallowed_channel_ids = [\"{OPS}\"]\n"),
+        "test.toml",
+    )
+    .expect("config");
+    let narrowed = toolserver::allowlist::Allowlist::new(&narrowed.discord);
+    bot::service::forget_refused_channels(&store, &narrowed);
+    assert!(store.message(Snowflake(SECRET), Snowflake(902)).is_none());
+    assert!(store.message(Snowflake(OPS), Snowflake(901)).is_some());
+    store.close().expect("close");
+    drop(ingest);
+    let reopened = Store::open(path.to_str().unwrap(), StoreOptions::default()).expect("reopen");
+    assert!(
+        reopened
+            .message(Snowflake(SECRET), Snowflake(902))
+            .is_none(),
+        "gone from SQLite too"
+    );
+    assert!(reopened.message(Snowflake(OPS), Snowflake(901)).is_some());
+    reopened.close().expect("close");
+    let _ = std::fs::remove_dir_all(&dir);
 }

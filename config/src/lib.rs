@@ -91,7 +91,12 @@ pub struct DiscordConfig {
     /// Name of the environment variable holding the bot token.
     pub token_env: String,
     pub allowed_guild_ids: Vec<Snowflake>,
+    /// Channels allowed with their threads (never the channels of a listed category).
     pub allowed_channel_ids: Vec<Snowflake>,
+    /// Categories whose every channel (and its threads) is allowed.
+    pub allowed_category_ids: Vec<Snowflake>,
+    /// Who may run admin commands (`/abort` on anyone's run, ...): users and roles.
+    pub admins: Vec<Principal>,
     pub allow_dms: bool,
     /// Lets agent output ping roles; `@everyone` and `@here` never ping.
     pub allow_role_mentions: bool,
@@ -112,7 +117,38 @@ pub struct ToolserverConfig {
     pub max_concurrent_calls: usize,
     /// `attachment.download` saves no file larger than this.
     pub download_max_bytes: u64,
+    /// A send that would need more messages than this is refused before anything is posted.
+    pub max_parts_per_send: usize,
     pub rate_limits: RateLimits,
+}
+
+/// A user or a role named in the config (`discord.admins`), by alias or id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Principal {
+    User(Snowflake),
+    Role(Snowflake),
+    /// A bare id: Discord ids are unique across kinds, so it matches a user or a role.
+    Id(Snowflake),
+}
+
+impl Principal {
+    /// Whether a member with this user id and these roles is this principal.
+    pub fn matches(&self, user: Snowflake, roles: &[Snowflake]) -> bool {
+        match *self {
+            Principal::User(id) => id == user,
+            Principal::Role(id) => roles.contains(&id),
+            Principal::Id(id) => id == user || roles.contains(&id),
+        }
+    }
+}
+
+/// Whether anyone in `principals` is this member.
+pub fn any_principal_matches(
+    principals: &[Principal],
+    user: Snowflake,
+    roles: &[Snowflake],
+) -> bool {
+    principals.iter().any(|p| p.matches(user, roles))
 }
 
 /// `toolserver.download_max_bytes` when not set: 25 MiB.
@@ -160,11 +196,13 @@ pub enum ConfigError {
 impl Config {
     /// Reads and validates the file at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let source = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
         })?;
-        Config::parse(&source, &path.display().to_string()).map_err(ConfigError::Invalid)
+        let file = path.display().to_string();
+        let source = report::utf8_source(&bytes, &file).map_err(ConfigError::Invalid)?;
+        Config::parse(source, &file).map_err(ConfigError::Invalid)
     }
 
     /// Validates config text; `file` names it in the report.

@@ -92,6 +92,10 @@ pub(crate) struct RawDiscord {
     #[serde(default)]
     pub allowed_channel_ids: Vec<Spanned<String>>,
     #[serde(default)]
+    pub allowed_category_ids: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub admins: Vec<Spanned<String>>,
+    #[serde(default)]
     pub allow_dms: bool,
     #[serde(default)]
     pub allow_role_mentions: bool,
@@ -105,6 +109,8 @@ impl Default for RawDiscord {
             token_env: default_token_env(),
             allowed_guild_ids: Vec::new(),
             allowed_channel_ids: Vec::new(),
+            allowed_category_ids: Vec::new(),
+            admins: Vec::new(),
             allow_dms: false,
             allow_role_mentions: false,
             api_base_url: None,
@@ -187,6 +193,8 @@ pub(crate) struct RawToolserver {
     pub max_concurrent_calls: Spanned<u64>,
     #[serde(default = "default_download_max_bytes")]
     pub download_max_bytes: Spanned<u64>,
+    #[serde(default = "default_max_parts_per_send")]
+    pub max_parts_per_send: Spanned<u64>,
     #[serde(default)]
     pub rate_limits: RawRateLimits,
 }
@@ -200,6 +208,7 @@ impl Default for RawToolserver {
             call_timeout_s: default_call_timeout_s(),
             max_concurrent_calls: default_max_concurrent_calls(),
             download_max_bytes: default_download_max_bytes(),
+            max_parts_per_send: default_max_parts_per_send(),
             rate_limits: RawRateLimits::default(),
         }
     }
@@ -211,6 +220,10 @@ fn default_call_timeout_s() -> Spanned<u64> {
 
 fn default_max_concurrent_calls() -> Spanned<u64> {
     Spanned::new(0..0, 64)
+}
+
+fn default_max_parts_per_send() -> Spanned<u64> {
+    Spanned::new(0..0, 10)
 }
 
 fn default_download_max_bytes() -> Spanned<u64> {

@@ -112,6 +112,34 @@ impl<'a> Collector<'a> {
     }
 }
 
+/// The file as text, or a located problem at its first byte that is not UTF-8.
+pub(crate) fn utf8_source<'a>(bytes: &'a [u8], file: &str) -> Result<&'a str, Report> {
+    std::str::from_utf8(bytes).map_err(|error| {
+        let valid = &bytes[..error.valid_up_to()];
+        // The valid prefix is UTF-8 by definition.
+        let prefix = std::str::from_utf8(valid).unwrap_or_default();
+        let line = prefix.matches('\n').count() + 1;
+        let column = prefix
+            .rsplit('\n')
+            .next()
+            .map_or(1, |last| last.chars().count() + 1);
+        Report {
+            file: file.to_owned(),
+            problems: vec![Problem {
+                line,
+                column,
+                key_path: "(encoding)".to_owned(),
+                message: format!(
+                    "the file is not UTF-8 text (byte 0x{:02x} at offset {})",
+                    bytes[error.valid_up_to()],
+                    error.valid_up_to()
+                ),
+                help: "save the config as UTF-8 (TOML files must be UTF-8); check the editor's encoding setting".to_owned(),
+            }],
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,5 +150,17 @@ mod tests {
         assert_eq!(c.locate(0), (1, 1));
         assert_eq!(c.locate(3), (2, 1));
         assert_eq!(c.locate(6), (2, 3));
+    }
+
+    #[test]
+    fn a_file_that_is_not_utf8_is_located_at_its_first_bad_byte() {
+        let report = utf8_source(b"[discord]\nallow_dms = \xff\n", "x.toml").unwrap_err();
+        assert_eq!(report.problems.len(), 1);
+        let problem = &report.problems[0];
+        assert_eq!((problem.line, problem.column), (2, 13));
+        assert!(problem.message.contains("not UTF-8"), "{}", problem.message);
+        assert!(report
+            .to_string()
+            .starts_with("x.toml: 1 problem found\nx.toml:2:13: (encoding)"));
     }
 }

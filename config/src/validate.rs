@@ -10,13 +10,14 @@ use toml::Spanned;
 use crate::raw::{RawAlias, RawConfig};
 use crate::report::Collector;
 use crate::{
-    AgentConfig, AliasComments, Config, DiscordConfig, OpenAiRunner, Quota, RateLimits, Runner,
-    StoreConfig, ToolserverConfig,
+    AgentConfig, AliasComments, Config, DiscordConfig, OpenAiRunner, Principal, Quota, RateLimits,
+    Runner, StoreConfig, ToolserverConfig,
 };
 
 const ID_HELP: &str = "a Discord id is 17 to 20 digits, written as a quoted string; in Discord, enable Developer Mode and use \"Copy ID\"";
 
 pub(crate) fn validate(raw: RawConfig, c: &mut Collector) -> Option<Config> {
+    let (aliases, alias_comments) = aliases(&raw, c);
     let discord = DiscordConfig {
         token_env: env_name(&raw.discord.token_env, "discord.token_env", c),
         allowed_guild_ids: ids(
@@ -29,6 +30,12 @@ pub(crate) fn validate(raw: RawConfig, c: &mut Collector) -> Option<Config> {
             "discord.allowed_channel_ids",
             c,
         ),
+        allowed_category_ids: ids(
+            &raw.discord.allowed_category_ids,
+            "discord.allowed_category_ids",
+            c,
+        ),
+        admins: principals(&raw.discord.admins, "discord.admins", &aliases, c),
         allow_dms: raw.discord.allow_dms,
         allow_role_mentions: raw.discord.allow_role_mentions,
         api_base_url: raw
@@ -37,7 +44,6 @@ pub(crate) fn validate(raw: RawConfig, c: &mut Collector) -> Option<Config> {
             .as_ref()
             .and_then(|url| base_url(url, c)),
     };
-    let (aliases, alias_comments) = aliases(&raw, c);
     let toolserver = ToolserverConfig {
         bind: bind(&raw.toolserver.bind, c),
         operator_token_env: env_name(
@@ -64,6 +70,12 @@ pub(crate) fn validate(raw: RawConfig, c: &mut Collector) -> Option<Config> {
             1..=1024 * 1024 * 1024,
             c,
         ),
+        max_parts_per_send: bounded(
+            &raw.toolserver.max_parts_per_send,
+            "toolserver.max_parts_per_send",
+            1..=100,
+            c,
+        ) as usize,
         rate_limits: rate_limits(&raw.toolserver.rate_limits, c),
     };
     if toolserver.insecure_no_auth && !toolserver.bind.ip().is_loopback() {
@@ -323,6 +335,69 @@ fn ids(values: &[Spanned<String>], key: &str, c: &mut Collector) -> Vec<Snowflak
     ids
 }
 
+/// Users and roles by alias (`@Mira`, `Mira`, `@oncall`), mention (`<@id>`, `<@&id>`) or id.
+pub(crate) fn principals(
+    values: &[Spanned<String>],
+    key: &str,
+    aliases: &Aliases,
+    c: &mut Collector,
+) -> Vec<Principal> {
+    let mut principals = Vec::with_capacity(values.len());
+    for (index, value) in values.iter().enumerate() {
+        let written = value.get_ref().trim();
+        let key_path = format!("{key}[{index}]");
+        if let Some(id) = written
+            .strip_prefix("<@&")
+            .and_then(|rest| rest.strip_suffix('>'))
+        {
+            match id.parse::<Snowflake>() {
+                Ok(id) => principals.push(Principal::Role(id)),
+                Err(error) => c.add(Some(value.span()), &key_path, error.to_string(), ID_HELP),
+            }
+            continue;
+        }
+        if let Some(id) = written
+            .strip_prefix("<@")
+            .and_then(|rest| rest.strip_suffix('>'))
+        {
+            match id.trim_start_matches('!').parse::<Snowflake>() {
+                Ok(id) => principals.push(Principal::User(id)),
+                Err(error) => c.add(Some(value.span()), &key_path, error.to_string(), ID_HELP),
+            }
+            continue;
+        }
+        if !written.is_empty() && written.bytes().all(|b| b.is_ascii_digit()) {
+            match written.parse::<Snowflake>() {
+                Ok(id) => principals.push(Principal::Id(id)),
+                Err(error) => c.add(Some(value.span()), &key_path, error.to_string(), ID_HELP),
+            }
+            continue;
+        }
+        let name = written.strip_prefix('@').unwrap_or(written);
+        if let Some(id) = aliases.id_for(AliasKind::User, name) {
+            principals.push(Principal::User(id));
+        } else if let Some(id) = aliases.id_for(AliasKind::Role, name) {
+            principals.push(Principal::Role(id));
+        } else {
+            let known = aliases
+                .iter(AliasKind::User)
+                .chain(aliases.iter(AliasKind::Role))
+                .map(|(alias, _)| alias);
+            let help = match entity::nearest(name, known) {
+                Some(near) => format!("did you mean \"@{near}\"? Name a user or role alias from [entity.users] / [entity.roles], or write the id"),
+                None => "name a user or role alias from [entity.users] / [entity.roles], or write the id as a quoted string".to_owned(),
+            };
+            c.add(
+                Some(value.span()),
+                &key_path,
+                format!("'{written}' is not a configured user or role alias, nor an id"),
+                help,
+            );
+        }
+    }
+    principals
+}
+
 fn base_url(url: &Spanned<String>, c: &mut Collector) -> Option<String> {
     base_url_value(url, "discord.api_base_url", c)
 }
@@ -400,6 +475,15 @@ fn aliases(raw: &RawConfig, c: &mut Collector) -> (Aliases, AliasComments) {
                 continue;
             }
             let normalized = normalize_name(alias);
+            if kind != AliasKind::Session && matches!(normalized.as_str(), "everyone" | "here") {
+                c.add(
+                    Some(name.span()),
+                    &key_path,
+                    format!("'{alias}' is Discord's own @{normalized}; an alias cannot take that name"),
+                    "rename the alias: @everyone and @here are Discord's words and switchboard never turns them into pings",
+                );
+                continue;
+            }
             if let Some(first) = seen.get(&normalized) {
                 c.add(
                     Some(name.span()),

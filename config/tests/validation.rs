@@ -401,3 +401,107 @@ fn openai_runner_reads_its_keys() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn admins_take_aliases_mentions_and_ids_and_name_unknown_ones() {
+    let text = EXAMPLE.replace(
+        "allow_dms = false",
+        "allow_dms = false\nadmins = [\"@Stanley\", \"oncall\", \"<@&445566778899001122>\", \"123456789012345670\", \"@Stanly\"]",
+    );
+    let found = problems(&text);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].contains("discord.admins[4]"), "{found:?}");
+    assert!(
+        found[0].contains("'@Stanly' is not a configured"),
+        "{found:?}"
+    );
+    let report = Config::parse(&text, "t.toml").unwrap_err();
+    assert!(
+        report.problems[0]
+            .help
+            .contains("did you mean \"@Stanley\""),
+        "{report}"
+    );
+
+    let fixed = text.replace(", \"@Stanly\"", "");
+    let config = Config::parse(&fixed, "t.toml").expect("valid");
+    use switchboard_config::Principal;
+    assert_eq!(
+        config.discord.admins,
+        vec![
+            Principal::User(Snowflake(123456789012345678)),
+            Principal::Role(Snowflake(445566778899001122)),
+            Principal::Role(Snowflake(445566778899001122)),
+            Principal::Id(Snowflake(123456789012345670)),
+        ]
+    );
+    let member = Snowflake(999999999999999999);
+    assert!(config.discord.admins[1].matches(member, &[Snowflake(445566778899001122)]));
+    assert!(!config.discord.admins[0].matches(member, &[]));
+}
+
+#[test]
+fn everyone_and_here_cannot_be_aliases() {
+    let text = EXAMPLE
+        .replace(
+            "Stanley = \"123456789012345678\"",
+            "Stanley = \"123456789012345678\"\nhere = \"123456789012345679\"",
+        )
+        .replace(
+            "oncall = \"445566778899001122\"",
+            "oncall = \"445566778899001122\"\nEveryone = \"445566778899001123\"",
+        );
+    let found = problems(&text);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found
+            .iter()
+            .any(|p| p.contains("entity.users.here") && p.contains("Discord's own @here")),
+        "{found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|p| p.contains("entity.roles.Everyone") && p.contains("Discord's own @everyone")),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn categories_and_the_send_part_cap_are_read_and_checked() {
+    let text = EXAMPLE.replace(
+        "allowed_channel_ids = []",
+        "allowed_channel_ids = []\nallowed_category_ids = [\"334455667788990099\"]",
+    ) + "\n";
+    let config = Config::parse(&text, "t.toml").expect("valid");
+    assert_eq!(
+        config.discord.allowed_category_ids,
+        vec![Snowflake(334455667788990099)]
+    );
+    assert_eq!(config.toolserver.max_parts_per_send, 10);
+    let text = EXAMPLE.replace(
+        "operator_token_env = \"SWITCHBOARD_OPERATOR_TOKEN\"",
+        "operator_token_env = \"SWITCHBOARD_OPERATOR_TOKEN\"\nmax_parts_per_send = 0",
+    );
+    let found = problems(&text);
+    assert!(
+        found
+            .iter()
+            .any(|p| p.contains("toolserver.max_parts_per_send")),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_config_that_is_not_utf8_says_so_where_it_breaks() {
+    let dir = std::env::temp_dir().join(format!("sb-config-utf8-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad.toml");
+    std::fs::write(&path, b"[discord]\nallow_dms = true # caf\xe9\n").unwrap();
+    let error = Config::load(&path).unwrap_err();
+    let text = error.to_string();
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(text.contains("bad.toml:2:23: (encoding)"), "{text}");
+    assert!(text.contains("not UTF-8"), "{text}");
+    assert!(!text.contains("Create it"), "{text}");
+}

@@ -37,7 +37,7 @@ pub struct Core {
     pub(crate) surface: Arc<dyn Surface>,
     pub(crate) aliases: Aliases,
     pub(crate) alias_comments: AliasComments,
-    pub(crate) allowlist: Allowlist,
+    pub(crate) allowlist: Arc<Allowlist>,
     pub(crate) limits: Limits,
     pub(crate) registry: Registry,
     pub(crate) allow_role_mentions: bool,
@@ -80,7 +80,7 @@ impl Core {
             surface,
             aliases: config.aliases.clone(),
             alias_comments: config.alias_comments.clone(),
-            allowlist: Allowlist::new(&config.discord),
+            allowlist: Arc::new(Allowlist::new(&config.discord)),
             limits: Limits::new(&ts.rate_limits),
             registry,
             allow_role_mentions: config.discord.allow_role_mentions,
@@ -100,6 +100,12 @@ impl Core {
 
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// The allowlist every call is checked against; the bot applies the same one at ingest,
+    /// so nothing from a channel the agent may not see is stored.
+    pub fn allowlist(&self) -> &Arc<Allowlist> {
+        &self.allowlist
     }
 
     /// Turns the `workflow.*` callables on (they answer `unavailable` until then: workflows

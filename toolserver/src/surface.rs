@@ -20,6 +20,8 @@ pub enum SessionKind {
     Thread,
     Dm,
     Forum,
+    /// A guild category: holds channels, never messages.
+    Category,
 }
 
 /// A channel, thread or DM as the cache knows it.

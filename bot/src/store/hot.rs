@@ -291,6 +291,25 @@ impl Hot {
         newest
     }
 
+    /// Drops every cached message of a channel; `then` runs when there were any.
+    pub(crate) fn forget_channel(&self, channel_id: Snowflake, then: impl FnOnce(usize)) -> usize {
+        let count = self
+            .channels
+            .remove(&channel_id)
+            .map_or(0, |(_, channel)| channel.messages.len());
+        then(count);
+        count
+    }
+
+    /// Channels that have cached messages.
+    pub(crate) fn channels_with_messages(&self) -> Vec<Snowflake> {
+        self.channels
+            .iter()
+            .filter(|channel| !channel.messages.is_empty())
+            .map(|channel| *channel.key())
+            .collect()
+    }
+
     pub(crate) fn message_count(&self) -> usize {
         self.channels
             .iter()

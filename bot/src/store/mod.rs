@@ -349,6 +349,19 @@ impl Store {
         self.inner.hot.message(channel_id, id)
     }
 
+    /// Forgets every message of a channel, in memory and in SQLite (rows deleted, not marked):
+    /// for channels the allowlist no longer allows. Returns how many were cached.
+    pub fn forget_channel_messages(&self, channel_id: Snowflake) -> usize {
+        self.inner.hot.forget_channel(channel_id, |_| {
+            self.queue(Change::ForgetChannel(channel_id))
+        })
+    }
+
+    /// Channels that have cached messages.
+    pub fn channels_with_messages(&self) -> Vec<Snowflake> {
+        self.inner.hot.channels_with_messages()
+    }
+
     /// How many messages are cached (deleted ones excluded).
     pub fn message_count(&self) -> usize {
         self.inner.hot.message_count()

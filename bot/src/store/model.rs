@@ -11,6 +11,7 @@ pub enum SessionKind {
     Thread,
     Dm,
     Forum,
+    Category,
 }
 
 impl SessionKind {
@@ -21,6 +22,7 @@ impl SessionKind {
             SessionKind::Thread => 1,
             SessionKind::Dm => 2,
             SessionKind::Forum => 3,
+            SessionKind::Category => 4,
         }
     }
 
@@ -30,6 +32,7 @@ impl SessionKind {
             1 => Some(SessionKind::Thread),
             2 => Some(SessionKind::Dm),
             3 => Some(SessionKind::Forum),
+            4 => Some(SessionKind::Category),
             _ => None,
         }
     }

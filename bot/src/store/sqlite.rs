@@ -316,6 +316,8 @@ pub(crate) enum Change {
         channel_id: Snowflake,
         ids: Box<[u64]>,
     },
+    /// Remove every row of a channel's messages (the allowlist no longer allows it).
+    ForgetChannel(Snowflake),
     SaveWorkflow(Box<WorkflowRow>),
 }
 
@@ -341,6 +343,7 @@ impl Change {
                 format!("store message {id} in channel {channel_id}")
             }
             Change::SaveWorkflow(row) => format!("store workflow {}", row.id),
+            Change::ForgetChannel(id) => format!("forget the messages of channel {id}"),
             Change::DeleteMessages { channel_id, ids } => {
                 format!(
                     "mark {} message(s) deleted in channel {channel_id}",
@@ -398,6 +401,10 @@ pub(crate) fn apply(conn: &Connection, hot: &Hot, change: &Change) -> rusqlite::
         }
         Change::RemoveSession(id) => {
             conn.prepare_cached("DELETE FROM sessions WHERE id = ?1")?
+                .execute([to_sql(*id)])?;
+        }
+        Change::ForgetChannel(id) => {
+            conn.prepare_cached("DELETE FROM messages WHERE channel_id = ?1")?
                 .execute([to_sql(*id)])?;
         }
         Change::UpsertUser(user) => {

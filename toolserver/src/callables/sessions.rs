@@ -54,7 +54,13 @@ impl Tool for ListSessions {
         let all = cx.surface().sessions();
         let sessions: Vec<_> = all
             .iter()
-            .filter(|s| allowlist.allows(s.channel_id, &ChannelLocation::from(*s)))
+            .filter(|s| {
+                allowlist.allows_cached(s.channel_id, |id| {
+                    cx.surface()
+                        .session(id)
+                        .map(|info| ChannelLocation::from(&info))
+                })
+            })
             .take(limit as usize)
             .map(|s| cx.session_info_json(s))
             .collect();
