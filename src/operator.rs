@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use entity::{AliasKind, Mapper, NoNames};
-use switchboard_config::{Config, ConfigError, CONFIG_PATH_ENV};
+use switchboard_config::{Config, ConfigError, KnownChannels, CONFIG_PATH_ENV};
 
 use crate::cli::RewriteArgs;
 
@@ -35,11 +35,44 @@ fn plural(count: usize, one: &str, many: &str) -> String {
     format!("{count} {}", if count == 1 { one } else { many })
 }
 
+/// Categories the store of an earlier run knows, so check-config can catch a category id in
+/// the channel list; `Err` says why they could not be read.
+fn known_channels(config: &Config) -> Result<KnownChannels, String> {
+    let path = &config.store.path;
+    if path == ":memory:" || !Path::new(path).is_file() {
+        return Err(format!(
+            "no store at {path} yet (it is written by the first run)"
+        ));
+    }
+    let sessions = bot::store::peek_sessions(path).map_err(|error| error.to_string())?;
+    Ok(KnownChannels {
+        categories: sessions
+            .into_iter()
+            .filter(|s| s.kind == bot::store::SessionKind::Category)
+            .map(|s| (s.id, format!("#{}", s.name)))
+            .collect(),
+    })
+}
+
 pub fn check_config(flag: Option<&Path>) -> ExitCode {
     let path = config_path(flag);
     let config = match load(flag) {
         Ok(config) => config,
         Err(code) => return code,
+    };
+    let channels_note = match known_channels(&config) {
+        Ok(known) => match Config::load_with(&path, &known) {
+            Ok(_) => None,
+            Err(ConfigError::Invalid(report)) => {
+                eprint!("{report}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+            Err(error) => {
+                eprintln!("error: {error}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        },
+        Err(why) => Some(why),
     };
     let a = &config.aliases;
     let d = &config.discord;
@@ -51,12 +84,23 @@ pub fn check_config(flag: Option<&Path>) -> ExitCode {
         plural(a.len(AliasKind::Role), "role", "roles"),
     );
     println!(
-        "  allowlist: {}, {}, DMs {}",
+        "  allowlist: {}, {}, {}, DMs {}",
         plural(d.allowed_guild_ids.len(), "guild", "guilds"),
+        plural(d.allowed_category_ids.len(), "category", "categories"),
         plural(d.allowed_channel_ids.len(), "channel", "channels"),
         if d.allow_dms { "allowed" } else { "denied" },
     );
-    if d.allowed_guild_ids.is_empty() && d.allowed_channel_ids.is_empty() {
+    if !d.admins.is_empty() {
+        println!(
+            "  admins: {}",
+            plural(d.admins.len(), "user or role", "users or roles")
+        );
+    }
+    if d.allowed_guild_ids.is_empty()
+        && d.allowed_channel_ids.is_empty()
+        && d.allowed_category_ids.is_empty()
+        && !d.allow_dms
+    {
         println!("  note: the allowlist is empty, so every channel is denied");
     }
     println!(
@@ -66,6 +110,9 @@ pub fn check_config(flag: Option<&Path>) -> ExitCode {
     println!("  bot token from ${}", d.token_env);
     if let Some(url) = &d.api_base_url {
         println!("  Discord API: {url}");
+    }
+    if let Some(why) = channels_note {
+        println!("  note: channel kinds not checked against the store: {why}");
     }
     ExitCode::SUCCESS
 }

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use fake_discord::{demo, MemberSpec, SlashCommand, Snowflake, UserMessage, UserSpec, World};
 use support::{
-    bot_posts, command_agent, pid_alive, poll, script, wait_bounded, Allow, Fake, Switchboard,
-    TempDir,
+    bot_posts, command_agent, pid_alive, poll, script, wait_bounded, Allow, Fake, Sections,
+    Switchboard, TempDir,
 };
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
@@ -92,13 +92,13 @@ fn wait_for_commands(fake: &Fake) {
     });
 }
 
-/// Invokes `/name` in `channel` as Stanley; returns the text of the bot's answer.
-fn slash(fake: &Fake, channel: u64, name: &str) -> String {
+/// Invokes `/name` in `channel` as `user`; returns the bot's answer (`type`, `data`).
+fn slash_as(fake: &Fake, channel: u64, user: u64, name: &str) -> serde_json::Value {
     let invoked = fake
         .fake
         .invoke_command(SlashCommand {
             channel_id: channel.into(),
-            user_id: demo::STANLEY.into(),
+            user_id: user.into(),
             name: name.to_owned(),
             options: serde_json::json!([]),
         })
@@ -112,10 +112,25 @@ fn slash(fake: &Fake, channel: u64, name: &str) -> String {
             (!i["response"].is_null()).then_some(i)
         },
     );
-    answered["response"]["data"]["content"]
+    answered["response"].clone()
+}
+
+/// The text of an interaction answer.
+fn content(response: &serde_json::Value) -> String {
+    response["data"]["content"]
         .as_str()
-        .unwrap_or_else(|| panic!("no content in the answer to /{name}: {answered}"))
+        .unwrap_or_else(|| panic!("no content in the answer: {response}"))
         .to_owned()
+}
+
+/// Whether only the invoking user sees the answer (flag 64).
+fn ephemeral(response: &serde_json::Value) -> bool {
+    response["data"]["flags"].as_u64().unwrap_or(0) & 64 != 0
+}
+
+/// Invokes `/name` in `channel` as Stanley; returns the text of the bot's answer.
+fn slash(fake: &Fake, channel: u64, name: &str) -> String {
+    content(&slash_as(fake, channel, demo::STANLEY, name))
 }
 
 /// Runs a mention of the bot in #ops and waits until switchboard has stored it, which means it
@@ -543,5 +558,108 @@ fn a_reply_to_the_bot_triggers_without_a_mention() {
     let follow_up = follow_up["id"].as_str().expect("id").to_owned();
     poll("the reply's run", Duration::from_secs(10), || {
         started(out, demo::OPS, &follow_up).then_some(())
+    });
+}
+
+#[test]
+fn commands_answer_only_in_allowed_sessions_and_never_show_the_address() {
+    let fake = Fake::start();
+    let dir = TempDir::new("bridge-commands-allowed");
+    let out = dir.path();
+    let _reaper = Reaper(out);
+    let agent = logging_agent(out, 30);
+    let sb = Switchboard::start_with(
+        &fake,
+        out,
+        &Allow::default(),
+        &command_agent(&agent, out, 60, ""),
+    );
+    wait_for_commands(&fake);
+    let port = sb.url.rsplit(':').next().expect("a port").to_owned();
+    for name in ["status", "abort"] {
+        let refused = slash_as(&fake, demo::RANDOM, demo::STANLEY, name);
+        assert!(
+            ephemeral(&refused),
+            "/{name} in a refused channel is public: {refused}"
+        );
+        let text = content(&refused);
+        assert!(
+            text.contains("not active in this channel"),
+            "/{name}: {text:?}"
+        );
+        assert!(
+            !text.contains(&port) && !text.contains("127.0.0.1"),
+            "/{name}: {text:?}"
+        );
+    }
+    let status = slash_as(&fake, demo::OPS, demo::STANLEY, "status");
+    let text = content(&status);
+    assert!(text.contains("nothing running"), "{text:?}");
+    assert!(
+        !text.contains(&port) && !text.contains("127.0.0.1"),
+        "/status shows the address: {text:?}"
+    );
+    assert!(ephemeral(&status), "/status is for the asker: {status}");
+}
+
+#[test]
+fn abort_stops_only_your_own_run_unless_you_are_an_admin() {
+    let fake = Fake::start();
+    let dir = TempDir::new("bridge-abort-owner");
+    let out = dir.path();
+    let _reaper = Reaper(out);
+    let agent = logging_agent(out, 30);
+    let sb = Switchboard::start_with(
+        &fake,
+        out,
+        &Allow::default(),
+        &command_agent(&agent, out, 60, ""),
+    );
+    wait_for_commands(&fake);
+
+    let stanleys = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} mine"));
+    let pid = poll("Stanley's run to start", Duration::from_secs(5), || {
+        agent_pid(out, &stanleys)
+    });
+    let refused = slash_as(&fake, demo::OPS, demo::TOMAS, "abort");
+    assert!(ephemeral(&refused), "{refused}");
+    assert!(content(&refused).contains("Stanley"), "{refused}");
+    assert!(pid_alive(pid), "Tomas stopped Stanley's run");
+    let stopped = slash_as(&fake, demo::OPS, demo::STANLEY, "abort");
+    assert!(content(&stopped).contains("Stopping"), "{stopped}");
+    poll("Stanley's run to stop", Duration::from_secs(5), || {
+        (!pid_alive(pid)).then_some(())
+    });
+    drop(sb);
+}
+
+#[test]
+fn an_admin_by_role_may_stop_anyones_run() {
+    let fake = Fake::start();
+    let dir = TempDir::new("bridge-abort-admin");
+    let out = dir.path();
+    let _reaper = Reaper(out);
+    let agent = logging_agent(out, 30);
+    // Stanley holds the oncall role in the demo guild; Tomas holds none.
+    let _sb = Switchboard::start_sections(
+        &fake,
+        out,
+        &Allow::default(),
+        Sections {
+            discord: "admins = [\"@oncall\"]",
+            extra: &command_agent(&agent, out, 60, ""),
+            ..Sections::default()
+        },
+    );
+    wait_for_commands(&fake);
+    let tomas = fake.post(demo::OPS, demo::TOMAS, &format!("{BOT_MENTION} his"));
+    let pid = poll("Tomas's run to start", Duration::from_secs(5), || {
+        agent_pid(out, &tomas)
+    });
+    // Stanley is not the owner, but holds the oncall role, which is an admin.
+    let stopped = slash_as(&fake, demo::OPS, demo::STANLEY, "abort");
+    assert!(content(&stopped).contains("Stopping"), "{stopped}");
+    poll("Tomas's run to stop", Duration::from_secs(5), || {
+        (!pid_alive(pid)).then_some(())
     });
 }

@@ -1,16 +1,26 @@
-//! Slash commands (poise): the one `Data` type and the commands users can run in Discord.
+//! Slash commands (poise): the one `Data` type, the commands users can run in Discord, and the
+//! one `on_error` that answers the user.
+//!
+//! Commands answer only in sessions the allowlist allows (elsewhere: an ephemeral refusal that
+//! says nothing about the service), and never show addresses or tokens.
 
-use std::net::SocketAddr;
+use std::sync::Arc;
 
 use entity::Snowflake;
+use poise::CreateReply;
+use switchboard_config::Principal;
+use toolserver::allowlist::Allowlist;
+use toolserver::surface::{ChannelLocation, SessionKind};
 
-use crate::bridge::Bridge;
+use crate::bridge::{AbortOutcome, Bridge};
 use crate::store::Store;
 
 /// What every command can reach.
 pub struct Data {
     pub store: Store,
-    pub tool_server: SocketAddr,
+    pub allowlist: Arc<Allowlist>,
+    /// `discord.admins`: who may stop anyone's run.
+    pub admins: Vec<Principal>,
     /// `None` when no agent is configured.
     pub bridge: Option<Bridge>,
 }
@@ -18,9 +28,54 @@ pub struct Data {
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 pub type Context<'a> = poise::Context<'a, Data, Error>;
 
-/// Shows what switchboard knows about this channel.
+const NOT_HERE: &str = "switchboard is not active in this channel.";
+
+/// Whether the command was invoked in a session the allowlist allows.
+fn allowed_here(ctx: Context<'_>) -> bool {
+    let data = ctx.data();
+    let channel = Snowflake(ctx.channel_id().get());
+    let fallback = ChannelLocation {
+        guild_id: ctx.guild_id().map(|g| Snowflake(g.get())),
+        parent_channel_id: None,
+        kind: if ctx.guild_id().is_some() {
+            SessionKind::Channel
+        } else {
+            SessionKind::Dm
+        },
+    };
+    data.allowlist
+        .allows_cached(channel, |id| match data.store.session(id) {
+            Some(session) => Some(crate::surface::location(&session)),
+            None => (id == channel).then_some(fallback),
+        })
+}
+
+async fn private(ctx: Context<'_>, text: impl Into<String>) -> Result<(), Error> {
+    ctx.send(CreateReply::default().content(text).ephemeral(true))
+        .await?;
+    Ok(())
+}
+
+/// Whether the invoking user is in `discord.admins` (by id, or through a role).
+async fn is_admin(ctx: Context<'_>) -> bool {
+    let admins = &ctx.data().admins;
+    if admins.is_empty() {
+        return false;
+    }
+    let user = Snowflake(ctx.author().id.get());
+    let roles: Vec<Snowflake> = match ctx.author_member().await {
+        Some(member) => member.roles.iter().map(|r| Snowflake(r.get())).collect(),
+        None => Vec::new(),
+    };
+    switchboard_config::any_principal_matches(admins, user, &roles)
+}
+
+/// Shows what the agent is doing in this channel (only you see the answer).
 #[poise::command(slash_command)]
 pub async fn status(ctx: Context<'_>) -> Result<(), Error> {
+    if !allowed_here(ctx) {
+        return private(ctx, NOT_HERE).await;
+    }
     let data = ctx.data();
     let channel = Snowflake(ctx.channel_id().get());
     let cached = data.store.messages(channel, 1000, None, None).len();
@@ -37,28 +92,66 @@ pub async fn status(ctx: Context<'_>) -> Result<(), Error> {
             format!("Agent: {running}, {} waiting.", status.waiting.len())
         }
     };
-    ctx.say(format!(
-        "switchboard is connected. {name}: {cached} cached messages. {runs} The tool server listens on {}.",
-        data.tool_server
-    ))
-    .await?;
-    Ok(())
+    private(
+        ctx,
+        format!("switchboard is connected. {name}: {cached} cached messages. {runs}"),
+    )
+    .await
 }
 
-/// Stops the agent's running run in this channel (queued requests stay).
+/// Stops the agent's running request in this channel, if you asked for it (admins: any).
 #[poise::command(slash_command)]
 pub async fn abort(ctx: Context<'_>) -> Result<(), Error> {
-    let channel = Snowflake(ctx.channel_id().get());
-    let answer = match &ctx.data().bridge {
-        None => "No agent is configured here.",
-        Some(bridge) if bridge.abort(channel) => "Stopping the running request.",
-        Some(_) => "Nothing is running in this channel.",
+    if !allowed_here(ctx) {
+        return private(ctx, NOT_HERE).await;
+    }
+    let Some(bridge) = &ctx.data().bridge else {
+        return private(ctx, "No agent is configured here.").await;
     };
-    ctx.say(answer).await?;
-    Ok(())
+    let channel = Snowflake(ctx.channel_id().get());
+    let user = Snowflake(ctx.author().id.get());
+    let admin = is_admin(ctx).await;
+    match bridge.abort_for(channel, user, admin) {
+        AbortOutcome::Stopped => {
+            ctx.say("Stopping the running request.").await?;
+            Ok(())
+        }
+        AbortOutcome::NotYours { owner } => {
+            private(
+                ctx,
+                format!("The running request is {owner}'s; only they or an admin can stop it."),
+            )
+            .await
+        }
+        AbortOutcome::NothingRunning => private(ctx, "Nothing is running in this channel.").await,
+    }
 }
 
 /// Every command, for registration.
 pub fn all() -> Vec<poise::Command<Data, Error>> {
     vec![status(), abort()]
+}
+
+/// The one error handler: the user gets a short ephemeral answer, the log gets the detail.
+pub async fn on_error(error: poise::FrameworkError<'_, Data, Error>) {
+    match error {
+        poise::FrameworkError::Command { error, ctx, .. } => {
+            tracing::warn!(command = %ctx.command().name, %error, "command failed");
+            let answer = ctx
+                .send(
+                    CreateReply::default()
+                        .content("That command failed; the operator can find why in the log.")
+                        .ephemeral(true),
+                )
+                .await;
+            if let Err(error) = answer {
+                tracing::debug!(%error, "could not tell the user the command failed");
+            }
+        }
+        other => {
+            if let Err(error) = poise::builtins::on_error(other).await {
+                tracing::warn!(%error, "handling a command error failed");
+            }
+        }
+    }
 }

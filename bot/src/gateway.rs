@@ -177,11 +177,19 @@ impl Ingest {
     }
 
     fn guild_channel(&self, channel: &GuildChannel) {
+        let kind = session_kind(u64::from(u8::from(channel.kind)));
+        if kind == SessionKind::Category && self.allowlist.lists_channel(sid(channel.id.get())) {
+            tracing::warn!(
+                category = %channel.id,
+                name = %channel.name,
+                "discord.allowed_channel_ids lists a category, which allows nothing: a listed channel allows itself and its threads only. To allow every channel in it, move the id to discord.allowed_category_ids"
+            );
+        }
         self.store.upsert_session(StoredSession {
             id: sid(channel.id.get()),
             guild_id: Some(sid(channel.guild_id.get())),
             parent_id: channel.parent_id.map(|p| sid(p.get())),
-            kind: session_kind(u64::from(u8::from(channel.kind))),
+            kind,
             name: channel.name.clone(),
         });
     }

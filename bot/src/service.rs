@@ -130,6 +130,8 @@ pub async fn run(
     }
     let framework_store = store.clone();
     let framework_bridge = bridge.clone();
+    let framework_allowlist = Arc::clone(core.allowlist());
+    let framework_admins = config.discord.admins.clone();
     let framework = poise::Framework::builder()
         .options(poise::FrameworkOptions {
             commands: crate::commands::all(),
@@ -139,11 +141,7 @@ pub async fn run(
                 mention_as_prefix: false,
                 ..Default::default()
             },
-            on_error: |error| {
-                Box::pin(async move {
-                    tracing::warn!("command failed: {error}");
-                })
-            },
+            on_error: |error| Box::pin(crate::commands::on_error(error)),
             ..Default::default()
         })
         .setup(move |ctx, _ready, framework| {
@@ -155,7 +153,8 @@ pub async fn run(
                 }
                 Ok(crate::commands::Data {
                     store: framework_store,
-                    tool_server: addr,
+                    allowlist: framework_allowlist,
+                    admins: framework_admins,
                     bridge: framework_bridge,
                 })
             })

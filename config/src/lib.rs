@@ -181,6 +181,14 @@ pub struct StoreConfig {
     pub messages_per_channel: usize,
 }
 
+/// What is known of the guild's channels (from the store of an earlier run), so validation
+/// can catch ids in the wrong list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KnownChannels {
+    /// Category ids and their names.
+    pub categories: std::collections::HashMap<Snowflake, String>,
+}
+
 /// Why a config could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -196,20 +204,30 @@ pub enum ConfigError {
 impl Config {
     /// Reads and validates the file at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        Config::load_with(path, &KnownChannels::default())
+    }
+
+    /// [`Config::load`], also checking ids against what is known of the channels.
+    pub fn load_with(path: &Path, known: &KnownChannels) -> Result<Config, ConfigError> {
         let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
         })?;
         let file = path.display().to_string();
         let source = report::utf8_source(&bytes, &file).map_err(ConfigError::Invalid)?;
-        Config::parse(source, &file).map_err(ConfigError::Invalid)
+        Config::parse_with(source, &file, known).map_err(ConfigError::Invalid)
     }
 
     /// Validates config text; `file` names it in the report.
     pub fn parse(source: &str, file: &str) -> Result<Config, Report> {
+        Config::parse_with(source, file, &KnownChannels::default())
+    }
+
+    /// [`Config::parse`], also checking ids against what is known of the channels.
+    pub fn parse_with(source: &str, file: &str, known: &KnownChannels) -> Result<Config, Report> {
         let mut collector = report::Collector::new(source);
         let raw = structure::read(source, &mut collector);
-        let config = raw.and_then(|raw| validate::validate(raw, &mut collector));
+        let config = raw.and_then(|raw| validate::validate(raw, known, &mut collector));
         match config {
             Some(config) if collector.problems.is_empty() => Ok(config),
             _ => Err(collector.finish(file)),

@@ -10,14 +10,30 @@ use toml::Spanned;
 use crate::raw::{RawAlias, RawConfig};
 use crate::report::Collector;
 use crate::{
-    AgentConfig, AliasComments, Config, DiscordConfig, OpenAiRunner, Principal, Quota, RateLimits,
-    Runner, StoreConfig, ToolserverConfig,
+    AgentConfig, AliasComments, Config, DiscordConfig, KnownChannels, OpenAiRunner, Principal,
+    Quota, RateLimits, Runner, StoreConfig, ToolserverConfig,
 };
 
 const ID_HELP: &str = "a Discord id is 17 to 20 digits, written as a quoted string; in Discord, enable Developer Mode and use \"Copy ID\"";
 
-pub(crate) fn validate(raw: RawConfig, c: &mut Collector) -> Option<Config> {
+pub(crate) fn validate(raw: RawConfig, known: &KnownChannels, c: &mut Collector) -> Option<Config> {
     let (aliases, alias_comments) = aliases(&raw, c);
+    for (index, value) in raw.discord.allowed_channel_ids.iter().enumerate() {
+        let category = value
+            .get_ref()
+            .trim()
+            .parse::<Snowflake>()
+            .ok()
+            .and_then(|id| known.categories.get(&id));
+        if let Some(name) = category {
+            c.add(
+                Some(value.span()),
+                format!("discord.allowed_channel_ids[{index}]"),
+                format!("{} is a category ({name}), not a channel", value.get_ref().trim()),
+                "a listed channel allows itself and its threads only, so this allows nothing; to allow every channel in the category, move the id to discord.allowed_category_ids",
+            );
+        }
+    }
     let discord = DiscordConfig {
         token_env: env_name(&raw.discord.token_env, "discord.token_env", c),
         allowed_guild_ids: ids(

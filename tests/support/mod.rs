@@ -210,6 +210,17 @@ pub fn config_text_with(
     allow: &Allow,
     toolserver: &str,
 ) -> String {
+    config_text_sections(api_base_url, store, allow, "", toolserver)
+}
+
+/// [`config_text`] with more keys in `[discord]` and in `[toolserver]`.
+pub fn config_text_sections(
+    api_base_url: &str,
+    store: &Path,
+    allow: &Allow,
+    discord: &str,
+    toolserver: &str,
+) -> String {
     use demo::*;
     let channels: Vec<String> = allow.channels.iter().map(|c| format!("\"{c}\"")).collect();
     format!(
@@ -217,6 +228,7 @@ pub fn config_text_with(
 allowed_channel_ids = [{channels}]
 allow_dms = {dms}
 api_base_url = "{api_base_url}"
+{discord}
 
 [entity.users]
 Stanley = "{STANLEY}"
@@ -394,6 +406,15 @@ pub fn bot_posts(fake: &Fake, channel: u64) -> Vec<Value> {
         .collect()
 }
 
+/// Config lines added to the test config: keys in `[discord]`, keys in `[toolserver]`, and
+/// whole tables after them (`[agent]`, ...).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sections<'a> {
+    pub discord: &'a str,
+    pub toolserver: &'a str,
+    pub extra: &'a str,
+}
+
 /// A running `switchboard run`, killed on drop.
 pub struct Switchboard {
     child: Child,
@@ -440,14 +461,40 @@ impl Switchboard {
         toolserver: &str,
         extra: &str,
     ) -> Switchboard {
+        Switchboard::start_sections(
+            fake,
+            dir,
+            allow,
+            Sections {
+                toolserver,
+                extra,
+                ..Sections::default()
+            },
+        )
+    }
+
+    /// Starts switchboard with `sections` added to the playground-like config.
+    pub fn start_sections(
+        fake: &Fake,
+        dir: &Path,
+        allow: &Allow,
+        sections: Sections<'_>,
+    ) -> Switchboard {
         // Build (or find) the CLI before any clock starts.
         tools_bin();
         let store = dir.join("switchboard.db");
         let config = dir.join("switchboard.toml");
         let text = format!(
             "{}
-{extra}",
-            config_text_with(&fake.base_url(), &store, allow, toolserver)
+{}",
+            config_text_sections(
+                &fake.base_url(),
+                &store,
+                allow,
+                sections.discord,
+                sections.toolserver
+            ),
+            sections.extra
         );
         std::fs::write(&config, text).expect("write the config");
         let token = random_token();

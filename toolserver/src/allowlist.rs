@@ -265,6 +265,11 @@ impl Allowlist {
             && !self.allow_dms
     }
 
+    /// Whether `id` is written in `allowed_channel_ids` (to warn when it names a category).
+    pub fn lists_channel(&self, id: Snowflake) -> bool {
+        self.channels.contains(&id)
+    }
+
     /// How many lookups are remembered (for tests and metrics).
     pub fn remembered(&self) -> usize {
         self.memo.len()

@@ -56,6 +56,17 @@ pub struct Incoming<'a> {
     pub replies_to_bot: bool,
 }
 
+/// What `/abort` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AbortOutcome {
+    Stopped,
+    /// Someone else started the running run, and the caller is not an admin.
+    NotYours {
+        owner: String,
+    },
+    NothingRunning,
+}
+
 /// What `/status` shows for a session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionStatus {
@@ -224,14 +235,26 @@ impl Bridge {
         }
     }
 
-    /// Stops the session's running run; queued ones stay. True when one was running.
-    pub fn abort(&self, channel: Snowflake) -> bool {
+    /// `/abort` by `user`: stops the session's running run when `user` started it, or when
+    /// `admin`; queued runs stay.
+    pub fn abort_for(&self, channel: Snowflake, user: Snowflake, admin: bool) -> AbortOutcome {
         let mut sessions = self.sessions();
-        sessions
+        let Some(run) = sessions
             .get_mut(&channel)
             .and_then(|queue| queue.running.as_mut())
-            .and_then(|run| run.abort.take())
-            .is_some_and(|abort| abort.send(()).is_ok())
+        else {
+            return AbortOutcome::NothingRunning;
+        };
+        if run.trigger.author_id != user && !admin {
+            return AbortOutcome::NotYours {
+                owner: run.trigger.author_name.clone(),
+            };
+        }
+        if run.abort.take().is_some_and(|abort| abort.send(()).is_ok()) {
+            AbortOutcome::Stopped
+        } else {
+            AbortOutcome::NothingRunning
+        }
     }
 
     pub fn status(&self, channel: Snowflake) -> SessionStatus {

@@ -103,6 +103,12 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// The sessions a store file holds, read without locking or changing it; fails while a
+/// running switchboard holds the file.
+pub fn peek_sessions(path: &str) -> Result<Vec<StoredSession>, StoreError> {
+    sqlite::peek_sessions(path)
+}
+
 impl Store {
     /// Opens the store at `path` (":memory:" for one that lives only as long as the process),
     /// creating or migrating its schema, rebuilding the hot maps and starting the writer.

@@ -160,6 +160,50 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
 
 /// Fills the hot maps: sessions, users, roles, the newest `messages_per_channel` live
 /// messages of each channel, and the ids of deleted messages not yet pruned.
+/// The sessions of a store file, read without taking its lock or changing it (for
+/// `check-config`). Fails when the file is missing, locked by a running switchboard, or not a
+/// store.
+pub(crate) fn peek_sessions(path: &str) -> Result<Vec<StoredSession>, StoreError> {
+    use rusqlite::OpenFlags;
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|source| StoreError::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    let fail = |source| StoreError::from_open(path, "read the sessions", source);
+    let mut stmt = conn
+        .prepare("SELECT id, guild_id, parent_id, kind, name FROM sessions")
+        .map_err(fail)?;
+    let rows = stmt
+        .query_map([], |row| {
+            Ok((
+                from_sql(row.get(0)?),
+                row.get::<_, Option<i64>>(1)?.map(from_sql),
+                row.get::<_, Option<i64>>(2)?.map(from_sql),
+                row.get::<_, i64>(3)?,
+                row.get::<_, String>(4)?,
+            ))
+        })
+        .map_err(fail)?;
+    let mut sessions = Vec::new();
+    for row in rows {
+        let (id, guild_id, parent_id, kind, name) = row.map_err(fail)?;
+        if let Some(kind) = SessionKind::from_code(kind) {
+            sessions.push(StoredSession {
+                id,
+                guild_id,
+                parent_id,
+                kind,
+                name,
+            });
+        }
+    }
+    Ok(sessions)
+}
+
 pub(crate) fn load(conn: &Connection, hot: &Hot, path: &str) -> Result<(), StoreError> {
     let fail = |source| StoreError::Load {
         path: path.to_owned(),
