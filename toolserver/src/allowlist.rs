@@ -145,7 +145,7 @@ impl Allowlist {
     ) -> bool {
         match session(channel_id) {
             Some(location) => {
-                let category = self.category_of(&location, |id| session(id));
+                let category = self.category_of(&location, &session);
                 self.allows(channel_id, &location, category)
             }
             None => false,
