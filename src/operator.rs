@@ -83,10 +83,17 @@ pub fn check_config(flag: Option<&Path>) -> ExitCode {
         plural(a.len(AliasKind::Session), "session", "sessions"),
         plural(a.len(AliasKind::Role), "role", "roles"),
     );
+    let categories = if d.allowed_category_ids.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", {}",
+            plural(d.allowed_category_ids.len(), "category", "categories")
+        )
+    };
     println!(
-        "  allowlist: {}, {}, {}, DMs {}",
+        "  allowlist: {}, {}{categories}, DMs {}",
         plural(d.allowed_guild_ids.len(), "guild", "guilds"),
-        plural(d.allowed_category_ids.len(), "category", "categories"),
         plural(d.allowed_channel_ids.len(), "channel", "channels"),
         if d.allow_dms { "allowed" } else { "denied" },
     );

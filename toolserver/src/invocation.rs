@@ -129,6 +129,17 @@ impl Invocation<'_> {
     /// Resolves the session to act in (the input's `sessionId`, else the context's), applies the
     /// allowlist, and for mutating calls the per-channel rate limit.
     pub async fn target(&self, explicit: Option<&str>) -> Result<Target, ToolError> {
+        self.target_spending(explicit, u32::from(self.mutating))
+            .await
+    }
+
+    /// [`Invocation::target`] that spends `messages` of the channel's budget (a send split in
+    /// k parts spends k; reads spend nothing).
+    pub async fn target_spending(
+        &self,
+        explicit: Option<&str>,
+        messages: u32,
+    ) -> Result<Target, ToolError> {
         let reference = explicit
             .filter(|r| !r.trim().is_empty())
             .or(self.context.session_ref.as_deref())
@@ -147,8 +158,10 @@ impl Invocation<'_> {
             .allowlist
             .check(self.surface(), channel_id)
             .await?;
-        if self.mutating {
-            self.core.limits.check_channel(channel_id.get())?;
+        if messages > 0 {
+            self.core
+                .limits
+                .check_channel_n(channel_id.get(), messages)?;
         }
         Ok(Target {
             channel_id,

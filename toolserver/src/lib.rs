@@ -24,6 +24,7 @@ pub mod invocation;
 pub mod memory;
 pub mod protocol;
 pub mod ratelimit;
+pub mod refusals;
 pub mod registry;
 pub mod render;
 pub mod server;

@@ -55,17 +55,35 @@ impl Limits {
     }
 
     pub fn check_channel(&self, channel_id: u64) -> Result<(), ToolError> {
-        self.check(&self.per_channel, channel_id.to_string())
-            .map_err(|wait| {
-                ToolError::rate_limited(
+        self.check_channel_n(channel_id, 1)
+    }
+
+    /// Spends `messages` of a channel's budget at once (a send split into k parts spends k):
+    /// all or nothing. More than the burst can never pass and is a usage error.
+    pub fn check_channel_n(&self, channel_id: u64, messages: u32) -> Result<(), ToolError> {
+        let n = NonZeroU32::new(messages).unwrap_or(NonZeroU32::MIN);
+        match self.per_channel.check_key_n(&channel_id.to_string(), n) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(not_until)) => {
+                let wait = not_until.wait_time_from(self.clock.now());
+                Err(ToolError::rate_limited(
                     "channel_rate_limited",
                     format!(
-                        "Too many changes to channel {channel_id}; retry after {} ms",
+                        "Too many changes to channel {channel_id} ({messages} message{} needed); retry after {} ms",
+                        if messages == 1 { "" } else { "s" },
                         wait.as_millis()
                     ),
                     wait,
-                )
-            })
+                ))
+            }
+            Err(capacity) => Err(ToolError::usage(
+                "over_channel_burst",
+                format!(
+                    "This needs {messages} messages in channel {channel_id}, more than its limit allows at once ({}); send less, or raise toolserver.rate_limits.per_channel_mutating_burst",
+                    capacity.0
+                ),
+            )),
+        }
     }
 
     /// Forgets keys whose state has fully recovered; returns the keys left.
@@ -106,6 +124,22 @@ mod tests {
         // Another callable and another caller have their own budgets.
         assert!(limits.check_caller("op", "surface.sessions.list").is_ok());
         assert!(limits.check_caller("cap:1", "surface.help").is_ok());
+    }
+
+    #[test]
+    fn a_split_send_spends_one_unit_per_part() {
+        let limits = limits(5);
+        assert!(limits.check_channel_n(7, 3).is_ok());
+        let error = limits.check_channel_n(7, 3).unwrap_err();
+        assert_eq!(error.status().as_u16(), 429, "only 2 left of 5: {error:?}");
+        assert!(
+            limits.check_channel_n(7, 2).is_ok(),
+            "all or nothing: the refusal spent nothing"
+        );
+        assert_eq!(
+            limits.check_channel_n(8, 6).unwrap_err().code,
+            "over_channel_burst"
+        );
     }
 
     #[test]

@@ -44,8 +44,10 @@ pub struct Core {
     pub(crate) rendered: crate::render::RenderCache,
     pub capabilities: CapabilityStore,
     pub(crate) download_max_bytes: u64,
+    pub(crate) max_parts_per_send: usize,
     pub(crate) workflows: std::sync::OnceLock<Arc<crate::workflow::WorkflowEngine>>,
     operator: Option<OperatorToken>,
+    refusals: crate::refusals::RefusalLog,
     call_timeout: Duration,
     permits: Semaphore,
 }
@@ -87,8 +89,10 @@ impl Core {
             rendered: crate::render::RenderCache::new(),
             capabilities: CapabilityStore::new(),
             download_max_bytes: ts.download_max_bytes,
+            max_parts_per_send: ts.max_parts_per_send,
             workflows: std::sync::OnceLock::new(),
             operator: operator_token.as_deref().map(OperatorToken::new),
+            refusals: crate::refusals::RefusalLog::new(),
             call_timeout: ts.call_timeout,
             permits: Semaphore::new(ts.max_concurrent_calls),
         })
@@ -100,6 +104,11 @@ impl Core {
 
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// `toolserver.max_parts_per_send`: the most messages one send may post.
+    pub fn max_parts_per_send(&self) -> usize {
+        self.max_parts_per_send
     }
 
     /// The allowlist every call is checked against; the bot applies the same one at ingest,
@@ -174,7 +183,8 @@ impl Core {
 
     /// One call through the whole policy path: scope, per-caller rate limit, concurrency cap,
     /// input validation, the handler (which applies the allowlist and channel limits), timeout.
-    /// Every call is written to the audit log.
+    /// Every call is a DEBUG line (target `audit`); refusals are also an INFO line, at most
+    /// one per caller and code every few seconds, with how many there were.
     pub async fn call(
         &self,
         context: &CallContext,
@@ -183,22 +193,48 @@ impl Core {
     ) -> Result<ToolOutput, ToolError> {
         let started = Instant::now();
         let result = self.call_inner(context, tool_id, input).await;
-        let outcome = match &result {
-            Ok(_) => "ok",
-            Err(error) => error.kind.as_str(),
-        };
-        tracing::info!(
-            target: "audit",
-            caller = %context.caller.key(),
-            tool = tool_id,
-            session = context.session_ref.as_deref().unwrap_or("-"),
-            request = context.request_id.as_deref().unwrap_or("-"),
-            tool_call = context.tool_call_id.as_deref().unwrap_or("-"),
-            outcome,
-            code = result.as_ref().err().map_or("", |e| e.code.as_str()),
-            ms = started.elapsed().as_millis() as u64,
-            "call"
-        );
+        let ms = started.elapsed().as_millis() as u64;
+        let caller = context.caller.key();
+        match &result {
+            Ok(_) => tracing::debug!(
+                target: "audit",
+                caller = %caller,
+                tool = tool_id,
+                session = context.session_ref.as_deref().unwrap_or("-"),
+                request = context.request_id.as_deref().unwrap_or("-"),
+                tool_call = context.tool_call_id.as_deref().unwrap_or("-"),
+                outcome = "ok",
+                ms,
+                "call"
+            ),
+            Err(error) => {
+                tracing::debug!(
+                    target: "audit",
+                    caller = %caller,
+                    tool = tool_id,
+                    session = context.session_ref.as_deref().unwrap_or("-"),
+                    request = context.request_id.as_deref().unwrap_or("-"),
+                    tool_call = context.tool_call_id.as_deref().unwrap_or("-"),
+                    outcome = error.kind.as_str(),
+                    code = %error.code,
+                    ms,
+                    "call"
+                );
+                if matches!(error.kind, ErrorKind::Denied | ErrorKind::Unavailable) {
+                    if let Some(count) = self.refusals.record(&caller, &error.code, started) {
+                        tracing::info!(
+                            target: "audit",
+                            caller = %caller,
+                            tool = tool_id,
+                            code = %error.code,
+                            count,
+                            "refused {count} call(s) from {caller} ({}) since the last line like this",
+                            error.code
+                        );
+                    }
+                }
+            }
+        }
         result
     }
 
@@ -251,5 +287,6 @@ impl Core {
     pub fn prune(&self) {
         self.capabilities.prune_expired();
         self.limits.prune();
+        self.refusals.prune(Instant::now());
     }
 }

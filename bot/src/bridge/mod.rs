@@ -295,12 +295,13 @@ impl Bridge {
     /// rewrite, safe mentions, splitting, allowlist and rate limits.
     /// True when the reply was posted.
     async fn post_reply(&self, trigger: &Trigger, text: &str) -> bool {
+        let text = fit_reply(text, self.inner.core.max_parts_per_send());
         let context = CallContext {
             session_ref: Some(trigger.channel_id.to_string()),
             client: Some("discord".to_owned()),
             ..CallContext::operator()
         };
-        let mut input = json!({ "text": text });
+        let mut input = json!({ "text": text.as_ref() });
         if let Some(message_id) = trigger.message_id {
             input["replyToMessageId"] = json!(message_id.to_string());
         }
@@ -569,6 +570,28 @@ fn command_answer(
     }
 }
 
+/// Characters of a reply kept per message the send may post: well under 2,000, so mentions
+/// that grow in the outbound rewrite and the splitter's boundaries still fit.
+const REPLY_CHARS_PER_PART: usize = 1_500;
+
+/// An agent's answer cut to what one send may post (`toolserver.max_parts_per_send`), saying
+/// so at the end, instead of refusing the whole answer.
+fn fit_reply(text: &str, max_parts: usize) -> std::borrow::Cow<'_, str> {
+    let budget = max_parts.saturating_sub(1).max(1) * REPLY_CHARS_PER_PART;
+    let chars = text.chars().count();
+    if chars <= budget {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let cut = text
+        .char_indices()
+        .nth(budget)
+        .map_or(text.len(), |(at, _)| at);
+    std::borrow::Cow::Owned(format!(
+        "{}\n\n… (the answer was {chars} characters; it was cut here)",
+        &text[..cut]
+    ))
+}
+
 fn absolute(path: &std::path::Path) -> PathBuf {
     if path.is_absolute() {
         path.to_owned()
@@ -582,5 +605,31 @@ fn absolute(path: &std::path::Path) -> PathBuf {
 fn log_stderr(run: &str, stderr: &str) {
     if !stderr.trim().is_empty() {
         tracing::info!(run, stderr = %stderr.trim_end(), "agent stderr");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_reply_is_posted_as_is() {
+        assert!(matches!(
+            fit_reply("done", 10),
+            std::borrow::Cow::Borrowed("done")
+        ));
+    }
+
+    #[test]
+    fn a_long_reply_is_cut_to_what_one_send_may_post_and_says_so() {
+        let long = "é".repeat(100_000);
+        let fitted = fit_reply(&long, 10);
+        assert!(fitted.chars().count() < 9 * REPLY_CHARS_PER_PART + 100);
+        assert!(
+            fitted.ends_with("it was cut here)"),
+            "{}",
+            &fitted[fitted.len() - 80..]
+        );
+        assert!(fitted.contains("100000 characters"));
     }
 }

@@ -149,6 +149,14 @@ impl Tool for ReadMessage {
 
 pub struct SendMessage;
 
+fn too_many_parts(parts: usize, max: usize) -> ToolError {
+    ToolError::usage(
+        "too_many_parts",
+        format!("This text would be posted as {parts} messages; one send posts at most {max} (toolserver.max_parts_per_send). Shorten it, or attach it as a file with paths."),
+    )
+    .with_details(json!({ "parts": parts, "max": max }))
+}
+
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SendMessageInput {
@@ -204,6 +212,26 @@ impl Tool for SendMessage {
             .map(|id| parse_id("replyToMessageId", id))
             .transpose()?;
         let silent = input.silent.unwrap_or(false);
+        let max_parts = cx.core.max_parts_per_send;
+        // A cheap bound before any work: no rewrite shrinks text this much.
+        let chars = input.text.chars().count();
+        if chars > max_parts * MESSAGE_LIMIT * 2 {
+            return Err(too_many_parts(chars.div_ceil(MESSAGE_LIMIT), max_parts));
+        }
+        let content = cx.mapper().outbound(&input.text).into_owned();
+        let mut parts = split_message(&content, MESSAGE_LIMIT);
+        // Discord refuses a message that is only whitespace; such a part carries nothing.
+        parts.retain(|part| !part.trim().is_empty());
+        if parts.len() > max_parts {
+            return Err(too_many_parts(parts.len(), max_parts));
+        }
+        if parts.is_empty() {
+            parts.push(String::new());
+        }
+        let target = cx
+            .target_spending(input.session_id.as_deref(), parts.len() as u32)
+            .await?;
+        // Files are read only once every check has passed.
         let mut files = if paths.is_empty() {
             Vec::new()
         } else {
@@ -218,12 +246,6 @@ impl Tool for SendMessage {
                 })
                 .collect()
         };
-        let target = cx.target(input.session_id.as_deref()).await?;
-        let content = cx.mapper().outbound(&input.text).into_owned();
-        let mut parts = split_message(&content, MESSAGE_LIMIT);
-        if parts.is_empty() {
-            parts.push(String::new());
-        }
         let last = parts.len() - 1;
         let mut message_ids: Vec<String> = Vec::with_capacity(parts.len());
         for (index, part) in parts.into_iter().enumerate() {
