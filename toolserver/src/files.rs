@@ -215,6 +215,25 @@ pub fn download_dir(cwd: &Path, dir: Option<&str>) -> Result<PathBuf, ToolError>
         .with_details(json!({ "field": "dir" })));
     }
     let target = cwd.join(relative);
+    // Every part that already exists must resolve inside the cwd before anything is created:
+    // a symlink pointing out must not get directories made at its far end.
+    let mut prefix = cwd.to_path_buf();
+    for component in relative.components() {
+        prefix.push(component);
+        if std::fs::symlink_metadata(&prefix).is_err() {
+            break;
+        }
+        let resolved = prefix.canonicalize().map_err(|error| {
+            ToolError::usage("bad_path", format!("dir: cannot use {dir}: {error}"))
+        })?;
+        if !resolved.starts_with(cwd) {
+            return Err(ToolError::usage(
+                "path_outside_cwd",
+                format!("dir: {dir} leads outside the run's working directory"),
+            )
+            .with_details(json!({ "field": "dir" })));
+        }
+    }
     std::fs::create_dir_all(&target).map_err(|error| {
         ToolError::usage("bad_path", format!("dir: cannot create {dir}: {error}"))
     })?;
@@ -231,10 +250,16 @@ pub fn download_dir(cwd: &Path, dir: Option<&str>) -> Result<PathBuf, ToolError>
     Ok(resolved)
 }
 
-/// `name` in `dir`, made unique with ` (2)`, ` (3)`, ... when taken.
+/// Whether anything, even a dangling symlink, has this name.
+fn taken(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
+}
+
+/// `name` in `dir`, made unique with ` (2)`, ` (3)`, ... when taken (by anything, a dangling
+/// symlink included).
 pub fn unique_path(dir: &Path, name: &str) -> PathBuf {
     let first = dir.join(name);
-    if !first.exists() {
+    if !taken(&first) {
         return first;
     }
     let path = Path::new(name);
@@ -251,7 +276,7 @@ pub fn unique_path(dir: &Path, name: &str) -> PathBuf {
             };
             dir.join(candidate)
         })
-        .find(|p| !p.exists())
+        .find(|p| !taken(p))
         .unwrap_or(first)
 }
 
@@ -342,8 +367,18 @@ mod tests {
         assert!(download_dir(&dir, Some("/tmp")).is_err());
         std::os::unix::fs::symlink("/tmp", dir.join("escape")).unwrap();
         assert!(download_dir(&dir, Some("escape")).is_err());
+        // Refused before anything is made at the far end of the link.
+        let far = format!("switchboard-files-far-{}", std::process::id());
+        let refused = download_dir(&dir, Some(&format!("escape/{far}/deeper"))).unwrap_err();
+        assert_eq!(refused.code, "path_outside_cwd");
+        assert!(
+            !Path::new("/tmp").join(&far).exists(),
+            "a directory was created outside the cwd"
+        );
         std::fs::write(dir.join("a.txt"), b"1").unwrap();
         assert_eq!(unique_path(&dir, "a.txt"), dir.join("a (2).txt"));
+        std::os::unix::fs::symlink(dir.join("nowhere"), dir.join("dangling")).unwrap();
+        assert_eq!(unique_path(&dir, "dangling"), dir.join("dangling (2)"));
         assert_eq!(unique_path(&dir, "b.txt"), dir.join("b.txt"));
         assert!(run_dir(None).is_err());
         assert!(run_dir(Some("/definitely/not/here")).is_err());

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use toolserver::auth::CapabilityGrant;
 use toolserver::memory::demo;
 use toolserver::protocol::ErrorKind;
+use toolserver::surface::SurfaceError;
 use toolserver::testing::{TestServer, DEMO_CONFIG};
 use toolserver::workflow::{Observed, Workflow, WorkflowEngine, WorkflowHooks, WorkflowState};
 use toolserver::{CallContext, ToolError};
@@ -483,4 +484,56 @@ async fn a_run_sees_and_cancels_only_its_sessions_workflows() {
         .await
         .expect_err("bad state");
     assert_eq!(bad_state.kind, ErrorKind::Usage);
+}
+
+#[tokio::test]
+async fn a_dangling_symlink_is_a_taken_name_and_partial_failures_are_reported() {
+    let server = demo_server("").await;
+    let dir = Dir::new("download-dangling");
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), dir.path().join("dangling"))
+        .expect("symlink");
+    let trigger = server.surface().post_with_files(
+        Snowflake(demo::OPS),
+        Snowflake(demo::STANLEY),
+        "two files",
+        &[("lost.txt", b"never fetched"), ("dangling", b"kept")],
+    );
+    let context = CallContext {
+        trigger_message_id: Some(trigger),
+        ..operator_in(demo::OPS, Some(dir.path()))
+    };
+    // The first fetch fails; the second file is still saved, beside the dangling link.
+    server
+        .surface()
+        .fail_next(SurfaceError::Unavailable("cdn hiccup".into()));
+    let answer = call(&server, &context, "attachment.download", json!({}))
+        .await
+        .expect("partly downloaded");
+    assert_eq!(answer["files"][0]["path"], "dangling (2)", "{answer}");
+    assert_eq!(
+        std::fs::read(dir.path().join("dangling (2)")).expect("saved"),
+        b"kept"
+    );
+    assert_eq!(answer["failed"][0]["filename"], "lost.txt", "{answer}");
+    assert_eq!(
+        answer["failed"][0]["code"], "discord_unavailable",
+        "{answer}"
+    );
+
+    // Nothing saved: the call fails and says what was tried.
+    server
+        .surface()
+        .fail_next(SurfaceError::Unavailable("cdn down".into()));
+    server
+        .surface()
+        .fail_next(SurfaceError::Unavailable("cdn down".into()));
+    let error = call(&server, &context, "attachment.download", json!({}))
+        .await
+        .expect_err("nothing saved");
+    assert_eq!(error.kind, ErrorKind::Unavailable);
+    assert_eq!(
+        error.details["failed"].as_array().map(Vec::len),
+        Some(2),
+        "{error:?}"
+    );
 }

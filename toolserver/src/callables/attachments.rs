@@ -46,6 +46,25 @@ struct Skipped {
     reason: String,
 }
 
+/// An attachment that could not be fetched or saved; the others still were.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Failed {
+    filename: String,
+    code: String,
+    reason: String,
+}
+
+impl Failed {
+    fn from_error(filename: &str, error: &ToolError) -> Failed {
+        Failed {
+            filename: filename.to_owned(),
+            code: error.code.clone(),
+            reason: error.message.clone(),
+        }
+    }
+}
+
 /// Writes `content` to a new file named after `filename` in `dir`; never overwrites.
 fn save(dir: &Path, filename: &str, content: &[u8]) -> std::io::Result<std::path::PathBuf> {
     let name = files::sanitize_filename(filename);
@@ -79,7 +98,7 @@ impl Tool for DownloadAttachments {
         ToolSpec {
             id: "attachment.download",
             description: "Save the attachments of the message that started this run into the working directory.",
-            help: "Saves every attachment of the trigger message (or of `messageId`) into the run's working directory, or `dir` inside it. File names are reduced to one safe component (`../../etc/passwd` is saved as `passwd`) and never overwrite: a taken name gets ` (2)`. A file larger than the server's cap (toolserver.download_max_bytes) is not saved and is listed under `skipped`. Returns the saved files' paths relative to the working directory.",
+            help: "Saves every attachment of the trigger message (or of `messageId`) into the run's working directory, or `dir` inside it. File names are reduced to one safe component (`../../etc/passwd` is saved as `passwd`) and never overwrite: a taken name (even a dangling symlink) gets ` (2)`. A file larger than the server's cap (toolserver.download_max_bytes) is not saved and is listed under `skipped`; one that could not be fetched or saved is listed under `failed` while the others are still saved. Returns the saved files' paths relative to the working directory.",
             mutating: false,
             primary: Some("dir"),
             examples: vec![
@@ -110,6 +129,7 @@ impl Tool for DownloadAttachments {
         let cap = cx.core.download_max_bytes;
         let mut saved = Vec::new();
         let mut skipped = Vec::new();
+        let mut failed = Vec::new();
         for attachment in &message.attachments {
             let too_large = |size: u64| Skipped {
                 filename: attachment.filename.clone(),
@@ -120,7 +140,14 @@ impl Tool for DownloadAttachments {
                 skipped.push(too_large(attachment.size));
                 continue;
             }
-            let content = match cx.surface().fetch_attachment(attachment, cap).await? {
+            let fetched = match cx.surface().fetch_attachment(attachment, cap).await {
+                Ok(fetched) => fetched,
+                Err(error) => {
+                    failed.push(Failed::from_error(&attachment.filename, &error.into()));
+                    continue;
+                }
+            };
+            let content = match fetched {
                 Fetched::Bytes(content) => content,
                 Fetched::OverLimit => {
                     skipped.push(too_large(attachment.size.max(cap + 1)));
@@ -129,12 +156,20 @@ impl Tool for DownloadAttachments {
             };
             let (dir, filename) = (dir.clone(), attachment.filename.clone());
             let size = content.len() as u64;
-            let path = tokio::task::spawn_blocking(move || save(&dir, &filename, &content))
+            let written = tokio::task::spawn_blocking(move || save(&dir, &filename, &content))
                 .await
-                .map_err(|e| ToolError::internal(format!("saving the file failed: {e}")))?
-                .map_err(|e| {
-                    ToolError::internal(format!("cannot save {}: {e}", attachment.filename))
-                })?;
+                .map_err(|e| ToolError::internal(format!("saving the file failed: {e}")))?;
+            let path = match written {
+                Ok(path) => path,
+                Err(error) => {
+                    failed.push(Failed {
+                        filename: attachment.filename.clone(),
+                        code: "save_failed".to_owned(),
+                        reason: format!("cannot save it: {error}"),
+                    });
+                    continue;
+                }
+            };
             let relative = path.strip_prefix(&cwd).unwrap_or(&path);
             saved.push(Saved {
                 filename: attachment.filename.clone(),
@@ -142,11 +177,30 @@ impl Tool for DownloadAttachments {
                 size,
             });
         }
+        // Nothing saved and something failed: the call failed, and says what was tried.
+        if saved.is_empty() {
+            if let Some(first) = failed.first() {
+                return Err(ToolError::new(
+                    if first.code == "save_failed" {
+                        crate::protocol::ErrorKind::Internal
+                    } else {
+                        crate::protocol::ErrorKind::Unavailable
+                    },
+                    &first.code,
+                    format!(
+                        "No attachment was saved: {} {}",
+                        first.filename, first.reason
+                    ),
+                )
+                .with_details(json!({ "failed": failed, "skipped": skipped })));
+            }
+        }
         output(&json!({
             "messageId": message_id.to_string(),
             "dir": dir.to_string_lossy(),
             "files": saved,
             "skipped": skipped,
+            "failed": failed,
         }))
     }
 }
