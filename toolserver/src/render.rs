@@ -1,6 +1,7 @@
 //! Rendered messages, cached by id and revision: a list call copies each message's JSON instead
 //! of rewriting and escaping its text again.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dashmap::DashMap;
@@ -8,7 +9,10 @@ use entity::Snowflake;
 use serde_json::value::RawValue;
 
 /// Entries kept before the cache starts over (a bound on memory, not an LRU).
-const CAPACITY: usize = 50_000;
+const CAPACITY: usize = 20_000;
+/// Bytes of rendered JSON kept before the cache starts over: a 2,000-character message renders
+/// to about 2.5 KB, so this holds a few thousand of the longest ones.
+const CAPACITY_BYTES: usize = 16 * 1024 * 1024;
 
 #[derive(Clone)]
 struct Rendered {
@@ -21,6 +25,8 @@ struct Rendered {
 #[derive(Default)]
 pub struct RenderCache {
     entries: DashMap<Snowflake, Rendered>,
+    /// Bytes of JSON held (approximate under concurrent inserts; reset with the entries).
+    bytes: AtomicUsize,
 }
 
 impl RenderCache {
@@ -42,10 +48,14 @@ impl RenderCache {
             }
         }
         let json: Arc<RawValue> = Arc::from(render()?);
-        if self.entries.len() >= CAPACITY {
+        let size = json.get().len();
+        if self.entries.len() >= CAPACITY
+            || self.bytes.load(Ordering::Relaxed) + size > CAPACITY_BYTES
+        {
             self.entries.clear();
+            self.bytes.store(0, Ordering::Relaxed);
         }
-        self.entries.insert(
+        let replaced = self.entries.insert(
             message_id,
             Rendered {
                 revision,
@@ -53,11 +63,24 @@ impl RenderCache {
                 json: Arc::clone(&json),
             },
         );
+        let freed = replaced.map_or(0, |old| old.json.get().len());
+        self.bytes.fetch_add(size, Ordering::Relaxed);
+        // Saturating: a clear between the add above and this sub leaves the count at zero.
+        let _ = self
+            .bytes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                Some(b.saturating_sub(freed))
+            });
         Ok(json)
     }
 
     pub fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// Bytes of JSON held.
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -91,5 +114,25 @@ mod tests {
         assert_eq!(edited.get(), "\"b\"");
         let renamed = cache.get_or_render(id, 1, 1, || raw("c")).unwrap();
         assert_eq!(renamed.get(), "\"c\"");
+        assert_eq!(cache.len(), 1);
+        assert_eq!(cache.bytes(), 3, "a replaced entry's bytes are given back");
+    }
+
+    #[test]
+    fn the_cache_is_bounded_in_bytes_as_well_as_entries() {
+        let cache = RenderCache::new();
+        let big = "x".repeat(100_000);
+        for i in 0..1_000 {
+            cache
+                .get_or_render(Snowflake(i), 0, 0, || raw(&big))
+                .unwrap();
+            assert!(cache.bytes() <= CAPACITY_BYTES, "{} bytes", cache.bytes());
+        }
+        for i in 0..(CAPACITY as u64 * 2) {
+            cache
+                .get_or_render(Snowflake(i), 1, 0, || raw("s"))
+                .unwrap();
+        }
+        assert!(cache.len() <= CAPACITY);
     }
 }
