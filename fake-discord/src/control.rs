@@ -111,6 +111,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/_fake/commands", get(get_commands))
         .route("/_fake/requests", get(get_requests).delete(clear_requests))
         .route("/_fake/faults", post(post_fault))
+        .route("/_fake/dispatch", post(post_dispatch))
         .route("/_fake/state", get(get_state))
         .route("/_fake/world", get(get_world))
         .layer(middleware::from_fn(loopback_only))
@@ -252,6 +253,32 @@ async fn get_requests(State(s): State<Arc<Shared>>) -> Json<Value> {
 async fn clear_requests(State(s): State<Arc<Shared>>) -> StatusCode {
     s.lock().requests.clear();
     StatusCode::NO_CONTENT
+}
+
+/// `POST /_fake/dispatch {"t": NAME, "d": JSON}` or `{"t": NAME, "raw_d": TEXT}`: a dispatch
+/// sent as given, valid or not (the frame's `d` is `raw_d` verbatim).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDispatch {
+    pub t: String,
+    #[serde(default)]
+    pub d: Option<Value>,
+    #[serde(default)]
+    pub raw_d: Option<String>,
+}
+
+async fn post_dispatch(State(s): State<Arc<Shared>>, Body(b): Body<RawDispatch>) -> Answer {
+    let data = match (b.d, b.raw_d) {
+        (Some(d), None) => d.to_string(),
+        (None, Some(raw)) => raw,
+        _ => {
+            return Err(ControlError::BadBody(
+                "give exactly one of d (JSON) and raw_d (text)".into(),
+            ))
+        }
+    };
+    let sessions = s.publish_raw(b.t, data);
+    Ok(Json(json!({ "sessions": sessions })))
 }
 
 async fn post_fault(State(s): State<Arc<Shared>>, Body(fault): Body<Fault>) -> Answer {

@@ -23,7 +23,7 @@ pub mod intents {
 /// A dispatch ready to send: event name and serialized `d`.
 #[derive(Debug, Clone)]
 pub struct Dispatch {
-    pub name: &'static str,
+    pub name: std::borrow::Cow<'static, str>,
     pub data: Arc<str>,
     /// The intent a session needs to receive it (None: always sent).
     pub intent: Option<u64>,
@@ -322,7 +322,7 @@ impl Hub {
                 _ => &dispatch.data,
             };
             session.seq += 1;
-            let f = frame(session.seq, dispatch.name, data);
+            let f = frame(session.seq, &dispatch.name, data);
             session.backlog.push_back((session.seq, f.clone()));
             while session.backlog.len() > self.limits.backlog {
                 session.backlog.pop_front();
@@ -389,7 +389,7 @@ mod tests {
 
     fn dispatch(name: &'static str) -> Dispatch {
         Dispatch {
-            name,
+            name: name.into(),
             data: Arc::from("{}"),
             intent: None,
             without_content: None,

@@ -400,6 +400,12 @@ impl FakeDiscord {
         fake::inject_fault(&self.shared, fault)
     }
 
+    /// Sends a dispatch as given to every gateway session (`d` verbatim, valid JSON or not);
+    /// returns how many sessions got it.
+    pub fn dispatch_raw(&self, name: &str, d: &str) -> usize {
+        self.shared.publish_raw(name.to_owned(), d.to_owned())
+    }
+
     /// Counters.
     pub fn state(&self) -> FakeState {
         fake::state(&self.shared)

@@ -131,11 +131,22 @@ impl Shared {
     pub fn publish(&self, name: &'static str, d: &Value, intent: Option<u64>) {
         let data: Arc<str> = Arc::from(d.to_string());
         self.hub.publish(&Dispatch {
-            name,
+            name: name.into(),
             data,
             intent,
             without_content: None,
         });
+    }
+
+    /// Publishes a dispatch exactly as given (any name, any `d` text, even one that is not
+    /// JSON): for tests that feed a client garbage. Returns how many sessions got it.
+    pub fn publish_raw(&self, name: String, data: String) -> usize {
+        self.hub.publish(&Dispatch {
+            name: name.into(),
+            data: Arc::from(data),
+            intent: None,
+            without_content: None,
+        })
     }
 
     /// Publishes MESSAGE_CREATE / MESSAGE_UPDATE, with a content-free variant for sessions
@@ -162,7 +173,7 @@ impl Shared {
             None
         };
         self.hub.publish(&Dispatch {
-            name,
+            name: name.into(),
             data: Arc::from(d.to_string()),
             intent: Some(message_intent(channel)),
             without_content,
