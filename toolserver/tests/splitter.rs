@@ -405,12 +405,18 @@ fn word_salad_in_a_fence_is_not_amplified() {
 
 #[test]
 fn mentions_expanded_past_the_limit_terminate_and_stay_whole() {
-    // 2,043 characters after the outbound rewrite turned @aliases into tokens.
+    // 2,043 characters after the outbound rewrite turned @aliases into tokens. The old splitter
+    // made 7 parts of the first and looped forever on the second.
     let text = format!("```{}abc", "<@123456789012345678>".repeat(97));
     assert_eq!(text.chars().count(), 2043);
     let parts = check(&text, MESSAGE_LIMIT);
     assert_eq!(parts.len(), 2);
     assert!(parts[0].body.ends_with('>'), "{:?}", parts[0].body);
+
+    let text = format!("```{}{}", "<@123456789012345678>".repeat(20), "a".repeat(1620));
+    assert_eq!(text.chars().count(), 2043);
+    let parts = check(&text, MESSAGE_LIMIT);
+    assert_eq!(parts.len(), 2);
 }
 
 #[test]
@@ -541,6 +547,10 @@ fn named_texts() -> Vec<(&'static str, String)> {
         (
             "2043-chars-of-expanded-mentions-in-a-fence",
             format!("```{}abc", mention.repeat(97)),
+        ),
+        (
+            "2043-chars-of-mentions-then-a-long-word-in-a-fence",
+            format!("```{}{}", mention.repeat(20), "a".repeat(1620)),
         ),
         (
             "2043-chars-of-spaced-mentions",
