@@ -47,8 +47,9 @@
 //! # What counts as a fence
 //!
 //! Discord's rendering, simplified: every run of three or more backticks toggles a code block,
-//! wherever it stands (at the start of a line or in the middle of one), and toggles it once,
-//! however long the run. The toggle takes effect at the run's third backtick. A run that opens
+//! wherever it stands (at the start of a line or in the middle of one: unlike CommonMark, whose
+//! fences are lines starting with the backticks, Discord also opens and closes blocks on inline
+//! triple backticks), and toggles it once, however long the run. The toggle takes effect at the run's third backtick. A run that opens
 //! a block carries a language tag when the rest of its line, up to the `\n`, is 1 to
 //! [`Budget::max_tag`] characters (92 for Discord's limit) of `[A-Za-z0-9_+\-.#]` — what
 //! Discord's code-block syntax accepts as a language. Anything else on the opening line (spaces,
@@ -109,6 +110,7 @@ pub struct Budget {
 }
 
 impl Budget {
+    /// The budget for `limit` characters per part (raised to [`MIN_LIMIT`]).
     pub fn new(limit: usize) -> Self {
         let limit = limit.max(MIN_LIMIT);
         let slack = (limit / 20).max(2 * CLOSE_CHARS);

@@ -413,7 +413,11 @@ fn mentions_expanded_past_the_limit_terminate_and_stay_whole() {
     assert_eq!(parts.len(), 2);
     assert!(parts[0].body.ends_with('>'), "{:?}", parts[0].body);
 
-    let text = format!("```{}{}", "<@123456789012345678>".repeat(20), "a".repeat(1620));
+    let text = format!(
+        "```{}{}",
+        "<@123456789012345678>".repeat(20),
+        "a".repeat(1620)
+    );
     assert_eq!(text.chars().count(), 2043);
     let parts = check(&text, MESSAGE_LIMIT);
     assert_eq!(parts.len(), 2);
