@@ -1,90 +1,616 @@
 //! Splitting Discord text longer than one message allows.
+//!
+//! [`split_message`] cuts a text into messages of at most `limit` characters; [`split_parts`]
+//! returns the same split as [`Part`]s, which say what the splitter added to each slice of the
+//! input.
+//!
+//! # Contract
+//!
+//! For every input (and `limit >= 20`; smaller limits are treated as 20):
+//!
+//! * a text of at most `limit` characters is one part, identical to the input; an empty text is
+//!   one empty part;
+//! * otherwise every part has 1 to `limit` characters, counting the fence markers the splitter
+//!   adds, and there are at most [`part_count_bound`] parts (for Discord's limit of 2,000,
+//!   `ceil(n / 1,900) + 1` parts for an `n`-character text);
+//! * the bodies of the parts (a part minus the markers the splitter added) concatenate back to the
+//!   input exactly: the separator at a cut (a newline, a space) stays at the end of the earlier
+//!   part;
+//! * a code fence open at a cut is closed at the end of that part (`"\n```"`) and reopened at the
+//!   start of the next (`"```tag\n"`, with the fence's language tag when one is kept);
+//! * the work is linear in the length of the input: every character is scanned once, and every
+//!   part costs a pass over at most `limit` characters.
+//!
+//! # Where a cut goes
+//!
+//! A part is filled with up to `limit` characters, less the fence markers it needs. Within that
+//! window the cut goes at the last paragraph boundary (after a line break that ends a blank line),
+//! else at the last line boundary (after `\n`), else at the last word boundary (after whitespace),
+//! each only in the second half of the window so that parts stay reasonably full; failing all
+//! three, the window is hard-cut at its last character boundary that is not inside an "atom": a
+//! `<...>` token such as `<@123>`, `<@!123>`, `<@&123>`, `<#123>` or `<:name:123>` (at most 100
+//! bytes, no whitespace), a run of backticks, a fence opener with its language tag, a CRLF pair,
+//! a regional-indicator pair (a flag), or a character followed by a combining mark, an emoji
+//! modifier, a variation selector or a zero-width joiner. Only when there is no such position is
+//! a cut made inside an atom (always at a character boundary).
+//!
+//! A cut is also kept out of places where it would leave an empty code block (right after a
+//! fence's opening line, or right before its closing run) and, above all, where it would leave a
+//! part whose text is only whitespace (Discord refuses those), when another cut is possible.
+//!
+//! The count bound comes first: a cut is only taken when the rest of the text can still be sent
+//! within [`part_count_bound`] parts, assuming every later part carries [`Budget::payload`]
+//! characters of the input (which a hard cut always achieves). Ordinary prose never feels this;
+//! adversarial text (say, a blank line every 1,050 characters) gets hard cuts instead of parts
+//! half full.
+//!
+//! # What counts as a fence
+//!
+//! Discord's rendering, simplified: every run of three or more backticks toggles a code block,
+//! wherever it stands (at the start of a line or in the middle of one: unlike CommonMark, whose
+//! fences are lines starting with the backticks, Discord also opens and closes blocks on inline
+//! triple backticks), and toggles it once, however long the run. The toggle takes effect at the run's third backtick. A run that opens
+//! a block carries a language tag when the rest of its line, up to the `\n`, is 1 to
+//! [`Budget::max_tag`] characters (92 for Discord's limit) of `[A-Za-z0-9_+\-.#]` — what
+//! Discord's code-block syntax accepts as a language. Anything else on the opening line (spaces,
+//! a `\r` of a CRLF, a longer word, or no newline at all) is content, and the block is reopened
+//! without a tag. A reopened block always uses three backticks, whatever the length of the run
+//! that opened it.
+//!
+//! # Whitespace-only parts
+//!
+//! The splitter prefers cuts that leave visible text on both sides. A part whose body is only
+//! whitespace is returned only when no cut within the rules avoids it: when the input is only
+//! whitespace; when it holds a whitespace run about as long as a part or longer (some part lies
+//! inside the run, or a lone visible character cannot go with both runs around it); or, in
+//! degenerate text, when every cut that would avoid it falls inside an atom (say, a backtick run
+//! longer than a part). A text without whitespace runs longer than a quarter of a part never
+//! gets one (the property tests check this). Such a part carries no fence markers unless a fence
+//! is open around it. Callers must skip parts whose text is empty after trimming: Discord
+//! refuses them, and all they would carry is whitespace.
+//!
+//! Memory is the parts plus a window of `limit` scanned positions.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::str::CharIndices;
 
 /// Discord's limit on a message's content, in characters.
 pub const MESSAGE_LIMIT: usize = 2000;
 
+/// The smallest limit the splitter honours; a smaller `limit` is treated as this one.
+pub const MIN_LIMIT: usize = 20;
+
 const FENCE: &str = "```";
-/// Room kept in every part for the `\n```` that closes a fence left open at a split.
-const CLOSE_RESERVE: usize = 4;
+const FENCE_CHARS: usize = 3;
+/// Appended to a part that ends inside a code block.
+const CLOSE: &str = "\n```";
+const CLOSE_CHARS: usize = 4;
+/// The longest `<...>` token (in bytes, brackets included) that a cut avoids.
+const MAX_TOKEN: usize = 100;
+/// Characters scanned past the end of a part's window, to know how the text goes on.
+const LOOKAHEAD: usize = 4;
+const ZERO_WIDTH_JOINER: char = '\u{200D}';
 
-/// Splits `text` into parts of at most `limit` characters, at paragraph, then line, then word
-/// boundaries; never inside a `<...>` mention; a code fence open at a split is closed at the end
-/// of the part and reopened (with its language) at the start of the next.
+/// How the characters of a part are spent, for one `limit`.
+///
+/// Every part but the last carries at least `payload` characters of the input, except where a
+/// cut at a nicer boundary still leaves the count within [`Budget::part_count_bound`]. The rest
+/// of the limit, the slack (`limit / 20`, at least 8: 100 for Discord), holds the markers of a
+/// fence open across a cut: `"```tag\n"` in front and `"\n```"` behind, which is why a kept tag
+/// is at most `slack - 8` characters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Characters per part, markers included (at least [`MIN_LIMIT`]).
+    pub limit: usize,
+    /// Characters of the input a full part carries.
+    pub payload: usize,
+    /// The longest language tag kept when a fence is reopened.
+    pub max_tag: usize,
+}
+
+impl Budget {
+    /// The budget for `limit` characters per part (raised to [`MIN_LIMIT`]).
+    pub fn new(limit: usize) -> Self {
+        let limit = limit.max(MIN_LIMIT);
+        let slack = (limit / 20).max(2 * CLOSE_CHARS);
+        Self {
+            limit,
+            payload: limit - slack,
+            max_tag: slack - 2 * CLOSE_CHARS,
+        }
+    }
+
+    /// The most parts a text of `chars` characters is split into.
+    pub fn part_count_bound(&self, chars: usize) -> usize {
+        if chars <= self.limit {
+            1
+        } else {
+            chars.div_ceil(self.payload) + 1
+        }
+    }
+}
+
+/// The most parts [`split_message`] makes of a text of `chars` characters: one when it fits,
+/// else `ceil(chars / payload) + 1`, where the payload is 1,900 for Discord's limit of 2,000.
+pub fn part_count_bound(chars: usize, limit: usize) -> usize {
+    Budget::new(limit).part_count_bound(chars)
+}
+
+/// One message of a split: a slice of the input, with the fence markers the splitter added
+/// around it. Its text is `"```{tag}\n"` when it [`reopens`](Part::reopens) a fence, then the
+/// body, then `"\n```"` when it [`closes`](Part::closes) one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part<'a> {
+    /// `Some(tag)` when the part starts by reopening a code block left open by the previous part
+    /// (`tag` is `""` when no tag is kept); `None` for the first part and after a cut outside
+    /// code.
+    pub reopens: Option<&'a str>,
+    /// The slice of the input this part carries; never empty (unless the input is).
+    pub body: &'a str,
+    /// Whether the part ends by closing the code block open at its cut.
+    pub closes: bool,
+}
+
+impl Part<'_> {
+    /// What the splitter put in front of the body.
+    pub fn prefix(&self) -> String {
+        self.reopens
+            .map(|tag| format!("{FENCE}{tag}\n"))
+            .unwrap_or_default()
+    }
+
+    /// What the splitter put behind the body.
+    pub fn suffix(&self) -> &'static str {
+        if self.closes {
+            CLOSE
+        } else {
+            ""
+        }
+    }
+
+    /// The length of the message, in characters.
+    pub fn char_count(&self) -> usize {
+        let prefix = self
+            .reopens
+            .map_or(0, |tag| FENCE_CHARS + tag.chars().count() + 1);
+        let suffix = if self.closes { CLOSE_CHARS } else { 0 };
+        prefix + self.body.chars().count() + suffix
+    }
+
+    /// The message's text.
+    pub fn message(&self) -> String {
+        let mut message = String::with_capacity(self.body.len() + 2 * CLOSE_CHARS + 8);
+        if let Some(tag) = self.reopens {
+            message.push_str(FENCE);
+            message.push_str(tag);
+            message.push('\n');
+        }
+        message.push_str(self.body);
+        if self.closes {
+            message.push_str(CLOSE);
+        }
+        message
+    }
+}
+
+impl fmt::Display for Part<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.prefix())?;
+        f.write_str(self.body)?;
+        f.write_str(self.suffix())
+    }
+}
+
+/// Splits `text` into messages of at most `limit` characters (see the [module](self) for the
+/// contract). A text that fits is returned as one part, unchanged. A part may be whitespace-only
+/// when the input has a whitespace run about as long as a part: callers must skip those.
 pub fn split_message(text: &str, limit: usize) -> Vec<String> {
-    let limit = limit.max(CLOSE_RESERVE + 16);
-    if text.chars().count() <= limit {
-        return vec![text.to_owned()];
-    }
-    let mut parts = Vec::new();
-    let mut rest = text;
-    let mut reopen: Option<String> = None;
-    while !rest.is_empty() {
-        let prefix = reopen
-            .take()
-            .map(|opener| format!("{opener}\n"))
-            .unwrap_or_default();
-        let budget = limit.saturating_sub(prefix.chars().count());
-        if rest.chars().count() <= budget {
-            parts.push(format!("{prefix}{rest}"));
-            break;
-        }
-        let window_end = byte_offset_of_char(rest, budget.saturating_sub(CLOSE_RESERVE));
-        let (piece_end, next_start) = cut_point(rest, window_end);
-        let mut part = format!("{prefix}{}", &rest[..piece_end]);
-        if let Some(opener) = open_fence(&part) {
-            part.push('\n');
-            part.push_str(FENCE);
-            reopen = Some(opener);
-        }
-        parts.push(part);
-        rest = &rest[next_start..];
-    }
-    parts
+    split_parts(text, limit).iter().map(Part::message).collect()
 }
 
-fn byte_offset_of_char(text: &str, chars: usize) -> usize {
-    text.char_indices()
-        .nth(chars)
-        .map_or(text.len(), |(i, _)| i)
+/// The split [`split_message`] makes, with the markers added to each part kept apart from the
+/// slice of the input it carries. The bodies concatenate to `text`.
+pub fn split_parts(text: &str, limit: usize) -> Vec<Part<'_>> {
+    let budget = Budget::new(limit);
+    let total = text.chars().count();
+    if total <= budget.limit {
+        return vec![Part {
+            reopens: None,
+            body: text,
+            closes: false,
+        }];
+    }
+    Splitter::new(text, total, budget).run()
 }
 
-/// Where to end this part within `rest[..window_end]`, and where the next part starts (the
-/// separator between them is dropped).
-fn cut_point(rest: &str, window_end: usize) -> (usize, usize) {
-    let window = &rest[..window_end];
-    for separator in ["\n\n", "\n", " "] {
-        if let Some(at) = window.rfind(separator).filter(|&at| at > 0) {
-            return (at, at + separator.len());
-        }
-    }
-    // One long word: cut at the window's end, but not inside a `<...>` mention.
-    let mut cut = window_end;
-    if let Some(open) = window.rfind('<') {
-        let closed = window[open..].contains('>');
-        if !closed && open > 0 {
-            cut = open;
-        }
-    }
-    (cut, cut)
+/// What the scan knows about the position just before one character: a possible cut.
+#[derive(Debug, Clone, Copy)]
+struct Pos {
+    byte: usize,
+    ch: char,
+    /// A code block is open here.
+    open: bool,
+    /// The byte range of that block's kept tag (empty when none is kept).
+    tag: (usize, usize),
+    /// That block already holds visible content.
+    has_content: bool,
+    /// A cut here would split an atom (a token, a backtick run, a CRLF pair, a grapheme...).
+    bad: bool,
+    /// Here a blank line has just ended: a paragraph boundary.
+    para: bool,
+    /// `ch` starts the backtick run that closes the open block.
+    closes: bool,
 }
 
-/// The opening line (such as "```rust") of a fence left open at the end of `part`.
-fn open_fence(part: &str) -> Option<String> {
-    let mut open: Option<usize> = None;
-    let mut search = 0;
-    while let Some(found) = part[search..].find(FENCE) {
-        let at = search + found;
-        let run_end = at + part[at..].bytes().take_while(|&b| b == b'`').count();
-        open = match open {
-            None => Some(at),
-            Some(_) => None,
+impl Pos {
+    fn reopen_chars(&self) -> usize {
+        if self.open {
+            FENCE_CHARS + (self.tag.1 - self.tag.0) + 1
+        } else {
+            0
+        }
+    }
+}
+
+/// One pass over the text, character by character, tracking code blocks, lines and atoms.
+struct Scanner<'a> {
+    bytes: &'a [u8],
+    max_tag: usize,
+    prev: char,
+    /// Backticks in the current run.
+    run: usize,
+    /// Regional indicators in the current run (flags are pairs of them).
+    indicators: usize,
+    open: bool,
+    tag: (usize, usize),
+    /// Where the open block's content starts (after its opening line when it has a tag).
+    content_from: usize,
+    has_content: bool,
+    /// Cuts strictly between these byte offsets are inside an atom.
+    atom: (usize, usize),
+    /// The current line has been whitespace so far.
+    line_blank: bool,
+    /// The line the last `\n` ended was blank.
+    blank_line_ended: bool,
+}
+
+impl<'a> Scanner<'a> {
+    fn new(text: &'a str, max_tag: usize) -> Self {
+        Self {
+            bytes: text.as_bytes(),
+            max_tag,
+            prev: '\0',
+            run: 0,
+            indicators: 0,
+            open: false,
+            tag: (0, 0),
+            content_from: 0,
+            has_content: false,
+            atom: (0, 0),
+            line_blank: true,
+            blank_line_ended: false,
+        }
+    }
+
+    /// The position before `ch` (at `byte`); then takes `ch` in. `window` holds the positions
+    /// before it, so that the start of a closing run can be marked.
+    fn step(&mut self, byte: usize, ch: char, window: &mut VecDeque<Pos>) -> Pos {
+        let prev = self.prev;
+        let indicator = is_regional_indicator(ch);
+        let pos = Pos {
+            byte,
+            ch,
+            open: self.open,
+            tag: self.tag,
+            has_content: self.has_content,
+            bad: (byte > self.atom.0 && byte < self.atom.1)
+                || (ch == '`' && prev == '`')
+                || (ch == '\n' && prev == '\r')
+                || (indicator && self.indicators % 2 == 1)
+                || joins_previous(ch)
+                || prev == ZERO_WIDTH_JOINER,
+            para: prev == '\n' && self.blank_line_ended,
+            closes: false,
         };
-        search = run_end;
+
+        self.indicators = if indicator { self.indicators + 1 } else { 0 };
+        if ch == '\n' {
+            self.blank_line_ended = self.line_blank;
+            self.line_blank = true;
+        } else if !ch.is_whitespace() {
+            self.line_blank = false;
+        }
+        if ch == '<' {
+            if let Some(end) = token_end(self.bytes, byte) {
+                self.extend_atom(byte, end);
+            }
+        }
+        if ch == '`' {
+            self.run = if prev == '`' { self.run + 1 } else { 1 };
+            if self.run == 3 {
+                let run_start = byte - 2;
+                if self.open {
+                    self.open = false;
+                    self.tag = (0, 0);
+                    if let Some(start) = window.iter_mut().rev().nth(1) {
+                        if start.byte == run_start {
+                            start.closes = true;
+                        }
+                    }
+                } else {
+                    self.open_block(run_start, byte + 1);
+                }
+            }
+        } else {
+            self.run = 0;
+        }
+        if self.open && byte >= self.content_from && !ch.is_whitespace() {
+            self.has_content = true;
+        }
+        self.prev = ch;
+        pos
     }
-    open.map(|at| {
-        let line = part[at..].lines().next().unwrap_or(FENCE);
-        line.trim_end().to_owned()
-    })
+
+    /// A run starting at `run_start` opens a block at its third backtick, which ends at `from`.
+    fn open_block(&mut self, run_start: usize, from: usize) {
+        let bytes = self.bytes;
+        let mut run_end = from;
+        while bytes.get(run_end) == Some(&b'`') {
+            run_end += 1;
+        }
+        let mut end = run_end;
+        while end - run_end <= self.max_tag && bytes.get(end).is_some_and(|&b| is_tag_byte(b)) {
+            end += 1;
+        }
+        let tagged =
+            end > run_end && end - run_end <= self.max_tag && bytes.get(end) == Some(&b'\n');
+        self.open = true;
+        self.has_content = false;
+        if tagged {
+            self.tag = (run_end, end);
+            self.content_from = end + 1;
+            self.extend_atom(run_start, end + 1);
+        } else {
+            self.tag = (run_end, run_end);
+            self.content_from = run_end;
+        }
+    }
+
+    fn extend_atom(&mut self, start: usize, end: usize) {
+        if start < self.atom.1 {
+            self.atom.1 = self.atom.1.max(end);
+        } else {
+            self.atom = (start, end);
+        }
+    }
+}
+
+/// Where a `<...>` token starting at `at` ends (the byte after its `>`).
+fn token_end(bytes: &[u8], at: usize) -> Option<usize> {
+    let mut k = at + 1;
+    while k < bytes.len() && k - at < MAX_TOKEN {
+        match bytes[k] {
+            b'>' => return (k > at + 1).then_some(k + 1),
+            b'<' => return None,
+            b if b.is_ascii_whitespace() => return None,
+            _ => k += 1,
+        }
+    }
+    None
+}
+
+fn is_tag_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'+' | b'-' | b'.' | b'#')
+}
+
+fn is_regional_indicator(ch: char) -> bool {
+    matches!(ch as u32, 0x1F1E6..=0x1F1FF)
+}
+
+/// Characters that belong with the one before them: common combining marks, variation
+/// selectors, the zero-width joiner, emoji skin-tone modifiers and tag characters.
+fn joins_previous(ch: char) -> bool {
+    matches!(
+        ch as u32,
+        0x0300..=0x036F
+            | 0x0483..=0x0489
+            | 0x0591..=0x05BD
+            | 0x0610..=0x061A
+            | 0x064B..=0x065F
+            | 0x0900..=0x0903
+            | 0x093A..=0x094F
+            | 0x1AB0..=0x1AFF
+            | 0x1DC0..=0x1DFF
+            | 0x200D
+            | 0x20D0..=0x20FF
+            | 0x3099..=0x309A
+            | 0xFE00..=0xFE0F
+            | 0xFE20..=0xFE2F
+            | 0x1F3FB..=0x1F3FF
+            | 0xE0020..=0xE007F
+            | 0xE0100..=0xE01EF
+    )
+}
+
+/// How strict a search for a cut is: `Strict` also avoids empty code blocks, `Visible` keeps
+/// visible text on both sides of the cut, `Any` only honours the hard rules (size and count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Level {
+    Strict,
+    Visible,
+    Any,
+}
+
+struct Splitter<'a> {
+    text: &'a str,
+    budget: Budget,
+    total: usize,
+    bound: usize,
+    /// The byte offset of the last visible character, when the whitespace after it fits in a
+    /// part: cuts stay before it, so that the last part is not only whitespace.
+    keep_visible: Option<usize>,
+    chars: CharIndices<'a>,
+    scanner: Scanner<'a>,
+    /// The scanned positions from the start of the current part on.
+    window: VecDeque<Pos>,
+}
+
+impl<'a> Splitter<'a> {
+    fn new(text: &'a str, total: usize, budget: Budget) -> Self {
+        let keep_visible = text
+            .char_indices()
+            .rev()
+            .find(|(_, ch)| !ch.is_whitespace())
+            .filter(|&(byte, ch)| text[byte + ch.len_utf8()..].chars().count() < budget.payload)
+            .map(|(byte, _)| byte);
+        Self {
+            text,
+            budget,
+            total,
+            bound: budget.part_count_bound(total),
+            keep_visible,
+            chars: text.char_indices(),
+            scanner: Scanner::new(text, budget.max_tag),
+            window: VecDeque::with_capacity((budget.limit + LOOKAHEAD + 1).min(1 << 16)),
+        }
+    }
+
+    fn run(mut self) -> Vec<Part<'a>> {
+        let text = self.text;
+        let limit = self.budget.limit;
+        let mut parts = Vec::with_capacity(self.bound);
+        let mut start = 0;
+        let mut consumed = 0;
+        let mut reopen: Option<(usize, usize)> = None;
+        loop {
+            let reopens = reopen.map(|(from, to)| &text[from..to]);
+            let header = reopens.map_or(0, |tag| FENCE_CHARS + tag.len() + 1);
+            let remaining = self.total - consumed;
+            if remaining + header <= limit {
+                parts.push(Part {
+                    reopens,
+                    body: &text[start..],
+                    closes: false,
+                });
+                return parts;
+            }
+            let room = limit - header;
+            self.fill(room + LOOKAHEAD);
+            let cut = self.choose(room, header, remaining, parts.len() + 1);
+            let Some(&at) = self.window.get(cut) else {
+                // Not reachable: `choose` picks a position inside the window. Send the rest.
+                parts.push(Part {
+                    reopens,
+                    body: &text[start..],
+                    closes: false,
+                });
+                return parts;
+            };
+            parts.push(Part {
+                reopens,
+                body: &text[start..at.byte],
+                closes: at.open,
+            });
+            reopen = at.open.then_some(at.tag);
+            start = at.byte;
+            consumed += cut;
+            self.window.drain(..cut);
+        }
+    }
+
+    /// Scans until the window holds `wanted` positions or the text ends.
+    fn fill(&mut self, wanted: usize) {
+        while self.window.len() < wanted {
+            let Some((byte, ch)) = self.chars.next() else {
+                break;
+            };
+            let pos = self.scanner.step(byte, ch, &mut self.window);
+            self.window.push_back(pos);
+        }
+    }
+
+    /// The cut for part number `part` (from 1): an index into the window, at least 1. The part
+    /// starts with `header` characters of markers; `remaining` characters of the input are
+    /// left, more than fit.
+    fn choose(&self, room: usize, header: usize, remaining: usize, part: usize) -> usize {
+        let window = &self.window;
+        let Budget { limit, payload, .. } = self.budget;
+        let top = room.min(window.len().saturating_sub(1));
+        let half = room / 2;
+        // The part fits, and the rest can still be sent within the bound.
+        let hard = |c: usize, pos: &Pos| {
+            let close = if pos.open { CLOSE_CHARS } else { 0 };
+            if header + c + close > limit {
+                return false;
+            }
+            let rest = remaining - c;
+            let need = if rest + pos.reopen_chars() <= limit {
+                1
+            } else {
+                rest.div_ceil(payload)
+            };
+            part + need <= self.bound
+        };
+        let first_visible = window.iter().position(|pos| !pos.ch.is_whitespace());
+        for level in [Level::Strict, Level::Visible, Level::Any] {
+            // Best cut so far for a paragraph, a line, a word boundary, and any other place.
+            let mut best: [Option<usize>; 4] = [None; 4];
+            let mut next_closes = window
+                .iter()
+                .skip(top + 1)
+                .find(|pos| !pos.ch.is_whitespace())
+                .is_some_and(|pos| pos.closes);
+            for c in (1..=top).rev() {
+                let pos = &window[c];
+                if !pos.ch.is_whitespace() {
+                    next_closes = pos.closes;
+                }
+                if c < half && best.iter().any(Option::is_some) {
+                    break;
+                }
+                if pos.bad || !hard(c, pos) {
+                    continue;
+                }
+                if level <= Level::Visible {
+                    let body_visible = first_visible.is_some_and(|first| c > first);
+                    let rest_visible = self.keep_visible.is_none_or(|last| pos.byte <= last);
+                    if !body_visible || !rest_visible {
+                        continue;
+                    }
+                }
+                if level == Level::Strict && pos.open && (!pos.has_content || next_closes) {
+                    continue;
+                }
+                let before = window[c - 1].ch;
+                let tier = if c < half {
+                    3
+                } else if pos.para {
+                    0
+                } else if before == '\n' {
+                    1
+                } else if before.is_whitespace() {
+                    2
+                } else {
+                    3
+                };
+                if best[tier].is_none() {
+                    best[tier] = Some(c);
+                    if tier == 0 {
+                        break;
+                    }
+                }
+            }
+            if let Some(c) = best.into_iter().flatten().next() {
+                return c;
+            }
+        }
+        // Every position is inside an atom: cut at the last one the rules allow.
+        (1..=top)
+            .rev()
+            .find(|&c| hard(c, &window[c]))
+            .unwrap_or(top.max(1))
+    }
 }
 
 #[cfg(test)]
@@ -114,14 +640,21 @@ mod tests {
         let parts = split_message(&text, MESSAGE_LIMIT);
         assert_eq!(parts.len(), 2);
         all_within(&parts, MESSAGE_LIMIT);
+        assert_eq!(parts.concat(), text);
     }
 
     #[test]
     fn splits_at_paragraphs_before_lines_before_words() {
         let paragraph = "word ".repeat(150);
-        let text = format!("{p}\n\n{p}\n{p}", p = paragraph.trim_end());
+        let p = paragraph.trim_end();
+        let text = format!("{p}\n\n{p}\n{p}");
         let parts = split_message(&text, 1000);
-        assert_eq!(parts[0], paragraph.trim_end());
+        // The separator stays with the earlier part: first the paragraph break, then the line
+        // break, never a space between words.
+        assert_eq!(
+            parts,
+            vec![format!("{p}\n\n"), format!("{p}\n"), p.to_owned()]
+        );
         all_within(&parts, 1000);
     }
 
@@ -162,5 +695,79 @@ mod tests {
         assert_eq!(parts.len(), 2);
         all_within(&parts, MESSAGE_LIMIT);
         assert_eq!(parts.concat(), text);
+    }
+
+    #[test]
+    fn the_last_boundary_in_the_window_wins_not_the_first() {
+        // A newline at position 3 must not produce a 4-character part.
+        let text = format!("abc\n{}", "word ".repeat(500));
+        let parts = split_parts(&text, MESSAGE_LIMIT);
+        assert_eq!(parts.len(), 2);
+        assert!(parts[0].body.chars().count() >= 1900, "{parts:?}");
+        assert!(parts[0].body.ends_with(' '));
+    }
+
+    #[test]
+    fn a_line_boundary_beats_a_later_word_boundary() {
+        let text = format!("{}\n{}", "word ".repeat(300), "word ".repeat(300));
+        let parts = split_parts(&text, MESSAGE_LIMIT);
+        assert_eq!(parts[0].body, format!("{}\n", "word ".repeat(300)));
+    }
+
+    #[test]
+    fn a_boundary_in_the_first_half_is_passed_over_for_a_hard_cut() {
+        let text = format!("{} {}", "a".repeat(500), "b".repeat(3000));
+        let parts = split_parts(&text, MESSAGE_LIMIT);
+        assert_eq!(parts[0].body.chars().count(), MESSAGE_LIMIT);
+    }
+
+    #[test]
+    fn a_crlf_pair_is_not_split() {
+        let text = format!("{}\r\n{}", "a".repeat(1999), "b".repeat(100));
+        let parts = split_parts(&text, MESSAGE_LIMIT);
+        assert!(parts.iter().all(|p| !p.body.ends_with('\r')), "{parts:?}");
+        assert_eq!(parts.iter().map(|p| p.body).collect::<String>(), text);
+    }
+
+    #[test]
+    fn a_combining_mark_stays_with_its_letter() {
+        let text = "e\u{301}".repeat(1500);
+        let parts = split_parts(&text, MESSAGE_LIMIT);
+        assert!(parts.iter().skip(1).all(|p| p.body.starts_with('e')));
+    }
+
+    #[test]
+    fn a_long_language_tag_is_not_reopened() {
+        let tag = "x".repeat(200);
+        let text = format!("```{tag}\n{}```", "code line\n".repeat(300));
+        let parts = split_parts(&text, MESSAGE_LIMIT);
+        assert!(parts.len() >= 2);
+        assert_eq!(parts[1].reopens, Some(""));
+        let short = format!("```rust\n{}```", "code line\n".repeat(300));
+        let parts = split_parts(&short, MESSAGE_LIMIT);
+        assert_eq!(parts[1].reopens, Some("rust"));
+    }
+
+    #[test]
+    fn a_cut_right_before_a_closing_run_is_avoided() {
+        // The block closes at 1,994 and no line break follows: cutting there would send the
+        // next part an empty block, "```\n```xxx".
+        let text = format!("```\n{}```{}", "abcd\n".repeat(398), "x".repeat(3000));
+        let parts = split_parts(&text, MESSAGE_LIMIT);
+        assert!(parts[0].closes);
+        assert!(parts[1].body.starts_with("abcd\n```"), "{:?}", parts[1]);
+    }
+
+    #[test]
+    fn tiny_limits_are_raised_to_the_minimum() {
+        let text = "```rust\nfn main() {}\n```\n".repeat(10);
+        for limit in 0..=MIN_LIMIT {
+            let parts = split_parts(&text, limit);
+            assert!(
+                parts.iter().all(|p| p.char_count() <= MIN_LIMIT),
+                "{parts:?}"
+            );
+            assert_eq!(parts.iter().map(|p| p.body).collect::<String>(), text);
+        }
     }
 }
