@@ -10,6 +10,7 @@ mod allowlist;
 mod flood;
 mod garbage;
 mod soak;
+mod splitter;
 
 use std::time::Duration;
 
