@@ -195,43 +195,34 @@ impl Core {
         let result = self.call_inner(context, tool_id, input).await;
         let ms = started.elapsed().as_millis() as u64;
         let caller = context.caller.key();
-        match &result {
-            Ok(_) => tracing::debug!(
-                target: "audit",
-                caller = %caller,
-                tool = tool_id,
-                session = context.session_ref.as_deref().unwrap_or("-"),
-                request = context.request_id.as_deref().unwrap_or("-"),
-                tool_call = context.tool_call_id.as_deref().unwrap_or("-"),
-                outcome = "ok",
-                ms,
-                "call"
-            ),
-            Err(error) => {
-                tracing::debug!(
-                    target: "audit",
-                    caller = %caller,
-                    tool = tool_id,
-                    session = context.session_ref.as_deref().unwrap_or("-"),
-                    request = context.request_id.as_deref().unwrap_or("-"),
-                    tool_call = context.tool_call_id.as_deref().unwrap_or("-"),
-                    outcome = error.kind.as_str(),
-                    code = %error.code,
-                    ms,
-                    "call"
-                );
-                if matches!(error.kind, ErrorKind::Denied | ErrorKind::Unavailable) {
-                    if let Some(count) = self.refusals.record(&caller, &error.code, started) {
-                        tracing::info!(
-                            target: "audit",
-                            caller = %caller,
-                            tool = tool_id,
-                            code = %error.code,
-                            count,
-                            "refused {count} call(s) from {caller} ({}) since the last line like this",
-                            error.code
-                        );
-                    }
+        let (outcome, code) = match &result {
+            Ok(_) => ("ok", ""),
+            Err(error) => (error.kind.as_str(), error.code.as_str()),
+        };
+        tracing::debug!(
+            target: "audit",
+            caller = %caller,
+            tool = tool_id,
+            session = context.session_ref.as_deref().unwrap_or("-"),
+            request = context.request_id.as_deref().unwrap_or("-"),
+            tool_call = context.tool_call_id.as_deref().unwrap_or("-"),
+            outcome,
+            code,
+            ms,
+            "call"
+        );
+        if let Err(error) = &result {
+            if matches!(error.kind, ErrorKind::Denied | ErrorKind::Unavailable) {
+                if let Some(count) = self.refusals.record(&caller, &error.code, started) {
+                    tracing::info!(
+                        target: "audit",
+                        caller = %caller,
+                        tool = tool_id,
+                        code = %error.code,
+                        count,
+                        "refused {count} call(s) from {caller} ({}) since the last line like this",
+                        error.code
+                    );
                 }
             }
         }

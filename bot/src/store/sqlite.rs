@@ -160,6 +160,36 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
 
 /// Fills the hot maps: sessions, users, roles, the newest `messages_per_channel` live
 /// messages of each channel, and the ids of deleted messages not yet pruned.
+/// Every stored session of a known kind; rows of an unknown kind are logged and skipped.
+fn read_sessions(conn: &Connection, path: &str) -> rusqlite::Result<Vec<StoredSession>> {
+    let mut stmt = conn.prepare("SELECT id, guild_id, parent_id, kind, name FROM sessions")?;
+    let rows = stmt.query_map([], |row| {
+        Ok((
+            from_sql(row.get(0)?),
+            row.get::<_, Option<i64>>(1)?.map(from_sql),
+            row.get::<_, Option<i64>>(2)?.map(from_sql),
+            row.get::<_, i64>(3)?,
+            row.get::<_, String>(4)?,
+        ))
+    })?;
+    let mut sessions = Vec::new();
+    for row in rows {
+        let (id, guild_id, parent_id, kind, name) = row?;
+        let Some(kind) = SessionKind::from_code(kind) else {
+            warn!(path, session = %id, kind, "skipping a stored session of unknown kind");
+            continue;
+        };
+        sessions.push(StoredSession {
+            id,
+            guild_id,
+            parent_id,
+            kind,
+            name,
+        });
+    }
+    Ok(sessions)
+}
+
 /// The sessions of a store file, read without taking its lock or changing it (for
 /// `check-config`). Fails when the file is missing, locked by a running switchboard, or not a
 /// store.
@@ -173,35 +203,8 @@ pub(crate) fn peek_sessions(path: &str) -> Result<Vec<StoredSession>, StoreError
         path: path.to_owned(),
         source,
     })?;
-    let fail = |source| StoreError::from_open(path, "read the sessions", source);
-    let mut stmt = conn
-        .prepare("SELECT id, guild_id, parent_id, kind, name FROM sessions")
-        .map_err(fail)?;
-    let rows = stmt
-        .query_map([], |row| {
-            Ok((
-                from_sql(row.get(0)?),
-                row.get::<_, Option<i64>>(1)?.map(from_sql),
-                row.get::<_, Option<i64>>(2)?.map(from_sql),
-                row.get::<_, i64>(3)?,
-                row.get::<_, String>(4)?,
-            ))
-        })
-        .map_err(fail)?;
-    let mut sessions = Vec::new();
-    for row in rows {
-        let (id, guild_id, parent_id, kind, name) = row.map_err(fail)?;
-        if let Some(kind) = SessionKind::from_code(kind) {
-            sessions.push(StoredSession {
-                id,
-                guild_id,
-                parent_id,
-                kind,
-                name,
-            });
-        }
-    }
-    Ok(sessions)
+    read_sessions(&conn, path)
+        .map_err(|source| StoreError::from_open(path, "read the sessions", source))
 }
 
 pub(crate) fn load(conn: &Connection, hot: &Hot, path: &str) -> Result<(), StoreError> {
@@ -209,36 +212,8 @@ pub(crate) fn load(conn: &Connection, hot: &Hot, path: &str) -> Result<(), Store
         path: path.to_owned(),
         source,
     };
-    let mut stmt = conn
-        .prepare("SELECT id, guild_id, parent_id, kind, name FROM sessions")
-        .map_err(fail)?;
-    let rows = stmt
-        .query_map([], |row| {
-            Ok((
-                from_sql(row.get(0)?),
-                row.get::<_, Option<i64>>(1)?.map(from_sql),
-                row.get::<_, Option<i64>>(2)?.map(from_sql),
-                row.get::<_, i64>(3)?,
-                row.get::<_, String>(4)?,
-            ))
-        })
-        .map_err(fail)?;
-    for row in rows {
-        let (id, guild_id, parent_id, kind, name) = row.map_err(fail)?;
-        let Some(kind) = SessionKind::from_code(kind) else {
-            warn!(path, session = %id, kind, "skipping a stored session of unknown kind");
-            continue;
-        };
-        hot.upsert_session(
-            StoredSession {
-                id,
-                guild_id,
-                parent_id,
-                kind,
-                name,
-            },
-            |_| {},
-        );
+    for session in read_sessions(conn, path).map_err(fail)? {
+        hot.upsert_session(session, |_| {});
     }
 
     let mut stmt = conn
