@@ -48,6 +48,8 @@ pub struct Core {
     operator: Option<OperatorToken>,
     call_timeout: Duration,
     permits: Semaphore,
+    /// Connection cap and timeouts for the HTTP front.
+    pub(crate) connection_limits: crate::connections::Limits,
 }
 
 impl Core {
@@ -91,6 +93,7 @@ impl Core {
             operator: operator_token.as_deref().map(OperatorToken::new),
             call_timeout: ts.call_timeout,
             permits: Semaphore::new(ts.max_concurrent_calls),
+            connection_limits: crate::connections::Limits::from_config(ts),
         })
     }
 
