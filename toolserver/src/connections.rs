@@ -3,10 +3,11 @@
 //!
 //! Where each bound comes from:
 //!
-//! * **Request head**: hyper's `header_read_timeout` (with a [`TokioTimer`]). In hyper 1.x
-//!   the timer starts whenever the connection waits for a request head, so it also bounds how
-//!   long a keep-alive connection may sit waiting for its next request, and how long a fresh
-//!   connection may stay silent.
+//! * **Request head**: hyper's `header_read_timeout` (with a [`TokioTimer`]). In hyper 1.12
+//!   (the least version Cargo.toml accepts) the timer starts whenever the connection waits for
+//!   a request head (`Conn::poll_read_head`), not at its first byte, so it also bounds how long
+//!   a fresh connection may stay silent and how long a keep-alive connection may wait for its
+//!   next request: an idle keep-alive connection is closed after this timeout.
 //! * **Request body**: [`DeadlineBody`]: the whole body must arrive within
 //!   `body_read_timeout` of the head (a fixed deadline, not a per-chunk one, so a client
 //!   trickling a byte at a time is cut off too); the handler answers `body_timeout` (408).
