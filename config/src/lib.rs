@@ -119,6 +119,17 @@ pub struct ToolserverConfig {
     pub download_max_bytes: u64,
     /// A send that would need more messages than this is refused before anything is posted.
     pub max_parts_per_send: usize,
+    /// HTTP connections served at once; more wait in the kernel's accept queue. The server
+    /// lowers it further when the process's open-file limit leaves less room.
+    pub max_connections: usize,
+    /// A client must send a complete request head within this; it is also how long a
+    /// keep-alive connection may wait for its next request.
+    pub header_read_timeout: std::time::Duration,
+    /// A connection that moves no bytes for this long, with no call running on it, is closed
+    /// (such as a client that stopped reading its answer).
+    pub idle_timeout: std::time::Duration,
+    /// A request's whole body must arrive within this of its head; else `body_timeout` (408).
+    pub body_read_timeout: std::time::Duration,
     pub rate_limits: RateLimits,
 }
 

@@ -195,6 +195,14 @@ pub(crate) struct RawToolserver {
     pub download_max_bytes: Spanned<u64>,
     #[serde(default = "default_max_parts_per_send")]
     pub max_parts_per_send: Spanned<u64>,
+    #[serde(default = "default_max_connections")]
+    pub max_connections: Spanned<u64>,
+    #[serde(default = "default_header_read_timeout_ms")]
+    pub header_read_timeout_ms: Spanned<u64>,
+    #[serde(default = "default_idle_timeout_s")]
+    pub idle_timeout_s: Spanned<u64>,
+    #[serde(default = "default_body_read_timeout_ms")]
+    pub body_read_timeout_ms: Spanned<u64>,
     #[serde(default)]
     pub rate_limits: RawRateLimits,
 }
@@ -209,6 +217,10 @@ impl Default for RawToolserver {
             max_concurrent_calls: default_max_concurrent_calls(),
             download_max_bytes: default_download_max_bytes(),
             max_parts_per_send: default_max_parts_per_send(),
+            max_connections: default_max_connections(),
+            header_read_timeout_ms: default_header_read_timeout_ms(),
+            idle_timeout_s: default_idle_timeout_s(),
+            body_read_timeout_ms: default_body_read_timeout_ms(),
             rate_limits: RawRateLimits::default(),
         }
     }
@@ -228,6 +240,22 @@ fn default_max_parts_per_send() -> Spanned<u64> {
 
 fn default_download_max_bytes() -> Spanned<u64> {
     Spanned::new(0..0, crate::DEFAULT_DOWNLOAD_MAX_BYTES)
+}
+
+fn default_max_connections() -> Spanned<u64> {
+    Spanned::new(0..0, 512)
+}
+
+fn default_header_read_timeout_ms() -> Spanned<u64> {
+    Spanned::new(0..0, 10_000)
+}
+
+fn default_idle_timeout_s() -> Spanned<u64> {
+    Spanned::new(0..0, 60)
+}
+
+fn default_body_read_timeout_ms() -> Spanned<u64> {
+    Spanned::new(0..0, 15_000)
 }
 
 /// `[toolserver.rate_limits]`: GCRA quotas, as a sustained rate per minute plus a burst.

@@ -92,6 +92,34 @@ pub(crate) fn validate(raw: RawConfig, known: &KnownChannels, c: &mut Collector)
             1..=100,
             c,
         ) as usize,
+        max_connections: bounded_because(
+            &raw.toolserver.max_connections,
+            "toolserver.max_connections",
+            1..=65_536,
+            "each open connection holds a file descriptor; more clients wait in the accept queue, so a few hundred is plenty for agents on one machine",
+            c,
+        ) as usize,
+        header_read_timeout: std::time::Duration::from_millis(bounded_because(
+            &raw.toolserver.header_read_timeout_ms,
+            "toolserver.header_read_timeout_ms",
+            1..=300_000,
+            "milliseconds a client may take to send a request head (and a keep-alive connection may wait for its next request); 10000 suits every local client",
+            c,
+        )),
+        idle_timeout: std::time::Duration::from_secs(bounded_because(
+            &raw.toolserver.idle_timeout_s,
+            "toolserver.idle_timeout_s",
+            1..=3600,
+            "seconds a connection may move no bytes while no call runs on it",
+            c,
+        )),
+        body_read_timeout: std::time::Duration::from_millis(bounded_because(
+            &raw.toolserver.body_read_timeout_ms,
+            "toolserver.body_read_timeout_ms",
+            1..=600_000,
+            "milliseconds a request's whole body may take to arrive after its head; bodies are at most 1 MiB",
+            c,
+        )),
         rate_limits: rate_limits(&raw.toolserver.rate_limits, c),
     };
     if toolserver.insecure_no_auth && !toolserver.bind.ip().is_loopback() {
@@ -140,17 +168,34 @@ fn bounded(
     range: std::ops::RangeInclusive<u64>,
     c: &mut Collector,
 ) -> u64 {
+    bounded_because(value, key, range, "", c)
+}
+
+/// [`bounded`], with a note on what the number means added to the help line.
+fn bounded_because(
+    value: &Spanned<u64>,
+    key: &str,
+    range: std::ops::RangeInclusive<u64>,
+    because: &str,
+    c: &mut Collector,
+) -> u64 {
     let number = *value.get_ref();
     if !range.contains(&number) {
+        let mut help = format!(
+            "use a whole number from {} to {}",
+            range.start(),
+            range.end()
+        );
+        if !because.is_empty() {
+            help.push_str(" (");
+            help.push_str(because);
+            help.push(')');
+        }
         c.add(
             Some(value.span()),
             key,
             format!("{number} is out of range"),
-            format!(
-                "use a whole number from {} to {}",
-                range.start(),
-                range.end()
-            ),
+            help,
         );
     }
     number.clamp(*range.start(), *range.end())

@@ -343,6 +343,85 @@ fn defaults_for_limits_and_retention() {
 }
 
 #[test]
+fn connection_limits_have_defaults_and_read_their_keys() {
+    let config = Config::parse("", "t").unwrap();
+    assert_eq!(config.toolserver.max_connections, 512);
+    assert_eq!(config.toolserver.header_read_timeout.as_millis(), 10_000);
+    assert_eq!(config.toolserver.idle_timeout.as_secs(), 60);
+    assert_eq!(config.toolserver.body_read_timeout.as_millis(), 15_000);
+    let text = "[toolserver]\nmax_connections = 8\nheader_read_timeout_ms = 500\nidle_timeout_s = 2\nbody_read_timeout_ms = 750\n";
+    let config = Config::parse(text, "t").unwrap();
+    assert_eq!(config.toolserver.max_connections, 8);
+    assert_eq!(config.toolserver.header_read_timeout.as_millis(), 500);
+    assert_eq!(config.toolserver.idle_timeout.as_secs(), 2);
+    assert_eq!(config.toolserver.body_read_timeout.as_millis(), 750);
+}
+
+#[test]
+fn connection_limits_out_of_range_are_located_with_help() {
+    let text = "[toolserver]\nmax_connections = 0\nheader_read_timeout_ms = 0\nidle_timeout_s = 0\nbody_read_timeout_ms = 0\n";
+    let report = Config::parse(text, "test.toml").expect_err("zeros are refused");
+    let found: Vec<String> = report
+        .problems
+        .iter()
+        .map(|p| format!("{}:{} {} | {}", p.line, p.column, p.key_path, p.message))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "2:19 toolserver.max_connections | 0 is out of range",
+            "3:26 toolserver.header_read_timeout_ms | 0 is out of range",
+            "4:18 toolserver.idle_timeout_s | 0 is out of range",
+            "5:24 toolserver.body_read_timeout_ms | 0 is out of range",
+        ]
+    );
+    for problem in &report.problems {
+        assert!(
+            problem.help.starts_with("use a whole number from 1 to "),
+            "{problem:?}"
+        );
+    }
+    assert!(
+        report.problems[0].help.contains("file descriptor"),
+        "{report}"
+    );
+
+    let too_big = "[toolserver]\nmax_connections = 1000000\nheader_read_timeout_ms = 86400000\nidle_timeout_s = 86400\nbody_read_timeout_ms = 86400000\n";
+    let found = problems(too_big);
+    assert_eq!(found.len(), 4, "{found:#?}");
+    assert!(found[0].contains("1000000 is out of range"), "{found:#?}");
+    let help: Vec<String> = Config::parse(too_big, "t")
+        .expect_err("too big")
+        .problems
+        .into_iter()
+        .map(|p| p.help)
+        .collect();
+    assert!(
+        help[0].starts_with("use a whole number from 1 to 65536"),
+        "{help:#?}"
+    );
+    assert!(
+        help[1].starts_with("use a whole number from 1 to 300000"),
+        "{help:#?}"
+    );
+    assert!(
+        help[2].starts_with("use a whole number from 1 to 3600"),
+        "{help:#?}"
+    );
+    assert!(
+        help[3].starts_with("use a whole number from 1 to 600000"),
+        "{help:#?}"
+    );
+
+    let wrong_type = problems("[toolserver]\nidle_timeout_s = \"1m\"\n");
+    assert_eq!(wrong_type.len(), 1, "{wrong_type:#?}");
+    assert!(
+        wrong_type[0].starts_with("2:18 toolserver.idle_timeout_s"),
+        "{wrong_type:#?}"
+    );
+}
+
+#[test]
 fn agent_section_is_optional_and_typed() {
     assert!(Config::parse("", "t").unwrap().agent.is_none());
     let config = Config::parse(

@@ -20,8 +20,8 @@ use crate::coerce::merge_cli_input;
 use crate::error::ToolError;
 use crate::invocation::{parse_id, CallContext};
 use crate::protocol::{
-    CallRequest, Health, HEADER_CLIENT, HEADER_CWD, HEADER_MESSAGE_ID, HEADER_REQUEST_ID,
-    HEADER_SESSION_ID, HEADER_TOOL_CALL_ID,
+    CallRequest, ErrorKind, Health, HEADER_CLIENT, HEADER_CWD, HEADER_MESSAGE_ID,
+    HEADER_REQUEST_ID, HEADER_SESSION_ID, HEADER_TOOL_CALL_ID,
 };
 use crate::registry::parse_input;
 use crate::server::Core;
@@ -47,6 +47,9 @@ pub fn router(core: Arc<Core>) -> Router {
 }
 
 /// Serves until `shutdown` resolves, pruning token and rate-limit state on an interval.
+///
+/// HTTP/1.1 with `[toolserver]`'s connection cap and timeouts (see `connections`); on
+/// shutdown, requests in flight get a few seconds to finish.
 pub async fn serve(
     core: Arc<Core>,
     listener: tokio::net::TcpListener,
@@ -63,9 +66,8 @@ pub async fn serve(
             }
         })
     };
-    let result = axum::serve(listener, router(core))
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let limits = core.connection_limits;
+    let result = crate::connections::serve(router(core), listener, limits, shutdown).await;
     pruner.abort();
     result
 }
@@ -200,6 +202,18 @@ async fn describe_tool(
 }
 
 fn body_error(rejection: BytesRejection) -> ToolError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&rejection);
+    while let Some(error) = source {
+        if let Some(timeout) = error.downcast_ref::<crate::connections::BodyTimeout>() {
+            return ToolError::new(
+                ErrorKind::Timeout,
+                "body_timeout",
+                format!("{timeout}; send the whole body at once (the server's limit is toolserver.body_read_timeout_ms)"),
+            )
+            .with_status(StatusCode::REQUEST_TIMEOUT);
+        }
+        source = error.source();
+    }
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         ToolError::usage(
             "body_too_large",

@@ -17,6 +17,7 @@ pub mod auth;
 mod callables;
 pub mod chunk;
 pub mod coerce;
+mod connections;
 pub mod error;
 pub mod files;
 pub mod http;

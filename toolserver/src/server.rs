@@ -50,6 +50,8 @@ pub struct Core {
     refusals: crate::refusals::RefusalLog,
     call_timeout: Duration,
     permits: Semaphore,
+    /// Connection cap and timeouts for the HTTP front.
+    pub(crate) connection_limits: crate::connections::Limits,
 }
 
 impl Core {
@@ -95,6 +97,7 @@ impl Core {
             refusals: crate::refusals::RefusalLog::new(),
             call_timeout: ts.call_timeout,
             permits: Semaphore::new(ts.max_concurrent_calls),
+            connection_limits: crate::connections::Limits::from_config(ts),
         })
     }
 
