@@ -7,6 +7,7 @@
 mod support;
 
 mod allowlist;
+mod connections;
 mod flood;
 mod garbage;
 mod soak;
