@@ -15,10 +15,9 @@ mod code;
 mod mapper;
 mod names;
 mod session_ref;
-mod snowflake;
 
 pub use aliases::{is_valid_alias, normalize_name, AliasError, AliasKind, Aliases};
 pub use mapper::{Mapper, Mention};
 pub use names::{LearnedNames, NameDirectory, NoNames};
+pub use protocol::{Snowflake, SnowflakeError};
 pub use session_ref::{nearest, SessionRefError};
-pub use snowflake::{Snowflake, SnowflakeError};

@@ -6,8 +6,8 @@ use memchr::{memchr, memchr2};
 
 use crate::aliases::{is_token_byte, is_word_byte};
 use crate::code::segments;
-use crate::snowflake::parse_digits;
 use crate::{AliasKind, Aliases, NameDirectory, Snowflake};
+use protocol::parse_digits;
 
 /// What a mention token resolved to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

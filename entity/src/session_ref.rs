@@ -1,8 +1,8 @@
 //! Session references: the ways an agent or operator names a channel or thread.
 
 use crate::mapper::Mapper;
-use crate::snowflake::SnowflakeError;
 use crate::{AliasKind, Mention, Snowflake};
+use protocol::SnowflakeError;
 
 /// Why a session reference did not resolve.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

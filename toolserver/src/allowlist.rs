@@ -5,6 +5,7 @@
 //! category must not widen the agent's reach). Categories are their own key,
 //! `allowed_category_ids`. A listed guild allows every channel in it.
 
+use protocol::ErrorCode;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
@@ -67,7 +68,7 @@ fn refusal(channel_id: Snowflake, location: &ChannelLocation) -> ToolError {
         ),
     };
     ToolError::denied(
-        "channel_not_allowed",
+        ErrorCode::ChannelNotAllowed,
         format!("Channel {channel_id} is not allowed: {why}. To allow it, {fix}."),
     )
     .with_details(json!({ "channelId": channel_id.to_string() }))
@@ -75,7 +76,7 @@ fn refusal(channel_id: Snowflake, location: &ChannelLocation) -> ToolError {
 
 fn unknown_channel(channel_id: Snowflake) -> ToolError {
     ToolError::not_found(
-        "unknown_channel",
+        ErrorCode::UnknownChannel,
         format!(
             "Channel {channel_id} is unknown: Discord has no such channel, or the bot cannot see it"
         ),
@@ -89,7 +90,7 @@ fn found_or_missing(channel_id: Snowflake, looked: Looked) -> Result<ChannelLoca
         Looked::Found(location) => Ok(location),
         Looked::Missing { not_found: true } => Err(unknown_channel(channel_id)),
         Looked::Missing { not_found: false } => Err(ToolError::denied(
-            "channel_not_allowed",
+            ErrorCode::ChannelNotAllowed,
             format!("Channel {channel_id} is not allowed: the bot cannot see it."),
         )
         .with_details(json!({ "channelId": channel_id.to_string() }))),
@@ -230,7 +231,7 @@ impl Allowlist {
     ) -> Result<ChannelLocation, ToolError> {
         if self.is_empty() {
             return Err(ToolError::denied(
-                "allowlist_empty",
+                ErrorCode::AllowlistEmpty,
                 format!("Channel {channel_id} is not allowed: the allowlist is empty, so every channel is denied. Add ids to discord.allowed_channel_ids or discord.allowed_guild_ids."),
             ));
         }

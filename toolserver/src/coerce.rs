@@ -1,5 +1,6 @@
 //! Turning command-line strings into typed input, guided by the callable's JSON Schema.
 
+use protocol::ErrorCode;
 use serde_json::{Map, Value};
 
 use crate::error::ToolError;
@@ -17,7 +18,7 @@ fn convert(field: &str, raw: &str, property: &Value) -> Result<Value, ToolError>
     let types = property_types(property);
     let wrong = |expected: &str| {
         ToolError::usage(
-            "invalid_input",
+            ErrorCode::InvalidInput,
             format!("--{field}: expected {expected}, got '{raw}'"),
         )
         .with_details(serde_json::json!({ "field": field, "expected": expected }))
@@ -79,7 +80,7 @@ pub fn merge_cli_input(
             let suggestion = entity::nearest(&field, known());
             let hint = suggestion.map_or(String::new(), |s| format!(" Did you mean --{s}?"));
             return Err(ToolError::usage(
-                "unknown_field",
+                ErrorCode::UnknownField,
                 format!(
                     "Unknown field '{field}'.{hint} Fields: {}",
                     known().join(", ")
@@ -89,7 +90,7 @@ pub fn merge_cli_input(
         };
         if merged.contains_key(&field) {
             return Err(ToolError::usage(
-                "duplicate_field",
+                ErrorCode::DuplicateField,
                 format!("Field '{field}' is given twice; pass it once"),
             ));
         }
@@ -102,7 +103,7 @@ pub fn merge_cli_input(
     if !positional.is_empty() {
         let Some(primary) = primary else {
             return Err(ToolError::usage(
-                "unexpected_positional",
+                ErrorCode::UnexpectedPositional,
                 format!(
                     "This callable takes no bare arguments (got '{}'); pass fields as --name=value",
                     positional.join(" ")
@@ -111,7 +112,7 @@ pub fn merge_cli_input(
         };
         if merged.contains_key(primary) {
             return Err(ToolError::usage(
-                "duplicate_field",
+                ErrorCode::DuplicateField,
                 format!("Field '{primary}' is given both as a flag and as a bare argument"),
             ));
         }
@@ -122,7 +123,7 @@ pub fn merge_cli_input(
             convert(primary, &positional[0], &property)?
         } else {
             return Err(ToolError::usage(
-                "unexpected_positional",
+                ErrorCode::UnexpectedPositional,
                 format!("'{primary}' takes one value, got {}", positional.len()),
             ));
         };

@@ -505,6 +505,7 @@ impl AcceptTrouble {
 
 /// The process's soft limit on open files, if it has one.
 #[cfg(unix)]
+#[allow(unsafe_code)] // one FFI call, see SAFETY below
 fn descriptor_limit() -> Option<u64> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,

@@ -6,8 +6,8 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
-use crate::protocol::{ErrorBody, ErrorInfo, ErrorKind};
 use crate::surface::SurfaceError;
+use protocol::{ErrorBody, ErrorCode, ErrorInfo, ErrorKind};
 
 /// A typed failure: its kind picks the HTTP status and the CLI exit code.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -15,7 +15,7 @@ use crate::surface::SurfaceError;
 pub struct ToolError {
     pub kind: ErrorKind,
     /// A stable, machine-readable name such as `unknown_session`.
-    pub code: String,
+    pub code: ErrorCode,
     /// One sentence saying what went wrong and what to do.
     pub message: String,
     pub details: Value,
@@ -26,10 +26,10 @@ pub struct ToolError {
 }
 
 impl ToolError {
-    pub fn new(kind: ErrorKind, code: &str, message: impl Into<String>) -> Self {
+    pub fn new(kind: ErrorKind, code: ErrorCode, message: impl Into<String>) -> Self {
         ToolError {
             kind,
-            code: code.to_owned(),
+            code,
             message: message.into(),
             details: Value::Null,
             retry_after: None,
@@ -37,29 +37,33 @@ impl ToolError {
         }
     }
 
-    pub fn usage(code: &str, message: impl Into<String>) -> Self {
+    pub fn usage(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Usage, code, message)
     }
 
-    pub fn denied(code: &str, message: impl Into<String>) -> Self {
+    pub fn denied(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Denied, code, message)
     }
 
     /// No credentials, or credentials nobody issued: HTTP 401.
-    pub fn unauthenticated(code: &str, message: impl Into<String>) -> Self {
+    pub fn unauthenticated(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Denied, code, message).with_status(StatusCode::UNAUTHORIZED)
     }
 
-    pub fn not_found(code: &str, message: impl Into<String>) -> Self {
+    pub fn not_found(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(ErrorKind::NotFound, code, message)
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::Internal, "internal", message)
+        Self::new(ErrorKind::Internal, ErrorCode::Internal, message)
     }
 
     /// Over a rate limit: HTTP 429 with `Retry-After` and `details.retryAfterMs`.
-    pub fn rate_limited(code: &str, message: impl Into<String>, retry_after: Duration) -> Self {
+    pub fn rate_limited(
+        code: ErrorCode,
+        message: impl Into<String>,
+        retry_after: Duration,
+    ) -> Self {
         let mut error = Self::new(ErrorKind::Unavailable, code, message)
             .with_status(StatusCode::TOO_MANY_REQUESTS);
         error.retry_after = Some(retry_after);
@@ -82,7 +86,7 @@ impl ToolError {
     }
 
     pub fn retryable(&self) -> bool {
-        matches!(self.kind, ErrorKind::Unavailable | ErrorKind::Timeout)
+        self.kind.retryable()
     }
 
     pub fn status(&self) -> StatusCode {
@@ -145,10 +149,10 @@ impl IntoResponse for ToolError {
 impl From<SurfaceError> for ToolError {
     fn from(error: SurfaceError) -> Self {
         match error {
-            SurfaceError::NotFound(what) => ToolError::not_found("not_found", what),
-            SurfaceError::Denied(why) => ToolError::denied("discord_denied", why),
+            SurfaceError::NotFound(what) => ToolError::not_found(ErrorCode::NotFound, what),
+            SurfaceError::Denied(why) => ToolError::denied(ErrorCode::DiscordDenied, why),
             SurfaceError::RateLimited { retry_after } => ToolError::rate_limited(
-                "discord_rate_limited",
+                ErrorCode::DiscordRateLimited,
                 format!(
                     "Discord is rate limiting this action; retry after {:.1} s",
                     retry_after.as_secs_f64()
@@ -156,12 +160,14 @@ impl From<SurfaceError> for ToolError {
                 retry_after,
             ),
             SurfaceError::InvalidInput { message, details } => {
-                ToolError::usage("discord_rejected", message).with_details(details)
+                ToolError::usage(ErrorCode::DiscordRejected, message).with_details(details)
             }
-            SurfaceError::Conflict(why) => ToolError::new(ErrorKind::Conflict, "conflict", why),
+            SurfaceError::Conflict(why) => {
+                ToolError::new(ErrorKind::Conflict, ErrorCode::Conflict, why)
+            }
             SurfaceError::Unavailable(why) => ToolError::new(
                 ErrorKind::Unavailable,
-                "discord_unavailable",
+                ErrorCode::DiscordUnavailable,
                 format!("Discord is unavailable: {why}; retry shortly"),
             ),
         }

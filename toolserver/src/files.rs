@@ -4,6 +4,7 @@
 //! that leaves it (`..`, an absolute path elsewhere, a symlink pointing out) is refused, and a
 //! downloaded file's name is reduced to one safe component before it is joined to the cwd.
 
+use protocol::ErrorCode;
 use std::path::{Component, Path, PathBuf};
 
 use serde_json::json;
@@ -36,13 +37,13 @@ fn mib(bytes: u64) -> String {
 pub fn run_dir(cwd: Option<&str>) -> Result<PathBuf, ToolError> {
     let cwd = cwd.filter(|c| !c.trim().is_empty()).ok_or_else(|| {
         ToolError::usage(
-            "no_cwd",
+            ErrorCode::NoCwd,
             "This call has no working directory, so it cannot read or save files. The tools CLI sends SWITCHBOARD_CWD or its current directory; over HTTP, send the x-switchboard-cwd header. A capability token has the directory it was minted with (agent runs: the runner's cwd), or none.",
         )
     })?;
     Path::new(cwd).canonicalize().map_err(|error| {
         ToolError::usage(
-            "bad_cwd",
+            ErrorCode::BadCwd,
             format!("The working directory {cwd} cannot be used: {error}"),
         )
     })
@@ -52,12 +53,15 @@ pub fn run_dir(cwd: Option<&str>) -> Result<PathBuf, ToolError> {
 fn confined(dir: &Path, path: &str) -> Result<PathBuf, ToolError> {
     let joined = dir.join(path);
     let resolved = joined.canonicalize().map_err(|error| {
-        ToolError::usage("bad_path", format!("paths: cannot read {path}: {error}"))
-            .with_details(json!({ "field": "paths", "path": path }))
+        ToolError::usage(
+            ErrorCode::BadPath,
+            format!("paths: cannot read {path}: {error}"),
+        )
+        .with_details(json!({ "field": "paths", "path": path }))
     })?;
     if !resolved.starts_with(dir) {
         return Err(ToolError::usage(
-            "path_outside_cwd",
+            ErrorCode::PathOutsideCwd,
             format!(
                 "paths: {path} is outside the run's working directory {}; only files under it can be sent",
                 dir.display()
@@ -73,7 +77,7 @@ fn confined(dir: &Path, path: &str) -> Result<PathBuf, ToolError> {
 pub fn load_for_send(dir: &Path, paths: &[String]) -> Result<Vec<LoadedFile>, ToolError> {
     if paths.len() > MAX_FILES {
         return Err(ToolError::usage(
-            "too_many_files",
+            ErrorCode::TooManyFiles,
             format!(
                 "paths: {} files given; a message carries at most {MAX_FILES}. Send the rest in another message.",
                 paths.len()
@@ -86,11 +90,14 @@ pub fn load_for_send(dir: &Path, paths: &[String]) -> Result<Vec<LoadedFile>, To
     for path in paths {
         let resolved = confined(dir, path)?;
         let metadata = std::fs::metadata(&resolved).map_err(|error| {
-            ToolError::usage("bad_path", format!("paths: cannot read {path}: {error}"))
+            ToolError::usage(
+                ErrorCode::BadPath,
+                format!("paths: cannot read {path}: {error}"),
+            )
         })?;
         if !metadata.is_file() {
             return Err(ToolError::usage(
-                "not_a_file",
+                ErrorCode::NotAFile,
                 format!("paths: {path} is not a regular file"),
             )
             .with_details(json!({ "field": "paths", "path": path })));
@@ -98,7 +105,7 @@ pub fn load_for_send(dir: &Path, paths: &[String]) -> Result<Vec<LoadedFile>, To
         let size = metadata.len();
         if size > MAX_FILE_BYTES {
             return Err(ToolError::usage(
-                "file_too_large",
+                ErrorCode::FileTooLarge,
                 format!(
                     "paths: {path} is {size} bytes; each file may be at most {}",
                     mib(MAX_FILE_BYTES)
@@ -111,7 +118,7 @@ pub fn load_for_send(dir: &Path, paths: &[String]) -> Result<Vec<LoadedFile>, To
         total += size;
         if total > MAX_TOTAL_BYTES {
             return Err(ToolError::usage(
-                "files_too_large",
+                ErrorCode::FilesTooLarge,
                 format!(
                     "paths: the files add up to more than {}; send fewer or smaller files",
                     mib(MAX_TOTAL_BYTES)
@@ -125,7 +132,10 @@ pub fn load_for_send(dir: &Path, paths: &[String]) -> Result<Vec<LoadedFile>, To
         .into_iter()
         .map(|(path, resolved)| {
             let content = read_capped(&resolved, MAX_FILE_BYTES).map_err(|error| {
-                ToolError::usage("bad_path", format!("paths: cannot read {path}: {error}"))
+                ToolError::usage(
+                    ErrorCode::BadPath,
+                    format!("paths: cannot read {path}: {error}"),
+                )
             })?;
             let filename = resolved
                 .file_name()
@@ -209,7 +219,7 @@ pub fn download_dir(cwd: &Path, dir: Option<&str>) -> Result<PathBuf, ToolError>
             .any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)));
     if escapes {
         return Err(ToolError::usage(
-            "path_outside_cwd",
+            ErrorCode::PathOutsideCwd,
             format!("dir: {dir} must be a relative path inside the run's working directory, without '..'"),
         )
         .with_details(json!({ "field": "dir" })));
@@ -224,26 +234,35 @@ pub fn download_dir(cwd: &Path, dir: Option<&str>) -> Result<PathBuf, ToolError>
             break;
         }
         let resolved = prefix.canonicalize().map_err(|error| {
-            ToolError::usage("bad_path", format!("dir: cannot use {dir}: {error}"))
+            ToolError::usage(
+                ErrorCode::BadPath,
+                format!("dir: cannot use {dir}: {error}"),
+            )
         })?;
         if !resolved.starts_with(cwd) {
             return Err(ToolError::usage(
-                "path_outside_cwd",
+                ErrorCode::PathOutsideCwd,
                 format!("dir: {dir} leads outside the run's working directory"),
             )
             .with_details(json!({ "field": "dir" })));
         }
     }
     std::fs::create_dir_all(&target).map_err(|error| {
-        ToolError::usage("bad_path", format!("dir: cannot create {dir}: {error}"))
+        ToolError::usage(
+            ErrorCode::BadPath,
+            format!("dir: cannot create {dir}: {error}"),
+        )
     })?;
     // A symlink inside the cwd could still point out of it.
-    let resolved = target
-        .canonicalize()
-        .map_err(|error| ToolError::usage("bad_path", format!("dir: cannot use {dir}: {error}")))?;
+    let resolved = target.canonicalize().map_err(|error| {
+        ToolError::usage(
+            ErrorCode::BadPath,
+            format!("dir: cannot use {dir}: {error}"),
+        )
+    })?;
     if !resolved.starts_with(cwd) {
         return Err(ToolError::usage(
-            "path_outside_cwd",
+            ErrorCode::PathOutsideCwd,
             format!("dir: {dir} leads outside the run's working directory"),
         ));
     }
@@ -319,7 +338,7 @@ mod tests {
         assert_eq!(files[1].content, b"world");
 
         let outside = load_for_send(&dir, &["../".to_owned() + "x"]).unwrap_err();
-        assert_eq!(outside.kind, crate::protocol::ErrorKind::Usage);
+        assert_eq!(outside.kind, protocol::ErrorKind::Usage);
         let etc = load_for_send(&dir, &["/etc/hostname".into()]).unwrap_err();
         assert!(
             etc.code == "path_outside_cwd" || etc.code == "bad_path",

@@ -1,5 +1,6 @@
 //! The HTTP front (axum): health, the tool listing, calls, and capability minting.
 
+use protocol::ErrorCode;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,13 +20,14 @@ use crate::auth::{Caller, CapabilityGrant};
 use crate::coerce::merge_cli_input;
 use crate::error::ToolError;
 use crate::invocation::{parse_id, CallContext};
-use crate::protocol::{
-    CallRequest, ErrorKind, Health, HEADER_CLIENT, HEADER_CWD, HEADER_MESSAGE_ID,
-    HEADER_REQUEST_ID, HEADER_SESSION_ID, HEADER_TOOL_CALL_ID,
-};
 use crate::registry::parse_input;
 use crate::server::Core;
 use crate::surface::ConnectionState;
+use protocol::context::{
+    HEADER_CLIENT, HEADER_CWD, HEADER_MESSAGE_ID, HEADER_REQUEST_ID, HEADER_SESSION_ID,
+    HEADER_TOOL_CALL_ID,
+};
+use protocol::{CallRequest, ErrorKind, Health};
 
 /// Requests larger than this answer 413.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -113,7 +115,7 @@ fn context(core: &Core, headers: &HeaderMap) -> Result<CallContext, ToolError> {
                 == Some(grant.session_id);
             if !same {
                 return Err(ToolError::denied(
-                    "context_override",
+                    ErrorCode::ContextOverride,
                     format!("This capability token is bound to session {bound_session}; the {HEADER_SESSION_ID} header cannot move it to '{asked}'. Pass sessionId in the input to act elsewhere."),
                 ));
             }
@@ -121,7 +123,7 @@ fn context(core: &Core, headers: &HeaderMap) -> Result<CallContext, ToolError> {
         if let Some(asked) = &context.request_id {
             if asked != &grant.request_id {
                 return Err(ToolError::denied(
-                    "context_override",
+                    ErrorCode::ContextOverride,
                     format!("This capability token belongs to request {}; the {HEADER_REQUEST_ID} header cannot change it", grant.request_id),
                 ));
             }
@@ -136,7 +138,7 @@ fn context(core: &Core, headers: &HeaderMap) -> Result<CallContext, ToolError> {
         // always sends its directory, so a header is ignored when the grant has none.)
         if grant.cwd.is_some() && context.cwd.is_some() && context.cwd != grant.cwd {
             return Err(ToolError::denied(
-                "context_override",
+                ErrorCode::ContextOverride,
                 format!(
                     "This capability token's working directory is {}; the {HEADER_CWD} header cannot change it",
                     grant.cwd.as_deref().unwrap_or("(none)")
@@ -148,7 +150,7 @@ fn context(core: &Core, headers: &HeaderMap) -> Result<CallContext, ToolError> {
             && context.trigger_message_id != grant.trigger_message_id
         {
             return Err(ToolError::denied(
-                "context_override",
+                ErrorCode::ContextOverride,
                 format!("This capability token belongs to a run whose message is fixed; the {HEADER_MESSAGE_ID} header cannot change it"),
             ));
         }
@@ -193,7 +195,7 @@ async fn describe_tool(
             let suggestion = entity::nearest(&id, visible.iter().map(String::as_str));
             let hint = suggestion.map_or(String::new(), |s| format!(" Did you mean '{s}'?"));
             Err(ToolError::not_found(
-                "unknown_tool",
+                ErrorCode::UnknownTool,
                 format!("Unknown callable '{id}'.{hint} List them with `tools --list`."),
             )
             .with_details(json!({ "suggestion": suggestion, "known": visible })))
@@ -207,7 +209,7 @@ fn body_error(rejection: BytesRejection) -> ToolError {
         if let Some(timeout) = error.downcast_ref::<crate::connections::BodyTimeout>() {
             return ToolError::new(
                 ErrorKind::Timeout,
-                "body_timeout",
+                ErrorCode::BodyTimeout,
                 format!("{timeout}; send the whole body at once (the server's limit is toolserver.body_read_timeout_ms)"),
             )
             .with_status(StatusCode::REQUEST_TIMEOUT);
@@ -216,13 +218,13 @@ fn body_error(rejection: BytesRejection) -> ToolError {
     }
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         ToolError::usage(
-            "body_too_large",
+            ErrorCode::BodyTooLarge,
             format!("Request body is over {MAX_BODY_BYTES} bytes; send less (split the text, or attach files by path)"),
         )
         .with_status(StatusCode::PAYLOAD_TOO_LARGE)
     } else {
         ToolError::usage(
-            "bad_body",
+            ErrorCode::BadBody,
             format!("Cannot read the request body: {rejection}"),
         )
     }
@@ -239,7 +241,7 @@ async fn call(
         let mut deserializer = serde_json::Deserializer::from_slice(&body);
         serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
             ToolError::usage(
-                "bad_request",
+                ErrorCode::BadRequest,
                 format!(
                     "The body must be {{\"tool\": \"surface.…\", \"input\": {{…}}}}: {} at '{}'",
                     error.inner(),
@@ -295,22 +297,23 @@ async fn mint_capability(
     let context = context(&core, &headers)?;
     if !matches!(context.caller, Caller::Operator | Caller::Unauthenticated) {
         return Err(ToolError::denied(
-            "operator_only",
+            ErrorCode::OperatorOnly,
             "Only the operator token may mint capability tokens",
         ));
     }
     let body = body.map_err(body_error)?;
-    let value: Value = serde_json::from_slice(&body)
-        .map_err(|e| ToolError::usage("bad_request", format!("The body must be JSON: {e}")))?;
+    let value: Value = serde_json::from_slice(&body).map_err(|e| {
+        ToolError::usage(ErrorCode::BadRequest, format!("The body must be JSON: {e}"))
+    })?;
     let request: MintRequest = parse_input(value)?;
     let session_id = entity::Mapper::new(&core.aliases, core.surface.as_ref())
         .resolve_session(&request.session_id)
         .or_else(|_| parse_id("sessionId", &request.session_id))
-        .map_err(|e| ToolError::usage("unknown_session", e.message.clone()))?;
+        .map_err(|e| ToolError::usage(ErrorCode::UnknownSession, e.message.clone()))?;
     let ttl = request.ttl_s.unwrap_or(600);
     if ttl == 0 || ttl > 86_400 {
         return Err(ToolError::usage(
-            "invalid_input",
+            ErrorCode::InvalidInput,
             "ttlS must be between 1 and 86400 seconds",
         ));
     }
@@ -355,7 +358,7 @@ async fn mint_capability(
 
 async fn unknown_route(uri: axum::http::Uri) -> ToolError {
     ToolError::not_found(
-        "unknown_route",
+        ErrorCode::UnknownRoute,
         format!("No route {}; the API is GET /health, GET /v1/tools, GET /v1/tools/{{id}}, POST /v1/call", uri.path()),
     )
 }

@@ -2,6 +2,7 @@
 //! to resolve sessions, apply the allowlist and shape answers.
 
 use entity::{Mapper, Snowflake};
+use protocol::ErrorCode;
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -112,7 +113,7 @@ pub fn parse_id(field: &str, value: &str) -> Result<Snowflake, ToolError> {
         .map(|s| s.trim_start_matches(['#', '@', '!', '&']))
         .unwrap_or(trimmed);
     digits.parse::<Snowflake>().map_err(|error| {
-        ToolError::usage("invalid_input", format!("{field}: {error}"))
+        ToolError::usage(ErrorCode::InvalidInput, format!("{field}: {error}"))
             .with_details(json!({ "field": field }))
     })
 }
@@ -145,12 +146,12 @@ impl Invocation<'_> {
             .or(self.context.session_ref.as_deref())
             .ok_or_else(|| {
                 ToolError::usage(
-                    "no_session",
+                    ErrorCode::NoSession,
                     "No session given and none in this call's context. Pass --session-id=ID (a channel id, <#id>, or a configured token such as #ops), or set SWITCHBOARD_SESSION_ID.",
                 )
             })?;
         let channel_id = self.mapper().resolve_session(reference).map_err(|error| {
-            ToolError::not_found("unknown_session", error.to_string())
+            ToolError::not_found(ErrorCode::UnknownSession, error.to_string())
                 .with_details(json!({ "reference": reference }))
         })?;
         let location = self
@@ -179,7 +180,7 @@ impl Invocation<'_> {
             .message(target.channel_id, message_id)
             .ok_or_else(|| {
                 ToolError::not_found(
-                    "unknown_message",
+                    ErrorCode::UnknownMessage,
                     format!(
                         "Message {message_id} is not in the cache of session {}; list recent messages with surface.messages.list",
                         target.channel_id

@@ -1,6 +1,5 @@
 //! The switchboard tool server: how an agent acts in a chat platform.
 //!
-//! * [`protocol`]: the wire types shared by the HTTP front and the `tools` CLI.
 //! * [`Surface`]: the seam a chat platform implements (the bot implements it for Discord;
 //!   [`memory::MemorySurface`] implements it in memory for tests).
 //! * [`Core`]: authentication (operator token, capability tokens), and the policy path every
@@ -23,7 +22,6 @@ pub mod files;
 pub mod http;
 pub mod invocation;
 pub mod memory;
-pub mod protocol;
 pub mod ratelimit;
 pub mod refusals;
 pub mod registry;

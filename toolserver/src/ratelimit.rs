@@ -1,5 +1,6 @@
 //! Rate limits (GCRA, via governor): per caller per callable, and per channel for mutations.
 
+use protocol::ErrorCode;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -44,7 +45,7 @@ impl Limits {
         self.check(&self.per_caller, format!("{caller}|{tool_id}"))
             .map_err(|wait| {
                 ToolError::rate_limited(
-                    "rate_limited",
+                    ErrorCode::RateLimited,
                     format!(
                         "Too many {tool_id} calls from this caller; retry after {} ms",
                         wait.as_millis()
@@ -67,7 +68,7 @@ impl Limits {
             Ok(Err(not_until)) => {
                 let wait = not_until.wait_time_from(self.clock.now());
                 Err(ToolError::rate_limited(
-                    "channel_rate_limited",
+                    ErrorCode::ChannelRateLimited,
                     format!(
                         "Too many changes to channel {channel_id} ({messages} message{} needed); retry after {} ms",
                         if messages == 1 { "" } else { "s" },
@@ -77,7 +78,7 @@ impl Limits {
                 ))
             }
             Err(capacity) => Err(ToolError::usage(
-                "over_channel_burst",
+                ErrorCode::OverChannelBurst,
                 format!(
                     "This needs {messages} messages in channel {channel_id}, more than its limit allows at once ({}); send less, or raise toolserver.rate_limits.per_channel_mutating_burst",
                     capacity.0

@@ -1,6 +1,7 @@
 //! The callable registry: each callable is an id, a description, the JSON Schema of its input
 //! (generated from the Rust type), and a handler.
 
+use protocol::ErrorCode;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use serde_json::{json, Value};
 
 use crate::error::ToolError;
 use crate::invocation::Invocation;
-use crate::protocol::{Example, ToolDetail, ToolEntry};
+use protocol::{Example, ToolDetail, ToolEntry};
 
 /// What a callable says about itself.
 pub struct ToolSpec {
@@ -82,7 +83,7 @@ pub fn parse_input<I: DeserializeOwned>(input: Value) -> Result<I, ToolError> {
         } else {
             format!("invalid input at '{field}': {inner}")
         };
-        ToolError::usage("invalid_input", message).with_details(json!({ "field": field }))
+        ToolError::usage(ErrorCode::InvalidInput, message).with_details(json!({ "field": field }))
     })
 }
 
@@ -144,7 +145,7 @@ impl Registry {
         let suggestion = entity::nearest(id, known.iter().copied());
         let hint = suggestion.map_or(String::new(), |s| format!(" Did you mean '{s}'?"));
         ToolError::not_found(
-            "unknown_tool",
+            ErrorCode::UnknownTool,
             format!("Unknown callable '{id}'.{hint} List them with `tools --list`."),
         )
         .with_details(json!({ "suggestion": suggestion, "known": known }))

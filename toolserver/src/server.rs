@@ -1,5 +1,6 @@
 //! The tool server's core: authentication, the policy path every call takes, and start-up.
 
+use protocol::ErrorCode;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,10 +14,10 @@ use crate::allowlist::Allowlist;
 use crate::auth::{Caller, CapabilityRefusal, CapabilityStore, OperatorToken, CAPABILITY_PREFIX};
 use crate::error::ToolError;
 use crate::invocation::{CallContext, Invocation};
-use crate::protocol::{ErrorKind, ToolEntry};
 use crate::ratelimit::Limits;
 use crate::registry::{Registry, ToolOutput};
 use crate::surface::Surface;
+use protocol::{ErrorKind, ToolEntry};
 
 /// Why the server refuses to start.
 #[derive(Debug, thiserror::Error)]
@@ -145,7 +146,7 @@ impl Core {
             return match self.operator {
                 None => Ok(Caller::Unauthenticated),
                 Some(_) => Err(ToolError::unauthenticated(
-                    "missing_token",
+                    ErrorCode::MissingToken,
                     "No token: send Authorization: Bearer <token> (the tools CLI reads SWITCHBOARD_TOKEN)",
                 )),
             };
@@ -157,11 +158,11 @@ impl Core {
                 .map(Caller::Capability)
                 .map_err(|refusal| match refusal {
                     CapabilityRefusal::Expired => ToolError::unauthenticated(
-                        "token_expired",
+                        ErrorCode::TokenExpired,
                         "This capability token has expired; its run is over",
                     ),
                     CapabilityRefusal::Unknown => ToolError::unauthenticated(
-                        "invalid_token",
+                        ErrorCode::InvalidToken,
                         "This capability token is not valid (revoked, or never issued)",
                     ),
                 });
@@ -169,7 +170,7 @@ impl Core {
         match &self.operator {
             Some(operator) if operator.matches(token) => Ok(Caller::Operator),
             _ => Err(ToolError::unauthenticated(
-                "invalid_token",
+                ErrorCode::InvalidToken,
                 "The token is not valid for this server",
             )),
         }
@@ -216,7 +217,7 @@ impl Core {
         );
         if let Err(error) = &result {
             if matches!(error.kind, ErrorKind::Denied | ErrorKind::Unavailable) {
-                if let Some(count) = self.refusals.record(&caller, &error.code, started) {
+                if let Some(count) = self.refusals.record(&caller, error.code.as_str(), started) {
                     tracing::info!(
                         target: "audit",
                         caller = %caller,
@@ -243,7 +244,7 @@ impl Core {
             // A callable outside the caller's scope looks like any other it may not call.
             Some(_) => {
                 return Err(ToolError::denied(
-                    "out_of_scope",
+                    ErrorCode::OutOfScope,
                     format!("'{tool_id}' is outside this token's tool scope"),
                 ))
             }
@@ -253,7 +254,7 @@ impl Core {
         let _permit = self.permits.try_acquire().map_err(|_| {
             ToolError::new(
                 ErrorKind::Unavailable,
-                "busy",
+                ErrorCode::Busy,
                 "The tool server is at its concurrent call limit; retry shortly",
             )
             .with_retry_after(Duration::from_secs(1))
@@ -268,7 +269,7 @@ impl Core {
             Ok(result) => result,
             Err(_) => Err(ToolError::new(
                 ErrorKind::Timeout,
-                "timeout",
+                ErrorCode::Timeout,
                 format!(
                     "'{tool_id}' did not finish within {} s; it may still complete — check before retrying a mutation",
                     self.call_timeout.as_secs()

@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use protocol::context::CONTEXT_ENV_HEADERS;
+use protocol::{CallRequest, ErrorBody, ErrorKind};
 use serde_json::{json, Value};
-use toolserver::protocol::{CallRequest, ErrorBody, ErrorKind, CONTEXT_ENV_HEADERS};
 
 /// No child may run longer than this.
 const CHILD_LIMIT: Duration = Duration::from_secs(20);

@@ -24,6 +24,7 @@ fn config(extra: &str) -> String {
 
 /// Raises this process's soft open-file limit towards `want` (never past the hard limit);
 /// returns the soft limit now.
+#[allow(unsafe_code)] // FFI calls, see SAFETY below
 fn raise_descriptor_limit(want: u64) -> u64 {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
@@ -45,6 +46,7 @@ fn raise_descriptor_limit(want: u64) -> u64 {
     limit.rlim_cur
 }
 
+#[allow(unsafe_code)] // FFI calls, see SAFETY below
 fn set_descriptor_limit(soft: u64) {
     let mut limit = libc::rlimit {
         rlim_cur: 0,

@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use entity::Snowflake;
+use protocol::ErrorKind;
 use serde_json::{json, Value};
 use toolserver::auth::CapabilityGrant;
 use toolserver::memory::demo;
-use toolserver::protocol::ErrorKind;
 use toolserver::surface::SurfaceError;
 use toolserver::testing::{TestServer, DEMO_CONFIG};
 use toolserver::workflow::{Observed, Workflow, WorkflowEngine, WorkflowHooks, WorkflowState};

@@ -7,9 +7,9 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use proptest::prelude::*;
+use protocol::ErrorKind;
 use serde_json::{json, Value};
 use toolserver::memory::demo;
-use toolserver::protocol::ErrorKind;
 use toolserver::testing::{TestServer, DEMO_CONFIG};
 use toolserver::CallContext;
 

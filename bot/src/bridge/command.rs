@@ -226,6 +226,7 @@ impl GroupGuard {
     }
 
     #[cfg(unix)]
+    #[allow(unsafe_code)] // one FFI call, see SAFETY below
     fn kill(&mut self) {
         let Some(pgid) = self.pgid.take() else {
             return;
@@ -375,6 +376,7 @@ mod tests {
     }
 
     /// False once the process is gone (or a zombie no one has reaped yet: it is dead all the same).
+    #[allow(unsafe_code)] // one FFI call, see SAFETY below
     fn alive(pid: libc::pid_t) -> bool {
         // SAFETY: signal 0 only checks for existence.
         if unsafe { libc::kill(pid, 0) } == -1 {

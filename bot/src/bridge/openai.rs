@@ -5,6 +5,7 @@
 //! [`Core::call`] with the run's capability — the full policy path — and its result or typed
 //! error goes back to the model. The final assistant text is the reply.
 
+use protocol::ErrorCode;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -214,7 +215,7 @@ async fn run_tool(
         Ok(value) => value,
         Err(error) => {
             let refused = toolserver::ToolError::usage(
-                "invalid_arguments",
+                ErrorCode::InvalidArguments,
                 format!("the arguments are not JSON: {error}"),
             );
             return serde_json::to_string(&refused.body()).unwrap_or_default();

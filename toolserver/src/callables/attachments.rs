@@ -1,5 +1,6 @@
 //! `attachment.download`: the files people posted, saved into the run's working directory.
 
+use protocol::ErrorCode;
 use std::io::Write;
 use std::path::Path;
 
@@ -51,7 +52,7 @@ struct Skipped {
 #[serde(rename_all = "camelCase")]
 struct Failed {
     filename: String,
-    code: String,
+    code: ErrorCode,
     reason: String,
 }
 
@@ -118,7 +119,7 @@ impl Tool for DownloadAttachments {
             Some(id) => parse_id("messageId", id)?,
             None => cx.context.trigger_message_id.ok_or_else(|| {
                 ToolError::usage(
-                    "no_message",
+                    ErrorCode::NoMessage,
                     "This call was not started by a message, so there is no trigger to read. Pass messageId (and sessionId when it is elsewhere).",
                 )
             })?,
@@ -164,7 +165,7 @@ impl Tool for DownloadAttachments {
                 Err(error) => {
                     failed.push(Failed {
                         filename: attachment.filename.clone(),
-                        code: "save_failed".to_owned(),
+                        code: ErrorCode::SaveFailed,
                         reason: format!("cannot save it: {error}"),
                     });
                     continue;
@@ -181,12 +182,12 @@ impl Tool for DownloadAttachments {
         if saved.is_empty() {
             if let Some(first) = failed.first() {
                 return Err(ToolError::new(
-                    if first.code == "save_failed" {
-                        crate::protocol::ErrorKind::Internal
+                    if first.code == ErrorCode::SaveFailed {
+                        protocol::ErrorKind::Internal
                     } else {
-                        crate::protocol::ErrorKind::Unavailable
+                        protocol::ErrorKind::Unavailable
                     },
-                    &first.code,
+                    first.code.clone(),
                     format!(
                         "No attachment was saved: {} {}",
                         first.filename, first.reason

@@ -1,6 +1,7 @@
 //! `surface.messages.*`: list, read, send, edit, delete.
 
 use async_trait::async_trait;
+use protocol::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -72,7 +73,7 @@ impl Tool for ListMessages {
         let limit = input.limit.unwrap_or(DEFAULT_LIMIT);
         if !(1..=MAX_LIMIT).contains(&limit) {
             return Err(ToolError::usage(
-                "invalid_input",
+                ErrorCode::InvalidInput,
                 format!("limit must be between 1 and {MAX_LIMIT}, got {limit}"),
             ));
         }
@@ -151,7 +152,7 @@ pub struct SendMessage;
 
 fn too_many_parts(parts: usize, max: usize) -> ToolError {
     ToolError::usage(
-        "too_many_parts",
+        ErrorCode::TooManyParts,
         format!("This text would be posted as {parts} messages; one send posts at most {max} (toolserver.max_parts_per_send). Shorten it, or attach it as a file with paths."),
     )
     .with_details(json!({ "parts": parts, "max": max }))
@@ -202,7 +203,7 @@ impl Tool for SendMessage {
         let paths = input.paths.unwrap_or_default();
         if input.text.trim().is_empty() && paths.is_empty() {
             return Err(ToolError::usage(
-                "empty_text",
+                ErrorCode::EmptyText,
                 "text is empty; say something, or attach files with paths (Discord refuses empty messages)",
             ));
         }
@@ -322,7 +323,7 @@ impl Tool for EditMessage {
         let message_id = parse_id("messageId", &input.message_id)?;
         if input.text.trim().is_empty() {
             return Err(ToolError::usage(
-                "empty_text",
+                ErrorCode::EmptyText,
                 "text is empty; to remove the message use surface.messages.delete",
             ));
         }
@@ -331,7 +332,7 @@ impl Tool for EditMessage {
         let length = content.chars().count();
         if length > MESSAGE_LIMIT {
             return Err(ToolError::usage(
-                "text_too_long",
+                ErrorCode::TextTooLong,
                 format!("The edited text is {length} characters after mentions are rewritten; an edit holds at most {MESSAGE_LIMIT}. Shorten it, or send the rest as a new message."),
             ));
         }
@@ -341,7 +342,7 @@ impl Tool for EditMessage {
         ) {
             if message.author_id != bot {
                 return Err(ToolError::denied(
-                    "not_own_message",
+                    ErrorCode::NotOwnMessage,
                     format!("Message {message_id} was written by {}, not the bot; only the bot's own messages can be edited", message.author_name),
                 ));
             }

@@ -1,6 +1,7 @@
 //! `surface.reactions.*`.
 
 use async_trait::async_trait;
+use protocol::ErrorCode;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -24,7 +25,7 @@ fn checked_emoji(emoji: &str) -> Result<String, ToolError> {
     let emoji = emoji.trim();
     if emoji.is_empty() || emoji.chars().count() > 100 || emoji.contains(char::is_whitespace) {
         return Err(ToolError::usage(
-            "invalid_emoji",
+            ErrorCode::InvalidEmoji,
             "emoji must be one unicode emoji (✅) or a custom emoji as name:id",
         ));
     }

@@ -1,6 +1,7 @@
 //! `surface.sessions.list`.
 
 use async_trait::async_trait;
+use protocol::ErrorCode;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -46,7 +47,7 @@ impl Tool for ListSessions {
         let limit = input.limit.unwrap_or(100);
         if !(1..=1000).contains(&limit) {
             return Err(ToolError::usage(
-                "invalid_input",
+                ErrorCode::InvalidInput,
                 format!("limit must be between 1 and 1000, got {limit}"),
             ));
         }

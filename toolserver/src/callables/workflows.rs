@@ -1,5 +1,6 @@
 //! `workflow.*`: ask people elsewhere, and resume when they answer.
 
+use protocol::ErrorCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,12 +13,12 @@ use serde_json::json;
 use crate::auth::Caller;
 use crate::error::ToolError;
 use crate::invocation::{parse_id, Invocation};
-use crate::protocol::ErrorKind;
 use crate::registry::{example, output, Tool, ToolOutput, ToolSpec};
 use crate::workflow::{
     NewTask, NewWorkflow, Workflow, WorkflowEngine, WorkflowError, DEFAULT_TIMEOUT, MAX_TASKS,
     MAX_TIMEOUT,
 };
+use protocol::ErrorKind;
 
 const MAX_SUMMARY: usize = 500;
 const MAX_DESCRIPTION: usize = 4_000;
@@ -28,17 +29,17 @@ impl From<WorkflowError> for ToolError {
         let message = error.to_string();
         match error {
             WorkflowError::NotFound(_) => ToolError::not_found(
-                "unknown_workflow",
+                ErrorCode::UnknownWorkflow,
                 format!("{message}; list them with workflow.list"),
             ),
             WorkflowError::Finished { .. } => {
-                ToolError::new(ErrorKind::Conflict, "workflow_finished", message)
+                ToolError::new(ErrorKind::Conflict, ErrorCode::WorkflowFinished, message)
             }
             WorkflowError::TooMany => {
-                ToolError::new(ErrorKind::Unavailable, "too_many_workflows", message)
+                ToolError::new(ErrorKind::Unavailable, ErrorCode::TooManyWorkflows, message)
             }
             WorkflowError::Persist(_) => {
-                ToolError::new(ErrorKind::Unavailable, "store_unavailable", message)
+                ToolError::new(ErrorKind::Unavailable, ErrorCode::StoreUnavailable, message)
                     .with_retry_after(Duration::from_secs(5))
             }
             WorkflowError::Random(_) => ToolError::internal(message),
@@ -50,7 +51,7 @@ fn engine<'a>(cx: &'a Invocation<'_>) -> Result<&'a Arc<WorkflowEngine>, ToolErr
     cx.core.workflows().ok_or_else(|| {
         ToolError::new(
             ErrorKind::Unavailable,
-            "workflows_unavailable",
+            ErrorCode::WorkflowsUnavailable,
             "Workflows resume an agent run, so they need the agent bridge: run `switchboard run` with an [agent] section in the config.",
         )
     })
@@ -76,7 +77,7 @@ fn bounded_text(field: &str, text: &str, max: usize) -> Result<(), ToolError> {
     let length = text.chars().count();
     if length > max {
         return Err(ToolError::usage(
-            "invalid_input",
+            ErrorCode::InvalidInput,
             format!("{field} is {length} characters; at most {max}"),
         )
         .with_details(json!({ "field": field })));
@@ -93,7 +94,7 @@ fn resolve_user(cx: &Invocation<'_>, field: &str, reference: &str) -> Result<Sno
     match cx.mapper().resolve_at_key(&key) {
         Some(entity::Mention::User(id)) => Ok(id),
         _ => Err(ToolError::usage(
-            "unknown_user",
+            ErrorCode::UnknownUser,
             format!("{field}: '{reference}' is not a user switchboard knows; pass a user id or a configured alias"),
         )
         .with_details(json!({ "field": field }))),
@@ -156,7 +157,7 @@ impl Tool for CreateWorkflow {
         let engine = engine(cx)?;
         if input.tasks.is_empty() || input.tasks.len() > MAX_TASKS {
             return Err(ToolError::usage(
-                "invalid_input",
+                ErrorCode::InvalidInput,
                 format!(
                     "tasks: give 1 to {MAX_TASKS} tasks, got {}",
                     input.tasks.len()
@@ -171,7 +172,7 @@ impl Tool for CreateWorkflow {
             }
             Some(seconds) => {
                 return Err(ToolError::usage(
-                    "invalid_input",
+                    ErrorCode::InvalidInput,
                     format!(
                         "timeoutS must be between 1 and {} seconds (30 days), got {seconds}",
                         MAX_TIMEOUT.as_secs()
@@ -188,7 +189,7 @@ impl Tool for CreateWorkflow {
             let field = |name: &str| format!("tasks[{index}].{name}");
             if task.summary.trim().is_empty() {
                 return Err(ToolError::usage(
-                    "invalid_input",
+                    ErrorCode::InvalidInput,
                     format!("{}: say what the task is in a line", field("summary")),
                 )
                 .with_details(json!({ "field": field("summary") })));
@@ -209,7 +210,7 @@ impl Tool for CreateWorkflow {
                 .transpose()?;
             if task.session_id.trim().is_empty() {
                 return Err(ToolError::usage(
-                    "invalid_input",
+                    ErrorCode::InvalidInput,
                     format!("{}: name the session to wait in", field("sessionId")),
                 ));
             }
@@ -297,7 +298,7 @@ impl Tool for ListWorkflows {
         if let Some(state) = state {
             if !STATES.contains(&state) {
                 return Err(ToolError::usage(
-                    "invalid_input",
+                    ErrorCode::InvalidInput,
                     format!("state must be one of {}, got '{state}'", STATES.join(", ")),
                 )
                 .with_details(json!({ "field": "state" })));

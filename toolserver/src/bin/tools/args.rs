@@ -5,13 +5,14 @@
 //! the [`CallRequest`]. Field values stay strings in `args`; the server converts them with the
 //! callable's schema, so the CLI needs no schema.
 
+use protocol::ErrorCode;
 use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::ValueEnum;
+use protocol::CallRequest;
 use serde_json::{Map, Value};
-use toolserver::protocol::CallRequest;
 
 /// How a result is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -28,12 +29,12 @@ pub enum OutputFormat {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsageError {
     /// Machine-readable reason, e.g. `missing_value`.
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
 }
 
 impl UsageError {
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         UsageError {
             code,
             message: message.into(),
@@ -87,7 +88,7 @@ pub fn parse(words: &[String]) -> Result<Parsed, UsageError> {
                 "-V" => p.version = true,
                 _ => {
                     return Err(UsageError::new(
-                        "unknown_option",
+                        ErrorCode::UnknownOption,
                         format!(
                             "unknown option '{word}': field flags are written --field=value; \
                              to pass a word starting with '-', put it after '--'"
@@ -108,7 +109,7 @@ pub fn parse(words: &[String]) -> Result<Parsed, UsageError> {
         p.tool = ids.next();
         if let Some(extra) = ids.next() {
             return Err(UsageError::new(
-                "unexpected_argument",
+                ErrorCode::UnexpectedArgument,
                 format!("'tools help' takes one callable id, got an extra word '{extra}'"),
             ));
         }
@@ -129,7 +130,7 @@ impl Parsed {
             ("version", None) => self.version = true,
             ("help" | "list" | "version", Some(_)) => {
                 return Err(UsageError::new(
-                    "unexpected_value",
+                    ErrorCode::UnexpectedValue,
                     format!("--{name} takes no value (write --{name})"),
                 ))
             }
@@ -141,7 +142,7 @@ impl Parsed {
                     _ => "--input='{\"text\":\"hi\"}'",
                 };
                 return Err(UsageError::new(
-                    "missing_value",
+                    ErrorCode::MissingValue,
                     format!("--{name} needs a value after '=', e.g. {example}"),
                 ));
             }
@@ -151,7 +152,7 @@ impl Parsed {
             ("input", Some(v)) => {
                 if self.input.is_some() {
                     return Err(UsageError::new(
-                        "duplicate_field",
+                        ErrorCode::DuplicateField,
                         "--input is given twice; give one base object",
                     ));
                 }
@@ -159,14 +160,14 @@ impl Parsed {
             }
             (_, None) if self.tool.is_none() => {
                 return Err(UsageError::new(
-                    "unknown_option",
+                    ErrorCode::UnknownOption,
                     format!("unknown option '{word}'; see 'tools --help'"),
                 ))
             }
             (name, None) => {
                 field_name(word, name.strip_suffix(":json").unwrap_or(name))?;
                 return Err(UsageError::new(
-                    "missing_value",
+                    ErrorCode::MissingValue,
                     format!(
                         "{word} has no value: values use '=', e.g. --{name}=true or --{name}=VALUE"
                     ),
@@ -177,7 +178,7 @@ impl Parsed {
                     let field = field_name(word, json_name)?;
                     let value: Value = serde_json::from_str(v).map_err(|e| {
                         UsageError::new(
-                            "bad_json",
+                            ErrorCode::BadJson,
                             format!(
                                 "--{name} is not valid JSON ({e}); e.g. --{json_name}:json='[1,2]'"
                             ),
@@ -199,7 +200,7 @@ impl Parsed {
     fn note(&mut self, field: &str, word: &str) -> Result<(), UsageError> {
         if let Some((_, first)) = self.seen.iter().find(|(f, _)| f == field) {
             return Err(UsageError::new(
-                "duplicate_field",
+                ErrorCode::DuplicateField,
                 format!(
                     "field '{field}' is given twice ({} and {}); give it once",
                     flag_of(first),
@@ -225,7 +226,7 @@ fn looks_numeric(word: &str) -> bool {
 fn parse_output(v: &str) -> Result<OutputFormat, UsageError> {
     OutputFormat::from_str(v, false).map_err(|_| {
         UsageError::new(
-            "bad_option",
+            ErrorCode::BadOption,
             format!("--output={v} is not a format: use --output=json, pretty or text"),
         )
     })
@@ -239,7 +240,7 @@ pub fn parse_timeout(v: &str) -> Result<Duration, UsageError> {
         .and_then(|s| Duration::try_from_secs_f64(s).ok())
         .ok_or_else(|| {
             UsageError::new(
-                "bad_option",
+                ErrorCode::BadOption,
                 format!("--timeout={v} is not a positive number of seconds, e.g. --timeout=30"),
             )
         })
@@ -249,7 +250,7 @@ fn parse_input_source(v: &str) -> Result<InputSource, UsageError> {
     match v.strip_prefix('@') {
         Some("-") => Ok(InputSource::Stdin),
         Some("") => Err(UsageError::new(
-            "missing_value",
+            ErrorCode::MissingValue,
             "--input=@ needs a file name (--input=@input.json) or '-' for stdin (--input=@-)",
         )),
         Some(path) => Ok(InputSource::File(PathBuf::from(path))),
@@ -261,7 +262,7 @@ fn parse_input_source(v: &str) -> Result<InputSource, UsageError> {
 fn field_name(word: &str, name: &str) -> Result<String, UsageError> {
     let bad = || {
         UsageError::new(
-            "bad_flag",
+            ErrorCode::BadFlag,
             format!(
                 "'{word}' is not a field flag: write --field-name=value (letters, digits, '-' and '_', \
                  starting with a letter)"
@@ -305,7 +306,7 @@ pub fn build_request(
                 InputSource::File(path) => {
                     let text = std::fs::read_to_string(path).map_err(|e| {
                         UsageError::new(
-                            "bad_input",
+                            ErrorCode::BadInput,
                             format!("--input=@{}: cannot read the file: {e}", path.display()),
                         )
                     })?;
@@ -313,7 +314,10 @@ pub fn build_request(
                 }
                 InputSource::Stdin => {
                     let text = read_stdin().map_err(|e| {
-                        UsageError::new("bad_input", format!("--input=@-: cannot read stdin: {e}"))
+                        UsageError::new(
+                            ErrorCode::BadInput,
+                            format!("--input=@-: cannot read stdin: {e}"),
+                        )
                     })?;
                     (text, "--input=@-".to_owned())
                 }
@@ -322,7 +326,7 @@ pub fn build_request(
                 Ok(Value::Object(map)) => Some(map),
                 Ok(other) => {
                     return Err(UsageError::new(
-                        "bad_input",
+                        ErrorCode::BadInput,
                         format!(
                             "{from} must be a JSON object like {{\"text\":\"hi\"}}, not {}",
                             json_kind(&other)
@@ -331,7 +335,7 @@ pub fn build_request(
                 }
                 Err(e) => {
                     return Err(UsageError::new(
-                        "bad_json",
+                        ErrorCode::BadJson,
                         format!("{from} is not valid JSON ({e})"),
                     ))
                 }
@@ -360,7 +364,7 @@ pub fn build_request(
 
 fn given_by_input(field: &str, flag: &str) -> UsageError {
     UsageError::new(
-        "duplicate_field",
+        ErrorCode::DuplicateField,
         format!("field '{field}' is given by both --input and {flag}; give it once"),
     )
 }
@@ -619,7 +623,7 @@ mod tests {
             assert_eq!(
                 request(&["x.y", &format!("--input={v}")]).map(|_| ()),
                 Err(UsageError {
-                    code: "bad_input",
+                    code: ErrorCode::BadInput,
                     message: format!(
                         "--input must be a JSON object like {{\"text\":\"hi\"}}, not {}",
                         json_kind(&serde_json::from_str(v).expect("json"))
@@ -631,13 +635,13 @@ mod tests {
             request(&["x.y", "--input={"])
                 .map(|_| ())
                 .map_err(|e| e.code),
-            Err("bad_json")
+            Err(ErrorCode::BadJson)
         );
         assert_eq!(
             request(&["x.y", "--input="])
                 .map(|_| ())
                 .map_err(|e| e.code),
-            Err("bad_json")
+            Err(ErrorCode::BadJson)
         );
     }
 
@@ -658,7 +662,7 @@ mod tests {
     #[test]
     fn input_from_a_missing_file_is_a_usage_error() {
         let e = request(&["x.y", "--input=@/nonexistent/tools-test.json"]).map(|_| ());
-        assert_eq!(e.map_err(|e| e.code), Err("bad_input"));
+        assert_eq!(e.map_err(|e| e.code), Err(ErrorCode::BadInput));
         assert_eq!(parse_err(&["x.y", "--input=@"]).code, "missing_value");
     }
 
@@ -681,15 +685,15 @@ mod tests {
         let p = parse_ok(&["x.y", "--input=@-"]);
         let mut stdin = || Err(io::Error::other("closed"));
         let e = build_request("x.y", p, &mut stdin).map(|_| ());
-        assert_eq!(e.map_err(|e| e.code), Err("bad_input"));
+        assert_eq!(e.map_err(|e| e.code), Err(ErrorCode::BadInput));
     }
 
     #[test]
     fn a_field_in_both_input_and_a_flag_is_a_usage_error() {
         let e = request(&["x.y", "--input={\"text\":\"a\"}", "--text=b"]).map(|_| ());
-        assert_eq!(e.map_err(|e| e.code), Err("duplicate_field"));
+        assert_eq!(e.map_err(|e| e.code), Err(ErrorCode::DuplicateField));
         let e = request(&["x.y", "--input={\"text\":\"a\"}", "--text:json=\"b\""]).map(|_| ());
-        assert_eq!(e.map_err(|e| e.code), Err("duplicate_field"));
+        assert_eq!(e.map_err(|e| e.code), Err(ErrorCode::DuplicateField));
     }
 
     #[test]

@@ -3,10 +3,12 @@
 //! Every answer is read as a body whatever its status; [`Client::get`] and [`Client::post`]
 //! turn it into the value or a [`Failure`] in the protocol's shape.
 
+use protocol::ErrorCode;
 use std::time::Duration;
 
+use protocol::context::{CONTEXT_ENV_HEADERS, ENV_TOKEN, HEADER_CWD};
+use protocol::{ErrorBody, ErrorKind};
 use serde_json::{json, Value};
-use toolserver::protocol::{ErrorBody, ErrorKind, CONTEXT_ENV_HEADERS, ENV_TOKEN, HEADER_CWD};
 
 use crate::args::UsageError;
 use crate::failure::Failure;
@@ -149,7 +151,7 @@ impl Client {
     fn bad_response(&self, status: u16, what: &str) -> Failure {
         Failure::new(
             ErrorKind::Internal,
-            "bad_response",
+            ErrorCode::BadResponse,
             format!(
                 "switchboard at {} answered HTTP {status} with {what} — is {} a switchboard tool server?",
                 self.base, self.base
@@ -166,7 +168,7 @@ impl Client {
         let unreachable = |why: String| {
             Failure::new(
                 ErrorKind::Unavailable,
-                "unreachable",
+                ErrorCode::Unreachable,
                 format!(
                     "cannot reach switchboard at {url} — is switchboard running at {url}? \
                      (set SWITCHBOARD_URL)"
@@ -195,19 +197,19 @@ impl Client {
             }
             ureq::Error::Timeout(_) => Failure::new(
                 ErrorKind::Timeout,
-                "client_timeout",
+                ErrorCode::ClientTimeout,
                 format!("switchboard at {url} did not answer in time (raise --timeout=SECONDS)"),
                 json!({"url": url}),
             ),
             ureq::Error::BodyExceedsLimit(limit) => Failure::new(
                 ErrorKind::Internal,
-                "bad_response",
+                ErrorCode::BadResponse,
                 format!("switchboard at {url} sent an answer larger than {limit} bytes"),
                 json!({"url": url}),
             ),
             other => Failure::new(
                 ErrorKind::Unavailable,
-                "connection_lost",
+                ErrorCode::ConnectionLost,
                 format!("the exchange with switchboard at {url} failed: {other}"),
                 json!({"url": url}),
             ),
@@ -221,7 +223,7 @@ pub fn base_url(url: &str) -> Result<String, UsageError> {
     let lower = url.to_ascii_lowercase();
     if lower.starts_with("https://") {
         return Err(UsageError::new(
-            "bad_url",
+            ErrorCode::BadUrl,
             format!(
                 "{url}: the tools CLI has no TLS built in; use a plain http:// loopback URL \
                  (front a remote server with a local tunnel or proxy)"
@@ -230,7 +232,7 @@ pub fn base_url(url: &str) -> Result<String, UsageError> {
     }
     let Some(rest) = lower.strip_prefix("http://") else {
         return Err(UsageError::new(
-            "bad_url",
+            ErrorCode::BadUrl,
             format!("'{url}' is not a server URL: write it like http://127.0.0.1:7311"),
         ));
     };
@@ -238,7 +240,7 @@ pub fn base_url(url: &str) -> Result<String, UsageError> {
     let bad_char = url.chars().any(|c| c.is_whitespace() || c.is_control());
     if host.is_empty() || bad_char || rest.contains(['?', '#']) {
         return Err(UsageError::new(
-            "bad_url",
+            ErrorCode::BadUrl,
             format!("'{url}' is not a server URL: write it like http://127.0.0.1:7311"),
         ));
     }
@@ -249,7 +251,7 @@ pub fn base_url(url: &str) -> Result<String, UsageError> {
 fn check_header_value(var: &str, value: &str) -> Result<(), UsageError> {
     if value.chars().any(|c| c.is_control() && c != '\t') {
         return Err(UsageError::new(
-            "bad_environment",
+            ErrorCode::BadEnvironment,
             format!(
                 "{var} holds a control character (a newline?), which can't go in an HTTP header"
             ),

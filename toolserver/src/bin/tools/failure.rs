@@ -1,7 +1,8 @@
 //! A failed invocation in the protocol's error shape, and its two stderr lines.
 
+use protocol::ErrorCode;
+use protocol::{ErrorBody, ErrorInfo, ErrorKind};
 use serde_json::{json, Value};
-use toolserver::protocol::{ErrorBody, ErrorInfo, ErrorKind};
 
 use crate::args::UsageError;
 
@@ -17,11 +18,16 @@ pub struct Failure {
 }
 
 impl Failure {
-    pub fn new(kind: ErrorKind, code: &str, message: impl Into<String>, details: Value) -> Self {
+    pub fn new(
+        kind: ErrorKind,
+        code: ErrorCode,
+        message: impl Into<String>,
+        details: Value,
+    ) -> Self {
         Failure {
             info: Box::new(ErrorInfo {
                 kind,
-                code: code.to_owned(),
+                code,
                 message: message.into(),
                 retryable: matches!(kind, ErrorKind::Unavailable | ErrorKind::Timeout),
                 details,
@@ -121,7 +127,7 @@ mod tests {
     fn human_line_has_kind_and_message() {
         let f = Failure::new(
             ErrorKind::NotFound,
-            "unknown_session",
+            ErrorCode::UnknownSession,
             "Unknown session 'opps'. Did you mean 'ops'?",
             json!({"suggestion": "ops"}),
         );
@@ -136,7 +142,7 @@ mod tests {
     fn unknown_callable_line_suggests_the_nearest_name() {
         let mut f = Failure::new(
             ErrorKind::NotFound,
-            "unknown_tool",
+            ErrorCode::UnknownTool,
             "no such tool",
             json!({"suggestion": "surface.messages.send", "known": []}),
         );
@@ -151,7 +157,7 @@ mod tests {
     fn retry_after_is_shown_from_details_or_header() {
         let f = Failure::new(
             ErrorKind::Unavailable,
-            "rate_limited",
+            ErrorCode::RateLimited,
             "slow down",
             json!({"retryAfterMs": 500}),
         );
@@ -161,7 +167,7 @@ mod tests {
         );
         let mut f = Failure::new(
             ErrorKind::Unavailable,
-            "rate_limited",
+            ErrorCode::RateLimited,
             "slow down",
             json!({}),
         );
@@ -169,7 +175,7 @@ mod tests {
         assert!(f.human_line().ends_with("(retry after 2 s)"));
         let f = Failure::new(
             ErrorKind::Unavailable,
-            "rate_limited",
+            ErrorCode::RateLimited,
             "Too many calls; retry after 30 ms",
             json!({"retryAfterMs": 30}),
         );
@@ -181,7 +187,12 @@ mod tests {
 
     #[test]
     fn json_line_is_the_error_body_on_one_line() {
-        let f = Failure::new(ErrorKind::Usage, "bad_flag", "two\nlines", json!({}));
+        let f = Failure::new(
+            ErrorKind::Usage,
+            ErrorCode::BadFlag,
+            "two\nlines",
+            json!({}),
+        );
         let line = f.json_line();
         assert!(!line.contains('\n'));
         let body: ErrorBody = serde_json::from_str(&line).expect("error body");

@@ -1,7 +1,7 @@
 //! `tools help ID`: a callable's description, fields (from its JSON Schema), and examples.
 
+use protocol::ToolDetail;
 use serde_json::{Map, Value};
-use toolserver::protocol::ToolDetail;
 
 use crate::args::kebab;
 
@@ -273,8 +273,8 @@ pub fn list_text(list: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use protocol::{Example, ToolEntry};
     use serde_json::json;
-    use toolserver::protocol::{Example, ToolEntry};
 
     fn send_detail() -> ToolDetail {
         ToolDetail {

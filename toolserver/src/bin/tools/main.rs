@@ -11,13 +11,15 @@ mod failure;
 mod help;
 mod render;
 
+use protocol::ErrorCode;
 use std::io::{self, Read, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser};
+use protocol::context::{DEFAULT_URL, ENV_URL};
+use protocol::{ErrorKind, ToolDetail};
 use serde_json::Value;
-use toolserver::protocol::{ErrorKind, ToolDetail, DEFAULT_URL, ENV_URL};
 
 use args::{OutputFormat, Parsed};
 use client::Client;
@@ -134,7 +136,7 @@ fn clap_exit(e: clap::Error) -> ExitCode {
                 .collect();
             let failure = Failure::new(
                 ErrorKind::Usage,
-                "bad_option",
+                ErrorCode::BadOption,
                 format!("{}; see 'tools --help'", message.join(" ")),
                 Value::Object(Default::default()),
             );
@@ -215,7 +217,7 @@ fn tool_help(settings: &Settings, id: &str) -> Result<(), Failure> {
             let parsed: ToolDetail = serde_json::from_value(detail).map_err(|e| {
                 Failure::new(
                     ErrorKind::Internal,
-                    "bad_response",
+                    ErrorCode::BadResponse,
                     format!(
                         "switchboard at {} answered {path} with an unexpected shape ({e})",
                         client.base()
@@ -236,7 +238,7 @@ fn call(settings: &Settings, mut parsed: Parsed) -> Result<(), Failure> {
         Some(tool) if !tool.trim().is_empty() => tool,
         _ => {
             return Err(Failure::from(args::UsageError::new(
-                "missing_tool",
+                ErrorCode::MissingTool,
                 "no callable id given: write tools ID [--field=value ...]; 'tools --list' shows the ids",
             )))
         }
@@ -251,7 +253,7 @@ fn call(settings: &Settings, mut parsed: Parsed) -> Result<(), Failure> {
     let body = serde_json::to_vec(&request).map_err(|e| {
         Failure::new(
             ErrorKind::Internal,
-            "encode",
+            ErrorCode::Internal,
             format!("cannot encode the request: {e}"),
             Value::Object(Default::default()),
         )
@@ -271,11 +273,7 @@ fn call(settings: &Settings, mut parsed: Parsed) -> Result<(), Failure> {
 
 /// A `not_found` about the callable itself rather than, say, a session.
 fn is_unknown_tool(f: &Failure) -> bool {
-    f.info.kind == ErrorKind::NotFound
-        && (matches!(
-            f.info.code.as_str(),
-            "unknown_tool" | "unknown_callable" | "tool_not_found" | "callable_not_found"
-        ) || f.info.details.get("known").is_some_and(Value::is_array))
+    f.info.kind == ErrorKind::NotFound && f.info.code == ErrorCode::UnknownTool
 }
 
 /// Writes to stdout; a closed pipe (`tools --list | head -1`) is not an error.
