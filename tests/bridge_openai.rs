@@ -70,7 +70,7 @@ impl FakeModel {
         self.state
             .requests
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
     }
 }
@@ -80,7 +80,10 @@ async fn completions(
     Json(body): Json<Value>,
 ) -> (StatusCode, Json<Value>) {
     let (status, answer) = {
-        let mut requests = state.requests.lock().unwrap_or_else(|e| e.into_inner());
+        let mut requests = state
+            .requests
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         requests.push(body);
         (state.script)(&requests)
     };

@@ -113,7 +113,7 @@ impl tracing::Subscriber for Marks {
         event.record(&mut message);
         MARKS
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push((at, message.0));
     }
     fn enter(&self, _: &Id) {}
@@ -121,7 +121,11 @@ impl tracing::Subscriber for Marks {
 }
 
 fn take_marks() -> Vec<(i128, String)> {
-    std::mem::take(&mut *MARKS.lock().unwrap_or_else(|e| e.into_inner()))
+    std::mem::take(
+        &mut *MARKS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    )
 }
 
 fn mark(marks: &[(i128, String)], what: &str) -> Option<i128> {

@@ -195,7 +195,8 @@ impl Ingest {
     }
 
     fn reaction(&self, reaction: &Reaction, added: bool) {
-        let me = reaction.user_id.map(|u| u.get()) == Some(self.bot_id.load(Ordering::Relaxed));
+        let me = reaction.user_id.map(poise::serenity_prelude::UserId::get)
+            == Some(self.bot_id.load(Ordering::Relaxed));
         let emoji = reaction.emoji.as_data();
         let (channel, message) = (
             sid(reaction.channel_id.get()),

@@ -503,7 +503,7 @@ mod tests {
         );
         match f.error {
             SurfaceError::InvalidInput { details, .. } => {
-                assert!(details["content"]["_errors"].is_array())
+                assert!(details["content"]["_errors"].is_array());
             }
             other => panic!("{other:?}"),
         }

@@ -200,7 +200,7 @@ impl NameDirectory for DiscordSurface {
         self.store.channel_by_key(key)
     }
     fn find_user_name(&self, id: Snowflake, accept: &mut dyn FnMut(&str) -> bool) {
-        self.store.find_user_name(id, accept)
+        self.store.find_user_name(id, accept);
     }
     fn role_name(&self, id: Snowflake) -> Option<String> {
         self.store.role_name(id)

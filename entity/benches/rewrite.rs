@@ -87,11 +87,11 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("transcript_64k");
     group.throughput(Throughput::Bytes(readable.len() as u64));
     group.bench_function("outbound", |b| {
-        b.iter(|| mapper.outbound(black_box(&readable)).len())
+        b.iter(|| mapper.outbound(black_box(&readable)).len());
     });
     group.throughput(Throughput::Bytes(discord.len() as u64));
     group.bench_function("inbound", |b| {
-        b.iter(|| mapper.inbound(black_box(&discord)).len())
+        b.iter(|| mapper.inbound(black_box(&discord)).len());
     });
     group.finish();
 
@@ -100,11 +100,11 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("message_2000");
     group.throughput(Throughput::Bytes(message.len() as u64));
     group.bench_function("outbound", |b| {
-        b.iter(|| mapper.outbound(black_box(&message)).len())
+        b.iter(|| mapper.outbound(black_box(&message)).len());
     });
     group.throughput(Throughput::Bytes(message_discord.len() as u64));
     group.bench_function("inbound", |b| {
-        b.iter(|| mapper.inbound(black_box(&message_discord)).len())
+        b.iter(|| mapper.inbound(black_box(&message_discord)).len());
     });
     group.finish();
 

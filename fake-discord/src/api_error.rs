@@ -203,7 +203,7 @@ impl FormErrors {
     /// Records an error at `path` with Discord's error `code` and a human message.
     pub fn add(&mut self, path: &[&str], code: &'static str, message: impl Into<String>) {
         self.entries.push((
-            path.iter().map(|s| s.to_string()).collect(),
+            path.iter().map(std::string::ToString::to_string).collect(),
             code,
             message.into(),
         ));

@@ -88,7 +88,7 @@ async fn serve(
         let step = tokio::select! {
             incoming = tokio::time::timeout(silence_limit, socket.recv()) => match incoming {
                 Err(_) => Err(End::Close(4009, "Session timed out.")),
-                Ok(None) | Ok(Some(Err(_))) | Ok(Some(Ok(Message::Close(_)))) => Err(End::ClientGone),
+                Ok(None | Some(Err(_) | Ok(Message::Close(_)))) => Err(End::ClientGone),
                 Ok(Some(Ok(Message::Text(text)))) => {
                     handle(shared, socket, connection, &mut identified, text.as_str()).await
                 }

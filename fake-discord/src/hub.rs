@@ -135,7 +135,9 @@ impl Hub {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding this lock cannot leave the maps inconsistent in a way that
         // matters to a test fake, so recover from poisoning.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Registers a new socket; returns its id and the queue to drain.

@@ -415,10 +415,19 @@ impl FakeDiscord {
     /// in-flight requests.
     pub async fn shutdown(self) {
         self.shared.hub.close_all();
-        if let Some(stop) = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        if let Some(stop) = self
+            .stop
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
             let _ = stop.send(());
         }
-        let task = self.task.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let task = self
+            .task
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
         if let Some(mut task) = task {
             if tokio::time::timeout(Duration::from_secs(2), &mut task)
                 .await
@@ -433,7 +442,12 @@ impl FakeDiscord {
 impl Drop for FakeDiscord {
     fn drop(&mut self) {
         self.shared.hub.close_all();
-        if let Some(task) = self.task.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        if let Some(task) = self
+            .task
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
             task.abort();
         }
     }

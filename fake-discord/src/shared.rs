@@ -123,7 +123,9 @@ impl Shared {
     /// Locks the store (recovering from poisoning: the store holds no invariants a panic
     /// elsewhere could half-break in a way that matters to tests).
     pub fn lock(&self) -> MutexGuard<'_, Store> {
-        self.store.lock().unwrap_or_else(|e| e.into_inner())
+        self.store
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Publishes a dispatch built from `d`. Call with the store lock held so dispatch order

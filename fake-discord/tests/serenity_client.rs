@@ -94,7 +94,7 @@ async fn expect_seen(
             }
         }
     })
-    .await
+    .await;
 }
 
 /// Polls `check` every 10 ms until it returns Some.

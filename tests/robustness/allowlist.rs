@@ -167,7 +167,7 @@ fn a_loop_of_unknown_channel_ids_asks_discord_once() {
             "surface.messages.list",
             serde_json::json!({ "sessionId": unknown.to_string() }),
         );
-        assert_eq!(answer.status, 404, "{:?}", answer);
+        assert_eq!(answer.status, 404, "{answer:?}");
         assert_eq!(answer.body["error"]["code"], "unknown_channel");
     }
     let lookups = fake.requests_to("GET", &format!("/api/v10/channels/{unknown}"));

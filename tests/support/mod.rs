@@ -513,7 +513,7 @@ impl Switchboard {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 kept.lock()
-                    .unwrap_or_else(|e| e.into_inner())
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .push(line.clone());
                 let _ = tx.send(line);
             }
@@ -634,7 +634,7 @@ impl Switchboard {
     pub fn stderr(&self) -> String {
         self.lines
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .join("\n")
     }
 

@@ -58,7 +58,7 @@ fn split(c: &mut Criterion) {
     for (name, text) in &inputs {
         group.throughput(Throughput::Bytes(text.len() as u64));
         group.bench_function(*name, |b| {
-            b.iter(|| split_message(black_box(text), MESSAGE_LIMIT))
+            b.iter(|| split_message(black_box(text), MESSAGE_LIMIT));
         });
     }
     group.finish();

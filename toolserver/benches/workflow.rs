@@ -68,12 +68,12 @@ fn observe(c: &mut Criterion) {
     let message = chatter();
     let idle = engine_with(0);
     group.bench_function("nothing_waits", |b| {
-        b.iter(|| black_box(idle.observe(black_box(&message))))
+        b.iter(|| black_box(idle.observe(black_box(&message))));
     });
     for count in [10, MAX_PENDING] {
         let engine = engine_with(count);
         group.bench_function(format!("{count}_waiting_none_answered"), |b| {
-            b.iter(|| black_box(engine.observe(black_box(&message))))
+            b.iter(|| black_box(engine.observe(black_box(&message))));
         });
     }
     group.finish();

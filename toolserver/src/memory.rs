@@ -181,7 +181,7 @@ impl MemorySurface {
         // A panic while holding the lock leaves plain data behind; keep serving it.
         self.state
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub fn add_session(&self, info: SessionInfo) {
@@ -384,7 +384,7 @@ impl Surface for MemorySurface {
             return Vec::new();
         };
         let lower = query.after.map_or(0, |id| id.get().saturating_add(1));
-        let upper = query.before.map_or(u64::MAX, |id| id.get());
+        let upper = query.before.map_or(u64::MAX, protocol::Snowflake::get);
         let mut newest: Vec<Arc<MessageInfo>> = messages
             .range(Snowflake(lower)..Snowflake(upper))
             .rev()

@@ -279,7 +279,9 @@ impl WorkflowEngine {
     }
 
     fn book(&self) -> MutexGuard<'_, Book> {
-        self.book.lock().unwrap_or_else(|p| p.into_inner())
+        self.book
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Rebuilds the index and the count after a change (changes are rare; messages are not).

@@ -680,7 +680,7 @@ mod against_the_server {
     async fn tools_at(server: &TestServer, token: Option<&str>, args: &[&str]) -> Run {
         let url = server.url();
         let token = token.map(str::to_owned);
-        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let args: Vec<String> = args.iter().map(std::string::ToString::to_string).collect();
         tokio::task::spawn_blocking(move || {
             let mut env = vec![("SWITCHBOARD_URL", url.as_str())];
             if let Some(token) = &token {

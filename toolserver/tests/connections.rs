@@ -105,7 +105,7 @@ async fn closed_by(stream: &mut TcpStream, deadline: tokio::time::Instant) -> Op
     let mut chunk = [0u8; 4096];
     loop {
         match tokio::time::timeout_at(deadline, stream.read(&mut chunk)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => return Some(Instant::now()),
+            Ok(Ok(0) | Err(_)) => return Some(Instant::now()),
             Ok(Ok(_)) => continue,
             Err(_) => return None,
         }
@@ -244,7 +244,7 @@ async fn a_trickled_body_is_cut_off_at_the_body_deadline() {
     let mut closed = false;
     while !closed {
         match tokio::time::timeout_at(deadline, stream.read(&mut chunk)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => closed = true,
+            Ok(Ok(0) | Err(_)) => closed = true,
             Ok(Ok(n)) => buffer.extend_from_slice(&chunk[..n]),
             Err(_) => panic!(
                 "no answer and no close 2.6 s after the head; got {:?}",
@@ -471,7 +471,7 @@ fn accept_failures_back_off_and_warn_once() {
         .spawn()
         .expect("spawn the child");
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        drive_backoff_child(&mut child)
+        drive_backoff_child(&mut child);
     }));
     let _ = child.kill();
     let _ = child.wait();

@@ -123,7 +123,7 @@ impl Bridge {
         self.inner
             .sessions
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub fn bot_id(&self) -> Option<Snowflake> {
@@ -324,9 +324,8 @@ impl Bridge {
             tracing::debug!(channel = %trigger.channel_id, code = %error.code, "not starting a run: channel not allowed");
             return;
         }
-        let permit = match self.inner.runs.acquire().await {
-            Ok(permit) => permit,
-            Err(_) => return,
+        let Ok(permit) = self.inner.runs.acquire().await else {
+            return;
         };
         self.react(trigger, WORKING, true).await;
         let typing = {

@@ -62,15 +62,15 @@ impl StoreError {
         use rusqlite::ErrorCode;
         let path = path.to_owned();
         match source.sqlite_error_code() {
-            Some(ErrorCode::NotADatabase) | Some(ErrorCode::DatabaseCorrupt) => {
+            Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
                 StoreError::NotADatabase { path }
             }
-            Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => {
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
                 StoreError::Locked { path }
             }
-            Some(ErrorCode::CannotOpen)
-            | Some(ErrorCode::PermissionDenied)
-            | Some(ErrorCode::ReadOnly) => StoreError::Open { path, source },
+            Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied | ErrorCode::ReadOnly) => {
+                StoreError::Open { path, source }
+            }
             _ => StoreError::Migrate { path, what, source },
         }
     }

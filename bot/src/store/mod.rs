@@ -171,7 +171,7 @@ impl Store {
 
     pub fn upsert_session(&self, session: StoredSession) {
         self.inner.hot.upsert_session(session, |session| {
-            self.queue(Change::UpsertSession(Box::new(session.clone())))
+            self.queue(Change::UpsertSession(Box::new(session.clone())));
         });
     }
 
@@ -207,7 +207,7 @@ impl Store {
             is_bot,
         };
         self.inner.hot.upsert_user(id, user, |user| {
-            self.queue(Change::UpsertUser(Box::new((id, user.clone()))))
+            self.queue(Change::UpsertUser(Box::new((id, user.clone()))));
         });
     }
 
@@ -253,7 +253,7 @@ impl Store {
     pub fn insert_message(&self, message: StoredMessage) -> bool {
         let (channel_id, id) = (message.channel_id, message.id);
         let inserted = self.inner.hot.insert_message(message, || {
-            self.queue(Change::SaveMessage { channel_id, id })
+            self.queue(Change::SaveMessage { channel_id, id });
         });
         matches!(inserted, Inserted::Stored { .. })
     }
@@ -288,7 +288,7 @@ impl Store {
             self.queue(Change::DeleteMessages {
                 channel_id,
                 ids: ids.into_boxed_slice(),
-            })
+            });
         })
     }
 
@@ -359,7 +359,7 @@ impl Store {
     /// for channels the allowlist no longer allows. Returns how many were cached.
     pub fn forget_channel_messages(&self, channel_id: Snowflake) -> usize {
         self.inner.hot.forget_channel(channel_id, |_| {
-            self.queue(Change::ForgetChannel(channel_id))
+            self.queue(Change::ForgetChannel(channel_id));
         })
     }
 

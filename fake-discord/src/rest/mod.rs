@@ -202,20 +202,17 @@ async fn record(State(shared): State<Arc<Shared>>, request: Request, next: Next)
         .get::<MatchedPath>()
         .map(|m| format!("{method} {}", m.as_str()))
         .unwrap_or_else(|| format!("{method} {path}"));
-    let bytes = match axum::body::to_bytes(body, shared.max_request_bytes).await {
-        Ok(bytes) => bytes,
-        Err(_) => {
-            let response = ApiError::entity_too_large().into_response();
-            log_request(
-                &shared,
-                method,
-                path,
-                query,
-                (None, Vec::new()),
-                response.status(),
-            );
-            return response;
-        }
+    let Ok(bytes) = axum::body::to_bytes(body, shared.max_request_bytes).await else {
+        let response = ApiError::entity_too_large().into_response();
+        log_request(
+            &shared,
+            method,
+            path,
+            query,
+            (None, Vec::new()),
+            response.status(),
+        );
+        return response;
     };
     let parsed = if attachments::is_multipart(&parts) {
         match attachments::parse_multipart(&parts, bytes.clone()).await {

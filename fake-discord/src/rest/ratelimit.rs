@@ -24,7 +24,10 @@ impl RateBook {
     pub fn stamp(&self, bucket: &str, headers: &mut HeaderMap) {
         let now = now_ms();
         let (start, used) = {
-            let mut windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
+            let mut windows = self
+                .windows
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             if windows.len() > 4096 {
                 windows.clear();
             }

@@ -242,7 +242,7 @@ impl Gateway {
         loop {
             match within("ws close", self.ws.next()).await {
                 Some(Ok(Message::Close(Some(frame)))) => return Some(u16::from(frame.code)),
-                Some(Ok(Message::Close(None))) | None | Some(Err(_)) => return None,
+                Some(Ok(Message::Close(None)) | Err(_)) | None => return None,
                 Some(Ok(_)) => continue,
             }
         }

@@ -400,7 +400,7 @@ mod tests {
     use serde_json::json;
 
     fn words(ws: &[&str]) -> Vec<String> {
-        ws.iter().map(|w| w.to_string()).collect()
+        ws.iter().map(std::string::ToString::to_string).collect()
     }
 
     fn parse_ok(ws: &[&str]) -> Parsed {
