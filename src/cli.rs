@@ -26,6 +26,7 @@ pub enum Command {
     /// Run switchboard: the gateway, the store and the tool server (the default).
     Run,
     /// Run against a built-in fake Discord with a demo guild: no token, no setup.
+    #[cfg(feature = "playground")]
     Playground {
         /// Tool server port on 127.0.0.1 (0 picks a free one).
         #[arg(long, default_value_t = 7311)]

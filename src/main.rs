@@ -2,8 +2,8 @@
 //! (the service, the offline playground, or an operator check).
 
 mod cli;
+mod launch;
 mod operator;
-mod service;
 
 use std::process::ExitCode;
 
@@ -19,8 +19,9 @@ fn main() -> ExitCode {
     }
     init_logging();
     match cli.command.unwrap_or(cli::Command::Run) {
-        cli::Command::Run => service::run(cli.config.as_deref()),
-        cli::Command::Playground { port } => service::playground(port),
+        cli::Command::Run => launch::run(cli.config.as_deref()),
+        #[cfg(feature = "playground")]
+        cli::Command::Playground { port } => launch::playground(port),
         cli::Command::CheckConfig => operator::check_config(cli.config.as_deref()),
         cli::Command::Rewrite(args) => operator::rewrite(cli.config.as_deref(), &args),
         cli::Command::ResolveSession { reference } => {

@@ -1,233 +1,235 @@
-//! `switchboard run` and `switchboard playground`: the long-running commands.
+//! Build every part, then serve until shutdown.
 
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
 
-use switchboard_config::{Config, ConfigError};
+use agent::Bridge;
+use bot::service::{DiscordError, Gateway, GatewaySetup};
+use bot::store::{Store, StoreError, StoreOptions};
+use bot::surface::{Connection, DiscordSurface};
+use switchboard_config::Config;
+use toolserver::runs::Runs;
+use toolserver::surface::ConnectionState;
+use toolserver::workflow::WorkflowEngine;
+use toolserver::{Core, StartError};
 
-use crate::operator::{config_path, EXIT_USAGE};
-
-/// Exit code when Discord refuses the bot token.
-const EXIT_TOKEN_REJECTED: u8 = 3;
-
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut terminate =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(signal) => signal,
-                Err(error) => {
-                    tracing::warn!("cannot listen for SIGTERM: {error}");
-                    let _ = interrupt.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = interrupt => {}
-            _ = terminate.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = interrupt.await;
-    }
+/// Which part could not be built. Each message starts with the part's name.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The store could not be opened.
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    /// The store's opening task failed.
+    #[error("store: the task opening it failed: {0}")]
+    StoreTask(String),
+    /// Discord refused the token, could not be reached, or the gateway could not start.
+    #[error("discord: {0}")]
+    Discord(#[from] DiscordError),
+    /// The tool server refused its config (no operator token, ...).
+    #[error("tool server: {0}")]
+    ToolServer(#[from] StartError),
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
-    tokio::runtime::Runtime::new().map_err(|error| {
-        tracing::error!("cannot start the async runtime: {error}");
-        ExitCode::FAILURE
-    })
+/// Why the service stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// A part could not be built.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// The gateway stopped (or Discord refused the token at identify).
+    #[error("discord: {0}")]
+    Gateway(DiscordError),
+    /// The tool server stopped.
+    #[error("tool server: it stopped: {0}")]
+    Serve(std::io::Error),
 }
 
-fn env_secret(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
-async fn serve(config: Config, token: String) -> ExitCode {
-    let operator_token = env_secret(&config.toolserver.operator_token_env);
-    let result = bot::service::run(config, token, operator_token, shutdown_signal(), |_| {}).await;
-    exit_for(result)
-}
-
-fn exit_for(result: Result<(), bot::service::ServiceError>) -> ExitCode {
-    use bot::service::ServiceError;
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error @ ServiceError::TokenRejected(_)) => {
-            tracing::error!("{error}");
-            ExitCode::from(EXIT_TOKEN_REJECTED)
-        }
-        Err(error @ (ServiceError::ToolServer(_) | ServiceError::Store(_))) => {
-            tracing::error!("{error}");
-            ExitCode::from(EXIT_USAGE)
-        }
-        Err(error) => {
-            tracing::error!("{error}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// `switchboard run`: the service, with the config file and the bot token from the environment.
-pub fn run(flag: Option<&Path>) -> ExitCode {
-    let path = config_path(flag);
-    let config = match Config::load(&path) {
-        Ok(config) => config,
-        Err(ConfigError::Invalid(report)) => {
-            eprint!("{report}");
-            return ExitCode::from(EXIT_USAGE);
-        }
-        Err(error) => {
-            eprintln!("error: {error}");
-            eprintln!(
-                "hint: with no Discord token, try the offline playground: switchboard playground"
-            );
-            return ExitCode::from(EXIT_USAGE);
-        }
-    };
-    let Some(token) = env_secret(&config.discord.token_env) else {
-        eprintln!(
-            "error: no bot token: set the environment variable {} (in the environment or in .env). To try switchboard without Discord: switchboard playground",
-            config.discord.token_env
-        );
-        return ExitCode::from(EXIT_USAGE);
-    };
-    match runtime() {
-        Ok(runtime) => runtime.block_on(serve(config, token)),
-        Err(code) => code,
-    }
-}
-
-/// The config the playground runs with, for the fake's demo world.
-pub fn playground_config(api_base_url: &str, bind: &str, store_path: &Path) -> String {
-    use fake_discord::demo::*;
-    format!(
-        r#"[discord]
-allowed_channel_ids = ["{OPS}", "{RELEASE_ROOM}"]
-allow_dms = true
-api_base_url = "{api_base_url}"
-
-[entity.users]
-Stanley = "{STANLEY}"
-Tomas = "{TOMAS}"
-
-[entity.sessions]
-ops = "{OPS}"
-release-room = {{ discord = "{RELEASE_ROOM}", comment = "release coordination" }}
-incident-42 = "{INCIDENT_THREAD}"
-
-[entity.roles]
-oncall = "{ONCALL_ROLE}"
-
-[toolserver]
-bind = "{bind}"
-
-[store]
-path = "{}"
-"#,
-        store_path.display()
-    )
-}
-
-/// How to run the `tools` CLI from here: the binary beside this one, else through cargo.
-fn tools_command() -> String {
-    let beside = std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.parent().map(|dir| dir.join("tools")))
-        .filter(|tools| tools.is_file());
-    match beside {
-        Some(path) => path.display().to_string(),
-        None => "cargo run -q --release -p toolserver --bin tools --".to_owned(),
-    }
-}
-
-/// `switchboard playground`: a fake Discord with its demo world, and switchboard against it.
-pub fn playground(port: u16) -> ExitCode {
-    let runtime = match runtime() {
-        Ok(runtime) => runtime,
-        Err(code) => return code,
-    };
-    runtime.block_on(async move {
-        let fake = match fake_discord::FakeDiscord::start(fake_discord::World::demo()).await {
-            Ok(fake) => fake,
-            Err(error) => {
-                tracing::error!("cannot start the fake Discord: {error}");
-                return ExitCode::FAILURE;
-            }
-        };
-        let dir: PathBuf =
-            std::env::temp_dir().join(format!("switchboard-playground-{}", std::process::id()));
-        if let Err(error) = std::fs::create_dir_all(&dir) {
-            tracing::error!("cannot create {}: {error}", dir.display());
-            return ExitCode::FAILURE;
-        }
-        let text = playground_config(
-            &fake.base_url(),
-            &format!("127.0.0.1:{port}"),
-            &dir.join("switchboard.db"),
-        );
-        let config = match Config::parse(&text, "playground.toml") {
-            Ok(config) => config,
-            Err(report) => {
-                tracing::error!("the playground's own config is invalid (a bug):\n{report}");
-                return ExitCode::FAILURE;
-            }
-        };
-        let operator_token = match toolserver::auth::random_hex(24) {
-            Ok(token) => token,
-            Err(error) => {
-                tracing::error!("cannot draw random bytes for the operator token: {error}");
-                return ExitCode::FAILURE;
-            }
-        };
-        let fake_url = fake.base_url();
-        let token_for_banner = operator_token.clone();
-        let banner = move |addr: std::net::SocketAddr| {
-            print_banner(&fake_url, addr, &token_for_banner);
-        };
-        let result = bot::service::run(
-            config,
-            "playground-bot-token".to_owned(),
-            Some(operator_token),
-            shutdown_signal(),
-            banner,
+impl ServiceError {
+    /// Whether Discord refused the bot token (the binary exits 3 for it).
+    pub fn is_token_rejected(&self) -> bool {
+        matches!(
+            self,
+            ServiceError::Build(BuildError::Discord(DiscordError::TokenRejected(_)))
+                | ServiceError::Gateway(DiscordError::TokenRejected(_))
         )
-        .await;
-        fake.shutdown().await;
-        let _ = std::fs::remove_dir_all(&dir);
-        exit_for(result)
+    }
+
+    /// Whether the config or the environment is at fault (the binary exits 2 for it).
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            ServiceError::Build(BuildError::ToolServer(_) | BuildError::Store(_))
+        )
+    }
+}
+
+/// Every part, built and connected, not yet serving.
+pub struct Service {
+    core: Arc<Core>,
+    store: Store,
+    connection: Arc<Connection>,
+    listener: tokio::net::TcpListener,
+    addr: SocketAddr,
+    gateway: Gateway,
+    workflows: Option<(Arc<WorkflowEngine>, tokio::task::JoinHandle<()>)>,
+}
+
+impl Service {
+    /// Where the tool server listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The tool server's core (for in-process callers).
+    pub fn core(&self) -> &Arc<Core> {
+        &self.core
+    }
+}
+
+/// Builds every part from `config`: the store, the Discord client (the token is checked), the
+/// surface, the tool server's core and listener, the agent and workflows when `[agent]` is
+/// configured, and the gateway client.
+pub async fn build(
+    config: Config,
+    token: String,
+    operator_token: Option<String>,
+) -> Result<Service, BuildError> {
+    let store_path = config.store.path.clone();
+    let options = StoreOptions {
+        messages_per_channel: config.store.messages_per_channel,
+    };
+    let store = tokio::task::spawn_blocking(move || Store::open(&store_path, options))
+        .await
+        .map_err(|e| BuildError::StoreTask(e.to_string()))??;
+
+    let discord = bot::service::connect(&config, &token).await?;
+    let connection = Arc::new(Connection::default());
+    connection.set(ConnectionState::Connecting);
+    let surface = Arc::new(DiscordSurface::new(
+        store.clone(),
+        discord.rest,
+        config.aliases.clone(),
+        Arc::clone(&connection),
+        Arc::clone(&discord.bot_id),
+    ));
+    let core = Arc::new(Core::new(&config, surface, operator_token)?);
+    bot::service::forget_refused_channels(&store, core.allowlist());
+
+    let listener = tokio::net::TcpListener::bind(config.toolserver.bind)
+        .await
+        .map_err(|source| StartError::Bind {
+            bind: config.toolserver.bind,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Bind {
+        bind: config.toolserver.bind,
+        source,
+    })?;
+
+    let runs: Option<Arc<dyn Runs>> = config.agent.clone().map(|agent| {
+        // Runs reach the tool server on loopback even when it binds every interface.
+        let host = if addr.ip().is_unspecified() {
+            SocketAddr::from(([127, 0, 0, 1], addr.port()))
+        } else {
+            addr
+        };
+        Arc::new(Bridge::new(
+            agent,
+            Arc::clone(&core),
+            format!("http://{host}"),
+        )) as Arc<dyn Runs>
+    });
+    let workflows = runs.as_ref().map(|runs| {
+        bot::workflows::start(
+            &core,
+            &store,
+            Arc::clone(runs),
+            &config.aliases,
+            Arc::clone(&discord.bot_id),
+        )
+    });
+    let gateway = bot::service::start(GatewaySetup {
+        token,
+        store: store.clone(),
+        allowlist: Arc::clone(core.allowlist()),
+        connection: Arc::clone(&connection),
+        bot_id: Arc::clone(&discord.bot_id),
+        runs,
+        workflows: workflows.as_ref().map(|(engine, _)| Arc::clone(engine)),
+        config,
+    })
+    .await?;
+    Ok(Service {
+        core,
+        store,
+        connection,
+        listener,
+        addr,
+        gateway,
+        workflows,
     })
 }
 
-fn print_banner(fake_url: &str, addr: std::net::SocketAddr, token: &str) {
-    use fake_discord::demo::*;
-    let tools = tools_command();
-    let banner = format!(
-        r#"
-switchboard playground: switchboard against a fake Discord (demo guild "Lab"), no token needed.
-  fake Discord  {fake_url}   (control API under /_fake/)
-  tool server   http://{addr}
-
-In another shell:
-  export SWITCHBOARD_URL=http://{addr}
-  export SWITCHBOARD_TOKEN={token}
-
-Try:
-  {tools} surface.sessions.list --output=text
-  {tools} surface.messages.send --session-id=#ops "hello @Stanley, see #release-room"
-  {tools} surface.messages.list --session-id=#ops --output=text
-
-Post as a demo user (stanley) in #ops:
-  curl -s -X POST {fake_url}/_fake/messages -H 'content-type: application/json' \
-    -d '{{"channel_id":"{OPS}","author_id":"{STANLEY}","content":"hi <@{BOT}>, status of <#{RELEASE_ROOM}>?"}}'
-
-See what the bot sent:  curl -s {fake_url}/_fake/requests
-Ctrl-C stops everything.
-"#
+/// Serves until `shutdown` resolves (then stops accepting calls, flushes the store, closes the
+/// gateway) or a part fails. `on_ready` gets the tool server's address once it listens.
+pub async fn serve(
+    service: Service,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    on_ready: impl FnOnce(SocketAddr) + Send,
+) -> Result<(), ServiceError> {
+    let Service {
+        core,
+        store,
+        connection,
+        listener,
+        addr,
+        gateway,
+        workflows,
+    } = service;
+    let Gateway {
+        shards,
+        ended: mut gateway_ended,
+    } = gateway;
+    let (stop_serving, serving_stopped) = tokio::sync::oneshot::channel::<()>();
+    let bot_id = core
+        .surface()
+        .bot_user_id()
+        .map_or(0, switchboard_config::Snowflake::get);
+    let mut server = tokio::spawn(toolserver::http::serve(core, listener, async {
+        let _ = serving_stopped.await;
+    }));
+    tracing::info!(
+        tool_server = %format!("http://{addr}"),
+        bot_id,
+        "switchboard ready: tool server listening; connecting to the gateway"
     );
-    // The banner is this command's output, for the person who started it.
-    println!("{banner}");
+    on_ready(addr);
+    let outcome = tokio::select! {
+        () = shutdown => {
+            tracing::info!("shutting down: no new calls, flushing the store, closing the gateway");
+            Ok(())
+        }
+        ended = &mut gateway_ended => Gateway::outcome(ended).map_err(ServiceError::Gateway),
+        result = &mut server => Err(ServiceError::Serve(match result {
+            Ok(Ok(())) => std::io::Error::other("stopped unexpectedly"),
+            Ok(Err(error)) => error,
+            Err(join) => std::io::Error::other(join.to_string()),
+        })),
+    };
+    let _ = stop_serving.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    shards.shutdown_all().await;
+    if let Some((_, deadlines)) = &workflows {
+        deadlines.abort();
+    }
+    connection.set(ConnectionState::Down);
+    let flushed = tokio::task::spawn_blocking(move || store.close()).await;
+    match flushed {
+        Ok(Ok(())) => tracing::info!("store flushed and closed"),
+        Ok(Err(error)) => tracing::error!("closing the store: {error}"),
+        Err(join) => tracing::error!("closing the store: {join}"),
+    }
+    outcome
 }

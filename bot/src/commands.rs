@@ -12,7 +12,8 @@ use switchboard_config::Principal;
 use toolserver::allowlist::Allowlist;
 use toolserver::surface::{ChannelLocation, SessionKind};
 
-use crate::bridge::{AbortOutcome, Bridge};
+use toolserver::runs::{AbortOutcome, Runs};
+
 use crate::store::Store;
 
 /// What every command can reach.
@@ -22,7 +23,7 @@ pub struct Data {
     /// `discord.admins`: who may stop anyone's run.
     pub admins: Vec<Principal>,
     /// `None` when no agent is configured.
-    pub bridge: Option<Bridge>,
+    pub runs: Option<Arc<dyn Runs>>,
 }
 
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -81,10 +82,10 @@ pub async fn status(ctx: Context<'_>) -> Result<(), Error> {
     let cached = data.store.messages(channel, 1000, None, None).len();
     let session = data.store.session(channel);
     let name = session.map_or_else(|| "this channel".to_owned(), |s| format!("#{}", s.name));
-    let runs = match &data.bridge {
+    let runs = match &data.runs {
         None => "No agent is configured.".to_owned(),
-        Some(bridge) => {
-            let status = bridge.status(channel);
+        Some(runs) => {
+            let status = runs.status(channel);
             let running = status.running.map_or_else(
                 || "nothing running".to_owned(),
                 |t| format!("running a request from {}", t.author_name),
@@ -105,13 +106,13 @@ pub async fn abort(ctx: Context<'_>) -> Result<(), Error> {
     if !allowed_here(ctx) {
         return private(ctx, NOT_HERE).await;
     }
-    let Some(bridge) = &ctx.data().bridge else {
+    let Some(runs) = &ctx.data().runs else {
         return private(ctx, "No agent is configured here.").await;
     };
     let channel = Snowflake(ctx.channel_id().get());
     let user = Snowflake(ctx.author().id.get());
     let admin = is_admin(ctx).await;
-    match bridge.abort_for(channel, user, admin) {
+    match runs.abort(channel, user, admin) {
         AbortOutcome::Stopped => {
             ctx.say("Stopping the running request.").await?;
             Ok(())

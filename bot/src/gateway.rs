@@ -15,10 +15,10 @@ use toolserver::allowlist::Allowlist;
 use toolserver::surface::{ChannelLocation, ConnectionState};
 use toolserver::workflow::{Observed, WorkflowEngine};
 
-use crate::bridge::{Bridge, Incoming, Trigger};
 use crate::payload::stored_message_from_model;
 use crate::store::{SessionKind, Store, StoredSession};
 use crate::surface::{session_kind, Connection};
+use toolserver::runs::{Arrival, Runs};
 
 /// Applies gateway events to the store.
 pub struct Ingest {
@@ -31,7 +31,7 @@ pub struct Ingest {
     /// Guilds READY announced whose GUILD_CREATE has not arrived yet: until then the cache is
     /// incomplete and `/health` says `connecting`.
     pending_guilds: AtomicUsize,
-    bridge: Option<Bridge>,
+    runs: Option<Arc<dyn Runs>>,
     workflows: Option<Arc<WorkflowEngine>>,
 }
 
@@ -62,14 +62,14 @@ impl Ingest {
             connection,
             bot_id,
             pending_guilds: AtomicUsize::new(0),
-            bridge: None,
+            runs: None,
             workflows: None,
         }
     }
 
-    /// Starts agent runs for messages that call for one.
-    pub fn with_bridge(mut self, bridge: Bridge) -> Self {
-        self.bridge = Some(bridge);
+    /// Tells the agent about every stored message, so it can start runs.
+    pub fn with_runs(mut self, runs: Arc<dyn Runs>) -> Self {
+        self.runs = Some(runs);
         self
     }
 
@@ -104,43 +104,35 @@ impl Ingest {
     }
 
     fn consider_run(&self, message: &serenity::model::channel::Message, text: &str) {
-        let Some(bridge) = &self.bridge else {
+        let Some(runs) = &self.runs else {
             return;
         };
         let channel = sid(message.channel_id.get());
-        let bot = bridge.bot_id();
-        let replies_to_bot = bot.is_some_and(|bot| {
-            message
+        let bot = self.bot_id.load(Ordering::Relaxed);
+        let replies_to_bot = bot != 0
+            && message
                 .referenced_message
                 .as_ref()
-                .map(|m| m.author.id.get() == bot.get())
+                .map(|m| m.author.id.get() == bot)
                 .or_else(|| {
                     let target = message.message_reference.as_ref()?.message_id?;
                     let stored = self.store.message(channel, sid(target.get()))?;
-                    Some(stored.author_id == bot)
+                    Some(stored.author_id == sid(bot))
                 })
-                .unwrap_or(false)
-        });
+                .unwrap_or(false);
         let parent = self.store.session(channel).and_then(|s| s.parent_id);
-        let incoming = Incoming {
+        runs.arrived(&Arrival {
+            channel_id: channel,
+            message_id: sid(message.id.get()),
             author_id: sid(message.author.id.get()),
+            author_name: display_name(&message.author),
             author_is_bot: message.author.bot,
             in_guild: message.guild_id.is_some(),
-            channel_id: channel,
             parent_id: parent,
             content: &message.content,
+            text,
             replies_to_bot,
-        };
-        if bridge.should_trigger(&incoming) {
-            bridge.enqueue(Trigger {
-                channel_id: channel,
-                message_id: Some(sid(message.id.get())),
-                author_id: sid(message.author.id.get()),
-                author_name: display_name(&message.author).to_owned(),
-                text: text.to_owned(),
-                workflow_id: None,
-            });
-        }
+        });
     }
 
     /// Whether messages of `channel` may be stored: the allowlist, over the sessions the store

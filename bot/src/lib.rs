@@ -2,7 +2,6 @@
 //! session/message store, and [`DiscordSurface`], the Discord implementation of
 //! `toolserver::Surface`.
 
-pub mod bridge;
 pub mod commands;
 pub mod gateway;
 pub mod payload;

@@ -1,38 +1,37 @@
-//! `switchboard run`: the store, the tool server and the gateway, started and stopped together.
+//! The Discord side's building blocks for the service the binary wires together: checking the
+//! bot token, the gateway client (ingest, slash commands, stage tracking) on its own thread,
+//! and keeping refused channels out of the store.
 
-use std::future::Future;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serenity::all::{ClientBuilder, GatewayIntents, HttpBuilder};
-use switchboard_config::Config;
+use switchboard_config::{Config, Principal};
+use toolserver::allowlist::Allowlist;
+use toolserver::runs::Runs;
 use toolserver::surface::{ConnectionState, SurfaceError};
-use toolserver::{Core, StartError};
+use toolserver::workflow::WorkflowEngine;
 
 use crate::gateway::{Ingest, StageWatcher};
 use crate::rest::{DiscordRest, DISCORD_API};
-use crate::store::{Store, StoreError, StoreOptions};
-use crate::surface::{Connection, DiscordSurface};
+use crate::store::Store;
+use crate::surface::Connection;
 
-/// Why the service stopped with an error.
+/// Why the Discord side could not start or stopped.
 #[derive(Debug, thiserror::Error)]
-pub enum ServiceError {
+pub enum DiscordError {
+    /// Discord refused the token (REST 401 or gateway close 4004).
     #[error("Discord rejected the bot token ({0}); check the value of the token variable")]
     TokenRejected(String),
+    /// Discord could not be reached to check the token.
     #[error("cannot reach Discord to check the token: {0}")]
-    DiscordUnreachable(String),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    ToolServer(#[from] StartError),
+    Unreachable(String),
+    /// The HTTP client could not be built.
     #[error("cannot build the HTTP client: {0}")]
     Http(String),
+    /// The gateway client failed to start or stopped.
     #[error("the gateway stopped: {0}")]
     Gateway(String),
-    #[error("the tool server stopped: {0}")]
-    Serve(std::io::Error),
 }
 
 /// The intents switchboard needs.
@@ -46,92 +45,106 @@ pub fn intents() -> GatewayIntents {
         | GatewayIntents::DIRECT_MESSAGE_REACTIONS
 }
 
-/// Runs until `shutdown` resolves (then stops accepting calls, flushes the store, closes the
-/// gateway) or something fails. `on_ready` gets the tool server's address once it listens.
-pub async fn run(
-    config: Config,
-    token: String,
-    operator_token: Option<String>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-    on_ready: impl FnOnce(SocketAddr) + Send,
-) -> Result<(), ServiceError> {
-    let store_path = config.store.path.clone();
-    let options = StoreOptions {
-        messages_per_channel: config.store.messages_per_channel,
-    };
-    let store = tokio::task::spawn_blocking(move || Store::open(&store_path, options))
-        .await
-        .map_err(|e| ServiceError::Gateway(format!("store task failed: {e}")))??;
+/// A REST client whose token Discord accepted, and the bot's own id.
+pub struct Connected {
+    /// The one REST client.
+    pub rest: DiscordRest,
+    /// The bot's user id (the gateway's READY confirms it).
+    pub bot_id: Arc<AtomicU64>,
+}
 
+/// Builds the REST client and asks Discord who the token belongs to.
+pub async fn connect(config: &Config, token: &str) -> Result<Connected, DiscordError> {
     let base = config
         .discord
         .api_base_url
         .clone()
         .unwrap_or_else(|| DISCORD_API.to_owned());
-    let rest = DiscordRest::new(&base, &token).map_err(|e| ServiceError::Http(e.to_string()))?;
+    let rest = DiscordRest::new(&base, token).map_err(|e| DiscordError::Http(e.to_string()))?;
     let me = rest.current_user().await.map_err(|e| match e {
-        SurfaceError::Denied(why) => ServiceError::TokenRejected(why),
-        other => ServiceError::DiscordUnreachable(other.to_string()),
+        SurfaceError::Denied(why) => DiscordError::TokenRejected(why),
+        other => DiscordError::Unreachable(other.to_string()),
     })?;
-    let bot_id = Arc::new(AtomicU64::new(
-        me.get("id")
-            .and_then(|v| v.as_str())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0),
-    ));
-
-    let connection = Arc::new(Connection::default());
-    connection.set(ConnectionState::Connecting);
-    // The bridge's reactions and typing share the surface's HTTP client.
-    let agent_rest = rest.clone();
-    let surface = Arc::new(DiscordSurface::new(
-        store.clone(),
+    let bot_id = me
+        .get("id")
+        .and_then(|v| v.as_str())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    Ok(Connected {
         rest,
-        config.aliases.clone(),
-        Arc::clone(&connection),
-        Arc::clone(&bot_id),
-    ));
-    let core = Arc::new(Core::new(&config, surface, operator_token)?);
-    forget_refused_channels(&store, core.allowlist());
-    let listener = tokio::net::TcpListener::bind(config.toolserver.bind)
-        .await
-        .map_err(|source| StartError::Bind {
-            bind: config.toolserver.bind,
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| StartError::Bind {
-        bind: config.toolserver.bind,
-        source,
-    })?;
+        bot_id: Arc::new(AtomicU64::new(bot_id)),
+    })
+}
 
-    let bridge = config.agent.clone().map(|agent| {
-        let host = if addr.ip().is_unspecified() {
-            std::net::SocketAddr::from(([127, 0, 0, 1], addr.port()))
-        } else {
-            addr
-        };
-        crate::bridge::Bridge::new(
-            agent,
-            Arc::clone(&core),
-            agent_rest,
-            store.clone(),
-            Arc::clone(&bot_id),
-            format!("http://{host}"),
-        )
-    });
-    let workflows = bridge
-        .as_ref()
-        .map(|bridge| crate::workflows::start(&core, &store, bridge, &config.aliases));
+/// What the gateway client feeds and answers.
+pub struct GatewaySetup {
+    /// The bot token.
+    pub token: String,
+    /// The validated config.
+    pub config: Config,
+    /// Where events are stored.
+    pub store: Store,
+    /// The allowlist the tool server applies, applied at ingest too.
+    pub allowlist: Arc<Allowlist>,
+    /// The gateway's state, for `/health`.
+    pub connection: Arc<Connection>,
+    /// The bot's user id, set from READY.
+    pub bot_id: Arc<AtomicU64>,
+    /// The agent, when one is configured.
+    pub runs: Option<Arc<dyn Runs>>,
+    /// The workflows waiting for messages, when an agent is configured.
+    pub workflows: Option<Arc<WorkflowEngine>>,
+}
+
+/// A running gateway client: its shard manager (to shut it down) and how it ended.
+pub struct Gateway {
+    /// Shuts the shards down.
+    pub shards: Arc<serenity::gateway::ShardManager>,
+    /// Resolves when the client stops.
+    pub ended: tokio::sync::oneshot::Receiver<Result<(), serenity::Error>>,
+}
+
+impl Gateway {
+    /// Maps how the client ended onto [`DiscordError`]; `Ok` for a clean stop.
+    pub fn outcome(
+        ended: Result<Result<(), serenity::Error>, tokio::sync::oneshot::error::RecvError>,
+    ) -> Result<(), DiscordError> {
+        match ended {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(serenity::Error::Gateway(
+                serenity::gateway::GatewayError::InvalidAuthentication,
+            ))) => Err(DiscordError::TokenRejected(
+                "the gateway refused to identify".into(),
+            )),
+            Ok(Err(error)) => Err(DiscordError::Gateway(error.to_string())),
+            Err(_) => Err(DiscordError::Gateway("the gateway thread stopped".into())),
+        }
+    }
+}
+
+/// Starts the gateway client (ingest, slash commands, stage tracking) on its own thread.
+pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
+    let GatewaySetup {
+        token,
+        config,
+        store,
+        allowlist,
+        connection,
+        bot_id,
+        runs,
+        workflows,
+    } = setup;
+    connection.set(ConnectionState::Connecting);
     let mut http = HttpBuilder::new(&token);
     if let Some(base) = &config.discord.api_base_url {
         // serenity's ratelimiter ignores the proxy and would talk to discord.com: off here,
         // and our own REST client handles 429.
         http = http.proxy(base.as_str()).ratelimiter_disabled(true);
     }
+    let admins: Vec<Principal> = config.discord.admins.clone();
     let framework_store = store.clone();
-    let framework_bridge = bridge.clone();
-    let framework_allowlist = Arc::clone(core.allowlist());
-    let framework_admins = config.discord.admins.clone();
+    let framework_allowlist = Arc::clone(&allowlist);
+    let framework_runs = runs.clone();
     let framework = poise::Framework::builder()
         .options(poise::FrameworkOptions {
             commands: crate::commands::all(),
@@ -154,85 +167,36 @@ pub async fn run(
                 Ok(crate::commands::Data {
                     store: framework_store,
                     allowlist: framework_allowlist,
-                    admins: framework_admins,
-                    bridge: framework_bridge,
+                    admins,
+                    runs: framework_runs,
                 })
             })
         })
         .build();
-    let builder = ClientBuilder::new_with_http(http.build(), intents())
-        .raw_event_handler({
-            let ingest = Ingest::new(
-                store.clone(),
-                config.aliases.clone(),
-                Arc::clone(core.allowlist()),
-                Arc::clone(&connection),
-                Arc::clone(&bot_id),
-            );
-            let ingest = match bridge {
-                Some(bridge) => ingest.with_bridge(bridge),
-                None => ingest,
-            };
-            match &workflows {
-                Some((engine, _)) => ingest.with_workflows(Arc::clone(engine)),
-                None => ingest,
-            }
-        })
-        .event_handler(StageWatcher {
-            connection: Arc::clone(&connection),
-        })
-        .framework(framework);
-    let (shards, mut gateway) = start_gateway(builder).await?;
-
-    let (stop_serving, serving_stopped) = tokio::sync::oneshot::channel::<()>();
-    let mut server = tokio::spawn(toolserver::http::serve(core, listener, async {
-        let _ = serving_stopped.await;
-    }));
-    tracing::info!(
-        tool_server = %format!("http://{addr}"),
-        bot_id = bot_id.load(Ordering::Relaxed),
-        "switchboard ready: tool server listening; connecting to the gateway"
+    let mut ingest = Ingest::new(
+        store,
+        config.aliases.clone(),
+        allowlist,
+        Arc::clone(&connection),
+        bot_id,
     );
-    on_ready(addr);
-
-    let outcome = tokio::select! {
-        () = shutdown => {
-            tracing::info!("shutting down: no new calls, flushing the store, closing the gateway");
-            Ok(())
-        }
-        result = &mut gateway => match result {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(serenity::Error::Gateway(serenity::gateway::GatewayError::InvalidAuthentication))) => {
-                Err(ServiceError::TokenRejected("the gateway refused to identify".into()))
-            }
-            Ok(Err(error)) => Err(ServiceError::Gateway(error.to_string())),
-            Err(_) => Err(ServiceError::Gateway("the gateway thread stopped".into())),
-        },
-        result = &mut server => Err(ServiceError::Serve(match result {
-            Ok(Ok(())) => std::io::Error::other("stopped unexpectedly"),
-            Ok(Err(error)) => error,
-            Err(join) => std::io::Error::other(join.to_string()),
-        })),
-    };
-    let _ = stop_serving.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
-    shards.shutdown_all().await;
-    if let Some((_, deadlines)) = &workflows {
-        deadlines.abort();
+    if let Some(runs) = runs {
+        ingest = ingest.with_runs(runs);
     }
-    connection.set(ConnectionState::Down);
-    let flushed = tokio::task::spawn_blocking(move || store.close()).await;
-    match flushed {
-        Ok(Ok(())) => tracing::info!("store flushed and closed"),
-        Ok(Err(error)) => tracing::error!("closing the store: {error}"),
-        Err(join) => tracing::error!("closing the store: {join}"),
+    if let Some(engine) = workflows {
+        ingest = ingest.with_workflows(engine);
     }
-    outcome
+    let builder = ClientBuilder::new_with_http(http.build(), intents())
+        .raw_event_handler(ingest)
+        .event_handler(StageWatcher { connection })
+        .framework(framework);
+    let (shards, ended) = start_gateway(builder).await?;
+    Ok(Gateway { shards, ended })
 }
 
 /// Drops what the store holds of channels the allowlist refuses (it was narrowed since they
 /// were stored): those messages must not sit on disk, readable the day the allowlist widens.
-pub fn forget_refused_channels(store: &Store, allowlist: &toolserver::allowlist::Allowlist) {
+pub fn forget_refused_channels(store: &Store, allowlist: &Allowlist) {
     for channel in store.channels_with_messages() {
         let allowed = allowlist.allows_cached(channel, |id| {
             store
@@ -259,14 +223,14 @@ pub async fn start_gateway(
         Arc<serenity::gateway::ShardManager>,
         tokio::sync::oneshot::Receiver<Result<(), serenity::Error>>,
     ),
-    ServiceError,
+    DiscordError,
 > {
     let (built_tx, built_rx) = tokio::sync::oneshot::channel();
     let (ended_tx, ended_rx) = tokio::sync::oneshot::channel();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| ServiceError::Gateway(format!("cannot start the gateway runtime: {e}")))?;
+        .map_err(|e| DiscordError::Gateway(format!("cannot start the gateway runtime: {e}")))?;
     std::thread::Builder::new()
         .name("gateway".into())
         .spawn(move || {
@@ -282,10 +246,10 @@ pub async fn start_gateway(
                 let _ = ended_tx.send(client.start().await);
             });
         })
-        .map_err(|e| ServiceError::Gateway(format!("cannot start the gateway thread: {e}")))?;
+        .map_err(|e| DiscordError::Gateway(format!("cannot start the gateway thread: {e}")))?;
     match built_rx.await {
         Ok(Ok(shards)) => Ok((shards, ended_rx)),
-        Ok(Err(error)) => Err(ServiceError::Gateway(error.to_string())),
-        Err(_) => Err(ServiceError::Gateway("the gateway thread stopped".into())),
+        Ok(Err(error)) => Err(DiscordError::Gateway(error.to_string())),
+        Err(_) => Err(DiscordError::Gateway("the gateway thread stopped".into())),
     }
 }

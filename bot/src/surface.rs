@@ -9,9 +9,9 @@ use async_trait::async_trait;
 use entity::{Aliases, Mapper, NameDirectory, Snowflake};
 use serde_json::{json, Value};
 use toolserver::surface::{
-    AttachmentInfo, ChannelLocation, ConnectionState, Fetched, MessageInfo, MessageQuery,
-    OutgoingMessage, ReactionInfo, SessionInfo, SessionKind as ToolSessionKind, Surface,
-    SurfaceError,
+    AllowedChannel, AttachmentInfo, ChannelLocation, ConnectionState, Fetched, MentionPolicy,
+    MessageInfo, MessageQuery, OutgoingMessage, ReactionInfo, SessionInfo,
+    SessionKind as ToolSessionKind, Surface, SurfaceError,
 };
 
 use crate::payload::stored_message_from_json;
@@ -178,7 +178,7 @@ impl DiscordSurface {
     }
 }
 
-fn allowed_mentions(policy: &toolserver::surface::MentionPolicy) -> Value {
+fn allowed_mentions(policy: &MentionPolicy) -> Value {
     let mut parse = Vec::new();
     if policy.users {
         parse.push("users");
@@ -231,17 +231,17 @@ impl Surface for DiscordSurface {
         self.store.session(channel_id).as_ref().map(session_info)
     }
 
-    fn messages(&self, channel_id: Snowflake, query: MessageQuery) -> Vec<Arc<MessageInfo>> {
+    fn messages(&self, channel: AllowedChannel, query: MessageQuery) -> Vec<Arc<MessageInfo>> {
         self.store
-            .messages(channel_id, query.limit, query.before, query.after)
+            .messages(channel.id(), query.limit, query.before, query.after)
             .into_iter()
             .map(|m| self.message_info(m))
             .collect()
     }
 
-    fn message(&self, channel_id: Snowflake, message_id: Snowflake) -> Option<Arc<MessageInfo>> {
+    fn message(&self, channel: AllowedChannel, message_id: Snowflake) -> Option<Arc<MessageInfo>> {
         self.store
-            .message(channel_id, message_id)
+            .message(channel.id(), message_id)
             .map(|m| self.message_info(m))
     }
 
@@ -259,7 +259,7 @@ impl Surface for DiscordSurface {
         let answer = self
             .rest
             .send_message(
-                message.channel_id,
+                message.channel_id.id(),
                 &message.content,
                 message.reply_to,
                 allowed_mentions(&message.mentions),
@@ -277,18 +277,20 @@ impl Surface for DiscordSurface {
 
     async fn edit_message(
         &self,
-        channel_id: Snowflake,
+        channel: AllowedChannel,
         message_id: Snowflake,
         content: String,
+        mentions: MentionPolicy,
     ) -> Result<(), SurfaceError> {
-        let policy = toolserver::surface::MentionPolicy {
-            users: true,
-            roles: false,
-            replied_user: false,
-        };
+        let channel_id = channel.id();
         let answer = self
             .rest
-            .edit_message(channel_id, message_id, &content, allowed_mentions(&policy))
+            .edit_message(
+                channel_id,
+                message_id,
+                &content,
+                allowed_mentions(&mentions),
+            )
             .await?;
         let mapper = Mapper::new(&self.aliases, &self.store);
         let text = mapper.inbound(&content).into_owned();
@@ -303,36 +305,38 @@ impl Surface for DiscordSurface {
 
     async fn delete_message(
         &self,
-        channel_id: Snowflake,
+        channel: AllowedChannel,
         message_id: Snowflake,
     ) -> Result<(), SurfaceError> {
-        self.rest.delete_message(channel_id, message_id).await?;
-        self.store.delete_message(channel_id, message_id);
+        self.rest.delete_message(channel.id(), message_id).await?;
+        self.store.delete_message(channel.id(), message_id);
         Ok(())
     }
 
     async fn add_reaction(
         &self,
-        channel_id: Snowflake,
-        message_id: Snowflake,
-        emoji: String,
-    ) -> Result<(), SurfaceError> {
-        self.rest.add_reaction(channel_id, message_id, &emoji).await
-    }
-
-    async fn remove_reaction(
-        &self,
-        channel_id: Snowflake,
+        channel: AllowedChannel,
         message_id: Snowflake,
         emoji: String,
     ) -> Result<(), SurfaceError> {
         self.rest
-            .remove_reaction(channel_id, message_id, &emoji)
+            .add_reaction(channel.id(), message_id, &emoji)
             .await
     }
 
-    async fn typing(&self, channel_id: Snowflake) -> Result<(), SurfaceError> {
-        self.rest.typing(channel_id).await
+    async fn remove_reaction(
+        &self,
+        channel: AllowedChannel,
+        message_id: Snowflake,
+        emoji: String,
+    ) -> Result<(), SurfaceError> {
+        self.rest
+            .remove_reaction(channel.id(), message_id, &emoji)
+            .await
+    }
+
+    async fn typing(&self, channel: AllowedChannel) -> Result<(), SurfaceError> {
+        self.rest.typing(channel.id()).await
     }
 
     async fn fetch_attachment(

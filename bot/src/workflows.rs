@@ -1,5 +1,5 @@
 //! Workflows on Discord: kept in the store, fed every new message by the gateway, resumed
-//! through the agent bridge. The matching and deadlines are `toolserver::workflow`'s.
+//! through the agent ([`Runs`]). The matching and deadlines are `toolserver::workflow`'s.
 
 use std::sync::Arc;
 
@@ -7,14 +7,16 @@ use entity::{Aliases, Mapper, Mention};
 use toolserver::workflow::{resume_prompt, Workflow, WorkflowEngine, WorkflowHooks};
 use toolserver::Core;
 
-use crate::bridge::{Bridge, Trigger};
+use toolserver::runs::{Runs, Trigger};
+
 use crate::store::{Store, WorkflowRow};
 
 /// Persists workflows in the store and starts their resumed runs.
 struct DiscordWorkflows {
     store: Store,
-    bridge: Bridge,
+    runs: Arc<dyn Runs>,
     aliases: Aliases,
+    bot_id: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl WorkflowHooks for DiscordWorkflows {
@@ -41,11 +43,14 @@ impl WorkflowHooks for DiscordWorkflows {
         let (author_id, author_name) = match origin {
             Some(message) => (message.author_id, self.store.author_name(message.author_id)),
             None => (
-                self.bridge.bot_id().unwrap_or(workflow.origin_session_id),
+                match self.bot_id.load(std::sync::atomic::Ordering::Relaxed) {
+                    0 => workflow.origin_session_id,
+                    id => entity::Snowflake(id),
+                },
                 "switchboard".to_owned(),
             ),
         };
-        self.bridge.enqueue(Trigger {
+        self.runs.enqueue(Trigger {
             channel_id: workflow.origin_session_id,
             message_id: workflow.origin_message_id,
             author_id,
@@ -77,15 +82,17 @@ fn restore(store: &Store) -> Vec<Workflow> {
 pub fn start(
     core: &Core,
     store: &Store,
-    bridge: &Bridge,
+    runs: Arc<dyn Runs>,
     aliases: &Aliases,
+    bot_id: Arc<std::sync::atomic::AtomicU64>,
 ) -> (Arc<WorkflowEngine>, tokio::task::JoinHandle<()>) {
     let restored = restore(store);
     let waiting = restored.iter().filter(|w| w.is_waiting()).count();
     let hooks = Arc::new(DiscordWorkflows {
         store: store.clone(),
-        bridge: bridge.clone(),
+        runs,
         aliases: aliases.clone(),
+        bot_id,
     });
     let engine = WorkflowEngine::new(hooks, restored);
     if waiting > 0 {

@@ -20,7 +20,7 @@ use crate::auth::{Caller, CapabilityGrant};
 use crate::coerce::merge_cli_input;
 use crate::error::ToolError;
 use crate::invocation::{parse_id, CallContext};
-use crate::registry::parse_input;
+use crate::registry::{parse_input, Registry};
 use crate::server::Core;
 use crate::surface::ConnectionState;
 use protocol::context::{
@@ -87,6 +87,21 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then_some(token)
+}
+
+/// The authenticated caller and the call's context, taken from the request head before any
+/// body is read: a request without a valid token costs a header parse, never a body read.
+pub struct Authed(pub CallContext);
+
+impl axum::extract::FromRequestParts<Arc<Core>> for Authed {
+    type Rejection = ToolError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        core: &Arc<Core>,
+    ) -> Result<Self, Self::Rejection> {
+        context(core, &parts.headers).map(Authed)
+    }
 }
 
 /// Authenticates and builds the call context. A capability's session and request come from the
@@ -172,34 +187,24 @@ async fn health(State(core): Shared) -> Json<Health> {
     })
 }
 
-async fn list_tools(State(core): Shared, headers: HeaderMap) -> Result<Response, ToolError> {
-    let context = context(&core, &headers)?;
+async fn list_tools(State(core): Shared, Authed(context): Authed) -> Result<Response, ToolError> {
     Ok(Json(json!({ "tools": core.tools_for(&context.caller) })).into_response())
 }
 
 async fn describe_tool(
     State(core): Shared,
-    headers: HeaderMap,
+    Authed(context): Authed,
     Path(id): Path<String>,
 ) -> Result<Response, ToolError> {
-    let context = context(&core, &headers)?;
-    match core.registry.get(&id) {
-        Some(tool) if context.caller.may_call(&id) => Ok(Json(tool.detail()).into_response()),
-        _ => {
-            // Out-of-scope callables are reported like unknown ones, suggesting only visible ids.
-            let visible: Vec<String> = core
-                .tools_for(&context.caller)
-                .into_iter()
-                .map(|t| t.id)
-                .collect();
-            let suggestion = entity::nearest(&id, visible.iter().map(String::as_str));
-            let hint = suggestion.map_or(String::new(), |s| format!(" Did you mean '{s}'?"));
-            Err(ToolError::not_found(
-                ErrorCode::UnknownTool,
-                format!("Unknown callable '{id}'.{hint} List them with `tools --list`."),
-            )
-            .with_details(json!({ "suggestion": suggestion, "known": visible })))
-        }
+    match core.registry.detail(&id) {
+        Some(detail) if context.caller.may_call(&id) => Ok(Json(detail).into_response()),
+        // Out-of-scope callables are reported like unknown ones, suggesting only visible ids.
+        _ => Err(Registry::unknown(
+            &id,
+            core.registry
+                .ids()
+                .filter(|visible| context.caller.may_call(visible)),
+        )),
     }
 }
 
@@ -232,10 +237,9 @@ fn body_error(rejection: BytesRejection) -> ToolError {
 
 async fn call(
     State(core): Shared,
-    headers: HeaderMap,
+    Authed(context): Authed,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ToolError> {
-    let context = context(&core, &headers)?;
     let body = body.map_err(body_error)?;
     let request: CallRequest = {
         let mut deserializer = serde_json::Deserializer::from_slice(&body);
@@ -250,9 +254,8 @@ async fn call(
             )
         })?
     };
-    let input = match core.registry.get(&request.tool) {
-        Some(tool) if !request.args.is_empty() || !request.positional.is_empty() => {
-            let entry = tool.entry();
+    let input = match core.registry.entry(&request.tool) {
+        Some(entry) if !request.args.is_empty() || !request.positional.is_empty() => {
             merge_cli_input(
                 &entry.input_schema,
                 entry.primary.as_deref(),
@@ -291,10 +294,9 @@ struct MintRequest {
 
 async fn mint_capability(
     State(core): Shared,
-    headers: HeaderMap,
+    Authed(context): Authed,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ToolError> {
-    let context = context(&core, &headers)?;
     if !matches!(context.caller, Caller::Operator | Caller::Unauthenticated) {
         return Err(ToolError::denied(
             ErrorCode::OperatorOnly,
@@ -343,10 +345,7 @@ async fn mint_capability(
         "scope": grant.scope,
         "expiresInS": ttl,
     });
-    let token = core
-        .capabilities
-        .mint(grant)
-        .map_err(|e| ToolError::internal(format!("cannot draw random bytes: {e}")))?;
+    let token = core.mint_capability(grant)?;
     let mut response = response;
     response["token"] = Value::String(token);
     Ok((

@@ -14,7 +14,8 @@ use crate::auth::Caller;
 use crate::error::ToolError;
 use crate::server::Core;
 use crate::surface::{
-    AttachmentInfo, ChannelLocation, MentionPolicy, MessageInfo, SessionInfo, SessionKind, Surface,
+    AllowedChannel, AttachmentInfo, ChannelLocation, MentionPolicy, MessageInfo, SessionInfo,
+    SessionKind, Surface,
 };
 
 /// The context a call carries: from headers for the operator, from the token for a capability.
@@ -48,36 +49,60 @@ impl CallContext {
 /// A session a call may act in: resolved, allowlisted.
 #[derive(Debug, Clone, Copy)]
 pub struct Target {
-    pub channel_id: Snowflake,
+    /// The channel, checked.
+    pub channel: AllowedChannel,
+    /// Where it sits.
     pub location: ChannelLocation,
 }
 
-/// What a callable's handler gets besides its input.
-pub struct Invocation<'a> {
-    pub core: &'a Core,
-    pub context: &'a CallContext,
-    pub tool_id: &'a str,
-    pub mutating: bool,
+impl Target {
+    /// The channel's id.
+    pub fn channel_id(&self) -> Snowflake {
+        self.channel.id()
+    }
 }
 
-/// An id serialized as a JSON string (ids exceed what JSON numbers carry exactly), without
-/// allocating.
-#[derive(Debug, Clone, Copy)]
-pub struct IdStr(pub Snowflake);
+/// What a callable's `plan` may use: the caller's context and the server's pure helpers (the
+/// mention rewrite, limits). Nothing here reaches the platform.
+pub struct PlanContext<'a> {
+    pub(crate) core: &'a Core,
+    /// Who is calling, and the call's context.
+    pub context: &'a CallContext,
+}
 
-impl Serialize for IdStr {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(&self.0)
+impl PlanContext<'_> {
+    /// The mention rewrite with the configured aliases and the names the platform learned.
+    pub fn mapper(&self) -> Mapper<'_> {
+        Mapper::new(&self.core.aliases, self.core.surface.as_ref())
     }
+
+    /// `toolserver.max_parts_per_send`.
+    pub fn max_parts_per_send(&self) -> usize {
+        self.core.max_parts_per_send
+    }
+}
+
+/// What a callable's handler gets besides its plan: the caller's context, the targets the
+/// pipeline resolved and allowed (in the order the plan named them), and the mention policy.
+/// Only the pipeline makes one.
+pub struct Invocation<'a> {
+    pub(crate) core: &'a Core,
+    /// Who is calling, and the call's context.
+    pub context: &'a CallContext,
+    /// The callable's id.
+    pub tool_id: &'a str,
+    pub(crate) targets: Vec<Target>,
+    /// Who posts may ping, as the operator configured it.
+    pub mentions: MentionPolicy,
 }
 
 /// A session as callables answer it.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionView<'a> {
-    pub channel_id: IdStr,
-    pub guild_id: Option<IdStr>,
-    pub parent_channel_id: Option<IdStr>,
+    pub channel_id: Snowflake,
+    pub guild_id: Option<Snowflake>,
+    pub parent_channel_id: Option<Snowflake>,
     pub kind: SessionKind,
     pub title: Option<String>,
     pub token: Option<&'a str>,
@@ -93,13 +118,13 @@ pub struct ReactionCount<'a> {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MessageView<'a> {
-    pub message_id: IdStr,
-    pub author_id: IdStr,
+    pub message_id: Snowflake,
+    pub author_id: Snowflake,
     pub author_name: &'a str,
     pub text: Cow<'a, str>,
     pub ts: &'a str,
     pub edited_ts: Option<&'a str>,
-    pub reply_to_message_id: Option<IdStr>,
+    pub reply_to_message_id: Option<Snowflake>,
     pub attachments: &'a [AttachmentInfo],
     pub reactions: Vec<ReactionCount<'a>>,
 }
@@ -119,54 +144,28 @@ pub fn parse_id(field: &str, value: &str) -> Result<Snowflake, ToolError> {
 }
 
 impl Invocation<'_> {
+    /// The platform.
     pub fn surface(&self) -> &dyn Surface {
         self.core.surface.as_ref()
     }
 
+    /// The mention rewrite with the configured aliases and the names the platform learned.
     pub fn mapper(&self) -> Mapper<'_> {
         Mapper::new(&self.core.aliases, self.core.surface.as_ref())
     }
 
-    /// Resolves the session to act in (the input's `sessionId`, else the context's), applies the
-    /// allowlist, and for mutating calls the per-channel rate limit.
-    pub async fn target(&self, explicit: Option<&str>) -> Result<Target, ToolError> {
-        self.target_spending(explicit, u32::from(self.mutating))
-            .await
+    /// The targets, in the order the plan named their sessions.
+    pub fn targets(&self) -> &[Target] {
+        &self.targets
     }
 
-    /// [`Invocation::target`] that spends `messages` of the channel's budget (a send split in
-    /// k parts spends k; reads spend nothing).
-    pub async fn target_spending(
-        &self,
-        explicit: Option<&str>,
-        messages: u32,
-    ) -> Result<Target, ToolError> {
-        let reference = explicit
-            .filter(|r| !r.trim().is_empty())
-            .or(self.context.session_ref.as_deref())
-            .ok_or_else(|| {
-                ToolError::usage(
-                    ErrorCode::NoSession,
-                    "No session given and none in this call's context. Pass --session-id=ID (a channel id, <#id>, or a configured token such as #ops), or set SWITCHBOARD_SESSION_ID.",
-                )
-            })?;
-        let channel_id = self.mapper().resolve_session(reference).map_err(|error| {
-            ToolError::not_found(ErrorCode::UnknownSession, error.to_string())
-                .with_details(json!({ "reference": reference }))
-        })?;
-        let location = self
-            .core
-            .allowlist
-            .check(self.surface(), channel_id)
-            .await?;
-        if messages > 0 {
-            self.core
-                .limits
-                .check_channel_n(channel_id.get(), messages)?;
-        }
-        Ok(Target {
-            channel_id,
-            location,
+    /// The first target: the session a one-session callable acts in.
+    pub fn target(&self) -> Result<Target, ToolError> {
+        self.targets.first().copied().ok_or_else(|| {
+            ToolError::internal(format!(
+                "{} acts in a session but its plan named none (a bug)",
+                self.tool_id
+            ))
         })
     }
 
@@ -177,13 +176,13 @@ impl Invocation<'_> {
         message_id: Snowflake,
     ) -> Result<Arc<MessageInfo>, ToolError> {
         self.surface()
-            .message(target.channel_id, message_id)
+            .message(target.channel, message_id)
             .ok_or_else(|| {
                 ToolError::not_found(
                     ErrorCode::UnknownMessage,
                     format!(
                         "Message {message_id} is not in the cache of session {}; list recent messages with surface.messages.list",
-                        target.channel_id
+                        target.channel
                     ),
                 )
             })
@@ -191,8 +190,8 @@ impl Invocation<'_> {
 
     /// `{"channelId","guildId","parentChannelId","kind","title","token"}`.
     pub fn session_json(&self, target: &Target) -> SessionView<'_> {
-        let title = self.surface().session(target.channel_id).map(|i| i.title);
-        self.session_view(target.channel_id, &target.location, title)
+        let title = self.surface().session(target.channel_id()).map(|i| i.title);
+        self.session_view(target.channel_id(), &target.location, title)
     }
 
     pub fn session_info_json(&self, info: &SessionInfo) -> SessionView<'_> {
@@ -210,9 +209,9 @@ impl Invocation<'_> {
         title: Option<String>,
     ) -> SessionView<'_> {
         SessionView {
-            channel_id: IdStr(channel_id),
-            guild_id: location.guild_id.map(IdStr),
-            parent_channel_id: location.parent_channel_id.map(IdStr),
+            channel_id,
+            guild_id: location.guild_id,
+            parent_channel_id: location.parent_channel_id,
             kind: location.kind,
             title,
             token: self
@@ -235,13 +234,13 @@ impl Invocation<'_> {
     /// A cached message as readers see it: `text` is the inbound-canonical text.
     pub fn message_view<'m>(&'m self, message: &'m MessageInfo) -> MessageView<'m> {
         MessageView {
-            message_id: IdStr(message.message_id),
-            author_id: IdStr(message.author_id),
+            message_id: message.message_id,
+            author_id: message.author_id,
             author_name: &message.author_name,
             text: self.mapper().inbound(&message.content),
             ts: &message.timestamp,
             edited_ts: message.edited_timestamp.as_deref(),
-            reply_to_message_id: message.reply_to.map(IdStr),
+            reply_to_message_id: message.reply_to,
             attachments: &message.attachments,
             reactions: message
                 .reactions
@@ -254,16 +253,15 @@ impl Invocation<'_> {
         }
     }
 
-    /// Who a post may ping: users (and roles when the operator opted in), never `@everyone`
-    /// or `@here`; nobody when silent.
+    /// Who a post may ping: the configured policy, pinging the replied-to author only for a
+    /// reply, and nobody when silent. Never `@everyone` or `@here`.
     pub fn mention_policy(&self, replying: bool, silent: bool) -> MentionPolicy {
         if silent {
-            return MentionPolicy::default();
+            return MentionPolicy::NONE;
         }
         MentionPolicy {
-            users: true,
-            roles: self.core.allow_role_mentions,
-            replied_user: replying,
+            replied_user: replying && self.mentions.users,
+            ..self.mentions
         }
     }
 }

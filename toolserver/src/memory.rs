@@ -9,8 +9,9 @@ use async_trait::async_trait;
 use entity::{LearnedNames, NameDirectory, Snowflake};
 
 use crate::surface::{
-    AttachmentInfo, ChannelLocation, ConnectionState, Fetched, MessageInfo, MessageQuery,
-    OutgoingMessage, ReactionInfo, SessionInfo, SessionKind, Surface, SurfaceError,
+    AllowedChannel, AttachmentInfo, ChannelLocation, ConnectionState, Fetched, MentionPolicy,
+    MessageInfo, MessageQuery, OutgoingMessage, ReactionInfo, SessionInfo, SessionKind, Surface,
+    SurfaceError,
 };
 
 /// One action the surface was asked to take.
@@ -22,6 +23,7 @@ pub enum SurfaceCall {
         channel_id: Snowflake,
         message_id: Snowflake,
         content: String,
+        mentions: MentionPolicy,
     },
     Delete {
         channel_id: Snowflake,
@@ -378,9 +380,9 @@ impl Surface for MemorySurface {
         self.lock().sessions.get(&channel_id).cloned()
     }
 
-    fn messages(&self, channel_id: Snowflake, query: MessageQuery) -> Vec<Arc<MessageInfo>> {
+    fn messages(&self, channel: AllowedChannel, query: MessageQuery) -> Vec<Arc<MessageInfo>> {
         let state = self.lock();
-        let Some(messages) = state.messages.get(&channel_id) else {
+        let Some(messages) = state.messages.get(&channel.id()) else {
             return Vec::new();
         };
         let lower = query.after.map_or(0, |id| id.get().saturating_add(1));
@@ -395,10 +397,10 @@ impl Surface for MemorySurface {
         newest
     }
 
-    fn message(&self, channel_id: Snowflake, message_id: Snowflake) -> Option<Arc<MessageInfo>> {
+    fn message(&self, channel: AllowedChannel, message_id: Snowflake) -> Option<Arc<MessageInfo>> {
         self.lock()
             .messages
-            .get(&channel_id)
+            .get(&channel.id())
             .and_then(|messages| messages.get(&message_id))
             .cloned()
     }
@@ -420,7 +422,7 @@ impl Surface for MemorySurface {
         if let Some(reply_to) = message.reply_to {
             let exists = state
                 .messages
-                .get(&message.channel_id)
+                .get(&message.channel_id.id())
                 .is_some_and(|m| m.contains_key(&reply_to));
             if !exists {
                 return Err(SurfaceError::InvalidInput {
@@ -437,7 +439,7 @@ impl Surface for MemorySurface {
             .collect();
         Ok(Self::store_message(
             &mut state,
-            message.channel_id,
+            message.channel_id.id(),
             bot,
             &message.content,
             message.reply_to,
@@ -447,14 +449,17 @@ impl Surface for MemorySurface {
 
     async fn edit_message(
         &self,
-        channel_id: Snowflake,
+        channel: AllowedChannel,
         message_id: Snowflake,
         content: String,
+        mentions: MentionPolicy,
     ) -> Result<(), SurfaceError> {
+        let channel_id = channel.id();
         self.begin(SurfaceCall::Edit {
             channel_id,
             message_id,
             content: content.clone(),
+            mentions,
         })
         .await?;
         self.with_message(channel_id, message_id, |message, bot| {
@@ -471,9 +476,10 @@ impl Surface for MemorySurface {
 
     async fn delete_message(
         &self,
-        channel_id: Snowflake,
+        channel: AllowedChannel,
         message_id: Snowflake,
     ) -> Result<(), SurfaceError> {
+        let channel_id = channel.id();
         self.begin(SurfaceCall::Delete {
             channel_id,
             message_id,
@@ -490,10 +496,11 @@ impl Surface for MemorySurface {
 
     async fn add_reaction(
         &self,
-        channel_id: Snowflake,
+        channel: AllowedChannel,
         message_id: Snowflake,
         emoji: String,
     ) -> Result<(), SurfaceError> {
+        let channel_id = channel.id();
         self.begin(SurfaceCall::AddReaction {
             channel_id,
             message_id,
@@ -519,10 +526,11 @@ impl Surface for MemorySurface {
 
     async fn remove_reaction(
         &self,
-        channel_id: Snowflake,
+        channel: AllowedChannel,
         message_id: Snowflake,
         emoji: String,
     ) -> Result<(), SurfaceError> {
+        let channel_id = channel.id();
         self.begin(SurfaceCall::RemoveReaction {
             channel_id,
             message_id,
@@ -543,8 +551,8 @@ impl Surface for MemorySurface {
         })
     }
 
-    async fn typing(&self, channel_id: Snowflake) -> Result<(), SurfaceError> {
-        self.begin(SurfaceCall::Typing(channel_id)).await
+    async fn typing(&self, channel: AllowedChannel) -> Result<(), SurfaceError> {
+        self.begin(SurfaceCall::Typing(channel.id())).await
     }
 
     async fn fetch_attachment(

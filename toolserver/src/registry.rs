@@ -1,27 +1,38 @@
 //! The callable registry: each callable is an id, a description, the JSON Schema of its input
-//! (generated from the Rust type), and a handler.
+//! (generated from the Rust type), and a handler in two steps.
+//!
+//! A [`Tool`] first *plans* (checks its input, does its CPU work, and declares the sessions it
+//! acts in and what it spends of their budgets), then *runs* with the targets the pipeline
+//! resolved and allowed. Only the pipeline can make the [`Invocation`] `run` needs, and every
+//! platform action takes an [`AllowedChannel`](crate::surface::AllowedChannel) only the
+//! pipeline makes: a callable cannot reach Discord with a channel nobody checked.
 
-use protocol::ErrorCode;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use protocol::{ErrorCode, Example, ToolDetail, ToolEntry};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use crate::error::ToolError;
-use crate::invocation::Invocation;
-use protocol::{Example, ToolDetail, ToolEntry};
+use crate::invocation::{Invocation, PlanContext};
+use crate::pipeline::Gate;
 
 /// What a callable says about itself.
 pub struct ToolSpec {
+    /// Its id, such as `surface.messages.send`.
     pub id: &'static str,
+    /// One sentence.
     pub description: &'static str,
+    /// Longer help for `tools help ID`.
     pub help: &'static str,
+    /// Whether it changes anything.
     pub mutating: bool,
     /// The field bare command-line words fill.
     pub primary: Option<&'static str>,
+    /// Examples for the help.
     pub examples: Vec<Example>,
 }
 
@@ -35,21 +46,89 @@ pub fn output<T: serde::Serialize + ?Sized>(value: &T) -> Result<ToolOutput, Too
         .map_err(|e| ToolError::internal(format!("cannot serialize the answer: {e}")))
 }
 
+/// A session a call acts in, as its input names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRequest {
+    /// The input field it came from (`sessionId`, `tasks[2].sessionId`), for errors.
+    pub field: String,
+    /// The reference as given (an id, `<#id>`, an alias); `None`: the call context's session.
+    pub reference: Option<String>,
+    /// Messages the call posts there (a send split in k parts spends k); 0 for reads.
+    pub spend: u32,
+}
+
+impl SessionRequest {
+    /// The usual `sessionId` field, defaulting to the context's session.
+    pub fn session_id(reference: Option<&str>, spend: u32) -> SessionRequest {
+        SessionRequest {
+            field: "sessionId".to_owned(),
+            reference: reference
+                .map(str::trim)
+                .filter(|r| !r.is_empty())
+                .map(str::to_owned),
+            spend,
+        }
+    }
+}
+
+/// A checked request: what the handler will run, and where it acts.
+pub struct Planned<P> {
+    /// What `run` gets.
+    pub plan: P,
+    /// The sessions the call acts in, in order; the handler finds them, resolved and allowed,
+    /// in [`Invocation::targets`].
+    pub sessions: Vec<SessionRequest>,
+}
+
+impl<P> Planned<P> {
+    /// A plan that acts in no session (listings, help, workflows by id).
+    pub fn nowhere(plan: P) -> Self {
+        Planned {
+            plan,
+            sessions: Vec::new(),
+        }
+    }
+
+    /// A plan that acts in one session.
+    pub fn in_session(plan: P, session: SessionRequest) -> Self {
+        Planned {
+            plan,
+            sessions: vec![session],
+        }
+    }
+}
+
 /// A callable with a typed input.
 #[async_trait]
 pub trait Tool: Send + Sync + 'static {
+    /// The input, as its JSON Schema describes it.
     type Input: DeserializeOwned + JsonSchema + Send;
+    /// The checked request `run` executes.
+    type Plan: Send + Sync;
 
+    /// What the callable says about itself.
     fn spec(&self) -> ToolSpec;
-    async fn run(&self, cx: &Invocation<'_>, input: Self::Input) -> Result<ToolOutput, ToolError>;
+
+    /// Checks the input beyond its schema and does the call's CPU work, with no I/O and
+    /// nothing sent anywhere; names the sessions it acts in.
+    fn plan(
+        &self,
+        cx: &PlanContext<'_>,
+        input: Self::Input,
+    ) -> Result<Planned<Self::Plan>, ToolError>;
+
+    /// Runs once every check passed, with the resolved, allowed targets.
+    async fn run(&self, cx: &Invocation<'_>, plan: Self::Plan) -> Result<ToolOutput, ToolError>;
 }
 
-/// A registered callable with its input type erased.
+/// A registered callable with its input type erased. Its one implementation runs the
+/// pipeline's stages around the tool's two steps, so there is no way to call a handler
+/// without them.
 #[async_trait]
-pub trait Callable: Send + Sync {
+pub(crate) trait Callable: Send + Sync {
     fn entry(&self) -> &ToolEntry;
     fn detail(&self) -> &ToolDetail;
-    async fn call(&self, cx: &Invocation<'_>, input: Value) -> Result<ToolOutput, ToolError>;
+    async fn call(&self, gate: &Gate<'_>, input: Value) -> Result<ToolOutput, ToolError>;
 }
 
 struct Registered<T: Tool> {
@@ -97,9 +176,14 @@ impl<T: Tool> Callable for Registered<T> {
         &self.detail
     }
 
-    async fn call(&self, cx: &Invocation<'_>, input: Value) -> Result<ToolOutput, ToolError> {
+    async fn call(&self, gate: &Gate<'_>, input: Value) -> Result<ToolOutput, ToolError> {
+        // Validate: the schema (serde), then the callable's own rules and CPU work.
         let input = parse_input::<T::Input>(input)?;
-        self.tool.run(cx, input).await
+        let planned = self.tool.plan(&gate.plan_context(), input)?;
+        // Resolve, allowlist, permission, rate limits, before-hooks.
+        let invocation = gate.admit(&planned.sessions).await?;
+        let output = self.tool.run(&invocation, planned.plan).await?;
+        gate.after(&invocation, output).await
     }
 }
 
@@ -110,10 +194,12 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// An empty registry.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Adds a callable.
     pub fn register<T: Tool>(&mut self, tool: T) {
         let spec = tool.spec();
         let detail = ToolDetail {
@@ -131,17 +217,33 @@ impl Registry {
             .insert(spec.id, Arc::new(Registered { tool, detail }));
     }
 
-    pub fn get(&self, id: &str) -> Option<&Arc<dyn Callable>> {
+    pub(crate) fn get(&self, id: &str) -> Option<&Arc<dyn Callable>> {
         self.tools.get(id)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Callable>> {
-        self.tools.values()
+    /// The listing entry of a callable.
+    pub fn entry(&self, id: &str) -> Option<&ToolEntry> {
+        self.tools.get(id).map(|tool| tool.entry())
     }
 
-    /// The `not_found` answer for an unknown id, with the nearest known id.
-    pub fn unknown(&self, id: &str) -> ToolError {
-        let known: Vec<&str> = self.tools.keys().copied().collect();
+    /// The full description of a callable.
+    pub fn detail(&self, id: &str) -> Option<&ToolDetail> {
+        self.tools.get(id).map(|tool| tool.detail())
+    }
+
+    /// Every callable's listing entry, by id.
+    pub fn entries(&self) -> impl Iterator<Item = &ToolEntry> {
+        self.tools.values().map(|tool| tool.entry())
+    }
+
+    /// Every callable id.
+    pub fn ids(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.tools.keys().copied()
+    }
+
+    /// The `not_found` answer for an id nobody may call here: the nearest id in `visible`.
+    pub fn unknown<'a>(id: &str, visible: impl Iterator<Item = &'a str>) -> ToolError {
+        let known: Vec<&str> = visible.collect();
         let suggestion = entity::nearest(id, known.iter().copied());
         let hint = suggestion.map_or(String::new(), |s| format!(" Did you mean '{s}'?"));
         ToolError::not_found(

@@ -1,23 +1,25 @@
-//! The tool server's core: authentication, the policy path every call takes, and start-up.
+//! The tool server's core: what every call needs (the surface, aliases, allowlist, limits,
+//! registry, tokens), authentication, and start-up. The pipeline each call takes is in
+//! [`crate::pipeline`].
 
 use protocol::ErrorCode;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use entity::Aliases;
-use serde_json::Value;
+use entity::{Aliases, Snowflake};
 use switchboard_config::{AliasComments, Config};
 use tokio::sync::Semaphore;
 
 use crate::allowlist::Allowlist;
-use crate::auth::{Caller, CapabilityRefusal, CapabilityStore, OperatorToken, CAPABILITY_PREFIX};
+use crate::auth::{
+    Caller, CapabilityGrant, CapabilityRefusal, CapabilityStore, OperatorToken, CAPABILITY_PREFIX,
+};
 use crate::error::ToolError;
-use crate::invocation::{CallContext, Invocation};
 use crate::ratelimit::Limits;
-use crate::registry::{Registry, ToolOutput};
-use crate::surface::Surface;
-use protocol::{ErrorKind, ToolEntry};
+use crate::registry::Registry;
+use crate::surface::{AllowedChannel, MentionPolicy, Surface};
+use protocol::ToolEntry;
 
 /// Why the server refuses to start.
 #[derive(Debug, thiserror::Error)]
@@ -43,14 +45,14 @@ pub struct Core {
     pub(crate) registry: Registry,
     pub(crate) allow_role_mentions: bool,
     pub(crate) rendered: crate::render::RenderCache,
-    pub capabilities: CapabilityStore,
+    pub(crate) capabilities: CapabilityStore,
     pub(crate) download_max_bytes: u64,
     pub(crate) max_parts_per_send: usize,
     pub(crate) workflows: std::sync::OnceLock<Arc<crate::workflow::WorkflowEngine>>,
     operator: Option<OperatorToken>,
-    refusals: crate::refusals::RefusalLog,
-    call_timeout: Duration,
-    permits: Semaphore,
+    pub(crate) refusals: crate::refusals::RefusalLog,
+    pub(crate) call_timeout: Duration,
+    pub(crate) permits: Semaphore,
     /// Connection cap and timeouts for the HTTP front.
     pub(crate) connection_limits: crate::connections::Limits,
 }
@@ -131,15 +133,6 @@ impl Core {
         self.workflows.get()
     }
 
-    /// Whether the allowlist lets the agent act in `channel_id` (the same check every callable
-    /// makes; it may look the channel up once).
-    pub async fn check_allowed(&self, channel_id: entity::Snowflake) -> Result<(), ToolError> {
-        self.allowlist
-            .check(self.surface.as_ref(), channel_id)
-            .await
-            .map(drop)
-    }
-
     /// Who presents `bearer`: the operator, a live capability, or nobody (401).
     pub fn authenticate(&self, bearer: Option<&str>) -> Result<Caller, ToolError> {
         let Some(token) = bearer.map(str::trim).filter(|t| !t.is_empty()) else {
@@ -179,102 +172,53 @@ impl Core {
     /// The callables this caller may call.
     pub fn tools_for(&self, caller: &Caller) -> Vec<ToolEntry> {
         self.registry
-            .iter()
-            .filter(|tool| caller.may_call(&tool.entry().id))
-            .map(|tool| tool.entry().clone())
+            .entries()
+            .filter(|entry| caller.may_call(&entry.id))
+            .cloned()
             .collect()
     }
 
-    /// One call through the whole policy path: scope, per-caller rate limit, concurrency cap,
-    /// input validation, the handler (which applies the allowlist and channel limits), timeout.
-    /// Every call is a DEBUG line (target `audit`); refusals are also an INFO line, at most
-    /// one per caller and code every few seconds, with how many there were.
-    pub async fn call(
-        &self,
-        context: &CallContext,
-        tool_id: &str,
-        input: Value,
-    ) -> Result<ToolOutput, ToolError> {
-        let started = Instant::now();
-        let result = self.call_inner(context, tool_id, input).await;
-        let ms = started.elapsed().as_millis() as u64;
-        let caller = context.caller.key();
-        let (outcome, code) = match &result {
-            Ok(_) => ("ok", ""),
-            Err(error) => (error.kind.as_str(), error.code.as_str()),
-        };
-        tracing::debug!(
-            target: "audit",
-            caller = %caller,
-            tool = tool_id,
-            session = context.session_ref.as_deref().unwrap_or("-"),
-            request = context.request_id.as_deref().unwrap_or("-"),
-            tool_call = context.tool_call_id.as_deref().unwrap_or("-"),
-            outcome,
-            code,
-            ms,
-            "call"
-        );
-        if let Err(error) = &result {
-            if matches!(error.kind, ErrorKind::Denied | ErrorKind::Unavailable) {
-                if let Some(count) = self.refusals.record(&caller, error.code.as_str(), started) {
-                    tracing::info!(
-                        target: "audit",
-                        caller = %caller,
-                        tool = tool_id,
-                        code = %error.code,
-                        count,
-                        "refused {count} call(s) from {caller} ({}) since the last line like this",
-                        error.code
-                    );
-                }
-            }
-        }
-        result
+    /// Mints a capability token for an agent run (bound to its session, request, scope and
+    /// working directory); only its digest is kept.
+    pub fn mint_capability(&self, grant: CapabilityGrant) -> Result<String, ToolError> {
+        self.capabilities
+            .mint(grant)
+            .map_err(|e| ToolError::internal(format!("cannot draw random bytes: {e}")))
     }
 
-    async fn call_inner(
-        &self,
-        context: &CallContext,
-        tool_id: &str,
-        input: Value,
-    ) -> Result<ToolOutput, ToolError> {
-        let tool = match self.registry.get(tool_id) {
-            Some(tool) if context.caller.may_call(tool_id) => Arc::clone(tool),
-            // A callable outside the caller's scope looks like any other it may not call.
-            Some(_) => {
-                return Err(ToolError::denied(
-                    ErrorCode::OutOfScope,
-                    format!("'{tool_id}' is outside this token's tool scope"),
-                ))
-            }
-            None => return Err(self.registry.unknown(tool_id)),
-        };
-        self.limits.check_caller(&context.caller.key(), tool_id)?;
-        let _permit = self.permits.try_acquire().map_err(|_| {
-            ToolError::new(
-                ErrorKind::Unavailable,
-                ErrorCode::Busy,
-                "The tool server is at its concurrent call limit; retry shortly",
-            )
-            .with_retry_after(Duration::from_secs(1))
-        })?;
-        let invocation = Invocation {
-            core: self,
-            context,
-            tool_id,
-            mutating: tool.entry().mutating,
-        };
-        match tokio::time::timeout(self.call_timeout, tool.call(&invocation, input)).await {
-            Ok(result) => result,
-            Err(_) => Err(ToolError::new(
-                ErrorKind::Timeout,
-                ErrorCode::Timeout,
-                format!(
-                    "'{tool_id}' did not finish within {} s; it may still complete — check before retrying a mutation",
-                    self.call_timeout.as_secs()
-                ),
-            )),
+    /// Revokes a capability token; true when it was live.
+    pub fn revoke_capability(&self, token: &str) -> bool {
+        self.capabilities.revoke(token)
+    }
+
+    /// The allowlist's verdict on `channel_id`, as the pipeline gives it: an
+    /// [`AllowedChannel`] to act in, or the refusal. For the agent bridge's own actions
+    /// (reactions, typing) and reads (prompts).
+    pub async fn allowed(&self, channel_id: Snowflake) -> Result<AllowedChannel, ToolError> {
+        self.allowlist
+            .check(self.surface.as_ref(), channel_id)
+            .await
+            .map(|_| AllowedChannel::checked(channel_id))
+    }
+
+    /// Discord text as people read it: `<@id>` as `@name`, `<#id>` as `#token`, with the
+    /// configured aliases and the names the platform learned now. The one rendering tools and
+    /// prompts share.
+    pub fn readable<'a>(&'a self, content: &'a str) -> std::borrow::Cow<'a, str> {
+        entity::Mapper::new(&self.aliases, self.surface.as_ref()).inbound(content)
+    }
+
+    /// Agent text as Discord markup: `@name` as `<@id>`, `#token` as `<#id>`.
+    pub fn discord_markup<'a>(&'a self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        entity::Mapper::new(&self.aliases, self.surface.as_ref()).outbound(text)
+    }
+
+    /// The mention policy posts get: users always, roles when `discord.allow_role_mentions`.
+    pub fn mention_policy(&self) -> MentionPolicy {
+        MentionPolicy {
+            users: true,
+            roles: self.allow_role_mentions,
+            replied_user: false,
         }
     }
 

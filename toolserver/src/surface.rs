@@ -12,6 +12,33 @@ use entity::{NameDirectory, Snowflake};
 use serde::Serialize;
 use serde_json::Value;
 
+/// A channel the allowlist let a call act in.
+///
+/// Only the tool server's pipeline (and [`crate::Core::allowed`], for the agent bridge) makes
+/// one, after resolving the reference and applying the allowlist; every platform action and
+/// every read of message content takes one. So no code path reaches the platform with a channel
+/// nobody checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AllowedChannel(Snowflake);
+
+impl AllowedChannel {
+    /// Made only once the allowlist agreed.
+    pub(crate) fn checked(id: Snowflake) -> AllowedChannel {
+        AllowedChannel(id)
+    }
+
+    /// The channel's id.
+    pub fn id(self) -> Snowflake {
+        self.0
+    }
+}
+
+impl std::fmt::Display for AllowedChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// What kind of conversation a session is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -96,12 +123,26 @@ pub struct MessageQuery {
     pub after: Option<Snowflake>,
 }
 
-/// Who a message may ping. `@everyone`/`@here` are never in it.
+/// Who a message may ping. `@everyone`/`@here` are never in it. The pipeline decides it (from
+/// `discord.allow_role_mentions`) and hands it to the platform with every post and edit; the
+/// Discord code never decides it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct MentionPolicy {
+    /// `<@id>` pings the user.
     pub users: bool,
+    /// `<@&id>` pings the role.
     pub roles: bool,
+    /// A reply pings the author of the message it replies to.
     pub replied_user: bool,
+}
+
+impl MentionPolicy {
+    /// Nobody is pinged.
+    pub const NONE: MentionPolicy = MentionPolicy {
+        users: false,
+        roles: false,
+        replied_user: false,
+    };
 }
 
 /// A file to upload with a message.
@@ -116,7 +157,7 @@ pub struct OutgoingFile {
 /// empty when files are attached).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutgoingMessage {
-    pub channel_id: Snowflake,
+    pub channel_id: AllowedChannel,
     pub content: String,
     pub reply_to: Option<Snowflake>,
     pub mentions: MentionPolicy,
@@ -179,8 +220,8 @@ pub trait Surface: NameDirectory + Send + Sync + 'static {
     /// Every cached session.
     fn sessions(&self) -> Vec<SessionInfo>;
     fn session(&self, channel_id: Snowflake) -> Option<SessionInfo>;
-    fn messages(&self, channel_id: Snowflake, query: MessageQuery) -> Vec<Arc<MessageInfo>>;
-    fn message(&self, channel_id: Snowflake, message_id: Snowflake) -> Option<Arc<MessageInfo>>;
+    fn messages(&self, channel: AllowedChannel, query: MessageQuery) -> Vec<Arc<MessageInfo>>;
+    fn message(&self, channel: AllowedChannel, message_id: Snowflake) -> Option<Arc<MessageInfo>>;
     /// Changes whenever learned names change, since readable text depends on them.
     fn names_revision(&self) -> u64 {
         0
@@ -191,31 +232,33 @@ pub trait Surface: NameDirectory + Send + Sync + 'static {
     async fn channel_info(&self, channel_id: Snowflake) -> Result<ChannelLocation, SurfaceError>;
     /// Posts one message; returns its id.
     async fn send_message(&self, message: OutgoingMessage) -> Result<Snowflake, SurfaceError>;
+    /// Replaces the text of one of the bot's messages.
     async fn edit_message(
         &self,
-        channel_id: Snowflake,
+        channel: AllowedChannel,
         message_id: Snowflake,
         content: String,
+        mentions: MentionPolicy,
     ) -> Result<(), SurfaceError>;
     async fn delete_message(
         &self,
-        channel_id: Snowflake,
+        channel: AllowedChannel,
         message_id: Snowflake,
     ) -> Result<(), SurfaceError>;
     async fn add_reaction(
         &self,
-        channel_id: Snowflake,
+        channel: AllowedChannel,
         message_id: Snowflake,
         emoji: String,
     ) -> Result<(), SurfaceError>;
     /// Removes the bot's own reaction.
     async fn remove_reaction(
         &self,
-        channel_id: Snowflake,
+        channel: AllowedChannel,
         message_id: Snowflake,
         emoji: String,
     ) -> Result<(), SurfaceError>;
-    async fn typing(&self, channel_id: Snowflake) -> Result<(), SurfaceError>;
+    async fn typing(&self, channel: AllowedChannel) -> Result<(), SurfaceError>;
     /// Fetches an attachment of a cached message, keeping at most `limit` bytes.
     async fn fetch_attachment(
         &self,

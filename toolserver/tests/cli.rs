@@ -697,7 +697,7 @@ mod against_the_server {
         server
             .sends()
             .into_iter()
-            .map(|m| (m.channel_id.0, m.content))
+            .map(|m| (m.channel_id.id().get(), m.content))
             .collect()
     }
 

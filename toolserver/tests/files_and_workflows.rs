@@ -409,8 +409,7 @@ async fn a_run_sees_and_cancels_only_its_sessions_workflows() {
     let mint = |session: u64| {
         server
             .core()
-            .capabilities
-            .mint(CapabilityGrant {
+            .mint_capability(CapabilityGrant {
                 session_id: Snowflake(session),
                 request_id: format!("run-{session}"),
                 scope: vec!["workflow.*".into()],

@@ -89,12 +89,7 @@ fn every_callable_answers_garbage_with_a_typed_error_never_internal() {
         .await
         .expect("server")
     });
-    let tools: Vec<String> = server
-        .core()
-        .registry()
-        .iter()
-        .map(|tool| tool.entry().id.clone())
-        .collect();
+    let tools: Vec<String> = server.core().registry().ids().map(str::to_owned).collect();
     assert!(tools.len() >= 8, "{tools:?}");
     let context = CallContext {
         session_ref: Some(demo::OPS.to_string()),

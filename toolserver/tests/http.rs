@@ -846,8 +846,7 @@ async fn a_capabilitys_cwd_and_message_come_from_the_token_not_headers() {
     let cwd = std::env::temp_dir().canonicalize().expect("tmp");
     let token = server
         .core()
-        .capabilities
-        .mint(toolserver::auth::CapabilityGrant {
+        .mint_capability(toolserver::auth::CapabilityGrant {
             session_id: entity::Snowflake(demo::OPS),
             request_id: "run-files".into(),
             scope: vec!["*".into()],

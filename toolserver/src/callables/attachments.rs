@@ -5,17 +5,24 @@ use std::io::Write;
 use std::path::Path;
 
 use async_trait::async_trait;
+use entity::Snowflake;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::error::ToolError;
 use crate::files;
-use crate::invocation::{parse_id, Invocation};
-use crate::registry::{example, output, Tool, ToolOutput, ToolSpec};
+use crate::invocation::{parse_id, Invocation, PlanContext};
+use crate::registry::{example, output, Planned, SessionRequest, Tool, ToolOutput, ToolSpec};
 use crate::surface::Fetched;
 
 pub struct DownloadAttachments;
+
+/// A checked download: which message, into which directory.
+pub struct DownloadPlan {
+    message_id: Snowflake,
+    dir: Option<String>,
+}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -94,6 +101,7 @@ fn save(dir: &Path, filename: &str, content: &[u8]) -> std::io::Result<std::path
 #[async_trait]
 impl Tool for DownloadAttachments {
     type Input = DownloadInput;
+    type Plan = DownloadPlan;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -109,12 +117,11 @@ impl Tool for DownloadAttachments {
         }
     }
 
-    async fn run(
+    fn plan(
         &self,
-        cx: &Invocation<'_>,
+        cx: &PlanContext<'_>,
         input: DownloadInput,
-    ) -> Result<ToolOutput, ToolError> {
-        let cwd = files::run_dir(cx.context.cwd.as_deref())?;
+    ) -> Result<Planned<DownloadPlan>, ToolError> {
         let message_id = match input.message_id.as_deref() {
             Some(id) => parse_id("messageId", id)?,
             None => cx.context.trigger_message_id.ok_or_else(|| {
@@ -124,9 +131,21 @@ impl Tool for DownloadAttachments {
                 )
             })?,
         };
-        let target = cx.target(input.session_id.as_deref()).await?;
+        Ok(Planned::in_session(
+            DownloadPlan {
+                message_id,
+                dir: input.dir,
+            },
+            SessionRequest::session_id(input.session_id.as_deref(), 0),
+        ))
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, plan: DownloadPlan) -> Result<ToolOutput, ToolError> {
+        let target = cx.target()?;
+        let cwd = files::run_dir(cx.context.cwd.as_deref())?;
+        let message_id = plan.message_id;
         let message = cx.cached_message(&target, message_id)?;
-        let dir = files::download_dir(&cwd, input.dir.as_deref())?;
+        let dir = files::download_dir(&cwd, plan.dir.as_deref())?;
         let cap = cx.core.download_max_bytes;
         let mut saved = Vec::new();
         let mut skipped = Vec::new();

@@ -8,8 +8,8 @@ use serde_json::{json, Value};
 
 use crate::auth::Caller;
 use crate::error::ToolError;
-use crate::invocation::Invocation;
-use crate::registry::{example, output, Tool, ToolOutput, ToolSpec};
+use crate::invocation::{Invocation, PlanContext};
+use crate::registry::{example, output, Planned, Tool, ToolOutput, ToolSpec};
 
 pub struct Help;
 
@@ -21,6 +21,7 @@ pub struct HelpInput {}
 #[async_trait]
 impl Tool for Help {
     type Input = HelpInput;
+    type Plan = ();
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -33,7 +34,11 @@ impl Tool for Help {
         }
     }
 
-    async fn run(&self, cx: &Invocation<'_>, _: HelpInput) -> Result<ToolOutput, ToolError> {
+    fn plan(&self, _: &PlanContext<'_>, _: HelpInput) -> Result<Planned<()>, ToolError> {
+        Ok(Planned::nowhere(()))
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, (): ()) -> Result<ToolOutput, ToolError> {
         let core = cx.core;
         let (caller, scope) = match &cx.context.caller {
             Caller::Operator => ("operator", None),

@@ -1,6 +1,7 @@
 //! `surface.messages.*`: list, read, send, edit, delete.
 
 use async_trait::async_trait;
+use entity::Snowflake;
 use protocol::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -13,8 +14,8 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 
 use crate::files;
-use crate::invocation::{parse_id, Invocation, SessionView};
-use crate::registry::{example, output, Tool, ToolOutput, ToolSpec};
+use crate::invocation::{parse_id, Invocation, PlanContext, SessionView};
+use crate::registry::{example, output, Planned, SessionRequest, Tool, ToolOutput, ToolSpec};
 use crate::surface::{MessageQuery, OutgoingFile, OutgoingMessage};
 
 const DEFAULT_LIMIT: u32 = 50;
@@ -50,6 +51,7 @@ pub struct ListMessagesInput {
 #[async_trait]
 impl Tool for ListMessages {
     type Input = ListMessagesInput;
+    type Plan = MessageQuery;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -65,11 +67,11 @@ impl Tool for ListMessages {
         }
     }
 
-    async fn run(
+    fn plan(
         &self,
-        cx: &Invocation<'_>,
+        _: &PlanContext<'_>,
         input: ListMessagesInput,
-    ) -> Result<ToolOutput, ToolError> {
+    ) -> Result<Planned<MessageQuery>, ToolError> {
         let limit = input.limit.unwrap_or(DEFAULT_LIMIT);
         if !(1..=MAX_LIMIT).contains(&limit) {
             return Err(ToolError::usage(
@@ -87,15 +89,19 @@ impl Tool for ListMessages {
             .as_deref()
             .map(|id| parse_id("afterMessageId", id))
             .transpose()?;
-        let target = cx.target(input.session_id.as_deref()).await?;
-        let cached = cx.surface().messages(
-            target.channel_id,
+        Ok(Planned::in_session(
             MessageQuery {
                 limit: limit as usize,
                 before,
                 after,
             },
-        );
+            SessionRequest::session_id(input.session_id.as_deref(), 0),
+        ))
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, query: MessageQuery) -> Result<ToolOutput, ToolError> {
+        let target = cx.target()?;
+        let cached = cx.surface().messages(target.channel, query);
         let messages = cached
             .iter()
             .map(|m| cx.message_json(m))
@@ -121,6 +127,7 @@ pub struct ReadMessageInput {
 #[async_trait]
 impl Tool for ReadMessage {
     type Input = ReadMessageInput;
+    type Plan = Snowflake;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -133,13 +140,24 @@ impl Tool for ReadMessage {
         }
     }
 
+    fn plan(
+        &self,
+        _: &PlanContext<'_>,
+        input: ReadMessageInput,
+    ) -> Result<Planned<Snowflake>, ToolError> {
+        let message_id = parse_id("messageId", &input.message_id)?;
+        Ok(Planned::in_session(
+            message_id,
+            SessionRequest::session_id(input.session_id.as_deref(), 0),
+        ))
+    }
+
     async fn run(
         &self,
         cx: &Invocation<'_>,
-        input: ReadMessageInput,
+        message_id: Snowflake,
     ) -> Result<ToolOutput, ToolError> {
-        let message_id = parse_id("messageId", &input.message_id)?;
-        let target = cx.target(input.session_id.as_deref()).await?;
+        let target = cx.target()?;
         let message = cx.cached_message(&target, message_id)?;
         output(&OneMessage {
             session: cx.session_json(&target),
@@ -179,6 +197,7 @@ pub struct SendMessageInput {
 #[async_trait]
 impl Tool for SendMessage {
     type Input = SendMessageInput;
+    type Plan = SendPlan;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -195,11 +214,11 @@ impl Tool for SendMessage {
         }
     }
 
-    async fn run(
+    fn plan(
         &self,
-        cx: &Invocation<'_>,
+        cx: &PlanContext<'_>,
         input: SendMessageInput,
-    ) -> Result<ToolOutput, ToolError> {
+    ) -> Result<Planned<SendPlan>, ToolError> {
         let paths = input.paths.unwrap_or_default();
         if input.text.trim().is_empty() && paths.is_empty() {
             return Err(ToolError::usage(
@@ -212,8 +231,7 @@ impl Tool for SendMessage {
             .as_deref()
             .map(|id| parse_id("replyToMessageId", id))
             .transpose()?;
-        let silent = input.silent.unwrap_or(false);
-        let max_parts = cx.core.max_parts_per_send;
+        let max_parts = cx.max_parts_per_send();
         // A cheap bound before any work: no rewrite shrinks text this much.
         let chars = input.text.chars().count();
         if chars > max_parts * MESSAGE_LIMIT * 2 {
@@ -229,14 +247,26 @@ impl Tool for SendMessage {
         if parts.is_empty() {
             parts.push(String::new());
         }
-        let target = cx
-            .target_spending(input.session_id.as_deref(), parts.len() as u32)
-            .await?;
-        // Files are read only once every check has passed.
-        let mut files = if paths.is_empty() {
+        let spend = u32::try_from(parts.len()).unwrap_or(u32::MAX);
+        Ok(Planned::in_session(
+            SendPlan {
+                parts,
+                reply_to,
+                silent: input.silent.unwrap_or(false),
+                paths,
+            },
+            SessionRequest::session_id(input.session_id.as_deref(), spend),
+        ))
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, plan: SendPlan) -> Result<ToolOutput, ToolError> {
+        let target = cx.target()?;
+        // Files are read only now, once every check has passed.
+        let mut files = if plan.paths.is_empty() {
             Vec::new()
         } else {
             let dir = files::run_dir(cx.context.cwd.as_deref())?;
+            let paths = plan.paths;
             tokio::task::spawn_blocking(move || files::load_for_send(&dir, &paths))
                 .await
                 .map_err(|e| ToolError::internal(format!("reading the files failed: {e}")))??
@@ -247,17 +277,17 @@ impl Tool for SendMessage {
                 })
                 .collect()
         };
-        let last = parts.len() - 1;
-        let mut message_ids: Vec<String> = Vec::with_capacity(parts.len());
-        for (index, part) in parts.into_iter().enumerate() {
-            let reply = if index == 0 { reply_to } else { None };
+        let last = plan.parts.len() - 1;
+        let mut message_ids: Vec<String> = Vec::with_capacity(plan.parts.len());
+        for (index, part) in plan.parts.into_iter().enumerate() {
+            let reply = if index == 0 { plan.reply_to } else { None };
             let sent = cx
                 .surface()
                 .send_message(OutgoingMessage {
-                    channel_id: target.channel_id,
+                    channel_id: target.channel,
                     content: part,
                     reply_to: reply,
-                    mentions: cx.mention_policy(reply.is_some(), silent),
+                    mentions: cx.mention_policy(reply.is_some(), plan.silent),
                     files: if index == last {
                         std::mem::take(&mut files)
                     } else {
@@ -283,8 +313,16 @@ impl Tool for SendMessage {
                 }
             }
         }
-        output(&json!({ "channelId": target.channel_id.to_string(), "messageIds": message_ids }))
+        output(&json!({ "channelId": target.channel_id().to_string(), "messageIds": message_ids }))
     }
+}
+
+/// A checked send: its parts (rewritten and split), and what to attach.
+pub struct SendPlan {
+    parts: Vec<String>,
+    reply_to: Option<Snowflake>,
+    silent: bool,
+    paths: Vec<String>,
 }
 
 pub struct EditMessage;
@@ -303,6 +341,7 @@ pub struct EditMessageInput {
 #[async_trait]
 impl Tool for EditMessage {
     type Input = EditMessageInput;
+    type Plan = (Snowflake, String);
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -315,11 +354,11 @@ impl Tool for EditMessage {
         }
     }
 
-    async fn run(
+    fn plan(
         &self,
-        cx: &Invocation<'_>,
+        cx: &PlanContext<'_>,
         input: EditMessageInput,
-    ) -> Result<ToolOutput, ToolError> {
+    ) -> Result<Planned<(Snowflake, String)>, ToolError> {
         let message_id = parse_id("messageId", &input.message_id)?;
         if input.text.trim().is_empty() {
             return Err(ToolError::usage(
@@ -327,7 +366,6 @@ impl Tool for EditMessage {
                 "text is empty; to remove the message use surface.messages.delete",
             ));
         }
-        let target = cx.target(input.session_id.as_deref()).await?;
         let content = cx.mapper().outbound(&input.text).into_owned();
         let length = content.chars().count();
         if length > MESSAGE_LIMIT {
@@ -336,8 +374,20 @@ impl Tool for EditMessage {
                 format!("The edited text is {length} characters after mentions are rewritten; an edit holds at most {MESSAGE_LIMIT}. Shorten it, or send the rest as a new message."),
             ));
         }
+        Ok(Planned::in_session(
+            (message_id, content),
+            SessionRequest::session_id(input.session_id.as_deref(), 1),
+        ))
+    }
+
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        (message_id, content): (Snowflake, String),
+    ) -> Result<ToolOutput, ToolError> {
+        let target = cx.target()?;
         if let (Some(message), Some(bot)) = (
-            cx.surface().message(target.channel_id, message_id),
+            cx.surface().message(target.channel, message_id),
             cx.surface().bot_user_id(),
         ) {
             if message.author_id != bot {
@@ -348,7 +398,12 @@ impl Tool for EditMessage {
             }
         }
         cx.surface()
-            .edit_message(target.channel_id, message_id, content)
+            .edit_message(
+                target.channel,
+                message_id,
+                content,
+                cx.mention_policy(false, false),
+            )
             .await?;
         output(&json!({ "ok": true }))
     }
@@ -367,6 +422,7 @@ pub struct DeleteMessageInput {
 #[async_trait]
 impl Tool for DeleteMessage {
     type Input = DeleteMessageInput;
+    type Plan = Snowflake;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -379,15 +435,26 @@ impl Tool for DeleteMessage {
         }
     }
 
+    fn plan(
+        &self,
+        _: &PlanContext<'_>,
+        input: DeleteMessageInput,
+    ) -> Result<Planned<Snowflake>, ToolError> {
+        let message_id = parse_id("messageId", &input.message_id)?;
+        Ok(Planned::in_session(
+            message_id,
+            SessionRequest::session_id(input.session_id.as_deref(), 1),
+        ))
+    }
+
     async fn run(
         &self,
         cx: &Invocation<'_>,
-        input: DeleteMessageInput,
+        message_id: Snowflake,
     ) -> Result<ToolOutput, ToolError> {
-        let message_id = parse_id("messageId", &input.message_id)?;
-        let target = cx.target(input.session_id.as_deref()).await?;
+        let target = cx.target()?;
         cx.surface()
-            .delete_message(target.channel_id, message_id)
+            .delete_message(target.channel, message_id)
             .await?;
         output(&json!({ "ok": true }))
     }

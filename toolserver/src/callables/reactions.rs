@@ -1,14 +1,15 @@
 //! `surface.reactions.*`.
 
 use async_trait::async_trait;
+use entity::Snowflake;
 use protocol::ErrorCode;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
 use crate::error::ToolError;
-use crate::invocation::{parse_id, Invocation};
-use crate::registry::{example, output, Tool, ToolOutput, ToolSpec};
+use crate::invocation::{parse_id, Invocation, PlanContext};
+use crate::registry::{example, output, Planned, SessionRequest, Tool, ToolOutput, ToolSpec};
 
 /// `sessionId`, `messageId` and `emoji`, shared by add and remove.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -32,15 +33,20 @@ fn checked_emoji(emoji: &str) -> Result<String, ToolError> {
     Ok(emoji.to_owned())
 }
 
-/// Checks the input and the session: the channel, message and emoji to act on.
-async fn reaction_target(
-    cx: &Invocation<'_>,
-    input: &ReactionInput,
-) -> Result<(entity::Snowflake, entity::Snowflake, String), ToolError> {
+/// A checked reaction: the message and the emoji.
+pub struct ReactionPlan {
+    message_id: Snowflake,
+    emoji: String,
+}
+
+/// Checks the input: the message and emoji to act on, in the input's session.
+fn reaction_plan(input: ReactionInput) -> Result<Planned<ReactionPlan>, ToolError> {
     let message_id = parse_id("messageId", &input.message_id)?;
     let emoji = checked_emoji(&input.emoji)?;
-    let target = cx.target(input.session_id.as_deref()).await?;
-    Ok((target.channel_id, message_id, emoji))
+    Ok(Planned::in_session(
+        ReactionPlan { message_id, emoji },
+        SessionRequest::session_id(input.session_id.as_deref(), 1),
+    ))
 }
 
 pub struct AddReaction;
@@ -48,6 +54,7 @@ pub struct AddReaction;
 #[async_trait]
 impl Tool for AddReaction {
     type Input = ReactionInput;
+    type Plan = ReactionPlan;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -64,14 +71,18 @@ impl Tool for AddReaction {
         }
     }
 
-    async fn run(
+    fn plan(
         &self,
-        cx: &Invocation<'_>,
+        _: &PlanContext<'_>,
         input: ReactionInput,
-    ) -> Result<ToolOutput, ToolError> {
-        let (channel_id, message_id, emoji) = reaction_target(cx, &input).await?;
+    ) -> Result<Planned<ReactionPlan>, ToolError> {
+        reaction_plan(input)
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, plan: ReactionPlan) -> Result<ToolOutput, ToolError> {
+        let target = cx.target()?;
         cx.surface()
-            .add_reaction(channel_id, message_id, emoji)
+            .add_reaction(target.channel, plan.message_id, plan.emoji)
             .await?;
         output(&json!({ "ok": true }))
     }
@@ -82,6 +93,7 @@ pub struct RemoveReaction;
 #[async_trait]
 impl Tool for RemoveReaction {
     type Input = ReactionInput;
+    type Plan = ReactionPlan;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -94,14 +106,18 @@ impl Tool for RemoveReaction {
         }
     }
 
-    async fn run(
+    fn plan(
         &self,
-        cx: &Invocation<'_>,
+        _: &PlanContext<'_>,
         input: ReactionInput,
-    ) -> Result<ToolOutput, ToolError> {
-        let (channel_id, message_id, emoji) = reaction_target(cx, &input).await?;
+    ) -> Result<Planned<ReactionPlan>, ToolError> {
+        reaction_plan(input)
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, plan: ReactionPlan) -> Result<ToolOutput, ToolError> {
+        let target = cx.target()?;
         cx.surface()
-            .remove_reaction(channel_id, message_id, emoji)
+            .remove_reaction(target.channel, plan.message_id, plan.emoji)
             .await?;
         output(&json!({ "ok": true }))
     }
@@ -120,6 +136,7 @@ pub struct ListReactionsInput {
 #[async_trait]
 impl Tool for ListReactions {
     type Input = ListReactionsInput;
+    type Plan = Snowflake;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -136,13 +153,24 @@ impl Tool for ListReactions {
         }
     }
 
+    fn plan(
+        &self,
+        _: &PlanContext<'_>,
+        input: ListReactionsInput,
+    ) -> Result<Planned<Snowflake>, ToolError> {
+        let message_id = parse_id("messageId", &input.message_id)?;
+        Ok(Planned::in_session(
+            message_id,
+            SessionRequest::session_id(input.session_id.as_deref(), 0),
+        ))
+    }
+
     async fn run(
         &self,
         cx: &Invocation<'_>,
-        input: ListReactionsInput,
+        message_id: Snowflake,
     ) -> Result<ToolOutput, ToolError> {
-        let message_id = parse_id("messageId", &input.message_id)?;
-        let target = cx.target(input.session_id.as_deref()).await?;
+        let target = cx.target()?;
         let message = cx.cached_message(&target, message_id)?;
         output(&json!({ "reactions": message.reactions }))
     }

@@ -7,8 +7,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::error::ToolError;
-use crate::invocation::Invocation;
-use crate::registry::{example, output, Tool, ToolOutput, ToolSpec};
+use crate::invocation::{Invocation, PlanContext};
+use crate::registry::{example, output, Planned, Tool, ToolOutput, ToolSpec};
 use crate::surface::ChannelLocation;
 
 pub struct ListSessions;
@@ -23,6 +23,7 @@ pub struct ListSessionsInput {
 #[async_trait]
 impl Tool for ListSessions {
     type Input = ListSessionsInput;
+    type Plan = usize;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -39,11 +40,11 @@ impl Tool for ListSessions {
         }
     }
 
-    async fn run(
+    fn plan(
         &self,
-        cx: &Invocation<'_>,
+        _: &PlanContext<'_>,
         input: ListSessionsInput,
-    ) -> Result<ToolOutput, ToolError> {
+    ) -> Result<Planned<usize>, ToolError> {
         let limit = input.limit.unwrap_or(100);
         if !(1..=1000).contains(&limit) {
             return Err(ToolError::usage(
@@ -51,6 +52,10 @@ impl Tool for ListSessions {
                 format!("limit must be between 1 and 1000, got {limit}"),
             ));
         }
+        Ok(Planned::nowhere(limit as usize))
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, limit: usize) -> Result<ToolOutput, ToolError> {
         let allowlist = &cx.core.allowlist;
         let all = cx.surface().sessions();
         let sessions: Vec<_> = all
@@ -62,7 +67,7 @@ impl Tool for ListSessions {
                         .map(|info| ChannelLocation::from(&info))
                 })
             })
-            .take(limit as usize)
+            .take(limit)
             .map(|s| cx.session_info_json(s))
             .collect();
         output(&json!({ "sessions": sessions }))

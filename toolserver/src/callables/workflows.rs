@@ -12,8 +12,8 @@ use serde_json::json;
 
 use crate::auth::Caller;
 use crate::error::ToolError;
-use crate::invocation::{parse_id, Invocation};
-use crate::registry::{example, output, Tool, ToolOutput, ToolSpec};
+use crate::invocation::{parse_id, Invocation, PlanContext};
+use crate::registry::{example, output, Planned, SessionRequest, Tool, ToolOutput, ToolSpec};
 use crate::workflow::{
     NewTask, NewWorkflow, Workflow, WorkflowEngine, WorkflowError, DEFAULT_TIMEOUT, MAX_TASKS,
     MAX_TIMEOUT,
@@ -47,14 +47,16 @@ impl From<WorkflowError> for ToolError {
     }
 }
 
+fn workflows_unavailable() -> ToolError {
+    ToolError::new(
+        ErrorKind::Unavailable,
+        ErrorCode::WorkflowsUnavailable,
+        "Workflows resume an agent run, so they need the agent bridge: run `switchboard run` with an [agent] section in the config.",
+    )
+}
+
 fn engine<'a>(cx: &'a Invocation<'_>) -> Result<&'a Arc<WorkflowEngine>, ToolError> {
-    cx.core.workflows().ok_or_else(|| {
-        ToolError::new(
-            ErrorKind::Unavailable,
-            ErrorCode::WorkflowsUnavailable,
-            "Workflows resume an agent run, so they need the agent bridge: run `switchboard run` with an [agent] section in the config.",
-        )
-    })
+    cx.core.workflows().ok_or_else(workflows_unavailable)
 }
 
 /// The workflows this caller may see: all for the operator, those its session created for a
@@ -86,7 +88,11 @@ fn bounded_text(field: &str, text: &str, max: usize) -> Result<(), ToolError> {
 }
 
 /// A user given as an id, `<@id>`, `@name` or `name` (configured alias or learned name).
-fn resolve_user(cx: &Invocation<'_>, field: &str, reference: &str) -> Result<Snowflake, ToolError> {
+fn resolve_user(
+    cx: &PlanContext<'_>,
+    field: &str,
+    reference: &str,
+) -> Result<Snowflake, ToolError> {
     if let Ok(id) = parse_id(field, reference) {
         return Ok(id);
     }
@@ -133,6 +139,7 @@ pub struct CreateWorkflowInput {
 #[async_trait]
 impl Tool for CreateWorkflow {
     type Input = CreateWorkflowInput;
+    type Plan = WorkflowPlan;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -149,12 +156,14 @@ impl Tool for CreateWorkflow {
         }
     }
 
-    async fn run(
+    fn plan(
         &self,
-        cx: &Invocation<'_>,
+        cx: &PlanContext<'_>,
         input: CreateWorkflowInput,
-    ) -> Result<ToolOutput, ToolError> {
-        let engine = engine(cx)?;
+    ) -> Result<Planned<WorkflowPlan>, ToolError> {
+        if cx.core.workflows().is_none() {
+            return Err(workflows_unavailable());
+        }
         if input.tasks.is_empty() || input.tasks.len() > MAX_TASKS {
             return Err(ToolError::usage(
                 ErrorCode::InvalidInput,
@@ -185,6 +194,7 @@ impl Tool for CreateWorkflow {
             bounded_text("resumePrompt", prompt, MAX_RESUME_PROMPT)?;
         }
         let mut tasks = Vec::with_capacity(input.tasks.len());
+        let mut sessions = Vec::with_capacity(input.tasks.len() + 1);
         for (index, task) in input.tasks.iter().enumerate() {
             let field = |name: &str| format!("tasks[{index}].{name}");
             if task.summary.trim().is_empty() {
@@ -214,34 +224,52 @@ impl Tool for CreateWorkflow {
                     format!("{}: name the session to wait in", field("sessionId")),
                 ));
             }
-            let target = cx
-                .target(Some(&task.session_id))
-                .await
-                .map_err(|mut error| {
-                    error.message = format!("{}: {}", field("sessionId"), error.message);
-                    error
-                })?;
+            sessions.push(SessionRequest {
+                field: field("sessionId"),
+                reference: Some(task.session_id.clone()),
+                spend: 0,
+            });
             tasks.push(NewTask {
-                session_id: target.channel_id,
+                // Filled with the resolved session once the pipeline allowed it.
+                session_id: Snowflake(0),
                 message_id,
                 from_user_id,
                 summary: task.summary.trim().to_owned(),
                 description: task.description.clone(),
             });
         }
-        let origin = cx.target(None).await.map_err(|mut error| {
-            error.message = format!(
-                "the workflow resumes in the session that creates it: {}",
-                error.message
-            );
-            error
-        })?;
+        // The workflow resumes where it was created: that session must be allowed too.
+        sessions.push(SessionRequest {
+            field: "the workflow resumes in the session that creates it".to_owned(),
+            reference: None,
+            spend: 0,
+        });
+        Ok(Planned {
+            plan: WorkflowPlan {
+                timeout,
+                resume_prompt: input.resume_prompt,
+                tasks,
+            },
+            sessions,
+        })
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, plan: WorkflowPlan) -> Result<ToolOutput, ToolError> {
+        let engine = engine(cx)?;
+        let targets = cx.targets();
+        let (origin, task_targets) = targets
+            .split_last()
+            .ok_or_else(|| ToolError::internal("workflow.create planned no origin session"))?;
+        let mut tasks = plan.tasks;
+        for (task, target) in tasks.iter_mut().zip(task_targets) {
+            task.session_id = target.channel_id();
+        }
         let workflow = engine.create(NewWorkflow {
-            origin_session_id: origin.channel_id,
+            origin_session_id: origin.channel_id(),
             origin_message_id: cx.context.trigger_message_id,
             created_by: cx.context.caller.key(),
-            timeout,
-            resume_prompt: input.resume_prompt,
+            timeout: plan.timeout,
+            resume_prompt: plan.resume_prompt,
             tasks,
         })?;
         output(&json!({
@@ -252,6 +280,13 @@ impl Tool for CreateWorkflow {
             "tasks": workflow.tasks.len(),
         }))
     }
+}
+
+/// A checked `workflow.create`: its tasks' sessions are filled in from the allowed targets.
+pub struct WorkflowPlan {
+    timeout: Duration,
+    resume_prompt: Option<String>,
+    tasks: Vec<NewTask>,
 }
 
 pub struct ListWorkflows;
@@ -271,6 +306,7 @@ struct WorkflowList {
 #[async_trait]
 impl Tool for ListWorkflows {
     type Input = ListWorkflowsInput;
+    type Plan = Option<String>;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -287,12 +323,11 @@ impl Tool for ListWorkflows {
         }
     }
 
-    async fn run(
+    fn plan(
         &self,
-        cx: &Invocation<'_>,
+        _: &PlanContext<'_>,
         input: ListWorkflowsInput,
-    ) -> Result<ToolOutput, ToolError> {
-        let engine = engine(cx)?;
+    ) -> Result<Planned<Option<String>>, ToolError> {
         let state = input.state.as_deref().map(str::trim);
         const STATES: [&str; 4] = ["waiting", "answered", "timed_out", "cancelled"];
         if let Some(state) = state {
@@ -304,6 +339,16 @@ impl Tool for ListWorkflows {
                 .with_details(json!({ "field": "state" })));
             }
         }
+        Ok(Planned::nowhere(state.map(str::to_owned)))
+    }
+
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        state: Option<String>,
+    ) -> Result<ToolOutput, ToolError> {
+        let engine = engine(cx)?;
+        let state = state.as_deref();
         let workflows = engine
             .list()
             .into_iter()
@@ -326,6 +371,7 @@ pub struct GetWorkflow;
 #[async_trait]
 impl Tool for GetWorkflow {
     type Input = WorkflowIdInput;
+    type Plan = String;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -343,12 +389,16 @@ impl Tool for GetWorkflow {
         }
     }
 
-    async fn run(
+    fn plan(
         &self,
-        cx: &Invocation<'_>,
+        _: &PlanContext<'_>,
         input: WorkflowIdInput,
-    ) -> Result<ToolOutput, ToolError> {
-        let workflow = find(cx, &input.workflow_id)?;
+    ) -> Result<Planned<String>, ToolError> {
+        Ok(Planned::nowhere(input.workflow_id))
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, workflow_id: String) -> Result<ToolOutput, ToolError> {
+        let workflow = find(cx, &workflow_id)?;
         output(&json!({ "workflow": workflow }))
     }
 }
@@ -358,6 +408,7 @@ pub struct CancelWorkflow;
 #[async_trait]
 impl Tool for CancelWorkflow {
     type Input = WorkflowIdInput;
+    type Plan = String;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -374,12 +425,16 @@ impl Tool for CancelWorkflow {
         }
     }
 
-    async fn run(
+    fn plan(
         &self,
-        cx: &Invocation<'_>,
+        _: &PlanContext<'_>,
         input: WorkflowIdInput,
-    ) -> Result<ToolOutput, ToolError> {
-        let found = find(cx, &input.workflow_id)?;
+    ) -> Result<Planned<String>, ToolError> {
+        Ok(Planned::nowhere(input.workflow_id))
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, workflow_id: String) -> Result<ToolOutput, ToolError> {
+        let found = find(cx, &workflow_id)?;
         let cancelled = engine(cx)?.cancel(&found.workflow_id)?;
         output(&json!({ "workflow": cancelled }))
     }

@@ -1,38 +1,44 @@
-//! The prompt a command agent reads on stdin.
+//! The prompts agents read: the whole prompt a command agent gets on stdin, and the chat turns
+//! an OpenAI-compatible model gets. The session's messages come from the platform's cache
+//! through [`Surface`](toolserver::Surface), rendered readable when read (so a renamed user
+//! shows under the new name, as in `surface.messages.list`).
 
-use crate::store::{Store, StoredMessage};
+use std::sync::Arc;
+
 use entity::Snowflake;
+use toolserver::runs::Trigger;
+use toolserver::surface::{AllowedChannel, MessageInfo, MessageQuery};
+use toolserver::Core;
 
-/// What started a run: a message, or a finished workflow resuming in its session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Trigger {
-    pub channel_id: Snowflake,
-    /// The message the run answers (reactions and the reply go there). For a resumed workflow,
-    /// the message whose run created it, when there was one.
-    pub message_id: Option<Snowflake>,
-    pub author_id: Snowflake,
-    pub author_name: String,
-    /// The trigger's canonical (readable) text; for a workflow, the resume prompt with the
-    /// answers.
-    pub text: String,
-    /// Set when a finished workflow started this run.
-    pub workflow_id: Option<String>,
+/// The newest `count` messages of the session, oldest first.
+fn recent(core: &Core, channel: AllowedChannel, count: usize) -> Vec<Arc<MessageInfo>> {
+    core.surface().messages(
+        channel,
+        MessageQuery {
+            limit: count,
+            before: None,
+            after: None,
+        },
+    )
 }
 
-fn line(store: &Store, message: &StoredMessage) -> String {
-    let author = store.author_name(message.author_id);
-    format!("[{}] {author}: {}", message.timestamp, message.text)
+fn line(core: &Core, message: &MessageInfo) -> String {
+    format!(
+        "[{}] {}: {}",
+        message.timestamp,
+        message.author_name,
+        core.readable(&message.content)
+    )
 }
 
 /// The trigger, its author, and the last `context` messages of the session as a transcript.
-pub fn build(store: &Store, trigger: &Trigger, context: usize) -> String {
+pub fn build(core: &Core, channel: AllowedChannel, trigger: &Trigger, context: usize) -> String {
     let transcript: Vec<String> = if context == 0 {
         Vec::new()
     } else {
-        store
-            .messages(trigger.channel_id, context, None, None)
+        recent(core, channel, context)
             .iter()
-            .map(|m| line(store, m))
+            .map(|m| line(core, m))
             .collect()
     };
     let mut prompt = match (&trigger.workflow_id, trigger.message_id) {
@@ -68,39 +74,44 @@ pub fn build(store: &Store, trigger: &Trigger, context: usize) -> String {
 /// Who said a turn of a chat conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
+    /// People (and other bots).
     User,
+    /// The bot itself.
     Assistant,
 }
 
 /// One turn of the conversation a chat model sees.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatTurn {
+    /// Who said it.
     pub role: Role,
+    /// What they said, readable.
     pub content: String,
 }
 
 /// The session transcript as chat turns: the bot's own messages are the assistant's, everyone
 /// else's are user turns prefixed with the author's name. The trigger, already stored, is last.
 pub fn conversation(
-    store: &Store,
+    core: &Core,
+    channel: AllowedChannel,
     trigger: &Trigger,
     context: usize,
     bot_id: Option<Snowflake>,
 ) -> Vec<ChatTurn> {
-    let mut turns: Vec<ChatTurn> = store
-        .messages(trigger.channel_id, context.max(1), None, None)
+    let messages = recent(core, channel, context.max(1));
+    let mut turns: Vec<ChatTurn> = messages
         .iter()
         .map(|m| {
+            let text = core.readable(&m.content);
             if Some(m.author_id) == bot_id {
                 ChatTurn {
                     role: Role::Assistant,
-                    content: m.text.clone(),
+                    content: text.into_owned(),
                 }
             } else {
-                let author = store.author_name(m.author_id);
                 ChatTurn {
                     role: Role::User,
-                    content: format!("{author}: {}", m.text),
+                    content: format!("{}: {text}", m.author_name),
                 }
             }
         })
@@ -109,7 +120,7 @@ pub fn conversation(
     let trigger_listed = trigger.workflow_id.is_none()
         && trigger
             .message_id
-            .is_some_and(|id| store.message(trigger.channel_id, id).is_some());
+            .is_some_and(|id| core.surface().message(channel, id).is_some());
     if !trigger_listed || turns.is_empty() {
         turns.push(ChatTurn {
             role: Role::User,

@@ -1,6 +1,13 @@
-//! The agent bridge: a Discord message that should start a run is queued per session (one run
-//! at a time per session, FIFO, bounded), an agent runs with a fresh capability token, and its
-//! answer is posted as a reply through the tool server's own policy path.
+//! The agent bridge: a message that should start a run is queued per session (one run at a
+//! time per session, FIFO, bounded), an agent runs with a fresh capability token, and its
+//! answer is posted as a reply through the tool server's own pipeline.
+//!
+//! Written against the tool server's [`Core`] and [`Surface`](toolserver::Surface) only: the
+//! platform reports arrivals through [`toolserver::runs::Runs`], which [`Bridge`] implements;
+//! reactions and typing go through the surface (and its Discord client's rate limits) on a
+//! channel [`Core::allowed`] checked; capabilities are minted and revoked through `Core`; the
+//! prompt's transcript is read through the surface. Runners: [`command`] (a program with the
+//! prompt on stdin) and [`openai`] (an OpenAI-compatible chat endpoint with tool calls).
 
 pub mod command;
 pub mod openai;
@@ -8,7 +15,6 @@ pub mod prompt;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -17,12 +23,11 @@ use serde_json::json;
 use switchboard_config::{AgentConfig, Runner};
 use tokio::sync::{oneshot, Semaphore};
 use toolserver::auth::{random_hex, CapabilityGrant};
+use toolserver::runs::{AbortOutcome, Arrival, Runs, SessionStatus, Trigger};
+use toolserver::surface::AllowedChannel;
 use toolserver::{CallContext, Core};
 
-use crate::rest::DiscordRest;
-use crate::store::Store;
 use command::{run_command, CommandSpec, RunOutcome};
-pub use prompt::Trigger;
 
 /// How often the typing indicator is refreshed (Discord shows it for about 10 s).
 const TYPING_EVERY: Duration = Duration::from_secs(8);
@@ -42,38 +47,6 @@ struct RunningRun {
     abort: Option<oneshot::Sender<()>>,
 }
 
-/// The facts about an incoming message that decide whether it starts a run.
-#[derive(Debug, Clone, Copy)]
-pub struct Incoming<'a> {
-    pub author_id: Snowflake,
-    pub author_is_bot: bool,
-    pub in_guild: bool,
-    pub channel_id: Snowflake,
-    /// The parent channel when the session is a thread.
-    pub parent_id: Option<Snowflake>,
-    /// Discord's raw text (mentions as `<@id>`).
-    pub content: &'a str,
-    pub replies_to_bot: bool,
-}
-
-/// What `/abort` did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AbortOutcome {
-    Stopped,
-    /// Someone else started the running run, and the caller is not an admin.
-    NotYours {
-        owner: String,
-    },
-    NothingRunning,
-}
-
-/// What `/status` shows for a session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionStatus {
-    pub running: Option<Trigger>,
-    pub waiting: Vec<Trigger>,
-}
-
 /// Runs agents for Discord messages.
 #[derive(Clone)]
 pub struct Bridge {
@@ -83,9 +56,6 @@ pub struct Bridge {
 struct Inner {
     config: AgentConfig,
     core: Arc<Core>,
-    rest: DiscordRest,
-    store: Store,
-    bot_id: Arc<AtomicU64>,
     tool_server_url: String,
     sessions: Mutex<HashMap<Snowflake, SessionQueue>>,
     runs: Semaphore,
@@ -94,23 +64,14 @@ struct Inner {
 }
 
 impl Bridge {
-    /// Must be called inside the runtime the runs should execute on.
-    pub fn new(
-        config: AgentConfig,
-        core: Arc<Core>,
-        rest: DiscordRest,
-        store: Store,
-        bot_id: Arc<AtomicU64>,
-        tool_server_url: String,
-    ) -> Self {
+    /// Must be called inside the runtime the runs should execute on. Runs reach the tool
+    /// server at `tool_server_url` (their `SWITCHBOARD_URL`).
+    pub fn new(config: AgentConfig, core: Arc<Core>, tool_server_url: String) -> Self {
         let runs = Semaphore::new(config.max_concurrent_runs);
         Bridge {
             inner: Arc::new(Inner {
                 config,
                 core,
-                rest,
-                store,
-                bot_id,
                 tool_server_url,
                 sessions: Mutex::new(HashMap::new()),
                 runs,
@@ -126,17 +87,15 @@ impl Bridge {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The bot's own user id, once the platform knows it.
     pub fn bot_id(&self) -> Option<Snowflake> {
-        match self.inner.bot_id.load(Ordering::Relaxed) {
-            0 => None,
-            id => Some(Snowflake(id)),
-        }
+        self.inner.core.surface().bot_user_id()
     }
 
     /// Whether a message should start a run: a real mention of the bot or a reply to it (in
     /// guilds), any message in an active channel or a DM; never the bot's own messages, and
     /// other bots' only when `agent.allow_bots` lists them. The allowlist is applied later.
-    pub fn should_trigger(&self, message: &Incoming<'_>) -> bool {
+    pub fn should_trigger(&self, message: &Arrival<'_>) -> bool {
         let Some(bot) = self.bot_id() else {
             return false;
         };
@@ -159,7 +118,7 @@ impl Bridge {
     }
 
     /// Queues a run for `trigger` in its session; starts the session's worker when idle.
-    pub fn enqueue(&self, trigger: Trigger) {
+    fn queue(&self, trigger: Trigger) {
         let channel = trigger.channel_id;
         let limit = self.inner.config.queue_per_session;
         let start_worker = {
@@ -188,13 +147,7 @@ impl Bridge {
     }
 
     async fn refuse_full(&self, trigger: Trigger, limit: usize) {
-        if self
-            .inner
-            .core
-            .check_allowed(trigger.channel_id)
-            .await
-            .is_err()
-        {
+        if self.inner.core.allowed(trigger.channel_id).await.is_err() {
             return;
         }
         let text = format!(
@@ -237,7 +190,7 @@ impl Bridge {
 
     /// `/abort` by `user`: stops the session's running run when `user` started it, or when
     /// `admin`; queued runs stay.
-    pub fn abort_for(&self, channel: Snowflake, user: Snowflake, admin: bool) -> AbortOutcome {
+    fn abort_for(&self, channel: Snowflake, user: Snowflake, admin: bool) -> AbortOutcome {
         let mut sessions = self.sessions();
         let Some(run) = sessions
             .get_mut(&channel)
@@ -257,7 +210,7 @@ impl Bridge {
         }
     }
 
-    pub fn status(&self, channel: Snowflake) -> SessionStatus {
+    fn session_status(&self, channel: Snowflake) -> SessionStatus {
         let sessions = self.sessions();
         match sessions.get(&channel) {
             Some(queue) => SessionStatus {
@@ -271,19 +224,18 @@ impl Bridge {
         }
     }
 
-    async fn react(&self, trigger: &Trigger, emoji: &str, add: bool) {
+    async fn react(&self, channel: AllowedChannel, trigger: &Trigger, emoji: &str, add: bool) {
         let Some(message_id) = trigger.message_id else {
             return;
         };
+        let surface = self.inner.core.surface();
         let result = if add {
-            self.inner
-                .rest
-                .add_reaction(trigger.channel_id, message_id, emoji)
+            surface
+                .add_reaction(channel, message_id, emoji.to_owned())
                 .await
         } else {
-            self.inner
-                .rest
-                .remove_reaction(trigger.channel_id, message_id, emoji)
+            surface
+                .remove_reaction(channel, message_id, emoji.to_owned())
                 .await
         };
         if let Err(error) = result {
@@ -320,32 +272,39 @@ impl Bridge {
     }
 
     async fn run(&self, trigger: &Trigger, aborted: oneshot::Receiver<()>) {
-        if let Err(error) = self.inner.core.check_allowed(trigger.channel_id).await {
-            tracing::debug!(channel = %trigger.channel_id, code = %error.code, "not starting a run: channel not allowed");
-            return;
-        }
+        let channel = match self.inner.core.allowed(trigger.channel_id).await {
+            Ok(channel) => channel,
+            Err(error) => {
+                tracing::debug!(channel = %trigger.channel_id, code = %error.code, "not starting a run: channel not allowed");
+                return;
+            }
+        };
         let Ok(permit) = self.inner.runs.acquire().await else {
             return;
         };
-        self.react(trigger, WORKING, true).await;
+        self.react(channel, trigger, WORKING, true).await;
         let typing = {
-            let rest = self.inner.rest.clone();
-            let channel = trigger.channel_id;
+            let core = Arc::clone(&self.inner.core);
             tokio::spawn(async move {
                 loop {
-                    if let Err(error) = rest.typing(channel).await {
+                    if let Err(error) = core.surface().typing(channel).await {
                         tracing::debug!(%error, "typing indicator failed");
                     }
                     tokio::time::sleep(TYPING_EVERY).await;
                 }
             })
         };
-        let succeeded = self.execute(trigger, aborted).await;
+        let succeeded = self.execute(channel, trigger, aborted).await;
         typing.abort();
         drop(permit);
-        self.react(trigger, WORKING, false).await;
-        self.react(trigger, if succeeded { DONE } else { FAILED }, true)
-            .await;
+        self.react(channel, trigger, WORKING, false).await;
+        self.react(
+            channel,
+            trigger,
+            if succeeded { DONE } else { FAILED },
+            true,
+        )
+        .await;
     }
 
     fn error_line(&self, reason: &str) -> String {
@@ -353,7 +312,12 @@ impl Bridge {
     }
 
     /// Runs the agent and posts its answer; true when it succeeded.
-    async fn execute(&self, trigger: &Trigger, aborted: oneshot::Receiver<()>) -> bool {
+    async fn execute(
+        &self,
+        channel: AllowedChannel,
+        trigger: &Trigger,
+        aborted: oneshot::Receiver<()>,
+    ) -> bool {
         let config = &self.inner.config;
         let request_id = match random_hex(8) {
             Ok(hex) => format!("run-{hex}"),
@@ -375,10 +339,10 @@ impl Bridge {
             cwd: Some(cwd.display().to_string()),
             trigger_message_id: trigger.message_id,
         };
-        let token = match self.inner.core.capabilities.mint(grant) {
+        let token = match self.inner.core.mint_capability(grant) {
             Ok(token) => token,
             Err(error) => {
-                tracing::error!("cannot mint a capability token: {error}");
+                tracing::error!("cannot mint a capability token: {}", error.message);
                 return false;
             }
         };
@@ -394,7 +358,8 @@ impl Bridge {
         };
         let answer = match &config.runner {
             Runner::Command { program, args, .. } => {
-                let input = prompt::build(&self.inner.store, trigger, config.context_messages);
+                let input =
+                    prompt::build(&self.inner.core, channel, trigger, config.context_messages);
                 let spec = CommandSpec {
                     program: program.clone(),
                     args: args.clone(),
@@ -422,12 +387,13 @@ impl Bridge {
                     },
                     Err(error) => {
                         tracing::error!(run = %request_id, "the run's own token was refused: {}", error.message);
-                        self.inner.core.capabilities.revoke(&token);
+                        self.inner.core.revoke_capability(&token);
                         return false;
                     }
                 };
                 let turns = prompt::conversation(
-                    &self.inner.store,
+                    &self.inner.core,
+                    channel,
                     trigger,
                     config.context_messages,
                     self.bot_id(),
@@ -446,7 +412,7 @@ impl Bridge {
                 }
             }
         };
-        self.inner.core.capabilities.revoke(&token);
+        self.inner.core.revoke_capability(&token);
         match answer {
             Answer::Reply(text) => {
                 let reply = text.trim();
@@ -516,6 +482,33 @@ impl Bridge {
             env.push(("SWITCHBOARD_WORKFLOW_ID".to_owned(), workflow_id.clone()));
         }
         env
+    }
+}
+
+impl Runs for Bridge {
+    fn arrived(&self, message: &Arrival<'_>) {
+        if self.should_trigger(message) {
+            self.queue(Trigger {
+                channel_id: message.channel_id,
+                message_id: Some(message.message_id),
+                author_id: message.author_id,
+                author_name: message.author_name.to_owned(),
+                text: message.text.to_owned(),
+                workflow_id: None,
+            });
+        }
+    }
+
+    fn enqueue(&self, trigger: Trigger) {
+        self.queue(trigger);
+    }
+
+    fn status(&self, channel_id: Snowflake) -> SessionStatus {
+        self.session_status(channel_id)
+    }
+
+    fn abort(&self, channel_id: Snowflake, user: Snowflake, admin: bool) -> AbortOutcome {
+        self.abort_for(channel_id, user, admin)
     }
 }
 

@@ -1,9 +1,9 @@
 //! The agent bridge's own overhead, at both ends of a run, beside a bare spawn-and-wait of the
 //! same trivial agent (the floor), in the same process and the same run.
 //!
-//! Run: `cargo bench -p bot --bench bridge`
+//! Run: `cargo bench -p switchboard --bench bridge`
 //!
-//! Setup: fake-discord in-process and the real service (`bot::service::run`) on one tokio
+//! Setup: fake-discord in-process and the real service (`switchboard::build and switchboard::serve`) on one tokio
 //! runtime, with an `[agent]` whose command is a tiny `sh` script. The script stamps
 //! `date +%s%N` into `DIR/$SWITCHBOARD_MESSAGE_ID.start` first thing, prints a short reply,
 //! stamps `DIR/$SWITCHBOARD_MESSAGE_ID.end` and exits.
@@ -29,7 +29,7 @@
 //! use `SystemTime::now()`, the same CLOCK_REALTIME, so differences across them are meaningful
 //! (an NTP step mid-run would show as an outlier; medians absorb one).
 //!
-//! Where the time goes: a minimal `tracing` subscriber (only `bot::bridge*` events) timestamps
+//! Where the time goes: a minimal `tracing` subscriber (only the `agent` crate's events) timestamps
 //! the bridge's own log lines ("agent run starts" just before the spawn, "agent command
 //! started" after it, "agent command exited", "reply posted"), and the poll above also notes
 //! when each REST request the bot sends reaches the fake's request log, so the report breaks
@@ -72,7 +72,7 @@ static MARKS: Mutex<Vec<(i128, String)>> = Mutex::new(Vec::new());
 struct Marks;
 
 fn ours(meta: &Metadata<'_>) -> bool {
-    meta.is_event() && meta.target().starts_with("bot::bridge")
+    meta.is_event() && meta.target().starts_with("agent")
 }
 
 #[derive(Default)]
@@ -383,15 +383,22 @@ context_messages = 5
     );
     let config = Config::parse(&config_text, "bench.toml").expect("the bench config is valid");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let service = runtime.spawn(bot::service::run(
-        config,
-        "bench-bot-token".to_owned(),
-        Some("bench-operator-token-0123456789abcdef".to_owned()),
-        async {
-            let _ = stopped.await;
-        },
-        |_| {},
-    ));
+    let service = runtime.spawn(async move {
+        let service = switchboard::build(
+            config,
+            "bench-bot-token".to_owned(),
+            Some("bench-operator-token-0123456789abcdef".to_owned()),
+        )
+        .await?;
+        switchboard::serve(
+            service,
+            async {
+                let _ = stopped.await;
+            },
+            |_| {},
+        )
+        .await
+    });
 
     // Ready: the gateway identified and the guild is cached; warm-up runs prove the whole path.
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -1,0 +1,24 @@
+//! switchboard, wired together: the composition root the `switchboard` binary runs.
+//!
+//! [`build`] makes every part from a validated config — the store, the Discord REST client
+//! (checking the token), the [`Surface`](toolserver::Surface), the tool server's
+//! [`Core`](toolserver::Core), the tool server's listener, the agent bridge and the workflows,
+//! and the gateway client — each failure naming the part that failed. [`serve`] then runs them
+//! until shutdown, and takes them down in order (no new calls, flush the store, close the
+//! gateway).
+//!
+//! ```no_run
+//! # async fn demo(config: switchboard_config::Config) -> Result<(), switchboard::ServiceError> {
+//! let service = switchboard::build(config, "bot-token".into(), Some("operator-token".into())).await?;
+//! switchboard::serve(service, async { let _ = tokio::signal::ctrl_c().await; }, |addr| {
+//!     println!("tool server on http://{addr}");
+//! })
+//! .await
+//! # }
+//! ```
+
+#![warn(missing_docs)]
+
+mod service;
+
+pub use service::{build, serve, BuildError, Service, ServiceError};

@@ -1,0 +1,85 @@
+//! The seam between the platform side (the bot's gateway, its slash commands, workflows) and
+//! the agent that answers (the `agent` crate). The platform reports what arrived and asks for
+//! status and aborts through [`Runs`]; the agent implements it, written against
+//! [`crate::Core`] and [`crate::Surface`] only.
+
+use entity::Snowflake;
+
+/// A message the platform stored, with the facts that decide whether it starts a run.
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival<'a> {
+    /// Where it was posted.
+    pub channel_id: Snowflake,
+    /// Its id.
+    pub message_id: Snowflake,
+    /// Who wrote it.
+    pub author_id: Snowflake,
+    /// The name people see for the author.
+    pub author_name: &'a str,
+    /// Whether the author is a bot account.
+    pub author_is_bot: bool,
+    /// Whether it was posted in a guild (else: a DM).
+    pub in_guild: bool,
+    /// The parent channel when the session is a thread.
+    pub parent_id: Option<Snowflake>,
+    /// Discord's raw text (mentions as `<@id>`).
+    pub content: &'a str,
+    /// The readable (canonical) text: mentions as `@name`, channels as `#token`.
+    pub text: &'a str,
+    /// Whether it replies to one of the bot's messages.
+    pub replies_to_bot: bool,
+}
+
+/// What started a run: a message, or a finished workflow resuming in its session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trigger {
+    /// The session the run answers in.
+    pub channel_id: Snowflake,
+    /// The message the run answers (reactions and the reply go there). For a resumed workflow,
+    /// the message whose run created it, when there was one.
+    pub message_id: Option<Snowflake>,
+    /// Who asked.
+    pub author_id: Snowflake,
+    /// Their name as people see it.
+    pub author_name: String,
+    /// The trigger's readable text; for a workflow, the resume prompt with the answers.
+    pub text: String,
+    /// Set when a finished workflow started this run.
+    pub workflow_id: Option<String>,
+}
+
+/// What `/status` shows for a session.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SessionStatus {
+    /// The run in progress, if any.
+    pub running: Option<Trigger>,
+    /// The runs waiting, in order.
+    pub waiting: Vec<Trigger>,
+}
+
+/// What `/abort` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AbortOutcome {
+    /// The running run is being stopped.
+    Stopped,
+    /// Someone else started the running run, and the caller is not an admin.
+    NotYours {
+        /// Whose run it is.
+        owner: String,
+    },
+    /// Nothing is running in the session.
+    NothingRunning,
+}
+
+/// The agent, as the platform side sees it. Calls never block: work is queued.
+pub trait Runs: Send + Sync {
+    /// A message was stored: queue a run when it calls for one (a mention of the bot, a reply
+    /// to it, an active channel, a DM).
+    fn arrived(&self, message: &Arrival<'_>);
+    /// Queue a run for `trigger` (a resumed workflow).
+    fn enqueue(&self, trigger: Trigger);
+    /// What is running and waiting in a session.
+    fn status(&self, channel_id: Snowflake) -> SessionStatus;
+    /// Stops the session's running run when `user` started it, or when `admin`.
+    fn abort(&self, channel_id: Snowflake, user: Snowflake, admin: bool) -> AbortOutcome;
+}
