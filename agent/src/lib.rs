@@ -9,6 +9,8 @@
 //! prompt's transcript is read through the surface. Runners: [`command`] (a program with the
 //! prompt on stdin) and [`openai`] (an OpenAI-compatible chat endpoint with tool calls).
 
+#![warn(missing_docs)]
+
 pub mod command;
 pub mod openai;
 pub mod prompt;

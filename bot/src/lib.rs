@@ -2,6 +2,8 @@
 //! session/message store, and [`DiscordSurface`], the Discord implementation of
 //! `toolserver::Surface`.
 
+#![warn(missing_docs)]
+
 pub mod commands;
 pub mod gateway;
 pub mod payload;

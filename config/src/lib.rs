@@ -3,6 +3,8 @@
 //!
 //! Secrets never live in the file: it names the environment variables that hold them.
 
+#![warn(missing_docs)]
+
 mod raw;
 mod report;
 mod structure;

@@ -10,6 +10,8 @@
 //! Both rewrites scan only for the few bytes that matter (`@`, `#`, `<`, `` ` ``) with `memchr`
 //! and copy everything else in bulk, and return the input borrowed when nothing changes.
 
+#![warn(missing_docs)]
+
 mod aliases;
 mod code;
 mod mapper;

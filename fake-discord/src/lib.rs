@@ -94,6 +94,8 @@
 //! guild `owner_id` and `members` (`[{"user_id","roles","nick"}]`, default: every user),
 //! role `permissions`, channel `topic` and `archived`. Unknown keys are rejected.
 
+#![warn(missing_docs)]
+
 mod api_error;
 mod attachments;
 mod control;

@@ -26,6 +26,8 @@
 //! assert_eq!(answer.error.kind.exit_code(), 3);
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod context;
 mod error;
 mod snowflake;

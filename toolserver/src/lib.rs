@@ -1,39 +1,51 @@
 //! The switchboard tool server: how an agent acts in a chat platform.
 //!
-//! * [`Surface`]: the seam a chat platform implements (the bot implements it for Discord;
-//!   [`memory::MemorySurface`] implements it in memory for tests).
-//! * [`Core`]: authentication (operator token, capability tokens), and the policy path every
-//!   call takes — scope, rate limits, input validation against the callable's schema, session
-//!   resolution, allowlist, handler, timeout — with an audit line per call.
-//! * [`http`]: the axum front; the `tools` binary is the command-line front.
-//! * [`workflow`]: workflows that wait on people and resume the agent; [`files`]: the run's
-//!   working directory, the only place files are read from and saved to.
+//! * [`Surface`]: the seam a chat platform implements (the bot implements it for Discord; the
+//!   `testing` feature's `memory::MemorySurface` implements it in memory).
+//! * [`Core`]: what every call needs, authentication, and [`Core::call`] — the one pipeline
+//!   every call takes: scope, validation, session resolution, allowlist, permission, rate
+//!   limits, hooks, handler, audit (see [`Decision`] and the stages on [`Core::call`]).
+//! * [`Tool`] and [`Registry`]: the callables (`surface.*`, `attachment.download`,
+//!   `workflow.*`), each planning then running.
+//! * [`http`]: the HTTP front; the `tools` CLI (its own crate) speaks to it.
+//! * [`runs`]: the seam the agent crate implements; [`workflow`]: workflows that wait on
+//!   people and resume the agent. Files are read from and saved to a run's working directory
+//!   only.
 //!
 //! This crate knows nothing of serenity.
+
+#![warn(missing_docs)]
 
 pub mod allowlist;
 pub mod auth;
 mod callables;
 pub mod chunk;
-pub mod coerce;
+mod coerce;
 mod connections;
-pub mod error;
-pub mod files;
+mod error;
+mod files;
 pub mod http;
-pub mod invocation;
+mod invocation;
+#[cfg(feature = "testing")]
 pub mod memory;
-pub mod pipeline;
-pub mod ratelimit;
-pub mod refusals;
-pub mod registry;
-pub mod render;
+mod pipeline;
+mod ratelimit;
+mod refusals;
+mod registry;
+mod render;
 pub mod runs;
-pub mod server;
+mod server;
 pub mod surface;
+#[cfg(feature = "testing")]
 pub mod testing;
 pub mod workflow;
 
 pub use error::ToolError;
-pub use invocation::CallContext;
+pub use invocation::{CallContext, Invocation, MessageView, PlanContext, SessionView, Target};
+pub use pipeline::Decision;
+pub use registry::{
+    example, input_schema, output, parse_input, Planned, Registry, SessionRequest, Tool,
+    ToolOutput, ToolSpec,
+};
 pub use server::{Core, StartError};
 pub use surface::Surface;
