@@ -59,6 +59,8 @@ pub struct CapabilityGrant {
 pub struct Capability {
     /// A short, non-secret name for logs: the first hex digits of the token's digest.
     pub id: String,
+    /// `cap:<id>`, shared: the caller's key for rate limits and logs.
+    pub key: Arc<str>,
     pub grant: CapabilityGrant,
     pub expires_at: Instant,
 }
@@ -97,9 +99,11 @@ impl CapabilityStore {
             .map(|b| format!("{b:02x}"))
             .collect();
         let expires_at = Instant::now() + grant.ttl;
+        let key = Arc::from(format!("cap:{id}"));
         self.by_digest.insert(
             token_digest,
             Arc::new(Capability {
+                key,
                 id,
                 grant,
                 expires_at,
@@ -172,6 +176,28 @@ pub fn scope_allows(scope: &[String], tool_id: &str) -> bool {
     scope.iter().any(|pattern| glob_matches(pattern, tool_id))
 }
 
+/// A caller's key, cheap to clone and hash.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum CallerKey {
+    /// The operator token.
+    Operator,
+    /// No token (`insecure_no_auth`).
+    Anonymous,
+    /// A token with a name of its own (`cap:<id>`).
+    Named(Arc<str>),
+}
+
+impl CallerKey {
+    /// The key as written in logs.
+    pub fn as_str(&self) -> &str {
+        match self {
+            CallerKey::Operator => "operator",
+            CallerKey::Anonymous => "anonymous",
+            CallerKey::Named(name) => name,
+        }
+    }
+}
+
 /// Who is making a call.
 #[derive(Debug, Clone)]
 pub enum Caller {
@@ -184,10 +210,15 @@ pub enum Caller {
 impl Caller {
     /// A stable key for per-caller rate limits and the audit log.
     pub fn key(&self) -> String {
+        self.limit_key().as_str().to_owned()
+    }
+
+    /// The same key, without allocating: what rate limits are kept under.
+    pub fn limit_key(&self) -> CallerKey {
         match self {
-            Caller::Operator => "operator".to_owned(),
-            Caller::Capability(c) => format!("cap:{}", c.id),
-            Caller::Unauthenticated => "anonymous".to_owned(),
+            Caller::Operator => CallerKey::Operator,
+            Caller::Capability(c) => CallerKey::Named(Arc::clone(&c.key)),
+            Caller::Unauthenticated => CallerKey::Anonymous,
         }
     }
 

@@ -267,12 +267,66 @@ async fn call(
         _ => Value::Object(request.input.unwrap_or_default()),
     };
     let value = core.call(&context, &request.tool, input).await?;
-    let raw = value.get();
-    let mut body = String::with_capacity(raw.len() + 24);
-    body.push_str("{\"ok\":true,\"value\":");
-    body.push_str(raw);
-    body.push('}');
-    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+    Ok((
+        [(header::CONTENT_TYPE, "application/json")],
+        axum::body::Body::new(OkEnvelope::new(value)),
+    )
+        .into_response())
+}
+
+/// `{"ok":true,"value":` + a callable's answer + `}`, sent without copying the answer (which
+/// can be tens of kilobytes): three frames, with an exact length so the answer keeps its
+/// `Content-Length`.
+struct OkEnvelope {
+    parts: [Option<bytes::Bytes>; 3],
+    next: usize,
+    len: u64,
+}
+
+impl OkEnvelope {
+    const OPEN: &'static [u8] = b"{\"ok\":true,\"value\":";
+    const CLOSE: &'static [u8] = b"}";
+
+    fn new(value: crate::registry::ToolOutput) -> OkEnvelope {
+        let value = bytes::Bytes::from(String::from(Box::<str>::from(value)));
+        let len = (Self::OPEN.len() + value.len() + Self::CLOSE.len()) as u64;
+        OkEnvelope {
+            parts: [
+                Some(bytes::Bytes::from_static(Self::OPEN)),
+                Some(value),
+                Some(bytes::Bytes::from_static(Self::CLOSE)),
+            ],
+            next: 0,
+            len,
+        }
+    }
+}
+
+impl http_body::Body for OkEnvelope {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        while self.next < self.parts.len() {
+            let index = self.next;
+            self.next += 1;
+            if let Some(part) = self.parts[index].take() {
+                return std::task::Poll::Ready(Some(Ok(http_body::Frame::data(part))));
+            }
+        }
+        std::task::Poll::Ready(None)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.next >= self.parts.len()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.len)
+    }
 }
 
 /// `POST /v1/capabilities`: the operator mints a capability token (agents' runners do this

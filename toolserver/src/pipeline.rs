@@ -65,7 +65,7 @@ struct Trail {
 pub(crate) struct Gate<'a> {
     core: &'a Core,
     context: &'a CallContext,
-    tool_id: &'a str,
+    tool_id: &'static str,
     trail: Mutex<Trail>,
 }
 
@@ -112,7 +112,7 @@ impl<'a> Gate<'a> {
         self.trail().decision = decision;
         // Rate limits: per caller and callable, then each channel's share.
         core.limits
-            .check_caller(&self.context.caller.key(), self.tool_id)?;
+            .check_caller(self.context.caller.limit_key(), self.tool_id)?;
         for (request, target) in sessions.iter().zip(&targets) {
             if request.spend > 0 {
                 core.limits
@@ -184,6 +184,22 @@ impl Core {
         input: Value,
     ) -> Result<ToolOutput, ToolError> {
         let started = Instant::now();
+        // Scope.
+        let (tool_id, tool) = match self.registry.lookup(tool_id) {
+            Some((id, tool)) if context.caller.may_call(id) => (id, tool),
+            // A callable outside the caller's scope looks like any other it may not call.
+            Some((id, _)) => {
+                let error = ToolError::denied(
+                    ErrorCode::OutOfScope,
+                    format!("'{id}' is outside this token's tool scope"),
+                );
+                return self.refused(context, id, error, started);
+            }
+            None => {
+                let error = Registry::unknown(tool_id, self.registry.ids());
+                return self.refused(context, "-", error, started);
+            }
+        };
         let gate = Gate {
             core: self,
             context,
@@ -193,25 +209,35 @@ impl Core {
                 decision: Decision::Undecided,
             }),
         };
-        let result = self.run_stages(&gate, input).await;
-        self.audit(&gate, &result, started);
+        let result = self.run_stages(&gate, tool, input).await;
+        self.audit(context, tool_id, &gate.trail(), &result, started);
         result
     }
 
-    async fn run_stages(&self, gate: &Gate<'_>, input: Value) -> Result<ToolOutput, ToolError> {
-        let tool_id = gate.tool_id;
-        // Scope.
-        let tool = match self.registry.get(tool_id) {
-            Some(tool) if gate.context.caller.may_call(tool_id) => tool,
-            // A callable outside the caller's scope looks like any other it may not call.
-            Some(_) => {
-                return Err(ToolError::denied(
-                    ErrorCode::OutOfScope,
-                    format!("'{tool_id}' is outside this token's tool scope"),
-                ))
-            }
-            None => return Err(Registry::unknown(tool_id, self.registry.ids())),
+    /// A call refused before it had a gate (unknown callable, out of scope), audited.
+    fn refused(
+        &self,
+        context: &CallContext,
+        tool_id: &str,
+        error: ToolError,
+        started: Instant,
+    ) -> Result<ToolOutput, ToolError> {
+        let trail = Trail {
+            targets: Vec::new(),
+            decision: Decision::Undecided,
         };
+        let result = Err(error);
+        self.audit(context, tool_id, &trail, &result, started);
+        result
+    }
+
+    async fn run_stages(
+        &self,
+        gate: &Gate<'_>,
+        tool: &std::sync::Arc<dyn crate::registry::Callable>,
+        input: Value,
+    ) -> Result<ToolOutput, ToolError> {
+        let tool_id = gate.tool_id;
         let _permit = self.permits.try_acquire().map_err(|_| {
             ToolError::new(
                 ErrorKind::Unavailable,
@@ -236,38 +262,43 @@ impl Core {
     /// The audit record: every call is a DEBUG line (target `audit`) with the fields the audit
     /// log keeps; refusals are also an INFO line, at most one per caller and code every few
     /// seconds, with how many there were.
-    fn audit(&self, gate: &Gate<'_>, result: &Result<ToolOutput, ToolError>, started: Instant) {
-        let context = gate.context;
-        let ms = started.elapsed().as_millis() as u64;
-        let caller = context.caller.key();
+    fn audit(
+        &self,
+        context: &CallContext,
+        tool_id: &str,
+        trail: &Trail,
+        result: &Result<ToolOutput, ToolError>,
+        started: Instant,
+    ) {
         let (outcome, code) = match result {
             Ok(_) => ("ok", ""),
             Err(error) => (error.kind.as_str(), error.code.as_str()),
         };
         if tracing::enabled!(target: "audit", tracing::Level::DEBUG) {
-            let trail = gate.trail();
             let targets: Vec<String> = trail.targets.iter().map(ToString::to_string).collect();
             tracing::debug!(
                 target: "audit",
-                caller = %caller,
-                tool = gate.tool_id,
+                caller = context.caller.limit_key().as_str(),
+                tool = tool_id,
                 sessions = %targets.join(","),
                 request = context.request_id.as_deref().unwrap_or("-"),
                 tool_call = context.tool_call_id.as_deref().unwrap_or("-"),
                 decision = trail.decision.as_str(),
                 outcome,
                 code,
-                ms,
+                ms = started.elapsed().as_millis() as u64,
                 "call"
             );
         }
         if let Err(error) = result {
             if matches!(error.kind, ErrorKind::Denied | ErrorKind::Unavailable) {
-                if let Some(count) = self.refusals.record(&caller, error.code.as_str(), started) {
+                let caller = context.caller.limit_key();
+                let caller = caller.as_str();
+                if let Some(count) = self.refusals.record(caller, error.code.as_str(), started) {
                     tracing::info!(
                         target: "audit",
-                        caller = %caller,
-                        tool = gate.tool_id,
+                        caller,
+                        tool = tool_id,
                         code = %error.code,
                         count,
                         "refused {count} call(s) from {caller} ({}) since the last line like this",

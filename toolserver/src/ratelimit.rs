@@ -8,15 +8,16 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota as GovernorQuota, RateLimiter};
 use switchboard_config::{Quota, RateLimits};
 
+use crate::auth::CallerKey;
 use crate::error::ToolError;
 
-type Keyed = DefaultKeyedRateLimiter<String>;
+type Keyed<K> = DefaultKeyedRateLimiter<K>;
 
 /// The server's limiters. Keys are pruned by [`Limits::prune`], which the server runs on an
 /// interval so memory stays bounded.
 pub struct Limits {
-    per_caller: Keyed,
-    per_channel: Keyed,
+    per_caller: Keyed<(CallerKey, &'static str)>,
+    per_channel: Keyed<u64>,
     clock: DefaultClock,
 }
 
@@ -35,14 +36,11 @@ impl Limits {
         }
     }
 
-    fn check(&self, limiter: &Keyed, key: String) -> Result<(), Duration> {
-        limiter
-            .check_key(&key)
+    /// One call of `tool_id` by `caller`.
+    pub fn check_caller(&self, caller: CallerKey, tool_id: &'static str) -> Result<(), ToolError> {
+        self.per_caller
+            .check_key(&(caller, tool_id))
             .map_err(|not_until| not_until.wait_time_from(self.clock.now()))
-    }
-
-    pub fn check_caller(&self, caller: &str, tool_id: &str) -> Result<(), ToolError> {
-        self.check(&self.per_caller, format!("{caller}|{tool_id}"))
             .map_err(|wait| {
                 ToolError::rate_limited(
                     ErrorCode::RateLimited,
@@ -63,7 +61,7 @@ impl Limits {
     /// all or nothing. More than the burst can never pass and is a usage error.
     pub fn check_channel_n(&self, channel_id: u64, messages: u32) -> Result<(), ToolError> {
         let n = NonZeroU32::new(messages).unwrap_or(NonZeroU32::MIN);
-        match self.per_channel.check_key_n(&channel_id.to_string(), n) {
+        match self.per_channel.check_key_n(&channel_id, n) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(not_until)) => {
                 let wait = not_until.wait_time_from(self.clock.now());
@@ -117,14 +115,17 @@ mod tests {
     #[test]
     fn burst_is_allowed_then_refused_with_a_wait() {
         let limits = limits(2);
-        assert!(limits.check_caller("op", "surface.help").is_ok());
-        assert!(limits.check_caller("op", "surface.help").is_ok());
-        let error = limits.check_caller("op", "surface.help").unwrap_err();
+        let op = || CallerKey::Operator;
+        assert!(limits.check_caller(op(), "surface.help").is_ok());
+        assert!(limits.check_caller(op(), "surface.help").is_ok());
+        let error = limits.check_caller(op(), "surface.help").unwrap_err();
         assert_eq!(error.status().as_u16(), 429);
         assert!(error.retry_after.is_some_and(|w| w > Duration::ZERO));
         // Another callable and another caller have their own budgets.
-        assert!(limits.check_caller("op", "surface.sessions.list").is_ok());
-        assert!(limits.check_caller("cap:1", "surface.help").is_ok());
+        assert!(limits.check_caller(op(), "surface.sessions.list").is_ok());
+        assert!(limits
+            .check_caller(CallerKey::Named("cap:1".into()), "surface.help")
+            .is_ok());
     }
 
     #[test]

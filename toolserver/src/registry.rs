@@ -153,6 +153,11 @@ pub fn input_schema<T: JsonSchema>() -> Value {
 
 /// Reads the input with the callable's own type; the error names the field and what was wrong.
 pub fn parse_input<I: DeserializeOwned>(input: Value) -> Result<I, ToolError> {
+    // The plain read first: tracking the path costs on every call, and is only needed to say
+    // where a bad input went wrong.
+    if let Ok(parsed) = I::deserialize(&input) {
+        return Ok(parsed);
+    }
     serde_path_to_error::deserialize(input).map_err(|error| {
         let path = error.path().to_string();
         let inner = error.into_inner().to_string();
@@ -217,8 +222,9 @@ impl Registry {
             .insert(spec.id, Arc::new(Registered { tool, detail }));
     }
 
-    pub(crate) fn get(&self, id: &str) -> Option<&Arc<dyn Callable>> {
-        self.tools.get(id)
+    /// The callable and its id as registered (`'static`: rate limits key on it).
+    pub(crate) fn lookup(&self, id: &str) -> Option<(&'static str, &Arc<dyn Callable>)> {
+        self.tools.get_key_value(id).map(|(id, tool)| (*id, tool))
     }
 
     /// The listing entry of a callable.

@@ -24,7 +24,8 @@ struct Rendered {
 /// Message id → its JSON as `surface.messages.*` answer it.
 #[derive(Default)]
 pub struct RenderCache {
-    entries: DashMap<Snowflake, Rendered>,
+    /// Keyed by message id: a snowflake is already well spread, so a fast hasher is enough.
+    entries: DashMap<Snowflake, Rendered, rustc_hash::FxBuildHasher>,
     /// Bytes of JSON held (approximate under concurrent inserts; reset with the entries).
     bytes: AtomicUsize,
 }
