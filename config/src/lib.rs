@@ -29,11 +29,16 @@ pub type AliasComments = std::collections::HashMap<(AliasKind, String), String>;
 /// A validated config.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// `[discord]`: the bot token's variable, where the bot may act, admins and mention policy.
     pub discord: DiscordConfig,
+    /// `[entity.users]`, `[entity.roles]` and `[entity.sessions]`: the names the mention
+    /// rewrites and session references map to ids.
     pub aliases: Aliases,
     /// The operator's `comment` for an alias, keyed by kind and alias as written.
     pub alias_comments: AliasComments,
+    /// `[toolserver]`: where the tool server listens, its operator token, limits and timeouts.
     pub toolserver: ToolserverConfig,
+    /// `[store]`: the SQLite file and how many messages it keeps.
     pub store: StoreConfig,
     /// `None` when no `[agent]` is configured: messages are stored, no agent runs.
     pub agent: Option<AgentConfig>,
@@ -42,6 +47,7 @@ pub struct Config {
 /// `[agent]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentConfig {
+    /// How the agent is started: `agent.runner` and the keys that go with it.
     pub runner: Runner,
     /// How long a run may take before its process group is killed.
     pub timeout: std::time::Duration,
@@ -51,6 +57,8 @@ pub struct AgentConfig {
     pub context_messages: usize,
     /// Triggers waiting per session, beyond the running one.
     pub queue_per_session: usize,
+    /// Runs going at once across all sessions (`agent.max_concurrent_runs`, default 4, 1 to
+    /// 256); past that, a session's next run waits for another to finish.
     pub max_concurrent_runs: usize,
     /// Channels where every message starts a run (not only mentions and replies).
     pub active_channel_ids: Vec<Snowflake>,
@@ -67,8 +75,13 @@ pub struct AgentConfig {
 pub enum Runner {
     /// A command-line agent: the prompt on stdin, the reply on stdout.
     Command {
+        /// The first word of `agent.command`: a path, or a bare name looked up only in
+        /// `/bin:/usr/bin` unless `PATH` is in `agent.env_passthrough`.
         program: String,
+        /// The rest of `agent.command`, passed as they are (no shell).
         args: Vec<String>,
+        /// `agent.cwd` (default `.`, relative to switchboard's working directory): where the
+        /// agent runs, and the only directory its tool calls may read or write files in.
         cwd: PathBuf,
     },
     /// An OpenAI-compatible chat endpoint driven by a built-in tool-calling loop.
@@ -80,18 +93,25 @@ pub enum Runner {
 pub struct OpenAiRunner {
     /// Such as `http://127.0.0.1:8080/v1` (the chat completions route is `{base_url}/chat/completions`).
     pub base_url: String,
+    /// `agent.model`: the model's name on that server, sent with every request.
     pub model: String,
     /// Name of the environment variable holding the API key; none for local servers.
     pub api_key_env: Option<String>,
+    /// `agent.system_prompt`: the system message that opens every conversation; unset, a
+    /// short built-in one telling the model it assists in a Discord server.
     pub system_prompt: String,
     /// Model turns that may call tools before a final answer is required.
     pub max_tool_rounds: usize,
 }
 
+/// `[discord]`: where the bot token comes from, where the bot may act, who administers it, and
+/// what its output may ping.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiscordConfig {
     /// Name of the environment variable holding the bot token.
     pub token_env: String,
+    /// Guilds whose every channel (and its threads) the agent may use
+    /// (`discord.allowed_guild_ids`); with all three allow lists empty, every channel is denied.
     pub allowed_guild_ids: Vec<Snowflake>,
     /// Channels allowed with their threads (never the channels of a listed category).
     pub allowed_channel_ids: Vec<Snowflake>,
@@ -99,6 +119,8 @@ pub struct DiscordConfig {
     pub allowed_category_ids: Vec<Snowflake>,
     /// Who may run admin commands (`/abort` on anyone's run, ...): users and roles.
     pub admins: Vec<Principal>,
+    /// Whether direct messages are allowed (`discord.allow_dms`, default `false`); with an
+    /// `[agent]`, every message in an allowed DM starts a run.
     pub allow_dms: bool,
     /// Lets agent output ping roles; `@everyone` and `@here` never ping.
     pub allow_role_mentions: bool,
@@ -106,8 +128,11 @@ pub struct DiscordConfig {
     pub api_base_url: Option<String>,
 }
 
+/// `[toolserver]`: the HTTP tool server's address, authentication, limits and timeouts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolserverConfig {
+    /// The address the tool server listens on (`toolserver.bind`, default [`DEFAULT_BIND`]):
+    /// an IP and port, never a host name.
     pub bind: SocketAddr,
     /// Name of the environment variable holding the operator token.
     pub operator_token_env: String,
@@ -132,13 +157,16 @@ pub struct ToolserverConfig {
     pub idle_timeout: std::time::Duration,
     /// A request's whole body must arrive within this of its head; else `body_timeout` (408).
     pub body_read_timeout: std::time::Duration,
+    /// `[toolserver.rate_limits]`: how often a caller may call, and a channel be changed.
     pub rate_limits: RateLimits,
 }
 
 /// A user or a role named in the config (`discord.admins`), by alias or id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Principal {
+    /// A user, written as a user alias (`"@Mira"`) or `<@id>`: matches that user only.
     User(Snowflake),
+    /// A role, written as a role alias (`"@oncall"`) or `<@&id>`: matches every member with it.
     Role(Snowflake),
     /// A bare id: Discord ids are unique across kinds, so it matches a user or a role.
     Id(Snowflake),
@@ -173,7 +201,11 @@ pub const DEFAULT_TOOL_SCOPE: [&str; 3] = ["surface.*", "workflow.*", "attachmen
 /// GCRA quotas: a sustained rate per minute and a burst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quota {
+    /// The sustained rate, refilled evenly over the minute (`…_per_minute`, 1 to 1,000,000):
+    /// calls for the per-caller quota, messages for the per-channel one.
     pub per_minute: u32,
+    /// How many may go at once after a quiet spell (`…_burst`, 1 to 100,000); a send split into
+    /// more messages than a channel's burst is refused outright.
     pub burst: u32,
 }
 
@@ -186,6 +218,7 @@ pub struct RateLimits {
     pub per_channel_mutating: Quota,
 }
 
+/// `[store]`: where the bot's SQLite store lives and how many messages it keeps per session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreConfig {
     /// SQLite file, or `:memory:`.
@@ -205,11 +238,15 @@ pub struct KnownChannels {
 /// Why a config could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file could not be read: it is missing, unreadable or not a file.
     #[error("cannot read config file {path}: {source}. Create it (see switchboard.example.toml), or point --config / SWITCHBOARD_CONFIG at yours")]
     Read {
+        /// The path as given.
         path: PathBuf,
+        /// The error reading it.
         source: std::io::Error,
     },
+    /// The file was read but is not UTF-8 or not a valid config; the report lists every problem.
     #[error("{0}")]
     Invalid(Report),
 }

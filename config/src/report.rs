@@ -12,6 +12,7 @@ pub struct Problem {
     pub column: usize,
     /// Dotted key path, such as `discord.allowed_guild_ids[1]`.
     pub key_path: String,
+    /// What is wrong, such as `'ops!' is not a valid alias name`.
     pub message: String,
     /// What to do about it.
     pub help: String,
@@ -20,7 +21,10 @@ pub struct Problem {
 /// Every problem found in one config file, in file order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
+    /// The file as named to [`Config::load`](crate::Config::load) (its path) or
+    /// [`Config::parse`](crate::Config::parse) (its `file`).
     pub file: String,
+    /// Sorted by place in the file; a problem with no place (line 0) sorts as if at its start.
     pub problems: Vec<Problem>,
 }
 

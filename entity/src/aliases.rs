@@ -7,12 +7,17 @@ use crate::{Mention, Snowflake};
 /// What an alias names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AliasKind {
+    /// A Discord user, from `[entity.users]`: `@name` ↔ `<@id>`.
     User,
+    /// A Discord role, from `[entity.roles]`: `@name` ↔ `<@&id>`.
     Role,
+    /// A channel or thread, from `[entity.sessions]`: `#name` ↔ `<#id>`, and a session
+    /// reference (see [`Mapper::resolve_session`](crate::Mapper::resolve_session)).
     Session,
 }
 
 impl AliasKind {
+    /// The kind in lowercase (`"user"`, `"role"`, `"session"`), as messages write it.
     pub fn as_str(self) -> &'static str {
         match self {
             AliasKind::User => "user",
@@ -91,13 +96,21 @@ pub struct Aliases {
 /// Why an alias could not be added.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AliasError {
+    /// The name is not `[A-Za-z0-9_][A-Za-z0-9_.-]*` (see [`is_valid_alias`]); holds it as given.
     #[error("alias '{0}' is not a valid name: use letters, digits, '_', '-' and '.', starting with a letter, digit or '_'")]
     InvalidName(String),
+    /// The kind already has an alias with this name, ignoring case.
     #[error("{kind} alias '{name}' is defined twice (names are compared ignoring case)", kind = .kind.as_str())]
-    Duplicate { kind: AliasKind, name: String },
+    Duplicate {
+        /// The kind the alias was added for.
+        kind: AliasKind,
+        /// The refused alias as given (not the one already configured).
+        name: String,
+    },
 }
 
 impl Aliases {
+    /// An empty table: no user, role or session aliases.
     pub fn new() -> Self {
         Self::default()
     }
@@ -174,10 +187,12 @@ impl Aliases {
             .map(|(name, id)| (name.as_str(), *id))
     }
 
+    /// How many aliases of a kind are configured (an id with two aliases counts twice).
     pub fn len(&self, kind: AliasKind) -> usize {
         self.map(kind).in_order.len()
     }
 
+    /// True when no alias of any kind is configured.
     pub fn is_empty(&self) -> bool {
         self.users.in_order.is_empty()
             && self.roles.in_order.is_empty()

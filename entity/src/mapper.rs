@@ -12,8 +12,11 @@ use protocol::parse_digits;
 /// What a mention token resolved to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mention {
+    /// A user: `<@id>` in Discord text (`<@!id>` is read as the same).
     User(Snowflake),
+    /// A role: `<@&id>` in Discord text.
     Role(Snowflake),
+    /// A channel or thread: `<#id>` in Discord text.
     Channel(Snowflake),
 }
 
@@ -89,6 +92,8 @@ fn lowercase_into(buf: &mut String, token: &str) {
 }
 
 impl<'a> Mapper<'a> {
+    /// A mapper over the configured aliases and the names learned at run time (pass
+    /// [`NoNames`](crate::NoNames) when there are none).
     pub fn new(aliases: &'a Aliases, names: &'a dyn NameDirectory) -> Self {
         Mapper { aliases, names }
     }

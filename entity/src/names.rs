@@ -7,13 +7,18 @@ use crate::{normalize_name, Snowflake};
 /// Names the chat platform knows, beyond the configured aliases. The bot implements this over its
 /// store; lookups by name take the key produced by [`normalize_name`].
 pub trait NameDirectory {
+    /// The user whose username or global (display) name has this key.
     fn user_by_key(&self, key: &str) -> Option<Snowflake>;
+    /// The role whose name has this key.
     fn role_by_key(&self, key: &str) -> Option<Snowflake>;
+    /// The channel or thread whose name has this key.
     fn channel_by_key(&self, key: &str) -> Option<Snowflake>;
     /// Offers a user's names, best first (username, then global name), to `accept` until it
     /// returns true.
     fn find_user_name(&self, id: Snowflake, accept: &mut dyn FnMut(&str) -> bool);
+    /// A role's name as Discord shows it (case and spaces kept), if known.
     fn role_name(&self, id: Snowflake) -> Option<String>;
+    /// A channel's or thread's name as Discord shows it, if known.
     fn channel_name(&self, id: Snowflake) -> Option<String>;
 }
 
@@ -52,6 +57,7 @@ pub struct LearnedNames {
 }
 
 impl LearnedNames {
+    /// An empty directory.
     pub fn new() -> Self {
         Self::default()
     }
@@ -68,11 +74,14 @@ impl LearnedNames {
         }
     }
 
+    /// Records a role's name, replacing the one [`NameDirectory::role_name`] gives for the id.
     pub fn add_role(&mut self, id: Snowflake, name: &str) {
         self.role_names.insert(id, name.to_owned());
         self.roles_by_key.entry(normalize_name(name)).or_insert(id);
     }
 
+    /// Records a channel's or thread's name, replacing the one
+    /// [`NameDirectory::channel_name`] gives for the id.
     pub fn add_channel(&mut self, id: Snowflake, name: &str) {
         self.channel_names.insert(id, name.to_owned());
         self.channels_by_key

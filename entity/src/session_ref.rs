@@ -8,17 +8,29 @@ use protocol::SnowflakeError;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SessionRefError {
     #[error("Empty session reference. Expected a channel id, a <#id> mention, or one of: {known}", known = known_list(.known))]
-    Empty { known: Vec<String> },
+    /// The reference is empty or only whitespace.
+    Empty {
+        /// The configured session tokens, in config order, for the message to list.
+        known: Vec<String>,
+    },
     #[error("Session reference '{reference}' is not a valid channel id: {source}")]
+    /// The reference is all digits or a `<#…>` mention, but what it holds is not a Discord id.
     BadId {
+        /// The reference as given, trimmed.
         reference: String,
+        /// Why its digits are not an id (wrong length, too large, not digits).
         source: SnowflakeError,
     },
     #[error("Unknown session '{reference}'.{hint} Expected a channel id, a <#id> mention, or one of: {known}",
         hint = suggestion_hint(.suggestion), known = known_list(.known))]
+    /// The reference is a name, but neither a configured session token nor a learned channel
+    /// name.
     Unknown {
+        /// The reference as given, trimmed (a leading `#` kept).
         reference: String,
+        /// The configured token it is probably a typo of (see [`nearest`]), if any.
         suggestion: Option<String>,
+        /// The configured session tokens, in config order, for the message to list.
         known: Vec<String>,
     },
 }
