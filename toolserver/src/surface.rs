@@ -43,9 +43,13 @@ impl std::fmt::Display for AllowedChannel {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SessionKind {
+    /// A guild text or announcement channel.
     Channel,
+    /// A thread under a channel (public, private or announcement).
     Thread,
+    /// A direct message with one person.
     Dm,
+    /// A forum or media channel (its posts are threads).
     Forum,
     /// A guild category: holds channels, never messages.
     Category,
@@ -54,18 +58,26 @@ pub enum SessionKind {
 /// A channel, thread or DM as the cache knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionInfo {
+    /// The channel, thread or DM channel.
     pub channel_id: Snowflake,
+    /// Its guild; `None` for DMs.
     pub guild_id: Option<Snowflake>,
+    /// A channel's category, a thread's channel.
     pub parent_channel_id: Option<Snowflake>,
+    /// What kind of conversation it is.
     pub kind: SessionKind,
+    /// Its name (a DM: the other person's username).
     pub title: String,
 }
 
 /// Where a channel sits, for the allowlist: what `channel_info` answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChannelLocation {
+    /// Its guild; `None` for DMs.
     pub guild_id: Option<Snowflake>,
+    /// A channel's category, a thread's channel.
     pub parent_channel_id: Option<Snowflake>,
+    /// What kind of conversation it is.
     pub kind: SessionKind,
 }
 
@@ -79,18 +91,26 @@ impl From<&SessionInfo> for ChannelLocation {
     }
 }
 
+/// A file attached to a message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AttachmentInfo {
+    /// The name its uploader gave it, verbatim (unsanitized).
     pub filename: String,
+    /// Where the platform serves it.
     pub url: String,
+    /// Its size in bytes, as the platform reports it.
     pub size: u64,
+    /// Its media type, when the platform knows it.
     pub content_type: Option<String>,
 }
 
+/// One emoji's reactions on a message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ReactionInfo {
+    /// A unicode emoji, or a custom one as `name:id`.
     pub emoji: String,
+    /// How many people reacted with it.
     pub count: u32,
     /// Whether the bot itself reacted.
     pub me: bool,
@@ -99,16 +119,25 @@ pub struct ReactionInfo {
 /// A cached message. `content` is Discord's raw text; the tool server rewrites it for readers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageInfo {
+    /// The message.
     pub message_id: Snowflake,
+    /// Its session.
     pub channel_id: Snowflake,
+    /// Who wrote it.
     pub author_id: Snowflake,
+    /// The name people see for the author now (display name, else username).
     pub author_name: String,
+    /// Discord's raw text (mentions as `<@id>`); readers get it rendered readable.
     pub content: String,
-    /// RFC 3339.
+    /// When it was posted, RFC 3339.
     pub timestamp: String,
+    /// When it was last edited, RFC 3339.
     pub edited_timestamp: Option<String>,
+    /// The message it replies to.
     pub reply_to: Option<Snowflake>,
+    /// Its files.
     pub attachments: Vec<AttachmentInfo>,
+    /// Its reactions.
     pub reactions: Vec<ReactionInfo>,
     /// Changes whenever anything above changes (edit, reaction, ...): readers may cache what
     /// they derive from a message under its id and revision.
@@ -118,8 +147,11 @@ pub struct MessageInfo {
 /// Which cached messages to read: the newest `limit` before/after a cursor, oldest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MessageQuery {
+    /// At most this many.
     pub limit: usize,
+    /// Only messages older than this one.
     pub before: Option<Snowflake>,
+    /// Only messages newer than this one.
     pub after: Option<Snowflake>,
 }
 
@@ -150,6 +182,7 @@ impl MentionPolicy {
 pub struct OutgoingFile {
     /// One safe path component.
     pub filename: String,
+    /// The file's bytes.
     pub content: Vec<u8>,
 }
 
@@ -157,16 +190,22 @@ pub struct OutgoingFile {
 /// empty when files are attached).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutgoingMessage {
+    /// Where to post it, checked.
     pub channel_id: AllowedChannel,
+    /// Discord text, at most 2,000 characters.
     pub content: String,
+    /// The message it replies to.
     pub reply_to: Option<Snowflake>,
+    /// Who it may ping.
     pub mentions: MentionPolicy,
+    /// Files to attach.
     pub files: Vec<OutgoingFile>,
 }
 
 /// What fetching an attachment gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fetched {
+    /// The whole file.
     Bytes(Vec<u8>),
     /// The attachment is larger than the cap; nothing past the cap was kept.
     OverLimit,
@@ -175,14 +214,18 @@ pub enum Fetched {
 /// Whether the platform connection works, for `/health`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConnectionState {
+    /// Connected, and the cache is complete.
     Ready,
+    /// Connecting, or waiting for the guilds.
     Connecting,
+    /// Disconnected.
     Down,
     /// No platform behind this surface (tests, offline tools).
     None,
 }
 
 impl ConnectionState {
+    /// The name `/health` reports.
     pub fn as_str(self) -> &'static str {
         match self {
             ConnectionState::Ready => "ready",
@@ -196,16 +239,30 @@ impl ConnectionState {
 /// A platform failure, mapped onto the protocol's error kinds by the tool server.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SurfaceError {
+    /// The platform has no such thing (channel, message, file).
     #[error("not found: {0}")]
     NotFound(String),
+    /// The platform refused (a missing permission, a bad token).
     #[error("denied: {0}")]
     Denied(String),
+    /// The platform is rate limiting this action.
     #[error("rate limited; retry after {retry_after:?}")]
-    RateLimited { retry_after: Duration },
+    RateLimited {
+        /// When to try again.
+        retry_after: Duration,
+    },
+    /// The platform refused the input.
     #[error("invalid input: {message}")]
-    InvalidInput { message: String, details: Value },
+    InvalidInput {
+        /// What the platform said.
+        message: String,
+        /// Its field errors, when it gave them.
+        details: Value,
+    },
+    /// The action conflicts with the platform's state.
     #[error("conflict: {0}")]
     Conflict(String),
+    /// The platform is unreachable or failing.
     #[error("unavailable: {0}")]
     Unavailable(String),
 }
@@ -214,13 +271,17 @@ pub enum SurfaceError {
 /// entity mapper through the [`NameDirectory`] supertrait.
 #[async_trait]
 pub trait Surface: NameDirectory + Send + Sync + 'static {
+    /// Whether the platform connection works.
     fn connection(&self) -> ConnectionState;
     /// The bot's own user id, once known.
     fn bot_user_id(&self) -> Option<Snowflake>;
     /// Every cached session.
     fn sessions(&self) -> Vec<SessionInfo>;
+    /// One cached session (any: the allowlist uses it to locate channels).
     fn session(&self, channel_id: Snowflake) -> Option<SessionInfo>;
+    /// Cached messages of an allowed session, oldest first.
     fn messages(&self, channel: AllowedChannel, query: MessageQuery) -> Vec<Arc<MessageInfo>>;
+    /// One cached message of an allowed session.
     fn message(&self, channel: AllowedChannel, message_id: Snowflake) -> Option<Arc<MessageInfo>>;
     /// Changes whenever learned names change, since readable text depends on them.
     fn names_revision(&self) -> u64 {
@@ -240,11 +301,13 @@ pub trait Surface: NameDirectory + Send + Sync + 'static {
         content: String,
         mentions: MentionPolicy,
     ) -> Result<(), SurfaceError>;
+    /// Deletes a message.
     async fn delete_message(
         &self,
         channel: AllowedChannel,
         message_id: Snowflake,
     ) -> Result<(), SurfaceError>;
+    /// Adds the bot's reaction.
     async fn add_reaction(
         &self,
         channel: AllowedChannel,
@@ -258,6 +321,7 @@ pub trait Surface: NameDirectory + Send + Sync + 'static {
         message_id: Snowflake,
         emoji: String,
     ) -> Result<(), SurfaceError>;
+    /// Shows the bot typing for a few seconds.
     async fn typing(&self, channel: AllowedChannel) -> Result<(), SurfaceError>;
     /// Fetches an attachment of a cached message, keeping at most `limit` bytes.
     async fn fetch_attachment(
