@@ -4,6 +4,9 @@
 //! result's value is printed on stdout, an error goes to stderr as the error JSON plus one human
 //! line, and the exit code says which kind of error it was. Agents run this for every action, so
 //! it starts fast: blocking HTTP with no async runtime and no TLS.
+//!
+//! It is a crate of its own so that it builds from the wire types (`protocol`), clap,
+//! `serde_json` and `ureq` alone: none of the server's runtime is compiled into it.
 
 mod args;
 mod client;
