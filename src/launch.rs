@@ -150,7 +150,7 @@ fn tools_command() -> String {
         .filter(|tools| tools.is_file());
     match beside {
         Some(path) => path.display().to_string(),
-        None => "cargo run -q --release -p toolserver --bin tools --".to_owned(),
+        None => "cargo run -q --release -p tools --".to_owned(),
     }
 }
 

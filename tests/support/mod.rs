@@ -80,7 +80,7 @@ pub fn tools_bin() -> &'static Path {
         }
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
         let status = Command::new(cargo)
-            .args(["build", "-q", "-p", "toolserver", "--bin", "tools"])
+            .args(["build", "-q", "-p", "tools"])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .stdin(Stdio::null())
             .status()

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::args::OutputFormat;
+use crate::cli::OutputFormat;
 
 /// The whole output for `value`, ending in a newline.
 pub fn render(value: &Value, format: OutputFormat) -> String {

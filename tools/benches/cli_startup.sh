@@ -5,7 +5,7 @@
 # Agents run `tools` once per action, so its start-up is the cost that matters:
 # target no slower than curl and at most 8 MiB peak RSS.
 #
-# Usage: toolserver/benches/cli_startup.sh            (not run by `cargo test`)
+# Usage: tools/benches/cli_startup.sh                 (not run by `cargo test`)
 #   N=200                  runs per command (default 200)
 #   BENCH_URL=http://...   measure against a running switchboard tool server instead of the
 #                          built-in responder (set SWITCHBOARD_TOKEN too, and raise
@@ -42,7 +42,7 @@ need python3 "apt-get install -y python3"
 # --- the binary ----------------------------------------------------------------------------
 if [[ -z "${TOOLS_BIN:-}" ]]; then
   echo "building tools (release)..." >&2
-  (cd "$repo" && cargo build --release -q -p toolserver --bin tools)
+  (cd "$repo" && cargo build --release -q -p tools)
   target=$(cd "$repo" && cargo metadata --format-version 1 --no-deps \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
   TOOLS_BIN="$target/release/tools"

@@ -1,4 +1,5 @@
-//! The words after `tools`: the callable id, field flags, the CLI's own options, and positionals.
+//! The callable's words: its id, field flags, `--input`, and positionals. The CLI's own options
+//! (`--output`, `--list`, ...) never get here: clap takes them wherever they stand ([`crate::cli`]).
 //!
 //! Parsing happens in two steps so that nothing is read before we know it is needed:
 //! [`parse`] sorts the words (no I/O), [`build_request`] reads `--input=@file` / `@-` and builds
@@ -8,22 +9,9 @@
 use protocol::ErrorCode;
 use std::io;
 use std::path::PathBuf;
-use std::time::Duration;
 
-use clap::ValueEnum;
 use protocol::CallRequest;
 use serde_json::{Map, Value};
-
-/// How a result is printed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OutputFormat {
-    /// Compact JSON on one line.
-    Json,
-    /// Indented JSON.
-    Pretty,
-    /// Human-readable text.
-    Text,
-}
 
 /// A command line that can't be understood. Always exit code 2.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,17 +38,13 @@ pub enum InputSource {
     Stdin,
 }
 
-/// The words, sorted. Options here override those clap parsed before the callable id.
+/// The words, sorted.
 #[derive(Debug, Default, PartialEq)]
 pub struct Parsed {
     /// The callable id (for `tools help ID`, the id after `help`).
     pub tool: Option<String>,
+    /// `tools help [ID]`.
     pub help: bool,
-    pub list: bool,
-    pub version: bool,
-    pub output: Option<OutputFormat>,
-    pub url: Option<String>,
-    pub timeout: Option<Duration>,
     pub input: Option<InputSource>,
     /// `--field:json=JSON`, already parsed: (camelCase field, the flag as typed, value).
     pub json_fields: Vec<(String, String, Value)>,
@@ -71,35 +55,27 @@ pub struct Parsed {
     seen: Vec<(String, String)>,
 }
 
-/// Sorts the raw words after `tools` (and after any options clap took before the callable id).
+/// Sorts the words clap left over (the `words` of [`crate::cli::Cli`]), in their order.
 pub fn parse(words: &[String]) -> Result<Parsed, UsageError> {
     let mut p = Parsed::default();
     let mut words = words.iter();
     while let Some(word) = words.next() {
         if word == "--" {
-            p.positional.extend(words.by_ref().cloned());
+            words.by_ref().for_each(|word| p.word(word));
             break;
         }
         if let Some(flag) = word.strip_prefix("--") {
             p.flag(word, flag)?;
         } else if word.starts_with('-') && word.len() > 1 && !looks_numeric(word) {
-            match word.as_str() {
-                "-h" => p.help = true,
-                "-V" => p.version = true,
-                _ => {
-                    return Err(UsageError::new(
-                        ErrorCode::UnknownOption,
-                        format!(
-                            "unknown option '{word}': field flags are written --field=value; \
-                             to pass a word starting with '-', put it after '--'"
-                        ),
-                    ))
-                }
-            }
-        } else if p.tool.is_none() {
-            p.tool = Some(word.clone());
+            return Err(UsageError::new(
+                ErrorCode::UnknownOption,
+                format!(
+                    "unknown option '{word}': field flags are written --field=value; \
+                     to pass a word starting with '-', put it after '--'"
+                ),
+            ));
         } else {
-            p.positional.push(word.clone());
+            p.word(word);
         }
     }
     if p.tool.as_deref() == Some("help") {
@@ -118,6 +94,15 @@ pub fn parse(words: &[String]) -> Result<Parsed, UsageError> {
 }
 
 impl Parsed {
+    /// A bare word: the callable id if there is none yet, else a positional.
+    fn word(&mut self, word: &str) {
+        if self.tool.is_none() {
+            self.tool = Some(word.to_owned());
+        } else {
+            self.positional.push(word.to_owned());
+        }
+    }
+
     /// One `--...` word; `flag` is the word without the leading `--`.
     fn flag(&mut self, word: &str, flag: &str) -> Result<(), UsageError> {
         let (name, value) = match flag.split_once('=') {
@@ -125,30 +110,12 @@ impl Parsed {
             None => (flag, None),
         };
         match (name, value) {
-            ("help", None) => self.help = true,
-            ("list", None) => self.list = true,
-            ("version", None) => self.version = true,
-            ("help" | "list" | "version", Some(_)) => {
-                return Err(UsageError::new(
-                    ErrorCode::UnexpectedValue,
-                    format!("--{name} takes no value (write --{name})"),
-                ))
-            }
-            ("output" | "url" | "timeout" | "input", None) => {
-                let example = match name {
-                    "output" => "--output=text",
-                    "url" => "--url=http://127.0.0.1:7311",
-                    "timeout" => "--timeout=30",
-                    _ => "--input='{\"text\":\"hi\"}'",
-                };
+            ("input", None) => {
                 return Err(UsageError::new(
                     ErrorCode::MissingValue,
-                    format!("--{name} needs a value after '=', e.g. {example}"),
+                    "--input needs a value after '=', e.g. --input='{\"text\":\"hi\"}'",
                 ));
             }
-            ("output", Some(v)) => self.output = Some(parse_output(v)?),
-            ("url", Some(v)) => self.url = Some(v.to_owned()),
-            ("timeout", Some(v)) => self.timeout = Some(parse_timeout(v)?),
             ("input", Some(v)) => {
                 if self.input.is_some() {
                     return Err(UsageError::new(
@@ -221,29 +188,6 @@ fn flag_of(word: &str) -> &str {
 /// Numbers like `-5` or `-0.5` are positional words, not options.
 fn looks_numeric(word: &str) -> bool {
     word[1..].parse::<f64>().is_ok()
-}
-
-fn parse_output(v: &str) -> Result<OutputFormat, UsageError> {
-    OutputFormat::from_str(v, false).map_err(|_| {
-        UsageError::new(
-            ErrorCode::BadOption,
-            format!("--output={v} is not a format: use --output=json, pretty or text"),
-        )
-    })
-}
-
-/// `--timeout=SECONDS`: a positive number of seconds, fractions allowed.
-pub fn parse_timeout(v: &str) -> Result<Duration, UsageError> {
-    v.parse::<f64>()
-        .ok()
-        .filter(|s| *s > 0.0)
-        .and_then(|s| Duration::try_from_secs_f64(s).ok())
-        .ok_or_else(|| {
-            UsageError::new(
-                ErrorCode::BadOption,
-                format!("--timeout={v} is not a positive number of seconds, e.g. --timeout=30"),
-            )
-        })
 }
 
 fn parse_input_source(v: &str) -> Result<InputSource, UsageError> {
@@ -465,39 +409,8 @@ mod tests {
     }
 
     #[test]
-    fn own_options_without_value_are_usage_errors() {
-        for opt in ["--output", "--url", "--timeout", "--input"] {
-            assert_eq!(parse_err(&["x.y", opt]).code, "missing_value", "{opt}");
-        }
-        assert_eq!(parse_err(&["--list=yes"]).code, "unexpected_value");
-    }
-
-    #[test]
-    fn own_options_are_taken_anywhere() {
-        let p = parse_ok(&[
-            "--output=text",
-            "x.y",
-            "--url=http://127.0.0.1:1",
-            "hello",
-            "--timeout=2.5",
-        ]);
-        assert_eq!(p.output, Some(OutputFormat::Text));
-        assert_eq!(p.url.as_deref(), Some("http://127.0.0.1:1"));
-        assert_eq!(p.timeout, Some(Duration::from_millis(2500)));
-        assert_eq!(p.positional, vec!["hello"]);
-        assert!(p.args.is_empty());
-    }
-
-    #[test]
-    fn bad_option_values_are_usage_errors() {
-        assert_eq!(parse_err(&["x.y", "--output=yaml"]).code, "bad_option");
-        for t in ["0", "-1", "soon", "NaN", "inf", "1e400"] {
-            assert_eq!(
-                parse_err(&["x.y", &format!("--timeout={t}")]).code,
-                "bad_option",
-                "{t}"
-            );
-        }
+    fn input_without_value_is_a_usage_error() {
+        assert_eq!(parse_err(&["x.y", "--input"]).code, "missing_value");
     }
 
     #[test]
@@ -565,19 +478,21 @@ mod tests {
     }
 
     #[test]
-    fn help_list_and_version_are_recognised_anywhere() {
-        let p = parse_ok(&["x.y", "--help"]);
-        assert!(p.help);
+    fn double_dash_before_the_id_leaves_it_the_id() {
+        let p = parse_ok(&["--", "x.y", "--a=1"]);
         assert_eq!(p.tool.as_deref(), Some("x.y"));
-        assert!(parse_ok(&["x.y", "-h"]).help);
+        assert_eq!(p.positional, vec!["--a=1"]);
+        assert!(p.args.is_empty());
+    }
+
+    #[test]
+    fn the_help_word_asks_for_help() {
         let p = parse_ok(&["help", "x.y"]);
         assert!(p.help);
         assert_eq!(p.tool.as_deref(), Some("x.y"));
         let p = parse_ok(&["help"]);
         assert!(p.help && p.tool.is_none());
         assert_eq!(parse_err(&["help", "a", "b"]).code, "unexpected_argument");
-        assert!(parse_ok(&["--list"]).list);
-        assert!(parse_ok(&["--version"]).version);
     }
 
     #[test]

@@ -4,114 +4,55 @@
 //! result's value is printed on stdout, an error goes to stderr as the error JSON plus one human
 //! line, and the exit code says which kind of error it was. Agents run this for every action, so
 //! it starts fast: blocking HTTP with no async runtime and no TLS.
+//!
+//! It is a crate of its own so that it builds from the wire types (`protocol`), clap,
+//! `serde_json` and `ureq` alone: none of the server's runtime is compiled into it. The CLI's own
+//! options are clap's ([`cli`]); the callable's fields and words are read by [`args`].
 
 mod args;
+mod cli;
 mod client;
 mod failure;
 mod help;
 mod render;
 
-use protocol::ErrorCode;
 use std::io::{self, Read, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{CommandFactory, Parser};
 use protocol::context::{DEFAULT_URL, ENV_URL};
-use protocol::{ErrorKind, ToolDetail};
+use protocol::{ErrorCode, ErrorKind, ToolDetail};
 use serde_json::Value;
 
-use args::{OutputFormat, Parsed};
+use args::Parsed;
+use cli::{Cli, OutputFormat};
 use client::Client;
 use failure::Failure;
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
-const AFTER_HELP: &str = "\
-Fields:
-  --field-name=VALUE     a field, as a string; the server converts it using the schema
-                         (--session-id and --sessionId both set sessionId)
-  --field:json=JSON      a field as typed JSON, e.g. --ids:json='[1,2]'
-  --input=JSON|@file|@-  the base input object, inline, from a file, or from stdin
-  WORDS                  bare words fill the callable's primary field (text for send)
-  --                     everything after it is a bare word
-  A value always follows '=': write --silent=true, not --silent.
-
-Commands:
-  tools --list           the callables you may call
-  tools help ID          a callable's fields and examples (also: tools ID --help)
-
-Environment:
-  SWITCHBOARD_URL        the server (default http://127.0.0.1:7311)
-  SWITCHBOARD_TOKEN      bearer token
-  SWITCHBOARD_REQUEST_ID, SWITCHBOARD_SESSION_ID, SWITCHBOARD_CLIENT, SWITCHBOARD_CWD,
-  SWITCHBOARD_TOOL_CALL_ID
-                         context, sent as x-switchboard-* headers
-
-Exit codes: 0 ok, 1 internal, 2 usage, 3 denied, 4 not_found, 5 conflict,
-  6 unavailable (rate limited, server unreachable), 7 timeout, 8 cancelled.";
-
-/// Call switchboard's tool server.
-#[derive(Debug, Parser)]
-#[command(
-    name = "tools",
-    version,
-    about = "Call switchboard's tool server: tools ID [--field=value ...] [WORDS ...]",
-    override_usage = "tools ID [--field=value ...] [--field:json=JSON] [--input=JSON|@file|@-] [WORDS ...]\n       \
-                      tools --list\n       tools help ID",
-    after_help = AFTER_HELP,
-    arg_required_else_help = true
-)]
-struct Cli {
-    /// List the callables you may call.
-    #[arg(long)]
-    list: bool,
-
-    /// Output: json (the value on one line; default for calls), pretty, or text (for humans;
-    /// default for --list and help).
-    #[arg(long, value_enum, value_name = "FORMAT")]
-    output: Option<OutputFormat>,
-
-    /// The tool server; overrides SWITCHBOARD_URL.
-    #[arg(long, value_name = "URL")]
-    url: Option<String>,
-
-    /// Give up on the server after this many seconds [default: 60].
-    #[arg(long, value_name = "SECONDS", value_parser = timeout_arg)]
-    timeout: Option<Duration>,
-
-    /// The callable id, then its field flags and bare words.
-    #[arg(
-        value_name = "ID [ARGS]",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    words: Vec<String>,
-}
-
-fn timeout_arg(v: &str) -> Result<Duration, String> {
-    args::parse_timeout(v).map_err(|e| e.message)
-}
-
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match cli::parse(std::env::args_os()) {
         Ok(cli) => cli,
-        Err(e) => return clap_exit(e),
+        Err(e) => return clap_exit(&e),
     };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(failure) => {
-            let mut err = io::stderr().lock();
-            let _ = writeln!(err, "{}", failure.json_line());
-            let _ = writeln!(err, "{}", failure.human_line());
-            ExitCode::from(failure.exit_code())
-        }
+        Err(failure) => fail(&failure),
     }
 }
 
-/// Help and version go to stdout with 0; no arguments prints help with 2; the rest is a usage
-/// error in the usual two lines.
-fn clap_exit(e: clap::Error) -> ExitCode {
+/// The two stderr lines of a failure, and its exit code.
+fn fail(failure: &Failure) -> ExitCode {
+    let mut err = io::stderr().lock();
+    let _ = writeln!(err, "{}", failure.json_line());
+    let _ = writeln!(err, "{}", failure.human_line());
+    ExitCode::from(failure.exit_code())
+}
+
+/// Version goes to stdout with 0; no arguments prints help with 2; the rest is a usage error in
+/// the usual two lines.
+fn clap_exit(e: &clap::Error) -> ExitCode {
     use clap::error::ErrorKind as Clap;
     match e.kind() {
         Clap::DisplayHelp | Clap::DisplayVersion => {
@@ -122,33 +63,11 @@ fn clap_exit(e: clap::Error) -> ExitCode {
             let _ = e.print();
             ExitCode::from(ErrorKind::Usage.exit_code())
         }
-        _ => {
-            let rendered = e.render().to_string();
-            let message: Vec<&str> = rendered
-                .lines()
-                .map(str::trim)
-                .filter(|l| {
-                    !l.is_empty()
-                        && !l.starts_with("For more information")
-                        && !l.starts_with("Usage:")
-                })
-                .map(|l| l.strip_prefix("error: ").unwrap_or(l))
-                .collect();
-            let failure = Failure::new(
-                ErrorKind::Usage,
-                ErrorCode::BadOption,
-                format!("{}; see 'tools --help'", message.join(" ")),
-                Value::Object(Default::default()),
-            );
-            let mut err = io::stderr().lock();
-            let _ = writeln!(err, "{}", failure.json_line());
-            let _ = writeln!(err, "{}", failure.human_line());
-            ExitCode::from(failure.exit_code())
-        }
+        _ => fail(&Failure::from(cli::usage_error(e))),
     }
 }
 
-/// Options after the callable id override those before it.
+/// What the call needs beyond its words.
 struct Settings {
     output: Option<OutputFormat>,
     url: String,
@@ -158,31 +77,25 @@ struct Settings {
 fn run(cli: Cli) -> Result<(), Failure> {
     let parsed = args::parse(&cli.words)?;
     let settings = Settings {
-        output: parsed.output.or(cli.output),
-        url: parsed
+        output: cli.output,
+        url: cli
             .url
-            .clone()
-            .or(cli.url)
             .or_else(|| std::env::var(ENV_URL).ok().filter(|u| !u.trim().is_empty()))
             .unwrap_or_else(|| DEFAULT_URL.to_owned()),
-        timeout: parsed.timeout.or(cli.timeout).unwrap_or(DEFAULT_TIMEOUT),
+        timeout: cli.timeout.unwrap_or(DEFAULT_TIMEOUT),
     };
 
-    if parsed.version {
-        print(&format!("tools {}\n", env!("CARGO_PKG_VERSION")));
-        return Ok(());
-    }
-    if cli.list || parsed.list {
-        return list(&settings);
-    }
-    if parsed.help {
+    if cli.help || parsed.help {
         return match parsed.tool.as_deref() {
             Some(id) => tool_help(&settings, id),
             None => {
-                print(&format!("{}\n", Cli::command().render_long_help()));
+                print(&cli::long_help());
                 Ok(())
             }
         };
+    }
+    if cli.list {
+        return list(&settings);
     }
     call(&settings, parsed)
 }
