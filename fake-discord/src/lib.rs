@@ -115,7 +115,8 @@ pub use fake::{
     SlashCommand, UserMessage,
 };
 pub use hub::{intents, HubLimits};
-pub use snowflake::Snowflake;
+/// Discord ids: the workspace's one id type, re-exported.
+pub use protocol::Snowflake;
 pub use state::{Limits, RecordedPart, RecordedRequest};
 pub use validation::{MAX_CONTENT_CHARS, MAX_NONCE_CHARS};
 pub use world::{
