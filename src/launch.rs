@@ -110,34 +110,25 @@ pub fn run(flag: Option<&Path>) -> ExitCode {
 }
 
 #[cfg(feature = "playground")]
-/// The config the playground runs with, for the fake's demo world.
+/// The config the playground runs with, for the fake's demo world: the demo world's shared
+/// aliases, #ops and #release-room allowlisted, DMs allowed.
 pub fn playground_config(api_base_url: &str, bind: &str, store_path: &Path) -> String {
-    use fake_discord::demo::*;
+    use demo_world::{OPS, RELEASE_ROOM};
     format!(
         r#"[discord]
 allowed_channel_ids = ["{OPS}", "{RELEASE_ROOM}"]
 allow_dms = true
 api_base_url = "{api_base_url}"
 
-[entity.users]
-Stanley = "{STANLEY}"
-Tomas = "{TOMAS}"
-
-[entity.sessions]
-ops = "{OPS}"
-release-room = {{ discord = "{RELEASE_ROOM}", comment = "release coordination" }}
-incident-42 = "{INCIDENT_THREAD}"
-
-[entity.roles]
-oncall = "{ONCALL_ROLE}"
-
+{aliases}
 [toolserver]
 bind = "{bind}"
 
 [store]
 path = "{}"
 "#,
-        store_path.display()
+        store_path.display(),
+        aliases = demo_world::alias_sections()
     )
 }
 
@@ -214,7 +205,7 @@ pub fn playground(port: u16) -> ExitCode {
 
 #[cfg(feature = "playground")]
 fn print_banner(fake_url: &str, addr: std::net::SocketAddr, token: &str) {
-    use fake_discord::demo::*;
+    use demo_world::{BOT, OPS, RELEASE_ROOM, STANLEY};
     let tools = tools_command();
     let banner = format!(
         r#"

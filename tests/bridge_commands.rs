@@ -103,7 +103,8 @@ fn slash_as(fake: &Fake, channel: u64, user: u64, name: &str) -> serde_json::Val
             options: serde_json::json!([]),
         })
         .unwrap_or_else(|e| panic!("invoke /{name}: {e}"));
-    let id = Snowflake::parse(invoked["id"].as_str().expect("interaction id")).expect("snowflake");
+    let id =
+        Snowflake::from_digits(invoked["id"].as_str().expect("interaction id")).expect("snowflake");
     let answered = poll(
         &format!("the answer to /{name}"),
         Duration::from_secs(5),
@@ -551,7 +552,7 @@ fn a_reply_to_the_bot_triggers_without_a_mention() {
             channel_id: demo::OPS.into(),
             author_id: demo::STANLEY.into(),
             content: "and another thing".to_owned(),
-            reply_to: Some(Snowflake::parse(&reply_id).expect("snowflake")),
+            reply_to: Some(Snowflake::from_digits(&reply_id).expect("snowflake")),
             attachments: Vec::new(),
         })
         .expect("post a reply");

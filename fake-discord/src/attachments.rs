@@ -361,8 +361,8 @@ async fn serve(
         return ApiError::not_found().into_response();
     };
     let (Some(channel_id), Some(attachment_id)) = (
-        Snowflake::parse(&channel_id),
-        Snowflake::parse(&attachment_id),
+        Snowflake::from_digits(&channel_id),
+        Snowflake::from_digits(&attachment_id),
     ) else {
         return ApiError::not_found().into_response();
     };

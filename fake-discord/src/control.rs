@@ -80,7 +80,7 @@ impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequest<
 }
 
 fn id(text: &str) -> Result<Snowflake, ControlError> {
-    Snowflake::parse(text)
+    Snowflake::from_digits(text)
         .ok_or_else(|| ControlError::BadBody(format!("`{text}` is not a snowflake id")))
 }
 

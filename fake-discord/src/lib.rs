@@ -28,22 +28,11 @@
 //!
 //! # The demo world ([`World::demo`], used by the binary without `--world`)
 //!
-//! | what | id | notes |
-//! |---|---|---|
-//! | bot `switchboard` | 1000000000000000001 | also the application id |
-//! | user `stanley` ("Stanley") | 1000000000000000101 | member of Lab with role `oncall`; guild owner |
-//! | user `tomas` ("Tomas") | 1000000000000000102 | member of Lab |
-//! | guild `Lab` | 1000000000000000200 | `@everyone` role has the guild's id |
-//! | role `oncall` | 1000000000000000301 | |
-//! | `#ops` (text) | 1000000000000000401 | bot may also manage messages here |
-//! | `#release-room` (text) | 1000000000000000402 | |
-//! | `#secret` (text) | 1000000000000000403 | `bot_can_send: false` (REST sends → 50013) |
-//! | `#random` (text) | 1000000000000000404 | |
-//! | thread `incident-42` (public) | 1000000000000000411 | under `#ops` |
-//! | thread `off-topic-thread` (public) | 1000000000000000412 | under `#random` |
-//! | DM with stanley | 1000000000000000501 | |
-//!
-//! The same ids are constants in [`demo`].
+//! Guild `Lab` with `#ops` (the bot may also manage messages there), `#release-room`,
+//! `#secret` (`bot_can_send: false`: REST sends → 50013), `#random`, threads `incident-42`
+//! and `off-topic-thread`, users `stanley` (the guild's owner, role `oncall`) and `tomas`, and
+//! a DM with stanley. It is built from the `demo_world` crate, whose docs list every id and
+//! name; the same ids are constants in [`demo`] (that crate, re-exported).
 //!
 //! # Attachments
 //!
@@ -126,7 +115,8 @@ pub use fake::{
     SlashCommand, UserMessage,
 };
 pub use hub::{intents, HubLimits};
-pub use snowflake::Snowflake;
+/// Discord ids: the workspace's one id type, re-exported.
+pub use protocol::Snowflake;
 pub use state::{Limits, RecordedPart, RecordedRequest};
 pub use validation::{MAX_CONTENT_CHARS, MAX_NONCE_CHARS};
 pub use world::{
@@ -135,21 +125,8 @@ pub use world::{
 
 use shared::Shared;
 
-/// The ids of [`World::demo`].
-pub mod demo {
-    pub const BOT: u64 = 1000000000000000001;
-    pub const STANLEY: u64 = 1000000000000000101;
-    pub const TOMAS: u64 = 1000000000000000102;
-    pub const GUILD: u64 = 1000000000000000200;
-    pub const ONCALL_ROLE: u64 = 1000000000000000301;
-    pub const OPS: u64 = 1000000000000000401;
-    pub const RELEASE_ROOM: u64 = 1000000000000000402;
-    pub const SECRET: u64 = 1000000000000000403;
-    pub const RANDOM: u64 = 1000000000000000404;
-    pub const INCIDENT_THREAD: u64 = 1000000000000000411;
-    pub const RANDOM_THREAD: u64 = 1000000000000000412;
-    pub const STANLEY_DM: u64 = 1000000000000000501;
-}
+/// The ids and data of [`World::demo`]: the shared `demo_world` crate.
+pub use demo_world as demo;
 
 /// Why the fake could not start.
 #[derive(Debug, thiserror::Error)]

@@ -67,7 +67,7 @@ fn scan_mentions(content: &str) -> Mentions {
             _ => (false, rest),
         };
         let Some(end) = body.find('>') else { break };
-        if let Some(id) = Snowflake::parse(&body[..end]) {
+        if let Some(id) = Snowflake::from_digits(&body[..end]) {
             let list = if is_role { &mut roles } else { &mut users };
             if !list.contains(&id) {
                 list.push(id);

@@ -1,68 +1,11 @@
-//! Discord snowflake ids, id generation and the timestamps derived from them.
+//! Id generation, the fake's own clock and the timestamps Discord writes. The id type is the
+//! workspace's one, [`protocol::Snowflake`].
 
-use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use chrono::{DateTime, SecondsFormat, Utc};
 
-/// Milliseconds between the Unix epoch and Discord's epoch (2015-01-01T00:00:00Z).
-pub const DISCORD_EPOCH_MS: u64 = 1_420_070_400_000;
-
-/// A Discord id. Serialized as a decimal string (as Discord does); deserialized from a string
-/// or a number.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Snowflake(pub u64);
-
-impl Snowflake {
-    /// The creation time encoded in the id, in milliseconds since the Unix epoch.
-    pub fn timestamp_ms(self) -> u64 {
-        (self.0 >> 22) + DISCORD_EPOCH_MS
-    }
-
-    /// Parses a decimal id as it appears in a URL path or a JSON string.
-    pub fn parse(text: &str) -> Option<Snowflake> {
-        if text.is_empty() || text.len() > 20 || !text.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        text.parse().ok().map(Snowflake)
-    }
-}
-
-impl fmt::Display for Snowflake {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
-impl From<u64> for Snowflake {
-    fn from(value: u64) -> Self {
-        Snowflake(value)
-    }
-}
-
-impl Serialize for Snowflake {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for Snowflake {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Text(String),
-            Number(u64),
-        }
-        match Raw::deserialize(deserializer)? {
-            Raw::Number(n) => Ok(Snowflake(n)),
-            Raw::Text(s) => Snowflake::parse(&s).ok_or_else(|| {
-                serde::de::Error::custom(format!("`{s}` is not a snowflake (a decimal id)"))
-            }),
-        }
-    }
-}
+pub use protocol::{Snowflake, DISCORD_EPOCH_MS};
 
 /// Hands out fresh, strictly increasing snowflakes based on the wall clock.
 #[derive(Debug, Default)]
@@ -95,42 +38,21 @@ impl IdGenerator {
     }
 }
 
-/// Milliseconds since the Unix epoch.
+/// Milliseconds since the Unix epoch, by the fake's own clock: it models Discord, a system
+/// independent of the service under test.
 pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0)
 }
 
 /// Formats milliseconds since the Unix epoch as Discord does:
-/// `2024-05-01T12:34:56.789000+00:00`.
+/// `2024-05-01T12:34:56.789000+00:00`. (Every instant an id or the clock gives is far inside
+/// chrono's range; beyond it, in the year 262143, this saturates.)
 pub fn rfc3339(ms: u64) -> String {
-    let secs = ms / 1000;
-    let millis = ms % 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}000+00:00",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
-}
-
-/// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian calendar).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    i64::try_from(ms)
+        .ok()
+        .and_then(DateTime::from_timestamp_millis)
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+        .to_rfc3339_opts(SecondsFormat::Micros, false)
 }
 
 #[cfg(test)]
@@ -161,9 +83,9 @@ mod tests {
 
     #[test]
     fn parses_only_decimal_ids() {
-        assert_eq!(Snowflake::parse("123"), Some(Snowflake(123)));
-        assert_eq!(Snowflake::parse("@me"), None);
-        assert_eq!(Snowflake::parse(""), None);
-        assert_eq!(Snowflake::parse("99999999999999999999999"), None);
+        assert_eq!(Snowflake::from_digits("123"), Some(Snowflake(123)));
+        assert_eq!(Snowflake::from_digits("@me"), None);
+        assert_eq!(Snowflake::from_digits(""), None);
+        assert_eq!(Snowflake::from_digits("99999999999999999999999"), None);
     }
 }

@@ -67,7 +67,7 @@ impl Emoji {
     pub fn parse(text: &str) -> Result<Emoji, ApiError> {
         let text = text.trim();
         if let Some((name, id)) = text.split_once(':') {
-            let id = Snowflake::parse(id).ok_or_else(ApiError::unknown_emoji)?;
+            let id = Snowflake::from_digits(id).ok_or_else(ApiError::unknown_emoji)?;
             if name.is_empty() {
                 return Err(ApiError::unknown_emoji());
             }

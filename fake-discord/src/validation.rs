@@ -192,7 +192,7 @@ fn array_field(
 
 fn snowflake_value(value: &Value) -> Option<Snowflake> {
     match value {
-        Value::String(s) => Snowflake::parse(s),
+        Value::String(s) => Snowflake::from_digits(s),
         Value::Number(n) => n.as_u64().map(Snowflake),
         _ => None,
     }

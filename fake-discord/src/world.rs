@@ -230,104 +230,70 @@ impl World {
         World::from_json_str(&text)
     }
 
-    /// The built-in demo world (see the crate docs for its ids).
+    /// The built-in demo world, built from the `demo_world` crate (see its docs for the ids).
     pub fn demo() -> World {
-        let chan = |id: u64, name: &str, kind: u8, parent: Option<u64>| ChannelSpec {
-            id: Snowflake(id),
-            name: name.to_string(),
-            kind,
-            parent_id: parent.map(Snowflake),
-            topic: None,
+        let channel = |c: &demo_world::Channel| ChannelSpec {
+            id: Snowflake(c.id),
+            name: c.name.to_owned(),
+            kind: match c.kind {
+                demo_world::ChannelKind::Text => channel_type::GUILD_TEXT,
+                demo_world::ChannelKind::Thread => channel_type::PUBLIC_THREAD,
+            },
+            parent_id: c.parent.map(Snowflake),
+            topic: c.topic.map(str::to_owned),
             bot_can_see: true,
-            bot_can_send: true,
-            bot_can_manage_messages: false,
+            bot_can_send: c.bot_can_send,
+            bot_can_manage_messages: c.bot_can_manage_messages,
             archived: false,
         };
-        let mut ops = chan(1000000000000000401, "ops", channel_type::GUILD_TEXT, None);
-        ops.topic = Some("Operations chatter".to_string());
-        ops.bot_can_manage_messages = true;
-        let mut secret = chan(
-            1000000000000000403,
-            "secret",
-            channel_type::GUILD_TEXT,
-            None,
-        );
-        secret.bot_can_send = false;
+        let users = demo_world::USERS;
         World {
             bot: BotSpec {
-                id: Snowflake(1000000000000000001),
-                username: "switchboard".to_string(),
+                id: Snowflake(demo_world::BOT),
+                username: demo_world::BOT_USERNAME.to_owned(),
                 application_id: None,
                 token: None,
             },
-            users: vec![
-                UserSpec {
-                    id: Snowflake(1000000000000000101),
-                    username: "stanley".to_string(),
-                    global_name: Some("Stanley".to_string()),
+            users: users
+                .iter()
+                .map(|u| UserSpec {
+                    id: Snowflake(u.id),
+                    username: u.username.to_owned(),
+                    global_name: u.global_name.map(str::to_owned),
                     bot: false,
-                },
-                UserSpec {
-                    id: Snowflake(1000000000000000102),
-                    username: "tomas".to_string(),
-                    global_name: Some("Tomas".to_string()),
-                    bot: false,
-                },
-            ],
+                })
+                .collect(),
             guilds: vec![GuildSpec {
-                id: Snowflake(1000000000000000200),
-                name: "Lab".to_string(),
+                id: Snowflake(demo_world::GUILD),
+                name: demo_world::GUILD_NAME.to_owned(),
                 owner_id: None,
-                roles: vec![RoleSpec {
-                    id: Snowflake(1000000000000000301),
-                    name: "oncall".to_string(),
-                    permissions: 0,
-                }],
-                channels: vec![
-                    ops,
-                    chan(
-                        1000000000000000402,
-                        "release-room",
-                        channel_type::GUILD_TEXT,
-                        None,
-                    ),
-                    secret,
-                    chan(
-                        1000000000000000404,
-                        "random",
-                        channel_type::GUILD_TEXT,
-                        None,
-                    ),
-                    chan(
-                        1000000000000000411,
-                        "incident-42",
-                        channel_type::PUBLIC_THREAD,
-                        Some(1000000000000000401),
-                    ),
-                    chan(
-                        1000000000000000412,
-                        "off-topic-thread",
-                        channel_type::PUBLIC_THREAD,
-                        Some(1000000000000000404),
-                    ),
-                ],
-                members: Some(vec![
-                    MemberSpec {
-                        user_id: Snowflake(1000000000000000101),
-                        roles: vec![Snowflake(1000000000000000301)],
-                        nick: None,
-                    },
-                    MemberSpec {
-                        user_id: Snowflake(1000000000000000102),
-                        roles: vec![],
-                        nick: None,
-                    },
-                ]),
+                roles: demo_world::ROLES
+                    .iter()
+                    .map(|r| RoleSpec {
+                        id: Snowflake(r.id),
+                        name: r.name.to_owned(),
+                        permissions: 0,
+                    })
+                    .collect(),
+                channels: demo_world::CHANNELS.iter().map(channel).collect(),
+                members: Some(
+                    users
+                        .iter()
+                        .map(|u| MemberSpec {
+                            user_id: Snowflake(u.id),
+                            roles: u.roles.iter().copied().map(Snowflake).collect(),
+                            nick: None,
+                        })
+                        .collect(),
+                ),
             }],
-            dms: vec![DmSpec {
-                id: Snowflake(1000000000000000501),
-                recipient_id: Snowflake(1000000000000000101),
-            }],
+            dms: demo_world::DMS
+                .iter()
+                .map(|dm| DmSpec {
+                    id: Snowflake(dm.id),
+                    recipient_id: Snowflake(dm.recipient),
+                })
+                .collect(),
         }
     }
 

@@ -198,7 +198,8 @@ async fn serenity_and_poise_run_against_the_fake() {
             options: serde_json::json!([]),
         })
         .expect("invoke");
-    let interaction_id = Snowflake::parse(invoked["id"].as_str().expect("id")).expect("snowflake");
+    let interaction_id =
+        Snowflake::from_digits(invoked["id"].as_str().expect("id")).expect("snowflake");
     let answered = eventually("slash command answered", || {
         let i = fake.interaction(interaction_id).ok()?;
         (!i["original_message"].is_null()).then_some(i)

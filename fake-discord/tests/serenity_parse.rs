@@ -38,7 +38,7 @@ fn user_message(
 }
 
 fn id_of(v: &serde_json::Value) -> Snowflake {
-    Snowflake::parse(v["id"].as_str().expect("id")).expect("snowflake")
+    Snowflake::from_digits(v["id"].as_str().expect("id")).expect("snowflake")
 }
 
 #[tokio::test]

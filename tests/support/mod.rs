@@ -221,7 +221,6 @@ pub fn config_text_sections(
     discord: &str,
     toolserver: &str,
 ) -> String {
-    use demo::*;
     let channels: Vec<String> = allow.channels.iter().map(|c| format!("\"{c}\"")).collect();
     format!(
         r#"[discord]
@@ -230,18 +229,7 @@ allow_dms = {dms}
 api_base_url = "{api_base_url}"
 {discord}
 
-[entity.users]
-Stanley = "{STANLEY}"
-Tomas = "{TOMAS}"
-
-[entity.sessions]
-ops = "{OPS}"
-release-room = {{ discord = "{RELEASE_ROOM}", comment = "release coordination" }}
-incident-42 = "{INCIDENT_THREAD}"
-
-[entity.roles]
-oncall = "{ONCALL_ROLE}"
-
+{aliases}
 [toolserver]
 bind = "127.0.0.1:0"
 {toolserver}
@@ -251,6 +239,7 @@ path = "{store}"
 "#,
         channels = channels.join(", "),
         dms = allow.dms,
+        aliases = demo_world::alias_sections(),
         store = store.display()
     )
 }

@@ -671,7 +671,7 @@ mod against_the_server {
     use toolserver::testing::{TestServer, DEMO_CONFIG};
 
     async fn server() -> TestServer {
-        TestServer::start(DEMO_CONFIG)
+        TestServer::start(&DEMO_CONFIG)
             .await
             .unwrap_or_else(|e| panic!("test server: {e}"))
     }

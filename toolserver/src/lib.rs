@@ -11,6 +11,7 @@
 //! * [`runs`]: the seam the agent crate implements; [`workflow`]: workflows that wait on
 //!   people and resume the agent. Files are read from and saved to a run's working directory
 //!   only.
+//! * [`clock`]: the service's one wall clock.
 //!
 //! This crate knows nothing of serenity.
 
@@ -20,6 +21,7 @@ pub mod allowlist;
 pub mod auth;
 mod callables;
 pub mod chunk;
+pub mod clock;
 mod coerce;
 mod connections;
 mod error;

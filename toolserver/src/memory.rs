@@ -60,20 +60,13 @@ struct State {
     files: BTreeMap<String, Vec<u8>>,
 }
 
-/// The ids of [`MemorySurface::demo`], the same as fake-discord's demo world.
+/// The ids of [`MemorySurface::demo`]: the shared demo world (the `demo_world` crate, which
+/// fake-discord's demo world is built from too), plus a few extras only this surface has.
 pub mod demo {
-    pub const BOT: u64 = 1000000000000000001;
-    pub const STANLEY: u64 = 1000000000000000101;
-    pub const TOMAS: u64 = 1000000000000000102;
-    pub const GUILD: u64 = 1000000000000000200;
-    pub const ONCALL: u64 = 1000000000000000301;
-    pub const OPS: u64 = 1000000000000000401;
-    pub const RELEASE_ROOM: u64 = 1000000000000000402;
-    pub const SECRET: u64 = 1000000000000000403;
-    pub const RANDOM: u64 = 1000000000000000404;
-    pub const INCIDENT_THREAD: u64 = 1000000000000000411;
-    pub const RANDOM_THREAD: u64 = 1000000000000000412;
-    pub const DM: u64 = 1000000000000000501;
+    pub use demo_world::*;
+
+    // Extras beyond the shared world, for the tool server's own tests.
+
     /// A guild the demo config does not list.
     pub const OTHER_GUILD: u64 = 1000000000000000600;
     /// A channel in the unlisted guild.
@@ -117,46 +110,36 @@ impl MemorySurface {
         }
     }
 
-    /// The fake-discord demo world: guild Lab with #ops, #release-room, #secret, #random,
-    /// threads incident-42 (under #ops) and off-topic-thread (under #random), a DM with stanley,
-    /// users stanley and tomas, role oncall; plus an unlisted guild's channel and an uncached one.
+    /// The shared demo world (the `demo_world` crate, as fake-discord serves it): guild Lab
+    /// with #ops, #release-room, #secret, #random, threads incident-42 (under #ops) and
+    /// off-topic-thread (under #random), a DM with stanley, users stanley and tomas, role
+    /// oncall. Plus this surface's extras ([`demo`]): a channel "elsewhere" in an unlisted
+    /// guild, and an uncached channel of Lab only `channel_info` knows.
     pub fn demo() -> Self {
         use demo::*;
         let surface = MemorySurface::new(Snowflake(BOT));
         let guild = Some(Snowflake(GUILD));
-        for (id, title, kind, parent) in [
-            (OPS, "ops", SessionKind::Channel, None),
-            (RELEASE_ROOM, "release-room", SessionKind::Channel, None),
-            (SECRET, "secret", SessionKind::Channel, None),
-            (RANDOM, "random", SessionKind::Channel, None),
-            (
-                INCIDENT_THREAD,
-                "incident-42",
-                SessionKind::Thread,
-                Some(OPS),
-            ),
-            (
-                RANDOM_THREAD,
-                "off-topic-thread",
-                SessionKind::Thread,
-                Some(RANDOM),
-            ),
-        ] {
+        for channel in CHANNELS {
             surface.add_session(SessionInfo {
-                channel_id: Snowflake(id),
+                channel_id: Snowflake(channel.id),
                 guild_id: guild,
-                parent_channel_id: parent.map(Snowflake),
-                kind,
-                title: title.to_owned(),
+                parent_channel_id: channel.parent.map(Snowflake),
+                kind: match channel.kind {
+                    ChannelKind::Text => SessionKind::Channel,
+                    ChannelKind::Thread => SessionKind::Thread,
+                },
+                title: channel.name.to_owned(),
             });
         }
-        surface.add_session(SessionInfo {
-            channel_id: Snowflake(DM),
-            guild_id: None,
-            parent_channel_id: None,
-            kind: SessionKind::Dm,
-            title: "stanley".to_owned(),
-        });
+        for dm in DMS {
+            surface.add_session(SessionInfo {
+                channel_id: Snowflake(dm.id),
+                guild_id: None,
+                parent_channel_id: None,
+                kind: SessionKind::Dm,
+                title: user(dm.recipient).map_or("", |u| u.username).to_owned(),
+            });
+        }
         surface.add_session(SessionInfo {
             channel_id: Snowflake(OTHER_CHANNEL),
             guild_id: Some(Snowflake(OTHER_GUILD)),
@@ -172,10 +155,13 @@ impl MemorySurface {
                 kind: SessionKind::Channel,
             },
         );
-        surface.add_user(Snowflake(BOT), "switchboard", None);
-        surface.add_user(Snowflake(STANLEY), "stanley", Some("Stanley"));
-        surface.add_user(Snowflake(TOMAS), "tomas", Some("Tomas"));
-        surface.lock().names.add_role(Snowflake(ONCALL), "oncall");
+        surface.add_user(Snowflake(BOT), BOT_USERNAME, None);
+        for user in USERS {
+            surface.add_user(Snowflake(user.id), user.username, user.global_name);
+        }
+        for role in ROLES {
+            surface.lock().names.add_role(Snowflake(role.id), role.name);
+        }
         surface
     }
 

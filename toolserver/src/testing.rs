@@ -2,7 +2,7 @@
 //! server, the `tools` CLI, and the crates built on them.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use entity::Snowflake;
@@ -15,25 +15,50 @@ use crate::memory::MemorySurface;
 use crate::server::{Core, StartError};
 
 /// A config that matches [`MemorySurface::demo`]: #ops, #release-room and #secret are
-/// allowlisted; aliases for stanley, the sessions and the oncall role.
-pub const DEMO_CONFIG: &str = r#"
+/// allowlisted; the demo world's shared aliases ([`demo_world::alias_sections`]: stanley,
+/// tomas, the sessions ops, release-room and incident-42, the oncall role); it ends in
+/// `[toolserver]`, so text appended to it lands there. Format it (`{DEMO_CONFIG}`) or borrow
+/// it as a `&str` (`&DEMO_CONFIG`).
+pub static DEMO_CONFIG: DemoConfig = DemoConfig(());
+
+/// The text of [`DEMO_CONFIG`], made from the demo world's ids on first use.
+#[derive(Debug)]
+pub struct DemoConfig(());
+
+impl DemoConfig {
+    /// The TOML text.
+    pub fn as_str(&self) -> &'static str {
+        static TEXT: OnceLock<String> = OnceLock::new();
+        TEXT.get_or_init(|| {
+            use demo_world::{OPS, RELEASE_ROOM, SECRET};
+            format!(
+                r#"
 [discord]
-allowed_channel_ids = ["1000000000000000401", "1000000000000000402", "1000000000000000403"]
+allowed_channel_ids = ["{OPS}", "{RELEASE_ROOM}", "{SECRET}"]
 
-[entity.users]
-Stanley = "1000000000000000101"
-
-[entity.sessions]
-ops = "1000000000000000401"
-release-room = { discord = "1000000000000000402", comment = "release coordination" }
-incident = "1000000000000000411"
-
-[entity.roles]
-oncall = "1000000000000000301"
-
+{aliases}
 [toolserver]
 bind = "127.0.0.1:0"
-"#;
+"#,
+                aliases = demo_world::alias_sections()
+            )
+        })
+    }
+}
+
+impl std::ops::Deref for DemoConfig {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Display for DemoConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Why a test server could not start.
 #[derive(Debug, thiserror::Error)]

@@ -13,11 +13,13 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use entity::Snowflake;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
+
+use crate::clock::now_ms;
 
 /// At most this many tasks in one workflow.
 pub const MAX_TASKS: usize = 20;
@@ -241,13 +243,6 @@ struct Book {
     /// For each session, the waiting workflows with an unanswered task there: a message is
     /// only matched against those.
     by_session: HashMap<Snowflake, Vec<String>>,
-}
-
-/// Now, in milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl WorkflowEngine {

@@ -171,7 +171,7 @@ async fn half_open_connections_do_not_starve_health() {
     );
 
     // Default limits: the half-open sockets take slots, /health and calls still get theirs.
-    let server = TestServer::start(DEMO_CONFIG).await.unwrap();
+    let server = TestServer::start(&DEMO_CONFIG).await.unwrap();
     let stuck = half_open(server.addr(), count).await;
     let answer = health(server.addr(), Duration::from_secs(2))
         .await
@@ -398,7 +398,7 @@ async fn idle_timeout_closes_a_silent_connection_but_spares_a_running_call() {
 
 #[tokio::test]
 async fn shutdown_lets_a_running_call_finish_and_closes_the_rest() {
-    let server = TestServer::start(DEMO_CONFIG).await.unwrap();
+    let server = TestServer::start(&DEMO_CONFIG).await.unwrap();
     let addr = server.addr();
     server.surface().set_delay(Some(Duration::from_millis(800)));
     let mut stuck = half_open(addr, 3).await;
@@ -598,7 +598,7 @@ fn accept_backoff_child() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let server = TestServer::start(DEMO_CONFIG).await.expect("server");
+        let server = TestServer::start(&DEMO_CONFIG).await.expect("server");
         println!("PORT {}", server.addr().port());
         // Use up every descriptor the (lowered) limit allows; accept now fails with EMFILE.
         set_descriptor_limit(256);

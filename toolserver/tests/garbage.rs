@@ -151,7 +151,7 @@ fn status_of(answer: &str) -> u16 {
 #[test]
 fn garbage_http_bodies_and_headers_get_4xx_and_the_server_keeps_answering() {
     let runtime = runtime();
-    let server = runtime.block_on(async { TestServer::start(DEMO_CONFIG).await.expect("server") });
+    let server = runtime.block_on(async { TestServer::start(&DEMO_CONFIG).await.expect("server") });
     let addr = server.addr();
     let token = server.operator_token().to_owned();
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {

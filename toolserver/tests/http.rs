@@ -90,7 +90,9 @@ fn kind(answer: &Answer) -> &str {
 }
 
 async fn demo_server() -> TestServer {
-    TestServer::start(DEMO_CONFIG).await.expect("server starts")
+    TestServer::start(&DEMO_CONFIG)
+        .await
+        .expect("server starts")
 }
 
 #[tokio::test]
@@ -627,8 +629,8 @@ allow_dms = true
         (guild, demo::RANDOM, 200),        // channel in a listed guild
         (guild, demo::UNCACHED, 200),      // not cached: channel_info says it is in the guild
         (guild, demo::OTHER_CHANNEL, 403), // unlisted guild
-        (channels_only, demo::DM, 403),    // DM without allow_dms
-        (with_dms, demo::DM, 200),         // DM with allow_dms
+        (channels_only, demo::STANLEY_DM, 403), // DM without allow_dms
+        (with_dms, demo::STANLEY_DM, 200), // DM with allow_dms
         (channels_only, 1000000000000000999, 404), // unknown channel: one lookup, not found
         (guild, 1000000000000000999, 404), // unknown channel, needs a lookup: not found
         ("", demo::OPS, 403),              // empty allowlist denies everything
@@ -1169,7 +1171,7 @@ async fn refuses_to_start_without_operator_token_unless_insecure_on_loopback() {
     use std::sync::Arc;
     use toolserver::memory::MemorySurface;
     let surface = Arc::new(MemorySurface::demo());
-    let config = switchboard_config::Config::parse(DEMO_CONFIG, "t").unwrap();
+    let config = switchboard_config::Config::parse(&DEMO_CONFIG, "t").unwrap();
     assert!(matches!(
         toolserver::Core::new(&config, surface.clone(), None),
         Err(toolserver::StartError::NoOperatorToken { .. })

@@ -124,8 +124,7 @@ impl Store {
             Ok(pruned) => info!(path, pruned, "pruned old messages from the store"),
             Err(err) => error!(path, %err, "could not prune the store at open; will retry later"),
         }
-        let workflows_at_open =
-            sqlite::load_workflows(&conn, toolserver::workflow::now_ms(), path)?;
+        let workflows_at_open = sqlite::load_workflows(&conn, toolserver::clock::now_ms(), path)?;
         let writer = Writer::spawn(conn, path.to_owned(), keep, Arc::clone(&hot))?;
         Ok(Store {
             inner: Arc::new(Inner {

@@ -1,6 +1,7 @@
 //! The stored types: the public rows callers hand in and get back, and the compact form a
 //! message takes in the hot maps.
 
+use chrono::{DateTime, NaiveDate, NaiveTime, SecondsFormat};
 use entity::Snowflake;
 use serde::{Deserialize, Serialize};
 
@@ -262,7 +263,7 @@ fn decode_timestamp(value: i64, raw: Option<&str>) -> Option<String> {
     match value {
         NO_TIMESTAMP => None,
         RAW_TIMESTAMP => Some(raw.unwrap_or_default().to_owned()),
-        micros => Some(format_micros(micros)),
+        micros => format_micros(micros),
     }
 }
 
@@ -281,7 +282,7 @@ pub(crate) fn parse_micros(value: &str) -> Option<i64> {
     {
         return None;
     }
-    let num = |range: std::ops::Range<usize>| -> Option<i64> {
+    let num = |range: std::ops::Range<usize>| -> Option<u32> {
         let digits = b.get(range)?;
         if !digits.iter().all(u8::is_ascii_digit) {
             return None;
@@ -289,61 +290,23 @@ pub(crate) fn parse_micros(value: &str) -> Option<i64> {
         Some(
             digits
                 .iter()
-                .fold(0i64, |n, d| n * 10 + i64::from(d - b'0')),
+                .fold(0u32, |n, d| n * 10 + u32::from(d - b'0')),
         )
     };
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, minute, second, micros) = (num(11..13)?, num(14..16)?, num(17..19)?, num(20..26)?);
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 59
-    {
-        return None;
-    }
-    let days = days_from_civil(year, month, day);
-    let total = ((days * 86_400 + hour * 3_600 + minute * 60 + second) * 1_000_000) + micros;
-    (format_micros(total) == value).then_some(total)
+    let year = i32::try_from(num(0..4)?).ok()?;
+    let date = NaiveDate::from_ymd_opt(year, num(5..7)?, num(8..10)?)?;
+    // Six digits of microseconds stay under a second: no leap-second form.
+    let time =
+        NaiveTime::from_hms_micro_opt(num(11..13)?, num(14..16)?, num(17..19)?, num(20..26)?)?;
+    let total = date.and_time(time).and_utc().timestamp_micros();
+    (format_micros(total).as_deref() == Some(value)).then_some(total)
 }
 
-/// Formats microseconds since the Unix epoch the way Discord does.
-pub(crate) fn format_micros(total: i64) -> String {
-    let micros = total.rem_euclid(1_000_000);
-    let secs = total.div_euclid(1_000_000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{micros:06}+00:00",
-        rem / 3_600,
-        (rem % 3_600) / 60,
-        rem % 60
-    )
-}
-
-/// Howard Hinnant's civil-to-days algorithm (proleptic Gregorian calendar).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = if month > 2 { month - 3 } else { month + 9 };
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// Howard Hinnant's days-to-civil algorithm.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(month <= 2), month, day)
+/// Formats microseconds since the Unix epoch the way Discord does; `None` outside chrono's
+/// range (about the years -262144 to 262143), which [`parse_micros`] never gives.
+pub(crate) fn format_micros(total: i64) -> Option<String> {
+    DateTime::from_timestamp_micros(total)
+        .map(|instant| instant.to_rfc3339_opts(SecondsFormat::Micros, false))
 }
 
 #[cfg(test)]
@@ -380,7 +343,7 @@ mod tests {
             "1970-01-01T00:00:00.000000+00:00",
         ] {
             let micros = parse_micros(ts).unwrap();
-            assert_eq!(format_micros(micros), ts);
+            assert_eq!(format_micros(micros).as_deref(), Some(ts));
         }
         assert_eq!(
             parse_micros("1970-01-01T00:00:01.000000+00:00"),

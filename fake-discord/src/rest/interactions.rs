@@ -64,7 +64,7 @@ fn message_id_of(value: &Value) -> Option<Snowflake> {
     value
         .get("id")
         .and_then(Value::as_str)
-        .and_then(Snowflake::parse)
+        .and_then(Snowflake::from_digits)
 }
 
 /// `POST /interactions/{id}/{token}/callback`.
@@ -140,7 +140,7 @@ pub(super) async fn callback(
 
 /// The interaction a webhook (application id + token) belongs to.
 fn interaction_for(s: &Shared, app_id: &str, token: &str) -> Result<Snowflake, ApiError> {
-    let app = Snowflake::parse(app_id).ok_or_else(ApiError::unknown_webhook)?;
+    let app = Snowflake::from_digits(app_id).ok_or_else(ApiError::unknown_webhook)?;
     if app != s.dir.application_id {
         return Err(ApiError::unknown_webhook());
     }

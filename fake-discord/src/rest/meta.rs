@@ -52,7 +52,7 @@ pub(super) async fn application(State(s): State<Arc<Shared>>) -> Json<Value> {
 /// `POST /users/@me/channels` `{"recipient_id"}`: the DM channel with that user.
 pub(super) async fn create_dm(State(s): State<Arc<Shared>>, JsonBody(body): JsonBody) -> Answer {
     let recipient = body.get("recipient_id").and_then(|v| match v {
-        Value::String(text) => Snowflake::parse(text),
+        Value::String(text) => Snowflake::from_digits(text),
         Value::Number(n) => n.as_u64().map(Snowflake),
         _ => None,
     });
@@ -197,7 +197,7 @@ fn register(
             .find(|c| c.get("name") == Some(&name))
             .and_then(|c| c.get("id"))
             .and_then(Value::as_str)
-            .and_then(Snowflake::parse)
+            .and_then(Snowflake::from_digits)
             .unwrap_or_else(|| s.ids.next());
         let command = payloads::command(&s.dir, id, guild_id, map);
         registered.retain(|c| c.get("name") != Some(&name));

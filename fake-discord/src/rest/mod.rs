@@ -99,7 +99,7 @@ impl<S: Send + Sync> FromRequestParts<S> for MessageBody {
 
 /// Parses an id from a path segment as Discord does (50035 when it is not a snowflake).
 pub(crate) fn path_id(field: &str, text: &str) -> Result<Snowflake, ApiError> {
-    Snowflake::parse(text).ok_or_else(|| {
+    Snowflake::from_digits(text).ok_or_else(|| {
         let mut errors = crate::api_error::FormErrors::new();
         errors.add(
             &[field],
