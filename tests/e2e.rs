@@ -577,3 +577,95 @@ fn sigterm_flushes_the_store_and_exits_0() {
         started.elapsed()
     );
 }
+
+/// A member with no configured alias, so her readable name is the one Discord shows.
+const MIRA: u64 = 1000000000000000103;
+
+#[test]
+fn a_renamed_user_reads_under_the_new_name_in_tools_and_prompts() {
+    let mut world = fake_discord::World::demo();
+    world.users.push(fake_discord::UserSpec {
+        id: MIRA.into(),
+        username: "mira".into(),
+        global_name: Some("Mira".into()),
+        bot: false,
+    });
+    if let Some(members) = world.guilds[0].members.as_mut() {
+        members.push(fake_discord::MemberSpec {
+            user_id: MIRA.into(),
+            roles: vec![],
+            nick: None,
+        });
+    }
+    let fake = Fake::start_world(world);
+    let dir = TempDir::new("rename");
+    // The agent writes the prompt it was given where the test can read it.
+    let prompt_file = dir.path().join("prompt.txt");
+    let agent = support::script(
+        dir.path(),
+        "agent.sh",
+        &format!("cat > \"{}\"\necho NO_REPLY", prompt_file.display()),
+    );
+    let sb = Switchboard::start_with(
+        &fake,
+        dir.path(),
+        &Allow::default(),
+        &support::command_agent(&agent, dir.path(), 30, ""),
+    );
+    let asked = fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("<@{MIRA}> can you check the deploy?"),
+    );
+    let listed = sb.wait_listed("#ops", std::slice::from_ref(&asked), INGEST);
+    assert!(
+        texts(&listed).contains(&"@mira can you check the deploy?"),
+        "{listed:?}"
+    );
+
+    // Discord tells the bot the member's new username.
+    let renamed = serde_json::json!({
+        "guild_id": demo::GUILD.to_string(),
+        "roles": [],
+        "user": {"id": MIRA.to_string(), "username": "mira.k", "global_name": "Mira", "discriminator": "0", "avatar": null, "bot": false},
+        "nick": null,
+        "avatar": null,
+        "joined_at": "2026-11-01T00:00:00.000000+00:00",
+        "premium_since": null,
+        "deaf": false,
+        "mute": false,
+        "pending": false,
+        "flags": 0
+    });
+    assert!(
+        fake.fake
+            .dispatch_raw("GUILD_MEMBER_UPDATE", &renamed.to_string())
+            >= 1
+    );
+    support::poll("the new name in surface.messages.list", INGEST, || {
+        let list = sb.list("#ops");
+        texts(&list)
+            .contains(&"@mira.k can you check the deploy?")
+            .then_some(())
+    });
+
+    // The agent's prompt is rendered the same way, at the same moment.
+    fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("<@{}> what did I ask Mira?", demo::BOT),
+    );
+    let prompt = support::poll("the agent's prompt", INGEST, || {
+        std::fs::read_to_string(&prompt_file)
+            .ok()
+            .filter(|p| p.contains("what did I ask"))
+    });
+    assert!(
+        prompt.contains("@mira.k can you check the deploy?"),
+        "{prompt}"
+    );
+    assert!(
+        !prompt.contains("@mira can"),
+        "the prompt kept the old name: {prompt}"
+    );
+}

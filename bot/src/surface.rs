@@ -231,6 +231,10 @@ impl Surface for DiscordSurface {
         self.store.session(channel_id).as_ref().map(session_info)
     }
 
+    fn names_revision(&self) -> u64 {
+        self.store.names_revision()
+    }
+
     fn messages(&self, channel: AllowedChannel, query: MessageQuery) -> Vec<Arc<MessageInfo>> {
         self.store
             .messages(channel.id(), query.limit, query.before, query.after)

@@ -105,6 +105,9 @@ pub(crate) struct Hot {
     pub(crate) channel_keys: NameIndex,
     pub(crate) channels: DashMap<Snowflake, ChannelMessages>,
     pub(crate) messages_per_channel: usize,
+    /// Bumped whenever a user, role or channel name appears, changes or goes: readable text
+    /// depends on them, so what was rendered before is stale.
+    pub(crate) names_revision: std::sync::atomic::AtomicU64,
 }
 
 impl Hot {
@@ -117,8 +120,20 @@ impl Hot {
 
     /// Stores or replaces a session; `then` runs while the session's entry is locked, so
     /// concurrent writers queue their durable writes in the order they changed memory.
+    fn names_changed(&self) {
+        self.names_revision
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub(crate) fn upsert_session(&self, session: StoredSession, then: impl FnOnce(&StoredSession)) {
         let id = session.id;
+        if self
+            .sessions
+            .get(&id)
+            .is_none_or(|old| old.name != session.name)
+        {
+            self.names_changed();
+        }
         let mut entry = self.sessions.entry(id).or_insert_with(|| session.clone());
         if entry.name != session.name {
             self.channel_keys.release(&entry.name, id);
@@ -134,6 +149,7 @@ impl Hot {
                 self.channel_keys.release(&entry.get().name, id);
                 then();
                 entry.remove();
+                self.names_changed();
                 true
             }
             Entry::Vacant(_) => false,
@@ -146,6 +162,10 @@ impl Hot {
         user: UserEntry,
         then: impl FnOnce(&UserEntry),
     ) {
+        // Every message's author comes through here: only a new or renamed user is news.
+        if self.users.get(&id).is_none_or(|old| *old != user) {
+            self.names_changed();
+        }
         let mut entry = self.users.entry(id).or_insert_with(|| user.clone());
         for old in entry.names() {
             if !user.names().any(|name| name == old) {
@@ -160,6 +180,9 @@ impl Hot {
     }
 
     pub(crate) fn upsert_role(&self, id: Snowflake, name: &str, then: impl FnOnce()) {
+        if self.roles.get(&id).is_none_or(|old| &**old != name) {
+            self.names_changed();
+        }
         let mut entry = self.roles.entry(id).or_insert_with(|| name.into());
         if &**entry != name {
             self.role_keys.release(&entry, id);
@@ -174,6 +197,7 @@ impl Hot {
             Some((_, name)) => {
                 self.role_keys.release(&name, id);
                 then();
+                self.names_changed();
                 true
             }
             None => false,

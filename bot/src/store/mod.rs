@@ -362,6 +362,15 @@ impl Store {
         })
     }
 
+    /// Changes whenever a user, role or channel name appears, changes or goes (what readable
+    /// text renders from).
+    pub fn names_revision(&self) -> u64 {
+        self.inner
+            .hot
+            .names_revision
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Channels that have cached messages.
     pub fn channels_with_messages(&self) -> Vec<Snowflake> {
         self.inner.hot.channels_with_messages()
