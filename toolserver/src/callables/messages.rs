@@ -115,18 +115,30 @@ impl Tool for ListMessages {
 
 pub struct ReadMessage;
 
+/// One message in a session: what read, delete and `surface.reactions.list` take.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ReadMessageInput {
+pub struct MessageRefInput {
     /// Channel id, <#id>, or configured token; defaults to your context's session.
     pub session_id: Option<String>,
-    /// The message to read.
+    /// The message's id.
     pub message_id: String,
+}
+
+impl MessageRefInput {
+    /// The message, in the input's session, spending `spend` of the channel's budget.
+    pub(crate) fn plan(self, spend: u32) -> Result<Planned<Snowflake>, ToolError> {
+        let message_id = parse_id("messageId", &self.message_id)?;
+        Ok(Planned::in_session(
+            message_id,
+            SessionRequest::session_id(self.session_id.as_deref(), spend),
+        ))
+    }
 }
 
 #[async_trait]
 impl Tool for ReadMessage {
-    type Input = ReadMessageInput;
+    type Input = MessageRefInput;
     type Plan = Snowflake;
 
     fn spec(&self) -> ToolSpec {
@@ -143,13 +155,9 @@ impl Tool for ReadMessage {
     fn plan(
         &self,
         _: &PlanContext<'_>,
-        input: ReadMessageInput,
+        input: MessageRefInput,
     ) -> Result<Planned<Snowflake>, ToolError> {
-        let message_id = parse_id("messageId", &input.message_id)?;
-        Ok(Planned::in_session(
-            message_id,
-            SessionRequest::session_id(input.session_id.as_deref(), 0),
-        ))
+        input.plan(0)
     }
 
     async fn run(
@@ -411,17 +419,9 @@ impl Tool for EditMessage {
 
 pub struct DeleteMessage;
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct DeleteMessageInput {
-    /// Channel id, <#id>, or configured token; defaults to your context's session.
-    pub session_id: Option<String>,
-    pub message_id: String,
-}
-
 #[async_trait]
 impl Tool for DeleteMessage {
-    type Input = DeleteMessageInput;
+    type Input = MessageRefInput;
     type Plan = Snowflake;
 
     fn spec(&self) -> ToolSpec {
@@ -438,13 +438,9 @@ impl Tool for DeleteMessage {
     fn plan(
         &self,
         _: &PlanContext<'_>,
-        input: DeleteMessageInput,
+        input: MessageRefInput,
     ) -> Result<Planned<Snowflake>, ToolError> {
-        let message_id = parse_id("messageId", &input.message_id)?;
-        Ok(Planned::in_session(
-            message_id,
-            SessionRequest::session_id(input.session_id.as_deref(), 1),
-        ))
+        input.plan(1)
     }
 
     async fn run(

@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::callables::messages::MessageRefInput;
 use crate::error::ToolError;
 use crate::invocation::{parse_id, Invocation, PlanContext};
 use crate::registry::{example, output, Planned, SessionRequest, Tool, ToolOutput, ToolSpec};
@@ -125,17 +126,9 @@ impl Tool for RemoveReaction {
 
 pub struct ListReactions;
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ListReactionsInput {
-    /// Channel id, <#id>, or configured token; defaults to your context's session.
-    pub session_id: Option<String>,
-    pub message_id: String,
-}
-
 #[async_trait]
 impl Tool for ListReactions {
-    type Input = ListReactionsInput;
+    type Input = MessageRefInput;
     type Plan = Snowflake;
 
     fn spec(&self) -> ToolSpec {
@@ -156,13 +149,9 @@ impl Tool for ListReactions {
     fn plan(
         &self,
         _: &PlanContext<'_>,
-        input: ListReactionsInput,
+        input: MessageRefInput,
     ) -> Result<Planned<Snowflake>, ToolError> {
-        let message_id = parse_id("messageId", &input.message_id)?;
-        Ok(Planned::in_session(
-            message_id,
-            SessionRequest::session_id(input.session_id.as_deref(), 0),
-        ))
+        input.plan(0)
     }
 
     async fn run(
