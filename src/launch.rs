@@ -82,7 +82,7 @@ fn exit_for(result: Result<(), ServiceError>) -> ExitCode {
 /// `switchboard run`: the service, with the config file and the bot token from the environment.
 pub fn run(flag: Option<&Path>) -> ExitCode {
     let path = config_path(flag);
-    let config = match Config::load(&path) {
+    let config = match Config::load_with(&path, &crate::operator::known()) {
         Ok(config) => config,
         Err(ConfigError::Invalid(report)) => {
             eprint!("{report}");

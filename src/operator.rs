@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use entity::{AliasKind, Mapper, NoNames};
-use switchboard_config::{Config, ConfigError, KnownChannels, CONFIG_PATH_ENV};
+use switchboard_config::{Config, ConfigError, Known, CONFIG_PATH_ENV};
 
 use crate::cli::RewriteArgs;
 
@@ -19,10 +19,18 @@ pub fn config_path(flag: Option<&Path>) -> PathBuf {
     Config::resolve_path(flag, env_value.as_deref())
 }
 
+/// What every command checks a config against: the callables this build registers.
+pub fn known() -> Known {
+    Known {
+        callables: Some(toolserver::callable_ids()),
+        ..Known::default()
+    }
+}
+
 /// Loads the config, or prints why not and gives the exit code to use.
 fn load(flag: Option<&Path>) -> Result<Config, ExitCode> {
     let path = config_path(flag);
-    Config::load(&path).map_err(|error| {
+    Config::load_with(&path, &known()).map_err(|error| {
         match &error {
             ConfigError::Read { .. } => eprintln!("error: {error}"),
             ConfigError::Invalid(report) => eprint!("{report}"),
@@ -37,7 +45,7 @@ fn plural(count: usize, one: &str, many: &str) -> String {
 
 /// Categories the store of an earlier run knows, so check-config can catch a category id in
 /// the channel list; `Err` says why they could not be read.
-fn known_channels(config: &Config) -> Result<KnownChannels, String> {
+fn known_channels(config: &Config) -> Result<Known, String> {
     let path = &config.store.path;
     if path == ":memory:" || !Path::new(path).is_file() {
         return Err(format!(
@@ -45,7 +53,8 @@ fn known_channels(config: &Config) -> Result<KnownChannels, String> {
         ));
     }
     let sessions = bot::store::peek_sessions(path).map_err(|error| error.to_string())?;
-    Ok(KnownChannels {
+    Ok(Known {
+        callables: Some(toolserver::callable_ids()),
         categories: sessions
             .into_iter()
             .filter(|s| s.kind == bot::store::SessionKind::Category)

@@ -5,10 +5,16 @@
 
 #![warn(missing_docs)]
 
+mod governance;
 mod raw;
 mod report;
 mod structure;
 mod validate;
+
+pub use governance::{
+    glob_matches, session_settings, AuditConfig, CallerMatch, Hook, HookFailure, Hooks, NamedToken,
+    Permissions, Policy, Rule, SessionMatch, SessionSettings, CONSOLE_SCOPE,
+};
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -42,6 +48,14 @@ pub struct Config {
     pub store: StoreConfig,
     /// `None` when no `[agent]` is configured: messages are stored, no agent runs.
     pub agent: Option<AgentConfig>,
+    /// `[permissions]`: allow / ask / deny rules and who approves.
+    pub permissions: Permissions,
+    /// `[sessions.*]`: per-session settings (tool scopes).
+    pub sessions: Vec<SessionSettings>,
+    /// `[hooks]`: commands run before and after calls.
+    pub hooks: Hooks,
+    /// `[audit]`: what the audit log keeps, and for how long.
+    pub audit: AuditConfig,
 }
 
 /// `[agent]`.
@@ -159,6 +173,8 @@ pub struct ToolserverConfig {
     pub body_read_timeout: std::time::Duration,
     /// `[toolserver.rate_limits]`: how often a caller may call, and a channel be changed.
     pub rate_limits: RateLimits,
+    /// `[[toolserver.tokens]]`: named service tokens, each with its own scope.
+    pub tokens: Vec<NamedToken>,
 }
 
 /// A user or a role named in the config (`discord.admins`), by alias or id.
@@ -227,12 +243,15 @@ pub struct StoreConfig {
     pub messages_per_channel: usize,
 }
 
-/// What is known of the guild's channels (from the store of an earlier run), so validation
-/// can catch ids in the wrong list.
+/// What validation can check names against beyond the file itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KnownChannels {
-    /// Category ids and their names.
+pub struct Known {
+    /// Category ids and their names (from the store of an earlier run), to catch a category
+    /// put in `discord.allowed_channel_ids`.
     pub categories: std::collections::HashMap<Snowflake, String>,
+    /// Every callable id the tool server registers, to check tool names and globs (rules,
+    /// scopes, hooks). `None`: not checked.
+    pub callables: Option<Vec<String>>,
 }
 
 /// Why a config could not be loaded.
@@ -254,11 +273,11 @@ pub enum ConfigError {
 impl Config {
     /// Reads and validates the file at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        Config::load_with(path, &KnownChannels::default())
+        Config::load_with(path, &Known::default())
     }
 
     /// [`Config::load`], also checking ids against what is known of the channels.
-    pub fn load_with(path: &Path, known: &KnownChannels) -> Result<Config, ConfigError> {
+    pub fn load_with(path: &Path, known: &Known) -> Result<Config, ConfigError> {
         let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
@@ -270,11 +289,11 @@ impl Config {
 
     /// Validates config text; `file` names it in the report.
     pub fn parse(source: &str, file: &str) -> Result<Config, Report> {
-        Config::parse_with(source, file, &KnownChannels::default())
+        Config::parse_with(source, file, &Known::default())
     }
 
     /// [`Config::parse`], also checking ids against what is known of the channels.
-    pub fn parse_with(source: &str, file: &str, known: &KnownChannels) -> Result<Config, Report> {
+    pub fn parse_with(source: &str, file: &str, known: &Known) -> Result<Config, Report> {
         let mut collector = report::Collector::new(source);
         let raw = structure::read(source, &mut collector);
         let config = raw.and_then(|raw| validate::validate(raw, known, &mut collector));

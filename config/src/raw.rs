@@ -21,6 +21,14 @@ pub(crate) struct RawConfig {
     pub store: RawStore,
     #[serde(default)]
     pub agent: Option<RawAgent>,
+    #[serde(default)]
+    pub permissions: crate::governance::RawPermissions,
+    #[serde(default)]
+    pub sessions: crate::governance::RawSessions,
+    #[serde(default)]
+    pub hooks: crate::governance::RawHooks,
+    #[serde(default)]
+    pub audit: crate::governance::RawAudit,
 }
 
 /// `[agent]`: which agent answers, and when.
@@ -47,7 +55,7 @@ pub(crate) struct RawAgent {
     #[serde(default)]
     pub allow_bots: Vec<Spanned<String>>,
     #[serde(default)]
-    pub tool_scope: Option<Vec<String>>,
+    pub tool_scope: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     pub error_reply: Option<String>,
     #[serde(default)]
@@ -205,6 +213,8 @@ pub(crate) struct RawToolserver {
     pub body_read_timeout_ms: Spanned<u64>,
     #[serde(default)]
     pub rate_limits: RawRateLimits,
+    #[serde(default)]
+    pub tokens: Vec<crate::governance::RawToken>,
 }
 
 impl Default for RawToolserver {
@@ -222,6 +232,7 @@ impl Default for RawToolserver {
             idle_timeout_s: default_idle_timeout_s(),
             body_read_timeout_ms: default_body_read_timeout_ms(),
             rate_limits: RawRateLimits::default(),
+            tokens: Vec::new(),
         }
     }
 }

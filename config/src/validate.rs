@@ -10,13 +10,13 @@ use toml::Spanned;
 use crate::raw::{RawAlias, RawConfig};
 use crate::report::Collector;
 use crate::{
-    AgentConfig, AliasComments, Config, DiscordConfig, KnownChannels, OpenAiRunner, Principal,
-    Quota, RateLimits, Runner, StoreConfig, ToolserverConfig,
+    AgentConfig, AliasComments, Config, DiscordConfig, Known, OpenAiRunner, Principal, Quota,
+    RateLimits, Runner, StoreConfig, ToolserverConfig,
 };
 
-const ID_HELP: &str = "a Discord id is 17 to 20 digits, written as a quoted string; in Discord, enable Developer Mode and use \"Copy ID\"";
+pub(crate) const ID_HELP: &str = "a Discord id is 17 to 20 digits, written as a quoted string; in Discord, enable Developer Mode and use \"Copy ID\"";
 
-pub(crate) fn validate(raw: RawConfig, known: &KnownChannels, c: &mut Collector) -> Option<Config> {
+pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Option<Config> {
     let (aliases, alias_comments) = aliases(&raw, c);
     for (index, value) in raw.discord.allowed_channel_ids.iter().enumerate() {
         let category = value
@@ -121,6 +121,7 @@ pub(crate) fn validate(raw: RawConfig, known: &KnownChannels, c: &mut Collector)
             c,
         )),
         rate_limits: rate_limits(&raw.toolserver.rate_limits, c),
+        tokens: crate::governance::tokens(&raw.toolserver.tokens, known, c),
     };
     if toolserver.insecure_no_auth && !toolserver.bind.ip().is_loopback() {
         c.add(
@@ -150,7 +151,16 @@ pub(crate) fn validate(raw: RawConfig, known: &KnownChannels, c: &mut Collector)
         ) as usize,
         path: raw.store.path,
     };
-    let agent = raw.agent.as_ref().and_then(|agent| agent_config(agent, c));
+    let agent = raw
+        .agent
+        .as_ref()
+        .and_then(|agent| agent_config(agent, known, c));
+    let token_names: Vec<String> = toolserver.tokens.iter().map(|t| t.name.clone()).collect();
+    let permissions =
+        crate::governance::permissions(&raw.permissions, &aliases, known, &token_names, c);
+    let sessions = crate::governance::sessions(&raw.sessions, &aliases, known, c);
+    let hooks = crate::governance::hooks(&raw.hooks, known, c);
+    let audit = crate::governance::audit(&raw.audit, c);
     Some(Config {
         agent,
         discord,
@@ -158,11 +168,15 @@ pub(crate) fn validate(raw: RawConfig, known: &KnownChannels, c: &mut Collector)
         alias_comments,
         toolserver,
         store,
+        permissions,
+        sessions,
+        hooks,
+        audit,
     })
 }
 
 /// A number within `range`; out of range is a problem at its span and yields the nearest bound.
-fn bounded(
+pub(crate) fn bounded(
     value: &Spanned<u64>,
     key: &str,
     range: std::ops::RangeInclusive<u64>,
@@ -201,7 +215,11 @@ fn bounded_because(
     number.clamp(*range.start(), *range.end())
 }
 
-fn agent_config(raw: &crate::raw::RawAgent, c: &mut Collector) -> Option<AgentConfig> {
+fn agent_config(
+    raw: &crate::raw::RawAgent,
+    known: &Known,
+    c: &mut Collector,
+) -> Option<AgentConfig> {
     let runner = match raw.runner.get_ref().as_str() {
         "command" => match &raw.command {
             Some(command)
@@ -277,12 +295,13 @@ fn agent_config(raw: &crate::raw::RawAgent, c: &mut Collector) -> Option<AgentCo
         max_concurrent_runs,
         active_channel_ids,
         allow_bots,
-        tool_scope: raw.tool_scope.clone().unwrap_or_else(|| {
-            crate::DEFAULT_TOOL_SCOPE
+        tool_scope: match &raw.tool_scope {
+            Some(scope) => crate::governance::tool_scope(scope, "agent.tool_scope", known, &[], c),
+            None => crate::DEFAULT_TOOL_SCOPE
                 .iter()
                 .map(|s| (*s).to_owned())
-                .collect()
-        }),
+                .collect(),
+        },
         error_reply: raw
             .error_reply
             .clone()
@@ -364,7 +383,7 @@ fn rate_limits(raw: &crate::raw::RawRateLimits, c: &mut Collector) -> RateLimits
     }
 }
 
-fn env_name(value: &Spanned<String>, key: &str, c: &mut Collector) -> String {
+pub(crate) fn env_name(value: &Spanned<String>, key: &str, c: &mut Collector) -> String {
     let name = value.get_ref();
     let mut bytes = name.bytes();
     let valid = matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')

@@ -50,4 +50,12 @@ pub use registry::{
     ToolOutput, ToolSpec,
 };
 pub use server::{Core, StartError};
+
+/// The id of every callable the tool server registers, for config validation (rules, scopes
+/// and hooks must name real callables).
+pub fn callable_ids() -> Vec<String> {
+    let mut registry = Registry::new();
+    callables::register_all(&mut registry);
+    registry.ids().map(str::to_owned).collect()
+}
 pub use surface::Surface;

@@ -1,0 +1,730 @@
+//! Governance: `[permissions]` (allow / ask / deny rules, approvers), `[sessions.*]` tool
+//! scopes, `[[toolserver.tokens]]`, `[hooks]` and `[audit]` — read, then checked against the
+//! aliases and the callables the tool server registers (an unknown tool name never widens
+//! anything: it is an error with a did-you-mean).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use entity::{AliasKind, Aliases, Snowflake};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::report::Collector;
+use crate::validate::{bounded, env_name, principals, ID_HELP};
+use crate::{Known, Principal};
+
+// ---- the file's shape ----
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPermissions {
+    #[serde(default = "default_policy")]
+    pub default: Spanned<String>,
+    #[serde(default)]
+    pub approvers: Vec<Spanned<String>>,
+    #[serde(default = "default_ask_timeout_s")]
+    pub ask_timeout_s: Spanned<u64>,
+    #[serde(default)]
+    pub approvals_channel: Option<Spanned<String>>,
+    #[serde(default = "yes")]
+    pub console_approves: bool,
+    #[serde(default)]
+    pub rules: Vec<RawRule>,
+}
+
+impl Default for RawPermissions {
+    fn default() -> Self {
+        RawPermissions {
+            default: default_policy(),
+            approvers: Vec::new(),
+            ask_timeout_s: default_ask_timeout_s(),
+            approvals_channel: None,
+            console_approves: true,
+            rules: Vec::new(),
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_policy() -> Spanned<String> {
+    Spanned::new(0..0, "allow".to_owned())
+}
+
+fn default_ask_timeout_s() -> Spanned<u64> {
+    Spanned::new(0..0, 300)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRule {
+    pub tool: Spanned<String>,
+    pub policy: Spanned<String>,
+    #[serde(default)]
+    pub session: Option<Spanned<String>>,
+    #[serde(default)]
+    pub origin: Option<Spanned<String>>,
+    #[serde(default)]
+    pub caller: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSessionSettings {
+    #[serde(default)]
+    pub tool_scope: Option<Vec<Spanned<String>>>,
+}
+
+/// The `[sessions]` table: a session (alias or id) → its settings.
+pub(crate) type RawSessions = BTreeMap<Spanned<String>, RawSessionSettings>;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawToken {
+    pub name: Spanned<String>,
+    pub token_env: Spanned<String>,
+    #[serde(default)]
+    pub scope: Vec<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHooks {
+    #[serde(default)]
+    pub before: Vec<RawHook>,
+    #[serde(default)]
+    pub after: Vec<RawHook>,
+    #[serde(default = "default_on_error")]
+    pub on_error: Spanned<String>,
+}
+
+impl Default for RawHooks {
+    fn default() -> Self {
+        RawHooks {
+            before: Vec::new(),
+            after: Vec::new(),
+            on_error: default_on_error(),
+        }
+    }
+}
+
+fn default_on_error() -> Spanned<String> {
+    Spanned::new(0..0, "deny".to_owned())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHook {
+    pub tool: Spanned<String>,
+    pub command: Spanned<Vec<String>>,
+    #[serde(default = "default_hook_timeout_ms")]
+    pub timeout_ms: Spanned<u64>,
+}
+
+fn default_hook_timeout_ms() -> Spanned<u64> {
+    Spanned::new(0..0, 5_000)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAudit {
+    #[serde(default = "default_text_chars")]
+    pub text_chars: Spanned<u64>,
+    #[serde(default)]
+    pub redact: bool,
+    #[serde(default = "default_retention_days")]
+    pub retention_days: Spanned<u64>,
+}
+
+impl Default for RawAudit {
+    fn default() -> Self {
+        RawAudit {
+            text_chars: default_text_chars(),
+            redact: false,
+            retention_days: default_retention_days(),
+        }
+    }
+}
+
+fn default_text_chars() -> Spanned<u64> {
+    Spanned::new(0..0, 200)
+}
+
+fn default_retention_days() -> Spanned<u64> {
+    Spanned::new(0..0, 90)
+}
+
+// ---- the typed config ----
+
+/// What the permission stage does with a call: run it, ask a person first, or refuse it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// The call runs.
+    Allow,
+    /// An approver must say yes in Discord (or the console) before it runs.
+    Ask,
+    /// The call is refused (`denied`, exit 3) and reaches nothing.
+    Deny,
+}
+
+impl Policy {
+    /// `allow`, `ask` or `deny`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Policy::Allow => "allow",
+            Policy::Ask => "ask",
+            Policy::Deny => "deny",
+        }
+    }
+}
+
+/// Where a rule applies: one session by id, or every session whose alias matches a glob.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionMatch {
+    /// This channel, thread or DM (given as an id, `<#id>`, or an alias).
+    Id(Snowflake),
+    /// Sessions whose configured alias matches this glob (`*` for any run of characters;
+    /// case-insensitive), such as `release-*`.
+    AliasGlob(String),
+}
+
+/// Whose calls a rule applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallerMatch {
+    /// Agent runs (their capability tokens): the default.
+    Run,
+    /// The operator token.
+    Operator,
+    /// The named service token `[[toolserver.tokens]]` with this name.
+    Token(String),
+}
+
+/// One `[[permissions.rules]]` entry. Rules are evaluated in order; the last one that matches
+/// decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// A callable id or glob (`surface.messages.*`).
+    pub tool: String,
+    /// What a matching call gets.
+    pub policy: Policy,
+    /// Where the call acts; `None`: anywhere.
+    pub session: Option<SessionMatch>,
+    /// The session the run started in; `None`: any.
+    pub origin: Option<SessionMatch>,
+    /// Whose calls.
+    pub caller: CallerMatch,
+    /// Where the rule is written, for `/tools` and the audit log: `permissions.rules[N]`.
+    pub name: String,
+}
+
+/// `[permissions]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Permissions {
+    /// What calls no rule matches get (`permissions.default`, default `allow`).
+    pub default: Policy,
+    /// Who may answer an ask: users and roles (`permissions.approvers`). Empty: nobody can, so
+    /// every ask is denied when it times out.
+    pub approvers: Vec<Principal>,
+    /// An ask nobody answers within this is denied (`permissions.ask_timeout_s`, default 300).
+    pub ask_timeout: Duration,
+    /// Where approval requests are posted (`permissions.approvals_channel`); `None`: the session
+    /// the run started in (for a call without a run: the session it acts in).
+    pub approvals_channel: Option<Snowflake>,
+    /// Whether the operator console may approve and deny too (`permissions.console_approves`,
+    /// default true).
+    pub console_approves: bool,
+    /// The rules, in file order.
+    pub rules: Vec<Rule>,
+}
+
+impl Default for Permissions {
+    fn default() -> Self {
+        Permissions {
+            default: Policy::Allow,
+            approvers: Vec::new(),
+            ask_timeout: Duration::from_secs(300),
+            approvals_channel: None,
+            console_approves: true,
+            rules: Vec::new(),
+        }
+    }
+}
+
+/// `[sessions.NAME]`: a session's own settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSettings {
+    /// The session (from the table's key: an alias or an id).
+    pub channel_id: Snowflake,
+    /// What a run started here may call (globs): intersected with `agent.tool_scope`. `None`:
+    /// no limit beyond the agent's.
+    pub tool_scope: Option<Vec<String>>,
+}
+
+/// `[[toolserver.tokens]]`: a named service token (for MCP clients, CI, the console) with a
+/// scope of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedToken {
+    /// Its name, as rules (`caller = "token:NAME"`) and the audit log name it.
+    pub name: String,
+    /// The environment variable that holds the token.
+    pub token_env: String,
+    /// Callable globs it may call; `console` also lets it log in to the operator console.
+    pub scope: Vec<String>,
+}
+
+/// What happens when a hook fails or times out (`hooks.on_error`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookFailure {
+    /// The call is refused (the default).
+    Deny,
+    /// The call goes on as if the hook had allowed it.
+    Allow,
+}
+
+/// One `[[hooks.before]]` / `[[hooks.after]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hook {
+    /// A callable id or glob it applies to.
+    pub tool: String,
+    /// The program and its arguments (no shell).
+    pub command: Vec<String>,
+    /// How long it may take before it counts as failed.
+    pub timeout: Duration,
+}
+
+/// `[hooks]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hooks {
+    /// Run after the permission stage, before the handler; may refuse or rewrite the input.
+    pub before: Vec<Hook>,
+    /// Run after the handler; may transform the answer.
+    pub after: Vec<Hook>,
+    /// What a failing hook means.
+    pub on_error: HookFailure,
+}
+
+impl Default for Hooks {
+    fn default() -> Self {
+        Hooks {
+            before: Vec::new(),
+            after: Vec::new(),
+            on_error: HookFailure::Deny,
+        }
+    }
+}
+
+/// `[audit]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditConfig {
+    /// Text fields of a call's input are cut to this many characters in the log
+    /// (`audit.text_chars`, default 200).
+    pub text_chars: usize,
+    /// Keep only a hash of each input, not the input (`audit.redact`).
+    pub redact: bool,
+    /// Rows older than this are pruned (`audit.retention_days`, default 90).
+    pub retention: Duration,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            text_chars: 200,
+            redact: false,
+            retention: Duration::from_secs(90 * 86_400),
+        }
+    }
+}
+
+// ---- checks ----
+
+/// The scope word that lets a named token log in to the console.
+pub const CONSOLE_SCOPE: &str = "console";
+
+/// A glob (`*` for any run of characters) against a whole string.
+pub fn glob_matches(pattern: &str, text: &str) -> bool {
+    let (p, s) = (pattern.as_bytes(), text.as_bytes());
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, si));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == s[si] {
+            pi += 1;
+            si += 1;
+        } else if let Some((star_p, star_s)) = star {
+            pi = star_p + 1;
+            si = star_s + 1;
+            star = Some((star_p, star_s + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&b| b == b'*')
+}
+
+/// A callable glob that must match at least one registered callable (when the callables are
+/// known), else a located error with the nearest id.
+pub(crate) fn tool_glob(
+    value: &Spanned<String>,
+    key: &str,
+    known: &Known,
+    extra: &[&str],
+    c: &mut Collector,
+) -> String {
+    let glob = value.get_ref().trim().to_owned();
+    let Some(callables) = &known.callables else {
+        return glob;
+    };
+    if extra.contains(&glob.as_str()) || callables.iter().any(|id| glob_matches(&glob, id)) {
+        return glob;
+    }
+    let near = entity::nearest(&glob.replace('*', ""), callables.iter().map(String::as_str));
+    let help = match near {
+        Some(near) => format!("did you mean `{near}`? Name a callable (`tools --list` shows them) or a glob such as `surface.messages.*`"),
+        None => "name a callable (`tools --list` shows them) or a glob such as `surface.messages.*`".to_owned(),
+    };
+    c.add(
+        Some(value.span()),
+        key,
+        format!("'{glob}' matches no callable"),
+        help,
+    );
+    glob
+}
+
+/// Every entry of a tool scope.
+pub(crate) fn tool_scope(
+    values: &[Spanned<String>],
+    key: &str,
+    known: &Known,
+    extra: &[&str],
+    c: &mut Collector,
+) -> Vec<String> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(index, value)| tool_glob(value, &format!("{key}[{index}]"), known, extra, c))
+        .collect()
+}
+
+fn policy(value: &Spanned<String>, key: &str, c: &mut Collector) -> Policy {
+    match value.get_ref().trim() {
+        "allow" => Policy::Allow,
+        "ask" => Policy::Ask,
+        "deny" => Policy::Deny,
+        other => {
+            c.add(
+                Some(value.span()),
+                key,
+                format!("unknown policy '{other}'"),
+                "use \"allow\", \"ask\" or \"deny\"",
+            );
+            Policy::Deny
+        }
+    }
+}
+
+/// A session written as an id, `<#id>` or an alias (with or without `#`).
+pub(crate) fn session_ref(
+    value: &Spanned<String>,
+    key: &str,
+    aliases: &Aliases,
+    c: &mut Collector,
+) -> Option<Snowflake> {
+    let written = value.get_ref().trim();
+    let bare = written
+        .strip_prefix("<#")
+        .and_then(|rest| rest.strip_suffix('>'))
+        .unwrap_or(written);
+    if !bare.is_empty() && bare.bytes().all(|b| b.is_ascii_digit()) {
+        return match bare.parse::<Snowflake>() {
+            Ok(id) => Some(id),
+            Err(error) => {
+                c.add(Some(value.span()), key, error.to_string(), ID_HELP);
+                None
+            }
+        };
+    }
+    let name = bare.trim_start_matches('#');
+    match aliases.id_for(AliasKind::Session, name) {
+        Some(id) => Some(id),
+        None => {
+            let known = aliases.iter(AliasKind::Session).map(|(alias, _)| alias);
+            let help = match entity::nearest(name, known) {
+                Some(near) => format!("did you mean \"#{near}\"? Name a session alias from [entity.sessions], or write the id"),
+                None => "name a session alias from [entity.sessions], or write the channel id as a quoted string".to_owned(),
+            };
+            c.add(
+                Some(value.span()),
+                key,
+                format!("'{written}' is not a configured session alias, nor an id"),
+                help,
+            );
+            None
+        }
+    }
+}
+
+fn session_match(
+    value: &Spanned<String>,
+    key: &str,
+    aliases: &Aliases,
+    c: &mut Collector,
+) -> Option<SessionMatch> {
+    let written = value.get_ref().trim();
+    if written.contains('*') {
+        let glob = entity::normalize_name(written.trim_start_matches('#'));
+        let any = aliases
+            .iter(AliasKind::Session)
+            .any(|(alias, _)| glob_matches(&glob, &entity::normalize_name(alias)));
+        if !any {
+            c.add(
+                Some(value.span()),
+                key,
+                format!("'{written}' matches no session alias"),
+                "a session glob matches the aliases in [entity.sessions] (such as \"release-*\"); add the alias, or name the session by id",
+            );
+        }
+        return Some(SessionMatch::AliasGlob(glob));
+    }
+    session_ref(value, key, aliases, c).map(SessionMatch::Id)
+}
+
+fn caller_match(
+    value: Option<&Spanned<String>>,
+    key: &str,
+    token_names: &[String],
+    c: &mut Collector,
+) -> CallerMatch {
+    let Some(value) = value else {
+        return CallerMatch::Run;
+    };
+    let written = value.get_ref().trim();
+    match written {
+        "run" => CallerMatch::Run,
+        "operator" => CallerMatch::Operator,
+        _ => match written.strip_prefix("token:") {
+            Some(name) if token_names.iter().any(|t| t == name) => {
+                CallerMatch::Token(name.to_owned())
+            }
+            Some(name) => {
+                c.add(
+                    Some(value.span()),
+                    key,
+                    format!("no [[toolserver.tokens]] entry is named '{name}'"),
+                    "name a token defined in [[toolserver.tokens]], or use \"run\" or \"operator\"",
+                );
+                CallerMatch::Token(name.to_owned())
+            }
+            None => {
+                c.add(
+                    Some(value.span()),
+                    key,
+                    format!("unknown caller '{written}'"),
+                    "use \"run\" (agent runs, the default), \"operator\", or \"token:NAME\"",
+                );
+                CallerMatch::Run
+            }
+        },
+    }
+}
+
+pub(crate) fn permissions(
+    raw: &RawPermissions,
+    aliases: &Aliases,
+    known: &Known,
+    token_names: &[String],
+    c: &mut Collector,
+) -> Permissions {
+    let default = policy(&raw.default, "permissions.default", c);
+    let approvers = principals(&raw.approvers, "permissions.approvers", aliases, c);
+    let ask_timeout = Duration::from_secs(bounded(
+        &raw.ask_timeout_s,
+        "permissions.ask_timeout_s",
+        5..=86_400,
+        c,
+    ));
+    let approvals_channel = raw
+        .approvals_channel
+        .as_ref()
+        .and_then(|value| session_ref(value, "permissions.approvals_channel", aliases, c));
+    let rules = raw
+        .rules
+        .iter()
+        .enumerate()
+        .map(|(index, rule)| {
+            let key = |field: &str| format!("permissions.rules[{index}].{field}");
+            Rule {
+                tool: tool_glob(&rule.tool, &key("tool"), known, &[], c),
+                policy: policy(&rule.policy, &key("policy"), c),
+                session: rule
+                    .session
+                    .as_ref()
+                    .and_then(|s| session_match(s, &key("session"), aliases, c)),
+                origin: rule
+                    .origin
+                    .as_ref()
+                    .and_then(|s| session_match(s, &key("origin"), aliases, c)),
+                caller: caller_match(rule.caller.as_ref(), &key("caller"), token_names, c),
+                name: format!("permissions.rules[{index}]"),
+            }
+        })
+        .collect();
+    let has_ask = default == Policy::Ask || raw.rules.iter().any(|r| r.policy.get_ref() == "ask");
+    if has_ask && approvers.is_empty() && raw.approvers.is_empty() {
+        c.add(
+            Some(raw.default.span()),
+            "permissions.approvers",
+            "some calls are asked, but nobody may approve them",
+            "add the users or roles who may answer to permissions.approvers (\"@Mira\", \"@oncall\"); without them every ask is denied when it times out",
+        );
+    }
+    Permissions {
+        default,
+        approvers,
+        ask_timeout,
+        approvals_channel,
+        console_approves: raw.console_approves,
+        rules,
+    }
+}
+
+pub(crate) fn sessions(
+    raw: &RawSessions,
+    aliases: &Aliases,
+    known: &Known,
+    c: &mut Collector,
+) -> Vec<SessionSettings> {
+    let mut settings: Vec<SessionSettings> = Vec::new();
+    for (name, table) in raw {
+        let key = format!("sessions.{}", name.get_ref());
+        let Some(channel_id) = session_ref(name, &key, aliases, c) else {
+            continue;
+        };
+        if settings.iter().any(|s| s.channel_id == channel_id) {
+            c.add(
+                Some(name.span()),
+                &key,
+                format!("session {channel_id} has settings twice (by alias and by id)"),
+                "keep one [sessions.*] table per session",
+            );
+            continue;
+        }
+        let tool_scope = table
+            .tool_scope
+            .as_ref()
+            .map(|scope| tool_scope(scope, &format!("{key}.tool_scope"), known, &[], c));
+        settings.push(SessionSettings {
+            channel_id,
+            tool_scope,
+        });
+    }
+    settings
+}
+
+pub(crate) fn tokens(raw: &[RawToken], known: &Known, c: &mut Collector) -> Vec<NamedToken> {
+    let mut tokens: Vec<NamedToken> = Vec::new();
+    for (index, token) in raw.iter().enumerate() {
+        let key = |field: &str| format!("toolserver.tokens[{index}].{field}");
+        let name = token.name.get_ref().trim().to_owned();
+        let valid = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !valid {
+            c.add(
+                Some(token.name.span()),
+                key("name"),
+                format!("'{name}' is not a token name"),
+                "use letters, digits, '-' and '_' (rules name it as caller = \"token:NAME\")",
+            );
+        } else if tokens.iter().any(|t| t.name == name) {
+            c.add(
+                Some(token.name.span()),
+                key("name"),
+                format!("two tokens are named '{name}'"),
+                "give each [[toolserver.tokens]] entry its own name",
+            );
+        }
+        tokens.push(NamedToken {
+            name,
+            token_env: env_name(&token.token_env, &key("token_env"), c),
+            scope: tool_scope(&token.scope, &key("scope"), known, &[CONSOLE_SCOPE], c),
+        });
+    }
+    tokens
+}
+
+pub(crate) fn hooks(raw: &RawHooks, known: &Known, c: &mut Collector) -> Hooks {
+    let on_error = match raw.on_error.get_ref().trim() {
+        "deny" => HookFailure::Deny,
+        "allow" => HookFailure::Allow,
+        other => {
+            c.add(
+                Some(raw.on_error.span()),
+                "hooks.on_error",
+                format!("unknown value '{other}'"),
+                "use \"deny\" (a failing hook refuses the call; the default) or \"allow\"",
+            );
+            HookFailure::Deny
+        }
+    };
+    let list = |hooks: &[RawHook], table: &str, c: &mut Collector| -> Vec<Hook> {
+        hooks
+            .iter()
+            .enumerate()
+            .filter_map(|(index, hook)| {
+                let key = |field: &str| format!("hooks.{table}[{index}].{field}");
+                let tool = tool_glob(&hook.tool, &key("tool"), known, &[], c);
+                let timeout = Duration::from_millis(bounded(
+                    &hook.timeout_ms,
+                    &key("timeout_ms"),
+                    1..=600_000,
+                    c,
+                ));
+                let command = hook.command.get_ref();
+                if command.is_empty() || command[0].trim().is_empty() {
+                    c.add(
+                        Some(hook.command.span()),
+                        key("command"),
+                        "the command is empty",
+                        "write the program and its arguments, such as [\"./check-send.sh\", \"--strict\"]",
+                    );
+                    return None;
+                }
+                Some(Hook {
+                    tool,
+                    command: command.clone(),
+                    timeout,
+                })
+            })
+            .collect()
+    };
+    Hooks {
+        before: list(&raw.before, "before", c),
+        after: list(&raw.after, "after", c),
+        on_error,
+    }
+}
+
+pub(crate) fn audit(raw: &RawAudit, c: &mut Collector) -> AuditConfig {
+    AuditConfig {
+        text_chars: bounded(&raw.text_chars, "audit.text_chars", 0..=100_000, c) as usize,
+        redact: raw.redact,
+        retention: Duration::from_secs(
+            bounded(&raw.retention_days, "audit.retention_days", 1..=36_500, c) * 86_400,
+        ),
+    }
+}
+
+/// Sessions by id, for lookups: the settings of `channel_id`, when it has any.
+pub fn session_settings(
+    settings: &[SessionSettings],
+    channel_id: Snowflake,
+) -> Option<&SessionSettings> {
+    settings.iter().find(|s| s.channel_id == channel_id)
+}
