@@ -340,6 +340,7 @@ impl Bridge {
             client: Some("discord".to_owned()),
             cwd: Some(cwd.display().to_string()),
             trigger_message_id: trigger.message_id,
+            requested_by: Some(trigger.author_id),
         };
         let token = match self.inner.core.mint_capability(grant) {
             Ok(token) => token,

@@ -52,6 +52,8 @@ pub struct CapabilityGrant {
     pub cwd: Option<String>,
     /// The message that started the run.
     pub trigger_message_id: Option<Snowflake>,
+    /// Who asked for the run (the trigger's author), for the audit log.
+    pub requested_by: Option<Snowflake>,
 }
 
 /// A live capability, found by its token.
@@ -148,28 +150,7 @@ impl CapabilityStore {
     }
 }
 
-/// True when `pattern` (with `*` for any run of characters) matches all of `id`.
-pub fn glob_matches(pattern: &str, id: &str) -> bool {
-    let (p, s) = (pattern.as_bytes(), id.as_bytes());
-    let (mut pi, mut si) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while si < s.len() {
-        if pi < p.len() && p[pi] == b'*' {
-            star = Some((pi, si));
-            pi += 1;
-        } else if pi < p.len() && p[pi] == s[si] {
-            pi += 1;
-            si += 1;
-        } else if let Some((star_p, star_s)) = star {
-            pi = star_p + 1;
-            si = star_s + 1;
-            star = Some((star_p, star_s + 1));
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&b| b == b'*')
-}
+pub use switchboard_config::glob_matches;
 
 /// True when any pattern in `scope` matches the callable id.
 pub fn scope_allows(scope: &[String], tool_id: &str) -> bool {
@@ -198,11 +179,56 @@ impl CallerKey {
     }
 }
 
+/// A named service token from `[[toolserver.tokens]]`, as a caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedCaller {
+    /// Its name in the config.
+    pub name: String,
+    /// `token:<name>`: the caller's key for rate limits, rules and logs.
+    pub key: Arc<str>,
+    /// Callable globs it may call (and `console`).
+    pub scope: Vec<String>,
+}
+
+/// A named token, kept only as a digest.
+#[derive(Clone)]
+pub(crate) struct NamedToken {
+    digest: [u8; 32],
+    pub(crate) caller: Arc<NamedCaller>,
+}
+
+impl NamedToken {
+    pub(crate) fn new(token: &str, name: &str, scope: Vec<String>) -> Self {
+        NamedToken {
+            digest: digest(token),
+            caller: Arc::new(NamedCaller {
+                name: name.to_owned(),
+                key: Arc::from(format!("token:{name}")),
+                scope,
+            }),
+        }
+    }
+
+    /// Compared in constant time, like the operator token.
+    pub(crate) fn matches(&self, presented_digest: &[u8; 32]) -> bool {
+        presented_digest.ct_eq(&self.digest).into()
+    }
+}
+
+/// The digest tokens are kept (and compared) as.
+pub(crate) fn token_digest(token: &str) -> [u8; 32] {
+    digest(token)
+}
+
 /// Who is making a call.
 #[derive(Debug, Clone)]
 pub enum Caller {
+    /// The operator token: everything is visible; rules with `caller = "operator"` apply.
     Operator,
+    /// An agent run's capability token: its grant's scope, intersected with its session's.
     Capability(Arc<Capability>),
+    /// A named service token: its own scope.
+    Token(Arc<NamedCaller>),
     /// `insecure_no_auth` on a loopback bind.
     Unauthenticated,
 }
@@ -218,14 +244,26 @@ impl Caller {
         match self {
             Caller::Operator => CallerKey::Operator,
             Caller::Capability(c) => CallerKey::Named(Arc::clone(&c.key)),
+            Caller::Token(t) => CallerKey::Named(Arc::clone(&t.key)),
             Caller::Unauthenticated => CallerKey::Anonymous,
         }
     }
 
+    /// Whether the token's own scope lets it call `tool_id` (a run's session scope is applied
+    /// on top of this by [`crate::Core::may_call`]).
     pub fn may_call(&self, tool_id: &str) -> bool {
         match self {
             Caller::Operator | Caller::Unauthenticated => true,
             Caller::Capability(c) => scope_allows(&c.grant.scope, tool_id),
+            Caller::Token(t) => scope_allows(&t.scope, tool_id),
+        }
+    }
+
+    /// The run this call belongs to, for a capability.
+    pub fn capability(&self) -> Option<&Capability> {
+        match self {
+            Caller::Capability(c) => Some(c),
+            _ => None,
         }
     }
 }
@@ -243,6 +281,7 @@ mod tests {
             client: None,
             cwd: None,
             trigger_message_id: None,
+            requested_by: None,
         }
     }
 

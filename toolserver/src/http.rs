@@ -392,6 +392,7 @@ async fn mint_capability(
             .as_deref()
             .map(|id| parse_id("messageId", id))
             .transpose()?,
+        requested_by: None,
     };
     let response = json!({
         "sessionId": session_id.to_string(),

@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod allowlist;
+pub mod approvals;
 pub mod auth;
 mod callables;
 pub mod chunk;
@@ -26,6 +27,8 @@ mod coerce;
 mod connections;
 mod error;
 mod files;
+pub mod governance;
+mod hooks;
 pub mod http;
 mod invocation;
 #[cfg(feature = "testing")]

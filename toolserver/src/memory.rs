@@ -8,6 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use entity::{LearnedNames, NameDirectory, Snowflake};
 
+use crate::approvals::ApprovalCard;
 use crate::surface::{
     AllowedChannel, AttachmentInfo, ChannelLocation, ConnectionState, Fetched, MentionPolicy,
     MessageInfo, MessageQuery, OutgoingMessage, ReactionInfo, SessionInfo, SessionKind, Surface,
@@ -41,6 +42,17 @@ pub enum SurfaceCall {
     },
     Typing(Snowflake),
     FetchAttachment(String),
+    /// An approval request posted (the card as posted).
+    PostApproval {
+        channel_id: Snowflake,
+        card: ApprovalCard,
+    },
+    /// An approval request redrawn (the card as redrawn).
+    UpdateApproval {
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        card: ApprovalCard,
+    },
 }
 
 struct State {
@@ -539,6 +551,43 @@ impl Surface for MemorySurface {
 
     async fn typing(&self, channel: AllowedChannel) -> Result<(), SurfaceError> {
         self.begin(SurfaceCall::Typing(channel.id())).await
+    }
+
+    async fn post_approval(
+        &self,
+        channel: AllowedChannel,
+        card: &ApprovalCard,
+    ) -> Result<Snowflake, SurfaceError> {
+        self.begin(SurfaceCall::PostApproval {
+            channel_id: channel.id(),
+            card: card.clone(),
+        })
+        .await?;
+        let mut state = self.lock();
+        let bot = state.bot_id;
+        let text = format!("Approval needed: {} in {}", card.tool, card.session_label);
+        Ok(Self::store_message(
+            &mut state,
+            channel.id(),
+            bot,
+            &text,
+            None,
+            &[],
+        ))
+    }
+
+    async fn update_approval(
+        &self,
+        channel: AllowedChannel,
+        message_id: Snowflake,
+        card: &ApprovalCard,
+    ) -> Result<(), SurfaceError> {
+        self.begin(SurfaceCall::UpdateApproval {
+            channel_id: channel.id(),
+            message_id,
+            card: card.clone(),
+        })
+        .await
     }
 
     async fn fetch_attachment(

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+
+use crate::approvals::ApprovalCard;
 use entity::{NameDirectory, Snowflake};
 use serde::Serialize;
 use serde_json::Value;
@@ -323,6 +325,20 @@ pub trait Surface: NameDirectory + Send + Sync + 'static {
     ) -> Result<(), SurfaceError>;
     /// Shows the bot typing for a few seconds.
     async fn typing(&self, channel: AllowedChannel) -> Result<(), SurfaceError>;
+    /// Posts an approval request (in Discord: a message with Approve and Deny buttons whose
+    /// custom ids carry the card's id); returns the message's id.
+    async fn post_approval(
+        &self,
+        channel: AllowedChannel,
+        card: &ApprovalCard,
+    ) -> Result<Snowflake, SurfaceError>;
+    /// Redraws an approval request after it was decided or expired (buttons disabled).
+    async fn update_approval(
+        &self,
+        channel: AllowedChannel,
+        message_id: Snowflake,
+        card: &ApprovalCard,
+    ) -> Result<(), SurfaceError>;
     /// Fetches an attachment of a cached message, keeping at most `limit` bytes.
     async fn fetch_attachment(
         &self,

@@ -148,6 +148,7 @@ impl TestServer {
                 client: None,
                 cwd: None,
                 trigger_message_id: None,
+                requested_by: None,
             })
             .expect("the OS provides random bytes")
     }

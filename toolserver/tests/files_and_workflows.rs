@@ -417,6 +417,7 @@ async fn a_run_sees_and_cancels_only_its_sessions_workflows() {
                 client: None,
                 cwd: None,
                 trigger_message_id: None,
+                requested_by: None,
             })
             .expect("mint")
     };

@@ -44,6 +44,7 @@ impl Tool for Help {
             Caller::Operator => ("operator", None),
             Caller::Unauthenticated => ("unauthenticated", None),
             Caller::Capability(c) => ("capability", Some(c.grant.scope.clone())),
+            Caller::Token(t) => ("token", Some(t.scope.clone())),
         };
         let session = cx.context.session_ref.as_deref().map(|reference| {
             match cx.mapper().resolve_session(reference) {

@@ -64,7 +64,7 @@ fn engine<'a>(cx: &'a Invocation<'_>) -> Result<&'a Arc<WorkflowEngine>, ToolErr
 fn visible(cx: &Invocation<'_>, workflow: &Workflow) -> bool {
     match &cx.context.caller {
         Caller::Capability(capability) => workflow.origin_session_id == capability.grant.session_id,
-        Caller::Operator | Caller::Unauthenticated => true,
+        Caller::Operator | Caller::Token(_) | Caller::Unauthenticated => true,
     }
 }
 

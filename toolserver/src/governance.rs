@@ -1,0 +1,524 @@
+//! Governance inside the pipeline: which callables a caller may see (its token's scope, and for
+//! an agent run its session's scope, with `/tools` overrides), what the permission rules decide
+//! for a call, and the [`Ledger`] that keeps the audit log and the overrides.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+
+use entity::{AliasKind, Aliases, Snowflake};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use switchboard_config::{glob_matches, CallerMatch, Permissions, Policy, SessionMatch};
+
+use crate::auth::{scope_allows, Caller};
+
+/// One row of the audit log: a call that reached the pipeline, and what became of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditRow {
+    /// When the call started, ms since the Unix epoch.
+    pub time_ms: u64,
+    /// Who called: `operator`, `cap:<id>` (an agent run), `token:<name>`, `anonymous`, or for
+    /// governance done in Discord, `discord:<user id>`.
+    pub caller: String,
+    /// The agent run (its request id), for a capability.
+    pub run: Option<String>,
+    /// Who asked for the run (the trigger's author), for a capability.
+    pub requested_by: Option<Snowflake>,
+    /// The callable (or `/tools` for a scope change made in Discord).
+    pub tool: String,
+    /// The sessions it acted in, resolved.
+    pub sessions: Vec<Snowflake>,
+    /// The input, text fields cut to `audit.text_chars` — or `{"sha256": ...}` with
+    /// `audit.redact`.
+    pub input: Value,
+    /// `allow`, `ask`, `deny`, or `-` when the call was refused before the permission stage.
+    pub decision: String,
+    /// What decided: a rule (`permissions.rules[2]`), `permissions.default`, an approver
+    /// (`discord:<user id>`, `console`), `expired`, or a hook.
+    pub decided_by: Option<String>,
+    /// `ok`, or the error's kind.
+    pub outcome: String,
+    /// The error's code, when it failed.
+    pub code: Option<String>,
+    /// How long the call took, in ms.
+    pub duration_ms: u64,
+}
+
+/// An audit row as the log answers it: with its id, which pages continue from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEntry {
+    /// Increasing with time; `cursor` takes it.
+    pub id: u64,
+    /// The row.
+    #[serde(flatten)]
+    pub row: AuditRow,
+}
+
+/// Which audit rows to read, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    /// Only rows at or after this time (ms since the epoch).
+    pub since_ms: Option<u64>,
+    /// Only rows before this time.
+    pub until_ms: Option<u64>,
+    /// Only calls of callables matching this glob.
+    pub tool: Option<String>,
+    /// Only calls that acted in this session.
+    pub session: Option<Snowflake>,
+    /// Only calls by this caller key (`operator`, `token:ci`, `cap:1a2b3c4d`).
+    pub caller: Option<String>,
+    /// Only calls with this decision (`allow`, `ask`, `deny`).
+    pub decision: Option<String>,
+    /// At most this many rows.
+    pub limit: usize,
+    /// Only rows older than this id (the previous page's `nextCursor`).
+    pub before_id: Option<u64>,
+}
+
+/// A page of the audit log.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditPage {
+    /// Newest first.
+    pub rows: Vec<AuditEntry>,
+    /// Pass as `cursor` for the next (older) page; `None` at the end.
+    pub next_cursor: Option<u64>,
+}
+
+/// An approval request as it is kept, so one left pending at a restart is settled as expired.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRecord {
+    /// The approval's id (`apr_...`).
+    pub id: String,
+    /// Where its message is.
+    pub channel_id: Snowflake,
+    /// Its message, once posted.
+    pub message_id: Option<Snowflake>,
+    /// Whether it still waits for a decision.
+    pub pending: bool,
+    /// The card's JSON, to redraw the message as expired.
+    pub card: Value,
+}
+
+/// A boxed future, for the [`Ledger`]'s one asynchronous method.
+pub type LedgerFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Where governance keeps what must outlast a call: the audit log, `/tools` overrides and
+/// pending approvals. The bot implements it over its SQLite store (writes go through the store's
+/// batched writer, never on a call's critical path).
+pub trait Ledger: Send + Sync {
+    /// Keeps one audit row. Must not block.
+    fn record(&self, row: AuditRow);
+    /// Reads audit rows, newest first.
+    fn query(&self, filter: AuditFilter) -> LedgerFuture<'_, Result<AuditPage, String>>;
+    /// Keeps a session's `/tools` override (`None`: the override is removed).
+    fn save_session_scope(&self, session: Snowflake, scope: Option<Vec<String>>);
+    /// Keeps an approval request's state.
+    fn save_approval(&self, record: ApprovalRecord);
+}
+
+/// A ledger that keeps nothing: audit rows go only to the log's DEBUG lines.
+#[derive(Debug, Default)]
+pub struct NoLedger;
+
+impl Ledger for NoLedger {
+    fn record(&self, _: AuditRow) {}
+    fn query(&self, _: AuditFilter) -> LedgerFuture<'_, Result<AuditPage, String>> {
+        Box::pin(async { Err("this server keeps no audit log".to_owned()) })
+    }
+    fn save_session_scope(&self, _: Snowflake, _: Option<Vec<String>>) {}
+    fn save_approval(&self, _: ApprovalRecord) {}
+}
+
+/// What the permission stage decided, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// Allow, ask or deny.
+    pub policy: Policy,
+    /// The rule that decided (`permissions.rules[2]`), or `permissions.default`.
+    pub by: String,
+}
+
+/// Who calls, as rules see it.
+fn caller_matches(rule: &CallerMatch, caller: &Caller) -> bool {
+    match (rule, caller) {
+        (CallerMatch::Run, Caller::Capability(_)) => true,
+        (CallerMatch::Operator, Caller::Operator | Caller::Unauthenticated) => true,
+        (CallerMatch::Token(name), Caller::Token(token)) => &token.name == name,
+        _ => false,
+    }
+}
+
+/// The governance state: permission rules, session scopes (config, then `/tools` overrides).
+pub struct Governance {
+    permissions: Permissions,
+    aliases: Aliases,
+    /// `[sessions.*]` tool scopes from the config.
+    configured: HashMap<Snowflake, Vec<String>>,
+    /// `/tools` overrides: the explicit callable ids a session's runs may call.
+    overrides: RwLock<HashMap<Snowflake, Vec<String>>>,
+    ledger: Arc<dyn Ledger>,
+}
+
+impl Governance {
+    /// From the config, the overrides kept from earlier runs, and where to keep new ones.
+    pub fn new(
+        permissions: Permissions,
+        aliases: Aliases,
+        configured: impl IntoIterator<Item = (Snowflake, Vec<String>)>,
+        overrides: impl IntoIterator<Item = (Snowflake, Vec<String>)>,
+        ledger: Arc<dyn Ledger>,
+    ) -> Self {
+        Governance {
+            permissions,
+            aliases,
+            configured: configured.into_iter().collect(),
+            overrides: RwLock::new(overrides.into_iter().collect()),
+            ledger,
+        }
+    }
+
+    /// The permissions config.
+    pub fn permissions(&self) -> &Permissions {
+        &self.permissions
+    }
+
+    /// Where audit rows and overrides are kept.
+    pub fn ledger(&self) -> &Arc<dyn Ledger> {
+        &self.ledger
+    }
+
+    /// A session's tool scope: its `/tools` override, else its `[sessions.*]` scope; `None`:
+    /// no limit beyond the agent's.
+    pub fn session_scope(&self, session: Snowflake) -> Option<Vec<String>> {
+        let overrides = self.overrides.read().unwrap_or_else(|e| e.into_inner());
+        overrides
+            .get(&session)
+            .cloned()
+            .or_else(|| self.configured.get(&session).cloned())
+    }
+
+    /// Whether a session's `/tools` override is set.
+    pub fn is_overridden(&self, session: Snowflake) -> bool {
+        let overrides = self.overrides.read().unwrap_or_else(|e| e.into_inner());
+        overrides.contains_key(&session)
+    }
+
+    /// Sets (`Some`) or removes (`None`) a session's `/tools` override, effective for the next
+    /// call, and keeps it.
+    pub fn set_session_scope(&self, session: Snowflake, scope: Option<Vec<String>>) {
+        {
+            let mut overrides = self.overrides.write().unwrap_or_else(|e| e.into_inner());
+            match &scope {
+                Some(ids) => {
+                    overrides.insert(session, ids.clone());
+                }
+                None => {
+                    overrides.remove(&session);
+                }
+            }
+        }
+        self.ledger.save_session_scope(session, scope);
+    }
+
+    /// Whether `caller` may see and call `tool_id`: its token's scope, and for an agent run its
+    /// session's scope too. `audit.*` is never a run's.
+    pub fn may_call(&self, caller: &Caller, tool_id: &str) -> bool {
+        if !caller.may_call(tool_id) {
+            return false;
+        }
+        match caller {
+            Caller::Capability(capability) => {
+                !tool_id.starts_with("audit.")
+                    && self
+                        .session_scope(capability.grant.session_id)
+                        .is_none_or(|scope| scope_allows(&scope, tool_id))
+            }
+            _ => true,
+        }
+    }
+
+    fn session_matches(&self, rule: &SessionMatch, session: Snowflake) -> bool {
+        match rule {
+            SessionMatch::Id(id) => *id == session,
+            SessionMatch::AliasGlob(glob) => self
+                .aliases
+                .alias_for(AliasKind::Session, session)
+                .is_some_and(|alias| glob_matches(glob, &entity::normalize_name(alias))),
+        }
+    }
+
+    /// The verdict for one call: for each session it acts in (or once, when it acts in none),
+    /// the last rule that matches decides, else `permissions.default`; across sessions the most
+    /// restrictive verdict wins.
+    pub fn decide(&self, tool_id: &str, caller: &Caller, targets: &[Snowflake]) -> Verdict {
+        let origin = caller.capability().map(|c| c.grant.session_id);
+        let one = |target: Option<Snowflake>| -> Verdict {
+            let rule = self
+                .permissions
+                .rules
+                .iter()
+                .filter(|rule| glob_matches(&rule.tool, tool_id))
+                .filter(|rule| caller_matches(&rule.caller, caller))
+                .filter(|rule| match (&rule.session, target) {
+                    (None, _) => true,
+                    (Some(want), Some(target)) => self.session_matches(want, target),
+                    (Some(_), None) => false,
+                })
+                .filter(|rule| match (&rule.origin, origin) {
+                    (None, _) => true,
+                    (Some(want), Some(origin)) => self.session_matches(want, origin),
+                    (Some(_), None) => false,
+                })
+                .last();
+            match rule {
+                Some(rule) => Verdict {
+                    policy: rule.policy,
+                    by: rule.name.clone(),
+                },
+                None => Verdict {
+                    policy: self.permissions.default,
+                    by: "permissions.default".to_owned(),
+                },
+            }
+        };
+        let severity = |policy: Policy| match policy {
+            Policy::Allow => 0,
+            Policy::Ask => 1,
+            Policy::Deny => 2,
+        };
+        if targets.is_empty() {
+            return one(None);
+        }
+        targets
+            .iter()
+            .map(|target| one(Some(*target)))
+            .max_by_key(|verdict| severity(verdict.policy))
+            .unwrap_or_else(|| one(None))
+    }
+
+    /// The rules that can apply to calls acting in `session` (for `/tools`).
+    pub fn rules_for(&self, session: Snowflake) -> Vec<&switchboard_config::Rule> {
+        self.permissions
+            .rules
+            .iter()
+            .filter(|rule| {
+                rule.session
+                    .as_ref()
+                    .is_none_or(|want| self.session_matches(want, session))
+                    || rule
+                        .origin
+                        .as_ref()
+                        .is_some_and(|want| self.session_matches(want, session))
+            })
+            .collect()
+    }
+}
+
+/// An input as the audit log keeps it: every string cut to `chars` characters (the cut marked
+/// with `…`), or with `redact`, only a hash of the whole input.
+pub fn audit_input(input: &Value, chars: usize, redact: bool) -> Value {
+    use sha2::{Digest, Sha256};
+    if redact {
+        let text = serde_json::to_vec(input).unwrap_or_default();
+        let hash: String = Sha256::digest(&text)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        return serde_json::json!({ "sha256": hash });
+    }
+    fn cut(value: &Value, chars: usize, depth: usize) -> Value {
+        match value {
+            Value::String(text) if text.chars().count() > chars => {
+                let mut short: String = text.chars().take(chars).collect();
+                short.push('…');
+                Value::String(short)
+            }
+            Value::Array(items) if depth < 8 => Value::Array(
+                items
+                    .iter()
+                    .take(50)
+                    .map(|v| cut(v, chars, depth + 1))
+                    .collect(),
+            ),
+            Value::Object(map) if depth < 8 => Value::Object(
+                map.iter()
+                    .take(50)
+                    .map(|(k, v)| (k.clone(), cut(v, chars, depth + 1)))
+                    .collect(),
+            ),
+            Value::Array(_) | Value::Object(_) => Value::String("…".to_owned()),
+            other => other.clone(),
+        }
+    }
+    cut(input, chars, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::{CapabilityGrant, CapabilityStore, NamedCaller};
+    use std::time::Duration;
+    use switchboard_config::Rule;
+
+    const OPS: Snowflake = Snowflake(1000000000000000401);
+    const ROOM: Snowflake = Snowflake(1000000000000000402);
+
+    fn rule(
+        tool: &str,
+        policy: Policy,
+        session: Option<SessionMatch>,
+        caller: CallerMatch,
+        n: usize,
+    ) -> Rule {
+        Rule {
+            tool: tool.into(),
+            policy,
+            session,
+            origin: None,
+            caller,
+            name: format!("permissions.rules[{n}]"),
+        }
+    }
+
+    fn governance(rules: Vec<Rule>, default: Policy) -> Governance {
+        let aliases = Aliases::new()
+            .with(AliasKind::Session, "ops", OPS.0)
+            .and_then(|a| a.with(AliasKind::Session, "release-room", ROOM.0))
+            .expect("aliases");
+        Governance::new(
+            Permissions {
+                default,
+                rules,
+                ..Permissions::default()
+            },
+            aliases,
+            [(OPS, vec!["surface.messages.*".to_owned()])],
+            [],
+            Arc::new(NoLedger),
+        )
+    }
+
+    fn run_in(session: Snowflake, scope: &[&str]) -> Caller {
+        let store = CapabilityStore::new();
+        let token = store
+            .mint(CapabilityGrant {
+                session_id: session,
+                request_id: "run-1".into(),
+                scope: scope.iter().map(|s| (*s).to_owned()).collect(),
+                ttl: Duration::from_secs(60),
+                client: None,
+                cwd: None,
+                trigger_message_id: None,
+                requested_by: None,
+            })
+            .expect("mint");
+        Caller::Capability(store.resolve(&token).expect("live"))
+    }
+
+    #[test]
+    fn the_last_matching_rule_wins_and_the_default_covers_the_rest() {
+        let g = governance(
+            vec![
+                rule("surface.*", Policy::Deny, None, CallerMatch::Run, 0),
+                rule(
+                    "surface.messages.list",
+                    Policy::Allow,
+                    None,
+                    CallerMatch::Run,
+                    1,
+                ),
+                rule(
+                    "surface.messages.send",
+                    Policy::Ask,
+                    Some(SessionMatch::AliasGlob("release-*".into())),
+                    CallerMatch::Run,
+                    2,
+                ),
+            ],
+            Policy::Allow,
+        );
+        let run = run_in(OPS, &["*"]);
+        assert_eq!(
+            g.decide("surface.messages.list", &run, &[OPS]).policy,
+            Policy::Allow
+        );
+        assert_eq!(
+            g.decide("surface.messages.delete", &run, &[OPS]).by,
+            "permissions.rules[0]"
+        );
+        assert_eq!(
+            g.decide("surface.messages.send", &run, &[ROOM]).policy,
+            Policy::Ask
+        );
+        assert_eq!(
+            g.decide("surface.messages.send", &run, &[OPS]).policy,
+            Policy::Deny
+        );
+        assert_eq!(
+            g.decide("workflow.create", &run, &[OPS]).by,
+            "permissions.default"
+        );
+        // Rules for runs do not touch the operator.
+        assert_eq!(
+            g.decide("surface.messages.delete", &Caller::Operator, &[OPS])
+                .policy,
+            Policy::Allow
+        );
+        // Across sessions the most restrictive verdict wins.
+        assert_eq!(
+            g.decide("surface.messages.send", &run, &[OPS, ROOM]).policy,
+            Policy::Deny
+        );
+    }
+
+    #[test]
+    fn a_runs_scope_is_its_tokens_intersected_with_its_sessions() {
+        let g = governance(Vec::new(), Policy::Allow);
+        let in_ops = run_in(OPS, &["surface.*", "workflow.*"]);
+        assert!(g.may_call(&in_ops, "surface.messages.send"));
+        assert!(
+            !g.may_call(&in_ops, "workflow.create"),
+            "ops allows only surface.messages.*"
+        );
+        let in_room = run_in(ROOM, &["surface.*", "workflow.*"]);
+        assert!(g.may_call(&in_room, "workflow.create"));
+        assert!(!g.may_call(&in_room, "audit.list"));
+        let everything = run_in(ROOM, &["*"]);
+        assert!(
+            !g.may_call(&everything, "audit.list"),
+            "a run never reads the audit log"
+        );
+        g.set_session_scope(ROOM, Some(vec!["surface.messages.list".into()]));
+        assert!(
+            !g.may_call(&in_room, "workflow.create"),
+            "the override applies at once"
+        );
+        g.set_session_scope(ROOM, None);
+        assert!(g.may_call(&in_room, "workflow.create"));
+        let token = Caller::Token(Arc::new(NamedCaller {
+            name: "ci".into(),
+            key: Arc::from("token:ci"),
+            scope: vec!["surface.messages.list".into(), "audit.list".into()],
+        }));
+        assert!(g.may_call(&token, "audit.list"));
+        assert!(!g.may_call(&token, "surface.messages.send"));
+    }
+
+    #[test]
+    fn audit_inputs_are_cut_or_hashed() {
+        let input = serde_json::json!({"text": "x".repeat(500), "limit": 5, "nested": {"a": ["y".repeat(10)]}});
+        let cut = audit_input(&input, 4, false);
+        assert_eq!(cut["text"], "xxxx…");
+        assert_eq!(cut["limit"], 5);
+        assert_eq!(cut["nested"]["a"][0], "yyyy…");
+        let hashed = audit_input(&input, 4, true);
+        assert_eq!(hashed["sha256"].as_str().map(str::len), Some(64));
+        assert!(hashed.get("text").is_none());
+    }
+}
