@@ -59,9 +59,14 @@ const REAP_BOUND: Duration = Duration::from_secs(5);
 /// What to run, where, for how long, and with which environment.
 #[derive(Debug, Clone)]
 pub struct CommandSpec {
+    /// The program: a path, or a bare name looked up in the `PATH` of [`CommandSpec::env`]
+    /// (without one, in `/bin:/usr/bin` only).
     pub program: String,
+    /// Its arguments, passed as they are (no shell).
     pub args: Vec<String>,
+    /// The directory it runs in.
     pub cwd: PathBuf,
+    /// How long it may run before its whole process group is killed.
     pub timeout: Duration,
     /// The agent's whole environment: the process starts from an EMPTY environment plus these.
     pub env: Vec<(String, String)>,
@@ -72,25 +77,44 @@ pub struct CommandSpec {
 pub enum RunOutcome {
     /// The process exited by itself.
     Exited {
+        /// Its exit status; `None` when a signal ended it.
         code: Option<i32>,
+        /// What it wrote to stdout (at most [`MAX_OUTPUT`] bytes): the agent's answer.
         stdout: String,
+        /// What it wrote to stderr (at most [`MAX_OUTPUT`] bytes).
         stderr: String,
     },
     /// `timeout` passed; the whole process group was killed.
-    TimedOut { stdout: String, stderr: String },
+    TimedOut {
+        /// What it wrote to stdout before it was killed (at most [`MAX_OUTPUT`] bytes).
+        stdout: String,
+        /// What it wrote to stderr before it was killed (at most [`MAX_OUTPUT`] bytes).
+        stderr: String,
+    },
     /// `abort` fired; the whole process group was killed.
-    Aborted { stdout: String, stderr: String },
+    Aborted {
+        /// What it wrote to stdout before it was killed (at most [`MAX_OUTPUT`] bytes).
+        stdout: String,
+        /// What it wrote to stderr before it was killed (at most [`MAX_OUTPUT`] bytes).
+        stderr: String,
+    },
 }
 
+/// Why a command could not be run to an outcome.
 #[derive(Debug, thiserror::Error)]
 pub enum RunnerError {
+    /// The process could not be started: no such program, not executable, or no such `cwd`.
     #[error(
         "cannot start the agent command '{program}': {source}. Check agent.command and agent.cwd"
     )]
     Spawn {
+        /// The program that was to run.
         program: String,
+        /// The operating system's error.
         source: std::io::Error,
     },
+    /// Waiting for the process, or reading its stdout or stderr, failed; the process group
+    /// was killed.
     #[error("i/o error while running the agent command: {0}")]
     Io(std::io::Error),
 }

@@ -18,14 +18,32 @@ use super::prompt::{ChatTurn, Role};
 /// Why a model run failed.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenAiError {
+    /// A request could not be sent or its answer not read (connection refused, DNS, TLS, the
+    /// connection dropped), or the HTTP client could not be built.
     #[error("cannot reach the model at {url}: {source}")]
-    Unreachable { url: String, source: reqwest::Error },
+    Unreachable {
+        /// `{base_url}/chat/completions` (the bare base URL when the client could not be
+        /// built).
+        url: String,
+        /// The HTTP client's error.
+        source: reqwest::Error,
+    },
+    /// The model server answered with a status other than 2xx.
     #[error("the model server answered {status}: {body}")]
-    Status { status: u16, body: String },
+    Status {
+        /// The HTTP status code.
+        status: u16,
+        /// The first 300 characters of its body, for the log.
+        body: String,
+    },
+    /// The answer is not JSON, has no `choices[0].message`, or the model still called tools
+    /// in the last round, when none were offered; says what was wrong, with an excerpt.
     #[error("the model server's answer is not a chat completion: {0}")]
     Malformed(String),
+    /// The conversation, tool calls included, took longer than the run's timeout.
     #[error("the model did not finish within {0:?}")]
     Timeout(Duration),
+    /// `agent.api_key_env` names a variable that is unset or empty; holds its name.
     #[error("the API key variable {0} is not set")]
     MissingKey(String),
 }

@@ -98,6 +98,8 @@ fn found_or_missing(channel_id: Snowflake, looked: Looked) -> Result<ChannelLoca
 }
 
 impl Allowlist {
+    /// The allowlist `[discord]` configures (`allowed_guild_ids`, `allowed_channel_ids`,
+    /// `allowed_category_ids`, `allow_dms`), with nothing looked up yet.
     pub fn new(config: &DiscordConfig) -> Self {
         Allowlist {
             guilds: config.allowed_guild_ids.iter().copied().collect(),

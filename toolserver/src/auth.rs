@@ -22,12 +22,14 @@ pub struct OperatorToken {
 }
 
 impl OperatorToken {
+    /// Keeps the digest of `token`; the token itself is not stored.
     pub fn new(token: &str) -> Self {
         OperatorToken {
             digest: digest(token),
         }
     }
 
+    /// Whether `presented` is the operator's token, compared in constant time.
     pub fn matches(&self, presented: &str) -> bool {
         // Hashing first makes the comparison independent of the presented token's length.
         digest(presented).ct_eq(&self.digest).into()
@@ -43,12 +45,21 @@ impl std::fmt::Debug for OperatorToken {
 /// What a capability token is bound to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CapabilityGrant {
+    /// The session (channel, thread or DM id) the run belongs to: its calls' default session,
+    /// which a session header cannot change.
     pub session_id: Snowflake,
+    /// The run's id (`run-<hex>` for agent runs, `op-<hex>` when the operator mints one
+    /// without naming it), fixed for every call the token makes; logged with each call.
     pub request_id: String,
     /// Glob patterns of callable ids (`surface.*`, `surface.messages.list`, `*`).
     pub scope: Vec<String>,
+    /// How long the token lives from minting; a token past it is refused as expired.
     pub ttl: Duration,
+    /// Who is calling (`discord` for agent runs), replacing any client header; `None` keeps
+    /// the header's.
     pub client: Option<String>,
+    /// The working directory files are read from and saved to; `None`: no file access. A
+    /// header naming another directory is refused.
     pub cwd: Option<String>,
     /// The message that started the run.
     pub trigger_message_id: Option<Snowflake>,
@@ -63,14 +74,18 @@ pub struct Capability {
     pub id: String,
     /// `cap:<id>`, shared: the caller's key for rate limits and logs.
     pub key: Arc<str>,
+    /// What the token was minted for.
     pub grant: CapabilityGrant,
+    /// When it stops working: minting time plus the grant's `ttl`.
     pub expires_at: Instant,
 }
 
 /// Why a presented capability token was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CapabilityRefusal {
+    /// No live token has this digest: it was revoked, or never issued here.
     Unknown,
+    /// The token outlived its `ttl`; it is forgotten as it is refused.
     Expired,
 }
 
@@ -88,6 +103,7 @@ pub fn random_hex(bytes: usize) -> Result<String, getrandom::Error> {
 }
 
 impl CapabilityStore {
+    /// An empty store.
     pub fn new() -> Self {
         Self::default()
     }
@@ -114,6 +130,7 @@ impl CapabilityStore {
         Ok(token)
     }
 
+    /// The live capability `token` names, or why it is refused; an expired token is dropped.
     pub fn resolve(&self, token: &str) -> Result<Arc<Capability>, CapabilityRefusal> {
         let key = digest(token);
         let capability = self
@@ -141,10 +158,12 @@ impl CapabilityStore {
         self.by_digest.len()
     }
 
+    /// How many tokens are stored, expired ones not yet pruned included.
     pub fn len(&self) -> usize {
         self.by_digest.len()
     }
 
+    /// True when no token is stored.
     pub fn is_empty(&self) -> bool {
         self.by_digest.is_empty()
     }

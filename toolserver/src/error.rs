@@ -13,11 +13,14 @@ use protocol::{ErrorBody, ErrorCode, ErrorInfo, ErrorKind};
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{kind:?} ({code}): {message}")]
 pub struct ToolError {
+    /// Which kind of failure: picks the default HTTP status and whether retrying can help.
     pub kind: ErrorKind,
     /// A stable, machine-readable name such as `unknown_session`.
     pub code: ErrorCode,
     /// One sentence saying what went wrong and what to do.
     pub message: String,
+    /// Structured facts for the caller (the field, the suggestion, ...); `Null` when there are
+    /// none. `retryAfterMs` is added from `retry_after` when the body is written.
     pub details: Value,
     /// Set for `unavailable` answers that say when to come back.
     pub retry_after: Option<Duration>,
@@ -26,6 +29,7 @@ pub struct ToolError {
 }
 
 impl ToolError {
+    /// An error of `kind` with no details, no `Retry-After` and the kind's default status.
     pub fn new(kind: ErrorKind, code: ErrorCode, message: impl Into<String>) -> Self {
         ToolError {
             kind,
@@ -37,10 +41,12 @@ impl ToolError {
         }
     }
 
+    /// The request is wrong and must be fixed before retrying: HTTP 400.
     pub fn usage(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Usage, code, message)
     }
 
+    /// The caller may not do this: HTTP 403.
     pub fn denied(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Denied, code, message)
     }
@@ -50,10 +56,13 @@ impl ToolError {
         Self::new(ErrorKind::Denied, code, message).with_status(StatusCode::UNAUTHORIZED)
     }
 
+    /// Nothing by that name (channel, message, workflow, ...): HTTP 404.
     pub fn not_found(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(ErrorKind::NotFound, code, message)
     }
 
+    /// A fault of the server, not of the request (code `internal`): HTTP 500, logged when it
+    /// becomes an HTTP answer.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Internal, ErrorCode::Internal, message)
     }
@@ -70,25 +79,32 @@ impl ToolError {
         error
     }
 
+    /// The same error with `details` replacing its structured facts.
     pub fn with_details(mut self, details: Value) -> Self {
         self.details = details;
         self
     }
 
+    /// The same error answered with `status` instead of its kind's default.
     pub fn with_status(mut self, status: StatusCode) -> Self {
         self.status = Some(status);
         self
     }
 
+    /// The same error saying when to come back (`Retry-After` and `details.retryAfterMs`),
+    /// without changing its status.
     pub fn with_retry_after(mut self, retry_after: Duration) -> Self {
         self.retry_after = Some(retry_after);
         self
     }
 
+    /// Whether retrying can help: true only for `unavailable` and `timeout` errors.
     pub fn retryable(&self) -> bool {
         self.kind.retryable()
     }
 
+    /// The HTTP status it is answered with: the override if set, else its kind's (400, 403,
+    /// 404, 409, 503, 504, 499 for `cancelled`, 500).
     pub fn status(&self) -> StatusCode {
         self.status.unwrap_or(match self.kind {
             ErrorKind::Usage => StatusCode::BAD_REQUEST,

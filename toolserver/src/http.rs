@@ -36,6 +36,9 @@ const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
 type Shared = State<Arc<Core>>;
 
+/// The HTTP API over `core`: `GET /health`, `GET /v1/tools`, `GET /v1/tools/{id}`,
+/// `POST /v1/call` and `POST /v1/capabilities`; other routes answer 404, bodies over
+/// [`MAX_BODY_BYTES`] 413. Without [`serve`]'s connection limits and pruning.
 pub fn router(core: Arc<Core>) -> Router {
     Router::new()
         .route("/health", get(health))

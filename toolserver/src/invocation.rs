@@ -21,18 +21,27 @@ use crate::surface::{
 /// The context a call carries: from headers for the operator, from the token for a capability.
 #[derive(Debug, Clone)]
 pub struct CallContext {
+    /// Who is calling, as authentication found them.
     pub caller: Caller,
+    /// The request (agent run) the call belongs to, for the audit log; a capability's is
+    /// fixed.
     pub request_id: Option<String>,
     /// The default session, as any reference the entity mapper resolves.
     pub session_ref: Option<String>,
+    /// Who is calling (`discord`, an agent host's name, ...), as `surface.help` reports it.
     pub client: Option<String>,
+    /// The directory files are read from and saved to; `None`: calls that touch files are
+    /// refused.
     pub cwd: Option<String>,
+    /// The model's id for this tool call, for the audit log.
     pub tool_call_id: Option<String>,
     /// The message that started the run, when there is one.
     pub trigger_message_id: Option<Snowflake>,
 }
 
 impl CallContext {
+    /// The operator calling in-process with nothing else known: no session, run or working
+    /// directory.
     pub fn operator() -> Self {
         CallContext {
             caller: Caller::Operator,
@@ -100,17 +109,26 @@ pub struct Invocation<'a> {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionView<'a> {
+    /// The channel, thread or DM channel.
     pub channel_id: Snowflake,
+    /// Its guild; `None` for DMs.
     pub guild_id: Option<Snowflake>,
+    /// A channel's category, a thread's channel.
     pub parent_channel_id: Option<Snowflake>,
+    /// What kind of conversation it is.
     pub kind: SessionKind,
+    /// Its name (a DM: the other person's username); `None` when the cache doesn't know it.
     pub title: Option<String>,
+    /// The token the operator configured for it (`entity.sessions.NAME`), if any.
     pub token: Option<&'a str>,
 }
 
+/// One emoji's reactions on a message, as callables answer them.
 #[derive(Debug, Serialize)]
 pub struct ReactionCount<'a> {
+    /// A unicode emoji, or a custom one as `name:id`.
     pub emoji: &'a str,
+    /// How many people reacted with it.
     pub count: u32,
 }
 
@@ -118,14 +136,23 @@ pub struct ReactionCount<'a> {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MessageView<'a> {
+    /// The message.
     pub message_id: Snowflake,
+    /// Who wrote it.
     pub author_id: Snowflake,
+    /// The name people see for the author now (display name, else username).
     pub author_name: &'a str,
+    /// Its text as people read it: mentions as `@name` and `#token`, not Discord markup.
     pub text: Cow<'a, str>,
+    /// When it was posted, RFC 3339.
     pub ts: &'a str,
+    /// When it was last edited, RFC 3339; `None` if never.
     pub edited_ts: Option<&'a str>,
+    /// The message it replies to, if it is a reply.
     pub reply_to_message_id: Option<Snowflake>,
+    /// Its files (name, URL, size, media type).
     pub attachments: &'a [AttachmentInfo],
+    /// Its reactions, one entry per emoji.
     pub reactions: Vec<ReactionCount<'a>>,
 }
 
@@ -194,6 +221,8 @@ impl Invocation<'_> {
         self.session_view(target.channel_id(), &target.location, title)
     }
 
+    /// A cached session as callables answer it, like [`Invocation::session_json`] but from what
+    /// the cache knows (for listings, where no target was resolved).
     pub fn session_info_json(&self, info: &SessionInfo) -> SessionView<'_> {
         self.session_view(
             info.channel_id,

@@ -15,32 +15,53 @@ use crate::surface::{
     SurfaceError,
 };
 
-/// One action the surface was asked to take.
+/// One action the surface was asked to take; recorded before it runs, so an action a queued
+/// failure refused is recorded too.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SurfaceCall {
+    /// [`Surface::channel_info`] for this channel.
     ChannelInfo(Snowflake),
+    /// [`Surface::send_message`] with this message, exactly as the tool server built it.
     Send(OutgoingMessage),
+    /// [`Surface::edit_message`]: replace a message's text.
     Edit {
+        /// The message's channel.
         channel_id: Snowflake,
+        /// The message to edit.
         message_id: Snowflake,
+        /// The new Discord text.
         content: String,
+        /// Who the edited text may ping.
         mentions: MentionPolicy,
     },
+    /// [`Surface::delete_message`]: delete a message.
     Delete {
+        /// The message's channel.
         channel_id: Snowflake,
+        /// The message to delete.
         message_id: Snowflake,
     },
+    /// [`Surface::add_reaction`]: the bot's reaction on a message.
     AddReaction {
+        /// The message's channel.
         channel_id: Snowflake,
+        /// The message to react to.
         message_id: Snowflake,
+        /// The emoji, as the tool server passed it.
         emoji: String,
     },
+    /// [`Surface::remove_reaction`]: take the bot's reaction off a message.
     RemoveReaction {
+        /// The message's channel.
         channel_id: Snowflake,
+        /// The message the reaction is on.
         message_id: Snowflake,
+        /// The emoji, as the tool server passed it.
         emoji: String,
     },
+    /// [`Surface::typing`] in this channel.
     Typing(Snowflake),
+    /// [`Surface::fetch_attachment`] for the attachment at this URL.
     FetchAttachment(String),
     /// An approval request posted (the card as posted).
     PostApproval {
@@ -103,6 +124,8 @@ fn timestamp(seq: u64) -> String {
 }
 
 impl MemorySurface {
+    /// An empty platform whose bot is `bot_id`: no sessions, users or messages, connection
+    /// [`ConnectionState::None`], and message ids counting up from 1000000000000000901.
     pub fn new(bot_id: Snowflake) -> Self {
         MemorySurface {
             state: Mutex::new(State {
@@ -184,16 +207,19 @@ impl MemorySurface {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Caches a session (channel, thread or DM) and learns its title as a channel name.
     pub fn add_session(&self, info: SessionInfo) {
         let mut state = self.lock();
         state.names.add_channel(info.channel_id, &info.title);
         state.sessions.insert(info.channel_id, info);
     }
 
+    /// A channel only [`Surface::channel_info`] knows: not listed, and with no messages.
     pub fn add_uncached_channel(&self, id: Snowflake, location: ChannelLocation) {
         self.lock().uncached.insert(id, location);
     }
 
+    /// Learns a user's names; their messages show `global_name` if given, else `username`.
     pub fn add_user(&self, id: Snowflake, username: &str, global_name: Option<&str>) {
         let mut state = self.lock();
         state.names.add_user(id, username, global_name);
@@ -276,6 +302,7 @@ impl MemorySurface {
         self.lock().calls.clone()
     }
 
+    /// Forgets the actions recorded so far (the messages they made stay).
     pub fn clear_calls(&self) {
         self.lock().calls.clear();
     }
@@ -290,6 +317,7 @@ impl MemorySurface {
         self.lock().delay = delay;
     }
 
+    /// What [`Surface::connection`] reports from now on (and so what `/health` says).
     pub fn set_connection(&self, connection: ConnectionState) {
         self.lock().connection = connection;
     }

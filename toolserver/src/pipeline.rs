@@ -1,26 +1,6 @@
-//! The one way a call runs. Every front (HTTP, MCP, the CLI through HTTP, the agent bridge
-//! in process) calls [`Core::call`]; nothing else can reach a callable's handler.
-//!
-//! The stages, in order, each refusing with a typed error before the next runs:
-//!
-//! 1. **authenticate**: the front turns the presented token into a [`Caller`] with
-//!    [`Core::authenticate`];
-//! 2. **scope**: the callable must be visible to the caller (else `out_of_scope`);
-//! 3. **validate**: the input against the callable's schema, then the callable's own rules
-//!    and CPU work ([`Tool::plan`](crate::registry::Tool::plan)), which names the sessions the
-//!    call acts in;
-//! 4. **resolve** every named session reference (`#ops`, `<#id>`, an id);
-//! 5. **allowlist** each of them;
-//! 6. **permission**: allow / ask / deny rules (today every call is allowed);
-//! 7. **rate limits**: per caller and callable, and per channel (a send split in k parts
-//!    spends k);
-//! 8. **before-hooks** (none are configured yet);
-//! 9. the **handler**, with its resolved targets and the [`MentionPolicy`] — only now are files
-//!    read;
-//! 10. **after-hooks**;
-//! 11. the **audit** record (a `tracing` span and line with the fields the audit log keeps).
-//!
-//! The concurrency cap and the call timeout wrap stages 3 to 10.
+//! The one way a call runs. Every front (HTTP, the CLI through HTTP, the agent bridge in
+//! process) calls [`Core::call`]; nothing else can reach a callable's handler. The stages
+//! are listed on [`Core::call`], where the public docs show them.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -175,8 +155,30 @@ fn in_field(request: &SessionRequest, mut error: ToolError) -> ToolError {
 }
 
 impl Core {
-    /// One call through the whole pipeline (see the [module docs](crate::pipeline)). The
-    /// caller was authenticated by the front; every call is audited.
+    /// One call through the whole pipeline. The caller was authenticated by the front; every
+    /// call is audited.
+    ///
+    /// The stages, in order, each refusing with a typed error before the next runs:
+    ///
+    /// 1. **authenticate**: the front turns the presented token into a
+    ///    [`Caller`](crate::auth::Caller) with [`Core::authenticate`];
+    /// 2. **scope**: the callable must be visible to the caller (else `out_of_scope`);
+    /// 3. **validate**: the input against the callable's schema, then the callable's own rules
+    ///    and CPU work ([`Tool::plan`](crate::Tool::plan)), which names the sessions the call
+    ///    acts in;
+    /// 4. **resolve** every named session reference (`#ops`, `<#id>`, an id);
+    /// 5. **allowlist** each of them;
+    /// 6. **permission**: allow / ask / deny rules (today every call is allowed);
+    /// 7. **rate limits**: per caller and callable, and per channel (a send split in k parts
+    ///    spends k);
+    /// 8. **before-hooks** (none are configured yet);
+    /// 9. the **handler**, with its resolved targets and the
+    ///    [`MentionPolicy`](crate::surface::MentionPolicy) — only now are files read;
+    /// 10. **after-hooks**;
+    /// 11. the **audit** record (a `tracing` line, target `audit`, with the fields the audit log
+    ///     keeps).
+    ///
+    /// The concurrency cap and the call timeout wrap stages 3 to 10.
     pub async fn call(
         &self,
         context: &CallContext,

@@ -2,7 +2,6 @@
 
 use protocol::ErrorCode;
 use std::num::NonZeroU32;
-use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota as GovernorQuota, RateLimiter};
@@ -28,6 +27,7 @@ fn governor_quota(quota: Quota) -> GovernorQuota {
 }
 
 impl Limits {
+    /// Empty limiters with the configured quotas (`toolserver.rate_limits`).
     pub fn new(config: &RateLimits) -> Self {
         Limits {
             per_caller: RateLimiter::keyed(governor_quota(config.per_caller)),
@@ -51,10 +51,6 @@ impl Limits {
                     wait,
                 )
             })
-    }
-
-    pub fn check_channel(&self, channel_id: u64) -> Result<(), ToolError> {
-        self.check_channel_n(channel_id, 1)
     }
 
     /// Spends `messages` of a channel's budget at once (a send split into k parts spends k):
@@ -98,6 +94,7 @@ impl Limits {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn limits(burst: u32) -> Limits {
         Limits::new(&RateLimits {
@@ -148,7 +145,7 @@ mod tests {
     fn pruning_keeps_memory_bounded() {
         let limits = limits(5);
         for i in 0..1000 {
-            let _ = limits.check_channel(i);
+            let _ = limits.check_channel_n(i, 1);
         }
         assert_eq!(limits.prune(), 1000, "keys still recovering are kept");
     }

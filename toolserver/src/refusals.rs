@@ -66,14 +66,6 @@ impl RefusalLog {
             self.bursts.clear();
         }
     }
-
-    pub fn len(&self) -> usize {
-        self.bursts.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.bursts.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -104,6 +96,6 @@ mod tests {
         for i in 0..(CAPACITY * 3) {
             log.record(&format!("cap:{i}"), "denied", now);
         }
-        assert!(log.len() <= CAPACITY);
+        assert!(log.bursts.len() <= CAPACITY);
     }
 }

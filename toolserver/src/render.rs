@@ -75,17 +75,10 @@ impl RenderCache {
         Ok(json)
     }
 
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
     /// Bytes of JSON held.
+    #[cfg(test)]
     pub fn bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 }
 
@@ -115,7 +108,7 @@ mod tests {
         assert_eq!(edited.get(), "\"b\"");
         let renamed = cache.get_or_render(id, 1, 1, || raw("c")).unwrap();
         assert_eq!(renamed.get(), "\"c\"");
-        assert_eq!(cache.len(), 1);
+        assert_eq!(cache.entries.len(), 1);
         assert_eq!(cache.bytes(), 3, "a replaced entry's bytes are given back");
     }
 
@@ -134,6 +127,6 @@ mod tests {
                 .get_or_render(Snowflake(i), 1, 0, || raw("s"))
                 .unwrap();
         }
-        assert!(cache.len() <= CAPACITY);
+        assert!(cache.entries.len() <= CAPACITY);
     }
 }

@@ -24,13 +24,26 @@ use protocol::ToolEntry;
 /// Why the server refuses to start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// No operator token was given (or it was blank) and `toolserver.insecure_no_auth` is off.
     #[error("no operator token: set the environment variable {env_name} (or, on a loopback bind only, toolserver.insecure_no_auth = true)")]
-    NoOperatorToken { env_name: String },
+    NoOperatorToken {
+        /// The variable the token is read from (`toolserver.operator_token_env`).
+        env_name: String,
+    },
+    /// `toolserver.insecure_no_auth` is on without an operator token, but the server would
+    /// listen beyond loopback.
     #[error("toolserver.insecure_no_auth needs a loopback bind, but bind is {bind}")]
-    InsecureNotLoopback { bind: SocketAddr },
+    InsecureNotLoopback {
+        /// The configured `toolserver.bind`.
+        bind: SocketAddr,
+    },
+    /// The tool server cannot listen on `toolserver.bind` (the address is taken, or not this
+    /// machine's).
     #[error("cannot listen on {bind}: {source} (is another switchboard running? pick another toolserver.bind, or --port for the playground)")]
     Bind {
+        /// The configured `toolserver.bind`.
         bind: SocketAddr,
+        /// The operating system's error.
         source: std::io::Error,
     },
 }
@@ -104,10 +117,12 @@ impl Core {
         })
     }
 
+    /// The chat platform every call acts on.
     pub fn surface(&self) -> &Arc<dyn Surface> {
         &self.surface
     }
 
+    /// Every callable this server offers, with its schema and help.
     pub fn registry(&self) -> &Registry {
         &self.registry
     }
@@ -129,6 +144,7 @@ impl Core {
         self.workflows.set(engine).is_ok()
     }
 
+    /// The workflow engine, once [`Core::set_workflows`] installed one; `None` before.
     pub fn workflows(&self) -> Option<&Arc<crate::workflow::WorkflowEngine>> {
         self.workflows.get()
     }

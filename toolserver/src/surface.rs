@@ -1,8 +1,8 @@
 //! The seam between the tool server and a chat platform.
 //!
-//! The bot implements [`Surface`] for Discord; [`crate::memory::MemorySurface`] implements it in
-//! memory for tests. Reads come from the implementation's cache and are synchronous; actions are
-//! async and may fail with a typed [`SurfaceError`].
+//! The bot implements [`Surface`] for Discord; the `testing` feature's `memory::MemorySurface`
+//! implements it in memory for tests. Reads come from the implementation's cache and are
+//! synchronous; actions are async and may fail with a typed [`SurfaceError`].
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -63,10 +63,13 @@ impl std::fmt::Display for DemoConfig {
 /// Why a test server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum TestServerError {
+    /// The TOML did not parse or validate as a switchboard config; the report says where.
     #[error("test config is invalid:\n{0}")]
     Config(switchboard_config::Report),
+    /// [`Core::new`] refused the config.
     #[error(transparent)]
     Start(#[from] StartError),
+    /// No loopback port could be opened (or its address read).
     #[error("cannot bind 127.0.0.1:0: {0}")]
     Bind(std::io::Error),
 }
@@ -87,6 +90,8 @@ impl TestServer {
         Self::start_with(config_toml, Arc::new(MemorySurface::demo())).await
     }
 
+    /// Starts on `surface` (for a surface a test prepared or will fail) with `config_toml`
+    /// (its `bind` is ignored: 127.0.0.1:0).
     pub async fn start_with(
         config_toml: &str,
         surface: Arc<MemorySurface>,
@@ -116,22 +121,27 @@ impl TestServer {
         })
     }
 
+    /// The server's base URL, `http://127.0.0.1:<port>` (what `SWITCHBOARD_URL` would hold).
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
+    /// The address the server listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
 
+    /// The operator token this server accepts (made for the test process).
     pub fn operator_token(&self) -> &str {
         &self.operator_token
     }
 
+    /// The in-memory platform behind the server: seed it, or read what calls did to it.
     pub fn surface(&self) -> &Arc<MemorySurface> {
         &self.surface
     }
 
+    /// The server's core, for calling it in-process (as the agent bridge does).
     pub fn core(&self) -> &Arc<Core> {
         &self.core
     }

@@ -78,6 +78,7 @@ pub enum WorkflowState {
 }
 
 impl WorkflowState {
+    /// The state as written in JSON and accepted by `workflow.list`'s filter (`timed_out`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             WorkflowState::Waiting => "waiting",
@@ -92,10 +93,13 @@ impl WorkflowState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Answer {
+    /// The answering message.
     #[serde(with = "id_string")]
     pub message_id: Snowflake,
+    /// Who wrote it.
     #[serde(with = "id_string")]
     pub author_id: Snowflake,
+    /// The name people saw for the author when it came in.
     pub author_name: String,
     /// Canonical (readable) text: mentions as `@name` / `#token`.
     pub text: String,
@@ -107,6 +111,7 @@ pub struct Answer {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Task {
+    /// The session (channel, thread or DM) the task waits in.
     #[serde(with = "id_string")]
     pub session_id: Snowflake,
     /// Only a reply to this message answers.
@@ -115,9 +120,12 @@ pub struct Task {
     /// Only a message from this user answers.
     #[serde(with = "id_string::option", default)]
     pub from_user_id: Option<Snowflake>,
+    /// What the task is, in a line: it heads the answer in the resumed run's prompt.
     pub summary: String,
+    /// More about what was asked, shown under the summary in the resumed run's prompt.
     #[serde(default)]
     pub description: Option<String>,
+    /// The message that answered it; `None` while it waits (or if it never got one).
     #[serde(default)]
     pub answer: Option<Answer>,
 }
@@ -140,7 +148,9 @@ impl Task {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Workflow {
+    /// Its id, `wf_` and 16 random hex digits.
     pub workflow_id: String,
+    /// Where it is in its life.
     pub state: WorkflowState,
     /// The session that created it, where the resumed run happens.
     #[serde(with = "id_string")]
@@ -148,19 +158,26 @@ pub struct Workflow {
     /// The message whose run created it (the resumed run replies to it), when there was one.
     #[serde(with = "id_string::option", default)]
     pub origin_message_id: Option<Snowflake>,
-    /// Who created it (`operator` or `capability:<id>`), for the audit trail.
+    /// Who created it (`operator`, `anonymous` or `cap:<id>`), for the audit trail.
     pub created_by: String,
     /// Milliseconds since the Unix epoch.
     pub created_ms: u64,
+    /// When it times out and resumes with what came in, in milliseconds since the Unix epoch.
     pub deadline_ms: u64,
+    /// When it was answered, timed out or cancelled, in milliseconds since the Unix epoch;
+    /// `None` while it waits.
     #[serde(default)]
     pub finished_ms: Option<u64>,
+    /// The creator's opening for the resumed run's prompt (what to do with the answers);
+    /// `None`: a generic "carry on" line.
     #[serde(default)]
     pub resume_prompt: Option<String>,
+    /// What it waits for, in the order they were given.
     pub tasks: Vec<Task>,
 }
 
 impl Workflow {
+    /// True while it is [`WorkflowState::Waiting`]: not yet answered, timed out or cancelled.
     pub fn is_waiting(&self) -> bool {
         self.state == WorkflowState::Waiting
     }
@@ -173,48 +190,79 @@ impl Workflow {
 /// What `workflow.create` asks for, already resolved and checked by the callable.
 #[derive(Debug, Clone)]
 pub struct NewWorkflow {
+    /// The session that creates it, where the resumed run happens.
     pub origin_session_id: Snowflake,
+    /// The message whose run creates it (the resumed run replies to it), when there is one.
     pub origin_message_id: Option<Snowflake>,
+    /// Who creates it (the caller's key: `operator`, `anonymous` or `cap:<id>`).
     pub created_by: String,
+    /// How long it waits before resuming with what came in; the deadline is creation time
+    /// plus this.
     pub timeout: Duration,
+    /// Opens the resumed run's prompt; `None`: a generic "carry on" line.
     pub resume_prompt: Option<String>,
+    /// What to wait for (the callable allows 1 to [`MAX_TASKS`]).
     pub tasks: Vec<NewTask>,
 }
 
+/// One task of a [`NewWorkflow`]: it becomes a [`Task`] with no answer yet.
 #[derive(Debug, Clone)]
 pub struct NewTask {
+    /// The session to wait in, already resolved and allowlisted by the caller.
     pub session_id: Snowflake,
+    /// Only a reply to this message answers.
     pub message_id: Option<Snowflake>,
+    /// Only a message from this user answers.
     pub from_user_id: Option<Snowflake>,
+    /// What the task is, in a line.
     pub summary: String,
+    /// More about what was asked.
     pub description: Option<String>,
 }
 
 /// A message as the engine needs to see it.
 #[derive(Debug, Clone, Copy)]
 pub struct Observed<'a> {
+    /// The session it was posted in.
     pub channel_id: Snowflake,
+    /// The message.
     pub message_id: Snowflake,
+    /// Who wrote it.
     pub author_id: Snowflake,
+    /// Whether a bot wrote it; bots' messages never answer a task.
     pub author_is_bot: bool,
+    /// The name people see for the author (kept with the answer).
     pub author_name: &'a str,
+    /// The message it replies to, if it is a reply.
     pub reply_to: Option<Snowflake>,
     /// Canonical text.
     pub text: &'a str,
+    /// When it was posted, RFC 3339.
     pub timestamp: &'a str,
 }
 
 /// Why the engine refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WorkflowError {
+    /// No workflow has this id.
     #[error("no workflow {0}")]
     NotFound(String),
+    /// The workflow is no longer waiting, so it cannot be cancelled.
     #[error("workflow {id} is already {}", state.as_str())]
-    Finished { id: String, state: WorkflowState },
+    Finished {
+        /// The workflow's id.
+        id: String,
+        /// The state it finished in.
+        state: WorkflowState,
+    },
+    /// [`MAX_PENDING`] workflows already wait; a new one is refused.
     #[error("{MAX_PENDING} workflows are already waiting; cancel some (workflow.list, workflow.cancel) before creating more")]
     TooMany,
+    /// The host could not keep a new workflow (its [`WorkflowHooks::persist`] error); the
+    /// workflow was not created.
     #[error("cannot keep the workflow: {0}")]
     Persist(String),
+    /// The operating system gave no random bytes for the workflow's id.
     #[error("cannot draw a random workflow id: {0}")]
     Random(String),
 }
@@ -351,6 +399,7 @@ impl WorkflowEngine {
         all
     }
 
+    /// The workflow with this id, in whatever state.
     pub fn get(&self, id: &str) -> Option<Workflow> {
         self.book().workflows.get(id).cloned()
     }
