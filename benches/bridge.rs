@@ -387,7 +387,7 @@ context_messages = 5
         let service = switchboard::build(
             config,
             "bench-bot-token".to_owned(),
-            Some("bench-operator-token-0123456789abcdef".to_owned()),
+            Some("bench-operator-token-0123456789abcdef".to_owned()).into(),
         )
         .await?;
         switchboard::serve(

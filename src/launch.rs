@@ -51,16 +51,16 @@ fn env_secret(name: &str) -> Option<String> {
 async fn build_and_serve(
     config: Config,
     token: String,
-    operator_token: Option<String>,
+    secrets: toolserver::Secrets,
     on_ready: impl FnOnce(std::net::SocketAddr) + Send,
 ) -> Result<(), ServiceError> {
-    let service = switchboard::build(config, token, operator_token).await?;
+    let service = switchboard::build(config, token, secrets).await?;
     switchboard::serve(service, shutdown_signal(), on_ready).await
 }
 
 async fn serve(config: Config, token: String) -> ExitCode {
-    let operator_token = env_secret(&config.toolserver.operator_token_env);
-    exit_for(build_and_serve(config, token, operator_token, |_| {}).await)
+    let secrets = toolserver::Secrets::from_env(&config, env_secret);
+    exit_for(build_and_serve(config, token, secrets, |_| {}).await)
 }
 
 fn exit_for(result: Result<(), ServiceError>) -> ExitCode {
@@ -193,7 +193,7 @@ pub fn playground(port: u16) -> ExitCode {
         let result = build_and_serve(
             config,
             "playground-bot-token".to_owned(),
-            Some(operator_token),
+            Some(operator_token).into(),
             banner,
         )
         .await;

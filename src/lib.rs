@@ -9,7 +9,7 @@
 //!
 //! ```no_run
 //! # async fn demo(config: switchboard_config::Config) -> Result<(), switchboard::ServiceError> {
-//! let service = switchboard::build(config, "bot-token".into(), Some("operator-token".into())).await?;
+//! let service = switchboard::build(config, "bot-token".into(), Some("operator-token".to_owned()).into()).await?;
 //! switchboard::serve(service, async { let _ = tokio::signal::ctrl_c().await; }, |addr| {
 //!     println!("tool server on http://{addr}");
 //! })

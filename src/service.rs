@@ -94,7 +94,7 @@ impl Service {
 pub async fn build(
     config: Config,
     token: String,
-    operator_token: Option<String>,
+    secrets: toolserver::Secrets,
 ) -> Result<Service, BuildError> {
     let store_path = config.store.path.clone();
     let options = StoreOptions {
@@ -114,7 +114,7 @@ pub async fn build(
         Arc::clone(&connection),
         Arc::clone(&discord.bot_id),
     ));
-    let core = Arc::new(Core::new(&config, surface, operator_token)?);
+    let core = Arc::new(Core::new(&config, surface, secrets)?);
     bot::service::forget_refused_channels(&store, core.allowlist());
 
     let listener = tokio::net::TcpListener::bind(config.toolserver.bind)

@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+pub mod approvals;
 pub mod commands;
 pub mod gateway;
 pub mod payload;

@@ -367,6 +367,41 @@ impl DiscordRest {
         .await
     }
 
+    /// Posts a message whose body the caller built (content, components, allowed mentions);
+    /// a nonce with `enforce_nonce` is added, so retries never post twice.
+    pub async fn post_message_body(
+        &self,
+        channel_id: Snowflake,
+        mut body: Value,
+    ) -> Result<Value, SurfaceError> {
+        body["nonce"] = json!(nonce());
+        body["enforce_nonce"] = json!(true);
+        self.call(
+            Method::POST,
+            &format!("/channels/{channel_id}/messages"),
+            Some(body),
+            true,
+        )
+        .await
+    }
+
+    /// Replaces a message with a body the caller built.
+    pub async fn edit_message_body(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        body: Value,
+    ) -> Result<Value, SurfaceError> {
+        self.call(
+            Method::PATCH,
+            &format!("/channels/{channel_id}/messages/{message_id}"),
+            Some(body),
+            true,
+        )
+        .await
+    }
+
+    /// Deletes a message.
     pub async fn delete_message(
         &self,
         channel_id: Snowflake,

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use entity::{Aliases, Mapper, NameDirectory, Snowflake};
 use serde_json::{json, Value};
+use toolserver::approvals::ApprovalCard;
 use toolserver::surface::{
     AllowedChannel, AttachmentInfo, ChannelLocation, ConnectionState, Fetched, MentionPolicy,
     MessageInfo, MessageQuery, OutgoingMessage, ReactionInfo, SessionInfo,
@@ -341,6 +342,36 @@ impl Surface for DiscordSurface {
 
     async fn typing(&self, channel: AllowedChannel) -> Result<(), SurfaceError> {
         self.rest.typing(channel.id()).await
+    }
+
+    async fn post_approval(
+        &self,
+        channel: AllowedChannel,
+        card: &ApprovalCard,
+    ) -> Result<Snowflake, SurfaceError> {
+        let answer = self
+            .rest
+            .post_message_body(channel.id(), crate::approvals::message(card))
+            .await?;
+        self.store_own_message(&answer);
+        answer
+            .get("id")
+            .and_then(Value::as_str)
+            .and_then(|id| id.parse::<u64>().ok())
+            .map(Snowflake)
+            .ok_or_else(|| SurfaceError::Unavailable("Discord's answer has no message id".into()))
+    }
+
+    async fn update_approval(
+        &self,
+        channel: AllowedChannel,
+        message_id: Snowflake,
+        card: &ApprovalCard,
+    ) -> Result<(), SurfaceError> {
+        self.rest
+            .edit_message_body(channel.id(), message_id, crate::approvals::message(card))
+            .await
+            .map(drop)
     }
 
     async fn fetch_attachment(

@@ -111,6 +111,16 @@ error_codes! {
     OutOfScope = "out_of_scope",
     /// A header tried to change what a capability token is bound to.
     ContextOverride = "context_override",
+    /// A permission rule (or `permissions.default`) denies the call.
+    PermissionDenied = "permission_denied",
+    /// An approver denied the call.
+    ApprovalDenied = "approval_denied",
+    /// Nobody approved the call in time.
+    ApprovalExpired = "approval_expired",
+    /// A before-hook refused the call.
+    HookDenied = "hook_denied",
+    /// A hook failed (with `hooks.on_error = "deny"`).
+    HookFailed = "hook_failed",
     /// Only the operator may do this.
     OperatorOnly = "operator_only",
     // The request itself.

@@ -205,6 +205,12 @@ impl Approvals {
         }
     }
 
+    /// The same approvals, kept in `ledger`.
+    #[must_use]
+    pub fn with_ledger(self, ledger: Arc<dyn Ledger>) -> Approvals {
+        Approvals { ledger, ..self }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
         self.pending
             .lock()
@@ -277,7 +283,8 @@ impl Approvals {
             _ => Outcome::Expired,
         };
         if outcome == Outcome::Expired {
-            if let Some(pending) = self.lock().remove(&id) {
+            let expired = self.lock().remove(&id);
+            if let Some(pending) = expired {
                 let mut card = pending.card;
                 card.state = ApprovalState::Expired { at_ms: now_ms() };
                 self.keep(&card, pending.channel, pending.message_id);
@@ -319,7 +326,8 @@ impl Approvals {
                 "console".to_owned()
             }
         };
-        let mut pending = self.lock().remove(id).ok_or(DecideError::NotPending)?;
+        let removed = self.lock().remove(id);
+        let mut pending = removed.ok_or(DecideError::NotPending)?;
         let at_ms = now_ms();
         let (state, outcome) = if approve {
             (

@@ -105,6 +105,50 @@ pub struct ApprovalRecord {
     pub card: Value,
 }
 
+impl AuditFilter {
+    /// Whether `row` passes every condition (not the paging).
+    pub fn matches(&self, row: &AuditRow) -> bool {
+        self.since_ms.is_none_or(|since| row.time_ms >= since)
+            && self.until_ms.is_none_or(|until| row.time_ms < until)
+            && self
+                .tool
+                .as_deref()
+                .is_none_or(|glob| glob_matches(glob, &row.tool))
+            && self.session.is_none_or(|s| row.sessions.contains(&s))
+            && self.caller.as_deref().is_none_or(|c| row.caller == c)
+            && self.decision.as_deref().is_none_or(|d| row.decision == d)
+    }
+}
+
+/// A page of `rows` (oldest first, ids = position + 1), newest first, as `filter` asks: what a
+/// ledger that holds its rows in memory answers.
+pub fn page(rows: &[AuditRow], filter: &AuditFilter) -> AuditPage {
+    let limit = filter.limit.clamp(1, 1000);
+    let mut out: Vec<AuditEntry> = rows
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(index, row)| (index as u64 + 1, row))
+        .filter(|(id, _)| filter.before_id.is_none_or(|before| *id < before))
+        .filter(|(_, row)| filter.matches(row))
+        .take(limit + 1)
+        .map(|(id, row)| AuditEntry {
+            id,
+            row: row.clone(),
+        })
+        .collect();
+    let next_cursor = if out.len() > limit {
+        out.truncate(limit);
+        out.last().map(|entry| entry.id)
+    } else {
+        None
+    };
+    AuditPage {
+        rows: out,
+        next_cursor,
+    }
+}
+
 /// A boxed future, for the [`Ledger`]'s one asynchronous method.
 pub type LedgerFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -180,6 +224,20 @@ impl Governance {
             configured: configured.into_iter().collect(),
             overrides: RwLock::new(overrides.into_iter().collect()),
             ledger,
+        }
+    }
+
+    /// The same governance, keeping to `ledger`, starting from the `/tools` overrides it kept.
+    #[must_use]
+    pub fn with_ledger(
+        self,
+        ledger: Arc<dyn Ledger>,
+        overrides: impl IntoIterator<Item = (Snowflake, Vec<String>)>,
+    ) -> Governance {
+        Governance {
+            overrides: RwLock::new(overrides.into_iter().collect()),
+            ledger,
+            ..self
         }
     }
 

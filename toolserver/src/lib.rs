@@ -52,7 +52,7 @@ pub use registry::{
     example, input_schema, output, parse_input, Planned, Registry, SessionRequest, Tool,
     ToolOutput, ToolSpec,
 };
-pub use server::{Core, StartError};
+pub use server::{Core, Secrets, StartError};
 
 /// The id of every callable the tool server registers, for config validation (rules, scopes
 /// and hooks must name real callables).

@@ -636,3 +636,69 @@ impl Surface for MemorySurface {
         Ok(Fetched::Bytes(bytes.clone()))
     }
 }
+
+/// A [`Ledger`](crate::governance::Ledger) in memory: audit rows, overrides and approvals as
+/// they were recorded.
+#[derive(Debug, Default)]
+pub struct MemoryLedger {
+    rows: Mutex<Vec<crate::governance::AuditRow>>,
+    scopes: Mutex<Vec<(Snowflake, Option<Vec<String>>)>>,
+    approvals: Mutex<Vec<crate::governance::ApprovalRecord>>,
+}
+
+impl MemoryLedger {
+    /// Every audit row, oldest first.
+    pub fn rows(&self) -> Vec<crate::governance::AuditRow> {
+        self.rows
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Every override saved, in order.
+    pub fn scopes(&self) -> Vec<(Snowflake, Option<Vec<String>>)> {
+        self.scopes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Every approval state saved, in order.
+    pub fn approvals(&self) -> Vec<crate::governance::ApprovalRecord> {
+        self.approvals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl crate::governance::Ledger for MemoryLedger {
+    fn record(&self, row: crate::governance::AuditRow) {
+        self.rows
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(row);
+    }
+
+    fn query(
+        &self,
+        filter: crate::governance::AuditFilter,
+    ) -> crate::governance::LedgerFuture<'_, Result<crate::governance::AuditPage, String>> {
+        let rows = self.rows();
+        Box::pin(async move { Ok(crate::governance::page(&rows, &filter)) })
+    }
+
+    fn save_session_scope(&self, session: Snowflake, scope: Option<Vec<String>>) {
+        self.scopes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((session, scope));
+    }
+
+    fn save_approval(&self, record: crate::governance::ApprovalRecord) {
+        self.approvals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(record);
+    }
+}

@@ -2,14 +2,20 @@
 //! process) calls [`Core::call`]; nothing else can reach a callable's handler. The stages
 //! are listed on [`Core::call`], where the public docs show them.
 
+use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use entity::Snowflake;
+use entity::{Mention, Snowflake};
 use protocol::{ErrorCode, ErrorKind};
-use serde_json::Value;
+use serde_json::{json, Value};
+use switchboard_config::{HookFailure, Policy};
 
+use crate::approvals::{AskRequest, Outcome};
+use crate::auth::Caller;
 use crate::error::ToolError;
+use crate::governance::{audit_input, AuditRow, Verdict};
+use crate::hooks::{self, BeforeAnswer};
 use crate::invocation::{CallContext, Invocation, PlanContext, Target};
 use crate::registry::{Registry, SessionRequest, ToolOutput};
 use crate::server::Core;
@@ -18,18 +24,26 @@ use crate::surface::AllowedChannel;
 /// What the permission stage decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
-    /// Not decided yet: the call was refused before the permission stage.
+    /// Not decided: the call was refused before the permission stage.
     Undecided,
-    /// Allowed (today: every call that gets this far).
+    /// The rules allow it.
     Allowed,
+    /// The rules ask, and an approver said yes.
+    Approved,
+    /// The rules ask, and it was denied (by an approver, or the timeout).
+    NotApproved,
+    /// The rules deny it.
+    Denied,
 }
 
 impl Decision {
-    /// The name the audit record keeps.
+    /// The name the audit record keeps: `allow`, `ask`, `deny`, or `-`.
     pub fn as_str(self) -> &'static str {
         match self {
             Decision::Undecided => "-",
             Decision::Allowed => "allow",
+            Decision::Approved | Decision::NotApproved => "ask",
+            Decision::Denied => "deny",
         }
     }
 }
@@ -39,6 +53,29 @@ impl Decision {
 struct Trail {
     targets: Vec<Snowflake>,
     decision: Decision,
+    decided_by: Option<String>,
+    /// The input as the audit log keeps it (cut, or hashed).
+    input: Value,
+}
+
+impl Trail {
+    fn new() -> Trail {
+        Trail {
+            targets: Vec::new(),
+            decision: Decision::Undecided,
+            decided_by: None,
+            input: Value::Null,
+        }
+    }
+}
+
+/// What admission gives a call: the go-ahead, or a before-hook's rewritten input to check
+/// again from the start.
+pub(crate) enum Admission<'a> {
+    /// Every check passed: run the handler with this invocation.
+    Go(Invocation<'a>),
+    /// A before-hook rewrote the input.
+    Rewrite(Value),
 }
 
 /// One call passing through the stages. Only [`Core::call`] makes one.
@@ -64,16 +101,36 @@ impl<'a> Gate<'a> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Stages 4 to 8: resolve and allowlist every session the plan named, decide permission,
-    /// spend the rate limits, run the before-hooks. The [`Invocation`] they return is the only
-    /// way to a handler.
+    /// Whether a hook applies to this call (the pipeline then keeps its full input).
+    pub(crate) fn has_hooks(&self) -> bool {
+        let hooks = &self.core.hooks;
+        hooks
+            .before
+            .iter()
+            .chain(&hooks.after)
+            .any(|hook| switchboard_config::glob_matches(&hook.tool, self.tool_id))
+    }
+
+    /// Notes the input for the audit record.
+    pub(crate) fn note_input(&self, input: &Value) {
+        let audit = &self.core.audit;
+        self.trail().input = audit_input(input, audit.text_chars, audit.redact);
+    }
+
+    /// Stages 4 to 8: resolve and allowlist every session the plan named, decide permission
+    /// (asking an approver when the rules say so), spend the rate limits, run the before-hooks.
+    /// The [`Invocation`] they give is the only way to a handler. After a before-hook's
+    /// rewrite (`rewritten`), the limits were spent and the hooks ran already.
     pub(crate) async fn admit(
         &self,
         sessions: &[SessionRequest],
-    ) -> Result<Invocation<'a>, ToolError> {
+        input: Option<&Value>,
+        rewritten: bool,
+    ) -> Result<Admission<'a>, ToolError> {
         let core = self.core;
         // Resolve each session, then allowlist it, in the order the plan named them.
         let mut targets = Vec::with_capacity(sessions.len());
+        self.trail().targets.clear();
         for request in sessions {
             let id = self.resolve(request)?;
             self.trail().targets.push(id);
@@ -88,34 +145,279 @@ impl<'a> Gate<'a> {
             });
         }
         // Permission.
-        let decision = Decision::Allowed;
-        self.trail().decision = decision;
+        let ids: Vec<Snowflake> = targets.iter().map(Target::channel_id).collect();
+        let verdict = core
+            .governance
+            .decide(self.tool_id, &self.context.caller, &ids);
+        self.permit(&verdict, &ids).await?;
         // Rate limits: per caller and callable, then each channel's share.
-        core.limits
-            .check_caller(self.context.caller.limit_key(), self.tool_id)?;
-        for (request, target) in sessions.iter().zip(&targets) {
-            if request.spend > 0 {
-                core.limits
-                    .check_channel_n(target.channel_id().get(), request.spend)?;
+        if !rewritten {
+            core.limits
+                .check_caller(self.context.caller.limit_key(), self.tool_id)?;
+            for (request, target) in sessions.iter().zip(&targets) {
+                if request.spend > 0 {
+                    core.limits
+                        .check_channel_n(target.channel_id().get(), request.spend)?;
+                }
             }
         }
-        // Before-hooks: none yet.
-        Ok(Invocation {
+        // Before-hooks.
+        if !rewritten {
+            if let Some(rewrite) = self.before_hooks(input, &ids).await? {
+                return Ok(Admission::Rewrite(rewrite));
+            }
+        }
+        Ok(Admission::Go(Invocation {
             core,
             context: self.context,
             tool_id: self.tool_id,
             targets,
             mentions: core.mention_policy(),
+        }))
+    }
+
+    /// The permission stage: allow goes on, deny refuses, ask waits for an approver.
+    async fn permit(&self, verdict: &Verdict, targets: &[Snowflake]) -> Result<(), ToolError> {
+        let tool_id = self.tool_id;
+        match verdict.policy {
+            Policy::Allow => {
+                let mut trail = self.trail();
+                trail.decision = Decision::Allowed;
+                trail.decided_by = Some(verdict.by.clone());
+                Ok(())
+            }
+            Policy::Deny => {
+                {
+                    let mut trail = self.trail();
+                    trail.decision = Decision::Denied;
+                    trail.decided_by = Some(verdict.by.clone());
+                }
+                Err(ToolError::denied(
+                    ErrorCode::PermissionDenied,
+                    format!(
+                        "'{tool_id}' is not allowed here ({}); the operator decides what runs where",
+                        verdict.by
+                    ),
+                )
+                .with_details(json!({ "rule": verdict.by })))
+            }
+            Policy::Ask => self.ask(verdict, targets).await,
+        }
+    }
+
+    /// Posts an approval request and waits for the decision.
+    async fn ask(&self, verdict: &Verdict, targets: &[Snowflake]) -> Result<(), ToolError> {
+        let core = self.core;
+        let capability = self.context.caller.capability();
+        let channel = core
+            .governance
+            .permissions()
+            .approvals_channel
+            .or_else(|| capability.map(|c| c.grant.session_id))
+            .or_else(|| targets.first().copied());
+        let Some(channel) = channel else {
+            let mut trail = self.trail();
+            trail.decision = Decision::NotApproved;
+            trail.decided_by = Some(verdict.by.clone());
+            return Err(ToolError::denied(
+                ErrorCode::ApprovalDenied,
+                format!(
+                    "'{}' needs an approval ({}), but there is nowhere to ask: set permissions.approvals_channel",
+                    self.tool_id, verdict.by
+                ),
+            ));
+        };
+        let input = self.trail().input.clone();
+        let request = AskRequest {
+            tool: self.tool_id.to_owned(),
+            preview: preview(&input),
+            input,
+            targets: targets.to_vec(),
+            session_label: targets
+                .first()
+                .map_or_else(|| "-".to_owned(), |id| self.label(*id)),
+            requested_by: self.requested_by(),
+            run: capability.map(|c| c.grant.request_id.clone()),
+            tool_call_id: self.context.tool_call_id.clone(),
+            channel: AllowedChannel::checked(channel),
+        };
+        let outcome = core.approvals.ask(core.surface.as_ref(), request).await;
+        let mut trail = self.trail();
+        match outcome {
+            Outcome::Approved(by) => {
+                trail.decision = Decision::Approved;
+                trail.decided_by = Some(by);
+                Ok(())
+            }
+            Outcome::Denied(by) => {
+                trail.decision = Decision::NotApproved;
+                trail.decided_by = Some(by.clone());
+                Err(ToolError::denied(
+                    ErrorCode::ApprovalDenied,
+                    format!("'{}' was denied by {by}", self.tool_id),
+                ))
+            }
+            Outcome::Expired => {
+                trail.decision = Decision::NotApproved;
+                trail.decided_by = Some("expired".to_owned());
+                Err(ToolError::denied(
+                    ErrorCode::ApprovalExpired,
+                    format!(
+                        "Nobody approved '{}' within {} s (permissions.ask_timeout_s)",
+                        self.tool_id,
+                        core.governance.permissions().ask_timeout.as_secs()
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// A session as people read it: `#alias`, `#name`, or its id.
+    fn label(&self, id: Snowflake) -> String {
+        self.plan_context().mapper().readable(Mention::Channel(id))
+    }
+
+    /// Who asked, as people read it.
+    fn requested_by(&self) -> String {
+        match &self.context.caller {
+            Caller::Operator => "the operator".to_owned(),
+            Caller::Unauthenticated => "an unauthenticated caller".to_owned(),
+            Caller::Token(token) => format!("token {}", token.name),
+            Caller::Capability(capability) => {
+                let grant = &capability.grant;
+                match grant.requested_by {
+                    Some(user) => format!(
+                        "agent run {} for {}",
+                        grant.request_id,
+                        self.plan_context().mapper().readable(Mention::User(user))
+                    ),
+                    None => format!("agent run {}", grant.request_id),
+                }
+            }
+        }
+    }
+
+    /// The call as hooks see it.
+    fn hook_call(&self, input: &Value, targets: &[Snowflake]) -> Value {
+        let capability = self.context.caller.capability();
+        json!({
+            "tool": self.tool_id,
+            "input": input,
+            "caller": self.context.caller.limit_key().as_str(),
+            "sessions": targets,
+            "run": capability.map(|c| c.grant.request_id.clone()),
         })
     }
 
-    /// Stage 10: after-hooks (none yet) see the answer and may transform it.
+    /// Runs the before-hooks that match, in order: `Some` is a rewritten input.
+    async fn before_hooks(
+        &self,
+        input: Option<&Value>,
+        targets: &[Snowflake],
+    ) -> Result<Option<Value>, ToolError> {
+        let hooks = &self.core.hooks;
+        let Some(input) = input else {
+            return Ok(None);
+        };
+        for hook in hooks
+            .before
+            .iter()
+            .filter(|hook| switchboard_config::glob_matches(&hook.tool, self.tool_id))
+        {
+            let program = hook.command.first().cloned().unwrap_or_default();
+            match hooks::before(hook, &self.hook_call(input, targets)).await {
+                Ok(BeforeAnswer::Allow) => {}
+                Ok(BeforeAnswer::Rewrite(rewritten)) => return Ok(Some(rewritten)),
+                Ok(BeforeAnswer::Refuse(reason)) => {
+                    self.trail().decided_by = Some(format!("hook {program}"));
+                    return Err(ToolError::denied(
+                        ErrorCode::HookDenied,
+                        format!("A hook refused '{}': {reason}", self.tool_id),
+                    )
+                    .with_details(json!({ "hook": program, "reason": reason })));
+                }
+                Err(error) => self.hook_failed(&error)?,
+            }
+        }
+        Ok(None)
+    }
+
+    /// A failed hook refuses the call, unless `hooks.on_error = "allow"`.
+    fn hook_failed(&self, error: &hooks::HookError) -> Result<(), ToolError> {
+        tracing::warn!(tool = self.tool_id, %error, "hook failed");
+        match self.core.hooks.on_error {
+            HookFailure::Allow => Ok(()),
+            HookFailure::Deny => Err(ToolError::denied(
+                ErrorCode::HookFailed,
+                format!(
+                    "'{}' was refused because a hook failed: {error}",
+                    self.tool_id
+                ),
+            )),
+        }
+    }
+
+    /// Stage 9: the handler, within the concurrency cap and the call timeout.
+    pub(crate) async fn execute(
+        &self,
+        handler: impl Future<Output = Result<ToolOutput, ToolError>>,
+    ) -> Result<ToolOutput, ToolError> {
+        let core = self.core;
+        let _permit = core.permits.try_acquire().map_err(|_| {
+            ToolError::new(
+                ErrorKind::Unavailable,
+                ErrorCode::Busy,
+                "The tool server is at its concurrent call limit; retry shortly",
+            )
+            .with_retry_after(Duration::from_secs(1))
+        })?;
+        match tokio::time::timeout(core.call_timeout, handler).await {
+            Ok(result) => result,
+            Err(_) => Err(ToolError::new(
+                ErrorKind::Timeout,
+                ErrorCode::Timeout,
+                format!(
+                    "'{}' did not finish within {} s; it may still complete — check before retrying a mutation",
+                    self.tool_id,
+                    core.call_timeout.as_secs()
+                ),
+            )),
+        }
+    }
+
+    /// Stage 10: after-hooks see the answer and may transform it.
     pub(crate) async fn after(
         &self,
-        _invocation: &Invocation<'a>,
+        invocation: &Invocation<'a>,
+        input: Option<&Value>,
         output: ToolOutput,
     ) -> Result<ToolOutput, ToolError> {
-        Ok(output)
+        let hooks = &self.core.hooks;
+        let matching: Vec<_> = hooks
+            .after
+            .iter()
+            .filter(|hook| switchboard_config::glob_matches(&hook.tool, self.tool_id))
+            .collect();
+        if matching.is_empty() {
+            return Ok(output);
+        }
+        let targets: Vec<Snowflake> = invocation
+            .targets()
+            .iter()
+            .map(Target::channel_id)
+            .collect();
+        let mut value: Value = serde_json::from_str(output.get())
+            .map_err(|e| ToolError::internal(format!("the answer is not JSON: {e}")))?;
+        for hook in matching {
+            let mut call = self.hook_call(input.unwrap_or(&Value::Null), &targets);
+            call["output"] = value.clone();
+            match hooks::after(hook, &call).await {
+                Ok(Some(replaced)) => value = replaced,
+                Ok(None) => {}
+                Err(error) => self.hook_failed(&error)?,
+            }
+        }
+        crate::registry::output(&value)
     }
 
     /// A session reference (or the context's default) as a channel id.
@@ -146,6 +448,21 @@ impl<'a> Gate<'a> {
     }
 }
 
+/// An input as an approver reads it: one `field: value` line per top-level field.
+fn preview(input: &Value) -> String {
+    match input {
+        Value::Object(map) => map
+            .iter()
+            .map(|(key, value)| match value {
+                Value::String(text) => format!("{key}: {text}"),
+                other => format!("{key}: {other}"),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
+    }
+}
+
 /// An error about a session named in another field than `sessionId` says which.
 fn in_field(request: &SessionRequest, mut error: ToolError) -> ToolError {
     if request.field != "sessionId" {
@@ -162,23 +479,25 @@ impl Core {
     ///
     /// 1. **authenticate**: the front turns the presented token into a
     ///    [`Caller`](crate::auth::Caller) with [`Core::authenticate`];
-    /// 2. **scope**: the callable must be visible to the caller (else `out_of_scope`);
+    /// 2. **scope**: the callable must be visible to the caller — its token's scope, and for an
+    ///    agent run its session's (else `out_of_scope`);
     /// 3. **validate**: the input against the callable's schema, then the callable's own rules
     ///    and CPU work ([`Tool::plan`](crate::Tool::plan)), which names the sessions the call
     ///    acts in;
     /// 4. **resolve** every named session reference (`#ops`, `<#id>`, an id);
     /// 5. **allowlist** each of them;
-    /// 6. **permission**: allow / ask / deny rules (today every call is allowed);
+    /// 6. **permission**: allow / ask / deny rules, the last match winning (`permission_denied`;
+    ///    an ask waits for an approver: `approval_denied`, `approval_expired`);
     /// 7. **rate limits**: per caller and callable, and per channel (a send split in k parts
     ///    spends k);
-    /// 8. **before-hooks** (none are configured yet);
+    /// 8. **before-hooks**: may refuse (`hook_denied`) or rewrite the input, which is then
+    ///    checked again from stage 3;
     /// 9. the **handler**, with its resolved targets and the
-    ///    [`MentionPolicy`](crate::surface::MentionPolicy) — only now are files read;
-    /// 10. **after-hooks**;
-    /// 11. the **audit** record (a `tracing` line, target `audit`, with the fields the audit log
-    ///     keeps).
-    ///
-    /// The concurrency cap and the call timeout wrap stages 3 to 10.
+    ///    [`MentionPolicy`](crate::surface::MentionPolicy) — only now are files read — within
+    ///    the concurrency cap and the call timeout;
+    /// 10. **after-hooks** may transform the answer;
+    /// 11. the **audit** record: a row in the ledger (the audit log) and a `tracing` line
+    ///     (target `audit`).
     pub async fn call(
         &self,
         context: &CallContext,
@@ -186,84 +505,49 @@ impl Core {
         input: Value,
     ) -> Result<ToolOutput, ToolError> {
         let started = Instant::now();
+        let started_ms = crate::clock::now_ms();
         // Scope.
         let (tool_id, tool) = match self.registry.lookup(tool_id) {
-            Some((id, tool)) if context.caller.may_call(id) => (id, tool),
+            Some((id, tool)) if self.may_call(&context.caller, id) => (id, tool),
             // A callable outside the caller's scope looks like any other it may not call.
             Some((id, _)) => {
                 let error = ToolError::denied(
                     ErrorCode::OutOfScope,
                     format!("'{id}' is outside this token's tool scope"),
                 );
-                return self.refused(context, id, error, started);
+                let trail = Trail::new();
+                let result = Err(error);
+                self.audit(context, id, &trail, &result, started, started_ms);
+                return result;
             }
             None => {
                 let error = Registry::unknown(tool_id, self.registry.ids());
-                return self.refused(context, "-", error, started);
+                let result = Err(error);
+                self.audit(context, "-", &Trail::new(), &result, started, started_ms);
+                return result;
             }
         };
         let gate = Gate {
             core: self,
             context,
             tool_id,
-            trail: Mutex::new(Trail {
-                targets: Vec::new(),
-                decision: Decision::Undecided,
-            }),
+            trail: Mutex::new(Trail::new()),
         };
-        let result = self.run_stages(&gate, tool, input).await;
-        self.audit(context, tool_id, &gate.trail(), &result, started);
+        let result = tool.call(&gate, input).await;
+        self.audit(
+            context,
+            tool_id,
+            &gate.trail(),
+            &result,
+            started,
+            started_ms,
+        );
         result
     }
 
-    /// A call refused before it had a gate (unknown callable, out of scope), audited.
-    fn refused(
-        &self,
-        context: &CallContext,
-        tool_id: &str,
-        error: ToolError,
-        started: Instant,
-    ) -> Result<ToolOutput, ToolError> {
-        let trail = Trail {
-            targets: Vec::new(),
-            decision: Decision::Undecided,
-        };
-        let result = Err(error);
-        self.audit(context, tool_id, &trail, &result, started);
-        result
-    }
-
-    async fn run_stages(
-        &self,
-        gate: &Gate<'_>,
-        tool: &std::sync::Arc<dyn crate::registry::Callable>,
-        input: Value,
-    ) -> Result<ToolOutput, ToolError> {
-        let tool_id = gate.tool_id;
-        let _permit = self.permits.try_acquire().map_err(|_| {
-            ToolError::new(
-                ErrorKind::Unavailable,
-                ErrorCode::Busy,
-                "The tool server is at its concurrent call limit; retry shortly",
-            )
-            .with_retry_after(Duration::from_secs(1))
-        })?;
-        match tokio::time::timeout(self.call_timeout, tool.call(gate, input)).await {
-            Ok(result) => result,
-            Err(_) => Err(ToolError::new(
-                ErrorKind::Timeout,
-                ErrorCode::Timeout,
-                format!(
-                    "'{tool_id}' did not finish within {} s; it may still complete — check before retrying a mutation",
-                    self.call_timeout.as_secs()
-                ),
-            )),
-        }
-    }
-
-    /// The audit record: every call is a DEBUG line (target `audit`) with the fields the audit
-    /// log keeps; refusals are also an INFO line, at most one per caller and code every few
-    /// seconds, with how many there were.
+    /// The audit record: a row for the ledger, a DEBUG line (target `audit`) per call, and an
+    /// INFO line per refusal burst (one per caller and code every few seconds, with how many
+    /// there were).
     fn audit(
         &self,
         context: &CallContext,
@@ -271,30 +555,47 @@ impl Core {
         trail: &Trail,
         result: &Result<ToolOutput, ToolError>,
         started: Instant,
+        started_ms: u64,
     ) {
         let (outcome, code) = match result {
-            Ok(_) => ("ok", ""),
-            Err(error) => (error.kind.as_str(), error.code.as_str()),
+            Ok(_) => ("ok", None),
+            Err(error) => (error.kind.as_str(), Some(error.code.as_str())),
         };
+        let duration_ms = started.elapsed().as_millis() as u64;
+        let caller = context.caller.limit_key();
+        let capability = context.caller.capability();
+        self.governance.ledger().record(AuditRow {
+            time_ms: started_ms,
+            caller: caller.as_str().to_owned(),
+            run: capability.map(|c| c.grant.request_id.clone()),
+            requested_by: capability.and_then(|c| c.grant.requested_by),
+            tool: tool_id.to_owned(),
+            sessions: trail.targets.clone(),
+            input: trail.input.clone(),
+            decision: trail.decision.as_str().to_owned(),
+            decided_by: trail.decided_by.clone(),
+            outcome: outcome.to_owned(),
+            code: code.map(str::to_owned),
+            duration_ms,
+        });
         if tracing::enabled!(target: "audit", tracing::Level::DEBUG) {
             let targets: Vec<String> = trail.targets.iter().map(ToString::to_string).collect();
             tracing::debug!(
                 target: "audit",
-                caller = context.caller.limit_key().as_str(),
+                caller = caller.as_str(),
                 tool = tool_id,
                 sessions = %targets.join(","),
                 request = context.request_id.as_deref().unwrap_or("-"),
                 tool_call = context.tool_call_id.as_deref().unwrap_or("-"),
                 decision = trail.decision.as_str(),
                 outcome,
-                code,
-                ms = started.elapsed().as_millis() as u64,
+                code = code.unwrap_or(""),
+                ms = duration_ms,
                 "call"
             );
         }
         if let Err(error) = result {
             if matches!(error.kind, ErrorKind::Denied | ErrorKind::Unavailable) {
-                let caller = context.caller.limit_key();
                 let caller = caller.as_str();
                 if let Some(count) = self.refusals.record(caller, error.code.as_str(), started) {
                     tracing::info!(

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use crate::error::ToolError;
 use crate::invocation::{Invocation, PlanContext};
-use crate::pipeline::Gate;
+use crate::pipeline::{Admission, Gate};
 
 /// What a callable says about itself.
 pub struct ToolSpec {
@@ -182,13 +182,33 @@ impl<T: Tool> Callable for Registered<T> {
     }
 
     async fn call(&self, gate: &Gate<'_>, input: Value) -> Result<ToolOutput, ToolError> {
-        // Validate: the schema (serde), then the callable's own rules and CPU work.
-        let input = parse_input::<T::Input>(input)?;
-        let planned = self.tool.plan(&gate.plan_context(), input)?;
-        // Resolve, allowlist, permission, rate limits, before-hooks.
-        let invocation = gate.admit(&planned.sessions).await?;
-        let output = self.tool.run(&invocation, planned.plan).await?;
-        gate.after(&invocation, output).await
+        let mut input = input;
+        let mut rewritten = false;
+        loop {
+            gate.note_input(&input);
+            // Hooks see the whole input; without hooks nothing keeps a copy.
+            let kept = gate.has_hooks().then(|| input.clone());
+            // Validate: the schema (serde), then the callable's own rules and CPU work.
+            let parsed = parse_input::<T::Input>(input)?;
+            let planned = self.tool.plan(&gate.plan_context(), parsed)?;
+            // Resolve, allowlist, permission, rate limits, before-hooks.
+            match gate
+                .admit(&planned.sessions, kept.as_ref(), rewritten)
+                .await?
+            {
+                Admission::Go(invocation) => {
+                    let output = gate
+                        .execute(self.tool.run(&invocation, planned.plan))
+                        .await?;
+                    return gate.after(&invocation, kept.as_ref(), output).await;
+                }
+                // A before-hook's rewrite is checked again from the start, once.
+                Admission::Rewrite(new_input) => {
+                    input = new_input;
+                    rewritten = true;
+                }
+            }
+        }
     }
 }
 

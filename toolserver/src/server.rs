@@ -48,6 +48,41 @@ pub enum StartError {
     },
 }
 
+/// The secrets the tool server checks callers against, read from the environment variables
+/// the config names.
+#[derive(Debug, Clone, Default)]
+pub struct Secrets {
+    /// The operator token (`toolserver.operator_token_env`).
+    pub operator: Option<String>,
+    /// Each named token's value, by its name (`[[toolserver.tokens]]` `token_env`).
+    pub tokens: Vec<(String, String)>,
+}
+
+impl Secrets {
+    /// Reads every secret the config names from the environment (`env` answers a variable).
+    pub fn from_env(config: &Config, env: impl Fn(&str) -> Option<String>) -> Secrets {
+        Secrets {
+            operator: env(&config.toolserver.operator_token_env),
+            tokens: config
+                .toolserver
+                .tokens
+                .iter()
+                .filter_map(|token| env(&token.token_env).map(|value| (token.name.clone(), value)))
+                .collect(),
+        }
+    }
+}
+
+impl From<Option<String>> for Secrets {
+    /// Only an operator token.
+    fn from(operator: Option<String>) -> Self {
+        Secrets {
+            operator,
+            tokens: Vec::new(),
+        }
+    }
+}
+
 /// Everything a call needs, shared by the HTTP front and in-process callers.
 pub struct Core {
     pub(crate) surface: Arc<dyn Surface>,
@@ -63,6 +98,11 @@ pub struct Core {
     pub(crate) max_parts_per_send: usize,
     pub(crate) workflows: std::sync::OnceLock<Arc<crate::workflow::WorkflowEngine>>,
     operator: Option<OperatorToken>,
+    named_tokens: Vec<crate::auth::NamedToken>,
+    pub(crate) governance: crate::governance::Governance,
+    pub(crate) approvals: crate::approvals::Approvals,
+    pub(crate) hooks: switchboard_config::Hooks,
+    pub(crate) audit: switchboard_config::AuditConfig,
     pub(crate) refusals: crate::refusals::RefusalLog,
     pub(crate) call_timeout: Duration,
     pub(crate) permits: Semaphore,
@@ -76,9 +116,9 @@ impl Core {
     pub fn new(
         config: &Config,
         surface: Arc<dyn Surface>,
-        operator_token: Option<String>,
+        secrets: Secrets,
     ) -> Result<Core, StartError> {
-        let operator_token = operator_token.filter(|t| !t.trim().is_empty());
+        let operator_token = secrets.operator.filter(|t| !t.trim().is_empty());
         let ts = &config.toolserver;
         if operator_token.is_none() {
             if !ts.insecure_no_auth {
@@ -96,7 +136,52 @@ impl Core {
         }
         let mut registry = Registry::new();
         crate::callables::register_all(&mut registry);
+        let named_tokens = config
+            .toolserver
+            .tokens
+            .iter()
+            .filter_map(|token| {
+                let value = secrets
+                    .tokens
+                    .iter()
+                    .find(|(name, _)| *name == token.name)
+                    .map(|(_, value)| value.trim())
+                    .filter(|value| !value.is_empty());
+                if value.is_none() {
+                    tracing::warn!(
+                        token = %token.name,
+                        env = %token.token_env,
+                        "named token has no value (its environment variable is unset or empty); it cannot be used"
+                    );
+                }
+                value.map(|value| {
+                    crate::auth::NamedToken::new(value, &token.name, token.scope.clone())
+                })
+            })
+            .collect();
+        let ledger: Arc<dyn crate::governance::Ledger> = Arc::new(crate::governance::NoLedger);
+        let governance = crate::governance::Governance::new(
+            config.permissions.clone(),
+            config.aliases.clone(),
+            config
+                .sessions
+                .iter()
+                .filter_map(|s| s.tool_scope.clone().map(|scope| (s.channel_id, scope))),
+            [],
+            Arc::clone(&ledger),
+        );
+        let approvals = crate::approvals::Approvals::new(
+            config.permissions.approvers.clone(),
+            config.permissions.console_approves,
+            config.permissions.ask_timeout,
+            ledger,
+        );
         Ok(Core {
+            named_tokens,
+            governance,
+            approvals,
+            hooks: config.hooks.clone(),
+            audit: config.audit.clone(),
             surface,
             aliases: config.aliases.clone(),
             alias_comments: config.alias_comments.clone(),
@@ -176,22 +261,65 @@ impl Core {
                     ),
                 });
         }
-        match &self.operator {
-            Some(operator) if operator.matches(token) => Ok(Caller::Operator),
-            _ => Err(ToolError::unauthenticated(
+        if let Some(operator) = &self.operator {
+            if operator.matches(token) {
+                return Ok(Caller::Operator);
+            }
+        }
+        let presented = crate::auth::token_digest(token);
+        // Every named token is compared (in constant time), so timing says nothing of which.
+        let named = self
+            .named_tokens
+            .iter()
+            .fold(None, |found, named| match found {
+                None if named.matches(&presented) => Some(Arc::clone(&named.caller)),
+                other => other,
+            });
+        match named {
+            Some(caller) => Ok(Caller::Token(caller)),
+            None => Err(ToolError::unauthenticated(
                 ErrorCode::InvalidToken,
                 "The token is not valid for this server",
             )),
         }
     }
 
+    /// Whether `caller` may see and call `tool_id`: its token's scope, and for an agent run its
+    /// session's scope too (`[sessions.*]`, then `/tools` overrides).
+    pub fn may_call(&self, caller: &Caller, tool_id: &str) -> bool {
+        self.governance.may_call(caller, tool_id)
+    }
+
     /// The callables this caller may call.
     pub fn tools_for(&self, caller: &Caller) -> Vec<ToolEntry> {
         self.registry
             .entries()
-            .filter(|entry| caller.may_call(&entry.id))
+            .filter(|entry| self.may_call(caller, &entry.id))
             .cloned()
             .collect()
+    }
+
+    /// Governance: scopes, rules, the ledger.
+    pub fn governance(&self) -> &crate::governance::Governance {
+        &self.governance
+    }
+
+    /// Approvals in progress.
+    pub fn approvals(&self) -> &crate::approvals::Approvals {
+        &self.approvals
+    }
+
+    /// Keeps the audit log, `/tools` overrides and approvals in `ledger`, starting from the
+    /// overrides it kept. Call before the core serves.
+    #[must_use]
+    pub fn with_ledger(
+        mut self,
+        ledger: Arc<dyn crate::governance::Ledger>,
+        overrides: Vec<(Snowflake, Vec<String>)>,
+    ) -> Core {
+        self.governance = self.governance.with_ledger(Arc::clone(&ledger), overrides);
+        self.approvals = self.approvals.with_ledger(ledger);
+        self
     }
 
     /// Mints a capability token for an agent run (bound to its session, request, scope and

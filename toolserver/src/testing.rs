@@ -79,6 +79,7 @@ pub struct TestServer {
     addr: SocketAddr,
     operator_token: String,
     core: Arc<Core>,
+    ledger: Arc<crate::memory::MemoryLedger>,
     surface: Arc<MemorySurface>,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<std::io::Result<()>>>,
@@ -96,13 +97,29 @@ impl TestServer {
         config_toml: &str,
         surface: Arc<MemorySurface>,
     ) -> Result<TestServer, TestServerError> {
+        Self::start_with_tokens(config_toml, surface, &[]).await
+    }
+
+    /// [`TestServer::start_with`], with values for the config's named tokens (`(name, value)`)
+    /// and a ledger that keeps audit rows and overrides in memory.
+    pub async fn start_with_tokens(
+        config_toml: &str,
+        surface: Arc<MemorySurface>,
+        tokens: &[(&str, &str)],
+    ) -> Result<TestServer, TestServerError> {
         let config = Config::parse(config_toml, "test.toml").map_err(TestServerError::Config)?;
         let operator_token = format!("test-operator-{}", std::process::id());
-        let core = Arc::new(Core::new(
-            &config,
-            surface.clone(),
-            Some(operator_token.clone()),
-        )?);
+        let secrets = crate::Secrets {
+            operator: Some(operator_token.clone()),
+            tokens: tokens
+                .iter()
+                .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+                .collect(),
+        };
+        let ledger = Arc::new(crate::memory::MemoryLedger::default());
+        let core = Arc::new(
+            Core::new(&config, surface.clone(), secrets)?.with_ledger(ledger.clone(), Vec::new()),
+        );
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
             .await
             .map_err(TestServerError::Bind)?;
@@ -115,10 +132,16 @@ impl TestServer {
             addr,
             operator_token,
             core,
+            ledger,
             surface,
             shutdown: Some(shutdown),
             task: Some(task),
         })
+    }
+
+    /// Where the server keeps its audit rows and overrides.
+    pub fn ledger(&self) -> &Arc<crate::memory::MemoryLedger> {
+        &self.ledger
     }
 
     /// The server's base URL, `http://127.0.0.1:<port>` (what `SWITCHBOARD_URL` would hold).

@@ -1174,7 +1174,7 @@ async fn refuses_to_start_without_operator_token_unless_insecure_on_loopback() {
     let surface = Arc::new(MemorySurface::demo());
     let config = switchboard_config::Config::parse(&DEMO_CONFIG, "t").unwrap();
     assert!(matches!(
-        toolserver::Core::new(&config, surface.clone(), None),
+        toolserver::Core::new(&config, surface.clone(), None.into()),
         Err(toolserver::StartError::NoOperatorToken { .. })
     ));
     let insecure = switchboard_config::Config::parse(
@@ -1182,6 +1182,7 @@ async fn refuses_to_start_without_operator_token_unless_insecure_on_loopback() {
         "t",
     )
     .unwrap();
-    let core = toolserver::Core::new(&insecure, surface, None).expect("loopback + explicit opt-in");
+    let core =
+        toolserver::Core::new(&insecure, surface, None.into()).expect("loopback + explicit opt-in");
     assert!(core.authenticate(None).is_ok());
 }
