@@ -4,6 +4,12 @@
 //! Commands answer only in sessions the allowlist allows (elsewhere: an ephemeral refusal that
 //! says nothing about the service), and never show addresses or tokens.
 
+// `#[poise::command]` wraps each command in a new `pub fn` (returning its `poise::Command`) that
+// carries no docs: poise takes the doc comment for the slash command's description and leaves it
+// on the inner function. missing_docs cannot be satisfied for `status` and `abort`, so it is off
+// for this module; every other public item here is documented.
+#![allow(missing_docs)]
+
 use std::sync::Arc;
 
 use entity::Snowflake;
@@ -18,7 +24,9 @@ use crate::store::Store;
 
 /// What every command can reach.
 pub struct Data {
+    /// The store: where commands find sessions (for the allowlist too) and count cached messages.
     pub store: Store,
+    /// Decides where commands answer at all; elsewhere they refuse, privately.
     pub allowlist: Arc<Allowlist>,
     /// `discord.admins`: who may stop anyone's run.
     pub admins: Vec<Principal>,
@@ -26,7 +34,10 @@ pub struct Data {
     pub runs: Option<Arc<dyn Runs>>,
 }
 
+/// What a command fails with; [`on_error`] logs it and tells the user, privately, that the command
+/// failed.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
+/// What every command receives: poise's context over [`Data`] and [`Error`].
 pub type Context<'a> = poise::Context<'a, Data, Error>;
 
 const NOT_HERE: &str = "switchboard is not active in this channel.";

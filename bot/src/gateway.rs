@@ -48,6 +48,10 @@ fn display_name(user: &User) -> &str {
 }
 
 impl Ingest {
+    /// An ingest that writes to `store`. `allowlist` decides which channels' messages are kept and
+    /// `aliases` turn content into canonical text; `connection` and `bot_id`, which READY and
+    /// GUILD_CREATE set, are shared with the [`DiscordSurface`](crate::DiscordSurface). Nothing
+    /// starts runs or answers workflows until [`Ingest::with_runs`] and [`Ingest::with_workflows`].
     pub fn new(
         store: Store,
         aliases: Aliases,
@@ -350,6 +354,9 @@ impl RawEventHandler for Ingest {
 
 /// Tracks the shard's connection stage for `/health`.
 pub struct StageWatcher {
+    /// The state `/health` reports, shared with the ingest: down when the shard disconnects,
+    /// connecting while it connects or resumes (the ingest sets ready once the guilds have
+    /// arrived).
     pub connection: Arc<Connection>,
 }
 

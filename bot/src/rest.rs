@@ -151,8 +151,13 @@ fn failure(status: StatusCode, headers: &reqwest::header::HeaderMap, body: Value
 /// Where a channel sits, from `GET /channels/{id}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChannelFacts {
+    /// The guild the channel belongs to; `None` for a DM.
     pub guild_id: Option<Snowflake>,
+    /// The category of a channel, or the channel a thread lives in; `None` when it has neither.
     pub parent_id: Option<Snowflake>,
+    /// Discord's channel `type` (0 text, 1 DM, 4 category, 11 public thread, 15 forum...), which
+    /// [`session_kind`](crate::surface::session_kind) maps to a session kind; 0 when the answer
+    /// has none.
     pub kind: u64,
 }
 
@@ -263,6 +268,8 @@ impl DiscordRest {
         self.call(Method::GET, "/users/@me", None, true).await
     }
 
+    /// Where a channel sits (`GET /channels/{id}`): its guild, its parent and its type. Retried
+    /// after 5xx and 429, like every request here.
     pub async fn channel(&self, channel_id: Snowflake) -> Result<ChannelFacts, SurfaceError> {
         let value = self
             .call(Method::GET, &format!("/channels/{channel_id}"), None, true)
@@ -351,6 +358,9 @@ impl DiscordRest {
         Ok(Fetched::Bytes(content))
     }
 
+    /// Replaces the content of one of the bot's own messages (`PATCH /channels/{id}/messages/{id}`)
+    /// under the given `allowed_mentions`; returns Discord's message JSON, whose `edited_timestamp`
+    /// is now set.
     pub async fn edit_message(
         &self,
         channel_id: Snowflake,
@@ -401,7 +411,8 @@ impl DiscordRest {
         .await
     }
 
-    /// Deletes a message.
+    /// Deletes a message (`DELETE /channels/{id}/messages/{id}`); someone else's needs
+    /// MANAGE_MESSAGES in that channel.
     pub async fn delete_message(
         &self,
         channel_id: Snowflake,
@@ -417,6 +428,8 @@ impl DiscordRest {
         .map(drop)
     }
 
+    /// Adds the bot's reaction to a message (`PUT .../reactions/{emoji}/@me`). `emoji` is a Unicode
+    /// emoji or a custom one as `name:id`; it is percent-encoded here.
     pub async fn add_reaction(
         &self,
         channel_id: Snowflake,
@@ -427,6 +440,8 @@ impl DiscordRest {
         self.call(Method::PUT, &path, None, true).await.map(drop)
     }
 
+    /// Removes the bot's own reaction from a message (`DELETE .../reactions/{emoji}/@me`); `emoji`
+    /// as for [`DiscordRest::add_reaction`].
     pub async fn remove_reaction(
         &self,
         channel_id: Snowflake,
@@ -437,6 +452,8 @@ impl DiscordRest {
         self.call(Method::DELETE, &path, None, true).await.map(drop)
     }
 
+    /// Shows the bot as typing in a channel (`POST /channels/{id}/typing`); Discord shows it for
+    /// about ten seconds, or until the bot's next message.
     pub async fn typing(&self, channel_id: Snowflake) -> Result<(), SurfaceError> {
         self.call(
             Method::POST,

@@ -24,6 +24,7 @@ use crate::store::{SessionKind, Store, StoredMessage, StoredSession};
 pub struct Connection(AtomicU8);
 
 impl Connection {
+    /// Records the gateway's state; `/health` sees it at once.
     pub fn set(&self, state: ConnectionState) {
         let code = match state {
             ConnectionState::Connecting => 0,
@@ -34,6 +35,7 @@ impl Connection {
         self.0.store(code, Ordering::Relaxed);
     }
 
+    /// The state last set; [`ConnectionState::Connecting`] before any.
     pub fn get(&self) -> ConnectionState {
         match self.0.load(Ordering::Relaxed) {
             0 => ConnectionState::Connecting,
@@ -111,6 +113,9 @@ fn revision_of(message: &StoredMessage) -> u64 {
 }
 
 impl DiscordSurface {
+    /// A surface that reads from `store` and acts through `rest`, with `aliases` for canonical
+    /// text. `connection` and `bot_id` are shared with the gateway's
+    /// [`Ingest`](crate::gateway::Ingest), which sets them; `bot_id` is 0 until READY.
     pub fn new(
         store: Store,
         rest: DiscordRest,
@@ -127,6 +132,7 @@ impl DiscordSurface {
         }
     }
 
+    /// The store the surface reads from.
     pub fn store(&self) -> &Store {
         &self.store
     }

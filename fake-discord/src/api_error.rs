@@ -9,8 +9,12 @@ use serde_json::{json, Map, Value};
 /// An error answer in Discord's shape.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ApiError {
+    /// The HTTP status of the answer.
     pub status: StatusCode,
+    /// Discord's JSON error code (10003, 50035...); 0 for the plain HTTP errors (401, 404 for an
+    /// unknown route, 405, 429, injected faults).
     pub code: u32,
+    /// The `message` text, worded as Discord words it.
     pub message: String,
     /// The nested `errors` object of a 50035 answer.
     pub errors: Option<Value>,
@@ -29,36 +33,56 @@ impl ApiError {
         }
     }
 
+    /// 404 10003 Unknown Channel: no channel, thread or DM has this id.
     pub fn unknown_channel() -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, 10003, "Unknown Channel")
     }
+    /// 404 10004 Unknown Guild: the guild in a guild-commands route is not in the world.
     pub fn unknown_guild() -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, 10004, "Unknown Guild")
     }
+    /// 404 10008 Unknown Message: the channel holds no message with this id (never sent, deleted,
+    /// or beyond [`Limits::messages_per_channel`](crate::Limits::messages_per_channel)), or an
+    /// interaction webhook names a message that is not its own, or `@original` before there is one.
     pub fn unknown_message() -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, 10008, "Unknown Message")
     }
+    /// 404 10013 Unknown User: the user is not in the world (or, opening a DM, is the bot itself).
     pub fn unknown_user() -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, 10013, "Unknown User")
     }
+    /// 400 10014 Unknown Emoji: a reaction's emoji is neither a Unicode emoji nor `name:id`; plain
+    /// words like `thumbsup` included.
     pub fn unknown_emoji() -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, 10014, "Unknown Emoji")
     }
+    /// 404 10015 Unknown Webhook: an interaction webhook's application id or token matches no
+    /// interaction the fake holds, or a follow-up comes before the interaction was answered.
     pub fn unknown_webhook() -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, 10015, "Unknown Webhook")
     }
+    /// 404 10062 Unknown interaction: a callback names an interaction the fake does not hold (never
+    /// invoked, or beyond [`Limits::interactions`](crate::Limits::interactions)) or gives the wrong
+    /// token.
     pub fn unknown_interaction() -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, 10062, "Unknown interaction")
     }
+    /// 404 10002 Unknown Application: the application id in a commands route is not the bot's.
     pub fn unknown_application() -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, 10002, "Unknown Application")
     }
+    /// 403 50001 Missing Access: the bot cannot see the channel (`bot_can_see: false` on it, or on
+    /// a thread's parent).
     pub fn missing_access() -> ApiError {
         ApiError::new(StatusCode::FORBIDDEN, 50001, "Missing Access")
     }
+    /// 403 50013 Missing Permissions: the bot lacks what the action needs in that channel:
+    /// `bot_can_send` to post or type, `bot_can_manage_messages` to delete others' messages or
+    /// bulk-delete.
     pub fn missing_permissions() -> ApiError {
         ApiError::new(StatusCode::FORBIDDEN, 50013, "Missing Permissions")
     }
+    /// 403 50005: the bot tried to edit a message someone else wrote.
     pub fn cannot_edit_others_message() -> ApiError {
         ApiError::new(
             StatusCode::FORBIDDEN,
@@ -66,6 +90,8 @@ impl ApiError {
             "Cannot edit a message authored by another user",
         )
     }
+    /// 400 50006: the message would show nothing (no content, embeds, components, stickers, poll or
+    /// files), when sent or after an edit.
     pub fn cannot_send_empty_message() -> ApiError {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -73,6 +99,7 @@ impl ApiError {
             "Cannot send an empty message",
         )
     }
+    /// 403 50003: the bot tried to delete someone else's message, or to bulk-delete, in a DM.
     pub fn cannot_act_on_dm() -> ApiError {
         ApiError::new(
             StatusCode::FORBIDDEN,
@@ -80,6 +107,8 @@ impl ApiError {
             "Cannot execute action on a DM channel",
         )
     }
+    /// 400 50008: posting (or the bot typing) in a channel that holds no messages: a category or a
+    /// forum.
     pub fn cannot_send_in_non_text() -> ApiError {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -87,9 +116,11 @@ impl ApiError {
             "Cannot send messages in a non-text channel",
         )
     }
+    /// 400 50083: the bot posted or typed in an archived thread.
     pub fn thread_archived() -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, 50083, "Thread is archived")
     }
+    /// 400 30010: a message already has reactions with 20 different emoji, and a new one was added.
     pub fn max_reactions() -> ApiError {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -97,6 +128,7 @@ impl ApiError {
             "Maximum number of reactions reached (20)",
         )
     }
+    /// 400 40060: a second callback to an interaction that was already answered.
     pub fn already_acknowledged() -> ApiError {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -104,6 +136,8 @@ impl ApiError {
             "Interaction has already been acknowledged.",
         )
     }
+    /// 400 50109: the body (or a multipart request's `payload_json`) is not valid JSON, or a route
+    /// that takes only JSON got a form.
     pub fn invalid_json() -> ApiError {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -119,15 +153,20 @@ impl ApiError {
             "Request entity too large",
         )
     }
+    /// 401 (code 0): the `Authorization` header is missing, or its token is not one the bot accepts
+    /// ([`BotSpec::token`](crate::BotSpec::token)).
     pub fn unauthorized() -> ApiError {
         ApiError::new(StatusCode::UNAUTHORIZED, 0, "401: Unauthorized")
     }
+    /// 404 (code 0): no such route, or an attachment URL the fake does not serve.
     pub fn not_found() -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, 0, "404: Not Found")
     }
+    /// 405 (code 0): the route exists, but not for this method.
     pub fn method_not_allowed() -> ApiError {
         ApiError::new(StatusCode::METHOD_NOT_ALLOWED, 0, "405: Method Not Allowed")
     }
+    /// 500 (code 0): something broke on Discord's side.
     pub fn internal() -> ApiError {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -135,6 +174,9 @@ impl ApiError {
             "500: Internal Server Error",
         )
     }
+    /// 429 (code 0): slow down. `retry_after` (seconds) goes in the body, rounded up in
+    /// `Retry-After`, and in `X-RateLimit-Reset-After`; the fake answers it only as an injected
+    /// fault.
     pub fn rate_limited(retry_after: f64) -> ApiError {
         let mut e = ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -196,6 +238,7 @@ pub struct FormErrors {
 }
 
 impl FormErrors {
+    /// No field errors yet.
     pub fn new() -> FormErrors {
         FormErrors::default()
     }
@@ -209,6 +252,7 @@ impl FormErrors {
         ));
     }
 
+    /// Whether no field error was recorded.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -22,7 +22,11 @@ use crate::world::channel_type;
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct UserMessage {
+    /// Where to post: any channel, thread or DM of the world, the bot's hidden ones included (the
+    /// bot then gets no event, as on Discord).
     pub channel_id: Snowflake,
+    /// Who posts it: a member of the channel's guild, or the DM's recipient (409 for anyone else,
+    /// 404 for an id that is not a user of the world).
     pub author_id: Snowflake,
     /// May be empty (or absent in JSON) when the message has attachments.
     #[serde(default)]
@@ -67,18 +71,30 @@ impl NewAttachment {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct NewChannel {
+    /// The guild to create it in; it must be in the world (404 otherwise).
     pub guild_id: Snowflake,
+    /// Its name, 1 to 100 characters.
     pub name: String,
+    /// Discord's channel type (JSON `type`, default 0: text), one a world file may use. A thread
+    /// type (10, 11, 12) needs `parent_id`.
     #[serde(rename = "type", default)]
     pub kind: u8,
+    /// For a thread, the text, announcement or forum channel it lives in (required); for a channel,
+    /// its category.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_id: Option<Snowflake>,
+    /// Its topic, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic: Option<String>,
+    /// Whether the bot has VIEW_CHANNEL here (default true); a hidden channel sends the bot no
+    /// events and answers its REST calls 50001.
     #[serde(default = "yes")]
     pub bot_can_see: bool,
+    /// Whether the bot may post here (default true); if not, its sends answer 50013.
     #[serde(default = "yes")]
     pub bot_can_send: bool,
+    /// Whether the bot has MANAGE_MESSAGES here (default false), needed to delete others' messages
+    /// and to bulk-delete.
     #[serde(default)]
     pub bot_can_manage_messages: bool,
 }
@@ -91,16 +107,23 @@ fn yes() -> bool {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ChannelPatch {
+    /// A new name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// A new topic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic: Option<String>,
+    /// Archives (true) or unarchives a thread; the bot's sends to an archived one answer 50083.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archived: Option<bool>,
+    /// Shows the channel to the bot, or hides it: a channel being hidden sends one last
+    /// CHANNEL_UPDATE (or THREAD_UPDATE), then no events, and the bot's REST calls answer 50001.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bot_can_see: Option<bool>,
+    /// Grants or revokes the bot's right to post here (without it, sends answer 50013).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bot_can_send: Option<bool>,
+    /// Grants or revokes the bot's MANAGE_MESSAGES here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bot_can_manage_messages: Option<bool>,
 }
@@ -109,7 +132,10 @@ pub struct ChannelPatch {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SlashCommand {
+    /// The channel, thread or DM the command is invoked in.
     pub channel_id: Snowflake,
+    /// Who invokes it: a member of the channel's guild, or the DM's recipient (409 for anyone else,
+    /// 404 for an id that is not a user of the world).
     pub user_id: Snowflake,
     /// The command name; it must have been registered by the bot.
     pub name: String,
@@ -126,8 +152,10 @@ fn empty_array() -> Value {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Fault {
+    /// A REST fault, queued for the next matching requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rest: Option<RestFault>,
+    /// A gateway fault, applied at once to every open connection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<GatewayFaultKind>,
 }
@@ -137,11 +165,18 @@ pub struct Fault {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RestFault {
+    /// The HTTP status to answer, 400 to 599. A 429 comes with Discord's rate-limit body and
+    /// headers; any other status with a plain `{"code": 0}` body. Faults are answered before the
+    /// token is checked.
     pub status: u16,
+    /// How many matching requests get the fault: 1 to 100,000 (default 1).
     #[serde(default = "one")]
     pub count: u32,
+    /// Seconds a 429 tells the client to wait: 0 to 3,600 (default 1). Other statuses ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<f64>,
+    /// Only requests whose path contains this text (such as `/messages`; paths start with
+    /// `/api/v10`) get the fault; absent, every REST request does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_contains: Option<String>,
 }

@@ -10,13 +10,25 @@ use tokio::sync::mpsc;
 
 /// Gateway intent bits the fake filters on.
 pub mod intents {
+    /// CHANNEL_* and THREAD_* create, update and delete events. READY and GUILD_CREATE come
+    /// whatever the intents.
     pub const GUILDS: u64 = 1 << 0;
+    /// MESSAGE_CREATE, MESSAGE_UPDATE, MESSAGE_DELETE and MESSAGE_DELETE_BULK in guild channels and
+    /// threads.
     pub const GUILD_MESSAGES: u64 = 1 << 9;
+    /// MESSAGE_REACTION_ADD and MESSAGE_REACTION_REMOVE in guild channels and threads.
     pub const GUILD_MESSAGE_REACTIONS: u64 = 1 << 10;
+    /// TYPING_START in guild channels and threads.
     pub const GUILD_MESSAGE_TYPING: u64 = 1 << 11;
+    /// MESSAGE_CREATE, MESSAGE_UPDATE, MESSAGE_DELETE and MESSAGE_DELETE_BULK in DMs.
     pub const DIRECT_MESSAGES: u64 = 1 << 12;
+    /// MESSAGE_REACTION_ADD and MESSAGE_REACTION_REMOVE in DMs.
     pub const DIRECT_MESSAGE_REACTIONS: u64 = 1 << 13;
+    /// TYPING_START in DMs.
     pub const DIRECT_MESSAGE_TYPING: u64 = 1 << 14;
+    /// Message content (privileged). Without it, a guild message's MESSAGE_CREATE and
+    /// MESSAGE_UPDATE arrive with `content`, `embeds`, `attachments` and `components` emptied,
+    /// unless the bot wrote the message or is mentioned in it; DMs keep their content.
     pub const MESSAGE_CONTENT: u64 = 1 << 15;
 }
 

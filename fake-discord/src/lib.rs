@@ -80,8 +80,9 @@
 //! Channel `type` follows Discord (0 text, 4 category, 5 announcement, 11 public thread,
 //! 12 private thread, 15 forum). Per channel, `bot_can_see` and `bot_can_send` default to
 //! true and `bot_can_manage_messages` to false. Optional extras: `bot.application_id`,
-//! guild `owner_id` and `members` (`[{"user_id","roles","nick"}]`, default: every user),
-//! role `permissions`, channel `topic` and `archived`. Unknown keys are rejected.
+//! `bot.token` (the only token accepted; by default any non-empty one), user `bot`, guild
+//! `owner_id` and `members` (`[{"user_id","roles","nick"}]`, default: every user), role
+//! `permissions`, channel `topic` and `archived`. Unknown keys are rejected.
 
 #![warn(missing_docs)]
 
@@ -137,7 +138,9 @@ pub enum FakeError {
     /// The address could not be bound.
     #[error("cannot bind {addr}: {source}")]
     Bind {
+        /// The address asked for.
         addr: SocketAddr,
+        /// Why binding failed (the port is taken, say).
         #[source]
         source: std::io::Error,
     },

@@ -138,12 +138,16 @@ pub struct Interaction {
 /// One REST request as recorded for `GET /_fake/requests`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RecordedRequest {
+    /// The HTTP method (`POST`).
     pub method: String,
+    /// The URL path as requested (`/api/v10/channels/1/messages`), without the query.
     pub path: String,
+    /// The query string without the `?` (`limit=50`); `None` when there is none.
     pub query: Option<String>,
     /// The JSON body; for a `multipart/form-data` request, its `payload_json` part (None when
     /// absent or not JSON).
     pub body: Option<Value>,
+    /// The HTTP status the fake answered, an injected fault's included.
     pub status: u16,
     /// The parts of a `multipart/form-data` body, in order (`payload_json` included); empty
     /// for every other request. Serialized only when non-empty.
@@ -190,9 +194,16 @@ pub struct RestFaultState {
 /// Size limits that keep the fake bounded.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
+    /// Messages held per channel (default 10,000); beyond it the oldest are forgotten, and answer
+    /// 10008 from then on.
     pub messages_per_channel: usize,
+    /// REST requests kept in the request log (default 10,000); beyond it the oldest are dropped.
     pub requests_logged: usize,
+    /// Slash-command invocations held (default 1,000); beyond it the oldest are forgotten, and
+    /// answering one gets 10062 or 10015.
     pub interactions: usize,
+    /// Message nonces remembered for `enforce_nonce`, all channels together (default 10,000); a
+    /// send that repeats a forgotten nonce creates a new message.
     pub nonces: usize,
     /// Attachment bytes held for the CDN route; the oldest attachments are forgotten (404)
     /// beyond it.

@@ -14,7 +14,9 @@ pub enum WorldError {
     /// The world file could not be read.
     #[error("cannot read world file {path}: {source}")]
     Read {
+        /// The path as given.
         path: String,
+        /// Why it could not be read.
         #[source]
         source: std::io::Error,
     },
@@ -47,7 +49,9 @@ pub struct World {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct BotSpec {
+    /// The bot's user id: the author of what it sends. No user of the world may share it.
     pub id: Snowflake,
+    /// The bot's username, as READY and `GET /users/@me` give it.
     pub username: String,
     /// The application id; defaults to the bot's user id (as for most real bots).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -79,8 +83,11 @@ impl BotSpec {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct UserSpec {
+    /// The user's id, unique among the world's users and the bot.
     pub id: Snowflake,
+    /// The username; must not be empty.
     pub username: String,
+    /// The display name (Discord's `global_name`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub global_name: Option<String>,
     /// Whether this user is itself a bot (its messages carry `author.bot: true`).
@@ -92,7 +99,9 @@ pub struct UserSpec {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct GuildSpec {
+    /// The guild's id, which is also its `@everyone` role's.
     pub id: Snowflake,
+    /// The guild's name.
     pub name: String,
     /// The owner; defaults to the first user of the world (never the bot).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -112,7 +121,9 @@ pub struct GuildSpec {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RoleSpec {
+    /// The role's id: unique within the guild, and not the guild's own id (`@everyone` has that).
     pub id: Snowflake,
+    /// The role's name.
     pub name: String,
     /// Permission bits; defaults to none beyond `@everyone`'s.
     #[serde(default)]
@@ -123,9 +134,12 @@ pub struct RoleSpec {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct MemberSpec {
+    /// Who the member is: a user of the world, not the bot (which is always a member).
     pub user_id: Snowflake,
+    /// The ids of the member's roles, each a role of this guild (default none).
     #[serde(default)]
     pub roles: Vec<Snowflake>,
+    /// The member's nickname in this guild, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nick: Option<String>,
 }
@@ -134,7 +148,9 @@ pub struct MemberSpec {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ChannelSpec {
+    /// The channel's id, unique among every channel and DM of the world.
     pub id: Snowflake,
+    /// The channel's name, without `#`.
     pub name: String,
     /// Discord's channel type: 0 text, 2 voice, 4 category, 5 announcement, 10/11/12
     /// announcement/public/private thread, 15 forum.
@@ -143,6 +159,7 @@ pub struct ChannelSpec {
     /// The category of a channel, or the channel a thread lives in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_id: Option<Snowflake>,
+    /// The channel's topic, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic: Option<String>,
     /// Whether the bot has VIEW_CHANNEL here (a thread also needs it on its parent).
@@ -168,7 +185,9 @@ fn yes() -> bool {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct DmSpec {
+    /// The DM channel's id, unique among every channel and DM of the world.
     pub id: Snowflake,
+    /// The user on the other side: a user of the world.
     pub recipient_id: Snowflake,
 }
 

@@ -2,10 +2,10 @@
 //!
 //! The gateway client feeds sessions (channels, threads, DMs, forums), names (users, roles,
 //! channels — the entity mapper's learned names) and messages into a [`Store`]; the tool
-//! server reads them back. Hot data lives in memory (dashmaps: [`hot`]), everything durable in
-//! an embedded SQLite file in WAL mode ([`sqlite`]). Write methods change memory at once, so a
+//! server reads them back. Hot data lives in memory (dashmaps: `hot`), everything durable in
+//! an embedded SQLite file in WAL mode (`sqlite`). Write methods change memory at once, so a
 //! read right after sees the change, and queue the durable write to one writer thread
-//! ([`writer`]) that commits in batches: ingest never waits on SQLite. [`Store::flush`] waits
+//! (`writer`) that commits in batches: ingest never waits on SQLite. [`Store::flush`] waits
 //! until everything queued before it is committed; what was flushed survives a crash.
 //!
 //! Retention: each channel keeps its newest [`StoreOptions::messages_per_channel`] messages;
@@ -44,6 +44,7 @@ pub struct StoreOptions {
 }
 
 impl StoreOptions {
+    /// The default of [`StoreOptions::messages_per_channel`].
     pub const DEFAULT_MESSAGES_PER_CHANNEL: usize = 1_000;
 }
 
@@ -168,6 +169,8 @@ impl Store {
         &self.inner.workflows_at_open
     }
 
+    /// Stores a session, replacing the one with its id. Its name becomes one the entity mapper
+    /// resolves to the id; a renamed session gives up its old name.
     pub fn upsert_session(&self, session: StoredSession) {
         self.inner.hot.upsert_session(session, |session| {
             self.queue(Change::UpsertSession(Box::new(session.clone())));
@@ -181,6 +184,7 @@ impl Store {
             .remove_session(id, || self.queue(Change::RemoveSession(id)));
     }
 
+    /// The session with this id, if the store knows it.
     pub fn session(&self, id: Snowflake) -> Option<StoredSession> {
         self.inner.hot.sessions.get(&id).map(|s| s.clone())
     }
@@ -193,6 +197,9 @@ impl Store {
         sessions
     }
 
+    /// Stores a user's names and whether it is a bot, replacing what was known. Both names (the
+    /// username, and the global display name when set) become ones the entity mapper resolves to
+    /// the id; names the user no longer has are given up.
     pub fn upsert_user(
         &self,
         id: Snowflake,
@@ -234,12 +241,15 @@ impl Store {
         self.inner.hot.users.get(&id).map(|user| user.is_bot)
     }
 
+    /// Stores a role's name, replacing what was known; the name becomes one the entity mapper
+    /// resolves to the id.
     pub fn upsert_role(&self, id: Snowflake, name: &str) {
         self.inner
             .hot
             .upsert_role(id, name, || self.queue(Change::UpsertRole(id, name.into())));
     }
 
+    /// Forgets a role and gives up its name; nothing happens for an unknown id.
     pub fn remove_role(&self, id: Snowflake) {
         self.inner
             .hot
@@ -306,6 +316,7 @@ impl Store {
         });
     }
 
+    /// Removes every reaction from a cached message.
     pub fn remove_all_reactions(&self, channel_id: Snowflake, id: Snowflake) {
         self.change_reactions(channel_id, id, |reactions| {
             let had = !reactions.is_empty();

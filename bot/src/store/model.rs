@@ -8,10 +8,17 @@ use serde::{Deserialize, Serialize};
 /// What kind of conversation a session is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SessionKind {
+    /// A guild channel that is none of the kinds below: text, voice, announcement or stage (Discord
+    /// types 0, 2, 5 and 13, and any type switchboard does not know).
     Channel,
+    /// A thread (Discord types 10, 11, 12: announcement, public, private); its parent is the
+    /// channel it lives in.
     Thread,
+    /// A direct message or group DM (Discord types 1 and 3); it has no guild.
     Dm,
+    /// A forum or media channel (Discord types 15 and 16): it holds threads, not messages.
     Forum,
+    /// A category (Discord type 4): it groups channels and holds no messages.
     Category,
 }
 
@@ -42,24 +49,40 @@ impl SessionKind {
 /// A channel, thread, DM or forum the bot can see.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredSession {
+    /// The channel's id.
     pub id: Snowflake,
+    /// The guild it belongs to; `None` for a DM.
     pub guild_id: Option<Snowflake>,
+    /// For a thread, the channel it lives in; for a channel, its category; `None` when it has
+    /// neither, and for DMs.
     pub parent_id: Option<Snowflake>,
+    /// What kind of conversation it is.
     pub kind: SessionKind,
+    /// The channel's name, without `#`. For a DM, a username: the recipient's, or the author's of
+    /// the first message seen there.
     pub name: String,
 }
 
+/// A file attached to a message, as Discord described it; the store keeps no bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredAttachment {
+    /// The file's name as uploaded, unsanitized.
     pub filename: String,
+    /// Where the file is downloaded from (Discord's CDN; no bot token needed).
     pub url: String,
+    /// Its size in bytes, as Discord gave it (0 when a REST answer left it out).
     pub size: u64,
+    /// Its media type (`image/png`), when Discord gave one.
     pub content_type: Option<String>,
 }
 
+/// The reactions with one emoji on a message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredReaction {
+    /// The emoji, as the gateway ingest writes it (serenity's `ReactionType::as_data`): `name:id`
+    /// for a custom emoji, the percent-encoded character for a Unicode one (`%E2%9C%85` for ✅).
     pub emoji: String,
+    /// How many users reacted with it, the bot included; never 0 (the entry goes instead).
     pub count: u32,
     /// Whether the bot itself reacted.
     pub me: bool,
@@ -68,9 +91,13 @@ pub struct StoredReaction {
 /// A message as callers see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredMessage {
+    /// The message's id.
     pub id: Snowflake,
+    /// The channel, thread or DM it was posted in.
     pub channel_id: Snowflake,
+    /// The author's user id.
     pub author_id: Snowflake,
+    /// Whether the author is a bot account (the bot itself included).
     pub author_is_bot: bool,
     /// Discord's raw text.
     pub content: String,
@@ -78,9 +105,14 @@ pub struct StoredMessage {
     pub text: String,
     /// RFC 3339, as Discord sent it.
     pub timestamp: String,
+    /// When it was last edited, RFC 3339 as Discord sent it; `None` if never.
     pub edited_timestamp: Option<String>,
+    /// The message this one replies to (Discord's `message_reference`), if any; that message need
+    /// not be cached.
     pub reply_to: Option<Snowflake>,
+    /// Its files, in Discord's order.
     pub attachments: Vec<StoredAttachment>,
+    /// Its reactions, one entry per emoji. A message the bot just sent starts with none.
     pub reactions: Vec<StoredReaction>,
 }
 

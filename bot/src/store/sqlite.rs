@@ -343,9 +343,14 @@ pub(crate) enum Change {
 /// A workflow as the store keeps it: an opaque JSON body, plus what pruning needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkflowRow {
+    /// The workflow's id; saving a row with the same id replaces it.
     pub id: String,
+    /// Its state: `waiting`, `answered`, `timed_out` or `cancelled`.
     pub state: String,
+    /// When it finished, in milliseconds since the Unix epoch; `None` while it waits. Rows finished
+    /// more than a week before an open are pruned at that open.
     pub finished_ms: Option<u64>,
+    /// The whole workflow as JSON, kept as is: the store does not read it.
     pub body: String,
 }
 
