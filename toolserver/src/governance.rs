@@ -254,7 +254,10 @@ impl Governance {
     /// A session's tool scope: its `/tools` override, else its `[sessions.*]` scope; `None`:
     /// no limit beyond the agent's.
     pub fn session_scope(&self, session: Snowflake) -> Option<Vec<String>> {
-        let overrides = self.overrides.read().unwrap_or_else(|e| e.into_inner());
+        let overrides = self
+            .overrides
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         overrides
             .get(&session)
             .cloned()
@@ -263,7 +266,10 @@ impl Governance {
 
     /// Whether a session's `/tools` override is set.
     pub fn is_overridden(&self, session: Snowflake) -> bool {
-        let overrides = self.overrides.read().unwrap_or_else(|e| e.into_inner());
+        let overrides = self
+            .overrides
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         overrides.contains_key(&session)
     }
 
@@ -271,7 +277,10 @@ impl Governance {
     /// call, and keeps it.
     pub fn set_session_scope(&self, session: Snowflake, scope: Option<Vec<String>>) {
         {
-            let mut overrides = self.overrides.write().unwrap_or_else(|e| e.into_inner());
+            let mut overrides = self
+                .overrides
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             match &scope {
                 Some(ids) => {
                     overrides.insert(session, ids.clone());

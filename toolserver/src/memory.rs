@@ -65,13 +65,18 @@ pub enum SurfaceCall {
     FetchAttachment(String),
     /// An approval request posted (the card as posted).
     PostApproval {
+        /// Where.
         channel_id: Snowflake,
+        /// The card as posted.
         card: ApprovalCard,
     },
     /// An approval request redrawn (the card as redrawn).
     UpdateApproval {
+        /// Where.
         channel_id: Snowflake,
+        /// The card's message.
         message_id: Snowflake,
+        /// The card as redrawn.
         card: ApprovalCard,
     },
 }
