@@ -357,13 +357,13 @@ fn rate_limits(raw: &crate::raw::RawRateLimits, c: &mut Collector) -> RateLimits
         per_minute: bounded(
             rate,
             &format!("toolserver.rate_limits.{key}_per_minute"),
-            1..=1_000_000,
+            1..=100_000_000,
             c,
         ) as u32,
         burst: bounded(
             burst,
             &format!("toolserver.rate_limits.{key}_burst"),
-            1..=100_000,
+            1..=10_000_000,
             c,
         ) as u32,
     };

@@ -188,6 +188,15 @@ pub enum CallerKey {
 }
 
 impl CallerKey {
+    /// The key of a caller without a name of its own (`Named` keys are owned).
+    pub fn static_name(&self) -> &'static str {
+        match self {
+            CallerKey::Operator => "operator",
+            CallerKey::Anonymous => "anonymous",
+            CallerKey::Named(_) => "named",
+        }
+    }
+
     /// The key as written in logs.
     pub fn as_str(&self) -> &str {
         match self {

@@ -2,6 +2,7 @@
 //! an agent run its session's scope, with `/tools` overrides), what the permission rules decide
 //! for a call, and the [`Ledger`] that keeps the audit log and the overrides.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -22,27 +23,27 @@ pub struct AuditRow {
     pub time_ms: u64,
     /// Who called: `operator`, `cap:<id>` (an agent run), `token:<name>`, `anonymous`, or for
     /// governance done in Discord, `discord:<user id>`.
-    pub caller: String,
+    pub caller: Cow<'static, str>,
     /// The agent run (its request id), for a capability.
     pub run: Option<String>,
     /// Who asked for the run (the trigger's author), for a capability.
     pub requested_by: Option<Snowflake>,
     /// The callable (or `/tools` for a scope change made in Discord).
-    pub tool: String,
+    pub tool: Cow<'static, str>,
     /// The sessions it acted in, resolved.
     pub sessions: Vec<Snowflake>,
     /// The input, text fields cut to `audit.text_chars` — or `{"sha256": ...}` with
     /// `audit.redact`.
     pub input: Value,
     /// `allow`, `ask`, `deny`, or `-` when the call was refused before the permission stage.
-    pub decision: String,
+    pub decision: Cow<'static, str>,
     /// What decided: a rule (`permissions.rules[2]`), `permissions.default`, an approver
-    /// (`discord:<user id>`, `console`), `expired`, or a hook.
-    pub decided_by: Option<String>,
+    /// (`@name`, `console`), `expired`, or a hook.
+    pub decided_by: Option<Cow<'static, str>>,
     /// `ok`, or the error's kind.
-    pub outcome: String,
+    pub outcome: Cow<'static, str>,
     /// The error's code, when it failed.
-    pub code: Option<String>,
+    pub code: Option<Cow<'static, str>>,
     /// How long the call took, in ms.
     pub duration_ms: u64,
 }
@@ -185,7 +186,7 @@ pub struct Verdict {
     /// Allow, ask or deny.
     pub policy: Policy,
     /// The rule that decided (`permissions.rules[2]`), or `permissions.default`.
-    pub by: String,
+    pub by: Cow<'static, str>,
 }
 
 /// Who calls, as rules see it.
@@ -346,11 +347,11 @@ impl Governance {
             match rule {
                 Some(rule) => Verdict {
                     policy: rule.policy,
-                    by: rule.name.clone(),
+                    by: Cow::Owned(rule.name.clone()),
                 },
                 None => Verdict {
                     policy: self.permissions.default,
-                    by: "permissions.default".to_owned(),
+                    by: Cow::Borrowed("permissions.default"),
                 },
             }
         };

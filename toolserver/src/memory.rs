@@ -646,7 +646,7 @@ impl Surface for MemorySurface {
 /// they were recorded.
 #[derive(Debug, Default)]
 pub struct MemoryLedger {
-    rows: Mutex<Vec<crate::governance::AuditRow>>,
+    rows: Mutex<std::collections::VecDeque<crate::governance::AuditRow>>,
     scopes: Mutex<Vec<(Snowflake, Option<Vec<String>>)>>,
     approvals: Mutex<Vec<crate::governance::ApprovalRecord>>,
 }
@@ -657,7 +657,9 @@ impl MemoryLedger {
         self.rows
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+            .iter()
+            .cloned()
+            .collect()
     }
 
     /// Every override saved, in order.
@@ -677,12 +679,19 @@ impl MemoryLedger {
     }
 }
 
+/// Most audit rows a [`MemoryLedger`] keeps (the oldest go first).
+pub const MEMORY_LEDGER_ROWS: usize = 10_000;
+
 impl crate::governance::Ledger for MemoryLedger {
     fn record(&self, row: crate::governance::AuditRow) {
-        self.rows
+        let mut rows = self
+            .rows
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(row);
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if rows.len() >= MEMORY_LEDGER_ROWS {
+            rows.pop_front();
+        }
+        rows.push_back(row);
     }
 
     fn query(

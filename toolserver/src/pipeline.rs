@@ -53,7 +53,7 @@ impl Decision {
 struct Trail {
     targets: Vec<Snowflake>,
     decision: Decision,
-    decided_by: Option<String>,
+    decided_by: Option<std::borrow::Cow<'static, str>>,
     /// The input as the audit log keeps it (cut, or hashed).
     input: Value,
 }
@@ -246,12 +246,12 @@ impl<'a> Gate<'a> {
         match outcome {
             Outcome::Approved(by) => {
                 trail.decision = Decision::Approved;
-                trail.decided_by = Some(by);
+                trail.decided_by = Some(by.into());
                 Ok(())
             }
             Outcome::Denied(by) => {
                 trail.decision = Decision::NotApproved;
-                trail.decided_by = Some(by.clone());
+                trail.decided_by = Some(by.clone().into());
                 Err(ToolError::denied(
                     ErrorCode::ApprovalDenied,
                     format!("'{}' was denied by {by}", self.tool_id),
@@ -259,7 +259,7 @@ impl<'a> Gate<'a> {
             }
             Outcome::Expired => {
                 trail.decision = Decision::NotApproved;
-                trail.decided_by = Some("expired".to_owned());
+                trail.decided_by = Some("expired".into());
                 Err(ToolError::denied(
                     ErrorCode::ApprovalExpired,
                     format!(
@@ -329,7 +329,7 @@ impl<'a> Gate<'a> {
                 Ok(BeforeAnswer::Allow) => {}
                 Ok(BeforeAnswer::Rewrite(rewritten)) => return Ok(Some(rewritten)),
                 Ok(BeforeAnswer::Refuse(reason)) => {
-                    self.trail().decided_by = Some(format!("hook {program}"));
+                    self.trail().decided_by = Some(format!("hook {program}").into());
                     return Err(ToolError::denied(
                         ErrorCode::HookDenied,
                         format!("A hook refused '{}': {reason}", self.tool_id),
@@ -517,13 +517,20 @@ impl Core {
                 );
                 let trail = Trail::new();
                 let result = Err(error);
-                self.audit(context, id, &trail, &result, started, started_ms);
+                self.audit(context, id.into(), &trail, &result, started, started_ms);
                 return result;
             }
             None => {
                 let error = Registry::unknown(tool_id, self.registry.ids());
                 let result = Err(error);
-                self.audit(context, "-", &Trail::new(), &result, started, started_ms);
+                self.audit(
+                    context,
+                    "-".into(),
+                    &Trail::new(),
+                    &result,
+                    started,
+                    started_ms,
+                );
                 return result;
             }
         };
@@ -536,7 +543,7 @@ impl Core {
         let result = tool.call(&gate, input).await;
         self.audit(
             context,
-            tool_id,
+            tool_id.into(),
             &gate.trail(),
             &result,
             started,
@@ -551,7 +558,7 @@ impl Core {
     fn audit(
         &self,
         context: &CallContext,
-        tool_id: &str,
+        tool_id: std::borrow::Cow<'static, str>,
         trail: &Trail,
         result: &Result<ToolOutput, ToolError>,
         started: Instant,
@@ -566,16 +573,19 @@ impl Core {
         let capability = context.caller.capability();
         self.governance.ledger().record(AuditRow {
             time_ms: started_ms,
-            caller: caller.as_str().to_owned(),
+            caller: match &caller {
+                crate::auth::CallerKey::Named(name) => std::borrow::Cow::Owned(name.to_string()),
+                other => std::borrow::Cow::Borrowed(other.static_name()),
+            },
             run: capability.map(|c| c.grant.request_id.clone()),
             requested_by: capability.and_then(|c| c.grant.requested_by),
-            tool: tool_id.to_owned(),
+            tool: tool_id.clone(),
             sessions: trail.targets.clone(),
             input: trail.input.clone(),
-            decision: trail.decision.as_str().to_owned(),
+            decision: std::borrow::Cow::Borrowed(trail.decision.as_str()),
             decided_by: trail.decided_by.clone(),
-            outcome: outcome.to_owned(),
-            code: code.map(str::to_owned),
+            outcome: std::borrow::Cow::Borrowed(outcome),
+            code: code.map(|c| std::borrow::Cow::Owned(c.to_owned())),
             duration_ms,
         });
         if tracing::enabled!(target: "audit", tracing::Level::DEBUG) {
@@ -583,7 +593,7 @@ impl Core {
             tracing::debug!(
                 target: "audit",
                 caller = caller.as_str(),
-                tool = tool_id,
+                tool = %tool_id,
                 sessions = %targets.join(","),
                 request = context.request_id.as_deref().unwrap_or("-"),
                 tool_call = context.tool_call_id.as_deref().unwrap_or("-"),
@@ -601,7 +611,7 @@ impl Core {
                     tracing::info!(
                         target: "audit",
                         caller,
-                        tool = tool_id,
+                        tool = %tool_id,
                         code = %error.code,
                         count,
                         "refused {count} call(s) from {caller} ({}) since the last line like this",

@@ -107,6 +107,28 @@ impl TestServer {
         surface: Arc<MemorySurface>,
         tokens: &[(&str, &str)],
     ) -> Result<TestServer, TestServerError> {
+        let ledger = Arc::new(crate::memory::MemoryLedger::default());
+        Self::start_full(config_toml, surface, tokens, ledger.clone(), ledger).await
+    }
+
+    /// [`TestServer::start_with`] keeping the audit log in `ledger` (such as
+    /// [`crate::governance::NoLedger`] for a benchmark of the pipeline alone).
+    pub async fn start_with_ledger(
+        config_toml: &str,
+        surface: Arc<MemorySurface>,
+        ledger: Arc<dyn crate::governance::Ledger>,
+    ) -> Result<TestServer, TestServerError> {
+        let unused = Arc::new(crate::memory::MemoryLedger::default());
+        Self::start_full(config_toml, surface, &[], ledger, unused).await
+    }
+
+    async fn start_full(
+        config_toml: &str,
+        surface: Arc<MemorySurface>,
+        tokens: &[(&str, &str)],
+        kept_in: Arc<dyn crate::governance::Ledger>,
+        ledger: Arc<crate::memory::MemoryLedger>,
+    ) -> Result<TestServer, TestServerError> {
         let config = Config::parse(config_toml, "test.toml").map_err(TestServerError::Config)?;
         let operator_token = format!("test-operator-{}", std::process::id());
         let secrets = crate::Secrets {
