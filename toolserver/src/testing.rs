@@ -138,9 +138,8 @@ impl TestServer {
                 .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
                 .collect(),
         };
-        let ledger = Arc::new(crate::memory::MemoryLedger::default());
         let core = Arc::new(
-            Core::new(&config, surface.clone(), secrets)?.with_ledger(ledger.clone(), Vec::new()),
+            Core::new(&config, surface.clone(), secrets)?.with_ledger(kept_in, Vec::new()),
         );
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
             .await
