@@ -141,7 +141,7 @@ pub async fn on_component(
         .await;
     match &outcome {
         Ok(card) => {
-            tracing::info!(approval = %card.id, %user, approve, "approval decided in Discord")
+            tracing::info!(approval = %card.id, %user, approve, "approval decided in Discord");
         }
         Err(error) => tracing::info!(approval = %id, %user, %error, "approval click refused"),
     }

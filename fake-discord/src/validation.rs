@@ -737,7 +737,7 @@ pub fn check_components(components: &[Value], errors: &mut FormErrors) {
                         "A custom id is required",
                     ),
                     Some(None) => {
-                        errors.add(&at("custom_id"), "BASE_TYPE_STRING", "Must be a string.")
+                        errors.add(&at("custom_id"), "BASE_TYPE_STRING", "Must be a string.");
                     }
                     Some(Some(id)) if id.is_empty() || id.chars().count() > MAX_CUSTOM_ID_CHARS => {
                         errors.add(
