@@ -31,6 +31,10 @@ pub enum Command {
         /// Tool server port on 127.0.0.1 (0 picks a free one).
         #[arg(long, default_value_t = 7311)]
         port: u16,
+        /// TOML appended to the playground's config: an `[agent]`, `[permissions]` and rules,
+        /// hooks (sections the playground's own config does not have).
+        #[arg(long, value_name = "FILE")]
+        extra_config: Option<std::path::PathBuf>,
     },
     /// Validate the config file: a summary and exit 0, or every problem and exit 2.
     CheckConfig,

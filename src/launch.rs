@@ -52,15 +52,17 @@ async fn build_and_serve(
     config: Config,
     token: String,
     secrets: toolserver::Secrets,
+    prepare: impl FnOnce(&switchboard::Service),
     on_ready: impl FnOnce(std::net::SocketAddr) + Send,
 ) -> Result<(), ServiceError> {
     let service = switchboard::build(config, token, secrets).await?;
+    prepare(&service);
     switchboard::serve(service, shutdown_signal(), on_ready).await
 }
 
 async fn serve(config: Config, token: String) -> ExitCode {
     let secrets = toolserver::Secrets::from_env(&config, env_secret);
-    exit_for(build_and_serve(config, token, secrets, |_| {}).await)
+    exit_for(build_and_serve(config, token, secrets, |_| {}, |_| {}).await)
 }
 
 fn exit_for(result: Result<(), ServiceError>) -> ExitCode {
@@ -123,6 +125,7 @@ api_base_url = "{api_base_url}"
 {aliases}
 [toolserver]
 bind = "{bind}"
+console = true
 
 [store]
 path = "{}"
@@ -147,14 +150,23 @@ fn tools_command() -> String {
 
 #[cfg(feature = "playground")]
 /// `switchboard playground`: a fake Discord with its demo world, and switchboard against it.
-pub fn playground(port: u16) -> ExitCode {
+/// `extra_config`: TOML appended to the playground's config (an `[agent]`, `[permissions]`,
+/// rules, hooks: sections the playground's own config does not have).
+pub fn playground(port: u16, extra_config: Option<&Path>) -> ExitCode {
+    let extra = match extra_config.map(std::fs::read_to_string).transpose() {
+        Ok(extra) => extra.unwrap_or_default(),
+        Err(error) => {
+            eprintln!("error: cannot read --extra-config: {error}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     let runtime = match runtime() {
         Ok(runtime) => runtime,
         Err(code) => return code,
     };
     runtime.block_on(async move {
         let fake = match fake_discord::FakeDiscord::start(fake_discord::World::demo()).await {
-            Ok(fake) => fake,
+            Ok(fake) => std::sync::Arc::new(fake),
             Err(error) => {
                 tracing::error!("cannot start the fake Discord: {error}");
                 return ExitCode::FAILURE;
@@ -166,16 +178,24 @@ pub fn playground(port: u16) -> ExitCode {
             tracing::error!("cannot create {}: {error}", dir.display());
             return ExitCode::FAILURE;
         }
-        let text = playground_config(
+        let mut text = playground_config(
             &fake.base_url(),
             &format!("127.0.0.1:{port}"),
             &dir.join("switchboard.db"),
         );
-        let config = match Config::parse(&text, "playground.toml") {
+        text.push('\n');
+        text.push_str(&extra);
+        let config = match Config::parse_with(&text, "playground.toml", &crate::operator::known()) {
             Ok(config) => config,
-            Err(report) => {
+            Err(report) if extra.is_empty() => {
                 tracing::error!("the playground's own config is invalid (a bug):\n{report}");
                 return ExitCode::FAILURE;
+            }
+            Err(report) => {
+                eprint!(
+                    "the playground's config with --extra-config appended is invalid:\n{report}"
+                );
+                return ExitCode::from(EXIT_USAGE);
             }
         };
         let operator_token = match toolserver::auth::random_hex(24) {
@@ -190,14 +210,24 @@ pub fn playground(port: u16) -> ExitCode {
         let banner = move |addr: std::net::SocketAddr| {
             print_banner(&fake_url, addr, &token_for_banner);
         };
+        let compose = std::sync::Arc::new(crate::compose::FakeCompose::new(std::sync::Arc::clone(
+            &fake,
+        )));
         let result = build_and_serve(
             config,
             "playground-bot-token".to_owned(),
             Some(operator_token).into(),
+            |service| {
+                service.core().console().set_compose(compose);
+            },
             banner,
         )
         .await;
-        fake.shutdown().await;
+        match std::sync::Arc::try_unwrap(fake) {
+            Ok(fake) => fake.shutdown().await,
+            // The console still holds it: dropping the last handle stops it.
+            Err(fake) => drop(fake),
+        }
         let _ = std::fs::remove_dir_all(&dir);
         exit_for(result)
     })
@@ -212,6 +242,7 @@ fn print_banner(fake_url: &str, addr: std::net::SocketAddr, token: &str) {
 switchboard playground: switchboard against a fake Discord (demo guild "Lab"), no token needed.
   fake Discord  {fake_url}   (control API under /_fake/)
   tool server   http://{addr}
+  console       http://{addr}/   (log in with the SWITCHBOARD_TOKEN below)
 
 In another shell:
   export SWITCHBOARD_URL=http://{addr}

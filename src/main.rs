@@ -2,6 +2,8 @@
 //! (the service, the offline playground, or an operator check).
 
 mod cli;
+#[cfg(feature = "playground")]
+mod compose;
 mod launch;
 mod operator;
 mod remote;
@@ -22,7 +24,9 @@ fn main() -> ExitCode {
     match cli.command.unwrap_or(cli::Command::Run) {
         cli::Command::Run => launch::run(cli.config.as_deref()),
         #[cfg(feature = "playground")]
-        cli::Command::Playground { port } => launch::playground(port),
+        cli::Command::Playground { port, extra_config } => {
+            launch::playground(port, extra_config.as_deref())
+        }
         cli::Command::CheckConfig => operator::check_config(cli.config.as_deref()),
         cli::Command::Rewrite(args) => operator::rewrite(cli.config.as_deref(), &args),
         cli::Command::Audit(args) => remote::audit(cli.config.as_deref(), &args),

@@ -147,6 +147,9 @@ pub async fn build(
             format!("http://{host}"),
         )) as Arc<dyn Runs>
     });
+    if let Some(runs) = &runs {
+        core.console().set_runs(Arc::clone(runs));
+    }
     let workflows = runs.as_ref().map(|runs| {
         bot::workflows::start(
             &core,

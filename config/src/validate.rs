@@ -68,6 +68,7 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
             c,
         ),
         insecure_no_auth: raw.toolserver.insecure_no_auth,
+        console: raw.toolserver.console,
         call_timeout: std::time::Duration::from_secs(bounded(
             &raw.toolserver.call_timeout_s,
             "toolserver.call_timeout_s",

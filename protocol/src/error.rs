@@ -208,6 +208,11 @@ error_codes! {
     TooManyWorkflows = "too_many_workflows",
     /// The store refused a write.
     StoreUnavailable = "store_unavailable",
+    // The operator console.
+    /// No console session (never logged in, logged out, or expired): log in again.
+    ConsoleSession = "console_session",
+    /// A console change without the session's CSRF token or from another origin.
+    CsrfRefused = "csrf_refused",
     // Discord.
     /// Discord has no such thing.
     NotFound = "not_found",

@@ -47,6 +47,7 @@ pub fn router(core: Arc<Core>) -> Router {
         .route("/v1/call", post(call))
         .route("/v1/capabilities", post(mint_capability))
         .route("/v1/approvals", get(list_approvals))
+        .merge(crate::console::router(&core))
         .fallback(unknown_route)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(core)

@@ -25,6 +25,7 @@ pub mod chunk;
 pub mod clock;
 mod coerce;
 mod connections;
+pub mod console;
 mod error;
 mod files;
 pub mod governance;

@@ -255,7 +255,11 @@ impl Core {
             sessions: vec![session],
             input: change.describe(),
             decision: Cow::Borrowed("allow"),
-            decided_by: Some(Cow::Borrowed("discord.admins")),
+            decided_by: Some(Cow::Borrowed(if by.starts_with("console:") {
+                "console"
+            } else {
+                "discord.admins"
+            })),
             outcome: Cow::Borrowed("ok"),
             code: None,
             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),

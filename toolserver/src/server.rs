@@ -111,6 +111,8 @@ pub struct Core {
     pub(crate) permits: Semaphore,
     /// Connection cap and timeouts for the HTTP front.
     pub(crate) connection_limits: crate::connections::Limits,
+    /// The operator console (`toolserver.console`): its logins and plug-ins.
+    pub(crate) console: crate::console::Console,
 }
 
 impl Core {
@@ -203,6 +205,7 @@ impl Core {
             call_timeout: ts.call_timeout,
             permits: Semaphore::new(ts.max_concurrent_calls),
             connection_limits: crate::connections::Limits::from_config(ts),
+            console: crate::console::Console::new(ts.console),
         })
     }
 
@@ -306,6 +309,11 @@ impl Core {
     /// Governance: scopes, rules, the ledger.
     pub fn governance(&self) -> &crate::governance::Governance {
         &self.governance
+    }
+
+    /// The operator console's state: plug agent runs and the playground's compose box in here.
+    pub fn console(&self) -> &crate::console::Console {
+        &self.console
     }
 
     /// Approvals in progress.

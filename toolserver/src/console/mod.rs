@@ -1,0 +1,756 @@
+//! The operator console: a one-page web application served at `/` when
+//! `toolserver.console = true`, and the API it calls under `/console/api/`.
+//!
+//! The page's files are compiled into the binary (plain HTML, CSS and JavaScript in
+//! `assets/`, no build step). Logging in exchanges the operator token (or a named token with
+//! `console` in its scope) for a session cookie — HttpOnly, SameSite=Strict, a random id kept
+//! here as a digest ([`session::Sessions`], bounded, with expiry). Every change also needs the
+//! session's CSRF token in a header and a same-origin `Origin`. Reads and writes of sessions,
+//! messages and the audit log go through [`Core::call`] as the logged-in caller, so the console
+//! passes the same pipeline (scope, rules, limits, audit) as every other front.
+
+pub mod session;
+
+use std::future::Future;
+use std::num::NonZeroU32;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use entity::Snowflake;
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use protocol::ErrorCode;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::approvals::{DecideError, Decider};
+use crate::auth::Caller;
+use crate::error::ToolError;
+use crate::invocation::CallContext;
+use crate::runs::{AbortOutcome, Runs};
+use crate::scopes::{ScopeChange, ScopeError};
+use crate::server::Core;
+use session::{Login, Sessions, COOKIE, CSRF_HEADER, LIFETIME};
+
+const INDEX_HTML: &str = include_str!("assets/index.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const APP_CSS: &str = include_str!("assets/app.css");
+
+/// Bodies the console API takes are small; more is refused.
+const MAX_BODY: usize = 16 * 1024;
+/// Logins tried per minute across all clients (a brute-force brake; tokens are long anyway).
+const LOGINS_PER_MINUTE: u32 = 30;
+/// The most characters a compose box posts.
+const MAX_COMPOSE_CHARS: usize = 2000;
+
+/// A user the playground's compose box may post as.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ComposeUser {
+    /// The user's id.
+    pub id: Snowflake,
+    /// Their name.
+    pub name: String,
+}
+
+/// A boxed future, for [`Compose::post`].
+pub type ComposeFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, String>> + Send + 'a>>;
+
+/// Posting as a demo user, server side: only the playground provides it (through its fake
+/// Discord); the browser never talks to the fake.
+pub trait Compose: Send + Sync {
+    /// Who may be posted as.
+    fn users(&self) -> Vec<ComposeUser>;
+    /// Posts `content` in `channel` as `author`, as if they had typed it in Discord.
+    fn post(&self, channel: Snowflake, author: Snowflake, content: String) -> ComposeFuture<'_>;
+}
+
+/// The console's state: the logins, and what the composition root plugs in.
+pub struct Console {
+    enabled: bool,
+    sessions: Sessions,
+    logins: DefaultDirectRateLimiter,
+    runs: OnceLock<Arc<dyn Runs>>,
+    compose: OnceLock<Arc<dyn Compose>>,
+}
+
+impl Console {
+    /// The console, served when `enabled` (`toolserver.console`).
+    pub fn new(enabled: bool) -> Console {
+        let per_minute = NonZeroU32::new(LOGINS_PER_MINUTE).unwrap_or(NonZeroU32::MIN);
+        Console {
+            enabled,
+            sessions: Sessions::default(),
+            logins: RateLimiter::direct(Quota::per_minute(per_minute)),
+            runs: OnceLock::new(),
+            compose: OnceLock::new(),
+        }
+    }
+
+    /// Whether the console is served.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Shows agent runs (and lets the console abort them). Once only.
+    pub fn set_runs(&self, runs: Arc<dyn Runs>) -> bool {
+        self.runs.set(runs).is_ok()
+    }
+
+    /// Turns the compose box on (the playground). Once only.
+    pub fn set_compose(&self, compose: Arc<dyn Compose>) -> bool {
+        self.compose.set(compose).is_ok()
+    }
+
+    /// The logins held.
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+}
+
+type Shared = State<Arc<Core>>;
+
+/// The console's routes (none when `toolserver.console` is off, so `/` stays a 404).
+pub(crate) fn router(core: &Core) -> Router<Arc<Core>> {
+    if !core.console.enabled() {
+        return Router::new();
+    }
+    Router::new()
+        .route("/", get(index))
+        .route("/console/app.js", get(app_js))
+        .route("/console/app.css", get(app_css))
+        .route("/console/api/login", post(login))
+        .route("/console/api/logout", post(logout))
+        .route("/console/api/me", get(me))
+        .route("/console/api/health", get(health))
+        .route("/console/api/sessions", get(sessions))
+        .route("/console/api/sessions/{id}/messages", get(messages))
+        .route(
+            "/console/api/sessions/{id}/scope",
+            get(scope).post(change_scope),
+        )
+        .route("/console/api/approvals", get(approvals))
+        .route("/console/api/approvals/{id}", post(decide))
+        .route("/console/api/audit", get(audit))
+        .route("/console/api/runs", get(runs))
+        .route("/console/api/runs/{id}/abort", post(abort))
+        .route("/console/api/compose", post(compose))
+}
+
+/// Every route the console API serves, as `METHOD path` (tests try each without a session).
+pub const API_ROUTES: &[(&str, &str)] = &[
+    ("POST", "/console/api/logout"),
+    ("GET", "/console/api/me"),
+    ("GET", "/console/api/health"),
+    ("GET", "/console/api/sessions"),
+    ("GET", "/console/api/sessions/1000000000000000401/messages"),
+    ("GET", "/console/api/sessions/1000000000000000401/scope"),
+    ("POST", "/console/api/sessions/1000000000000000401/scope"),
+    ("GET", "/console/api/approvals"),
+    ("POST", "/console/api/approvals/apr_0000000000000000"),
+    ("GET", "/console/api/audit"),
+    ("GET", "/console/api/runs"),
+    ("POST", "/console/api/runs/1000000000000000401/abort"),
+    ("POST", "/console/api/compose"),
+];
+
+fn page_headers(content_type: &'static str) -> [(header::HeaderName, HeaderValue); 6] {
+    [
+        (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(
+                "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+            ),
+        ),
+        (header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),
+        (
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ),
+        (header::REFERRER_POLICY, HeaderValue::from_static("no-referrer")),
+        (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+    ]
+}
+
+async fn index() -> Response {
+    (page_headers("text/html; charset=utf-8"), INDEX_HTML).into_response()
+}
+
+async fn app_js() -> Response {
+    (page_headers("text/javascript; charset=utf-8"), APP_JS).into_response()
+}
+
+async fn app_css() -> Response {
+    (page_headers("text/css; charset=utf-8"), APP_CSS).into_response()
+}
+
+fn no_session() -> ToolError {
+    ToolError::unauthenticated(
+        ErrorCode::ConsoleSession,
+        "Not logged in to the console (or the session expired): log in with the operator token",
+    )
+}
+
+fn csrf_refused(why: &str) -> ToolError {
+    ToolError::denied(
+        ErrorCode::CsrfRefused,
+        format!("Change refused: {why}. Reload the console and try again"),
+    )
+}
+
+/// The logged-in console a request comes from (its session cookie), refused with 401 when
+/// there is none.
+pub struct Operator {
+    login: Login,
+    id: String,
+}
+
+impl Operator {
+    fn context(&self) -> CallContext {
+        CallContext {
+            caller: self.login.caller.clone(),
+            request_id: None,
+            session_ref: None,
+            client: Some("console".to_owned()),
+            cwd: None,
+            tool_call_id: None,
+            trigger_message_id: None,
+        }
+    }
+
+    /// Who did it, for the audit log: `console:operator`, `console:token:NAME`.
+    fn by(&self) -> String {
+        format!("console:{}", self.login.caller.key())
+    }
+}
+
+impl axum::extract::FromRequestParts<Arc<Core>> for Operator {
+    type Rejection = ToolError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        core: &Arc<Core>,
+    ) -> Result<Self, Self::Rejection> {
+        let id = parts
+            .headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .find_map(session::cookie_value)
+            .ok_or_else(no_session)?
+            .to_owned();
+        let login = core.console.sessions.get(&id).ok_or_else(no_session)?;
+        Ok(Operator { login, id })
+    }
+}
+
+/// A logged-in console making a change: also the session's CSRF token in
+/// `x-switchboard-csrf` and a same-origin `Origin`.
+pub struct Change(Operator);
+
+impl axum::extract::FromRequestParts<Arc<Core>> for Change {
+    type Rejection = ToolError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        core: &Arc<Core>,
+    ) -> Result<Self, Self::Rejection> {
+        let operator = Operator::from_request_parts(parts, core).await?;
+        same_origin(&parts.headers)?;
+        let presented = parts
+            .headers
+            .get(CSRF_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .ok_or_else(|| csrf_refused("the CSRF token header is missing"))?;
+        if !operator.login.csrf_matches(presented) {
+            return Err(csrf_refused("the CSRF token does not match this session"));
+        }
+        Ok(Change(operator))
+    }
+}
+
+/// Refuses a request whose `Origin` is missing or is not this server (`Host`).
+fn same_origin(headers: &HeaderMap) -> Result<(), ToolError> {
+    let origin = headers
+        .get(header::ORIGIN)
+        .and_then(|value| value.to_str().ok())
+        .ok_or_else(|| csrf_refused("the request has no Origin header"))?;
+    let host = headers
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok())
+        .ok_or_else(|| csrf_refused("the request has no Host header"))?;
+    let ours = ["http://", "https://"]
+        .iter()
+        .any(|scheme| origin.strip_prefix(scheme) == Some(host));
+    if ours {
+        Ok(())
+    } else {
+        Err(csrf_refused(&format!(
+            "it comes from {origin}, not this server"
+        )))
+    }
+}
+
+fn json_body<T: serde::de::DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, ToolError> {
+    let body = body
+        .map_err(|e| ToolError::usage(ErrorCode::BadBody, format!("Cannot read the body: {e}")))?;
+    if body.len() > MAX_BODY {
+        return Err(ToolError::usage(
+            ErrorCode::BodyTooLarge,
+            format!("The console takes bodies of at most {MAX_BODY} bytes"),
+        )
+        .with_status(StatusCode::PAYLOAD_TOO_LARGE));
+    }
+    serde_json::from_slice(&body).map_err(|e| {
+        ToolError::usage(
+            ErrorCode::BadRequest,
+            format!("The body is not what this route takes: {e}"),
+        )
+    })
+}
+
+fn no_store(value: Value) -> Response {
+    ([(header::CACHE_CONTROL, "no-store")], Json(value)).into_response()
+}
+
+/// Runs `tool` through the pipeline as the console's caller; the answer as JSON.
+async fn call(
+    core: &Core,
+    operator: &Operator,
+    tool: &str,
+    input: Value,
+) -> Result<Value, ToolError> {
+    let output = core.call(&operator.context(), tool, input).await?;
+    let text: Box<str> = output.into();
+    serde_json::from_str(&text)
+        .map_err(|e| ToolError::internal(format!("{tool} answered text that is not JSON: {e}")))
+}
+
+fn session_id(text: &str) -> Result<Snowflake, ToolError> {
+    crate::invocation::parse_id("session", text)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoginBody {
+    token: String,
+}
+
+async fn login(
+    State(core): Shared,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ToolError> {
+    same_origin(&headers)?;
+    if core.console.logins.check().is_err() {
+        return Err(ToolError::rate_limited(
+            ErrorCode::RateLimited,
+            "Too many console logins; wait a minute",
+            std::time::Duration::from_secs(60),
+        ));
+    }
+    let LoginBody { token } = json_body(body)?;
+    let caller = core.authenticate(
+        Some(&token)
+            .filter(|t| !t.trim().is_empty())
+            .map(String::as_str),
+    )?;
+    let allowed = match &caller {
+        Caller::Operator | Caller::Unauthenticated => true,
+        Caller::Token(named) => named
+            .scope
+            .iter()
+            .any(|s| s == switchboard_config::CONSOLE_SCOPE),
+        Caller::Capability(_) => false,
+    };
+    if !allowed {
+        tracing::info!(caller = %caller.key(), "console login refused: not the operator or a console token");
+        return Err(ToolError::denied(
+            ErrorCode::OutOfScope,
+            "This token may not use the console: log in with the operator token, or a [[toolserver.tokens]] token with \"console\" in its scope",
+        ));
+    }
+    let (id, csrf) = core
+        .console
+        .sessions
+        .start(caller.clone())
+        .map_err(|e| ToolError::internal(format!("cannot draw random bytes: {e}")))?;
+    tracing::info!(caller = %caller.key(), "console login");
+    let cookie = format!(
+        "{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+        LIFETIME.as_secs()
+    );
+    Ok((
+        [
+            (header::SET_COOKIE, cookie),
+            (header::CACHE_CONTROL, "no-store".to_owned()),
+        ],
+        Json(json!({ "caller": caller.key(), "csrf": csrf })),
+    )
+        .into_response())
+}
+
+async fn logout(State(core): Shared, Change(operator): Change) -> Response {
+    core.console.sessions.end(&operator.id);
+    (
+        [(
+            header::SET_COOKIE,
+            format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"),
+        )],
+        Json(json!({ "loggedOut": true })),
+    )
+        .into_response()
+}
+
+async fn me(State(core): Shared, operator: Operator) -> Response {
+    let compose_users = core.console.compose.get().map(|compose| compose.users());
+    no_store(json!({
+        "caller": operator.login.caller.key(),
+        "csrf": operator.login.csrf,
+        "consoleApproves": core.governance().permissions().console_approves,
+        "compose": compose_users,
+        "runs": core.console.runs.get().is_some(),
+        "version": env!("CARGO_PKG_VERSION"),
+    }))
+}
+
+async fn health(State(core): Shared, _: Operator) -> Response {
+    let state = core.surface.connection();
+    no_store(json!({
+        "gateway": state.as_str(),
+        "version": env!("CARGO_PKG_VERSION"),
+        "pendingApprovals": core.approvals().pending().len(),
+        "consoleSessions": core.console.sessions.len(),
+        "botUserId": core.surface.bot_user_id(),
+    }))
+}
+
+async fn sessions(State(core): Shared, operator: Operator) -> Result<Response, ToolError> {
+    let value = call(
+        &core,
+        &operator,
+        "surface.sessions.list",
+        json!({ "limit": 1000 }),
+    )
+    .await?;
+    Ok(no_store(value))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MessagesQuery {
+    limit: Option<u32>,
+}
+
+async fn messages(
+    State(core): Shared,
+    operator: Operator,
+    Path(id): Path<String>,
+    query: Result<Query<MessagesQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ToolError> {
+    let Query(query) = query.map_err(|e| {
+        ToolError::usage(
+            ErrorCode::BadRequest,
+            format!("{e}; the only parameter is limit"),
+        )
+    })?;
+    let session = session_id(&id)?;
+    let value = call(
+        &core,
+        &operator,
+        "surface.messages.list",
+        json!({ "sessionId": session.to_string(), "limit": query.limit.unwrap_or(50).clamp(1, 100) }),
+    )
+    .await?;
+    Ok(no_store(value))
+}
+
+async fn scope(
+    State(core): Shared,
+    _: Operator,
+    Path(id): Path<String>,
+) -> Result<Response, ToolError> {
+    let session = session_id(&id)?;
+    core.allowed(session).await?;
+    Ok(no_store(json!(core.session_tools(session))))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScopeBody {
+    action: String,
+    tools: Option<String>,
+}
+
+async fn change_scope(
+    State(core): Shared,
+    Change(operator): Change,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ToolError> {
+    let session = session_id(&id)?;
+    let body: ScopeBody = json_body(body)?;
+    core.allowed(session).await?;
+    let scope_error = |e: ScopeError| ToolError::usage(ErrorCode::InvalidInput, e.to_string());
+    let change = ScopeChange::parse(&body.action, body.tools.as_deref()).map_err(scope_error)?;
+    let after = core
+        .change_session_tools(session, &change, &operator.by())
+        .map_err(scope_error)?;
+    tracing::info!(%session, by = %operator.by(), "session scope changed in the console");
+    Ok(no_store(json!(after)))
+}
+
+async fn approvals(State(core): Shared, _: Operator) -> Response {
+    no_store(json!({
+        "approvals": core.approvals().pending(),
+        "consoleApproves": core.governance().permissions().console_approves,
+        "nowMs": crate::clock::now_ms(),
+    }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecideBody {
+    approve: bool,
+}
+
+async fn decide(
+    State(core): Shared,
+    Change(operator): Change,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ToolError> {
+    let DecideBody { approve } = json_body(body)?;
+    // The same decision path as a Discord click; the console redraws the Discord card itself.
+    let card = core
+        .approvals()
+        .decide(
+            core.surface().as_ref(),
+            &id,
+            Decider::Console,
+            approve,
+            true,
+        )
+        .await
+        .map_err(|error| match error {
+            DecideError::NotPending => ToolError::not_found(ErrorCode::NotFound, error.to_string()),
+            DecideError::ConsoleNotAllowed | DecideError::NotApprover => {
+                ToolError::denied(ErrorCode::OperatorOnly, error.to_string())
+            }
+        })?;
+    tracing::info!(approval = %id, approve, by = %operator.by(), "approval decided in the console");
+    Ok(no_store(json!({ "approval": card })))
+}
+
+/// `GET /console/api/audit`: the filters `audit.list` takes.
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct AuditQuery {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    since: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    until: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    caller: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    decision: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limit: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cursor: Option<u64>,
+}
+
+async fn audit(
+    State(core): Shared,
+    operator: Operator,
+    query: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ToolError> {
+    let Query(mut query) = query.map_err(|e| {
+        ToolError::usage(
+            ErrorCode::BadRequest,
+            format!("{e}; the filters are since, until, tool, sessionId, caller, decision, limit, cursor"),
+        )
+    })?;
+    // An empty filter box means no filter.
+    for field in [
+        &mut query.since,
+        &mut query.until,
+        &mut query.tool,
+        &mut query.session_id,
+        &mut query.caller,
+        &mut query.decision,
+    ] {
+        if field.as_deref().is_some_and(|v| v.trim().is_empty()) {
+            *field = None;
+        }
+    }
+    let input = serde_json::to_value(&query).map_err(|e| ToolError::internal(e.to_string()))?;
+    let value = call(&core, &operator, "audit.list", input).await?;
+    Ok(no_store(value))
+}
+
+async fn runs(State(core): Shared, operator: Operator) -> Result<Response, ToolError> {
+    let Some(runs) = core.console.runs.get() else {
+        return Ok(no_store(
+            json!({ "agent": false, "active": [], "recent": [] }),
+        ));
+    };
+    let listed = call(
+        &core,
+        &operator,
+        "surface.sessions.list",
+        json!({ "limit": 1000 }),
+    )
+    .await?;
+    let mut active = Vec::new();
+    for session in listed["sessions"].as_array().into_iter().flatten() {
+        let Some(id) = session["channelId"]
+            .as_str()
+            .and_then(|id| id.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let status = runs.status(Snowflake(id));
+        if status.running.is_none() && status.waiting.is_empty() {
+            continue;
+        }
+        let trigger = |t: &crate::runs::Trigger| {
+            json!({
+                "messageId": t.message_id,
+                "author": t.author_name,
+                "text": t.text.chars().take(200).collect::<String>(),
+                "workflowId": t.workflow_id,
+            })
+        };
+        active.push(json!({
+            "sessionId": id.to_string(),
+            "session": session["token"].as_str().map_or_else(|| session["title"].clone(), |t| json!(format!("#{t}"))),
+            "running": status.running.as_ref().map(trigger),
+            "waiting": status.waiting.iter().map(trigger).collect::<Vec<_>>(),
+        }));
+    }
+    // Recent runs, from the audit log: each capability's calls, grouped by run.
+    let recent = match call(&core, &operator, "audit.list", json!({ "limit": 300 })).await {
+        Ok(page) => recent_runs(&page),
+        Err(error) => {
+            tracing::debug!(%error, "the console cannot read the audit log for recent runs");
+            Vec::new()
+        }
+    };
+    Ok(no_store(
+        json!({ "agent": true, "active": active, "recent": recent }),
+    ))
+}
+
+/// Agent runs seen in a page of the audit log (newest first), at most 20: first and last call,
+/// how many calls, how many failed.
+fn recent_runs(page: &Value) -> Vec<Value> {
+    let mut order: Vec<String> = Vec::new();
+    let mut runs: std::collections::HashMap<String, Value> = std::collections::HashMap::new();
+    for row in page["audit"].as_array().into_iter().flatten() {
+        let Some(run) = row["run"].as_str() else {
+            continue;
+        };
+        let time = row["timeMs"].as_u64().unwrap_or(0);
+        let failed = row["outcome"].as_str() != Some("ok");
+        let entry = runs.entry(run.to_owned()).or_insert_with(|| {
+            order.push(run.to_owned());
+            json!({ "run": run, "sessions": row["sessions"], "lastMs": time, "firstMs": time, "calls": 0, "failed": 0, "requestedBy": row["requestedBy"] })
+        });
+        entry["firstMs"] = json!(time);
+        entry["calls"] = json!(entry["calls"].as_u64().unwrap_or(0) + 1);
+        if failed {
+            entry["failed"] = json!(entry["failed"].as_u64().unwrap_or(0) + 1);
+        }
+    }
+    order
+        .into_iter()
+        .take(20)
+        .filter_map(|run| runs.remove(&run))
+        .collect()
+}
+
+async fn abort(
+    State(core): Shared,
+    Change(operator): Change,
+    Path(id): Path<String>,
+) -> Result<Response, ToolError> {
+    let session = session_id(&id)?;
+    let runs = core.console.runs.get().ok_or_else(|| {
+        ToolError::not_found(
+            ErrorCode::NotFound,
+            "No agent is configured, so no run can be aborted",
+        )
+    })?;
+    core.allowed(session).await?;
+    // The console acts as an admin: it may stop anyone's run.
+    let outcome = runs.abort(session, Snowflake(0), true);
+    tracing::info!(%session, by = %operator.by(), ?outcome, "abort from the console");
+    let answer = match outcome {
+        AbortOutcome::Stopped => "stopped",
+        AbortOutcome::NothingRunning => "nothing_running",
+        AbortOutcome::NotYours { .. } => "not_yours",
+    };
+    Ok(no_store(json!({ "outcome": answer })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ComposeBody {
+    session_id: String,
+    author_id: String,
+    content: String,
+}
+
+async fn compose(
+    State(core): Shared,
+    Change(operator): Change,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ToolError> {
+    let compose = core.console.compose.get().ok_or_else(|| {
+        ToolError::not_found(
+            ErrorCode::UnknownRoute,
+            "Posting as a user exists only in the playground (switchboard playground)",
+        )
+    })?;
+    let body: ComposeBody = json_body(body)?;
+    let session = session_id(&body.session_id)?;
+    let author = crate::invocation::parse_id("authorId", &body.author_id)?;
+    if body.content.trim().is_empty() || body.content.chars().count() > MAX_COMPOSE_CHARS {
+        return Err(ToolError::usage(
+            ErrorCode::InvalidInput,
+            format!("content must have 1 to {MAX_COMPOSE_CHARS} characters"),
+        ));
+    }
+    if !compose.users().iter().any(|user| user.id == author) {
+        return Err(ToolError::usage(
+            ErrorCode::UnknownUser,
+            format!("{author} is not a demo user this playground posts as"),
+        ));
+    }
+    core.allowed(session).await?;
+    let posted = compose
+        .post(session, author, body.content)
+        .await
+        .map_err(|e| {
+            ToolError::usage(
+                ErrorCode::DiscordRejected,
+                format!("The fake Discord refused the message: {e}"),
+            )
+        })?;
+    tracing::info!(%session, %author, by = %operator.by(), "console posted as a demo user");
+    Ok(no_store(json!({ "posted": posted })))
+}

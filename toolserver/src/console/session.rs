@@ -1,0 +1,163 @@
+//! The console's logins: a random session id in an HttpOnly, SameSite=Strict cookie, the
+//! caller it stands for and its CSRF token kept here, in a map with a fixed size and expiry.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::auth::Caller;
+
+/// The cookie's name.
+pub const COOKIE: &str = "sb_console";
+/// The header every state change carries the session's CSRF token in.
+pub const CSRF_HEADER: &str = "x-switchboard-csrf";
+/// Logins kept at once; a new one past it pushes out the one idle longest.
+pub const MAX_SESSIONS: usize = 64;
+/// A session unused this long is forgotten (the page polls, so an open tab keeps it).
+pub const IDLE: Duration = Duration::from_secs(60 * 60);
+/// No session lives longer than this from its login.
+pub const LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
+
+/// A logged-in console.
+#[derive(Debug, Clone)]
+pub struct Login {
+    /// Who logged in (the operator, or a named token with `console` in its scope).
+    pub caller: Caller,
+    /// The token the page sends in [`CSRF_HEADER`] with every change.
+    pub csrf: String,
+    created: Instant,
+    last_seen: Instant,
+}
+
+impl Login {
+    /// Whether `presented` is this session's CSRF token (compared in constant time).
+    pub fn csrf_matches(&self, presented: &str) -> bool {
+        presented.len() == self.csrf.len()
+            && bool::from(presented.as_bytes().ct_eq(self.csrf.as_bytes()))
+    }
+}
+
+/// The sessions, by the digest of their id (the id itself is only in the browser's cookie).
+#[derive(Debug, Default)]
+pub struct Sessions {
+    by_digest: Mutex<HashMap<[u8; 32], Login>>,
+}
+
+fn digest(id: &str) -> [u8; 32] {
+    Sha256::digest(id.as_bytes()).into()
+}
+
+fn alive(login: &Login, now: Instant) -> bool {
+    now.duration_since(login.last_seen) < IDLE && now.duration_since(login.created) < LIFETIME
+}
+
+impl Sessions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Login>> {
+        self.by_digest
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Starts a session for `caller`: its id (for the cookie) and its CSRF token.
+    pub fn start(&self, caller: Caller) -> Result<(String, String), getrandom::Error> {
+        let id = crate::auth::random_hex(32)?;
+        let csrf = crate::auth::random_hex(16)?;
+        let now = Instant::now();
+        let mut sessions = self.lock();
+        sessions.retain(|_, login| alive(login, now));
+        while sessions.len() >= MAX_SESSIONS {
+            let oldest = sessions
+                .iter()
+                .min_by_key(|(_, login)| login.last_seen)
+                .map(|(key, _)| *key);
+            match oldest {
+                Some(key) => sessions.remove(&key),
+                None => break,
+            };
+        }
+        sessions.insert(
+            digest(&id),
+            Login {
+                caller,
+                csrf: csrf.clone(),
+                created: now,
+                last_seen: now,
+            },
+        );
+        Ok((id, csrf))
+    }
+
+    /// The live session `id` names (its idle clock restarted), or `None`; an expired one is
+    /// forgotten.
+    pub fn get(&self, id: &str) -> Option<Login> {
+        let key = digest(id);
+        let now = Instant::now();
+        let mut sessions = self.lock();
+        let login = sessions.get_mut(&key)?;
+        if !alive(login, now) {
+            sessions.remove(&key);
+            return None;
+        }
+        login.last_seen = now;
+        Some(login.clone())
+    }
+
+    /// Ends session `id`; true when it was live.
+    pub fn end(&self, id: &str) -> bool {
+        self.lock().remove(&digest(id)).is_some()
+    }
+
+    /// Sessions held (expired ones not yet dropped included).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when none is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The session id in a `Cookie` header, if any.
+pub fn cookie_value(header: &str) -> Option<&str> {
+    header
+        .split(';')
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.trim())
+        .filter(|value| !value.is_empty() && value.len() <= 128)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_are_bounded_and_ended() {
+        let sessions = Sessions::default();
+        let mut ids = Vec::new();
+        for _ in 0..MAX_SESSIONS + 10 {
+            ids.push(sessions.start(Caller::Operator).unwrap().0);
+        }
+        assert_eq!(sessions.len(), MAX_SESSIONS);
+        assert!(sessions.get(&ids[0]).is_none(), "the oldest was pushed out");
+        let last = ids.last().unwrap();
+        let login = sessions.get(last).unwrap();
+        assert!(login.csrf_matches(&login.csrf.clone()));
+        assert!(!login.csrf_matches("nope"));
+        assert!(sessions.end(last));
+        assert!(sessions.get(last).is_none());
+        assert!(!sessions.end(last));
+    }
+
+    #[test]
+    fn cookies_are_read_from_any_position() {
+        assert_eq!(cookie_value("a=1; sb_console=abc; b=2"), Some("abc"));
+        assert_eq!(cookie_value("sb_console="), None);
+        assert_eq!(cookie_value("other=1"), None);
+        assert_eq!(cookie_value("sb_consolex=1"), None);
+    }
+}
