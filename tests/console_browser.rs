@@ -440,17 +440,15 @@ policy = "ask"
     let playground = start_playground(&extra);
     let port = free_port();
     let _driver = start_chromedriver(&driver, port);
-    let capabilities = json!({
-        "goog:chromeOptions": {
+    let mut capabilities = serde_json::Map::new();
+    capabilities.insert(
+        "goog:chromeOptions".to_owned(),
+        json!({
             "binary": chromium.display().to_string(),
             "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                      "--window-size=1440,900", "--no-first-run", "--disable-extensions"]
-        }
-    });
-    let capabilities = match capabilities {
-        Value::Object(map) => map,
-        _ => unreachable!("a JSON object"),
-    };
+        }),
+    );
     let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
         .capabilities(capabilities)
         .connect(&format!("http://127.0.0.1:{port}"))

@@ -1,0 +1,540 @@
+//! The console's API over HTTP: every route refuses a request without a session; changes need
+//! the session's CSRF token and a same-origin `Origin`; reads and changes go through the
+//! pipeline and the audit log; garbage gets a clear 4xx.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use toolserver::console::API_ROUTES;
+use toolserver::memory::{MemorySurface, SurfaceCall};
+use toolserver::testing::{TestServer, DEMO_CONFIG};
+
+struct Answer {
+    status: u16,
+    body: Value,
+    set_cookie: Option<String>,
+}
+
+async fn request(
+    method: &'static str,
+    url: String,
+    headers: Vec<(&'static str, String)>,
+    body: Option<Vec<u8>>,
+) -> Answer {
+    let task = tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(20)))
+            .build()
+            .into();
+        let mut builder = ureq::http::Request::builder().method(method).uri(&url);
+        for (name, value) in headers {
+            builder = builder.header(name, value);
+        }
+        let request = builder
+            .header("content-type", "application/json")
+            .body(body.unwrap_or_default())
+            .expect("request");
+        let mut response = agent.run(request).expect("server answers");
+        let status = response.status().as_u16();
+        let set_cookie = response
+            .headers()
+            .get("set-cookie")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let text = response.body_mut().read_to_string().expect("body is text");
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        Answer {
+            status,
+            body,
+            set_cookie,
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("request finished in time")
+        .expect("request task")
+}
+
+fn console_config(extra: &str) -> String {
+    format!("{DEMO_CONFIG}console = true\n{extra}")
+}
+
+fn origin(server: &TestServer) -> String {
+    server.url()
+}
+
+/// A logged-in console: its cookie header and CSRF token.
+struct Login {
+    cookie: String,
+    csrf: String,
+}
+
+impl Login {
+    fn read(&self) -> Vec<(&'static str, String)> {
+        vec![("cookie", self.cookie.clone())]
+    }
+
+    fn change(&self, server: &TestServer) -> Vec<(&'static str, String)> {
+        vec![
+            ("cookie", self.cookie.clone()),
+            ("x-switchboard-csrf", self.csrf.clone()),
+            ("origin", origin(server)),
+        ]
+    }
+}
+
+async fn login(server: &TestServer, token: &str) -> Answer {
+    request(
+        "POST",
+        format!("{}/console/api/login", server.url()),
+        vec![("origin", origin(server))],
+        Some(json!({ "token": token }).to_string().into_bytes()),
+    )
+    .await
+}
+
+async fn log_in(server: &TestServer) -> Login {
+    let answer = login(server, server.operator_token()).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let set_cookie = answer.set_cookie.expect("a session cookie");
+    assert!(set_cookie.contains("HttpOnly"), "{set_cookie}");
+    assert!(set_cookie.contains("SameSite=Strict"), "{set_cookie}");
+    let cookie = set_cookie.split(';').next().unwrap().to_owned();
+    Login {
+        cookie,
+        csrf: answer.body["csrf"]
+            .as_str()
+            .expect("a csrf token")
+            .to_owned(),
+    }
+}
+
+#[tokio::test]
+async fn the_console_is_off_unless_configured() {
+    let server = TestServer::start(&DEMO_CONFIG).await.unwrap();
+    for path in ["/", "/console/app.js", "/console/api/me"] {
+        let answer = request("GET", format!("{}{path}", server.url()), vec![], None).await;
+        assert_eq!(answer.status, 404, "{path}: {}", answer.body);
+    }
+}
+
+#[tokio::test]
+async fn the_page_and_its_assets_are_served_with_a_strict_policy() {
+    let server = TestServer::start(&console_config("")).await.unwrap();
+    let page = request("GET", format!("{}/", server.url()), vec![], None).await;
+    assert_eq!(page.status, 200);
+    let html = page.body.as_str().unwrap_or_default();
+    assert!(html.contains("/console/app.js"), "{html}");
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "no external resource"
+    );
+    for asset in ["/console/app.js", "/console/app.css"] {
+        let answer = request("GET", format!("{}{asset}", server.url()), vec![], None).await;
+        assert_eq!(answer.status, 200, "{asset}");
+    }
+}
+
+#[tokio::test]
+async fn every_console_api_route_refuses_a_request_without_a_session() {
+    let server = TestServer::start(&console_config("")).await.unwrap();
+    let bearer = format!("Bearer {}", server.operator_token());
+    for (method, path) in API_ROUTES {
+        for headers in [
+            vec![],
+            vec![("cookie", "sb_console=0123456789abcdef".to_owned())],
+            // The console API is not the bearer API: the operator token alone is not a session.
+            vec![("authorization", bearer.clone())],
+            vec![
+                ("cookie", "sb_console=".to_owned()),
+                ("origin", origin(&server)),
+            ],
+        ] {
+            let answer = request(
+                method,
+                format!("{}{path}", server.url()),
+                headers.clone(),
+                Some(b"{}".to_vec()),
+            )
+            .await;
+            assert_eq!(
+                answer.status, 401,
+                "{method} {path} with {headers:?}: {}",
+                answer.body
+            );
+            assert_eq!(
+                answer.body["error"]["code"], "console_session",
+                "{method} {path}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn changes_need_the_csrf_token_and_the_same_origin() {
+    let server = TestServer::start(&console_config("")).await.unwrap();
+    let login = log_in(&server).await;
+    for (method, path) in API_ROUTES.iter().filter(|(method, _)| *method == "POST") {
+        let url = format!("{}{path}", server.url());
+        let cases = [
+            (
+                "no csrf",
+                vec![
+                    ("cookie", login.cookie.clone()),
+                    ("origin", origin(&server)),
+                ],
+            ),
+            (
+                "wrong csrf",
+                vec![
+                    ("cookie", login.cookie.clone()),
+                    ("origin", origin(&server)),
+                    ("x-switchboard-csrf", "0".repeat(32)),
+                ],
+            ),
+            (
+                "no origin",
+                vec![
+                    ("cookie", login.cookie.clone()),
+                    ("x-switchboard-csrf", login.csrf.clone()),
+                ],
+            ),
+            (
+                "other origin",
+                vec![
+                    ("cookie", login.cookie.clone()),
+                    ("x-switchboard-csrf", login.csrf.clone()),
+                    ("origin", "http://evil.example".to_owned()),
+                ],
+            ),
+        ];
+        for (case, headers) in cases {
+            let answer = request(method, url.clone(), headers, Some(b"{}".to_vec())).await;
+            assert_eq!(answer.status, 403, "{path} {case}: {}", answer.body);
+            assert_eq!(
+                answer.body["error"]["code"], "csrf_refused",
+                "{path} {case}"
+            );
+        }
+    }
+    // The session still works, and reads need no CSRF token.
+    let me = request(
+        "GET",
+        format!("{}/console/api/me", server.url()),
+        login.read(),
+        None,
+    )
+    .await;
+    assert_eq!(me.status, 200, "{}", me.body);
+    assert_eq!(me.body["caller"], "operator");
+}
+
+#[tokio::test]
+async fn login_refuses_wrong_tokens_other_origins_and_tokens_without_console() {
+    let config = console_config(
+        r#"
+[[toolserver.tokens]]
+name = "ci"
+token_env = "CI_TOKEN"
+scope = ["surface.*"]
+
+[[toolserver.tokens]]
+name = "watch"
+token_env = "WATCH_TOKEN"
+scope = ["console", "surface.*", "audit.*"]
+"#,
+    );
+    let server = TestServer::start_with_tokens(
+        &config,
+        Arc::new(MemorySurface::demo()),
+        &[("ci", "ci-secret-value"), ("watch", "watch-secret-value")],
+    )
+    .await
+    .unwrap();
+    let wrong = login(&server, "not-the-token").await;
+    assert_eq!(wrong.status, 401, "{}", wrong.body);
+    assert!(wrong.set_cookie.is_none());
+    let empty = login(&server, "").await;
+    assert_eq!(empty.status, 401, "{}", empty.body);
+    let ci = login(&server, "ci-secret-value").await;
+    assert_eq!(ci.status, 403, "{}", ci.body);
+    let capability = server.mint(demo_world::OPS, "run-1", &["*"], Duration::from_secs(60));
+    let run = login(&server, &capability).await;
+    assert_ne!(run.status, 200, "{}", run.body);
+    let cross = request(
+        "POST",
+        format!("{}/console/api/login", server.url()),
+        vec![("origin", "http://evil.example".to_owned())],
+        Some(
+            json!({ "token": server.operator_token() })
+                .to_string()
+                .into_bytes(),
+        ),
+    )
+    .await;
+    assert_eq!(cross.status, 403, "{}", cross.body);
+    let watch = login(&server, "watch-secret-value").await;
+    assert_eq!(watch.status, 200, "{}", watch.body);
+    assert_eq!(watch.body["caller"], "token:watch");
+    for garbage in [
+        &b"not json"[..],
+        b"{\"token\": 5}",
+        b"{\"token\":\"x\",\"more\":1}",
+        b"",
+    ] {
+        let answer = request(
+            "POST",
+            format!("{}/console/api/login", server.url()),
+            vec![("origin", origin(&server))],
+            Some(garbage.to_vec()),
+        )
+        .await;
+        assert_eq!(
+            answer.status,
+            400,
+            "{:?}: {}",
+            String::from_utf8_lossy(garbage),
+            answer.body
+        );
+    }
+}
+
+#[tokio::test]
+async fn reads_and_changes_pass_the_pipeline_and_the_audit_log() {
+    let server = TestServer::start(&console_config("")).await.unwrap();
+    let login = log_in(&server).await;
+    let url = server.url();
+    let sessions = request(
+        "GET",
+        format!("{url}/console/api/sessions"),
+        login.read(),
+        None,
+    )
+    .await;
+    assert_eq!(sessions.status, 200, "{}", sessions.body);
+    assert!(sessions.body["sessions"]
+        .as_array()
+        .is_some_and(|s| !s.is_empty()));
+    let ops = demo_world::OPS;
+    let messages = request(
+        "GET",
+        format!("{url}/console/api/sessions/{ops}/messages?limit=5"),
+        login.read(),
+        None,
+    )
+    .await;
+    assert_eq!(messages.status, 200, "{}", messages.body);
+    let audit = request(
+        "GET",
+        format!("{url}/console/api/audit?tool=surface.*&limit=10"),
+        login.read(),
+        None,
+    )
+    .await;
+    assert_eq!(audit.status, 200, "{}", audit.body);
+    let rows = server.ledger().rows();
+    for tool in ["surface.sessions.list", "surface.messages.list"] {
+        assert!(
+            rows.iter()
+                .any(|row| row.tool == tool && row.caller == "operator"),
+            "{tool} is audited: {rows:?}"
+        );
+    }
+    // A session the allowlist refuses is refused here too.
+    let random = demo_world::RANDOM;
+    let refused = request(
+        "GET",
+        format!("{url}/console/api/sessions/{random}/messages"),
+        login.read(),
+        None,
+    )
+    .await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+
+    // A scope change: the same store as /tools, audited as the console.
+    let changed = request(
+        "POST",
+        format!("{url}/console/api/sessions/{ops}/scope"),
+        login.change(&server),
+        Some(
+            json!({"action": "set", "tools": "surface.messages.list"})
+                .to_string()
+                .into_bytes(),
+        ),
+    )
+    .await;
+    assert_eq!(changed.status, 200, "{}", changed.body);
+    assert_eq!(changed.body["effective"], json!(["surface.messages.list"]));
+    assert_eq!(changed.body["overridden"], true);
+    let shown = request(
+        "GET",
+        format!("{url}/console/api/sessions/{ops}/scope"),
+        login.read(),
+        None,
+    )
+    .await;
+    assert_eq!(shown.body["effective"], json!(["surface.messages.list"]));
+    let row = server
+        .ledger()
+        .rows()
+        .into_iter()
+        .find(|row| row.tool == "/tools")
+        .expect("the change is audited");
+    assert_eq!(row.caller, "console:operator");
+    assert_eq!(row.decided_by.as_deref(), Some("console"));
+    for (body, why) in [
+        (
+            json!({"action": "enable", "tools": "surface.nope"}),
+            "unknown callable",
+        ),
+        (json!({"action": "explode"}), "unknown action"),
+        (json!({"action": 3}), "wrong type"),
+    ] {
+        let answer = request(
+            "POST",
+            format!("{url}/console/api/sessions/{ops}/scope"),
+            login.change(&server),
+            Some(body.to_string().into_bytes()),
+        )
+        .await;
+        assert_eq!(answer.status, 400, "{why}: {}", answer.body);
+    }
+    let bad_id = request(
+        "GET",
+        format!("{url}/console/api/sessions/not-an-id/scope"),
+        login.read(),
+        None,
+    )
+    .await;
+    assert_eq!(bad_id.status, 400, "{}", bad_id.body);
+    let huge = request(
+        "POST",
+        format!("{url}/console/api/sessions/{ops}/scope"),
+        login.change(&server),
+        Some(vec![b' '; 64 * 1024]),
+    )
+    .await;
+    assert_eq!(huge.status, 413, "{}", huge.body);
+    // Compose exists only in the playground.
+    let compose = request(
+        "POST",
+        format!("{url}/console/api/compose"),
+        login.change(&server),
+        Some(
+            json!({"sessionId": ops.to_string(), "authorId": "1", "content": "hi"})
+                .to_string()
+                .into_bytes(),
+        ),
+    )
+    .await;
+    assert_eq!(compose.status, 404, "{}", compose.body);
+
+    // Logout ends the session for every route.
+    let out = request(
+        "POST",
+        format!("{url}/console/api/logout"),
+        login.change(&server),
+        Some(b"{}".to_vec()),
+    )
+    .await;
+    assert_eq!(out.status, 200, "{}", out.body);
+    let after = request("GET", format!("{url}/console/api/me"), login.read(), None).await;
+    assert_eq!(after.status, 401, "{}", after.body);
+}
+
+#[tokio::test]
+async fn an_approval_decided_in_the_console_lets_the_call_run_and_redraws_the_card() {
+    let config = console_config(
+        r##"
+[permissions]
+approvers = ["@stanley"]
+
+[[permissions.rules]]
+tool = "surface.messages.send"
+session = "#release-room"
+caller = "operator"
+policy = "ask"
+"##,
+    );
+    let server = TestServer::start(&config).await.unwrap();
+    let login = log_in(&server).await;
+    let url = server.url();
+    let token = server.operator_token().to_owned();
+    let call = tokio::spawn(request(
+        "POST",
+        format!("{url}/v1/call"),
+        vec![("authorization", format!("Bearer {token}"))],
+        Some(
+            json!({"tool": "surface.messages.send", "input": {"sessionId": "#release-room", "text": "ship it"}})
+                .to_string()
+                .into_bytes(),
+        ),
+    ));
+    let mut pending = Value::Null;
+    for _ in 0..100 {
+        let answer = request(
+            "GET",
+            format!("{url}/console/api/approvals"),
+            login.read(),
+            None,
+        )
+        .await;
+        if answer.body["approvals"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
+        {
+            pending = answer.body["approvals"][0].clone();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let id = pending["id"]
+        .as_str()
+        .expect("the ask is pending")
+        .to_owned();
+    let garbage = request(
+        "POST",
+        format!("{url}/console/api/approvals/{id}"),
+        login.change(&server),
+        Some(b"{\"approve\":\"yes\"}".to_vec()),
+    )
+    .await;
+    assert_eq!(garbage.status, 400, "{}", garbage.body);
+    let decided = request(
+        "POST",
+        format!("{url}/console/api/approvals/{id}"),
+        login.change(&server),
+        Some(b"{\"approve\":true}".to_vec()),
+    )
+    .await;
+    assert_eq!(decided.status, 200, "{}", decided.body);
+    assert_eq!(decided.body["approval"]["state"], "approved");
+    assert_eq!(decided.body["approval"]["by"], "console");
+    let answer = call.await.unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let again = request(
+        "POST",
+        format!("{url}/console/api/approvals/{id}"),
+        login.change(&server),
+        Some(b"{\"approve\":false}".to_vec()),
+    )
+    .await;
+    assert_eq!(again.status, 404, "decided once: {}", again.body);
+    assert!(
+        server
+            .surface()
+            .calls()
+            .iter()
+            .any(|call| matches!(call, SurfaceCall::UpdateApproval { card, .. } if card.id == id)),
+        "the Discord card is redrawn"
+    );
+    let row = server
+        .ledger()
+        .rows()
+        .into_iter()
+        .find(|row| row.tool == "surface.messages.send")
+        .expect("the call is audited");
+    assert_eq!(row.decided_by.as_deref(), Some("console"));
+}
