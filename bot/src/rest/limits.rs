@@ -237,27 +237,40 @@ impl BucketState {
     }
 }
 
-/// The global limit: request start times in the last second, and a pause after a global 429.
+/// The global limit. Discord counts a request when it arrives, somewhere between when we sent
+/// it and when its answer came back; so a request holds its slot while in flight and for a
+/// second after its answer (never less than Discord's own second). Plus a pause after a global
+/// 429.
 #[derive(Debug)]
 pub struct GlobalWindow {
     per_second: u32,
-    /// Start times within the last second, oldest first; at most `per_second`.
+    /// Requests sent and not yet answered.
+    in_flight: u32,
+    /// When answers came within the last second, oldest first; with `in_flight`, at most
+    /// `per_second`.
     recent: VecDeque<Instant>,
     paused_until: Option<Instant>,
 }
 
+/// How long a request waits before asking again when every global slot is in flight (their
+/// answers free the slots a second later, at the earliest).
+pub const IN_FLIGHT_POLL: Duration = Duration::from_millis(25);
+
 impl GlobalWindow {
-    /// At most `per_second` (at least 1) requests start in any second.
+    /// At most `per_second` (at least 1) requests in any second.
     pub fn new(per_second: u32) -> GlobalWindow {
         let per_second = per_second.max(1);
         GlobalWindow {
             per_second,
+            in_flight: 0,
             recent: VecDeque::with_capacity(per_second as usize),
             paused_until: None,
         }
     }
 
-    /// Takes a slot at `now` and answers zero, or answers how long to wait before asking again.
+    /// Takes a slot at `now` and answers zero (the request goes, and must
+    /// [`GlobalWindow::release`] its slot when answered), or answers how long to wait before
+    /// asking again.
     pub fn take(&mut self, now: Instant) -> Duration {
         if let Some(until) = self.paused_until {
             if until > now {
@@ -269,21 +282,48 @@ impl GlobalWindow {
         while self.recent.front().is_some_and(|&at| at + second <= now) {
             self.recent.pop_front();
         }
-        match self.recent.front() {
-            Some(&oldest) if self.recent.len() >= self.per_second as usize => {
-                (oldest + second).saturating_duration_since(now)
-            }
-            _ => {
-                self.recent.push_back(now);
-                Duration::ZERO
-            }
+        if (self.in_flight as usize + self.recent.len()) < self.per_second as usize {
+            self.in_flight += 1;
+            return Duration::ZERO;
         }
+        match self.recent.front() {
+            Some(&oldest) => (oldest + second).saturating_duration_since(now),
+            None => IN_FLIGHT_POLL,
+        }
+    }
+
+    /// The request that took a slot was answered (or abandoned) at `now`: its slot frees a
+    /// second later.
+    pub fn release(&mut self, now: Instant) {
+        if self.in_flight == 0 {
+            return;
+        }
+        self.in_flight -= 1;
+        if self.recent.len() >= self.per_second as usize {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(now);
     }
 
     /// No request before `until` (a global 429).
     pub fn pause(&mut self, until: Instant) {
         self.paused_until = Some(self.paused_until.map_or(until, |p| p.max(until)));
     }
+}
+
+/// A global slot held by a request in flight; released (a second's hold starts) when dropped.
+struct GlobalSlot(Arc<Mutex<GlobalWindow>>);
+
+impl Drop for GlobalSlot {
+    fn drop(&mut self) {
+        lock(&self.0).release(Instant::now());
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// One bucket: its gate, and its queue (the turn one request holds while in flight).
@@ -322,6 +362,8 @@ pub struct Ticket {
     bucket_id: String,
     queued: Queued,
     _turn: tokio::sync::OwnedMutexGuard<()>,
+    /// `None` for routes outside the global limit.
+    _global: Option<GlobalSlot>,
 }
 
 #[derive(Debug)]
@@ -331,7 +373,6 @@ struct Inner {
     /// Bucket id → bucket. Ids are `route KEY` until Discord names the bucket, then
     /// `NAME|MAJOR`.
     buckets: HashMap<String, Arc<Bucket>>,
-    global: GlobalWindow,
 }
 
 impl Inner {
@@ -414,6 +455,8 @@ impl Default for LimiterOptions {
 #[derive(Debug)]
 pub struct Limiter {
     inner: Mutex<Inner>,
+    /// Shared with the tickets in flight, which release their slots.
+    global: Arc<Mutex<GlobalWindow>>,
     invalid: InvalidGuard,
     requests: AtomicU64,
     rate_limited: AtomicU64,
@@ -442,8 +485,8 @@ impl Limiter {
             inner: Mutex::new(Inner {
                 routes: HashMap::new(),
                 buckets: HashMap::new(),
-                global: GlobalWindow::new(options.global_per_second),
             }),
+            global: Arc::new(Mutex::new(GlobalWindow::new(options.global_per_second))),
             invalid: InvalidGuard::new(options.invalid_budget),
             requests: AtomicU64::new(0),
             rate_limited: AtomicU64::new(0),
@@ -515,10 +558,12 @@ impl Limiter {
             tracing::debug!(route = %route.label, wait_ms = wait.as_millis() as u64, "waiting for the bucket to reset");
             tokio::time::sleep(wait).await;
         }
+        let mut global = None;
         if !route.global_exempt {
             loop {
-                let wait = self.inner().global.take(Instant::now());
+                let wait = lock(&self.global).take(Instant::now());
                 if wait.is_zero() {
+                    global = Some(GlobalSlot(Arc::clone(&self.global)));
                     break;
                 }
                 if wait > MAX_WAIT {
@@ -537,6 +582,7 @@ impl Limiter {
             bucket_id,
             queued,
             _turn: turn,
+            _global: global,
         })
     }
 
@@ -587,7 +633,7 @@ impl Limiter {
                 || scope == Some(Scope::Global);
             if global {
                 scope = Some(Scope::Global);
-                self.inner().global.pause(now + wait);
+                lock(&self.global).pause(now + wait);
             } else {
                 bucket.state().exhaust(now + wait);
             }
@@ -703,19 +749,31 @@ mod tests {
     }
 
     #[test]
-    fn the_global_window_lets_n_per_second() {
+    fn the_global_window_holds_slots_in_flight_and_a_second_after() {
         let start = Instant::now();
         let mut global = GlobalWindow::new(3);
         for _ in 0..3 {
             assert_eq!(global.take(start), Duration::ZERO);
         }
-        assert_eq!(global.take(start), Duration::from_secs(1));
-        assert_eq!(global.take(start + Duration::from_secs(1)), Duration::ZERO);
+        // All three in flight: no telling when they free, so ask again shortly.
+        assert_eq!(global.take(start), IN_FLIGHT_POLL);
+        let answered = start + Duration::from_millis(300);
+        global.release(answered);
+        assert_eq!(
+            global.take(answered),
+            Duration::from_secs(1),
+            "a slot frees a second after its answer, not after its start"
+        );
+        assert_eq!(global.take(answered + Duration::from_secs(1)), Duration::ZERO);
         global.pause(start + Duration::from_secs(10));
         assert_eq!(
             global.take(start + Duration::from_secs(2)),
             Duration::from_secs(8)
         );
+        // A release nobody took a slot for changes nothing.
+        let mut idle = GlobalWindow::new(1);
+        idle.release(start);
+        assert_eq!(idle.take(start), Duration::ZERO);
     }
 
     /// A header value: what Discord sends, or garbage.
@@ -788,28 +846,43 @@ mod tests {
             }
         }
 
-        /// In any one second, the global window starts at most its limit, and every wait it
-        /// asks for ends within a second (no pause given).
+        /// Whatever the latencies, Discord never counts more than the limit in any second:
+        /// when a request starts, the requests started before it that are still in flight or
+        /// were answered less than a second ago are fewer than the limit (Discord counts each
+        /// somewhere between its start and its answer, so that bounds every second it sees).
+        /// Every wait asked for is at most a second (no pause given).
         #[test]
         fn the_global_window_holds(
             per_second in 1u32..10,
-            gaps in proptest::collection::vec(0u64..400, 1..200),
+            requests in proptest::collection::vec((0u64..400, 1u64..1_500), 1..150),
         ) {
             let start = Instant::now();
+            let second = Duration::from_secs(1);
             let mut global = GlobalWindow::new(per_second);
             let mut now = start;
-            let mut started: Vec<Instant> = Vec::new();
-            for gap in gaps {
+            // (started, answered) of every request that went.
+            let mut sent: Vec<(Instant, Instant)> = Vec::new();
+            for (gap, latency) in requests {
                 now += Duration::from_millis(gap);
+                // Answers due by now free their slots, in the order they came.
+                let mut due: Vec<Instant> = sent
+                    .iter()
+                    .map(|&(_, answered)| answered)
+                    .filter(|&answered| answered <= now && answered > now - Duration::from_millis(gap))
+                    .collect();
+                due.sort();
+                for answered in due {
+                    global.release(answered);
+                }
                 let wait = global.take(now);
-                prop_assert!(wait <= Duration::from_secs(1));
+                prop_assert!(wait <= second);
                 if wait.is_zero() {
-                    started.push(now);
-                    let in_window = started
+                    let overlapping = sent
                         .iter()
-                        .filter(|&&at| at + Duration::from_secs(1) > now)
+                        .filter(|&&(_, answered)| answered + second > now)
                         .count();
-                    prop_assert!(in_window <= per_second as usize);
+                    prop_assert!(overlapping < per_second as usize, "{} overlapping", overlapping);
+                    sent.push((now, now + Duration::from_millis(latency)));
                 }
             }
         }
