@@ -13,7 +13,7 @@ use toolserver::surface::{ConnectionState, SurfaceError};
 use toolserver::workflow::WorkflowEngine;
 
 use crate::gateway::{Ingest, StageWatcher};
-use crate::rest::{DiscordRest, DISCORD_API};
+use crate::rest::{DiscordRest, LimiterOptions, DISCORD_API};
 use crate::store::Store;
 use crate::surface::Connection;
 
@@ -60,7 +60,9 @@ pub async fn connect(config: &Config, token: &str) -> Result<Connected, DiscordE
         .api_base_url
         .clone()
         .unwrap_or_else(|| DISCORD_API.to_owned());
-    let rest = DiscordRest::new(&base, token).map_err(|e| DiscordError::Http(e.to_string()))?;
+    let options = LimiterOptions::with_invalid_percent(config.discord.invalid_request_percent);
+    let rest = DiscordRest::with_options(&base, token, options)
+        .map_err(|e| DiscordError::Http(e.to_string()))?;
     let me = rest.current_user().await.map_err(|e| match e {
         SurfaceError::Denied(why) => DiscordError::TokenRejected(why),
         other => DiscordError::Unreachable(other.to_string()),

@@ -183,7 +183,7 @@ async fn a_route_past_the_invalid_request_budget_is_no_longer_called() {
     match &error {
         SurfaceError::Unavailable(why) => {
             assert!(why.contains("stopped calling"), "{why}");
-            assert!(why.contains("invalid_request_share"), "{why}");
+            assert!(why.contains("invalid_request_percent"), "{why}");
         }
         other => panic!("{other:?}"),
     }

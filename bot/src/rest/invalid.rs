@@ -146,7 +146,7 @@ impl InvalidGuard {
                 on_this_route = blocked.on_route,
                 budget = blocked.budget,
                 resumes_in_s = blocked.retry_after.as_secs(),
-                "stopped calling a Discord route: Discord answered 401/403/429 {} times in 10 minutes ({} on this route), past this service's budget of {} (discord.invalid_request_share of Discord's 10,000; at 10,000 Discord bans the IP for an hour); check the bot's token and permissions",
+                "stopped calling a Discord route: Discord answered 401/403/429 {} times in 10 minutes ({} on this route), past this service's budget of {} (discord.invalid_request_percent of Discord's 10,000; at 10,000 Discord bans the IP for an hour); check the bot's token and permissions",
                 blocked.total,
                 blocked.on_route,
                 blocked.budget

@@ -442,6 +442,18 @@ pub struct LimiterOptions {
     pub invalid_budget: u32,
 }
 
+impl LimiterOptions {
+    /// Discord's global limit, and routes stop past `percent` (1 to 100) of Discord's
+    /// invalid-request limit (`discord.invalid_request_percent`).
+    pub fn with_invalid_percent(percent: u8) -> LimiterOptions {
+        let percent = u32::from(percent.clamp(1, 100));
+        LimiterOptions {
+            invalid_budget: (super::invalid::DISCORD_INVALID_LIMIT * percent / 100).max(1),
+            ..LimiterOptions::default()
+        }
+    }
+}
+
 impl Default for LimiterOptions {
     fn default() -> Self {
         LimiterOptions {
@@ -469,7 +481,7 @@ fn rate_limited(wait: Duration) -> SurfaceError {
 
 fn stopped(route: &Route, blocked: &Blocked) -> SurfaceError {
     SurfaceError::Unavailable(format!(
-        "switchboard stopped calling {} to protect the bot token: Discord answered 401/403/429 {} times in the last 10 minutes ({} on this route), past this service's budget of {} (discord.invalid_request_share); it resumes in about {} s. Check the bot's token and permissions",
+        "switchboard stopped calling {} to protect the bot token: Discord answered 401/403/429 {} times in the last 10 minutes ({} on this route), past this service's budget of {} (discord.invalid_request_percent); it resumes in about {} s. Check the bot's token and permissions",
         route.label,
         blocked.total,
         blocked.on_route,
