@@ -98,6 +98,9 @@ pub struct GatewaySetup {
     pub workflows: Option<Arc<WorkflowEngine>>,
     /// The tool server's core: `/tools` and approval buttons act on its governance.
     pub core: Arc<toolserver::Core>,
+    /// The one REST client (its rate limiter shared with the surface's): registers the slash
+    /// commands and answers approval clicks.
+    pub rest: DiscordRest,
 }
 
 /// A running gateway client: its shard manager (to shut it down) and how it ended.
@@ -126,6 +129,27 @@ impl Gateway {
     }
 }
 
+/// Replaces the application's global slash commands with `commands`, through the one REST
+/// client; a failure is logged (the bot works without them).
+async fn register_commands(
+    rest: &DiscordRest,
+    ready: &serenity::model::gateway::Ready,
+    commands: &[poise::Command<crate::commands::Data, crate::commands::Error>],
+) {
+    let builders = poise::builtins::create_application_commands(commands);
+    let body = match serde_json::to_value(&builders) {
+        Ok(body) => body,
+        Err(error) => {
+            tracing::warn!(%error, "could not encode the slash commands; not registering them");
+            return;
+        }
+    };
+    let application = entity::Snowflake(ready.application.id.get());
+    if let Err(error) = rest.set_global_commands(application, body).await {
+        tracing::warn!(%error, "could not register slash commands");
+    }
+}
+
 /// Starts the gateway client (ingest, slash commands, stage tracking) on its own thread.
 pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
     let GatewaySetup {
@@ -138,12 +162,14 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         runs,
         workflows,
         core,
+        rest,
     } = setup;
     connection.set(ConnectionState::Connecting);
     let mut http = HttpBuilder::new(&token);
     if let Some(base) = &config.discord.api_base_url {
-        // serenity's ratelimiter ignores the proxy and would talk to discord.com: off here,
-        // and our own REST client handles 429.
+        // serenity's ratelimiter ignores the proxy and would talk to discord.com: off here.
+        // What still goes through serenity's client is poise's answers to slash commands
+        // (interaction callbacks, outside the global limit); everything else is [`DiscordRest`].
         http = http.proxy(base.as_str()).ratelimiter_disabled(true);
     }
     let admins: Vec<Principal> = config.discord.admins.clone();
@@ -168,7 +194,7 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
                     } = event
                     {
                         crate::approvals::on_component(
-                            framework.serenity_context,
+                            &framework.user_data.rest,
                             click,
                             &framework.user_data.core,
                         )
@@ -179,19 +205,16 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
             },
             ..Default::default()
         })
-        .setup(move |ctx, _ready, framework| {
+        .setup(move |_ctx, ready, framework| {
             Box::pin(async move {
-                if let Err(error) =
-                    poise::builtins::register_globally(ctx, &framework.options().commands).await
-                {
-                    tracing::warn!("could not register slash commands: {error}");
-                }
+                register_commands(&rest, ready, &framework.options().commands).await;
                 Ok(crate::commands::Data {
                     store: framework_store,
                     allowlist: framework_allowlist,
                     admins,
                     runs: framework_runs,
                     core: framework_core,
+                    rest,
                 })
             })
         })
