@@ -239,11 +239,19 @@ impl DiscordRest {
         })?;
         let status = response.status();
         let headers = response.headers().clone();
-        let bytes = response.bytes().await.map_err(|e| Failure {
-            error: SurfaceError::Unavailable(format!("Discord's answer was cut off: {e}")),
-            retry_after: None,
-            retryable: true,
-        })?;
+        let bytes = match response.bytes().await {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                // The headers arrived: the bucket still learns from them.
+                self.limiter
+                    .complete(ticket, route, status.as_u16(), &headers, &Value::Null);
+                return Err(Failure {
+                    error: SurfaceError::Unavailable(format!("Discord's answer was cut off: {e}")),
+                    retry_after: None,
+                    retryable: true,
+                });
+            }
+        };
         let body: Value = if bytes.is_empty() {
             Value::Null
         } else {
