@@ -42,15 +42,19 @@ fn a_burst_of_40_sends_to_one_channel_waits_for_the_bucket_and_earns_no_429() {
         },
     ));
     // The slash commands were registered through the same client.
-    let registered = support::poll("slash command registration", Duration::from_secs(10), || {
-        let puts: Vec<_> = fake
-            .fake
-            .requests()
-            .into_iter()
-            .filter(|r| r.method == "PUT" && r.path.ends_with("/commands"))
-            .collect();
-        (!puts.is_empty()).then_some(puts)
-    });
+    let registered = support::poll(
+        "slash command registration",
+        Duration::from_secs(10),
+        || {
+            let puts: Vec<_> = fake
+                .fake
+                .requests()
+                .into_iter()
+                .filter(|r| r.method == "PUT" && r.path.ends_with("/commands"))
+                .collect();
+            (!puts.is_empty()).then_some(puts)
+        },
+    );
     assert_eq!(registered.len(), 1, "{registered:?}");
     assert_eq!(registered[0].status, 200, "{registered:?}");
     let names: Vec<&str> = registered[0]
@@ -59,7 +63,10 @@ fn a_burst_of_40_sends_to_one_channel_waits_for_the_bucket_and_earns_no_429() {
         .and_then(|b| b.as_array())
         .map(|commands| commands.iter().filter_map(|c| c["name"].as_str()).collect())
         .unwrap_or_default();
-    assert!(names.contains(&"abort") && names.contains(&"tools"), "{names:?}");
+    assert!(
+        names.contains(&"abort") && names.contains(&"tools"),
+        "{names:?}"
+    );
 
     let path = format!("/api/v10/channels/{}/messages", demo::OPS);
     fake.fake.clear_requests();

@@ -148,11 +148,7 @@ pub async fn on_component(
     let approvers = approvers_named(core);
     let answer = click_answer(&outcome, &approvers);
     if let Err(error) = rest
-        .interaction_response(
-            Snowflake(interaction.id.get()),
-            &interaction.token,
-            answer,
-        )
+        .interaction_response(Snowflake(interaction.id.get()), &interaction.token, answer)
         .await
     {
         tracing::warn!(approval = %id, %error, "could not answer an approval click");

@@ -776,7 +776,10 @@ mod tests {
             Duration::from_secs(1),
             "a slot frees a second after its answer, not after its start"
         );
-        assert_eq!(global.take(answered + Duration::from_secs(1)), Duration::ZERO);
+        assert_eq!(
+            global.take(answered + Duration::from_secs(1)),
+            Duration::ZERO
+        );
         global.pause(start + Duration::from_secs(10));
         assert_eq!(
             global.take(start + Duration::from_secs(2)),

@@ -151,7 +151,10 @@ impl RateBook {
         let route = format!("{method} {template}");
         let bucket = bucket_hash(&route);
         let key = (route, major_parameter(path));
-        let mut guard = self.book.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self
+            .book
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let book = &mut *guard;
         if book.windows.len() >= MAX_BUCKETS && !book.windows.contains_key(&key) {
             // Expired windows carry nothing; when even the live ones fill the book, forgetting
