@@ -525,29 +525,6 @@ impl DiscordRest {
         .map(drop)
     }
 
-    /// Messages of a channel (`GET /channels/{id}/messages`), at most `limit` (1 to 100,
-    /// clamped): with `after`, the oldest `limit` messages after that id; without, the newest.
-    /// Discord's message objects, newest first, as Discord answers.
-    pub async fn list_messages(
-        &self,
-        channel_id: Snowflake,
-        after: Option<Snowflake>,
-        limit: u8,
-    ) -> Result<Vec<Value>, SurfaceError> {
-        let limit = limit.clamp(1, 100);
-        let path = match after {
-            Some(after) => format!("/channels/{channel_id}/messages?after={after}&limit={limit}"),
-            None => format!("/channels/{channel_id}/messages?limit={limit}"),
-        };
-        match self.call(Method::GET, &path, None, true).await? {
-            Value::Array(messages) => Ok(messages),
-            other => Err(SurfaceError::Unavailable(format!(
-                "Discord answered a message list that is not a list: {}",
-                other.to_string().chars().take(200).collect::<String>()
-            ))),
-        }
-    }
-
     /// Answers an interaction (`POST /interactions/{id}/{token}/callback`) with `body`
     /// (`{"type": 4, "data": {...}}` for a message). Not retried after a 5xx or a lost
     /// connection: Discord accepts one answer per interaction.

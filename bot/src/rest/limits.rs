@@ -673,6 +673,25 @@ mod tests {
     }
 
     #[test]
+    fn the_invalid_budget_is_a_share_of_discords_limit() {
+        assert_eq!(LimiterOptions::default().invalid_budget, 5_000);
+        assert_eq!(
+            LimiterOptions::with_invalid_percent(20).invalid_budget,
+            2_000
+        );
+        assert_eq!(
+            LimiterOptions::with_invalid_percent(100).invalid_budget,
+            10_000
+        );
+        // Out of range is clamped, never zero or past Discord's limit.
+        assert_eq!(LimiterOptions::with_invalid_percent(0).invalid_budget, 100);
+        assert_eq!(
+            LimiterOptions::with_invalid_percent(255).invalid_budget,
+            10_000
+        );
+    }
+
+    #[test]
     fn discord_headers_parse() {
         let rate = RateHeaders::parse(&headers(&[
             ("x-ratelimit-bucket", "abcd1234"),
