@@ -538,3 +538,149 @@ policy = "ask"
         .expect("the call is audited");
     assert_eq!(row.decided_by.as_deref(), Some("console"));
 }
+
+/// Runs as the console sees them: one running in #ops, which an abort stops.
+#[derive(Default)]
+struct OneRun {
+    aborted: std::sync::Mutex<Vec<(u64, bool)>>,
+}
+
+impl toolserver::runs::Runs for OneRun {
+    fn arrived(&self, _: &toolserver::runs::Arrival<'_>) {}
+    fn enqueue(&self, _: toolserver::runs::Trigger) {}
+    fn status(&self, channel_id: entity::Snowflake) -> toolserver::runs::SessionStatus {
+        let running = (channel_id.0 == demo_world::OPS && self.aborted.lock().unwrap().is_empty())
+            .then(|| toolserver::runs::Trigger {
+                channel_id,
+                message_id: None,
+                author_id: entity::Snowflake(demo_world::STANLEY),
+                author_name: "Stanley".into(),
+                text: "summarise #ops".into(),
+                workflow_id: None,
+            });
+        toolserver::runs::SessionStatus {
+            running,
+            waiting: Vec::new(),
+        }
+    }
+    fn abort(
+        &self,
+        channel_id: entity::Snowflake,
+        _: entity::Snowflake,
+        admin: bool,
+    ) -> toolserver::runs::AbortOutcome {
+        self.aborted.lock().unwrap().push((channel_id.0, admin));
+        toolserver::runs::AbortOutcome::Stopped
+    }
+}
+
+#[tokio::test]
+async fn runs_in_progress_are_listed_and_aborted_as_an_admin() {
+    let server = TestServer::start(&console_config("")).await.unwrap();
+    let login = log_in(&server).await;
+    let url = server.url();
+    let none = request("GET", format!("{url}/console/api/runs"), login.read(), None).await;
+    assert_eq!(none.body["agent"], false, "{}", none.body);
+    let abort_without_agent = request(
+        "POST",
+        format!("{url}/console/api/runs/{}/abort", demo_world::OPS),
+        login.change(&server),
+        Some(b"{}".to_vec()),
+    )
+    .await;
+    assert_eq!(
+        abort_without_agent.status, 404,
+        "{}",
+        abort_without_agent.body
+    );
+
+    let runs = Arc::new(OneRun::default());
+    assert!(server.core().console().set_runs(runs.clone()));
+    let listed = request("GET", format!("{url}/console/api/runs"), login.read(), None).await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert_eq!(
+        listed.body["active"][0]["sessionId"],
+        demo_world::OPS.to_string()
+    );
+    assert_eq!(listed.body["active"][0]["running"]["author"], "Stanley");
+    let stopped = request(
+        "POST",
+        format!("{url}/console/api/runs/{}/abort", demo_world::OPS),
+        login.change(&server),
+        Some(b"{}".to_vec()),
+    )
+    .await;
+    assert_eq!(stopped.body["outcome"], "stopped", "{}", stopped.body);
+    assert_eq!(*runs.aborted.lock().unwrap(), vec![(demo_world::OPS, true)]);
+    // Not in a session the allowlist refuses.
+    let refused = request(
+        "POST",
+        format!("{url}/console/api/runs/{}/abort", demo_world::RANDOM),
+        login.change(&server),
+        Some(b"{}".to_vec()),
+    )
+    .await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+}
+
+#[tokio::test]
+async fn with_console_approves_off_the_console_cannot_decide() {
+    let config = console_config(
+        r##"
+[permissions]
+approvers = ["@stanley"]
+console_approves = false
+
+[[permissions.rules]]
+tool = "surface.messages.send"
+session = "#release-room"
+caller = "operator"
+policy = "ask"
+"##,
+    );
+    let server = TestServer::start(&config).await.unwrap();
+    let login = log_in(&server).await;
+    let url = server.url();
+    let token = server.operator_token().to_owned();
+    let call = tokio::spawn(request(
+        "POST",
+        format!("{url}/v1/call"),
+        vec![("authorization", format!("Bearer {token}"))],
+        Some(
+            json!({"tool": "surface.messages.send", "input": {"sessionId": "#release-room", "text": "ship it"}})
+                .to_string()
+                .into_bytes(),
+        ),
+    ));
+    let mut id = None;
+    for _ in 0..100 {
+        let answer = request(
+            "GET",
+            format!("{url}/console/api/approvals"),
+            login.read(),
+            None,
+        )
+        .await;
+        assert_eq!(answer.body["consoleApproves"], false);
+        if let Some(found) = answer.body["approvals"][0]["id"].as_str() {
+            id = Some(found.to_owned());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let id = id.expect("the ask is pending");
+    let refused = request(
+        "POST",
+        format!("{url}/console/api/approvals/{id}"),
+        login.change(&server),
+        Some(b"{\"approve\":true}".to_vec()),
+    )
+    .await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert_eq!(
+        server.core().approvals().pending().len(),
+        1,
+        "still waiting"
+    );
+    call.abort();
+}
