@@ -286,6 +286,7 @@ async fn journey(client: &Client, playground: &Playground) -> Step<()> {
     click(client, "#tab-approvals").await?;
     wait_text(client, "#approvals", "surface.messages.send").await?;
     wait_text(client, "#approvals", "approved in the console").await?;
+    screenshot(client, "console-approvals.png").await;
     click(client, "#approvals button.approve").await?;
     let answer = waiting
         .join()
@@ -316,6 +317,7 @@ async fn journey(client: &Client, playground: &Playground) -> Step<()> {
     // A row opens to its input.
     click(client, "#audit-rows tr.row button").await?;
     wait_text(client, "#audit-rows", "\"input\"").await?;
+    screenshot(client, "console-audit.png").await;
 
     // Change #ops's scope: exactly one callable.
     click(client, "#tab-scopes").await?;
@@ -341,6 +343,7 @@ async fn journey(client: &Client, playground: &Playground) -> Step<()> {
         tokio::time::sleep(Duration::from_millis(150)).await;
     }
     wait_text(client, "#scope-source", "changed").await?;
+    screenshot(client, "console-scopes.png").await;
 
     // Keyboard: the digit keys switch views.
     click(client, "#tab-scopes").await?;

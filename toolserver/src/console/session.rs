@@ -153,6 +153,16 @@ mod tests {
         assert!(!sessions.end(last));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_cookie_header_reads_as_a_bounded_value_or_nothing(header in ".{0,300}") {
+            if let Some(value) = cookie_value(&header) {
+                proptest::prop_assert!(!value.is_empty() && value.len() <= 128);
+                proptest::prop_assert!(!value.contains(';'));
+            }
+        }
+    }
+
     #[test]
     fn cookies_are_read_from_any_position() {
         assert_eq!(cookie_value("a=1; sb_console=abc; b=2"), Some("abc"));
