@@ -40,14 +40,14 @@ fn venv_python() -> PathBuf {
     python
 }
 
-/// Starts switchboard with a `reader` token (scope: help and the message list), a deny rule
-/// for deletes, and an ask rule for reactions that nobody answers.
+/// Starts switchboard with a `reader` token (scope: help and the message list), and for the
+/// operator's calls a deny rule for deletes and an ask rule for reactions that nobody answers.
 fn start(fake: &Fake, dir: &Path, reader: &str) -> Switchboard {
     let toolserver = format!(
         "[[toolserver.tokens]]\nname = \"reader\"\ntoken_env = \"{READER_ENV}\"\nscope = [\"surface.help\", \"surface.messages.list\"]\n"
     );
     let extra = format!(
-        "[permissions]\nask_timeout_s = {ASK_TIMEOUT_S}\n\n[[permissions.rules]]\ntool = \"surface.messages.delete\"\npolicy = \"deny\"\n\n[[permissions.rules]]\ntool = \"surface.reactions.add\"\npolicy = \"ask\"\n"
+        "[permissions]\nask_timeout_s = {ASK_TIMEOUT_S}\napprovers = [\"@Stanley\"]\n\n[[permissions.rules]]\ntool = \"surface.messages.delete\"\ncaller = \"operator\"\npolicy = \"deny\"\n\n[[permissions.rules]]\ntool = \"surface.reactions.add\"\ncaller = \"operator\"\npolicy = \"ask\"\n"
     );
     Switchboard::start_sections(
         fake,
@@ -96,7 +96,8 @@ fn run_python(script: &str, envs: &[(&str, String)]) -> Value {
         "{script} failed ({status:?}):\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     let last = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(last).unwrap_or_else(|e| panic!("{script} printed no summary ({e}): {stdout}"))
+    serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("{script} printed no summary ({e}): {stdout}"))
 }
 
 /// The bodies of the messages the fake was asked to post in `#ops`.
@@ -104,7 +105,10 @@ fn posted_in_ops(fake: &Fake) -> Vec<String> {
     let path = format!("/api/v10/channels/{}/messages", demo::OPS);
     fake.requests_to("POST", &path)
         .into_iter()
-        .filter_map(|r| r.body.and_then(|b| b["content"].as_str().map(str::to_owned)))
+        .filter_map(|r| {
+            r.body
+                .and_then(|b| b["content"].as_str().map(str::to_owned))
+        })
         .collect()
 }
 
@@ -143,7 +147,9 @@ fn the_python_sdk_talks_to_mcp_over_streamable_http() {
             "the mention was rewritten: {ours:?}"
         );
         assert!(
-            summary["progress"].as_array().is_some_and(|p| !p.is_empty()),
+            summary["progress"]
+                .as_array()
+                .is_some_and(|p| !p.is_empty()),
             "{summary}"
         );
     }
@@ -225,7 +231,8 @@ fn post(base: &str, token: Option<&str>, headers: &str, body: &[u8]) -> (u16, St
     exchange(base, &request)
 }
 
-const JSON_HEADERS: &str = "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n";
+const JSON_HEADERS: &str =
+    "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n";
 
 #[test]
 fn garbage_at_mcp_gets_errors_never_a_panic_or_a_hang() {
@@ -245,8 +252,16 @@ fn garbage_at_mcp_gets_errors_never_a_panic_or_a_hang() {
             format!("{method} /mcp HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n").as_bytes(),
         );
         assert_eq!(status, 401, "{method}: {head}\n{body}");
-        assert!(head.to_ascii_lowercase().contains("www-authenticate: bearer"), "{head}");
-        assert!(body.contains("\"code\":\"missing_token\"") || body.contains("\"code\":\"invalid_token\""), "{body}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("www-authenticate: bearer"),
+            "{head}"
+        );
+        assert!(
+            body.contains("\"code\":\"missing_token\"")
+                || body.contains("\"code\":\"invalid_token\""),
+            "{body}"
+        );
     }
     // A huge body without a token is refused before it is read.
     let (status, _, _) = post(base, None, JSON_HEADERS, &vec![b'x'; 3 * 1024 * 1024]);
@@ -299,7 +314,10 @@ fn garbage_at_mcp_gets_errors_never_a_panic_or_a_hang() {
         );
         let (status, head, answer) = post(base, token, JSON_HEADERS, body.as_bytes());
         assert_eq!(status, 200, "{head}\n{answer}");
-        assert!(!head.to_ascii_lowercase().contains("mcp-session-id"), "no session is made: {head}");
+        assert!(
+            !head.to_ascii_lowercase().contains("mcp-session-id"),
+            "no session is made: {head}"
+        );
     }
     // Still serving, correctly.
     let (status, _, answer) = post(
@@ -310,7 +328,11 @@ fn garbage_at_mcp_gets_errors_never_a_panic_or_a_hang() {
     );
     assert_eq!(status, 200, "{answer}");
     assert!(answer.contains("\"isError\":false"), "{answer}");
-    assert!(started.elapsed() < Duration::from_secs(60), "garbage took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "garbage took {:?}",
+        started.elapsed()
+    );
     assert!(
         !sb.stderr().contains("panicked"),
         "switchboard panicked:\n{}",

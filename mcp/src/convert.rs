@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use protocol::{ErrorInfo, ToolEntry};
 use rmcp::model::{
-    CallToolResult, ContentBlock, Implementation, InitializeResult, JsonObject,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolResult, ContentBlock, Implementation, InitializeResult, JsonObject, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
 };
 use serde_json::Value;
 

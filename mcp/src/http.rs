@@ -64,7 +64,8 @@ pub struct Options {
 
 /// The `/mcp` routes over `core`, to merge beside the API ([`toolserver::http::serve_with`]).
 pub fn router(core: Arc<Core>, options: Options) -> Router {
-    let keep_alive = (options.idle_timeout / 2).clamp(Duration::from_millis(500), Duration::from_secs(15));
+    let keep_alive =
+        (options.idle_timeout / 2).clamp(Duration::from_millis(500), Duration::from_secs(15));
     let mut config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
@@ -202,7 +203,9 @@ impl ServerHandler for Served {
             &context,
             &request.name,
             input,
-            cx.meta.get_progress_token().map(|token| (cx.peer.clone(), token)),
+            cx.meta
+                .get_progress_token()
+                .map(|token| (cx.peer.clone(), token)),
         );
         let result = tokio::select! {
             result = call => result,

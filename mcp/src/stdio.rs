@@ -68,10 +68,9 @@ impl Remote {
             return Err(StdioError::BadUrl(url));
         }
         let token = env(ENV_TOKEN).filter(|t| !t.trim().is_empty());
-        if token
-            .as_deref()
-            .is_some_and(|t| reqwest::header::HeaderValue::from_str(&format!("Bearer {t}")).is_err())
-        {
+        if token.as_deref().is_some_and(|t| {
+            reqwest::header::HeaderValue::from_str(&format!("Bearer {t}")).is_err()
+        }) {
             return Err(StdioError::BadEnvironment(ENV_TOKEN));
         }
         let mut headers = vec![(HEADER_CLIENT, "mcp-stdio".to_owned())];
@@ -234,7 +233,10 @@ impl ServerHandler for Forwarder {
                 )),
             },
             Exchange::Refused(error) => Err(ErrorData::internal_error(
-                format!("switchboard refused to list tools: {}: {}", error.code, error.message),
+                format!(
+                    "switchboard refused to list tools: {}: {}",
+                    error.code, error.message
+                ),
                 serde_json::to_value(&error).ok(),
             )),
         }

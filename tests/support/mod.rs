@@ -402,7 +402,7 @@ pub struct Sections<'a> {
     pub discord: &'a str,
     pub toolserver: &'a str,
     pub extra: &'a str,
-    /// More environment for the switchboard process (the secrets named tokens read).
+    /// More environment for the service (named tokens' variables).
     pub env: &'a [(&'a str, &'a str)],
 }
 

@@ -15,7 +15,7 @@ use super::hot::{Hot, UserEntry};
 use super::model::{SessionKind, StoredMessage, StoredSession};
 
 /// The schema version this code writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// How long opening waits for a lock held by another connection (e.g. a switchboard that is
 /// still shutting down) before reporting the store as locked.
@@ -140,7 +140,11 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
             conn.execute_batch(SCHEMA_V2)
                 .map_err(fail("add the workflows table"))?;
         }
-        // Later versions: `if version < 3 { ... }`, each step in this same transaction.
+        if version < 3 {
+            conn.execute_batch(super::ledger::SCHEMA_V3)
+                .map_err(fail("add the audit log, /tools overrides and approvals"))?;
+        }
+        // Later versions: `if version < 4 { ... }`, each step in this same transaction.
         if version != SCHEMA_VERSION {
             conn.pragma_update(None, "user_version", SCHEMA_VERSION)
                 .map_err(fail("record the schema version"))?;
@@ -338,6 +342,8 @@ pub(crate) enum Change {
     /// Remove every row of a channel's messages (the allowlist no longer allows it).
     ForgetChannel(Snowflake),
     SaveWorkflow(Box<WorkflowRow>),
+    /// An audit row, a `/tools` override or an approval request.
+    Ledger(Box<super::ledger::LedgerChange>),
 }
 
 /// A workflow as the store keeps it: an opaque JSON body, plus what pruning needs.
@@ -367,6 +373,7 @@ impl Change {
                 format!("store message {id} in channel {channel_id}")
             }
             Change::SaveWorkflow(row) => format!("store workflow {}", row.id),
+            Change::Ledger(change) => change.describe(),
             Change::ForgetChannel(id) => format!("forget the messages of channel {id}"),
             Change::DeleteMessages { channel_id, ids } => {
                 format!(
@@ -396,6 +403,7 @@ fn json<T: serde::Serialize>(value: &T) -> rusqlite::Result<String> {
 /// Applies one change inside the writer's open transaction.
 pub(crate) fn apply(conn: &Connection, hot: &Hot, change: &Change) -> rusqlite::Result<()> {
     match change {
+        Change::Ledger(change) => super::ledger::apply(conn, change)?,
         Change::SaveWorkflow(row) => {
             conn.prepare_cached(
                 "INSERT INTO workflows (id, state, finished_ms, body) VALUES (?1, ?2, ?3, ?4)

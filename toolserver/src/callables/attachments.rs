@@ -16,8 +16,8 @@ use crate::invocation::{parse_id, Invocation, PlanContext};
 use crate::registry::{
     example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
 };
-use protocol::Effects;
 use crate::surface::Fetched;
+use protocol::Effects;
 
 pub struct DownloadAttachments;
 

@@ -18,8 +18,8 @@ use crate::invocation::{parse_id, Invocation, MessageView, PlanContext, SessionV
 use crate::registry::{
     example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
 };
-use protocol::Effects;
 use crate::surface::{MessageQuery, OutgoingFile, OutgoingMessage};
+use protocol::Effects;
 
 const DEFAULT_LIMIT: u32 = 50;
 const MAX_LIMIT: u32 = 200;

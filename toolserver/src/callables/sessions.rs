@@ -9,8 +9,8 @@ use serde_json::json;
 use crate::error::ToolError;
 use crate::invocation::{Invocation, PlanContext, SessionView};
 use crate::registry::{example, output, output_schema, Planned, Tool, ToolOutput, ToolSpec};
-use protocol::Effects;
 use crate::surface::ChannelLocation;
+use protocol::Effects;
 
 pub struct ListSessions;
 

@@ -16,11 +16,11 @@ use crate::invocation::{parse_id, Invocation, PlanContext};
 use crate::registry::{
     example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
 };
-use protocol::Effects;
 use crate::workflow::{
     NewTask, NewWorkflow, Workflow, WorkflowEngine, WorkflowError, DEFAULT_TIMEOUT, MAX_TASKS,
     MAX_TIMEOUT,
 };
+use protocol::Effects;
 use protocol::ErrorKind;
 
 const MAX_SUMMARY: usize = 500;
