@@ -181,7 +181,14 @@ fn the_python_sdk_talks_to_switchboard_mcp_over_stdio() {
                 ("MCP_MODE", mode.to_owned()),
                 ("MCP_SESSION", "#ops".to_owned()),
                 ("MCP_MARKER", marker.clone()),
+                ("MCP_ASK_TIMEOUT_S", ASK_TIMEOUT_S.to_string()),
             ],
+        );
+        assert!(
+            summary["progress"]
+                .as_array()
+                .is_some_and(|p| !p.is_empty()),
+            "{summary}"
         );
         assert!(summary["tools"]
             .as_array()

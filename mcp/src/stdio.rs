@@ -8,16 +8,19 @@
 //! server that cannot be reached, or that refuses the token on `tools/list`, is a JSON-RPC
 //! error naming what to fix. Logs go to standard error; standard output carries only MCP.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use protocol::context::{CONTEXT_ENV_HEADERS, ENV_TOKEN, ENV_URL, HEADER_CLIENT};
+use protocol::context::{
+    CONTEXT_ENV_HEADERS, ENV_TOKEN, ENV_URL, HEADER_CLIENT, HEADER_TOOL_CALL_ID,
+};
 use protocol::{CallRequest, ErrorBody, ErrorCode, ErrorInfo, ErrorKind, ToolEntry};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ErrorData, ListToolsResult, PaginatedRequestParams,
-    ServerConfig,
+    ProgressNotificationParam, ProgressToken, ServerConfig,
 };
 use rmcp::service::RequestContext;
-use rmcp::{RoleServer, ServerHandler, ServiceExt};
+use rmcp::{Peer, RoleServer, ServerHandler, ServiceExt};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -27,6 +30,14 @@ use crate::convert::{error_result, server_config, success_result, tool};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Answers larger than this are refused rather than buffered.
 const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
+/// While a call with a progress token runs, how long before the first look for an approval it
+/// waits on (most calls are done by then), and how often after.
+const FIRST_LOOK: Duration = Duration::from_millis(700);
+const LOOK_EVERY: Duration = Duration::from_secs(1);
+/// One look (`GET /v1/approvals?toolCallId=…`) never takes longer than this.
+const LOOK_TIMEOUT: Duration = Duration::from_secs(5);
+/// A progress notification that cannot go out within this is dropped (stdout is stuck).
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Why the forwarder cannot start or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +86,10 @@ impl Remote {
         }
         let mut headers = vec![(HEADER_CLIENT, "mcp-stdio".to_owned())];
         for (var, header) in CONTEXT_ENV_HEADERS {
+            // Each forwarded call gets its own tool-call id (see `Forwarder::call_tool`).
+            if header == HEADER_TOOL_CALL_ID {
+                continue;
+            }
             if let Some(value) = env(var).filter(|v| !v.is_empty()) {
                 if reqwest::header::HeaderValue::from_str(&value).is_err() {
                     return Err(StdioError::BadEnvironment(var));
@@ -110,6 +125,8 @@ pub async fn run(remote: Remote) -> Result<(), StdioError> {
 pub struct Forwarder {
     http: reqwest::Client,
     remote: Remote,
+    /// Numbers the calls, for their tool-call ids.
+    calls: std::sync::Arc<AtomicU64>,
 }
 
 #[derive(Deserialize)]
@@ -132,7 +149,11 @@ impl Forwarder {
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("switchboard-mcp/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        Ok(Forwarder { http, remote })
+        Ok(Forwarder {
+            http,
+            remote,
+            calls: std::sync::Arc::new(AtomicU64::new(0)),
+        })
     }
 
     async fn send(&self, request: reqwest::RequestBuilder) -> Exchange {
@@ -252,10 +273,25 @@ impl ServerHandler for Forwarder {
             input: Some(request.arguments.unwrap_or_default()),
             ..CallRequest::default()
         };
+        // Its own id, so the approval it may wait on can be found (and the audit log names it).
+        let tool_call_id = format!(
+            "mcp-stdio-{}-{}",
+            std::process::id(),
+            self.calls.fetch_add(1, Ordering::Relaxed)
+        );
         let url = format!("{}/v1/call", self.remote.base);
-        let exchange = self.send(self.http.post(url).json(&body));
+        let post = self
+            .http
+            .post(url)
+            .header(HEADER_TOOL_CALL_ID, &tool_call_id)
+            .json(&body);
+        let exchange = self.send(post);
+        let progress = cx
+            .meta
+            .get_progress_token()
+            .map(|token| (cx.peer.clone(), token));
         let exchange = tokio::select! {
-            exchange = exchange => exchange,
+            exchange = self.reporting(exchange, &tool_call_id, progress) => exchange,
             () = cx.ct.cancelled() => {
                 return Err(ErrorData::internal_error("the request was cancelled", None));
             }
@@ -272,6 +308,102 @@ impl ServerHandler for Forwarder {
             Exchange::Refused(error) => error_result(&error),
         };
         Ok(result.into())
+    }
+}
+
+impl Forwarder {
+    /// Runs `exchange`; with a progress token, looks (like the `tools` CLI) whether the call
+    /// waits on an approval, and while it does, reports progress every
+    /// [`crate::http::PROGRESS_EVERY`] (progress: seconds waited; total: until it expires).
+    async fn reporting(
+        &self,
+        exchange: impl std::future::Future<Output = Exchange>,
+        tool_call_id: &str,
+        progress: Option<(Peer<RoleServer>, ProgressToken)>,
+    ) -> Exchange {
+        let Some((peer, token)) = progress else {
+            return exchange.await;
+        };
+        tokio::pin!(exchange);
+        let look = tokio::time::sleep(FIRST_LOOK);
+        tokio::pin!(look);
+        let mut waiting: Option<(Pending, tokio::time::Instant, tokio::time::Interval)> = None;
+        loop {
+            tokio::select! {
+                done = &mut exchange => return done,
+                () = &mut look, if waiting.is_none() => {
+                    match self.pending_approval(tool_call_id).await {
+                        Some(pending) => {
+                            let every = tokio::time::interval(crate::http::PROGRESS_EVERY);
+                            waiting = Some((pending, tokio::time::Instant::now(), every));
+                        }
+                        None => look.as_mut().reset(tokio::time::Instant::now() + LOOK_EVERY),
+                    }
+                }
+                _ = async {
+                    match waiting.as_mut() {
+                        Some((_, _, every)) => every.tick().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if let Some((pending, since, _)) = &waiting {
+                        let notification = pending.notification(token.clone(), since.elapsed());
+                        let sent = tokio::time::timeout(NOTIFY_TIMEOUT, peer.notify_progress(notification)).await;
+                        if !matches!(sent, Ok(Ok(()))) {
+                            tracing::debug!("a progress notification could not be sent");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The approval the call `tool_call_id` waits on, if any (a failed look is "none yet").
+    async fn pending_approval(&self, tool_call_id: &str) -> Option<Pending> {
+        let url = format!("{}/v1/approvals", self.remote.base);
+        let request = self.http.get(url).query(&[("toolCallId", tool_call_id)]);
+        let Ok(Exchange::Ok(body)) = tokio::time::timeout(LOOK_TIMEOUT, self.send(request)).await
+        else {
+            return None;
+        };
+        let list: ApprovalList = serde_json::from_slice(&body).ok()?;
+        list.approvals.into_iter().next()
+    }
+}
+
+/// `GET /v1/approvals`'s answer, what progress reports of it.
+#[derive(Deserialize)]
+struct ApprovalList {
+    approvals: Vec<Pending>,
+}
+
+/// An approval a call waits on.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Pending {
+    tool: String,
+    #[serde(default)]
+    session_label: Option<String>,
+    #[serde(default)]
+    expires_at_ms: Option<u64>,
+}
+
+impl Pending {
+    fn notification(&self, token: ProgressToken, waited: Duration) -> ProgressNotificationParam {
+        let mut progress = ProgressNotificationParam::new(token, waited.as_secs_f64());
+        if let Some(expires_at_ms) = self.expires_at_ms {
+            let now_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            let left = Duration::from_millis(expires_at_ms.saturating_sub(now_ms));
+            progress = progress.with_total((waited + left).as_secs_f64());
+        }
+        let place = self.session_label.as_deref().unwrap_or("Discord");
+        progress.with_message(format!(
+            "waiting for an approver to approve '{}' in {place} ({} s so far)",
+            self.tool,
+            waited.as_secs()
+        ))
     }
 }
 

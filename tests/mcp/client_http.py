@@ -13,7 +13,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from common import check, check_calls, check_tools, run
+from common import check, check_ask, check_calls, check_tools, run
 
 URL = os.environ["MCP_URL"]
 MODE = os.environ.get("MCP_MODE", "legacy")
@@ -42,27 +42,7 @@ async def main():
 
         # An ask waits like an HTTP call, reporting progress while it does; with nobody to
         # approve, it is denied when permissions.ask_timeout_s runs out.
-        updates = []
-
-        async def on_progress(progress, total, message):
-            updates.append({"progress": progress, "total": total, "message": message})
-
-        asked = await client.call_tool(
-            "surface.reactions.add",
-            {"sessionId": SESSION, "messageId": summary["sent"], "emoji": "👍"},
-            progress_callback=on_progress,
-        )
-        check(asked.is_error, "an unanswered ask is an error result", asked)
-        check(asked.structured_content.get("code") == "approval_expired", "approval_expired", asked.structured_content)
-        check(len(updates) >= 1, "the wait reported progress", updates)
-        timeout = float(os.environ["MCP_ASK_TIMEOUT_S"])
-        check(all(u["total"] == timeout for u in updates), "progress counts toward the ask timeout", updates)
-        check("surface.reactions.add" in (updates[0]["message"] or ""), "the progress names the call", updates)
-        check(
-            all(a["progress"] < b["progress"] for a, b in zip(updates, updates[1:])),
-            "progress only grows",
-            updates,
-        )
+        updates = await check_ask(client, SESSION, summary["sent"], float(os.environ["MCP_ASK_TIMEOUT_S"]))
         summary["progress"] = updates
 
     # A named token sees exactly its scope, and is refused outside it.

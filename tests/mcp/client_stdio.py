@@ -3,14 +3,14 @@ host's config does: {"command": SWITCHBOARD_BIN, "args": ["mcp"]} plus SWITCHBOA
 SWITCHBOARD_TOKEN.
 
 Environment: SWITCHBOARD_BIN, MCP_BASE_URL (http://127.0.0.1:PORT), MCP_TOKEN, MCP_MODE,
-MCP_SESSION, MCP_MARKER.
+MCP_SESSION, MCP_MARKER, MCP_ASK_TIMEOUT_S.
 """
 
 import os
 
 from mcp import Client, StdioServerParameters
 
-from common import check, check_calls, check_tools, run
+from common import check, check_ask, check_calls, check_tools, run
 
 MODE = os.environ.get("MCP_MODE", "legacy")
 SESSION = os.environ["MCP_SESSION"]
@@ -34,6 +34,8 @@ async def main():
         summary["protocol"] = str(client.protocol_version)
         summary["tools"] = await check_tools(client)
         summary["sent"] = await check_calls(client, SESSION, os.environ["MCP_MARKER"])
+        # The forwarder finds the approval its call waits on and reports progress meanwhile.
+        summary["progress"] = await check_ask(client, SESSION, summary["sent"], float(os.environ["MCP_ASK_TIMEOUT_S"]))
 
     # A wrong token: the forwarder starts, but the switchboard refuses what it forwards.
     async with launch("not-a-token") as nobody:

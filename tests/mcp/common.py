@@ -84,6 +84,31 @@ async def check_calls(client, session, marker):
     return ids[0]
 
 
+async def check_ask(client, session, message_id, timeout):
+    """A call the rules ask about, nobody answering: progress while it waits, then expired."""
+    updates = []
+
+    async def on_progress(progress, total, message):
+        updates.append({"progress": progress, "total": total, "message": message})
+
+    asked = await client.call_tool(
+        "surface.reactions.add",
+        {"sessionId": session, "messageId": message_id, "emoji": "👍"},
+        progress_callback=on_progress,
+    )
+    check(asked.is_error, "an unanswered ask is an error result", asked)
+    check(asked.structured_content.get("code") == "approval_expired", "approval_expired", asked.structured_content)
+    check(len(updates) >= 1, "the wait reported progress", updates)
+    check(all(abs(u["total"] - timeout) < 1.5 for u in updates), "progress counts toward the ask timeout", updates)
+    check("surface.reactions.add" in (updates[0]["message"] or ""), "the progress names the call", updates)
+    check(
+        all(a["progress"] < b["progress"] for a, b in zip(updates, updates[1:])),
+        "progress only grows",
+        updates,
+    )
+    return updates
+
+
 def run(main):
     try:
         summary = anyio.run(main)
