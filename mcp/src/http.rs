@@ -12,6 +12,9 @@
 //!   bound on sessions is therefore zero — a flood of `initialize` requests costs each its
 //!   request and nothing after it. Nothing here needs a session: the server sends no requests
 //!   of its own and tools do not change within a connection.
+//! * **A plain `tools/call`** (no `_meta`, a protocol revision before 2026-07-28) is answered
+//!   directly (`direct.rs`): the same pipeline call and the same answer, without rmcp's
+//!   per-request service and a parse of the answer back into a `Value`.
 //! * **Answers** are plain JSON unless the call reports progress, then an SSE stream of the
 //!   progress notifications and the answer (kept alive with comments while a call waits).
 //! * **Calls** go through [`Core::call_observed`]; when the rules ask an approver and the
@@ -42,6 +45,7 @@ use toolserver::http::{read_body, Authed, MAX_BODY_BYTES};
 use toolserver::{CallContext, CallObserver, Core, ToolError, ToolOutput};
 
 use crate::convert::{error_result, server_config, success_result, tool};
+use crate::direct::DirectCall;
 
 /// The path the MCP endpoint is served at.
 pub const PATH: &str = "/mcp";
@@ -101,12 +105,15 @@ async fn authenticate(State(core): State<Arc<Core>>, request: Request, next: Nex
         Ok(Authed(context)) => context,
         Err(error) => return refused(error),
     };
-    parts.extensions.insert(Caller(Arc::new(context)));
     let body = if parts.method == Method::POST {
         let bytes = match read_body(body).await {
             Ok(bytes) => bytes,
             Err(error) => return error.into_response(),
         };
+        // The plainest tools/call is answered here; everything else by rmcp.
+        if let Some(call) = DirectCall::parse(&parts.headers, &bytes) {
+            return call.answer(&core, context).await;
+        }
         if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
             return parse_error(&error);
         }
@@ -114,6 +121,7 @@ async fn authenticate(State(core): State<Arc<Core>>, request: Request, next: Nex
     } else {
         body
     };
+    parts.extensions.insert(Caller(Arc::new(context)));
     next.run(Request::from_parts(parts, body)).await
 }
 

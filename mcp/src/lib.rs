@@ -5,7 +5,9 @@
 //! * [`http`]: streamable HTTP at `/mcp`, mounted by the composition root beside the tool
 //!   server's API ([`toolserver::http::serve_with`]): the same connection loop, the same
 //!   bearer tokens checked from the request head before any body is read, and every
-//!   `tools/call` through [`toolserver::Core::call_observed`] — the one pipeline. `tools/list`
+//!   `tools/call` through the one pipeline ([`toolserver::Core::call_observed`] in rmcp's
+//!   handler; [`toolserver::Core::call`] on the direct path `direct.rs` takes for a plain
+//!   `tools/call`, which writes the same answer without rmcp's per-request machinery). `tools/list`
 //!   is the caller's scope, generated from the registry. Stateless: no session is kept
 //!   between requests, so a flood of `initialize` requests grows nothing.
 //! * [`stdio`]: `switchboard mcp`, an MCP stdio server that forwards to a running switchboard
@@ -24,6 +26,7 @@
 #![warn(missing_docs)]
 
 mod convert;
+mod direct;
 pub mod http;
 pub mod stdio;
 
