@@ -12,13 +12,11 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use toolserver::memory::{demo, MemorySurface};
-use toolserver::testing::{TestServer, DEMO_CONFIG};
+use toolserver::testing::{load, TestServer, DEMO_CONFIG};
 
 const CONNECTIONS: usize = 4;
 const REQUESTS_PER_CONNECTION: usize = 3_000;
@@ -29,43 +27,6 @@ fn rounds() -> usize {
         .and_then(|r| r.parse().ok())
         .filter(|r| *r > 0)
         .unwrap_or(5)
-}
-
-/// Sends `request` `count` times on one keep-alive connection; returns the last body.
-async fn hammer(addr: SocketAddr, request: Arc<Vec<u8>>, count: usize) -> Vec<u8> {
-    let mut stream = TcpStream::connect(addr).await.expect("connect");
-    stream.set_nodelay(true).expect("nodelay");
-    let mut buffer = Vec::with_capacity(64 * 1024);
-    let mut body = Vec::new();
-    for _ in 0..count {
-        stream.write_all(&request).await.expect("write");
-        buffer.clear();
-        let (header_end, length) = loop {
-            let mut chunk = [0u8; 16 * 1024];
-            let n = stream.read(&mut chunk).await.expect("read");
-            assert!(n > 0, "server closed the connection");
-            buffer.extend_from_slice(&chunk[..n]);
-            if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
-                assert!(head.starts_with("http/1.1 200"), "{head}");
-                let length = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .and_then(|v| v.trim().parse::<usize>().ok())
-                    .unwrap_or_else(|| panic!("no content-length: {head}"));
-                break (end + 4, length);
-            }
-        };
-        while buffer.len() < header_end + length {
-            let mut chunk = [0u8; 16 * 1024];
-            let n = stream.read(&mut chunk).await.expect("read body");
-            assert!(n > 0, "server closed mid-body");
-            buffer.extend_from_slice(&chunk[..n]);
-        }
-        body.clear();
-        body.extend_from_slice(&buffer[header_end..header_end + length]);
-    }
-    body
 }
 
 /// This process's CPU time so far (user + system), from `/proc/self/stat`; zero where there is
@@ -93,16 +54,14 @@ fn cpu_time() -> Duration {
 /// Requests per second, the CPU time per request (µs), and the last body.
 async fn throughput(addr: SocketAddr, request: &Arc<Vec<u8>>) -> (f64, f64, Vec<u8>) {
     let cpu = cpu_time();
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..CONNECTIONS)
-        .map(|_| tokio::spawn(hammer(addr, Arc::clone(request), REQUESTS_PER_CONNECTION)))
-        .collect();
-    let mut body = Vec::new();
-    for task in tasks {
-        body = task.await.expect("client task");
-    }
+    let (rps, body) = load::throughput(
+        addr,
+        Arc::clone(request),
+        CONNECTIONS,
+        REQUESTS_PER_CONNECTION,
+    )
+    .await;
     let total = (CONNECTIONS * REQUESTS_PER_CONNECTION) as f64;
-    let rps = total / started.elapsed().as_secs_f64();
     let cpu_us = (cpu_time() - cpu).as_secs_f64() * 1e6 / total;
     (rps, cpu_us, body)
 }
@@ -168,8 +127,8 @@ fn main() {
         );
 
         // Both answer the same value.
-        let http_answer: Value = serde_json::from_slice(&hammer(addr, Arc::clone(&call_request), 1).await).unwrap();
-        let mcp_answer: Value = serde_json::from_slice(&hammer(addr, Arc::clone(&mcp_request), 1).await).unwrap();
+        let http_answer: Value = serde_json::from_slice(&load::hammer(addr, Arc::clone(&call_request), 1).await).unwrap();
+        let mcp_answer: Value = serde_json::from_slice(&load::hammer(addr, Arc::clone(&mcp_request), 1).await).unwrap();
         assert_eq!(mcp_answer["result"]["isError"], false, "{mcp_answer}");
         assert_eq!(mcp_answer["result"]["structuredContent"], http_answer["value"], "the same answer");
         let messages = http_answer["value"]["messages"].as_array().map_or(0, Vec::len);
