@@ -38,6 +38,9 @@ pub enum Command {
     },
     /// Validate the config file: a summary and exit 0, or every problem and exit 2.
     CheckConfig,
+    /// Serve MCP on standard input and output, forwarding to the running switchboard at
+    /// $SWITCHBOARD_URL with $SWITCHBOARD_TOKEN (for MCP hosts that launch a command).
+    Mcp,
     /// Rewrite text the way switchboard does (TEXT, or standard input).
     Rewrite(RewriteArgs),
     /// Show the audit log of a running switchboard (newest rows, oldest first; --follow for

@@ -111,6 +111,36 @@ pub fn run(flag: Option<&Path>) -> ExitCode {
     }
 }
 
+/// `switchboard mcp`: MCP on standard input and output, forwarding every request to the
+/// switchboard at `SWITCHBOARD_URL` with `SWITCHBOARD_TOKEN`. Exits 0 when the client closes
+/// the stream, 2 when the environment is unusable.
+pub fn mcp() -> ExitCode {
+    let remote = match switchboard_mcp::stdio::Remote::from_env(&|name| std::env::var(name).ok()) {
+        Ok(remote) => remote,
+        Err(error) => {
+            tracing::error!("{error}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!("cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(switchboard_mcp::stdio::run(remote)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 #[cfg(feature = "playground")]
 /// The config the playground runs with, for the fake's demo world: the demo world's shared
 /// aliases, #ops and #release-room allowlisted, DMs allowed.

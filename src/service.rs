@@ -73,6 +73,7 @@ pub struct Service {
     connection: Arc<Connection>,
     listener: tokio::net::TcpListener,
     addr: SocketAddr,
+    mcp: switchboard_mcp::http::Options,
     gateway: Gateway,
     workflows: Option<(Arc<WorkflowEngine>, tokio::task::JoinHandle<()>)>,
 }
@@ -133,6 +134,10 @@ pub async fn build(
         bind: config.toolserver.bind,
         source,
     })?;
+    let mcp = switchboard_mcp::http::Options {
+        bind: addr,
+        idle_timeout: config.toolserver.idle_timeout,
+    };
 
     let runs: Option<Arc<dyn Runs>> = config.agent.clone().map(|agent| {
         // Runs reach the tool server on loopback even when it binds every interface.
@@ -178,6 +183,7 @@ pub async fn build(
         connection,
         listener,
         addr,
+        mcp,
         gateway,
         workflows,
     })
@@ -196,6 +202,7 @@ pub async fn serve(
         connection,
         listener,
         addr,
+        mcp,
         gateway,
         workflows,
     } = service;
@@ -224,7 +231,9 @@ pub async fn serve(
             );
         });
     }
-    let mut server = tokio::spawn(toolserver::http::serve(core, listener, async {
+    // The MCP endpoint is served beside the API, by the same connection loop.
+    let mcp = switchboard_mcp::http::router(Arc::clone(&core), mcp);
+    let mut server = tokio::spawn(toolserver::http::serve_with(core, mcp, listener, async {
         let _ = serving_stopped.await;
     }));
     tracing::info!(

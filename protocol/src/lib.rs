@@ -35,4 +35,4 @@ mod wire;
 
 pub use error::{ErrorBody, ErrorCode, ErrorInfo, ErrorKind};
 pub use snowflake::{parse_digits, Snowflake, SnowflakeError, DISCORD_EPOCH_MS};
-pub use wire::{CallRequest, Example, Health, ToolDetail, ToolEntry};
+pub use wire::{CallRequest, Effects, Example, Health, ToolDetail, ToolEntry};

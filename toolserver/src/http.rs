@@ -62,6 +62,17 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_with(core, Router::new(), listener, shutdown).await
+}
+
+/// [`serve`] with `extra` routes beside the API's (the MCP endpoint): the same connection loop,
+/// cap, timeouts and pruning. `extra` must not set a fallback (the API's answers 404).
+pub async fn serve_with(
+    core: Arc<Core>,
+    extra: Router,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let pruner = {
         let core = Arc::clone(&core);
         tokio::spawn(async move {
@@ -74,7 +85,8 @@ pub async fn serve(
         })
     };
     let limits = core.connection_limits;
-    let result = crate::connections::serve(router(core), listener, limits, shutdown).await;
+    let result =
+        crate::connections::serve(router(core).merge(extra), listener, limits, shutdown).await;
     pruner.abort();
     result
 }
@@ -255,31 +267,71 @@ async fn list_approvals(
     Ok(Json(json!({ "approvals": approvals })).into_response())
 }
 
-fn body_error(rejection: BytesRejection) -> ToolError {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&rejection);
+/// The `body_timeout` answer when `error` (or one of its sources) is the connection loop's
+/// body deadline.
+fn body_timeout(error: &(dyn std::error::Error + 'static)) -> Option<ToolError> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(error) = source {
         if let Some(timeout) = error.downcast_ref::<crate::connections::BodyTimeout>() {
-            return ToolError::new(
+            return Some(ToolError::new(
                 ErrorKind::Timeout,
                 ErrorCode::BodyTimeout,
                 format!("{timeout}; send the whole body at once (the server's limit is toolserver.body_read_timeout_ms)"),
             )
-            .with_status(StatusCode::REQUEST_TIMEOUT);
+            .with_status(StatusCode::REQUEST_TIMEOUT));
         }
         source = error.source();
     }
+    None
+}
+
+fn body_too_large() -> ToolError {
+    ToolError::usage(
+        ErrorCode::BodyTooLarge,
+        format!("Request body is over {MAX_BODY_BYTES} bytes; send less (split the text, or attach files by path)"),
+    )
+    .with_status(StatusCode::PAYLOAD_TOO_LARGE)
+}
+
+fn body_error(rejection: BytesRejection) -> ToolError {
+    if let Some(timeout) = body_timeout(&rejection) {
+        return timeout;
+    }
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ToolError::usage(
-            ErrorCode::BodyTooLarge,
-            format!("Request body is over {MAX_BODY_BYTES} bytes; send less (split the text, or attach files by path)"),
-        )
-        .with_status(StatusCode::PAYLOAD_TOO_LARGE)
+        body_too_large()
     } else {
         ToolError::usage(
             ErrorCode::BadBody,
             format!("Cannot read the request body: {rejection}"),
         )
     }
+}
+
+/// Reads a request body the way `POST /v1/call` does, for a front mounted beside the API:
+/// at most [`MAX_BODY_BYTES`] (else `body_too_large`, 413), within the connection loop's body
+/// deadline (else `body_timeout`, 408). Call it only after authenticating.
+pub async fn read_body(mut body: axum::body::Body) -> Result<Bytes, ToolError> {
+    use http_body::Body as _;
+    let mut collected = bytes::BytesMut::new();
+    while let Some(frame) =
+        std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+    {
+        let frame = frame.map_err(|error| {
+            body_timeout(&error).unwrap_or_else(|| {
+                ToolError::usage(
+                    ErrorCode::BadBody,
+                    format!("Cannot read the request body: {error}"),
+                )
+            })
+        })?;
+        if let Ok(data) = frame.into_data() {
+            if data.len() > MAX_BODY_BYTES.saturating_sub(collected.len()) {
+                return Err(body_too_large());
+            }
+            collected.extend_from_slice(&data);
+        }
+    }
+    Ok(collected.freeze())
 }
 
 async fn call(

@@ -6,6 +6,7 @@ use protocol::ErrorCode;
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -106,14 +107,17 @@ pub struct Invocation<'a> {
 }
 
 /// A session as callables answer it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionView<'a> {
     /// The channel, thread or DM channel.
+    #[schemars(with = "String")]
     pub channel_id: Snowflake,
     /// Its guild; `None` for DMs.
+    #[schemars(with = "Option<String>")]
     pub guild_id: Option<Snowflake>,
     /// A channel's category, a thread's channel.
+    #[schemars(with = "Option<String>")]
     pub parent_channel_id: Option<Snowflake>,
     /// What kind of conversation it is.
     pub kind: SessionKind,
@@ -124,7 +128,7 @@ pub struct SessionView<'a> {
 }
 
 /// One emoji's reactions on a message, as callables answer them.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ReactionCount<'a> {
     /// A unicode emoji, or a custom one as `name:id`.
     pub emoji: &'a str,
@@ -133,12 +137,14 @@ pub struct ReactionCount<'a> {
 }
 
 /// A message as callables answer it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MessageView<'a> {
     /// The message.
+    #[schemars(with = "String")]
     pub message_id: Snowflake,
     /// Who wrote it.
+    #[schemars(with = "String")]
     pub author_id: Snowflake,
     /// The name people see for the author now (display name, else username).
     pub author_name: &'a str,
@@ -149,6 +155,7 @@ pub struct MessageView<'a> {
     /// When it was last edited, RFC 3339; `None` if never.
     pub edited_ts: Option<&'a str>,
     /// The message it replies to, if it is a reply.
+    #[schemars(with = "Option<String>")]
     pub reply_to_message_id: Option<Snowflake>,
     /// Its files (name, URL, size, media type).
     pub attachments: &'a [AttachmentInfo],

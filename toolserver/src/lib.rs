@@ -49,10 +49,10 @@ pub mod workflow;
 
 pub use error::ToolError;
 pub use invocation::{CallContext, Invocation, MessageView, PlanContext, SessionView, Target};
-pub use pipeline::Decision;
+pub use pipeline::{CallObserver, Decision};
 pub use registry::{
-    example, input_schema, output, parse_input, Planned, Registry, SessionRequest, Tool,
-    ToolOutput, ToolSpec,
+    example, input_schema, output, output_schema, parse_input, Planned, Registry, SessionRequest,
+    Tool, ToolOutput, ToolSpec,
 };
 pub use server::{Core, Secrets, StartError};
 

@@ -69,6 +69,15 @@ impl Trail {
     }
 }
 
+/// What a front learns about a call while it runs, besides its answer: a front that can tell
+/// its client more while it waits (MCP's progress notifications) passes one to
+/// [`Core::call_observed`]. Called on the call's task; keep it quick (signal, don't work).
+pub trait CallObserver: Send + Sync {
+    /// The rules ask: the call now waits for an approver, at most `timeout` (then it is
+    /// denied as expired).
+    fn awaiting_approval(&self, tool_id: &str, timeout: Duration);
+}
+
 /// What admission gives a call: the go-ahead, or a before-hook's rewritten input to check
 /// again from the start.
 pub(crate) enum Admission<'a> {
@@ -84,6 +93,7 @@ pub(crate) struct Gate<'a> {
     context: &'a CallContext,
     tool_id: &'static str,
     trail: Mutex<Trail>,
+    observer: Option<&'a dyn CallObserver>,
 }
 
 impl<'a> Gate<'a> {
@@ -241,6 +251,9 @@ impl<'a> Gate<'a> {
             tool_call_id: self.context.tool_call_id.clone(),
             channel: AllowedChannel::checked(channel),
         };
+        if let Some(observer) = self.observer {
+            observer.awaiting_approval(self.tool_id, core.governance.permissions().ask_timeout);
+        }
         let outcome = core.approvals.ask(core.surface.as_ref(), request).await;
         let mut trail = self.trail();
         match outcome {
@@ -504,6 +517,28 @@ impl Core {
         tool_id: &str,
         input: Value,
     ) -> Result<ToolOutput, ToolError> {
+        self.run_call(context, tool_id, input, None).await
+    }
+
+    /// [`Core::call`], telling `observer` what the call waits for while it runs (an approval):
+    /// the same stages, the same answer.
+    pub async fn call_observed(
+        &self,
+        context: &CallContext,
+        tool_id: &str,
+        input: Value,
+        observer: &dyn CallObserver,
+    ) -> Result<ToolOutput, ToolError> {
+        self.run_call(context, tool_id, input, Some(observer)).await
+    }
+
+    async fn run_call(
+        &self,
+        context: &CallContext,
+        tool_id: &str,
+        input: Value,
+        observer: Option<&dyn CallObserver>,
+    ) -> Result<ToolOutput, ToolError> {
         let started = Instant::now();
         let started_ms = crate::clock::now_ms();
         // Scope.
@@ -539,6 +574,7 @@ impl Core {
             context,
             tool_id,
             trail: Mutex::new(Trail::new()),
+            observer,
         };
         let result = tool.call(&gate, input).await;
         self.audit(

@@ -42,7 +42,7 @@ impl std::fmt::Display for AllowedChannel {
 }
 
 /// What kind of conversation a session is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SessionKind {
     /// A guild text or announcement channel.
@@ -94,7 +94,7 @@ impl From<&SessionInfo> for ChannelLocation {
 }
 
 /// A file attached to a message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AttachmentInfo {
     /// The name its uploader gave it, verbatim (unsanitized).
@@ -108,7 +108,7 @@ pub struct AttachmentInfo {
 }
 
 /// One emoji's reactions on a message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ReactionInfo {
     /// A unicode emoji, or a custom one as `name:id`.
     pub emoji: String,
