@@ -15,7 +15,7 @@ use super::hot::{Hot, UserEntry};
 use super::model::{SessionKind, StoredMessage, StoredSession};
 
 /// The schema version this code writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// How long opening waits for a lock held by another connection (e.g. a switchboard that is
 /// still shutting down) before reporting the store as locked.
@@ -63,6 +63,25 @@ CREATE TABLE workflows (
     state TEXT NOT NULL,
     finished_ms INTEGER,
     body TEXT NOT NULL
+);
+";
+
+// Versions 3 and 4 are taken by other tables (governance, full-text search); each step below
+// stands on its own, so they slot in between.
+
+/// Version 5: never miss a message, never answer twice. `answered_triggers`: the messages the
+/// agent took to answer (at most once, across restarts). `backfill_gaps`: per channel, the id
+/// after which messages may be missing because the gateway identified afresh; a row goes when
+/// that channel's backfill caught up.
+const SCHEMA_V5: &str = "
+CREATE TABLE IF NOT EXISTS answered_triggers (
+    message_id INTEGER PRIMARY KEY,
+    channel_id INTEGER NOT NULL,
+    taken_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS backfill_gaps (
+    channel_id INTEGER PRIMARY KEY,
+    after_id INTEGER NOT NULL
 );
 ";
 
@@ -140,7 +159,11 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
             conn.execute_batch(SCHEMA_V2)
                 .map_err(fail("add the workflows table"))?;
         }
-        // Later versions: `if version < 3 { ... }`, each step in this same transaction.
+        if version < 5 {
+            conn.execute_batch(SCHEMA_V5)
+                .map_err(fail("add the answered-trigger and backfill tables"))?;
+        }
+        // Later versions: `if version < 6 { ... }`, each step in this same transaction.
         if version != SCHEMA_VERSION {
             conn.pragma_update(None, "user_version", SCHEMA_VERSION)
                 .map_err(fail("record the schema version"))?;
@@ -338,6 +361,21 @@ pub(crate) enum Change {
     /// Remove every row of a channel's messages (the allowlist no longer allows it).
     ForgetChannel(Snowflake),
     SaveWorkflow(Box<WorkflowRow>),
+    /// The agent took this message to answer.
+    TakeAnswer {
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        taken_ms: u64,
+    },
+    /// Forget answered triggers whose message id is below this (older than the record keeps).
+    PruneAnswered(Snowflake),
+    /// Messages of this channel after `after` may be missing (kept when an older row exists).
+    OpenGap {
+        channel_id: Snowflake,
+        after: Snowflake,
+    },
+    /// The channel's backfill caught up.
+    CloseGap(Snowflake),
 }
 
 /// A workflow as the store keeps it: an opaque JSON body, plus what pruning needs.
@@ -367,6 +405,18 @@ impl Change {
                 format!("store message {id} in channel {channel_id}")
             }
             Change::SaveWorkflow(row) => format!("store workflow {}", row.id),
+            Change::TakeAnswer { message_id, .. } => {
+                format!("record message {message_id} as answered")
+            }
+            Change::PruneAnswered(below) => {
+                format!("forget answered triggers older than message {below}")
+            }
+            Change::OpenGap { channel_id, after } => {
+                format!("record a backfill gap after {after} in channel {channel_id}")
+            }
+            Change::CloseGap(channel_id) => {
+                format!("close the backfill gap of channel {channel_id}")
+            }
             Change::ForgetChannel(id) => format!("forget the messages of channel {id}"),
             Change::DeleteMessages { channel_id, ids } => {
                 format!(
@@ -396,6 +446,37 @@ fn json<T: serde::Serialize>(value: &T) -> rusqlite::Result<String> {
 /// Applies one change inside the writer's open transaction.
 pub(crate) fn apply(conn: &Connection, hot: &Hot, change: &Change) -> rusqlite::Result<()> {
     match change {
+        Change::TakeAnswer {
+            channel_id,
+            message_id,
+            taken_ms,
+        } => {
+            conn.prepare_cached(
+                "INSERT INTO answered_triggers (message_id, channel_id, taken_ms)
+                 VALUES (?1, ?2, ?3) ON CONFLICT (message_id) DO NOTHING",
+            )?
+            .execute(params![
+                to_sql(*message_id),
+                to_sql(*channel_id),
+                *taken_ms as i64
+            ])?;
+        }
+        Change::PruneAnswered(below) => {
+            conn.prepare_cached("DELETE FROM answered_triggers WHERE message_id < ?1")?
+                .execute([to_sql(*below)])?;
+        }
+        Change::OpenGap { channel_id, after } => {
+            // An older gap still open stays: the messages after it are still unfetched.
+            conn.prepare_cached(
+                "INSERT INTO backfill_gaps (channel_id, after_id) VALUES (?1, ?2)
+                 ON CONFLICT (channel_id) DO UPDATE SET after_id = MIN(after_id, excluded.after_id)",
+            )?
+            .execute(params![to_sql(*channel_id), to_sql(*after)])?;
+        }
+        Change::CloseGap(channel_id) => {
+            conn.prepare_cached("DELETE FROM backfill_gaps WHERE channel_id = ?1")?
+                .execute([to_sql(*channel_id)])?;
+        }
         Change::SaveWorkflow(row) => {
             conn.prepare_cached(
                 "INSERT INTO workflows (id, state, finished_ms, body) VALUES (?1, ?2, ?3, ?4)
@@ -581,6 +662,52 @@ pub(crate) fn load_workflows(
                 finished_ms: row.get::<_, Option<i64>>(2)?.map(|ms| ms as u64),
                 body: row.get(3)?,
             })
+        })
+        .map_err(fail)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(fail)
+}
+
+/// Drops answered triggers whose message id is below `below`, then reads the rest's ids.
+pub(crate) fn load_answered(
+    conn: &Connection,
+    below: Snowflake,
+    path: &str,
+) -> Result<std::collections::HashSet<u64>, StoreError> {
+    let fail = |source| StoreError::Load {
+        path: path.to_owned(),
+        source,
+    };
+    conn.execute(
+        "DELETE FROM answered_triggers WHERE message_id < ?1",
+        [to_sql(below)],
+    )
+    .map_err(fail)?;
+    let mut stmt = conn
+        .prepare("SELECT message_id FROM answered_triggers")
+        .map_err(fail)?;
+    let rows = stmt
+        .query_map([], |row| row.get::<_, i64>(0))
+        .map_err(fail)?;
+    rows.map(|row| row.map(|id| from_sql(id).0))
+        .collect::<rusqlite::Result<_>>()
+        .map_err(fail)
+}
+
+/// The open backfill gaps: channel → the id after which messages may be missing.
+pub(crate) fn load_gaps(
+    conn: &Connection,
+    path: &str,
+) -> Result<std::collections::HashMap<Snowflake, Snowflake>, StoreError> {
+    let fail = |source| StoreError::Load {
+        path: path.to_owned(),
+        source,
+    };
+    let mut stmt = conn
+        .prepare("SELECT channel_id, after_id FROM backfill_gaps")
+        .map_err(fail)?;
+    let rows = stmt
+        .query_map([], |row| {
+            Ok((from_sql(row.get(0)?), from_sql(row.get(1)?)))
         })
         .map_err(fail)?;
     rows.collect::<rusqlite::Result<_>>().map_err(fail)
