@@ -46,6 +46,7 @@ impl Drop for TempDir {
 fn options(messages_per_channel: usize) -> StoreOptions {
     StoreOptions {
         messages_per_channel,
+        ..StoreOptions::default()
     }
 }
 
@@ -665,7 +666,7 @@ fn workflows_are_kept_replaced_by_id_and_pruned_a_week_after_they_finish() {
 }
 
 #[test]
-fn a_version_1_store_gains_the_workflows_table() {
+fn a_version_1_store_gains_every_later_table() {
     let dir = TempDir::new("migrate-v1");
     let path = dir.db();
     Store::open(&path, StoreOptions::default())
@@ -673,7 +674,12 @@ fn a_version_1_store_gains_the_workflows_table() {
         .close()
         .unwrap();
     let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.execute_batch("DROP TABLE workflows").unwrap();
+    // A real version-1 file has none of the tables later versions added.
+    conn.execute_batch(
+        "DROP TABLE workflows; DROP TABLE audit; DROP TABLE session_scopes; DROP TABLE approvals;
+         DROP TABLE answered_triggers; DROP TABLE backfill_gaps;",
+    )
+    .unwrap();
     conn.pragma_update(None, "user_version", 1).unwrap();
     drop(conn);
     let store = Store::open(&path, StoreOptions::default()).unwrap();
@@ -688,11 +694,27 @@ fn a_version_1_store_gains_the_workflows_table() {
         .query_row("SELECT COUNT(*) FROM workflows", [], |row| row.get(0))
         .unwrap();
     assert_eq!(count, 1);
+    for table in [
+        "audit",
+        "session_scopes",
+        "approvals",
+        "answered_triggers",
+        "backfill_gaps",
+    ] {
+        let found: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                [table],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(found, 1, "{table} was not created by the migration");
+    }
 }
 
 #[test]
-fn a_version_2_store_gains_the_answered_and_backfill_tables() {
-    let dir = TempDir::new("migrate-v2");
+fn a_version_3_store_gains_the_answered_and_backfill_tables() {
+    let dir = TempDir::new("migrate-v3");
     let path = dir.db();
     Store::open(&path, StoreOptions::default())
         .unwrap()
@@ -701,7 +723,7 @@ fn a_version_2_store_gains_the_answered_and_backfill_tables() {
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch("DROP TABLE answered_triggers; DROP TABLE backfill_gaps")
         .unwrap();
-    conn.pragma_update(None, "user_version", 2).unwrap();
+    conn.pragma_update(None, "user_version", 3).unwrap();
     drop(conn);
     let store = Store::open(&path, StoreOptions::default()).unwrap();
     let recent = bot::store::first_id_at(toolserver::clock::now_ms());
@@ -826,4 +848,27 @@ fn the_newest_message_not_by_the_bot_marks_where_the_gateway_was() {
     assert_eq!(store.newest_message_id(CHANNEL, Some(bot)), Some(id(2)));
     assert_eq!(store.newest_message_id(CHANNEL, None), Some(id(3)));
     assert_eq!(store.newest_message_id(OTHER_CHANNEL, Some(bot)), None);
+}
+
+#[test]
+fn a_store_at_a_later_version_missing_the_answered_tables_gains_them() {
+    // Schema steps may land out of order (version 4 after 5): a store recorded at version 5
+    // whose answered-trigger tables are missing still gains them.
+    let dir = TempDir::new("migrate-gap");
+    let path = dir.db();
+    Store::open(&path, StoreOptions::default())
+        .unwrap()
+        .close()
+        .unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("DROP TABLE answered_triggers; DROP TABLE backfill_gaps")
+        .unwrap();
+    drop(conn);
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let recent = bot::store::first_id_at(toolserver::clock::now_ms());
+    assert!(store.take_answer(CHANNEL, recent).unwrap());
+    store.close().unwrap();
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    assert!(store.is_answered(recent));
+    store.close().unwrap();
 }

@@ -17,6 +17,7 @@
 
 mod error;
 mod hot;
+mod ledger;
 mod model;
 mod sqlite;
 mod writer;
@@ -24,8 +25,13 @@ mod writer;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use entity::NameDirectory;
+use switchboard_config::AuditConfig;
+use toolserver::governance::{
+    ApprovalRecord, AuditFilter, AuditPage, AuditRow, Ledger, LedgerFuture,
+};
 use tracing::{error, info};
 
 pub use entity::Snowflake;
@@ -42,6 +48,8 @@ use writer::Writer;
 pub struct StoreOptions {
     /// Newest messages kept per session, in memory and in SQLite (default 1,000).
     pub messages_per_channel: usize,
+    /// Audit rows older than this are pruned (`audit.retention_days`, default 90 days).
+    pub audit_retention: Duration,
 }
 
 impl StoreOptions {
@@ -53,6 +61,7 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             messages_per_channel: Self::DEFAULT_MESSAGES_PER_CHANNEL,
+            audit_retention: AuditConfig::default().retention,
         }
     }
 }
@@ -72,6 +81,8 @@ struct Inner {
     answered: Mutex<Answered>,
     /// Open backfill gaps: channel → the id after which messages may be missing.
     gaps: Mutex<HashMap<Snowflake, Snowflake>>,
+    /// The `/tools` overrides and pending approvals the file held at open.
+    ledger_at_open: ledger::LedgerAtOpen,
     writer: Writer,
     path: String,
     closed: AtomicBool,
@@ -152,15 +163,28 @@ impl Store {
             Ok(pruned) => info!(path, pruned, "pruned old messages from the store"),
             Err(err) => error!(path, %err, "could not prune the store at open; will retry later"),
         }
-        let now = toolserver::clock::now_ms();
-        let workflows_at_open = sqlite::load_workflows(&conn, now, path)?;
+        let now_ms = toolserver::clock::now_ms();
+        let workflows_at_open = sqlite::load_workflows(&conn, now_ms, path)?;
+        let ledger_at_open =
+            ledger::load(&conn, now_ms, options.audit_retention, path).map_err(|source| {
+                StoreError::Load {
+                    path: path.to_owned(),
+                    source,
+                }
+            })?;
         let answered = sqlite::load_answered(
             &conn,
-            first_id_at(now.saturating_sub(ANSWERS_KEPT_MS)),
+            first_id_at(now_ms.saturating_sub(ANSWERS_KEPT_MS)),
             path,
         )?;
         let gaps = sqlite::load_gaps(&conn, path)?;
-        let writer = Writer::spawn(conn, path.to_owned(), keep, Arc::clone(&hot))?;
+        let writer = Writer::spawn(
+            conn,
+            path.to_owned(),
+            keep,
+            options.audit_retention,
+            Arc::clone(&hot),
+        )?;
         Ok(Store {
             inner: Arc::new(Inner {
                 hot,
@@ -170,6 +194,7 @@ impl Store {
                     since_prune: 0,
                 }),
                 gaps: Mutex::new(gaps),
+                ledger_at_open,
                 writer,
                 path: path.to_owned(),
                 closed: AtomicBool::new(false),
@@ -526,6 +551,56 @@ impl Store {
             .writer
             .close()
             .map_err(|err| writer_error(&self.inner.path, err))
+    }
+}
+
+impl Store {
+    /// The `/tools` overrides the file held at open.
+    pub fn scope_overrides_at_open(&self) -> Vec<(Snowflake, Vec<String>)> {
+        self.inner.ledger_at_open.overrides.clone()
+    }
+
+    /// The approval requests an earlier run left pending (to settle as expired).
+    pub fn pending_approvals_at_open(&self) -> Vec<ApprovalRecord> {
+        self.inner.ledger_at_open.pending_approvals.clone()
+    }
+
+    fn queue_ledger(&self, change: ledger::LedgerChange) {
+        self.queue(Change::Ledger(Box::new(change)));
+    }
+}
+
+/// The audit log, `/tools` overrides and approvals, kept in SQLite through the writer.
+impl Ledger for Store {
+    fn record(&self, row: AuditRow) {
+        self.queue_ledger(ledger::LedgerChange::Audit(row));
+    }
+
+    fn query(&self, filter: AuditFilter) -> LedgerFuture<'_, Result<AuditPage, String>> {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let queued = !self.inner.closed.load(Ordering::Relaxed)
+            && self.inner.writer.query(Box::new(move |conn| {
+                let page = ledger::query(conn, &filter)
+                    .map_err(|err| format!("could not read the audit log: {err}"));
+                let _ = answer.send(page);
+            }));
+        let path = self.inner.path.clone();
+        Box::pin(async move {
+            if !queued {
+                return Err(format!("the store at {path} is closed"));
+            }
+            answered
+                .await
+                .map_err(|_| format!("the store at {path} stopped before answering"))?
+        })
+    }
+
+    fn save_session_scope(&self, session: Snowflake, scope: Option<Vec<String>>) {
+        self.queue_ledger(ledger::LedgerChange::SessionScope(session, scope));
+    }
+
+    fn save_approval(&self, record: ApprovalRecord) {
+        self.queue_ledger(ledger::LedgerChange::Approval(record));
     }
 }
 

@@ -133,6 +133,17 @@ pub(crate) fn open(path: &str) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
+/// Whether the schema holds a table named `name` (errors read as "no": the step then runs, and
+/// its `IF NOT EXISTS` keeps it harmless).
+fn has_table(conn: &Connection, name: &str) -> bool {
+    conn.query_row(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        [name],
+        |_| Ok(()),
+    )
+    .is_ok()
+}
+
 fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
     let fail = |what| move |source| StoreError::from_open(path, what, source);
     // An immediate transaction takes the write lock now, so a store already in use by another
@@ -159,11 +170,19 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
             conn.execute_batch(SCHEMA_V2)
                 .map_err(fail("add the workflows table"))?;
         }
-        if version < 5 {
+        if version < 3 {
+            conn.execute_batch(super::ledger::SCHEMA_V3)
+                .map_err(fail("add the audit log, /tools overrides and approvals"))?;
+        }
+        // Steps from 4 on are idempotent and also run when their tables are missing, so a
+        // store that reached a later version without a step (branches landing out of order)
+        // still gains it.
+        if version < 5 || !has_table(conn, "answered_triggers") {
             conn.execute_batch(SCHEMA_V5)
                 .map_err(fail("add the answered-trigger and backfill tables"))?;
         }
-        // Later versions: `if version < 6 { ... }`, each step in this same transaction.
+        // Later versions: `if version < 6 || !has_table(..) { ... }`, each step idempotent and
+        // in this same transaction.
         if version != SCHEMA_VERSION {
             conn.pragma_update(None, "user_version", SCHEMA_VERSION)
                 .map_err(fail("record the schema version"))?;
@@ -376,6 +395,8 @@ pub(crate) enum Change {
     },
     /// The channel's backfill caught up.
     CloseGap(Snowflake),
+    /// An audit row, a `/tools` override or an approval request.
+    Ledger(Box<super::ledger::LedgerChange>),
 }
 
 /// A workflow as the store keeps it: an opaque JSON body, plus what pruning needs.
@@ -417,6 +438,7 @@ impl Change {
             Change::CloseGap(channel_id) => {
                 format!("close the backfill gap of channel {channel_id}")
             }
+            Change::Ledger(change) => change.describe(),
             Change::ForgetChannel(id) => format!("forget the messages of channel {id}"),
             Change::DeleteMessages { channel_id, ids } => {
                 format!(
@@ -477,6 +499,7 @@ pub(crate) fn apply(conn: &Connection, hot: &Hot, change: &Change) -> rusqlite::
             conn.prepare_cached("DELETE FROM backfill_gaps WHERE channel_id = ?1")?
                 .execute([to_sql(*channel_id)])?;
         }
+        Change::Ledger(change) => super::ledger::apply(conn, change)?,
         Change::SaveWorkflow(row) => {
             conn.prepare_cached(
                 "INSERT INTO workflows (id, state, finished_ms, body) VALUES (?1, ?2, ?3, ?4)

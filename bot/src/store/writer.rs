@@ -27,11 +27,19 @@ const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 /// The answer to a flush or close: the first write failure since the previous answer.
 type Reply = SyncSender<Result<(), String>>;
 
+/// A read that runs on the writer's connection once the changes queued before it are
+/// committed.
+pub(crate) type Query = Box<dyn FnOnce(&Connection) + Send>;
+
 pub(crate) enum Command {
     Change(Change),
     Flush(Reply),
+    Query(Query),
     Close(Reply),
 }
+
+/// How often audit rows past `audit.retention_days` are pruned while running.
+const AUDIT_PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
 
 /// The handle the store keeps: a queue into the thread and the thread itself.
 pub(crate) struct Writer {
@@ -44,12 +52,17 @@ impl Writer {
         conn: Connection,
         path: String,
         keep: usize,
+        audit_retention: Duration,
         hot: Arc<Hot>,
     ) -> Result<Writer, StoreError> {
         let (queue, commands) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || WriterThread::new(conn, path, keep, hot).run(commands))
+            .spawn(move || {
+                WriterThread::new(conn, path, keep, hot)
+                    .with_audit_retention(audit_retention)
+                    .run(commands);
+            })
             .map_err(StoreError::Spawn)?;
         Ok(Writer {
             queue,
@@ -64,6 +77,12 @@ impl Writer {
             Err(mpsc::SendError(Command::Change(change))) => Err(change),
             Err(_) => Ok(()),
         }
+    }
+
+    /// Runs `query` on the writer's connection after what is queued now is committed; `false`
+    /// when the writer has stopped (the query is dropped unrun).
+    pub(crate) fn query(&self, query: Query) -> bool {
+        self.queue.send(Command::Query(query)).is_ok()
     }
 
     /// Waits until everything queued before the call is committed.
@@ -106,6 +125,8 @@ struct WriterThread {
     touched: HashSet<Snowflake>,
     batches_since_prune: u32,
     last_prune: Instant,
+    audit_retention: Duration,
+    last_audit_prune: Instant,
 }
 
 impl WriterThread {
@@ -119,12 +140,22 @@ impl WriterThread {
             touched: HashSet::new(),
             batches_since_prune: 0,
             last_prune: Instant::now(),
+            audit_retention: Duration::MAX,
+            last_audit_prune: Instant::now(),
+        }
+    }
+
+    fn with_audit_retention(self, audit_retention: Duration) -> WriterThread {
+        WriterThread {
+            audit_retention,
+            ..self
         }
     }
 
     fn run(mut self, commands: Receiver<Command>) {
         let mut batch = Vec::with_capacity(MAX_BATCH);
         let mut replies = Vec::new();
+        let mut queries: Vec<Query> = Vec::new();
         loop {
             let first = match commands.recv_timeout(PRUNE_INTERVAL) {
                 Ok(command) => command,
@@ -145,6 +176,7 @@ impl WriterThread {
                 match command {
                     Command::Change(change) => batch.push(change),
                     Command::Flush(reply) => replies.push(reply),
+                    Command::Query(query) => queries.push(query),
                     Command::Close(reply) => {
                         closing = Some(reply);
                         break;
@@ -156,6 +188,9 @@ impl WriterThread {
                 next = commands.try_recv().ok();
             }
             self.commit(&mut batch);
+            for query in queries.drain(..) {
+                query(&self.conn);
+            }
             let answer = match self.failure.take() {
                 Some(failure) => Err(failure),
                 None => Ok(()),
@@ -220,6 +255,16 @@ impl WriterThread {
     }
 
     fn prune_if_due(&mut self) {
+        if self.last_audit_prune.elapsed() >= AUDIT_PRUNE_INTERVAL {
+            self.last_audit_prune = Instant::now();
+            let retention = u64::try_from(self.audit_retention.as_millis()).unwrap_or(u64::MAX);
+            let oldest = toolserver::clock::now_ms().saturating_sub(retention);
+            match super::ledger::prune_audit(&self.conn, oldest) {
+                Ok(0) => {}
+                Ok(pruned) => debug!(path = %self.path, pruned, "pruned old audit rows"),
+                Err(err) => warn!(path = %self.path, %err, "could not prune the audit log"),
+            }
+        }
         let due = self.batches_since_prune >= PRUNE_EVERY_BATCHES
             || self.last_prune.elapsed() >= PRUNE_INTERVAL;
         if due && !self.touched.is_empty() {
@@ -297,7 +342,8 @@ mod tests {
         let conn = sqlite::open(":memory:").unwrap();
         conn.execute_batch("DROP TABLE messages").unwrap();
         let hot = Arc::new(Hot::new(10));
-        let writer = Writer::spawn(conn, ":memory:".into(), 10, Arc::clone(&hot)).unwrap();
+        let writer =
+            Writer::spawn(conn, ":memory:".into(), 10, Duration::MAX, Arc::clone(&hot)).unwrap();
         assert!(writer.send(save(&hot, 5)).is_ok());
         let err = writer.flush().unwrap_err().unwrap();
         assert!(err.contains("store message 5 in channel 1"), "{err}");
@@ -322,7 +368,14 @@ mod tests {
     fn batches_are_capped() {
         let conn = sqlite::open(":memory:").unwrap();
         let hot = Arc::new(Hot::new(100_000));
-        let writer = Writer::spawn(conn, ":memory:".into(), 100_000, Arc::clone(&hot)).unwrap();
+        let writer = Writer::spawn(
+            conn,
+            ":memory:".into(),
+            100_000,
+            Duration::MAX,
+            Arc::clone(&hot),
+        )
+        .unwrap();
         for id in 1..=(MAX_BATCH as u64 * 3 + 7) {
             assert!(writer.send(save(&hot, id)).is_ok());
         }
