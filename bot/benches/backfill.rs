@@ -107,6 +107,7 @@ fn main() {
                 path.to_str().expect("utf-8 path"),
                 StoreOptions {
                     messages_per_channel: messages,
+                    ..StoreOptions::default()
                 },
             )
             .expect("store opens");

@@ -11,12 +11,13 @@
 //! own messages are stored from REST answers, gateway or not). The gap is recorded in the store
 //! at READY and closed when the channel caught up, so a restart in between fetches it again.
 //!
-//! A channel is paged newest first (`GET /channels/{id}/messages?before=`), back to the gap's
-//! start, at most [`BackfillOptions::max_messages`] messages and no older than
+//! A channel's gap is fetched with `GET /channels/{id}/messages?after=<gap start>&limit=100`;
+//! a gap larger than that page is walked back from the newest message (`before=`) to it, at
+//! most [`BackfillOptions::max_messages`] messages and none older than
 //! [`BackfillOptions::max_age`]; then its messages are ingested oldest first through the same
-//! path as live ones (canonical text, workflows, triggers marked as missed). Newest first
-//! because the bound then keeps what the store's retention keeps, and what a missed trigger
-//! can be: the most recent messages. Requests wait for the bucket's refill when
+//! path as live ones (canonical text, workflows, triggers marked as missed). The walk goes
+//! newest first because the bound then keeps what the store's retention keeps, and what a
+//! missed trigger can be: the most recent messages. Requests wait for the bucket's refill when
 //! `X-RateLimit-Remaining` reaches 0, instead of running into 429s.
 
 use std::collections::HashMap;
@@ -29,7 +30,7 @@ use serde_json::Value;
 use serenity::model::channel::Message;
 use serenity::model::id::GuildId;
 
-use crate::rest::DiscordRest;
+use crate::rest::{DiscordRest, MessagePage};
 use crate::store::{first_id_at, SessionKind, Store, StoredSession};
 
 /// Messages per request: Discord's maximum.
@@ -171,8 +172,13 @@ impl Backfill {
         first_id_at(toolserver::clock::now_ms().saturating_sub(max_age))
     }
 
-    /// Fetches one channel's messages after `after`, newest first and then turned oldest
-    /// first, at most `max_messages`. Messages that do not parse are logged and skipped.
+    /// Fetches one channel's messages after `after`, oldest first, at most `max_messages`
+    /// (the newest). Messages that do not parse are logged and skipped.
+    ///
+    /// The first request asks for the page right after the gap's start (`after=`); a gap that
+    /// fits it — the usual case — is done in one request. A larger gap is walked back from the
+    /// newest message (`before=`) down to that first page, so the bound keeps the newest
+    /// messages rather than the oldest.
     pub(crate) async fn fetch(
         &self,
         session: &StoredSession,
@@ -181,71 +187,107 @@ impl Backfill {
         let channel = session.id;
         let guild = session.guild_id.map(|g| GuildId::new(g.0.max(1)));
         let max = self.options.max_messages;
-        let mut messages: Vec<Message> = Vec::new();
-        let mut requests = 0;
-        let mut before: Option<Snowflake> = None;
+        let read = |value: Value, id: Snowflake| match serde_json::from_value::<Message>(value) {
+            Ok(mut message) => {
+                // REST messages carry no guild id; the session knows it.
+                if message.guild_id.is_none() {
+                    message.guild_id = guild;
+                }
+                Some(message)
+            }
+            Err(error) => {
+                tracing::warn!(%channel, message = %id, %error, "a listed message could not be read; skipped");
+                None
+            }
+        };
+        let first = self
+            .rest
+            .list_messages(channel, None, Some(after), PAGE)
+            .await?;
+        let mut requests = 1;
+        self.pace(&first).await;
+        let first_full = first.messages.len() >= usize::from(PAGE);
+        let mut oldest_page: Vec<(Snowflake, Value)> = Vec::new();
+        for value in first.messages {
+            match value_id(&value) {
+                Some(id) if id > after => oldest_page.push((id, value)),
+                Some(_) => {}
+                None => tracing::warn!(%channel, "a listed message has no id; skipped"),
+            }
+        }
+        let mut walked: Vec<(Snowflake, Value)> = Vec::new();
         let mut truncated = false;
-        loop {
-            let page = self
-                .rest
-                .list_messages(channel, before, None, PAGE)
-                .await?;
-            requests += 1;
-            let full = page.messages.len() >= usize::from(PAGE);
-            let mut reached_gap_start = false;
-            let mut oldest: Option<Snowflake> = None;
-            for value in page.messages {
-                let Some(id) = value_id(&value) else {
-                    tracing::warn!(%channel, "a listed message has no id; skipped");
-                    continue;
+        if first_full {
+            // Everything up to the first page's newest message is in that page.
+            let top_of_first = oldest_page.iter().map(|(id, _)| *id).max().unwrap_or(after);
+            let mut before: Option<Snowflake> = None;
+            loop {
+                let page = self
+                    .rest
+                    .list_messages(channel, before, None, PAGE)
+                    .await?;
+                requests += 1;
+                self.pace(&page).await;
+                let full = page.messages.len() >= usize::from(PAGE);
+                let mut reached_first = false;
+                let mut oldest: Option<Snowflake> = None;
+                for value in page.messages {
+                    let Some(id) = value_id(&value) else {
+                        tracing::warn!(%channel, "a listed message has no id; skipped");
+                        continue;
+                    };
+                    oldest = Some(oldest.map_or(id, |o: Snowflake| o.min(id)));
+                    if id <= top_of_first {
+                        reached_first = true;
+                    } else if walked.len() >= max {
+                        truncated = true;
+                    } else {
+                        walked.push((id, value));
+                    }
+                }
+                let next = match oldest {
+                    Some(oldest) if full && !reached_first && !truncated => oldest,
+                    _ => break,
                 };
                 // Every step moves `before` down, so the walk ends.
-                oldest = Some(oldest.map_or(id, |o: Snowflake| o.min(id)));
-                if id <= after {
-                    reached_gap_start = true;
-                    continue;
+                if before.is_some_and(|b| next >= b) {
+                    tracing::warn!(%channel, "Discord listed no older messages than before; stopping this channel's backfill");
+                    break;
                 }
-                if messages.len() >= max {
-                    truncated = true;
-                    continue;
-                }
-                match serde_json::from_value::<Message>(value) {
-                    Ok(mut message) => {
-                        // REST messages carry no guild id; the session knows it.
-                        if message.guild_id.is_none() {
-                            message.guild_id = guild;
-                        }
-                        messages.push(message);
-                    }
-                    Err(error) => {
-                        tracing::warn!(%channel, message = %id, %error, "a listed message could not be read; skipped");
-                    }
-                }
+                before = Some(next);
             }
-            if let (Some(0), Some(wait)) = (page.remaining, page.reset_after) {
-                tokio::time::sleep(wait.min(MAX_REFILL_WAIT)).await;
-            }
-            let next = match oldest {
-                Some(oldest) if full && !reached_gap_start && !truncated => oldest,
-                _ => break,
-            };
-            if before.is_some_and(|b| next >= b) {
-                tracing::warn!(%channel, "Discord listed no older messages than before; stopping this channel's backfill");
-                break;
-            }
-            before = Some(next);
         }
-        if truncated {
-            tracing::warn!(%channel, kept = messages.len(), "more messages were missed in this channel than store.backfill_max_messages; the newest were fetched, the older rest left out");
+        let mut listed = walked;
+        if !truncated {
+            listed.extend(oldest_page);
         }
         // Discord lists newest first; ingest goes in posting order, as the gateway would have.
-        messages.sort_by_key(|m| m.id);
-        messages.dedup_by_key(|m| m.id);
+        listed.sort_by_key(|(id, _)| *id);
+        listed.dedup_by_key(|(id, _)| *id);
+        if listed.len() > max {
+            truncated = true;
+            listed.drain(..listed.len() - max);
+        }
+        if truncated {
+            tracing::warn!(%channel, kept = listed.len(), "more messages were missed in this channel than store.backfill_max_messages; the newest were fetched, the older rest left out");
+        }
+        let messages = listed
+            .into_iter()
+            .filter_map(|(id, value)| read(value, id))
+            .collect();
         Ok(Fetched {
             messages,
             requests,
             truncated,
         })
+    }
+
+    /// Waits for the bucket's refill when a page used its last request, instead of running
+    /// into a 429.
+    async fn pace(&self, page: &MessagePage) {
+        if let (Some(0), Some(wait)) = (page.remaining, page.reset_after) {
+            tokio::time::sleep(wait.min(MAX_REFILL_WAIT)).await;
+        }
     }
 }
 

@@ -190,8 +190,18 @@ async fn what_was_posted_while_away_is_stored_and_marked_missed() {
     assert_eq!(stored_ids(&rig.store, demo::RELEASE_ROOM), missed_room);
     assert_eq!((report.fetched, report.stored, report.failed), (180, 180, 0));
     assert_eq!(report.channels, 3);
-    // #ops: a full page, then one reaching the message seen live; the room and the thread: one.
+    // #ops: the full page after the gap's start, then the walk back from the newest, whose
+    // first page reaches it; the room and the thread: one page each.
     assert_eq!(report.requests, 4, "{report:?}");
+    let listings: Vec<String> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.path.contains(&format!("/channels/{}/messages", demo::RELEASE_ROOM)))
+        .map(|r| r.query.unwrap_or_default())
+        .collect();
+    // The gap starts before the room's first message: the age bound's floor.
+    assert_eq!(listings.len(), 1, "{listings:?}");
+    assert!(listings[0].contains("after=") && listings[0].contains("limit=100"), "{listings:?}");
     let arrivals = rig.runs.0.lock().unwrap().clone();
     assert_eq!(arrivals[0], (id_of(&seen), false));
     assert_eq!(arrivals.len(), 181);
