@@ -24,8 +24,16 @@ fn gateway_fault(kind: GatewayFaultKind) -> Fault {
 /// Every message of a session switchboard lists (up to 200), oldest first.
 fn listed(sb: &Switchboard, session: &str) -> Vec<Value> {
     let arg = format!("--session-id={session}");
-    let out = sb.tools(&["surface.messages.list", &arg, "--limit=200", "--output=json"]);
-    out.json()["messages"].as_array().cloned().unwrap_or_default()
+    let out = sb.tools(&[
+        "surface.messages.list",
+        &arg,
+        "--limit=200",
+        "--output=json",
+    ]);
+    out.json()["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 fn listed_ids(sb: &Switchboard, session: &str) -> Vec<String> {
@@ -87,7 +95,11 @@ fn an_invalid_session_storm_loses_no_message() {
     sb.wait_listed("#ops", &ids, Duration::from_secs(60));
     let all = listed_ids(&sb, "#ops");
     for id in &ids {
-        assert_eq!(all.iter().filter(|l| *l == id).count(), 1, "{id} in {all:?}");
+        assert_eq!(
+            all.iter().filter(|l| *l == id).count(),
+            1,
+            "{id} in {all:?}"
+        );
     }
     poll("/health ready again", Duration::from_secs(30), || {
         (health(&sb)["discord"] == "ready").then_some(())
@@ -136,7 +148,11 @@ fn two_hundred_messages_posted_while_down_are_all_there_and_mentions_answered_on
             mentions.push(id.clone());
         }
         ops.push(id);
-        room.push(fake.post(demo::RELEASE_ROOM, demo::TOMAS, &format!("room while down {i}")));
+        room.push(fake.post(
+            demo::RELEASE_ROOM,
+            demo::TOMAS,
+            &format!("room while down {i}"),
+        ));
     }
     fake.fake.clear_requests();
     let started = Instant::now();
@@ -149,15 +165,22 @@ fn two_hundred_messages_posted_while_down_are_all_there_and_mentions_answered_on
     for id in &ops {
         assert!(ops_listed.contains(id), "{id} missing from #ops");
     }
-    assert_eq!(room_listed, room, "#release-room holds exactly what was posted, in order");
+    assert_eq!(
+        room_listed, room,
+        "#release-room holds exactly what was posted, in order"
+    );
     eprintln!("200 missed messages listed {ready_after:?} after the restart began");
     assert!(ready_after < Duration::from_secs(30), "{ready_after:?}");
     assert_eq!(count_429(&fake), 0);
 
-    let answered = poll("an answer to every missed mention", Duration::from_secs(30), || {
-        let counts = replies_per_trigger(&fake, demo::OPS);
-        (counts.len() == mentions.len()).then_some(counts)
-    });
+    let answered = poll(
+        "an answer to every missed mention",
+        Duration::from_secs(30),
+        || {
+            let counts = replies_per_trigger(&fake, demo::OPS);
+            (counts.len() == mentions.len()).then_some(counts)
+        },
+    );
     // Let any duplicate show up before counting.
     std::thread::sleep(Duration::from_secs(3));
     let answered_later = replies_per_trigger(&fake, demo::OPS);
@@ -178,18 +201,27 @@ fn a_mention_posted_while_down_is_answered_once_and_never_again() {
     let sb = Switchboard::start_with(&fake, out, &Allow::default(), &agent);
     sb.terminate(Duration::from_secs(15));
 
-    let mention = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} are you up?"));
+    let mention = fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} are you up?"),
+    );
     let sb = Switchboard::start_with(&fake, out, &Allow::default(), &agent);
-    poll("the answer to the missed mention", Duration::from_secs(30), || {
-        (replies_per_trigger(&fake, demo::OPS).get(&mention) == Some(&1)).then_some(())
-    });
+    poll(
+        "the answer to the missed mention",
+        Duration::from_secs(30),
+        || (replies_per_trigger(&fake, demo::OPS).get(&mention) == Some(&1)).then_some(()),
+    );
     let (status, log) = sb.terminate(Duration::from_secs(15));
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{log}");
 
     // Restart as is: the mention is stored, so nothing triggers.
     let sb = Switchboard::start_with(&fake, out, &Allow::default(), &agent);
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(replies_per_trigger(&fake, demo::OPS).get(&mention), Some(&1));
+    assert_eq!(
+        replies_per_trigger(&fake, demo::OPS).get(&mention),
+        Some(&1)
+    );
     sb.terminate(Duration::from_secs(15));
 
     // Now the store loses #ops's messages (as a store restored from an older copy would):
@@ -203,12 +235,20 @@ fn a_mention_posted_while_down_is_answered_once_and_never_again() {
     assert!(store.forget_channel_messages(demo::OPS.into()) >= 2);
     store.close().expect("close the store");
     let sb = Switchboard::start_with(&fake, out, &Allow::default(), &agent);
-    sb.wait_listed("#ops", std::slice::from_ref(&mention), Duration::from_secs(20));
-    poll("the bridge to turn the mention away", Duration::from_secs(20), || {
-        sb.stderr()
-            .contains("this message was answered before")
-            .then_some(())
-    });
+    sb.wait_listed(
+        "#ops",
+        std::slice::from_ref(&mention),
+        Duration::from_secs(20),
+    );
+    poll(
+        "the bridge to turn the mention away",
+        Duration::from_secs(20),
+        || {
+            sb.stderr()
+                .contains("this message was answered before")
+                .then_some(())
+        },
+    );
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(
         replies_per_trigger(&fake, demo::OPS).get(&mention),
@@ -229,11 +269,19 @@ fn a_missed_trigger_older_than_the_limit_or_ignored_is_stored_not_answered() {
     sb.terminate(Duration::from_secs(15));
     let ignored = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} hello?"));
     let sb = Switchboard::start_with(&fake, out, &Allow::default(), &ignoring);
-    sb.wait_listed("#ops", std::slice::from_ref(&ignored), Duration::from_secs(20));
+    sb.wait_listed(
+        "#ops",
+        std::slice::from_ref(&ignored),
+        Duration::from_secs(20),
+    );
     sb.terminate(Duration::from_secs(15));
 
     let stale = command_agent(&agent_script, out, 30, "missed_max_age_s = 1");
-    let old = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} still there?"));
+    let old = fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} still there?"),
+    );
     std::thread::sleep(Duration::from_millis(2_100));
     let sb = Switchboard::start_with(&fake, out, &Allow::default(), &stale);
     sb.wait_listed("#ops", std::slice::from_ref(&old), Duration::from_secs(20));

@@ -128,8 +128,7 @@ impl Bridge {
             return Taken::Now;
         };
         let channel_id = trigger.channel_id;
-        let taken =
-            tokio::task::spawn_blocking(move || answers.take(channel_id, message_id)).await;
+        let taken = tokio::task::spawn_blocking(move || answers.take(channel_id, message_id)).await;
         match taken {
             Ok(Ok(true)) => Taken::Now,
             Ok(Ok(false)) => {

@@ -222,10 +222,7 @@ impl Backfill {
             let top_of_first = oldest_page.iter().map(|(id, _)| *id).max().unwrap_or(after);
             let mut before: Option<Snowflake> = None;
             loop {
-                let page = self
-                    .rest
-                    .list_messages(channel, before, None, PAGE)
-                    .await?;
+                let page = self.rest.list_messages(channel, before, None, PAGE).await?;
                 requests += 1;
                 self.pace(&page).await;
                 let full = page.messages.len() >= usize::from(PAGE);

@@ -91,8 +91,7 @@ impl Ingest {
     /// away (see [`crate::backfill`]); `/health` says `backfilling` until it caught up. Off
     /// when `options.max_messages` is 0.
     pub fn with_backfill(mut self, rest: DiscordRest, options: BackfillOptions) -> Self {
-        self.backfill =
-            (options.max_messages > 0).then(|| Arc::new(Backfill::new(rest, options)));
+        self.backfill = (options.max_messages > 0).then(|| Arc::new(Backfill::new(rest, options)));
         self
     }
 
@@ -331,7 +330,9 @@ impl Ingest {
         );
         for session in &targets {
             if !backfill.is_current(generation) {
-                tracing::info!("the gateway identified again; this backfill pass gives way to the next");
+                tracing::info!(
+                    "the gateway identified again; this backfill pass gives way to the next"
+                );
                 return;
             }
             let after = plan.get(&session.id).copied().unwrap_or(floor).max(floor);
@@ -423,9 +424,9 @@ impl Ingest {
                 tracing::info!(guild = %guild.name, channels = guild.channels.len(), threads = guild.threads.len(), "guild cached");
                 // The last guild READY announced completes the cache; a guild joined later
                 // changes nothing about the connection.
-                let before = self
-                    .pending_guilds
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+                let before =
+                    self.pending_guilds
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
                 if before == Ok(1) {
                     self.guilds_complete();
                 }

@@ -532,13 +532,14 @@ impl DiscordRest {
                     let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
                     return Err(failure(status, &headers, body));
                 }
-                let messages = serde_json::from_slice::<Vec<Value>>(&bytes).map_err(|e| Failure {
-                    error: SurfaceError::Unavailable(format!(
-                        "Discord's answer to a message listing is not a list of messages: {e}"
-                    )),
-                    retry_after: None,
-                    retryable: false,
-                })?;
+                let messages =
+                    serde_json::from_slice::<Vec<Value>>(&bytes).map_err(|e| Failure {
+                        error: SurfaceError::Unavailable(format!(
+                            "Discord's answer to a message listing is not a list of messages: {e}"
+                        )),
+                        retry_after: None,
+                        retryable: false,
+                    })?;
                 Ok(MessagePage {
                     messages,
                     remaining: header_number(&headers, "x-ratelimit-remaining")

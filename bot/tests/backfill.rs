@@ -66,11 +66,7 @@ fn session(id: u64, parent: Option<u64>, kind: SessionKind, name: &str) -> Store
 
 /// An ingest with backfill against `api`, knowing the demo guild's #ops, #release-room and
 /// the thread incident-42, as GUILD_CREATE would have described them.
-fn rig(
-    api: &str,
-    options: BackfillOptions,
-    allow: Arc<toolserver::allowlist::Allowlist>,
-) -> Rig {
+fn rig(api: &str, options: BackfillOptions, allow: Arc<toolserver::allowlist::Allowlist>) -> Rig {
     let store = Store::open(":memory:", StoreOptions::default()).expect("store");
     store.upsert_session(session(demo::OPS, None, SessionKind::Channel, "ops"));
     store.upsert_session(session(
@@ -188,7 +184,10 @@ async fn what_was_posted_while_away_is_stored_and_marked_missed() {
     want_ops.extend(&missed_ops);
     assert_eq!(stored_ids(&rig.store, demo::OPS), want_ops);
     assert_eq!(stored_ids(&rig.store, demo::RELEASE_ROOM), missed_room);
-    assert_eq!((report.fetched, report.stored, report.failed), (180, 180, 0));
+    assert_eq!(
+        (report.fetched, report.stored, report.failed),
+        (180, 180, 0)
+    );
     assert_eq!(report.channels, 3);
     // #ops: the full page after the gap's start, then the walk back from the newest, whose
     // first page reaches it; the room and the thread: one page each.
@@ -196,18 +195,28 @@ async fn what_was_posted_while_away_is_stored_and_marked_missed() {
     let listings: Vec<String> = fake
         .requests()
         .into_iter()
-        .filter(|r| r.method == "GET" && r.path.contains(&format!("/channels/{}/messages", demo::RELEASE_ROOM)))
+        .filter(|r| {
+            r.method == "GET"
+                && r.path
+                    .contains(&format!("/channels/{}/messages", demo::RELEASE_ROOM))
+        })
         .map(|r| r.query.unwrap_or_default())
         .collect();
     // The gap starts before the room's first message: the age bound's floor.
     assert_eq!(listings.len(), 1, "{listings:?}");
-    assert!(listings[0].contains("after=") && listings[0].contains("limit=100"), "{listings:?}");
+    assert!(
+        listings[0].contains("after=") && listings[0].contains("limit=100"),
+        "{listings:?}"
+    );
     let arrivals = rig.runs.0.lock().unwrap().clone();
     assert_eq!(arrivals[0], (id_of(&seen), false));
     assert_eq!(arrivals.len(), 181);
     assert!(arrivals[1..].iter().all(|(_, missed)| *missed));
     // Backfilled text is canonical, as live text is.
-    let stored = rig.store.message(Snowflake(demo::OPS), missed_ops[0]).unwrap();
+    let stored = rig
+        .store
+        .message(Snowflake(demo::OPS), missed_ops[0])
+        .unwrap();
     assert_eq!(stored.content, "ops 0");
     assert!(rig.store.gaps().is_empty(), "every gap caught up");
 
@@ -273,7 +282,10 @@ async fn an_edit_made_while_away_replaces_the_stored_copy() {
         .expect("edit");
     let report = identify_and_wait(&rig).await;
     assert_eq!((report.fetched, report.stored), (1, 0));
-    let stored = rig.store.message(Snowflake(demo::OPS), id_of(&draft)).unwrap();
+    let stored = rig
+        .store
+        .message(Snowflake(demo::OPS), id_of(&draft))
+        .unwrap();
     assert_eq!(stored.content, "final");
     assert!(stored.edited_timestamp.is_some());
     // Known messages start no second run.
@@ -298,7 +310,9 @@ async fn only_channels_the_allowlist_permits_are_fetched() {
         .map(|r| r.path)
         .collect();
     assert!(
-        listed.iter().all(|p| !p.contains(&demo::RELEASE_ROOM.to_string())),
+        listed
+            .iter()
+            .all(|p| !p.contains(&demo::RELEASE_ROOM.to_string())),
         "{listed:?}"
     );
     fake.shutdown().await;

@@ -600,7 +600,10 @@ fn flushed_messages_survive_sigkill() {
         ids_of(1..=CHILD_MESSAGES)
     );
     assert_eq!(store.message(CHANNEL, id(250)), Some(message(CHANNEL, 250)));
-    assert!(store.is_answered(answered), "a taken answer survives SIGKILL");
+    assert!(
+        store.is_answered(answered),
+        "a taken answer survives SIGKILL"
+    );
     store.close().unwrap();
     assert!(started.elapsed() < Duration::from_secs(10));
 }
@@ -797,7 +800,10 @@ fn backfill_gaps_keep_the_oldest_start_until_closed_and_survive_reopen() {
     store.close_gap(CHANNEL);
     store.close().unwrap();
     let store = Store::open(&path, StoreOptions::default()).unwrap();
-    assert_eq!(store.gaps().into_keys().collect::<Vec<_>>(), [OTHER_CHANNEL]);
+    assert_eq!(
+        store.gaps().into_keys().collect::<Vec<_>>(),
+        [OTHER_CHANNEL]
+    );
     store.close().unwrap();
 }
 

@@ -298,7 +298,11 @@ fn agent_config(
         1..=256,
         c,
     ) as usize;
-    let missed_triggers = match raw.missed_triggers.as_ref().map(|m| (m, m.get_ref().as_str())) {
+    let missed_triggers = match raw
+        .missed_triggers
+        .as_ref()
+        .map(|m| (m, m.get_ref().as_str()))
+    {
         None | Some((_, "reply")) => crate::MissedTriggers::Reply,
         Some((_, "ignore")) => crate::MissedTriggers::Ignore,
         Some((value, other)) => {

@@ -118,7 +118,9 @@ pub fn first_id_at(ms: u64) -> Snowflake {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn writer_error(path: &str, err: Option<String>) -> StoreError {

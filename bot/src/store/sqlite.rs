@@ -729,9 +729,7 @@ pub(crate) fn load_gaps(
         .prepare("SELECT channel_id, after_id FROM backfill_gaps")
         .map_err(fail)?;
     let rows = stmt
-        .query_map([], |row| {
-            Ok((from_sql(row.get(0)?), from_sql(row.get(1)?)))
-        })
+        .query_map([], |row| Ok((from_sql(row.get(0)?), from_sql(row.get(1)?))))
         .map_err(fail)?;
     rows.collect::<rusqlite::Result<_>>().map_err(fail)
 }
