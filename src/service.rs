@@ -57,12 +57,16 @@ impl ServiceError {
         )
     }
 
-    /// Whether the config or the environment is at fault (the binary exits 2 for it).
+    /// Whether the config or the environment is at fault (the binary exits 2 for it): the
+    /// config, the store, or the bot's settings in the developer portal (privileged intents).
     pub fn is_usage(&self) -> bool {
-        matches!(
-            self,
-            ServiceError::Build(BuildError::ToolServer(_) | BuildError::Store(_))
-        )
+        match self {
+            ServiceError::Build(BuildError::ToolServer(_) | BuildError::Store(_)) => true,
+            ServiceError::Build(BuildError::Discord(error)) | ServiceError::Gateway(error) => {
+                error.is_setup()
+            }
+            _ => false,
+        }
     }
 }
 
@@ -146,10 +150,11 @@ pub async fn build(
         } else {
             addr
         };
-        Arc::new(Bridge::new(
+        Arc::new(Bridge::with_answers(
             agent,
             Arc::clone(&core),
             format!("http://{host}"),
+            Arc::new(store.clone()),
         )) as Arc<dyn Runs>
     });
     if let Some(runs) = &runs {
@@ -169,6 +174,7 @@ pub async fn build(
         store: store.clone(),
         allowlist: Arc::clone(core.allowlist()),
         connection: Arc::clone(&connection),
+        rest: discord.rest,
         bot_id: Arc::clone(&discord.bot_id),
         runs,
         workflows: workflows.as_ref().map(|(engine, _)| Arc::clone(engine)),

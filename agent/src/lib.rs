@@ -22,10 +22,10 @@ use std::time::Duration;
 
 use entity::Snowflake;
 use serde_json::json;
-use switchboard_config::{AgentConfig, Runner};
+use switchboard_config::{AgentConfig, MissedTriggers, Runner};
 use tokio::sync::{oneshot, Semaphore};
 use toolserver::auth::{random_hex, CapabilityGrant};
-use toolserver::runs::{AbortOutcome, Arrival, Runs, SessionStatus, Trigger};
+use toolserver::runs::{AbortOutcome, AnsweredTriggers, Arrival, Runs, SessionStatus, Trigger};
 use toolserver::surface::AllowedChannel;
 use toolserver::{CallContext, Core};
 
@@ -63,12 +63,45 @@ struct Inner {
     runs: Semaphore,
     /// Where runs execute: the service's runtime, not the gateway thread that enqueues them.
     runtime: tokio::runtime::Handle,
+    /// The durable record of answered triggers; without it, only this process's queues keep
+    /// a message from being answered twice.
+    answers: Option<Arc<dyn AnsweredTriggers>>,
+}
+
+/// What became of a trigger the bridge tried to take.
+enum Taken {
+    /// Taken now: answer it.
+    Now,
+    /// Answered before (or the record could not be written): leave it.
+    Before,
 }
 
 impl Bridge {
     /// Must be called inside the runtime the runs should execute on. Runs reach the tool
     /// server at `tool_server_url` (their `SWITCHBOARD_URL`).
     pub fn new(config: AgentConfig, core: Arc<Core>, tool_server_url: String) -> Self {
+        Bridge::build(config, core, tool_server_url, None)
+    }
+
+    /// [`Bridge::new`], remembering in `answers` every message it takes to answer, so none is
+    /// answered twice across reconnects and restarts. A message is taken when its run starts
+    /// (or when a full queue turns it away with a notice): a run that crashes half-way is not
+    /// started again.
+    pub fn with_answers(
+        config: AgentConfig,
+        core: Arc<Core>,
+        tool_server_url: String,
+        answers: Arc<dyn AnsweredTriggers>,
+    ) -> Self {
+        Bridge::build(config, core, tool_server_url, Some(answers))
+    }
+
+    fn build(
+        config: AgentConfig,
+        core: Arc<Core>,
+        tool_server_url: String,
+        answers: Option<Arc<dyn AnsweredTriggers>>,
+    ) -> Self {
         let runs = Semaphore::new(config.max_concurrent_runs);
         Bridge {
             inner: Arc::new(Inner {
@@ -78,8 +111,58 @@ impl Bridge {
                 sessions: Mutex::new(HashMap::new()),
                 runs,
                 runtime: tokio::runtime::Handle::current(),
+                answers,
             }),
         }
+    }
+
+    /// Records that the trigger's message is being answered. A trigger without a message, or
+    /// a resumed workflow (which answers its own run's message once more, by design), is not
+    /// recorded.
+    async fn take(&self, trigger: &Trigger) -> Taken {
+        let (Some(answers), Some(message_id), None) = (
+            self.inner.answers.clone(),
+            trigger.message_id,
+            trigger.workflow_id.as_ref(),
+        ) else {
+            return Taken::Now;
+        };
+        let channel_id = trigger.channel_id;
+        let taken = tokio::task::spawn_blocking(move || answers.take(channel_id, message_id)).await;
+        match taken {
+            Ok(Ok(true)) => Taken::Now,
+            Ok(Ok(false)) => {
+                tracing::info!(message = %message_id, session = %channel_id, "this message was answered before; not answering it again");
+                Taken::Before
+            }
+            // At most once: a trigger whose answer cannot be recorded is not answered, or a
+            // restart could answer it a second time.
+            Ok(Err(error)) => {
+                tracing::error!(message = %message_id, "not answering: {error}");
+                Taken::Before
+            }
+            Err(join) => {
+                tracing::error!(message = %message_id, "not answering: recording the answer failed: {join}");
+                Taken::Before
+            }
+        }
+    }
+
+    /// Whether a message that was missed live (fetched by a backfill) is still to be answered:
+    /// `agent.missed_triggers = "reply"` and younger than `agent.missed_max_age_s`.
+    fn answers_missed(&self, message: &Arrival<'_>) -> bool {
+        let config = &self.inner.config;
+        if config.missed_triggers == MissedTriggers::Ignore {
+            tracing::info!(message = %message.message_id, session = %message.channel_id, "a trigger missed while the gateway was away is not answered (agent.missed_triggers = \"ignore\")");
+            return false;
+        }
+        let age_ms = toolserver::clock::now_ms().saturating_sub(message.message_id.timestamp_ms());
+        let max_ms = u64::try_from(config.missed_max_age.as_millis()).unwrap_or(u64::MAX);
+        if age_ms > max_ms {
+            tracing::info!(message = %message.message_id, session = %message.channel_id, age_s = age_ms / 1000, "a trigger missed while the gateway was away is too old to answer (agent.missed_max_age_s)");
+            return false;
+        }
+        true
     }
 
     fn sessions(&self) -> MutexGuard<'_, HashMap<Snowflake, SessionQueue>> {
@@ -120,7 +203,9 @@ impl Bridge {
     }
 
     /// Queues a run for `trigger` in its session; starts the session's worker when idle.
-    fn queue(&self, trigger: Trigger) {
+    /// A missed trigger finding the queue full is dropped with a log line rather than a notice:
+    /// a backfill can bring many at once.
+    fn queue(&self, trigger: Trigger, missed: bool) {
         let channel = trigger.channel_id;
         let limit = self.inner.config.queue_per_session;
         let start_worker = {
@@ -131,6 +216,10 @@ impl Bridge {
             let about_to_run = usize::from(queue.worker && queue.running.is_none());
             if queue.worker && queue.waiting.len() >= limit + about_to_run {
                 drop(sessions);
+                if missed {
+                    tracing::info!(session = %channel, message = ?trigger.message_id, "a missed trigger finds the session's queue full; not answered");
+                    return;
+                }
                 let bridge = self.clone();
                 self.inner
                     .runtime
@@ -150,6 +239,10 @@ impl Bridge {
 
     async fn refuse_full(&self, trigger: Trigger, limit: usize) {
         if self.inner.core.allowed(trigger.channel_id).await.is_err() {
+            return;
+        }
+        // The notice is this message's one answer.
+        if let Taken::Before = self.take(&trigger).await {
             return;
         }
         let text = format!(
@@ -284,6 +377,11 @@ impl Bridge {
         let Ok(permit) = self.inner.runs.acquire().await else {
             return;
         };
+        // Taken when the run starts, before anything is posted: a crash from here on leaves
+        // the message unanswered rather than answered twice.
+        if let Taken::Before = self.take(trigger).await {
+            return;
+        }
         self.react(channel, trigger, WORKING, true).await;
         let typing = {
             let core = Arc::clone(&self.inner.core);
@@ -490,20 +588,24 @@ impl Bridge {
 
 impl Runs for Bridge {
     fn arrived(&self, message: &Arrival<'_>) {
-        if self.should_trigger(message) {
-            self.queue(Trigger {
+        if !self.should_trigger(message) || (message.missed && !self.answers_missed(message)) {
+            return;
+        }
+        self.queue(
+            Trigger {
                 channel_id: message.channel_id,
                 message_id: Some(message.message_id),
                 author_id: message.author_id,
                 author_name: message.author_name.to_owned(),
                 text: message.text.to_owned(),
                 workflow_id: None,
-            });
-        }
+            },
+            message.missed,
+        );
     }
 
     fn enqueue(&self, trigger: Trigger) {
-        self.queue(trigger);
+        self.queue(trigger, false);
     }
 
     fn status(&self, channel_id: Snowflake) -> SessionStatus {

@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 
 pub mod approvals;
+pub mod backfill;
 pub mod commands;
 pub mod gateway;
 pub mod payload;

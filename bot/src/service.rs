@@ -12,6 +12,7 @@ use toolserver::runs::Runs;
 use toolserver::surface::{ConnectionState, SurfaceError};
 use toolserver::workflow::WorkflowEngine;
 
+use crate::backfill::BackfillOptions;
 use crate::gateway::{Ingest, StageWatcher};
 use crate::rest::{DiscordRest, LimiterOptions, DISCORD_API};
 use crate::store::Store;
@@ -32,6 +33,20 @@ pub enum DiscordError {
     /// The gateway client failed to start or stopped.
     #[error("the gateway stopped: {0}")]
     Gateway(String),
+    /// Discord refused privileged intents the bot has not been granted (gateway close 4014).
+    #[error("Discord refused the gateway intents switchboard needs (close 4014, disallowed intents): in the Discord developer portal, open this application's Bot page and enable the privileged gateway intents Message Content Intent and Server Members Intent, then start switchboard again")]
+    IntentsDisallowed,
+    /// Discord does not know an intent the bot asked for (gateway close 4013).
+    #[error("Discord refused the gateway intents switchboard asked for as invalid (close 4013, intents {0}): this build asks for intents Discord does not know; upgrade switchboard, or report it if it is the newest")]
+    IntentsInvalid(u64),
+}
+
+impl DiscordError {
+    /// Whether the operator must change something outside switchboard's config file for it to
+    /// start (the binary exits 2 for it, as for a bad config).
+    pub fn is_setup(&self) -> bool {
+        matches!(self, DiscordError::IntentsDisallowed)
+    }
 }
 
 /// The intents switchboard needs.
@@ -90,6 +105,8 @@ pub struct GatewaySetup {
     pub allowlist: Arc<Allowlist>,
     /// The gateway's state, for `/health`.
     pub connection: Arc<Connection>,
+    /// The REST client, for the backfill after a fresh identify.
+    pub rest: DiscordRest,
     /// The bot's user id, set from READY.
     pub bot_id: Arc<AtomicU64>,
     /// The agent, when one is configured.
@@ -123,6 +140,12 @@ impl Gateway {
             ))) => Err(DiscordError::TokenRejected(
                 "the gateway refused to identify".into(),
             )),
+            Ok(Err(serenity::Error::Gateway(
+                serenity::gateway::GatewayError::DisallowedGatewayIntents,
+            ))) => Err(DiscordError::IntentsDisallowed),
+            Ok(Err(serenity::Error::Gateway(
+                serenity::gateway::GatewayError::InvalidGatewayIntents,
+            ))) => Err(DiscordError::IntentsInvalid(intents().bits())),
             Ok(Err(error)) => Err(DiscordError::Gateway(error.to_string())),
             Err(_) => Err(DiscordError::Gateway("the gateway thread stopped".into())),
         }
@@ -158,6 +181,7 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         store,
         allowlist,
         connection,
+        rest,
         bot_id,
         runs,
         workflows,
@@ -225,6 +249,13 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         allowlist,
         Arc::clone(&connection),
         bot_id,
+    )
+    .with_backfill(
+        rest,
+        BackfillOptions {
+            max_messages: config.store.backfill_max_messages,
+            max_age: config.store.backfill_max_age,
+        },
     );
     if let Some(runs) = runs {
         ingest = ingest.with_runs(runs);
@@ -234,7 +265,7 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
     }
     let builder = ClientBuilder::new_with_http(http.build(), intents())
         .raw_event_handler(ingest)
-        .event_handler(StageWatcher { connection })
+        .event_handler(StageWatcher::new(connection))
         .framework(framework);
     let (shards, ended) = start_gateway(builder).await?;
     Ok(Gateway { shards, ended })

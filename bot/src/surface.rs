@@ -23,24 +23,44 @@ use crate::store::{SessionKind, Store, StoredMessage, StoredSession};
 #[derive(Debug, Default)]
 pub struct Connection(AtomicU8);
 
+fn state_code(state: ConnectionState) -> u8 {
+    match state {
+        ConnectionState::Connecting => 0,
+        ConnectionState::Ready => 1,
+        ConnectionState::Down => 2,
+        ConnectionState::None => 3,
+        ConnectionState::Resuming => 4,
+        ConnectionState::Backfilling => 5,
+    }
+}
+
 impl Connection {
     /// Records the gateway's state; `/health` sees it at once.
     pub fn set(&self, state: ConnectionState) {
-        let code = match state {
-            ConnectionState::Connecting => 0,
-            ConnectionState::Ready => 1,
-            ConnectionState::Down => 2,
-            ConnectionState::None => 3,
-        };
-        self.0.store(code, Ordering::Relaxed);
+        self.0.store(state_code(state), Ordering::SeqCst);
+    }
+
+    /// Moves from `from` to `to` only when the state is still `from` (a backfill that caught
+    /// up must not call a connection that dropped meanwhile ready). True when it moved.
+    pub fn replace(&self, from: ConnectionState, to: ConnectionState) -> bool {
+        self.0
+            .compare_exchange(
+                state_code(from),
+                state_code(to),
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            )
+            .is_ok()
     }
 
     /// The state last set; [`ConnectionState::Connecting`] before any.
     pub fn get(&self) -> ConnectionState {
-        match self.0.load(Ordering::Relaxed) {
+        match self.0.load(Ordering::SeqCst) {
             0 => ConnectionState::Connecting,
             1 => ConnectionState::Ready,
             2 => ConnectionState::Down,
+            4 => ConnectionState::Resuming,
+            5 => ConnectionState::Backfilling,
             _ => ConnectionState::None,
         }
     }

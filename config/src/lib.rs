@@ -82,6 +82,22 @@ pub struct AgentConfig {
     pub tool_scope: Vec<String>,
     /// The line posted when a run fails or times out.
     pub error_reply: String,
+    /// What to do with a message that would have started a run but was missed live and
+    /// fetched afterwards (`agent.missed_triggers`, default `reply`).
+    pub missed_triggers: MissedTriggers,
+    /// A missed trigger older than this is not answered even with `reply`
+    /// (`agent.missed_max_age_s`, default 600, 1 to 604,800).
+    pub missed_max_age: std::time::Duration,
+}
+
+/// `agent.missed_triggers`: what becomes of triggers missed while the gateway was away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MissedTriggers {
+    /// Answer them, when younger than `agent.missed_max_age_s` (each at most once).
+    #[default]
+    Reply,
+    /// Store them, never answer them.
+    Ignore,
 }
 
 /// How the agent runs.
@@ -247,6 +263,13 @@ pub struct StoreConfig {
     pub path: String,
     /// Newest messages kept per session; older ones are pruned.
     pub messages_per_channel: usize,
+    /// `store.backfill_max_messages` (default 1,000, 0 to 10,000; 0 turns backfill off): after
+    /// the gateway identifies afresh (start-up, an invalid session, a long outage), at most this
+    /// many missed messages are fetched per channel, the newest first.
+    pub backfill_max_messages: usize,
+    /// `store.backfill_max_age_s` (default 86,400: a day; 60 to 2,592,000): missed messages older
+    /// than this are not fetched.
+    pub backfill_max_age: std::time::Duration,
 }
 
 /// What validation can check names against beyond the file itself.

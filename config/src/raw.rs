@@ -68,6 +68,14 @@ pub(crate) struct RawAgent {
     pub system_prompt: Option<String>,
     #[serde(default = "default_max_tool_rounds")]
     pub max_tool_rounds: Spanned<u64>,
+    #[serde(default)]
+    pub missed_triggers: Option<Spanned<String>>,
+    #[serde(default = "default_missed_max_age_s")]
+    pub missed_max_age_s: Spanned<u64>,
+}
+
+fn default_missed_max_age_s() -> Spanned<u64> {
+    Spanned::new(0..0, 600)
 }
 
 fn default_max_tool_rounds() -> Spanned<u64> {
@@ -335,6 +343,10 @@ pub(crate) struct RawStore {
     pub path: String,
     #[serde(default = "default_messages_per_channel")]
     pub messages_per_channel: Spanned<u64>,
+    #[serde(default = "default_backfill_max_messages")]
+    pub backfill_max_messages: Spanned<u64>,
+    #[serde(default = "default_backfill_max_age_s")]
+    pub backfill_max_age_s: Spanned<u64>,
 }
 
 impl Default for RawStore {
@@ -342,8 +354,18 @@ impl Default for RawStore {
         RawStore {
             path: default_store_path(),
             messages_per_channel: default_messages_per_channel(),
+            backfill_max_messages: default_backfill_max_messages(),
+            backfill_max_age_s: default_backfill_max_age_s(),
         }
     }
+}
+
+fn default_backfill_max_messages() -> Spanned<u64> {
+    Spanned::new(0..0, 1000)
+}
+
+fn default_backfill_max_age_s() -> Spanned<u64> {
+    Spanned::new(0..0, 86_400)
 }
 
 fn default_messages_per_channel() -> Spanned<u64> {

@@ -157,6 +157,20 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
             1..=1_000_000,
             c,
         ) as usize,
+        backfill_max_messages: bounded_because(
+            &raw.store.backfill_max_messages,
+            "store.backfill_max_messages",
+            0..=10_000,
+            "missed messages fetched per channel after a fresh identify; 0 turns backfill off",
+            c,
+        ) as usize,
+        backfill_max_age: std::time::Duration::from_secs(bounded_because(
+            &raw.store.backfill_max_age_s,
+            "store.backfill_max_age_s",
+            60..=2_592_000,
+            "seconds: missed messages older than this are not fetched",
+            c,
+        )),
         path: raw.store.path,
     };
     let agent = raw
@@ -292,6 +306,32 @@ fn agent_config(
         1..=256,
         c,
     ) as usize;
+    let missed_triggers = match raw
+        .missed_triggers
+        .as_ref()
+        .map(|m| (m, m.get_ref().as_str()))
+    {
+        None | Some((_, "reply")) => crate::MissedTriggers::Reply,
+        Some((_, "ignore")) => crate::MissedTriggers::Ignore,
+        Some((value, other)) => {
+            c.add(
+                Some(value.span()),
+                "agent.missed_triggers",
+                format!("unknown value '{other}'"),
+                "use missed_triggers = \"reply\" (answer triggers missed while the gateway was away, when younger than agent.missed_max_age_s) or \"ignore\"",
+            );
+            crate::MissedTriggers::Reply
+        }
+    };
+    // Answered triggers are remembered for eight days (the store's record), so a missed
+    // trigger may be at most a week old to be answered once only.
+    let missed_max_age = std::time::Duration::from_secs(bounded_because(
+        &raw.missed_max_age_s,
+        "agent.missed_max_age_s",
+        1..=604_800,
+        "seconds; at most a week",
+        c,
+    ));
     let active_channel_ids = ids(&raw.active_channel_ids, "agent.active_channel_ids", c);
     let allow_bots = ids(&raw.allow_bots, "agent.allow_bots", c);
     let config = AgentConfig {
@@ -314,6 +354,8 @@ fn agent_config(
             .error_reply
             .clone()
             .unwrap_or_else(|| "Sorry, I couldn't finish that ({reason}).".to_owned()),
+        missed_triggers,
+        missed_max_age,
     };
     Some(config)
 }

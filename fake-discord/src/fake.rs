@@ -207,6 +207,10 @@ pub enum GatewayFaultKind {
     Reconnect,
     /// Send op 9 INVALID_SESSION (not resumable).
     InvalidSession,
+    /// Close the socket with a gateway close code, 4000 to 4999 (`{"close": 4014}`), with
+    /// Discord's reason for it: 4004 authentication failed, 4012 invalid API version, 4013
+    /// invalid intents, 4014 disallowed intents, ...
+    Close(u16),
 }
 
 /// Counters (`GET /_fake/state`).
@@ -671,10 +675,25 @@ pub(crate) fn commands(s: &Shared) -> Value {
 pub(crate) fn inject_fault(s: &Shared, fault: Fault) -> Result<usize, ControlError> {
     if fault.rest.is_none() && fault.gateway.is_none() {
         return Err(ControlError::BadBody(
-            "give `rest` ({\"status\",\"count\",\"retry_after\"}) or `gateway` (\"drop\", \"reconnect\", \"invalid_session\")"
+            "give `rest` ({\"status\",\"count\",\"retry_after\"}) or `gateway` (\"drop\", \"reconnect\", \"invalid_session\", {\"close\": 4000..4999})"
                 .to_string(),
         ));
     }
+    // Checked before anything is queued, so a refused fault leaves no half behind.
+    let gateway = match fault.gateway {
+        None => None,
+        Some(GatewayFaultKind::Drop) => Some(GatewayFault::Drop),
+        Some(GatewayFaultKind::Reconnect) => Some(GatewayFault::Reconnect),
+        Some(GatewayFaultKind::InvalidSession) => Some(GatewayFault::InvalidSession),
+        Some(GatewayFaultKind::Close(code)) if (4000..=4999).contains(&code) => {
+            Some(GatewayFault::Close(code))
+        }
+        Some(GatewayFaultKind::Close(code)) => {
+            return Err(ControlError::BadBody(format!(
+                "gateway.close must be a gateway close code from 4000 to 4999, not {code}"
+            )))
+        }
+    };
     if let Some(rest) = fault.rest {
         if !(400..=599).contains(&rest.status) {
             return Err(ControlError::BadBody(
@@ -700,12 +719,7 @@ pub(crate) fn inject_fault(s: &Shared, fault: Fault) -> Result<usize, ControlErr
         });
     }
     let mut affected = 0;
-    if let Some(kind) = fault.gateway {
-        let fault = match kind {
-            GatewayFaultKind::Drop => GatewayFault::Drop,
-            GatewayFaultKind::Reconnect => GatewayFault::Reconnect,
-            GatewayFaultKind::InvalidSession => GatewayFault::InvalidSession,
-        };
+    if let Some(fault) = gateway {
         affected = s.hub.inject(fault);
     }
     Ok(affected)

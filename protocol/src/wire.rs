@@ -30,7 +30,9 @@ pub struct CallRequest {
 pub struct Health {
     /// `ok` or `degraded`.
     pub status: String,
-    /// `ready`, `connecting`, `down`, or `none` (no Discord behind this server).
+    /// `ready` (live, and nothing posted while away is missing), `connecting`, `resuming`,
+    /// `backfilling` (live again, still fetching what was posted while away), `down`, or
+    /// `none` (no Discord behind this server).
     pub discord: String,
     /// The server's version.
     pub version: String,

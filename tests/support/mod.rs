@@ -661,6 +661,15 @@ impl Switchboard {
         self.child.id()
     }
 
+    /// Waits (bounded) for switchboard to exit by itself; returns the status and the whole log.
+    pub fn wait_exit(mut self, timeout: Duration) -> (Option<ExitStatus>, String) {
+        let status = wait_bounded(&mut self.child, timeout);
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        (status, self.stderr())
+    }
+
     /// SIGKILL, then reap.
     pub fn kill(mut self) {
         let _ = self.child.kill();

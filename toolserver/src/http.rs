@@ -195,7 +195,10 @@ async fn health(State(core): Shared) -> Json<Health> {
     let state = core.surface.connection();
     let status = match state {
         ConnectionState::Ready | ConnectionState::None => "ok",
-        ConnectionState::Connecting | ConnectionState::Down => "degraded",
+        ConnectionState::Connecting
+        | ConnectionState::Resuming
+        | ConnectionState::Backfilling
+        | ConnectionState::Down => "degraded",
     };
     Json(Health {
         status: status.to_owned(),

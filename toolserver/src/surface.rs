@@ -216,10 +216,17 @@ pub enum Fetched {
 /// Whether the platform connection works, for `/health`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConnectionState {
-    /// Connected, and the cache is complete.
+    /// Connected, the cache is complete, and whatever was posted while the connection was
+    /// away has been fetched: nothing is missing.
     Ready,
-    /// Connecting, or waiting for the guilds.
+    /// Connecting for the first time, or waiting for the guilds after an identify.
     Connecting,
+    /// The connection dropped and is being resumed (events missed meanwhile are replayed by
+    /// the platform when the resume succeeds).
+    Resuming,
+    /// Connected after a fresh identify, and fetching what was posted while the connection was
+    /// away; live events flow meanwhile.
+    Backfilling,
     /// Disconnected.
     Down,
     /// No platform behind this surface (tests, offline tools).
@@ -232,6 +239,8 @@ impl ConnectionState {
         match self {
             ConnectionState::Ready => "ready",
             ConnectionState::Connecting => "connecting",
+            ConnectionState::Resuming => "resuming",
+            ConnectionState::Backfilling => "backfilling",
             ConnectionState::Down => "down",
             ConnectionState::None => "none",
         }

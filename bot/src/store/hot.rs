@@ -315,6 +315,21 @@ impl Hot {
         newest
     }
 
+    /// The newest cached message id of a channel not written by `not_by`.
+    pub(crate) fn newest_message_id(
+        &self,
+        channel_id: Snowflake,
+        not_by: Option<Snowflake>,
+    ) -> Option<Snowflake> {
+        let channel = self.channels.get(&channel_id)?;
+        channel
+            .messages
+            .iter()
+            .rev()
+            .find(|(_, m)| not_by.is_none_or(|author| m.author_id() != author.0))
+            .map(|(&id, _)| Snowflake(id))
+    }
+
     /// Drops every cached message of a channel; `then` runs when there were any.
     pub(crate) fn forget_channel(&self, channel_id: Snowflake, then: impl FnOnce(usize)) -> usize {
         let count = self

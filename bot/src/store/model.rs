@@ -217,6 +217,32 @@ impl HotMessage {
         }
     }
 
+    pub(crate) fn author_id(&self) -> u64 {
+        self.author_id
+    }
+
+    /// Whether an edit stamped `edited` may replace what this message holds: not when it holds
+    /// a later edit (edits seen out of order), nor when an unedited copy arrives after an edit.
+    /// A timestamp that does not parse cannot be ordered: then the later arrival wins.
+    pub(crate) fn accepts_edit(&self, edited: Option<&str>) -> bool {
+        let held = match self.edited_timestamp {
+            NO_TIMESTAMP => return true,
+            RAW_TIMESTAMP => self
+                .extras
+                .as_deref()
+                .and_then(|e| e.raw_edited_timestamp.as_deref())
+                .and_then(instant_micros),
+            micros => Some(micros),
+        };
+        let Some(held) = held else {
+            return true;
+        };
+        match edited {
+            None => false,
+            Some(edited) => instant_micros(edited).is_none_or(|new| new >= held),
+        }
+    }
+
     pub(crate) fn content(&self) -> &str {
         self.body
             .get(..self.content_len as usize)
@@ -332,6 +358,16 @@ pub(crate) fn parse_micros(value: &str) -> Option<i64> {
         NaiveTime::from_hms_micro_opt(num(11..13)?, num(14..16)?, num(17..19)?, num(20..26)?)?;
     let total = date.and_time(time).and_utc().timestamp_micros();
     (format_micros(total).as_deref() == Some(value)).then_some(total)
+}
+
+/// Any RFC 3339 timestamp as microseconds since the Unix epoch (Discord's form the fast way),
+/// to order edits; `None` when it does not parse.
+pub(crate) fn instant_micros(value: &str) -> Option<i64> {
+    parse_micros(value).or_else(|| {
+        DateTime::parse_from_rfc3339(value)
+            .ok()
+            .map(|instant| instant.timestamp_micros())
+    })
 }
 
 /// Formats microseconds since the Unix epoch the way Discord does; `None` outside chrono's

@@ -15,7 +15,7 @@ use super::hot::{Hot, UserEntry};
 use super::model::{SessionKind, StoredMessage, StoredSession};
 
 /// The schema version this code writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// How long opening waits for a lock held by another connection (e.g. a switchboard that is
 /// still shutting down) before reporting the store as locked.
@@ -63,6 +63,25 @@ CREATE TABLE workflows (
     state TEXT NOT NULL,
     finished_ms INTEGER,
     body TEXT NOT NULL
+);
+";
+
+// Versions 3 and 4 are taken by other tables (governance, full-text search); each step below
+// stands on its own, so they slot in between.
+
+/// Version 5: never miss a message, never answer twice. `answered_triggers`: the messages the
+/// agent took to answer (at most once, across restarts). `backfill_gaps`: per channel, the id
+/// after which messages may be missing because the gateway identified afresh; a row goes when
+/// that channel's backfill caught up.
+const SCHEMA_V5: &str = "
+CREATE TABLE IF NOT EXISTS answered_triggers (
+    message_id INTEGER PRIMARY KEY,
+    channel_id INTEGER NOT NULL,
+    taken_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS backfill_gaps (
+    channel_id INTEGER PRIMARY KEY,
+    after_id INTEGER NOT NULL
 );
 ";
 
@@ -114,6 +133,17 @@ pub(crate) fn open(path: &str) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
+/// Whether the schema holds a table named `name` (errors read as "no": the step then runs, and
+/// its `IF NOT EXISTS` keeps it harmless).
+fn has_table(conn: &Connection, name: &str) -> bool {
+    conn.query_row(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        [name],
+        |_| Ok(()),
+    )
+    .is_ok()
+}
+
 fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
     let fail = |what| move |source| StoreError::from_open(path, what, source);
     // An immediate transaction takes the write lock now, so a store already in use by another
@@ -144,7 +174,15 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
             conn.execute_batch(super::ledger::SCHEMA_V3)
                 .map_err(fail("add the audit log, /tools overrides and approvals"))?;
         }
-        // Later versions: `if version < 4 { ... }`, each step in this same transaction.
+        // Steps from 4 on are idempotent and also run when their tables are missing, so a
+        // store that reached a later version without a step (branches landing out of order)
+        // still gains it.
+        if version < 5 || !has_table(conn, "answered_triggers") {
+            conn.execute_batch(SCHEMA_V5)
+                .map_err(fail("add the answered-trigger and backfill tables"))?;
+        }
+        // Later versions: `if version < 6 || !has_table(..) { ... }`, each step idempotent and
+        // in this same transaction.
         if version != SCHEMA_VERSION {
             conn.pragma_update(None, "user_version", SCHEMA_VERSION)
                 .map_err(fail("record the schema version"))?;
@@ -342,6 +380,21 @@ pub(crate) enum Change {
     /// Remove every row of a channel's messages (the allowlist no longer allows it).
     ForgetChannel(Snowflake),
     SaveWorkflow(Box<WorkflowRow>),
+    /// The agent took this message to answer.
+    TakeAnswer {
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        taken_ms: u64,
+    },
+    /// Forget answered triggers whose message id is below this (older than the record keeps).
+    PruneAnswered(Snowflake),
+    /// Messages of this channel after `after` may be missing (kept when an older row exists).
+    OpenGap {
+        channel_id: Snowflake,
+        after: Snowflake,
+    },
+    /// The channel's backfill caught up.
+    CloseGap(Snowflake),
     /// An audit row, a `/tools` override or an approval request.
     Ledger(Box<super::ledger::LedgerChange>),
 }
@@ -373,6 +426,18 @@ impl Change {
                 format!("store message {id} in channel {channel_id}")
             }
             Change::SaveWorkflow(row) => format!("store workflow {}", row.id),
+            Change::TakeAnswer { message_id, .. } => {
+                format!("record message {message_id} as answered")
+            }
+            Change::PruneAnswered(below) => {
+                format!("forget answered triggers older than message {below}")
+            }
+            Change::OpenGap { channel_id, after } => {
+                format!("record a backfill gap after {after} in channel {channel_id}")
+            }
+            Change::CloseGap(channel_id) => {
+                format!("close the backfill gap of channel {channel_id}")
+            }
             Change::Ledger(change) => change.describe(),
             Change::ForgetChannel(id) => format!("forget the messages of channel {id}"),
             Change::DeleteMessages { channel_id, ids } => {
@@ -403,6 +468,37 @@ fn json<T: serde::Serialize>(value: &T) -> rusqlite::Result<String> {
 /// Applies one change inside the writer's open transaction.
 pub(crate) fn apply(conn: &Connection, hot: &Hot, change: &Change) -> rusqlite::Result<()> {
     match change {
+        Change::TakeAnswer {
+            channel_id,
+            message_id,
+            taken_ms,
+        } => {
+            conn.prepare_cached(
+                "INSERT INTO answered_triggers (message_id, channel_id, taken_ms)
+                 VALUES (?1, ?2, ?3) ON CONFLICT (message_id) DO NOTHING",
+            )?
+            .execute(params![
+                to_sql(*message_id),
+                to_sql(*channel_id),
+                *taken_ms as i64
+            ])?;
+        }
+        Change::PruneAnswered(below) => {
+            conn.prepare_cached("DELETE FROM answered_triggers WHERE message_id < ?1")?
+                .execute([to_sql(*below)])?;
+        }
+        Change::OpenGap { channel_id, after } => {
+            // An older gap still open stays: the messages after it are still unfetched.
+            conn.prepare_cached(
+                "INSERT INTO backfill_gaps (channel_id, after_id) VALUES (?1, ?2)
+                 ON CONFLICT (channel_id) DO UPDATE SET after_id = MIN(after_id, excluded.after_id)",
+            )?
+            .execute(params![to_sql(*channel_id), to_sql(*after)])?;
+        }
+        Change::CloseGap(channel_id) => {
+            conn.prepare_cached("DELETE FROM backfill_gaps WHERE channel_id = ?1")?
+                .execute([to_sql(*channel_id)])?;
+        }
         Change::Ledger(change) => super::ledger::apply(conn, change)?,
         Change::SaveWorkflow(row) => {
             conn.prepare_cached(
@@ -590,6 +686,50 @@ pub(crate) fn load_workflows(
                 body: row.get(3)?,
             })
         })
+        .map_err(fail)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(fail)
+}
+
+/// Drops answered triggers whose message id is below `below`, then reads the rest's ids.
+pub(crate) fn load_answered(
+    conn: &Connection,
+    below: Snowflake,
+    path: &str,
+) -> Result<std::collections::HashSet<u64>, StoreError> {
+    let fail = |source| StoreError::Load {
+        path: path.to_owned(),
+        source,
+    };
+    conn.execute(
+        "DELETE FROM answered_triggers WHERE message_id < ?1",
+        [to_sql(below)],
+    )
+    .map_err(fail)?;
+    let mut stmt = conn
+        .prepare("SELECT message_id FROM answered_triggers")
+        .map_err(fail)?;
+    let rows = stmt
+        .query_map([], |row| row.get::<_, i64>(0))
+        .map_err(fail)?;
+    rows.map(|row| row.map(|id| from_sql(id).0))
+        .collect::<rusqlite::Result<_>>()
+        .map_err(fail)
+}
+
+/// The open backfill gaps: channel → the id after which messages may be missing.
+pub(crate) fn load_gaps(
+    conn: &Connection,
+    path: &str,
+) -> Result<std::collections::HashMap<Snowflake, Snowflake>, StoreError> {
+    let fail = |source| StoreError::Load {
+        path: path.to_owned(),
+        source,
+    };
+    let mut stmt = conn
+        .prepare("SELECT channel_id, after_id FROM backfill_gaps")
+        .map_err(fail)?;
+    let rows = stmt
+        .query_map([], |row| Ok((from_sql(row.get(0)?), from_sql(row.get(1)?))))
         .map_err(fail)?;
     rows.collect::<rusqlite::Result<_>>().map_err(fail)
 }
