@@ -171,7 +171,6 @@ pub async fn build(
         store: store.clone(),
         allowlist: Arc::clone(core.allowlist()),
         connection: Arc::clone(&connection),
-        rest: discord.rest,
         bot_id: Arc::clone(&discord.bot_id),
         runs,
         workflows: workflows.as_ref().map(|(engine, _)| Arc::clone(engine)),

@@ -105,8 +105,6 @@ pub struct GatewaySetup {
     pub allowlist: Arc<Allowlist>,
     /// The gateway's state, for `/health`.
     pub connection: Arc<Connection>,
-    /// The REST client, for the backfill after a fresh identify.
-    pub rest: DiscordRest,
     /// The bot's user id, set from READY.
     pub bot_id: Arc<AtomicU64>,
     /// The agent, when one is configured.
@@ -116,7 +114,7 @@ pub struct GatewaySetup {
     /// The tool server's core: `/tools` and approval buttons act on its governance.
     pub core: Arc<toolserver::Core>,
     /// The one REST client (its rate limiter shared with the surface's): registers the slash
-    /// commands and answers approval clicks.
+    /// commands, answers approval clicks and fetches the gap after a fresh identify.
     pub rest: DiscordRest,
 }
 
@@ -181,7 +179,6 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         store,
         allowlist,
         connection,
-        rest,
         bot_id,
         runs,
         workflows,
@@ -201,6 +198,7 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
     let framework_allowlist = Arc::clone(&allowlist);
     let framework_runs = runs.clone();
     let framework_core = Arc::clone(&core);
+    let framework_rest = rest.clone();
     let framework = poise::Framework::builder()
         .options(poise::FrameworkOptions {
             commands: crate::commands::all(),
@@ -231,14 +229,14 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         })
         .setup(move |_ctx, ready, framework| {
             Box::pin(async move {
-                register_commands(&rest, ready, &framework.options().commands).await;
+                register_commands(&framework_rest, ready, &framework.options().commands).await;
                 Ok(crate::commands::Data {
                     store: framework_store,
                     allowlist: framework_allowlist,
                     admins,
                     runs: framework_runs,
                     core: framework_core,
-                    rest,
+                    rest: framework_rest,
                 })
             })
         })
