@@ -12,6 +12,7 @@ use serenity::model::event::Event;
 use serenity::model::user::User;
 use serenity::prelude::{Context, EventHandler, RawEventHandler};
 use toolserver::allowlist::Allowlist;
+use toolserver::live::{Live, SharedAliases};
 use toolserver::surface::{ChannelLocation, ConnectionState};
 use toolserver::workflow::{Observed, WorkflowEngine};
 
@@ -23,7 +24,7 @@ use toolserver::runs::{Arrival, Runs};
 /// Applies gateway events to the store.
 pub struct Ingest {
     store: Store,
-    aliases: Aliases,
+    aliases: SharedAliases,
     /// Messages of channels it refuses are never stored (nor do they trigger anything).
     allowlist: Arc<Allowlist>,
     connection: Arc<Connection>,
@@ -61,7 +62,7 @@ impl Ingest {
     ) -> Self {
         Ingest {
             store,
-            aliases,
+            aliases: Arc::new(Live::new(aliases)),
             allowlist,
             connection,
             bot_id,
@@ -69,6 +70,12 @@ impl Ingest {
             runs: None,
             workflows: None,
         }
+    }
+
+    /// Reads the aliases from `aliases`, which a config reload swaps, instead of its own copy.
+    pub fn sharing_aliases(mut self, aliases: SharedAliases) -> Self {
+        self.aliases = aliases;
+        self
     }
 
     /// Tells the agent about every stored message, so it can start runs.
@@ -159,8 +166,9 @@ impl Ingest {
             })
     }
 
-    fn mapper(&self) -> Mapper<'_> {
-        Mapper::new(&self.aliases, &self.store)
+    /// The aliases in force now, for one event.
+    fn aliases(&self) -> Arc<Aliases> {
+        self.aliases.load()
     }
 
     fn user(&self, user: &User) {
@@ -279,7 +287,9 @@ impl Ingest {
                     return;
                 }
                 self.user(&message.author);
-                let stored = stored_message_from_model(message, &self.mapper());
+                let aliases = self.aliases();
+                let stored =
+                    stored_message_from_model(message, &Mapper::new(&aliases, &self.store));
                 let text = stored.text.clone();
                 let timestamp = stored.timestamp.clone();
                 let reply_to = stored.reply_to;
@@ -294,7 +304,10 @@ impl Ingest {
             }
             Event::MessageUpdate(e) => {
                 if let Some(content) = &e.content {
-                    let text = self.mapper().inbound(content).into_owned();
+                    let aliases = self.aliases();
+                    let text = Mapper::new(&aliases, &self.store)
+                        .inbound(content)
+                        .into_owned();
                     let edited = e.edited_timestamp.map(|t| t.to_string());
                     self.store.update_message(
                         sid(e.channel_id.get()),

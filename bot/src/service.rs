@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use serenity::all::{ClientBuilder, GatewayIntents, HttpBuilder};
-use switchboard_config::{Config, Principal};
+use switchboard_config::Config;
 use toolserver::allowlist::Allowlist;
 use toolserver::runs::Runs;
 use toolserver::surface::{ConnectionState, SurfaceError};
@@ -96,6 +96,8 @@ pub struct GatewaySetup {
     pub workflows: Option<Arc<WorkflowEngine>>,
     /// The tool server's core: `/tools` and approval buttons act on its governance.
     pub core: Arc<toolserver::Core>,
+    /// The aliases ingest renders text with (the surface's, swapped by a reload).
+    pub aliases: toolserver::live::SharedAliases,
 }
 
 /// A running gateway client: its shard manager (to shut it down) and how it ended.
@@ -136,6 +138,7 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         runs,
         workflows,
         core,
+        aliases,
     } = setup;
     connection.set(ConnectionState::Connecting);
     let mut http = HttpBuilder::new(&token);
@@ -144,7 +147,6 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         // and our own REST client handles 429.
         http = http.proxy(base.as_str()).ratelimiter_disabled(true);
     }
-    let admins: Vec<Principal> = config.discord.admins.clone();
     let framework_store = store.clone();
     let framework_allowlist = Arc::clone(&allowlist);
     let framework_runs = runs.clone();
@@ -187,7 +189,6 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
                 Ok(crate::commands::Data {
                     store: framework_store,
                     allowlist: framework_allowlist,
-                    admins,
                     runs: framework_runs,
                     core: framework_core,
                 })
@@ -196,11 +197,12 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         .build();
     let mut ingest = Ingest::new(
         store,
-        config.aliases.clone(),
+        entity::Aliases::new(),
         allowlist,
         Arc::clone(&connection),
         bot_id,
-    );
+    )
+    .sharing_aliases(aliases);
     if let Some(runs) = runs {
         ingest = ingest.with_runs(runs);
     }

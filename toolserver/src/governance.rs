@@ -199,116 +199,46 @@ fn caller_matches(rule: &CallerMatch, caller: &Caller) -> bool {
     }
 }
 
-/// The governance state: permission rules, session scopes (config, then `/tools` overrides).
-pub struct Governance {
+/// The configured part of governance — permission rules, the aliases rules name sessions by,
+/// and `[sessions.*]` scopes — as one snapshot: a reload swaps it whole, and a call decides
+/// with the one it started with.
+#[derive(Debug, Clone, Default)]
+pub struct GovernanceRules {
     permissions: Permissions,
     aliases: Aliases,
     /// `[sessions.*]` tool scopes from the config.
     configured: HashMap<Snowflake, Vec<String>>,
-    /// `/tools` overrides: the explicit callable ids a session's runs may call.
-    overrides: RwLock<HashMap<Snowflake, Vec<String>>>,
-    ledger: Arc<dyn Ledger>,
 }
 
-impl Governance {
-    /// From the config, the overrides kept from earlier runs, and where to keep new ones.
+impl GovernanceRules {
+    /// From the config's permissions, aliases and session scopes.
     pub fn new(
         permissions: Permissions,
         aliases: Aliases,
         configured: impl IntoIterator<Item = (Snowflake, Vec<String>)>,
-        overrides: impl IntoIterator<Item = (Snowflake, Vec<String>)>,
-        ledger: Arc<dyn Ledger>,
     ) -> Self {
-        Governance {
+        GovernanceRules {
             permissions,
             aliases,
             configured: configured.into_iter().collect(),
-            overrides: RwLock::new(overrides.into_iter().collect()),
-            ledger,
         }
     }
 
-    /// The same governance, keeping to `ledger`, starting from the `/tools` overrides it kept.
-    #[must_use]
-    pub fn with_ledger(
-        self,
-        ledger: Arc<dyn Ledger>,
-        overrides: impl IntoIterator<Item = (Snowflake, Vec<String>)>,
-    ) -> Governance {
-        Governance {
-            overrides: RwLock::new(overrides.into_iter().collect()),
-            ledger,
-            ..self
-        }
+    /// The rules of a validated config.
+    pub fn from_config(config: &switchboard_config::Config) -> Self {
+        GovernanceRules::new(
+            config.permissions.clone(),
+            config.aliases.clone(),
+            config
+                .sessions
+                .iter()
+                .filter_map(|s| s.tool_scope.clone().map(|scope| (s.channel_id, scope))),
+        )
     }
 
     /// The permissions config.
     pub fn permissions(&self) -> &Permissions {
         &self.permissions
-    }
-
-    /// Where audit rows and overrides are kept.
-    pub fn ledger(&self) -> &Arc<dyn Ledger> {
-        &self.ledger
-    }
-
-    /// A session's tool scope: its `/tools` override, else its `[sessions.*]` scope; `None`:
-    /// no limit beyond the agent's.
-    pub fn session_scope(&self, session: Snowflake) -> Option<Vec<String>> {
-        let overrides = self
-            .overrides
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        overrides
-            .get(&session)
-            .cloned()
-            .or_else(|| self.configured.get(&session).cloned())
-    }
-
-    /// Whether a session's `/tools` override is set.
-    pub fn is_overridden(&self, session: Snowflake) -> bool {
-        let overrides = self
-            .overrides
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        overrides.contains_key(&session)
-    }
-
-    /// Sets (`Some`) or removes (`None`) a session's `/tools` override, effective for the next
-    /// call, and keeps it.
-    pub fn set_session_scope(&self, session: Snowflake, scope: Option<Vec<String>>) {
-        {
-            let mut overrides = self
-                .overrides
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match &scope {
-                Some(ids) => {
-                    overrides.insert(session, ids.clone());
-                }
-                None => {
-                    overrides.remove(&session);
-                }
-            }
-        }
-        self.ledger.save_session_scope(session, scope);
-    }
-
-    /// Whether `caller` may see and call `tool_id`: its token's scope, and for an agent run its
-    /// session's scope too. `audit.*` is never a run's.
-    pub fn may_call(&self, caller: &Caller, tool_id: &str) -> bool {
-        if !caller.may_call(tool_id) {
-            return false;
-        }
-        match caller {
-            Caller::Capability(capability) => {
-                !tool_id.starts_with("audit.")
-                    && self
-                        .session_scope(capability.grant.session_id)
-                        .is_none_or(|scope| scope_allows(&scope, tool_id))
-            }
-            _ => true,
-        }
     }
 
     fn session_matches(&self, rule: &SessionMatch, session: Snowflake) -> bool {
@@ -385,6 +315,125 @@ impl Governance {
                         .is_some_and(|want| self.session_matches(want, session))
             })
             .collect()
+    }
+}
+
+/// The governance state: the configured rules (swapped whole by a reload), `/tools` overrides,
+/// and the ledger.
+pub struct Governance {
+    rules: crate::live::Live<GovernanceRules>,
+    /// `/tools` overrides: the explicit callable ids a session's runs may call.
+    overrides: RwLock<HashMap<Snowflake, Vec<String>>>,
+    ledger: Arc<dyn Ledger>,
+}
+
+impl Governance {
+    /// From the config, the overrides kept from earlier runs, and where to keep new ones.
+    pub fn new(
+        permissions: Permissions,
+        aliases: Aliases,
+        configured: impl IntoIterator<Item = (Snowflake, Vec<String>)>,
+        overrides: impl IntoIterator<Item = (Snowflake, Vec<String>)>,
+        ledger: Arc<dyn Ledger>,
+    ) -> Self {
+        Governance {
+            rules: crate::live::Live::new(GovernanceRules::new(permissions, aliases, configured)),
+            overrides: RwLock::new(overrides.into_iter().collect()),
+            ledger,
+        }
+    }
+
+    /// The same governance, keeping to `ledger`, starting from the `/tools` overrides it kept.
+    #[must_use]
+    pub fn with_ledger(
+        self,
+        ledger: Arc<dyn Ledger>,
+        overrides: impl IntoIterator<Item = (Snowflake, Vec<String>)>,
+    ) -> Governance {
+        Governance {
+            overrides: RwLock::new(overrides.into_iter().collect()),
+            ledger,
+            ..self
+        }
+    }
+
+    /// The configured rules in force now.
+    pub fn rules(&self) -> Arc<GovernanceRules> {
+        self.rules.load()
+    }
+
+    /// Puts reloaded rules in force for the next call.
+    pub(crate) fn set_rules(&self, rules: Arc<GovernanceRules>) {
+        self.rules.store(rules);
+    }
+
+    /// Where audit rows and overrides are kept.
+    pub fn ledger(&self) -> &Arc<dyn Ledger> {
+        &self.ledger
+    }
+
+    /// A session's tool scope: its `/tools` override, else its `[sessions.*]` scope; `None`:
+    /// no limit beyond the agent's.
+    pub fn session_scope(&self, session: Snowflake) -> Option<Vec<String>> {
+        let overrides = self
+            .overrides
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        overrides
+            .get(&session)
+            .cloned()
+            .or_else(|| self.rules.load().configured.get(&session).cloned())
+    }
+
+    /// Whether a session's `/tools` override is set.
+    pub fn is_overridden(&self, session: Snowflake) -> bool {
+        let overrides = self
+            .overrides
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        overrides.contains_key(&session)
+    }
+
+    /// Sets (`Some`) or removes (`None`) a session's `/tools` override, effective for the next
+    /// call, and keeps it.
+    pub fn set_session_scope(&self, session: Snowflake, scope: Option<Vec<String>>) {
+        {
+            let mut overrides = self
+                .overrides
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match &scope {
+                Some(ids) => {
+                    overrides.insert(session, ids.clone());
+                }
+                None => {
+                    overrides.remove(&session);
+                }
+            }
+        }
+        self.ledger.save_session_scope(session, scope);
+    }
+
+    /// Whether `caller` may see and call `tool_id`: its token's scope, and for an agent run its
+    /// session's scope too. `audit.*` is never a run's.
+    pub fn may_call(&self, caller: &Caller, tool_id: &str) -> bool {
+        if !caller.may_call(tool_id) {
+            return false;
+        }
+        match caller {
+            Caller::Capability(capability) => {
+                !tool_id.starts_with("audit.")
+                    && self
+                        .session_scope(capability.grant.session_id)
+                        .is_none_or(|scope| scope_allows(&scope, tool_id))
+            }
+            _ => true,
+        }
+    }
+
+    /// [`GovernanceRules::decide`] with the rules in force now.
+    pub fn decide(&self, tool_id: &str, caller: &Caller, targets: &[Snowflake]) -> Verdict {
+        self.rules.load().decide(tool_id, caller, targets)
     }
 }
 

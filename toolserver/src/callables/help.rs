@@ -50,20 +50,21 @@ impl Tool for Help {
             match cx.mapper().resolve_session(reference) {
                 Ok(id) => json!({
                     "channelId": id.to_string(),
-                    "token": core.aliases.alias_for(AliasKind::Session, id),
+                    "token": cx.settings().aliases().alias_for(AliasKind::Session, id),
                     "title": cx.surface().session(id).map(|s| s.title),
                 }),
                 Err(error) => json!({ "reference": reference, "error": error.to_string() }),
             }
         });
-        let sessions: Vec<Value> = core
+        let config = cx.settings().config();
+        let sessions: Vec<Value> = config
             .aliases
             .iter(AliasKind::Session)
             .map(|(token, id)| {
                 json!({
                     "token": token,
                     "channelId": id.to_string(),
-                    "comment": core.alias_comments.get(&(AliasKind::Session, token.to_owned())),
+                    "comment": config.alias_comments.get(&(AliasKind::Session, token.to_owned())),
                 })
             })
             .collect();
