@@ -268,12 +268,12 @@ impl GovernanceRules {
                     (Some(want), Some(target)) => self.session_matches(want, target),
                     (Some(_), None) => false,
                 })
-                .filter(|rule| match (&rule.origin, origin) {
+                // The last match decides.
+                .rfind(|rule| match (&rule.origin, origin) {
                     (None, _) => true,
                     (Some(want), Some(origin)) => self.session_matches(want, origin),
                     (Some(_), None) => false,
-                })
-                .last();
+                });
             match rule {
                 Some(rule) => Verdict {
                     policy: rule.policy,
