@@ -330,7 +330,12 @@ mod tests {
         });
         let started = tokio::time::Instant::now();
         // Changes every 5 ms never leave 50 ms quiet: only the bound ends the wait.
-        settle_within(&mut rx, Duration::from_millis(50), Duration::from_millis(300)).await;
+        settle_within(
+            &mut rx,
+            Duration::from_millis(50),
+            Duration::from_millis(300),
+        )
+        .await;
         assert!(started.elapsed() >= Duration::from_millis(300));
         feeder.abort();
         // Quiet: it returns after the quiet spell.
