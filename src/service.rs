@@ -127,7 +127,7 @@ pub async fn build(
     connection.set(ConnectionState::Connecting);
     let surface = Arc::new(DiscordSurface::new(
         store.clone(),
-        discord.rest,
+        discord.rest.clone(),
         config.aliases.clone(),
         Arc::clone(&connection),
         Arc::clone(&discord.bot_id),
@@ -182,6 +182,7 @@ pub async fn build(
         workflows: workflows.as_ref().map(|(engine, _)| Arc::clone(engine)),
         core: Arc::clone(&core),
         aliases: Arc::clone(&aliases),
+        rest: discord.rest,
         config,
     })
     .await?;

@@ -52,6 +52,7 @@ impl ReloadPlan {
 pub const RESTART_ONLY: &[&str] = &[
     "discord.token_env",
     "discord.api_base_url",
+    "discord.invalid_request_percent",
     "toolserver.bind",
     "toolserver.operator_token_env",
     "toolserver.insecure_no_auth",
@@ -95,6 +96,13 @@ pub fn plan_reload(running: &Config, mut new: Config) -> ReloadPlan {
         "discord.api_base_url",
         &old_d.api_base_url,
         &mut new_d.api_base_url,
+        r,
+    );
+    // The REST client's invalid-request budget is set when it is built.
+    keep(
+        "discord.invalid_request_percent",
+        &old_d.invalid_request_percent,
+        &mut new_d.invalid_request_percent,
         r,
     );
     let (old_t, new_t) = (&running.toolserver, &mut new.toolserver);
