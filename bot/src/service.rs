@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use serenity::all::{ClientBuilder, GatewayIntents, HttpBuilder};
-use switchboard_config::{Config, Principal};
+use switchboard_config::Config;
 use toolserver::allowlist::Allowlist;
 use toolserver::runs::Runs;
 use toolserver::surface::{ConnectionState, SurfaceError};
@@ -113,6 +113,8 @@ pub struct GatewaySetup {
     pub workflows: Option<Arc<WorkflowEngine>>,
     /// The tool server's core: `/tools` and approval buttons act on its governance.
     pub core: Arc<toolserver::Core>,
+    /// The aliases ingest renders text with (the surface's, swapped by a reload).
+    pub aliases: toolserver::live::SharedAliases,
     /// The one REST client (its rate limiter shared with the surface's): registers the slash
     /// commands, answers approval clicks and fetches the gap after a fresh identify.
     pub rest: DiscordRest,
@@ -183,6 +185,7 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         runs,
         workflows,
         core,
+        aliases,
         rest,
     } = setup;
     connection.set(ConnectionState::Connecting);
@@ -193,7 +196,6 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         // (interaction callbacks, outside the global limit); everything else is [`DiscordRest`].
         http = http.proxy(base.as_str()).ratelimiter_disabled(true);
     }
-    let admins: Vec<Principal> = config.discord.admins.clone();
     let framework_store = store.clone();
     let framework_allowlist = Arc::clone(&allowlist);
     let framework_runs = runs.clone();
@@ -233,7 +235,6 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
                 Ok(crate::commands::Data {
                     store: framework_store,
                     allowlist: framework_allowlist,
-                    admins,
                     runs: framework_runs,
                     core: framework_core,
                     rest: framework_rest,
@@ -243,7 +244,7 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         .build();
     let mut ingest = Ingest::new(
         store,
-        config.aliases.clone(),
+        entity::Aliases::new(),
         allowlist,
         Arc::clone(&connection),
         bot_id,
@@ -254,7 +255,8 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
             max_messages: config.store.backfill_max_messages,
             max_age: config.store.backfill_max_age,
         },
-    );
+    )
+    .sharing_aliases(aliases);
     if let Some(runs) = runs {
         ingest = ingest.with_runs(runs);
     }
