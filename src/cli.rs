@@ -46,6 +46,9 @@ pub enum Command {
     /// Show the audit log of a running switchboard (newest rows, oldest first; --follow for
     /// new ones as they come).
     Audit(AuditArgs),
+    /// Have a running switchboard read its config file again: prints what changed (and what
+    /// needs a restart), or every problem and exits 2, the config in force kept.
+    Reload(ReloadArgs),
     /// Print the channel id a session reference (id, <#id>, token, #token) resolves to.
     ResolveSession {
         /// The reference to resolve, such as `#ops`.
@@ -105,4 +108,14 @@ pub struct AuditArgs {
     /// The running switchboard (default: $SWITCHBOARD_URL, else the config's toolserver.bind).
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReloadArgs {
+    /// The running switchboard (default: $SWITCHBOARD_URL, else the config's toolserver.bind).
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// The answer as JSON instead of lines.
+    #[arg(long)]
+    pub json: bool,
 }

@@ -60,9 +60,15 @@ async fn build_and_serve(
     switchboard::serve(service, shutdown_signal(), on_ready).await
 }
 
-async fn serve(config: Config, token: String) -> ExitCode {
+async fn serve(config: Config, token: String, path: std::path::PathBuf) -> ExitCode {
     let secrets = toolserver::Secrets::from_env(&config, env_secret);
-    exit_for(build_and_serve(config, token, secrets, |_| {}, |_| {}).await)
+    let served = async {
+        let service = switchboard::build(config, token, secrets)
+            .await?
+            .reload_from(path);
+        switchboard::serve(service, shutdown_signal(), |_| {}).await
+    };
+    exit_for(served.await)
 }
 
 fn exit_for(result: Result<(), ServiceError>) -> ExitCode {
@@ -106,7 +112,7 @@ pub fn run(flag: Option<&Path>) -> ExitCode {
         return ExitCode::from(EXIT_USAGE);
     };
     match runtime() {
-        Ok(runtime) => runtime.block_on(serve(config, token)),
+        Ok(runtime) => runtime.block_on(serve(config, token, path)),
         Err(code) => code,
     }
 }

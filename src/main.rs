@@ -31,6 +31,7 @@ fn main() -> ExitCode {
         cli::Command::Mcp => launch::mcp(),
         cli::Command::Rewrite(args) => operator::rewrite(cli.config.as_deref(), &args),
         cli::Command::Audit(args) => remote::audit(cli.config.as_deref(), &args),
+        cli::Command::Reload(args) => remote::reload(cli.config.as_deref(), &args),
         cli::Command::ResolveSession { reference } => {
             operator::resolve_session(cli.config.as_deref(), &reference)
         }

@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use bot::store::{Store, StoreError, StoreOptions};
 use bot::surface::{Connection, DiscordSurface};
 use switchboard_config::Config;
 use toolserver::governance::Ledger;
+use toolserver::live::SharedAliases;
 use toolserver::runs::Runs;
 use toolserver::surface::ConnectionState;
 use toolserver::workflow::WorkflowEngine;
@@ -80,9 +82,23 @@ pub struct Service {
     mcp: switchboard_mcp::http::Options,
     gateway: Gateway,
     workflows: Option<(Arc<WorkflowEngine>, tokio::task::JoinHandle<()>)>,
+    /// The aliases the bot's parts render with (swapped by a reload).
+    aliases: SharedAliases,
+    bridge: Option<Bridge>,
+    /// The file a reload reads; `None`: no live reload.
+    config_path: Option<PathBuf>,
 }
 
 impl Service {
+    /// Reloads the config from `path` (the file this service was built from) on
+    /// `POST /v1/admin/reload`, SIGHUP, and when the file changes. Without it the config is
+    /// fixed for the service's life.
+    #[must_use]
+    pub fn reload_from(mut self, path: PathBuf) -> Service {
+        self.config_path = Some(crate::reload::absolute(&path));
+        self
+    }
+
     /// Where the tool server listens.
     pub fn addr(&self) -> SocketAddr {
         self.addr
@@ -121,6 +137,7 @@ pub async fn build(
         Arc::clone(&connection),
         Arc::clone(&discord.bot_id),
     ));
+    let aliases = Arc::clone(surface.aliases());
     let overrides = store.scope_overrides_at_open();
     let core = Arc::new(
         Core::new(&config, surface, secrets)?
@@ -143,20 +160,23 @@ pub async fn build(
         idle_timeout: config.toolserver.idle_timeout,
     };
 
-    let runs: Option<Arc<dyn Runs>> = config.agent.clone().map(|agent| {
+    let bridge = config.agent.clone().map(|agent| {
         // Runs reach the tool server on loopback even when it binds every interface.
         let host = if addr.ip().is_unspecified() {
             SocketAddr::from(([127, 0, 0, 1], addr.port()))
         } else {
             addr
         };
-        Arc::new(Bridge::with_answers(
+        Bridge::with_answers(
             agent,
             Arc::clone(&core),
             format!("http://{host}"),
             Arc::new(store.clone()),
-        )) as Arc<dyn Runs>
+        )
     });
+    let runs: Option<Arc<dyn Runs>> = bridge
+        .clone()
+        .map(|bridge| Arc::new(bridge) as Arc<dyn Runs>);
     if let Some(runs) = &runs {
         core.console().set_runs(Arc::clone(runs));
     }
@@ -165,7 +185,7 @@ pub async fn build(
             &core,
             &store,
             Arc::clone(runs),
-            &config.aliases,
+            Arc::clone(&aliases),
             Arc::clone(&discord.bot_id),
         )
     });
@@ -174,11 +194,11 @@ pub async fn build(
         store: store.clone(),
         allowlist: Arc::clone(core.allowlist()),
         connection: Arc::clone(&connection),
-        rest: discord.rest,
         bot_id: Arc::clone(&discord.bot_id),
         runs,
         workflows: workflows.as_ref().map(|(engine, _)| Arc::clone(engine)),
         core: Arc::clone(&core),
+        aliases: Arc::clone(&aliases),
         rest: discord.rest,
         config,
     })
@@ -192,6 +212,9 @@ pub async fn build(
         mcp,
         gateway,
         workflows,
+        aliases,
+        bridge,
+        config_path: None,
     })
 }
 
@@ -211,6 +234,9 @@ pub async fn serve(
         mcp,
         gateway,
         workflows,
+        aliases,
+        bridge,
+        config_path,
     } = service;
     let Gateway {
         shards,
@@ -237,6 +263,24 @@ pub async fn serve(
             );
         });
     }
+    let reloads = match config_path {
+        Some(path) => {
+            let reloader = Arc::new(crate::reload::ConfigReloader::new(
+                path,
+                Arc::clone(&core),
+                store.clone(),
+                aliases,
+                bridge,
+            ));
+            core.set_reloader(Arc::clone(&reloader) as Arc<dyn toolserver::live::Reloader>);
+            #[cfg(unix)]
+            let hangups = crate::reload::on_sighup(Arc::clone(&reloader));
+            #[cfg(not(unix))]
+            let hangups = None;
+            [hangups, crate::reload::on_file_change(reloader)]
+        }
+        None => [None, None],
+    };
     // The MCP endpoint is served beside the API, by the same connection loop.
     let mcp = switchboard_mcp::http::router(Arc::clone(&core), mcp);
     let mut server = tokio::spawn(toolserver::http::serve_with(core, mcp, listener, async {
@@ -260,6 +304,9 @@ pub async fn serve(
             Err(join) => std::io::Error::other(join.to_string()),
         })),
     };
+    for task in reloads.into_iter().flatten() {
+        task.abort();
+    }
     let _ = stop_serving.send(());
     let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
     shards.shutdown_all().await;

@@ -25,6 +25,7 @@ use serde_json::json;
 use switchboard_config::{AgentConfig, MissedTriggers, Runner};
 use tokio::sync::{oneshot, Semaphore};
 use toolserver::auth::{random_hex, CapabilityGrant};
+use toolserver::live::Live;
 use toolserver::runs::{AbortOutcome, AnsweredTriggers, Arrival, Runs, SessionStatus, Trigger};
 use toolserver::surface::AllowedChannel;
 use toolserver::{CallContext, Core};
@@ -56,7 +57,8 @@ pub struct Bridge {
 }
 
 struct Inner {
-    config: AgentConfig,
+    /// `[agent]` as of the last config (re)load: each run takes it once when it starts.
+    config: Live<AgentConfig>,
     core: Arc<Core>,
     tool_server_url: String,
     sessions: Mutex<HashMap<Snowflake, SessionQueue>>,
@@ -105,7 +107,7 @@ impl Bridge {
         let runs = Semaphore::new(config.max_concurrent_runs);
         Bridge {
             inner: Arc::new(Inner {
-                config,
+                config: Live::new(config),
                 core,
                 tool_server_url,
                 sessions: Mutex::new(HashMap::new()),
@@ -151,7 +153,7 @@ impl Bridge {
     /// Whether a message that was missed live (fetched by a backfill) is still to be answered:
     /// `agent.missed_triggers = "reply"` and younger than `agent.missed_max_age_s`.
     fn answers_missed(&self, message: &Arrival<'_>) -> bool {
-        let config = &self.inner.config;
+        let config = self.inner.config.load();
         if config.missed_triggers == MissedTriggers::Ignore {
             tracing::info!(message = %message.message_id, session = %message.channel_id, "a trigger missed while the gateway was away is not answered (agent.missed_triggers = \"ignore\")");
             return false;
@@ -163,6 +165,18 @@ impl Bridge {
             return false;
         }
         true
+    }
+
+    /// Puts reloaded `[agent]` settings in force: triggers, queues and error replies at once,
+    /// runner, scope and timeout from the next run (a run in progress keeps its own).
+    /// `agent.max_concurrent_runs` is fixed at start; a change to it is not applied here.
+    pub fn set_config(&self, config: AgentConfig) {
+        self.inner.config.store(Arc::new(config));
+    }
+
+    /// The `[agent]` settings in force now.
+    pub fn config(&self) -> Arc<AgentConfig> {
+        self.inner.config.load()
     }
 
     fn sessions(&self) -> MutexGuard<'_, HashMap<Snowflake, SessionQueue>> {
@@ -184,14 +198,15 @@ impl Bridge {
         let Some(bot) = self.bot_id() else {
             return false;
         };
-        let allowed_bot = self.inner.config.allow_bots.contains(&message.author_id);
+        let allowed_bot = self.config().allow_bots.contains(&message.author_id);
         if message.author_id == bot || (message.author_is_bot && !allowed_bot) {
             return false;
         }
         if !message.in_guild {
             return true;
         }
-        let active = &self.inner.config.active_channel_ids;
+        let config = self.config();
+        let active = &config.active_channel_ids;
         if active.contains(&message.channel_id)
             || message.parent_id.is_some_and(|p| active.contains(&p))
         {
@@ -207,7 +222,7 @@ impl Bridge {
     /// a backfill can bring many at once.
     fn queue(&self, trigger: Trigger, missed: bool) {
         let channel = trigger.channel_id;
-        let limit = self.inner.config.queue_per_session;
+        let limit = self.config().queue_per_session;
         let start_worker = {
             let mut sessions = self.sessions();
             let queue = sessions.entry(channel).or_default();
@@ -408,7 +423,7 @@ impl Bridge {
     }
 
     fn error_line(&self, reason: &str) -> String {
-        self.inner.config.error_reply.replace("{reason}", reason)
+        self.config().error_reply.replace("{reason}", reason)
     }
 
     /// Runs the agent and posts its answer; true when it succeeded.
@@ -418,7 +433,7 @@ impl Bridge {
         trigger: &Trigger,
         aborted: oneshot::Receiver<()>,
     ) -> bool {
-        let config = &self.inner.config;
+        let config = self.config();
         let request_id = match random_hex(8) {
             Ok(hex) => format!("run-{hex}"),
             Err(error) => {
@@ -548,8 +563,7 @@ impl Bridge {
         cwd: &std::path::Path,
     ) -> Vec<(String, String)> {
         let mut env: Vec<(String, String)> = self
-            .inner
-            .config
+            .config()
             .env_passthrough
             .iter()
             .filter_map(|name| std::env::var(name).ok().map(|value| (name.clone(), value)))

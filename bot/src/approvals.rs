@@ -157,7 +157,8 @@ pub async fn on_component(
 
 /// `permissions.approvers` as people read them.
 fn approvers_named(core: &Core) -> String {
-    let approvers = &core.governance().permissions().approvers;
+    let settings = core.settings();
+    let approvers = &settings.config().permissions.approvers;
     if approvers.is_empty() {
         return "nobody (permissions.approvers is empty)".to_owned();
     }

@@ -30,13 +30,11 @@ use serde_json::Value;
 use serenity::model::channel::Message;
 use serenity::model::id::GuildId;
 
-use crate::rest::{DiscordRest, MessagePage};
+use crate::rest::DiscordRest;
 use crate::store::{first_id_at, SessionKind, Store, StoredSession};
 
 /// Messages per request: Discord's maximum.
 const PAGE: u8 = 100;
-/// Longest wait for a bucket's refill that is honoured; a longer one is cut to this.
-const MAX_REFILL_WAIT: Duration = Duration::from_secs(60);
 
 /// How much a backfill fetches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,7 +203,6 @@ impl Backfill {
             .list_messages(channel, None, Some(after), PAGE)
             .await?;
         let mut requests = 1;
-        self.pace(&first).await;
         let first_full = first.messages.len() >= usize::from(PAGE);
         let mut oldest_page: Vec<(Snowflake, Value)> = Vec::new();
         for value in first.messages {
@@ -224,7 +221,6 @@ impl Backfill {
             loop {
                 let page = self.rest.list_messages(channel, before, None, PAGE).await?;
                 requests += 1;
-                self.pace(&page).await;
                 let full = page.messages.len() >= usize::from(PAGE);
                 let mut reached_first = false;
                 let mut oldest: Option<Snowflake> = None;
@@ -277,14 +273,6 @@ impl Backfill {
             requests,
             truncated,
         })
-    }
-
-    /// Waits for the bucket's refill when a page used its last request, instead of running
-    /// into a 429.
-    async fn pace(&self, page: &MessagePage) {
-        if let (Some(0), Some(wait)) = (page.remaining, page.reset_after) {
-            tokio::time::sleep(wait.min(MAX_REFILL_WAIT)).await;
-        }
     }
 }
 

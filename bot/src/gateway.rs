@@ -13,6 +13,7 @@ use serenity::model::event::Event;
 use serenity::model::user::User;
 use serenity::prelude::{Context, EventHandler, RawEventHandler};
 use toolserver::allowlist::Allowlist;
+use toolserver::live::{Live, SharedAliases};
 use toolserver::surface::{ChannelLocation, ConnectionState};
 use toolserver::workflow::{Observed, WorkflowEngine};
 
@@ -28,7 +29,7 @@ use toolserver::runs::{Arrival, Runs};
 #[derive(Clone)]
 pub struct Ingest {
     store: Store,
-    aliases: Arc<Aliases>,
+    aliases: SharedAliases,
     /// Messages of channels it refuses are never stored (nor do they trigger anything).
     allowlist: Arc<Allowlist>,
     connection: Arc<Connection>,
@@ -76,7 +77,7 @@ impl Ingest {
     ) -> Self {
         Ingest {
             store,
-            aliases: Arc::new(aliases),
+            aliases: Arc::new(Live::new(aliases)),
             allowlist,
             connection,
             bot_id,
@@ -98,6 +99,12 @@ impl Ingest {
     /// What the last finished backfill pass did; `None` before one finished.
     pub fn last_backfill(&self) -> Option<BackfillReport> {
         self.backfill.as_ref().and_then(|b| b.last_report())
+    }
+
+    /// Reads the aliases from `aliases`, which a config reload swaps, instead of its own copy.
+    pub fn sharing_aliases(mut self, aliases: SharedAliases) -> Self {
+        self.aliases = aliases;
+        self
     }
 
     /// Tells the agent about every stored message, so it can start runs.
@@ -189,8 +196,9 @@ impl Ingest {
             })
     }
 
-    fn mapper(&self) -> Mapper<'_> {
-        Mapper::new(&self.aliases, &self.store)
+    /// The aliases in force now, for one event.
+    fn aliases(&self) -> Arc<Aliases> {
+        self.aliases.load()
     }
 
     fn user(&self, user: &User) {
@@ -253,7 +261,8 @@ impl Ingest {
             return false;
         }
         self.user(&message.author);
-        let stored = stored_message_from_model(message, &self.mapper());
+        let aliases = self.aliases();
+        let stored = stored_message_from_model(message, &Mapper::new(&aliases, &self.store));
         let text = stored.text.clone();
         let timestamp = stored.timestamp.clone();
         let reply_to = stored.reply_to;
@@ -276,7 +285,10 @@ impl Ingest {
                 .message(channel, id)
                 .is_some_and(|held| held.edited_timestamp != edited && edited.is_some());
             if changed {
-                let text = self.mapper().inbound(&message.content).into_owned();
+                let aliases = self.aliases();
+                let text = Mapper::new(&aliases, &self.store)
+                    .inbound(&message.content)
+                    .into_owned();
                 self.store
                     .update_message(channel, id, message.content.clone(), text, edited);
             }
@@ -452,7 +464,10 @@ impl Ingest {
             }
             Event::MessageUpdate(e) => {
                 if let Some(content) = &e.content {
-                    let text = self.mapper().inbound(content).into_owned();
+                    let aliases = self.aliases();
+                    let text = Mapper::new(&aliases, &self.store)
+                        .inbound(content)
+                        .into_owned();
                     let edited = e.edited_timestamp.map(|t| t.to_string());
                     self.store.update_message(
                         sid(e.channel_id.get()),

@@ -560,30 +560,29 @@ impl DiscordRest {
     }
 }
 
-/// One page of a channel's history and where its rate-limit bucket stands after it.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "list",
+        Value::Object(_) => "object",
+    }
+}
+
+/// One page of a channel's history.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MessagePage {
     /// The messages as Discord sent them, newest first.
     pub messages: Vec<Value>,
-    /// `X-RateLimit-Remaining` after this request, when Discord said.
-    pub remaining: Option<u32>,
-    /// `X-RateLimit-Reset-After`: when the bucket refills, when Discord said.
-    pub reset_after: Option<Duration>,
-}
-
-fn header_number(headers: &reqwest::header::HeaderMap, name: &str) -> Option<f64> {
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|n| n.is_finite() && *n >= 0.0)
 }
 
 impl DiscordRest {
     /// `GET /channels/{id}/messages` with `limit` (1 to 100) and `before` / `after`: at most
-    /// `limit` messages, newest first, with the bucket's state so a caller paging through
-    /// history can wait for the refill instead of running into 429s. Retried after 5xx and
-    /// 429 like every idempotent request here.
+    /// `limit` messages, newest first. It goes through the rate limiter like every request, so
+    /// a caller paging through history waits for the bucket's refill instead of earning 429s,
+    /// and is retried after 5xx and 429 like every idempotent request here.
     pub async fn list_messages(
         &self,
         channel_id: Snowflake,
@@ -591,71 +590,23 @@ impl DiscordRest {
         after: Option<Snowflake>,
         limit: u8,
     ) -> Result<MessagePage, SurfaceError> {
-        let mut query = vec![("limit", limit.clamp(1, 100).to_string())];
+        let mut path = format!(
+            "/channels/{channel_id}/messages?limit={}",
+            limit.clamp(1, 100)
+        );
         if let Some(before) = before {
-            query.push(("before", before.to_string()));
+            path.push_str(&format!("&before={before}"));
         }
         if let Some(after) = after {
-            query.push(("after", after.to_string()));
+            path.push_str(&format!("&after={after}"));
         }
-        let url = format!("{}/channels/{channel_id}/messages", self.api);
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let outcome = async {
-                let response = self
-                    .client
-                    .get(&url)
-                    .query(&query)
-                    .header(reqwest::header::AUTHORIZATION, &self.authorization)
-                    .send()
-                    .await
-                    .map_err(|e| Failure {
-                        error: SurfaceError::Unavailable(format!("cannot reach Discord: {e}")),
-                        retry_after: None,
-                        retryable: e.is_connect() || e.is_timeout(),
-                    })?;
-                let status = response.status();
-                let headers = response.headers().clone();
-                let bytes = response.bytes().await.map_err(|e| Failure {
-                    error: SurfaceError::Unavailable(format!("Discord's answer was cut off: {e}")),
-                    retry_after: None,
-                    retryable: true,
-                })?;
-                if !status.is_success() {
-                    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-                    return Err(failure(status, &headers, body));
-                }
-                let messages =
-                    serde_json::from_slice::<Vec<Value>>(&bytes).map_err(|e| Failure {
-                        error: SurfaceError::Unavailable(format!(
-                            "Discord's answer to a message listing is not a list of messages: {e}"
-                        )),
-                        retry_after: None,
-                        retryable: false,
-                    })?;
-                Ok(MessagePage {
-                    messages,
-                    remaining: header_number(&headers, "x-ratelimit-remaining")
-                        .map(|n| n.min(f64::from(u32::MAX)) as u32),
-                    reset_after: header_number(&headers, "x-ratelimit-reset-after")
-                        .map(Duration::from_secs_f64),
-                })
-            }
-            .await;
-            match outcome {
-                Ok(page) => return Ok(page),
-                Err(failure) => {
-                    let wait = failure
-                        .retry_after
-                        .unwrap_or(Duration::from_millis(200 * 2u64.pow(attempt - 1)));
-                    if !(failure.retryable && attempt < ATTEMPTS && wait <= MAX_WAIT) {
-                        return Err(failure.error);
-                    }
-                    tracing::warn!(%channel_id, attempt, wait_ms = wait.as_millis() as u64, error = %failure.error, "retrying a message listing");
-                    tokio::time::sleep(wait).await;
-                }
-            }
+        let value = self.call(Method::GET, &path, None, true).await?;
+        match value {
+            Value::Array(messages) => Ok(MessagePage { messages }),
+            other => Err(SurfaceError::Unavailable(format!(
+                "Discord's answer to a message listing is not a list of messages (a {})",
+                json_kind(&other)
+            ))),
         }
     }
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use serenity::all::{ClientBuilder, GatewayIntents, HttpBuilder};
-use switchboard_config::{Config, Principal};
+use switchboard_config::Config;
 use toolserver::allowlist::Allowlist;
 use toolserver::runs::Runs;
 use toolserver::surface::{ConnectionState, SurfaceError};
@@ -105,8 +105,6 @@ pub struct GatewaySetup {
     pub allowlist: Arc<Allowlist>,
     /// The gateway's state, for `/health`.
     pub connection: Arc<Connection>,
-    /// The REST client, for the backfill after a fresh identify.
-    pub rest: DiscordRest,
     /// The bot's user id, set from READY.
     pub bot_id: Arc<AtomicU64>,
     /// The agent, when one is configured.
@@ -115,8 +113,10 @@ pub struct GatewaySetup {
     pub workflows: Option<Arc<WorkflowEngine>>,
     /// The tool server's core: `/tools` and approval buttons act on its governance.
     pub core: Arc<toolserver::Core>,
+    /// The aliases ingest renders text with (the surface's, swapped by a reload).
+    pub aliases: toolserver::live::SharedAliases,
     /// The one REST client (its rate limiter shared with the surface's): registers the slash
-    /// commands and answers approval clicks.
+    /// commands, answers approval clicks and fetches the gap after a fresh identify.
     pub rest: DiscordRest,
 }
 
@@ -181,11 +181,11 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         store,
         allowlist,
         connection,
-        rest,
         bot_id,
         runs,
         workflows,
         core,
+        aliases,
         rest,
     } = setup;
     connection.set(ConnectionState::Connecting);
@@ -196,11 +196,11 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         // (interaction callbacks, outside the global limit); everything else is [`DiscordRest`].
         http = http.proxy(base.as_str()).ratelimiter_disabled(true);
     }
-    let admins: Vec<Principal> = config.discord.admins.clone();
     let framework_store = store.clone();
     let framework_allowlist = Arc::clone(&allowlist);
     let framework_runs = runs.clone();
     let framework_core = Arc::clone(&core);
+    let framework_rest = rest.clone();
     let framework = poise::Framework::builder()
         .options(poise::FrameworkOptions {
             commands: crate::commands::all(),
@@ -231,21 +231,20 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         })
         .setup(move |_ctx, ready, framework| {
             Box::pin(async move {
-                register_commands(&rest, ready, &framework.options().commands).await;
+                register_commands(&framework_rest, ready, &framework.options().commands).await;
                 Ok(crate::commands::Data {
                     store: framework_store,
                     allowlist: framework_allowlist,
-                    admins,
                     runs: framework_runs,
                     core: framework_core,
-                    rest,
+                    rest: framework_rest,
                 })
             })
         })
         .build();
     let mut ingest = Ingest::new(
         store,
-        config.aliases.clone(),
+        entity::Aliases::new(),
         allowlist,
         Arc::clone(&connection),
         bot_id,
@@ -256,7 +255,8 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
             max_messages: config.store.backfill_max_messages,
             max_age: config.store.backfill_max_age,
         },
-    );
+    )
+    .sharing_aliases(aliases);
     if let Some(runs) = runs {
         ingest = ingest.with_runs(runs);
     }

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use entity::{Aliases, Mapper, NameDirectory, Snowflake};
 use serde_json::{json, Value};
 use toolserver::approvals::ApprovalCard;
+use toolserver::live::{Live, SharedAliases};
 use toolserver::surface::{
     AllowedChannel, AttachmentInfo, ChannelLocation, ConnectionState, Fetched, MentionPolicy,
     MessageInfo, MessageQuery, OutgoingMessage, ReactionInfo, SessionInfo,
@@ -70,7 +71,7 @@ impl Connection {
 pub struct DiscordSurface {
     store: Store,
     rest: DiscordRest,
-    aliases: Aliases,
+    aliases: SharedAliases,
     connection: Arc<Connection>,
     bot_id: Arc<AtomicU64>,
 }
@@ -146,10 +147,16 @@ impl DiscordSurface {
         DiscordSurface {
             store,
             rest,
-            aliases,
+            aliases: Arc::new(Live::new(aliases)),
             connection,
             bot_id,
         }
+    }
+
+    /// The aliases it renders stored text with: share them with the gateway's ingest and the
+    /// workflows, and swap them on a config reload.
+    pub fn aliases(&self) -> &SharedAliases {
+        &self.aliases
     }
 
     /// The store the surface reads from.
@@ -195,7 +202,8 @@ impl DiscordSurface {
     /// Stores a message the bot just sent, from Discord's answer (its gateway echo is then a
     /// no-op: the store keeps each id once).
     fn store_own_message(&self, answer: &Value) {
-        let mapper = Mapper::new(&self.aliases, &self.store);
+        let aliases = self.aliases.load();
+        let mapper = Mapper::new(&aliases, &self.store);
         match stored_message_from_json(answer, &mapper) {
             Some(message) => {
                 self.store.insert_message(message);
@@ -323,7 +331,8 @@ impl Surface for DiscordSurface {
                 allowed_mentions(&mentions),
             )
             .await?;
-        let mapper = Mapper::new(&self.aliases, &self.store);
+        let aliases = self.aliases.load();
+        let mapper = Mapper::new(&aliases, &self.store);
         let text = mapper.inbound(&content).into_owned();
         let edited = answer
             .get("edited_timestamp")

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use entity::{Aliases, Mapper, Mention};
+use entity::{Mapper, Mention};
+use toolserver::live::SharedAliases;
 use toolserver::workflow::{resume_prompt, Workflow, WorkflowEngine, WorkflowHooks};
 use toolserver::Core;
 
@@ -15,7 +16,7 @@ use crate::store::{Store, WorkflowRow};
 struct DiscordWorkflows {
     store: Store,
     runs: Arc<dyn Runs>,
-    aliases: Aliases,
+    aliases: SharedAliases,
     bot_id: Arc<std::sync::atomic::AtomicU64>,
 }
 
@@ -32,7 +33,8 @@ impl WorkflowHooks for DiscordWorkflows {
     }
 
     fn resume(&self, workflow: &Workflow) {
-        let mapper = Mapper::new(&self.aliases, &self.store);
+        let aliases = self.aliases.load();
+        let mapper = Mapper::new(&aliases, &self.store);
         let text = resume_prompt(workflow, |id| {
             format!("{} ({id})", mapper.readable(Mention::Channel(id)))
         });
@@ -83,7 +85,7 @@ pub fn start(
     core: &Core,
     store: &Store,
     runs: Arc<dyn Runs>,
-    aliases: &Aliases,
+    aliases: SharedAliases,
     bot_id: Arc<std::sync::atomic::AtomicU64>,
 ) -> (Arc<WorkflowEngine>, tokio::task::JoinHandle<()>) {
     let restored = restore(store);
@@ -91,7 +93,7 @@ pub fn start(
     let hooks = Arc::new(DiscordWorkflows {
         store: store.clone(),
         runs,
-        aliases: aliases.clone(),
+        aliases,
         bot_id,
     });
     let engine = WorkflowEngine::new(hooks, restored);

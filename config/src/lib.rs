@@ -7,6 +7,7 @@
 
 mod governance;
 mod raw;
+mod reload;
 mod report;
 mod structure;
 mod validate;
@@ -20,6 +21,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 pub use entity::{AliasKind, Aliases, Snowflake};
+pub use reload::{plan_reload, ReloadPlan, RESTART_ONLY};
 pub use report::{Problem, Report};
 
 /// The config file read when neither `--config` nor `SWITCHBOARD_CONFIG` names one.
@@ -28,6 +30,9 @@ pub const DEFAULT_CONFIG_PATH: &str = "switchboard.toml";
 pub const CONFIG_PATH_ENV: &str = "SWITCHBOARD_CONFIG";
 /// Where the tool server listens unless `toolserver.bind` says otherwise.
 pub const DEFAULT_BIND: &str = "127.0.0.1:7311";
+/// The largest config file read: a bigger one (or anything that is not a regular file, such as
+/// a FIFO that would never end) is refused before it is read.
+pub const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Comments the operator wrote on aliases (`ops = { discord = "…", comment = "…" }`).
 pub type AliasComments = std::collections::HashMap<(AliasKind, String), String>;
@@ -294,9 +299,54 @@ pub enum ConfigError {
         /// The error reading it.
         source: std::io::Error,
     },
+    /// The path is not a regular file, or the file is over [`MAX_CONFIG_BYTES`].
+    #[error("cannot read config file {path}: {why}")]
+    Unusable {
+        /// The path as given.
+        path: PathBuf,
+        /// What is wrong with it, and what to do.
+        why: String,
+    },
     /// The file was read but is not UTF-8 or not a valid config; the report lists every problem.
     #[error("{0}")]
     Invalid(Report),
+}
+
+/// The file's bytes, refusing what is not a regular file or is over [`MAX_CONFIG_BYTES`]
+/// (checked again while reading: the file may grow in between).
+fn read_bounded(path: &Path) -> Result<Vec<u8>, ConfigError> {
+    use std::io::Read;
+    let read_error = |source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let unusable = |why: String| ConfigError::Unusable {
+        path: path.to_owned(),
+        why,
+    };
+    let metadata = std::fs::metadata(path).map_err(read_error)?;
+    if !metadata.is_file() {
+        return Err(unusable(
+            "it is not a regular file; point --config / SWITCHBOARD_CONFIG at the TOML file"
+                .to_owned(),
+        ));
+    }
+    let too_large = || {
+        unusable(format!(
+            "it is over {MAX_CONFIG_BYTES} bytes, far more than any config needs; is it the right file?"
+        ))
+    };
+    if metadata.len() > MAX_CONFIG_BYTES {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(metadata.len() as usize);
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(read_error)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(too_large());
+    }
+    Ok(bytes)
 }
 
 impl Config {
@@ -307,10 +357,7 @@ impl Config {
 
     /// [`Config::load`], also checking ids against what is known of the channels.
     pub fn load_with(path: &Path, known: &Known) -> Result<Config, ConfigError> {
-        let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let bytes = read_bounded(path)?;
         let file = path.display().to_string();
         let source = report::utf8_source(&bytes, &file).map_err(ConfigError::Invalid)?;
         Config::parse_with(source, &file, known).map_err(ConfigError::Invalid)

@@ -261,6 +261,12 @@ error_codes! {
     UnknownOption = "unknown_option",
     /// A field the callable does not take.
     UnknownField = "unknown_field",
+    // Operating the service.
+    /// The config file has problems (each listed in `details.problems`); the config in force
+    /// did not change.
+    InvalidConfig = "invalid_config",
+    /// This server cannot reload its config (it was not started from a config file).
+    ReloadUnavailable = "reload_unavailable",
     // Agents.
     /// A model's tool call arguments are not JSON.
     InvalidArguments = "invalid_arguments",

@@ -47,6 +47,7 @@ pub fn router(core: Arc<Core>) -> Router {
         .route("/v1/call", post(call))
         .route("/v1/capabilities", post(mint_capability))
         .route("/v1/approvals", get(list_approvals))
+        .route("/v1/admin/reload", post(reload))
         .merge(crate::console::router(&core))
         .fallback(unknown_route)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -141,7 +142,7 @@ fn context(core: &Core, headers: &HeaderMap) -> Result<CallContext, ToolError> {
         let grant = &capability.grant;
         let bound_session = grant.session_id.to_string();
         if let Some(asked) = &context.session_ref {
-            let same = entity::Mapper::new(&core.aliases, core.surface.as_ref())
+            let same = entity::Mapper::new(core.settings().aliases(), core.surface.as_ref())
                 .resolve_session(asked)
                 .ok()
                 == Some(grant.session_id);
@@ -464,7 +465,7 @@ async fn mint_capability(
         ToolError::usage(ErrorCode::BadRequest, format!("The body must be JSON: {e}"))
     })?;
     let request: MintRequest = parse_input(value)?;
-    let session_id = entity::Mapper::new(&core.aliases, core.surface.as_ref())
+    let session_id = entity::Mapper::new(core.settings().aliases(), core.surface.as_ref())
         .resolve_session(&request.session_id)
         .or_else(|_| parse_id("sessionId", &request.session_id))
         .map_err(|e| ToolError::usage(ErrorCode::UnknownSession, e.message.clone()))?;
@@ -512,9 +513,66 @@ async fn mint_capability(
         .into_response())
 }
 
+/// `POST /v1/admin/reload`: the operator has the config file read again and, when it has no
+/// problem, put in force (`switchboard reload`). The answer says what changed and what waits for
+/// a restart; a file with problems answers 422 `invalid_config` listing them, and nothing
+/// changes. The body, if any, is ignored.
+async fn reload(State(core): Shared, Authed(context): Authed) -> Result<Response, ToolError> {
+    if !matches!(context.caller, Caller::Operator | Caller::Unauthenticated) {
+        return Err(ToolError::denied(
+            ErrorCode::OperatorOnly,
+            "Only the operator token may reload the config",
+        ));
+    }
+    let Some(reloader) = core.reloader() else {
+        return Err(ToolError::new(
+            ErrorKind::Unavailable,
+            ErrorCode::ReloadUnavailable,
+            "This server was not started from a config file, so there is nothing to reload",
+        ));
+    };
+    let started = std::time::Instant::now();
+    let started_ms = crate::clock::now_ms();
+    let result = reloader.reload(crate::live::ReloadTrigger::Request).await;
+    let (outcome, code) = match &result {
+        Ok(_) => ("ok", None),
+        Err(_) => ("usage", Some(std::borrow::Cow::Borrowed("invalid_config"))),
+    };
+    core.governance()
+        .ledger()
+        .record(crate::governance::AuditRow {
+            time_ms: started_ms,
+            caller: std::borrow::Cow::Borrowed("operator"),
+            run: None,
+            requested_by: None,
+            tool: std::borrow::Cow::Borrowed("admin.reload"),
+            sessions: Vec::new(),
+            input: Value::Null,
+            decision: std::borrow::Cow::Borrowed("-"),
+            decided_by: None,
+            outcome: std::borrow::Cow::Borrowed(outcome),
+            code,
+            duration_ms: started.elapsed().as_millis() as u64,
+        });
+    match result {
+        Ok(reloaded) => Ok(Json(json!({ "ok": true, "value": reloaded })).into_response()),
+        Err(refused) => Err(ToolError::usage(
+            ErrorCode::InvalidConfig,
+            format!(
+                "{} has {} problem{}; the config in force did not change. Fix them (switchboard check-config lists them) and reload again",
+                refused.file,
+                refused.problems.len(),
+                if refused.problems.len() == 1 { "" } else { "s" }
+            ),
+        )
+        .with_status(StatusCode::UNPROCESSABLE_ENTITY)
+        .with_details(json!({ "file": refused.file, "problems": refused.problems }))),
+    }
+}
+
 async fn unknown_route(uri: axum::http::Uri) -> ToolError {
     ToolError::not_found(
         ErrorCode::UnknownRoute,
-        format!("No route {}; the API is GET /health, GET /v1/tools, GET /v1/tools/{{id}}, POST /v1/call", uri.path()),
+        format!("No route {}; the API is GET /health, GET /v1/tools, GET /v1/tools/{{id}}, POST /v1/call, POST /v1/admin/reload", uri.path()),
     )
 }

@@ -13,6 +13,7 @@ use serde_json::value::RawValue;
 
 use crate::auth::Caller;
 use crate::error::ToolError;
+use crate::live::Settings;
 use crate::server::Core;
 use crate::surface::{
     AllowedChannel, AttachmentInfo, ChannelLocation, MentionPolicy, MessageInfo, SessionInfo,
@@ -76,6 +77,8 @@ impl Target {
 /// mention rewrite, limits). Nothing here reaches the platform.
 pub struct PlanContext<'a> {
     pub(crate) core: &'a Core,
+    /// The settings the call started with.
+    pub(crate) settings: &'a Settings,
     /// Who is calling, and the call's context.
     pub context: &'a CallContext,
 }
@@ -83,12 +86,17 @@ pub struct PlanContext<'a> {
 impl PlanContext<'_> {
     /// The mention rewrite with the configured aliases and the names the platform learned.
     pub fn mapper(&self) -> Mapper<'_> {
-        Mapper::new(&self.core.aliases, self.core.surface.as_ref())
+        Mapper::new(self.settings.aliases(), self.core.surface.as_ref())
     }
 
     /// `toolserver.max_parts_per_send`.
     pub fn max_parts_per_send(&self) -> usize {
-        self.core.max_parts_per_send
+        self.settings.config().toolserver.max_parts_per_send
+    }
+
+    /// The settings the call started with.
+    pub fn settings(&self) -> &Settings {
+        self.settings
     }
 }
 
@@ -97,6 +105,8 @@ impl PlanContext<'_> {
 /// Only the pipeline makes one.
 pub struct Invocation<'a> {
     pub(crate) core: &'a Core,
+    /// The settings the call started with.
+    pub(crate) settings: &'a Settings,
     /// Who is calling, and the call's context.
     pub context: &'a CallContext,
     /// The callable's id.
@@ -185,7 +195,12 @@ impl Invocation<'_> {
 
     /// The mention rewrite with the configured aliases and the names the platform learned.
     pub fn mapper(&self) -> Mapper<'_> {
-        Mapper::new(&self.core.aliases, self.core.surface.as_ref())
+        Mapper::new(self.settings.aliases(), self.core.surface.as_ref())
+    }
+
+    /// The settings the call started with.
+    pub fn settings(&self) -> &Settings {
+        self.settings
     }
 
     /// The targets, in the order the plan named their sessions.
@@ -251,8 +266,8 @@ impl Invocation<'_> {
             kind: location.kind,
             title,
             token: self
-                .core
-                .aliases
+                .settings
+                .aliases()
                 .alias_for(entity::AliasKind::Session, channel_id),
         }
     }
@@ -262,7 +277,7 @@ impl Invocation<'_> {
         self.core.rendered.get_or_render(
             message.message_id,
             message.revision,
-            self.surface().names_revision(),
+            (self.surface().names_revision(), self.settings.generation),
             || crate::registry::output(&self.message_view(message)),
         )
     }

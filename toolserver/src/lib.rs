@@ -32,6 +32,7 @@ pub mod governance;
 mod hooks;
 pub mod http;
 mod invocation;
+pub mod live;
 #[cfg(feature = "testing")]
 pub mod memory;
 mod pipeline;

@@ -17,6 +17,7 @@ use crate::error::ToolError;
 use crate::governance::{audit_input, AuditRow, Verdict};
 use crate::hooks::{self, BeforeAnswer};
 use crate::invocation::{CallContext, Invocation, PlanContext, Target};
+use crate::live::Settings;
 use crate::registry::{Registry, SessionRequest, ToolOutput};
 use crate::server::Core;
 use crate::surface::AllowedChannel;
@@ -90,6 +91,8 @@ pub(crate) enum Admission<'a> {
 /// One call passing through the stages. Only [`Core::call`] makes one.
 pub(crate) struct Gate<'a> {
     core: &'a Core,
+    /// The settings the call started with: every stage reads these, never newer ones.
+    settings: &'a Settings,
     context: &'a CallContext,
     tool_id: &'static str,
     trail: Mutex<Trail>,
@@ -101,6 +104,7 @@ impl<'a> Gate<'a> {
     pub(crate) fn plan_context(&self) -> PlanContext<'a> {
         PlanContext {
             core: self.core,
+            settings: self.settings,
             context: self.context,
         }
     }
@@ -113,7 +117,7 @@ impl<'a> Gate<'a> {
 
     /// Whether a hook applies to this call (the pipeline then keeps its full input).
     pub(crate) fn has_hooks(&self) -> bool {
-        let hooks = &self.core.hooks;
+        let hooks = &self.settings.config().hooks;
         hooks
             .before
             .iter()
@@ -123,7 +127,7 @@ impl<'a> Gate<'a> {
 
     /// Notes the input for the audit record.
     pub(crate) fn note_input(&self, input: &Value) {
-        let audit = &self.core.audit;
+        let audit = &self.settings.config().audit;
         self.trail().input = audit_input(input, audit.text_chars, audit.redact);
     }
 
@@ -146,7 +150,7 @@ impl<'a> Gate<'a> {
             self.trail().targets.push(id);
             let location = core
                 .allowlist
-                .check(core.surface.as_ref(), id)
+                .check_with(&self.settings.allow, core.surface.as_ref(), id)
                 .await
                 .map_err(|error| in_field(request, error))?;
             targets.push(Target {
@@ -156,18 +160,18 @@ impl<'a> Gate<'a> {
         }
         // Permission.
         let ids: Vec<Snowflake> = targets.iter().map(Target::channel_id).collect();
-        let verdict = core
+        let verdict = self
+            .settings
             .governance
             .decide(self.tool_id, &self.context.caller, &ids);
         self.permit(&verdict, &ids).await?;
         // Rate limits: per caller and callable, then each channel's share.
         if !rewritten {
-            core.limits
-                .check_caller(self.context.caller.limit_key(), self.tool_id)?;
+            let limits = &self.settings.limits;
+            limits.check_caller(self.context.caller.limit_key(), self.tool_id)?;
             for (request, target) in sessions.iter().zip(&targets) {
                 if request.spend > 0 {
-                    core.limits
-                        .check_channel_n(target.channel_id().get(), request.spend)?;
+                    limits.check_channel_n(target.channel_id().get(), request.spend)?;
                 }
             }
         }
@@ -179,10 +183,11 @@ impl<'a> Gate<'a> {
         }
         Ok(Admission::Go(Invocation {
             core,
+            settings: self.settings,
             context: self.context,
             tool_id: self.tool_id,
             targets,
-            mentions: core.mention_policy(),
+            mentions: crate::server::mention_policy(self.settings),
         }))
     }
 
@@ -219,7 +224,8 @@ impl<'a> Gate<'a> {
     async fn ask(&self, verdict: &Verdict, targets: &[Snowflake]) -> Result<(), ToolError> {
         let core = self.core;
         let capability = self.context.caller.capability();
-        let channel = core
+        let channel = self
+            .settings
             .governance
             .permissions()
             .approvals_channel
@@ -252,7 +258,10 @@ impl<'a> Gate<'a> {
             channel: AllowedChannel::checked(channel),
         };
         if let Some(observer) = self.observer {
-            observer.awaiting_approval(self.tool_id, core.governance.permissions().ask_timeout);
+            observer.awaiting_approval(
+                self.tool_id,
+                self.settings.governance.permissions().ask_timeout,
+            );
         }
         let outcome = core.approvals.ask(core.surface.as_ref(), request).await;
         let mut trail = self.trail();
@@ -278,7 +287,7 @@ impl<'a> Gate<'a> {
                     format!(
                         "Nobody approved '{}' within {} s (permissions.ask_timeout_s)",
                         self.tool_id,
-                        core.governance.permissions().ask_timeout.as_secs()
+                        self.settings.governance.permissions().ask_timeout.as_secs()
                     ),
                 ))
             }
@@ -328,7 +337,7 @@ impl<'a> Gate<'a> {
         input: Option<&Value>,
         targets: &[Snowflake],
     ) -> Result<Option<Value>, ToolError> {
-        let hooks = &self.core.hooks;
+        let hooks = &self.settings.config().hooks;
         let Some(input) = input else {
             return Ok(None);
         };
@@ -358,7 +367,7 @@ impl<'a> Gate<'a> {
     /// A failed hook refuses the call, unless `hooks.on_error = "allow"`.
     fn hook_failed(&self, error: &hooks::HookError) -> Result<(), ToolError> {
         tracing::warn!(tool = self.tool_id, %error, "hook failed");
-        match self.core.hooks.on_error {
+        match self.settings.config().hooks.on_error {
             HookFailure::Allow => Ok(()),
             HookFailure::Deny => Err(ToolError::denied(
                 ErrorCode::HookFailed,
@@ -384,7 +393,8 @@ impl<'a> Gate<'a> {
             )
             .with_retry_after(Duration::from_secs(1))
         })?;
-        match tokio::time::timeout(core.call_timeout, handler).await {
+        let call_timeout = self.settings.config().toolserver.call_timeout;
+        match tokio::time::timeout(call_timeout, handler).await {
             Ok(result) => result,
             Err(_) => Err(ToolError::new(
                 ErrorKind::Timeout,
@@ -392,7 +402,7 @@ impl<'a> Gate<'a> {
                 format!(
                     "'{}' did not finish within {} s; it may still complete — check before retrying a mutation",
                     self.tool_id,
-                    core.call_timeout.as_secs()
+                    call_timeout.as_secs()
                 ),
             )),
         }
@@ -405,7 +415,7 @@ impl<'a> Gate<'a> {
         input: Option<&Value>,
         output: ToolOutput,
     ) -> Result<ToolOutput, ToolError> {
-        let hooks = &self.core.hooks;
+        let hooks = &self.settings.config().hooks;
         let matching: Vec<_> = hooks
             .after
             .iter()
@@ -569,8 +579,10 @@ impl Core {
                 return result;
             }
         };
+        let settings = self.settings();
         let gate = Gate {
             core: self,
+            settings: &settings,
             context,
             tool_id,
             trail: Mutex::new(Trail::new()),

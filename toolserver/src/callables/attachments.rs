@@ -161,7 +161,7 @@ impl Tool for DownloadAttachments {
         let message_id = plan.message_id;
         let message = cx.cached_message(&target, message_id)?;
         let dir = files::download_dir(&cwd, plan.dir.as_deref())?;
-        let cap = cx.core.download_max_bytes;
+        let cap = cx.settings().config().toolserver.download_max_bytes;
         let mut saved = Vec::new();
         let mut skipped = Vec::new();
         let mut failed = Vec::new();

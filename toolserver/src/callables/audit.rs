@@ -190,8 +190,8 @@ impl Tool for ListAudit {
                     .sessions
                     .iter()
                     .map(|id| {
-                        cx.core
-                            .aliases
+                        cx.settings()
+                            .aliases()
                             .alias_for(AliasKind::Session, *id)
                             .map_or_else(|| id.to_string(), |alias| format!("#{alias}"))
                     })

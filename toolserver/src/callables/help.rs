@@ -58,7 +58,7 @@ impl Tool for Help {
             match cx.mapper().resolve_session(reference) {
                 Ok(id) => ContextSession::Resolved {
                     channel_id: id.to_string(),
-                    token: core.aliases.alias_for(AliasKind::Session, id),
+                    token: cx.settings().aliases().alias_for(AliasKind::Session, id),
                     title: cx.surface().session(id).map(|s| s.title),
                 },
                 Err(error) => ContextSession::Unresolved {
@@ -67,13 +67,14 @@ impl Tool for Help {
                 },
             }
         });
-        let sessions: Vec<SessionToken<'_>> = core
+        let config = cx.settings().config();
+        let sessions: Vec<SessionToken<'_>> = config
             .aliases
             .iter(AliasKind::Session)
             .map(|(token, id)| SessionToken {
                 token,
                 channel_id: id.to_string(),
-                comment: core
+                comment: config
                     .alias_comments
                     .get(&(AliasKind::Session, token.to_owned()))
                     .map(String::as_str),

@@ -60,7 +60,7 @@ impl Tool for ListSessions {
     }
 
     async fn run(&self, cx: &Invocation<'_>, limit: usize) -> Result<ToolOutput, ToolError> {
-        let allowlist = &cx.core.allowlist;
+        let allowlist = &cx.settings().allow;
         let all = cx.surface().sessions();
         let sessions: Vec<_> = all
             .iter()

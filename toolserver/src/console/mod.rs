@@ -416,7 +416,7 @@ async fn me(State(core): Shared, operator: Operator) -> Response {
     no_store(json!({
         "caller": operator.login.caller.key(),
         "csrf": operator.login.csrf,
-        "consoleApproves": core.governance().permissions().console_approves,
+        "consoleApproves": core.governance().rules().permissions().console_approves,
         "compose": compose_users,
         "runs": core.console.runs.get().is_some(),
         "version": env!("CARGO_PKG_VERSION"),
@@ -512,7 +512,7 @@ async fn change_scope(
 async fn approvals(State(core): Shared, _: Operator) -> Response {
     no_store(json!({
         "approvals": core.approvals().pending(),
-        "consoleApproves": core.governance().permissions().console_approves,
+        "consoleApproves": core.governance().rules().permissions().console_approves,
         "nowMs": crate::clock::now_ms(),
     }))
 }
