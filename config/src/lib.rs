@@ -82,6 +82,27 @@ pub struct AgentConfig {
     pub tool_scope: Vec<String>,
     /// The line posted when a run fails or times out.
     pub error_reply: String,
+    /// `agent.max_bot_turns` (default 3, 1 to 100): consecutive replies to other bots (those in
+    /// `allow_bots`) per session before the agent stops answering them, saying why once.
+    pub max_bot_turns: u32,
+    /// `agent.trusted_users` (users and roles): when not empty, prompt lines from anyone else
+    /// are marked untrusted.
+    pub trusted_users: Vec<Principal>,
+    /// `agent.stream`: how a streaming runner shows its answer while it is written.
+    pub stream: StreamMode,
+    /// `agent.stream_interval_ms` (default 1,500, 250 to 60,000): the least time between two
+    /// edits of a streamed draft.
+    pub stream_interval: std::time::Duration,
+}
+
+/// `agent.stream`: whether a runner that can stream shows a draft while it writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamMode {
+    /// Post a draft after the first text and edit it as text arrives (the default).
+    #[default]
+    Edit,
+    /// Post the answer once, when it is complete.
+    Off,
 }
 
 /// How the agent runs.
@@ -100,6 +121,9 @@ pub enum Runner {
     },
     /// An OpenAI-compatible chat endpoint driven by a built-in tool-calling loop.
     OpenAi(OpenAiRunner),
+    /// `runner = "demo"`: a built-in agent that understands a few phrases, with no model and
+    /// no network; its tool calls go through the pipeline like any run's (the playground's).
+    Demo,
 }
 
 /// `runner = "openai"`.

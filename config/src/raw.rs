@@ -68,6 +68,22 @@ pub(crate) struct RawAgent {
     pub system_prompt: Option<String>,
     #[serde(default = "default_max_tool_rounds")]
     pub max_tool_rounds: Spanned<u64>,
+    #[serde(default = "default_max_bot_turns")]
+    pub max_bot_turns: Spanned<u64>,
+    #[serde(default)]
+    pub trusted_users: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub stream: Option<Spanned<String>>,
+    #[serde(default = "default_stream_interval_ms")]
+    pub stream_interval_ms: Spanned<u64>,
+}
+
+fn default_max_bot_turns() -> Spanned<u64> {
+    Spanned::new(0..0, 3)
+}
+
+fn default_stream_interval_ms() -> Spanned<u64> {
+    Spanned::new(0..0, 1_500)
 }
 
 fn default_max_tool_rounds() -> Spanned<u64> {

@@ -509,6 +509,19 @@ impl Core {
         // Scope.
         let (tool_id, tool) = match self.registry.lookup(tool_id) {
             Some((id, tool)) if self.may_call(&context.caller, id) => (id, tool),
+            // Out of scope for everyone, with the reason and what to do.
+            Some((id, _)) if self.workflows_missing(id) => {
+                let result = Err(crate::callables::workflows_unavailable());
+                self.audit(
+                    context,
+                    id.into(),
+                    &Trail::new(),
+                    &result,
+                    started,
+                    started_ms,
+                );
+                return result;
+            }
             // A callable outside the caller's scope looks like any other it may not call.
             Some((id, _)) => {
                 let error = ToolError::denied(

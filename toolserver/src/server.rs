@@ -290,8 +290,15 @@ impl Core {
 
     /// Whether `caller` may see and call `tool_id`: its token's scope, and for an agent run its
     /// session's scope too (`[sessions.*]`, then `/tools` overrides).
+    /// `workflow.*` is out of everyone's scope while no workflow engine is installed (no
+    /// agent can resume a workflow), so it is absent from the lists instead of failing.
     pub fn may_call(&self, caller: &Caller, tool_id: &str) -> bool {
-        self.governance.may_call(caller, tool_id)
+        !self.workflows_missing(tool_id) && self.governance.may_call(caller, tool_id)
+    }
+
+    /// Whether `tool_id` is a `workflow.*` callable and no engine is installed.
+    pub(crate) fn workflows_missing(&self, tool_id: &str) -> bool {
+        tool_id.starts_with("workflow.") && self.workflows.get().is_none()
     }
 
     /// The callables this caller may call.

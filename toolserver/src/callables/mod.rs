@@ -9,6 +9,8 @@ mod reactions;
 mod sessions;
 mod workflows;
 
+pub(crate) use workflows::workflows_unavailable;
+
 use crate::registry::Registry;
 
 /// Registers every built-in callable.
