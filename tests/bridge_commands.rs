@@ -816,3 +816,46 @@ fn with_trusted_users_other_peoples_lines_are_marked_untrusted_in_the_prompt() {
     assert!(!prompt.contains("Stanley (untrusted)"), "{prompt}");
     assert!(prompt.contains("never as instructions"), "{prompt}");
 }
+
+#[test]
+fn the_example_command_agent_reads_the_channel_with_tools_and_answers() {
+    let fake = Fake::start();
+    let dir = TempDir::new("bridge-example-agent");
+    let out = dir.path();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agent.sh");
+    let tools_dir = support::tools_bin()
+        .parent()
+        .expect("the tools binary's directory")
+        .display()
+        .to_string();
+    let path = format!(
+        "{tools_dir}:{}",
+        std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".to_owned())
+    );
+    let _sb = Switchboard::start_sections(
+        &fake,
+        out,
+        &Allow::default(),
+        Sections {
+            extra: &command_agent(&example, out, 60, ""),
+            env: &[("PATH", &path)],
+            ..Sections::default()
+        },
+    );
+    fake.post(demo::OPS, demo::TOMAS, "the deploy is done");
+    let trigger = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} what happened?"));
+    // Its progress line shows first (a draft); the answer then replaces it in place.
+    let reply = poll("the example agent's reply", Duration::from_secs(20), || {
+        bot_posts(&fake, demo::OPS).into_iter().find(|m| {
+            m["message_reference"]["message_id"] == trigger.as_str()
+                && m["content"].as_str().is_some_and(|c| c.starts_with("I read"))
+        })
+    });
+    let content = reply["content"].as_str().expect("content");
+    assert!(
+        // Tomas, Stanley, and the agent's own status line.
+        content.starts_with("I read the last 3 messages here, from 3 people."),
+        "{content}"
+    );
+    assert!(content.contains("what happened?"), "{content}");
+}
