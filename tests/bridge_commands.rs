@@ -843,12 +843,18 @@ fn the_example_command_agent_reads_the_channel_with_tools_and_answers() {
         },
     );
     fake.post(demo::OPS, demo::TOMAS, "the deploy is done");
-    let trigger = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} what happened?"));
+    let trigger = fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} what happened?"),
+    );
     // Its progress line shows first (a draft); the answer then replaces it in place.
     let reply = poll("the example agent's reply", Duration::from_secs(20), || {
         bot_posts(&fake, demo::OPS).into_iter().find(|m| {
             m["message_reference"]["message_id"] == trigger.as_str()
-                && m["content"].as_str().is_some_and(|c| c.starts_with("I read"))
+                && m["content"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("I read"))
         })
     });
     let content = reply["content"].as_str().expect("content");
