@@ -18,6 +18,7 @@
 mod error;
 mod hot;
 mod model;
+mod search;
 mod sqlite;
 mod writer;
 
@@ -29,7 +30,11 @@ use tracing::{error, info};
 
 pub use entity::Snowflake;
 pub use error::StoreError;
-pub use model::{SessionKind, StoredAttachment, StoredMessage, StoredReaction, StoredSession};
+pub use model::{
+    SessionKind, StoredAttachment, StoredMessage, StoredReaction, StoredSession, StoredThread,
+    ThreadState,
+};
+pub use search::{fts_expression, SearchError, StoreHit, StoreSearch};
 pub use sqlite::{WorkflowRow, SCHEMA_VERSION};
 
 use hot::{Hot, Inserted, UserEntry};
@@ -177,11 +182,81 @@ impl Store {
         });
     }
 
-    /// Drops the session; its messages stay until pruned.
+    /// Drops the session (and a thread's state); its messages stay until pruned.
     pub fn remove_session(&self, id: Snowflake) {
+        self.inner.hot.threads.remove(&id);
         self.inner
             .hot
             .remove_session(id, || self.queue(Change::RemoveSession(id)));
+    }
+
+    /// Records a thread's state (archived, locked, auto-archive period); nothing is written
+    /// when it is what the store knew.
+    pub fn set_thread_state(&self, id: Snowflake, state: ThreadState) {
+        let changed = self.inner.hot.threads.insert(id, state) != Some(state);
+        if changed {
+            self.queue(Change::SaveThread(id, state));
+        }
+    }
+
+    /// What the store knows of a thread's state; `None` when it never learned it.
+    pub fn thread_state(&self, id: Snowflake) -> Option<ThreadState> {
+        self.inner.hot.threads.get(&id).map(|state| *state)
+    }
+
+    /// A known thread: its session (a thread's) and its state (open when never learned).
+    pub fn thread(&self, id: Snowflake) -> Option<StoredThread> {
+        let session = self.session(id).filter(|s| s.kind == SessionKind::Thread)?;
+        Some(StoredThread {
+            state: self.thread_state(id).unwrap_or_default(),
+            session,
+        })
+    }
+
+    /// Every known thread, of one channel (`parent`) or of all, archived ones included, sorted
+    /// by id.
+    pub fn threads(&self, parent: Option<Snowflake>) -> Vec<StoredThread> {
+        let mut threads: Vec<StoredThread> = self
+            .inner
+            .hot
+            .sessions
+            .iter()
+            .filter(|s| s.kind == SessionKind::Thread)
+            .filter(|s| parent.is_none_or(|p| s.parent_id == Some(p)))
+            .map(|s| s.clone())
+            .map(|session| StoredThread {
+                state: self.thread_state(session.id).unwrap_or_default(),
+                session,
+            })
+            .collect();
+        threads.sort_by_key(|t| t.session.id);
+        threads
+    }
+
+    /// The known threads that are not archived, of one channel or of all, sorted by id: the
+    /// threads whose messages can still arrive.
+    pub fn active_threads(&self, parent: Option<Snowflake>) -> Vec<StoredSession> {
+        self.threads(parent)
+            .into_iter()
+            .filter(|t| !t.state.archived)
+            .map(|t| t.session)
+            .collect()
+    }
+
+    /// Full-text search over the stored messages (see `search.rs` for what is indexed). It
+    /// runs on the writer thread after everything queued before it is committed, and is
+    /// stopped after `budget`. Blocks: from async code, call it through `spawn_blocking`.
+    pub fn search(
+        &self,
+        search: StoreSearch,
+        budget: std::time::Duration,
+    ) -> Result<Vec<StoreHit>, SearchError> {
+        if self.inner.closed.load(Ordering::Relaxed) {
+            return Err(SearchError::Closed);
+        }
+        self.inner
+            .writer
+            .search(search, std::time::Instant::now() + budget)
     }
 
     /// The session with this id, if the store knows it.

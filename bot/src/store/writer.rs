@@ -15,6 +15,7 @@ use tracing::{debug, error, warn};
 
 use super::error::StoreError;
 use super::hot::Hot;
+use super::search::{self, SearchError, StoreHit, StoreSearch};
 use super::sqlite::{self, Change};
 
 /// Most changes committed in one transaction.
@@ -31,6 +32,16 @@ pub(crate) enum Command {
     Change(Change),
     Flush(Reply),
     Close(Reply),
+    /// A search, run once everything queued before it is committed (so it sees those writes).
+    Search(Box<SearchJob>),
+}
+
+/// A search for the writer thread, which owns the only connection to the file.
+pub(crate) struct SearchJob {
+    pub(crate) search: StoreSearch,
+    /// When the search is stopped if it is still running.
+    pub(crate) deadline: Instant,
+    pub(crate) reply: SyncSender<Result<Vec<StoreHit>, SearchError>>,
 }
 
 /// The handle the store keeps: a queue into the thread and the thread itself.
@@ -70,6 +81,24 @@ impl Writer {
     /// `Err(None)`: the writer has stopped; `Err(Some(message))`: a write failed.
     pub(crate) fn flush(&self) -> Result<(), Option<String>> {
         self.round_trip(Command::Flush)
+    }
+
+    /// Runs a search after everything queued before it is committed; blocks until it answers.
+    pub(crate) fn search(
+        &self,
+        search: StoreSearch,
+        deadline: Instant,
+    ) -> Result<Vec<StoreHit>, SearchError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job = SearchJob {
+            search,
+            deadline,
+            reply,
+        };
+        self.queue
+            .send(Command::Search(Box::new(job)))
+            .map_err(|_| SearchError::Closed)?;
+        answer.recv().map_err(|_| SearchError::Closed)?
     }
 
     /// Commits what is queued, prunes, checkpoints and stops the thread.
@@ -140,6 +169,7 @@ impl WriterThread {
                 }
             };
             let mut closing = None;
+            let mut searching = None;
             let mut next = Some(first);
             while let Some(command) = next.take() {
                 match command {
@@ -147,6 +177,10 @@ impl WriterThread {
                     Command::Flush(reply) => replies.push(reply),
                     Command::Close(reply) => {
                         closing = Some(reply);
+                        break;
+                    }
+                    Command::Search(job) => {
+                        searching = Some(job);
                         break;
                     }
                 }
@@ -160,8 +194,18 @@ impl WriterThread {
                 Some(failure) => Err(failure),
                 None => Ok(()),
             };
+            let reported = !replies.is_empty();
             for reply in replies.drain(..) {
                 let _ = reply.send(answer.clone());
+            }
+            if let Some(job) = searching {
+                // A write failure no flush has heard of waits for the next one.
+                if let (Err(failure), false) = (&answer, reported) {
+                    self.failure.get_or_insert(failure.clone());
+                }
+                let _ = job
+                    .reply
+                    .send(search::run(&self.conn, &job.search, job.deadline));
             }
             if let Some(reply) = closing {
                 self.failure = answer.err();

@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 use crate::files;
 use crate::invocation::{parse_id, Invocation, PlanContext, SessionView};
 use crate::registry::{example, output, Planned, SessionRequest, Tool, ToolOutput, ToolSpec};
-use crate::surface::{MessageQuery, OutgoingFile, OutgoingMessage};
+use crate::surface::{MessageQuery, OutgoingFile, OutgoingMessage, SurfaceError};
 
 const DEFAULT_LIMIT: u32 = 50;
 const MAX_LIMIT: u32 = 200;
@@ -285,24 +285,37 @@ impl Tool for SendMessage {
                 })
                 .collect()
         };
+        // An archived thread takes no messages: reopen it first (a locked one is refused).
+        let mut unarchived = super::threads::reopen_for_send(cx, &target).await?;
         let last = plan.parts.len() - 1;
         let mut message_ids: Vec<String> = Vec::with_capacity(plan.parts.len());
         for (index, part) in plan.parts.into_iter().enumerate() {
             let reply = if index == 0 { plan.reply_to } else { None };
-            let sent = cx
-                .surface()
-                .send_message(OutgoingMessage {
-                    channel_id: target.channel,
-                    content: part,
-                    reply_to: reply,
-                    mentions: cx.mention_policy(reply.is_some(), plan.silent),
-                    files: if index == last {
-                        std::mem::take(&mut files)
-                    } else {
-                        Vec::new()
-                    },
-                })
-                .await;
+            let message = OutgoingMessage {
+                channel_id: target.channel,
+                content: part,
+                reply_to: reply,
+                mentions: cx.mention_policy(reply.is_some(), plan.silent),
+                files: if index == last {
+                    std::mem::take(&mut files)
+                } else {
+                    Vec::new()
+                },
+            };
+            // Kept only where a retry can happen: the first part, in a thread not reopened yet.
+            let retry = (index == 0
+                && !unarchived
+                && target.location.kind == crate::surface::SessionKind::Thread)
+                .then(|| message.clone());
+            let mut sent = cx.surface().send_message(message).await;
+            // The cache thought the thread open but the platform found it archived (the
+            // surface has refreshed what it knows): reopen it and try once more.
+            if let (Err(SurfaceError::Conflict(_)), Some(message)) = (&sent, retry) {
+                if super::threads::reopen_for_send(cx, &target).await? {
+                    unarchived = true;
+                    sent = cx.surface().send_message(message).await;
+                }
+            }
             match sent {
                 Ok(id) => message_ids.push(id.to_string()),
                 Err(error) => {
@@ -321,7 +334,13 @@ impl Tool for SendMessage {
                 }
             }
         }
-        output(&json!({ "channelId": target.channel_id().to_string(), "messageIds": message_ids }))
+        let mut answer =
+            json!({ "channelId": target.channel_id().to_string(), "messageIds": message_ids });
+        if unarchived {
+            answer["unarchived"] = json!(true);
+            answer["note"] = json!("the thread was archived; it was reopened to post this");
+        }
+        output(&answer)
     }
 }
 
