@@ -36,6 +36,9 @@ pub enum Command {
     CheckConfig,
     /// Rewrite text the way switchboard does (TEXT, or standard input).
     Rewrite(RewriteArgs),
+    /// Show the audit log of a running switchboard (newest rows, oldest first; --follow for
+    /// new ones as they come).
+    Audit(AuditArgs),
     /// Print the channel id a session reference (id, <#id>, token, #token) resolves to.
     ResolveSession {
         /// The reference to resolve, such as `#ops`.
@@ -61,4 +64,38 @@ pub struct RewriteArgs {
     pub direction: Direction,
     /// Text to rewrite; read from standard input when absent.
     pub text: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Keep printing new rows as they are written, until interrupted.
+    #[arg(long, short)]
+    pub follow: bool,
+    /// Only calls at or after this time: RFC 3339, or an age such as 15m, 2h, 7d.
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Only calls before this time (same forms as --since).
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// Only calls of this callable or glob (surface.messages.*).
+    #[arg(long, value_name = "GLOB")]
+    pub tool: Option<String>,
+    /// Only calls that acted in this session (#ops or an id).
+    #[arg(long, value_name = "REF")]
+    pub session: Option<String>,
+    /// Only calls by this caller: operator, token:NAME, cap:ID, discord:USER_ID.
+    #[arg(long, value_name = "CALLER")]
+    pub caller: Option<String>,
+    /// Only calls with this decision.
+    #[arg(long, value_parser = ["allow", "ask", "deny", "-"])]
+    pub decision: Option<String>,
+    /// How many of the newest rows to show first.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub limit: u32,
+    /// One JSON object per line instead of columns.
+    #[arg(long)]
+    pub json: bool,
+    /// The running switchboard (default: $SWITCHBOARD_URL, else the config's toolserver.bind).
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
 }

@@ -4,6 +4,7 @@
 mod cli;
 mod launch;
 mod operator;
+mod remote;
 
 use std::process::ExitCode;
 
@@ -24,6 +25,7 @@ fn main() -> ExitCode {
         cli::Command::Playground { port } => launch::playground(port),
         cli::Command::CheckConfig => operator::check_config(cli.config.as_deref()),
         cli::Command::Rewrite(args) => operator::rewrite(cli.config.as_deref(), &args),
+        cli::Command::Audit(args) => remote::audit(cli.config.as_deref(), &args),
         cli::Command::ResolveSession { reference } => {
             operator::resolve_session(cli.config.as_deref(), &reference)
         }

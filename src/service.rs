@@ -10,6 +10,7 @@ use bot::service::{DiscordError, Gateway, GatewaySetup};
 use bot::store::{Store, StoreError, StoreOptions};
 use bot::surface::{Connection, DiscordSurface};
 use switchboard_config::Config;
+use toolserver::governance::Ledger;
 use toolserver::runs::Runs;
 use toolserver::surface::ConnectionState;
 use toolserver::workflow::WorkflowEngine;
@@ -99,6 +100,7 @@ pub async fn build(
     let store_path = config.store.path.clone();
     let options = StoreOptions {
         messages_per_channel: config.store.messages_per_channel,
+        audit_retention: config.audit.retention,
     };
     let store = tokio::task::spawn_blocking(move || Store::open(&store_path, options))
         .await
@@ -114,7 +116,11 @@ pub async fn build(
         Arc::clone(&connection),
         Arc::clone(&discord.bot_id),
     ));
-    let core = Arc::new(Core::new(&config, surface, secrets)?);
+    let overrides = store.scope_overrides_at_open();
+    let core = Arc::new(
+        Core::new(&config, surface, secrets)?
+            .with_ledger(Arc::new(store.clone()) as Arc<dyn Ledger>, overrides),
+    );
     bot::service::forget_refused_channels(&store, core.allowlist());
 
     let listener = tokio::net::TcpListener::bind(config.toolserver.bind)
@@ -158,6 +164,7 @@ pub async fn build(
         bot_id: Arc::clone(&discord.bot_id),
         runs,
         workflows: workflows.as_ref().map(|(engine, _)| Arc::clone(engine)),
+        core: Arc::clone(&core),
         config,
     })
     .await?;
@@ -197,6 +204,22 @@ pub async fn serve(
         .surface()
         .bot_user_id()
         .map_or(0, switchboard_config::Snowflake::get);
+    // Requests an earlier run left waiting can never be granted now: mark them expired (and
+    // redraw their messages) without holding up the start.
+    let leftovers = store.pending_approvals_at_open();
+    if !leftovers.is_empty() {
+        let core = Arc::clone(&core);
+        tokio::spawn(async move {
+            let count = leftovers.len();
+            core.approvals()
+                .expire_leftovers(core.surface().as_ref(), leftovers)
+                .await;
+            tracing::info!(
+                count,
+                "approval requests left pending by the last run are expired"
+            );
+        });
+    }
     let mut server = tokio::spawn(toolserver::http::serve(core, listener, async {
         let _ = serving_stopped.await;
     }));

@@ -44,7 +44,10 @@ fn main() {
         let path = dir.join("bench.db");
         let store = Store::open(
             path.to_str().expect("utf-8 path"),
-            StoreOptions { messages_per_channel: MESSAGES },
+            StoreOptions {
+                messages_per_channel: MESSAGES,
+                ..StoreOptions::default()
+            },
         )
         .expect("store opens");
         let aliases = Aliases::new()

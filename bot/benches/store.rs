@@ -132,6 +132,7 @@ fn open(path: &std::path::Path, messages_per_channel: usize) -> Store {
         &path.to_string_lossy(),
         StoreOptions {
             messages_per_channel,
+            ..StoreOptions::default()
         },
     ) {
         Ok(store) => store,

@@ -2,8 +2,11 @@
 //! with the decision (buttons disabled) once it is decided or expires. The card never pings
 //! anyone, whatever the call's input says.
 
+use entity::Snowflake;
+use poise::serenity_prelude as serenity;
 use serde_json::{json, Value};
-use toolserver::approvals::{ApprovalCard, ApprovalState};
+use toolserver::approvals::{ApprovalCard, ApprovalState, DecideError, Decider};
+use toolserver::Core;
 
 /// `custom_id` prefix of the Approve button; the approval's id follows.
 pub const APPROVE: &str = "sb:approve:";
@@ -74,6 +77,102 @@ pub fn parse_custom_id(custom_id: &str) -> Option<(&str, bool)> {
         return Some((id, true));
     }
     custom_id.strip_prefix(DENY).map(|id| (id, false))
+}
+
+/// Interaction callback: a message only the clicking user sees.
+const CHANNEL_MESSAGE_WITH_SOURCE: u64 = 4;
+/// Interaction callback: edit the message the button is on.
+const UPDATE_MESSAGE: u64 = 7;
+/// Message flag: only the user who clicked sees it.
+const EPHEMERAL: u64 = 1 << 6;
+
+/// How switchboard answers a click on one of its approval buttons.
+pub fn click_answer(outcome: &Result<ApprovalCard, DecideError>, approvers_named: &str) -> Value {
+    match outcome {
+        Ok(card) => json!({ "type": UPDATE_MESSAGE, "data": message(card) }),
+        Err(DecideError::NotApprover) => json!({
+            "type": CHANNEL_MESSAGE_WITH_SOURCE,
+            "data": {
+                "content": format!("You can't approve this: only {approvers_named} can. The request is still waiting."),
+                "flags": EPHEMERAL,
+                "allowed_mentions": { "parse": [] },
+            }
+        }),
+        Err(error) => json!({
+            "type": CHANNEL_MESSAGE_WITH_SOURCE,
+            "data": {
+                "content": format!("Nothing happened: {error}."),
+                "flags": EPHEMERAL,
+                "allowed_mentions": { "parse": [] },
+            }
+        }),
+    }
+}
+
+/// Handles a button click: when it is one of switchboard's approval buttons, decides the
+/// request (only an approver's click counts) and answers the interaction at once — the card
+/// redrawn in place, or a private note to someone who may not decide. Other components are
+/// not switchboard's and are left alone.
+pub async fn on_component(
+    ctx: &serenity::Context,
+    interaction: &serenity::ComponentInteraction,
+    core: &Core,
+) {
+    let Some((id, approve)) = parse_custom_id(&interaction.data.custom_id) else {
+        return;
+    };
+    let user = Snowflake(interaction.user.id.get());
+    let (roles, name) = match &interaction.member {
+        Some(member) => (
+            member
+                .roles
+                .iter()
+                .map(|role| Snowflake(role.get()))
+                .collect(),
+            member.display_name().to_owned(),
+        ),
+        None => (Vec::new(), interaction.user.display_name().to_owned()),
+    };
+    let decider = Decider::Discord { user, roles, name };
+    // The card is redrawn by the interaction's answer, not by a separate edit.
+    let outcome = core
+        .approvals()
+        .decide(core.surface().as_ref(), id, decider, approve, false)
+        .await;
+    match &outcome {
+        Ok(card) => {
+            tracing::info!(approval = %card.id, %user, approve, "approval decided in Discord");
+        }
+        Err(error) => tracing::info!(approval = %id, %user, %error, "approval click refused"),
+    }
+    let approvers = approvers_named(core);
+    let answer = click_answer(&outcome, &approvers);
+    if let Err(error) = ctx
+        .http
+        .create_interaction_response(interaction.id, &interaction.token, &answer, Vec::new())
+        .await
+    {
+        tracing::warn!(approval = %id, %error, "could not answer an approval click");
+    }
+}
+
+/// `permissions.approvers` as people read them.
+fn approvers_named(core: &Core) -> String {
+    let approvers = &core.governance().permissions().approvers;
+    if approvers.is_empty() {
+        return "nobody (permissions.approvers is empty)".to_owned();
+    }
+    // Mentions render as names in Discord; the answer's allowed_mentions keeps them silent.
+    approvers
+        .iter()
+        .map(|principal| match principal {
+            switchboard_config::Principal::User(id) | switchboard_config::Principal::Id(id) => {
+                format!("<@{id}>")
+            }
+            switchboard_config::Principal::Role(id) => format!("<@&{id}>"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

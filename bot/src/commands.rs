@@ -19,6 +19,8 @@ use toolserver::allowlist::Allowlist;
 use toolserver::surface::{ChannelLocation, SessionKind};
 
 use toolserver::runs::{AbortOutcome, Runs};
+use toolserver::scopes::{ScopeChange, SessionTools};
+use toolserver::Core;
 
 use crate::store::Store;
 
@@ -32,6 +34,8 @@ pub struct Data {
     pub admins: Vec<Principal>,
     /// `None` when no agent is configured.
     pub runs: Option<Arc<dyn Runs>>,
+    /// The tool server's core: session scopes for `/tools`, approvals for button clicks.
+    pub core: Arc<Core>,
 }
 
 /// What a command fails with; [`on_error`] logs it and tells the user, privately, that the command
@@ -139,9 +143,152 @@ pub async fn abort(ctx: Context<'_>) -> Result<(), Error> {
     }
 }
 
+/// The actions `/tools` takes.
+const TOOLS_ACTIONS: [&str; 5] = ["show", "enable", "disable", "set", "reset"];
+
+/// Most characters of a `/tools` answer (a message holds 2,000).
+const TOOLS_ANSWER_CHARS: usize = 1_900;
+
+/// What `/tools` answers: the effective scope and the rules, cut to fit one message.
+pub fn describe_tools(tools: &SessionTools, session_name: &str) -> String {
+    let mut text = format!("**Tools the agent may use in {session_name}**");
+    if tools.effective.is_empty() {
+        text.push_str(": none.\n");
+    } else {
+        text.push_str(&format!(": {}\n", tools.effective.len()));
+        for id in &tools.effective {
+            text.push_str(&format!("`{id}` "));
+        }
+        text.push('\n');
+    }
+    text.push_str(match (&tools.session_scope, tools.overridden) {
+        (_, true) => {
+            "Set here with /tools (an admin can `/tools action:reset` to go back to the config).\n"
+        }
+        (Some(_), false) => "From the config ([sessions.*] tool_scope).\n",
+        (None, false) => "No session limit: the agent's own tool_scope applies.\n",
+    });
+    if tools.rules.is_empty() {
+        text.push_str(&format!(
+            "No permission rules apply here; calls are **{}** by default.",
+            tools.default_policy
+        ));
+    } else {
+        text.push_str(&format!(
+            "Rules (the last match wins; otherwise {}):\n",
+            tools.default_policy
+        ));
+        for rule in &tools.rules {
+            text.push_str(&format!(
+                "• `{}` → **{}** ({})\n",
+                rule.tool, rule.policy, rule.name
+            ));
+        }
+    }
+    if text.chars().count() > TOOLS_ANSWER_CHARS {
+        text = text.chars().take(TOOLS_ANSWER_CHARS).collect();
+        text.push('…');
+    }
+    text
+}
+
+fn choices(names: Vec<String>) -> poise::serenity_prelude::CreateAutocompleteResponse {
+    poise::serenity_prelude::CreateAutocompleteResponse::new().set_choices(
+        names
+            .into_iter()
+            .map(poise::serenity_prelude::AutocompleteChoice::from)
+            .collect(),
+    )
+}
+
+async fn autocomplete_action(
+    _ctx: Context<'_>,
+    partial: &str,
+) -> poise::serenity_prelude::CreateAutocompleteResponse {
+    let partial = partial.trim().to_lowercase();
+    choices(
+        TOOLS_ACTIONS
+            .iter()
+            .filter(|action| action.starts_with(&partial))
+            .map(|action| (*action).to_owned())
+            .collect(),
+    )
+}
+
+async fn autocomplete_tools(
+    ctx: Context<'_>,
+    partial: &str,
+) -> poise::serenity_prelude::CreateAutocompleteResponse {
+    let mut suggestions = ctx.data().core.callable_suggestions(partial);
+    if "all".starts_with(partial.trim()) {
+        suggestions.insert(0, "all".to_owned());
+    }
+    if "none".starts_with(partial.trim()) {
+        suggestions.insert(0, "none".to_owned());
+    }
+    suggestions.truncate(25);
+    choices(suggestions)
+}
+
+/// Shows the tools the agent may use here and the rules that apply (admins: change them).
+#[poise::command(slash_command, rename = "tools")]
+pub async fn tools_command(
+    ctx: Context<'_>,
+    #[description = "show (default); admins: enable, disable, set or reset"]
+    #[autocomplete = "autocomplete_action"]
+    action: Option<String>,
+    #[description = "A tool or glob (surface.pins.*); for set: all, none, or several with commas"]
+    #[autocomplete = "autocomplete_tools"]
+    tools: Option<String>,
+) -> Result<(), Error> {
+    if !allowed_here(ctx) {
+        return private(ctx, NOT_HERE).await;
+    }
+    let data = ctx.data();
+    let channel = Snowflake(ctx.channel_id().get());
+    let name = data
+        .store
+        .session(channel)
+        .map_or_else(|| "this channel".to_owned(), |s| format!("#{}", s.name));
+    let action = action.as_deref().map(str::trim).unwrap_or("show");
+    if action == "show" || action.is_empty() {
+        return private(
+            ctx,
+            describe_tools(&data.core.session_tools(channel), &name),
+        )
+        .await;
+    }
+    let change = match ScopeChange::parse(action, tools.as_deref()) {
+        Ok(change) => change,
+        Err(error) => return private(ctx, format!("Nothing changed: {error}.")).await,
+    };
+    if !is_admin(ctx).await {
+        return private(
+            ctx,
+            "Only admins (discord.admins in the config) can change the tools of a channel; `/tools` alone shows them.",
+        )
+        .await;
+    }
+    let by = format!("discord:{}", ctx.author().id.get());
+    match data.core.change_session_tools(channel, &change, &by) {
+        Ok(after) => {
+            tracing::info!(session = %channel, %by, ?change, "a session's tool scope changed");
+            private(
+                ctx,
+                format!(
+                    "Done; effective from the next call.\n{}",
+                    describe_tools(&after, &name)
+                ),
+            )
+            .await
+        }
+        Err(error) => private(ctx, format!("Nothing changed: {error}.")).await,
+    }
+}
+
 /// Every command, for registration.
 pub fn all() -> Vec<poise::Command<Data, Error>> {
-    vec![status(), abort()]
+    vec![status(), abort(), tools_command()]
 }
 
 /// The one error handler: the user gets a short ephemeral answer, the log gets the detail.

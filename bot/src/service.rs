@@ -94,6 +94,8 @@ pub struct GatewaySetup {
     pub runs: Option<Arc<dyn Runs>>,
     /// The workflows waiting for messages, when an agent is configured.
     pub workflows: Option<Arc<WorkflowEngine>>,
+    /// The tool server's core: `/tools` and approval buttons act on its governance.
+    pub core: Arc<toolserver::Core>,
 }
 
 /// A running gateway client: its shard manager (to shut it down) and how it ended.
@@ -133,6 +135,7 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         bot_id,
         runs,
         workflows,
+        core,
     } = setup;
     connection.set(ConnectionState::Connecting);
     let mut http = HttpBuilder::new(&token);
@@ -145,6 +148,7 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
     let framework_store = store.clone();
     let framework_allowlist = Arc::clone(&allowlist);
     let framework_runs = runs.clone();
+    let framework_core = Arc::clone(&core);
     let framework = poise::Framework::builder()
         .options(poise::FrameworkOptions {
             commands: crate::commands::all(),
@@ -155,6 +159,22 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
                 ..Default::default()
             },
             on_error: |error| Box::pin(crate::commands::on_error(error)),
+            event_handler: |framework, event| {
+                Box::pin(async move {
+                    if let serenity::all::FullEvent::InteractionCreate {
+                        interaction: serenity::all::Interaction::Component(click),
+                    } = event
+                    {
+                        crate::approvals::on_component(
+                            framework.serenity_context,
+                            click,
+                            &framework.user_data.core,
+                        )
+                        .await;
+                    }
+                    Ok(())
+                })
+            },
             ..Default::default()
         })
         .setup(move |ctx, _ready, framework| {
@@ -169,6 +189,7 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
                     allowlist: framework_allowlist,
                     admins,
                     runs: framework_runs,
+                    core: framework_core,
                 })
             })
         })

@@ -191,7 +191,7 @@ impl DiscordSurface {
 
 /// How long a search may run before it is stopped (it runs on the store's writer thread, so
 /// this also bounds how long it holds up writes).
-const SEARCH_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
+const SEARCH_BUDGET: std::time::Duration = std::time::Duration::from_millis(500);
 /// Pages of 50 pins read at most (Discord keeps at most 250 pins per channel).
 const MAX_PIN_PAGES: usize = 5;
 /// Archived threads asked for in one listing.
@@ -697,20 +697,17 @@ impl Surface for DiscordSurface {
             after: query.after,
             limit: query.limit,
         };
-        let store = self.store.clone();
-        let hits = tokio::task::spawn_blocking(move || store.search(search, SEARCH_BUDGET))
+        let hits = self
+            .store
+            .search(search, SEARCH_BUDGET)
             .await
-            .map_err(|e| SurfaceError::Unavailable(format!("the search did not finish: {e}")))?
             .map_err(search_error)?;
         Ok(hits
             .into_iter()
-            .filter_map(|hit| {
-                let message = self.store.message(hit.channel_id, hit.id)?;
-                Some(SearchHit {
-                    message: self.message_info(message),
-                    snippet: hit.snippet,
-                    score: hit.score,
-                })
+            .map(|hit| SearchHit {
+                message: self.message_info(hit.message),
+                snippet: hit.snippet,
+                score: hit.score,
             })
             .collect())
     }

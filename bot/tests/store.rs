@@ -46,6 +46,7 @@ impl Drop for TempDir {
 fn options(messages_per_channel: usize) -> StoreOptions {
     StoreOptions {
         messages_per_channel,
+        ..StoreOptions::default()
     }
 }
 

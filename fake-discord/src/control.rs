@@ -108,6 +108,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         )
         .route("/_fake/interactions", post(post_interaction))
         .route("/_fake/interactions/{interaction_id}", get(get_interaction))
+        .route("/_fake/components", post(post_component))
         .route("/_fake/commands", get(get_commands))
         .route("/_fake/requests", get(get_requests).delete(clear_requests))
         .route("/_fake/faults", post(post_fault))
@@ -232,6 +233,13 @@ async fn channel_messages(State(s): State<Arc<Shared>>, Path(channel_id): Path<S
 
 async fn post_interaction(State(s): State<Arc<Shared>>, Body(b): Body<SlashCommand>) -> Answer {
     Ok(Json(crate::fake::invoke_command(&s, b)?))
+}
+
+async fn post_component(
+    State(s): State<Arc<Shared>>,
+    Body(click): Body<crate::fake::ComponentClick>,
+) -> Answer {
+    Ok(Json(crate::fake::click_component(&s, click)?))
 }
 
 async fn get_interaction(

@@ -144,6 +144,18 @@ pub struct SlashCommand {
     pub options: Value,
 }
 
+/// A button click (`POST /_fake/components`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentClick {
+    /// The message the button is on.
+    pub message_id: Snowflake,
+    /// Who clicks: a member of the channel's guild, or the DM's recipient.
+    pub user_id: Snowflake,
+    /// The button's `custom_id`; it must be on the message and not disabled.
+    pub custom_id: String,
+}
+
 fn empty_array() -> Value {
     json!([])
 }
@@ -522,11 +534,93 @@ pub(crate) fn invoke_command(s: &Shared, c: SlashCommand) -> Result<Value, Contr
         guild_id: channel.guild_id,
         user_id: c.user_id,
         command_name: c.name,
+        component: None,
         response: None,
         original_message: None,
         followups: Vec::new(),
     };
     let d = payloads::interaction_create(&s.dir, &channel, &interaction, &command_id, &c.options);
+    let answer = json!({
+        "id": id,
+        "token": interaction.token,
+        "application_id": s.dir.application_id,
+    });
+    let mut store = s.lock();
+    store.insert_interaction(interaction);
+    s.publish("INTERACTION_CREATE", &d, None);
+    Ok(answer)
+}
+
+/// Whether the message's components hold an enabled button with `custom_id`.
+fn has_enabled_button(components: &[Value], custom_id: &str) -> Option<bool> {
+    components
+        .iter()
+        .filter_map(|row| row.get("components").and_then(Value::as_array))
+        .flatten()
+        .find(|button| button.get("custom_id").and_then(Value::as_str) == Some(custom_id))
+        .map(|button| {
+            !button
+                .get("disabled")
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+        })
+}
+
+/// Clicks a button: dispatches INTERACTION_CREATE (type 3, MESSAGE_COMPONENT) to the bot and
+/// answers the interaction's id and token, as Discord does when a user clicks.
+pub(crate) fn click_component(s: &Shared, c: ComponentClick) -> Result<Value, ControlError> {
+    let (channel, message) = {
+        let store = s.lock();
+        let found = store.messages.iter().find_map(|(channel_id, messages)| {
+            messages
+                .get(&c.message_id)
+                .map(|m| (*channel_id, m.clone()))
+        });
+        let Some((channel_id, message)) = found else {
+            return Err(ControlError::NotFound(format!(
+                "message {} does not exist",
+                c.message_id
+            )));
+        };
+        let channel = store.channels.get(&channel_id).cloned().ok_or_else(|| {
+            ControlError::NotFound(format!("channel {channel_id} does not exist"))
+        })?;
+        (channel, message)
+    };
+    check_presence(s, &channel, c.user_id)?;
+    match has_enabled_button(&message.components, &c.custom_id) {
+        Some(true) => {}
+        Some(false) => {
+            return Err(ControlError::Conflict(format!(
+                "the button `{}` is disabled; Discord does not let anyone click it",
+                c.custom_id
+            )))
+        }
+        None => {
+            return Err(ControlError::NotFound(format!(
+                "message {} has no button with custom_id `{}`",
+                c.message_id, c.custom_id
+            )))
+        }
+    }
+    let id = s.ids.next();
+    let interaction = Interaction {
+        id,
+        token: format!("fake-interaction-token-{id}"),
+        channel_id: channel.id,
+        guild_id: channel.guild_id,
+        user_id: c.user_id,
+        command_name: String::new(),
+        component: Some((c.message_id, c.custom_id)),
+        response: None,
+        original_message: None,
+        followups: Vec::new(),
+    };
+    let d = {
+        let store = s.lock();
+        let message = payloads::message(&s.dir, &store, &message, false);
+        payloads::component_interaction_create(&s.dir, &channel, &interaction, message)
+    };
     let answer = json!({
         "id": id,
         "token": interaction.token,
@@ -553,6 +647,9 @@ pub(crate) fn interaction(s: &Shared, interaction_id: Snowflake) -> Result<Value
         "id": i.id,
         "token": i.token,
         "name": i.command_name,
+        "type": if i.component.is_some() { 3 } else { 2 },
+        "message_id": i.component.as_ref().map(|(message, _)| *message),
+        "custom_id": i.component.as_ref().map(|(_, custom_id)| custom_id.clone()),
         "channel_id": i.channel_id,
         "user_id": i.user_id,
         "response": i.response,

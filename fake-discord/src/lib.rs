@@ -112,8 +112,8 @@ pub use api_error::{ApiError, FormErrors};
 pub use attachments::{DEFAULT_MAX_UPLOAD_BYTES, MAX_FILES};
 pub use control::ControlError;
 pub use fake::{
-    ChannelPatch, FakeState, Fault, GatewayFaultKind, NewAttachment, NewChannel, RestFault,
-    SlashCommand, UserMessage,
+    ChannelPatch, ComponentClick, FakeState, Fault, GatewayFaultKind, NewAttachment, NewChannel,
+    RestFault, SlashCommand, UserMessage,
 };
 pub use hub::{intents, HubLimits};
 /// Discord ids: the workspace's one id type, re-exported.
@@ -354,6 +354,12 @@ impl FakeDiscord {
     /// `{"id","token","application_id"}`.
     pub fn invoke_command(&self, command: SlashCommand) -> Result<Value, ControlError> {
         fake::invoke_command(&self.shared, command)
+    }
+
+    /// Clicks a button on a message as a user (INTERACTION_CREATE type 3); returns
+    /// `{"id","token","application_id"}`.
+    pub fn click_component(&self, click: ComponentClick) -> Result<Value, ControlError> {
+        fake::click_component(&self.shared, click)
     }
 
     /// An interaction and how the bot answered it:

@@ -629,6 +629,51 @@ pub fn interaction_create(
     v
 }
 
+/// INTERACTION_CREATE for a button click (type 3, MESSAGE_COMPONENT).
+pub fn component_interaction_create(
+    dir: &Directory,
+    channel: &Channel,
+    interaction: &Interaction,
+    message: Value,
+) -> Value {
+    let custom_id = interaction
+        .component
+        .as_ref()
+        .map(|(_, custom_id)| custom_id.clone())
+        .unwrap_or_default();
+    let mut v = json!({
+        "id": interaction.id,
+        "application_id": dir.application_id,
+        "type": 3,
+        "token": interaction.token,
+        "version": 1,
+        "locale": "en-US",
+        "entitlements": [],
+        "attachment_size_limit": 26_214_400,
+        "authorizing_integration_owners": { "0": interaction.guild_id.unwrap_or(dir.bot_id) },
+        "app_permissions": dir.bot_permissions(channel).to_string(),
+        "channel_id": channel.id,
+        "channel": channel_partial(channel),
+        "message": message,
+        "data": { "custom_id": custom_id, "component_type": 2 },
+    });
+    match interaction.guild_id {
+        Some(g) => {
+            v["guild_id"] = json!(g);
+            v["guild_locale"] = json!("en-US");
+            v["context"] = json!(0);
+            let mut member = dir.member(g, interaction.user_id, true);
+            member["permissions"] = json!(permissions::EVERYONE.to_string());
+            v["member"] = member;
+        }
+        None => {
+            v["context"] = json!(1);
+            v["user"] = dir.user(interaction.user_id);
+        }
+    }
+    v
+}
+
 fn channel_partial(channel: &Channel) -> Value {
     let mut v = json!({ "id": channel.id, "type": channel.kind });
     if channel.guild_id.is_some() {

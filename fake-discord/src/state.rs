@@ -129,6 +129,9 @@ pub struct Interaction {
     pub guild_id: Option<Snowflake>,
     pub user_id: Snowflake,
     pub command_name: String,
+    /// The button click's message and `custom_id`, for a component interaction (type 3);
+    /// `None` for a slash command (type 2).
+    pub component: Option<(Snowflake, String)>,
     /// The body of the first callback, once the bot answered.
     pub response: Option<Value>,
     pub original_message: Option<Snowflake>,

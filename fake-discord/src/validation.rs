@@ -539,13 +539,15 @@ pub fn message_create_with_files(
         enforce_nonce: bool_field(map, "enforce_nonce", &mut errors).unwrap_or(false),
         flags: int_field(map, "flags", &mut errors).unwrap_or(0),
         embeds: array_field(map, "embeds", MAX_EMBEDS, &mut errors).unwrap_or_default(),
-        components: array_field(map, "components", 40, &mut errors).unwrap_or_default(),
+        components: array_field(map, "components", MAX_ACTION_ROWS, &mut errors)
+            .unwrap_or_default(),
         has_stickers: array_field(map, "sticker_ids", 3, &mut errors)
             .is_some_and(|s| !s.is_empty()),
         has_poll: field(map, "poll").is_some(),
         ..MessageDraft::default()
     };
     check_embeds(&draft.embeds, &mut errors);
+    check_components(&draft.components, &mut errors);
     if uploads.len() > MAX_FILES {
         errors.add(
             &["files"],
@@ -587,7 +589,7 @@ pub fn message_edit(body: &Value) -> Result<EditDraft, ApiError> {
     let draft = EditDraft {
         content: string_field(map, "content", MAX_CONTENT_CHARS, &mut errors),
         embeds: array_field(map, "embeds", MAX_EMBEDS, &mut errors),
-        components: array_field(map, "components", 40, &mut errors),
+        components: array_field(map, "components", MAX_ACTION_ROWS, &mut errors),
         flags: int_field(map, "flags", &mut errors),
         allowed_mentions: field(map, "allowed_mentions")
             .and_then(|v| allowed_mentions(v, &mut errors)),
@@ -595,8 +597,170 @@ pub fn message_edit(body: &Value) -> Result<EditDraft, ApiError> {
     if let Some(embeds) = &draft.embeds {
         check_embeds(embeds, &mut errors);
     }
+    if let Some(components) = &draft.components {
+        check_components(components, &mut errors);
+    }
     errors.into_result()?;
     Ok(draft)
+}
+
+/// Most action rows on a message (legacy components).
+const MAX_ACTION_ROWS: usize = 5;
+/// Most buttons in one action row.
+const MAX_BUTTONS_PER_ROW: usize = 5;
+/// Longest `custom_id`.
+const MAX_CUSTOM_ID_CHARS: usize = 100;
+/// Longest button label.
+const MAX_BUTTON_LABEL_CHARS: usize = 80;
+
+/// Component types (the message components the fake understands).
+const ACTION_ROW: u64 = 1;
+const BUTTON: u64 = 2;
+/// Button styles: primary, secondary, success, danger, link, premium.
+const LINK_STYLE: u64 = 5;
+const PREMIUM_STYLE: u64 = 6;
+
+/// Checks legacy message components as Discord does: top-level action rows, each holding one
+/// to five buttons; a button has a style 1–6, a label of at most 80 characters, a
+/// `custom_id` of at most 100 characters unique in the message (link buttons: a `url`
+/// instead). Select menus and other kinds are not supported by the fake and are refused.
+pub fn check_components(components: &[Value], errors: &mut FormErrors) {
+    let mut custom_ids: Vec<String> = Vec::new();
+    for (r, row) in components.iter().enumerate() {
+        let r = r.to_string();
+        let Some(row) = row.as_object() else {
+            errors.add(
+                &["components", &r],
+                "DICT_TYPE_CONVERT",
+                "Only dictionaries may be used in a DictType",
+            );
+            continue;
+        };
+        if row.get("type").and_then(Value::as_u64) != Some(ACTION_ROW) {
+            errors.add(
+                &["components", &r, "type"],
+                "UNION_TYPE_CHOICES",
+                "Value of field \"type\" must be one of (1,).",
+            );
+            continue;
+        }
+        let Some(children) = row.get("components").and_then(Value::as_array) else {
+            errors.add(
+                &["components", &r, "components"],
+                "BASE_TYPE_REQUIRED",
+                "This field is required",
+            );
+            continue;
+        };
+        if children.is_empty() || children.len() > MAX_BUTTONS_PER_ROW {
+            errors.add(
+                &["components", &r, "components"],
+                if children.is_empty() {
+                    "BASE_TYPE_MIN_LENGTH"
+                } else {
+                    "BASE_TYPE_MAX_LENGTH"
+                },
+                format!("Must be between 1 and {MAX_BUTTONS_PER_ROW} in length."),
+            );
+        }
+        for (c, child) in children.iter().enumerate() {
+            let c = c.to_string();
+            let at = |field: &'static str| -> Vec<&str> {
+                vec!["components", &r, "components", &c, field]
+            };
+            let Some(child) = child.as_object() else {
+                errors.add(
+                    &["components", &r, "components", &c],
+                    "DICT_TYPE_CONVERT",
+                    "Only dictionaries may be used in a DictType",
+                );
+                continue;
+            };
+            if child.get("type").and_then(Value::as_u64) != Some(BUTTON) {
+                errors.add(
+                    &at("type"),
+                    "UNION_TYPE_CHOICES",
+                    "Value of field \"type\" must be one of (2,): the fake supports buttons only.",
+                );
+                continue;
+            }
+            let style = child.get("style").and_then(Value::as_u64);
+            if !matches!(style, Some(1..=6)) {
+                errors.add(
+                    &at("style"),
+                    "BUTTON_COMPONENT_INVALID_STYLE",
+                    "Value must be one of {1, 2, 3, 4, 5, 6}.",
+                );
+            }
+            if let Some(label) = child.get("label") {
+                match label.as_str() {
+                    Some(text) if text.chars().count() > MAX_BUTTON_LABEL_CHARS => errors.add(
+                        &at("label"),
+                        "BASE_TYPE_MAX_LENGTH",
+                        format!("Must be {MAX_BUTTON_LABEL_CHARS} or fewer in length."),
+                    ),
+                    Some(_) => {}
+                    None => errors.add(&at("label"), "BASE_TYPE_STRING", "Must be a string."),
+                }
+            }
+            if let Some(disabled) = child.get("disabled") {
+                if !disabled.is_boolean() {
+                    errors.add(
+                        &at("disabled"),
+                        "BASE_TYPE_BOOLEAN",
+                        "Must be either true or false.",
+                    );
+                }
+            }
+            match style {
+                Some(LINK_STYLE) => {
+                    if !child.get("url").is_some_and(Value::is_string) {
+                        errors.add(
+                            &at("url"),
+                            "BUTTON_COMPONENT_URL_REQUIRED",
+                            "A URL is required",
+                        );
+                    }
+                    if child.contains_key("custom_id") {
+                        errors.add(
+                            &at("custom_id"),
+                            "BUTTON_COMPONENT_CUSTOM_ID_NOT_ALLOWED",
+                            "A custom id cannot be set for a link button",
+                        );
+                    }
+                }
+                Some(PREMIUM_STYLE) => {}
+                _ => match child.get("custom_id").map(Value::as_str) {
+                    None => errors.add(
+                        &at("custom_id"),
+                        "BUTTON_COMPONENT_CUSTOM_ID_REQUIRED",
+                        "A custom id is required",
+                    ),
+                    Some(None) => {
+                        errors.add(&at("custom_id"), "BASE_TYPE_STRING", "Must be a string.");
+                    }
+                    Some(Some(id)) if id.is_empty() || id.chars().count() > MAX_CUSTOM_ID_CHARS => {
+                        errors.add(
+                            &at("custom_id"),
+                            "BASE_TYPE_BAD_LENGTH",
+                            format!("Must be between 1 and {MAX_CUSTOM_ID_CHARS} in length."),
+                        );
+                    }
+                    Some(Some(id)) => {
+                        if custom_ids.iter().any(|seen| seen == id) {
+                            errors.add(
+                                &at("custom_id"),
+                                "COMPONENT_CUSTOM_ID_DUPLICATED",
+                                "Component custom id cannot be duplicated",
+                            );
+                        } else {
+                            custom_ids.push(id.to_owned());
+                        }
+                    }
+                },
+            }
+        }
+    }
 }
 
 /// Checks a bulk-delete body and returns the message ids.

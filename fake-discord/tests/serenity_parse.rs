@@ -346,6 +346,52 @@ async fn serenity_parses_everything() {
         .await
         .expect("delete followup");
 
+    // A button on a message, clicked, parsed as a component interaction and answered with an
+    // update of that message through serenity.
+    let card = within(
+        "post a card",
+        s::ChannelId::new(demo::OPS).send_message(
+            &http,
+            s::CreateMessage::new().content("approve?").components(vec![
+                s::CreateActionRow::Buttons(vec![
+                    s::CreateButton::new("sb:approve:x").label("Approve")
+                ]),
+            ]),
+        ),
+    )
+    .await
+    .expect("a message with a button");
+    fake.click_component(fake_discord::ComponentClick {
+        message_id: card.id.get().into(),
+        user_id: demo::TOMAS.into(),
+        custom_id: "sb:approve:x".into(),
+    })
+    .expect("click");
+    let frame = gw.dispatch("INTERACTION_CREATE").await;
+    let event: GatewayEvent =
+        serde_json::from_value(frame.clone()).expect("component frame parses");
+    let GatewayEvent::Dispatch(_, Event::InteractionCreate(create)) = event else {
+        panic!("not an interaction: {frame}")
+    };
+    let click = create
+        .interaction
+        .as_message_component()
+        .expect("a component interaction")
+        .clone();
+    assert_eq!(click.data.custom_id, "sb:approve:x");
+    assert_eq!(click.message.id, card.id);
+    within(
+        "update the card",
+        click.create_response(
+            &http,
+            s::CreateInteractionResponse::UpdateMessage(
+                s::CreateInteractionResponseMessage::new().content("approved"),
+            ),
+        ),
+    )
+    .await
+    .expect("update");
+
     // Drain to a marker and parse every frame the gateway sent.
     fake.post_message(user_message(demo::OPS, demo::STANLEY, "END", None))
         .expect("marker");

@@ -402,6 +402,8 @@ pub struct Sections<'a> {
     pub discord: &'a str,
     pub toolserver: &'a str,
     pub extra: &'a str,
+    /// More environment for the service (named tokens' variables).
+    pub env: &'a [(&'a str, &'a str)],
 }
 
 /// A running `switchboard run`, killed on drop.
@@ -490,6 +492,7 @@ impl Switchboard {
         let mut child = switchboard_command(&config, dir)
             .env("DISCORD_TOKEN", "e2e-token")
             .env("SWITCHBOARD_OPERATOR_TOKEN", &token)
+            .envs(sections.env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

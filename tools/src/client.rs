@@ -6,7 +6,7 @@
 use protocol::ErrorCode;
 use std::time::Duration;
 
-use protocol::context::{CONTEXT_ENV_HEADERS, ENV_TOKEN, HEADER_CWD};
+use protocol::context::{CONTEXT_ENV_HEADERS, ENV_TOKEN, HEADER_CWD, HEADER_TOOL_CALL_ID};
 use protocol::{ErrorBody, ErrorKind};
 use serde_json::{json, Value};
 
@@ -75,6 +75,32 @@ impl Client {
 
     pub fn base(&self) -> &str {
         &self.base
+    }
+
+    /// The `x-switchboard-tool-call-id` this client sends; one is made up (and added) when the
+    /// environment gave none, so the server's approval for this call can be found.
+    pub fn ensure_tool_call_id(&mut self) -> String {
+        if let Some((_, id)) = self
+            .headers
+            .iter()
+            .find(|(name, _)| *name == HEADER_TOOL_CALL_ID)
+        {
+            return id.clone();
+        }
+        let id = fresh_call_id();
+        self.headers.push((HEADER_TOOL_CALL_ID, id.clone()));
+        id
+    }
+
+    /// What a call that did not answer in time fails with.
+    pub fn timeout_failure(&self) -> Failure {
+        let url = &self.base;
+        Failure::new(
+            ErrorKind::Timeout,
+            ErrorCode::ClientTimeout,
+            format!("switchboard at {url} did not answer in time (raise --timeout=SECONDS)"),
+            json!({"url": url}),
+        )
     }
 
     /// `GET path`: the body as JSON, unwrapping `{"ok":true,"value":...}` when present.
@@ -195,12 +221,7 @@ impl Client {
             {
                 unreachable(io.to_string())
             }
-            ureq::Error::Timeout(_) => Failure::new(
-                ErrorKind::Timeout,
-                ErrorCode::ClientTimeout,
-                format!("switchboard at {url} did not answer in time (raise --timeout=SECONDS)"),
-                json!({"url": url}),
-            ),
+            ureq::Error::Timeout(_) => self.timeout_failure(),
             ureq::Error::BodyExceedsLimit(limit) => Failure::new(
                 ErrorKind::Internal,
                 ErrorCode::BadResponse,
@@ -284,6 +305,21 @@ fn snippet(bytes: &[u8]) -> String {
         Some((i, _)) => format!("{:?}…", &text[..i]),
         None => format!("{text:?}"),
     }
+}
+
+/// A tool-call id for a call made from a shell: `cli-` and 16 hex digits from the standard
+/// library's per-process random hash keys, the clock and the process id (unguessable enough to
+/// keep another caller from reading this call's approval; it is not a secret).
+fn fresh_call_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    hasher.write_u32(std::process::id());
+    format!("cli-{:016x}", hasher.finish())
 }
 
 #[cfg(test)]

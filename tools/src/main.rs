@@ -15,6 +15,7 @@ mod client;
 mod failure;
 mod help;
 mod render;
+mod waiting;
 
 use std::io::{self, Read, Write};
 use std::process::ExitCode;
@@ -30,6 +31,10 @@ use client::Client;
 use failure::Failure;
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// The HTTP timeout of a call itself: the longest an approval can keep it waiting
+/// (`permissions.ask_timeout_s` at most a day) and a little more. The `--timeout` is kept by
+/// [`waiting::post_call`], which extends it only while an approval is pending.
+const CALL_HTTP_TIMEOUT: Duration = Duration::from_secs(86_400 + 60);
 
 fn main() -> ExitCode {
     let cli = match cli::parse(std::env::args_os()) {
@@ -156,7 +161,14 @@ fn call(settings: &Settings, mut parsed: Parsed) -> Result<(), Failure> {
             )))
         }
     };
-    let client = client(settings)?;
+    let env = |name: &str| std::env::var(name).ok();
+    let mut call_client = Client::new(&settings.url, CALL_HTTP_TIMEOUT, &env)?;
+    let tool_call_id = call_client.ensure_tool_call_id();
+    let look = Client::new(
+        &settings.url,
+        settings.timeout.min(waiting::look_timeout()),
+        &env,
+    )?;
     let mut read_stdin = || {
         let mut text = String::new();
         io::stdin().read_to_string(&mut text)?;
@@ -171,7 +183,19 @@ fn call(settings: &Settings, mut parsed: Parsed) -> Result<(), Failure> {
             Value::Object(Default::default()),
         )
     })?;
-    let value = client.post("/v1/call", &body).map_err(|mut f| {
+    let mut say = |line: &str| {
+        let mut err = io::stderr().lock();
+        let _ = writeln!(err, "{line}");
+    };
+    let value = waiting::post_call(
+        call_client,
+        &look,
+        body,
+        &tool_call_id,
+        settings.timeout,
+        &mut say,
+    )
+    .map_err(|mut f| {
         if is_unknown_tool(&f) {
             f.unknown_tool = Some(tool.clone());
         }

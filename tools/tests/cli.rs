@@ -405,7 +405,7 @@ fn call_is_one_post_with_token_context_headers_and_the_request_body() {
 }
 
 #[test]
-fn without_token_or_context_only_the_working_directory_is_sent() {
+fn without_token_or_context_only_the_working_directory_and_a_call_id_are_sent() {
     let server = ok_value(json!(1));
     let run = tools(&["x.y"], &server.env(), None);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -416,7 +416,15 @@ fn without_token_or_context_only_the_working_directory_is_sent() {
         .keys()
         .filter(|h| h.starts_with("x-switchboard-"))
         .collect();
-    assert_eq!(context, ["x-switchboard-cwd"], "{:?}", req.headers);
+    assert_eq!(
+        context,
+        ["x-switchboard-cwd", "x-switchboard-tool-call-id"],
+        "{:?}",
+        req.headers
+    );
+    // A call id of its own, so the server's approval for it can be found.
+    let id = &req.headers["x-switchboard-tool-call-id"];
+    assert!(id.starts_with("cli-") && id.len() == 20, "{id}");
     let here = std::env::current_dir().expect("cwd");
     assert_eq!(
         req.headers["x-switchboard-cwd"],

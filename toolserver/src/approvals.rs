@@ -23,7 +23,11 @@ use crate::surface::{AllowedChannel, Surface};
 
 /// Where an approval stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
+#[serde(
+    tag = "state",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum ApprovalState {
     /// Waiting for a decision until `expires_at_ms` (ms since the epoch).
     Pending {

@@ -46,6 +46,7 @@ pub fn router(core: Arc<Core>) -> Router {
         .route("/v1/tools/{id}", get(describe_tool))
         .route("/v1/call", post(call))
         .route("/v1/capabilities", post(mint_capability))
+        .route("/v1/approvals", get(list_approvals))
         .fallback(unknown_route)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(core)
@@ -209,6 +210,48 @@ async fn describe_tool(
                 .filter(|visible| context.caller.may_call(visible)),
         )),
     }
+}
+
+/// `GET /v1/approvals[?toolCallId=ID]` query.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ApprovalsQuery {
+    tool_call_id: Option<String>,
+}
+
+/// The approvals still waiting: the operator sees every one; any other caller only the one its
+/// own call waits on, named by the `x-switchboard-tool-call-id` it sent with that call (so the
+/// CLI can say where to look while it waits).
+async fn list_approvals(
+    State(core): Shared,
+    Authed(context): Authed,
+    query: Result<axum::extract::Query<ApprovalsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ToolError> {
+    let axum::extract::Query(query) = query.map_err(|rejection| {
+        ToolError::usage(
+            ErrorCode::BadRequest,
+            format!("{rejection}; the only parameter is toolCallId"),
+        )
+    })?;
+    let operator = matches!(context.caller, Caller::Operator | Caller::Unauthenticated);
+    let wanted = query.tool_call_id.filter(|id| !id.trim().is_empty());
+    if !operator && wanted.is_none() {
+        return Err(ToolError::denied(
+            ErrorCode::OutOfScope,
+            "only the operator lists every approval; pass toolCallId to see the one your call waits on",
+        ));
+    }
+    let approvals: Vec<_> = core
+        .approvals()
+        .pending()
+        .into_iter()
+        .filter(|card| {
+            wanted
+                .as_deref()
+                .is_none_or(|id| card.tool_call_id.as_deref() == Some(id))
+        })
+        .collect();
+    Ok(Json(json!({ "approvals": approvals })).into_response())
 }
 
 fn body_error(rejection: BytesRejection) -> ToolError {

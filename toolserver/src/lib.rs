@@ -39,6 +39,7 @@ mod refusals;
 mod registry;
 mod render;
 pub mod runs;
+pub mod scopes;
 mod server;
 pub mod surface;
 #[cfg(feature = "testing")]

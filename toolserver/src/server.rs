@@ -100,6 +100,9 @@ pub struct Core {
     operator: Option<OperatorToken>,
     named_tokens: Vec<crate::auth::NamedToken>,
     pub(crate) governance: crate::governance::Governance,
+    /// `agent.tool_scope` when an agent is configured: what `/tools` intersects a session's
+    /// scope with.
+    pub(crate) agent_scope: Option<Vec<String>>,
     pub(crate) approvals: crate::approvals::Approvals,
     pub(crate) hooks: switchboard_config::Hooks,
     pub(crate) audit: switchboard_config::AuditConfig,
@@ -179,6 +182,7 @@ impl Core {
         Ok(Core {
             named_tokens,
             governance,
+            agent_scope: config.agent.as_ref().map(|agent| agent.tool_scope.clone()),
             approvals,
             hooks: config.hooks.clone(),
             audit: config.audit.clone(),

@@ -17,6 +17,7 @@
 
 mod error;
 mod hot;
+mod ledger;
 mod model;
 mod search;
 mod sqlite;
@@ -24,8 +25,13 @@ mod writer;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use entity::NameDirectory;
+use switchboard_config::AuditConfig;
+use toolserver::governance::{
+    ApprovalRecord, AuditFilter, AuditPage, AuditRow, Ledger, LedgerFuture,
+};
 use tracing::{error, info};
 
 pub use entity::Snowflake;
@@ -46,6 +52,8 @@ use writer::Writer;
 pub struct StoreOptions {
     /// Newest messages kept per session, in memory and in SQLite (default 1,000).
     pub messages_per_channel: usize,
+    /// Audit rows older than this are pruned (`audit.retention_days`, default 90 days).
+    pub audit_retention: Duration,
 }
 
 impl StoreOptions {
@@ -57,6 +65,7 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             messages_per_channel: Self::DEFAULT_MESSAGES_PER_CHANNEL,
+            audit_retention: AuditConfig::default().retention,
         }
     }
 }
@@ -72,6 +81,8 @@ struct Inner {
     hot: Arc<Hot>,
     /// The workflows the file held at open.
     workflows_at_open: Vec<WorkflowRow>,
+    /// The `/tools` overrides and pending approvals the file held at open.
+    ledger_at_open: ledger::LedgerAtOpen,
     writer: Writer,
     path: String,
     closed: AtomicBool,
@@ -130,12 +141,27 @@ impl Store {
             Ok(pruned) => info!(path, pruned, "pruned old messages from the store"),
             Err(err) => error!(path, %err, "could not prune the store at open; will retry later"),
         }
-        let workflows_at_open = sqlite::load_workflows(&conn, toolserver::clock::now_ms(), path)?;
-        let writer = Writer::spawn(conn, path.to_owned(), keep, Arc::clone(&hot))?;
+        let now_ms = toolserver::clock::now_ms();
+        let workflows_at_open = sqlite::load_workflows(&conn, now_ms, path)?;
+        let ledger_at_open =
+            ledger::load(&conn, now_ms, options.audit_retention, path).map_err(|source| {
+                StoreError::Load {
+                    path: path.to_owned(),
+                    source,
+                }
+            })?;
+        let writer = Writer::spawn(
+            conn,
+            path.to_owned(),
+            keep,
+            options.audit_retention,
+            Arc::clone(&hot),
+        )?;
         Ok(Store {
             inner: Arc::new(Inner {
                 hot,
                 workflows_at_open,
+                ledger_at_open,
                 writer,
                 path: path.to_owned(),
                 closed: AtomicBool::new(false),
@@ -244,19 +270,27 @@ impl Store {
     }
 
     /// Full-text search over the stored messages (see `search.rs` for what is indexed). It
-    /// runs on the writer thread after everything queued before it is committed, and is
-    /// stopped after `budget`. Blocks: from async code, call it through `spawn_blocking`.
+    /// runs on the writer's connection once everything queued before it is committed, and is
+    /// stopped after `budget` (it holds up writes meanwhile, so the budget is short).
     pub fn search(
         &self,
         search: StoreSearch,
         budget: std::time::Duration,
-    ) -> Result<Vec<StoreHit>, SearchError> {
-        if self.inner.closed.load(Ordering::Relaxed) {
-            return Err(SearchError::Closed);
+    ) -> impl std::future::Future<Output = Result<Vec<StoreHit>, SearchError>> + Send + 'static
+    {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let queued = !self.inner.closed.load(Ordering::Relaxed)
+            && self.inner.writer.query(Box::new(move |conn| {
+                // The budget starts when the search does, not while it waits its turn.
+                let deadline = std::time::Instant::now() + budget;
+                let _ = answer.send(search::run(conn, &search, deadline));
+            }));
+        async move {
+            if !queued {
+                return Err(SearchError::Closed);
+            }
+            answered.await.map_err(|_| SearchError::Closed)?
         }
-        self.inner
-            .writer
-            .search(search, std::time::Instant::now() + budget)
     }
 
     /// The session with this id, if the store knows it.
@@ -486,6 +520,56 @@ impl Store {
             .writer
             .close()
             .map_err(|err| writer_error(&self.inner.path, err))
+    }
+}
+
+impl Store {
+    /// The `/tools` overrides the file held at open.
+    pub fn scope_overrides_at_open(&self) -> Vec<(Snowflake, Vec<String>)> {
+        self.inner.ledger_at_open.overrides.clone()
+    }
+
+    /// The approval requests an earlier run left pending (to settle as expired).
+    pub fn pending_approvals_at_open(&self) -> Vec<ApprovalRecord> {
+        self.inner.ledger_at_open.pending_approvals.clone()
+    }
+
+    fn queue_ledger(&self, change: ledger::LedgerChange) {
+        self.queue(Change::Ledger(Box::new(change)));
+    }
+}
+
+/// The audit log, `/tools` overrides and approvals, kept in SQLite through the writer.
+impl Ledger for Store {
+    fn record(&self, row: AuditRow) {
+        self.queue_ledger(ledger::LedgerChange::Audit(row));
+    }
+
+    fn query(&self, filter: AuditFilter) -> LedgerFuture<'_, Result<AuditPage, String>> {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let queued = !self.inner.closed.load(Ordering::Relaxed)
+            && self.inner.writer.query(Box::new(move |conn| {
+                let page = ledger::query(conn, &filter)
+                    .map_err(|err| format!("could not read the audit log: {err}"));
+                let _ = answer.send(page);
+            }));
+        let path = self.inner.path.clone();
+        Box::pin(async move {
+            if !queued {
+                return Err(format!("the store at {path} is closed"));
+            }
+            answered
+                .await
+                .map_err(|_| format!("the store at {path} stopped before answering"))?
+        })
+    }
+
+    fn save_session_scope(&self, session: Snowflake, scope: Option<Vec<String>>) {
+        self.queue_ledger(ledger::LedgerChange::SessionScope(session, scope));
+    }
+
+    fn save_approval(&self, record: ApprovalRecord) {
+        self.queue_ledger(ledger::LedgerChange::Approval(record));
     }
 }
 

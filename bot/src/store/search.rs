@@ -20,6 +20,8 @@ use std::time::Instant;
 
 use entity::{Mention, Snowflake};
 use rusqlite::{params, Connection};
+
+use super::model::StoredMessage;
 use toolserver::surface::{SearchMatch, SearchTerm};
 
 /// One search, as the writer thread runs it.
@@ -39,14 +41,12 @@ pub struct StoreSearch {
     pub limit: usize,
 }
 
-/// One hit: the message's key, an excerpt with the matches between `**`, and a score (higher
-/// is better).
+/// One hit: the message (read from the file: it may be older than the hot window), an
+/// excerpt with the matches between `**`, and a score (higher is better).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoreHit {
     /// The message.
-    pub id: Snowflake,
-    /// Its channel.
-    pub channel_id: Snowflake,
+    pub message: StoredMessage,
     /// An excerpt of its text, the matches between `**` and `**`.
     pub snippet: String,
     /// BM25 relevance, negated so that higher is better.
@@ -192,7 +192,8 @@ fn query(conn: &Connection, search: &StoreSearch) -> rusqlite::Result<Vec<StoreH
     // The id bounds go to the index itself (FTS5 filters rowid ranges as it scans); channel and
     // author are checked on the message row, found by its primary key.
     let mut stmt = conn.prepare_cached(
-        "SELECT messages_fts.rowid, m.channel_id,
+        "SELECT m.id, m.channel_id, m.author_id, m.author_is_bot, m.content, m.text,
+                m.timestamp, m.edited_timestamp, m.reply_to, m.attachments, m.reactions,
                 snippet(messages_fts, 0, '**', '**', '…', 16), bm25(messages_fts)
          FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
          WHERE messages_fts MATCH ?1
@@ -217,10 +218,9 @@ fn query(conn: &Connection, search: &StoreSearch) -> rusqlite::Result<Vec<StoreH
         ],
         |row| {
             Ok(StoreHit {
-                id: Snowflake(row.get::<_, i64>(0)? as u64),
-                channel_id: Snowflake(row.get::<_, i64>(1)? as u64),
-                snippet: row.get(2)?,
-                score: -row.get::<_, f64>(3)?,
+                message: super::sqlite::message_from_row(row)?,
+                snippet: row.get(11)?,
+                score: -row.get::<_, f64>(12)?,
             })
         },
     )?;

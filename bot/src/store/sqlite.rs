@@ -216,7 +216,10 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
             conn.execute_batch(SCHEMA_V2)
                 .map_err(fail("add the workflows table"))?;
         }
-        // Version 3 is governance's.
+        if version < 3 {
+            conn.execute_batch(super::ledger::SCHEMA_V3)
+                .map_err(fail("add the audit log, /tools overrides and approvals"))?;
+        }
         if version < 4 {
             conn.execute_batch(SCHEMA_V4)
                 .map_err(fail("add the search index and thread state"))?;
@@ -389,7 +392,8 @@ pub(crate) fn load(conn: &Connection, hot: &Hot, path: &str) -> Result<(), Store
     Ok(())
 }
 
-fn message_from_row(row: &Row<'_>) -> rusqlite::Result<StoredMessage> {
+/// A message from a row whose first eleven columns are those `load` selects, in its order.
+pub(crate) fn message_from_row(row: &Row<'_>) -> rusqlite::Result<StoredMessage> {
     let id = from_sql(row.get(0)?);
     let attachments: String = row.get(9)?;
     let reactions: String = row.get(10)?;
@@ -444,6 +448,8 @@ pub(crate) enum Change {
     /// Keep a thread's state (replacing what was kept).
     SaveThread(Snowflake, ThreadState),
     SaveWorkflow(Box<WorkflowRow>),
+    /// An audit row, a `/tools` override or an approval request.
+    Ledger(Box<super::ledger::LedgerChange>),
 }
 
 /// A workflow as the store keeps it: an opaque JSON body, plus what pruning needs.
@@ -473,6 +479,7 @@ impl Change {
                 format!("store message {id} in channel {channel_id}")
             }
             Change::SaveWorkflow(row) => format!("store workflow {}", row.id),
+            Change::Ledger(change) => change.describe(),
             Change::ForgetChannel(id) => format!("forget the messages of channel {id}"),
             Change::SaveThread(id, _) => format!("store the state of thread {id}"),
             Change::DeleteMessages { channel_id, ids } => {
@@ -503,6 +510,7 @@ fn json<T: serde::Serialize>(value: &T) -> rusqlite::Result<String> {
 /// Applies one change inside the writer's open transaction.
 pub(crate) fn apply(conn: &Connection, hot: &Hot, change: &Change) -> rusqlite::Result<()> {
     match change {
+        Change::Ledger(change) => super::ledger::apply(conn, change)?,
         Change::SaveWorkflow(row) => {
             conn.prepare_cached(
                 "INSERT INTO workflows (id, state, finished_ms, body) VALUES (?1, ?2, ?3, ?4)

@@ -15,7 +15,6 @@ use tracing::{debug, error, warn};
 
 use super::error::StoreError;
 use super::hot::Hot;
-use super::search::{self, SearchError, StoreHit, StoreSearch};
 use super::sqlite::{self, Change};
 
 /// Most changes committed in one transaction.
@@ -28,21 +27,19 @@ const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 /// The answer to a flush or close: the first write failure since the previous answer.
 type Reply = SyncSender<Result<(), String>>;
 
+/// A read that runs on the writer's connection once the changes queued before it are
+/// committed.
+pub(crate) type Query = Box<dyn FnOnce(&Connection) + Send>;
+
 pub(crate) enum Command {
     Change(Change),
     Flush(Reply),
+    Query(Query),
     Close(Reply),
-    /// A search, run once everything queued before it is committed (so it sees those writes).
-    Search(Box<SearchJob>),
 }
 
-/// A search for the writer thread, which owns the only connection to the file.
-pub(crate) struct SearchJob {
-    pub(crate) search: StoreSearch,
-    /// When the search is stopped if it is still running.
-    pub(crate) deadline: Instant,
-    pub(crate) reply: SyncSender<Result<Vec<StoreHit>, SearchError>>,
-}
+/// How often audit rows past `audit.retention_days` are pruned while running.
+const AUDIT_PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
 
 /// The handle the store keeps: a queue into the thread and the thread itself.
 pub(crate) struct Writer {
@@ -55,12 +52,17 @@ impl Writer {
         conn: Connection,
         path: String,
         keep: usize,
+        audit_retention: Duration,
         hot: Arc<Hot>,
     ) -> Result<Writer, StoreError> {
         let (queue, commands) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || WriterThread::new(conn, path, keep, hot).run(commands))
+            .spawn(move || {
+                WriterThread::new(conn, path, keep, hot)
+                    .with_audit_retention(audit_retention)
+                    .run(commands);
+            })
             .map_err(StoreError::Spawn)?;
         Ok(Writer {
             queue,
@@ -77,28 +79,16 @@ impl Writer {
         }
     }
 
+    /// Runs `query` on the writer's connection after what is queued now is committed; `false`
+    /// when the writer has stopped (the query is dropped unrun).
+    pub(crate) fn query(&self, query: Query) -> bool {
+        self.queue.send(Command::Query(query)).is_ok()
+    }
+
     /// Waits until everything queued before the call is committed.
     /// `Err(None)`: the writer has stopped; `Err(Some(message))`: a write failed.
     pub(crate) fn flush(&self) -> Result<(), Option<String>> {
         self.round_trip(Command::Flush)
-    }
-
-    /// Runs a search after everything queued before it is committed; blocks until it answers.
-    pub(crate) fn search(
-        &self,
-        search: StoreSearch,
-        deadline: Instant,
-    ) -> Result<Vec<StoreHit>, SearchError> {
-        let (reply, answer) = mpsc::sync_channel(1);
-        let job = SearchJob {
-            search,
-            deadline,
-            reply,
-        };
-        self.queue
-            .send(Command::Search(Box::new(job)))
-            .map_err(|_| SearchError::Closed)?;
-        answer.recv().map_err(|_| SearchError::Closed)?
     }
 
     /// Commits what is queued, prunes, checkpoints and stops the thread.
@@ -135,6 +125,8 @@ struct WriterThread {
     touched: HashSet<Snowflake>,
     batches_since_prune: u32,
     last_prune: Instant,
+    audit_retention: Duration,
+    last_audit_prune: Instant,
 }
 
 impl WriterThread {
@@ -148,12 +140,22 @@ impl WriterThread {
             touched: HashSet::new(),
             batches_since_prune: 0,
             last_prune: Instant::now(),
+            audit_retention: Duration::MAX,
+            last_audit_prune: Instant::now(),
+        }
+    }
+
+    fn with_audit_retention(self, audit_retention: Duration) -> WriterThread {
+        WriterThread {
+            audit_retention,
+            ..self
         }
     }
 
     fn run(mut self, commands: Receiver<Command>) {
         let mut batch = Vec::with_capacity(MAX_BATCH);
         let mut replies = Vec::new();
+        let mut queries: Vec<Query> = Vec::new();
         loop {
             let first = match commands.recv_timeout(PRUNE_INTERVAL) {
                 Ok(command) => command,
@@ -169,18 +171,14 @@ impl WriterThread {
                 }
             };
             let mut closing = None;
-            let mut searching = None;
             let mut next = Some(first);
             while let Some(command) = next.take() {
                 match command {
                     Command::Change(change) => batch.push(change),
                     Command::Flush(reply) => replies.push(reply),
+                    Command::Query(query) => queries.push(query),
                     Command::Close(reply) => {
                         closing = Some(reply);
-                        break;
-                    }
-                    Command::Search(job) => {
-                        searching = Some(job);
                         break;
                     }
                 }
@@ -190,22 +188,15 @@ impl WriterThread {
                 next = commands.try_recv().ok();
             }
             self.commit(&mut batch);
+            for query in queries.drain(..) {
+                query(&self.conn);
+            }
             let answer = match self.failure.take() {
                 Some(failure) => Err(failure),
                 None => Ok(()),
             };
-            let reported = !replies.is_empty();
             for reply in replies.drain(..) {
                 let _ = reply.send(answer.clone());
-            }
-            if let Some(job) = searching {
-                // A write failure no flush has heard of waits for the next one.
-                if let (Err(failure), false) = (&answer, reported) {
-                    self.failure.get_or_insert(failure.clone());
-                }
-                let _ = job
-                    .reply
-                    .send(search::run(&self.conn, &job.search, job.deadline));
             }
             if let Some(reply) = closing {
                 self.failure = answer.err();
@@ -264,6 +255,16 @@ impl WriterThread {
     }
 
     fn prune_if_due(&mut self) {
+        if self.last_audit_prune.elapsed() >= AUDIT_PRUNE_INTERVAL {
+            self.last_audit_prune = Instant::now();
+            let retention = u64::try_from(self.audit_retention.as_millis()).unwrap_or(u64::MAX);
+            let oldest = toolserver::clock::now_ms().saturating_sub(retention);
+            match super::ledger::prune_audit(&self.conn, oldest) {
+                Ok(0) => {}
+                Ok(pruned) => debug!(path = %self.path, pruned, "pruned old audit rows"),
+                Err(err) => warn!(path = %self.path, %err, "could not prune the audit log"),
+            }
+        }
         let due = self.batches_since_prune >= PRUNE_EVERY_BATCHES
             || self.last_prune.elapsed() >= PRUNE_INTERVAL;
         if due && !self.touched.is_empty() {
@@ -341,7 +342,8 @@ mod tests {
         let conn = sqlite::open(":memory:").unwrap();
         conn.execute_batch("DROP TABLE messages").unwrap();
         let hot = Arc::new(Hot::new(10));
-        let writer = Writer::spawn(conn, ":memory:".into(), 10, Arc::clone(&hot)).unwrap();
+        let writer =
+            Writer::spawn(conn, ":memory:".into(), 10, Duration::MAX, Arc::clone(&hot)).unwrap();
         assert!(writer.send(save(&hot, 5)).is_ok());
         let err = writer.flush().unwrap_err().unwrap();
         assert!(err.contains("store message 5 in channel 1"), "{err}");
@@ -366,7 +368,14 @@ mod tests {
     fn batches_are_capped() {
         let conn = sqlite::open(":memory:").unwrap();
         let hot = Arc::new(Hot::new(100_000));
-        let writer = Writer::spawn(conn, ":memory:".into(), 100_000, Arc::clone(&hot)).unwrap();
+        let writer = Writer::spawn(
+            conn,
+            ":memory:".into(),
+            100_000,
+            Duration::MAX,
+            Arc::clone(&hot),
+        )
+        .unwrap();
         for id in 1..=(MAX_BATCH as u64 * 3 + 7) {
             assert!(writer.send(save(&hot, id)).is_ok());
         }

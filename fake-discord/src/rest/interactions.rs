@@ -22,6 +22,10 @@ use crate::validation::{self, EditDraft, MessageDraft};
 const CHANNEL_MESSAGE_WITH_SOURCE: u64 = 4;
 const DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE: u64 = 5;
 const MODAL: u64 = 9;
+/// Callback types only a component interaction takes: acknowledge and edit later, or edit the
+/// message the component is on now.
+const DEFERRED_UPDATE_MESSAGE: u64 = 6;
+const UPDATE_MESSAGE: u64 = 7;
 
 fn form_error(field: &str, code: &'static str, message: &str) -> ApiError {
     let mut errors = FormErrors::new();
@@ -75,7 +79,7 @@ pub(super) async fn callback(
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     let interaction_id = path_id("interaction_id", &interaction_id)?;
-    {
+    let (component, channel_id) = {
         let store = s.lock();
         let i = store
             .interactions
@@ -87,7 +91,8 @@ pub(super) async fn callback(
         if i.response.is_some() {
             return Err(ApiError::already_acknowledged());
         }
-    }
+        (i.component.clone(), i.channel_id)
+    };
     let kind = match body.get("type").map(Value::as_u64) {
         Some(Some(kind)) => kind,
         Some(None) => {
@@ -112,6 +117,20 @@ pub(super) async fn callback(
             Some(answer_message(&s, interaction_id, draft)?)
         }
         DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE | MODAL => None,
+        DEFERRED_UPDATE_MESSAGE if component.is_some() => None,
+        UPDATE_MESSAGE => {
+            let Some((message_id, _)) = &component else {
+                return Err(form_error(
+                    "type",
+                    "INTERACTION_RESPONSE_TYPE_INVALID",
+                    "Invalid interaction response type for an application command",
+                ));
+            };
+            let data = body.get("data").cloned().unwrap_or(json!({}));
+            let draft: EditDraft = validation::message_edit(&data)?;
+            s.edit_message(channel_id, *message_id, draft, false)?;
+            None
+        }
         _ => {
             return Err(form_error(
                 "type",

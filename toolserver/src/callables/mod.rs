@@ -2,6 +2,7 @@
 //! `attachment.download` and `workflow.*`.
 
 mod attachments;
+mod audit;
 mod help;
 mod messages;
 mod pins;
@@ -37,4 +38,5 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(workflows::ListWorkflows);
     registry.register(workflows::GetWorkflow);
     registry.register(workflows::CancelWorkflow);
+    registry.register(audit::ListAudit);
 }
