@@ -25,7 +25,10 @@ pub fn emoji_text(emoji: &ReactionType) -> String {
 
 /// An emoji object of a REST answer (`{"id", "name"}`) in the same form as [`emoji_text`].
 fn emoji_text_of_json(emoji: &Value) -> Option<String> {
-    let name = emoji.get("name").and_then(Value::as_str).unwrap_or_default();
+    let name = emoji
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     match emoji.get("id").and_then(Value::as_str) {
         Some(id) => Some(format!("{name}:{id}")),
         None if !name.is_empty() => Some(name.to_owned()),

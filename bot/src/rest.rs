@@ -517,9 +517,18 @@ impl DiscordRest {
     }
 
     /// Changes a thread (`PATCH /channels/{id}` with `archived`, `locked`, ...); returns it.
-    pub async fn modify_thread(&self, thread: Snowflake, body: Value) -> Result<Value, SurfaceError> {
-        self.call(Method::PATCH, &format!("/channels/{thread}"), Some(body), true)
-            .await
+    pub async fn modify_thread(
+        &self,
+        thread: Snowflake,
+        body: Value,
+    ) -> Result<Value, SurfaceError> {
+        self.call(
+            Method::PATCH,
+            &format!("/channels/{thread}"),
+            Some(body),
+            true,
+        )
+        .await
     }
 
     /// A guild's active threads (`GET /guilds/{id}/threads/active`): `{threads, members}`.

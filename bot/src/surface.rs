@@ -11,9 +11,8 @@ use serde_json::{json, Value};
 use toolserver::approvals::ApprovalCard;
 use toolserver::surface::{
     AllowedChannel, AttachmentInfo, ChannelLocation, ConnectionState, Fetched, MentionPolicy,
-    MessageInfo, MessageQuery, NewThread, OutgoingMessage, PinnedMessage, ReactionInfo,
-    SearchHit, SearchQuery, SessionInfo, SessionKind as ToolSessionKind, Surface, SurfaceError,
-    ThreadInfo,
+    MessageInfo, MessageQuery, NewThread, OutgoingMessage, PinnedMessage, ReactionInfo, SearchHit,
+    SearchQuery, SessionInfo, SessionKind as ToolSessionKind, Surface, SurfaceError, ThreadInfo,
 };
 
 use crate::payload::stored_message_from_json;
@@ -549,12 +548,15 @@ impl Surface for DiscordSurface {
         let parent_id = parent.id();
         let guild = match self.store.session(parent_id).and_then(|s| s.guild_id) {
             Some(guild) => guild,
-            None => self.rest.channel(parent_id).await?.guild_id.ok_or_else(|| {
-                SurfaceError::InvalidInput {
+            None => self
+                .rest
+                .channel(parent_id)
+                .await?
+                .guild_id
+                .ok_or_else(|| SurfaceError::InvalidInput {
                     message: format!("channel {parent_id} is not in a guild, so it has no threads"),
                     details: Value::Null,
-                }
-            })?,
+                })?,
         };
         let mut found = Vec::new();
         let mut pages = vec![self.rest.active_threads(guild).await?];
@@ -606,7 +608,9 @@ impl Surface for DiscordSurface {
             }
         };
         let info = self.remember_thread(&answer).ok_or_else(|| {
-            SurfaceError::Unavailable("Discord's answer to a thread creation is not a thread".into())
+            SurfaceError::Unavailable(
+                "Discord's answer to a thread creation is not a thread".into(),
+            )
         })?;
         self.join(info.channel_id).await;
         Ok(info)
@@ -621,12 +625,12 @@ impl Surface for DiscordSurface {
             .rest
             .modify_thread(thread.id(), json!({ "archived": archived }))
             .await?;
-        let info = self.remember_thread(&answer).ok_or_else(|| {
-            SurfaceError::InvalidInput {
+        let info = self
+            .remember_thread(&answer)
+            .ok_or_else(|| SurfaceError::InvalidInput {
                 message: format!("channel {thread} is not a thread"),
                 details: Value::Null,
-            }
-        })?;
+            })?;
         if !archived {
             self.join(info.channel_id).await;
         }

@@ -11,9 +11,8 @@ use entity::{LearnedNames, NameDirectory, Snowflake};
 use crate::approvals::ApprovalCard;
 use crate::surface::{
     AllowedChannel, AttachmentInfo, ChannelLocation, ConnectionState, Fetched, MentionPolicy,
-    MessageInfo, MessageQuery, NewThread, OutgoingMessage, PinnedMessage, ReactionInfo,
-    SearchHit, SearchMatch, SearchQuery, SessionInfo, SessionKind, Surface, SurfaceError,
-    ThreadInfo,
+    MessageInfo, MessageQuery, NewThread, OutgoingMessage, PinnedMessage, ReactionInfo, SearchHit,
+    SearchMatch, SearchQuery, SessionInfo, SessionKind, Surface, SurfaceError, ThreadInfo,
 };
 
 /// One action the surface was asked to take; recorded before it runs, so an action a queued
@@ -768,7 +767,8 @@ impl Surface for MemorySurface {
     }
 
     async fn create_thread(&self, thread: NewThread) -> Result<ThreadInfo, SurfaceError> {
-        self.begin(SurfaceCall::CreateThread(thread.clone())).await?;
+        self.begin(SurfaceCall::CreateThread(thread.clone()))
+            .await?;
         let mut state = self.lock();
         let parent = thread.parent.id();
         let guild_id = state.sessions.get(&parent).and_then(|s| s.guild_id);
@@ -780,7 +780,9 @@ impl Surface for MemorySurface {
                     .get(&parent)
                     .is_some_and(|m| m.contains_key(&message_id));
                 if !exists {
-                    return Err(SurfaceError::NotFound(format!("Unknown message {message_id}")));
+                    return Err(SurfaceError::NotFound(format!(
+                        "Unknown message {message_id}"
+                    )));
                 }
                 if state.sessions.contains_key(&message_id) {
                     return Err(SurfaceError::InvalidInput {
@@ -860,7 +862,9 @@ impl Surface for MemorySurface {
             .get(&channel_id)
             .is_some_and(|m| m.contains_key(&message_id));
         if !exists {
-            return Err(SurfaceError::NotFound(format!("Unknown message {message_id}")));
+            return Err(SurfaceError::NotFound(format!(
+                "Unknown message {message_id}"
+            )));
         }
         let seq = state.next_id;
         let pins = state.pins.entry(channel_id).or_default();
@@ -968,13 +972,17 @@ fn memory_match(query: &SearchQuery, message: &Arc<MessageInfo>) -> Option<Searc
                 SearchMatch::Words { text, prefix } => {
                     let wanted: Vec<&str> = text.split(' ').collect();
                     let found = words.windows(wanted.len()).position(|window| {
-                        window.iter().zip(&wanted).enumerate().all(|(i, (have, want))| {
-                            if *prefix && i + 1 == wanted.len() {
-                                have.starts_with(want)
-                            } else {
-                                have == want
-                            }
-                        })
+                        window
+                            .iter()
+                            .zip(&wanted)
+                            .enumerate()
+                            .all(|(i, (have, want))| {
+                                if *prefix && i + 1 == wanted.len() {
+                                    have.starts_with(want)
+                                } else {
+                                    have == want
+                                }
+                            })
                     });
                     if let Some(at) = found {
                         matched = true;
@@ -997,7 +1005,13 @@ fn memory_match(query: &SearchQuery, message: &Arc<MessageInfo>) -> Option<Searc
     let snippet = match first_hit {
         Some(word) => words
             .iter()
-            .map(|w| if *w == word { format!("**{w}**") } else { w.clone() })
+            .map(|w| {
+                if *w == word {
+                    format!("**{w}**")
+                } else {
+                    w.clone()
+                }
+            })
             .collect::<Vec<_>>()
             .join(" "),
         None => message.content.clone(),

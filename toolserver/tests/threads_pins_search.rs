@@ -5,9 +5,9 @@ use entity::Snowflake;
 use protocol::{ErrorCode, ErrorKind};
 use serde_json::{json, Value};
 use toolserver::memory::{demo, SurfaceCall};
+use toolserver::surface::Surface as _;
 use toolserver::surface::{SearchMatch, SessionKind};
 use toolserver::testing::{TestServer, DEMO_CONFIG};
-use toolserver::surface::Surface as _;
 use toolserver::{CallContext, ToolError};
 
 async fn server(extra: &str) -> TestServer {
@@ -61,7 +61,6 @@ async fn a_standalone_thread_is_created_in_an_allowed_channel_and_usable_by_its_
     assert_eq!(info.parent_channel_id, Some(ops()));
 }
 
-
 #[tokio::test]
 async fn a_thread_from_a_message_takes_the_messages_id() {
     let server = server("").await;
@@ -91,7 +90,10 @@ async fn a_thread_from_a_message_takes_the_messages_id() {
 async fn thread_creation_is_refused_before_the_platform_hears_of_it() {
     let server = server("").await;
     let cases = [
-        (json!({"sessionId": "#ops", "name": ""}), ErrorCode::InvalidInput),
+        (
+            json!({"sessionId": "#ops", "name": ""}),
+            ErrorCode::InvalidInput,
+        ),
         (
             json!({"sessionId": "#ops", "name": "x".repeat(101)}),
             ErrorCode::InvalidInput,
@@ -139,9 +141,13 @@ async fn thread_creation_is_refused_before_the_platform_hears_of_it() {
 async fn threads_are_listed_per_channel_or_across_allowed_channels() {
     let server = server("").await;
     let incident = demo::INCIDENT_THREAD.to_string();
-    let of_ops = call(&server, "surface.threads.list", json!({"sessionId": "#ops"}))
-        .await
-        .expect("listed");
+    let of_ops = call(
+        &server,
+        "surface.threads.list",
+        json!({"sessionId": "#ops"}),
+    )
+    .await
+    .expect("listed");
     let ids: Vec<&str> = of_ops["threads"]
         .as_array()
         .unwrap()
@@ -153,9 +159,13 @@ async fn threads_are_listed_per_channel_or_across_allowed_channels() {
     server
         .surface()
         .set_thread_state(Snowflake(demo::INCIDENT_THREAD), true, false);
-    let active = call(&server, "surface.threads.list", json!({"sessionId": "#ops"}))
-        .await
-        .expect("listed");
+    let active = call(
+        &server,
+        "surface.threads.list",
+        json!({"sessionId": "#ops"}),
+    )
+    .await
+    .expect("listed");
     assert_eq!(active["threads"], json!([]));
     let all = call(
         &server,
@@ -289,9 +299,11 @@ async fn a_send_to_a_locked_archived_thread_is_refused_and_nothing_is_posted() {
 #[tokio::test]
 async fn pins_are_added_listed_and_removed() {
     let server = server("").await;
-    let first = server
-        .surface()
-        .post(ops(), Snowflake(demo::STANLEY), "runbook: <#1000000000000000402>");
+    let first = server.surface().post(
+        ops(),
+        Snowflake(demo::STANLEY),
+        "runbook: <#1000000000000000402>",
+    );
     let second = server
         .surface()
         .post(ops(), Snowflake(demo::TOMAS), "on call this week");
@@ -378,9 +390,13 @@ async fn search_reads_only_what_the_allowlist_allows() {
         "deploy timeline in this thread",
     );
 
-    let everywhere = call(&server, "surface.messages.search", json!({"query": "deploy"}))
-        .await
-        .expect("searched");
+    let everywhere = call(
+        &server,
+        "surface.messages.search",
+        json!({"query": "deploy"}),
+    )
+    .await
+    .expect("searched");
     let ids = result_ids(&everywhere);
     for id in [in_ops, in_room, in_thread] {
         assert!(ids.contains(&id.to_string()), "{id} missing: {everywhere}");
@@ -414,7 +430,10 @@ async fn search_reads_only_what_the_allowlist_allows() {
     expected.sort();
     assert_eq!(ids, expected);
     let first = &in_one["results"][0];
-    assert!(first["snippet"].as_str().unwrap().contains("**deploy**"), "{first}");
+    assert!(
+        first["snippet"].as_str().unwrap().contains("**deploy**"),
+        "{first}"
+    );
 
     let refused = call(
         &server,
@@ -432,7 +451,11 @@ async fn search_filters_by_author_and_time_and_finds_mentions_by_id() {
     let surface = server.surface();
     let stanley = Snowflake(demo::STANLEY);
     let tomas = Snowflake(demo::TOMAS);
-    let older = surface.post(ops(), tomas, "ping <@1000000000000000101> about the rollback");
+    let older = surface.post(
+        ops(),
+        tomas,
+        "ping <@1000000000000000101> about the rollback",
+    );
     let newer = surface.post(ops(), stanley, "rollback done");
 
     let by_mention = call(
@@ -536,9 +559,13 @@ async fn a_rule_denying_search_in_a_session_keeps_it_out_of_searches_everywhere(
         Snowflake(demo::STANLEY),
         "public deploy plan",
     );
-    let answer = call(&server, "surface.messages.search", json!({"query": "deploy"}))
-        .await
-        .expect("searched");
+    let answer = call(
+        &server,
+        "surface.messages.search",
+        json!({"query": "deploy"}),
+    )
+    .await
+    .expect("searched");
     assert_eq!(result_ids(&answer), vec![kept.to_string()]);
     let named = call(
         &server,

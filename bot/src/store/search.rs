@@ -168,7 +168,9 @@ pub(crate) fn run(
     let result = query(conn, search);
     conn.progress_handler(0, None::<fn() -> bool>);
     result.map_err(|error| match error {
-        rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::OperationInterrupted => {
+        rusqlite::Error::SqliteFailure(e, _)
+            if e.code == rusqlite::ErrorCode::OperationInterrupted =>
+        {
             SearchError::TooSlow
         }
         rusqlite::Error::SqliteFailure(_, Some(message))
@@ -233,10 +235,7 @@ mod tests {
 
     #[test]
     fn refs_name_each_mention_once() {
-        assert_eq!(
-            refs_of("hi <@7> <@!7> <@&8> in <#9> `<@10>`"),
-            "u7 r8 c9"
-        );
+        assert_eq!(refs_of("hi <@7> <@!7> <@&8> in <#9> `<@10>`"), "u7 r8 c9");
         assert_eq!(refs_of("no mentions"), "");
     }
 

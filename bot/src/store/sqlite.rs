@@ -115,8 +115,7 @@ fn upgrade_rows_to_v4(conn: &Connection) -> rusqlite::Result<()> {
         .prepare("SELECT id, content, reactions FROM messages")?
         .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
         .collect::<rusqlite::Result<_>>()?;
-    let mut update =
-        conn.prepare("UPDATE messages SET refs = ?2, reactions = ?3 WHERE id = ?1")?;
+    let mut update = conn.prepare("UPDATE messages SET refs = ?2, reactions = ?3 WHERE id = ?1")?;
     for (id, content, reactions) in rows {
         let refs = super::search::refs_of(&content);
         let reactions = decode_reaction_emoji(&reactions).unwrap_or(reactions);
@@ -139,7 +138,9 @@ fn decode_reaction_emoji(json: &str) -> Option<String> {
             changed = true;
         }
     }
-    changed.then(|| serde_json::to_string(&reactions).ok()).flatten()
+    changed
+        .then(|| serde_json::to_string(&reactions).ok())
+        .flatten()
 }
 
 /// Finished workflows are kept this long for `workflow.list`, then pruned at open.

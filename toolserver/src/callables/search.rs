@@ -120,7 +120,11 @@ fn alternatives(piece: &Piece, mapper: &Mapper<'_>) -> Result<Vec<SearchMatch>, 
             if words.is_empty() {
                 return Ok(Vec::new());
             }
-            if prefix && words.last().is_some_and(|w| w.chars().count() < MIN_PREFIX_CHARS) {
+            if prefix
+                && words
+                    .last()
+                    .is_some_and(|w| w.chars().count() < MIN_PREFIX_CHARS)
+            {
                 return Err(invalid(
                     "query",
                     format!("'{word}': a prefix search needs at least {MIN_PREFIX_CHARS} letters before '*'"),
@@ -326,13 +330,13 @@ impl Tool for SearchMessages {
                 let key = name[1..].to_ascii_lowercase();
                 match cx.mapper().resolve_at_key(&key) {
                     Some(entity::Mention::User(id)) => Some(id),
-                    _ => {
-                        return Err(ToolError::not_found(
-                            ErrorCode::UnknownUser,
-                            format!("authorId: no user is called {name}; give a user id or a known @name"),
-                        )
-                        .with_details(json!({ "field": "authorId" })))
-                    }
+                    _ => return Err(ToolError::not_found(
+                        ErrorCode::UnknownUser,
+                        format!(
+                            "authorId: no user is called {name}; give a user id or a known @name"
+                        ),
+                    )
+                    .with_details(json!({ "field": "authorId" }))),
                 }
             }
             Some(id) => Some(parse_id("authorId", id)?),
@@ -361,7 +365,9 @@ impl Tool for SearchMessages {
             limit: limit as usize,
         };
         Ok(match session {
-            Some(session) => Planned::in_session(plan, SessionRequest::session_id(Some(session), 0)),
+            Some(session) => {
+                Planned::in_session(plan, SessionRequest::session_id(Some(session), 0))
+            }
             None => Planned::nowhere(plan),
         })
     }
@@ -483,11 +489,17 @@ mod tests {
         let terms = parse("@Mira #ops @nobody").unwrap();
         assert_eq!(
             terms[0].any_of,
-            vec![words("mira", false), SearchMatch::Mentions(Mention::User(Snowflake(7)))]
+            vec![
+                words("mira", false),
+                SearchMatch::Mentions(Mention::User(Snowflake(7)))
+            ]
         );
         assert_eq!(
             terms[1].any_of,
-            vec![words("ops", false), SearchMatch::Mentions(Mention::Channel(Snowflake(9)))]
+            vec![
+                words("ops", false),
+                SearchMatch::Mentions(Mention::Channel(Snowflake(9)))
+            ]
         );
         assert_eq!(terms[2].any_of, vec![words("nobody", false)]);
     }
@@ -515,9 +527,15 @@ mod tests {
             let error = parse(query).unwrap_err();
             assert_eq!(error.code, ErrorCode::InvalidInput, "{query:?}");
         }
-        let many = (0..17).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
+        let many = (0..17)
+            .map(|i| format!("w{i}"))
+            .collect::<Vec<_>>()
+            .join(" ");
         assert!(parse(&many).is_err());
-        let ors = (0..9).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" OR ");
+        let ors = (0..9)
+            .map(|i| format!("w{i}"))
+            .collect::<Vec<_>>()
+            .join(" OR ");
         assert!(parse(&ors).is_err());
     }
 

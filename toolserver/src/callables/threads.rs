@@ -144,7 +144,9 @@ impl Tool for CreateThread {
             if !AUTO_ARCHIVE_MINUTES.contains(&minutes) {
                 return Err(ToolError::usage(
                     ErrorCode::InvalidInput,
-                    format!("autoArchiveMinutes must be one of 60, 1440, 4320 or 10080, got {minutes}"),
+                    format!(
+                        "autoArchiveMinutes must be one of 60, 1440, 4320 or 10080, got {minutes}"
+                    ),
                 )
                 .with_details(json!({ "field": "autoArchiveMinutes" })));
             }
@@ -243,7 +245,9 @@ impl Tool for ListThreads {
             limit: limit as usize,
         };
         Ok(match session {
-            Some(session) => Planned::in_session(plan, SessionRequest::session_id(Some(session), 0)),
+            Some(session) => {
+                Planned::in_session(plan, SessionRequest::session_id(Some(session), 0))
+            }
             None => Planned::nowhere(plan),
         })
     }
