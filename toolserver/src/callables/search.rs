@@ -23,6 +23,7 @@ use crate::invocation::{parse_id, Invocation, PlanContext};
 use crate::registry::{example, output, Planned, SessionRequest, Tool, ToolOutput, ToolSpec};
 use crate::surface::{
     AllowedChannel, ChannelLocation, SearchMatch, SearchQuery, SearchTerm, SessionKind,
+    SurfaceError,
 };
 
 /// Longest query accepted, in characters.
@@ -330,13 +331,15 @@ impl Tool for SearchMessages {
                 let key = name[1..].to_ascii_lowercase();
                 match cx.mapper().resolve_at_key(&key) {
                     Some(entity::Mention::User(id)) => Some(id),
-                    _ => return Err(ToolError::not_found(
-                        ErrorCode::UnknownUser,
-                        format!(
+                    _ => {
+                        return Err(ToolError::not_found(
+                            ErrorCode::UnknownUser,
+                            format!(
                             "authorId: no user is called {name}; give a user id or a known @name"
                         ),
-                    )
-                    .with_details(json!({ "field": "authorId" }))),
+                        )
+                        .with_details(json!({ "field": "authorId" })))
+                    }
                 }
             }
             Some(id) => Some(parse_id("authorId", id)?),
@@ -388,7 +391,12 @@ impl Tool for SearchMessages {
                 after: plan.after,
                 limit: plan.limit,
             })
-            .await?;
+            .await
+            .map_err(|error| match error {
+                // The index refused or gave up on this query: the query is what to change.
+                SurfaceError::InvalidInput { message, .. } => invalid("query", message),
+                other => ToolError::from(other),
+            })?;
         let results = hits
             .into_iter()
             .map(|hit| {
