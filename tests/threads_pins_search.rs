@@ -303,7 +303,7 @@ fn search_finds_words_and_mentions_and_refuses_garbage() {
     assert_eq!(both, expected);
     assert_eq!(
         hits(&["surface.messages.search", "@Stanley"]),
-        [mention.clone()]
+        [mention.as_str()]
     );
     assert_eq!(
         hits(&[
@@ -311,17 +311,20 @@ fn search_finds_words_and_mentions_and_refuses_garbage() {
             "--session-id=#release-room",
             "deploy"
         ]),
-        [plain.clone()]
+        [plain.as_str()]
     );
     assert_eq!(
         hits(&["surface.messages.search", "--author-id=@Stanley", "deploy"]),
-        [plain.clone()]
+        [plain.as_str()]
     );
     assert_eq!(
         hits(&["surface.messages.search", "\"rollback plan\""]),
-        [plain.clone()]
+        [plain.as_str()]
     );
-    assert_eq!(hits(&["surface.messages.search", "roll*"]), [plain.clone()]);
+    assert_eq!(
+        hits(&["surface.messages.search", "roll*"]),
+        [plain.as_str()]
+    );
     assert!(hits(&["surface.messages.search", "kubernetes"]).is_empty());
     let out = sb.tools(&["surface.messages.search", "gateway"]).json();
     let snippet = out["results"][0]["snippet"].as_str().unwrap();
@@ -331,7 +334,7 @@ fn search_finds_words_and_mentions_and_refuses_garbage() {
     // Index syntax typed by a user is only words; what cannot be searched is a usage error.
     assert_eq!(
         hits(&["surface.messages.search", "deploy\" failed)(*"]),
-        [mention.clone()]
+        [mention.as_str()]
     );
     assert!(hits(&["surface.messages.search", "deploy AND NEAR(failed"]).is_empty());
     let long = "w ".repeat(200);

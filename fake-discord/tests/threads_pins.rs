@@ -377,11 +377,12 @@ async fn archive_lock_and_members_follow_discord() {
     )
     .await;
     check_threads(&active.body);
+    let incident = demo::INCIDENT_THREAD.to_string();
     assert!(!active.body["threads"]
         .as_array()
         .unwrap()
         .iter()
-        .any(|t| t["id"] == demo::INCIDENT_THREAD.to_string()));
+        .any(|t| t["id"].as_str() == Some(incident.as_str())));
 
     let reopened = send(&fake, "PATCH", &thread, &json!({"archived": false})).await;
     assert_eq!(reopened.body["thread_metadata"]["archived"], false);

@@ -469,11 +469,11 @@ async fn search_filters_by_author_and_time_and_finds_mentions_by_id() {
     let asked = surface
         .calls()
         .into_iter()
-        .filter_map(|c| match c {
+        .rev()
+        .find_map(|c| match c {
             SurfaceCall::Search(q) => Some(q),
             _ => None,
         })
-        .last()
         .expect("searched");
     assert!(asked.terms[0]
         .any_of
