@@ -281,12 +281,14 @@ fn index_size(path: &std::path::Path) {
     let index: i64 = conn
         .query_row(
             "SELECT (SELECT COALESCE(SUM(LENGTH(block)), 0) FROM messages_fts_data)
-                  + (SELECT COUNT(*) * 24 FROM messages_fts_idx)
                   + (SELECT COALESCE(SUM(LENGTH(sz)), 0) FROM messages_fts_docsize)",
             [],
             |row| row.get(0),
         )
-        .unwrap_or(-1);
+        .unwrap_or_else(|err| {
+            eprintln!("cannot measure the index: {err}");
+            -1
+        });
     let page_size: i64 = conn
         .query_row("PRAGMA page_size", [], |row| row.get(0))
         .unwrap_or(0);
