@@ -20,7 +20,7 @@ use toolserver::workflow::{Observed, WorkflowEngine};
 use crate::backfill::{Backfill, BackfillOptions, BackfillReport};
 use crate::payload::stored_message_from_model;
 use crate::rest::DiscordRest;
-use crate::store::{SessionKind, Store, StoredSession};
+use crate::store::{SessionKind, Store, StoredSession, ThreadState};
 use crate::surface::{session_kind, Connection};
 use toolserver::runs::{Arrival, Runs};
 
@@ -226,12 +226,22 @@ impl Ingest {
             kind,
             name: channel.name.clone(),
         });
+        if let Some(meta) = &channel.thread_metadata {
+            self.store.set_thread_state(
+                sid(channel.id.get()),
+                ThreadState {
+                    archived: meta.archived,
+                    locked: meta.locked,
+                    auto_archive_minutes: u32::from(u16::from(meta.auto_archive_duration)),
+                },
+            );
+        }
     }
 
     fn reaction(&self, reaction: &Reaction, added: bool) {
         let me = reaction.user_id.map(poise::serenity_prelude::UserId::get)
             == Some(self.bot_id.load(Ordering::Relaxed));
-        let emoji = reaction.emoji.as_data();
+        let emoji = crate::payload::emoji_text(&reaction.emoji);
         let (channel, message) = (
             sid(reaction.channel_id.get()),
             sid(reaction.message_id.get()),
@@ -494,7 +504,7 @@ impl Ingest {
             Event::ReactionRemoveEmoji(e) => self.store.remove_emoji_reactions(
                 sid(e.reaction.channel_id.get()),
                 sid(e.reaction.message_id.get()),
-                &e.reaction.emoji.as_data(),
+                &crate::payload::emoji_text(&e.reaction.emoji),
             ),
             Event::Unknown(unknown) => {
                 tracing::warn!(event = %unknown.kind, "gateway event could not be parsed; it was dropped");

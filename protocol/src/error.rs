@@ -167,6 +167,8 @@ error_codes! {
     AllowlistEmpty = "allowlist_empty",
     /// Only the bot's own messages can be edited.
     NotOwnMessage = "not_own_message",
+    /// The thread is archived and locked: only a moderator can reopen it.
+    ThreadLocked = "thread_locked",
     // Rate limits and capacity.
     /// Too many calls from this caller.
     RateLimited = "rate_limited",

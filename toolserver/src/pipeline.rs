@@ -258,7 +258,10 @@ impl<'a> Gate<'a> {
             channel: AllowedChannel::checked(channel),
         };
         if let Some(observer) = self.observer {
-            observer.awaiting_approval(self.tool_id, self.settings.governance.permissions().ask_timeout);
+            observer.awaiting_approval(
+                self.tool_id,
+                self.settings.governance.permissions().ask_timeout,
+            );
         }
         let outcome = core.approvals.ask(core.surface.as_ref(), request).await;
         let mut trail = self.trail();
