@@ -17,7 +17,6 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::auth::{Caller, CapabilityGrant};
-use crate::coerce::merge_cli_input;
 use crate::error::ToolError;
 use crate::invocation::{parse_id, CallContext};
 use crate::registry::{parse_input, Registry};
@@ -37,7 +36,8 @@ const PRUNE_EVERY: Duration = Duration::from_secs(60);
 type Shared = State<Arc<Core>>;
 
 /// The HTTP API over `core`: `GET /health`, `GET /v1/tools`, `GET /v1/tools/{id}`,
-/// `POST /v1/call` and `POST /v1/capabilities`; other routes answer 404, bodies over
+/// `POST /v1/call`, `POST /v1/batch`, `GET /v1/events` (SSE), `GET /metrics`,
+/// `GET /openapi.json` and `POST /v1/capabilities`; other routes answer 404, bodies over
 /// [`MAX_BODY_BYTES`] 413. Without [`serve`]'s connection limits and pruning.
 pub fn router(core: Arc<Core>) -> Router {
     Router::new()
@@ -47,6 +47,10 @@ pub fn router(core: Arc<Core>) -> Router {
         .route("/v1/call", post(call))
         .route("/v1/capabilities", post(mint_capability))
         .route("/v1/approvals", get(list_approvals))
+        .route("/v1/batch", post(crate::batch::batch))
+        .route("/v1/events", get(crate::events::stream))
+        .route("/metrics", get(crate::metrics::scrape))
+        // .route("/openapi.json", get(crate::openapi::document))
         .fallback(unknown_route)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(core)
@@ -73,6 +77,13 @@ pub async fn serve(
         })
     };
     let limits = core.connection_limits;
+    // Event streams never end by themselves: close them when shutdown begins, so draining
+    // does not wait them out.
+    let events = Arc::clone(&core.events);
+    let shutdown = async move {
+        shutdown.await;
+        events.close();
+    };
     let result = crate::connections::serve(router(core), listener, limits, shutdown).await;
     pruner.abort();
     result
@@ -254,7 +265,7 @@ async fn list_approvals(
     Ok(Json(json!({ "approvals": approvals })).into_response())
 }
 
-fn body_error(rejection: BytesRejection) -> ToolError {
+pub(crate) fn body_error(rejection: BytesRejection) -> ToolError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&rejection);
     while let Some(error) = source {
         if let Some(timeout) = error.downcast_ref::<crate::connections::BodyTimeout>() {
@@ -300,19 +311,9 @@ async fn call(
             )
         })?
     };
-    let input = match core.registry.entry(&request.tool) {
-        Some(entry) if !request.args.is_empty() || !request.positional.is_empty() => {
-            merge_cli_input(
-                &entry.input_schema,
-                entry.primary.as_deref(),
-                request.input,
-                request.args,
-                request.positional,
-            )?
-        }
-        _ => Value::Object(request.input.unwrap_or_default()),
-    };
-    let value = core.call(&context, &request.tool, input).await?;
+    let tool = request.tool.clone();
+    let input = crate::batch::request_input(&core, request)?;
+    let value = core.call(&context, &tool, input).await?;
     Ok((
         [(header::CONTENT_TYPE, "application/json")],
         axum::body::Body::new(OkEnvelope::new(value)),
@@ -459,6 +460,6 @@ async fn mint_capability(
 async fn unknown_route(uri: axum::http::Uri) -> ToolError {
     ToolError::not_found(
         ErrorCode::UnknownRoute,
-        format!("No route {}; the API is GET /health, GET /v1/tools, GET /v1/tools/{{id}}, POST /v1/call", uri.path()),
+        format!("No route {}; the API is GET /health, GET /v1/tools, GET /v1/tools/{{id}}, POST /v1/call, POST /v1/batch, GET /v1/events, GET /metrics, GET /openapi.json", uri.path()),
     )
 }
