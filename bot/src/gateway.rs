@@ -12,6 +12,7 @@ use serenity::model::event::Event;
 use serenity::model::user::User;
 use serenity::prelude::{Context, EventHandler, RawEventHandler};
 use toolserver::allowlist::Allowlist;
+use toolserver::events::Observers;
 use toolserver::surface::{ChannelLocation, ConnectionState};
 use toolserver::workflow::{Observed, WorkflowEngine};
 
@@ -33,6 +34,7 @@ pub struct Ingest {
     pending_guilds: AtomicUsize,
     runs: Option<Arc<dyn Runs>>,
     workflows: Option<Arc<WorkflowEngine>>,
+    observers: Option<Observers>,
 }
 
 fn sid(id: u64) -> Snowflake {
@@ -68,7 +70,14 @@ impl Ingest {
             pending_guilds: AtomicUsize::new(0),
             runs: None,
             workflows: None,
+            observers: None,
         }
+    }
+
+    /// Publishes stored, edited and deleted messages (`message.*`) and counts every event.
+    pub fn with_observers(mut self, observers: Observers) -> Self {
+        self.observers = Some(observers);
+        self
     }
 
     /// Tells the agent about every stored message, so it can start runs.
@@ -207,6 +216,11 @@ impl Ingest {
 
     /// Applies one event. Public so tests and benchmarks can drive ingest without a socket.
     pub fn apply(&self, event: &Event) {
+        if let Some(observers) = &self.observers {
+            observers
+                .metrics
+                .gateway_event(event.name().as_deref().unwrap_or("OTHER"));
+        }
         match event {
             Event::Ready(ready) => {
                 let me = &ready.ready.user;
@@ -283,35 +297,62 @@ impl Ingest {
                 let text = stored.text.clone();
                 let timestamp = stored.timestamp.clone();
                 let reply_to = stored.reply_to;
+                let event = self.observers.as_ref().map(|o| (o, stored.clone()));
                 // A replayed or already-stored message never starts a second run, nor answers
                 // a workflow twice. An answer to a workflow belongs to the run it resumes:
                 // replying to the bot's question does not also start a run of its own.
-                if self.store.insert_message(stored)
-                    && !self.answer_workflows(message, reply_to, &text, &timestamp)
-                {
-                    self.consider_run(message, &text);
+                if self.store.insert_message(stored) {
+                    if let Some((observers, stored)) = event {
+                        let name = display_name(&message.author);
+                        crate::observe::message_created(observers, &stored, name);
+                    }
+                    if !self.answer_workflows(message, reply_to, &text, &timestamp) {
+                        self.consider_run(message, &text);
+                    }
                 }
             }
             Event::MessageUpdate(e) => {
                 if let Some(content) = &e.content {
                     let text = self.mapper().inbound(content).into_owned();
                     let edited = e.edited_timestamp.map(|t| t.to_string());
-                    self.store.update_message(
-                        sid(e.channel_id.get()),
-                        sid(e.id.get()),
-                        content.clone(),
-                        text,
-                        edited,
-                    );
+                    let (channel, id) = (sid(e.channel_id.get()), sid(e.id.get()));
+                    let event = self.observers.as_ref().map(|o| (o, text.clone()));
+                    if self
+                        .store
+                        .update_message(channel, id, content.clone(), text, edited)
+                    {
+                        if let Some((observers, text)) = event {
+                            crate::observe::message_edited(observers, channel, id, &text);
+                        }
+                    }
                 }
             }
             Event::MessageDelete(e) => {
-                self.store
-                    .delete_message(sid(e.channel_id.get()), sid(e.message_id.get()));
+                let (channel, id) = (sid(e.channel_id.get()), sid(e.message_id.get()));
+                if self.store.delete_message(channel, id) {
+                    if let Some(observers) = &self.observers {
+                        crate::observe::message_deleted(observers, channel, id);
+                    }
+                }
             }
             Event::MessageDeleteBulk(e) => {
+                let channel = sid(e.channel_id.get());
                 let ids: Vec<Snowflake> = e.ids.iter().map(|id| sid(id.get())).collect();
-                self.store.delete_messages(sid(e.channel_id.get()), &ids);
+                // Only the messages the store held were in an allowed session: announce those.
+                let held: Vec<Snowflake> = match &self.observers {
+                    Some(_) => ids
+                        .iter()
+                        .copied()
+                        .filter(|id| self.store.message(channel, *id).is_some())
+                        .collect(),
+                    None => Vec::new(),
+                };
+                self.store.delete_messages(channel, &ids);
+                if let Some(observers) = &self.observers {
+                    for id in held {
+                        crate::observe::message_deleted(observers, channel, id);
+                    }
+                }
             }
             Event::ReactionAdd(e) => self.reaction(&e.reaction, true),
             Event::ReactionRemove(e) => self.reaction(&e.reaction, false),

@@ -7,6 +7,7 @@
 pub mod approvals;
 pub mod commands;
 pub mod gateway;
+pub mod observe;
 pub mod payload;
 pub mod rest;
 pub mod service;

@@ -200,7 +200,8 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         allowlist,
         Arc::clone(&connection),
         bot_id,
-    );
+    )
+    .with_observers(core.observers());
     if let Some(runs) = runs {
         ingest = ingest.with_runs(runs);
     }

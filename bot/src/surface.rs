@@ -3,12 +3,13 @@
 
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use entity::{Aliases, Mapper, NameDirectory, Snowflake};
 use serde_json::{json, Value};
 use toolserver::approvals::ApprovalCard;
+use toolserver::events::Observers;
 use toolserver::surface::{
     AllowedChannel, AttachmentInfo, ChannelLocation, ConnectionState, Fetched, MentionPolicy,
     MessageInfo, MessageQuery, OutgoingMessage, ReactionInfo, SessionInfo,
@@ -19,9 +20,19 @@ use crate::payload::stored_message_from_json;
 use crate::rest::DiscordRest;
 use crate::store::{SessionKind, Store, StoredMessage, StoredSession};
 
-/// The gateway's state, shared by the event handler (which sets it) and `/health`.
-#[derive(Debug, Default)]
-pub struct Connection(AtomicU8);
+/// The gateway's state, shared by the event handler (which sets it) and `/health`; each change
+/// is published (`gateway.state`) once [`Connection::observe`] is called.
+#[derive(Default)]
+pub struct Connection {
+    state: AtomicU8,
+    observers: OnceLock<Observers>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Connection").field(&self.get()).finish()
+    }
+}
 
 impl Connection {
     /// Records the gateway's state; `/health` sees it at once.
@@ -32,17 +43,31 @@ impl Connection {
             ConnectionState::Down => 2,
             ConnectionState::None => 3,
         };
-        self.0.store(code, Ordering::Relaxed);
+        let before = self.state.swap(code, Ordering::Relaxed);
+        if before != code {
+            if let Some(observers) = self.observers.get() {
+                observers.metrics.gateway_state(state.as_str());
+                observers
+                    .events
+                    .publish("gateway.state", None, json!({ "state": state.as_str() }));
+            }
+        }
     }
 
     /// The state last set; [`ConnectionState::Connecting`] before any.
     pub fn get(&self) -> ConnectionState {
-        match self.0.load(Ordering::Relaxed) {
+        match self.state.load(Ordering::Relaxed) {
             0 => ConnectionState::Connecting,
             1 => ConnectionState::Ready,
             2 => ConnectionState::Down,
             _ => ConnectionState::None,
         }
+    }
+
+    /// Publishes every later change of state (once).
+    pub fn observe(&self, observers: Observers) {
+        observers.metrics.gateway_state(self.get().as_str());
+        let _ = self.observers.set(observers);
     }
 }
 
@@ -53,6 +78,7 @@ pub struct DiscordSurface {
     aliases: Aliases,
     connection: Arc<Connection>,
     bot_id: Arc<AtomicU64>,
+    observers: OnceLock<Observers>,
 }
 
 pub(crate) fn tool_kind(kind: SessionKind) -> ToolSessionKind {
@@ -129,7 +155,15 @@ impl DiscordSurface {
             aliases,
             connection,
             bot_id,
+            observers: OnceLock::new(),
         }
+    }
+
+    /// Publishes what the surface stores (`message.*`) and counts Discord's answers, from now
+    /// on (once).
+    pub fn observe(&self, observers: Observers) {
+        self.rest.observe(std::sync::Arc::clone(&observers.metrics));
+        let _ = self.observers.set(observers);
     }
 
     /// The store the surface reads from.
@@ -178,7 +212,13 @@ impl DiscordSurface {
         let mapper = Mapper::new(&self.aliases, &self.store);
         match stored_message_from_json(answer, &mapper) {
             Some(message) => {
-                self.store.insert_message(message);
+                let event = self.observers.get().map(|o| (o, message.clone()));
+                if self.store.insert_message(message) {
+                    if let Some((observers, message)) = event {
+                        let name = self.store.author_name(message.author_id);
+                        crate::observe::message_created(observers, &message, &name);
+                    }
+                }
             }
             None => tracing::warn!("Discord's answer to a send is not a message; not stored"),
         }
@@ -309,8 +349,15 @@ impl Surface for DiscordSurface {
             .get("edited_timestamp")
             .and_then(Value::as_str)
             .map(str::to_owned);
-        self.store
-            .update_message(channel_id, message_id, content, text, edited);
+        let event = self.observers.get().map(|o| (o, text.clone()));
+        if self
+            .store
+            .update_message(channel_id, message_id, content, text, edited)
+        {
+            if let Some((observers, text)) = event {
+                crate::observe::message_edited(observers, channel_id, message_id, &text);
+            }
+        }
         Ok(())
     }
 
@@ -320,7 +367,11 @@ impl Surface for DiscordSurface {
         message_id: Snowflake,
     ) -> Result<(), SurfaceError> {
         self.rest.delete_message(channel.id(), message_id).await?;
-        self.store.delete_message(channel.id(), message_id);
+        if self.store.delete_message(channel.id(), message_id) {
+            if let Some(observers) = self.observers.get() {
+                crate::observe::message_deleted(observers, channel.id(), message_id);
+            }
+        }
         Ok(())
     }
 

@@ -11,9 +11,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
-use protocol::{
-    BatchRequest, CallRequest, ErrorCode, DEFAULT_BATCH_CONCURRENCY, MAX_BATCH_CALLS,
-};
+use protocol::{BatchRequest, CallRequest, ErrorCode, DEFAULT_BATCH_CONCURRENCY, MAX_BATCH_CALLS};
 use serde_json::Value;
 
 use crate::coerce::merge_cli_input;
@@ -119,9 +117,7 @@ pub(crate) async fn batch(
 ) -> Result<Response, ToolError> {
     let body = body.map_err(crate::http::body_error)?;
     let request = parse_batch(&body)?;
-    let width = request
-        .max_concurrency
-        .unwrap_or(DEFAULT_BATCH_CONCURRENCY);
+    let width = request.max_concurrency.unwrap_or(DEFAULT_BATCH_CONCURRENCY);
     // A call whose flags cannot be converted fails alone, like any other refused call.
     let mut prepared: Vec<Result<BatchCall, ToolError>> = Vec::with_capacity(request.calls.len());
     for (index, call) in request.calls.into_iter().enumerate() {

@@ -61,6 +61,16 @@ pub const EVENT_TYPES: &[&str] = &[
     "gateway.state",
 ];
 
+/// What the parts outside the pipeline publish and count through (the bot, the agent): the
+/// core's event hub and metrics, handed out by [`Core::observers`](crate::Core::observers).
+#[derive(Clone)]
+pub struct Observers {
+    /// The live feed.
+    pub events: Arc<EventHub>,
+    /// The counters.
+    pub metrics: Arc<crate::metrics::Metrics>,
+}
+
 /// One published event. Its `data` is the JSON object sent (id, type, time, session and the
 /// event's own fields), serialized once for every subscriber.
 #[derive(Debug)]
@@ -207,7 +217,9 @@ impl EventHub {
             return Err(ToolError::new(
                 ErrorKind::Unavailable,
                 ErrorCode::Busy,
-                format!("{MAX_SUBSCRIBERS} event streams are open already; close one, or retry shortly"),
+                format!(
+                    "{MAX_SUBSCRIBERS} event streams are open already; close one, or retry shortly"
+                ),
             )
             .with_retry_after(Duration::from_secs(5)));
         }
@@ -477,7 +489,12 @@ pub(crate) async fn stream(
         || core.may_call(caller, "surface.messages.read")
         || core.may_call(caller, "surface.messages.list");
     let filter = Filter {
-        types: query.types.as_deref().map(parse_types).transpose()?.unwrap_or_default(),
+        types: query
+            .types
+            .as_deref()
+            .map(parse_types)
+            .transpose()?
+            .unwrap_or_default(),
         session,
         scope_session,
         messages,
@@ -492,7 +509,9 @@ pub(crate) async fn stream(
         None => None,
     };
     let subscription = core.events.subscribe(filter, last)?;
-    let heartbeat = HEARTBEAT.min(core.connection_limits.idle_timeout / 2).max(Duration::from_millis(100));
+    let heartbeat = HEARTBEAT
+        .min(core.connection_limits.idle_timeout / 2)
+        .max(Duration::from_millis(100));
     Ok(Sse::new(subscription.into_sse())
         .keep_alive(KeepAlive::new().interval(heartbeat).text("heartbeat"))
         .into_response())
@@ -537,7 +556,9 @@ mod tests {
         assert!(resumed.notice.is_none());
         let replayed: Vec<u64> = drain(&mut resumed).iter().map(|e| e.id).collect();
         assert_eq!(replayed, ids[3..].to_vec());
-        let mut old = hub.subscribe(Filter::default(), Some(ids[0] - 100)).unwrap();
+        let mut old = hub
+            .subscribe(Filter::default(), Some(ids[0] - 100))
+            .unwrap();
         assert!(old.notice.is_some(), "a gap is announced");
         assert_eq!(drain(&mut old).len(), 5);
     }
@@ -563,7 +584,13 @@ mod tests {
             .collect();
         assert_eq!(seen, ["message.created", "gateway.state"]);
         let no_messages = Filter::default();
-        assert_eq!(ring.events.iter().filter(|e| no_messages.matches(e)).count(), 2);
+        assert_eq!(
+            ring.events
+                .iter()
+                .filter(|e| no_messages.matches(e))
+                .count(),
+            2
+        );
         let typed = Filter {
             types: vec!["call.*".into()],
             messages: true,

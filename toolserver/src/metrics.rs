@@ -90,23 +90,44 @@ impl Metrics {
             .unwrap_or_else(|_| PrometheusBuilder::new());
         let recorder = builder.build_recorder();
         let describe = [
-            (CALLS, "Calls finished, by callable and outcome (ok, or the error kind)."),
+            (
+                CALLS,
+                "Calls finished, by callable and outcome (ok, or the error kind).",
+            ),
             (DECISIONS, "Permission decisions made by the rules."),
-            (RATE_LIMITED, "Calls refused by a rate limit, by error code."),
-            (DISCORD_REQUESTS, "Discord REST requests, by method, route and status (error: no answer)."),
+            (
+                RATE_LIMITED,
+                "Calls refused by a rate limit, by error code.",
+            ),
+            (
+                DISCORD_REQUESTS,
+                "Discord REST requests, by method, route and status (error: no answer).",
+            ),
             (GATEWAY_EVENTS, "Gateway events applied, by type."),
             (RUNS, "Agent runs finished, by outcome."),
             (BACKFILL_MESSAGES, "Messages fetched by backfill."),
-            (SUBSCRIBERS_DROPPED, "Event stream subscribers dropped for falling behind."),
+            (
+                SUBSCRIBERS_DROPPED,
+                "Event stream subscribers dropped for falling behind.",
+            ),
         ];
         for (name, help) in describe {
             recorder.describe_counter(name.into(), None, help.into());
         }
         let gauges = [
-            (APPROVALS_PENDING, "Approval requests waiting for an answer."),
-            (GATEWAY_STATE, "1 for the gateway's current state, 0 for the others."),
+            (
+                APPROVALS_PENDING,
+                "Approval requests waiting for an answer.",
+            ),
+            (
+                GATEWAY_STATE,
+                "1 for the gateway's current state, 0 for the others.",
+            ),
             (STORE_MESSAGES, "Messages held in the store."),
-            (STORE_SESSIONS, "Sessions (channels, threads, DMs) the store knows."),
+            (
+                STORE_SESSIONS,
+                "Sessions (channels, threads, DMs) the store knows.",
+            ),
             (QUEUE_DEPTH, "Agent runs waiting in the per-session queues."),
             (BACKFILL_PENDING, "Channels a backfill has yet to fetch."),
             (SUBSCRIBERS, "Open event streams."),
@@ -340,7 +361,10 @@ pub(crate) async fn scrape(
         .absolute(dropped);
     metrics.gateway_state(core.surface.connection().as_str());
     Ok((
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         metrics.render(),
     )
         .into_response())
@@ -356,7 +380,10 @@ mod tests {
             route_of("/channels/123/messages/456/reactions/%F0%9F%91%8D/@me"),
             "/channels/{id}/messages/{id}/reactions/{emoji}/@me"
         );
-        assert_eq!(route_of("/channels/1/messages?limit=5"), "/channels/{id}/messages");
+        assert_eq!(
+            route_of("/channels/1/messages?limit=5"),
+            "/channels/{id}/messages"
+        );
         assert_eq!(route_of("/users/@me"), "/users/@me");
         assert_eq!(route_of(""), "/");
         assert_eq!(route_of("/x/%%%"), "/x/{other}");
@@ -365,17 +392,43 @@ mod tests {
     #[test]
     fn counters_render_in_the_text_format() {
         let metrics = Metrics::new();
-        metrics.call_finished("surface.messages.send", "ok", "allow", None, Duration::from_millis(3));
-        metrics.call_finished("surface.messages.send", "denied", "-", Some("rate_limited"), Duration::from_millis(1));
+        metrics.call_finished(
+            "surface.messages.send",
+            "ok",
+            "allow",
+            None,
+            Duration::from_millis(3),
+        );
+        metrics.call_finished(
+            "surface.messages.send",
+            "denied",
+            "-",
+            Some("rate_limited"),
+            Duration::from_millis(1),
+        );
         metrics.discord_request("POST", "/channels/9/messages", 200);
         metrics.gateway_event("MESSAGE_CREATE");
         metrics.gateway_event("weird\nname");
         let text = metrics.render();
-        assert!(text.contains("switchboard_calls_total{tool=\"surface.messages.send\",outcome=\"ok\"} 1"), "{text}");
-        assert!(text.contains("switchboard_rate_limit_refusals_total{code=\"rate_limited\"} 1"), "{text}");
-        assert!(text.contains("switchboard_call_duration_seconds_bucket"), "{text}");
+        assert!(
+            text.contains(
+                "switchboard_calls_total{tool=\"surface.messages.send\",outcome=\"ok\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("switchboard_rate_limit_refusals_total{code=\"rate_limited\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("switchboard_call_duration_seconds_bucket"),
+            "{text}"
+        );
         assert!(text.contains("route=\"/channels/{id}/messages\""), "{text}");
         assert!(text.contains("type=\"OTHER\""), "{text}");
-        assert!(text.contains("# TYPE switchboard_calls_total counter"), "{text}");
+        assert!(
+            text.contains("# TYPE switchboard_calls_total counter"),
+            "{text}"
+        );
     }
 }

@@ -322,6 +322,14 @@ impl Core {
         &self.events
     }
 
+    /// The hub and the counters together, for the parts outside the pipeline.
+    pub fn observers(&self) -> crate::events::Observers {
+        crate::events::Observers {
+            events: Arc::clone(&self.events),
+            metrics: Arc::clone(&self.metrics),
+        }
+    }
+
     /// The counters every part records to (`GET /metrics`).
     pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
         &self.metrics

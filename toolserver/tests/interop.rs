@@ -17,8 +17,7 @@ struct Answer {
 
 impl Answer {
     fn json(&self) -> Value {
-        serde_json::from_str(&self.text)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
     }
 }
 
@@ -30,7 +29,12 @@ fn agent() -> ureq::Agent {
         .into()
 }
 
-async fn request(method: &'static str, url: String, token: Option<String>, body: Option<Vec<u8>>) -> Answer {
+async fn request(
+    method: &'static str,
+    url: String,
+    token: Option<String>,
+    body: Option<Vec<u8>>,
+) -> Answer {
     let task = tokio::task::spawn_blocking(move || {
         let mut builder = ureq::http::Request::builder().method(method).uri(&url);
         if let Some(token) = token {
@@ -71,7 +75,9 @@ async fn batch(server: &TestServer, body: Vec<u8>) -> Answer {
 
 #[tokio::test]
 async fn a_batch_of_five_with_one_failing_call_answers_five_results_in_order() {
-    let server = TestServer::start(&DEMO_CONFIG).await.expect("server starts");
+    let server = TestServer::start(&DEMO_CONFIG)
+        .await
+        .expect("server starts");
     let body = json!({
         "calls": [
             {"tool": "surface.messages.send", "input": {"sessionId": "#ops", "text": "one"}},
@@ -106,7 +112,9 @@ async fn a_batch_of_five_with_one_failing_call_answers_five_results_in_order() {
 
 #[tokio::test]
 async fn garbage_batches_get_typed_400s() {
-    let server = TestServer::start(&DEMO_CONFIG).await.expect("server starts");
+    let server = TestServer::start(&DEMO_CONFIG)
+        .await
+        .expect("server starts");
     let many: Vec<Value> = (0..51)
         .map(|_| json!({"tool": "surface.help", "input": {}}))
         .collect();
@@ -117,14 +125,29 @@ async fn garbage_batches_get_typed_400s() {
         (br#"{"calls": {}}"#.to_vec(), "bad_request"),
         (br#"{"calls": []}"#.to_vec(), "bad_request"),
         (br#"{"calls": [{"input": {}}]}"#.to_vec(), "bad_request"),
-        (br#"{"calls": [{"tool": "surface.help"}], "extra": 1}"#.to_vec(), "bad_request"),
-        (br#"{"calls": [{"tool": "surface.help"}], "maxConcurrency": 0}"#.to_vec(), "invalid_input"),
-        (br#"{"calls": [{"tool": "surface.help"}], "maxConcurrency": -3}"#.to_vec(), "bad_request"),
-        (serde_json::to_vec(&json!({ "calls": many })).unwrap(), "too_many_calls"),
+        (
+            br#"{"calls": [{"tool": "surface.help"}], "extra": 1}"#.to_vec(),
+            "bad_request",
+        ),
+        (
+            br#"{"calls": [{"tool": "surface.help"}], "maxConcurrency": 0}"#.to_vec(),
+            "invalid_input",
+        ),
+        (
+            br#"{"calls": [{"tool": "surface.help"}], "maxConcurrency": -3}"#.to_vec(),
+            "bad_request",
+        ),
+        (
+            serde_json::to_vec(&json!({ "calls": many })).unwrap(),
+            "too_many_calls",
+        ),
         (vec![0xff, 0xfe, 0x00], "bad_request"),
     ];
     for (body, code) in cases {
-        let shown = String::from_utf8_lossy(&body).chars().take(60).collect::<String>();
+        let shown = String::from_utf8_lossy(&body)
+            .chars()
+            .take(60)
+            .collect::<String>();
         let answer = batch(&server, body).await;
         assert_eq!(answer.status, 400, "{shown}: {}", answer.text);
         let value = answer.json();
@@ -134,14 +157,27 @@ async fn garbage_batches_get_typed_400s() {
     }
     assert!(server.sends().is_empty());
     // Without a token, nothing is read.
-    let answer = request("POST", format!("{}/v1/batch", server.url()), None, Some(b"{}".to_vec())).await;
+    let answer = request(
+        "POST",
+        format!("{}/v1/batch", server.url()),
+        None,
+        Some(b"{}".to_vec()),
+    )
+    .await;
     assert_eq!(answer.status, 401);
 }
 
 #[tokio::test]
 async fn a_batch_runs_each_call_with_the_callers_scope() {
-    let server = TestServer::start(&DEMO_CONFIG).await.expect("server starts");
-    let token = server.mint(demo::OPS, "run-b", &["surface.messages.list"], Duration::from_secs(60));
+    let server = TestServer::start(&DEMO_CONFIG)
+        .await
+        .expect("server starts");
+    let token = server.mint(
+        demo::OPS,
+        "run-b",
+        &["surface.messages.list"],
+        Duration::from_secs(60),
+    );
     let body = json!({"calls": [
         {"tool": "surface.messages.list", "input": {}},
         {"tool": "surface.messages.send", "input": {"text": "not allowed"}},
@@ -162,7 +198,11 @@ async fn a_batch_runs_each_call_with_the_callers_scope() {
 
 /// An SSE reader on its own thread: every `event:`/`data:` pair as `(type, data)`, and `None`
 /// when the stream ends.
-fn subscribe(url: String, token: String, last_event_id: Option<String>) -> mpsc::Receiver<Option<(String, String, Option<String>)>> {
+fn subscribe(
+    url: String,
+    token: String,
+    last_event_id: Option<String>,
+) -> mpsc::Receiver<Option<(String, String, Option<String>)>> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -170,7 +210,9 @@ fn subscribe(url: String, token: String, last_event_id: Option<String>) -> mpsc:
             .timeout_global(Some(Duration::from_secs(30)))
             .build()
             .into();
-        let mut request = agent.get(&url).header("authorization", format!("Bearer {token}"));
+        let mut request = agent
+            .get(&url)
+            .header("authorization", format!("Bearer {token}"));
         if let Some(id) = &last_event_id {
             request = request.header("last-event-id", id);
         }
@@ -179,7 +221,11 @@ fn subscribe(url: String, token: String, last_event_id: Option<String>) -> mpsc:
             return;
         };
         if response.status() != 200 {
-            let _ = tx.send(Some(("http".into(), response.status().as_u16().to_string(), None)));
+            let _ = tx.send(Some((
+                "http".into(),
+                response.status().as_u16().to_string(),
+                None,
+            )));
             let _ = tx.send(None);
             return;
         }
@@ -189,7 +235,11 @@ fn subscribe(url: String, token: String, last_event_id: Option<String>) -> mpsc:
             let Ok(line) = line else { break };
             if line.is_empty() {
                 if !kind.is_empty() || !data.is_empty() {
-                    let event = (std::mem::take(&mut kind), std::mem::take(&mut data), id.take());
+                    let event = (
+                        std::mem::take(&mut kind),
+                        std::mem::take(&mut data),
+                        id.take(),
+                    );
                     if tx.send(Some(event)).is_err() {
                         return;
                     }
@@ -207,7 +257,9 @@ fn subscribe(url: String, token: String, last_event_id: Option<String>) -> mpsc:
     rx
 }
 
-fn next_event(rx: &mpsc::Receiver<Option<(String, String, Option<String>)>>) -> (String, Value, Option<String>) {
+fn next_event(
+    rx: &mpsc::Receiver<Option<(String, String, Option<String>)>>,
+) -> (String, Value, Option<String>) {
     match rx.recv_timeout(Duration::from_secs(10)) {
         Ok(Some((kind, data, id))) => {
             let value = serde_json::from_str(&data).unwrap_or(Value::String(data));
@@ -230,15 +282,30 @@ async fn wait_for_subscribers(server: &TestServer, n: usize) {
 // Multi-threaded: the test blocks on its readers while the server keeps serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sse_client_sees_a_calls_finish_and_only_its_sessions() {
-    let server = TestServer::start(&DEMO_CONFIG).await.expect("server starts");
-    let all = subscribe(format!("{}/v1/events", server.url()), server.operator_token().to_owned(), None);
+    let server = TestServer::start(&DEMO_CONFIG)
+        .await
+        .expect("server starts");
+    let all = subscribe(
+        format!("{}/v1/events", server.url()),
+        server.operator_token().to_owned(),
+        None,
+    );
     let capability = server.mint(demo::OPS, "run-e", &["surface.*"], Duration::from_secs(60));
-    let scoped = subscribe(format!("{}/v1/events?types=call.*", server.url()), capability, None);
+    let scoped = subscribe(
+        format!("{}/v1/events?types=call.*", server.url()),
+        capability,
+        None,
+    );
     wait_for_subscribers(&server, 2).await;
 
     let send = |session: &'static str, text: &'static str| {
         let body = serde_json::to_vec(&json!({"tool": "surface.messages.send", "input": {"sessionId": session, "text": text}})).unwrap();
-        request("POST", format!("{}/v1/call", server.url()), Some(server.operator_token().to_owned()), Some(body))
+        request(
+            "POST",
+            format!("{}/v1/call", server.url()),
+            Some(server.operator_token().to_owned()),
+            Some(body),
+        )
     };
     assert_eq!(send("#release-room", "elsewhere").await.status, 200);
     assert_eq!(send("#ops", "here").await.status, 200);
@@ -261,11 +328,19 @@ async fn an_sse_client_sees_a_calls_finish_and_only_its_sessions() {
     assert_eq!(seen["session"], demo::OPS.to_string());
 
     // Resuming after the first event replays the second.
-    let resumed = subscribe(format!("{}/v1/events", server.url()), server.operator_token().to_owned(), id.clone());
+    let resumed = subscribe(
+        format!("{}/v1/events", server.url()),
+        server.operator_token().to_owned(),
+        id.clone(),
+    );
     let (_, replayed, _) = next_event(&resumed);
     assert_eq!(replayed["id"], second["id"]);
     // An id older than anything kept is said to be a gap, then everything kept follows.
-    let gap = subscribe(format!("{}/v1/events", server.url()), server.operator_token().to_owned(), Some("1".into()));
+    let gap = subscribe(
+        format!("{}/v1/events", server.url()),
+        server.operator_token().to_owned(),
+        Some("1".into()),
+    );
     let (kind, notice, notice_id) = next_event(&gap);
     assert_eq!(kind, "stream.gap");
     assert_eq!(notice["reason"], "too_old");
@@ -284,7 +359,9 @@ async fn an_sse_client_sees_a_calls_finish_and_only_its_sessions() {
 
 #[tokio::test]
 async fn event_queries_are_checked() {
-    let server = TestServer::start(&DEMO_CONFIG).await.expect("server starts");
+    let server = TestServer::start(&DEMO_CONFIG)
+        .await
+        .expect("server starts");
     let token = Some(server.operator_token().to_owned());
     for (query, status) in [
         ("?types=nope", 400),
@@ -292,12 +369,24 @@ async fn event_queries_are_checked() {
         ("?session=%23nowhere", 404),
         ("?lastEventId=abc", 400),
     ] {
-        let answer = request("GET", format!("{}/v1/events{query}", server.url()), token.clone(), None).await;
+        let answer = request(
+            "GET",
+            format!("{}/v1/events{query}", server.url()),
+            token.clone(),
+            None,
+        )
+        .await;
         assert_eq!(answer.status, status, "{query}: {}", answer.text);
         assert_eq!(answer.json()["ok"], false);
     }
     let capability = server.mint(demo::OPS, "run-q", &["surface.*"], Duration::from_secs(60));
-    let answer = request("GET", format!("{}/v1/events?session=%23release-room", server.url()), Some(capability), None).await;
+    let answer = request(
+        "GET",
+        format!("{}/v1/events?session=%23release-room", server.url()),
+        Some(capability),
+        None,
+    )
+    .await;
     assert_eq!(answer.status, 403, "{}", answer.text);
     let answer = request("GET", format!("{}/v1/events", server.url()), None, None).await;
     assert_eq!(answer.status, 401);
@@ -343,27 +432,72 @@ fn promtool_check(text: &str) {
 
 #[tokio::test]
 async fn metrics_pass_promtool_and_move_when_calls_happen() {
-    let server = TestServer::start(&DEMO_CONFIG).await.expect("server starts");
+    let server = TestServer::start(&DEMO_CONFIG)
+        .await
+        .expect("server starts");
     let token = Some(server.operator_token().to_owned());
     let before = metrics(&server, token.clone()).await;
     assert_eq!(before.status, 200);
-    assert!(before.content_type.starts_with("text/plain"), "{}", before.content_type);
+    assert!(
+        before.content_type.starts_with("text/plain"),
+        "{}",
+        before.content_type
+    );
     let key = "switchboard_calls_total{tool=\"surface.messages.send\",outcome=\"ok\"}";
     let sent_before = sample(&before.text, key);
     for text in ["a", "b"] {
-        let body = serde_json::to_vec(&json!({"tool": "surface.messages.send", "input": {"sessionId": "#ops", "text": text}})).unwrap();
-        let answer = request("POST", format!("{}/v1/call", server.url()), token.clone(), Some(body)).await;
+        let body = serde_json::to_vec(
+            &json!({"tool": "surface.messages.send", "input": {"sessionId": "#ops", "text": text}}),
+        )
+        .unwrap();
+        let answer = request(
+            "POST",
+            format!("{}/v1/call", server.url()),
+            token.clone(),
+            Some(body),
+        )
+        .await;
         assert_eq!(answer.status, 200);
     }
-    let body = serde_json::to_vec(&json!({"tool": "surface.messages.send", "input": {"sessionId": "#random", "text": "x"}})).unwrap();
-    request("POST", format!("{}/v1/call", server.url()), token.clone(), Some(body)).await;
+    let body = serde_json::to_vec(
+        &json!({"tool": "surface.messages.send", "input": {"sessionId": "#random", "text": "x"}}),
+    )
+    .unwrap();
+    request(
+        "POST",
+        format!("{}/v1/call", server.url()),
+        token.clone(),
+        Some(body),
+    )
+    .await;
     let after = metrics(&server, token.clone()).await;
-    assert_eq!(sample(&after.text, key), sent_before + 2.0, "{}", after.text);
-    assert!(sample(&after.text, "switchboard_calls_total{tool=\"surface.messages.send\",outcome=\"denied\"}") >= 1.0, "{}", after.text);
-    assert!(sample(&after.text, "switchboard_permission_decisions_total{decision=\"allow\"}") >= 2.0);
-    assert!(after.text.contains("switchboard_call_duration_seconds_bucket{tool=\"surface.messages.send\""));
+    assert_eq!(
+        sample(&after.text, key),
+        sent_before + 2.0,
+        "{}",
+        after.text
+    );
+    assert!(
+        sample(
+            &after.text,
+            "switchboard_calls_total{tool=\"surface.messages.send\",outcome=\"denied\"}"
+        ) >= 1.0,
+        "{}",
+        after.text
+    );
+    assert!(
+        sample(
+            &after.text,
+            "switchboard_permission_decisions_total{decision=\"allow\"}"
+        ) >= 2.0
+    );
+    assert!(after
+        .text
+        .contains("switchboard_call_duration_seconds_bucket{tool=\"surface.messages.send\""));
     assert!(after.text.contains("switchboard_approvals_pending 0"));
-    assert!(after.text.contains("switchboard_gateway_state{state=\"none\"} 1"));
+    assert!(after
+        .text
+        .contains("switchboard_gateway_state{state=\"none\"} 1"));
     promtool_check(&after.text);
 }
 
