@@ -50,7 +50,7 @@ pub fn router(core: Arc<Core>) -> Router {
         .route("/v1/batch", post(crate::batch::batch))
         .route("/v1/events", get(crate::events::stream))
         .route("/metrics", get(crate::metrics::scrape))
-        // .route("/openapi.json", get(crate::openapi::document))
+        .route("/openapi.json", get(crate::openapi::serve))
         .fallback(unknown_route)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(core)
@@ -209,8 +209,14 @@ async fn list_tools(State(core): Shared, Authed(context): Authed) -> Result<Resp
 async fn describe_tool(
     State(core): Shared,
     Authed(context): Authed,
-    Path(id): Path<String>,
+    id: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<Response, ToolError> {
+    let Path(id) = id.map_err(|rejection| {
+        ToolError::usage(
+            ErrorCode::BadRequest,
+            format!("{rejection}; the path is /v1/tools/ID with a callable's id"),
+        )
+    })?;
     match core.registry.detail(&id) {
         Some(detail) if context.caller.may_call(&id) => Ok(Json(detail).into_response()),
         // Out-of-scope callables are reported like unknown ones, suggesting only visible ids.
@@ -380,7 +386,7 @@ impl http_body::Body for OkEnvelope {
 /// in-process; the route is for operators and scripts).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct MintRequest {
+pub(crate) struct MintRequest {
     session_id: String,
     request_id: Option<String>,
     /// Glob patterns of callable ids; default `["surface.*"]`.

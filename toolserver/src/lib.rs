@@ -38,7 +38,7 @@ mod invocation;
 #[cfg(feature = "testing")]
 pub mod memory;
 pub mod metrics;
-// mod openapi;
+pub mod openapi;
 mod pipeline;
 mod ratelimit;
 mod refusals;
