@@ -111,7 +111,7 @@ pub async fn build(
     connection.set(ConnectionState::Connecting);
     let surface = Arc::new(DiscordSurface::new(
         store.clone(),
-        discord.rest,
+        discord.rest.clone(),
         config.aliases.clone(),
         Arc::clone(&connection),
         Arc::clone(&discord.bot_id),
@@ -174,6 +174,7 @@ pub async fn build(
         runs,
         workflows: workflows.as_ref().map(|(engine, _)| Arc::clone(engine)),
         core: Arc::clone(&core),
+        rest: discord.rest,
         config,
     })
     .await?;

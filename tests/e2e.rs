@@ -604,7 +604,11 @@ fn a_renamed_user_reads_under_the_new_name_in_tools_and_prompts() {
     let agent = support::script(
         dir.path(),
         "agent.sh",
-        &format!("cat > \"{}\"\necho NO_REPLY", prompt_file.display()),
+        // Written aside and renamed, so the test never reads a half-written prompt.
+        &format!(
+            "cat > \"{0}.tmp\" && mv \"{0}.tmp\" \"{0}\"\necho NO_REPLY",
+            prompt_file.display()
+        ),
     );
     let sb = Switchboard::start_with(
         &fake,

@@ -26,7 +26,7 @@ fn asking_agent(dir: &Path) -> String {
             r##"O="{o}"
 T="{t}"
 if [ -n "$SWITCHBOARD_WORKFLOW_ID" ]; then
-  cat > "$O/resumed-$SWITCHBOARD_WORKFLOW_ID.txt"
+  cat > "$O/resumed-$SWITCHBOARD_WORKFLOW_ID.tmp" && mv "$O/resumed-$SWITCHBOARD_WORKFLOW_ID.tmp" "$O/resumed-$SWITCHBOARD_WORKFLOW_ID.txt"
   echo "resumed $SWITCHBOARD_WORKFLOW_ID"
   exit 0
 fi

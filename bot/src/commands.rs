@@ -36,6 +36,8 @@ pub struct Data {
     pub runs: Option<Arc<dyn Runs>>,
     /// The tool server's core: session scopes for `/tools`, approvals for button clicks.
     pub core: Arc<Core>,
+    /// The one REST client: answers approval clicks.
+    pub rest: crate::rest::DiscordRest,
 }
 
 /// What a command fails with; [`on_error`] logs it and tells the user, privately, that the command

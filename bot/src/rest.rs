@@ -1,5 +1,13 @@
-//! Discord REST for the surface's actions: our own requests, so every answer's status, error
-//! code, field errors and `Retry-After` reach the tool errors, and retries stay bounded.
+//! Discord REST: the one client every Discord REST call of the service goes through (the
+//! surface's actions, slash-command answers and registration, approval cards). Our own
+//! requests, so every answer's status, error code, field errors and `Retry-After` reach the
+//! tool errors, and retries stay bounded; Discord's rate limits are followed before each
+//! request ([`limits`]), and answers of 401/403/429 are counted to protect the token
+//! ([`invalid`]).
+
+pub mod invalid;
+pub mod limits;
+pub mod route;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -10,19 +18,28 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use toolserver::surface::{Fetched, OutgoingFile, SurfaceError};
 
+use limits::{retry_after_of, Limiter};
+pub use limits::{LimiterOptions, RestStats};
+use route::Route;
+
 /// Discord's API, or the same paths under a proxy or fake.
 pub const DISCORD_API: &str = "https://discord.com";
-/// Attempts for an idempotent request (the first plus retries after 5xx or 429).
+/// Attempts for a request (the first plus retries after a 429, and after 5xx or a lost
+/// connection when the request is idempotent).
 const ATTEMPTS: u32 = 3;
-/// Longest wait honoured between attempts; a longer `retry_after` is returned to the caller.
-const MAX_WAIT: Duration = Duration::from_secs(5);
+/// Longest `retry_after` retried within a call; a longer one is returned to the caller (the
+/// bucket still waits it out before its next request).
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(5);
+/// The most one call may take, queueing for its bucket and every attempt included.
+const CALL_DEADLINE: Duration = Duration::from_secs(120);
 
-/// A REST client bound to one bot token.
+/// A REST client bound to one bot token. Clones share one rate limiter.
 #[derive(Clone)]
 pub struct DiscordRest {
     client: reqwest::Client,
     api: String,
     authorization: String,
+    limiter: Arc<Limiter>,
     /// Where each answer is counted (`switchboard_discord_requests_total`), once set.
     metrics: Arc<OnceLock<Arc<toolserver::metrics::Metrics>>>,
 }
@@ -94,19 +111,6 @@ fn own_reaction_path(channel_id: Snowflake, message_id: Snowflake, emoji: &str) 
     )
 }
 
-fn retry_after_of(headers: &reqwest::header::HeaderMap, body: &Value) -> Option<Duration> {
-    body.get("retry_after")
-        .and_then(Value::as_f64)
-        .or_else(|| {
-            headers
-                .get("retry-after")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<f64>().ok())
-        })
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64)
-}
-
 /// Maps Discord's answer onto the surface's error kinds.
 fn failure(status: StatusCode, headers: &reqwest::header::HeaderMap, body: Value) -> Failure {
     let code = body.get("code").and_then(Value::as_i64).unwrap_or(0);
@@ -120,7 +124,7 @@ fn failure(status: StatusCode, headers: &reqwest::header::HeaderMap, body: Value
         status.as_u16()
     );
     if status == StatusCode::TOO_MANY_REQUESTS {
-        let wait = retry_after_of(headers, &body).unwrap_or(Duration::from_secs(1));
+        let wait = retry_after_of(headers, &body);
         return Failure {
             error: SurfaceError::RateLimited { retry_after: wait },
             retry_after: Some(wait),
@@ -173,8 +177,18 @@ fn id_field(value: &Value, key: &str) -> Option<Snowflake> {
 }
 
 impl DiscordRest {
-    /// `base` is `https://discord.com` or a proxy/fake such as `http://127.0.0.1:PORT`.
+    /// `base` is `https://discord.com` or a proxy/fake such as `http://127.0.0.1:PORT`; the
+    /// rate limits are Discord's, and routes stop past half of Discord's invalid-request limit.
     pub fn new(base: &str, token: &str) -> Result<Self, reqwest::Error> {
+        DiscordRest::with_options(base, token, LimiterOptions::default())
+    }
+
+    /// [`DiscordRest::new`] with explicit rate-limit options.
+    pub fn with_options(
+        base: &str,
+        token: &str,
+        options: LimiterOptions,
+    ) -> Result<Self, reqwest::Error> {
         let client = reqwest::Client::builder()
             .user_agent(concat!(
                 "DiscordBot (https://github.com/switchboard, ",
@@ -188,6 +202,7 @@ impl DiscordRest {
             client,
             api: format!("{}/api/v10", base.trim_end_matches('/')),
             authorization: format!("Bot {token}"),
+            limiter: Arc::new(Limiter::new(options)),
             metrics: Arc::default(),
         })
     }
@@ -197,7 +212,23 @@ impl DiscordRest {
         let _ = self.metrics.set(metrics);
     }
 
-    async fn once(&self, method: &Method, path: &str, body: Payload<'_>) -> Result<Value, Failure> {
+    /// The rate limiter's counters: requests sent, 429s received, waits, invalid answers.
+    pub fn stats(&self) -> RestStats {
+        self.limiter.stats()
+    }
+
+    async fn once(
+        &self,
+        method: &Method,
+        path: &str,
+        route: &Route,
+        body: Payload<'_>,
+    ) -> Result<Value, Failure> {
+        let ticket = self.limiter.acquire(route).await.map_err(|error| Failure {
+            error,
+            retry_after: None,
+            retryable: false,
+        })?;
         let mut request = self
             .client
             .request(method.clone(), format!("{}{path}", self.api))
@@ -221,16 +252,26 @@ impl DiscordRest {
         })?;
         let status = response.status();
         let headers = response.headers().clone();
-        let bytes = response.bytes().await.map_err(|e| Failure {
-            error: SurfaceError::Unavailable(format!("Discord's answer was cut off: {e}")),
-            retry_after: None,
-            retryable: true,
-        })?;
+        let bytes = match response.bytes().await {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                // The headers arrived: the bucket still learns from them.
+                self.limiter
+                    .complete(ticket, route, status.as_u16(), &headers, &Value::Null);
+                return Err(Failure {
+                    error: SurfaceError::Unavailable(format!("Discord's answer was cut off: {e}")),
+                    retry_after: None,
+                    retryable: true,
+                });
+            }
+        };
         let body: Value = if bytes.is_empty() {
             Value::Null
         } else {
             serde_json::from_slice(&bytes).unwrap_or(Value::Null)
         };
+        self.limiter
+            .complete(ticket, route, status.as_u16(), &headers, &body);
         if status.is_success() {
             Ok(body)
         } else {
@@ -250,6 +291,9 @@ impl DiscordRest {
         self.call_with(method, path, payload, idempotent).await
     }
 
+    /// Sends a request through the rate limiter within [`CALL_DEADLINE`]. A 429 is retried
+    /// (Discord did not act on it) when its wait is short; 5xx and lost connections only when
+    /// `idempotent`.
     async fn call_with(
         &self,
         method: Method,
@@ -257,24 +301,39 @@ impl DiscordRest {
         body: Payload<'_>,
         idempotent: bool,
     ) -> Result<Value, SurfaceError> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            match self.once(&method, path, body).await {
-                Ok(value) => return Ok(value),
-                Err(failure) => {
-                    let wait = failure
-                        .retry_after
-                        .unwrap_or(Duration::from_millis(200 * 2u64.pow(attempt - 1)));
-                    if !(idempotent && failure.retryable && attempt < ATTEMPTS && wait <= MAX_WAIT)
-                    {
-                        return Err(failure.error);
-                    }
-                    tracing::warn!(%path, attempt, wait_ms = wait.as_millis() as u64, error = %failure.error, "retrying Discord request");
+        let route = Route::of(&method, path);
+        let attempts = async {
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                let failure = match self.once(&method, path, &route, body).await {
+                    Ok(value) => return Ok(value),
+                    Err(failure) => failure,
+                };
+                let honoured = failure.retry_after.is_some();
+                let wait = failure
+                    .retry_after
+                    .unwrap_or(Duration::from_millis(200 * 2u64.pow(attempt - 1)));
+                let may_retry = failure.retryable && (idempotent || honoured);
+                if !(may_retry && attempt < ATTEMPTS && wait <= MAX_RETRY_WAIT) {
+                    return Err(failure.error);
+                }
+                tracing::warn!(route = %route.label, attempt, wait_ms = wait.as_millis() as u64, error = %failure.error, "retrying Discord request");
+                // After a 429 the limiter holds the bucket (or every bucket) for its wait.
+                if !honoured {
                     tokio::time::sleep(wait).await;
                 }
             }
-        }
+        };
+        tokio::time::timeout(CALL_DEADLINE, attempts)
+            .await
+            .unwrap_or_else(|_| {
+                Err(SurfaceError::Unavailable(format!(
+                    "no answer from Discord for {} within {} s (queued behind its rate limits or retrying)",
+                    route.label,
+                    CALL_DEADLINE.as_secs()
+                )))
+            })
     }
 
     /// The bot's own user (`GET /users/@me`): how a token is checked before connecting.
@@ -477,6 +536,40 @@ impl DiscordRest {
         )
         .await
         .map(drop)
+    }
+
+    /// Answers an interaction (`POST /interactions/{id}/{token}/callback`) with `body`
+    /// (`{"type": 4, "data": {...}}` for a message). Not retried after a 5xx or a lost
+    /// connection: Discord accepts one answer per interaction.
+    pub async fn interaction_response(
+        &self,
+        interaction_id: Snowflake,
+        token: &str,
+        body: Value,
+    ) -> Result<(), SurfaceError> {
+        let path = format!(
+            "/interactions/{interaction_id}/{}/callback",
+            encode_path_segment(token)
+        );
+        self.call(Method::POST, &path, Some(body), false)
+            .await
+            .map(drop)
+    }
+
+    /// Replaces the application's global slash commands
+    /// (`PUT /applications/{id}/commands`) with `commands`, a JSON array of command objects.
+    pub async fn set_global_commands(
+        &self,
+        application_id: Snowflake,
+        commands: Value,
+    ) -> Result<Value, SurfaceError> {
+        self.call(
+            Method::PUT,
+            &format!("/applications/{application_id}/commands"),
+            Some(commands),
+            true,
+        )
+        .await
     }
 }
 

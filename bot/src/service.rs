@@ -13,7 +13,7 @@ use toolserver::surface::{ConnectionState, SurfaceError};
 use toolserver::workflow::WorkflowEngine;
 
 use crate::gateway::{Ingest, StageWatcher};
-use crate::rest::{DiscordRest, DISCORD_API};
+use crate::rest::{DiscordRest, LimiterOptions, DISCORD_API};
 use crate::store::Store;
 use crate::surface::Connection;
 
@@ -60,7 +60,9 @@ pub async fn connect(config: &Config, token: &str) -> Result<Connected, DiscordE
         .api_base_url
         .clone()
         .unwrap_or_else(|| DISCORD_API.to_owned());
-    let rest = DiscordRest::new(&base, token).map_err(|e| DiscordError::Http(e.to_string()))?;
+    let options = LimiterOptions::with_invalid_percent(config.discord.invalid_request_percent);
+    let rest = DiscordRest::with_options(&base, token, options)
+        .map_err(|e| DiscordError::Http(e.to_string()))?;
     let me = rest.current_user().await.map_err(|e| match e {
         SurfaceError::Denied(why) => DiscordError::TokenRejected(why),
         other => DiscordError::Unreachable(other.to_string()),
@@ -96,6 +98,9 @@ pub struct GatewaySetup {
     pub workflows: Option<Arc<WorkflowEngine>>,
     /// The tool server's core: `/tools` and approval buttons act on its governance.
     pub core: Arc<toolserver::Core>,
+    /// The one REST client (its rate limiter shared with the surface's): registers the slash
+    /// commands and answers approval clicks.
+    pub rest: DiscordRest,
 }
 
 /// A running gateway client: its shard manager (to shut it down) and how it ended.
@@ -124,6 +129,27 @@ impl Gateway {
     }
 }
 
+/// Replaces the application's global slash commands with `commands`, through the one REST
+/// client; a failure is logged (the bot works without them).
+async fn register_commands(
+    rest: &DiscordRest,
+    ready: &serenity::model::gateway::Ready,
+    commands: &[poise::Command<crate::commands::Data, crate::commands::Error>],
+) {
+    let builders = poise::builtins::create_application_commands(commands);
+    let body = match serde_json::to_value(&builders) {
+        Ok(body) => body,
+        Err(error) => {
+            tracing::warn!(%error, "could not encode the slash commands; not registering them");
+            return;
+        }
+    };
+    let application = entity::Snowflake(ready.application.id.get());
+    if let Err(error) = rest.set_global_commands(application, body).await {
+        tracing::warn!(%error, "could not register slash commands");
+    }
+}
+
 /// Starts the gateway client (ingest, slash commands, stage tracking) on its own thread.
 pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
     let GatewaySetup {
@@ -136,12 +162,14 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         runs,
         workflows,
         core,
+        rest,
     } = setup;
     connection.set(ConnectionState::Connecting);
     let mut http = HttpBuilder::new(&token);
     if let Some(base) = &config.discord.api_base_url {
-        // serenity's ratelimiter ignores the proxy and would talk to discord.com: off here,
-        // and our own REST client handles 429.
+        // serenity's ratelimiter ignores the proxy and would talk to discord.com: off here.
+        // What still goes through serenity's client is poise's answers to slash commands
+        // (interaction callbacks, outside the global limit); everything else is [`DiscordRest`].
         http = http.proxy(base.as_str()).ratelimiter_disabled(true);
     }
     let admins: Vec<Principal> = config.discord.admins.clone();
@@ -166,7 +194,7 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
                     } = event
                     {
                         crate::approvals::on_component(
-                            framework.serenity_context,
+                            &framework.user_data.rest,
                             click,
                             &framework.user_data.core,
                         )
@@ -177,19 +205,16 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
             },
             ..Default::default()
         })
-        .setup(move |ctx, _ready, framework| {
+        .setup(move |_ctx, ready, framework| {
             Box::pin(async move {
-                if let Err(error) =
-                    poise::builtins::register_globally(ctx, &framework.options().commands).await
-                {
-                    tracing::warn!("could not register slash commands: {error}");
-                }
+                register_commands(&rest, ready, &framework.options().commands).await;
                 Ok(crate::commands::Data {
                     store: framework_store,
                     allowlist: framework_allowlist,
                     admins,
                     runs: framework_runs,
                     core: framework_core,
+                    rest,
                 })
             })
         })

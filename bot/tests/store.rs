@@ -659,7 +659,7 @@ fn workflows_are_kept_replaced_by_id_and_pruned_a_week_after_they_finish() {
 }
 
 #[test]
-fn a_version_1_store_gains_the_workflows_table() {
+fn a_version_1_store_gains_every_later_table() {
     let dir = TempDir::new("migrate-v1");
     let path = dir.db();
     Store::open(&path, StoreOptions::default())
@@ -667,7 +667,11 @@ fn a_version_1_store_gains_the_workflows_table() {
         .close()
         .unwrap();
     let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.execute_batch("DROP TABLE workflows").unwrap();
+    // A real version-1 file has none of the tables later versions added.
+    conn.execute_batch(
+        "DROP TABLE workflows; DROP TABLE audit; DROP TABLE session_scopes; DROP TABLE approvals;",
+    )
+    .unwrap();
     conn.pragma_update(None, "user_version", 1).unwrap();
     drop(conn);
     let store = Store::open(&path, StoreOptions::default()).unwrap();
@@ -682,4 +686,14 @@ fn a_version_1_store_gains_the_workflows_table() {
         .query_row("SELECT COUNT(*) FROM workflows", [], |row| row.get(0))
         .unwrap();
     assert_eq!(count, 1);
+    for table in ["audit", "session_scopes", "approvals"] {
+        let found: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                [table],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(found, 1, "{table} was not created by the migration");
+    }
 }

@@ -140,6 +140,10 @@ pub struct DiscordConfig {
     pub allow_role_mentions: bool,
     /// A fake Discord or a REST proxy, without a trailing slash.
     pub api_base_url: Option<String>,
+    /// `discord.invalid_request_percent` (default 50, 1 to 100): the share of Discord's
+    /// 10,000 invalid requests (401, 403, 429) per 10 minutes after which the REST client stops
+    /// calling the routes that earned them, so the token's IP is never banned.
+    pub invalid_request_percent: u8,
 }
 
 /// `[toolserver]`: the HTTP tool server's address, authentication, limits and timeouts.

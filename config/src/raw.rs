@@ -109,6 +109,8 @@ pub(crate) struct RawDiscord {
     pub allow_role_mentions: bool,
     #[serde(default)]
     pub api_base_url: Option<Spanned<String>>,
+    #[serde(default = "default_invalid_request_percent")]
+    pub invalid_request_percent: Spanned<u64>,
 }
 
 impl Default for RawDiscord {
@@ -122,8 +124,13 @@ impl Default for RawDiscord {
             allow_dms: false,
             allow_role_mentions: false,
             api_base_url: None,
+            invalid_request_percent: default_invalid_request_percent(),
         }
     }
+}
+
+fn default_invalid_request_percent() -> Spanned<u64> {
+    Spanned::new(0..0, 50)
 }
 
 fn default_token_env() -> Spanned<String> {

@@ -59,6 +59,13 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
             .api_base_url
             .as_ref()
             .and_then(|url| base_url(url, c)),
+        invalid_request_percent: bounded_because(
+            &raw.discord.invalid_request_percent,
+            "discord.invalid_request_percent",
+            1..=100,
+            "percent of Discord's 10,000 invalid requests per 10 minutes",
+            c,
+        ) as u8,
     };
     let toolserver = ToolserverConfig {
         bind: bind(&raw.toolserver.bind, c),

@@ -12,85 +12,12 @@ use std::time::{Duration, Instant};
 use axum::routing::post;
 use axum::Router;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use toolserver::memory::{demo, MemorySurface};
+use toolserver::testing::load::{hammer, http_post, median_min_max, rounds, throughput};
 use toolserver::testing::{TestServer, DEMO_CONFIG};
 
 const CONNECTIONS: usize = 4;
 const REQUESTS_PER_CONNECTION: usize = 5_000;
-/// Rounds of each server, alternating; the best of each is reported (`CALL_BENCH_ROUNDS`).
-fn rounds() -> usize {
-    std::env::var("CALL_BENCH_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(3)
-}
-
-/// Sends `request` `count` times on one keep-alive connection; returns the bytes of the last body.
-async fn hammer(addr: std::net::SocketAddr, request: Arc<Vec<u8>>, count: usize) -> Vec<u8> {
-    let mut stream = TcpStream::connect(addr).await.expect("connect");
-    stream.set_nodelay(true).expect("nodelay");
-    let mut buffer = Vec::with_capacity(64 * 1024);
-    let mut body = Vec::new();
-    for _ in 0..count {
-        stream.write_all(&request).await.expect("write");
-        buffer.clear();
-        let (header_end, length) = loop {
-            let mut chunk = [0u8; 16 * 1024];
-            let n = stream.read(&mut chunk).await.expect("read");
-            assert!(n > 0, "server closed the connection");
-            buffer.extend_from_slice(&chunk[..n]);
-            if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
-                assert!(head.starts_with("http/1.1 200"), "{head}");
-                let length = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .and_then(|v| v.trim().parse::<usize>().ok())
-                    .expect("content-length");
-                break (end + 4, length);
-            }
-        };
-        while buffer.len() < header_end + length {
-            let mut chunk = [0u8; 16 * 1024];
-            let n = stream.read(&mut chunk).await.expect("read body");
-            assert!(n > 0, "server closed mid-body");
-            buffer.extend_from_slice(&chunk[..n]);
-        }
-        body.clear();
-        body.extend_from_slice(&buffer[header_end..header_end + length]);
-    }
-    body
-}
-
-async fn throughput(addr: std::net::SocketAddr, request: Arc<Vec<u8>>) -> (f64, Vec<u8>) {
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..CONNECTIONS)
-        .map(|_| tokio::spawn(hammer(addr, Arc::clone(&request), REQUESTS_PER_CONNECTION)))
-        .collect();
-    let mut body = Vec::new();
-    for task in tasks {
-        body = task.await.expect("client task");
-    }
-    let total = (CONNECTIONS * REQUESTS_PER_CONNECTION) as f64;
-    (total / started.elapsed().as_secs_f64(), body)
-}
-
-fn http_post(path: &str, token: Option<&str>, body: &[u8]) -> Arc<Vec<u8>> {
-    let mut request = format!(
-        "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
-        body.len()
-    );
-    if let Some(token) = token {
-        request.push_str(&format!("authorization: Bearer {token}\r\n"));
-    }
-    request.push_str("\r\n");
-    let mut bytes = request.into_bytes();
-    bytes.extend_from_slice(body);
-    Arc::new(bytes)
-}
-
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -147,23 +74,23 @@ fn main() {
         // back to back, and the median of the rounds' ratios is the figure to compare.
         let mut ratios = Vec::new();
         for _ in 0..rounds() {
-            let (bare_rps, bare_body) = throughput(bare_addr, Arc::clone(&bare_request)).await;
+            let (bare_rps, bare_body) = throughput(bare_addr, Arc::clone(&bare_request), CONNECTIONS, REQUESTS_PER_CONNECTION).await;
             assert_eq!(bare_body, *answer);
-            let (call_rps, call_body) = throughput(server.addr(), Arc::clone(&call_request)).await;
+            let (call_rps, call_body) = throughput(server.addr(), Arc::clone(&call_request), CONNECTIONS, REQUESTS_PER_CONNECTION).await;
             assert_eq!(call_body, *answer, "the tool server answers the same bytes every time");
             best_bare = best_bare.max(bare_rps);
             best_call = best_call.max(call_rps);
             ratios.push(call_rps / bare_rps);
         }
-        ratios.sort_by(f64::total_cmp);
-        let median = ratios[ratios.len() / 2];
+        let rounds_run = ratios.len();
+        let (median, min, max) = median_min_max(ratios);
         println!("bare axum handler (same bytes): {best_bare:>10.0} req/s (best round)");
         println!("tool server /v1/call:           {best_call:>10.0} req/s (best round)");
         println!(
             "ratio: median {median:.2} of {} rounds (min {:.2}, max {:.2}); best/best {:.2}",
-            ratios.len(),
-            ratios[0],
-            ratios[ratios.len() - 1],
+            rounds_run,
+            min,
+            max,
             best_call / best_bare
         );
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -42,7 +42,9 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    let server = runtime.block_on(TestServer::start(&DEMO_CONFIG)).expect("server");
+    let server = runtime
+        .block_on(TestServer::start(&DEMO_CONFIG))
+        .expect("server");
     let url = format!("{}/v1/events", server.url());
     let token = server.operator_token().to_owned();
     let latencies = Arc::new(Mutex::new(Vec::with_capacity(
@@ -54,8 +56,11 @@ fn main() {
     let mut readers = Vec::new();
     for _ in 0..SUBSCRIBERS {
         let (url, token) = (url.clone(), token.clone());
-        let (latencies, received, dropped) =
-            (Arc::clone(&latencies), Arc::clone(&received), Arc::clone(&dropped));
+        let (latencies, received, dropped) = (
+            Arc::clone(&latencies),
+            Arc::clone(&received),
+            Arc::clone(&dropped),
+        );
         readers.push(std::thread::spawn(move || {
             let agent: ureq::Agent = ureq::Agent::config_builder()
                 .timeout_global(Some(Duration::from_secs(SECONDS + 30)))
@@ -70,7 +75,8 @@ fn main() {
             for line in BufReader::new(response.into_body().into_reader()).lines() {
                 let Ok(line) = line else { break };
                 if let Some(data) = line.strip_prefix("data:") {
-                    let value: serde_json::Value = serde_json::from_str(data.trim()).unwrap_or_default();
+                    let value: serde_json::Value =
+                        serde_json::from_str(data.trim()).unwrap_or_default();
                     if let Some(sent) = value["sentMs"].as_u64() {
                         mine.push(now_ms().saturating_sub(sent));
                         received.fetch_add(1, Ordering::Relaxed);
@@ -124,7 +130,12 @@ fn main() {
     let rss_end = rss_kib();
     let mut latencies = std::mem::take(&mut *latencies.lock().unwrap());
     latencies.sort_unstable();
-    let pct = |p: f64| latencies.get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1))).copied().unwrap_or(0);
+    let pct = |p: f64| {
+        latencies
+            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0)
+    };
     println!(
         "sse fan-out: {SUBSCRIBERS} subscribers, {total} events at {RATE}/s (published in {:.2} s)",
         published_in.as_secs_f64()

@@ -53,16 +53,31 @@ fn ok_json(description: &str, schema: Value) -> Value {
 
 fn body_statuses() -> Vec<(&'static str, &'static str)> {
     vec![
-        ("400", "The body or input is wrong (kind usage); the message says what to send"),
-        ("403", "Refused by scope, rules, hooks or approvers (kind denied)"),
-        ("404", "No such callable, session, message or user (kind not_found)"),
+        (
+            "400",
+            "The body or input is wrong (kind usage); the message says what to send",
+        ),
+        (
+            "403",
+            "Refused by scope, rules, hooks or approvers (kind denied)",
+        ),
+        (
+            "404",
+            "No such callable, session, message or user (kind not_found)",
+        ),
         ("408", "The body did not arrive in time (body_timeout)"),
         ("409", "The state forbids it (kind conflict)"),
         ("413", "The body is over 1 MiB (body_too_large)"),
-        ("429", "A rate limit (kind unavailable; Retry-After says when)"),
+        (
+            "429",
+            "A rate limit (kind unavailable; Retry-After says when)",
+        ),
         ("500", "A bug (kind internal)"),
         ("503", "Busy, or Discord unavailable (kind unavailable)"),
-        ("504", "The call took too long; it may still complete (kind timeout)"),
+        (
+            "504",
+            "The call took too long; it may still complete (kind timeout)",
+        ),
     ]
 }
 
@@ -157,7 +172,11 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
     );
     // One envelope per callable the caller may call: `tool` names it, `input` is its schema.
     let mut calls = Vec::new();
-    for entry in core.registry.entries().filter(|e| core.may_call(caller, &e.id)) {
+    for entry in core
+        .registry
+        .entries()
+        .filter(|e| core.may_call(caller, &e.id))
+    {
         let name = format!("Input.{}", entry.id);
         schemas.insert(name.clone(), entry.input_schema.clone());
         calls.push(json!({
@@ -224,7 +243,10 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
     let mut call_responses = errors(&body_statuses());
     call_responses.insert(
         "200".into(),
-        ok_json("The callable's answer", json!({ "$ref": "#/components/schemas/CallOk" })),
+        ok_json(
+            "The callable's answer",
+            json!({ "$ref": "#/components/schemas/CallOk" }),
+        ),
     );
     let mut batch_responses = errors(&body_statuses());
     batch_responses.insert(
@@ -252,7 +274,10 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
     ]);
     tool_responses.insert(
         "200".into(),
-        ok_json("A callable's help", json!({ "$ref": "#/components/schemas/ToolDetail" })),
+        ok_json(
+            "A callable's help",
+            json!({ "$ref": "#/components/schemas/ToolDetail" }),
+        ),
     );
     let mut approvals_responses = errors(&[
         ("400", "An unknown query parameter"),
@@ -332,9 +357,7 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
             "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{reference}") } } }
         })
     };
-    let query = |name: &str, description: &str| {
-        json!({ "name": name, "in": "query", "required": false, "schema": { "type": "string" }, "description": description })
-    };
+    let query = |name: &str, description: &str| json!({ "name": name, "in": "query", "required": false, "schema": { "type": "string" }, "description": description });
     json!({
         "openapi": "3.1.0",
         "info": {

@@ -14,6 +14,8 @@ use crate::auth::CapabilityGrant;
 use crate::memory::MemorySurface;
 use crate::server::{Core, StartError};
 
+pub mod load;
+
 /// A config that matches [`MemorySurface::demo`]: #ops, #release-room and #secret are
 /// allowlisted; the demo world's shared aliases ([`demo_world::alias_sections`]: stanley,
 /// tomas, the sessions ops, release-room and incident-42, the oncall role); it ends in

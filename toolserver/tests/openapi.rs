@@ -24,7 +24,11 @@ fn python_tools() -> PathBuf {
         String::from_utf8_lossy(&output.stderr)
     );
     let bin = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
-    assert!(bin.join("schemathesis").exists(), "no schemathesis in {}", bin.display());
+    assert!(
+        bin.join("schemathesis").exists(),
+        "no schemathesis in {}",
+        bin.display()
+    );
     bin
 }
 
@@ -66,7 +70,9 @@ async fn fetch_document(server: &TestServer) -> (u16, String) {
 async fn the_document_is_valid_openapi_and_schemathesis_finds_nothing() {
     let bin = python_tools();
     // Rate limits stay on: their 429s are part of the document too.
-    let server = TestServer::start(&DEMO_CONFIG).await.expect("server starts");
+    let server = TestServer::start(&DEMO_CONFIG)
+        .await
+        .expect("server starts");
     // With workflows on, as in a service with an agent (without, workflow.* answer 503 by
     // design).
     server
@@ -79,9 +85,14 @@ async fn the_document_is_valid_openapi_and_schemathesis_finds_nothing() {
     assert_eq!(status, 200, "{text}");
     let document: Value = serde_json::from_str(&text).expect("JSON");
     assert_eq!(document["openapi"], "3.1.0");
-    let schemas = document["components"]["schemas"].as_object().expect("schemas");
+    let schemas = document["components"]["schemas"]
+        .as_object()
+        .expect("schemas");
     for id in toolserver::callable_ids() {
-        assert!(schemas.contains_key(&format!("Input.{id}")), "no input schema for {id}");
+        assert!(
+            schemas.contains_key(&format!("Input.{id}")),
+            "no input schema for {id}"
+        );
     }
     let dir = std::env::temp_dir().join(format!("switchboard-openapi-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -134,12 +145,17 @@ async fn the_document_is_valid_openapi_and_schemathesis_finds_nothing() {
         String::from_utf8_lossy(&output.stderr)
     );
     // It did call the operations.
-    assert!(stdout.contains("passed") || stdout.contains("PASSED"), "{stdout}");
+    assert!(
+        stdout.contains("passed") || stdout.contains("PASSED"),
+        "{stdout}"
+    );
 }
 
 #[tokio::test]
 async fn the_document_shows_only_what_the_caller_may_call() {
-    let server = TestServer::start(&DEMO_CONFIG).await.expect("server starts");
+    let server = TestServer::start(&DEMO_CONFIG)
+        .await
+        .expect("server starts");
     let token = server.mint(
         toolserver::memory::demo::OPS,
         "run-o",
@@ -157,7 +173,10 @@ async fn the_document_shows_only_what_the_caller_may_call() {
             .header("authorization", format!("Bearer {token}"))
             .call()
             .unwrap();
-        (response.status().as_u16(), response.body_mut().read_to_string().unwrap())
+        (
+            response.status().as_u16(),
+            response.body_mut().read_to_string().unwrap(),
+        )
     })
     .await
     .unwrap();
@@ -176,7 +195,12 @@ async fn the_document_shows_only_what_the_caller_may_call() {
             .http_status_as_error(false)
             .build()
             .into();
-        agent.get(format!("{server_url}/openapi.json")).call().unwrap().status().as_u16()
+        agent
+            .get(format!("{server_url}/openapi.json"))
+            .call()
+            .unwrap()
+            .status()
+            .as_u16()
     })
     .await
     .unwrap();

@@ -1,0 +1,116 @@
+//! The audit log's cost on `/v1/call`: the same tool server and call (`surface.messages.list`,
+//! 50 cached messages, in-memory surface) with no ledger, and with the SQLite store keeping an
+//! audit row per call, alternating rounds on loopback. Target: with the audit log ≥ 0.9× of
+//! without.
+//!
+//! Run: `CALL_BENCH_ROUNDS=9 cargo bench -p bot --bench audit`
+
+use std::sync::Arc;
+
+use bot::store::{Store, StoreOptions};
+use serde_json::json;
+use toolserver::governance::NoLedger;
+use toolserver::memory::{demo, MemorySurface};
+use toolserver::testing::load::{http_post, median_min_max, rounds, throughput};
+use toolserver::testing::{TestServer, DEMO_CONFIG};
+
+const CONNECTIONS: usize = 4;
+const REQUESTS_PER_CONNECTION: usize = 5_000;
+
+fn surface() -> Arc<MemorySurface> {
+    let surface = Arc::new(MemorySurface::demo());
+    for i in 0..60 {
+        surface.post(
+            demo::OPS.into(),
+            if i % 2 == 0 {
+                demo::STANLEY
+            } else {
+                demo::TOMAS
+            }
+            .into(),
+            &format!(
+                "message {i}: deploy step {i} done, <@{}> please check <#{}>",
+                demo::STANLEY,
+                demo::RELEASE_ROOM
+            ),
+        );
+    }
+    surface
+}
+
+fn main() {
+    let dir = std::env::temp_dir().join(format!("switchboard-audit-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let db = dir.join("store.db");
+    let db = db.to_str().expect("utf-8 temp path").to_owned();
+    let store = Store::open(&db, StoreOptions::default()).expect("store");
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let calls = runtime.block_on(async {
+        let config = format!(
+            "{DEMO_CONFIG}\nmax_concurrent_calls = 1024\n[toolserver.rate_limits]\nper_caller_per_minute = 100000000\nper_caller_burst = 10000000\n"
+        );
+        let without = TestServer::start_with_ledger(&config, surface(), Arc::new(NoLedger))
+            .await
+            .expect("tool server without a ledger");
+        let with = TestServer::start_with_ledger(&config, surface(), Arc::new(store.clone()))
+            .await
+            .expect("tool server with the store's ledger");
+        let body = serde_json::to_vec(
+            &json!({"tool": "surface.messages.list", "input": {"sessionId": "#ops", "limit": 50}}),
+        )
+        .unwrap();
+        let request_without = http_post("/v1/call", Some(without.operator_token()), &body);
+        let request_with = http_post("/v1/call", Some(with.operator_token()), &body);
+
+        println!(
+            "{CONNECTIONS} connections x {REQUESTS_PER_CONNECTION} requests, {} alternating rounds",
+            rounds()
+        );
+        let mut ratios = Vec::new();
+        let (mut best_without, mut best_with) = (0f64, 0f64);
+        for _ in 0..rounds() {
+            let (rps_without, answer_without) = throughput(
+                without.addr(),
+                Arc::clone(&request_without),
+                CONNECTIONS,
+                REQUESTS_PER_CONNECTION,
+            )
+            .await;
+            let (rps_with, answer_with) = throughput(
+                with.addr(),
+                Arc::clone(&request_with),
+                CONNECTIONS,
+                REQUESTS_PER_CONNECTION,
+            )
+            .await;
+            assert_eq!(answer_with, answer_without, "both servers answer the same bytes");
+            best_without = best_without.max(rps_without);
+            best_with = best_with.max(rps_with);
+            ratios.push(rps_with / rps_without);
+        }
+        let rounds_run = ratios.len();
+        let (median, min, max) = median_min_max(ratios);
+        println!("/v1/call, no audit log:        {best_without:>10.0} req/s (best round)");
+        println!("/v1/call, audit log in SQLite: {best_with:>10.0} req/s (best round)");
+        println!(
+            "ratio with/without: median {median:.2} of {rounds_run} rounds (min {min:.2}, max {max:.2})"
+        );
+        rounds_run * CONNECTIONS * REQUESTS_PER_CONNECTION
+    });
+    store.close().expect("store flushes and closes");
+    let conn = rusqlite::Connection::open(&db).expect("reopen");
+    let rows: i64 = conn
+        .query_row("SELECT COUNT(*) FROM audit", [], |row| row.get(0))
+        .expect("count audit rows");
+    assert!(
+        rows as usize >= calls,
+        "every call has its audit row: {rows} rows for {calls} calls"
+    );
+    println!("audit rows written: {rows} (for {calls} measured calls)");
+    drop(conn);
+    let _ = std::fs::remove_dir_all(&dir);
+}
