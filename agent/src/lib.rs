@@ -242,6 +242,7 @@ impl Bridge {
                 return;
             }
             queue.waiting.push_back(trigger);
+            self.inner.core.metrics().queue_depth_add(1);
             !std::mem::replace(&mut queue.worker, true)
         };
         if start_worker {
@@ -274,6 +275,7 @@ impl Bridge {
                 let queue = sessions.entry(channel).or_default();
                 match queue.waiting.pop_front() {
                     Some(trigger) => {
+                        self.inner.core.metrics().queue_depth_add(-1);
                         let (abort, aborted) = oneshot::channel();
                         queue.running = Some(RunningRun {
                             trigger: trigger.clone(),
@@ -469,6 +471,17 @@ impl Bridge {
             workflow = trigger.workflow_id.as_deref().unwrap_or("-"),
             "agent run starts"
         );
+        let started = std::time::Instant::now();
+        self.inner.core.events().publish(
+            "run.started",
+            Some(trigger.channel_id),
+            serde_json::json!({
+                "run": request_id,
+                "trigger": trigger.message_id.map(|id| id.to_string()),
+                "requestedBy": trigger.author_id.to_string(),
+                "workflow": trigger.workflow_id,
+            }),
+        );
         let aborted = async {
             let _ = aborted.await;
         };
@@ -504,6 +517,12 @@ impl Bridge {
                     Err(error) => {
                         tracing::error!(run = %request_id, "the run's own token was refused: {}", error.message);
                         self.inner.core.revoke_capability(&token);
+                        self.inner.core.metrics().run_finished("failed");
+                        self.inner.core.events().publish(
+                            "run.finished",
+                            Some(trigger.channel_id),
+                            serde_json::json!({ "run": request_id, "outcome": "failed" }),
+                        );
                         return false;
                     }
                 };
@@ -529,29 +548,41 @@ impl Bridge {
             }
         };
         self.inner.core.revoke_capability(&token);
-        match answer {
+        let (succeeded, outcome) = match answer {
             Answer::Reply(text) => {
                 let reply = text.trim();
                 if reply.is_empty() || reply == "NO_REPLY" {
                     tracing::info!(run = %request_id, "agent run finished without a reply");
-                    true
+                    (true, "no_reply")
                 } else if self.post_reply(trigger, reply).await {
                     tracing::info!(run = %request_id, bytes = reply.len(), "agent run finished; reply posted");
-                    true
+                    (true, "replied")
                 } else {
                     // The answer exists but could not be posted: the trigger must not say ✅.
-                    false
+                    (false, "reply_failed")
                 }
             }
             Answer::Failed(reason) => {
                 self.post_reply(trigger, &self.error_line(&reason)).await;
-                false
+                (false, "failed")
             }
             Answer::Aborted => {
                 tracing::info!(run = %request_id, "agent run aborted");
-                false
+                (false, "aborted")
             }
-        }
+        };
+        let core = &self.inner.core;
+        core.metrics().run_finished(outcome);
+        core.events().publish(
+            "run.finished",
+            Some(trigger.channel_id),
+            serde_json::json!({
+                "run": request_id,
+                "outcome": outcome,
+                "durationMs": started.elapsed().as_millis() as u64,
+            }),
+        );
+        succeeded
     }
 
     /// The agent's whole environment: the passthrough names, then the run's context.

@@ -10,7 +10,7 @@ pub mod limits;
 pub mod route;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use entity::Snowflake;
@@ -40,6 +40,8 @@ pub struct DiscordRest {
     api: String,
     authorization: String,
     limiter: Arc<Limiter>,
+    /// Where each answer is counted (`switchboard_discord_requests_total`), once set.
+    metrics: Arc<OnceLock<Arc<toolserver::metrics::Metrics>>>,
 }
 
 /// What a request carries.
@@ -203,7 +205,13 @@ impl DiscordRest {
             api: format!("{}/api/v10", base.trim_end_matches('/')),
             authorization: format!("Bot {token}"),
             limiter: Arc::new(Limiter::new(options)),
+            metrics: Arc::default(),
         })
+    }
+
+    /// Counts every answer from now on in `metrics` (this client and its clones; once).
+    pub fn observe(&self, metrics: Arc<toolserver::metrics::Metrics>) {
+        let _ = self.metrics.set(metrics);
     }
 
     /// The rate limiter's counters: requests sent, 429s received, waits, invalid answers.
@@ -234,7 +242,12 @@ impl DiscordRest {
                 request = request.multipart(Payload::multipart(json, files));
             }
         }
-        let response = request.send().await.map_err(|e| Failure {
+        let sent = request.send().await;
+        if let Some(metrics) = self.metrics.get() {
+            let status = sent.as_ref().map_or(0, |r| r.status().as_u16());
+            metrics.discord_request(method.as_str(), path, status);
+        }
+        let response = sent.map_err(|e| Failure {
             error: SurfaceError::Unavailable(format!("cannot reach Discord: {e}")),
             retry_after: None,
             retryable: e.is_connect() || e.is_timeout(),

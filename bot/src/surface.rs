@@ -3,12 +3,13 @@
 
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use entity::{Aliases, Mapper, NameDirectory, Snowflake};
 use serde_json::{json, Value};
 use toolserver::approvals::ApprovalCard;
+use toolserver::events::Observers;
 use toolserver::live::{Live, SharedAliases};
 use toolserver::surface::{
     AllowedChannel, AttachmentInfo, ChannelLocation, ConnectionState, Fetched, MentionPolicy,
@@ -23,9 +24,19 @@ use crate::store::{
     ThreadState,
 };
 
-/// The gateway's state, shared by the event handler (which sets it) and `/health`.
-#[derive(Debug, Default)]
-pub struct Connection(AtomicU8);
+/// The gateway's state, shared by the event handler (which sets it) and `/health`; each change
+/// is published (`gateway.state`) once [`Connection::observe`] is called.
+#[derive(Default)]
+pub struct Connection {
+    state: AtomicU8,
+    observers: OnceLock<Observers>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Connection").field(&self.get()).finish()
+    }
+}
 
 fn state_code(state: ConnectionState) -> u8 {
     match state {
@@ -41,25 +52,43 @@ fn state_code(state: ConnectionState) -> u8 {
 impl Connection {
     /// Records the gateway's state; `/health` sees it at once.
     pub fn set(&self, state: ConnectionState) {
-        self.0.store(state_code(state), Ordering::SeqCst);
+        let code = state_code(state);
+        let before = self.state.swap(code, Ordering::SeqCst);
+        if before != code {
+            self.published(state);
+        }
     }
 
     /// Moves from `from` to `to` only when the state is still `from` (a backfill that caught
     /// up must not call a connection that dropped meanwhile ready). True when it moved.
     pub fn replace(&self, from: ConnectionState, to: ConnectionState) -> bool {
-        self.0
+        let moved = self
+            .state
             .compare_exchange(
                 state_code(from),
                 state_code(to),
                 Ordering::SeqCst,
                 Ordering::SeqCst,
             )
-            .is_ok()
+            .is_ok();
+        if moved && from != to {
+            self.published(to);
+        }
+        moved
+    }
+
+    fn published(&self, state: ConnectionState) {
+        if let Some(observers) = self.observers.get() {
+            observers.metrics.gateway_state(state.as_str());
+            observers
+                .events
+                .publish("gateway.state", None, json!({ "state": state.as_str() }));
+        }
     }
 
     /// The state last set; [`ConnectionState::Connecting`] before any.
     pub fn get(&self) -> ConnectionState {
-        match self.0.load(Ordering::SeqCst) {
+        match self.state.load(Ordering::SeqCst) {
             0 => ConnectionState::Connecting,
             1 => ConnectionState::Ready,
             2 => ConnectionState::Down,
@@ -67,6 +96,12 @@ impl Connection {
             5 => ConnectionState::Backfilling,
             _ => ConnectionState::None,
         }
+    }
+
+    /// Publishes every later change of state (once).
+    pub fn observe(&self, observers: Observers) {
+        observers.metrics.gateway_state(self.get().as_str());
+        let _ = self.observers.set(observers);
     }
 }
 
@@ -77,6 +112,7 @@ pub struct DiscordSurface {
     aliases: SharedAliases,
     connection: Arc<Connection>,
     bot_id: Arc<AtomicU64>,
+    observers: OnceLock<Observers>,
 }
 
 pub(crate) fn tool_kind(kind: SessionKind) -> ToolSessionKind {
@@ -153,6 +189,7 @@ impl DiscordSurface {
             aliases: Arc::new(Live::new(aliases)),
             connection,
             bot_id,
+            observers: OnceLock::new(),
         }
     }
 
@@ -160,6 +197,13 @@ impl DiscordSurface {
     /// workflows, and swap them on a config reload.
     pub fn aliases(&self) -> &SharedAliases {
         &self.aliases
+    }
+
+    /// Publishes what the surface stores (`message.*`) and counts Discord's answers, from now
+    /// on (once).
+    pub fn observe(&self, observers: Observers) {
+        self.rest.observe(std::sync::Arc::clone(&observers.metrics));
+        let _ = self.observers.set(observers);
     }
 
     /// The store the surface reads from.
@@ -209,7 +253,13 @@ impl DiscordSurface {
         let mapper = Mapper::new(&aliases, &self.store);
         match stored_message_from_json(answer, &mapper) {
             Some(message) => {
-                self.store.insert_message(message);
+                let event = self.observers.get().map(|o| (o, message.clone()));
+                if self.store.insert_message(message) {
+                    if let Some((observers, message)) = event {
+                        let name = self.store.author_name(message.author_id);
+                        crate::observe::message_created(observers, &message, &name);
+                    }
+                }
             }
             None => tracing::warn!("Discord's answer to a send is not a message; not stored"),
         }
@@ -477,8 +527,15 @@ impl Surface for DiscordSurface {
             .get("edited_timestamp")
             .and_then(Value::as_str)
             .map(str::to_owned);
-        self.store
-            .update_message(channel_id, message_id, content, text, edited);
+        let event = self.observers.get().map(|o| (o, text.clone()));
+        if self
+            .store
+            .update_message(channel_id, message_id, content, text, edited)
+        {
+            if let Some((observers, text)) = event {
+                crate::observe::message_edited(observers, channel_id, message_id, &text);
+            }
+        }
         Ok(())
     }
 
@@ -488,7 +545,11 @@ impl Surface for DiscordSurface {
         message_id: Snowflake,
     ) -> Result<(), SurfaceError> {
         self.rest.delete_message(channel.id(), message_id).await?;
-        self.store.delete_message(channel.id(), message_id);
+        if self.store.delete_message(channel.id(), message_id) {
+            if let Some(observers) = self.observers.get() {
+                crate::observe::message_deleted(observers, channel.id(), message_id);
+            }
+        }
         Ok(())
     }
 

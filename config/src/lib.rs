@@ -177,6 +177,8 @@ pub struct ToolserverConfig {
     pub operator_token_env: String,
     /// Serve without an operator token (loopback binds only).
     pub insecure_no_auth: bool,
+    /// `GET /metrics` without a token (loopback binds only); else the operator token reads it.
+    pub metrics_public: bool,
     /// A call running longer than this answers `timeout` (HTTP 504).
     pub call_timeout: std::time::Duration,
     /// Calls served at once; past it, calls answer `unavailable` (HTTP 503).

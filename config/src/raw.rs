@@ -210,6 +210,8 @@ pub(crate) struct RawToolserver {
     pub operator_token_env: Spanned<String>,
     #[serde(default)]
     pub insecure_no_auth: bool,
+    #[serde(default = "default_metrics_public")]
+    pub metrics_public: Spanned<bool>,
     #[serde(default = "default_call_timeout_s")]
     pub call_timeout_s: Spanned<u64>,
     #[serde(default = "default_max_concurrent_calls")]
@@ -238,6 +240,7 @@ impl Default for RawToolserver {
             bind: default_bind(),
             operator_token_env: default_operator_token_env(),
             insecure_no_auth: false,
+            metrics_public: default_metrics_public(),
             call_timeout_s: default_call_timeout_s(),
             max_concurrent_calls: default_max_concurrent_calls(),
             download_max_bytes: default_download_max_bytes(),
@@ -250,6 +253,10 @@ impl Default for RawToolserver {
             tokens: Vec::new(),
         }
     }
+}
+
+fn default_metrics_public() -> Spanned<bool> {
+    Spanned::new(0..0, false)
 }
 
 fn default_call_timeout_s() -> Spanned<u64> {

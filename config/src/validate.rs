@@ -75,6 +75,7 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
             c,
         ),
         insecure_no_auth: raw.toolserver.insecure_no_auth,
+        metrics_public: *raw.toolserver.metrics_public.get_ref(),
         call_timeout: std::time::Duration::from_secs(bounded(
             &raw.toolserver.call_timeout_s,
             "toolserver.call_timeout_s",
@@ -139,6 +140,17 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
                 toolserver.bind
             ),
             "serving without a token is only allowed on 127.0.0.1 or [::1]: bind loopback, or set an operator token and remove insecure_no_auth",
+        );
+    }
+    if toolserver.metrics_public && !toolserver.bind.ip().is_loopback() {
+        c.add(
+            Some(raw.toolserver.metrics_public.span()),
+            "toolserver.metrics_public",
+            format!(
+                "metrics_public is set but the tool server binds {}, which is not loopback",
+                toolserver.bind
+            ),
+            "/metrics is served without a token only on 127.0.0.1 or [::1]: bind loopback, or remove metrics_public and scrape with the operator token",
         );
     }
     if raw.store.path.trim().is_empty() {

@@ -134,6 +134,8 @@ error_codes! {
     BodyTimeout = "body_timeout",
     /// No such route.
     UnknownRoute = "unknown_route",
+    /// A batch holds more calls than the server takes at once.
+    TooManyCalls = "too_many_calls",
     /// No callable with that id.
     UnknownTool = "unknown_tool",
     /// The input does not match the callable's schema or rules.

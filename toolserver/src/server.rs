@@ -105,6 +105,12 @@ pub struct Core {
     pub(crate) permits: Semaphore,
     /// Connection cap and timeouts for the HTTP front.
     pub(crate) connection_limits: crate::connections::Limits,
+    /// The live feed (`GET /v1/events`).
+    pub(crate) events: Arc<crate::events::EventHub>,
+    /// The counters `GET /metrics` shows.
+    pub(crate) metrics: Arc<crate::metrics::Metrics>,
+    /// `toolserver.metrics_public`: `/metrics` without a token.
+    pub(crate) metrics_public: bool,
 }
 
 impl Core {
@@ -189,6 +195,9 @@ impl Core {
             reloader: std::sync::OnceLock::new(),
             permits: Semaphore::new(ts.max_concurrent_calls),
             connection_limits: crate::connections::Limits::from_config(ts),
+            events: Arc::new(crate::events::EventHub::new()),
+            metrics: Arc::new(crate::metrics::Metrics::new()),
+            metrics_public: ts.metrics_public,
         })
     }
 
@@ -329,6 +338,24 @@ impl Core {
     /// Governance: scopes, rules, the ledger.
     pub fn governance(&self) -> &crate::governance::Governance {
         &self.governance
+    }
+
+    /// The live feed every part publishes to (`GET /v1/events`).
+    pub fn events(&self) -> &Arc<crate::events::EventHub> {
+        &self.events
+    }
+
+    /// The hub and the counters together, for the parts outside the pipeline.
+    pub fn observers(&self) -> crate::events::Observers {
+        crate::events::Observers {
+            events: Arc::clone(&self.events),
+            metrics: Arc::clone(&self.metrics),
+        }
+    }
+
+    /// The counters every part records to (`GET /metrics`).
+    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.metrics
     }
 
     /// Approvals in progress.
