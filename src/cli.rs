@@ -30,11 +30,17 @@ pub enum Command {
     Playground(PlaygroundArgs),
     /// Validate the config file: a summary and exit 0, or every problem and exit 2.
     CheckConfig,
+    /// Serve MCP on standard input and output, forwarding to the running switchboard at
+    /// $SWITCHBOARD_URL with $SWITCHBOARD_TOKEN (for MCP hosts that launch a command).
+    Mcp,
     /// Rewrite text the way switchboard does (TEXT, or standard input).
     Rewrite(RewriteArgs),
     /// Show the audit log of a running switchboard (newest rows, oldest first; --follow for
     /// new ones as they come).
     Audit(AuditArgs),
+    /// Have a running switchboard read its config file again: prints what changed (and what
+    /// needs a restart), or every problem and exits 2, the config in force kept.
+    Reload(ReloadArgs),
     /// Print the channel id a session reference (id, <#id>, token, #token) resolves to.
     ResolveSession {
         /// The reference to resolve, such as `#ops`.
@@ -120,4 +126,14 @@ pub struct AuditArgs {
     /// The running switchboard (default: $SWITCHBOARD_URL, else the config's toolserver.bind).
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReloadArgs {
+    /// The running switchboard (default: $SWITCHBOARD_URL, else the config's toolserver.bind).
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// The answer as JSON instead of lines.
+    #[arg(long)]
+    pub json: bool,
 }

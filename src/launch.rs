@@ -58,9 +58,15 @@ async fn build_and_serve(
     switchboard::serve(service, shutdown_signal(), on_ready).await
 }
 
-async fn serve(config: Config, token: String) -> ExitCode {
+async fn serve(config: Config, token: String, path: std::path::PathBuf) -> ExitCode {
     let secrets = toolserver::Secrets::from_env(&config, env_secret);
-    exit_for(build_and_serve(config, token, secrets, |_| {}).await)
+    let served = async {
+        let service = switchboard::build(config, token, secrets)
+            .await?
+            .reload_from(path);
+        switchboard::serve(service, shutdown_signal(), |_| {}).await
+    };
+    exit_for(served.await)
 }
 
 fn exit_for(result: Result<(), ServiceError>) -> ExitCode {
@@ -104,8 +110,38 @@ pub fn run(flag: Option<&Path>) -> ExitCode {
         return ExitCode::from(EXIT_USAGE);
     };
     match runtime() {
-        Ok(runtime) => runtime.block_on(serve(config, token)),
+        Ok(runtime) => runtime.block_on(serve(config, token, path)),
         Err(code) => code,
+    }
+}
+
+/// `switchboard mcp`: MCP on standard input and output, forwarding every request to the
+/// switchboard at `SWITCHBOARD_URL` with `SWITCHBOARD_TOKEN`. Exits 0 when the client closes
+/// the stream, 2 when the environment is unusable.
+pub fn mcp() -> ExitCode {
+    let remote = match switchboard_mcp::stdio::Remote::from_env(&|name| std::env::var(name).ok()) {
+        Ok(remote) => remote,
+        Err(error) => {
+            tracing::error!("{error}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!("cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(switchboard_mcp::stdio::run(remote)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error}");
+            ExitCode::FAILURE
+        }
     }
 }
 

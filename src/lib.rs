@@ -19,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+mod reload;
 mod service;
 
 pub use service::{build, serve, BuildError, Service, ServiceError};

@@ -24,8 +24,10 @@ fn main() -> ExitCode {
         #[cfg(feature = "playground")]
         cli::Command::Playground(args) => launch::playground(cli.config.as_deref(), &args),
         cli::Command::CheckConfig => operator::check_config(cli.config.as_deref()),
+        cli::Command::Mcp => launch::mcp(),
         cli::Command::Rewrite(args) => operator::rewrite(cli.config.as_deref(), &args),
         cli::Command::Audit(args) => remote::audit(cli.config.as_deref(), &args),
+        cli::Command::Reload(args) => remote::reload(cli.config.as_deref(), &args),
         cli::Command::ResolveSession { reference } => {
             operator::resolve_session(cli.config.as_deref(), &reference)
         }
@@ -34,7 +36,7 @@ fn main() -> ExitCode {
 
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
     use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -32,7 +32,9 @@ fn load(flag: Option<&Path>) -> Result<Config, ExitCode> {
     let path = config_path(flag);
     Config::load_with(&path, &known()).map_err(|error| {
         match &error {
-            ConfigError::Read { .. } => eprintln!("error: {error}"),
+            ConfigError::Read { .. } | ConfigError::Unusable { .. } => {
+                eprintln!("error: {error}");
+            }
             ConfigError::Invalid(report) => eprint!("{report}"),
         }
         ExitCode::from(EXIT_USAGE)

@@ -1,5 +1,5 @@
 //! Operator commands that talk to a running switchboard over its HTTP API, with the operator
-//! token: `switchboard audit`.
+//! token: `switchboard audit` and `switchboard reload`.
 //!
 //! Where: `--url`, else `SWITCHBOARD_URL`, else the config's `toolserver.bind`. The token:
 //! `SWITCHBOARD_TOKEN`, else the variable the config names in `toolserver.operator_token_env`.
@@ -14,7 +14,7 @@ use protocol::{ErrorBody, ErrorKind};
 use serde_json::{json, Value};
 use switchboard_config::Config;
 
-use crate::cli::AuditArgs;
+use crate::cli::{AuditArgs, ReloadArgs};
 
 /// How long one request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -73,11 +73,17 @@ impl Remote {
 
     /// One call through `/v1/call`: its value, or the server's error.
     fn call(&self, tool: &str, input: &Value) -> Result<Value, Failed> {
-        let mut request = self.agent.post(format!("{}/v1/call", self.url));
+        self.post("/v1/call", &json!({"tool": tool, "input": input}))
+    }
+
+    /// One `POST` to `route`: the answer's value, or the server's error (with any problems it
+    /// lists, one per line).
+    fn post(&self, route: &str, body: &Value) -> Result<Value, Failed> {
+        let mut request = self.agent.post(format!("{}{route}", self.url));
         if let Some(token) = &self.token {
             request = request.header("authorization", format!("Bearer {token}"));
         }
-        let body = json!({"tool": tool, "input": input}).to_string();
+        let body = body.to_string();
         let mut reply = request
             .content_type("application/json")
             .send(body.as_bytes())
@@ -115,14 +121,21 @@ impl Remote {
                 } else {
                     ""
                 };
-                Err(Failed(
-                    format!(
-                        "{}: {}{hint}",
-                        error.error.code.as_str(),
-                        error.error.message
-                    ),
-                    error.error.kind.exit_code(),
-                ))
+                let mut message = format!(
+                    "{}: {}{hint}",
+                    error.error.code.as_str(),
+                    error.error.message
+                );
+                let problems = error
+                    .error
+                    .details
+                    .get("problems")
+                    .and_then(Value::as_array);
+                for problem in problems.into_iter().flatten().filter_map(Value::as_str) {
+                    message.push('\n');
+                    message.push_str(problem);
+                }
+                Err(Failed(message, error.error.kind.exit_code()))
             }
             Err(_) => Err(Failed(format!("unexpected answer: {value}"), 1)),
         }
@@ -254,6 +267,29 @@ fn audit_with(remote: &Remote, args: &AuditArgs) -> Result<(), Failed> {
         }
         if !print_rows(&fresh, args.json) {
             return Ok(());
+        }
+    }
+}
+
+/// `switchboard reload`: the running switchboard reads its config file again. Prints what
+/// changed and what waits for a restart; with problems, prints each (as check-config does) and
+/// exits 2 — the config in force is kept.
+pub fn reload(flag_config: Option<&Path>, args: &ReloadArgs) -> ExitCode {
+    let remote = Remote::new(flag_config, args.url.as_deref());
+    match remote.post("/v1/admin/reload", &json!({})) {
+        Ok(value) => {
+            let text = if args.json {
+                value.to_string()
+            } else {
+                let field = |key: &str| value.get(key).and_then(Value::as_str).unwrap_or("-");
+                format!("reloaded {}: {}", field("file"), field("summary"))
+            };
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(Failed(message, code)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(code)
         }
     }
 }

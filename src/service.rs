@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use bot::store::{Store, StoreError, StoreOptions};
 use bot::surface::{Connection, DiscordSurface};
 use switchboard_config::Config;
 use toolserver::governance::Ledger;
+use toolserver::live::SharedAliases;
 use toolserver::runs::Runs;
 use toolserver::surface::ConnectionState;
 use toolserver::workflow::WorkflowEngine;
@@ -57,12 +59,16 @@ impl ServiceError {
         )
     }
 
-    /// Whether the config or the environment is at fault (the binary exits 2 for it).
+    /// Whether the config or the environment is at fault (the binary exits 2 for it): the
+    /// config, the store, or the bot's settings in the developer portal (privileged intents).
     pub fn is_usage(&self) -> bool {
-        matches!(
-            self,
-            ServiceError::Build(BuildError::ToolServer(_) | BuildError::Store(_))
-        )
+        match self {
+            ServiceError::Build(BuildError::ToolServer(_) | BuildError::Store(_)) => true,
+            ServiceError::Build(BuildError::Discord(error)) | ServiceError::Gateway(error) => {
+                error.is_setup()
+            }
+            _ => false,
+        }
     }
 }
 
@@ -73,11 +79,26 @@ pub struct Service {
     connection: Arc<Connection>,
     listener: tokio::net::TcpListener,
     addr: SocketAddr,
+    mcp: switchboard_mcp::http::Options,
     gateway: Gateway,
     workflows: Option<(Arc<WorkflowEngine>, tokio::task::JoinHandle<()>)>,
+    /// The aliases the bot's parts render with (swapped by a reload).
+    aliases: SharedAliases,
+    bridge: Option<Bridge>,
+    /// The file a reload reads; `None`: no live reload.
+    config_path: Option<PathBuf>,
 }
 
 impl Service {
+    /// Reloads the config from `path` (the file this service was built from) on
+    /// `POST /v1/admin/reload`, SIGHUP, and when the file changes. Without it the config is
+    /// fixed for the service's life.
+    #[must_use]
+    pub fn reload_from(mut self, path: PathBuf) -> Service {
+        self.config_path = Some(crate::reload::absolute(&path));
+        self
+    }
+
     /// Where the tool server listens.
     pub fn addr(&self) -> SocketAddr {
         self.addr
@@ -111,16 +132,26 @@ pub async fn build(
     connection.set(ConnectionState::Connecting);
     let surface = Arc::new(DiscordSurface::new(
         store.clone(),
-        discord.rest,
+        discord.rest.clone(),
         config.aliases.clone(),
         Arc::clone(&connection),
         Arc::clone(&discord.bot_id),
     ));
+    let aliases = Arc::clone(surface.aliases());
     let overrides = store.scope_overrides_at_open();
     let core = Arc::new(
-        Core::new(&config, surface, secrets)?
+        Core::new(&config, Arc::clone(&surface) as _, secrets)?
             .with_ledger(Arc::new(store.clone()) as Arc<dyn Ledger>, overrides),
     );
+    // The live feed and the metrics hear of messages, Discord's answers and the gateway.
+    surface.observe(core.observers());
+    connection.observe(core.observers());
+    {
+        let store = store.clone();
+        core.metrics().on_scrape(move |metrics| {
+            metrics.store_size(store.message_count(), store.sessions().len());
+        });
+    }
     bot::service::forget_refused_channels(&store, core.allowlist());
 
     let listener = tokio::net::TcpListener::bind(config.toolserver.bind)
@@ -133,26 +164,34 @@ pub async fn build(
         bind: config.toolserver.bind,
         source,
     })?;
+    let mcp = switchboard_mcp::http::Options {
+        bind: addr,
+        idle_timeout: config.toolserver.idle_timeout,
+    };
 
-    let runs: Option<Arc<dyn Runs>> = config.agent.clone().map(|agent| {
+    let bridge = config.agent.clone().map(|agent| {
         // Runs reach the tool server on loopback even when it binds every interface.
         let host = if addr.ip().is_unspecified() {
             SocketAddr::from(([127, 0, 0, 1], addr.port()))
         } else {
             addr
         };
-        Arc::new(Bridge::new(
+        Bridge::with_answers(
             agent,
             Arc::clone(&core),
             format!("http://{host}"),
-        )) as Arc<dyn Runs>
+            Arc::new(store.clone()),
+        )
     });
+    let runs: Option<Arc<dyn Runs>> = bridge
+        .clone()
+        .map(|bridge| Arc::new(bridge) as Arc<dyn Runs>);
     let workflows = runs.as_ref().map(|runs| {
         bot::workflows::start(
             &core,
             &store,
             Arc::clone(runs),
-            &config.aliases,
+            Arc::clone(&aliases),
             Arc::clone(&discord.bot_id),
         )
     });
@@ -165,6 +204,8 @@ pub async fn build(
         runs,
         workflows: workflows.as_ref().map(|(engine, _)| Arc::clone(engine)),
         core: Arc::clone(&core),
+        aliases: Arc::clone(&aliases),
+        rest: discord.rest,
         config,
     })
     .await?;
@@ -174,8 +215,12 @@ pub async fn build(
         connection,
         listener,
         addr,
+        mcp,
         gateway,
         workflows,
+        aliases,
+        bridge,
+        config_path: None,
     })
 }
 
@@ -192,8 +237,12 @@ pub async fn serve(
         connection,
         listener,
         addr,
+        mcp,
         gateway,
         workflows,
+        aliases,
+        bridge,
+        config_path,
     } = service;
     let Gateway {
         shards,
@@ -220,7 +269,27 @@ pub async fn serve(
             );
         });
     }
-    let mut server = tokio::spawn(toolserver::http::serve(core, listener, async {
+    let reloads = match config_path {
+        Some(path) => {
+            let reloader = Arc::new(crate::reload::ConfigReloader::new(
+                path,
+                Arc::clone(&core),
+                store.clone(),
+                aliases,
+                bridge,
+            ));
+            core.set_reloader(Arc::clone(&reloader) as Arc<dyn toolserver::live::Reloader>);
+            #[cfg(unix)]
+            let hangups = crate::reload::on_sighup(Arc::clone(&reloader));
+            #[cfg(not(unix))]
+            let hangups = None;
+            [hangups, crate::reload::on_file_change(reloader)]
+        }
+        None => [None, None],
+    };
+    // The MCP endpoint is served beside the API, by the same connection loop.
+    let mcp = switchboard_mcp::http::router(Arc::clone(&core), mcp);
+    let mut server = tokio::spawn(toolserver::http::serve_with(core, mcp, listener, async {
         let _ = serving_stopped.await;
     }));
     tracing::info!(
@@ -241,6 +310,9 @@ pub async fn serve(
             Err(join) => std::io::Error::other(join.to_string()),
         })),
     };
+    for task in reloads.into_iter().flatten() {
+        task.abort();
+    }
     let _ = stop_serving.send(());
     let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
     shards.shutdown_all().await;

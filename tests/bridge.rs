@@ -115,14 +115,21 @@ echo "I read $(grep -o messageId "{o}/list.json" | wc -l) messages, @Stanley"
         .unwrap();
     let after = support::tools_at(&sb.url, token, &["surface.help"]);
     assert_eq!(after.code, Some(3), "{after:?}");
-    // ⏳ then ✅ on the trigger.
-    let reactions: Vec<String> = fake
-        .fake
-        .requests()
-        .iter()
-        .filter(|r| r.path.contains(&format!("{trigger}/reactions/")))
-        .map(|r| format!("{} {}", r.method, r.path.rsplit('/').nth(1).unwrap_or("")))
-        .collect();
+    // ⏳ then ✅ on the trigger; the ✅ may wait for the reactions bucket (1 per 250 ms).
+    let reactions = || -> Vec<String> {
+        fake.fake
+            .requests()
+            .iter()
+            .filter(|r| r.path.contains(&format!("{trigger}/reactions/")))
+            .map(|r| format!("{} {}", r.method, r.path.rsplit('/').nth(1).unwrap_or("")))
+            .collect()
+    };
+    let reactions = support::poll("the ✅ reaction", Duration::from_secs(5), || {
+        let now = reactions();
+        now.iter()
+            .any(|r| r.starts_with("PUT") && r.contains("%E2%9C%85"))
+            .then_some(now)
+    });
     assert!(
         reactions
             .iter()

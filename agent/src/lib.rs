@@ -24,10 +24,11 @@ use std::time::Duration;
 
 use entity::Snowflake;
 use serde_json::json;
-use switchboard_config::{AgentConfig, Runner, StreamMode};
+use switchboard_config::{AgentConfig, MissedTriggers, Runner, StreamMode};
 use tokio::sync::{oneshot, Semaphore};
 use toolserver::auth::{random_hex, CapabilityGrant};
-use toolserver::runs::{AbortOutcome, Arrival, Runs, SessionStatus, Trigger};
+use toolserver::live::Live;
+use toolserver::runs::{AbortOutcome, AnsweredTriggers, Arrival, Runs, SessionStatus, Trigger};
 use toolserver::surface::AllowedChannel;
 use toolserver::{CallContext, Core};
 
@@ -73,30 +74,126 @@ pub struct Bridge {
 }
 
 struct Inner {
-    config: AgentConfig,
+    /// `[agent]` as of the last config (re)load: each run takes it once when it starts.
+    config: Live<AgentConfig>,
     core: Arc<Core>,
     tool_server_url: String,
     sessions: Mutex<HashMap<Snowflake, SessionQueue>>,
     runs: Semaphore,
     /// Where runs execute: the service's runtime, not the gateway thread that enqueues them.
     runtime: tokio::runtime::Handle,
+    /// The durable record of answered triggers; without it, only this process's queues keep
+    /// a message from being answered twice.
+    answers: Option<Arc<dyn AnsweredTriggers>>,
+}
+
+/// What became of a trigger the bridge tried to take.
+enum Taken {
+    /// Taken now: answer it.
+    Now,
+    /// Answered before (or the record could not be written): leave it.
+    Before,
 }
 
 impl Bridge {
     /// Must be called inside the runtime the runs should execute on. Runs reach the tool
     /// server at `tool_server_url` (their `SWITCHBOARD_URL`).
     pub fn new(config: AgentConfig, core: Arc<Core>, tool_server_url: String) -> Self {
+        Bridge::build(config, core, tool_server_url, None)
+    }
+
+    /// [`Bridge::new`], remembering in `answers` every message it takes to answer, so none is
+    /// answered twice across reconnects and restarts. A message is taken when its run starts
+    /// (or when a full queue turns it away with a notice): a run that crashes half-way is not
+    /// started again.
+    pub fn with_answers(
+        config: AgentConfig,
+        core: Arc<Core>,
+        tool_server_url: String,
+        answers: Arc<dyn AnsweredTriggers>,
+    ) -> Self {
+        Bridge::build(config, core, tool_server_url, Some(answers))
+    }
+
+    fn build(
+        config: AgentConfig,
+        core: Arc<Core>,
+        tool_server_url: String,
+        answers: Option<Arc<dyn AnsweredTriggers>>,
+    ) -> Self {
         let runs = Semaphore::new(config.max_concurrent_runs);
         Bridge {
             inner: Arc::new(Inner {
-                config,
+                config: Live::new(config),
                 core,
                 tool_server_url,
                 sessions: Mutex::new(HashMap::new()),
                 runs,
                 runtime: tokio::runtime::Handle::current(),
+                answers,
             }),
         }
+    }
+
+    /// Records that the trigger's message is being answered. A trigger without a message, or
+    /// a resumed workflow (which answers its own run's message once more, by design), is not
+    /// recorded.
+    async fn take(&self, trigger: &Trigger) -> Taken {
+        let (Some(answers), Some(message_id), None) = (
+            self.inner.answers.clone(),
+            trigger.message_id,
+            trigger.workflow_id.as_ref(),
+        ) else {
+            return Taken::Now;
+        };
+        let channel_id = trigger.channel_id;
+        let taken = tokio::task::spawn_blocking(move || answers.take(channel_id, message_id)).await;
+        match taken {
+            Ok(Ok(true)) => Taken::Now,
+            Ok(Ok(false)) => {
+                tracing::info!(message = %message_id, session = %channel_id, "this message was answered before; not answering it again");
+                Taken::Before
+            }
+            // At most once: a trigger whose answer cannot be recorded is not answered, or a
+            // restart could answer it a second time.
+            Ok(Err(error)) => {
+                tracing::error!(message = %message_id, "not answering: {error}");
+                Taken::Before
+            }
+            Err(join) => {
+                tracing::error!(message = %message_id, "not answering: recording the answer failed: {join}");
+                Taken::Before
+            }
+        }
+    }
+
+    /// Whether a message that was missed live (fetched by a backfill) is still to be answered:
+    /// `agent.missed_triggers = "reply"` and younger than `agent.missed_max_age_s`.
+    fn answers_missed(&self, message: &Arrival<'_>) -> bool {
+        let config = self.inner.config.load();
+        if config.missed_triggers == MissedTriggers::Ignore {
+            tracing::info!(message = %message.message_id, session = %message.channel_id, "a trigger missed while the gateway was away is not answered (agent.missed_triggers = \"ignore\")");
+            return false;
+        }
+        let age_ms = toolserver::clock::now_ms().saturating_sub(message.message_id.timestamp_ms());
+        let max_ms = u64::try_from(config.missed_max_age.as_millis()).unwrap_or(u64::MAX);
+        if age_ms > max_ms {
+            tracing::info!(message = %message.message_id, session = %message.channel_id, age_s = age_ms / 1000, "a trigger missed while the gateway was away is too old to answer (agent.missed_max_age_s)");
+            return false;
+        }
+        true
+    }
+
+    /// Puts reloaded `[agent]` settings in force: triggers, queues and error replies at once,
+    /// runner, scope and timeout from the next run (a run in progress keeps its own).
+    /// `agent.max_concurrent_runs` is fixed at start; a change to it is not applied here.
+    pub fn set_config(&self, config: AgentConfig) {
+        self.inner.config.store(Arc::new(config));
+    }
+
+    /// The `[agent]` settings in force now.
+    pub fn config(&self) -> Arc<AgentConfig> {
+        self.inner.config.load()
     }
 
     fn sessions(&self) -> MutexGuard<'_, HashMap<Snowflake, SessionQueue>> {
@@ -118,14 +215,15 @@ impl Bridge {
         let Some(bot) = self.bot_id() else {
             return false;
         };
-        let allowed_bot = self.inner.config.allow_bots.contains(&message.author_id);
+        let allowed_bot = self.config().allow_bots.contains(&message.author_id);
         if message.author_id == bot || (message.author_is_bot && !allowed_bot) {
             return false;
         }
         if !message.in_guild {
             return true;
         }
-        let active = &self.inner.config.active_channel_ids;
+        let config = self.config();
+        let active = &config.active_channel_ids;
         if active.contains(&message.channel_id)
             || message.parent_id.is_some_and(|p| active.contains(&p))
         {
@@ -147,7 +245,7 @@ impl Bridge {
     /// Counts a run for another bot's message in `channel`, up to `agent.max_bot_turns` in a
     /// row: two bots that answer each other stop there instead of looping for ever.
     fn bot_turn(&self, channel: Snowflake) -> BotTurn {
-        let max = self.inner.config.max_bot_turns;
+        let max = self.config().max_bot_turns;
         let mut sessions = self.sessions();
         let queue = sessions.entry(channel).or_default();
         if queue.bot_turns < max {
@@ -166,7 +264,7 @@ impl Bridge {
         }
         let text = format!(
             "I've answered other bots {} times in a row here, so I'll stop answering bots until a person writes in this channel.",
-            self.inner.config.max_bot_turns
+            self.config().max_bot_turns
         );
         self.post_reply(&trigger, &text).await;
     }
@@ -191,9 +289,11 @@ impl Bridge {
     }
 
     /// Queues a run for `trigger` in its session; starts the session's worker when idle.
-    fn queue(&self, trigger: Trigger) {
+    /// A missed trigger finding the queue full is dropped with a log line rather than a notice:
+    /// a backfill can bring many at once.
+    fn queue(&self, trigger: Trigger, missed: bool) {
         let channel = trigger.channel_id;
-        let limit = self.inner.config.queue_per_session;
+        let limit = self.config().queue_per_session;
         let start_worker = {
             let mut sessions = self.sessions();
             let queue = sessions.entry(channel).or_default();
@@ -202,6 +302,10 @@ impl Bridge {
             let about_to_run = usize::from(queue.worker && queue.running.is_none());
             if queue.worker && queue.waiting.len() >= limit + about_to_run {
                 drop(sessions);
+                if missed {
+                    tracing::info!(session = %channel, message = ?trigger.message_id, "a missed trigger finds the session's queue full; not answered");
+                    return;
+                }
                 let bridge = self.clone();
                 self.inner
                     .runtime
@@ -209,6 +313,7 @@ impl Bridge {
                 return;
             }
             queue.waiting.push_back(trigger);
+            self.inner.core.metrics().queue_depth_add(1);
             !std::mem::replace(&mut queue.worker, true)
         };
         if start_worker {
@@ -221,6 +326,10 @@ impl Bridge {
 
     async fn refuse_full(&self, trigger: Trigger, limit: usize) {
         if self.inner.core.allowed(trigger.channel_id).await.is_err() {
+            return;
+        }
+        // The notice is this message's one answer.
+        if let Taken::Before = self.take(&trigger).await {
             return;
         }
         let text = format!(
@@ -237,6 +346,7 @@ impl Bridge {
                 let queue = sessions.entry(channel).or_default();
                 match queue.waiting.pop_front() {
                     Some(trigger) => {
+                        self.inner.core.metrics().queue_depth_add(-1);
                         let (abort, aborted) = oneshot::channel();
                         queue.running = Some(RunningRun {
                             trigger: trigger.clone(),
@@ -351,6 +461,11 @@ impl Bridge {
         let Ok(permit) = self.inner.runs.acquire().await else {
             return;
         };
+        // Taken when the run starts, before anything is posted: a crash from here on leaves
+        // the message unanswered rather than answered twice.
+        if let Taken::Before = self.take(trigger).await {
+            return;
+        }
         // The ⏳ goes on beside the run, not before it: the agent starts without waiting for
         // Discord; it is awaited before it comes off, so it never stays behind.
         let working = {
@@ -384,7 +499,7 @@ impl Bridge {
     }
 
     fn error_line(&self, reason: &str) -> String {
-        self.inner.config.error_reply.replace("{reason}", reason)
+        self.config().error_reply.replace("{reason}", reason)
     }
 
     /// Runs the agent and posts its answer; true when it succeeded.
@@ -394,7 +509,7 @@ impl Bridge {
         trigger: &Trigger,
         aborted: oneshot::Receiver<()>,
     ) -> bool {
-        let config = &self.inner.config;
+        let config = self.config();
         let edited = self.edited(channel, trigger);
         let trigger = edited.as_ref().unwrap_or(trigger);
         let request_id = match random_hex(8) {
@@ -431,6 +546,17 @@ impl Bridge {
             trigger = trigger.message_id.map(|id| id.to_string()).as_deref().unwrap_or("-"),
             workflow = trigger.workflow_id.as_deref().unwrap_or("-"),
             "agent run starts"
+        );
+        let started = std::time::Instant::now();
+        self.inner.core.events().publish(
+            "run.started",
+            Some(trigger.channel_id),
+            serde_json::json!({
+                "run": request_id,
+                "trigger": trigger.message_id.map(|id| id.to_string()),
+                "requestedBy": trigger.author_id.to_string(),
+                "workflow": trigger.workflow_id,
+            }),
         );
         let aborted = async {
             let _ = aborted.await;
@@ -525,32 +651,44 @@ impl Bridge {
             Some(draft) => draft.finish(reply, stream::DRAFT_CHARS).await,
             None => false,
         };
-        match answer {
+        let (succeeded, outcome) = match answer {
             Answer::Reply(text) => {
                 let reply = text.trim();
                 if reply.is_empty() || reply == "NO_REPLY" {
                     tracing::info!(run = %request_id, "agent run finished without a reply");
-                    true
+                    (true, "no_reply")
                 } else if settled {
                     tracing::info!(run = %request_id, bytes = reply.len(), "agent run finished; the draft became the reply");
-                    true
+                    (true, "replied")
                 } else if self.post_reply(trigger, reply).await {
                     tracing::info!(run = %request_id, bytes = reply.len(), "agent run finished; reply posted");
-                    true
+                    (true, "replied")
                 } else {
                     // The answer exists but could not be posted: the trigger must not say ✅.
-                    false
+                    (false, "reply_failed")
                 }
             }
             Answer::Failed(reason) => {
                 self.post_reply(trigger, &self.error_line(&reason)).await;
-                false
+                (false, "failed")
             }
             Answer::Aborted => {
                 tracing::info!(run = %request_id, "agent run aborted");
-                false
+                (false, "aborted")
             }
-        }
+        };
+        let core = &self.inner.core;
+        core.metrics().run_finished(outcome);
+        core.events().publish(
+            "run.finished",
+            Some(trigger.channel_id),
+            serde_json::json!({
+                "run": request_id,
+                "outcome": outcome,
+                "durationMs": started.elapsed().as_millis() as u64,
+            }),
+        );
+        succeeded
     }
 
     /// The call context of a built-in runner's tool calls: the run's own capability, so they
@@ -575,6 +713,12 @@ impl Bridge {
             Err(error) => {
                 tracing::error!(run = %request_id, "the run's own token was refused: {}", error.message);
                 self.inner.core.revoke_capability(token);
+                self.inner.core.metrics().run_finished("failed");
+                self.inner.core.events().publish(
+                    "run.finished",
+                    Some(trigger.channel_id),
+                    serde_json::json!({ "run": request_id, "outcome": "failed" }),
+                );
                 None
             }
         }
@@ -589,8 +733,7 @@ impl Bridge {
         cwd: &std::path::Path,
     ) -> Vec<(String, String)> {
         let mut env: Vec<(String, String)> = self
-            .inner
-            .config
+            .config()
             .env_passthrough
             .iter()
             .filter_map(|name| std::env::var(name).ok().map(|value| (name.clone(), value)))
@@ -632,7 +775,7 @@ impl Runs for Bridge {
         if !message.author_is_bot {
             self.person_spoke(message.channel_id);
         }
-        if !self.should_trigger(message) {
+        if !self.should_trigger(message) || (message.missed && !self.answers_missed(message)) {
             return;
         }
         let trigger = Trigger {
@@ -656,11 +799,11 @@ impl Runs for Bridge {
                 }
             }
         }
-        self.queue(trigger);
+        self.queue(trigger, message.missed);
     }
 
     fn enqueue(&self, trigger: Trigger) {
-        self.queue(trigger);
+        self.queue(trigger, false);
     }
 
     fn status(&self, channel_id: Snowflake) -> SessionStatus {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use switchboard_config::OpenAiRunner;
-use toolserver::{CallContext, Core};
+use toolserver::{BatchCall, CallContext, Core};
 
 use super::prompt::{ChatTurn, Role};
 use super::stream::DraftState;
@@ -194,13 +194,13 @@ async fn chat_loop(
             draft.send_modify(|state| state.progress = Some(doing));
         }
         messages.push(message);
-        for call in calls {
+        let results = run_tools(core, context, &by_function, &calls).await;
+        for (call, result) in calls.iter().zip(results) {
             let id = call
                 .get("id")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();
-            let result = run_tool(core, context, &by_function, &call).await;
             messages.push(json!({"role": "tool", "tool_call_id": id, "content": result}));
         }
     }
@@ -388,13 +388,80 @@ fn progress_for(core: &Core, calls: &[Value]) -> String {
     format!("using {}", described.join(", "))
 }
 
-/// One tool call through the full policy path; the result or the typed error, as JSON text.
-async fn run_tool(
+/// The tool calls of one model message, each through the full policy path; one result (or
+/// typed error) per call, as JSON text, in their order. Several calls run as a batch
+/// ([`Core::call_batch`]): at once, each on its own, one refusal failing no other.
+async fn run_tools(
     core: &Core,
     context: &CallContext,
     by_function: &HashMap<String, String>,
+    calls: &[Value],
+) -> Vec<String> {
+    if let [call] = calls {
+        return vec![match prepare(context, by_function, call) {
+            Ok(call) => answer_text(core.call(&call.context, &call.tool, call.input).await),
+            Err(refused) => refused,
+        }];
+    }
+    let prepared: Vec<Result<BatchCall, String>> = calls
+        .iter()
+        .enumerate()
+        .map(|(index, call)| {
+            if index < protocol::MAX_BATCH_CALLS {
+                prepare(context, by_function, call)
+            } else {
+                Err(error_text(&toolserver::ToolError::usage(
+                    ErrorCode::TooManyCalls,
+                    format!(
+                        "at most {} tool calls run from one message; ask again for the rest",
+                        protocol::MAX_BATCH_CALLS
+                    ),
+                )))
+            }
+        })
+        .collect();
+    let runnable: Vec<BatchCall> = prepared
+        .iter()
+        .filter_map(|call| call.as_ref().ok().cloned())
+        .collect();
+    let mut ran = core
+        .call_batch(runnable, protocol::DEFAULT_BATCH_CONCURRENCY)
+        .await
+        .into_iter();
+    prepared
+        .into_iter()
+        .map(|call| match call {
+            Ok(_) => ran.next().map_or_else(
+                || {
+                    error_text(&toolserver::ToolError::internal(
+                        "a tool call lost its result",
+                    ))
+                },
+                answer_text,
+            ),
+            Err(refused) => refused,
+        })
+        .collect()
+}
+
+fn answer_text(result: Result<toolserver::ToolOutput, toolserver::ToolError>) -> String {
+    match result {
+        Ok(output) => format!("{{\"ok\":true,\"value\":{}}}", output.get()),
+        Err(error) => error_text(&error),
+    }
+}
+
+fn error_text(error: &toolserver::ToolError) -> String {
+    serde_json::to_string(&error.body()).unwrap_or_default()
+}
+
+/// A model's tool call as a call: the callable, the parsed arguments, the context with the
+/// call's id. Arguments that are not JSON are refused (as the text the model gets back).
+fn prepare(
+    context: &CallContext,
+    by_function: &HashMap<String, String>,
     call: &Value,
-) -> String {
+) -> Result<BatchCall, String> {
     let name = call
         .pointer("/function/name")
         .and_then(Value::as_str)
@@ -414,19 +481,19 @@ async fn run_tool(
     }) {
         Ok(value) => value,
         Err(error) => {
-            let refused = toolserver::ToolError::usage(
+            return Err(error_text(&toolserver::ToolError::usage(
                 ErrorCode::InvalidArguments,
                 format!("the arguments are not JSON: {error}"),
-            );
-            return serde_json::to_string(&refused.body()).unwrap_or_default();
+            )));
         }
     };
     let mut context = context.clone();
     context.tool_call_id = call.get("id").and_then(Value::as_str).map(str::to_owned);
-    match core.call(&context, &tool_id, input).await {
-        Ok(output) => format!("{{\"ok\":true,\"value\":{}}}", output.get()),
-        Err(error) => serde_json::to_string(&error.body()).unwrap_or_default(),
-    }
+    Ok(BatchCall {
+        context,
+        tool: tool_id,
+        input,
+    })
 }
 
 #[cfg(test)]

@@ -114,7 +114,7 @@ pub fn click_answer(outcome: &Result<ApprovalCard, DecideError>, approvers_named
 /// redrawn in place, or a private note to someone who may not decide. Other components are
 /// not switchboard's and are left alone.
 pub async fn on_component(
-    ctx: &serenity::Context,
+    rest: &crate::rest::DiscordRest,
     interaction: &serenity::ComponentInteraction,
     core: &Core,
 ) {
@@ -147,9 +147,8 @@ pub async fn on_component(
     }
     let approvers = approvers_named(core);
     let answer = click_answer(&outcome, &approvers);
-    if let Err(error) = ctx
-        .http
-        .create_interaction_response(interaction.id, &interaction.token, &answer, Vec::new())
+    if let Err(error) = rest
+        .interaction_response(Snowflake(interaction.id.get()), &interaction.token, answer)
         .await
     {
         tracing::warn!(approval = %id, %error, "could not answer an approval click");
@@ -158,7 +157,8 @@ pub async fn on_component(
 
 /// `permissions.approvers` as people read them.
 fn approvers_named(core: &Core) -> String {
-    let approvers = &core.governance().permissions().approvers;
+    let settings = core.settings();
+    let approvers = &settings.config().permissions.approvers;
     if approvers.is_empty() {
         return "nobody (permissions.approvers is empty)".to_owned();
     }

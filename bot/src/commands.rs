@@ -14,7 +14,6 @@ use std::sync::Arc;
 
 use entity::Snowflake;
 use poise::CreateReply;
-use switchboard_config::Principal;
 use toolserver::allowlist::Allowlist;
 use toolserver::surface::{ChannelLocation, SessionKind};
 
@@ -30,12 +29,12 @@ pub struct Data {
     pub store: Store,
     /// Decides where commands answer at all; elsewhere they refuse, privately.
     pub allowlist: Arc<Allowlist>,
-    /// `discord.admins`: who may stop anyone's run.
-    pub admins: Vec<Principal>,
     /// `None` when no agent is configured.
     pub runs: Option<Arc<dyn Runs>>,
     /// The tool server's core: session scopes for `/tools`, approvals for button clicks.
     pub core: Arc<Core>,
+    /// The one REST client: answers approval clicks.
+    pub rest: crate::rest::DiscordRest,
 }
 
 /// What a command fails with; [`on_error`] logs it and tells the user, privately, that the command
@@ -74,7 +73,9 @@ async fn private(ctx: Context<'_>, text: impl Into<String>) -> Result<(), Error>
 
 /// Whether the invoking user is in `discord.admins` (by id, or through a role).
 async fn is_admin(ctx: Context<'_>) -> bool {
-    let admins = &ctx.data().admins;
+    // The admins in force now: a reload changes them for the next command.
+    let settings = ctx.data().core.settings();
+    let admins = &settings.config().discord.admins;
     if admins.is_empty() {
         return false;
     }

@@ -1,8 +1,9 @@
 //! Gateway events → the store. Every event serenity hands us is applied here; one it could not
 //! parse is logged at WARN with its name (serenity itself drops it silently).
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use async_trait::async_trait;
 use entity::{Aliases, Mapper, Snowflake};
@@ -12,27 +13,44 @@ use serenity::model::event::Event;
 use serenity::model::user::User;
 use serenity::prelude::{Context, EventHandler, RawEventHandler};
 use toolserver::allowlist::Allowlist;
+use toolserver::events::Observers;
+use toolserver::live::{Live, SharedAliases};
 use toolserver::surface::{ChannelLocation, ConnectionState};
 use toolserver::workflow::{Observed, WorkflowEngine};
 
+use crate::backfill::{Backfill, BackfillOptions, BackfillReport};
 use crate::payload::stored_message_from_model;
-use crate::store::{SessionKind, Store, StoredSession};
+use crate::rest::DiscordRest;
+use crate::store::{SessionKind, Store, StoredSession, ThreadState};
 use crate::surface::{session_kind, Connection};
 use toolserver::runs::{Arrival, Runs};
 
-/// Applies gateway events to the store.
+/// Applies gateway events to the store. Clones share everything (a backfill pass runs on a
+/// clone).
+#[derive(Clone)]
 pub struct Ingest {
     store: Store,
-    aliases: Aliases,
+    aliases: SharedAliases,
     /// Messages of channels it refuses are never stored (nor do they trigger anything).
     allowlist: Arc<Allowlist>,
     connection: Arc<Connection>,
     bot_id: Arc<AtomicU64>,
     /// Guilds READY announced whose GUILD_CREATE has not arrived yet: until then the cache is
     /// incomplete and `/health` says `connecting`.
-    pending_guilds: AtomicUsize,
+    pending_guilds: Arc<AtomicUsize>,
     runs: Option<Arc<dyn Runs>>,
     workflows: Option<Arc<WorkflowEngine>>,
+    observers: Option<Observers>,
+    backfill: Option<Arc<Backfill>>,
+}
+
+/// Where a message came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// A MESSAGE_CREATE.
+    Live,
+    /// Fetched after a fresh identify: it was missed live.
+    Backfill,
 }
 
 fn sid(id: u64) -> Snowflake {
@@ -61,14 +79,41 @@ impl Ingest {
     ) -> Self {
         Ingest {
             store,
-            aliases,
+            aliases: Arc::new(Live::new(aliases)),
             allowlist,
             connection,
             bot_id,
-            pending_guilds: AtomicUsize::new(0),
+            pending_guilds: Arc::new(AtomicUsize::new(0)),
             runs: None,
             workflows: None,
+            observers: None,
+            backfill: None,
         }
+    }
+
+    /// After every READY that is not a RESUME, fetches what was posted while the gateway was
+    /// away (see [`crate::backfill`]); `/health` says `backfilling` until it caught up. Off
+    /// when `options.max_messages` is 0.
+    pub fn with_backfill(mut self, rest: DiscordRest, options: BackfillOptions) -> Self {
+        self.backfill = (options.max_messages > 0).then(|| Arc::new(Backfill::new(rest, options)));
+        self
+    }
+
+    /// What the last finished backfill pass did; `None` before one finished.
+    pub fn last_backfill(&self) -> Option<BackfillReport> {
+        self.backfill.as_ref().and_then(|b| b.last_report())
+    }
+
+    /// Reads the aliases from `aliases`, which a config reload swaps, instead of its own copy.
+    pub fn sharing_aliases(mut self, aliases: SharedAliases) -> Self {
+        self.aliases = aliases;
+        self
+    }
+
+    /// Publishes stored, edited and deleted messages (`message.*`) and counts every event.
+    pub fn with_observers(mut self, observers: Observers) -> Self {
+        self.observers = Some(observers);
+        self
     }
 
     /// Tells the agent about every stored message, so it can start runs.
@@ -107,7 +152,7 @@ impl Ingest {
         })
     }
 
-    fn consider_run(&self, message: &serenity::model::channel::Message, text: &str) {
+    fn consider_run(&self, message: &serenity::model::channel::Message, text: &str, missed: bool) {
         let Some(runs) = &self.runs else {
             return;
         };
@@ -136,6 +181,7 @@ impl Ingest {
             content: &message.content,
             text,
             replies_to_bot,
+            missed,
         });
     }
 
@@ -159,8 +205,9 @@ impl Ingest {
             })
     }
 
-    fn mapper(&self) -> Mapper<'_> {
-        Mapper::new(&self.aliases, &self.store)
+    /// The aliases in force now, for one event.
+    fn aliases(&self) -> Arc<Aliases> {
+        self.aliases.load()
     }
 
     fn user(&self, user: &User) {
@@ -188,12 +235,22 @@ impl Ingest {
             kind,
             name: channel.name.clone(),
         });
+        if let Some(meta) = &channel.thread_metadata {
+            self.store.set_thread_state(
+                sid(channel.id.get()),
+                ThreadState {
+                    archived: meta.archived,
+                    locked: meta.locked,
+                    auto_archive_minutes: u32::from(u16::from(meta.auto_archive_duration)),
+                },
+            );
+        }
     }
 
     fn reaction(&self, reaction: &Reaction, added: bool) {
         let me = reaction.user_id.map(poise::serenity_prelude::UserId::get)
             == Some(self.bot_id.load(Ordering::Relaxed));
-        let emoji = reaction.emoji.as_data();
+        let emoji = crate::payload::emoji_text(&reaction.emoji);
         let (channel, message) = (
             sid(reaction.channel_id.get()),
             sid(reaction.message_id.get()),
@@ -205,8 +262,166 @@ impl Ingest {
         }
     }
 
+    /// Stores a message (live or backfilled) and lets workflows and the agent see it. True when
+    /// the store did not hold it yet.
+    fn message(&self, message: &serenity::model::channel::Message, origin: Origin) -> bool {
+        let channel = sid(message.channel_id.get());
+        if message.guild_id.is_none() && self.store.session(channel).is_none() {
+            self.store.upsert_session(StoredSession {
+                id: channel,
+                guild_id: None,
+                parent_id: None,
+                kind: SessionKind::Dm,
+                name: message.author.name.clone(),
+            });
+        }
+        if !self.storable(channel, message.guild_id.map(|g| sid(g.get()))) {
+            tracing::debug!(%channel, "message in a channel the allowlist refuses: not stored");
+            return false;
+        }
+        self.user(&message.author);
+        let aliases = self.aliases();
+        let stored = stored_message_from_model(message, &Mapper::new(&aliases, &self.store));
+        let text = stored.text.clone();
+        let timestamp = stored.timestamp.clone();
+        let reply_to = stored.reply_to;
+        let event = self.observers.as_ref().map(|o| (o, stored.clone()));
+        // A replayed or already-stored message never starts a second run, nor answers
+        // a workflow twice. An answer to a workflow belongs to the run it resumes:
+        // replying to the bot's question does not also start a run of its own.
+        if self.store.insert_message(stored) {
+            if let Some((observers, stored)) = event {
+                let name = display_name(&message.author);
+                crate::observe::message_created(observers, &stored, name);
+            }
+            if !self.answer_workflows(message, reply_to, &text, &timestamp) {
+                self.consider_run(message, &text, origin == Origin::Backfill);
+            }
+            return true;
+        }
+        if origin == Origin::Backfill {
+            // A copy of a message the store holds: it may have been edited meanwhile, and the
+            // later edit wins whichever way it arrives.
+            let edited = message.edited_timestamp.map(|t| t.to_string());
+            let id = sid(message.id.get());
+            let changed = self
+                .store
+                .message(channel, id)
+                .is_some_and(|held| held.edited_timestamp != edited && edited.is_some());
+            if changed {
+                let aliases = self.aliases();
+                let text = Mapper::new(&aliases, &self.store)
+                    .inbound(&message.content)
+                    .into_owned();
+                self.store
+                    .update_message(channel, id, message.content.clone(), text, edited);
+            }
+        }
+        false
+    }
+
+    /// The guilds READY announced have all arrived: the cache is complete. Without backfill
+    /// the connection is ready; with it, a pass starts and the connection is `backfilling`
+    /// until it caught up.
+    fn guilds_complete(&self) {
+        let Some(backfill) = &self.backfill else {
+            self.connection.set(ConnectionState::Ready);
+            return;
+        };
+        let generation = backfill.current();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!("no async runtime to backfill on; missed messages are not fetched");
+            self.connection.set(ConnectionState::Ready);
+            return;
+        };
+        backfill.set_running(true);
+        self.connection.set(ConnectionState::Backfilling);
+        let ingest = self.clone();
+        runtime.spawn(async move { ingest.backfill_pass(generation).await });
+    }
+
+    /// One backfill pass for the READY of `generation` (see [`crate::backfill`]).
+    async fn backfill_pass(self, generation: u64) {
+        let Some(backfill) = self.backfill.clone() else {
+            return;
+        };
+        let started = Instant::now();
+        let plan = backfill.plan();
+        let floor = backfill.floor();
+        let targets: Vec<StoredSession> = self
+            .store
+            .sessions()
+            .into_iter()
+            .filter(crate::backfill::holds_messages)
+            .filter(|session| self.storable(session.id, session.guild_id))
+            .collect();
+        let mut report = BackfillReport {
+            channels: targets.len(),
+            ..BackfillReport::default()
+        };
+        tracing::info!(
+            channels = targets.len(),
+            max_messages = backfill.options().max_messages,
+            "fetching what was posted while the gateway was away"
+        );
+        for session in &targets {
+            if !backfill.is_current(generation) {
+                tracing::info!(
+                    "the gateway identified again; this backfill pass gives way to the next"
+                );
+                return;
+            }
+            let after = plan.get(&session.id).copied().unwrap_or(floor).max(floor);
+            let fetched = match backfill.fetch(session, after).await {
+                Ok(fetched) => fetched,
+                Err(error) => {
+                    report.failed += 1;
+                    tracing::warn!(channel = %session.id, name = %session.name, %error, "could not fetch this channel's missed messages; the next fresh identify tries again");
+                    continue;
+                }
+            };
+            report.requests += fetched.requests;
+            report.fetched += fetched.messages.len();
+            report.truncated += usize::from(fetched.truncated);
+            for message in &fetched.messages {
+                report.stored += usize::from(self.message(message, Origin::Backfill));
+            }
+            if backfill.is_current(generation) {
+                self.store.close_gap(session.id);
+            }
+        }
+        if !backfill.is_current(generation) {
+            return;
+        }
+        // Gaps of channels no longer fetched (gone, or refused by the allowlist) are closed.
+        for channel in self.store.gaps().into_keys() {
+            if !targets.iter().any(|t| t.id == channel) {
+                self.store.close_gap(channel);
+            }
+        }
+        report.elapsed = started.elapsed();
+        tracing::info!(
+            channels = report.channels,
+            requests = report.requests,
+            fetched = report.fetched,
+            stored = report.stored,
+            failed = report.failed,
+            ms = report.elapsed.as_millis() as u64,
+            "backfill caught up"
+        );
+        backfill.finished(report);
+        backfill.set_running(false);
+        self.connection
+            .replace(ConnectionState::Backfilling, ConnectionState::Ready);
+    }
+
     /// Applies one event. Public so tests and benchmarks can drive ingest without a socket.
     pub fn apply(&self, event: &Event) {
+        if let Some(observers) = &self.observers {
+            observers
+                .metrics
+                .gateway_event(event.name().as_deref().unwrap_or("OTHER"));
+        }
         match event {
             Event::Ready(ready) => {
                 let me = &ready.ready.user;
@@ -215,15 +430,25 @@ impl Ingest {
                     .upsert_user(sid(me.id.get()), &me.name, me.global_name.as_deref(), true);
                 let guilds = ready.ready.guilds.len();
                 self.pending_guilds.store(guilds, Ordering::Relaxed);
-                self.connection.set(if guilds == 0 {
-                    ConnectionState::Ready
-                } else {
-                    ConnectionState::Connecting
-                });
+                // Before any event of this session is applied: where each gap starts.
+                if let Some(backfill) = &self.backfill {
+                    backfill.prepare(&self.store, Some(sid(me.id.get())));
+                }
                 tracing::info!(bot = %me.name, guilds, "gateway ready; waiting for the guilds");
+                if guilds == 0 {
+                    self.guilds_complete();
+                } else {
+                    self.connection.set(ConnectionState::Connecting);
+                }
             }
             Event::Resumed(_) => {
-                self.connection.set(ConnectionState::Ready);
+                // Discord replayed what was missed; a pass still going keeps going.
+                let backfilling = self.backfill.as_ref().is_some_and(|b| b.is_running());
+                self.connection.set(if backfilling {
+                    ConnectionState::Backfilling
+                } else {
+                    ConnectionState::Ready
+                });
                 tracing::info!("gateway resumed");
             }
             Event::GuildCreate(create) => {
@@ -238,12 +463,13 @@ impl Ingest {
                     self.user(&member.user);
                 }
                 tracing::info!(guild = %guild.name, channels = guild.channels.len(), threads = guild.threads.len(), "guild cached");
-                let before = self
-                    .pending_guilds
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                    .unwrap_or(0);
-                if before <= 1 {
-                    self.connection.set(ConnectionState::Ready);
+                // The last guild READY announced completes the cache; a guild joined later
+                // changes nothing about the connection.
+                let before =
+                    self.pending_guilds
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+                if before == Ok(1) {
+                    self.guilds_complete();
                 }
             }
             Event::GuildRoleCreate(e) => self.store.upsert_role(sid(e.role.id.get()), &e.role.name),
@@ -263,55 +489,53 @@ impl Ingest {
                 }
             }
             Event::MessageCreate(e) => {
-                let message = &e.message;
-                let channel = sid(message.channel_id.get());
-                if message.guild_id.is_none() && self.store.session(channel).is_none() {
-                    self.store.upsert_session(StoredSession {
-                        id: channel,
-                        guild_id: None,
-                        parent_id: None,
-                        kind: SessionKind::Dm,
-                        name: message.author.name.clone(),
-                    });
-                }
-                if !self.storable(channel, message.guild_id.map(|g| sid(g.get()))) {
-                    tracing::debug!(%channel, "message in a channel the allowlist refuses: not stored");
-                    return;
-                }
-                self.user(&message.author);
-                let stored = stored_message_from_model(message, &self.mapper());
-                let text = stored.text.clone();
-                let timestamp = stored.timestamp.clone();
-                let reply_to = stored.reply_to;
-                // A replayed or already-stored message never starts a second run, nor answers
-                // a workflow twice. An answer to a workflow belongs to the run it resumes:
-                // replying to the bot's question does not also start a run of its own.
-                if self.store.insert_message(stored)
-                    && !self.answer_workflows(message, reply_to, &text, &timestamp)
-                {
-                    self.consider_run(message, &text);
-                }
+                self.message(&e.message, Origin::Live);
             }
             Event::MessageUpdate(e) => {
                 if let Some(content) = &e.content {
-                    let text = self.mapper().inbound(content).into_owned();
+                    let aliases = self.aliases();
+                    let text = Mapper::new(&aliases, &self.store)
+                        .inbound(content)
+                        .into_owned();
                     let edited = e.edited_timestamp.map(|t| t.to_string());
-                    self.store.update_message(
-                        sid(e.channel_id.get()),
-                        sid(e.id.get()),
-                        content.clone(),
-                        text,
-                        edited,
-                    );
+                    let (channel, id) = (sid(e.channel_id.get()), sid(e.id.get()));
+                    let event = self.observers.as_ref().map(|o| (o, text.clone()));
+                    if self
+                        .store
+                        .update_message(channel, id, content.clone(), text, edited)
+                    {
+                        if let Some((observers, text)) = event {
+                            crate::observe::message_edited(observers, channel, id, &text);
+                        }
+                    }
                 }
             }
             Event::MessageDelete(e) => {
-                self.store
-                    .delete_message(sid(e.channel_id.get()), sid(e.message_id.get()));
+                let (channel, id) = (sid(e.channel_id.get()), sid(e.message_id.get()));
+                if self.store.delete_message(channel, id) {
+                    if let Some(observers) = &self.observers {
+                        crate::observe::message_deleted(observers, channel, id);
+                    }
+                }
             }
             Event::MessageDeleteBulk(e) => {
+                let channel = sid(e.channel_id.get());
                 let ids: Vec<Snowflake> = e.ids.iter().map(|id| sid(id.get())).collect();
-                self.store.delete_messages(sid(e.channel_id.get()), &ids);
+                // Only the messages the store held were in an allowed session: announce those.
+                let held: Vec<Snowflake> = match &self.observers {
+                    Some(_) => ids
+                        .iter()
+                        .copied()
+                        .filter(|id| self.store.message(channel, *id).is_some())
+                        .collect(),
+                    None => Vec::new(),
+                };
+                self.store.delete_messages(channel, &ids);
+                if let Some(observers) = &self.observers {
+                    for id in held {
+                        crate::observe::message_deleted(observers, channel, id);
+                    }
+                }
             }
             Event::ReactionAdd(e) => self.reaction(&e.reaction, true),
             Event::ReactionRemove(e) => self.reaction(&e.reaction, false),
@@ -321,7 +545,7 @@ impl Ingest {
             Event::ReactionRemoveEmoji(e) => self.store.remove_emoji_reactions(
                 sid(e.reaction.channel_id.get()),
                 sid(e.reaction.message_id.get()),
-                &e.reaction.emoji.as_data(),
+                &crate::payload::emoji_text(&e.reaction.emoji),
             ),
             Event::Unknown(unknown) => {
                 tracing::warn!(event = %unknown.kind, "gateway event could not be parsed; it was dropped");
@@ -352,12 +576,30 @@ impl RawEventHandler for Ingest {
     }
 }
 
+/// Attempts in a row that end before the session is ready, after which the log explains the
+/// close codes serenity keeps reconnecting through.
+const FAILED_ATTEMPTS_EXPLAINED: u32 = 5;
+
 /// Tracks the shard's connection stage for `/health`.
 pub struct StageWatcher {
-    /// The state `/health` reports, shared with the ingest: down when the shard disconnects,
-    /// connecting while it connects or resumes (the ingest sets ready once the guilds have
-    /// arrived).
-    pub connection: Arc<Connection>,
+    connection: Arc<Connection>,
+    /// A session has been ready once: later connections are resumes or re-identifies.
+    was_ready: AtomicBool,
+    /// Connection attempts since the shard was last connected.
+    attempts: AtomicU32,
+}
+
+impl StageWatcher {
+    /// A watcher setting `connection`, the state `/health` reports and the ingest shares: down
+    /// when the shard disconnects, connecting while it first connects, resuming while it comes
+    /// back (the ingest sets backfilling and ready).
+    pub fn new(connection: Arc<Connection>) -> StageWatcher {
+        StageWatcher {
+            connection,
+            was_ready: AtomicBool::new(false),
+            attempts: AtomicU32::new(0),
+        }
+    }
 }
 
 #[async_trait]
@@ -367,11 +609,31 @@ impl EventHandler for StageWatcher {
         _: Context,
         update: serenity::gateway::ShardStageUpdateEvent,
     ) {
-        // `ready` is set by the ingest once READY and every GUILD_CREATE are applied.
+        // `ready` and `backfilling` are set by the ingest once READY and every GUILD_CREATE
+        // are applied.
         match update.new {
-            ConnectionStage::Connected => {}
+            ConnectionStage::Connected => {
+                self.was_ready.store(true, Ordering::Relaxed);
+                self.attempts.store(0, Ordering::Relaxed);
+            }
             ConnectionStage::Disconnected => self.connection.set(ConnectionState::Down),
-            _ => self.connection.set(ConnectionState::Connecting),
+            stage => {
+                if stage == ConnectionStage::Handshake {
+                    let attempts = self.attempts.fetch_add(1, Ordering::Relaxed) + 1;
+                    if attempts == FAILED_ATTEMPTS_EXPLAINED {
+                        tracing::error!(
+                            attempts,
+                            "the gateway keeps closing the connection before the session is ready; serenity's warning above names the close code: 4012 means Discord no longer accepts this build's gateway version (upgrade switchboard), 4008 that it sends too fast, 4000 an error on Discord's side (it usually passes)"
+                        );
+                    }
+                }
+                self.connection
+                    .set(if self.was_ready.load(Ordering::Relaxed) {
+                        ConnectionState::Resuming
+                    } else {
+                        ConnectionState::Connecting
+                    });
+            }
         }
     }
 }

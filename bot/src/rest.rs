@@ -1,7 +1,16 @@
-//! Discord REST for the surface's actions: our own requests, so every answer's status, error
-//! code, field errors and `Retry-After` reach the tool errors, and retries stay bounded.
+//! Discord REST: the one client every Discord REST call of the service goes through (the
+//! surface's actions, slash-command answers and registration, approval cards). Our own
+//! requests, so every answer's status, error code, field errors and `Retry-After` reach the
+//! tool errors, and retries stay bounded; Discord's rate limits are followed before each
+//! request ([`limits`]), and answers of 401/403/429 are counted to protect the token
+//! ([`invalid`]).
+
+pub mod invalid;
+pub mod limits;
+pub mod route;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use entity::Snowflake;
@@ -9,19 +18,30 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use toolserver::surface::{Fetched, OutgoingFile, SurfaceError};
 
+use limits::{retry_after_of, Limiter};
+pub use limits::{LimiterOptions, RestStats};
+use route::Route;
+
 /// Discord's API, or the same paths under a proxy or fake.
 pub const DISCORD_API: &str = "https://discord.com";
-/// Attempts for an idempotent request (the first plus retries after 5xx or 429).
+/// Attempts for a request (the first plus retries after a 429, and after 5xx or a lost
+/// connection when the request is idempotent).
 const ATTEMPTS: u32 = 3;
-/// Longest wait honoured between attempts; a longer `retry_after` is returned to the caller.
-const MAX_WAIT: Duration = Duration::from_secs(5);
+/// Longest `retry_after` retried within a call; a longer one is returned to the caller (the
+/// bucket still waits it out before its next request).
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(5);
+/// The most one call may take, queueing for its bucket and every attempt included.
+const CALL_DEADLINE: Duration = Duration::from_secs(120);
 
-/// A REST client bound to one bot token.
+/// A REST client bound to one bot token. Clones share one rate limiter.
 #[derive(Clone)]
 pub struct DiscordRest {
     client: reqwest::Client,
     api: String,
     authorization: String,
+    limiter: Arc<Limiter>,
+    /// Where each answer is counted (`switchboard_discord_requests_total`), once set.
+    metrics: Arc<OnceLock<Arc<toolserver::metrics::Metrics>>>,
 }
 
 /// What a request carries.
@@ -91,19 +111,6 @@ fn own_reaction_path(channel_id: Snowflake, message_id: Snowflake, emoji: &str) 
     )
 }
 
-fn retry_after_of(headers: &reqwest::header::HeaderMap, body: &Value) -> Option<Duration> {
-    body.get("retry_after")
-        .and_then(Value::as_f64)
-        .or_else(|| {
-            headers
-                .get("retry-after")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<f64>().ok())
-        })
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64)
-}
-
 /// Maps Discord's answer onto the surface's error kinds.
 fn failure(status: StatusCode, headers: &reqwest::header::HeaderMap, body: Value) -> Failure {
     let code = body.get("code").and_then(Value::as_i64).unwrap_or(0);
@@ -117,7 +124,7 @@ fn failure(status: StatusCode, headers: &reqwest::header::HeaderMap, body: Value
         status.as_u16()
     );
     if status == StatusCode::TOO_MANY_REQUESTS {
-        let wait = retry_after_of(headers, &body).unwrap_or(Duration::from_secs(1));
+        let wait = retry_after_of(headers, &body);
         return Failure {
             error: SurfaceError::RateLimited { retry_after: wait },
             retry_after: Some(wait),
@@ -133,6 +140,8 @@ fn failure(status: StatusCode, headers: &reqwest::header::HeaderMap, body: Value
     }
     let error = match (code, status) {
         (10003 | 10008, _) | (_, StatusCode::NOT_FOUND) => SurfaceError::NotFound(described),
+        // Thread is archived: the state forbids it, not the input.
+        (50083, _) => SurfaceError::Conflict(described),
         (50001 | 50013 | 50005, _) | (_, StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED) => {
             SurfaceError::Denied(described)
         }
@@ -170,8 +179,18 @@ fn id_field(value: &Value, key: &str) -> Option<Snowflake> {
 }
 
 impl DiscordRest {
-    /// `base` is `https://discord.com` or a proxy/fake such as `http://127.0.0.1:PORT`.
+    /// `base` is `https://discord.com` or a proxy/fake such as `http://127.0.0.1:PORT`; the
+    /// rate limits are Discord's, and routes stop past half of Discord's invalid-request limit.
     pub fn new(base: &str, token: &str) -> Result<Self, reqwest::Error> {
+        DiscordRest::with_options(base, token, LimiterOptions::default())
+    }
+
+    /// [`DiscordRest::new`] with explicit rate-limit options.
+    pub fn with_options(
+        base: &str,
+        token: &str,
+        options: LimiterOptions,
+    ) -> Result<Self, reqwest::Error> {
         let client = reqwest::Client::builder()
             .user_agent(concat!(
                 "DiscordBot (https://github.com/switchboard, ",
@@ -185,10 +204,33 @@ impl DiscordRest {
             client,
             api: format!("{}/api/v10", base.trim_end_matches('/')),
             authorization: format!("Bot {token}"),
+            limiter: Arc::new(Limiter::new(options)),
+            metrics: Arc::default(),
         })
     }
 
-    async fn once(&self, method: &Method, path: &str, body: Payload<'_>) -> Result<Value, Failure> {
+    /// Counts every answer from now on in `metrics` (this client and its clones; once).
+    pub fn observe(&self, metrics: Arc<toolserver::metrics::Metrics>) {
+        let _ = self.metrics.set(metrics);
+    }
+
+    /// The rate limiter's counters: requests sent, 429s received, waits, invalid answers.
+    pub fn stats(&self) -> RestStats {
+        self.limiter.stats()
+    }
+
+    async fn once(
+        &self,
+        method: &Method,
+        path: &str,
+        route: &Route,
+        body: Payload<'_>,
+    ) -> Result<Value, Failure> {
+        let ticket = self.limiter.acquire(route).await.map_err(|error| Failure {
+            error,
+            retry_after: None,
+            retryable: false,
+        })?;
         let mut request = self
             .client
             .request(method.clone(), format!("{}{path}", self.api))
@@ -200,23 +242,38 @@ impl DiscordRest {
                 request = request.multipart(Payload::multipart(json, files));
             }
         }
-        let response = request.send().await.map_err(|e| Failure {
+        let sent = request.send().await;
+        if let Some(metrics) = self.metrics.get() {
+            let status = sent.as_ref().map_or(0, |r| r.status().as_u16());
+            metrics.discord_request(method.as_str(), path, status);
+        }
+        let response = sent.map_err(|e| Failure {
             error: SurfaceError::Unavailable(format!("cannot reach Discord: {e}")),
             retry_after: None,
             retryable: e.is_connect() || e.is_timeout(),
         })?;
         let status = response.status();
         let headers = response.headers().clone();
-        let bytes = response.bytes().await.map_err(|e| Failure {
-            error: SurfaceError::Unavailable(format!("Discord's answer was cut off: {e}")),
-            retry_after: None,
-            retryable: true,
-        })?;
+        let bytes = match response.bytes().await {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                // The headers arrived: the bucket still learns from them.
+                self.limiter
+                    .complete(ticket, route, status.as_u16(), &headers, &Value::Null);
+                return Err(Failure {
+                    error: SurfaceError::Unavailable(format!("Discord's answer was cut off: {e}")),
+                    retry_after: None,
+                    retryable: true,
+                });
+            }
+        };
         let body: Value = if bytes.is_empty() {
             Value::Null
         } else {
             serde_json::from_slice(&bytes).unwrap_or(Value::Null)
         };
+        self.limiter
+            .complete(ticket, route, status.as_u16(), &headers, &body);
         if status.is_success() {
             Ok(body)
         } else {
@@ -236,6 +293,9 @@ impl DiscordRest {
         self.call_with(method, path, payload, idempotent).await
     }
 
+    /// Sends a request through the rate limiter within [`CALL_DEADLINE`]. A 429 is retried
+    /// (Discord did not act on it) when its wait is short; 5xx and lost connections only when
+    /// `idempotent`.
     async fn call_with(
         &self,
         method: Method,
@@ -243,24 +303,39 @@ impl DiscordRest {
         body: Payload<'_>,
         idempotent: bool,
     ) -> Result<Value, SurfaceError> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            match self.once(&method, path, body).await {
-                Ok(value) => return Ok(value),
-                Err(failure) => {
-                    let wait = failure
-                        .retry_after
-                        .unwrap_or(Duration::from_millis(200 * 2u64.pow(attempt - 1)));
-                    if !(idempotent && failure.retryable && attempt < ATTEMPTS && wait <= MAX_WAIT)
-                    {
-                        return Err(failure.error);
-                    }
-                    tracing::warn!(%path, attempt, wait_ms = wait.as_millis() as u64, error = %failure.error, "retrying Discord request");
+        let route = Route::of(&method, path);
+        let attempts = async {
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                let failure = match self.once(&method, path, &route, body).await {
+                    Ok(value) => return Ok(value),
+                    Err(failure) => failure,
+                };
+                let honoured = failure.retry_after.is_some();
+                let wait = failure
+                    .retry_after
+                    .unwrap_or(Duration::from_millis(200 * 2u64.pow(attempt - 1)));
+                let may_retry = failure.retryable && (idempotent || honoured);
+                if !(may_retry && attempt < ATTEMPTS && wait <= MAX_RETRY_WAIT) {
+                    return Err(failure.error);
+                }
+                tracing::warn!(route = %route.label, attempt, wait_ms = wait.as_millis() as u64, error = %failure.error, "retrying Discord request");
+                // After a 429 the limiter holds the bucket (or every bucket) for its wait.
+                if !honoured {
                     tokio::time::sleep(wait).await;
                 }
             }
-        }
+        };
+        tokio::time::timeout(CALL_DEADLINE, attempts)
+            .await
+            .unwrap_or_else(|_| {
+                Err(SurfaceError::Unavailable(format!(
+                    "no answer from Discord for {} within {} s (queued behind its rate limits or retrying)",
+                    route.label,
+                    CALL_DEADLINE.as_secs()
+                )))
+            })
     }
 
     /// The bot's own user (`GET /users/@me`): how a token is checked before connecting.
@@ -452,6 +527,152 @@ impl DiscordRest {
         self.call(Method::DELETE, &path, None, true).await.map(drop)
     }
 
+    /// A channel, thread or DM as Discord describes it (`GET /channels/{id}`).
+    pub async fn channel_json(&self, channel_id: Snowflake) -> Result<Value, SurfaceError> {
+        self.call(Method::GET, &format!("/channels/{channel_id}"), None, true)
+            .await
+    }
+
+    /// Opens a public thread without a starter message (`POST /channels/{id}/threads`, type
+    /// 11); returns the thread. Not retried: a retry after a lost answer could open two.
+    pub async fn create_thread(
+        &self,
+        parent: Snowflake,
+        name: &str,
+        auto_archive_minutes: Option<u32>,
+    ) -> Result<Value, SurfaceError> {
+        let mut body = json!({ "name": name, "type": 11 });
+        if let Some(minutes) = auto_archive_minutes {
+            body["auto_archive_duration"] = json!(minutes);
+        }
+        self.call(
+            Method::POST,
+            &format!("/channels/{parent}/threads"),
+            Some(body),
+            false,
+        )
+        .await
+    }
+
+    /// Opens a thread from a message (`POST /channels/{id}/messages/{id}/threads`); the thread
+    /// takes the message's id. Not retried, like [`DiscordRest::create_thread`] (a second try
+    /// would only be refused: one thread per message).
+    pub async fn create_thread_from_message(
+        &self,
+        parent: Snowflake,
+        message_id: Snowflake,
+        name: &str,
+        auto_archive_minutes: Option<u32>,
+    ) -> Result<Value, SurfaceError> {
+        let mut body = json!({ "name": name });
+        if let Some(minutes) = auto_archive_minutes {
+            body["auto_archive_duration"] = json!(minutes);
+        }
+        self.call(
+            Method::POST,
+            &format!("/channels/{parent}/messages/{message_id}/threads"),
+            Some(body),
+            false,
+        )
+        .await
+    }
+
+    /// Adds the bot to a thread's members (`PUT /channels/{id}/thread-members/@me`).
+    pub async fn join_thread(&self, thread: Snowflake) -> Result<(), SurfaceError> {
+        self.call(
+            Method::PUT,
+            &format!("/channels/{thread}/thread-members/@me"),
+            None,
+            true,
+        )
+        .await
+        .map(drop)
+    }
+
+    /// Changes a thread (`PATCH /channels/{id}` with `archived`, `locked`, ...); returns it.
+    pub async fn modify_thread(
+        &self,
+        thread: Snowflake,
+        body: Value,
+    ) -> Result<Value, SurfaceError> {
+        self.call(
+            Method::PATCH,
+            &format!("/channels/{thread}"),
+            Some(body),
+            true,
+        )
+        .await
+    }
+
+    /// A guild's active threads (`GET /guilds/{id}/threads/active`): `{threads, members}`.
+    pub async fn active_threads(&self, guild: Snowflake) -> Result<Value, SurfaceError> {
+        self.call(
+            Method::GET,
+            &format!("/guilds/{guild}/threads/active"),
+            None,
+            true,
+        )
+        .await
+    }
+
+    /// A channel's archived public threads, newest archived first
+    /// (`GET /channels/{id}/threads/archived/public?limit=N`, N in 2..=100):
+    /// `{threads, members, has_more}`.
+    pub async fn archived_public_threads(
+        &self,
+        parent: Snowflake,
+        limit: u32,
+    ) -> Result<Value, SurfaceError> {
+        let limit = limit.clamp(2, 100);
+        self.call(
+            Method::GET,
+            &format!("/channels/{parent}/threads/archived/public?limit={limit}"),
+            None,
+            true,
+        )
+        .await
+    }
+
+    /// Pins a message (`PUT /channels/{id}/messages/pins/{id}`).
+    pub async fn pin(&self, channel: Snowflake, message: Snowflake) -> Result<(), SurfaceError> {
+        self.call(
+            Method::PUT,
+            &format!("/channels/{channel}/messages/pins/{message}"),
+            None,
+            true,
+        )
+        .await
+        .map(drop)
+    }
+
+    /// Unpins a message (`DELETE /channels/{id}/messages/pins/{id}`).
+    pub async fn unpin(&self, channel: Snowflake, message: Snowflake) -> Result<(), SurfaceError> {
+        self.call(
+            Method::DELETE,
+            &format!("/channels/{channel}/messages/pins/{message}"),
+            None,
+            true,
+        )
+        .await
+        .map(drop)
+    }
+
+    /// One page of a channel's pins, most recently pinned first
+    /// (`GET /channels/{id}/messages/pins?limit=50[&before=<pinned_at>]`):
+    /// `{items: [{pinned_at, message}], has_more}`.
+    pub async fn pins(
+        &self,
+        channel: Snowflake,
+        before: Option<&str>,
+    ) -> Result<Value, SurfaceError> {
+        let mut path = format!("/channels/{channel}/messages/pins?limit=50");
+        if let Some(before) = before {
+            path.push_str("&before=");
+            path.push_str(&encode_path_segment(before));
+        }
+        self.call(Method::GET, &path, None, true).await
+    }
+
     /// Shows the bot as typing in a channel (`POST /channels/{id}/typing`); Discord shows it for
     /// about ten seconds, or until the bot's next message.
     pub async fn typing(&self, channel_id: Snowflake) -> Result<(), SurfaceError> {
@@ -463,6 +684,91 @@ impl DiscordRest {
         )
         .await
         .map(drop)
+    }
+
+    /// Answers an interaction (`POST /interactions/{id}/{token}/callback`) with `body`
+    /// (`{"type": 4, "data": {...}}` for a message). Not retried after a 5xx or a lost
+    /// connection: Discord accepts one answer per interaction.
+    pub async fn interaction_response(
+        &self,
+        interaction_id: Snowflake,
+        token: &str,
+        body: Value,
+    ) -> Result<(), SurfaceError> {
+        let path = format!(
+            "/interactions/{interaction_id}/{}/callback",
+            encode_path_segment(token)
+        );
+        self.call(Method::POST, &path, Some(body), false)
+            .await
+            .map(drop)
+    }
+
+    /// Replaces the application's global slash commands
+    /// (`PUT /applications/{id}/commands`) with `commands`, a JSON array of command objects.
+    pub async fn set_global_commands(
+        &self,
+        application_id: Snowflake,
+        commands: Value,
+    ) -> Result<Value, SurfaceError> {
+        self.call(
+            Method::PUT,
+            &format!("/applications/{application_id}/commands"),
+            Some(commands),
+            true,
+        )
+        .await
+    }
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "list",
+        Value::Object(_) => "object",
+    }
+}
+
+/// One page of a channel's history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MessagePage {
+    /// The messages as Discord sent them, newest first.
+    pub messages: Vec<Value>,
+}
+
+impl DiscordRest {
+    /// `GET /channels/{id}/messages` with `limit` (1 to 100) and `before` / `after`: at most
+    /// `limit` messages, newest first. It goes through the rate limiter like every request, so
+    /// a caller paging through history waits for the bucket's refill instead of earning 429s,
+    /// and is retried after 5xx and 429 like every idempotent request here.
+    pub async fn list_messages(
+        &self,
+        channel_id: Snowflake,
+        before: Option<Snowflake>,
+        after: Option<Snowflake>,
+        limit: u8,
+    ) -> Result<MessagePage, SurfaceError> {
+        let mut path = format!(
+            "/channels/{channel_id}/messages?limit={}",
+            limit.clamp(1, 100)
+        );
+        if let Some(before) = before {
+            path.push_str(&format!("&before={before}"));
+        }
+        if let Some(after) = after {
+            path.push_str(&format!("&after={after}"));
+        }
+        let value = self.call(Method::GET, &path, None, true).await?;
+        match value {
+            Value::Array(messages) => Ok(MessagePage { messages }),
+            other => Err(SurfaceError::Unavailable(format!(
+                "Discord's answer to a message listing is not a list of messages (a {})",
+                json_kind(&other)
+            ))),
+        }
     }
 }
 
@@ -518,6 +824,11 @@ mod tests {
                 400,
                 json!({"code": 50035, "message": "Invalid Form Body", "errors": {"content": {}}}),
                 "InvalidInput",
+            ),
+            (
+                400,
+                json!({"code": 50083, "message": "Thread is archived"}),
+                "Conflict",
             ),
             (500, json!({}), "Unavailable"),
             (502, Value::Null, "Unavailable"),

@@ -6,14 +6,15 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use serenity::all::{ClientBuilder, GatewayIntents, HttpBuilder};
-use switchboard_config::{Config, Principal};
+use switchboard_config::Config;
 use toolserver::allowlist::Allowlist;
 use toolserver::runs::Runs;
 use toolserver::surface::{ConnectionState, SurfaceError};
 use toolserver::workflow::WorkflowEngine;
 
+use crate::backfill::BackfillOptions;
 use crate::gateway::{Ingest, StageWatcher};
-use crate::rest::{DiscordRest, DISCORD_API};
+use crate::rest::{DiscordRest, LimiterOptions, DISCORD_API};
 use crate::store::Store;
 use crate::surface::Connection;
 
@@ -32,6 +33,20 @@ pub enum DiscordError {
     /// The gateway client failed to start or stopped.
     #[error("the gateway stopped: {0}")]
     Gateway(String),
+    /// Discord refused privileged intents the bot has not been granted (gateway close 4014).
+    #[error("Discord refused the gateway intents switchboard needs (close 4014, disallowed intents): in the Discord developer portal, open this application's Bot page and enable the privileged gateway intents Message Content Intent and Server Members Intent, then start switchboard again")]
+    IntentsDisallowed,
+    /// Discord does not know an intent the bot asked for (gateway close 4013).
+    #[error("Discord refused the gateway intents switchboard asked for as invalid (close 4013, intents {0}): this build asks for intents Discord does not know; upgrade switchboard, or report it if it is the newest")]
+    IntentsInvalid(u64),
+}
+
+impl DiscordError {
+    /// Whether the operator must change something outside switchboard's config file for it to
+    /// start (the binary exits 2 for it, as for a bad config).
+    pub fn is_setup(&self) -> bool {
+        matches!(self, DiscordError::IntentsDisallowed)
+    }
 }
 
 /// The intents switchboard needs.
@@ -60,7 +75,9 @@ pub async fn connect(config: &Config, token: &str) -> Result<Connected, DiscordE
         .api_base_url
         .clone()
         .unwrap_or_else(|| DISCORD_API.to_owned());
-    let rest = DiscordRest::new(&base, token).map_err(|e| DiscordError::Http(e.to_string()))?;
+    let options = LimiterOptions::with_invalid_percent(config.discord.invalid_request_percent);
+    let rest = DiscordRest::with_options(&base, token, options)
+        .map_err(|e| DiscordError::Http(e.to_string()))?;
     let me = rest.current_user().await.map_err(|e| match e {
         SurfaceError::Denied(why) => DiscordError::TokenRejected(why),
         other => DiscordError::Unreachable(other.to_string()),
@@ -96,6 +113,11 @@ pub struct GatewaySetup {
     pub workflows: Option<Arc<WorkflowEngine>>,
     /// The tool server's core: `/tools` and approval buttons act on its governance.
     pub core: Arc<toolserver::Core>,
+    /// The aliases ingest renders text with (the surface's, swapped by a reload).
+    pub aliases: toolserver::live::SharedAliases,
+    /// The one REST client (its rate limiter shared with the surface's): registers the slash
+    /// commands, answers approval clicks and fetches the gap after a fresh identify.
+    pub rest: DiscordRest,
 }
 
 /// A running gateway client: its shard manager (to shut it down) and how it ended.
@@ -118,9 +140,36 @@ impl Gateway {
             ))) => Err(DiscordError::TokenRejected(
                 "the gateway refused to identify".into(),
             )),
+            Ok(Err(serenity::Error::Gateway(
+                serenity::gateway::GatewayError::DisallowedGatewayIntents,
+            ))) => Err(DiscordError::IntentsDisallowed),
+            Ok(Err(serenity::Error::Gateway(
+                serenity::gateway::GatewayError::InvalidGatewayIntents,
+            ))) => Err(DiscordError::IntentsInvalid(intents().bits())),
             Ok(Err(error)) => Err(DiscordError::Gateway(error.to_string())),
             Err(_) => Err(DiscordError::Gateway("the gateway thread stopped".into())),
         }
+    }
+}
+
+/// Replaces the application's global slash commands with `commands`, through the one REST
+/// client; a failure is logged (the bot works without them).
+async fn register_commands(
+    rest: &DiscordRest,
+    ready: &serenity::model::gateway::Ready,
+    commands: &[poise::Command<crate::commands::Data, crate::commands::Error>],
+) {
+    let builders = poise::builtins::create_application_commands(commands);
+    let body = match serde_json::to_value(&builders) {
+        Ok(body) => body,
+        Err(error) => {
+            tracing::warn!(%error, "could not encode the slash commands; not registering them");
+            return;
+        }
+    };
+    let application = entity::Snowflake(ready.application.id.get());
+    if let Err(error) = rest.set_global_commands(application, body).await {
+        tracing::warn!(%error, "could not register slash commands");
     }
 }
 
@@ -136,19 +185,22 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         runs,
         workflows,
         core,
+        aliases,
+        rest,
     } = setup;
     connection.set(ConnectionState::Connecting);
     let mut http = HttpBuilder::new(&token);
     if let Some(base) = &config.discord.api_base_url {
-        // serenity's ratelimiter ignores the proxy and would talk to discord.com: off here,
-        // and our own REST client handles 429.
+        // serenity's ratelimiter ignores the proxy and would talk to discord.com: off here.
+        // What still goes through serenity's client is poise's answers to slash commands
+        // (interaction callbacks, outside the global limit); everything else is [`DiscordRest`].
         http = http.proxy(base.as_str()).ratelimiter_disabled(true);
     }
-    let admins: Vec<Principal> = config.discord.admins.clone();
     let framework_store = store.clone();
     let framework_allowlist = Arc::clone(&allowlist);
     let framework_runs = runs.clone();
     let framework_core = Arc::clone(&core);
+    let framework_rest = rest.clone();
     let framework = poise::Framework::builder()
         .options(poise::FrameworkOptions {
             commands: crate::commands::all(),
@@ -166,7 +218,7 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
                     } = event
                     {
                         crate::approvals::on_component(
-                            framework.serenity_context,
+                            &framework.user_data.rest,
                             click,
                             &framework.user_data.core,
                         )
@@ -177,30 +229,35 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
             },
             ..Default::default()
         })
-        .setup(move |ctx, _ready, framework| {
+        .setup(move |_ctx, ready, framework| {
             Box::pin(async move {
-                if let Err(error) =
-                    poise::builtins::register_globally(ctx, &framework.options().commands).await
-                {
-                    tracing::warn!("could not register slash commands: {error}");
-                }
+                register_commands(&framework_rest, ready, &framework.options().commands).await;
                 Ok(crate::commands::Data {
                     store: framework_store,
                     allowlist: framework_allowlist,
-                    admins,
                     runs: framework_runs,
                     core: framework_core,
+                    rest: framework_rest,
                 })
             })
         })
         .build();
     let mut ingest = Ingest::new(
         store,
-        config.aliases.clone(),
+        entity::Aliases::new(),
         allowlist,
         Arc::clone(&connection),
         bot_id,
-    );
+    )
+    .with_backfill(
+        rest,
+        BackfillOptions {
+            max_messages: config.store.backfill_max_messages,
+            max_age: config.store.backfill_max_age,
+        },
+    )
+    .sharing_aliases(aliases)
+    .with_observers(core.observers());
     if let Some(runs) = runs {
         ingest = ingest.with_runs(runs);
     }
@@ -209,7 +266,7 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
     }
     let builder = ClientBuilder::new_with_http(http.build(), intents())
         .raw_event_handler(ingest)
-        .event_handler(StageWatcher { connection })
+        .event_handler(StageWatcher::new(connection))
         .framework(framework);
     let (shards, ended) = start_gateway(builder).await?;
     Ok(Gateway { shards, ended })

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use entity::{Aliases, Mapper, Mention};
+use entity::{Mapper, Mention};
+use toolserver::live::SharedAliases;
 use toolserver::workflow::{resume_prompt, Workflow, WorkflowEngine, WorkflowHooks};
 use toolserver::Core;
 
@@ -15,8 +16,9 @@ use crate::store::{Store, WorkflowRow};
 struct DiscordWorkflows {
     store: Store,
     runs: Arc<dyn Runs>,
-    aliases: Aliases,
+    aliases: SharedAliases,
     bot_id: Arc<std::sync::atomic::AtomicU64>,
+    observers: toolserver::events::Observers,
 }
 
 impl WorkflowHooks for DiscordWorkflows {
@@ -28,11 +30,27 @@ impl WorkflowHooks for DiscordWorkflows {
             finished_ms: workflow.finished_ms,
             body,
         });
+        // Every change is persisted, so every change is published: `workflow.waiting` when
+        // created or partly answered, then `workflow.answered|timed_out|cancelled`.
+        let answered = workflow.tasks.iter().filter(|t| t.answer.is_some()).count();
+        self.observers.events.publish(
+            format!("workflow.{}", workflow.state.as_str()),
+            Some(workflow.origin_session_id),
+            serde_json::json!({
+                "workflowId": workflow.workflow_id,
+                "state": workflow.state.as_str(),
+                "tasks": workflow.tasks.len(),
+                "answered": answered,
+                "createdBy": workflow.created_by,
+                "deadlineMs": workflow.deadline_ms,
+            }),
+        );
         Ok(())
     }
 
     fn resume(&self, workflow: &Workflow) {
-        let mapper = Mapper::new(&self.aliases, &self.store);
+        let aliases = self.aliases.load();
+        let mapper = Mapper::new(&aliases, &self.store);
         let text = resume_prompt(workflow, |id| {
             format!("{} ({id})", mapper.readable(Mention::Channel(id)))
         });
@@ -83,7 +101,7 @@ pub fn start(
     core: &Core,
     store: &Store,
     runs: Arc<dyn Runs>,
-    aliases: &Aliases,
+    aliases: SharedAliases,
     bot_id: Arc<std::sync::atomic::AtomicU64>,
 ) -> (Arc<WorkflowEngine>, tokio::task::JoinHandle<()>) {
     let restored = restore(store);
@@ -91,8 +109,9 @@ pub fn start(
     let hooks = Arc::new(DiscordWorkflows {
         store: store.clone(),
         runs,
-        aliases: aliases.clone(),
+        aliases,
         bot_id,
+        observers: core.observers(),
     });
     let engine = WorkflowEngine::new(hooks, restored);
     if waiting > 0 {

@@ -540,7 +540,10 @@ fn sigkill_child() {
         store.insert_message(message(CHANNEL, n));
     }
     store.flush().unwrap();
-    println!("flushed");
+    // Taking an answer is durable on its own, without a flush after it.
+    let answered = bot::store::first_id_at(toolserver::clock::now_ms());
+    assert!(store.take_answer(CHANNEL, answered).unwrap());
+    println!("flushed {answered}");
     // Unflushed writes after the acknowledgement may or may not survive.
     for n in CHILD_MESSAGES + 1..=CHILD_MESSAGES + 100 {
         store.insert_message(message(CHANNEL, n));
@@ -571,15 +574,18 @@ fn flushed_messages_survive_sigkill() {
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
-            if line.contains("flushed") {
-                let _ = tx.send(());
+            if let Some(answered) = line
+                .split_once("flushed ")
+                .and_then(|(_, id)| id.trim().parse::<u64>().ok())
+            {
+                let _ = tx.send(Snowflake(answered));
             }
         }
     });
     let flushed = rx.recv_timeout(Duration::from_secs(30));
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    flushed.expect("the child never said it had flushed");
+    let answered = flushed.expect("the child never said it had flushed");
 
     let started = Instant::now();
     let store = Store::open(&path, StoreOptions::default()).unwrap();
@@ -594,6 +600,10 @@ fn flushed_messages_survive_sigkill() {
         ids_of(1..=CHILD_MESSAGES)
     );
     assert_eq!(store.message(CHANNEL, id(250)), Some(message(CHANNEL, 250)));
+    assert!(
+        store.is_answered(answered),
+        "a taken answer survives SIGKILL"
+    );
     store.close().unwrap();
     assert!(started.elapsed() < Duration::from_secs(10));
 }
@@ -658,6 +668,70 @@ fn workflows_are_kept_replaced_by_id_and_pruned_a_week_after_they_finish() {
     store.close().unwrap();
 }
 
+/// Takes a store back to before version 4 (search index, thread state, refs).
+const UNDO_V4: &str = "
+DROP TRIGGER messages_fts_insert;
+DROP TRIGGER messages_fts_delete;
+DROP TRIGGER messages_fts_update;
+DROP TABLE messages_fts;
+DROP TABLE threads;
+ALTER TABLE messages DROP COLUMN refs;
+";
+
+#[test]
+fn a_version_3_store_gains_the_search_index_and_readable_emoji() {
+    let dir = TempDir::new("migrate-v3");
+    let path = dir.db();
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let mut old = message(id(900), 1);
+    old.content = "deploy done <@42>".into();
+    old.text = "deploy done @someone".into();
+    old.reactions = vec![StoredReaction {
+        emoji: "%F0%9F%91%8D".into(),
+        count: 2,
+        me: false,
+    }];
+    store.insert_message(old.clone());
+    store.close().unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(UNDO_V4).unwrap();
+    conn.pragma_update(None, "user_version", 3).unwrap();
+    drop(conn);
+
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let read = store.message(id(900), old.id).expect("kept");
+    assert_eq!(read.reactions[0].emoji, "👍");
+    let search = |expression: &str| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime
+            .block_on(store.search(
+                bot::store::StoreSearch {
+                    expression: expression.into(),
+                    channels: vec![id(900)],
+                    author: None,
+                    before: None,
+                    after: None,
+                    limit: 10,
+                },
+                Duration::from_secs(5),
+            ))
+            .unwrap()
+    };
+    // The rows stored before the upgrade are indexed, words and mention ids both.
+    assert_eq!(search("text : \"deploy\"").len(), 1);
+    assert_eq!(search("refs : \"u42\"").len(), 1);
+    assert!(search("text : \"absent\"").is_empty());
+    store.close().unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+}
+
 #[test]
 fn a_version_1_store_gains_every_later_table() {
     let dir = TempDir::new("migrate-v1");
@@ -668,8 +742,10 @@ fn a_version_1_store_gains_every_later_table() {
         .unwrap();
     let conn = rusqlite::Connection::open(&path).unwrap();
     // A real version-1 file has none of the tables later versions added.
+    conn.execute_batch(UNDO_V4).unwrap();
     conn.execute_batch(
-        "DROP TABLE workflows; DROP TABLE audit; DROP TABLE session_scopes; DROP TABLE approvals;",
+        "DROP TABLE workflows; DROP TABLE audit; DROP TABLE session_scopes; DROP TABLE approvals;
+         DROP TABLE answered_triggers; DROP TABLE backfill_gaps;",
     )
     .unwrap();
     conn.pragma_update(None, "user_version", 1).unwrap();
@@ -686,7 +762,13 @@ fn a_version_1_store_gains_every_later_table() {
         .query_row("SELECT COUNT(*) FROM workflows", [], |row| row.get(0))
         .unwrap();
     assert_eq!(count, 1);
-    for table in ["audit", "session_scopes", "approvals"] {
+    for table in [
+        "audit",
+        "session_scopes",
+        "approvals",
+        "answered_triggers",
+        "backfill_gaps",
+    ] {
         let found: i64 = conn
             .query_row(
                 "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
@@ -696,4 +778,170 @@ fn a_version_1_store_gains_every_later_table() {
             .unwrap();
         assert_eq!(found, 1, "{table} was not created by the migration");
     }
+}
+
+#[test]
+fn a_version_3_store_gains_the_answered_and_backfill_tables() {
+    let dir = TempDir::new("migrate-v3");
+    let path = dir.db();
+    Store::open(&path, StoreOptions::default())
+        .unwrap()
+        .close()
+        .unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    // A real version-3 file has neither version 4's search index nor version 5's tables.
+    conn.execute_batch(UNDO_V4).unwrap();
+    conn.execute_batch("DROP TABLE answered_triggers; DROP TABLE backfill_gaps")
+        .unwrap();
+    conn.pragma_update(None, "user_version", 3).unwrap();
+    drop(conn);
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let recent = bot::store::first_id_at(toolserver::clock::now_ms());
+    assert!(store.take_answer(CHANNEL, recent).unwrap());
+    store.open_gap(CHANNEL, id(1));
+    store.close().unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    for table in ["answered_triggers", "backfill_gaps"] {
+        let count: i64 = conn
+            .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
+                row.get(0)
+            })
+            .unwrap();
+        assert_eq!(count, 1, "{table}");
+    }
+}
+
+#[test]
+fn a_message_is_taken_to_answer_once_even_across_reopen() {
+    let dir = TempDir::new("answered");
+    let path = dir.db();
+    let now = toolserver::clock::now_ms();
+    let fresh = bot::store::first_id_at(now - 60_000);
+    let other = Snowflake(fresh.0 + 1);
+    // Older than the record keeps: forgotten at the next open.
+    let ancient = bot::store::first_id_at(now - bot::store::ANSWERS_KEPT_MS - 3_600_000);
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    assert!(store.take_answer(CHANNEL, fresh).unwrap());
+    assert!(!store.take_answer(CHANNEL, fresh).unwrap(), "taken twice");
+    assert!(store.take_answer(CHANNEL, ancient).unwrap());
+    assert!(store.is_answered(fresh));
+    assert!(!store.is_answered(other));
+    store.close().unwrap();
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    assert!(store.is_answered(fresh));
+    assert!(!store.take_answer(CHANNEL, fresh).unwrap());
+    assert!(!store.is_answered(ancient), "the record keeps eight days");
+    assert!(store.take_answer(OTHER_CHANNEL, other).unwrap());
+    store.close().unwrap();
+}
+
+#[test]
+fn answering_on_a_closed_store_is_an_error_not_a_silent_yes() {
+    let store = memory_store();
+    store.close().unwrap();
+    let fresh = bot::store::first_id_at(toolserver::clock::now_ms());
+    assert!(matches!(
+        store.take_answer(CHANNEL, fresh),
+        Err(StoreError::Closed { .. })
+    ));
+}
+
+#[test]
+fn backfill_gaps_keep_the_oldest_start_until_closed_and_survive_reopen() {
+    let dir = TempDir::new("gaps");
+    let path = dir.db();
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    store.open_gap(CHANNEL, id(5));
+    store.open_gap(CHANNEL, id(9));
+    store.open_gap(OTHER_CHANNEL, id(7));
+    assert_eq!(store.gaps().get(&CHANNEL), Some(&id(5)));
+    store.close().unwrap();
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let gaps = store.gaps();
+    assert_eq!(gaps.get(&CHANNEL), Some(&id(5)), "the older start stays");
+    assert_eq!(gaps.get(&OTHER_CHANNEL), Some(&id(7)));
+    store.close_gap(CHANNEL);
+    store.close().unwrap();
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    assert_eq!(
+        store.gaps().into_keys().collect::<Vec<_>>(),
+        [OTHER_CHANNEL]
+    );
+    store.close().unwrap();
+}
+
+#[test]
+fn the_latest_edit_wins_whatever_order_the_copies_arrive_in() {
+    let store = memory_store();
+    store.insert_message(message(CHANNEL, 1));
+    let at = |s: u32| Some(format!("2026-11-22T12:0{s}:00.000000+00:00"));
+    assert!(store.update_message(CHANNEL, id(1), "second".into(), "second".into(), at(2)));
+    // An older edit (a stale backfilled copy) arrives after a newer one: refused.
+    assert!(!store.update_message(CHANNEL, id(1), "first".into(), "first".into(), at(1)));
+    // So is a copy from before any edit.
+    assert!(!store.update_message(CHANNEL, id(1), "orig".into(), "orig".into(), None));
+    assert_eq!(store.message(CHANNEL, id(1)).unwrap().content, "second");
+    // Another form of the same instant, and a later one, are accepted.
+    assert!(store.update_message(
+        CHANNEL,
+        id(1),
+        "again".into(),
+        "again".into(),
+        Some("2026-11-22T12:02:00Z".into())
+    ));
+    assert!(store.update_message(CHANNEL, id(1), "third".into(), "third".into(), at(3)));
+    assert_eq!(store.message(CHANNEL, id(1)).unwrap().content, "third");
+    // A timestamp that cannot be ordered: the later arrival wins.
+    assert!(store.update_message(
+        CHANNEL,
+        id(1),
+        "odd".into(),
+        "odd".into(),
+        Some("yesterday".into())
+    ));
+    assert!(store.update_message(CHANNEL, id(1), "fourth".into(), "fourth".into(), at(4)));
+    assert_eq!(store.message(CHANNEL, id(1)).unwrap().content, "fourth");
+}
+
+#[test]
+fn the_newest_message_not_by_the_bot_marks_where_the_gateway_was() {
+    let store = memory_store();
+    let bot = Snowflake(1_200_000_000_000_000_009);
+    store.insert_message(message(CHANNEL, 1));
+    store.insert_message(message(CHANNEL, 2));
+    store.insert_message(StoredMessage {
+        author_id: bot,
+        author_is_bot: true,
+        ..message(CHANNEL, 3)
+    });
+    assert_eq!(store.newest_message_id(CHANNEL, Some(bot)), Some(id(2)));
+    assert_eq!(store.newest_message_id(CHANNEL, None), Some(id(3)));
+    assert_eq!(store.newest_message_id(OTHER_CHANNEL, Some(bot)), None);
+}
+
+#[test]
+fn a_store_at_a_later_version_missing_the_answered_tables_gains_them() {
+    // Schema steps may land out of order (version 4 after 5): a store recorded at version 5
+    // whose answered-trigger tables are missing still gains them.
+    let dir = TempDir::new("migrate-gap");
+    let path = dir.db();
+    Store::open(&path, StoreOptions::default())
+        .unwrap()
+        .close()
+        .unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("DROP TABLE answered_triggers; DROP TABLE backfill_gaps")
+        .unwrap();
+    drop(conn);
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let recent = bot::store::first_id_at(toolserver::clock::now_ms());
+    assert!(store.take_answer(CHANNEL, recent).unwrap());
+    store.close().unwrap();
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    assert!(store.is_answered(recent));
+    store.close().unwrap();
 }

@@ -7,6 +7,7 @@
 
 mod governance;
 mod raw;
+mod reload;
 mod report;
 mod structure;
 mod validate;
@@ -20,6 +21,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 pub use entity::{AliasKind, Aliases, Snowflake};
+pub use reload::{plan_reload, ReloadPlan, RESTART_ONLY};
 pub use report::{Problem, Report};
 
 /// The config file read when neither `--config` nor `SWITCHBOARD_CONFIG` names one.
@@ -28,6 +30,9 @@ pub const DEFAULT_CONFIG_PATH: &str = "switchboard.toml";
 pub const CONFIG_PATH_ENV: &str = "SWITCHBOARD_CONFIG";
 /// Where the tool server listens unless `toolserver.bind` says otherwise.
 pub const DEFAULT_BIND: &str = "127.0.0.1:7311";
+/// The largest config file read: a bigger one (or anything that is not a regular file, such as
+/// a FIFO that would never end) is refused before it is read.
+pub const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Comments the operator wrote on aliases (`ops = { discord = "…", comment = "…" }`).
 pub type AliasComments = std::collections::HashMap<(AliasKind, String), String>;
@@ -93,6 +98,22 @@ pub struct AgentConfig {
     /// `agent.stream_interval_ms` (default 1,500, 250 to 60,000): the least time between two
     /// edits of a streamed draft.
     pub stream_interval: std::time::Duration,
+    /// What to do with a message that would have started a run but was missed live and
+    /// fetched afterwards (`agent.missed_triggers`, default `reply`).
+    pub missed_triggers: MissedTriggers,
+    /// A missed trigger older than this is not answered even with `reply`
+    /// (`agent.missed_max_age_s`, default 600, 1 to 604,800).
+    pub missed_max_age: std::time::Duration,
+}
+
+/// `agent.missed_triggers`: what becomes of triggers missed while the gateway was away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MissedTriggers {
+    /// Answer them, when younger than `agent.missed_max_age_s` (each at most once).
+    #[default]
+    Reply,
+    /// Store them, never answer them.
+    Ignore,
 }
 
 /// `agent.stream`: whether a runner that can stream shows a draft while it writes.
@@ -164,6 +185,10 @@ pub struct DiscordConfig {
     pub allow_role_mentions: bool,
     /// A fake Discord or a REST proxy, without a trailing slash.
     pub api_base_url: Option<String>,
+    /// `discord.invalid_request_percent` (default 50, 1 to 100): the share of Discord's
+    /// 10,000 invalid requests (401, 403, 429) per 10 minutes after which the REST client stops
+    /// calling the routes that earned them, so the token's IP is never banned.
+    pub invalid_request_percent: u8,
 }
 
 /// `[toolserver]`: the HTTP tool server's address, authentication, limits and timeouts.
@@ -176,6 +201,8 @@ pub struct ToolserverConfig {
     pub operator_token_env: String,
     /// Serve without an operator token (loopback binds only).
     pub insecure_no_auth: bool,
+    /// `GET /metrics` without a token (loopback binds only); else the operator token reads it.
+    pub metrics_public: bool,
     /// A call running longer than this answers `timeout` (HTTP 504).
     pub call_timeout: std::time::Duration,
     /// Calls served at once; past it, calls answer `unavailable` (HTTP 503).
@@ -265,6 +292,13 @@ pub struct StoreConfig {
     pub path: String,
     /// Newest messages kept per session; older ones are pruned.
     pub messages_per_channel: usize,
+    /// `store.backfill_max_messages` (default 1,000, 0 to 10,000; 0 turns backfill off): after
+    /// the gateway identifies afresh (start-up, an invalid session, a long outage), at most this
+    /// many missed messages are fetched per channel, the newest first.
+    pub backfill_max_messages: usize,
+    /// `store.backfill_max_age_s` (default 86,400: a day; 60 to 2,592,000): missed messages older
+    /// than this are not fetched.
+    pub backfill_max_age: std::time::Duration,
 }
 
 /// What validation can check names against beyond the file itself.
@@ -289,9 +323,54 @@ pub enum ConfigError {
         /// The error reading it.
         source: std::io::Error,
     },
+    /// The path is not a regular file, or the file is over [`MAX_CONFIG_BYTES`].
+    #[error("cannot read config file {path}: {why}")]
+    Unusable {
+        /// The path as given.
+        path: PathBuf,
+        /// What is wrong with it, and what to do.
+        why: String,
+    },
     /// The file was read but is not UTF-8 or not a valid config; the report lists every problem.
     #[error("{0}")]
     Invalid(Report),
+}
+
+/// The file's bytes, refusing what is not a regular file or is over [`MAX_CONFIG_BYTES`]
+/// (checked again while reading: the file may grow in between).
+fn read_bounded(path: &Path) -> Result<Vec<u8>, ConfigError> {
+    use std::io::Read;
+    let read_error = |source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let unusable = |why: String| ConfigError::Unusable {
+        path: path.to_owned(),
+        why,
+    };
+    let metadata = std::fs::metadata(path).map_err(read_error)?;
+    if !metadata.is_file() {
+        return Err(unusable(
+            "it is not a regular file; point --config / SWITCHBOARD_CONFIG at the TOML file"
+                .to_owned(),
+        ));
+    }
+    let too_large = || {
+        unusable(format!(
+            "it is over {MAX_CONFIG_BYTES} bytes, far more than any config needs; is it the right file?"
+        ))
+    };
+    if metadata.len() > MAX_CONFIG_BYTES {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(metadata.len() as usize);
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(read_error)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(too_large());
+    }
+    Ok(bytes)
 }
 
 impl Config {
@@ -302,10 +381,7 @@ impl Config {
 
     /// [`Config::load`], also checking ids against what is known of the channels.
     pub fn load_with(path: &Path, known: &Known) -> Result<Config, ConfigError> {
-        let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let bytes = read_bounded(path)?;
         let file = path.display().to_string();
         let source = report::utf8_source(&bytes, &file).map_err(ConfigError::Invalid)?;
         Config::parse_with(source, &file, known).map_err(ConfigError::Invalid)

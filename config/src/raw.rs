@@ -76,6 +76,14 @@ pub(crate) struct RawAgent {
     pub stream: Option<Spanned<String>>,
     #[serde(default = "default_stream_interval_ms")]
     pub stream_interval_ms: Spanned<u64>,
+    #[serde(default)]
+    pub missed_triggers: Option<Spanned<String>>,
+    #[serde(default = "default_missed_max_age_s")]
+    pub missed_max_age_s: Spanned<u64>,
+}
+
+fn default_missed_max_age_s() -> Spanned<u64> {
+    Spanned::new(0..0, 600)
 }
 
 fn default_max_bot_turns() -> Spanned<u64> {
@@ -125,6 +133,8 @@ pub(crate) struct RawDiscord {
     pub allow_role_mentions: bool,
     #[serde(default)]
     pub api_base_url: Option<Spanned<String>>,
+    #[serde(default = "default_invalid_request_percent")]
+    pub invalid_request_percent: Spanned<u64>,
 }
 
 impl Default for RawDiscord {
@@ -138,8 +148,13 @@ impl Default for RawDiscord {
             allow_dms: false,
             allow_role_mentions: false,
             api_base_url: None,
+            invalid_request_percent: default_invalid_request_percent(),
         }
     }
+}
+
+fn default_invalid_request_percent() -> Spanned<u64> {
+    Spanned::new(0..0, 50)
 }
 
 fn default_token_env() -> Spanned<String> {
@@ -211,6 +226,8 @@ pub(crate) struct RawToolserver {
     pub operator_token_env: Spanned<String>,
     #[serde(default)]
     pub insecure_no_auth: bool,
+    #[serde(default = "default_metrics_public")]
+    pub metrics_public: Spanned<bool>,
     #[serde(default = "default_call_timeout_s")]
     pub call_timeout_s: Spanned<u64>,
     #[serde(default = "default_max_concurrent_calls")]
@@ -239,6 +256,7 @@ impl Default for RawToolserver {
             bind: default_bind(),
             operator_token_env: default_operator_token_env(),
             insecure_no_auth: false,
+            metrics_public: default_metrics_public(),
             call_timeout_s: default_call_timeout_s(),
             max_concurrent_calls: default_max_concurrent_calls(),
             download_max_bytes: default_download_max_bytes(),
@@ -251,6 +269,10 @@ impl Default for RawToolserver {
             tokens: Vec::new(),
         }
     }
+}
+
+fn default_metrics_public() -> Spanned<bool> {
+    Spanned::new(0..0, false)
 }
 
 fn default_call_timeout_s() -> Spanned<u64> {
@@ -341,6 +363,10 @@ pub(crate) struct RawStore {
     pub path: String,
     #[serde(default = "default_messages_per_channel")]
     pub messages_per_channel: Spanned<u64>,
+    #[serde(default = "default_backfill_max_messages")]
+    pub backfill_max_messages: Spanned<u64>,
+    #[serde(default = "default_backfill_max_age_s")]
+    pub backfill_max_age_s: Spanned<u64>,
 }
 
 impl Default for RawStore {
@@ -348,8 +374,18 @@ impl Default for RawStore {
         RawStore {
             path: default_store_path(),
             messages_per_channel: default_messages_per_channel(),
+            backfill_max_messages: default_backfill_max_messages(),
+            backfill_max_age_s: default_backfill_max_age_s(),
         }
     }
+}
+
+fn default_backfill_max_messages() -> Spanned<u64> {
+    Spanned::new(0..0, 1000)
+}
+
+fn default_backfill_max_age_s() -> Spanned<u64> {
+    Spanned::new(0..0, 86_400)
 }
 
 fn default_messages_per_channel() -> Spanned<u64> {

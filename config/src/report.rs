@@ -28,24 +28,40 @@ pub struct Report {
     pub problems: Vec<Problem>,
 }
 
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Report {
+    /// The first line `check-config` prints: `FILE: N problems found`.
+    pub fn headline(&self) -> String {
         let count = self.problems.len();
-        writeln!(
-            f,
+        format!(
             "{}: {} problem{} found",
             self.file,
             count,
             if count == 1 { "" } else { "s" }
-        )?;
-        for p in &self.problems {
-            if p.line == 0 {
-                write!(f, "{}: ", self.file)?;
-            } else {
-                write!(f, "{}:{}:{}: ", self.file, p.line, p.column)?;
-            }
-            writeln!(f, "{}: {}", p.key_path, p.message)?;
-            writeln!(f, "  help: {}", p.help)?;
+        )
+    }
+
+    /// Each problem as `check-config` prints it: `FILE:LINE:COL: KEY: MESSAGE`, then
+    /// `  help: …` on the next line.
+    pub fn problem_texts(&self) -> Vec<String> {
+        self.problems
+            .iter()
+            .map(|p| {
+                let place = if p.line == 0 {
+                    self.file.clone()
+                } else {
+                    format!("{}:{}:{}", self.file, p.line, p.column)
+                };
+                format!("{place}: {}: {}\n  help: {}", p.key_path, p.message, p.help)
+            })
+            .collect()
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{}", self.headline())?;
+        for text in self.problem_texts() {
+            writeln!(f, "{text}")?;
         }
         Ok(())
     }

@@ -59,6 +59,13 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
             .api_base_url
             .as_ref()
             .and_then(|url| base_url(url, c)),
+        invalid_request_percent: bounded_because(
+            &raw.discord.invalid_request_percent,
+            "discord.invalid_request_percent",
+            1..=100,
+            "percent of Discord's 10,000 invalid requests per 10 minutes",
+            c,
+        ) as u8,
     };
     let toolserver = ToolserverConfig {
         bind: bind(&raw.toolserver.bind, c),
@@ -68,6 +75,7 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
             c,
         ),
         insecure_no_auth: raw.toolserver.insecure_no_auth,
+        metrics_public: *raw.toolserver.metrics_public.get_ref(),
         call_timeout: std::time::Duration::from_secs(bounded(
             &raw.toolserver.call_timeout_s,
             "toolserver.call_timeout_s",
@@ -134,6 +142,17 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
             "serving without a token is only allowed on 127.0.0.1 or [::1]: bind loopback, or set an operator token and remove insecure_no_auth",
         );
     }
+    if toolserver.metrics_public && !toolserver.bind.ip().is_loopback() {
+        c.add(
+            Some(raw.toolserver.metrics_public.span()),
+            "toolserver.metrics_public",
+            format!(
+                "metrics_public is set but the tool server binds {}, which is not loopback",
+                toolserver.bind
+            ),
+            "/metrics is served without a token only on 127.0.0.1 or [::1]: bind loopback, or remove metrics_public and scrape with the operator token",
+        );
+    }
     if raw.store.path.trim().is_empty() {
         c.add(
             None,
@@ -149,6 +168,20 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
             1..=1_000_000,
             c,
         ) as usize,
+        backfill_max_messages: bounded_because(
+            &raw.store.backfill_max_messages,
+            "store.backfill_max_messages",
+            0..=10_000,
+            "missed messages fetched per channel after a fresh identify; 0 turns backfill off",
+            c,
+        ) as usize,
+        backfill_max_age: std::time::Duration::from_secs(bounded_because(
+            &raw.store.backfill_max_age_s,
+            "store.backfill_max_age_s",
+            60..=2_592_000,
+            "seconds: missed messages older than this are not fetched",
+            c,
+        )),
         path: raw.store.path,
     };
     let agent = raw
@@ -286,6 +319,32 @@ fn agent_config(
         1..=256,
         c,
     ) as usize;
+    let missed_triggers = match raw
+        .missed_triggers
+        .as_ref()
+        .map(|m| (m, m.get_ref().as_str()))
+    {
+        None | Some((_, "reply")) => crate::MissedTriggers::Reply,
+        Some((_, "ignore")) => crate::MissedTriggers::Ignore,
+        Some((value, other)) => {
+            c.add(
+                Some(value.span()),
+                "agent.missed_triggers",
+                format!("unknown value '{other}'"),
+                "use missed_triggers = \"reply\" (answer triggers missed while the gateway was away, when younger than agent.missed_max_age_s) or \"ignore\"",
+            );
+            crate::MissedTriggers::Reply
+        }
+    };
+    // Answered triggers are remembered for eight days (the store's record), so a missed
+    // trigger may be at most a week old to be answered once only.
+    let missed_max_age = std::time::Duration::from_secs(bounded_because(
+        &raw.missed_max_age_s,
+        "agent.missed_max_age_s",
+        1..=604_800,
+        "seconds; at most a week",
+        c,
+    ));
     let active_channel_ids = ids(&raw.active_channel_ids, "agent.active_channel_ids", c);
     let allow_bots = ids(&raw.allow_bots, "agent.allow_bots", c);
     let max_bot_turns = bounded(&raw.max_bot_turns, "agent.max_bot_turns", 1..=100, c) as u32;
@@ -343,6 +402,8 @@ fn agent_config(
         trusted_users,
         stream,
         stream_interval,
+        missed_triggers,
+        missed_max_age,
     };
     Some(config)
 }

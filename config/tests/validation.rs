@@ -240,6 +240,19 @@ fn api_base_url_must_be_http() {
 }
 
 #[test]
+fn invalid_request_percent_defaults_to_half_and_is_bounded() {
+    let config = Config::parse("", "t").unwrap();
+    assert_eq!(config.discord.invalid_request_percent, 50);
+    let config = Config::parse("[discord]\ninvalid_request_percent = 20\n", "t").unwrap();
+    assert_eq!(config.discord.invalid_request_percent, 20);
+    for bad in ["0", "101", "-1", "\"half\"", "0.5"] {
+        let found = problems(&format!("[discord]\ninvalid_request_percent = {bad}\n"));
+        assert_eq!(found.len(), 1, "{bad}: {found:#?}");
+        assert!(found[0].contains("invalid_request_percent"), "{found:#?}");
+    }
+}
+
+#[test]
 fn toml_syntax_errors_are_located() {
     let found = problems("[discord\nallow_dms = true\n");
     assert!(!found.is_empty());

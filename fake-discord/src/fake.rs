@@ -116,6 +116,10 @@ pub struct ChannelPatch {
     /// Archives (true) or unarchives a thread; the bot's sends to an archived one answer 50083.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archived: Option<bool>,
+    /// Locks (true) or unlocks a thread, as a moderator would: the bot cannot unarchive a
+    /// locked thread (50013), and its sends answer 50083 while it is archived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locked: Option<bool>,
     /// Shows the channel to the bot, or hides it: a channel being hidden sends one last
     /// CHANNEL_UPDATE (or THREAD_UPDATE), then no events, and the bot's REST calls answer 50001.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -207,6 +211,10 @@ pub enum GatewayFaultKind {
     Reconnect,
     /// Send op 9 INVALID_SESSION (not resumable).
     InvalidSession,
+    /// Close the socket with a gateway close code, 4000 to 4999 (`{"close": 4014}`), with
+    /// Discord's reason for it: 4004 authentication failed, 4012 invalid API version, 4013
+    /// invalid intents, 4014 disallowed intents, ...
+    Close(u16),
 }
 
 /// Counters (`GET /_fake/state`).
@@ -412,6 +420,10 @@ pub(crate) fn create_channel(s: &Shared, c: NewChannel) -> Result<Value, Control
         bot_can_send: c.bot_can_send,
         bot_can_manage_messages: c.bot_can_manage_messages,
         archived: false,
+        locked: false,
+        auto_archive_minutes: 1440,
+        archive_ms: now_ms(),
+        members: Vec::new(),
         recipient_id: None,
         last_message_id: None,
         message_count: 0,
@@ -447,7 +459,13 @@ pub(crate) fn update_channel(
         after.topic = Some(topic);
     }
     if let Some(archived) = p.archived {
+        if archived != after.archived {
+            after.archive_ms = now_ms();
+        }
         after.archived = archived;
+    }
+    if let Some(locked) = p.locked {
+        after.locked = locked;
     }
     if let Some(v) = p.bot_can_see {
         after.bot_can_see = v;
@@ -671,10 +689,25 @@ pub(crate) fn commands(s: &Shared) -> Value {
 pub(crate) fn inject_fault(s: &Shared, fault: Fault) -> Result<usize, ControlError> {
     if fault.rest.is_none() && fault.gateway.is_none() {
         return Err(ControlError::BadBody(
-            "give `rest` ({\"status\",\"count\",\"retry_after\"}) or `gateway` (\"drop\", \"reconnect\", \"invalid_session\")"
+            "give `rest` ({\"status\",\"count\",\"retry_after\"}) or `gateway` (\"drop\", \"reconnect\", \"invalid_session\", {\"close\": 4000..4999})"
                 .to_string(),
         ));
     }
+    // Checked before anything is queued, so a refused fault leaves no half behind.
+    let gateway = match fault.gateway {
+        None => None,
+        Some(GatewayFaultKind::Drop) => Some(GatewayFault::Drop),
+        Some(GatewayFaultKind::Reconnect) => Some(GatewayFault::Reconnect),
+        Some(GatewayFaultKind::InvalidSession) => Some(GatewayFault::InvalidSession),
+        Some(GatewayFaultKind::Close(code)) if (4000..=4999).contains(&code) => {
+            Some(GatewayFault::Close(code))
+        }
+        Some(GatewayFaultKind::Close(code)) => {
+            return Err(ControlError::BadBody(format!(
+                "gateway.close must be a gateway close code from 4000 to 4999, not {code}"
+            )))
+        }
+    };
     if let Some(rest) = fault.rest {
         if !(400..=599).contains(&rest.status) {
             return Err(ControlError::BadBody(
@@ -700,12 +733,7 @@ pub(crate) fn inject_fault(s: &Shared, fault: Fault) -> Result<usize, ControlErr
         });
     }
     let mut affected = 0;
-    if let Some(kind) = fault.gateway {
-        let fault = match kind {
-            GatewayFaultKind::Drop => GatewayFault::Drop,
-            GatewayFaultKind::Reconnect => GatewayFault::Reconnect,
-            GatewayFaultKind::InvalidSession => GatewayFault::InvalidSession,
-        };
+    if let Some(fault) = gateway {
         affected = s.hub.inject(fault);
     }
     Ok(affected)

@@ -102,6 +102,7 @@ async fn serve(
                 None | Some(Outbound::Drop) => Err(End::Drop),
                 Some(Outbound::Frame(frame)) => send(socket, &frame).await,
                 Some(Outbound::Reconnect) => send(socket, r#"{"op":7,"s":null,"t":null,"d":null}"#).await,
+                Some(Outbound::Close(code)) => Err(End::Close(code, close_reason(code))),
                 Some(Outbound::InvalidSession) => {
                     if let Some(session) = shared.hub.session_of(connection) {
                         shared.hub.invalidate(&session);
@@ -114,6 +115,27 @@ async fn serve(
         if let Err(end) = step {
             return end;
         }
+    }
+}
+
+/// Discord's reason text for a gateway close code.
+fn close_reason(code: u16) -> &'static str {
+    match code {
+        4000 => "Unknown error.",
+        4001 => "Unknown opcode.",
+        4002 => "Error while decoding payload.",
+        4003 => "Not authenticated.",
+        4004 => "Authentication failed.",
+        4005 => "Already authenticated.",
+        4007 => "Invalid seq.",
+        4008 => "Rate limited.",
+        4009 => "Session timed out.",
+        4010 => "Invalid shard.",
+        4011 => "Sharding required.",
+        4012 => "Invalid API version.",
+        4013 => "Invalid intent(s).",
+        4014 => "Disallowed intent(s).",
+        _ => "Closed.",
     }
 }
 

@@ -55,6 +55,8 @@ pub enum Outbound {
     Reconnect,
     /// Send op 9 INVALID_SESSION (not resumable) and forget the session.
     InvalidSession,
+    /// Close the socket with this close code (and Discord's reason for it).
+    Close(u16),
 }
 
 /// A gateway fault injected through the control API.
@@ -63,6 +65,7 @@ pub enum GatewayFault {
     Drop,
     Reconnect,
     InvalidSession,
+    Close(u16),
 }
 
 #[derive(Debug)]
@@ -374,6 +377,7 @@ impl Hub {
                 GatewayFault::Drop => Outbound::Drop,
                 GatewayFault::Reconnect => Outbound::Reconnect,
                 GatewayFault::InvalidSession => Outbound::InvalidSession,
+                GatewayFault::Close(code) => Outbound::Close(code),
             };
             if tx.try_send(msg).is_ok() {
                 count += 1;

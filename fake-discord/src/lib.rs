@@ -4,7 +4,8 @@
 //! for serenity 0.12 and poise 0.7 to run against it unchanged, and it is strict where Discord
 //! is strict (field limits, permissions, unknown ids, Discord's error JSON), so it catches bugs
 //! instead of hiding them. A control API under `/_fake/` lets tests act as users, read what the
-//! bot did (`GET /_fake/requests`) and inject faults (429s, 500s, dropped sockets, op 7, op 9).
+//! bot did (`GET /_fake/requests`, each request with the status it got) and inject faults (429s,
+//! 500s, dropped sockets, op 7, op 9).
 //! It binds loopback only and keeps every store bounded.
 //!
 //! Point serenity at it with `HttpBuilder::new(token).proxy(fake.base_url())
@@ -55,6 +56,18 @@
 //! [`UserMessage::attachments`] (`POST /_fake/messages` with
 //! `"attachments": [{"filename", "content_base64", "content_type"?}]`). Filenames are kept
 //! verbatim, `../../etc/passwd` included: whoever saves them must sanitize.
+//!
+//! # Rate limits
+//!
+//! REST requests are held to Discord's limits ([`RateLimits`], set with
+//! [`FakeOptions::rate_limits`]): per-route buckets split by channel, guild or webhook (message
+//! creates 5 per 5 s per channel, edits 5 per 5 s, deletes 5 per 1 s, the bot's reactions 1 per
+//! 250 ms, everything else 50 per 1 s) and 50 requests per second across all of them
+//! (interaction callbacks and follow-ups excepted). Every answer carries `X-RateLimit-Limit`,
+//! `-Remaining`, `-Reset`, `-Reset-After` and `-Bucket`; a request over a limit answers 429
+//! `{"message","retry_after","global","code":0}` with `Retry-After`, `X-RateLimit-Scope`
+//! (`user` or `global`) and, for the global limit, `X-RateLimit-Global: true`. Injected faults
+//! and the token check come first and spend nothing; the request log records every status.
 //!
 //! # The world file
 //!
@@ -118,6 +131,7 @@ pub use fake::{
 pub use hub::{intents, HubLimits};
 /// Discord ids: the workspace's one id type, re-exported.
 pub use protocol::Snowflake;
+pub use rest::ratelimit::{RateLimits, Window};
 pub use state::{Limits, RecordedPart, RecordedRequest};
 pub use validation::{MAX_CONTENT_CHARS, MAX_NONCE_CHARS};
 pub use world::{
@@ -162,6 +176,8 @@ pub struct FakeOptions {
     /// attachments); a larger one answers 413 `{"code":40005}`. Default
     /// [`DEFAULT_MAX_UPLOAD_BYTES`] (10 MiB, Discord's default).
     pub max_upload_bytes: usize,
+    /// The rate limits REST requests are held to (default: Discord's, [`RateLimits::discord`]).
+    pub rate_limits: RateLimits,
 }
 
 impl Default for FakeOptions {
@@ -171,6 +187,7 @@ impl Default for FakeOptions {
             limits: Limits::default(),
             hub: HubLimits::default(),
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
+            rate_limits: RateLimits::discord(),
         }
     }
 }
@@ -222,7 +239,7 @@ impl FakeDiscord {
             base_url: format!("http://{local}"),
             gateway_url: format!("ws://{local}"),
             heartbeat_interval_ms: options.heartbeat_interval_ms.max(1),
-            rates: rest::ratelimit::RateBook::default(),
+            rates: rest::ratelimit::RateBook::new(options.rate_limits),
             max_upload_bytes: options.max_upload_bytes,
             max_request_bytes: rest::max_request_bytes(options.max_upload_bytes),
             world: Arc::new(world),

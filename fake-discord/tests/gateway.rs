@@ -213,3 +213,32 @@ async fn garbage_frames_get_discord_close_codes() {
     let mut gw = Gateway::connect(&fake.gateway_url()).await;
     gw.identify(ALL_INTENTS, 1).await;
 }
+
+#[tokio::test]
+async fn a_close_code_on_demand_reaches_every_connection() {
+    let fake = FakeDiscord::start(World::demo()).await.expect("start");
+    let mut gw = Gateway::connect(&fake.gateway_url()).await;
+    gw.identify(ALL_INTENTS, 1).await;
+    let affected = fake
+        .inject_fault(gateway_fault(GatewayFaultKind::Close(4014)))
+        .expect("fault");
+    assert_eq!(affected, 1);
+    assert_eq!(gw.close_code().await, Some(4014));
+    // Not a gateway close code: refused, the REST half too.
+    for code in [1000, 3999, 5000] {
+        assert!(fake
+            .inject_fault(Fault {
+                rest: Some(fake_discord::RestFault {
+                    status: 500,
+                    count: 1,
+                    retry_after: None,
+                    path_contains: None,
+                }),
+                gateway: Some(GatewayFaultKind::Close(code)),
+            })
+            .is_err());
+    }
+    // The close fault reads as `{"close": 4014}` on the control API.
+    let parsed: Fault = serde_json::from_value(json!({"gateway": {"close": 4012}})).unwrap();
+    assert_eq!(parsed.gateway, Some(GatewayFaultKind::Close(4012)));
+}

@@ -6,7 +6,7 @@ mod common;
 use std::time::Instant;
 
 use common::{get, http, post};
-use fake_discord::{demo, FakeDiscord, World};
+use fake_discord::{demo, FakeDiscord, FakeOptions, RateLimits, World};
 use serde_json::{json, Value};
 
 fn messages_path(channel: u64) -> String {
@@ -419,6 +419,86 @@ async fn every_answer_carries_rate_limit_headers() {
     ] {
         assert!(a.header(h).is_some(), "missing {h}: {:?}", a.headers);
     }
+}
+
+#[tokio::test]
+async fn a_sixth_create_in_five_seconds_is_refused_like_discord() {
+    let fake = start().await;
+    let base = fake.base_url();
+    let mut remaining = Vec::new();
+    for n in 0..5 {
+        let a = post(
+            &base,
+            &messages_path(demo::OPS),
+            &json!({"content": format!("m{n}")}),
+        )
+        .await;
+        assert_eq!(a.status, 200, "{}", a.text);
+        remaining.push(
+            a.header("x-ratelimit-remaining")
+                .unwrap_or_default()
+                .to_owned(),
+        );
+        assert_eq!(a.header("x-ratelimit-limit"), Some("5"));
+    }
+    assert_eq!(remaining, ["4", "3", "2", "1", "0"]);
+    let refused = post(&base, &messages_path(demo::OPS), &json!({"content": "m5"})).await;
+    assert_eq!(refused.status, 429, "{}", refused.text);
+    assert_eq!(refused.body["global"], false);
+    let retry_after = refused.body["retry_after"].as_f64().expect("retry_after");
+    assert!(retry_after > 0.0 && retry_after <= 5.0, "{retry_after}");
+    assert_eq!(refused.header("x-ratelimit-scope"), Some("user"));
+    assert_eq!(refused.header("x-ratelimit-remaining"), Some("0"));
+    assert!(refused.header("x-ratelimit-global").is_none());
+    assert!(refused.header("retry-after").is_some());
+    // Other channels have buckets of their own, under the same bucket hash.
+    let other = post(
+        &base,
+        &messages_path(demo::RANDOM),
+        &json!({"content": "elsewhere"}),
+    )
+    .await;
+    assert_eq!(other.status, 200, "{}", other.text);
+    assert_eq!(
+        other.header("x-ratelimit-bucket"),
+        refused.header("x-ratelimit-bucket")
+    );
+    // The refusal is in the log with its status, and nothing was posted.
+    let statuses: Vec<u16> = fake.requests().iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [200, 200, 200, 200, 200, 429, 200]);
+    assert_eq!(fake.channel_messages(demo::OPS.into()).unwrap().len(), 5);
+}
+
+#[tokio::test]
+async fn the_global_limit_answers_a_global_429() {
+    use std::net::{Ipv4Addr, SocketAddr};
+    let fake = FakeDiscord::start_with(
+        World::demo(),
+        SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+        FakeOptions {
+            rate_limits: RateLimits {
+                global_per_second: 3,
+                ..RateLimits::discord()
+            },
+            ..FakeOptions::default()
+        },
+    )
+    .await
+    .expect("start");
+    let base = fake.base_url();
+    let mut statuses = Vec::new();
+    let started = Instant::now();
+    for _ in 0..4 {
+        statuses.push(get(&base, "/api/v10/users/@me").await);
+    }
+    if started.elapsed().as_millis() < 900 {
+        let refused = &statuses[3];
+        assert_eq!(refused.status, 429, "{}", refused.text);
+        assert_eq!(refused.body["global"], true);
+        assert_eq!(refused.header("x-ratelimit-global"), Some("true"));
+        assert_eq!(refused.header("x-ratelimit-scope"), Some("global"));
+    }
+    assert!(statuses[..3].iter().all(|a| a.status == 200));
 }
 
 #[tokio::test]

@@ -5,11 +5,12 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::net::{Ipv4Addr, SocketAddr};
 
 use common::{within, Gateway, ALL_INTENTS};
 use fake_discord::{
-    demo, ChannelPatch, FakeDiscord, NewAttachment, NewChannel, SlashCommand, Snowflake,
-    UserMessage, World,
+    demo, ChannelPatch, FakeDiscord, FakeOptions, NewAttachment, NewChannel, RateLimits,
+    SlashCommand, Snowflake, UserMessage, Window, World,
 };
 use serenity::all as s;
 use serenity::model::event::{Event, GatewayEvent};
@@ -43,7 +44,26 @@ fn id_of(v: &serde_json::Value) -> Snowflake {
 
 #[tokio::test]
 async fn serenity_parses_everything() {
-    let fake = FakeDiscord::start(World::demo()).await.expect("start");
+    // serenity's own ratelimiter is off (it would talk to discord.com) and this test is about
+    // parsing, not pacing: every bucket is widened out of the way.
+    let wide = Window::new(1_000, 1_000);
+    let fake = FakeDiscord::start_with(
+        World::demo(),
+        SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+        FakeOptions {
+            rate_limits: RateLimits {
+                global_per_second: 1_000,
+                message_create: wide,
+                message_edit: wide,
+                message_delete: wide,
+                reaction: wide,
+                other: wide,
+            },
+            ..FakeOptions::default()
+        },
+    )
+    .await
+    .expect("start");
     let mut gw = Gateway::connect(&fake.gateway_url()).await;
     gw.identify(ALL_INTENTS, 1).await;
     let http = http(&fake);

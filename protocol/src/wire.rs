@@ -30,7 +30,9 @@ pub struct CallRequest {
 pub struct Health {
     /// `ok` or `degraded`.
     pub status: String,
-    /// `ready`, `connecting`, `down`, or `none` (no Discord behind this server).
+    /// `ready` (live, and nothing posted while away is missing), `connecting`, `resuming`,
+    /// `backfilling` (live again, still fetching what was posted while away), `down`, or
+    /// `none` (no Discord behind this server).
     pub discord: String,
     /// The server's version.
     pub version: String,
@@ -51,6 +53,54 @@ pub struct ToolEntry {
     /// The field that bare command-line words fill (`text` for send), if any.
     #[serde(default)]
     pub primary: Option<String>,
+    /// A short name for people ("Send a message").
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub title: String,
+    /// What a call does to the world beyond `mutating` (MCP's tool annotations).
+    #[serde(default)]
+    pub effects: Effects,
+    /// The JSON Schema of its answer (the `value` of `{"ok":true,"value":…}`), an object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+}
+
+/// What a call does to the world, as MCP's tool annotations say it (`readOnlyHint` is
+/// `!mutating`). Each callable declares its own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Effects {
+    /// A mutating call may destroy or overwrite what exists (delete, edit, remove); false:
+    /// it only adds.
+    #[serde(default)]
+    pub destructive: bool,
+    /// Calling it again with the same input changes nothing more.
+    #[serde(default)]
+    pub idempotent: bool,
+    /// It reaches beyond the server: people and content on the chat platform.
+    #[serde(default)]
+    pub open_world: bool,
+}
+
+impl Effects {
+    /// A read of the chat platform: idempotent, open world.
+    pub const READ: Effects = Effects {
+        destructive: false,
+        idempotent: true,
+        open_world: true,
+    };
+    /// Adds to the chat platform (a new message, a workflow): not idempotent, open world.
+    pub const ADD: Effects = Effects {
+        destructive: false,
+        idempotent: false,
+        open_world: true,
+    };
+    /// Overwrites or removes on the chat platform (edit, delete, cancel): destructive,
+    /// idempotent, open world.
+    pub const OVERWRITE: Effects = Effects {
+        destructive: true,
+        idempotent: true,
+        open_world: true,
+    };
 }
 
 /// An example invocation, as CLI words and as JSON input.

@@ -13,7 +13,9 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use fake_discord::{demo, FakeDiscord, RecordedRequest, UserMessage, World};
+use fake_discord::{
+    demo, FakeDiscord, FakeOptions, RateLimits, RecordedRequest, UserMessage, Window, World,
+};
 use serde_json::Value;
 
 /// How long switchboard may take to log its ready line.
@@ -115,13 +117,38 @@ impl Fake {
     }
 
     pub fn start_world(world: World) -> Fake {
+        Fake::start_with(world, FakeOptions::default())
+    }
+
+    /// The demo world with every rate-limit bucket widened out of the way (1,000 per second):
+    /// for tests about switchboard's own throttling, not Discord's.
+    pub fn start_unthrottled() -> Fake {
+        let wide = Window::new(1_000, 1_000);
+        Fake::start_with(
+            World::demo(),
+            FakeOptions {
+                rate_limits: RateLimits {
+                    global_per_second: 1_000,
+                    message_create: wide,
+                    message_edit: wide,
+                    message_delete: wide,
+                    reaction: wide,
+                    other: wide,
+                },
+                ..FakeOptions::default()
+            },
+        )
+    }
+
+    pub fn start_with(world: World, options: FakeOptions) -> Fake {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .expect("tokio runtime");
+        let addr = std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
         let fake = runtime
-            .block_on(FakeDiscord::start(world))
+            .block_on(FakeDiscord::start_with(world, addr, options))
             .expect("start the fake Discord");
         Fake { fake, runtime }
     }
@@ -632,6 +659,15 @@ impl Switchboard {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Waits (bounded) for switchboard to exit by itself; returns the status and the whole log.
+    pub fn wait_exit(mut self, timeout: Duration) -> (Option<ExitStatus>, String) {
+        let status = wait_bounded(&mut self.child, timeout);
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        (status, self.stderr())
     }
 
     /// SIGKILL, then reap.

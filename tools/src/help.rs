@@ -295,6 +295,9 @@ mod tests {
                 }),
                 mutating: true,
                 primary: Some("text".into()),
+                title: "Send a message".into(),
+                effects: protocol::Effects::ADD,
+                output_schema: None,
             },
             help: "Mentions are rewritten.".into(),
             examples: vec![Example {

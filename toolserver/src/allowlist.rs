@@ -36,13 +36,21 @@ enum Looked {
     },
 }
 
-/// The allowlist from `[discord]`, plus a bounded memo of channels looked up on a cache miss.
-#[derive(Debug, Default)]
-pub struct Allowlist {
+/// What `[discord]` allows, as one config file says it: a reload swaps it whole.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct AllowRules {
     guilds: HashSet<Snowflake>,
     channels: HashSet<Snowflake>,
     categories: HashSet<Snowflake>,
     allow_dms: bool,
+}
+
+/// The allowlist from `[discord]` (the rules in force, swapped by a reload), plus a bounded memo
+/// of channels looked up on a cache miss (where channels are does not change with the config,
+/// so it outlives a reload).
+#[derive(Debug, Default)]
+pub struct Allowlist {
+    rules: crate::live::Live<AllowRules>,
     memo: DashMap<Snowflake, (Looked, Instant)>,
 }
 
@@ -97,16 +105,15 @@ fn found_or_missing(channel_id: Snowflake, looked: Looked) -> Result<ChannelLoca
     }
 }
 
-impl Allowlist {
-    /// The allowlist `[discord]` configures (`allowed_guild_ids`, `allowed_channel_ids`,
-    /// `allowed_category_ids`, `allow_dms`), with nothing looked up yet.
+impl AllowRules {
+    /// The rules `[discord]` configures (`allowed_guild_ids`, `allowed_channel_ids`,
+    /// `allowed_category_ids`, `allow_dms`).
     pub fn new(config: &DiscordConfig) -> Self {
-        Allowlist {
+        AllowRules {
             guilds: config.allowed_guild_ids.iter().copied().collect(),
             channels: config.allowed_channel_ids.iter().copied().collect(),
             categories: config.allowed_category_ids.iter().copied().collect(),
             allow_dms: config.allow_dms,
-            memo: DashMap::new(),
         }
     }
 
@@ -139,7 +146,7 @@ impl Allowlist {
         }
     }
 
-    /// [`Allowlist::allows`] from what a session cache knows (no lookups): `session` answers
+    /// [`AllowRules::allows`] from what a session cache knows (no lookups): `session` answers
     /// a channel's location when the cache has it. Unknown channels are not allowed.
     pub fn allows_cached(
         &self,
@@ -172,6 +179,63 @@ impl Allowlist {
             SessionKind::Channel | SessionKind::Forum => location.parent_channel_id,
             SessionKind::Dm | SessionKind::Category => None,
         }
+    }
+
+    /// Every listed channel, category and guild is empty and DMs are off: nothing is allowed.
+    pub fn is_empty(&self) -> bool {
+        self.guilds.is_empty()
+            && self.channels.is_empty()
+            && self.categories.is_empty()
+            && !self.allow_dms
+    }
+
+    /// Whether `id` is written in `allowed_channel_ids` (to warn when it names a category).
+    pub fn lists_channel(&self, id: Snowflake) -> bool {
+        self.channels.contains(&id)
+    }
+}
+
+impl Allowlist {
+    /// The allowlist `[discord]` configures, with nothing looked up yet.
+    pub fn new(config: &DiscordConfig) -> Self {
+        Allowlist::with_rules(AllowRules::new(config))
+    }
+
+    /// An allowlist applying `rules`, with nothing looked up yet.
+    pub fn with_rules(rules: AllowRules) -> Self {
+        Allowlist {
+            rules: crate::live::Live::new(rules),
+            memo: DashMap::new(),
+        }
+    }
+
+    /// The rules in force now.
+    pub fn rules(&self) -> std::sync::Arc<AllowRules> {
+        self.rules.load()
+    }
+
+    /// Puts reloaded rules in force for the next check.
+    pub(crate) fn set_rules(&self, rules: std::sync::Arc<AllowRules>) {
+        self.rules.store(rules);
+    }
+
+    /// [`AllowRules::allows`] with the rules in force now.
+    pub fn allows(
+        &self,
+        channel_id: Snowflake,
+        location: &ChannelLocation,
+        category: Option<Snowflake>,
+    ) -> bool {
+        self.rules.load().allows(channel_id, location, category)
+    }
+
+    /// [`AllowRules::allows_cached`] with the rules in force now.
+    pub fn allows_cached(
+        &self,
+        channel_id: Snowflake,
+        session: impl Fn(Snowflake) -> Option<ChannelLocation>,
+    ) -> bool {
+        self.rules.load().allows_cached(channel_id, session)
     }
 
     /// Where a channel is: the surface's cache, else the memo, else one `channel_info` lookup
@@ -231,14 +295,25 @@ impl Allowlist {
         surface: &dyn Surface,
         channel_id: Snowflake,
     ) -> Result<ChannelLocation, ToolError> {
-        if self.is_empty() {
+        self.check_with(&self.rules.load(), surface, channel_id)
+            .await
+    }
+
+    /// [`Allowlist::check`] with `rules`: the ones a call started with.
+    pub async fn check_with(
+        &self,
+        rules: &AllowRules,
+        surface: &dyn Surface,
+        channel_id: Snowflake,
+    ) -> Result<ChannelLocation, ToolError> {
+        if rules.is_empty() {
             return Err(ToolError::denied(
                 ErrorCode::AllowlistEmpty,
                 format!("Channel {channel_id} is not allowed: the allowlist is empty, so every channel is denied. Add ids to discord.allowed_channel_ids or discord.allowed_guild_ids."),
             ));
         }
         let location = self.locate(surface, channel_id).await?;
-        let category = if self.categories.is_empty() {
+        let category = if rules.categories.is_empty() {
             None
         } else {
             match location.kind {
@@ -250,27 +325,24 @@ impl Allowlist {
                         .and_then(|p| p.parent_channel_id),
                     None => None,
                 },
-                _ => self.category_of(&location, |_| None),
+                _ => rules.category_of(&location, |_| None),
             }
         };
-        if self.allows(channel_id, &location, category) {
+        if rules.allows(channel_id, &location, category) {
             Ok(location)
         } else {
             Err(refusal(channel_id, &location))
         }
     }
 
-    /// Every listed channel, category and guild is empty and DMs are off: nothing is allowed.
+    /// Whether nothing is allowed under the rules in force now.
     pub fn is_empty(&self) -> bool {
-        self.guilds.is_empty()
-            && self.channels.is_empty()
-            && self.categories.is_empty()
-            && !self.allow_dms
+        self.rules.load().is_empty()
     }
 
-    /// Whether `id` is written in `allowed_channel_ids` (to warn when it names a category).
+    /// Whether `id` is written in `allowed_channel_ids` under the rules in force now.
     pub fn lists_channel(&self, id: Snowflake) -> bool {
-        self.channels.contains(&id)
+        self.rules.load().lists_channel(id)
     }
 
     /// How many lookups are remembered (for tests and metrics).
@@ -289,11 +361,11 @@ mod tests {
     const THREAD_IN_CATEGORY: Snowflake = Snowflake(1000000000000000602);
 
     fn allowlist(channels: &[Snowflake], categories: &[Snowflake]) -> Allowlist {
-        Allowlist {
+        Allowlist::with_rules(AllowRules {
             channels: channels.iter().copied().collect(),
             categories: categories.iter().copied().collect(),
-            ..Allowlist::default()
-        }
+            ..AllowRules::default()
+        })
     }
 
     fn location(kind: SessionKind, parent: Option<Snowflake>) -> ChannelLocation {

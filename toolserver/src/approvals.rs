@@ -163,10 +163,18 @@ pub struct AskRequest {
 /// Every approval in progress.
 pub struct Approvals {
     pending: Mutex<HashMap<String, Pending>>,
+    /// Who decides, and how long an ask waits: a reload swaps it (an ask already waiting keeps
+    /// its deadline; a click is judged by the approvers in force when it comes).
+    policy: crate::live::Live<ApprovalPolicy>,
+    ledger: Arc<dyn Ledger>,
+}
+
+/// `permissions.approvers`, `permissions.console_approves`, `permissions.ask_timeout_s`.
+#[derive(Debug)]
+struct ApprovalPolicy {
     approvers: Vec<Principal>,
     console_approves: bool,
     timeout: Duration,
-    ledger: Arc<dyn Ledger>,
 }
 
 fn now_ms() -> u64 {
@@ -202,11 +210,22 @@ impl Approvals {
     ) -> Self {
         Approvals {
             pending: Mutex::new(HashMap::new()),
-            approvers,
-            console_approves,
-            timeout,
+            policy: crate::live::Live::new(ApprovalPolicy {
+                approvers,
+                console_approves,
+                timeout,
+            }),
             ledger,
         }
+    }
+
+    /// Puts reloaded `[permissions]` in force for the next ask and the next decision.
+    pub(crate) fn set_policy(&self, permissions: &switchboard_config::Permissions) {
+        self.policy.store(Arc::new(ApprovalPolicy {
+            approvers: permissions.approvers.clone(),
+            console_approves: permissions.console_approves,
+            timeout: permissions.ask_timeout,
+        }));
     }
 
     /// The same approvals, kept in `ledger`.
@@ -238,6 +257,7 @@ impl Approvals {
             Ok(hex) => format!("apr_{hex}"),
             Err(_) => return Outcome::Expired,
         };
+        let timeout = self.policy.load().timeout;
         let hash = binding(
             &request.tool,
             &request.input,
@@ -255,7 +275,7 @@ impl Approvals {
             run: request.run,
             tool_call_id: request.tool_call_id,
             state: ApprovalState::Pending {
-                expires_at_ms: now_ms() + self.timeout.as_millis() as u64,
+                expires_at_ms: now_ms() + timeout.as_millis() as u64,
             },
         };
         let (tx, rx) = oneshot::channel();
@@ -281,7 +301,7 @@ impl Approvals {
                 tracing::warn!(approval = %id, %error, "could not post the approval request; it waits for the console or the timeout");
             }
         }
-        let outcome = match tokio::time::timeout(self.timeout, rx).await {
+        let outcome = match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(outcome)) => outcome,
             // Timed out, or the sender went away.
             _ => Outcome::Expired,
@@ -316,15 +336,16 @@ impl Approvals {
         approve: bool,
         redraw: bool,
     ) -> Result<ApprovalCard, DecideError> {
+        let policy = self.policy.load();
         let by = match &decider {
             Decider::Discord { user, roles, name } => {
-                if !any_principal_matches(&self.approvers, *user, roles) {
+                if !any_principal_matches(&policy.approvers, *user, roles) {
                     return Err(DecideError::NotApprover);
                 }
                 format!("@{name}")
             }
             Decider::Console => {
-                if !self.console_approves {
+                if !policy.console_approves {
                     return Err(DecideError::ConsoleNotAllowed);
                 }
                 "console".to_owned()

@@ -199,12 +199,129 @@ fn caller_matches(rule: &CallerMatch, caller: &Caller) -> bool {
     }
 }
 
-/// The governance state: permission rules, session scopes (config, then `/tools` overrides).
-pub struct Governance {
+/// The configured part of governance — permission rules, the aliases rules name sessions by,
+/// and `[sessions.*]` scopes — as one snapshot: a reload swaps it whole, and a call decides
+/// with the one it started with.
+#[derive(Debug, Clone, Default)]
+pub struct GovernanceRules {
     permissions: Permissions,
     aliases: Aliases,
     /// `[sessions.*]` tool scopes from the config.
     configured: HashMap<Snowflake, Vec<String>>,
+}
+
+impl GovernanceRules {
+    /// From the config's permissions, aliases and session scopes.
+    pub fn new(
+        permissions: Permissions,
+        aliases: Aliases,
+        configured: impl IntoIterator<Item = (Snowflake, Vec<String>)>,
+    ) -> Self {
+        GovernanceRules {
+            permissions,
+            aliases,
+            configured: configured.into_iter().collect(),
+        }
+    }
+
+    /// The rules of a validated config.
+    pub fn from_config(config: &switchboard_config::Config) -> Self {
+        GovernanceRules::new(
+            config.permissions.clone(),
+            config.aliases.clone(),
+            config
+                .sessions
+                .iter()
+                .filter_map(|s| s.tool_scope.clone().map(|scope| (s.channel_id, scope))),
+        )
+    }
+
+    /// The permissions config.
+    pub fn permissions(&self) -> &Permissions {
+        &self.permissions
+    }
+
+    fn session_matches(&self, rule: &SessionMatch, session: Snowflake) -> bool {
+        match rule {
+            SessionMatch::Id(id) => *id == session,
+            SessionMatch::AliasGlob(glob) => self
+                .aliases
+                .alias_for(AliasKind::Session, session)
+                .is_some_and(|alias| glob_matches(glob, &entity::normalize_name(alias))),
+        }
+    }
+
+    /// The verdict for one call: for each session it acts in (or once, when it acts in none),
+    /// the last rule that matches decides, else `permissions.default`; across sessions the most
+    /// restrictive verdict wins.
+    pub fn decide(&self, tool_id: &str, caller: &Caller, targets: &[Snowflake]) -> Verdict {
+        let origin = caller.capability().map(|c| c.grant.session_id);
+        let one = |target: Option<Snowflake>| -> Verdict {
+            let rule = self
+                .permissions
+                .rules
+                .iter()
+                .filter(|rule| glob_matches(&rule.tool, tool_id))
+                .filter(|rule| caller_matches(&rule.caller, caller))
+                .filter(|rule| match (&rule.session, target) {
+                    (None, _) => true,
+                    (Some(want), Some(target)) => self.session_matches(want, target),
+                    (Some(_), None) => false,
+                })
+                // The last match decides.
+                .rfind(|rule| match (&rule.origin, origin) {
+                    (None, _) => true,
+                    (Some(want), Some(origin)) => self.session_matches(want, origin),
+                    (Some(_), None) => false,
+                });
+            match rule {
+                Some(rule) => Verdict {
+                    policy: rule.policy,
+                    by: Cow::Owned(rule.name.clone()),
+                },
+                None => Verdict {
+                    policy: self.permissions.default,
+                    by: Cow::Borrowed("permissions.default"),
+                },
+            }
+        };
+        let severity = |policy: Policy| match policy {
+            Policy::Allow => 0,
+            Policy::Ask => 1,
+            Policy::Deny => 2,
+        };
+        if targets.is_empty() {
+            return one(None);
+        }
+        targets
+            .iter()
+            .map(|target| one(Some(*target)))
+            .max_by_key(|verdict| severity(verdict.policy))
+            .unwrap_or_else(|| one(None))
+    }
+
+    /// The rules that can apply to calls acting in `session` (for `/tools`).
+    pub fn rules_for(&self, session: Snowflake) -> Vec<&switchboard_config::Rule> {
+        self.permissions
+            .rules
+            .iter()
+            .filter(|rule| {
+                rule.session
+                    .as_ref()
+                    .is_none_or(|want| self.session_matches(want, session))
+                    || rule
+                        .origin
+                        .as_ref()
+                        .is_some_and(|want| self.session_matches(want, session))
+            })
+            .collect()
+    }
+}
+
+/// The governance state: the configured rules (swapped whole by a reload), `/tools` overrides,
+/// and the ledger.
+pub struct Governance {
+    rules: crate::live::Live<GovernanceRules>,
     /// `/tools` overrides: the explicit callable ids a session's runs may call.
     overrides: RwLock<HashMap<Snowflake, Vec<String>>>,
     ledger: Arc<dyn Ledger>,
@@ -220,9 +337,7 @@ impl Governance {
         ledger: Arc<dyn Ledger>,
     ) -> Self {
         Governance {
-            permissions,
-            aliases,
-            configured: configured.into_iter().collect(),
+            rules: crate::live::Live::new(GovernanceRules::new(permissions, aliases, configured)),
             overrides: RwLock::new(overrides.into_iter().collect()),
             ledger,
         }
@@ -242,9 +357,14 @@ impl Governance {
         }
     }
 
-    /// The permissions config.
-    pub fn permissions(&self) -> &Permissions {
-        &self.permissions
+    /// The configured rules in force now.
+    pub fn rules(&self) -> Arc<GovernanceRules> {
+        self.rules.load()
+    }
+
+    /// Puts reloaded rules in force for the next call.
+    pub(crate) fn set_rules(&self, rules: Arc<GovernanceRules>) {
+        self.rules.store(rules);
     }
 
     /// Where audit rows and overrides are kept.
@@ -262,7 +382,7 @@ impl Governance {
         overrides
             .get(&session)
             .cloned()
-            .or_else(|| self.configured.get(&session).cloned())
+            .or_else(|| self.rules.load().configured.get(&session).cloned())
     }
 
     /// Whether a session's `/tools` override is set.
@@ -311,80 +431,9 @@ impl Governance {
         }
     }
 
-    fn session_matches(&self, rule: &SessionMatch, session: Snowflake) -> bool {
-        match rule {
-            SessionMatch::Id(id) => *id == session,
-            SessionMatch::AliasGlob(glob) => self
-                .aliases
-                .alias_for(AliasKind::Session, session)
-                .is_some_and(|alias| glob_matches(glob, &entity::normalize_name(alias))),
-        }
-    }
-
-    /// The verdict for one call: for each session it acts in (or once, when it acts in none),
-    /// the last rule that matches decides, else `permissions.default`; across sessions the most
-    /// restrictive verdict wins.
+    /// [`GovernanceRules::decide`] with the rules in force now.
     pub fn decide(&self, tool_id: &str, caller: &Caller, targets: &[Snowflake]) -> Verdict {
-        let origin = caller.capability().map(|c| c.grant.session_id);
-        let one = |target: Option<Snowflake>| -> Verdict {
-            let rule = self
-                .permissions
-                .rules
-                .iter()
-                .filter(|rule| glob_matches(&rule.tool, tool_id))
-                .filter(|rule| caller_matches(&rule.caller, caller))
-                .filter(|rule| match (&rule.session, target) {
-                    (None, _) => true,
-                    (Some(want), Some(target)) => self.session_matches(want, target),
-                    (Some(_), None) => false,
-                })
-                .filter(|rule| match (&rule.origin, origin) {
-                    (None, _) => true,
-                    (Some(want), Some(origin)) => self.session_matches(want, origin),
-                    (Some(_), None) => false,
-                })
-                .last();
-            match rule {
-                Some(rule) => Verdict {
-                    policy: rule.policy,
-                    by: Cow::Owned(rule.name.clone()),
-                },
-                None => Verdict {
-                    policy: self.permissions.default,
-                    by: Cow::Borrowed("permissions.default"),
-                },
-            }
-        };
-        let severity = |policy: Policy| match policy {
-            Policy::Allow => 0,
-            Policy::Ask => 1,
-            Policy::Deny => 2,
-        };
-        if targets.is_empty() {
-            return one(None);
-        }
-        targets
-            .iter()
-            .map(|target| one(Some(*target)))
-            .max_by_key(|verdict| severity(verdict.policy))
-            .unwrap_or_else(|| one(None))
-    }
-
-    /// The rules that can apply to calls acting in `session` (for `/tools`).
-    pub fn rules_for(&self, session: Snowflake) -> Vec<&switchboard_config::Rule> {
-        self.permissions
-            .rules
-            .iter()
-            .filter(|rule| {
-                rule.session
-                    .as_ref()
-                    .is_none_or(|want| self.session_matches(want, session))
-                    || rule
-                        .origin
-                        .as_ref()
-                        .is_some_and(|want| self.session_matches(want, session))
-            })
-            .collect()
+        self.rules.load().decide(tool_id, caller, targets)
     }
 }
 

@@ -17,7 +17,6 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::auth::{Caller, CapabilityGrant};
-use crate::coerce::merge_cli_input;
 use crate::error::ToolError;
 use crate::invocation::{parse_id, CallContext};
 use crate::registry::{parse_input, Registry};
@@ -37,7 +36,8 @@ const PRUNE_EVERY: Duration = Duration::from_secs(60);
 type Shared = State<Arc<Core>>;
 
 /// The HTTP API over `core`: `GET /health`, `GET /v1/tools`, `GET /v1/tools/{id}`,
-/// `POST /v1/call` and `POST /v1/capabilities`; other routes answer 404, bodies over
+/// `POST /v1/call`, `POST /v1/batch`, `GET /v1/events` (SSE), `GET /metrics`,
+/// `GET /openapi.json` and `POST /v1/capabilities`; other routes answer 404, bodies over
 /// [`MAX_BODY_BYTES`] 413. Without [`serve`]'s connection limits and pruning.
 pub fn router(core: Arc<Core>) -> Router {
     Router::new()
@@ -47,6 +47,11 @@ pub fn router(core: Arc<Core>) -> Router {
         .route("/v1/call", post(call))
         .route("/v1/capabilities", post(mint_capability))
         .route("/v1/approvals", get(list_approvals))
+        .route("/v1/admin/reload", post(reload))
+        .route("/v1/batch", post(crate::batch::batch))
+        .route("/v1/events", get(crate::events::stream))
+        .route("/metrics", get(crate::metrics::scrape))
+        .route("/openapi.json", get(crate::openapi::serve))
         .fallback(unknown_route)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(core)
@@ -58,6 +63,17 @@ pub fn router(core: Arc<Core>) -> Router {
 /// shutdown, requests in flight get a few seconds to finish.
 pub async fn serve(
     core: Arc<Core>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve_with(core, Router::new(), listener, shutdown).await
+}
+
+/// [`serve`] with `extra` routes beside the API's (the MCP endpoint): the same connection loop,
+/// cap, timeouts and pruning. `extra` must not set a fallback (the API's answers 404).
+pub async fn serve_with(
+    core: Arc<Core>,
+    extra: Router,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -73,7 +89,15 @@ pub async fn serve(
         })
     };
     let limits = core.connection_limits;
-    let result = crate::connections::serve(router(core), listener, limits, shutdown).await;
+    // Event streams never end by themselves: close them when shutdown begins, so draining
+    // does not wait them out.
+    let events = Arc::clone(&core.events);
+    let shutdown = async move {
+        shutdown.await;
+        events.close();
+    };
+    let result =
+        crate::connections::serve(router(core).merge(extra), listener, limits, shutdown).await;
     pruner.abort();
     result
 }
@@ -128,7 +152,7 @@ fn context(core: &Core, headers: &HeaderMap) -> Result<CallContext, ToolError> {
         let grant = &capability.grant;
         let bound_session = grant.session_id.to_string();
         if let Some(asked) = &context.session_ref {
-            let same = entity::Mapper::new(&core.aliases, core.surface.as_ref())
+            let same = entity::Mapper::new(core.settings().aliases(), core.surface.as_ref())
                 .resolve_session(asked)
                 .ok()
                 == Some(grant.session_id);
@@ -182,7 +206,10 @@ async fn health(State(core): Shared) -> Json<Health> {
     let state = core.surface.connection();
     let status = match state {
         ConnectionState::Ready | ConnectionState::None => "ok",
-        ConnectionState::Connecting | ConnectionState::Down => "degraded",
+        ConnectionState::Connecting
+        | ConnectionState::Resuming
+        | ConnectionState::Backfilling
+        | ConnectionState::Down => "degraded",
     };
     Json(Health {
         status: status.to_owned(),
@@ -198,8 +225,14 @@ async fn list_tools(State(core): Shared, Authed(context): Authed) -> Result<Resp
 async fn describe_tool(
     State(core): Shared,
     Authed(context): Authed,
-    Path(id): Path<String>,
+    id: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<Response, ToolError> {
+    let Path(id) = id.map_err(|rejection| {
+        ToolError::usage(
+            ErrorCode::BadRequest,
+            format!("{rejection}; the path is /v1/tools/ID with a callable's id"),
+        )
+    })?;
     match core.registry.detail(&id) {
         Some(detail) if context.caller.may_call(&id) => Ok(Json(detail).into_response()),
         // Out-of-scope callables are reported like unknown ones, suggesting only visible ids.
@@ -254,31 +287,71 @@ async fn list_approvals(
     Ok(Json(json!({ "approvals": approvals })).into_response())
 }
 
-fn body_error(rejection: BytesRejection) -> ToolError {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&rejection);
+/// The `body_timeout` answer when `error` (or one of its sources) is the connection loop's
+/// body deadline.
+fn body_timeout(error: &(dyn std::error::Error + 'static)) -> Option<ToolError> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(error) = source {
         if let Some(timeout) = error.downcast_ref::<crate::connections::BodyTimeout>() {
-            return ToolError::new(
+            return Some(ToolError::new(
                 ErrorKind::Timeout,
                 ErrorCode::BodyTimeout,
                 format!("{timeout}; send the whole body at once (the server's limit is toolserver.body_read_timeout_ms)"),
             )
-            .with_status(StatusCode::REQUEST_TIMEOUT);
+            .with_status(StatusCode::REQUEST_TIMEOUT));
         }
         source = error.source();
     }
+    None
+}
+
+fn body_too_large() -> ToolError {
+    ToolError::usage(
+        ErrorCode::BodyTooLarge,
+        format!("Request body is over {MAX_BODY_BYTES} bytes; send less (split the text, or attach files by path)"),
+    )
+    .with_status(StatusCode::PAYLOAD_TOO_LARGE)
+}
+
+pub(crate) fn body_error(rejection: BytesRejection) -> ToolError {
+    if let Some(timeout) = body_timeout(&rejection) {
+        return timeout;
+    }
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ToolError::usage(
-            ErrorCode::BodyTooLarge,
-            format!("Request body is over {MAX_BODY_BYTES} bytes; send less (split the text, or attach files by path)"),
-        )
-        .with_status(StatusCode::PAYLOAD_TOO_LARGE)
+        body_too_large()
     } else {
         ToolError::usage(
             ErrorCode::BadBody,
             format!("Cannot read the request body: {rejection}"),
         )
     }
+}
+
+/// Reads a request body the way `POST /v1/call` does, for a front mounted beside the API:
+/// at most [`MAX_BODY_BYTES`] (else `body_too_large`, 413), within the connection loop's body
+/// deadline (else `body_timeout`, 408). Call it only after authenticating.
+pub async fn read_body(mut body: axum::body::Body) -> Result<Bytes, ToolError> {
+    use http_body::Body as _;
+    let mut collected = bytes::BytesMut::new();
+    while let Some(frame) =
+        std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+    {
+        let frame = frame.map_err(|error| {
+            body_timeout(&error).unwrap_or_else(|| {
+                ToolError::usage(
+                    ErrorCode::BadBody,
+                    format!("Cannot read the request body: {error}"),
+                )
+            })
+        })?;
+        if let Ok(data) = frame.into_data() {
+            if data.len() > MAX_BODY_BYTES.saturating_sub(collected.len()) {
+                return Err(body_too_large());
+            }
+            collected.extend_from_slice(&data);
+        }
+    }
+    Ok(collected.freeze())
 }
 
 async fn call(
@@ -300,19 +373,9 @@ async fn call(
             )
         })?
     };
-    let input = match core.registry.entry(&request.tool) {
-        Some(entry) if !request.args.is_empty() || !request.positional.is_empty() => {
-            merge_cli_input(
-                &entry.input_schema,
-                entry.primary.as_deref(),
-                request.input,
-                request.args,
-                request.positional,
-            )?
-        }
-        _ => Value::Object(request.input.unwrap_or_default()),
-    };
-    let value = core.call(&context, &request.tool, input).await?;
+    let tool = request.tool.clone();
+    let input = crate::batch::request_input(&core, request)?;
+    let value = core.call(&context, &tool, input).await?;
     Ok((
         [(header::CONTENT_TYPE, "application/json")],
         axum::body::Body::new(OkEnvelope::new(value)),
@@ -379,7 +442,7 @@ impl http_body::Body for OkEnvelope {
 /// in-process; the route is for operators and scripts).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct MintRequest {
+pub(crate) struct MintRequest {
     session_id: String,
     request_id: Option<String>,
     /// Glob patterns of callable ids; default `["surface.*"]`.
@@ -408,7 +471,7 @@ async fn mint_capability(
         ToolError::usage(ErrorCode::BadRequest, format!("The body must be JSON: {e}"))
     })?;
     let request: MintRequest = parse_input(value)?;
-    let session_id = entity::Mapper::new(&core.aliases, core.surface.as_ref())
+    let session_id = entity::Mapper::new(core.settings().aliases(), core.surface.as_ref())
         .resolve_session(&request.session_id)
         .or_else(|_| parse_id("sessionId", &request.session_id))
         .map_err(|e| ToolError::usage(ErrorCode::UnknownSession, e.message.clone()))?;
@@ -456,9 +519,66 @@ async fn mint_capability(
         .into_response())
 }
 
+/// `POST /v1/admin/reload`: the operator has the config file read again and, when it has no
+/// problem, put in force (`switchboard reload`). The answer says what changed and what waits for
+/// a restart; a file with problems answers 422 `invalid_config` listing them, and nothing
+/// changes. The body, if any, is ignored.
+async fn reload(State(core): Shared, Authed(context): Authed) -> Result<Response, ToolError> {
+    if !matches!(context.caller, Caller::Operator | Caller::Unauthenticated) {
+        return Err(ToolError::denied(
+            ErrorCode::OperatorOnly,
+            "Only the operator token may reload the config",
+        ));
+    }
+    let Some(reloader) = core.reloader() else {
+        return Err(ToolError::new(
+            ErrorKind::Unavailable,
+            ErrorCode::ReloadUnavailable,
+            "This server was not started from a config file, so there is nothing to reload",
+        ));
+    };
+    let started = std::time::Instant::now();
+    let started_ms = crate::clock::now_ms();
+    let result = reloader.reload(crate::live::ReloadTrigger::Request).await;
+    let (outcome, code) = match &result {
+        Ok(_) => ("ok", None),
+        Err(_) => ("usage", Some(std::borrow::Cow::Borrowed("invalid_config"))),
+    };
+    core.governance()
+        .ledger()
+        .record(crate::governance::AuditRow {
+            time_ms: started_ms,
+            caller: std::borrow::Cow::Borrowed("operator"),
+            run: None,
+            requested_by: None,
+            tool: std::borrow::Cow::Borrowed("admin.reload"),
+            sessions: Vec::new(),
+            input: Value::Null,
+            decision: std::borrow::Cow::Borrowed("-"),
+            decided_by: None,
+            outcome: std::borrow::Cow::Borrowed(outcome),
+            code,
+            duration_ms: started.elapsed().as_millis() as u64,
+        });
+    match result {
+        Ok(reloaded) => Ok(Json(json!({ "ok": true, "value": reloaded })).into_response()),
+        Err(refused) => Err(ToolError::usage(
+            ErrorCode::InvalidConfig,
+            format!(
+                "{} has {} problem{}; the config in force did not change. Fix them (switchboard check-config lists them) and reload again",
+                refused.file,
+                refused.problems.len(),
+                if refused.problems.len() == 1 { "" } else { "s" }
+            ),
+        )
+        .with_status(StatusCode::UNPROCESSABLE_ENTITY)
+        .with_details(json!({ "file": refused.file, "problems": refused.problems }))),
+    }
+}
+
 async fn unknown_route(uri: axum::http::Uri) -> ToolError {
     ToolError::not_found(
         ErrorCode::UnknownRoute,
-        format!("No route {}; the API is GET /health, GET /v1/tools, GET /v1/tools/{{id}}, POST /v1/call", uri.path()),
+        format!("No route {}; the API is GET /health, GET /v1/tools, GET /v1/tools/{{id}}, POST /v1/call, POST /v1/batch, GET /v1/events, GET /metrics, GET /openapi.json, POST /v1/admin/reload, POST /mcp", uri.path()),
     )
 }

@@ -6,12 +6,14 @@ use protocol::ErrorCode;
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 
 use crate::auth::Caller;
 use crate::error::ToolError;
+use crate::live::Settings;
 use crate::server::Core;
 use crate::surface::{
     AllowedChannel, AttachmentInfo, ChannelLocation, MentionPolicy, MessageInfo, SessionInfo,
@@ -75,6 +77,8 @@ impl Target {
 /// mention rewrite, limits). Nothing here reaches the platform.
 pub struct PlanContext<'a> {
     pub(crate) core: &'a Core,
+    /// The settings the call started with.
+    pub(crate) settings: &'a Settings,
     /// Who is calling, and the call's context.
     pub context: &'a CallContext,
 }
@@ -82,12 +86,17 @@ pub struct PlanContext<'a> {
 impl PlanContext<'_> {
     /// The mention rewrite with the configured aliases and the names the platform learned.
     pub fn mapper(&self) -> Mapper<'_> {
-        Mapper::new(&self.core.aliases, self.core.surface.as_ref())
+        Mapper::new(self.settings.aliases(), self.core.surface.as_ref())
     }
 
     /// `toolserver.max_parts_per_send`.
     pub fn max_parts_per_send(&self) -> usize {
-        self.core.max_parts_per_send
+        self.settings.config().toolserver.max_parts_per_send
+    }
+
+    /// The settings the call started with.
+    pub fn settings(&self) -> &Settings {
+        self.settings
     }
 }
 
@@ -96,6 +105,8 @@ impl PlanContext<'_> {
 /// Only the pipeline makes one.
 pub struct Invocation<'a> {
     pub(crate) core: &'a Core,
+    /// The settings the call started with.
+    pub(crate) settings: &'a Settings,
     /// Who is calling, and the call's context.
     pub context: &'a CallContext,
     /// The callable's id.
@@ -106,14 +117,17 @@ pub struct Invocation<'a> {
 }
 
 /// A session as callables answer it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionView<'a> {
     /// The channel, thread or DM channel.
+    #[schemars(with = "String")]
     pub channel_id: Snowflake,
     /// Its guild; `None` for DMs.
+    #[schemars(with = "Option<String>")]
     pub guild_id: Option<Snowflake>,
     /// A channel's category, a thread's channel.
+    #[schemars(with = "Option<String>")]
     pub parent_channel_id: Option<Snowflake>,
     /// What kind of conversation it is.
     pub kind: SessionKind,
@@ -124,7 +138,7 @@ pub struct SessionView<'a> {
 }
 
 /// One emoji's reactions on a message, as callables answer them.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ReactionCount<'a> {
     /// A unicode emoji, or a custom one as `name:id`.
     pub emoji: &'a str,
@@ -133,12 +147,14 @@ pub struct ReactionCount<'a> {
 }
 
 /// A message as callables answer it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MessageView<'a> {
     /// The message.
+    #[schemars(with = "String")]
     pub message_id: Snowflake,
     /// Who wrote it.
+    #[schemars(with = "String")]
     pub author_id: Snowflake,
     /// The name people see for the author now (display name, else username).
     pub author_name: &'a str,
@@ -149,6 +165,7 @@ pub struct MessageView<'a> {
     /// When it was last edited, RFC 3339; `None` if never.
     pub edited_ts: Option<&'a str>,
     /// The message it replies to, if it is a reply.
+    #[schemars(with = "Option<String>")]
     pub reply_to_message_id: Option<Snowflake>,
     /// Its files (name, URL, size, media type).
     pub attachments: &'a [AttachmentInfo],
@@ -178,7 +195,12 @@ impl Invocation<'_> {
 
     /// The mention rewrite with the configured aliases and the names the platform learned.
     pub fn mapper(&self) -> Mapper<'_> {
-        Mapper::new(&self.core.aliases, self.core.surface.as_ref())
+        Mapper::new(self.settings.aliases(), self.core.surface.as_ref())
+    }
+
+    /// The settings the call started with.
+    pub fn settings(&self) -> &Settings {
+        self.settings
     }
 
     /// The targets, in the order the plan named their sessions.
@@ -244,8 +266,8 @@ impl Invocation<'_> {
             kind: location.kind,
             title,
             token: self
-                .core
-                .aliases
+                .settings
+                .aliases()
                 .alias_for(entity::AliasKind::Session, channel_id),
         }
     }
@@ -255,7 +277,7 @@ impl Invocation<'_> {
         self.core.rendered.get_or_render(
             message.message_id,
             message.revision,
-            self.surface().names_revision(),
+            (self.surface().names_revision(), self.settings.generation),
             || crate::registry::output(&self.message_view(message)),
         )
     }

@@ -7,7 +7,9 @@
 //!   limits, hooks, handler, audit (see [`Decision`] and the stages on [`Core::call`]).
 //! * [`Tool`] and [`Registry`]: the callables (`surface.*`, `attachment.download`,
 //!   `workflow.*`), each planning then running.
-//! * [`http`]: the HTTP front; the `tools` CLI (its own crate) speaks to it.
+//! * [`http`]: the HTTP front; the `tools` CLI (its own crate) speaks to it. Beside calls it
+//!   serves batches ([`Core::call_batch`]), the live feed ([`events`]), Prometheus metrics
+//!   ([`metrics`]) and its own OpenAPI document (`/openapi.json`).
 //! * [`runs`]: the seam the agent crate implements; [`workflow`]: workflows that wait on
 //!   people and resume the agent. Files are read from and saved to a run's working directory
 //!   only.
@@ -20,19 +22,24 @@
 pub mod allowlist;
 pub mod approvals;
 pub mod auth;
+mod batch;
 mod callables;
 pub mod chunk;
 pub mod clock;
 mod coerce;
 mod connections;
 mod error;
+pub mod events;
 mod files;
 pub mod governance;
 mod hooks;
 pub mod http;
 mod invocation;
+pub mod live;
 #[cfg(feature = "testing")]
 pub mod memory;
+pub mod metrics;
+pub mod openapi;
 mod pipeline;
 mod ratelimit;
 mod refusals;
@@ -46,12 +53,13 @@ pub mod surface;
 pub mod testing;
 pub mod workflow;
 
+pub use batch::{parse_batch, BatchCall};
 pub use error::ToolError;
 pub use invocation::{CallContext, Invocation, MessageView, PlanContext, SessionView, Target};
-pub use pipeline::Decision;
+pub use pipeline::{CallObserver, Decision};
 pub use registry::{
-    example, input_schema, output, parse_input, Planned, Registry, SessionRequest, Tool,
-    ToolOutput, ToolSpec,
+    example, input_schema, output, output_schema, parse_input, Planned, Registry, SessionRequest,
+    Tool, ToolOutput, ToolSpec,
 };
 pub use server::{Core, Secrets, StartError};
 

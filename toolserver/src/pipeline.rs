@@ -17,6 +17,7 @@ use crate::error::ToolError;
 use crate::governance::{audit_input, AuditRow, Verdict};
 use crate::hooks::{self, BeforeAnswer};
 use crate::invocation::{CallContext, Invocation, PlanContext, Target};
+use crate::live::Settings;
 use crate::registry::{Registry, SessionRequest, ToolOutput};
 use crate::server::Core;
 use crate::surface::AllowedChannel;
@@ -69,6 +70,15 @@ impl Trail {
     }
 }
 
+/// What a front learns about a call while it runs, besides its answer: a front that can tell
+/// its client more while it waits (MCP's progress notifications) passes one to
+/// [`Core::call_observed`]. Called on the call's task; keep it quick (signal, don't work).
+pub trait CallObserver: Send + Sync {
+    /// The rules ask: the call now waits for an approver, at most `timeout` (then it is
+    /// denied as expired).
+    fn awaiting_approval(&self, tool_id: &str, timeout: Duration);
+}
+
 /// What admission gives a call: the go-ahead, or a before-hook's rewritten input to check
 /// again from the start.
 pub(crate) enum Admission<'a> {
@@ -81,9 +91,12 @@ pub(crate) enum Admission<'a> {
 /// One call passing through the stages. Only [`Core::call`] makes one.
 pub(crate) struct Gate<'a> {
     core: &'a Core,
+    /// The settings the call started with: every stage reads these, never newer ones.
+    settings: &'a Settings,
     context: &'a CallContext,
     tool_id: &'static str,
     trail: Mutex<Trail>,
+    observer: Option<&'a dyn CallObserver>,
 }
 
 impl<'a> Gate<'a> {
@@ -91,6 +104,7 @@ impl<'a> Gate<'a> {
     pub(crate) fn plan_context(&self) -> PlanContext<'a> {
         PlanContext {
             core: self.core,
+            settings: self.settings,
             context: self.context,
         }
     }
@@ -103,7 +117,7 @@ impl<'a> Gate<'a> {
 
     /// Whether a hook applies to this call (the pipeline then keeps its full input).
     pub(crate) fn has_hooks(&self) -> bool {
-        let hooks = &self.core.hooks;
+        let hooks = &self.settings.config().hooks;
         hooks
             .before
             .iter()
@@ -113,7 +127,7 @@ impl<'a> Gate<'a> {
 
     /// Notes the input for the audit record.
     pub(crate) fn note_input(&self, input: &Value) {
-        let audit = &self.core.audit;
+        let audit = &self.settings.config().audit;
         self.trail().input = audit_input(input, audit.text_chars, audit.redact);
     }
 
@@ -136,7 +150,7 @@ impl<'a> Gate<'a> {
             self.trail().targets.push(id);
             let location = core
                 .allowlist
-                .check(core.surface.as_ref(), id)
+                .check_with(&self.settings.allow, core.surface.as_ref(), id)
                 .await
                 .map_err(|error| in_field(request, error))?;
             targets.push(Target {
@@ -146,18 +160,18 @@ impl<'a> Gate<'a> {
         }
         // Permission.
         let ids: Vec<Snowflake> = targets.iter().map(Target::channel_id).collect();
-        let verdict = core
+        let verdict = self
+            .settings
             .governance
             .decide(self.tool_id, &self.context.caller, &ids);
         self.permit(&verdict, &ids).await?;
         // Rate limits: per caller and callable, then each channel's share.
         if !rewritten {
-            core.limits
-                .check_caller(self.context.caller.limit_key(), self.tool_id)?;
+            let limits = &self.settings.limits;
+            limits.check_caller(self.context.caller.limit_key(), self.tool_id)?;
             for (request, target) in sessions.iter().zip(&targets) {
                 if request.spend > 0 {
-                    core.limits
-                        .check_channel_n(target.channel_id().get(), request.spend)?;
+                    limits.check_channel_n(target.channel_id().get(), request.spend)?;
                 }
             }
         }
@@ -169,10 +183,11 @@ impl<'a> Gate<'a> {
         }
         Ok(Admission::Go(Invocation {
             core,
+            settings: self.settings,
             context: self.context,
             tool_id: self.tool_id,
             targets,
-            mentions: core.mention_policy(),
+            mentions: crate::server::mention_policy(self.settings),
         }))
     }
 
@@ -209,7 +224,8 @@ impl<'a> Gate<'a> {
     async fn ask(&self, verdict: &Verdict, targets: &[Snowflake]) -> Result<(), ToolError> {
         let core = self.core;
         let capability = self.context.caller.capability();
-        let channel = core
+        let channel = self
+            .settings
             .governance
             .permissions()
             .approvals_channel
@@ -241,7 +257,40 @@ impl<'a> Gate<'a> {
             tool_call_id: self.context.tool_call_id.clone(),
             channel: AllowedChannel::checked(channel),
         };
+        let session = targets.first().copied();
+        core.events.publish(
+            "approval.requested",
+            session,
+            json!({
+                "tool": self.tool_id,
+                "requestedBy": request.requested_by,
+                "run": request.run,
+                "toolCallId": request.tool_call_id,
+                "preview": request.preview,
+            }),
+        );
+        if let Some(observer) = self.observer {
+            observer.awaiting_approval(
+                self.tool_id,
+                self.settings.governance.permissions().ask_timeout,
+            );
+        }
         let outcome = core.approvals.ask(core.surface.as_ref(), request).await;
+        let (decision, by) = match &outcome {
+            Outcome::Approved(by) => ("approved", by.as_str()),
+            Outcome::Denied(by) => ("denied", by.as_str()),
+            Outcome::Expired => ("expired", "-"),
+        };
+        core.events.publish(
+            "approval.decided",
+            session,
+            json!({
+                "tool": self.tool_id,
+                "toolCallId": self.context.tool_call_id,
+                "decision": decision,
+                "by": by,
+            }),
+        );
         let mut trail = self.trail();
         match outcome {
             Outcome::Approved(by) => {
@@ -265,7 +314,7 @@ impl<'a> Gate<'a> {
                     format!(
                         "Nobody approved '{}' within {} s (permissions.ask_timeout_s)",
                         self.tool_id,
-                        core.governance.permissions().ask_timeout.as_secs()
+                        self.settings.governance.permissions().ask_timeout.as_secs()
                     ),
                 ))
             }
@@ -315,7 +364,7 @@ impl<'a> Gate<'a> {
         input: Option<&Value>,
         targets: &[Snowflake],
     ) -> Result<Option<Value>, ToolError> {
-        let hooks = &self.core.hooks;
+        let hooks = &self.settings.config().hooks;
         let Some(input) = input else {
             return Ok(None);
         };
@@ -345,7 +394,7 @@ impl<'a> Gate<'a> {
     /// A failed hook refuses the call, unless `hooks.on_error = "allow"`.
     fn hook_failed(&self, error: &hooks::HookError) -> Result<(), ToolError> {
         tracing::warn!(tool = self.tool_id, %error, "hook failed");
-        match self.core.hooks.on_error {
+        match self.settings.config().hooks.on_error {
             HookFailure::Allow => Ok(()),
             HookFailure::Deny => Err(ToolError::denied(
                 ErrorCode::HookFailed,
@@ -371,7 +420,8 @@ impl<'a> Gate<'a> {
             )
             .with_retry_after(Duration::from_secs(1))
         })?;
-        match tokio::time::timeout(core.call_timeout, handler).await {
+        let call_timeout = self.settings.config().toolserver.call_timeout;
+        match tokio::time::timeout(call_timeout, handler).await {
             Ok(result) => result,
             Err(_) => Err(ToolError::new(
                 ErrorKind::Timeout,
@@ -379,7 +429,7 @@ impl<'a> Gate<'a> {
                 format!(
                     "'{}' did not finish within {} s; it may still complete — check before retrying a mutation",
                     self.tool_id,
-                    core.call_timeout.as_secs()
+                    call_timeout.as_secs()
                 ),
             )),
         }
@@ -392,7 +442,7 @@ impl<'a> Gate<'a> {
         input: Option<&Value>,
         output: ToolOutput,
     ) -> Result<ToolOutput, ToolError> {
-        let hooks = &self.core.hooks;
+        let hooks = &self.settings.config().hooks;
         let matching: Vec<_> = hooks
             .after
             .iter()
@@ -504,6 +554,28 @@ impl Core {
         tool_id: &str,
         input: Value,
     ) -> Result<ToolOutput, ToolError> {
+        self.run_call(context, tool_id, input, None).await
+    }
+
+    /// [`Core::call`], telling `observer` what the call waits for while it runs (an approval):
+    /// the same stages, the same answer.
+    pub async fn call_observed(
+        &self,
+        context: &CallContext,
+        tool_id: &str,
+        input: Value,
+        observer: &dyn CallObserver,
+    ) -> Result<ToolOutput, ToolError> {
+        self.run_call(context, tool_id, input, Some(observer)).await
+    }
+
+    async fn run_call(
+        &self,
+        context: &CallContext,
+        tool_id: &str,
+        input: Value,
+        observer: Option<&dyn CallObserver>,
+    ) -> Result<ToolOutput, ToolError> {
         let started = Instant::now();
         let started_ms = crate::clock::now_ms();
         // Scope.
@@ -547,11 +619,14 @@ impl Core {
                 return result;
             }
         };
+        let settings = self.settings();
         let gate = Gate {
             core: self,
+            settings: &settings,
             context,
             tool_id,
             trail: Mutex::new(Trail::new()),
+            observer,
         };
         let result = tool.call(&gate, input).await;
         self.audit(
@@ -581,9 +656,27 @@ impl Core {
             Ok(_) => ("ok", None),
             Err(error) => (error.kind.as_str(), Some(error.code.as_str())),
         };
-        let duration_ms = started.elapsed().as_millis() as u64;
+        let took = started.elapsed();
+        let duration_ms = took.as_millis() as u64;
         let caller = context.caller.limit_key();
         let capability = context.caller.capability();
+        self.metrics
+            .call_finished(&tool_id, outcome, trail.decision.as_str(), code, took);
+        self.events.publish(
+            "call.finished",
+            trail.targets.first().copied(),
+            json!({
+                "tool": &*tool_id,
+                "caller": caller.as_str(),
+                "run": capability.map(|c| c.grant.request_id.as_str()),
+                "sessions": trail.targets.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "toolCallId": context.tool_call_id.as_deref(),
+                "decision": trail.decision.as_str(),
+                "outcome": outcome,
+                "code": code,
+                "durationMs": duration_ms,
+            }),
+        );
         self.governance.ledger().record(AuditRow {
             time_ms: started_ms,
             caller: match &caller {

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use protocol::{ErrorCode, Example, ToolDetail, ToolEntry};
+use protocol::{Effects, ErrorCode, Example, ToolDetail, ToolEntry};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
@@ -34,6 +34,12 @@ pub struct ToolSpec {
     pub primary: Option<&'static str>,
     /// Examples for the help.
     pub examples: Vec<Example>,
+    /// A short name for people ("Send a message"): MCP hosts show it.
+    pub title: &'static str,
+    /// What a call does to the world beyond `mutating` (MCP's tool annotations).
+    pub effects: Effects,
+    /// The JSON Schema of its answer, from [`output_schema`] over the type it answers with.
+    pub output_schema: Option<Value>,
 }
 
 /// A callable's answer, already serialized: it is written into the HTTP response (or handed to
@@ -139,8 +145,21 @@ struct Registered<T: Tool> {
 /// The JSON Schema of a callable's input, with subschemas inlined so every front (HTTP, CLI,
 /// MCP, an OpenAI-style function list) can use it as is.
 pub fn input_schema<T: JsonSchema>() -> Value {
+    schema_for::<T>(schemars::generate::Contract::Deserialize)
+}
+
+/// The JSON Schema of a callable's answer (the type it serializes), inlined like
+/// [`input_schema`]: what MCP's `outputSchema` and a client validating answers read.
+pub fn output_schema<T: JsonSchema>() -> Value {
+    schema_for::<T>(schemars::generate::Contract::Serialize)
+}
+
+fn schema_for<T: JsonSchema>(contract: schemars::generate::Contract) -> Value {
     let generator = schemars::generate::SchemaSettings::draft2020_12()
-        .with(|settings| settings.inline_subschemas = true)
+        .with(|settings| {
+            settings.inline_subschemas = true;
+            settings.contract = contract;
+        })
         .into_generator();
     let mut schema = serde_json::to_value(generator.into_root_schema_for::<T>())
         .unwrap_or_else(|_| json!({ "type": "object" }));
@@ -234,6 +253,9 @@ impl Registry {
                 input_schema: input_schema::<T::Input>(),
                 mutating: spec.mutating,
                 primary: spec.primary.map(str::to_owned),
+                title: spec.title.to_owned(),
+                effects: spec.effects,
+                output_schema: spec.output_schema,
             },
             help: spec.help.to_owned(),
             examples: spec.examples,

@@ -17,7 +17,9 @@ const CAPACITY_BYTES: usize = 16 * 1024 * 1024;
 #[derive(Clone)]
 struct Rendered {
     revision: u64,
-    names_revision: u64,
+    /// The names' revision and the settings' generation it was rendered with: new names or
+    /// reloaded aliases render it again.
+    names: (u64, u64),
     json: Arc<RawValue>,
 }
 
@@ -40,11 +42,11 @@ impl RenderCache {
         &self,
         message_id: Snowflake,
         revision: u64,
-        names_revision: u64,
+        names: (u64, u64),
         render: impl FnOnce() -> Result<Box<RawValue>, E>,
     ) -> Result<Arc<RawValue>, E> {
         if let Some(hit) = self.entries.get(&message_id) {
-            if hit.revision == revision && hit.names_revision == names_revision {
+            if hit.revision == revision && hit.names == names {
                 return Ok(Arc::clone(&hit.json));
             }
         }
@@ -60,7 +62,7 @@ impl RenderCache {
             message_id,
             Rendered {
                 revision,
-                names_revision,
+                names,
                 json: Arc::clone(&json),
             },
         );
@@ -97,16 +99,16 @@ mod tests {
         let mut renders = 0;
         for _ in 0..3 {
             cache
-                .get_or_render(id, 0, 0, || {
+                .get_or_render(id, 0, (0, 0), || {
                     renders += 1;
                     raw("a")
                 })
                 .unwrap();
         }
         assert_eq!(renders, 1);
-        let edited = cache.get_or_render(id, 1, 0, || raw("b")).unwrap();
+        let edited = cache.get_or_render(id, 1, (0, 0), || raw("b")).unwrap();
         assert_eq!(edited.get(), "\"b\"");
-        let renamed = cache.get_or_render(id, 1, 1, || raw("c")).unwrap();
+        let renamed = cache.get_or_render(id, 1, (1, 0), || raw("c")).unwrap();
         assert_eq!(renamed.get(), "\"c\"");
         assert_eq!(cache.entries.len(), 1);
         assert_eq!(cache.bytes(), 3, "a replaced entry's bytes are given back");
@@ -118,13 +120,13 @@ mod tests {
         let big = "x".repeat(100_000);
         for i in 0..1_000 {
             cache
-                .get_or_render(Snowflake(i), 0, 0, || raw(&big))
+                .get_or_render(Snowflake(i), 0, (0, 0), || raw(&big))
                 .unwrap();
             assert!(cache.bytes() <= CAPACITY_BYTES, "{} bytes", cache.bytes());
         }
         for i in 0..(CAPACITY as u64 * 2) {
             cache
-                .get_or_render(Snowflake(i), 1, 0, || raw("s"))
+                .get_or_render(Snowflake(i), 1, (0, 0), || raw("s"))
                 .unwrap();
         }
         assert!(cache.entries.len() <= CAPACITY);

@@ -28,6 +28,9 @@ pub struct Arrival<'a> {
     pub text: &'a str,
     /// Whether it replies to one of the bot's messages.
     pub replies_to_bot: bool,
+    /// Whether it was missed live and fetched afterwards (a backfill after the gateway
+    /// identified afresh, or after a restart): the agent applies its missed-trigger policy.
+    pub missed: bool,
 }
 
 /// What started a run: a message, or a finished workflow resuming in its session.
@@ -82,4 +85,22 @@ pub trait Runs: Send + Sync {
     fn status(&self, channel_id: Snowflake) -> SessionStatus;
     /// Stops the session's running run when `user` started it, or when `admin`.
     fn abort(&self, channel_id: Snowflake, user: Snowflake, admin: bool) -> AbortOutcome;
+}
+
+/// Why the record of answered triggers could not be written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the record of answered triggers could not be written: {0}")]
+pub struct AnsweredError(pub String);
+
+/// The durable record of the messages the agent has taken to answer, so one message is
+/// answered at most once across reconnects, re-identifies and restarts.
+///
+/// The platform side keeps it (the bot's store); the agent consults it when it takes a trigger,
+/// before anything is posted or started.
+pub trait AnsweredTriggers: Send + Sync {
+    /// Records that the agent now answers `message_id` (in `channel_id`); the record is durable
+    /// when this returns. `Ok(false)`: it was taken before, by this process or an earlier one,
+    /// and must not be answered again. Blocks on the disk: call it where blocking is allowed
+    /// (`spawn_blocking` from async code).
+    fn take(&self, channel_id: Snowflake, message_id: Snowflake) -> Result<bool, AnsweredError>;
 }

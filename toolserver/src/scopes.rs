@@ -167,15 +167,17 @@ impl Core {
     /// What `/tools` shows for `session`.
     pub fn session_tools(&self, session: Snowflake) -> SessionTools {
         let governance = self.governance();
+        let settings = self.settings();
+        let agent_scope = settings
+            .config()
+            .agent
+            .as_ref()
+            .map(|agent| agent.tool_scope.as_slice());
         let session_scope = governance.session_scope(session);
         let effective = self
             .run_callables()
             .into_iter()
-            .filter(|id| {
-                self.agent_scope
-                    .as_deref()
-                    .is_none_or(|scope| scope_allows(scope, id))
-            })
+            .filter(|id| agent_scope.is_none_or(|scope| scope_allows(scope, id)))
             .filter(|id| {
                 session_scope
                     .as_deref()
@@ -188,7 +190,8 @@ impl Core {
             effective,
             overridden: governance.is_overridden(session),
             session_scope,
-            rules: governance
+            rules: settings
+                .governance()
                 .rules_for(session)
                 .into_iter()
                 .map(|rule| RuleView {
@@ -197,7 +200,7 @@ impl Core {
                     policy: policy_name(rule.policy),
                 })
                 .collect(),
-            default_policy: policy_name(governance.permissions().default),
+            default_policy: policy_name(settings.governance().permissions().default),
         }
     }
 

@@ -5,10 +5,10 @@
 use protocol::ErrorCode;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use entity::{Aliases, Snowflake};
-use switchboard_config::{AliasComments, Config};
+use entity::Snowflake;
+use switchboard_config::Config;
 use tokio::sync::Semaphore;
 
 use crate::allowlist::Allowlist;
@@ -16,7 +16,7 @@ use crate::auth::{
     Caller, CapabilityGrant, CapabilityRefusal, CapabilityStore, OperatorToken, CAPABILITY_PREFIX,
 };
 use crate::error::ToolError;
-use crate::ratelimit::Limits;
+use crate::live::{Live, Reloader, Settings};
 use crate::registry::Registry;
 use crate::surface::{AllowedChannel, MentionPolicy, Surface};
 use protocol::ToolEntry;
@@ -86,31 +86,31 @@ impl From<Option<String>> for Secrets {
 /// Everything a call needs, shared by the HTTP front and in-process callers.
 pub struct Core {
     pub(crate) surface: Arc<dyn Surface>,
-    pub(crate) aliases: Aliases,
-    pub(crate) alias_comments: AliasComments,
+    /// What the config says, as of the last (re)load: each call takes it once.
+    settings: Live<Settings>,
+    /// Serializes [`Core::apply`]s, so settings and the parts' own cells change together.
+    applying: std::sync::Mutex<()>,
     pub(crate) allowlist: Arc<Allowlist>,
-    pub(crate) limits: Limits,
     pub(crate) registry: Registry,
-    pub(crate) allow_role_mentions: bool,
     pub(crate) rendered: crate::render::RenderCache,
     pub(crate) capabilities: CapabilityStore,
-    pub(crate) download_max_bytes: u64,
-    pub(crate) max_parts_per_send: usize,
     pub(crate) workflows: std::sync::OnceLock<Arc<crate::workflow::WorkflowEngine>>,
     operator: Option<OperatorToken>,
     named_tokens: Vec<crate::auth::NamedToken>,
     pub(crate) governance: crate::governance::Governance,
-    /// `agent.tool_scope` when an agent is configured: what `/tools` intersects a session's
-    /// scope with.
-    pub(crate) agent_scope: Option<Vec<String>>,
     pub(crate) approvals: crate::approvals::Approvals,
-    pub(crate) hooks: switchboard_config::Hooks,
-    pub(crate) audit: switchboard_config::AuditConfig,
     pub(crate) refusals: crate::refusals::RefusalLog,
-    pub(crate) call_timeout: Duration,
+    /// What `POST /v1/admin/reload` runs, once the host installed it.
+    reloader: std::sync::OnceLock<Arc<dyn Reloader>>,
     pub(crate) permits: Semaphore,
     /// Connection cap and timeouts for the HTTP front.
     pub(crate) connection_limits: crate::connections::Limits,
+    /// The live feed (`GET /v1/events`).
+    pub(crate) events: Arc<crate::events::EventHub>,
+    /// The counters `GET /metrics` shows.
+    pub(crate) metrics: Arc<crate::metrics::Metrics>,
+    /// `toolserver.metrics_public`: `/metrics` without a token.
+    pub(crate) metrics_public: bool,
 }
 
 impl Core {
@@ -163,16 +163,15 @@ impl Core {
             })
             .collect();
         let ledger: Arc<dyn crate::governance::Ledger> = Arc::new(crate::governance::NoLedger);
+        let settings = Settings::new(config.clone());
         let governance = crate::governance::Governance::new(
             config.permissions.clone(),
             config.aliases.clone(),
-            config
-                .sessions
-                .iter()
-                .filter_map(|s| s.tool_scope.clone().map(|scope| (s.channel_id, scope))),
+            [],
             [],
             Arc::clone(&ledger),
         );
+        governance.set_rules(Arc::clone(&settings.governance));
         let approvals = crate::approvals::Approvals::new(
             config.permissions.approvers.clone(),
             config.permissions.console_approves,
@@ -182,27 +181,23 @@ impl Core {
         Ok(Core {
             named_tokens,
             governance,
-            agent_scope: config.agent.as_ref().map(|agent| agent.tool_scope.clone()),
             approvals,
-            hooks: config.hooks.clone(),
-            audit: config.audit.clone(),
             surface,
-            aliases: config.aliases.clone(),
-            alias_comments: config.alias_comments.clone(),
-            allowlist: Arc::new(Allowlist::new(&config.discord)),
-            limits: Limits::new(&ts.rate_limits),
+            allowlist: Arc::new(Allowlist::with_rules((*settings.allow).clone())),
+            settings: Live::new(settings),
+            applying: std::sync::Mutex::new(()),
             registry,
-            allow_role_mentions: config.discord.allow_role_mentions,
             rendered: crate::render::RenderCache::new(),
             capabilities: CapabilityStore::new(),
-            download_max_bytes: ts.download_max_bytes,
-            max_parts_per_send: ts.max_parts_per_send,
             workflows: std::sync::OnceLock::new(),
             operator: operator_token.as_deref().map(OperatorToken::new),
             refusals: crate::refusals::RefusalLog::new(),
-            call_timeout: ts.call_timeout,
+            reloader: std::sync::OnceLock::new(),
             permits: Semaphore::new(ts.max_concurrent_calls),
             connection_limits: crate::connections::Limits::from_config(ts),
+            events: Arc::new(crate::events::EventHub::new()),
+            metrics: Arc::new(crate::metrics::Metrics::new()),
+            metrics_public: ts.metrics_public,
         })
     }
 
@@ -218,7 +213,44 @@ impl Core {
 
     /// `toolserver.max_parts_per_send`: the most messages one send may post.
     pub fn max_parts_per_send(&self) -> usize {
-        self.max_parts_per_send
+        self.settings().config().toolserver.max_parts_per_send
+    }
+
+    /// The settings in force now. A caller that reads several of them takes this once and
+    /// keeps it, so a reload in between cannot mix two configs.
+    pub fn settings(&self) -> Arc<Settings> {
+        self.settings.load()
+    }
+
+    /// Puts a reloaded config in force for the next call: aliases, the allowlist, permission
+    /// rules and approvers, session scopes, rate limits (their budgets carry over unless the
+    /// quotas changed), hooks, audit and send settings. Calls in flight finish with the
+    /// settings they started with. `config` should come from
+    /// [`switchboard_config::plan_reload`], which keeps what only a restart can change (the
+    /// listener, tokens, the concurrency cap) at its running value; this does not apply those.
+    pub fn apply(&self, config: Config) -> Arc<Settings> {
+        let _one_at_a_time = self
+            .applying
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let next = Arc::new(self.settings.load().next(config));
+        // The parts read by the bot and the agent outside a call first, then the snapshot
+        // calls take: a call that starts after this sees every part new.
+        self.allowlist.set_rules(Arc::clone(&next.allow));
+        self.governance.set_rules(Arc::clone(&next.governance));
+        self.approvals.set_policy(&next.config().permissions);
+        self.settings.store(Arc::clone(&next));
+        next
+    }
+
+    /// Installs what `POST /v1/admin/reload` runs (the host knows the config file). Once only.
+    pub fn set_reloader(&self, reloader: Arc<dyn Reloader>) -> bool {
+        self.reloader.set(reloader).is_ok()
+    }
+
+    /// What `POST /v1/admin/reload` runs; `None` when the host installed nothing.
+    pub fn reloader(&self) -> Option<&Arc<dyn Reloader>> {
+        self.reloader.get()
     }
 
     /// The allowlist every call is checked against; the bot applies the same one at ingest,
@@ -315,6 +347,24 @@ impl Core {
         &self.governance
     }
 
+    /// The live feed every part publishes to (`GET /v1/events`).
+    pub fn events(&self) -> &Arc<crate::events::EventHub> {
+        &self.events
+    }
+
+    /// The hub and the counters together, for the parts outside the pipeline.
+    pub fn observers(&self) -> crate::events::Observers {
+        crate::events::Observers {
+            events: Arc::clone(&self.events),
+            metrics: Arc::clone(&self.metrics),
+        }
+    }
+
+    /// The counters every part records to (`GET /metrics`).
+    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.metrics
+    }
+
     /// Approvals in progress.
     pub fn approvals(&self) -> &crate::approvals::Approvals {
         &self.approvals
@@ -359,28 +409,36 @@ impl Core {
     /// Discord text as people read it: `<@id>` as `@name`, `<#id>` as `#token`, with the
     /// configured aliases and the names the platform learned now. The one rendering tools and
     /// prompts share.
-    pub fn readable<'a>(&'a self, content: &'a str) -> std::borrow::Cow<'a, str> {
-        entity::Mapper::new(&self.aliases, self.surface.as_ref()).inbound(content)
+    pub fn readable<'a>(&self, content: &'a str) -> std::borrow::Cow<'a, str> {
+        let settings = self.settings();
+        entity::Mapper::new(settings.aliases(), self.surface.as_ref()).inbound(content)
     }
 
     /// Agent text as Discord markup: `@name` as `<@id>`, `#token` as `<#id>`.
-    pub fn discord_markup<'a>(&'a self, text: &'a str) -> std::borrow::Cow<'a, str> {
-        entity::Mapper::new(&self.aliases, self.surface.as_ref()).outbound(text)
+    pub fn discord_markup<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        let settings = self.settings();
+        entity::Mapper::new(settings.aliases(), self.surface.as_ref()).outbound(text)
     }
 
     /// The mention policy posts get: users always, roles when `discord.allow_role_mentions`.
     pub fn mention_policy(&self) -> MentionPolicy {
-        MentionPolicy {
-            users: true,
-            roles: self.allow_role_mentions,
-            replied_user: false,
-        }
+        mention_policy(&self.settings())
     }
 
     /// Forgets expired capability tokens and recovered rate-limit keys.
     pub fn prune(&self) {
         self.capabilities.prune_expired();
-        self.limits.prune();
+        self.settings().limits.prune();
         self.refusals.prune(Instant::now());
+    }
+}
+
+/// The mention policy `settings` give posts: users always, roles when
+/// `discord.allow_role_mentions`.
+pub(crate) fn mention_policy(settings: &Settings) -> MentionPolicy {
+    MentionPolicy {
+        users: true,
+        roles: settings.config().discord.allow_role_mentions,
+        replied_user: false,
     }
 }

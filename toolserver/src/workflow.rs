@@ -64,7 +64,7 @@ mod id_string {
 }
 
 /// Where a workflow is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkflowState {
     /// Some task still waits.
@@ -90,14 +90,16 @@ impl WorkflowState {
 }
 
 /// The message that answered a task.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Answer {
     /// The answering message.
     #[serde(with = "id_string")]
+    #[schemars(with = "String")]
     pub message_id: Snowflake,
     /// Who wrote it.
     #[serde(with = "id_string")]
+    #[schemars(with = "String")]
     pub author_id: Snowflake,
     /// The name people saw for the author when it came in.
     pub author_name: String,
@@ -108,17 +110,20 @@ pub struct Answer {
 }
 
 /// One question waiting in one session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Task {
     /// The session (channel, thread or DM) the task waits in.
     #[serde(with = "id_string")]
+    #[schemars(with = "String")]
     pub session_id: Snowflake,
     /// Only a reply to this message answers.
     #[serde(with = "id_string::option", default)]
+    #[schemars(with = "Option<String>")]
     pub message_id: Option<Snowflake>,
     /// Only a message from this user answers.
     #[serde(with = "id_string::option", default)]
+    #[schemars(with = "Option<String>")]
     pub from_user_id: Option<Snowflake>,
     /// What the task is, in a line: it heads the answer in the resumed run's prompt.
     pub summary: String,
@@ -145,7 +150,7 @@ impl Task {
 }
 
 /// A workflow as it is kept, listed and handed to the resumed run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Workflow {
     /// Its id, `wf_` and 16 random hex digits.
@@ -154,9 +159,11 @@ pub struct Workflow {
     pub state: WorkflowState,
     /// The session that created it, where the resumed run happens.
     #[serde(with = "id_string")]
+    #[schemars(with = "String")]
     pub origin_session_id: Snowflake,
     /// The message whose run created it (the resumed run replies to it), when there was one.
     #[serde(with = "id_string::option", default)]
+    #[schemars(with = "Option<String>")]
     pub origin_message_id: Option<Snowflake>,
     /// Who created it (`operator`, `anonymous` or `cap:<id>`), for the audit trail.
     pub created_by: String,

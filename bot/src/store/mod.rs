@@ -19,11 +19,13 @@ mod error;
 mod hot;
 mod ledger;
 mod model;
+mod search;
 mod sqlite;
 mod writer;
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use entity::NameDirectory;
@@ -35,7 +37,11 @@ use tracing::{error, info};
 
 pub use entity::Snowflake;
 pub use error::StoreError;
-pub use model::{SessionKind, StoredAttachment, StoredMessage, StoredReaction, StoredSession};
+pub use model::{
+    SessionKind, StoredAttachment, StoredMessage, StoredReaction, StoredSession, StoredThread,
+    ThreadState,
+};
+pub use search::{fts_expression, SearchError, StoreHit, StoreSearch};
 pub use sqlite::{WorkflowRow, SCHEMA_VERSION};
 
 use hot::{Hot, Inserted, UserEntry};
@@ -76,6 +82,10 @@ struct Inner {
     hot: Arc<Hot>,
     /// The workflows the file held at open.
     workflows_at_open: Vec<WorkflowRow>,
+    /// Messages the agent took to answer, younger than [`ANSWERS_KEPT_MS`].
+    answered: Mutex<Answered>,
+    /// Open backfill gaps: channel → the id after which messages may be missing.
+    gaps: Mutex<HashMap<Snowflake, Snowflake>>,
     /// The `/tools` overrides and pending approvals the file held at open.
     ledger_at_open: ledger::LedgerAtOpen,
     writer: Writer,
@@ -92,6 +102,30 @@ impl Drop for Inner {
             }
         }
     }
+}
+
+/// How long the record of answered triggers remembers a message (by the time in its id): a week
+/// (the longest `agent.missed_max_age_s`) and a day.
+pub const ANSWERS_KEPT_MS: u64 = 8 * 24 * 3600 * 1000;
+
+/// Records taken between two prunes of the in-memory set of answered triggers.
+const ANSWERS_PRUNE_EVERY: u32 = 1024;
+
+#[derive(Debug, Default)]
+struct Answered {
+    ids: HashSet<u64>,
+    since_prune: u32,
+}
+
+/// The smallest message id Discord could give at `ms` (milliseconds since the Unix epoch).
+pub fn first_id_at(ms: u64) -> Snowflake {
+    Snowflake(ms.saturating_sub(protocol::DISCORD_EPOCH_MS) << 22)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn writer_error(path: &str, err: Option<String>) -> StoreError {
@@ -145,6 +179,12 @@ impl Store {
                     source,
                 }
             })?;
+        let answered = sqlite::load_answered(
+            &conn,
+            first_id_at(now_ms.saturating_sub(ANSWERS_KEPT_MS)),
+            path,
+        )?;
+        let gaps = sqlite::load_gaps(&conn, path)?;
         let writer = Writer::spawn(
             conn,
             path.to_owned(),
@@ -156,6 +196,11 @@ impl Store {
             inner: Arc::new(Inner {
                 hot,
                 workflows_at_open,
+                answered: Mutex::new(Answered {
+                    ids: answered,
+                    since_prune: 0,
+                }),
+                gaps: Mutex::new(gaps),
                 ledger_at_open,
                 writer,
                 path: path.to_owned(),
@@ -203,11 +248,89 @@ impl Store {
         });
     }
 
-    /// Drops the session; its messages stay until pruned.
+    /// Drops the session (and a thread's state); its messages stay until pruned.
     pub fn remove_session(&self, id: Snowflake) {
+        self.inner.hot.threads.remove(&id);
         self.inner
             .hot
             .remove_session(id, || self.queue(Change::RemoveSession(id)));
+    }
+
+    /// Records a thread's state (archived, locked, auto-archive period); nothing is written
+    /// when it is what the store knew.
+    pub fn set_thread_state(&self, id: Snowflake, state: ThreadState) {
+        let changed = self.inner.hot.threads.insert(id, state) != Some(state);
+        if changed {
+            self.queue(Change::SaveThread(id, state));
+        }
+    }
+
+    /// What the store knows of a thread's state; `None` when it never learned it.
+    pub fn thread_state(&self, id: Snowflake) -> Option<ThreadState> {
+        self.inner.hot.threads.get(&id).map(|state| *state)
+    }
+
+    /// A known thread: its session (a thread's) and its state (open when never learned).
+    pub fn thread(&self, id: Snowflake) -> Option<StoredThread> {
+        let session = self.session(id).filter(|s| s.kind == SessionKind::Thread)?;
+        Some(StoredThread {
+            state: self.thread_state(id).unwrap_or_default(),
+            session,
+        })
+    }
+
+    /// Every known thread, of one channel (`parent`) or of all, archived ones included, sorted
+    /// by id.
+    pub fn threads(&self, parent: Option<Snowflake>) -> Vec<StoredThread> {
+        let mut threads: Vec<StoredThread> = self
+            .inner
+            .hot
+            .sessions
+            .iter()
+            .filter(|s| s.kind == SessionKind::Thread)
+            .filter(|s| parent.is_none_or(|p| s.parent_id == Some(p)))
+            .map(|s| s.clone())
+            .map(|session| StoredThread {
+                state: self.thread_state(session.id).unwrap_or_default(),
+                session,
+            })
+            .collect();
+        threads.sort_by_key(|t| t.session.id);
+        threads
+    }
+
+    /// The known threads that are not archived, of one channel or of all, sorted by id: the
+    /// threads whose messages can still arrive.
+    pub fn active_threads(&self, parent: Option<Snowflake>) -> Vec<StoredSession> {
+        self.threads(parent)
+            .into_iter()
+            .filter(|t| !t.state.archived)
+            .map(|t| t.session)
+            .collect()
+    }
+
+    /// Full-text search over the stored messages (see `search.rs` for what is indexed). It
+    /// runs on the writer's connection once everything queued before it is committed, and is
+    /// stopped after `budget` (it holds up writes meanwhile, so the budget is short).
+    pub fn search(
+        &self,
+        search: StoreSearch,
+        budget: std::time::Duration,
+    ) -> impl std::future::Future<Output = Result<Vec<StoreHit>, SearchError>> + Send + 'static
+    {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let queued = !self.inner.closed.load(Ordering::Relaxed)
+            && self.inner.writer.query(Box::new(move |conn| {
+                // The budget starts when the search does, not while it waits its turn.
+                let deadline = std::time::Instant::now() + budget;
+                let _ = answer.send(search::run(conn, &search, deadline));
+            }));
+        async move {
+            if !queued {
+                return Err(SearchError::Closed);
+            }
+            answered.await.map_err(|_| SearchError::Closed)?
+        }
     }
 
     /// The session with this id, if the store knows it.
@@ -294,7 +417,9 @@ impl Store {
     }
 
     /// Replaces a cached message's content and text and sets its edited timestamp. False when
-    /// the message isn't cached (unknown, deleted, or beyond retention).
+    /// the message isn't cached (unknown, deleted, or beyond retention), or when what it holds
+    /// was edited later than `edited_timestamp` (edits seen out of order: the latest edit wins,
+    /// whichever arrives last — a live update or a backfilled copy).
     pub fn update_message(
         &self,
         channel_id: Snowflake,
@@ -306,10 +431,84 @@ impl Store {
         self.inner
             .hot
             .with_message(channel_id, id, |message| {
+                if !message.accepts_edit(edited_timestamp.as_deref()) {
+                    return false;
+                }
                 message.edit(&content, &text, edited_timestamp.as_deref());
                 self.queue(Change::SaveMessage { channel_id, id });
+                true
             })
-            .is_some()
+            .unwrap_or(false)
+    }
+
+    /// The newest cached message id of a channel whose author is not `not_by` (the bot's own
+    /// messages are stored from REST answers too, even while the gateway is away, so they say
+    /// nothing about what the gateway delivered).
+    pub fn newest_message_id(
+        &self,
+        channel_id: Snowflake,
+        not_by: Option<Snowflake>,
+    ) -> Option<Snowflake> {
+        self.inner.hot.newest_message_id(channel_id, not_by)
+    }
+
+    /// Records that the agent takes `message_id` to answer, durably (the writer has committed it
+    /// when this returns). `Ok(false)`: it was taken before, by this process or an earlier one.
+    /// Blocks until committed: from async code, call it through `spawn_blocking`.
+    pub fn take_answer(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+    ) -> Result<bool, StoreError> {
+        let now = toolserver::clock::now_ms();
+        {
+            let mut answered = lock(&self.inner.answered);
+            if !answered.ids.insert(message_id.0) {
+                return Ok(false);
+            }
+            answered.since_prune += 1;
+            if answered.since_prune >= ANSWERS_PRUNE_EVERY {
+                answered.since_prune = 0;
+                let below = first_id_at(now.saturating_sub(ANSWERS_KEPT_MS));
+                answered.ids.retain(|id| *id >= below.0);
+                self.queue(Change::PruneAnswered(below));
+            }
+        }
+        self.queue(Change::TakeAnswer {
+            channel_id,
+            message_id,
+            taken_ms: now,
+        });
+        self.flush()?;
+        Ok(true)
+    }
+
+    /// Whether the agent took `message_id` to answer (within the record's week and a day).
+    pub fn is_answered(&self, message_id: Snowflake) -> bool {
+        lock(&self.inner.answered).ids.contains(&message_id.0)
+    }
+
+    /// Records that messages of `channel_id` after `after` may be missing (the gateway
+    /// identified afresh); an older gap of the channel stays, since it is still unfetched.
+    pub fn open_gap(&self, channel_id: Snowflake, after: Snowflake) {
+        let mut gaps = lock(&self.inner.gaps);
+        let kept = gaps.entry(channel_id).or_insert(after);
+        if after < *kept {
+            *kept = after;
+        }
+        self.queue(Change::OpenGap { channel_id, after });
+    }
+
+    /// The channel's backfill caught up: nothing before now is missing.
+    pub fn close_gap(&self, channel_id: Snowflake) {
+        if lock(&self.inner.gaps).remove(&channel_id).is_some() {
+            self.queue(Change::CloseGap(channel_id));
+        }
+    }
+
+    /// Every open backfill gap: channel → the id after which messages may be missing.
+    pub fn gaps(&self) -> HashMap<Snowflake, Snowflake> {
+        lock(&self.inner.gaps).clone()
     }
 
     /// Deletes one message: it is no longer listed or readable. False when it wasn't cached.
@@ -526,5 +725,16 @@ impl NameDirectory for Store {
 
     fn channel_name(&self, id: Snowflake) -> Option<String> {
         self.inner.hot.sessions.get(&id).map(|s| s.name.clone())
+    }
+}
+
+impl toolserver::runs::AnsweredTriggers for Store {
+    fn take(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+    ) -> Result<bool, toolserver::runs::AnsweredError> {
+        self.take_answer(channel_id, message_id)
+            .map_err(|err| toolserver::runs::AnsweredError(err.to_string()))
     }
 }

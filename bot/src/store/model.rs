@@ -63,6 +63,37 @@ pub struct StoredSession {
     pub name: String,
 }
 
+/// What the store knows of a thread beyond its session: its archive state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadState {
+    /// Archived threads take no messages until reopened.
+    pub archived: bool,
+    /// Only a moderator (Manage Threads) can reopen a locked thread.
+    pub locked: bool,
+    /// Minutes of inactivity after which Discord archives it.
+    pub auto_archive_minutes: u32,
+}
+
+impl Default for ThreadState {
+    /// An open, unlocked thread that archives after a day (Discord's default).
+    fn default() -> Self {
+        ThreadState {
+            archived: false,
+            locked: false,
+            auto_archive_minutes: 1440,
+        }
+    }
+}
+
+/// A thread as the store knows it: its session and its state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredThread {
+    /// The thread's session; `parent_id` is the channel it lives in.
+    pub session: StoredSession,
+    /// Its state; the default (open) when the store never learned it.
+    pub state: ThreadState,
+}
+
 /// A file attached to a message, as Discord described it; the store keeps no bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredAttachment {
@@ -79,8 +110,9 @@ pub struct StoredAttachment {
 /// The reactions with one emoji on a message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredReaction {
-    /// The emoji, as the gateway ingest writes it (serenity's `ReactionType::as_data`): `name:id`
-    /// for a custom emoji, the percent-encoded character for a Unicode one (`%E2%9C%85` for ✅).
+    /// The emoji as people read it: the character itself for a Unicode emoji (✅), `name:id`
+    /// for a custom one. (Stores before schema 4 kept Unicode emoji percent-encoded, as routes
+    /// write them; opening one decodes them.)
     pub emoji: String,
     /// How many users reacted with it, the bot included; never 0 (the entry goes instead).
     pub count: u32,
@@ -217,6 +249,32 @@ impl HotMessage {
         }
     }
 
+    pub(crate) fn author_id(&self) -> u64 {
+        self.author_id
+    }
+
+    /// Whether an edit stamped `edited` may replace what this message holds: not when it holds
+    /// a later edit (edits seen out of order), nor when an unedited copy arrives after an edit.
+    /// A timestamp that does not parse cannot be ordered: then the later arrival wins.
+    pub(crate) fn accepts_edit(&self, edited: Option<&str>) -> bool {
+        let held = match self.edited_timestamp {
+            NO_TIMESTAMP => return true,
+            RAW_TIMESTAMP => self
+                .extras
+                .as_deref()
+                .and_then(|e| e.raw_edited_timestamp.as_deref())
+                .and_then(instant_micros),
+            micros => Some(micros),
+        };
+        let Some(held) = held else {
+            return true;
+        };
+        match edited {
+            None => false,
+            Some(edited) => instant_micros(edited).is_none_or(|new| new >= held),
+        }
+    }
+
     pub(crate) fn content(&self) -> &str {
         self.body
             .get(..self.content_len as usize)
@@ -332,6 +390,16 @@ pub(crate) fn parse_micros(value: &str) -> Option<i64> {
         NaiveTime::from_hms_micro_opt(num(11..13)?, num(14..16)?, num(17..19)?, num(20..26)?)?;
     let total = date.and_time(time).and_utc().timestamp_micros();
     (format_micros(total).as_deref() == Some(value)).then_some(total)
+}
+
+/// Any RFC 3339 timestamp as microseconds since the Unix epoch (Discord's form the fast way),
+/// to order edits; `None` when it does not parse.
+pub(crate) fn instant_micros(value: &str) -> Option<i64> {
+    parse_micros(value).or_else(|| {
+        DateTime::parse_from_rfc3339(value)
+            .ok()
+            .map(|instant| instant.timestamp_micros())
+    })
 }
 
 /// Formats microseconds since the Unix epoch the way Discord does; `None` outside chrono's

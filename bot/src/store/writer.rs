@@ -191,15 +191,18 @@ impl WriterThread {
             for query in queries.drain(..) {
                 query(&self.conn);
             }
-            let answer = match self.failure.take() {
-                Some(failure) => Err(failure),
-                None => Ok(()),
-            };
-            for reply in replies.drain(..) {
-                let _ = reply.send(answer.clone());
+            // A failure is kept until a flush or close answers it: a batch committed before
+            // the flush arrived must not swallow it.
+            if !replies.is_empty() {
+                let answer = match self.failure.take() {
+                    Some(failure) => Err(failure),
+                    None => Ok(()),
+                };
+                for reply in replies.drain(..) {
+                    let _ = reply.send(answer.clone());
+                }
             }
             if let Some(reply) = closing {
-                self.failure = answer.err();
                 self.finish();
                 let answer = match self.failure.take() {
                     Some(failure) => Err(failure),

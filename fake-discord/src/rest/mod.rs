@@ -1,11 +1,12 @@
 //! Discord's REST API v10 under `/api/v10`: the routes serenity and poise use, one layer that
 //! records every request, applies injected faults, checks the `Authorization` header and
-//! stamps rate-limit headers, and a loud 404 for anything else.
+//! enforces Discord's rate limits ([`ratelimit`]), and a loud 404 for anything else.
 
 mod interactions;
 mod messages;
 mod meta;
 pub mod ratelimit;
+mod threads;
 
 use std::sync::Arc;
 
@@ -132,7 +133,33 @@ pub fn router(shared: Arc<Shared>) -> Router {
                 .get(meta::get_guild_commands)
                 .post(meta::post_guild_command),
         )
-        .route("/channels/{channel_id}", get(messages::get_channel))
+        .route(
+            "/channels/{channel_id}",
+            get(messages::get_channel).patch(threads::modify),
+        )
+        .route("/channels/{channel_id}/threads", post(threads::create))
+        .route(
+            "/channels/{channel_id}/messages/{message_id}/threads",
+            post(threads::create_from_message),
+        )
+        .route(
+            "/channels/{channel_id}/thread-members/@me",
+            put(threads::join),
+        )
+        .route(
+            "/channels/{channel_id}/thread-members",
+            get(threads::members),
+        )
+        .route(
+            "/channels/{channel_id}/threads/archived/public",
+            get(threads::archived_public),
+        )
+        .route("/guilds/{guild_id}/threads/active", get(threads::active))
+        .route("/channels/{channel_id}/messages/pins", get(threads::pins))
+        .route(
+            "/channels/{channel_id}/messages/pins/{message_id}",
+            put(threads::pin).delete(threads::unpin),
+        )
         .route(
             "/channels/{channel_id}/messages",
             get(messages::list).post(messages::create),
@@ -191,17 +218,17 @@ async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
     ApiError::method_not_allowed()
 }
 
-/// Records the request, applies faults and auth, stamps rate-limit headers.
+/// Records the request, applies faults, auth and rate limits (in that order), stamps
+/// rate-limit headers.
 async fn record(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
     let method = parts.method.to_string();
     let path = parts.uri.path().to_string();
     let query = parts.uri.query().map(str::to_string);
-    let bucket = parts
+    let template = parts
         .extensions
         .get::<MatchedPath>()
-        .map(|m| format!("{method} {}", m.as_str()))
-        .unwrap_or_else(|| format!("{method} {path}"));
+        .map(|m| m.as_str().to_owned());
     let Ok(bytes) = axum::body::to_bytes(body, shared.max_request_bytes).await else {
         let response = ApiError::entity_too_large().into_response();
         log_request(
@@ -237,7 +264,7 @@ async fn record(State(shared): State<Arc<Shared>>, request: Request, next: Next)
     };
 
     let fault = shared.lock().take_rest_fault(&path);
-    let mut response = if let Some(fault) = fault {
+    let response = if let Some(fault) = fault {
         tracing::info!(%method, %path, status = fault.status, "answering with an injected fault");
         let status =
             StatusCode::from_u16(fault.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -249,11 +276,29 @@ async fn record(State(shared): State<Arc<Shared>>, request: Request, next: Next)
     } else if !is_authorized(&parts, &path, &shared.world.bot) {
         ApiError::unauthorized().into_response()
     } else {
-        parts.extensions.insert(parsed);
-        next.run(Request::from_parts(parts, Body::from(bytes)))
-            .await
+        // Unknown routes (no template) answer 404 without touching any bucket.
+        let admitted = template.as_deref().map(|template| {
+            shared
+                .rates
+                .admit(&parts.method, template, &path, crate::snowflake::now_ms())
+        });
+        match admitted {
+            Some(Err(refusal)) => {
+                tracing::info!(%method, %path, retry_after_ms = refusal.retry_after_ms, global = refusal.global, "rate limited");
+                refusal.into_response()
+            }
+            admitted => {
+                parts.extensions.insert(parsed);
+                let mut response = next
+                    .run(Request::from_parts(parts, Body::from(bytes)))
+                    .await;
+                if let Some(Ok(stamp)) = admitted {
+                    stamp.write(response.headers_mut());
+                }
+                response
+            }
+        }
     };
-    shared.rates.stamp(&bucket, response.headers_mut());
     log_request(&shared, method, path, query, logged, response.status());
     response
 }

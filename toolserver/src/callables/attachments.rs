@@ -13,8 +13,11 @@ use serde_json::json;
 use crate::error::ToolError;
 use crate::files;
 use crate::invocation::{parse_id, Invocation, PlanContext};
-use crate::registry::{example, output, Planned, SessionRequest, Tool, ToolOutput, ToolSpec};
+use crate::registry::{
+    example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
+};
 use crate::surface::Fetched;
+use protocol::Effects;
 
 pub struct DownloadAttachments;
 
@@ -37,7 +40,8 @@ pub struct DownloadInput {
     pub session_id: Option<String>,
 }
 
-#[derive(Serialize)]
+/// A saved file.
+#[derive(Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct Saved {
     filename: String,
@@ -46,7 +50,8 @@ struct Saved {
     size: u64,
 }
 
-#[derive(Serialize)]
+/// A file over the size cap.
+#[derive(Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct Skipped {
     filename: String,
@@ -55,10 +60,11 @@ struct Skipped {
 }
 
 /// An attachment that could not be fetched or saved; the others still were.
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct Failed {
     filename: String,
+    #[schemars(with = "String")]
     code: ErrorCode,
     reason: String,
 }
@@ -108,8 +114,17 @@ impl Tool for DownloadAttachments {
             id: "attachment.download",
             description: "Save the attachments of the message that started this run into the working directory.",
             help: "Saves every attachment of the trigger message (or of `messageId`) into the run's working directory, or `dir` inside it. File names are reduced to one safe component (`../../etc/passwd` is saved as `passwd`) and never overwrite: a taken name (even a dangling symlink) gets ` (2)`. A file larger than the server's cap (toolserver.download_max_bytes) is not saved and is listed under `skipped`; one that could not be fetched or saved is listed under `failed` while the others are still saved. Returns the saved files' paths relative to the working directory.",
-            mutating: false,
+            // It writes files (into the run's directory only, never overwriting).
+            mutating: true,
             primary: Some("dir"),
+            title: "Download attachments",
+            // Adds files, and reaches the platform's file host.
+            effects: Effects {
+                destructive: false,
+                idempotent: false,
+                open_world: true,
+            },
+            output_schema: Some(output_schema::<Downloaded<'static>>()),
             examples: vec![
                 example("Save the trigger's attachments", "tools attachment.download", json!({})),
                 example("Save into inbox/", "tools attachment.download inbox", json!({"dir": "inbox"})),
@@ -146,7 +161,7 @@ impl Tool for DownloadAttachments {
         let message_id = plan.message_id;
         let message = cx.cached_message(&target, message_id)?;
         let dir = files::download_dir(&cwd, plan.dir.as_deref())?;
-        let cap = cx.core.download_max_bytes;
+        let cap = cx.settings().config().toolserver.download_max_bytes;
         let mut saved = Vec::new();
         let mut skipped = Vec::new();
         let mut failed = Vec::new();
@@ -215,12 +230,28 @@ impl Tool for DownloadAttachments {
                 .with_details(json!({ "failed": failed, "skipped": skipped })));
             }
         }
-        output(&json!({
-            "messageId": message_id.to_string(),
-            "dir": dir.to_string_lossy(),
-            "files": saved,
-            "skipped": skipped,
-            "failed": failed,
-        }))
+        output(&Downloaded {
+            message_id: message_id.to_string(),
+            dir: dir.to_string_lossy(),
+            files: saved,
+            skipped,
+            failed,
+        })
     }
+}
+
+/// `attachment.download`'s answer.
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct Downloaded<'a> {
+    /// The message whose files these are.
+    message_id: String,
+    /// The directory they were saved into.
+    dir: std::borrow::Cow<'a, str>,
+    /// What was saved.
+    files: Vec<Saved>,
+    /// What was over the size cap.
+    skipped: Vec<Skipped>,
+    /// What could not be fetched or saved.
+    failed: Vec<Failed>,
 }

@@ -7,13 +7,14 @@ use chrono::{DateTime, Utc};
 use entity::AliasKind;
 use protocol::ErrorCode;
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::error::ToolError;
 use crate::governance::AuditFilter;
 use crate::invocation::{Invocation, PlanContext};
-use crate::registry::{example, output, Planned, Tool, ToolOutput, ToolSpec};
+use crate::registry::{example, output, output_schema, Planned, Tool, ToolOutput, ToolSpec};
+use protocol::Effects;
 
 pub struct ListAudit;
 
@@ -89,6 +90,14 @@ impl Tool for ListAudit {
             help: "Filters combine (all must hold). `since`/`until` take an RFC 3339 time or an age (15m, 2h, 7d). Pass the answer's `nextCursor` as `cursor` for older rows. Inputs are kept cut to audit.text_chars characters per text field, or only as a hash with audit.redact. Agent runs can never call this.",
             mutating: false,
             primary: None,
+            title: "Read the audit log",
+            // The server's own log: nothing on the chat platform.
+            effects: Effects {
+                destructive: false,
+                idempotent: true,
+                open_world: false,
+            },
+            output_schema: Some(output_schema::<AuditPage>()),
             examples: vec![
                 example(
                     "What was denied in the last hour",
@@ -181,8 +190,8 @@ impl Tool for ListAudit {
                     .sessions
                     .iter()
                     .map(|id| {
-                        cx.core
-                            .aliases
+                        cx.settings()
+                            .aliases()
                             .alias_for(AliasKind::Session, *id)
                             .map_or_else(|| id.to_string(), |alias| format!("#{alias}"))
                     })
@@ -194,8 +203,22 @@ impl Tool for ListAudit {
                 row
             })
             .collect();
-        output(&json!({ "audit": rows, "nextCursor": page.next_cursor }))
+        output(&AuditPage {
+            audit: rows,
+            next_cursor: page.next_cursor,
+        })
     }
+}
+
+/// `audit.list`'s answer.
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct AuditPage {
+    /// The rows, newest first: each call's tool, caller, sessions (and `sessionLabels`),
+    /// decision, outcome, duration and `time` (RFC 3339).
+    audit: Vec<Value>,
+    /// Pass as `cursor` for older rows; `None` when this page is the last.
+    next_cursor: Option<u64>,
 }
 
 #[cfg(test)]

@@ -14,25 +14,63 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 
 use crate::files;
-use crate::invocation::{parse_id, Invocation, PlanContext, SessionView};
-use crate::registry::{example, output, Planned, SessionRequest, Tool, ToolOutput, ToolSpec};
-use crate::surface::{MessageQuery, OutgoingFile, OutgoingMessage};
+use crate::invocation::{parse_id, Invocation, MessageView, PlanContext, SessionView};
+use crate::registry::{
+    example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
+};
+use crate::surface::{MessageQuery, OutgoingFile, OutgoingMessage, SurfaceError};
+use protocol::Effects;
 
 const DEFAULT_LIMIT: u32 = 50;
 const MAX_LIMIT: u32 = 200;
 
 pub struct ListMessages;
 
-#[derive(Serialize)]
+/// `surface.messages.list`'s answer.
+#[derive(Serialize, JsonSchema)]
 struct MessageList<'a> {
+    /// The session they are in.
     session: SessionView<'a>,
+    /// Oldest first; each rendered once per revision.
+    #[schemars(with = "Vec<MessageView<'static>>")]
     messages: Vec<Arc<RawValue>>,
 }
 
-#[derive(Serialize)]
+/// `surface.messages.read`'s answer.
+#[derive(Serialize, JsonSchema)]
 struct OneMessage<'a> {
+    /// The session it is in.
     session: SessionView<'a>,
+    /// The message.
+    #[schemars(with = "MessageView<'static>")]
     message: Arc<RawValue>,
+}
+
+/// `surface.messages.send`'s answer.
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct Sent {
+    /// Where it was posted.
+    channel_id: String,
+    /// One id per part the text was split into, in order.
+    message_ids: Vec<String>,
+    /// Present (true) when the target was an archived thread that was reopened to post this.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unarchived: Option<bool>,
+    /// Why `unarchived` is there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'static str>,
+}
+
+/// The answer of a call that only acts: `{"ok":true}`.
+#[derive(Serialize, JsonSchema)]
+pub(crate) struct Done {
+    /// Always true (a failure is an error, not this).
+    ok: bool,
+}
+
+impl Done {
+    pub(crate) const OK: Done = Done { ok: true };
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -60,6 +98,9 @@ impl Tool for ListMessages {
             help: "Returns the latest `limit` cached messages (before/after the given message ids), oldest first. `text` is readable: mentions appear as @name and #token. Nothing is fetched from Discord's history.",
             mutating: false,
             primary: Some("sessionId"),
+            title: "Read recent messages",
+            effects: Effects::READ,
+            output_schema: Some(output_schema::<MessageList<'static>>()),
             examples: vec![
                 example("The last 20 messages in #ops", "tools surface.messages.list --session-id=#ops --limit=20 --output=text", json!({"sessionId": "#ops", "limit": 20})),
                 example("Messages before a given one", "tools surface.messages.list #ops --before-message-id=1000000000000000900", json!({"sessionId": "#ops", "beforeMessageId": "1000000000000000900"})),
@@ -148,6 +189,9 @@ impl Tool for ReadMessage {
             help: "Answers not_found when the message is not in the cache (too old, deleted, or from another session).",
             mutating: false,
             primary: Some("messageId"),
+            title: "Read one message",
+            effects: Effects::READ,
+            output_schema: Some(output_schema::<OneMessage<'static>>()),
             examples: vec![example("Read a message in #ops", "tools surface.messages.read --session-id=#ops 1000000000000000900", json!({"sessionId": "#ops", "messageId": "1000000000000000900"}))],
         }
     }
@@ -214,6 +258,9 @@ impl Tool for SendMessage {
             help: "Text over 2,000 characters is split into several messages at paragraph, line, then word boundaries, never inside a mention; a code block open at a split is closed and reopened. Mentions ping users only (roles only when the operator allows it); @everyone and @here never ping. `silent: true` pings nobody. `paths` attaches files from the run's working directory (at most 10 files, 8 MiB each, 16 MiB in all; nothing outside the directory); every path is checked before anything is posted.",
             mutating: true,
             primary: Some("text"),
+            title: "Send a message",
+            effects: Effects::ADD,
+            output_schema: Some(output_schema::<Sent>()),
             examples: vec![
                 example("Say something in #release-room", "tools surface.messages.send --session-id=#release-room \"ping @Stanley about #ops\"", json!({"sessionId": "#release-room", "text": "ping @Stanley about #ops"})),
                 example("Reply without pinging", "tools surface.messages.send --reply-to-message-id=1000000000000000900 --silent=true \"done\"", json!({"replyToMessageId": "1000000000000000900", "silent": true, "text": "done"})),
@@ -285,24 +332,37 @@ impl Tool for SendMessage {
                 })
                 .collect()
         };
+        // An archived thread takes no messages: reopen it first (a locked one is refused).
+        let mut unarchived = super::threads::reopen_for_send(cx, &target).await?;
         let last = plan.parts.len() - 1;
         let mut message_ids: Vec<String> = Vec::with_capacity(plan.parts.len());
         for (index, part) in plan.parts.into_iter().enumerate() {
             let reply = if index == 0 { plan.reply_to } else { None };
-            let sent = cx
-                .surface()
-                .send_message(OutgoingMessage {
-                    channel_id: target.channel,
-                    content: part,
-                    reply_to: reply,
-                    mentions: cx.mention_policy(reply.is_some(), plan.silent),
-                    files: if index == last {
-                        std::mem::take(&mut files)
-                    } else {
-                        Vec::new()
-                    },
-                })
-                .await;
+            let message = OutgoingMessage {
+                channel_id: target.channel,
+                content: part,
+                reply_to: reply,
+                mentions: cx.mention_policy(reply.is_some(), plan.silent),
+                files: if index == last {
+                    std::mem::take(&mut files)
+                } else {
+                    Vec::new()
+                },
+            };
+            // Kept only where a retry can happen: the first part, in a thread not reopened yet.
+            let retry = (index == 0
+                && !unarchived
+                && target.location.kind == crate::surface::SessionKind::Thread)
+                .then(|| message.clone());
+            let mut sent = cx.surface().send_message(message).await;
+            // The cache thought the thread open but the platform found it archived (the
+            // surface has refreshed what it knows): reopen it and try once more.
+            if let (Err(SurfaceError::Conflict(_)), Some(message)) = (&sent, retry) {
+                if super::threads::reopen_for_send(cx, &target).await? {
+                    unarchived = true;
+                    sent = cx.surface().send_message(message).await;
+                }
+            }
             match sent {
                 Ok(id) => message_ids.push(id.to_string()),
                 Err(error) => {
@@ -321,7 +381,12 @@ impl Tool for SendMessage {
                 }
             }
         }
-        output(&json!({ "channelId": target.channel_id().to_string(), "messageIds": message_ids }))
+        output(&Sent {
+            channel_id: target.channel_id().to_string(),
+            message_ids,
+            unarchived: unarchived.then_some(true),
+            note: unarchived.then_some("the thread was archived; it was reopened to post this"),
+        })
     }
 }
 
@@ -358,6 +423,9 @@ impl Tool for EditMessage {
             help: "The new text gets the same mention rewrite as send. Edits are not split: over 2,000 characters is a usage error.",
             mutating: true,
             primary: Some("text"),
+            title: "Edit a message",
+            effects: Effects::OVERWRITE,
+            output_schema: Some(output_schema::<Done>()),
             examples: vec![example("Fix a typo", "tools surface.messages.edit --session-id=#ops --message-id=1000000000000000900 \"deploy done, thanks @Stanley\"", json!({"sessionId": "#ops", "messageId": "1000000000000000900", "text": "deploy done, thanks @Stanley"}))],
         }
     }
@@ -413,7 +481,7 @@ impl Tool for EditMessage {
                 cx.mention_policy(false, false),
             )
             .await?;
-        output(&json!({ "ok": true }))
+        output(&Done::OK)
     }
 }
 
@@ -431,6 +499,9 @@ impl Tool for DeleteMessage {
             help: "Deleting someone else's message needs the Manage Messages permission in that channel; without it Discord refuses (denied).",
             mutating: true,
             primary: Some("messageId"),
+            title: "Delete a message",
+            effects: Effects::OVERWRITE,
+            output_schema: Some(output_schema::<Done>()),
             examples: vec![example("Delete a message in #ops", "tools surface.messages.delete --session-id=#ops 1000000000000000900", json!({"sessionId": "#ops", "messageId": "1000000000000000900"}))],
         }
     }
@@ -452,6 +523,6 @@ impl Tool for DeleteMessage {
         cx.surface()
             .delete_message(target.channel, message_id)
             .await?;
-        output(&json!({ "ok": true }))
+        output(&Done::OK)
     }
 }

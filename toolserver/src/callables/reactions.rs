@@ -7,10 +7,13 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::callables::messages::MessageRefInput;
+use crate::callables::messages::{Done, MessageRefInput};
 use crate::error::ToolError;
 use crate::invocation::{parse_id, Invocation, PlanContext};
-use crate::registry::{example, output, Planned, SessionRequest, Tool, ToolOutput, ToolSpec};
+use crate::registry::{
+    example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
+};
+use protocol::Effects;
 
 /// `sessionId`, `messageId` and `emoji`, shared by add and remove.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -64,6 +67,13 @@ impl Tool for AddReaction {
             help: "Adds the bot's reaction; adding one that is already there succeeds.",
             mutating: true,
             primary: Some("emoji"),
+            title: "Add a reaction",
+            effects: Effects {
+                destructive: false,
+                idempotent: true,
+                open_world: true,
+            },
+            output_schema: Some(output_schema::<Done>()),
             examples: vec![example(
                 "Acknowledge",
                 "tools surface.reactions.add --session-id=#ops --message-id=1000000000000000900 ✅",
@@ -85,7 +95,7 @@ impl Tool for AddReaction {
         cx.surface()
             .add_reaction(target.channel, plan.message_id, plan.emoji)
             .await?;
-        output(&json!({ "ok": true }))
+        output(&Done::OK)
     }
 }
 
@@ -103,6 +113,9 @@ impl Tool for RemoveReaction {
             help: "Only the bot's reaction is removed; other people's stay.",
             mutating: true,
             primary: Some("emoji"),
+            title: "Remove a reaction",
+            effects: Effects::OVERWRITE,
+            output_schema: Some(output_schema::<Done>()),
             examples: vec![example("Take back a reaction", "tools surface.reactions.remove --session-id=#ops --message-id=1000000000000000900 ⏳", json!({"sessionId": "#ops", "messageId": "1000000000000000900", "emoji": "⏳"}))],
         }
     }
@@ -120,7 +133,7 @@ impl Tool for RemoveReaction {
         cx.surface()
             .remove_reaction(target.channel, plan.message_id, plan.emoji)
             .await?;
-        output(&json!({ "ok": true }))
+        output(&Done::OK)
     }
 }
 
@@ -138,6 +151,9 @@ impl Tool for ListReactions {
             help: "Reads the cache; a message that is not cached answers not_found.",
             mutating: false,
             primary: Some("messageId"),
+            title: "List reactions",
+            effects: Effects::READ,
+            output_schema: Some(output_schema::<ReactionList>()),
             examples: vec![example(
                 "Reactions on a message",
                 "tools surface.reactions.list --session-id=#ops 1000000000000000900",
@@ -161,6 +177,15 @@ impl Tool for ListReactions {
     ) -> Result<ToolOutput, ToolError> {
         let target = cx.target()?;
         let message = cx.cached_message(&target, message_id)?;
-        output(&json!({ "reactions": message.reactions }))
+        output(&ReactionList {
+            reactions: &message.reactions,
+        })
     }
+}
+
+/// `surface.reactions.list`'s answer.
+#[derive(serde::Serialize, JsonSchema)]
+struct ReactionList<'a> {
+    /// One entry per emoji.
+    reactions: &'a [crate::surface::ReactionInfo],
 }

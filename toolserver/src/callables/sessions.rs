@@ -7,9 +7,10 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::error::ToolError;
-use crate::invocation::{Invocation, PlanContext};
-use crate::registry::{example, output, Planned, Tool, ToolOutput, ToolSpec};
+use crate::invocation::{Invocation, PlanContext, SessionView};
+use crate::registry::{example, output, output_schema, Planned, Tool, ToolOutput, ToolSpec};
 use crate::surface::ChannelLocation;
+use protocol::Effects;
 
 pub struct ListSessions;
 
@@ -32,6 +33,9 @@ impl Tool for ListSessions {
             help: "Only sessions the allowlist allows are listed; `limit` applies after that filter. `token` is the configured alias for the session, usable as sessionId elsewhere.",
             mutating: false,
             primary: None,
+            title: "List sessions",
+            effects: Effects::READ,
+            output_schema: Some(output_schema::<SessionList>()),
             examples: vec![example(
                 "List up to 20 sessions",
                 "tools surface.sessions.list --limit=20 --output=text",
@@ -56,7 +60,7 @@ impl Tool for ListSessions {
     }
 
     async fn run(&self, cx: &Invocation<'_>, limit: usize) -> Result<ToolOutput, ToolError> {
-        let allowlist = &cx.core.allowlist;
+        let allowlist = &cx.settings().allow;
         let all = cx.surface().sessions();
         let sessions: Vec<_> = all
             .iter()
@@ -70,6 +74,13 @@ impl Tool for ListSessions {
             .take(limit)
             .map(|s| cx.session_info_json(s))
             .collect();
-        output(&json!({ "sessions": sessions }))
+        output(&SessionList { sessions })
     }
+}
+
+/// `surface.sessions.list`'s answer.
+#[derive(serde::Serialize, JsonSchema)]
+struct SessionList<'a> {
+    /// The sessions the allowlist allows, as the cache knows them.
+    sessions: Vec<SessionView<'a>>,
 }

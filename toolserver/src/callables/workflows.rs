@@ -13,11 +13,14 @@ use serde_json::json;
 use crate::auth::Caller;
 use crate::error::ToolError;
 use crate::invocation::{parse_id, Invocation, PlanContext};
-use crate::registry::{example, output, Planned, SessionRequest, Tool, ToolOutput, ToolSpec};
+use crate::registry::{
+    example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
+};
 use crate::workflow::{
     NewTask, NewWorkflow, Workflow, WorkflowEngine, WorkflowError, DEFAULT_TIMEOUT, MAX_TASKS,
     MAX_TIMEOUT,
 };
+use protocol::Effects;
 use protocol::ErrorKind;
 
 const MAX_SUMMARY: usize = 500;
@@ -149,6 +152,9 @@ impl Tool for CreateWorkflow {
             help: "Each task waits in its session for a reply to `messageId` when given, else for the next message that is not from a bot (from `fromUserId` when given). When every task has its answer, or `timeoutS` passes, a new agent run starts in the session that created the workflow, with each task's summary and answer (or \"no answer\") in its prompt, replying to the message that started this run. Post the question first (surface.messages.send), then pass its message id. Workflows survive restarts.",
             mutating: true,
             primary: None,
+            title: "Wait for people's answers",
+            effects: Effects::ADD,
+            output_schema: Some(output_schema::<Created>()),
             examples: vec![example(
                 "Ask Tomas in #release-room, resume here when he replies",
                 "tools workflow.create --tasks='[{\"sessionId\":\"#release-room\",\"messageId\":\"1000000000000000950\",\"fromUserId\":\"Tomas\",\"summary\":\"Is the build signed?\"}]' --timeout-s=3600 --resume-prompt='Finish the deploy if the build is signed.'",
@@ -273,13 +279,13 @@ impl Tool for CreateWorkflow {
             resume_prompt: plan.resume_prompt,
             tasks,
         })?;
-        output(&json!({
-            "workflowId": workflow.workflow_id,
-            "state": workflow.state,
-            "originSessionId": workflow.origin_session_id.to_string(),
-            "deadlineMs": workflow.deadline_ms,
-            "tasks": workflow.tasks.len(),
-        }))
+        output(&Created {
+            workflow_id: workflow.workflow_id,
+            state: workflow.state,
+            origin_session_id: workflow.origin_session_id.to_string(),
+            deadline_ms: workflow.deadline_ms,
+            tasks: workflow.tasks.len(),
+        })
     }
 }
 
@@ -299,9 +305,34 @@ pub struct ListWorkflowsInput {
     pub state: Option<String>,
 }
 
-#[derive(Serialize)]
+/// `workflow.list`'s answer.
+#[derive(Serialize, JsonSchema)]
 struct WorkflowList {
+    /// The workflows (those in the asked state).
     workflows: Vec<Workflow>,
+}
+
+/// `workflow.get`'s and `workflow.cancel`'s answer.
+#[derive(Serialize, JsonSchema)]
+struct OneWorkflow {
+    /// The workflow.
+    workflow: Workflow,
+}
+
+/// `workflow.create`'s answer.
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct Created {
+    /// Its id (`wf_...`).
+    workflow_id: String,
+    /// `waiting`.
+    state: crate::workflow::WorkflowState,
+    /// Where the resumed run happens.
+    origin_session_id: String,
+    /// When it times out, ms since the Unix epoch.
+    deadline_ms: u64,
+    /// How many tasks it waits for.
+    tasks: usize,
 }
 
 #[async_trait]
@@ -316,6 +347,9 @@ impl Tool for ListWorkflows {
             help: "The operator sees every workflow; an agent run sees those created from its session. Filter with `state` (waiting, answered, timed_out, cancelled).",
             mutating: false,
             primary: Some("state"),
+            title: "List workflows",
+            effects: Effects::READ,
+            output_schema: Some(output_schema::<WorkflowList>()),
             examples: vec![example(
                 "What is still waiting",
                 "tools workflow.list waiting",
@@ -382,6 +416,9 @@ impl Tool for GetWorkflow {
                 "Answers carry the readable text of the message that answered, its author and time.",
             mutating: false,
             primary: Some("workflowId"),
+            title: "Show a workflow",
+            effects: Effects::READ,
+            output_schema: Some(output_schema::<OneWorkflow>()),
             examples: vec![example(
                 "Look at one",
                 "tools workflow.get wf_0123456789abcdef",
@@ -400,7 +437,7 @@ impl Tool for GetWorkflow {
 
     async fn run(&self, cx: &Invocation<'_>, workflow_id: String) -> Result<ToolOutput, ToolError> {
         let workflow = find(cx, &workflow_id)?;
-        output(&json!({ "workflow": workflow }))
+        output(&OneWorkflow { workflow })
     }
 }
 
@@ -418,6 +455,9 @@ impl Tool for CancelWorkflow {
             help: "Only a waiting workflow can be cancelled; one that already resumed answers `conflict`.",
             mutating: true,
             primary: Some("workflowId"),
+            title: "Cancel a workflow",
+            effects: Effects::OVERWRITE,
+            output_schema: Some(output_schema::<OneWorkflow>()),
             examples: vec![example(
                 "Cancel one",
                 "tools workflow.cancel wf_0123456789abcdef",
@@ -437,6 +477,8 @@ impl Tool for CancelWorkflow {
     async fn run(&self, cx: &Invocation<'_>, workflow_id: String) -> Result<ToolOutput, ToolError> {
         let found = find(cx, &workflow_id)?;
         let cancelled = engine(cx)?.cancel(&found.workflow_id)?;
-        output(&json!({ "workflow": cancelled }))
+        output(&OneWorkflow {
+            workflow: cancelled,
+        })
     }
 }

@@ -1,0 +1,293 @@
+//! Backfill: fetching what the gateway did not deliver.
+//!
+//! Discord replays missed events only when a session RESUMEs. After a fresh identify (start-up,
+//! an INVALID_SESSION, an outage too long to resume) every message posted while the gateway was
+//! away is simply gone from the gateway's point of view, so the bot fetches the gap itself over
+//! REST, for every channel, thread and DM it knows and the allowlist permits.
+//!
+//! Where a channel's gap starts is decided at READY, before any event of the new session is
+//! applied: an open gap the store recorded earlier (a pass that never finished, even in an
+//! earlier process), else the channel's newest stored message not written by the bot (the bot's
+//! own messages are stored from REST answers, gateway or not). The gap is recorded in the store
+//! at READY and closed when the channel caught up, so a restart in between fetches it again.
+//!
+//! A channel's gap is fetched with `GET /channels/{id}/messages?after=<gap start>&limit=100`;
+//! a gap larger than that page is walked back from the newest message (`before=`) to it, at
+//! most [`BackfillOptions::max_messages`] messages and none older than
+//! [`BackfillOptions::max_age`]; then its messages are ingested oldest first through the same
+//! path as live ones (canonical text, workflows, triggers marked as missed). The walk goes
+//! newest first because the bound then keeps what the store's retention keeps, and what a
+//! missed trigger can be: the most recent messages. Requests wait for the bucket's refill when
+//! `X-RateLimit-Remaining` reaches 0, instead of running into 429s.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use entity::Snowflake;
+use serde_json::Value;
+use serenity::model::channel::Message;
+use serenity::model::id::GuildId;
+
+use crate::rest::DiscordRest;
+use crate::store::{first_id_at, SessionKind, Store, StoredSession};
+
+/// Messages per request: Discord's maximum.
+const PAGE: u8 = 100;
+
+/// How much a backfill fetches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackfillOptions {
+    /// Most messages fetched per channel (`store.backfill_max_messages`); the newest are kept.
+    pub max_messages: usize,
+    /// Messages older than this are not fetched (`store.backfill_max_age_s`).
+    pub max_age: Duration,
+}
+
+impl Default for BackfillOptions {
+    fn default() -> Self {
+        BackfillOptions {
+            max_messages: 1_000,
+            max_age: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+/// What one backfill pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BackfillReport {
+    /// Channels, threads and DMs looked at.
+    pub channels: usize,
+    /// Channels whose gap could not be fetched (their gap stays open for the next pass).
+    pub failed: usize,
+    /// Channels whose gap held more than `max_messages`: the older rest was left out.
+    pub truncated: usize,
+    /// Requests made.
+    pub requests: usize,
+    /// Messages fetched inside the gaps.
+    pub fetched: usize,
+    /// Fetched messages the store did not hold yet.
+    pub stored: usize,
+    /// How long the pass took.
+    pub elapsed: Duration,
+}
+
+/// The backfill state an [`Ingest`](crate::gateway::Ingest) keeps.
+pub(crate) struct Backfill {
+    rest: DiscordRest,
+    options: BackfillOptions,
+    /// Bumped at every READY: a pass started for an older READY stops between channels.
+    generation: AtomicU64,
+    /// Where each channel's gap starts, decided at the latest READY.
+    plan: Mutex<HashMap<Snowflake, Snowflake>>,
+    /// A pass is going.
+    running: AtomicBool,
+    last: Mutex<Option<BackfillReport>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A channel's fetched gap, oldest first.
+pub(crate) struct Fetched {
+    pub(crate) messages: Vec<Message>,
+    pub(crate) requests: usize,
+    pub(crate) truncated: bool,
+}
+
+impl Backfill {
+    pub(crate) fn new(rest: DiscordRest, options: BackfillOptions) -> Backfill {
+        Backfill {
+            rest,
+            options,
+            generation: AtomicU64::new(0),
+            plan: Mutex::new(HashMap::new()),
+            running: AtomicBool::new(false),
+            last: Mutex::new(None),
+        }
+    }
+
+    /// At READY, before any event of the new session: decides and records where each known
+    /// channel's gap starts. Returns the READY's generation.
+    pub(crate) fn prepare(&self, store: &Store, bot: Option<Snowflake>) -> u64 {
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut plan = store.gaps();
+        for channel in store.channels_with_messages() {
+            if plan.contains_key(&channel) {
+                continue;
+            }
+            if let Some(newest) = store.newest_message_id(channel, bot) {
+                plan.insert(channel, newest);
+            }
+        }
+        for (&channel, &after) in &plan {
+            store.open_gap(channel, after);
+        }
+        *lock(&self.plan) = plan;
+        generation
+    }
+
+    /// The latest READY's generation.
+    pub(crate) fn current(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn is_current(&self, generation: u64) -> bool {
+        self.generation.load(Ordering::SeqCst) == generation
+    }
+
+    pub(crate) fn set_running(&self, running: bool) {
+        self.running.store(running, Ordering::SeqCst);
+    }
+
+    pub(crate) fn is_running(&self) -> bool {
+        self.running.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn plan(&self) -> HashMap<Snowflake, Snowflake> {
+        lock(&self.plan).clone()
+    }
+
+    pub(crate) fn options(&self) -> BackfillOptions {
+        self.options
+    }
+
+    pub(crate) fn finished(&self, report: BackfillReport) {
+        *lock(&self.last) = Some(report);
+    }
+
+    pub(crate) fn last_report(&self) -> Option<BackfillReport> {
+        lock(&self.last).clone()
+    }
+
+    /// The oldest id a pass starting now fetches after.
+    pub(crate) fn floor(&self) -> Snowflake {
+        let max_age = u64::try_from(self.options.max_age.as_millis()).unwrap_or(u64::MAX);
+        first_id_at(toolserver::clock::now_ms().saturating_sub(max_age))
+    }
+
+    /// Fetches one channel's messages after `after`, oldest first, at most `max_messages`
+    /// (the newest). Messages that do not parse are logged and skipped.
+    ///
+    /// The first request asks for the page right after the gap's start (`after=`); a gap that
+    /// fits it — the usual case — is done in one request. A larger gap is walked back from the
+    /// newest message (`before=`) down to that first page, so the bound keeps the newest
+    /// messages rather than the oldest.
+    pub(crate) async fn fetch(
+        &self,
+        session: &StoredSession,
+        after: Snowflake,
+    ) -> Result<Fetched, toolserver::surface::SurfaceError> {
+        let channel = session.id;
+        let guild = session.guild_id.map(|g| GuildId::new(g.0.max(1)));
+        let max = self.options.max_messages;
+        let read = |value: Value, id: Snowflake| match serde_json::from_value::<Message>(value) {
+            Ok(mut message) => {
+                // REST messages carry no guild id; the session knows it.
+                if message.guild_id.is_none() {
+                    message.guild_id = guild;
+                }
+                Some(message)
+            }
+            Err(error) => {
+                tracing::warn!(%channel, message = %id, %error, "a listed message could not be read; skipped");
+                None
+            }
+        };
+        let first = self
+            .rest
+            .list_messages(channel, None, Some(after), PAGE)
+            .await?;
+        let mut requests = 1;
+        let first_full = first.messages.len() >= usize::from(PAGE);
+        let mut oldest_page: Vec<(Snowflake, Value)> = Vec::new();
+        for value in first.messages {
+            match value_id(&value) {
+                Some(id) if id > after => oldest_page.push((id, value)),
+                Some(_) => {}
+                None => tracing::warn!(%channel, "a listed message has no id; skipped"),
+            }
+        }
+        let mut walked: Vec<(Snowflake, Value)> = Vec::new();
+        let mut truncated = false;
+        if first_full {
+            // Everything up to the first page's newest message is in that page.
+            let top_of_first = oldest_page.iter().map(|(id, _)| *id).max().unwrap_or(after);
+            let mut before: Option<Snowflake> = None;
+            loop {
+                let page = self.rest.list_messages(channel, before, None, PAGE).await?;
+                requests += 1;
+                let full = page.messages.len() >= usize::from(PAGE);
+                let mut reached_first = false;
+                let mut oldest: Option<Snowflake> = None;
+                for value in page.messages {
+                    let Some(id) = value_id(&value) else {
+                        tracing::warn!(%channel, "a listed message has no id; skipped");
+                        continue;
+                    };
+                    oldest = Some(oldest.map_or(id, |o: Snowflake| o.min(id)));
+                    if id <= top_of_first {
+                        reached_first = true;
+                    } else if walked.len() >= max {
+                        truncated = true;
+                    } else {
+                        walked.push((id, value));
+                    }
+                }
+                let next = match oldest {
+                    Some(oldest) if full && !reached_first && !truncated => oldest,
+                    _ => break,
+                };
+                // Every step moves `before` down, so the walk ends.
+                if before.is_some_and(|b| next >= b) {
+                    tracing::warn!(%channel, "Discord listed no older messages than before; stopping this channel's backfill");
+                    break;
+                }
+                before = Some(next);
+            }
+        }
+        let mut listed = walked;
+        if !truncated {
+            listed.extend(oldest_page);
+        }
+        // Discord lists newest first; ingest goes in posting order, as the gateway would have.
+        listed.sort_by_key(|(id, _)| *id);
+        listed.dedup_by_key(|(id, _)| *id);
+        if listed.len() > max {
+            truncated = true;
+            listed.drain(..listed.len() - max);
+        }
+        if truncated {
+            tracing::warn!(%channel, kept = listed.len(), "more messages were missed in this channel than store.backfill_max_messages; the newest were fetched, the older rest left out");
+        }
+        let messages = listed
+            .into_iter()
+            .filter_map(|(id, value)| read(value, id))
+            .collect();
+        Ok(Fetched {
+            messages,
+            requests,
+            truncated,
+        })
+    }
+}
+
+fn value_id(value: &Value) -> Option<Snowflake> {
+    value
+        .get("id")
+        .and_then(Value::as_str)
+        .and_then(Snowflake::from_digits)
+}
+
+/// Whether a backfill fetches a session's messages: channels, threads and DMs hold messages;
+/// forums and categories do not.
+pub(crate) fn holds_messages(session: &StoredSession) -> bool {
+    matches!(
+        session.kind,
+        SessionKind::Channel | SessionKind::Thread | SessionKind::Dm
+    )
+}

@@ -1,0 +1,330 @@
+//! Never miss a message, never answer twice, end to end: the real binary against the fake.
+//! Messages posted while the gateway identifies afresh (an op 9 storm) or while switchboard is
+//! down are fetched and stored; missed mentions are answered exactly once, across restarts;
+//! the gateway's close codes for a bad setup end the process with the right exit code.
+
+mod support;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use fake_discord::{demo, Fault, GatewayFaultKind};
+use serde_json::Value;
+use support::{bot_posts, command_agent, poll, script, Allow, Fake, Switchboard, TempDir};
+
+const BOT_MENTION: &str = "<@1000000000000000001>";
+
+fn gateway_fault(kind: GatewayFaultKind) -> Fault {
+    Fault {
+        rest: None,
+        gateway: Some(kind),
+    }
+}
+
+/// Every message of a session switchboard lists (up to 200), oldest first.
+fn listed(sb: &Switchboard, session: &str) -> Vec<Value> {
+    let arg = format!("--session-id={session}");
+    let out = sb.tools(&[
+        "surface.messages.list",
+        &arg,
+        "--limit=200",
+        "--output=json",
+    ]);
+    out.json()["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn listed_ids(sb: &Switchboard, session: &str) -> Vec<String> {
+    listed(sb, session)
+        .iter()
+        .filter_map(|m| m["messageId"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn health(sb: &Switchboard) -> Value {
+    let (_, body) = support::http_get(&sb.url, "/health").expect("/health answers");
+    serde_json::from_str(&body).expect("/health is JSON")
+}
+
+/// The bot's replies in `channel`, counted per message they answer.
+fn replies_per_trigger(fake: &Fake, channel: u64) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
+    for post in bot_posts(fake, channel) {
+        if let Some(trigger) = post["message_reference"]["message_id"].as_str() {
+            *counts.entry(trigger.to_owned()).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+fn count_429(fake: &Fake) -> usize {
+    fake.fake
+        .requests()
+        .iter()
+        .filter(|r| r.status == 429)
+        .count()
+}
+
+#[test]
+fn an_invalid_session_storm_loses_no_message() {
+    let fake = Fake::start();
+    let dir = TempDir::new("op9-storm");
+    let sb = Switchboard::start(&fake, dir.path(), &Allow::default());
+    let identified = fake.fake.state().sessions_identified;
+    let mut ids = Vec::new();
+    // A storm: every session switchboard identifies is invalidated (op 9) soon after it
+    // is ready, while messages keep coming; serenity waits a few seconds before each fresh
+    // identify, and whatever is posted meanwhile the gateway never delivers.
+    let mut invalidated = identified - 1;
+    let mut storms = 0;
+    for i in 0..50 {
+        ids.push(fake.post(demo::OPS, demo::STANLEY, &format!("storm {i}")));
+        let now = fake.fake.state().sessions_identified;
+        if now > invalidated && i < 40 {
+            invalidated = now;
+            storms += fake
+                .fake
+                .inject_fault(gateway_fault(GatewayFaultKind::InvalidSession))
+                .expect("op 9");
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(storms >= 2, "the op 9s reached {storms} connections");
+    sb.wait_listed("#ops", &ids, Duration::from_secs(60));
+    let all = listed_ids(&sb, "#ops");
+    for id in &ids {
+        assert_eq!(
+            all.iter().filter(|l| *l == id).count(),
+            1,
+            "{id} in {all:?}"
+        );
+    }
+    poll("/health ready again", Duration::from_secs(30), || {
+        (health(&sb)["discord"] == "ready").then_some(())
+    });
+    assert!(
+        fake.fake.state().sessions_identified >= identified + 2,
+        "the op 9s forced fresh identifies: {:?}",
+        fake.fake.state()
+    );
+    let log = sb.stderr();
+    // The gateway never delivered what was posted between an op 9 and the next identify:
+    // those messages came from the backfill.
+    let recovered: usize = log
+        .lines()
+        .filter(|line| line.contains("backfill caught up"))
+        .filter_map(|line| line.split("stored=").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next()?.parse::<usize>().ok())
+        .sum();
+    assert!(recovered > 0, "no message came from a backfill:\n{log}");
+    eprintln!("{recovered} of 50 messages were recovered by backfills");
+    assert_eq!(count_429(&fake), 0);
+}
+
+#[test]
+fn two_hundred_messages_posted_while_down_are_all_there_and_mentions_answered_once() {
+    let fake = Fake::start();
+    let dir = TempDir::new("down-200");
+    let out = dir.path();
+    let agent = script(out, "agent.sh", "cat > /dev/null\necho on it");
+    let agent = command_agent(&agent, out, 30, "");
+    let sb = Switchboard::start_with(&fake, out, &Allow::default(), &agent);
+    let (status, log) = sb.terminate(Duration::from_secs(15));
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{log}");
+
+    let mut ops = Vec::new();
+    let mut room = Vec::new();
+    let mut mentions = Vec::new();
+    for i in 0..100 {
+        let text = if i % 25 == 7 {
+            format!("{BOT_MENTION} while you were away {i}")
+        } else {
+            format!("ops while down {i}")
+        };
+        let id = fake.post(demo::OPS, demo::STANLEY, &text);
+        if text.starts_with(BOT_MENTION) {
+            mentions.push(id.clone());
+        }
+        ops.push(id);
+        room.push(fake.post(
+            demo::RELEASE_ROOM,
+            demo::TOMAS,
+            &format!("room while down {i}"),
+        ));
+    }
+    fake.fake.clear_requests();
+    let started = Instant::now();
+    // `start_with` returns once /health says ready: the gateway is live and the backfill
+    // caught up.
+    let sb = Switchboard::start_with(&fake, out, &Allow::default(), &agent);
+    let ready_after = started.elapsed();
+    let ops_listed = listed_ids(&sb, "#ops");
+    let room_listed = listed_ids(&sb, "#release-room");
+    for id in &ops {
+        assert!(ops_listed.contains(id), "{id} missing from #ops");
+    }
+    assert_eq!(
+        room_listed, room,
+        "#release-room holds exactly what was posted, in order"
+    );
+    eprintln!("200 missed messages listed {ready_after:?} after the restart began");
+    assert!(ready_after < Duration::from_secs(30), "{ready_after:?}");
+    assert_eq!(count_429(&fake), 0);
+
+    let answered = poll(
+        "an answer to every missed mention",
+        Duration::from_secs(30),
+        || {
+            let counts = replies_per_trigger(&fake, demo::OPS);
+            (counts.len() == mentions.len()).then_some(counts)
+        },
+    );
+    // Let any duplicate show up before counting.
+    std::thread::sleep(Duration::from_secs(3));
+    let answered_later = replies_per_trigger(&fake, demo::OPS);
+    assert_eq!(answered, answered_later);
+    for mention in &mentions {
+        assert_eq!(answered.get(mention), Some(&1), "{answered:?}");
+    }
+    assert_eq!(bot_posts(&fake, demo::OPS).len(), mentions.len());
+}
+
+#[test]
+fn a_mention_posted_while_down_is_answered_once_and_never_again() {
+    let fake = Fake::start();
+    let dir = TempDir::new("down-mention");
+    let out = dir.path();
+    let agent = script(out, "agent.sh", "cat > /dev/null\necho here now");
+    let agent = command_agent(&agent, out, 30, "");
+    let sb = Switchboard::start_with(&fake, out, &Allow::default(), &agent);
+    sb.terminate(Duration::from_secs(15));
+
+    let mention = fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} are you up?"),
+    );
+    let sb = Switchboard::start_with(&fake, out, &Allow::default(), &agent);
+    poll(
+        "the answer to the missed mention",
+        Duration::from_secs(30),
+        || (replies_per_trigger(&fake, demo::OPS).get(&mention) == Some(&1)).then_some(()),
+    );
+    let (status, log) = sb.terminate(Duration::from_secs(15));
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{log}");
+
+    // Restart as is: the mention is stored, so nothing triggers.
+    let sb = Switchboard::start_with(&fake, out, &Allow::default(), &agent);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        replies_per_trigger(&fake, demo::OPS).get(&mention),
+        Some(&1)
+    );
+    sb.terminate(Duration::from_secs(15));
+
+    // Now the store loses #ops's messages (as a store restored from an older copy would):
+    // the backfill brings the mention back as missed, and only the record of answered
+    // triggers stands between it and a second answer.
+    let store = bot::store::Store::open(
+        dir.path().join("switchboard.db").to_str().unwrap(),
+        bot::store::StoreOptions::default(),
+    )
+    .expect("open the stopped switchboard's store");
+    assert!(store.forget_channel_messages(demo::OPS.into()) >= 2);
+    store.close().expect("close the store");
+    let sb = Switchboard::start_with(&fake, out, &Allow::default(), &agent);
+    sb.wait_listed(
+        "#ops",
+        std::slice::from_ref(&mention),
+        Duration::from_secs(20),
+    );
+    poll(
+        "the bridge to turn the mention away",
+        Duration::from_secs(20),
+        || {
+            sb.stderr()
+                .contains("this message was answered before")
+                .then_some(())
+        },
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        replies_per_trigger(&fake, demo::OPS).get(&mention),
+        Some(&1),
+        "{}",
+        sb.stderr()
+    );
+}
+
+#[test]
+fn a_missed_trigger_older_than_the_limit_or_ignored_is_stored_not_answered() {
+    let fake = Fake::start();
+    let dir = TempDir::new("down-ignore");
+    let out = dir.path();
+    let agent_script = script(out, "agent.sh", "cat > /dev/null\necho hello");
+    let ignoring = command_agent(&agent_script, out, 30, "missed_triggers = \"ignore\"");
+    let sb = Switchboard::start_with(&fake, out, &Allow::default(), &ignoring);
+    sb.terminate(Duration::from_secs(15));
+    let ignored = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} hello?"));
+    let sb = Switchboard::start_with(&fake, out, &Allow::default(), &ignoring);
+    sb.wait_listed(
+        "#ops",
+        std::slice::from_ref(&ignored),
+        Duration::from_secs(20),
+    );
+    sb.terminate(Duration::from_secs(15));
+
+    let stale = command_agent(&agent_script, out, 30, "missed_max_age_s = 1");
+    let old = fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} still there?"),
+    );
+    std::thread::sleep(Duration::from_millis(2_100));
+    let sb = Switchboard::start_with(&fake, out, &Allow::default(), &stale);
+    sb.wait_listed("#ops", std::slice::from_ref(&old), Duration::from_secs(20));
+    // A live mention is still answered: the limit is for missed ones only.
+    let live = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} now?"));
+    poll("the live mention's answer", Duration::from_secs(30), || {
+        replies_per_trigger(&fake, demo::OPS)
+            .contains_key(&live)
+            .then_some(())
+    });
+    let counts = replies_per_trigger(&fake, demo::OPS);
+    assert_eq!(counts.len(), 1, "{counts:?}");
+    let log = sb.stderr();
+    assert!(log.contains("too old to answer"), "{log}");
+}
+
+fn exit_after_close(code: u16) -> (Option<i32>, String) {
+    let fake = Fake::start();
+    let dir = TempDir::new(&format!("close-{code}"));
+    let sb = Switchboard::start(&fake, dir.path(), &Allow::default());
+    let reached = fake
+        .fake
+        .inject_fault(gateway_fault(GatewayFaultKind::Close(code)))
+        .expect("close fault");
+    assert_eq!(reached, 1);
+    let (status, log) = sb.wait_exit(Duration::from_secs(20));
+    let status = status.unwrap_or_else(|| panic!("still running 20 s after close {code}:\n{log}"));
+    (status.code(), log)
+}
+
+#[test]
+fn disallowed_intents_exit_2_saying_what_to_enable() {
+    let (code, log) = exit_after_close(4014);
+    assert_eq!(code, Some(2), "{log}");
+    assert!(log.contains("Message Content Intent"), "{log}");
+    assert!(log.contains("developer portal"), "{log}");
+}
+
+#[test]
+fn a_token_the_gateway_rejects_exits_3_and_invalid_intents_are_explained() {
+    let (code, log) = exit_after_close(4004);
+    assert_eq!(code, Some(3), "{log}");
+    let (code, log) = exit_after_close(4013);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("close 4013"), "{log}");
+}
