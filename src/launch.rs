@@ -203,32 +203,29 @@ bind = "{bind}"
 path = {store}
 
 {agent}
-# A run may post in its own session; a post anywhere else waits for an approver's click.
+# A run posting from one named channel into another waits for an approver's click; its own
+# session, its threads and the DM need no one.
 [permissions]
 approvers = ["@Stanley"]
 ask_timeout_s = 120
 
 [[permissions.rules]]
 tool = "surface.messages.send"
+session = "#release-room"
+origin = "#ops"
 policy = "ask"
 
 [[permissions.rules]]
 tool = "surface.messages.send"
 session = "#ops"
-origin = "#ops"
-policy = "allow"
-
-[[permissions.rules]]
-tool = "surface.messages.send"
-session = "#release-room"
 origin = "#release-room"
-policy = "allow"
+policy = "ask"
 
 [[permissions.rules]]
 tool = "surface.messages.send"
 session = "{STANLEY_DM}"
-origin = "{STANLEY_DM}"
-policy = "allow"
+origin = "#ops"
+policy = "ask"
 "##,
         store = toml_string(&store_path.display().to_string()),
         aliases = demo_world::alias_sections()

@@ -405,8 +405,16 @@ async fn search(core: &Core, context: &CallContext, trigger: &Trigger, words: &s
         .map(|hit| {
             format!(
                 "{}: {}",
-                hit["authorName"].as_str().unwrap_or("someone"),
-                quote(hit["text"].as_str().unwrap_or_default())
+                hit["message"]["authorName"]
+                    .as_str()
+                    .or_else(|| hit["authorName"].as_str())
+                    .unwrap_or("someone"),
+                quote(
+                    hit["message"]["text"]
+                        .as_str()
+                        .or_else(|| hit["text"].as_str())
+                        .unwrap_or_default()
+                )
             )
         })
         .collect();
