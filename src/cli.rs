@@ -27,15 +27,7 @@ pub enum Command {
     Run,
     /// Run against a built-in fake Discord with a demo guild: no token, no setup.
     #[cfg(feature = "playground")]
-    Playground {
-        /// Tool server port on 127.0.0.1 (0 picks a free one).
-        #[arg(long, default_value_t = 7311)]
-        port: u16,
-        /// TOML appended to the playground's config: an `[agent]`, `[permissions]` and rules,
-        /// hooks (sections the playground's own config does not have).
-        #[arg(long, value_name = "FILE")]
-        extra_config: Option<std::path::PathBuf>,
-    },
+    Playground(PlaygroundArgs),
     /// Validate the config file: a summary and exit 0, or every problem and exit 2.
     CheckConfig,
     /// Serve MCP on standard input and output, forwarding to the running switchboard at
@@ -55,6 +47,32 @@ pub enum Command {
         #[arg(value_name = "REF")]
         reference: String,
     },
+}
+
+/// `switchboard playground`: the agent is the built-in demo unless a model is named.
+#[cfg(feature = "playground")]
+#[derive(Debug, Args)]
+pub struct PlaygroundArgs {
+    /// Tool server port on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = 7311)]
+    pub port: u16,
+    /// An OpenAI-compatible server's base URL, ending in /v1 (Ollama: http://127.0.0.1:11434/v1);
+    /// with --model, the playground's agent is that model instead of the built-in demo.
+    #[arg(long, value_name = "URL", env = "OPENAI_BASE_URL", requires = "model")]
+    pub agent_url: Option<String>,
+    /// The model's name on that server (needs --agent-url). An API key, when the server needs
+    /// one, is read from OPENAI_API_KEY.
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "OPENAI_MODEL",
+        requires = "agent_url"
+    )]
+    pub model: Option<String>,
+    /// Keep the store in this directory between runs (default: a temporary directory removed
+    /// at exit).
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

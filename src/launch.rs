@@ -148,12 +148,51 @@ pub fn mcp() -> ExitCode {
 }
 
 #[cfg(feature = "playground")]
+/// The playground's `[agent]` section: the built-in demo agent, or an OpenAI-compatible model
+/// when `model` names one (the API key from `OPENAI_API_KEY` when that is set).
+pub fn playground_agent_section(model: Option<(&str, &str)>) -> String {
+    match model {
+        None => "[agent]\nrunner = \"demo\"\ntimeout_s = 300\n".to_owned(),
+        Some((url, name)) => {
+            let key = if env_secret("OPENAI_API_KEY").is_some() {
+                "api_key_env = \"OPENAI_API_KEY\"\n"
+            } else {
+                ""
+            };
+            format!(
+                "[agent]\nrunner = \"openai\"\nbase_url = {url}\nmodel = {name}\n{key}",
+                url = toml_string(url),
+                name = toml_string(name),
+            )
+        }
+    }
+}
+
+#[cfg(feature = "playground")]
+/// `text` as a TOML basic string.
+fn toml_string(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => quoted.push_str("\\\""),
+            '\\' => quoted.push_str("\\\\"),
+            c if c.is_control() => quoted.push_str(&format!("\\u{:04X}", c as u32)),
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    quoted
+}
+
+#[cfg(feature = "playground")]
 /// The config the playground runs with, for the fake's demo world: the demo world's shared
-/// aliases, #ops and #release-room allowlisted, DMs allowed.
-pub fn playground_config(api_base_url: &str, bind: &str, store_path: &Path) -> String {
-    use demo_world::{OPS, RELEASE_ROOM};
+/// aliases, #ops and #release-room allowlisted, DMs allowed, the agent `agent` (an `[agent]`
+/// section), and a rule that asks `@Stanley` before a run posts outside its own session.
+pub fn playground_config(api_base_url: &str, bind: &str, store_path: &Path, agent: &str) -> String {
+    use demo_world::{OPS, RELEASE_ROOM, STANLEY_DM};
     format!(
-        r#"[discord]
+        r##"[discord]
 allowed_channel_ids = ["{OPS}", "{RELEASE_ROOM}"]
 allow_dms = true
 api_base_url = "{api_base_url}"
@@ -164,9 +203,34 @@ bind = "{bind}"
 console = true
 
 [store]
-path = "{}"
-"#,
-        store_path.display(),
+path = {store}
+
+{agent}
+# A run posting from one named channel into another waits for an approver's click; its own
+# session, its threads and the DM need no one.
+[permissions]
+approvers = ["@Stanley"]
+ask_timeout_s = 120
+
+[[permissions.rules]]
+tool = "surface.messages.send"
+session = "#release-room"
+origin = "#ops"
+policy = "ask"
+
+[[permissions.rules]]
+tool = "surface.messages.send"
+session = "#ops"
+origin = "#release-room"
+policy = "ask"
+
+[[permissions.rules]]
+tool = "surface.messages.send"
+session = "{STANLEY_DM}"
+origin = "#ops"
+policy = "ask"
+"##,
+        store = toml_string(&store_path.display().to_string()),
         aliases = demo_world::alias_sections()
     )
 }
@@ -185,21 +249,83 @@ fn tools_command() -> String {
 }
 
 #[cfg(feature = "playground")]
-/// `switchboard playground`: a fake Discord with its demo world, and switchboard against it.
-/// `extra_config`: TOML appended to the playground's config (an `[agent]`, `[permissions]`,
-/// rules, hooks: sections the playground's own config does not have).
-pub fn playground(port: u16, extra_config: Option<&Path>) -> ExitCode {
-    let extra = match extra_config.map(std::fs::read_to_string).transpose() {
-        Ok(extra) => extra.unwrap_or_default(),
-        Err(error) => {
-            eprintln!("error: cannot read --extra-config: {error}");
-            return ExitCode::from(EXIT_USAGE);
+/// Where the playground keeps its store: `--data DIR` (kept), else a temporary directory
+/// removed at exit.
+struct DataDir {
+    path: std::path::PathBuf,
+    temporary: bool,
+}
+
+#[cfg(feature = "playground")]
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        if self.temporary {
+            let _ = std::fs::remove_dir_all(&self.path);
         }
+    }
+}
+
+#[cfg(feature = "playground")]
+/// The playground's config: the built-in one, or `--config FILE` pointed at the fake (its
+/// Discord URL, the tool server's port, the store in the data directory; the demo agent when
+/// the file has no `[agent]`). `--agent-url`/`--model` replace the agent's runner either way.
+fn playground_settings(
+    file: Option<&Path>,
+    args: &crate::cli::PlaygroundArgs,
+    fake_url: &str,
+    store: &Path,
+) -> Result<Config, String> {
+    let model = args.agent_url.as_deref().zip(args.model.as_deref());
+    let bind = format!("127.0.0.1:{}", args.port);
+    let agent = playground_agent_section(model);
+    let known = crate::operator::known();
+    let builtin = playground_config(fake_url, &bind, store, &agent);
+    let builtin = Config::parse_with(&builtin, "playground.toml", &known).map_err(|report| {
+        format!("the playground's own config is invalid (check --agent-url and --model):\n{report}")
+    })?;
+    let Some(file) = file else {
+        return Ok(builtin);
     };
+    let mut config = match Config::load_with(file, &known) {
+        Ok(config) => config,
+        Err(ConfigError::Invalid(report)) => return Err(report.to_string()),
+        Err(error) => return Err(error.to_string()),
+    };
+    config.discord.api_base_url = builtin.discord.api_base_url;
+    config.toolserver.bind = builtin.toolserver.bind;
+    config.store.path = builtin.store.path;
+    config.toolserver.console = true;
+    match (&mut config.agent, builtin.agent) {
+        (Some(mine), Some(built)) if model.is_some() => mine.runner = built.runner,
+        (None, built) => config.agent = built,
+        _ => {}
+    }
+    Ok(config)
+}
+
+#[cfg(feature = "playground")]
+/// `switchboard playground`: a fake Discord with its demo world, and switchboard against it,
+/// with the demo agent (or the model `--agent-url`/`--model` name) answering mentions.
+pub fn playground(file: Option<&Path>, args: &crate::cli::PlaygroundArgs) -> ExitCode {
     let runtime = match runtime() {
         Ok(runtime) => runtime,
         Err(code) => return code,
     };
+    let data = match &args.data {
+        Some(dir) => DataDir {
+            path: dir.clone(),
+            temporary: false,
+        },
+        None => DataDir {
+            path: std::env::temp_dir()
+                .join(format!("switchboard-playground-{}", std::process::id())),
+            temporary: true,
+        },
+    };
+    if let Err(error) = std::fs::create_dir_all(&data.path) {
+        eprintln!("error: cannot create {}: {error}", data.path.display());
+        return ExitCode::from(EXIT_USAGE);
+    }
     runtime.block_on(async move {
         let fake = match fake_discord::FakeDiscord::start(fake_discord::World::demo()).await {
             Ok(fake) => std::sync::Arc::new(fake),
@@ -208,29 +334,18 @@ pub fn playground(port: u16, extra_config: Option<&Path>) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let dir: std::path::PathBuf =
-            std::env::temp_dir().join(format!("switchboard-playground-{}", std::process::id()));
-        if let Err(error) = std::fs::create_dir_all(&dir) {
-            tracing::error!("cannot create {}: {error}", dir.display());
-            return ExitCode::FAILURE;
-        }
-        let mut text = playground_config(
+        let config = match playground_settings(
+            file,
+            args,
             &fake.base_url(),
-            &format!("127.0.0.1:{port}"),
-            &dir.join("switchboard.db"),
-        );
-        text.push('\n');
-        text.push_str(&extra);
-        let config = match Config::parse_with(&text, "playground.toml", &crate::operator::known()) {
+            &data.path.join("switchboard.db"),
+        ) {
             Ok(config) => config,
-            Err(report) if extra.is_empty() => {
-                tracing::error!("the playground's own config is invalid (a bug):\n{report}");
-                return ExitCode::FAILURE;
-            }
-            Err(report) => {
-                eprint!(
-                    "the playground's config with --extra-config appended is invalid:\n{report}"
-                );
+            Err(message) => {
+                eprintln!("error: {message}");
+                if let Ok(fake) = std::sync::Arc::try_unwrap(fake) {
+                    fake.shutdown().await;
+                }
                 return ExitCode::from(EXIT_USAGE);
             }
         };
@@ -243,8 +358,18 @@ pub fn playground(port: u16, extra_config: Option<&Path>) -> ExitCode {
         };
         let fake_url = fake.base_url();
         let token_for_banner = operator_token.clone();
+        let agent = match config.agent.as_ref().map(|agent| &agent.runner) {
+            Some(switchboard_config::Runner::OpenAi(model)) => {
+                format!("the model {} at {}", model.model, model.base_url)
+            }
+            Some(switchboard_config::Runner::Command { program, .. }) => {
+                format!("the command {program}")
+            }
+            Some(switchboard_config::Runner::Demo) => "the built-in demo agent".to_owned(),
+            None => "none".to_owned(),
+        };
         let banner = move |addr: std::net::SocketAddr| {
-            print_banner(&fake_url, addr, &token_for_banner);
+            print_banner(&fake_url, addr, &token_for_banner, &agent);
         };
         let compose = std::sync::Arc::new(crate::compose::FakeCompose::new(std::sync::Arc::clone(
             &fake,
@@ -264,14 +389,13 @@ pub fn playground(port: u16, extra_config: Option<&Path>) -> ExitCode {
             // The console still holds it: dropping the last handle stops it.
             Err(fake) => drop(fake),
         }
-        let _ = std::fs::remove_dir_all(&dir);
         exit_for(result)
     })
 }
 
 #[cfg(feature = "playground")]
-fn print_banner(fake_url: &str, addr: std::net::SocketAddr, token: &str) {
-    use demo_world::{BOT, OPS, RELEASE_ROOM, STANLEY};
+fn print_banner(fake_url: &str, addr: std::net::SocketAddr, token: &str, agent: &str) {
+    use demo_world::{BOT, OPS, STANLEY};
     let tools = tools_command();
     let banner = format!(
         r#"
@@ -279,6 +403,7 @@ switchboard playground: switchboard against a fake Discord (demo guild "Lab"), n
   fake Discord  {fake_url}   (control API under /_fake/)
   tool server   http://{addr}
   console       http://{addr}/   (log in with the SWITCHBOARD_TOKEN below)
+  agent         {agent}
 
 In another shell:
   export SWITCHBOARD_URL=http://{addr}
@@ -287,13 +412,17 @@ In another shell:
 Try:
   {tools} surface.sessions.list --output=text
   {tools} surface.messages.send --session-id=#ops "hello @Stanley, see #release-room"
-  {tools} surface.messages.list --session-id=#ops --output=text
 
-Post as a demo user (stanley) in #ops:
+Talk to the agent as a demo user (stanley) in #ops:
   curl -s -X POST {fake_url}/_fake/messages -H 'content-type: application/json' \
-    -d '{{"channel_id":"{OPS}","author_id":"{STANLEY}","content":"hi <@{BOT}>, status of <#{RELEASE_ROOM}>?"}}'
+    -d '{{"channel_id":"{OPS}","author_id":"{STANLEY}","content":"<@{BOT}> summarize"}}'
+and see its reply (within a second):
+  {tools} surface.messages.list --session-id=#ops --limit=3 --output=text
+The demo agent also understands help, ask @Tomas <question>, post to #release-room <text>
+(an approval card appears: approve it as stanley with POST {fake_url}/_fake/components),
+search <words> and thread <name>.
 
-See what the bot sent:  curl -s {fake_url}/_fake/requests
+Everything the agent did:  {tools} audit.list --output=text
 Ctrl-C stops everything.
 "#
     );

@@ -24,9 +24,7 @@ fn main() -> ExitCode {
     match cli.command.unwrap_or(cli::Command::Run) {
         cli::Command::Run => launch::run(cli.config.as_deref()),
         #[cfg(feature = "playground")]
-        cli::Command::Playground { port, extra_config } => {
-            launch::playground(port, extra_config.as_deref())
-        }
+        cli::Command::Playground(args) => launch::playground(cli.config.as_deref(), &args),
         cli::Command::CheckConfig => operator::check_config(cli.config.as_deref()),
         cli::Command::Mcp => launch::mcp(),
         cli::Command::Rewrite(args) => operator::rewrite(cli.config.as_deref(), &args),

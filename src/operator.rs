@@ -132,7 +132,114 @@ pub fn check_config(flag: Option<&Path>) -> ExitCode {
     if let Some(why) = channels_note {
         println!("  note: channel kinds not checked against the store: {why}");
     }
+    for warning in environment_warnings(&config, |name| std::env::var_os(name)) {
+        println!("  warning: {warning}");
+    }
     ExitCode::SUCCESS
+}
+
+/// What the config names that this machine lacks: an empty or unset token variable, an agent
+/// command that is missing or not executable. Warnings, not errors: the file is valid, and the
+/// environment of `switchboard run` may differ from this shell's.
+pub fn environment_warnings(
+    config: &Config,
+    env: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let empty =
+        |name: &str| env(name).is_none_or(|value| value.to_string_lossy().trim().is_empty());
+    if empty(&config.discord.token_env) {
+        warnings.push(format!(
+            "${} (discord.token_env) is empty or unset: switchboard run will not start without the bot token (put it in the environment or in .env)",
+            config.discord.token_env
+        ));
+    }
+    if !config.toolserver.insecure_no_auth && empty(&config.toolserver.operator_token_env) {
+        warnings.push(format!(
+            "${} (toolserver.operator_token_env) is empty or unset: switchboard run will not start without the operator token",
+            config.toolserver.operator_token_env
+        ));
+    }
+    let Some(agent) = &config.agent else {
+        return warnings;
+    };
+    match &agent.runner {
+        switchboard_config::Runner::Command { program, cwd, .. } => {
+            if let Some(problem) = command_problem(program, cwd, agent, &env) {
+                warnings.push(problem);
+            }
+        }
+        switchboard_config::Runner::OpenAi(model) => {
+            if let Some(name) = &model.api_key_env {
+                if empty(name) {
+                    warnings.push(format!(
+                        "${name} (agent.api_key_env) is empty or unset: every model call will fail"
+                    ));
+                }
+            }
+        }
+        switchboard_config::Runner::Demo => {}
+    }
+    warnings
+}
+
+/// Why `agent.command` cannot start, as far as can be told from here.
+fn command_problem(
+    program: &str,
+    cwd: &Path,
+    agent: &switchboard_config::AgentConfig,
+    env: &impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Option<String> {
+    if !cwd.is_dir() {
+        return Some(format!(
+            "agent.cwd {} is not a directory: the agent cannot start",
+            cwd.display()
+        ));
+    }
+    let candidates: Vec<std::path::PathBuf> = if program.contains('/') {
+        // Relative paths are looked up from the agent's working directory.
+        vec![cwd.join(program)]
+    } else {
+        // Without PATH passed through, the agent's lookup path is the C library's default.
+        let path = if agent.env_passthrough.iter().any(|n| n == "PATH") {
+            env("PATH").map_or_else(String::new, |p| p.to_string_lossy().into_owned())
+        } else {
+            "/bin:/usr/bin".to_owned()
+        };
+        path.split(':')
+            .filter(|dir| !dir.is_empty())
+            .map(|dir| Path::new(dir).join(program))
+            .collect()
+    };
+    let Some(found) = candidates.iter().find(|c| c.is_file()) else {
+        return Some(if program.contains('/') {
+            format!(
+                "agent.command {program} does not exist (looked for {})",
+                candidates[0].display()
+            )
+        } else {
+            format!("agent.command {program} is not on the agent's PATH (pass PATH through with agent.env_passthrough, or give a path)")
+        });
+    };
+    if !is_executable(found) {
+        return Some(format!(
+            "agent.command {} is not executable: chmod +x {}",
+            found.display(),
+            found.display()
+        ));
+    }
+    None
+}
+
+#[cfg(unix)]
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(not(unix))]
+fn is_executable(path: &Path) -> bool {
+    path.is_file()
 }
 
 pub fn rewrite(flag: Option<&Path>, args: &RewriteArgs) -> ExitCode {

@@ -140,9 +140,18 @@ pub async fn build(
     let aliases = Arc::clone(surface.aliases());
     let overrides = store.scope_overrides_at_open();
     let core = Arc::new(
-        Core::new(&config, surface, secrets)?
+        Core::new(&config, Arc::clone(&surface) as _, secrets)?
             .with_ledger(Arc::new(store.clone()) as Arc<dyn Ledger>, overrides),
     );
+    // The live feed and the metrics hear of messages, Discord's answers and the gateway.
+    surface.observe(core.observers());
+    connection.observe(core.observers());
+    {
+        let store = store.clone();
+        core.metrics().on_scrape(move |metrics| {
+            metrics.store_size(store.message_count(), store.sessions().len());
+        });
+    }
     bot::service::forget_refused_channels(&store, core.allowlist());
 
     let listener = tokio::net::TcpListener::bind(config.toolserver.bind)

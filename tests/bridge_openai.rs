@@ -179,9 +179,11 @@ fn offered(request: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Drafts are off here: these tests read each reply as it is first posted (drafts shown while
+/// a model streams are `tests/bridge_stream.rs`'s).
 fn agent_config(model: &FakeModel, extra: &str) -> String {
     format!(
-        "[agent]\nrunner = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\nsystem_prompt = \"{SYSTEM_PROMPT}\"\nmax_tool_rounds = 4\ntimeout_s = 6\ncontext_messages = 5\nerror_reply = \"agent failed: {{reason}}\"\n{extra}",
+        "[agent]\nrunner = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\nsystem_prompt = \"{SYSTEM_PROMPT}\"\nmax_tool_rounds = 4\ntimeout_s = 6\ncontext_messages = 5\nstream = \"off\"\nerror_reply = \"agent failed: {{reason}}\"\n{extra}",
         model.base_url
     )
 }

@@ -65,7 +65,7 @@ struct Playground {
 
 fn start_playground(extra: &Path) -> Playground {
     let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .args(["playground", "--port", "0", "--extra-config"])
+        .args(["playground", "--port", "0", "--config"])
         .arg(extra)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
@@ -420,7 +420,12 @@ async fn the_console_logs_in_shows_sessions_posts_approves_and_changes_scopes() 
     std::fs::write(
         &extra,
         format!(
-            r##"[agent]
+            r##"[discord]
+allowed_channel_ids = ["{ops}", "{release_room}"]
+allow_dms = true
+
+{aliases}
+[agent]
 runner = "command"
 command = ["{agent}"]
 active_channel_ids = ["{ops}"]
@@ -436,6 +441,8 @@ policy = "ask"
 "##,
             agent = agent.display(),
             ops = demo_world::OPS,
+            release_room = demo_world::RELEASE_ROOM,
+            aliases = demo_world::alias_sections(),
         ),
     )
     .expect("write the extra config");

@@ -197,3 +197,86 @@ fn unknown_flags_and_commands_are_usage_errors() {
     assert_eq!(switchboard(&["frobnicate"]).status.code(), Some(2));
     assert_eq!(switchboard(&["resolve-session"]).status.code(), Some(2));
 }
+
+/// check-config from `cwd`, with `set` in the environment and `unset` removed.
+fn check_config_in(
+    config: &str,
+    cwd: &std::path::Path,
+    set: &[(&str, &str)],
+    unset: &[&str],
+) -> (i32, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    command
+        .args(["check-config", "--config", config])
+        .env_remove("SWITCHBOARD_CONFIG")
+        .current_dir(cwd)
+        .stdin(Stdio::null());
+    for name in unset {
+        command.env_remove(name);
+    }
+    command.envs(set.iter().copied());
+    let out = command.output().expect("run check-config");
+    (
+        out.status.code().unwrap_or(-1),
+        format!("{}{}", text(&out.stdout), text(&out.stderr)),
+    )
+}
+
+#[test]
+fn the_example_configs_check_clean_where_their_agent_and_tokens_exist() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tokens = [
+        ("DISCORD_TOKEN", "x"),
+        ("SWITCHBOARD_OPERATOR_TOKEN", "y"),
+        ("OPENAI_API_KEY", "z"),
+    ];
+    let mut configs = vec![EXAMPLE.to_owned()];
+    for entry in std::fs::read_dir(root.join("examples")).expect("examples/") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            configs.push(path.display().to_string());
+        }
+    }
+    assert!(configs.len() >= 4, "{configs:?}");
+    for config in &configs {
+        let (code, output) = check_config_in(config, root, &tokens, &[]);
+        assert_eq!(code, 0, "{config}: {output}");
+        assert!(!output.contains("warning"), "{config}: {output}");
+    }
+}
+
+#[test]
+fn check_config_warns_about_an_agent_that_cannot_start_and_empty_token_variables() {
+    let dir = std::env::temp_dir().join(format!("switchboard-cli-warn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("agent.sh"), "#!/bin/sh\necho hi\n").expect("agent");
+    let config = dir.join("switchboard.toml");
+    std::fs::write(
+        &config,
+        "[agent]\nrunner = \"command\"\ncommand = [\"./agent.sh\"]\n",
+    )
+    .expect("config");
+    let config = config.display().to_string();
+    let (code, output) = check_config_in(
+        &config,
+        &dir,
+        &[("DISCORD_TOKEN", "  ")],
+        &["SWITCHBOARD_OPERATOR_TOKEN"],
+    );
+    assert_eq!(code, 0, "warnings do not fail the check: {output}");
+    assert!(output.contains("is not executable: chmod +x"), "{output}");
+    assert!(
+        output.contains("$DISCORD_TOKEN (discord.token_env) is empty"),
+        "{output}"
+    );
+    assert!(output.contains("$SWITCHBOARD_OPERATOR_TOKEN"), "{output}");
+
+    std::fs::write(
+        dir.join("switchboard.toml"),
+        "[agent]\nrunner = \"command\"\ncommand = [\"./missing.sh\"]\n",
+    )
+    .expect("config");
+    let (_, output) = check_config_in(&config, &dir, &[("DISCORD_TOKEN", "t")], &[]);
+    assert!(output.contains("./missing.sh does not exist"), "{output}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -70,6 +70,8 @@ pub struct CommandSpec {
     pub timeout: Duration,
     /// The agent's whole environment: the process starts from an EMPTY environment plus these.
     pub env: Vec<(String, String)>,
+    /// Where `progress: <text>` lines of its stderr are published, when the run shows them.
+    pub progress: Option<Arc<tokio::sync::watch::Sender<crate::stream::DraftState>>>,
 }
 
 /// How a run ended, with what was captured.
@@ -165,8 +167,8 @@ pub async fn run_command(
             }
         })
     });
-    let mut out = Capture::start(child.stdout.take());
-    let mut err = Capture::start(child.stderr.take());
+    let mut out = Capture::start(child.stdout.take(), None);
+    let mut err = Capture::start(child.stderr.take(), spec.progress.clone());
 
     let ended = {
         let abort = std::pin::pin!(abort);
@@ -284,9 +286,12 @@ struct Capture {
 }
 
 impl Capture {
-    fn start(pipe: Option<impl AsyncRead + Unpin + Send + 'static>) -> Self {
+    fn start(
+        pipe: Option<impl AsyncRead + Unpin + Send + 'static>,
+        progress: Option<Progress>,
+    ) -> Self {
         let buf = Arc::new(Mutex::new(Vec::new()));
-        let task = pipe.map(|pipe| tokio::spawn(read_capped(pipe, Arc::clone(&buf))));
+        let task = pipe.map(|pipe| tokio::spawn(read_capped(pipe, Arc::clone(&buf), progress)));
         Capture {
             buf,
             task,
@@ -323,8 +328,56 @@ impl Capture {
     }
 }
 
-async fn read_capped(mut pipe: impl AsyncRead + Unpin, buf: Arc<Mutex<Vec<u8>>>) -> io::Result<()> {
+type Progress = Arc<tokio::sync::watch::Sender<crate::stream::DraftState>>;
+
+/// The longest stderr line looked at for `progress: ...`; longer lines are skipped whole.
+const MAX_PROGRESS_LINE: usize = 4 * 1024;
+
+/// Finds `progress: <text>` lines in a byte stream, holding at most [`MAX_PROGRESS_LINE`]
+/// bytes of an unfinished line.
+#[derive(Default)]
+struct ProgressLines {
+    line: Vec<u8>,
+    /// In a line too long to look at, until its newline.
+    skipping: bool,
+}
+
+impl ProgressLines {
+    /// Feeds `bytes`; publishes each complete progress line.
+    fn feed(&mut self, bytes: &[u8], progress: &Progress) {
+        for piece in bytes.split_inclusive(|b| *b == b'\n') {
+            let complete = piece.last() == Some(&b'\n');
+            let piece = piece.strip_suffix(b"\n").unwrap_or(piece);
+            if !self.skipping {
+                if self.line.len() + piece.len() > MAX_PROGRESS_LINE {
+                    self.line.clear();
+                    self.skipping = true;
+                } else {
+                    self.line.extend_from_slice(piece);
+                }
+            }
+            if complete {
+                if !self.skipping {
+                    let line = String::from_utf8_lossy(&self.line);
+                    if let Some(text) = crate::stream::progress_line(line.trim_end_matches('\r')) {
+                        let text = text.to_owned();
+                        progress.send_modify(|state| state.progress = Some(text));
+                    }
+                }
+                self.line.clear();
+                self.skipping = false;
+            }
+        }
+    }
+}
+
+async fn read_capped(
+    mut pipe: impl AsyncRead + Unpin,
+    buf: Arc<Mutex<Vec<u8>>>,
+    progress: Option<Progress>,
+) -> io::Result<()> {
     let mut chunk = vec![0u8; 64 * 1024];
+    let mut lines = ProgressLines::default();
     loop {
         let n = match pipe.read(&mut chunk).await {
             Ok(0) => return Ok(()),
@@ -332,6 +385,9 @@ async fn read_capped(mut pipe: impl AsyncRead + Unpin, buf: Arc<Mutex<Vec<u8>>>)
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
+        if let Some(progress) = &progress {
+            lines.feed(&chunk[..n], progress);
+        }
         let mut kept = buf.lock().unwrap_or_else(PoisonError::into_inner);
         let room = MAX_OUTPUT.saturating_sub(kept.len());
         kept.extend_from_slice(&chunk[..n.min(room)]);
@@ -378,6 +434,7 @@ mod tests {
             cwd: cwd.to_path_buf(),
             timeout,
             env: Vec::new(),
+            progress: None,
         }
     }
 
@@ -467,6 +524,7 @@ mod tests {
                 ("SWITCHBOARD_URL".into(), "http://127.0.0.1:1/".into()),
                 ("SWITCHBOARD_TOKEN".into(), "tok".into()),
             ],
+            progress: None,
         };
         match run_command(&spec, "", never()).await.expect("runs") {
             RunOutcome::Exited {
@@ -605,6 +663,7 @@ mod tests {
             cwd: dir.0.clone(),
             timeout: Duration::from_secs(5),
             env: Vec::new(),
+            progress: None,
         };
         let err = run_command(&spec, "", never()).await.expect_err("fails");
         assert!(matches!(err, RunnerError::Spawn { .. }), "{err:?}");
@@ -675,5 +734,50 @@ mod tests {
             RunOutcome::Exited { code, .. } => assert_eq!(code, None),
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn progress_lines_are_found_across_chunks_and_overlong_lines_skipped() {
+        let (sender, receiver) = tokio::sync::watch::channel(crate::stream::DraftState::default());
+        let sender = Arc::new(sender);
+        let mut lines = ProgressLines::default();
+        lines.feed(b"noise\nprogress: rea", &sender);
+        assert_eq!(receiver.borrow().progress, None);
+        lines.feed(b"ding #ops\r\n", &sender);
+        assert_eq!(receiver.borrow().progress.as_deref(), Some("reading #ops"));
+        let long = format!(
+            "progress: {}\nprogress: next\n",
+            "x".repeat(MAX_PROGRESS_LINE)
+        );
+        lines.feed(long.as_bytes(), &sender);
+        assert_eq!(receiver.borrow().progress.as_deref(), Some("next"));
+        assert!(lines.line.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_commands_progress_lines_reach_the_run_while_it_runs() {
+        let dir = TempDir::new();
+        let (sender, mut receiver) =
+            tokio::sync::watch::channel(crate::stream::DraftState::default());
+        let mut spec = sh(
+            "echo 'progress: step one' >&2; read line; echo done",
+            &dir.0,
+            Duration::from_secs(10),
+        );
+        spec.progress = Some(Arc::new(sender));
+        let run = tokio::spawn(async move {
+            let outcome = run_command(&spec, "go\n", never()).await;
+            (outcome, spec)
+        });
+        tokio::time::timeout(Duration::from_secs(10), receiver.changed())
+            .await
+            .expect("a progress line in time")
+            .expect("sender alive");
+        assert_eq!(receiver.borrow().progress.as_deref(), Some("step one"));
+        let (outcome, _spec) = run.await.expect("joins");
+        assert!(matches!(
+            outcome,
+            Ok(RunOutcome::Exited { code: Some(0), .. })
+        ));
     }
 }

@@ -12,8 +12,10 @@
 #![warn(missing_docs)]
 
 pub mod command;
+pub mod demo;
 pub mod openai;
 pub mod prompt;
+pub mod stream;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -22,7 +24,7 @@ use std::time::Duration;
 
 use entity::Snowflake;
 use serde_json::json;
-use switchboard_config::{AgentConfig, MissedTriggers, Runner};
+use switchboard_config::{AgentConfig, MissedTriggers, Runner, StreamMode};
 use tokio::sync::{oneshot, Semaphore};
 use toolserver::auth::{random_hex, CapabilityGrant};
 use toolserver::live::Live;
@@ -43,6 +45,21 @@ struct SessionQueue {
     waiting: VecDeque<Trigger>,
     running: Option<RunningRun>,
     worker: bool,
+    /// Runs queued in a row for other bots' messages; a person's message resets it.
+    bot_turns: u32,
+    /// Whether the loop guard said why it stopped, since the last reset.
+    bot_guard_said: bool,
+}
+
+/// What the loop guard decides for a message from another bot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BotTurn {
+    /// Answer it.
+    Answer,
+    /// Stop, and say why (the first time).
+    StopAndSay,
+    /// Stop quietly (already said).
+    Stop,
 }
 
 struct RunningRun {
@@ -217,6 +234,60 @@ impl Bridge {
         mentioned || message.replies_to_bot
     }
 
+    /// A person wrote in `channel`: the loop guard's count starts again.
+    fn person_spoke(&self, channel: Snowflake) {
+        if let Some(queue) = self.sessions().get_mut(&channel) {
+            queue.bot_turns = 0;
+            queue.bot_guard_said = false;
+        }
+    }
+
+    /// Counts a run for another bot's message in `channel`, up to `agent.max_bot_turns` in a
+    /// row: two bots that answer each other stop there instead of looping for ever.
+    fn bot_turn(&self, channel: Snowflake) -> BotTurn {
+        let max = self.config().max_bot_turns;
+        let mut sessions = self.sessions();
+        let queue = sessions.entry(channel).or_default();
+        if queue.bot_turns < max {
+            queue.bot_turns += 1;
+            BotTurn::Answer
+        } else if std::mem::replace(&mut queue.bot_guard_said, true) {
+            BotTurn::Stop
+        } else {
+            BotTurn::StopAndSay
+        }
+    }
+
+    async fn say_loop_guard(&self, trigger: Trigger) {
+        if self.inner.core.allowed(trigger.channel_id).await.is_err() {
+            return;
+        }
+        let text = format!(
+            "I've answered other bots {} times in a row here, so I'll stop answering bots until a person writes in this channel.",
+            self.config().max_bot_turns
+        );
+        self.post_reply(&trigger, &text).await;
+    }
+
+    /// The trigger with its message's current text when it was edited before the run started
+    /// (a run reads the text once, when it starts; later edits are ignored).
+    fn edited(&self, channel: AllowedChannel, trigger: &Trigger) -> Option<Trigger> {
+        if trigger.workflow_id.is_some() {
+            return None;
+        }
+        let message = self
+            .inner
+            .core
+            .surface()
+            .message(channel, trigger.message_id?)?;
+        message.edited_timestamp.as_ref()?;
+        let text = self.inner.core.readable(&message.content);
+        (text != trigger.text.as_str()).then(|| Trigger {
+            text: text.into_owned(),
+            ..trigger.clone()
+        })
+    }
+
     /// Queues a run for `trigger` in its session; starts the session's worker when idle.
     /// A missed trigger finding the queue full is dropped with a log line rather than a notice:
     /// a backfill can bring many at once.
@@ -242,6 +313,7 @@ impl Bridge {
                 return;
             }
             queue.waiting.push_back(trigger);
+            self.inner.core.metrics().queue_depth_add(1);
             !std::mem::replace(&mut queue.worker, true)
         };
         if start_worker {
@@ -274,6 +346,7 @@ impl Bridge {
                 let queue = sessions.entry(channel).or_default();
                 match queue.waiting.pop_front() {
                     Some(trigger) => {
+                        self.inner.core.metrics().queue_depth_add(-1);
                         let (abort, aborted) = oneshot::channel();
                         queue.running = Some(RunningRun {
                             trigger: trigger.clone(),
@@ -358,11 +431,7 @@ impl Bridge {
     /// True when the reply was posted.
     async fn post_reply(&self, trigger: &Trigger, text: &str) -> bool {
         let text = fit_reply(text, self.inner.core.max_parts_per_send());
-        let context = CallContext {
-            session_ref: Some(trigger.channel_id.to_string()),
-            client: Some("discord".to_owned()),
-            ..CallContext::operator()
-        };
+        let context = stream::reply_context(trigger);
         let mut input = json!({ "text": text.as_ref() });
         if let Some(message_id) = trigger.message_id {
             input["replyToMessageId"] = json!(message_id.to_string());
@@ -397,7 +466,13 @@ impl Bridge {
         if let Taken::Before = self.take(trigger).await {
             return;
         }
-        self.react(channel, trigger, WORKING, true).await;
+        // The ⏳ goes on beside the run, not before it: the agent starts without waiting for
+        // Discord; it is awaited before it comes off, so it never stays behind.
+        let working = {
+            let bridge = self.clone();
+            let trigger = trigger.clone();
+            tokio::spawn(async move { bridge.react(channel, &trigger, WORKING, true).await })
+        };
         let typing = {
             let core = Arc::clone(&self.inner.core);
             tokio::spawn(async move {
@@ -412,6 +487,7 @@ impl Bridge {
         let succeeded = self.execute(channel, trigger, aborted).await;
         typing.abort();
         drop(permit);
+        let _ = working.await;
         self.react(channel, trigger, WORKING, false).await;
         self.react(
             channel,
@@ -434,6 +510,8 @@ impl Bridge {
         aborted: oneshot::Receiver<()>,
     ) -> bool {
         let config = self.config();
+        let edited = self.edited(channel, trigger);
+        let trigger = edited.as_ref().unwrap_or(trigger);
         let request_id = match random_hex(8) {
             Ok(hex) => format!("run-{hex}"),
             Err(error) => {
@@ -443,7 +521,7 @@ impl Bridge {
         };
         let cwd = match &config.runner {
             Runner::Command { cwd, .. } => absolute(cwd),
-            Runner::OpenAi(_) => absolute(std::path::Path::new(".")),
+            Runner::OpenAi(_) | Runner::Demo => absolute(std::path::Path::new(".")),
         };
         let grant = CapabilityGrant {
             session_id: trigger.channel_id,
@@ -469,19 +547,45 @@ impl Bridge {
             workflow = trigger.workflow_id.as_deref().unwrap_or("-"),
             "agent run starts"
         );
+        let started = std::time::Instant::now();
+        self.inner.core.events().publish(
+            "run.started",
+            Some(trigger.channel_id),
+            serde_json::json!({
+                "run": request_id,
+                "trigger": trigger.message_id.map(|id| id.to_string()),
+                "requestedBy": trigger.author_id.to_string(),
+                "workflow": trigger.workflow_id,
+            }),
+        );
         let aborted = async {
             let _ = aborted.await;
         };
+        // A draft shows the answer while it is written (and a command's progress lines).
+        let draft = match (&config.runner, config.stream) {
+            (Runner::Demo, _) | (_, StreamMode::Off) => None,
+            _ => Some(stream::Draft::start(
+                Arc::clone(&self.inner.core),
+                trigger,
+                config.stream_interval,
+            )),
+        };
         let answer = match &config.runner {
             Runner::Command { program, args, .. } => {
-                let input =
-                    prompt::build(&self.inner.core, channel, trigger, config.context_messages);
+                let input = prompt::build(
+                    &self.inner.core,
+                    channel,
+                    trigger,
+                    config.context_messages,
+                    &config.trusted_users,
+                );
                 let spec = CommandSpec {
                     program: program.clone(),
                     args: args.clone(),
                     cwd: cwd.clone(),
                     timeout: config.timeout,
                     env: self.environment(trigger, &token, &request_id, &cwd),
+                    progress: draft.as_ref().map(stream::Draft::sender),
                 };
                 command_answer(
                     &request_id,
@@ -490,22 +594,8 @@ impl Bridge {
                 )
             }
             Runner::OpenAi(runner) => {
-                // The run's calls go through the full policy path with the run's capability.
-                let context = match self.inner.core.authenticate(Some(&token)) {
-                    Ok(caller) => CallContext {
-                        caller,
-                        request_id: Some(request_id.clone()),
-                        session_ref: Some(trigger.channel_id.to_string()),
-                        client: Some("discord".to_owned()),
-                        cwd: Some(cwd.display().to_string()),
-                        tool_call_id: None,
-                        trigger_message_id: trigger.message_id,
-                    },
-                    Err(error) => {
-                        tracing::error!(run = %request_id, "the run's own token was refused: {}", error.message);
-                        self.inner.core.revoke_capability(&token);
-                        return false;
-                    }
+                let Some(context) = self.run_context(trigger, &token, &request_id, &cwd) else {
+                    return false;
                 };
                 let turns = prompt::conversation(
                     &self.inner.core,
@@ -513,9 +603,16 @@ impl Bridge {
                     trigger,
                     config.context_messages,
                     self.bot_id(),
+                    &config.trusted_users,
                 );
-                let chat =
-                    openai::answer(runner, &self.inner.core, &context, turns, config.timeout);
+                let chat = openai::answer(
+                    runner,
+                    &self.inner.core,
+                    &context,
+                    turns,
+                    config.timeout,
+                    draft.as_ref().map(stream::Draft::sender),
+                );
                 tokio::select! {
                     result = chat => match result {
                         Ok(text) => Answer::Reply(text),
@@ -527,29 +624,102 @@ impl Bridge {
                     () = aborted => Answer::Aborted,
                 }
             }
+            Runner::Demo => {
+                let Some(context) = self.run_context(trigger, &token, &request_id, &cwd) else {
+                    return false;
+                };
+                let demo = tokio::time::timeout(
+                    config.timeout,
+                    demo::answer(&self.inner.core, &context, trigger),
+                );
+                tokio::select! {
+                    result = demo => match result {
+                        Ok(text) => Answer::Reply(text),
+                        Err(_) => Answer::Failed(format!("no answer within {} s", config.timeout.as_secs())),
+                    },
+                    () = aborted => Answer::Aborted,
+                }
+            }
         };
         self.inner.core.revoke_capability(&token);
-        match answer {
+        let reply = match &answer {
+            Answer::Reply(text) => Some(text.trim()).filter(|r| !r.is_empty() && *r != "NO_REPLY"),
+            Answer::Failed(_) | Answer::Aborted => None,
+        };
+        // The draft becomes the answer when it fits one message; else it goes away.
+        let settled = match draft {
+            Some(draft) => draft.finish(reply, stream::DRAFT_CHARS).await,
+            None => false,
+        };
+        let (succeeded, outcome) = match answer {
             Answer::Reply(text) => {
                 let reply = text.trim();
                 if reply.is_empty() || reply == "NO_REPLY" {
                     tracing::info!(run = %request_id, "agent run finished without a reply");
-                    true
+                    (true, "no_reply")
+                } else if settled {
+                    tracing::info!(run = %request_id, bytes = reply.len(), "agent run finished; the draft became the reply");
+                    (true, "replied")
                 } else if self.post_reply(trigger, reply).await {
                     tracing::info!(run = %request_id, bytes = reply.len(), "agent run finished; reply posted");
-                    true
+                    (true, "replied")
                 } else {
                     // The answer exists but could not be posted: the trigger must not say ✅.
-                    false
+                    (false, "reply_failed")
                 }
             }
             Answer::Failed(reason) => {
                 self.post_reply(trigger, &self.error_line(&reason)).await;
-                false
+                (false, "failed")
             }
             Answer::Aborted => {
                 tracing::info!(run = %request_id, "agent run aborted");
-                false
+                (false, "aborted")
+            }
+        };
+        let core = &self.inner.core;
+        core.metrics().run_finished(outcome);
+        core.events().publish(
+            "run.finished",
+            Some(trigger.channel_id),
+            serde_json::json!({
+                "run": request_id,
+                "outcome": outcome,
+                "durationMs": started.elapsed().as_millis() as u64,
+            }),
+        );
+        succeeded
+    }
+
+    /// The call context of a built-in runner's tool calls: the run's own capability, so they
+    /// take the full policy path. `None` (logged, token revoked) when the token is refused.
+    fn run_context(
+        &self,
+        trigger: &Trigger,
+        token: &str,
+        request_id: &str,
+        cwd: &std::path::Path,
+    ) -> Option<CallContext> {
+        match self.inner.core.authenticate(Some(token)) {
+            Ok(caller) => Some(CallContext {
+                caller,
+                request_id: Some(request_id.to_owned()),
+                session_ref: Some(trigger.channel_id.to_string()),
+                client: Some("discord".to_owned()),
+                cwd: Some(cwd.display().to_string()),
+                tool_call_id: None,
+                trigger_message_id: trigger.message_id,
+            }),
+            Err(error) => {
+                tracing::error!(run = %request_id, "the run's own token was refused: {}", error.message);
+                self.inner.core.revoke_capability(token);
+                self.inner.core.metrics().run_finished("failed");
+                self.inner.core.events().publish(
+                    "run.finished",
+                    Some(trigger.channel_id),
+                    serde_json::json!({ "run": request_id, "outcome": "failed" }),
+                );
+                None
             }
         }
     }
@@ -602,20 +772,34 @@ impl Bridge {
 
 impl Runs for Bridge {
     fn arrived(&self, message: &Arrival<'_>) {
+        if !message.author_is_bot {
+            self.person_spoke(message.channel_id);
+        }
         if !self.should_trigger(message) || (message.missed && !self.answers_missed(message)) {
             return;
         }
-        self.queue(
-            Trigger {
-                channel_id: message.channel_id,
-                message_id: Some(message.message_id),
-                author_id: message.author_id,
-                author_name: message.author_name.to_owned(),
-                text: message.text.to_owned(),
-                workflow_id: None,
-            },
-            message.missed,
-        );
+        let trigger = Trigger {
+            channel_id: message.channel_id,
+            message_id: Some(message.message_id),
+            author_id: message.author_id,
+            author_name: message.author_name.to_owned(),
+            text: message.text.to_owned(),
+            workflow_id: None,
+        };
+        if message.author_is_bot {
+            match self.bot_turn(message.channel_id) {
+                BotTurn::Answer => {}
+                BotTurn::Stop => return,
+                BotTurn::StopAndSay => {
+                    let bridge = self.clone();
+                    self.inner
+                        .runtime
+                        .spawn(async move { bridge.say_loop_guard(trigger).await });
+                    return;
+                }
+            }
+        }
+        self.queue(trigger, message.missed);
     }
 
     fn enqueue(&self, trigger: Trigger) {

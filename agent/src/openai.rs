@@ -11,9 +11,20 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use switchboard_config::OpenAiRunner;
-use toolserver::{CallContext, Core};
+use toolserver::{BatchCall, CallContext, Core};
 
 use super::prompt::{ChatTurn, Role};
+use super::stream::DraftState;
+
+/// Where a streamed answer's text and tool progress are published (`agent.stream = "edit"`).
+pub type DraftSender = std::sync::Arc<tokio::sync::watch::Sender<DraftState>>;
+
+/// The most a streamed answer may send, all events together.
+const MAX_STREAM_BYTES: usize = 8 * 1024 * 1024;
+/// The longest line of a streamed answer.
+const MAX_STREAM_LINE: usize = 1024 * 1024;
+/// The most tool calls one streamed message may make.
+const MAX_STREAM_TOOL_CALLS: usize = 128;
 
 /// Why a model run failed.
 #[derive(Debug, thiserror::Error)]
@@ -70,16 +81,20 @@ fn excerpt(text: &str) -> String {
     text.chars().take(300).collect()
 }
 
-/// Runs the conversation to a final answer.
+/// Runs the conversation to a final answer. With `draft`, the model is asked to stream
+/// (`stream: true`) and the text so far, and a progress line for tool calls, are published
+/// there as they arrive.
 pub async fn answer(
     runner: &OpenAiRunner,
     core: &Core,
     context: &CallContext,
     turns: Vec<ChatTurn>,
     timeout: Duration,
+    draft: Option<DraftSender>,
 ) -> Result<String, OpenAiError> {
     let deadline = Instant::now() + timeout;
-    match tokio::time::timeout(timeout, chat_loop(runner, core, context, turns, deadline)).await {
+    let chat = chat_loop(runner, core, context, turns, deadline, draft);
+    match tokio::time::timeout(timeout, chat).await {
         Ok(result) => result,
         Err(_) => Err(OpenAiError::Timeout(timeout)),
     }
@@ -91,6 +106,7 @@ async fn chat_loop(
     context: &CallContext,
     turns: Vec<ChatTurn>,
     deadline: Instant,
+    draft: Option<DraftSender>,
 ) -> Result<String, OpenAiError> {
     let key = match &runner.api_key_env {
         Some(name) => Some(
@@ -122,6 +138,7 @@ async fn chat_loop(
     let mut messages = vec![json!({"role": "system", "content": runner.system_prompt})];
     messages.extend(turns.into_iter().map(|turn| {
         let role = match turn.role {
+            Role::System => "system",
             Role::User => "user",
             Role::Assistant => "assistant",
         };
@@ -142,6 +159,9 @@ async fn chat_loop(
         if offer_tools {
             body["tools"] = Value::Array(tools.clone());
         }
+        if draft.is_some() {
+            body["stream"] = json!(true);
+        }
         let mut request = client
             .post(&url)
             .json(&body)
@@ -156,28 +176,7 @@ async fn chat_loop(
                 url: url.clone(),
                 source,
             })?;
-        let status = response.status();
-        let text = response
-            .text()
-            .await
-            .map_err(|source| OpenAiError::Unreachable {
-                url: url.clone(),
-                source,
-            })?;
-        if !status.is_success() {
-            return Err(OpenAiError::Status {
-                status: status.as_u16(),
-                body: excerpt(&text),
-            });
-        }
-        let completion: Value = serde_json::from_str(&text)
-            .map_err(|e| OpenAiError::Malformed(format!("{e}: {}", excerpt(&text))))?;
-        let message = completion
-            .pointer("/choices/0/message")
-            .cloned()
-            .ok_or_else(|| {
-                OpenAiError::Malformed(format!("no choices[0].message in {}", excerpt(&text)))
-            })?;
+        let message = read_message(response, &url, draft.as_ref()).await?;
         let calls = message
             .get("tool_calls")
             .and_then(Value::as_array)
@@ -190,14 +189,18 @@ async fn chat_loop(
                 .unwrap_or_default()
                 .to_owned());
         }
+        if let Some(draft) = &draft {
+            let doing = progress_for(core, &calls);
+            draft.send_modify(|state| state.progress = Some(doing));
+        }
         messages.push(message);
-        for call in calls {
+        let results = run_tools(core, context, &by_function, &calls).await;
+        for (call, result) in calls.iter().zip(results) {
             let id = call
                 .get("id")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();
-            let result = run_tool(core, context, &by_function, &call).await;
             messages.push(json!({"role": "tool", "tool_call_id": id, "content": result}));
         }
     }
@@ -206,13 +209,259 @@ async fn chat_loop(
     ))
 }
 
-/// One tool call through the full policy path; the result or the typed error, as JSON text.
-async fn run_tool(
+/// The assistant message of a chat completion: read whole, or assembled from a stream of
+/// `data:` events (text published to `draft` as it comes) when the server streams.
+async fn read_message(
+    mut response: reqwest::Response,
+    url: &str,
+    draft: Option<&DraftSender>,
+) -> Result<Value, OpenAiError> {
+    let unreachable = |source| OpenAiError::Unreachable {
+        url: url.to_owned(),
+        source,
+    };
+    let status = response.status();
+    let streams = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if !status.is_success() || !streams || draft.is_none() {
+        let text = response.text().await.map_err(unreachable)?;
+        if !status.is_success() {
+            return Err(OpenAiError::Status {
+                status: status.as_u16(),
+                body: excerpt(&text),
+            });
+        }
+        let completion: Value = serde_json::from_str(&text)
+            .map_err(|e| OpenAiError::Malformed(format!("{e}: {}", excerpt(&text))))?;
+        return completion
+            .pointer("/choices/0/message")
+            .cloned()
+            .ok_or_else(|| {
+                OpenAiError::Malformed(format!("no choices[0].message in {}", excerpt(&text)))
+            });
+    }
+    let mut assembled = StreamedMessage::default();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut total = 0usize;
+    while let Some(chunk) = response.chunk().await.map_err(unreachable)? {
+        total += chunk.len();
+        if total > MAX_STREAM_BYTES {
+            return Err(OpenAiError::Malformed(format!(
+                "the streamed answer passed {MAX_STREAM_BYTES} bytes"
+            )));
+        }
+        pending.extend_from_slice(&chunk);
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            if assembled.event(&String::from_utf8_lossy(&line))? {
+                return Ok(assembled.finish());
+            }
+        }
+        if pending.len() > MAX_STREAM_LINE {
+            return Err(OpenAiError::Malformed(format!(
+                "a streamed line passed {MAX_STREAM_LINE} bytes"
+            )));
+        }
+        if let Some(draft) = draft {
+            if assembled.grew {
+                assembled.grew = false;
+                let text = assembled.content.clone();
+                draft.send_modify(|state| {
+                    state.text = text;
+                    state.progress = None;
+                });
+            }
+        }
+    }
+    if !pending.is_empty() {
+        assembled.event(&String::from_utf8_lossy(&pending))?;
+    }
+    Ok(assembled.finish())
+}
+
+/// An assistant message assembled from streamed deltas.
+#[derive(Default)]
+struct StreamedMessage {
+    content: String,
+    /// Tool calls by their `index`: id, name, arguments so far.
+    calls: Vec<(String, String, String)>,
+    /// Whether `content` grew since it was last published.
+    grew: bool,
+}
+
+impl StreamedMessage {
+    /// One line of the event stream; true at `data: [DONE]`.
+    fn event(&mut self, line: &str) -> Result<bool, OpenAiError> {
+        let Some(data) = line.trim().strip_prefix("data:") else {
+            // Comments, `event:` and `id:` lines, blank separators.
+            return Ok(false);
+        };
+        let data = data.trim();
+        if data == "[DONE]" {
+            return Ok(true);
+        }
+        let event: Value = serde_json::from_str(data)
+            .map_err(|e| OpenAiError::Malformed(format!("{e}: {}", excerpt(data))))?;
+        let Some(delta) = event.pointer("/choices/0/delta") else {
+            return Ok(false);
+        };
+        if let Some(text) = delta.get("content").and_then(Value::as_str) {
+            if !text.is_empty() {
+                self.content.push_str(text);
+                self.grew = true;
+            }
+        }
+        for call in delta
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            let index = call.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+            if index >= MAX_STREAM_TOOL_CALLS {
+                return Err(OpenAiError::Malformed(format!(
+                    "tool call index {index} (at most {MAX_STREAM_TOOL_CALLS} calls)"
+                )));
+            }
+            if self.calls.len() <= index {
+                self.calls.resize(index + 1, Default::default());
+            }
+            let slot = &mut self.calls[index];
+            if let Some(id) = call.get("id").and_then(Value::as_str) {
+                slot.0.push_str(id);
+            }
+            if let Some(name) = call.pointer("/function/name").and_then(Value::as_str) {
+                slot.1.push_str(name);
+            }
+            if let Some(arguments) = call.pointer("/function/arguments").and_then(Value::as_str) {
+                slot.2.push_str(arguments);
+            }
+        }
+        Ok(false)
+    }
+
+    fn finish(self) -> Value {
+        let mut message = json!({"role": "assistant", "content": self.content});
+        if !self.calls.is_empty() {
+            message["tool_calls"] = Value::Array(
+                self.calls
+                    .into_iter()
+                    .map(|(id, name, arguments)| {
+                        json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
+                    })
+                    .collect(),
+            );
+        }
+        message
+    }
+}
+
+/// A short line for the draft while tools run: "using surface.messages.list in #ops".
+fn progress_for(core: &Core, calls: &[Value]) -> String {
+    let described: Vec<String> = calls
+        .iter()
+        .take(3)
+        .map(|call| {
+            let name = call
+                .pointer("/function/name")
+                .and_then(Value::as_str)
+                .unwrap_or("a tool")
+                .replace("__", ".");
+            let session = call
+                .pointer("/function/arguments")
+                .and_then(Value::as_str)
+                .and_then(|a| serde_json::from_str::<Value>(a).ok())
+                .and_then(|a| {
+                    a.get("sessionId")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                });
+            match session {
+                Some(session) => format!("{name} in {}", core.readable(&session)),
+                None => name,
+            }
+        })
+        .collect();
+    format!("using {}", described.join(", "))
+}
+
+/// The tool calls of one model message, each through the full policy path; one result (or
+/// typed error) per call, as JSON text, in their order. Several calls run as a batch
+/// ([`Core::call_batch`]): at once, each on its own, one refusal failing no other.
+async fn run_tools(
     core: &Core,
     context: &CallContext,
     by_function: &HashMap<String, String>,
+    calls: &[Value],
+) -> Vec<String> {
+    if let [call] = calls {
+        return vec![match prepare(context, by_function, call) {
+            Ok(call) => answer_text(core.call(&call.context, &call.tool, call.input).await),
+            Err(refused) => refused,
+        }];
+    }
+    let prepared: Vec<Result<BatchCall, String>> = calls
+        .iter()
+        .enumerate()
+        .map(|(index, call)| {
+            if index < protocol::MAX_BATCH_CALLS {
+                prepare(context, by_function, call)
+            } else {
+                Err(error_text(&toolserver::ToolError::usage(
+                    ErrorCode::TooManyCalls,
+                    format!(
+                        "at most {} tool calls run from one message; ask again for the rest",
+                        protocol::MAX_BATCH_CALLS
+                    ),
+                )))
+            }
+        })
+        .collect();
+    let runnable: Vec<BatchCall> = prepared
+        .iter()
+        .filter_map(|call| call.as_ref().ok().cloned())
+        .collect();
+    let mut ran = core
+        .call_batch(runnable, protocol::DEFAULT_BATCH_CONCURRENCY)
+        .await
+        .into_iter();
+    prepared
+        .into_iter()
+        .map(|call| match call {
+            Ok(_) => ran.next().map_or_else(
+                || {
+                    error_text(&toolserver::ToolError::internal(
+                        "a tool call lost its result",
+                    ))
+                },
+                answer_text,
+            ),
+            Err(refused) => refused,
+        })
+        .collect()
+}
+
+fn answer_text(result: Result<toolserver::ToolOutput, toolserver::ToolError>) -> String {
+    match result {
+        Ok(output) => format!("{{\"ok\":true,\"value\":{}}}", output.get()),
+        Err(error) => error_text(&error),
+    }
+}
+
+fn error_text(error: &toolserver::ToolError) -> String {
+    serde_json::to_string(&error.body()).unwrap_or_default()
+}
+
+/// A model's tool call as a call: the callable, the parsed arguments, the context with the
+/// call's id. Arguments that are not JSON are refused (as the text the model gets back).
+fn prepare(
+    context: &CallContext,
+    by_function: &HashMap<String, String>,
     call: &Value,
-) -> String {
+) -> Result<BatchCall, String> {
     let name = call
         .pointer("/function/name")
         .and_then(Value::as_str)
@@ -232,19 +481,19 @@ async fn run_tool(
     }) {
         Ok(value) => value,
         Err(error) => {
-            let refused = toolserver::ToolError::usage(
+            return Err(error_text(&toolserver::ToolError::usage(
                 ErrorCode::InvalidArguments,
                 format!("the arguments are not JSON: {error}"),
-            );
-            return serde_json::to_string(&refused.body()).unwrap_or_default();
+            )));
         }
     };
     let mut context = context.clone();
     context.tool_call_id = call.get("id").and_then(Value::as_str).map(str::to_owned);
-    match core.call(&context, &tool_id, input).await {
-        Ok(output) => format!("{{\"ok\":true,\"value\":{}}}", output.get()),
-        Err(error) => serde_json::to_string(&error.body()).unwrap_or_default(),
-    }
+    Ok(BatchCall {
+        context,
+        tool: tool_id,
+        input,
+    })
 }
 
 #[cfg(test)]

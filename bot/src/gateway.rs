@@ -13,6 +13,7 @@ use serenity::model::event::Event;
 use serenity::model::user::User;
 use serenity::prelude::{Context, EventHandler, RawEventHandler};
 use toolserver::allowlist::Allowlist;
+use toolserver::events::Observers;
 use toolserver::live::{Live, SharedAliases};
 use toolserver::surface::{ChannelLocation, ConnectionState};
 use toolserver::workflow::{Observed, WorkflowEngine};
@@ -20,7 +21,7 @@ use toolserver::workflow::{Observed, WorkflowEngine};
 use crate::backfill::{Backfill, BackfillOptions, BackfillReport};
 use crate::payload::stored_message_from_model;
 use crate::rest::DiscordRest;
-use crate::store::{SessionKind, Store, StoredSession};
+use crate::store::{SessionKind, Store, StoredSession, ThreadState};
 use crate::surface::{session_kind, Connection};
 use toolserver::runs::{Arrival, Runs};
 
@@ -39,6 +40,7 @@ pub struct Ingest {
     pending_guilds: Arc<AtomicUsize>,
     runs: Option<Arc<dyn Runs>>,
     workflows: Option<Arc<WorkflowEngine>>,
+    observers: Option<Observers>,
     backfill: Option<Arc<Backfill>>,
 }
 
@@ -84,6 +86,7 @@ impl Ingest {
             pending_guilds: Arc::new(AtomicUsize::new(0)),
             runs: None,
             workflows: None,
+            observers: None,
             backfill: None,
         }
     }
@@ -104,6 +107,12 @@ impl Ingest {
     /// Reads the aliases from `aliases`, which a config reload swaps, instead of its own copy.
     pub fn sharing_aliases(mut self, aliases: SharedAliases) -> Self {
         self.aliases = aliases;
+        self
+    }
+
+    /// Publishes stored, edited and deleted messages (`message.*`) and counts every event.
+    pub fn with_observers(mut self, observers: Observers) -> Self {
+        self.observers = Some(observers);
         self
     }
 
@@ -226,12 +235,22 @@ impl Ingest {
             kind,
             name: channel.name.clone(),
         });
+        if let Some(meta) = &channel.thread_metadata {
+            self.store.set_thread_state(
+                sid(channel.id.get()),
+                ThreadState {
+                    archived: meta.archived,
+                    locked: meta.locked,
+                    auto_archive_minutes: u32::from(u16::from(meta.auto_archive_duration)),
+                },
+            );
+        }
     }
 
     fn reaction(&self, reaction: &Reaction, added: bool) {
         let me = reaction.user_id.map(poise::serenity_prelude::UserId::get)
             == Some(self.bot_id.load(Ordering::Relaxed));
-        let emoji = reaction.emoji.as_data();
+        let emoji = crate::payload::emoji_text(&reaction.emoji);
         let (channel, message) = (
             sid(reaction.channel_id.get()),
             sid(reaction.message_id.get()),
@@ -266,10 +285,15 @@ impl Ingest {
         let text = stored.text.clone();
         let timestamp = stored.timestamp.clone();
         let reply_to = stored.reply_to;
+        let event = self.observers.as_ref().map(|o| (o, stored.clone()));
         // A replayed or already-stored message never starts a second run, nor answers
         // a workflow twice. An answer to a workflow belongs to the run it resumes:
         // replying to the bot's question does not also start a run of its own.
         if self.store.insert_message(stored) {
+            if let Some((observers, stored)) = event {
+                let name = display_name(&message.author);
+                crate::observe::message_created(observers, &stored, name);
+            }
             if !self.answer_workflows(message, reply_to, &text, &timestamp) {
                 self.consider_run(message, &text, origin == Origin::Backfill);
             }
@@ -393,6 +417,11 @@ impl Ingest {
 
     /// Applies one event. Public so tests and benchmarks can drive ingest without a socket.
     pub fn apply(&self, event: &Event) {
+        if let Some(observers) = &self.observers {
+            observers
+                .metrics
+                .gateway_event(event.name().as_deref().unwrap_or("OTHER"));
+        }
         match event {
             Event::Ready(ready) => {
                 let me = &ready.ready.user;
@@ -469,22 +498,44 @@ impl Ingest {
                         .inbound(content)
                         .into_owned();
                     let edited = e.edited_timestamp.map(|t| t.to_string());
-                    self.store.update_message(
-                        sid(e.channel_id.get()),
-                        sid(e.id.get()),
-                        content.clone(),
-                        text,
-                        edited,
-                    );
+                    let (channel, id) = (sid(e.channel_id.get()), sid(e.id.get()));
+                    let event = self.observers.as_ref().map(|o| (o, text.clone()));
+                    if self
+                        .store
+                        .update_message(channel, id, content.clone(), text, edited)
+                    {
+                        if let Some((observers, text)) = event {
+                            crate::observe::message_edited(observers, channel, id, &text);
+                        }
+                    }
                 }
             }
             Event::MessageDelete(e) => {
-                self.store
-                    .delete_message(sid(e.channel_id.get()), sid(e.message_id.get()));
+                let (channel, id) = (sid(e.channel_id.get()), sid(e.message_id.get()));
+                if self.store.delete_message(channel, id) {
+                    if let Some(observers) = &self.observers {
+                        crate::observe::message_deleted(observers, channel, id);
+                    }
+                }
             }
             Event::MessageDeleteBulk(e) => {
+                let channel = sid(e.channel_id.get());
                 let ids: Vec<Snowflake> = e.ids.iter().map(|id| sid(id.get())).collect();
-                self.store.delete_messages(sid(e.channel_id.get()), &ids);
+                // Only the messages the store held were in an allowed session: announce those.
+                let held: Vec<Snowflake> = match &self.observers {
+                    Some(_) => ids
+                        .iter()
+                        .copied()
+                        .filter(|id| self.store.message(channel, *id).is_some())
+                        .collect(),
+                    None => Vec::new(),
+                };
+                self.store.delete_messages(channel, &ids);
+                if let Some(observers) = &self.observers {
+                    for id in held {
+                        crate::observe::message_deleted(observers, channel, id);
+                    }
+                }
             }
             Event::ReactionAdd(e) => self.reaction(&e.reaction, true),
             Event::ReactionRemove(e) => self.reaction(&e.reaction, false),
@@ -494,7 +545,7 @@ impl Ingest {
             Event::ReactionRemoveEmoji(e) => self.store.remove_emoji_reactions(
                 sid(e.reaction.channel_id.get()),
                 sid(e.reaction.message_id.get()),
-                &e.reaction.emoji.as_data(),
+                &crate::payload::emoji_text(&e.reaction.emoji),
             ),
             Event::Unknown(unknown) => {
                 tracing::warn!(event = %unknown.kind, "gateway event could not be parsed; it was dropped");

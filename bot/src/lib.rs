@@ -30,6 +30,7 @@ pub mod approvals;
 pub mod backfill;
 pub mod commands;
 pub mod gateway;
+pub mod observe;
 pub mod payload;
 pub mod rest;
 pub mod service;

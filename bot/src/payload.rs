@@ -2,7 +2,7 @@
 
 use entity::{Mapper, Snowflake};
 use serde_json::Value;
-use serenity::model::channel::Message;
+use serenity::model::channel::{Message, ReactionType};
 
 use crate::store::{StoredAttachment, StoredMessage, StoredReaction};
 
@@ -12,6 +12,28 @@ fn id(value: &Value, key: &str) -> Option<Snowflake> {
         .and_then(Value::as_str)
         .and_then(|s| s.parse::<u64>().ok())
         .map(Snowflake)
+}
+
+/// An emoji as the store keeps it and people read it: the character for a Unicode emoji (👍),
+/// `name:id` for a custom one. (serenity's `as_data` is the route form, percent-encoded.)
+pub fn emoji_text(emoji: &ReactionType) -> String {
+    match emoji {
+        ReactionType::Unicode(text) => text.clone(),
+        other => other.as_data(),
+    }
+}
+
+/// An emoji object of a REST answer (`{"id", "name"}`) in the same form as [`emoji_text`].
+fn emoji_text_of_json(emoji: &Value) -> Option<String> {
+    let name = emoji
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match emoji.get("id").and_then(Value::as_str) {
+        Some(id) => Some(format!("{name}:{id}")),
+        None if !name.is_empty() => Some(name.to_owned()),
+        None => None,
+    }
 }
 
 /// A message from the gateway.
@@ -44,7 +66,7 @@ pub fn stored_message_from_model(message: &Message, mapper: &Mapper<'_>) -> Stor
             .reactions
             .iter()
             .map(|r| StoredReaction {
-                emoji: r.reaction_type.as_data(),
+                emoji: emoji_text(&r.reaction_type),
                 count: u32::try_from(r.count).unwrap_or(u32::MAX),
                 me: r.me,
             })
@@ -91,6 +113,21 @@ pub fn stored_message_from_json(value: &Value, mapper: &Mapper<'_>) -> Option<St
                     .collect()
             })
             .unwrap_or_default(),
-        reactions: Vec::new(),
+        reactions: value
+            .get("reactions")
+            .and_then(Value::as_array)
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|r| {
+                        Some(StoredReaction {
+                            emoji: emoji_text_of_json(r.get("emoji")?)?,
+                            count: u32::try_from(r.get("count")?.as_u64()?).unwrap_or(u32::MAX),
+                            me: r.get("me").and_then(Value::as_bool).unwrap_or(false),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
     })
 }

@@ -10,7 +10,7 @@ pub mod limits;
 pub mod route;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use entity::Snowflake;
@@ -40,6 +40,8 @@ pub struct DiscordRest {
     api: String,
     authorization: String,
     limiter: Arc<Limiter>,
+    /// Where each answer is counted (`switchboard_discord_requests_total`), once set.
+    metrics: Arc<OnceLock<Arc<toolserver::metrics::Metrics>>>,
 }
 
 /// What a request carries.
@@ -138,6 +140,8 @@ fn failure(status: StatusCode, headers: &reqwest::header::HeaderMap, body: Value
     }
     let error = match (code, status) {
         (10003 | 10008, _) | (_, StatusCode::NOT_FOUND) => SurfaceError::NotFound(described),
+        // Thread is archived: the state forbids it, not the input.
+        (50083, _) => SurfaceError::Conflict(described),
         (50001 | 50013 | 50005, _) | (_, StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED) => {
             SurfaceError::Denied(described)
         }
@@ -201,7 +205,13 @@ impl DiscordRest {
             api: format!("{}/api/v10", base.trim_end_matches('/')),
             authorization: format!("Bot {token}"),
             limiter: Arc::new(Limiter::new(options)),
+            metrics: Arc::default(),
         })
+    }
+
+    /// Counts every answer from now on in `metrics` (this client and its clones; once).
+    pub fn observe(&self, metrics: Arc<toolserver::metrics::Metrics>) {
+        let _ = self.metrics.set(metrics);
     }
 
     /// The rate limiter's counters: requests sent, 429s received, waits, invalid answers.
@@ -232,7 +242,12 @@ impl DiscordRest {
                 request = request.multipart(Payload::multipart(json, files));
             }
         }
-        let response = request.send().await.map_err(|e| Failure {
+        let sent = request.send().await;
+        if let Some(metrics) = self.metrics.get() {
+            let status = sent.as_ref().map_or(0, |r| r.status().as_u16());
+            metrics.discord_request(method.as_str(), path, status);
+        }
+        let response = sent.map_err(|e| Failure {
             error: SurfaceError::Unavailable(format!("cannot reach Discord: {e}")),
             retry_after: None,
             retryable: e.is_connect() || e.is_timeout(),
@@ -512,6 +527,152 @@ impl DiscordRest {
         self.call(Method::DELETE, &path, None, true).await.map(drop)
     }
 
+    /// A channel, thread or DM as Discord describes it (`GET /channels/{id}`).
+    pub async fn channel_json(&self, channel_id: Snowflake) -> Result<Value, SurfaceError> {
+        self.call(Method::GET, &format!("/channels/{channel_id}"), None, true)
+            .await
+    }
+
+    /// Opens a public thread without a starter message (`POST /channels/{id}/threads`, type
+    /// 11); returns the thread. Not retried: a retry after a lost answer could open two.
+    pub async fn create_thread(
+        &self,
+        parent: Snowflake,
+        name: &str,
+        auto_archive_minutes: Option<u32>,
+    ) -> Result<Value, SurfaceError> {
+        let mut body = json!({ "name": name, "type": 11 });
+        if let Some(minutes) = auto_archive_minutes {
+            body["auto_archive_duration"] = json!(minutes);
+        }
+        self.call(
+            Method::POST,
+            &format!("/channels/{parent}/threads"),
+            Some(body),
+            false,
+        )
+        .await
+    }
+
+    /// Opens a thread from a message (`POST /channels/{id}/messages/{id}/threads`); the thread
+    /// takes the message's id. Not retried, like [`DiscordRest::create_thread`] (a second try
+    /// would only be refused: one thread per message).
+    pub async fn create_thread_from_message(
+        &self,
+        parent: Snowflake,
+        message_id: Snowflake,
+        name: &str,
+        auto_archive_minutes: Option<u32>,
+    ) -> Result<Value, SurfaceError> {
+        let mut body = json!({ "name": name });
+        if let Some(minutes) = auto_archive_minutes {
+            body["auto_archive_duration"] = json!(minutes);
+        }
+        self.call(
+            Method::POST,
+            &format!("/channels/{parent}/messages/{message_id}/threads"),
+            Some(body),
+            false,
+        )
+        .await
+    }
+
+    /// Adds the bot to a thread's members (`PUT /channels/{id}/thread-members/@me`).
+    pub async fn join_thread(&self, thread: Snowflake) -> Result<(), SurfaceError> {
+        self.call(
+            Method::PUT,
+            &format!("/channels/{thread}/thread-members/@me"),
+            None,
+            true,
+        )
+        .await
+        .map(drop)
+    }
+
+    /// Changes a thread (`PATCH /channels/{id}` with `archived`, `locked`, ...); returns it.
+    pub async fn modify_thread(
+        &self,
+        thread: Snowflake,
+        body: Value,
+    ) -> Result<Value, SurfaceError> {
+        self.call(
+            Method::PATCH,
+            &format!("/channels/{thread}"),
+            Some(body),
+            true,
+        )
+        .await
+    }
+
+    /// A guild's active threads (`GET /guilds/{id}/threads/active`): `{threads, members}`.
+    pub async fn active_threads(&self, guild: Snowflake) -> Result<Value, SurfaceError> {
+        self.call(
+            Method::GET,
+            &format!("/guilds/{guild}/threads/active"),
+            None,
+            true,
+        )
+        .await
+    }
+
+    /// A channel's archived public threads, newest archived first
+    /// (`GET /channels/{id}/threads/archived/public?limit=N`, N in 2..=100):
+    /// `{threads, members, has_more}`.
+    pub async fn archived_public_threads(
+        &self,
+        parent: Snowflake,
+        limit: u32,
+    ) -> Result<Value, SurfaceError> {
+        let limit = limit.clamp(2, 100);
+        self.call(
+            Method::GET,
+            &format!("/channels/{parent}/threads/archived/public?limit={limit}"),
+            None,
+            true,
+        )
+        .await
+    }
+
+    /// Pins a message (`PUT /channels/{id}/messages/pins/{id}`).
+    pub async fn pin(&self, channel: Snowflake, message: Snowflake) -> Result<(), SurfaceError> {
+        self.call(
+            Method::PUT,
+            &format!("/channels/{channel}/messages/pins/{message}"),
+            None,
+            true,
+        )
+        .await
+        .map(drop)
+    }
+
+    /// Unpins a message (`DELETE /channels/{id}/messages/pins/{id}`).
+    pub async fn unpin(&self, channel: Snowflake, message: Snowflake) -> Result<(), SurfaceError> {
+        self.call(
+            Method::DELETE,
+            &format!("/channels/{channel}/messages/pins/{message}"),
+            None,
+            true,
+        )
+        .await
+        .map(drop)
+    }
+
+    /// One page of a channel's pins, most recently pinned first
+    /// (`GET /channels/{id}/messages/pins?limit=50[&before=<pinned_at>]`):
+    /// `{items: [{pinned_at, message}], has_more}`.
+    pub async fn pins(
+        &self,
+        channel: Snowflake,
+        before: Option<&str>,
+    ) -> Result<Value, SurfaceError> {
+        let mut path = format!("/channels/{channel}/messages/pins?limit=50");
+        if let Some(before) = before {
+            path.push_str("&before=");
+            path.push_str(&encode_path_segment(before));
+        }
+        self.call(Method::GET, &path, None, true).await
+    }
+
     /// Shows the bot as typing in a channel (`POST /channels/{id}/typing`); Discord shows it for
     /// about ten seconds, or until the bot's next message.
     pub async fn typing(&self, channel_id: Snowflake) -> Result<(), SurfaceError> {
@@ -663,6 +824,11 @@ mod tests {
                 400,
                 json!({"code": 50035, "message": "Invalid Form Body", "errors": {"content": {}}}),
                 "InvalidInput",
+            ),
+            (
+                400,
+                json!({"code": 50083, "message": "Thread is archived"}),
+                "Conflict",
             ),
             (500, json!({}), "Unavailable"),
             (502, Value::Null, "Unavailable"),

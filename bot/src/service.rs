@@ -256,7 +256,8 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
             max_age: config.store.backfill_max_age,
         },
     )
-    .sharing_aliases(aliases);
+    .sharing_aliases(aliases)
+    .with_observers(core.observers());
     if let Some(runs) = runs {
         ingest = ingest.with_runs(runs);
     }

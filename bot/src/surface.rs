@@ -3,26 +3,40 @@
 
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use entity::{Aliases, Mapper, NameDirectory, Snowflake};
 use serde_json::{json, Value};
 use toolserver::approvals::ApprovalCard;
+use toolserver::events::Observers;
 use toolserver::live::{Live, SharedAliases};
 use toolserver::surface::{
     AllowedChannel, AttachmentInfo, ChannelLocation, ConnectionState, Fetched, MentionPolicy,
-    MessageInfo, MessageQuery, OutgoingMessage, ReactionInfo, SessionInfo,
-    SessionKind as ToolSessionKind, Surface, SurfaceError,
+    MessageInfo, MessageQuery, NewThread, OutgoingMessage, PinnedMessage, ReactionInfo, SearchHit,
+    SearchQuery, SessionInfo, SessionKind as ToolSessionKind, Surface, SurfaceError, ThreadInfo,
 };
 
 use crate::payload::stored_message_from_json;
 use crate::rest::DiscordRest;
-use crate::store::{SessionKind, Store, StoredMessage, StoredSession};
+use crate::store::{
+    SearchError, SessionKind, Store, StoreSearch, StoredMessage, StoredSession, StoredThread,
+    ThreadState,
+};
 
-/// The gateway's state, shared by the event handler (which sets it) and `/health`.
-#[derive(Debug, Default)]
-pub struct Connection(AtomicU8);
+/// The gateway's state, shared by the event handler (which sets it) and `/health`; each change
+/// is published (`gateway.state`) once [`Connection::observe`] is called.
+#[derive(Default)]
+pub struct Connection {
+    state: AtomicU8,
+    observers: OnceLock<Observers>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Connection").field(&self.get()).finish()
+    }
+}
 
 fn state_code(state: ConnectionState) -> u8 {
     match state {
@@ -38,25 +52,43 @@ fn state_code(state: ConnectionState) -> u8 {
 impl Connection {
     /// Records the gateway's state; `/health` sees it at once.
     pub fn set(&self, state: ConnectionState) {
-        self.0.store(state_code(state), Ordering::SeqCst);
+        let code = state_code(state);
+        let before = self.state.swap(code, Ordering::SeqCst);
+        if before != code {
+            self.published(state);
+        }
     }
 
     /// Moves from `from` to `to` only when the state is still `from` (a backfill that caught
     /// up must not call a connection that dropped meanwhile ready). True when it moved.
     pub fn replace(&self, from: ConnectionState, to: ConnectionState) -> bool {
-        self.0
+        let moved = self
+            .state
             .compare_exchange(
                 state_code(from),
                 state_code(to),
                 Ordering::SeqCst,
                 Ordering::SeqCst,
             )
-            .is_ok()
+            .is_ok();
+        if moved && from != to {
+            self.published(to);
+        }
+        moved
+    }
+
+    fn published(&self, state: ConnectionState) {
+        if let Some(observers) = self.observers.get() {
+            observers.metrics.gateway_state(state.as_str());
+            observers
+                .events
+                .publish("gateway.state", None, json!({ "state": state.as_str() }));
+        }
     }
 
     /// The state last set; [`ConnectionState::Connecting`] before any.
     pub fn get(&self) -> ConnectionState {
-        match self.0.load(Ordering::SeqCst) {
+        match self.state.load(Ordering::SeqCst) {
             0 => ConnectionState::Connecting,
             1 => ConnectionState::Ready,
             2 => ConnectionState::Down,
@@ -64,6 +96,12 @@ impl Connection {
             5 => ConnectionState::Backfilling,
             _ => ConnectionState::None,
         }
+    }
+
+    /// Publishes every later change of state (once).
+    pub fn observe(&self, observers: Observers) {
+        observers.metrics.gateway_state(self.get().as_str());
+        let _ = self.observers.set(observers);
     }
 }
 
@@ -74,6 +112,7 @@ pub struct DiscordSurface {
     aliases: SharedAliases,
     connection: Arc<Connection>,
     bot_id: Arc<AtomicU64>,
+    observers: OnceLock<Observers>,
 }
 
 pub(crate) fn tool_kind(kind: SessionKind) -> ToolSessionKind {
@@ -150,6 +189,7 @@ impl DiscordSurface {
             aliases: Arc::new(Live::new(aliases)),
             connection,
             bot_id,
+            observers: OnceLock::new(),
         }
     }
 
@@ -157,6 +197,13 @@ impl DiscordSurface {
     /// workflows, and swap them on a config reload.
     pub fn aliases(&self) -> &SharedAliases {
         &self.aliases
+    }
+
+    /// Publishes what the surface stores (`message.*`) and counts Discord's answers, from now
+    /// on (once).
+    pub fn observe(&self, observers: Observers) {
+        self.rest.observe(std::sync::Arc::clone(&observers.metrics));
+        let _ = self.observers.set(observers);
     }
 
     /// The store the surface reads from.
@@ -206,10 +253,143 @@ impl DiscordSurface {
         let mapper = Mapper::new(&aliases, &self.store);
         match stored_message_from_json(answer, &mapper) {
             Some(message) => {
-                self.store.insert_message(message);
+                let event = self.observers.get().map(|o| (o, message.clone()));
+                if self.store.insert_message(message) {
+                    if let Some((observers, message)) = event {
+                        let name = self.store.author_name(message.author_id);
+                        crate::observe::message_created(observers, &message, &name);
+                    }
+                }
             }
             None => tracing::warn!("Discord's answer to a send is not a message; not stored"),
         }
+    }
+}
+
+/// How long a search may run before it is stopped (it runs on the store's writer thread, so
+/// this also bounds how long it holds up writes).
+const SEARCH_BUDGET: std::time::Duration = std::time::Duration::from_millis(500);
+/// Pages of 50 pins read at most (Discord keeps at most 250 pins per channel).
+const MAX_PIN_PAGES: usize = 5;
+/// Archived threads asked for in one listing.
+const ARCHIVED_THREADS: u32 = 100;
+
+fn thread_info(thread: &StoredThread) -> Option<ThreadInfo> {
+    Some(ThreadInfo {
+        channel_id: thread.session.id,
+        parent_channel_id: thread.session.parent_id?,
+        guild_id: thread.session.guild_id,
+        name: thread.session.name.clone(),
+        archived: thread.state.archived,
+        locked: thread.state.locked,
+        auto_archive_minutes: thread.state.auto_archive_minutes,
+    })
+}
+
+/// A thread from Discord's channel JSON: its session and its state; `None` when it is not a
+/// thread.
+fn thread_from_json(value: &Value) -> Option<StoredThread> {
+    let id = |key: &str| {
+        value
+            .get(key)
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse::<u64>().ok())
+            .map(Snowflake)
+    };
+    let kind = session_kind(value.get("type").and_then(Value::as_u64)?);
+    if kind != SessionKind::Thread {
+        return None;
+    }
+    let meta = value.get("thread_metadata");
+    let flag = |key: &str| {
+        meta.and_then(|m| m.get(key))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    };
+    Some(StoredThread {
+        session: StoredSession {
+            id: id("id")?,
+            guild_id: id("guild_id"),
+            parent_id: id("parent_id"),
+            kind,
+            name: value
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+        },
+        state: ThreadState {
+            archived: flag("archived"),
+            locked: flag("locked"),
+            auto_archive_minutes: meta
+                .and_then(|m| m.get("auto_archive_duration"))
+                .and_then(Value::as_u64)
+                .and_then(|m| u32::try_from(m).ok())
+                .unwrap_or(1440),
+        },
+    })
+}
+
+fn search_error(error: SearchError) -> SurfaceError {
+    match error {
+        SearchError::Invalid(_) | SearchError::TooSlow => SurfaceError::InvalidInput {
+            message: error.to_string(),
+            details: Value::Null,
+        },
+        SearchError::Failed(_) | SearchError::Closed => {
+            SurfaceError::Unavailable(format!("the message store cannot search: {error}"))
+        }
+    }
+}
+
+impl DiscordSurface {
+    /// Keeps a thread Discord described (session and state); its info, when it is one.
+    fn remember_thread(&self, value: &Value) -> Option<ThreadInfo> {
+        let thread = thread_from_json(value)?;
+        self.store.upsert_session(thread.session.clone());
+        self.store.set_thread_state(thread.session.id, thread.state);
+        thread_info(&thread)
+    }
+
+    /// Asks Discord about a thread again (after it said the thread is archived), so the next
+    /// look at the cache is right.
+    async fn refresh_thread(&self, channel: Snowflake) {
+        match self.rest.channel_json(channel).await {
+            Ok(value) => {
+                self.remember_thread(&value);
+            }
+            Err(error) => tracing::debug!(%channel, %error, "could not refresh a thread"),
+        }
+    }
+
+    /// Joins a thread; a failure is logged, not returned (the thread itself is fine).
+    async fn join(&self, thread: Snowflake) {
+        if let Err(error) = self.rest.join_thread(thread).await {
+            tracing::warn!(%thread, %error, "could not join the thread; its messages may not arrive over the gateway");
+        }
+    }
+
+    /// A message from a REST answer as callables see it; its author is learned on the way.
+    fn message_from_json(&self, value: &Value) -> Option<Arc<MessageInfo>> {
+        if let Some(author) = value.get("author") {
+            if let (Some(id), Some(name)) = (
+                author
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .and_then(|s| s.parse::<u64>().ok()),
+                author.get("username").and_then(Value::as_str),
+            ) {
+                self.store.upsert_user(
+                    Snowflake(id),
+                    name,
+                    author.get("global_name").and_then(Value::as_str),
+                    author.get("bot").and_then(Value::as_bool).unwrap_or(false),
+                );
+            }
+        }
+        let aliases = self.aliases.load();
+        let mapper = Mapper::new(&aliases, &self.store);
+        stored_message_from_json(value, &mapper).map(|m| self.message_info(m))
     }
 }
 
@@ -295,7 +475,7 @@ impl Surface for DiscordSurface {
     }
 
     async fn send_message(&self, message: OutgoingMessage) -> Result<Snowflake, SurfaceError> {
-        let answer = self
+        let sent = self
             .rest
             .send_message(
                 message.channel_id.id(),
@@ -304,7 +484,16 @@ impl Surface for DiscordSurface {
                 allowed_mentions(&message.mentions),
                 &message.files,
             )
-            .await?;
+            .await;
+        let answer = match sent {
+            Err(SurfaceError::Conflict(why)) => {
+                // Discord says the thread is archived: learn its state, so the caller can
+                // reopen it (or refuse, when it is locked).
+                self.refresh_thread(message.channel_id.id()).await;
+                return Err(SurfaceError::Conflict(why));
+            }
+            other => other?,
+        };
         self.store_own_message(&answer);
         answer
             .get("id")
@@ -338,8 +527,15 @@ impl Surface for DiscordSurface {
             .get("edited_timestamp")
             .and_then(Value::as_str)
             .map(str::to_owned);
-        self.store
-            .update_message(channel_id, message_id, content, text, edited);
+        let event = self.observers.get().map(|o| (o, text.clone()));
+        if self
+            .store
+            .update_message(channel_id, message_id, content, text, edited)
+        {
+            if let Some((observers, text)) = event {
+                crate::observe::message_edited(observers, channel_id, message_id, &text);
+            }
+        }
         Ok(())
     }
 
@@ -349,7 +545,11 @@ impl Surface for DiscordSurface {
         message_id: Snowflake,
     ) -> Result<(), SurfaceError> {
         self.rest.delete_message(channel.id(), message_id).await?;
-        self.store.delete_message(channel.id(), message_id);
+        if self.store.delete_message(channel.id(), message_id) {
+            if let Some(observers) = self.observers.get() {
+                crate::observe::message_deleted(observers, channel.id(), message_id);
+            }
+        }
         Ok(())
     }
 
@@ -415,5 +615,195 @@ impl Surface for DiscordSurface {
         limit: u64,
     ) -> Result<Fetched, SurfaceError> {
         self.rest.fetch(&attachment.url, limit).await
+    }
+
+    fn thread(&self, channel_id: Snowflake) -> Option<ThreadInfo> {
+        self.store.thread(channel_id).as_ref().and_then(thread_info)
+    }
+
+    fn threads(&self, parent: Option<Snowflake>) -> Vec<ThreadInfo> {
+        self.store
+            .threads(parent)
+            .iter()
+            .filter_map(thread_info)
+            .collect()
+    }
+
+    /// The guild's active threads (one request, filtered to the channel), then with
+    /// `include_archived` one page of its archived public threads; each is remembered.
+    async fn list_threads(
+        &self,
+        parent: AllowedChannel,
+        include_archived: bool,
+    ) -> Result<Vec<ThreadInfo>, SurfaceError> {
+        let parent_id = parent.id();
+        let guild = match self.store.session(parent_id).and_then(|s| s.guild_id) {
+            Some(guild) => guild,
+            None => self
+                .rest
+                .channel(parent_id)
+                .await?
+                .guild_id
+                .ok_or_else(|| SurfaceError::InvalidInput {
+                    message: format!("channel {parent_id} is not in a guild, so it has no threads"),
+                    details: Value::Null,
+                })?,
+        };
+        let mut found = Vec::new();
+        let mut pages = vec![self.rest.active_threads(guild).await?];
+        if include_archived {
+            pages.push(
+                self.rest
+                    .archived_public_threads(parent_id, ARCHIVED_THREADS)
+                    .await?,
+            );
+        }
+        for page in &pages {
+            for value in page
+                .get("threads")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+            {
+                if let Some(thread) = self.remember_thread(value) {
+                    if thread.parent_channel_id == parent_id
+                        && !found
+                            .iter()
+                            .any(|t: &ThreadInfo| t.channel_id == thread.channel_id)
+                    {
+                        found.push(thread);
+                    }
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    async fn create_thread(&self, thread: NewThread) -> Result<ThreadInfo, SurfaceError> {
+        let parent = thread.parent.id();
+        let answer = match thread.from_message {
+            Some(message) => {
+                self.rest
+                    .create_thread_from_message(
+                        parent,
+                        message,
+                        &thread.name,
+                        thread.auto_archive_minutes,
+                    )
+                    .await?
+            }
+            None => {
+                self.rest
+                    .create_thread(parent, &thread.name, thread.auto_archive_minutes)
+                    .await?
+            }
+        };
+        let info = self.remember_thread(&answer).ok_or_else(|| {
+            SurfaceError::Unavailable(
+                "Discord's answer to a thread creation is not a thread".into(),
+            )
+        })?;
+        self.join(info.channel_id).await;
+        Ok(info)
+    }
+
+    async fn set_thread_archived(
+        &self,
+        thread: AllowedChannel,
+        archived: bool,
+    ) -> Result<ThreadInfo, SurfaceError> {
+        let answer = self
+            .rest
+            .modify_thread(thread.id(), json!({ "archived": archived }))
+            .await?;
+        let info = self
+            .remember_thread(&answer)
+            .ok_or_else(|| SurfaceError::InvalidInput {
+                message: format!("channel {thread} is not a thread"),
+                details: Value::Null,
+            })?;
+        if !archived {
+            self.join(info.channel_id).await;
+        }
+        Ok(info)
+    }
+
+    async fn pin_message(
+        &self,
+        channel: AllowedChannel,
+        message_id: Snowflake,
+    ) -> Result<(), SurfaceError> {
+        self.rest.pin(channel.id(), message_id).await
+    }
+
+    async fn unpin_message(
+        &self,
+        channel: AllowedChannel,
+        message_id: Snowflake,
+    ) -> Result<(), SurfaceError> {
+        self.rest.unpin(channel.id(), message_id).await
+    }
+
+    async fn pinned_messages(
+        &self,
+        channel: AllowedChannel,
+    ) -> Result<Vec<PinnedMessage>, SurfaceError> {
+        let mut pins = Vec::new();
+        let mut before: Option<String> = None;
+        for _ in 0..MAX_PIN_PAGES {
+            let page = self.rest.pins(channel.id(), before.as_deref()).await?;
+            let items = page
+                .get("items")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            for item in items {
+                let pinned_at = item
+                    .get("pinned_at")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                if let Some(message) = item.get("message").and_then(|m| self.message_from_json(m)) {
+                    pins.push(PinnedMessage { message, pinned_at });
+                }
+            }
+            let more = page.get("has_more").and_then(Value::as_bool) == Some(true);
+            let next = items
+                .last()
+                .and_then(|i| i.get("pinned_at"))
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            match next {
+                // Each page must move the cursor, or the loop would ask for the same page.
+                Some(next) if more && before.as_deref() != Some(next.as_str()) => {
+                    before = Some(next);
+                }
+                _ => break,
+            }
+        }
+        Ok(pins)
+    }
+
+    async fn search(&self, query: SearchQuery) -> Result<Vec<SearchHit>, SurfaceError> {
+        let search = StoreSearch {
+            expression: crate::store::fts_expression(&query.terms),
+            channels: query.channels.iter().map(|c| c.id()).collect(),
+            author: query.author,
+            before: query.before,
+            after: query.after,
+            limit: query.limit,
+        };
+        let hits = self
+            .store
+            .search(search, SEARCH_BUDGET)
+            .await
+            .map_err(search_error)?;
+        Ok(hits
+            .into_iter()
+            .map(|hit| SearchHit {
+                message: self.message_info(hit.message),
+                snippet: hit.snippet,
+                score: hit.score,
+            })
+            .collect())
     }
 }

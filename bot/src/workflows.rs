@@ -18,6 +18,7 @@ struct DiscordWorkflows {
     runs: Arc<dyn Runs>,
     aliases: SharedAliases,
     bot_id: Arc<std::sync::atomic::AtomicU64>,
+    observers: toolserver::events::Observers,
 }
 
 impl WorkflowHooks for DiscordWorkflows {
@@ -29,6 +30,21 @@ impl WorkflowHooks for DiscordWorkflows {
             finished_ms: workflow.finished_ms,
             body,
         });
+        // Every change is persisted, so every change is published: `workflow.waiting` when
+        // created or partly answered, then `workflow.answered|timed_out|cancelled`.
+        let answered = workflow.tasks.iter().filter(|t| t.answer.is_some()).count();
+        self.observers.events.publish(
+            format!("workflow.{}", workflow.state.as_str()),
+            Some(workflow.origin_session_id),
+            serde_json::json!({
+                "workflowId": workflow.workflow_id,
+                "state": workflow.state.as_str(),
+                "tasks": workflow.tasks.len(),
+                "answered": answered,
+                "createdBy": workflow.created_by,
+                "deadlineMs": workflow.deadline_ms,
+            }),
+        );
         Ok(())
     }
 
@@ -95,6 +111,7 @@ pub fn start(
         runs,
         aliases,
         bot_id,
+        observers: core.observers(),
     });
     let engine = WorkflowEngine::new(hooks, restored);
     if waiting > 0 {

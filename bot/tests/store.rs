@@ -668,6 +668,70 @@ fn workflows_are_kept_replaced_by_id_and_pruned_a_week_after_they_finish() {
     store.close().unwrap();
 }
 
+/// Takes a store back to before version 4 (search index, thread state, refs).
+const UNDO_V4: &str = "
+DROP TRIGGER messages_fts_insert;
+DROP TRIGGER messages_fts_delete;
+DROP TRIGGER messages_fts_update;
+DROP TABLE messages_fts;
+DROP TABLE threads;
+ALTER TABLE messages DROP COLUMN refs;
+";
+
+#[test]
+fn a_version_3_store_gains_the_search_index_and_readable_emoji() {
+    let dir = TempDir::new("migrate-v3");
+    let path = dir.db();
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let mut old = message(id(900), 1);
+    old.content = "deploy done <@42>".into();
+    old.text = "deploy done @someone".into();
+    old.reactions = vec![StoredReaction {
+        emoji: "%F0%9F%91%8D".into(),
+        count: 2,
+        me: false,
+    }];
+    store.insert_message(old.clone());
+    store.close().unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(UNDO_V4).unwrap();
+    conn.pragma_update(None, "user_version", 3).unwrap();
+    drop(conn);
+
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let read = store.message(id(900), old.id).expect("kept");
+    assert_eq!(read.reactions[0].emoji, "👍");
+    let search = |expression: &str| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime
+            .block_on(store.search(
+                bot::store::StoreSearch {
+                    expression: expression.into(),
+                    channels: vec![id(900)],
+                    author: None,
+                    before: None,
+                    after: None,
+                    limit: 10,
+                },
+                Duration::from_secs(5),
+            ))
+            .unwrap()
+    };
+    // The rows stored before the upgrade are indexed, words and mention ids both.
+    assert_eq!(search("text : \"deploy\"").len(), 1);
+    assert_eq!(search("refs : \"u42\"").len(), 1);
+    assert!(search("text : \"absent\"").is_empty());
+    store.close().unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+}
+
 #[test]
 fn a_version_1_store_gains_every_later_table() {
     let dir = TempDir::new("migrate-v1");
@@ -678,6 +742,7 @@ fn a_version_1_store_gains_every_later_table() {
         .unwrap();
     let conn = rusqlite::Connection::open(&path).unwrap();
     // A real version-1 file has none of the tables later versions added.
+    conn.execute_batch(UNDO_V4).unwrap();
     conn.execute_batch(
         "DROP TABLE workflows; DROP TABLE audit; DROP TABLE session_scopes; DROP TABLE approvals;
          DROP TABLE answered_triggers; DROP TABLE backfill_gaps;",
@@ -724,6 +789,8 @@ fn a_version_3_store_gains_the_answered_and_backfill_tables() {
         .close()
         .unwrap();
     let conn = rusqlite::Connection::open(&path).unwrap();
+    // A real version-3 file has neither version 4's search index nor version 5's tables.
+    conn.execute_batch(UNDO_V4).unwrap();
     conn.execute_batch("DROP TABLE answered_triggers; DROP TABLE backfill_gaps")
         .unwrap();
     conn.pragma_update(None, "user_version", 3).unwrap();

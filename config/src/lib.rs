@@ -87,6 +87,17 @@ pub struct AgentConfig {
     pub tool_scope: Vec<String>,
     /// The line posted when a run fails or times out.
     pub error_reply: String,
+    /// `agent.max_bot_turns` (default 3, 1 to 100): consecutive replies to other bots (those in
+    /// `allow_bots`) per session before the agent stops answering them, saying why once.
+    pub max_bot_turns: u32,
+    /// `agent.trusted_users` (users and roles): when not empty, prompt lines from anyone else
+    /// are marked untrusted.
+    pub trusted_users: Vec<Principal>,
+    /// `agent.stream`: how a streaming runner shows its answer while it is written.
+    pub stream: StreamMode,
+    /// `agent.stream_interval_ms` (default 1,500, 250 to 60,000): the least time between two
+    /// edits of a streamed draft.
+    pub stream_interval: std::time::Duration,
     /// What to do with a message that would have started a run but was missed live and
     /// fetched afterwards (`agent.missed_triggers`, default `reply`).
     pub missed_triggers: MissedTriggers,
@@ -105,6 +116,16 @@ pub enum MissedTriggers {
     Ignore,
 }
 
+/// `agent.stream`: whether a runner that can stream shows a draft while it writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamMode {
+    /// Post a draft after the first text and edit it as text arrives (the default).
+    #[default]
+    Edit,
+    /// Post the answer once, when it is complete.
+    Off,
+}
+
 /// How the agent runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Runner {
@@ -121,6 +142,9 @@ pub enum Runner {
     },
     /// An OpenAI-compatible chat endpoint driven by a built-in tool-calling loop.
     OpenAi(OpenAiRunner),
+    /// `runner = "demo"`: a built-in agent that understands a few phrases, with no model and
+    /// no network; its tool calls go through the pipeline like any run's (the playground's).
+    Demo,
 }
 
 /// `runner = "openai"`.
@@ -179,6 +203,8 @@ pub struct ToolserverConfig {
     pub insecure_no_auth: bool,
     /// Serve the operator console (a web page) at `/` (`toolserver.console`, default off).
     pub console: bool,
+    /// `GET /metrics` without a token (loopback binds only); else the operator token reads it.
+    pub metrics_public: bool,
     /// A call running longer than this answers `timeout` (HTTP 504).
     pub call_timeout: std::time::Duration,
     /// Calls served at once; past it, calls answer `unavailable` (HTTP 503).

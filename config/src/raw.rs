@@ -68,6 +68,14 @@ pub(crate) struct RawAgent {
     pub system_prompt: Option<String>,
     #[serde(default = "default_max_tool_rounds")]
     pub max_tool_rounds: Spanned<u64>,
+    #[serde(default = "default_max_bot_turns")]
+    pub max_bot_turns: Spanned<u64>,
+    #[serde(default)]
+    pub trusted_users: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub stream: Option<Spanned<String>>,
+    #[serde(default = "default_stream_interval_ms")]
+    pub stream_interval_ms: Spanned<u64>,
     #[serde(default)]
     pub missed_triggers: Option<Spanned<String>>,
     #[serde(default = "default_missed_max_age_s")]
@@ -76,6 +84,14 @@ pub(crate) struct RawAgent {
 
 fn default_missed_max_age_s() -> Spanned<u64> {
     Spanned::new(0..0, 600)
+}
+
+fn default_max_bot_turns() -> Spanned<u64> {
+    Spanned::new(0..0, 3)
+}
+
+fn default_stream_interval_ms() -> Spanned<u64> {
+    Spanned::new(0..0, 1_500)
 }
 
 fn default_max_tool_rounds() -> Spanned<u64> {
@@ -212,6 +228,8 @@ pub(crate) struct RawToolserver {
     pub insecure_no_auth: bool,
     #[serde(default)]
     pub console: bool,
+    #[serde(default = "default_metrics_public")]
+    pub metrics_public: Spanned<bool>,
     #[serde(default = "default_call_timeout_s")]
     pub call_timeout_s: Spanned<u64>,
     #[serde(default = "default_max_concurrent_calls")]
@@ -241,6 +259,7 @@ impl Default for RawToolserver {
             operator_token_env: default_operator_token_env(),
             insecure_no_auth: false,
             console: false,
+            metrics_public: default_metrics_public(),
             call_timeout_s: default_call_timeout_s(),
             max_concurrent_calls: default_max_concurrent_calls(),
             download_max_bytes: default_download_max_bytes(),
@@ -253,6 +272,10 @@ impl Default for RawToolserver {
             tokens: Vec::new(),
         }
     }
+}
+
+fn default_metrics_public() -> Spanned<bool> {
+    Spanned::new(0..0, false)
 }
 
 fn default_call_timeout_s() -> Spanned<u64> {

@@ -11,7 +11,7 @@ use crate::raw::{RawAlias, RawConfig};
 use crate::report::Collector;
 use crate::{
     AgentConfig, AliasComments, Config, DiscordConfig, Known, OpenAiRunner, Principal, Quota,
-    RateLimits, Runner, StoreConfig, ToolserverConfig,
+    RateLimits, Runner, StoreConfig, StreamMode, ToolserverConfig,
 };
 
 pub(crate) const ID_HELP: &str = "a Discord id is 17 to 20 digits, written as a quoted string; in Discord, enable Developer Mode and use \"Copy ID\"";
@@ -76,6 +76,7 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
         ),
         insecure_no_auth: raw.toolserver.insecure_no_auth,
         console: raw.toolserver.console,
+        metrics_public: *raw.toolserver.metrics_public.get_ref(),
         call_timeout: std::time::Duration::from_secs(bounded(
             &raw.toolserver.call_timeout_s,
             "toolserver.call_timeout_s",
@@ -142,6 +143,17 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
             "serving without a token is only allowed on 127.0.0.1 or [::1]: bind loopback, or set an operator token and remove insecure_no_auth",
         );
     }
+    if toolserver.metrics_public && !toolserver.bind.ip().is_loopback() {
+        c.add(
+            Some(raw.toolserver.metrics_public.span()),
+            "toolserver.metrics_public",
+            format!(
+                "metrics_public is set but the tool server binds {}, which is not loopback",
+                toolserver.bind
+            ),
+            "/metrics is served without a token only on 127.0.0.1 or [::1]: bind loopback, or remove metrics_public and scrape with the operator token",
+        );
+    }
     if raw.store.path.trim().is_empty() {
         c.add(
             None,
@@ -176,7 +188,7 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
     let agent = raw
         .agent
         .as_ref()
-        .and_then(|agent| agent_config(agent, known, c));
+        .and_then(|agent| agent_config(agent, known, &aliases, c));
     let token_names: Vec<String> = toolserver.tokens.iter().map(|t| t.name.clone()).collect();
     let permissions =
         crate::governance::permissions(&raw.permissions, &aliases, known, &token_names, c);
@@ -240,6 +252,7 @@ fn bounded_because(
 fn agent_config(
     raw: &crate::raw::RawAgent,
     known: &Known,
+    aliases: &Aliases,
     c: &mut Collector,
 ) -> Option<AgentConfig> {
     let runner = match raw.runner.get_ref().as_str() {
@@ -274,12 +287,13 @@ fn agent_config(
             }
         },
         "openai" => openai_runner(raw, c),
+        "demo" => Some(Runner::Demo),
         other => {
             c.add(
                 Some(raw.runner.span()),
                 "agent.runner",
                 format!("unknown runner '{other}'"),
-                "use runner = \"command\" or runner = \"openai\"",
+                "use runner = \"command\", runner = \"openai\" or runner = \"demo\"",
             );
             None
         }
@@ -334,6 +348,37 @@ fn agent_config(
     ));
     let active_channel_ids = ids(&raw.active_channel_ids, "agent.active_channel_ids", c);
     let allow_bots = ids(&raw.allow_bots, "agent.allow_bots", c);
+    let max_bot_turns = bounded(&raw.max_bot_turns, "agent.max_bot_turns", 1..=100, c) as u32;
+    let trusted_users = principals(&raw.trusted_users, "agent.trusted_users", aliases, c);
+    for (index, principal) in trusted_users.iter().enumerate() {
+        if matches!(principal, Principal::Role(_)) {
+            c.add(
+                Some(raw.trusted_users[index].span()),
+                format!("agent.trusted_users[{index}]"),
+                "roles can't be trusted users yet: switchboard does not keep members' roles for past messages",
+                "list the users themselves (\"@Mira\" or a user id)",
+            );
+        }
+    }
+    let stream = match raw.stream.as_ref().map(|s| (s, s.get_ref().as_str())) {
+        None | Some((_, "edit")) => StreamMode::Edit,
+        Some((_, "off")) => StreamMode::Off,
+        Some((spanned, other)) => {
+            c.add(
+                Some(spanned.span()),
+                "agent.stream",
+                format!("unknown stream mode '{other}'"),
+                "use stream = \"edit\" (a draft edited as the answer is written) or stream = \"off\"",
+            );
+            StreamMode::Edit
+        }
+    };
+    let stream_interval = std::time::Duration::from_millis(bounded(
+        &raw.stream_interval_ms,
+        "agent.stream_interval_ms",
+        250..=60_000,
+        c,
+    ));
     let config = AgentConfig {
         runner: runner?,
         timeout,
@@ -354,6 +399,10 @@ fn agent_config(
             .error_reply
             .clone()
             .unwrap_or_else(|| "Sorry, I couldn't finish that ({reason}).".to_owned()),
+        max_bot_turns,
+        trusted_users,
+        stream,
+        stream_interval,
         missed_triggers,
         missed_max_age,
     };

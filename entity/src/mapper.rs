@@ -296,6 +296,28 @@ impl<'a> Mapper<'a> {
     }
 }
 
+/// Every mention in Discord text (`<@id>`, `<@!id>`, `<@&id>`, `<#id>`), in order and once
+/// each, outside code spans and fences — the ones the inbound rewrite renders. What a message
+/// mentions, whatever the mentioned are called now.
+pub fn discord_mentions(text: &str) -> Vec<Mention> {
+    let bytes = text.as_bytes();
+    let mut found: Vec<Mention> = Vec::new();
+    for segment in segments(text).filter(|s| !s.code) {
+        let mut pos = segment.start;
+        while let Some(offset) = memchr(b'<', &bytes[pos..segment.end]) {
+            let open = pos + offset;
+            pos = open + 1;
+            if let Some((mention, end)) = parse_discord_mention(bytes, open, segment.end) {
+                if !found.contains(&mention) {
+                    found.push(mention);
+                }
+                pos = end;
+            }
+        }
+    }
+    found
+}
+
 /// A name as a token: each space written as `-`.
 fn spaces_as_hyphens(name: &str) -> Cow<'_, str> {
     if name.contains(' ') {

@@ -1,6 +1,6 @@
 //! Properties that hold for any text: no panics, code is never touched, and the round trip.
 
-use entity::{AliasKind, Aliases, LearnedNames, Mapper, Snowflake};
+use entity::{AliasKind, Aliases, LearnedNames, Mapper, NoNames, Snowflake};
 use proptest::prelude::*;
 
 fn fixture() -> (Aliases, LearnedNames) {
@@ -131,6 +131,37 @@ proptest! {
         let mapper = Mapper::new(&a, &n);
         let _ = mapper.outbound(&text);
         let _ = mapper.inbound(&text);
+    }
+
+    #[test]
+    fn discord_mentions_are_what_inbound_renders(text in discord_text()) {
+        // With no names at all, inbound writes every mention it renders in its fallback form
+        // (`@user_<id>`, `@role_<id>`, `#channel_<id>`), and nothing else in this text has an
+        // underscore: the fallback tokens are exactly the mentions.
+        let found = entity::discord_mentions(&text);
+        let aliases = Aliases::new();
+        let mapper = Mapper::new(&aliases, &NoNames);
+        let rendered = mapper.inbound(&text).into_owned();
+        let mut tokens: Vec<String> = Vec::new();
+        for prefix in ["@user_", "@role_", "#channel_"] {
+            let mut rest = rendered.as_str();
+            while let Some(at) = rest.find(prefix) {
+                let digits: String = rest[at + prefix.len()..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                tokens.push(format!("{prefix}{digits}"));
+                rest = &rest[at + prefix.len()..];
+            }
+        }
+        tokens.sort();
+        tokens.dedup();
+        let mut expected: Vec<String> = found.iter().map(|m| mapper.readable(*m)).collect();
+        let count = expected.len();
+        expected.sort();
+        expected.dedup();
+        prop_assert_eq!(count, expected.len(), "a mention was listed twice");
+        prop_assert_eq!(tokens, expected);
     }
 
     #[test]

@@ -292,3 +292,20 @@ fn readable_names_a_single_mention() {
     assert_eq!(mapper.readable(Mention::Channel(Snowflake(OPS))), "#ops");
     assert_eq!(mapper.readable(Mention::User(Snowflake(1))), "@user_1");
 }
+
+#[test]
+fn discord_mentions_lists_each_mention_once_outside_code() {
+    let found = entity::discord_mentions(
+        "<@123456789012345678> and <@!123456789012345678>, <@&445566778899001122> in \
+         <#334455667788990011> `<@523456789012345678>` <@12x> <#",
+    );
+    assert_eq!(
+        found,
+        vec![
+            Mention::User(Snowflake(STANLEY)),
+            Mention::Role(Snowflake(ONCALL)),
+            Mention::Channel(Snowflake(OPS)),
+        ]
+    );
+    assert!(entity::discord_mentions("").is_empty());
+}

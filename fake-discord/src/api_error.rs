@@ -116,6 +116,31 @@ impl ApiError {
             "Cannot send messages in a non-text channel",
         )
     }
+    /// 400 50024: the action is not possible on this type of channel (a thread in a voice
+    /// channel, a thread change on a channel that is not one).
+    pub fn cannot_act_on_channel_type() -> ApiError {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            50024,
+            "Cannot execute action on this channel type",
+        )
+    }
+    /// 400 160004: the message already started a thread.
+    pub fn thread_already_created() -> ApiError {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            160004,
+            "A thread has already been created for this message",
+        )
+    }
+    /// 400 30003: the channel already has the most pins Discord keeps.
+    pub fn max_pins() -> ApiError {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            30003,
+            "Maximum number of pins reached (250)",
+        )
+    }
     /// 400 50083: the bot posted or typed in an archived thread.
     pub fn thread_archived() -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, 50083, "Thread is archived")

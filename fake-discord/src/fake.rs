@@ -116,6 +116,10 @@ pub struct ChannelPatch {
     /// Archives (true) or unarchives a thread; the bot's sends to an archived one answer 50083.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archived: Option<bool>,
+    /// Locks (true) or unlocks a thread, as a moderator would: the bot cannot unarchive a
+    /// locked thread (50013), and its sends answer 50083 while it is archived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locked: Option<bool>,
     /// Shows the channel to the bot, or hides it: a channel being hidden sends one last
     /// CHANNEL_UPDATE (or THREAD_UPDATE), then no events, and the bot's REST calls answer 50001.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -416,6 +420,10 @@ pub(crate) fn create_channel(s: &Shared, c: NewChannel) -> Result<Value, Control
         bot_can_send: c.bot_can_send,
         bot_can_manage_messages: c.bot_can_manage_messages,
         archived: false,
+        locked: false,
+        auto_archive_minutes: 1440,
+        archive_ms: now_ms(),
+        members: Vec::new(),
         recipient_id: None,
         last_message_id: None,
         message_count: 0,
@@ -451,7 +459,13 @@ pub(crate) fn update_channel(
         after.topic = Some(topic);
     }
     if let Some(archived) = p.archived {
+        if archived != after.archived {
+            after.archive_ms = now_ms();
+        }
         after.archived = archived;
+    }
+    if let Some(locked) = p.locked {
+        after.locked = locked;
     }
     if let Some(v) = p.bot_can_see {
         after.bot_can_see = v;

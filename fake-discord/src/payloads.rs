@@ -162,6 +162,8 @@ impl Directory {
             "avatar": null,
             "bot": info.is_some_and(|u| u.bot),
             "public_flags": 0,
+            "flags": 0,
+            "primary_guild": null,
         })
     }
 
@@ -284,12 +286,12 @@ pub fn channel(dir: &Directory, channel: &Channel) -> Value {
         value["rate_limit_per_user"] = json!(0);
         value["message_count"] = json!(channel.message_count);
         value["total_message_sent"] = json!(channel.message_count);
-        value["member_count"] = json!(2);
+        value["member_count"] = json!(channel.members.len().min(50));
         value["thread_metadata"] = json!({
             "archived": channel.archived,
-            "auto_archive_duration": 1440,
-            "archive_timestamp": rfc3339(channel.created_ms),
-            "locked": false,
+            "auto_archive_duration": channel.auto_archive_minutes,
+            "archive_timestamp": rfc3339(channel.archive_ms),
+            "locked": channel.locked,
             "create_timestamp": rfc3339(channel.created_ms),
         });
     } else {
@@ -306,6 +308,16 @@ pub fn channel(dir: &Directory, channel: &Channel) -> Value {
         value["rate_limit_per_user"] = json!(0);
     }
     value
+}
+
+/// A thread member object (`ThreadMemberResponse`).
+pub fn thread_member(thread: Snowflake, user: Snowflake, joined_ms: u64) -> Value {
+    json!({
+        "id": thread,
+        "user_id": user,
+        "join_timestamp": rfc3339(joined_ms),
+        "flags": 0,
+    })
 }
 
 /// The GUILD_CREATE payload for one guild: channels, visible threads, roles, members.

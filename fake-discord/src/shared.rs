@@ -289,6 +289,7 @@ impl Shared {
             kind,
             reactions: Vec::new(),
             pinned: false,
+            pinned_ms: None,
             flags: draft.flags,
             webhook_id: new.webhook_id,
             application_id: new.webhook_id.map(|_| self.dir.application_id),

@@ -25,6 +25,15 @@ pub struct Channel {
     pub bot_can_send: bool,
     pub bot_can_manage_messages: bool,
     pub archived: bool,
+    /// A locked thread can be unarchived only by someone with MANAGE_THREADS (the bot has
+    /// not); sends to it answer 50083 while it is archived.
+    pub locked: bool,
+    /// A thread's inactivity period before Discord archives it (60, 1440, 4320 or 10080).
+    pub auto_archive_minutes: u32,
+    /// When a thread was last archived or unarchived (its `archive_timestamp`).
+    pub archive_ms: u64,
+    /// A thread's members (user, joined at ms), in joining order.
+    pub members: Vec<(Snowflake, u64)>,
     /// For DMs: the other user.
     pub recipient_id: Option<Snowflake>,
     pub last_message_id: Option<Snowflake>,
@@ -114,6 +123,8 @@ pub struct StoredMessage {
     pub kind: u8,
     pub reactions: Vec<ReactionEntry>,
     pub pinned: bool,
+    /// When it was pinned (pins list newest pinned first).
+    pub pinned_ms: Option<u64>,
     pub flags: u64,
     pub webhook_id: Option<Snowflake>,
     pub application_id: Option<Snowflake>,
@@ -270,6 +281,10 @@ impl Store {
                         bot_can_send: spec.bot_can_send,
                         bot_can_manage_messages: spec.bot_can_manage_messages,
                         archived: spec.archived,
+                        locked: false,
+                        auto_archive_minutes: 1440,
+                        archive_ms: spec.id.timestamp_ms().min(now_ms),
+                        members: Vec::new(),
                         recipient_id: None,
                         last_message_id: None,
                         message_count: 0,
@@ -552,6 +567,10 @@ pub fn dm_channel(id: Snowflake, recipient_id: Snowflake, now_ms: u64) -> Channe
         bot_can_send: true,
         bot_can_manage_messages: false,
         archived: false,
+        locked: false,
+        auto_archive_minutes: 1440,
+        archive_ms: now_ms,
+        members: Vec::new(),
         recipient_id: Some(recipient_id),
         last_message_id: None,
         message_count: 0,

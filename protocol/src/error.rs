@@ -134,6 +134,8 @@ error_codes! {
     BodyTimeout = "body_timeout",
     /// No such route.
     UnknownRoute = "unknown_route",
+    /// A batch holds more calls than the server takes at once.
+    TooManyCalls = "too_many_calls",
     /// No callable with that id.
     UnknownTool = "unknown_tool",
     /// The input does not match the callable's schema or rules.
@@ -167,6 +169,8 @@ error_codes! {
     AllowlistEmpty = "allowlist_empty",
     /// Only the bot's own messages can be edited.
     NotOwnMessage = "not_own_message",
+    /// The thread is archived and locked: only a moderator can reopen it.
+    ThreadLocked = "thread_locked",
     // Rate limits and capacity.
     /// Too many calls from this caller.
     RateLimited = "rate_limited",

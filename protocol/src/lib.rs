@@ -5,6 +5,7 @@
 //! * `GET /v1/tools` → `{"tools":[ToolEntry...]}`, only what the caller may call.
 //! * `GET /v1/tools/{id}` → [`ToolDetail`].
 //! * `POST /v1/call` with [`CallRequest`] → `{"ok":true,"value":...}` or [`ErrorBody`].
+//! * `POST /v1/batch` with [`BatchRequest`] → `{"ok":true,"value":{"results":[...]}}`.
 //!
 //! Every route but `/health` takes `Authorization: Bearer <token>` and the context headers in
 //! [`context`]. A failure's [`ErrorKind`] picks the HTTP status and the CLI's exit code; its
@@ -28,11 +29,13 @@
 
 #![warn(missing_docs)]
 
+mod batch;
 pub mod context;
 mod error;
 mod snowflake;
 mod wire;
 
+pub use batch::{BatchRequest, DEFAULT_BATCH_CONCURRENCY, MAX_BATCH_CALLS};
 pub use error::{ErrorBody, ErrorCode, ErrorInfo, ErrorKind};
 pub use snowflake::{parse_digits, Snowflake, SnowflakeError, DISCORD_EPOCH_MS};
 pub use wire::{CallRequest, Effects, Example, Health, ToolDetail, ToolEntry};

@@ -37,6 +37,8 @@ Fields:
 Commands:
   tools --list           the callables you may call
   tools help ID          a callable's fields and examples (also: tools ID --help)
+  tools --batch FILE|-   several calls at once, from a JSON array of {tool, input} objects;
+                         exits with the first failed call's code (0 when all succeeded)
 
 Environment:
   SWITCHBOARD_URL        the server (default http://127.0.0.1:7311)
@@ -72,7 +74,7 @@ pub enum OutputFormat {
     version,
     about = "Call switchboard's tool server: tools ID [--field=value ...] [WORDS ...]",
     override_usage = "tools ID [--field=value ...] [--field:json=JSON] [--input=JSON|@file|@-] [WORDS ...]\n       \
-                      tools --list\n       tools help ID",
+                      tools --list\n       tools help ID\n       tools --batch FILE|-",
     after_help = AFTER_HELP,
     arg_required_else_help = true,
     args_override_self = true,
@@ -83,6 +85,11 @@ pub struct Cli {
     /// List the callables you may call.
     #[arg(long)]
     pub list: bool,
+
+    /// Run a batch: a JSON array of {"tool","input"} calls from FILE, or stdin for '-'
+    /// (POST /v1/batch; at most 50 calls). Prints one {"ok",...} result per call, in order.
+    #[arg(long, value_name = "FILE|-")]
+    pub batch: Option<String>,
 
     /// Output: json (the value on one line; default for calls), pretty, or text (for humans;
     /// default for --list and help).

@@ -102,6 +102,15 @@ fn run(cli: Cli) -> Result<(), Failure> {
     if cli.list {
         return list(&settings);
     }
+    if let Some(source) = &cli.batch {
+        if parsed.tool.is_some() {
+            return Err(Failure::from(args::UsageError::new(
+                ErrorCode::UnexpectedArgument,
+                "--batch takes its calls from the file; give no callable id with it",
+            )));
+        }
+        return batch(&settings, source);
+    }
     call(&settings, parsed)
 }
 
@@ -206,6 +215,73 @@ fn call(settings: &Settings, mut parsed: Parsed) -> Result<(), Failure> {
         settings.output.unwrap_or(OutputFormat::Json),
     ));
     Ok(())
+}
+
+/// `tools --batch FILE|-`: `POST /v1/batch` with the calls in a JSON array. Prints the
+/// results array; exits with the first failed call's exit code, 0 when every call succeeded.
+fn batch(settings: &Settings, source: &str) -> Result<(), Failure> {
+    let text = if source == "-" {
+        let mut text = String::new();
+        io::stdin().read_to_string(&mut text).map(|_| text)
+    } else {
+        std::fs::read_to_string(source)
+    }
+    .map_err(|e| {
+        Failure::from(args::UsageError::new(
+            ErrorCode::BadInput,
+            format!("cannot read the batch from {source}: {e}"),
+        ))
+    })?;
+    let calls: Value = serde_json::from_str(&text).map_err(|e| {
+        Failure::from(args::UsageError::new(
+            ErrorCode::BadJson,
+            format!("the batch in {source} is not JSON: {e}; write [{{\"tool\": \"surface.…\", \"input\": {{…}}}}, …]"),
+        ))
+    })?;
+    let calls = match calls {
+        Value::Array(calls) => calls,
+        // The request body itself is accepted too.
+        Value::Object(mut map) if map.get("calls").is_some_and(Value::is_array) => {
+            match map.remove("calls") {
+                Some(Value::Array(calls)) => calls,
+                _ => Vec::new(),
+            }
+        }
+        _ => {
+            return Err(Failure::from(args::UsageError::new(
+                ErrorCode::BadInput,
+                format!("the batch in {source} must be a JSON array of {{\"tool\": \"surface.…\", \"input\": {{…}}}}"),
+            )))
+        }
+    };
+    let env = |name: &str| std::env::var(name).ok();
+    let client = Client::new(&settings.url, settings.timeout, &env)?;
+    let body = serde_json::to_vec(&serde_json::json!({ "calls": calls })).map_err(|e| {
+        Failure::new(
+            ErrorKind::Internal,
+            ErrorCode::Internal,
+            format!("cannot encode the batch: {e}"),
+            Value::Object(Default::default()),
+        )
+    })?;
+    let value = client.post("/v1/batch", &body)?;
+    let results = value
+        .get("results")
+        .cloned()
+        .unwrap_or(Value::Array(Vec::new()));
+    print(&render::render(
+        &results,
+        settings.output.unwrap_or(OutputFormat::Json),
+    ));
+    let first_failure = results.as_array().into_iter().flatten().find_map(|result| {
+        (result.get("ok") != Some(&Value::Bool(true)))
+            .then(|| serde_json::from_value::<protocol::ErrorInfo>(result["error"].clone()).ok())
+            .flatten()
+    });
+    match first_failure {
+        Some(info) => Err(Failure::from_info(info)),
+        None => Ok(()),
+    }
 }
 
 /// A `not_found` about the callable itself rather than, say, a session.

@@ -17,7 +17,6 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::auth::{Caller, CapabilityGrant};
-use crate::coerce::merge_cli_input;
 use crate::error::ToolError;
 use crate::invocation::{parse_id, CallContext};
 use crate::registry::{parse_input, Registry};
@@ -37,7 +36,8 @@ const PRUNE_EVERY: Duration = Duration::from_secs(60);
 type Shared = State<Arc<Core>>;
 
 /// The HTTP API over `core`: `GET /health`, `GET /v1/tools`, `GET /v1/tools/{id}`,
-/// `POST /v1/call` and `POST /v1/capabilities`; other routes answer 404, bodies over
+/// `POST /v1/call`, `POST /v1/batch`, `GET /v1/events` (SSE), `GET /metrics`,
+/// `GET /openapi.json` and `POST /v1/capabilities`; other routes answer 404, bodies over
 /// [`MAX_BODY_BYTES`] 413. Without [`serve`]'s connection limits and pruning.
 pub fn router(core: Arc<Core>) -> Router {
     Router::new()
@@ -49,6 +49,10 @@ pub fn router(core: Arc<Core>) -> Router {
         .route("/v1/approvals", get(list_approvals))
         .route("/v1/admin/reload", post(reload))
         .merge(crate::console::router(&core))
+        .route("/v1/batch", post(crate::batch::batch))
+        .route("/v1/events", get(crate::events::stream))
+        .route("/metrics", get(crate::metrics::scrape))
+        .route("/openapi.json", get(crate::openapi::serve))
         .fallback(unknown_route)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(core)
@@ -86,6 +90,13 @@ pub async fn serve_with(
         })
     };
     let limits = core.connection_limits;
+    // Event streams never end by themselves: close them when shutdown begins, so draining
+    // does not wait them out.
+    let events = Arc::clone(&core.events);
+    let shutdown = async move {
+        shutdown.await;
+        events.close();
+    };
     let result =
         crate::connections::serve(router(core).merge(extra), listener, limits, shutdown).await;
     pruner.abort();
@@ -215,8 +226,14 @@ async fn list_tools(State(core): Shared, Authed(context): Authed) -> Result<Resp
 async fn describe_tool(
     State(core): Shared,
     Authed(context): Authed,
-    Path(id): Path<String>,
+    id: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<Response, ToolError> {
+    let Path(id) = id.map_err(|rejection| {
+        ToolError::usage(
+            ErrorCode::BadRequest,
+            format!("{rejection}; the path is /v1/tools/ID with a callable's id"),
+        )
+    })?;
     match core.registry.detail(&id) {
         Some(detail) if context.caller.may_call(&id) => Ok(Json(detail).into_response()),
         // Out-of-scope callables are reported like unknown ones, suggesting only visible ids.
@@ -297,7 +314,7 @@ fn body_too_large() -> ToolError {
     .with_status(StatusCode::PAYLOAD_TOO_LARGE)
 }
 
-fn body_error(rejection: BytesRejection) -> ToolError {
+pub(crate) fn body_error(rejection: BytesRejection) -> ToolError {
     if let Some(timeout) = body_timeout(&rejection) {
         return timeout;
     }
@@ -357,19 +374,9 @@ async fn call(
             )
         })?
     };
-    let input = match core.registry.entry(&request.tool) {
-        Some(entry) if !request.args.is_empty() || !request.positional.is_empty() => {
-            merge_cli_input(
-                &entry.input_schema,
-                entry.primary.as_deref(),
-                request.input,
-                request.args,
-                request.positional,
-            )?
-        }
-        _ => Value::Object(request.input.unwrap_or_default()),
-    };
-    let value = core.call(&context, &request.tool, input).await?;
+    let tool = request.tool.clone();
+    let input = crate::batch::request_input(&core, request)?;
+    let value = core.call(&context, &tool, input).await?;
     Ok((
         [(header::CONTENT_TYPE, "application/json")],
         axum::body::Body::new(OkEnvelope::new(value)),
@@ -436,7 +443,7 @@ impl http_body::Body for OkEnvelope {
 /// in-process; the route is for operators and scripts).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct MintRequest {
+pub(crate) struct MintRequest {
     session_id: String,
     request_id: Option<String>,
     /// Glob patterns of callable ids; default `["surface.*"]`.
@@ -573,6 +580,6 @@ async fn reload(State(core): Shared, Authed(context): Authed) -> Result<Response
 async fn unknown_route(uri: axum::http::Uri) -> ToolError {
     ToolError::not_found(
         ErrorCode::UnknownRoute,
-        format!("No route {}; the API is GET /health, GET /v1/tools, GET /v1/tools/{{id}}, POST /v1/call, POST /v1/admin/reload", uri.path()),
+        format!("No route {}; the API is GET /health, GET /v1/tools, GET /v1/tools/{{id}}, POST /v1/call, POST /v1/batch, GET /v1/events, GET /metrics, GET /openapi.json, POST /v1/admin/reload, POST /mcp", uri.path()),
     )
 }

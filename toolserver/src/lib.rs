@@ -7,7 +7,9 @@
 //!   limits, hooks, handler, audit (see [`Decision`] and the stages on [`Core::call`]).
 //! * [`Tool`] and [`Registry`]: the callables (`surface.*`, `attachment.download`,
 //!   `workflow.*`), each planning then running.
-//! * [`http`]: the HTTP front; the `tools` CLI (its own crate) speaks to it.
+//! * [`http`]: the HTTP front; the `tools` CLI (its own crate) speaks to it. Beside calls it
+//!   serves batches ([`Core::call_batch`]), the live feed ([`events`]), Prometheus metrics
+//!   ([`metrics`]) and its own OpenAPI document (`/openapi.json`).
 //! * [`runs`]: the seam the agent crate implements; [`workflow`]: workflows that wait on
 //!   people and resume the agent. Files are read from and saved to a run's working directory
 //!   only.
@@ -20,6 +22,7 @@
 pub mod allowlist;
 pub mod approvals;
 pub mod auth;
+mod batch;
 mod callables;
 pub mod chunk;
 pub mod clock;
@@ -27,6 +30,7 @@ mod coerce;
 mod connections;
 pub mod console;
 mod error;
+pub mod events;
 mod files;
 pub mod governance;
 mod hooks;
@@ -35,6 +39,8 @@ mod invocation;
 pub mod live;
 #[cfg(feature = "testing")]
 pub mod memory;
+pub mod metrics;
+pub mod openapi;
 mod pipeline;
 mod ratelimit;
 mod refusals;
@@ -48,6 +54,7 @@ pub mod surface;
 pub mod testing;
 pub mod workflow;
 
+pub use batch::{parse_batch, BatchCall};
 pub use error::ToolError;
 pub use invocation::{CallContext, Invocation, MessageView, PlanContext, SessionView, Target};
 pub use pipeline::{CallObserver, Decision};

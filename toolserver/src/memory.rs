@@ -11,8 +11,8 @@ use entity::{LearnedNames, NameDirectory, Snowflake};
 use crate::approvals::ApprovalCard;
 use crate::surface::{
     AllowedChannel, AttachmentInfo, ChannelLocation, ConnectionState, Fetched, MentionPolicy,
-    MessageInfo, MessageQuery, OutgoingMessage, ReactionInfo, SessionInfo, SessionKind, Surface,
-    SurfaceError,
+    MessageInfo, MessageQuery, NewThread, OutgoingMessage, PinnedMessage, ReactionInfo, SearchHit,
+    SearchMatch, SearchQuery, SessionInfo, SessionKind, Surface, SurfaceError, ThreadInfo,
 };
 
 /// One action the surface was asked to take; recorded before it runs, so an action a queued
@@ -70,6 +70,40 @@ pub enum SurfaceCall {
         /// The card as posted.
         card: ApprovalCard,
     },
+    /// [`Surface::list_threads`] of this channel.
+    ListThreads {
+        /// The channel whose threads were listed.
+        parent: Snowflake,
+        /// Whether archived ones were asked for.
+        include_archived: bool,
+    },
+    /// [`Surface::create_thread`], as the tool server asked.
+    CreateThread(NewThread),
+    /// [`Surface::set_thread_archived`].
+    SetThreadArchived {
+        /// The thread.
+        channel_id: Snowflake,
+        /// Archive (true) or reopen.
+        archived: bool,
+    },
+    /// [`Surface::pin_message`].
+    Pin {
+        /// The message's channel.
+        channel_id: Snowflake,
+        /// The message.
+        message_id: Snowflake,
+    },
+    /// [`Surface::unpin_message`].
+    Unpin {
+        /// The message's channel.
+        channel_id: Snowflake,
+        /// The message.
+        message_id: Snowflake,
+    },
+    /// [`Surface::pinned_messages`] of this channel.
+    ListPins(Snowflake),
+    /// [`Surface::search`], as the tool server asked.
+    Search(SearchQuery),
     /// An approval request redrawn (the card as redrawn).
     UpdateApproval {
         /// Where.
@@ -96,7 +130,32 @@ struct State {
     delay: Option<Duration>,
     /// Attachment bodies by url.
     files: BTreeMap<String, Vec<u8>>,
+    /// What is known of each thread beyond its session.
+    threads: BTreeMap<Snowflake, ThreadState>,
+    /// Pinned messages per channel, oldest pin first, with when they were pinned.
+    pins: BTreeMap<Snowflake, Vec<(Snowflake, String)>>,
 }
+
+/// A thread's state in the memory surface.
+#[derive(Debug, Clone, Copy)]
+struct ThreadState {
+    archived: bool,
+    locked: bool,
+    auto_archive_minutes: u32,
+}
+
+impl Default for ThreadState {
+    fn default() -> Self {
+        ThreadState {
+            archived: false,
+            locked: false,
+            auto_archive_minutes: 1440,
+        }
+    }
+}
+
+/// Most pins a channel holds, as on Discord.
+const MAX_PINS: usize = 250;
 
 /// The ids of [`MemorySurface::demo`]: the shared demo world (the `demo_world` crate, which
 /// fake-discord's demo world is built from too), plus a few extras only this surface has.
@@ -146,6 +205,8 @@ impl MemorySurface {
                 failures: VecDeque::new(),
                 delay: None,
                 files: BTreeMap::new(),
+                threads: BTreeMap::new(),
+                pins: BTreeMap::new(),
             }),
         }
     }
@@ -217,6 +278,32 @@ impl MemorySurface {
         let mut state = self.lock();
         state.names.add_channel(info.channel_id, &info.title);
         state.sessions.insert(info.channel_id, info);
+    }
+
+    /// Sets what is known of a cached thread: archived, and locked (only a moderator reopens
+    /// a locked thread). A thread never set is open and unlocked.
+    pub fn set_thread_state(&self, id: Snowflake, archived: bool, locked: bool) {
+        let mut state = self.lock();
+        let entry = state.threads.entry(id).or_default();
+        entry.archived = archived;
+        entry.locked = locked;
+    }
+
+    fn thread_info(state: &State, id: Snowflake) -> Option<ThreadInfo> {
+        let session = state.sessions.get(&id)?;
+        if session.kind != SessionKind::Thread {
+            return None;
+        }
+        let thread = state.threads.get(&id).copied().unwrap_or_default();
+        Some(ThreadInfo {
+            channel_id: id,
+            parent_channel_id: session.parent_channel_id?,
+            guild_id: session.guild_id,
+            name: session.title.clone(),
+            archived: thread.archived,
+            locked: thread.locked,
+            auto_archive_minutes: thread.auto_archive_minutes,
+        })
     }
 
     /// A channel only [`Surface::channel_info`] knows: not listed, and with no messages.
@@ -450,6 +537,13 @@ impl Surface for MemorySurface {
     async fn send_message(&self, message: OutgoingMessage) -> Result<Snowflake, SurfaceError> {
         self.begin(SurfaceCall::Send(message.clone())).await?;
         let mut state = self.lock();
+        if state
+            .threads
+            .get(&message.channel_id.id())
+            .is_some_and(|t| t.archived)
+        {
+            return Err(SurfaceError::Conflict("Thread is archived".into()));
+        }
         if let Some(reply_to) = message.reply_to {
             let exists = state
                 .messages
@@ -640,6 +734,293 @@ impl Surface for MemorySurface {
         }
         Ok(Fetched::Bytes(bytes.clone()))
     }
+
+    fn thread(&self, channel_id: Snowflake) -> Option<ThreadInfo> {
+        Self::thread_info(&self.lock(), channel_id)
+    }
+
+    fn threads(&self, parent: Option<Snowflake>) -> Vec<ThreadInfo> {
+        let state = self.lock();
+        state
+            .sessions
+            .keys()
+            .filter_map(|id| Self::thread_info(&state, *id))
+            .filter(|t| parent.is_none_or(|p| t.parent_channel_id == p))
+            .collect()
+    }
+
+    async fn list_threads(
+        &self,
+        parent: AllowedChannel,
+        include_archived: bool,
+    ) -> Result<Vec<ThreadInfo>, SurfaceError> {
+        self.begin(SurfaceCall::ListThreads {
+            parent: parent.id(),
+            include_archived,
+        })
+        .await?;
+        Ok(self
+            .threads(Some(parent.id()))
+            .into_iter()
+            .filter(|t| include_archived || !t.archived)
+            .collect())
+    }
+
+    async fn create_thread(&self, thread: NewThread) -> Result<ThreadInfo, SurfaceError> {
+        self.begin(SurfaceCall::CreateThread(thread.clone()))
+            .await?;
+        let mut state = self.lock();
+        let parent = thread.parent.id();
+        let guild_id = state.sessions.get(&parent).and_then(|s| s.guild_id);
+        // A thread started from a message takes the message's id, as on Discord.
+        let id = match thread.from_message {
+            Some(message_id) => {
+                let exists = state
+                    .messages
+                    .get(&parent)
+                    .is_some_and(|m| m.contains_key(&message_id));
+                if !exists {
+                    return Err(SurfaceError::NotFound(format!(
+                        "Unknown message {message_id}"
+                    )));
+                }
+                if state.sessions.contains_key(&message_id) {
+                    return Err(SurfaceError::InvalidInput {
+                        message: "A thread has already been created for this message".into(),
+                        details: serde_json::Value::Null,
+                    });
+                }
+                message_id
+            }
+            None => {
+                state.next_id += 1;
+                Snowflake(state.next_id)
+            }
+        };
+        state.names.add_channel(id, &thread.name);
+        state.sessions.insert(
+            id,
+            SessionInfo {
+                channel_id: id,
+                guild_id,
+                parent_channel_id: Some(parent),
+                kind: SessionKind::Thread,
+                title: thread.name.clone(),
+            },
+        );
+        state.threads.insert(
+            id,
+            ThreadState {
+                auto_archive_minutes: thread.auto_archive_minutes.unwrap_or(1440),
+                ..ThreadState::default()
+            },
+        );
+        Self::thread_info(&state, id)
+            .ok_or_else(|| SurfaceError::Unavailable("the new thread vanished".into()))
+    }
+
+    async fn set_thread_archived(
+        &self,
+        thread: AllowedChannel,
+        archived: bool,
+    ) -> Result<ThreadInfo, SurfaceError> {
+        let id = thread.id();
+        self.begin(SurfaceCall::SetThreadArchived {
+            channel_id: id,
+            archived,
+        })
+        .await?;
+        let mut state = self.lock();
+        if Self::thread_info(&state, id).is_none() {
+            return Err(SurfaceError::NotFound(format!("Unknown thread {id}")));
+        }
+        let entry = state.threads.entry(id).or_default();
+        if entry.locked && !archived {
+            return Err(SurfaceError::Denied(
+                "Missing Permissions: the thread is locked (Manage Threads reopens it)".into(),
+            ));
+        }
+        entry.archived = archived;
+        Self::thread_info(&state, id)
+            .ok_or_else(|| SurfaceError::NotFound(format!("Unknown thread {id}")))
+    }
+
+    async fn pin_message(
+        &self,
+        channel: AllowedChannel,
+        message_id: Snowflake,
+    ) -> Result<(), SurfaceError> {
+        let channel_id = channel.id();
+        self.begin(SurfaceCall::Pin {
+            channel_id,
+            message_id,
+        })
+        .await?;
+        let mut state = self.lock();
+        let exists = state
+            .messages
+            .get(&channel_id)
+            .is_some_and(|m| m.contains_key(&message_id));
+        if !exists {
+            return Err(SurfaceError::NotFound(format!(
+                "Unknown message {message_id}"
+            )));
+        }
+        let seq = state.next_id;
+        let pins = state.pins.entry(channel_id).or_default();
+        if pins.iter().any(|(id, _)| *id == message_id) {
+            return Ok(());
+        }
+        if pins.len() >= MAX_PINS {
+            return Err(SurfaceError::InvalidInput {
+                message: format!("Maximum number of pins reached ({MAX_PINS})"),
+                details: serde_json::Value::Null,
+            });
+        }
+        pins.push((message_id, timestamp(seq)));
+        Ok(())
+    }
+
+    async fn unpin_message(
+        &self,
+        channel: AllowedChannel,
+        message_id: Snowflake,
+    ) -> Result<(), SurfaceError> {
+        let channel_id = channel.id();
+        self.begin(SurfaceCall::Unpin {
+            channel_id,
+            message_id,
+        })
+        .await?;
+        let mut state = self.lock();
+        if let Some(pins) = state.pins.get_mut(&channel_id) {
+            pins.retain(|(id, _)| *id != message_id);
+        }
+        Ok(())
+    }
+
+    async fn pinned_messages(
+        &self,
+        channel: AllowedChannel,
+    ) -> Result<Vec<PinnedMessage>, SurfaceError> {
+        let channel_id = channel.id();
+        self.begin(SurfaceCall::ListPins(channel_id)).await?;
+        let state = self.lock();
+        let Some(pins) = state.pins.get(&channel_id) else {
+            return Ok(Vec::new());
+        };
+        Ok(pins
+            .iter()
+            .rev()
+            .filter_map(|(id, at)| {
+                let message = state.messages.get(&channel_id)?.get(id)?;
+                Some(PinnedMessage {
+                    message: Arc::clone(message),
+                    pinned_at: Some(at.clone()),
+                })
+            })
+            .collect())
+    }
+
+    async fn search(&self, query: SearchQuery) -> Result<Vec<SearchHit>, SurfaceError> {
+        self.begin(SurfaceCall::Search(query.clone())).await?;
+        let state = self.lock();
+        let mut hits = Vec::new();
+        for channel in &query.channels {
+            let Some(messages) = state.messages.get(&channel.id()) else {
+                continue;
+            };
+            for (id, message) in messages {
+                if query.before.is_some_and(|b| *id >= b)
+                    || query.after.is_some_and(|a| *id <= a)
+                    || query.author.is_some_and(|a| message.author_id != a)
+                {
+                    continue;
+                }
+                if let Some(hit) = memory_match(&query, message) {
+                    hits.push(hit);
+                }
+            }
+        }
+        // Best first; among equals, newest first.
+        hits.sort_by(|a: &SearchHit, b: &SearchHit| {
+            b.score
+                .total_cmp(&a.score)
+                .then(b.message.message_id.cmp(&a.message.message_id))
+        });
+        hits.truncate(query.limit);
+        Ok(hits)
+    }
+}
+
+/// The memory surface's search: a message matches when each term matches its raw text (words
+/// as the index splits them, lowercase) or its mentions; the score counts matched words.
+fn memory_match(query: &SearchQuery, message: &Arc<MessageInfo>) -> Option<SearchHit> {
+    let words: Vec<String> = message
+        .content
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    let mentions = entity::discord_mentions(&message.content);
+    let mut score = 0.0;
+    let mut first_hit: Option<String> = None;
+    for term in &query.terms {
+        let mut matched = false;
+        for alternative in &term.any_of {
+            match alternative {
+                SearchMatch::Words { text, prefix } => {
+                    let wanted: Vec<&str> = text.split(' ').collect();
+                    let found = words.windows(wanted.len()).position(|window| {
+                        window
+                            .iter()
+                            .zip(&wanted)
+                            .enumerate()
+                            .all(|(i, (have, want))| {
+                                if *prefix && i + 1 == wanted.len() {
+                                    have.starts_with(want)
+                                } else {
+                                    have == want
+                                }
+                            })
+                    });
+                    if let Some(at) = found {
+                        matched = true;
+                        score += 1.0;
+                        first_hit.get_or_insert_with(|| words[at].clone());
+                    }
+                }
+                SearchMatch::Mentions(mention) => {
+                    if mentions.contains(mention) {
+                        matched = true;
+                        score += 1.0;
+                    }
+                }
+            }
+        }
+        if !matched {
+            return None;
+        }
+    }
+    let snippet = match first_hit {
+        Some(word) => words
+            .iter()
+            .map(|w| {
+                if *w == word {
+                    format!("**{w}**")
+                } else {
+                    w.clone()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        None => message.content.clone(),
+    };
+    Some(SearchHit {
+        message: Arc::clone(message),
+        snippet,
+        score,
+    })
 }
 
 /// A [`Ledger`](crate::governance::Ledger) in memory: audit rows, overrides and approvals as

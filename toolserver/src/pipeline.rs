@@ -257,6 +257,18 @@ impl<'a> Gate<'a> {
             tool_call_id: self.context.tool_call_id.clone(),
             channel: AllowedChannel::checked(channel),
         };
+        let session = targets.first().copied();
+        core.events.publish(
+            "approval.requested",
+            session,
+            json!({
+                "tool": self.tool_id,
+                "requestedBy": request.requested_by,
+                "run": request.run,
+                "toolCallId": request.tool_call_id,
+                "preview": request.preview,
+            }),
+        );
         if let Some(observer) = self.observer {
             observer.awaiting_approval(
                 self.tool_id,
@@ -264,6 +276,21 @@ impl<'a> Gate<'a> {
             );
         }
         let outcome = core.approvals.ask(core.surface.as_ref(), request).await;
+        let (decision, by) = match &outcome {
+            Outcome::Approved(by) => ("approved", by.as_str()),
+            Outcome::Denied(by) => ("denied", by.as_str()),
+            Outcome::Expired => ("expired", "-"),
+        };
+        core.events.publish(
+            "approval.decided",
+            session,
+            json!({
+                "tool": self.tool_id,
+                "toolCallId": self.context.tool_call_id,
+                "decision": decision,
+                "by": by,
+            }),
+        );
         let mut trail = self.trail();
         match outcome {
             Outcome::Approved(by) => {
@@ -554,6 +581,19 @@ impl Core {
         // Scope.
         let (tool_id, tool) = match self.registry.lookup(tool_id) {
             Some((id, tool)) if self.may_call(&context.caller, id) => (id, tool),
+            // Out of scope for everyone, with the reason and what to do.
+            Some((id, _)) if self.workflows_missing(id) => {
+                let result = Err(crate::callables::workflows_unavailable());
+                self.audit(
+                    context,
+                    id.into(),
+                    &Trail::new(),
+                    &result,
+                    started,
+                    started_ms,
+                );
+                return result;
+            }
             // A callable outside the caller's scope looks like any other it may not call.
             Some((id, _)) => {
                 let error = ToolError::denied(
@@ -616,9 +656,27 @@ impl Core {
             Ok(_) => ("ok", None),
             Err(error) => (error.kind.as_str(), Some(error.code.as_str())),
         };
-        let duration_ms = started.elapsed().as_millis() as u64;
+        let took = started.elapsed();
+        let duration_ms = took.as_millis() as u64;
         let caller = context.caller.limit_key();
         let capability = context.caller.capability();
+        self.metrics
+            .call_finished(&tool_id, outcome, trail.decision.as_str(), code, took);
+        self.events.publish(
+            "call.finished",
+            trail.targets.first().copied(),
+            json!({
+                "tool": &*tool_id,
+                "caller": caller.as_str(),
+                "run": capability.map(|c| c.grant.request_id.as_str()),
+                "sessions": trail.targets.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "toolCallId": context.tool_call_id.as_deref(),
+                "decision": trail.decision.as_str(),
+                "outcome": outcome,
+                "code": code,
+                "durationMs": duration_ms,
+            }),
+        );
         self.governance.ledger().record(AuditRow {
             time_ms: started_ms,
             caller: match &caller {

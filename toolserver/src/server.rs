@@ -107,6 +107,12 @@ pub struct Core {
     pub(crate) connection_limits: crate::connections::Limits,
     /// The operator console (`toolserver.console`): its logins and plug-ins.
     pub(crate) console: crate::console::Console,
+    /// The live feed (`GET /v1/events`).
+    pub(crate) events: Arc<crate::events::EventHub>,
+    /// The counters `GET /metrics` shows.
+    pub(crate) metrics: Arc<crate::metrics::Metrics>,
+    /// `toolserver.metrics_public`: `/metrics` without a token.
+    pub(crate) metrics_public: bool,
 }
 
 impl Core {
@@ -192,6 +198,9 @@ impl Core {
             permits: Semaphore::new(ts.max_concurrent_calls),
             connection_limits: crate::connections::Limits::from_config(ts),
             console: crate::console::Console::new(ts.console),
+            events: Arc::new(crate::events::EventHub::new()),
+            metrics: Arc::new(crate::metrics::Metrics::new()),
+            metrics_public: ts.metrics_public,
         })
     }
 
@@ -316,8 +325,15 @@ impl Core {
 
     /// Whether `caller` may see and call `tool_id`: its token's scope, and for an agent run its
     /// session's scope too (`[sessions.*]`, then `/tools` overrides).
+    /// `workflow.*` is out of everyone's scope while no workflow engine is installed (no
+    /// agent can resume a workflow), so it is absent from the lists instead of failing.
     pub fn may_call(&self, caller: &Caller, tool_id: &str) -> bool {
-        self.governance.may_call(caller, tool_id)
+        !self.workflows_missing(tool_id) && self.governance.may_call(caller, tool_id)
+    }
+
+    /// Whether `tool_id` is a `workflow.*` callable and no engine is installed.
+    pub(crate) fn workflows_missing(&self, tool_id: &str) -> bool {
+        tool_id.starts_with("workflow.") && self.workflows.get().is_none()
     }
 
     /// The callables this caller may call.
@@ -337,6 +353,24 @@ impl Core {
     /// The operator console's state: plug agent runs and the playground's compose box in here.
     pub fn console(&self) -> &crate::console::Console {
         &self.console
+    }
+
+    /// The live feed every part publishes to (`GET /v1/events`).
+    pub fn events(&self) -> &Arc<crate::events::EventHub> {
+        &self.events
+    }
+
+    /// The hub and the counters together, for the parts outside the pipeline.
+    pub fn observers(&self) -> crate::events::Observers {
+        crate::events::Observers {
+            events: Arc::clone(&self.events),
+            metrics: Arc::clone(&self.metrics),
+        }
+    }
+
+    /// The counters every part records to (`GET /metrics`).
+    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.metrics
     }
 
     /// Approvals in progress.

@@ -157,6 +157,104 @@ pub struct MessageQuery {
     pub after: Option<Snowflake>,
 }
 
+/// A thread as the platform knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadInfo {
+    /// The thread (its own channel id).
+    pub channel_id: Snowflake,
+    /// The channel it lives in.
+    pub parent_channel_id: Snowflake,
+    /// Its guild.
+    pub guild_id: Option<Snowflake>,
+    /// Its name.
+    pub name: String,
+    /// Archived threads take no messages until unarchived.
+    pub archived: bool,
+    /// A locked thread can only be unarchived by a moderator (Manage Threads).
+    pub locked: bool,
+    /// Minutes of inactivity after which the platform archives it.
+    pub auto_archive_minutes: u32,
+}
+
+/// A thread to create under an allowed channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewThread {
+    /// The channel the thread lives in, checked.
+    pub parent: AllowedChannel,
+    /// Its name (1 to 100 characters).
+    pub name: String,
+    /// Start it from this message of the parent; `None`: a standalone thread.
+    pub from_message: Option<Snowflake>,
+    /// Minutes of inactivity before it is archived (60, 1440, 4320 or 10080); `None`: the
+    /// platform's default.
+    pub auto_archive_minutes: Option<u32>,
+}
+
+/// A pinned message, as the platform lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinnedMessage {
+    /// The message.
+    pub message: Arc<MessageInfo>,
+    /// When it was pinned, RFC 3339, when the platform says.
+    pub pinned_at: Option<String>,
+}
+
+/// What one search term may match: a phrase of words, or a mention of someone or something.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SearchMatch {
+    /// These words in this order (lowercase; `prefix`: the last word may continue).
+    Words {
+        /// The words, separated by single spaces.
+        text: String,
+        /// Whether the last word matches as a prefix (`deplo*`).
+        prefix: bool,
+    },
+    /// A message that mentions this user, role or channel (whatever it was called then).
+    Mentions(entity::Mention),
+}
+
+/// One term of a search: a message matches when it matches any of the alternatives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchTerm {
+    /// At least one must match.
+    pub any_of: Vec<SearchMatch>,
+}
+
+/// A full-text search over the messages of allowed sessions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchQuery {
+    /// Every term must match (at least one, at most [`SearchQuery::MAX_TERMS`]).
+    pub terms: Vec<SearchTerm>,
+    /// Only messages of these sessions (each checked by the allowlist).
+    pub channels: Vec<AllowedChannel>,
+    /// Only messages by this user.
+    pub author: Option<Snowflake>,
+    /// Only messages older than this id.
+    pub before: Option<Snowflake>,
+    /// Only messages newer than this id.
+    pub after: Option<Snowflake>,
+    /// At most this many hits, best first.
+    pub limit: usize,
+}
+
+impl SearchQuery {
+    /// Most terms a query may have.
+    pub const MAX_TERMS: usize = 16;
+    /// Most alternatives one term may have.
+    pub const MAX_ALTERNATIVES: usize = 8;
+}
+
+/// One search hit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchHit {
+    /// The message.
+    pub message: Arc<MessageInfo>,
+    /// A short excerpt with the matched words between `**` and `**`.
+    pub snippet: String,
+    /// How well it matches: higher is better (only comparable within one answer).
+    pub score: f64,
+}
+
 /// Who a message may ping. `@everyone`/`@here` are never in it. The pipeline decides it (from
 /// `discord.allow_role_mentions`) and hands it to the platform with every post and edit; the
 /// Discord code never decides it.
@@ -354,4 +452,44 @@ pub trait Surface: NameDirectory + Send + Sync + 'static {
         attachment: &AttachmentInfo,
         limit: u64,
     ) -> Result<Fetched, SurfaceError>;
+
+    /// A cached thread (any: callers check the allowlist on what they show).
+    fn thread(&self, channel_id: Snowflake) -> Option<ThreadInfo>;
+    /// Every cached thread, of one channel (`parent`) or of all; archived ones included.
+    fn threads(&self, parent: Option<Snowflake>) -> Vec<ThreadInfo>;
+    /// A channel's threads from the platform: the active ones, and the archived ones too with
+    /// `include_archived` (a bounded number of them, newest first).
+    async fn list_threads(
+        &self,
+        parent: AllowedChannel,
+        include_archived: bool,
+    ) -> Result<Vec<ThreadInfo>, SurfaceError>;
+    /// Creates a thread (from a message or standalone); the bot joins it.
+    async fn create_thread(&self, thread: NewThread) -> Result<ThreadInfo, SurfaceError>;
+    /// Archives or unarchives a thread; an unarchived thread is joined again.
+    async fn set_thread_archived(
+        &self,
+        thread: AllowedChannel,
+        archived: bool,
+    ) -> Result<ThreadInfo, SurfaceError>;
+    /// Pins a message.
+    async fn pin_message(
+        &self,
+        channel: AllowedChannel,
+        message_id: Snowflake,
+    ) -> Result<(), SurfaceError>;
+    /// Unpins a message.
+    async fn unpin_message(
+        &self,
+        channel: AllowedChannel,
+        message_id: Snowflake,
+    ) -> Result<(), SurfaceError>;
+    /// The pinned messages of a session, most recently pinned first.
+    async fn pinned_messages(
+        &self,
+        channel: AllowedChannel,
+    ) -> Result<Vec<PinnedMessage>, SurfaceError>;
+    /// Full-text search over the stored messages of the query's (allowed) sessions, best
+    /// first. A query the index cannot run answers [`SurfaceError::InvalidInput`].
+    async fn search(&self, query: SearchQuery) -> Result<Vec<SearchHit>, SurfaceError>;
 }

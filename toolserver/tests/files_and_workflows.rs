@@ -290,8 +290,16 @@ async fn workflows_are_unavailable_without_an_engine() {
     )
     .await
     .expect_err("no engine");
-    assert_eq!(error.kind, ErrorKind::Unavailable);
+    // Not worth retrying: out of scope until an agent can resume workflows.
+    assert_eq!(error.kind, ErrorKind::Denied);
     assert_eq!(error.code, "workflows_unavailable");
+    let listed = server.core().tools_for(&toolserver::auth::Caller::Operator);
+    assert!(
+        listed
+            .iter()
+            .all(|entry| !entry.id.starts_with("workflow.")),
+        "workflow.* is absent from the list without an engine"
+    );
 }
 
 #[tokio::test]

@@ -154,11 +154,14 @@ async fn tools_listing_has_schemas_and_detail_has_examples() {
     assert_eq!(send["inputSchema"]["additionalProperties"], false);
     assert!(send["inputSchema"]["properties"]["replyToMessageId"].is_object());
     assert!(send["inputSchema"]["properties"]["paths"].is_object());
-    let create = tools
-        .iter()
-        .find(|t| t["id"] == "workflow.create")
-        .expect("workflow.create is listed");
-    assert_eq!(create["inputSchema"]["required"], json!(["tasks"]));
+    // No workflow engine in this server (no agent could resume one): workflow.* is not listed.
+    assert!(
+        tools.iter().all(|t| !t["id"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("workflow.")),
+        "{tools:?}"
+    );
     let detail = request(
         "GET",
         format!("{}/v1/tools/surface.messages.send", server.url()),

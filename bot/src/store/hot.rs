@@ -9,7 +9,7 @@ use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 use entity::{normalize_name, Snowflake};
 
-use super::model::{HotMessage, StoredMessage, StoredReaction, StoredSession};
+use super::model::{HotMessage, StoredMessage, StoredReaction, StoredSession, ThreadState};
 
 /// How many ids of deleted messages a channel remembers, so a late gateway echo of a message
 /// the bot already deleted doesn't bring it back.
@@ -104,6 +104,8 @@ pub(crate) struct Hot {
     pub(crate) role_keys: NameIndex,
     pub(crate) channel_keys: NameIndex,
     pub(crate) channels: DashMap<Snowflake, ChannelMessages>,
+    /// The state of each thread whose state is known (sessions hold the rest).
+    pub(crate) threads: DashMap<Snowflake, ThreadState>,
     pub(crate) messages_per_channel: usize,
     /// Bumped whenever a user, role or channel name appears, changes or goes: readable text
     /// depends on them, so what was rendered before is stale.

@@ -19,6 +19,7 @@ mod error;
 mod hot;
 mod ledger;
 mod model;
+mod search;
 mod sqlite;
 mod writer;
 
@@ -36,7 +37,11 @@ use tracing::{error, info};
 
 pub use entity::Snowflake;
 pub use error::StoreError;
-pub use model::{SessionKind, StoredAttachment, StoredMessage, StoredReaction, StoredSession};
+pub use model::{
+    SessionKind, StoredAttachment, StoredMessage, StoredReaction, StoredSession, StoredThread,
+    ThreadState,
+};
+pub use search::{fts_expression, SearchError, StoreHit, StoreSearch};
 pub use sqlite::{WorkflowRow, SCHEMA_VERSION};
 
 use hot::{Hot, Inserted, UserEntry};
@@ -243,11 +248,89 @@ impl Store {
         });
     }
 
-    /// Drops the session; its messages stay until pruned.
+    /// Drops the session (and a thread's state); its messages stay until pruned.
     pub fn remove_session(&self, id: Snowflake) {
+        self.inner.hot.threads.remove(&id);
         self.inner
             .hot
             .remove_session(id, || self.queue(Change::RemoveSession(id)));
+    }
+
+    /// Records a thread's state (archived, locked, auto-archive period); nothing is written
+    /// when it is what the store knew.
+    pub fn set_thread_state(&self, id: Snowflake, state: ThreadState) {
+        let changed = self.inner.hot.threads.insert(id, state) != Some(state);
+        if changed {
+            self.queue(Change::SaveThread(id, state));
+        }
+    }
+
+    /// What the store knows of a thread's state; `None` when it never learned it.
+    pub fn thread_state(&self, id: Snowflake) -> Option<ThreadState> {
+        self.inner.hot.threads.get(&id).map(|state| *state)
+    }
+
+    /// A known thread: its session (a thread's) and its state (open when never learned).
+    pub fn thread(&self, id: Snowflake) -> Option<StoredThread> {
+        let session = self.session(id).filter(|s| s.kind == SessionKind::Thread)?;
+        Some(StoredThread {
+            state: self.thread_state(id).unwrap_or_default(),
+            session,
+        })
+    }
+
+    /// Every known thread, of one channel (`parent`) or of all, archived ones included, sorted
+    /// by id.
+    pub fn threads(&self, parent: Option<Snowflake>) -> Vec<StoredThread> {
+        let mut threads: Vec<StoredThread> = self
+            .inner
+            .hot
+            .sessions
+            .iter()
+            .filter(|s| s.kind == SessionKind::Thread)
+            .filter(|s| parent.is_none_or(|p| s.parent_id == Some(p)))
+            .map(|s| s.clone())
+            .map(|session| StoredThread {
+                state: self.thread_state(session.id).unwrap_or_default(),
+                session,
+            })
+            .collect();
+        threads.sort_by_key(|t| t.session.id);
+        threads
+    }
+
+    /// The known threads that are not archived, of one channel or of all, sorted by id: the
+    /// threads whose messages can still arrive.
+    pub fn active_threads(&self, parent: Option<Snowflake>) -> Vec<StoredSession> {
+        self.threads(parent)
+            .into_iter()
+            .filter(|t| !t.state.archived)
+            .map(|t| t.session)
+            .collect()
+    }
+
+    /// Full-text search over the stored messages (see `search.rs` for what is indexed). It
+    /// runs on the writer's connection once everything queued before it is committed, and is
+    /// stopped after `budget` (it holds up writes meanwhile, so the budget is short).
+    pub fn search(
+        &self,
+        search: StoreSearch,
+        budget: std::time::Duration,
+    ) -> impl std::future::Future<Output = Result<Vec<StoreHit>, SearchError>> + Send + 'static
+    {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let queued = !self.inner.closed.load(Ordering::Relaxed)
+            && self.inner.writer.query(Box::new(move |conn| {
+                // The budget starts when the search does, not while it waits its turn.
+                let deadline = std::time::Instant::now() + budget;
+                let _ = answer.send(search::run(conn, &search, deadline));
+            }));
+        async move {
+            if !queued {
+                return Err(SearchError::Closed);
+            }
+            answered.await.map_err(|_| SearchError::Closed)?
+        }
     }
 
     /// The session with this id, if the store knows it.

@@ -63,6 +63,37 @@ pub struct StoredSession {
     pub name: String,
 }
 
+/// What the store knows of a thread beyond its session: its archive state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadState {
+    /// Archived threads take no messages until reopened.
+    pub archived: bool,
+    /// Only a moderator (Manage Threads) can reopen a locked thread.
+    pub locked: bool,
+    /// Minutes of inactivity after which Discord archives it.
+    pub auto_archive_minutes: u32,
+}
+
+impl Default for ThreadState {
+    /// An open, unlocked thread that archives after a day (Discord's default).
+    fn default() -> Self {
+        ThreadState {
+            archived: false,
+            locked: false,
+            auto_archive_minutes: 1440,
+        }
+    }
+}
+
+/// A thread as the store knows it: its session and its state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredThread {
+    /// The thread's session; `parent_id` is the channel it lives in.
+    pub session: StoredSession,
+    /// Its state; the default (open) when the store never learned it.
+    pub state: ThreadState,
+}
+
 /// A file attached to a message, as Discord described it; the store keeps no bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredAttachment {
@@ -79,8 +110,9 @@ pub struct StoredAttachment {
 /// The reactions with one emoji on a message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredReaction {
-    /// The emoji, as the gateway ingest writes it (serenity's `ReactionType::as_data`): `name:id`
-    /// for a custom emoji, the percent-encoded character for a Unicode one (`%E2%9C%85` for ✅).
+    /// The emoji as people read it: the character itself for a Unicode emoji (✅), `name:id`
+    /// for a custom one. (Stores before schema 4 kept Unicode emoji percent-encoded, as routes
+    /// write them; opening one decodes them.)
     pub emoji: String,
     /// How many users reacted with it, the bot included; never 0 (the entry goes instead).
     pub count: u32,

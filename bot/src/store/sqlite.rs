@@ -12,7 +12,7 @@ use tracing::{debug, warn};
 
 use super::error::StoreError;
 use super::hot::{Hot, UserEntry};
-use super::model::{SessionKind, StoredMessage, StoredSession};
+use super::model::{SessionKind, StoredMessage, StoredSession, ThreadState};
 
 /// The schema version this code writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = 5;
@@ -66,8 +66,82 @@ CREATE TABLE workflows (
 );
 ";
 
-// Versions 3 and 4 are taken by other tables (governance, full-text search); each step below
-// stands on its own, so they slot in between.
+/// Version 4: full-text search and thread state.
+///
+/// `messages.refs` holds the mention tokens of each message (see `search.rs`); `messages_fts`
+/// indexes `text` and `refs` of live rows, kept by the triggers of [`SCHEMA_V4_INDEX`];
+/// `threads` keeps what is known of each thread beyond its session.
+const SCHEMA_V4: &str = "
+ALTER TABLE messages ADD COLUMN refs TEXT NOT NULL DEFAULT '';
+CREATE TABLE threads (
+    id INTEGER PRIMARY KEY,
+    archived INTEGER NOT NULL,
+    locked INTEGER NOT NULL,
+    auto_archive_minutes INTEGER NOT NULL
+);
+CREATE VIRTUAL TABLE messages_fts USING fts5(
+    text, refs,
+    content = 'messages', content_rowid = 'id',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+";
+
+/// Version 4, after existing rows got their refs: index the live rows, then keep the index in
+/// step with `messages` (an upsert fires the update trigger, which acts only when the indexed
+/// columns or the deletion mark change, so reaction counts never touch the index).
+const SCHEMA_V4_INDEX: &str = "
+INSERT INTO messages_fts (rowid, text, refs) SELECT id, text, refs FROM messages WHERE deleted = 0;
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages WHEN new.deleted = 0 BEGIN
+    INSERT INTO messages_fts (rowid, text, refs) VALUES (new.id, new.text, new.refs);
+END;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages WHEN old.deleted = 0 BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, text, refs)
+        VALUES ('delete', old.id, old.text, old.refs);
+END;
+CREATE TRIGGER messages_fts_update AFTER UPDATE OF text, refs, deleted ON messages
+    WHEN old.text IS NOT new.text OR old.refs IS NOT new.refs OR old.deleted IS NOT new.deleted
+BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, text, refs)
+        SELECT 'delete', old.id, old.text, old.refs WHERE old.deleted = 0;
+    INSERT INTO messages_fts (rowid, text, refs)
+        SELECT new.id, new.text, new.refs WHERE new.deleted = 0;
+END;
+";
+
+/// Fills `refs` of the rows a store before version 4 holds, and decodes the reaction emoji it
+/// kept percent-encoded (`%F0%9F%91%8D` → 👍).
+fn upgrade_rows_to_v4(conn: &Connection) -> rusqlite::Result<()> {
+    let rows: Vec<(i64, String, String)> = conn
+        .prepare("SELECT id, content, reactions FROM messages")?
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut update = conn.prepare("UPDATE messages SET refs = ?2, reactions = ?3 WHERE id = ?1")?;
+    for (id, content, reactions) in rows {
+        let refs = super::search::refs_of(&content);
+        let reactions = decode_reaction_emoji(&reactions).unwrap_or(reactions);
+        update.execute(params![id, refs, reactions])?;
+    }
+    Ok(())
+}
+
+/// The reactions JSON with its emoji decoded; `None` when nothing changes (or it is unreadable,
+/// which loading reports).
+fn decode_reaction_emoji(json: &str) -> Option<String> {
+    if !json.contains('%') {
+        return None;
+    }
+    let mut reactions: Vec<super::model::StoredReaction> = serde_json::from_str(json).ok()?;
+    let mut changed = false;
+    for reaction in &mut reactions {
+        if let std::borrow::Cow::Owned(decoded) = super::search::decode_emoji(&reaction.emoji) {
+            reaction.emoji = decoded;
+            changed = true;
+        }
+    }
+    changed
+        .then(|| serde_json::to_string(&reactions).ok())
+        .flatten()
+}
 
 /// Version 5: never miss a message, never answer twice. `answered_triggers`: the messages the
 /// agent took to answer (at most once, across restarts). `backfill_gaps`: per channel, the id
@@ -174,15 +248,21 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
             conn.execute_batch(super::ledger::SCHEMA_V3)
                 .map_err(fail("add the audit log, /tools overrides and approvals"))?;
         }
-        // Steps from 4 on are idempotent and also run when their tables are missing, so a
-        // store that reached a later version without a step (branches landing out of order)
-        // still gains it.
+        // Steps from 4 on also run when their tables are missing, so a store that reached a
+        // later version without a step (branches landing out of order) still gains it.
+        if version < 4 || !has_table(conn, "messages_fts") {
+            conn.execute_batch(SCHEMA_V4)
+                .map_err(fail("add the search index and thread state"))?;
+            upgrade_rows_to_v4(conn).map_err(fail("index the stored messages"))?;
+            conn.execute_batch(SCHEMA_V4_INDEX)
+                .map_err(fail("index the stored messages"))?;
+        }
         if version < 5 || !has_table(conn, "answered_triggers") {
             conn.execute_batch(SCHEMA_V5)
                 .map_err(fail("add the answered-trigger and backfill tables"))?;
         }
-        // Later versions: `if version < 6 || !has_table(..) { ... }`, each step idempotent and
-        // in this same transaction.
+        // Later versions: `if version < 6 || !has_table(..) { ... }`, each step in this same
+        // transaction.
         if version != SCHEMA_VERSION {
             conn.pragma_update(None, "user_version", SCHEMA_VERSION)
                 .map_err(fail("record the schema version"))?;
@@ -290,6 +370,26 @@ pub(crate) fn load(conn: &Connection, hot: &Hot, path: &str) -> Result<(), Store
     }
 
     let mut stmt = conn
+        .prepare("SELECT id, archived, locked, auto_archive_minutes FROM threads")
+        .map_err(fail)?;
+    let rows = stmt
+        .query_map([], |row| {
+            Ok((
+                from_sql(row.get(0)?),
+                ThreadState {
+                    archived: row.get(1)?,
+                    locked: row.get(2)?,
+                    auto_archive_minutes: row.get(3)?,
+                },
+            ))
+        })
+        .map_err(fail)?;
+    for row in rows {
+        let (id, state) = row.map_err(fail)?;
+        hot.threads.insert(id, state);
+    }
+
+    let mut stmt = conn
         .prepare(
             "SELECT id, channel_id, author_id, author_is_bot, content, text, timestamp,
                     edited_timestamp, reply_to, attachments, reactions
@@ -327,7 +427,8 @@ pub(crate) fn load(conn: &Connection, hot: &Hot, path: &str) -> Result<(), Store
     Ok(())
 }
 
-fn message_from_row(row: &Row<'_>) -> rusqlite::Result<StoredMessage> {
+/// A message from a row whose first eleven columns are those `load` selects, in its order.
+pub(crate) fn message_from_row(row: &Row<'_>) -> rusqlite::Result<StoredMessage> {
     let id = from_sql(row.get(0)?);
     let attachments: String = row.get(9)?;
     let reactions: String = row.get(10)?;
@@ -379,6 +480,8 @@ pub(crate) enum Change {
     },
     /// Remove every row of a channel's messages (the allowlist no longer allows it).
     ForgetChannel(Snowflake),
+    /// Keep a thread's state (replacing what was kept).
+    SaveThread(Snowflake, ThreadState),
     SaveWorkflow(Box<WorkflowRow>),
     /// The agent took this message to answer.
     TakeAnswer {
@@ -440,6 +543,7 @@ impl Change {
             }
             Change::Ledger(change) => change.describe(),
             Change::ForgetChannel(id) => format!("forget the messages of channel {id}"),
+            Change::SaveThread(id, _) => format!("store the state of thread {id}"),
             Change::DeleteMessages { channel_id, ids } => {
                 format!(
                     "mark {} message(s) deleted in channel {channel_id}",
@@ -530,6 +634,23 @@ pub(crate) fn apply(conn: &Connection, hot: &Hot, change: &Change) -> rusqlite::
         Change::RemoveSession(id) => {
             conn.prepare_cached("DELETE FROM sessions WHERE id = ?1")?
                 .execute([to_sql(*id)])?;
+            conn.prepare_cached("DELETE FROM threads WHERE id = ?1")?
+                .execute([to_sql(*id)])?;
+        }
+        Change::SaveThread(id, state) => {
+            conn.prepare_cached(
+                "INSERT INTO threads (id, archived, locked, auto_archive_minutes)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (id) DO UPDATE SET archived = excluded.archived,
+                     locked = excluded.locked,
+                     auto_archive_minutes = excluded.auto_archive_minutes",
+            )?
+            .execute(params![
+                to_sql(*id),
+                state.archived,
+                state.locked,
+                state.auto_archive_minutes
+            ])?;
         }
         Change::ForgetChannel(id) => {
             conn.prepare_cached("DELETE FROM messages WHERE channel_id = ?1")?
@@ -574,14 +695,14 @@ pub(crate) fn apply(conn: &Connection, hot: &Hot, change: &Change) -> rusqlite::
             };
             conn.prepare_cached(
                 "INSERT INTO messages (id, channel_id, author_id, author_is_bot, content, text,
-                     timestamp, edited_timestamp, reply_to, attachments, reactions, deleted)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0)
+                     timestamp, edited_timestamp, reply_to, attachments, reactions, deleted, refs)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0, ?12)
                  ON CONFLICT (id) DO UPDATE SET channel_id = excluded.channel_id,
                      author_id = excluded.author_id, author_is_bot = excluded.author_is_bot,
                      content = excluded.content, text = excluded.text,
                      timestamp = excluded.timestamp, edited_timestamp = excluded.edited_timestamp,
                      reply_to = excluded.reply_to, attachments = excluded.attachments,
-                     reactions = excluded.reactions, deleted = 0",
+                     reactions = excluded.reactions, deleted = 0, refs = excluded.refs",
             )?
             .execute(params![
                 to_sql(m.id),
@@ -595,6 +716,7 @@ pub(crate) fn apply(conn: &Connection, hot: &Hot, change: &Change) -> rusqlite::
                 m.reply_to.map(to_sql),
                 json(&m.attachments)?,
                 json(&m.reactions)?,
+                super::search::refs_of(&m.content),
             ])?;
         }
         Change::DeleteMessages { ids, .. } => {

@@ -31,7 +31,10 @@ pub(super) async fn get_channel(
     Ok(Json(payloads::channel(&s.dir, channel)))
 }
 
-fn query_limit(query: &HashMap<String, String>, default: usize) -> Result<usize, ApiError> {
+pub(super) fn query_limit(
+    query: &HashMap<String, String>,
+    default: usize,
+) -> Result<usize, ApiError> {
     match query.get("limit") {
         None => Ok(default),
         Some(text) => match text.parse::<usize>() {

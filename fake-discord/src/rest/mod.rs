@@ -6,6 +6,7 @@ mod interactions;
 mod messages;
 mod meta;
 pub mod ratelimit;
+mod threads;
 
 use std::sync::Arc;
 
@@ -132,7 +133,33 @@ pub fn router(shared: Arc<Shared>) -> Router {
                 .get(meta::get_guild_commands)
                 .post(meta::post_guild_command),
         )
-        .route("/channels/{channel_id}", get(messages::get_channel))
+        .route(
+            "/channels/{channel_id}",
+            get(messages::get_channel).patch(threads::modify),
+        )
+        .route("/channels/{channel_id}/threads", post(threads::create))
+        .route(
+            "/channels/{channel_id}/messages/{message_id}/threads",
+            post(threads::create_from_message),
+        )
+        .route(
+            "/channels/{channel_id}/thread-members/@me",
+            put(threads::join),
+        )
+        .route(
+            "/channels/{channel_id}/thread-members",
+            get(threads::members),
+        )
+        .route(
+            "/channels/{channel_id}/threads/archived/public",
+            get(threads::archived_public),
+        )
+        .route("/guilds/{guild_id}/threads/active", get(threads::active))
+        .route("/channels/{channel_id}/messages/pins", get(threads::pins))
+        .route(
+            "/channels/{channel_id}/messages/pins/{message_id}",
+            put(threads::pin).delete(threads::unpin),
+        )
         .route(
             "/channels/{channel_id}/messages",
             get(messages::list).post(messages::create),

@@ -18,7 +18,7 @@ use crate::invocation::{parse_id, Invocation, MessageView, PlanContext, SessionV
 use crate::registry::{
     example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
 };
-use crate::surface::{MessageQuery, OutgoingFile, OutgoingMessage};
+use crate::surface::{MessageQuery, OutgoingFile, OutgoingMessage, SurfaceError};
 use protocol::Effects;
 
 const DEFAULT_LIMIT: u32 = 50;
@@ -54,6 +54,12 @@ struct Sent {
     channel_id: String,
     /// One id per part the text was split into, in order.
     message_ids: Vec<String>,
+    /// Present (true) when the target was an archived thread that was reopened to post this.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unarchived: Option<bool>,
+    /// Why `unarchived` is there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'static str>,
 }
 
 /// The answer of a call that only acts: `{"ok":true}`.
@@ -326,24 +332,37 @@ impl Tool for SendMessage {
                 })
                 .collect()
         };
+        // An archived thread takes no messages: reopen it first (a locked one is refused).
+        let mut unarchived = super::threads::reopen_for_send(cx, &target).await?;
         let last = plan.parts.len() - 1;
         let mut message_ids: Vec<String> = Vec::with_capacity(plan.parts.len());
         for (index, part) in plan.parts.into_iter().enumerate() {
             let reply = if index == 0 { plan.reply_to } else { None };
-            let sent = cx
-                .surface()
-                .send_message(OutgoingMessage {
-                    channel_id: target.channel,
-                    content: part,
-                    reply_to: reply,
-                    mentions: cx.mention_policy(reply.is_some(), plan.silent),
-                    files: if index == last {
-                        std::mem::take(&mut files)
-                    } else {
-                        Vec::new()
-                    },
-                })
-                .await;
+            let message = OutgoingMessage {
+                channel_id: target.channel,
+                content: part,
+                reply_to: reply,
+                mentions: cx.mention_policy(reply.is_some(), plan.silent),
+                files: if index == last {
+                    std::mem::take(&mut files)
+                } else {
+                    Vec::new()
+                },
+            };
+            // Kept only where a retry can happen: the first part, in a thread not reopened yet.
+            let retry = (index == 0
+                && !unarchived
+                && target.location.kind == crate::surface::SessionKind::Thread)
+                .then(|| message.clone());
+            let mut sent = cx.surface().send_message(message).await;
+            // The cache thought the thread open but the platform found it archived (the
+            // surface has refreshed what it knows): reopen it and try once more.
+            if let (Err(SurfaceError::Conflict(_)), Some(message)) = (&sent, retry) {
+                if super::threads::reopen_for_send(cx, &target).await? {
+                    unarchived = true;
+                    sent = cx.surface().send_message(message).await;
+                }
+            }
             match sent {
                 Ok(id) => message_ids.push(id.to_string()),
                 Err(error) => {
@@ -365,6 +384,8 @@ impl Tool for SendMessage {
         output(&Sent {
             channel_id: target.channel_id().to_string(),
             message_ids,
+            unarchived: unarchived.then_some(true),
+            note: unarchived.then_some("the thread was archived; it was reopened to post this"),
         })
     }
 }

@@ -5,9 +5,14 @@ mod attachments;
 mod audit;
 mod help;
 mod messages;
+mod pins;
 mod reactions;
+mod search;
 mod sessions;
+mod threads;
 mod workflows;
+
+pub(crate) use workflows::workflows_unavailable;
 
 use crate::registry::Registry;
 
@@ -20,9 +25,16 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(messages::SendMessage);
     registry.register(messages::EditMessage);
     registry.register(messages::DeleteMessage);
+    registry.register(search::SearchMessages);
     registry.register(reactions::AddReaction);
     registry.register(reactions::RemoveReaction);
     registry.register(reactions::ListReactions);
+    registry.register(threads::CreateThread);
+    registry.register(threads::ListThreads);
+    registry.register(threads::ArchiveThread);
+    registry.register(pins::AddPin);
+    registry.register(pins::RemovePin);
+    registry.register(pins::ListPins);
     registry.register(attachments::DownloadAttachments);
     registry.register(workflows::CreateWorkflow);
     registry.register(workflows::ListWorkflows);

@@ -50,9 +50,10 @@ impl From<WorkflowError> for ToolError {
     }
 }
 
-fn workflows_unavailable() -> ToolError {
+/// `workflow.*` without an engine: out of scope (not worth retrying) until an agent is set up.
+pub(crate) fn workflows_unavailable() -> ToolError {
     ToolError::new(
-        ErrorKind::Unavailable,
+        ErrorKind::Denied,
         ErrorCode::WorkflowsUnavailable,
         "Workflows resume an agent run, so they need the agent bridge: run `switchboard run` with an [agent] section in the config.",
     )

@@ -1,0 +1,277 @@
+//! Full-text search over the stored messages: an SQLite FTS5 index of each live message's
+//! canonical text, beside the ids it mentions.
+//!
+//! What is indexed, and why: `text` is the readable text made at ingest (`@Mira`, `#ops`), so
+//! a search reads like the messages do, and its snippets show names rather than `<@id>`
+//! markup. Names change, though, and the text keeps the name a user had when the message
+//! arrived; so each message also indexes `refs`, one token per mention in its Discord text
+//! (`u<id>`, `r<id>`, `c<id>`). A query term `@Mira` matches either the word `mira` in the
+//! text or `u<Mira's id>` in the refs, so it finds every mention of her, under any name.
+//!
+//! The index is an external-content FTS5 table over `messages` (the text is stored once) kept
+//! by triggers, so every insert, edit, deletion mark and prune of the one writer keeps it
+//! exact: it holds precisely the rows with `deleted = 0`.
+//!
+//! Queries never carry text a user typed as FTS5 syntax: the tool server parses the query into
+//! terms, and [`fts_expression`] writes each word as a quoted string.
+
+use std::borrow::Cow;
+use std::time::Instant;
+
+use entity::{Mention, Snowflake};
+use rusqlite::{params, Connection};
+
+use super::model::StoredMessage;
+use toolserver::surface::{SearchMatch, SearchTerm};
+
+/// One search, as the writer thread runs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreSearch {
+    /// The FTS5 expression ([`fts_expression`]).
+    pub expression: String,
+    /// Only these channels (must not be empty).
+    pub channels: Vec<Snowflake>,
+    /// Only messages by this author.
+    pub author: Option<Snowflake>,
+    /// Only ids below this one.
+    pub before: Option<Snowflake>,
+    /// Only ids above this one.
+    pub after: Option<Snowflake>,
+    /// At most this many hits.
+    pub limit: usize,
+}
+
+/// One hit: the message (read from the file: it may be older than the hot window), an
+/// excerpt with the matches between `**`, and a score (higher is better).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreHit {
+    /// The message.
+    pub message: StoredMessage,
+    /// An excerpt of its text, the matches between `**` and `**`.
+    pub snippet: String,
+    /// BM25 relevance, negated so that higher is better.
+    pub score: f64,
+}
+
+/// Why a search gave no answer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SearchError {
+    /// The index refused the expression (never expected: expressions are built quoted).
+    #[error("the search index cannot run this query: {0}")]
+    Invalid(String),
+    /// It ran past its time budget and was stopped.
+    #[error("the search took too long and was stopped; search one session, or use rarer words")]
+    TooSlow,
+    /// SQLite failed.
+    #[error("the search failed: {0}")]
+    Failed(String),
+    /// The store is closed.
+    #[error("the store is closed")]
+    Closed,
+}
+
+/// The mention tokens of Discord text, as the `refs` column indexes them: `u<id>` for users,
+/// `r<id>` for roles, `c<id>` for channels, separated by spaces.
+pub(crate) fn refs_of(content: &str) -> String {
+    let mut out = String::new();
+    for mention in entity::discord_mentions(content) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(&mention_token(mention));
+    }
+    out
+}
+
+fn mention_token(mention: Mention) -> String {
+    match mention {
+        Mention::User(id) => format!("u{id}"),
+        Mention::Role(id) => format!("r{id}"),
+        Mention::Channel(id) => format!("c{id}"),
+    }
+}
+
+/// The FTS5 expression for parsed terms: each term is `( alternative OR ... )`, terms joined by
+/// `AND`; a word phrase is a quoted string in the `text` column (`*` after it for a prefix), a
+/// mention a quoted token in `refs`. Words hold letters and digits only, so quoting cannot be
+/// broken; a `"` is doubled anyway.
+pub fn fts_expression(terms: &[SearchTerm]) -> String {
+    let quoted = |text: &str| format!("\"{}\"", text.replace('"', "\"\""));
+    terms
+        .iter()
+        .map(|term| {
+            let alternatives: Vec<String> = term
+                .any_of
+                .iter()
+                .map(|alternative| match alternative {
+                    SearchMatch::Words { text, prefix } => {
+                        format!("text : {}{}", quoted(text), if *prefix { " *" } else { "" })
+                    }
+                    SearchMatch::Mentions(mention) => {
+                        format!("refs : {}", quoted(&mention_token(*mention)))
+                    }
+                })
+                .collect();
+            format!("( {} )", alternatives.join(" OR "))
+        })
+        .collect::<Vec<_>>()
+        .join(" AND ")
+}
+
+/// Percent-decodes an emoji a store before schema 4 kept in its route form (`%E2%9C%85` →
+/// ✅); anything else (`name:id`, a character, text that is not a whole encoding of UTF-8) is
+/// returned as it was.
+pub(crate) fn decode_emoji(emoji: &str) -> Cow<'_, str> {
+    if !emoji.contains('%') {
+        return Cow::Borrowed(emoji);
+    }
+    let bytes = emoji.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        if bytes[at] == b'%' {
+            let hex = bytes
+                .get(at + 1..at + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok());
+            match hex {
+                Some(byte) => {
+                    out.push(byte);
+                    at += 3;
+                }
+                None => return Cow::Borrowed(emoji),
+            }
+        } else {
+            out.push(bytes[at]);
+            at += 1;
+        }
+    }
+    match String::from_utf8(out) {
+        Ok(decoded) => Cow::Owned(decoded),
+        Err(_) => Cow::Borrowed(emoji),
+    }
+}
+
+/// How many SQLite virtual-machine steps pass between checks of the deadline.
+const STEPS_PER_CHECK: i32 = 4_000;
+
+/// Runs a search on the writer's connection, stopping it at `deadline`.
+pub(crate) fn run(
+    conn: &Connection,
+    search: &StoreSearch,
+    deadline: Instant,
+) -> Result<Vec<StoreHit>, SearchError> {
+    if search.channels.is_empty() || search.limit == 0 {
+        return Ok(Vec::new());
+    }
+    conn.progress_handler(STEPS_PER_CHECK, Some(move || Instant::now() >= deadline));
+    let result = query(conn, search);
+    conn.progress_handler(0, None::<fn() -> bool>);
+    result.map_err(|error| match error {
+        rusqlite::Error::SqliteFailure(e, _)
+            if e.code == rusqlite::ErrorCode::OperationInterrupted =>
+        {
+            SearchError::TooSlow
+        }
+        rusqlite::Error::SqliteFailure(_, Some(message))
+            if message.contains("fts5") || message.contains("syntax error") =>
+        {
+            SearchError::Invalid(message)
+        }
+        other => SearchError::Failed(other.to_string()),
+    })
+}
+
+fn query(conn: &Connection, search: &StoreSearch) -> rusqlite::Result<Vec<StoreHit>> {
+    let channels = serde_json::to_string(
+        &search
+            .channels
+            .iter()
+            .map(|c| c.0 as i64)
+            .collect::<Vec<i64>>(),
+    )
+    .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+    // The id bounds go to the index itself (FTS5 filters rowid ranges as it scans); channel and
+    // author are checked on the message row, found by its primary key.
+    let mut stmt = conn.prepare_cached(
+        "SELECT m.id, m.channel_id, m.author_id, m.author_is_bot, m.content, m.text,
+                m.timestamp, m.edited_timestamp, m.reply_to, m.attachments, m.reactions,
+                snippet(messages_fts, 0, '**', '**', '…', 16), bm25(messages_fts)
+         FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
+         WHERE messages_fts MATCH ?1
+           AND messages_fts.rowid < ?2 AND messages_fts.rowid > ?3
+           AND m.deleted = 0
+           AND m.channel_id IN (SELECT value FROM json_each(?4))
+           AND (?5 IS NULL OR m.author_id = ?5)
+         ORDER BY bm25(messages_fts)
+         LIMIT ?6",
+    )?;
+    let before = search.before.map_or(i64::MAX, |id| id.0 as i64);
+    let after = search.after.map_or(i64::MIN, |id| id.0 as i64);
+    let limit = i64::try_from(search.limit).unwrap_or(i64::MAX);
+    let rows = stmt.query_map(
+        params![
+            search.expression,
+            before,
+            after,
+            channels,
+            search.author.map(|a| a.0 as i64),
+            limit
+        ],
+        |row| {
+            Ok(StoreHit {
+                message: super::sqlite::message_from_row(row)?,
+                snippet: row.get(11)?,
+                score: -row.get::<_, f64>(12)?,
+            })
+        },
+    )?;
+    rows.collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refs_name_each_mention_once() {
+        assert_eq!(refs_of("hi <@7> <@!7> <@&8> in <#9> `<@10>`"), "u7 r8 c9");
+        assert_eq!(refs_of("no mentions"), "");
+    }
+
+    #[test]
+    fn expressions_quote_every_word() {
+        let terms = vec![
+            SearchTerm {
+                any_of: vec![
+                    SearchMatch::Words {
+                        text: "mira".into(),
+                        prefix: false,
+                    },
+                    SearchMatch::Mentions(Mention::User(Snowflake(7))),
+                ],
+            },
+            SearchTerm {
+                any_of: vec![SearchMatch::Words {
+                    text: "deplo".into(),
+                    prefix: true,
+                }],
+            },
+        ];
+        assert_eq!(
+            fts_expression(&terms),
+            "( text : \"mira\" OR refs : \"u7\" ) AND ( text : \"deplo\" * )"
+        );
+    }
+
+    #[test]
+    fn percent_encoded_emoji_are_decoded_and_the_rest_kept() {
+        assert_eq!(decode_emoji("%F0%9F%91%8D"), "👍");
+        assert_eq!(decode_emoji("%E2%9C%85"), "✅");
+        assert_eq!(decode_emoji("blob:123"), "blob:123");
+        assert_eq!(decode_emoji("👍"), "👍");
+        assert_eq!(decode_emoji("%F0%9F"), "%F0%9F");
+        assert_eq!(decode_emoji("100%"), "100%");
+        assert_eq!(decode_emoji("%zz"), "%zz");
+    }
+}

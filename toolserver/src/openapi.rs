@@ -1,0 +1,445 @@
+//! `GET /openapi.json`: an OpenAPI 3.1 document of the HTTP protocol, made from the same
+//! schemas the server checks inputs with — every callable's input schema (the ones
+//! `/v1/tools` serves), the call envelope, the error shape, and each route's statuses. Like
+//! `/v1/tools`, it shows only the callables the caller may call.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Map, Value};
+
+use crate::auth::Caller;
+use crate::error::ToolError;
+use crate::http::Authed;
+use crate::server::Core;
+
+/// The error kinds and the statuses they answer with.
+const ERROR_KINDS: [&str; 8] = [
+    "usage",
+    "denied",
+    "not_found",
+    "conflict",
+    "unavailable",
+    "timeout",
+    "cancelled",
+    "internal",
+];
+
+fn error_response(description: &str) -> Value {
+    json!({
+        "description": description,
+        "content": { "application/json": { "schema": { "$ref": "#/components/schemas/ErrorBody" } } }
+    })
+}
+
+/// The refusals every authenticated route may answer with, and the ones a call adds.
+fn errors(statuses: &[(&str, &str)]) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert(
+        "401".into(),
+        error_response("No token, or one that is not valid here (kind denied)"),
+    );
+    for (status, description) in statuses {
+        map.insert((*status).into(), error_response(description));
+    }
+    map
+}
+
+fn ok_json(description: &str, schema: Value) -> Value {
+    json!({ "description": description, "content": { "application/json": { "schema": schema } } })
+}
+
+fn body_statuses() -> Vec<(&'static str, &'static str)> {
+    vec![
+        (
+            "400",
+            "The body or input is wrong (kind usage); the message says what to send",
+        ),
+        (
+            "403",
+            "Refused by scope, rules, hooks or approvers (kind denied)",
+        ),
+        (
+            "404",
+            "No such callable, session, message or user (kind not_found)",
+        ),
+        ("408", "The body did not arrive in time (body_timeout)"),
+        ("409", "The state forbids it (kind conflict)"),
+        ("413", "The body is over 1 MiB (body_too_large)"),
+        (
+            "429",
+            "A rate limit (kind unavailable; Retry-After says when)",
+        ),
+        ("500", "A bug (kind internal)"),
+        ("503", "Busy, or Discord unavailable (kind unavailable)"),
+        (
+            "504",
+            "The call took too long; it may still complete (kind timeout)",
+        ),
+    ]
+}
+
+/// The document for `caller`.
+pub fn document(core: &Core, caller: &Caller) -> Value {
+    let mut schemas = Map::new();
+    schemas.insert(
+        "ErrorInfo".into(),
+        json!({
+            "type": "object",
+            "required": ["kind", "code", "message", "retryable"],
+            "properties": {
+                "kind": { "type": "string", "enum": ERROR_KINDS },
+                "code": { "type": "string", "description": "A stable snake_case name such as unknown_session" },
+                "message": { "type": "string" },
+                "retryable": { "type": "boolean" },
+                "details": { "description": "Structured facts: the field, a suggestion, retryAfterMs, ..." }
+            }
+        }),
+    );
+    schemas.insert(
+        "ErrorBody".into(),
+        json!({
+            "type": "object",
+            "required": ["ok", "error"],
+            "properties": {
+                "ok": { "const": false },
+                "error": { "$ref": "#/components/schemas/ErrorInfo" }
+            }
+        }),
+    );
+    schemas.insert(
+        "CallOk".into(),
+        json!({
+            "type": "object",
+            "required": ["ok", "value"],
+            "properties": { "ok": { "const": true }, "value": { "description": "The callable's answer" } }
+        }),
+    );
+    schemas.insert(
+        "Health".into(),
+        json!({
+            "type": "object",
+            "required": ["status", "discord", "version"],
+            "properties": {
+                "status": { "type": "string", "enum": ["ok", "degraded"] },
+                "discord": { "type": "string", "enum": ["ready", "connecting", "down", "none"] },
+                "version": { "type": "string" }
+            }
+        }),
+    );
+    schemas.insert(
+        "ToolEntry".into(),
+        json!({
+            "type": "object",
+            "required": ["id", "description", "inputSchema", "mutating"],
+            "properties": {
+                "id": { "type": "string" },
+                "description": { "type": "string" },
+                "inputSchema": { "type": "object" },
+                "mutating": { "type": "boolean" },
+                "primary": { "type": ["string", "null"] }
+            }
+        }),
+    );
+    schemas.insert(
+        "ToolDetail".into(),
+        json!({
+            "allOf": [{ "$ref": "#/components/schemas/ToolEntry" }],
+            "type": "object",
+            "required": ["help", "examples"],
+            "properties": {
+                "help": { "type": "string" },
+                "examples": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["description", "cli", "input"],
+                        "properties": {
+                            "description": { "type": "string" },
+                            "cli": { "type": "string" },
+                            "input": {}
+                        }
+                    }
+                }
+            }
+        }),
+    );
+    schemas.insert(
+        "MintRequest".into(),
+        crate::registry::input_schema::<crate::http::MintRequest>(),
+    );
+    // One envelope per callable the caller may call: `tool` names it, `input` is its schema.
+    let mut calls = Vec::new();
+    for entry in core
+        .registry
+        .entries()
+        .filter(|e| core.may_call(caller, &e.id))
+    {
+        let name = format!("Input.{}", entry.id);
+        schemas.insert(name.clone(), entry.input_schema.clone());
+        calls.push(json!({
+            "type": "object",
+            "title": entry.id,
+            "description": entry.description,
+            "required": ["tool"],
+            "additionalProperties": false,
+            "properties": {
+                "tool": { "const": entry.id },
+                "input": { "$ref": format!("#/components/schemas/{name}") },
+                "args": { "type": "object", "description": "Command-line --field=value flags, as strings; converted with the input schema", "additionalProperties": { "type": "string" } },
+                "positional": { "type": "array", "items": { "type": "string" }, "description": "Command-line bare words for the primary field" }
+            }
+        }));
+    }
+    let call_request = if calls.is_empty() {
+        json!({ "type": "object", "required": ["tool"], "properties": { "tool": { "type": "string" } } })
+    } else {
+        json!({ "anyOf": calls })
+    };
+    schemas.insert("CallRequest".into(), call_request);
+    schemas.insert(
+        "BatchRequest".into(),
+        json!({
+            "type": "object",
+            "required": ["calls"],
+            "additionalProperties": false,
+            "properties": {
+                "calls": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": protocol::MAX_BATCH_CALLS,
+                    "items": { "$ref": "#/components/schemas/CallRequest" }
+                },
+                "maxConcurrency": { "type": "integer", "minimum": 1, "maximum": protocol::MAX_BATCH_CALLS }
+            }
+        }),
+    );
+    schemas.insert(
+        "BatchAnswer".into(),
+        json!({
+            "type": "object",
+            "required": ["ok", "value"],
+            "properties": {
+                "ok": { "const": true },
+                "value": {
+                    "type": "object",
+                    "required": ["results"],
+                    "properties": {
+                        "results": {
+                            "type": "array",
+                            "items": { "anyOf": [
+                                { "$ref": "#/components/schemas/CallOk" },
+                                { "$ref": "#/components/schemas/ErrorBody" }
+                            ] }
+                        }
+                    }
+                }
+            }
+        }),
+    );
+
+    let mut call_responses = errors(&body_statuses());
+    call_responses.insert(
+        "200".into(),
+        ok_json(
+            "The callable's answer",
+            json!({ "$ref": "#/components/schemas/CallOk" }),
+        ),
+    );
+    let mut batch_responses = errors(&body_statuses());
+    batch_responses.insert(
+        "200".into(),
+        ok_json(
+            "One result per call, in order; a refused call fails alone",
+            json!({ "$ref": "#/components/schemas/BatchAnswer" }),
+        ),
+    );
+    let mut tools_responses = errors(&[]);
+    tools_responses.insert(
+        "200".into(),
+        ok_json(
+            "The callables this caller may call",
+            json!({
+                "type": "object",
+                "required": ["tools"],
+                "properties": { "tools": { "type": "array", "items": { "$ref": "#/components/schemas/ToolEntry" } } }
+            }),
+        ),
+    );
+    let mut tool_responses = errors(&[
+        ("400", "The id is not a valid path segment"),
+        ("404", "No callable by that id that this caller may call"),
+    ]);
+    tool_responses.insert(
+        "200".into(),
+        ok_json(
+            "A callable's help",
+            json!({ "$ref": "#/components/schemas/ToolDetail" }),
+        ),
+    );
+    let mut approvals_responses = errors(&[
+        ("400", "An unknown query parameter"),
+        ("403", "Only the operator lists every approval"),
+    ]);
+    approvals_responses.insert(
+        "200".into(),
+        ok_json(
+            "The approvals still waiting",
+            json!({
+                "type": "object",
+                "required": ["approvals"],
+                "properties": { "approvals": { "type": "array", "items": { "type": "object" } } }
+            }),
+        ),
+    );
+    let mut mint_responses = errors(&[
+        ("400", "The body is not a mint request"),
+        ("403", "Only the operator mints tokens"),
+        ("404", "The session names nothing"),
+        ("408", "The body did not arrive in time"),
+        ("413", "The body is over 1 MiB"),
+    ]);
+    mint_responses.insert(
+        "201".into(),
+        ok_json(
+            "The token, shown once",
+            json!({
+                "type": "object",
+                "required": ["ok", "value"],
+                "properties": {
+                    "ok": { "const": true },
+                    "value": {
+                        "type": "object",
+                        "required": ["sessionId", "requestId", "scope", "expiresInS", "token"],
+                        "properties": {
+                            "sessionId": { "type": "string" },
+                            "requestId": { "type": "string" },
+                            "scope": { "type": "array", "items": { "type": "string" } },
+                            "expiresInS": { "type": "integer" },
+                            "token": { "type": "string" }
+                        }
+                    }
+                }
+            }),
+        ),
+    );
+    let mut events_responses = errors(&[
+        ("400", "An unknown type, parameter or Last-Event-ID"),
+        ("403", "A capability asked for another session"),
+        ("404", "The session names nothing"),
+        ("503", "Too many streams are open"),
+    ]);
+    events_responses.insert(
+        "200".into(),
+        json!({
+            "description": "Server-Sent Events: each event has an id, a type (call.finished, message.created, ...) and a JSON object as data; comments are heartbeats; stream.gap, stream.dropped and stream.closed explain gaps and ends",
+            "content": { "text/event-stream": { "schema": { "type": "string" } } }
+        }),
+    );
+    let mut metrics_responses = errors(&[("403", "Only the operator token reads /metrics")]);
+    metrics_responses.insert(
+        "200".into(),
+        json!({
+            "description": "Prometheus text format 0.0.4",
+            "content": { "text/plain": { "schema": { "type": "string" } } }
+        }),
+    );
+    let mut openapi_responses = errors(&[]);
+    openapi_responses.insert(
+        "200".into(),
+        ok_json("This document", json!({ "type": "object" })),
+    );
+    let json_body = |reference: &str| {
+        json!({
+            "required": true,
+            "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{reference}") } } }
+        })
+    };
+    let query = |name: &str, description: &str| json!({ "name": name, "in": "query", "required": false, "schema": { "type": "string" }, "description": description });
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "switchboard tool server",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Governed tools for an AI agent in Discord. Every call — /v1/call, each call of /v1/batch — passes the same pipeline: scope, validation, allowlist, permission, rate limits, hooks, handler, audit."
+        },
+        "security": [{ "bearer": [] }],
+        "paths": {
+            "/health": { "get": {
+                "operationId": "health",
+                "summary": "Liveness and Discord's state (no token)",
+                "security": [],
+                "responses": { "200": ok_json("The service's health", json!({ "$ref": "#/components/schemas/Health" })) }
+            } },
+            "/v1/tools": { "get": {
+                "operationId": "listTools",
+                "summary": "The callables this caller may call, with their input schemas",
+                "responses": tools_responses
+            } },
+            "/v1/tools/{id}": { "get": {
+                "operationId": "describeTool",
+                "summary": "A callable's help and examples",
+                "parameters": [{ "name": "id", "in": "path", "required": true, "schema": { "type": "string" } }],
+                "responses": tool_responses
+            } },
+            "/v1/call": { "post": {
+                "operationId": "call",
+                "summary": "One call through the pipeline",
+                "requestBody": json_body("CallRequest"),
+                "responses": call_responses
+            } },
+            "/v1/batch": { "post": {
+                "operationId": "batch",
+                "summary": "Up to 50 calls, each through the pipeline on its own; results in order",
+                "requestBody": json_body("BatchRequest"),
+                "responses": batch_responses
+            } },
+            "/v1/approvals": { "get": {
+                "operationId": "listApprovals",
+                "summary": "Approvals waiting: all for the operator, the caller's own by toolCallId",
+                "parameters": [query("toolCallId", "The x-switchboard-tool-call-id of the waiting call")],
+                "responses": approvals_responses
+            } },
+            "/v1/capabilities": { "post": {
+                "operationId": "mintCapability",
+                "summary": "The operator mints a capability token bound to a session",
+                "requestBody": json_body("MintRequest"),
+                "responses": mint_responses
+            } },
+            "/v1/events": { "get": {
+                "operationId": "events",
+                "summary": "The live feed as Server-Sent Events, limited to the caller's sessions",
+                "parameters": [
+                    query("types", "Comma-separated types or families (call.finished,message.*)"),
+                    query("session", "Only this session's events (#alias, <#id> or an id)"),
+                    query("lastEventId", "Resume after this id (or send the Last-Event-ID header)")
+                ],
+                "responses": events_responses
+            } },
+            "/metrics": { "get": {
+                "operationId": "metrics",
+                "summary": "Prometheus metrics (the operator's token, or none with toolserver.metrics_public)",
+                "responses": metrics_responses
+            } },
+            "/openapi.json": { "get": {
+                "operationId": "openapi",
+                "summary": "This document, for this caller",
+                "responses": openapi_responses
+            } }
+        },
+        "components": {
+            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
+            "schemas": schemas
+        }
+    })
+}
+
+/// `GET /openapi.json`.
+pub(crate) async fn serve(
+    State(core): State<Arc<Core>>,
+    Authed(context): Authed,
+) -> Result<Response, ToolError> {
+    Ok(Json(document(&core, &context.caller)).into_response())
+}

@@ -1,0 +1,521 @@
+//! The interop fronts over a real server on 127.0.0.1:0: `POST /v1/batch`, `GET /v1/events`
+//! (SSE) and `GET /metrics` (checked by `promtool`, which must be installed: `.ci/run` does).
+
+use std::io::{BufRead, BufReader};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use toolserver::memory::demo;
+use toolserver::testing::{TestServer, DEMO_CONFIG};
+
+struct Answer {
+    status: u16,
+    content_type: String,
+    text: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(20)))
+        .build()
+        .into()
+}
+
+async fn request(
+    method: &'static str,
+    url: String,
+    token: Option<String>,
+    body: Option<Vec<u8>>,
+) -> Answer {
+    let task = tokio::task::spawn_blocking(move || {
+        let mut builder = ureq::http::Request::builder().method(method).uri(&url);
+        if let Some(token) = token {
+            builder = builder.header("authorization", format!("Bearer {token}"));
+        }
+        let request = builder
+            .header("content-type", "application/json")
+            .body(body.unwrap_or_default())
+            .expect("request");
+        let mut response = agent().run(request).expect("server answers");
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        Answer {
+            status: response.status().as_u16(),
+            content_type,
+            text: response.body_mut().read_to_string().expect("body is text"),
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("request finished in time")
+        .expect("request task")
+}
+
+async fn batch(server: &TestServer, body: Vec<u8>) -> Answer {
+    request(
+        "POST",
+        format!("{}/v1/batch", server.url()),
+        Some(server.operator_token().to_owned()),
+        Some(body),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_batch_of_five_with_one_failing_call_answers_five_results_in_order() {
+    let server = TestServer::start(&DEMO_CONFIG)
+        .await
+        .expect("server starts");
+    let body = json!({
+        "calls": [
+            {"tool": "surface.messages.send", "input": {"sessionId": "#ops", "text": "one"}},
+            {"tool": "surface.messages.send", "input": {"sessionId": "#ops", "text": "two"}},
+            {"tool": "surface.messages.send", "input": {"sessionId": "#nowhere", "text": "three"}},
+            {"tool": "surface.help", "input": {}},
+            {"tool": "surface.messages.send", "args": {"sessionId": "#release-room"}, "positional": ["five"]},
+        ],
+        "maxConcurrency": 2
+    });
+    let answer = batch(&server, serde_json::to_vec(&body).unwrap()).await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    let value = answer.json();
+    assert_eq!(value["ok"], true);
+    let results = value["value"]["results"].as_array().expect("results");
+    assert_eq!(results.len(), 5);
+    let oks: Vec<bool> = results.iter().map(|r| r["ok"] == true).collect();
+    assert_eq!(oks, [true, true, false, true, true], "{results:?}");
+    assert_eq!(results[2]["error"]["code"], "unknown_session");
+    assert!(results[3]["value"].is_object() || results[3]["value"].is_string());
+    // Each call went through the pipeline on its own: four posts, in the order given (the
+    // concurrency of two cannot reorder the results; the posts themselves may interleave).
+    let texts: Vec<String> = server.sends().into_iter().map(|m| m.content).collect();
+    assert_eq!(texts.len(), 3, "{texts:?}");
+    for expected in ["one", "two", "five"] {
+        assert!(texts.iter().any(|t| t == expected), "{texts:?}");
+    }
+    // ... and each was audited.
+    let audited = server.ledger().rows().len();
+    assert!(audited >= 5, "{audited} audit rows");
+}
+
+#[tokio::test]
+async fn garbage_batches_get_typed_400s() {
+    let server = TestServer::start(&DEMO_CONFIG)
+        .await
+        .expect("server starts");
+    let many: Vec<Value> = (0..51)
+        .map(|_| json!({"tool": "surface.help", "input": {}}))
+        .collect();
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (b"not json".to_vec(), "bad_request"),
+        (b"".to_vec(), "bad_request"),
+        (b"[]".to_vec(), "bad_request"),
+        (br#"{"calls": {}}"#.to_vec(), "bad_request"),
+        (br#"{"calls": []}"#.to_vec(), "bad_request"),
+        (br#"{"calls": [{"input": {}}]}"#.to_vec(), "bad_request"),
+        (
+            br#"{"calls": [{"tool": "surface.help"}], "extra": 1}"#.to_vec(),
+            "bad_request",
+        ),
+        (
+            br#"{"calls": [{"tool": "surface.help"}], "maxConcurrency": 0}"#.to_vec(),
+            "invalid_input",
+        ),
+        (
+            br#"{"calls": [{"tool": "surface.help"}], "maxConcurrency": -3}"#.to_vec(),
+            "bad_request",
+        ),
+        (
+            serde_json::to_vec(&json!({ "calls": many })).unwrap(),
+            "too_many_calls",
+        ),
+        (vec![0xff, 0xfe, 0x00], "bad_request"),
+    ];
+    for (body, code) in cases {
+        let shown = String::from_utf8_lossy(&body)
+            .chars()
+            .take(60)
+            .collect::<String>();
+        let answer = batch(&server, body).await;
+        assert_eq!(answer.status, 400, "{shown}: {}", answer.text);
+        let value = answer.json();
+        assert_eq!(value["ok"], false, "{shown}");
+        assert_eq!(value["error"]["kind"], "usage", "{shown}");
+        assert_eq!(value["error"]["code"], code, "{shown}: {}", answer.text);
+    }
+    assert!(server.sends().is_empty());
+    // Without a token, nothing is read.
+    let answer = request(
+        "POST",
+        format!("{}/v1/batch", server.url()),
+        None,
+        Some(b"{}".to_vec()),
+    )
+    .await;
+    assert_eq!(answer.status, 401);
+}
+
+#[tokio::test]
+async fn a_batch_runs_each_call_with_the_callers_scope() {
+    let server = TestServer::start(&DEMO_CONFIG)
+        .await
+        .expect("server starts");
+    let token = server.mint(
+        demo::OPS,
+        "run-b",
+        &["surface.messages.list"],
+        Duration::from_secs(60),
+    );
+    let body = json!({"calls": [
+        {"tool": "surface.messages.list", "input": {}},
+        {"tool": "surface.messages.send", "input": {"text": "not allowed"}},
+    ]});
+    let answer = request(
+        "POST",
+        format!("{}/v1/batch", server.url()),
+        Some(token),
+        Some(serde_json::to_vec(&body).unwrap()),
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    let results = answer.json()["value"]["results"].clone();
+    assert_eq!(results[0]["ok"], true, "{results}");
+    assert_eq!(results[1]["error"]["code"], "out_of_scope", "{results}");
+    assert!(server.sends().is_empty());
+}
+
+/// An SSE reader on its own thread: every `event:`/`data:` pair as `(type, data)`, and `None`
+/// when the stream ends.
+fn subscribe(
+    url: String,
+    token: String,
+    last_event_id: Option<String>,
+) -> mpsc::Receiver<Option<(String, String, Option<String>)>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .into();
+        let mut request = agent
+            .get(&url)
+            .header("authorization", format!("Bearer {token}"));
+        if let Some(id) = &last_event_id {
+            request = request.header("last-event-id", id);
+        }
+        let Ok(response) = request.call() else {
+            let _ = tx.send(None);
+            return;
+        };
+        if response.status() != 200 {
+            let _ = tx.send(Some((
+                "http".into(),
+                response.status().as_u16().to_string(),
+                None,
+            )));
+            let _ = tx.send(None);
+            return;
+        }
+        let reader = BufReader::new(response.into_body().into_reader());
+        let (mut kind, mut data, mut id) = (String::new(), String::new(), None);
+        for line in reader.lines() {
+            let Ok(line) = line else { break };
+            if line.is_empty() {
+                if !kind.is_empty() || !data.is_empty() {
+                    let event = (
+                        std::mem::take(&mut kind),
+                        std::mem::take(&mut data),
+                        id.take(),
+                    );
+                    if tx.send(Some(event)).is_err() {
+                        return;
+                    }
+                }
+            } else if let Some(rest) = line.strip_prefix("event:") {
+                kind = rest.trim().to_owned();
+            } else if let Some(rest) = line.strip_prefix("data:") {
+                data = rest.trim().to_owned();
+            } else if let Some(rest) = line.strip_prefix("id:") {
+                id = Some(rest.trim().to_owned());
+            }
+        }
+        let _ = tx.send(None);
+    });
+    rx
+}
+
+fn next_event(
+    rx: &mpsc::Receiver<Option<(String, String, Option<String>)>>,
+) -> (String, Value, Option<String>) {
+    match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(Some((kind, data, id))) => {
+            let value = serde_json::from_str(&data).unwrap_or(Value::String(data));
+            (kind, value, id)
+        }
+        other => panic!("no event: {other:?}"),
+    }
+}
+
+async fn wait_for_subscribers(server: &TestServer, n: usize) {
+    for _ in 0..200 {
+        if server.core().events().subscribers() >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the subscriber never connected");
+}
+
+// Multi-threaded: the test blocks on its readers while the server keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sse_client_sees_a_calls_finish_and_only_its_sessions() {
+    let server = TestServer::start(&DEMO_CONFIG)
+        .await
+        .expect("server starts");
+    let all = subscribe(
+        format!("{}/v1/events", server.url()),
+        server.operator_token().to_owned(),
+        None,
+    );
+    let capability = server.mint(demo::OPS, "run-e", &["surface.*"], Duration::from_secs(60));
+    let scoped = subscribe(
+        format!("{}/v1/events?types=call.*", server.url()),
+        capability,
+        None,
+    );
+    wait_for_subscribers(&server, 2).await;
+
+    let send = |session: &'static str, text: &'static str| {
+        let body = serde_json::to_vec(&json!({"tool": "surface.messages.send", "input": {"sessionId": session, "text": text}})).unwrap();
+        request(
+            "POST",
+            format!("{}/v1/call", server.url()),
+            Some(server.operator_token().to_owned()),
+            Some(body),
+        )
+    };
+    assert_eq!(send("#release-room", "elsewhere").await.status, 200);
+    assert_eq!(send("#ops", "here").await.status, 200);
+
+    let (kind, first, id) = next_event(&all);
+    assert_eq!(kind, "call.finished");
+    assert_eq!(first["tool"], "surface.messages.send");
+    assert_eq!(first["caller"], "operator");
+    assert_eq!(first["decision"], "allow");
+    assert_eq!(first["outcome"], "ok");
+    assert_eq!(first["session"], demo::RELEASE_ROOM.to_string());
+    assert!(first["durationMs"].is_u64());
+    assert_eq!(id.as_deref(), first["id"].as_str());
+    let (_, second, _) = next_event(&all);
+    assert_eq!(second["session"], demo::OPS.to_string());
+
+    // The capability of #ops sees the call in #ops only.
+    let (kind, seen, _) = next_event(&scoped);
+    assert_eq!(kind, "call.finished");
+    assert_eq!(seen["session"], demo::OPS.to_string());
+
+    // Resuming after the first event replays the second.
+    let resumed = subscribe(
+        format!("{}/v1/events", server.url()),
+        server.operator_token().to_owned(),
+        id.clone(),
+    );
+    let (_, replayed, _) = next_event(&resumed);
+    assert_eq!(replayed["id"], second["id"]);
+    // An id older than anything kept is said to be a gap, then everything kept follows.
+    let gap = subscribe(
+        format!("{}/v1/events", server.url()),
+        server.operator_token().to_owned(),
+        Some("1".into()),
+    );
+    let (kind, notice, notice_id) = next_event(&gap);
+    assert_eq!(kind, "stream.gap");
+    assert_eq!(notice["reason"], "too_old");
+    assert!(notice_id.is_none());
+    assert_eq!(next_event(&gap).1["id"], first["id"]);
+    server.stop().await;
+    // Shutdown ends every stream with a reason.
+    let mut ended = false;
+    while let Ok(Some((kind, _, _))) = all.recv_timeout(Duration::from_secs(10)) {
+        if kind == "stream.closed" {
+            ended = true;
+        }
+    }
+    assert!(ended, "the stream says it was closed");
+}
+
+#[tokio::test]
+async fn event_queries_are_checked() {
+    let server = TestServer::start(&DEMO_CONFIG)
+        .await
+        .expect("server starts");
+    let token = Some(server.operator_token().to_owned());
+    for (query, status) in [
+        ("?types=nope", 400),
+        ("?bogus=1", 400),
+        ("?session=%23nowhere", 404),
+        ("?lastEventId=abc", 400),
+    ] {
+        let answer = request(
+            "GET",
+            format!("{}/v1/events{query}", server.url()),
+            token.clone(),
+            None,
+        )
+        .await;
+        assert_eq!(answer.status, status, "{query}: {}", answer.text);
+        assert_eq!(answer.json()["ok"], false);
+    }
+    let capability = server.mint(demo::OPS, "run-q", &["surface.*"], Duration::from_secs(60));
+    let answer = request(
+        "GET",
+        format!("{}/v1/events?session=%23release-room", server.url()),
+        Some(capability),
+        None,
+    )
+    .await;
+    assert_eq!(answer.status, 403, "{}", answer.text);
+    let answer = request("GET", format!("{}/v1/events", server.url()), None, None).await;
+    assert_eq!(answer.status, 401);
+}
+
+async fn metrics(server: &TestServer, token: Option<String>) -> Answer {
+    request("GET", format!("{}/metrics", server.url()), token, None).await
+}
+
+fn sample(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .find(|line| line.starts_with(prefix))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// `promtool check metrics` on `text`; promtool must be installed (`.ci/run` installs Debian's
+/// `prometheus` package). A missing promtool fails the test.
+fn promtool_check(text: &str) {
+    use std::io::Write;
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool is installed (apt-get install prometheus; .ci/run does)");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("promtool reads its input");
+    let output = child.wait_with_output().expect("promtool runs");
+    assert!(
+        output.status.success(),
+        "promtool check metrics failed:\n{}{}\n---\n{text}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test]
+async fn metrics_pass_promtool_and_move_when_calls_happen() {
+    let server = TestServer::start(&DEMO_CONFIG)
+        .await
+        .expect("server starts");
+    let token = Some(server.operator_token().to_owned());
+    let before = metrics(&server, token.clone()).await;
+    assert_eq!(before.status, 200);
+    assert!(
+        before.content_type.starts_with("text/plain"),
+        "{}",
+        before.content_type
+    );
+    let key = "switchboard_calls_total{tool=\"surface.messages.send\",outcome=\"ok\"}";
+    let sent_before = sample(&before.text, key);
+    for text in ["a", "b"] {
+        let body = serde_json::to_vec(
+            &json!({"tool": "surface.messages.send", "input": {"sessionId": "#ops", "text": text}}),
+        )
+        .unwrap();
+        let answer = request(
+            "POST",
+            format!("{}/v1/call", server.url()),
+            token.clone(),
+            Some(body),
+        )
+        .await;
+        assert_eq!(answer.status, 200);
+    }
+    let body = serde_json::to_vec(
+        &json!({"tool": "surface.messages.send", "input": {"sessionId": "#random", "text": "x"}}),
+    )
+    .unwrap();
+    request(
+        "POST",
+        format!("{}/v1/call", server.url()),
+        token.clone(),
+        Some(body),
+    )
+    .await;
+    let after = metrics(&server, token.clone()).await;
+    assert_eq!(
+        sample(&after.text, key),
+        sent_before + 2.0,
+        "{}",
+        after.text
+    );
+    assert!(
+        sample(
+            &after.text,
+            "switchboard_calls_total{tool=\"surface.messages.send\",outcome=\"denied\"}"
+        ) >= 1.0,
+        "{}",
+        after.text
+    );
+    assert!(
+        sample(
+            &after.text,
+            "switchboard_permission_decisions_total{decision=\"allow\"}"
+        ) >= 2.0
+    );
+    assert!(after
+        .text
+        .contains("switchboard_call_duration_seconds_bucket{tool=\"surface.messages.send\""));
+    assert!(after.text.contains("switchboard_approvals_pending 0"));
+    assert!(after
+        .text
+        .contains("switchboard_gateway_state{state=\"none\"} 1"));
+    promtool_check(&after.text);
+}
+
+#[tokio::test]
+async fn metrics_need_the_operator_unless_public() {
+    let server = TestServer::start_with_tokens(
+        &format!("{DEMO_CONFIG}\n[[toolserver.tokens]]\nname = \"ci\"\ntoken_env = \"CI_TOKEN\"\nscope = [\"surface.*\"]\n"),
+        std::sync::Arc::new(toolserver::memory::MemorySurface::demo()),
+        &[("ci", "ci-secret")],
+    )
+    .await
+    .expect("server starts");
+    assert_eq!(metrics(&server, None).await.status, 401);
+    assert_eq!(metrics(&server, Some("ci-secret".into())).await.status, 403);
+    let public = TestServer::start(&format!("{DEMO_CONFIG}metrics_public = true\n"))
+        .await
+        .expect("server starts");
+    let answer = metrics(&public, None).await;
+    assert_eq!(answer.status, 200);
+    promtool_check(&answer.text);
+}
