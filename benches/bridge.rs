@@ -35,14 +35,17 @@
 //! when each REST request the bot sends reaches the fake's request log, so the report breaks
 //! both ends down.
 
+mod support;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use fake_discord::{demo, FakeDiscord, UserMessage, World};
 use serde_json::Value;
+use support::{median, now_ns, spread};
 use switchboard_config::Config;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -56,13 +59,6 @@ const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 const TARGET_MS: f64 = 3.0;
 /// The ✅ reaction the bridge puts on a trigger when the run has finished.
 const DONE_PATH: &str = "/reactions/%E2%9C%85/@me";
-
-/// Nanoseconds since the epoch, as `date +%s%N` writes them.
-fn now_ns() -> i128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128)
-}
 
 // ---- the bridge's log lines, timestamped ----
 
@@ -300,34 +296,6 @@ fn bridge_run(fake: &FakeDiscord, dir: &Path, n: usize) -> BridgeRun {
     }
 }
 
-fn median(values: &mut [i128]) -> f64 {
-    values.sort_unstable();
-    let n = values.len();
-    let mid = if n % 2 == 1 {
-        values[n / 2] as f64
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) as f64 / 2.0
-    };
-    mid / 1e6
-}
-
-fn percentile(values: &mut [i128], p: f64) -> f64 {
-    values.sort_unstable();
-    let index = ((values.len() - 1) as f64 * p).round() as usize;
-    values[index] as f64 / 1e6
-}
-
-/// "median (p10–p90)" in ms.
-fn spread(values: &[i128]) -> String {
-    let mut v = values.to_vec();
-    format!(
-        "{:7.3} ms  (p10 {:.3}, p90 {:.3})",
-        median(&mut v),
-        percentile(&mut v, 0.1),
-        percentile(&mut v, 0.9)
-    )
-}
-
 fn main() {
     let _ = tracing::subscriber::set_global_default(Marks);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -382,31 +350,9 @@ context_messages = 5
         dir = dir.display(),
     );
     let config = Config::parse(&config_text, "bench.toml").expect("the bench config is valid");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let service = runtime.spawn(async move {
-        let service = switchboard::build(
-            config,
-            "bench-bot-token".to_owned(),
-            Some("bench-operator-token-0123456789abcdef".to_owned()).into(),
-        )
-        .await?;
-        switchboard::serve(
-            service,
-            async {
-                let _ = stopped.await;
-            },
-            |_| {},
-        )
-        .await
-    });
+    let service = support::Running::start(&runtime, config, &fake);
 
-    // Ready: the gateway identified and the guild is cached; warm-up runs prove the whole path.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while fake.state().sessions_identified == 0 {
-        assert!(Instant::now() < deadline, "the bot never identified");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(500));
+    // Warm-up runs prove the whole path.
     for n in 0..WARMUP {
         bridge_run(&fake, &dir, n);
         runtime.block_on(floor_run(&agent, &dir, n));
@@ -424,9 +370,7 @@ context_messages = 5
         std::thread::sleep(Duration::from_millis(10));
     }
 
-    let _ = stop.send(());
-    let _ =
-        runtime.block_on(async { tokio::time::timeout(Duration::from_secs(10), service).await });
+    service.stop(&runtime);
     runtime.block_on(fake.shutdown());
     let _ = std::fs::remove_dir_all(&dir);
 

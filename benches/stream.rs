@@ -13,12 +13,15 @@
 //! every ~0.1–0.15 ms); T0 = just before the trigger is posted. Runs are sequential, each
 //! waiting for its ✅.
 
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use fake_discord::{demo, FakeDiscord, UserMessage, World};
+use support::{median, now_ns, spread};
 use switchboard_config::Config;
 
 const RUNS: usize = 30;
@@ -34,12 +37,6 @@ const DONE_PATH: &str = "/reactions/%E2%9C%85/@me";
 
 /// When the latest answer's first token was written (ns since the epoch).
 static FIRST_TOKEN: Mutex<Option<i128>> = Mutex::new(None);
-
-fn now_ns() -> i128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128)
-}
 
 fn serve_model(listener: TcpListener) {
     for stream in listener.incoming() {
@@ -161,36 +158,6 @@ fn run(fake: &FakeDiscord, n: usize) -> Run {
     }
 }
 
-fn median(values: &mut [i128]) -> f64 {
-    values.sort_unstable();
-    let n = values.len();
-    let mid = if n % 2 == 1 {
-        values[n / 2] as f64
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) as f64 / 2.0
-    };
-    mid / 1e6
-}
-
-fn percentile(values: &mut [i128], p: f64) -> f64 {
-    values.sort_unstable();
-    let index = ((values.len() - 1) as f64 * p).round() as usize;
-    values[index] as f64 / 1e6
-}
-
-fn spread(values: &[i128]) -> (f64, String) {
-    let mut v = values.to_vec();
-    let m = median(&mut v);
-    (
-        m,
-        format!(
-            "{m:8.3} ms  (p10 {:.3}, p90 {:.3})",
-            percentile(&mut v, 0.1),
-            percentile(&mut v, 0.9)
-        ),
-    )
-}
-
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -233,43 +200,20 @@ context_messages = 5
         store = dir.join("bench.db").display(),
     );
     let config = Config::parse(&config_text, "bench.toml").expect("the bench config is valid");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let service = runtime.spawn(async move {
-        let service = switchboard::build(
-            config,
-            "bench-bot-token".to_owned(),
-            Some("bench-operator-token-0123456789abcdef".to_owned()).into(),
-        )
-        .await?;
-        switchboard::serve(
-            service,
-            async {
-                let _ = stopped.await;
-            },
-            |_| {},
-        )
-        .await
-    });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while fake.state().sessions_identified == 0 {
-        assert!(Instant::now() < deadline, "the bot never identified");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(500));
+    let service = support::Running::start(&runtime, config, &fake);
     for n in 0..WARMUP {
         run(&fake, n);
     }
     let runs: Vec<Run> = (0..RUNS).map(|n| run(&fake, WARMUP + n)).collect();
-    let _ = stop.send(());
-    let _ =
-        runtime.block_on(async { tokio::time::timeout(Duration::from_secs(10), service).await });
+    service.stop(&runtime);
     runtime.block_on(fake.shutdown());
     let _ = std::fs::remove_dir_all(&dir);
 
     let after_token: Vec<i128> = runs.iter().map(|r| r.visible - r.token).collect();
     let after_trigger: Vec<i128> = runs.iter().map(|r| r.visible - r.t0).collect();
-    let (first, first_line) = spread(&after_token);
-    let (_, trigger_line) = spread(&after_trigger);
+    let first = median(&mut after_token.clone());
+    let first_line = spread(&after_token);
+    let trigger_line = spread(&after_trigger);
     println!(
         "stream: first visible text, {RUNS} sequential runs (model: {} ms thinking, then {} tokens {} ms apart)",
         THINK.as_millis(),
