@@ -10,7 +10,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use common::{within, Gateway, ALL_INTENTS};
 use fake_discord::{
     demo, ChannelPatch, FakeDiscord, FakeOptions, NewAttachment, NewChannel, RateLimits,
-    SlashCommand, Snowflake, UserMessage, Window, World,
+    SlashCommand, Snowflake, UserMessage, World,
 };
 use serenity::all as s;
 use serenity::model::event::{Event, GatewayEvent};
@@ -46,19 +46,11 @@ fn id_of(v: &serde_json::Value) -> Snowflake {
 async fn serenity_parses_everything() {
     // serenity's own ratelimiter is off (it would talk to discord.com) and this test is about
     // parsing, not pacing: every bucket is widened out of the way.
-    let wide = Window::new(1_000, 1_000);
     let fake = FakeDiscord::start_with(
         World::demo(),
         SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
         FakeOptions {
-            rate_limits: RateLimits {
-                global_per_second: 1_000,
-                message_create: wide,
-                message_edit: wide,
-                message_delete: wide,
-                reaction: wide,
-                other: wide,
-            },
+            rate_limits: RateLimits::unthrottled(),
             ..FakeOptions::default()
         },
     )

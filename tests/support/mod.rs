@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fake_discord::{
-    demo, FakeDiscord, FakeOptions, RateLimits, RecordedRequest, UserMessage, Window, World,
+    demo, FakeDiscord, FakeOptions, RateLimits, RecordedRequest, UserMessage, World,
 };
 use serde_json::Value;
 
@@ -123,18 +123,10 @@ impl Fake {
     /// The demo world with every rate-limit bucket widened out of the way (1,000 per second):
     /// for tests about switchboard's own throttling, not Discord's.
     pub fn start_unthrottled() -> Fake {
-        let wide = Window::new(1_000, 1_000);
         Fake::start_with(
             World::demo(),
             FakeOptions {
-                rate_limits: RateLimits {
-                    global_per_second: 1_000,
-                    message_create: wide,
-                    message_edit: wide,
-                    message_delete: wide,
-                    reaction: wide,
-                    other: wide,
-                },
+                rate_limits: RateLimits::unthrottled(),
                 ..FakeOptions::default()
             },
         )
