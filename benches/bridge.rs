@@ -43,7 +43,7 @@ use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use fake_discord::{demo, FakeDiscord, UserMessage, World};
+use fake_discord::{demo, FakeDiscord, UserMessage};
 use serde_json::Value;
 use support::{median, now_ns, spread};
 use switchboard_config::Config;
@@ -306,9 +306,7 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let agent = write_agent(&dir);
 
-    let fake = runtime
-        .block_on(FakeDiscord::start(World::demo()))
-        .expect("the fake starts");
+    let fake = support::start_fake(&runtime);
     let config_text = format!(
         r#"[discord]
 allowed_channel_ids = ["{ops}"]

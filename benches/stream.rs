@@ -20,7 +20,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use fake_discord::{demo, FakeDiscord, UserMessage, World};
+use fake_discord::{demo, FakeDiscord, UserMessage};
 use support::{median, now_ns, spread};
 use switchboard_config::Config;
 
@@ -168,9 +168,7 @@ fn main() {
     let model = TcpListener::bind("127.0.0.1:0").expect("bind the model");
     let model_url = format!("http://{}/v1", model.local_addr().expect("addr"));
     std::thread::spawn(move || serve_model(model));
-    let fake = runtime
-        .block_on(FakeDiscord::start(World::demo()))
-        .expect("start the fake Discord");
+    let fake = support::start_fake(&runtime);
     let config_text = format!(
         r#"[discord]
 allowed_channel_ids = ["{ops}"]

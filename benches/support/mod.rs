@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use fake_discord::FakeDiscord;
+use fake_discord::{FakeDiscord, FakeOptions, RateLimits, World};
 use switchboard_config::Config;
 
 /// Nanoseconds since the epoch (CLOCK_REALTIME), as `date +%s%N` writes them.
@@ -42,6 +42,22 @@ pub fn spread(values: &[i128]) -> String {
         percentile(&mut v, 0.1),
         percentile(&mut v, 0.9)
     )
+}
+
+/// The demo world's fake Discord with its rate-limit buckets out of the way: these benches time
+/// switchboard's own path, and a hundred replies in one channel would otherwise queue behind
+/// Discord's 5-per-5-seconds bucket.
+pub fn start_fake(runtime: &tokio::runtime::Runtime) -> FakeDiscord {
+    runtime
+        .block_on(FakeDiscord::start_with(
+            World::demo(),
+            std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0)),
+            FakeOptions {
+                rate_limits: RateLimits::unthrottled(),
+                ..FakeOptions::default()
+            },
+        ))
+        .expect("the fake Discord starts")
 }
 
 /// The real service (`switchboard::build` and `switchboard::serve`) running on `runtime`.
