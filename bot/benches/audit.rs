@@ -10,33 +10,13 @@ use std::sync::Arc;
 use bot::store::{Store, StoreOptions};
 use serde_json::json;
 use toolserver::governance::NoLedger;
-use toolserver::memory::{demo, MemorySurface};
-use toolserver::testing::load::{http_post, median_min_max, rounds, throughput};
-use toolserver::testing::{TestServer, DEMO_CONFIG};
+use toolserver::testing::load::{
+    bench_config, busy_ops_surface, http_post, median_min_max, rounds, throughput,
+};
+use toolserver::testing::TestServer;
 
 const CONNECTIONS: usize = 4;
 const REQUESTS_PER_CONNECTION: usize = 5_000;
-
-fn surface() -> Arc<MemorySurface> {
-    let surface = Arc::new(MemorySurface::demo());
-    for i in 0..60 {
-        surface.post(
-            demo::OPS.into(),
-            if i % 2 == 0 {
-                demo::STANLEY
-            } else {
-                demo::TOMAS
-            }
-            .into(),
-            &format!(
-                "message {i}: deploy step {i} done, <@{}> please check <#{}>",
-                demo::STANLEY,
-                demo::RELEASE_ROOM
-            ),
-        );
-    }
-    surface
-}
 
 fn main() {
     let dir = std::env::temp_dir().join(format!("switchboard-audit-bench-{}", std::process::id()));
@@ -50,13 +30,11 @@ fn main() {
         .build()
         .expect("runtime");
     let calls = runtime.block_on(async {
-        let config = format!(
-            "{DEMO_CONFIG}\nmax_concurrent_calls = 1024\n[toolserver.rate_limits]\nper_caller_per_minute = 100000000\nper_caller_burst = 10000000\n"
-        );
-        let without = TestServer::start_with_ledger(&config, surface(), Arc::new(NoLedger))
+        let config = bench_config();
+        let without = TestServer::start_with_ledger(&config, busy_ops_surface(), Arc::new(NoLedger))
             .await
             .expect("tool server without a ledger");
-        let with = TestServer::start_with_ledger(&config, surface(), Arc::new(store.clone()))
+        let with = TestServer::start_with_ledger(&config, busy_ops_surface(), Arc::new(store.clone()))
             .await
             .expect("tool server with the store's ledger");
         let body = serde_json::to_vec(

@@ -12,9 +12,11 @@ use std::time::{Duration, Instant};
 use axum::routing::post;
 use axum::Router;
 use serde_json::json;
-use toolserver::memory::{demo, MemorySurface};
-use toolserver::testing::load::{hammer, http_post, median_min_max, rounds, throughput};
-use toolserver::testing::{TestServer, DEMO_CONFIG};
+
+use toolserver::testing::load::{
+    bench_config, busy_ops_surface, hammer, http_post, median_min_max, rounds, throughput,
+};
+use toolserver::testing::TestServer;
 
 const CONNECTIONS: usize = 4;
 const REQUESTS_PER_CONNECTION: usize = 5_000;
@@ -24,17 +26,8 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let surface = Arc::new(MemorySurface::demo());
-        for i in 0..60 {
-            surface.post(
-                demo::OPS.into(),
-                if i % 2 == 0 { demo::STANLEY } else { demo::TOMAS }.into(),
-                &format!("message {i}: deploy step {i} done, <@{}> please check <#{}>", demo::STANLEY, demo::RELEASE_ROOM),
-            );
-        }
-        let config = format!(
-            "{DEMO_CONFIG}\nmax_concurrent_calls = 1024\n[toolserver.rate_limits]\nper_caller_per_minute = 100000000\nper_caller_burst = 10000000\n"
-        );
+        let surface = busy_ops_surface();
+        let config = bench_config();
         // The pipeline alone: the audit log's own cost is measured with the store that keeps it.
         let server = TestServer::start_with_ledger(
             &config,

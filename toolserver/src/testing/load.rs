@@ -8,6 +8,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::memory::{demo, MemorySurface};
 use tokio::net::TcpStream;
 
 /// Rounds of each compared server, alternating (`CALL_BENCH_ROUNDS`, default 3).
@@ -98,5 +100,37 @@ pub fn median_min_max(mut ratios: Vec<f64>) -> (f64, f64, f64) {
         ratios[ratios.len() / 2],
         ratios[0],
         ratios[ratios.len() - 1],
+    )
+}
+
+/// The demo surface with 60 messages in #ops (each with a user and a channel mention): what the
+/// `/v1/call` benchmarks list.
+pub fn busy_ops_surface() -> Arc<MemorySurface> {
+    let surface = Arc::new(MemorySurface::demo());
+    for i in 0..60 {
+        surface.post(
+            demo::OPS.into(),
+            if i % 2 == 0 {
+                demo::STANLEY
+            } else {
+                demo::TOMAS
+            }
+            .into(),
+            &format!(
+                "message {i}: deploy step {i} done, <@{}> please check <#{}>",
+                demo::STANLEY,
+                demo::RELEASE_ROOM
+            ),
+        );
+    }
+    surface
+}
+
+/// [`DEMO_CONFIG`](super::DEMO_CONFIG) with the concurrency cap and the per-caller quota out of
+/// the benchmarks' way.
+pub fn bench_config() -> String {
+    format!(
+        "{}\nmax_concurrent_calls = 1024\n[toolserver.rate_limits]\nper_caller_per_minute = 100000000\nper_caller_burst = 10000000\n",
+        super::DEMO_CONFIG
     )
 }
