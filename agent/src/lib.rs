@@ -16,6 +16,7 @@ pub mod demo;
 pub mod openai;
 pub mod prompt;
 pub mod stream;
+pub mod threads;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -24,7 +25,7 @@ use std::time::Duration;
 
 use entity::Snowflake;
 use serde_json::json;
-use switchboard_config::{AgentConfig, MissedTriggers, Runner, StreamMode};
+use switchboard_config::{AgentConfig, MissedTriggers, ReplyInThread, Runner, StreamMode};
 use tokio::sync::{oneshot, Semaphore};
 use toolserver::auth::{random_hex, CapabilityGrant};
 use toolserver::live::Live;
@@ -209,8 +210,9 @@ impl Bridge {
     }
 
     /// Whether a message should start a run: a real mention of the bot or a reply to it (in
-    /// guilds), any message in an active channel or a DM; never the bot's own messages, and
-    /// other bots' only when `agent.allow_bots` lists them. The allowlist is applied later.
+    /// guilds), any message in an active channel, a DM, or (with `agent.reply_in_thread` on) a
+    /// thread the bot started; never the bot's own messages, and other bots' only when
+    /// `agent.allow_bots` lists them. The allowlist is applied later.
     pub fn should_trigger(&self, message: &Arrival<'_>) -> bool {
         let Some(bot) = self.bot_id() else {
             return false;
@@ -226,6 +228,18 @@ impl Bridge {
         let active = &config.active_channel_ids;
         if active.contains(&message.channel_id)
             || message.parent_id.is_some_and(|p| active.contains(&p))
+        {
+            return true;
+        }
+        if message.parent_id.is_some()
+            && config.reply_in_thread.threads_are_conversations()
+            && self
+                .inner
+                .core
+                .surface()
+                .thread(message.channel_id)
+                .and_then(|thread| thread.owner_id)
+                == Some(bot)
         {
             return true;
         }
@@ -450,6 +464,34 @@ impl Bridge {
         }
     }
 
+    /// Posts the agent's answer: as a reply in the trigger's channel, or where `answering`
+    /// says. With `agent.reply_in_thread = "long"`, an answer longer than one message goes
+    /// into a thread started from the trigger's message, all its parts together.
+    async fn post_answer(
+        &self,
+        channel: AllowedChannel,
+        trigger: &Trigger,
+        answering: &Trigger,
+        text: &str,
+    ) -> bool {
+        let moved = answering.channel_id != trigger.channel_id;
+        if !moved
+            && self.config().reply_in_thread == ReplyInThread::Long
+            && self.needs_parts(text) > 1
+        {
+            if let Some(thread) = threads::open(&self.inner.core, channel, trigger).await {
+                return self.post_reply(&thread, text).await;
+            }
+        }
+        self.post_reply(answering, text).await
+    }
+
+    /// How many messages a reply of `text` becomes (as cut to what one send may post).
+    fn needs_parts(&self, text: &str) -> usize {
+        let text = fit_reply(text, self.inner.core.max_parts_per_send());
+        toolserver::chunk::split_message(&text, toolserver::chunk::MESSAGE_LIMIT).len()
+    }
+
     async fn run(&self, trigger: &Trigger, aborted: oneshot::Receiver<()>) {
         let channel = match self.inner.core.allowed(trigger.channel_id).await {
             Ok(channel) => channel,
@@ -466,6 +508,22 @@ impl Bridge {
         if let Taken::Before = self.take(trigger).await {
             return;
         }
+        // `agent.reply_in_thread = "always"`: the conversation moves into a thread started from
+        // the message before the run, so the run's session, typing and draft are the thread's.
+        let thread = match self.config().reply_in_thread {
+            ReplyInThread::Always => threads::open(&self.inner.core, channel, trigger).await,
+            ReplyInThread::Never | ReplyInThread::Long => None,
+        };
+        let answer_channel = match &thread {
+            Some(thread) => match self.inner.core.allowed(thread.channel_id).await {
+                Ok(allowed) => allowed,
+                Err(error) => {
+                    tracing::warn!(thread = %thread.channel_id, code = %error.code, "the answer's thread is not allowed; answering in the channel");
+                    channel
+                }
+            },
+            None => channel,
+        };
         // The ⏳ goes on beside the run, not before it: the agent starts without waiting for
         // Discord; it is awaited before it comes off, so it never stays behind.
         let working = {
@@ -477,14 +535,15 @@ impl Bridge {
             let core = Arc::clone(&self.inner.core);
             tokio::spawn(async move {
                 loop {
-                    if let Err(error) = core.surface().typing(channel).await {
+                    if let Err(error) = core.surface().typing(answer_channel).await {
                         tracing::debug!(%error, "typing indicator failed");
                     }
                     tokio::time::sleep(TYPING_EVERY).await;
                 }
             })
         };
-        let succeeded = self.execute(channel, trigger, aborted).await;
+        let answer_in = (answer_channel != channel).then_some(answer_channel);
+        let succeeded = self.execute(channel, trigger, answer_in, aborted).await;
         typing.abort();
         drop(permit);
         let _ = working.await;
@@ -502,16 +561,28 @@ impl Bridge {
         self.config().error_reply.replace("{reason}", reason)
     }
 
-    /// Runs the agent and posts its answer; true when it succeeded.
+    /// Runs the agent and posts its answer; true when it succeeded. The prompt reads the
+    /// trigger's own channel; the run acts and answers in `answer_in` (a thread started for the
+    /// conversation) when given.
     async fn execute(
         &self,
         channel: AllowedChannel,
         trigger: &Trigger,
+        answer_in: Option<AllowedChannel>,
         aborted: oneshot::Receiver<()>,
     ) -> bool {
         let config = self.config();
         let edited = self.edited(channel, trigger);
         let trigger = edited.as_ref().unwrap_or(trigger);
+        let answering = match answer_in {
+            Some(thread) => Trigger {
+                channel_id: thread.id(),
+                // The message lives in the parent: in the thread, the answer is not a reply.
+                message_id: None,
+                ..trigger.clone()
+            },
+            None => trigger.clone(),
+        };
         let request_id = match random_hex(8) {
             Ok(hex) => format!("run-{hex}"),
             Err(error) => {
@@ -524,7 +595,7 @@ impl Bridge {
             Runner::OpenAi(_) | Runner::Demo => absolute(std::path::Path::new(".")),
         };
         let grant = CapabilityGrant {
-            session_id: trigger.channel_id,
+            session_id: answering.channel_id,
             request_id: request_id.clone(),
             scope: config.tool_scope.clone(),
             ttl: config.timeout + Duration::from_secs(60),
@@ -542,7 +613,7 @@ impl Bridge {
         };
         tracing::info!(
             run = %request_id,
-            session = %trigger.channel_id,
+            session = %answering.channel_id,
             trigger = trigger.message_id.map(|id| id.to_string()).as_deref().unwrap_or("-"),
             workflow = trigger.workflow_id.as_deref().unwrap_or("-"),
             "agent run starts"
@@ -550,7 +621,7 @@ impl Bridge {
         let started = std::time::Instant::now();
         self.inner.core.events().publish(
             "run.started",
-            Some(trigger.channel_id),
+            Some(answering.channel_id),
             serde_json::json!({
                 "run": request_id,
                 "trigger": trigger.message_id.map(|id| id.to_string()),
@@ -566,7 +637,7 @@ impl Bridge {
             (Runner::Demo, _) | (_, StreamMode::Off) => None,
             _ => Some(stream::Draft::start(
                 Arc::clone(&self.inner.core),
-                trigger,
+                &answering,
                 config.stream_interval,
             )),
         };
@@ -584,7 +655,7 @@ impl Bridge {
                     args: args.clone(),
                     cwd: cwd.clone(),
                     timeout: config.timeout,
-                    env: self.environment(trigger, &token, &request_id, &cwd),
+                    env: self.environment(&answering, trigger, &token, &request_id, &cwd),
                     progress: draft.as_ref().map(stream::Draft::sender),
                 };
                 command_answer(
@@ -594,7 +665,7 @@ impl Bridge {
                 )
             }
             Runner::OpenAi(runner) => {
-                let Some(context) = self.run_context(trigger, &token, &request_id, &cwd) else {
+                let Some(context) = self.run_context(&answering, &token, &request_id, &cwd) else {
                     return false;
                 };
                 let turns = prompt::conversation(
@@ -625,12 +696,12 @@ impl Bridge {
                 }
             }
             Runner::Demo => {
-                let Some(context) = self.run_context(trigger, &token, &request_id, &cwd) else {
+                let Some(context) = self.run_context(&answering, &token, &request_id, &cwd) else {
                     return false;
                 };
                 let demo = tokio::time::timeout(
                     config.timeout,
-                    demo::answer(&self.inner.core, &context, trigger),
+                    demo::answer(&self.inner.core, &context, &answering),
                 );
                 tokio::select! {
                     result = demo => match result {
@@ -660,7 +731,7 @@ impl Bridge {
                 } else if settled {
                     tracing::info!(run = %request_id, bytes = reply.len(), "agent run finished; the draft became the reply");
                     (true, "replied")
-                } else if self.post_reply(trigger, reply).await {
+                } else if self.post_answer(channel, trigger, &answering, reply).await {
                     tracing::info!(run = %request_id, bytes = reply.len(), "agent run finished; reply posted");
                     (true, "replied")
                 } else {
@@ -669,7 +740,7 @@ impl Bridge {
                 }
             }
             Answer::Failed(reason) => {
-                self.post_reply(trigger, &self.error_line(&reason)).await;
+                self.post_reply(&answering, &self.error_line(&reason)).await;
                 (false, "failed")
             }
             Answer::Aborted => {
@@ -681,7 +752,7 @@ impl Bridge {
         core.metrics().run_finished(outcome);
         core.events().publish(
             "run.finished",
-            Some(trigger.channel_id),
+            Some(answering.channel_id),
             serde_json::json!({
                 "run": request_id,
                 "outcome": outcome,
@@ -724,9 +795,12 @@ impl Bridge {
         }
     }
 
-    /// The agent's whole environment: the passthrough names, then the run's context.
+    /// The agent's whole environment: the passthrough names, then the run's context (its
+    /// session is `answering`'s; `SWITCHBOARD_MESSAGE_ID` is the trigger's message, which is
+    /// in the parent channel when the conversation moved into a thread).
     fn environment(
         &self,
+        answering: &Trigger,
         trigger: &Trigger,
         token: &str,
         request_id: &str,
@@ -747,7 +821,7 @@ impl Bridge {
             ("SWITCHBOARD_REQUEST_ID".to_owned(), request_id.to_owned()),
             (
                 "SWITCHBOARD_SESSION_ID".to_owned(),
-                trigger.channel_id.to_string(),
+                answering.channel_id.to_string(),
             ),
             ("SWITCHBOARD_CLIENT".to_owned(), "discord".to_owned()),
             ("SWITCHBOARD_CWD".to_owned(), cwd.display().to_string()),

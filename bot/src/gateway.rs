@@ -242,6 +242,7 @@ impl Ingest {
                     archived: meta.archived,
                     locked: meta.locked,
                     auto_archive_minutes: u32::from(u16::from(meta.auto_archive_duration)),
+                    owner_id: channel.owner_id.map(|owner| sid(owner.get())),
                 },
             );
         }

@@ -283,6 +283,7 @@ fn thread_info(thread: &StoredThread) -> Option<ThreadInfo> {
         archived: thread.state.archived,
         locked: thread.state.locked,
         auto_archive_minutes: thread.state.auto_archive_minutes,
+        owner_id: thread.state.owner_id,
     })
 }
 
@@ -326,6 +327,7 @@ fn thread_from_json(value: &Value) -> Option<StoredThread> {
                 .and_then(Value::as_u64)
                 .and_then(|m| u32::try_from(m).ok())
                 .unwrap_or(1440),
+            owner_id: id("owner_id"),
         },
     })
 }

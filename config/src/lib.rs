@@ -98,6 +98,9 @@ pub struct AgentConfig {
     /// `agent.stream_interval_ms` (default 1,500, 250 to 60,000): the least time between two
     /// edits of a streamed draft.
     pub stream_interval: std::time::Duration,
+    /// `agent.reply_in_thread`: whether an answer to a message in a channel goes into a thread
+    /// started from that message (the thread is then the conversation's session).
+    pub reply_in_thread: ReplyInThread,
     /// What to do with a message that would have started a run but was missed live and
     /// fetched afterwards (`agent.missed_triggers`, default `reply`).
     pub missed_triggers: MissedTriggers,
@@ -114,6 +117,29 @@ pub enum MissedTriggers {
     Reply,
     /// Store them, never answer them.
     Ignore,
+}
+
+/// `agent.reply_in_thread`: where the agent answers a message posted in a text channel.
+/// Messages in threads and DMs are always answered where they are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReplyInThread {
+    /// In the channel, as a reply to the message (the default).
+    #[default]
+    Never,
+    /// In a thread started from the message, created before the run; the run's session is
+    /// the thread.
+    Always,
+    /// In the channel when the answer fits one message; else in a thread started from the
+    /// message, where all its parts go.
+    Long,
+}
+
+impl ReplyInThread {
+    /// Whether threads the bot started are conversations: messages in them start runs
+    /// without a mention.
+    pub fn threads_are_conversations(self) -> bool {
+        self != ReplyInThread::Never
+    }
 }
 
 /// `agent.stream`: whether a runner that can stream shows a draft while it writes.

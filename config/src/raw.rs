@@ -77,6 +77,8 @@ pub(crate) struct RawAgent {
     #[serde(default = "default_stream_interval_ms")]
     pub stream_interval_ms: Spanned<u64>,
     #[serde(default)]
+    pub reply_in_thread: Option<Spanned<String>>,
+    #[serde(default)]
     pub missed_triggers: Option<Spanned<String>>,
     #[serde(default = "default_missed_max_age_s")]
     pub missed_max_age_s: Spanned<u64>,

@@ -11,7 +11,7 @@ use crate::raw::{RawAlias, RawConfig};
 use crate::report::Collector;
 use crate::{
     AgentConfig, AliasComments, Config, DiscordConfig, Known, OpenAiRunner, Principal, Quota,
-    RateLimits, Runner, StoreConfig, StreamMode, ToolserverConfig,
+    RateLimits, ReplyInThread, Runner, StoreConfig, StreamMode, ToolserverConfig,
 };
 
 pub(crate) const ID_HELP: &str = "a Discord id is 17 to 20 digits, written as a quoted string; in Discord, enable Developer Mode and use \"Copy ID\"";
@@ -373,6 +373,24 @@ fn agent_config(
             StreamMode::Edit
         }
     };
+    let reply_in_thread = match raw
+        .reply_in_thread
+        .as_ref()
+        .map(|s| (s, s.get_ref().as_str()))
+    {
+        None | Some((_, "never")) => ReplyInThread::Never,
+        Some((_, "always")) => ReplyInThread::Always,
+        Some((_, "long")) => ReplyInThread::Long,
+        Some((spanned, other)) => {
+            c.add(
+                Some(spanned.span()),
+                "agent.reply_in_thread",
+                format!("unknown reply_in_thread '{other}'"),
+                "use reply_in_thread = \"never\" (answer in the channel), \"always\" (answer in a thread started from the message) or \"long\" (a thread only when the answer is longer than one message)",
+            );
+            ReplyInThread::Never
+        }
+    };
     let stream_interval = std::time::Duration::from_millis(bounded(
         &raw.stream_interval_ms,
         "agent.stream_interval_ms",
@@ -403,6 +421,7 @@ fn agent_config(
         trusted_users,
         stream,
         stream_interval,
+        reply_in_thread,
         missed_triggers,
         missed_max_age,
     };

@@ -478,6 +478,36 @@ fn agent_garbage_is_reported_with_places() {
 }
 
 #[test]
+fn reply_in_thread_takes_three_modes_and_names_a_wrong_one() {
+    let base = "[agent]\nrunner = \"command\"\ncommand = [\"/bin/agent\"]\n";
+    let mode = |line: &str| {
+        Config::parse(&format!("{base}{line}\n"), "t")
+            .unwrap()
+            .agent
+            .expect("agent")
+            .reply_in_thread
+    };
+    use switchboard_config::ReplyInThread;
+    assert_eq!(
+        mode(""),
+        ReplyInThread::Never,
+        "answers stay in the channel unless asked"
+    );
+    assert_eq!(mode("reply_in_thread = \"never\""), ReplyInThread::Never);
+    assert_eq!(mode("reply_in_thread = \"always\""), ReplyInThread::Always);
+    assert_eq!(mode("reply_in_thread = \"long\""), ReplyInThread::Long);
+    let found = problems(&format!("{base}reply_in_thread = \"sometimes\"\n"));
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0].starts_with("4:19 agent.reply_in_thread"),
+        "{found:#?}"
+    );
+    assert!(found[0].contains("'sometimes'"), "{found:#?}");
+    let wrong_type = problems(&format!("{base}reply_in_thread = true\n"));
+    assert_eq!(wrong_type.len(), 1, "{wrong_type:#?}");
+}
+
+#[test]
 fn openai_runner_reads_its_keys() {
     let config = Config::parse(
         "[agent]\nrunner = \"openai\"\nbase_url = \"http://127.0.0.1:8080/v1/\"\nmodel = \"m\"\napi_key_env = \"OPENAI_API_KEY\"\nmax_tool_rounds = 3\n",

@@ -428,6 +428,7 @@ pub(crate) fn create_channel(s: &Shared, c: NewChannel) -> Result<Value, Control
         last_message_id: None,
         message_count: 0,
         created_ms: now_ms(),
+        owner_id: None,
     };
     store.channels.insert(id, channel.clone());
     s.publish_channel_event(&store, &channel, ChannelChange::Created, false);

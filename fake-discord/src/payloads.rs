@@ -282,7 +282,9 @@ pub fn channel(dir: &Directory, channel: &Channel) -> Value {
         "flags": 0,
     });
     if channel_type::is_thread(channel.kind) {
-        value["owner_id"] = json!(channel.guild_id.map(|g| dir.owner(g)));
+        value["owner_id"] = json!(channel
+            .owner_id
+            .or_else(|| channel.guild_id.map(|g| dir.owner(g))));
         value["rate_limit_per_user"] = json!(0);
         value["message_count"] = json!(channel.message_count);
         value["total_message_sent"] = json!(channel.message_count);

@@ -39,6 +39,9 @@ pub struct Channel {
     pub last_message_id: Option<Snowflake>,
     pub message_count: u32,
     pub created_ms: u64,
+    /// Who started a thread; `None`: the guild's owner (threads of the world and the control
+    /// API), as the payload says.
+    pub owner_id: Option<Snowflake>,
 }
 
 /// A reference from a reply to the message it answers.
@@ -289,6 +292,7 @@ impl Store {
                         last_message_id: None,
                         message_count: 0,
                         created_ms: spec.id.timestamp_ms().min(now_ms),
+                        owner_id: None,
                     },
                 );
             }
@@ -575,6 +579,7 @@ pub fn dm_channel(id: Snowflake, recipient_id: Snowflake, now_ms: u64) -> Channe
         last_message_id: None,
         message_count: 0,
         created_ms: now_ms,
+        owner_id: None,
     }
 }
 

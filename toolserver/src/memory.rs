@@ -142,6 +142,7 @@ struct ThreadState {
     archived: bool,
     locked: bool,
     auto_archive_minutes: u32,
+    owner_id: Option<Snowflake>,
 }
 
 impl Default for ThreadState {
@@ -150,6 +151,7 @@ impl Default for ThreadState {
             archived: false,
             locked: false,
             auto_archive_minutes: 1440,
+            owner_id: None,
         }
     }
 }
@@ -303,6 +305,7 @@ impl MemorySurface {
             archived: thread.archived,
             locked: thread.locked,
             auto_archive_minutes: thread.auto_archive_minutes,
+            owner_id: thread.owner_id,
         })
     }
 
@@ -808,10 +811,12 @@ impl Surface for MemorySurface {
                 title: thread.name.clone(),
             },
         );
+        let bot = state.bot_id;
         state.threads.insert(
             id,
             ThreadState {
                 auto_archive_minutes: thread.auto_archive_minutes.unwrap_or(1440),
+                owner_id: Some(bot),
                 ..ThreadState::default()
             },
         );

@@ -174,6 +174,8 @@ pub struct ThreadInfo {
     pub locked: bool,
     /// Minutes of inactivity after which the platform archives it.
     pub auto_archive_minutes: u32,
+    /// Who started it, when the platform said (the bot, for threads it created).
+    pub owner_id: Option<Snowflake>,
 }
 
 /// A thread to create under an allowed channel.

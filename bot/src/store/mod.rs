@@ -256,9 +256,12 @@ impl Store {
             .remove_session(id, || self.queue(Change::RemoveSession(id)));
     }
 
-    /// Records a thread's state (archived, locked, auto-archive period); nothing is written
-    /// when it is what the store knew.
-    pub fn set_thread_state(&self, id: Snowflake, state: ThreadState) {
+    /// Records a thread's state (archived, locked, auto-archive period, owner); nothing is
+    /// written when it is what the store knew. A state without an owner keeps the one known.
+    pub fn set_thread_state(&self, id: Snowflake, mut state: ThreadState) {
+        if state.owner_id.is_none() {
+            state.owner_id = self.thread_state(id).and_then(|known| known.owner_id);
+        }
         let changed = self.inner.hot.threads.insert(id, state) != Some(state);
         if changed {
             self.queue(Change::SaveThread(id, state));

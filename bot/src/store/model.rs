@@ -72,6 +72,9 @@ pub struct ThreadState {
     pub locked: bool,
     /// Minutes of inactivity after which Discord archives it.
     pub auto_archive_minutes: u32,
+    /// Who started it, when Discord said. Kept in memory only: every thread payload carries
+    /// it, and the gateway lists the active threads again at each start.
+    pub owner_id: Option<Snowflake>,
 }
 
 impl Default for ThreadState {
@@ -81,6 +84,7 @@ impl Default for ThreadState {
             archived: false,
             locked: false,
             auto_archive_minutes: 1440,
+            owner_id: None,
         }
     }
 }

@@ -380,6 +380,7 @@ pub(crate) fn load(conn: &Connection, hot: &Hot, path: &str) -> Result<(), Store
                     archived: row.get(1)?,
                     locked: row.get(2)?,
                     auto_archive_minutes: row.get(3)?,
+                    owner_id: None,
                 },
             ))
         })

@@ -148,6 +148,8 @@ fn new_thread(
         last_message_id: None,
         message_count: 0,
         created_ms: now,
+        // Threads created over REST are the bot's.
+        owner_id: Some(s.dir.bot_id),
     }
 }
 
