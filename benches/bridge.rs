@@ -426,12 +426,27 @@ context_messages = 5
     segment("T0 → ⏳ PUT recorded by the fake", &|r| {
         first_request(r, "%E2%8F%B3").map(|t| t - r.t0)
     });
-    segment("T0 → \"agent run starts\" (just before spawn)", &|r| {
+    segment(
+        "T0 → \"run dequeued\" (gateway, parse, store, queue)",
+        &|r| mark(&r.marks, "run dequeued").map(|t| t - r.t0),
+    );
+    segment(
+        "\"run dequeued\" → \"trigger recorded\" (allowlist, durable record)",
+        &|r| Some(mark(&r.marks, "trigger recorded")? - mark(&r.marks, "run dequeued")?),
+    );
+    segment(
+        "\"trigger recorded\" → \"agent run starts\" (capability)",
+        &|r| Some(mark(&r.marks, "agent run starts")? - mark(&r.marks, "trigger recorded")?),
+    );
+    segment("T0 → \"agent run starts\"", &|r| {
         mark(&r.marks, "agent run starts").map(|t| t - r.t0)
     });
+    segment("\"agent run starts\" → \"prompt built\"", &|r| {
+        Some(mark(&r.marks, "prompt built")? - mark(&r.marks, "agent run starts")?)
+    });
     segment(
-        "⏳ PUT recorded → \"agent run starts\" (± a poll step)",
-        &|r| Some(mark(&r.marks, "agent run starts")? - first_request(r, "%E2%8F%B3")?),
+        "\"agent command started\" → ⏳ PUT recorded (± a poll step)",
+        &|r| Some(first_request(r, "%E2%8F%B3")? - mark(&r.marks, "agent command started")?),
     );
     segment("\"agent run starts\" → \"agent command started\"", &|r| {
         Some(mark(&r.marks, "agent command started")? - mark(&r.marks, "agent run starts")?)

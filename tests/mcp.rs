@@ -70,6 +70,11 @@ fn run_python(script: &str, envs: &[(&str, String)]) -> Value {
         .arg(dir.join(script))
         .current_dir(&dir)
         .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
+        // The clients connect as the example host config tells users to.
+        .env(
+            "MCP_HOST_CONFIG",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mcp/claude-code.mcp.json"),
+        )
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

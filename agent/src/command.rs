@@ -72,6 +72,9 @@ pub struct CommandSpec {
     pub env: Vec<(String, String)>,
     /// Where `progress: <text>` lines of its stderr are published, when the run shows them.
     pub progress: Option<Arc<tokio::sync::watch::Sender<crate::stream::DraftState>>>,
+    /// Set to `true` once the process is spawned: what the run shows on Discord meanwhile
+    /// (the ⏳ reaction, typing) waits for it, so it never competes with the spawn.
+    pub started: Option<tokio::sync::watch::Sender<bool>>,
 }
 
 /// How a run ended, with what was captured.
@@ -147,6 +150,9 @@ pub async fn run_command(
         source,
     })?;
     let pid = child.id();
+    if let Some(started) = &spec.started {
+        started.send_replace(true);
+    }
     tracing::debug!(program = %spec.program, pid, "agent command started");
 
     // Declared after `child`, so it is dropped first: the group dies before the leader is reaped.
@@ -435,6 +441,7 @@ mod tests {
             timeout,
             env: Vec::new(),
             progress: None,
+            started: None,
         }
     }
 
@@ -525,6 +532,7 @@ mod tests {
                 ("SWITCHBOARD_TOKEN".into(), "tok".into()),
             ],
             progress: None,
+            started: None,
         };
         match run_command(&spec, "", never()).await.expect("runs") {
             RunOutcome::Exited {
@@ -664,6 +672,7 @@ mod tests {
             timeout: Duration::from_secs(5),
             env: Vec::new(),
             progress: None,
+            started: None,
         };
         let err = run_command(&spec, "", never()).await.expect_err("fails");
         assert!(matches!(err, RunnerError::Spawn { .. }), "{err:?}");

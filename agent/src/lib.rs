@@ -493,6 +493,7 @@ impl Bridge {
     }
 
     async fn run(&self, trigger: &Trigger, aborted: oneshot::Receiver<()>) {
+        tracing::trace!(session = %trigger.channel_id, "run dequeued");
         let channel = match self.inner.core.allowed(trigger.channel_id).await {
             Ok(channel) => channel,
             Err(error) => {
@@ -524,16 +525,26 @@ impl Bridge {
             },
             None => channel,
         };
-        // The ⏳ goes on beside the run, not before it: the agent starts without waiting for
-        // Discord; it is awaited before it comes off, so it never stays behind.
+        tracing::trace!(session = %trigger.channel_id, "trigger recorded");
+        // The ⏳ and the typing indicator start once the agent has started (a command: once
+        // its process is spawned), so they never compete with it for the machine; the ⏳ is
+        // awaited before it comes off, so it never stays behind.
+        let (started, spawned) = tokio::sync::watch::channel(false);
         let working = {
             let bridge = self.clone();
             let trigger = trigger.clone();
-            tokio::spawn(async move { bridge.react(channel, &trigger, WORKING, true).await })
+            let mut spawned = spawned.clone();
+            tokio::spawn(async move {
+                // An error means the run ended before it said so: react anyway, it comes off.
+                let _ = spawned.wait_for(|started| *started).await;
+                bridge.react(channel, &trigger, WORKING, true).await;
+            })
         };
         let typing = {
             let core = Arc::clone(&self.inner.core);
+            let mut spawned = spawned;
             tokio::spawn(async move {
+                let _ = spawned.wait_for(|started| *started).await;
                 loop {
                     if let Err(error) = core.surface().typing(answer_channel).await {
                         tracing::debug!(%error, "typing indicator failed");
@@ -543,7 +554,9 @@ impl Bridge {
             })
         };
         let answer_in = (answer_channel != channel).then_some(answer_channel);
-        let succeeded = self.execute(channel, trigger, answer_in, aborted).await;
+        let succeeded = self
+            .execute(channel, trigger, answer_in, aborted, started)
+            .await;
         typing.abort();
         drop(permit);
         let _ = working.await;
@@ -570,6 +583,7 @@ impl Bridge {
         trigger: &Trigger,
         answer_in: Option<AllowedChannel>,
         aborted: oneshot::Receiver<()>,
+        spawned: tokio::sync::watch::Sender<bool>,
     ) -> bool {
         let config = self.config();
         let edited = self.edited(channel, trigger);
@@ -650,6 +664,7 @@ impl Bridge {
                     config.context_messages,
                     &config.trusted_users,
                 );
+                tracing::trace!(bytes = input.len(), "prompt built");
                 let spec = CommandSpec {
                     program: program.clone(),
                     args: args.clone(),
@@ -657,6 +672,7 @@ impl Bridge {
                     timeout: config.timeout,
                     env: self.environment(&answering, trigger, &token, &request_id, &cwd),
                     progress: draft.as_ref().map(stream::Draft::sender),
+                    started: Some(spawned),
                 };
                 command_answer(
                     &request_id,
@@ -665,6 +681,7 @@ impl Bridge {
                 )
             }
             Runner::OpenAi(runner) => {
+                spawned.send_replace(true);
                 let Some(context) = self.run_context(&answering, &token, &request_id, &cwd) else {
                     return false;
                 };
@@ -696,6 +713,7 @@ impl Bridge {
                 }
             }
             Runner::Demo => {
+                spawned.send_replace(true);
                 let Some(context) = self.run_context(&answering, &token, &request_id, &cwd) else {
                     return false;
                 };

@@ -3,7 +3,8 @@
 Environment: MCP_URL (http://127.0.0.1:PORT/mcp), MCP_TOKEN (the operator's),
 MCP_READER_TOKEN (a named token scoped to surface.help and surface.messages.list),
 MCP_MODE ("legacy": the initialize handshake; "auto": server/discover first), MCP_SESSION,
-MCP_MARKER (text the Rust test finds in the fake's recorded POST), MCP_ASK_TIMEOUT_S.
+MCP_MARKER (text the Rust test finds in the fake's recorded POST), MCP_ASK_TIMEOUT_S,
+MCP_HOST_CONFIG (examples/mcp/claude-code.mcp.json: the operator's client connects as it says).
 """
 
 import os
@@ -13,7 +14,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from common import check, check_ask, check_calls, check_tools, run
+from common import check, check_ask, check_calls, check_tools, host_entry, run
 
 URL = os.environ["MCP_URL"]
 MODE = os.environ.get("MCP_MODE", "legacy")
@@ -33,9 +34,18 @@ def client_with(token, statuses=None):
     return Client(streamable_http_client(URL, http_client=http), mode=MODE, cache=None)
 
 
+def client_from_example(token):
+    """The example host config's `switchboard-http` entry: its URL and headers."""
+    base = URL.removesuffix("/mcp")
+    entry = host_entry("switchboard-http", {"SWITCHBOARD_URL": base, "SWITCHBOARD_TOKEN": token})
+    check(entry.get("type") == "http" and entry["url"] == URL, "the example's URL is the endpoint", entry)
+    http = create_mcp_http_client(headers=entry["headers"], timeout=httpx2.Timeout(30.0, read=120.0))
+    return Client(streamable_http_client(entry["url"], http_client=http), mode=MODE, cache=None)
+
+
 async def main():
     summary = {"mode": MODE}
-    async with client_with(os.environ["MCP_TOKEN"]) as client:
+    async with client_from_example(os.environ["MCP_TOKEN"]) as client:
         summary["protocol"] = str(client.protocol_version)
         summary["tools"] = await check_tools(client)
         summary["sent"] = await check_calls(client, SESSION, os.environ["MCP_MARKER"])

@@ -10,25 +10,41 @@ import os
 
 from mcp import Client, StdioServerParameters
 
-from common import check, check_ask, check_calls, check_tools, run
+from common import check, check_ask, check_calls, check_tools, host_entry, run
 
 MODE = os.environ.get("MCP_MODE", "legacy")
 SESSION = os.environ["MCP_SESSION"]
 
 
 def launch(token):
+    """The example host config's `switchboard` entry, with the built binary for `switchboard`
+    (not on PATH in the tests)."""
+    entry = host_entry("switchboard", {"SWITCHBOARD_URL": os.environ["MCP_BASE_URL"], "SWITCHBOARD_TOKEN": token})
+    check(entry["command"] == "switchboard", "the example runs `switchboard`", entry)
     return Client(
         StdioServerParameters(
             command=os.environ["SWITCHBOARD_BIN"],
-            args=["mcp"],
-            env={"SWITCHBOARD_URL": os.environ["MCP_BASE_URL"], "SWITCHBOARD_TOKEN": token, "RUST_LOG": "warn"},
+            args=entry["args"],
+            env={**entry["env"], "RUST_LOG": "warn"},
         ),
         mode=MODE,
         cache=None,
     )
 
 
+def check_codex_example():
+    """examples/mcp/codex.toml starts the same command with the same variables."""
+    import tomllib
+
+    path = os.path.join(os.path.dirname(os.environ["MCP_HOST_CONFIG"]), "codex.toml")
+    with open(path, "rb") as file:
+        server = tomllib.load(file)["mcp_servers"]["switchboard"]
+    check(server["command"] == "switchboard" and server["args"] == ["mcp"], "codex runs `switchboard mcp`", server)
+    check(sorted(server["env"]) == ["SWITCHBOARD_TOKEN", "SWITCHBOARD_URL"], "codex passes the URL and token", server)
+
+
 async def main():
+    check_codex_example()
     summary = {"mode": MODE}
     async with launch(os.environ["MCP_TOKEN"]) as client:
         summary["protocol"] = str(client.protocol_version)

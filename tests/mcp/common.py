@@ -6,6 +6,8 @@ line printed on stdout is a JSON summary the Rust test reads.
 """
 
 import json
+import os
+import re
 import sys
 
 import anyio
@@ -14,6 +16,39 @@ import anyio
 def check(condition, what, seen=None):
     if not condition:
         raise AssertionError(f"{what}; saw: {seen!r}")
+
+
+def expand(value, variables):
+    """`${VAR}` and `${VAR:-default}` as MCP hosts expand them in `.mcp.json`."""
+
+    def one(match):
+        name, default = match.group(1), match.group(3)
+        if name in variables:
+            return variables[name]
+        check(default is not None, f"${{{name}}} has a value", variables)
+        return default
+
+    return re.sub(r"\$\{([A-Z_][A-Z0-9_]*)(:-([^}]*))?\}", one, value)
+
+
+def host_entry(name, variables):
+    """The `mcpServers.NAME` entry of the example host config (MCP_HOST_CONFIG, the
+    repository's examples/mcp/claude-code.mcp.json), its strings expanded with `variables`: the
+    tests connect the way the example tells users to."""
+    with open(os.environ["MCP_HOST_CONFIG"], encoding="utf-8") as file:
+        servers = json.load(file)["mcpServers"]
+    check(name in servers, f"the example host config has {name}", list(servers))
+
+    def walk(value):
+        if isinstance(value, str):
+            return expand(value, variables)
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        return value
+
+    return walk(servers[name])
 
 
 def tool_named(tools, name):
