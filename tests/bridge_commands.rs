@@ -601,6 +601,57 @@ fn commands_answer_only_in_allowed_sessions_and_never_show_the_address() {
         "/status shows the address: {text:?}"
     );
     assert!(ephemeral(&status), "/status is for the asker: {status}");
+    assert_eq!(
+        status["data"]["allowed_mentions"]["parse"],
+        serde_json::json!([]),
+        "a command's answer pings nobody: {status}"
+    );
+
+    // What was registered: /tools takes two autocompleted strings.
+    let commands = fake.fake.commands();
+    let tools = commands["global"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["name"] == "tools"))
+        .cloned()
+        .expect("/tools is registered");
+    let options = tools["options"].as_array().expect("options");
+    assert_eq!(options.len(), 2, "{tools}");
+    assert!(
+        options
+            .iter()
+            .all(|o| o["type"] == 3 && o["autocomplete"] == true),
+        "{tools}"
+    );
+
+    // Garbage in the options: an unknown action, a number where a string goes.
+    for options in [
+        serde_json::json!([{"name": "action", "type": 3, "value": "explode"}]),
+        serde_json::json!([{"name": "action", "type": 3, "value": "enable"}, {"name": "tools", "type": 3, "value": "no.such.tool"}]),
+        serde_json::json!([{"name": "action", "type": 3, "value": "x".repeat(600)}]),
+    ] {
+        let invoked = fake
+            .fake
+            .invoke_command(SlashCommand {
+                channel_id: demo::OPS.into(),
+                user_id: demo::STANLEY.into(),
+                name: "tools".to_owned(),
+                options: options.clone(),
+            })
+            .unwrap_or_else(|e| panic!("invoke /tools {options}: {e}"));
+        let id = Snowflake::from_digits(invoked["id"].as_str().expect("id")).expect("snowflake");
+        let answered = poll("the answer to /tools", Duration::from_secs(5), || {
+            let i = fake.fake.interaction(id).ok()?;
+            (!i["response"].is_null()).then_some(i)
+        });
+        let response = &answered["response"];
+        assert!(ephemeral(response), "{response}");
+        let text = content(response);
+        assert!(
+            text.starts_with("Nothing changed") || text.starts_with("Only admins"),
+            "{options}: {text}"
+        );
+        assert!(text.chars().count() <= 2_000);
+    }
 }
 
 #[test]

@@ -3,7 +3,6 @@
 //! anyone, whatever the call's input says.
 
 use entity::Snowflake;
-use poise::serenity_prelude as serenity;
 use serde_json::{json, Value};
 use toolserver::approvals::{ApprovalCard, ApprovalState, DecideError, Decider};
 use toolserver::Core;
@@ -115,7 +114,7 @@ pub fn click_answer(outcome: &Result<ApprovalCard, DecideError>, approvers_named
 /// not switchboard's and are left alone.
 pub async fn on_component(
     rest: &crate::rest::DiscordRest,
-    interaction: &serenity::ComponentInteraction,
+    interaction: &serenity::model::application::ComponentInteraction,
     core: &Core,
 ) {
     let Some((id, approve)) = parse_custom_id(&interaction.data.custom_id) else {

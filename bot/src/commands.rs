@@ -1,26 +1,27 @@
-//! Slash commands (poise): the one `Data` type, the commands users can run in Discord, and the
-//! one `on_error` that answers the user.
+//! Slash commands: their definitions (registered with Discord through the one REST client),
+//! and the interactions Discord sends for them — commands, autocompletes and approval button
+//! clicks — each answered through the same client (`POST /interactions/{id}/{token}/callback`),
+//! so no request to Discord bypasses its rate limiter.
 //!
-//! Commands answer only in sessions the allowlist allows (elsewhere: an ephemeral refusal that
-//! says nothing about the service), and never show addresses or tokens.
+//! Commands answer only in sessions the allowlist allows (elsewhere: a private refusal that
+//! says nothing about the service), never show addresses or tokens, and never ping anyone.
 
-// `#[poise::command]` wraps each command in a new `pub fn` (returning its `poise::Command`) that
-// carries no docs: poise takes the doc comment for the slash command's description and leaves it
-// on the inner function. missing_docs cannot be satisfied for `status` and `abort`, so it is off
-// for this module; every other public item here is documented.
-#![allow(missing_docs)]
-
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use entity::Snowflake;
-use poise::CreateReply;
+use serde_json::{json, Value};
+use serenity::model::application::{CommandDataOptionValue, CommandInteraction, Interaction};
+use serenity::model::gateway::Ready;
+use serenity::prelude::{Context, EventHandler};
 use toolserver::allowlist::Allowlist;
-use toolserver::surface::{ChannelLocation, SessionKind};
-
 use toolserver::runs::{AbortOutcome, Runs};
 use toolserver::scopes::{ScopeChange, SessionTools};
+use toolserver::surface::{ChannelLocation, SessionKind};
 use toolserver::Core;
 
+use crate::rest::DiscordRest;
 use crate::store::Store;
 
 /// What every command can reach.
@@ -33,26 +34,149 @@ pub struct Data {
     pub runs: Option<Arc<dyn Runs>>,
     /// The tool server's core: session scopes for `/tools`, approvals for button clicks.
     pub core: Arc<Core>,
-    /// The one REST client: answers approval clicks.
-    pub rest: crate::rest::DiscordRest,
+    /// The one REST client: registers the commands and answers every interaction.
+    pub rest: DiscordRest,
 }
-
-/// What a command fails with; [`on_error`] logs it and tells the user, privately, that the command
-/// failed.
-pub type Error = Box<dyn std::error::Error + Send + Sync>;
-/// What every command receives: poise's context over [`Data`] and [`Error`].
-pub type Context<'a> = poise::Context<'a, Data, Error>;
 
 const NOT_HERE: &str = "switchboard is not active in this channel.";
 
+/// `type` of an interaction answer that posts a message.
+const CHANNEL_MESSAGE_WITH_SOURCE: u8 = 4;
+/// `type` of an interaction answer with autocomplete choices.
+const AUTOCOMPLETE_RESULT: u8 = 8;
+/// The message flag only the invoking user sees.
+const EPHEMERAL: u64 = 1 << 6;
+/// Discord's option type for a string.
+const STRING_OPTION: u8 = 3;
+/// Most autocomplete choices Discord takes.
+const MAX_CHOICES: usize = 25;
+/// Longest choice name and value Discord takes, in characters.
+const CHOICE_CHARS: usize = 100;
+
+/// The slash commands, as `PUT /applications/{id}/commands` takes them.
+pub fn definitions() -> Value {
+    json!([
+        {
+            "type": 1,
+            "name": "status",
+            "description": "Shows what the agent is doing in this channel (only you see the answer)",
+        },
+        {
+            "type": 1,
+            "name": "abort",
+            "description": "Stops the agent's running request in this channel, if you asked for it (admins: any)",
+        },
+        {
+            "type": 1,
+            "name": "tools",
+            "description": "Shows the tools the agent may use here and the rules that apply (admins: change them)",
+            "options": [
+                {
+                    "type": STRING_OPTION,
+                    "name": "action",
+                    "description": "show (default); admins: enable, disable, set or reset",
+                    "required": false,
+                    "autocomplete": true,
+                },
+                {
+                    "type": STRING_OPTION,
+                    "name": "tools",
+                    "description": "A tool or glob (surface.pins.*); for set: all, none, or several with commas",
+                    "required": false,
+                    "autocomplete": true,
+                },
+            ],
+        },
+    ])
+}
+
+/// Who invoked a command, where, with what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    /// The command's name.
+    pub name: String,
+    /// The channel it was invoked in.
+    pub channel: Snowflake,
+    /// Its guild; `None` in a DM.
+    pub guild: Option<Snowflake>,
+    /// The invoking user.
+    pub user: Snowflake,
+    /// Their roles in the guild (empty in a DM).
+    pub roles: Vec<Snowflake>,
+    /// The string options given, by name; options of any other type are ignored.
+    pub options: Vec<(String, String)>,
+}
+
+impl Invocation {
+    /// What a slash command interaction says.
+    pub fn from_interaction(command: &CommandInteraction) -> Invocation {
+        Invocation {
+            name: command.data.name.clone(),
+            channel: Snowflake(command.channel_id.get()),
+            guild: command.guild_id.map(|g| Snowflake(g.get())),
+            user: Snowflake(command.user.id.get()),
+            roles: command
+                .member
+                .as_ref()
+                .map(|member| member.roles.iter().map(|r| Snowflake(r.get())).collect())
+                .unwrap_or_default(),
+            options: command
+                .data
+                .options
+                .iter()
+                .filter_map(|option| match &option.value {
+                    CommandDataOptionValue::String(value) => {
+                        Some((option.name.clone(), value.clone()))
+                    }
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+
+    fn option(&self, name: &str) -> Option<&str> {
+        self.options
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A command's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// What it says.
+    pub text: String,
+    /// Whether everyone in the channel sees it (else only the invoking user).
+    pub public: bool,
+}
+
+impl Reply {
+    fn private(text: impl Into<String>) -> Reply {
+        Reply {
+            text: text.into(),
+            public: false,
+        }
+    }
+
+    /// The interaction answer's body: a message that pings nobody.
+    pub fn body(&self) -> Value {
+        let text: String = self.text.chars().take(2_000).collect();
+        let mut data = json!({ "content": text, "allowed_mentions": { "parse": [] } });
+        if !self.public {
+            data["flags"] = json!(EPHEMERAL);
+        }
+        json!({ "type": CHANNEL_MESSAGE_WITH_SOURCE, "data": data })
+    }
+}
+
 /// Whether the command was invoked in a session the allowlist allows.
-fn allowed_here(ctx: Context<'_>) -> bool {
-    let data = ctx.data();
-    let channel = Snowflake(ctx.channel_id().get());
+fn allowed_here(data: &Data, invocation: &Invocation) -> bool {
+    let channel = invocation.channel;
     let fallback = ChannelLocation {
-        guild_id: ctx.guild_id().map(|g| Snowflake(g.get())),
+        guild_id: invocation.guild,
         parent_channel_id: None,
-        kind: if ctx.guild_id().is_some() {
+        kind: if invocation.guild.is_some() {
             SessionKind::Channel
         } else {
             SessionKind::Dm
@@ -65,39 +189,44 @@ fn allowed_here(ctx: Context<'_>) -> bool {
         })
 }
 
-async fn private(ctx: Context<'_>, text: impl Into<String>) -> Result<(), Error> {
-    ctx.send(CreateReply::default().content(text).ephemeral(true))
-        .await?;
-    Ok(())
-}
-
 /// Whether the invoking user is in `discord.admins` (by id, or through a role).
-async fn is_admin(ctx: Context<'_>) -> bool {
+fn is_admin(data: &Data, invocation: &Invocation) -> bool {
     // The admins in force now: a reload changes them for the next command.
-    let settings = ctx.data().core.settings();
+    let settings = data.core.settings();
     let admins = &settings.config().discord.admins;
-    if admins.is_empty() {
-        return false;
-    }
-    let user = Snowflake(ctx.author().id.get());
-    let roles: Vec<Snowflake> = match ctx.author_member().await {
-        Some(member) => member.roles.iter().map(|r| Snowflake(r.get())).collect(),
-        None => Vec::new(),
-    };
-    switchboard_config::any_principal_matches(admins, user, &roles)
+    !admins.is_empty()
+        && switchboard_config::any_principal_matches(admins, invocation.user, &invocation.roles)
 }
 
-/// Shows what the agent is doing in this channel (only you see the answer).
-#[poise::command(slash_command)]
-pub async fn status(ctx: Context<'_>) -> Result<(), Error> {
-    if !allowed_here(ctx) {
-        return private(ctx, NOT_HERE).await;
+/// The answer to a slash command.
+pub fn answer(data: &Data, invocation: &Invocation) -> Reply {
+    if !allowed_here(data, invocation) {
+        return Reply::private(NOT_HERE);
     }
-    let data = ctx.data();
-    let channel = Snowflake(ctx.channel_id().get());
+    match invocation.name.as_str() {
+        "status" => status(data, invocation),
+        "abort" => abort(data, invocation),
+        "tools" => tools(data, invocation),
+        other => {
+            tracing::info!(command = other, "an unknown slash command was invoked");
+            Reply::private(format!(
+                "switchboard has no /{} command; its commands are /status, /abort and /tools.",
+                other.chars().take(32).collect::<String>()
+            ))
+        }
+    }
+}
+
+fn session_name(data: &Data, channel: Snowflake) -> String {
+    data.store
+        .session(channel)
+        .map_or_else(|| "this channel".to_owned(), |s| format!("#{}", s.name))
+}
+
+fn status(data: &Data, invocation: &Invocation) -> Reply {
+    let channel = invocation.channel;
     let cached = data.store.messages(channel, 1000, None, None).len();
-    let session = data.store.session(channel);
-    let name = session.map_or_else(|| "this channel".to_owned(), |s| format!("#{}", s.name));
+    let name = session_name(data, channel);
     let runs = match &data.runs {
         None => "No agent is configured.".to_owned(),
         Some(runs) => {
@@ -109,38 +238,54 @@ pub async fn status(ctx: Context<'_>) -> Result<(), Error> {
             format!("Agent: {running}, {} waiting.", status.waiting.len())
         }
     };
-    private(
-        ctx,
-        format!("switchboard is connected. {name}: {cached} cached messages. {runs}"),
-    )
-    .await
+    Reply::private(format!(
+        "switchboard is connected. {name}: {cached} cached messages. {runs}"
+    ))
 }
 
-/// Stops the agent's running request in this channel, if you asked for it (admins: any).
-#[poise::command(slash_command)]
-pub async fn abort(ctx: Context<'_>) -> Result<(), Error> {
-    if !allowed_here(ctx) {
-        return private(ctx, NOT_HERE).await;
-    }
-    let Some(runs) = &ctx.data().runs else {
-        return private(ctx, "No agent is configured here.").await;
+fn abort(data: &Data, invocation: &Invocation) -> Reply {
+    let Some(runs) = &data.runs else {
+        return Reply::private("No agent is configured here.");
     };
-    let channel = Snowflake(ctx.channel_id().get());
-    let user = Snowflake(ctx.author().id.get());
-    let admin = is_admin(ctx).await;
-    match runs.abort(channel, user, admin) {
-        AbortOutcome::Stopped => {
-            ctx.say("Stopping the running request.").await?;
-            Ok(())
+    let admin = is_admin(data, invocation);
+    match runs.abort(invocation.channel, invocation.user, admin) {
+        AbortOutcome::Stopped => Reply {
+            text: "Stopping the running request.".to_owned(),
+            public: true,
+        },
+        AbortOutcome::NotYours { owner } => Reply::private(format!(
+            "The running request is {owner}'s; only they or an admin can stop it."
+        )),
+        AbortOutcome::NothingRunning => Reply::private("Nothing is running in this channel."),
+    }
+}
+
+fn tools(data: &Data, invocation: &Invocation) -> Reply {
+    let channel = invocation.channel;
+    let name = session_name(data, channel);
+    let action = invocation.option("action").map(str::trim).unwrap_or("show");
+    if action == "show" || action.is_empty() {
+        return Reply::private(describe_tools(&data.core.session_tools(channel), &name));
+    }
+    let change = match ScopeChange::parse(action, invocation.option("tools")) {
+        Ok(change) => change,
+        Err(error) => return Reply::private(format!("Nothing changed: {error}.")),
+    };
+    if !is_admin(data, invocation) {
+        return Reply::private(
+            "Only admins (discord.admins in the config) can change the tools of a channel; `/tools` alone shows them.",
+        );
+    }
+    let by = format!("discord:{}", invocation.user);
+    match data.core.change_session_tools(channel, &change, &by) {
+        Ok(after) => {
+            tracing::info!(session = %channel, %by, ?change, "a session's tool scope changed");
+            Reply::private(format!(
+                "Done; effective from the next call.\n{}",
+                describe_tools(&after, &name)
+            ))
         }
-        AbortOutcome::NotYours { owner } => {
-            private(
-                ctx,
-                format!("The running request is {owner}'s; only they or an admin can stop it."),
-            )
-            .await
-        }
-        AbortOutcome::NothingRunning => private(ctx, "Nothing is running in this channel.").await,
+        Err(error) => Reply::private(format!("Nothing changed: {error}.")),
     }
 }
 
@@ -193,125 +338,171 @@ pub fn describe_tools(tools: &SessionTools, session_name: &str) -> String {
     text
 }
 
-fn choices(names: Vec<String>) -> poise::serenity_prelude::CreateAutocompleteResponse {
-    poise::serenity_prelude::CreateAutocompleteResponse::new().set_choices(
-        names
-            .into_iter()
-            .map(poise::serenity_prelude::AutocompleteChoice::from)
-            .collect(),
-    )
-}
-
-async fn autocomplete_action(
-    _ctx: Context<'_>,
-    partial: &str,
-) -> poise::serenity_prelude::CreateAutocompleteResponse {
-    let partial = partial.trim().to_lowercase();
-    choices(
-        TOOLS_ACTIONS
-            .iter()
-            .filter(|action| action.starts_with(&partial))
-            .map(|action| (*action).to_owned())
-            .collect(),
-    )
-}
-
-async fn autocomplete_tools(
-    ctx: Context<'_>,
-    partial: &str,
-) -> poise::serenity_prelude::CreateAutocompleteResponse {
-    let mut suggestions = ctx.data().core.callable_suggestions(partial);
-    if "all".starts_with(partial.trim()) {
-        suggestions.insert(0, "all".to_owned());
-    }
-    if "none".starts_with(partial.trim()) {
-        suggestions.insert(0, "none".to_owned());
-    }
-    suggestions.truncate(25);
-    choices(suggestions)
-}
-
-/// Shows the tools the agent may use here and the rules that apply (admins: change them).
-#[poise::command(slash_command, rename = "tools")]
-pub async fn tools_command(
-    ctx: Context<'_>,
-    #[description = "show (default); admins: enable, disable, set or reset"]
-    #[autocomplete = "autocomplete_action"]
-    action: Option<String>,
-    #[description = "A tool or glob (surface.pins.*); for set: all, none, or several with commas"]
-    #[autocomplete = "autocomplete_tools"]
-    tools: Option<String>,
-) -> Result<(), Error> {
-    if !allowed_here(ctx) {
-        return private(ctx, NOT_HERE).await;
-    }
-    let data = ctx.data();
-    let channel = Snowflake(ctx.channel_id().get());
-    let name = data
-        .store
-        .session(channel)
-        .map_or_else(|| "this channel".to_owned(), |s| format!("#{}", s.name));
-    let action = action.as_deref().map(str::trim).unwrap_or("show");
-    if action == "show" || action.is_empty() {
-        return private(
-            ctx,
-            describe_tools(&data.core.session_tools(channel), &name),
-        )
-        .await;
-    }
-    let change = match ScopeChange::parse(action, tools.as_deref()) {
-        Ok(change) => change,
-        Err(error) => return private(ctx, format!("Nothing changed: {error}.")).await,
-    };
-    if !is_admin(ctx).await {
-        return private(
-            ctx,
-            "Only admins (discord.admins in the config) can change the tools of a channel; `/tools` alone shows them.",
-        )
-        .await;
-    }
-    let by = format!("discord:{}", ctx.author().id.get());
-    match data.core.change_session_tools(channel, &change, &by) {
-        Ok(after) => {
-            tracing::info!(session = %channel, %by, ?change, "a session's tool scope changed");
-            private(
-                ctx,
-                format!(
-                    "Done; effective from the next call.\n{}",
-                    describe_tools(&after, &name)
-                ),
-            )
-            .await
+/// The choices offered while `/tools` is typed: `option` is the focused option's name,
+/// `partial` what was typed so far.
+pub fn suggestions(core: &Core, option: &str, partial: &str) -> Vec<String> {
+    let partial = partial.trim();
+    let mut names: Vec<String> = match option {
+        "action" => {
+            let partial = partial.to_lowercase();
+            TOOLS_ACTIONS
+                .iter()
+                .filter(|action| action.starts_with(&partial))
+                .map(|action| (*action).to_owned())
+                .collect()
         }
-        Err(error) => private(ctx, format!("Nothing changed: {error}.")).await,
+        "tools" => {
+            let mut names = core.callable_suggestions(partial);
+            for special in ["all", "none"] {
+                if special.starts_with(partial) {
+                    names.insert(0, special.to_owned());
+                }
+            }
+            names
+        }
+        _ => Vec::new(),
+    };
+    names.retain(|name| !name.is_empty() && name.chars().count() <= CHOICE_CHARS);
+    names.truncate(MAX_CHOICES);
+    names
+}
+
+fn choices_body(names: &[String]) -> Value {
+    let choices: Vec<Value> = names
+        .iter()
+        .map(|name| json!({ "name": name, "value": name }))
+        .collect();
+    json!({ "type": AUTOCOMPLETE_RESULT, "data": { "choices": choices } })
+}
+
+/// Registers the commands once, at the first READY, and answers every interaction.
+pub struct Interactions {
+    data: Data,
+    registered: AtomicBool,
+}
+
+impl Interactions {
+    /// Handles the interactions of `data`'s service.
+    pub fn new(data: Data) -> Interactions {
+        Interactions {
+            data,
+            registered: AtomicBool::new(false),
+        }
+    }
+
+    async fn respond(&self, id: Snowflake, token: &str, body: Value, what: &str) {
+        if let Err(error) = self.data.rest.interaction_response(id, token, body).await {
+            tracing::warn!(%error, what, "could not answer an interaction");
+        }
     }
 }
 
-/// Every command, for registration.
-pub fn all() -> Vec<poise::Command<Data, Error>> {
-    vec![status(), abort(), tools_command()]
-}
+#[async_trait]
+impl EventHandler for Interactions {
+    async fn ready(&self, _: Context, ready: Ready) {
+        // Commands are global: once per process is enough, not once per re-identify.
+        if self.registered.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let application = Snowflake(ready.application.id.get());
+        if let Err(error) = self
+            .data
+            .rest
+            .set_global_commands(application, definitions())
+            .await
+        {
+            tracing::warn!(%error, "could not register slash commands");
+            self.registered.store(false, Ordering::SeqCst);
+        }
+    }
 
-/// The one error handler: the user gets a short ephemeral answer, the log gets the detail.
-pub async fn on_error(error: poise::FrameworkError<'_, Data, Error>) {
-    match error {
-        poise::FrameworkError::Command { error, ctx, .. } => {
-            tracing::warn!(command = %ctx.command().name, %error, "command failed");
-            let answer = ctx
-                .send(
-                    CreateReply::default()
-                        .content("That command failed; the operator can find why in the log.")
-                        .ephemeral(true),
+    async fn interaction_create(&self, _: Context, interaction: Interaction) {
+        match interaction {
+            Interaction::Command(command) => {
+                let invocation = Invocation::from_interaction(&command);
+                let reply = answer(&self.data, &invocation);
+                self.respond(
+                    Snowflake(command.id.get()),
+                    &command.token,
+                    reply.body(),
+                    "a slash command",
                 )
                 .await;
-            if let Err(error) = answer {
-                tracing::debug!(%error, "could not tell the user the command failed");
+            }
+            Interaction::Autocomplete(typing) => {
+                let names = match typing.data.autocomplete() {
+                    Some(focused) if typing.data.name == "tools" => {
+                        suggestions(&self.data.core, focused.name, focused.value)
+                    }
+                    _ => Vec::new(),
+                };
+                self.respond(
+                    Snowflake(typing.id.get()),
+                    &typing.token,
+                    choices_body(&names),
+                    "an autocomplete",
+                )
+                .await;
+            }
+            Interaction::Component(click) => {
+                crate::approvals::on_component(&self.data.rest, &click, &self.data.core).await;
+            }
+            other => {
+                tracing::debug!(kind = ?other.kind(), "an interaction switchboard does not handle");
             }
         }
-        other => {
-            if let Err(error) = poise::builtins::on_error(other).await {
-                tracing::warn!(%error, "handling a command error failed");
-            }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_pings_nobody_is_private_unless_public_and_fits_a_message() {
+        let private = Reply::private(format!("@everyone {}", "x".repeat(3_000))).body();
+        assert_eq!(private["type"], 4);
+        assert_eq!(private["data"]["flags"], EPHEMERAL);
+        assert_eq!(private["data"]["allowed_mentions"]["parse"], json!([]));
+        assert_eq!(
+            private["data"]["content"]
+                .as_str()
+                .map(|c| c.chars().count()),
+            Some(2_000)
+        );
+        let public = Reply {
+            text: "Stopping the running request.".into(),
+            public: true,
+        }
+        .body();
+        assert!(public["data"]["flags"].is_null(), "{public}");
+        assert_eq!(public["data"]["allowed_mentions"]["parse"], json!([]));
+    }
+
+    #[test]
+    fn autocomplete_choices_name_and_value_each_suggestion() {
+        let body = choices_body(&["surface.pins.add".to_owned()]);
+        assert_eq!(body["type"], AUTOCOMPLETE_RESULT);
+        assert_eq!(
+            body["data"]["choices"],
+            json!([{"name": "surface.pins.add", "value": "surface.pins.add"}])
+        );
+        assert_eq!(choices_body(&[])["data"]["choices"], json!([]));
+    }
+
+    #[test]
+    fn the_definitions_are_what_discord_takes() {
+        let commands = definitions();
+        let commands = commands.as_array().expect("an array");
+        assert_eq!(commands.len(), 3);
+        for command in commands {
+            let name = command["name"].as_str().expect("a name");
+            assert!(name.len() <= 32 && name.chars().all(|c| c.is_ascii_lowercase()));
+            let description = command["description"].as_str().expect("a description");
+            assert!(
+                (1..=100).contains(&description.chars().count()),
+                "{name}: {description}"
+            );
         }
     }
 }

@@ -249,7 +249,7 @@ impl Ingest {
     }
 
     fn reaction(&self, reaction: &Reaction, added: bool) {
-        let me = reaction.user_id.map(poise::serenity_prelude::UserId::get)
+        let me = reaction.user_id.map(serenity::model::id::UserId::get)
             == Some(self.bot_id.load(Ordering::Relaxed));
         let emoji = crate::payload::emoji_text(&reaction.emoji);
         let (channel, message) = (

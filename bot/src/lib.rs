@@ -1,11 +1,12 @@
-//! The Discord side of switchboard: the serenity gateway client and poise commands, the durable
+//! The Discord side of switchboard: the serenity gateway client and the slash commands, the durable
 //! session/message store, and [`DiscordSurface`], the Discord implementation of
 //! `toolserver::Surface`.
 //!
 //! # Rate limits
 //!
 //! Every Discord REST call of the service goes through one [`rest::DiscordRest`] (clones share
-//! its limiter): the surface's actions, slash-command registration, approval-click answers.
+//! its limiter): the surface's actions, slash-command registration, and the answers to every
+//! interaction (slash commands, autocompletes, approval clicks).
 //! It follows Discord's rules rather than reacting to 429s:
 //!
 //! - a request waits for its bucket ([`rest::route`] keys routes by method, template and major
@@ -22,7 +23,7 @@
 //!
 //! No wait is unbounded: a bucket closed longer than [`rest::limits::MAX_WAIT`] fails the call at
 //! once with `rate_limited` and its retry-after, and garbage headers cost a one-second backoff.
-//! Only poise's own answers to slash commands still use serenity's HTTP client.
+//! serenity's own HTTP client makes one request: `GET /gateway/bot`, when the gateway starts.
 
 #![warn(missing_docs)]
 

@@ -152,27 +152,6 @@ impl Gateway {
     }
 }
 
-/// Replaces the application's global slash commands with `commands`, through the one REST
-/// client; a failure is logged (the bot works without them).
-async fn register_commands(
-    rest: &DiscordRest,
-    ready: &serenity::model::gateway::Ready,
-    commands: &[poise::Command<crate::commands::Data, crate::commands::Error>],
-) {
-    let builders = poise::builtins::create_application_commands(commands);
-    let body = match serde_json::to_value(&builders) {
-        Ok(body) => body,
-        Err(error) => {
-            tracing::warn!(%error, "could not encode the slash commands; not registering them");
-            return;
-        }
-    };
-    let application = entity::Snowflake(ready.application.id.get());
-    if let Err(error) = rest.set_global_commands(application, body).await {
-        tracing::warn!(%error, "could not register slash commands");
-    }
-}
-
 /// Starts the gateway client (ingest, slash commands, stage tracking) on its own thread.
 pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
     let GatewaySetup {
@@ -192,56 +171,17 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
     let mut http = HttpBuilder::new(&token);
     if let Some(base) = &config.discord.api_base_url {
         // serenity's ratelimiter ignores the proxy and would talk to discord.com: off here.
-        // What still goes through serenity's client is poise's answers to slash commands
-        // (interaction callbacks, outside the global limit); everything else is [`DiscordRest`].
+        // serenity's client makes one request, `GET /gateway/bot` when the gateway starts;
+        // everything else, interaction answers included, is [`DiscordRest`].
         http = http.proxy(base.as_str()).ratelimiter_disabled(true);
     }
-    let framework_store = store.clone();
-    let framework_allowlist = Arc::clone(&allowlist);
-    let framework_runs = runs.clone();
-    let framework_core = Arc::clone(&core);
-    let framework_rest = rest.clone();
-    let framework = poise::Framework::builder()
-        .options(poise::FrameworkOptions {
-            commands: crate::commands::all(),
-            // Slash commands only: a message mentioning the bot is a conversation for the
-            // agent, not a prefix command poise should try to parse.
-            prefix_options: poise::PrefixFrameworkOptions {
-                mention_as_prefix: false,
-                ..Default::default()
-            },
-            on_error: |error| Box::pin(crate::commands::on_error(error)),
-            event_handler: |framework, event| {
-                Box::pin(async move {
-                    if let serenity::all::FullEvent::InteractionCreate {
-                        interaction: serenity::all::Interaction::Component(click),
-                    } = event
-                    {
-                        crate::approvals::on_component(
-                            &framework.user_data.rest,
-                            click,
-                            &framework.user_data.core,
-                        )
-                        .await;
-                    }
-                    Ok(())
-                })
-            },
-            ..Default::default()
-        })
-        .setup(move |_ctx, ready, framework| {
-            Box::pin(async move {
-                register_commands(&framework_rest, ready, &framework.options().commands).await;
-                Ok(crate::commands::Data {
-                    store: framework_store,
-                    allowlist: framework_allowlist,
-                    runs: framework_runs,
-                    core: framework_core,
-                    rest: framework_rest,
-                })
-            })
-        })
-        .build();
+    let interactions = crate::commands::Interactions::new(crate::commands::Data {
+        store: store.clone(),
+        allowlist: Arc::clone(&allowlist),
+        runs: runs.clone(),
+        core: Arc::clone(&core),
+        rest: rest.clone(),
+    });
     let mut ingest = Ingest::new(
         store,
         entity::Aliases::new(),
@@ -267,7 +207,7 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
     let builder = ClientBuilder::new_with_http(http.build(), intents())
         .raw_event_handler(ingest)
         .event_handler(StageWatcher::new(connection))
-        .framework(framework);
+        .event_handler(interactions);
     let (shards, ended) = start_gateway(builder).await?;
     Ok(Gateway { shards, ended })
 }
