@@ -2,7 +2,8 @@
 //! (WebDriver), against `switchboard playground` with a command agent and an approval rule.
 //! The test FAILS when the browser or its driver is missing (`.ci/run` installs both).
 //! A failing step saves a screenshot as `target/console-failure.png`; the main view is saved
-//! as `target/console-main.png` (the README's `docs/console.png` is a copy).
+//! as `target/console-main.png`, and with `UPDATE_README_SCREENSHOT=1` also copied over the
+//! README's `docs/console.png`.
 
 mod support;
 
@@ -239,10 +240,23 @@ async fn journey(client: &Client, playground: &Playground) -> Step<()> {
         return Err(format!("the token is visible to the page: {stored}"));
     }
 
-    // Post as a demo user in #ops; the message and the agent's reply appear without a reload.
+    // The page follows the console's event stream: it says so, and does not poll.
+    client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#live-mode[data-mode='live']"))
+        .await
+        .map_err(fail("the live indicator"))?;
+
+    // Post as a demo user in #ops; the message and the agent's reply appear without a reload,
+    // brought by the stream.
     click(client, "[data-session='1000000000000000401']").await?;
     wait_text(client, "#session-title", "#ops").await?;
     script(client, "window.__notReloaded = true; return null").await?;
+    let created_before = script(client, "return live.kinds['message.created'] || 0")
+        .await?
+        .as_u64()
+        .unwrap_or(0);
     type_into(
         client,
         "#compose-text",
@@ -256,7 +270,28 @@ async fn journey(client: &Client, playground: &Playground) -> Step<()> {
     if same_page != json!(true) {
         return Err("the page reloaded to show the message".into());
     }
+    let live = script(
+        client,
+        "const n = document.getElementById('live-mode'); return { mode: n.dataset.mode, polls: live.polls, created: live.kinds['message.created'] || 0, events: live.events }",
+    )
+    .await?;
+    if live["mode"] != "live" || live["polls"] != json!(0) {
+        return Err(format!(
+            "the page polled instead of following the stream: {live}"
+        ));
+    }
+    // The demo user's message and the agent's reply, each announced by the stream.
+    if live["created"].as_u64().unwrap_or(0) < created_before + 2 {
+        return Err(format!(
+            "the stream did not bring both messages (message.created before: {created_before}): {live}"
+        ));
+    }
     screenshot(client, "console-main.png").await;
+    if std::env::var_os("UPDATE_README_SCREENSHOT").is_some() {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/console.png");
+        std::fs::copy(target_dir().join("console-main.png"), &docs)
+            .map_err(fail("copy the screenshot to docs/console.png"))?;
+    }
 
     // A call that needs approval waits; the console approves it; the message is posted in the
     // fake Discord and the audit log has a row for it, decided by the console.
@@ -355,6 +390,25 @@ async fn journey(client: &Client, playground: &Playground) -> Step<()> {
         .await
         .map_err(fail("key 5"))?;
     wait_text(client, "#health-detail", "Gateway").await?;
+    // Rate-limit headroom from the REST client, and the sampled sparklines (inline SVG).
+    wait_text(client, "#rate-limits", "Global (per second)").await?;
+    wait_text(client, "#rate-limits", "Invalid requests").await?;
+    wait_text(client, "#rate-limits", "POST /channels/").await?;
+    client
+        .wait()
+        .at_most(Duration::from_secs(30))
+        .for_element(Locator::Css(
+            "#sparklines figure[data-spark='Calls'] svg polyline",
+        ))
+        .await
+        .map_err(fail("the calls sparkline"))?;
+    screenshot(client, "console-health.png").await;
+    let polls = script(client, "return live.polls").await?;
+    if polls != json!(0) {
+        return Err(format!(
+            "the page polled {polls} times while the stream was up"
+        ));
+    }
 
     // At 390 px wide nothing spills sideways.
     client

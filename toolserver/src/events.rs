@@ -3,7 +3,9 @@
 //! Every part publishes into one [`EventHub`] (the core's): the pipeline `call.finished` and
 //! the approval events, the bot `message.*`, `gateway.state` and `workflow.*`, the agent
 //! `run.*`. A subscriber gets what happened after it subscribed, filtered by type and session
-//! and limited to the sessions its token may see.
+//! and limited to the sessions its token may see. The operator console's page follows the same
+//! hub through `/console/api/events` (its session cookie standing for the token:
+//! `console/live.rs`), filtered by the same `caller_filter`.
 //!
 //! Bounds, so that no subscriber can grow memory: the last [`RING_CAPACITY`] events are kept
 //! for `Last-Event-ID` resumption (an older id gets an explicit `stream.gap` event first); one

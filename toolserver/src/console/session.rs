@@ -209,6 +209,27 @@ mod tests {
     }
 
     #[test]
+    fn a_login_holds_a_bounded_number_of_streams_and_endings_are_announced() {
+        let sessions = Sessions::default();
+        let mut endings = sessions.endings();
+        let (id, _) = sessions.start(Caller::Operator).unwrap();
+        let login = sessions.get(&id).unwrap();
+        let slots: Vec<StreamSlot> = (0..MAX_STREAMS_PER_LOGIN)
+            .map(|_| login.stream_slot().expect("a slot"))
+            .collect();
+        // Clones of the login share its count.
+        assert!(sessions.get(&id).unwrap().stream_slot().is_none());
+        drop(slots);
+        assert!(
+            login.stream_slot().is_some(),
+            "slots come back when dropped"
+        );
+        assert!(!endings.has_changed().unwrap());
+        assert!(sessions.end(&id));
+        assert!(endings.has_changed().unwrap(), "a logout is announced");
+    }
+
+    #[test]
     fn cookies_are_read_from_any_position() {
         assert_eq!(cookie_value("a=1; sb_console=abc; b=2"), Some("abc"));
         assert_eq!(cookie_value("sb_console="), None);
