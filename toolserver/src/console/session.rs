@@ -211,7 +211,7 @@ mod tests {
     #[test]
     fn a_login_holds_a_bounded_number_of_streams_and_endings_are_announced() {
         let sessions = Sessions::default();
-        let mut endings = sessions.endings();
+        let endings = sessions.endings();
         let (id, _) = sessions.start(Caller::Operator).unwrap();
         let login = sessions.get(&id).unwrap();
         let slots: Vec<StreamSlot> = (0..MAX_STREAMS_PER_LOGIN)
