@@ -213,6 +213,20 @@ async fn script(client: &Client, source: &str) -> Step<Value> {
         .map_err(fail("script"))
 }
 
+/// Waits (bounded) until `source` (a script body) returns true.
+async fn wait_script(client: &Client, source: &str, within: Duration) -> Step<()> {
+    let deadline = Instant::now() + within;
+    loop {
+        if script(client, source).await? == json!(true) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("never true: {source}"));
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+}
+
 async fn journey(client: &Client, playground: &Playground) -> Step<()> {
     let url = &playground.url;
     client
@@ -426,6 +440,60 @@ async fn journey(client: &Client, playground: &Playground) -> Step<()> {
         .set_window_size(1440, 900)
         .await
         .map_err(fail("resize"))?;
+
+    // When the stream fails the page polls, says so, and goes back to the stream once it can:
+    // with the page's stream closed and gone from the server, four other streams of this login
+    // take its four slots, so the page's next stream is refused (503) until they close.
+    click(client, "#tab-sessions").await?;
+    script(
+        client,
+        "live.source.close(); live.source = null; return null",
+    )
+    .await?;
+    wait_script(
+        client,
+        "return fetch('/console/api/health').then((r) => r.json()).then((h) => h.eventStreams === 0)",
+        Duration::from_secs(40),
+    )
+    .await?;
+    script(
+        client,
+        "window.__extra = [1, 2, 3, 4].map(() => new EventSource('/console/api/events')); return null",
+    )
+    .await?;
+    wait_script(
+        client,
+        "return window.__extra.every((s) => s.readyState === EventSource.OPEN)",
+        WAIT,
+    )
+    .await?;
+    script(client, "openStream(); return null").await?;
+    client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#live-mode[data-mode='polling']"))
+        .await
+        .map_err(fail("the polling indicator when the stream is refused"))?;
+    wait_script(client, "return live.polls > 0", WAIT).await?;
+    script(
+        client,
+        "window.__extra.forEach((s) => s.close()); return null",
+    )
+    .await?;
+    // The server frees the closed streams' slots by the next heartbeat (15 s); the page retries
+    // every 10 s.
+    client
+        .wait()
+        .at_most(Duration::from_secs(60))
+        .for_element(Locator::Css("#live-mode[data-mode='live']"))
+        .await
+        .map_err(fail("back to live after the stream came back"))?;
+    let polls = script(client, "const before = live.polls; return new Promise((done) => setTimeout(() => done(live.polls - before), 3000))").await?;
+    if polls != json!(0) {
+        return Err(format!(
+            "the page kept polling after the stream came back ({polls} polls in 3 s)"
+        ));
+    }
 
     // Logout: the login form comes back and the API refuses the old session.
     click(client, "#logout").await?;
