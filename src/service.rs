@@ -189,6 +189,10 @@ pub async fn build(
     if let Some(runs) = &runs {
         core.console().set_runs(Arc::clone(runs));
     }
+    // The health panel shows the one REST client's rate-limit headroom.
+    core.console().set_headroom(
+        Arc::new(discord.rest.clone()) as Arc<dyn toolserver::console::health::HeadroomSource>
+    );
     let workflows = runs.as_ref().map(|runs| {
         bot::workflows::start(
             &core,

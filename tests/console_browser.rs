@@ -2,7 +2,8 @@
 //! (WebDriver), against `switchboard playground` with a command agent and an approval rule.
 //! The test FAILS when the browser or its driver is missing (`.ci/run` installs both).
 //! A failing step saves a screenshot as `target/console-failure.png`; the main view is saved
-//! as `target/console-main.png` (the README's `docs/console.png` is a copy).
+//! as `target/console-main.png`, and with `UPDATE_README_SCREENSHOT=1` also copied over the
+//! README's `docs/console.png`.
 
 mod support;
 
@@ -212,6 +213,20 @@ async fn script(client: &Client, source: &str) -> Step<Value> {
         .map_err(fail("script"))
 }
 
+/// Waits (bounded) until `source` (a script body) returns true.
+async fn wait_script(client: &Client, source: &str, within: Duration) -> Step<()> {
+    let deadline = Instant::now() + within;
+    loop {
+        if script(client, source).await? == json!(true) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("never true: {source}"));
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+}
+
 async fn journey(client: &Client, playground: &Playground) -> Step<()> {
     let url = &playground.url;
     client
@@ -239,10 +254,23 @@ async fn journey(client: &Client, playground: &Playground) -> Step<()> {
         return Err(format!("the token is visible to the page: {stored}"));
     }
 
-    // Post as a demo user in #ops; the message and the agent's reply appear without a reload.
+    // The page follows the console's event stream: it says so, and does not poll.
+    client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#live-mode[data-mode='live']"))
+        .await
+        .map_err(fail("the live indicator"))?;
+
+    // Post as a demo user in #ops; the message and the agent's reply appear without a reload,
+    // brought by the stream.
     click(client, "[data-session='1000000000000000401']").await?;
     wait_text(client, "#session-title", "#ops").await?;
     script(client, "window.__notReloaded = true; return null").await?;
+    let created_before = script(client, "return live.kinds['message.created'] || 0")
+        .await?
+        .as_u64()
+        .unwrap_or(0);
     type_into(
         client,
         "#compose-text",
@@ -256,7 +284,28 @@ async fn journey(client: &Client, playground: &Playground) -> Step<()> {
     if same_page != json!(true) {
         return Err("the page reloaded to show the message".into());
     }
+    let live = script(
+        client,
+        "const n = document.getElementById('live-mode'); return { mode: n.dataset.mode, polls: live.polls, created: live.kinds['message.created'] || 0, events: live.events }",
+    )
+    .await?;
+    if live["mode"] != "live" || live["polls"] != json!(0) {
+        return Err(format!(
+            "the page polled instead of following the stream: {live}"
+        ));
+    }
+    // The demo user's message and the agent's reply, each announced by the stream.
+    if live["created"].as_u64().unwrap_or(0) < created_before + 2 {
+        return Err(format!(
+            "the stream did not bring both messages (message.created before: {created_before}): {live}"
+        ));
+    }
     screenshot(client, "console-main.png").await;
+    if std::env::var_os("UPDATE_README_SCREENSHOT").is_some() {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/console.png");
+        std::fs::copy(target_dir().join("console-main.png"), &docs)
+            .map_err(fail("copy the screenshot to docs/console.png"))?;
+    }
 
     // A call that needs approval waits; the console approves it; the message is posted in the
     // fake Discord and the audit log has a row for it, decided by the console.
@@ -355,6 +404,25 @@ async fn journey(client: &Client, playground: &Playground) -> Step<()> {
         .await
         .map_err(fail("key 5"))?;
     wait_text(client, "#health-detail", "Gateway").await?;
+    // Rate-limit headroom from the REST client, and the sampled sparklines (inline SVG).
+    wait_text(client, "#rate-limits", "Global (per second)").await?;
+    wait_text(client, "#rate-limits", "Invalid requests").await?;
+    wait_text(client, "#rate-limits", "POST /channels/").await?;
+    client
+        .wait()
+        .at_most(Duration::from_secs(30))
+        .for_element(Locator::Css(
+            "#sparklines figure[data-spark='Calls'] svg polyline",
+        ))
+        .await
+        .map_err(fail("the calls sparkline"))?;
+    screenshot(client, "console-health.png").await;
+    let polls = script(client, "return live.polls").await?;
+    if polls != json!(0) {
+        return Err(format!(
+            "the page polled {polls} times while the stream was up"
+        ));
+    }
 
     // At 390 px wide nothing spills sideways.
     client
@@ -372,6 +440,60 @@ async fn journey(client: &Client, playground: &Playground) -> Step<()> {
         .set_window_size(1440, 900)
         .await
         .map_err(fail("resize"))?;
+
+    // When the stream fails the page polls, says so, and goes back to the stream once it can:
+    // with the page's stream closed and gone from the server, four other streams of this login
+    // take its four slots, so the page's next stream is refused (503) until they close.
+    click(client, "#tab-sessions").await?;
+    script(
+        client,
+        "live.source.close(); live.source = null; return null",
+    )
+    .await?;
+    wait_script(
+        client,
+        "return fetch('/console/api/health').then((r) => r.json()).then((h) => h.eventStreams === 0)",
+        Duration::from_secs(40),
+    )
+    .await?;
+    script(
+        client,
+        "window.__extra = [1, 2, 3, 4].map(() => new EventSource('/console/api/events')); return null",
+    )
+    .await?;
+    wait_script(
+        client,
+        "return window.__extra.every((s) => s.readyState === EventSource.OPEN)",
+        WAIT,
+    )
+    .await?;
+    script(client, "openStream(); return null").await?;
+    client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("#live-mode[data-mode='polling']"))
+        .await
+        .map_err(fail("the polling indicator when the stream is refused"))?;
+    wait_script(client, "return live.polls > 0", WAIT).await?;
+    script(
+        client,
+        "window.__extra.forEach((s) => s.close()); return null",
+    )
+    .await?;
+    // The server frees the closed streams' slots by the next heartbeat (15 s); the page retries
+    // every 10 s.
+    client
+        .wait()
+        .at_most(Duration::from_secs(60))
+        .for_element(Locator::Css("#live-mode[data-mode='live']"))
+        .await
+        .map_err(fail("back to live after the stream came back"))?;
+    let polls = script(client, "const before = live.polls; return new Promise((done) => setTimeout(() => done(live.polls - before), 3000))").await?;
+    if polls != json!(0) {
+        return Err(format!(
+            "the page kept polling after the stream came back ({polls} polls in 3 s)"
+        ));
+    }
 
     // Logout: the login form comes back and the API refuses the old session.
     click(client, "#logout").await?;

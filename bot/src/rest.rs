@@ -219,6 +219,11 @@ impl DiscordRest {
         self.limiter.stats()
     }
 
+    /// What the rate limits have left now (the console's health panel).
+    pub fn headroom(&self) -> toolserver::console::health::RateHeadroom {
+        self.limiter.headroom()
+    }
+
     async fn once(
         &self,
         method: &Method,
@@ -769,6 +774,13 @@ impl DiscordRest {
                 json_kind(&other)
             ))),
         }
+    }
+}
+
+/// The console reads the one REST client's rate limits through this.
+impl toolserver::console::health::HeadroomSource for DiscordRest {
+    fn headroom(&self) -> toolserver::console::health::RateHeadroom {
+        DiscordRest::headroom(self)
     }
 }
 

@@ -538,6 +538,7 @@ pub(crate) fn permissions(
     aliases: &Aliases,
     known: &Known,
     token_names: &[String],
+    console: bool,
     c: &mut Collector,
 ) -> Permissions {
     let default = policy(&raw.default, "permissions.default", c);
@@ -575,12 +576,15 @@ pub(crate) fn permissions(
         })
         .collect();
     let has_ask = default == Policy::Ask || raw.rules.iter().any(|r| r.policy.get_ref() == "ask");
-    if has_ask && approvers.is_empty() && raw.approvers.is_empty() {
+    // The operator console answers asks too when it is served and may decide them, so a
+    // console-only setup needs no Discord approver.
+    let console_answers = console && raw.console_approves;
+    if has_ask && !console_answers && approvers.is_empty() && raw.approvers.is_empty() {
         c.add(
             Some(raw.default.span()),
             "permissions.approvers",
             "some calls are asked, but nobody may approve them",
-            "add the users or roles who may answer to permissions.approvers (\"@Mira\", \"@oncall\"); without them every ask is denied when it times out",
+            "add the users or roles who may answer to permissions.approvers (\"@Mira\", \"@oncall\"), or answer in the operator console (toolserver.console = true with permissions.console_approves = true); otherwise every ask is denied when it times out",
         );
     }
     Permissions {

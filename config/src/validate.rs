@@ -190,8 +190,14 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
         .as_ref()
         .and_then(|agent| agent_config(agent, known, &aliases, c));
     let token_names: Vec<String> = toolserver.tokens.iter().map(|t| t.name.clone()).collect();
-    let permissions =
-        crate::governance::permissions(&raw.permissions, &aliases, known, &token_names, c);
+    let permissions = crate::governance::permissions(
+        &raw.permissions,
+        &aliases,
+        known,
+        &token_names,
+        raw.toolserver.console,
+        c,
+    );
     let sessions = crate::governance::sessions(&raw.sessions, &aliases, known, c);
     let hooks = crate::governance::hooks(&raw.hooks, known, c);
     let audit = crate::governance::audit(&raw.audit, c);

@@ -253,6 +253,29 @@ fn asking_without_approvers_is_an_error() {
 }
 
 #[test]
+fn the_console_answers_asks_when_it_is_served_and_may_decide() {
+    // Served and allowed to decide: nobody in Discord is needed.
+    let config = parse("[toolserver]\nconsole = true\n\n[permissions]\ndefault = \"ask\"\n")
+        .expect("the console answers");
+    assert!(config.permissions.console_approves);
+    assert!(config.permissions.approvers.is_empty());
+    // Served but Discord only, or allowed but not served: nobody could answer.
+    for extra in [
+        "[toolserver]\nconsole = true\n\n[permissions]\ndefault = \"ask\"\nconsole_approves = false\n",
+        "[permissions]\ndefault = \"ask\"\nconsole_approves = true\n",
+    ] {
+        let problems = parse(extra).unwrap_err();
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.starts_with("permissions.approvers | some calls are asked")
+                    && p.contains("toolserver.console = true")),
+            "{extra}: {problems:?}"
+        );
+    }
+}
+
+#[test]
 fn tokens_need_distinct_names_and_an_env_name() {
     let problems = parse(
         r#"

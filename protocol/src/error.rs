@@ -217,6 +217,9 @@ error_codes! {
     ConsoleSession = "console_session",
     /// A console change without the session's CSRF token or from another origin.
     CsrfRefused = "csrf_refused",
+    /// The console may not decide approvals (`permissions.console_approves = false`): an
+    /// approver answers in Discord.
+    ConsoleApprovalsOff = "console_approvals_off",
     // Discord.
     /// Discord has no such thing.
     NotFound = "not_found",

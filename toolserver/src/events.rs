@@ -3,7 +3,9 @@
 //! Every part publishes into one [`EventHub`] (the core's): the pipeline `call.finished` and
 //! the approval events, the bot `message.*`, `gateway.state` and `workflow.*`, the agent
 //! `run.*`. A subscriber gets what happened after it subscribed, filtered by type and session
-//! and limited to the sessions its token may see.
+//! and limited to the sessions its token may see. The operator console's page follows the same
+//! hub through `/console/api/events` (its session cookie standing for the token:
+//! `console/live.rs`), filtered by the same `caller_filter`.
 //!
 //! Bounds, so that no subscriber can grow memory: the last [`RING_CAPACITY`] events are kept
 //! for `Last-Event-ID` resumption (an older id gets an explicit `stream.gap` event first); one
@@ -108,6 +110,7 @@ pub struct EventHub {
     closed: watch::Sender<bool>,
     subscribers: Arc<AtomicUsize>,
     dropped: AtomicU64,
+    published: AtomicU64,
 }
 
 impl Default for EventHub {
@@ -130,6 +133,7 @@ impl EventHub {
             closed,
             subscribers: Arc::new(AtomicUsize::new(0)),
             dropped: AtomicU64::new(0),
+            published: AtomicU64::new(0),
         }
     }
 
@@ -180,6 +184,7 @@ impl EventHub {
         // Sent under the lock, so subscribers see events in id order, and one that subscribes
         // (under the same lock) misses none between the ring and the channel.
         let _ = self.tx.send(event);
+        self.published.fetch_add(1, Ordering::Relaxed);
         id
     }
 
@@ -191,6 +196,11 @@ impl EventHub {
     /// Subscribers dropped for falling behind, since start.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Events published since start (the console's event-rate sparkline).
+    pub fn published(&self) -> u64 {
+        self.published.load(Ordering::Relaxed)
     }
 
     /// The newest event's id (0 before any).
@@ -309,7 +319,7 @@ fn type_matches(pattern: &str, kind: &str) -> bool {
 }
 
 /// A control event (no id, so a client's `Last-Event-ID` stays on the last real event).
-fn control(kind: &'static str, data: &Value) -> SseEvent {
+pub(crate) fn control(kind: &'static str, data: &Value) -> SseEvent {
     SseEvent::default().event(kind).data(data.to_string())
 }
 
@@ -398,14 +408,7 @@ impl Subscription {
     pub fn into_sse(self) -> impl futures_util::Stream<Item = Result<SseEvent, Infallible>> {
         futures_util::stream::unfold(self, |mut subscription| async move {
             let next = subscription.next().await?;
-            let event = match next {
-                Next::Event(event) => SseEvent::default()
-                    .id(event.id.to_string())
-                    .event(event.kind.as_ref())
-                    .data(event.data()),
-                Next::Notice(kind, data) | Next::End(kind, data) => control(kind, &data),
-            };
-            Some((Ok(event), subscription))
+            Some((Ok(sse_event(next)), subscription))
         })
     }
 }
@@ -452,20 +455,14 @@ fn parse_last_id(text: &str) -> Result<u64, ToolError> {
     })
 }
 
-/// `GET /v1/events`: the SSE stream.
-pub(crate) async fn stream(
-    State(core): State<Arc<Core>>,
-    Authed(context): Authed,
-    headers: HeaderMap,
-    query: Result<Query<EventsQuery>, QueryRejection>,
-) -> Result<Response, ToolError> {
-    let Query(query) = query.map_err(|rejection| {
-        ToolError::usage(
-            ErrorCode::BadRequest,
-            format!("{rejection}; the parameters are types, session and lastEventId"),
-        )
-    })?;
-    let caller = &context.caller;
+/// The filter a `caller` gets for `query`: a capability sees its own session only, message
+/// events need the right to read messages, `types` and `session` narrow it. The same rules for
+/// `/v1/events` and the console's relay.
+pub(crate) fn caller_filter(
+    core: &Core,
+    caller: &Caller,
+    query: &EventsQuery,
+) -> Result<Filter, ToolError> {
     let scope_session = caller.capability().map(|c| c.grant.session_id);
     let session = match query.session.as_deref().map(str::trim) {
         None | Some("") => None,
@@ -488,7 +485,7 @@ pub(crate) async fn stream(
     let messages = matches!(caller, Caller::Operator | Caller::Unauthenticated)
         || core.may_call(caller, "surface.messages.read")
         || core.may_call(caller, "surface.messages.list");
-    let filter = Filter {
+    Ok(Filter {
         types: query
             .types
             .as_deref()
@@ -498,22 +495,73 @@ pub(crate) async fn stream(
         session,
         scope_session,
         messages,
-    };
-    let last = match headers
+    })
+}
+
+/// The query of an events route, or a typed error naming its parameters.
+pub(crate) fn events_query(
+    query: Result<Query<EventsQuery>, QueryRejection>,
+) -> Result<EventsQuery, ToolError> {
+    query.map(|Query(query)| query).map_err(|rejection| {
+        ToolError::usage(
+            ErrorCode::BadRequest,
+            format!("{rejection}; the parameters are types, session and lastEventId"),
+        )
+    })
+}
+
+/// Where a client resumes: the `Last-Event-ID` header, else `?lastEventId=`.
+pub(crate) fn resume_from(
+    headers: &HeaderMap,
+    query: &EventsQuery,
+) -> Result<Option<u64>, ToolError> {
+    match headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .or(query.last_event_id.as_deref())
         .filter(|v| !v.trim().is_empty())
     {
-        Some(text) => Some(parse_last_id(text)?),
-        None => None,
-    };
-    let subscription = core.events.subscribe(filter, last)?;
-    let heartbeat = HEARTBEAT
+        Some(text) => Ok(Some(parse_last_id(text)?)),
+        None => Ok(None),
+    }
+}
+
+/// The gap between heartbeat comments: [`HEARTBEAT`], shorter when the connection's idle
+/// timeout is.
+pub(crate) fn heartbeat(core: &Core) -> Duration {
+    HEARTBEAT
         .min(core.connection_limits.idle_timeout / 2)
-        .max(Duration::from_millis(100));
+        .max(Duration::from_millis(100))
+}
+
+/// One hub event as an SSE event (its id, type and data).
+pub(crate) fn sse_event(next: Next) -> SseEvent {
+    match next {
+        Next::Event(event) => SseEvent::default()
+            .id(event.id.to_string())
+            .event(event.kind.as_ref())
+            .data(event.data()),
+        Next::Notice(kind, data) | Next::End(kind, data) => control(kind, &data),
+    }
+}
+
+/// `GET /v1/events`: the SSE stream.
+pub(crate) async fn stream(
+    State(core): State<Arc<Core>>,
+    Authed(context): Authed,
+    headers: HeaderMap,
+    query: Result<Query<EventsQuery>, QueryRejection>,
+) -> Result<Response, ToolError> {
+    let query = events_query(query)?;
+    let filter = caller_filter(&core, &context.caller, &query)?;
+    let last = resume_from(&headers, &query)?;
+    let subscription = core.events.subscribe(filter, last)?;
     Ok(Sse::new(subscription.into_sse())
-        .keep_alive(KeepAlive::new().interval(heartbeat).text("heartbeat"))
+        .keep_alive(
+            KeepAlive::new()
+                .interval(heartbeat(&core))
+                .text("heartbeat"),
+        )
         .into_response())
 }
 

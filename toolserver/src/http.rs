@@ -89,6 +89,20 @@ pub async fn serve_with(
             }
         })
     };
+    // The console's sparklines: one sample of the counters every few seconds, into a bounded
+    // ring (only while the console is served).
+    let sampler = core.console.enabled().then(|| {
+        let core = Arc::clone(&core);
+        tokio::spawn(async move {
+            let every = crate::console::health::SAMPLE_EVERY;
+            let mut ticker = tokio::time::interval(every);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticker.tick().await;
+                core.console.sample(&core);
+            }
+        })
+    });
     let limits = core.connection_limits;
     // Event streams never end by themselves: close them when shutdown begins, so draining
     // does not wait them out.
@@ -100,6 +114,9 @@ pub async fn serve_with(
     let result =
         crate::connections::serve(router(core).merge(extra), listener, limits, shutdown).await;
     pruner.abort();
+    if let Some(sampler) = sampler {
+        sampler.abort();
+    }
     result
 }
 

@@ -23,7 +23,7 @@
 //! | `switchboard_event_subscribers` | gauge | |
 //! | `switchboard_event_subscribers_dropped_total` | counter | |
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -73,6 +73,22 @@ pub struct Metrics {
     recorder: PrometheusRecorder,
     queue_depth: AtomicI64,
     sources: Mutex<Vec<Source>>,
+    /// Running totals the console's sparklines sample (the recorder's own counters are per
+    /// label set and not cheap to sum).
+    calls: AtomicU64,
+    failed_calls: AtomicU64,
+    runs: AtomicU64,
+}
+
+/// Running totals since start, for rates: see [`Metrics::totals`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Calls finished, every outcome.
+    pub calls: u64,
+    /// Calls that finished with an error.
+    pub failed_calls: u64,
+    /// Agent runs finished.
+    pub runs: u64,
 }
 
 impl Default for Metrics {
@@ -144,6 +160,9 @@ impl Metrics {
             recorder,
             queue_depth: AtomicI64::new(0),
             sources: Mutex::new(Vec::new()),
+            calls: AtomicU64::new(0),
+            failed_calls: AtomicU64::new(0),
+            runs: AtomicU64::new(0),
         }
     }
 
@@ -169,6 +188,10 @@ impl Metrics {
         code: Option<&str>,
         took: Duration,
     ) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        if outcome != "ok" {
+            self.failed_calls.fetch_add(1, Ordering::Relaxed);
+        }
         self.counter(
             CALLS,
             vec![
@@ -240,6 +263,7 @@ impl Metrics {
 
     /// An agent run finished with `outcome` (`replied`, `no_reply`, `failed`, `aborted`).
     pub fn run_finished(&self, outcome: &'static str) {
+        self.runs.fetch_add(1, Ordering::Relaxed);
         self.counter(RUNS, vec![Label::new("outcome", outcome)], 1);
     }
 
@@ -247,6 +271,15 @@ impl Metrics {
     pub fn queue_depth_add(&self, delta: i64) {
         let now = self.queue_depth.fetch_add(delta, Ordering::Relaxed) + delta;
         self.gauge(QUEUE_DEPTH, Vec::new(), now.max(0) as f64);
+    }
+
+    /// Calls, failed calls and agent runs finished since start.
+    pub fn totals(&self) -> Totals {
+        Totals {
+            calls: self.calls.load(Ordering::Relaxed),
+            failed_calls: self.failed_calls.load(Ordering::Relaxed),
+            runs: self.runs.load(Ordering::Relaxed),
+        }
     }
 
     /// The store's size now.

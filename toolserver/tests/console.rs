@@ -2,7 +2,8 @@
 //! the session's CSRF token and a same-origin `Origin`; reads and changes go through the
 //! pipeline and the audit log; garbage gets a clear 4xx.
 
-use std::sync::Arc;
+use std::io::{BufRead, BufReader};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -677,10 +678,316 @@ policy = "ask"
     )
     .await;
     assert_eq!(refused.status, 403, "{}", refused.body);
+    assert_eq!(refused.body["error"]["code"], "console_approvals_off");
     assert_eq!(
         server.core().approvals().pending().len(),
         1,
         "still waiting"
     );
     call.abort();
+}
+
+/// One SSE event as the reader saw it: its type, its data, its id.
+type Seen = (String, Value, Option<String>);
+
+/// An SSE reader on its own thread, sending each event (`None` when the stream ends); a
+/// refused request is one `("http", status)` event.
+fn subscribe(url: String, headers: Vec<(&'static str, String)>) -> mpsc::Receiver<Option<Seen>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into();
+        let mut request = agent.get(&url);
+        for (name, value) in &headers {
+            request = request.header(*name, value);
+        }
+        let Ok(response) = request.call() else {
+            let _ = tx.send(None);
+            return;
+        };
+        if response.status() != 200 {
+            let status = response.status().as_u16();
+            let _ = tx.send(Some(("http".into(), json!(status), None)));
+            let _ = tx.send(None);
+            return;
+        }
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        if !content_type.starts_with("text/event-stream") {
+            let _ = tx.send(Some(("content-type".into(), json!(content_type), None)));
+            let _ = tx.send(None);
+            return;
+        }
+        let reader = BufReader::new(response.into_body().into_reader());
+        let (mut kind, mut data, mut id) = (String::new(), String::new(), None);
+        for line in reader.lines() {
+            let Ok(line) = line else { break };
+            if line.is_empty() {
+                if !kind.is_empty() || !data.is_empty() {
+                    let value = serde_json::from_str(&data).unwrap_or(Value::String(data.clone()));
+                    data.clear();
+                    if tx
+                        .send(Some((std::mem::take(&mut kind), value, id.take())))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            } else if let Some(rest) = line.strip_prefix("event:") {
+                kind = rest.trim().to_owned();
+            } else if let Some(rest) = line.strip_prefix("data:") {
+                data = rest.trim().to_owned();
+            } else if let Some(rest) = line.strip_prefix("id:") {
+                id = Some(rest.trim().to_owned());
+            }
+        }
+        let _ = tx.send(None);
+    });
+    rx
+}
+
+/// The next event that is not `health.sampled` (unless that is what is wanted), within 10 s.
+fn next_event(rx: &mpsc::Receiver<Option<Seen>>) -> Seen {
+    loop {
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Some(seen)) if seen.0 == "health.sampled" => continue,
+            Ok(Some(seen)) => return seen,
+            other => panic!("no event: {other:?}"),
+        }
+    }
+}
+
+async fn wait_for_subscribers(server: &TestServer, n: usize) {
+    for _ in 0..500 {
+        if server.core().events().subscribers() >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!(
+        "{n} subscribers never connected ({} did)",
+        server.core().events().subscribers()
+    );
+}
+
+async fn log_in_as(server: &TestServer, token: &str) -> Login {
+    let answer = login(server, token).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let cookie = answer
+        .set_cookie
+        .expect("a session cookie")
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    Login {
+        cookie,
+        csrf: answer.body["csrf"].as_str().unwrap_or_default().to_owned(),
+    }
+}
+
+/// Rate-limit headroom as the bot's REST client would report it.
+struct FixedHeadroom;
+
+impl toolserver::console::health::HeadroomSource for FixedHeadroom {
+    fn headroom(&self) -> toolserver::console::health::RateHeadroom {
+        use toolserver::console::health::*;
+        RateHeadroom {
+            buckets: vec![BucketHeadroom {
+                route: "POST /channels/1000000000000000401/messages".into(),
+                limit: Some(5),
+                remaining: Some(1),
+                reset_after_ms: Some(1500),
+                waiting: 0,
+            }],
+            buckets_tracked: 3,
+            global: GlobalHeadroom {
+                limit: 50,
+                used: 7,
+                paused_for_ms: 0,
+            },
+            invalid: InvalidHeadroom {
+                count: 12,
+                budget: 5000,
+                discord_limit: 10_000,
+                window_s: 600,
+            },
+        }
+    }
+}
+
+// Multi-threaded: the test blocks on its readers while the server keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_relays_the_hub_for_the_logged_in_caller_until_logout() {
+    let config = console_config(
+        r#"
+[[toolserver.tokens]]
+name = "watch"
+token_env = "WATCH_TOKEN"
+scope = ["console", "audit.*"]
+"#,
+    );
+    let server = TestServer::start_with_tokens(
+        &config,
+        Arc::new(MemorySurface::demo()),
+        &[("watch", "watch-secret-value")],
+    )
+    .await
+    .unwrap();
+    let url = server.url();
+    let core = Arc::clone(server.core());
+    core.console().sample(&core);
+    let operator = log_in(&server).await;
+    let watch = log_in_as(&server, "watch-secret-value").await;
+
+    // A GET needs the cookie, not the CSRF token or the origin: another origin's header does
+    // not matter (the SameSite=Strict cookie is what a cross-site page cannot send).
+    let mut from_elsewhere = operator.read();
+    from_elsewhere.push(("origin", "http://evil.example".to_owned()));
+    let everything = subscribe(format!("{url}/console/api/events"), from_elsewhere);
+    let no_messages = subscribe(format!("{url}/console/api/events"), watch.read());
+    let release_only = subscribe(
+        format!("{url}/console/api/events?session=%23release-room"),
+        operator.read(),
+    );
+    wait_for_subscribers(&server, 3).await;
+
+    // What the bot publishes when a message is stored, then a call through the pipeline.
+    let message = core.events().publish(
+        "message.created",
+        Some(entity::Snowflake(demo_world::OPS)),
+        json!({ "messageId": "1", "authorName": "Stanley", "text": "hello" }),
+    );
+    let sent = request(
+        "POST",
+        format!("{url}/v1/call"),
+        vec![("authorization", format!("Bearer {}", server.operator_token()))],
+        Some(
+            json!({"tool": "surface.messages.send", "input": {"sessionId": "#release-room", "text": "ship it"}})
+                .to_string()
+                .into_bytes(),
+        ),
+    )
+    .await;
+    assert_eq!(sent.status, 200, "{}", sent.body);
+
+    let (kind, data, id) = next_event(&everything);
+    assert_eq!(
+        (kind.as_str(), data["text"].as_str()),
+        ("message.created", Some("hello"))
+    );
+    assert_eq!(id, Some(message.to_string()));
+    let (kind, data, _) = next_event(&everything);
+    assert_eq!(kind, "call.finished");
+    assert_eq!(data["session"], demo_world::RELEASE_ROOM.to_string());
+    // A console token that may not read messages gets no message events.
+    let (kind, data, _) = next_event(&no_messages);
+    assert_eq!(kind, "call.finished", "{data}");
+    assert_eq!(data["tool"], "surface.messages.send");
+    // ?session= keeps one session's events.
+    let (kind, data, _) = next_event(&release_only);
+    assert_eq!(kind, "call.finished");
+    assert_eq!(data["session"], demo_world::RELEASE_ROOM.to_string());
+
+    // Last-Event-ID resumes after the event it names.
+    let mut resume = operator.read();
+    resume.push(("last-event-id", message.to_string()));
+    let resumed = subscribe(format!("{url}/console/api/events"), resume);
+    let (kind, _, _) = next_event(&resumed);
+    assert_eq!(kind, "call.finished");
+    // A garbage id or parameter is a typed 400, not a stream.
+    let mut garbage = operator.read();
+    garbage.push(("last-event-id", "soon".to_owned()));
+    let refused = subscribe(format!("{url}/console/api/events"), garbage);
+    assert_eq!(next_event(&refused), ("http".into(), json!(400), None));
+    let refused = subscribe(
+        format!("{url}/console/api/events?types=nope"),
+        operator.read(),
+    );
+    assert_eq!(next_event(&refused), ("http".into(), json!(400), None));
+
+    // A sparkline sample is announced on the stream, and the health answer carries it.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    core.console().sample(&core);
+    let sampled = loop {
+        match everything.recv_timeout(Duration::from_secs(10)) {
+            Ok(Some(seen)) if seen.0 == "health.sampled" => break seen,
+            Ok(Some(_)) => continue,
+            other => panic!("no health.sampled: {other:?}"),
+        }
+    };
+    assert!(sampled.2.is_none(), "control events carry no id");
+    let health = request(
+        "GET",
+        format!("{url}/console/api/health"),
+        operator.read(),
+        None,
+    )
+    .await;
+    assert_eq!(health.status, 200, "{}", health.body);
+    let points = health.body["series"]["points"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    // (The server's own sampler may have added points beside the test's.)
+    assert!(!points.is_empty() && points.len() <= 60, "{}", health.body);
+    let total = |key: &str| points.iter().filter_map(|p| p[key].as_f64()).sum::<f64>();
+    assert!(total("callsPerS") > 0.0, "{}", health.body);
+    assert!(total("eventsPerS") > 0.0, "{}", health.body);
+    assert_eq!(health.body["series"]["everyS"], 5);
+    // No REST client plugged in: no rate limits to show, said as null.
+    assert!(health.body["rateLimits"].is_null(), "{}", health.body);
+    assert!(core.console().set_headroom(Arc::new(FixedHeadroom)));
+    let health = request(
+        "GET",
+        format!("{url}/console/api/health"),
+        operator.read(),
+        None,
+    )
+    .await;
+    let limits = &health.body["rateLimits"];
+    assert_eq!(limits["buckets"][0]["remaining"], 1, "{}", health.body);
+    assert_eq!(limits["global"]["used"], 7);
+    assert_eq!(limits["invalid"]["budget"], 5000);
+
+    // One login holds at most four streams.
+    let more: Vec<_> = (0..3)
+        .map(|_| subscribe(format!("{url}/console/api/events"), watch.read()))
+        .collect();
+    wait_for_subscribers(&server, 6).await;
+    let fifth = subscribe(format!("{url}/console/api/events"), watch.read());
+    assert_eq!(next_event(&fifth), ("http".into(), json!(503), None));
+    drop(more);
+
+    // Logging out closes that login's streams at once, with a reason; the others go on.
+    let out = request(
+        "POST",
+        format!("{url}/console/api/logout"),
+        operator.change(&server),
+        Some(b"{}".to_vec()),
+    )
+    .await;
+    assert_eq!(out.status, 200, "{}", out.body);
+    for stream in [&everything, &release_only, &resumed] {
+        let (kind, data, _) = next_event(stream);
+        assert_eq!(kind, "stream.closed");
+        assert_eq!(data["reason"], "session_ended");
+        assert!(
+            matches!(stream.recv_timeout(Duration::from_secs(10)), Ok(None)),
+            "the stream ends after saying why"
+        );
+    }
+    let after = subscribe(format!("{url}/console/api/events"), operator.read());
+    assert_eq!(next_event(&after), ("http".into(), json!(401), None));
+    core.events()
+        .publish("gateway.state", None, json!({ "state": "ready" }));
+    let (kind, _, _) = next_event(&no_messages);
+    assert_eq!(kind, "gateway.state", "the watch login's stream still runs");
 }

@@ -27,6 +27,9 @@ use std::time::Duration;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 use tokio::time::Instant;
+use toolserver::console::health::{
+    BucketHeadroom, GlobalHeadroom, InvalidHeadroom, RateHeadroom, MAX_BUCKETS_SHOWN,
+};
 use toolserver::surface::SurfaceError;
 
 use super::invalid::{Blocked, InvalidGuard};
@@ -230,6 +233,16 @@ impl BucketState {
         }
     }
 
+    /// What is left at `now`: `(limit, remaining, reset after)`, the window counted as reset
+    /// once its reset passed.
+    pub fn left(&self, now: Instant) -> (Option<u32>, Option<u32>, Option<Duration>) {
+        match self.reset_at {
+            Some(reset) if reset <= now => (self.limit, self.limit, None),
+            Some(reset) => (self.limit, self.remaining, Some(reset - now)),
+            None => (self.limit, self.remaining, None),
+        }
+    }
+
     /// No request before `until` (a 429's `retry_after`, or a garbage answer's backoff).
     pub fn exhaust(&mut self, until: Instant) {
         self.remaining = Some(0);
@@ -309,6 +322,20 @@ impl GlobalWindow {
     pub fn pause(&mut self, until: Instant) {
         self.paused_until = Some(self.paused_until.map_or(until, |p| p.max(until)));
     }
+
+    /// The slots taken at `now` (in flight, or answered within the last second), and how
+    /// long a global pause still lasts.
+    pub fn headroom(&self, now: Instant) -> GlobalHeadroom {
+        let second = Duration::from_secs(1);
+        let recent = self.recent.iter().filter(|&&at| at + second > now).count() as u32;
+        GlobalHeadroom {
+            limit: self.per_second,
+            used: (self.in_flight + recent).min(self.per_second),
+            paused_for_ms: self.paused_until.map_or(0, |until| {
+                until.saturating_duration_since(now).as_millis() as u64
+            }),
+        }
+    }
 }
 
 /// A global slot held by a request in flight; released (a second's hold starts) when dropped.
@@ -333,6 +360,8 @@ struct Bucket {
     state: Mutex<BucketState>,
     /// Requests waiting for or holding the turn; a bucket with none may be dropped.
     queued: AtomicUsize,
+    /// The label of the route that made it (tokens left out), for the console.
+    route: String,
 }
 
 impl Bucket {
@@ -344,6 +373,17 @@ impl Bucket {
 
     fn idle(&self, now: Instant) -> bool {
         self.queued.load(Ordering::Acquire) == 0 && self.state().wait(now).is_zero()
+    }
+
+    fn headroom(&self, now: Instant) -> BucketHeadroom {
+        let (limit, remaining, reset_after) = self.state().left(now);
+        BucketHeadroom {
+            route: self.route.clone(),
+            limit,
+            remaining,
+            reset_after_ms: reset_after.map(|d| d.as_millis() as u64),
+            waiting: self.queued.load(Ordering::Acquire),
+        }
     }
 }
 
@@ -383,7 +423,7 @@ impl Inner {
         }
     }
 
-    fn bucket(&mut self, id: &str, now: Instant) -> Arc<Bucket> {
+    fn bucket(&mut self, id: &str, route: &Route, now: Instant) -> Arc<Bucket> {
         if let Some(bucket) = self.buckets.get(id) {
             return Arc::clone(bucket);
         }
@@ -396,7 +436,10 @@ impl Inner {
                     .retain(|_, bucket| bucket.queued.load(Ordering::Acquire) > 0);
             }
         }
-        let bucket = Arc::new(Bucket::default());
+        let bucket = Arc::new(Bucket {
+            route: route.label.clone(),
+            ..Bucket::default()
+        });
         self.buckets.insert(id.to_owned(), Arc::clone(&bucket));
         bucket
     }
@@ -523,6 +566,49 @@ impl Limiter {
         }
     }
 
+    /// What the rate limits have left now, for the console's health panel: the tightest
+    /// buckets Discord told us about (or that requests wait for), the global window, the
+    /// invalid-request count against its budget.
+    pub fn headroom(&self) -> RateHeadroom {
+        let now = Instant::now();
+        let (tracked, mut buckets) = {
+            let inner = self.inner();
+            let shown: Vec<BucketHeadroom> = inner
+                .buckets
+                .values()
+                .map(|bucket| bucket.headroom(now))
+                .filter(|b| b.limit.is_some() || b.waiting > 0)
+                .collect();
+            (inner.buckets.len(), shown)
+        };
+        // Least left first: the share remaining, then who waits, then the route for a stable
+        // order.
+        let share = |b: &BucketHeadroom| match (b.remaining, b.limit) {
+            (Some(remaining), Some(limit)) if limit > 0 => {
+                u64::from(remaining) * 1000 / u64::from(limit)
+            }
+            _ => 1000,
+        };
+        buckets.sort_by(|a, b| {
+            share(a)
+                .cmp(&share(b))
+                .then(b.waiting.cmp(&a.waiting))
+                .then_with(|| a.route.cmp(&b.route))
+        });
+        buckets.truncate(MAX_BUCKETS_SHOWN);
+        RateHeadroom {
+            buckets,
+            buckets_tracked: tracked,
+            global: lock(&self.global).headroom(now),
+            invalid: InvalidHeadroom {
+                count: self.invalid.count(now),
+                budget: self.invalid.budget(),
+                discord_limit: super::invalid::DISCORD_INVALID_LIMIT,
+                window_s: super::invalid::WINDOW.as_secs(),
+            },
+        }
+    }
+
     /// Waits until `route` may send one request: its turn in the bucket, the bucket's reset,
     /// a global slot. Fails at once when a wait would exceed [`MAX_WAIT`], the bucket's queue
     /// is full, or the invalid-request guard stopped the route.
@@ -540,7 +626,7 @@ impl Limiter {
                 if let Some((_, used)) = inner.routes.get_mut(&route.key) {
                     *used = now;
                 }
-                let bucket = inner.bucket(&id, now);
+                let bucket = inner.bucket(&id, route, now);
                 if bucket.queued.load(Ordering::Acquire) >= MAX_QUEUED {
                     let wait = bucket.state().wait(now).max(GARBAGE_BACKOFF);
                     tracing::warn!(route = %route.label, queued = MAX_QUEUED, "too many requests waiting for one Discord bucket; refusing this one");
@@ -620,7 +706,7 @@ impl Limiter {
                         } else {
                             let mut inner = self.inner();
                             inner.remember_route(&route.key, &id, now);
-                            inner.bucket(&id, now)
+                            inner.bucket(&id, route, now)
                         }
                     }
                     None => Arc::clone(&ticket.queued.0),
@@ -689,6 +775,54 @@ mod tests {
             LimiterOptions::with_invalid_percent(255).invalid_budget,
             10_000
         );
+    }
+
+    #[tokio::test]
+    async fn headroom_shows_the_tightest_buckets_the_global_window_and_invalid_answers() {
+        let limiter = Limiter::new(LimiterOptions::with_invalid_percent(1));
+        let send = Route::of(&reqwest::Method::POST, "/channels/42/messages");
+        let ticket = limiter.acquire(&send).await.expect("a ticket");
+        limiter.complete(
+            ticket,
+            &send,
+            200,
+            &headers(&[
+                ("x-ratelimit-bucket", "abc"),
+                ("x-ratelimit-limit", "5"),
+                ("x-ratelimit-remaining", "1"),
+                ("x-ratelimit-reset-after", "2"),
+            ]),
+            &Value::Null,
+        );
+        let hook = Route::of(&reqwest::Method::POST, "/webhooks/7/very-secret-token");
+        let ticket = limiter.acquire(&hook).await.expect("a ticket");
+        limiter.complete(
+            ticket,
+            &hook,
+            403,
+            &headers(&[
+                ("x-ratelimit-limit", "30"),
+                ("x-ratelimit-remaining", "29"),
+                ("x-ratelimit-reset-after", "60"),
+            ]),
+            &Value::Null,
+        );
+        let headroom = limiter.headroom();
+        assert_eq!(headroom.buckets.len(), 2, "{headroom:?}");
+        let tightest = &headroom.buckets[0];
+        assert_eq!(tightest.route, "POST /channels/42/messages");
+        assert_eq!((tightest.remaining, tightest.limit), (Some(1), Some(5)));
+        assert!(tightest.reset_after_ms.is_some_and(|ms| ms <= 2000));
+        let shown = serde_json::to_string(&headroom).expect("serializes");
+        assert!(!shown.contains("very-secret-token"), "{shown}");
+        assert_eq!(headroom.global.limit, GLOBAL_PER_SECOND);
+        assert!(headroom.global.used >= 1 && headroom.global.used <= 2);
+        assert_eq!(headroom.invalid.count, 1);
+        assert_eq!(headroom.invalid.budget, 100);
+        assert_eq!(headroom.invalid.discord_limit, 10_000);
+        // The send's route had a provisional bucket until Discord named its own: three tracked,
+        // the provisional one not shown (nothing was learned about it).
+        assert_eq!(headroom.buckets_tracked, 3);
     }
 
     #[test]

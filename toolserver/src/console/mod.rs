@@ -9,6 +9,8 @@
 //! messages and the audit log go through [`Core::call`] as the logged-in caller, so the console
 //! passes the same pipeline (scope, rules, limits, audit) as every other front.
 
+pub mod health;
+mod live;
 pub mod session;
 
 use std::future::Future;
@@ -36,6 +38,7 @@ use crate::invocation::CallContext;
 use crate::runs::{AbortOutcome, Runs};
 use crate::scopes::{ScopeChange, ScopeError};
 use crate::server::Core;
+use health::{Counters, HeadroomSource, Series};
 use session::{Login, Sessions, COOKIE, CSRF_HEADER, LIFETIME};
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
@@ -78,6 +81,10 @@ pub struct Console {
     logins: DefaultDirectRateLimiter,
     runs: OnceLock<Arc<dyn Runs>>,
     compose: OnceLock<Arc<dyn Compose>>,
+    headroom: OnceLock<Arc<dyn HeadroomSource>>,
+    series: std::sync::Mutex<Series>,
+    /// Bumped after each sample, so open event streams tell their page.
+    sampled: tokio::sync::watch::Sender<u64>,
 }
 
 impl Console {
@@ -90,6 +97,9 @@ impl Console {
             logins: RateLimiter::direct(Quota::per_minute(per_minute)),
             runs: OnceLock::new(),
             compose: OnceLock::new(),
+            headroom: OnceLock::new(),
+            series: std::sync::Mutex::default(),
+            sampled: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -108,9 +118,36 @@ impl Console {
         self.compose.set(compose).is_ok()
     }
 
+    /// Shows the Discord REST client's rate-limit headroom in the health panel. Once only.
+    pub fn set_headroom(&self, headroom: Arc<dyn HeadroomSource>) -> bool {
+        self.headroom.set(headroom).is_ok()
+    }
+
     /// The logins held.
     pub fn sessions(&self) -> &Sessions {
         &self.sessions
+    }
+
+    fn series(&self) -> std::sync::MutexGuard<'_, Series> {
+        self.series
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes one sparkline sample of `core`'s counters now. The HTTP front does this every
+    /// [`health::SAMPLE_EVERY`] while the console is on; tests call it directly.
+    pub fn sample(&self, core: &Core) {
+        let totals = core.metrics.totals();
+        let counters = Counters {
+            calls: totals.calls,
+            failed_calls: totals.failed_calls,
+            events: core.events.published(),
+            runs: totals.runs,
+        };
+        let point = self.series().record(crate::clock::now_ms(), counters);
+        if point.is_some() {
+            self.sampled.send_modify(|n| *n = n.wrapping_add(1));
+        }
     }
 }
 
@@ -129,6 +166,7 @@ pub(crate) fn router(core: &Core) -> Router<Arc<Core>> {
         .route("/console/api/logout", post(logout))
         .route("/console/api/me", get(me))
         .route("/console/api/health", get(health))
+        .route("/console/api/events", get(live::stream))
         .route("/console/api/sessions", get(sessions))
         .route("/console/api/sessions/{id}/messages", get(messages))
         .route(
@@ -148,6 +186,7 @@ pub const API_ROUTES: &[(&str, &str)] = &[
     ("POST", "/console/api/logout"),
     ("GET", "/console/api/me"),
     ("GET", "/console/api/health"),
+    ("GET", "/console/api/events"),
     ("GET", "/console/api/sessions"),
     ("GET", "/console/api/sessions/1000000000000000401/messages"),
     ("GET", "/console/api/sessions/1000000000000000401/scope"),
@@ -431,6 +470,12 @@ async fn health(State(core): Shared, _: Operator) -> Response {
         "pendingApprovals": core.approvals().pending().len(),
         "consoleSessions": core.console.sessions.len(),
         "botUserId": core.surface.bot_user_id(),
+        "eventStreams": core.events.subscribers(),
+        "rateLimits": core.console.headroom.get().map(|source| source.headroom()),
+        "series": {
+            "everyS": health::SAMPLE_EVERY.as_secs(),
+            "points": core.console.series().points(),
+        },
     }))
 }
 
@@ -543,7 +588,11 @@ async fn decide(
         .await
         .map_err(|error| match error {
             DecideError::NotPending => ToolError::not_found(ErrorCode::NotFound, error.to_string()),
-            DecideError::ConsoleNotAllowed | DecideError::NotApprover => {
+            DecideError::ConsoleNotAllowed => ToolError::denied(
+                ErrorCode::ConsoleApprovalsOff,
+                format!("{error}: an approver answers with the buttons on the Discord card"),
+            ),
+            DecideError::NotApprover => {
                 ToolError::denied(ErrorCode::OperatorOnly, error.to_string())
             }
         })?;

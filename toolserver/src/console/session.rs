@@ -2,7 +2,8 @@
 //! caller it stands for and its CSRF token kept here, in a map with a fixed size and expiry.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
@@ -16,7 +17,9 @@ pub const COOKIE: &str = "sb_console";
 pub const CSRF_HEADER: &str = "x-switchboard-csrf";
 /// Logins kept at once; a new one past it pushes out the one idle longest.
 pub const MAX_SESSIONS: usize = 64;
-/// A session unused this long is forgotten (the page polls, so an open tab keeps it).
+/// Event streams one login may hold open at once (a few tabs); more are refused with `busy`.
+pub const MAX_STREAMS_PER_LOGIN: usize = 4;
+/// A session unused this long is forgotten (an open tab's event stream or polling keeps it).
 pub const IDLE: Duration = Duration::from_secs(60 * 60);
 /// No session lives longer than this from its login.
 pub const LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
@@ -30,9 +33,28 @@ pub struct Login {
     pub csrf: String,
     created: Instant,
     last_seen: Instant,
+    /// Event streams open for this login (shared by its clones).
+    streams: Arc<AtomicUsize>,
+}
+
+/// One of a login's [`MAX_STREAMS_PER_LOGIN`] event streams, given back when dropped.
+#[derive(Debug)]
+pub struct StreamSlot(Arc<AtomicUsize>);
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Login {
+    /// Takes one of this login's stream slots, or `None` when all are taken.
+    pub fn stream_slot(&self) -> Option<StreamSlot> {
+        let taken = self.streams.fetch_add(1, Ordering::AcqRel);
+        let slot = StreamSlot(Arc::clone(&self.streams));
+        (taken < MAX_STREAMS_PER_LOGIN).then_some(slot)
+    }
+
     /// Whether `presented` is this session's CSRF token (compared in constant time).
     pub fn csrf_matches(&self, presented: &str) -> bool {
         presented.len() == self.csrf.len()
@@ -41,9 +63,21 @@ impl Login {
 }
 
 /// The sessions, by the digest of their id (the id itself is only in the browser's cookie).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Sessions {
     by_digest: Mutex<HashMap<[u8; 32], Login>>,
+    /// Bumped whenever a session ends early (logout, pushed out), so open event streams look
+    /// at once whether theirs is still live.
+    ended: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions {
+            by_digest: Mutex::default(),
+            ended: tokio::sync::watch::Sender::new(0),
+        }
+    }
 }
 
 fn digest(id: &str) -> [u8; 32] {
@@ -77,6 +111,7 @@ impl Sessions {
                 Some(key) => sessions.remove(&key),
                 None => break,
             };
+            self.ended.send_modify(|n| *n = n.wrapping_add(1));
         }
         sessions.insert(
             digest(&id),
@@ -85,6 +120,7 @@ impl Sessions {
                 csrf: csrf.clone(),
                 created: now,
                 last_seen: now,
+                streams: Arc::default(),
             },
         );
         Ok((id, csrf))
@@ -105,9 +141,18 @@ impl Sessions {
         Some(login.clone())
     }
 
-    /// Ends session `id`; true when it was live.
+    /// Ends session `id`; true when it was live. Its open event streams close.
     pub fn end(&self, id: &str) -> bool {
-        self.lock().remove(&digest(id)).is_some()
+        let ended = self.lock().remove(&digest(id)).is_some();
+        if ended {
+            self.ended.send_modify(|n| *n = n.wrapping_add(1));
+        }
+        ended
+    }
+
+    /// Changes whenever a session ends before its time (logout, pushed out by a newer login).
+    pub fn endings(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.ended.subscribe()
     }
 
     /// Sessions held (expired ones not yet dropped included).
@@ -161,6 +206,27 @@ mod tests {
                 proptest::prop_assert!(!value.contains(';'));
             }
         }
+    }
+
+    #[test]
+    fn a_login_holds_a_bounded_number_of_streams_and_endings_are_announced() {
+        let sessions = Sessions::default();
+        let endings = sessions.endings();
+        let (id, _) = sessions.start(Caller::Operator).unwrap();
+        let login = sessions.get(&id).unwrap();
+        let slots: Vec<StreamSlot> = (0..MAX_STREAMS_PER_LOGIN)
+            .map(|_| login.stream_slot().expect("a slot"))
+            .collect();
+        // Clones of the login share its count.
+        assert!(sessions.get(&id).unwrap().stream_slot().is_none());
+        drop(slots);
+        assert!(
+            login.stream_slot().is_some(),
+            "slots come back when dropped"
+        );
+        assert!(!endings.has_changed().unwrap());
+        assert!(sessions.end(&id));
+        assert!(endings.has_changed().unwrap(), "a logout is announced");
     }
 
     #[test]

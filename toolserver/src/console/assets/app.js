@@ -246,33 +246,40 @@ $('compose').addEventListener('submit', async (event) => {
 
 // ---------- approvals ----------
 
+function secondsLeft(card) {
+  return `${Math.max(0, Math.round((card.expiresAtMs - (Date.now() + state.clockSkewMs)) / 1000))}s left`;
+}
+
 function renderApprovals(data) {
   const pending = data.approvals || [];
+  state.approvals = pending;
   state.clockSkewMs = (data.nowMs || Date.now()) - Date.now();
   const badge = $('approvals-count');
   badge.hidden = pending.length === 0;
   badge.textContent = String(pending.length);
   if (state.view !== 'approvals') return;
+  // With permissions.console_approves = false the console only watches: no buttons at all.
   $('approvals-note').textContent = data.consoleApproves
     ? (pending.length ? '' : 'Nothing is waiting for approval.')
-    : 'Approvals are decided in Discord only (permissions.console_approves = false).';
-  const secondsLeft = (card) => `${Math.max(0, Math.round((card.expiresAtMs - (Date.now() + state.clockSkewMs)) / 1000))}s left`;
+    : 'Approvals are decided in Discord only (permissions.console_approves = false): an approver answers on the card there.';
   renderIfChanged($('approvals'), [pending.map((c) => c.id), data.consoleApproves], () => pending.map((card) => {
     const decide = (approve) => async () => {
       try {
         await api('POST', `/console/api/approvals/${encodeURIComponent(card.id)}`, { approve });
         toast(`${approve ? 'Approved' : 'Denied'}: ${card.tool}`);
       } catch (error) { toast(`Not decided: ${error.message}`); }
-      refresh();
+      refresh(['approvals', 'health']);
     };
     return el('li', { class: 'approval', 'data-approval-card': card.id },
       el('div', {}, el('strong', {}, card.tool), ' in ', el('strong', {}, card.sessionLabel)),
       el('div', { class: 'muted small' }, `Asked by ${card.requestedBy} · binding ${card.binding} · `,
         el('span', { 'data-left': card.id }, secondsLeft(card))),
       el('pre', {}, card.preview),
-      el('div', { class: 'actions' },
-        el('button', { type: 'button', class: 'approve', 'data-approval': card.id, disabled: !data.consoleApproves, onclick: decide(true) }, 'Approve'),
-        el('button', { type: 'button', class: 'deny', 'data-approval': card.id, disabled: !data.consoleApproves, onclick: decide(false) }, 'Deny')));
+      data.consoleApproves
+        ? el('div', { class: 'actions' },
+          el('button', { type: 'button', class: 'approve', 'data-approval': card.id, onclick: decide(true) }, 'Approve'),
+          el('button', { type: 'button', class: 'deny', 'data-approval': card.id, onclick: decide(false) }, 'Deny'))
+        : el('div', { class: 'muted small' }, 'Waiting for an approver in Discord.'));
   }));
   for (const card of pending) {
     const left = document.querySelector(`[data-left="${card.id}"]`);
@@ -373,14 +380,83 @@ $('scope-form').addEventListener('submit', async (event) => {
 
 // ---------- runs and health ----------
 
-function renderHealth(h) {
+function renderGateway(gateway) {
   const pill = $('health');
-  pill.textContent = `gateway: ${h.gateway}`;
-  pill.className = `pill ${h.gateway}`;
+  pill.textContent = `gateway: ${gateway}`;
+  pill.className = `pill ${gateway}`;
+}
+
+const SVG = 'http://www.w3.org/2000/svg';
+
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, String(value));
+  node.append(...children);
+  return node;
+}
+
+// A sparkline of `values` (oldest first) as inline SVG: no library, no request.
+function sparkline(label, values, unit) {
+  const width = 240; const height = 40; const pad = 2;
+  const max = Math.max(...values, 0);
+  const scale = max > 0 ? (height - 2 * pad) / max : 0;
+  const step = values.length > 1 ? (width - 2 * pad) / (values.length - 1) : 0;
+  const points = values.map((v, i) => `${(pad + i * step).toFixed(1)},${(height - pad - v * scale).toFixed(1)}`).join(' ');
+  const last = values.length ? values[values.length - 1] : 0;
+  const shown = (v) => (v >= 10 ? v.toFixed(0) : v.toFixed(2));
+  const chart = svg('svg', { class: 'spark', viewBox: `0 0 ${width} ${height}`, width, height, role: 'img', 'aria-label': `${label}: now ${shown(last)} ${unit}, peak ${shown(max)}` },
+    svg('title', {}, `${label}: now ${shown(last)} ${unit}, peak ${shown(max)} over the last ${values.length} samples`),
+    svg('line', { x1: 0, y1: height - pad, x2: width, y2: height - pad, class: 'spark-axis' }),
+    values.length > 1 ? svg('polyline', { points, class: 'spark-line', fill: 'none' }) : svg('g', {}));
+  return el('figure', { class: 'spark-figure', 'data-spark': label },
+    el('figcaption', {}, el('span', {}, label), el('span', { class: 'mono' }, `${shown(last)} ${unit}`)), chart);
+}
+
+function meter(label, used, limit, detail) {
+  const share = limit > 0 ? Math.min(1, used / limit) : 0;
+  const level = share >= 0.9 ? 'bad' : share >= 0.6 ? 'warn' : 'ok';
+  return el('div', { class: 'meter-row' },
+    el('div', { class: 'meter-label' }, el('span', {}, label), el('span', { class: 'mono small' }, detail)),
+    el('meter', { min: '0', max: String(limit || 1), value: String(used), low: String((limit || 1) * 0.6), high: String((limit || 1) * 0.9), optimum: '0', class: level, 'aria-label': `${label}: ${detail}` }));
+}
+
+function renderRateLimits(limits) {
+  const box = $('rate-limits');
+  if (!limits) {
+    renderIfChanged(box, null, () => [el('p', { class: 'muted' }, 'No Discord REST client here (the tool server runs without the bot).')]);
+    return;
+  }
+  const g = limits.global; const inv = limits.invalid;
+  const rows = (limits.buckets || []).map((b) => el('tr', { 'data-bucket': b.route },
+    el('td', { class: 'mono' }, b.route),
+    el('td', { class: 'mono' }, b.remaining === null || b.remaining === undefined ? '?' : String(b.remaining), ' / ', b.limit === null || b.limit === undefined ? '?' : String(b.limit)),
+    el('td', { class: 'mono' }, b.resetAfterMs ? `${(b.resetAfterMs / 1000).toFixed(1)} s` : '—'),
+    el('td', { class: 'mono' }, String(b.waiting))));
+  renderIfChanged(box, limits, () => [
+    meter('Global (per second)', g.used, g.limit, `${g.used} / ${g.limit} used${g.pausedForMs ? ` · paused ${(g.pausedForMs / 1000).toFixed(1)} s` : ''}`),
+    meter('Invalid requests (401/403/429)', inv.count, inv.budget, `${inv.count} / ${inv.budget} in ${inv.windowS / 60} min (Discord bans at ${inv.discordLimit})`),
+    el('div', { class: 'table-wrap' }, el('table', { class: 'buckets' },
+      el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Bucket (a route using it)'), el('th', { scope: 'col' }, 'Left'), el('th', { scope: 'col' }, 'Resets in'), el('th', { scope: 'col' }, 'Waiting'))),
+      el('tbody', {}, rows.length ? rows : el('tr', {}, el('td', { colspan: '4', class: 'muted' }, 'No bucket learned yet: Discord names them in its answers.'))))),
+    el('p', { class: 'muted small' }, `${limits.bucketsTracked} bucket(s) tracked; the tightest shown first.`)]);
+}
+
+function renderHealth(h) {
+  renderGateway(h.gateway);
   if (state.me) state.me.botUserId = h.botUserId;
   if (state.view !== 'runs') return;
-  const facts = [['Gateway', h.gateway], ['Version', h.version], ['Pending approvals', h.pendingApprovals], ['Console logins', h.consoleSessions], ['Updates', liveMode()]];
+  const facts = [['Gateway', h.gateway], ['Version', h.version], ['Pending approvals', h.pendingApprovals], ['Console logins', h.consoleSessions], ['Event streams', h.eventStreams], ['Updates', liveMode()]];
   $('health-detail').replaceChildren(...facts.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, String(v))]));
+  renderRateLimits(h.rateLimits);
+  const points = (h.series && h.series.points) || [];
+  const every = (h.series && h.series.everyS) || 5;
+  const pick = (key) => points.map((p) => Number(p[key]) || 0);
+  renderIfChanged($('sparklines'), points, () => (points.length ? [
+    sparkline('Calls', pick('callsPerS'), '/s'),
+    sparkline('Errors', pick('errorsPerS'), '/s'),
+    sparkline('Events', pick('eventsPerS'), '/s'),
+    sparkline('Agent runs', pick('runsPerMin'), '/min'),
+  ] : [el('p', { class: 'muted' }, `The first point comes ${every * 2} s after the server started; one every ${every} s after that.`)]));
 }
 
 async function loadRuns() {
@@ -403,80 +479,201 @@ async function loadRuns() {
 }
 
 // ---------- live updates ----------
-// One refresh reads what the visible view shows. It runs on every server event when the
-// event stream answers, else on a timer.
+// The page follows the console's event stream (/console/api/events, the session cookie is
+// its credential): each event re-reads only what it changed, and only when that is on screen.
+// Polling (every POLL_MS) runs only while the stream is down; the stream is retried meanwhile.
+// The indicator in the header says which: live, reconnecting, or polling.
 
-async function refresh() {
-  if (state.busy || !state.csrf) { state.again = Boolean(state.csrf); return; }
+// What a refresh may read: `all` is everything the visible view shows.
+const PARTS = ['health', 'approvals', 'sessions', 'messages', 'audit', 'scope', 'runs'];
+
+async function refresh(parts) {
+  const wanted = parts ? new Set(parts) : new Set(['all']);
+  if (!state.csrf) return;
+  if (state.busy) {
+    state.pending = state.pending || new Set();
+    for (const part of wanted) state.pending.add(part);
+    return;
+  }
   state.busy = true;
+  const want = (part) => wanted.has('all') || wanted.has(part);
   try {
-    const [health, approvals] = await Promise.all([
-      api('GET', '/console/api/health'), api('GET', '/console/api/approvals'),
-    ]);
-    renderHealth(health);
-    renderApprovals(approvals);
-    if (state.view === 'sessions') { await loadSessions(); await loadMessages(); }
-    else if (state.view === 'audit') { if (!state.sessions.length) await loadSessions(); await loadAudit(); }
-    else if (state.view === 'scopes') { await loadSessions(); await loadScope(); }
-    else if (state.view === 'runs') { if (!state.sessions.length) await loadSessions(); await loadRuns(); }
+    const reads = [];
+    if (want('health')) reads.push(api('GET', '/console/api/health').then(renderHealth));
+    if (want('approvals')) reads.push(api('GET', '/console/api/approvals').then(renderApprovals));
+    await Promise.all(reads);
+    if (state.view === 'sessions') {
+      if (want('sessions')) await loadSessions();
+      if (want('messages') || want('sessions')) await loadMessages();
+    } else if (state.view === 'audit') {
+      if (!state.sessions.length) await loadSessions();
+      if (want('audit')) await loadAudit();
+    } else if (state.view === 'scopes') {
+      if (want('sessions') || want('scope')) { await loadSessions(); await loadScope(); }
+    } else if (state.view === 'runs') {
+      if (!state.sessions.length) await loadSessions();
+      if (want('runs')) await loadRuns();
+    }
   } catch (error) {
     if (error.status !== 401) toast(error.message);
   } finally {
     state.busy = false;
-    if (state.again) { state.again = false; setTimeout(refresh, 0); }
-  }
-}
-
-const live = { source: null, timer: null, mode: 'off' };
-const POLL_MS = 1500;
-// Where a server event stream may answer (the console's own first, then the API's).
-const EVENT_STREAMS = ['/console/api/events', '/v1/events'];
-
-function liveMode() { return live.mode; }
-
-// The one switch between event stream and polling.
-async function startLive() {
-  stopLive();
-  for (const url of EVENT_STREAMS) {
-    if (await answersEvents(url)) {
-      const source = new EventSource(url, { withCredentials: true });
-      source.onmessage = () => refresh();
-      source.onerror = () => { source.close(); live.source = null; startPolling(); };
-      live.source = source;
-      live.mode = `events (${url})`;
-      // A slow poll as well, for named events and anything the stream leaves out.
-      live.timer = setInterval(refresh, 10000);
-      $('live-mode').textContent = 'live';
-      return;
+    if (state.pending) {
+      const next = [...state.pending];
+      state.pending = null;
+      setTimeout(() => refresh(next.includes('all') ? undefined : next), 0);
     }
   }
-  startPolling();
 }
 
-async function answersEvents(url) {
-  const controller = new AbortController();
-  try {
-    const response = await fetch(url, { credentials: 'same-origin', headers: { accept: 'text/event-stream' }, signal: controller.signal });
-    const ok = response.status === 200 && (response.headers.get('content-type') || '').startsWith('text/event-stream');
-    controller.abort();
-    return ok;
-  } catch (_) {
-    return false;
+const POLL_MS = 1500;
+const STREAM_RETRY_MS = 10000;
+// How long the browser may try to reconnect on its own before the page polls meanwhile.
+const RECONNECT_GRACE_MS = 4000;
+const EVENT_TYPES = ['call.finished', 'message.created', 'message.edited', 'message.deleted',
+  'approval.requested', 'approval.decided', 'run.started', 'run.finished', 'workflow.waiting',
+  'workflow.answered', 'workflow.timed_out', 'workflow.cancelled', 'gateway.state',
+  'health.sampled', 'stream.gap', 'stream.dropped', 'stream.closed'];
+
+const live = {
+  source: null, poller: null, retry: null, grace: null, flush: null,
+  mode: 'off', events: 0, polls: 0, kinds: {}, wanted: new Set(),
+};
+
+function liveMode() {
+  if (live.mode === 'live') return 'live: following the server\'s event stream';
+  if (live.mode === 'polling') return `polling every ${POLL_MS / 1000} s (the event stream is down; retrying)`;
+  return live.mode;
+}
+
+// The header's indicator; its data attributes let a test see how updates arrived.
+function setMode(mode) {
+  live.mode = mode;
+  const node = $('live-mode');
+  node.textContent = mode;
+  node.className = `live-mode ${mode}`;
+  node.dataset.mode = mode;
+  node.dataset.events = String(live.events);
+  node.dataset.polls = String(live.polls);
+  node.title = liveMode();
+}
+
+function countEvent(kind) {
+  live.events += 1;
+  live.kinds[kind] = (live.kinds[kind] || 0) + 1;
+  const node = $('live-mode');
+  node.dataset.events = String(live.events);
+  node.dataset.lastEvent = kind;
+}
+
+// Collects what events asked for and reads it once, shortly after.
+function want(...parts) {
+  for (const part of parts) live.wanted.add(part);
+  if (live.flush) return;
+  live.flush = setTimeout(() => {
+    live.flush = null;
+    const parts = [...live.wanted];
+    live.wanted.clear();
+    refresh(parts.includes('all') ? undefined : parts);
+  }, 50);
+}
+
+function onEvent(event) {
+  const kind = event.type;
+  countEvent(kind);
+  let data = {};
+  try { data = JSON.parse(event.data || '{}') || {}; } catch (_) { data = {}; }
+  const me = state.me && state.me.caller;
+  if (kind.startsWith('message.')) {
+    if (String(data.session) === String(state.session)) want('messages');
+    if (!state.sessions.some((s) => s.channelId === String(data.session))) want('sessions');
+  } else if (kind.startsWith('approval.')) {
+    want('approvals', 'health');
+  } else if (kind === 'call.finished') {
+    // The console's own reads are calls too: following them would read forever.
+    if (data.caller === me && CONSOLE_READS.has(data.tool)) return;
+    want('audit', 'runs');
+  } else if (kind.startsWith('run.') || kind.startsWith('workflow.')) {
+    want('runs');
+  } else if (kind === 'gateway.state') {
+    renderGateway(data.state);
+    want('health');
+  } else if (kind === 'health.sampled') {
+    if (state.view === 'runs') want('health');
+  } else if (kind === 'stream.gap' || kind === 'stream.dropped') {
+    want('all');
+  } else if (kind === 'stream.closed') {
+    if (data.reason === 'session_ended') { showLogin('Your console session ended; log in again.'); return; }
+    // The server is stopping: the browser reconnects by itself.
+    setMode('reconnecting');
   }
+}
+
+function startLive() {
+  stopLive();
+  if (!('EventSource' in window)) { startPolling(); return; }
+  openStream();
+}
+
+function openStream() {
+  const source = new EventSource('/console/api/events');
+  live.source = source;
+  setMode(live.poller ? 'polling' : 'reconnecting');
+  source.onopen = () => {
+    clearTimeout(live.grace); live.grace = null;
+    clearTimeout(live.retry); live.retry = null;
+    stopPolling();
+    setMode('live');
+    // Whatever happened while the stream was away.
+    want('all');
+  };
+  source.onerror = () => {
+    if (live.source !== source) return;
+    if (source.readyState === EventSource.CLOSED) {
+      // Refused (a 401, a 503 when too many streams are open): poll, and try again later.
+      source.close();
+      live.source = null;
+      startPolling();
+      clearTimeout(live.retry);
+      live.retry = setTimeout(() => { if (state.csrf && !live.source) openStream(); }, STREAM_RETRY_MS);
+      return;
+    }
+    // The browser is reconnecting (with Last-Event-ID); poll if it takes a while.
+    if (!live.poller) setMode('reconnecting');
+    if (!live.grace) live.grace = setTimeout(() => { live.grace = null; if (live.source === source && source.readyState !== EventSource.OPEN) startPolling(); }, RECONNECT_GRACE_MS);
+  };
+  for (const kind of EVENT_TYPES) source.addEventListener(kind, onEvent);
 }
 
 function startPolling() {
-  if (live.timer) clearInterval(live.timer);
-  live.timer = setInterval(refresh, POLL_MS);
-  live.mode = `polling every ${POLL_MS / 1000} s`;
-  $('live-mode').textContent = 'polling';
+  if (!live.poller) {
+    live.poller = setInterval(() => { live.polls += 1; $('live-mode').dataset.polls = String(live.polls); refresh(); }, POLL_MS);
+  }
+  setMode('polling');
+}
+
+function stopPolling() {
+  if (live.poller) clearInterval(live.poller);
+  live.poller = null;
 }
 
 function stopLive() {
   if (live.source) live.source.close();
-  if (live.timer) clearInterval(live.timer);
-  live.source = null; live.timer = null; live.mode = 'off';
+  stopPolling();
+  clearTimeout(live.retry); clearTimeout(live.grace); clearTimeout(live.flush);
+  live.source = null; live.retry = null; live.grace = null; live.flush = null;
+  live.wanted.clear();
+  setMode('off');
 }
+
+// Approvals count down between events without asking the server.
+setInterval(() => {
+  if (!state.csrf || !state.approvals) return;
+  for (const card of state.approvals) {
+    const left = document.querySelector(`[data-left="${card.id}"]`);
+    if (left) left.textContent = secondsLeft(card);
+  }
+}, 1000);
 
 // ---------- start ----------
 

@@ -1,0 +1,155 @@
+//! `GET /console/api/events`: the live feed for the console page, authenticated by the
+//! session cookie (a browser's `EventSource` cannot send a bearer token).
+//!
+//! It is a relay of the core's one [`EventHub`](crate::events::EventHub), not a second
+//! fan-out: the same subscription (ring, `Last-Event-ID` resumption, lag limit, subscriber
+//! cap), filtered for the logged-in caller exactly as `/v1/events` filters for that caller's
+//! token. On top: at most [`MAX_STREAMS_PER_LOGIN`] streams per login, a `health.sampled`
+//! control event whenever the server took a sparkline sample, and the stream ends (with
+//! `stream.closed`, reason `session_ended`) when the login does — at once on logout, within a
+//! heartbeat when it expires.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use protocol::{ErrorCode, ErrorKind};
+use serde_json::json;
+use tokio::sync::watch;
+use tokio::time::{Interval, MissedTickBehavior};
+
+use super::session::{StreamSlot, MAX_STREAMS_PER_LOGIN};
+use super::Operator;
+use crate::error::ToolError;
+use crate::events::{self, EventsQuery, Next, Subscription};
+use crate::server::Core;
+
+/// One console's stream: the hub subscription, and what ends it.
+struct Relay {
+    core: Arc<Core>,
+    /// The login's cookie value, to look the session up again.
+    session: String,
+    subscription: Subscription,
+    endings: watch::Receiver<u64>,
+    sampled: watch::Receiver<u64>,
+    check: Interval,
+    done: bool,
+    _slot: StreamSlot,
+}
+
+/// What woke the relay.
+enum Woke {
+    Hub(Option<Next>),
+    SessionsChanged(bool),
+    Check,
+    Sampled(bool),
+}
+
+impl Relay {
+    fn session_ended(&mut self) -> Option<SseEvent> {
+        // Looking the session up also keeps it from idling out while its tab is open.
+        if self.core.console.sessions.get(&self.session).is_some() {
+            return None;
+        }
+        self.done = true;
+        Some(events::control(
+            "stream.closed",
+            &json!({
+                "reason": "session_ended",
+                "message": "the console session ended (logged out or expired); log in again",
+            }),
+        ))
+    }
+
+    async fn next(&mut self) -> Option<SseEvent> {
+        if self.done {
+            return None;
+        }
+        loop {
+            let woke = tokio::select! {
+                biased;
+                changed = self.endings.changed() => Woke::SessionsChanged(changed.is_ok()),
+                _ = self.check.tick() => Woke::Check,
+                next = self.subscription.next() => Woke::Hub(next),
+                changed = self.sampled.changed() => Woke::Sampled(changed.is_ok()),
+            };
+            match woke {
+                Woke::Hub(None) => return None,
+                Woke::Hub(Some(next)) => {
+                    if matches!(next, Next::End(..)) {
+                        self.done = true;
+                    }
+                    return Some(events::sse_event(next));
+                }
+                // Both senders live in the core this relay holds, so they never close; if one
+                // did, end the stream rather than spin on it.
+                Woke::SessionsChanged(false) | Woke::Sampled(false) => return None,
+                Woke::SessionsChanged(true) | Woke::Check => {
+                    if let Some(end) = self.session_ended() {
+                        return Some(end);
+                    }
+                }
+                Woke::Sampled(true) => {
+                    return Some(events::control(
+                        "health.sampled",
+                        &json!({ "atMs": crate::clock::now_ms() }),
+                    ));
+                }
+            }
+        }
+    }
+
+    fn into_sse(self) -> impl futures_util::Stream<Item = Result<SseEvent, Infallible>> {
+        futures_util::stream::unfold(self, |mut relay| async move {
+            let event = relay.next().await?;
+            Some((Ok(event), relay))
+        })
+    }
+}
+
+/// `GET /console/api/events`: the parameters of `/v1/events` (`types`, `session`,
+/// `lastEventId`), the session cookie instead of a token. A read: no CSRF token or `Origin`
+/// is needed (the cookie is SameSite=Strict, and an event stream answers no other site).
+pub(super) async fn stream(
+    State(core): State<Arc<Core>>,
+    operator: Operator,
+    headers: HeaderMap,
+    query: Result<Query<EventsQuery>, QueryRejection>,
+) -> Result<Response, ToolError> {
+    let query = events::events_query(query)?;
+    let filter = events::caller_filter(&core, &operator.login.caller, &query)?;
+    let last = events::resume_from(&headers, &query)?;
+    let slot = operator.login.stream_slot().ok_or_else(|| {
+        ToolError::new(
+            ErrorKind::Unavailable,
+            ErrorCode::Busy,
+            format!(
+                "this console login has {MAX_STREAMS_PER_LOGIN} event streams open already; close a console tab, or retry shortly"
+            ),
+        )
+        .with_retry_after(std::time::Duration::from_secs(5))
+    })?;
+    let subscription = core.events.subscribe(filter, last)?;
+    let heartbeat = events::heartbeat(&core);
+    let mut check = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
+    check.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut sampled = core.console.sampled.subscribe();
+    sampled.mark_unchanged();
+    let relay = Relay {
+        endings: core.console.sessions.endings(),
+        sampled,
+        core: Arc::clone(&core),
+        session: operator.id,
+        subscription,
+        check,
+        done: false,
+        _slot: slot,
+    };
+    Ok(Sse::new(relay.into_sse())
+        .keep_alive(KeepAlive::new().interval(heartbeat).text("heartbeat"))
+        .into_response())
+}
