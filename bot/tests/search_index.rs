@@ -408,3 +408,78 @@ fn a_store_at_version_6_that_still_has_the_triggers_loses_them() {
     assert_eq!(triggers(&path), 0);
     assert_index_holds_exactly(&path);
 }
+
+fn search_hits(store: &Store, expression: &str, limit: usize) -> Vec<bot::store::StoreHit> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime
+        .block_on(store.search(
+            StoreSearch {
+                expression: expression.into(),
+                channels: CHANNELS.to_vec(),
+                author: None,
+                before: None,
+                after: None,
+                limit,
+            },
+            Duration::from_secs(5),
+        ))
+        .unwrap()
+}
+
+#[test]
+fn hits_come_best_first_with_their_snippets() {
+    let store = Store::open(":memory:", StoreOptions::default()).unwrap();
+    store.insert_message(message(
+        CHANNELS[0],
+        1,
+        "alpha bravo charlie delta echo foxtrot bravo charlie delta echo",
+    ));
+    store.insert_message(message(CHANNELS[1], 2, "alpha alpha"));
+    store.insert_message(message(CHANNELS[0], 3, "alpha bravo"));
+    store.insert_message(message(CHANNELS[0], 4, "bravo"));
+    store.flush().unwrap();
+    let hits = search_hits(&store, "text : \"alpha\"", 10);
+    let order: Vec<Snowflake> = hits.iter().map(|hit| hit.message.id).collect();
+    assert_eq!(order, [id(2), id(3), id(1)]);
+    assert!(
+        hits.windows(2).all(|w| w[0].score >= w[1].score),
+        "{hits:?}"
+    );
+    assert_eq!(hits[0].snippet, "**alpha** **alpha**");
+    assert_eq!(hits[1].snippet, "**alpha** bravo");
+    assert_eq!(hits[1].message.text, "alpha bravo");
+    // The limit keeps the best.
+    let best: Vec<Snowflake> = search_hits(&store, "text : \"alpha\"", 1)
+        .iter()
+        .map(|hit| hit.message.id)
+        .collect();
+    assert_eq!(best, [id(2)]);
+}
+
+#[test]
+fn only_the_newest_matches_are_ranked() {
+    // A perfect match older than the newest RANKED_CANDIDATES matches is not answered, however
+    // well it would score: ranking every match of a common word is what made searches slow.
+    let store = Store::open(":memory:", StoreOptions::default()).unwrap();
+    store.insert_message(message(CHANNELS[0], 1, "alpha"));
+    let window = bot::store::RANKED_CANDIDATES as u64;
+    for n in 2..=window + 1 {
+        store.insert_message(message(
+            CHANNELS[(n % 2) as usize],
+            n,
+            "alpha bravo charlie delta echo",
+        ));
+    }
+    store.insert_message(message(CHANNELS[0], window + 2, "alpha charlie"));
+    store.flush().unwrap();
+    let hits = search_hits(&store, "text : \"alpha\"", 5);
+    assert_eq!(hits.len(), 5);
+    assert_eq!(hits[0].message.id, id(window + 2));
+    assert!(hits.iter().all(|hit| hit.message.id != id(1)), "{hits:?}");
+    // Once it is among the newest (a narrower search), it ranks first.
+    let mut narrow = search_hits(&store, "text : \"alpha\" NOT text : \"charlie\"", 5);
+    assert_eq!(narrow.remove(0).message.id, id(1));
+}
