@@ -328,3 +328,38 @@ fn a_token_the_gateway_rejects_exits_3_and_invalid_intents_are_explained() {
     assert_eq!(code, Some(1), "{log}");
     assert!(log.contains("close 4013"), "{log}");
 }
+
+#[test]
+fn an_invalid_api_version_close_is_named_and_not_fatal() {
+    // Discord closes with 4012 when it no longer accepts the gateway version a client speaks.
+    // One such close may be a hiccup on Discord's side, so switchboard does not exit: serenity
+    // resumes, the close is named in the log, and the service keeps answering. (If every
+    // attempt is closed, the stage watcher explains 4012 after five failed handshakes.)
+    let fake = Fake::start();
+    let dir = TempDir::new("close-4012");
+    let sb = Switchboard::start(&fake, dir.path(), &Allow::default());
+    let resumed_before = fake.fake.state().sessions_resumed;
+    let reached = fake
+        .fake
+        .inject_fault(gateway_fault(GatewayFaultKind::Close(4012)))
+        .expect("close fault");
+    assert_eq!(reached, 1);
+    poll(
+        "a resume after the 4012 close",
+        Duration::from_secs(20),
+        || (fake.fake.state().sessions_resumed > resumed_before).then_some(()),
+    );
+    poll("discord: ready again", Duration::from_secs(20), || {
+        support::http_get(&sb.url, "/health")
+            .ok()
+            .and_then(|(_, body)| serde_json::from_str::<Value>(&body).ok())
+            .filter(|health| health["discord"] == "ready")
+    });
+    assert!(support::pid_alive(sb.pid() as i32), "{}", sb.stderr());
+    let listed = sb.tools(&["surface.sessions.list"]);
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
+    let log = sb.stderr();
+    assert!(log.contains("4012"), "the close code is not named:\n{log}");
+    let (status, _) = sb.terminate(Duration::from_secs(15));
+    assert!(status.is_some());
+}

@@ -18,7 +18,9 @@
 //! path as live ones (canonical text, workflows, triggers marked as missed). The walk goes
 //! newest first because the bound then keeps what the store's retention keeps, and what a
 //! missed trigger can be: the most recent messages. Requests wait for the bucket's refill when
-//! `X-RateLimit-Remaining` reaches 0, instead of running into 429s.
+//! `X-RateLimit-Remaining` reaches 0, instead of running into 429s. A pass fetches a few
+//! channels at once while it ingests those already fetched, in order
+//! (`Ingest::backfill_pass`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

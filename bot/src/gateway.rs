@@ -365,15 +365,41 @@ impl Ingest {
             max_messages = backfill.options().max_messages,
             "fetching what was posted while the gateway was away"
         );
-        for session in &targets {
+        // Channels are fetched a few at a time, each in its own task, while the pass ingests
+        // the ones already fetched, in order: a channel's pages depend on each other, channels
+        // do not, and the one REST client keeps every request within its bucket and the global
+        // limit. The next fetch starts only when one is taken for ingest, so at most
+        // `BACKFILL_CHANNELS_AT_ONCE` + 1 channels' messages are held at once.
+        let fetch = |session: &StoredSession| {
+            let after = plan.get(&session.id).copied().unwrap_or(floor).max(floor);
+            let (backfill, target) = (Arc::clone(&backfill), session.clone());
+            let task = tokio::spawn(async move { backfill.fetch(&target, after).await });
+            (session.clone(), task)
+        };
+        let mut waiting = targets.iter();
+        let mut fetches: std::collections::VecDeque<_> = waiting
+            .by_ref()
+            .take(BACKFILL_CHANNELS_AT_ONCE)
+            .map(fetch)
+            .collect();
+        while let Some((session, task)) = fetches.pop_front() {
+            if let Some(next) = waiting.next() {
+                fetches.push_back(fetch(next));
+            }
+            let outcome = task.await;
             if !backfill.is_current(generation) {
                 tracing::info!(
                     "the gateway identified again; this backfill pass gives way to the next"
                 );
+                fetches.iter().for_each(|(_, task)| task.abort());
                 return;
             }
-            let after = plan.get(&session.id).copied().unwrap_or(floor).max(floor);
-            let fetched = match backfill.fetch(session, after).await {
+            let fetched = outcome.unwrap_or_else(|error| {
+                Err(toolserver::surface::SurfaceError::Unavailable(format!(
+                    "the fetch task stopped: {error}"
+                )))
+            });
+            let fetched = match fetched {
                 Ok(fetched) => fetched,
                 Err(error) => {
                     report.failed += 1;
@@ -576,6 +602,10 @@ impl RawEventHandler for Ingest {
         self.apply(&event);
     }
 }
+
+/// Channels a backfill pass fetches at the same time (their requests still share one rate
+/// limiter: this overlaps waiting for answers with ingesting, it does not raise the rate).
+const BACKFILL_CHANNELS_AT_ONCE: usize = 4;
 
 /// Attempts in a row that end before the session is ready, after which the log explains the
 /// close codes serenity keeps reconnecting through.

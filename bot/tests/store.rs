@@ -670,9 +670,9 @@ fn workflows_are_kept_replaced_by_id_and_pruned_a_week_after_they_finish() {
 
 /// Takes a store back to before version 4 (search index, thread state, refs).
 const UNDO_V4: &str = "
-DROP TRIGGER messages_fts_insert;
-DROP TRIGGER messages_fts_delete;
-DROP TRIGGER messages_fts_update;
+DROP TRIGGER IF EXISTS messages_fts_insert;
+DROP TRIGGER IF EXISTS messages_fts_delete;
+DROP TRIGGER IF EXISTS messages_fts_update;
 DROP TABLE messages_fts;
 DROP TABLE threads;
 ALTER TABLE messages DROP COLUMN refs;

@@ -41,7 +41,7 @@ pub use model::{
     SessionKind, StoredAttachment, StoredMessage, StoredReaction, StoredSession, StoredThread,
     ThreadState,
 };
-pub use search::{fts_expression, SearchError, StoreHit, StoreSearch};
+pub use search::{fts_expression, SearchError, StoreHit, StoreSearch, RANKED_CANDIDATES};
 pub use sqlite::{WorkflowRow, SCHEMA_VERSION};
 
 use hot::{Hot, Inserted, UserEntry};

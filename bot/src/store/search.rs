@@ -9,13 +9,18 @@
 //! text or `u<Mira's id>` in the refs, so it finds every mention of her, under any name.
 //!
 //! The index is an external-content FTS5 table over `messages` (the text is stored once) kept
-//! by triggers, so every insert, edit, deletion mark and prune of the one writer keeps it
-//! exact: it holds precisely the rows with `deleted = 0`.
+//! by the one writer, a batch at a time in the batch's transaction (`sqlite::IndexBatch`), so
+//! every insert, edit, deletion mark, forgotten channel and prune keeps it exact: it holds
+//! precisely the rows with `deleted = 0`.
+//!
+//! A search ranks by bm25 among the newest [`RANKED_CANDIDATES`] matches that pass its filters,
+//! then reads and cuts snippets for the answered ones only.
 //!
 //! Queries never carry text a user typed as FTS5 syntax: the tool server parses the query into
 //! terms, and [`fts_expression`] writes each word as a quoted string.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::time::Instant;
 
 use entity::{Mention, Snowflake};
@@ -182,6 +187,22 @@ pub(crate) fn run(
     })
 }
 
+/// The newest matches a search ranks: bm25 orders these, not every match. A common word can
+/// match a tenth of a large store, and scoring (bm25 reads each match's size) and the checks on
+/// each message row cost microseconds a match, so ranking them all took hundreds of
+/// milliseconds; chat search wants recent messages first anyway. Rarer words have fewer matches
+/// than this, and all of them are ranked.
+pub const RANKED_CANDIDATES: usize = 400;
+
+/// The conditions every stage of a search applies: the expression, the id bounds (FTS5 filters
+/// rowid ranges as it scans), and the channel, author and deletion checks on the message row,
+/// found by its primary key.
+const MATCHING: &str = "messages_fts MATCH ?1
+           AND messages_fts.rowid < ?2 AND messages_fts.rowid > ?3
+           AND m.deleted = 0
+           AND m.channel_id IN (SELECT value FROM json_each(?4))
+           AND (?5 IS NULL OR m.author_id = ?5)";
+
 fn query(conn: &Connection, search: &StoreSearch) -> rusqlite::Result<Vec<StoreHit>> {
     let channels = serde_json::to_string(
         &search
@@ -191,42 +212,98 @@ fn query(conn: &Connection, search: &StoreSearch) -> rusqlite::Result<Vec<StoreH
             .collect::<Vec<i64>>(),
     )
     .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-    // The id bounds go to the index itself (FTS5 filters rowid ranges as it scans); channel and
-    // author are checked on the message row, found by its primary key.
-    let mut stmt = conn.prepare_cached(
-        "SELECT m.id, m.channel_id, m.author_id, m.author_is_bot, m.content, m.text,
-                m.timestamp, m.edited_timestamp, m.reply_to, m.attachments, m.reactions,
-                snippet(messages_fts, 0, '**', '**', '…', 16), bm25(messages_fts)
-         FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
-         WHERE messages_fts MATCH ?1
-           AND messages_fts.rowid < ?2 AND messages_fts.rowid > ?3
-           AND m.deleted = 0
-           AND m.channel_id IN (SELECT value FROM json_each(?4))
-           AND (?5 IS NULL OR m.author_id = ?5)
-         ORDER BY bm25(messages_fts)
-         LIMIT ?6",
-    )?;
     let before = search.before.map_or(i64::MAX, |id| id.0 as i64);
     let after = search.after.map_or(i64::MIN, |id| id.0 as i64);
     let limit = i64::try_from(search.limit).unwrap_or(i64::MAX);
-    let rows = stmt.query_map(
-        params![
-            search.expression,
-            before,
-            after,
-            channels,
-            search.author.map(|a| a.0 as i64),
-            limit
-        ],
-        |row| {
+    let author = search.author.map(|a| a.0 as i64);
+    // 1. The oldest of the newest candidates: FTS5 walks the matches newest first and stops
+    //    once enough pass the filters.
+    let floor: Option<i64> = conn
+        .prepare_cached(&format!(
+            "SELECT MIN(id) FROM (
+                 SELECT messages_fts.rowid AS id
+                 FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
+                 WHERE {MATCHING}
+                 ORDER BY messages_fts.rowid DESC
+                 LIMIT ?6)"
+        ))?
+        .query_row(
+            params![
+                search.expression,
+                before,
+                after,
+                channels,
+                author,
+                RANKED_CANDIDATES as i64
+            ],
+            |row| row.get(0),
+        )?;
+    let Some(floor) = floor else {
+        return Ok(Vec::new());
+    };
+    // 2. Rank those candidates (every match at or above the floor that passes the filters).
+    let ranked: Vec<(i64, f64)> = conn
+        .prepare_cached(&format!(
+            "SELECT messages_fts.rowid, bm25(messages_fts)
+             FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
+             WHERE {MATCHING} AND messages_fts.rowid >= ?7
+             ORDER BY bm25(messages_fts), messages_fts.rowid DESC
+             LIMIT ?6"
+        ))?
+        .query_map(
+            params![
+                search.expression,
+                before,
+                after,
+                channels,
+                author,
+                limit,
+                floor
+            ],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?
+        .collect::<rusqlite::Result<_>>()?;
+    // 3. Read the winners and cut their snippets (a snippet re-reads and tokenizes the text,
+    //    so only for what is answered). One scan of the winners' id range: `+rowid` keeps the
+    //    id list a filter, not one index lookup per id (which would set up the expression
+    //    again for each, costly for a prefix).
+    let (Some(low), Some(high)) = (
+        ranked.iter().map(|(id, _)| *id).min(),
+        ranked.iter().map(|(id, _)| *id).max(),
+    ) else {
+        return Ok(Vec::new());
+    };
+    let ids = serde_json::to_string(&ranked.iter().map(|(id, _)| *id).collect::<Vec<i64>>())
+        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+    let mut read: HashMap<i64, StoreHit> = conn
+        .prepare_cached(
+            "SELECT m.id, m.channel_id, m.author_id, m.author_is_bot, m.content, m.text,
+                    m.timestamp, m.edited_timestamp, m.reply_to, m.attachments, m.reactions,
+                    snippet(messages_fts, 0, '**', '**', '…', 16)
+             FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
+             WHERE messages_fts MATCH ?1
+               AND messages_fts.rowid >= ?2 AND messages_fts.rowid <= ?3
+               AND +messages_fts.rowid IN (SELECT value FROM json_each(?4))",
+        )?
+        .query_map(params![search.expression, low, high, ids], |row| {
             Ok(StoreHit {
                 message: super::sqlite::message_from_row(row)?,
                 snippet: row.get(11)?,
-                score: -row.get::<_, f64>(12)?,
+                score: 0.0,
             })
-        },
-    )?;
-    rows.collect()
+        })?
+        .map(|hit| hit.map(|hit| (hit.message.id.0 as i64, hit)))
+        .collect::<rusqlite::Result<_>>()?;
+    // In rank order; every winner is there (the writer's connection runs one thing at a time).
+    Ok(ranked
+        .into_iter()
+        .filter_map(|(id, bm25)| {
+            read.remove(&id).map(|hit| StoreHit {
+                score: -bm25,
+                ..hit
+            })
+        })
+        .collect())
 }
 
 #[cfg(test)]

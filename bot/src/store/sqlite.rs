@@ -4,6 +4,7 @@
 //! Ids are Discord snowflakes stored as SQLite integers (the `u64` bit pattern as `i64`; every
 //! snowflake issued before 2084 is below `i64::MAX`, so the order of ids is kept).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use entity::Snowflake;
@@ -15,7 +16,7 @@ use super::hot::{Hot, UserEntry};
 use super::model::{SessionKind, StoredMessage, StoredSession, ThreadState};
 
 /// The schema version this code writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// How long opening waits for a lock held by another connection (e.g. a switchboard that is
 /// still shutting down) before reporting the store as locked.
@@ -69,8 +70,8 @@ CREATE TABLE workflows (
 /// Version 4: full-text search and thread state.
 ///
 /// `messages.refs` holds the mention tokens of each message (see `search.rs`); `messages_fts`
-/// indexes `text` and `refs` of live rows, kept by the triggers of [`SCHEMA_V4_INDEX`];
-/// `threads` keeps what is known of each thread beyond its session.
+/// indexes `text` and `refs` of live rows (kept by the writer: [`IndexBatch`]); `threads`
+/// keeps what is known of each thread beyond its session.
 const SCHEMA_V4: &str = "
 ALTER TABLE messages ADD COLUMN refs TEXT NOT NULL DEFAULT '';
 CREATE TABLE threads (
@@ -86,27 +87,28 @@ CREATE VIRTUAL TABLE messages_fts USING fts5(
 );
 ";
 
-/// Version 4, after existing rows got their refs: index the live rows, then keep the index in
-/// step with `messages` (an upsert fires the update trigger, which acts only when the indexed
-/// columns or the deletion mark change, so reaction counts never touch the index).
+/// Version 4, after existing rows got their refs: index the live rows.
 const SCHEMA_V4_INDEX: &str = "
 INSERT INTO messages_fts (rowid, text, refs) SELECT id, text, refs FROM messages WHERE deleted = 0;
-CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages WHEN new.deleted = 0 BEGIN
-    INSERT INTO messages_fts (rowid, text, refs) VALUES (new.id, new.text, new.refs);
-END;
-CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages WHEN old.deleted = 0 BEGIN
-    INSERT INTO messages_fts (messages_fts, rowid, text, refs)
-        VALUES ('delete', old.id, old.text, old.refs);
-END;
-CREATE TRIGGER messages_fts_update AFTER UPDATE OF text, refs, deleted ON messages
-    WHEN old.text IS NOT new.text OR old.refs IS NOT new.refs OR old.deleted IS NOT new.deleted
-BEGIN
-    INSERT INTO messages_fts (messages_fts, rowid, text, refs)
-        SELECT 'delete', old.id, old.text, old.refs WHERE old.deleted = 0;
-    INSERT INTO messages_fts (rowid, text, refs)
-        SELECT new.id, new.text, new.refs WHERE new.deleted = 0;
-END;
 ";
+
+/// Version 6: the index is kept by the writer a batch at a time ([`IndexBatch`]) instead of by
+/// the per-row triggers version 4 created. Inside a transaction every statement that fired such
+/// a trigger opened a statement savepoint, and FTS5 writes its pending terms out as a new
+/// segment at each savepoint: a segment per message, merged over and over, which halved
+/// gateway ingest.
+const SCHEMA_V6: &str = "
+DROP TRIGGER IF EXISTS messages_fts_insert;
+DROP TRIGGER IF EXISTS messages_fts_delete;
+DROP TRIGGER IF EXISTS messages_fts_update;
+";
+
+/// The per-row index triggers version 6 drops.
+const FTS_TRIGGERS: [&str; 3] = [
+    "messages_fts_insert",
+    "messages_fts_delete",
+    "messages_fts_update",
+];
 
 /// Fills `refs` of the rows a store before version 4 holds, and decodes the reaction emoji it
 /// kept percent-encoded (`%F0%9F%91%8D` → 👍).
@@ -218,6 +220,16 @@ fn has_table(conn: &Connection, name: &str) -> bool {
     .is_ok()
 }
 
+/// Whether the schema holds a trigger named `name` (errors read as "no", as for tables).
+fn has_trigger(conn: &Connection, name: &str) -> bool {
+    conn.query_row(
+        "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?1",
+        [name],
+        |_| Ok(()),
+    )
+    .is_ok()
+}
+
 fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
     let fail = |what| move |source| StoreError::from_open(path, what, source);
     // An immediate transaction takes the write lock now, so a store already in use by another
@@ -261,7 +273,11 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
             conn.execute_batch(SCHEMA_V5)
                 .map_err(fail("add the answered-trigger and backfill tables"))?;
         }
-        // Later versions: `if version < 6 || !has_table(..) { ... }`, each step in this same
+        if version < 6 || FTS_TRIGGERS.iter().any(|name| has_trigger(conn, name)) {
+            conn.execute_batch(SCHEMA_V6)
+                .map_err(fail("drop the per-row search index triggers"))?;
+        }
+        // Later versions: `if version < 7 || !has_table(..) { ... }`, each step in this same
         // transaction.
         if version != SCHEMA_VERSION {
             conn.pragma_update(None, "user_version", SCHEMA_VERSION)
@@ -570,8 +586,122 @@ fn json<T: serde::Serialize>(value: &T) -> rusqlite::Result<String> {
         .map_err(|err| rusqlite::Error::ToSqlConversionFailure(Box::new(err)))
 }
 
-/// Applies one change inside the writer's open transaction.
-pub(crate) fn apply(conn: &Connection, hot: &Hot, change: &Change) -> rusqlite::Result<()> {
+/// What the search index holds, or should hold, for one message: its `text` and `refs`.
+type Indexed = Option<(String, String)>;
+
+/// One message's index entry within a batch: what the index has held for it since before the
+/// batch, and what it should hold once the batch is applied.
+#[derive(Debug)]
+struct IndexEntry {
+    held: Indexed,
+    wanted: Indexed,
+}
+
+/// The changes a writer batch owes `messages_fts`, applied together at the batch's end (inside
+/// its transaction, after every other statement of it).
+///
+/// Why not per row: FTS5 keeps pending terms in memory and writes them out as a new segment
+/// whenever a statement savepoint opens or a rowid arrives out of order, so a write per message
+/// between other statements made a segment per message. Here each message the batch touched
+/// gets at most one removal (of what the index held before the batch: the external-content
+/// `delete` command needs those exact values) and one insertion, all removals first and each
+/// kind in rowid order.
+#[derive(Debug, Default)]
+pub(crate) struct IndexBatch {
+    entries: HashMap<i64, IndexEntry>,
+}
+
+impl IndexBatch {
+    /// Notes `id` before a statement may change its row: on its first touch in this batch,
+    /// what the index holds for it (the stored `text` and `refs` when the row is live).
+    fn touch(&mut self, conn: &Connection, id: i64) -> rusqlite::Result<()> {
+        if self.entries.contains_key(&id) {
+            return Ok(());
+        }
+        let held: Indexed = conn
+            .prepare_cached("SELECT text, refs FROM messages WHERE id = ?1 AND deleted = 0")?
+            .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
+            .optional()?;
+        self.entries.insert(
+            id,
+            IndexEntry {
+                wanted: held.clone(),
+                held,
+            },
+        );
+        Ok(())
+    }
+
+    /// After a statement changed the row of `id`: what the index should now hold. An `id` not
+    /// touched before had no row, so the index held nothing for it.
+    fn want(&mut self, id: i64, wanted: Indexed) {
+        self.entries
+            .entry(id)
+            .and_modify(|entry| entry.wanted.clone_from(&wanted))
+            .or_insert(IndexEntry { held: None, wanted });
+    }
+
+    /// Brings the index in step with every row touched since the last call.
+    pub(crate) fn apply(&mut self, conn: &Connection) -> rusqlite::Result<()> {
+        if self.entries.is_empty() {
+            return Ok(());
+        }
+        let mut entries: Vec<(i64, IndexEntry)> = self
+            .entries
+            .drain()
+            .filter(|(_, entry)| entry.held != entry.wanted)
+            .collect();
+        entries.sort_unstable_by_key(|(id, _)| *id);
+        let mut remove = conn.prepare_cached(
+            "INSERT INTO messages_fts (messages_fts, rowid, text, refs)
+             VALUES ('delete', ?1, ?2, ?3)",
+        )?;
+        for (id, entry) in &entries {
+            if let Some((text, refs)) = &entry.held {
+                remove.execute(params![id, text, refs])?;
+            }
+        }
+        let mut insert = conn
+            .prepare_cached("INSERT INTO messages_fts (rowid, text, refs) VALUES (?1, ?2, ?3)")?;
+        for (id, entry) in &entries {
+            if let Some((text, refs)) = &entry.wanted {
+                insert.execute(params![id, text, refs])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets what was noted (the batch's transaction was rolled back).
+    pub(crate) fn clear(&mut self) {
+        self.entries.clear();
+    }
+}
+
+/// Removes from the index the live rows of `channel_id` with an id below `below` (all of them
+/// when `None`), before they are deleted. Pending batch entries must be applied first.
+fn unindex_channel(
+    conn: &Connection,
+    channel_id: i64,
+    below: Option<i64>,
+) -> rusqlite::Result<usize> {
+    const REMOVE: &str = "INSERT INTO messages_fts (messages_fts, rowid, text, refs)
+         SELECT 'delete', id, text, refs FROM messages WHERE channel_id = ?1 AND deleted = 0";
+    match below {
+        None => conn.prepare_cached(REMOVE)?.execute([channel_id]),
+        Some(below) => conn
+            .prepare_cached(&format!("{REMOVE} AND id < ?2"))?
+            .execute(params![channel_id, below]),
+    }
+}
+
+/// Applies one change inside the writer's open transaction; what it owes the search index is
+/// noted in `index`, which the writer applies at the batch's end.
+pub(crate) fn apply(
+    conn: &Connection,
+    hot: &Hot,
+    index: &mut IndexBatch,
+    change: &Change,
+) -> rusqlite::Result<()> {
     match change {
         Change::TakeAnswer {
             channel_id,
@@ -654,6 +784,8 @@ pub(crate) fn apply(conn: &Connection, hot: &Hot, change: &Change) -> rusqlite::
             ])?;
         }
         Change::ForgetChannel(id) => {
+            index.apply(conn)?;
+            unindex_channel(conn, to_sql(*id), None)?;
             conn.prepare_cached("DELETE FROM messages WHERE channel_id = ?1")?
                 .execute([to_sql(*id)])?;
         }
@@ -694,19 +826,12 @@ pub(crate) fn apply(conn: &Connection, hot: &Hot, change: &Change) -> rusqlite::
             let Some(m) = hot.message(*channel_id, *id) else {
                 return Ok(());
             };
-            conn.prepare_cached(
-                "INSERT INTO messages (id, channel_id, author_id, author_is_bot, content, text,
-                     timestamp, edited_timestamp, reply_to, attachments, reactions, deleted, refs)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0, ?12)
-                 ON CONFLICT (id) DO UPDATE SET channel_id = excluded.channel_id,
-                     author_id = excluded.author_id, author_is_bot = excluded.author_is_bot,
-                     content = excluded.content, text = excluded.text,
-                     timestamp = excluded.timestamp, edited_timestamp = excluded.edited_timestamp,
-                     reply_to = excluded.reply_to, attachments = excluded.attachments,
-                     reactions = excluded.reactions, deleted = 0, refs = excluded.refs",
-            )?
-            .execute(params![
-                to_sql(m.id),
+            let row = to_sql(m.id);
+            let refs = super::search::refs_of(&m.content);
+            let attachments = json(&m.attachments)?;
+            let reactions = json(&m.reactions)?;
+            let values = params![
+                row,
                 to_sql(m.channel_id),
                 to_sql(m.author_id),
                 m.author_is_bot,
@@ -715,23 +840,50 @@ pub(crate) fn apply(conn: &Connection, hot: &Hot, change: &Change) -> rusqlite::
                 m.timestamp,
                 m.edited_timestamp,
                 m.reply_to.map(to_sql),
-                json(&m.attachments)?,
-                json(&m.reactions)?,
-                super::search::refs_of(&m.content),
-            ])?;
+                attachments,
+                reactions,
+                refs,
+            ];
+            // A new message (nearly every save) is one insert; only a row already there is
+            // read first, for what the index holds of it, and then replaced.
+            let inserted = conn
+                .prepare_cached(
+                    "INSERT INTO messages (id, channel_id, author_id, author_is_bot, content,
+                         text, timestamp, edited_timestamp, reply_to, attachments, reactions,
+                         deleted, refs)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0, ?12)
+                     ON CONFLICT (id) DO NOTHING",
+                )?
+                .execute(values)?;
+            if inserted == 0 {
+                index.touch(conn, row)?;
+                conn.prepare_cached(
+                    "UPDATE messages SET channel_id = ?2, author_id = ?3, author_is_bot = ?4,
+                         content = ?5, text = ?6, timestamp = ?7, edited_timestamp = ?8,
+                         reply_to = ?9, attachments = ?10, reactions = ?11, deleted = 0,
+                         refs = ?12
+                     WHERE id = ?1",
+                )?
+                .execute(values)?;
+            }
+            index.want(row, Some((m.text, refs)));
         }
         Change::DeleteMessages { ids, .. } => {
             let mut stmt = conn.prepare_cached("UPDATE messages SET deleted = 1 WHERE id = ?1")?;
             for id in ids {
-                stmt.execute([*id as i64])?;
+                let row = *id as i64;
+                index.touch(conn, row)?;
+                if stmt.execute([row])? > 0 {
+                    index.want(row, None);
+                }
             }
         }
     }
     Ok(())
 }
 
-/// Deletes one channel's rows marked deleted and its live rows beyond the newest `keep`.
-/// Returns how many rows went.
+/// Deletes one channel's rows marked deleted and its live rows beyond the newest `keep`, taking
+/// those live rows out of the search index first. Returns how many rows went.
 pub(crate) fn prune_channel(
     conn: &Connection,
     channel_id: Snowflake,
@@ -739,18 +891,25 @@ pub(crate) fn prune_channel(
 ) -> rusqlite::Result<usize> {
     let channel = to_sql(channel_id);
     if keep == 0 {
+        unindex_channel(conn, channel, None)?;
         return conn
             .prepare_cached("DELETE FROM messages WHERE channel_id = ?1")?
             .execute([channel]);
     }
     let offset = i64::try_from(keep - 1).unwrap_or(i64::MAX);
-    conn.prepare_cached(
-        "DELETE FROM messages WHERE channel_id = ?1 AND (deleted = 1 OR id < COALESCE(
-             (SELECT id FROM messages WHERE channel_id = ?1 AND deleted = 0
-              ORDER BY id DESC LIMIT 1 OFFSET ?2),
-             -9223372036854775808))",
-    )?
-    .execute(params![channel, offset])
+    // The oldest live row kept: every live row below it goes.
+    let oldest_kept: Option<i64> = conn
+        .prepare_cached(
+            "SELECT id FROM messages WHERE channel_id = ?1 AND deleted = 0
+             ORDER BY id DESC LIMIT 1 OFFSET ?2",
+        )?
+        .query_row(params![channel, offset], |row| row.get(0))
+        .optional()?;
+    if let Some(below) = oldest_kept {
+        unindex_channel(conn, channel, Some(below))?;
+    }
+    conn.prepare_cached("DELETE FROM messages WHERE channel_id = ?1 AND (deleted = 1 OR id < ?2)")?
+        .execute(params![channel, oldest_kept.unwrap_or(i64::MIN)])
 }
 
 /// Prunes every channel (at open, so a smaller `messages_per_channel` takes effect at once).

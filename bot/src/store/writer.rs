@@ -15,7 +15,7 @@ use tracing::{debug, error, warn};
 
 use super::error::StoreError;
 use super::hot::Hot;
-use super::sqlite::{self, Change};
+use super::sqlite::{self, Change, IndexBatch};
 
 /// Most changes committed in one transaction.
 pub(crate) const MAX_BATCH: usize = 1_000;
@@ -119,6 +119,8 @@ struct WriterThread {
     keep: usize,
     /// Where message changes read the rows they write.
     hot: Arc<Hot>,
+    /// What the batch being committed owes the search index.
+    index: IndexBatch,
     /// The first failure since the last flush answer.
     failure: Option<String>,
     /// Channels with inserts or deletes since the last prune.
@@ -136,6 +138,7 @@ impl WriterThread {
             path,
             keep,
             hot,
+            index: IndexBatch::default(),
             failure: None,
             touched: HashSet::new(),
             batches_since_prune: 0,
@@ -240,14 +243,23 @@ impl WriterThread {
             if let Some(channel) = change.channel() {
                 self.touched.insert(channel);
             }
-            if let Err(err) = sqlite::apply(&self.conn, &self.hot, change) {
+            if let Err(err) = sqlite::apply(&self.conn, &self.hot, &mut self.index, change) {
                 let what = format!("{}: {err}", change.describe());
                 self.fail(what);
             }
         }
+        // Last, so that no later statement of the batch makes FTS5 write its terms out early.
+        if let Err(err) = self.index.apply(&self.conn) {
+            let what = format!(
+                "update the search index for {} change(s): {err}",
+                batch.len()
+            );
+            self.fail(what);
+        }
         if let Err(err) = self.conn.execute_batch("COMMIT") {
             let what = format!("could not commit {} change(s): {err}", batch.len());
             self.fail(what);
+            self.index.clear();
             if !self.conn.is_autocommit() {
                 if let Err(err) = self.conn.execute_batch("ROLLBACK") {
                     error!(path = %self.path, %err, "could not roll back a failed store transaction");
