@@ -148,21 +148,16 @@ impl Bridge {
             return Taken::Now;
         };
         let channel_id = trigger.channel_id;
-        let taken = tokio::task::spawn_blocking(move || answers.take(channel_id, message_id)).await;
-        match taken {
-            Ok(Ok(true)) => Taken::Now,
-            Ok(Ok(false)) => {
+        match answers.take(channel_id, message_id).await {
+            Ok(true) => Taken::Now,
+            Ok(false) => {
                 tracing::info!(message = %message_id, session = %channel_id, "this message was answered before; not answering it again");
                 Taken::Before
             }
             // At most once: a trigger whose answer cannot be recorded is not answered, or a
             // restart could answer it a second time.
-            Ok(Err(error)) => {
+            Err(error) => {
                 tracing::error!(message = %message_id, "not answering: {error}");
-                Taken::Before
-            }
-            Err(join) => {
-                tracing::error!(message = %message_id, "not answering: recording the answer failed: {join}");
                 Taken::Before
             }
         }

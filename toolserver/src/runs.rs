@@ -97,10 +97,14 @@ pub struct AnsweredError(pub String);
 ///
 /// The platform side keeps it (the bot's store); the agent consults it when it takes a trigger,
 /// before anything is posted or started.
+#[async_trait::async_trait]
 pub trait AnsweredTriggers: Send + Sync {
     /// Records that the agent now answers `message_id` (in `channel_id`); the record is durable
-    /// when this returns. `Ok(false)`: it was taken before, by this process or an earlier one,
-    /// and must not be answered again. Blocks on the disk: call it where blocking is allowed
-    /// (`spawn_blocking` from async code).
-    fn take(&self, channel_id: Snowflake, message_id: Snowflake) -> Result<bool, AnsweredError>;
+    /// when this resolves. `Ok(false)`: it was taken before, by this process or an earlier one,
+    /// and must not be answered again. Waits for the disk without blocking a thread.
+    async fn take(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+    ) -> Result<bool, AnsweredError>;
 }

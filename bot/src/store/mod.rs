@@ -463,11 +463,21 @@ impl Store {
         channel_id: Snowflake,
         message_id: Snowflake,
     ) -> Result<bool, StoreError> {
+        if !self.note_answer(channel_id, message_id) {
+            return Ok(false);
+        }
+        self.flush()?;
+        Ok(true)
+    }
+
+    /// Notes in memory and queues for the writer that `message_id` is being answered; false
+    /// when it was taken before.
+    fn note_answer(&self, channel_id: Snowflake, message_id: Snowflake) -> bool {
         let now = toolserver::clock::now_ms();
         {
             let mut answered = lock(&self.inner.answered);
             if !answered.ids.insert(message_id.0) {
-                return Ok(false);
+                return false;
             }
             answered.since_prune += 1;
             if answered.since_prune >= ANSWERS_PRUNE_EVERY {
@@ -482,8 +492,43 @@ impl Store {
             message_id,
             taken_ms: now,
         });
-        self.flush()?;
-        Ok(true)
+        true
+    }
+
+    /// [`Store::take_answer`] without blocking a thread: resolves once the writer has
+    /// committed the record, which it reads back on its own connection (so a failed commit
+    /// is never taken for a durable one).
+    pub async fn take_answer_committed(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+    ) -> Result<bool, StoreError> {
+        if !self.note_answer(channel_id, message_id) {
+            return Ok(false);
+        }
+        let (found, committed) = tokio::sync::oneshot::channel();
+        let read_back: writer::Query = Box::new(move |conn| {
+            let row = conn.query_row(
+                "SELECT 1 FROM answered_triggers WHERE message_id = ?1",
+                [message_id.0 as i64],
+                |_| Ok(()),
+            );
+            let _ = found.send(row.map_err(|err| err.to_string()));
+        });
+        let closed = || StoreError::Closed {
+            path: self.inner.path.clone(),
+        };
+        if !self.inner.writer.query(read_back) {
+            return Err(closed());
+        }
+        match committed.await {
+            Ok(Ok(())) => Ok(true),
+            Ok(Err(message)) => Err(StoreError::Write {
+                path: self.inner.path.clone(),
+                message: format!("the answered-trigger record was not committed: {message}"),
+            }),
+            Err(_) => Err(closed()),
+        }
     }
 
     /// Whether the agent took `message_id` to answer (within the record's week and a day).
@@ -731,13 +776,15 @@ impl NameDirectory for Store {
     }
 }
 
+#[async_trait::async_trait]
 impl toolserver::runs::AnsweredTriggers for Store {
-    fn take(
+    async fn take(
         &self,
         channel_id: Snowflake,
         message_id: Snowflake,
     ) -> Result<bool, toolserver::runs::AnsweredError> {
-        self.take_answer(channel_id, message_id)
+        self.take_answer_committed(channel_id, message_id)
+            .await
             .map_err(|err| toolserver::runs::AnsweredError(err.to_string()))
     }
 }
