@@ -68,7 +68,8 @@ static MARKS: Mutex<Vec<(i128, String)>> = Mutex::new(Vec::new());
 struct Marks;
 
 fn ours(meta: &Metadata<'_>) -> bool {
-    meta.is_event() && meta.target().starts_with("agent")
+    meta.is_event()
+        && (meta.target().starts_with("agent") || meta.target().starts_with("bot::gateway"))
 }
 
 #[derive(Default)]
@@ -426,6 +427,16 @@ context_messages = 5
     segment("T0 → ⏳ PUT recorded by the fake", &|r| {
         first_request(r, "%E2%8F%B3").map(|t| t - r.t0)
     });
+    segment("T0 → \"message parsed\" (fake, socket, serenity)", &|r| {
+        mark(&r.marks, "message parsed").map(|t| t - r.t0)
+    });
+    segment("\"message parsed\" → \"message stored\" (ingest)", &|r| {
+        Some(mark(&r.marks, "message stored")? - mark(&r.marks, "message parsed")?)
+    });
+    segment(
+        "\"message stored\" → \"run dequeued\" (queue, runtime hop)",
+        &|r| Some(mark(&r.marks, "run dequeued")? - mark(&r.marks, "message stored")?),
+    );
     segment(
         "T0 → \"run dequeued\" (gateway, parse, store, queue)",
         &|r| mark(&r.marks, "run dequeued").map(|t| t - r.t0),

@@ -170,6 +170,7 @@ impl Ingest {
                 })
                 .unwrap_or(false);
         let parent = self.store.session(channel).and_then(|s| s.parent_id);
+        tracing::trace!("message stored");
         runs.arrived(&Arrival {
             channel_id: channel,
             message_id: sid(message.id.get()),
@@ -266,6 +267,7 @@ impl Ingest {
     /// Stores a message (live or backfilled) and lets workflows and the agent see it. True when
     /// the store did not hold it yet.
     fn message(&self, message: &serenity::model::channel::Message, origin: Origin) -> bool {
+        tracing::trace!("message parsed");
         let channel = sid(message.channel_id.get());
         if message.guild_id.is_none() && self.store.session(channel).is_none() {
             self.store.upsert_session(StoredSession {
