@@ -23,7 +23,7 @@
 //!
 //! No wait is unbounded: a bucket closed longer than [`rest::limits::MAX_WAIT`] fails the call at
 //! once with `rate_limited` and its retry-after, and garbage headers cost a one-second backoff.
-//! serenity's own HTTP client makes one request: `GET /gateway/bot`, when the gateway starts.
+//! serenity's own HTTP client makes one request: `GET /gateway`, when the gateway starts.
 
 #![warn(missing_docs)]
 

@@ -171,7 +171,7 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
     let mut http = HttpBuilder::new(&token);
     if let Some(base) = &config.discord.api_base_url {
         // serenity's ratelimiter ignores the proxy and would talk to discord.com: off here.
-        // serenity's client makes one request, `GET /gateway/bot` when the gateway starts;
+        // serenity's client makes one request, `GET /gateway` when the gateway starts;
         // everything else, interaction answers included, is [`DiscordRest`].
         http = http.proxy(base.as_str()).ratelimiter_disabled(true);
     }
