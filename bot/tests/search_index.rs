@@ -4,8 +4,6 @@
 //! index (version 5, per-row triggers) upgrades and stays searchable.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use bot::store::{
@@ -13,38 +11,15 @@ use bot::store::{
 };
 use proptest::prelude::*;
 
+mod support;
+use support::TempDir;
+
 const CHANNELS: [Snowflake; 2] = [
     Snowflake(1_100_000_000_000_000_001),
     Snowflake(1_100_000_000_000_000_002),
 ];
 const AUTHOR: Snowflake = Snowflake(1_200_000_000_000_000_001);
 const WORDS: [&str; 6] = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"];
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "switchboard-search-index-{name}-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn db(&self) -> String {
-        self.0.join("store.db").to_string_lossy().into_owned()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn id(n: u64) -> Snowflake {
     Snowflake(1_300_000_000_000_000_000 + n)

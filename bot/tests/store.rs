@@ -1,9 +1,7 @@
 //! The store's behaviour: hot reads, names, durability across reopen and SIGKILL, retention,
 //! and the errors opening a bad file gives.
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use bot::store::{
@@ -12,35 +10,19 @@ use bot::store::{
 };
 use entity::{normalize_name, NameDirectory};
 
+mod support;
+use support::TempDir;
+
 const CHANNEL: Snowflake = Snowflake(1_100_000_000_000_000_001);
 const OTHER_CHANNEL: Snowflake = Snowflake(1_100_000_000_000_000_002);
 const AUTHOR: Snowflake = Snowflake(1_200_000_000_000_000_001);
 
-/// A directory under the system temp dir, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "switchboard-store-{name}-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn db(&self) -> String {
-        self.0.join("store.db").to_string_lossy().into_owned()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// [`Store::take_answer`], waited for from a test.
+fn take_answer(store: &Store, channel: Snowflake, message: Snowflake) -> Result<bool, StoreError> {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime")
+        .block_on(store.take_answer(channel, message))
 }
 
 fn options(messages_per_channel: usize) -> StoreOptions {
@@ -542,7 +524,7 @@ fn sigkill_child() {
     store.flush().unwrap();
     // Taking an answer is durable on its own, without a flush after it.
     let answered = bot::store::first_id_at(toolserver::clock::now_ms());
-    assert!(store.take_answer(CHANNEL, answered).unwrap());
+    assert!(take_answer(&store, CHANNEL, answered).unwrap());
     println!("flushed {answered}");
     // Unflushed writes after the acknowledgement may or may not survive.
     for n in CHILD_MESSAGES + 1..=CHILD_MESSAGES + 100 {
@@ -797,7 +779,7 @@ fn a_version_3_store_gains_the_answered_and_backfill_tables() {
     drop(conn);
     let store = Store::open(&path, StoreOptions::default()).unwrap();
     let recent = bot::store::first_id_at(toolserver::clock::now_ms());
-    assert!(store.take_answer(CHANNEL, recent).unwrap());
+    assert!(take_answer(&store, CHANNEL, recent).unwrap());
     store.open_gap(CHANNEL, id(1));
     store.close().unwrap();
     let conn = rusqlite::Connection::open(&path).unwrap();
@@ -825,17 +807,17 @@ fn a_message_is_taken_to_answer_once_even_across_reopen() {
     // Older than the record keeps: forgotten at the next open.
     let ancient = bot::store::first_id_at(now - bot::store::ANSWERS_KEPT_MS - 3_600_000);
     let store = Store::open(&path, StoreOptions::default()).unwrap();
-    assert!(store.take_answer(CHANNEL, fresh).unwrap());
-    assert!(!store.take_answer(CHANNEL, fresh).unwrap(), "taken twice");
-    assert!(store.take_answer(CHANNEL, ancient).unwrap());
+    assert!(take_answer(&store, CHANNEL, fresh).unwrap());
+    assert!(!take_answer(&store, CHANNEL, fresh).unwrap(), "taken twice");
+    assert!(take_answer(&store, CHANNEL, ancient).unwrap());
     assert!(store.is_answered(fresh));
     assert!(!store.is_answered(other));
     store.close().unwrap();
     let store = Store::open(&path, StoreOptions::default()).unwrap();
     assert!(store.is_answered(fresh));
-    assert!(!store.take_answer(CHANNEL, fresh).unwrap());
+    assert!(!take_answer(&store, CHANNEL, fresh).unwrap());
     assert!(!store.is_answered(ancient), "the record keeps eight days");
-    assert!(store.take_answer(OTHER_CHANNEL, other).unwrap());
+    assert!(take_answer(&store, OTHER_CHANNEL, other).unwrap());
     store.close().unwrap();
 }
 
@@ -845,7 +827,7 @@ fn answering_on_a_closed_store_is_an_error_not_a_silent_yes() {
     store.close().unwrap();
     let fresh = bot::store::first_id_at(toolserver::clock::now_ms());
     assert!(matches!(
-        store.take_answer(CHANNEL, fresh),
+        take_answer(&store, CHANNEL, fresh),
         Err(StoreError::Closed { .. })
     ));
 }
@@ -939,7 +921,7 @@ fn a_store_at_a_later_version_missing_the_answered_tables_gains_them() {
     drop(conn);
     let store = Store::open(&path, StoreOptions::default()).unwrap();
     let recent = bot::store::first_id_at(toolserver::clock::now_ms());
-    assert!(store.take_answer(CHANNEL, recent).unwrap());
+    assert!(take_answer(&store, CHANNEL, recent).unwrap());
     store.close().unwrap();
     let store = Store::open(&path, StoreOptions::default()).unwrap();
     assert!(store.is_answered(recent));

@@ -455,21 +455,6 @@ impl Store {
         self.inner.hot.newest_message_id(channel_id, not_by)
     }
 
-    /// Records that the agent takes `message_id` to answer, durably (the writer has committed it
-    /// when this returns). `Ok(false)`: it was taken before, by this process or an earlier one.
-    /// Blocks until committed: from async code, call it through `spawn_blocking`.
-    pub fn take_answer(
-        &self,
-        channel_id: Snowflake,
-        message_id: Snowflake,
-    ) -> Result<bool, StoreError> {
-        if !self.note_answer(channel_id, message_id) {
-            return Ok(false);
-        }
-        self.flush()?;
-        Ok(true)
-    }
-
     /// Notes in memory and queues for the writer that `message_id` is being answered; false
     /// when it was taken before.
     fn note_answer(&self, channel_id: Snowflake, message_id: Snowflake) -> bool {
@@ -495,10 +480,11 @@ impl Store {
         true
     }
 
-    /// [`Store::take_answer`] without blocking a thread: resolves once the writer has
-    /// committed the record, which it reads back on its own connection (so a failed commit
-    /// is never taken for a durable one).
-    pub async fn take_answer_committed(
+    /// Records that the agent takes `message_id` to answer, durably: resolves once the writer
+    /// has committed the record, which it reads back on its own connection (so a failed commit
+    /// is never taken for a durable one). Waits without blocking a thread. `Ok(false)`: it was
+    /// taken before, by this process or an earlier one.
+    pub async fn take_answer(
         &self,
         channel_id: Snowflake,
         message_id: Snowflake,
@@ -783,7 +769,7 @@ impl toolserver::runs::AnsweredTriggers for Store {
         channel_id: Snowflake,
         message_id: Snowflake,
     ) -> Result<bool, toolserver::runs::AnsweredError> {
-        self.take_answer_committed(channel_id, message_id)
+        self.take_answer(channel_id, message_id)
             .await
             .map_err(|err| toolserver::runs::AnsweredError(err.to_string()))
     }
