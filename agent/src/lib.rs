@@ -475,7 +475,9 @@ impl Bridge {
             && self.needs_parts(text) > 1
         {
             if let Some(thread) = threads::open(&self.inner.core, channel, trigger).await {
-                return self.post_reply(&thread, text).await;
+                return self
+                    .post_reply(&threads::in_thread(trigger, thread), text)
+                    .await;
             }
         }
         self.post_reply(answering, text).await
@@ -510,11 +512,11 @@ impl Bridge {
             ReplyInThread::Always => threads::open(&self.inner.core, channel, trigger).await,
             ReplyInThread::Never | ReplyInThread::Long => None,
         };
-        let answer_channel = match &thread {
-            Some(thread) => match self.inner.core.allowed(thread.channel_id).await {
+        let answer_channel = match thread {
+            Some(thread) => match self.inner.core.allowed(thread).await {
                 Ok(allowed) => allowed,
                 Err(error) => {
-                    tracing::warn!(thread = %thread.channel_id, code = %error.code, "the answer's thread is not allowed; answering in the channel");
+                    tracing::warn!(%thread, code = %error.code, "the answer's thread is not allowed; answering in the channel");
                     channel
                 }
             },
@@ -584,12 +586,7 @@ impl Bridge {
         let edited = self.edited(channel, trigger);
         let trigger = edited.as_ref().unwrap_or(trigger);
         let answering = match answer_in {
-            Some(thread) => Trigger {
-                channel_id: thread.id(),
-                // The message lives in the parent: in the thread, the answer is not a reply.
-                message_id: None,
-                ..trigger.clone()
-            },
+            Some(thread) => threads::in_thread(trigger, thread.id()),
             None => trigger.clone(),
         };
         let request_id = match random_hex(8) {

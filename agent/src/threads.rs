@@ -56,7 +56,11 @@ pub fn thread_name(text: &str, bot_handle: Option<&str>, author: &str) -> String
 /// The thread the answer to `trigger` goes into, started from its message in `channel` (or
 /// the one already started from it); `None`, logged, when the trigger is not a message in a
 /// text channel or the thread cannot be started: the answer then stays in the channel.
-pub async fn open(core: &Arc<Core>, channel: AllowedChannel, trigger: &Trigger) -> Option<Trigger> {
+pub async fn open(
+    core: &Arc<Core>,
+    channel: AllowedChannel,
+    trigger: &Trigger,
+) -> Option<Snowflake> {
     let message_id = trigger.message_id?;
     if trigger.workflow_id.is_some() {
         return None;
@@ -69,16 +73,20 @@ pub async fn open(core: &Arc<Core>, channel: AllowedChannel, trigger: &Trigger) 
     let existing = surface
         .thread(message_id)
         .filter(|thread| thread.parent_channel_id == channel.id());
-    let thread_id = match existing {
-        Some(thread) => thread.channel_id,
-        None => start(core, channel, trigger, message_id).await?,
-    };
-    Some(Trigger {
-        channel_id: thread_id,
-        // The message lives in the parent: in the thread, the answer is not a reply.
+    match existing {
+        Some(thread) => Some(thread.channel_id),
+        None => start(core, channel, trigger, message_id).await,
+    }
+}
+
+/// `trigger` as answered in `thread`: the thread's session, and no message to reply to (the
+/// message lives in the parent).
+pub fn in_thread(trigger: &Trigger, thread: Snowflake) -> Trigger {
+    Trigger {
+        channel_id: thread,
         message_id: None,
         ..trigger.clone()
-    })
+    }
 }
 
 async fn start(
