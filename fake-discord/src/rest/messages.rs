@@ -31,22 +31,40 @@ pub(super) async fn get_channel(
     Ok(Json(payloads::channel(&s.dir, channel)))
 }
 
+/// The `limit` query parameter (1 to 100, `default` when absent); a bad one is a form error.
 pub(super) fn query_limit(
     query: &HashMap<String, String>,
     default: usize,
 ) -> Result<usize, ApiError> {
+    let mut errors = FormErrors::new();
+    let limit = limit_in(query, 1..=100, default, &mut errors);
+    errors.into_result()?;
+    Ok(limit)
+}
+
+/// The `limit` query parameter within `range` (`default` when absent); a bad one is added to
+/// `errors` (and 0 returned).
+pub(super) fn limit_in(
+    query: &HashMap<String, String>,
+    range: std::ops::RangeInclusive<usize>,
+    default: usize,
+    errors: &mut FormErrors,
+) -> usize {
     match query.get("limit") {
-        None => Ok(default),
+        None => default,
         Some(text) => match text.parse::<usize>() {
-            Ok(n) if (1..=100).contains(&n) => Ok(n),
+            Ok(n) if range.contains(&n) => n,
             _ => {
-                let mut errors = FormErrors::new();
                 errors.add(
                     &["limit"],
                     "NUMBER_TYPE_MAX",
-                    "int value should be between 1 and 100.",
+                    format!(
+                        "int value should be between {} and {}.",
+                        range.start(),
+                        range.end()
+                    ),
                 );
-                Err(ApiError::invalid_form(errors))
+                0
             }
         },
     }

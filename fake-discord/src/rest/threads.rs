@@ -385,20 +385,7 @@ pub(super) async fn archived_public(
 ) -> Answer {
     let channel_id = path_id("channel_id", &channel_id)?;
     let mut errors = FormErrors::new();
-    let limit = match query.get("limit") {
-        None => 50,
-        Some(text) => match text.parse::<usize>() {
-            Ok(n) if (2..=100).contains(&n) => n,
-            _ => {
-                errors.add(
-                    &["limit"],
-                    "NUMBER_TYPE_MAX",
-                    "int value should be between 2 and 100.",
-                );
-                0
-            }
-        },
-    };
+    let limit = super::messages::limit_in(&query, 2..=100, 50, &mut errors);
     let before = timestamp_query(&query, "before", &mut errors);
     errors.into_result()?;
     let store = s.lock();
@@ -540,20 +527,7 @@ pub(super) async fn pins(
 ) -> Answer {
     let channel_id = path_id("channel_id", &channel_id)?;
     let mut errors = FormErrors::new();
-    let limit = match query.get("limit") {
-        None => 50,
-        Some(text) => match text.parse::<usize>() {
-            Ok(n) if (1..=50).contains(&n) => n,
-            _ => {
-                errors.add(
-                    &["limit"],
-                    "NUMBER_TYPE_MAX",
-                    "int value should be between 1 and 50.",
-                );
-                0
-            }
-        },
-    };
+    let limit = super::messages::limit_in(&query, 1..=50, 50, &mut errors);
     let before = timestamp_query(&query, "before", &mut errors);
     errors.into_result()?;
     let store = s.lock();
