@@ -57,6 +57,9 @@ const WARMUP: usize = 5;
 const POLL: Duration = Duration::from_micros(100);
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 const TARGET_MS: f64 = 3.0;
+/// What the bridge itself may add before the agent starts, from the MESSAGE_CREATE frame on
+/// the socket (issue 15).
+const OWN_TARGET_MS: f64 = 0.3;
 /// The ✅ reaction the bridge puts on a trigger when the run has finished.
 const DONE_PATH: &str = "/reactions/%E2%9C%85/@me";
 
@@ -69,7 +72,9 @@ struct Marks;
 
 fn ours(meta: &Metadata<'_>) -> bool {
     meta.is_event()
-        && (meta.target().starts_with("agent") || meta.target().starts_with("bot::gateway"))
+        && (meta.target().starts_with("agent")
+            || meta.target().starts_with("bot::gateway")
+            || meta.target().starts_with("fake_discord::gateway"))
 }
 
 #[derive(Default)]
@@ -181,6 +186,131 @@ async fn floor_run(agent: &Path, dir: &Path, n: usize) -> (i128, i128) {
         stamp(dir, &name, "start") - before,
         after - stamp(dir, &name, "end"),
     )
+}
+
+// ---- the receive floor ----
+
+/// Message ids the bare client has parsed, with when (ns).
+type Received = std::sync::Arc<Mutex<HashMap<String, i128>>>;
+
+/// A bare gateway client identified with `fake` (a second fake, which only it listens to), on
+/// its own current-thread runtime and thread as the service's gateway is: it reads each frame,
+/// parses it with `serde_json` and notes when each MESSAGE_CREATE's id was parsed. What it
+/// takes from the frame on the socket to the message in hand is the least any client pays on
+/// this machine (waking its thread, the socket, the parse): the receive floor.
+fn start_receive_floor(fake: &FakeDiscord) -> Received {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message as Ws;
+
+    let received: Received = std::sync::Arc::default();
+    let seen = std::sync::Arc::clone(&received);
+    let url = format!("{}/?v=10&encoding=json", fake.gateway_url());
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("the floor client's runtime");
+        runtime.block_on(async move {
+            let (mut socket, _) = tokio_tungstenite::connect_async(url)
+                .await
+                .expect("the floor client connects");
+            let identify = serde_json::json!({
+                "op": 2,
+                "d": {
+                    "token": "floor-bot-token",
+                    // GUILDS, GUILD_MESSAGES, MESSAGE_CONTENT.
+                    "intents": 1 | (1 << 9) | (1 << 15),
+                    "properties": { "os": "linux", "browser": "bench", "device": "bench" },
+                },
+            });
+            socket
+                .send(Ws::Text(identify.to_string().into()))
+                .await
+                .expect("identify");
+            let mut ready = Some(ready_tx);
+            let mut beat = tokio::time::interval(Duration::from_millis(1_000));
+            loop {
+                tokio::select! {
+                    frame = socket.next() => {
+                        let text = match frame {
+                            Some(Ok(Ws::Text(text))) => text,
+                            Some(Ok(_)) => continue,
+                            None | Some(Err(_)) => break,
+                        };
+                        let Ok(value) = serde_json::from_str::<Value>(&text) else {
+                            continue;
+                        };
+                        let at = now_ns();
+                        match value["t"].as_str() {
+                            Some("MESSAGE_CREATE") => {
+                                if let Some(id) = value["d"]["id"].as_str() {
+                                    seen.lock()
+                                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                        .insert(id.to_owned(), at);
+                                }
+                            }
+                            Some("READY") => {
+                                if let Some(ready) = ready.take() {
+                                    let _ = ready.send(());
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                    _ = beat.tick() => {
+                        if socket.send(Ws::Text(r#"{"op":1,"d":null}"#.into())).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+    });
+    ready_rx
+        .recv_timeout(REPLY_TIMEOUT)
+        .expect("the floor client identified");
+    received
+}
+
+/// One receive-floor run: the same message posted to the floor's fake; frame written → parsed
+/// by the bare client, in ns.
+fn receive_floor_run(fake: &FakeDiscord, received: &Received, n: usize) -> i128 {
+    let _ = take_marks();
+    let posted = fake
+        .post_message(UserMessage {
+            channel_id: demo::OPS.into(),
+            author_id: demo::STANLEY.into(),
+            content: format!("<@{}> ping {n}", demo::BOT),
+            reply_to: None,
+            attachments: Vec::new(),
+        })
+        .expect("post as a user");
+    let id = posted["id"].as_str().expect("message id").to_owned();
+    let deadline = Instant::now() + REPLY_TIMEOUT;
+    // The client may parse the frame before the fake's task notes it wrote it: wait for both.
+    loop {
+        let parsed = received
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&id)
+            .copied();
+        let written = mark(
+            &MARKS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            "dispatch written",
+        );
+        if let (Some(parsed), Some(written)) = (parsed, written) {
+            let _ = take_marks();
+            return parsed - written;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the floor client never got {id} (parsed: {parsed:?}, written: {written:?})"
+        );
+        std::thread::sleep(POLL);
+    }
 }
 
 // ---- the bridge ----
@@ -351,19 +481,26 @@ context_messages = 5
     let config = Config::parse(&config_text, "bench.toml").expect("the bench config is valid");
     let service = support::Running::start(&runtime, config, &fake);
 
+    let floor_fake = support::start_fake(&runtime);
+    let received = start_receive_floor(&floor_fake);
+
     // Warm-up runs prove the whole path.
     for n in 0..WARMUP {
         bridge_run(&fake, &dir, n);
         runtime.block_on(floor_run(&agent, &dir, n));
+        receive_floor_run(&floor_fake, &received, n);
     }
 
     let mut floor_start = Vec::with_capacity(RUNS);
     let mut floor_end = Vec::with_capacity(RUNS);
+    let mut floor_receive = Vec::with_capacity(RUNS);
     let mut runs = Vec::with_capacity(RUNS);
     for n in 0..RUNS {
         let (start, end) = runtime.block_on(floor_run(&agent, &dir, WARMUP + n));
         floor_start.push(start);
         floor_end.push(end);
+        std::thread::sleep(Duration::from_millis(10));
+        floor_receive.push(receive_floor_run(&floor_fake, &received, WARMUP + n));
         std::thread::sleep(Duration::from_millis(10));
         runs.push(bridge_run(&fake, &dir, WARMUP + n));
         std::thread::sleep(Duration::from_millis(10));
@@ -371,6 +508,7 @@ context_messages = 5
 
     service.stop(&runtime);
     runtime.block_on(fake.shutdown());
+    runtime.block_on(floor_fake.shutdown());
     let _ = std::fs::remove_dir_all(&dir);
 
     let start: Vec<i128> = runs.iter().map(|r| r.t1 - r.t0).collect();
@@ -395,6 +533,23 @@ context_messages = 5
         ms - mfs,
         if ms - mfs <= TARGET_MS { "ok" } else { "OVER" }
     );
+    // The bridge's own part: from the fake's "dispatch written" (the MESSAGE_CREATE frame is on
+    // the socket; what came before is the fake building and sending it) to the agent's start.
+    let from_socket: Vec<i128> = runs
+        .iter()
+        .filter_map(|r| mark(&r.marks, "dispatch written").map(|written| r.t1 - written))
+        .collect();
+    let mfr = median(&mut floor_receive.clone());
+    let own = median(&mut from_socket.clone()) - mfr - mfs;
+    println!("         bridge T1−frame written {}", spread(&from_socket));
+    println!(
+        "         floor frame written→parsed {}",
+        spread(&floor_receive)
+    );
+    println!(
+        "         overhead beyond both floors {own:7.3} ms  (target ≤ {OWN_TARGET_MS} ms) {}",
+        if own <= OWN_TARGET_MS { "ok" } else { "OVER" }
+    );
     println!("  end    bridge T3−T2          {}", spread(&end));
     println!("         floor stamp→wait      {}", spread(&floor_end));
     println!(
@@ -405,6 +560,18 @@ context_messages = 5
     println!("  whole  bridge T3−T0          {}", spread(&total));
 
     // Breakdown from the bridge's own log lines and the fake's request log (medians).
+    if std::env::var_os("BRIDGE_DUMP").is_some() {
+        for r in runs.iter().skip(50).take(3) {
+            for (t, m) in &r.marks {
+                println!(
+                    "    {:8.3}  {}",
+                    (t - r.t0) as f64 / 1e6,
+                    m.chars().take(90).collect::<String>()
+                );
+            }
+            println!();
+        }
+    }
     println!("  breakdown (medians over the runs that have the mark):");
     let segment = |label: &str, f: &dyn Fn(&BridgeRun) -> Option<i128>| {
         let mut v: Vec<i128> = runs.iter().filter_map(f).collect();
@@ -427,9 +594,14 @@ context_messages = 5
     segment("T0 → ⏳ PUT recorded by the fake", &|r| {
         first_request(r, "%E2%8F%B3").map(|t| t - r.t0)
     });
-    segment("T0 → \"message parsed\" (fake, socket, serenity)", &|r| {
-        mark(&r.marks, "message parsed").map(|t| t - r.t0)
-    });
+    segment(
+        "T0 → \"dispatch written\" (the fake builds and sends it)",
+        &|r| mark(&r.marks, "dispatch written").map(|t| t - r.t0),
+    );
+    segment(
+        "\"dispatch written\" → \"message parsed\" (socket, serenity)",
+        &|r| Some(mark(&r.marks, "message parsed")? - mark(&r.marks, "dispatch written")?),
+    );
     segment("\"message parsed\" → \"message stored\" (ingest)", &|r| {
         Some(mark(&r.marks, "message stored")? - mark(&r.marks, "message parsed")?)
     });
@@ -442,19 +614,42 @@ context_messages = 5
         &|r| mark(&r.marks, "run dequeued").map(|t| t - r.t0),
     );
     segment(
-        "\"run dequeued\" → \"trigger recorded\" (allowlist, durable record)",
-        &|r| Some(mark(&r.marks, "trigger recorded")? - mark(&r.marks, "run dequeued")?),
+        "\"run dequeued\" → \"trigger taken\" (allowlist, take)",
+        &|r| Some(mark(&r.marks, "trigger taken")? - mark(&r.marks, "run dequeued")?),
     );
     segment(
-        "\"trigger recorded\" → \"agent run starts\" (capability)",
-        &|r| Some(mark(&r.marks, "agent run starts")? - mark(&r.marks, "trigger recorded")?),
+        "\"trigger taken\" → \"agent run starts\" (capability)",
+        &|r| Some(mark(&r.marks, "agent run starts")? - mark(&r.marks, "trigger taken")?),
     );
     segment("T0 → \"agent run starts\"", &|r| {
         mark(&r.marks, "agent run starts").map(|t| t - r.t0)
     });
-    segment("\"agent run starts\" → \"prompt built\"", &|r| {
-        Some(mark(&r.marks, "prompt built")? - mark(&r.marks, "agent run starts")?)
-    });
+    segment(
+        "\"agent run starts\" → \"spawning the agent command\"",
+        &|r| {
+            Some(
+                mark(&r.marks, "spawning the agent command")? - mark(&r.marks, "agent run starts")?,
+            )
+        },
+    );
+    segment(
+        "\"message parsed\" → \"spawning the agent command\"",
+        &|r| {
+            Some(mark(&r.marks, "spawning the agent command")? - mark(&r.marks, "message parsed")?)
+        },
+    );
+    segment(
+        "\"dispatch written\" → \"spawning the agent command\"",
+        &|r| {
+            Some(
+                mark(&r.marks, "spawning the agent command")? - mark(&r.marks, "dispatch written")?,
+            )
+        },
+    );
+    segment(
+        "\"trigger taken\" → \"trigger recorded\" (durable, beside the run)",
+        &|r| Some(mark(&r.marks, "trigger recorded")? - mark(&r.marks, "trigger taken")?),
+    );
     segment(
         "\"agent command started\" → ⏳ PUT recorded (± a poll step)",
         &|r| Some(first_request(r, "%E2%8F%B3")? - mark(&r.marks, "agent command started")?),
@@ -462,6 +657,10 @@ context_messages = 5
     segment("\"agent run starts\" → \"agent command started\"", &|r| {
         Some(mark(&r.marks, "agent command started")? - mark(&r.marks, "agent run starts")?)
     });
+    segment(
+        "\"agent command started\" → \"prompt built\" (after the spawn)",
+        &|r| Some(mark(&r.marks, "prompt built")? - mark(&r.marks, "agent command started")?),
+    );
     segment("\"agent command started\" → T1", &|r| {
         mark(&r.marks, "agent command started").map(|t| r.t1 - t)
     });

@@ -133,6 +133,17 @@ pub async fn run_command(
     stdin: &str,
     abort: impl Future<Output = ()>,
 ) -> Result<RunOutcome, RunnerError> {
+    run_command_with(spec, || stdin.to_owned(), abort).await
+}
+
+/// [`run_command`], with the standard input made by `prompt` just after the spawn, while the
+/// process starts (a prompt costs tens of microseconds to build; the agent's start should not
+/// wait for it).
+pub async fn run_command_with(
+    spec: &CommandSpec,
+    prompt: impl FnOnce() -> String,
+    abort: impl Future<Output = ()>,
+) -> Result<RunOutcome, RunnerError> {
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
         .env_clear()
@@ -145,6 +156,7 @@ pub async fn run_command(
     #[cfg(unix)]
     cmd.process_group(0);
 
+    tracing::trace!("spawning the agent command");
     let mut child = cmd.spawn().map_err(|source| RunnerError::Spawn {
         program: spec.program.clone(),
         source,
@@ -158,8 +170,8 @@ pub async fn run_command(
     // Declared after `child`, so it is dropped first: the group dies before the leader is reaped.
     let mut group = GroupGuard::new(pid);
 
+    let input = prompt();
     let stdin_task = child.stdin.take().map(|mut pipe| {
-        let input = stdin.to_owned();
         tokio::spawn(async move {
             let result = match pipe.write_all(input.as_bytes()).await {
                 Ok(()) => pipe.shutdown().await,

@@ -29,11 +29,14 @@ use switchboard_config::{AgentConfig, MissedTriggers, ReplyInThread, Runner, Str
 use tokio::sync::{oneshot, Semaphore};
 use toolserver::auth::{random_hex, CapabilityGrant};
 use toolserver::live::Live;
-use toolserver::runs::{AbortOutcome, AnsweredTriggers, Arrival, Runs, SessionStatus, Trigger};
+use toolserver::runs::{
+    AbortOutcome, AnsweredTriggers, Arrival, Recording, RunGate, Runs, SessionStatus, Taking,
+    Trigger,
+};
 use toolserver::surface::AllowedChannel;
 use toolserver::{CallContext, Core};
 
-use command::{run_command, CommandSpec, RunOutcome};
+use command::{run_command_with, CommandSpec, RunOutcome};
 
 /// How often the typing indicator is refreshed (Discord shows it for about 10 s).
 const TYPING_EVERY: Duration = Duration::from_secs(8);
@@ -90,9 +93,9 @@ struct Inner {
 
 /// What became of a trigger the bridge tried to take.
 enum Taken {
-    /// Taken now: answer it.
-    Now,
-    /// Answered before (or the record could not be written): leave it.
+    /// Taken now: answer it, acting once the record (if any) is durable.
+    Now(Option<Recording>),
+    /// Answered before (or the record could not be started): leave it.
     Before,
 }
 
@@ -136,21 +139,22 @@ impl Bridge {
         }
     }
 
-    /// Records that the trigger's message is being answered. A trigger without a message, or
-    /// a resumed workflow (which answers its own run's message once more, by design), is not
-    /// recorded.
-    async fn take(&self, trigger: &Trigger) -> Taken {
+    /// Takes the trigger's message to answer: whether it was answered before is known at
+    /// once; the record of it becoming durable is handed back to wait for. A trigger without
+    /// a message, or a resumed workflow (which answers its own run's message once more, by
+    /// design), is not recorded.
+    fn take(&self, trigger: &Trigger) -> Taken {
         let (Some(answers), Some(message_id), None) = (
             self.inner.answers.clone(),
             trigger.message_id,
             trigger.workflow_id.as_ref(),
         ) else {
-            return Taken::Now;
+            return Taken::Now(None);
         };
         let channel_id = trigger.channel_id;
-        match answers.take(channel_id, message_id).await {
-            Ok(true) => Taken::Now,
-            Ok(false) => {
+        match answers.take(channel_id, message_id) {
+            Ok(Taking::Now(recording)) => Taken::Now(Some(recording)),
+            Ok(Taking::Before) => {
                 tracing::info!(message = %message_id, session = %channel_id, "this message was answered before; not answering it again");
                 Taken::Before
             }
@@ -161,6 +165,36 @@ impl Bridge {
                 Taken::Before
             }
         }
+    }
+
+    /// Takes the trigger and waits for its record to be durable: true when it may be answered.
+    async fn take_durably(&self, trigger: &Trigger) -> bool {
+        match self.take(trigger) {
+            Taken::Before => false,
+            Taken::Now(recording) => self.gate(trigger, recording).opened().await,
+        }
+    }
+
+    /// The gate a run acts through: open at once when there is nothing to record, else once
+    /// the record is durable; shut for good (logged) when it fails.
+    fn gate(&self, trigger: &Trigger, recording: Option<Recording>) -> RunGate {
+        let Some(recording) = recording else {
+            return RunGate::open();
+        };
+        let (opener, gate) = RunGate::closed();
+        let message = trigger.message_id;
+        tokio::spawn(async move {
+            match recording.await {
+                Ok(()) => {
+                    tracing::trace!(trigger = ?message, "trigger recorded");
+                    opener.open();
+                }
+                Err(error) => {
+                    tracing::error!(message = ?message, "not answering, stopping the run: {error}");
+                }
+            }
+        });
+        gate
     }
 
     /// Whether a message that was missed live (fetched by a backfill) is still to be answered:
@@ -338,7 +372,7 @@ impl Bridge {
             return;
         }
         // The notice is this message's one answer.
-        if let Taken::Before = self.take(&trigger).await {
+        if !self.take_durably(&trigger).await {
             return;
         }
         let text = format!(
@@ -501,15 +535,23 @@ impl Bridge {
         let Ok(permit) = self.inner.runs.acquire().await else {
             return;
         };
-        // Taken when the run starts, before anything is posted: a crash from here on leaves
-        // the message unanswered rather than answered twice.
-        if let Taken::Before = self.take(trigger).await {
-            return;
-        }
+        // Taken when the run starts. The run may start while the record is written, but it
+        // acts (tool calls, draft, reply, reactions) only through the gate, which opens once
+        // the record is durable: a crash from here on leaves the message unanswered rather
+        // than answered twice.
+        let gate = match self.take(trigger) {
+            Taken::Before => return,
+            Taken::Now(recording) => self.gate(trigger, recording),
+        };
         // `agent.reply_in_thread = "always"`: the conversation moves into a thread started from
         // the message before the run, so the run's session, typing and draft are the thread's.
         let thread = match self.config().reply_in_thread {
-            ReplyInThread::Always => threads::open(&self.inner.core, channel, trigger).await,
+            ReplyInThread::Always => {
+                if !gate.opened().await {
+                    return;
+                }
+                threads::open(&self.inner.core, channel, trigger).await
+            }
             ReplyInThread::Never | ReplyInThread::Long => None,
         };
         let answer_channel = match thread {
@@ -522,7 +564,7 @@ impl Bridge {
             },
             None => channel,
         };
-        tracing::trace!(session = %trigger.channel_id, "trigger recorded");
+        tracing::trace!(session = %trigger.channel_id, "trigger taken");
         // The ⏳ and the typing indicator start once the agent has started (a command: once
         // its process is spawned), so they never compete with it for the machine; the ⏳ is
         // awaited before it comes off, so it never stays behind.
@@ -531,17 +573,24 @@ impl Bridge {
             let bridge = self.clone();
             let trigger = trigger.clone();
             let mut spawned = spawned.clone();
+            let gate = gate.clone();
             tokio::spawn(async move {
                 // An error means the run ended before it said so: react anyway, it comes off.
                 let _ = spawned.wait_for(|started| *started).await;
-                bridge.react(channel, &trigger, WORKING, true).await;
+                if gate.opened().await {
+                    bridge.react(channel, &trigger, WORKING, true).await;
+                }
             })
         };
         let typing = {
             let core = Arc::clone(&self.inner.core);
             let mut spawned = spawned;
+            let gate = gate.clone();
             tokio::spawn(async move {
                 let _ = spawned.wait_for(|started| *started).await;
+                if !gate.opened().await {
+                    return;
+                }
                 loop {
                     if let Err(error) = core.surface().typing(answer_channel).await {
                         tracing::debug!(%error, "typing indicator failed");
@@ -551,12 +600,25 @@ impl Bridge {
             })
         };
         let answer_in = (answer_channel != channel).then_some(answer_channel);
+        // A run whose record failed is stopped like an aborted one.
+        let stopped = {
+            let gate = gate.clone();
+            async move {
+                tokio::select! {
+                    _ = aborted => {}
+                    false = gate.opened() => {}
+                }
+            }
+        };
         let succeeded = self
-            .execute(channel, trigger, answer_in, aborted, started)
+            .execute(channel, trigger, answer_in, stopped, started, &gate)
             .await;
         typing.abort();
         drop(permit);
         let _ = working.await;
+        if !gate.opened().await {
+            return;
+        }
         self.react(channel, trigger, WORKING, false).await;
         self.react(
             channel,
@@ -579,8 +641,9 @@ impl Bridge {
         channel: AllowedChannel,
         trigger: &Trigger,
         answer_in: Option<AllowedChannel>,
-        aborted: oneshot::Receiver<()>,
+        aborted: impl std::future::Future<Output = ()> + Send,
         spawned: tokio::sync::watch::Sender<bool>,
+        gate: &RunGate,
     ) -> bool {
         let config = self.config();
         let edited = self.edited(channel, trigger);
@@ -609,6 +672,7 @@ impl Bridge {
             cwd: Some(cwd.display().to_string()),
             trigger_message_id: trigger.message_id,
             requested_by: Some(trigger.author_id),
+            gate: Some(gate.clone()),
         };
         let token = match self.inner.core.mint_capability(grant) {
             Ok(token) => token,
@@ -635,9 +699,6 @@ impl Bridge {
                 "workflow": trigger.workflow_id,
             }),
         );
-        let aborted = async {
-            let _ = aborted.await;
-        };
         // A draft shows the answer while it is written (and a command's progress lines).
         let draft = match (&config.runner, config.stream) {
             (Runner::Demo, _) | (_, StreamMode::Off) => None,
@@ -645,18 +706,22 @@ impl Bridge {
                 Arc::clone(&self.inner.core),
                 &answering,
                 config.stream_interval,
+                gate.clone(),
             )),
         };
         let answer = match &config.runner {
             Runner::Command { program, args, .. } => {
-                let input = prompt::build(
-                    &self.inner.core,
-                    channel,
-                    trigger,
-                    config.context_messages,
-                    &config.trusted_users,
-                );
-                tracing::trace!(bytes = input.len(), "prompt built");
+                let prompt = || {
+                    let input = prompt::build(
+                        &self.inner.core,
+                        channel,
+                        trigger,
+                        config.context_messages,
+                        &config.trusted_users,
+                    );
+                    tracing::trace!(bytes = input.len(), "prompt built");
+                    input
+                };
                 let spec = CommandSpec {
                     program: program.clone(),
                     args: args.clone(),
@@ -668,7 +733,7 @@ impl Bridge {
                 };
                 command_answer(
                     &request_id,
-                    run_command(&spec, &input, aborted).await,
+                    run_command_with(&spec, prompt, aborted).await,
                     config.timeout,
                 )
             }
@@ -723,6 +788,14 @@ impl Bridge {
             }
         };
         self.inner.core.revoke_capability(&token);
+        // Nothing is posted for a run whose trigger could not be recorded as answered.
+        if !gate.opened().await {
+            if let Some(draft) = draft {
+                draft.finish(None, stream::DRAFT_CHARS).await;
+            }
+            self.inner.core.metrics().run_finished("failed");
+            return false;
+        }
         let reply = match &answer {
             Answer::Reply(text) => Some(text.trim()).filter(|r| !r.is_empty() && *r != "NO_REPLY"),
             Answer::Failed(_) | Answer::Aborted => None,

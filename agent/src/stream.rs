@@ -17,7 +17,7 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use toolserver::runs::Trigger;
+use toolserver::runs::{RunGate, Trigger};
 use toolserver::{CallContext, Core};
 
 /// Characters of a draft shown while the answer is written (well under 2,000, so mentions
@@ -86,13 +86,15 @@ pub struct Draft {
 impl Draft {
     /// Starts following a run's progress for `trigger`, showing it at most once per
     /// `interval` (the first time at once).
-    pub fn start(core: Arc<Core>, trigger: &Trigger, interval: Duration) -> Draft {
+    /// Nothing is shown before `gate` opens (see [`RunGate`]).
+    pub fn start(core: Arc<Core>, trigger: &Trigger, interval: Duration, gate: RunGate) -> Draft {
         let (sender, receiver) = watch::channel(DraftState::default());
         let task = tokio::spawn(follow(
             Arc::clone(&core),
             trigger.clone(),
             receiver,
             interval,
+            gate,
         ));
         Draft {
             sender: Arc::new(sender),
@@ -180,6 +182,7 @@ async fn follow(
     trigger: Trigger,
     mut receiver: watch::Receiver<DraftState>,
     interval: Duration,
+    gate: RunGate,
 ) -> Option<Snowflake> {
     let mut posted: Option<Snowflake> = None;
     let mut shown: Option<String> = None;
@@ -201,6 +204,9 @@ async fn follow(
         };
         if shown.as_deref() == Some(text.as_str()) {
             continue;
+        }
+        if posted.is_none() && !gate.opened().await {
+            return None;
         }
         next_at = Instant::now() + interval;
         match show(&core, &trigger, posted, &text).await {

@@ -42,6 +42,17 @@ pub struct DiscordRest {
     limiter: Arc<Limiter>,
     /// Where each answer is counted (`switchboard_discord_requests_total`), once set.
     metrics: Arc<OnceLock<Arc<toolserver::metrics::Metrics>>>,
+    /// The runtime the client was made on, which sends every request (see [`DiscordRest::send`]).
+    io: Option<tokio::runtime::Handle>,
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// What a request carries.
@@ -206,7 +217,25 @@ impl DiscordRest {
             authorization: format!("Bot {token}"),
             limiter: Arc::new(Limiter::new(options)),
             metrics: Arc::default(),
+            io: tokio::runtime::Handle::try_current().ok(),
         })
+    }
+
+    /// Sends on the runtime the client was made on (the service's). A connection is driven by a
+    /// task spawned where it was opened and then pooled: a request from the gateway's thread
+    /// (an interaction's answer, a backfill) would otherwise leave that connection's traffic on
+    /// the gateway's thread for good, in the way of every event after it. Dropping the answer
+    /// stops the request, as dropping `send` itself would.
+    async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Result<reqwest::Response>, tokio::task::JoinError> {
+        let Some(io) = &self.io else {
+            return Ok(request.send().await);
+        };
+        let task = io.spawn(request.send());
+        let _abort = AbortOnDrop(task.abort_handle());
+        task.await
     }
 
     /// Counts every answer from now on in `metrics` (this client and its clones; once).
@@ -247,7 +276,14 @@ impl DiscordRest {
                 request = request.multipart(Payload::multipart(json, files));
             }
         }
-        let sent = request.send().await;
+        // Only a runtime shutting down stops the task, or a panic inside reqwest.
+        let sent = self.send(request).await.map_err(|stopped| Failure {
+            error: SurfaceError::Unavailable(format!(
+                "the request stopped before Discord answered: {stopped}"
+            )),
+            retry_after: None,
+            retryable: false,
+        })?;
         if let Some(metrics) = self.metrics.get() {
             let status = sent.as_ref().map_or(0, |r| r.status().as_u16());
             metrics.discord_request(method.as_str(), path, status);

@@ -206,10 +206,48 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
     }
     let builder = ClientBuilder::new_with_http(http.build(), intents())
         .raw_event_handler(ingest)
-        .event_handler(StageWatcher::new(connection))
-        .event_handler(interactions);
+        .event_handler(Handlers {
+            stage: StageWatcher::new(connection),
+            interactions,
+        });
     let (shards, ended) = start_gateway(builder).await?;
     Ok(Gateway { shards, ended })
+}
+
+/// The gateway's typed handlers as one: serenity clones every event once per handler it
+/// has and spawns a task for each, on the gateway's thread, before the next event.
+struct Handlers {
+    stage: StageWatcher,
+    interactions: crate::commands::Interactions,
+}
+
+#[async_trait::async_trait]
+impl serenity::prelude::EventHandler for Handlers {
+    async fn shard_stage_update(
+        &self,
+        context: serenity::prelude::Context,
+        update: serenity::gateway::ShardStageUpdateEvent,
+    ) {
+        self.stage.shard_stage_update(context, update).await;
+    }
+
+    async fn ready(
+        &self,
+        context: serenity::prelude::Context,
+        ready: serenity::model::gateway::Ready,
+    ) {
+        self.interactions.ready(context, ready).await;
+    }
+
+    async fn interaction_create(
+        &self,
+        context: serenity::prelude::Context,
+        interaction: serenity::model::application::Interaction,
+    ) {
+        self.interactions
+            .interaction_create(context, interaction)
+            .await;
+    }
 }
 
 /// Drops what the store holds of channels the allowlist refuses (it was narrowed since they

@@ -100,7 +100,12 @@ async fn serve(
             },
             outbound = rx.recv() => match outbound {
                 None | Some(Outbound::Drop) => Err(End::Drop),
-                Some(Outbound::Frame(frame)) => send(socket, &frame).await,
+                Some(Outbound::Frame(frame)) => {
+                    let sent = send(socket, &frame).await;
+                    // Benchmarks time the client from here: the frame is on the socket.
+                    tracing::trace!("dispatch written");
+                    sent
+                }
                 Some(Outbound::Reconnect) => send(socket, r#"{"op":7,"s":null,"t":null,"d":null}"#).await,
                 Some(Outbound::Close(code)) => Err(End::Close(code, close_reason(code))),
                 Some(Outbound::InvalidSession) => {

@@ -65,6 +65,9 @@ pub struct CapabilityGrant {
     pub trigger_message_id: Option<Snowflake>,
     /// Who asked for the run (the trigger's author), for the audit log.
     pub requested_by: Option<Snowflake>,
+    /// What the token's calls wait for before they act (an agent run's: its trigger's
+    /// answered-record being durable); `None`: they never wait.
+    pub gate: Option<crate::runs::RunGate>,
 }
 
 /// A live capability, found by its token.
@@ -310,6 +313,7 @@ mod tests {
             cwd: None,
             trigger_message_id: None,
             requested_by: None,
+            gate: None,
         }
     }
 

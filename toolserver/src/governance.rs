@@ -533,6 +533,7 @@ mod tests {
                 cwd: None,
                 trigger_message_id: None,
                 requested_by: None,
+                gate: None,
             })
             .expect("mint");
         Caller::Capability(store.resolve(&token).expect("live"))

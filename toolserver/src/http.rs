@@ -520,6 +520,7 @@ async fn mint_capability(
             .map(|id| parse_id("messageId", id))
             .transpose()?,
         requested_by: None,
+        gate: None,
     };
     let response = json!({
         "sessionId": session_id.to_string(),

@@ -619,6 +619,26 @@ impl Core {
                 return result;
             }
         };
+        // An agent run's calls act only once its trigger is durably taken (see `RunGate`).
+        if let Caller::Capability(capability) = &context.caller {
+            if let Some(run_gate) = &capability.grant.gate {
+                if !run_gate.opened().await {
+                    let result = Err(ToolError::denied(
+                        ErrorCode::InvalidToken,
+                        "this run was stopped before it could act: the message that started it could not be recorded as answered, so it is not answered (the service log says why)",
+                    ));
+                    self.audit(
+                        context,
+                        tool_id.into(),
+                        &Trail::new(),
+                        &result,
+                        started,
+                        started_ms,
+                    );
+                    return result;
+                }
+            }
+        }
         let settings = self.settings();
         let gate = Gate {
             core: self,

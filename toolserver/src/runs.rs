@@ -3,7 +3,11 @@
 //! status and aborts through [`Runs`]; the agent implements it, written against
 //! [`crate::Core`] and [`crate::Surface`] only.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use entity::Snowflake;
+use tokio::sync::watch;
 
 /// A message the platform stored, with the facts that decide whether it starts a run.
 #[derive(Debug, Clone, Copy)]
@@ -92,19 +96,77 @@ pub trait Runs: Send + Sync {
 #[error("the record of answered triggers could not be written: {0}")]
 pub struct AnsweredError(pub String);
 
+/// A record being made durable: resolves once it is (or why it could not be).
+pub type Recording = Pin<Box<dyn Future<Output = Result<(), AnsweredError>> + Send>>;
+
+/// What taking a trigger found.
+pub enum Taking {
+    /// It was taken before, by this process or an earlier one: it must not be answered again.
+    Before,
+    /// It is taken now; the record is durable once the recording resolves `Ok`.
+    Now(Recording),
+}
+
 /// The durable record of the messages the agent has taken to answer, so one message is
 /// answered at most once across reconnects, re-identifies and restarts.
 ///
-/// The platform side keeps it (the bot's store); the agent consults it when it takes a trigger,
-/// before anything is posted or started.
-#[async_trait::async_trait]
+/// The platform side keeps it (the bot's store). The agent consults it when it takes a
+/// trigger: whether it was taken before is known at once; while the record is being made
+/// durable the run may start, but it acts (posts, reacts, calls tools) only through a
+/// [`RunGate`] that opens once the record is durable.
 pub trait AnsweredTriggers: Send + Sync {
-    /// Records that the agent now answers `message_id` (in `channel_id`); the record is durable
-    /// when this resolves. `Ok(false)`: it was taken before, by this process or an earlier one,
-    /// and must not be answered again. Waits for the disk without blocking a thread.
-    async fn take(
-        &self,
-        channel_id: Snowflake,
-        message_id: Snowflake,
-    ) -> Result<bool, AnsweredError>;
+    /// Takes `message_id` (in `channel_id`) to answer. Decides at once, without waiting for
+    /// the disk; `Err` when the record cannot even be started (the store is closed).
+    fn take(&self, channel_id: Snowflake, message_id: Snowflake) -> Result<Taking, AnsweredError>;
 }
+
+/// Whether a run may act yet. A run may start while its trigger's answered-record is still
+/// being written, so that the disk is off the path to the agent's start; everything it does
+/// that others can see — its tool calls through its capability, its draft, its reply, its
+/// reactions — waits here first. The gate opens once the record is durable; when the record
+/// fails (or the opener is dropped unopened), it never opens and the run is stopped, so a
+/// message is still answered at most once.
+#[derive(Debug, Clone)]
+pub struct RunGate(watch::Receiver<bool>);
+
+/// Opens a [`RunGate`]; dropping it unopened shuts the gate for good.
+#[derive(Debug)]
+pub struct GateOpener(watch::Sender<bool>);
+
+impl RunGate {
+    /// A closed gate and what opens it.
+    pub fn closed() -> (GateOpener, RunGate) {
+        let (sender, receiver) = watch::channel(false);
+        (GateOpener(sender), RunGate(receiver))
+    }
+
+    /// A gate that is open already (a run with nothing to record).
+    pub fn open() -> RunGate {
+        let (opener, gate) = RunGate::closed();
+        opener.open();
+        gate
+    }
+
+    /// Waits until the gate opens (true) or is shut (false).
+    pub async fn opened(&self) -> bool {
+        let mut receiver = self.0.clone();
+        let opened = receiver.wait_for(|open| *open).await.is_ok();
+        opened
+    }
+}
+
+impl GateOpener {
+    /// Lets the run act.
+    pub fn open(self) {
+        self.0.send_replace(true);
+    }
+}
+
+/// Two gates are the same when they watch the same opener (a grant is compared by value).
+impl PartialEq for RunGate {
+    fn eq(&self, other: &RunGate) -> bool {
+        self.0.same_channel(&other.0)
+    }
+}
+
+impl Eq for RunGate {}

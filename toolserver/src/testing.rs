@@ -205,6 +205,7 @@ impl TestServer {
                 cwd: None,
                 trigger_message_id: None,
                 requested_by: None,
+                gate: None,
             })
             .expect("the OS provides random bytes")
     }

@@ -426,6 +426,7 @@ async fn a_run_sees_and_cancels_only_its_sessions_workflows() {
                 cwd: None,
                 trigger_message_id: None,
                 requested_by: None,
+                gate: None,
             })
             .expect("mint")
     };

@@ -860,6 +860,7 @@ async fn a_capabilitys_cwd_and_message_come_from_the_token_not_headers() {
             cwd: Some(cwd.to_string_lossy().into_owned()),
             trigger_message_id: Some(trigger),
             requested_by: None,
+            gate: None,
         })
         .expect("mint");
     for (header, value) in [

@@ -480,17 +480,21 @@ impl Store {
         true
     }
 
-    /// Records that the agent takes `message_id` to answer, durably: resolves once the writer
-    /// has committed the record, which it reads back on its own connection (so a failed commit
-    /// is never taken for a durable one). Waits without blocking a thread. `Ok(false)`: it was
-    /// taken before, by this process or an earlier one.
-    pub async fn take_answer(
+    /// Takes `message_id` to answer. Whether it was taken before (by this process or an
+    /// earlier one: `Ok(None)`) is decided at once, in memory. Otherwise the record goes to
+    /// the writer and the answer is the wait for it to be durable: it resolves once the
+    /// writer has committed the record and read it back on its own connection (so a failed
+    /// commit is never taken for a durable one), without blocking a thread.
+    pub fn take_answer(
         &self,
         channel_id: Snowflake,
         message_id: Snowflake,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<
+        Option<impl std::future::Future<Output = Result<(), StoreError>> + Send + 'static>,
+        StoreError,
+    > {
         if !self.note_answer(channel_id, message_id) {
-            return Ok(false);
+            return Ok(None);
         }
         let (found, committed) = tokio::sync::oneshot::channel();
         let read_back: writer::Query = Box::new(move |conn| {
@@ -501,20 +505,20 @@ impl Store {
             );
             let _ = found.send(row.map_err(|err| err.to_string()));
         });
-        let closed = || StoreError::Closed {
-            path: self.inner.path.clone(),
-        };
+        let path = self.inner.path.clone();
         if !self.inner.writer.query(read_back) {
-            return Err(closed());
+            return Err(StoreError::Closed { path });
         }
-        match committed.await {
-            Ok(Ok(())) => Ok(true),
-            Ok(Err(message)) => Err(StoreError::Write {
-                path: self.inner.path.clone(),
-                message: format!("the answered-trigger record was not committed: {message}"),
-            }),
-            Err(_) => Err(closed()),
-        }
+        Ok(Some(async move {
+            match committed.await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(message)) => Err(StoreError::Write {
+                    path,
+                    message: format!("the answered-trigger record was not committed: {message}"),
+                }),
+                Err(_) => Err(StoreError::Closed { path }),
+            }
+        }))
     }
 
     /// Whether the agent took `message_id` to answer (within the record's week and a day).
@@ -762,15 +766,20 @@ impl NameDirectory for Store {
     }
 }
 
-#[async_trait::async_trait]
 impl toolserver::runs::AnsweredTriggers for Store {
-    async fn take(
+    fn take(
         &self,
         channel_id: Snowflake,
         message_id: Snowflake,
-    ) -> Result<bool, toolserver::runs::AnsweredError> {
-        self.take_answer(channel_id, message_id)
-            .await
-            .map_err(|err| toolserver::runs::AnsweredError(err.to_string()))
+    ) -> Result<toolserver::runs::Taking, toolserver::runs::AnsweredError> {
+        let answered = |err: StoreError| toolserver::runs::AnsweredError(err.to_string());
+        Ok(
+            match self.take_answer(channel_id, message_id).map_err(answered)? {
+                None => toolserver::runs::Taking::Before,
+                Some(recording) => toolserver::runs::Taking::Now(Box::pin(async move {
+                    recording.await.map_err(answered)
+                })),
+            },
+        )
     }
 }
