@@ -240,6 +240,10 @@ fn the_demo_agent_answers_each_phrase_it_knows_and_explains_the_rest() {
     ] {
         assert!(help.contains(phrase), "help lists {phrase}: {help}");
     }
+    assert!(
+        help.contains("Mention me with one of them"),
+        "in a channel that needs a mention, help says so: {help}"
+    );
 
     // Garbage gets a short friendly explanation, never silence.
     let unknown = pg.ask(demo::OPS, demo::STANLEY, "what's the weather on Mars?");
@@ -396,6 +400,10 @@ fn config_is_honoured_against_the_demo_world() {
     let trigger = pg.post(demo::OPS, demo::STANLEY, "help");
     let reply = pg.reply_to(demo::OPS, &trigger);
     assert!(reply.contains("summarize"), "{reply}");
+    assert!(
+        reply.contains("no need to mention me") && !reply.contains("Mention me"),
+        "help does not ask for a mention where none is needed: {reply}"
+    );
 }
 
 #[test]

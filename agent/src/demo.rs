@@ -27,16 +27,43 @@ const SEARCH_RESULTS: usize = 5;
 const SEARCH_TOOL: &str = "surface.messages.search";
 const THREAD_TOOL: &str = "surface.threads.create";
 
-/// What the demo agent can do, as `help` lists it (and the fallback repeats).
-pub const HELP: &str =
-    "I'm the playground's demo agent: no model, just a few phrases. Mention me with one of them:
-• `summarize` — who has been talking here, and the last few lines
+/// What the demo agent can do, as `help` lists it (and the fallback repeats), after the line
+/// that says how to ask ([`Mentions::how_to_ask`]).
+const PHRASES: &str = "• `summarize` — who has been talking here, and the last few lines
 • `ask @user <question>` — I ask them here and report back when they answer
 • `post to #channel <text>` — I post it there (the playground asks an approver first: click Approve)
 • `search <words>` — find messages that contain them
 • `thread <name>` — start a thread and continue there
 • `help` — this list
 To use a real model instead, start the playground with --agent-url URL --model NAME.";
+
+/// Where people must mention the agent for it to answer, as the bridge decides it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mentions {
+    /// A mention is needed in the session this run answers in (not in a DM, an active channel,
+    /// or a thread the bot started when `agent.reply_in_thread` is not `never`).
+    pub needed_here: bool,
+    /// A mention is needed in a thread the bot starts (`agent.reply_in_thread = "never"`).
+    pub needed_in_new_threads: bool,
+}
+
+impl Mentions {
+    fn how_to_ask(self) -> &'static str {
+        if self.needed_here {
+            "Mention me with one of them:"
+        } else {
+            "Write one of them here (no need to mention me):"
+        }
+    }
+
+    /// The whole `help` text.
+    pub fn help(self) -> String {
+        format!(
+            "I'm the playground's demo agent: no model, just a few phrases. {}\n{PHRASES}",
+            self.how_to_ask()
+        )
+    }
+}
 
 /// One parsed request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,7 +164,12 @@ pub fn parse(text: &str, bot_mention: &str) -> Phrase {
 
 /// The demo agent's answer to `trigger`: acts through `core` with the run's `context` (its
 /// capability), and returns the text to post as the reply.
-pub async fn answer(core: &Core, context: &CallContext, trigger: &Trigger) -> String {
+pub async fn answer(
+    core: &Core,
+    context: &CallContext,
+    trigger: &Trigger,
+    mentions: Mentions,
+) -> String {
     if let Some(workflow_id) = &trigger.workflow_id {
         return report_answers(core, context, trigger, workflow_id).await;
     }
@@ -149,14 +181,14 @@ pub async fn answer(core: &Core, context: &CallContext, trigger: &Trigger) -> St
     let phrase = parse(&trigger.text, &bot_mention);
     tracing::debug!(?phrase, "demo agent");
     match phrase {
-        Phrase::Help => HELP.to_owned(),
+        Phrase::Help => mentions.help(),
         Phrase::Summarize => summarize(core, context, trigger).await,
         Phrase::Ask { user, question } => ask(core, context, trigger, &user, &question).await,
         Phrase::PostTo { session, text } => post_to(core, context, &session, &text).await,
         Phrase::Search(words) => search(core, context, trigger, &words).await,
-        Phrase::Thread(name) => thread(core, context, trigger, &name).await,
+        Phrase::Thread(name) => thread(core, context, trigger, &name, mentions).await,
         Phrase::Incomplete(usage) => format!("Almost: {usage}."),
-        Phrase::Unknown => format!("I didn't catch that. {HELP}"),
+        Phrase::Unknown => format!("I didn't catch that. {}", mentions.help()),
     }
 }
 
@@ -426,7 +458,13 @@ async fn search(core: &Core, context: &CallContext, trigger: &Trigger, words: &s
     )
 }
 
-async fn thread(core: &Core, context: &CallContext, trigger: &Trigger, name: &str) -> String {
+async fn thread(
+    core: &Core,
+    context: &CallContext,
+    trigger: &Trigger,
+    name: &str,
+    mentions: Mentions,
+) -> String {
     if let Err(why) = available(core, context, THREAD_TOOL, "starting threads") {
         return why;
     }
@@ -450,10 +488,17 @@ async fn thread(core: &Core, context: &CallContext, trigger: &Trigger, name: &st
     let Some(thread_id) = thread_id else {
         return format!("Started the thread “{name}”.");
     };
-    let greeting = format!(
-        "Let's continue here, {}. Mention me with `help` to see what I can do.",
-        trigger.author_name
-    );
+    let greeting = if mentions.needed_in_new_threads {
+        format!(
+            "Let's continue here, {}. Mention me with `help` to see what I can do.",
+            trigger.author_name
+        )
+    } else {
+        format!(
+            "Let's continue here, {}. No need to mention me in this thread: write `help` to see what I can do.",
+            trigger.author_name
+        )
+    };
     match call(
         core,
         context,
@@ -472,6 +517,25 @@ async fn thread(core: &Core, context: &CallContext, trigger: &Trigger, name: &st
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn help_asks_for_a_mention_only_where_one_is_needed() {
+        let needed = Mentions {
+            needed_here: true,
+            needed_in_new_threads: true,
+        };
+        let free = Mentions {
+            needed_here: false,
+            needed_in_new_threads: false,
+        };
+        assert!(needed.help().contains("Mention me with one of them:"));
+        assert!(free.help().contains("no need to mention me"));
+        assert!(!free.help().contains("Mention me"));
+        for mentions in [needed, free] {
+            assert!(mentions.help().contains("• `thread <name>`"));
+        }
+    }
+
     use super::*;
 
     const BOT: &str = "@switchboard";

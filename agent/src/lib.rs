@@ -277,6 +277,26 @@ impl Bridge {
         mentioned || message.replies_to_bot
     }
 
+    /// Where people must mention the bot for it to answer, seen from `session` (what the demo
+    /// agent's help says): the same rules as [`Bridge::should_trigger`] for a person's message.
+    fn mentions(&self, session: Snowflake) -> demo::Mentions {
+        let config = self.config();
+        let conversations = config.reply_in_thread.threads_are_conversations();
+        let surface = self.inner.core.surface();
+        let owner = surface.thread(session).and_then(|thread| thread.owner_id);
+        let info = surface.session(session);
+        let parent = info.as_ref().and_then(|info| info.parent_channel_id);
+        let active = &config.active_channel_ids;
+        let free_here = info.as_ref().is_some_and(|info| info.guild_id.is_none())
+            || active.contains(&session)
+            || parent.is_some_and(|p| active.contains(&p))
+            || (conversations && owner.is_some() && owner == self.bot_id());
+        demo::Mentions {
+            needed_here: !free_here,
+            needed_in_new_threads: !conversations,
+        }
+    }
+
     /// A person wrote in `channel`: the loop guard's count starts again.
     fn person_spoke(&self, channel: Snowflake) {
         if let Some(queue) = self.sessions().get_mut(&channel) {
@@ -776,7 +796,12 @@ impl Bridge {
                 };
                 let demo = tokio::time::timeout(
                     config.timeout,
-                    demo::answer(&self.inner.core, &context, &answering),
+                    demo::answer(
+                        &self.inner.core,
+                        &context,
+                        &answering,
+                        self.mentions(answering.channel_id),
+                    ),
                 );
                 tokio::select! {
                     result = demo => match result {
