@@ -666,7 +666,12 @@ impl Bridge {
         gate: &RunGate,
     ) -> bool {
         let config = self.config();
-        let edited = self.edited(channel, trigger);
+        // A command reads an edit made before its run in its prompt, which is built once its
+        // process is spawned; the built-in runners read it now.
+        let spawns_first = matches!(config.runner, Runner::Command { .. });
+        let edited = (!spawns_first)
+            .then(|| self.edited(channel, trigger))
+            .flatten();
         let trigger = edited.as_ref().unwrap_or(trigger);
         let answering = match answer_in {
             Some(thread) => threads::in_thread(trigger, thread.id()),
@@ -709,16 +714,26 @@ impl Bridge {
             "agent run starts"
         );
         let started = std::time::Instant::now();
-        self.inner.core.events().publish(
-            "run.started",
-            Some(answering.channel_id),
-            serde_json::json!({
-                "run": request_id,
-                "trigger": trigger.message_id.map(|id| id.to_string()),
-                "requestedBy": trigger.author_id.to_string(),
-                "workflow": trigger.workflow_id,
-            }),
-        );
+        // `run.started`, once: for a command once its process is spawned (or could not be).
+        let announced = std::sync::atomic::AtomicBool::new(false);
+        let announce = || {
+            if announced.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                return;
+            }
+            self.inner.core.events().publish(
+                "run.started",
+                Some(answering.channel_id),
+                serde_json::json!({
+                    "run": request_id,
+                    "trigger": trigger.message_id.map(|id| id.to_string()),
+                    "requestedBy": trigger.author_id.to_string(),
+                    "workflow": trigger.workflow_id,
+                }),
+            );
+        };
+        if !spawns_first {
+            announce();
+        }
         // A draft shows the answer while it is written (and a command's progress lines).
         let draft = match (&config.runner, config.stream) {
             (Runner::Demo, _) | (_, StreamMode::Off) => None,
@@ -731,11 +746,14 @@ impl Bridge {
         };
         let answer = match &config.runner {
             Runner::Command { program, args, .. } => {
+                // What the run does once its process exists: announce it and write its prompt.
                 let prompt = || {
+                    announce();
+                    let edited = self.edited(channel, trigger);
                     let input = prompt::build(
                         &self.inner.core,
                         channel,
-                        trigger,
+                        edited.as_ref().unwrap_or(trigger),
                         config.context_messages,
                         &config.trusted_users,
                     );
@@ -751,11 +769,9 @@ impl Bridge {
                     progress: draft.as_ref().map(stream::Draft::sender),
                     started: Some(spawned),
                 };
-                command_answer(
-                    &request_id,
-                    run_command_with(&spec, prompt, aborted).await,
-                    config.timeout,
-                )
+                let outcome = run_command_with(&spec, prompt, aborted).await;
+                announce();
+                command_answer(&request_id, outcome, config.timeout)
             }
             Runner::OpenAi(runner) => {
                 spawned.send_replace(true);

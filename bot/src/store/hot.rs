@@ -164,10 +164,12 @@ impl Hot {
         user: UserEntry,
         then: impl FnOnce(&UserEntry),
     ) {
-        // Every message's author comes through here: only a new or renamed user is news.
-        if self.users.get(&id).is_none_or(|old| *old != user) {
-            self.names_changed();
+        // Every message's author comes through here: only a new or renamed user is news, and
+        // only news is written (an unchanged author costs a lookup, not a write per message).
+        if self.users.get(&id).is_some_and(|old| *old == user) {
+            return;
         }
+        self.names_changed();
         let mut entry = self.users.entry(id).or_insert_with(|| user.clone());
         for old in entry.names() {
             if !user.names().any(|name| name == old) {
