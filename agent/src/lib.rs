@@ -834,7 +834,8 @@ impl Bridge {
             if let Some(draft) = draft {
                 draft.finish(None, stream::DRAFT_CHARS).await;
             }
-            self.inner.core.metrics().run_finished("failed");
+            tracing::warn!(run = %request_id, "the run was stopped and posts nothing: its trigger could not be recorded as answered");
+            self.finished(&answering, &request_id, "failed", started);
             return false;
         }
         let reply = match &answer {
@@ -872,6 +873,18 @@ impl Bridge {
                 (false, "aborted")
             }
         };
+        self.finished(&answering, &request_id, outcome, started);
+        succeeded
+    }
+
+    /// Counts a finished run and publishes `run.finished`.
+    fn finished(
+        &self,
+        answering: &Trigger,
+        request_id: &str,
+        outcome: &'static str,
+        started: std::time::Instant,
+    ) {
         let core = &self.inner.core;
         core.metrics().run_finished(outcome);
         core.events().publish(
@@ -883,7 +896,6 @@ impl Bridge {
                 "durationMs": started.elapsed().as_millis() as u64,
             }),
         );
-        succeeded
     }
 
     /// The call context of a built-in runner's tool calls: the run's own capability, so they

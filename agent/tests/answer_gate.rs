@@ -189,5 +189,10 @@ async fn a_record_that_fails_stops_the_run_with_nothing_shown() {
         Vec::new(),
         "a run whose record failed shows nothing"
     );
+    assert_eq!(
+        setup.server.core().metrics().totals().runs,
+        1,
+        "the stopped run is counted as finished"
+    );
     let _ = std::fs::remove_dir_all(&setup.dir);
 }
