@@ -37,12 +37,25 @@ fn main() -> ExitCode {
 }
 
 fn init_logging() {
+    use std::io::IsTerminal;
+    use tracing_subscriber::filter::{filter_fn, FilterExt};
+    use tracing_subscriber::prelude::*;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
-    use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
+    // serenity opens an INFO span per function per gateway event, and one of them records the
+    // whole event with `Debug` (a message; a guild with all its members) on the gateway's
+    // thread. Its spans are kept only when RUST_LOG names serenity; its log lines stay.
+    let serenity_spans =
+        std::env::var("RUST_LOG").is_ok_and(|rust_log| rust_log.contains("serenity"));
+    let not_serenity_spans = filter_fn(move |meta| {
+        serenity_spans || !(meta.is_span() && meta.target().starts_with("serenity"))
+    });
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(std::io::stderr().is_terminal())
+                .with_writer(std::io::stderr)
+                .with_filter(filter.and(not_serenity_spans)),
+        )
         .init();
 }

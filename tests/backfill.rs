@@ -360,6 +360,21 @@ fn an_invalid_api_version_close_is_named_and_not_fatal() {
     assert_eq!(listed.code, Some(0), "{}", listed.stderr);
     let log = sb.stderr();
     assert!(log.contains("4012"), "the close code is not named:\n{log}");
+    // serenity's lines come without its spans, which would format every event with `Debug`.
+    let serenity_lines: Vec<&str> = log.lines().filter(|l| l.contains(" serenity::")).collect();
+    assert!(
+        !serenity_lines.is_empty(),
+        "serenity logged nothing:\n{log}"
+    );
+    for line in serenity_lines {
+        let before = &line[..line.find(" serenity::").expect("found")];
+        assert!(
+            ["INFO", "WARN", "ERROR"]
+                .iter()
+                .any(|level| before.trim_end().ends_with(level)),
+            "a serenity line with span context: {line}"
+        );
+    }
     let (status, _) = sb.terminate(Duration::from_secs(15));
     assert!(status.is_some());
 }
