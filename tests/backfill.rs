@@ -8,7 +8,7 @@ mod support;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use fake_discord::{demo, Fault, GatewayFaultKind};
+use fake_discord::{demo, Fault, GatewayFaultKind, HandshakeFault};
 use serde_json::Value;
 use support::{bot_posts, command_agent, poll, script, Allow, Fake, Switchboard, TempDir};
 
@@ -18,6 +18,7 @@ fn gateway_fault(kind: GatewayFaultKind) -> Fault {
     Fault {
         rest: None,
         gateway: Some(kind),
+        handshakes: None,
     }
 }
 
@@ -375,6 +376,49 @@ fn an_invalid_api_version_close_is_named_and_not_fatal() {
             "a serenity line with span context: {line}"
         );
     }
+    let (status, _) = sb.terminate(Duration::from_secs(15));
+    assert!(status.is_some());
+}
+
+#[test]
+fn a_gateway_that_refuses_handshakes_in_a_row_is_named_and_recovered_from() {
+    // Discord closing attempt after attempt before the session is ready (here 4012, an API
+    // version it no longer accepts): serenity keeps resuming, each close is named in the log,
+    // and once Discord accepts again the service is ready without a restart. (A stall that
+    // lasts is explained after 30 s: `gateway::tests` checks that with paused time.)
+    let fake = Fake::start();
+    let dir = TempDir::new("refused-handshakes");
+    let sb = Switchboard::start(&fake, dir.path(), &Allow::default());
+    let resumed_before = fake.fake.state().sessions_resumed;
+    fake.fake
+        .inject_fault(Fault {
+            rest: None,
+            gateway: Some(GatewayFaultKind::Close(4012)),
+            handshakes: Some(HandshakeFault {
+                close: 4012,
+                count: 6,
+            }),
+        })
+        .expect("fault");
+    poll(
+        "a resume after the refusals",
+        Duration::from_secs(20),
+        || (fake.fake.state().sessions_resumed > resumed_before).then_some(()),
+    );
+    poll("discord: ready again", Duration::from_secs(20), || {
+        support::http_get(&sb.url, "/health")
+            .ok()
+            .and_then(|(_, body)| serde_json::from_str::<Value>(&body).ok())
+            .filter(|health| health["discord"] == "ready")
+    });
+    let log = sb.stderr();
+    assert!(
+        log.matches("4012").count() >= 7,
+        "each refused attempt is named (the close and six handshakes):\n{log}"
+    );
+    assert!(support::pid_alive(sb.pid() as i32), "{log}");
+    let listed = sb.tools(&["surface.sessions.list"]);
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
     let (status, _) = sb.terminate(Duration::from_secs(15));
     assert!(status.is_some());
 }

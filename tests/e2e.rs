@@ -246,6 +246,7 @@ fn rate_limits_surface_as_unavailable_with_retry_after() {
                 path_contains: Some(path.clone()),
             }),
             gateway: None,
+            handshakes: None,
         })
         .unwrap();
     let out = sb.tools(&["surface.messages.send", "--session-id=#ops", "too soon"]);
@@ -269,6 +270,7 @@ fn rate_limits_surface_as_unavailable_with_retry_after() {
                 path_contains: Some(path.clone()),
             }),
             gateway: None,
+            handshakes: None,
         })
         .unwrap();
     let out = sb.tools(&[
@@ -302,6 +304,7 @@ fn rate_limit_human_line_shows_the_delay() {
                 path_contains: Some(messages_path(demo::OPS)),
             }),
             gateway: None,
+            handshakes: None,
         })
         .unwrap();
     let out = sb.tools(&["surface.messages.send", "--session-id=#ops", "too soon"]);
@@ -328,6 +331,7 @@ fn a_server_error_then_success_posts_exactly_once() {
                 path_contains: Some(path.clone()),
             }),
             gateway: None,
+            handshakes: None,
         })
         .unwrap();
     let id = sent_id(&sb.tools(&["surface.messages.send", "--session-id=#ops", "once only"]));
@@ -362,6 +366,7 @@ fn messages_sent_across_a_dropped_gateway_are_all_stored() {
         .inject_fault(Fault {
             rest: None,
             gateway: Some(GatewayFaultKind::Drop),
+            handshakes: None,
         })
         .unwrap();
     assert_eq!(

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use entity::{Aliases, Mapper, Snowflake};
@@ -688,17 +688,29 @@ impl RawEventHandler for Ingest {
 /// limiter: this overlaps waiting for answers with ingesting, it does not raise the rate).
 const BACKFILL_CHANNELS_AT_ONCE: usize = 4;
 
-/// Attempts in a row that end before the session is ready, after which the log explains the
-/// close codes serenity keeps reconnecting through.
-const FAILED_ATTEMPTS_EXPLAINED: u32 = 5;
+/// How long the gateway may go without a ready session before the log explains the close codes
+/// serenity keeps reconnecting through. A count of attempts would not do: serenity resumes in a
+/// loop within one stage (Resuming), so it reports no stage change per attempt.
+const STALL_EXPLAINED_AFTER: Duration = Duration::from_secs(30);
 
-/// Tracks the shard's connection stage for `/health`.
+/// Tracks the shard's connection stage for `/health`, and explains a gateway that stays
+/// without a ready session.
 pub struct StageWatcher {
+    state: Arc<StageState>,
+    stall_after: Duration,
+}
+
+struct StageState {
     connection: Arc<Connection>,
     /// A session has been ready once: later connections are resumes or re-identifies.
     was_ready: AtomicBool,
-    /// Connection attempts since the shard was last connected.
-    attempts: AtomicU32,
+    /// Bumped whenever the session becomes ready or stops being ready; a stall timer only
+    /// speaks when it is unchanged since the timer started.
+    outage: AtomicU64,
+    /// Whether the session is ready now.
+    ready: AtomicBool,
+    /// Explanations logged (for tests).
+    explained: AtomicU32,
 }
 
 impl StageWatcher {
@@ -706,11 +718,63 @@ impl StageWatcher {
     /// when the shard disconnects, connecting while it first connects, resuming while it comes
     /// back (the ingest sets backfilling and ready).
     pub fn new(connection: Arc<Connection>) -> StageWatcher {
+        StageWatcher::with_stall(connection, STALL_EXPLAINED_AFTER)
+    }
+
+    /// [`StageWatcher::new`], explaining a stall after `stall_after`.
+    pub fn with_stall(connection: Arc<Connection>, stall_after: Duration) -> StageWatcher {
         StageWatcher {
-            connection,
-            was_ready: AtomicBool::new(false),
-            attempts: AtomicU32::new(0),
+            state: Arc::new(StageState {
+                connection,
+                was_ready: AtomicBool::new(false),
+                outage: AtomicU64::new(0),
+                ready: AtomicBool::new(false),
+                explained: AtomicU32::new(0),
+            }),
+            stall_after,
         }
+    }
+
+    /// How many times a stall was explained.
+    pub fn explained(&self) -> u32 {
+        self.state.explained.load(Ordering::Relaxed)
+    }
+
+    /// The shard moved to `stage`. Must run inside a tokio runtime (the stall timer).
+    pub fn stage_changed(&self, stage: ConnectionStage) {
+        let state = &self.state;
+        if stage == ConnectionStage::Connected {
+            state.was_ready.store(true, Ordering::Relaxed);
+            if !state.ready.swap(true, Ordering::Relaxed) {
+                state.outage.fetch_add(1, Ordering::Relaxed);
+            }
+            // `ready` and `backfilling` are set by the ingest once READY and every GUILD_CREATE
+            // are applied.
+            return;
+        }
+        state.connection.set(match stage {
+            ConnectionStage::Disconnected => ConnectionState::Down,
+            _ if state.was_ready.load(Ordering::Relaxed) => ConnectionState::Resuming,
+            _ => ConnectionState::Connecting,
+        });
+        let first_change =
+            state.ready.swap(false, Ordering::Relaxed) || state.outage.load(Ordering::Relaxed) == 0;
+        if !first_change {
+            return;
+        }
+        let outage = state.outage.fetch_add(1, Ordering::Relaxed) + 1;
+        let (state, stall_after) = (Arc::clone(state), self.stall_after);
+        tokio::spawn(async move {
+            tokio::time::sleep(stall_after).await;
+            if state.outage.load(Ordering::Relaxed) != outage {
+                return;
+            }
+            state.explained.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(
+                seconds = stall_after.as_secs(),
+                "the gateway has had no ready session for a while; serenity's warnings above name the close code: 4012 means Discord no longer accepts this build's gateway version (upgrade switchboard), 4008 that it sends too fast, 4000 an error on Discord's side (it usually passes); no close code means Discord cannot be reached"
+            );
+        });
     }
 }
 
@@ -721,38 +785,77 @@ impl EventHandler for StageWatcher {
         _: Context,
         update: serenity::gateway::ShardStageUpdateEvent,
     ) {
-        // `ready` and `backfilling` are set by the ingest once READY and every GUILD_CREATE
-        // are applied.
-        match update.new {
-            ConnectionStage::Connected => {
-                self.was_ready.store(true, Ordering::Relaxed);
-                self.attempts.store(0, Ordering::Relaxed);
-            }
-            ConnectionStage::Disconnected => self.connection.set(ConnectionState::Down),
-            stage => {
-                if stage == ConnectionStage::Handshake {
-                    let attempts = self.attempts.fetch_add(1, Ordering::Relaxed) + 1;
-                    if attempts == FAILED_ATTEMPTS_EXPLAINED {
-                        tracing::error!(
-                            attempts,
-                            "the gateway keeps closing the connection before the session is ready; serenity's warning above names the close code: 4012 means Discord no longer accepts this build's gateway version (upgrade switchboard), 4008 that it sends too fast, 4000 an error on Discord's side (it usually passes)"
-                        );
-                    }
-                }
-                self.connection
-                    .set(if self.was_ready.load(Ordering::Relaxed) {
-                        ConnectionState::Resuming
-                    } else {
-                        ConnectionState::Connecting
-                    });
-            }
-        }
+        self.stage_changed(update.new);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// A gateway that stays without a ready session is explained once per outage, after the
+    /// stall time, however many attempts serenity makes meanwhile; one that comes back in time
+    /// is not.
+    #[tokio::test(start_paused = true)]
+    async fn a_stall_is_explained_once_and_a_quick_return_is_not() {
+        let stall = Duration::from_secs(30);
+        let watcher = StageWatcher::with_stall(Arc::new(Connection::default()), stall);
+        // Start-up: connected well within the stall time.
+        watcher.stage_changed(ConnectionStage::Connecting);
+        watcher.stage_changed(ConnectionStage::Handshake);
+        settle().await;
+        tokio::time::advance(Duration::from_secs(1)).await;
+        watcher.stage_changed(ConnectionStage::Connected);
+        tokio::time::advance(stall * 2).await;
+        settle().await;
+        assert_eq!(watcher.explained(), 0, "a quick start is not a stall");
+
+        // Closed, then resuming in a loop that never becomes ready.
+        watcher.stage_changed(ConnectionStage::Resuming);
+        for _ in 0..100 {
+            watcher.stage_changed(ConnectionStage::Connecting);
+            watcher.stage_changed(ConnectionStage::Resuming);
+        }
+        // The stall timer starts counting once its task first runs.
+        settle().await;
+        tokio::time::advance(stall - Duration::from_secs(1)).await;
+        settle().await;
+        assert_eq!(watcher.explained(), 0, "not before the stall time");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        settle().await;
+        assert_eq!(
+            watcher.explained(),
+            1,
+            "explained once the stall time passed"
+        );
+        tokio::time::advance(stall * 3).await;
+        settle().await;
+        assert_eq!(watcher.explained(), 1, "once per outage");
+
+        // Back, and gone again: a new outage, explained again.
+        watcher.stage_changed(ConnectionStage::Connected);
+        watcher.stage_changed(ConnectionStage::Disconnected);
+        settle().await;
+        tokio::time::advance(stall + Duration::from_secs(1)).await;
+        settle().await;
+        assert_eq!(watcher.explained(), 2);
+
+        // Back within the stall time: nothing more.
+        watcher.stage_changed(ConnectionStage::Connected);
+        watcher.stage_changed(ConnectionStage::Resuming);
+        settle().await;
+        tokio::time::advance(Duration::from_secs(5)).await;
+        watcher.stage_changed(ConnectionStage::Connected);
+        tokio::time::advance(stall * 2).await;
+        settle().await;
+        assert_eq!(watcher.explained(), 2);
+    }
 
     /// The names agree with serenity's own (slow) `Event::name` for the events the ingest
     /// meets most, and an event serenity does not know is `OTHER`.

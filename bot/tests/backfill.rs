@@ -333,6 +333,7 @@ async fn a_429_is_waited_out_and_a_failing_channel_keeps_its_gap() {
             path_contains: Some(format!("/channels/{}/messages", demo::OPS)),
         }),
         gateway: None,
+        handshakes: None,
     })
     .expect("fault");
     let report = identify_and_wait(&rig).await;
@@ -351,6 +352,7 @@ async fn a_429_is_waited_out_and_a_failing_channel_keeps_its_gap() {
             path_contains: Some(format!("/channels/{}/messages", demo::OPS)),
         }),
         gateway: None,
+        handshakes: None,
     })
     .expect("fault");
     let report = identify_and_wait(&rig).await;

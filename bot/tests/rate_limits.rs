@@ -133,6 +133,7 @@ async fn a_429_that_happens_anyway_is_honoured_and_counted() {
             path_contains: Some(format!("/channels/{}/messages", demo::OPS)),
         }),
         gateway: None,
+        handshakes: None,
     })
     .expect("fault");
     let started = Instant::now();
@@ -169,6 +170,7 @@ async fn a_route_past_the_invalid_request_budget_is_no_longer_called() {
             path_contains: Some(path.clone()),
         }),
         gateway: None,
+        handshakes: None,
     })
     .expect("fault");
     for n in 0..3 {

@@ -174,6 +174,21 @@ pub struct Fault {
     /// A gateway fault, applied at once to every open connection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<GatewayFaultKind>,
+    /// Closes the next handshakes (IDENTIFY or RESUME) instead of answering them, as Discord
+    /// does to a client it refuses on every attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshakes: Option<HandshakeFault>,
+}
+
+/// The next `count` IDENTIFYs or RESUMEs are answered by closing the socket with `close`.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct HandshakeFault {
+    /// The gateway close code, 4000 to 4999.
+    pub close: u16,
+    /// How many handshakes in a row: 1 to 1,000 (default 1).
+    #[serde(default = "one")]
+    pub count: u32,
 }
 
 /// The next `count` REST requests (optionally only those whose path contains
@@ -688,11 +703,24 @@ pub(crate) fn commands(s: &Shared) -> Value {
 }
 
 pub(crate) fn inject_fault(s: &Shared, fault: Fault) -> Result<usize, ControlError> {
-    if fault.rest.is_none() && fault.gateway.is_none() {
+    if fault.rest.is_none() && fault.gateway.is_none() && fault.handshakes.is_none() {
         return Err(ControlError::BadBody(
-            "give `rest` ({\"status\",\"count\",\"retry_after\"}) or `gateway` (\"drop\", \"reconnect\", \"invalid_session\", {\"close\": 4000..4999})"
+            "give `rest` ({\"status\",\"count\",\"retry_after\"}), `gateway` (\"drop\", \"reconnect\", \"invalid_session\", {\"close\": 4000..4999}) or `handshakes` ({\"close\": 4000..4999, \"count\"})"
                 .to_string(),
         ));
+    }
+    if let Some(handshakes) = fault.handshakes {
+        if !(4000..=4999).contains(&handshakes.close) {
+            return Err(ControlError::BadBody(format!(
+                "handshakes.close must be a gateway close code from 4000 to 4999, not {}",
+                handshakes.close
+            )));
+        }
+        if !(1..=1_000).contains(&handshakes.count) {
+            return Err(ControlError::BadBody(
+                "handshakes.count must be 1..=1000".to_string(),
+            ));
+        }
     }
     // Checked before anything is queued, so a refused fault leaves no half behind.
     let gateway = match fault.gateway {
@@ -732,6 +760,9 @@ pub(crate) fn inject_fault(s: &Shared, fault: Fault) -> Result<usize, ControlErr
             retry_after,
             path_contains: rest.path_contains,
         });
+    }
+    if let Some(handshakes) = fault.handshakes {
+        s.lock().handshake_fault = Some((handshakes.close, handshakes.count));
     }
     let mut affected = 0;
     if let Some(fault) = gateway {

@@ -144,6 +144,18 @@ fn close_reason(code: u16) -> &'static str {
     }
 }
 
+/// Spends one injected handshake refusal, if any are left: its close code.
+fn refused_handshake(shared: &Shared) -> Option<u16> {
+    let mut store = shared.lock();
+    let (code, left) = store.handshake_fault.as_mut()?;
+    let code = *code;
+    *left -= 1;
+    if *left == 0 {
+        store.handshake_fault = None;
+    }
+    Some(code)
+}
+
 async fn handle(
     shared: &Shared,
     socket: &mut WebSocket,
@@ -163,6 +175,12 @@ async fn handle(
         return Err(End::Close(4002, "Error while decoding payload."));
     };
     let d = payload.get("d").unwrap_or(&Value::Null);
+    if op == 2 || op == 6 {
+        if let Some(code) = refused_handshake(shared) {
+            tracing::info!(connection, code, "handshake refused (injected fault)");
+            return Err(End::Close(code, close_reason(code)));
+        }
+    }
     match op {
         1 => send(socket, r#"{"op":11,"s":null,"t":null,"d":null}"#).await,
         2 => {

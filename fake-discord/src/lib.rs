@@ -125,8 +125,8 @@ pub use api_error::{ApiError, FormErrors};
 pub use attachments::{DEFAULT_MAX_UPLOAD_BYTES, MAX_FILES};
 pub use control::ControlError;
 pub use fake::{
-    ChannelPatch, ComponentClick, FakeState, Fault, GatewayFaultKind, NewAttachment, NewChannel,
-    RestFault, SlashCommand, UserMessage,
+    ChannelPatch, ComponentClick, FakeState, Fault, GatewayFaultKind, HandshakeFault,
+    NewAttachment, NewChannel, RestFault, SlashCommand, UserMessage,
 };
 pub use hub::{intents, HubLimits};
 /// Discord ids: the workspace's one id type, re-exported.

@@ -258,6 +258,8 @@ pub struct Store {
     pub guild_commands: HashMap<Snowflake, Vec<Value>>,
     pub requests: VecDeque<RecordedRequest>,
     pub rest_faults: VecDeque<RestFaultState>,
+    /// The next handshakes closed instead of answered: (close code, how many are left).
+    pub handshake_fault: Option<(u16, u32)>,
     /// (channel, attachment) → bytes, oldest first for eviction.
     files: HashMap<(Snowflake, Snowflake), StoredFile>,
     file_order: VecDeque<(Snowflake, Snowflake)>,
@@ -312,6 +314,7 @@ impl Store {
             guild_commands: HashMap::new(),
             requests: VecDeque::new(),
             rest_faults: VecDeque::new(),
+            handshake_fault: None,
             files: HashMap::new(),
             file_order: VecDeque::new(),
             file_bytes: 0,

@@ -23,6 +23,7 @@ fn gateway_fault(kind: GatewayFaultKind) -> Fault {
     Fault {
         rest: None,
         gateway: Some(kind),
+        handshakes: None,
     }
 }
 
@@ -235,10 +236,58 @@ async fn a_close_code_on_demand_reaches_every_connection() {
                     path_contains: None,
                 }),
                 gateway: Some(GatewayFaultKind::Close(code)),
+                handshakes: None,
             })
             .is_err());
     }
     // The close fault reads as `{"close": 4014}` on the control API.
     let parsed: Fault = serde_json::from_value(json!({"gateway": {"close": 4012}})).unwrap();
     assert_eq!(parsed.gateway, Some(GatewayFaultKind::Close(4012)));
+}
+
+#[tokio::test]
+async fn refused_handshakes_close_the_next_identifies_then_stop() {
+    let fake = FakeDiscord::start(World::demo()).await.expect("start");
+    let refuse = |close: u16, count: u32| Fault {
+        rest: None,
+        gateway: None,
+        handshakes: Some(fake_discord::HandshakeFault { close, count }),
+    };
+    // Garbage is refused and leaves nothing behind.
+    for (close, count) in [(1000, 1), (5000, 1), (4012, 0), (4012, 1_001)] {
+        assert!(
+            fake.inject_fault(refuse(close, count)).is_err(),
+            "{close} x{count}"
+        );
+    }
+    assert!(fake
+        .inject_fault(Fault {
+            rest: None,
+            gateway: None,
+            handshakes: None,
+        })
+        .is_err());
+    assert_eq!(
+        fake.inject_fault(refuse(4012, 2)).expect("fault"),
+        0,
+        "no open connection is touched"
+    );
+    for _ in 0..2 {
+        let mut gw = Gateway::connect(&fake.gateway_url()).await;
+        gw.send(json!({"op": 2, "d": {"token": "fake-token", "intents": ALL_INTENTS, "properties": {"os": "linux", "browser": "t", "device": "t"}}})).await;
+        assert_eq!(gw.close_code().await, Some(4012));
+    }
+    // Spent: the next one is answered.
+    let mut gw = Gateway::connect(&fake.gateway_url()).await;
+    gw.identify(ALL_INTENTS, 1).await;
+    // The control API's form.
+    let parsed: Fault =
+        serde_json::from_value(json!({"handshakes": {"close": 4008, "count": 3}})).unwrap();
+    assert_eq!(
+        parsed.handshakes,
+        Some(fake_discord::HandshakeFault {
+            close: 4008,
+            count: 3
+        })
+    );
 }

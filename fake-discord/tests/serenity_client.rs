@@ -213,6 +213,7 @@ async fn serenity_and_poise_run_against_the_fake() {
         .inject_fault(Fault {
             rest: None,
             gateway: Some(GatewayFaultKind::Drop),
+            handshakes: None,
         })
         .expect("fault");
     assert_eq!(hit, 1);
