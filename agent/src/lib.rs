@@ -250,26 +250,7 @@ impl Bridge {
         if message.author_id == bot || (message.author_is_bot && !allowed_bot) {
             return false;
         }
-        if !message.in_guild {
-            return true;
-        }
-        let config = self.config();
-        let active = &config.active_channel_ids;
-        if active.contains(&message.channel_id)
-            || message.parent_id.is_some_and(|p| active.contains(&p))
-        {
-            return true;
-        }
-        if message.parent_id.is_some()
-            && config.reply_in_thread.threads_are_conversations()
-            && self
-                .inner
-                .core
-                .surface()
-                .thread(message.channel_id)
-                .and_then(|thread| thread.owner_id)
-                == Some(bot)
-        {
+        if self.answers_unmentioned(message.channel_id, message.in_guild, message.parent_id, bot) {
             return true;
         }
         let mentioned = message.content.contains(&format!("<@{bot}>"))
@@ -277,23 +258,50 @@ impl Bridge {
         mentioned || message.replies_to_bot
     }
 
-    /// Where people must mention the bot for it to answer, seen from `session` (what the demo
-    /// agent's help says): the same rules as [`Bridge::should_trigger`] for a person's message.
-    fn mentions(&self, session: Snowflake) -> demo::Mentions {
+    /// Whether a person's message in `channel` starts a run without mentioning the bot: in a
+    /// DM, an active channel (or a thread of one), or a thread the bot started when threads are
+    /// conversations (`agent.reply_in_thread` is not `never`).
+    fn answers_unmentioned(
+        &self,
+        channel: Snowflake,
+        in_guild: bool,
+        parent: Option<Snowflake>,
+        bot: Snowflake,
+    ) -> bool {
+        if !in_guild {
+            return true;
+        }
         let config = self.config();
-        let conversations = config.reply_in_thread.threads_are_conversations();
-        let surface = self.inner.core.surface();
-        let owner = surface.thread(session).and_then(|thread| thread.owner_id);
-        let info = surface.session(session);
-        let parent = info.as_ref().and_then(|info| info.parent_channel_id);
         let active = &config.active_channel_ids;
-        let free_here = info.as_ref().is_some_and(|info| info.guild_id.is_none())
-            || active.contains(&session)
-            || parent.is_some_and(|p| active.contains(&p))
-            || (conversations && owner.is_some() && owner == self.bot_id());
+        if active.contains(&channel) || parent.is_some_and(|p| active.contains(&p)) {
+            return true;
+        }
+        parent.is_some()
+            && config.reply_in_thread.threads_are_conversations()
+            && self
+                .inner
+                .core
+                .surface()
+                .thread(channel)
+                .and_then(|thread| thread.owner_id)
+                == Some(bot)
+    }
+
+    /// Where people must mention the bot for it to answer, seen from `session` (what the demo
+    /// agent's help says): [`Bridge::answers_unmentioned`], as for a person's message.
+    fn mentions(&self, session: Snowflake) -> demo::Mentions {
+        let info = self.inner.core.surface().session(session);
+        let free_here = self.bot_id().is_some_and(|bot| {
+            self.answers_unmentioned(
+                session,
+                info.as_ref().is_none_or(|info| info.guild_id.is_some()),
+                info.as_ref().and_then(|info| info.parent_channel_id),
+                bot,
+            )
+        });
         demo::Mentions {
             needed_here: !free_here,
-            needed_in_new_threads: !conversations,
+            needed_in_new_threads: !self.config().reply_in_thread.threads_are_conversations(),
         }
     }
 
