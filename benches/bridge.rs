@@ -53,7 +53,7 @@ use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use fake_discord::{demo, FakeDiscord, UserMessage};
+use fake_discord::{demo, FakeDiscord};
 use serde_json::Value;
 use support::{median, now_ns, spread};
 use switchboard_config::Config;
@@ -287,16 +287,7 @@ fn start_receive_floor(fake: &FakeDiscord) -> Received {
 /// by the bare client, in ns.
 fn receive_floor_run(fake: &FakeDiscord, received: &Received, n: usize) -> i128 {
     let _ = take_marks();
-    let posted = fake
-        .post_message(UserMessage {
-            channel_id: demo::OPS.into(),
-            author_id: demo::STANLEY.into(),
-            content: format!("<@{}> ping {n}", demo::BOT),
-            reply_to: None,
-            attachments: Vec::new(),
-        })
-        .expect("post as a user");
-    let id = posted["id"].as_str().expect("message id").to_owned();
+    let id = support::mention_in_ops(fake, &format!("ping {n}"));
     let deadline = Instant::now() + REPLY_TIMEOUT;
     // The client may parse the frame before the fake's task notes it wrote it: wait for both.
     loop {
@@ -356,16 +347,7 @@ fn bridge_run(fake: &FakeDiscord, dir: &Path, n: usize) -> BridgeRun {
     let mut grew: Vec<(i128, u64)> = Vec::new();
     let mut last_requests = before.requests;
     let t0 = now_ns();
-    let posted = fake
-        .post_message(UserMessage {
-            channel_id: demo::OPS.into(),
-            author_id: demo::STANLEY.into(),
-            content: format!("<@{}> ping {n}", demo::BOT),
-            reply_to: None,
-            attachments: Vec::new(),
-        })
-        .expect("post as a user");
-    let id = posted["id"].as_str().expect("message id").to_owned();
+    let id = support::mention_in_ops(fake, &format!("ping {n}"));
     // The trigger itself is one more message; the reply is the next.
     let reply_at = before.messages + 2;
     let deadline = Instant::now() + REPLY_TIMEOUT;

@@ -20,7 +20,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use fake_discord::{demo, FakeDiscord, UserMessage};
+use fake_discord::{demo, FakeDiscord};
 use support::{median, now_ns, spread};
 use switchboard_config::Config;
 
@@ -103,16 +103,7 @@ fn run(fake: &FakeDiscord, n: usize) -> Run {
     let before = fake.state().messages_held;
     let logged_before = fake.requests().len();
     let t0 = now_ns();
-    let posted = fake
-        .post_message(UserMessage {
-            channel_id: demo::OPS.into(),
-            author_id: demo::STANLEY.into(),
-            content: format!("<@{}> status {n}", demo::BOT),
-            reply_to: None,
-            attachments: Vec::new(),
-        })
-        .expect("post as a user");
-    let id = posted["id"].as_str().expect("message id").to_owned();
+    let id = support::mention_in_ops(fake, &format!("status {n}"));
     let deadline = Instant::now() + REPLY_TIMEOUT;
     let mut visible = None;
     loop {

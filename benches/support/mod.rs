@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use fake_discord::{FakeDiscord, FakeOptions, RateLimits, World};
+use fake_discord::{demo, FakeDiscord, FakeOptions, RateLimits, UserMessage, World};
 use switchboard_config::Config;
 
 /// Nanoseconds since the epoch (CLOCK_REALTIME), as `date +%s%N` writes them.
@@ -42,6 +42,20 @@ pub fn spread(values: &[i128]) -> String {
         percentile(&mut v, 0.1),
         percentile(&mut v, 0.9)
     )
+}
+
+/// Posts "@bot `words`" in #ops as Stanley, as a person would; the message's id.
+pub fn mention_in_ops(fake: &FakeDiscord, words: &str) -> String {
+    let posted = fake
+        .post_message(UserMessage {
+            channel_id: demo::OPS.into(),
+            author_id: demo::STANLEY.into(),
+            content: format!("<@{}> {words}", demo::BOT),
+            reply_to: None,
+            attachments: Vec::new(),
+        })
+        .expect("post as a user");
+    posted["id"].as_str().expect("message id").to_owned()
 }
 
 /// The demo world's fake Discord with its rate-limit buckets out of the way: these benches time
