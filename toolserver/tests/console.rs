@@ -2,7 +2,8 @@
 //! the session's CSRF token and a same-origin `Origin`; reads and changes go through the
 //! pipeline and the audit log; garbage gets a clear 4xx.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
@@ -690,67 +691,11 @@ policy = "ask"
 /// One SSE event as the reader saw it: its type, its data, its id.
 type Seen = (String, Value, Option<String>);
 
-/// An SSE reader on its own thread, sending each event (`None` when the stream ends); a
-/// refused request is one `("http", status)` event.
+/// An SSE reader on its own thread, each event's data parsed as JSON (else kept as a string).
 fn subscribe(url: String, headers: Vec<(&'static str, String)>) -> mpsc::Receiver<Option<Seen>> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build()
-            .into();
-        let mut request = agent.get(&url);
-        for (name, value) in &headers {
-            request = request.header(*name, value);
-        }
-        let Ok(response) = request.call() else {
-            let _ = tx.send(None);
-            return;
-        };
-        if response.status() != 200 {
-            let status = response.status().as_u16();
-            let _ = tx.send(Some(("http".into(), json!(status), None)));
-            let _ = tx.send(None);
-            return;
-        }
-        let content_type = response
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
-        if !content_type.starts_with("text/event-stream") {
-            let _ = tx.send(Some(("content-type".into(), json!(content_type), None)));
-            let _ = tx.send(None);
-            return;
-        }
-        let reader = BufReader::new(response.into_body().into_reader());
-        let (mut kind, mut data, mut id) = (String::new(), String::new(), None);
-        for line in reader.lines() {
-            let Ok(line) = line else { break };
-            if line.is_empty() {
-                if !kind.is_empty() || !data.is_empty() {
-                    let value = serde_json::from_str(&data).unwrap_or(Value::String(data.clone()));
-                    data.clear();
-                    if tx
-                        .send(Some((std::mem::take(&mut kind), value, id.take())))
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
-            } else if let Some(rest) = line.strip_prefix("event:") {
-                kind = rest.trim().to_owned();
-            } else if let Some(rest) = line.strip_prefix("data:") {
-                data = rest.trim().to_owned();
-            } else if let Some(rest) = line.strip_prefix("id:") {
-                id = Some(rest.trim().to_owned());
-            }
-        }
-        let _ = tx.send(None);
-    });
-    rx
+    common::sse::subscribe(url, headers, Duration::from_secs(60), |data| {
+        serde_json::from_str(&data).unwrap_or(Value::String(data))
+    })
 }
 
 /// The next event that is not `health.sampled` (unless that is what is wanted), within 10 s.

@@ -1,7 +1,8 @@
 //! The interop fronts over a real server on 127.0.0.1:0: `POST /v1/batch`, `GET /v1/events`
 //! (SSE) and `GET /metrics` (checked by `promtool`, which must be installed: `.ci/run` does).
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -203,58 +204,11 @@ fn subscribe(
     token: String,
     last_event_id: Option<String>,
 ) -> mpsc::Receiver<Option<(String, String, Option<String>)>> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(30)))
-            .build()
-            .into();
-        let mut request = agent
-            .get(&url)
-            .header("authorization", format!("Bearer {token}"));
-        if let Some(id) = &last_event_id {
-            request = request.header("last-event-id", id);
-        }
-        let Ok(response) = request.call() else {
-            let _ = tx.send(None);
-            return;
-        };
-        if response.status() != 200 {
-            let _ = tx.send(Some((
-                "http".into(),
-                response.status().as_u16().to_string(),
-                None,
-            )));
-            let _ = tx.send(None);
-            return;
-        }
-        let reader = BufReader::new(response.into_body().into_reader());
-        let (mut kind, mut data, mut id) = (String::new(), String::new(), None);
-        for line in reader.lines() {
-            let Ok(line) = line else { break };
-            if line.is_empty() {
-                if !kind.is_empty() || !data.is_empty() {
-                    let event = (
-                        std::mem::take(&mut kind),
-                        std::mem::take(&mut data),
-                        id.take(),
-                    );
-                    if tx.send(Some(event)).is_err() {
-                        return;
-                    }
-                }
-            } else if let Some(rest) = line.strip_prefix("event:") {
-                kind = rest.trim().to_owned();
-            } else if let Some(rest) = line.strip_prefix("data:") {
-                data = rest.trim().to_owned();
-            } else if let Some(rest) = line.strip_prefix("id:") {
-                id = Some(rest.trim().to_owned());
-            }
-        }
-        let _ = tx.send(None);
-    });
-    rx
+    let mut headers = vec![("authorization", format!("Bearer {token}"))];
+    if let Some(id) = last_event_id {
+        headers.push(("last-event-id", id));
+    }
+    common::sse::subscribe(url, headers, Duration::from_secs(30), |data| data)
 }
 
 fn next_event(

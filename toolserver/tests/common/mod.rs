@@ -1,0 +1,3 @@
+//! What the tool server's integration tests share.
+
+pub mod sse;
