@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use fake_discord::{demo, MemberSpec, SlashCommand, Snowflake, UserMessage, UserSpec, World};
 use support::{
-    bot_posts, command_agent, pid_alive, poll, script, wait_bounded, Allow, Fake, Sections,
-    Switchboard, TempDir,
+    agent_log, bot_posts, command_agent, pid_alive, poll, script, wait_bounded, Allow, Fake,
+    Sections, Switchboard, TempDir,
 };
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
@@ -33,17 +33,8 @@ fn logging_agent(dir: &Path, sleep_s: u32) -> PathBuf {
     )
 }
 
-/// The `start SESSION MESSAGE` lines the agent logged so far.
-fn starts(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join("log"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
 fn started(dir: &Path, session: u64, message: &str) -> bool {
-    starts(dir).contains(&format!("start {session} {message}"))
+    agent_log(dir).contains(&format!("start {session} {message}"))
 }
 
 /// The pid the agent wrote for `message`, once it has.
@@ -169,7 +160,7 @@ fn abort_stops_the_running_run_and_the_queued_one_then_runs() {
     assert!(
         !started(out, demo::OPS, &second),
         "the second run started while the first was running: {:?}",
-        starts(out)
+        agent_log(out)
     );
 
     let answer = slash(&fake, demo::OPS, "abort");
@@ -186,7 +177,7 @@ fn abort_stops_the_running_run_and_the_queued_one_then_runs() {
         started(out, demo::OPS, &second).then_some(())
     });
     assert_eq!(
-        starts(out),
+        agent_log(out),
         vec![
             format!("start {} {first}", demo::OPS),
             format!("start {} {second}", demo::OPS)
@@ -276,7 +267,7 @@ fn a_full_queue_answers_the_extra_trigger_and_does_not_run_it() {
     });
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
-        starts(out),
+        agent_log(out),
         vec![format!("start {} {first}", demo::OPS)],
         "the agent started once so far"
     );
@@ -331,9 +322,9 @@ fn another_bots_mention_does_not_trigger_unless_allowed() {
     assert!(
         !started(out, demo::OPS, &from_bot),
         "another bot's mention started a run: {:?}",
-        starts(out)
+        agent_log(out)
     );
-    assert_eq!(starts(out).len(), 1, "{:?}", starts(out));
+    assert_eq!(agent_log(out).len(), 1, "{:?}", agent_log(out));
 }
 
 #[test]
@@ -359,7 +350,7 @@ fn allow_bots_lets_a_listed_bot_trigger() {
     poll("the marker run", Duration::from_secs(10), || {
         started(out, demo::OPS, &marker).then_some(())
     });
-    assert!(!started(out, demo::OPS, &plain), "{:?}", starts(out));
+    assert!(!started(out, demo::OPS, &plain), "{:?}", agent_log(out));
 }
 
 #[test]
@@ -396,7 +387,7 @@ fn a_plain_message_in_an_active_channel_starts_a_run() {
     assert!(
         !started(out, demo::OPS, &not_active),
         "a plain message outside the active channels started a run: {:?}",
-        starts(out)
+        agent_log(out)
     );
 }
 
@@ -760,8 +751,8 @@ fn the_loop_guard_stops_answering_bots_after_max_bot_turns_until_a_person_writes
     poll("a bot's run after a person wrote", wait, || {
         started(out, demo::OPS, &again).then_some(())
     });
-    assert!(!started(out, demo::OPS, &stopped), "{:?}", starts(out));
-    assert!(!started(out, demo::OPS, &quiet), "{:?}", starts(out));
+    assert!(!started(out, demo::OPS, &stopped), "{:?}", agent_log(out));
+    assert!(!started(out, demo::OPS, &quiet), "{:?}", agent_log(out));
     let notices = bot_posts(&fake, demo::OPS)
         .iter()
         .filter(|m| {

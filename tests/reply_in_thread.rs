@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use fake_discord::demo;
 use serde_json::Value;
-use support::{bot_posts, command_agent, poll, script, Allow, Fake, Switchboard, TempDir};
+use support::{
+    agent_log, bot_posts, command_agent, poll, script, Allow, Fake, Switchboard, TempDir,
+};
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
 const WAIT: Duration = Duration::from_secs(10);
@@ -29,16 +31,8 @@ fn session_agent(dir: &Path) -> std::path::PathBuf {
     )
 }
 
-fn runs(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join("log"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
 fn ran_in(dir: &Path, session: &str) -> usize {
-    runs(dir)
+    agent_log(dir)
         .iter()
         .filter(|line| line.split(' ').nth(1) == Some(session))
         .count()
@@ -132,7 +126,7 @@ fn always_answers_in_a_thread_started_from_the_message_and_follow_ups_need_no_me
             .find(|m| m["message_reference"]["message_id"] == follow_up.as_str())
     });
     assert_eq!(text(&second), format!("answer in {asked}"));
-    assert_eq!(ran_in(out, &asked), 2, "{:?}", runs(out));
+    assert_eq!(ran_in(out, &asked), 2, "{:?}", agent_log(out));
     assert_eq!(
         fake.requests_mentioning(thread)
             .iter()
@@ -182,7 +176,12 @@ fn long_opens_a_thread_only_for_an_answer_longer_than_one_message() {
         "no part of the long answer in the channel"
     );
     // Its run was in the channel: the thread only holds the answer.
-    assert_eq!(ran_in(out, &demo::OPS.to_string()), 2, "{:?}", runs(out));
+    assert_eq!(
+        ran_in(out, &demo::OPS.to_string()),
+        2,
+        "{:?}",
+        agent_log(out)
+    );
 }
 
 #[test]
@@ -207,11 +206,11 @@ fn only_threads_the_bot_started_are_conversations_and_only_when_reply_in_thread_
     // Asked in a thread already: answered there, no thread of a thread.
     assert_eq!(text(&reply), format!("answer in {}", demo::INCIDENT_THREAD));
     let incident = demo::INCIDENT_THREAD.to_string();
-    assert_eq!(ran_in(out, &incident), 1, "{:?}", runs(out));
+    assert_eq!(ran_in(out, &incident), 1, "{:?}", agent_log(out));
     assert!(
-        !runs(out).iter().any(|line| line.ends_with(&plain)),
+        !agent_log(out).iter().any(|line| line.ends_with(&plain)),
         "{:?}",
-        runs(out)
+        agent_log(out)
     );
     drop(sb);
 
@@ -228,12 +227,12 @@ fn only_threads_the_bot_started_are_conversations_and_only_when_reply_in_thread_
     let plain = fake.post(thread_id, demo::STANLEY, "no mention here");
     let mention = fake.post(thread_id, demo::STANLEY, &format!("{BOT_MENTION} marker"));
     poll("the marker's run", WAIT, || {
-        runs(out)
+        agent_log(out)
             .iter()
             .any(|line| line == &format!("run {thread} {mention}"))
             .then_some(())
     });
     std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(ran_in(out, &thread), 1, "{:?}", runs(out));
-    assert!(!runs(out).iter().any(|line| line.ends_with(&plain)));
+    assert_eq!(ran_in(out, &thread), 1, "{:?}", agent_log(out));
+    assert!(!agent_log(out).iter().any(|line| line.ends_with(&plain)));
 }

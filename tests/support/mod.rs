@@ -398,6 +398,15 @@ pub fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     path
 }
 
+/// The lines a scripted agent appended to `dir/log` so far (none before it wrote any).
+pub fn agent_log(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
 /// Whether a process exists (a zombie counts until reaped).
 pub fn pid_alive(pid: i32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
