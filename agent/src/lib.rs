@@ -30,8 +30,7 @@ use tokio::sync::{oneshot, Semaphore};
 use toolserver::auth::{random_hex, CapabilityGrant};
 use toolserver::live::Live;
 use toolserver::runs::{
-    AbortOutcome, AnsweredTriggers, Arrival, Recording, RunGate, Runs, SessionStatus, Taking,
-    Trigger,
+    AbortOutcome, AnsweredTriggers, Arrival, RunGate, Runs, SessionStatus, Taking, Trigger,
 };
 use toolserver::surface::AllowedChannel;
 use toolserver::{CallContext, Core};
@@ -91,14 +90,6 @@ struct Inner {
     answers: Option<Arc<dyn AnsweredTriggers>>,
 }
 
-/// What became of a trigger the bridge tried to take.
-enum Taken {
-    /// Taken now: answer it, acting once the record (if any) is durable.
-    Now(Option<Recording>),
-    /// Answered before (or the record could not be started): leave it.
-    Before,
-}
-
 impl Bridge {
     /// Must be called inside the runtime the runs should execute on. Runs reach the tool
     /// server at `tool_server_url` (their `SWITCHBOARD_URL`).
@@ -139,62 +130,55 @@ impl Bridge {
         }
     }
 
-    /// Takes the trigger's message to answer: whether it was answered before is known at
-    /// once; the record of it becoming durable is handed back to wait for. A trigger without
-    /// a message, or a resumed workflow (which answers its own run's message once more, by
-    /// design), is not recorded.
-    fn take(&self, trigger: &Trigger) -> Taken {
+    /// Takes the trigger's message to answer; `None` when it was answered before (or the
+    /// record could not even be started): leave it. Whether it was answered before is known
+    /// at once; the gate it hands back opens once the record is durable, and is shut for good
+    /// (logged) when the record fails. A trigger without a message, or a resumed workflow
+    /// (which answers its own run's message once more, by design), is not recorded: its gate
+    /// is open at once.
+    fn take(&self, trigger: &Trigger) -> Option<RunGate> {
         let (Some(answers), Some(message_id), None) = (
             self.inner.answers.clone(),
             trigger.message_id,
             trigger.workflow_id.as_ref(),
         ) else {
-            return Taken::Now(None);
+            return Some(RunGate::open());
         };
         let channel_id = trigger.channel_id;
-        match answers.take(channel_id, message_id) {
-            Ok(Taking::Now(recording)) => Taken::Now(Some(recording)),
+        let recording = match answers.take(channel_id, message_id) {
+            Ok(Taking::Now(recording)) => recording,
             Ok(Taking::Before) => {
                 tracing::info!(message = %message_id, session = %channel_id, "this message was answered before; not answering it again");
-                Taken::Before
+                return None;
             }
             // At most once: a trigger whose answer cannot be recorded is not answered, or a
             // restart could answer it a second time.
             Err(error) => {
                 tracing::error!(message = %message_id, "not answering: {error}");
-                Taken::Before
+                return None;
             }
-        }
+        };
+        let (opener, gate) = RunGate::closed();
+        tokio::spawn(async move {
+            match recording.await {
+                Ok(()) => {
+                    tracing::trace!(trigger = %message_id, "trigger recorded");
+                    opener.open();
+                }
+                Err(error) => {
+                    tracing::error!(message = %message_id, "not answering, stopping the run: {error}");
+                }
+            }
+        });
+        Some(gate)
     }
 
     /// Takes the trigger and waits for its record to be durable: true when it may be answered.
     async fn take_durably(&self, trigger: &Trigger) -> bool {
         match self.take(trigger) {
-            Taken::Before => false,
-            Taken::Now(recording) => self.gate(trigger, recording).opened().await,
+            Some(gate) => gate.opened().await,
+            None => false,
         }
-    }
-
-    /// The gate a run acts through: open at once when there is nothing to record, else once
-    /// the record is durable; shut for good (logged) when it fails.
-    fn gate(&self, trigger: &Trigger, recording: Option<Recording>) -> RunGate {
-        let Some(recording) = recording else {
-            return RunGate::open();
-        };
-        let (opener, gate) = RunGate::closed();
-        let message = trigger.message_id;
-        tokio::spawn(async move {
-            match recording.await {
-                Ok(()) => {
-                    tracing::trace!(trigger = ?message, "trigger recorded");
-                    opener.open();
-                }
-                Err(error) => {
-                    tracing::error!(message = ?message, "not answering, stopping the run: {error}");
-                }
-            }
-        });
-        gate
     }
 
     /// Whether a message that was missed live (fetched by a backfill) is still to be answered:
@@ -567,9 +551,8 @@ impl Bridge {
         // acts (tool calls, draft, reply, reactions) only through the gate, which opens once
         // the record is durable: a crash from here on leaves the message unanswered rather
         // than answered twice.
-        let gate = match self.take(trigger) {
-            Taken::Before => return,
-            Taken::Now(recording) => self.gate(trigger, recording),
+        let Some(gate) = self.take(trigger) else {
+            return;
         };
         // `agent.reply_in_thread = "always"`: the conversation moves into a thread started from
         // the message before the run, so the run's session, typing and draft are the thread's.
