@@ -16,8 +16,9 @@ use serenity::model::application::{CommandDataOptionValue, CommandInteraction, I
 use serenity::model::gateway::Ready;
 use serenity::prelude::{Context, EventHandler};
 use toolserver::allowlist::Allowlist;
+use toolserver::auth::DiscordUser;
 use toolserver::runs::{AbortOutcome, Runs};
-use toolserver::scopes::{ScopeChange, SessionTools};
+use toolserver::scopes::SessionTools;
 use toolserver::surface::{ChannelLocation, SessionKind};
 use toolserver::Core;
 
@@ -199,14 +200,14 @@ fn is_admin(data: &Data, invocation: &Invocation) -> bool {
 }
 
 /// The answer to a slash command.
-pub fn answer(data: &Data, invocation: &Invocation) -> Reply {
+pub async fn answer(data: &Data, invocation: &Invocation) -> Reply {
     if !allowed_here(data, invocation) {
         return Reply::private(NOT_HERE);
     }
     match invocation.name.as_str() {
         "status" => status(data, invocation),
         "abort" => abort(data, invocation),
-        "tools" => tools(data, invocation),
+        "tools" => tools(data, invocation).await,
         other => {
             tracing::info!(command = other, "an unknown slash command was invoked");
             Reply::private(format!(
@@ -260,32 +261,36 @@ fn abort(data: &Data, invocation: &Invocation) -> Reply {
     }
 }
 
-fn tools(data: &Data, invocation: &Invocation) -> Reply {
+async fn tools(data: &Data, invocation: &Invocation) -> Reply {
     let channel = invocation.channel;
     let name = session_name(data, channel);
     let action = invocation.option("action").map(str::trim).unwrap_or("show");
     if action == "show" || action.is_empty() {
         return Reply::private(describe_tools(&data.core.session_tools(channel), &name));
     }
-    let change = match ScopeChange::parse(action, invocation.option("tools")) {
-        Ok(change) => change,
-        Err(error) => return Reply::private(format!("Nothing changed: {error}.")),
-    };
-    if !is_admin(data, invocation) {
-        return Reply::private(
-            "Only admins (discord.admins in the config) can change the tools of a channel; `/tools` alone shows them.",
-        );
-    }
-    let by = format!("discord:{}", invocation.user);
-    match data.core.change_session_tools(channel, &change, &by) {
-        Ok(after) => {
-            tracing::info!(session = %channel, %by, ?change, "a session's tool scope changed");
-            Reply::private(format!(
-                "Done; effective from the next call.\n{}",
-                describe_tools(&after, &name)
-            ))
-        }
-        Err(error) => Reply::private(format!("Nothing changed: {error}.")),
+    // The operator callable, as the invoking user: the pipeline checks they are an admin,
+    // applies the rules and writes the audit row.
+    let caller = DiscordUser::caller(invocation.user, invocation.roles.clone(), "");
+    let changed = data
+        .core
+        .call(
+            &crate::approvals::discord_context(caller),
+            "admin.tools.set",
+            json!({
+                "sessionId": channel.to_string(),
+                "action": action,
+                "tools": invocation.option("tools"),
+            }),
+        )
+        .await;
+    match changed {
+        // What the session allows now, as `/tools` shows it.
+        Ok(_) => Reply::private(format!(
+            "Done; effective from the next call.\n{}",
+            describe_tools(&data.core.session_tools(channel), &name)
+        )),
+        Err(error) if error.code == protocol::ErrorCode::NotAdmin => Reply::private(error.message),
+        Err(error) => Reply::private(format!("Nothing changed: {}", error.message)),
     }
 }
 
@@ -325,9 +330,19 @@ pub fn describe_tools(tools: &SessionTools, session_name: &str) -> String {
             tools.default_policy
         ));
         for rule in &tools.rules {
+            let mut applies = vec![format!("for {}", rule.caller)];
+            if let Some(session) = &rule.session {
+                applies.push(format!("in {session}"));
+            }
+            if let Some(origin) = &rule.origin {
+                applies.push(format!("from runs started in {origin}"));
+            }
             text.push_str(&format!(
-                "• `{}` → **{}** ({})\n",
-                rule.tool, rule.policy, rule.name
+                "• `{}` {} → **{}** ({})\n",
+                rule.tool,
+                applies.join(", "),
+                rule.policy,
+                rule.name
             ));
         }
     }
@@ -420,7 +435,7 @@ impl EventHandler for Interactions {
         match interaction {
             Interaction::Command(command) => {
                 let invocation = Invocation::from_interaction(&command);
-                let reply = answer(&self.data, &invocation);
+                let reply = answer(&self.data, &invocation).await;
                 self.respond(
                     Snowflake(command.id.get()),
                     &command.token,

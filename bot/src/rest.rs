@@ -397,8 +397,8 @@ impl DiscordRest {
         })
     }
 
-    /// Posts a message. The body carries a nonce with `enforce_nonce`, so the retries after a
-    /// timeout or 5xx can never post twice.
+    /// Posts a message. The body carries a nonce with `enforce_nonce` ([`Self::post_message_body`]),
+    /// so the retries after a timeout or 5xx can never post twice.
     /// With files, the request is `multipart/form-data` (`payload_json` plus `files[n]`).
     pub async fn send_message(
         &self,
@@ -411,8 +411,6 @@ impl DiscordRest {
         let mut body = json!({
             "content": content,
             "allowed_mentions": allowed_mentions,
-            "nonce": nonce(),
-            "enforce_nonce": true,
         });
         if let Some(reply_to) = reply_to {
             body["message_reference"] = json!({
@@ -421,17 +419,7 @@ impl DiscordRest {
                 "fail_if_not_exists": false,
             });
         }
-        let path = format!("/channels/{channel_id}/messages");
-        if files.is_empty() {
-            return self.call(Method::POST, &path, Some(body), true).await;
-        }
-        body["attachments"] = files
-            .iter()
-            .enumerate()
-            .map(|(index, file)| json!({ "id": index, "filename": file.filename }))
-            .collect();
-        self.call_with(Method::POST, &path, Payload::Files(&body, files), true)
-            .await
+        self.post_message_body(channel_id, body, files).await
     }
 
     /// Downloads an attachment from its CDN url (no bot token is sent), keeping at most
@@ -493,22 +481,28 @@ impl DiscordRest {
         .await
     }
 
-    /// Posts a message whose body the caller built (content, components, allowed mentions);
-    /// a nonce with `enforce_nonce` is added, so retries never post twice.
+    /// Posts a message whose body the caller built (content, components, allowed mentions),
+    /// with `files` attached (`multipart/form-data`) when there are any; a nonce with
+    /// `enforce_nonce` is added, so retries never post twice.
     pub async fn post_message_body(
         &self,
         channel_id: Snowflake,
         mut body: Value,
+        files: &[OutgoingFile],
     ) -> Result<Value, SurfaceError> {
         body["nonce"] = json!(nonce());
         body["enforce_nonce"] = json!(true);
-        self.call(
-            Method::POST,
-            &format!("/channels/{channel_id}/messages"),
-            Some(body),
-            true,
-        )
-        .await
+        let path = format!("/channels/{channel_id}/messages");
+        if files.is_empty() {
+            return self.call(Method::POST, &path, Some(body), true).await;
+        }
+        body["attachments"] = files
+            .iter()
+            .enumerate()
+            .map(|(index, file)| json!({ "id": index, "filename": file.filename }))
+            .collect();
+        self.call_with(Method::POST, &path, Payload::Files(&body, files), true)
+            .await
     }
 
     /// Replaces a message with a body the caller built.

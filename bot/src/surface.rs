@@ -586,9 +586,11 @@ impl Surface for DiscordSurface {
         channel: AllowedChannel,
         card: &ApprovalCard,
     ) -> Result<Snowflake, SurfaceError> {
+        // An input too long to show inline goes whole as a file beside the card.
+        let files: Vec<_> = crate::approvals::attachment(card).into_iter().collect();
         let answer = self
             .rest
-            .post_message_body(channel.id(), crate::approvals::message(card))
+            .post_message_body(channel.id(), crate::approvals::message(card), &files)
             .await?;
         self.store_own_message(&answer);
         answer

@@ -30,6 +30,8 @@ pub(crate) struct RawPermissions {
     #[serde(default = "yes")]
     pub console_approves: bool,
     #[serde(default)]
+    pub allow_self_approval: bool,
+    #[serde(default)]
     pub rules: Vec<RawRule>,
 }
 
@@ -41,6 +43,7 @@ impl Default for RawPermissions {
             ask_timeout_s: default_ask_timeout_s(),
             approvals_channel: None,
             console_approves: true,
+            allow_self_approval: false,
             rules: Vec::new(),
         }
     }
@@ -236,6 +239,10 @@ pub struct Permissions {
     /// Whether the operator console may approve and deny too (`permissions.console_approves`,
     /// default true).
     pub console_approves: bool,
+    /// Whether someone may decide an ask their own call or run waits on
+    /// (`permissions.allow_self_approval`, default false): the token or operator that made the
+    /// call, or the Discord user whose message started the run.
+    pub allow_self_approval: bool,
     /// The rules, in file order.
     pub rules: Vec<Rule>,
 }
@@ -248,6 +255,7 @@ impl Default for Permissions {
             ask_timeout: Duration::from_secs(300),
             approvals_channel: None,
             console_approves: true,
+            allow_self_approval: false,
             rules: Vec::new(),
         }
     }
@@ -593,6 +601,7 @@ pub(crate) fn permissions(
         ask_timeout,
         approvals_channel,
         console_approves: raw.console_approves,
+        allow_self_approval: raw.allow_self_approval,
         rules,
     }
 }

@@ -84,15 +84,9 @@ impl<'a> DirectCall<'a> {
 
     /// Runs the call through the pipeline and answers it as rmcp would.
     pub(crate) async fn answer(self, core: &Core, mut context: CallContext) -> Response {
+        // The client gave no tool-call id: the server hands out one nobody can guess.
         if context.tool_call_id.is_none() {
-            let id = serde_json::from_str::<Value>(self.id.get())
-                .ok()
-                .map(|id| match id {
-                    Value::String(text) => text,
-                    other => other.to_string(),
-                })
-                .unwrap_or_default();
-            context.tool_call_id = Some(format!("mcp-{id}"));
+            context.tool_call_id = crate::server_call_id();
         }
         if context.client.is_none() {
             context.client = Some("mcp".to_owned());

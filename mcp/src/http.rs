@@ -198,9 +198,9 @@ impl ServerHandler for Served {
     ) -> Result<CallToolResponse, ErrorData> {
         let shared = Self::caller(&cx)?;
         let mut context = CallContext::clone(&shared);
-        // The audit log names the MCP request when the client gave no tool-call id.
+        // The client gave no tool-call id: the server hands out one nobody can guess.
         if context.tool_call_id.is_none() {
-            context.tool_call_id = Some(format!("mcp-{}", cx.id));
+            context.tool_call_id = crate::server_call_id();
         }
         if context.client.is_none() {
             context.client = Some("mcp".to_owned());

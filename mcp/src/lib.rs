@@ -31,3 +31,12 @@ pub mod http;
 pub mod stdio;
 
 pub use convert::{error_result, server_config, success_result, tool};
+
+/// A tool-call id for a call whose client named none: `mcp-` and 128 random bits, so nobody
+/// finds the call (or the approval it waits on) by guessing. `None` only when the system has
+/// no randomness to give; the call then goes without one.
+pub(crate) fn server_call_id() -> Option<String> {
+    toolserver::auth::random_hex(16)
+        .map(|hex| format!("mcp-{hex}"))
+        .ok()
+}

@@ -8,7 +8,6 @@
 //! server that cannot be reached, or that refuses the token on `tools/list`, is a JSON-RPC
 //! error naming what to fix. Logs go to standard error; standard output carries only MCP.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use protocol::context::{
@@ -125,8 +124,6 @@ pub async fn run(remote: Remote) -> Result<(), StdioError> {
 pub struct Forwarder {
     http: reqwest::Client,
     remote: Remote,
-    /// Numbers the calls, for their tool-call ids.
-    calls: std::sync::Arc<AtomicU64>,
 }
 
 #[derive(Deserialize)]
@@ -152,7 +149,6 @@ impl Forwarder {
         Ok(Forwarder {
             http,
             remote,
-            calls: std::sync::Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -273,12 +269,11 @@ impl ServerHandler for Forwarder {
             input: Some(request.arguments.unwrap_or_default()),
             ..CallRequest::default()
         };
-        // Its own id, so the approval it may wait on can be found (and the audit log names it).
-        let tool_call_id = format!(
-            "mcp-stdio-{}-{}",
-            std::process::id(),
-            self.calls.fetch_add(1, Ordering::Relaxed)
-        );
+        // Its own id, so the approval it may wait on can be found (and the audit log names it);
+        // random, so no other caller's id is ever the same.
+        let tool_call_id = crate::server_call_id()
+            .map(|id| id.replacen("mcp-", "mcp-stdio-", 1))
+            .ok_or_else(|| ErrorData::internal_error("cannot draw random bytes for a call id", None))?;
         let url = format!("{}/v1/call", self.remote.base);
         let post = self
             .http

@@ -123,6 +123,14 @@ error_codes! {
     HookFailed = "hook_failed",
     /// Only the operator may do this.
     OperatorOnly = "operator_only",
+    /// Nobody decides an ask their own call or run waits on (`permissions.allow_self_approval`).
+    SelfApproval = "self_approval",
+    /// Only the approvers in `permissions.approvers` decide asks in Discord.
+    NotApprover = "not_approver",
+    /// Only `discord.admins` change a session's tools in Discord.
+    NotAdmin = "not_admin",
+    /// No pending approval has that id (never asked, decided already, or expired).
+    UnknownApproval = "unknown_approval",
     // The request itself.
     /// The body is not the call envelope.
     BadRequest = "bad_request",

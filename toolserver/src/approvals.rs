@@ -3,9 +3,15 @@
 //! The pipeline posts an approval card (through the [`Surface`](crate::Surface): in Discord, a
 //! message with Approve and Deny buttons) and waits. Only an approver's decision counts; no
 //! decision within `permissions.ask_timeout_s` is a denial. Each approval belongs to exactly one
-//! waiting call — bound to a hash of its tool, resolved input and run — and is used once: a new
-//! call, even with the same tool and other text, asks again. An approval left pending when the
-//! service stops is settled as expired when it starts again, never as granted.
+//! waiting call — bound to a hash of what the card shows (its tool, the whole input as the call
+//! will run it, its targets and run) — and is used once: a new call, even with the same tool and
+//! other text, asks again. An approval left pending when the service stops is settled as
+//! expired when it starts again, never as granted.
+//!
+//! The card shows the whole input, whatever `[audit]` says (the log's cut or hash is for the
+//! log; an approver sees everything the call will do). Nobody decides an ask their own call or
+//! run waits on — the token or operator that called, or the Discord user whose message started
+//! the run — unless `permissions.allow_self_approval` is on.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,7 +28,7 @@ use crate::governance::{ApprovalRecord, Ledger};
 use crate::surface::{AllowedChannel, Surface};
 
 /// Where an approval stands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(
     tag = "state",
     rename_all = "snake_case",
@@ -36,14 +42,15 @@ pub enum ApprovalState {
     },
     /// An approver said yes.
     Approved {
-        /// Who (`@name`, or `console`).
+        /// Who: `discord:<user id>`, `console:operator`, `console:token:NAME`, or
+        /// `api:operator` / `api:token:NAME` for `approvals.decide` called over the API.
         by: String,
         /// When, ms since the epoch.
         at_ms: u64,
     },
     /// An approver said no.
     Denied {
-        /// Who (`@name`, or `console`).
+        /// Who, as for [`ApprovalState::Approved`].
         by: String,
         /// When, ms since the epoch.
         at_ms: u64,
@@ -63,22 +70,31 @@ impl ApprovalState {
 }
 
 /// What an approval request shows a person: enough to decide, readable.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalCard {
-    /// Its id (`apr_` and 16 hex digits); buttons carry it.
+    /// Its id (`apr_` and 32 hex digits: 128 random bits); buttons carry it.
     pub id: String,
     /// The callable that waits.
     pub tool: String,
     /// The session the call acts in.
+    #[schemars(with = "Option<String>")]
     pub session_id: Option<Snowflake>,
     /// That session as people read it (`#release-room`).
     pub session_label: String,
-    /// The input, readable (mentions as names), long text cut.
+    /// The whole input as the call will run it, one `field: value` line per field: nothing
+    /// is cut, whatever `[audit]` says. (The copy kept in the store is the audit log's.)
     pub preview: String,
     /// Who asked: the run and the person who started it, or the token.
     pub requested_by: String,
-    /// The first hex digits of the hash the approval is bound to.
+    /// The waiting call's caller key: `operator`, `token:NAME`, `cap:ID`, `anonymous`.
+    pub caller: String,
+    /// Who the ask belongs to, who may not decide it (unless
+    /// `permissions.allow_self_approval`): `operator`, `token:NAME`, or for an agent run the
+    /// `discord:<user id>` whose message started it.
+    pub owner: String,
+    /// The first hex digits of the hash the approval is bound to: the tool, the preview as
+    /// shown, the input, the targets and the run.
     pub binding: String,
     /// The agent run's request id, when the call belongs to one.
     pub run: Option<String>,
@@ -98,11 +114,52 @@ pub enum Decider {
         user: Snowflake,
         /// Their roles in the guild where they clicked.
         roles: Vec<Snowflake>,
-        /// Their name, for the card.
-        name: String,
     },
-    /// The operator, in the console.
-    Console,
+    /// The operator or a named token calling `approvals.decide` (the console does, as the
+    /// logged-in caller).
+    Caller {
+        /// [`Caller::principal`](crate::auth::Caller::principal): `operator`, `token:NAME`.
+        principal: String,
+        /// Where: `console`, or `api` (HTTP, the CLI, MCP).
+        front: &'static str,
+    },
+}
+
+impl Decider {
+    /// The decider `caller` is, deciding through `client` (`console` for the console).
+    pub fn of(caller: &crate::auth::Caller, client: Option<&str>) -> Decider {
+        match caller {
+            crate::auth::Caller::Discord(user) => Decider::Discord {
+                user: user.id,
+                roles: user.roles.clone(),
+            },
+            other => Decider::Caller {
+                principal: other.principal(),
+                front: if client == Some("console") {
+                    "console"
+                } else {
+                    "api"
+                },
+            },
+        }
+    }
+
+    /// Who, as an approval's owner is written: `discord:<id>`, `operator`, `token:NAME`.
+    pub fn principal(&self) -> String {
+        match self {
+            Decider::Discord { user, .. } => format!("discord:{user}"),
+            Decider::Caller { principal, .. } => principal.clone(),
+        }
+    }
+
+    /// Who decided, as the card and the audit log say it: `discord:<id>`,
+    /// `console:operator`, `console:token:NAME`, `api:operator`, ...
+    pub fn decided_by(&self) -> String {
+        match self {
+            Decider::Discord { user, .. } => format!("discord:{user}"),
+            Decider::Caller { principal, front } => format!("{front}:{principal}"),
+        }
+    }
 }
 
 /// Why a decision was not taken.
@@ -117,6 +174,9 @@ pub enum DecideError {
     /// `permissions.console_approves = false`.
     #[error("approvals are decided in Discord only (permissions.console_approves = false)")]
     ConsoleNotAllowed,
+    /// The decider's own call or run waits on it, and `permissions.allow_self_approval` is off.
+    #[error("nobody decides a request their own call or run waits on: another approver must (permissions.allow_self_approval is off)")]
+    SelfApproval,
 }
 
 /// How a wait ended.
@@ -132,6 +192,8 @@ pub enum Outcome {
 
 struct Pending {
     card: ApprovalCard,
+    /// The preview as the store keeps it (the audit log's copy of the input).
+    kept_preview: String,
     channel: AllowedChannel,
     message_id: Option<Snowflake>,
     decided: Option<oneshot::Sender<Outcome>>,
@@ -142,22 +204,37 @@ struct Pending {
 pub struct AskRequest {
     /// The callable.
     pub tool: String,
-    /// The input after every check (for the binding hash).
+    /// The whole input after every check, as the handler will run it.
     pub input: Value,
-    /// The input as people read it.
-    pub preview: String,
+    /// The input as the audit log keeps it (cut or hashed): what the store keeps of the card.
+    pub audit_input: Value,
     /// The sessions it acts in.
     pub targets: Vec<Snowflake>,
     /// The first target as people read it.
     pub session_label: String,
-    /// Who asked.
+    /// Who asked, as people read it.
     pub requested_by: String,
+    /// The waiting call's caller key.
+    pub caller: String,
+    /// Who the ask belongs to (see [`ApprovalCard::owner`]).
+    pub owner: String,
     /// The run's request id, for a capability.
     pub run: Option<String>,
     /// The waiting call's tool-call id.
     pub tool_call_id: Option<String>,
     /// Where the card is posted.
     pub channel: AllowedChannel,
+}
+
+impl From<&switchboard_config::Permissions> for ApprovalPolicy {
+    fn from(permissions: &switchboard_config::Permissions) -> Self {
+        ApprovalPolicy {
+            approvers: permissions.approvers.clone(),
+            console_approves: permissions.console_approves,
+            timeout: permissions.ask_timeout,
+            allow_self_approval: permissions.allow_self_approval,
+        }
+    }
 }
 
 /// Every approval in progress.
@@ -169,29 +246,57 @@ pub struct Approvals {
     ledger: Arc<dyn Ledger>,
 }
 
-/// `permissions.approvers`, `permissions.console_approves`, `permissions.ask_timeout_s`.
+/// `permissions.approvers`, `permissions.console_approves`, `permissions.ask_timeout_s`,
+/// `permissions.allow_self_approval`.
 #[derive(Debug)]
 struct ApprovalPolicy {
     approvers: Vec<Principal>,
     console_approves: bool,
     timeout: Duration,
+    allow_self_approval: bool,
 }
 
 fn now_ms() -> u64 {
     crate::clock::now_ms()
 }
 
-/// The hash an approval is bound to: the tool, the resolved input and targets, and the run.
-pub fn binding(tool: &str, input: &Value, targets: &[Snowflake], run: Option<&str>) -> String {
+/// An input as an approver reads it: one `field: value` line per top-level field, every
+/// string whole (a long text shows all of it; nothing is cut).
+pub fn preview(input: &Value) -> String {
+    match input {
+        Value::Object(map) => map
+            .iter()
+            .map(|(key, value)| match value {
+                Value::String(text) => format!("{key}: {text}"),
+                other => format!("{key}: {other}"),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
+    }
+}
+
+/// The hash an approval is bound to: the tool, the preview exactly as shown, the whole input,
+/// the targets, and the run.
+pub fn binding(
+    tool: &str,
+    preview: &str,
+    input: &Value,
+    targets: &[Snowflake],
+    run: Option<&str>,
+) -> String {
     let mut hasher = Sha256::new();
-    hasher.update(tool.as_bytes());
-    hasher.update([0]);
-    hasher.update(serde_json::to_vec(input).unwrap_or_default());
-    hasher.update([0]);
+    for part in [tool.as_bytes(), preview.as_bytes()] {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part);
+    }
+    let input = serde_json::to_vec(input).unwrap_or_default();
+    hasher.update((input.len() as u64).to_be_bytes());
+    hasher.update(&input);
+    hasher.update((targets.len() as u64).to_be_bytes());
     for target in targets {
         hasher.update(target.0.to_be_bytes());
     }
-    hasher.update([0]);
     hasher.update(run.unwrap_or("").as_bytes());
     hasher
         .finalize()
@@ -202,30 +307,17 @@ pub fn binding(tool: &str, input: &Value, targets: &[Snowflake], run: Option<&st
 
 impl Approvals {
     /// Approvals decided by `approvers`, denied after `timeout`, kept in `ledger`.
-    pub fn new(
-        approvers: Vec<Principal>,
-        console_approves: bool,
-        timeout: Duration,
-        ledger: Arc<dyn Ledger>,
-    ) -> Self {
+    pub fn new(permissions: &switchboard_config::Permissions, ledger: Arc<dyn Ledger>) -> Self {
         Approvals {
             pending: Mutex::new(HashMap::new()),
-            policy: crate::live::Live::new(ApprovalPolicy {
-                approvers,
-                console_approves,
-                timeout,
-            }),
+            policy: crate::live::Live::new(ApprovalPolicy::from(permissions)),
             ledger,
         }
     }
 
     /// Puts reloaded `[permissions]` in force for the next ask and the next decision.
     pub(crate) fn set_policy(&self, permissions: &switchboard_config::Permissions) {
-        self.policy.store(Arc::new(ApprovalPolicy {
-            approvers: permissions.approvers.clone(),
-            console_approves: permissions.console_approves,
-            timeout: permissions.ask_timeout,
-        }));
+        self.policy.store(Arc::new(ApprovalPolicy::from(permissions)));
     }
 
     /// The same approvals, kept in `ledger`.
@@ -240,26 +332,40 @@ impl Approvals {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn keep(&self, card: &ApprovalCard, channel: AllowedChannel, message_id: Option<Snowflake>) {
+    /// Keeps `card`'s state in the ledger, its preview as `kept_preview` (the audit log's
+    /// copy: a store under `audit.redact` keeps no input text).
+    fn keep(
+        &self,
+        card: &ApprovalCard,
+        kept_preview: &str,
+        channel: AllowedChannel,
+        message_id: Option<Snowflake>,
+    ) {
+        let mut kept = serde_json::to_value(card).unwrap_or(Value::Null);
+        kept["preview"] = Value::String(kept_preview.to_owned());
         self.ledger.save_approval(ApprovalRecord {
             id: card.id.clone(),
             channel_id: channel.id(),
             message_id,
             pending: card.state.is_pending(),
-            card: serde_json::to_value(card).unwrap_or(Value::Null),
+            card: kept,
         });
     }
 
     /// Posts the card and waits for a decision (or the timeout). The card is redrawn when it
     /// ends without a Discord click (a click's answer redraws it itself).
     pub async fn ask(&self, surface: &dyn Surface, request: AskRequest) -> Outcome {
-        let id = match crate::auth::random_hex(8) {
+        // 128 random bits: an id nobody can guess from another.
+        let id = match crate::auth::random_hex(16) {
             Ok(hex) => format!("apr_{hex}"),
             Err(_) => return Outcome::Expired,
         };
         let timeout = self.policy.load().timeout;
+        let shown = preview(&request.input);
+        let kept_preview = preview(&request.audit_input);
         let hash = binding(
             &request.tool,
+            &shown,
             &request.input,
             &request.targets,
             request.run.as_deref(),
@@ -269,8 +375,10 @@ impl Approvals {
             tool: request.tool,
             session_id: request.targets.first().copied(),
             session_label: request.session_label,
-            preview: request.preview,
+            preview: shown,
             requested_by: request.requested_by,
+            caller: request.caller,
+            owner: request.owner,
             binding: hash[..12].to_owned(),
             run: request.run,
             tool_call_id: request.tool_call_id,
@@ -283,19 +391,20 @@ impl Approvals {
             id.clone(),
             Pending {
                 card: card.clone(),
+                kept_preview: kept_preview.clone(),
                 channel: request.channel,
                 message_id: None,
                 decided: Some(tx),
             },
         );
-        self.keep(&card, request.channel, None);
+        self.keep(&card, &kept_preview, request.channel, None);
         let posted = surface.post_approval(request.channel, &card).await;
         match posted {
             Ok(message_id) => {
                 if let Some(pending) = self.lock().get_mut(&id) {
                     pending.message_id = Some(message_id);
                 }
-                self.keep(&card, request.channel, Some(message_id));
+                self.keep(&card, &kept_preview, request.channel, Some(message_id));
             }
             Err(error) => {
                 tracing::warn!(approval = %id, %error, "could not post the approval request; it waits for the console or the timeout");
@@ -311,7 +420,12 @@ impl Approvals {
             if let Some(pending) = expired {
                 let mut card = pending.card;
                 card.state = ApprovalState::Expired { at_ms: now_ms() };
-                self.keep(&card, pending.channel, pending.message_id);
+                self.keep(
+                    &card,
+                    &pending.kept_preview,
+                    pending.channel,
+                    pending.message_id,
+                );
                 if let Some(message_id) = pending.message_id {
                     if let Err(error) = surface
                         .update_approval(pending.channel, message_id, &card)
@@ -326,33 +440,38 @@ impl Approvals {
     }
 
     /// A decision by `decider`. Returns the redrawn card; when `redraw` the card's message is
-    /// edited here (the console), else the caller redraws it (a Discord click answers with the
-    /// new card).
+    /// edited here (the console, the API), else the caller redraws it (a Discord click answers
+    /// with the new card). A refused decision leaves the ask pending.
     pub async fn decide(
         &self,
         surface: &dyn Surface,
         id: &str,
-        decider: Decider,
+        decider: &Decider,
         approve: bool,
         redraw: bool,
     ) -> Result<ApprovalCard, DecideError> {
         let policy = self.policy.load();
-        let by = match &decider {
-            Decider::Discord { user, roles, name } => {
+        match decider {
+            Decider::Discord { user, roles } => {
                 if !any_principal_matches(&policy.approvers, *user, roles) {
                     return Err(DecideError::NotApprover);
                 }
-                format!("@{name}")
             }
-            Decider::Console => {
+            Decider::Caller { .. } => {
                 if !policy.console_approves {
                     return Err(DecideError::ConsoleNotAllowed);
                 }
-                "console".to_owned()
             }
+        }
+        let by = decider.decided_by();
+        let mut pending = {
+            let mut all = self.lock();
+            let card = &all.get(id).ok_or(DecideError::NotPending)?.card;
+            if !policy.allow_self_approval && card.owner == decider.principal() {
+                return Err(DecideError::SelfApproval);
+            }
+            all.remove(id).ok_or(DecideError::NotPending)?
         };
-        let removed = self.lock().remove(id);
-        let mut pending = removed.ok_or(DecideError::NotPending)?;
         let at_ms = now_ms();
         let (state, outcome) = if approve {
             (
@@ -372,7 +491,12 @@ impl Approvals {
             )
         };
         pending.card.state = state;
-        self.keep(&pending.card, pending.channel, pending.message_id);
+        self.keep(
+            &pending.card,
+            &pending.kept_preview,
+            pending.channel,
+            pending.message_id,
+        );
         if let Some(decided) = pending.decided.take() {
             // The waiting call may be gone (its client hung up): the decision is still kept.
             let _ = decided.send(outcome);
@@ -405,12 +529,27 @@ impl Approvals {
             };
             card.state = ApprovalState::Expired { at_ms: now_ms() };
             let channel = AllowedChannel::checked(record.channel_id);
-            self.keep(&card, channel, record.message_id);
+            let kept_preview = card.preview.clone();
+            self.keep(&card, &kept_preview, channel, record.message_id);
             if let Some(message_id) = record.message_id {
                 if let Err(error) = surface.update_approval(channel, message_id, &card).await {
                     tracing::debug!(approval = %card.id, %error, "could not mark a leftover request expired");
                 }
             }
         }
+    }
+}
+
+impl crate::server::Core {
+    /// The pending asks `caller` may read, oldest first: every one when it may decide them
+    /// (`approvals.decide` in its scope), else only those its own calls wait on — whatever
+    /// id it asks for, another caller's ask is never among them.
+    pub fn approvals_visible_to(&self, caller: &crate::auth::Caller) -> Vec<ApprovalCard> {
+        let all = self.approvals.pending();
+        if self.may_call(caller, "approvals.decide") && !matches!(caller, crate::auth::Caller::Discord(_)) {
+            return all;
+        }
+        let key = caller.key();
+        all.into_iter().filter(|card| card.caller == key).collect()
     }
 }

@@ -179,6 +179,27 @@ pub fn scope_allows(scope: &[String], tool_id: &str) -> bool {
     scope.iter().any(|pattern| glob_matches(pattern, tool_id))
 }
 
+/// Whether `tool_id` is an operator callable: governance itself (`approvals.*`, `admin.*`).
+/// An agent run never gets one, whatever its scope says (`["*"]` included); a named token gets
+/// one only when its scope names it, exactly or by a glob (`approvals.*`, `admin.*`, `*`).
+pub fn is_operator_callable(tool_id: &str) -> bool {
+    OPERATOR_NAMESPACES
+        .iter()
+        .any(|namespace| tool_id.starts_with(namespace))
+}
+
+/// The namespaces of the operator callables.
+const OPERATOR_NAMESPACES: [&str; 2] = ["approvals.", "admin."];
+
+/// What a `console` token reads besides its own scope: the console's pages (sessions,
+/// messages, the audit log). Deciding others' asks and changing scopes are not in it.
+pub const CONSOLE_READS: [&str; 3] = ["surface.sessions.list", "surface.messages.list", "audit.list"];
+
+/// What a Discord user may call: deciding an ask (an approver's button) and changing a
+/// session's tools (an admin's `/tools`); the handlers check `permissions.approvers` and
+/// `discord.admins`.
+pub const DISCORD_CALLABLES: [&str; 2] = ["approvals.decide", "admin.tools.set"];
+
 /// A caller's key, cheap to clone and hash.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum CallerKey {
@@ -251,6 +272,32 @@ pub(crate) fn token_digest(token: &str) -> [u8; 32] {
     digest(token)
 }
 
+/// A Discord user acting through switchboard's buttons and slash commands (Discord
+/// authenticated them; the bot builds this from the interaction).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscordUser {
+    /// The user's id.
+    pub id: Snowflake,
+    /// Their roles in the guild where they acted (empty in a DM).
+    pub roles: Vec<Snowflake>,
+    /// Their name, for people.
+    pub name: String,
+    /// `discord:<id>`: the caller's key for rate limits and the audit log.
+    pub key: Arc<str>,
+}
+
+impl DiscordUser {
+    /// The user `id` (with `roles`, named `name`) as a caller.
+    pub fn caller(id: Snowflake, roles: Vec<Snowflake>, name: impl Into<String>) -> Caller {
+        Caller::Discord(Arc::new(DiscordUser {
+            id,
+            roles,
+            name: name.into(),
+            key: Arc::from(format!("discord:{id}")),
+        }))
+    }
+}
+
 /// Who is making a call.
 #[derive(Debug, Clone)]
 pub enum Caller {
@@ -262,6 +309,9 @@ pub enum Caller {
     Token(Arc<NamedCaller>),
     /// `insecure_no_auth` on a loopback bind.
     Unauthenticated,
+    /// A Discord user clicking an approval button or changing `/tools`: only
+    /// [`DISCORD_CALLABLES`].
+    Discord(Arc<DiscordUser>),
 }
 
 impl Caller {
@@ -277,16 +327,35 @@ impl Caller {
             Caller::Capability(c) => CallerKey::Named(Arc::clone(&c.key)),
             Caller::Token(t) => CallerKey::Named(Arc::clone(&t.key)),
             Caller::Unauthenticated => CallerKey::Anonymous,
+            Caller::Discord(user) => CallerKey::Named(Arc::clone(&user.key)),
         }
     }
 
     /// Whether the token's own scope lets it call `tool_id` (a run's session scope is applied
-    /// on top of this by [`crate::Core::may_call`]).
+    /// on top of this by [`crate::Core::may_call`]). A `console` token also reads what the
+    /// console shows ([`CONSOLE_READS`]); a run never gets an operator callable.
     pub fn may_call(&self, tool_id: &str) -> bool {
         match self {
             Caller::Operator | Caller::Unauthenticated => true,
-            Caller::Capability(c) => scope_allows(&c.grant.scope, tool_id),
-            Caller::Token(t) => scope_allows(&t.scope, tool_id),
+            Caller::Capability(c) => {
+                !is_operator_callable(tool_id) && scope_allows(&c.grant.scope, tool_id)
+            }
+            Caller::Token(t) => {
+                scope_allows(&t.scope, tool_id)
+                    || (CONSOLE_READS.contains(&tool_id)
+                        && t.scope.iter().any(|s| s == switchboard_config::CONSOLE_SCOPE))
+            }
+            Caller::Discord(_) => DISCORD_CALLABLES.contains(&tool_id),
+        }
+    }
+
+    /// Who this caller is as an approval's owner or decider: `operator` (the operator token,
+    /// or no token under `insecure_no_auth`: the same person), `token:NAME`, `cap:ID`, or
+    /// `discord:<user id>`.
+    pub fn principal(&self) -> String {
+        match self {
+            Caller::Operator | Caller::Unauthenticated => "operator".to_owned(),
+            other => other.key(),
         }
     }
 

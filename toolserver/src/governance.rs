@@ -21,14 +21,15 @@ use crate::auth::{scope_allows, Caller};
 pub struct AuditRow {
     /// When the call started, ms since the Unix epoch.
     pub time_ms: u64,
-    /// Who called: `operator`, `cap:<id>` (an agent run), `token:<name>`, `anonymous`, or for
-    /// governance done in Discord, `discord:<user id>`.
+    /// Who called: `operator`, `cap:<id>` (an agent run), `token:<name>`, `anonymous`, or
+    /// `discord:<user id>` (an approver's button, an admin's `/tools`).
     pub caller: Cow<'static, str>,
     /// The agent run (its request id), for a capability.
     pub run: Option<String>,
-    /// Who asked for the run (the trigger's author), for a capability.
+    /// Who asked for the run (the trigger's author), for a capability; the user, for a Discord
+    /// caller.
     pub requested_by: Option<Snowflake>,
-    /// The callable (or `/tools` for a scope change made in Discord).
+    /// The callable.
     pub tool: Cow<'static, str>,
     /// The sessions it acted in, resolved.
     pub sessions: Vec<Snowflake>,
@@ -37,8 +38,9 @@ pub struct AuditRow {
     pub input: Value,
     /// `allow`, `ask`, `deny`, or `-` when the call was refused before the permission stage.
     pub decision: Cow<'static, str>,
-    /// What decided: a rule (`permissions.rules[2]`), `permissions.default`, an approver
-    /// (`@name`, `console`), `expired`, or a hook.
+    /// What decided: a rule (`permissions.rules[2]`), `permissions.default`, `operator
+    /// callable` (no rule names it), an approver (`discord:<user id>`, `console:operator`,
+    /// `console:token:NAME`, `api:...`), `expired`, or a hook.
     pub decided_by: Option<Cow<'static, str>>,
     /// `ok`, or the error's kind.
     pub outcome: Cow<'static, str>,
@@ -278,6 +280,14 @@ impl GovernanceRules {
                 Some(rule) => Verdict {
                     policy: rule.policy,
                     by: Cow::Owned(rule.name.clone()),
+                },
+                // An operator callable's scope already says who may call it (the operator, a
+                // token naming it, an approver's or admin's click): `permissions.default`
+                // governs calls, not governance itself, so a default of ask or deny cannot
+                // stop every approval.
+                None if crate::auth::is_operator_callable(tool_id) => Verdict {
+                    policy: Policy::Allow,
+                    by: Cow::Borrowed("operator callable"),
                 },
                 None => Verdict {
                     policy: self.permissions.default,

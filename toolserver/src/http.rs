@@ -270,9 +270,10 @@ struct ApprovalsQuery {
     tool_call_id: Option<String>,
 }
 
-/// The approvals still waiting: the operator sees every one; any other caller only the one its
-/// own call waits on, named by the `x-switchboard-tool-call-id` it sent with that call (so the
-/// CLI can say where to look while it waits).
+/// The approvals still waiting: the operator (and a token that may decide them) sees every
+/// one; any other caller only those its own calls wait on, optionally the one named by the
+/// `x-switchboard-tool-call-id` it sent with that call (so the CLI can say where to look while
+/// it waits). A call id another caller used never shows that caller's approval.
 async fn list_approvals(
     State(core): Shared,
     Authed(context): Authed,
@@ -284,17 +285,9 @@ async fn list_approvals(
             format!("{rejection}; the only parameter is toolCallId"),
         )
     })?;
-    let operator = matches!(context.caller, Caller::Operator | Caller::Unauthenticated);
     let wanted = query.tool_call_id.filter(|id| !id.trim().is_empty());
-    if !operator && wanted.is_none() {
-        return Err(ToolError::denied(
-            ErrorCode::OutOfScope,
-            "only the operator lists every approval; pass toolCallId to see the one your call waits on",
-        ));
-    }
     let approvals: Vec<_> = core
-        .approvals()
-        .pending()
+        .approvals_visible_to(&context.caller)
         .into_iter()
         .filter(|card| {
             wanted

@@ -115,16 +115,6 @@ impl<'a> Gate<'a> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Whether a hook applies to this call (the pipeline then keeps its full input).
-    pub(crate) fn has_hooks(&self) -> bool {
-        let hooks = &self.settings.config().hooks;
-        hooks
-            .before
-            .iter()
-            .chain(&hooks.after)
-            .any(|hook| switchboard_config::glob_matches(&hook.tool, self.tool_id))
-    }
-
     /// Notes the input for the audit record.
     pub(crate) fn note_input(&self, input: &Value) {
         let audit = &self.settings.config().audit;
@@ -138,7 +128,7 @@ impl<'a> Gate<'a> {
     pub(crate) async fn admit(
         &self,
         sessions: &[SessionRequest],
-        input: Option<&Value>,
+        input: &Value,
         rewritten: bool,
     ) -> Result<Admission<'a>, ToolError> {
         let core = self.core;
@@ -164,7 +154,7 @@ impl<'a> Gate<'a> {
             .settings
             .governance
             .decide(self.tool_id, &self.context.caller, &ids);
-        self.permit(&verdict, &ids).await?;
+        self.permit(&verdict, &ids, input).await?;
         // Rate limits: per caller and callable, then each channel's share.
         if !rewritten {
             let limits = &self.settings.limits;
@@ -191,9 +181,31 @@ impl<'a> Gate<'a> {
         }))
     }
 
-    /// The permission stage: allow goes on, deny refuses, ask waits for an approver.
-    async fn permit(&self, verdict: &Verdict, targets: &[Snowflake]) -> Result<(), ToolError> {
+    /// The permission stage: allow goes on, deny refuses, ask waits for an approver. An
+    /// operator callable (deciding an approval, changing a scope) cannot wait for an approval
+    /// itself: a rule asking for one refuses it.
+    async fn permit(
+        &self,
+        verdict: &Verdict,
+        targets: &[Snowflake],
+        input: &Value,
+    ) -> Result<(), ToolError> {
         let tool_id = self.tool_id;
+        if verdict.policy == Policy::Ask && crate::auth::is_operator_callable(tool_id) {
+            {
+                let mut trail = self.trail();
+                trail.decision = Decision::Denied;
+                trail.decided_by = Some(verdict.by.clone());
+            }
+            return Err(ToolError::denied(
+                ErrorCode::PermissionDenied,
+                format!(
+                    "'{tool_id}' is an operator action and cannot wait for an approval ({} asks); write an allow or deny rule for it",
+                    verdict.by
+                ),
+            )
+            .with_details(json!({ "rule": verdict.by })));
+        }
         match verdict.policy {
             Policy::Allow => {
                 let mut trail = self.trail();
@@ -216,12 +228,17 @@ impl<'a> Gate<'a> {
                 )
                 .with_details(json!({ "rule": verdict.by })))
             }
-            Policy::Ask => self.ask(verdict, targets).await,
+            Policy::Ask => self.ask(verdict, targets, input).await,
         }
     }
 
-    /// Posts an approval request and waits for the decision.
-    async fn ask(&self, verdict: &Verdict, targets: &[Snowflake]) -> Result<(), ToolError> {
+    /// Posts an approval request showing the whole `input` and waits for the decision.
+    async fn ask(
+        &self,
+        verdict: &Verdict,
+        targets: &[Snowflake],
+        input: &Value,
+    ) -> Result<(), ToolError> {
         let core = self.core;
         let capability = self.context.caller.capability();
         let channel = self
@@ -243,21 +260,33 @@ impl<'a> Gate<'a> {
                 ),
             ));
         };
-        let input = self.trail().input.clone();
+        let audit_input = self.trail().input.clone();
+        let caller = &self.context.caller;
         let request = AskRequest {
             tool: self.tool_id.to_owned(),
-            preview: preview(&input),
-            input,
+            input: input.clone(),
+            audit_input,
             targets: targets.to_vec(),
             session_label: targets
                 .first()
                 .map_or_else(|| "-".to_owned(), |id| self.label(*id)),
             requested_by: self.requested_by(),
+            caller: caller.key(),
+            owner: match capability {
+                // An agent run belongs to the person whose message started it; a run the
+                // operator minted (no such person), to the operator.
+                Some(run) => run
+                    .grant
+                    .requested_by
+                    .map_or_else(|| "operator".to_owned(), |user| format!("discord:{user}")),
+                None => caller.principal(),
+            },
             run: capability.map(|c| c.grant.request_id.clone()),
             tool_call_id: self.context.tool_call_id.clone(),
             channel: AllowedChannel::checked(channel),
         };
         let session = targets.first().copied();
+        // The event stream is a log: it carries the audit log's copy of the input.
         core.events.publish(
             "approval.requested",
             session,
@@ -266,7 +295,7 @@ impl<'a> Gate<'a> {
                 "requestedBy": request.requested_by,
                 "run": request.run,
                 "toolCallId": request.tool_call_id,
-                "preview": request.preview,
+                "preview": crate::approvals::preview(&request.audit_input),
             }),
         );
         if let Some(observer) = self.observer {
@@ -332,6 +361,7 @@ impl<'a> Gate<'a> {
             Caller::Operator => "the operator".to_owned(),
             Caller::Unauthenticated => "an unauthenticated caller".to_owned(),
             Caller::Token(token) => format!("token {}", token.name),
+            Caller::Discord(user) => format!("@{} in Discord", user.name),
             Caller::Capability(capability) => {
                 let grant = &capability.grant;
                 match grant.requested_by {
@@ -361,13 +391,10 @@ impl<'a> Gate<'a> {
     /// Runs the before-hooks that match, in order: `Some` is a rewritten input.
     async fn before_hooks(
         &self,
-        input: Option<&Value>,
+        input: &Value,
         targets: &[Snowflake],
     ) -> Result<Option<Value>, ToolError> {
         let hooks = &self.settings.config().hooks;
-        let Some(input) = input else {
-            return Ok(None);
-        };
         for hook in hooks
             .before
             .iter()
@@ -439,7 +466,7 @@ impl<'a> Gate<'a> {
     pub(crate) async fn after(
         &self,
         invocation: &Invocation<'a>,
-        input: Option<&Value>,
+        input: &Value,
         output: ToolOutput,
     ) -> Result<ToolOutput, ToolError> {
         let hooks = &self.settings.config().hooks;
@@ -459,7 +486,7 @@ impl<'a> Gate<'a> {
         let mut value: Value = serde_json::from_str(output.get())
             .map_err(|e| ToolError::internal(format!("the answer is not JSON: {e}")))?;
         for hook in matching {
-            let mut call = self.hook_call(input.unwrap_or(&Value::Null), &targets);
+            let mut call = self.hook_call(input, &targets);
             call["output"] = value.clone();
             match hooks::after(hook, &call).await {
                 Ok(Some(replaced)) => value = replaced,
@@ -495,21 +522,6 @@ impl<'a> Gate<'a> {
                         .with_details(serde_json::json!({ "reference": reference })),
                 )
             })
-    }
-}
-
-/// An input as an approver reads it: one `field: value` line per top-level field.
-fn preview(input: &Value) -> String {
-    match input {
-        Value::Object(map) => map
-            .iter()
-            .map(|(key, value)| match value {
-                Value::String(text) => format!("{key}: {text}"),
-                other => format!("{key}: {other}"),
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        other => other.to_string(),
     }
 }
 
@@ -704,7 +716,10 @@ impl Core {
                 other => std::borrow::Cow::Borrowed(other.static_name()),
             },
             run: capability.map(|c| c.grant.request_id.clone()),
-            requested_by: capability.and_then(|c| c.grant.requested_by),
+            requested_by: match &context.caller {
+                Caller::Discord(user) => Some(user.id),
+                other => other.capability().and_then(|c| c.grant.requested_by),
+            },
             tool: tool_id.clone(),
             sessions: trail.targets.clone(),
             input: trail.input.clone(),

@@ -172,9 +172,15 @@ fn schema_for<T: JsonSchema>(contract: schemars::generate::Contract) -> Value {
 
 /// Reads the input with the callable's own type; the error names the field and what was wrong.
 pub fn parse_input<I: DeserializeOwned>(input: Value) -> Result<I, ToolError> {
+    parse_input_ref(&input)
+}
+
+/// [`parse_input`] that leaves the input to its owner (the pipeline keeps it: an approver sees
+/// it whole, hooks see it).
+pub fn parse_input_ref<I: DeserializeOwned>(input: &Value) -> Result<I, ToolError> {
     // The plain read first: tracking the path costs on every call, and is only needed to say
     // where a bad input went wrong.
-    if let Ok(parsed) = I::deserialize(&input) {
+    if let Ok(parsed) = I::deserialize(input) {
         return Ok(parsed);
     }
     serde_path_to_error::deserialize(input).map_err(|error| {
@@ -205,21 +211,17 @@ impl<T: Tool> Callable for Registered<T> {
         let mut rewritten = false;
         loop {
             gate.note_input(&input);
-            // Hooks see the whole input; without hooks nothing keeps a copy.
-            let kept = gate.has_hooks().then(|| input.clone());
-            // Validate: the schema (serde), then the callable's own rules and CPU work.
-            let parsed = parse_input::<T::Input>(input)?;
+            // Validate: the schema (serde), then the callable's own rules and CPU work. The
+            // input stays whole beside its plan: an approver and the hooks see all of it.
+            let parsed = parse_input_ref::<T::Input>(&input)?;
             let planned = self.tool.plan(&gate.plan_context(), parsed)?;
             // Resolve, allowlist, permission, rate limits, before-hooks.
-            match gate
-                .admit(&planned.sessions, kept.as_ref(), rewritten)
-                .await?
-            {
+            match gate.admit(&planned.sessions, &input, rewritten).await? {
                 Admission::Go(invocation) => {
                     let output = gate
                         .execute(self.tool.run(&invocation, planned.plan))
                         .await?;
-                    return gate.after(&invocation, kept.as_ref(), output).await;
+                    return gate.after(&invocation, &input, output).await;
                 }
                 // A before-hook's rewrite is checked again from the start, once.
                 Admission::Rewrite(new_input) => {

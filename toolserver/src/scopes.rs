@@ -1,20 +1,19 @@
 //! A session's tool scope as `/tools` (and the console) show and change it: what a run started
-//! there may call, the rules that apply there, and admin changes kept through the ledger.
+//! there may call, the rules that apply there, and admin changes kept through the ledger. A
+//! change is the operator callable `admin.tools.set` (`callables/admin.rs`), audited like any
+//! call.
 //!
 //! An override is always a list of explicit callable ids, so a glob typed in Discord is
 //! expanded once, against the callables that exist, and an override never widens by itself
 //! when a new callable appears.
 
-use std::borrow::Cow;
 use std::collections::BTreeSet;
 
-use entity::Snowflake;
+use entity::{AliasKind, Snowflake};
 use serde::Serialize;
-use serde_json::json;
-use switchboard_config::glob_matches;
+use switchboard_config::{glob_matches, CallerMatch, SessionMatch};
 
 use crate::auth::scope_allows;
-use crate::governance::AuditRow;
 use crate::server::Core;
 
 /// A change to a session's scope, as `/tools` takes it.
@@ -73,14 +72,6 @@ impl ScopeChange {
         }
     }
 
-    fn describe(&self) -> serde_json::Value {
-        match self {
-            ScopeChange::Enable(glob) => json!({"action": "enable", "tools": glob}),
-            ScopeChange::Disable(glob) => json!({"action": "disable", "tools": glob}),
-            ScopeChange::Set(globs) => json!({"action": "set", "tools": globs}),
-            ScopeChange::Reset => json!({"action": "reset"}),
-        }
-    }
 }
 
 /// Why a scope change was refused.
@@ -100,7 +91,7 @@ pub enum ScopeError {
 }
 
 /// A permission rule as `/tools` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuleView {
     /// Where it is written (`permissions.rules[2]`).
@@ -109,13 +100,21 @@ pub struct RuleView {
     pub tool: String,
     /// `allow`, `ask` or `deny`.
     pub policy: &'static str,
+    /// The sessions the call acts in that it applies to (`#release-room`, `#release-*`);
+    /// `None`: any.
+    pub session: Option<String>,
+    /// The sessions a run must have started in for it to apply; `None`: any.
+    pub origin: Option<String>,
+    /// Whose calls it governs: `run`, `operator`, or `token:NAME`.
+    pub caller: String,
 }
 
 /// What `/tools` shows for a session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionTools {
     /// The session.
+    #[schemars(with = "String")]
     pub session_id: Snowflake,
     /// What a run started here may call now: the agent's scope ∩ the session's, sorted.
     pub effective: Vec<String>,
@@ -137,12 +136,31 @@ fn policy_name(policy: switchboard_config::Policy) -> &'static str {
     }
 }
 
+/// A rule's session (or origin) as people read it: `#alias`, the id, or `#glob`.
+fn session_label(aliases: &entity::Aliases, session: &SessionMatch) -> String {
+    match session {
+        SessionMatch::Id(id) => aliases
+            .alias_for(AliasKind::Session, *id)
+            .map_or_else(|| id.to_string(), |alias| format!("#{alias}")),
+        SessionMatch::AliasGlob(glob) => format!("#{glob}"),
+    }
+}
+
+fn caller_label(caller: &CallerMatch) -> String {
+    match caller {
+        CallerMatch::Run => "run".to_owned(),
+        CallerMatch::Operator => "operator".to_owned(),
+        CallerMatch::Token(name) => format!("token:{name}"),
+    }
+}
+
 impl Core {
-    /// Every callable an agent run could ever be given (never `audit.*`), sorted.
+    /// Every callable an agent run could ever be given (never `audit.*`, never an operator
+    /// callable), sorted.
     fn run_callables(&self) -> BTreeSet<&'static str> {
         self.registry
             .ids()
-            .filter(|id| !id.starts_with("audit."))
+            .filter(|id| !id.starts_with("audit.") && !crate::auth::is_operator_callable(id))
             .collect()
     }
 
@@ -198,6 +216,15 @@ impl Core {
                     name: rule.name.clone(),
                     tool: rule.tool.clone(),
                     policy: policy_name(rule.policy),
+                    session: rule
+                        .session
+                        .as_ref()
+                        .map(|s| session_label(settings.aliases(), s)),
+                    origin: rule
+                        .origin
+                        .as_ref()
+                        .map(|s| session_label(settings.aliases(), s)),
+                    caller: caller_label(&rule.caller),
                 })
                 .collect(),
             default_policy: policy_name(settings.governance().permissions().default),
@@ -205,15 +232,13 @@ impl Core {
     }
 
     /// Applies an admin's change to `session`'s scope, effective for the next call (a run in
-    /// progress included), kept in the ledger and recorded in the audit log as done by `by`
-    /// (`discord:<user id>` or `console`).
-    pub fn change_session_tools(
+    /// progress included) and kept in the ledger. Only `admin.tools.set` calls this, so the
+    /// change passes the pipeline and its audit row is the call's.
+    pub(crate) fn set_session_tools(
         &self,
         session: Snowflake,
         change: &ScopeChange,
-        by: &str,
     ) -> Result<SessionTools, ScopeError> {
-        let started = std::time::Instant::now();
         let governance = self.governance();
         let current = || -> BTreeSet<&'static str> {
             let scope = governance.session_scope(session);
@@ -245,29 +270,7 @@ impl Core {
             session,
             next.map(|ids| ids.into_iter().map(str::to_owned).collect()),
         );
-        let after = self.session_tools(session);
-        governance.ledger().record(AuditRow {
-            time_ms: crate::clock::now_ms(),
-            caller: Cow::Owned(by.to_owned()),
-            run: None,
-            requested_by: by
-                .strip_prefix("discord:")
-                .and_then(|id| id.parse().ok())
-                .map(Snowflake),
-            tool: Cow::Borrowed("/tools"),
-            sessions: vec![session],
-            input: change.describe(),
-            decision: Cow::Borrowed("allow"),
-            decided_by: Some(Cow::Borrowed(if by.starts_with("console:") {
-                "console"
-            } else {
-                "discord.admins"
-            })),
-            outcome: Cow::Borrowed("ok"),
-            code: None,
-            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        });
-        Ok(after)
+        Ok(self.session_tools(session))
     }
 
     /// Callable ids starting with or containing `partial`, for autocompletion (at most 25, as

@@ -174,12 +174,7 @@ impl Core {
             Arc::clone(&ledger),
         );
         governance.set_rules(Arc::clone(&settings.governance));
-        let approvals = crate::approvals::Approvals::new(
-            config.permissions.approvers.clone(),
-            config.permissions.console_approves,
-            config.permissions.ask_timeout,
-            ledger,
-        );
+        let approvals = crate::approvals::Approvals::new(&config.permissions, ledger);
         Ok(Core {
             named_tokens,
             governance,

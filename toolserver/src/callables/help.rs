@@ -53,6 +53,15 @@ impl Tool for Help {
             Caller::Unauthenticated => ("unauthenticated", None),
             Caller::Capability(c) => ("capability", Some(c.grant.scope.clone())),
             Caller::Token(t) => ("token", Some(t.scope.clone())),
+            Caller::Discord(_) => (
+                "discord",
+                Some(
+                    crate::auth::DISCORD_CALLABLES
+                        .iter()
+                        .map(|id| (*id).to_owned())
+                        .collect(),
+                ),
+            ),
         };
         let session = cx.context.session_ref.as_deref().map(|reference| {
             match cx.mapper().resolve_session(reference) {

@@ -1,8 +1,10 @@
 //! The built-in callables, written against the [`crate::Surface`] trait: `surface.*`,
-//! `attachment.download` and `workflow.*`.
+//! `attachment.download`, `workflow.*`, `audit.list`, and the operator callables
+//! `approvals.decide` and `admin.tools.set`.
 
 mod attachments;
 mod audit;
+mod governance;
 mod help;
 mod messages;
 mod pins;
@@ -41,4 +43,6 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(workflows::GetWorkflow);
     registry.register(workflows::CancelWorkflow);
     registry.register(audit::ListAudit);
+    registry.register(governance::DecideApproval);
+    registry.register(governance::SetSessionTools);
 }

@@ -69,6 +69,8 @@ fn visible(cx: &Invocation<'_>, workflow: &Workflow) -> bool {
     match &cx.context.caller {
         Caller::Capability(capability) => workflow.origin_session_id == capability.grant.session_id,
         Caller::Operator | Caller::Token(_) | Caller::Unauthenticated => true,
+        // Out of a Discord user's scope anyway.
+        Caller::Discord(_) => false,
     }
 }
 

@@ -5,9 +5,12 @@
 //! `assets/`, no build step). Logging in exchanges the operator token (or a named token with
 //! `console` in its scope) for a session cookie — HttpOnly, SameSite=Strict, a random id kept
 //! here as a digest ([`session::Sessions`], bounded, with expiry). Every change also needs the
-//! session's CSRF token in a header and a same-origin `Origin`. Reads and writes of sessions,
-//! messages and the audit log go through [`Core::call`] as the logged-in caller, so the console
-//! passes the same pipeline (scope, rules, limits, audit) as every other front.
+//! session's CSRF token in a header and a same-origin `Origin`. Reads of sessions, messages and
+//! the audit log, decisions (`approvals.decide`) and scope changes (`admin.tools.set`) go
+//! through [`Core::call`] as the logged-in caller, so the console passes the same pipeline
+//! (scope, rules, limits, audit) as every other front and may do only what its token's scope
+//! allows: a `console` token reads and sees its own pending asks; deciding others' asks and
+//! changing scopes need the operator or a scope that names those callables.
 
 pub mod health;
 mod live;
@@ -31,12 +34,10 @@ use protocol::ErrorCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::approvals::{DecideError, Decider};
 use crate::auth::Caller;
 use crate::error::ToolError;
 use crate::invocation::CallContext;
 use crate::runs::{AbortOutcome, Runs};
-use crate::scopes::{ScopeChange, ScopeError};
 use crate::server::Core;
 use health::{Counters, HeadroomSource, Series};
 use session::{Login, Sessions, COOKIE, CSRF_HEADER, LIFETIME};
@@ -47,8 +48,11 @@ const APP_CSS: &str = include_str!("assets/app.css");
 
 /// Bodies the console API takes are small; more is refused.
 const MAX_BODY: usize = 16 * 1024;
-/// Logins tried per minute across all clients (a brute-force brake; tokens are long anyway).
-const LOGINS_PER_MINUTE: u32 = 30;
+/// Failed logins per minute across all clients before failures slow down (a brute-force
+/// brake; tokens are long anyway). A correct token is never counted nor slowed.
+const FAILED_LOGINS_PER_MINUTE: u32 = 30;
+/// How long a failed login beyond that budget waits before it is answered.
+const FAILED_LOGIN_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
 /// The most characters a compose box posts.
 const MAX_COMPOSE_CHARS: usize = 2000;
 
@@ -78,7 +82,7 @@ pub trait Compose: Send + Sync {
 pub struct Console {
     enabled: bool,
     sessions: Sessions,
-    logins: DefaultDirectRateLimiter,
+    failed_logins: DefaultDirectRateLimiter,
     runs: OnceLock<Arc<dyn Runs>>,
     compose: OnceLock<Arc<dyn Compose>>,
     headroom: OnceLock<Arc<dyn HeadroomSource>>,
@@ -90,11 +94,11 @@ pub struct Console {
 impl Console {
     /// The console, served when `enabled` (`toolserver.console`).
     pub fn new(enabled: bool) -> Console {
-        let per_minute = NonZeroU32::new(LOGINS_PER_MINUTE).unwrap_or(NonZeroU32::MIN);
+        let per_minute = NonZeroU32::new(FAILED_LOGINS_PER_MINUTE).unwrap_or(NonZeroU32::MIN);
         Console {
             enabled,
             sessions: Sessions::default(),
-            logins: RateLimiter::direct(Quota::per_minute(per_minute)),
+            failed_logins: RateLimiter::direct(Quota::per_minute(per_minute)),
             runs: OnceLock::new(),
             compose: OnceLock::new(),
             headroom: OnceLock::new(),
@@ -264,9 +268,14 @@ impl Operator {
         }
     }
 
-    /// Who did it, for the audit log: `console:operator`, `console:token:NAME`.
+    /// Who did it, for the log: `console:operator`, `console:token:NAME`.
     fn by(&self) -> String {
-        format!("console:{}", self.login.caller.key())
+        format!("console:{}", self.login.caller.principal())
+    }
+
+    /// Whether the login's scope takes `tool` (the operator's takes everything).
+    fn may(&self, core: &Core, tool: &str) -> bool {
+        core.may_call(&self.login.caller, tool)
     }
 }
 
@@ -374,6 +383,14 @@ async fn call(
         .map_err(|e| ToolError::internal(format!("{tool} answered text that is not JSON: {e}")))
 }
 
+/// Whether the login is the operator's (or the console of an `insecure_no_auth` server).
+fn operator_login(operator: &Operator) -> bool {
+    matches!(
+        operator.login.caller,
+        Caller::Operator | Caller::Unauthenticated
+    )
+}
+
 fn session_id(text: &str) -> Result<Snowflake, ToolError> {
     crate::invocation::parse_id("session", text)
 }
@@ -390,26 +407,34 @@ async fn login(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ToolError> {
     same_origin(&headers)?;
-    if core.console.logins.check().is_err() {
-        return Err(ToolError::rate_limited(
-            ErrorCode::RateLimited,
-            "Too many console logins; wait a minute",
-            std::time::Duration::from_secs(60),
-        ));
-    }
     let LoginBody { token } = json_body(body)?;
-    let caller = core.authenticate(
+    // The token is checked first: a correct one always gets in, however many wrong ones came
+    // before it; only failures spend the brake's budget, and past it they are slowed.
+    let caller = match core.authenticate(
         Some(&token)
             .filter(|t| !t.trim().is_empty())
             .map(String::as_str),
-    )?;
+    ) {
+        Ok(caller) => caller,
+        Err(error) => {
+            if core.console.failed_logins.check().is_ok() {
+                return Err(error);
+            }
+            tokio::time::sleep(FAILED_LOGIN_PAUSE).await;
+            return Err(ToolError::rate_limited(
+                ErrorCode::RateLimited,
+                "Too many failed console logins: each failure now waits. A correct token still logs in at once",
+                std::time::Duration::from_secs(60),
+            ));
+        }
+    };
     let allowed = match &caller {
         Caller::Operator | Caller::Unauthenticated => true,
         Caller::Token(named) => named
             .scope
             .iter()
             .any(|s| s == switchboard_config::CONSOLE_SCOPE),
-        Caller::Capability(_) => false,
+        Caller::Capability(_) | Caller::Discord(_) => false,
     };
     if !allowed {
         tracing::info!(caller = %caller.key(), "console login refused: not the operator or a console token");
@@ -456,6 +481,10 @@ async fn me(State(core): Shared, operator: Operator) -> Response {
         "caller": operator.login.caller.key(),
         "csrf": operator.login.csrf,
         "consoleApproves": core.governance().rules().permissions().console_approves,
+        // What this login's scope takes beyond reading: the page offers only these.
+        "mayDecide": operator.may(&core, "approvals.decide"),
+        "mayChangeScopes": operator.may(&core, "admin.tools.set"),
+        "mayAbort": operator_login(&operator),
         "compose": compose_users,
         "runs": core.console.runs.get().is_some(),
         "version": env!("CARGO_PKG_VERSION"),
@@ -544,20 +573,26 @@ async fn change_scope(
 ) -> Result<Response, ToolError> {
     let session = session_id(&id)?;
     let body: ScopeBody = json_body(body)?;
-    core.allowed(session).await?;
-    let scope_error = |e: ScopeError| ToolError::usage(ErrorCode::InvalidInput, e.to_string());
-    let change = ScopeChange::parse(&body.action, body.tools.as_deref()).map_err(scope_error)?;
-    let after = core
-        .change_session_tools(session, &change, &operator.by())
-        .map_err(scope_error)?;
+    // The operator callable, as the logged-in caller: its scope, the allowlist, the rules and
+    // the audit log decide, as for every other front.
+    let after = call(
+        &core,
+        &operator,
+        "admin.tools.set",
+        json!({ "sessionId": session.to_string(), "action": body.action, "tools": body.tools }),
+    )
+    .await?;
     tracing::info!(%session, by = %operator.by(), "session scope changed in the console");
-    Ok(no_store(json!(after)))
+    Ok(no_store(after))
 }
 
-async fn approvals(State(core): Shared, _: Operator) -> Response {
+/// The pending asks this login may see: every one when it may decide them, else only those its
+/// own calls wait on.
+async fn approvals(State(core): Shared, operator: Operator) -> Response {
     no_store(json!({
-        "approvals": core.approvals().pending(),
+        "approvals": core.approvals_visible_to(&operator.login.caller),
         "consoleApproves": core.governance().rules().permissions().console_approves,
+        "mayDecide": operator.may(&core, "approvals.decide"),
         "nowMs": crate::clock::now_ms(),
     }))
 }
@@ -575,29 +610,15 @@ async fn decide(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ToolError> {
     let DecideBody { approve } = json_body(body)?;
-    // The same decision path as a Discord click; the console redraws the Discord card itself.
-    let card = core
-        .approvals()
-        .decide(
-            core.surface().as_ref(),
-            &id,
-            Decider::Console,
-            approve,
-            true,
-        )
-        .await
-        .map_err(|error| match error {
-            DecideError::NotPending => ToolError::not_found(ErrorCode::NotFound, error.to_string()),
-            DecideError::ConsoleNotAllowed => ToolError::denied(
-                ErrorCode::ConsoleApprovalsOff,
-                format!("{error}: an approver answers with the buttons on the Discord card"),
-            ),
-            DecideError::NotApprover => {
-                ToolError::denied(ErrorCode::OperatorOnly, error.to_string())
-            }
-        })?;
-    tracing::info!(approval = %id, approve, by = %operator.by(), "approval decided in the console");
-    Ok(no_store(json!({ "approval": card })))
+    // The same operator callable as a Discord click, as the logged-in caller.
+    let decided = call(
+        &core,
+        &operator,
+        "approvals.decide",
+        json!({ "approvalId": id, "approve": approve }),
+    )
+    .await?;
+    Ok(no_store(decided))
 }
 
 /// `GET /console/api/audit`: the filters `audit.list` takes.
@@ -744,8 +765,16 @@ async fn abort(
             "No agent is configured, so no run can be aborted",
         )
     })?;
+    // Stopping someone's run is the operator's (a named token's login only reads runs; the
+    // storage issue's `runs.abort` callable will let a scope name it).
+    if !operator_login(&operator) {
+        return Err(ToolError::denied(
+            ErrorCode::OperatorOnly,
+            "Only the operator's console login may abort a run",
+        ));
+    }
     core.allowed(session).await?;
-    // The console acts as an admin: it may stop anyone's run.
+    // The operator acts as an admin: it may stop anyone's run.
     let outcome = runs.abort(session, Snowflake(0), true);
     tracing::info!(%session, by = %operator.by(), ?outcome, "abort from the console");
     let answer = match outcome {
@@ -791,8 +820,11 @@ async fn compose(
         ));
     }
     core.allowed(session).await?;
+    // As Discord's client does: `@name` and `#channel` typed in the box become mentions, so
+    // `@switchboard help` reaches the agent.
+    let content = core.discord_markup(&body.content).into_owned();
     let posted = compose
-        .post(session, author, body.content)
+        .post(session, author, content)
         .await
         .map_err(|e| {
             ToolError::usage(

@@ -1,0 +1,211 @@
+//! The operator callables that exist so far: `approvals.decide` (an approver's yes or no) and
+//! `admin.tools.set` (a session's tool scope). Every front that decides or changes — the
+//! console, Discord's buttons and `/tools`, the API, the CLI, MCP — calls them, so each decision
+//! and change passes the pipeline and is audited like any call. An agent run never gets them
+//! (not even with `tool_scope = ["*"]`); a named token only when its scope names them.
+
+use async_trait::async_trait;
+use protocol::{Effects, ErrorCode};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::approvals::{ApprovalCard, DecideError, Decider};
+use crate::auth::Caller;
+use crate::error::ToolError;
+use crate::invocation::{Invocation, PlanContext};
+use crate::registry::{
+    example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
+};
+use crate::scopes::{ScopeChange, ScopeError, SessionTools};
+
+pub struct DecideApproval;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DecideInput {
+    /// The approval's id (`apr_...`), as its card, `GET /v1/approvals` or the console show it.
+    pub approval_id: String,
+    /// `true` approves (the waiting call runs), `false` denies it.
+    pub approve: bool,
+}
+
+/// The longest approval id taken (`apr_` and 32 hex digits; older ids had 16).
+const MAX_APPROVAL_ID: usize = 64;
+
+/// `approvals.decide`'s answer: the card as decided.
+#[derive(Serialize, JsonSchema)]
+struct Decided {
+    /// The approval, now approved or denied, with who decided (`by`).
+    approval: ApprovalCard,
+}
+
+impl From<DecideError> for ToolError {
+    fn from(error: DecideError) -> Self {
+        match error {
+            DecideError::NotPending => {
+                ToolError::not_found(ErrorCode::UnknownApproval, error.to_string())
+            }
+            DecideError::NotApprover => ToolError::denied(ErrorCode::NotApprover, error.to_string()),
+            DecideError::ConsoleNotAllowed => ToolError::denied(
+                ErrorCode::ConsoleApprovalsOff,
+                format!("{error}: an approver answers with the buttons on the Discord card"),
+            ),
+            DecideError::SelfApproval => {
+                ToolError::denied(ErrorCode::SelfApproval, error.to_string())
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for DecideApproval {
+    type Input = DecideInput;
+    type Plan = DecideInput;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            id: "approvals.decide",
+            title: "Decide an approval",
+            description: "Approve or deny a call that waits for an approver.",
+            help: "An operator callable: the operator, a token whose scope names it (approvals.decide, approvals.*, *), or an approver's button in Discord. Nobody decides an ask their own call or run waits on (permissions.allow_self_approval). With permissions.console_approves = false only Discord's buttons decide. The answer is the card as decided; decidedBy names who decided.",
+            mutating: true,
+            primary: Some("approvalId"),
+            effects: Effects {
+                destructive: false,
+                idempotent: false,
+                open_world: true,
+            },
+            output_schema: Some(output_schema::<Decided>()),
+            examples: vec![example(
+                "Approve a waiting send",
+                "tools approvals.decide apr_0123456789abcdef0123456789abcdef --approve=true",
+                json!({"approvalId": "apr_0123456789abcdef0123456789abcdef", "approve": true}),
+            )],
+        }
+    }
+
+    fn plan(
+        &self,
+        _: &PlanContext<'_>,
+        input: DecideInput,
+    ) -> Result<Planned<DecideInput>, ToolError> {
+        let id = input.approval_id.trim();
+        let well_formed = id.len() <= MAX_APPROVAL_ID
+            && id
+                .strip_prefix("apr_")
+                .is_some_and(|hex| !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()));
+        if !well_formed {
+            return Err(ToolError::usage(
+                ErrorCode::InvalidInput,
+                "approvalId: an approval id is apr_ followed by hex digits, as its card shows it",
+            ));
+        }
+        Ok(Planned::nowhere(DecideInput {
+            approval_id: id.to_owned(),
+            approve: input.approve,
+        }))
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, plan: DecideInput) -> Result<ToolOutput, ToolError> {
+        let caller = &cx.context.caller;
+        let decider = Decider::of(caller, cx.context.client.as_deref());
+        // A Discord click is answered with the redrawn card; every other front has the card's
+        // message edited here.
+        let redraw = !matches!(caller, Caller::Discord(_));
+        let card = cx
+            .core
+            .approvals()
+            .decide(
+                cx.surface(),
+                &plan.approval_id,
+                &decider,
+                plan.approve,
+                redraw,
+            )
+            .await?;
+        tracing::info!(approval = %card.id, approve = plan.approve, by = %decider.decided_by(), "approval decided");
+        output(&Decided { approval: card })
+    }
+}
+
+pub struct SetSessionTools;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SetToolsInput {
+    /// The session whose runs the change binds (alias like `#ops`, or id).
+    pub session_id: String,
+    /// `enable`, `disable`, `set` or `reset`.
+    pub action: String,
+    /// For enable and disable: one callable or glob; for set: `all`, `none`, or callables and
+    /// globs separated by commas.
+    pub tools: Option<String>,
+}
+
+#[async_trait]
+impl Tool for SetSessionTools {
+    type Input = SetToolsInput;
+    type Plan = ScopeChange;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            id: "admin.tools.set",
+            title: "Change a session's tools",
+            description: "Change which callables agent runs in a session may use (what /tools does).",
+            help: "An operator callable: the operator, a token whose scope names it (admin.tools.set, admin.*, *), or a discord.admins user's /tools. The change holds from the next call, a run in progress included, and survives restarts; reset goes back to the config's [sessions.*] tool_scope. Globs are expanded once against the callables that exist, so a new callable never widens an override.",
+            mutating: true,
+            primary: None,
+            effects: Effects::OVERWRITE,
+            output_schema: Some(output_schema::<SessionTools>()),
+            examples: vec![
+                example(
+                    "No sends from runs in #ops",
+                    "tools admin.tools.set --session-id=#ops --action=disable --tools=surface.messages.send",
+                    json!({"sessionId": "#ops", "action": "disable", "tools": "surface.messages.send"}),
+                ),
+                example(
+                    "Back to the config",
+                    "tools admin.tools.set --session-id=#ops --action=reset",
+                    json!({"sessionId": "#ops", "action": "reset"}),
+                ),
+            ],
+        }
+    }
+
+    fn plan(
+        &self,
+        _: &PlanContext<'_>,
+        input: SetToolsInput,
+    ) -> Result<Planned<ScopeChange>, ToolError> {
+        let change = ScopeChange::parse(&input.action, input.tools.as_deref())
+            .map_err(|error| ToolError::usage(ErrorCode::InvalidInput, error.to_string()))?;
+        Ok(Planned::in_session(
+            change,
+            SessionRequest::session_id(Some(&input.session_id), 0),
+        ))
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, change: ScopeChange) -> Result<ToolOutput, ToolError> {
+        if let Caller::Discord(user) = &cx.context.caller {
+            let admins = &cx.settings().config().discord.admins;
+            if admins.is_empty()
+                || !switchboard_config::any_principal_matches(admins, user.id, &user.roles)
+            {
+                return Err(ToolError::denied(
+                    ErrorCode::NotAdmin,
+                    "Only admins (discord.admins in the config) can change the tools of a channel; `/tools` alone shows them.",
+                ));
+            }
+        }
+        let session = cx.target()?.channel_id();
+        let after = cx
+            .core
+            .set_session_tools(session, &change)
+            .map_err(|error: ScopeError| {
+                ToolError::usage(ErrorCode::InvalidInput, error.to_string())
+            })?;
+        tracing::info!(%session, caller = %cx.context.caller.key(), ?change, "a session's tool scope changed");
+        output(&after)
+    }
+}
