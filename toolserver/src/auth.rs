@@ -191,10 +191,6 @@ pub fn is_operator_callable(tool_id: &str) -> bool {
 /// The namespaces of the operator callables.
 const OPERATOR_NAMESPACES: [&str; 2] = ["approvals.", "admin."];
 
-/// What a `console` token reads besides its own scope: the console's pages (sessions,
-/// messages, the audit log). Deciding others' asks and changing scopes are not in it.
-pub const CONSOLE_READS: [&str; 3] = ["surface.sessions.list", "surface.messages.list", "audit.list"];
-
 /// What a Discord user may call: deciding an ask (an approver's button) and changing a
 /// session's tools (an admin's `/tools`); the handlers check `permissions.approvers` and
 /// `discord.admins`.
@@ -332,19 +328,14 @@ impl Caller {
     }
 
     /// Whether the token's own scope lets it call `tool_id` (a run's session scope is applied
-    /// on top of this by [`crate::Core::may_call`]). A `console` token also reads what the
-    /// console shows ([`CONSOLE_READS`]); a run never gets an operator callable.
+    /// on top of this by [`crate::Core::may_call`]); a run never gets an operator callable.
     pub fn may_call(&self, tool_id: &str) -> bool {
         match self {
             Caller::Operator | Caller::Unauthenticated => true,
             Caller::Capability(c) => {
                 !is_operator_callable(tool_id) && scope_allows(&c.grant.scope, tool_id)
             }
-            Caller::Token(t) => {
-                scope_allows(&t.scope, tool_id)
-                    || (CONSOLE_READS.contains(&tool_id)
-                        && t.scope.iter().any(|s| s == switchboard_config::CONSOLE_SCOPE))
-            }
+            Caller::Token(t) => scope_allows(&t.scope, tool_id),
             Caller::Discord(_) => DISCORD_CALLABLES.contains(&tool_id),
         }
     }

@@ -7,111 +7,13 @@ mod common;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
+use common::console::{
+    ci_asks_config, console_config, log_in, log_in_as, login, origin, request,
+};
 use serde_json::{json, Value};
 use toolserver::console::API_ROUTES;
 use toolserver::memory::{MemorySurface, SurfaceCall};
 use toolserver::testing::{TestServer, DEMO_CONFIG};
-
-struct Answer {
-    status: u16,
-    body: Value,
-    set_cookie: Option<String>,
-}
-
-async fn request(
-    method: &'static str,
-    url: String,
-    headers: Vec<(&'static str, String)>,
-    body: Option<Vec<u8>>,
-) -> Answer {
-    let task = tokio::task::spawn_blocking(move || {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(20)))
-            .build()
-            .into();
-        let mut builder = ureq::http::Request::builder().method(method).uri(&url);
-        for (name, value) in headers {
-            builder = builder.header(name, value);
-        }
-        let request = builder
-            .header("content-type", "application/json")
-            .body(body.unwrap_or_default())
-            .expect("request");
-        let mut response = agent.run(request).expect("server answers");
-        let status = response.status().as_u16();
-        let set_cookie = response
-            .headers()
-            .get("set-cookie")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let text = response.body_mut().read_to_string().expect("body is text");
-        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        Answer {
-            status,
-            body,
-            set_cookie,
-        }
-    });
-    tokio::time::timeout(Duration::from_secs(30), task)
-        .await
-        .expect("request finished in time")
-        .expect("request task")
-}
-
-fn console_config(extra: &str) -> String {
-    format!("{DEMO_CONFIG}console = true\n{extra}")
-}
-
-fn origin(server: &TestServer) -> String {
-    server.url()
-}
-
-/// A logged-in console: its cookie header and CSRF token.
-struct Login {
-    cookie: String,
-    csrf: String,
-}
-
-impl Login {
-    fn read(&self) -> Vec<(&'static str, String)> {
-        vec![("cookie", self.cookie.clone())]
-    }
-
-    fn change(&self, server: &TestServer) -> Vec<(&'static str, String)> {
-        vec![
-            ("cookie", self.cookie.clone()),
-            ("x-switchboard-csrf", self.csrf.clone()),
-            ("origin", origin(server)),
-        ]
-    }
-}
-
-async fn login(server: &TestServer, token: &str) -> Answer {
-    request(
-        "POST",
-        format!("{}/console/api/login", server.url()),
-        vec![("origin", origin(server))],
-        Some(json!({ "token": token }).to_string().into_bytes()),
-    )
-    .await
-}
-
-async fn log_in(server: &TestServer) -> Login {
-    let answer = login(server, server.operator_token()).await;
-    assert_eq!(answer.status, 200, "{}", answer.body);
-    let set_cookie = answer.set_cookie.expect("a session cookie");
-    assert!(set_cookie.contains("HttpOnly"), "{set_cookie}");
-    assert!(set_cookie.contains("SameSite=Strict"), "{set_cookie}");
-    let cookie = set_cookie.split(';').next().unwrap().to_owned();
-    Login {
-        cookie,
-        csrf: answer.body["csrf"]
-            .as_str()
-            .expect("a csrf token")
-            .to_owned(),
-    }
-}
 
 #[tokio::test]
 async fn the_console_is_off_unless_configured() {
@@ -378,14 +280,17 @@ async fn reads_and_changes_pass_the_pipeline_and_the_audit_log() {
     )
     .await;
     assert_eq!(shown.body["effective"], json!(["surface.messages.list"]));
+    // Through the operator callable: its audit row is the call's, not one built by hand.
     let row = server
         .ledger()
         .rows()
         .into_iter()
-        .find(|row| row.tool == "/tools")
+        .find(|row| row.tool == "admin.tools.set")
         .expect("the change is audited");
-    assert_eq!(row.caller, "console:operator");
-    assert_eq!(row.decided_by.as_deref(), Some("console"));
+    assert_eq!(row.caller, "operator");
+    assert_eq!(row.sessions, vec![entity::Snowflake(ops)]);
+    assert_eq!(row.outcome, "ok");
+    assert_eq!(row.input["action"], "set");
     for (body, why) in [
         (
             json!({"action": "enable", "tools": "surface.nope"}),
@@ -448,22 +353,17 @@ async fn reads_and_changes_pass_the_pipeline_and_the_audit_log() {
 
 #[tokio::test]
 async fn an_approval_decided_in_the_console_lets_the_call_run_and_redraws_the_card() {
-    let config = console_config(
-        r##"
-[permissions]
-approvers = ["@stanley"]
-
-[[permissions.rules]]
-tool = "surface.messages.send"
-session = "#release-room"
-caller = "operator"
-policy = "ask"
-"##,
-    );
-    let server = TestServer::start(&config).await.unwrap();
+    let config = ci_asks_config("", "");
+    let server = TestServer::start_with_tokens(
+        &config,
+        Arc::new(MemorySurface::demo()),
+        &[("ci", "ci-secret-value")],
+    )
+    .await
+    .unwrap();
     let login = log_in(&server).await;
     let url = server.url();
-    let token = server.operator_token().to_owned();
+    let token = "ci-secret-value".to_owned();
     let call = tokio::spawn(request(
         "POST",
         format!("{url}/v1/call"),
@@ -513,7 +413,7 @@ policy = "ask"
     .await;
     assert_eq!(decided.status, 200, "{}", decided.body);
     assert_eq!(decided.body["approval"]["state"], "approved");
-    assert_eq!(decided.body["approval"]["by"], "console");
+    assert_eq!(decided.body["approval"]["by"], "console:operator");
     let answer = call.await.unwrap();
     assert_eq!(answer.status, 200, "{}", answer.body);
     let again = request(
@@ -524,6 +424,7 @@ policy = "ask"
     )
     .await;
     assert_eq!(again.status, 404, "decided once: {}", again.body);
+    assert_eq!(again.body["error"]["code"], "unknown_approval");
     assert!(
         server
             .surface()
@@ -538,7 +439,15 @@ policy = "ask"
         .into_iter()
         .find(|row| row.tool == "surface.messages.send")
         .expect("the call is audited");
-    assert_eq!(row.decided_by.as_deref(), Some("console"));
+    assert_eq!(row.decided_by.as_deref(), Some("console:operator"));
+    // The decision is a call of its own, audited like any.
+    let decision = server
+        .ledger()
+        .rows()
+        .into_iter()
+        .find(|row| row.tool == "approvals.decide" && row.outcome == "ok")
+        .expect("the decision is audited");
+    assert_eq!(decision.caller, "operator");
 }
 
 /// Runs as the console sees them: one running in #ops, which an abort stops.
@@ -722,22 +631,6 @@ async fn wait_for_subscribers(server: &TestServer, n: usize) {
     );
 }
 
-async fn log_in_as(server: &TestServer, token: &str) -> Login {
-    let answer = login(server, token).await;
-    assert_eq!(answer.status, 200, "{}", answer.body);
-    let cookie = answer
-        .set_cookie
-        .expect("a session cookie")
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
-    Login {
-        cookie,
-        csrf: answer.body["csrf"].as_str().unwrap_or_default().to_owned(),
-    }
-}
-
 /// Rate-limit headroom as the bot's REST client would report it.
 struct FixedHeadroom;
 
@@ -797,7 +690,7 @@ scope = ["console", "audit.*"]
     let mut from_elsewhere = operator.read();
     from_elsewhere.push(("origin", "http://evil.example".to_owned()));
     let everything = subscribe(format!("{url}/console/api/events"), from_elsewhere);
-    let no_messages = subscribe(format!("{url}/console/api/events"), watch.read());
+    let watching = subscribe(format!("{url}/console/api/events"), watch.read());
     let release_only = subscribe(
         format!("{url}/console/api/events?session=%23release-room"),
         operator.read(),
@@ -832,8 +725,10 @@ scope = ["console", "audit.*"]
     let (kind, data, _) = next_event(&everything);
     assert_eq!(kind, "call.finished");
     assert_eq!(data["session"], demo_world::RELEASE_ROOM.to_string());
-    // A console token that may not read messages gets no message events.
-    let (kind, data, _) = next_event(&no_messages);
+    // A console login reads messages (the console's pages), so its stream carries them too.
+    let (kind, data, _) = next_event(&watching);
+    assert_eq!(kind, "message.created", "{data}");
+    let (kind, data, _) = next_event(&watching);
     assert_eq!(kind, "call.finished", "{data}");
     assert_eq!(data["tool"], "surface.messages.send");
     // ?session= keeps one session's events.
@@ -933,6 +828,6 @@ scope = ["console", "audit.*"]
     assert_eq!(next_event(&after), ("http".into(), json!(401), None));
     core.events()
         .publish("gateway.state", None, json!({ "state": "ready" }));
-    let (kind, _, _) = next_event(&no_messages);
+    let (kind, _, _) = next_event(&watching);
     assert_eq!(kind, "gateway.state", "the watch login's stream still runs");
 }

@@ -53,6 +53,14 @@ const MAX_BODY: usize = 16 * 1024;
 const FAILED_LOGINS_PER_MINUTE: u32 = 30;
 /// How long a failed login beyond that budget waits before it is answered.
 const FAILED_LOGIN_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
+/// What a console login reads besides its token's own scope: the console's pages (sessions,
+/// messages, the audit log). Deciding others' asks and changing scopes are not in it: those
+/// take the operator or a scope that names them.
+pub const CONSOLE_READS: [&str; 3] = [
+    "surface.sessions.list",
+    "surface.messages.list",
+    "audit.list",
+];
 /// The most characters a compose box posts.
 const MAX_COMPOSE_CHARS: usize = 2000;
 
@@ -428,21 +436,33 @@ async fn login(
             ));
         }
     };
-    let allowed = match &caller {
-        Caller::Operator | Caller::Unauthenticated => true,
-        Caller::Token(named) => named
-            .scope
-            .iter()
-            .any(|s| s == switchboard_config::CONSOLE_SCOPE),
-        Caller::Capability(_) | Caller::Discord(_) => false,
+    let key = caller.key();
+    let caller = match caller {
+        Caller::Operator | Caller::Unauthenticated => Some(caller),
+        // The login reads what the console shows, and does what the token's scope names.
+        Caller::Token(named)
+            if named
+                .scope
+                .iter()
+                .any(|s| s == switchboard_config::CONSOLE_SCOPE) =>
+        {
+            let mut login = crate::auth::NamedCaller::clone(&named);
+            for read in CONSOLE_READS {
+                if !crate::auth::scope_allows(&login.scope, read) {
+                    login.scope.push(read.to_owned());
+                }
+            }
+            Some(Caller::Token(Arc::new(login)))
+        }
+        Caller::Token(_) | Caller::Capability(_) | Caller::Discord(_) => None,
     };
-    if !allowed {
-        tracing::info!(caller = %caller.key(), "console login refused: not the operator or a console token");
+    let Some(caller) = caller else {
+        tracing::info!(caller = %key, "console login refused: not the operator or a console token");
         return Err(ToolError::denied(
             ErrorCode::OutOfScope,
             "This token may not use the console: log in with the operator token, or a [[toolserver.tokens]] token with \"console\" in its scope",
         ));
-    }
+    };
     let (id, csrf) = core
         .console
         .sessions
