@@ -9,8 +9,8 @@ use protocol::ErrorCode;
 use serde_json::{json, Value};
 use toolserver::approvals::{ApprovalCard, ApprovalState};
 use toolserver::auth::DiscordUser;
-use toolserver::ToolError;
 use toolserver::surface::OutgoingFile;
+use toolserver::ToolError;
 use toolserver::{CallContext, Core};
 
 /// `custom_id` prefix of the Approve button; the approval's id follows.
@@ -299,7 +299,11 @@ mod tests {
         let long = card(format!("text: {}{tail}", "x".repeat(1_250)), PENDING);
         let body = message(&long);
         let content = body["content"].as_str().unwrap();
-        assert!(content.chars().count() <= 2000, "{}", content.chars().count());
+        assert!(
+            content.chars().count() <= 2000,
+            "{}",
+            content.chars().count()
+        );
         assert!(
             !content.contains("xxxx"),
             "no cut beginning to approve by: {content}"

@@ -146,10 +146,7 @@ impl Forwarder {
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("switchboard-mcp/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        Ok(Forwarder {
-            http,
-            remote,
-        })
+        Ok(Forwarder { http, remote })
     }
 
     async fn send(&self, request: reqwest::RequestBuilder) -> Exchange {
@@ -273,7 +270,9 @@ impl ServerHandler for Forwarder {
         // random, so no other caller's id is ever the same.
         let tool_call_id = crate::server_call_id()
             .map(|id| id.replacen("mcp-", "mcp-stdio-", 1))
-            .ok_or_else(|| ErrorData::internal_error("cannot draw random bytes for a call id", None))?;
+            .ok_or_else(|| {
+                ErrorData::internal_error("cannot draw random bytes for a call id", None)
+            })?;
         let url = format!("{}/v1/call", self.remote.base);
         let post = self
             .http

@@ -317,7 +317,8 @@ impl Approvals {
 
     /// Puts reloaded `[permissions]` in force for the next ask and the next decision.
     pub(crate) fn set_policy(&self, permissions: &switchboard_config::Permissions) {
-        self.policy.store(Arc::new(ApprovalPolicy::from(permissions)));
+        self.policy
+            .store(Arc::new(ApprovalPolicy::from(permissions)));
     }
 
     /// The same approvals, kept in `ledger`.
@@ -546,7 +547,9 @@ impl crate::server::Core {
     /// id it asks for, another caller's ask is never among them.
     pub fn approvals_visible_to(&self, caller: &crate::auth::Caller) -> Vec<ApprovalCard> {
         let all = self.approvals.pending();
-        if self.may_call(caller, "approvals.decide") && !matches!(caller, crate::auth::Caller::Discord(_)) {
+        if self.may_call(caller, "approvals.decide")
+            && !matches!(caller, crate::auth::Caller::Discord(_))
+        {
             return all;
         }
         let key = caller.key();

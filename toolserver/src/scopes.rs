@@ -71,7 +71,6 @@ impl ScopeChange {
             ))),
         }
     }
-
 }
 
 /// Why a scope change was refused.

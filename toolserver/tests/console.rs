@@ -7,9 +7,7 @@ mod common;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use common::console::{
-    ci_asks_config, console_config, log_in, log_in_as, login, origin, request,
-};
+use common::console::{ci_asks_config, console_config, log_in, log_in_as, login, origin, request};
 use serde_json::{json, Value};
 use toolserver::console::API_ROUTES;
 use toolserver::memory::{MemorySurface, SurfaceCall};
@@ -830,4 +828,44 @@ scope = ["console", "audit.*"]
         .publish("gateway.state", None, json!({ "state": "ready" }));
     let (kind, _, _) = next_event(&watching);
     assert_eq!(kind, "gateway.state", "the watch login's stream still runs");
+}
+
+#[tokio::test]
+async fn a_correct_token_logs_in_however_many_wrong_ones_came_first() {
+    let server = TestServer::start(&console_config("")).await.unwrap();
+    // A tokenless guesser spends the failure budget...
+    for attempt in 0..30 {
+        let wrong = login(&server, &format!("guess-{attempt}")).await;
+        assert_eq!(wrong.status, 401, "{}", wrong.body);
+    }
+    // ...after which its failures are slowed and told to wait...
+    let slowed: Vec<_> = (0..4)
+        .map(|attempt| {
+            let url = server.url();
+            let origin = origin(&server);
+            tokio::spawn(async move {
+                request(
+                    "POST",
+                    format!("{url}/console/api/login"),
+                    vec![("origin", origin)],
+                    Some(
+                        json!({ "token": format!("again-{attempt}") })
+                            .to_string()
+                            .into_bytes(),
+                    ),
+                )
+                .await
+            })
+        })
+        .collect();
+    // ...while the operator, meanwhile, gets in at once.
+    let operator = login(&server, server.operator_token()).await;
+    assert_eq!(operator.status, 200, "{}", operator.body);
+    for wrong in slowed {
+        let wrong = wrong.await.unwrap();
+        assert_eq!(wrong.status, 429, "{}", wrong.body);
+        assert!(wrong.set_cookie.is_none());
+    }
+    let again = login(&server, server.operator_token()).await;
+    assert_eq!(again.status, 200, "{}", again.body);
 }

@@ -46,7 +46,9 @@ impl From<DecideError> for ToolError {
             DecideError::NotPending => {
                 ToolError::not_found(ErrorCode::UnknownApproval, error.to_string())
             }
-            DecideError::NotApprover => ToolError::denied(ErrorCode::NotApprover, error.to_string()),
+            DecideError::NotApprover => {
+                ToolError::denied(ErrorCode::NotApprover, error.to_string())
+            }
             DecideError::ConsoleNotAllowed => ToolError::denied(
                 ErrorCode::ConsoleApprovalsOff,
                 format!("{error}: an approver answers with the buttons on the Discord card"),

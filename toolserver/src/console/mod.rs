@@ -843,15 +843,12 @@ async fn compose(
     // As Discord's client does: `@name` and `#channel` typed in the box become mentions, so
     // `@switchboard help` reaches the agent.
     let content = core.discord_markup(&body.content).into_owned();
-    let posted = compose
-        .post(session, author, content)
-        .await
-        .map_err(|e| {
-            ToolError::usage(
-                ErrorCode::DiscordRejected,
-                format!("The fake Discord refused the message: {e}"),
-            )
-        })?;
+    let posted = compose.post(session, author, content).await.map_err(|e| {
+        ToolError::usage(
+            ErrorCode::DiscordRejected,
+            format!("The fake Discord refused the message: {e}"),
+        )
+    })?;
     tracing::info!(%session, %author, by = %operator.by(), "console posted as a demo user");
     Ok(no_store(json!({ "posted": posted })))
 }

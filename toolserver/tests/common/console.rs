@@ -64,7 +64,11 @@ pub async fn call_as(server: &TestServer, token: &str, tool: &str, input: Value)
         "POST",
         format!("{}/v1/call", server.url()),
         vec![("authorization", format!("Bearer {token}"))],
-        Some(json!({ "tool": tool, "input": input }).to_string().into_bytes()),
+        Some(
+            json!({ "tool": tool, "input": input })
+                .to_string()
+                .into_bytes(),
+        ),
     )
     .await
 }
@@ -200,7 +204,10 @@ pub fn send_in_background(
 }
 
 /// Waits until `n` asks are pending; their cards.
-pub async fn pending_cards(server: &TestServer, n: usize) -> Vec<toolserver::approvals::ApprovalCard> {
+pub async fn pending_cards(
+    server: &TestServer,
+    n: usize,
+) -> Vec<toolserver::approvals::ApprovalCard> {
     for _ in 0..200 {
         let pending = server.core().approvals().pending();
         if pending.len() >= n {
@@ -210,4 +217,3 @@ pub async fn pending_cards(server: &TestServer, n: usize) -> Vec<toolserver::app
     }
     panic!("{n} asks never were pending");
 }
-

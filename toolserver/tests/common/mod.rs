@@ -1,4 +1,4 @@
 //! What the tool server's integration tests share.
 
-pub mod sse;
 pub mod console;
+pub mod sse;

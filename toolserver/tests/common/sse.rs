@@ -1,4 +1,6 @@
 //! A server-sent-events reader for the tests that watch an event stream.
+// Not every test file that shares `common` watches a stream.
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::sync::mpsc;
