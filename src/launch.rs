@@ -188,7 +188,8 @@ fn toml_string(text: &str) -> String {
 #[cfg(feature = "playground")]
 /// The config the playground runs with, for the fake's demo world: the demo world's shared
 /// aliases, #ops and #release-room allowlisted, DMs allowed, the agent `agent` (an `[agent]`
-/// section), and a rule that asks `@Stanley` before a run posts outside its own session.
+/// section), and rules that ask an approver (`@Stanley` or `@Tomas`, never the one whose
+/// message started the run) before a run posts outside its own session.
 pub fn playground_config(api_base_url: &str, bind: &str, store_path: &Path, agent: &str) -> String {
     use demo_world::{OPS, RELEASE_ROOM, STANLEY_DM};
     format!(
@@ -207,9 +208,11 @@ path = {store}
 
 {agent}
 # A run posting from one named channel into another waits for an approver's click; its own
-# session, its threads and the DM need no one.
+# session, its threads and the DM need no one. Nobody approves their own request: a run
+# Stanley started is approved by Tomas (or the operator in the console), and the other way
+# round.
 [permissions]
-approvers = ["@Stanley"]
+approvers = ["@Stanley", "@Tomas"]
 ask_timeout_s = 120
 
 [[permissions.rules]]
@@ -419,7 +422,8 @@ Talk to the agent as a demo user (stanley) in #ops:
 and see its reply (within a second):
   {tools} surface.messages.list --session-id=#ops --limit=3 --output=text
 The demo agent also understands help, ask @Tomas <question>, post to #release-room <text>
-(an approval card appears: approve it as stanley with POST {fake_url}/_fake/components),
+(an approval card appears: stanley asked, so approve it as tomas — nobody approves their own
+request — with POST {fake_url}/_fake/components, or in the console),
 search <words> and thread <name>.
 
 Everything the agent did:  {tools} audit.list --output=text

@@ -247,8 +247,44 @@ fn asks_wait_for_an_approver_and_deny_timeout_and_replay_post_nothing() {
     assert!(redrawn["content"]
         .as_str()
         .expect("content")
-        .contains("Approved by"));
+        .contains(&format!("Approved by <@{}>", demo::STANLEY)));
     assert_eq!(redrawn["components"][0]["components"][0]["disabled"], true);
+
+    // A text too long for the card is attached whole: the approver reads every character the
+    // call will post, the tail a cut preview would have hidden included.
+    let long = format!("{}… @everyone rm -rf /", "release notes ".repeat(88));
+    let call = Background::start(
+        &sb,
+        &["surface.messages.send", "--session-id=#release-room", &long],
+    );
+    let (_, long_id) = call.waiting_line();
+    let pending = card(&fake, demo::RELEASE_ROOM, &long_id);
+    let content = pending["content"].as_str().expect("content");
+    assert!(content.contains("too long to show here"), "{content}");
+    assert!(
+        !content.contains("release notes"),
+        "nothing shown cut: {content}"
+    );
+    let file = &pending["attachments"][0];
+    assert_eq!(file["filename"], format!("{long_id}-input.txt"));
+    let shown = ureq::get(file["url"].as_str().expect("url"))
+        .call()
+        .expect("the attachment is served")
+        .body_mut()
+        .read_to_string()
+        .expect("text");
+    assert_eq!(shown, format!("sessionId: #release-room\ntext: {long}"));
+    assert_eq!(pending["mentions"], json!([]), "the card pings nobody");
+    click(&fake, &pending, demo::STANLEY, true);
+    let (code, stdout, stderr) = call.finish();
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert_eq!(posted(&fake, demo::RELEASE_ROOM, &long), 1);
+    let redrawn = card(&fake, demo::RELEASE_ROOM, &long_id);
+    assert_eq!(
+        redrawn["attachments"][0]["filename"],
+        format!("{long_id}-input.txt"),
+        "the redrawn card keeps its file"
+    );
 
     // Denied: exit 3, nothing posted.
     let call = Background::start(
@@ -343,15 +379,32 @@ fn asks_wait_for_an_approver_and_deny_timeout_and_replay_post_nothing() {
             )
         })
         .collect();
+    let stanley = format!("discord:{}", demo::STANLEY);
     assert_eq!(
         decided,
         [
-            ("ask".to_owned(), "denied".to_owned(), "@Stanley".to_owned()),
+            ("ask".to_owned(), "denied".to_owned(), stanley.clone()),
             ("ask".to_owned(), "denied".to_owned(), "expired".to_owned()),
-            ("ask".to_owned(), "denied".to_owned(), "@Stanley".to_owned()),
-            ("ask".to_owned(), "ok".to_owned(), "@Stanley".to_owned()),
+            ("ask".to_owned(), "denied".to_owned(), stanley.clone()),
+            ("ask".to_owned(), "ok".to_owned(), stanley.clone()),
+            ("ask".to_owned(), "ok".to_owned(), stanley.clone()),
         ],
         "{rows:#?}"
+    );
+    // Each click is a call of its own, as the user who clicked: Tomas's was refused.
+    let clicks = audit(&sb, &["--tool=approvals.decide"]);
+    assert!(
+        clicks
+            .iter()
+            .any(|r| r["caller"] == format!("discord:{}", demo::TOMAS)
+                && r["code"] == "not_approver"),
+        "{clicks:#?}"
+    );
+    assert!(
+        clicks
+            .iter()
+            .any(|r| r["caller"] == stanley.as_str() && r["outcome"] == "ok"),
+        "{clicks:#?}"
     );
 }
 
@@ -452,9 +505,18 @@ fn tools_in_discord_narrows_a_session_for_runs_and_survives_a_restart() {
         Some(0),
         "session scopes bind runs, not the operator"
     );
-    let rows = audit(&sb, &["--tool=/tools"]);
-    assert_eq!(rows.len(), 1, "{rows:#?}");
-    assert_eq!(rows[0]["caller"], format!("discord:{}", demo::STANLEY));
+    // Each change is a call of `admin.tools.set` as the Discord user; a non-admin's is
+    // refused and audited too.
+    let rows = audit(&sb, &["--tool=admin.tools.set"]);
+    let done: Vec<_> = rows.iter().filter(|r| r["outcome"] == "ok").collect();
+    assert_eq!(done.len(), 1, "{rows:#?}");
+    assert_eq!(done[0]["caller"], format!("discord:{}", demo::STANLEY));
+    assert_eq!(done[0]["sessions"], json!([demo::OPS.to_string()]));
+    assert!(
+        rows.iter()
+            .any(|r| r["caller"] == format!("discord:{}", demo::TOMAS) && r["code"] == "not_admin"),
+        "{rows:#?}"
+    );
 
     drop(sb);
     let sb = start(&fake, dir.path(), "", &[]);

@@ -346,15 +346,44 @@ fn post_to_another_channel_asks_an_approver_with_buttons_first() {
             .any(|m| m["content"] == "ship it")
     };
     assert!(!released(&pg), "nothing is posted before the approval");
-    let click = json!({
-        "message_id": card["id"],
-        "user_id": demo::STANLEY.to_string(),
-        "custom_id": card["components"][0]["components"][0]["custom_id"],
-    });
-    ureq::post(format!("{}/_fake/components", pg.fake))
-        .content_type("application/json")
-        .send(click.to_string().as_bytes())
-        .expect("the fake takes the click");
+    let click = |user: u64| -> Value {
+        let click = json!({
+            "message_id": card["id"],
+            "user_id": user.to_string(),
+            "custom_id": card["components"][0]["components"][0]["custom_id"],
+        });
+        let answer = ureq::post(format!("{}/_fake/components", pg.fake))
+            .content_type("application/json")
+            .send(click.to_string().as_bytes())
+            .expect("the fake takes the click")
+            .body_mut()
+            .read_to_string()
+            .expect("the click's answer");
+        let interaction: Value = serde_json::from_str(&answer).expect("json");
+        let id = interaction["id"]
+            .as_str()
+            .expect("an interaction id")
+            .to_owned();
+        poll_or_log(&pg, "the bot answers the click", || {
+            let (_, body) = http_get(&pg.fake, &format!("/_fake/interactions/{id}")).ok()?;
+            let shown: Value = serde_json::from_str(&body).ok()?;
+            (!shown["response"].is_null()).then_some(shown)
+        })
+    };
+    // Stanley's message started the run: his click is refused, privately, and changes nothing.
+    let own = click(demo::STANLEY);
+    assert_eq!(own["response"]["data"]["flags"], 64, "{own}");
+    assert!(
+        own["response"]["data"]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("your own request")),
+        "{own}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!released(&pg), "a self-approval posts nothing");
+    // Tomas, the other approver, decides it — as the banner says.
+    let approved = click(demo::TOMAS);
+    assert_eq!(approved["response"]["type"], 7, "{approved}");
     let reply = pg.reply_to(demo::OPS, &trigger);
     assert_eq!(reply, format!("Posted in <#{}>.", demo::RELEASE_ROOM));
     assert!(released(&pg));
