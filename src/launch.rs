@@ -377,10 +377,16 @@ pub fn playground(file: Option<&Path>, args: &crate::cli::PlaygroundArgs) -> Exi
         let compose = std::sync::Arc::new(crate::compose::FakeCompose::new(std::sync::Arc::clone(
             &fake,
         )));
+        // Named tokens a `--config` file declares read their values from the environment,
+        // as `switchboard run` does; the operator token is the playground's own.
+        let secrets = toolserver::Secrets {
+            operator: Some(operator_token),
+            ..toolserver::Secrets::from_env(&config, env_secret)
+        };
         let result = build_and_serve(
             config,
             "playground-bot-token".to_owned(),
-            Some(operator_token).into(),
+            secrets,
             |service| {
                 service.core().console().set_compose(compose);
             },

@@ -20,6 +20,21 @@ use support::TempDir;
 
 /// How long any one thing the test waits for may take.
 const WAIT: Duration = Duration::from_secs(20);
+/// A named token whose scope is only `console`: it reads, and decides nothing.
+const WATCH_ENV: &str = "SB_CONSOLE_TEST_WATCH_TOKEN";
+const WATCH_TOKEN: &str = "watch-only-console-token-4d1f0c";
+/// What the agent posts to #release-room when asked to release: longer than a Discord card
+/// shows inline (and than the audit log keeps),
+/// with the tail a cut preview would hide.
+const TAIL: &str = "… @everyone rm -rf /";
+
+fn release_notes() -> String {
+    let mut text: String = (1..=60)
+        .map(|n| format!("line {n:02} of the notes\n"))
+        .collect();
+    text.push_str(TAIL);
+    text
+}
 
 /// Kills a child process this test started when the test ends, however it ends.
 struct Killed(Child);
@@ -69,6 +84,7 @@ fn start_playground(extra: &Path) -> Playground {
         .args(["playground", "--port", "0", "--config"])
         .arg(extra)
         .env("RUST_LOG", "warn")
+        .env(WATCH_ENV, WATCH_TOKEN)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -307,70 +323,43 @@ async fn journey(client: &Client, playground: &Playground) -> Step<()> {
             .map_err(fail("copy the screenshot to docs/console.png"))?;
     }
 
-    // A call that needs approval waits; the console approves it; the message is posted in the
-    // fake Discord and the audit log has a row for it, decided by the console.
-    let call_url = format!("{url}/v1/call");
-    let token = playground.token.clone();
-    let waiting = std::thread::spawn(move || -> Result<Value, String> {
-        let mut response = ureq::post(&call_url)
-            .header("authorization", &format!("Bearer {token}"))
-            .config()
-            .http_status_as_error(false)
-            .build()
-            .header("content-type", "application/json")
-            .send(
-                json!({
-                    "tool": "surface.messages.send",
-                    "input": {"sessionId": "#release-room", "text": "approved in the console"}
-                })
-                .to_string(),
-            )
-            .map_err(|e| e.to_string())?;
-        let text = response
-            .body_mut()
-            .read_to_string()
-            .map_err(|e| e.to_string())?;
-        serde_json::from_str(&text).map_err(|e| e.to_string())
-    });
-    click(client, "#tab-approvals").await?;
-    wait_text(client, "#approvals", "surface.messages.send").await?;
-    wait_text(client, "#approvals", "approved in the console").await?;
-    screenshot(client, "console-approvals.png").await;
-    click(client, "#approvals button.approve").await?;
-    let answer = waiting
-        .join()
-        .map_err(|_| "the waiting call panicked".to_owned())??;
-    if answer["ok"] != json!(true) {
-        return Err(format!("the approved call did not succeed: {answer}"));
-    }
-    let requests = ureq::get(&format!("{}/_fake/requests", playground.fake))
-        .call()
-        .map_err(fail("read the fake's requests"))?
-        .body_mut()
-        .read_to_string()
-        .map_err(fail("read the fake's requests"))?;
-    let requests: Value = serde_json::from_str(&requests).map_err(fail("the fake's requests"))?;
-    let posted = requests.as_array().into_iter().flatten().any(|request| {
-        request["method"] == "POST"
-            && request["path"] == "/api/v10/channels/1000000000000000402/messages"
-            && request["body"]
-                .to_string()
-                .contains("approved in the console")
-    });
-    if !posted {
-        return Err("the approved message never reached the fake Discord".into());
-    }
+    markdown_is_rendered_safely(client, playground).await?;
+    the_compose_box_turns_names_into_mentions(client).await?;
+    approvals_show_everything_and_never_the_deciders_own(client, playground).await?;
+
     click(client, "#tab-audit").await?;
     wait_text(client, "#audit-rows", "surface.messages.send").await?;
-    wait_text(client, "#audit-rows", "console").await?;
+    wait_text(client, "#audit-rows", "console:operator").await?;
     // A row opens to its input.
     click(client, "#audit-rows tr.row button").await?;
     wait_text(client, "#audit-rows", "\"input\"").await?;
     screenshot(client, "console-audit.png").await;
 
-    // Change #ops's scope: exactly one callable.
+    // Change #ops's scope: exactly one callable. Each rule shows where, from where and for whom
+    // it applies, so two rules on one tool are told apart.
     click(client, "#tab-scopes").await?;
     wait_text(client, "#scope-effective", "surface.messages.send").await?;
+    let rules = script(
+        client,
+        "return [...document.querySelectorAll('#scope-detail table.rules tbody tr')].map((tr) => [...tr.cells].map((td) => td.textContent))",
+    )
+    .await?;
+    let run_rule = json!([
+        "permissions.rules[0]",
+        "surface.messages.send",
+        "#release-room",
+        "#ops",
+        "run",
+        "ask"
+    ]);
+    if !rules
+        .as_array()
+        .is_some_and(|rows| rows.contains(&run_rule))
+    {
+        return Err(format!(
+            "the rules table does not show session, origin and caller: {rules}"
+        ));
+    }
     script(
         client,
         "const s = document.getElementById('scope-session'); s.value = '1000000000000000401'; s.dispatchEvent(new Event('change')); document.querySelector('#scope-form [name=action]').value = 'set'; return null",
@@ -513,6 +502,216 @@ async fn journey(client: &Client, playground: &Playground) -> Step<()> {
     if status != json!(401) {
         return Err(format!("after logout /console/api/me answered {status}"));
     }
+
+    a_console_only_login_reads_and_decides_nothing(client).await
+}
+
+/// What a page fetch answered: its status and JSON body.
+async fn fetch(client: &Client, method: &str, path: &str, body: Value) -> Step<Value> {
+    client
+        .execute_async(
+            "const [method, path, body, done] = arguments; fetch(path, { method, headers: { 'content-type': 'application/json', 'x-switchboard-csrf': state.csrf }, body: JSON.stringify(body) }).then(async (r) => done({ status: r.status, body: await r.json().catch(() => null) }));",
+            vec![json!(method), json!(path), body],
+        )
+        .await
+        .map_err(fail("fetch from the page"))
+}
+
+/// Discord's Markdown in a message: a code block, inline code, bold, a link, a timestamp in
+/// the viewer's zone — and no HTML from the text.
+async fn markdown_is_rendered_safely(client: &Client, playground: &Playground) -> Step<()> {
+    // Posted as Tomas in Discord (the compose box is one line).
+    let text = "**release** `v1.2` due <t:1795664001:f>, notes at [the docs](https://example.com/docs) <img src=x onerror=window.__xss=1>\n```\nlet shipped = true;\n```";
+    ureq::post(&format!("{}/_fake/messages", playground.fake))
+        .header("content-type", "application/json")
+        .send(
+            json!({"channel_id": demo_world::OPS.to_string(), "author_id": demo_world::TOMAS.to_string(), "content": text})
+                .to_string(),
+        )
+        .map_err(fail("post as Tomas"))?;
+    wait_text(client, "#messages pre.codeblock", "let shipped = true;").await?;
+    let shown = script(
+        client,
+        "const m = [...document.querySelectorAll('#messages .message')].find((m) => m.querySelector('pre.codeblock')); const t = m.querySelector('time.ts'); const a = m.querySelector('a'); return { text: m.querySelector('.text').textContent, strong: (m.querySelector('strong') || {}).textContent, code: (m.querySelector('code.inline') || {}).textContent, time: t && t.textContent, datetime: t && t.getAttribute('datetime'), expected: new Intl.DateTimeFormat([], { dateStyle: 'long', timeStyle: 'short' }).format(new Date(1795664001000)), href: a && a.getAttribute('href'), rel: a && a.getAttribute('rel'), imgs: document.querySelectorAll('#messages img').length, xss: window.__xss === undefined }",
+    )
+    .await?;
+    let ok = shown["strong"] == "release"
+        && shown["code"] == "v1.2"
+        && shown["datetime"] == "2026-11-26T03:33:21.000Z"
+        && shown["time"] == shown["expected"]
+        && shown["href"] == "https://example.com/docs"
+        && shown["rel"]
+            .as_str()
+            .is_some_and(|r| r.contains("noopener"))
+        && shown["imgs"] == json!(0)
+        && shown["xss"] == json!(true)
+        && shown["text"].as_str().is_some_and(|t| {
+            !t.contains("```")
+                && !t.contains("<t:")
+                && !t.contains("**")
+                && t.contains("<img src=x")
+        });
+    if !ok {
+        return Err(format!(
+            "the message is not rendered as Discord does: {shown}"
+        ));
+    }
+    screenshot(client, "console-markdown.png").await;
+    Ok(())
+}
+
+/// `@switchboard` typed in the compose box is a mention, so the agent answers in a channel
+/// where only a mention starts it.
+async fn the_compose_box_turns_names_into_mentions(client: &Client) -> Step<()> {
+    click(client, "[data-session='1000000000000000402']").await?;
+    wait_text(client, "#session-title", "#release-room").await?;
+    type_into(client, "#compose-text", "@switchboard are you there?").await?;
+    click(client, "#compose button[type=submit]").await?;
+    wait_text(client, "#messages", "are you there?").await?;
+    wait_text(client, "#messages", "pong from the test agent").await?;
+    let chip = script(
+        client,
+        "return [...document.querySelectorAll('#messages .chip')].map((c) => c.textContent)",
+    )
+    .await?;
+    if !chip
+        .as_array()
+        .is_some_and(|c| c.contains(&json!("@switchboard")))
+    {
+        return Err(format!("the mention is not shown as one: {chip}"));
+    }
+    Ok(())
+}
+
+/// A run's ask shows the whole input and the operator approves it; the operator's own ask
+/// shows no button, and a forged decision is refused.
+async fn approvals_show_everything_and_never_the_deciders_own(
+    client: &Client,
+    playground: &Playground,
+) -> Step<()> {
+    // Stanley asks the agent in #ops to release: its run posts to #release-room, which asks.
+    click(client, "[data-session='1000000000000000401']").await?;
+    wait_text(client, "#session-title", "#ops").await?;
+    type_into(client, "#compose-text", "release it").await?;
+    click(client, "#compose button[type=submit]").await?;
+    click(client, "#tab-approvals").await?;
+    wait_text(client, "#approvals", "surface.messages.send").await?;
+    let preview = script(
+        client,
+        "const p = document.querySelector('#approvals [data-preview]'); return p && p.textContent",
+    )
+    .await?;
+    let whole = format!("sessionId: #release-room\ntext: {}", release_notes());
+    if preview != json!(whole) {
+        return Err(format!(
+            "the approver is not shown the whole input: {preview}"
+        ));
+    }
+    screenshot(client, "console-approvals.png").await;
+    click(client, "#approvals button.approve").await?;
+    click(client, "#tab-sessions").await?;
+    wait_text(client, "#messages", "released by the console").await?;
+    let requests = ureq::get(&format!("{}/_fake/requests", playground.fake))
+        .call()
+        .map_err(fail("read the fake's requests"))?
+        .body_mut()
+        .read_to_string()
+        .map_err(fail("read the fake's requests"))?;
+    let requests: Value = serde_json::from_str(&requests).map_err(fail("the fake's requests"))?;
+    let posted = requests.as_array().into_iter().flatten().any(|request| {
+        request["method"] == "POST"
+            && request["path"] == "/api/v10/channels/1000000000000000402/messages"
+            && request["body"]["content"]
+                .as_str()
+                .is_some_and(|c| c.ends_with(TAIL))
+    });
+    if !posted {
+        return Err("the approved message never reached the fake Discord".into());
+    }
+
+    // The operator's own call waits on an ask the operator may not decide.
+    let call_url = format!("{}/v1/call", playground.url);
+    let token = playground.token.clone();
+    std::thread::spawn(move || {
+        let _ = ureq::post(&call_url)
+            .header("authorization", &format!("Bearer {token}"))
+            .header("content-type", "application/json")
+            .send(
+                json!({"tool": "surface.messages.send", "input": {"sessionId": demo_world::STANLEY_DM.to_string(), "text": "the operator's own"}})
+                    .to_string(),
+            );
+    });
+    click(client, "#tab-approvals").await?;
+    wait_text(client, "#approvals", "the operator's own").await?;
+    wait_text(client, "#approvals", "Your own request").await?;
+    let buttons = script(
+        client,
+        "return document.querySelectorAll('#approvals button.approve').length",
+    )
+    .await?;
+    if buttons != json!(0) {
+        return Err(format!(
+            "the operator is offered {buttons} button(s) on its own ask"
+        ));
+    }
+    let id = script(client, "return state.approvals[0].id").await?;
+    let forged = fetch(
+        client,
+        "POST",
+        &format!("/console/api/approvals/{}", id.as_str().unwrap_or_default()),
+        json!({"approve": true}),
+    )
+    .await?;
+    if forged["status"] != json!(403) || forged["body"]["error"]["code"] != "self_approval" {
+        return Err(format!("a forged self-approval was not refused: {forged}"));
+    }
+    Ok(())
+}
+
+/// A login whose token's scope is only `console`: it reads, sees no ask but its own, and
+/// neither decides nor changes a scope — not even with a forged request.
+async fn a_console_only_login_reads_and_decides_nothing(client: &Client) -> Step<()> {
+    type_into(client, "#token", WATCH_TOKEN).await?;
+    click(client, "#login-button").await?;
+    wait_text(client, "#session-list", "#ops").await?;
+    wait_text(client, "#who", "token:watch").await?;
+    click(client, "#tab-approvals").await?;
+    wait_text(
+        client,
+        "#approvals-note",
+        "only the asks its own calls wait on",
+    )
+    .await?;
+    let cards = script(
+        client,
+        "return document.querySelectorAll('#approvals [data-approval-card]').length",
+    )
+    .await?;
+    if cards != json!(0) {
+        return Err(format!(
+            "a console-only login sees {cards} ask(s) of others"
+        ));
+    }
+    click(client, "#tab-scopes").await?;
+    wait_text(client, "#scope-readonly", "admin.tools.set").await?;
+    let form_hidden = script(
+        client,
+        "return document.getElementById('scope-form').hidden",
+    )
+    .await?;
+    if form_hidden != json!(true) {
+        return Err("a console-only login is offered the scope form".into());
+    }
+    let widen = fetch(
+        client,
+        "POST",
+        "/console/api/sessions/1000000000000000401/scope",
+        json!({"action": "set", "tools": "all"}),
+    )
+    .await?;
+    if widen["status"] != json!(403) {
+        return Err(format!("a console-only login changed a scope: {widen}"));
+    }
     Ok(())
 }
 
@@ -527,9 +726,15 @@ async fn the_console_logs_in_shows_sessions_posts_approves_and_changes_scopes() 
 
     let dir = TempDir::new("console");
     let agent = dir.path().join("agent.sh");
+    // Answers "pong"; asked to release, posts the notes to #release-room with `tools` as its
+    // run (which waits for an approver) and says how it went.
     std::fs::write(
         &agent,
-        "#!/bin/sh\ncat >/dev/null\necho 'pong from the test agent'\n",
+        format!(
+            "#!/bin/sh\nprompt=$(cat)\ncase \"$prompt\" in\n  *'release it'*)\n    if '{tools}' surface.messages.send --session-id=#release-room '{notes}' >/dev/null 2>&1; then echo 'released by the console'; else echo 'the release was refused'; fi ;;\n  *) echo 'pong from the test agent' ;;\nesac\n",
+            tools = support::tools_bin().display(),
+            notes = release_notes(),
+        ),
     )
     .expect("write the agent");
     #[cfg(unix)]
@@ -555,12 +760,26 @@ active_channel_ids = ["{ops}"]
 [permissions]
 approvers = ["@stanley"]
 
+# A run started in #ops asks before it posts in #release-room.
 [[permissions.rules]]
 tool = "surface.messages.send"
 session = "#release-room"
+origin = "#ops"
+policy = "ask"
+
+# The operator's own posts to Stanley's DM ask too: not the operator's to decide.
+[[permissions.rules]]
+tool = "surface.messages.send"
+session = "{stanley_dm}"
 caller = "operator"
 policy = "ask"
+
+[[toolserver.tokens]]
+name = "watch"
+token_env = "{WATCH_ENV}"
+scope = ["console"]
 "##,
+            stanley_dm = demo_world::STANLEY_DM,
             agent = agent.display(),
             ops = demo_world::OPS,
             release_room = demo_world::RELEASE_ROOM,

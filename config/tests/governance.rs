@@ -253,6 +253,29 @@ fn asking_without_approvers_is_an_error() {
 }
 
 #[test]
+fn self_approval_is_off_unless_turned_on_and_must_be_a_boolean() {
+    let off = parse("[permissions]\napprovers = [\"@Mira\"]\n").expect("valid");
+    assert!(!off.permissions.allow_self_approval, "off by default");
+    let on = parse("[permissions]\napprovers = [\"@Mira\"]\nallow_self_approval = true\n")
+        .expect("valid");
+    assert!(on.permissions.allow_self_approval);
+    let problems = parse("[permissions]\napprovers = [\"@Mira\"]\nallow_self_approval = \"yes\"\n")
+        .unwrap_err();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("permissions.allow_self_approval")),
+        "{problems:?}"
+    );
+    let typo =
+        parse("[permissions]\napprovers = [\"@Mira\"]\nallow_self_aproval = true\n").unwrap_err();
+    assert!(
+        typo.iter().any(|p| p.contains("allow_self_approval")),
+        "a did-you-mean names the key: {typo:?}"
+    );
+}
+
+#[test]
 fn the_console_answers_asks_when_it_is_served_and_may_decide() {
     // Served and allowed to decide: nobody in Discord is needed.
     let config = parse("[toolserver]\nconsole = true\n\n[permissions]\ndefault = \"ask\"\n")

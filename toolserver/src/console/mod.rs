@@ -499,6 +499,8 @@ async fn me(State(core): Shared, operator: Operator) -> Response {
     let compose_users = core.console.compose.get().map(|compose| compose.users());
     no_store(json!({
         "caller": operator.login.caller.key(),
+        // Who this login is as an approval's owner: its own asks are not its to decide.
+        "principal": operator.login.caller.principal(),
         "csrf": operator.login.csrf,
         "consoleApproves": core.governance().rules().permissions().console_approves,
         // What this login's scope takes beyond reading: the page offers only these.
@@ -612,6 +614,7 @@ async fn approvals(State(core): Shared, operator: Operator) -> Response {
     no_store(json!({
         "approvals": core.approvals_visible_to(&operator.login.caller),
         "consoleApproves": core.governance().rules().permissions().console_approves,
+        "selfApproval": core.governance().rules().permissions().allow_self_approval,
         "mayDecide": operator.may(&core, "approvals.decide"),
         "nowMs": crate::clock::now_ms(),
     }))

@@ -177,6 +177,186 @@ function chips(text) {
   return parts.map((part, i) => (i % 2 === 1 ? el('span', { class: 'chip' }, part) : part));
 }
 
+// ---------- Discord's Markdown, as DOM nodes (never HTML from message text) ----------
+// Code blocks, inline code, bold, italic, underline, strikethrough, spoilers, quotes,
+// headings, links (http and https only) and <t:SECONDS:STYLE> timestamps in the viewer's own
+// time zone. Everything else stays text; nesting is bounded.
+
+const MAX_NESTING = 6;
+
+// `<t:SECONDS:STYLE>` as Discord's client shows it, in this browser's time zone.
+function timestamp(seconds, style) {
+  const ms = Number(seconds) * 1000;
+  const date = new Date(ms);
+  if (!Number.isFinite(ms) || Number.isNaN(date.getTime())) return null;
+  const formats = {
+    t: { hour: '2-digit', minute: '2-digit' },
+    T: { hour: '2-digit', minute: '2-digit', second: '2-digit' },
+    d: { year: 'numeric', month: '2-digit', day: '2-digit' },
+    D: { year: 'numeric', month: 'long', day: 'numeric' },
+    f: { dateStyle: 'long', timeStyle: 'short' },
+    F: { dateStyle: 'full', timeStyle: 'short' },
+  };
+  let shown;
+  if (style === 'R') {
+    const seconds = Math.round((ms - Date.now()) / 1000);
+    const units = [['year', 31536000], ['month', 2592000], ['day', 86400], ['hour', 3600], ['minute', 60], ['second', 1]];
+    const [unit, size] = units.find(([, size]) => Math.abs(seconds) >= size) || units[units.length - 1];
+    shown = new Intl.RelativeTimeFormat([], { numeric: 'auto' }).format(Math.round(seconds / size), unit);
+  } else {
+    const options = formats[style || 'f'];
+    shown = options.dateStyle ? new Intl.DateTimeFormat([], options).format(date)
+      : (options.hour ? date.toLocaleTimeString([], options) : date.toLocaleDateString([], options));
+  }
+  return el('time', { datetime: date.toISOString(), title: new Intl.DateTimeFormat([], { dateStyle: 'full', timeStyle: 'long' }).format(date), class: 'ts' }, shown);
+}
+
+function safeLink(url, label) {
+  let parsed;
+  try { parsed = new URL(url); } catch (_) { return null; }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return null;
+  return el('a', { href: parsed.href, target: '_blank', rel: 'noopener noreferrer nofollow' }, label === undefined ? url : label);
+}
+
+// Delimited spans: the marker, the element it makes, and whether it needs word boundaries.
+const SPANS = [
+  ['***', (inner) => el('strong', {}, el('em', {}, inner))],
+  ['**', (inner) => el('strong', {}, inner)],
+  ['__', (inner) => el('u', {}, inner)],
+  ['~~', (inner) => el('s', {}, inner)],
+  ['||', (inner) => el('span', { class: 'spoiler', title: 'spoiler' }, inner)],
+  ['*', (inner) => el('em', {}, inner)],
+  ['_', (inner) => el('em', {}, inner), true],
+];
+
+const WORD = /[\p{L}\p{N}]/u;
+// Sticky patterns, tried where the scan stands (`lastIndex`), never over the whole text.
+const ESCAPED = /\\([\\*_`~|<>[\]()#-])/y;
+const TICKS = /`+/y;
+const TIMESTAMP = /<t:(-?\d{1,13})(?::([tTdDfFR]))?>/y;
+const ANGLED_LINK = /<(https?:\/\/[^\s<>]+)>/y;
+const MASKED_LINK = /\[([^[\]\n]{1,256})\]\((https?:\/\/[^\s()<>]+)\)/y;
+const BARE_LINK = /https?:\/\/[^\s<>]*[^\s<>.,:;"')\]!?*_~|]/y;
+
+function at(pattern, text, i) {
+  pattern.lastIndex = i;
+  return pattern.exec(text);
+}
+
+// The end of the span `marker` opens at `i`, or -1: its content neither starts nor ends
+// with a space, and `_` only opens and closes at word boundaries (snake_case stays text).
+function spanEnd(text, i, marker, wordBound) {
+  const start = i + marker.length;
+  if (start >= text.length || /\s/.test(text[start])) return -1;
+  if (wordBound && i > 0 && WORD.test(text[i - 1])) return -1;
+  let end = text.indexOf(marker, start + 1);
+  while (end !== -1 && (/\s/.test(text[end - 1])
+    || (wordBound && end + marker.length < text.length && WORD.test(text[end + marker.length])))) {
+    end = text.indexOf(marker, end + 1);
+  }
+  return end;
+}
+
+// Inline Markdown of `text` as nodes; plain runs become text with mention chips.
+function inline(text, depth) {
+  const out = [];
+  let plain = '';
+  const flush = () => { if (plain) { out.push(...chips(plain)); plain = ''; } };
+  const put = (node, next) => { flush(); out.push(node); return next; };
+  let i = 0;
+  while (i < text.length) {
+    const ch = text[i];
+    let m;
+    let node;
+    if (ch === '\\' && (m = at(ESCAPED, text, i))) {
+      plain += m[1]; i += 2; continue;
+    }
+    if (ch === '`') {
+      const run = at(TICKS, text, i)[0];
+      const end = text.indexOf(run, i + run.length + 1);
+      if (end !== -1) {
+        i = put(el('code', { class: 'inline' }, text.slice(i + run.length, end)), end + run.length);
+      } else {
+        plain += run; i += run.length;
+      }
+      continue;
+    }
+    if (ch === '<' && (m = at(TIMESTAMP, text, i)) && (node = timestamp(m[1], m[2]))) {
+      i = put(node, i + m[0].length); continue;
+    }
+    if (ch === '<' && (m = at(ANGLED_LINK, text, i)) && (node = safeLink(m[1]))) {
+      i = put(node, i + m[0].length); continue;
+    }
+    if (ch === '[' && (m = at(MASKED_LINK, text, i)) && (node = safeLink(m[2], inline(m[1], MAX_NESTING)))) {
+      i = put(node, i + m[0].length); continue;
+    }
+    if (ch === 'h' && (m = at(BARE_LINK, text, i)) && (node = safeLink(m[0]))) {
+      i = put(node, i + m[0].length); continue;
+    }
+    if (depth < MAX_NESTING) {
+      const span = SPANS.find(([marker, , wordBound]) => text.startsWith(marker, i)
+        && spanEnd(text, i, marker, wordBound) !== -1);
+      if (span) {
+        const [marker, make, wordBound] = span;
+        const end = spanEnd(text, i, marker, wordBound);
+        i = put(make(inline(text.slice(i + marker.length, end), depth + 1)), end + marker.length);
+        continue;
+      }
+    }
+    plain += ch;
+    i += 1;
+  }
+  flush();
+  return out;
+}
+
+// One run of text outside code blocks: quotes and headings by line, the rest inline.
+function blocks(text, depth) {
+  const out = [];
+  const lines = text.split('\n');
+  for (let n = 0; n < lines.length; n += 1) {
+    const line = lines[n];
+    const last = n === lines.length - 1;
+    let m;
+    if ((m = line.match(/^>>> ([\s\S]*)$/))) {
+      out.push(el('blockquote', {}, inline([m[1], ...lines.slice(n + 1)].join('\n'), depth)));
+      break;
+    } else if ((m = line.match(/^> (.*)$/))) {
+      out.push(el('blockquote', {}, inline(m[1], depth)));
+    } else if ((m = line.match(/^(#{1,3}) (.+)$/))) {
+      out.push(el(`h${m[1].length + 2}`, { class: 'md-heading' }, inline(m[2], depth)));
+    } else {
+      out.push(...inline(line, depth));
+      if (!last) out.push('\n');
+    }
+  }
+  return out;
+}
+
+// A message's text as Discord renders it.
+function markdown(text) {
+  const source = String(text || '');
+  const out = [];
+  let i = 0;
+  while (i < source.length) {
+    const open = source.indexOf('```', i);
+    const close = open === -1 ? -1 : source.indexOf('```', open + 3);
+    if (open === -1 || close === -1) {
+      out.push(...blocks(source.slice(i), 0));
+      break;
+    }
+    if (open > i) out.push(...blocks(source.slice(i, open), 0));
+    let body = source.slice(open + 3, close);
+    const language = body.match(/^([A-Za-z0-9_+#.-]{1,32})\n/);
+    if (language) body = body.slice(language[0].length);
+    else if (body.startsWith('\n')) body = body.slice(1);
+    out.push(el('pre', { class: 'codeblock' }, el('code', language ? { 'data-language': language[1] } : {}, body.replace(/\n$/, ''))));
+    i = close + 3;
+    if (source[i] === '\n') i += 1;
+  }
+  return out;
+}
+
 function sessionLabel(s) {
   if (!s) return '';
   if (s.token) return `#${s.token}`;
@@ -227,7 +407,7 @@ async function loadMessages() {
     class: `message${String(m.authorId) === String(bot) ? ' bot' : ''}`, 'data-message': m.messageId,
   },
   el('div', { class: 'meta' }, el('span', { class: 'author' }, m.authorName || m.authorId), m.ts ? new Date(m.ts).toLocaleTimeString() : ''),
-  el('div', { class: 'text' }, chips(m.text)))));
+  el('div', { class: 'text' }, markdown(m.text)))));
   if (atBottom) list.scrollTop = list.scrollHeight;
 }
 
@@ -236,6 +416,7 @@ $('compose').addEventListener('submit', async (event) => {
   const text = $('compose-text');
   if (!text.value.trim() || !state.session) return;
   try {
+    // The server turns @name and #channel into mentions, as Discord's client does.
     await api('POST', '/console/api/compose', {
       sessionId: state.session, authorId: $('compose-user').value, content: text.value,
     });
@@ -258,11 +439,16 @@ function renderApprovals(data) {
   badge.hidden = pending.length === 0;
   badge.textContent = String(pending.length);
   if (state.view !== 'approvals') return;
-  // With permissions.console_approves = false the console only watches: no buttons at all.
-  $('approvals-note').textContent = data.consoleApproves
-    ? (pending.length ? '' : 'Nothing is waiting for approval.')
-    : 'Approvals are decided in Discord only (permissions.console_approves = false): an approver answers on the card there.';
-  renderIfChanged($('approvals'), [pending.map((c) => c.id), data.consoleApproves], () => pending.map((card) => {
+  // With permissions.console_approves = false the console only watches: no buttons at all;
+  // a login whose scope does not name approvals.decide sees its own asks, without buttons.
+  const decides = data.consoleApproves && data.mayDecide;
+  const me = state.me && state.me.principal;
+  $('approvals-note').textContent = !data.consoleApproves
+    ? 'Approvals are decided in Discord only (permissions.console_approves = false): an approver answers on the card there.'
+    : (!data.mayDecide
+      ? `This login sees only the asks its own calls wait on; deciding takes the operator or a token whose scope names approvals.decide.${pending.length ? '' : ' Nothing of yours is waiting.'}`
+      : (pending.length ? '' : 'Nothing is waiting for approval.'));
+  renderIfChanged($('approvals'), [pending.map((c) => c.id), decides, me], () => pending.map((card) => {
     const decide = (approve) => async () => {
       try {
         await api('POST', `/console/api/approvals/${encodeURIComponent(card.id)}`, { approve });
@@ -270,16 +456,24 @@ function renderApprovals(data) {
       } catch (error) { toast(`Not decided: ${error.message}`); }
       refresh(['approvals', 'health']);
     };
+    const own = card.owner === me && !data.selfApproval;
+    let actions;
+    if (!data.consoleApproves) actions = el('div', { class: 'muted small' }, 'Waiting for an approver in Discord.');
+    else if (own) actions = el('div', { class: 'muted small', 'data-own': card.id }, 'Your own request: another approver decides it.');
+    else if (!decides) actions = el('div', { class: 'muted small' }, 'Waiting for an approver.');
+    else {
+      actions = el('div', { class: 'actions' },
+        el('button', { type: 'button', class: 'approve', 'data-approval': card.id, onclick: decide(true) }, 'Approve'),
+        el('button', { type: 'button', class: 'deny', 'data-approval': card.id, onclick: decide(false) }, 'Deny'));
+    }
+    // The whole input, never cut: what the call will run, and what the binding hashes.
     return el('li', { class: 'approval', 'data-approval-card': card.id },
       el('div', {}, el('strong', {}, card.tool), ' in ', el('strong', {}, card.sessionLabel)),
       el('div', { class: 'muted small' }, `Asked by ${card.requestedBy} · binding ${card.binding} · `,
         el('span', { 'data-left': card.id }, secondsLeft(card))),
-      el('pre', {}, card.preview),
-      data.consoleApproves
-        ? el('div', { class: 'actions' },
-          el('button', { type: 'button', class: 'approve', 'data-approval': card.id, onclick: decide(true) }, 'Approve'),
-          el('button', { type: 'button', class: 'deny', 'data-approval': card.id, onclick: decide(false) }, 'Deny'))
-        : el('div', { class: 'muted small' }, 'Waiting for an approver in Discord.'));
+      el('div', { class: 'muted small' }, `The whole input (${[...card.preview].length} characters), as the call will run it:`),
+      el('pre', { class: 'preview', 'data-preview': card.id }, card.preview),
+      actions);
   }));
   for (const card of pending) {
     const left = document.querySelector(`[data-left="${card.id}"]`);
@@ -360,9 +554,17 @@ async function loadScope() {
       data.effective.length ? data.effective.map((t) => el('span', { class: 'chip' }, t)) : el('span', { class: 'muted' }, 'nothing: runs here may call no tool')),
     el('div', {}, el('strong', {}, 'Rules that can apply here'), ` (last match wins; default ${data.defaultPolicy})`),
     rules.length
-      ? el('div', { class: 'table-wrap' }, el('table', {}, el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Rule'), el('th', { scope: 'col' }, 'Tool'), el('th', { scope: 'col' }, 'Policy'))),
-        el('tbody', {}, rules.map((r) => el('tr', {}, el('td', {}, r.name), el('td', {}, r.tool), el('td', { class: `d-${r.policy}` }, r.policy))))))
+      ? el('div', { class: 'table-wrap' }, el('table', { class: 'rules' }, el('thead', {}, el('tr', {}, ['Rule', 'Tool', 'Session', 'Origin', 'Caller', 'Policy'].map((h) => el('th', { scope: 'col' }, h)))),
+        el('tbody', {}, rules.map((r) => el('tr', { 'data-rule': r.name },
+          el('td', {}, r.name), el('td', {}, r.tool),
+          el('td', {}, r.session || el('span', { class: 'muted' }, 'any')),
+          el('td', {}, r.origin || el('span', { class: 'muted' }, 'any')),
+          el('td', {}, r.caller),
+          el('td', { class: `d-${r.policy}` }, r.policy))))))
       : el('div', { class: 'muted' }, 'No rule names this session.')]);
+  const changes = !state.me || state.me.mayChangeScopes;
+  $('scope-form').hidden = !changes;
+  $('scope-readonly').hidden = changes;
 }
 
 $('scope-form').addEventListener('submit', async (event) => {
@@ -465,7 +667,7 @@ async function loadRuns() {
   const active = data.active || [];
   renderIfChanged($('runs-active'), [active, data.agent], () => (active.length ? active.map((r) => el('tr', {},
     el('td', {}, r.session || r.sessionId), el('td', {}, trigger(r.running)), el('td', {}, String((r.waiting || []).length)),
-    el('td', {}, r.running ? el('button', { type: 'button', class: 'deny', onclick: async () => {
+    el('td', {}, r.running && state.me && state.me.mayAbort ? el('button', { type: 'button', class: 'deny', onclick: async () => {
       try { const a = await api('POST', `/console/api/runs/${r.sessionId}/abort`, {}); toast(`Abort: ${a.outcome}`); } catch (e) { toast(e.message); }
       refresh();
     } }, 'Abort') : null)))
