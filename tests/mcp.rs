@@ -351,3 +351,66 @@ fn garbage_at_mcp_gets_errors_never_a_panic_or_a_hang() {
         sb.stderr()
     );
 }
+
+/// `GET /v1/approvals` (with `query`) as `token`: the approvals it lists.
+fn approvals_seen(base: &str, token: &str, query: &str) -> Vec<Value> {
+    let host = base.trim_start_matches("http://");
+    let (status, head, body) = exchange(
+        base,
+        format!("GET /v1/approvals{query} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n").as_bytes(),
+    );
+    assert_eq!(status, 200, "{head}\n{body}");
+    let body: Value = serde_json::from_str(&body).expect("json");
+    body["approvals"].as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn an_mcp_call_without_a_call_id_gets_one_nobody_can_guess_or_read() {
+    let fake = Fake::start();
+    let dir = TempDir::new("mcp-call-id");
+    let reader = random_token();
+    let sb = start(&fake, dir.path(), &reader);
+    // A plain tools/call with JSON-RPC id 1 and no tool-call id: the ask rule makes it wait.
+    let base = sb.url.clone();
+    let token = sb.token.clone();
+    let waiting = std::thread::spawn(move || {
+        post(
+            &base,
+            Some(&token),
+            JSON_HEADERS,
+            r##"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"surface.reactions.add","arguments":{"sessionId":"#ops","messageId":"1000000000000000999","emoji":"👍"}}}"##.as_bytes(),
+        )
+    });
+    let deadline = Instant::now() + Duration::from_secs(ASK_TIMEOUT_S);
+    let card = loop {
+        if let Some(card) = approvals_seen(&sb.url, &sb.token, "").pop() {
+            break card;
+        }
+        assert!(Instant::now() < deadline, "the call never waited on an ask");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let hex = |text: &str, prefix: &str| {
+        text.strip_prefix(prefix)
+            .is_some_and(|h| h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    let call_id = card["toolCallId"].as_str().unwrap_or_default().to_owned();
+    assert!(hex(&call_id, "mcp-"), "the server's call id: {call_id}");
+    assert!(
+        hex(card["id"].as_str().unwrap_or_default(), "apr_"),
+        "{card}"
+    );
+    // Another token finds nothing, whether it guesses the JSON-RPC id or knows the real one.
+    for query in [
+        "?toolCallId=mcp-1".to_owned(),
+        format!("?toolCallId={call_id}"),
+        String::new(),
+    ] {
+        assert!(
+            approvals_seen(&sb.url, &reader, &query).is_empty(),
+            "{query}"
+        );
+    }
+    let (status, _, body) = waiting.join().expect("the call's thread");
+    assert_eq!(status, 200);
+    assert!(body.contains("approval_expired"), "{body}");
+}

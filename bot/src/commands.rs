@@ -495,6 +495,41 @@ mod tests {
     }
 
     #[test]
+    fn each_rule_says_where_from_where_and_whose_calls_it_governs() {
+        use toolserver::scopes::RuleView;
+        let rule = |name: &str, caller: &str, origin: Option<&str>| RuleView {
+            name: name.into(),
+            tool: "surface.messages.send".into(),
+            policy: "ask",
+            session: Some("#release-room".into()),
+            origin: origin.map(Into::into),
+            caller: caller.into(),
+        };
+        let tools = SessionTools {
+            session_id: Snowflake(1),
+            effective: vec!["surface.messages.send".into()],
+            overridden: false,
+            session_scope: None,
+            rules: vec![
+                rule("permissions.rules[0]", "run", Some("#ops")),
+                rule("permissions.rules[1]", "operator", None),
+                rule("permissions.rules[2]", "token:ci", None),
+            ],
+            default_policy: "allow",
+        };
+        let text = describe_tools(&tools, "#release-room");
+        let lines: Vec<&str> = text.lines().filter(|l| l.starts_with('•')).collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(
+            lines[0].contains("for run, in #release-room, from runs started in #ops"),
+            "{text}"
+        );
+        assert!(lines[1].contains("for operator"), "{text}");
+        assert!(lines[2].contains("for token:ci"), "{text}");
+        assert_ne!(lines[1], lines[2], "three rules on one tool are told apart");
+    }
+
+    #[test]
     fn autocomplete_choices_name_and_value_each_suggestion() {
         let body = choices_body(&["surface.pins.add".to_owned()]);
         assert_eq!(body["type"], AUTOCOMPLETE_RESULT);
