@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::console::{
     call_as, ci_asks_config, get, log_in, log_in_as, pending_cards, post, send_in_background,
+    Answer, Login,
 };
 use serde_json::{json, Value};
 use toolserver::approvals::ApprovalCard;
@@ -88,8 +89,15 @@ impl toolserver::runs::Runs for AbortsAnything {
     }
 }
 
-fn decide_path(id: &str) -> String {
-    format!("/console/api/approvals/{id}")
+/// `login` decides the ask `id` in the console.
+async fn decide(server: &TestServer, login: &Login, id: &str, approve: bool) -> Answer {
+    post(
+        server,
+        &format!("/console/api/approvals/{id}"),
+        login.change(server),
+        json!({ "approve": approve }),
+    )
+    .await
 }
 
 fn is_hex_id(id: &str, prefix: &str, digits: usize) -> bool {
@@ -118,13 +126,7 @@ async fn nobody_approves_the_ask_their_own_call_waits_on() {
     let own = log_in_as(&server, CI).await;
     let listed = get(&server, "/console/api/approvals", own.read()).await;
     assert_eq!(listed.body["approvals"][0]["id"], card.id.as_str());
-    let refused = post(
-        &server,
-        &decide_path(&card.id),
-        own.change(&server),
-        json!({"approve": true}),
-    )
-    .await;
+    let refused = decide(&server, &own, &card.id, true).await;
     assert_eq!(refused.status, 403, "{}", refused.body);
     assert_eq!(refused.body["error"]["code"], "self_approval");
     let over_api = call_as(
@@ -145,13 +147,7 @@ async fn nobody_approves_the_ask_their_own_call_waits_on() {
 
     // The operator decides it; the record names who.
     let operator = log_in(&server).await;
-    let decided = post(
-        &server,
-        &decide_path(&card.id),
-        operator.change(&server),
-        json!({"approve": true}),
-    )
-    .await;
+    let decided = decide(&server, &operator, &card.id, true).await;
     assert_eq!(decided.status, 200, "{}", decided.body);
     assert_eq!(decided.body["approval"]["by"], "console:operator");
     assert_eq!(call.await.unwrap().status, 200);
@@ -176,25 +172,13 @@ async fn nobody_approves_the_ask_their_own_call_waits_on() {
     let call = send_in_background(&server, server.operator_token(), "mine", None);
     let card = pending_cards(&server, 1).await.remove(0);
     assert_eq!(card.owner, "operator");
-    let refused = post(
-        &server,
-        &decide_path(&card.id),
-        operator.change(&server),
-        json!({"approve": true}),
-    )
-    .await;
+    let refused = decide(&server, &operator, &card.id, true).await;
     assert_eq!(
         refused.body["error"]["code"], "self_approval",
         "{}",
         refused.body
     );
-    let decided = post(
-        &server,
-        &decide_path(&card.id),
-        own.change(&server),
-        json!({"approve": false}),
-    )
-    .await;
+    let decided = decide(&server, &own, &card.id, false).await;
     assert_eq!(decided.status, 200, "{}", decided.body);
     assert_eq!(decided.body["approval"]["by"], "console:token:ci");
     assert_eq!(call.await.unwrap().body["error"]["code"], "approval_denied");
@@ -223,13 +207,7 @@ async fn self_approval_is_allowed_only_when_the_operator_opts_in() {
     let call = send_in_background(&server, CI, "ship it", None);
     let card = pending_cards(&server, 1).await.remove(0);
     let own = log_in_as(&server, CI).await;
-    let decided = post(
-        &server,
-        &decide_path(&card.id),
-        own.change(&server),
-        json!({"approve": true}),
-    )
-    .await;
+    let decided = decide(&server, &own, &card.id, true).await;
     assert_eq!(decided.status, 200, "{}", decided.body);
     assert_eq!(decided.body["approval"]["by"], "console:token:ci");
     assert_eq!(call.await.unwrap().status, 200);
@@ -289,13 +267,7 @@ async fn an_approver_sees_the_whole_input_whatever_the_audit_settings() {
         assert!(preview.contains("sha256"), "{preview}");
         assert!(!preview.contains("rm -rf"), "{preview}");
     }
-    let decided = post(
-        &server,
-        &decide_path(&card.id),
-        operator.change(&server),
-        json!({"approve": true}),
-    )
-    .await;
+    let decided = decide(&server, &operator, &card.id, true).await;
     assert_eq!(decided.status, 200, "{}", decided.body);
     assert_eq!(call.await.unwrap().status, 200);
 }
@@ -347,7 +319,7 @@ async fn a_caller_sees_only_its_own_pending_approvals_whatever_id_it_asks_for() 
         assert!(is_hex_id(&card.id, "apr_", 32), "{}", card.id);
     }
     let as_token = |token: &str| vec![("authorization", format!("Bearer {token}"))];
-    let shown = |answer: &common::console::Answer| -> Vec<String> {
+    let shown = |answer: &Answer| -> Vec<String> {
         answer.body["approvals"]
             .as_array()
             .unwrap_or(&Vec::new())
@@ -428,13 +400,7 @@ async fn a_console_only_login_reads_but_decides_and_changes_nothing() {
 
     // It neither decides another's ask nor changes a scope nor stops a run.
     let ci_card = card_of("token:ci");
-    let refused = post(
-        &server,
-        &decide_path(&ci_card.id),
-        watch.change(&server),
-        json!({"approve": true}),
-    )
-    .await;
+    let refused = decide(&server, &watch, &ci_card.id, true).await;
     assert_eq!(refused.status, 403, "{}", refused.body);
     assert_eq!(refused.body["error"]["code"], "out_of_scope");
     let widened = post(
@@ -495,13 +461,7 @@ async fn a_console_only_login_reads_but_decides_and_changes_nothing() {
     assert_eq!(me.body["mayDecide"], true, "{}", me.body);
     let all = get(&server, "/console/api/approvals", lead.read()).await;
     assert_eq!(all.body["approvals"].as_array().map(Vec::len), Some(2));
-    let decided = post(
-        &server,
-        &decide_path(&ci_card.id),
-        lead.change(&server),
-        json!({"approve": true}),
-    )
-    .await;
+    let decided = decide(&server, &lead, &ci_card.id, true).await;
     assert_eq!(decided.status, 200, "{}", decided.body);
     assert_eq!(decided.body["approval"]["by"], "console:token:lead");
     assert_eq!(ci_call.await.unwrap().status, 200);
