@@ -87,11 +87,14 @@ pub struct ApprovalCard {
     pub preview: String,
     /// Who asked: the run and the person who started it, or the token.
     pub requested_by: String,
-    /// The waiting call's caller key: `operator`, `token:NAME`, `cap:ID`, `anonymous`.
+    /// The waiting call's caller key: `operator`, `token:NAME`, `cap:ID`, `anonymous`. (Empty
+    /// on a card an older version kept.)
+    #[serde(default)]
     pub caller: String,
     /// Who the ask belongs to, who may not decide it (unless
     /// `permissions.allow_self_approval`): `operator`, `token:NAME`, or for an agent run the
     /// `discord:<user id>` whose message started it.
+    #[serde(default)]
     pub owner: String,
     /// The first hex digits of the hash the approval is bound to: the tool, the preview as
     /// shown, the input, the targets and the run.
@@ -515,10 +518,15 @@ impl Approvals {
         Ok(pending.card)
     }
 
-    /// Every pending approval's card, oldest first.
+    /// Every pending approval's card, the one that expires first (the oldest, unless a reload
+    /// changed the timeout) first.
     pub fn pending(&self) -> Vec<ApprovalCard> {
         let mut cards: Vec<ApprovalCard> = self.lock().values().map(|p| p.card.clone()).collect();
-        cards.sort_by(|a, b| a.id.cmp(&b.id));
+        let expires = |card: &ApprovalCard| match card.state {
+            ApprovalState::Pending { expires_at_ms } => expires_at_ms,
+            _ => u64::MAX,
+        };
+        cards.sort_by(|a, b| expires(a).cmp(&expires(b)).then_with(|| a.id.cmp(&b.id)));
         cards
     }
 
@@ -554,5 +562,36 @@ impl crate::server::Core {
         }
         let key = caller.key();
         all.into_iter().filter(|card| card.caller == key).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_card_kept_by_an_older_version_still_reads_so_it_can_be_expired() {
+        let kept = serde_json::json!({
+            "id": "apr_0123456789abcdef", "tool": "surface.messages.send", "sessionId": null,
+            "sessionLabel": "#ops", "preview": "text: hi", "requestedBy": "the operator",
+            "binding": "abcdef012345", "run": null, "toolCallId": null,
+            "state": "pending", "expiresAtMs": 1
+        });
+        let card: ApprovalCard = serde_json::from_value(kept).expect("reads");
+        assert_eq!(card.owner, "");
+        assert!(card.state.is_pending());
+    }
+
+    #[test]
+    fn the_preview_is_every_field_whole_and_the_binding_covers_its_tail() {
+        let long = format!("{}@everyone rm -rf /", "x".repeat(5_000));
+        let input = serde_json::json!({ "sessionId": "#ops", "text": long });
+        let shown = preview(&input);
+        assert_eq!(shown, format!("sessionId: #ops\ntext: {long}"));
+        let other = serde_json::json!({ "sessionId": "#ops", "text": format!("{}fine", "x".repeat(5_000)) });
+        assert_ne!(
+            binding("t", &shown, &input, &[], None),
+            binding("t", &preview(&other), &other, &[], None)
+        );
     }
 }
