@@ -398,7 +398,7 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
             } },
             "/v1/approvals": { "get": {
                 "operationId": "listApprovals",
-                "summary": "Approvals waiting: all for the operator, the caller's own by toolCallId",
+                "summary": "Approvals waiting: all for whoever may decide them, else the caller's own (toolCallId picks one)",
                 "parameters": [query("toolCallId", "The x-switchboard-tool-call-id of the waiting call")],
                 "responses": approvals_responses
             } },
