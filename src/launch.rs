@@ -266,9 +266,10 @@ impl Drop for DataDir {
 }
 
 #[cfg(feature = "playground")]
-/// The playground's config: the built-in one, or `--config FILE` pointed at the fake (its
-/// Discord URL, the tool server's port, the store in the data directory; the demo agent when
-/// the file has no `[agent]`). `--agent-url`/`--model` replace the agent's runner either way.
+/// The playground's config: the built-in one, the built-in one with `--extra-config FILE` laid
+/// over it, or `--config FILE` — the last two pointed at the fake (its Discord URL, the tool
+/// server's port, the store in the data directory, the console; the demo agent when the file
+/// has no `[agent]`). `--agent-url`/`--model` replace the agent's runner either way.
 fn playground_settings(
     file: Option<&Path>,
     args: &crate::cli::PlaygroundArgs,
@@ -279,17 +280,36 @@ fn playground_settings(
     let bind = format!("127.0.0.1:{}", args.port);
     let agent = playground_agent_section(model);
     let known = crate::operator::known();
-    let builtin = playground_config(fake_url, &bind, store, &agent);
-    let builtin = Config::parse_with(&builtin, "playground.toml", &known).map_err(|report| {
-        format!("the playground's own config is invalid (check --agent-url and --model):\n{report}")
-    })?;
-    let Some(file) = file else {
+    let builtin_text = playground_config(fake_url, &bind, store, &agent);
+    let builtin =
+        Config::parse_with(&builtin_text, "playground.toml", &known).map_err(|report| {
+            format!(
+                "the playground's own config is invalid (check --agent-url and --model):\n{report}"
+            )
+        })?;
+    let mut config = if let (Some(extra), Some(file)) = (&args.extra_config, file) {
+        return Err(format!(
+            "--extra-config {} is laid over the playground's own config, and --config {} replaces that config: give one (put the extra settings in {})",
+            extra.display(),
+            file.display(),
+            file.display()
+        ));
+    } else if let Some(extra) = &args.extra_config {
+        let layered = layered(&builtin_text, extra)?;
+        Config::parse_with(&layered, "", &known).map_err(|report| {
+            unlocated(
+                report,
+                &format!("{} (laid over the playground's config)", extra.display()),
+            )
+        })?
+    } else if let Some(file) = file {
+        match Config::load_with(file, &known) {
+            Ok(config) => config,
+            Err(ConfigError::Invalid(report)) => return Err(report.to_string()),
+            Err(error) => return Err(error.to_string()),
+        }
+    } else {
         return Ok(builtin);
-    };
-    let mut config = match Config::load_with(file, &known) {
-        Ok(config) => config,
-        Err(ConfigError::Invalid(report)) => return Err(report.to_string()),
-        Err(error) => return Err(error.to_string()),
     };
     config.discord.api_base_url = builtin.discord.api_base_url;
     config.toolserver.bind = builtin.toolserver.bind;
@@ -301,6 +321,64 @@ fn playground_settings(
         _ => {}
     }
     Ok(config)
+}
+
+#[cfg(feature = "playground")]
+/// The playground's config text with `file` laid over it: tables merge key by key, a key the
+/// file sets replaces the playground's value, and its arrays of tables (`[[permissions.rules]]`,
+/// `[[hooks.before]]`, `[[toolserver.tokens]]`) come after the playground's, so its rules win
+/// where both match (the last match wins). The fake's URL, the port, the store and the console
+/// are not the file's to change: they are set again after (`playground_settings`).
+fn layered(builtin: &str, file: &Path) -> Result<String, String> {
+    let text = switchboard_config::Config::read_source(file).map_err(|error| match error {
+        ConfigError::Invalid(report) => report.to_string(),
+        error => error.to_string(),
+    })?;
+    let mine: toml::Table = text
+        .parse()
+        .map_err(|error| format!("{} is not TOML: {error}", file.display()))?;
+    let mut config: toml::Table = builtin
+        .parse()
+        .map_err(|error| format!("the playground's own config is not TOML (a bug): {error}"))?;
+    lay_over(&mut config, mine);
+    toml::to_string(&config).map_err(|error| {
+        format!(
+            "cannot lay {} over the playground's config: {error}",
+            file.display()
+        )
+    })
+}
+
+#[cfg(feature = "playground")]
+fn lay_over(base: &mut toml::Table, over: toml::Table) {
+    fn tables(values: &[toml::Value]) -> bool {
+        !values.is_empty() && values.iter().all(toml::Value::is_table)
+    }
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(inner)), toml::Value::Table(over)) => lay_over(inner, over),
+            (Some(toml::Value::Array(entries)), toml::Value::Array(more))
+                if tables(entries) && tables(&more) =>
+            {
+                entries.extend(more);
+            }
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+#[cfg(feature = "playground")]
+/// A report about the laid-over config, named after the user's file: its lines are those of
+/// the merged text nobody sees, so each problem is told by its key path alone.
+fn unlocated(mut report: switchboard_config::Report, file: &str) -> String {
+    report.file = file.to_owned();
+    for problem in &mut report.problems {
+        problem.line = 0;
+        problem.column = 0;
+    }
+    report.to_string()
 }
 
 #[cfg(feature = "playground")]

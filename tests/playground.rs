@@ -407,6 +407,92 @@ fn config_is_honoured_against_the_demo_world() {
 }
 
 #[test]
+fn extra_config_is_laid_over_the_playgrounds_own_config() {
+    let dir = TempDir::new("playground-extra");
+    let file = dir.path().join("extra.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[agent]\nactive_channel_ids = [\"{ops}\"]\n\n[entity.users]\nmira = \"{tomas}\"\n",
+            ops = demo::OPS,
+            tomas = demo::TOMAS
+        ),
+    )
+    .expect("write the extra config");
+    let pg = Playground::start(
+        dir.path(),
+        &["--extra-config", file.to_str().expect("utf-8")],
+    );
+    // The file's key: #ops is an active channel, no mention needed.
+    let trigger = pg.post(demo::OPS, demo::STANLEY, "help");
+    let reply = pg.reply_to(demo::OPS, &trigger);
+    assert!(reply.contains("no need to mention me"), "{reply}");
+    // The playground's own config stays beneath it: its session aliases and allowlist, with
+    // the file's user alias beside its own.
+    let sent = pg.tools(&[
+        "surface.messages.send",
+        "--session-id=#release-room",
+        "hi @mira and @Stanley",
+    ]);
+    assert_eq!(sent.code, Some(0), "{sent:?}");
+    let posted = pg.messages(demo::RELEASE_ROOM);
+    assert!(
+        posted
+            .iter()
+            .any(|m| m["content"]
+                == format!("hi <@{}> and <@{}>", demo::TOMAS, demo::STANLEY).as_str()),
+        "{posted:?}"
+    );
+}
+
+#[test]
+fn a_broken_extra_config_or_one_beside_config_is_refused_with_exit_2() {
+    let dir = TempDir::new("playground-extra-refused");
+    let typo = dir.path().join("typo.toml");
+    std::fs::write(&typo, "[agent]\nrunnr = \"demo\"\n").expect("write");
+    let not_toml = dir.path().join("not-toml.toml");
+    std::fs::write(&not_toml, "[agent\n").expect("write");
+    let whole = dir.path().join("whole.toml");
+    std::fs::write(&whole, "").expect("write");
+    let path = |p: &Path| p.to_str().expect("utf-8").to_owned();
+    for (args, says) in [
+        (
+            vec!["--extra-config".to_owned(), path(&typo)],
+            "agent.runnr",
+        ),
+        (
+            vec!["--extra-config".to_owned(), path(&not_toml)],
+            "not TOML",
+        ),
+        (
+            vec![
+                "--extra-config".to_owned(),
+                path(&typo),
+                "--config".to_owned(),
+                path(&whole),
+            ],
+            "give one",
+        ),
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .args(["playground", "--port", "0"])
+            .args(&args)
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let status = wait_bounded(&mut child, WAIT).expect("exits by itself");
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+            .expect("stderr");
+        assert_eq!(status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?} says {says}: {stderr}");
+    }
+}
+
+#[test]
 fn a_broken_config_or_a_model_without_its_url_is_refused_with_exit_2() {
     let dir = TempDir::new("playground-refused");
     let file = dir.path().join("broken.toml");

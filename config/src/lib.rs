@@ -409,10 +409,18 @@ impl Config {
 
     /// [`Config::load`], also checking ids against what is known of the channels.
     pub fn load_with(path: &Path, known: &Known) -> Result<Config, ConfigError> {
+        let source = Config::read_source(path)?;
+        Config::parse_with(&source, &path.display().to_string(), known)
+            .map_err(ConfigError::Invalid)
+    }
+
+    /// The text of a config file, read as [`Config::load`] reads it (a regular file, at most
+    /// [`MAX_CONFIG_BYTES`], UTF-8), not validated.
+    pub fn read_source(path: &Path) -> Result<String, ConfigError> {
         let bytes = read_bounded(path)?;
-        let file = path.display().to_string();
-        let source = report::utf8_source(&bytes, &file).map_err(ConfigError::Invalid)?;
-        Config::parse_with(source, &file, known).map_err(ConfigError::Invalid)
+        report::utf8_source(&bytes, &path.display().to_string())
+            .map(str::to_owned)
+            .map_err(ConfigError::Invalid)
     }
 
     /// Validates config text; `file` names it in the report.

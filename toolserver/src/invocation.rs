@@ -135,6 +135,9 @@ pub struct SessionView<'a> {
     pub title: Option<String>,
     /// The token the operator configured for it (`entity.sessions.NAME`), if any.
     pub token: Option<&'a str>,
+    /// How to name it as `sessionId` and in text: `#token`, else its name as a token (spaces
+    /// as `-`: `#release-checklist`), else `#channel_<id>`. Always resolves back to it.
+    pub reference: String,
 }
 
 /// One emoji's reactions on a message, as callables answer them.
@@ -237,7 +240,7 @@ impl Invocation<'_> {
             })
     }
 
-    /// `{"channelId","guildId","parentChannelId","kind","title","token"}`.
+    /// `{"channelId","guildId","parentChannelId","kind","title","token","reference"}`.
     pub fn session_json(&self, target: &Target) -> SessionView<'_> {
         let title = self.surface().session(target.channel_id()).map(|i| i.title);
         self.session_view(target.channel_id(), &target.location, title)
@@ -269,6 +272,7 @@ impl Invocation<'_> {
                 .settings
                 .aliases()
                 .alias_for(entity::AliasKind::Session, channel_id),
+            reference: self.mapper().session_reference(channel_id),
         }
     }
 

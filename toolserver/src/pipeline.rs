@@ -321,9 +321,9 @@ impl<'a> Gate<'a> {
         }
     }
 
-    /// A session as people read it: `#alias`, `#name`, or its id.
+    /// A session as people read it and can type it back: `#alias`, `#name`, `#channel_<id>`.
     fn label(&self, id: Snowflake) -> String {
-        self.plan_context().mapper().readable(Mention::Channel(id))
+        self.plan_context().mapper().session_reference(id)
     }
 
     /// Who asked, as people read it.

@@ -1,7 +1,7 @@
 //! `surface.threads.*`: create, list, archive; and reopening an archived thread before a send.
 
 use async_trait::async_trait;
-use entity::{Mention, Snowflake};
+use entity::Snowflake;
 use protocol::{ErrorCode, ErrorKind};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -53,7 +53,7 @@ struct ThreadList {
 
 fn thread_view(cx: &Invocation<'_>, thread: ThreadInfo) -> ThreadView {
     ThreadView {
-        token: cx.mapper().readable(Mention::Channel(thread.channel_id)),
+        token: cx.mapper().session_reference(thread.channel_id),
         channel_id: thread.channel_id,
         parent_channel_id: thread.parent_channel_id,
         name: thread.name,

@@ -177,11 +177,13 @@ function chips(text) {
   return parts.map((part, i) => (i % 2 === 1 ? el('span', { class: 'chip' }, part) : part));
 }
 
+// A session as the server names it for typing back (`#ops`, `#release-checklist`,
+// `#channel_<id>`: its `reference`), never its raw title, which may hold spaces.
 function sessionLabel(s) {
   if (!s) return '';
-  if (s.token) return `#${s.token}`;
-  if (s.kind === 'dm') return `DM ${s.title || ''}`.trim();
-  return s.title ? `#${s.title}` : s.channelId;
+  const reference = s.reference || (s.token ? `#${s.token}` : s.channelId);
+  if (s.kind === 'dm' && s.title) return `${reference} (DM ${s.title})`;
+  return reference;
 }
 
 function sessionName(id) {
