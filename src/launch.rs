@@ -434,20 +434,14 @@ pub fn playground(file: Option<&Path>, args: &crate::cli::PlaygroundArgs) -> Exi
                 return ExitCode::FAILURE;
             }
         };
-        let fake_url = fake.base_url();
-        let token_for_banner = operator_token.clone();
-        let agent = match config.agent.as_ref().map(|agent| &agent.runner) {
-            Some(switchboard_config::Runner::OpenAi(model)) => {
-                format!("the model {} at {}", model.model, model.base_url)
-            }
-            Some(switchboard_config::Runner::Command { program, .. }) => {
-                format!("the command {program}")
-            }
-            Some(switchboard_config::Runner::Demo) => "the built-in demo agent".to_owned(),
-            None => "none".to_owned(),
-        };
+        let banner =
+            crate::banner::Banner::new(&config, &fake.base_url(), &operator_token, tools_command());
+        if let Some(warning) = banner.nothing_allowed() {
+            tracing::warn!("{warning}");
+        }
         let banner = move |addr: std::net::SocketAddr| {
-            print_banner(&fake_url, addr, &token_for_banner, &agent);
+            // The banner is this command's output, for the person who started it.
+            println!("{}", banner.render(addr));
         };
         let compose = std::sync::Arc::new(crate::compose::FakeCompose::new(std::sync::Arc::clone(
             &fake,
@@ -469,41 +463,4 @@ pub fn playground(file: Option<&Path>, args: &crate::cli::PlaygroundArgs) -> Exi
         }
         exit_for(result)
     })
-}
-
-#[cfg(feature = "playground")]
-fn print_banner(fake_url: &str, addr: std::net::SocketAddr, token: &str, agent: &str) {
-    use demo_world::{BOT, OPS, STANLEY};
-    let tools = tools_command();
-    let banner = format!(
-        r#"
-switchboard playground: switchboard against a fake Discord (demo guild "Lab"), no token needed.
-  fake Discord  {fake_url}   (control API under /_fake/)
-  tool server   http://{addr}
-  console       http://{addr}/   (log in with the SWITCHBOARD_TOKEN below)
-  agent         {agent}
-
-In another shell:
-  export SWITCHBOARD_URL=http://{addr}
-  export SWITCHBOARD_TOKEN={token}
-
-Try:
-  {tools} surface.sessions.list --output=text
-  {tools} surface.messages.send --session-id=#ops "hello @Stanley, see #release-room"
-
-Talk to the agent as a demo user (stanley) in #ops:
-  curl -s -X POST {fake_url}/_fake/messages -H 'content-type: application/json' \
-    -d '{{"channel_id":"{OPS}","author_id":"{STANLEY}","content":"<@{BOT}> summarize"}}'
-and see its reply (within a second):
-  {tools} surface.messages.list --session-id=#ops --limit=3 --output=text
-The demo agent also understands help, ask @Tomas <question>, post to #release-room <text>
-(an approval card appears: approve it as stanley with POST {fake_url}/_fake/components),
-search <words> and thread <name>.
-
-Everything the agent did:  {tools} audit.list --output=text
-Ctrl-C stops everything.
-"#
-    );
-    // The banner is this command's output, for the person who started it.
-    println!("{banner}");
 }
