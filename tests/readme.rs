@@ -410,3 +410,211 @@ fn every_command_line_the_readme_shows_works_as_shown() {
         );
     }
 }
+
+/// The fenced command lines of the README's "The two commands" section.
+fn the_two_commands(readme: &str) -> Vec<String> {
+    let section = readme
+        .split("\n## ")
+        .find(|s| s.starts_with("The two commands"))
+        .expect("a '## The two commands' section");
+    let mut commands = Vec::new();
+    let mut fenced = false;
+    for line in section.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if fenced && !line.trim().is_empty() {
+            commands.push(line.trim().to_owned());
+        }
+    }
+    commands
+}
+
+#[test]
+fn the_readme_shows_two_commands_and_ci_runs_exactly_the_second() {
+    let commands = the_two_commands(&readme());
+    assert_eq!(commands, ["cargo run --release -- playground", "./test.sh"]);
+    let ci = std::fs::read_to_string(root().join(".ci/run")).expect(".ci/run");
+    let runs: Vec<&str> = ci
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter(|l| !l.starts_with("set ") && !l.starts_with("cd "))
+        .collect();
+    assert_eq!(runs, [format!("exec {}", commands[1])], ".ci/run:\n{ci}");
+}
+
+/// A directory of stand-ins for what `test.sh` looks for, plus the real programs it runs, as
+/// the whole `PATH` of a run: what is "installed" is exactly what the test put there.
+struct Shims {
+    dir: TempDir,
+    log: PathBuf,
+}
+
+impl Shims {
+    fn new() -> Shims {
+        let dir = TempDir::new("test-sh");
+        let log = dir.path().join("calls.log");
+        let shims = Shims { dir, log };
+        for real in ["bash", "dirname", "env", "cmp"] {
+            let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+                .map(|d| d.join(real))
+                .find(|p| p.is_file())
+                .unwrap_or_else(|| panic!("no {real} on PATH"));
+            std::os::unix::fs::symlink(found, shims.dir.path().join(real)).expect("link");
+        }
+        // A Rust toolchain with rustfmt and clippy: the script's precondition.
+        shims.script("cargo", "exit 0");
+        shims
+    }
+
+    fn script(&self, name: &str, body: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write shim");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+
+    /// Everything `test.sh` checks for is there but `missing` (Debian package names).
+    fn installed_all_but(&self, missing: &[&str]) {
+        for (package, program) in [
+            ("chromium", "chromium"),
+            ("chromium-driver", "chromedriver"),
+            ("prometheus", "promtool"),
+            ("python3-venv", "python3"),
+            ("bubblewrap", "bwrap"),
+            ("gcc", "cc"),
+        ] {
+            let path = self.dir.path().join(program);
+            let _ = std::fs::remove_file(&path);
+            if !missing.contains(&package) {
+                self.script(program, "exit 0");
+            }
+        }
+        let listed: Vec<&str> = ["postgresql", "libc6-dev"]
+            .into_iter()
+            .filter(|p| !missing.contains(p))
+            .collect();
+        self.script(
+            "dpkg-query",
+            &format!(
+                "for p in {}; do [ \"$3\" = \"$p\" ] && printf 'install ok installed' && exit 0; done; exit 1",
+                listed.join(" ")
+            ),
+        );
+    }
+
+    /// `id -u` answers `uid`; `sudo` and `apt-get` only write down how they were called.
+    fn as_user(&self, uid: u32) {
+        self.script("id", &format!("echo {uid}"));
+        self.script("sudo", "echo \"sudo $*\" >> \"$SHIM_LOG\"; exec \"$@\"");
+        self.script(
+            "apt-get",
+            "echo \"apt-get [$DEBIAN_FRONTEND] $*\" >> \"$SHIM_LOG\"",
+        );
+    }
+
+    /// Runs `./test.sh ARG` with only the shims on PATH; its exit code, stdout, and the calls.
+    fn run(&self, arg: &str) -> (Option<i32>, String, Vec<String>) {
+        let _ = std::fs::remove_file(&self.log);
+        let mut child = Command::new(root().join("test.sh"))
+            .arg(arg)
+            .env_clear()
+            .env("PATH", self.dir.path())
+            .env("SHIM_LOG", &self.log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("run test.sh");
+        let mut stdout = String::new();
+        std::io::Read::read_to_string(&mut child.stdout.take().expect("stdout"), &mut stdout)
+            .expect("stdout");
+        let status = wait_bounded(&mut child, WAIT).expect("test.sh finishes");
+        let calls = std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        (status.code(), stdout, calls)
+    }
+}
+
+#[test]
+fn test_sh_plans_to_install_exactly_what_is_missing() {
+    let shims = Shims::new();
+    shims.installed_all_but(&[
+        "chromium",
+        "chromium-driver",
+        "prometheus",
+        "python3-venv",
+        "postgresql",
+        "bubblewrap",
+        "gcc",
+        "libc6-dev",
+    ]);
+    let (code, out, _) = shims.run("--plan");
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        out,
+        "packages: apt-get install chromium chromium-driver prometheus python3-venv postgresql bubblewrap gcc libc6-dev\n\
+         rust components: all present\n"
+    );
+    shims.installed_all_but(&["postgresql", "bubblewrap"]);
+    let (_, out, _) = shims.run("--plan");
+    assert!(
+        out.starts_with("packages: apt-get install postgresql bubblewrap\n"),
+        "{out}"
+    );
+    shims.installed_all_but(&[]);
+    let (_, out, _) = shims.run("--plan");
+    assert!(out.starts_with("packages: all present\n"), "{out}");
+}
+
+#[test]
+fn test_sh_installs_what_is_missing_once_with_sudo_only_when_not_root() {
+    let shims = Shims::new();
+    shims.installed_all_but(&["postgresql"]);
+    shims.as_user(1000);
+    let (code, _, calls) = shims.run("--setup");
+    assert_eq!(code, Some(0), "{calls:#?}");
+    assert_eq!(
+        calls,
+        [
+            "sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq",
+            "apt-get [noninteractive] update -qq",
+            "sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql",
+            "apt-get [noninteractive] install -y -qq --no-install-recommends postgresql",
+        ]
+    );
+    shims.installed_all_but(&["bubblewrap"]);
+    shims.as_user(0);
+    let (code, _, calls) = shims.run("--setup");
+    assert_eq!(code, Some(0), "{calls:#?}");
+    assert_eq!(
+        calls,
+        [
+            "apt-get [noninteractive] update -qq",
+            "apt-get [noninteractive] install -y -qq --no-install-recommends bubblewrap",
+        ]
+    );
+    // Everything there: nothing is installed, nothing asks for root.
+    shims.installed_all_but(&[]);
+    shims.as_user(1000);
+    let (code, _, calls) = shims.run("--setup");
+    assert_eq!(code, Some(0));
+    assert!(calls.is_empty(), "{calls:#?}");
+}
+
+#[test]
+fn this_machine_has_everything_test_sh_installs() {
+    // test.sh set this machine up before the suite ran: its checks must agree (a check that
+    // never passes would reinstall on every run).
+    let output = Command::new(root().join("test.sh"))
+        .arg("--plan")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run test.sh --plan");
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{out}");
+    assert_eq!(out, "packages: all present\nrust components: all present\n");
+}
