@@ -290,8 +290,19 @@ pub fn any_principal_matches(
 /// `toolserver.download_max_bytes` when not set: 25 MiB.
 pub const DEFAULT_DOWNLOAD_MAX_BYTES: u64 = 25 * 1024 * 1024;
 
-/// `agent.tool_scope` when not set: everything an agent run needs.
-pub const DEFAULT_TOOL_SCOPE: [&str; 3] = ["surface.*", "workflow.*", "attachment.*"];
+/// `agent.tool_scope` when not set: everything an agent run needs to talk, read, react, thread
+/// and wait on people — and not `surface.channels.*` (creating, renaming and deleting
+/// channels), which a run gets only when the operator names it.
+pub const DEFAULT_TOOL_SCOPE: [&str; 8] = [
+    "surface.help",
+    "surface.sessions.*",
+    "surface.messages.*",
+    "surface.reactions.*",
+    "surface.threads.*",
+    "surface.pins.*",
+    "workflow.*",
+    "attachment.*",
+];
 
 /// GCRA quotas: a sustained rate per minute and a burst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

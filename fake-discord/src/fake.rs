@@ -509,19 +509,7 @@ pub(crate) fn delete_channel(s: &Shared, channel_id: Snowflake) -> Result<(), Co
             "DM channels cannot be deleted".to_string(),
         ));
     }
-    let mut doomed: Vec<Channel> = store
-        .channels
-        .values()
-        .filter(|c| c.parent_id == Some(channel_id) && channel_type::is_thread(c.kind))
-        .cloned()
-        .collect();
-    doomed.push(channel);
-    for c in doomed {
-        let was_visible = store.bot_can_see(&c);
-        store.channels.remove(&c.id);
-        store.messages.remove(&c.id);
-        s.publish_channel_event(&store, &c, ChannelChange::Deleted, was_visible);
-    }
+    crate::rest::channels::remove_channel(s, &mut store, &channel);
     Ok(())
 }
 

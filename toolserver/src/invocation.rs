@@ -16,8 +16,8 @@ use crate::error::ToolError;
 use crate::live::Settings;
 use crate::server::Core;
 use crate::surface::{
-    AllowedChannel, AttachmentInfo, ChannelLocation, MentionPolicy, MessageInfo, SessionInfo,
-    SessionKind, Surface,
+    AllowedChannel, AllowedPlace, AttachmentInfo, ChannelLocation, MentionPolicy, MessageInfo,
+    SessionInfo, SessionKind, Surface,
 };
 
 /// The context a call carries: from headers for the operator, from the token for a capability.
@@ -112,6 +112,8 @@ pub struct Invocation<'a> {
     /// The callable's id.
     pub tool_id: &'a str,
     pub(crate) targets: Vec<Target>,
+    /// Where the call creates a channel, allowed; `None` when its plan creates none.
+    pub(crate) place: Option<AllowedPlace>,
     /// Who posts may ping, as the operator configured it.
     pub mentions: MentionPolicy,
 }
@@ -216,6 +218,16 @@ impl Invocation<'_> {
         self.targets.first().copied().ok_or_else(|| {
             ToolError::internal(format!(
                 "{} acts in a session but its plan named none (a bug)",
+                self.tool_id
+            ))
+        })
+    }
+
+    /// Where the call creates a channel, as the pipeline allowed it.
+    pub fn place(&self) -> Result<AllowedPlace, ToolError> {
+        self.place.ok_or_else(|| {
+            ToolError::internal(format!(
+                "{} creates a channel but its plan named no place (a bug)",
                 self.tool_id
             ))
         })

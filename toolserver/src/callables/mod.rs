@@ -3,6 +3,7 @@
 
 mod attachments;
 mod audit;
+mod channels;
 mod help;
 mod messages;
 mod pins;
@@ -35,6 +36,9 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(pins::AddPin);
     registry.register(pins::RemovePin);
     registry.register(pins::ListPins);
+    registry.register(channels::CreateChannel);
+    registry.register(channels::EditChannel);
+    registry.register(channels::DeleteChannel);
     registry.register(attachments::DownloadAttachments);
     registry.register(workflows::CreateWorkflow);
     registry.register(workflows::ListWorkflows);

@@ -235,6 +235,7 @@ impl Tool for CreateWorkflow {
                 field: field("sessionId"),
                 reference: Some(task.session_id.clone()),
                 spend: 0,
+                changes_channel: false,
             });
             tasks.push(NewTask {
                 // Filled with the resolved session once the pipeline allowed it.
@@ -250,6 +251,7 @@ impl Tool for CreateWorkflow {
             field: "the workflow resumes in the session that creates it".to_owned(),
             reference: None,
             spend: 0,
+            changes_channel: false,
         });
         Ok(Planned {
             plan: WorkflowPlan {
@@ -258,6 +260,7 @@ impl Tool for CreateWorkflow {
                 tasks,
             },
             sessions,
+            place: None,
         })
     }
 
