@@ -600,6 +600,28 @@ fn extra_config_is_laid_over_the_playgrounds_own_config() {
     );
 }
 
+/// Runs `switchboard playground --port 0 ARGS` in `dir`, which must exit 2 by itself; its
+/// stderr.
+fn refused<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(dir: &Path, args: &[S]) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["playground", "--port", "0"])
+        .args(args)
+        .current_dir(dir)
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_MODEL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let status = wait_bounded(&mut child, WAIT).expect("exits by itself");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("stderr");
+    assert_eq!(status.code(), Some(2), "{args:?}: {stderr}");
+    stderr
+}
+
 #[test]
 fn a_broken_extra_config_or_one_beside_config_is_refused_with_exit_2() {
     let dir = TempDir::new("playground-extra-refused");
@@ -629,20 +651,7 @@ fn a_broken_extra_config_or_one_beside_config_is_refused_with_exit_2() {
             "give one",
         ),
     ] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-            .args(["playground", "--port", "0"])
-            .args(&args)
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        let status = wait_bounded(&mut child, WAIT).expect("exits by itself");
-        let mut stderr = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
-            .expect("stderr");
-        assert_eq!(status.code(), Some(2), "{args:?}: {stderr}");
+        let stderr = refused(dir.path(), &args);
         assert!(stderr.contains(says), "{args:?} says {says}: {stderr}");
     }
 }
@@ -656,22 +665,7 @@ fn a_broken_config_or_a_model_without_its_url_is_refused_with_exit_2() {
         vec!["--config", file.to_str().expect("utf-8")],
         vec!["--model", "llama3"],
     ] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-            .args(["playground", "--port", "0"])
-            .args(&args)
-            .current_dir(dir.path())
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("OPENAI_MODEL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        let status = wait_bounded(&mut child, WAIT).expect("exits by itself");
-        let mut stderr = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
-            .expect("stderr");
-        assert_eq!(status.code(), Some(2), "{args:?}: {stderr}");
+        let stderr = refused(dir.path(), &args);
         assert!(
             stderr.contains("telepathy") || stderr.contains("--agent-url"),
             "{args:?} says what is wrong: {stderr}"

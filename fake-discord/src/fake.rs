@@ -424,26 +424,19 @@ pub(crate) fn create_channel(s: &Shared, c: NewChannel) -> Result<Value, Control
         .filter(|ch| ch.guild_id == Some(c.guild_id))
         .count() as u16;
     let channel = Channel {
-        id,
-        guild_id: Some(c.guild_id),
-        name: c.name,
-        kind: c.kind,
-        parent_id: c.parent_id,
         topic: c.topic,
-        position,
         bot_can_see: c.bot_can_see,
         bot_can_send: c.bot_can_send,
         bot_can_manage_messages: c.bot_can_manage_messages,
-        archived: false,
-        locked: false,
-        auto_archive_minutes: 1440,
-        archive_ms: now_ms(),
-        members: Vec::new(),
-        recipient_id: None,
-        last_message_id: None,
-        message_count: 0,
-        created_ms: now_ms(),
-        owner_id: None,
+        ..crate::state::guild_channel(
+            id,
+            c.guild_id,
+            c.name,
+            c.kind,
+            c.parent_id,
+            position,
+            now_ms(),
+        )
     };
     store.channels.insert(id, channel.clone());
     s.publish_channel_event(&store, &channel, ChannelChange::Created, false);

@@ -41,6 +41,11 @@ fn create_path() -> String {
     format!("/api/v10/guilds/{}/channels", demo::GUILD)
 }
 
+/// `POST /guilds/{demo guild}/channels` with `body`.
+async fn create(fake: &FakeDiscord, body: Value) -> common::Answer {
+    send(fake, "POST", &create_path(), Some(&body)).await
+}
+
 /// The 50035 field errors of an answer, as `path: code` lines.
 fn field_errors(answer: &common::Answer) -> Vec<String> {
     fn walk(value: &Value, path: &str, out: &mut Vec<String>) {
@@ -71,26 +76,14 @@ fn field_errors(answer: &common::Answer) -> Vec<String> {
 #[tokio::test]
 async fn a_channel_is_created_in_a_category_and_announced_on_the_gateway() {
     let (fake, mut gateway) = start_world(World::demo()).await;
-    let category = send(
-        &fake,
-        "POST",
-        &create_path(),
-        Some(&json!({"name": "Projects", "type": 4})),
-    )
-    .await;
+    let category = create(&fake, json!({"name": "Projects", "type": 4})).await;
     assert_eq!(category.status, 201, "{}", category.text);
     check_channel(&category.body);
     assert_eq!(
         gateway.dispatch("CHANNEL_CREATE").await["d"]["id"],
         category.body["id"]
     );
-    let made = send(
-        &fake,
-        "POST",
-        &create_path(),
-        Some(&json!({"name": "launch-plan", "topic": "what ships when", "parent_id": category.body["id"]})),
-    )
-    .await;
+    let made = create(&fake, json!({"name": "launch-plan", "topic": "what ships when", "parent_id": category.body["id"]})).await;
     assert_eq!(made.status, 201, "{}", made.text);
     check_channel(&made.body);
     assert_eq!(made.body["type"], 0, "text by default");
@@ -117,7 +110,7 @@ async fn a_channel_is_created_in_a_category_and_announced_on_the_gateway() {
         if let Some(topic) = topic {
             body["topic"] = json!(topic);
         }
-        let made = send(&fake, "POST", &create_path(), Some(&body)).await;
+        let made = create(&fake, body).await;
         assert_eq!(made.status, 201, "{kind}: {}", made.text);
         assert_eq!(made.body["type"], kind);
     }
@@ -159,21 +152,13 @@ async fn a_create_that_breaks_the_spec_gets_every_field_error_at_once() {
         ),
     ];
     for (body, expected) in cases {
-        let answer = send(&fake, "POST", &create_path(), Some(&body)).await;
+        let answer = create(&fake, body.clone()).await;
         assert_eq!(field_errors(&answer), expected, "{body}");
     }
-    let category = send(
+    let category = create(&fake, json!({"name": "c", "type": 4})).await;
+    let nested = create(
         &fake,
-        "POST",
-        &create_path(),
-        Some(&json!({"name": "c", "type": 4})),
-    )
-    .await;
-    let nested = send(
-        &fake,
-        "POST",
-        &create_path(),
-        Some(&json!({"name": "c2", "type": 4, "parent_id": category.body["id"]})),
+        json!({"name": "c2", "type": 4, "parent_id": category.body["id"]}),
     )
     .await;
     assert_eq!(
@@ -206,7 +191,7 @@ async fn without_manage_channels_the_bot_may_not_create_change_or_delete() {
     let mut world = World::demo();
     world.guilds[0].bot_can_manage_channels = false;
     let (fake, _gateway) = start_world(world).await;
-    let create = send(&fake, "POST", &create_path(), Some(&json!({"name": "t"}))).await;
+    let create = create(&fake, json!({"name": "t"})).await;
     let channel = format!("/api/v10/channels/{}", demo::RANDOM);
     let rename = send(&fake, "PATCH", &channel, Some(&json!({"name": "t"}))).await;
     let delete = send(&fake, "DELETE", &channel, None).await;
@@ -317,18 +302,10 @@ async fn deleting_a_channel_takes_its_threads_and_a_category_leaves_its_channels
     .await;
     assert_eq!(again.body["code"], 10003, "{}", again.text);
 
-    let category = send(
+    let category = create(&fake, json!({"name": "c", "type": 4})).await;
+    let child = create(
         &fake,
-        "POST",
-        &create_path(),
-        Some(&json!({"name": "c", "type": 4})),
-    )
-    .await;
-    let child = send(
-        &fake,
-        "POST",
-        &create_path(),
-        Some(&json!({"name": "kid", "parent_id": category.body["id"]})),
+        json!({"name": "kid", "parent_id": category.body["id"]}),
     )
     .await;
     let id = category.body["id"].as_str().expect("id");

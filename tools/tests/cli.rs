@@ -790,7 +790,7 @@ mod against_the_server {
         .await;
         assert_eq!(run.code, 0, "{}", run.stderr);
         assert!(
-            run.stdout.starts_with("session: ops (#ops, channel "),
+            run.stdout.starts_with("session: #ops (channel "),
             "{}",
             run.stdout
         );

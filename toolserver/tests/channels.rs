@@ -83,6 +83,25 @@ async fn call(server: &TestServer, tool: &str, input: Value) -> Result<Value, To
     call_as(server, &CallContext::operator(), tool, input).await
 }
 
+/// An agent run started in #ops, whose capability may call `scope`.
+fn run_in_ops(server: &TestServer, scope: Vec<String>) -> Caller {
+    let token = server
+        .core()
+        .mint_capability(CapabilityGrant {
+            session_id: Snowflake(demo::OPS),
+            request_id: "run-1".into(),
+            scope,
+            ttl: Duration::from_secs(60),
+            client: None,
+            cwd: None,
+            trigger_message_id: None,
+            requested_by: None,
+            gate: None,
+        })
+        .expect("mint");
+    server.core().authenticate(Some(&token)).expect("valid")
+}
+
 /// The channel actions the platform was asked to take.
 fn channel_calls(server: &TestServer) -> Vec<SurfaceCall> {
     server
@@ -511,22 +530,8 @@ async fn the_default_agent_scope_leaves_out_channel_management_and_a_run_cannot_
         .expect("an agent")
         .tool_scope
         .clone();
-    let token = server
-        .core()
-        .mint_capability(CapabilityGrant {
-            session_id: Snowflake(demo::OPS),
-            request_id: "run-1".into(),
-            scope,
-            ttl: Duration::from_secs(60),
-            client: None,
-            cwd: None,
-            trigger_message_id: None,
-            requested_by: None,
-            gate: None,
-        })
-        .expect("mint");
     let run = CallContext {
-        caller: server.core().authenticate(Some(&token)).expect("valid"),
+        caller: run_in_ops(&server, scope),
         ..CallContext::operator()
     };
     let error = call_as(
@@ -558,21 +563,7 @@ async fn the_example_config_asks_before_each_channel_change() {
     );
     let rules = toolserver::governance::GovernanceRules::from_config(&config);
     let server = server(&guild(), "").await;
-    let token = server
-        .core()
-        .mint_capability(CapabilityGrant {
-            session_id: Snowflake(demo::OPS),
-            request_id: "run-2".into(),
-            scope: vec!["surface.*".into()],
-            ttl: Duration::from_secs(60),
-            client: None,
-            cwd: None,
-            trigger_message_id: None,
-            requested_by: None,
-            gate: None,
-        })
-        .expect("mint");
-    let run: Caller = server.core().authenticate(Some(&token)).expect("valid");
+    let run = run_in_ops(&server, vec!["surface.*".into()]);
     for tool in [
         "surface.channels.create",
         "surface.channels.edit",

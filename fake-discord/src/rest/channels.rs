@@ -18,7 +18,7 @@ use crate::api_error::{ApiError, FormErrors};
 use crate::payloads;
 use crate::shared::{ChannelChange, Shared};
 use crate::snowflake::{now_ms, Snowflake};
-use crate::state::{Channel, Store};
+use crate::state::{guild_channel, Channel, Store};
 use crate::world::channel_type;
 
 type Answer = Result<Json<Value>, ApiError>;
@@ -227,28 +227,17 @@ pub(super) async fn create(
         .values()
         .filter(|c| c.guild_id == Some(guild))
         .count() as u16;
-    let now = now_ms();
     let channel = Channel {
-        id,
-        guild_id: Some(guild),
-        name: name.unwrap_or_default(),
-        kind,
-        parent_id: parent,
         topic: topic.filter(|_| has_topic(kind)),
-        position,
-        bot_can_see: true,
-        bot_can_send: true,
-        bot_can_manage_messages: false,
-        archived: false,
-        locked: false,
-        auto_archive_minutes: 1440,
-        archive_ms: now,
-        members: Vec::new(),
-        recipient_id: None,
-        last_message_id: None,
-        message_count: 0,
-        created_ms: now,
-        owner_id: None,
+        ..guild_channel(
+            id,
+            guild,
+            name.unwrap_or_default(),
+            kind,
+            parent,
+            position,
+            now_ms(),
+        )
     };
     store.channels.insert(id, channel.clone());
     s.publish_channel_event(&store, &channel, ChannelChange::Created, false);

@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::channel_name;
 use crate::error::ToolError;
 use crate::invocation::{parse_id, Invocation, PlanContext, SessionView};
 use crate::registry::{
@@ -18,29 +19,12 @@ use crate::registry::{
 };
 use crate::surface::{ChannelEdit, NewChannel, NewChannelKind, SessionKind};
 
-/// Discord's channel name limit, in characters.
-const MAX_NAME_CHARS: usize = 100;
-
 /// The longest topic Discord takes for a channel of `kind` (forums: 4,096; text: 1,024).
 fn max_topic_chars(kind: NewChannelKind) -> usize {
     match kind {
         NewChannelKind::Forum => 4096,
         NewChannelKind::Text | NewChannelKind::Voice => 1024,
     }
-}
-
-/// A checked name: trimmed, 1 to 100 characters.
-fn channel_name(name: &str) -> Result<String, ToolError> {
-    let name = name.trim();
-    let chars = name.chars().count();
-    if chars == 0 || chars > MAX_NAME_CHARS {
-        return Err(ToolError::usage(
-            ErrorCode::InvalidInput,
-            format!("name must be 1 to {MAX_NAME_CHARS} characters, got {chars}"),
-        )
-        .with_details(json!({ "field": "name" })));
-    }
-    Ok(name.to_owned())
 }
 
 /// A checked topic, at most `max` characters.

@@ -15,7 +15,28 @@ mod workflows;
 
 pub(crate) use workflows::workflows_unavailable;
 
+use protocol::ErrorCode;
+use serde_json::json;
+
+use crate::error::ToolError;
 use crate::registry::Registry;
+
+/// Discord's limit for channel and thread names, in characters.
+const MAX_NAME_CHARS: usize = 100;
+
+/// A channel's or thread's `name`: trimmed, 1 to 100 characters.
+fn channel_name(name: &str) -> Result<String, ToolError> {
+    let name = name.trim();
+    let chars = name.chars().count();
+    if chars == 0 || chars > MAX_NAME_CHARS {
+        return Err(ToolError::usage(
+            ErrorCode::InvalidInput,
+            format!("name must be 1 to {MAX_NAME_CHARS} characters, got {chars}"),
+        )
+        .with_details(json!({ "field": "name" })));
+    }
+    Ok(name.to_owned())
+}
 
 /// Registers every built-in callable.
 pub fn register_all(registry: &mut Registry) {
