@@ -73,6 +73,15 @@ pub struct PlaygroundArgs {
     /// at exit).
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
+    /// Lay this TOML file over the playground's own config: its tables merge key by key, a key
+    /// it sets replaces the playground's, and its [[...]] entries (permissions.rules, hooks,
+    /// tokens) come after the playground's. For trying your [agent], [permissions] or hooks
+    /// in the demo guild; the fake's URL, the port, the store and the console stay the
+    /// playground's. (--config runs a whole config of yours instead.)
+    // Not with --config; checked where both are known (`conflicts_with` misses the global
+    // --config when it stands before `playground`).
+    #[arg(long, value_name = "FILE")]
+    pub extra_config: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -269,9 +269,10 @@ impl Drop for DataDir {
 }
 
 #[cfg(feature = "playground")]
-/// The playground's config: the built-in one, or `--config FILE` pointed at the fake (its
-/// Discord URL, the tool server's port, the store in the data directory; the demo agent when
-/// the file has no `[agent]`). `--agent-url`/`--model` replace the agent's runner either way.
+/// The playground's config: the built-in one, the built-in one with `--extra-config FILE` laid
+/// over it, or `--config FILE` — the last two pointed at the fake (its Discord URL, the tool
+/// server's port, the store in the data directory, the console; the demo agent when the file
+/// has no `[agent]`). `--agent-url`/`--model` replace the agent's runner either way.
 fn playground_settings(
     file: Option<&Path>,
     args: &crate::cli::PlaygroundArgs,
@@ -282,17 +283,36 @@ fn playground_settings(
     let bind = format!("127.0.0.1:{}", args.port);
     let agent = playground_agent_section(model);
     let known = crate::operator::known();
-    let builtin = playground_config(fake_url, &bind, store, &agent);
-    let builtin = Config::parse_with(&builtin, "playground.toml", &known).map_err(|report| {
-        format!("the playground's own config is invalid (check --agent-url and --model):\n{report}")
-    })?;
-    let Some(file) = file else {
+    let builtin_text = playground_config(fake_url, &bind, store, &agent);
+    let builtin =
+        Config::parse_with(&builtin_text, "playground.toml", &known).map_err(|report| {
+            format!(
+                "the playground's own config is invalid (check --agent-url and --model):\n{report}"
+            )
+        })?;
+    let mut config = if let (Some(extra), Some(file)) = (&args.extra_config, file) {
+        return Err(format!(
+            "--extra-config {} is laid over the playground's own config, and --config {} replaces that config: give one (put the extra settings in {})",
+            extra.display(),
+            file.display(),
+            file.display()
+        ));
+    } else if let Some(extra) = &args.extra_config {
+        let layered = layered(&builtin_text, extra)?;
+        Config::parse_with(&layered, "", &known).map_err(|report| {
+            unlocated(
+                report,
+                &format!("{} (laid over the playground's config)", extra.display()),
+            )
+        })?
+    } else if let Some(file) = file {
+        match Config::load_with(file, &known) {
+            Ok(config) => config,
+            Err(ConfigError::Invalid(report)) => return Err(report.to_string()),
+            Err(error) => return Err(error.to_string()),
+        }
+    } else {
         return Ok(builtin);
-    };
-    let mut config = match Config::load_with(file, &known) {
-        Ok(config) => config,
-        Err(ConfigError::Invalid(report)) => return Err(report.to_string()),
-        Err(error) => return Err(error.to_string()),
     };
     config.discord.api_base_url = builtin.discord.api_base_url;
     config.toolserver.bind = builtin.toolserver.bind;
@@ -304,6 +324,64 @@ fn playground_settings(
         _ => {}
     }
     Ok(config)
+}
+
+#[cfg(feature = "playground")]
+/// The playground's config text with `file` laid over it: tables merge key by key, a key the
+/// file sets replaces the playground's value, and its arrays of tables (`[[permissions.rules]]`,
+/// `[[hooks.before]]`, `[[toolserver.tokens]]`) come after the playground's, so its rules win
+/// where both match (the last match wins). The fake's URL, the port, the store and the console
+/// are not the file's to change: they are set again after (`playground_settings`).
+fn layered(builtin: &str, file: &Path) -> Result<String, String> {
+    let text = switchboard_config::Config::read_source(file).map_err(|error| match error {
+        ConfigError::Invalid(report) => report.to_string(),
+        error => error.to_string(),
+    })?;
+    let mine: toml::Table = text
+        .parse()
+        .map_err(|error| format!("{} is not TOML: {error}", file.display()))?;
+    let mut config: toml::Table = builtin
+        .parse()
+        .map_err(|error| format!("the playground's own config is not TOML (a bug): {error}"))?;
+    lay_over(&mut config, mine);
+    toml::to_string(&config).map_err(|error| {
+        format!(
+            "cannot lay {} over the playground's config: {error}",
+            file.display()
+        )
+    })
+}
+
+#[cfg(feature = "playground")]
+fn lay_over(base: &mut toml::Table, over: toml::Table) {
+    fn tables(values: &[toml::Value]) -> bool {
+        !values.is_empty() && values.iter().all(toml::Value::is_table)
+    }
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(inner)), toml::Value::Table(over)) => lay_over(inner, over),
+            (Some(toml::Value::Array(entries)), toml::Value::Array(more))
+                if tables(entries) && tables(&more) =>
+            {
+                entries.extend(more);
+            }
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+#[cfg(feature = "playground")]
+/// A report about the laid-over config, named after the user's file: its lines are those of
+/// the merged text nobody sees, so each problem is told by its key path alone.
+fn unlocated(mut report: switchboard_config::Report, file: &str) -> String {
+    report.file = file.to_owned();
+    for problem in &mut report.problems {
+        problem.line = 0;
+        problem.column = 0;
+    }
+    report.to_string()
 }
 
 #[cfg(feature = "playground")]
@@ -359,20 +437,14 @@ pub fn playground(file: Option<&Path>, args: &crate::cli::PlaygroundArgs) -> Exi
                 return ExitCode::FAILURE;
             }
         };
-        let fake_url = fake.base_url();
-        let token_for_banner = operator_token.clone();
-        let agent = match config.agent.as_ref().map(|agent| &agent.runner) {
-            Some(switchboard_config::Runner::OpenAi(model)) => {
-                format!("the model {} at {}", model.model, model.base_url)
-            }
-            Some(switchboard_config::Runner::Command { program, .. }) => {
-                format!("the command {program}")
-            }
-            Some(switchboard_config::Runner::Demo) => "the built-in demo agent".to_owned(),
-            None => "none".to_owned(),
-        };
+        let banner =
+            crate::banner::Banner::new(&config, &fake.base_url(), &operator_token, tools_command());
+        if let Some(warning) = banner.nothing_allowed() {
+            tracing::warn!("{warning}");
+        }
         let banner = move |addr: std::net::SocketAddr| {
-            print_banner(&fake_url, addr, &token_for_banner, &agent);
+            // The banner is this command's output, for the person who started it.
+            println!("{}", banner.render(addr));
         };
         let compose = std::sync::Arc::new(crate::compose::FakeCompose::new(std::sync::Arc::clone(
             &fake,
@@ -400,42 +472,4 @@ pub fn playground(file: Option<&Path>, args: &crate::cli::PlaygroundArgs) -> Exi
         }
         exit_for(result)
     })
-}
-
-#[cfg(feature = "playground")]
-fn print_banner(fake_url: &str, addr: std::net::SocketAddr, token: &str, agent: &str) {
-    use demo_world::{BOT, OPS, STANLEY};
-    let tools = tools_command();
-    let banner = format!(
-        r#"
-switchboard playground: switchboard against a fake Discord (demo guild "Lab"), no token needed.
-  fake Discord  {fake_url}   (control API under /_fake/)
-  tool server   http://{addr}
-  console       http://{addr}/   (log in with the SWITCHBOARD_TOKEN below)
-  agent         {agent}
-
-In another shell:
-  export SWITCHBOARD_URL=http://{addr}
-  export SWITCHBOARD_TOKEN={token}
-
-Try:
-  {tools} surface.sessions.list --output=text
-  {tools} surface.messages.send --session-id=#ops "hello @Stanley, see #release-room"
-
-Talk to the agent as a demo user (stanley) in #ops:
-  curl -s -X POST {fake_url}/_fake/messages -H 'content-type: application/json' \
-    -d '{{"channel_id":"{OPS}","author_id":"{STANLEY}","content":"<@{BOT}> summarize"}}'
-and see its reply (within a second):
-  {tools} surface.messages.list --session-id=#ops --limit=3 --output=text
-The demo agent also understands help, ask @Tomas <question>, post to #release-room <text>
-(an approval card appears: stanley asked, so approve it as tomas — nobody approves their own
-request — with POST {fake_url}/_fake/components, or in the console),
-search <words> and thread <name>.
-
-Everything the agent did:  {tools} audit.list --output=text
-Ctrl-C stops everything.
-"#
-    );
-    // The banner is this command's output, for the person who started it.
-    println!("{banner}");
 }

@@ -1,6 +1,8 @@
 //! The `switchboard` binary: parses the command line, loads `.env`, and hands off to a command
 //! (the service, the offline playground, or an operator check).
 
+#[cfg(feature = "playground")]
+mod banner;
 mod cli;
 #[cfg(feature = "playground")]
 mod compose;

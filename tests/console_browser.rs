@@ -1,6 +1,6 @@
 //! The operator console in a real browser: Debian's `chromium`, driven through `chromedriver`
 //! (WebDriver), against `switchboard playground` with a command agent and an approval rule.
-//! The test FAILS when the browser or its driver is missing (`.ci/run` installs both).
+//! The test FAILS when the browser or its driver is missing (`./test.sh` installs both).
 //! A failing step saves a screenshot as `target/console-failure.png`; the main view is saved
 //! as `target/console-main.png`, and with `UPDATE_README_SCREENSHOT=1` also copied over the
 //! README's `docs/console.png`.
@@ -718,10 +718,10 @@ async fn a_console_only_login_reads_and_decides_nothing(client: &Client) -> Step
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_logs_in_shows_sessions_posts_approves_and_changes_scopes() {
     let chromium = find_program(&["chromium", "chromium-browser"]).expect(
-        "chromium is not installed: apt-get install chromium chromium-driver (.ci/run does this)",
+        "chromium is not installed: apt-get install chromium chromium-driver (./test.sh does this)",
     );
     let driver = find_program(&["chromedriver"]).expect(
-        "chromedriver is not installed: apt-get install chromium-driver (.ci/run does this)",
+        "chromedriver is not installed: apt-get install chromium-driver (./test.sh does this)",
     );
 
     let dir = TempDir::new("console");

@@ -176,7 +176,7 @@ fn the_feed_sees_a_sends_call_and_message_and_metrics_count_discord() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("promtool is installed (apt-get install prometheus; .ci/run does)");
+        .expect("promtool is installed (apt-get install prometheus; ./test.sh does)");
     promtool
         .stdin
         .take()

@@ -1,6 +1,6 @@
 //! MCP, tested with a client nobody here wrote: the official MCP Python SDK (PyPI `mcp`,
 //! pinned in `tests/python-requirements.txt`, installed into `target/py-venv` by
-//! `tests/setup-python.sh`, which `.ci/run` calls) against the real binary and the fake
+//! `tests/setup-python.sh`, which `./test.sh` calls) against the real binary and the fake
 //! Discord — over streamable HTTP at `/mcp` and over stdio through `switchboard mcp`.
 //! Without the venv these tests fail, saying how to make it.
 //!
@@ -35,7 +35,7 @@ fn venv_python() -> PathBuf {
     assert!(
         python.is_file() && made_from.as_deref() == Some(wanted.as_slice()),
         "the Python venv for the MCP tests is missing or out of date: run `bash tests/setup-python.sh` \
-         (.ci/run does), which installs tests/python-requirements.txt into target/py-venv"
+         (./test.sh does), which installs tests/python-requirements.txt into target/py-venv"
     );
     python
 }

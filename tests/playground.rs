@@ -25,6 +25,8 @@ struct Playground {
     fake: String,
     url: String,
     token: String,
+    /// The banner's lines, as printed.
+    banner: Vec<String>,
     stderr: Arc<Mutex<Vec<String>>>,
 }
 
@@ -93,13 +95,10 @@ impl Playground {
             fake: field("fake Discord"),
             url: field("tool server"),
             token: field("export SWITCHBOARD_TOKEN="),
+            banner: lines,
             child,
             stderr,
         };
-        assert!(
-            lines.iter().any(|l| l.contains("surface.messages.list")),
-            "the banner says how to see the reply"
-        );
         playground.wait_ready();
         playground
     }
@@ -207,6 +206,13 @@ fn has_tool(playground: &Playground, id: &str) -> bool {
 fn the_demo_agent_answers_each_phrase_it_knows_and_explains_the_rest() {
     let dir = TempDir::new("playground-phrases");
     let pg = Playground::start(dir.path(), &[]);
+    assert!(
+        pg.banner
+            .iter()
+            .any(|l| l.contains("surface.messages.list --session-id=#ops")),
+        "the banner says how to see the reply: {:#?}",
+        pg.banner
+    );
 
     // The banner's own example.
     pg.post(
@@ -389,6 +395,155 @@ fn post_to_another_channel_asks_an_approver_with_buttons_first() {
     assert!(released(&pg));
 }
 
+/// A console login over HTTP, as the browser makes it: the session cookie and CSRF token.
+struct ConsoleLogin {
+    url: String,
+    cookie: String,
+    csrf: String,
+}
+
+impl ConsoleLogin {
+    fn new(url: &str, token: &str) -> ConsoleLogin {
+        let url = url.trim_end_matches('/').to_owned();
+        let mut answer = ureq::post(format!("{url}/console/api/login"))
+            .header("origin", &url)
+            .content_type("application/json")
+            .send(json!({ "token": token }).to_string().as_bytes())
+            .expect("the console takes the operator token");
+        let cookie = answer
+            .headers()
+            .get("set-cookie")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .expect("a session cookie")
+            .to_owned();
+        let body: Value =
+            serde_json::from_str(&answer.body_mut().read_to_string().expect("body")).expect("json");
+        let csrf = body["csrf"].as_str().expect("a csrf token").to_owned();
+        ConsoleLogin { url, cookie, csrf }
+    }
+
+    fn pending(&self) -> Vec<Value> {
+        let text = ureq::get(format!("{}/console/api/approvals", self.url))
+            .header("cookie", &self.cookie)
+            .call()
+            .expect("approvals")
+            .body_mut()
+            .read_to_string()
+            .expect("body");
+        let body: Value = serde_json::from_str(&text).expect("json");
+        body["approvals"].as_array().cloned().unwrap_or_default()
+    }
+
+    fn approve(&self, id: &str) {
+        ureq::post(format!("{}/console/api/approvals/{id}", self.url))
+            .header("cookie", &self.cookie)
+            .header("x-switchboard-csrf", &self.csrf)
+            .header("origin", &self.url)
+            .content_type("application/json")
+            .send(json!({ "approve": true }).to_string().as_bytes())
+            .expect("the console approves");
+    }
+}
+
+#[test]
+fn the_banners_approval_line_works_as_printed() {
+    let dir = TempDir::new("playground-banner-approval");
+    let pg = Playground::start(dir.path(), &[]);
+    let said = pg
+        .banner
+        .join(" ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        !said.contains("_fake/components"),
+        "no click line that cannot work as printed: {said}"
+    );
+    // "... approve or deny it in the console, http://ADDR/ (Approvals), logged in with the
+    // SWITCHBOARD_TOKEN above."
+    let console = said
+        .split("approve or deny it in the console, ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(|url| url.trim_end_matches(','))
+        .unwrap_or_else(|| panic!("the banner says where to approve: {said}"))
+        .to_owned();
+    assert_eq!(console, format!("{}/", pg.url));
+    assert!(
+        said.contains("(Approvals), logged in with the SWITCHBOARD_TOKEN above"),
+        "{said}"
+    );
+
+    let trigger = pg.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("<@{}> post to #release-room ship it", demo::BOT),
+    );
+    let login = ConsoleLogin::new(&console, &pg.token);
+    let pending = poll_or_log(&pg, "the ask in the console", || {
+        login.pending().into_iter().next()
+    });
+    login.approve(pending["id"].as_str().expect("an approval id"));
+    let reply = pg.reply_to(demo::OPS, &trigger);
+    assert_eq!(reply, format!("Posted in <#{}>.", demo::RELEASE_ROOM));
+    assert!(pg
+        .messages(demo::RELEASE_ROOM)
+        .iter()
+        .any(|m| m["content"] == "ship it"));
+}
+
+#[test]
+fn the_banner_names_the_allowed_demo_channels_and_warns_when_there_are_none() {
+    let dir = TempDir::new("playground-allowed");
+    let pg = Playground::start(dir.path(), &[]);
+    let allowed = pg
+        .banner
+        .iter()
+        .find_map(|l| l.trim().strip_prefix("allowed"))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("an allowed line: {:#?}", pg.banner));
+    assert_eq!(
+        allowed,
+        format!(
+            "#ops, #release-room, #incident-42, the DM with stanley (#channel_{})",
+            demo::STANLEY_DM
+        )
+    );
+    drop(pg);
+
+    // The README's real-Discord example allows only its own ids: none of the demo's.
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/real-discord.toml");
+    let pg = Playground::start(dir.path(), &["--config", real.to_str().expect("utf-8")]);
+    let said = pg.banner.join("\n");
+    assert!(
+        said.contains("allowed       none of the demo guild's channels"),
+        "{said}"
+    );
+    assert!(said.contains("WARNING: this config allows none"), "{said}");
+    assert!(
+        said.contains(&format!("allowed_channel_ids = [\"{}\"]", demo::OPS)),
+        "the warning says how to allow one: {said}"
+    );
+    for advertised in [
+        "--session-id=#ops",
+        "summarize",
+        "post to",
+        "_fake/messages",
+    ] {
+        assert!(
+            !said.contains(advertised),
+            "{advertised} is advertised: {said}"
+        );
+    }
+    poll_or_log(&pg, "the warning in the log", || {
+        pg.logged()
+            .lines()
+            .any(|l| l.contains("WARN") && l.contains("allows none of the demo guild"))
+            .then_some(())
+    });
+}
+
 #[test]
 fn data_keeps_the_store_and_the_default_temp_dir_goes_away() {
     let dir = TempDir::new("playground-data");
@@ -436,6 +591,101 @@ fn config_is_honoured_against_the_demo_world() {
 }
 
 #[test]
+fn extra_config_is_laid_over_the_playgrounds_own_config() {
+    let dir = TempDir::new("playground-extra");
+    let file = dir.path().join("extra.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[agent]\nactive_channel_ids = [\"{ops}\"]\n\n[entity.users]\nmira = \"{tomas}\"\n",
+            ops = demo::OPS,
+            tomas = demo::TOMAS
+        ),
+    )
+    .expect("write the extra config");
+    let pg = Playground::start(
+        dir.path(),
+        &["--extra-config", file.to_str().expect("utf-8")],
+    );
+    // The file's key: #ops is an active channel, no mention needed.
+    let trigger = pg.post(demo::OPS, demo::STANLEY, "help");
+    let reply = pg.reply_to(demo::OPS, &trigger);
+    assert!(reply.contains("no need to mention me"), "{reply}");
+    // The playground's own config stays beneath it: its session aliases and allowlist, with
+    // the file's user alias beside its own.
+    let sent = pg.tools(&[
+        "surface.messages.send",
+        "--session-id=#release-room",
+        "hi @mira and @Stanley",
+    ]);
+    assert_eq!(sent.code, Some(0), "{sent:?}");
+    let posted = pg.messages(demo::RELEASE_ROOM);
+    assert!(
+        posted
+            .iter()
+            .any(|m| m["content"]
+                == format!("hi <@{}> and <@{}>", demo::TOMAS, demo::STANLEY).as_str()),
+        "{posted:?}"
+    );
+}
+
+/// Runs `switchboard playground --port 0 ARGS` in `dir`, which must exit 2 by itself; its
+/// stderr.
+fn refused<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(dir: &Path, args: &[S]) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["playground", "--port", "0"])
+        .args(args)
+        .current_dir(dir)
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_MODEL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let status = wait_bounded(&mut child, WAIT).expect("exits by itself");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("stderr");
+    assert_eq!(status.code(), Some(2), "{args:?}: {stderr}");
+    stderr
+}
+
+#[test]
+fn a_broken_extra_config_or_one_beside_config_is_refused_with_exit_2() {
+    let dir = TempDir::new("playground-extra-refused");
+    let typo = dir.path().join("typo.toml");
+    std::fs::write(&typo, "[agent]\nrunnr = \"demo\"\n").expect("write");
+    let not_toml = dir.path().join("not-toml.toml");
+    std::fs::write(&not_toml, "[agent\n").expect("write");
+    let whole = dir.path().join("whole.toml");
+    std::fs::write(&whole, "").expect("write");
+    let path = |p: &Path| p.to_str().expect("utf-8").to_owned();
+    for (args, says) in [
+        (
+            vec!["--extra-config".to_owned(), path(&typo)],
+            "agent.runnr",
+        ),
+        (
+            vec!["--extra-config".to_owned(), path(&not_toml)],
+            "not TOML",
+        ),
+        (
+            vec![
+                "--extra-config".to_owned(),
+                path(&typo),
+                "--config".to_owned(),
+                path(&whole),
+            ],
+            "give one",
+        ),
+    ] {
+        let stderr = refused(dir.path(), &args);
+        assert!(stderr.contains(says), "{args:?} says {says}: {stderr}");
+    }
+}
+
+#[test]
 fn a_broken_config_or_a_model_without_its_url_is_refused_with_exit_2() {
     let dir = TempDir::new("playground-refused");
     let file = dir.path().join("broken.toml");
@@ -444,22 +694,7 @@ fn a_broken_config_or_a_model_without_its_url_is_refused_with_exit_2() {
         vec!["--config", file.to_str().expect("utf-8")],
         vec!["--model", "llama3"],
     ] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-            .args(["playground", "--port", "0"])
-            .args(&args)
-            .current_dir(dir.path())
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("OPENAI_MODEL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        let status = wait_bounded(&mut child, WAIT).expect("exits by itself");
-        let mut stderr = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
-            .expect("stderr");
-        assert_eq!(status.code(), Some(2), "{args:?}: {stderr}");
+        let stderr = refused(dir.path(), &args);
         assert!(
             stderr.contains("telepathy") || stderr.contains("--agent-url"),
             "{args:?} says what is wrong: {stderr}"

@@ -219,9 +219,7 @@ pub async fn answer(data: &Data, invocation: &Invocation) -> Reply {
 }
 
 fn session_name(data: &Data, channel: Snowflake) -> String {
-    data.store
-        .session(channel)
-        .map_or_else(|| "this channel".to_owned(), |s| format!("#{}", s.name))
+    data.core.session_reference(channel)
 }
 
 fn status(data: &Data, invocation: &Invocation) -> Reply {

@@ -506,7 +506,7 @@ impl Ingest {
             Event::GuildMemberUpdate(e) => self.user(&e.user),
             Event::ChannelCreate(e) => self.guild_channel(&e.channel),
             Event::ChannelUpdate(e) => self.guild_channel(&e.channel),
-            Event::ChannelDelete(e) => self.store.remove_session(sid(e.channel.id.get())),
+            Event::ChannelDelete(e) => self.store.remove_channel(sid(e.channel.id.get())),
             Event::ThreadCreate(e) => self.guild_channel(&e.thread),
             Event::ThreadUpdate(e) => self.guild_channel(&e.thread),
             Event::ThreadDelete(e) => self.store.remove_session(sid(e.thread.id.get())),

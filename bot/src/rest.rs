@@ -624,19 +624,43 @@ impl DiscordRest {
         .map(drop)
     }
 
-    /// Changes a thread (`PATCH /channels/{id}` with `archived`, `locked`, ...); returns it.
-    pub async fn modify_thread(
+    /// Changes a channel or thread (`PATCH /channels/{id}`: a channel's `name` and `topic`, a
+    /// thread's `archived`, `locked`, ...); returns it. Retried: the same change twice is one.
+    pub async fn modify_channel(
         &self,
-        thread: Snowflake,
+        channel: Snowflake,
         body: Value,
     ) -> Result<Value, SurfaceError> {
         self.call(
             Method::PATCH,
-            &format!("/channels/{thread}"),
+            &format!("/channels/{channel}"),
             Some(body),
             true,
         )
         .await
+    }
+
+    /// Creates a guild channel (`POST /guilds/{id}/channels` with `name`, `type`, `parent_id`,
+    /// `topic`); returns it. Not retried: a retry after a lost answer could make two.
+    pub async fn create_channel(
+        &self,
+        guild: Snowflake,
+        body: Value,
+    ) -> Result<Value, SurfaceError> {
+        self.call(
+            Method::POST,
+            &format!("/guilds/{guild}/channels"),
+            Some(body),
+            false,
+        )
+        .await
+    }
+
+    /// Deletes a channel (`DELETE /channels/{id}`); returns it. Not retried: after a lost
+    /// answer the retry would be told the channel is unknown, though the delete worked.
+    pub async fn delete_channel(&self, channel: Snowflake) -> Result<Value, SurfaceError> {
+        self.call(Method::DELETE, &format!("/channels/{channel}"), None, false)
+            .await
     }
 
     /// A guild's active threads (`GET /guilds/{id}/threads/active`): `{threads, members}`.

@@ -12,9 +12,10 @@ use toolserver::approvals::ApprovalCard;
 use toolserver::events::Observers;
 use toolserver::live::{Live, SharedAliases};
 use toolserver::surface::{
-    AllowedChannel, AttachmentInfo, ChannelLocation, ConnectionState, Fetched, MentionPolicy,
-    MessageInfo, MessageQuery, NewThread, OutgoingMessage, PinnedMessage, ReactionInfo, SearchHit,
-    SearchQuery, SessionInfo, SessionKind as ToolSessionKind, Surface, SurfaceError, ThreadInfo,
+    AllowedChannel, AttachmentInfo, ChannelEdit, ChannelLocation, ConnectionState, Fetched,
+    MentionPolicy, MessageInfo, MessageQuery, NewChannel, NewChannelKind, NewThread,
+    OutgoingMessage, PinnedMessage, ReactionInfo, SearchHit, SearchQuery, SessionInfo,
+    SessionKind as ToolSessionKind, Surface, SurfaceError, ThreadInfo,
 };
 
 use crate::payload::stored_message_from_json;
@@ -287,20 +288,34 @@ fn thread_info(thread: &StoredThread) -> Option<ThreadInfo> {
     })
 }
 
+/// An id field of Discord's JSON (ids are strings there).
+fn json_id(value: &Value, key: &str) -> Option<Snowflake> {
+    value
+        .get(key)
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse::<u64>().ok())
+        .map(Snowflake)
+}
+
+/// A channel or thread from Discord's channel JSON, as the store keeps it.
+fn session_from_json(value: &Value) -> Option<StoredSession> {
+    Some(StoredSession {
+        id: json_id(value, "id")?,
+        guild_id: json_id(value, "guild_id"),
+        parent_id: json_id(value, "parent_id"),
+        kind: session_kind(value.get("type").and_then(Value::as_u64)?),
+        name: value
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+    })
+}
+
 /// A thread from Discord's channel JSON: its session and its state; `None` when it is not a
 /// thread.
 fn thread_from_json(value: &Value) -> Option<StoredThread> {
-    let id = |key: &str| {
-        value
-            .get(key)
-            .and_then(Value::as_str)
-            .and_then(|s| s.parse::<u64>().ok())
-            .map(Snowflake)
-    };
-    let kind = session_kind(value.get("type").and_then(Value::as_u64)?);
-    if kind != SessionKind::Thread {
-        return None;
-    }
+    let session = session_from_json(value).filter(|s| s.kind == SessionKind::Thread)?;
     let meta = value.get("thread_metadata");
     let flag = |key: &str| {
         meta.and_then(|m| m.get(key))
@@ -308,17 +323,7 @@ fn thread_from_json(value: &Value) -> Option<StoredThread> {
             .unwrap_or(false)
     };
     Some(StoredThread {
-        session: StoredSession {
-            id: id("id")?,
-            guild_id: id("guild_id"),
-            parent_id: id("parent_id"),
-            kind,
-            name: value
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-        },
+        session,
         state: ThreadState {
             archived: flag("archived"),
             locked: flag("locked"),
@@ -327,7 +332,7 @@ fn thread_from_json(value: &Value) -> Option<StoredThread> {
                 .and_then(Value::as_u64)
                 .and_then(|m| u32::try_from(m).ok())
                 .unwrap_or(1440),
-            owner_id: id("owner_id"),
+            owner_id: json_id(value, "owner_id"),
         },
     })
 }
@@ -351,6 +356,16 @@ impl DiscordSurface {
         self.store.upsert_session(thread.session.clone());
         self.store.set_thread_state(thread.session.id, thread.state);
         thread_info(&thread)
+    }
+
+    /// Stores a channel from Discord's answer to `what`, as the gateway's event would: the
+    /// session is right at once.
+    fn remember_channel(&self, value: &Value, what: &str) -> Result<SessionInfo, SurfaceError> {
+        let session = session_from_json(value).ok_or_else(|| {
+            SurfaceError::Unavailable(format!("Discord's answer to {what} is not a channel"))
+        })?;
+        self.store.upsert_session(session.clone());
+        Ok(session_info(&session))
     }
 
     /// Asks Discord about a thread again (after it said the thread is archived), so the next
@@ -718,7 +733,7 @@ impl Surface for DiscordSurface {
     ) -> Result<ThreadInfo, SurfaceError> {
         let answer = self
             .rest
-            .modify_thread(thread.id(), json!({ "archived": archived }))
+            .modify_channel(thread.id(), json!({ "archived": archived }))
             .await?;
         let info = self
             .remember_thread(&answer)
@@ -809,5 +824,50 @@ impl Surface for DiscordSurface {
                 score: hit.score,
             })
             .collect())
+    }
+
+    async fn create_channel(&self, channel: NewChannel) -> Result<SessionInfo, SurfaceError> {
+        let mut body = json!({
+            "name": channel.name,
+            "type": match channel.kind {
+                NewChannelKind::Text => 0,
+                NewChannelKind::Voice => 2,
+                NewChannelKind::Forum => 15,
+            },
+        });
+        if let Some(category) = channel.place.category() {
+            body["parent_id"] = json!(category.to_string());
+        }
+        if let Some(topic) = channel.topic {
+            body["topic"] = json!(topic);
+        }
+        let answer = self
+            .rest
+            .create_channel(channel.place.guild(), body)
+            .await?;
+        self.remember_channel(&answer, "a channel creation")
+    }
+
+    async fn edit_channel(
+        &self,
+        channel: AllowedChannel,
+        edit: ChannelEdit,
+    ) -> Result<SessionInfo, SurfaceError> {
+        let mut body = json!({});
+        if let Some(name) = edit.name {
+            body["name"] = json!(name);
+        }
+        if let Some(topic) = edit.topic {
+            body["topic"] = json!(topic);
+        }
+        let answer = self.rest.modify_channel(channel.id(), body).await?;
+        self.remember_channel(&answer, "a channel change")
+    }
+
+    async fn delete_channel(&self, channel: AllowedChannel) -> Result<(), SurfaceError> {
+        self.rest.delete_channel(channel.id()).await?;
+        // The gateway's CHANNEL_DELETE says the same; the cache is right before it comes.
+        self.store.remove_channel(channel.id());
+        Ok(())
     }
 }

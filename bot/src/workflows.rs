@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use entity::{Mapper, Mention};
+use entity::Mapper;
 use toolserver::live::SharedAliases;
 use toolserver::workflow::{resume_prompt, Workflow, WorkflowEngine, WorkflowHooks};
 use toolserver::Core;
@@ -52,7 +52,7 @@ impl WorkflowHooks for DiscordWorkflows {
         let aliases = self.aliases.load();
         let mapper = Mapper::new(&aliases, &self.store);
         let text = resume_prompt(workflow, |id| {
-            format!("{} ({id})", mapper.readable(Mention::Channel(id)))
+            format!("{} ({id})", mapper.session_reference(id))
         });
         // The resumed run answers whoever asked for the run that created the workflow.
         let origin = workflow

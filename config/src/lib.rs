@@ -290,8 +290,19 @@ pub fn any_principal_matches(
 /// `toolserver.download_max_bytes` when not set: 25 MiB.
 pub const DEFAULT_DOWNLOAD_MAX_BYTES: u64 = 25 * 1024 * 1024;
 
-/// `agent.tool_scope` when not set: everything an agent run needs.
-pub const DEFAULT_TOOL_SCOPE: [&str; 3] = ["surface.*", "workflow.*", "attachment.*"];
+/// `agent.tool_scope` when not set: everything an agent run needs to talk, read, react, thread
+/// and wait on people — and not `surface.channels.*` (creating, renaming and deleting
+/// channels), which a run gets only when the operator names it.
+pub const DEFAULT_TOOL_SCOPE: [&str; 8] = [
+    "surface.help",
+    "surface.sessions.*",
+    "surface.messages.*",
+    "surface.reactions.*",
+    "surface.threads.*",
+    "surface.pins.*",
+    "workflow.*",
+    "attachment.*",
+];
 
 /// GCRA quotas: a sustained rate per minute and a burst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -409,10 +420,18 @@ impl Config {
 
     /// [`Config::load`], also checking ids against what is known of the channels.
     pub fn load_with(path: &Path, known: &Known) -> Result<Config, ConfigError> {
+        let source = Config::read_source(path)?;
+        Config::parse_with(&source, &path.display().to_string(), known)
+            .map_err(ConfigError::Invalid)
+    }
+
+    /// The text of a config file, read as [`Config::load`] reads it (a regular file, at most
+    /// [`MAX_CONFIG_BYTES`], UTF-8), not validated.
+    pub fn read_source(path: &Path) -> Result<String, ConfigError> {
         let bytes = read_bounded(path)?;
-        let file = path.display().to_string();
-        let source = report::utf8_source(&bytes, &file).map_err(ConfigError::Invalid)?;
-        Config::parse_with(source, &file, known).map_err(ConfigError::Invalid)
+        report::utf8_source(&bytes, &path.display().to_string())
+            .map(str::to_owned)
+            .map_err(ConfigError::Invalid)
     }
 
     /// Validates config text; `file` names it in the report.

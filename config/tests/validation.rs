@@ -456,8 +456,17 @@ fn agent_section_is_optional_and_typed() {
     assert_eq!(agent.queue_per_session, 8);
     assert_eq!(
         agent.tool_scope,
-        ["surface.*", "workflow.*", "attachment.*"],
-        "a run may use every built-in callable unless the operator narrows it"
+        [
+            "surface.help",
+            "surface.sessions.*",
+            "surface.messages.*",
+            "surface.reactions.*",
+            "surface.threads.*",
+            "surface.pins.*",
+            "workflow.*",
+            "attachment.*"
+        ],
+        "a run may use every built-in callable but channel management unless the operator says otherwise"
     );
     assert_eq!(
         agent.active_channel_ids,

@@ -50,21 +50,9 @@ fn suggestion_hint(suggestion: &Option<String>) -> String {
     }
 }
 
-/// Edit distance between two short ASCII-insensitive strings.
+/// Edit distance between two short strings, ignoring ASCII case.
 fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().map(|c| c.to_ascii_lowercase()).collect();
-    let b: Vec<char> = b.chars().map(|c| c.to_ascii_lowercase()).collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    let mut current = vec![0; b.len() + 1];
-    for (i, ca) in a.iter().enumerate() {
-        current[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != cb);
-            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
-        }
-        std::mem::swap(&mut previous, &mut current);
-    }
-    previous[b.len()]
+    strsim::levenshtein(&a.to_ascii_lowercase(), &b.to_ascii_lowercase())
 }
 
 /// The candidate nearest to `wanted`, if it is close enough to be a plausible typo.
@@ -112,6 +100,15 @@ impl Mapper<'_> {
             suggestion,
             known,
         })
+    }
+
+    /// How a session is shown wherever people read its name, as a reference they can type
+    /// back: `#alias` when one is configured, else its name as a token (spaces as `-`: the
+    /// thread `release checklist` is `#release-checklist`), else `#channel_<id>` when the name
+    /// is no token or names another session first. [`Mapper::resolve_session`] always resolves
+    /// it to `id`.
+    pub fn session_reference(&self, id: Snowflake) -> String {
+        self.readable(Mention::Channel(id))
     }
 
     /// The configured token for a session id, if any.

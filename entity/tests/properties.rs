@@ -181,4 +181,41 @@ proptest! {
         let expected = text.replace("<@!", "<@");
         prop_assert_eq!(mapper.outbound(&readable).into_owned(), expected);
     }
+
+    #[test]
+    fn every_session_reference_resolves_back_to_its_session(
+        names in proptest::collection::vec(session_name(), 1..12),
+    ) {
+        // Names as Discord allows them (spaces, case, punctuation, other scripts, digits only,
+        // the same name twice, an alias's or a fallback's spelling), beside configured aliases.
+        let (aliases, mut learned) = fixture();
+        let ids: Vec<Snowflake> = (0..names.len() as u64)
+            .map(|i| Snowflake(900000000000000000 + i))
+            .collect();
+        for (id, name) in ids.iter().zip(&names) {
+            learned.add_channel(*id, name);
+        }
+        let mapper = Mapper::new(&aliases, &learned);
+        for id in ids.iter().copied().chain([Snowflake(334455667788990011), Snowflake(1)]) {
+            let reference = mapper.session_reference(id);
+            prop_assert!(reference.starts_with('#'), "{}", reference);
+            prop_assert_eq!(mapper.resolve_session(&reference), Ok(id), "{}", reference);
+        }
+    }
+}
+
+/// A channel or thread name as people type them in Discord.
+fn session_name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-z][a-z0-9 ]{0,20}",
+        "[A-Za-z0-9 _.,!?'#@-]{1,24}",
+        "\\PC{1,16}",
+        "[0-9]{17,19}",
+        Just("release checklist".to_owned()),
+        Just("Release Checklist".to_owned()),
+        Just("ops".to_owned()),
+        Just("channel_1".to_owned()),
+        Just("general".to_owned()),
+        Just("trailing.".to_owned()),
+    ]
 }

@@ -424,26 +424,19 @@ pub(crate) fn create_channel(s: &Shared, c: NewChannel) -> Result<Value, Control
         .filter(|ch| ch.guild_id == Some(c.guild_id))
         .count() as u16;
     let channel = Channel {
-        id,
-        guild_id: Some(c.guild_id),
-        name: c.name,
-        kind: c.kind,
-        parent_id: c.parent_id,
         topic: c.topic,
-        position,
         bot_can_see: c.bot_can_see,
         bot_can_send: c.bot_can_send,
         bot_can_manage_messages: c.bot_can_manage_messages,
-        archived: false,
-        locked: false,
-        auto_archive_minutes: 1440,
-        archive_ms: now_ms(),
-        members: Vec::new(),
-        recipient_id: None,
-        last_message_id: None,
-        message_count: 0,
-        created_ms: now_ms(),
-        owner_id: None,
+        ..crate::state::guild_channel(
+            id,
+            c.guild_id,
+            c.name,
+            c.kind,
+            c.parent_id,
+            position,
+            now_ms(),
+        )
     };
     store.channels.insert(id, channel.clone());
     s.publish_channel_event(&store, &channel, ChannelChange::Created, false);
@@ -509,19 +502,7 @@ pub(crate) fn delete_channel(s: &Shared, channel_id: Snowflake) -> Result<(), Co
             "DM channels cannot be deleted".to_string(),
         ));
     }
-    let mut doomed: Vec<Channel> = store
-        .channels
-        .values()
-        .filter(|c| c.parent_id == Some(channel_id) && channel_type::is_thread(c.kind))
-        .cloned()
-        .collect();
-    doomed.push(channel);
-    for c in doomed {
-        let was_visible = store.bot_can_see(&c);
-        store.channels.remove(&c.id);
-        store.messages.remove(&c.id);
-        s.publish_channel_event(&store, &c, ChannelChange::Deleted, was_visible);
-    }
+    crate::rest::channels::remove_channel(s, &mut store, &channel);
     Ok(())
 }
 

@@ -94,8 +94,21 @@
 //! 12 private thread, 15 forum). Per channel, `bot_can_see` and `bot_can_send` default to
 //! true and `bot_can_manage_messages` to false. Optional extras: `bot.application_id`,
 //! `bot.token` (the only token accepted; by default any non-empty one), user `bot`, guild
-//! `owner_id` and `members` (`[{"user_id","roles","nick"}]`, default: every user), role
-//! `permissions`, channel `topic` and `archived`. Unknown keys are rejected.
+//! `owner_id`, `members` (`[{"user_id","roles","nick"}]`, default: every user) and
+//! `bot_can_manage_channels` (default true: without it, `POST /guilds/{id}/channels`, `PATCH`
+//! and `DELETE /channels/{id}` on its channels answer 50013), role `permissions`, channel
+//! `topic` and `archived`. Unknown keys are rejected.
+//!
+//! # Guild channels
+//!
+//! `POST /api/v10/guilds/{id}/channels` creates a channel (201; `name` 1–100 characters,
+//! `type` 0, 2, 4, 5, 13 or 15, `topic` up to 1,024 characters — 4,096 for a forum — and kept
+//! only by text, announcement and forum channels, `parent_id` a category of the guild; every
+//! field problem in one 50035); `PATCH /api/v10/channels/{id}` renames a guild channel, sets or
+//! clears its topic, or moves it (a thread's changes follow the thread rules); `DELETE
+//! /api/v10/channels/{id}` deletes a channel with its threads (a category's channels stay,
+//! without a parent; a DM is only closed). Each sends `CHANNEL_CREATE`, `CHANNEL_UPDATE` or
+//! `CHANNEL_DELETE` (and `THREAD_DELETE`) on the gateway.
 
 #![warn(missing_docs)]
 

@@ -560,6 +560,27 @@ impl Store {
     }
 }
 
+/// A guild channel (or category) made now: the bot sees it and may post in it, nothing more.
+pub fn guild_channel(
+    id: Snowflake,
+    guild_id: Snowflake,
+    name: String,
+    kind: u8,
+    parent_id: Option<Snowflake>,
+    position: u16,
+    now_ms: u64,
+) -> Channel {
+    Channel {
+        guild_id: Some(guild_id),
+        name,
+        kind,
+        parent_id,
+        position,
+        recipient_id: None,
+        ..dm_channel(id, Snowflake(0), now_ms)
+    }
+}
+
 /// A DM channel record.
 pub fn dm_channel(id: Snowflake, recipient_id: Snowflake, now_ms: u64) -> Channel {
     Channel {

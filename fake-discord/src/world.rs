@@ -115,6 +115,10 @@ pub struct GuildSpec {
     /// Members besides the bot; defaults to every user of the world, with no roles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members: Option<Vec<MemberSpec>>,
+    /// Whether the bot has MANAGE_CHANNELS here (default true): creating, changing and
+    /// deleting the guild's channels over REST answers 50013 without it.
+    #[serde(default = "yes")]
+    pub bot_can_manage_channels: bool,
 }
 
 /// A guild role.
@@ -295,6 +299,7 @@ impl World {
                     })
                     .collect(),
                 channels: demo_world::CHANNELS.iter().map(channel).collect(),
+                bot_can_manage_channels: true,
                 members: Some(
                     users
                         .iter()

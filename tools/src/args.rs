@@ -94,6 +94,21 @@ pub fn parse(words: &[String]) -> Result<Parsed, UsageError> {
 }
 
 impl Parsed {
+    /// Each field a `--field=value` or `--field:json=JSON` flag set, with the flag's name as
+    /// typed (`outptu` for `--outptu=text`): to tell a mistyped option of the CLI from a field.
+    pub fn typed_fields(&self) -> Vec<(String, String)> {
+        self.seen
+            .iter()
+            .map(|(field, word)| {
+                let name = flag_of(word).trim_start_matches('-');
+                (
+                    field.clone(),
+                    name.strip_suffix(":json").unwrap_or(name).to_owned(),
+                )
+            })
+            .collect()
+    }
+
     /// A bare word: the callable id if there is none yet, else a positional.
     fn word(&mut self, word: &str) {
         if self.tool.is_none() {
@@ -125,13 +140,27 @@ impl Parsed {
                 }
                 self.input = Some(parse_input_source(v)?);
             }
-            (_, None) if self.tool.is_none() => {
+            (name, None) if self.tool.is_none() => {
                 return Err(UsageError::new(
                     ErrorCode::UnknownOption,
-                    format!("unknown option '{word}'; see 'tools --help'"),
+                    match crate::cli::near_own_option(name) {
+                        Some((option, _)) => {
+                            format!("unknown option '{word}'; did you mean '--{option}'? See 'tools --help'")
+                        }
+                        None => format!("unknown option '{word}'; see 'tools --help'"),
+                    },
                 ))
             }
             (name, None) => {
+                if let Some((option, _)) = crate::cli::near_own_option(name) {
+                    return Err(UsageError::new(
+                        ErrorCode::UnknownOption,
+                        format!(
+                            "unknown option '{word}'; did you mean '--{option}'? \
+                             (a field flag takes a value: --{name}=VALUE)"
+                        ),
+                    ));
+                }
                 field_name(word, name.strip_suffix(":json").unwrap_or(name))?;
                 return Err(UsageError::new(
                     ErrorCode::MissingValue,

@@ -154,6 +154,36 @@ pub fn usage_error(e: &clap::Error) -> UsageError {
     UsageError::new(code, format!("{}; see 'tools --help'", message.join(" ")))
 }
 
+/// The CLI's own long option that `name` (a flag as typed, without `--` and `=value`) is most
+/// likely a typo of: `lst` → `list`, `hlep` → `help`, `outptu` → `output`. `input` counts too,
+/// though [`crate::args`] reads it. `None` when no option is within [`typo_distance`].
+pub fn near_own_option(name: &str) -> Option<(String, usize)> {
+    let cmd = Cli::command();
+    cmd.get_arguments()
+        .filter_map(Arg::get_long)
+        .chain(["input"])
+        .map(|long| (typo_distance(name, long), long))
+        .filter(|&(distance, long)| distance > 0 && distance <= typo_limit(long))
+        .min_by_key(|&(distance, _)| distance)
+        .map(|(distance, long)| (long.to_owned(), distance))
+}
+
+/// Edits between a flag as typed and a name, ignoring case; swapping two neighbours is one edit.
+pub fn typo_distance(typed: &str, name: &str) -> usize {
+    strsim::osa_distance(&typed.to_ascii_lowercase(), &name.to_ascii_lowercase())
+}
+
+/// How many edits still read as a typo of `name`: one for short names (`list`, `url`), two from
+/// six letters (`output`, `timeout`). Tighter than it could be on purpose: `--limit` is a real
+/// field two edits from `--list`.
+fn typo_limit(name: &str) -> usize {
+    if name.chars().count() >= 6 {
+        2
+    } else {
+        1
+    }
+}
+
 /// The long help, as `--help` prints it.
 pub fn long_help() -> String {
     Cli::command().render_long_help().to_string()
@@ -401,6 +431,19 @@ mod tests {
             e.message,
             "unexpected value 'yes' for '--list' found; no more were expected; see 'tools --help'"
         );
+    }
+
+    #[test]
+    fn typos_of_own_options_are_named_and_real_fields_are_not() {
+        let near = |name: &str| near_own_option(name).map(|(option, _)| option);
+        assert_eq!(near("lst").as_deref(), Some("list"));
+        assert_eq!(near("hlep").as_deref(), Some("help"));
+        assert_eq!(near("OUTPTU").as_deref(), Some("output"));
+        assert_eq!(near("ouput").as_deref(), Some("output"));
+        assert_eq!(near("inptu").as_deref(), Some("input"));
+        for field in ["limit", "list", "session-id", "text", "u", "urls-list"] {
+            assert_eq!(near(field), None, "{field}");
+        }
     }
 
     #[test]

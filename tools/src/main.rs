@@ -183,6 +183,7 @@ fn call(settings: &Settings, mut parsed: Parsed) -> Result<(), Failure> {
         io::stdin().read_to_string(&mut text)?;
         Ok(text)
     };
+    let typed = parsed.typed_fields();
     let request = args::build_request(&tool, parsed, &mut read_stdin)?;
     let body = serde_json::to_vec(&request).map_err(|e| {
         Failure::new(
@@ -208,13 +209,52 @@ fn call(settings: &Settings, mut parsed: Parsed) -> Result<(), Failure> {
         if is_unknown_tool(&f) {
             f.unknown_tool = Some(tool.clone());
         }
-        f
+        mistyped_option(f, &tool, &typed)
     })?;
     print(&render::render(
         &value,
         settings.output.unwrap_or(OutputFormat::Json),
     ));
     Ok(())
+}
+
+/// The server's `unknown_field` about a flag that is a typo of one of the CLI's own options
+/// (`--outptu=text`) becomes the usage error it is: the option is named, not the callable's
+/// fields. A flag at least as close to one of the callable's fields (`--limt=5`, `limit`) is
+/// left to the server's answer.
+fn mistyped_option(failure: Failure, tool: &str, typed: &[(String, String)]) -> Failure {
+    if failure.info.code != ErrorCode::UnknownField {
+        return failure;
+    }
+    let details = &failure.info.details;
+    let Some(field) = details.get("field").and_then(Value::as_str) else {
+        return failure;
+    };
+    let Some((_, name)) = typed.iter().find(|(f, _)| f == field) else {
+        return failure;
+    };
+    let Some((option, distance)) = cli::near_own_option(name) else {
+        return failure;
+    };
+    let nearer_field = details
+        .get("known")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .any(|known| {
+            cli::typo_distance(name, known).min(cli::typo_distance(name, &args::kebab(known)))
+                <= distance
+        });
+    if nearer_field {
+        return failure;
+    }
+    Failure::from(args::UsageError::new(
+        ErrorCode::UnknownOption,
+        format!(
+            "unknown option '--{name}'; did you mean '--{option}'? ('{tool}' has no field '{field}' either)"
+        ),
+    ))
 }
 
 /// `tools --batch FILE|-`: `POST /v1/batch` with the calls in a JSON array. Prints the

@@ -126,16 +126,26 @@ fn pick<'a>(row: &'a Value, keys: &[&str]) -> Option<&'a str> {
     })
 }
 
-/// `ops (#ops, channel 1000000000000000401)`: who a result is about, on one line.
+/// How a session is named where it is shown: its `reference` (`#release-checklist`, what
+/// `--session-id` takes), else `#token` from a server that sends no reference.
+fn session_reference(session: &Value) -> Option<String> {
+    pick(session, &["reference"])
+        .map(str::to_owned)
+        .or_else(|| pick(session, &["token"]).map(|token| format!("#{token}")))
+}
+
+/// `#release-checklist (release checklist, thread 1000000000000000411)`: who a result is about,
+/// on one line; the name as Discord shows it only when it differs from the reference.
 fn session_line(session: &Value) -> String {
-    let token = pick(session, &["token"]);
-    let title = pick(session, &["title"]).map(|t| format!("#{}", t.trim_start_matches('#')));
+    let reference = session_reference(session);
+    let title = pick(session, &["title"])
+        .filter(|title| reference.as_deref().and_then(|r| r.strip_prefix('#')) != Some(*title));
     let kind = pick(session, &["kind"]).unwrap_or("session");
     let id = pick(session, &["channelId"]).unwrap_or("?");
-    match (token, title) {
-        (Some(token), Some(title)) => format!("{token} ({title}, {kind} {id})"),
+    match (reference, title) {
+        (Some(reference), Some(title)) => format!("{reference} ({title}, {kind} {id})"),
         (None, Some(title)) => format!("{title} ({kind} {id})"),
-        (Some(token), None) => format!("{token} ({kind} {id})"),
+        (Some(reference), None) => format!("{reference} ({kind} {id})"),
         (None, None) => format!("{kind} {id}"),
     }
 }
@@ -198,7 +208,8 @@ fn short_time(ts: &str) -> String {
     }
 }
 
-/// A small table: token, #title, kind, channelId.
+/// A small table: the reference to type (`#release-checklist`), the name as Discord shows it
+/// (`release checklist`), kind, channelId.
 fn sessions(out: &mut String, rows: &[Value]) {
     if rows.is_empty() {
         out.push_str("(no sessions)\n");
@@ -207,18 +218,9 @@ fn sessions(out: &mut String, rows: &[Value]) {
     let cells: Vec<[String; 4]> = rows
         .iter()
         .map(|row| {
-            let title = pick(row, &["title", "name"])
-                .map(|t| {
-                    if t.starts_with('#') {
-                        t.to_owned()
-                    } else {
-                        format!("#{t}")
-                    }
-                })
-                .unwrap_or_default();
             [
-                pick(row, &["token"]).unwrap_or("-").to_owned(),
-                title,
+                session_reference(row).unwrap_or_else(|| "-".to_owned()),
+                pick(row, &["title", "name"]).unwrap_or("").to_owned(),
                 pick(row, &["kind"]).unwrap_or("").to_owned(),
                 pick(row, &["channelId"]).unwrap_or("").to_owned(),
             ]
@@ -314,20 +316,30 @@ mod tests {
     #[test]
     fn the_session_of_a_result_comes_first_on_one_line() {
         let v = json!({"messages": [{"authorName": "a", "text": "hi"}],
-                       "session": {"token": "ops", "title": "ops", "kind": "channel", "channelId": "7"}});
-        assert_eq!(text(&v), "session: ops (#ops, channel 7)\na: hi\n");
+                       "session": {"token": "ops", "title": "ops", "kind": "channel", "channelId": "7", "reference": "#ops"}});
+        assert_eq!(text(&v), "session: #ops (channel 7)\na: hi\n");
+        let v = json!({"session": {"token": null, "title": "release checklist", "kind": "thread",
+                                   "channelId": "8", "reference": "#release-checklist"}});
+        assert_eq!(
+            text(&v),
+            "session: #release-checklist (release checklist, thread 8)\n"
+        );
     }
 
     #[test]
     fn sessions_print_as_a_table() {
         let v = json!({"sessions": [
-            {"token": "ops", "title": "ops", "kind": "channel", "channelId": "100"},
-            {"token": "dm-stanley", "title": "stanley", "kind": "dm", "channelId": "20000"},
-            {"token": null, "title": "random", "kind": "channel", "channelId": "3"}
+            {"token": "ops", "title": "ops", "kind": "channel", "channelId": "100", "reference": "#ops"},
+            {"token": "dm-stanley", "title": "stanley", "kind": "dm", "channelId": "20000", "reference": "#dm-stanley"},
+            {"token": null, "title": "release checklist", "kind": "thread", "channelId": "3", "reference": "#release-checklist"},
+            {"token": "old", "title": "server", "kind": "channel", "channelId": "4"}
         ]});
         assert_eq!(
             text(&v),
-            "ops         #ops      channel  100\ndm-stanley  #stanley  dm       20000\n-           #random   channel  3\n"
+            "#ops                ops                channel  100\n\
+             #dm-stanley         stanley            dm       20000\n\
+             #release-checklist  release checklist  thread   3\n\
+             #old                server             channel  4\n"
         );
     }
 

@@ -790,7 +790,7 @@ mod against_the_server {
         .await;
         assert_eq!(run.code, 0, "{}", run.stderr);
         assert!(
-            run.stdout.starts_with("session: ops (#ops, channel "),
+            run.stdout.starts_with("session: #ops (channel "),
             "{}",
             run.stdout
         );
@@ -912,5 +912,110 @@ mod against_the_server {
         assert_eq!(body.error.kind, ErrorKind::Denied);
         assert!(human.starts_with("error (denied): "), "{human}");
         assert!(sends(&server).is_empty());
+    }
+}
+
+#[test]
+fn a_mistyped_option_of_the_cli_gets_a_did_you_mean_and_reaches_no_server() {
+    let server = ok_value(json!(null));
+    for (args, option) in [
+        (&["--lst"][..], "--list"),
+        (&["--hlep"], "--help"),
+        (&["x.y", "--lst"], "--list"),
+        (&["x.y", "--hlep"], "--help"),
+        (&["x.y", "--timout"], "--timeout"),
+    ] {
+        let run = tools(args, &server.env(), None);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        let (body, human) = run.error();
+        assert_eq!(body.error.code, "unknown_option", "{args:?}");
+        assert!(
+            human.contains(&format!("did you mean '{option}'?")),
+            "{args:?}: {human}"
+        );
+    }
+    // A field two edits from an option is not taken for it.
+    let run = tools(&["x.y", "--limit"], &server.env(), None);
+    let (body, human) = run.error();
+    assert_eq!(body.error.code, "missing_value", "{human}");
+    assert!(!human.contains("--list"), "{human}");
+    assert!(
+        server.seen().is_empty(),
+        "a usage error must not reach the server"
+    );
+}
+
+/// The server's answer to a field the callable does not have, as the tool server words it.
+fn unknown_field(field: &str) -> Answer {
+    error_answer(
+        400,
+        "usage",
+        "unknown_field",
+        &format!("Unknown field '{field}'. Fields: limit, sessionId"),
+        json!({"field": field, "known": ["limit", "sessionId"]}),
+    )
+}
+
+#[test]
+fn a_mistyped_output_option_is_reported_as_the_option_not_as_a_field_of_the_callable() {
+    let server = Responder::start(|seen| {
+        let request: CallRequest = serde_json::from_str(&seen.body).expect("a call");
+        let field = request.args.keys().find(|k| *k != "sessionId").cloned();
+        unknown_field(&field.unwrap_or_default())
+    });
+    for args in [
+        &["x.y", "--session-id=#ops", "--outptu=text"][..],
+        &["--outptu=text", "x.y"],
+        &["x.y", "--ouptut=json"],
+    ] {
+        let run = tools(args, &server.env(), None);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        let (body, human) = run.error();
+        assert_eq!(body.error.code, "unknown_option", "{args:?}: {human}");
+        assert!(human.contains("did you mean '--output'?"), "{human}");
+        assert!(!human.contains("Unknown field"), "{human}");
+    }
+    // Nearer to one of the callable's fields than to an option: the server's answer stands.
+    let run = tools(&["x.y", "--limt=5"], &server.env(), None);
+    let (body, human) = run.error();
+    assert_eq!(body.error.code, "unknown_field", "{human}");
+    assert!(human.contains("Unknown field 'limt'"), "{human}");
+}
+
+#[test]
+fn output_with_a_space_works_like_output_with_an_equals_sign() {
+    let value = json!({"messages": [{"ts": "2024-05-01T12:00:00Z", "authorName": "stanley", "text": "ping"}]});
+    let server = ok_value(value);
+    let spaced = tools(
+        &["x.y", "--output", "text", "--limit=2"],
+        &server.env(),
+        None,
+    );
+    let joined = tools(&["x.y", "--output=text", "--limit=2"], &server.env(), None);
+    let before = tools(
+        &["--output", "text", "x.y", "--limit=2"],
+        &server.env(),
+        None,
+    );
+    assert_eq!(spaced.code, 0, "{}", spaced.stderr);
+    assert_eq!(spaced.stdout, "[2024-05-01 12:00:00] stanley: ping\n");
+    assert_eq!(spaced.stdout, joined.stdout);
+    assert_eq!(before.stdout, joined.stdout);
+    let bodies: Vec<Value> = server
+        .seen()
+        .iter()
+        .map(|s| serde_json::from_str(&s.body).expect("json"))
+        .collect();
+    assert_eq!(bodies.len(), 3);
+    for body in &bodies {
+        assert_eq!(
+            body["args"],
+            json!({"limit": "2"}),
+            "'text' is not a word of the call"
+        );
+        assert!(
+            body.get("positional").is_none_or(|p| p == &json!([])),
+            "{body}"
+        );
     }
 }

@@ -82,6 +82,44 @@ fn refusal(channel_id: Snowflake, location: &ChannelLocation) -> ToolError {
     .with_details(json!({ "channelId": channel_id.to_string() }))
 }
 
+/// Why a call may use a channel but not change it.
+pub(crate) fn not_managed(channel_id: Snowflake, location: &ChannelLocation) -> ToolError {
+    let message = match location.kind {
+        SessionKind::Channel | SessionKind::Forum => format!(
+            "Channel {channel_id} may be used but not changed: channels are renamed and deleted only where the allowlist names their guild (discord.allowed_guild_ids) or category (discord.allowed_category_ids); discord.allowed_channel_ids lets the agent use a channel, not change it"
+        ),
+        SessionKind::Thread => format!(
+            "Session {channel_id} is a thread: surface.channels.* changes guild channels; archive a thread with surface.threads.archive"
+        ),
+        SessionKind::Dm => format!("Session {channel_id} is a direct message, which is no guild channel"),
+        SessionKind::Category => format!("Session {channel_id} is a category: name one of its channels"),
+    };
+    let error = if matches!(location.kind, SessionKind::Channel | SessionKind::Forum) {
+        ToolError::denied(ErrorCode::ChannelNotAllowed, message)
+    } else {
+        ToolError::usage(ErrorCode::InvalidInput, message)
+    };
+    error.with_details(json!({ "channelId": channel_id.to_string(), "field": "sessionId" }))
+}
+
+/// Why a channel may not be created where a call asked.
+pub(crate) fn not_creatable(guild: Snowflake, category: Option<Snowflake>) -> ToolError {
+    let place = match category {
+        Some(category) => format!("under category {category} of guild {guild}"),
+        None => format!("in guild {guild}"),
+    };
+    ToolError::denied(
+        ErrorCode::ChannelNotAllowed,
+        format!(
+            "Creating a channel {place} is not allowed: channels are created only in a guild listed in discord.allowed_guild_ids or under a category listed in discord.allowed_category_ids (discord.allowed_channel_ids lets the agent use channels, not make them)"
+        ),
+    )
+    .with_details(json!({
+        "guildId": guild.to_string(),
+        "parentId": category.map(|c| c.to_string()),
+    }))
+}
+
 fn unknown_channel(channel_id: Snowflake) -> ToolError {
     ToolError::not_found(
         ErrorCode::UnknownChannel,
@@ -179,6 +217,23 @@ impl AllowRules {
             SessionKind::Channel | SessionKind::Forum => location.parent_channel_id,
             SessionKind::Dm | SessionKind::Category => None,
         }
+    }
+
+    /// Whether a call may change a channel itself (rename it, delete it): a guild channel (not
+    /// a thread, DM or category) in a listed guild or a listed category. Listing the channel in
+    /// `allowed_channel_ids` lets the agent use it, not change it.
+    pub fn manages(&self, location: &ChannelLocation) -> bool {
+        matches!(location.kind, SessionKind::Channel | SessionKind::Forum)
+            && (location.guild_id.is_some_and(|g| self.guilds.contains(&g))
+                || location
+                    .parent_channel_id
+                    .is_some_and(|c| self.categories.contains(&c)))
+    }
+
+    /// Whether a channel may be created in `guild`, under `category` when given: the guild is
+    /// listed, or the category is.
+    pub fn allows_creating(&self, guild: Snowflake, category: Option<Snowflake>) -> bool {
+        self.guilds.contains(&guild) || category.is_some_and(|c| self.categories.contains(&c))
     }
 
     /// Every listed channel, category and guild is empty and DMs are off: nothing is allowed.

@@ -16,8 +16,8 @@ use crate::error::ToolError;
 use crate::live::Settings;
 use crate::server::Core;
 use crate::surface::{
-    AllowedChannel, AttachmentInfo, ChannelLocation, MentionPolicy, MessageInfo, SessionInfo,
-    SessionKind, Surface,
+    AllowedChannel, AllowedPlace, AttachmentInfo, ChannelLocation, MentionPolicy, MessageInfo,
+    SessionInfo, SessionKind, Surface,
 };
 
 /// The context a call carries: from headers for the operator, from the token for a capability.
@@ -112,6 +112,8 @@ pub struct Invocation<'a> {
     /// The callable's id.
     pub tool_id: &'a str,
     pub(crate) targets: Vec<Target>,
+    /// Where the call creates a channel, allowed; `None` when its plan creates none.
+    pub(crate) place: Option<AllowedPlace>,
     /// Who posts may ping, as the operator configured it.
     pub mentions: MentionPolicy,
 }
@@ -135,6 +137,9 @@ pub struct SessionView<'a> {
     pub title: Option<String>,
     /// The token the operator configured for it (`entity.sessions.NAME`), if any.
     pub token: Option<&'a str>,
+    /// How to name it as `sessionId` and in text: `#token`, else its name as a token (spaces
+    /// as `-`: `#release-checklist`), else `#channel_<id>`. Always resolves back to it.
+    pub reference: String,
 }
 
 /// One emoji's reactions on a message, as callables answer them.
@@ -218,6 +223,16 @@ impl Invocation<'_> {
         })
     }
 
+    /// Where the call creates a channel, as the pipeline allowed it.
+    pub fn place(&self) -> Result<AllowedPlace, ToolError> {
+        self.place.ok_or_else(|| {
+            ToolError::internal(format!(
+                "{} creates a channel but its plan named no place (a bug)",
+                self.tool_id
+            ))
+        })
+    }
+
     /// A message from the cache of the target session, or `not_found`.
     pub fn cached_message(
         &self,
@@ -237,7 +252,7 @@ impl Invocation<'_> {
             })
     }
 
-    /// `{"channelId","guildId","parentChannelId","kind","title","token"}`.
+    /// `{"channelId","guildId","parentChannelId","kind","title","token","reference"}`.
     pub fn session_json(&self, target: &Target) -> SessionView<'_> {
         let title = self.surface().session(target.channel_id()).map(|i| i.title);
         self.session_view(target.channel_id(), &target.location, title)
@@ -269,6 +284,7 @@ impl Invocation<'_> {
                 .settings
                 .aliases()
                 .alias_for(entity::AliasKind::Session, channel_id),
+            reference: self.mapper().session_reference(channel_id),
         }
     }
 

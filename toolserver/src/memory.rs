@@ -10,9 +10,10 @@ use entity::{LearnedNames, NameDirectory, Snowflake};
 
 use crate::approvals::ApprovalCard;
 use crate::surface::{
-    AllowedChannel, AttachmentInfo, ChannelLocation, ConnectionState, Fetched, MentionPolicy,
-    MessageInfo, MessageQuery, NewThread, OutgoingMessage, PinnedMessage, ReactionInfo, SearchHit,
-    SearchMatch, SearchQuery, SessionInfo, SessionKind, Surface, SurfaceError, ThreadInfo,
+    AllowedChannel, AttachmentInfo, ChannelEdit, ChannelLocation, ConnectionState, Fetched,
+    MentionPolicy, MessageInfo, MessageQuery, NewChannel, NewChannelKind, NewThread,
+    OutgoingMessage, PinnedMessage, ReactionInfo, SearchHit, SearchMatch, SearchQuery, SessionInfo,
+    SessionKind, Surface, SurfaceError, ThreadInfo,
 };
 
 /// One action the surface was asked to take; recorded before it runs, so an action a queued
@@ -104,6 +105,17 @@ pub enum SurfaceCall {
     ListPins(Snowflake),
     /// [`Surface::search`], as the tool server asked.
     Search(SearchQuery),
+    /// [`Surface::create_channel`], as the tool server asked.
+    CreateChannel(NewChannel),
+    /// [`Surface::edit_channel`].
+    EditChannel {
+        /// The channel.
+        channel_id: Snowflake,
+        /// What to change.
+        edit: ChannelEdit,
+    },
+    /// [`Surface::delete_channel`] of this channel.
+    DeleteChannel(Snowflake),
     /// An approval request redrawn (the card as redrawn).
     UpdateApproval {
         /// Where.
@@ -955,6 +967,72 @@ impl Surface for MemorySurface {
         });
         hits.truncate(query.limit);
         Ok(hits)
+    }
+
+    async fn create_channel(&self, channel: NewChannel) -> Result<SessionInfo, SurfaceError> {
+        self.begin(SurfaceCall::CreateChannel(channel.clone()))
+            .await?;
+        let mut state = self.lock();
+        state.next_id += 1;
+        let id = Snowflake(state.next_id);
+        let info = SessionInfo {
+            channel_id: id,
+            guild_id: Some(channel.place.guild()),
+            parent_channel_id: channel.place.category(),
+            kind: match channel.kind {
+                NewChannelKind::Forum => SessionKind::Forum,
+                NewChannelKind::Text | NewChannelKind::Voice => SessionKind::Channel,
+            },
+            title: channel.name,
+        };
+        state.names.add_channel(id, &info.title);
+        state.sessions.insert(id, info.clone());
+        Ok(info)
+    }
+
+    async fn edit_channel(
+        &self,
+        channel: AllowedChannel,
+        edit: ChannelEdit,
+    ) -> Result<SessionInfo, SurfaceError> {
+        let id = channel.id();
+        self.begin(SurfaceCall::EditChannel {
+            channel_id: id,
+            edit: edit.clone(),
+        })
+        .await?;
+        let mut state = self.lock();
+        let Some(mut info) = state.sessions.get(&id).cloned() else {
+            return Err(SurfaceError::NotFound(format!("Unknown Channel {id}")));
+        };
+        if let Some(name) = edit.name {
+            info.title = name;
+            state.names.add_channel(id, &info.title);
+        }
+        state.sessions.insert(id, info.clone());
+        Ok(info)
+    }
+
+    async fn delete_channel(&self, channel: AllowedChannel) -> Result<(), SurfaceError> {
+        let id = channel.id();
+        self.begin(SurfaceCall::DeleteChannel(id)).await?;
+        let mut state = self.lock();
+        if state.sessions.remove(&id).is_none() {
+            return Err(SurfaceError::NotFound(format!("Unknown Channel {id}")));
+        }
+        state.messages.remove(&id);
+        let threads: Vec<Snowflake> = state
+            .sessions
+            .values()
+            .filter(|s| s.kind == SessionKind::Thread && s.parent_channel_id == Some(id))
+            .map(|s| s.channel_id)
+            .collect();
+        for thread in threads {
+            state.sessions.remove(&thread);
+            state.messages.remove(&thread);
+            state.threads.remove(&thread);
+        }
+        Ok(())
     }
 }
 

@@ -11,6 +11,7 @@ use protocol::{ErrorCode, ErrorKind};
 use serde_json::{json, Value};
 use switchboard_config::{HookFailure, Policy};
 
+use crate::allowlist;
 use crate::approvals::{AskRequest, Outcome};
 use crate::auth::Caller;
 use crate::error::ToolError;
@@ -18,9 +19,9 @@ use crate::governance::{audit_input, AuditRow, Verdict};
 use crate::hooks::{self, BeforeAnswer};
 use crate::invocation::{CallContext, Invocation, PlanContext, Target};
 use crate::live::Settings;
-use crate::registry::{Registry, SessionRequest, ToolOutput};
+use crate::registry::{PlaceRequest, Registry, SessionRequest, ToolOutput};
 use crate::server::Core;
-use crate::surface::AllowedChannel;
+use crate::surface::{AllowedChannel, AllowedPlace, SessionKind};
 
 /// What the permission stage decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +129,7 @@ impl<'a> Gate<'a> {
     pub(crate) async fn admit(
         &self,
         sessions: &[SessionRequest],
+        place: Option<&PlaceRequest>,
         input: &Value,
         rewritten: bool,
     ) -> Result<Admission<'a>, ToolError> {
@@ -143,13 +145,25 @@ impl<'a> Gate<'a> {
                 .check_with(&self.settings.allow, core.surface.as_ref(), id)
                 .await
                 .map_err(|error| in_field(request, error))?;
+            if request.changes_channel && !self.settings.allow.manages(&location) {
+                return Err(in_field(request, allowlist::not_managed(id, &location)));
+            }
             targets.push(Target {
                 channel: AllowedChannel::checked(id),
                 location,
             });
         }
+        // Where a channel is created: allowed by its guild or category, or not at all.
+        let place = match place {
+            Some(request) => Some(self.place(request).await?),
+            None => None,
+        };
         // Permission.
-        let ids: Vec<Snowflake> = targets.iter().map(Target::channel_id).collect();
+        let mut ids: Vec<Snowflake> = targets.iter().map(Target::channel_id).collect();
+        if let Some(category) = place.and_then(AllowedPlace::category) {
+            ids.push(category);
+            self.trail().targets.push(category);
+        }
         let verdict = self
             .settings
             .governance
@@ -164,6 +178,11 @@ impl<'a> Gate<'a> {
                     limits.check_channel_n(target.channel_id().get(), request.spend)?;
                 }
             }
+            // Channels made in a guild spend from the guild's share, as posts do from a
+            // channel's: an agent cannot fill a server with channels.
+            if let Some(place) = place {
+                limits.check_channel_n(place.guild().get(), 1)?;
+            }
         }
         // Before-hooks.
         if !rewritten {
@@ -177,8 +196,86 @@ impl<'a> Gate<'a> {
             context: self.context,
             tool_id: self.tool_id,
             targets,
+            place,
             mentions: crate::server::mention_policy(self.settings),
         }))
+    }
+
+    /// Where a channel is to be created: the guild the input names, else the category's, else
+    /// that of the call's context session; allowed when the allowlist lists the guild or the
+    /// category (stage 5 for a channel that does not exist yet).
+    async fn place(&self, request: &PlaceRequest) -> Result<AllowedPlace, ToolError> {
+        let core = self.core;
+        let in_parent = |mut error: ToolError| {
+            error.message = format!("parentId: {}", error.message);
+            error
+        };
+        let category_guild = match request.category {
+            Some(category) => {
+                let location = core
+                    .allowlist
+                    .locate(core.surface.as_ref(), category)
+                    .await
+                    .map_err(in_parent)?;
+                if location.kind != SessionKind::Category {
+                    return Err(ToolError::usage(
+                        ErrorCode::InvalidInput,
+                        format!(
+                            "parentId {category} is not a category: name a category of the guild, or leave parentId out"
+                        ),
+                    )
+                    .with_details(json!({ "field": "parentId" })));
+                }
+                location.guild_id
+            }
+            None => None,
+        };
+        let guild = match (request.guild, category_guild) {
+            (Some(given), Some(of_category)) if given != of_category => {
+                return Err(ToolError::usage(
+                    ErrorCode::InvalidInput,
+                    format!(
+                        "parentId {} is a category of guild {of_category}, not of guild {given}",
+                        request.category.map(|c| c.to_string()).unwrap_or_default()
+                    ),
+                )
+                .with_details(json!({ "field": "guild" })))
+            }
+            (Some(guild), _) | (None, Some(guild)) => guild,
+            (None, None) => self.context_guild().await?,
+        };
+        if !self.settings.allow.allows_creating(guild, request.category) {
+            return Err(allowlist::not_creatable(guild, request.category));
+        }
+        Ok(AllowedPlace::checked(guild, request.category))
+    }
+
+    /// The guild of the call's context session, for a channel created with no guild named.
+    async fn context_guild(&self) -> Result<Snowflake, ToolError> {
+        let request = SessionRequest {
+            field: "guild".to_owned(),
+            reference: None,
+            spend: 0,
+            changes_channel: false,
+        };
+        let id = self.resolve(&request).map_err(|mut error| {
+            if error.code == ErrorCode::NoSession {
+                error.message = "Name the guild (guild=ID) or a category (parentId=ID) to create the channel in: this call has no session to take the guild from".to_owned();
+            }
+            error
+        })?;
+        let location = self
+            .core
+            .allowlist
+            .locate(self.core.surface.as_ref(), id)
+            .await?;
+        location.guild_id.ok_or_else(|| {
+            ToolError::usage(
+                ErrorCode::InvalidInput,
+                "This call's session is a direct message, which is in no guild: name the guild (guild=ID) or a category (parentId=ID)",
+            )
+            .with_details(json!({ "field": "guild" }))
+        })
     }
 
     /// The permission stage: allow goes on, deny refuses, ask waits for an approver. An
@@ -350,9 +447,9 @@ impl<'a> Gate<'a> {
         }
     }
 
-    /// A session as people read it: `#alias`, `#name`, or its id.
+    /// A session as people read it and can type it back: `#alias`, `#name`, `#channel_<id>`.
     fn label(&self, id: Snowflake) -> String {
-        self.plan_context().mapper().readable(Mention::Channel(id))
+        self.plan_context().mapper().session_reference(id)
     }
 
     /// Who asked, as people read it.

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use entity::Snowflake;
 use protocol::{Effects, ErrorCode, Example, ToolDetail, ToolEntry};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -61,6 +62,10 @@ pub struct SessionRequest {
     pub reference: Option<String>,
     /// Messages the call posts there (a send split in k parts spends k); 0 for reads.
     pub spend: u32,
+    /// The call changes the channel itself (renames or deletes it): it must be a guild channel
+    /// whose guild or category the allowlist names — listing the channel alone lets a call
+    /// use it, not change it.
+    pub changes_channel: bool,
 }
 
 impl SessionRequest {
@@ -73,8 +78,29 @@ impl SessionRequest {
                 .filter(|r| !r.is_empty())
                 .map(str::to_owned),
             spend,
+            changes_channel: false,
         }
     }
+
+    /// The same session, for a call that changes the channel itself (see
+    /// [`SessionRequest::changes_channel`]).
+    pub fn changing_the_channel(self) -> SessionRequest {
+        SessionRequest {
+            changes_channel: true,
+            ..self
+        }
+    }
+}
+
+/// Where a call creates a channel, as its input names it. The pipeline finds the guild (the
+/// one given, else the category's, else that of the call's context session) and allows the
+/// place only when the allowlist lists that guild or that category.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlaceRequest {
+    /// The guild, when the input names one (`guild`).
+    pub guild: Option<Snowflake>,
+    /// The category to create it under (`parentId`).
+    pub category: Option<Snowflake>,
 }
 
 /// A checked request: what the handler will run, and where it acts.
@@ -84,6 +110,9 @@ pub struct Planned<P> {
     /// The sessions the call acts in, in order; the handler finds them, resolved and allowed,
     /// in [`Invocation::targets`].
     pub sessions: Vec<SessionRequest>,
+    /// Where the call creates a channel, if it does; the handler finds it, allowed, in
+    /// [`Invocation::place`].
+    pub place: Option<PlaceRequest>,
 }
 
 impl<P> Planned<P> {
@@ -92,6 +121,7 @@ impl<P> Planned<P> {
         Planned {
             plan,
             sessions: Vec::new(),
+            place: None,
         }
     }
 
@@ -100,6 +130,16 @@ impl<P> Planned<P> {
         Planned {
             plan,
             sessions: vec![session],
+            place: None,
+        }
+    }
+
+    /// A plan that creates a channel at `place` (and acts in no session).
+    pub fn creating(plan: P, place: PlaceRequest) -> Self {
+        Planned {
+            plan,
+            sessions: Vec::new(),
+            place: Some(place),
         }
     }
 }
@@ -216,7 +256,10 @@ impl<T: Tool> Callable for Registered<T> {
             let parsed = parse_input_ref::<T::Input>(&input)?;
             let planned = self.tool.plan(&gate.plan_context(), parsed)?;
             // Resolve, allowlist, permission, rate limits, before-hooks.
-            match gate.admit(&planned.sessions, &input, rewritten).await? {
+            match gate
+                .admit(&planned.sessions, planned.place.as_ref(), &input, rewritten)
+                .await?
+            {
                 Admission::Go(invocation) => {
                     let output = gate
                         .execute(self.tool.run(&invocation, planned.plan))

@@ -417,6 +417,13 @@ impl Core {
         entity::Mapper::new(settings.aliases(), self.surface.as_ref()).inbound(content)
     }
 
+    /// A session as people are shown it and can type it back (`#ops`, `#release-checklist`,
+    /// `#channel_<id>`): [`entity::Mapper::session_reference`] with the aliases in force.
+    pub fn session_reference(&self, channel_id: Snowflake) -> String {
+        let settings = self.settings();
+        entity::Mapper::new(settings.aliases(), self.surface.as_ref()).session_reference(channel_id)
+    }
+
     /// Agent text as Discord markup: `@name` as `<@id>`, `#token` as `<#id>`.
     pub fn discord_markup<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
         let settings = self.settings();

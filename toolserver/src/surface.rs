@@ -41,6 +41,33 @@ impl std::fmt::Display for AllowedChannel {
     }
 }
 
+/// Where the allowlist lets a call create a channel: a guild it lists, or a category it lists.
+///
+/// Only the tool server's pipeline makes one, like [`AllowedChannel`]: a channel is created
+/// nowhere the allowlist did not agree to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AllowedPlace {
+    guild: Snowflake,
+    category: Option<Snowflake>,
+}
+
+impl AllowedPlace {
+    /// Made only once the allowlist agreed.
+    pub(crate) fn checked(guild: Snowflake, category: Option<Snowflake>) -> AllowedPlace {
+        AllowedPlace { guild, category }
+    }
+
+    /// The guild the channel is created in.
+    pub fn guild(self) -> Snowflake {
+        self.guild
+    }
+
+    /// The category it is created under; `None`: at the guild's top level.
+    pub fn category(self) -> Option<Snowflake> {
+        self.category
+    }
+}
+
 /// What kind of conversation a session is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -190,6 +217,42 @@ pub struct NewThread {
     /// Minutes of inactivity before it is archived (60, 1440, 4320 or 10080); `None`: the
     /// platform's default.
     pub auto_archive_minutes: Option<u32>,
+}
+
+/// What kind of channel to create.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, Serialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum NewChannelKind {
+    /// A text channel (Discord type 0).
+    Text,
+    /// A forum channel: its posts are threads (type 15).
+    Forum,
+    /// A voice channel (type 2); it has no topic.
+    Voice,
+}
+
+/// A channel to create where the allowlist allows creating one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewChannel {
+    /// The guild, and the category when there is one, checked.
+    pub place: AllowedPlace,
+    /// Its name (1 to 100 characters).
+    pub name: String,
+    /// Text, forum or voice.
+    pub kind: NewChannelKind,
+    /// Its topic (not for voice channels).
+    pub topic: Option<String>,
+}
+
+/// Changes to a guild channel; `None` leaves a field as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelEdit {
+    /// A new name (1 to 100 characters).
+    pub name: Option<String>,
+    /// A new topic; `Some("")` clears it.
+    pub topic: Option<String>,
 }
 
 /// A pinned message, as the platform lists it.
@@ -494,4 +557,15 @@ pub trait Surface: NameDirectory + Send + Sync + 'static {
     /// Full-text search over the stored messages of the query's (allowed) sessions, best
     /// first. A query the index cannot run answers [`SurfaceError::InvalidInput`].
     async fn search(&self, query: SearchQuery) -> Result<Vec<SearchHit>, SurfaceError>;
+
+    /// Creates a guild channel where the allowlist allows it; the new session is cached at once.
+    async fn create_channel(&self, channel: NewChannel) -> Result<SessionInfo, SurfaceError>;
+    /// Renames a guild channel or changes its topic; answers the session as it is now.
+    async fn edit_channel(
+        &self,
+        channel: AllowedChannel,
+        edit: ChannelEdit,
+    ) -> Result<SessionInfo, SurfaceError>;
+    /// Deletes a guild channel (its threads with it); the session leaves the cache.
+    async fn delete_channel(&self, channel: AllowedChannel) -> Result<(), SurfaceError>;
 }

@@ -62,6 +62,66 @@ async fn a_standalone_thread_is_created_in_an_allowed_channel_and_usable_by_its_
 }
 
 #[tokio::test]
+async fn a_thread_named_with_spaces_is_shown_everywhere_by_a_reference_that_works() {
+    let server = server("").await;
+    let made = call(
+        &server,
+        "surface.threads.create",
+        json!({"sessionId": "#ops", "name": "release checklist"}),
+    )
+    .await
+    .expect("created");
+    let id = made["channelId"].as_str().expect("id").to_owned();
+    assert_eq!(made["token"], "#release-checklist");
+    let listed = call(&server, "surface.sessions.list", json!({}))
+        .await
+        .expect("listed");
+    let entry = listed["sessions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["channelId"] == id.as_str())
+        .cloned()
+        .expect("the thread is listed");
+    assert_eq!(entry["reference"], "#release-checklist", "{entry}");
+    assert_eq!(entry["title"], "release checklist", "{entry}");
+    let ops = listed["sessions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["channelId"] == demo::OPS.to_string().as_str())
+        .cloned()
+        .expect("#ops is listed");
+    assert_eq!(ops["reference"], "#ops");
+    // What is shown is what works: as a session id, and back in the audit log's labels.
+    let sent = call(
+        &server,
+        "surface.messages.send",
+        json!({"sessionId": entry["reference"], "text": "step one"}),
+    )
+    .await
+    .expect("sent through the listed reference");
+    assert_eq!(sent["channelId"], id.as_str());
+    let read = call(
+        &server,
+        "surface.messages.list",
+        json!({"sessionId": "#release-checklist"}),
+    )
+    .await
+    .expect("read through it");
+    assert_eq!(read["session"]["reference"], "#release-checklist");
+    let audit = call(
+        &server,
+        "audit.list",
+        json!({"tool": "surface.messages.send"}),
+    )
+    .await
+    .expect("audit");
+    let labels = &audit["audit"][0]["sessionLabels"];
+    assert_eq!(labels, &json!(["#release-checklist"]), "{audit}");
+}
+
+#[tokio::test]
 async fn a_thread_from_a_message_takes_the_messages_id() {
     let server = server("").await;
     let message = server

@@ -2,6 +2,7 @@
 //! records every request, applies injected faults, checks the `Authorization` header and
 //! enforces Discord's rate limits ([`ratelimit`]), and a loud 404 for anything else.
 
+pub(crate) mod channels;
 mod interactions;
 mod messages;
 mod meta;
@@ -135,8 +136,11 @@ pub fn router(shared: Arc<Shared>) -> Router {
         )
         .route(
             "/channels/{channel_id}",
-            get(messages::get_channel).patch(threads::modify),
+            get(messages::get_channel)
+                .patch(channels::modify)
+                .delete(channels::delete),
         )
+        .route("/guilds/{guild_id}/channels", post(channels::create))
         .route("/channels/{channel_id}/threads", post(threads::create))
         .route(
             "/channels/{channel_id}/messages/{message_id}/threads",

@@ -4,7 +4,6 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use entity::AliasKind;
 use protocol::ErrorCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -189,12 +188,7 @@ impl Tool for ListAudit {
                     .row
                     .sessions
                     .iter()
-                    .map(|id| {
-                        cx.settings()
-                            .aliases()
-                            .alias_for(AliasKind::Session, *id)
-                            .map_or_else(|| id.to_string(), |alias| format!("#{alias}"))
-                    })
+                    .map(|id| cx.mapper().session_reference(*id))
                     .collect();
                 if let Value::Object(map) = &mut row {
                     map.insert("time".into(), json!(time));

@@ -69,6 +69,7 @@ impl Tool for Help {
                     channel_id: id.to_string(),
                     token: cx.settings().aliases().alias_for(AliasKind::Session, id),
                     title: cx.surface().session(id).map(|s| s.title),
+                    reference: cx.mapper().session_reference(id),
                 },
                 Err(error) => ContextSession::Unresolved {
                     reference,
@@ -169,6 +170,8 @@ enum ContextSession<'a> {
         token: Option<&'a str>,
         /// Its name.
         title: Option<String>,
+        /// How to name it as `sessionId` and in text (`#ops`, `#release-checklist`).
+        reference: String,
     },
     /// It names nothing known.
     Unresolved {

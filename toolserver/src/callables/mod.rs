@@ -4,6 +4,7 @@
 
 mod attachments;
 mod audit;
+mod channels;
 mod governance;
 mod help;
 mod messages;
@@ -16,7 +17,28 @@ mod workflows;
 
 pub(crate) use workflows::workflows_unavailable;
 
+use protocol::ErrorCode;
+use serde_json::json;
+
+use crate::error::ToolError;
 use crate::registry::Registry;
+
+/// Discord's limit for channel and thread names, in characters.
+const MAX_NAME_CHARS: usize = 100;
+
+/// A channel's or thread's `name`: trimmed, 1 to 100 characters.
+fn channel_name(name: &str) -> Result<String, ToolError> {
+    let name = name.trim();
+    let chars = name.chars().count();
+    if chars == 0 || chars > MAX_NAME_CHARS {
+        return Err(ToolError::usage(
+            ErrorCode::InvalidInput,
+            format!("name must be 1 to {MAX_NAME_CHARS} characters, got {chars}"),
+        )
+        .with_details(json!({ "field": "name" })));
+    }
+    Ok(name.to_owned())
+}
 
 /// Registers every built-in callable.
 pub fn register_all(registry: &mut Registry) {
@@ -37,6 +59,9 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(pins::AddPin);
     registry.register(pins::RemovePin);
     registry.register(pins::ListPins);
+    registry.register(channels::CreateChannel);
+    registry.register(channels::EditChannel);
+    registry.register(channels::DeleteChannel);
     registry.register(attachments::DownloadAttachments);
     registry.register(workflows::CreateWorkflow);
     registry.register(workflows::ListWorkflows);

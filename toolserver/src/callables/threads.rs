@@ -1,7 +1,7 @@
 //! `surface.threads.*`: create, list, archive; and reopening an archived thread before a send.
 
 use async_trait::async_trait;
-use entity::{Mention, Snowflake};
+use entity::Snowflake;
 use protocol::{ErrorCode, ErrorKind};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -15,8 +15,6 @@ use crate::registry::{
 use crate::surface::{ChannelLocation, NewThread, SessionKind, ThreadInfo};
 use protocol::Effects;
 
-/// Discord's thread name limit, in characters.
-const MAX_NAME_CHARS: usize = 100;
 /// The inactivity periods Discord accepts, in minutes.
 const AUTO_ARCHIVE_MINUTES: [u32; 4] = [60, 1440, 4320, 10080];
 /// Most threads one listing answers.
@@ -53,7 +51,7 @@ struct ThreadList {
 
 fn thread_view(cx: &Invocation<'_>, thread: ThreadInfo) -> ThreadView {
     ThreadView {
-        token: cx.mapper().readable(Mention::Channel(thread.channel_id)),
+        token: cx.mapper().session_reference(thread.channel_id),
         channel_id: thread.channel_id,
         parent_channel_id: thread.parent_channel_id,
         name: thread.name,
@@ -146,15 +144,7 @@ impl Tool for CreateThread {
         _: &PlanContext<'_>,
         input: CreateThreadInput,
     ) -> Result<Planned<CreatePlan>, ToolError> {
-        let name = input.name.trim();
-        let chars = name.chars().count();
-        if chars == 0 || chars > MAX_NAME_CHARS {
-            return Err(ToolError::usage(
-                ErrorCode::InvalidInput,
-                format!("name must be 1 to {MAX_NAME_CHARS} characters, got {chars}"),
-            )
-            .with_details(json!({ "field": "name" })));
-        }
+        let name = super::channel_name(&input.name)?;
         if let Some(minutes) = input.auto_archive_minutes {
             if !AUTO_ARCHIVE_MINUTES.contains(&minutes) {
                 return Err(ToolError::usage(
@@ -173,7 +163,7 @@ impl Tool for CreateThread {
             .transpose()?;
         Ok(Planned::in_session(
             CreatePlan {
-                name: name.to_owned(),
+                name,
                 message_id,
                 auto_archive_minutes: input.auto_archive_minutes,
             },

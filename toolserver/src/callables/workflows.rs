@@ -237,6 +237,7 @@ impl Tool for CreateWorkflow {
                 field: field("sessionId"),
                 reference: Some(task.session_id.clone()),
                 spend: 0,
+                changes_channel: false,
             });
             tasks.push(NewTask {
                 // Filled with the resolved session once the pipeline allowed it.
@@ -252,6 +253,7 @@ impl Tool for CreateWorkflow {
             field: "the workflow resumes in the session that creates it".to_owned(),
             reference: None,
             spend: 0,
+            changes_channel: false,
         });
         Ok(Planned {
             plan: WorkflowPlan {
@@ -260,6 +262,7 @@ impl Tool for CreateWorkflow {
                 tasks,
             },
             sessions,
+            place: None,
         })
     }
 

@@ -730,7 +730,7 @@ async fn runs(State(core): Shared, operator: Operator) -> Result<Response, ToolE
         };
         active.push(json!({
             "sessionId": id.to_string(),
-            "session": session["token"].as_str().map_or_else(|| session["title"].clone(), |t| json!(format!("#{t}"))),
+            "session": session["reference"],
             "running": status.running.as_ref().map(trigger),
             "waiting": status.waiting.iter().map(trigger).collect::<Vec<_>>(),
         }));

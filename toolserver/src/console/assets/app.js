@@ -357,11 +357,13 @@ function markdown(text) {
   return out;
 }
 
+// A session as the server names it for typing back (`#ops`, `#release-checklist`,
+// `#channel_<id>`: its `reference`), never its raw title, which may hold spaces.
 function sessionLabel(s) {
   if (!s) return '';
-  if (s.token) return `#${s.token}`;
-  if (s.kind === 'dm') return `DM ${s.title || ''}`.trim();
-  return s.title ? `#${s.title}` : s.channelId;
+  const reference = s.reference || (s.token ? `#${s.token}` : s.channelId);
+  if (s.kind === 'dm' && s.title) return `${reference} (DM ${s.title})`;
+  return reference;
 }
 
 function sessionName(id) {
