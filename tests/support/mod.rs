@@ -412,6 +412,39 @@ pub fn pid_alive(pid: i32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// The live processes (zombies left out) whose process group is `pgid`, from `/proc`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            // After the command name in parentheses: state, ppid, pgrp.
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                let mut fields = stat
+                    .rsplit_once(')')
+                    .map_or("", |(_, rest)| rest)
+                    .split_whitespace();
+                let state = fields.next().unwrap_or("");
+                let pgrp = fields.nth(1).and_then(|g| g.parse::<i32>().ok());
+                !matches!(state, "Z" | "X") && pgrp == Some(pgid)
+            })
+        })
+        .collect()
+}
+
+/// Whether a process is alive and not a zombie.
+pub fn pid_running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !matches!(
+            stat.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().chars().next()),
+            Some(Some('Z' | 'X'))
+        )
+    })
+}
+
 /// Messages the bot posted (not the injected ones) in `channel`, as the fake holds them.
 pub fn bot_posts(fake: &Fake, channel: u64) -> Vec<Value> {
     let bot = demo::BOT.to_string();
