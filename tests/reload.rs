@@ -349,7 +349,11 @@ fn a_fifo_swapped_in_over_the_config_during_reloads_never_blocks_one() {
         std::thread::spawn(move || {
             let mut swaps = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let source = if swaps.is_multiple_of(2) { &fifo } else { &regular };
+                let source = if swaps.is_multiple_of(2) {
+                    &fifo
+                } else {
+                    &regular
+                };
                 let _ = std::fs::remove_file(&scratch);
                 if std::fs::hard_link(source, &scratch).is_ok() {
                     let _ = std::fs::rename(&scratch, &config);

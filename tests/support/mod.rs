@@ -445,6 +445,22 @@ pub fn pid_running(pid: i32) -> bool {
     })
 }
 
+/// The emoji the bot left on a message of `channel`, by name (a custom emoji's name, not its
+/// id), as the fake holds them.
+pub fn own_reactions(fake: &Fake, channel: u64, message: &str) -> Vec<String> {
+    fake.fake
+        .channel_messages(channel.into())
+        .expect("channel")
+        .into_iter()
+        .find(|m| m["id"] == message)
+        .and_then(|m| m["reactions"].as_array().cloned())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r["me"] == true)
+        .filter_map(|r| r["emoji"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
 /// Messages the bot posted (not the injected ones) in `channel`, as the fake holds them.
 pub fn bot_posts(fake: &Fake, channel: u64) -> Vec<Value> {
     let bot = demo::BOT.to_string();
