@@ -151,6 +151,9 @@ pub struct Interaction {
 /// One REST request as recorded for `GET /_fake/requests`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RecordedRequest {
+    /// When it arrived, in milliseconds since the Unix epoch by the fake's clock.
+    #[serde(default)]
+    pub at_ms: u64,
     /// The HTTP method (`POST`).
     pub method: String,
     /// The URL path as requested (`/api/v10/channels/1/messages`), without the query.
