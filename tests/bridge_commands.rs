@@ -828,13 +828,7 @@ fn an_edit_before_the_run_starts_updates_the_prompt_and_one_after_is_ignored() {
 #[test]
 fn with_trusted_users_other_peoples_lines_are_marked_untrusted_in_the_prompt() {
     // Tomas goes by Stanley's name; only Stanley's id is trusted.
-    let mut world = fake_discord::World::demo();
-    for user in &mut world.users {
-        if user.id.0 == demo::TOMAS {
-            user.global_name = Some("Stanley".into());
-        }
-    }
-    let fake = Fake::start_world(world);
+    let fake = Fake::start_world(support::world_where_tomas_goes_by("Stanley"));
     let dir = TempDir::new("bridge-trusted");
     let out = dir.path();
     let agent = prompt_agent(out, 0);

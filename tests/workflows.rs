@@ -257,13 +257,7 @@ fn a_timeout_resumes_with_no_answer_and_a_cancelled_workflow_never_resumes() {
 #[test]
 fn an_untrusted_answer_cannot_forge_a_trusted_line_in_the_resumed_prompt() {
     // Tomas goes by Stanley's name; only Stanley's id is trusted.
-    let mut world = fake_discord::World::demo();
-    for user in &mut world.users {
-        if user.id.0 == demo::TOMAS {
-            user.global_name = Some("Stanley".into());
-        }
-    }
-    let fake = Fake::start_world(world);
+    let fake = Fake::start_world(support::world_where_tomas_goes_by("Stanley"));
     let dir = TempDir::new("workflow-untrusted");
     let out = dir.path();
     let _sb = Switchboard::start_with(

@@ -97,6 +97,17 @@ pub fn tools_bin() -> &'static Path {
     })
 }
 
+/// The demo world in which Tomas's display name is `name` (his id stays his).
+pub fn world_where_tomas_goes_by(name: &str) -> World {
+    let mut world = World::demo();
+    for user in &mut world.users {
+        if user.id.0 == demo::TOMAS {
+            user.global_name = Some(name.to_owned());
+        }
+    }
+    world
+}
+
 /// A fake Discord with the demo world, on its own runtime (so the test thread may block).
 pub struct Fake {
     // Field order matters: the fake drops before the runtime that runs it.

@@ -792,6 +792,18 @@ mod tests {
         map
     }
 
+    /// One request on `route` through `limiter`, answered with `status`, `pairs` and `body`.
+    async fn answered(
+        limiter: &Limiter,
+        route: &Route,
+        status: u16,
+        pairs: &[(&'static str, &str)],
+        body: &Value,
+    ) {
+        let ticket = limiter.acquire(route).await.expect("a ticket");
+        limiter.complete(ticket, route, status, &headers(pairs), body);
+    }
+
     #[test]
     fn the_invalid_budget_is_a_share_of_discords_limit() {
         assert_eq!(LimiterOptions::default().invalid_budget, 5_000);
@@ -815,32 +827,32 @@ mod tests {
     async fn headroom_shows_the_tightest_buckets_the_global_window_and_invalid_answers() {
         let limiter = Limiter::new(LimiterOptions::with_invalid_percent(1));
         let send = Route::of(&reqwest::Method::POST, "/channels/42/messages");
-        let ticket = limiter.acquire(&send).await.expect("a ticket");
-        limiter.complete(
-            ticket,
+        answered(
+            &limiter,
             &send,
             200,
-            &headers(&[
+            &[
                 ("x-ratelimit-bucket", "abc"),
                 ("x-ratelimit-limit", "5"),
                 ("x-ratelimit-remaining", "1"),
                 ("x-ratelimit-reset-after", "2"),
-            ]),
+            ],
             &Value::Null,
-        );
+        )
+        .await;
         let hook = Route::of(&reqwest::Method::POST, "/webhooks/7/very-secret-token");
-        let ticket = limiter.acquire(&hook).await.expect("a ticket");
-        limiter.complete(
-            ticket,
+        answered(
+            &limiter,
             &hook,
             403,
-            &headers(&[
+            &[
                 ("x-ratelimit-limit", "30"),
                 ("x-ratelimit-remaining", "29"),
                 ("x-ratelimit-reset-after", "60"),
-            ]),
+            ],
             &Value::Null,
-        );
+        )
+        .await;
         let headroom = limiter.headroom();
         assert_eq!(headroom.buckets.len(), 2, "{headroom:?}");
         let tightest = &headroom.buckets[0];
@@ -953,12 +965,11 @@ mod tests {
         let send = Route::of(&reqwest::Method::POST, "/channels/42/messages");
         // A global 429 that also carries the route's headers as spent (as a careless server
         // might): only the global limit pauses, for its 227 ms.
-        let ticket = limiter.acquire(&send).await.expect("a ticket");
-        limiter.complete(
-            ticket,
+        answered(
+            &limiter,
             &send,
             429,
-            &headers(&[
+            &[
                 ("x-ratelimit-global", "true"),
                 ("x-ratelimit-scope", "global"),
                 ("x-ratelimit-bucket", "abc"),
@@ -966,9 +977,10 @@ mod tests {
                 ("x-ratelimit-remaining", "0"),
                 ("x-ratelimit-reset-after", "5.0"),
                 ("retry-after", "1"),
-            ]),
+            ],
             &serde_json::json!({"message": "You are being rate limited.", "retry_after": 0.227, "global": true}),
-        );
+        )
+        .await;
         let started = Instant::now();
         let ticket = limiter.acquire(&send).await.expect("a ticket");
         let waited = started.elapsed();
@@ -978,20 +990,20 @@ mod tests {
         );
         limiter.complete(ticket, &send, 200, &HeaderMap::new(), &Value::Null);
         // A route's own 429 holds its bucket, not the others.
-        let ticket = limiter.acquire(&send).await.expect("a ticket");
-        limiter.complete(
-            ticket,
+        answered(
+            &limiter,
             &send,
             429,
-            &headers(&[
+            &[
                 ("x-ratelimit-scope", "user"),
                 ("x-ratelimit-bucket", "abc"),
                 ("x-ratelimit-limit", "5"),
                 ("x-ratelimit-remaining", "0"),
                 ("x-ratelimit-reset-after", "2.0"),
-            ]),
+            ],
             &serde_json::json!({"retry_after": 2.0, "global": false}),
-        );
+        )
+        .await;
         let other = Route::of(&reqwest::Method::POST, "/channels/43/messages");
         let started = Instant::now();
         let ticket = limiter.acquire(&other).await.expect("another channel");
