@@ -17,8 +17,8 @@
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use tracing::field::{Field, Visit};
-use tracing::{Event, Level, Subscriber};
-use tracing_subscriber::filter::{Filtered, Targets};
+use tracing::{Event, Level, Metadata, Subscriber};
+use tracing_subscriber::filter::{FilterFn, Filtered};
 use tracing_subscriber::layer::{Context, Layer};
 
 /// What a watcher does when serenity gives a session up.
@@ -99,18 +99,28 @@ impl<S: Subscriber> Layer<S> for SessionLostLayer {
     }
 }
 
+/// The layer's filter: serenity's gateway log lines at INFO and above, and never its spans
+/// (the binary keeps those off: one records every gateway event with `Debug`).
+type GatewayLines = FilterFn<fn(&Metadata<'_>) -> bool>;
+
+fn gateway_lines(meta: &Metadata<'_>) -> bool {
+    meta.is_event()
+        && *meta.level() <= Level::INFO
+        && meta.target().starts_with("serenity::gateway")
+}
+
 /// [`layer`] telling `watchers`.
-fn layer_for<S>(watchers: Arc<Watchers>) -> Filtered<SessionLostLayer, Targets, S>
+fn layer_for<S>(watchers: Arc<Watchers>) -> Filtered<SessionLostLayer, GatewayLines, S>
 where
     S: Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
-    SessionLostLayer { watchers }
-        .with_filter(Targets::new().with_target("serenity::gateway", Level::INFO))
+    let filter: GatewayLines = FilterFn::new(gateway_lines);
+    SessionLostLayer { watchers }.with_filter(filter)
 }
 
-/// The layer, filtered to serenity's gateway lines at INFO and above: install it beside the
-/// log output, before the gateway starts.
-pub fn layer<S>() -> Filtered<SessionLostLayer, Targets, S>
+/// The layer, filtered to serenity's gateway lines at INFO and above (no spans): install it
+/// beside the log output, before the gateway starts.
+pub fn layer<S>() -> Filtered<SessionLostLayer, GatewayLines, S>
 where
     S: Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
@@ -146,6 +156,10 @@ mod tests {
             // Other lines, and the same words from elsewhere, are not signals.
             tracing::info!(target: "serenity::gateway::shard", "[0] Received a Hello");
             tracing::info!(target: "switchboard", "Restarting shard 0");
+            tracing::debug!(target: "serenity::gateway::bridge::shard_manager", "Restarting shard 0");
+            // serenity's spans stay off: this layer must not turn them on.
+            let span = tracing::info_span!(target: "serenity::gateway::shard", "handle_event");
+            assert!(span.is_disabled());
         });
         assert_eq!(counting.0.load(Ordering::SeqCst), 2);
         drop(watcher);
