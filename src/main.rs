@@ -59,5 +59,9 @@ fn init_logging() {
                 .with_writer(std::io::stderr)
                 .with_filter(filter.and(not_serenity_spans)),
         )
+        // Not a log output: how `/health` learns that serenity gave a gateway session up
+        // (an op 9) before anything else says so. It reads two of serenity's lines whatever
+        // RUST_LOG keeps.
+        .with(bot::session_lost::layer())
         .init();
 }

@@ -69,21 +69,15 @@ impl ConfigReloader {
         }
     }
 
-    /// Whether the file is there and holds nothing but white space.
+    /// Whether the file is there, a regular file, and holds nothing but white space. (Read as
+    /// the config is read: whatever was swapped in at the path, the read never blocks.)
     async fn is_blank(&self) -> bool {
         let path = self.path.clone();
         let read = tokio::task::spawn_blocking(move || {
-            let metadata = std::fs::metadata(&path).ok()?;
-            if !metadata.is_file() || metadata.len() > 4096 {
-                return Some(false);
-            }
-            let bytes = std::fs::read(&path).ok()?;
-            Some(bytes.iter().all(u8::is_ascii_whitespace))
+            switchboard_config::read_config_file(&path)
+                .is_ok_and(|bytes| bytes.iter().all(u8::is_ascii_whitespace))
         });
-        matches!(
-            tokio::time::timeout(READ_TIMEOUT, read).await,
-            Ok(Ok(Some(true)))
-        )
+        matches!(tokio::time::timeout(READ_TIMEOUT, read).await, Ok(Ok(true)))
     }
 
     /// Reads and validates the file: the config, or every problem as `check-config` prints it.

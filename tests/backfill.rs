@@ -125,6 +125,55 @@ fn an_invalid_session_storm_loses_no_message() {
 }
 
 #[test]
+fn health_is_not_ready_from_an_op_9_until_the_next_session_is() {
+    let fake = Fake::start();
+    let dir = TempDir::new("op9-health");
+    let sb = Switchboard::start(&fake, dir.path(), &Allow::default());
+    assert_eq!(health(&sb)["discord"], "ready");
+    let identified = fake.fake.state().sessions_identified;
+    let sent = fake
+        .fake
+        .inject_fault(gateway_fault(GatewayFaultKind::InvalidSession))
+        .expect("op 9");
+    assert_eq!(sent, 1, "the op 9 reached the connection");
+    // serenity waits about five seconds before it identifies again: all that time the gateway
+    // is not live, and /health must not say it is.
+    let left = poll("/health to leave ready", Duration::from_secs(3), || {
+        let state = health(&sb)["discord"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        (state != "ready").then_some(state)
+    });
+    assert!(
+        left == "resuming" || left == "connecting",
+        "{left}\n{}",
+        sb.stderr()
+    );
+    let mut polls = 0;
+    poll("the next identify", Duration::from_secs(30), || {
+        // Read in this order: a ready seen before the identify is counted is a lie.
+        let state = health(&sb)["discord"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if fake.fake.state().sessions_identified > identified {
+            return Some(());
+        }
+        polls += 1;
+        assert_ne!(state, "ready", "after {polls} polls:\n{}", sb.stderr());
+        None
+    });
+    assert!(
+        polls > 5,
+        "only {polls} polls before the identify: the window was not watched"
+    );
+    poll("/health ready again", Duration::from_secs(30), || {
+        (health(&sb)["discord"] == "ready").then_some(())
+    });
+}
+
+#[test]
 fn two_hundred_messages_posted_while_down_are_all_there_and_mentions_answered_once() {
     let fake = Fake::start();
     let dir = TempDir::new("down-200");

@@ -271,8 +271,12 @@ fn a_tool_call_lands_in_discord_and_the_final_answer_replies_to_the_trigger() {
     let last_turn = first_messages.last().unwrap();
     assert_eq!(last_turn["role"], "user", "{first}");
     assert_eq!(
-        last_turn["content"], "Stanley: @switchboard warn the release room",
-        "the trigger's canonical text is the last turn"
+        last_turn["content"],
+        format!(
+            "Stanley (user {}): @switchboard warn the release room",
+            demo::STANLEY
+        ),
+        "the trigger's canonical text is the last turn, its author named with their id"
     );
     let tools = first["tools"].as_array().expect("tools offered");
     let send = tools

@@ -124,6 +124,98 @@ fn send_rewrites_mentions_and_never_pings_everyone() {
 }
 
 #[test]
+fn a_send_names_each_mention_it_could_not_make_and_why() {
+    let fake = Fake::start();
+    let dir = TempDir::new("send-warnings");
+    let sb = Switchboard::start(&fake, dir.path(), &Allow::default());
+    let out = sb.tools(&[
+        "surface.messages.send",
+        "--session-id=#ops",
+        "--output=json",
+        "hello @Nobody and #nochannel; @Stanley, see #release-room and #secret, @everyone",
+    ]);
+    let answer = out.json();
+    assert_eq!(
+        answer["messageIds"].as_array().map(Vec::len),
+        Some(1),
+        "{answer}"
+    );
+    let warnings = answer["warnings"].as_array().expect("warnings");
+    let pairs: Vec<(&str, &str)> = warnings
+        .iter()
+        .map(|w| {
+            (
+                w["token"].as_str().unwrap_or_default(),
+                w["reason"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            ("@Nobody", "unknown_name"),
+            ("#nochannel", "unknown_channel"),
+            ("@everyone", "mass_mention"),
+            ("#secret", "channel_not_allowed"),
+        ],
+        "{answer}"
+    );
+    for warning in warnings {
+        let message = warning["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with(warning["token"].as_str().unwrap_or("?")),
+            "{warning}"
+        );
+    }
+    // What was posted: the known ones became mentions, the rest stayed text.
+    let posts = fake.requests_to("POST", &messages_path(demo::OPS));
+    let content = posts.last().and_then(|p| p.body.as_ref()).expect("a post")["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        content.starts_with("hello @Nobody and #nochannel; <@1000000000000000101>"),
+        "{content}"
+    );
+
+    // A clean send has no warnings at all; the text output shows them one line each.
+    let clean = sb
+        .tools(&[
+            "surface.messages.send",
+            "--session-id=#ops",
+            "--output=json",
+            "thanks @Stanley",
+        ])
+        .json();
+    assert!(clean.get("warnings").is_none(), "{clean}");
+    let text = sb.tools(&[
+        "surface.messages.send",
+        "--session-id=#ops",
+        "--output=text",
+        "bye @Nobody",
+    ]);
+    assert_eq!(text.code, Some(0), "{text:?}");
+    assert!(
+        text.stdout
+            .contains("warning (unknown_name): @Nobody is no user, role or alias"),
+        "{text:?}"
+    );
+    // An edit says the same.
+    let id = answer["messageIds"][0].as_str().expect("id").to_owned();
+    let edited = sb
+        .tools(&[
+            "surface.messages.edit",
+            "--session-id=#ops",
+            &format!("--message-id={id}"),
+            "--output=json",
+            "hello @Nobody",
+        ])
+        .json();
+    assert_eq!(edited["ok"], true, "{edited}");
+    assert_eq!(edited["warnings"][0]["reason"], "unknown_name", "{edited}");
+}
+
+#[test]
 fn edit_applies_outbound_rewrite_and_delete_removes_from_list() {
     let fake = Fake::start();
     let dir = TempDir::new("edit");

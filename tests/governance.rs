@@ -792,3 +792,108 @@ fn an_approval_left_pending_at_a_restart_comes_back_expired_never_granted() {
     assert!(approve.is_err(), "its buttons are disabled");
     assert_eq!(posted(&fake, demo::RELEASE_ROOM, "across a restart"), 0);
 }
+
+#[test]
+fn a_hook_killed_at_its_timeout_leaves_no_process_and_an_oversized_answer_fails_at_once() {
+    let fake = Fake::start();
+    let dir = TempDir::new("gov-hook-group");
+    let out = dir.path();
+    // Leaves two sleeps in the background, then never answers.
+    let slow = support::script(
+        out,
+        "slow.sh",
+        &format!(
+            "echo $$ >> {d}/leaders\nsleep 300 & echo $! >> {d}/children\nsleep 300 & echo $! >> {d}/children\nsleep 300",
+            d = out.display()
+        ),
+    );
+    // Answers 2 MB, then would sit until its minute is up.
+    let big = support::script(
+        out,
+        "big.sh",
+        "cat >/dev/null; yes | head -c 2000000; sleep 300",
+    );
+    let extra = format!(
+        r#"
+[[hooks.before]]
+tool = "surface.messages.send"
+command = ["{slow}"]
+timeout_ms = 500
+
+[[hooks.before]]
+tool = "surface.reactions.add"
+command = ["{big}"]
+timeout_ms = 60000
+"#,
+        slow = slow.display(),
+        big = big.display()
+    );
+    let sb = start(&fake, out, &extra, &[]);
+    let calls = 3;
+    for n in 0..calls {
+        let sent = sb.tools(&[
+            "surface.messages.send",
+            "--session-id=#ops",
+            &format!("hello {n}"),
+        ]);
+        assert_ne!(sent.code, Some(0), "{sent:?}");
+        assert!(sent.stderr.contains("hook_failed"), "{sent:?}");
+    }
+    let read_pids = |file: &str| -> Vec<i32> {
+        std::fs::read_to_string(out.join(file))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.trim().parse().ok())
+            .collect()
+    };
+    let leaders = read_pids("leaders");
+    let children = read_pids("children");
+    assert_eq!(leaders.len(), calls, "each call ran the hook once");
+    assert_eq!(children.len(), 2 * calls, "each hook left two sleeps");
+    // Killed with its whole group: nothing of any hook is left, in its group or outside it.
+    poll(
+        "every hook process to be gone",
+        Duration::from_secs(10),
+        || {
+            let left: Vec<i32> = children
+                .iter()
+                .chain(&leaders)
+                .copied()
+                .filter(|&pid| support::pid_running(pid))
+                .chain(
+                    leaders
+                        .iter()
+                        .flat_map(|&leader| support::group_members(leader)),
+                )
+                .collect();
+            left.is_empty().then_some(())
+        },
+    );
+    assert!(
+        fake.requests_to("POST", &format!("/api/v10/channels/{}/messages", demo::OPS))
+            .is_empty(),
+        "a refused send reached Discord"
+    );
+
+    // Over a mebibyte fails at once, not after the hook's minute.
+    let id = fake.post(demo::OPS, demo::STANLEY, "react to me");
+    sb.wait_listed("#ops", std::slice::from_ref(&id), WAIT);
+    let started = Instant::now();
+    let reacted = sb.tools(&[
+        "surface.reactions.add",
+        "--session-id=#ops",
+        &format!("--message-id={id}"),
+        "✅",
+    ]);
+    // Generous: the hook's timeout is 60 s; the answer was too large within a second.
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "took {:?}: {reacted:?}",
+        started.elapsed()
+    );
+    assert!(reacted.stderr.contains("hook_failed"), "{reacted:?}");
+    assert!(
+        reacted.stderr.contains("more than 1048576 bytes"),
+        "{reacted:?}"
+    );
+}

@@ -320,3 +320,68 @@ fn sighup_the_cli_and_the_route_reload_and_only_the_operator_may() {
     let out = switchboard_cli(&["reload", "--url", "http://127.0.0.1:9"], &env);
     assert_eq!(out.status.code(), Some(6), "{out:?}");
 }
+
+#[test]
+fn a_fifo_swapped_in_over_the_config_during_reloads_never_blocks_one() {
+    let fake = Fake::start();
+    let dir = TempDir::new("reload-fifo");
+    let sb = start(&fake, dir.path());
+    let config = sb.config.clone();
+    let regular = dir.path().join("regular.toml");
+    std::fs::copy(&config, &regular).expect("copy the config");
+    let fifo = dir.path().join("config.fifo");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("run mkfifo");
+    assert!(made.success(), "mkfifo failed");
+    // The config path flips between the regular file and the FIFO as fast as it can, so some
+    // reload finds a regular file at the path and a FIFO when it opens it.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (stop, config, regular, fifo) = (
+            std::sync::Arc::clone(&stop),
+            config.clone(),
+            regular.clone(),
+            fifo.clone(),
+        );
+        let scratch = dir.path().join("swap.tmp");
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let source = if swaps.is_multiple_of(2) {
+                    &fifo
+                } else {
+                    &regular
+                };
+                let _ = std::fs::remove_file(&scratch);
+                if std::fs::hard_link(source, &scratch).is_ok() {
+                    let _ = std::fs::rename(&scratch, &config);
+                }
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let mut answers = std::collections::BTreeMap::<u16, usize>::new();
+    let mut slowest = Duration::ZERO;
+    for _ in 0..300 {
+        let started = Instant::now();
+        let (status, body) = post_reload(&sb, Some(&sb.token));
+        let took = started.elapsed();
+        slowest = slowest.max(took);
+        // Generous: a reload blocked on the FIFO answers only after its 10 s read timeout.
+        assert!(
+            took < Duration::from_secs(5),
+            "a reload took {took:?} ({status} {body}): it blocked on the FIFO"
+        );
+        *answers.entry(status).or_default() += 1;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let swaps = swapper.join().expect("the swapper");
+    assert!(swaps > 300, "the path flipped only {swaps} times");
+    // Back to a regular file: reloads work as before.
+    replace_config(&config, std::fs::read(&regular).expect("read the copy"));
+    let (status, body) = post_reload(&sb, Some(&sb.token));
+    assert_eq!(status, 200, "{body} after {answers:?}, slowest {slowest:?}");
+}

@@ -12,7 +12,8 @@ use std::time::Duration;
 use fake_discord::demo;
 use serde_json::Value;
 use support::{
-    agent_log, bot_posts, command_agent, poll, script, Allow, Fake, Switchboard, TempDir,
+    agent_log, bot_posts, command_agent, own_reactions, poll, script, Allow, Fake, Switchboard,
+    TempDir,
 };
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
@@ -47,21 +48,6 @@ fn thread_posts(fake: &Fake, thread: &str) -> Option<Vec<Value>> {
     let id: u64 = thread.parse().expect("an id");
     fake.fake.channel_messages(id.into()).ok()?;
     Some(bot_posts(fake, id))
-}
-
-/// The emoji the bot left on a message of `channel`.
-fn own_reactions(fake: &Fake, channel: u64, message: &str) -> Vec<String> {
-    fake.fake
-        .channel_messages(channel.into())
-        .expect("channel")
-        .into_iter()
-        .find(|m| m["id"] == message)
-        .and_then(|m| m["reactions"].as_array().cloned())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|r| r["me"] == true)
-        .filter_map(|r| r["emoji"]["name"].as_str().map(str::to_owned))
-        .collect()
 }
 
 fn start(fake: &Fake, dir: &Path, mode: &str) -> Switchboard {

@@ -131,3 +131,188 @@ fn a_burst_of_40_sends_to_one_channel_waits_for_the_bucket_and_earns_no_429() {
         elapsed.as_secs_f64() / ideal.as_secs_f64()
     );
 }
+
+/// Channels the start-up test allows (each with history to fetch).
+const MANY_CHANNELS: u64 = 35;
+/// Messages already in each of them: more than a page, so each takes two requests.
+const HISTORY: usize = 120;
+
+/// The demo world plus `MANY_CHANNELS` text channels in its guild; their ids.
+fn world_with_many_channels() -> (fake_discord::World, Vec<u64>) {
+    let mut world = fake_discord::World::demo();
+    let ids: Vec<u64> = (0..MANY_CHANNELS)
+        .map(|n| 1_000_000_000_000_010_000 + n)
+        .collect();
+    for (n, id) in ids.iter().enumerate() {
+        world.guilds[0].channels.push(fake_discord::ChannelSpec {
+            id: (*id).into(),
+            name: format!("busy-{n}"),
+            kind: 0,
+            parent_id: None,
+            topic: None,
+            bot_can_see: true,
+            bot_can_send: true,
+            bot_can_manage_messages: false,
+            archived: false,
+        });
+    }
+    (world, ids)
+}
+
+#[test]
+fn thirty_five_channels_of_history_and_the_first_sends_earn_no_global_429() {
+    let (world, channels) = world_with_many_channels();
+    let fake = Fake::start_world(world);
+    for &channel in &channels {
+        for n in 0..HISTORY {
+            fake.post(channel, demo::TOMAS, &format!("history {n}"));
+        }
+    }
+    let dir = TempDir::new("many-channels");
+    let sb = Arc::new(Switchboard::start_sections(
+        &fake,
+        dir.path(),
+        &Allow {
+            // #ops too: the harness waits until its thread is listed.
+            channels: channels.iter().copied().chain([demo::OPS]).collect(),
+            dms: false,
+        },
+        Sections {
+            extra: QUOTAS_OUT_OF_THE_WAY,
+            ..Sections::default()
+        },
+    ));
+    // `/health` says ready once the backfill caught up; sends to ten channels at once follow.
+    let sends: Vec<_> = channels
+        .iter()
+        .take(10)
+        .map(|&channel| {
+            let sb = Arc::clone(&sb);
+            std::thread::spawn(move || {
+                sb.tools(&[
+                    "surface.messages.send",
+                    &format!("--session-id={channel}"),
+                    "first words",
+                ])
+            })
+        })
+        .collect();
+    for send in sends {
+        let out = send.join().expect("a send thread");
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
+    let log = sb.stderr();
+    assert!(log.contains("backfill caught up"), "{log}");
+    let requests = fake.fake.requests();
+    let gateway: Vec<_> = requests
+        .iter()
+        .filter(|r| r.path.ends_with("/gateway") || r.path.ends_with("/gateway/bot"))
+        .collect();
+    assert_eq!(
+        gateway.len(),
+        1,
+        "serenity asks for the gateway once: {gateway:?}"
+    );
+    let fetched = requests
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.ends_with("/messages"))
+        .count();
+    assert!(
+        fetched > 2 * MANY_CHANNELS as usize,
+        "the history took {fetched} requests: too few to fill a second"
+    );
+    let refused: Vec<_> = requests.iter().filter(|r| r.status == 429).collect();
+    assert!(
+        refused.is_empty(),
+        "{} requests were refused with 429 ({} GETs of history): {:?}\n{}",
+        refused.len(),
+        fetched,
+        refused.iter().take(5).collect::<Vec<_>>(),
+        log.lines()
+            .filter(|l| l.contains("429"))
+            .take(5)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(!log.contains("Discord answered 429"), "{log}");
+}
+
+#[test]
+fn a_global_429_waits_for_the_global_limit_not_the_routes_window() {
+    // A fake whose global limit (5 a second) is far under switchboard's (50): a burst of sends
+    // earns global 429s, each to be waited out for the rest of the fake's second.
+    let fake = Fake::start_with(
+        fake_discord::World::demo(),
+        fake_discord::FakeOptions {
+            rate_limits: fake_discord::RateLimits {
+                global_per_second: 5,
+                ..fake_discord::RateLimits::discord()
+            },
+            ..fake_discord::FakeOptions::default()
+        },
+    );
+    let dir = TempDir::new("global-429");
+    let sb = Arc::new(Switchboard::start_sections(
+        &fake,
+        dir.path(),
+        &Allow::default(),
+        Sections {
+            extra: QUOTAS_OUT_OF_THE_WAY,
+            ..Sections::default()
+        },
+    ));
+    // Start-up is over, and its requests out of the fake's window.
+    std::thread::sleep(Duration::from_millis(1500));
+    fake.fake.clear_requests();
+    let sends: Vec<_> = (0..8)
+        .map(|n| {
+            let sb = Arc::clone(&sb);
+            let session = if n % 2 == 0 { "#ops" } else { "#release-room" };
+            std::thread::spawn(move || {
+                sb.tools(&[
+                    "surface.messages.send",
+                    &format!("--session-id={session}"),
+                    &format!("burst {n}"),
+                ])
+            })
+        })
+        .collect();
+    for send in sends {
+        let out = send.join().expect("a send thread");
+        assert_eq!(out.code, Some(0), "{out:?}\n{}", sb.stderr());
+    }
+    // Each refused post was sent again: how long after, by the fake's clock.
+    let posts: Vec<_> = fake
+        .fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/messages"))
+        .collect();
+    let text = |r: &fake_discord::RecordedRequest| {
+        r.body
+            .as_ref()
+            .and_then(|b| b["content"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut gaps = Vec::new();
+    for (at, refused) in posts.iter().enumerate().filter(|(_, r)| r.status == 429) {
+        let again = posts[at + 1..]
+            .iter()
+            .find(|r| text(r) == text(refused))
+            .unwrap_or_else(|| panic!("{} was never sent again: {posts:?}", text(refused)));
+        gaps.push(Duration::from_millis(again.at_ms - refused.at_ms));
+    }
+    assert!(
+        !gaps.is_empty(),
+        "the burst earned no 429: the test proves nothing ({posts:?})"
+    );
+    // A global 429 asks to wait the rest of the fake's second; the route's window (5 s for
+    // sends) must not be waited out. A generous bound between the two.
+    let longest = gaps.iter().max().copied().unwrap_or_default();
+    assert!(
+        longest < Duration::from_millis(2500),
+        "a refused send went again only after {longest:?} ({gaps:?}): its route waited the window\n{}",
+        sb.stderr()
+    );
+}

@@ -380,3 +380,68 @@ fn reactions_list_shows_emoji_as_characters() {
     assert!(text.contains("👍"), "{listed}");
     assert!(!text.contains('%'), "{listed}");
 }
+
+#[test]
+fn reactions_take_shortcodes_custom_emoji_and_unicode() {
+    let fake = Fake::start();
+    let dir = TempDir::new("reaction-forms");
+    let sb = Switchboard::start(&fake, dir.path(), &Allow::default());
+    let id = fake.post(demo::OPS, demo::STANLEY, "we shipped");
+    sb.wait_listed("#ops", std::slice::from_ref(&id), INGEST);
+    let message = format!("--message-id={id}");
+    let shipit = format!("<:shipit:{}>", demo::SHIPIT_EMOJI);
+    for emoji in [":tada:", "✅", shipit.as_str(), ":+1:"] {
+        let out = sb.tools(&[
+            "surface.reactions.add",
+            "--session-id=#ops",
+            &message,
+            emoji,
+        ]);
+        assert_eq!(out.code, Some(0), "{emoji}: {out:?}");
+    }
+    let mut left = support::own_reactions(&fake, demo::OPS, &id);
+    left.sort();
+    let mut expected = vec!["🎉", "✅", "shipit", "👍"];
+    expected.sort_unstable();
+    assert_eq!(left, expected);
+    // The same forms take a reaction back.
+    let out = sb.tools(&[
+        "surface.reactions.remove",
+        "--session-id=#ops",
+        &message,
+        ":tada:",
+    ]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(!support::own_reactions(&fake, demo::OPS, &id).contains(&"🎉".to_owned()));
+
+    // What is no emoji is refused before Discord is asked.
+    let reactions = format!("/api/v10/channels/{}/messages/{id}/reactions", demo::OPS);
+    let asked_before = fake
+        .fake
+        .requests()
+        .iter()
+        .filter(|r| r.path.starts_with(&reactions))
+        .count();
+    for bad in [":nosuchemoji:", "thumbsup", "<:x:1>", "é"] {
+        let out = sb.tools(&["surface.reactions.add", "--session-id=#ops", &message, bad]);
+        let error = error(&out, 2);
+        assert_eq!(error["code"], "invalid_emoji", "{bad}: {out:?}");
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(":tada:"),
+            "{out:?}"
+        );
+    }
+    let asked_after = fake
+        .fake
+        .requests()
+        .iter()
+        .filter(|r| r.path.starts_with(&reactions))
+        .count();
+    assert_eq!(
+        asked_before, asked_after,
+        "an invalid emoji reached Discord"
+    );
+}

@@ -752,13 +752,13 @@ impl Bridge {
                     input
                 };
                 let spec = CommandSpec {
-                    program: program.clone(),
-                    args: args.clone(),
-                    cwd: cwd.clone(),
-                    timeout: config.timeout,
+                    cwd: Some(cwd.clone()),
                     env: self.environment(&answering, trigger, &token, &request_id, &cwd),
-                    progress: draft.as_ref().map(stream::Draft::sender),
+                    stderr_lines: draft
+                        .as_ref()
+                        .map(|draft| command::progress_sink(draft.sender())),
                     started: Some(spawned),
+                    ..CommandSpec::new(program.clone(), args.clone(), config.timeout)
                 };
                 let outcome = run_command_with(&spec, prompt, aborted).await;
                 announce();
@@ -1058,6 +1058,18 @@ fn command_answer(
         Ok(RunOutcome::Aborted { stderr, .. }) => {
             log_stderr(run, &stderr);
             Answer::Aborted
+        }
+        // The agent's stdout is truncated, never failed on.
+        Ok(RunOutcome::Overflowed { stderr, .. }) => {
+            log_stderr(run, &stderr);
+            Answer::Failed("the agent's answer was too long".to_owned())
+        }
+        Err(error @ command::RunnerError::Spawn { .. }) => {
+            tracing::error!(
+                run,
+                "the agent command did not start: {error}. Check agent.command and agent.cwd"
+            );
+            Answer::Failed("the agent could not start".to_owned())
         }
         Err(error) => {
             tracing::error!(run, "{error}");

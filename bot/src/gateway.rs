@@ -697,7 +697,6 @@ const STALL_EXPLAINED_AFTER: Duration = Duration::from_secs(30);
 /// without a ready session.
 pub struct StageWatcher {
     state: Arc<StageState>,
-    stall_after: Duration,
 }
 
 struct StageState {
@@ -711,6 +710,20 @@ struct StageState {
     ready: AtomicBool,
     /// Explanations logged (for tests).
     explained: AtomicU32,
+    /// How long without a ready session before the close codes are explained.
+    stall_after: Duration,
+}
+
+impl crate::session_lost::SessionLost for StageState {
+    /// serenity gives the session up (an op 9, a failed resume): not ready until the next
+    /// session is, whatever the old one's stage still says.
+    fn session_lost(self: Arc<Self>) {
+        if !self.ready.load(Ordering::Relaxed) {
+            return;
+        }
+        tracing::info!("the gateway session was given up; identifying afresh");
+        stage_changed(&self, ConnectionStage::Resuming);
+    }
 }
 
 impl StageWatcher {
@@ -723,16 +736,19 @@ impl StageWatcher {
 
     /// [`StageWatcher::new`], explaining a stall after `stall_after`.
     pub fn with_stall(connection: Arc<Connection>, stall_after: Duration) -> StageWatcher {
-        StageWatcher {
-            state: Arc::new(StageState {
-                connection,
-                was_ready: AtomicBool::new(false),
-                outage: AtomicU64::new(0),
-                ready: AtomicBool::new(false),
-                explained: AtomicU32::new(0),
-            }),
+        let state = Arc::new(StageState {
+            connection,
+            was_ready: AtomicBool::new(false),
+            outage: AtomicU64::new(0),
+            ready: AtomicBool::new(false),
+            explained: AtomicU32::new(0),
             stall_after,
-        }
+        });
+        // serenity tells no handler when it gives a session up to identify afresh (an op 9):
+        // its log does, and `session_lost` reads it.
+        let lost: Arc<dyn crate::session_lost::SessionLost> = state.clone();
+        crate::session_lost::register(Arc::downgrade(&lost));
+        StageWatcher { state }
     }
 
     /// How many times a stall was explained.
@@ -740,42 +756,50 @@ impl StageWatcher {
         self.state.explained.load(Ordering::Relaxed)
     }
 
-    /// The shard moved to `stage`. Must run inside a tokio runtime (the stall timer).
+    /// The shard moved to `stage`. The stall timer runs on the current tokio runtime, if any.
     pub fn stage_changed(&self, stage: ConnectionStage) {
-        let state = &self.state;
-        if stage == ConnectionStage::Connected {
-            state.was_ready.store(true, Ordering::Relaxed);
-            if !state.ready.swap(true, Ordering::Relaxed) {
-                state.outage.fetch_add(1, Ordering::Relaxed);
-            }
-            // `ready` and `backfilling` are set by the ingest once READY and every GUILD_CREATE
-            // are applied.
-            return;
-        }
-        state.connection.set(match stage {
-            ConnectionStage::Disconnected => ConnectionState::Down,
-            _ if state.was_ready.load(Ordering::Relaxed) => ConnectionState::Resuming,
-            _ => ConnectionState::Connecting,
-        });
-        let first_change =
-            state.ready.swap(false, Ordering::Relaxed) || state.outage.load(Ordering::Relaxed) == 0;
-        if !first_change {
-            return;
-        }
-        let outage = state.outage.fetch_add(1, Ordering::Relaxed) + 1;
-        let (state, stall_after) = (Arc::clone(state), self.stall_after);
-        tokio::spawn(async move {
-            tokio::time::sleep(stall_after).await;
-            if state.outage.load(Ordering::Relaxed) != outage {
-                return;
-            }
-            state.explained.fetch_add(1, Ordering::Relaxed);
-            tracing::error!(
-                seconds = stall_after.as_secs(),
-                "the gateway has had no ready session for a while; serenity's warnings above name the close code: 4012 means Discord no longer accepts this build's gateway version (upgrade switchboard), 4008 that it sends too fast, 4000 an error on Discord's side (it usually passes); no close code means Discord cannot be reached"
-            );
-        });
+        stage_changed(&self.state, stage);
     }
+}
+
+/// `state`'s shard moved to `stage` (see [`StageWatcher::stage_changed`]).
+fn stage_changed(state: &Arc<StageState>, stage: ConnectionStage) {
+    if stage == ConnectionStage::Connected {
+        state.was_ready.store(true, Ordering::Relaxed);
+        if !state.ready.swap(true, Ordering::Relaxed) {
+            state.outage.fetch_add(1, Ordering::Relaxed);
+        }
+        // `ready` and `backfilling` are set by the ingest once READY and every GUILD_CREATE
+        // are applied.
+        return;
+    }
+    state.connection.set(match stage {
+        ConnectionStage::Disconnected => ConnectionState::Down,
+        _ if state.was_ready.load(Ordering::Relaxed) => ConnectionState::Resuming,
+        _ => ConnectionState::Connecting,
+    });
+    let first_change =
+        state.ready.swap(false, Ordering::Relaxed) || state.outage.load(Ordering::Relaxed) == 0;
+    if !first_change {
+        return;
+    }
+    let outage = state.outage.fetch_add(1, Ordering::Relaxed) + 1;
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let state = Arc::clone(state);
+    runtime.spawn(async move {
+        let stall_after = state.stall_after;
+        tokio::time::sleep(stall_after).await;
+        if state.outage.load(Ordering::Relaxed) != outage {
+            return;
+        }
+        state.explained.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(
+            seconds = stall_after.as_secs(),
+            "the gateway has had no ready session for a while; serenity's warnings above name the close code: 4012 means Discord no longer accepts this build's gateway version (upgrade switchboard), 4008 that it sends too fast, 4000 an error on Discord's side (it usually passes); no close code means Discord cannot be reached"
+        );
+    });
 }
 
 #[async_trait]

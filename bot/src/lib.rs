@@ -35,6 +35,7 @@ pub mod observe;
 pub mod payload;
 pub mod rest;
 pub mod service;
+pub mod session_lost;
 pub mod store;
 pub mod surface;
 pub mod workflows;

@@ -253,6 +253,12 @@ impl DiscordRest {
         self.limiter.headroom()
     }
 
+    /// Counts a request another client makes (serenity's `GET /gateway`) against this one's
+    /// global limit: hold the answer while it is made; its second starts when it is dropped.
+    pub async fn hold_global_slot(&self) -> Result<limits::GlobalHold, SurfaceError> {
+        self.limiter.hold_global().await
+    }
+
     async fn once(
         &self,
         method: &Method,

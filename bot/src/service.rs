@@ -175,6 +175,13 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         // everything else, interaction answers included, is [`DiscordRest`].
         http = http.proxy(base.as_str()).ratelimiter_disabled(true);
     }
+    // That one request counts against the bot's global limit like every other: it takes a
+    // slot of the REST client's, held until the client is built (the request answered).
+    let gateway_request = rest.hold_global_slot().await.map_err(|error| {
+        DiscordError::Gateway(format!(
+            "no room in the global rate limit to start: {error}"
+        ))
+    })?;
     let interactions = crate::commands::Interactions::new(crate::commands::Data {
         store: store.clone(),
         allowlist: Arc::clone(&allowlist),
@@ -211,6 +218,7 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
             interactions,
         });
     let (shards, ended) = start_gateway(builder).await?;
+    drop(gateway_request);
     Ok(Gateway { shards, ended })
 }
 

@@ -431,6 +431,12 @@ impl NameDirectory for DiscordSurface {
     fn channel_by_key(&self, key: &str) -> Option<Snowflake> {
         self.store.channel_by_key(key)
     }
+    fn users_by_key(&self, key: &str) -> Vec<Snowflake> {
+        self.store.users_by_key(key)
+    }
+    fn channels_by_key(&self, key: &str) -> Vec<Snowflake> {
+        self.store.channels_by_key(key)
+    }
     fn find_user_name(&self, id: Snowflake, accept: &mut dyn FnMut(&str) -> bool) {
         self.store.find_user_name(id, accept);
     }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use entity::Mapper;
 use toolserver::live::SharedAliases;
+use toolserver::trust::Trust;
 use toolserver::workflow::{resume_prompt, Workflow, WorkflowEngine, WorkflowHooks};
 use toolserver::Core;
 
@@ -19,6 +20,9 @@ struct DiscordWorkflows {
     aliases: SharedAliases,
     bot_id: Arc<std::sync::atomic::AtomicU64>,
     observers: toolserver::events::Observers,
+    /// Where `agent.trusted_users` is read when a workflow resumes (weak: the core holds the
+    /// engine that holds these hooks).
+    core: std::sync::Weak<Core>,
 }
 
 impl WorkflowHooks for DiscordWorkflows {
@@ -51,9 +55,22 @@ impl WorkflowHooks for DiscordWorkflows {
     fn resume(&self, workflow: &Workflow) {
         let aliases = self.aliases.load();
         let mapper = Mapper::new(&aliases, &self.store);
-        let text = resume_prompt(workflow, |id| {
-            format!("{} ({id})", mapper.session_reference(id))
-        });
+        // Answers are marked untrusted as the agent's prompts mark messages: by the
+        // configured trusted users' ids, as of now.
+        let settings = self.core.upgrade().map(|core| core.settings());
+        let trusted = settings
+            .as_ref()
+            .and_then(|settings| settings.config().agent.as_ref())
+            .map_or(&[][..], |agent| agent.trusted_users.as_slice());
+        let bot = match self.bot_id.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => None,
+            id => Some(entity::Snowflake(id)),
+        };
+        let text = resume_prompt(
+            workflow,
+            |id| format!("{} ({id})", mapper.session_reference(id)),
+            &Trust::new(trusted, bot),
+        );
         // The resumed run answers whoever asked for the run that created the workflow.
         let origin = workflow
             .origin_message_id
@@ -98,7 +115,7 @@ fn restore(store: &Store) -> Vec<Workflow> {
 /// the `workflow.*` callables on, and fires deadlines from a background task (the handle:
 /// abort it at shutdown).
 pub fn start(
-    core: &Core,
+    core: &Arc<Core>,
     store: &Store,
     runs: Arc<dyn Runs>,
     aliases: SharedAliases,
@@ -112,6 +129,7 @@ pub fn start(
         aliases,
         bot_id,
         observers: core.observers(),
+        core: Arc::downgrade(core),
     });
     let engine = WorkflowEngine::new(hooks, restored);
     if waiting > 0 {

@@ -375,9 +375,15 @@ pub enum ConfigError {
     Invalid(Report),
 }
 
-/// The file's bytes, refusing what is not a regular file or is over [`MAX_CONFIG_BYTES`]
-/// (checked again while reading: the file may grow in between).
-fn read_bounded(path: &Path) -> Result<Vec<u8>, ConfigError> {
+/// The config file's bytes, refusing what is not a regular file or is over
+/// [`MAX_CONFIG_BYTES`] (checked again while reading: the file may grow in between).
+///
+/// The check is made on the file that was opened, never on the path before opening it: the
+/// path may be swapped in between (a FIFO renamed over the config would block `open` until a
+/// writer came, and a reload's thread with it). So the file is opened without blocking
+/// (`O_NONBLOCK`, which reads of a regular file ignore; `O_NOCTTY`, so a terminal never becomes
+/// ours) and then checked with `fstat`.
+pub fn read_config_file(path: &Path) -> Result<Vec<u8>, ConfigError> {
     use std::io::Read;
     let read_error = |source| ConfigError::Read {
         path: path.to_owned(),
@@ -387,7 +393,15 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, ConfigError> {
         path: path.to_owned(),
         why,
     };
-    let metadata = std::fs::metadata(path).map_err(read_error)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    }
+    let file = options.open(path).map_err(read_error)?;
+    let metadata = file.metadata().map_err(read_error)?;
     if !metadata.is_file() {
         return Err(unusable(
             "it is not a regular file; point --config / SWITCHBOARD_CONFIG at the TOML file"
@@ -403,8 +417,8 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, ConfigError> {
         return Err(too_large());
     }
     let mut bytes = Vec::with_capacity(metadata.len() as usize);
-    std::fs::File::open(path)
-        .and_then(|file| file.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes))
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
         .map_err(read_error)?;
     if bytes.len() as u64 > MAX_CONFIG_BYTES {
         return Err(too_large());
@@ -428,7 +442,7 @@ impl Config {
     /// The text of a config file, read as [`Config::load`] reads it (a regular file, at most
     /// [`MAX_CONFIG_BYTES`], UTF-8), not validated.
     pub fn read_source(path: &Path) -> Result<String, ConfigError> {
-        let bytes = read_bounded(path)?;
+        let bytes = read_config_file(path)?;
         report::utf8_source(&bytes, &path.display().to_string())
             .map(str::to_owned)
             .map_err(ConfigError::Invalid)

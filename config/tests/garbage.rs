@@ -77,3 +77,39 @@ proptest! {
         let _ = Config::load(&path);
     }
 }
+
+/// A FIFO (or a directory) at the config path is refused at once: opening it never waits for a
+/// writer, and what is checked is the file opened, not the path.
+#[cfg(unix)]
+#[test]
+fn a_fifo_or_a_directory_is_refused_without_blocking() {
+    let dir = std::env::temp_dir().join(format!("config-fifo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("switchboard.toml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("run mkfifo");
+    assert!(made.success());
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let (path, folder) = (fifo.clone(), dir.clone());
+    std::thread::spawn(move || {
+        let _ = sender.send((
+            switchboard_config::read_config_file(&path),
+            switchboard_config::read_config_file(&folder),
+        ));
+    });
+    let (from_fifo, from_dir) = receiver
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("reading a FIFO blocked");
+    for answer in [from_fifo, from_dir] {
+        match answer {
+            Err(switchboard_config::ConfigError::Unusable { why, .. }) => {
+                assert!(why.contains("not a regular file"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

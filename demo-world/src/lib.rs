@@ -56,6 +56,8 @@ pub const RANDOM_THREAD: u64 = 1000000000000000412;
 /// The DM channel between the bot and stanley.
 pub const STANLEY_DM: u64 = 1000000000000000501;
 
+/// The guild's custom emoji `:shipit:`.
+pub const SHIPIT_EMOJI: u64 = 1000000000000000701;
 /// The bot's username.
 pub const BOT_USERNAME: &str = "switchboard";
 /// The guild's name.
@@ -135,6 +137,21 @@ pub const USERS: &[User] = &[
         roles: &[],
     },
 ];
+
+/// A custom emoji of the guild.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CustomEmoji {
+    /// The emoji id.
+    pub id: u64,
+    /// Its name, without colons.
+    pub name: &'static str,
+}
+
+/// The guild's custom emoji.
+pub const EMOJIS: &[CustomEmoji] = &[CustomEmoji {
+    id: SHIPIT_EMOJI,
+    name: "shipit",
+}];
 
 /// The guild's roles besides `@everyone`.
 pub const ROLES: &[Role] = &[Role {

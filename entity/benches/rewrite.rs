@@ -1,4 +1,5 @@
-//! Both rewrites on a 64 KiB chat transcript and on one 2,000-character message.
+//! Both rewrites on a 64 KiB chat transcript and on one 2,000-character message (outbound also
+//! with the notes a send's warnings come from).
 //!
 //! Run: `cargo bench -p entity --bench rewrite`
 
@@ -101,6 +102,10 @@ fn bench(c: &mut Criterion) {
     group.throughput(Throughput::Bytes(message.len() as u64));
     group.bench_function("outbound", |b| {
         b.iter(|| mapper.outbound(black_box(&message)).len());
+    });
+    // What a send does: the rewrite plus the notes behind its warnings.
+    group.bench_function("outbound_noted", |b| {
+        b.iter(|| mapper.outbound_noted(black_box(&message)).text.len());
     });
     group.throughput(Throughput::Bytes(message_discord.len() as u64));
     group.bench_function("inbound", |b| {

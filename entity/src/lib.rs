@@ -19,7 +19,7 @@ mod names;
 mod session_ref;
 
 pub use aliases::{is_valid_alias, normalize_name, AliasError, AliasKind, Aliases};
-pub use mapper::{discord_mentions, Mapper, Mention};
+pub use mapper::{discord_mentions, Mapper, Mention, Note, NoteKind, Outbound, MAX_NOTES};
 pub use names::{LearnedNames, NameDirectory, NoNames};
 pub use protocol::{Snowflake, SnowflakeError};
 pub use session_ref::{nearest, SessionRefError};

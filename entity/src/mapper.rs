@@ -51,6 +51,88 @@ fn push_id(out: &mut String, id: Snowflake) {
     }
 }
 
+/// Why an `@name` or `#token` of agent text was left as text, or may not be who the writer meant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoteKind {
+    /// `@name` is no configured alias, known user or known role: left as text.
+    UnknownName,
+    /// `#token` is no configured session or known channel: left as text.
+    UnknownChannel,
+    /// `@everyone` or `@here`: never a mention, left as text.
+    MassMention,
+    /// Several users (or channels) go by this name: it became the mention of the one named
+    /// first (the [`Note::candidates`] list them all).
+    Ambiguous,
+}
+
+/// One `@name` or `#token` of agent text the outbound rewrite has something to say about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    /// The token as written (`@Nobody`, `#nochannel`).
+    pub token: String,
+    /// What about it.
+    pub kind: NoteKind,
+    /// What it became, when it became a mention.
+    pub mention: Option<Mention>,
+    /// For [`NoteKind::Ambiguous`]: every id that goes by the name, the chosen one first.
+    pub candidates: Vec<Snowflake>,
+}
+
+/// The outbound rewrite with what it noticed: [`Mapper::outbound_noted`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outbound<'t> {
+    /// The Discord text.
+    pub text: Cow<'t, str>,
+    /// The tokens left as text or ambiguous, each once, in order; at most [`MAX_NOTES`].
+    pub notes: Vec<Note>,
+    /// The channel mentions written, each once, with the token that made each; at most
+    /// [`MAX_NOTES`].
+    pub channels: Vec<(String, Snowflake)>,
+    /// Distinct tokens noticed beyond [`MAX_NOTES`] (notes and channels together).
+    pub more: usize,
+}
+
+/// Most notes (and channel mentions) an [`Outbound`] lists; the rest are counted.
+pub const MAX_NOTES: usize = 20;
+
+impl Outbound<'_> {
+    fn seen(&self, token: &str) -> bool {
+        self.notes.iter().any(|n| n.token == token) || self.channels.iter().any(|(t, _)| t == token)
+    }
+
+    fn room(&mut self) -> bool {
+        if self.notes.len() + self.channels.len() < MAX_NOTES {
+            true
+        } else {
+            self.more += 1;
+            false
+        }
+    }
+
+    fn note(
+        &mut self,
+        token: &str,
+        kind: NoteKind,
+        mention: Option<Mention>,
+        candidates: Vec<Snowflake>,
+    ) {
+        if !self.seen(token) && self.room() {
+            self.notes.push(Note {
+                token: token.to_owned(),
+                kind,
+                mention,
+                candidates,
+            });
+        }
+    }
+
+    fn channel(&mut self, token: &str, id: Snowflake) {
+        if !self.seen(token) && self.room() {
+            self.channels.push((token.to_owned(), id));
+        }
+    }
+}
+
 /// Rewrites text in both directions with the configured aliases and the names learned at run time.
 #[derive(Clone, Copy)]
 pub struct Mapper<'a> {
@@ -129,6 +211,46 @@ impl<'a> Mapper<'a> {
     /// Agent text → Discord text: `@name` → `<@id>` / `<@&id>`, `#token` → `<#id>`.
     /// Code spans and fences, unknown names, `@everyone` and `@here` are left exactly as written.
     pub fn outbound<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        self.rewrite(text, None)
+    }
+
+    /// [`Mapper::outbound`], also saying which tokens were left as text and why, which names
+    /// several users or channels share, and which channels were mentioned.
+    pub fn outbound_noted<'t>(&self, text: &'t str) -> Outbound<'t> {
+        let mut report = Outbound {
+            text: Cow::Borrowed(""),
+            notes: Vec::new(),
+            channels: Vec::new(),
+            more: 0,
+        };
+        report.text = self.rewrite(text, Some(&mut report));
+        report
+    }
+
+    /// Every id other than the chosen one that also goes by `key` among the learned names, when
+    /// the mention was found there (configured aliases and `user_<id>` forms are exact).
+    fn others(&self, key: &str, mention: Mention) -> Vec<Snowflake> {
+        let exact = fallback_id(key, USER_FALLBACK).is_some()
+            || fallback_id(key, ROLE_FALLBACK).is_some()
+            || fallback_id(key, CHANNEL_FALLBACK).is_some();
+        match mention {
+            _ if exact => Vec::new(),
+            Mention::User(id) if self.aliases.at_mention_for_key(key).is_none() => {
+                let mut all = self.names.users_by_key(key);
+                all.extend(self.names.role_by_key(key));
+                all.retain(|other| *other != id);
+                all
+            }
+            Mention::Channel(id) if self.aliases.id_for_key(AliasKind::Session, key).is_none() => {
+                let mut all = self.names.channels_by_key(key);
+                all.retain(|other| *other != id);
+                all
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn rewrite<'t>(&self, text: &'t str, mut report: Option<&mut Outbound<'_>>) -> Cow<'t, str> {
         let bytes = text.as_bytes();
         let mut out: Option<String> = None;
         let mut copied = 0;
@@ -146,11 +268,34 @@ impl<'a> Mapper<'a> {
                     continue;
                 }
                 lowercase_into(&mut key, &text[sigil + 1..end]);
-                let mention = if bytes[sigil] == b'@' {
+                let at = bytes[sigil] == b'@';
+                let mention = if at {
                     self.resolve_at_key(&key)
                 } else {
                     self.resolve_hash_key(&key)
                 };
+                if let Some(report) = report.as_deref_mut() {
+                    let token = &text[sigil..end];
+                    match mention {
+                        None if at && (key == "everyone" || key == "here") => {
+                            report.note(token, NoteKind::MassMention, None, Vec::new());
+                        }
+                        None if at => report.note(token, NoteKind::UnknownName, None, Vec::new()),
+                        None => report.note(token, NoteKind::UnknownChannel, None, Vec::new()),
+                        Some(found) => {
+                            let others = self.others(&key, found);
+                            if !others.is_empty() {
+                                let (Mention::User(id) | Mention::Role(id) | Mention::Channel(id)) =
+                                    found;
+                                let candidates = std::iter::once(id).chain(others).collect();
+                                report.note(token, NoteKind::Ambiguous, Some(found), candidates);
+                            }
+                            if let Mention::Channel(id) = found {
+                                report.channel(token, id);
+                            }
+                        }
+                    }
+                }
                 if let Some(mention) = mention {
                     let out = out.get_or_insert_with(|| String::with_capacity(text.len() + 32));
                     out.push_str(&text[copied..sigil]);

@@ -13,6 +13,16 @@ pub trait NameDirectory {
     fn role_by_key(&self, key: &str) -> Option<Snowflake>;
     /// The channel or thread whose name has this key.
     fn channel_by_key(&self, key: &str) -> Option<Snowflake>;
+    /// Every user whose username or display name has this key, the one
+    /// [`NameDirectory::user_by_key`] answers first (several: the name is ambiguous).
+    fn users_by_key(&self, key: &str) -> Vec<Snowflake> {
+        self.user_by_key(key).into_iter().collect()
+    }
+    /// Every channel or thread whose name has this key, the one
+    /// [`NameDirectory::channel_by_key`] answers first.
+    fn channels_by_key(&self, key: &str) -> Vec<Snowflake> {
+        self.channel_by_key(key).into_iter().collect()
+    }
     /// Offers a user's names, best first (username, then global name), to `accept` until it
     /// returns true.
     fn find_user_name(&self, id: Snowflake, accept: &mut dyn FnMut(&str) -> bool);
@@ -45,12 +55,13 @@ impl NameDirectory for NoNames {
     }
 }
 
-/// A plain in-memory [`NameDirectory`]. The first id to claim a name keeps it.
+/// A plain in-memory [`NameDirectory`]. The first id to claim a name keeps it; the others that
+/// claim it too are remembered (the name is ambiguous).
 #[derive(Clone, Debug, Default)]
 pub struct LearnedNames {
-    users_by_key: FxHashMap<String, Snowflake>,
+    users_by_key: FxHashMap<String, Vec<Snowflake>>,
     roles_by_key: FxHashMap<String, Snowflake>,
-    channels_by_key: FxHashMap<String, Snowflake>,
+    channels_by_key: FxHashMap<String, Vec<Snowflake>>,
     user_names: FxHashMap<Snowflake, Vec<String>>,
     role_names: FxHashMap<Snowflake, String>,
     channel_names: FxHashMap<Snowflake, String>,
@@ -70,7 +81,7 @@ impl LearnedNames {
                 continue;
             }
             names.push(name.to_owned());
-            self.users_by_key.entry(normalize_name(name)).or_insert(id);
+            claim(&mut self.users_by_key, name, id);
         }
     }
 
@@ -84,21 +95,37 @@ impl LearnedNames {
     /// [`NameDirectory::channel_name`] gives for the id.
     pub fn add_channel(&mut self, id: Snowflake, name: &str) {
         self.channel_names.insert(id, name.to_owned());
-        self.channels_by_key
-            .entry(normalize_name(name))
-            .or_insert(id);
+        claim(&mut self.channels_by_key, name, id);
+    }
+}
+
+/// Adds `id` to the claimants of `name`'s key (once).
+fn claim(keys: &mut FxHashMap<String, Vec<Snowflake>>, name: &str, id: Snowflake) {
+    let ids = keys.entry(normalize_name(name)).or_default();
+    if !ids.contains(&id) {
+        ids.push(id);
     }
 }
 
 impl NameDirectory for LearnedNames {
     fn user_by_key(&self, key: &str) -> Option<Snowflake> {
-        self.users_by_key.get(key).copied()
+        self.users_by_key
+            .get(key)
+            .and_then(|ids| ids.first().copied())
     }
     fn role_by_key(&self, key: &str) -> Option<Snowflake> {
         self.roles_by_key.get(key).copied()
     }
     fn channel_by_key(&self, key: &str) -> Option<Snowflake> {
-        self.channels_by_key.get(key).copied()
+        self.channels_by_key
+            .get(key)
+            .and_then(|ids| ids.first().copied())
+    }
+    fn users_by_key(&self, key: &str) -> Vec<Snowflake> {
+        self.users_by_key.get(key).cloned().unwrap_or_default()
+    }
+    fn channels_by_key(&self, key: &str) -> Vec<Snowflake> {
+        self.channels_by_key.get(key).cloned().unwrap_or_default()
     }
     fn find_user_name(&self, id: Snowflake, accept: &mut dyn FnMut(&str) -> bool) {
         if let Some(names) = self.user_names.get(&id) {

@@ -125,6 +125,23 @@ proptest! {
         let _ = mapper.resolve_session(&text);
     }
 
+    /// Noting changes nothing in the text; every note names a token that is in the text, and
+    /// none a mention that was written.
+    #[test]
+    fn noted_outbound_rewrites_the_same_and_notes_only_what_is_there(text in chatty_text()) {
+        let (a, n) = fixture();
+        let mapper = Mapper::new(&a, &n);
+        let report = mapper.outbound_noted(&text);
+        prop_assert_eq!(&report.text, &mapper.outbound(&text));
+        prop_assert!(report.notes.len() + report.channels.len() <= entity::MAX_NOTES);
+        for note in &report.notes {
+            prop_assert!(text.contains(&note.token), "{:?} not in {:?}", note, text);
+            if note.kind != entity::NoteKind::Ambiguous {
+                prop_assert!(report.text.contains(&note.token), "{:?} was rewritten", note);
+            }
+        }
+    }
+
     #[test]
     fn neither_direction_panics_on_chatty_text(text in chatty_text()) {
         let (a, n) = fixture();

@@ -1,7 +1,8 @@
 //! The mention rewrite rules, one behaviour per test.
 
 use entity::{
-    AliasKind, Aliases, LearnedNames, Mapper, Mention, NoNames, SessionRefError, Snowflake,
+    AliasKind, Aliases, LearnedNames, Mapper, Mention, NoNames, NoteKind, SessionRefError,
+    Snowflake,
 };
 
 const STANLEY: u64 = 123456789012345678;
@@ -308,4 +309,73 @@ fn discord_mentions_lists_each_mention_once_outside_code() {
         ]
     );
     assert!(entity::discord_mentions("").is_empty());
+}
+
+#[test]
+fn outbound_notes_what_it_left_as_text_and_why() {
+    let (a, n) = (aliases(), learned());
+    let mapper = Mapper::new(&a, &n);
+    let report = mapper.outbound_noted(
+        "hello @Nobody and #nochannel, @everyone @here; @Stanley in #ops, again @Nobody. `@Hidden`",
+    );
+    assert_eq!(
+        report.text,
+        format!("hello @Nobody and #nochannel, @everyone @here; <@{STANLEY}> in <#{OPS}>, again @Nobody. `@Hidden`")
+    );
+    let notes: Vec<(&str, NoteKind)> = report
+        .notes
+        .iter()
+        .map(|n| (n.token.as_str(), n.kind))
+        .collect();
+    assert_eq!(
+        notes,
+        [
+            ("@Nobody", NoteKind::UnknownName),
+            ("#nochannel", NoteKind::UnknownChannel),
+            ("@everyone", NoteKind::MassMention),
+            ("@here", NoteKind::MassMention),
+        ]
+    );
+    assert_eq!(report.channels, [("#ops".to_owned(), Snowflake(OPS))]);
+    // The plain rewrite is the same text.
+    assert_eq!(
+        mapper.outbound("hello @Nobody and #ops"),
+        mapper.outbound_noted("hello @Nobody and #ops").text
+    );
+}
+
+#[test]
+fn a_name_several_users_share_is_noted_with_every_candidate() {
+    let a = aliases();
+    let mut n = LearnedNames::new();
+    n.add_user(Snowflake(TOMAS), "alex", None);
+    n.add_user(Snowflake(TOMAS + 1), "Alex", None);
+    n.add_channel(Snowflake(GENERAL), "general");
+    n.add_channel(Snowflake(GENERAL + 1), "general");
+    let mapper = Mapper::new(&a, &n);
+    let report = mapper.outbound_noted("@alex see #general; @Stanley is configured");
+    assert_eq!(
+        report.text,
+        format!("<@{TOMAS}> see <#{GENERAL}>; <@{STANLEY}> is configured")
+    );
+    assert_eq!(report.notes.len(), 2, "{report:?}");
+    assert_eq!(report.notes[0].kind, NoteKind::Ambiguous);
+    assert_eq!(
+        report.notes[0].candidates,
+        [Snowflake(TOMAS), Snowflake(TOMAS + 1)]
+    );
+    assert_eq!(report.notes[1].token, "#general");
+    assert_eq!(
+        report.notes[1].candidates,
+        [Snowflake(GENERAL), Snowflake(GENERAL + 1)]
+    );
+}
+
+#[test]
+fn notes_are_bounded() {
+    let (a, n) = (aliases(), learned());
+    let text: String = (0..500).map(|i| format!("@nobody{i} ")).collect();
+    let report = Mapper::new(&a, &n).outbound_noted(&text);
+    assert_eq!(report.notes.len(), entity::MAX_NOTES);
+    assert_eq!(report.more, 500 - entity::MAX_NOTES);
 }

@@ -148,7 +148,8 @@ pub use rest::ratelimit::{RateLimits, Window};
 pub use state::{Limits, RecordedPart, RecordedRequest};
 pub use validation::{MAX_CONTENT_CHARS, MAX_NONCE_CHARS};
 pub use world::{
-    BotSpec, ChannelSpec, DmSpec, GuildSpec, MemberSpec, RoleSpec, UserSpec, World, WorldError,
+    BotSpec, ChannelSpec, DmSpec, EmojiSpec, GuildSpec, MemberSpec, RoleSpec, UserSpec, World,
+    WorldError,
 };
 
 use shared::Shared;

@@ -435,6 +435,25 @@ impl Shared {
         emoji: &Emoji,
         add: bool,
     ) -> Result<(), ApiError> {
+        // A custom emoji must be one of the world's; it is known by its id, under its own name.
+        let known;
+        let emoji = match emoji.id {
+            None => emoji,
+            Some(id) => {
+                let spec = self
+                    .world
+                    .guilds
+                    .iter()
+                    .flat_map(|g| &g.emojis)
+                    .find(|e| e.id == id)
+                    .ok_or_else(ApiError::unknown_emoji)?;
+                known = Emoji {
+                    name: spec.name.clone(),
+                    id: Some(id),
+                };
+                &known
+            }
+        };
         let mut store = self.lock();
         let channel = if user_id == self.dir.bot_id {
             store.readable_channel(channel_id)?.clone()

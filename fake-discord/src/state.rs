@@ -75,9 +75,11 @@ pub struct Emoji {
 }
 
 impl Emoji {
-    /// Parses the `{emoji}` path segment Discord takes: a unicode emoji, or `name:id`.
+    /// Parses the `{emoji}` path segment Discord takes: a Unicode emoji (one Unicode knows,
+    /// with or without its variation selector), or a custom one as `name:id`. Shortcodes
+    /// (`:tada:`), plain words (`thumbsup`) and `<:name:id>` are not emoji to Discord's routes;
+    /// whether a custom emoji's id exists is checked against the world where it is used.
     pub fn parse(text: &str) -> Result<Emoji, ApiError> {
-        let text = text.trim();
         if let Some((name, id)) = text.split_once(':') {
             let id = Snowflake::from_digits(id).ok_or_else(ApiError::unknown_emoji)?;
             if name.is_empty() {
@@ -88,13 +90,7 @@ impl Emoji {
                 id: Some(id),
             });
         }
-        // A unicode emoji has at least one non-ASCII character and no spaces; plain words
-        // ("thumbsup") are not emoji to Discord.
-        if text.is_empty()
-            || text.is_ascii()
-            || text.chars().any(char::is_whitespace)
-            || text.chars().count() > 16
-        {
+        if emojis::get(text).is_none() {
             return Err(ApiError::unknown_emoji());
         }
         Ok(Emoji {
@@ -155,6 +151,9 @@ pub struct Interaction {
 /// One REST request as recorded for `GET /_fake/requests`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RecordedRequest {
+    /// When it arrived, in milliseconds since the Unix epoch by the fake's clock.
+    #[serde(default)]
+    pub at_ms: u64,
     /// The HTTP method (`POST`).
     pub method: String,
     /// The URL path as requested (`/api/v10/channels/1/messages`), without the query.
@@ -625,6 +624,18 @@ mod tests {
         let custom = Emoji::parse("party:123").expect("custom");
         assert_eq!(custom.id, Some(Snowflake(123)));
         assert!(Emoji::parse("thumbsup").is_err());
+        assert!(
+            Emoji::parse(":tada:").is_err(),
+            "a shortcode is not an emoji"
+        );
+        assert!(Emoji::parse("<:party:123>").is_err());
+        assert!(
+            Emoji::parse("é").is_err(),
+            "not every non-ASCII text is an emoji"
+        );
+        assert!(Emoji::parse("👍👍").is_err(), "one emoji, not two");
+        assert!(Emoji::parse("👍🏽").is_ok(), "a skin tone");
+        assert!(Emoji::parse("❤").is_ok() && Emoji::parse("❤️").is_ok());
         assert!(Emoji::parse("party:abc").is_err());
         assert!(Emoji::parse("").is_err());
     }

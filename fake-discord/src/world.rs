@@ -119,6 +119,19 @@ pub struct GuildSpec {
     /// deleting the guild's channels over REST answers 50013 without it.
     #[serde(default = "yes")]
     pub bot_can_manage_channels: bool,
+    /// The guild's custom emoji (the bot may react with any of them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub emojis: Vec<EmojiSpec>,
+}
+
+/// A guild's custom emoji.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EmojiSpec {
+    /// The emoji's id, unique in the world.
+    pub id: Snowflake,
+    /// Its name: 2 to 32 letters, digits or underscores.
+    pub name: String,
 }
 
 /// A guild role.
@@ -310,6 +323,13 @@ impl World {
                         })
                         .collect(),
                 ),
+                emojis: demo_world::EMOJIS
+                    .iter()
+                    .map(|e| EmojiSpec {
+                        id: Snowflake(e.id),
+                        name: e.name.to_owned(),
+                    })
+                    .collect(),
             }],
             dms: demo_world::DMS
                 .iter()
@@ -336,9 +356,26 @@ impl World {
         }
         let mut channel_ids = HashSet::new();
         let mut guild_ids = HashSet::new();
+        let mut emoji_ids = HashSet::new();
         for guild in &self.guilds {
             if !guild_ids.insert(guild.id) {
                 return invalid(format!("guild id {} is used twice", guild.id));
+            }
+            for emoji in &guild.emojis {
+                if !emoji_ids.insert(emoji.id) {
+                    return invalid(format!("emoji id {} is used twice", emoji.id));
+                }
+                let name_ok = (2..=32).contains(&emoji.name.len())
+                    && emoji
+                        .name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_');
+                if !name_ok {
+                    return invalid(format!(
+                        "guild {}: emoji name {:?} is not 2 to 32 letters, digits or underscores",
+                        guild.id, emoji.name
+                    ));
+                }
             }
             if let Some(owner) = guild.owner_id {
                 if !user_ids.contains(&owner) {

@@ -242,14 +242,14 @@ async fn serenity_parses_everything() {
         demo::OPS.into(),
         id_of(&user_msg),
         demo::TOMAS.into(),
-        "party:1234567890",
+        &format!("shipit:{}", demo::SHIPIT_EMOJI),
     )
     .expect("custom reaction");
     fake.remove_reaction(
         demo::OPS.into(),
         id_of(&user_msg),
         demo::TOMAS.into(),
-        "party:1234567890",
+        &format!("shipit:{}", demo::SHIPIT_EMOJI),
     )
     .expect("remove reaction");
     fake.typing(demo::OPS.into(), demo::STANLEY.into())

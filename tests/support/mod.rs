@@ -97,6 +97,17 @@ pub fn tools_bin() -> &'static Path {
     })
 }
 
+/// The demo world in which Tomas's display name is `name` (his id stays his).
+pub fn world_where_tomas_goes_by(name: &str) -> World {
+    let mut world = World::demo();
+    for user in &mut world.users {
+        if user.id.0 == demo::TOMAS {
+            user.global_name = Some(name.to_owned());
+        }
+    }
+    world
+}
+
 /// A fake Discord with the demo world, on its own runtime (so the test thread may block).
 pub struct Fake {
     // Field order matters: the fake drops before the runtime that runs it.
@@ -410,6 +421,55 @@ pub fn agent_log(dir: &Path) -> Vec<String> {
 /// Whether a process exists (a zombie counts until reaped).
 pub fn pid_alive(pid: i32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The live processes (zombies left out) whose process group is `pgid`, from `/proc`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            // After the command name in parentheses: state, ppid, pgrp.
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                let mut fields = stat
+                    .rsplit_once(')')
+                    .map_or("", |(_, rest)| rest)
+                    .split_whitespace();
+                let state = fields.next().unwrap_or("");
+                let pgrp = fields.nth(1).and_then(|g| g.parse::<i32>().ok());
+                !matches!(state, "Z" | "X") && pgrp == Some(pgid)
+            })
+        })
+        .collect()
+}
+
+/// Whether a process is alive and not a zombie.
+pub fn pid_running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !matches!(
+            stat.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().chars().next()),
+            Some(Some('Z' | 'X'))
+        )
+    })
+}
+
+/// The emoji the bot left on a message of `channel`, by name (a custom emoji's name, not its
+/// id), as the fake holds them.
+pub fn own_reactions(fake: &Fake, channel: u64, message: &str) -> Vec<String> {
+    fake.fake
+        .channel_messages(channel.into())
+        .expect("channel")
+        .into_iter()
+        .find(|m| m["id"] == message)
+        .and_then(|m| m["reactions"].as_array().cloned())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r["me"] == true)
+        .filter_map(|r| r["emoji"]["name"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// Messages the bot posted (not the injected ones) in `channel`, as the fake holds them.

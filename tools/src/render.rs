@@ -57,6 +57,7 @@ fn object(out: &mut String, map: &Map<String, Value>, indent: usize) {
             ("messages", Some(rows)) if indent == 0 => messages(out, rows),
             ("sessions", Some(rows)) if indent == 0 => sessions(out, rows),
             ("tools", Some(rows)) if indent == 0 => tools(out, rows),
+            ("warnings", Some(rows)) if indent == 0 => warnings(out, rows),
             _ => rest.push((key, value)),
         }
     }
@@ -230,6 +231,21 @@ fn sessions(out: &mut String, rows: &[Value]) {
 }
 
 /// `id  description`, aligned.
+/// A send's or an edit's mention warnings: one `warning:` line each, its reason and what to do.
+fn warnings(out: &mut String, rows: &[Value]) {
+    for row in rows {
+        let reason = pick(row, &["reason"]).unwrap_or("warning");
+        let message = pick(row, &["message"])
+            .or_else(|| pick(row, &["token"]))
+            .unwrap_or_default();
+        out.push_str(&format!("warning ({reason}): {message}\n"));
+        if let Some(candidates) = row["candidates"].as_array().filter(|c| !c.is_empty()) {
+            let ids: Vec<String> = candidates.iter().map(scalar_text).collect();
+            out.push_str(&format!("  candidates: {}\n", ids.join(", ")));
+        }
+    }
+}
+
 fn tools(out: &mut String, rows: &[Value]) {
     if rows.is_empty() {
         out.push_str("(no callables)\n");
@@ -291,6 +307,24 @@ mod tests {
             text(&v),
             "a: 1\nb:\n  silent: true\nc:\n  - x\n  - j: 1\n    k: 2\nd: []\n"
         );
+    }
+
+    #[test]
+    fn a_sends_warnings_print_one_line_each() {
+        let v = json!({
+            "channelId": "1",
+            "messageIds": ["2"],
+            "warnings": [
+                {"token": "@Nobody", "reason": "unknown_name", "message": "@Nobody is no user: sent as text"},
+                {"token": "@alex", "reason": "ambiguous_name", "message": "@alex is two users", "candidates": ["7", "8"]}
+            ]
+        });
+        let out = text(&v);
+        assert!(
+            out.contains("warning (unknown_name): @Nobody is no user: sent as text\nwarning (ambiguous_name): @alex is two users\n  candidates: 7, 8\n"),
+            "{out}"
+        );
+        assert!(out.contains("channelId: 1\n"), "{out}");
     }
 
     #[test]

@@ -7,18 +7,16 @@
 //! `{"allow": true}`, `{"allow": false, "reason": "..."}` or `{"allow": true, "input": {...}}`;
 //! after-hooks `{"output": ...}`, or nothing to pass the answer through. A hook that exits
 //! non-zero, prints something else, or overruns its `timeout_ms` has failed: the call is refused
-//! (`hooks.on_error = "deny"`, the default) or goes on (`"allow"`). Hooks start from an empty
-//! environment (nothing of switchboard's leaks) and are killed when they overrun.
+//! (`hooks.on_error = "deny"`, the default) or goes on (`"allow"`). So has one that answers more
+//! than a mebibyte, as soon as it does. Hooks start from an empty environment (nothing of
+//! switchboard's leaks) and run in a process group of their own ([`process_group`]), killed
+//! whole when they overrun, overflow, or exit (nothing they started outlives them).
 
-use std::process::Stdio;
 use std::time::Duration;
 
+use process_group::{run_command, CommandSpec, Overflow, RunOutcome, RunnerError, MAX_OUTPUT};
 use serde_json::Value;
 use switchboard_config::Hook;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// Most bytes of a hook's answer that are read.
-const MAX_ANSWER: u64 = 1024 * 1024;
 
 /// What a before-hook said.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,7 +40,7 @@ pub enum HookError {
         /// What the system said.
         why: String,
     },
-    /// It did not answer within its timeout (it was killed).
+    /// It did not answer within its timeout (its process group was killed).
     #[error("hook {program} did not answer within {} ms", .after.as_millis())]
     Timeout {
         /// The program.
@@ -58,6 +56,14 @@ pub enum HookError {
         /// How it exited.
         status: String,
     },
+    /// Its answer passed the size limit (its process group was killed as soon as it did).
+    #[error("hook {program} answered more than {limit} bytes; a hook answers a short JSON object")]
+    TooLarge {
+        /// The program.
+        program: String,
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// Its answer is not the JSON hooks answer with.
     #[error("hook {program} answered something that is not a hook answer: {why}")]
     BadAnswer {
@@ -68,62 +74,60 @@ pub enum HookError {
     },
 }
 
-/// Runs `hook` with `call` on stdin; its stdout, parsed as JSON (`Null` when empty).
+/// Runs `hook` with `call` on stdin, in a process group of its own that is killed whole when
+/// the hook ends, overruns `timeout_ms` or answers more than [`MAX_OUTPUT`] bytes (at once,
+/// without waiting for the timeout); its stdout, parsed as JSON (`Null` when empty).
 async fn run(hook: &Hook, call: &Value) -> Result<Value, HookError> {
     let program = hook.command.first().cloned().unwrap_or_default();
-    let mut child = tokio::process::Command::new(&program)
-        .args(&hook.command[1..])
-        .env_clear()
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|error| HookError::Spawn {
-            program: program.clone(),
-            why: error.to_string(),
-        })?;
-    let input = serde_json::to_vec(call).unwrap_or_default();
-    let mut stdin = child.stdin.take();
-    let mut stdout = child.stdout.take();
-    let exchange = async {
-        if let Some(stdin) = stdin.as_mut() {
-            // A hook that does not read its input is fine; a closed pipe is not a failure.
-            let _ = stdin.write_all(&input).await;
-        }
-        drop(stdin);
-        let mut answer = Vec::new();
-        if let Some(stdout) = stdout.as_mut() {
-            let _ = stdout.take(MAX_ANSWER).read_to_end(&mut answer).await;
-        }
-        let status = child.wait().await;
-        (answer, status)
+    let spec = CommandSpec {
+        overflow: Overflow::Fail,
+        ..CommandSpec::new(program.clone(), hook.command[1..].to_vec(), hook.timeout)
     };
-    let (answer, status) = tokio::time::timeout(hook.timeout, exchange)
+    let input = serde_json::to_string(call).unwrap_or_default();
+    let outcome = run_command(&spec, &input, std::future::pending())
         .await
-        .map_err(|_| HookError::Timeout {
-            program: program.clone(),
-            after: hook.timeout,
-        })?;
-    match status {
-        Ok(status) if status.success() => {}
-        Ok(status) => {
-            return Err(HookError::Failed {
-                program,
-                status: status.to_string(),
-            })
-        }
-        Err(error) => {
-            return Err(HookError::Failed {
-                program,
+        .map_err(|error| match error {
+            RunnerError::Spawn { source, .. } => HookError::Spawn {
+                program: program.clone(),
+                why: source.to_string(),
+            },
+            RunnerError::Io(error) => HookError::Failed {
+                program: program.clone(),
                 status: error.to_string(),
+            },
+        })?;
+    let answer = match outcome {
+        RunOutcome::Exited {
+            code: Some(0),
+            stdout,
+            ..
+        } => stdout,
+        RunOutcome::Exited { code, .. } => {
+            return Err(HookError::Failed {
+                program,
+                status: code.map_or_else(
+                    || "a signal".to_owned(),
+                    |code| format!("exit status {code}"),
+                ),
             })
         }
-    }
-    if answer.iter().all(u8::is_ascii_whitespace) {
+        RunOutcome::TimedOut { .. } | RunOutcome::Aborted { .. } => {
+            return Err(HookError::Timeout {
+                program,
+                after: hook.timeout,
+            })
+        }
+        RunOutcome::Overflowed { .. } => {
+            return Err(HookError::TooLarge {
+                program,
+                limit: MAX_OUTPUT,
+            })
+        }
+    };
+    if answer.trim().is_empty() {
         return Ok(Value::Null);
     }
-    serde_json::from_slice(&answer).map_err(|error| HookError::BadAnswer {
+    serde_json::from_str(&answer).map_err(|error| HookError::BadAnswer {
         program,
         why: error.to_string(),
     })
@@ -248,6 +252,26 @@ mod tests {
             before(&missing, &call).await,
             Err(HookError::Spawn { .. })
         ));
+    }
+
+    #[tokio::test]
+    async fn an_answer_over_a_mebibyte_fails_at_once_not_at_the_timeout() {
+        let started = std::time::Instant::now();
+        let answer = before(
+            &hook("cat >/dev/null; yes | head -c 2000000; sleep 60", 60_000),
+            &json!({}),
+        )
+        .await;
+        assert!(
+            matches!(answer, Err(HookError::TooLarge { .. })),
+            "{answer:?}"
+        );
+        // Generous: the point is that it does not wait for the 60 s timeout.
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[tokio::test]

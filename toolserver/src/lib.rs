@@ -13,6 +13,8 @@
 //! * [`runs`]: the seam the agent crate implements; [`workflow`]: workflows that wait on
 //!   people and resume the agent. Files are read from and saved to a run's working directory
 //!   only.
+//! * [`trust`]: whose words an agent may act on, and how everyone else's are quoted in its
+//!   prompts.
 //! * [`clock`]: the service's one wall clock.
 //!
 //! This crate knows nothing of serenity.
@@ -52,6 +54,7 @@ mod server;
 pub mod surface;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod trust;
 pub mod workflow;
 
 pub use batch::{parse_batch, BatchCall};

@@ -474,6 +474,12 @@ impl NameDirectory for MemorySurface {
     fn channel_by_key(&self, key: &str) -> Option<Snowflake> {
         self.lock().names.channel_by_key(key)
     }
+    fn users_by_key(&self, key: &str) -> Vec<Snowflake> {
+        self.lock().names.users_by_key(key)
+    }
+    fn channels_by_key(&self, key: &str) -> Vec<Snowflake> {
+        self.lock().names.channels_by_key(key)
+    }
     fn find_user_name(&self, id: Snowflake, accept: &mut dyn FnMut(&str) -> bool) {
         // `accept` looks names up again, so it must run without the lock held.
         let mut names = Vec::new();

@@ -10,7 +10,9 @@
 //! - At most [`GLOBAL_PER_SECOND`] requests start in any second, all buckets together
 //!   (interaction callbacks and follow-ups excepted, as Discord exempts them).
 //! - A 429 that happens anyway is honoured (its bucket, or every bucket when `global`, waits
-//!   its `retry_after`) and counted; 401, 403 and 429s that are not `shared` feed the
+//!   its `retry_after`) and counted; a global 429 never touches the route's bucket, whatever
+//!   route headers came with it. A request made outside this client (serenity's `GET
+//!   /gateway`) holds a global slot ([`Limiter::hold_global`]) so it counts too; 401, 403 and 429s that are not `shared` feed the
 //!   [`InvalidGuard`].
 //! - Garbage in the headers (negative, NaN, unparseable) never hangs the client: the bucket
 //!   waits [`GARBAGE_BACKOFF`] and tries again with one request. No wait is longer than
@@ -696,7 +698,15 @@ impl Limiter {
     ) {
         let now = Instant::now();
         let parsed = RateHeaders::parse(headers);
+        let global_429 = status == 429
+            && (parsed
+                .as_ref()
+                .is_ok_and(|rate| rate.global || rate.scope == Some(Scope::Global))
+                || body.get("global").and_then(Value::as_bool) == Some(true));
         let bucket = match &parsed {
+            // A global 429 says nothing about the route's bucket, whatever headers came with it
+            // (Discord sends none): only the global limit pauses.
+            Ok(_) if global_429 => Arc::clone(&ticket.queued.0),
             Ok(rate) => {
                 let bucket = match &rate.bucket {
                     Some(name) => {
@@ -726,22 +736,46 @@ impl Limiter {
         if status == 429 {
             self.rate_limited.fetch_add(1, Ordering::Relaxed);
             let wait = retry_after_of(headers, body);
-            let global = rate.global
-                || body.get("global").and_then(Value::as_bool) == Some(true)
-                || scope == Some(Scope::Global);
-            if global {
+            if global_429 {
                 scope = Some(Scope::Global);
                 lock(&self.global).pause(now + wait);
             } else {
                 bucket.state().exhaust(now + wait);
             }
-            tracing::warn!(route = %route.label, retry_after_ms = wait.as_millis() as u64, global, scope = ?scope, "Discord answered 429; honouring its retry_after");
+            tracing::warn!(route = %route.label, retry_after_ms = wait.as_millis() as u64, global = global_429, scope = ?scope, "Discord answered 429; honouring its retry_after");
         }
         if matches!(status, 401 | 403) || (status == 429 && scope != Some(Scope::Shared)) {
             self.invalid.record(&route.key, now);
         }
         drop(ticket);
     }
+
+    /// Holds one global slot for a request made outside this limiter (serenity's own `GET
+    /// /gateway` as the gateway starts): it counts against the global limit from now until a
+    /// second after the hold is dropped, as every request here does. Fails like
+    /// [`Limiter::acquire`] when the wait would pass [`MAX_WAIT`].
+    pub async fn hold_global(&self) -> Result<GlobalHold, SurfaceError> {
+        loop {
+            let wait = lock(&self.global).take(Instant::now());
+            if wait.is_zero() {
+                self.requests.fetch_add(1, Ordering::Relaxed);
+                return Ok(GlobalHold {
+                    _slot: GlobalSlot(Arc::clone(&self.global)),
+                });
+            }
+            if wait > MAX_WAIT {
+                return Err(rate_limited(wait));
+            }
+            self.waited.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+/// A global slot held for a request made elsewhere ([`Limiter::hold_global`]); its second
+/// starts when it is dropped.
+pub struct GlobalHold {
+    _slot: GlobalSlot,
 }
 
 #[cfg(test)]
@@ -756,6 +790,18 @@ mod tests {
             map.insert(*name, HeaderValue::from_str(value).expect("a header value"));
         }
         map
+    }
+
+    /// One request on `route` through `limiter`, answered with `status`, `pairs` and `body`.
+    async fn answered(
+        limiter: &Limiter,
+        route: &Route,
+        status: u16,
+        pairs: &[(&'static str, &str)],
+        body: &Value,
+    ) {
+        let ticket = limiter.acquire(route).await.expect("a ticket");
+        limiter.complete(ticket, route, status, &headers(pairs), body);
     }
 
     #[test]
@@ -781,32 +827,32 @@ mod tests {
     async fn headroom_shows_the_tightest_buckets_the_global_window_and_invalid_answers() {
         let limiter = Limiter::new(LimiterOptions::with_invalid_percent(1));
         let send = Route::of(&reqwest::Method::POST, "/channels/42/messages");
-        let ticket = limiter.acquire(&send).await.expect("a ticket");
-        limiter.complete(
-            ticket,
+        answered(
+            &limiter,
             &send,
             200,
-            &headers(&[
+            &[
                 ("x-ratelimit-bucket", "abc"),
                 ("x-ratelimit-limit", "5"),
                 ("x-ratelimit-remaining", "1"),
                 ("x-ratelimit-reset-after", "2"),
-            ]),
+            ],
             &Value::Null,
-        );
+        )
+        .await;
         let hook = Route::of(&reqwest::Method::POST, "/webhooks/7/very-secret-token");
-        let ticket = limiter.acquire(&hook).await.expect("a ticket");
-        limiter.complete(
-            ticket,
+        answered(
+            &limiter,
             &hook,
             403,
-            &headers(&[
+            &[
                 ("x-ratelimit-limit", "30"),
                 ("x-ratelimit-remaining", "29"),
                 ("x-ratelimit-reset-after", "60"),
-            ]),
+            ],
             &Value::Null,
-        );
+        )
+        .await;
         let headroom = limiter.headroom();
         assert_eq!(headroom.buckets.len(), 2, "{headroom:?}");
         let tightest = &headroom.buckets[0];
@@ -911,6 +957,96 @@ mod tests {
         assert_eq!(state.wait(later), Duration::ZERO);
         state.spend(later);
         assert_eq!(state.remaining, Some(4), "a new window holds the limit");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_global_429_waits_the_global_pause_and_leaves_the_routes_bucket_alone() {
+        let limiter = Limiter::new(LimiterOptions::default());
+        let send = Route::of(&reqwest::Method::POST, "/channels/42/messages");
+        // A global 429 that also carries the route's headers as spent (as a careless server
+        // might): only the global limit pauses, for its 227 ms.
+        answered(
+            &limiter,
+            &send,
+            429,
+            &[
+                ("x-ratelimit-global", "true"),
+                ("x-ratelimit-scope", "global"),
+                ("x-ratelimit-bucket", "abc"),
+                ("x-ratelimit-limit", "5"),
+                ("x-ratelimit-remaining", "0"),
+                ("x-ratelimit-reset-after", "5.0"),
+                ("retry-after", "1"),
+            ],
+            &serde_json::json!({"message": "You are being rate limited.", "retry_after": 0.227, "global": true}),
+        )
+        .await;
+        let started = Instant::now();
+        let ticket = limiter.acquire(&send).await.expect("a ticket");
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_millis(227) && waited < Duration::from_millis(300),
+            "waited {waited:?}"
+        );
+        limiter.complete(ticket, &send, 200, &HeaderMap::new(), &Value::Null);
+        // A route's own 429 holds its bucket, not the others.
+        answered(
+            &limiter,
+            &send,
+            429,
+            &[
+                ("x-ratelimit-scope", "user"),
+                ("x-ratelimit-bucket", "abc"),
+                ("x-ratelimit-limit", "5"),
+                ("x-ratelimit-remaining", "0"),
+                ("x-ratelimit-reset-after", "2.0"),
+            ],
+            &serde_json::json!({"retry_after": 2.0, "global": false}),
+        )
+        .await;
+        let other = Route::of(&reqwest::Method::POST, "/channels/43/messages");
+        let started = Instant::now();
+        let ticket = limiter.acquire(&other).await.expect("another channel");
+        assert!(
+            started.elapsed() < Duration::from_millis(10),
+            "{:?}",
+            started.elapsed()
+        );
+        drop(ticket);
+        let started = Instant::now();
+        let ticket = limiter.acquire(&send).await.expect("the same channel");
+        assert!(
+            started.elapsed() >= Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        drop(ticket);
+        assert_eq!(limiter.stats().rate_limited, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_global_slot_counts_like_a_request() {
+        let limiter = Limiter::new(LimiterOptions {
+            global_per_second: 2,
+            ..LimiterOptions::default()
+        });
+        let hold = limiter.hold_global().await.expect("a slot");
+        let route = Route::of(&reqwest::Method::GET, "/users/@me");
+        let ticket = limiter.acquire(&route).await.expect("the second slot");
+        // The held request was answered now: its slot frees a second later.
+        let started = Instant::now();
+        drop(hold);
+        let other = Route::of(&reqwest::Method::GET, "/channels/1");
+        let third = limiter
+            .acquire(&other)
+            .await
+            .expect("after the hold's second");
+        assert!(
+            started.elapsed() >= Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        drop((ticket, third));
     }
 
     #[test]

@@ -66,6 +66,14 @@ impl NameIndex {
     pub(crate) fn get(&self, key: &str) -> Option<Snowflake> {
         self.by_key.get(key).and_then(|ids| ids.first().copied())
     }
+
+    /// Every id holding the key, the one [`NameIndex::get`] answers first.
+    pub(crate) fn all(&self, key: &str) -> Vec<Snowflake> {
+        self.by_key
+            .get(key)
+            .map(|ids| ids.clone())
+            .unwrap_or_default()
+    }
 }
 
 /// The newest messages of one channel, by id.

@@ -749,6 +749,14 @@ impl NameDirectory for Store {
         self.inner.hot.channel_keys.get(key)
     }
 
+    fn users_by_key(&self, key: &str) -> Vec<Snowflake> {
+        self.inner.hot.user_keys.all(key)
+    }
+
+    fn channels_by_key(&self, key: &str) -> Vec<Snowflake> {
+        self.inner.hot.channel_keys.all(key)
+    }
+
     fn find_user_name(&self, id: Snowflake, accept: &mut dyn FnMut(&str) -> bool) {
         // Copy the names out first: `accept` may call back into this directory.
         let names: Vec<String> = match self.inner.hot.users.get(&id) {

@@ -225,6 +225,7 @@ async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
 /// Records the request, applies faults, auth and rate limits (in that order), stamps
 /// rate-limit headers.
 async fn record(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let arrived_ms = crate::snowflake::now_ms();
     let (mut parts, body) = request.into_parts();
     let method = parts.method.to_string();
     let path = parts.uri.path().to_string();
@@ -237,6 +238,7 @@ async fn record(State(shared): State<Arc<Shared>>, request: Request, next: Next)
         let response = ApiError::entity_too_large().into_response();
         log_request(
             &shared,
+            arrived_ms,
             method,
             path,
             query,
@@ -303,7 +305,15 @@ async fn record(State(shared): State<Arc<Shared>>, request: Request, next: Next)
             }
         }
     };
-    log_request(&shared, method, path, query, logged, response.status());
+    log_request(
+        &shared,
+        arrived_ms,
+        method,
+        path,
+        query,
+        logged,
+        response.status(),
+    );
     response
 }
 
@@ -323,6 +333,7 @@ fn is_authorized(parts: &Parts, path: &str, bot: &crate::world::BotSpec) -> bool
 
 fn log_request(
     shared: &Shared,
+    arrived_ms: u64,
     method: String,
     path: String,
     query: Option<String>,
@@ -331,6 +342,7 @@ fn log_request(
 ) {
     tracing::debug!(%method, %path, status = status.as_u16(), "rest request");
     shared.lock().record_request(RecordedRequest {
+        at_ms: arrived_ms,
         method,
         path,
         query,

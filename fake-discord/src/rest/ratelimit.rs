@@ -6,10 +6,11 @@
 //! past the bucket's limit answers 429 with `retry_after` and `"global": false` (scope `user`);
 //! more than [`RateLimits::global_per_second`] requests in any second, all buckets together
 //! (interaction callbacks and follow-ups excepted, as on Discord), answer 429 with `"global":
-//! true` (scope `global`). Every answer carries `X-RateLimit-Limit`, `-Remaining`, `-Reset`,
-//! `-Reset-After` and `-Bucket` (one opaque hash per route template, shared by every channel,
-//! as Discord's is); a 429 adds `Retry-After`, `X-RateLimit-Scope` and, when global,
-//! `X-RateLimit-Global: true`.
+//! true` (scope `global`). Every admitted answer and every route 429 carries
+//! `X-RateLimit-Limit`, `-Remaining`, `-Reset`, `-Reset-After` and `-Bucket` (one opaque hash per
+//! route template, shared by every channel, as Discord's is); a 429 adds `Retry-After` and
+//! `X-RateLimit-Scope`. A global 429 carries `X-RateLimit-Global: true` and no route headers at
+//! all, as Discord's: the route's bucket was not spent, and a client must not read it as spent.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -252,9 +253,6 @@ impl IntoResponse for Refusal {
         });
         let mut response = (StatusCode::TOO_MANY_REQUESTS, Json(body)).into_response();
         let headers = response.headers_mut();
-        let mut stamp = self.stamp;
-        stamp.remaining = 0;
-        stamp.reset_after_ms = stamp.reset_after_ms.max(self.retry_after_ms);
         let scope = if self.global { "global" } else { "user" };
         headers.insert(
             "retry-after",
@@ -263,8 +261,12 @@ impl IntoResponse for Refusal {
         headers.insert("x-ratelimit-scope", HeaderValue::from_static(scope));
         if self.global {
             headers.insert("x-ratelimit-global", HeaderValue::from_static("true"));
+        } else {
+            let mut stamp = self.stamp;
+            stamp.remaining = 0;
+            stamp.reset_after_ms = stamp.reset_after_ms.max(self.retry_after_ms);
+            stamp.write(headers);
         }
-        stamp.write(headers);
         response
     }
 }
@@ -380,6 +382,36 @@ mod tests {
         assert_eq!(h["x-ratelimit-reset-after"], "3.500");
         assert_eq!(h["x-ratelimit-scope"], "user");
         assert!(h.get("x-ratelimit-global").is_none());
+    }
+
+    #[test]
+    fn a_global_refusal_leaves_the_routes_bucket_alone() {
+        let limits = RateLimits {
+            global_per_second: 2,
+            ..RateLimits::discord()
+        };
+        let book = RateBook::new(limits);
+        create(&book, 1, 0).expect("admitted");
+        create(&book, 2, 10).expect("admitted");
+        let refused = create(&book, 1, 773).expect_err("global");
+        assert!(refused.global);
+        let response = refused.into_response();
+        let h = response.headers();
+        assert_eq!(h["x-ratelimit-global"], "true");
+        assert_eq!(h["x-ratelimit-scope"], "global");
+        assert_eq!(h["retry-after"], "1");
+        for route_header in [
+            "x-ratelimit-limit",
+            "x-ratelimit-remaining",
+            "x-ratelimit-reset",
+            "x-ratelimit-reset-after",
+            "x-ratelimit-bucket",
+        ] {
+            assert!(h.get(route_header).is_none(), "{route_header}: {h:?}");
+        }
+        // The channel's bucket was not spent by the refusal: 4 of 5 are left.
+        let next = create(&book, 1, 1_000).expect("a second later");
+        assert_eq!(next.remaining, 3);
     }
 
     #[test]

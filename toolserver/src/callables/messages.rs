@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::callables::warnings::{MentionWarning, MentionWarnings};
 use crate::chunk::{split_message, MESSAGE_LIMIT};
 use crate::error::ToolError;
 use std::sync::Arc;
@@ -60,6 +61,28 @@ struct Sent {
     /// Why `unarchived` is there.
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<&'static str>,
+    /// The `@name`s and `#token`s that were left as plain text (and why), that several people
+    /// or channels share, or that link a channel switchboard may not use. Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<MentionWarning>,
+    /// Warnings beyond the listed ones (at most 20 are listed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    more_warnings: Option<usize>,
+}
+
+/// `surface.messages.edit`'s answer.
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct Edited {
+    /// Always true (a failure is an error, not this).
+    ok: bool,
+    /// As for a send: the tokens left as text or ambiguous, or linking a channel switchboard
+    /// may not use. Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<MentionWarning>,
+    /// Warnings beyond the listed ones (at most 20 are listed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    more_warnings: Option<usize>,
 }
 
 /// The answer of a call that only acts: `{"ok":true}`.
@@ -292,7 +315,9 @@ impl Tool for SendMessage {
         if chars > max_parts * MESSAGE_LIMIT * 2 {
             return Err(too_many_parts(chars.div_ceil(MESSAGE_LIMIT), max_parts));
         }
-        let content = cx.mapper().outbound(&input.text).into_owned();
+        let rewritten = cx.mapper().outbound_noted(&input.text);
+        let warnings = MentionWarnings::of(cx, &rewritten);
+        let content = rewritten.text.into_owned();
         let mut parts = split_message(&content, MESSAGE_LIMIT);
         // Discord refuses a message that is only whitespace; such a part carries nothing.
         parts.retain(|part| !part.trim().is_empty());
@@ -309,6 +334,7 @@ impl Tool for SendMessage {
                 reply_to,
                 silent: input.silent.unwrap_or(false),
                 paths,
+                warnings,
             },
             SessionRequest::session_id(input.session_id.as_deref(), spend),
         ))
@@ -386,16 +412,20 @@ impl Tool for SendMessage {
             message_ids,
             unarchived: unarchived.then_some(true),
             note: unarchived.then_some("the thread was archived; it was reopened to post this"),
+            more_warnings: (plan.warnings.more > 0).then_some(plan.warnings.more),
+            warnings: plan.warnings.list,
         })
     }
 }
 
-/// A checked send: its parts (rewritten and split), and what to attach.
+/// A checked send: its parts (rewritten and split), what to attach, and what the rewrite
+/// warns about.
 pub struct SendPlan {
     parts: Vec<String>,
     reply_to: Option<Snowflake>,
     silent: bool,
     paths: Vec<String>,
+    warnings: MentionWarnings,
 }
 
 pub struct EditMessage;
@@ -414,7 +444,7 @@ pub struct EditMessageInput {
 #[async_trait]
 impl Tool for EditMessage {
     type Input = EditMessageInput;
-    type Plan = (Snowflake, String);
+    type Plan = (Snowflake, String, MentionWarnings);
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -425,7 +455,7 @@ impl Tool for EditMessage {
             primary: Some("text"),
             title: "Edit a message",
             effects: Effects::OVERWRITE,
-            output_schema: Some(output_schema::<Done>()),
+            output_schema: Some(output_schema::<Edited>()),
             examples: vec![example("Fix a typo", "tools surface.messages.edit --session-id=#ops --message-id=1000000000000000900 \"deploy done, thanks @Stanley\"", json!({"sessionId": "#ops", "messageId": "1000000000000000900", "text": "deploy done, thanks @Stanley"}))],
         }
     }
@@ -434,7 +464,7 @@ impl Tool for EditMessage {
         &self,
         cx: &PlanContext<'_>,
         input: EditMessageInput,
-    ) -> Result<Planned<(Snowflake, String)>, ToolError> {
+    ) -> Result<Planned<(Snowflake, String, MentionWarnings)>, ToolError> {
         let message_id = parse_id("messageId", &input.message_id)?;
         if input.text.trim().is_empty() {
             return Err(ToolError::usage(
@@ -442,7 +472,9 @@ impl Tool for EditMessage {
                 "text is empty; to remove the message use surface.messages.delete",
             ));
         }
-        let content = cx.mapper().outbound(&input.text).into_owned();
+        let rewritten = cx.mapper().outbound_noted(&input.text);
+        let warnings = MentionWarnings::of(cx, &rewritten);
+        let content = rewritten.text.into_owned();
         let length = content.chars().count();
         if length > MESSAGE_LIMIT {
             return Err(ToolError::usage(
@@ -451,7 +483,7 @@ impl Tool for EditMessage {
             ));
         }
         Ok(Planned::in_session(
-            (message_id, content),
+            (message_id, content, warnings),
             SessionRequest::session_id(input.session_id.as_deref(), 1),
         ))
     }
@@ -459,7 +491,7 @@ impl Tool for EditMessage {
     async fn run(
         &self,
         cx: &Invocation<'_>,
-        (message_id, content): (Snowflake, String),
+        (message_id, content, warnings): (Snowflake, String, MentionWarnings),
     ) -> Result<ToolOutput, ToolError> {
         let target = cx.target()?;
         if let (Some(message), Some(bot)) = (
@@ -481,7 +513,11 @@ impl Tool for EditMessage {
                 cx.mention_policy(false, false),
             )
             .await?;
-        output(&Done::OK)
+        output(&Edited {
+            ok: true,
+            more_warnings: (warnings.more > 0).then_some(warnings.more),
+            warnings: warnings.list,
+        })
     }
 }
 

@@ -13,6 +13,7 @@ mod reactions;
 mod search;
 mod sessions;
 mod threads;
+mod warnings;
 mod workflows;
 
 pub(crate) use workflows::workflows_unavailable;
