@@ -96,6 +96,7 @@ enum Phase {
 /// Serves `router` on `listener` until `shutdown` resolves, then drains (bounded).
 pub(crate) async fn serve(
     router: Router,
+    guard: crate::browsers::Guard,
     listener: TcpListener,
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send,
@@ -118,6 +119,7 @@ pub(crate) async fn serve(
     let shared = Arc::new(Shared {
         builder,
         router,
+        guard: Arc::new(guard),
         limits,
     });
 
@@ -187,6 +189,8 @@ pub(crate) async fn serve(
 struct Shared {
     builder: http1::Builder,
     router: Router,
+    /// Host, Origin and Content-Type, checked before any route (`browsers.rs`).
+    guard: Arc<crate::browsers::Guard>,
     limits: Limits,
 }
 
@@ -204,6 +208,7 @@ async fn connection(
     });
     let service = Service {
         router: shared.router.clone(),
+        guard: Arc::clone(&shared.guard),
         activity: Arc::clone(&activity),
         body_read_timeout: shared.limits.body_read_timeout,
     };
@@ -379,6 +384,7 @@ impl AsyncWrite for Watched {
 /// busy.
 struct Service {
     router: Router,
+    guard: Arc<crate::browsers::Guard>,
     activity: Arc<Activity>,
     body_read_timeout: Duration,
 }
@@ -390,6 +396,11 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Service {
 
     fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
         let (busy, now) = Busy::start(&self.activity);
+        if let Err(refused) = self.guard.check(request.method(), request.headers()) {
+            let response = axum::response::IntoResponse::into_response(refused);
+            drop(busy);
+            return Box::pin(std::future::ready(Ok(response)));
+        }
         let after = self.body_read_timeout;
         let request: Request = request.map(|body| {
             Body::new(DeadlineBody {

@@ -38,7 +38,8 @@ type Shared = State<Arc<Core>>;
 /// The HTTP API over `core`: `GET /health`, `GET /v1/tools`, `GET /v1/tools/{id}`,
 /// `POST /v1/call`, `POST /v1/batch`, `GET /v1/events` (SSE), `GET /metrics`,
 /// `GET /openapi.json` and `POST /v1/capabilities`; other routes answer 404, bodies over
-/// [`MAX_BODY_BYTES`] 413. Without [`serve`]'s connection limits and pruning.
+/// [`MAX_BODY_BYTES`] 413. Without [`serve`]'s connection limits, pruning, and its checks of `Host`,
+/// `Origin` and `Content-Type` (`browsers.rs`), which every route served gets.
 pub fn router(core: Arc<Core>) -> Router {
     Router::new()
         .route("/health", get(health))
@@ -111,8 +112,10 @@ pub async fn serve_with(
         shutdown.await;
         events.close();
     };
+    let guard = crate::browsers::Guard::new(listener.local_addr()?, Arc::clone(&core));
     let result =
-        crate::connections::serve(router(core).merge(extra), listener, limits, shutdown).await;
+        crate::connections::serve(router(core).merge(extra), guard, listener, limits, shutdown)
+            .await;
     pruner.abort();
     if let Some(sampler) = sampler {
         sampler.abort();

@@ -23,6 +23,7 @@ pub mod allowlist;
 pub mod approvals;
 pub mod auth;
 mod batch;
+mod browsers;
 mod callables;
 pub mod chunk;
 pub mod clock;

@@ -12,8 +12,8 @@ use tokio::net::TcpStream;
 use toolserver::testing::{TestServer, DEMO_CONFIG};
 
 /// A request head cut off before its blank line.
-const PARTIAL_HEAD: &[u8] = b"POST /v1/call HTTP/1.1\r\nHost: x\r\n";
-const HEALTH: &[u8] = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+const PARTIAL_HEAD: &[u8] = b"POST /v1/call HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+const HEALTH: &[u8] = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
 /// Set in the child process of `accept_failures_back_off_and_warn_once`.
 const CHILD_ENV: &str = "TOOLSERVER_ACCEPT_BACKOFF_CHILD";
 
@@ -131,7 +131,7 @@ async fn call(server: &TestServer, body: &str, within: Duration) -> Option<Answe
         .ok()?
         .ok()?;
     let request = format!(
-        "POST /v1/call HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /v1/call HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         server.operator_token(),
         body.len()
     );
@@ -223,7 +223,7 @@ async fn a_trickled_body_is_cut_off_at_the_body_deadline() {
     let stream = TcpStream::connect(server.addr()).await.unwrap();
     let (reader, mut writer) = stream.into_split();
     let head = format!(
-        "POST /v1/call HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"tool\": \"",
+        "POST /v1/call HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"tool\": \"",
         server.operator_token()
     );
     writer.write_all(head.as_bytes()).await.unwrap();
@@ -274,7 +274,7 @@ async fn a_body_that_arrives_in_time_is_served() {
         .unwrap();
     let mut stream = TcpStream::connect(server.addr()).await.unwrap();
     let head = format!(
-        "POST /v1/call HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "POST /v1/call HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         server.operator_token(),
         LIST_OPS.len()
     );
@@ -375,7 +375,7 @@ async fn idle_timeout_closes_a_silent_connection_but_spares_a_running_call() {
     let body =
         r##"{"tool": "surface.messages.send", "input": {"sessionId": "#ops", "text": "slow"}}"##;
     let request = format!(
-        "POST /v1/call HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /v1/call HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         server.operator_token(),
         body.len()
     );
@@ -412,7 +412,7 @@ async fn shutdown_lets_a_running_call_finish_and_closes_the_rest() {
     );
     let body = r##"{"tool": "surface.messages.send", "input": {"sessionId": "#ops", "text": "finishing"}}"##;
     let request = format!(
-        "POST /v1/call HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /v1/call HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         server.operator_token(),
         body.len()
     );
