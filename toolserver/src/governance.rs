@@ -46,6 +46,15 @@ pub struct AuditRow {
     pub code: Option<Cow<'static, str>>,
     /// How long the call took, in ms.
     pub duration_ms: u64,
+    /// How many calls the row stands for: 1, or — for a burst of refusals of one caller,
+    /// callable and code past the few a window keeps as rows of their own — the first counted
+    /// call's row with the number of calls it counts.
+    #[serde(default = "one")]
+    pub count: u64,
+}
+
+fn one() -> u64 {
+    1
 }
 
 /// An audit row as the log answers it: with its id, which pages continue from.

@@ -90,6 +90,18 @@ pub async fn serve_with(
             }
         })
     };
+    // The counts of refusal bursts, written soon after their window ends.
+    let refusals = {
+        let core = Arc::clone(&core);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(Duration::from_secs(1));
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticker.tick().await;
+                core.flush_refusals(false);
+            }
+        })
+    };
     // The console's sparklines: one sample of the counters every few seconds, into a bounded
     // ring (only while the console is served).
     let sampler = core.console.enabled().then(|| {
@@ -113,10 +125,18 @@ pub async fn serve_with(
         events.close();
     };
     let guard = crate::browsers::Guard::new(listener.local_addr()?, Arc::clone(&core));
-    let result =
-        crate::connections::serve(router(core).merge(extra), guard, listener, limits, shutdown)
-            .await;
+    let result = crate::connections::serve(
+        router(Arc::clone(&core)).merge(extra),
+        guard,
+        listener,
+        limits,
+        shutdown,
+    )
+    .await;
     pruner.abort();
+    refusals.abort();
+    // No count is left behind at shutdown.
+    core.flush_refusals(true);
     if let Some(sampler) = sampler {
         sampler.abort();
     }
@@ -581,6 +601,7 @@ async fn reload(State(core): Shared, Authed(context): Authed) -> Result<Response
             outcome: std::borrow::Cow::Borrowed(outcome),
             code,
             duration_ms: started.elapsed().as_millis() as u64,
+            count: 1,
         });
     match result {
         Ok(reloaded) => Ok(Json(json!({ "ok": true, "value": reloaded })).into_response()),

@@ -266,6 +266,7 @@ impl Core {
             outcome: Cow::Borrowed("ok"),
             code: None,
             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            count: 1,
         });
         Ok(after)
     }

@@ -5,7 +5,6 @@
 use protocol::ErrorCode;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
 
 use entity::Snowflake;
 use switchboard_config::Config;
@@ -433,11 +432,12 @@ impl Core {
         mention_policy(&self.settings())
     }
 
-    /// Forgets expired capability tokens and recovered rate-limit keys.
+    /// Forgets expired capability tokens and recovered rate-limit keys, and writes the counts
+    /// of refusal bursts whose window has ended.
     pub fn prune(&self) {
         self.capabilities.prune_expired();
         self.settings().limits.prune();
-        self.refusals.prune(Instant::now());
+        self.flush_refusals(false);
     }
 }
 

@@ -801,7 +801,7 @@ scope = ["console", "audit.*"]
     from_elsewhere.push(("origin", "http://evil.example".to_owned()));
     let refused = subscribe(format!("{url}/console/api/events"), from_elsewhere);
     let (kind, status, _) = next_event(&refused);
-    assert_eq!((kind.as_str(), status), ("http", json!("403")));
+    assert_eq!((kind.as_str(), status), ("http", json!(403)));
     let everything = subscribe(format!("{url}/console/api/events"), operator.read());
     let no_messages = subscribe(format!("{url}/console/api/events"), watch.read());
     let release_only = subscribe(

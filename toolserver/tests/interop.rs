@@ -197,6 +197,130 @@ async fn a_batch_runs_each_call_with_the_callers_scope() {
     assert!(server.sends().is_empty());
 }
 
+/// The codes of a batch's results, in order (`ok` for a success).
+fn codes(answer: &Answer) -> Vec<String> {
+    answer.json()["value"]["results"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no results: {}", answer.text))
+        .iter()
+        .map(|r| {
+            r["error"]["code"]
+                .as_str()
+                .map_or_else(|| "ok".to_owned(), str::to_owned)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn refused_calls_spend_the_callers_budget_and_are_audited_as_counted_bursts() {
+    let config = format!(
+        "{DEMO_CONFIG}
+[[toolserver.tokens]]
+name = \"probe\"
+token_env = \"PROBE_TOKEN\"
+scope = [\"surface.messages.list\"]
+
+[toolserver.rate_limits]
+per_caller_per_minute = 60
+per_caller_burst = 5
+"
+    );
+    let server = TestServer::start_with_tokens(
+        &config,
+        std::sync::Arc::new(toolserver::memory::MemorySurface::demo()),
+        &[("probe", "probe-secret")],
+    )
+    .await
+    .expect("server starts");
+    let as_probe = |body: Value| {
+        request(
+            "POST",
+            format!("{}/v1/batch", server.url()),
+            Some("probe-secret".to_owned()),
+            Some(serde_json::to_vec(&body).unwrap()),
+        )
+    };
+    // A flood of names the token may not call — 50 different ones, unknown or out of its
+    // scope — spends one budget: five are refused for what they are, the rest rate limited.
+    let names: Vec<Value> = (0..50)
+        .map(|i| {
+            let tool = if i % 2 == 0 {
+                format!("nope.{i}")
+            } else {
+                "surface.messages.send".to_owned()
+            };
+            json!({"tool": tool, "input": {"sessionId": "#ops", "text": "x"}})
+        })
+        .collect();
+    let answer = as_probe(json!({"calls": names, "maxConcurrency": 1})).await;
+    let seen = codes(&answer);
+    assert_eq!(
+        seen.iter().filter(|c| *c == "rate_limited").count(),
+        45,
+        "{seen:?}"
+    );
+    assert!(
+        seen[..5]
+            .iter()
+            .all(|c| c == "unknown_tool" || c == "out_of_scope"),
+        "{seen:?}"
+    );
+    // Its callable keeps its own budget; refused calls of it spend that one too.
+    let list = json!({"tool": "surface.messages.list", "input": {"sessionId": "#ops"}});
+    let bad = json!({"tool": "surface.messages.list", "input": {"sessionId": "#ops", "limit": -1}});
+    let answer =
+        as_probe(json!({"calls": [list, bad, bad, bad, bad, list], "maxConcurrency": 1})).await;
+    assert_eq!(
+        codes(&answer),
+        [
+            "ok",
+            "invalid_input",
+            "invalid_input",
+            "invalid_input",
+            "invalid_input",
+            "rate_limited"
+        ]
+    );
+    assert!(server.sends().is_empty());
+    // Another caller is not touched.
+    let answer = batch(
+        &server,
+        serde_json::to_vec(&json!({"calls": [list]})).unwrap(),
+    )
+    .await;
+    assert_eq!(codes(&answer), ["ok"]);
+
+    // The audit log: every call counted, in a bounded number of rows.
+    server.core().flush_refusals(true);
+    let rows: Vec<_> = server
+        .ledger()
+        .rows()
+        .into_iter()
+        .filter(|row| row.caller == "token:probe")
+        .collect();
+    assert_eq!(
+        rows.iter().map(|row| row.count).sum::<u64>(),
+        56,
+        "{rows:#?}"
+    );
+    // Rate limited: per callable named (unknown names under one key), ten rows of their own
+    // each, and the rest of each counted in one row.
+    let limited: Vec<(String, u64)> = rows
+        .iter()
+        .filter(|row| row.code.as_deref() == Some("rate_limited"))
+        .map(|row| (row.tool.to_string(), row.count))
+        .collect();
+    assert_eq!(
+        limited.iter().map(|(_, n)| n).sum::<u64>(),
+        46,
+        "{limited:?}"
+    );
+    let counted: Vec<&(String, u64)> = limited.iter().filter(|(_, n)| *n > 1).collect();
+    assert_eq!(counted.len(), 2, "{limited:?}");
+    assert!(limited.len() <= 2 * 11 + 1, "{limited:?}");
+    assert!(rows.len() <= 5 + 23 + 5, "{} rows", rows.len());
+}
+
 /// An SSE reader on its own thread: every `event:`/`data:` pair as `(type, data)`, and `None`
 /// when the stream ends.
 fn subscribe(
