@@ -201,6 +201,48 @@ async fn unknown_callable_suggests_the_nearest() {
 }
 
 #[tokio::test]
+async fn did_you_mean_names_only_callables_in_the_callers_scope() {
+    let server = demo_server().await;
+    let reader = server.mint(
+        demo::OPS,
+        "run-dym",
+        &["surface.messages.list", "surface.help"],
+        Duration::from_secs(60),
+    );
+    // The nearest id is a send, out of this token's scope: it is not named.
+    let answer = call_as(&server, Some(&reader), "surface.messages.sen", json!({})).await;
+    assert_eq!(answer.status, 404, "{}", answer.body);
+    let error = &answer.body["error"];
+    assert!(
+        !error.to_string().contains("surface.messages.send"),
+        "a callable outside the scope was named: {error}"
+    );
+    let known: Vec<&str> = error["details"]["known"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(known, ["surface.help", "surface.messages.list"]);
+    // Within the scope, the hint still helps.
+    let answer = call_as(&server, Some(&reader), "surface.messages.lst", json!({})).await;
+    assert!(
+        answer.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Did you mean 'surface.messages.list'?"),
+        "{}",
+        answer.body
+    );
+    // The operator sees every callable, so gets the send.
+    let answer = call(&server, "surface.messages.sen", json!({})).await;
+    assert_eq!(
+        answer.body["error"]["details"]["suggestion"],
+        "surface.messages.send"
+    );
+}
+
+#[tokio::test]
 async fn invalid_input_names_the_field() {
     let server = demo_server().await;
     let answer = call(
