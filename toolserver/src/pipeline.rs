@@ -278,7 +278,36 @@ impl<'a> Gate<'a> {
                 self.settings.governance.permissions().ask_timeout,
             );
         }
-        let outcome = core.approvals.ask(core.surface.as_ref(), request).await;
+        // The wait ends with the run: a decision after it must not act for a run that is over.
+        let ended = async {
+            match capability {
+                Some(capability) => capability.ended().await,
+                None => std::future::pending().await,
+            }
+        };
+        let outcome = match core
+            .approvals
+            .ask_until(core.surface.as_ref(), request, ended)
+            .await
+        {
+            Ok(outcome) => outcome,
+            Err(how) => {
+                core.events.publish(
+                    "approval.decided",
+                    session,
+                    json!({
+                        "tool": self.tool_id,
+                        "toolCallId": self.context.tool_call_id,
+                        "decision": "cancelled",
+                        "by": "-",
+                    }),
+                );
+                let mut trail = self.trail();
+                trail.decision = Decision::NotApproved;
+                trail.decided_by = Some("run ended".into());
+                return Err(crate::server::run_ended(how));
+            }
+        };
         let (decision, by) = match &outcome {
             Outcome::Approved(by) => ("approved", by.as_str()),
             Outcome::Denied(by) => ("denied", by.as_str()),
@@ -630,11 +659,16 @@ impl Core {
         // An agent run's calls act only once its trigger is durably taken (see `RunGate`).
         if let Caller::Capability(capability) = &context.caller {
             if let Some(run_gate) = &capability.grant.gate {
-                if !run_gate.opened().await {
-                    let result = Err(ToolError::denied(
-                        ErrorCode::InvalidToken,
+                let refused = tokio::select! {
+                    opened = run_gate.opened() => (!opened).then(|| ToolError::new(
+                        ErrorKind::Cancelled,
+                        ErrorCode::RunAborted,
                         "this run was stopped before it could act: the message that started it could not be recorded as answered, so it is not answered (the service log says why)",
-                    ));
+                    )),
+                    how = capability.ended() => Some(crate::server::run_ended(how)),
+                };
+                if let Some(refused) = refused {
+                    let result = Err(refused);
                     self.audit(
                         context,
                         tool_id.into(),
