@@ -334,6 +334,10 @@ pub struct Governance {
     /// `/tools` overrides: the explicit callable ids a session's runs may call.
     overrides: RwLock<HashMap<Snowflake, Vec<String>>>,
     ledger: Arc<dyn Ledger>,
+    /// Bumped whenever what a caller may do can change (rules reloaded, a `/tools` override
+    /// set), so what was worked out from them (event streams' read checks) is worked out
+    /// again.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl Governance {
@@ -349,7 +353,18 @@ impl Governance {
             rules: crate::live::Live::new(GovernanceRules::new(permissions, aliases, configured)),
             overrides: RwLock::new(overrides.into_iter().collect()),
             ledger,
+            generation: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Changes whenever rules or overrides change (see the field).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub(crate) fn changed(&self) {
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// The same governance, keeping to `ledger`, starting from the `/tools` overrides it kept.
@@ -374,6 +389,7 @@ impl Governance {
     /// Puts reloaded rules in force for the next call.
     pub(crate) fn set_rules(&self, rules: Arc<GovernanceRules>) {
         self.rules.store(rules);
+        self.changed();
     }
 
     /// Where audit rows and overrides are kept.
@@ -420,6 +436,7 @@ impl Governance {
                 }
             }
         }
+        self.changed();
         self.ledger.save_session_scope(session, scope);
     }
 

@@ -53,6 +53,7 @@ mod server;
 pub mod surface;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod visibility;
 pub mod workflow;
 
 pub use batch::{parse_batch, BatchCall};

@@ -261,9 +261,10 @@ impl<'a> Gate<'a> {
             channel: AllowedChannel::checked(channel),
         };
         let session = targets.first().copied();
-        core.events.publish(
+        core.events.publish_about(
             "approval.requested",
             session,
+            Some(self.context.caller.limit_key().as_str()),
             json!({
                 "tool": self.tool_id,
                 "requestedBy": request.requested_by,
@@ -292,9 +293,10 @@ impl<'a> Gate<'a> {
         {
             Ok(outcome) => outcome,
             Err(how) => {
-                core.events.publish(
+                core.events.publish_about(
                     "approval.decided",
                     session,
+                    Some(self.context.caller.limit_key().as_str()),
                     json!({
                         "tool": self.tool_id,
                         "toolCallId": self.context.tool_call_id,
@@ -313,9 +315,10 @@ impl<'a> Gate<'a> {
             Outcome::Denied(by) => ("denied", by.as_str()),
             Outcome::Expired => ("expired", "-"),
         };
-        core.events.publish(
+        core.events.publish_about(
             "approval.decided",
             session,
+            Some(self.context.caller.limit_key().as_str()),
             json!({
                 "tool": self.tool_id,
                 "toolCallId": self.context.tool_call_id,
@@ -741,9 +744,10 @@ impl Core {
         let capability = context.caller.capability();
         self.metrics
             .call_finished(&tool_id, outcome, trail.decision.as_str(), code, took);
-        self.events.publish(
+        self.events.publish_about(
             "call.finished",
             trail.targets.first().copied(),
+            Some(caller.as_str()),
             json!({
                 "tool": &*tool_id,
                 "caller": caller.as_str(),

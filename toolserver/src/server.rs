@@ -243,6 +243,8 @@ impl Core {
         self.governance.set_rules(Arc::clone(&next.governance));
         self.approvals.set_policy(&next.config().permissions);
         self.settings.store(Arc::clone(&next));
+        // Once every part is new: what was worked out from the old settings goes.
+        self.governance.changed();
         next
     }
 
