@@ -154,7 +154,10 @@ fn refused_calls(runtime: &tokio::runtime::Runtime, dir: &std::path::Path) {
         after / 1024,
         after.saturating_sub(before) / 1024
     );
-    assert_eq!(counted as u64, calls, "every refused call is counted in some row");
+    assert_eq!(
+        counted as u64, calls,
+        "every refused call is counted in some row"
+    );
 }
 
 /// A fresh connection's request, answered 200 within [`PROBE_WITHIN`]: its latency.
@@ -194,7 +197,9 @@ fn probes(addr: SocketAddr) -> [(usize, f64); 2] {
     }
     latencies.map(|mut l| {
         l.sort_unstable();
-        let median = l.get(l.len() / 2).map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0);
+        let median = l
+            .get(l.len() / 2)
+            .map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0);
         (l.len(), median)
     })
 }

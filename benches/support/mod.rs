@@ -2,6 +2,9 @@
 //! Discord and stopped again, the wall clock in nanoseconds, and median/percentile summaries.
 //! Each bench includes this file with `mod support;`.
 
+// Each bench uses what it needs of this file.
+#![allow(dead_code)]
+
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fake_discord::{demo, FakeDiscord, FakeOptions, RateLimits, UserMessage, World};
@@ -79,12 +82,10 @@ pub struct Running {
     stop: tokio::sync::oneshot::Sender<()>,
     serving: tokio::task::JoinHandle<Result<(), switchboard::ServiceError>>,
     /// Where its tool server listens.
-    #[allow(dead_code)] // Not every bench calls the tool server.
     pub addr: std::net::SocketAddr,
 }
 
 /// The operator token [`Running`] serves with.
-#[allow(dead_code)] // Not every bench calls the tool server.
 pub const OPERATOR_TOKEN: &str = "bench-operator-token-0123456789abcdef";
 
 impl Running {

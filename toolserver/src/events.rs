@@ -263,14 +263,9 @@ impl EventHub {
             caller: None,
         };
         if taken >= MAX_SUBSCRIBERS {
-            return Err(ToolError::new(
-                ErrorKind::Unavailable,
-                ErrorCode::Busy,
-                format!(
-                    "{MAX_SUBSCRIBERS} event streams are open already; close one, or retry shortly"
-                ),
-            )
-            .with_retry_after(Duration::from_secs(5)));
+            return Err(busy(format!(
+                "{MAX_SUBSCRIBERS} event streams are open already; close one, or retry shortly"
+            )));
         }
         let mut guard = guard;
         if let Some(caller) = &subscriber.caller {
@@ -278,14 +273,9 @@ impl EventHub {
                 let mut held = lock(&self.per_caller);
                 let count = held.entry(Arc::clone(caller)).or_insert(0);
                 if *count >= MAX_STREAMS_PER_CALLER {
-                    return Err(ToolError::new(
-                        ErrorKind::Unavailable,
-                        ErrorCode::Busy,
-                        format!(
-                            "this token holds {MAX_STREAMS_PER_CALLER} event streams already, the most one caller may; close one (one stream carries every event type), or retry shortly"
-                        ),
-                    )
-                    .with_retry_after(Duration::from_secs(5)));
+                    return Err(busy(format!(
+                        "this token holds {MAX_STREAMS_PER_CALLER} event streams already, the most one caller may; close one (one stream carries every event type), or retry shortly"
+                    )));
                 }
                 *count += 1;
             }
@@ -329,6 +319,12 @@ impl EventHub {
             _guard: guard,
         })
     }
+}
+
+/// No more streams now: `busy` (503), to retry in a few seconds.
+fn busy(message: String) -> ToolError {
+    ToolError::new(ErrorKind::Unavailable, ErrorCode::Busy, message)
+        .with_retry_after(Duration::from_secs(5))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -659,10 +659,12 @@ impl Core {
                 });
             }
         };
-        // An agent run's calls act only once its trigger is durably taken (see `RunGate`).
+        // An agent run's calls act only once its trigger is durably taken (see `RunGate`), and
+        // not at all once the run is over.
+        let mut refused = None;
         if let Caller::Capability(capability) = &context.caller {
             if let Some(run_gate) = &capability.grant.gate {
-                let refused = tokio::select! {
+                refused = tokio::select! {
                     opened = run_gate.opened() => (!opened).then(|| ToolError::new(
                         ErrorKind::Cancelled,
                         ErrorCode::RunAborted,
@@ -670,28 +672,19 @@ impl Core {
                     )),
                     how = capability.ended() => Some(crate::server::run_ended(how)),
                 };
-                if let Some(refused) = refused {
-                    let result = Err(refused);
-                    self.audit(
-                        context,
-                        tool_id.into(),
-                        &Trail::new(),
-                        &result,
-                        started,
-                        started_ms,
-                    );
-                    return result;
-                }
             }
         }
         let settings = self.settings();
         // The caller's budget for this callable, spent before any work: refused calls spend it
         // too, so a flood of them meets `rate_limited`.
-        if let Err(limited) = settings
-            .limits
-            .check_caller(context.caller.limit_key(), tool_id)
-        {
-            let result = Err(limited);
+        let refused = refused.or_else(|| {
+            settings
+                .limits
+                .check_caller(context.caller.limit_key(), tool_id)
+                .err()
+        });
+        if let Some(refused) = refused {
+            let result = Err(refused);
             self.audit(
                 context,
                 tool_id.into(),
