@@ -243,7 +243,7 @@ fn slowloris(runtime: &tokio::runtime::Runtime, dir: &std::path::Path) {
                 let _ = stream.set_nonblocking(true);
             }
             while !stop.load(Ordering::Relaxed) {
-                for slot in held.iter_mut() {
+                for slot in &mut held {
                     if gone(slot, &mut byte) {
                         if let Some(stream) = half_sent(addr) {
                             let _ = stream.set_nonblocking(true);

@@ -9,6 +9,17 @@ use serde_json::json;
 
 use crate::support::{bot_posts, http_send, Allow, Fake, Sections, Switchboard, TempDir};
 
+/// A request a page might send (method, path, headers, body) and the refusal it gets (status,
+/// code).
+type Try<'a> = (
+    &'a str,
+    &'a str,
+    Vec<(&'a str, &'a str)>,
+    &'a str,
+    u16,
+    &'a str,
+);
+
 /// What a program sends: this server's `Host`, JSON, no `Origin`.
 fn program(host: &str) -> Vec<(&str, &str)> {
     vec![("Host", host), ("Content-Type", "application/json")]
@@ -57,7 +68,7 @@ fn a_web_page_cannot_drive_a_server_without_auth() {
 
     let evil_host = format!("rebound.evil.example:{port}");
     let page = format!("http://{host}");
-    let tries: Vec<(&str, &str, Vec<(&str, &str)>, &str, u16, &str)> = vec![
+    let tries: Vec<Try<'_>> = vec![
         // A cross-site form or fetch without preflight: text/plain, urlencoded, none.
         (
             "POST",

@@ -118,7 +118,7 @@ pub struct EventHub {
     closed: watch::Sender<bool>,
     subscribers: Arc<AtomicUsize>,
     /// Streams held per caller (not the operator's).
-    per_caller: Arc<Mutex<HashMap<Arc<str>, usize>>>,
+    per_caller: Arc<PerCaller>,
     dropped: AtomicU64,
     published: AtomicU64,
 }
@@ -333,10 +333,13 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Streams held, by caller key.
+type PerCaller = Mutex<HashMap<Arc<str>, usize>>;
+
 /// Counts a subscriber (and its caller's streams) until dropped.
 struct Guard {
     total: Arc<AtomicUsize>,
-    caller: Option<(Arc<Mutex<HashMap<Arc<str>, usize>>>, Arc<str>)>,
+    caller: Option<(Arc<PerCaller>, Arc<str>)>,
 }
 
 impl Drop for Guard {

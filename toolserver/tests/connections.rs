@@ -393,11 +393,13 @@ async fn at_the_cap_the_oldest_connection_without_a_request_head_makes_room() {
     .unwrap();
     let mut idle = TcpStream::connect(server.addr()).await.unwrap();
     idle.write_all(HEALTH).await.unwrap();
-    assert_eq!(
-        read_answer(&mut idle, Duration::from_secs(2))
-            .await
-            .map(|a| a.status),
-        Some(200)
+    let answer = read_answer(&mut idle, Duration::from_secs(2))
+        .await
+        .expect("served");
+    assert_eq!(answer.status, 200);
+    assert!(
+        !answer.head.contains("connection: close"),
+        "kept alive: {answer:?}"
     );
     tokio::time::sleep(Duration::from_millis(20)).await;
     let mut stuck = half_open(server.addr(), 7).await;
