@@ -76,6 +76,10 @@ fn body_statuses() -> Vec<(&'static str, &'static str)> {
             "429",
             "A rate limit (kind unavailable; Retry-After says when)",
         ),
+        (
+            "499",
+            "The call's agent run was aborted, or ended while the call waited for an approval (kind cancelled: run_aborted, run_ended)",
+        ),
         ("500", "A bug (kind internal)"),
         ("503", "Busy, or Discord unavailable (kind unavailable)"),
         (
