@@ -293,17 +293,7 @@ impl<'a> Gate<'a> {
         {
             Ok(outcome) => outcome,
             Err(how) => {
-                core.events.publish_about(
-                    "approval.decided",
-                    session,
-                    Some(self.context.caller.limit_key().as_str()),
-                    json!({
-                        "tool": self.tool_id,
-                        "toolCallId": self.context.tool_call_id,
-                        "decision": "cancelled",
-                        "by": "-",
-                    }),
-                );
+                self.decided(session, "cancelled", "-");
                 let mut trail = self.trail();
                 trail.decision = Decision::NotApproved;
                 trail.decided_by = Some("run ended".into());
@@ -315,17 +305,7 @@ impl<'a> Gate<'a> {
             Outcome::Denied(by) => ("denied", by.as_str()),
             Outcome::Expired => ("expired", "-"),
         };
-        core.events.publish_about(
-            "approval.decided",
-            session,
-            Some(self.context.caller.limit_key().as_str()),
-            json!({
-                "tool": self.tool_id,
-                "toolCallId": self.context.tool_call_id,
-                "decision": decision,
-                "by": by,
-            }),
-        );
+        self.decided(session, decision, by);
         let mut trail = self.trail();
         match outcome {
             Outcome::Approved(by) => {
@@ -354,6 +334,21 @@ impl<'a> Gate<'a> {
                 ))
             }
         }
+    }
+
+    /// Publishes `approval.decided` for this call's ask.
+    fn decided(&self, session: Option<Snowflake>, decision: &str, by: &str) {
+        self.core.events.publish_about(
+            "approval.decided",
+            session,
+            Some(self.context.caller.limit_key().as_str()),
+            json!({
+                "tool": self.tool_id,
+                "toolCallId": self.context.tool_call_id,
+                "decision": decision,
+                "by": by,
+            }),
+        );
     }
 
     /// A session as people read it: `#alias`, `#name`, or its id.
