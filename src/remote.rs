@@ -159,7 +159,8 @@ fn filter_input(args: &AuditArgs) -> Value {
     Value::Object(input)
 }
 
-/// One row as a line: time, decision, outcome, tool, sessions, caller, duration, who decided.
+/// One row as a line: time, decision, outcome, tool, sessions, caller, duration, who decided,
+/// and how many calls a counted row stands for.
 fn line(row: &Value) -> String {
     let text = |key: &str| row.get(key).and_then(Value::as_str).unwrap_or("-");
     let sessions: Vec<&str> = row
@@ -187,6 +188,10 @@ fn line(row: &Value) -> String {
     );
     if let Some(by) = row.get("decidedBy").and_then(Value::as_str) {
         line.push_str(&format!("  by {by}"));
+    }
+    // A burst of refusals counted in one row.
+    if let Some(count) = row.get("count").and_then(Value::as_u64).filter(|n| *n > 1) {
+        line.push_str(&format!("  ×{count} calls"));
     }
     line
 }

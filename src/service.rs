@@ -165,7 +165,6 @@ pub async fn build(
         source,
     })?;
     let mcp = switchboard_mcp::http::Options {
-        bind: addr,
         idle_timeout: config.toolserver.idle_timeout,
     };
 

@@ -193,6 +193,89 @@ fn abort_stops_the_running_run_and_the_queued_one_then_runs() {
     );
 }
 
+/// The approvals waiting, as the operator lists them.
+fn pending_approvals(sb: &Switchboard) -> Vec<serde_json::Value> {
+    let host = sb.url.trim_start_matches("http://").to_owned();
+    let bearer = format!("Bearer {}", sb.token);
+    let (status, body) = support::http_send(
+        &sb.url,
+        "GET",
+        "/v1/approvals",
+        &[("Host", &host), ("Authorization", &bearer)],
+        "",
+    )
+    .expect("GET /v1/approvals");
+    assert_eq!(status, 200, "{body}");
+    let value: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    value["approvals"].as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn a_call_waiting_for_approval_answers_cancelled_when_its_run_is_aborted() {
+    let fake = Fake::start();
+    let dir = TempDir::new("bridge-abort-cancels");
+    let out = dir.path();
+    let _reaper = Reaper(out);
+    // The run hands its token out (as a stray process of it would use it) and waits.
+    let agent = script(
+        out,
+        "agent.sh",
+        &format!(
+            "cat > /dev/null\necho $$ > \"{d}/$SWITCHBOARD_MESSAGE_ID.pid\"\nprintf %s \"$SWITCHBOARD_TOKEN\" > \"{d}/token\"\nsleep 30\necho NO_REPLY",
+            d = out.display()
+        ),
+    );
+    let extra = format!(
+        "{}\n[permissions]\ndefault = \"allow\"\nask_timeout_s = 120\napprovers = [\"@Stanley\"]\n\n[[permissions.rules]]\ntool = \"surface.messages.send\"\npolicy = \"ask\"\n",
+        command_agent(&agent, out, 60, "")
+    );
+    let sb = Switchboard::start_with(&fake, out, &Allow::default(), &extra);
+    wait_for_commands(&fake);
+    fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} go"));
+    let token = poll("the run's token", Duration::from_secs(10), || {
+        std::fs::read_to_string(out.join("token"))
+            .ok()
+            .filter(|t| t.starts_with("sbcap_"))
+    });
+    // A call of the run that the rules make wait for an approver.
+    let waiting = {
+        let (url, token, cwd) = (sb.url.clone(), token.clone(), out.to_owned());
+        std::thread::spawn(move || {
+            support::tools_in(
+                &url,
+                &token,
+                &cwd,
+                &["surface.messages.send", "needs approval"],
+            )
+        })
+    };
+    poll("the approval request", Duration::from_secs(10), || {
+        (!pending_approvals(&sb).is_empty()).then_some(())
+    });
+    let answer = slash(&fake, demo::OPS, "abort");
+    assert!(
+        answer.to_lowercase().contains("stopping"),
+        "/abort answered {answer:?}"
+    );
+    let waited = waiting.join().expect("the tools thread");
+    assert_eq!(waited.code, Some(8), "{waited:?}");
+    assert!(
+        waited.stderr.contains("run_aborted") || waited.stdout.contains("run_aborted"),
+        "{waited:?}"
+    );
+    // The request is withdrawn, nothing was posted, and the token answers the same from now on.
+    assert!(pending_approvals(&sb).is_empty());
+    let late = support::tools_in(&sb.url, &token, out, &["surface.messages.list"]);
+    assert_eq!(late.code, Some(8), "{late:?}");
+    assert!(
+        !bot_posts(&fake, demo::OPS)
+            .iter()
+            .any(|m| m["content"].as_str() == Some("needs approval")),
+        "{:?}",
+        bot_posts(&fake, demo::OPS)
+    );
+}
+
 #[test]
 fn status_shows_the_running_run_and_the_waiting_ones() {
     let fake = Fake::start();

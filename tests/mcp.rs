@@ -261,7 +261,7 @@ fn garbage_at_mcp_gets_errors_never_a_panic_or_a_hang() {
         let auth = auth.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
         let (status, head, body) = exchange(
             base,
-            format!("{method} /mcp HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n").as_bytes(),
+            format!("{method} /mcp HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Type: application/json\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes(),
         );
         assert_eq!(status, 401, "{method}: {head}\n{body}");
         assert!(
@@ -295,6 +295,7 @@ fn garbage_at_mcp_gets_errors_never_a_panic_or_a_hang() {
         ("an unknown protocol version", br#"{"jsonrpc":"2.0","id":7,"method":"tools/list"}"#.to_vec(), "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 1999-01-01\r\n", vec![400]),
         ("a response nobody asked for", br#"{"jsonrpc":"2.0","id":8,"result":{}}"#.to_vec(), JSON_HEADERS, vec![202, 400]),
         ("the wrong content type", br#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#.to_vec(), "Content-Type: text/plain\r\nAccept: application/json, text/event-stream\r\n", vec![415]),
+        ("no content type", br#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#.to_vec(), "Accept: application/json, text/event-stream\r\n", vec![415]),
         ("no Accept", br#"{"jsonrpc":"2.0","id":10,"method":"tools/list"}"#.to_vec(), "Content-Type: application/json\r\n", vec![406]),
         ("a huge body", { let mut b = b"{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"tools/list\",\"pad\":\"".to_vec(); b.extend(vec![b'a'; 2 * 1024 * 1024]); b.extend_from_slice(b"\"}"); b }, JSON_HEADERS, vec![413]),
         ("deep nesting", { let mut b = vec![b'['; 100_000]; b.extend(vec![b']'; 100_000]); b }, JSON_HEADERS, vec![400, 415]),
@@ -315,7 +316,7 @@ fn garbage_at_mcp_gets_errors_never_a_panic_or_a_hang() {
         let host = base.trim_start_matches("http://");
         let (status, head, _) = exchange(
             base,
-            format!("{method} /mcp HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {}\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n", sb.token).as_bytes(),
+            format!("{method} /mcp HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n", sb.token).as_bytes(),
         );
         assert_eq!(status, 405, "{method}: {head}");
     }

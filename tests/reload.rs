@@ -101,7 +101,11 @@ fn post_reload(sb: &Switchboard, token: Option<&str>) -> (u16, Value) {
     if let Some(token) = token {
         request = request.header("authorization", format!("Bearer {token}"));
     }
-    let mut answer = request.send_empty().expect("POST /v1/admin/reload");
+    // A program's POST: declared JSON (the body, empty here, is ignored).
+    let mut answer = request
+        .header("content-type", "application/json")
+        .send_empty()
+        .expect("POST /v1/admin/reload");
     let status = answer.status().as_u16();
     let body = answer.body_mut().read_to_string().expect("read the answer");
     (

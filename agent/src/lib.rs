@@ -819,7 +819,13 @@ impl Bridge {
                 }
             }
         };
-        self.inner.core.revoke_capability(&token);
+        // The token ends with the run: a call still waiting on it (an approval) answers
+        // `cancelled`, as does any later call of an aborted run.
+        let how = match answer {
+            Answer::Aborted => toolserver::auth::TokenEnd::Aborted,
+            Answer::Reply(_) | Answer::Failed(_) => toolserver::auth::TokenEnd::Finished,
+        };
+        self.inner.core.end_capability(&token, how);
         // Nothing is posted for a run whose trigger could not be recorded as answered.
         if !gate.opened().await {
             if let Some(draft) = draft {

@@ -2,6 +2,9 @@
 //! Discord and stopped again, the wall clock in nanoseconds, and median/percentile summaries.
 //! Each bench includes this file with `mod support;`.
 
+// Each bench uses what it needs of this file.
+#![allow(dead_code)]
+
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fake_discord::{demo, FakeDiscord, FakeOptions, RateLimits, UserMessage, World};
@@ -78,18 +81,24 @@ pub fn start_fake(runtime: &tokio::runtime::Runtime) -> FakeDiscord {
 pub struct Running {
     stop: tokio::sync::oneshot::Sender<()>,
     serving: tokio::task::JoinHandle<Result<(), switchboard::ServiceError>>,
+    /// Where its tool server listens.
+    pub addr: std::net::SocketAddr,
 }
+
+/// The operator token [`Running`] serves with.
+pub const OPERATOR_TOKEN: &str = "bench-operator-token-0123456789abcdef";
 
 impl Running {
     /// Builds and serves `config`, then waits until the bot identified with `fake` and its
     /// guild had time to arrive.
     pub fn start(runtime: &tokio::runtime::Runtime, config: Config, fake: &FakeDiscord) -> Self {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (ready, listening) = std::sync::mpsc::channel();
         let serving = runtime.spawn(async move {
             let service = switchboard::build(
                 config,
                 "bench-bot-token".to_owned(),
-                Some("bench-operator-token-0123456789abcdef".to_owned()).into(),
+                Some(OPERATOR_TOKEN.to_owned()).into(),
             )
             .await?;
             switchboard::serve(
@@ -97,17 +106,26 @@ impl Running {
                 async {
                     let _ = stopped.await;
                 },
-                |_| {},
+                move |addr| {
+                    let _ = ready.send(addr);
+                },
             )
             .await
         });
+        let addr = listening
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the service listens");
         let deadline = Instant::now() + Duration::from_secs(20);
         while fake.state().sessions_identified == 0 {
             assert!(Instant::now() < deadline, "the bot never identified");
             std::thread::sleep(Duration::from_millis(20));
         }
         std::thread::sleep(Duration::from_millis(500));
-        Running { stop, serving }
+        Running {
+            stop,
+            serving,
+            addr,
+        }
     }
 
     /// Stops the service (waiting at most 10 s for it to finish).

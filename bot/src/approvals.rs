@@ -96,6 +96,10 @@ pub fn message(card: &ApprovalCard) -> Value {
         ApprovalState::Expired { at_ms } => {
             format!("⌛ Expired {}: nobody decided in time", when(*at_ms, 'f'))
         }
+        ApprovalState::Cancelled { at_ms } => format!(
+            "⏹ Withdrawn {}: the run that asked ended before anyone decided",
+            when(*at_ms, 'f')
+        ),
     };
     let content = format!(
         "**Approval needed**: `{}` in {}\nAsked by {} · binding `{}`\n{}\n{}",

@@ -231,6 +231,11 @@ pub struct ToolserverConfig {
     pub console: bool,
     /// `GET /metrics` without a token (loopback binds only); else the operator token reads it.
     pub metrics_public: bool,
+    /// Host names requests may name in `Host` besides the bind address and the loopback names
+    /// (`toolserver.allowed_hosts`: a reverse proxy's or the machine's name), lowercase, no
+    /// port. Every other `Host` is refused, so a web page cannot reach the server through DNS
+    /// rebinding.
+    pub allowed_hosts: Vec<String>,
     /// A call running longer than this answers `timeout` (HTTP 504).
     pub call_timeout: std::time::Duration,
     /// Calls served at once; past it, calls answer `unavailable` (HTTP 503).

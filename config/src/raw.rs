@@ -232,6 +232,8 @@ pub(crate) struct RawToolserver {
     pub console: bool,
     #[serde(default = "default_metrics_public")]
     pub metrics_public: Spanned<bool>,
+    #[serde(default)]
+    pub allowed_hosts: Vec<Spanned<String>>,
     #[serde(default = "default_call_timeout_s")]
     pub call_timeout_s: Spanned<u64>,
     #[serde(default = "default_max_concurrent_calls")]
@@ -262,6 +264,7 @@ impl Default for RawToolserver {
             insecure_no_auth: false,
             console: false,
             metrics_public: default_metrics_public(),
+            allowed_hosts: Vec::new(),
             call_timeout_s: default_call_timeout_s(),
             max_concurrent_calls: default_max_concurrent_calls(),
             download_max_bytes: default_download_max_bytes(),

@@ -77,6 +77,7 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
         insecure_no_auth: raw.toolserver.insecure_no_auth,
         console: raw.toolserver.console,
         metrics_public: *raw.toolserver.metrics_public.get_ref(),
+        allowed_hosts: allowed_hosts(&raw.toolserver.allowed_hosts, c),
         call_timeout: std::time::Duration::from_secs(bounded(
             &raw.toolserver.call_timeout_s,
             "toolserver.call_timeout_s",
@@ -641,6 +642,32 @@ fn bind(value: &Spanned<String>, c: &mut Collector) -> SocketAddr {
                 .expect("the default bind address parses")
         }
     }
+}
+
+/// `toolserver.allowed_hosts`: host names as `Host` carries them (no scheme, port or path),
+/// lowercased, a trailing dot dropped.
+fn allowed_hosts(values: &[Spanned<String>], c: &mut Collector) -> Vec<String> {
+    let mut hosts = Vec::with_capacity(values.len());
+    for value in values {
+        let text = value.get_ref().trim();
+        let host = text.trim_end_matches('.').to_ascii_lowercase();
+        let usable = !host.is_empty()
+            && host.len() <= 253
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+        if usable {
+            hosts.push(host);
+        } else {
+            c.add(
+                Some(value.span()),
+                "toolserver.allowed_hosts",
+                format!("'{text}' is not a host name"),
+                "write the name as browsers send it in Host, without scheme, port or path, such as \"switchboard.lan\" (the bind address and localhost are always allowed)",
+            );
+        }
+    }
+    hosts
 }
 
 type RawAliasMap = BTreeMap<Spanned<String>, Spanned<RawAlias>>;

@@ -103,7 +103,7 @@ fn main() {
         let addr = listener.local_addr().expect("addr");
         let mcp = switchboard_mcp::http::router(
             Arc::clone(&core),
-            switchboard_mcp::http::Options { bind: addr, idle_timeout: Duration::from_secs(60) },
+            switchboard_mcp::http::Options { idle_timeout: Duration::from_secs(60) },
         );
         tokio::spawn(toolserver::http::serve_with(core, mcp, listener, std::future::pending()));
 

@@ -21,7 +21,6 @@
 //!   client sent a progress token, a progress notification goes out at once and every
 //!   [`PROGRESS_EVERY`] until the decision (progress: seconds waited; total: the ask timeout).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,13 +54,14 @@ pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 /// stops reading must not stall the call).
 const NOTIFY_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// How the endpoint is set up: where the tool server listens, and its idle timeout.
+/// How the endpoint is set up: the tool server's idle timeout.
+///
+/// `Host`, `Origin` and `Content-Type` are checked for every route of the tool server before
+/// routing (`toolserver`'s `browsers.rs`: the bind address, loopback names and
+/// `toolserver.allowed_hosts`), so rmcp's own host check (loopback names only) is off: one rule
+/// for `/mcp` and the API, the direct path included.
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
-    /// `toolserver.bind`. On a loopback bind, `Host` must name a loopback host (rmcp's DNS
-    /// rebinding guard: it matters where `insecure_no_auth` lets calls in without a token);
-    /// beyond loopback a token is always required and any `Host` is served.
-    pub bind: SocketAddr,
     /// `toolserver.idle_timeout_s`: SSE streams send a keep-alive comment well within it.
     pub idle_timeout: Duration,
 }
@@ -70,15 +70,13 @@ pub struct Options {
 pub fn router(core: Arc<Core>, options: Options) -> Router {
     let keep_alive =
         (options.idle_timeout / 2).clamp(Duration::from_millis(500), Duration::from_secs(15));
-    let mut config = StreamableHttpServerConfig::default()
+    let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_sse_keep_alive(Some(keep_alive))
         .with_sse_retry(None)
-        .with_max_request_body_bytes(MAX_BODY_BYTES);
-    if !options.bind.ip().is_loopback() {
-        config = config.disable_allowed_hosts();
-    }
+        .with_max_request_body_bytes(MAX_BODY_BYTES)
+        .disable_allowed_hosts();
     let handler_core = Arc::clone(&core);
     let service = StreamableHttpService::new(
         move || {

@@ -131,6 +131,15 @@ error_codes! {
     NotAdmin = "not_admin",
     /// No pending approval has that id (never asked, decided already, or expired).
     UnknownApproval = "unknown_approval",
+    /// The request's `Host` is not this server's (DNS rebinding protection).
+    HostNotAllowed = "host_not_allowed",
+    /// A web page of another origin sent the request (its `Origin` or `Sec-Fetch-Site`).
+    CrossOrigin = "cross_origin",
+    // Runs.
+    /// The call's agent run was aborted (`/abort`, the console) or stopped: nothing was done.
+    RunAborted = "run_aborted",
+    /// The call's agent run ended while the call waited (for an approval): nothing was done.
+    RunEnded = "run_ended",
     // The request itself.
     /// The body is not the call envelope.
     BadRequest = "bad_request",
@@ -138,6 +147,8 @@ error_codes! {
     BadBody = "bad_body",
     /// The body is over the size limit.
     BodyTooLarge = "body_too_large",
+    /// The body is not declared as JSON (`Content-Type: application/json`).
+    UnsupportedMediaType = "unsupported_media_type",
     /// The body did not arrive in time.
     BodyTimeout = "body_timeout",
     /// No such route.

@@ -8,7 +8,10 @@
 //! * `POST /v1/batch` with [`BatchRequest`] → `{"ok":true,"value":{"results":[...]}}`.
 //!
 //! Every route but `/health` takes `Authorization: Bearer <token>` and the context headers in
-//! [`context`]. A failure's [`ErrorKind`] picks the HTTP status and the CLI's exit code; its
+//! [`context`]. Every route, with or without a token, wants a `Host` naming the server (its
+//! bind address, `localhost`, `127.0.0.1`, `[::1]`, or `toolserver.allowed_hosts`), no
+//! `Origin` of another site, and on a POST `Content-Type: application/json`: else
+//! `host_not_allowed` / `cross_origin` (403) or `unsupported_media_type` (415). A failure's [`ErrorKind`] picks the HTTP status and the CLI's exit code; its
 //! [`ErrorCode`] is a stable name to match on. Discord ids are [`Snowflake`]s, strings on the
 //! wire.
 //!

@@ -7,6 +7,7 @@
 mod support;
 
 mod allowlist;
+mod browsers;
 mod connections;
 mod flood;
 mod garbage;

@@ -355,13 +355,32 @@ pub fn tools_in(url: &str, token: &str, cwd: &Path, args: &[&str]) -> ToolsOutpu
 /// A minimal HTTP GET over loopback: (status, body).
 pub fn http_get(base: &str, path: &str) -> std::io::Result<(u16, String)> {
     let host = base.trim_start_matches("http://").trim_end_matches('/');
-    let mut stream = TcpStream::connect(host)?;
+    http_send(base, "GET", path, &[("Host", host)], "")
+}
+
+/// One HTTP/1.1 request over loopback with exactly `headers` (a test forges `Host`, `Origin`,
+/// `Content-Type` as a browser or an attacker would; `Content-Length` and `Connection: close`
+/// are added): (status, body).
+pub fn http_send(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> std::io::Result<(u16, String)> {
+    let addr = base.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = TcpStream::connect(addr)?;
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     stream.set_write_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )?;
+    let mut request = format!("{method} {path} HTTP/1.1\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ));
+    stream.write_all(request.as_bytes())?;
     let mut raw = String::new();
     stream.read_to_string(&mut raw)?;
     let status = raw
@@ -492,6 +511,9 @@ pub struct Sections<'a> {
     pub extra: &'a str,
     /// More environment for the service (named tokens' variables).
     pub env: &'a [(&'a str, &'a str)],
+    /// Serve without an operator token (`toolserver.insecure_no_auth`): the handle's `token`
+    /// is empty, and `tools` calls send none.
+    pub no_auth: bool,
 }
 
 /// A running `switchboard run`, killed on drop.
@@ -563,6 +585,15 @@ impl Switchboard {
         tools_bin();
         let store = dir.join("switchboard.db");
         let config = dir.join("switchboard.toml");
+        let toolserver = if sections.no_auth {
+            // The token's variable is one nobody sets.
+            format!(
+                "insecure_no_auth = true\noperator_token_env = \"SWITCHBOARD_TEST_NO_TOKEN\"\n{}",
+                sections.toolserver
+            )
+        } else {
+            sections.toolserver.to_owned()
+        };
         let text = format!(
             "{}
 {}",
@@ -571,15 +602,20 @@ impl Switchboard {
                 &store,
                 allow,
                 sections.discord,
-                sections.toolserver
+                &toolserver
             ),
             sections.extra
         );
         std::fs::write(&config, text).expect("write the config");
-        let token = random_token();
+        let token = if sections.no_auth {
+            String::new()
+        } else {
+            random_token()
+        };
         let mut child = switchboard_command(&config, dir)
             .env("DISCORD_TOKEN", "e2e-token")
             .env("SWITCHBOARD_OPERATOR_TOKEN", &token)
+            .env_remove("SWITCHBOARD_TEST_NO_TOKEN")
             .envs(sections.env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -60,6 +60,11 @@ pub enum ApprovalState {
         /// When, ms since the epoch.
         at_ms: u64,
     },
+    /// Withdrawn: the run whose call waited ended (finished or aborted) before anyone decided.
+    Cancelled {
+        /// When, ms since the epoch.
+        at_ms: u64,
+    },
 }
 
 impl ApprovalState {
@@ -359,10 +364,28 @@ impl Approvals {
     /// Posts the card and waits for a decision (or the timeout). The card is redrawn when it
     /// ends without a Discord click (a click's answer redraws it itself).
     pub async fn ask(&self, surface: &dyn Surface, request: AskRequest) -> Outcome {
+        match self
+            .ask_until(surface, request, std::future::pending::<()>())
+            .await
+        {
+            Ok(outcome) => outcome,
+            Err(()) => Outcome::Expired,
+        }
+    }
+
+    /// [`Approvals::ask`], giving up when `until` resolves first (the waiting call's run
+    /// ended): the request is withdrawn — its card says so, a late click finds it no longer
+    /// pending — and `until`'s output is answered.
+    pub async fn ask_until<T>(
+        &self,
+        surface: &dyn Surface,
+        request: AskRequest,
+        until: impl std::future::Future<Output = T>,
+    ) -> Result<Outcome, T> {
         // 128 random bits: an id nobody can guess from another.
         let id = match crate::auth::random_hex(16) {
             Ok(hex) => format!("apr_{hex}"),
-            Err(_) => return Outcome::Expired,
+            Err(_) => return Ok(Outcome::Expired),
         };
         let timeout = self.policy.load().timeout;
         let shown = preview(&request.input);
@@ -414,33 +437,46 @@ impl Approvals {
                 tracing::warn!(approval = %id, %error, "could not post the approval request; it waits for the console or the timeout");
             }
         }
-        let outcome = match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(outcome)) => outcome,
-            // Timed out, or the sender went away.
-            _ => Outcome::Expired,
+        let outcome = tokio::select! {
+            decided = tokio::time::timeout(timeout, rx) => match decided {
+                Ok(Ok(outcome)) => outcome,
+                // Timed out, or the sender went away.
+                _ => Outcome::Expired,
+            },
+            ended = until => {
+                self.settle(surface, &id, ApprovalState::Cancelled { at_ms: now_ms() })
+                    .await;
+                return Err(ended);
+            }
         };
         if outcome == Outcome::Expired {
-            let expired = self.lock().remove(&id);
-            if let Some(pending) = expired {
-                let mut card = pending.card;
-                card.state = ApprovalState::Expired { at_ms: now_ms() };
-                self.keep(
-                    &card,
-                    &pending.kept_preview,
-                    pending.channel,
-                    pending.message_id,
-                );
-                if let Some(message_id) = pending.message_id {
-                    if let Err(error) = surface
-                        .update_approval(pending.channel, message_id, &card)
-                        .await
-                    {
-                        tracing::debug!(approval = %id, %error, "could not mark the request expired");
-                    }
+            self.settle(surface, &id, ApprovalState::Expired { at_ms: now_ms() })
+                .await;
+        }
+        Ok(outcome)
+    }
+
+    /// Settles a request nobody decided (still pending) as `state`, and redraws its card.
+    async fn settle(&self, surface: &dyn Surface, id: &str, state: ApprovalState) {
+        let settled = self.lock().remove(id);
+        if let Some(pending) = settled {
+            let mut card = pending.card;
+            card.state = state;
+            self.keep(
+                &card,
+                &pending.kept_preview,
+                pending.channel,
+                pending.message_id,
+            );
+            if let Some(message_id) = pending.message_id {
+                if let Err(error) = surface
+                    .update_approval(pending.channel, message_id, &card)
+                    .await
+                {
+                    tracing::debug!(approval = %id, %error, "could not redraw the settled request");
                 }
             }
         }
-        outcome
     }
 
     /// A decision by `decider`. Returns the redrawn card; when `redraw` the card's message is

@@ -70,8 +70,19 @@ pub struct CapabilityGrant {
     pub gate: Option<crate::runs::RunGate>,
 }
 
+/// How a capability stopped working.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenEnd {
+    /// Its run finished (the token was revoked).
+    Finished,
+    /// Its run was aborted (`/abort`, the console) or stopped before it could act.
+    Aborted,
+    /// It outlived its `ttl`.
+    Expired,
+}
+
 /// A live capability, found by its token.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Capability {
     /// A short, non-secret name for logs: the first hex digits of the token's digest.
     pub id: String,
@@ -81,21 +92,67 @@ pub struct Capability {
     pub grant: CapabilityGrant,
     /// When it stops working: minting time plus the grant's `ttl`.
     pub expires_at: Instant,
+    /// Told when the token is revoked, so what waits on its run (an approval, an event
+    /// stream) stops at once.
+    ending: Arc<tokio::sync::watch::Sender<Option<TokenEnd>>>,
+}
+
+impl PartialEq for Capability {
+    fn eq(&self, other: &Capability) -> bool {
+        self.id == other.id && self.grant == other.grant && self.expires_at == other.expires_at
+    }
+}
+
+impl Eq for Capability {}
+
+impl Capability {
+    /// Resolves when the token stops working: revoked (its run finished or was aborted), or
+    /// expired.
+    pub async fn ended(&self) -> TokenEnd {
+        let mut ending = self.ending.subscribe();
+        let revoked = async {
+            match ending.wait_for(Option::is_some).await {
+                Ok(end) => end.unwrap_or(TokenEnd::Finished),
+                // The store dropped the sender with the token: it is gone.
+                Err(_) => TokenEnd::Finished,
+            }
+        };
+        tokio::select! {
+            end = revoked => end,
+            () = tokio::time::sleep_until(self.expires_at.into()) => TokenEnd::Expired,
+        }
+    }
+
+    /// How it ended, if it has (without waiting).
+    pub fn end(&self) -> Option<TokenEnd> {
+        if let Some(end) = *self.ending.borrow() {
+            return Some(end);
+        }
+        (self.expires_at <= Instant::now()).then_some(TokenEnd::Expired)
+    }
 }
 
 /// Why a presented capability token was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CapabilityRefusal {
-    /// No live token has this digest: it was revoked, or never issued here.
+    /// No live token has this digest, and none ended recently: never issued here (or
+    /// forgotten since).
     Unknown,
     /// The token outlived its `ttl`; it is forgotten as it is refused.
     Expired,
+    /// The token's run ended (finished or aborted) a short while ago.
+    Ended(TokenEnd),
 }
+
+/// How many ended tokens are remembered, so a late call learns why its run is over.
+const ENDED_KEPT: usize = 4096;
 
 /// Minted capability tokens, stored by digest only.
 #[derive(Debug, Default)]
 pub struct CapabilityStore {
     by_digest: DashMap<[u8; 32], Arc<Capability>>,
+    /// Tokens revoked before they expired: how they ended, until they would have expired.
+    ended: DashMap<[u8; 32], (TokenEnd, Instant)>,
 }
 
 /// Random bytes from the operating system, hex-encoded.
@@ -128,6 +185,7 @@ impl CapabilityStore {
                 id,
                 grant,
                 expires_at,
+                ending: Arc::new(tokio::sync::watch::Sender::new(None)),
             }),
         );
         Ok(token)
@@ -140,24 +198,56 @@ impl CapabilityStore {
             .by_digest
             .get(&key)
             .map(|entry| Arc::clone(entry.value()))
-            .ok_or(CapabilityRefusal::Unknown)?;
+            .ok_or_else(|| match self.ended.get(&key) {
+                Some(ended) => CapabilityRefusal::Ended(ended.0),
+                None => CapabilityRefusal::Unknown,
+            })?;
         if capability.expires_at <= Instant::now() {
             self.by_digest.remove(&key);
+            capability.ending.send_replace(Some(TokenEnd::Expired));
             return Err(CapabilityRefusal::Expired);
         }
         Ok(capability)
     }
 
-    /// Revokes one token; true when it was live.
+    /// Revokes one token, its run finished; true when it was live.
     pub fn revoke(&self, token: &str) -> bool {
-        self.by_digest.remove(&digest(token)).is_some()
+        self.end(token, TokenEnd::Finished)
     }
 
-    /// Drops expired tokens; returns how many are left.
+    /// Ends one token (`how`: its run finished or was aborted): what waits on it stops now,
+    /// and a late call with it is told why. True when it was live.
+    pub fn end(&self, token: &str, how: TokenEnd) -> bool {
+        let key = digest(token);
+        let Some((_, capability)) = self.by_digest.remove(&key) else {
+            return false;
+        };
+        capability.ending.send_replace(Some(how));
+        let now = Instant::now();
+        if self.ended.len() >= ENDED_KEPT {
+            self.ended.retain(|_, (_, until)| *until > now);
+            if self.ended.len() >= ENDED_KEPT {
+                self.ended.clear();
+            }
+        }
+        if capability.expires_at > now {
+            self.ended.insert(key, (how, capability.expires_at));
+        }
+        true
+    }
+
+    /// Drops expired tokens (telling what waits on them) and ended ones past their expiry;
+    /// returns how many live tokens are left.
     pub fn prune_expired(&self) -> usize {
         let now = Instant::now();
-        self.by_digest
-            .retain(|_, capability| capability.expires_at > now);
+        self.by_digest.retain(|_, capability| {
+            let live = capability.expires_at > now;
+            if !live {
+                capability.ending.send_replace(Some(TokenEnd::Expired));
+            }
+            live
+        });
+        self.ended.retain(|_, (_, until)| *until > now);
         self.by_digest.len()
     }
 
@@ -418,15 +508,53 @@ mod tests {
         assert!(store.is_empty());
     }
 
-    #[test]
-    fn revoked_tokens_stop_working() {
+    #[tokio::test]
+    async fn revoked_tokens_stop_working_and_say_how_their_run_ended() {
         let store = CapabilityStore::new();
         let token = store.mint(grant(Duration::from_secs(60))).unwrap();
-        assert!(store.revoke(&token));
+        let live = store.resolve(&token).unwrap();
+        assert_eq!(live.end(), None);
+        let waiting = tokio::spawn({
+            let live = Arc::clone(&live);
+            async move { live.ended().await }
+        });
+        assert!(store.end(&token, TokenEnd::Aborted));
+        assert_eq!(waiting.await.unwrap(), TokenEnd::Aborted);
+        assert_eq!(live.end(), Some(TokenEnd::Aborted));
         assert_eq!(
             store.resolve(&token).unwrap_err(),
+            CapabilityRefusal::Ended(TokenEnd::Aborted)
+        );
+        assert!(!store.revoke(&token), "ended once");
+        let finished = store.mint(grant(Duration::from_secs(60))).unwrap();
+        assert!(store.revoke(&finished));
+        assert_eq!(
+            store.resolve(&finished).unwrap_err(),
+            CapabilityRefusal::Ended(TokenEnd::Finished)
+        );
+        assert_eq!(
+            store.resolve("sbcap_never").unwrap_err(),
             CapabilityRefusal::Unknown
         );
+    }
+
+    #[tokio::test]
+    async fn an_expiring_token_ends_what_waits_on_it() {
+        let store = CapabilityStore::new();
+        let token = store.mint(grant(Duration::from_millis(50))).unwrap();
+        let live = store.resolve(&token).unwrap();
+        assert_eq!(live.ended().await, TokenEnd::Expired);
+    }
+
+    #[test]
+    fn ended_tokens_are_remembered_boundedly() {
+        let store = CapabilityStore::new();
+        for _ in 0..ENDED_KEPT + 10 {
+            let token = store.mint(grant(Duration::from_secs(60))).unwrap();
+            store.end(&token, TokenEnd::Aborted);
+            assert!(store.ended.len() <= ENDED_KEPT);
+        }
+        assert!(store.is_empty());
     }
 
     #[test]

@@ -13,9 +13,13 @@
 //!   trickling a byte at a time is cut off too); the handler answers `body_timeout` (408).
 //! * **Idle**: a connection on which no byte moves for `idle_timeout` while no handler runs on
 //!   it is closed. That bounds what hyper does not: a client that stops reading its answer.
-//! * **Open connections**: a semaphore taken before `accept`; at the cap, new clients wait in
-//!   the kernel's accept queue until a connection ends (they are not refused). The cap never
-//!   exceeds what the process's open-file limit leaves after a reserve.
+//! * **Open connections**: a semaphore slot per connection. At the cap, the connection that
+//!   has waited longest for a request head (one that never finished sending it, or an idle
+//!   keep-alive one) is closed to make room, so a slowloris client holding every slot with
+//!   half-sent heads cannot keep out one that sends its request promptly. When every slot runs
+//!   a request (a call, an event stream), new clients wait in the kernel's accept queue until
+//!   one ends (they are not refused). The cap never exceeds what the process's open-file limit
+//!   leaves after a reserve.
 //!
 //! HTTP/2 is not served (hyper's HTTP/1 builder only, as `axum::serve` with axum's default
 //! features did): the `tools` CLI and every client speak HTTP/1.1.
@@ -53,6 +57,9 @@ const DRAIN_IDLE: Duration = Duration::from_millis(250);
 /// Descriptors left for everything but connections: the store, Discord's HTTPS and gateway,
 /// agent processes' pipes, log files.
 const DESCRIPTOR_RESERVE: u64 = 128;
+/// At the cap with nothing to close (every slot runs a request), how often the accept loop
+/// looks again for a connection that went back to waiting for a head.
+const EVICT_RETRY: Duration = Duration::from_millis(100);
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -96,6 +103,7 @@ enum Phase {
 /// Serves `router` on `listener` until `shutdown` resolves, then drains (bounded).
 pub(crate) async fn serve(
     router: Router,
+    guard: crate::browsers::Guard,
     listener: TcpListener,
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send,
@@ -109,6 +117,7 @@ pub(crate) async fn serve(
         "tool server connection limits"
     );
     let slots = Arc::new(Semaphore::new(cap));
+    let open = Arc::new(Open::default());
     let (phase, watch_phase) = watch::channel(Phase::Serving);
     let mut builder = http1::Builder::new();
     builder
@@ -118,40 +127,22 @@ pub(crate) async fn serve(
     let shared = Arc::new(Shared {
         builder,
         router,
+        guard: Arc::new(guard),
         limits,
     });
 
     tokio::pin!(shutdown);
     let mut trouble = AcceptTrouble::default();
-    let mut slot: Option<OwnedSemaphorePermit> = None;
-    loop {
-        let permit = match slot.take() {
-            Some(permit) => permit,
-            None => tokio::select! {
-                biased;
-                () = &mut shutdown => break,
-                permit = Arc::clone(&slots).acquire_owned() => match permit {
-                    Ok(permit) => permit,
-                    // The semaphore is never closed; stop serving rather than spin if it were.
-                    Err(_) => break,
-                },
-            },
-        };
-        tokio::select! {
+    'serving: loop {
+        let stream = tokio::select! {
             biased;
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _peer)) => {
                     trouble.recovered();
-                    tokio::spawn(connection(
-                        stream,
-                        permit,
-                        Arc::clone(&shared),
-                        watch_phase.clone(),
-                    ));
+                    stream
                 }
                 Err(error) => {
-                    slot = Some(permit);
                     if trouble.failed(&error) {
                         tokio::select! {
                             biased;
@@ -159,12 +150,44 @@ pub(crate) async fn serve(
                             () = tokio::time::sleep(ACCEPT_BACKOFF) => {}
                         }
                     }
+                    continue;
                 }
             },
-        }
+        };
+        // A slot for it: a free one, else the one of the connection that has waited longest
+        // for a request head; while every slot runs a request, it waits (and so does the
+        // kernel's accept queue behind it).
+        let permit = loop {
+            if let Ok(permit) = Arc::clone(&slots).try_acquire_owned() {
+                break permit;
+            }
+            // A closed connection gives its slot back as soon as its task runs: wait for that
+            // one rather than close another. With none to close, look again now and then.
+            let retry = if open.close_oldest_waiting() {
+                Duration::MAX
+            } else {
+                EVICT_RETRY
+            };
+            tokio::select! {
+                biased;
+                () = &mut shutdown => break 'serving,
+                permit = Arc::clone(&slots).acquire_owned() => match permit {
+                    Ok(permit) => break permit,
+                    // The semaphore is never closed; stop serving rather than spin if it were.
+                    Err(_) => break 'serving,
+                },
+                () = sleep_at_most(retry) => {}
+            }
+        };
+        tokio::spawn(connection(
+            stream,
+            permit,
+            Arc::clone(&shared),
+            Arc::clone(&open),
+            watch_phase.clone(),
+        ));
     }
     drop(listener);
-    drop(slot);
 
     // Every open connection holds a permit: all `cap` permits back means all are closed.
     let _ = phase.send(Phase::Draining);
@@ -187,23 +210,29 @@ pub(crate) async fn serve(
 struct Shared {
     builder: http1::Builder,
     router: Router,
+    /// Host, Origin and Content-Type, checked before any route (`browsers.rs`).
+    guard: Arc<crate::browsers::Guard>,
     limits: Limits,
 }
 
-/// Serves one connection until it ends, its idle time runs out, or shutdown closes it.
+/// Serves one connection until it ends, its idle time runs out, shutdown closes it, or the
+/// accept loop closes it to make room.
 async fn connection(
     stream: TcpStream,
     _slot: OwnedSemaphorePermit,
     shared: Arc<Shared>,
+    open: Arc<Open>,
     mut phase: watch::Receiver<Phase>,
 ) {
-    let activity = Arc::new(Activity::new());
+    let activity = Arc::new(Activity::new(open.clock));
+    let _registered = open.register(&activity);
     let io = TokioIo::new(Watched {
         inner: stream,
         activity: Arc::clone(&activity),
     });
     let service = Service {
         router: shared.router.clone(),
+        guard: Arc::clone(&shared.guard),
         activity: Arc::clone(&activity),
         body_read_timeout: shared.limits.body_read_timeout,
     };
@@ -234,6 +263,10 @@ async fn connection(
                 }
                 return;
             }
+            () = activity.closing.notified() => {
+                tracing::debug!("closing a connection that sent no request head, to make room at the connection cap");
+                return;
+            }
             changed = phase.changed() => {
                 now = match changed {
                     Ok(()) => *phase.borrow_and_update(),
@@ -255,21 +288,81 @@ async fn connection(
     }
 }
 
-/// When a connection last moved a byte, and whether a handler is running on it.
+/// [`Activity::head`] while a request's head has arrived and its answer is not yet sent.
+const IN_REQUEST: u64 = u64::MAX;
+/// [`Activity::head`] once the accept loop chose to close the connection.
+const CLOSING: u64 = u64::MAX - 1;
+
+/// When a connection last moved a byte, whether a handler is running on it, and since when it
+/// waits for a request head.
 struct Activity {
     origin: Instant,
     /// Milliseconds from `origin` to the last read, write, or handler start or end.
     last_ms: AtomicU64,
     busy: AtomicBool,
+    /// Milliseconds from the serve loop's clock to when the connection began waiting for a
+    /// request head (accepted, or its last answer sent); [`IN_REQUEST`] or [`CLOSING`].
+    head: AtomicU64,
+    /// The serve loop's clock, which `head` counts from (shared by every connection).
+    clock: Instant,
+    /// Woken when the accept loop closes the connection to make room.
+    closing: tokio::sync::Notify,
 }
 
 impl Activity {
-    fn new() -> Activity {
+    fn new(clock: Instant) -> Activity {
+        let origin = Instant::now();
         Activity {
-            origin: Instant::now(),
+            origin,
             last_ms: AtomicU64::new(0),
             busy: AtomicBool::new(false),
+            head: AtomicU64::new(millis(clock, origin)),
+            clock,
+            closing: tokio::sync::Notify::new(),
         }
+    }
+
+    /// A request head arrived: false when the connection is being closed to make room (the
+    /// request is then not served).
+    fn request_started(&self) -> bool {
+        let mut now = self.head.load(Ordering::Acquire);
+        loop {
+            if now == CLOSING {
+                return false;
+            }
+            match self
+                .head
+                .compare_exchange(now, IN_REQUEST, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(seen) => now = seen,
+            }
+        }
+    }
+
+    /// The answer was sent (or dropped): the connection waits for its next head from now.
+    fn request_ended(&self) {
+        let since = millis(self.clock, Instant::now());
+        let _ = self
+            .head
+            .compare_exchange(IN_REQUEST, since, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// Since when it waits for a head (ms on the loop's clock), or `None` while it serves one.
+    fn waiting_since(&self) -> Option<u64> {
+        Some(self.head.load(Ordering::Acquire)).filter(|ms| *ms < CLOSING)
+    }
+
+    /// Marks it closing if it still waits since `since`; true when it was marked.
+    fn close_if_waiting_since(&self, since: u64) -> bool {
+        let marked = self
+            .head
+            .compare_exchange(since, CLOSING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if marked {
+            self.closing.notify_one();
+        }
+        marked
     }
 
     fn touch(&self) -> Instant {
@@ -295,6 +388,80 @@ impl Activity {
         let last = self.origin + Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
         let deadline = last + timeout;
         (deadline > now).then_some(deadline)
+    }
+}
+
+/// Sleeps for `wait`; `Duration::MAX` never ends.
+async fn sleep_at_most(wait: Duration) {
+    match Instant::now().checked_add(wait) {
+        Some(deadline) if wait != Duration::MAX => tokio::time::sleep_until(deadline).await,
+        _ => std::future::pending().await,
+    }
+}
+
+fn millis(from: Instant, to: Instant) -> u64 {
+    u64::try_from(to.saturating_duration_since(from).as_millis()).unwrap_or(CLOSING - 1)
+}
+
+/// The open connections, for closing the one that has waited longest for a request head.
+struct Open {
+    clock: Instant,
+    next: AtomicU64,
+    connections: std::sync::Mutex<std::collections::HashMap<u64, Arc<Activity>>>,
+}
+
+impl Default for Open {
+    fn default() -> Open {
+        Open {
+            clock: Instant::now(),
+            next: AtomicU64::new(0),
+            connections: std::sync::Mutex::default(),
+        }
+    }
+}
+
+/// A connection's place in [`Open`], given up when dropped.
+struct Registered<'a> {
+    open: &'a Open,
+    id: u64,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.open.lock().remove(&self.id);
+    }
+}
+
+impl Open {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, Arc<Activity>>> {
+        self.connections
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn register(&self, activity: &Arc<Activity>) -> Registered<'_> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(id, Arc::clone(activity));
+        Registered { open: self, id }
+    }
+
+    /// Closes the connection that has waited longest for a request head; false when every
+    /// connection is serving a request (or closing already). A scan of at most the cap's
+    /// connections, only when the cap is reached.
+    fn close_oldest_waiting(&self) -> bool {
+        let connections = self.lock();
+        // Ties (the same millisecond) go by accept order.
+        let mut waiting: Vec<(u64, u64, &Arc<Activity>)> = connections
+            .iter()
+            .filter_map(|(id, activity)| {
+                activity.waiting_since().map(|since| (since, *id, activity))
+            })
+            .collect();
+        waiting.sort_unstable_by_key(|(since, id, _)| (*since, *id));
+        // One that started a request meanwhile is skipped for the next oldest.
+        waiting
+            .into_iter()
+            .any(|(since, _, activity)| activity.close_if_waiting_since(since))
     }
 }
 
@@ -379,6 +546,7 @@ impl AsyncWrite for Watched {
 /// busy.
 struct Service {
     router: Router,
+    guard: Arc<crate::browsers::Guard>,
     activity: Arc<Activity>,
     body_read_timeout: Duration,
 }
@@ -389,7 +557,19 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Service {
     type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
 
     fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
+        if !self.activity.request_started() {
+            // Closed to make room while this head arrived: not served (the client sees the
+            // connection close, as if it had been closed a moment earlier).
+            let mut response = Response::new(Body::empty());
+            *response.status_mut() = hyper::StatusCode::SERVICE_UNAVAILABLE;
+            return Box::pin(std::future::ready(Ok(response)));
+        }
         let (busy, now) = Busy::start(&self.activity);
+        if let Err(refused) = self.guard.check(request.method(), request.headers()) {
+            let response = axum::response::IntoResponse::into_response(refused);
+            drop(busy);
+            return Box::pin(std::future::ready(Ok(answered(response, &self.activity))));
+        }
         let after = self.body_read_timeout;
         let request: Request = request.map(|body| {
             Body::new(DeadlineBody {
@@ -400,11 +580,56 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Service {
             })
         });
         let answer = tower::ServiceExt::oneshot(self.router.clone(), request);
+        let activity = Arc::clone(&self.activity);
         Box::pin(async move {
             let response = answer.await;
             drop(busy);
-            response
+            response.map(|response| answered(response, &activity))
         })
+    }
+}
+
+/// `response`, telling `activity` when its body has been sent (or dropped): from then on the
+/// connection waits for its next request head.
+fn answered(response: Response, activity: &Arc<Activity>) -> Response {
+    response.map(|body| {
+        Body::new(Answered {
+            inner: body,
+            activity: Arc::clone(activity),
+        })
+    })
+}
+
+/// An answer's body; dropping it (hyper does once it is written, or the connection is gone)
+/// ends the request.
+struct Answered {
+    inner: Body,
+    activity: Arc<Activity>,
+}
+
+impl Drop for Answered {
+    fn drop(&mut self) {
+        self.activity.request_ended();
+    }
+}
+
+impl hyper::body::Body for Answered {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -571,8 +796,41 @@ mod tests {
     }
 
     #[test]
+    fn at_the_cap_the_connection_waiting_longest_for_a_head_is_closed() {
+        let open = Open::default();
+        let at = |ms: u64| {
+            let activity = Arc::new(Activity::new(open.clock));
+            activity.head.store(ms, Ordering::Release);
+            activity
+        };
+        let (serving, newer, oldest, middle) = (at(1), at(300), at(100), at(200));
+        assert!(serving.request_started());
+        let _held: Vec<_> = [&serving, &newer, &oldest, &middle]
+            .into_iter()
+            .map(|activity| open.register(activity))
+            .collect();
+        assert!(open.close_oldest_waiting());
+        assert_eq!(oldest.waiting_since(), None);
+        assert!(
+            !oldest.request_started(),
+            "a head arriving now is not served"
+        );
+        assert!(open.close_oldest_waiting());
+        assert_eq!(middle.waiting_since(), None);
+        assert!(open.close_oldest_waiting());
+        assert!(
+            !open.close_oldest_waiting(),
+            "a connection serving a request is never closed to make room"
+        );
+        // Its answer sent, it waits for a head again: closable.
+        serving.request_ended();
+        assert!(serving.waiting_since().is_some());
+        assert!(open.close_oldest_waiting());
+    }
+
+    #[test]
     fn idle_is_measured_from_the_last_byte_and_never_while_busy() {
-        let activity = Activity::new();
+        let activity = Activity::new(Instant::now());
         let origin = activity.origin;
         let at = |s: u64| origin + Duration::from_secs(s);
         let timeout = Duration::from_secs(60);

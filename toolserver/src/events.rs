@@ -2,21 +2,28 @@
 //!
 //! Every part publishes into one [`EventHub`] (the core's): the pipeline `call.finished` and
 //! the approval events, the bot `message.*`, `gateway.state` and `workflow.*`, the agent
-//! `run.*`. A subscriber gets what happened after it subscribed, filtered by type and session
-//! and limited to the sessions its token may see. The operator console's page follows the same
-//! hub through `/console/api/events` (its session cookie standing for the token:
-//! `console/live.rs`), filtered by the same `caller_filter`.
+//! `run.*`. A subscriber gets what happened after it subscribed, filtered by type and session,
+//! and only what it may read (`visibility.rs`): an event carrying a session's messages only
+//! where the subscriber's read of them would pass scope, allowlist and rules; other callers'
+//! `call.finished` and approvals only for the operator (or a token that may read the audit
+//! log). A capability's stream ends when its token does (its run finished or was aborted, or it
+//! expired). The operator console's page follows the same hub through `/console/api/events`
+//! (its session cookie standing for the token: `console/live.rs`), filtered by the same
+//! `caller_filter` and visibility, and ended when its login ends.
 //!
 //! Bounds, so that no subscriber can grow memory: the last [`RING_CAPACITY`] events are kept
 //! for `Last-Event-ID` resumption (an older id gets an explicit `stream.gap` event first); one
 //! [`tokio::sync::broadcast`] channel of [`LAG_CAPACITY`] slots feeds every subscriber, and a
 //! subscriber that falls that far behind is sent `stream.dropped` and closed (it may reconnect
-//! with its last id); at most [`MAX_SUBSCRIBERS`] streams at once. A heartbeat comment keeps
+//! with its last id); at most [`MAX_SUBSCRIBERS`] streams at once, of them at most
+//! [`MAX_STREAMS_PER_CALLER`] per caller other than the operator. A heartbeat comment keeps
 //! idle proxies (and the server's own idle timeout) from closing a quiet stream.
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -43,6 +50,9 @@ pub const RING_CAPACITY: usize = 2048;
 pub const LAG_CAPACITY: usize = 1024;
 /// Streams served at once; more are refused with `busy` (503).
 pub const MAX_SUBSCRIBERS: usize = 256;
+/// Streams one caller (a token, a run's capability) may hold at once; the operator is not
+/// limited but by [`MAX_SUBSCRIBERS`].
+pub const MAX_STREAMS_PER_CALLER: usize = 16;
 /// The longest gap between two heartbeat comments (shorter when the idle timeout is).
 const HEARTBEAT: Duration = Duration::from_secs(15);
 
@@ -84,6 +94,8 @@ pub struct Event {
     pub kind: Cow<'static, str>,
     /// The session it happened in, if any: what scopes and `?session=` filter on.
     pub session: Option<Snowflake>,
+    /// Whose call it is about (`call.finished`, `approval.*`): the caller's key.
+    pub caller: Option<Arc<str>>,
     data: Box<str>,
 }
 
@@ -91,10 +103,6 @@ impl Event {
     /// The JSON object text subscribers receive.
     pub fn data(&self) -> &str {
         &self.data
-    }
-
-    fn is_message(&self) -> bool {
-        self.kind.starts_with("message.")
     }
 }
 
@@ -109,6 +117,8 @@ pub struct EventHub {
     tx: broadcast::Sender<Arc<Event>>,
     closed: watch::Sender<bool>,
     subscribers: Arc<AtomicUsize>,
+    /// Streams held per caller (not the operator's).
+    per_caller: Arc<PerCaller>,
     dropped: AtomicU64,
     published: AtomicU64,
 }
@@ -132,6 +142,7 @@ impl EventHub {
             tx,
             closed,
             subscribers: Arc::new(AtomicUsize::new(0)),
+            per_caller: Arc::default(),
             dropped: AtomicU64::new(0),
             published: AtomicU64::new(0),
         }
@@ -149,6 +160,18 @@ impl EventHub {
         &self,
         kind: impl Into<Cow<'static, str>>,
         session: Option<Snowflake>,
+        fields: Value,
+    ) -> u64 {
+        self.publish_about(kind, session, None, fields)
+    }
+
+    /// [`EventHub::publish`] for an event about one caller's call (`call.finished`,
+    /// `approval.*`): other callers see it only when they may read every caller's calls.
+    pub fn publish_about(
+        &self,
+        kind: impl Into<Cow<'static, str>>,
+        session: Option<Snowflake>,
+        caller: Option<&str>,
         fields: Value,
     ) -> u64 {
         let kind = kind.into();
@@ -175,6 +198,7 @@ impl EventHub {
             id,
             kind,
             session,
+            caller: caller.map(Arc::from),
             data,
         });
         if ring.events.len() == RING_CAPACITY {
@@ -214,24 +238,48 @@ impl EventHub {
         self.closed.send_replace(true);
     }
 
-    /// A subscription from now, or — with `last_event_id` — from just after that event while
-    /// the ring still holds what followed it (else from the oldest kept, after a `stream.gap`).
+    /// A subscription to everything `filter` passes (the operator's), from now, or — with
+    /// `last_event_id` — from just after that event while the ring still holds what followed
+    /// it (else from the oldest kept, after a `stream.gap`).
     pub fn subscribe(
         self: &Arc<Self>,
         filter: Filter,
         last_event_id: Option<u64>,
     ) -> Result<Subscription, ToolError> {
+        self.subscribe_as(filter, last_event_id, Subscriber::default())
+    }
+
+    /// [`EventHub::subscribe`] for `subscriber`: its caller's streams counted, only the events
+    /// its audience admits, ended when its `until` resolves.
+    pub fn subscribe_as(
+        self: &Arc<Self>,
+        filter: Filter,
+        last_event_id: Option<u64>,
+        subscriber: Subscriber,
+    ) -> Result<Subscription, ToolError> {
         let taken = self.subscribers.fetch_add(1, Ordering::AcqRel);
-        let guard = Guard(Arc::clone(&self.subscribers));
+        let guard = Guard {
+            total: Arc::clone(&self.subscribers),
+            caller: None,
+        };
         if taken >= MAX_SUBSCRIBERS {
-            return Err(ToolError::new(
-                ErrorKind::Unavailable,
-                ErrorCode::Busy,
-                format!(
-                    "{MAX_SUBSCRIBERS} event streams are open already; close one, or retry shortly"
-                ),
-            )
-            .with_retry_after(Duration::from_secs(5)));
+            return Err(busy(format!(
+                "{MAX_SUBSCRIBERS} event streams are open already; close one, or retry shortly"
+            )));
+        }
+        let mut guard = guard;
+        if let Some(caller) = &subscriber.caller {
+            {
+                let mut held = lock(&self.per_caller);
+                let count = held.entry(Arc::clone(caller)).or_insert(0);
+                if *count >= MAX_STREAMS_PER_CALLER {
+                    return Err(busy(format!(
+                        "this token holds {MAX_STREAMS_PER_CALLER} event streams already, the most one caller may; close one (one stream carries every event type), or retry shortly"
+                    )));
+                }
+                *count += 1;
+            }
+            guard.caller = Some((Arc::clone(&self.per_caller), Arc::clone(caller)));
         }
         let ring = self.ring();
         let rx = self.tx.subscribe();
@@ -262,6 +310,9 @@ impl EventHub {
             notice,
             rx,
             filter,
+            audience: subscriber.audience,
+            checking: None,
+            until: subscriber.until,
             closed: self.closed.subscribe(),
             last_id,
             ended: false,
@@ -270,13 +321,66 @@ impl EventHub {
     }
 }
 
-/// Counts a subscriber until dropped.
-struct Guard(Arc<AtomicUsize>);
+/// No more streams now: `busy` (503), to retry in a few seconds.
+fn busy(message: String) -> ToolError {
+    ToolError::new(ErrorKind::Unavailable, ErrorCode::Busy, message)
+        .with_retry_after(Duration::from_secs(5))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Streams held, by caller key.
+type PerCaller = Mutex<HashMap<Arc<str>, usize>>;
+
+/// Counts a subscriber (and its caller's streams) until dropped.
+struct Guard {
+    total: Arc<AtomicUsize>,
+    caller: Option<(Arc<PerCaller>, Arc<str>)>,
+}
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.total.fetch_sub(1, Ordering::AcqRel);
+        if let Some((held, caller)) = &self.caller {
+            let mut held = lock(held);
+            if let Some(count) = held.get_mut(caller) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    held.remove(caller);
+                }
+            }
+        }
     }
+}
+
+/// Whether one subscriber may see an event: now, or once a lookup answers.
+pub enum Admit<'a> {
+    /// Decided.
+    Now(bool),
+    /// Decided by this future (an allowlist lookup).
+    Later(Pin<Box<dyn Future<Output = bool> + Send + 'a>>),
+}
+
+/// What a subscriber may read, beyond what its [`Filter`] asks for.
+pub trait Audience: Send {
+    /// Whether it may see `event` (which passed its filter).
+    fn admits<'a>(&'a mut self, event: &'a Event) -> Admit<'a>;
+}
+
+/// Who subscribes, for [`EventHub::subscribe_as`]. The default is the operator: every event,
+/// no per-caller count, no end.
+#[derive(Default)]
+pub struct Subscriber {
+    /// The caller's key, whose streams are counted; `None`: not limited (the operator).
+    pub caller: Option<Arc<str>>,
+    /// What it may read; `None`: everything.
+    pub audience: Option<Box<dyn Audience>>,
+    /// Ends the stream when it resolves (its token ended), with the `stream.closed` data.
+    pub until: Option<Pin<Box<dyn Future<Output = Value> + Send>>>,
 }
 
 /// Which events a subscriber gets.
@@ -288,16 +392,11 @@ pub struct Filter {
     pub session: Option<Snowflake>,
     /// A capability's bound session: it sees nothing of other sessions.
     pub scope_session: Option<Snowflake>,
-    /// Whether `message.*` events may be seen (the caller may read messages).
-    pub messages: bool,
 }
 
 impl Filter {
     /// Whether `event` passes.
     pub fn matches(&self, event: &Event) -> bool {
-        if event.is_message() && !self.messages {
-            return false;
-        }
         if !self.types.is_empty() && !self.types.iter().any(|t| type_matches(t, &event.kind)) {
             return false;
         }
@@ -330,6 +429,11 @@ pub struct Subscription {
     notice: Option<(&'static str, Value)>,
     rx: broadcast::Receiver<Arc<Event>>,
     filter: Filter,
+    audience: Option<Box<dyn Audience>>,
+    /// An event received and being checked against the audience (kept across a cancelled
+    /// `next`, so none is lost).
+    checking: Option<Arc<Event>>,
+    until: Option<Pin<Box<dyn Future<Output = Value> + Send>>>,
     closed: watch::Receiver<bool>,
     last_id: u64,
     ended: bool,
@@ -348,7 +452,34 @@ pub enum Next {
 }
 
 impl Subscription {
-    /// The next event for this subscriber; `None` once ended.
+    /// Whether this subscriber gets `event`: its filter, then its audience.
+    async fn admits(&mut self, event: &Event) -> bool {
+        if !self.filter.matches(event) {
+            return false;
+        }
+        match &mut self.audience {
+            None => true,
+            Some(audience) => match audience.admits(event) {
+                Admit::Now(admitted) => admitted,
+                Admit::Later(lookup) => lookup.await,
+            },
+        }
+    }
+
+    /// The event being checked when a `next` was cancelled, checked again; `Some` when it is
+    /// admitted.
+    async fn resume_check(&mut self) -> Option<Arc<Event>> {
+        let event = self.checking.clone()?;
+        let admitted = self.admits(&event).await;
+        self.checking = None;
+        admitted.then(|| {
+            self.last_id = event.id;
+            event
+        })
+    }
+
+    /// The next event for this subscriber; `None` once ended. Cancel-safe: an event received
+    /// but not yet checked is checked by the next call.
     pub async fn next(&mut self) -> Option<Next> {
         if self.ended {
             return None;
@@ -356,9 +487,15 @@ impl Subscription {
         if let Some((kind, data)) = self.notice.take() {
             return Some(Next::Notice(kind, data));
         }
+        if let Some(end) = self.until_ended() {
+            return Some(end);
+        }
+        if let Some(event) = self.resume_check().await {
+            return Some(Next::Event(event));
+        }
         while let Some(event) = self.backlog.pop_front() {
-            if self.filter.matches(&event) {
-                self.last_id = event.id;
+            self.checking = Some(event);
+            if let Some(event) = self.resume_check().await {
                 return Some(Next::Event(event));
             }
         }
@@ -366,6 +503,12 @@ impl Subscription {
             return Some(self.end_closed());
         }
         loop {
+            let until = async {
+                match &mut self.until {
+                    Some(until) => until.await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 changed = self.closed.changed() => {
@@ -373,11 +516,17 @@ impl Subscription {
                         return Some(self.end_closed());
                     }
                 }
+                data = until => {
+                    self.ended = true;
+                    return Some(Next::End("stream.closed", self.with_last_id(data)));
+                }
                 received = self.rx.recv() => match received {
                     Ok(event) => {
-                        if event.id > self.last_id && self.filter.matches(&event) {
-                            self.last_id = event.id;
-                            return Some(Next::Event(event));
+                        if event.id > self.last_id {
+                            self.checking = Some(event);
+                            if let Some(event) = self.resume_check().await {
+                                return Some(Next::Event(event));
+                            }
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
@@ -402,6 +551,27 @@ impl Subscription {
             "stream.closed",
             json!({ "reason": "shutdown", "lastEventId": self.last_id.to_string() }),
         )
+    }
+
+    /// `data` with the stream's last event id.
+    fn with_last_id(&self, mut data: Value) -> Value {
+        if let Value::Object(map) = &mut data {
+            map.insert("lastEventId".into(), json!(self.last_id.to_string()));
+        }
+        data
+    }
+
+    /// The end, when `until` has resolved already (checked without waiting).
+    fn until_ended(&mut self) -> Option<Next> {
+        let until = self.until.as_mut()?;
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match until.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(data) => {
+                self.ended = true;
+                Some(Next::End("stream.closed", self.with_last_id(data)))
+            }
+            std::task::Poll::Pending => None,
+        }
     }
 
     /// The subscription as SSE events.
@@ -482,9 +652,6 @@ pub(crate) fn caller_filter(
             ));
         }
     }
-    let messages = matches!(caller, Caller::Operator | Caller::Unauthenticated)
-        || core.may_call(caller, "surface.messages.read")
-        || core.may_call(caller, "surface.messages.list");
     Ok(Filter {
         types: query
             .types
@@ -494,7 +661,6 @@ pub(crate) fn caller_filter(
             .unwrap_or_default(),
         session,
         scope_session,
-        messages,
     })
 }
 
@@ -555,7 +721,8 @@ pub(crate) async fn stream(
     let query = events_query(query)?;
     let filter = caller_filter(&core, &context.caller, &query)?;
     let last = resume_from(&headers, &query)?;
-    let subscription = core.events.subscribe(filter, last)?;
+    let subscriber = crate::visibility::subscriber(&core, &context.caller);
+    let subscription = core.events.subscribe_as(filter, last, subscriber)?;
     Ok(Sse::new(subscription.into_sse())
         .keep_alive(
             KeepAlive::new()
@@ -621,7 +788,6 @@ mod tests {
         let ring = hub.ring();
         let scoped = Filter {
             scope_session: Some(Snowflake(1)),
-            messages: true,
             ..Filter::default()
         };
         let seen: Vec<&str> = ring
@@ -631,17 +797,8 @@ mod tests {
             .map(|e| e.kind.as_ref())
             .collect();
         assert_eq!(seen, ["message.created", "gateway.state"]);
-        let no_messages = Filter::default();
-        assert_eq!(
-            ring.events
-                .iter()
-                .filter(|e| no_messages.matches(e))
-                .count(),
-            2
-        );
         let typed = Filter {
             types: vec!["call.*".into()],
-            messages: true,
             ..Filter::default()
         };
         assert_eq!(ring.events.iter().filter(|e| typed.matches(e)).count(), 1);

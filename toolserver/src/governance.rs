@@ -48,6 +48,15 @@ pub struct AuditRow {
     pub code: Option<Cow<'static, str>>,
     /// How long the call took, in ms.
     pub duration_ms: u64,
+    /// How many calls the row stands for: 1, or — for a burst of refusals of one caller,
+    /// callable and code past the few a window keeps as rows of their own — the first counted
+    /// call's row with the number of calls it counts.
+    #[serde(default = "one")]
+    pub count: u64,
+}
+
+fn one() -> u64 {
+    1
 }
 
 /// An audit row as the log answers it: with its id, which pages continue from.
@@ -335,6 +344,10 @@ pub struct Governance {
     /// `/tools` overrides: the explicit callable ids a session's runs may call.
     overrides: RwLock<HashMap<Snowflake, Vec<String>>>,
     ledger: Arc<dyn Ledger>,
+    /// Bumped whenever what a caller may do can change (rules reloaded, a `/tools` override
+    /// set), so what was worked out from them (event streams' read checks) is worked out
+    /// again.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl Governance {
@@ -350,7 +363,18 @@ impl Governance {
             rules: crate::live::Live::new(GovernanceRules::new(permissions, aliases, configured)),
             overrides: RwLock::new(overrides.into_iter().collect()),
             ledger,
+            generation: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Changes whenever rules or overrides change (see the field).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub(crate) fn changed(&self) {
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// The same governance, keeping to `ledger`, starting from the `/tools` overrides it kept.
@@ -375,6 +399,7 @@ impl Governance {
     /// Puts reloaded rules in force for the next call.
     pub(crate) fn set_rules(&self, rules: Arc<GovernanceRules>) {
         self.rules.store(rules);
+        self.changed();
     }
 
     /// Where audit rows and overrides are kept.
@@ -421,6 +446,7 @@ impl Governance {
                 }
             }
         }
+        self.changed();
         self.ledger.save_session_scope(session, scope);
     }
 

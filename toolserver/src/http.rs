@@ -38,7 +38,8 @@ type Shared = State<Arc<Core>>;
 /// The HTTP API over `core`: `GET /health`, `GET /v1/tools`, `GET /v1/tools/{id}`,
 /// `POST /v1/call`, `POST /v1/batch`, `GET /v1/events` (SSE), `GET /metrics`,
 /// `GET /openapi.json` and `POST /v1/capabilities`; other routes answer 404, bodies over
-/// [`MAX_BODY_BYTES`] 413. Without [`serve`]'s connection limits and pruning.
+/// [`MAX_BODY_BYTES`] 413. Without [`serve`]'s connection limits, pruning, and its checks of `Host`,
+/// `Origin` and `Content-Type` (`browsers.rs`), which every route served gets.
 pub fn router(core: Arc<Core>) -> Router {
     Router::new()
         .route("/health", get(health))
@@ -89,6 +90,18 @@ pub async fn serve_with(
             }
         })
     };
+    // The counts of refusal bursts, written soon after their window ends.
+    let refusals = {
+        let core = Arc::clone(&core);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(Duration::from_secs(1));
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticker.tick().await;
+                core.flush_refusals(false);
+            }
+        })
+    };
     // The console's sparklines: one sample of the counters every few seconds, into a bounded
     // ring (only while the console is served).
     let sampler = core.console.enabled().then(|| {
@@ -111,9 +124,19 @@ pub async fn serve_with(
         shutdown.await;
         events.close();
     };
-    let result =
-        crate::connections::serve(router(core).merge(extra), listener, limits, shutdown).await;
+    let guard = crate::browsers::Guard::new(listener.local_addr()?, Arc::clone(&core));
+    let result = crate::connections::serve(
+        router(Arc::clone(&core)).merge(extra),
+        guard,
+        listener,
+        limits,
+        shutdown,
+    )
+    .await;
     pruner.abort();
+    refusals.abort();
+    // No count is left behind at shutdown.
+    core.flush_refusals(true);
     if let Some(sampler) = sampler {
         sampler.abort();
     }
@@ -571,6 +594,7 @@ async fn reload(State(core): Shared, Authed(context): Authed) -> Result<Response
             outcome: std::borrow::Cow::Borrowed(outcome),
             code,
             duration_ms: started.elapsed().as_millis() as u64,
+            count: 1,
         });
     match result {
         Ok(reloaded) => Ok(Json(json!({ "ok": true, "value": reloaded })).into_response()),

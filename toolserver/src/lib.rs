@@ -25,6 +25,7 @@ pub mod allowlist;
 pub mod approvals;
 pub mod auth;
 mod batch;
+mod browsers;
 mod callables;
 pub mod chunk;
 pub mod clock;
@@ -55,6 +56,7 @@ pub mod surface;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod trust;
+mod visibility;
 pub mod workflow;
 
 pub use batch::{parse_batch, BatchCall};

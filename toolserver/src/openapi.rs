@@ -69,8 +69,16 @@ fn body_statuses() -> Vec<(&'static str, &'static str)> {
         ("409", "The state forbids it (kind conflict)"),
         ("413", "The body is over 1 MiB (body_too_large)"),
         (
+            "415",
+            "The request is not declared as JSON (unsupported_media_type): send Content-Type: application/json",
+        ),
+        (
             "429",
             "A rate limit (kind unavailable; Retry-After says when)",
+        ),
+        (
+            "499",
+            "The call's agent run was aborted, or ended while the call waited for an approval (kind cancelled: run_aborted, run_ended)",
         ),
         ("500", "A bug (kind internal)"),
         ("503", "Busy, or Discord unavailable (kind unavailable)"),
@@ -300,6 +308,7 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
         ("404", "The session names nothing"),
         ("408", "The body did not arrive in time"),
         ("413", "The body is over 1 MiB"),
+        ("415", "The request is not declared as JSON"),
     ]);
     mint_responses.insert(
         "201".into(),
@@ -363,7 +372,7 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
         "info": {
             "title": "switchboard tool server",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Governed tools for an AI agent in Discord. Every call — /v1/call, each call of /v1/batch — passes the same pipeline: scope, validation, allowlist, permission, rate limits, hooks, handler, audit."
+            "description": "Governed tools for an AI agent in Discord. Every call — /v1/call, each call of /v1/batch — passes the same pipeline: scope, validation, allowlist, permission, rate limits, hooks, handler, audit. Every route refuses a Host that does not name this server (host_not_allowed, 403) and a request from a web page of another origin (cross_origin, 403); every POST must declare Content-Type: application/json (unsupported_media_type, 415)."
         },
         "security": [{ "bearer": [] }],
         "paths": {

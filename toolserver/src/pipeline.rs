@@ -58,6 +58,8 @@ struct Trail {
     decided_by: Option<std::borrow::Cow<'static, str>>,
     /// The input as the audit log keeps it (cut, or hashed).
     input: Value,
+    /// The handler started: a failure now is not a refusal (its audit row is always its own).
+    handled: bool,
 }
 
 impl Trail {
@@ -67,6 +69,7 @@ impl Trail {
             decision: Decision::Undecided,
             decided_by: None,
             input: Value::Null,
+            handled: false,
         }
     }
 }
@@ -123,9 +126,10 @@ impl<'a> Gate<'a> {
     }
 
     /// Stages 4 to 8: resolve and allowlist every session the plan named, decide permission
-    /// (asking an approver when the rules say so), spend the rate limits, run the before-hooks.
-    /// The [`Invocation`] they give is the only way to a handler. After a before-hook's
-    /// rewrite (`rewritten`), the limits were spent and the hooks ran already.
+    /// (asking an approver when the rules say so), spend the channels' rate limits, run the
+    /// before-hooks. The [`Invocation`] they give is the only way to a handler. After a
+    /// before-hook's rewrite (`rewritten`), the limits were spent and the hooks ran already.
+    /// (The caller's own budget was spent before any of this, by [`Core::call`].)
     pub(crate) async fn admit(
         &self,
         sessions: &[SessionRequest],
@@ -169,10 +173,9 @@ impl<'a> Gate<'a> {
             .governance
             .decide(self.tool_id, &self.context.caller, &ids);
         self.permit(&verdict, &ids, input).await?;
-        // Rate limits: per caller and callable, then each channel's share.
+        // Rate limits: each channel's share (the caller's was spent when the call came in).
         if !rewritten {
             let limits = &self.settings.limits;
-            limits.check_caller(self.context.caller.limit_key(), self.tool_id)?;
             for (request, target) in sessions.iter().zip(&targets) {
                 if request.spend > 0 {
                     limits.check_channel_n(target.channel_id().get(), request.spend)?;
@@ -384,9 +387,10 @@ impl<'a> Gate<'a> {
         };
         let session = targets.first().copied();
         // The event stream is a log: it carries the audit log's copy of the input.
-        core.events.publish(
+        core.events.publish_about(
             "approval.requested",
             session,
+            Some(self.context.caller.limit_key().as_str()),
             json!({
                 "tool": self.tool_id,
                 "requestedBy": request.requested_by,
@@ -401,22 +405,33 @@ impl<'a> Gate<'a> {
                 self.settings.governance.permissions().ask_timeout,
             );
         }
-        let outcome = core.approvals.ask(core.surface.as_ref(), request).await;
+        // The wait ends with the run: a decision after it must not act for a run that is over.
+        let ended = async {
+            match capability {
+                Some(capability) => capability.ended().await,
+                None => std::future::pending().await,
+            }
+        };
+        let outcome = match core
+            .approvals
+            .ask_until(core.surface.as_ref(), request, ended)
+            .await
+        {
+            Ok(outcome) => outcome,
+            Err(how) => {
+                self.decided(session, "cancelled", "-");
+                let mut trail = self.trail();
+                trail.decision = Decision::NotApproved;
+                trail.decided_by = Some("run ended".into());
+                return Err(crate::server::run_ended(how));
+            }
+        };
         let (decision, by) = match &outcome {
             Outcome::Approved(by) => ("approved", by.as_str()),
             Outcome::Denied(by) => ("denied", by.as_str()),
             Outcome::Expired => ("expired", "-"),
         };
-        core.events.publish(
-            "approval.decided",
-            session,
-            json!({
-                "tool": self.tool_id,
-                "toolCallId": self.context.tool_call_id,
-                "decision": decision,
-                "by": by,
-            }),
-        );
+        self.decided(session, decision, by);
         let mut trail = self.trail();
         match outcome {
             Outcome::Approved(by) => {
@@ -445,6 +460,21 @@ impl<'a> Gate<'a> {
                 ))
             }
         }
+    }
+
+    /// Publishes `approval.decided` for this call's ask.
+    fn decided(&self, session: Option<Snowflake>, decision: &str, by: &str) {
+        self.core.events.publish_about(
+            "approval.decided",
+            session,
+            Some(self.context.caller.limit_key().as_str()),
+            json!({
+                "tool": self.tool_id,
+                "toolCallId": self.context.tool_call_id,
+                "decision": decision,
+                "by": by,
+            }),
+        );
     }
 
     /// A session as people read it and can type it back: `#alias`, `#name`, `#channel_<id>`.
@@ -545,6 +575,7 @@ impl<'a> Gate<'a> {
             .with_retry_after(Duration::from_secs(1))
         })?;
         let call_timeout = self.settings.config().toolserver.call_timeout;
+        self.trail().handled = true;
         match tokio::time::timeout(call_timeout, handler).await {
             Ok(result) => result,
             Err(_) => Err(ToolError::new(
@@ -639,7 +670,10 @@ impl Core {
     /// 1. **authenticate**: the front turns the presented token into a
     ///    [`Caller`](crate::auth::Caller) with [`Core::authenticate`];
     /// 2. **scope**: the callable must be visible to the caller — its token's scope, and for an
-    ///    agent run its session's (else `out_of_scope`);
+    ///    agent run its session's (else `out_of_scope`, or `unknown_tool` with a suggestion from
+    ///    what the caller may call). Then, before any other work, the call spends the caller's
+    ///    budget for that callable — a refused one too, and every name it may not call under
+    ///    one key per caller — so a flood of refusals meets `rate_limited`;
     /// 3. **validate**: the input against the callable's schema, then the callable's own rules
     ///    and CPU work ([`Tool::plan`](crate::Tool::plan)), which names the sessions the call
     ///    acts in;
@@ -647,8 +681,7 @@ impl Core {
     /// 5. **allowlist** each of them;
     /// 6. **permission**: allow / ask / deny rules, the last match winning (`permission_denied`;
     ///    an ask waits for an approver: `approval_denied`, `approval_expired`);
-    /// 7. **rate limits**: per caller and callable, and per channel (a send split in k parts
-    ///    spends k);
+    /// 7. **rate limits** per channel (a send split in k parts spends k);
     /// 8. **before-hooks**: may refuse (`hook_denied`) or rewrite the input, which is then
     ///    checked again from stage 3;
     /// 9. the **handler**, with its resolved targets and the
@@ -656,7 +689,8 @@ impl Core {
     ///    the concurrency cap and the call timeout;
     /// 10. **after-hooks** may transform the answer;
     /// 11. the **audit** record: a row in the ledger (the audit log) and a `tracing` line
-    ///     (target `audit`).
+    ///     (target `audit`); refusals past a few per window are counted into one row
+    ///     (`refusals.rs`).
     pub async fn call(
         &self,
         context: &CallContext,
@@ -688,67 +722,83 @@ impl Core {
         let started = Instant::now();
         let started_ms = crate::clock::now_ms();
         // Scope.
+        let refused = |tool: std::borrow::Cow<'static, str>, error: &dyn Fn() -> ToolError| {
+            // A name the caller may not call spends from one budget per caller, whatever the
+            // name: trying names costs what calling does. Past it, nothing more is worked out.
+            let error = match self
+                .settings()
+                .limits
+                .check_caller(context.caller.limit_key(), crate::ratelimit::NOT_CALLABLE)
+            {
+                Ok(()) => error(),
+                Err(limited) => limited,
+            };
+            let result = Err(error);
+            self.audit(context, tool, &Trail::new(), &result, started, started_ms);
+            result
+        };
         let (tool_id, tool) = match self.registry.lookup(tool_id) {
             Some((id, tool)) if self.may_call(&context.caller, id) => (id, tool),
             // Out of scope for everyone, with the reason and what to do.
             Some((id, _)) if self.workflows_missing(id) => {
-                let result = Err(crate::callables::workflows_unavailable());
-                self.audit(
-                    context,
-                    id.into(),
-                    &Trail::new(),
-                    &result,
-                    started,
-                    started_ms,
-                );
-                return result;
+                return refused(id.into(), &crate::callables::workflows_unavailable);
             }
             // A callable outside the caller's scope looks like any other it may not call.
             Some((id, _)) => {
-                let error = ToolError::denied(
-                    ErrorCode::OutOfScope,
-                    format!("'{id}' is outside this token's tool scope"),
-                );
-                let trail = Trail::new();
-                let result = Err(error);
-                self.audit(context, id.into(), &trail, &result, started, started_ms);
-                return result;
+                return refused(id.into(), &|| {
+                    ToolError::denied(
+                        ErrorCode::OutOfScope,
+                        format!("'{id}' is outside this token's tool scope"),
+                    )
+                });
             }
             None => {
-                let error = Registry::unknown(tool_id, self.registry.ids());
-                let result = Err(error);
-                self.audit(
-                    context,
-                    "-".into(),
-                    &Trail::new(),
-                    &result,
-                    started,
-                    started_ms,
-                );
-                return result;
+                // Suggest only what this caller may call.
+                return refused("-".into(), &|| {
+                    let visible = self
+                        .registry
+                        .ids()
+                        .filter(|id| self.may_call(&context.caller, id));
+                    Registry::unknown(tool_id, visible)
+                });
             }
         };
-        // An agent run's calls act only once its trigger is durably taken (see `RunGate`).
+        // An agent run's calls act only once its trigger is durably taken (see `RunGate`), and
+        // not at all once the run is over.
+        let mut refused = None;
         if let Caller::Capability(capability) = &context.caller {
             if let Some(run_gate) = &capability.grant.gate {
-                if !run_gate.opened().await {
-                    let result = Err(ToolError::denied(
-                        ErrorCode::InvalidToken,
+                refused = tokio::select! {
+                    opened = run_gate.opened() => (!opened).then(|| ToolError::new(
+                        ErrorKind::Cancelled,
+                        ErrorCode::RunAborted,
                         "this run was stopped before it could act: the message that started it could not be recorded as answered, so it is not answered (the service log says why)",
-                    ));
-                    self.audit(
-                        context,
-                        tool_id.into(),
-                        &Trail::new(),
-                        &result,
-                        started,
-                        started_ms,
-                    );
-                    return result;
-                }
+                    )),
+                    how = capability.ended() => Some(crate::server::run_ended(how)),
+                };
             }
         }
         let settings = self.settings();
+        // The caller's budget for this callable, spent before any work: refused calls spend it
+        // too, so a flood of them meets `rate_limited`.
+        let refused = refused.or_else(|| {
+            settings
+                .limits
+                .check_caller(context.caller.limit_key(), tool_id)
+                .err()
+        });
+        if let Some(refused) = refused {
+            let result = Err(refused);
+            self.audit(
+                context,
+                tool_id.into(),
+                &Trail::new(),
+                &result,
+                started,
+                started_ms,
+            );
+            return result;
+        }
         let gate = Gate {
             core: self,
             settings: &settings,
@@ -791,9 +841,10 @@ impl Core {
         let capability = context.caller.capability();
         self.metrics
             .call_finished(&tool_id, outcome, trail.decision.as_str(), code, took);
-        self.events.publish(
+        self.events.publish_about(
             "call.finished",
             trail.targets.first().copied(),
+            Some(caller.as_str()),
             json!({
                 "tool": &*tool_id,
                 "caller": caller.as_str(),
@@ -806,7 +857,7 @@ impl Core {
                 "durationMs": duration_ms,
             }),
         );
-        self.governance.ledger().record(AuditRow {
+        let row = AuditRow {
             time_ms: started_ms,
             caller: match &caller {
                 crate::auth::CallerKey::Named(name) => std::borrow::Cow::Owned(name.to_string()),
@@ -825,7 +876,32 @@ impl Core {
             outcome: std::borrow::Cow::Borrowed(outcome),
             code: code.map(|c| std::borrow::Cow::Owned(c.to_owned())),
             duration_ms,
-        });
+            count: 1,
+        };
+        match result {
+            // A refusal (refused before its handler ran): counted past a few per window.
+            Err(error) if !trail.handled => {
+                let recorded = self.refusals.record(row, started);
+                if recorded.opens_burst
+                    && matches!(error.kind, ErrorKind::Denied | ErrorKind::Unavailable)
+                {
+                    tracing::info!(
+                        target: "audit",
+                        caller = caller.as_str(),
+                        tool = %tool_id,
+                        code = %error.code,
+                        "refused a call from {} ({}); more like it within {} s are counted",
+                        caller.as_str(),
+                        error.code,
+                        crate::refusals::WINDOW.as_secs()
+                    );
+                }
+                for row in recorded.rows {
+                    self.keep_refusal(row);
+                }
+            }
+            _ => self.governance.ledger().record(row),
+        }
         if tracing::enabled!(target: "audit", tracing::Level::DEBUG) {
             let targets: Vec<String> = trail.targets.iter().map(ToString::to_string).collect();
             tracing::debug!(
@@ -842,21 +918,32 @@ impl Core {
                 "call"
             );
         }
-        if let Err(error) = result {
-            if matches!(error.kind, ErrorKind::Denied | ErrorKind::Unavailable) {
-                let caller = caller.as_str();
-                if let Some(count) = self.refusals.record(caller, error.code.as_str(), started) {
-                    tracing::info!(
-                        target: "audit",
-                        caller,
-                        tool = %tool_id,
-                        code = %error.code,
-                        count,
-                        "refused {count} call(s) from {caller} ({}) since the last line like this",
-                        error.code
-                    );
-                }
-            }
+    }
+
+    /// Writes a refusal's row; a counted one (count over one) gets an INFO line too.
+    fn keep_refusal(&self, row: AuditRow) {
+        if row.count > 1 {
+            tracing::info!(
+                target: "audit",
+                caller = %row.caller,
+                tool = %row.tool,
+                code = row.code.as_deref().unwrap_or("-"),
+                count = row.count,
+                "refused {} more call(s) from {} ({}) in {} s",
+                row.count,
+                row.caller,
+                row.code.as_deref().unwrap_or("-"),
+                crate::refusals::WINDOW.as_secs()
+            );
+        }
+        self.governance.ledger().record(row);
+    }
+
+    /// Writes the counted rows of refusal bursts whose window has ended (`all`: every pending
+    /// count, at shutdown). The HTTP front runs it every second.
+    pub fn flush_refusals(&self, all: bool) {
+        for row in self.refusals.flush(Instant::now(), all) {
+            self.keep_refusal(row);
         }
     }
 }

@@ -12,6 +12,10 @@ use crate::error::ToolError;
 
 type Keyed<K> = DefaultKeyedRateLimiter<K>;
 
+/// The budget key of every name a caller may not call (unknown, or out of its scope): one per
+/// caller, whatever names it tries.
+pub(crate) const NOT_CALLABLE: &str = "-";
+
 /// The server's limiters. Keys are pruned by [`Limits::prune`], which the server runs on an
 /// interval so memory stays bounded.
 pub struct Limits {
@@ -42,14 +46,18 @@ impl Limits {
             .check_key(&(caller, tool_id))
             .map_err(|not_until| not_until.wait_time_from(self.clock.now()))
             .map_err(|wait| {
-                ToolError::rate_limited(
-                    ErrorCode::RateLimited,
+                let message = if tool_id == NOT_CALLABLE {
+                    format!(
+                        "Too many calls from this caller of callables it may not call (unknown, or outside its scope); check the name with `tools --list` and retry after {} ms",
+                        wait.as_millis()
+                    )
+                } else {
                     format!(
                         "Too many {tool_id} calls from this caller; retry after {} ms",
                         wait.as_millis()
-                    ),
-                    wait,
-                )
+                    )
+                };
+                ToolError::rate_limited(ErrorCode::RateLimited, message, wait)
             })
     }
 

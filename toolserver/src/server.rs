@@ -5,7 +5,6 @@
 use protocol::ErrorCode;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
 
 use entity::Snowflake;
 use switchboard_config::Config;
@@ -13,7 +12,8 @@ use tokio::sync::Semaphore;
 
 use crate::allowlist::Allowlist;
 use crate::auth::{
-    Caller, CapabilityGrant, CapabilityRefusal, CapabilityStore, OperatorToken, CAPABILITY_PREFIX,
+    Caller, CapabilityGrant, CapabilityRefusal, CapabilityStore, OperatorToken, TokenEnd,
+    CAPABILITY_PREFIX,
 };
 use crate::error::ToolError;
 use crate::live::{Live, Reloader, Settings};
@@ -238,6 +238,8 @@ impl Core {
         self.governance.set_rules(Arc::clone(&next.governance));
         self.approvals.set_policy(&next.config().permissions);
         self.settings.store(Arc::clone(&next));
+        // Once every part is new: what was worked out from the old settings goes.
+        self.governance.changed();
         next
     }
 
@@ -285,10 +287,17 @@ impl Core {
                 .resolve(token)
                 .map(Caller::Capability)
                 .map_err(|refusal| match refusal {
-                    CapabilityRefusal::Expired => ToolError::unauthenticated(
+                    CapabilityRefusal::Expired | CapabilityRefusal::Ended(TokenEnd::Expired) => {
+                        ToolError::unauthenticated(
+                            ErrorCode::TokenExpired,
+                            "This capability token has expired; its run is over",
+                        )
+                    }
+                    CapabilityRefusal::Ended(TokenEnd::Finished) => ToolError::unauthenticated(
                         ErrorCode::TokenExpired,
-                        "This capability token has expired; its run is over",
+                        "This capability token's run has finished, so it no longer acts; nothing was done",
                     ),
+                    CapabilityRefusal::Ended(TokenEnd::Aborted) => run_aborted(),
                     CapabilityRefusal::Unknown => ToolError::unauthenticated(
                         ErrorCode::InvalidToken,
                         "This capability token is not valid (revoked, or never issued)",
@@ -394,9 +403,17 @@ impl Core {
             .map_err(|e| ToolError::internal(format!("cannot draw random bytes: {e}")))
     }
 
-    /// Revokes a capability token; true when it was live.
+    /// Revokes a capability token, its run finished; true when it was live. A call still
+    /// waiting on the run (for an approval) answers `cancelled` (`run_ended`).
     pub fn revoke_capability(&self, token: &str) -> bool {
         self.capabilities.revoke(token)
+    }
+
+    /// Ends a capability token as `how` (its run finished, or was aborted); true when it was
+    /// live. Its event streams close; a call waiting on the run answers `cancelled`, and so
+    /// does a later call with an aborted run's token.
+    pub fn end_capability(&self, token: &str, how: TokenEnd) -> bool {
+        self.capabilities.end(token, how)
     }
 
     /// The allowlist's verdict on `channel_id`, as the pipeline gives it: an
@@ -435,11 +452,33 @@ impl Core {
         mention_policy(&self.settings())
     }
 
-    /// Forgets expired capability tokens and recovered rate-limit keys.
+    /// Forgets expired capability tokens and recovered rate-limit keys, and writes the counts
+    /// of refusal bursts whose window has ended.
     pub fn prune(&self) {
         self.capabilities.prune_expired();
         self.settings().limits.prune();
-        self.refusals.prune(Instant::now());
+        self.flush_refusals(false);
+    }
+}
+
+/// The answer to a call of an aborted run: `cancelled` (HTTP 499, the CLI's exit 8).
+pub(crate) fn run_aborted() -> ToolError {
+    ToolError::new(
+        protocol::ErrorKind::Cancelled,
+        ErrorCode::RunAborted,
+        "This call's run was aborted (by /abort or the console, or stopped before it could act); nothing was done",
+    )
+}
+
+/// The answer to a call still waiting when its run ended: `cancelled` (exit 8).
+pub(crate) fn run_ended(how: TokenEnd) -> ToolError {
+    match how {
+        TokenEnd::Aborted => run_aborted(),
+        TokenEnd::Finished | TokenEnd::Expired => ToolError::new(
+            protocol::ErrorKind::Cancelled,
+            ErrorCode::RunEnded,
+            "This call's run ended while the call waited (for an approval), so it was not done; the approval request is withdrawn",
+        ),
     }
 }
 

@@ -12,8 +12,8 @@ use tokio::net::TcpStream;
 use toolserver::testing::{TestServer, DEMO_CONFIG};
 
 /// A request head cut off before its blank line.
-const PARTIAL_HEAD: &[u8] = b"POST /v1/call HTTP/1.1\r\nHost: x\r\n";
-const HEALTH: &[u8] = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+const PARTIAL_HEAD: &[u8] = b"POST /v1/call HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+const HEALTH: &[u8] = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
 /// Set in the child process of `accept_failures_back_off_and_warn_once`.
 const CHILD_ENV: &str = "TOOLSERVER_ACCEPT_BACKOFF_CHILD";
 
@@ -131,7 +131,7 @@ async fn call(server: &TestServer, body: &str, within: Duration) -> Option<Answe
         .ok()?
         .ok()?;
     let request = format!(
-        "POST /v1/call HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /v1/call HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         server.operator_token(),
         body.len()
     );
@@ -223,7 +223,7 @@ async fn a_trickled_body_is_cut_off_at_the_body_deadline() {
     let stream = TcpStream::connect(server.addr()).await.unwrap();
     let (reader, mut writer) = stream.into_split();
     let head = format!(
-        "POST /v1/call HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"tool\": \"",
+        "POST /v1/call HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"tool\": \"",
         server.operator_token()
     );
     writer.write_all(head.as_bytes()).await.unwrap();
@@ -274,7 +274,7 @@ async fn a_body_that_arrives_in_time_is_served() {
         .unwrap();
     let mut stream = TcpStream::connect(server.addr()).await.unwrap();
     let head = format!(
-        "POST /v1/call HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "POST /v1/call HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         server.operator_token(),
         LIST_OPS.len()
     );
@@ -290,27 +290,49 @@ async fn a_body_that_arrives_in_time_is_served() {
     server.stop().await;
 }
 
+/// `count` event streams held open (each connection serves its request for as long as it
+/// lasts), with their heads read.
+async fn streams(server: &TestServer, count: usize) -> Vec<TcpStream> {
+    let mut held = Vec::with_capacity(count);
+    for i in 0..count {
+        let mut stream = TcpStream::connect(server.addr()).await.unwrap();
+        let request = format!(
+            "GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\n\r\n",
+            server.operator_token()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            let read = tokio::time::timeout(Duration::from_secs(2), stream.read(&mut byte))
+                .await
+                .unwrap_or_else(|_| panic!("stream {i} of {count} is served"))
+                .unwrap();
+            assert_eq!(read, 1, "stream {i} closed");
+            head.push(byte[0]);
+        }
+        assert!(
+            head.starts_with(b"HTTP/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&head)
+        );
+        held.push(stream);
+    }
+    held
+}
+
 #[tokio::test]
-async fn connections_past_the_cap_wait_for_a_free_slot() {
+async fn when_every_slot_serves_a_request_new_connections_wait_for_one() {
     let server = TestServer::start(&config("max_connections = 8"))
         .await
         .unwrap();
-    let mut held = Vec::new();
-    for i in 0..8 {
-        let mut stream = TcpStream::connect(server.addr()).await.unwrap();
-        stream.write_all(HEALTH).await.unwrap();
-        let answer = read_answer(&mut stream, Duration::from_secs(2))
-            .await
-            .unwrap_or_else(|| panic!("connection {i} of 8 is served"));
-        assert_eq!(answer.status, 200);
-        assert!(!answer.head.contains("connection: close"), "{answer:?}");
-        held.push(stream);
-    }
-    // The ninth waits in the kernel's accept queue while all eight slots are held.
+    let mut held = streams(&server, 8).await;
+    // The ninth waits (in the kernel's accept queue, or for a slot): no stream is closed for it.
     let mut ninth = TcpStream::connect(server.addr()).await.unwrap();
     ninth.write_all(HEALTH).await.unwrap();
     let early = read_answer(&mut ninth, Duration::from_millis(500)).await;
     assert!(early.is_none(), "served past the cap: {early:?}");
+    assert_eq!(server.core().events().subscribers(), 8);
     drop(held.pop());
     let answer = read_answer(&mut ninth, Duration::from_secs(2))
         .await
@@ -325,18 +347,90 @@ async fn connections_past_the_cap_wait_for_a_free_slot() {
             .unwrap_or_else(|| panic!("/health round {round} answers"));
         assert_eq!(answer.status, 200);
     }
-    let mut again = Vec::new();
-    for _ in 0..8 {
-        let mut stream = TcpStream::connect(server.addr()).await.unwrap();
-        stream.write_all(HEALTH).await.unwrap();
-        let answer = read_answer(&mut stream, Duration::from_secs(2)).await;
-        assert_eq!(answer.map(|a| a.status), Some(200));
-        again.push(stream);
-    }
-    drop(again);
     let stopping = Instant::now();
     server.stop().await;
     assert!(stopping.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn at_the_cap_the_oldest_connection_without_a_request_head_makes_room() {
+    // A long header timeout: only making room can free a slot here.
+    let server = TestServer::start(&config(
+        "max_connections = 8\nheader_read_timeout_ms = 60000",
+    ))
+    .await
+    .unwrap();
+    // Two slots run event streams, six hold half-sent heads: every slot is taken.
+    let streams_held = streams(&server, 2).await;
+    let stuck = half_open(server.addr(), 6).await;
+    // Each new client that sends its request at once is served promptly: /health and calls,
+    // twenty of each.
+    for round in 0..20 {
+        let answer = health(server.addr(), Duration::from_secs(2))
+            .await
+            .unwrap_or_else(|| panic!("/health round {round} answers at the cap"));
+        assert_eq!(answer.status, 200, "{answer:?}");
+        let answer = call(&server, LIST_OPS, Duration::from_secs(2))
+            .await
+            .unwrap_or_else(|| panic!("call round {round} answers at the cap"));
+        assert_eq!(answer.status, 200, "{answer:?}");
+    }
+    // The event streams were never touched.
+    assert_eq!(
+        server.core().events().subscribers(),
+        2,
+        "a stream was closed"
+    );
+    drop((streams_held, stuck));
+    server.stop().await;
+
+    // Oldest first: an idle keep-alive connection that has waited longest for its next
+    // request goes first, then the half-sent heads in the order they came; never the newest.
+    let server = TestServer::start(&config(
+        "max_connections = 8\nheader_read_timeout_ms = 60000",
+    ))
+    .await
+    .unwrap();
+    let mut idle = TcpStream::connect(server.addr()).await.unwrap();
+    idle.write_all(HEALTH).await.unwrap();
+    let answer = read_answer(&mut idle, Duration::from_secs(2))
+        .await
+        .expect("served");
+    assert_eq!(answer.status, 200);
+    assert!(
+        !answer.head.contains("connection: close"),
+        "kept alive: {answer:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut stuck = half_open(server.addr(), 7).await;
+    let mut clients = Vec::new();
+    for (round, closes) in [(0, None), (1, Some(0)), (2, Some(1))] {
+        let mut client = TcpStream::connect(server.addr()).await.unwrap();
+        client.write_all(HEALTH).await.unwrap();
+        let answer = read_answer(&mut client, Duration::from_secs(2))
+            .await
+            .unwrap_or_else(|| panic!("round {round} is served at the cap"));
+        assert_eq!(answer.status, 200);
+        let soon = tokio::time::Instant::now() + Duration::from_millis(500);
+        match closes {
+            None => assert!(
+                closed_by(&mut idle, soon).await.is_some(),
+                "the idle keep-alive connection, oldest, was closed first"
+            ),
+            Some(i) => assert!(
+                closed_by(&mut stuck[i].0, soon).await.is_some(),
+                "half-sent head {i} was closed in round {round}"
+            ),
+        }
+        // The client stays: its slot is taken until the end.
+        clients.push(client);
+    }
+    let soon = tokio::time::Instant::now() + Duration::from_millis(300);
+    assert!(
+        closed_by(&mut stuck[6].0, soon).await.is_none(),
+        "the newest half-sent head is still open"
+    );
+    server.stop().await;
 }
 
 #[tokio::test]
@@ -375,7 +469,7 @@ async fn idle_timeout_closes_a_silent_connection_but_spares_a_running_call() {
     let body =
         r##"{"tool": "surface.messages.send", "input": {"sessionId": "#ops", "text": "slow"}}"##;
     let request = format!(
-        "POST /v1/call HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /v1/call HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         server.operator_token(),
         body.len()
     );
@@ -412,7 +506,7 @@ async fn shutdown_lets_a_running_call_finish_and_closes_the_rest() {
     );
     let body = r##"{"tool": "surface.messages.send", "input": {"sessionId": "#ops", "text": "finishing"}}"##;
     let request = format!(
-        "POST /v1/call HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /v1/call HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         server.operator_token(),
         body.len()
     );

@@ -190,7 +190,7 @@ fn garbage_http_bodies_and_headers_get_4xx_and_the_server_keeps_answering() {
     runner
         .run(&(bodies, paths, headers), |(body, path, header)| {
             let mut request = format!(
-                "POST {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\n{header}Content-Length: {}\r\nConnection: close\r\n\r\n",
+                "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n{header}Content-Length: {}\r\nConnection: close\r\n\r\n",
                 body.len()
             )
             .into_bytes();
@@ -210,7 +210,7 @@ fn garbage_http_bodies_and_headers_get_4xx_and_the_server_keeps_answering() {
         .expect("no request gets a 5xx");
     let health = raw_exchange(
         addr,
-        b"GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
     )
     .expect("health");
     assert_eq!(status_of(&health), 200, "{health}");

@@ -201,6 +201,48 @@ async fn unknown_callable_suggests_the_nearest() {
 }
 
 #[tokio::test]
+async fn did_you_mean_names_only_callables_in_the_callers_scope() {
+    let server = demo_server().await;
+    let reader = server.mint(
+        demo::OPS,
+        "run-dym",
+        &["surface.messages.list", "surface.help"],
+        Duration::from_secs(60),
+    );
+    // The nearest id is a send, out of this token's scope: it is not named.
+    let answer = call_as(&server, Some(&reader), "surface.messages.sen", json!({})).await;
+    assert_eq!(answer.status, 404, "{}", answer.body);
+    let error = &answer.body["error"];
+    assert!(
+        !error.to_string().contains("surface.messages.send"),
+        "a callable outside the scope was named: {error}"
+    );
+    let known: Vec<&str> = error["details"]["known"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(known, ["surface.help", "surface.messages.list"]);
+    // Within the scope, the hint still helps.
+    let answer = call_as(&server, Some(&reader), "surface.messages.lst", json!({})).await;
+    assert!(
+        answer.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Did you mean 'surface.messages.list'?"),
+        "{}",
+        answer.body
+    );
+    // The operator sees every callable, so gets the send.
+    let answer = call(&server, "surface.messages.sen", json!({})).await;
+    assert_eq!(
+        answer.body["error"]["details"]["suggestion"],
+        "surface.messages.send"
+    );
+}
+
+#[tokio::test]
 async fn invalid_input_names_the_field() {
     let server = demo_server().await;
     let answer = call(
@@ -1189,4 +1231,69 @@ async fn refuses_to_start_without_operator_token_unless_insecure_on_loopback() {
     let core =
         toolserver::Core::new(&insecure, surface, None.into()).expect("loopback + explicit opt-in");
     assert!(core.authenticate(None).is_ok());
+}
+
+/// `GET /health` with exactly this `Host` over a raw socket: the status.
+async fn health_as_host(server: &TestServer, host: String) -> u16 {
+    let addr = server.addr();
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        write!(
+            stream,
+            "GET /health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        )
+        .expect("write");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).expect("read");
+        answer
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
+    })
+    .await
+    .expect("request task")
+}
+
+#[tokio::test]
+async fn a_host_named_in_allowed_hosts_is_served_and_a_reload_changes_the_list() {
+    let config = format!("{DEMO_CONFIG}\nallowed_hosts = [\"Switchboard.LAN.\"]\n");
+    let server = TestServer::start(&config).await.unwrap();
+    let port = server.addr().port();
+    assert_eq!(
+        health_as_host(&server, format!("switchboard.lan:{port}")).await,
+        200
+    );
+    assert_eq!(health_as_host(&server, "switchboard.lan".into()).await, 200);
+    assert_eq!(
+        health_as_host(&server, format!("other.lan:{port}")).await,
+        403
+    );
+    // The list is read per request: a reload that drops the name refuses it at once.
+    let reloaded = switchboard_config::Config::parse(&DEMO_CONFIG, "t").unwrap();
+    server.core().apply(reloaded);
+    assert_eq!(
+        health_as_host(&server, format!("switchboard.lan:{port}")).await,
+        403
+    );
+    assert_eq!(
+        health_as_host(&server, format!("127.0.0.1:{port}")).await,
+        200
+    );
+}
+
+#[test]
+fn allowed_hosts_must_be_host_names() {
+    for bad in ["http://x.lan", "x.lan:80", "x.lan/path", "", "*.lan"] {
+        let text = format!("{DEMO_CONFIG}\nallowed_hosts = [\"{bad}\"]\n");
+        let report = switchboard_config::Config::parse(&text, "t").unwrap_err();
+        assert!(
+            report.to_string().contains("toolserver.allowed_hosts"),
+            "{bad}: {report}"
+        );
+    }
 }

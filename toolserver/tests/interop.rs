@@ -197,6 +197,130 @@ async fn a_batch_runs_each_call_with_the_callers_scope() {
     assert!(server.sends().is_empty());
 }
 
+/// The codes of a batch's results, in order (`ok` for a success).
+fn codes(answer: &Answer) -> Vec<String> {
+    answer.json()["value"]["results"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no results: {}", answer.text))
+        .iter()
+        .map(|r| {
+            r["error"]["code"]
+                .as_str()
+                .map_or_else(|| "ok".to_owned(), str::to_owned)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn refused_calls_spend_the_callers_budget_and_are_audited_as_counted_bursts() {
+    let config = format!(
+        "{DEMO_CONFIG}
+[[toolserver.tokens]]
+name = \"probe\"
+token_env = \"PROBE_TOKEN\"
+scope = [\"surface.messages.list\"]
+
+[toolserver.rate_limits]
+per_caller_per_minute = 60
+per_caller_burst = 5
+"
+    );
+    let server = TestServer::start_with_tokens(
+        &config,
+        std::sync::Arc::new(toolserver::memory::MemorySurface::demo()),
+        &[("probe", "probe-secret")],
+    )
+    .await
+    .expect("server starts");
+    let as_probe = |body: Value| {
+        request(
+            "POST",
+            format!("{}/v1/batch", server.url()),
+            Some("probe-secret".to_owned()),
+            Some(serde_json::to_vec(&body).unwrap()),
+        )
+    };
+    // A flood of names the token may not call — 50 different ones, unknown or out of its
+    // scope — spends one budget: five are refused for what they are, the rest rate limited.
+    let names: Vec<Value> = (0..50)
+        .map(|i| {
+            let tool = if i % 2 == 0 {
+                format!("nope.{i}")
+            } else {
+                "surface.messages.send".to_owned()
+            };
+            json!({"tool": tool, "input": {"sessionId": "#ops", "text": "x"}})
+        })
+        .collect();
+    let answer = as_probe(json!({"calls": names, "maxConcurrency": 1})).await;
+    let seen = codes(&answer);
+    assert_eq!(
+        seen.iter().filter(|c| *c == "rate_limited").count(),
+        45,
+        "{seen:?}"
+    );
+    assert!(
+        seen[..5]
+            .iter()
+            .all(|c| c == "unknown_tool" || c == "out_of_scope"),
+        "{seen:?}"
+    );
+    // Its callable keeps its own budget; refused calls of it spend that one too.
+    let list = json!({"tool": "surface.messages.list", "input": {"sessionId": "#ops"}});
+    let bad = json!({"tool": "surface.messages.list", "input": {"sessionId": "#ops", "limit": -1}});
+    let answer =
+        as_probe(json!({"calls": [list, bad, bad, bad, bad, list], "maxConcurrency": 1})).await;
+    assert_eq!(
+        codes(&answer),
+        [
+            "ok",
+            "invalid_input",
+            "invalid_input",
+            "invalid_input",
+            "invalid_input",
+            "rate_limited"
+        ]
+    );
+    assert!(server.sends().is_empty());
+    // Another caller is not touched.
+    let answer = batch(
+        &server,
+        serde_json::to_vec(&json!({"calls": [list]})).unwrap(),
+    )
+    .await;
+    assert_eq!(codes(&answer), ["ok"]);
+
+    // The audit log: every call counted, in a bounded number of rows.
+    server.core().flush_refusals(true);
+    let rows: Vec<_> = server
+        .ledger()
+        .rows()
+        .into_iter()
+        .filter(|row| row.caller == "token:probe")
+        .collect();
+    assert_eq!(
+        rows.iter().map(|row| row.count).sum::<u64>(),
+        56,
+        "{rows:#?}"
+    );
+    // Rate limited: per callable named (unknown names under one key), ten rows of their own
+    // each, and the rest of each counted in one row.
+    let limited: Vec<(String, u64)> = rows
+        .iter()
+        .filter(|row| row.code.as_deref() == Some("rate_limited"))
+        .map(|row| (row.tool.to_string(), row.count))
+        .collect();
+    assert_eq!(
+        limited.iter().map(|(_, n)| n).sum::<u64>(),
+        46,
+        "{limited:?}"
+    );
+    let counted: Vec<&(String, u64)> = limited.iter().filter(|(_, n)| *n > 1).collect();
+    assert_eq!(counted.len(), 2, "{limited:?}");
+    assert!(limited.len() <= 2 * 11 + 1, "{limited:?}");
+    assert!(rows.len() <= 5 + 23 + 5, "{} rows", rows.len());
+}
+
 /// An SSE reader on its own thread: every `event:`/`data:` pair as `(type, data)`, and `None`
 /// when the stream ends.
 fn subscribe(
@@ -247,7 +371,7 @@ async fn an_sse_client_sees_a_calls_finish_and_only_its_sessions() {
     let capability = server.mint(demo::OPS, "run-e", &["surface.*"], Duration::from_secs(60));
     let scoped = subscribe(
         format!("{}/v1/events?types=call.*", server.url()),
-        capability,
+        capability.clone(),
         None,
     );
     wait_for_subscribers(&server, 2).await;
@@ -276,10 +400,24 @@ async fn an_sse_client_sees_a_calls_finish_and_only_its_sessions() {
     let (_, second, _) = next_event(&all);
     assert_eq!(second["session"], demo::OPS.to_string());
 
-    // The capability of #ops sees the call in #ops only.
+    // The capability of #ops sees its own calls only: not the operator's, even in #ops.
+    let own = serde_json::to_vec(
+        &json!({"tool": "surface.messages.list", "input": {"sessionId": "#ops"}}),
+    )
+    .unwrap();
+    let listed = request(
+        "POST",
+        format!("{}/v1/call", server.url()),
+        Some(capability),
+        Some(own),
+    )
+    .await;
+    assert_eq!(listed.status, 200, "{}", listed.text);
     let (kind, seen, _) = next_event(&scoped);
     assert_eq!(kind, "call.finished");
     assert_eq!(seen["session"], demo::OPS.to_string());
+    assert_eq!(seen["tool"], "surface.messages.list", "{seen}");
+    assert_eq!(seen["run"], "run-e", "{seen}");
 
     // Resuming after the first event replays the second.
     let resumed = subscribe(
@@ -309,6 +447,228 @@ async fn an_sse_client_sees_a_calls_finish_and_only_its_sessions() {
         }
     }
     assert!(ended, "the stream says it was closed");
+}
+
+/// Publishes a `gateway.state` marker (every subscriber may see it), for reading a stream up to
+/// a point: what came before it was decided.
+fn mark(server: &TestServer, n: u64) {
+    server
+        .core()
+        .events()
+        .publish("gateway.state", None, json!({ "marker": n }));
+}
+
+/// The events of `rx` up to the marker `n`, as (type, data).
+fn until_mark(
+    rx: &mpsc::Receiver<Option<(String, String, Option<String>)>>,
+    n: u64,
+) -> Vec<(String, Value)> {
+    let mut seen = Vec::new();
+    loop {
+        let (kind, data, _) = next_event(rx);
+        if kind == "gateway.state" && data["marker"] == n {
+            return seen;
+        }
+        seen.push((kind, data));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_reaches_only_subscribers_that_may_read_what_it_carries() {
+    let rules = "
+[[toolserver.tokens]]
+name = \"reader\"
+token_env = \"READER_TOKEN\"
+scope = [\"surface.messages.list\", \"surface.messages.read\", \"surface.help\"]
+
+[[toolserver.tokens]]
+name = \"auditor\"
+token_env = \"AUDITOR_TOKEN\"
+scope = [\"audit.list\"]
+";
+    let deny = "
+[[permissions.rules]]
+tool = \"surface.messages.*\"
+policy = \"deny\"
+session = \"release-room\"
+caller = \"token:reader\"
+";
+    let server = TestServer::start_with_tokens(
+        &format!("{DEMO_CONFIG}{rules}{deny}"),
+        std::sync::Arc::new(toolserver::memory::MemorySurface::demo()),
+        &[("reader", "reader-secret"), ("auditor", "auditor-secret")],
+    )
+    .await
+    .expect("server starts");
+    let call_as = |token: &str, tool: &str, input: Value| {
+        request(
+            "POST",
+            format!("{}/v1/call", server.url()),
+            Some(token.to_owned()),
+            Some(serde_json::to_vec(&json!({"tool": tool, "input": input})).unwrap()),
+        )
+    };
+    // The reader may not read #release-room.
+    let refused = call_as(
+        "reader-secret",
+        "surface.messages.list",
+        json!({"sessionId": "#release-room"}),
+    )
+    .await;
+    assert_eq!(refused.status, 403, "{}", refused.text);
+    assert_eq!(refused.json()["error"]["code"], "permission_denied");
+
+    let url = format!("{}/v1/events", server.url());
+    let capability = server.mint(demo::OPS, "run-v", &["surface.*"], Duration::from_secs(60));
+    let reader = subscribe(url.clone(), "reader-secret".into(), None);
+    let auditor = subscribe(url.clone(), "auditor-secret".into(), None);
+    let run = subscribe(url.clone(), capability, None);
+    wait_for_subscribers(&server, 3).await;
+
+    let hub = server.core().events();
+    let message = |session: u64, text: &str| {
+        hub.publish(
+            "message.created",
+            Some(entity::Snowflake(session)),
+            json!({ "messageId": "1", "text": text }),
+        );
+    };
+    message(demo::RELEASE_ROOM, "the release secret");
+    message(demo::OPS, "hello ops");
+    let sent = call_as(
+        server.operator_token(),
+        "surface.messages.send",
+        json!({"sessionId": "#ops", "text": "from the operator"}),
+    )
+    .await;
+    assert_eq!(sent.status, 200, "{}", sent.text);
+    let own = call_as("reader-secret", "surface.help", json!({})).await;
+    assert_eq!(own.status, 200, "{}", own.text);
+    mark(&server, 1);
+
+    let summary = |seen: &[(String, Value)]| -> Vec<String> {
+        seen.iter()
+            .map(|(kind, data)| match kind.as_str() {
+                "message.created" => format!("message {}", data["text"].as_str().unwrap_or("?")),
+                "call.finished" => format!(
+                    "call {} by {}",
+                    data["tool"].as_str().unwrap_or("?"),
+                    data["caller"].as_str().unwrap_or("?")
+                ),
+                other => other.to_owned(),
+            })
+            .collect()
+    };
+    // The reader: #ops' message and its own call; not #release-room, not the operator's call.
+    assert_eq!(
+        summary(&until_mark(&reader, 1)),
+        ["message hello ops", "call surface.help by token:reader"]
+    );
+    // The auditor reads the audit log, so every call, but no message.
+    assert_eq!(
+        summary(&until_mark(&auditor, 1)),
+        [
+            "call surface.messages.send by operator",
+            "call surface.help by token:reader"
+        ]
+    );
+    // The run of #ops: #ops' message only; others' calls are not its business.
+    assert_eq!(summary(&until_mark(&run, 1)), ["message hello ops"]);
+
+    // The rule goes in a reload: the reader sees #release-room from the next event on.
+    let reloaded =
+        switchboard_config::Config::parse(&format!("{DEMO_CONFIG}{rules}"), "t").unwrap();
+    server.core().apply(reloaded);
+    message(demo::RELEASE_ROOM, "now readable");
+    mark(&server, 2);
+    assert_eq!(summary(&until_mark(&reader, 2)), ["message now readable"]);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capabilitys_stream_ends_when_its_token_does() {
+    let server = TestServer::start(&DEMO_CONFIG)
+        .await
+        .expect("server starts");
+    let url = format!("{}/v1/events", server.url());
+    let finished = server.mint(demo::OPS, "run-f", &["surface.*"], Duration::from_secs(60));
+    let aborted = server.mint(demo::OPS, "run-a", &["surface.*"], Duration::from_secs(60));
+    let expiring = server.mint(demo::OPS, "run-x", &["surface.*"], Duration::from_secs(2));
+    let streams: Vec<_> = [&finished, &aborted, &expiring]
+        .iter()
+        .map(|token| subscribe(url.clone(), (*token).clone(), None))
+        .collect();
+    wait_for_subscribers(&server, 3).await;
+    assert!(server.core().revoke_capability(&finished));
+    assert!(server
+        .core()
+        .end_capability(&aborted, toolserver::auth::TokenEnd::Aborted));
+    for (stream, reason) in streams
+        .iter()
+        .zip(["run_finished", "run_aborted", "token_expired"])
+    {
+        let (kind, data, _) = next_event(stream);
+        assert_eq!(
+            (kind.as_str(), data["reason"].as_str()),
+            ("stream.closed", Some(reason))
+        );
+        assert!(data["lastEventId"].is_string(), "{data}");
+        assert!(
+            matches!(stream.recv_timeout(Duration::from_secs(5)), Ok(None)),
+            "the stream ends after saying why"
+        );
+    }
+    // And the token cannot open another.
+    let again = request("GET", url, Some(finished), None).await;
+    assert_eq!(again.status, 401, "{}", again.text);
+    for _ in 0..200 {
+        if server.core().events().subscribers() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(server.core().events().subscribers(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_caller_holds_a_bounded_number_of_streams() {
+    let server = TestServer::start(&DEMO_CONFIG)
+        .await
+        .expect("server starts");
+    let url = format!("{}/v1/events", server.url());
+    let greedy = server.mint(demo::OPS, "run-g", &["surface.*"], Duration::from_secs(60));
+    let held: Vec<_> = (0..toolserver::events::MAX_STREAMS_PER_CALLER)
+        .map(|_| subscribe(url.clone(), greedy.clone(), None))
+        .collect();
+    wait_for_subscribers(&server, toolserver::events::MAX_STREAMS_PER_CALLER).await;
+    let refused = request("GET", url.clone(), Some(greedy.clone()), None).await;
+    assert_eq!(refused.status, 503, "{}", refused.text);
+    assert_eq!(refused.json()["error"]["code"], "busy");
+    assert!(
+        refused.text.contains("this token holds"),
+        "{}",
+        refused.text
+    );
+    // Others still get theirs: another run, and the operator.
+    let other = server.mint(demo::OPS, "run-o", &["surface.*"], Duration::from_secs(60));
+    let others = [
+        subscribe(url.clone(), other, None),
+        subscribe(url.clone(), server.operator_token().to_owned(), None),
+    ];
+    wait_for_subscribers(&server, toolserver::events::MAX_STREAMS_PER_CALLER + 2).await;
+    // Its token ending ends its streams, and gives their slots back.
+    server.core().revoke_capability(&greedy);
+    for stream in &held {
+        assert_eq!(next_event(stream).0, "stream.closed");
+    }
+    for _ in 0..200 {
+        if server.core().events().subscribers() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(server.core().events().subscribers(), 2);
+    drop((held, others));
 }
 
 #[tokio::test]

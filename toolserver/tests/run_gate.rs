@@ -87,7 +87,8 @@ async fn a_shut_gate_refuses_every_call_and_the_refusal_is_audited() {
             .call(&context, tool, input)
             .await
             .expect_err("refused");
-        assert_eq!(error.code.as_str(), "invalid_token", "{error:?}");
+        assert_eq!(error.code.as_str(), "run_aborted", "{error:?}");
+        assert_eq!(error.kind, protocol::ErrorKind::Cancelled);
         assert!(error.message.contains("not answered"), "{}", error.message);
     }
     assert!(server.sends().is_empty());
@@ -95,7 +96,7 @@ async fn a_shut_gate_refuses_every_call_and_the_refusal_is_audited() {
         .ledger()
         .rows()
         .into_iter()
-        .filter(|row| row.code.as_deref() == Some("invalid_token"))
+        .filter(|row| row.code.as_deref() == Some("run_aborted"))
         .map(|row| row.tool.into_owned())
         .collect();
     assert_eq!(refused, ["surface.messages.send", "surface.messages.list"]);
@@ -121,5 +122,57 @@ async fn an_open_gate_does_not_hold_anything() {
     .await
     .expect("no wait");
     assert!(answer.is_ok(), "{answer:?}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_call_waiting_for_an_approval_answers_cancelled_when_its_run_ends() {
+    let config = format!(
+        "{DEMO_CONFIG}\n[permissions]\ndefault = \"allow\"\napprovers = [\"@stanley\"]\n\n[[permissions.rules]]\ntool = \"surface.messages.send\"\npolicy = \"ask\"\n"
+    );
+    let server = TestServer::start(&config).await.expect("server");
+    for (end, code) in [
+        (toolserver::auth::TokenEnd::Finished, "run_ended"),
+        (toolserver::auth::TokenEnd::Aborted, "run_aborted"),
+    ] {
+        let token = server
+            .core()
+            .mint_capability(grant(RunGate::open()))
+            .expect("mint");
+        let context = as_run(&server, &token);
+        let core = std::sync::Arc::clone(server.core());
+        let call = tokio::spawn(async move {
+            core.call(
+                &context,
+                "surface.messages.send",
+                json!({ "text": "asked" }),
+            )
+            .await
+        });
+        for _ in 0..200 {
+            if !server.core().approvals().pending().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(server.core().approvals().pending().len(), 1);
+        assert!(server.core().end_capability(&token, end));
+        let error = tokio::time::timeout(Duration::from_secs(5), call)
+            .await
+            .expect("the wait ends with the run")
+            .expect("the task")
+            .expect_err("cancelled");
+        assert_eq!(error.kind, protocol::ErrorKind::Cancelled, "{error:?}");
+        assert_eq!(error.code.as_str(), code);
+        assert_eq!(error.status().as_u16(), 499);
+        // The request is withdrawn: no longer pending, its card says so.
+        assert!(server.core().approvals().pending().is_empty());
+        let withdrawn = server.surface().calls().into_iter().any(|call| {
+            matches!(call, toolserver::memory::SurfaceCall::UpdateApproval { card, .. }
+                if matches!(card.state, toolserver::approvals::ApprovalState::Cancelled { .. }))
+        });
+        assert!(withdrawn, "the card was not redrawn as withdrawn");
+    }
+    assert!(server.sends().is_empty(), "nothing was posted");
     server.stop().await;
 }

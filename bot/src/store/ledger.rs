@@ -1,5 +1,5 @@
 //! Governance kept in the store: the audit log, `/tools` scope overrides and approval requests
-//! (schema version 3). Rows are written through the batched writer like every other change, so
+//! (schema version 3; version 7 adds each row's `count`). Rows are written through the batched writer like every other change, so
 //! recording a call never waits for SQLite; queries run on the writer thread too (it owns the
 //! only connection) after what was queued before them is committed.
 
@@ -44,6 +44,9 @@ CREATE TABLE approvals (
     updated_ms INTEGER NOT NULL
 );
 ";
+
+/// Version 7: a row can stand for a counted burst of refusals.
+pub(crate) const SCHEMA_V7: &str = "ALTER TABLE audit ADD COLUMN count INTEGER NOT NULL DEFAULT 1;";
 
 /// Settled approval requests are kept this long (for the record), then pruned at open.
 const SETTLED_APPROVALS_KEPT_MS: u64 = 7 * 24 * 3600 * 1000;
@@ -109,8 +112,8 @@ pub(crate) fn apply(conn: &Connection, change: &LedgerChange) -> rusqlite::Resul
         LedgerChange::Audit(row) => {
             conn.prepare_cached(
                 "INSERT INTO audit (time_ms, caller, run, requested_by, tool, sessions, input,
-                                    decision, decided_by, outcome, code, duration_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                                    decision, decided_by, outcome, code, duration_ms, count)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
             )?
             .execute(params![
                 ms_to_sql(row.time_ms),
@@ -125,6 +128,7 @@ pub(crate) fn apply(conn: &Connection, change: &LedgerChange) -> rusqlite::Resul
                 &*row.outcome,
                 row.code.as_deref(),
                 ms_to_sql(row.duration_ms),
+                ms_to_sql(row.count),
             ])?;
         }
         LedgerChange::SessionScope(session, Some(scope)) => {
@@ -242,6 +246,7 @@ fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<AuditEntry> {
             outcome: Cow::Owned(row.get(10)?),
             code: row.get::<_, Option<String>>(11)?.map(Cow::Owned),
             duration_ms: row.get::<_, i64>(12)?.max(0) as u64,
+            count: row.get::<_, i64>(13)?.max(1) as u64,
         },
     })
 }
@@ -253,7 +258,7 @@ pub(crate) fn query(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result
     let limit = filter.limit.clamp(1, MAX_PAGE);
     let mut sql = String::from(
         "SELECT id, time_ms, caller, run, requested_by, tool, sessions, input, decision,
-                decided_by, outcome, code, duration_ms
+                decided_by, outcome, code, duration_ms, count
          FROM audit WHERE 1 = 1",
     );
     let mut values: Vec<rusqlite::types::Value> = Vec::new();
@@ -331,6 +336,7 @@ mod tests {
     fn conn() -> Connection {
         let conn = Connection::open_in_memory().unwrap();
         conn.execute_batch(SCHEMA_V3).unwrap();
+        conn.execute_batch(SCHEMA_V7).unwrap();
         conn
     }
 
@@ -348,6 +354,7 @@ mod tests {
             outcome: Cow::Borrowed("ok"),
             code: None,
             duration_ms: 3,
+            count: 1,
         }
     }
 
@@ -362,7 +369,9 @@ mod tests {
                 "surface.messages.list"
             };
             let decision = if i % 5 == 0 { "deny" } else { "allow" };
-            let r = row(1_000 + i, tool, &[10 + i % 2, 12], decision);
+            let mut r = row(1_000 + i, tool, &[10 + i % 2, 12], decision);
+            // Some rows count a burst of refusals; the count is kept.
+            r.count = 1 + i % 4;
             apply(&conn, &LedgerChange::Audit(r.clone())).unwrap();
             rows.push(r);
         }

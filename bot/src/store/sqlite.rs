@@ -16,7 +16,7 @@ use super::hot::{Hot, UserEntry};
 use super::model::{SessionKind, StoredMessage, StoredSession, ThreadState};
 
 /// The schema version this code writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// How long opening waits for a lock held by another connection (e.g. a switchboard that is
 /// still shutting down) before reporting the store as locked.
@@ -220,6 +220,16 @@ fn has_table(conn: &Connection, name: &str) -> bool {
     .is_ok()
 }
 
+/// Whether `table` has a column named `column` (errors read as "no", as for tables).
+fn has_column(conn: &Connection, table: &str, column: &str) -> bool {
+    conn.query_row(
+        "SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2",
+        [table, column],
+        |_| Ok(()),
+    )
+    .is_ok()
+}
+
 /// Whether the schema holds a trigger named `name` (errors read as "no", as for tables).
 fn has_trigger(conn: &Connection, name: &str) -> bool {
     conn.query_row(
@@ -277,7 +287,12 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
             conn.execute_batch(SCHEMA_V6)
                 .map_err(fail("drop the per-row search index triggers"))?;
         }
-        // Later versions: `if version < 7 || !has_table(..) { ... }`, each step in this same
+        // (A column is added when missing, whatever the version says.)
+        if !has_column(conn, "audit", "count") {
+            conn.execute_batch(super::ledger::SCHEMA_V7)
+                .map_err(fail("let audit rows count bursts of refusals"))?;
+        }
+        // Later versions: `if version < 8 || !has_table(..) { ... }`, each step in this same
         // transaction.
         if version != SCHEMA_VERSION {
             conn.pragma_update(None, "user_version", SCHEMA_VERSION)

@@ -209,7 +209,8 @@ impl Tool for ListAudit {
 #[serde(rename_all = "camelCase")]
 struct AuditPage {
     /// The rows, newest first: each call's tool, caller, sessions (and `sessionLabels`),
-    /// decision, outcome, duration and `time` (RFC 3339).
+    /// decision, outcome, duration and `time` (RFC 3339), and `count`: 1, or for a burst of
+    /// refusals of one caller, callable and code, how many calls the row stands for.
     audit: Vec<Value>,
     /// Pass as `cursor` for older rows; `None` when this page is the last.
     next_cursor: Option<u64>,

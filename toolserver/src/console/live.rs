@@ -133,7 +133,8 @@ pub(super) async fn stream(
         )
         .with_retry_after(std::time::Duration::from_secs(5))
     })?;
-    let subscription = core.events.subscribe(filter, last)?;
+    let subscriber = crate::visibility::subscriber(&core, &operator.login.caller);
+    let subscription = core.events.subscribe_as(filter, last, subscriber)?;
     let heartbeat = events::heartbeat(&core);
     let mut check = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
     check.set_missed_tick_behavior(MissedTickBehavior::Delay);
