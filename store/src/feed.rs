@@ -105,6 +105,11 @@ impl FeedSender {
         self.origin
     }
 
+    /// Whether anybody watches (so a publisher can skip building changes nobody reads).
+    pub fn watched(&self) -> bool {
+        self.sender.receiver_count() > 0
+    }
+
     /// Publishes a change (nothing happens when nobody watches).
     pub fn publish(&self, what: Changed) {
         if self.sender.receiver_count() > 0 {
