@@ -178,7 +178,7 @@ pub(crate) fn session_scopes(conn: &Connection, path: &str) -> rusqlite::Result<
         match serde_json::from_str::<Vec<String>>(&scope) {
             Ok(scope) => out.push(SessionScope { session_id, scope }),
             Err(err) => {
-                warn!(path, session = %session_id, %err, "skipping an unreadable /tools override")
+                warn!(path, session = %session_id, %err, "skipping an unreadable /tools override");
             }
         }
     }
@@ -274,7 +274,7 @@ pub(crate) fn workflows(
         match serde_json::from_str::<Workflow>(&body) {
             Ok(workflow) => out.push(workflow),
             Err(err) => {
-                warn!(path, workflow = %id, "skipping a stored workflow that does not parse: {err}")
+                warn!(path, workflow = %id, "skipping a stored workflow that does not parse: {err}");
             }
         }
     }

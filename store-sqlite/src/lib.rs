@@ -61,8 +61,9 @@ pub struct SqliteOptions {
 }
 
 impl SqliteOptions {
-    /// The default queue capacity: sixteen full batches.
-    pub const DEFAULT_QUEUE_CAPACITY: usize = 16 * writer::MAX_BATCH;
+    /// The default queue capacity: eight full batches (its slots are allocated up front, about
+    /// 2 MB).
+    pub const DEFAULT_QUEUE_CAPACITY: usize = 8 * writer::MAX_BATCH;
 }
 
 impl Default for SqliteOptions {
@@ -448,7 +449,7 @@ impl ApprovalStore for SqliteBackend {
 
 impl AuditStore for SqliteBackend {
     fn record(&self, row: AuditRow) -> Result<(), StoreError> {
-        self.write(Write::Audit(row))
+        self.write(Write::Audit(Box::new(row)))
     }
 
     fn audit_page(&self, filter: AuditFilter) -> StoreFuture<'_, AuditPage> {

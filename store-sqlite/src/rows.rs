@@ -262,8 +262,8 @@ pub(crate) fn messages(
     channel_id: Snowflake,
     query: MessageQuery,
 ) -> rusqlite::Result<Vec<Message>> {
-    let lower = query.after.map_or(i64::MIN, |id| to_sql(id));
-    let upper = query.before.map_or(i64::MAX, |id| to_sql(id));
+    let lower = query.after.map_or(i64::MIN, to_sql);
+    let upper = query.before.map_or(i64::MAX, to_sql);
     let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
     let mut out: Vec<Message> = conn
         .prepare_cached(&format!(

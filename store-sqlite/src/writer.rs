@@ -56,7 +56,7 @@ pub(crate) enum Write {
     /// Forget claims whose message id is below this (older than claims are kept).
     PruneClaims(Snowflake),
     SaveWorkflow(Box<Workflow>),
-    Audit(AuditRow),
+    Audit(Box<AuditRow>),
     SessionScope(Snowflake, Option<Vec<String>>),
     SaveApproval(Box<Approval>),
 }
@@ -146,6 +146,9 @@ type Reply = oneshot::Sender<Result<(), String>>;
 /// The answer to a close (waited for on a plain thread, not in a runtime).
 type CloseReply = std::sync::mpsc::SyncSender<Result<(), String>>;
 
+// Writes are the queue's common item and a message is most of them: boxing it would add an
+// allocation per ingested message.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Command {
     Write(Write),
     Flush(Reply),
@@ -186,6 +189,7 @@ impl Writer {
     }
 
     /// Queues a write, waiting while the queue is full; gives it back when the writer stopped.
+    #[allow(clippy::result_large_err)] // the write itself, given back: no copy beyond the move
     pub(crate) fn send(&self, write: Write) -> Result<(), Write> {
         match self.queue.send(Command::Write(write)) {
             Ok(()) => Ok(()),

@@ -1355,26 +1355,26 @@ pub fn workflows_round_trip(make: MakePlace<'_>) {
 fn audit_row(i: u64) -> AuditRow {
     AuditRow {
         time_ms: 1_000 + i,
-        caller: if i % 4 == 0 {
+        caller: if i.is_multiple_of(4) {
             "token:ci".into()
         } else {
             "operator".into()
         },
-        run: (i % 3 == 0).then(|| format!("run-{i}")),
-        requested_by: (i % 3 == 0).then_some(MIRA),
-        tool: if i % 3 == 0 {
+        run: i.is_multiple_of(3).then(|| format!("run-{i}")),
+        requested_by: i.is_multiple_of(3).then_some(MIRA),
+        tool: if i.is_multiple_of(3) {
             "surface.messages.send".into()
         } else {
             "surface.messages.list".into()
         },
-        sessions: vec![if i % 2 == 0 { CHANNEL } else { OTHER }, GUILD],
+        sessions: vec![if i.is_multiple_of(2) { CHANNEL } else { OTHER }, GUILD],
         input: serde_json::json!({"text": format!("call {i}"), "n": i}),
-        decision: if i % 5 == 0 {
+        decision: if i.is_multiple_of(5) {
             "deny".into()
         } else {
             "allow".into()
         },
-        decided_by: (i % 5 == 0).then(|| "permissions.rules[0]".into()),
+        decided_by: i.is_multiple_of(5).then(|| "permissions.rules[0]".into()),
         outcome: "ok".into(),
         code: None,
         duration_ms: i % 7,

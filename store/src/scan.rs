@@ -109,6 +109,9 @@ fn matched(
     Some(ranges)
 }
 
+/// A message that matched: its tokens and the token ranges that matched.
+type Candidate<'a> = (&'a Message, Vec<Token>, Vec<std::ops::Range<usize>>);
+
 /// Okapi BM25's constants, as FTS5 uses them.
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
@@ -125,7 +128,7 @@ pub fn search<'a>(
     }
     let mut corpus = 0usize;
     let mut total_len = 0usize;
-    let mut candidates: Vec<(&Message, Vec<Token>, Vec<std::ops::Range<usize>>)> = Vec::new();
+    let mut candidates: Vec<Candidate<'_>> = Vec::new();
     for message in messages {
         if !query.channels.contains(&message.channel_id) {
             continue;
@@ -144,7 +147,7 @@ pub fn search<'a>(
             candidates.push((message, words, ranges));
         }
     }
-    candidates.sort_by(|a, b| b.0.id.cmp(&a.0.id));
+    candidates.sort_by_key(|c| std::cmp::Reverse(c.0.id));
     candidates.truncate(SearchQuery::RANKED_CANDIDATES);
     let average = total_len as f64 / corpus.max(1) as f64;
     // Document frequency of each matched word, over the candidates (the index's view is over
@@ -231,6 +234,10 @@ mod tests {
     fn snippets_bold_the_matches() {
         let text = "the deploy went fine";
         let words = tokens(text);
-        assert_eq!(snippet(text, &words, &[1..2]), "the **deploy** went fine");
+        let deploy = 1..2;
+        assert_eq!(
+            snippet(text, &words, std::slice::from_ref(&deploy)),
+            "the **deploy** went fine"
+        );
     }
 }

@@ -267,7 +267,7 @@ impl Hot {
     pub(crate) fn apply_remote(&self, message: &Message) {
         let replaced = self
             .with_message(message.channel_id, message.id, |hot| {
-                *hot = HotMessage::new(message)
+                *hot = HotMessage::new(message);
             })
             .is_some();
         if !replaced {

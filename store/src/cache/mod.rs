@@ -619,18 +619,16 @@ impl Store {
                 }
             }
             Changed::Thread(id) => {
-                if let Some(Some(mut state)) = futures_executor::block_on(backend.thread_state(id))
-                    .map_err(read("a thread"))
-                    .ok()
+                if let Ok(Some(mut state)) =
+                    futures_executor::block_on(backend.thread_state(id)).map_err(read("a thread"))
                 {
                     state.owner_id = self.thread_state(id).and_then(|known| known.owner_id);
                     hot.threads.insert(id, state);
                 }
             }
             Changed::User(id) => {
-                if let Some(Some(user)) = futures_executor::block_on(backend.user(id))
-                    .map_err(read("a user"))
-                    .ok()
+                if let Ok(Some(user)) =
+                    futures_executor::block_on(backend.user(id)).map_err(read("a user"))
                 {
                     hot.upsert_user(id, UserEntry::from_user(&user), |_| {});
                 }
@@ -666,9 +664,8 @@ impl Store {
                 hot.forget_channel(channel_id, |_| {});
             }
             Changed::Gap(channel_id) => {
-                if let Some(gap) = futures_executor::block_on(backend.gap(channel_id))
-                    .map_err(read("a gap"))
-                    .ok()
+                if let Ok(gap) =
+                    futures_executor::block_on(backend.gap(channel_id)).map_err(read("a gap"))
                 {
                     let mut gaps = lock(&self.inner.gaps);
                     match gap {
@@ -692,7 +689,7 @@ impl Store {
                 *lock(&self.inner.gaps) = gaps;
             }
             Err(err) => {
-                error!(store = %backend.location(), "cannot reload the store's cache: {err}")
+                error!(store = %backend.location(), "cannot reload the store's cache: {err}");
             }
         }
     }
