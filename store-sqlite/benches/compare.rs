@@ -25,6 +25,10 @@ use switchboard_records::{Message, SearchMatch, SearchQuery, SearchTerm, Snowfla
 use switchboard_store::{Backend, CacheOptions, Store};
 use switchboard_store_sqlite::{SqliteBackend, SqliteOptions};
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+use support::rss_bytes;
+
 const CHANNELS: u64 = 100;
 const BASE_ID: u64 = 1_300_000_000_000_000_000;
 const CHANNEL_BASE: u64 = 1_100_000_000_000_000_000;
@@ -238,21 +242,6 @@ fn cpu_time() -> Duration {
 fn quiet_disk() {
     let _ = std::process::Command::new("sync").status();
     std::thread::sleep(Duration::from_millis(300));
-}
-
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| {
-            rest.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-        .map_or(0, |kb| kb * 1024)
 }
 
 const CHILD: &str = "SWITCHBOARD_COMPARE_CHILD";

@@ -9,26 +9,11 @@ use switchboard_store::{Backend, CacheOptions, Store};
 use switchboard_store_sqlite::{SqliteBackend, SqliteOptions};
 
 mod support;
-use support::TempDir;
+use support::{rss_bytes, TempDir};
 
 const MESSAGES: u64 = 100_000;
 const CHANNELS: u64 = 100;
 const CAPACITY: usize = 2_000;
-
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| {
-            rest.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-        .map_or(0, |kb| kb * 1024)
-}
 
 fn message(n: u64) -> Message {
     Message {

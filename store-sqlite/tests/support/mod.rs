@@ -1,5 +1,5 @@
-//! What the SQLite backend's tests share: a temporary directory per test and a file store in
-//! it.
+//! What the SQLite backend's tests (and its bench) share: a temporary directory per test, a
+//! file store in it, and the process's resident memory.
 
 #![allow(dead_code)]
 
@@ -32,4 +32,14 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// This process's resident memory (VmRSS), in bytes; 0 where `/proc` has none.
+pub fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
 }
