@@ -271,7 +271,14 @@ impl MessageStore for SqliteBackend {
     }
 
     fn save_message(&self, message: Message) -> Result<(), StoreError> {
-        self.write(Write::SaveMessage(message))
+        let queued = writer::QueuedMessage::new(message).map_err(|err| {
+            StoreError::new(
+                StoreErrorKind::Unavailable,
+                format!("cannot store a message that large: {err}"),
+            )
+            .with_source(err)
+        })?;
+        self.write(Write::SaveMessage(queued))
     }
 
     fn delete_messages(

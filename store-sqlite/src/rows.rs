@@ -414,21 +414,19 @@ pub(crate) fn apply(
         }
         Write::SaveMessage(m) => {
             let row = to_sql(m.id);
-            let refs = crate::search::refs_of(&m.content);
-            let attachments = attachments_json(&m.attachments)?;
-            let reactions = reactions_json(&m.reactions)?;
+            let refs = crate::search::refs_of(m.content());
             let values = params![
                 row,
                 to_sql(m.channel_id),
                 to_sql(m.author_id),
                 m.author_is_bot,
-                m.content,
-                m.text,
-                m.timestamp,
-                m.edited_timestamp,
+                m.content(),
+                m.text(),
+                m.timestamp(),
+                m.edited_timestamp(),
                 m.reply_to.map(to_sql),
-                attachments,
-                reactions,
+                m.attachments.as_deref().unwrap_or("[]"),
+                m.reactions.as_deref().unwrap_or("[]"),
                 refs,
             ];
             // A new message (nearly every save) is one insert; only a row already there is
@@ -453,7 +451,7 @@ pub(crate) fn apply(
                 )?
                 .execute(values)?;
             }
-            index.want(row, Some((m.text.clone(), refs)));
+            index.want(row, Some((m.text().to_owned(), refs)));
         }
         Write::DeleteMessages { ids, .. } => {
             let mut stmt = conn.prepare_cached("UPDATE messages SET deleted = 1 WHERE id = ?1")?;

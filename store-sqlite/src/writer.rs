@@ -35,6 +35,94 @@ const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 /// How often audit rows past the retention are pruned while running.
 const AUDIT_PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
 
+/// A message as it waits in the queue: its strings in one allocation, its lists already JSON.
+/// The writer frees what the ingesting thread allocated, and a free from another thread is the
+/// costly kind (it takes the allocating arena's lock): one such free per message instead of
+/// three, and half the queue slot.
+#[derive(Debug)]
+pub(crate) struct QueuedMessage {
+    pub(crate) id: Snowflake,
+    pub(crate) channel_id: Snowflake,
+    pub(crate) author_id: Snowflake,
+    pub(crate) reply_to: Option<Snowflake>,
+    pub(crate) author_is_bot: bool,
+    has_edited: bool,
+    /// content, text, timestamp and the edited timestamp, back to back.
+    body: Box<str>,
+    /// Where text, timestamp and the edited timestamp start in `body`.
+    cuts: [u32; 3],
+    /// The attachments' and reactions' JSON; `None`: none (`[]`).
+    pub(crate) attachments: Option<Box<str>>,
+    pub(crate) reactions: Option<Box<str>>,
+}
+
+impl QueuedMessage {
+    pub(crate) fn new(m: Message) -> rusqlite::Result<QueuedMessage> {
+        let edited = m.edited_timestamp.as_deref().unwrap_or("");
+        let mut body = String::with_capacity(
+            m.content.len() + m.text.len() + m.timestamp.len() + edited.len(),
+        );
+        let cut = |body: &mut String, part: &str| {
+            body.push_str(part);
+            u32::try_from(body.len())
+                .map_err(|err| rusqlite::Error::ToSqlConversionFailure(Box::new(err)))
+        };
+        let text_at = cut(&mut body, &m.content)?;
+        let timestamp_at = cut(&mut body, &m.text)?;
+        let edited_at = cut(&mut body, &m.timestamp)?;
+        body.push_str(edited);
+        let attachments = if m.attachments.is_empty() {
+            None
+        } else {
+            Some(crate::rows::attachments_json(&m.attachments)?.into_boxed_str())
+        };
+        let reactions = if m.reactions.is_empty() {
+            None
+        } else {
+            Some(crate::rows::reactions_json(&m.reactions)?.into_boxed_str())
+        };
+        Ok(QueuedMessage {
+            id: m.id,
+            channel_id: m.channel_id,
+            author_id: m.author_id,
+            reply_to: m.reply_to,
+            author_is_bot: m.author_is_bot,
+            has_edited: m.edited_timestamp.is_some(),
+            attachments,
+            reactions,
+            body: body.into_boxed_str(),
+            cuts: [text_at, timestamp_at, edited_at],
+        })
+    }
+
+    fn part(&self, from: usize, to: Option<usize>) -> &str {
+        let from = self
+            .cuts
+            .get(from.wrapping_sub(1))
+            .map_or(0, |c| *c as usize);
+        let to = to
+            .and_then(|t| self.cuts.get(t - 1))
+            .map_or(self.body.len(), |c| *c as usize);
+        self.body.get(from..to).unwrap_or_default()
+    }
+
+    pub(crate) fn content(&self) -> &str {
+        self.part(0, Some(1))
+    }
+
+    pub(crate) fn text(&self) -> &str {
+        self.part(1, Some(2))
+    }
+
+    pub(crate) fn timestamp(&self) -> &str {
+        self.part(2, Some(3))
+    }
+
+    pub(crate) fn edited_timestamp(&self) -> Option<&str> {
+        self.has_edited.then(|| self.part(3, None))
+    }
+}
+
 /// One durable write, queued by a backend method.
 #[derive(Debug)]
 pub(crate) enum Write {
@@ -44,7 +132,7 @@ pub(crate) enum Write {
     UpsertUser(User),
     UpsertRole(Role),
     RemoveRole(Snowflake),
-    SaveMessage(Message),
+    SaveMessage(QueuedMessage),
     DeleteMessages {
         channel_id: Snowflake,
         ids: Vec<Snowflake>,

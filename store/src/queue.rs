@@ -22,11 +22,20 @@ pub struct QueueStats {
     pub waited: Duration,
 }
 
+/// A counter on a cache line of its own: the writers bump one, the writer the other, and they
+/// must not take turns owning one line per message.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Line(AtomicUsize);
+
 #[derive(Debug)]
 struct Counters {
     name: &'static str,
     capacity: usize,
-    depth: AtomicUsize,
+    /// Items queued so far (by the writers).
+    sent: Line,
+    /// Items taken so far (by the one receiver).
+    taken: Line,
     high_water: AtomicUsize,
     waits: AtomicU64,
     waited_ns: AtomicU64,
@@ -64,7 +73,8 @@ pub fn bounded<T>(name: &'static str, capacity: usize) -> (BoundedSender<T>, Bou
     let counters = Arc::new(Counters {
         name,
         capacity,
-        depth: AtomicUsize::new(0),
+        sent: Line::default(),
+        taken: Line::default(),
         high_water: AtomicUsize::new(0),
         waits: AtomicU64::new(0),
         waited_ns: AtomicU64::new(0),
@@ -113,8 +123,11 @@ impl<T> BoundedSender<T> {
                 }
             }
         }
-        let depth = counters.depth.fetch_add(1, Ordering::Relaxed) + 1;
-        counters.high_water.fetch_max(depth, Ordering::Relaxed);
+        let sent = counters.sent.0.fetch_add(1, Ordering::Relaxed) + 1;
+        let depth = sent.saturating_sub(counters.taken.0.load(Ordering::Relaxed));
+        if depth > counters.high_water.load(Ordering::Relaxed) {
+            counters.high_water.fetch_max(depth, Ordering::Relaxed);
+        }
         Ok(())
     }
 
@@ -128,7 +141,11 @@ impl Counters {
     fn stats(&self) -> QueueStats {
         QueueStats {
             capacity: self.capacity,
-            depth: self.depth.load(Ordering::Relaxed),
+            depth: self
+                .sent
+                .0
+                .load(Ordering::Relaxed)
+                .saturating_sub(self.taken.0.load(Ordering::Relaxed)),
             high_water: self.high_water.load(Ordering::Relaxed),
             waits: self.waits.load(Ordering::Relaxed),
             waited: Duration::from_nanos(self.waited_ns.load(Ordering::Relaxed)),
@@ -136,11 +153,8 @@ impl Counters {
     }
 
     fn taken(&self) {
-        let _ = self
-            .depth
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
-                Some(d.saturating_sub(1))
-            });
+        // One receiver: a plain add, on its own line.
+        self.taken.0.fetch_add(1, Ordering::Relaxed);
     }
 }
 
