@@ -36,3 +36,16 @@ pub struct StoredAnswer {
     /// The body (JSON), byte for byte.
     pub body: String,
 }
+
+/// A key as a store keeps it (what copying a store moves).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptKey {
+    /// The key.
+    pub key: IdempotencyKey,
+    /// The hash of the call it was reserved for.
+    pub input_hash: String,
+    /// The answer, once the call answered.
+    pub answer: Option<StoredAnswer>,
+    /// When it expires, ms since the Unix epoch.
+    pub expires_ms: u64,
+}

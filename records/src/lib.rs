@@ -35,7 +35,7 @@ pub use approval::{Approval, ApprovalCard, ApprovalState, Settlement};
 pub use audit::{glob_matches, AuditEntry, AuditFilter, AuditPage, AuditRow};
 pub use entity::{Mention, Snowflake};
 pub use gap::Gap;
-pub use idempotency::{IdempotencyKey, IdempotencyRequest, StoredAnswer};
+pub use idempotency::{IdempotencyKey, IdempotencyRequest, KeptKey, StoredAnswer};
 pub use message::{Attachment, Message, MessageQuery, Reaction};
 pub use people::{Role, User};
 pub use scope::SessionScope;

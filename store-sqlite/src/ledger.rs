@@ -13,7 +13,7 @@ use switchboard_records::approval::SETTLED_APPROVALS_KEPT_MS;
 use switchboard_records::workflow::FINISHED_WORKFLOWS_KEPT_MS;
 use switchboard_records::{
     glob_matches, Approval, ApprovalCard, AuditEntry, AuditFilter, AuditPage, AuditRow,
-    IdempotencyKey, IdempotencyRequest, SessionScope, Settlement, StoredAnswer, Workflow,
+    IdempotencyKey, IdempotencyRequest, KeptKey, SessionScope, Settlement, StoredAnswer, Workflow,
 };
 use switchboard_store::{Decided, Reserved};
 use tracing::warn;
@@ -74,28 +74,37 @@ fn sessions_from_sql(text: &str) -> Vec<Snowflake> {
         .collect()
 }
 
+fn insert_audit(conn: &Connection, id: Option<u64>, row: &AuditRow) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT OR IGNORE INTO audit (id, time_ms, caller, run, requested_by, tool, sessions,
+                                      input, decision, decided_by, outcome, code, duration_ms)
+         VALUES (?13, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    )?
+    .execute(params![
+        ms_to_sql(row.time_ms),
+        &*row.caller,
+        row.run.as_deref(),
+        row.requested_by.map(to_sql),
+        &*row.tool,
+        sessions_to_sql(&row.sessions),
+        row.input.to_string(),
+        &*row.decision,
+        row.decided_by.as_deref(),
+        &*row.outcome,
+        row.code.as_deref(),
+        ms_to_sql(row.duration_ms),
+        id.map(ms_to_sql),
+    ])?;
+    Ok(())
+}
+
 pub(crate) fn apply(conn: &Connection, write: &Write) -> rusqlite::Result<()> {
     match write {
-        Write::Audit(row) => {
-            conn.prepare_cached(
-                "INSERT INTO audit (time_ms, caller, run, requested_by, tool, sessions, input,
-                                    decision, decided_by, outcome, code, duration_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-            )?
-            .execute(params![
-                ms_to_sql(row.time_ms),
-                &*row.caller,
-                row.run.as_deref(),
-                row.requested_by.map(to_sql),
-                &*row.tool,
-                sessions_to_sql(&row.sessions),
-                row.input.to_string(),
-                &*row.decision,
-                row.decided_by.as_deref(),
-                &*row.outcome,
-                row.code.as_deref(),
-                ms_to_sql(row.duration_ms),
-            ])?;
+        Write::Audit(row) => insert_audit(conn, None, row)?,
+        Write::ImportAudit(entries) => {
+            for entry in entries {
+                insert_audit(conn, Some(entry.id), &entry.row)?;
+            }
         }
         Write::SessionScope(session, Some(scope)) => {
             let scope = serde_json::to_string(scope).unwrap_or_else(|_| "[]".to_owned());
@@ -228,6 +237,57 @@ pub(crate) fn pending_approvals(conn: &Connection, path: &str) -> rusqlite::Resu
     rows.filter_map(Result::transpose).collect()
 }
 
+/// Every kept approval, by id.
+pub(crate) fn approvals(conn: &Connection, path: &str) -> rusqlite::Result<Vec<Approval>> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {APPROVAL_COLUMNS} FROM approvals ORDER BY id"
+    ))?;
+    let rows = stmt.query_map([], |row| approval_from_row(row, path))?;
+    rows.filter_map(Result::transpose).collect()
+}
+
+/// Unexpired idempotency keys after `after`, in (caller, key) order.
+pub(crate) fn keys_after(
+    conn: &Connection,
+    after: Option<&IdempotencyKey>,
+    limit: usize,
+    now_ms: u64,
+) -> rusqlite::Result<Vec<KeptKey>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT caller, key, input_hash, status, body, expires_ms FROM idempotency
+         WHERE expires_ms > ?4 AND (?1 IS NULL OR caller > ?1 OR (caller = ?1 AND key > ?2))
+         ORDER BY caller, key LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(
+        params![
+            after.map(|k| k.caller.as_str()),
+            after.map_or("", |k| k.key.as_str()),
+            i64::try_from(limit).unwrap_or(i64::MAX),
+            ms_to_sql(now_ms)
+        ],
+        |row| {
+            let status: Option<i64> = row.get(3)?;
+            let body: Option<String> = row.get(4)?;
+            Ok(KeptKey {
+                key: IdempotencyKey {
+                    caller: row.get(0)?,
+                    key: row.get(1)?,
+                },
+                input_hash: row.get(2)?,
+                answer: match (status, body) {
+                    (Some(status), Some(body)) => Some(StoredAnswer {
+                        status: u16::try_from(status).unwrap_or(500),
+                        body,
+                    }),
+                    _ => None,
+                },
+                expires_ms: u64::try_from(row.get::<_, i64>(5)?).unwrap_or(0),
+            })
+        },
+    )?;
+    rows.collect()
+}
+
 /// Settles a pending approval (the writer's thread runs one at a time: atomic). `None`: no
 /// approval with that id reads.
 pub(crate) fn decide(
@@ -345,6 +405,27 @@ pub(crate) fn release(conn: &Connection, key: &IdempotencyKey) -> rusqlite::Resu
     )?
     .execute(params![key.caller, key.key])?;
     Ok(())
+}
+
+/// Audit rows with an id above `after_id`, oldest first.
+pub(crate) fn audit_after(
+    conn: &Connection,
+    after_id: u64,
+    limit: usize,
+) -> rusqlite::Result<Vec<AuditEntry>> {
+    conn.prepare_cached(
+        "SELECT id, time_ms, caller, run, requested_by, tool, sessions, input, decision,
+                decided_by, outcome, code, duration_ms
+         FROM audit WHERE id > ?1 ORDER BY id LIMIT ?2",
+    )?
+    .query_map(
+        params![
+            i64::try_from(after_id).unwrap_or(i64::MAX),
+            i64::try_from(limit).unwrap_or(i64::MAX)
+        ],
+        entry_from_row,
+    )?
+    .collect()
 }
 
 /// Deletes audit rows older than `oldest_ms`; how many went.

@@ -30,15 +30,15 @@ use entity::Snowflake;
 use rusqlite::Connection;
 use switchboard_records::trigger::{first_id_at, CLAIMS_KEPT_MS};
 use switchboard_records::{
-    Approval, AuditFilter, AuditPage, AuditRow, Gap, IdempotencyKey, IdempotencyRequest, Message,
-    MessageQuery, Role, SearchHit, SearchQuery, Session, SessionScope, Settlement, StoredAnswer,
-    ThreadState, TriggerClaim, User, Workflow,
+    Approval, AuditEntry, AuditFilter, AuditPage, AuditRow, Gap, IdempotencyKey,
+    IdempotencyRequest, KeptKey, Message, MessageQuery, Role, SearchHit, SearchQuery, Session,
+    SessionScope, Settlement, StoredAnswer, ThreadState, TriggerClaim, User, Workflow,
 };
 use switchboard_store::aggregates::ready;
 use switchboard_store::feed::{Changed, Changes, FeedSender, Origin};
 use switchboard_store::queue::QueueStats;
 use switchboard_store::{
-    ApprovalStore, AuditStore, Backend, ChangeFeed, Claim, Decided, Durable, IdempotencyStore,
+    ApprovalStore, AuditStore, Backend, Census, ChangeFeed, Claim, Decided, Durable, IdempotencyStore,
     MessageStore, Reserved, ScopeStore, SearchStore, Snapshot, StoreError, StoreErrorKind,
     StoreFuture, TriggerStore, WorkflowStore,
 };
@@ -338,6 +338,16 @@ impl MessageStore for SqliteBackend {
     fn gap(&self, channel_id: Snowflake) -> StoreFuture<'_, Option<Gap>> {
         self.read("a backfill gap", move |conn, _| rows::gap(conn, channel_id))
     }
+
+    fn messages_after(
+        &self,
+        after: Option<Snowflake>,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        self.read("messages", move |conn, _| {
+            rows::messages_after(conn, after, limit)
+        })
+    }
 }
 
 impl SearchStore for SqliteBackend {
@@ -390,6 +400,16 @@ impl TriggerStore for SqliteBackend {
             return ready(Err(StoreError::closed(&self.path)));
         }
         ready(Ok(claimed))
+    }
+
+    fn claims_after(
+        &self,
+        after: Option<Snowflake>,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<TriggerClaim>> {
+        self.read("answered triggers", move |conn, _| {
+            rows::claims_after(conn, after, limit)
+        })
     }
 }
 
@@ -452,6 +472,10 @@ impl ApprovalStore for SqliteBackend {
     fn pending_approvals(&self) -> StoreFuture<'_, Vec<Approval>> {
         self.read("pending approvals", ledger::pending_approvals)
     }
+
+    fn approvals(&self) -> StoreFuture<'_, Vec<Approval>> {
+        self.read("approvals", ledger::approvals)
+    }
 }
 
 impl AuditStore for SqliteBackend {
@@ -467,6 +491,19 @@ impl AuditStore for SqliteBackend {
         self.read("the audit log", move |conn, _| {
             ledger::prune_audit(conn, before_ms)
         })
+    }
+
+    fn audit_after(&self, after_id: u64, limit: usize) -> StoreFuture<'_, Vec<AuditEntry>> {
+        self.read("the audit log", move |conn, _| {
+            ledger::audit_after(conn, after_id, limit)
+        })
+    }
+
+    fn import_audit(&self, entries: Vec<AuditEntry>) -> Result<(), StoreError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.write(Write::ImportAudit(entries))
     }
 }
 
@@ -518,6 +555,16 @@ impl IdempotencyStore for SqliteBackend {
             ledger::release(conn, &key)
         })
     }
+
+    fn idempotency_keys_after(
+        &self,
+        after: Option<IdempotencyKey>,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<KeptKey>> {
+        self.read("idempotency keys", move |conn, _| {
+            ledger::keys_after(conn, after.as_ref(), limit, ledger::now_ms())
+        })
+    }
 }
 
 impl ChangeFeed for SqliteBackend {
@@ -565,6 +612,10 @@ impl Backend for SqliteBackend {
 
     fn queue_stats(&self) -> QueueStats {
         self.writer.stats()
+    }
+
+    fn census(&self) -> StoreFuture<'_, Census> {
+        self.read("counts", |conn, _| rows::census(conn, ledger::now_ms()))
     }
 }
 

@@ -280,6 +280,82 @@ pub(crate) fn messages(
     Ok(out)
 }
 
+/// Live messages of every channel with an id above `after`, oldest first.
+pub(crate) fn messages_after(
+    conn: &Connection,
+    after: Option<Snowflake>,
+    limit: usize,
+) -> rusqlite::Result<Vec<Message>> {
+    conn.prepare_cached(&format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE id > ?1 AND deleted = 0 ORDER BY id LIMIT ?2"
+    ))?
+    .query_map(
+        params![
+            after.map_or(i64::MIN, to_sql),
+            i64::try_from(limit).unwrap_or(i64::MAX)
+        ],
+        message_from_row,
+    )?
+    .collect()
+}
+
+/// Kept claims with a message id above `after`, by message id.
+pub(crate) fn claims_after(
+    conn: &Connection,
+    after: Option<Snowflake>,
+    limit: usize,
+) -> rusqlite::Result<Vec<switchboard_records::TriggerClaim>> {
+    conn.prepare_cached(
+        "SELECT message_id, channel_id, taken_ms FROM answered_triggers
+         WHERE message_id > ?1 ORDER BY message_id LIMIT ?2",
+    )?
+    .query_map(
+        params![
+            after.map_or(i64::MIN, to_sql),
+            i64::try_from(limit).unwrap_or(i64::MAX)
+        ],
+        |row| {
+            Ok(switchboard_records::TriggerClaim {
+                message_id: from_sql(row.get(0)?),
+                channel_id: from_sql(row.get(1)?),
+                claimed_ms: u64::try_from(row.get::<_, i64>(2)?).unwrap_or(0),
+            })
+        },
+    )?
+    .collect()
+}
+
+/// How many of each kind the file keeps.
+pub(crate) fn census(conn: &Connection, now_ms: u64) -> rusqlite::Result<switchboard_store::Census> {
+    conn.query_row(
+        "SELECT (SELECT count(*) FROM messages WHERE deleted = 0),
+                (SELECT count(*) FROM sessions), (SELECT count(*) FROM users),
+                (SELECT count(*) FROM roles), (SELECT count(*) FROM threads),
+                (SELECT count(*) FROM backfill_gaps), (SELECT count(*) FROM answered_triggers),
+                (SELECT count(*) FROM workflows), (SELECT count(*) FROM approvals),
+                (SELECT count(*) FROM audit), (SELECT count(*) FROM session_scopes),
+                (SELECT count(*) FROM idempotency WHERE expires_ms > ?1)",
+        [ms_to_sql(now_ms)],
+        |row| {
+            let n = |i: usize| row.get::<_, i64>(i).map(|n| u64::try_from(n).unwrap_or(0));
+            Ok(switchboard_store::Census {
+                messages: n(0)?,
+                sessions: n(1)?,
+                users: n(2)?,
+                roles: n(3)?,
+                threads: n(4)?,
+                gaps: n(5)?,
+                claims: n(6)?,
+                workflows: n(7)?,
+                approvals: n(8)?,
+                audit: n(9)?,
+                scopes: n(10)?,
+                idempotency_keys: n(11)?,
+            })
+        },
+    )
+}
+
 /// Deleted messages not yet pruned, as (channel, message).
 pub(crate) fn tombstones(conn: &Connection) -> rusqlite::Result<Vec<(Snowflake, Snowflake)>> {
     conn.prepare("SELECT channel_id, id FROM messages WHERE deleted = 1")?
@@ -504,7 +580,7 @@ pub(crate) fn apply(
                 body
             ])?;
         }
-        Write::Audit(_) | Write::SessionScope(..) | Write::SaveApproval(_) => {
+        Write::Audit(_) | Write::ImportAudit(_) | Write::SessionScope(..) | Write::SaveApproval(_) => {
             crate::ledger::apply(conn, write)?;
         }
     }

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use entity::Snowflake;
 use rusqlite::Connection;
 use switchboard_records::{
-    Approval, AuditRow, Gap, Message, Role, Session, ThreadState, TriggerClaim, User, Workflow,
+    Approval, AuditEntry, AuditRow, Gap, Message, Role, Session, ThreadState, TriggerClaim, User,
+    Workflow,
 };
 use switchboard_store::feed::{Changed, FeedSender};
 use switchboard_store::queue::{bounded, BoundedReceiver, BoundedSender, QueueStats};
@@ -145,6 +146,8 @@ pub(crate) enum Write {
     PruneClaims(Snowflake),
     SaveWorkflow(Box<Workflow>),
     Audit(Box<AuditRow>),
+    /// Audit rows under the ids they had in another store (a copy).
+    ImportAudit(Vec<AuditEntry>),
     SessionScope(Snowflake, Option<Vec<String>>),
     SaveApproval(Box<Approval>),
 }
@@ -180,6 +183,7 @@ impl Write {
             }
             Write::SaveWorkflow(w) => format!("store workflow {}", w.workflow_id),
             Write::Audit(row) => format!("record an audit row for {}", row.tool),
+            Write::ImportAudit(rows) => format!("import {} audit row(s)", rows.len()),
             Write::SessionScope(session, _) => {
                 format!("keep the /tools scope of session {session}")
             }
@@ -220,7 +224,7 @@ impl Write {
             Write::SaveWorkflow(w) => Changed::Workflow(w.workflow_id.clone()),
             Write::SessionScope(session, _) => Changed::Scope(*session),
             Write::SaveApproval(a) => Changed::Approval(a.card.id.clone()),
-            Write::PruneClaims(_) | Write::Audit(_) => return None,
+            Write::PruneClaims(_) | Write::Audit(_) | Write::ImportAudit(_) => return None,
         })
     }
 }

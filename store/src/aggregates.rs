@@ -24,9 +24,9 @@ use std::time::Duration;
 
 use entity::Snowflake;
 use switchboard_records::{
-    Approval, AuditFilter, AuditPage, AuditRow, Gap, IdempotencyKey, IdempotencyRequest, Message,
-    MessageQuery, Role, SearchHit, SearchQuery, Session, SessionScope, Settlement, StoredAnswer,
-    ThreadState, TriggerClaim, User, Workflow,
+    Approval, AuditEntry, AuditFilter, AuditPage, AuditRow, Gap, IdempotencyKey,
+    IdempotencyRequest, KeptKey, Message, MessageQuery, Role, SearchHit, SearchQuery, Session,
+    SessionScope, Settlement, StoredAnswer, ThreadState, TriggerClaim, User, Workflow,
 };
 
 use crate::error::StoreError;
@@ -112,6 +112,13 @@ pub trait MessageStore: Send + Sync {
     fn thread_state(&self, id: Snowflake) -> StoreFuture<'_, Option<ThreadState>>;
     /// The open gap of a channel.
     fn gap(&self, channel_id: Snowflake) -> StoreFuture<'_, Option<Gap>>;
+    /// The live messages of every channel with an id above `after` (from the first when
+    /// `None`), oldest first, at most `limit`: how a copy reads every message, a page at a time.
+    fn messages_after(
+        &self,
+        after: Option<Snowflake>,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<Message>>;
 }
 
 /// Full-text search over the stored live messages.
@@ -176,6 +183,13 @@ pub trait TriggerStore: Send + Sync {
     fn claim_trigger(&self, claim: TriggerClaim) -> StoreFuture<'_, Claim>;
     /// Whether a message was claimed.
     fn is_claimed(&self, message_id: Snowflake) -> StoreFuture<'_, bool>;
+    /// The kept claims with a message id above `after` (from the first when `None`), by message
+    /// id, at most `limit`: how a copy reads every claim.
+    fn claims_after(
+        &self,
+        after: Option<Snowflake>,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<TriggerClaim>>;
 }
 
 /// Workflows, kept whole by id.
@@ -219,6 +233,8 @@ pub trait ApprovalStore: Send + Sync {
     fn approval(&self, id: &str) -> StoreFuture<'_, Option<Approval>>;
     /// Every approval still pending, by id (at a start: those an earlier run left, to expire).
     fn pending_approvals(&self) -> StoreFuture<'_, Vec<Approval>>;
+    /// Every kept approval, pending or settled, by id: what a copy moves.
+    fn approvals(&self) -> StoreFuture<'_, Vec<Approval>>;
 }
 
 /// The audit log.
@@ -231,6 +247,12 @@ pub trait AuditStore: Send + Sync {
     /// Removes rows from before `before_ms`; how many went. (The backend also prunes by its
     /// `audit_retention` on its own.)
     fn prune_audit(&self, before_ms: u64) -> StoreFuture<'_, usize>;
+    /// The rows with an id above `after_id`, oldest first, at most `limit`: how a copy reads
+    /// the whole log.
+    fn audit_after(&self, after_id: u64, limit: usize) -> StoreFuture<'_, Vec<AuditEntry>>;
+    /// Keeps rows under the ids they had in another store (a copy): ids already kept are
+    /// skipped, rows recorded later get higher ids. A write, like [`AuditStore::record`].
+    fn import_audit(&self, entries: Vec<AuditEntry>) -> Result<(), StoreError>;
 }
 
 /// `/tools` scope overrides.
@@ -273,6 +295,13 @@ pub trait IdempotencyStore: Send + Sync {
     ) -> StoreFuture<'_, ()>;
     /// Forgets a reservation whose call never ran (refused before acting), so a retry runs.
     fn release_idempotency(&self, key: &IdempotencyKey) -> StoreFuture<'_, ()>;
+    /// The unexpired keys after `after` (from the first when `None`) in (caller, key) order, at
+    /// most `limit`: how a copy reads every key.
+    fn idempotency_keys_after(
+        &self,
+        after: Option<IdempotencyKey>,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<KeptKey>>;
 }
 
 /// The change feed.
@@ -311,4 +340,35 @@ pub trait Backend:
     fn close(&self) -> StoreFuture<'_, ()>;
     /// The write queue's figures (its depth, how often and how long writers waited).
     fn queue_stats(&self) -> QueueStats;
+    /// How many of each kind of thing it keeps (what `store copy` reports for both sides).
+    fn census(&self) -> StoreFuture<'_, Census>;
+}
+
+/// How many of each kind of thing a store keeps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Census {
+    /// Live messages (deleted ones not yet pruned are not counted).
+    pub messages: u64,
+    /// Sessions.
+    pub sessions: u64,
+    /// Users.
+    pub users: u64,
+    /// Roles.
+    pub roles: u64,
+    /// Kept thread states.
+    pub threads: u64,
+    /// Open backfill gaps.
+    pub gaps: u64,
+    /// Trigger claims (answered-trigger records).
+    pub claims: u64,
+    /// Workflows.
+    pub workflows: u64,
+    /// Approvals, pending and settled.
+    pub approvals: u64,
+    /// Audit rows.
+    pub audit: u64,
+    /// `/tools` scope overrides.
+    pub scopes: u64,
+    /// Unexpired idempotency keys.
+    pub idempotency_keys: u64,
 }

@@ -26,7 +26,7 @@ pub mod scan;
 mod url;
 
 pub use aggregates::{
-    ApprovalStore, AuditStore, Backend, ChangeFeed, Claim, Decided, Durable, IdempotencyStore,
+    ApprovalStore, AuditStore, Backend, Census, ChangeFeed, Claim, Decided, Durable, IdempotencyStore,
     MessageStore, Reserved, ScopeStore, SearchStore, Snapshot, StoreFuture, TriggerStore,
     WorkflowStore,
 };

@@ -12,13 +12,13 @@ use entity::Snowflake;
 use switchboard_records::approval::ApprovalState;
 use switchboard_records::trigger::{first_id_at, CLAIMS_KEPT_MS};
 use switchboard_records::{
-    Approval, AuditFilter, AuditPage, AuditRow, Gap, IdempotencyKey, IdempotencyRequest, Message,
-    MessageQuery, Role, SearchHit, SearchQuery, Session, SessionScope, Settlement, StoredAnswer,
-    ThreadState, TriggerClaim, User, Workflow,
+    Approval, AuditEntry, AuditFilter, AuditPage, AuditRow, Gap, IdempotencyKey,
+    IdempotencyRequest, KeptKey, Message, MessageQuery, Role, SearchHit, SearchQuery, Session,
+    SessionScope, Settlement, StoredAnswer, ThreadState, TriggerClaim, User, Workflow,
 };
 
 use crate::aggregates::{
-    ready, ApprovalStore, AuditStore, Backend, ChangeFeed, Claim, Decided, Durable,
+    ready, ApprovalStore, AuditStore, Backend, Census, ChangeFeed, Claim, Decided, Durable,
     IdempotencyStore, MessageStore, Reserved, ScopeStore, SearchStore, Snapshot, StoreFuture,
     TriggerStore, WorkflowStore,
 };
@@ -338,6 +338,25 @@ impl MessageStore for MemoryBackend {
             })
         })
     }
+
+    fn messages_after(
+        &self,
+        after: Option<Snowflake>,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        self.read(move |data| {
+            let lower = after.map_or(0, |id| id.0.saturating_add(1));
+            let mut out: Vec<Message> = data
+                .channels
+                .values()
+                .flat_map(|c| c.live.range(Snowflake(lower)..).take(limit))
+                .map(|(_, m)| m.clone())
+                .collect();
+            out.sort_by_key(|m| m.id);
+            out.truncate(limit);
+            out
+        })
+    }
 }
 
 impl SearchStore for MemoryBackend {
@@ -382,6 +401,24 @@ impl TriggerStore for MemoryBackend {
 
     fn is_claimed(&self, message_id: Snowflake) -> StoreFuture<'_, bool> {
         self.read(move |data| data.claims.contains_key(&message_id))
+    }
+
+    fn claims_after(
+        &self,
+        after: Option<Snowflake>,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<TriggerClaim>> {
+        self.read(move |data| {
+            let mut out: Vec<TriggerClaim> = data
+                .claims
+                .values()
+                .filter(|c| after.is_none_or(|after| c.message_id > after))
+                .cloned()
+                .collect();
+            out.sort_by_key(|c| c.message_id);
+            out.truncate(limit);
+            out
+        })
     }
 }
 
@@ -483,6 +520,10 @@ impl ApprovalStore for MemoryBackend {
                 .collect()
         })
     }
+
+    fn approvals(&self) -> StoreFuture<'_, Vec<Approval>> {
+        self.read(|data| data.approvals.values().cloned().collect())
+    }
 }
 
 impl AuditStore for MemoryBackend {
@@ -518,6 +559,29 @@ impl AuditStore for MemoryBackend {
             data.audit.retain(|_, row| row.time_ms >= before_ms);
             before - data.audit.len()
         }))
+    }
+
+    fn audit_after(&self, after_id: u64, limit: usize) -> StoreFuture<'_, Vec<AuditEntry>> {
+        self.read(move |data| {
+            data.audit
+                .range(after_id.saturating_add(1)..)
+                .take(limit)
+                .map(|(id, row)| AuditEntry {
+                    id: *id,
+                    row: row.clone(),
+                })
+                .collect()
+        })
+    }
+
+    fn import_audit(&self, entries: Vec<AuditEntry>) -> Result<(), StoreError> {
+        self.open()?;
+        let mut data = self.data();
+        for entry in entries {
+            data.next_audit_id = data.next_audit_id.max(entry.id);
+            data.audit.entry(entry.id).or_insert(entry.row);
+        }
+        Ok(())
     }
 }
 
@@ -617,6 +681,29 @@ impl IdempotencyStore for MemoryBackend {
             }
         }))
     }
+
+    fn idempotency_keys_after(
+        &self,
+        after: Option<IdempotencyKey>,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<KeptKey>> {
+        self.read(move |data| {
+            let mut out: Vec<KeptKey> = data
+                .idempotency
+                .iter()
+                .filter(|(key, _)| after.as_ref().is_none_or(|after| *key > after))
+                .map(|(key, kept)| KeptKey {
+                    key: key.clone(),
+                    input_hash: kept.input_hash.clone(),
+                    answer: kept.answer.clone(),
+                    expires_ms: kept.expires_ms,
+                })
+                .collect();
+            out.sort_by(|a, b| a.key.cmp(&b.key));
+            out.truncate(limit);
+            out
+        })
+    }
 }
 
 impl ChangeFeed for MemoryBackend {
@@ -653,5 +740,25 @@ impl Backend for MemoryBackend {
 
     fn queue_stats(&self) -> QueueStats {
         QueueStats::default()
+    }
+
+    fn census(&self) -> StoreFuture<'_, Census> {
+        self.read(|data| {
+            let count = |n: usize| n as u64;
+            Census {
+                messages: count(data.channels.values().map(|c| c.live.len()).sum()),
+                sessions: count(data.sessions.len()),
+                users: count(data.users.len()),
+                roles: count(data.roles.len()),
+                threads: count(data.threads.len()),
+                gaps: count(data.gaps.len()),
+                claims: count(data.claims.len()),
+                workflows: count(data.workflows.len()),
+                approvals: count(data.approvals.len()),
+                audit: count(data.audit.len()),
+                scopes: count(data.scopes.len()),
+                idempotency_keys: count(data.idempotency.len()),
+            }
+        })
     }
 }

@@ -59,6 +59,15 @@ impl<T> Clone for BoundedSender<T> {
     }
 }
 
+/// Why [`BoundedSender::send_while`] gave an item back.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused<T> {
+    /// The writer is gone.
+    Gone(T),
+    /// The queue stayed full and the caller stopped waiting.
+    GaveUp(T),
+}
+
 /// The writer's end.
 #[derive(Debug)]
 pub struct BoundedReceiver<T> {
@@ -120,6 +129,57 @@ impl<T> BoundedSender<T> {
                 counters.waited_ns.fetch_add(waited, Ordering::Relaxed);
                 if let Err(mpsc::SendError(item)) = sent {
                     return Err(item);
+                }
+            }
+        }
+        let sent = counters.sent.0.fetch_add(1, Ordering::Relaxed) + 1;
+        let depth = sent.saturating_sub(counters.taken.0.load(Ordering::Relaxed));
+        if depth > counters.high_water.load(Ordering::Relaxed) {
+            counters.high_water.fetch_max(depth, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Queues an item, waiting while the queue is full for as long as `keep_waiting` answers
+    /// true (asked about every millisecond): for a writer that knows when waiting is pointless
+    /// (its database is unreachable). Gives the item back when the writer is gone or waiting
+    /// stopped.
+    pub fn send_while(&self, item: T, mut keep_waiting: impl FnMut() -> bool) -> Result<(), Refused<T>> {
+        let counters = &*self.counters;
+        let mut item = item;
+        let mut started: Option<Instant> = None;
+        loop {
+            match self.sender.try_send(item) {
+                Ok(()) => break,
+                Err(TrySendError::Disconnected(back)) => return Err(Refused::Gone(back)),
+                Err(TrySendError::Full(back)) => {
+                    if !keep_waiting() {
+                        return Err(Refused::GaveUp(back));
+                    }
+                    if started.is_none() {
+                        started = Some(Instant::now());
+                        counters.waits.fetch_add(1, Ordering::Relaxed);
+                        if !counters.full.swap(true, Ordering::Relaxed) {
+                            tracing::warn!(
+                                queue = counters.name,
+                                capacity = counters.capacity,
+                                "the store's write queue is full: writers wait for the database (nothing is dropped)"
+                            );
+                        }
+                    }
+                    item = back;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+        match started {
+            Some(started) => {
+                let waited = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                counters.waited_ns.fetch_add(waited, Ordering::Relaxed);
+            }
+            None => {
+                if counters.full.load(Ordering::Relaxed) && counters.full.swap(false, Ordering::Relaxed) {
+                    tracing::info!(queue = counters.name, "the store's writes no longer wait for room");
                 }
             }
         }
@@ -205,6 +265,26 @@ mod tests {
         assert!(stats.waits > 0, "{stats:?}");
         assert!(stats.high_water <= 4 + 1, "{stats:?}");
         assert_eq!(receiver.stats().depth, 0);
+    }
+
+    #[test]
+    fn a_writer_that_stops_waiting_gets_its_item_back() {
+        let (sender, receiver) = bounded::<u32>("test", 1);
+        sender.send_while(1, || true).unwrap();
+        let mut asked = 0;
+        assert_eq!(
+            sender.send_while(2, || {
+                asked += 1;
+                asked < 3
+            }),
+            Err(Refused::GaveUp(2))
+        );
+        assert_eq!(asked, 3);
+        assert_eq!(sender.stats().waits, 1);
+        assert_eq!(receiver.try_recv(), Ok(1));
+        sender.send_while(3, || false).unwrap();
+        drop(receiver);
+        assert_eq!(sender.send_while(4, || true), Err(Refused::Gone(4)));
     }
 
     #[test]

@@ -177,6 +177,22 @@ pub fn search<'a>(
     hits
 }
 
+/// The snippet [`search`] cuts for `text` when `terms` matched it: every word alternative of
+/// every term marked where it occurs. Indexed backends that do not cut snippets themselves
+/// (PostgreSQL's `ts_headline` tokenizes differently) cut the same ones with it.
+pub fn snippet_for(text: &str, terms: &[SearchTerm]) -> String {
+    let words = tokens(text);
+    let ranges: Vec<std::ops::Range<usize>> = terms
+        .iter()
+        .flat_map(|term| &term.any_of)
+        .flat_map(|alternative| match alternative {
+            SearchMatch::Words { text, prefix } => find(&words, text, *prefix),
+            SearchMatch::Mentions(_) => Vec::new(),
+        })
+        .collect();
+    snippet(text, &words, &ranges)
+}
+
 /// Tokens a snippet shows at most (FTS5's `snippet(..., 16)`).
 const SNIPPET_TOKENS: usize = 16;
 
