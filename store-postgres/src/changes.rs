@@ -48,7 +48,11 @@ fn encode_one(change: &Changed) -> Option<Value> {
         Changed::RoleRemoved(id) => json!(["R", id.0]),
         Changed::Message { channel_id, id } => json!(["m", channel_id.0, id.0]),
         Changed::MessagesDeleted { channel_id, ids } => {
-            json!(["d", channel_id.0, ids.iter().map(|id| id.0).collect::<Vec<u64>>()])
+            json!([
+                "d",
+                channel_id.0,
+                ids.iter().map(|id| id.0).collect::<Vec<u64>>()
+            ])
         }
         Changed::ChannelForgotten(id) => json!(["f", id.0]),
         Changed::Gap(id) => json!(["g", id.0]),
@@ -229,7 +233,8 @@ mod tests {
             id.clone().prop_map(Changed::User),
             id.clone().prop_map(Changed::Role),
             id.clone().prop_map(Changed::RoleRemoved),
-            (id.clone(), id.clone()).prop_map(|(channel_id, id)| Changed::Message { channel_id, id }),
+            (id.clone(), id.clone())
+                .prop_map(|(channel_id, id)| Changed::Message { channel_id, id }),
             (id.clone(), prop::collection::vec(id.clone(), 0..4))
                 .prop_map(|(channel_id, ids)| Changed::MessagesDeleted { channel_id, ids }),
             id.clone().prop_map(Changed::ChannelForgotten),
@@ -257,7 +262,10 @@ mod tests {
     fn unknown_or_damaged_entries_are_skipped() {
         assert_eq!(
             decode(r#"[["s", 1], ["zz", 2], ["m", 1], "x", ["w", "wf_1"]]"#),
-            vec![Changed::Session(Snowflake(1)), Changed::Workflow("wf_1".into())]
+            vec![
+                Changed::Session(Snowflake(1)),
+                Changed::Workflow("wf_1".into())
+            ]
         );
         assert!(decode("not json").is_empty());
     }

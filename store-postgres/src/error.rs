@@ -61,7 +61,11 @@ pub(crate) fn from_pg(location: &str, what: &str, err: tokio_postgres::Error) ->
 }
 
 /// No connection could be had from the pool.
-pub(crate) fn from_pool(location: &str, what: &str, err: deadpool_postgres::PoolError) -> StoreError {
+pub(crate) fn from_pool(
+    location: &str,
+    what: &str,
+    err: deadpool_postgres::PoolError,
+) -> StoreError {
     StoreError::new(
         StoreErrorKind::Unavailable,
         format!(

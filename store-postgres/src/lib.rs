@@ -367,7 +367,12 @@ impl PgBackend {
 
     /// Runs `work` on the runtime with a pooled connection, after every write queued before
     /// the call is committed when `after_writes` (reads that must see them).
-    fn run<T, F, Fut>(&self, what: &'static str, after_writes: bool, work: F) -> StoreFuture<'static, T>
+    fn run<T, F, Fut>(
+        &self,
+        what: &'static str,
+        after_writes: bool,
+        work: F,
+    ) -> StoreFuture<'static, T>
     where
         T: Send + 'static,
         F: FnOnce(Arc<Shared>, deadpool_postgres::Object) -> Fut + Send + 'static,
@@ -376,7 +381,11 @@ impl PgBackend {
         if self.closed() {
             return ready(Err(StoreError::closed(&self.shared.location)));
         }
-        let target = if after_writes { self.writer.assigned() } else { 0 };
+        let target = if after_writes {
+            self.writer.assigned()
+        } else {
+            0
+        };
         let shared = Arc::clone(&self.shared);
         let (answer, answered) = oneshot::channel();
         self.shared.rt.spawn(async move {
@@ -397,11 +406,7 @@ impl PgBackend {
             let _ = answer.send(result);
         });
         let location = self.shared.location.clone();
-        Box::pin(async move {
-            answered
-                .await
-                .map_err(|_| StoreError::closed(&location))?
-        })
+        Box::pin(async move { answered.await.map_err(|_| StoreError::closed(&location))? })
     }
 
     /// A read of one statement's rows, mapped by `map`.
@@ -447,7 +452,10 @@ async fn wait_for_writes(shared: &Shared, target: u64) -> Result<(), StoreError>
         };
         if now >= limit {
             return Err(if away_since.is_some() {
-                unreachable(&shared.location, usize::try_from(target - done).unwrap_or(usize::MAX))
+                unreachable(
+                    &shared.location,
+                    usize::try_from(target - done).unwrap_or(usize::MAX),
+                )
             } else {
                 too_slow(&shared.location, "read what was written before")
             });
@@ -859,12 +867,16 @@ impl WorkflowStore for PgBackend {
 /// Settles a pending approval: an approve or deny at or after its expiry expires it instead
 /// (`took` false). The state's JSON is serde's (`$5`), or the expired state built here in
 /// serde's shape (pinned by a test).
-const DECIDE: &str = concat!("UPDATE approvals SET pending = false, updated_ms = $4,
+const DECIDE: &str = concat!(
+    "UPDATE approvals SET pending = false, updated_ms = $4,
         card = ((card::jsonb - 'state' - 'expiresAtMs' - 'by' - 'atMs')
                 || CASE WHEN $2 OR $3 < expires_ms THEN $5::text::jsonb
                         ELSE jsonb_build_object('state', 'expired', 'atMs', expires_ms) END)::text
     WHERE id = $1 AND pending
-    RETURNING ", rows::approval_columns!(), ", ($2 OR $3 < expires_ms) AS took");
+    RETURNING ",
+    rows::approval_columns!(),
+    ", ($2 OR $3 < expires_ms) AS took"
+);
 
 impl ApprovalStore for PgBackend {
     fn save_approval(&self, approval: Approval) -> Result<(), StoreError> {
@@ -902,7 +914,11 @@ impl ApprovalStore for PgBackend {
                     ],
                 ),
                 Stmt::new(
-                    concat!("SELECT ", rows::approval_columns!(), " FROM approvals WHERE id = $1"),
+                    concat!(
+                        "SELECT ",
+                        rows::approval_columns!(),
+                        " FROM approvals WHERE id = $1"
+                    ),
                     vec![p(id.clone())],
                 ),
             ];
@@ -936,7 +952,11 @@ impl ApprovalStore for PgBackend {
     fn approval(&self, id: &str) -> StoreFuture<'_, Option<Approval>> {
         self.query(
             "an approval",
-            concat!("SELECT ", rows::approval_columns!(), " FROM approvals WHERE id = $1"),
+            concat!(
+                "SELECT ",
+                rows::approval_columns!(),
+                " FROM approvals WHERE id = $1"
+            ),
             vec![p(rows::clean(id))],
             |rows| rows.first().and_then(rows::approval_from_row),
         )
@@ -958,7 +978,11 @@ impl ApprovalStore for PgBackend {
     fn approvals(&self) -> StoreFuture<'_, Vec<Approval>> {
         self.query(
             "approvals",
-            concat!("SELECT ", rows::approval_columns!(), " FROM approvals ORDER BY id"),
+            concat!(
+                "SELECT ",
+                rows::approval_columns!(),
+                " FROM approvals ORDER BY id"
+            ),
             vec![],
             |rows| rows.iter().filter_map(rows::approval_from_row).collect(),
         )
@@ -1037,7 +1061,11 @@ async fn audit_page(
         bind(&mut sql, " AND time_ms < ?", p(ms(until)));
     }
     if let Some(session) = filter.session {
-        bind(&mut sql, " AND ?::bigint = ANY(sessions)", p(to_sql(session)));
+        bind(
+            &mut sql,
+            " AND ?::bigint = ANY(sessions)",
+            p(to_sql(session)),
+        );
     }
     if let Some(caller) = &filter.caller {
         bind(&mut sql, " AND caller = ?", p(rows::clean(caller)));
@@ -1053,7 +1081,9 @@ async fn audit_page(
     let stream = client
         .query_raw(
             &statement,
-            params.iter().map(|param| &**param as &(dyn tokio_postgres::types::ToSql + Sync)),
+            params
+                .iter()
+                .map(|param| &**param as &(dyn tokio_postgres::types::ToSql + Sync)),
         )
         .await?;
     futures_util::pin_mut!(stream);
@@ -1189,8 +1219,11 @@ impl IdempotencyStore for PgBackend {
         answer: StoredAnswer,
     ) -> StoreFuture<'_, ()> {
         let key = key.clone();
-        self.run("an idempotency key", false, move |shared, client| async move {
-            let updated = client
+        self.run(
+            "an idempotency key",
+            false,
+            move |shared, client| async move {
+                let updated = client
                 .execute(
                     "UPDATE idempotency SET status = $3, body = $4 WHERE caller = $1 AND key = $2",
                     &[
@@ -1202,31 +1235,36 @@ impl IdempotencyStore for PgBackend {
                 )
                 .await
                 .map_err(|err| from_pg(&shared.location, "an idempotency key", err))?;
-            if updated == 0 {
-                return Err(StoreError::new(
-                    StoreErrorKind::NotFound,
-                    format!(
-                        "the idempotency key {} of {} is not reserved (it expired?)",
-                        key.key, key.caller
-                    ),
-                ));
-            }
-            Ok(())
-        })
+                if updated == 0 {
+                    return Err(StoreError::new(
+                        StoreErrorKind::NotFound,
+                        format!(
+                            "the idempotency key {} of {} is not reserved (it expired?)",
+                            key.key, key.caller
+                        ),
+                    ));
+                }
+                Ok(())
+            },
+        )
     }
 
     fn release_idempotency(&self, key: &IdempotencyKey) -> StoreFuture<'_, ()> {
         let key = key.clone();
-        self.run("an idempotency key", false, move |shared, client| async move {
-            client
-                .execute(
-                    "DELETE FROM idempotency WHERE caller = $1 AND key = $2 AND status IS NULL",
-                    &[&rows::clean(&key.caller), &rows::clean(&key.key)],
-                )
-                .await
-                .map(drop)
-                .map_err(|err| from_pg(&shared.location, "an idempotency key", err))
-        })
+        self.run(
+            "an idempotency key",
+            false,
+            move |shared, client| async move {
+                client
+                    .execute(
+                        "DELETE FROM idempotency WHERE caller = $1 AND key = $2 AND status IS NULL",
+                        &[&rows::clean(&key.caller), &rows::clean(&key.key)],
+                    )
+                    .await
+                    .map(drop)
+                    .map_err(|err| from_pg(&shared.location, "an idempotency key", err))
+            },
+        )
     }
 
     fn idempotency_keys_after(
@@ -1256,7 +1294,10 @@ impl IdempotencyStore for PgBackend {
                             key: row.get(1),
                         },
                         input_hash: row.get(2),
-                        answer: match (row.get::<_, Option<i32>>(3), row.get::<_, Option<String>>(4)) {
+                        answer: match (
+                            row.get::<_, Option<i32>>(3),
+                            row.get::<_, Option<String>>(4),
+                        ) {
                             (Some(status), Some(body)) => Some(StoredAnswer {
                                 status: u16::try_from(status).unwrap_or(500),
                                 body,
@@ -1408,16 +1449,23 @@ mod tests {
 
     #[test]
     fn the_expired_state_the_decision_builds_is_serdes() {
-        let expired = serde_json::to_value(switchboard_records::ApprovalState::Expired { at_ms: 5 })
-            .unwrap();
+        let expired =
+            serde_json::to_value(switchboard_records::ApprovalState::Expired { at_ms: 5 }).unwrap();
         assert_eq!(expired, serde_json::json!({"state": "expired", "atMs": 5}));
     }
 
     #[test]
     fn a_location_never_shows_the_password() {
         let options = PgOptions::default();
-        let config = config("postgres://sb:hunter2@db.example:5433/switchboard", &options).unwrap();
-        assert_eq!(location(&config), "postgres://sb@db.example:5433/switchboard");
+        let config = config(
+            "postgres://sb:hunter2@db.example:5433/switchboard",
+            &options,
+        )
+        .unwrap();
+        assert_eq!(
+            location(&config),
+            "postgres://sb@db.example:5433/switchboard"
+        );
         let socket = config_str("host=/run/postgresql user=sb dbname=x password=hunter2");
         assert!(!socket.contains("hunter2"), "{socket}");
         assert_eq!(config.get_connect_timeout(), Some(&options.connect_timeout));
@@ -1430,7 +1478,11 @@ mod tests {
 
     #[test]
     fn garbage_urls_and_tls_are_typed_errors() {
-        for bad in ["postgres://a@b/c?sslmode=require", "postgres://[::1", "host='"] {
+        for bad in [
+            "postgres://a@b/c?sslmode=require",
+            "postgres://[::1",
+            "host='",
+        ] {
             let err = config(bad, &PgOptions::default()).unwrap_err();
             assert_eq!(err.kind(), StoreErrorKind::Unavailable, "{bad}");
             assert!(err.to_string().contains("store.url"), "{err}");

@@ -361,21 +361,46 @@ fn ids(ids: impl Iterator<Item = Snowflake>) -> Param {
 fn audit_params<'a>(rows: impl Iterator<Item = &'a AuditRow>) -> Vec<Param> {
     let rows: Vec<&AuditRow> = rows.collect();
     let sessions = |row: &AuditRow| {
-        let ids: Vec<String> = row.sessions.iter().map(|s| to_sql(*s).to_string()).collect();
+        let ids: Vec<String> = row
+            .sessions
+            .iter()
+            .map(|s| to_sql(*s).to_string())
+            .collect();
         format!("{{{}}}", ids.join(","))
     };
     vec![
         p(rows.iter().map(|r| ms(r.time_ms)).collect::<Vec<_>>()),
-        p(rows.iter().map(|r| clean_cow(&r.caller)).collect::<Vec<_>>()),
-        p(rows.iter().map(|r| r.run.as_deref().map(clean)).collect::<Vec<_>>()),
-        p(rows.iter().map(|r| r.requested_by.map(to_sql)).collect::<Vec<_>>()),
+        p(rows
+            .iter()
+            .map(|r| clean_cow(&r.caller))
+            .collect::<Vec<_>>()),
+        p(rows
+            .iter()
+            .map(|r| r.run.as_deref().map(clean))
+            .collect::<Vec<_>>()),
+        p(rows
+            .iter()
+            .map(|r| r.requested_by.map(to_sql))
+            .collect::<Vec<_>>()),
         p(rows.iter().map(|r| clean_cow(&r.tool)).collect::<Vec<_>>()),
         p(rows.iter().map(|r| sessions(r)).collect::<Vec<_>>()),
         p(rows.iter().map(|r| json(&r.input)).collect::<Vec<_>>()),
-        p(rows.iter().map(|r| clean_cow(&r.decision)).collect::<Vec<_>>()),
-        p(rows.iter().map(|r| r.decided_by.as_ref().map(clean_cow)).collect::<Vec<_>>()),
-        p(rows.iter().map(|r| clean_cow(&r.outcome)).collect::<Vec<_>>()),
-        p(rows.iter().map(|r| r.code.as_ref().map(clean_cow)).collect::<Vec<_>>()),
+        p(rows
+            .iter()
+            .map(|r| clean_cow(&r.decision))
+            .collect::<Vec<_>>()),
+        p(rows
+            .iter()
+            .map(|r| r.decided_by.as_ref().map(clean_cow))
+            .collect::<Vec<_>>()),
+        p(rows
+            .iter()
+            .map(|r| clean_cow(&r.outcome))
+            .collect::<Vec<_>>()),
+        p(rows
+            .iter()
+            .map(|r| r.code.as_ref().map(clean_cow))
+            .collect::<Vec<_>>()),
         p(rows.iter().map(|r| ms(r.duration_ms)).collect::<Vec<_>>()),
     ]
 }
@@ -389,8 +414,14 @@ fn messages(run: &[Write], out: &mut Vec<Stmt>) {
         SAVE_MESSAGES,
         vec![
             p(messages.iter().map(|m| to_sql(m.id)).collect::<Vec<_>>()),
-            p(messages.iter().map(|m| to_sql(m.channel_id)).collect::<Vec<_>>()),
-            p(messages.iter().map(|m| to_sql(m.author_id)).collect::<Vec<_>>()),
+            p(messages
+                .iter()
+                .map(|m| to_sql(m.channel_id))
+                .collect::<Vec<_>>()),
+            p(messages
+                .iter()
+                .map(|m| to_sql(m.author_id))
+                .collect::<Vec<_>>()),
             p(messages.iter().map(|m| m.author_is_bot).collect::<Vec<_>>()),
             col(&|m| clean(&m.content)),
             col(&|m| clean(&m.text)),
@@ -399,7 +430,10 @@ fn messages(run: &[Write], out: &mut Vec<Stmt>) {
                 .iter()
                 .map(|m| m.edited_timestamp.as_deref().map(clean))
                 .collect::<Vec<_>>()),
-            p(messages.iter().map(|m| m.reply_to.map(to_sql)).collect::<Vec<_>>()),
+            p(messages
+                .iter()
+                .map(|m| m.reply_to.map(to_sql))
+                .collect::<Vec<_>>()),
             col(&|m| json(&m.attachments)),
             col(&|m| json(&m.reactions)),
             col(&|m| crate::search::document(&m.text, &m.content)),
@@ -416,9 +450,18 @@ fn run(run: &[Write], out: &mut Vec<Stmt>) {
                 UPSERT_SESSIONS,
                 vec![
                     p(sessions.iter().map(|s| to_sql(s.id)).collect::<Vec<_>>()),
-                    p(sessions.iter().map(|s| s.guild_id.map(to_sql)).collect::<Vec<_>>()),
-                    p(sessions.iter().map(|s| s.parent_id.map(to_sql)).collect::<Vec<_>>()),
-                    p(sessions.iter().map(|s| kind_code(s.kind)).collect::<Vec<_>>()),
+                    p(sessions
+                        .iter()
+                        .map(|s| s.guild_id.map(to_sql))
+                        .collect::<Vec<_>>()),
+                    p(sessions
+                        .iter()
+                        .map(|s| s.parent_id.map(to_sql))
+                        .collect::<Vec<_>>()),
+                    p(sessions
+                        .iter()
+                        .map(|s| kind_code(s.kind))
+                        .collect::<Vec<_>>()),
                     p(sessions.iter().map(|s| clean(&s.name)).collect::<Vec<_>>()),
                 ],
             ));
@@ -428,7 +471,10 @@ fn run(run: &[Write], out: &mut Vec<Stmt>) {
             vec![ids(each!(run, Write::RemoveSession(id) => *id))],
         )),
         Write::SaveThread(..) => {
-            let threads = last_by_key(each!(run, Write::SaveThread(id, state) => (*id, *state)), |t| t.0);
+            let threads = last_by_key(
+                each!(run, Write::SaveThread(id, state) => (*id, *state)),
+                |t| t.0,
+            );
             out.push(Stmt::new(
                 SAVE_THREADS,
                 vec![
@@ -509,12 +555,18 @@ fn run(run: &[Write], out: &mut Vec<Stmt>) {
             out.push(Stmt::new(
                 SAVE_WORKFLOWS,
                 vec![
-                    p(workflows.iter().map(|w| clean(&w.workflow_id)).collect::<Vec<_>>()),
+                    p(workflows
+                        .iter()
+                        .map(|w| clean(&w.workflow_id))
+                        .collect::<Vec<_>>()),
                     p(workflows
                         .iter()
                         .map(|w| w.state.as_str().to_owned())
                         .collect::<Vec<_>>()),
-                    p(workflows.iter().map(|w| w.finished_ms.map(ms)).collect::<Vec<_>>()),
+                    p(workflows
+                        .iter()
+                        .map(|w| w.finished_ms.map(ms))
+                        .collect::<Vec<_>>()),
                     p(workflows.iter().map(|w| json(w)).collect::<Vec<_>>()),
                 ],
             ));
@@ -525,7 +577,9 @@ fn run(run: &[Write], out: &mut Vec<Stmt>) {
         )),
         Write::ImportAudit(_) => {
             let entries: Vec<&AuditEntry> =
-                each!(run, Write::ImportAudit(entries) => entries.iter()).flatten().collect();
+                each!(run, Write::ImportAudit(entries) => entries.iter())
+                    .flatten()
+                    .collect();
             for chunk in entries.chunks(crate::writer::MAX_BATCH) {
                 let mut params = audit_params(chunk.iter().map(|e| &e.row));
                 params.push(p(chunk.iter().map(|e| ms(e.id)).collect::<Vec<_>>()));
@@ -533,7 +587,10 @@ fn run(run: &[Write], out: &mut Vec<Stmt>) {
             }
         }
         Write::SessionScope(..) => {
-            let scopes = last_by_key(each!(run, Write::SessionScope(id, scope) => (*id, scope)), |s| s.0);
+            let scopes = last_by_key(
+                each!(run, Write::SessionScope(id, scope) => (*id, scope)),
+                |s| s.0,
+            );
             let (set, removed): (Vec<_>, Vec<_>) = scopes.into_iter().partition(|s| s.1.is_some());
             if !set.is_empty() {
                 out.push(Stmt::new(
@@ -552,19 +609,29 @@ fn run(run: &[Write], out: &mut Vec<Stmt>) {
             }
         }
         Write::SaveApproval(_) => {
-            let approvals =
-                last_by_key(each!(run, Write::SaveApproval(a) => &**a), |a| a.id().to_owned());
+            let approvals = last_by_key(each!(run, Write::SaveApproval(a) => &**a), |a| {
+                a.id().to_owned()
+            });
             let now = ms(crate::now_ms());
             out.push(Stmt::new(
                 SAVE_APPROVALS,
                 vec![
                     p(approvals.iter().map(|a| clean(a.id())).collect::<Vec<_>>()),
-                    p(approvals.iter().map(|a| to_sql(a.channel_id)).collect::<Vec<_>>()),
-                    p(approvals.iter().map(|a| a.message_id.map(to_sql)).collect::<Vec<_>>()),
+                    p(approvals
+                        .iter()
+                        .map(|a| to_sql(a.channel_id))
+                        .collect::<Vec<_>>()),
+                    p(approvals
+                        .iter()
+                        .map(|a| a.message_id.map(to_sql))
+                        .collect::<Vec<_>>()),
                     p(approvals.iter().map(|a| a.is_pending()).collect::<Vec<_>>()),
                     p(approvals.iter().map(|a| expires_ms(a)).collect::<Vec<_>>()),
                     p(approvals.iter().map(|a| json(&a.card)).collect::<Vec<_>>()),
-                    p(approvals.iter().map(|a| clean(&a.binding)).collect::<Vec<_>>()),
+                    p(approvals
+                        .iter()
+                        .map(|a| clean(&a.binding))
+                        .collect::<Vec<_>>()),
                     p(vec![now; approvals.len()]),
                 ],
             ));

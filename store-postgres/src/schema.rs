@@ -135,7 +135,11 @@ CREATE SEQUENCE switchboard_origins;
 const STEPS: [&str; 1] = [V1];
 
 /// Creates or upgrades the schema under the migration lock; `who` is recorded with each step.
-pub(crate) async fn migrate(client: &mut Client, location: &str, who: &str) -> Result<(), StoreError> {
+pub(crate) async fn migrate(
+    client: &mut Client,
+    location: &str,
+    who: &str,
+) -> Result<(), StoreError> {
     let fail = |what: &'static str| {
         move |err: tokio_postgres::Error| crate::error::from_pg(location, what, err)
     };
@@ -171,7 +175,11 @@ pub(crate) async fn migrate(client: &mut Client, location: &str, who: &str) -> R
             ),
         ));
     }
-    for (step, sql) in STEPS.iter().enumerate().skip(usize::try_from(version).unwrap_or(0)) {
+    for (step, sql) in STEPS
+        .iter()
+        .enumerate()
+        .skip(usize::try_from(version).unwrap_or(0))
+    {
         let step = i32::try_from(step + 1).unwrap_or(i32::MAX);
         tracing::info!(location, step, "migrating the PostgreSQL store");
         tx.batch_execute(sql).await.map_err(|err| {

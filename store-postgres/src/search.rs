@@ -60,27 +60,28 @@ pub(crate) fn document(text: &str, content: &str) -> String {
     let mut lexemes: BTreeMap<String, Vec<(usize, char)>> = BTreeMap::new();
     let mut bytes = 0usize;
     let mut position = 0usize;
-    let mut add = |lexeme: String, weight: char, lexemes: &mut BTreeMap<String, Vec<(usize, char)>>| {
-        position = (position + 1).min(MAX_POSITION);
-        if lexeme.len() > MAX_LEXEME_BYTES {
-            return;
-        }
-        let at = position;
-        match lexemes.get_mut(&lexeme) {
-            Some(positions) => {
-                if positions.len() < MAX_POSITIONS_PER_LEXEME
-                    && positions.last().is_none_or(|(p, _)| *p < at)
-                {
-                    positions.push((at, weight));
+    let mut add =
+        |lexeme: String, weight: char, lexemes: &mut BTreeMap<String, Vec<(usize, char)>>| {
+            position = (position + 1).min(MAX_POSITION);
+            if lexeme.len() > MAX_LEXEME_BYTES {
+                return;
+            }
+            let at = position;
+            match lexemes.get_mut(&lexeme) {
+                Some(positions) => {
+                    if positions.len() < MAX_POSITIONS_PER_LEXEME
+                        && positions.last().is_none_or(|(p, _)| *p < at)
+                    {
+                        positions.push((at, weight));
+                    }
                 }
+                None if bytes + lexeme.len() <= MAX_DOCUMENT_BYTES => {
+                    bytes += lexeme.len();
+                    lexemes.insert(lexeme, vec![(at, weight)]);
+                }
+                None => {}
             }
-            None if bytes + lexeme.len() <= MAX_DOCUMENT_BYTES => {
-                bytes += lexeme.len();
-                lexemes.insert(lexeme, vec![(at, weight)]);
-            }
-            None => {}
-        }
-    };
+        };
     for token in scan::tokens(text) {
         add(token.folded, 'A', &mut lexemes);
     }
@@ -111,7 +112,10 @@ pub(crate) fn query(terms: &[SearchTerm]) -> Option<String> {
         for alternative in &term.any_of {
             let mut text = String::new();
             match alternative {
-                SearchMatch::Words { text: words, prefix } => {
+                SearchMatch::Words {
+                    text: words,
+                    prefix,
+                } => {
                     let tokens = scan::tokens(words);
                     let last = tokens.len().saturating_sub(1);
                     for (i, token) in tokens.iter().enumerate() {
@@ -149,7 +153,8 @@ pub(crate) fn query(terms: &[SearchTerm]) -> Option<String> {
 
 /// The search: the newest candidates first (the GIN index finds the matches, the primary key
 /// orders them), then rank those.
-pub(crate) const SEARCH: &str = concat!("
+pub(crate) const SEARCH: &str = concat!(
+    "
 WITH candidates AS MATERIALIZED (
     SELECT id FROM messages
     WHERE search @@ $1::text::tsquery AND NOT deleted
@@ -157,11 +162,14 @@ WITH candidates AS MATERIALIZED (
       AND ($5::bigint IS NULL OR author_id = $5)
     ORDER BY id DESC
     LIMIT $6)
-SELECT ", crate::rows::message_columns!(), ",
+SELECT ",
+    crate::rows::message_columns!(),
+    ",
        ts_rank_cd(search, $1::text::tsquery, 1)::float8 AS rank
 FROM candidates JOIN messages USING (id)
 ORDER BY rank DESC, id DESC
-LIMIT $7");
+LIMIT $7"
+);
 
 /// How many candidates a search ranks.
 pub(crate) fn ranked_candidates() -> i64 {

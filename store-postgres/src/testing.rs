@@ -275,10 +275,7 @@ impl PgCluster {
 
     /// A libpq-style connection string for `database`, over the Unix socket.
     pub fn conninfo(&self, database: &str) -> String {
-        format!(
-            "host={} user={USER} dbname={database}",
-            self.dir.display()
-        )
+        format!("host={} user={USER} dbname={database}", self.dir.display())
     }
 
     /// The same as a `postgres://` URL (what `store.url` takes).
@@ -292,8 +289,17 @@ impl PgCluster {
     /// Runs SQL on `database` with psql; its unaligned output.
     pub fn psql(&self, database: &str, sql: &str) -> Result<String, HarnessError> {
         run(
-            self.client_tool("psql")
-                .args(["-d", database, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql]),
+            self.client_tool("psql").args([
+                "-d",
+                database,
+                "-X",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-c",
+                sql,
+            ]),
             "psql",
         )
         .map(|out| out.trim().to_owned())
@@ -365,10 +371,14 @@ impl PgCluster {
     /// brings it back.
     pub fn stop_immediate(&self) -> Result<(), HarnessError> {
         run(
-            self.server_tool("pg_ctl")
-                .arg("-D")
-                .arg(self.data())
-                .args(["-w", "-t", PG_CTL_WAIT_S, "-m", "immediate", "stop"]),
+            self.server_tool("pg_ctl").arg("-D").arg(self.data()).args([
+                "-w",
+                "-t",
+                PG_CTL_WAIT_S,
+                "-m",
+                "immediate",
+                "stop",
+            ]),
             "pg_ctl stop",
         )
         .map(drop)

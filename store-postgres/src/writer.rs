@@ -270,11 +270,7 @@ impl Writer {
         } else {
             Err("the write queue stayed full while PostgreSQL was away".to_owned())
         };
-        let thread = self
-            .thread
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(thread) = thread {
             if result.is_ok() || thread.is_finished() {
                 if thread.join().is_err() {
@@ -515,7 +511,8 @@ impl WriterThread {
         });
         if let Err(err) = pruned {
             warn!(location = %self.shared.location, %err, "could not prune old messages; will retry");
-            self.touched.extend(channels.into_iter().map(rows::from_sql));
+            self.touched
+                .extend(channels.into_iter().map(rows::from_sql));
         }
     }
 }
@@ -599,7 +596,9 @@ pub(crate) async fn expire(shared: &Shared) -> Result<(), String> {
         ),
         Stmt::new(
             "DELETE FROM answered_triggers WHERE message_id < $1",
-            vec![p(rows::to_sql(first_id_at(now.saturating_sub(CLAIMS_KEPT_MS))))],
+            vec![p(rows::to_sql(first_id_at(
+                now.saturating_sub(CLAIMS_KEPT_MS),
+            )))],
         ),
         Stmt::new(
             "DELETE FROM idempotency WHERE expires_ms <= $1",
@@ -614,9 +613,12 @@ pub(crate) async fn expire(shared: &Shared) -> Result<(), String> {
             vec![p(rows::ms(now.saturating_sub(FINISHED_WORKFLOWS_KEPT_MS)))],
         ),
     ];
-    tokio::time::timeout(shared.operation_timeout, crate::pipeline::each(&client, &stmts))
-        .await
-        .map_err(|_| "timed out".to_owned())?
-        .map(drop)
-        .map_err(|e| e.to_string())
+    tokio::time::timeout(
+        shared.operation_timeout,
+        crate::pipeline::each(&client, &stmts),
+    )
+    .await
+    .map_err(|_| "timed out".to_owned())?
+    .map(drop)
+    .map_err(|e| e.to_string())
 }

@@ -115,7 +115,10 @@ fn nodes_starting_together_on_a_fresh_database_migrate_once() {
         assert!(backend.is_ok(), "{:?}", backend.as_ref().err());
     }
     let steps = cluster
-        .psql(&name, "SELECT count(*), max(version) FROM switchboard_migrations")
+        .psql(
+            &name,
+            "SELECT count(*), max(version) FROM switchboard_migrations",
+        )
         .unwrap();
     assert_eq!(steps, format!("{SCHEMA_VERSION}|{SCHEMA_VERSION}"));
     // Every node works on the one schema.
@@ -126,7 +129,9 @@ fn nodes_starting_together_on_a_fresh_database_migrate_once() {
         block_on(backend.close()).unwrap();
     }
     assert_eq!(
-        cluster.psql(&name, "SELECT count(*) FROM messages").unwrap(),
+        cluster
+            .psql(&name, "SELECT count(*) FROM messages")
+            .unwrap(),
         NODES.to_string()
     );
 }
@@ -206,7 +211,9 @@ fn a_crash_and_restart_of_postgres_loses_nothing_flushed_and_lands_queued_writes
     let name = cluster.database().unwrap();
     let backend = Arc::new(PgBackend::open(&cluster.url(&name), options()).unwrap());
     for n in 0..500 {
-        backend.save_message(message(n, "before the crash")).unwrap();
+        backend
+            .save_message(message(n, "before the crash"))
+            .unwrap();
         backend.record(audit(n)).unwrap();
     }
     block_on(backend.flush()).expect("flushed before the crash");
@@ -236,7 +243,11 @@ fn a_crash_and_restart_of_postgres_loses_nothing_flushed_and_lands_queued_writes
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, Ordering::Relaxed);
     let queued = writer.join().unwrap();
-    assert!(queued.len() > 100, "writes went on through the crash: {}", queued.len());
+    assert!(
+        queued.len() > 100,
+        "writes went on through the crash: {}",
+        queued.len()
+    );
 
     flush_within(&backend, Duration::from_secs(60));
     let ids = stored_ids(&backend);
@@ -246,14 +257,21 @@ fn a_crash_and_restart_of_postgres_loses_nothing_flushed_and_lands_queued_writes
         .psql(&name, "SELECT count(*), count(DISTINCT run) FROM audit")
         .unwrap();
     let total = expected.len();
-    assert_eq!(audit_rows, format!("{total}|{total}"), "every audit row, once");
+    assert_eq!(
+        audit_rows,
+        format!("{total}|{total}"),
+        "every audit row, once"
+    );
     // Decisions and reads work on the new connections.
     let claim = TriggerClaim {
         channel_id: CHANNEL,
         message_id: Snowflake(switchboard_records::trigger::first_id_at(now_ms()).0 + 7),
         claimed_ms: now_ms(),
     };
-    assert!(matches!(block_on(backend.claim_trigger(claim)).unwrap(), Claim::Won(_)));
+    assert!(matches!(
+        block_on(backend.claim_trigger(claim)).unwrap(),
+        Claim::Won(_)
+    ));
     let page = block_on(backend.audit_page(AuditFilter {
         limit: 5,
         ..AuditFilter::default()
@@ -287,7 +305,11 @@ fn a_node_that_loses_postgres_answers_unavailable_and_catches_up() {
     let started = Instant::now();
     let err = block_on(backend.message(CHANNEL, message(0, "").id)).unwrap_err();
     assert_eq!(err.kind(), StoreErrorKind::Unavailable, "{err}");
-    assert!(started.elapsed() < bound, "a read waited {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < bound,
+        "a read waited {:?}",
+        started.elapsed()
+    );
 
     let started = Instant::now();
     let claim = TriggerClaim {
@@ -314,9 +336,20 @@ fn a_node_that_loses_postgres_answers_unavailable_and_catches_up() {
     }
     let refused = refused.expect("a full queue refuses while PostgreSQL is away");
     assert_eq!(refused.kind(), StoreErrorKind::Unavailable, "{refused}");
-    assert!(refused.to_string().contains("cannot be reached"), "{refused}");
-    assert!(accepted.len() >= 40, "the queue held its writes: {}", accepted.len());
-    assert!(started.elapsed() < bound, "writes waited {:?}", started.elapsed());
+    assert!(
+        refused.to_string().contains("cannot be reached"),
+        "{refused}"
+    );
+    assert!(
+        accepted.len() >= 40,
+        "the queue held its writes: {}",
+        accepted.len()
+    );
+    assert!(
+        started.elapsed() < bound,
+        "writes waited {:?}",
+        started.elapsed()
+    );
 
     let started = Instant::now();
     let err = block_on(backend.flush()).unwrap_err();

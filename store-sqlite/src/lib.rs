@@ -38,9 +38,9 @@ use switchboard_store::aggregates::ready;
 use switchboard_store::feed::{Changed, Changes, FeedSender, Origin};
 use switchboard_store::queue::QueueStats;
 use switchboard_store::{
-    ApprovalStore, AuditStore, Backend, Census, ChangeFeed, Claim, Decided, Durable, IdempotencyStore,
-    MessageStore, Reserved, ScopeStore, SearchStore, Snapshot, StoreError, StoreErrorKind,
-    StoreFuture, TriggerStore, WorkflowStore,
+    ApprovalStore, AuditStore, Backend, Census, ChangeFeed, Claim, Decided, Durable,
+    IdempotencyStore, MessageStore, Reserved, ScopeStore, SearchStore, Snapshot, StoreError,
+    StoreErrorKind, StoreFuture, TriggerStore, WorkflowStore,
 };
 use tracing::{error, info};
 

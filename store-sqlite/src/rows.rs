@@ -326,7 +326,10 @@ pub(crate) fn claims_after(
 }
 
 /// How many of each kind the file keeps.
-pub(crate) fn census(conn: &Connection, now_ms: u64) -> rusqlite::Result<switchboard_store::Census> {
+pub(crate) fn census(
+    conn: &Connection,
+    now_ms: u64,
+) -> rusqlite::Result<switchboard_store::Census> {
     conn.query_row(
         "SELECT (SELECT count(*) FROM messages WHERE deleted = 0),
                 (SELECT count(*) FROM sessions), (SELECT count(*) FROM users),
@@ -580,7 +583,10 @@ pub(crate) fn apply(
                 body
             ])?;
         }
-        Write::Audit(_) | Write::ImportAudit(_) | Write::SessionScope(..) | Write::SaveApproval(_) => {
+        Write::Audit(_)
+        | Write::ImportAudit(_)
+        | Write::SessionScope(..)
+        | Write::SaveApproval(_) => {
             crate::ledger::apply(conn, write)?;
         }
     }

@@ -26,7 +26,7 @@ use switchboard_records::{
 };
 
 use crate::feed::{Changed, Next};
-use crate::{Backend, CacheOptions, Claim, Decided, Reserved, Store, StoreErrorKind};
+use crate::{Backend, CacheOptions, Census, Claim, Decided, Reserved, Store, StoreErrorKind};
 
 /// What a test asks of the backend it opens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +99,7 @@ macro_rules! conformance_tests {
             the_change_feed_reports_each_change,
             two_caches_over_one_shared_backend_converge,
             a_closed_store_refuses_writes,
+            everything_kept_can_be_listed_for_a_copy,
         );
     };
     (@tests $make:path; $($name:ident),* $(,)?) => {
@@ -1674,5 +1675,169 @@ pub fn a_closed_store_refuses_writes(make: MakePlace<'_>) {
     assert!(
         f.store.insert_message(message(CHANNEL, 2, "memory only")),
         "the cache keeps it"
+    );
+}
+
+/// Every kind of thing a store keeps can be listed a page at a time (what `store copy` reads),
+/// audit rows can be imported under their ids without doubling, and the census counts each.
+pub fn everything_kept_can_be_listed_for_a_copy(make: MakePlace<'_>) {
+    let f = Fixture::default(make);
+    for n in 1..=5 {
+        f.store.insert_message(message(CHANNEL, n, "a"));
+        f.store.insert_message(message(OTHER, 10 + n, "b"));
+    }
+    f.store.delete_message(CHANNEL, id(3));
+    f.store
+        .upsert_session(session(CHANNEL, "ops", SessionKind::Channel));
+    f.store.upsert_user(User {
+        id: MIRA,
+        username: "mira".into(),
+        global_name: None,
+        is_bot: false,
+    });
+    f.store.upsert_role(Role {
+        id: ROLE,
+        name: "On Call".into(),
+    });
+    f.store.set_thread_state(OTHER, ThreadState::default());
+    f.store.open_gap(CHANNEL, id(1));
+    f.backend
+        .save_workflow(&workflow(1, WorkflowState::Waiting))
+        .unwrap();
+    f.backend.save_approval(approval(1, u64::MAX)).unwrap();
+    f.backend.save_approval(approval(2, u64::MAX)).unwrap();
+    block_on(f.backend.decide_approval(
+        &approval(2, 0).card.id,
+        Settlement::Deny { by: "@t".into() },
+        5,
+    ))
+    .unwrap();
+    let t = now_ms();
+    let rows: Vec<AuditRow> = (0..3)
+        .map(|i| AuditRow {
+            time_ms: t,
+            ..audit_row(i)
+        })
+        .collect();
+    for row in &rows {
+        f.backend.record(row.clone()).unwrap();
+    }
+    f.backend
+        .set_session_scope(CHANNEL, Some(vec!["a".into()]))
+        .unwrap();
+    for n in [3, 1, 2] {
+        assert!(matches!(
+            block_on(f.backend.claim_trigger(claim(n))).unwrap(),
+            Claim::Won(_)
+        ));
+    }
+    let hour = 3_600_000;
+    for (k, answered) in [("k2", true), ("k1", false)] {
+        let request = IdempotencyRequest {
+            key: key("operator", k),
+            input_hash: "h".into(),
+            now_ms: t,
+            ttl_ms: hour,
+        };
+        assert_eq!(
+            block_on(f.backend.reserve_idempotency(request)).unwrap(),
+            Reserved::Fresh
+        );
+        if answered {
+            block_on(f.backend.complete_idempotency(
+                &key("operator", k),
+                StoredAnswer {
+                    status: 201,
+                    body: "{}".into(),
+                },
+            ))
+            .unwrap();
+        }
+    }
+    f.flush();
+
+    let page = |after: Option<Snowflake>, limit| -> Vec<u64> {
+        block_on(f.backend.messages_after(after, limit))
+            .unwrap()
+            .iter()
+            .map(|m| m.id.0 - id(0).0)
+            .collect()
+    };
+    assert_eq!(
+        page(None, 4),
+        [1, 2, 4, 5],
+        "live messages, by id, across channels"
+    );
+    assert_eq!(page(Some(id(5)), 100), [11, 12, 13, 14, 15]);
+    assert!(page(Some(id(15)), 100).is_empty());
+
+    let claims = block_on(f.backend.claims_after(None, 2)).unwrap();
+    assert_eq!(
+        claims.iter().map(|c| c.message_id).collect::<Vec<_>>(),
+        [recent(1), recent(2)]
+    );
+    assert_eq!(claims[0].channel_id, CHANNEL);
+    let rest = block_on(f.backend.claims_after(Some(recent(2)), 10)).unwrap();
+    assert_eq!(
+        rest.iter().map(|c| c.message_id).collect::<Vec<_>>(),
+        [recent(3)]
+    );
+
+    let approvals = block_on(f.backend.approvals()).unwrap();
+    assert_eq!(approvals.len(), 2);
+    assert!(approvals[0].is_pending() && !approvals[1].is_pending());
+
+    let first = block_on(f.backend.audit_after(0, 2)).unwrap();
+    let last = first.last().unwrap().id;
+    let second = block_on(f.backend.audit_after(last, 10)).unwrap();
+    let listed: Vec<AuditRow> = first.iter().chain(&second).map(|e| e.row.clone()).collect();
+    assert_eq!(listed, rows, "oldest first, every row");
+    // Importing rows already kept adds nothing; a new id is kept under that id, and rows
+    // recorded after it get higher ones.
+    let mut imported = first.clone();
+    let newest = second.last().unwrap().id;
+    imported.push(switchboard_records::AuditEntry {
+        id: newest + 100,
+        row: rows[0].clone(),
+    });
+    f.backend.import_audit(imported).unwrap();
+    f.backend.record(rows[1].clone()).unwrap();
+    f.flush();
+    let all = block_on(f.backend.audit_after(0, 100)).unwrap();
+    assert_eq!(all.len(), 5, "{all:?}");
+    assert_eq!(all[3].id, newest + 100);
+    assert!(all[4].id > newest + 100);
+
+    let keys = block_on(f.backend.idempotency_keys_after(None, 10)).unwrap();
+    assert_eq!(
+        keys.iter().map(|k| k.key.key.as_str()).collect::<Vec<_>>(),
+        ["k1", "k2"]
+    );
+    assert_eq!(keys[0].answer, None);
+    assert_eq!(keys[1].answer.as_ref().map(|a| a.status), Some(201));
+    assert_eq!(keys[1].expires_ms, t + hour);
+    let after = block_on(
+        f.backend
+            .idempotency_keys_after(Some(key("operator", "k1")), 10),
+    )
+    .unwrap();
+    assert_eq!(after.len(), 1);
+
+    assert_eq!(
+        block_on(f.backend.census()).unwrap(),
+        Census {
+            messages: 9,
+            sessions: 1,
+            users: 1,
+            roles: 1,
+            threads: 1,
+            gaps: 1,
+            claims: 3,
+            workflows: 1,
+            approvals: 2,
+            audit: 5,
+            scopes: 1,
+            idempotency_keys: 2,
+        }
     );
 }

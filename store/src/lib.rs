@@ -26,9 +26,9 @@ pub mod scan;
 mod url;
 
 pub use aggregates::{
-    ApprovalStore, AuditStore, Backend, Census, ChangeFeed, Claim, Decided, Durable, IdempotencyStore,
-    MessageStore, Reserved, ScopeStore, SearchStore, Snapshot, StoreFuture, TriggerStore,
-    WorkflowStore,
+    ApprovalStore, AuditStore, Backend, Census, ChangeFeed, Claim, Decided, Durable,
+    IdempotencyStore, MessageStore, Reserved, ScopeStore, SearchStore, Snapshot, StoreFuture,
+    TriggerStore, WorkflowStore,
 };
 pub use cache::{CacheOptions, Store};
 pub use error::{StoreError, StoreErrorKind};

@@ -144,7 +144,11 @@ impl<T> BoundedSender<T> {
     /// true (asked about every millisecond): for a writer that knows when waiting is pointless
     /// (its database is unreachable). Gives the item back when the writer is gone or waiting
     /// stopped.
-    pub fn send_while(&self, item: T, mut keep_waiting: impl FnMut() -> bool) -> Result<(), Refused<T>> {
+    pub fn send_while(
+        &self,
+        item: T,
+        mut keep_waiting: impl FnMut() -> bool,
+    ) -> Result<(), Refused<T>> {
         let counters = &*self.counters;
         let mut item = item;
         let mut started: Option<Instant> = None;
@@ -178,8 +182,13 @@ impl<T> BoundedSender<T> {
                 counters.waited_ns.fetch_add(waited, Ordering::Relaxed);
             }
             None => {
-                if counters.full.load(Ordering::Relaxed) && counters.full.swap(false, Ordering::Relaxed) {
-                    tracing::info!(queue = counters.name, "the store's writes no longer wait for room");
+                if counters.full.load(Ordering::Relaxed)
+                    && counters.full.swap(false, Ordering::Relaxed)
+                {
+                    tracing::info!(
+                        queue = counters.name,
+                        "the store's writes no longer wait for room"
+                    );
                 }
             }
         }
