@@ -1841,3 +1841,248 @@ pub fn everything_kept_can_be_listed_for_a_copy(make: MakePlace<'_>) {
         }
     );
 }
+
+/// Fills `backend` with `messages` messages over three channels (one edited, one with
+/// reactions and an attachment, one deleted) and some of every other kind: what the copy tests
+/// of each backend pair move.
+pub fn fill_every_kind(backend: &dyn Backend, messages: u64) {
+    let channels = [CHANNEL, OTHER, Snowflake(CHANNEL.0 + 7)];
+    for (i, channel) in channels.iter().enumerate() {
+        backend
+            .upsert_session(session(
+                *channel,
+                &format!("room-{i}"),
+                SessionKind::Channel,
+            ))
+            .unwrap();
+    }
+    backend
+        .upsert_user(User {
+            id: MIRA,
+            username: "mira".into(),
+            global_name: Some("Mira K".into()),
+            is_bot: false,
+        })
+        .unwrap();
+    backend
+        .upsert_role(Role {
+            id: ROLE,
+            name: "On Call".into(),
+        })
+        .unwrap();
+    backend
+        .save_thread_state(
+            OTHER,
+            ThreadState {
+                archived: true,
+                locked: false,
+                auto_archive_minutes: 60,
+                owner_id: None,
+            },
+        )
+        .unwrap();
+    for n in 1..=messages {
+        let channel = channels[usize::try_from(n % 3).unwrap_or(0)];
+        let mut m = message(channel, n, &format!("message {n} about the deploy"));
+        if n == 2 {
+            m.edited_timestamp = Some("2026-11-22T12:00:05Z".into());
+            m.reactions = vec![Reaction {
+                emoji: "✅".into(),
+                count: 2,
+                me: true,
+            }];
+            m.attachments = vec![Attachment {
+                filename: "a.png".into(),
+                url: "https://cdn.example/a.png".into(),
+                size: 7,
+                content_type: Some("image/png".into()),
+            }];
+        }
+        backend.save_message(m).unwrap();
+    }
+    backend.delete_messages(channels[1], vec![id(1)]).unwrap();
+    backend
+        .open_gap(switchboard_records::Gap {
+            channel_id: CHANNEL,
+            after: id(3),
+        })
+        .unwrap();
+    backend
+        .save_workflow(&workflow(1, WorkflowState::Waiting))
+        .unwrap();
+    backend.save_approval(approval(1, u64::MAX)).unwrap();
+    backend.save_approval(approval(2, u64::MAX)).unwrap();
+    let t = now_ms();
+    for i in 0..25 {
+        backend
+            .record(AuditRow {
+                time_ms: t,
+                ..audit_row(i)
+            })
+            .unwrap();
+    }
+    backend
+        .set_session_scope(CHANNEL, Some(vec!["surface.*".into()]))
+        .unwrap();
+    block_on(backend.flush()).unwrap();
+    block_on(backend.decide_approval(
+        &approval(2, 0).card.id,
+        Settlement::Approve { by: "@mira".into() },
+        9,
+    ))
+    .unwrap();
+    for n in 1..=3 {
+        block_on(backend.claim_trigger(claim(100 + n))).unwrap();
+    }
+    for (k, answered) in [("a", true), ("b", false)] {
+        block_on(backend.reserve_idempotency(IdempotencyRequest {
+            key: key("token:ci", k),
+            input_hash: "h".into(),
+            now_ms: t,
+            ttl_ms: 3_600_000,
+        }))
+        .unwrap();
+        if answered {
+            block_on(backend.complete_idempotency(
+                &key("token:ci", k),
+                StoredAnswer {
+                    status: 200,
+                    body: "{\"ok\":true}".into(),
+                },
+            ))
+            .unwrap();
+        }
+    }
+    block_on(backend.flush()).unwrap();
+}
+
+/// Asserts that `to` holds everything `from` holds, kind by kind, as listed.
+pub fn assert_holds_everything(from: &dyn Backend, to: &dyn Backend) {
+    let all_messages = |b: &dyn Backend| {
+        let mut out = Vec::new();
+        loop {
+            let page = block_on(b.messages_after(out.last().map(|m: &Message| m.id), 700)).unwrap();
+            if page.is_empty() {
+                return out;
+            }
+            out.extend(page);
+        }
+    };
+    assert_eq!(all_messages(to), all_messages(from), "messages");
+    let (a, b) = (
+        block_on(from.snapshot(0)).unwrap(),
+        block_on(to.snapshot(0)).unwrap(),
+    );
+    assert_eq!(b.sessions, a.sessions, "sessions");
+    assert_eq!(b.users, a.users, "users");
+    assert_eq!(b.roles, a.roles, "roles");
+    assert_eq!(b.threads, a.threads, "threads");
+    assert_eq!(b.gaps, a.gaps, "gaps");
+    assert_eq!(
+        block_on(to.claims_after(None, 1_000)).unwrap(),
+        block_on(from.claims_after(None, 1_000)).unwrap(),
+        "claims"
+    );
+    assert_eq!(
+        block_on(to.workflows()).unwrap(),
+        block_on(from.workflows()).unwrap()
+    );
+    assert_eq!(
+        block_on(to.approvals()).unwrap(),
+        block_on(from.approvals()).unwrap()
+    );
+    assert_eq!(
+        block_on(to.audit_after(0, 1_000)).unwrap(),
+        block_on(from.audit_after(0, 1_000)).unwrap(),
+        "audit rows, under their ids"
+    );
+    assert_eq!(
+        block_on(to.session_scopes()).unwrap(),
+        block_on(from.session_scopes()).unwrap()
+    );
+    assert_eq!(
+        block_on(to.idempotency_keys_after(None, 100)).unwrap(),
+        block_on(from.idempotency_keys_after(None, 100)).unwrap(),
+        "idempotency keys"
+    );
+}
+
+/// The copy tests for a pair of backends: `from` is filled; `whole` gets a copy, then the
+/// copy again (which writes nothing); `halted` gets a copy stopped in the middle of the
+/// messages, then the copy again (which writes only the rest). Both end holding everything,
+/// and the report's lines say so.
+pub fn copy_is_complete_idempotent_and_resumable(
+    from: &dyn Backend,
+    whole: &dyn Backend,
+    halted: &dyn Backend,
+) {
+    use crate::copy::{copy_all, CopyError, Kind};
+    use std::ops::ControlFlow;
+    const MESSAGES: u64 = 2_500;
+    fill_every_kind(from, MESSAGES);
+    let mut seen = Vec::new();
+    let report = copy_all(from, whole, &mut |p| {
+        seen.push(*p);
+        ControlFlow::Continue(())
+    })
+    .expect("the copy");
+    assert!(report.complete(), "{report}");
+    let text = report.to_string();
+    assert!(
+        text.contains("messages: 2499 in source, 2499 in target"),
+        "{text}"
+    );
+    assert!(
+        text.contains("audit rows: 25 in source, 25 in target"),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), Kind::ALL.len(), "{text}");
+    assert!(
+        seen.iter()
+            .any(|p| p.kind == Kind::Messages && p.done == 1_000 && p.total == 2_499),
+        "progress came a page at a time"
+    );
+    assert_holds_everything(from, whole);
+
+    let again = copy_all(from, whole, &mut |_| ControlFlow::Continue(())).expect("again");
+    assert_eq!(
+        again.written(),
+        0,
+        "a second copy writes nothing: {again:?}"
+    );
+    assert_eq!(
+        again.counts,
+        report
+            .counts
+            .iter()
+            .map(|c| crate::copy::Counted { written: 0, ..*c })
+            .collect::<Vec<_>>()
+    );
+
+    let stopped = copy_all(from, halted, &mut |p| {
+        if p.kind == Kind::Messages && p.done >= 1_000 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    });
+    assert!(
+        matches!(stopped, Err(CopyError::Interrupted)),
+        "{stopped:?}"
+    );
+    let partial = block_on(halted.census()).unwrap();
+    assert_eq!(
+        partial.messages, 1_000,
+        "what was copied before the stop is kept"
+    );
+    assert_eq!(partial.audit, 0);
+    let resumed = copy_all(from, halted, &mut |_| ControlFlow::Continue(())).expect("resumed");
+    let messages = resumed
+        .counts
+        .iter()
+        .find(|c| c.kind == Kind::Messages)
+        .unwrap();
+    assert_eq!(messages.written, 1_499, "only the rest is written");
+    assert!(resumed.complete(), "{resumed}");
+    assert_holds_everything(from, halted);
+}

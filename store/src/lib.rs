@@ -9,6 +9,7 @@
 //! - [`StoreError`]: the one error, with a [`StoreErrorKind`] to branch on.
 //! - [`StoreUrl`]: `store.url` parsed.
 //! - [`queue`]: the bounded write queue backends' writers use.
+//! - [`copy`]: copying every kind of thing from one store into another (`store copy`).
 //! - `conformance` (feature `conformance`): the tests every backend runs.
 //!
 //! `docs/store.md` in the repository has the design: the traits by aggregate, what each
@@ -18,6 +19,7 @@ pub mod aggregates;
 mod cache;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod copy;
 mod error;
 pub mod feed;
 mod memory;
