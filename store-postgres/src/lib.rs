@@ -1385,7 +1385,7 @@ impl Backend for PgBackend {
         let runtime = self
             .runtime
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         if let Some(runtime) = runtime {
             runtime.shutdown_timeout(Duration::from_secs(1));

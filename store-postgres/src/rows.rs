@@ -46,10 +46,6 @@ pub(crate) fn clean(text: &str) -> String {
     }
 }
 
-fn clean_cow(text: &Cow<'static, str>) -> String {
-    clean(text)
-}
-
 /// The number a session kind is stored as (the SQLite backend's numbers).
 pub(crate) fn kind_code(kind: SessionKind) -> i16 {
     match kind {
@@ -370,10 +366,7 @@ fn audit_params<'a>(rows: impl Iterator<Item = &'a AuditRow>) -> Vec<Param> {
     };
     vec![
         p(rows.iter().map(|r| ms(r.time_ms)).collect::<Vec<_>>()),
-        p(rows
-            .iter()
-            .map(|r| clean_cow(&r.caller))
-            .collect::<Vec<_>>()),
+        p(rows.iter().map(|r| clean(&r.caller)).collect::<Vec<_>>()),
         p(rows
             .iter()
             .map(|r| r.run.as_deref().map(clean))
@@ -382,24 +375,18 @@ fn audit_params<'a>(rows: impl Iterator<Item = &'a AuditRow>) -> Vec<Param> {
             .iter()
             .map(|r| r.requested_by.map(to_sql))
             .collect::<Vec<_>>()),
-        p(rows.iter().map(|r| clean_cow(&r.tool)).collect::<Vec<_>>()),
+        p(rows.iter().map(|r| clean(&r.tool)).collect::<Vec<_>>()),
         p(rows.iter().map(|r| sessions(r)).collect::<Vec<_>>()),
         p(rows.iter().map(|r| json(&r.input)).collect::<Vec<_>>()),
+        p(rows.iter().map(|r| clean(&r.decision)).collect::<Vec<_>>()),
         p(rows
             .iter()
-            .map(|r| clean_cow(&r.decision))
+            .map(|r| r.decided_by.as_deref().map(clean))
             .collect::<Vec<_>>()),
+        p(rows.iter().map(|r| clean(&r.outcome)).collect::<Vec<_>>()),
         p(rows
             .iter()
-            .map(|r| r.decided_by.as_ref().map(clean_cow))
-            .collect::<Vec<_>>()),
-        p(rows
-            .iter()
-            .map(|r| clean_cow(&r.outcome))
-            .collect::<Vec<_>>()),
-        p(rows
-            .iter()
-            .map(|r| r.code.as_ref().map(clean_cow))
+            .map(|r| r.code.as_deref().map(clean))
             .collect::<Vec<_>>()),
         p(rows.iter().map(|r| ms(r.duration_ms)).collect::<Vec<_>>()),
     ]
@@ -567,7 +554,7 @@ fn run(run: &[Write], out: &mut Vec<Stmt>) {
                         .iter()
                         .map(|w| w.finished_ms.map(ms))
                         .collect::<Vec<_>>()),
-                    p(workflows.iter().map(|w| json(w)).collect::<Vec<_>>()),
+                    p(workflows.iter().map(json).collect::<Vec<_>>()),
                 ],
             ));
         }

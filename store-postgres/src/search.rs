@@ -68,13 +68,13 @@ pub(crate) fn document(text: &str, content: &str) -> String {
             }
             let at = position;
             match lexemes.get_mut(&lexeme) {
-                Some(positions) => {
+                Some(positions)
                     if positions.len() < MAX_POSITIONS_PER_LEXEME
-                        && positions.last().is_none_or(|(p, _)| *p < at)
-                    {
-                        positions.push((at, weight));
-                    }
+                        && positions.last().is_none_or(|(p, _)| *p < at) =>
+                {
+                    positions.push((at, weight));
                 }
+                Some(_) => {}
                 None if bytes + lexeme.len() <= MAX_DOCUMENT_BYTES => {
                     bytes += lexeme.len();
                     lexemes.insert(lexeme, vec![(at, weight)]);

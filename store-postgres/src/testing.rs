@@ -269,7 +269,10 @@ impl PgCluster {
                 what: "starting the watchdog".into(),
                 detail: err.to_string(),
             })?;
-        *self.watchdog.lock().unwrap_or_else(|e| e.into_inner()) = Some(child);
+        *self
+            .watchdog
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(child);
         Ok(())
     }
 
@@ -334,7 +337,10 @@ impl PgCluster {
             });
         }
         let name = format!("t{}", self.next_db.fetch_add(1, Ordering::Relaxed));
-        let _one_at_a_time = self.create.lock().unwrap_or_else(|e| e.into_inner());
+        let _one_at_a_time = self
+            .create
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut last = None;
         for _ in 0..20 {
             match run(
@@ -410,7 +416,7 @@ impl Drop for PgCluster {
         let child = self
             .watchdog
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         if let Some(mut child) = child {
             if let Some(mut stdin) = child.stdin.take() {

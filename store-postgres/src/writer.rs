@@ -220,7 +220,10 @@ impl Writer {
     /// Queues a write. While the queue is full it waits for room as long as PostgreSQL is
     /// reachable; when it is not, the write is refused at once (`Unavailable`).
     pub(crate) fn send(&self, shared: &Shared, write: Write) -> Result<(), StoreError> {
-        let _order = self.order.lock().unwrap_or_else(|e| e.into_inner());
+        let _order = self
+            .order
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match self
             .queue
             .send_while(Command::Write(write), || *shared.reachable.borrow())
@@ -270,12 +273,14 @@ impl Writer {
         } else {
             Err("the write queue stayed full while PostgreSQL was away".to_owned())
         };
-        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let thread = self
+            .thread
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
         if let Some(thread) = thread {
-            if result.is_ok() || thread.is_finished() {
-                if thread.join().is_err() {
-                    error!("the PostgreSQL store's writer thread panicked");
-                }
+            if (result.is_ok() || thread.is_finished()) && thread.join().is_err() {
+                error!("the PostgreSQL store's writer thread panicked");
             }
             // Otherwise it is left to finish on its own: closing never waits without bound.
         }

@@ -316,7 +316,7 @@ fn merge<T: PartialEq, K: Ord + Clone>(
             tally.written += 1;
             since_flush += 1;
         }
-        if tally.done % PAGE as u64 == 0 {
+        if tally.done.is_multiple_of(PAGE as u64) {
             if since_flush > 0 {
                 block_on(to.flush()).map_err(target(tally.kind.name()))?;
                 since_flush = 0;
@@ -468,7 +468,11 @@ pub fn copy_all(
                     |a| {
                         // One pending in the target but settled in the source is settled the same
                         // way; a save would not change it.
-                        if kept.get(a.id()).is_some_and(|k| k.is_pending()) && !a.is_pending() {
+                        if kept
+                            .get(a.id())
+                            .is_some_and(switchboard_records::Approval::is_pending)
+                            && !a.is_pending()
+                        {
                             settle.push(a);
                             Ok(())
                         } else {
