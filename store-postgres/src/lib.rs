@@ -720,7 +720,8 @@ impl SearchStore for PgBackend {
             let channels: Vec<i64> = query.channels.iter().map(|c| to_sql(*c)).collect();
             let stmts = [
                 Stmt::new(
-                    "SELECT set_config('statement_timeout', $1, true)",
+                    "SELECT set_config('statement_timeout', $1, true),
+                            set_config('plan_cache_mode', 'force_custom_plan', true)",
                     vec![p(budget_ms.to_string())],
                 ),
                 Stmt::new(
@@ -728,8 +729,8 @@ impl SearchStore for PgBackend {
                     vec![
                         p(expression),
                         p(channels),
-                        p(query.before.map_or(i64::MAX, to_sql)),
-                        p(query.after.map_or(i64::MIN, to_sql)),
+                        p(query.before.map(to_sql)),
+                        p(query.after.map(to_sql)),
                         p(query.author.map(to_sql)),
                         p(search::ranked_candidates()),
                         p(i64::try_from(query.limit).unwrap_or(i64::MAX)),

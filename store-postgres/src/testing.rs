@@ -144,6 +144,8 @@ pub struct PgCluster {
     owner: Option<(u32, u32)>,
     watchdog: Mutex<Option<Child>>,
     template: OnceLock<Result<(), String>>,
+    /// The server's options (`pg_ctl -o`), kept for a start after a stop.
+    server_options: String,
     /// Serializes `CREATE DATABASE ... TEMPLATE` (PostgreSQL refuses one while the template is
     /// in use).
     create: Mutex<()>,
@@ -151,8 +153,19 @@ pub struct PgCluster {
 }
 
 impl PgCluster {
-    /// Makes and starts a cluster (about a second: `initdb` and a start).
+    /// Makes and starts a cluster for tests (about a second: `initdb` and a start), with
+    /// `fsync=off`.
     pub fn start() -> Result<PgCluster, HarnessError> {
+        PgCluster::start_with(false)
+    }
+
+    /// Makes and starts a cluster that syncs to disk as a production one does (`fsync` and
+    /// `full_page_writes` on): for benchmarks set beside SQLite.
+    pub fn start_durable() -> Result<PgCluster, HarnessError> {
+        PgCluster::start_with(true)
+    }
+
+    fn start_with(durable: bool) -> Result<PgCluster, HarnessError> {
         let bin = bin_dir()?;
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
@@ -173,12 +186,19 @@ impl PgCluster {
         } else {
             None
         };
+        let sync = if durable { "on" } else { "off" };
+        let server_options = format!(
+            "-k {} -c listen_addresses='' -c fsync={sync} -c full_page_writes={sync} \
+             -c synchronous_commit=on -c max_connections=200",
+            dir.display()
+        );
         let cluster = PgCluster {
             dir,
             bin,
             owner,
             watchdog: Mutex::new(None),
             template: OnceLock::new(),
+            server_options,
             create: Mutex::new(()),
             next_db: AtomicU64::new(0),
         };
@@ -193,21 +213,7 @@ impl PgCluster {
             "initdb",
         )?;
         cluster.arm_watchdog()?;
-        let options = format!(
-            "-k {} -c listen_addresses='' -c fsync=off -c full_page_writes=off \
-             -c synchronous_commit=on -c max_connections=200",
-            cluster.dir.display()
-        );
-        run(
-            cluster
-                .server_tool("pg_ctl")
-                .arg("-D")
-                .arg(&data)
-                .arg("-l")
-                .arg(cluster.dir.join("pg.log"))
-                .args(["-w", "-t", PG_CTL_WAIT_S, "-o", &options, "start"]),
-            "pg_ctl start",
-        )?;
+        cluster.start_again()?;
         Ok(cluster)
     }
 
@@ -392,18 +398,20 @@ impl PgCluster {
 
     /// Starts a stopped server again with the options it had.
     pub fn start_again(&self) -> Result<(), HarnessError> {
-        let options = format!(
-            "-k {} -c listen_addresses='' -c fsync=off -c full_page_writes=off \
-             -c synchronous_commit=on -c max_connections=200",
-            self.dir.display()
-        );
         run(
             self.server_tool("pg_ctl")
                 .arg("-D")
                 .arg(self.data())
                 .arg("-l")
                 .arg(self.dir.join("pg.log"))
-                .args(["-w", "-t", PG_CTL_WAIT_S, "-o", &options, "start"]),
+                .args([
+                    "-w",
+                    "-t",
+                    PG_CTL_WAIT_S,
+                    "-o",
+                    &self.server_options,
+                    "start",
+                ]),
             "pg_ctl start",
         )
         .map(drop)

@@ -29,10 +29,9 @@ use switchboard_store_sqlite::{SqliteBackend, SqliteOptions};
 mod support;
 use support::rss_bytes;
 
-const CHANNELS: u64 = 100;
-const BASE_ID: u64 = 1_300_000_000_000_000_000;
-const CHANNEL_BASE: u64 = 1_100_000_000_000_000_000;
-const USER_BASE: u64 = 1_200_000_000_000_000_000;
+use switchboard_store::corpus::{
+    median, percentile, query, Rng, BASE_ID, CHANNELS, CHANNEL_BASE, KINDS, USER_BASE,
+};
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -43,11 +42,6 @@ fn env(name: &str, default: u64) -> u64 {
 
 fn rounds() -> usize {
     env("COMPARE_ROUNDS", 5) as usize
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
 
 struct TempDir(PathBuf);
@@ -332,116 +326,6 @@ fn store_bench() {
     );
 }
 
-/// Search: the generator of `bot/benches/search.rs`.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn rank(&mut self) -> usize {
-        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
-        (5_000.0 * u * u * u) as usize
-    }
-}
-
-fn word(rank: usize) -> String {
-    const SYLLABLES: [&str; 20] = [
-        "ka", "lo", "mi", "ne", "ru", "sa", "te", "vo", "zi", "pa", "de", "fo", "gu", "ha", "ji",
-        "bo", "ce", "wu", "xi", "yo",
-    ];
-    let mut n = rank;
-    let mut out = String::new();
-    for _ in 0..2 {
-        out.push_str(SYLLABLES[n % 20]);
-        n /= 20;
-    }
-    out.push_str(SYLLABLES[n % 20]);
-    n /= 20;
-    if n > 0 || rank.is_multiple_of(3) {
-        out.push_str(SYLLABLES[n % 20]);
-    }
-    out
-}
-
-fn search_message(n: u64, rng: &mut Rng) -> Message {
-    let words = 6 + rng.below(13);
-    let mut text: Vec<String> = (0..words).map(|_| word(rng.rank())).collect();
-    let mut content = text.clone();
-    if n.is_multiple_of(10) {
-        let user = rng.below(50);
-        content.insert(0, format!("<@{}>", USER_BASE + user));
-        text.insert(0, format!("@user{user:02}"));
-    }
-    Message {
-        id: Snowflake(BASE_ID + n),
-        channel_id: Snowflake(CHANNEL_BASE + n % CHANNELS),
-        author_id: Snowflake(USER_BASE + rng.below(50)),
-        author_is_bot: false,
-        content: content.join(" "),
-        text: text.join(" "),
-        timestamp: "2026-11-22T12:00:00.000000+00:00".into(),
-        edited_timestamp: None,
-        reply_to: None,
-        attachments: Vec::new(),
-        reactions: Vec::new(),
-    }
-}
-
-const KINDS: [&str; 6] = [
-    "rare word",
-    "common word",
-    "two words",
-    "phrase",
-    "prefix",
-    "@mention",
-];
-
-fn query(kind: usize, rng: &mut Rng) -> Vec<SearchTerm> {
-    let words = |text: &str, prefix: bool| SearchMatch::Words {
-        text: text.to_owned(),
-        prefix,
-    };
-    let term = |any_of: Vec<SearchMatch>| SearchTerm { any_of };
-    match kind {
-        0 => vec![term(vec![words(
-            &word(1_000 + rng.below(4_000) as usize),
-            false,
-        )])],
-        1 => vec![term(vec![words(&word(rng.below(50) as usize), false)])],
-        2 => vec![
-            term(vec![words(&word(rng.rank()), false)]),
-            term(vec![words(&word(rng.rank()), false)]),
-        ],
-        3 => vec![term(vec![words(
-            &format!("{} {}", word(rng.rank()), word(rng.rank())),
-            false,
-        )])],
-        4 => vec![term(vec![words(
-            &word(100 + rng.below(900) as usize)
-                .chars()
-                .take(4)
-                .collect::<String>(),
-            true,
-        )])],
-        _ => {
-            let user = rng.below(50);
-            vec![term(vec![
-                words(&format!("user{user:02}"), false),
-                SearchMatch::Mentions(entity::Mention::User(Snowflake(USER_BASE + user))),
-            ])]
-        }
-    }
-}
-
 fn old_terms(terms: &[SearchTerm]) -> Vec<toolserver::surface::SearchTerm> {
     terms
         .iter()
@@ -463,13 +347,6 @@ fn old_terms(terms: &[SearchTerm]) -> Vec<toolserver::surface::SearchTerm> {
         .collect()
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    sorted[(((sorted.len() as f64 - 1.0) * p).round() as usize).min(sorted.len() - 1)]
-}
-
 fn search() {
     let count = env("SEARCH_BENCH_MESSAGES", 200_000);
     let queries = env("SEARCH_BENCH_QUERIES", 1_200) as usize;
@@ -479,7 +356,9 @@ fn search() {
     let new_store = new(&dir.file("new.db"), per_channel);
     println!("## search: {count} messages over {CHANNELS} channels, {queries} queries per side, alternating");
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let messages: Vec<Message> = (0..count).map(|n| search_message(n, &mut rng)).collect();
+    let messages: Vec<Message> = (0..count)
+        .map(|n| switchboard_store::corpus::message(n, &mut rng))
+        .collect();
     let started = Instant::now();
     for m in messages.iter().cloned().map(to_old) {
         old_store.insert_message(m);

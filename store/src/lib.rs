@@ -20,6 +20,8 @@ mod cache;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod copy;
+#[cfg(feature = "conformance")]
+pub mod corpus;
 mod error;
 pub mod feed;
 mod memory;
