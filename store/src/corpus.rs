@@ -28,7 +28,7 @@ pub struct Rng(pub u64);
 
 impl Rng {
     /// The next number.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -37,12 +37,12 @@ impl Rng {
 
     /// A number below `n`.
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.next_u64() % n
     }
 
     /// A word rank, small ones far more often.
     pub fn rank(&mut self) -> usize {
-        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        let u = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         (5_000.0 * u * u * u) as usize
     }
 }
