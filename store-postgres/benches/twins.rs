@@ -168,7 +168,7 @@ fn search(cluster: &PgCluster) {
         load_average()
     );
     let mut backends = Vec::new();
-    for side in 0..2 {
+    for (side, name) in SIDES.iter().enumerate() {
         let backend = open(side, &dir, cluster, keep);
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         let started = Instant::now();
@@ -179,8 +179,7 @@ fn search(cluster: &PgCluster) {
         }
         block_on(backend.flush()).expect("flush");
         println!(
-            "{}: wrote {count} messages with the search index in {:.0} s ({:.0} msg/s)",
-            SIDES[side],
+            "{name}: wrote {count} messages with the search index in {:.0} s ({:.0} msg/s)",
             started.elapsed().as_secs_f64(),
             count as f64 / started.elapsed().as_secs_f64()
         );
