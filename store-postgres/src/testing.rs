@@ -2,9 +2,10 @@
 //! directory and a Unix socket in a temp dir, one database per test made from a migrated
 //! template so a test starts in about a tenth of a second.
 //!
-//! - The server runs with `fsync=off` and `full_page_writes=off` (a test's data need not
-//!   survive a power cut) but `synchronous_commit` stays on, so a killed server keeps every
-//!   acknowledged commit — what the crash tests rely on.
+//! - [`PgCluster::start`] runs the server with `fsync=off` and `full_page_writes=off` (a
+//!   test's data need not survive a power cut) but `synchronous_commit` on, so a killed server
+//!   keeps every acknowledged commit — what the crash tests rely on.
+//!   [`PgCluster::start_durable`] syncs as a production server does (for benchmarks).
 //! - `listen_addresses=''`: no TCP port at all, so parallel test binaries never race for one.
 //! - `initdb` and `pg_ctl` refuse to run as root; as root they run as the `postgres` user (the
 //!   Debian package makes it), which owns the temp dir.

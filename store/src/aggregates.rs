@@ -6,7 +6,9 @@
 //! - **Writes** (`upsert_session`, `save_message`, `record`, ...) return at once: the backend
 //!   queues them and commits in batches, so no caller waits on the disk per change. They may
 //!   wait while the backend's write queue is full (a bound, not a drop: nothing is lost). An
-//!   `Err` means the change was not even queued (the store is closed). [`Backend::flush`]
+//!   `Err` means the change was not even queued: the store is closed (`Closed`), or a shared
+//!   backend cannot reach its database and its queue is full (`Unavailable`: it refuses rather
+//!   than block its caller for as long as the database is away). [`Backend::flush`]
 //!   resolves once everything queued before it is durable, or says why not.
 //! - **Reads** return a [`StoreFuture`] that sees every write queued before the call (read
 //!   your writes).
