@@ -134,6 +134,66 @@ pub fn page<'a>(
     }
 }
 
+/// Builds one page from rows read newest first by a query that applied every condition of the
+/// filter but the tool glob: the glob is matched here (with the rules' own function), over at
+/// most `max_scanned` rows, so a filter that matches little cannot hold a store long — past that
+/// the page ends early with a cursor to go on from.
+#[derive(Debug)]
+pub struct Pager<'f> {
+    filter: &'f AuditFilter,
+    limit: usize,
+    max_scanned: usize,
+    scanned: usize,
+    page: Vec<AuditEntry>,
+}
+
+impl<'f> Pager<'f> {
+    /// A pager for `filter`, giving up after `max_scanned` rows.
+    pub fn new(filter: &'f AuditFilter, max_scanned: usize) -> Pager<'f> {
+        Pager {
+            filter,
+            limit: filter.page_size(),
+            max_scanned: max_scanned.max(1),
+            scanned: 0,
+            page: Vec::new(),
+        }
+    }
+
+    /// Takes the next row read; the page once it is complete (stop reading then).
+    pub fn push(&mut self, entry: AuditEntry) -> Option<AuditPage> {
+        self.scanned += 1;
+        let id = entry.id;
+        let tool_matches = self
+            .filter
+            .tool
+            .as_deref()
+            .is_none_or(|glob| glob_matches(glob, &entry.row.tool));
+        if tool_matches {
+            if self.page.len() == self.limit {
+                // One more match exists: the page is full and continues after its last row.
+                let next_cursor = self.page.last().map(|entry| entry.id);
+                return Some(AuditPage {
+                    rows: std::mem::take(&mut self.page),
+                    next_cursor,
+                });
+            }
+            self.page.push(entry);
+        }
+        (self.scanned >= self.max_scanned).then(|| AuditPage {
+            rows: std::mem::take(&mut self.page),
+            next_cursor: Some(id),
+        })
+    }
+
+    /// The page when the rows ran out.
+    pub fn finish(self) -> AuditPage {
+        AuditPage {
+            rows: self.page,
+            next_cursor: None,
+        }
+    }
+}
+
 /// Whether a callable glob (`surface.*`, `*.send`, an exact id) matches `text`: `*` matches any
 /// run of characters, everything else itself.
 pub fn glob_matches(pattern: &str, text: &str) -> bool {

@@ -1037,14 +1037,14 @@ impl AuditStore for PgBackend {
     }
 }
 
-/// One page of the audit log, newest first: every condition but the tool glob in SQL, the glob
-/// matched here (the rules' own function) over at most [`MAX_ROWS_SCANNED`] rows.
+/// One page of the audit log, newest first: every condition but the tool glob in SQL, the rest
+/// by the records' [`Pager`](switchboard_records::audit::Pager) over at most
+/// [`MAX_ROWS_SCANNED`] rows.
 async fn audit_page(
     client: &deadpool_postgres::Object,
     filter: &AuditFilter,
 ) -> Result<AuditPage, tokio_postgres::Error> {
     use futures_util::StreamExt;
-    let limit = filter.page_size();
     let mut sql = String::from(concat!(
         "SELECT ",
         rows::audit_columns!(),
@@ -1088,37 +1088,13 @@ async fn audit_page(
         )
         .await?;
     futures_util::pin_mut!(stream);
-    let mut page: Vec<AuditEntry> = Vec::new();
-    let mut scanned = 0;
+    let mut pager = switchboard_records::audit::Pager::new(filter, MAX_ROWS_SCANNED);
     while let Some(row) = stream.next().await {
-        let entry = rows::audit_from_row(&row?);
-        scanned += 1;
-        let entry_id = entry.id;
-        let tool_matches = filter
-            .tool
-            .as_deref()
-            .is_none_or(|glob| switchboard_records::glob_matches(glob, &entry.row.tool));
-        if tool_matches {
-            if page.len() == limit {
-                let next_cursor = page.last().map(|entry| entry.id);
-                return Ok(AuditPage {
-                    rows: page,
-                    next_cursor,
-                });
-            }
-            page.push(entry);
-        }
-        if scanned >= MAX_ROWS_SCANNED {
-            return Ok(AuditPage {
-                rows: page,
-                next_cursor: Some(entry_id),
-            });
+        if let Some(page) = pager.push(rows::audit_from_row(&row?)) {
+            return Ok(page);
         }
     }
-    Ok(AuditPage {
-        rows: page,
-        next_cursor: None,
-    })
+    Ok(pager.finish())
 }
 
 impl ScopeStore for PgBackend {
@@ -1389,7 +1365,8 @@ impl Backend for PgBackend {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         if let Some(runtime) = runtime {
-            runtime.shutdown_timeout(Duration::from_secs(1));
+            // Not a blocking shutdown: close may be called from inside another runtime.
+            runtime.shutdown_background();
         }
         ready(result)
     }

@@ -235,6 +235,7 @@ fn kind(write: &Write) -> u8 {
         Write::ImportAudit(_) => 13,
         Write::SessionScope(..) => 14,
         Write::SaveApproval(_) => 15,
+        Write::ClaimTrigger(_) | Write::PruneClaims(_) => 16,
     }
 }
 
@@ -595,6 +596,8 @@ fn run(run: &[Write], out: &mut Vec<Stmt>) {
                 ));
             }
         }
+        // Decided in the database (`claim_trigger`), never queued.
+        Write::ClaimTrigger(_) | Write::PruneClaims(_) => {}
         Write::SaveApproval(_) => {
             let approvals = last_by_key(each!(run, Write::SaveApproval(a) => &**a), |a| {
                 a.id().to_owned()

@@ -24,9 +24,7 @@ use std::time::{Duration, Instant};
 
 use deadpool_postgres::Pool;
 use entity::Snowflake;
-use switchboard_records::{
-    Approval, AuditEntry, AuditRow, Gap, Message, Role, Session, ThreadState, User, Workflow,
-};
+use switchboard_records::Message;
 use switchboard_store::feed::{Changed, FeedSender, Origin};
 use switchboard_store::queue::{bounded, BoundedReceiver, BoundedSender, QueueStats, Refused};
 use switchboard_store::StoreError;
@@ -49,97 +47,9 @@ const EXPIRY_INTERVAL: Duration = Duration::from_secs(3600);
 /// The longest pause between two tries of a batch while PostgreSQL is away.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
-/// One durable write, queued by a backend method.
-#[derive(Debug)]
-pub(crate) enum Write {
-    UpsertSession(Session),
-    RemoveSession(Snowflake),
-    SaveThread(Snowflake, ThreadState),
-    UpsertUser(User),
-    UpsertRole(Role),
-    RemoveRole(Snowflake),
-    SaveMessage(Box<Message>),
-    DeleteMessages {
-        channel_id: Snowflake,
-        ids: Vec<Snowflake>,
-    },
-    ForgetChannel(Snowflake),
-    OpenGap(Gap),
-    CloseGap(Snowflake),
-    SaveWorkflow(Box<Workflow>),
-    Audit(Box<AuditRow>),
-    ImportAudit(Vec<AuditEntry>),
-    SessionScope(Snowflake, Option<Vec<String>>),
-    SaveApproval(Box<Approval>),
-}
-
-impl Write {
-    /// What the write does, for error logs.
-    pub(crate) fn describe(&self) -> String {
-        match self {
-            Write::UpsertSession(s) => format!("store session {}", s.id),
-            Write::RemoveSession(id) => format!("remove session {id}"),
-            Write::SaveThread(id, _) => format!("store the state of thread {id}"),
-            Write::UpsertUser(user) => format!("store user {}", user.id),
-            Write::UpsertRole(role) => format!("store role {}", role.id),
-            Write::RemoveRole(id) => format!("remove role {id}"),
-            Write::SaveMessage(m) => format!("store message {} in channel {}", m.id, m.channel_id),
-            Write::DeleteMessages { channel_id, ids } => format!(
-                "mark {} message(s) deleted in channel {channel_id}",
-                ids.len()
-            ),
-            Write::ForgetChannel(id) => format!("forget the messages of channel {id}"),
-            Write::OpenGap(gap) => format!(
-                "record a backfill gap after {} in channel {}",
-                gap.after, gap.channel_id
-            ),
-            Write::CloseGap(id) => format!("close the backfill gap of channel {id}"),
-            Write::SaveWorkflow(w) => format!("store workflow {}", w.workflow_id),
-            Write::Audit(row) => format!("record an audit row for {}", row.tool),
-            Write::ImportAudit(rows) => format!("import {} audit row(s)", rows.len()),
-            Write::SessionScope(session, _) => {
-                format!("keep the /tools scope of session {session}")
-            }
-            Write::SaveApproval(a) => format!("keep approval {}", a.card.id),
-        }
-    }
-
-    /// The channel whose retention this write may affect.
-    fn channel(&self) -> Option<Snowflake> {
-        match self {
-            Write::SaveMessage(m) => Some(m.channel_id),
-            Write::DeleteMessages { channel_id, .. } => Some(*channel_id),
-            _ => None,
-        }
-    }
-
-    /// What the feed reports once it is committed.
-    pub(crate) fn changed(&self) -> Option<Changed> {
-        Some(match self {
-            Write::UpsertSession(s) => Changed::Session(s.id),
-            Write::RemoveSession(id) => Changed::SessionRemoved(*id),
-            Write::SaveThread(id, _) => Changed::Thread(*id),
-            Write::UpsertUser(user) => Changed::User(user.id),
-            Write::UpsertRole(role) => Changed::Role(role.id),
-            Write::RemoveRole(id) => Changed::RoleRemoved(*id),
-            Write::SaveMessage(m) => Changed::Message {
-                channel_id: m.channel_id,
-                id: m.id,
-            },
-            Write::DeleteMessages { channel_id, ids } => Changed::MessagesDeleted {
-                channel_id: *channel_id,
-                ids: ids.clone(),
-            },
-            Write::ForgetChannel(id) => Changed::ChannelForgotten(*id),
-            Write::OpenGap(gap) => Changed::Gap(gap.channel_id),
-            Write::CloseGap(id) => Changed::Gap(*id),
-            Write::SaveWorkflow(w) => Changed::Workflow(w.workflow_id.clone()),
-            Write::SessionScope(session, _) => Changed::Scope(*session),
-            Write::SaveApproval(a) => Changed::Approval(a.card.id.clone()),
-            Write::Audit(_) | Write::ImportAudit(_) => return None,
-        })
-    }
-}
+/// One durable write, queued by a backend method. (Claims are decided in the database, so
+/// `ClaimTrigger` and `PruneClaims` are never queued here.)
+pub(crate) type Write = switchboard_store::write::Write<Box<Message>>;
 
 /// The answer to a flush: the first write failure since the previous answer.
 type Reply = oneshot::Sender<Result<(), String>>;

@@ -10,10 +10,11 @@ use entity::Snowflake;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::Value;
 use switchboard_records::approval::SETTLED_APPROVALS_KEPT_MS;
+use switchboard_records::audit::Pager;
 use switchboard_records::workflow::FINISHED_WORKFLOWS_KEPT_MS;
 use switchboard_records::{
-    glob_matches, Approval, ApprovalCard, AuditEntry, AuditFilter, AuditPage, AuditRow,
-    IdempotencyKey, IdempotencyRequest, KeptKey, SessionScope, Settlement, StoredAnswer, Workflow,
+    Approval, ApprovalCard, AuditEntry, AuditFilter, AuditPage, AuditRow, IdempotencyKey,
+    IdempotencyRequest, KeptKey, SessionScope, Settlement, StoredAnswer, Workflow,
 };
 use switchboard_store::{Decided, Reserved};
 use tracing::warn;
@@ -459,7 +460,6 @@ fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<AuditEntry> {
 /// glob is matched here with the same function the rules use, over at most
 /// [`MAX_ROWS_SCANNED`] rows (past that the page ends early, with a cursor to go on from).
 pub(crate) fn query(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<AuditPage> {
-    let limit = filter.page_size();
     let mut sql = String::from(
         "SELECT id, time_ms, caller, run, requested_by, tool, sessions, input, decision,
                 decided_by, outcome, code, duration_ms
@@ -499,36 +499,11 @@ pub(crate) fn query(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result
     sql.push_str(" ORDER BY id DESC");
     let mut stmt = conn.prepare(&sql)?;
     let mut rows = stmt.query(rusqlite::params_from_iter(values))?;
-    let mut page = Vec::new();
-    let mut scanned = 0;
+    let mut pager = Pager::new(filter, MAX_ROWS_SCANNED);
     while let Some(row) = rows.next()? {
-        scanned += 1;
-        let entry = entry_from_row(row)?;
-        let entry_id = entry.id;
-        let tool_matches = filter
-            .tool
-            .as_deref()
-            .is_none_or(|glob| glob_matches(glob, &entry.row.tool));
-        if tool_matches {
-            if page.len() == limit {
-                // One more match exists: the page is full and continues after its last row.
-                let next_cursor = page.last().map(|entry: &AuditEntry| entry.id);
-                return Ok(AuditPage {
-                    rows: page,
-                    next_cursor,
-                });
-            }
-            page.push(entry);
-        }
-        if scanned >= MAX_ROWS_SCANNED {
-            return Ok(AuditPage {
-                rows: page,
-                next_cursor: Some(entry_id),
-            });
+        if let Some(page) = pager.push(entry_from_row(row)?) {
+            return Ok(page);
         }
     }
-    Ok(AuditPage {
-        rows: page,
-        next_cursor: None,
-    })
+    Ok(pager.finish())
 }

@@ -15,11 +15,8 @@ use std::time::{Duration, Instant};
 
 use entity::Snowflake;
 use rusqlite::Connection;
-use switchboard_records::{
-    Approval, AuditEntry, AuditRow, Gap, Message, Role, Session, ThreadState, TriggerClaim, User,
-    Workflow,
-};
-use switchboard_store::feed::{Changed, FeedSender};
+use switchboard_records::Message;
+use switchboard_store::feed::FeedSender;
 use switchboard_store::queue::{bounded, BoundedReceiver, BoundedSender, QueueStats};
 use switchboard_store::StoreError;
 use tokio::sync::oneshot;
@@ -125,107 +122,15 @@ impl QueuedMessage {
 }
 
 /// One durable write, queued by a backend method.
-#[derive(Debug)]
-pub(crate) enum Write {
-    UpsertSession(Session),
-    RemoveSession(Snowflake),
-    SaveThread(Snowflake, ThreadState),
-    UpsertUser(User),
-    UpsertRole(Role),
-    RemoveRole(Snowflake),
-    SaveMessage(QueuedMessage),
-    DeleteMessages {
-        channel_id: Snowflake,
-        ids: Vec<Snowflake>,
-    },
-    ForgetChannel(Snowflake),
-    OpenGap(Gap),
-    CloseGap(Snowflake),
-    ClaimTrigger(TriggerClaim),
-    /// Forget claims whose message id is below this (older than claims are kept).
-    PruneClaims(Snowflake),
-    SaveWorkflow(Box<Workflow>),
-    Audit(Box<AuditRow>),
-    /// Audit rows under the ids they had in another store (a copy).
-    ImportAudit(Vec<AuditEntry>),
-    SessionScope(Snowflake, Option<Vec<String>>),
-    SaveApproval(Box<Approval>),
-}
+pub(crate) type Write = switchboard_store::write::Write<QueuedMessage>;
 
-impl Write {
-    /// What the write does, for error logs.
-    pub(crate) fn describe(&self) -> String {
-        match self {
-            Write::UpsertSession(s) => format!("store session {}", s.id),
-            Write::RemoveSession(id) => format!("remove session {id}"),
-            Write::SaveThread(id, _) => format!("store the state of thread {id}"),
-            Write::UpsertUser(user) => format!("store user {}", user.id),
-            Write::UpsertRole(role) => format!("store role {}", role.id),
-            Write::RemoveRole(id) => format!("remove role {id}"),
-            Write::SaveMessage(m) => format!("store message {} in channel {}", m.id, m.channel_id),
-            Write::DeleteMessages { channel_id, ids } => {
-                format!(
-                    "mark {} message(s) deleted in channel {channel_id}",
-                    ids.len()
-                )
-            }
-            Write::ForgetChannel(id) => format!("forget the messages of channel {id}"),
-            Write::OpenGap(gap) => format!(
-                "record a backfill gap after {} in channel {}",
-                gap.after, gap.channel_id
-            ),
-            Write::CloseGap(id) => format!("close the backfill gap of channel {id}"),
-            Write::ClaimTrigger(claim) => {
-                format!("record message {} as answered", claim.message_id)
-            }
-            Write::PruneClaims(below) => {
-                format!("forget answered triggers older than message {below}")
-            }
-            Write::SaveWorkflow(w) => format!("store workflow {}", w.workflow_id),
-            Write::Audit(row) => format!("record an audit row for {}", row.tool),
-            Write::ImportAudit(rows) => format!("import {} audit row(s)", rows.len()),
-            Write::SessionScope(session, _) => {
-                format!("keep the /tools scope of session {session}")
-            }
-            Write::SaveApproval(a) => format!("keep approval {}", a.card.id),
-        }
+impl switchboard_store::write::QueuedMessage for QueuedMessage {
+    fn id(&self) -> Snowflake {
+        self.id
     }
 
-    /// The channel whose retention this write may affect.
-    fn channel(&self) -> Option<Snowflake> {
-        match self {
-            Write::SaveMessage(m) => Some(m.channel_id),
-            Write::DeleteMessages { channel_id, .. } => Some(*channel_id),
-            _ => None,
-        }
-    }
-
-    /// What the feed reports once it is committed.
-    fn changed(&self) -> Option<Changed> {
-        Some(match self {
-            Write::UpsertSession(s) => Changed::Session(s.id),
-            Write::RemoveSession(id) => Changed::SessionRemoved(*id),
-            Write::SaveThread(id, _) => Changed::Thread(*id),
-            Write::UpsertUser(user) => Changed::User(user.id),
-            Write::UpsertRole(role) => Changed::Role(role.id),
-            Write::RemoveRole(id) => Changed::RoleRemoved(*id),
-            Write::SaveMessage(m) => Changed::Message {
-                channel_id: m.channel_id,
-                id: m.id,
-            },
-            Write::DeleteMessages { channel_id, ids } => Changed::MessagesDeleted {
-                channel_id: *channel_id,
-                ids: ids.clone(),
-            },
-            Write::ForgetChannel(id) => Changed::ChannelForgotten(*id),
-            Write::OpenGap(gap) => Changed::Gap(gap.channel_id),
-            Write::CloseGap(id) => Changed::Gap(*id),
-            Write::ClaimTrigger(claim) => Changed::TriggerClaimed(claim.message_id),
-            Write::SaveWorkflow(w) => Changed::Workflow(w.workflow_id.clone()),
-            Write::SessionScope(session, _) => Changed::Scope(*session),
-            Write::SaveApproval(a) => Changed::Approval(a.card.id.clone()),
-            Write::PruneClaims(_) | Write::Audit(_) | Write::ImportAudit(_) => return None,
-        })
+    fn channel_id(&self) -> Snowflake {
+        self.channel_id
     }
 }
 

@@ -9,6 +9,7 @@
 //! - [`StoreError`]: the one error, with a [`StoreErrorKind`] to branch on.
 //! - [`StoreUrl`]: `store.url` parsed.
 //! - [`queue`]: the bounded write queue backends' writers use.
+//! - [`write`]: the writes a backend's writer queues (one enum for every backend).
 //! - [`copy`]: copying every kind of thing from one store into another (`store copy`).
 //! - `conformance` (feature `conformance`): the tests every backend runs.
 //!
@@ -28,6 +29,7 @@ mod memory;
 pub mod queue;
 pub mod scan;
 mod url;
+pub mod write;
 
 pub use aggregates::{
     ApprovalStore, AuditStore, Backend, Census, ChangeFeed, Claim, Decided, Durable,
