@@ -35,6 +35,29 @@ impl SessionKind {
         }
     }
 
+    /// The number stores keep the kind as (SQLite and PostgreSQL alike).
+    pub fn code(self) -> u8 {
+        match self {
+            SessionKind::Channel => 0,
+            SessionKind::Thread => 1,
+            SessionKind::Dm => 2,
+            SessionKind::Forum => 3,
+            SessionKind::Category => 4,
+        }
+    }
+
+    /// The kind a store's number stands for; `None` for a number no kind has.
+    pub fn from_code(code: i64) -> Option<SessionKind> {
+        Some(match code {
+            0 => SessionKind::Channel,
+            1 => SessionKind::Thread,
+            2 => SessionKind::Dm,
+            3 => SessionKind::Forum,
+            4 => SessionKind::Category,
+            _ => return None,
+        })
+    }
+
     /// Whether messages are posted in it (channels, threads, DMs; not forums or categories).
     pub fn holds_messages(self) -> bool {
         matches!(

@@ -46,28 +46,6 @@ pub(crate) fn clean(text: &str) -> String {
     }
 }
 
-/// The number a session kind is stored as (the SQLite backend's numbers).
-pub(crate) fn kind_code(kind: SessionKind) -> i16 {
-    match kind {
-        SessionKind::Channel => 0,
-        SessionKind::Thread => 1,
-        SessionKind::Dm => 2,
-        SessionKind::Forum => 3,
-        SessionKind::Category => 4,
-    }
-}
-
-pub(crate) fn kind_from_code(code: i16) -> Option<SessionKind> {
-    match code {
-        0 => Some(SessionKind::Channel),
-        1 => Some(SessionKind::Thread),
-        2 => Some(SessionKind::Dm),
-        3 => Some(SessionKind::Forum),
-        4 => Some(SessionKind::Category),
-        _ => None,
-    }
-}
-
 /// The columns a message is read with, in [`message_from_row`]'s order (a macro, so that
 /// statements stay `&'static str` with `concat!`).
 macro_rules! message_columns {
@@ -106,7 +84,7 @@ pub(crate) fn message_from_row(row: &Row) -> Message {
 pub(crate) fn session_from_row(row: &Row) -> Option<Session> {
     let id = from_sql(row.get(0));
     let code: i16 = row.get(3);
-    let Some(kind) = kind_from_code(code) else {
+    let Some(kind) = SessionKind::from_code(i64::from(code)) else {
         warn!(session = %id, kind = code, "skipping a stored session of unknown kind");
         return None;
     };
@@ -448,7 +426,7 @@ fn run(run: &[Write], out: &mut Vec<Stmt>) {
                         .collect::<Vec<_>>()),
                     p(sessions
                         .iter()
-                        .map(|s| kind_code(s.kind))
+                        .map(|s| i16::from(s.kind.code()))
                         .collect::<Vec<_>>()),
                     p(sessions.iter().map(|s| clean(&s.name)).collect::<Vec<_>>()),
                 ],

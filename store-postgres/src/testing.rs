@@ -365,57 +365,38 @@ impl PgCluster {
         Err(last.unwrap_or(HarnessError::NotInstalled))
     }
 
-    /// Crashes and restarts the server (`pg_ctl restart -m immediate`): clients lose their
-    /// connections; every acknowledged commit survives.
-    pub fn restart_immediate(&self) -> Result<(), HarnessError> {
+    /// Runs `pg_ctl` on this cluster's data dir (waiting at most [`PG_CTL_WAIT_S`]) with
+    /// `args`, logging to `pg.log`.
+    fn pg_ctl(&self, args: &[&str]) -> Result<(), HarnessError> {
+        let what = format!("pg_ctl {}", args.last().unwrap_or(&""));
         run(
             self.server_tool("pg_ctl")
                 .arg("-D")
                 .arg(self.data())
                 .arg("-l")
                 .arg(self.dir.join("pg.log"))
-                .args(["-w", "-t", PG_CTL_WAIT_S, "-m", "immediate", "restart"]),
-            "pg_ctl restart",
+                .args(["-w", "-t", PG_CTL_WAIT_S])
+                .args(args),
+            &what,
         )
         .map(drop)
+    }
+
+    /// Crashes and restarts the server (`pg_ctl restart -m immediate`): clients lose their
+    /// connections; every acknowledged commit survives.
+    pub fn restart_immediate(&self) -> Result<(), HarnessError> {
+        self.pg_ctl(&["-m", "immediate", "restart"])
     }
 
     /// Stops the server at once (`-m immediate`), leaving the dir; [`PgCluster::start_again`]
     /// brings it back.
     pub fn stop_immediate(&self) -> Result<(), HarnessError> {
-        run(
-            self.server_tool("pg_ctl").arg("-D").arg(self.data()).args([
-                "-w",
-                "-t",
-                PG_CTL_WAIT_S,
-                "-m",
-                "immediate",
-                "stop",
-            ]),
-            "pg_ctl stop",
-        )
-        .map(drop)
+        self.pg_ctl(&["-m", "immediate", "stop"])
     }
 
     /// Starts a stopped server again with the options it had.
     pub fn start_again(&self) -> Result<(), HarnessError> {
-        run(
-            self.server_tool("pg_ctl")
-                .arg("-D")
-                .arg(self.data())
-                .arg("-l")
-                .arg(self.dir.join("pg.log"))
-                .args([
-                    "-w",
-                    "-t",
-                    PG_CTL_WAIT_S,
-                    "-o",
-                    &self.server_options,
-                    "start",
-                ]),
-            "pg_ctl start",
-        )
-        .map(drop)
+        self.pg_ctl(&["-o", &self.server_options, "start"])
     }
 }
 

@@ -28,28 +28,6 @@ pub(crate) fn ms_to_sql(ms: u64) -> i64 {
     i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
-/// The number a session kind is stored as.
-pub(crate) fn kind_code(kind: SessionKind) -> i64 {
-    match kind {
-        SessionKind::Channel => 0,
-        SessionKind::Thread => 1,
-        SessionKind::Dm => 2,
-        SessionKind::Forum => 3,
-        SessionKind::Category => 4,
-    }
-}
-
-fn kind_from_code(code: i64) -> Option<SessionKind> {
-    match code {
-        0 => Some(SessionKind::Channel),
-        1 => Some(SessionKind::Thread),
-        2 => Some(SessionKind::Dm),
-        3 => Some(SessionKind::Forum),
-        4 => Some(SessionKind::Category),
-        _ => None,
-    }
-}
-
 /// An attachment as the `attachments` JSON column holds it (snake_case, as files have always
 /// been written; the wire shape is the record's camelCase).
 #[derive(Serialize, Deserialize)]
@@ -140,7 +118,7 @@ pub(crate) fn read_sessions(conn: &Connection, path: &str) -> rusqlite::Result<V
     let mut sessions = Vec::new();
     for row in rows {
         let (id, guild_id, parent_id, kind, name) = row?;
-        let Some(kind) = kind_from_code(kind) else {
+        let Some(kind) = SessionKind::from_code(kind) else {
             warn!(path, session = %id, kind, "skipping a stored session of unknown kind");
             continue;
         };
@@ -173,7 +151,7 @@ pub(crate) fn session(conn: &Connection, id: Snowflake) -> rusqlite::Result<Opti
         .query_row([to_sql(id)], session_row)
         .optional()?;
     Ok(row.and_then(|(id, guild_id, parent_id, kind, name)| {
-        kind_from_code(kind).map(|kind| Session {
+        SessionKind::from_code(kind).map(|kind| Session {
             id,
             guild_id,
             parent_id,
@@ -436,7 +414,7 @@ pub(crate) fn apply(
                 to_sql(s.id),
                 s.guild_id.map(to_sql),
                 s.parent_id.map(to_sql),
-                kind_code(s.kind),
+                i64::from(s.kind.code()),
                 s.name
             ])?;
         }
