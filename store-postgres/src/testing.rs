@@ -62,15 +62,22 @@ pub enum HarnessError {
 /// The directory holding PostgreSQL's server binaries: `SWITCHBOARD_PG_BIN`, else the newest
 /// `/usr/lib/postgresql/<version>/bin` with an `initdb`.
 pub fn bin_dir() -> Result<PathBuf, HarnessError> {
-    if let Some(dir) = std::env::var_os("SWITCHBOARD_PG_BIN") {
-        let dir = PathBuf::from(dir);
+    find_bin_dir(
+        std::env::var_os("SWITCHBOARD_PG_BIN").map(PathBuf::from),
+        Path::new("/usr/lib/postgresql"),
+    )
+}
+
+/// [`bin_dir`] with its inputs given: an override, and where Debian puts its versions.
+fn find_bin_dir(wanted: Option<PathBuf>, versions_root: &Path) -> Result<PathBuf, HarnessError> {
+    if let Some(dir) = wanted {
         return if dir.join("initdb").is_file() {
             Ok(dir)
         } else {
             Err(HarnessError::NotInstalled)
         };
     }
-    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir(versions_root)
         .map_err(|_| HarnessError::NotInstalled)?
         .filter_map(Result::ok)
         .filter_map(|entry| {
@@ -414,5 +421,33 @@ impl Drop for PgCluster {
             }
             let _ = child.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_newest_installed_version_is_found_and_a_missing_one_says_how_to_install() {
+        let root = std::env::temp_dir().join(format!("switchboard-pg-bin-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        for version in ["13", "15", "9x"] {
+            std::fs::create_dir_all(root.join(version).join("bin")).unwrap();
+        }
+        std::fs::write(root.join("13/bin/initdb"), "").unwrap();
+        std::fs::write(root.join("15/bin/initdb"), "").unwrap();
+        assert_eq!(find_bin_dir(None, &root).unwrap(), root.join("15/bin"));
+        assert_eq!(
+            find_bin_dir(Some(root.join("13/bin")), &root).unwrap(),
+            root.join("13/bin")
+        );
+        let missing = find_bin_dir(None, &root.join("nothing")).unwrap_err();
+        assert!(
+            missing.to_string().contains("apt-get install postgresql"),
+            "{missing}"
+        );
+        assert!(find_bin_dir(Some(root.join("9x/bin")), &root).is_err());
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

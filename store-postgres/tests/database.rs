@@ -136,6 +136,80 @@ fn nodes_starting_together_on_a_fresh_database_migrate_once() {
     );
 }
 
+/// Ingest sends one notification per batch, never one per message (NOTIFY takes a lock at
+/// commit that every writer of the cluster shares).
+#[test]
+fn ingest_notifies_once_per_batch_not_per_message() {
+    use std::sync::atomic::AtomicUsize;
+    let cluster = PgCluster::shared();
+    let name = cluster.database().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let heard = Arc::new(AtomicUsize::new(0));
+    let (client, mut connection) = runtime
+        .block_on(
+            cluster
+                .conninfo(&name)
+                .parse::<tokio_postgres::Config>()
+                .unwrap()
+                .connect(tokio_postgres::NoTls),
+        )
+        .unwrap();
+    let counter = Arc::clone(&heard);
+    let driver = std::thread::spawn(move || {
+        runtime.block_on(async move {
+            let listen = client.batch_execute("LISTEN switchboard_changes");
+            let mut listen = std::pin::pin!(listen);
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            let mut listening = false;
+            loop {
+                tokio::select! {
+                    done = &mut listen, if !listening => { done.unwrap(); listening = true; }
+                    message = std::future::poll_fn(|cx| connection.poll_message(cx)) => {
+                        match message {
+                            Some(Ok(tokio_postgres::AsyncMessage::Notification(_))) => {
+                                counter.fetch_add(1, Ordering::SeqCst);
+                            }
+                            Some(Ok(_)) => {}
+                            _ => return,
+                        }
+                    }
+                    () = tokio::time::sleep_until(deadline) => return,
+                }
+            }
+        });
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let backend = PgBackend::open(&cluster.url(&name), options()).unwrap();
+    const MESSAGES: u64 = 5_000;
+    for n in 0..MESSAGES {
+        backend.save_message(message(n, "ingest")).unwrap();
+    }
+    block_on(backend.flush()).unwrap();
+    let batches: usize = cluster
+        .psql(&name, "SELECT count(*) FROM changes WHERE body <> '[]'")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while heard.load(Ordering::SeqCst) < batches && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let heard = heard.load(Ordering::SeqCst);
+    assert_eq!(
+        heard, batches,
+        "one notification per batch that changed something"
+    );
+    assert!(
+        (5..=500).contains(&heard),
+        "{MESSAGES} messages went in {heard} batches"
+    );
+    block_on(backend.close()).unwrap();
+    drop(driver);
+}
+
 #[test]
 fn a_database_of_a_newer_schema_is_refused_not_touched() {
     let cluster = PgCluster::shared();
