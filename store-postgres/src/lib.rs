@@ -768,6 +768,10 @@ const CLAIM: &str = "INSERT INTO answered_triggers (message_id, channel_id, take
 impl TriggerStore for PgBackend {
     fn claim_trigger(&self, claim: TriggerClaim) -> StoreFuture<'_, Claim> {
         self.run("a trigger claim", false, move |shared, client| async move {
+            // One round trip: the claim, then the change row. The row is written whether or not
+            // this claimer won (it must follow the claim's row lock, and which way the claim
+            // went is known only after the trip); another node reading it re-reads a claim that
+            // was there anyway. Only a won claim is published here.
             let changed = Changed::TriggerClaimed(claim.message_id);
             let stmts = [
                 Stmt::new(
@@ -892,6 +896,9 @@ impl ApprovalStore for PgBackend {
     ) -> StoreFuture<'_, Decided> {
         let id = rows::clean(id);
         self.run("an approval", true, move |shared, client| async move {
+            // One round trip, as for claims: the decision, the change row (written either way;
+            // a node re-reading an approval that did not change is harmless), the row as it
+            // now stands.
             let state = serde_json::to_string(&settlement.state(at_ms)).unwrap_or_default();
             let changed = Changed::Approval(id.clone());
             let stmts = [

@@ -436,3 +436,113 @@ fn a_node_that_loses_postgres_answers_unavailable_and_catches_up() {
     assert_eq!(stored_ids(&backend), expected);
     block_on(backend.close()).unwrap();
 }
+
+fn two_nodes() -> (PgBackend, PgBackend) {
+    let cluster = PgCluster::shared();
+    let name = cluster.database().unwrap();
+    let open = || PgBackend::open(&cluster.url(&name), options()).unwrap();
+    (open(), open())
+}
+
+/// A click handled on one node settles an approval a call waits for on another: the waiting
+/// node's feed hears of it (from the other origin), and its own late click is refused.
+#[test]
+fn a_decision_on_one_node_reaches_the_other_nodes_feed() {
+    use switchboard_records::{Approval, ApprovalCard, ApprovalState, Settlement};
+    use switchboard_store::feed::{Changed, Next};
+    use switchboard_store::{ApprovalStore, ChangeFeed, Decided};
+    let (waiting, clicked) = two_nodes();
+    let approval = Approval {
+        card: ApprovalCard {
+            id: "apr_00000000000000aa".into(),
+            tool: "surface.messages.send".into(),
+            session_id: Some(CHANNEL),
+            session_label: "#ops".into(),
+            preview: "ship it".into(),
+            requested_by: "operator".into(),
+            binding: "0123456789ab".into(),
+            run: Some("run-1".into()),
+            tool_call_id: None,
+            state: ApprovalState::Pending {
+                expires_at_ms: u64::MAX,
+            },
+        },
+        channel_id: CHANNEL,
+        message_id: None,
+        binding: "0123456789ab".repeat(5),
+    };
+    waiting.save_approval(approval.clone()).unwrap();
+    block_on(waiting.flush()).unwrap();
+    let mut changes = waiting.subscribe();
+    let decided = block_on(clicked.decide_approval(
+        approval.id(),
+        Settlement::Approve { by: "@mira".into() },
+        now_ms(),
+    ))
+    .unwrap();
+    assert!(matches!(decided, Decided::Decided(_)), "{decided:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match changes.try_next() {
+            Some(Next::Change(change))
+                if change.what == Changed::Approval(approval.id().into()) =>
+            {
+                assert_eq!(change.origin, clicked.origin());
+                break;
+            }
+            Some(Next::Change(_)) => {}
+            other => {
+                assert!(Instant::now() < deadline, "never heard: {other:?}");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+    let late = block_on(waiting.decide_approval(
+        approval.id(),
+        Settlement::Deny {
+            by: "@tomas".into(),
+        },
+        now_ms(),
+    ))
+    .unwrap();
+    let Decided::AlreadyDecided(kept) = late else {
+        panic!("decided twice: {late:?}")
+    };
+    assert!(matches!(kept.card.state, ApprovalState::Approved { ref by, .. } if by == "@mira"));
+    block_on(waiting.close()).unwrap();
+    block_on(clicked.close()).unwrap();
+}
+
+/// Threads on two nodes claim the same triggers at once: each is won exactly once.
+#[test]
+fn claims_raced_from_two_nodes_are_won_once() {
+    let (a, b) = two_nodes();
+    let nodes = [&a, &b];
+    const ROUNDS: u64 = 50;
+    for round in 0..ROUNDS {
+        let start = Barrier::new(4);
+        let claim = TriggerClaim {
+            channel_id: CHANNEL,
+            message_id: Snowflake(switchboard_records::trigger::first_id_at(now_ms()).0 + round),
+            claimed_ms: now_ms(),
+        };
+        let won: usize = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4)
+                .map(|i| {
+                    let (node, start, claim) = (nodes[i % 2], &start, claim.clone());
+                    scope.spawn(move || {
+                        start.wait();
+                        usize::from(matches!(
+                            block_on(node.claim_trigger(claim)).expect("claim"),
+                            Claim::Won(_)
+                        ))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(won, 1, "round {round}");
+    }
+    block_on(a.close()).unwrap();
+    block_on(b.close()).unwrap();
+}
