@@ -546,3 +546,82 @@ fn claims_raced_from_two_nodes_are_won_once() {
     block_on(a.close()).unwrap();
     block_on(b.close()).unwrap();
 }
+
+/// Text PostgreSQL cannot hold as given (NUL characters) or cannot index whole (a token longer
+/// than a lexeme may be, more words than a `tsvector` has positions for) is stored, read back
+/// and searched, never refused: the NUL becomes U+FFFD, the oversized token is left out of the
+/// index, later positions share the last one.
+#[test]
+fn garbage_text_is_stored_and_searched_not_refused() {
+    let cluster = PgCluster::shared();
+    let name = cluster.database().unwrap();
+    let backend = PgBackend::open(&cluster.url(&name), options()).unwrap();
+    let mut nul = message(1, "");
+    nul.content = "zero\0byte <@\0>".into();
+    nul.text = "zero\0byte".into();
+    nul.timestamp = "\0".into();
+    let huge_token = "x".repeat(5_000);
+    let many_words = format!(
+        "{huge_token} {} needle",
+        (0..20_000)
+            .map(|n| format!("w{n}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    backend.save_message(nul).unwrap();
+    backend.save_message(message(2, &many_words)).unwrap();
+    backend
+        .upsert_user(switchboard_records::User {
+            id: Snowflake(9),
+            username: "a\0b".into(),
+            global_name: None,
+            is_bot: false,
+        })
+        .unwrap();
+    block_on(backend.flush()).expect("nothing was refused");
+    let stored = block_on(backend.message(CHANNEL, message(1, "").id))
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.text, "zero\u{FFFD}byte");
+    assert_eq!(
+        block_on(backend.user(Snowflake(9)))
+            .unwrap()
+            .unwrap()
+            .username,
+        "a\u{FFFD}b"
+    );
+    let search = |word: &str| {
+        block_on(backend.search(
+            SearchQuery {
+                terms: vec![SearchTerm {
+                    any_of: vec![SearchMatch::Words {
+                        text: word.into(),
+                        prefix: false,
+                    }],
+                }],
+                channels: vec![CHANNEL],
+                author: None,
+                before: None,
+                after: None,
+                limit: 10,
+            },
+            Duration::from_secs(10),
+        ))
+        .expect("a search answers")
+        .len()
+    };
+    assert_eq!(search("zero"), 1);
+    assert_eq!(
+        search("needle"),
+        1,
+        "a word past the last position is still found"
+    );
+    assert_eq!(search("w19999"), 1);
+    assert_eq!(
+        search(&huge_token),
+        0,
+        "a token too long to index is left out"
+    );
+    assert_eq!(search("\0"), 0);
+    block_on(backend.close()).unwrap();
+}
