@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 
 use deadpool_postgres::Pool;
 use entity::Snowflake;
+#[cfg(all(test, feature = "testing"))]
+use switchboard_records::AuditRow;
 use switchboard_records::Message;
 use switchboard_store::feed::{Changed, FeedSender, Origin};
 use switchboard_store::queue::{bounded, BoundedReceiver, BoundedSender, QueueStats, Refused};
@@ -536,4 +538,56 @@ pub(crate) async fn expire(shared: &Shared) -> Result<(), String> {
     .map_err(|_| "timed out".to_owned())?
     .map(drop)
     .map_err(|e| e.to_string())
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use super::*;
+    use crate::testing::PgCluster;
+
+    fn audit_row() -> AuditRow {
+        AuditRow {
+            time_ms: crate::now_ms(),
+            caller: "operator".into(),
+            run: None,
+            requested_by: None,
+            tool: "surface.messages.send".into(),
+            sessions: Vec::new(),
+            input: serde_json::json!({}),
+            decision: "allow".into(),
+            decided_by: None,
+            outcome: "ok".into(),
+            code: None,
+            duration_ms: 1,
+        }
+    }
+
+    /// The case a crash test cannot aim at: the connection broke after `COMMIT` was sent but
+    /// before its answer came. The retry finds the batch's `changes` row and does not apply it
+    /// again; a batch that did not commit is applied.
+    #[test]
+    fn a_batch_whose_commit_answer_was_lost_is_not_applied_twice() {
+        let cluster = PgCluster::shared();
+        let name = cluster.database().unwrap();
+        let backend =
+            crate::PgBackend::open(&cluster.url(&name), crate::PgOptions::default()).unwrap();
+        let shared = Arc::clone(&backend.shared);
+        let batch = vec![Write::Audit(Box::new(audit_row()))];
+        let number = shared.next_batch();
+        let run = |number: i64, uncertain: bool| {
+            shared
+                .rt
+                .block_on(attempt(&shared, &batch, number, "[]", uncertain))
+                .map_err(|err| match err {
+                    Failure::Transient(e) | Failure::Permanent(e) => e,
+                })
+        };
+        run(number, false).unwrap();
+        run(number, true).unwrap();
+        let count = || cluster.psql(&name, "SELECT count(*) FROM audit").unwrap();
+        assert_eq!(count(), "1", "a batch found committed is not applied again");
+        run(shared.next_batch(), true).unwrap();
+        assert_eq!(count(), "2", "a batch not found is applied");
+        futures_executor::block_on(switchboard_store::Backend::close(&backend)).unwrap();
+    }
 }

@@ -625,3 +625,45 @@ fn garbage_text_is_stored_and_searched_not_refused() {
     assert_eq!(search("\0"), 0);
     block_on(backend.close()).unwrap();
 }
+
+/// After PostgreSQL restarts, the listener reconnects by itself: a change made on one node
+/// reaches the other node's feed again.
+#[test]
+fn the_feed_between_nodes_comes_back_after_a_restart() {
+    use switchboard_store::feed::{Changed, Next};
+    use switchboard_store::ChangeFeed;
+    let cluster = PgCluster::start().expect("a PostgreSQL of this test's own");
+    let name = cluster.database().unwrap();
+    let open = || PgBackend::open(&cluster.url(&name), options()).unwrap();
+    let (watching, writing) = (open(), open());
+    let mut changes = watching.subscribe();
+    let heard = |changes: &mut switchboard_store::feed::Changes, n: u64| {
+        let want = Changed::Message {
+            channel_id: CHANNEL,
+            id: message(n, "").id,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match changes.try_next() {
+                Some(Next::Change(change)) if change.what == want => return,
+                Some(_) => {}
+                None => {
+                    assert!(
+                        Instant::now() < deadline,
+                        "message {n} never reached the feed"
+                    );
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+    };
+    writing.save_message(message(1, "before")).unwrap();
+    block_on(writing.flush()).unwrap();
+    heard(&mut changes, 1);
+    cluster.restart_immediate().unwrap();
+    writing.save_message(message(2, "after")).unwrap();
+    flush_within(&writing, Duration::from_secs(30));
+    heard(&mut changes, 2);
+    block_on(watching.close()).unwrap();
+    block_on(writing.close()).unwrap();
+}
