@@ -1,0 +1,290 @@
+//! The audit log: one row per call that reached the pipeline, the filter that reads rows back,
+//! and the pages it answers.
+
+use std::borrow::Cow;
+
+use entity::Snowflake;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One row of the audit log: a call that reached the pipeline, and what became of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditRow {
+    /// When the call started, ms since the Unix epoch.
+    pub time_ms: u64,
+    /// Who called: `operator`, `cap:<id>` (an agent run), `token:<name>`, `anonymous`, or for
+    /// governance done in Discord, `discord:<user id>`.
+    pub caller: Cow<'static, str>,
+    /// The agent run (its request id), for a capability.
+    pub run: Option<String>,
+    /// Who asked for the run (the trigger's author), for a capability.
+    pub requested_by: Option<Snowflake>,
+    /// The callable (or `/tools` for a scope change made in Discord).
+    pub tool: Cow<'static, str>,
+    /// The sessions it acted in, resolved.
+    pub sessions: Vec<Snowflake>,
+    /// The input, text fields cut to `audit.text_chars` — or `{"sha256": ...}` with
+    /// `audit.redact`.
+    pub input: Value,
+    /// `allow`, `ask`, `deny`, or `-` when the call was refused before the permission stage.
+    pub decision: Cow<'static, str>,
+    /// What decided: a rule (`permissions.rules[2]`), `permissions.default`, an approver
+    /// (`@name`, `console`), `expired`, or a hook.
+    pub decided_by: Option<Cow<'static, str>>,
+    /// `ok`, or the error's kind.
+    pub outcome: Cow<'static, str>,
+    /// The error's code, when it failed.
+    pub code: Option<Cow<'static, str>>,
+    /// How long the call took, in ms.
+    pub duration_ms: u64,
+}
+
+/// An audit row as the log answers it: with its id, which pages continue from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEntry {
+    /// Increasing with time; `cursor` takes it.
+    pub id: u64,
+    /// The row.
+    #[serde(flatten)]
+    pub row: AuditRow,
+}
+
+/// Which audit rows to read, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    /// Only rows at or after this time (ms since the epoch).
+    pub since_ms: Option<u64>,
+    /// Only rows before this time.
+    pub until_ms: Option<u64>,
+    /// Only calls of callables matching this glob.
+    pub tool: Option<String>,
+    /// Only calls that acted in this session.
+    pub session: Option<Snowflake>,
+    /// Only calls by this caller key (`operator`, `token:ci`, `cap:1a2b3c4d`).
+    pub caller: Option<String>,
+    /// Only calls with this decision (`allow`, `ask`, `deny`).
+    pub decision: Option<String>,
+    /// At most this many rows (clamped to 1..=[`AuditFilter::MAX_PAGE`]).
+    pub limit: usize,
+    /// Only rows older than this id (the previous page's `nextCursor`).
+    pub before_id: Option<u64>,
+}
+
+/// A page of the audit log.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditPage {
+    /// Newest first.
+    pub rows: Vec<AuditEntry>,
+    /// Pass as `cursor` for the next (older) page; `None` at the end.
+    pub next_cursor: Option<u64>,
+}
+
+impl AuditFilter {
+    /// Most rows a page holds.
+    pub const MAX_PAGE: usize = 1_000;
+
+    /// Whether `row` passes every condition (not the paging).
+    pub fn matches(&self, row: &AuditRow) -> bool {
+        self.since_ms.is_none_or(|since| row.time_ms >= since)
+            && self.until_ms.is_none_or(|until| row.time_ms < until)
+            && self
+                .tool
+                .as_deref()
+                .is_none_or(|glob| glob_matches(glob, &row.tool))
+            && self.session.is_none_or(|s| row.sessions.contains(&s))
+            && self.caller.as_deref().is_none_or(|c| row.caller == c)
+            && self.decision.as_deref().is_none_or(|d| row.decision == d)
+    }
+
+    /// The page size asked for, within bounds.
+    pub fn page_size(&self) -> usize {
+        self.limit.clamp(1, Self::MAX_PAGE)
+    }
+}
+
+/// A page of `entries` (in any order; ids increase with time) as `filter` asks, newest first:
+/// what a log that holds its rows in memory answers.
+pub fn page<'a>(
+    entries: impl DoubleEndedIterator<Item = (u64, &'a AuditRow)>,
+    filter: &AuditFilter,
+) -> AuditPage {
+    let limit = filter.page_size();
+    let mut out: Vec<AuditEntry> = entries
+        .rev()
+        .filter(|(id, _)| filter.before_id.is_none_or(|before| *id < before))
+        .filter(|(_, row)| filter.matches(row))
+        .take(limit + 1)
+        .map(|(id, row)| AuditEntry {
+            id,
+            row: row.clone(),
+        })
+        .collect();
+    let next_cursor = if out.len() > limit {
+        out.truncate(limit);
+        out.last().map(|entry| entry.id)
+    } else {
+        None
+    };
+    AuditPage {
+        rows: out,
+        next_cursor,
+    }
+}
+
+/// Builds one page from rows read newest first by a query that applied every condition of the
+/// filter but the tool glob: the glob is matched here (with the rules' own function), over at
+/// most `max_scanned` rows, so a filter that matches little cannot hold a store long — past that
+/// the page ends early with a cursor to go on from.
+#[derive(Debug)]
+pub struct Pager<'f> {
+    filter: &'f AuditFilter,
+    limit: usize,
+    max_scanned: usize,
+    scanned: usize,
+    page: Vec<AuditEntry>,
+}
+
+impl<'f> Pager<'f> {
+    /// A pager for `filter`, giving up after `max_scanned` rows.
+    pub fn new(filter: &'f AuditFilter, max_scanned: usize) -> Pager<'f> {
+        Pager {
+            filter,
+            limit: filter.page_size(),
+            max_scanned: max_scanned.max(1),
+            scanned: 0,
+            page: Vec::new(),
+        }
+    }
+
+    /// Takes the next row read; the page once it is complete (stop reading then).
+    pub fn push(&mut self, entry: AuditEntry) -> Option<AuditPage> {
+        self.scanned += 1;
+        let id = entry.id;
+        let tool_matches = self
+            .filter
+            .tool
+            .as_deref()
+            .is_none_or(|glob| glob_matches(glob, &entry.row.tool));
+        if tool_matches {
+            if self.page.len() == self.limit {
+                // One more match exists: the page is full and continues after its last row.
+                let next_cursor = self.page.last().map(|entry| entry.id);
+                return Some(AuditPage {
+                    rows: std::mem::take(&mut self.page),
+                    next_cursor,
+                });
+            }
+            self.page.push(entry);
+        }
+        (self.scanned >= self.max_scanned).then(|| AuditPage {
+            rows: std::mem::take(&mut self.page),
+            next_cursor: Some(id),
+        })
+    }
+
+    /// The page when the rows ran out.
+    pub fn finish(self) -> AuditPage {
+        AuditPage {
+            rows: self.page,
+            next_cursor: None,
+        }
+    }
+}
+
+/// Whether a callable glob (`surface.*`, `*.send`, an exact id) matches `text`: `*` matches any
+/// run of characters, everything else itself.
+pub fn glob_matches(pattern: &str, text: &str) -> bool {
+    let (p, s) = (pattern.as_bytes(), text.as_bytes());
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, si));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == s[si] {
+            pi += 1;
+            si += 1;
+        } else if let Some((star_p, star_s)) = star {
+            pi = star_p + 1;
+            si = star_s + 1;
+            star = Some((star_p, star_s + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&b| b == b'*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(time_ms: u64, tool: &'static str) -> AuditRow {
+        AuditRow {
+            time_ms,
+            caller: Cow::Borrowed("operator"),
+            run: None,
+            requested_by: Some(Snowflake(1_000_000_000_000_000_401)),
+            tool: Cow::Borrowed(tool),
+            sessions: vec![Snowflake(1_000_000_000_000_000_402)],
+            input: serde_json::json!({"text": "hi"}),
+            decision: Cow::Borrowed("allow"),
+            decided_by: None,
+            outcome: Cow::Borrowed("ok"),
+            code: None,
+            duration_ms: 3,
+        }
+    }
+
+    #[test]
+    fn an_entry_keeps_the_audit_lists_json_shape() {
+        let entry = AuditEntry {
+            id: 9,
+            row: row(5, "surface.messages.send"),
+        };
+        assert_eq!(
+            serde_json::to_value(&entry).unwrap(),
+            serde_json::json!({"id": 9, "timeMs": 5, "caller": "operator", "run": null,
+                "requestedBy": "1000000000000000401", "tool": "surface.messages.send",
+                "sessions": ["1000000000000000402"], "input": {"text": "hi"}, "decision": "allow",
+                "decidedBy": null, "outcome": "ok", "code": null, "durationMs": 3})
+        );
+    }
+
+    #[test]
+    fn pages_go_newest_first_with_a_cursor() {
+        let rows: Vec<AuditRow> = (0..5)
+            .map(|i| row(i, if i % 2 == 0 { "a.send" } else { "a.list" }))
+            .collect();
+        let entries = || rows.iter().enumerate().map(|(i, r)| (i as u64 + 1, r));
+        let filter = AuditFilter {
+            tool: Some("*.send".into()),
+            limit: 2,
+            ..AuditFilter::default()
+        };
+        let first = page(entries(), &filter);
+        assert_eq!(first.rows.iter().map(|e| e.id).collect::<Vec<_>>(), [5, 3]);
+        assert_eq!(first.next_cursor, Some(3));
+        let second = page(
+            entries(),
+            &AuditFilter {
+                before_id: Some(3),
+                ..filter
+            },
+        );
+        assert_eq!(second.rows.iter().map(|e| e.id).collect::<Vec<_>>(), [1]);
+        assert_eq!(second.next_cursor, None);
+    }
+
+    #[test]
+    fn globs_match_whole_ids() {
+        assert!(glob_matches("surface.*", "surface.messages.send"));
+        assert!(glob_matches("*.send", "surface.messages.send"));
+        assert!(glob_matches("*", ""));
+        assert!(!glob_matches("surface.*", "fs.read"));
+        assert!(!glob_matches("surface.messages", "surface.messages.send"));
+    }
+}

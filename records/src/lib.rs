@@ -1,0 +1,45 @@
+//! One type per concept switchboard keeps: what a store holds, what its backends read and write,
+//! and what the engine, the callables and the Discord side hand each other. No I/O.
+//!
+//! | module | concept |
+//! |---|---|
+//! | [`session`] | sessions (a Discord channel, thread, DM, forum or category) and their kind, threads and their state |
+//! | [`people`] | users and roles (the names the entity mapper learns) |
+//! | [`message`] | messages, their attachments and reactions, and how edits are ordered |
+//! | [`gap`] | backfill gaps: where messages may be missing after a fresh identify |
+//! | [`search`] | a full-text search as the store runs it, and its hits |
+//! | [`workflow`] | workflows and their tasks |
+//! | [`audit`] | audit rows, the filter that reads them and the pages it answers |
+//! | [`approval`] | approval requests: their card, state, who decided, expiry, the bound hash |
+//! | [`trigger`] | trigger claims: the record that a message is being answered |
+//! | [`idempotency`] | idempotency keys and the answers kept for them |
+//! | [`scope`] | a session's `/tools` scope override |
+//!
+//! Types that go on the wire or into JSON columns derive serde with exactly the shape the tool
+//! server answers today (the tests in each module pin those shapes).
+
+pub mod approval;
+pub mod audit;
+pub mod gap;
+pub mod idempotency;
+pub mod message;
+pub mod people;
+pub mod scope;
+pub mod search;
+pub mod session;
+pub mod time;
+pub mod trigger;
+pub mod workflow;
+
+pub use approval::{Approval, ApprovalCard, ApprovalState, Settlement};
+pub use audit::{glob_matches, AuditEntry, AuditFilter, AuditPage, AuditRow};
+pub use entity::{Mention, Snowflake};
+pub use gap::Gap;
+pub use idempotency::{IdempotencyKey, IdempotencyRequest, KeptKey, StoredAnswer};
+pub use message::{Attachment, Message, MessageQuery, Reaction};
+pub use people::{Role, User};
+pub use scope::SessionScope;
+pub use search::{SearchHit, SearchMatch, SearchQuery, SearchTerm};
+pub use session::{Session, SessionKind, Thread, ThreadState};
+pub use trigger::TriggerClaim;
+pub use workflow::{Answer, Task, Workflow, WorkflowState};

@@ -1,0 +1,13 @@
+//! A session's `/tools` scope override.
+
+use entity::Snowflake;
+
+/// The explicit callable ids (or globs) a session's runs may call, set with `/tools` or the
+/// console; it replaces the session's `[sessions.*] tool_scope` until removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionScope {
+    /// The session.
+    pub session_id: Snowflake,
+    /// What its runs may call.
+    pub scope: Vec<String>,
+}

@@ -1,0 +1,150 @@
+//! The file itself: what opening says about files that are not stores, are damaged, are newer,
+//! or are in use; and every older schema climbing the ladder.
+
+use std::sync::Arc;
+
+use switchboard_store::{Backend, StoreErrorKind};
+use switchboard_store_sqlite::{peek_sessions, SqliteBackend, SqliteOptions, SCHEMA_VERSION};
+
+mod support;
+use support::TempDir;
+
+fn open(path: &str) -> Result<SqliteBackend, switchboard_store::StoreError> {
+    SqliteBackend::open(path, SqliteOptions::default())
+}
+
+fn close(backend: SqliteBackend) {
+    futures_executor::block_on(backend.close()).unwrap();
+}
+
+#[test]
+fn a_file_that_is_not_sqlite_is_corrupt_and_named() {
+    let dir = TempDir::new("garbage");
+    let path = dir.db();
+    std::fs::write(
+        &path,
+        "this is not a database, just some text that is long enough ".repeat(40),
+    )
+    .unwrap();
+    let err = open(&path).unwrap_err();
+    assert_eq!(err.kind(), StoreErrorKind::Corrupt, "{err}");
+    assert!(err.to_string().contains(&path), "{err}");
+    assert!(
+        err.to_string().contains("store.url"),
+        "it says what to do: {err}"
+    );
+}
+
+#[test]
+fn a_damaged_sqlite_file_is_corrupt() {
+    let dir = TempDir::new("damaged");
+    let path = dir.db();
+    let mut bytes = b"SQLite format 3\0".to_vec();
+    bytes.extend(std::iter::repeat_n(0xAB_u8, 8192));
+    std::fs::write(&path, bytes).unwrap();
+    assert_eq!(open(&path).unwrap_err().kind(), StoreErrorKind::Corrupt);
+}
+
+#[test]
+fn a_path_in_a_missing_directory_is_unavailable() {
+    let dir = TempDir::new("missing");
+    let path = dir.0.join("no-such-dir").join("store.db");
+    let err = open(&path.to_string_lossy()).unwrap_err();
+    assert_eq!(err.kind(), StoreErrorKind::Unavailable, "{err}");
+    assert!(err.to_string().contains("directory exists"), "{err}");
+}
+
+#[test]
+fn a_newer_schema_is_refused_and_says_so() {
+    let dir = TempDir::new("newer");
+    let path = dir.db();
+    close(open(&path).unwrap());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+        .unwrap();
+    drop(conn);
+    let err = open(&path).unwrap_err();
+    assert_eq!(err.kind(), StoreErrorKind::Corrupt);
+    assert!(err.to_string().contains("newer"), "{err}");
+}
+
+#[test]
+fn a_store_in_use_is_locked_until_closed() {
+    let dir = TempDir::new("locked");
+    let path = dir.db();
+    let first = open(&path).unwrap();
+    let err = open(&path).unwrap_err();
+    assert_eq!(err.kind(), StoreErrorKind::Locked, "{err}");
+    assert!(err.to_string().contains("another switchboard"), "{err}");
+    assert!(
+        peek_sessions(&path).is_err(),
+        "peeking fails while the file is held"
+    );
+    close(first);
+    close(open(&path).unwrap());
+    assert_eq!(peek_sessions(&path).unwrap(), []);
+}
+
+const UNDO_V4: &str = "
+DROP TRIGGER IF EXISTS messages_fts_insert;
+DROP TRIGGER IF EXISTS messages_fts_delete;
+DROP TRIGGER IF EXISTS messages_fts_update;
+DROP TABLE messages_fts;
+DROP TABLE threads;
+ALTER TABLE messages DROP COLUMN refs;
+";
+
+fn tables(path: &str) -> Vec<String> {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .unwrap();
+    let names = stmt
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    names
+}
+
+#[test]
+fn a_version_1_store_gains_every_later_table() {
+    let dir = TempDir::new("migrate-v1");
+    let path = dir.db();
+    close(open(&path).unwrap());
+    let current = tables(&path);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(UNDO_V4).unwrap();
+    conn.execute_batch(
+        "DROP TABLE workflows; DROP TABLE audit; DROP TABLE session_scopes; DROP TABLE approvals;
+         DROP TABLE answered_triggers; DROP TABLE backfill_gaps; DROP TABLE idempotency;",
+    )
+    .unwrap();
+    conn.pragma_update(None, "user_version", 1).unwrap();
+    drop(conn);
+    let backend = Arc::new(open(&path).unwrap());
+    close(Arc::try_unwrap(backend).unwrap());
+    assert_eq!(tables(&path), current);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    assert!(
+        conn.prepare("SELECT binding FROM approvals").is_ok(),
+        "approvals gained the binding"
+    );
+}
+
+#[test]
+fn a_store_at_version_7_missing_a_step_gains_it() {
+    // Branches that land out of order: the version says 7, the idempotency table is missing.
+    let dir = TempDir::new("repair");
+    let path = dir.db();
+    close(open(&path).unwrap());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("DROP TABLE idempotency;").unwrap();
+    drop(conn);
+    close(open(&path).unwrap());
+    assert!(tables(&path).contains(&"idempotency".to_owned()));
+}

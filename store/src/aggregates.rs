@@ -1,0 +1,376 @@
+//! The storage traits, one per aggregate. Every backend (memory, SQLite, PostgreSQL) implements
+//! all of them and [`Backend`]; callers hold the read cache ([`crate::Store`]) or any one trait
+//! as `Arc<dyn Trait>`.
+//!
+//! Three shapes of method:
+//! - **Writes** (`upsert_session`, `save_message`, `record`, ...) return at once: the backend
+//!   queues them and commits in batches, so no caller waits on the disk per change. They may
+//!   wait while the backend's write queue is full (a bound, not a drop: nothing is lost). An
+//!   `Err` means the change was not even queued: the store is closed (`Closed`), or a shared
+//!   backend cannot reach its database and its queue is full (`Unavailable`: it refuses rather
+//!   than block its caller for as long as the database is away). [`Backend::flush`]
+//!   resolves once everything queued before it is durable, or says why not.
+//! - **Reads** return a [`StoreFuture`] that sees every write queued before the call (read
+//!   your writes).
+//! - **Atomic decisions** (`claim_trigger`, `decide_approval`, `reserve_idempotency`) return a
+//!   future whose answer every backend must make atomically, across threads and — for a shared
+//!   backend — across nodes.
+//!
+//! Every future a backend returns completes without the caller's runtime (the backend's own
+//! thread or runtime drives the work), so a caller may also block on it from a plain thread.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use entity::Snowflake;
+use switchboard_records::{
+    Approval, AuditEntry, AuditFilter, AuditPage, AuditRow, Gap, IdempotencyKey,
+    IdempotencyRequest, KeptKey, Message, MessageQuery, Role, SearchHit, SearchQuery, Session,
+    SessionScope, Settlement, StoredAnswer, ThreadState, TriggerClaim, User, Workflow,
+};
+
+use crate::error::StoreError;
+use crate::feed::{Changes, Origin};
+use crate::queue::QueueStats;
+
+/// A store answer to wait for.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// An answer that is ready now.
+pub fn ready<'a, T: Send + 'a>(result: Result<T, StoreError>) -> StoreFuture<'a, T> {
+    Box::pin(std::future::ready(result))
+}
+
+/// What a cache needs to start: the message aggregate as stored.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    /// Every session.
+    pub sessions: Vec<Session>,
+    /// Every user.
+    pub users: Vec<User>,
+    /// Every role.
+    pub roles: Vec<Role>,
+    /// The state of every thread whose state was kept.
+    pub threads: Vec<(Snowflake, ThreadState)>,
+    /// The newest live messages of each channel, at most the number asked for.
+    pub messages: Vec<Message>,
+    /// Deleted message ids not yet pruned, as (channel, message): a late copy of one must not
+    /// bring it back.
+    pub deleted: Vec<(Snowflake, Snowflake)>,
+    /// The open backfill gaps.
+    pub gaps: Vec<Gap>,
+}
+
+/// Sessions, users, roles, messages, reactions, threads, backfill gaps and retention.
+///
+/// Retention is the backend's: each channel keeps its newest `messages_per_channel` live
+/// messages (an option of the backend); older ones and deleted ones go at the backend's next
+/// prune, and a [`Snapshot`] never holds more.
+pub trait MessageStore: Send + Sync {
+    /// The aggregate as stored, with the newest `messages_per_channel` live messages of each
+    /// channel.
+    fn snapshot(&self, messages_per_channel: usize) -> StoreFuture<'_, Snapshot>;
+    /// Stores a session, replacing the one with its id.
+    fn upsert_session(&self, session: Session) -> Result<(), StoreError>;
+    /// Removes a session and its thread state; its messages stay until pruned.
+    fn remove_session(&self, id: Snowflake) -> Result<(), StoreError>;
+    /// Keeps a thread's state (its owner is not kept).
+    fn save_thread_state(&self, id: Snowflake, state: ThreadState) -> Result<(), StoreError>;
+    /// Stores a user, replacing the one with its id.
+    fn upsert_user(&self, user: User) -> Result<(), StoreError>;
+    /// Stores a role, replacing the one with its id.
+    fn upsert_role(&self, role: Role) -> Result<(), StoreError>;
+    /// Removes a role.
+    fn remove_role(&self, id: Snowflake) -> Result<(), StoreError>;
+    /// Stores a message as given: inserted, or replacing the one with its id (an edit, new
+    /// reactions), live even if it was marked deleted. Whether a copy should be stored at all
+    /// (a late echo of a deleted message, a replay) is the cache's decision.
+    fn save_message(&self, message: Message) -> Result<(), StoreError>;
+    /// Marks messages of a channel deleted: no longer read, searched or snapshotted as live,
+    /// remembered as deleted until pruned.
+    fn delete_messages(&self, channel_id: Snowflake, ids: Vec<Snowflake>)
+        -> Result<(), StoreError>;
+    /// Removes every message of a channel, live and deleted (the allowlist no longer allows it).
+    fn forget_channel(&self, channel_id: Snowflake) -> Result<(), StoreError>;
+    /// Records that messages of the gap's channel after its id may be missing; an older open
+    /// gap of the channel stays.
+    fn open_gap(&self, gap: Gap) -> Result<(), StoreError>;
+    /// The channel's backfill caught up.
+    fn close_gap(&self, channel_id: Snowflake) -> Result<(), StoreError>;
+    /// A live stored message.
+    fn message(&self, channel_id: Snowflake, id: Snowflake) -> StoreFuture<'_, Option<Message>>;
+    /// The newest `query.limit` live messages with `after < id < before`, oldest first.
+    fn messages(&self, channel_id: Snowflake, query: MessageQuery)
+        -> StoreFuture<'_, Vec<Message>>;
+    /// A stored session.
+    fn session(&self, id: Snowflake) -> StoreFuture<'_, Option<Session>>;
+    /// A stored user.
+    fn user(&self, id: Snowflake) -> StoreFuture<'_, Option<User>>;
+    /// A stored role.
+    fn role(&self, id: Snowflake) -> StoreFuture<'_, Option<Role>>;
+    /// A thread's kept state.
+    fn thread_state(&self, id: Snowflake) -> StoreFuture<'_, Option<ThreadState>>;
+    /// The open gap of a channel.
+    fn gap(&self, channel_id: Snowflake) -> StoreFuture<'_, Option<Gap>>;
+    /// The live messages of every channel with an id above `after` (from the first when
+    /// `None`), oldest first, at most `limit`: how a copy reads every message, a page at a time.
+    fn messages_after(
+        &self,
+        after: Option<Snowflake>,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<Message>>;
+}
+
+/// Full-text search over the stored live messages.
+pub trait SearchStore: Send + Sync {
+    /// The best `query.limit` hits among the newest [`SearchQuery::RANKED_CANDIDATES`] matches
+    /// that pass the filters, best first. A search running past `budget` is stopped with
+    /// [`crate::StoreErrorKind::TimedOut`].
+    fn search(&self, query: SearchQuery, budget: Duration) -> StoreFuture<'_, Vec<SearchHit>>;
+}
+
+/// Resolves once a won claim is durable (or says why it never will be: then the claimer must
+/// not act, and the message stays unanswered rather than answered twice).
+pub struct Durable(Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>>);
+
+impl Durable {
+    /// Durable once `future` resolves `Ok`.
+    pub fn new(future: impl Future<Output = Result<(), StoreError>> + Send + 'static) -> Durable {
+        Durable(Box::pin(future))
+    }
+
+    /// Durable already (the backend decided and committed in one step).
+    pub fn now() -> Durable {
+        Durable::new(std::future::ready(Ok(())))
+    }
+}
+
+impl Future for Durable {
+    type Output = Result<(), StoreError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl std::fmt::Debug for Durable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Durable(..)")
+    }
+}
+
+/// What claiming a trigger found.
+#[derive(Debug)]
+pub enum Claim {
+    /// This claimer won: it alone may answer, once [`Durable`] resolves `Ok` (it may start
+    /// meanwhile, but not act).
+    Won(Durable),
+    /// Someone claimed it before (this process, an earlier one, another node): it must not be
+    /// answered again.
+    Taken,
+}
+
+/// The record of the messages taken to answer, so each is answered at most once.
+///
+/// A backend decides a claim either way: at once in memory with the record written behind
+/// (SQLite, one node: the claim future is ready at once, [`Durable`] waits for the commit), or
+/// in the database (PostgreSQL: the claim future waits for `INSERT … ON CONFLICT DO NOTHING`,
+/// [`Durable::now`]). Claims are kept at least
+/// [`CLAIMS_KEPT_MS`](switchboard_records::trigger::CLAIMS_KEPT_MS) by their message's time.
+pub trait TriggerStore: Send + Sync {
+    /// Claims a message to answer. Exactly one of any number of concurrent claimers of one
+    /// message wins, ever.
+    fn claim_trigger(&self, claim: TriggerClaim) -> StoreFuture<'_, Claim>;
+    /// Whether a message was claimed.
+    fn is_claimed(&self, message_id: Snowflake) -> StoreFuture<'_, bool>;
+    /// The kept claims with a message id above `after` (from the first when `None`), by message
+    /// id, at most `limit`: how a copy reads every claim.
+    fn claims_after(
+        &self,
+        after: Option<Snowflake>,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<TriggerClaim>>;
+}
+
+/// Workflows, kept whole by id.
+pub trait WorkflowStore: Send + Sync {
+    /// Keeps a workflow, replacing the one with its id.
+    fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError>;
+    /// Every kept workflow, by id (finished ones are kept at least
+    /// [`FINISHED_WORKFLOWS_KEPT_MS`](switchboard_records::workflow::FINISHED_WORKFLOWS_KEPT_MS));
+    /// a kept one that no longer reads is logged and left out.
+    fn workflows(&self) -> StoreFuture<'_, Vec<Workflow>>;
+    /// One workflow.
+    fn workflow(&self, id: &str) -> StoreFuture<'_, Option<Workflow>>;
+}
+
+/// What deciding an approval found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decided {
+    /// This decision settled it; the record as it now stands.
+    Decided(Approval),
+    /// It was settled before (by another click, on another node, or it expired); the record
+    /// with that earlier settlement.
+    AlreadyDecided(Approval),
+}
+
+/// Approval requests.
+pub trait ApprovalStore: Send + Sync {
+    /// Keeps a pending approval (new, or its message id once posted). Once it is settled a
+    /// save changes nothing: only [`ApprovalStore::decide_approval`] settles.
+    fn save_approval(&self, approval: Approval) -> Result<(), StoreError>;
+    /// Settles a pending approval at `at_ms`, atomically: of any number of concurrent
+    /// decisions exactly one is [`Decided::Decided`]. An approve or deny at or after its
+    /// expiry settles it as expired instead (and answers `AlreadyDecided`). An unknown id is
+    /// [`crate::StoreErrorKind::NotFound`].
+    fn decide_approval(
+        &self,
+        id: &str,
+        settlement: Settlement,
+        at_ms: u64,
+    ) -> StoreFuture<'_, Decided>;
+    /// One approval.
+    fn approval(&self, id: &str) -> StoreFuture<'_, Option<Approval>>;
+    /// Every approval still pending, by id (at a start: those an earlier run left, to expire).
+    fn pending_approvals(&self) -> StoreFuture<'_, Vec<Approval>>;
+    /// Every kept approval, pending or settled, by id: what a copy moves.
+    fn approvals(&self) -> StoreFuture<'_, Vec<Approval>>;
+}
+
+/// The audit log.
+pub trait AuditStore: Send + Sync {
+    /// Keeps one row; ids increase in the order rows are recorded.
+    fn record(&self, row: AuditRow) -> Result<(), StoreError>;
+    /// One page, newest first (see [`AuditFilter`]). A backend may end a page early, with a
+    /// cursor, after scanning many rows that do not match.
+    fn audit_page(&self, filter: AuditFilter) -> StoreFuture<'_, AuditPage>;
+    /// Removes rows from before `before_ms`; how many went. (The backend also prunes by its
+    /// `audit_retention` on its own.)
+    fn prune_audit(&self, before_ms: u64) -> StoreFuture<'_, usize>;
+    /// The rows with an id above `after_id`, oldest first, at most `limit`: how a copy reads
+    /// the whole log.
+    fn audit_after(&self, after_id: u64, limit: usize) -> StoreFuture<'_, Vec<AuditEntry>>;
+    /// Keeps rows under the ids they had in another store (a copy): ids already kept are
+    /// skipped, rows recorded later get higher ids. A write, like [`AuditStore::record`].
+    fn import_audit(&self, entries: Vec<AuditEntry>) -> Result<(), StoreError>;
+}
+
+/// `/tools` scope overrides.
+pub trait ScopeStore: Send + Sync {
+    /// Sets (`Some`) or removes (`None`) a session's override.
+    fn set_session_scope(
+        &self,
+        session_id: Snowflake,
+        scope: Option<Vec<String>>,
+    ) -> Result<(), StoreError>;
+    /// Every override, by session.
+    fn session_scopes(&self) -> StoreFuture<'_, Vec<SessionScope>>;
+}
+
+/// What reserving an idempotency key found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reserved {
+    /// The key is new (or its earlier use expired): run the call, then
+    /// [`IdempotencyStore::complete_idempotency`] (or release it if the call never ran).
+    Fresh,
+    /// The same key and input answered before: answer this, do not run the call.
+    Replay(StoredAnswer),
+    /// The same key and input is running now (or its caller died before answering): do not
+    /// run it again.
+    Running,
+    /// The key was used with a different input: a conflict.
+    Mismatch,
+}
+
+/// Idempotency keys: a retried call runs once.
+pub trait IdempotencyStore: Send + Sync {
+    /// Reserves a key for a call, atomically: of concurrent reservations of one key exactly one
+    /// is [`Reserved::Fresh`]. A key whose lifetime ended is fresh again.
+    fn reserve_idempotency(&self, request: IdempotencyRequest) -> StoreFuture<'_, Reserved>;
+    /// Keeps the answer of a reserved key; later reservations replay it.
+    fn complete_idempotency(
+        &self,
+        key: &IdempotencyKey,
+        answer: StoredAnswer,
+    ) -> StoreFuture<'_, ()>;
+    /// Forgets a reservation whose call never ran (refused before acting), so a retry runs.
+    fn release_idempotency(&self, key: &IdempotencyKey) -> StoreFuture<'_, ()>;
+    /// The unexpired keys after `after` (from the first when `None`) in (caller, key) order, at
+    /// most `limit`: how a copy reads every key.
+    fn idempotency_keys_after(
+        &self,
+        after: Option<IdempotencyKey>,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<KeptKey>>;
+}
+
+/// The change feed.
+pub trait ChangeFeed: Send + Sync {
+    /// This handle's origin: the changes it makes carry it.
+    fn origin(&self) -> Origin;
+    /// Whether other handles (nodes) may write to the same data, so that readers must watch
+    /// the feed to stay correct. One SQLite file is one node's: false.
+    fn shared(&self) -> bool;
+    /// A watcher of every change from now on, this handle's own included, each published once
+    /// it is durable.
+    fn subscribe(&self) -> Changes;
+}
+
+/// A whole backend: every aggregate, plus flushing and closing.
+pub trait Backend:
+    MessageStore
+    + SearchStore
+    + TriggerStore
+    + WorkflowStore
+    + ApprovalStore
+    + AuditStore
+    + ScopeStore
+    + IdempotencyStore
+    + ChangeFeed
+{
+    /// `memory`, `sqlite` or `postgres`.
+    fn kind(&self) -> &'static str;
+    /// Where it keeps its data, for logs and errors (a path, a redacted URL).
+    fn location(&self) -> String;
+    /// Resolves once every write queued before the call is durable; an error names the first
+    /// write that failed since the previous flush.
+    fn flush(&self) -> StoreFuture<'_, ()>;
+    /// Commits what is queued and stops; later writes are refused with
+    /// [`crate::StoreErrorKind::Closed`]. Closing again does nothing.
+    fn close(&self) -> StoreFuture<'_, ()>;
+    /// The write queue's figures (its depth, how often and how long writers waited).
+    fn queue_stats(&self) -> QueueStats;
+    /// How many of each kind of thing it keeps (what `store copy` reports for both sides).
+    fn census(&self) -> StoreFuture<'_, Census>;
+}
+
+/// How many of each kind of thing a store keeps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Census {
+    /// Live messages (deleted ones not yet pruned are not counted).
+    pub messages: u64,
+    /// Sessions.
+    pub sessions: u64,
+    /// Users.
+    pub users: u64,
+    /// Roles.
+    pub roles: u64,
+    /// Kept thread states.
+    pub threads: u64,
+    /// Open backfill gaps.
+    pub gaps: u64,
+    /// Trigger claims (answered-trigger records).
+    pub claims: u64,
+    /// Workflows.
+    pub workflows: u64,
+    /// Approvals, pending and settled.
+    pub approvals: u64,
+    /// Audit rows.
+    pub audit: u64,
+    /// `/tools` scope overrides.
+    pub scopes: u64,
+    /// Unexpired idempotency keys.
+    pub idempotency_keys: u64,
+}

@@ -1,0 +1,43 @@
+//! The switchboard store: where every durable fact lives, whatever keeps it.
+//!
+//! - [`aggregates`]: the storage traits, one per aggregate (messages, search, trigger claims,
+//!   workflows, approvals, audit, scopes, idempotency keys, the change feed), with atomic
+//!   operations in their signatures, and [`Backend`], all of them together. Backends are peers:
+//!   [`MemoryBackend`] here, SQLite in `switchboard-store-sqlite`, PostgreSQL next.
+//! - [`Store`]: the read cache in front of any backend (sessions, names, the newest messages
+//!   of each channel), kept correct across nodes by the change feed.
+//! - [`StoreError`]: the one error, with a [`StoreErrorKind`] to branch on.
+//! - [`StoreUrl`]: `store.url` parsed.
+//! - [`queue`]: the bounded write queue backends' writers use.
+//! - [`write`]: the writes a backend's writer queues (one enum for every backend).
+//! - [`copy`]: copying every kind of thing from one store into another (`store copy`).
+//! - `conformance` (feature `conformance`): the tests every backend runs.
+//!
+//! `docs/store.md` in the repository has the design: the traits by aggregate, what each
+//! replaces, the cache and the feed, and how the rest of switchboard is wired to it.
+
+pub mod aggregates;
+mod cache;
+#[cfg(feature = "conformance")]
+pub mod conformance;
+pub mod copy;
+#[cfg(feature = "conformance")]
+pub mod corpus;
+mod error;
+pub mod feed;
+mod memory;
+pub mod queue;
+pub mod scan;
+mod url;
+pub mod write;
+
+pub use aggregates::{
+    ApprovalStore, AuditStore, Backend, Census, ChangeFeed, Claim, Decided, Durable,
+    IdempotencyStore, MessageStore, Reserved, ScopeStore, SearchStore, Snapshot, StoreFuture,
+    TriggerStore, WorkflowStore,
+};
+pub use cache::{CacheOptions, Store};
+pub use error::{StoreError, StoreErrorKind};
+pub use memory::{settle, MemoryBackend, MemoryOptions};
+pub use switchboard_records as records;
+pub use url::{SqliteLocation, StoreUrl, StoreUrlError, DEFAULT_STORE_URL, KNOWN_SCHEMES};
