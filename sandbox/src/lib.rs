@@ -51,14 +51,20 @@
 
 pub mod capture;
 pub mod cgroup;
+pub mod checkpoint;
 mod error;
+pub mod git;
 pub mod helper;
 mod options;
 mod process;
 pub mod shell;
 
 pub use capture::{Cut, Keep};
+pub use checkpoint::{Checkpoints, Restored, UndoAnswer};
 pub use error::{SandboxError, SandboxErrorKind};
+pub use git::{
+    BranchAnswer, Commit, CommitAnswer, DiffAnswer, Git, LogAnswer, StatusAnswer, StatusEntry,
+};
 pub use options::{HelperCommand, Limits, OutputLimits, SandboxOptions, ShellOptions, HELPER_NAME};
 pub use process::{ProbeReport, RunOutput, RunSpec, Sandbox};
 pub use shell::{

@@ -88,6 +88,8 @@ pub struct RunSpec {
     pub extra_writable: Vec<PathBuf>,
     pub timeout: Duration,
     pub output: OutputLimits,
+    /// Which end of each stream the answer keeps.
+    pub keep: Keep,
     /// Where cut streams are saved: `(path, shown)` for stdout and stderr.
     pub spill: Option<[(PathBuf, String); 2]>,
     /// Whether the wrapper reports its final working directory on descriptor 3.
@@ -242,8 +244,12 @@ impl Sandbox {
             bwrap,
             pids,
         };
-        let dir =
-            std::env::temp_dir().join(format!("switchboard-sandbox-probe-{}", std::process::id()));
+        static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!(
+            "switchboard-sandbox-probe-{}-{n}",
+            std::process::id()
+        ));
         std::fs::create_dir_all(&dir)
             .map_err(SandboxError::io("cannot make the probe's directory"))?;
         let dir = dir
@@ -257,6 +263,7 @@ impl Sandbox {
             extra_writable: Vec::new(),
             timeout: Duration::from_secs(20),
             output: OutputLimits::default(),
+            keep: Keep::Tail,
             spill: None,
             report_cwd: false,
             merge_stderr: false,
@@ -376,6 +383,16 @@ impl Sandbox {
             ("GIT_TERMINAL_PROMPT".into(), "0".into()),
             ("EMAIL".into(), "switchboard@localhost".into()),
             ("SHELL".into(), self.options.shell.display().to_string()),
+            // git stops looking for a repository at the workspace: one around it is not the
+            // agent's.
+            (
+                "GIT_CEILING_DIRECTORIES".into(),
+                spec.root
+                    .parent()
+                    .unwrap_or(&spec.root)
+                    .display()
+                    .to_string(),
+            ),
         ];
         for name in &self.options.env_passthrough {
             if let Ok(value) = std::env::var(name) {
@@ -485,8 +502,8 @@ impl Sandbox {
             Some([a, b]) => (Some(a.clone()), Some(b.clone())),
             None => (None, None),
         };
-        let mut out = Capture::new(Keep::Tail, spec.output, out_spill);
-        let mut err = Capture::new(Keep::Tail, spec.output, err_spill);
+        let mut out = Capture::new(spec.keep, spec.output, out_spill);
+        let mut err = Capture::new(spec.keep, spec.output, err_spill);
         let mut stdout = running.child.stdout.take();
         let mut stderr = running.child.stderr.take();
         let finished = tokio::time::timeout(spec.timeout, async {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tokio::io::AsyncReadExt;
 
-use crate::capture::{spill_path, Cut};
+use crate::capture::{spill_path, Cut, Keep};
 use crate::error::SandboxError;
 use crate::options::ShellOptions;
 use crate::process::{RunSpec, Sandbox};
@@ -252,6 +252,7 @@ impl ShellSession {
             extra_writable: self.extra_writable.clone(),
             timeout,
             output: self.options.output,
+            keep: Keep::Tail,
             spill: Some([
                 spill_path(&self.root, &format!("{id}.stdout")),
                 spill_path(&self.root, &format!("{id}.stderr")),
