@@ -150,11 +150,7 @@ impl Joiner {
 impl RunGroup {
     /// Process ids in the group now.
     pub fn pids(&self) -> Vec<i32> {
-        std::fs::read_to_string(self.path.join("cgroup.procs"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect()
+        pids_in(&self.path)
     }
 
     /// SIGKILL to every process in the group.
@@ -167,14 +163,41 @@ impl RunGroup {
 
 impl Drop for RunGroup {
     fn drop(&mut self) {
-        // Killed processes leave the group as the kernel reaps them: a few short tries.
-        for _ in 0..50 {
-            self.kill_all();
-            if std::fs::remove_dir(&self.path).is_ok() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(2));
+        self.kill_all();
+        if std::fs::remove_dir(&self.path).is_ok() {
+            return;
         }
-        tracing::warn!(path = %self.path.display(), "a command's cgroup is still busy; it is removed at the next start");
+        // Killed processes leave the group as the kernel reaps them: the removal is retried
+        // off the caller's path (a command's answer does not wait for it).
+        let path = std::mem::take(&mut self.path);
+        let retry = move || {
+            for _ in 0..100 {
+                for pid in pids_in(&path) {
+                    crate::process::kill(pid);
+                }
+                if std::fs::remove_dir(&path).is_ok() {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            tracing::warn!(path = %path.display(), "a command's cgroup is still busy; it is removed at the next start");
+        };
+        if std::thread::Builder::new()
+            .name("cgroup-cleanup".into())
+            .spawn(retry)
+            .is_err()
+        {
+            tracing::warn!(
+                "cannot start the cgroup clean-up; the group is removed at the next start"
+            );
+        }
     }
+}
+
+fn pids_in(path: &Path) -> Vec<i32> {
+    std::fs::read_to_string(path.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
 }

@@ -207,21 +207,21 @@ fn apply_landlock(args: &HelperArgs) -> Result<LandlockReport, landlock::Ruleset
     if args.no_tcp {
         ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
     }
+    // The devices a shell writes to. Not /dev/shm: bubblewrap's /dev is an unbounded tmpfs,
+    // so Landlock keeps commands from filling memory through it (the size-capped /tmp is the
+    // place for scratch files).
+    let devices = [
+        "/dev/null",
+        "/dev/zero",
+        "/dev/full",
+        "/dev/tty",
+        "/dev/pts",
+    ];
     let writable: Vec<PathBuf> = args
         .write
         .iter()
         .cloned()
-        .chain(
-            [
-                "/dev/null",
-                "/dev/zero",
-                "/dev/full",
-                "/dev/tty",
-                "/dev/pts",
-                "/dev/shm",
-            ]
-            .map(PathBuf::from),
-        )
+        .chain(devices.map(PathBuf::from))
         .collect();
     let status = ruleset
         .create()?

@@ -384,6 +384,29 @@ async fn sandbox_helper_alone_refuses_writes_outside_its_directories() {
 }
 
 #[tokio::test]
+async fn landlock_keeps_commands_from_filling_memory_through_dev_shm() {
+    // bubblewrap's /dev is a tmpfs without a size cap; only Landlock stands between a command
+    // and it.
+    let Some(sandbox) = sandbox().await else {
+        return;
+    };
+    if switchboard_sandbox::helper::kernel_abi() == 0 {
+        return;
+    }
+    let ws = TempDir::new("shm");
+    let shell = shell(&sandbox, ws.path(), ShellOptions::default());
+    let answer = shell
+        .run(run("echo x > /dev/shm/fill && echo wrote; echo x > /tmp/scratch && echo tmp-ok; echo x > /dev/null && echo null-ok"))
+        .await
+        .unwrap();
+    assert!(!answer.stdout.contains("wrote"), "{answer:?}");
+    assert!(
+        answer.stdout.contains("tmp-ok") && answer.stdout.contains("null-ok"),
+        "{answer:?}"
+    );
+}
+
+#[tokio::test]
 async fn the_probe_reports_each_wall_and_refuses_without_bwrap() {
     let Some(sandbox) = sandbox().await else {
         return;
