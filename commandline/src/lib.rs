@@ -746,6 +746,10 @@ fn basename(program: &str) -> &str {
     program.rsplit('/').next().unwrap_or(program)
 }
 
+/// Programs that run their arguments as a command: matching sees through them.
+const WRAPPERS: &[&str] = &[
+    "!", "time", "nohup", "setsid", "command", "exec", "nice", "stdbuf", "timeout", "env",
+];
 const SHELLS: &[&str] = &[
     "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "busybox",
 ];
@@ -828,18 +832,7 @@ fn inspect(parsed: &mut ParsedCommand, index: usize) {
             mark.push(kind);
             break;
         }
-        if matches!(
-            name,
-            "!" | "time"
-                | "nohup"
-                | "setsid"
-                | "command"
-                | "exec"
-                | "nice"
-                | "stdbuf"
-                | "timeout"
-                | "env"
-        ) {
+        if WRAPPERS.contains(&name) {
             program = &rest[skip.min(rest.len())..];
             if program.first().is_some_and(|p| p.contains('$')) {
                 mark.push(OpaqueKind::ExpandedProgram);

@@ -239,35 +239,19 @@ fn bad_globs_are_typed_errors() {
     assert!(error.to_string().contains("git ["), "{error}");
 }
 
+/// Programs `inspect` makes opaque (besides the shells and the compound keywords).
+const OPAQUE_PROGRAMS: &[&str] = &[
+    "eval", "source", ".", "xargs", "parallel", "find", "sudo", "doas", "su", "pkexec", "runuser",
+];
+
 fn simple_word() -> impl Strategy<Value = String> {
     "[a-zA-Z0-9_./=-]{1,8}".prop_filter("not a keyword or wrapper", |w| {
         let name = basename(w);
         !COMPOUND.contains(&name)
             && !SHELLS.contains(&name)
             && !is_assignment(w)
-            && !matches!(
-                name,
-                "!" | "time"
-                    | "nohup"
-                    | "setsid"
-                    | "command"
-                    | "exec"
-                    | "nice"
-                    | "stdbuf"
-                    | "timeout"
-                    | "env"
-                    | "eval"
-                    | "source"
-                    | "."
-                    | "xargs"
-                    | "parallel"
-                    | "find"
-                    | "sudo"
-                    | "doas"
-                    | "su"
-                    | "pkexec"
-                    | "runuser"
-            )
+            && !WRAPPERS.contains(&name)
+            && !OPAQUE_PROGRAMS.contains(&name)
     })
 }
 

@@ -3,17 +3,7 @@
 mod common;
 
 use common::*;
-use switchboard_sandbox::{
-    Checkpoints, Git, OutputLimits, RunRequest, SandboxErrorKind, ShellOptions,
-};
-
-fn run(command: &str) -> RunRequest {
-    RunRequest {
-        command: command.into(),
-        timeout_s: Some(60),
-        background: false,
-    }
-}
+use switchboard_sandbox::{Checkpoints, Git, OutputLimits, SandboxErrorKind, ShellOptions};
 
 #[tokio::test]
 async fn status_diff_commit_log_and_branch_answer_structurally() {

@@ -6,14 +6,6 @@ mod common;
 use common::*;
 use switchboard_sandbox::{RunRequest, SandboxErrorKind, ShellOptions};
 
-fn run(command: &str) -> RunRequest {
-    RunRequest {
-        command: command.into(),
-        timeout_s: Some(30),
-        background: false,
-    }
-}
-
 #[tokio::test]
 async fn a_cd_holds_between_runs_but_never_leaves_the_workspace() {
     let Some(sandbox) = sandbox().await else {

@@ -9,14 +9,6 @@ use switchboard_sandbox::{
     Limits, OutputLimits, RunRequest, SandboxError, SandboxErrorKind, SandboxOptions, ShellOptions,
 };
 
-fn run(command: &str) -> RunRequest {
-    RunRequest {
-        command: command.into(),
-        timeout_s: Some(30),
-        background: false,
-    }
-}
-
 #[tokio::test]
 async fn writes_outside_the_workspace_do_not_reach_the_host() {
     let Some(sandbox) = sandbox().await else {

@@ -33,9 +33,15 @@ async fn main() {
         let sub = root.join(format!("module_{d:03}"));
         std::fs::create_dir(&sub).unwrap();
         for f in 0..FILES_PER_DIR {
-            let mut file = std::io::BufWriter::new(std::fs::File::create(sub.join(format!("file_{f:04}.rs"))).unwrap());
+            let mut file = std::io::BufWriter::new(
+                std::fs::File::create(sub.join(format!("file_{f:04}.rs"))).unwrap(),
+            );
             for line in 0..6 {
-                writeln!(file, "fn function_{d}_{f}_{line}(value: u64) -> u64 {{ value * {line} + {f} }}").unwrap();
+                writeln!(
+                    file,
+                    "fn function_{d}_{f}_{line}(value: u64) -> u64 {{ value * {line} + {f} }}"
+                )
+                .unwrap();
             }
             if (d * FILES_PER_DIR + f) % 1000 == 7 {
                 writeln!(file, "// {NEEDLE} marks this file").unwrap();
@@ -43,10 +49,21 @@ async fn main() {
             }
         }
     }
-    eprintln!("tree: {} files in {:.1} s", DIRS * FILES_PER_DIR, started.elapsed().as_secs_f64());
-    let unavailable = SandboxState::Unavailable { reason: "not needed".into(), install: String::new() };
+    eprintln!(
+        "tree: {} files in {:.1} s",
+        DIRS * FILES_PER_DIR,
+        started.elapsed().as_secs_f64()
+    );
+    let unavailable = SandboxState::Unavailable {
+        reason: "not needed".into(),
+        install: String::new(),
+    };
     let workspace = Workspace::open(root, WorkspaceOptions::default(), unavailable).unwrap();
-    let request = GrepRequest { pattern: NEEDLE.into(), glob: None, limit: Some(1000) };
+    let request = GrepRequest {
+        pattern: NEEDLE.into(),
+        glob: None,
+        limit: Some(1000),
+    };
     let rg = || {
         let t = Instant::now();
         let output = std::process::Command::new("rg")
@@ -55,7 +72,10 @@ async fn main() {
             .output()
             .expect("rg (apt-get install ripgrep)");
         let elapsed = t.elapsed();
-        assert_eq!(output.stdout.iter().filter(|&&b| b == b'\n').count(), needles);
+        assert_eq!(
+            output.stdout.iter().filter(|&&b| b == b'\n').count(),
+            needles
+        );
         elapsed
     };
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
@@ -71,7 +91,14 @@ async fn main() {
         }
     }
     let (ours, theirs) = (median(ours), median(theirs));
-    println!("grep over {} files ({needles} matching lines), median of {ROUNDS} rounds:", DIRS * FILES_PER_DIR);
+    println!(
+        "grep over {} files ({needles} matching lines), median of {ROUNDS} rounds:",
+        DIRS * FILES_PER_DIR
+    );
     println!("  rg program        {:8.1} ms", ms(theirs));
-    println!("  fs.grep           {:8.1} ms  ({:.2}× rg)", ms(ours), ours.as_secs_f64() / theirs.as_secs_f64());
+    println!(
+        "  fs.grep           {:8.1} ms  ({:.2}× rg)",
+        ms(ours),
+        ours.as_secs_f64() / theirs.as_secs_f64()
+    );
 }

@@ -362,20 +362,11 @@ pub fn unified_diff(path: &str, before: &str, after: &str) -> String {
 /// `fs.edit`.
 pub fn edit(root: &Root, request: &EditRequest) -> Result<EditAnswer, WorkspaceError> {
     use std::io::Read;
-    let resolved = root.existing(&request.path)?;
-    let file = root.open_read(&resolved)?;
-    let meta = file.metadata().map_err(WorkspaceError::io("cannot read"))?;
-    if meta.is_dir() {
-        return Err(WorkspaceError::WrongType {
-            path: resolved.relative,
-            what: "a directory",
-        });
-    }
-    if meta.len() > MAX_EDIT_BYTES {
+    let (resolved, file, size) = crate::fs::open_file(root, &request.path, "a directory")?;
+    if size > MAX_EDIT_BYTES {
         return Err(WorkspaceError::Unsupported(format!(
             "{} is {} bytes; fs.edit edits files up to {MAX_EDIT_BYTES} bytes (use shell.run with sed for larger ones)",
-            resolved.relative,
-            meta.len()
+            resolved.relative, size
         )));
     }
     let mut bytes = Vec::new();

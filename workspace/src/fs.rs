@@ -113,22 +113,35 @@ pub struct ListAnswer {
     pub truncated: bool,
 }
 
+/// Opens a file that must exist and not be a directory (`hint` says where to look instead).
+pub(crate) fn open_file(
+    root: &Root,
+    path: &str,
+    hint: &'static str,
+) -> Result<(crate::paths::Resolved, std::fs::File, u64), WorkspaceError> {
+    let resolved = root.existing(path)?;
+    let file = root.open_read(&resolved)?;
+    let meta = file.metadata().map_err(WorkspaceError::io("cannot read"))?;
+    if meta.is_dir() {
+        return Err(WorkspaceError::WrongType {
+            path: resolved.relative,
+            what: hint,
+        });
+    }
+    Ok((resolved, file, meta.len()))
+}
+
 /// `fs.read`.
 pub fn read(
     root: &Root,
     limits: &OutputLimits,
     request: &ReadRequest,
 ) -> Result<ReadAnswer, WorkspaceError> {
-    let resolved = root.existing(&request.path)?;
-    let file = root.open_read(&resolved)?;
-    let meta = file.metadata().map_err(WorkspaceError::io("cannot read"))?;
-    if meta.is_dir() {
-        return Err(WorkspaceError::WrongType {
-            path: resolved.relative,
-            what: "a directory (fs.list shows what is in it)",
-        });
-    }
-    let size = meta.len();
+    let (resolved, file, size) = open_file(
+        root,
+        &request.path,
+        "a directory (fs.list shows what is in it)",
+    )?;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let sniff = reader
         .fill_buf()

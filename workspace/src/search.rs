@@ -102,6 +102,24 @@ pub(crate) fn walker(start: &std::path::Path) -> WalkBuilder {
     builder
 }
 
+/// What each walker thread does first with an entry: stop at the deadline, skip what is not
+/// a regular file. `Ok(entry)` to look at it, `Err(state)` to answer the walker with.
+fn regular_file(
+    entry: Result<ignore::DirEntry, ignore::Error>,
+    started: Instant,
+    deadline: Duration,
+    timed_out: &AtomicBool,
+) -> Result<ignore::DirEntry, WalkState> {
+    if started.elapsed() > deadline {
+        timed_out.store(true, Ordering::Relaxed);
+        return Err(WalkState::Quit);
+    }
+    match entry {
+        Ok(entry) if entry.file_type().is_some_and(|t| t.is_file()) => Ok(entry),
+        _ => Err(WalkState::Continue),
+    }
+}
+
 /// `fs.glob`, stopping at `deadline`.
 pub fn glob(
     root: &Root,
@@ -114,16 +132,10 @@ pub fn glob(
     let timed_out = AtomicBool::new(false);
     walker(root.path()).build_parallel().run(|| {
         Box::new(|entry| {
-            if started.elapsed() > deadline {
-                timed_out.store(true, Ordering::Relaxed);
-                return WalkState::Quit;
-            }
-            let Ok(entry) = entry else {
-                return WalkState::Continue;
+            let entry = match regular_file(entry, started, deadline, &timed_out) {
+                Ok(entry) => entry,
+                Err(state) => return state,
             };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                return WalkState::Continue;
-            }
             let relative = root.relative(entry.path());
             if matcher.is_match(&relative) {
                 let modified = entry
@@ -191,16 +203,10 @@ pub fn grep(
             if count.load(Ordering::Relaxed) > limit {
                 return WalkState::Quit;
             }
-            if started.elapsed() > deadline {
-                timed_out.store(true, Ordering::Relaxed);
-                return WalkState::Quit;
-            }
-            let Ok(entry) = entry else {
-                return WalkState::Continue;
+            let entry = match regular_file(entry, started, deadline, timed_out) {
+                Ok(entry) => entry,
+                Err(state) => return state,
             };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                return WalkState::Continue;
-            }
             let relative = root.relative(entry.path());
             if only.as_ref().is_some_and(|g| !g.is_match(&relative)) {
                 return WalkState::Continue;

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use switchboard_sandbox::{HelperCommand, Sandbox, SandboxOptions, ShellOptions, ShellSession};
+use switchboard_sandbox::{
+    HelperCommand, RunRequest, Sandbox, SandboxOptions, ShellOptions, ShellSession,
+};
 
 pub fn helper() -> HelperCommand {
     HelperCommand::new(env!("CARGO_BIN_EXE_switchboard-sandbox-exec"))
@@ -119,4 +121,13 @@ pub async fn appears(marker: &str) -> bool {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     false
+}
+
+/// A foreground `shell.run` with a timeout the tests never reach unless they mean to.
+pub fn run(command: &str) -> RunRequest {
+    RunRequest {
+        command: command.into(),
+        timeout_s: Some(60),
+        background: false,
+    }
 }
