@@ -29,6 +29,12 @@ const CREDENTIAL_FILES: &[&str] = &[
     "/etc/sudoers",
     "/etc/security/opasswd",
 ];
+/// Directories never covered as a workspace's parent: the system itself lives there.
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/var", "/opt", "/nix", "/proc",
+    "/sys", "/dev", "/boot",
+];
+
 /// Directories holding credentials or other users' data; covered by an empty tmpfs inside.
 const HIDDEN_DIRS: &[&str] = &[
     "/home",
@@ -342,6 +348,13 @@ impl Sandbox {
         for file in CREDENTIAL_FILES {
             if Path::new(file).is_file() {
                 push(&[&"--ro-bind", &"/dev/null", file]);
+            }
+        }
+        // The workspace's siblings (other sessions' workspaces under the same root, other
+        // projects beside a bound repository) are not the command's to read.
+        if let Some(parent) = spec.root.parent() {
+            if coverable(parent) && !SYSTEM_DIRS.contains(&parent.to_str().unwrap_or("/")) {
+                push(&[&"--tmpfs", &parent]);
             }
         }
         for path in &self.options.read_only {

@@ -80,6 +80,30 @@ async fn a_secret_in_the_home_directory_cannot_be_read() {
 }
 
 #[tokio::test]
+async fn other_workspaces_beside_this_one_are_hidden() {
+    let Some(sandbox) = sandbox().await else {
+        return;
+    };
+    let base = TempDir::new("siblings");
+    let mine = base.path().join("session-1");
+    let theirs = base.path().join("session-2");
+    std::fs::create_dir_all(&mine).unwrap();
+    std::fs::create_dir_all(&theirs).unwrap();
+    std::fs::write(theirs.join("notes.txt"), "their secret").unwrap();
+    let shell = shell(&sandbox, &mine, ShellOptions::default());
+    let answer = shell
+        .run(run(&format!(
+            "cat {}/notes.txt; ls ..; echo end",
+            theirs.display()
+        )))
+        .await
+        .unwrap();
+    assert!(answer.stdout.contains("end"), "{answer:?}");
+    assert!(!answer.stdout.contains("their secret"), "{answer:?}");
+    assert!(!answer.stdout.contains("session-2"), "{answer:?}");
+}
+
+#[tokio::test]
 async fn the_environment_is_cleared_to_the_allowlist() {
     let mut options = options();
     options.env_passthrough = vec!["CARGO_PKG_NAME".into()];
