@@ -6,8 +6,10 @@
 //! - the host's file system read-only, the session's workspace the only writable place, a
 //!   fresh `/tmp` (size-capped), its own `/proc` and `/dev`;
 //! - the home directories, `/root`, `/run` (SSH agent and D-Bus sockets), `/etc/shadow` and
-//!   the other credential files, `/etc/ssh` (host keys) and the service's own files
-//!   ([`SandboxOptions::hidden`]) covered by empty ones;
+//!   the other credential files, `/etc/ssh` (host keys), the workspace's parent directory
+//!   (other sessions' workspaces, other projects beside a bound repository) and the service's
+//!   own files ([`SandboxOptions::hidden`]: its config, its store, the checkpoints) covered by
+//!   empty ones;
 //! - new user, PID, IPC, UTS, cgroup and (unless [`SandboxOptions::network`]) network
 //!   namespaces; no capabilities; no further user namespaces; `--die-with-parent`; a new
 //!   session (no terminal to inject keystrokes into);
