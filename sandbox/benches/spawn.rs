@@ -1,6 +1,10 @@
-//! The sandbox's cost per command: `true` through the sandbox (bubblewrap, the helper's limits
-//! and Landlock, the process-limit cgroup when root) and through a session's shell (plus the
-//! wrapper's working-directory report), against a bare spawn of `true`, in the same run.
+//! The sandbox's cost per command, against a bare spawn of `true`, in the same run:
+//!
+//! - `true` in a session's sandbox (`SessionSandbox::run`: the zygote forks a supervisor,
+//!   which forks the command with its limits, Landlock layer and, when root, `pids` cgroup);
+//! - `shell.run("true")` (the same, plus the bash wrapper that reports the working directory);
+//! - the one-shot path (`Sandbox::run`: a bubblewrap of its own per command) and bubblewrap
+//!   alone with the same namespaces, for comparison.
 //!
 //! A bounded harness: ROUNDS rounds, each running RUNS of every case in turn (alternating, so
 //! drift hits all alike); the figures are the medians of the per-round medians.
@@ -11,8 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use switchboard_sandbox::{
-    HelperCommand, Keep, OutputLimits, RunRequest, RunSpec, Sandbox, SandboxOptions, ShellOptions,
-    ShellSession,
+    HelperCommand, Keep, OutputLimits, RunRequest, RunSpec, Sandbox, SandboxOptions,
+    SessionSandbox, ShellOptions, ShellSession,
 };
 
 const ROUNDS: usize = 15;
@@ -21,6 +25,13 @@ const RUNS: usize = 20;
 fn median(mut values: Vec<Duration>) -> Duration {
     values.sort();
     values[values.len() / 2]
+}
+
+async fn bare_spawn() -> Duration {
+    let t = Instant::now();
+    let status = tokio::process::Command::new("true").status().await.unwrap();
+    assert!(status.success());
+    t.elapsed()
 }
 
 fn ms(d: Duration) -> f64 {
@@ -52,7 +63,15 @@ async fn main() {
         report_cwd: false,
         merge_stderr: false,
     };
-    let shell = ShellSession::new(Arc::clone(&sandbox), &root, ShellOptions::default()).unwrap();
+    let session =
+        SessionSandbox::new(Arc::clone(&sandbox), &root, Duration::from_secs(600)).unwrap();
+    let shell_dir = tempfile::tempdir().unwrap();
+    let shell = ShellSession::new(
+        Arc::clone(&sandbox),
+        shell_dir.path(),
+        ShellOptions::default(),
+    )
+    .unwrap();
     let request = RunRequest {
         command: "true".into(),
         timeout_s: Some(30),
@@ -74,15 +93,41 @@ async fn main() {
         "--",
         "true",
     ];
-    let (mut bare, mut sandboxed, mut shelled, mut floor) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut bare, mut sandboxed, mut shelled, mut floor, mut zygote, mut one_shot_bare) = (
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
     for round in 0..=ROUNDS {
-        let (mut b, mut s, mut sh, mut f) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut b, mut s, mut sh, mut f, mut z, mut ob) = (
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+        );
+        // Two phases per round. The one-shot path's sandboxes are torn down by the kernel after
+        // they exit (their mount and network namespaces go asynchronously), which slows
+        // whatever runs next on 2 cores; in its own phase that lands on its own cases.
         for _ in 0..RUNS {
+            // Each sandboxed case right after a bare spawn: drift hits both alike.
+            b.push(bare_spawn().await);
             let t = Instant::now();
-            let status = tokio::process::Command::new("true").status().await.unwrap();
-            assert!(status.success());
-            b.push(t.elapsed());
+            let out = session.run(&spec).await.unwrap();
+            assert_eq!(out.exit_code, Some(0), "{out:?}");
+            z.push(t.elapsed());
+            b.push(bare_spawn().await);
+            let t = Instant::now();
+            let out = shell.run(request.clone()).await.unwrap();
+            assert_eq!(out.exit_code, Some(0));
+            sh.push(t.elapsed());
+        }
+        for _ in 0..RUNS {
+            ob.push(bare_spawn().await);
             let t = Instant::now();
             let status = tokio::process::Command::new("bwrap")
                 .args(bwrap_only)
@@ -95,10 +140,6 @@ async fn main() {
             let out = sandbox.run(&spec).await.unwrap();
             assert_eq!(out.exit_code, Some(0), "{out:?}");
             s.push(t.elapsed());
-            let t = Instant::now();
-            let out = shell.run(request.clone()).await.unwrap();
-            assert_eq!(out.exit_code, Some(0));
-            sh.push(t.elapsed());
         }
         if round == 0 {
             continue; // warm-up
@@ -107,33 +148,52 @@ async fn main() {
         floor.push(median(f));
         sandboxed.push(median(s));
         shelled.push(median(sh));
+        zygote.push(median(z));
+        one_shot_bare.push(median(ob));
     }
-    let (bare, sandboxed, shelled, floor) = (
+    let one_shot_bare = median(one_shot_bare);
+    let (bare, sandboxed, shelled, floor, zygote) = (
         median(bare),
         median(sandboxed),
         median(shelled),
         median(floor),
+        median(zygote),
     );
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let report = sandbox.report();
     println!(
         "sandbox: {} · landlock {} (ABI {}) · process limit {}",
         report.bwrap_version, report.landlock, report.landlock_abi, report.process_limit
     );
-    println!("p50 over {ROUNDS} rounds × {RUNS} runs:");
+    println!(
+        "load average (1, 5, 15 min) at the end: {}",
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    println!("p50 over {ROUNDS} rounds × {RUNS} runs (median of the per-round medians):");
     println!("  bare spawn of true          {:7.2} ms", ms(bare));
     println!(
-        "  bwrap (namespaces only)     {:7.2} ms  (+{:.2} ms)",
-        ms(floor),
-        ms(floor) - ms(bare)
-    );
-    println!(
-        "  Sandbox::run(true)          {:7.2} ms  (+{:.2} ms)",
-        ms(sandboxed),
-        ms(sandboxed) - ms(bare)
+        "  SessionSandbox::run(true)   {:7.2} ms  (+{:.2} ms)",
+        ms(zygote),
+        ms(zygote) - ms(bare)
     );
     println!(
         "  shell.run(\"true\")           {:7.2} ms  (+{:.2} ms)",
         ms(shelled),
         ms(shelled) - ms(bare)
+    );
+    println!("one-shot path, for comparison (its own phase of each round):");
+    println!("  bare spawn of true          {:7.2} ms", ms(one_shot_bare));
+    println!(
+        "  bwrap (namespaces only)     {:7.2} ms  (+{:.2} ms)",
+        ms(floor),
+        ms(floor) - ms(one_shot_bare)
+    );
+    println!(
+        "  Sandbox::run(true)          {:7.2} ms  (+{:.2} ms)",
+        ms(sandboxed),
+        ms(sandboxed) - ms(one_shot_bare)
     );
 }

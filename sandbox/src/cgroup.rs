@@ -3,7 +3,9 @@
 //! The kernel never applies `RLIMIT_NPROC` to processes of user id 0 (root's own user struct is
 //! exempt, capabilities or not), so a fork bomb run by a root service would not be stopped by
 //! it. There the limit comes from a `pids` cgroup made for each command instead: the command's
-//! bubblewrap joins it before it starts, and every process it makes counts.
+//! bubblewrap joins it before it starts (one-shot), or the service moves the command's
+//! supervisor into it before the supervisor starts the command (in a session's zygote), and
+//! every process it makes counts.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -148,6 +150,12 @@ impl Joiner {
 }
 
 impl RunGroup {
+    /// Moves a process (by its id as the service sees it) into the group. Used for a command
+    /// started in a session's zygote, whose supervisor waits until it is in.
+    pub fn add(&self, pid: u32) -> std::io::Result<()> {
+        std::fs::write(self.path.join("cgroup.procs"), pid.to_string())
+    }
+
     /// Process ids in the group now.
     pub fn pids(&self) -> Vec<i32> {
         pids_in(&self.path)

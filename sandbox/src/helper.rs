@@ -9,11 +9,16 @@
 //! ```text
 //! switchboard-sandbox-exec [--data N] [--cpu N] [--nproc N] [--fsize N] [--nofile N]
 //!     [--write PATH]... [--no-tcp] [--report] -- PROGRAM ARGS...
+//! switchboard-sandbox-exec [the same limits and walls] --zygote
 //! ```
 //!
 //! `--report` prints one line, `landlock=<status> abi=<n>`, on standard error before running
 //! the program (the probe reads it). A failure to apply a wall ends the helper with exit code
 //! [`HELPER_FAILED`] and a message, and the command never runs.
+//!
+//! `--zygote` puts the helper itself under Landlock and then serves a session's commands on
+//! descriptor 3 ([`crate::supervisor`]): each command gets the limits and a Landlock layer of
+//! its own before it runs.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::process::CommandExt;
@@ -21,7 +26,7 @@ use std::path::PathBuf;
 
 use landlock::{
     path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+    RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 
 /// The exit code when the helper could not set up the walls (the command did not run).
@@ -41,6 +46,8 @@ pub struct HelperArgs {
     /// namespace.
     pub no_tcp: bool,
     pub report: bool,
+    /// Serve a session's commands instead of running one ([`crate::supervisor`]).
+    pub zygote: bool,
     pub command: Vec<OsString>,
 }
 
@@ -70,6 +77,10 @@ impl HelperArgs {
         if self.report {
             args.push("--report".into());
         }
+        if self.zygote {
+            args.push("--zygote".into());
+            return args;
+        }
         args.push("--".into());
         args.extend(self.command.iter().cloned());
         args
@@ -97,6 +108,7 @@ impl HelperArgs {
                     .push(args.next().ok_or("--write needs a path")?.into()),
                 "--no-tcp" => parsed.no_tcp = true,
                 "--report" => parsed.report = true,
+                "--zygote" => parsed.zygote = true,
                 "--" => {
                     parsed.command = args.collect();
                     break;
@@ -104,8 +116,10 @@ impl HelperArgs {
                 other => return Err(format!("unknown argument {other:?}")),
             }
         }
-        if parsed.command.is_empty() {
-            return Err("no command after --".into());
+        match (parsed.zygote, parsed.command.is_empty()) {
+            (false, true) => return Err("no command after --".into()),
+            (true, false) => return Err("--zygote runs no command of its own".into()),
+            _ => {}
         }
         Ok(parsed)
     }
@@ -143,11 +157,28 @@ pub fn exec_main(args: impl IntoIterator<Item = OsString>) -> i32 {
             return HELPER_FAILED;
         }
     };
+    if args.zygote {
+        // The zygote stays unlimited (the limits are each command's); Landlock binds it too.
+        let applied = landlock_ruleset(&args)
+            .map_err(|e| e.to_string())
+            .and_then(|ruleset| {
+                let copy = ruleset.try_clone().map_err(|e| e.to_string())?;
+                let report = restrict(copy).map_err(|e| e.to_string())?;
+                Ok((ruleset, report))
+            });
+        return match applied {
+            Ok((ruleset, report)) => crate::supervisor::serve(&args, ruleset, &report),
+            Err(error) => {
+                eprintln!("switchboard-sandbox-exec: cannot apply Landlock: {error}");
+                HELPER_FAILED
+            }
+        };
+    }
     if let Err(error) = apply_limits(&args) {
         eprintln!("switchboard-sandbox-exec: cannot set the limits: {error}");
         return HELPER_FAILED;
     }
-    match apply_landlock(&args) {
+    match landlock_ruleset(&args).and_then(restrict) {
         Ok(report) => {
             if args.report {
                 eprintln!("landlock={} abi={}", report.status, report.abi);
@@ -167,7 +198,7 @@ pub fn exec_main(args: impl IntoIterator<Item = OsString>) -> i32 {
     127
 }
 
-fn apply_limits(args: &HelperArgs) -> std::io::Result<()> {
+pub(crate) fn apply_limits(args: &HelperArgs) -> std::io::Result<()> {
     for (resource, value) in [
         (libc::RLIMIT_DATA, args.data),
         (libc::RLIMIT_CPU, args.cpu),
@@ -197,7 +228,9 @@ fn set_rlimit(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Resul
     }
 }
 
-fn apply_landlock(args: &HelperArgs) -> Result<LandlockReport, landlock::RulesetError> {
+/// The Landlock ruleset of the walls, created but not yet applied (the zygote applies a copy
+/// to itself and one more to each command).
+fn landlock_ruleset(args: &HelperArgs) -> Result<RulesetCreated, landlock::RulesetError> {
     // The newest ABI this crate knows; the best-effort mode drops what the kernel lacks.
     let abi = ABI::V6;
     let mut ruleset = Ruleset::default()
@@ -223,11 +256,14 @@ fn apply_landlock(args: &HelperArgs) -> Result<LandlockReport, landlock::Ruleset
         .cloned()
         .chain(devices.map(PathBuf::from))
         .collect();
-    let status = ruleset
+    ruleset
         .create()?
         .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))?
-        .add_rules(path_beneath_rules(&writable, AccessFs::from_all(abi)))?
-        .restrict_self()?;
+        .add_rules(path_beneath_rules(&writable, AccessFs::from_all(abi)))
+}
+
+fn restrict(ruleset: RulesetCreated) -> Result<LandlockReport, landlock::RulesetError> {
+    let status = ruleset.restrict_self()?;
     let status_name = match status.ruleset {
         RulesetStatus::FullyEnforced => "fully",
         RulesetStatus::PartiallyEnforced => "partially",
@@ -271,9 +307,16 @@ mod tests {
             write: vec!["/w s".into(), "/tmp".into()],
             no_tcp: true,
             report: true,
+            zygote: false,
             command: vec!["sh".into(), "-c".into(), "--write".into()],
         };
         assert_eq!(HelperArgs::parse(args.to_args()).unwrap(), args);
+        let zygote = HelperArgs {
+            zygote: true,
+            command: Vec::new(),
+            ..args
+        };
+        assert_eq!(HelperArgs::parse(zygote.to_args()).unwrap(), zygote);
     }
 
     #[test]
@@ -284,6 +327,7 @@ mod tests {
             vec!["--what", "--", "a"],
             vec!["--"],
             vec![],
+            vec!["--zygote", "--", "a"],
         ] {
             let bad: Vec<OsString> = bad.into_iter().map(OsString::from).collect();
             assert!(HelperArgs::parse(bad.clone()).is_err(), "{bad:?}");

@@ -60,6 +60,9 @@ pub mod helper;
 mod options;
 mod process;
 pub mod shell;
+mod supervisor;
+mod wire;
+mod zygote;
 
 pub use capture::{Cut, Keep};
 pub use checkpoint::{Checkpoints, Restored, UndoAnswer};
@@ -73,3 +76,4 @@ pub use shell::{
     KillAnswer, OutputAnswer, ProcessInfo, RunRequest, ShellAnswer, ShellEvents, ShellExited,
     ShellSession, ShellStarted,
 };
+pub use zygote::SessionSandbox;

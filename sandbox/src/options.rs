@@ -149,6 +149,9 @@ pub struct ShellOptions {
     pub max_processes: usize,
     /// The newest output of each background command kept for `shell.output`, bytes.
     pub background_keep_bytes: usize,
+    /// How long the session's sandbox stays up with nothing running and no new command
+    /// ([`crate::SessionSandbox`]); the next command starts a new one (with a fresh `/tmp`).
+    pub sandbox_idle: Duration,
 }
 
 impl Default for ShellOptions {
@@ -159,6 +162,7 @@ impl Default for ShellOptions {
             max_timeout: Duration::from_secs(600),
             max_processes: 4,
             background_keep_bytes: 1 << 20,
+            sandbox_idle: Duration::from_secs(300),
         }
     }
 }

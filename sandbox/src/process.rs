@@ -14,9 +14,12 @@ use crate::cgroup::{PidsHierarchy, RunGroup};
 use crate::error::SandboxError;
 use crate::helper::{HelperArgs, LandlockReport};
 use crate::options::{OutputLimits, SandboxOptions};
+use crate::wire::Exit;
 
 /// Where the helper is bound inside the sandbox (the host path may be hidden there).
-const HELPER_INSIDE: &str = "/run/switchboard-sandbox-exec";
+pub(crate) const HELPER_INSIDE: &str = "/run/switchboard-sandbox-exec";
+/// How long a killed command's supervisor gets to report that its tree is gone.
+const KILL_WAIT: Duration = Duration::from_secs(5);
 /// The descriptor the shell wrapper writes its final working directory to.
 pub(crate) const CWD_FD: i32 = 3;
 
@@ -122,23 +125,56 @@ pub struct RunOutput {
     pub final_cwd: Option<PathBuf>,
 }
 
-/// A spawned sandbox: its bubblewrap process (leader of its own process group) and its
-/// cgroup. Dropping it kills the whole tree: bubblewrap's group gets SIGKILL, bubblewrap's
-/// death kills the sandbox's PID namespace (`--die-with-parent`), and the cgroup is emptied.
+/// One stream of a command's output, as the service reads it.
+pub(crate) type Output = Box<dyn AsyncRead + Send + Unpin>;
+
+/// A started command: its process, its cgroup and its output. Dropping it kills the whole
+/// tree.
 pub(crate) struct Running {
-    pub child: tokio::process::Child,
+    pub process: Process,
     pub group: Option<RunGroup>,
     pub cwd_reader: Option<std::io::PipeReader>,
+    pub stdout: Option<Output>,
+    pub stderr: Option<Output>,
+}
+
+/// How the command runs.
+pub(crate) enum Process {
+    /// A bubblewrap of its own (the leader of its own process group): SIGKILL to the group
+    /// kills bubblewrap, whose death kills the sandbox's PID namespace (`--die-with-parent`).
+    OneShot(tokio::process::Child),
+    /// In a session's zygote: its supervisor kills the tree when told.
+    Zygote(crate::zygote::Command),
 }
 
 impl Running {
     /// SIGKILL to the whole command, unless it was already reaped (its pid could be reused).
     pub fn kill_tree(&mut self) {
-        if let Some(pid) = self.child.id() {
-            kill_group(pid as i32);
+        match &mut self.process {
+            Process::OneShot(child) => {
+                if let Some(pid) = child.id() {
+                    kill_group(pid as i32);
+                }
+            }
+            Process::Zygote(command) => command.kill(),
         }
         if let Some(group) = &self.group {
             group.kill_all();
+        }
+    }
+
+    /// Waits until the command (and, in a zygote, everything it started) has ended.
+    pub async fn wait(&mut self) -> std::io::Result<Exit> {
+        use std::os::unix::process::ExitStatusExt;
+        match &mut self.process {
+            Process::OneShot(child) => {
+                let status = child.wait().await?;
+                Ok(Exit {
+                    code: status.code(),
+                    signal: status.signal(),
+                })
+            }
+            Process::Zygote(command) => command.wait().await,
         }
     }
 }
@@ -192,7 +228,7 @@ fn find_program(name: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-const INSTALL_BWRAP: &str = "Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap) so that `bwrap` is on PATH, or set its path.";
+pub(crate) const INSTALL_BWRAP: &str = "Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap) so that `bwrap` is on PATH, or set its path.";
 
 impl Sandbox {
     /// Checks that every wall can be built here by running `true` through all of them. Never
@@ -309,8 +345,14 @@ impl Sandbox {
         &self.options
     }
 
+    /// The `bwrap` program found by the probe.
+    pub(crate) fn bwrap(&self) -> &Path {
+        &self.bwrap
+    }
+
     /// The bubblewrap arguments for one run (everything before the helper).
-    fn bwrap_args(&self, spec: &RunSpec) -> Vec<OsString> {
+    /// The bubblewrap arguments for a sandbox with these walls (everything before `--`).
+    pub(crate) fn bwrap_args(&self, walls: &Walls) -> Vec<OsString> {
         let mut args: Vec<OsString> = Vec::new();
         let mut push = |items: &[&dyn AsRef<std::ffi::OsStr>]| {
             args.extend(items.iter().map(|i| i.as_ref().to_owned()));
@@ -352,7 +394,7 @@ impl Sandbox {
         }
         // The workspace's siblings (other sessions' workspaces under the same root, other
         // projects beside a bound repository) are not the command's to read.
-        if let Some(parent) = spec.root.parent() {
+        if let Some(parent) = walls.root.parent() {
             if coverable(parent) && !SYSTEM_DIRS.contains(&parent.to_str().unwrap_or("/")) {
                 push(&[&"--tmpfs", &parent]);
             }
@@ -364,13 +406,13 @@ impl Sandbox {
         }
         push(&[&"--ro-bind", &self.options.helper.program, &HELPER_INSIDE]);
         // After the hiding: a workspace under a hidden directory is still bound.
-        push(&[&"--bind", &spec.root, &spec.root]);
-        for path in &spec.extra_writable {
+        push(&[&"--bind", &walls.root, &walls.root]);
+        for path in walls.extra_writable {
             push(&[&"--bind", path, path]);
         }
-        push(&[&"--chdir", &spec.cwd]);
+        push(&[&"--chdir", &walls.cwd]);
         push(&[&"--unshare-all", &"--unshare-user", &"--disable-userns"]);
-        if self.options.network {
+        if walls.network {
             push(&[&"--share-net"]);
         }
         push(&[
@@ -382,6 +424,19 @@ impl Sandbox {
             &"sandbox",
             &"--clearenv",
         ]);
+        for (name, value) in self.environment(walls.root, &[]) {
+            push(&[&"--setenv", &name, &value]);
+        }
+        args
+    }
+
+    /// A command's whole environment: the sandbox's own, the allowlisted variables of the
+    /// service, then `extra`.
+    pub(crate) fn environment(
+        &self,
+        root: &Path,
+        extra: &[(String, String)],
+    ) -> Vec<(String, String)> {
         let mut env: Vec<(String, String)> = vec![
             (
                 "PATH".into(),
@@ -400,11 +455,7 @@ impl Sandbox {
             // agent's.
             (
                 "GIT_CEILING_DIRECTORIES".into(),
-                spec.root
-                    .parent()
-                    .unwrap_or(&spec.root)
-                    .display()
-                    .to_string(),
+                root.parent().unwrap_or(root).display().to_string(),
             ),
         ];
         for name in &self.options.env_passthrough {
@@ -413,17 +464,18 @@ impl Sandbox {
                 env.push((name.clone(), value));
             }
         }
-        env.extend(spec.env.iter().cloned());
-        for (name, value) in &env {
-            push(&[&"--setenv", name, value]);
+        for (name, value) in extra {
+            env.retain(|(n, _)| n != name);
+            env.push((name.clone(), value.clone()));
         }
-        args
+        env
     }
 
-    fn helper_args(&self, spec: &RunSpec, report: bool) -> HelperArgs {
+    /// The helper's limits and Landlock walls (without its command or mode).
+    pub(crate) fn helper_args(&self, walls: &Walls) -> HelperArgs {
         let limits = &self.options.limits;
-        let mut write = vec![spec.root.clone(), PathBuf::from("/tmp")];
-        write.extend(spec.extra_writable.iter().cloned());
+        let mut write = vec![walls.root.to_path_buf(), PathBuf::from("/tmp")];
+        write.extend(walls.extra_writable.iter().cloned());
         HelperArgs {
             data: Some(limits.memory_bytes),
             cpu: Some(limits.cpu_seconds),
@@ -431,29 +483,44 @@ impl Sandbox {
             fsize: Some(limits.file_bytes),
             nofile: Some(limits.open_files),
             write,
-            no_tcp: !self.options.network,
-            report,
-            command: spec.argv.clone(),
+            no_tcp: !walls.network,
+            ..HelperArgs::default()
         }
     }
 
-    /// Spawns the command; it runs until it ends or the returned handle is dropped.
+    /// A `pids` cgroup for one command, when the process limit needs one (the service runs as
+    /// root).
+    pub(crate) fn command_group(&self) -> Result<Option<RunGroup>, SandboxError> {
+        match &self.pids {
+            Some(pids) => Ok(Some(
+                pids.group(self.options.limits.processes)
+                    .map_err(SandboxError::io("cannot make the command's cgroup"))?,
+            )),
+            None => Ok(None),
+        }
+    }
+
+    /// Spawns the command in a bubblewrap of its own; it runs until it ends or the returned
+    /// handle is dropped.
     pub(crate) fn spawn(&self, spec: &RunSpec, report: bool) -> Result<Running, SandboxError> {
         if spec.argv.is_empty() {
             return Err(SandboxError::BadRequest("nothing to run".into()));
         }
-        let group = match &self.pids {
-            Some(pids) => Some(
-                pids.group(self.options.limits.processes)
-                    .map_err(SandboxError::io("cannot make the command's cgroup"))?,
-            ),
-            None => None,
-        };
+        let group = self.command_group()?;
+        let walls = Walls::of(spec, self.options.network);
         let mut command = tokio::process::Command::new(&self.bwrap);
-        command.args(self.bwrap_args(spec));
+        command.args(self.bwrap_args(&walls));
+        for (name, value) in &spec.env {
+            command.arg("--setenv").arg(name).arg(value);
+        }
         command.arg("--").arg(HELPER_INSIDE);
         command.args(&self.options.helper.args);
-        command.args(self.helper_args(spec, report).to_args());
+        let helper = HelperArgs {
+            report,
+            command: spec.argv.clone(),
+            ..self.helper_args(&walls)
+        };
+        command.args(helper.to_args());
         command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -489,85 +556,121 @@ impl Sandbox {
                 Ok(())
             });
         }
-        let child = command.spawn().map_err(|e| {
+        let mut child = command.spawn().map_err(|e| {
             SandboxError::unavailable(
                 format!("cannot start {}: {e}", self.bwrap.display()),
                 INSTALL_BWRAP,
             )
         })?;
         drop(cwd_writer);
+        let stdout = child.stdout.take().map(|s| Box::new(s) as Output);
+        let stderr = child.stderr.take().map(|s| Box::new(s) as Output);
         Ok(Running {
-            child,
+            process: Process::OneShot(child),
             group,
             cwd_reader,
+            stdout,
+            stderr,
         })
     }
 
-    /// Runs a command to its end or its timeout.
+    /// Runs a command to its end or its timeout, in a bubblewrap of its own (the one-shot
+    /// path; a session's commands go through its [`crate::SessionSandbox`]).
     pub async fn run(&self, spec: &RunSpec) -> Result<RunOutput, SandboxError> {
         self.run_with(spec, false).await
     }
 
     async fn run_with(&self, spec: &RunSpec, report: bool) -> Result<RunOutput, SandboxError> {
         let started = Instant::now();
-        let mut running = self.spawn(spec, report)?;
-        let (out_spill, err_spill) = match &spec.spill {
-            Some([a, b]) => (Some(a.clone()), Some(b.clone())),
-            None => (None, None),
-        };
-        let mut out = Capture::new(spec.keep, spec.output, out_spill);
-        let mut err = Capture::new(spec.keep, spec.output, err_spill);
-        let mut stdout = running.child.stdout.take();
-        let mut stderr = running.child.stderr.take();
-        let finished = tokio::time::timeout(spec.timeout, async {
-            let (_, _, status) = tokio::join!(
-                drain(stdout.as_mut(), &mut out),
-                drain(stderr.as_mut(), &mut err),
-                running.child.wait()
-            );
-            status
-        })
-        .await;
-        let (status, timed_out) = match finished {
-            Ok(status) => (
-                Some(status.map_err(SandboxError::io("cannot wait for the command"))?),
-                false,
-            ),
-            Err(_elapsed) => {
-                running.kill_tree();
-                let status = running.child.wait().await.ok();
-                // What was already in the pipes, with a bound: nothing writes any more.
-                let _ = tokio::time::timeout(Duration::from_secs(1), async {
-                    tokio::join!(
-                        drain(stdout.as_mut(), &mut out),
-                        drain(stderr.as_mut(), &mut err)
-                    )
-                })
-                .await;
-                (status, true)
-            }
-        };
-        if let Some(group) = &running.group {
-            group.kill_all();
-        }
-        let final_cwd = running.cwd_reader.take().and_then(read_cwd);
-        use std::os::unix::process::ExitStatusExt;
-        let bytes = out.total_bytes() + err.total_bytes();
-        let (stdout, stdout_cut) = out.finish();
-        let (stderr, stderr_cut) = err.finish();
-        Ok(RunOutput {
-            exit_code: status.and_then(|s| s.code()),
-            signal: status.and_then(|s| s.signal()),
-            stdout,
-            stderr,
-            stdout_cut,
-            stderr_cut,
-            timed_out,
-            duration: started.elapsed(),
-            bytes,
-            final_cwd,
-        })
+        let running = self.spawn(spec, report)?;
+        finish(running, spec, started).await
     }
+}
+
+/// The walls of one sandbox: the only writable places, where it starts, and the network.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Walls<'a> {
+    pub root: &'a Path,
+    pub cwd: &'a Path,
+    pub extra_writable: &'a [PathBuf],
+    pub network: bool,
+}
+
+impl<'a> Walls<'a> {
+    pub fn of(spec: &'a RunSpec, network: bool) -> Self {
+        Self {
+            root: &spec.root,
+            cwd: &spec.cwd,
+            extra_writable: &spec.extra_writable,
+            network,
+        }
+    }
+}
+
+/// Reads a started command to its end or its timeout, with bounded output.
+pub(crate) async fn finish(
+    mut running: Running,
+    spec: &RunSpec,
+    started: Instant,
+) -> Result<RunOutput, SandboxError> {
+    let (out_spill, err_spill) = match &spec.spill {
+        Some([a, b]) => (Some(a.clone()), Some(b.clone())),
+        None => (None, None),
+    };
+    let mut out = Capture::new(spec.keep, spec.output, out_spill);
+    let mut err = Capture::new(spec.keep, spec.output, err_spill);
+    let mut stdout = running.stdout.take();
+    let mut stderr = running.stderr.take();
+    let finished = tokio::time::timeout(spec.timeout, async {
+        let (_, _, status) = tokio::join!(
+            drain(stdout.as_mut(), &mut out),
+            drain(stderr.as_mut(), &mut err),
+            running.wait()
+        );
+        status
+    })
+    .await;
+    let (status, timed_out) = match finished {
+        Ok(status) => (
+            Some(status.map_err(SandboxError::io("cannot wait for the command"))?),
+            false,
+        ),
+        Err(_elapsed) => {
+            running.kill_tree();
+            let status = tokio::time::timeout(KILL_WAIT, running.wait())
+                .await
+                .ok()
+                .and_then(Result::ok);
+            // What was already in the pipes, with a bound: nothing writes any more.
+            let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                tokio::join!(
+                    drain(stdout.as_mut(), &mut out),
+                    drain(stderr.as_mut(), &mut err)
+                )
+            })
+            .await;
+            (status, true)
+        }
+    };
+    if let Some(group) = &running.group {
+        group.kill_all();
+    }
+    let final_cwd = running.cwd_reader.take().and_then(read_cwd);
+    let bytes = out.total_bytes() + err.total_bytes();
+    let (stdout, stdout_cut) = out.finish();
+    let (stderr, stderr_cut) = err.finish();
+    Ok(RunOutput {
+        exit_code: status.and_then(|s| s.code),
+        signal: status.and_then(|s| s.signal),
+        stdout,
+        stderr,
+        stdout_cut,
+        stderr_cut,
+        timed_out,
+        duration: started.elapsed(),
+        bytes,
+        final_cwd,
+    })
 }
 
 /// Reads a stream to its end into a capture (whose memory is bounded).
@@ -595,7 +698,7 @@ fn read_cwd(reader: std::io::PipeReader) -> Option<PathBuf> {
 }
 
 #[allow(unsafe_code)] // FFI calls, see SAFETY below
-fn dup_to(fd: i32, target: i32) -> std::io::Result<()> {
+pub(crate) fn dup_to(fd: i32, target: i32) -> std::io::Result<()> {
     // SAFETY: dup2 and fcntl take integers and are async-signal-safe.
     let rc = unsafe {
         if fd == target {

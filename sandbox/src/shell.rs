@@ -1,6 +1,6 @@
-//! A session's shell: commands run in the sandbox from a working directory that persists
-//! between runs (a `cd` holds), in the foreground with a timeout or in the background with
-//! their output read later.
+//! A session's shell: commands run in the session's sandbox ([`SessionSandbox`]) from a
+//! working directory that persists between runs (a `cd` holds), in the foreground with a
+//! timeout or in the background with their output read later.
 //!
 //! The working directory is carried by a wrapper: the command runs through `eval` in a shell
 //! whose exit trap prints `pwd -P` on descriptor 3, a pipe only the service reads. The path it
@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,7 +20,8 @@ use tokio::io::AsyncReadExt;
 use crate::capture::{spill_path, Cut, Keep};
 use crate::error::SandboxError;
 use crate::options::ShellOptions;
-use crate::process::{RunSpec, Sandbox};
+use crate::process::{Output, RunSpec, Sandbox};
+use crate::zygote::SessionSandbox;
 
 /// The wrapper a foreground command runs in. `$1` is the command.
 const FOREGROUND: &str = "trap '__switchboard_status=$?; pwd -P >&3 2>/dev/null; exit $__switchboard_status' EXIT\n__switchboard_command=$1; shift; eval \"$__switchboard_command\"";
@@ -142,20 +143,20 @@ struct BackgroundState {
     total: u64,
     running: bool,
     exit_code: Option<i32>,
-    /// The command's process group while it runs (for a kill when the session is dropped).
-    pgid: Option<i32>,
 }
 
 /// A session's shell: its working directory, its background commands and their bounds.
-/// Dropping it kills every background command it started.
+/// Dropping it stops the session's sandbox, and every background command in it.
 pub struct ShellSession {
-    sandbox: Arc<Sandbox>,
+    session: Arc<SessionSandbox>,
     root: PathBuf,
     cwd: Mutex<PathBuf>,
     options: ShellOptions,
     extra_writable: Vec<PathBuf>,
     next: AtomicU64,
     background: Mutex<BTreeMap<u64, Background>>,
+    /// Background commands between the check of the bound and their entry in the table.
+    background_starting: AtomicUsize,
     events: Option<Arc<dyn ShellEvents>>,
 }
 
@@ -168,26 +169,40 @@ impl std::fmt::Debug for ShellSession {
 }
 
 impl ShellSession {
-    /// A shell for the workspace at `root` (which must exist), starting at its root.
+    /// A shell for the workspace at `root` (which must exist), starting at its root, with a
+    /// session sandbox of its own.
     pub fn new(
         sandbox: Arc<Sandbox>,
         root: &Path,
         options: ShellOptions,
     ) -> Result<Self, SandboxError> {
-        let root = root.canonicalize().map_err(SandboxError::io(format!(
-            "cannot open the workspace {}",
-            root.display()
-        )))?;
-        Ok(Self {
-            sandbox,
+        let session = SessionSandbox::new(sandbox, root, options.sandbox_idle)?;
+        Ok(Self::in_session(session, options))
+    }
+
+    /// A shell in an existing session sandbox (shared with the session's git, say).
+    pub fn in_session(session: Arc<SessionSandbox>, options: ShellOptions) -> Self {
+        let root = session.root().to_path_buf();
+        Self {
+            session,
             cwd: Mutex::new(root.clone()),
             root,
             options,
             extra_writable: Vec::new(),
             next: AtomicU64::new(1),
             background: Mutex::new(BTreeMap::new()),
+            background_starting: AtomicUsize::new(0),
             events: None,
-        })
+        }
+    }
+
+    /// The session's sandbox.
+    pub fn session(&self) -> &Arc<SessionSandbox> {
+        &self.session
+    }
+
+    fn sandbox(&self) -> &Sandbox {
+        self.session.sandbox()
     }
 
     /// Sends `shell.started` and `shell.exited` to `events`.
@@ -236,7 +251,7 @@ impl ShellSession {
     }
 
     fn spec(&self, id: &str, command: &str, timeout: Duration, background: bool) -> RunSpec {
-        let shell = self.sandbox.options().shell.clone();
+        let shell = self.sandbox().options().shell.clone();
         let wrapper = if background { BACKGROUND } else { FOREGROUND };
         RunSpec {
             root: self.root.clone(),
@@ -267,7 +282,7 @@ impl ShellSession {
             events.started(ShellStarted {
                 id: id.to_owned(),
                 argv: vec![
-                    self.sandbox.options().shell.display().to_string(),
+                    self.sandbox().options().shell.display().to_string(),
                     "-c".into(),
                     command.to_owned(),
                 ],
@@ -294,11 +309,11 @@ impl ShellSession {
         let timeout = self.timeout(request.timeout_s)?;
         let id = format!("sh-{}", self.next.fetch_add(1, Ordering::Relaxed));
         if request.background {
-            return self.start_background(id, request.command);
+            return self.start_background(id, request.command).await;
         }
         let spec = self.spec(&id, &request.command, timeout, false);
         self.started(&id, &request.command, &spec.cwd, false);
-        let output = self.sandbox.run(&spec).await;
+        let output = self.session.run(&spec).await;
         let output = match output {
             Ok(output) => output,
             Err(error) => {
@@ -349,28 +364,36 @@ impl ShellSession {
         Ok(answer)
     }
 
-    fn start_background(&self, id: String, command: String) -> Result<ShellAnswer, SandboxError> {
-        let mut table = lock(&self.background);
-        let running = table
-            .values()
-            .filter(|b| b.shared.lock().is_ok_and(|s| s.running))
-            .count();
-        if running >= self.options.max_processes {
-            return Err(SandboxError::TooManyProcesses {
-                max: self.options.max_processes,
-            });
-        }
+    async fn start_background(
+        &self,
+        id: String,
+        command: String,
+    ) -> Result<ShellAnswer, SandboxError> {
+        let starting = {
+            let table = lock(&self.background);
+            let running = table
+                .values()
+                .filter(|b| b.shared.lock().is_ok_and(|s| s.running))
+                .count();
+            if running + self.background_starting.load(Ordering::Relaxed)
+                >= self.options.max_processes
+            {
+                return Err(SandboxError::TooManyProcesses {
+                    max: self.options.max_processes,
+                });
+            }
+            Starting::new(&self.background_starting)
+        };
         // A background command is not bound by the call's timeout: it runs until it ends, is
         // killed, or the session goes.
         let spec = self.spec(&id, &command, Duration::MAX, true);
         let cwd = spec.cwd.clone();
-        let mut running = self.sandbox.spawn(&spec, false)?;
+        let mut running = self.session.spawn(&spec).await?;
         let shared = Arc::new(Mutex::new(BackgroundState {
             kept: VecDeque::new(),
             total: 0,
             running: true,
             exit_code: None,
-            pgid: running.child.id().map(|p| p as i32),
         }));
         let kill = Arc::new(tokio::sync::Notify::new());
         let keep = self.options.background_keep_bytes;
@@ -381,7 +404,7 @@ impl ShellSession {
             let kill = Arc::clone(&kill);
             let id = id.clone();
             tokio::spawn(async move {
-                let stdout = running.child.stdout.take();
+                let stdout = running.stdout.take();
                 let killed = tokio::select! {
                     () = read_into(stdout, &shared, keep) => false,
                     () = kill.notified() => true,
@@ -389,19 +412,18 @@ impl ShellSession {
                 if killed {
                     running.kill_tree();
                 }
-                let status = running.child.wait().await.ok();
+                let status = running.wait().await.ok();
                 drop(running);
                 let bytes = {
                     let mut state = lock(&shared);
                     state.running = false;
-                    state.pgid = None;
-                    state.exit_code = status.and_then(|s| s.code());
+                    state.exit_code = status.and_then(|s| s.code);
                     state.total
                 };
                 if let Some(events) = events {
                     events.exited(ShellExited {
                         id,
-                        code: status.and_then(|s| s.code()),
+                        code: status.and_then(|s| s.code),
                         ms: started.elapsed().as_millis() as u64,
                         bytes,
                     });
@@ -410,6 +432,8 @@ impl ShellSession {
         };
         self.started(&id, &command, &cwd, true);
         let number: u64 = id[3..].parse().unwrap_or(0);
+        let mut table = lock(&self.background);
+        drop(starting);
         table.insert(
             number,
             Background {
@@ -537,20 +561,35 @@ impl ShellSession {
 
 impl Drop for ShellSession {
     fn drop(&mut self) {
+        // Everything of the session runs in its sandbox: stopping it kills every background
+        // command at once, whatever its tasks are doing.
+        self.session.shutdown();
         let table = self
             .background
             .get_mut()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         for background in table.values() {
-            if let Ok(state) = background.shared.lock() {
-                if let Some(pgid) = state.pgid {
-                    crate::process::kill_group(pgid);
-                }
-            }
-            // The task owns the process handle: aborting it drops the handle, which kills
-            // what is left (and empties its cgroup).
+            // The task owns the process handle: aborting it drops the handle (which empties
+            // the command's cgroup, if it has one).
             background.task.abort();
         }
+    }
+}
+
+/// A background command being started: counted against the bound until it is in the table
+/// (or its start failed or was dropped).
+struct Starting<'a>(&'a AtomicUsize);
+
+impl<'a> Starting<'a> {
+    fn new(counter: &'a AtomicUsize) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Self(counter)
+    }
+}
+
+impl Drop for Starting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -562,11 +601,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-async fn read_into(
-    stdout: Option<tokio::process::ChildStdout>,
-    shared: &Mutex<BackgroundState>,
-    keep: usize,
-) {
+async fn read_into(stdout: Option<Output>, shared: &Mutex<BackgroundState>, keep: usize) {
     let Some(mut stdout) = stdout else {
         return;
     };
