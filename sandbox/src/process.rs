@@ -688,11 +688,21 @@ pub(crate) async fn drain<R: AsyncRead + Unpin>(reader: Option<&mut R>, capture:
 }
 
 /// The wrapper's last line on descriptor 3 (at most 4 KiB read; the command could write
-/// there too, which is why the path is checked before it is used).
-fn read_cwd(reader: std::io::PipeReader) -> Option<PathBuf> {
+/// there too, which is why the path is checked before it is used). Only what is already in
+/// the pipe: the wrapper wrote it before it exited, and a process that kept the descriptor
+/// (one a kill missed) must not hold the answer.
+fn read_cwd(mut reader: std::io::PipeReader) -> Option<PathBuf> {
     use std::io::Read;
-    let mut text = String::new();
-    reader.take(4096).read_to_string(&mut text).ok()?;
+    rustix::io::ioctl_fionbio(&reader, true).ok()?;
+    let mut bytes = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while bytes.len() < 4096 {
+        match reader.read(&mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => bytes.extend_from_slice(&buffer[..n.min(4096 - bytes.len())]),
+        }
+    }
+    let text = String::from_utf8(bytes).ok()?;
     let line = text.lines().rev().find(|l| !l.is_empty())?;
     Some(PathBuf::from(line))
 }
