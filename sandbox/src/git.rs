@@ -1,6 +1,7 @@
 //! `git` as a sandboxed program: each operation runs the real `git` under the sandbox (a
 //! repository's hooks and config run there too) and parses its porcelain output into an
-//! answer.
+//! answer. [`Git::in_session`] runs it in the session's sandbox, beside the session's shell
+//! commands; [`Git::new`] gives each operation a bubblewrap of its own.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use crate::capture::{Cut, Keep};
 use crate::error::SandboxError;
 use crate::options::OutputLimits;
 use crate::process::{RunOutput, RunSpec, Sandbox};
+use crate::zygote::SessionSandbox;
 
 /// Most commits `git.log` lists.
 pub const MAX_LOG: usize = 200;
@@ -23,6 +25,8 @@ const GIT_TIMEOUT: Duration = Duration::from_secs(120);
 #[derive(Debug, Clone)]
 pub struct Git {
     sandbox: Arc<Sandbox>,
+    /// The session's sandbox, when git runs in it.
+    session: Option<Arc<SessionSandbox>>,
     root: PathBuf,
     output: OutputLimits,
 }
@@ -107,10 +111,22 @@ pub struct BranchAnswer {
 }
 
 impl Git {
+    /// Git whose every operation runs in a bubblewrap of its own.
     pub fn new(sandbox: Arc<Sandbox>, root: &Path, output: OutputLimits) -> Self {
         Self {
             sandbox,
+            session: None,
             root: root.to_path_buf(),
+            output,
+        }
+    }
+
+    /// Git in the session's sandbox (the workspace is the session's).
+    pub fn in_session(session: Arc<SessionSandbox>, output: OutputLimits) -> Self {
+        Self {
+            sandbox: Arc::clone(session.sandbox()),
+            root: session.root().to_path_buf(),
+            session: Some(session),
             output,
         }
     }
@@ -131,7 +147,10 @@ impl Git {
             report_cwd: false,
             merge_stderr: false,
         };
-        let output = self.sandbox.run(&spec).await?;
+        let output = match &self.session {
+            Some(session) => session.run(&spec).await?,
+            None => self.sandbox.run(&spec).await?,
+        };
         if output.timed_out {
             return Err(SandboxError::Git {
                 message: format!(

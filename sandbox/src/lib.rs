@@ -23,9 +23,20 @@
 //!   to abstract Unix sockets or signalling processes outside the sandbox (ABI 6+).
 //!   [`Sandbox::probe`] reports what the kernel enforced.
 //!
-//! A command runs in its own process group; a timeout, a kill, a cancelled call or dropping
-//! its owner kills the whole tree (bubblewrap's death takes its PID namespace with it).
-//! Output is captured within bounds while it is read ([`capture`]); a cut stream is saved
+//! A session's commands run in the session's own sandbox ([`SessionSandbox`]): bubblewrap is
+//! started once, on the session's first command, with the helper staying inside as a zygote
+//! that starts each command (bubblewrap alone costs more than the 10 ms a command may add;
+//! see `BENCHMARKS.md`). Each command still gets the limits, a Landlock layer of its own, its
+//! own process group and `pids` cgroup, and a supervisor that is the parent of its whole tree.
+//! The session's commands share the sandbox's `/tmp`, its PID, IPC, UTS and network
+//! namespaces ([`SessionSandbox`] says what that means and why it is acceptable); sessions
+//! share nothing. [`Sandbox::run`] still gives a command a bubblewrap of its own (checkpoints
+//! use it: they need the shadow repository writable, which a session's commands must not).
+//!
+//! A timeout, a kill, a cancelled call or dropping its owner kills a command's whole tree
+//! (its supervisor kills every descendant, `setsid` and double forks included, and the
+//! `pids` cgroup is emptied; a one-shot command's bubblewrap takes its PID namespace with
+//! it). Output is captured within bounds while it is read ([`capture`]); a cut stream is saved
 //! under the workspace's `.switchboard/`.
 //!
 //! There is no fallback: when `bwrap` is missing or the probe fails, [`Sandbox::probe`]
@@ -50,6 +61,14 @@
 //!   the per-file size limit.
 //! - **Programs the operator passes through.** Environment variables in `env_passthrough`
 //!   (tokens, say) are visible to every command.
+//! - **A session's commands from each other.** They share the session's sandbox: `/tmp`,
+//!   the processes in `/proc`, System V IPC, and (network on) loopback ports. With Landlock
+//!   ABI 6+ a command cannot signal or trace another command, its supervisor or the zygote;
+//!   on older kernels it can signal the session's other commands and its own supervisor
+//!   (the zygote, the sandbox's PID 1, stays out of reach; a killed supervisor's leftovers are
+//!   still killed through the `pids` cgroup when the service runs as root, and otherwise
+//!   when the session's sandbox stops). When the service does not run as root, the process
+//!   limit bounds the session's processes together, not each command's.
 
 pub mod capture;
 pub mod cgroup;

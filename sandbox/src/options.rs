@@ -26,7 +26,8 @@ pub struct SandboxOptions {
     /// directory, say).
     pub read_only: Vec<PathBuf>,
     pub limits: Limits,
-    /// Size of the fresh `/tmp` (and the home stand-in in it), in bytes.
+    /// Size of the fresh `/tmp` (and the home stand-in in it), in bytes: one per session's
+    /// sandbox, shared by its commands; one per one-shot command.
     pub tmp_bytes: u64,
 }
 

@@ -311,7 +311,13 @@ impl Sandbox {
             merge_stderr: false,
         };
         let output = sandbox.run_with(&spec, true).await;
+        // A session's sandbox too (bubblewrap as the zygote's init, the command through it).
+        let session = match &output {
+            Ok(o) if o.exit_code == Some(0) => crate::zygote::probe(&sandbox, &spec).await,
+            _ => Ok(()),
+        };
         let _ = std::fs::remove_dir_all(&dir);
+        session?;
         let output = output.map_err(|e| {
             SandboxError::unavailable(
                 format!("bubblewrap could not start a sandbox: {e}"),

@@ -28,6 +28,9 @@ const FOREGROUND: &str = "trap '__switchboard_status=$?; pwd -P >&3 2>/dev/null;
 /// The wrapper of a background command: one output stream, no working directory to report.
 const BACKGROUND: &str = "__switchboard_command=$1; shift; eval \"$__switchboard_command\"";
 
+/// How long a killed background command gets to be reported gone.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
 /// Most finished background commands kept per session for `shell.output`, beyond the running
 /// ones; the oldest finished one goes first.
 const MAX_FINISHED: usize = 16;
@@ -412,7 +415,15 @@ impl ShellSession {
                 if killed {
                     running.kill_tree();
                 }
-                let status = running.wait().await.ok();
+                // After a kill, a bounded wait: the handle's drop finishes the job regardless.
+                let status = if killed {
+                    tokio::time::timeout(KILL_WAIT, running.wait())
+                        .await
+                        .ok()
+                        .and_then(Result::ok)
+                } else {
+                    running.wait().await.ok()
+                };
                 drop(running);
                 let bytes = {
                     let mut state = lock(&shared);

@@ -191,7 +191,7 @@ fn start(bytes: &[u8], fds: Vec<OwnedFd>, truncated: bool, walls: &Walls, zygote
     } else {
         Request::parse(bytes).map_err(|e| e.to_string())
     };
-    let first = fds.first().map(|fd| fd.as_raw_fd());
+    let first = fds.first().map(AsRawFd::as_raw_fd);
     let refuse = |why: &str| {
         if let Some(fd) = first {
             // SAFETY: `fds` still owns this descriptor for the duration of the call.

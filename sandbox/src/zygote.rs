@@ -17,6 +17,13 @@
 //! (`RLIMIT_NPROC` counts the processes of the sandbox's user, so it bounds the session as a
 //! whole). None of it is shared across sessions: each session has its own sandbox.
 //!
+//! A `/tmp` per session rather than per command is acceptable: every command of a session is
+//! the same agent's, which can already read and change everything in its workspace, so what
+//! one command leaves in `/tmp` tells the next nothing it could not have put in the
+//! workspace; it is what a shell user expects between commands, and it is still never another
+//! session's. A `/tmp` per command would need a mount namespace per command, which the zygote
+//! cannot make: it has no capabilities, and Landlock forbids mounting once applied.
+//!
 //! The zygote is started lazily, replaced transparently when it died (the command that finds
 //! it dead is retried once in a new one), stopped when the session has been idle for
 //! [`crate::ShellOptions::sandbox_idle`] with nothing running, when its options change
@@ -670,6 +677,35 @@ async fn read_some(mut stderr: tokio::net::unix::pipe::Receiver) -> String {
     })
     .await;
     String::from_utf8_lossy(&text).into_owned()
+}
+
+/// Runs `spec` (`true` in the probe's directory) in a zygote of its own: a session's sandbox
+/// can be built here, or [`SandboxError::Unavailable`] says why not.
+pub(crate) async fn probe(sandbox: &Sandbox, spec: &RunSpec) -> Result<(), SandboxError> {
+    let zygote = Zygote::start(sandbox, &spec.root, sandbox.options().network).await?;
+    let running = match zygote.command(sandbox, spec).await {
+        Ok(running) => running,
+        Err(StartError::Failed(error)) => return Err(error),
+        Err(StartError::Gone) => {
+            return Err(SandboxError::unavailable(
+                "the session's sandbox stopped before it ran the probe",
+                crate::process::INSTALL_BWRAP,
+            ))
+        }
+    };
+    let output = finish(running, spec, Instant::now()).await?;
+    if output.exit_code == Some(0) {
+        Ok(())
+    } else {
+        Err(SandboxError::unavailable(
+            format!(
+                "the probe command failed in a session's sandbox (exit {:?}): {}",
+                output.exit_code,
+                output.stderr.trim()
+            ),
+            crate::process::INSTALL_BWRAP,
+        ))
+    }
 }
 
 /// A poisoned lock still holds consistent data here (every critical section is a few field

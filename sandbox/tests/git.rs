@@ -17,7 +17,9 @@ async fn status_diff_commit_log_and_branch_answer_structurally() {
         .await
         .unwrap();
     assert_eq!(init.exit_code, Some(0), "{init:?}");
-    let git = Git::new(sandbox.clone(), ws.path(), OutputLimits::default());
+    // git in the shell's session sandbox, as a workspace runs it.
+    let git = Git::in_session(shell.session().clone(), OutputLimits::default());
+    let zygote = shell.session().zygote_pid();
     let status = git.status().await.unwrap();
     assert_eq!(status.branch.as_deref(), Some("main"));
     assert_eq!(status.entries.len(), 1);
@@ -71,6 +73,8 @@ async fn status_diff_commit_log_and_branch_answer_structurally() {
         git.commit("  ", false).await.unwrap_err().kind(),
         SandboxErrorKind::BadRequest
     );
+    assert!(zygote.is_some());
+    assert_eq!(shell.session().zygote_pid(), zygote, "git ran elsewhere");
 }
 
 #[tokio::test]

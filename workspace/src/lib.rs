@@ -151,7 +151,8 @@ impl Workspace {
         let (shell, git, checkpoints) = match &sandbox {
             SandboxState::Ready(sandbox) => {
                 let shell = ShellSession::new(Arc::clone(sandbox), root.path(), options.shell)?;
-                let git = Git::new(Arc::clone(sandbox), root.path(), options.output);
+                // git runs in the session's sandbox, beside the shell's commands.
+                let git = Git::in_session(Arc::clone(shell.session()), options.output);
                 let checkpoints = options
                     .checkpoints
                     .as_deref()
