@@ -115,14 +115,12 @@ async fn a_killed_sandbox_is_replaced_by_the_next_command() {
     for round in 0..2 {
         shell.run(run("true")).await.unwrap();
         let bwrap = shell.session().zygote_pid().unwrap();
-        // Round 0 kills the zygote inside, round 1 its bubblewrap outside.
-        let victim = if round == 0 {
-            zygote_inside(bwrap).expect("the zygote under bubblewrap")
-        } else {
-            bwrap as i32
-        };
-        sigkill(victim);
+        // Round 0 kills the zygote inside, round 1 its bubblewrap outside (the service still
+        // holds the zygote's socket: only --die-with-parent takes the zygote down then).
+        let inside = zygote_inside(bwrap).expect("the zygote under bubblewrap");
+        sigkill(if round == 0 { inside } else { bwrap as i32 });
         assert!(ended(bwrap).await, "bubblewrap outlived its zygote");
+        assert!(ended(inside as u32).await, "the zygote outlived bubblewrap");
         let answer = shell.run(run("echo again")).await.unwrap();
         assert_eq!(answer.stdout, "again\n");
         let replacement = shell.session().zygote_pid().unwrap();
