@@ -22,6 +22,15 @@ use switchboard_sandbox::{
 const ROUNDS: usize = 15;
 const RUNS: usize = 20;
 
+// The cases, by their index in the sample arrays.
+const BARE: usize = 0;
+const SESSION: usize = 1;
+const SHELL: usize = 2;
+const ONE_SHOT_BARE: usize = 3;
+const FLOOR: usize = 4;
+const ONE_SHOT: usize = 5;
+const CASES: usize = 6;
+
 fn median(mut values: Vec<Duration>) -> Duration {
     values.sort();
     values[values.len() / 2]
@@ -34,8 +43,29 @@ async fn bare_spawn() -> Duration {
     t.elapsed()
 }
 
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
+}
+
+/// One line of the report: the case's p50 and what it adds to the bare spawn beside it.
+fn row(case: &str, p50: Duration, bare: Option<Duration>) {
+    match bare {
+        Some(bare) => println!(
+            "  {case:<27} {:7.2} ms  (+{:.2} ms)",
+            ms(p50),
+            ms(p50) - ms(bare)
+        ),
+        None => println!("  {case:<27} {:7.2} ms", ms(p50)),
+    }
 }
 
 #[tokio::main]
@@ -93,41 +123,29 @@ async fn main() {
         "--",
         "true",
     ];
-    let (mut bare, mut sandboxed, mut shelled, mut floor, mut zygote, mut one_shot_bare) = (
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-    );
+    let load_at_start = load_average();
+    // Per case: the median of each round.
+    let mut medians: [Vec<Duration>; CASES] = Default::default();
     for round in 0..=ROUNDS {
-        let (mut b, mut s, mut sh, mut f, mut z, mut ob) = (
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-        );
+        let mut samples: [Vec<Duration>; CASES] = Default::default();
         // Two phases per round. The one-shot path's sandboxes are torn down by the kernel after
         // they exit (their mount and network namespaces go asynchronously), which slows
         // whatever runs next on 2 cores; in its own phase that lands on its own cases.
         for _ in 0..RUNS {
             // Each sandboxed case right after a bare spawn: drift hits both alike.
-            b.push(bare_spawn().await);
+            samples[BARE].push(bare_spawn().await);
             let t = Instant::now();
             let out = session.run(&spec).await.unwrap();
             assert_eq!(out.exit_code, Some(0), "{out:?}");
-            z.push(t.elapsed());
-            b.push(bare_spawn().await);
+            samples[SESSION].push(t.elapsed());
+            samples[BARE].push(bare_spawn().await);
             let t = Instant::now();
             let out = shell.run(request.clone()).await.unwrap();
             assert_eq!(out.exit_code, Some(0));
-            sh.push(t.elapsed());
+            samples[SHELL].push(t.elapsed());
         }
         for _ in 0..RUNS {
-            ob.push(bare_spawn().await);
+            samples[ONE_SHOT_BARE].push(bare_spawn().await);
             let t = Instant::now();
             let status = tokio::process::Command::new("bwrap")
                 .args(bwrap_only)
@@ -135,65 +153,44 @@ async fn main() {
                 .await
                 .unwrap();
             assert!(status.success());
-            f.push(t.elapsed());
+            samples[FLOOR].push(t.elapsed());
             let t = Instant::now();
             let out = sandbox.run(&spec).await.unwrap();
             assert_eq!(out.exit_code, Some(0), "{out:?}");
-            s.push(t.elapsed());
+            samples[ONE_SHOT].push(t.elapsed());
         }
         if round == 0 {
             continue; // warm-up
         }
-        bare.push(median(b));
-        floor.push(median(f));
-        sandboxed.push(median(s));
-        shelled.push(median(sh));
-        zygote.push(median(z));
-        one_shot_bare.push(median(ob));
+        for (case, samples) in samples.into_iter().enumerate() {
+            medians[case].push(median(samples));
+        }
     }
-    let one_shot_bare = median(one_shot_bare);
-    let (bare, sandboxed, shelled, floor, zygote) = (
-        median(bare),
-        median(sandboxed),
-        median(shelled),
-        median(floor),
-        median(zygote),
-    );
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let p50 = medians.map(median);
     let report = sandbox.report();
     println!(
         "sandbox: {} · landlock {} (ABI {}) · process limit {}",
         report.bwrap_version, report.landlock, report.landlock_abi, report.process_limit
     );
     println!(
-        "load average (1, 5, 15 min) at the end: {}",
-        load.split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
+        "load average (1, 5, 15 min): {load_at_start} at the start, {} at the end, on {} cores",
+        load_average(),
+        std::thread::available_parallelism().map_or(0, usize::from)
     );
     println!("p50 over {ROUNDS} rounds × {RUNS} runs (median of the per-round medians):");
-    println!("  bare spawn of true          {:7.2} ms", ms(bare));
-    println!(
-        "  SessionSandbox::run(true)   {:7.2} ms  (+{:.2} ms)",
-        ms(zygote),
-        ms(zygote) - ms(bare)
-    );
-    println!(
-        "  shell.run(\"true\")           {:7.2} ms  (+{:.2} ms)",
-        ms(shelled),
-        ms(shelled) - ms(bare)
-    );
+    row("bare spawn of true", p50[BARE], None);
+    row("SessionSandbox::run(true)", p50[SESSION], Some(p50[BARE]));
+    row("shell.run(\"true\")", p50[SHELL], Some(p50[BARE]));
     println!("one-shot path, for comparison (its own phase of each round):");
-    println!("  bare spawn of true          {:7.2} ms", ms(one_shot_bare));
-    println!(
-        "  bwrap (namespaces only)     {:7.2} ms  (+{:.2} ms)",
-        ms(floor),
-        ms(floor) - ms(one_shot_bare)
+    row("bare spawn of true", p50[ONE_SHOT_BARE], None);
+    row(
+        "bwrap (namespaces only)",
+        p50[FLOOR],
+        Some(p50[ONE_SHOT_BARE]),
     );
-    println!(
-        "  Sandbox::run(true)          {:7.2} ms  (+{:.2} ms)",
-        ms(sandboxed),
-        ms(sandboxed) - ms(one_shot_bare)
+    row(
+        "Sandbox::run(true)",
+        p50[ONE_SHOT],
+        Some(p50[ONE_SHOT_BARE]),
     );
 }

@@ -89,16 +89,7 @@ fn serve_inner(
     let walls = Walls { args, ruleset };
     let mut buffer = vec![0u8; wire::REQUEST_MAX + 1];
     loop {
-        let mut fds = [
-            PollFd::new(&control, PollFlags::IN),
-            PollFd::new(&signals.fd, PollFlags::IN),
-        ];
-        match poll(&mut fds, None) {
-            Ok(_) => {}
-            Err(Errno::INTR) => continue,
-            Err(error) => return Err(error.into()),
-        }
-        let (control_ready, children_ready) = (fds[0].revents(), fds[1].revents());
+        let (control_ready, children_ready) = wait_for_either(&control, &signals.fd)?;
         if !children_ready.is_empty() {
             signals.drain();
             reap_all();
@@ -184,7 +175,7 @@ impl Fds {
 
 /// Starts one command: forks its supervisor, or answers on its socket why not. The socket is
 /// always the first descriptor, so even a request that cannot be read gets its answer.
-#[allow(unsafe_code)] // fork, see SAFETY below
+#[allow(unsafe_code)] // borrowing the socket to answer, see SAFETY below
 fn start(bytes: &[u8], fds: Vec<OwnedFd>, truncated: bool, walls: &Walls, zygote_fds: [RawFd; 2]) {
     let parsed = if truncated {
         Err("the request was cut in transit".to_owned())
@@ -218,28 +209,40 @@ fn start(bytes: &[u8], fds: Vec<OwnedFd>, truncated: bool, walls: &Walls, zygote
             return;
         }
     };
-    // SAFETY: the zygote is single-threaded, so the child may do anything the parent could;
-    // the child never returns into the zygote's loop (it ends with `_exit`).
+    let socket = fds.socket.as_raw_fd();
+    fork_running(socket, move || supervise(&request, fds, walls, zygote_fds));
+    // The parent's copies of the descriptors are closed by now (moved into the closure, which
+    // only the child runs; the parent drops it).
+}
+
+/// Forks; the child runs `child` and exits with its code, never returning here. The parent
+/// gets the child's id, or `None` when the fork failed (said on `socket`).
+#[allow(unsafe_code)] // fork and _exit, see SAFETY below
+fn fork_running(socket: RawFd, child: impl FnOnce() -> i32) -> Option<i32> {
+    // SAFETY: the zygote and the supervisors are single-threaded, so the child may do anything
+    // the parent could; it ends with `_exit`, without running the parent's destructors a
+    // second time.
     match unsafe { libc::fork() } {
         0 => {
-            let code = supervise(&request, fds, walls, zygote_fds);
-            // SAFETY: `_exit` ends the forked child without running the zygote's destructors
-            // a second time.
+            let code = child();
             unsafe { libc::_exit(code) }
         }
         -1 => {
             let error = std::io::Error::last_os_error();
+            // SAFETY: the caller owns `socket` until after this call.
+            let socket = unsafe { BorrowedFd::borrow_raw(socket) };
             let _ = send(
-                fds.socket.as_fd(),
+                socket,
                 &format!("{} cannot start the command: {error}", wire::ERROR),
             );
+            None
         }
-        _ => {} // the parent's copies of the descriptors close here
+        pid => Some(pid),
     }
 }
 
 /// The supervisor of one command (a child of the zygote). Returns its exit code.
-#[allow(unsafe_code)] // close and fork, see SAFETY below
+#[allow(unsafe_code)] // close, see SAFETY below
 fn supervise(request: &Request, fds: Fds, walls: &Walls, zygote_fds: [RawFd; 2]) -> i32 {
     for fd in zygote_fds {
         // SAFETY: the zygote's own descriptors, copied by fork; this process never uses them
@@ -274,23 +277,10 @@ fn supervise(request: &Request, fds: Fds, walls: &Walls, zygote_fds: [RawFd; 2])
             _ => return 0, // no go: the call was dropped before the command started
         }
     }
-    // SAFETY: this process is single-threaded (a fork of the single-threaded zygote); the
-    // child ends in exec or `_exit`.
-    let command = match unsafe { libc::fork() } {
-        0 => {
-            let code = exec_command(request, &fds, walls);
-            // SAFETY: see above.
-            unsafe { libc::_exit(code) }
-        }
-        -1 => {
-            let error = std::io::Error::last_os_error();
-            let _ = send(
-                fds.socket.as_fd(),
-                &format!("{} cannot start the command: {error}", wire::ERROR),
-            );
-            return HELPER_FAILED;
-        }
-        pid => pid,
+    let Some(command) = fork_running(fds.socket.as_raw_fd(), || {
+        exec_command(request, &fds, walls)
+    }) else {
+        return HELPER_FAILED;
     };
     let Fds {
         socket,
@@ -302,19 +292,10 @@ fn supervise(request: &Request, fds: Fds, walls: &Walls, zygote_fds: [RawFd; 2])
     drop((stdout, stderr, cwd));
     let me = rustix::process::getpid();
     loop {
-        let mut watch = [
-            PollFd::new(&socket, PollFlags::IN),
-            PollFd::new(&signals.fd, PollFlags::IN),
-        ];
-        match poll(&mut watch, None) {
-            Ok(_) => {}
-            Err(Errno::INTR) => continue,
-            Err(_) => {
-                kill_tree(me);
-                return HELPER_FAILED;
-            }
-        }
-        let (asked, children) = (watch[0].revents(), watch[1].revents());
+        let Ok((asked, children)) = wait_for_either(&socket, &signals.fd) else {
+            kill_tree(me);
+            return HELPER_FAILED;
+        };
         if !children.is_empty() {
             signals.drain();
             if let Some(exit) = reap_until(command) {
@@ -515,6 +496,18 @@ fn parent_of(stat: &[u8]) -> Option<i32> {
     let end = stat.iter().rposition(|&b| b == b')')?;
     let rest = std::str::from_utf8(&stat[end + 1..]).ok()?;
     rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Blocks until `a` or `b` is readable (or hung up); answers what each has.
+fn wait_for_either(a: &OwnedFd, b: &OwnedFd) -> std::io::Result<(PollFlags, PollFlags)> {
+    loop {
+        let mut fds = [PollFd::new(a, PollFlags::IN), PollFd::new(b, PollFlags::IN)];
+        match poll(&mut fds, None) {
+            Ok(_) => return Ok((fds[0].revents(), fds[1].revents())),
+            Err(Errno::INTR) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
 }
 
 fn send(socket: BorrowedFd, message: &str) -> std::io::Result<()> {

@@ -101,11 +101,6 @@ async fn background_commands_are_bounded_per_session() {
         ..ShellOptions::default()
     };
     let shell = shell(&sandbox, ws.path(), options);
-    let background = |c: &str| RunRequest {
-        command: c.into(),
-        timeout_s: None,
-        background: true,
-    };
     let first = shell.run(background("sleep 9876.81")).await.unwrap();
     shell.run(background("sleep 9876.82")).await.unwrap();
     let error = shell.run(background("sleep 9876.83")).await.unwrap_err();

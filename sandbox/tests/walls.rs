@@ -318,11 +318,7 @@ async fn a_background_command_is_killed_by_shell_kill_and_when_its_session_goes(
     let ws = TempDir::new("background");
     let shell = shell(&sandbox, ws.path(), ShellOptions::default());
     let started = shell
-        .run(RunRequest {
-            command: "echo one; echo two >&2; sleep 9876.71".into(),
-            timeout_s: None,
-            background: true,
-        })
+        .run(background("echo one; echo two >&2; sleep 9876.71"))
         .await
         .unwrap();
     assert!(started.background);
@@ -354,14 +350,7 @@ async fn a_background_command_is_killed_by_shell_kill_and_when_its_session_goes(
     assert!(!output.running);
     assert_eq!(output.output, "one\ntwo\n");
 
-    shell
-        .run(RunRequest {
-            command: "sleep 9876.72".into(),
-            timeout_s: None,
-            background: true,
-        })
-        .await
-        .unwrap();
+    shell.run(background("sleep 9876.72")).await.unwrap();
     assert!(appears("9876.72").await);
     drop(shell);
     assert_eq!(gone("9876.72").await, Vec::<i32>::new());

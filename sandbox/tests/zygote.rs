@@ -135,14 +135,7 @@ async fn a_command_cannot_take_its_sandbox_or_its_neighbours_down() {
     };
     let ws = TempDir::new("signals");
     let shell = shell(&sandbox, ws.path(), ShellOptions::default());
-    let neighbour = shell
-        .run(RunRequest {
-            command: "sleep 9876.51".into(),
-            timeout_s: None,
-            background: true,
-        })
-        .await
-        .unwrap();
+    let neighbour = shell.run(background("sleep 9876.51")).await.unwrap();
     assert!(appears("9876.51").await);
     let zygote = shell.session().zygote_pid().unwrap();
     let answer = shell
@@ -200,14 +193,7 @@ async fn sessions_cannot_see_each_others_workspaces_processes_or_tmp() {
     let first = shell(&sandbox, &one, ShellOptions::default());
     let second = shell(&sandbox, &two, ShellOptions::default());
     first.run(run("echo one > /tmp/mine")).await.unwrap();
-    first
-        .run(RunRequest {
-            command: "sleep 9876.61".into(),
-            timeout_s: None,
-            background: true,
-        })
-        .await
-        .unwrap();
+    first.run(background("sleep 9876.61")).await.unwrap();
     assert!(appears("9876.61").await);
     let answer = second
         .run(run(&format!(
@@ -241,14 +227,7 @@ async fn an_idle_sandbox_stops_but_not_while_a_command_runs() {
         ..ShellOptions::default()
     };
     let shell = shell(&sandbox, ws.path(), options);
-    let background = shell
-        .run(RunRequest {
-            command: "sleep 1.5; echo woke".into(),
-            timeout_s: None,
-            background: true,
-        })
-        .await
-        .unwrap();
+    let background = shell.run(background("sleep 1.5; echo woke")).await.unwrap();
     let zygote = shell.session().zygote_pid().unwrap();
     tokio::time::sleep(Duration::from_millis(900)).await;
     assert!(running(zygote), "stopped while a command ran");
@@ -298,14 +277,7 @@ async fn owner_of_a_session_sandbox() {
     };
     let sandbox = sandbox().await.unwrap();
     let shell = shell(&sandbox, std::path::Path::new(&ws), ShellOptions::default());
-    shell
-        .run(RunRequest {
-            command: "sleep 9876.71".into(),
-            timeout_s: None,
-            background: true,
-        })
-        .await
-        .unwrap();
+    shell.run(background("sleep 9876.71")).await.unwrap();
     println!("READY {}", shell.session().zygote_pid().unwrap());
     tokio::time::sleep(Duration::from_secs(60)).await;
 }

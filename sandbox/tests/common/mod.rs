@@ -131,3 +131,12 @@ pub fn run(command: &str) -> RunRequest {
         background: false,
     }
 }
+
+/// A background `shell.run`.
+pub fn background(command: &str) -> RunRequest {
+    RunRequest {
+        command: command.into(),
+        timeout_s: None,
+        background: true,
+    }
+}
