@@ -4,7 +4,8 @@
 //!   which forks the command with its limits, Landlock layer and, when root, `pids` cgroup);
 //! - `shell.run("true")` (the same, plus the bash wrapper that reports the working directory);
 //! - the one-shot path (`Sandbox::run`: a bubblewrap of its own per command) and bubblewrap
-//!   alone with the same namespaces, for comparison.
+//!   alone with the same namespaces, for comparison;
+//! - a new session's first command, which starts the session's sandbox.
 //!
 //! A bounded harness: ROUNDS rounds, each running RUNS of every case in turn (alternating, so
 //! drift hits all alike); the figures are the medians of the per-round medians.
@@ -29,7 +30,9 @@ const SHELL: usize = 2;
 const ONE_SHOT_BARE: usize = 3;
 const FLOOR: usize = 4;
 const ONE_SHOT: usize = 5;
-const CASES: usize = 6;
+/// A new session's first command: its sandbox is built first.
+const FIRST: usize = 6;
+const CASES: usize = 7;
 
 fn median(mut values: Vec<Duration>) -> Duration {
     values.sort();
@@ -159,6 +162,14 @@ async fn main() {
             assert_eq!(out.exit_code, Some(0), "{out:?}");
             samples[ONE_SHOT].push(t.elapsed());
         }
+        // Once per round: a fresh session's first command (the sandbox is started for it).
+        let fresh =
+            SessionSandbox::new(Arc::clone(&sandbox), &root, Duration::from_secs(600)).unwrap();
+        let t = Instant::now();
+        let out = fresh.run(&spec).await.unwrap();
+        assert_eq!(out.exit_code, Some(0), "{out:?}");
+        samples[FIRST].push(t.elapsed());
+        drop(fresh);
         if round == 0 {
             continue; // warm-up
         }
@@ -191,6 +202,12 @@ async fn main() {
     row(
         "Sandbox::run(true)",
         p50[ONE_SHOT],
+        Some(p50[ONE_SHOT_BARE]),
+    );
+    println!("a new session's first command (its sandbox started first), once per round:");
+    row(
+        "first SessionSandbox::run",
+        p50[FIRST],
         Some(p50[ONE_SHOT_BARE]),
     );
 }
