@@ -85,6 +85,13 @@ async fn garbage_requests_are_typed_errors() {
             SandboxErrorKind::NoSuchProcess
         );
     }
+    // A command past what one request carries: a typed error that says what to do instead,
+    // and the session goes on.
+    let huge = format!("echo {}", "x".repeat(300_000));
+    let error = shell.run(run(&huge)).await.unwrap_err();
+    assert_eq!(error.kind(), SandboxErrorKind::BadRequest);
+    assert!(error.to_string().contains("write long scripts to a file"), "{error}");
+    assert_eq!(shell.run(run("echo on")).await.unwrap().stdout, "on\n");
     // Odd but harmless commands run as the shell decides.
     let answer = shell.run(run("'unclosed")).await.unwrap();
     assert_ne!(answer.exit_code, Some(0));

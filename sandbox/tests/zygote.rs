@@ -323,3 +323,133 @@ async fn a_sandbox_dies_when_its_owner_is_killed() {
     assert!(ended(zygote as u32).await, "the zygote outlived its owner");
     assert_eq!(gone("9876.71").await, Vec::<i32>::new());
 }
+
+/// The helper in zygote mode, run directly (no bubblewrap) with a control socket on
+/// descriptor 3, as bubblewrap would give it.
+mod zygote_protocol {
+    use std::io::{IoSlice, IoSliceMut};
+    use std::mem::MaybeUninit;
+    use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+    use std::os::unix::process::CommandExt;
+
+    use rustix::net::{
+        recvmsg, sendmsg, AddressFamily, RecvAncillaryBuffer, RecvFlags, SendAncillaryBuffer,
+        SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
+    };
+
+    fn pair() -> (OwnedFd, OwnedFd) {
+        rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap()
+    }
+
+    fn send(socket: &OwnedFd, bytes: &[u8], fds: &[BorrowedFd]) {
+        let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
+        let mut ancillary = SendAncillaryBuffer::new(&mut space);
+        if !fds.is_empty() {
+            assert!(ancillary.push(SendAncillaryMessage::ScmRights(fds)));
+        }
+        sendmsg(
+            socket,
+            &[IoSlice::new(bytes)],
+            &mut ancillary,
+            SendFlags::NOSIGNAL,
+        )
+        .unwrap();
+    }
+
+    /// The next packet, or `None` after 10 s.
+    fn receive(socket: &OwnedFd) -> Option<String> {
+        let mut fds = [rustix::event::PollFd::new(
+            socket,
+            rustix::event::PollFlags::IN,
+        )];
+        let timeout = rustix::event::Timespec {
+            tv_sec: 10,
+            tv_nsec: 0,
+        };
+        if rustix::event::poll(&mut fds, Some(&timeout)).unwrap() == 0 {
+            return None;
+        }
+        let mut buffer = [0u8; 512];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut ancillary = RecvAncillaryBuffer::new(&mut space);
+        let message = recvmsg(
+            socket,
+            &mut [IoSliceMut::new(&mut buffer)],
+            &mut ancillary,
+            RecvFlags::empty(),
+        )
+        .unwrap();
+        Some(String::from_utf8_lossy(&buffer[..message.bytes]).into_owned())
+    }
+
+    #[test]
+    fn the_zygote_answers_garbage_with_an_error_and_keeps_serving() {
+        let dir = super::TempDir::new("zygote-garbage");
+        let (control, inside) = pair();
+        let inside_fd = inside.as_raw_fd();
+        let mut command =
+            std::process::Command::new(env!("CARGO_BIN_EXE_switchboard-sandbox-exec"));
+        command.arg("--write").arg(dir.path()).arg("--zygote");
+        // SAFETY: dup2 is async-signal-safe; the descriptor stays open in the parent until the
+        // spawn returned.
+        #[allow(unsafe_code)]
+        unsafe {
+            command.pre_exec(move || {
+                if libc::dup2(inside_fd, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut zygote = command.spawn().unwrap();
+        drop(inside);
+        assert!(receive(&control).unwrap().starts_with("ready landlock="));
+
+        // Each malformed request, with a command socket attached: an error on that socket.
+        let garbage: [&[u8]; 5] = [
+            b"\xff\xfe garbage",
+            b"cwd\0relative\0arg\0true\0fd\0socket\0fd\0stdout\0",
+            b"cwd\0/\0fd\0socket\0fd\0stdout\0",
+            b"cwd\0/\0arg\0true\0fd\0stdout\0fd\0socket\0",
+            // Two descriptors named, one attached.
+            b"cwd\0/\0arg\0true\0fd\0socket\0fd\0stdout\0",
+        ];
+        for bytes in garbage {
+            let (ours, theirs) = pair();
+            send(&control, bytes, &[theirs.as_fd()]);
+            drop(theirs);
+            let answer = receive(&ours).expect("an answer");
+            assert!(answer.starts_with("error "), "{answer:?} for {bytes:?}");
+        }
+        // Nothing attached at all: nobody to answer, and the zygote goes on.
+        send(&control, b"\0\0\0", &[]);
+
+        let (ours, theirs) = pair();
+        let (out_r, out_w) = std::io::pipe().unwrap();
+        let request = format!(
+            "cwd\0{}\0arg\0sh\0arg\0-c\0arg\0echo served\0env\0PATH=/usr/bin:/bin\0fd\0socket\0fd\0stdout\0",
+            dir.path().display()
+        );
+        send(
+            &control,
+            request.as_bytes(),
+            &[theirs.as_fd(), out_w.as_fd()],
+        );
+        drop((theirs, out_w));
+        assert_eq!(receive(&ours).as_deref(), Some("started"));
+        assert_eq!(receive(&ours).as_deref(), Some("exit 0"));
+        assert_eq!(std::io::read_to_string(out_r).unwrap(), "served\n");
+
+        drop(control);
+        assert!(
+            zygote.wait().unwrap().success(),
+            "the zygote did not end with its socket"
+        );
+    }
+}
