@@ -17,7 +17,7 @@
 //! [`HELPER_FAILED`] and a message, and the command never runs.
 //!
 //! `--zygote` puts the helper itself under Landlock and then serves a session's commands on
-//! descriptor 3 ([`crate::supervisor`]): each command gets the limits and a Landlock layer of
+//! descriptor 3 (the zygote of a [`crate::SessionSandbox`]): each command gets the limits and a Landlock layer of
 //! its own before it runs.
 
 use std::ffi::{OsStr, OsString};
@@ -46,7 +46,7 @@ pub struct HelperArgs {
     /// namespace.
     pub no_tcp: bool,
     pub report: bool,
-    /// Serve a session's commands instead of running one ([`crate::supervisor`]).
+    /// Serve a session's commands instead of running one (the zygote of a [`crate::SessionSandbox`]).
     pub zygote: bool,
     pub command: Vec<OsString>,
 }

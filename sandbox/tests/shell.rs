@@ -90,7 +90,10 @@ async fn garbage_requests_are_typed_errors() {
     let huge = format!("echo {}", "x".repeat(300_000));
     let error = shell.run(run(&huge)).await.unwrap_err();
     assert_eq!(error.kind(), SandboxErrorKind::BadRequest);
-    assert!(error.to_string().contains("write long scripts to a file"), "{error}");
+    assert!(
+        error.to_string().contains("write long scripts to a file"),
+        "{error}"
+    );
     assert_eq!(shell.run(run("echo on")).await.unwrap().stdout, "on\n");
     // Odd but harmless commands run as the shell decides.
     let answer = shell.run(run("'unclosed")).await.unwrap();

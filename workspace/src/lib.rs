@@ -21,8 +21,12 @@
 //! Files are read and written by the service itself, not in the sandbox: the path rules of
 //! [`paths`] are the wall there (the same rule as the attachment sandbox, plus descriptor
 //! checks that a symlink swapped in after the check cannot get around). Everything that runs
-//! a program — the shell, git, the checkpoints — runs in the sandbox; when it is unavailable,
-//! those answer `unavailable` and the file operations still work.
+//! a program — the shell, git, the checkpoints — runs in the sandbox: the shell and git in the
+//! session's own long-lived one (`switchboard_sandbox::SessionSandbox`, started at the first
+//! command, stopped when idle or when the workspace is dropped), the checkpoints in one of
+//! their own (they write the shadow repository, which the session's commands must not reach).
+//! When the sandbox is unavailable, those answer `unavailable` and the file operations still
+//! work.
 //!
 //! Why a crate of its own beside `switchboard-sandbox`: the sandbox runs programs and knows
 //! nothing of reading or editing files; the rule engine and the callables that only read need
