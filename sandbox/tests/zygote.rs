@@ -84,7 +84,8 @@ async fn a_command_killed_at_its_timeout_leaves_the_sandbox_serving() {
     };
     let ws = TempDir::new("timeout-serves");
     let shell = shell(&sandbox, ws.path(), ShellOptions::default());
-    shell.run(run("true")).await.unwrap();
+    let neighbour = shell.run(background("sleep 9876.43")).await.unwrap();
+    assert!(appears("9876.43").await);
     let zygote = shell.session().zygote_pid().unwrap();
     let error = shell
         .run(RunRequest {
@@ -95,7 +96,17 @@ async fn a_command_killed_at_its_timeout_leaves_the_sandbox_serving() {
         .await
         .unwrap_err();
     assert!(matches!(error, SandboxError::Timeout { .. }), "{error}");
-    assert_eq!(gone("9876.4").await, Vec::<i32>::new());
+    assert_eq!(gone("9876.41").await, Vec::<i32>::new());
+    assert_eq!(gone("9876.42").await, Vec::<i32>::new());
+    // Nothing else of the session went with it.
+    assert!(
+        !processes_with("9876.43").is_empty(),
+        "the kill reached another command"
+    );
+    assert!(shell
+        .list()
+        .iter()
+        .any(|p| p.id == neighbour.id && p.running));
     let answer = shell.run(run("echo still here")).await.unwrap();
     assert_eq!(answer.stdout, "still here\n");
     assert_eq!(
@@ -103,6 +114,8 @@ async fn a_command_killed_at_its_timeout_leaves_the_sandbox_serving() {
         Some(zygote),
         "the timeout took the sandbox down"
     );
+    shell.kill_all().await;
+    assert_eq!(gone("9876.43").await, Vec::<i32>::new());
 }
 
 #[tokio::test]
