@@ -163,8 +163,9 @@ impl Chunk {
 /// A compaction in progress: its chunks and what each must keep.
 pub struct Compaction {
     chunks: Vec<Chunk>,
-    /// Per chunk: the identifiers referred to after it (later chunks, kept entries).
-    later: Vec<BTreeSet<Ident>>,
+    /// Per chunk: the identifiers referred to after it, most recently referred to first
+    /// (kept entries newest first, then later chunks newest first).
+    later: Vec<Vec<Ident>>,
     previous: Option<Summary>,
     trusted: bool,
     covers_through: Option<Snowflake>,
@@ -258,16 +259,20 @@ pub fn prepare(
         skipped_entries = chunks.drain(..skip).map(|c| c.entries).sum();
     }
 
-    // What is referred to after each chunk: by the entries kept, and by later chunks.
-    let mut after = BTreeSet::new();
-    for (index, entry) in request.entries.iter().enumerate() {
+    // What is referred to after each chunk, most recent reference first: the kept entries
+    // (the trigger's words come first), then later chunks. The list a request shows is cut to
+    // its share; what matters most now is at its head.
+    let mut after = Recency::default();
+    for (index, entry) in request.entries.iter().enumerate().rev() {
         if !planned[index] {
-            referred_by(entry, &mut after);
+            let mut refs = BTreeSet::new();
+            referred_by(entry, &mut refs);
+            after.extend(refs);
         }
     }
-    let mut later = vec![BTreeSet::new(); chunks.len()];
+    let mut later = vec![Vec::new(); chunks.len()];
     for k in (0..chunks.len()).rev() {
-        later[k] = after.clone();
+        later[k] = after.order.clone();
         after.extend(chunks[k].refers.iter().cloned());
     }
     Ok(Compaction {
@@ -306,7 +311,8 @@ impl Compaction {
     }
 
     /// What chunk `k`'s summary must keep: the identifiers the chunk and `previous` (the
-    /// summary so far) name that later turns still refer to.
+    /// summary so far) name that later turns still refer to, the most recently referred to
+    /// first.
     pub fn must_keep(&self, k: usize, previous: Option<&str>) -> Vec<Ident> {
         let Some(chunk) = self.chunks.get(k) else {
             return Vec::new();
@@ -315,7 +321,11 @@ impl Compaction {
         if let Some(previous) = previous {
             extract_into(previous, &mut named);
         }
-        named.intersection(&self.later[k]).cloned().collect()
+        self.later[k]
+            .iter()
+            .filter(|ident| named.contains(*ident))
+            .cloned()
+            .collect()
     }
 
     /// The request that summarises chunk `k` on top of `previous` (the summary so far: the
@@ -450,6 +460,23 @@ impl Compaction {
             text,
             trusted: self.trusted,
             covers_through: self.covers_through,
+        }
+    }
+}
+
+/// Identifiers in the order they were first met, each once.
+#[derive(Default)]
+struct Recency {
+    seen: BTreeSet<Ident>,
+    order: Vec<Ident>,
+}
+
+impl Recency {
+    fn extend(&mut self, idents: impl IntoIterator<Item = Ident>) {
+        for ident in idents {
+            if self.seen.insert(ident.clone()) {
+                self.order.push(ident);
+            }
         }
     }
 }

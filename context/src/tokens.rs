@@ -366,16 +366,18 @@ impl TokenCounter for Estimate {
 /// `tests/tokens.rs::the_estimate_stays_within_its_measured_error`).
 mod rate {
     /// A run of ASCII letters: one token, plus one for every this many letters past the first.
-    pub const LETTERS_PER_EXTRA: usize = 6;
+    pub const LETTERS_PER_EXTRA: usize = 7;
     /// Digits: the tokenizers cut numbers into groups of three.
     pub const DIGITS_PER_TOKEN: usize = 3;
     /// Han, kana, Hangul: per character, thousandths.
-    pub const CJK_MILLI: usize = 800;
+    pub const CJK_MILLI: usize = 750;
     /// Other non-ASCII letters (Cyrillic, Greek, Arabic, Devanagari, accented Latin): per
-    /// character, thousandths.
-    pub const OTHER_LETTER_MILLI: usize = 330;
+    /// word, and per character, thousandths.
+    pub const WORD_MILLI: usize = 400;
+    /// See [`WORD_MILLI`].
+    pub const OTHER_LETTER_MILLI: usize = 250;
     /// Emoji and other non-ASCII symbols: per UTF-8 byte, thousandths.
-    pub const SYMBOL_BYTE_MILLI: usize = 330;
+    pub const SYMBOL_BYTE_MILLI: usize = 430;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -424,6 +426,9 @@ fn estimate(text: &str) -> usize {
             bytes += next.len_utf8();
             chars.next();
         }
+        let before_letters = chars
+            .peek()
+            .is_some_and(|&next| matches!(class(next), Class::Letter | Class::OtherLetter));
         milli += match kind {
             Class::Letter => 1000 * (1 + (run - 1) / rate::LETTERS_PER_EXTRA),
             Class::Digit => 1000 * run.div_ceil(rate::DIGITS_PER_TOKEN),
@@ -436,10 +441,11 @@ fn estimate(text: &str) -> usize {
                 }
             }
             Class::Newline => 1000 * run.div_ceil(2),
-            // Punctuation merges into runs of about two characters.
+            // One mark before a word joins it (`'s`, `.com`, `/srv`); runs merge by twos.
+            Class::Punct if run == 1 && before_letters => 0,
             Class::Punct => 1000 * run.div_ceil(2),
             Class::Cjk => rate::CJK_MILLI * run,
-            Class::OtherLetter => 1000 + rate::OTHER_LETTER_MILLI * run,
+            Class::OtherLetter => rate::WORD_MILLI + rate::OTHER_LETTER_MILLI * run,
             Class::Symbol => rate::SYMBOL_BYTE_MILLI * bytes,
         };
     }
