@@ -105,7 +105,7 @@ fn build(shapes: &[Shape], system_chars: usize, tools: usize, summary_chars: usi
         tools: Tools::new(common::tool_schemas().into_iter().take(tools).collect()),
         summary: (summary_chars > 0).then(|| Summary {
             text: common::words(&mut rng, summary_chars),
-            trusted: summary_chars % 2 == 0,
+            trusted: summary_chars.is_multiple_of(2),
             covers_through: None,
         }),
         entries,

@@ -137,7 +137,8 @@ pub fn words(rng: &mut Rng, chars: usize) -> String {
         if !out.is_empty() {
             out.push(if rng.below(12) == 0 { '\n' } else { ' ' });
         }
-        out.push_str(*rng.pick(WORDS));
+        let word: &&str = rng.pick(WORDS);
+        out.push_str(word);
         if rng.below(200) == 0 {
             out.push_str(&format!(
                 " {}",
