@@ -40,7 +40,7 @@ static IDS: LazyLock<Regex> =
 static URLS: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s<>]+").expect("urls"));
 static USERS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:^|[^\w@/.\-])@([\p{L}\p{N}_][\p{L}\p{N}_.\-]{0,31})").expect("users")
+    Regex::new(r"(?:^|[^\w@/.\-<])@([\p{L}\p{N}_][\p{L}\p{N}_.\-]{0,31})").expect("users")
 });
 static CHANNELS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?:^|[^\w&#/<])#([\p{L}\p{N}_][\p{L}\p{N}_\-]{0,99})").expect("channels")
@@ -85,7 +85,8 @@ pub fn extract_into(text: &str, found: &mut BTreeSet<Ident>) {
     let masked = URLS.replace_all(text, " ");
     for m in USERS.captures_iter(&masked) {
         let name = trim_name(&m[1]);
-        if !name.is_empty() && !NOT_USERS.contains(&name.as_str()) {
+        // A name of digits is an id (written `@123` by someone); ids are found above.
+        if name.chars().any(char::is_alphabetic) && !NOT_USERS.contains(&name.as_str()) {
             found.insert(Ident::User(name));
         }
     }
