@@ -137,14 +137,16 @@ fn prompt_benches(c: &mut Criterion, stored: &[Stored]) {
     let mut group = c.benchmark_group("prompt_300_messages_32k");
     group.sample_size(30);
     group.bench_function("baseline_render_only", |b| {
-        b.iter(|| baseline(black_box(stored)))
+        b.iter(|| baseline(black_box(stored)));
     });
     group.bench_function("cold_tokenizer", |b| {
         b.iter(|| build(black_box(stored), &Memo::new(tiktoken.clone())));
     });
-    group.bench_function("warm_memo", |b| b.iter(|| build(black_box(stored), &warm)));
+    group.bench_function("warm_memo", |b| {
+        b.iter(|| build(black_box(stored), &warm));
+    });
     group.bench_function("estimate", |b| {
-        b.iter(|| build(black_box(stored), &Estimate))
+        b.iter(|| build(black_box(stored), &Estimate));
     });
     group.finish();
 }
@@ -165,7 +167,10 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 }
 
 /// Runs each case once per round, in turn, for `rounds` rounds; the median of each.
-fn alternate(rounds: usize, cases: &mut [(&str, Box<dyn FnMut() -> usize + '_>)]) -> Vec<Duration> {
+/// A named case of the alternating rounds.
+type Case<'a> = (&'a str, Box<dyn FnMut() -> usize + 'a>);
+
+fn alternate(rounds: usize, cases: &mut [Case<'_>]) -> Vec<Duration> {
     let mut samples = vec![Vec::new(); cases.len()];
     for _ in 0..rounds {
         for (i, (_, run)) in cases.iter_mut().enumerate() {
@@ -181,7 +186,7 @@ fn alternating_report(stored: &[Stored]) {
     let tiktoken = Tiktoken::for_model("gpt-4o");
     let warm = Memo::new(tiktoken.clone());
     build(stored, &warm);
-    let mut cases: Vec<(&str, Box<dyn FnMut() -> usize + '_>)> = vec![
+    let mut cases: Vec<Case<'_>> = vec![
         ("baseline (render only)", Box::new(|| baseline(stored))),
         (
             "cold tokenizer",
@@ -203,7 +208,7 @@ fn alternating_report(stored: &[Stored]) {
         );
     }
     let o200k = Tiktoken::for_model("gpt-4o");
-    let mut cases: Vec<(&str, Box<dyn FnMut() -> usize + '_>)> = corpus()
+    let mut cases: Vec<Case<'_>> = corpus()
         .into_iter()
         .map(|(name, text)| {
             let counter = o200k.clone();
