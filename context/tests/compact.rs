@@ -108,6 +108,18 @@ fn request(dropped: &[Named], referred: &[usize]) -> (Request, CompactionPlan) {
     )
 }
 
+/// The compaction of `plan` with the default budget and settings.
+fn prepared(request: &Request, plan: &CompactionPlan) -> compact::Compaction {
+    compact::prepare(
+        request,
+        plan,
+        &Budget::default(),
+        &CompactionSettings::default(),
+        counter(),
+    )
+    .expect("prepared")
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -121,7 +133,7 @@ proptest! {
         lose in 0usize..6,
     ) {
         let (request, plan) = request(&dropped, &referred);
-        let job = compact::prepare(&request, &plan, &Budget::default(), &CompactionSettings::default(), counter()).expect("prepared");
+        let job = prepared(&request, &plan);
         prop_assert_eq!(job.chunks(), 1);
         let must = job.must_keep(0, None);
         for &r in &referred {
@@ -161,14 +173,7 @@ fn an_identifier_only_the_summarised_part_mentions_is_not_demanded() {
         Named::User("quinn".into()),
     ];
     let (request, plan) = request(&dropped, &[1]);
-    let job = compact::prepare(
-        &request,
-        &plan,
-        &Budget::default(),
-        &CompactionSettings::default(),
-        counter(),
-    )
-    .expect("prepared");
+    let job = prepared(&request, &plan);
     let must = job.must_keep(0, None);
     assert!(must.contains(&Ident::User("quinn".into())));
     assert!(
@@ -237,14 +242,7 @@ fn applying_a_summary_replaces_the_summarised_entries_and_covers_the_newest() {
         ],
         &[0],
     );
-    let job = compact::prepare(
-        &request,
-        &plan,
-        &Budget::default(),
-        &CompactionSettings::default(),
-        counter(),
-    )
-    .expect("prepared");
+    let job = prepared(&request, &plan);
     let summary = job.finish("## Facts\n- 123456789012345678".into());
     assert_eq!(summary.covers_through, Some(Snowflake(11)));
     assert!(summary.trusted);
