@@ -9,7 +9,7 @@
 //!   [`Summary`], [`Entry`]s — transcript [`Message`]s with author and trust, tool
 //!   [`ToolRound`]s with name, arguments, timing and results) and how a chat request is counted
 //!   ([`count_chat`]).
-//! - [`fit`]: the budget fitter — pruning (phase 1), then dropping with a
+//! - [`mod@fit`]: the budget fitter — pruning (phase 1), then dropping with a
 //!   [`CompactionPlan`] (phase 2), or a typed [`FitError`].
 //! - [`compact`]: the compaction requests, the summary's parser, the identifier guard, the
 //!   retry and the fallback, and [`compact::apply`].
