@@ -292,10 +292,7 @@ pub fn fit<'r>(
         ));
     }
     if !request.tools.is_empty() {
-        parts.push((
-            Part::ToolSchemas,
-            MESSAGE_OVERHEAD + counter.count(request.tools.rendered()),
-        ));
+        parts.push((Part::ToolSchemas, request.tools.tokens(counter)));
     }
     if let Some(summary) = &request.summary {
         parts.push((

@@ -16,7 +16,8 @@
 //!   `to=functions.NAME <|constrain|>json`);
 //! - every tool result: [`TOOL_RESULT_OVERHEAD`] + the function's name + the content (a
 //!   message headed `functions.NAME to=assistant`);
-//! - the tools: one message holding [`crate::schema::namespace`];
+//! - the tools: one message holding [`crate::schema::namespace`], charged the larger of its
+//!   tokens and OpenAI's published formula ([`crate::schema::cookbook_tokens`]);
 //! - [`REPLY_PRIMING`] once, for the answer's header.
 //!
 //! [`count_chat`] counts any OpenAI chat body this way, independently of the fitter's own
@@ -28,7 +29,7 @@ use protocol::Snowflake;
 use serde_json::{json, Value};
 
 use crate::instructions::InstructionFile;
-use crate::schema::{namespace, ToolSchema};
+use crate::schema::{cookbook_tokens, namespace, ToolSchema};
 use crate::tokens::TokenCounter;
 use crate::trust::{one_line, quoted};
 
@@ -314,6 +315,22 @@ impl Tools {
     pub fn to_json(&self) -> Vec<Value> {
         self.schemas.iter().map(ToolSchema::to_json).collect()
     }
+
+    /// What they cost in a request (see [`crate::schema`]): one message holding the larger of
+    /// the rendering's tokens and OpenAI's formula's; nothing when there are none.
+    pub fn tokens(&self, counter: &dyn TokenCounter) -> usize {
+        tools_tokens(&self.schemas, &self.rendered, counter)
+    }
+}
+
+fn tools_tokens(schemas: &[ToolSchema], rendered: &str, counter: &dyn TokenCounter) -> usize {
+    if schemas.is_empty() {
+        return 0;
+    }
+    MESSAGE_OVERHEAD
+        + counter
+            .count(rendered)
+            .max(cookbook_tokens(schemas, counter))
 }
 
 /// Everything one chat request carries.
@@ -458,7 +475,7 @@ pub fn count_chat(counter: &dyn TokenCounter, messages: &[Value], tools: &[Value
                     .unwrap_or(Value::Null),
             })
             .collect();
-        total += MESSAGE_OVERHEAD + counter.count(&namespace(&schemas));
+        total += tools_tokens(&schemas, &namespace(&schemas), counter);
     }
     total
 }

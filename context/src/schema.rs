@@ -9,13 +9,17 @@
 //! description). [`namespace`] writes that text; the tools cost its tokens plus one message's
 //! overhead.
 //!
-//! There is no offline ground truth for what the hosted API charges, so the error of this
-//! approximation cannot be measured here; what is measured (`tests/tokens.rs`) is the spread
-//! between it and the naive count: switchboard's own 23 callables render to 2,177 o200k
-//! tokens, their compact JSON is 3,217 (×1.48). Counting the JSON would be safe but would
+//! There is no offline ground truth for what the hosted API charges. What is measured
+//! (`tests/tokens.rs`) on switchboard's own 23 callables: the rendering is 2,177 o200k tokens,
+//! OpenAI's published formula ([`cookbook_tokens`]) 2,213 (the rendering is 1.6% below it),
+//! their compact JSON 3,217 (×1.48). A request is charged the larger of the rendering and the
+//! formula (plus one message's overhead): the formula misses nested fields, the rendering may
+//! miss what the formula's constants stand for. Counting the JSON would be safe but would
 //! charge about 1,000 tokens more than the schemas take, room the conversation then lacks.
 
 use serde_json::Value;
+
+use crate::tokens::TokenCounter;
 
 /// One function the model may call: what the runner puts in the request's `tools`.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +44,60 @@ impl ToolSchema {
             }
         })
     }
+}
+
+/// OpenAI's published formula for what tools cost gpt-4o (the cookbook's
+/// `num_tokens_for_tools`): 7 per function and the tokens of `name:description` (a final
+/// period dropped); for a function with properties 3, then per top-level property 3 and the
+/// tokens of `key:type:description` (a list type written as Python prints a list); an enum
+/// −3, then 3 and the value's tokens per value; 12 at the end. It reads top-level properties
+/// only, so it undercounts nested schemas, which [`namespace`] renders whole.
+pub fn cookbook_tokens(tools: &[ToolSchema], counter: &dyn TokenCounter) -> usize {
+    if tools.is_empty() {
+        return 0;
+    }
+    let mut total: usize = 12;
+    for tool in tools {
+        total += 7;
+        let description = tool.description.trim_end_matches('.');
+        total += counter.count(&format!("{}:{description}", tool.name));
+        let Some(properties) = tool.parameters.get("properties").and_then(Value::as_object) else {
+            continue;
+        };
+        if properties.is_empty() {
+            continue;
+        }
+        total += 3;
+        for (key, property) in properties {
+            total += 3;
+            let kind = match property.get("type") {
+                Some(Value::String(kind)) => kind.clone(),
+                Some(Value::Array(kinds)) => format!(
+                    "[{}]",
+                    kinds
+                        .iter()
+                        .map(|k| format!("'{}'", k.as_str().unwrap_or("")))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                _ => String::new(),
+            };
+            if let Some(values) = property.get("enum").and_then(Value::as_array) {
+                // The formula's −3 for an enum, kept from going below zero.
+                total = total.saturating_sub(3);
+                for value in values {
+                    total += 3 + counter.count(value.as_str().unwrap_or(""));
+                }
+            }
+            let description = property
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .trim_end_matches('.');
+            total += counter.count(&format!("{key}:{kind}:{description}"));
+        }
+    }
+    total
 }
 
 /// Nesting deeper than this renders as `any` (the schemas are switchboard's own, but a loop

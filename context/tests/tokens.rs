@@ -2,7 +2,7 @@
 //! tokenizer (the reason the runner counts with the tokenizer), and the schemas' rendering
 //! against their JSON.
 
-use switchboard_context::schema::{namespace, ToolSchema};
+use switchboard_context::schema::{cookbook_tokens, namespace, ToolSchema};
 use switchboard_context::{Encoding, Estimate, Tiktoken, TokenCounter};
 
 const CORPUS: [(&str, &str); 5] = [
@@ -84,10 +84,11 @@ fn the_estimate_stays_within_its_measured_error_on_the_corpus_only() {
     );
 }
 
-/// What the tool schemas cost rendered as the model reads them, against their compact JSON
+/// What the tool schemas cost rendered as the model reads them, against OpenAI's published
+/// formula and their compact JSON
 /// (switchboard's own 23 callables, as `/v1/tools` serves them).
 #[test]
-fn tool_schemas_cost_less_rendered_than_as_json() {
+fn tool_schemas_are_charged_the_larger_of_the_rendering_and_openais_formula() {
     let tools: Vec<serde_json::Value> =
         serde_json::from_str(include_str!("fixtures/tools.json")).expect("fixture");
     let schemas: Vec<ToolSchema> = tools
@@ -105,6 +106,18 @@ fn tool_schemas_cost_less_rendered_than_as_json() {
             .expect("json"),
     );
     let ratio = json as f64 / rendered as f64;
-    println!("{} tools: rendered {rendered} tokens, compact JSON {json} tokens, JSON/rendered {ratio:.2}", schemas.len());
+    let cookbook = cookbook_tokens(&schemas, &exact);
+    println!(
+        "{} tools: rendered {rendered} tokens, compact JSON {json} tokens (JSON/rendered {ratio:.2}), OpenAI cookbook formula {cookbook} tokens (rendered/cookbook {:.2})",
+        schemas.len(),
+        rendered as f64 / cookbook as f64
+    );
     assert!(rendered > 0 && ratio > 1.0, "{ratio}");
+    // The two ways agree within 5% on switchboard's schemas; the request is charged the larger.
+    assert!(
+        rendered * 100 >= cookbook * 95 && rendered * 100 <= cookbook * 105,
+        "{rendered} vs {cookbook}"
+    );
+    let tools = switchboard_context::Tools::new(schemas);
+    assert_eq!(tools.tokens(&exact), 4 + rendered.max(cookbook));
 }
