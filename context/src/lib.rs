@@ -72,10 +72,10 @@
 //! - **Counter**: the runner counts with the tokenizer through the [`Memo`], not with the
 //!   estimate. The estimate's error on the test corpus is within 18% for each kind of text
 //!   but −50% on text it was not fitted to (random letters, base64), and it is no faster than
-//!   the warm memo; the tokenizer is exact. Measured (`BENCHMARKS.md`, load ~11 on 2 cores):
-//!   a 300-message session's prompt (18k tokens) builds in 0.46 ms warm — every round and run
-//!   after the first — and 12 ms cold, the first prompt of a session after a restart, over the
-//!   2 ms target. The wiring can store each message's count with the message, counted at
+//!   the warm memo; the tokenizer is exact. Measured (`BENCHMARKS.md`, load 7–11 on 2 cores):
+//!   a 300-message session's prompt (18k tokens) builds in 0.5 ms warm — every round and run
+//!   after the first — and 8–12 ms cold, the first prompt of a session after a restart, over
+//!   the 2 ms target. The wiring can store each message's count with the message, counted at
 //!   ingest, or warm the memo when a session's first trigger is queued.
 //! - **Model names** tiktoken does not know (Claude, Llama, Mistral, local models) count with
 //!   o200k_base: their own tokenizers are not available offline. Counts for them are an
