@@ -65,7 +65,13 @@
 //!      the result text) to `request.entries`.
 //!
 //! The budget is [`Budget`]: `agent.context_tokens` (a channel's `context_tokens`
-//! overriding), `agent.answer_tokens`, `agent.context_messages`, `agent.protected_tools`.
+//! overriding), `agent.answer_tokens`, `agent.context_messages` (the fit also enforces it:
+//! older messages are not read, not summarised), `agent.protected_tools`.
+//!
+//! A cold fit tokenizes what the memo has not seen (milliseconds for a long session, see
+//! below): call `fit` and `compact::prepare` where blocking a few milliseconds is fine, or on
+//! `spawn_blocking`. The compaction's own requests fit the same `context_tokens −
+//! answer_tokens` and ask for at most `summary_tokens` (2,000) back.
 //!
 //! # Decisions
 //!
@@ -84,13 +90,28 @@
 //!   calls with their results). The two most recent entries are kept whole; the messages this
 //!   run answers are never dropped. So in a 12-round tool loop the last two rounds' results
 //!   stay whole while older ones are pruned.
-//! - **Pruning order**: oldest results first, only as many as needed.
+//! - **Pruning order**: oldest results first, only as many as needed, decided afresh each
+//!   round: after a compaction made room, results pruned before may be sent whole again.
+//! - **Protected tools** (`protected_tools`) are never pruned; their round may still be
+//!   dropped and summarised like any older entry once nothing else can give way, or one big
+//!   protected result would make every later round unfittable.
 //! - **Compaction size**: a compaction summarises the dropped part and, beyond it, the oldest
 //!   kept entries until the verbatim part takes at most `compact_keep_percent` (50%) of the
 //!   room, so the next rounds do not compact again at once.
 //! - **The summary** is sent as a user message right after the system message, never in the
 //!   system message: it summarises what people said and has no more authority than they
 //!   had; when anything it covers was untrusted, every line of it carries the mark.
+//! - **Chunked compaction**: a part bigger than one request is summarised chunk by chunk,
+//!   each request carrying the summary so far (a rolling summary); at most `max_chunks` (4)
+//!   chunks, the oldest beyond that left to the store and search. Each chunk is guarded:
+//!   what it or the summary before it names and later turns refer to must survive.
+//! - **Trust of a summary** follows the messages it covers; tool output does not make it
+//!   untrusted (most rounds read messages) but the compaction prompt says tool output is
+//!   data, never instructions.
+//! - **Untrusted marks** follow the agent's contract (`(untrusted)` at the start of every
+//!   line, authors with their ids); [`trust`] is this crate's copy of the agent's quoting,
+//!   since the crate depends on no engine: the wiring should make one of the two call the
+//!   other.
 //! - **Instruction cap**: `instructions_max_chars` caps all files together; files longer than
 //!   a fair share are cut to head and tail, shorter ones stay whole.
 //! - **Globs**: case-insensitive, `*` crosses `/`.
