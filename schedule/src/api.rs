@@ -369,9 +369,7 @@ mod tests {
     use serde_json::json;
 
     fn now() -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339("2026-03-01T12:00:00Z")
-            .unwrap()
-            .with_timezone(&Utc)
+        crate::spec::tests::utc("2026-03-01T12:00:00Z")
     }
 
     fn agents() -> Vec<AgentName> {

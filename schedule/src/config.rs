@@ -284,9 +284,7 @@ mod tests {
     }
 
     fn now() -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339("2026-03-01T12:00:00Z")
-            .unwrap()
-            .with_timezone(&Utc)
+        crate::spec::tests::utc("2026-03-01T12:00:00Z")
     }
 
     fn check(text: &str) -> (Vec<ConfigSchedule>, Vec<switchboard_agents::Finding>) {
@@ -306,11 +304,7 @@ mod tests {
         assert_eq!(checked[0].id.as_str(), "config:digest");
         assert_eq!(
             checked[0].spec.next_after(now()),
-            Some(
-                DateTime::parse_from_rfc3339("2026-03-01T12:15:00Z")
-                    .unwrap()
-                    .with_timezone(&Utc)
-            )
+            Some(crate::spec::tests::utc("2026-03-01T12:15:00Z"))
         );
     }
 

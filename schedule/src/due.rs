@@ -107,13 +107,8 @@ pub fn due(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::tests::utc;
     use crate::spec::{Anchor, PastAt, When};
-
-    fn utc(text: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(text)
-            .unwrap()
-            .with_timezone(&Utc)
-    }
 
     fn every(text: &str, anchor: &str) -> Spec {
         let when = When {

@@ -698,10 +698,11 @@ impl fmt::Display for Spec {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn utc(text: &str) -> DateTime<Utc> {
+    /// A time written in RFC 3339, for the crate's tests.
+    pub(crate) fn utc(text: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(text)
             .unwrap()
             .with_timezone(&Utc)
