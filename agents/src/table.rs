@@ -393,6 +393,19 @@ mod tests {
     }
 
     #[test]
+    fn the_config_crates_structural_reader_reads_it_with_spans() {
+        // The config crate deserializes from a parsed `DeTable` (to retry after removing a bad
+        // entry); names and their spans must come through that path too.
+        let text = "[agents]\ndefault = \"b\"\n[agents.b]\nmodel = \"x\"\n";
+        let (document, errors) = toml::de::DeTable::parse_recoverable(text);
+        assert!(errors.is_empty());
+        let file = File::deserialize(toml::de::Deserializer::from(document)).unwrap();
+        let raw = file.agents.unwrap();
+        assert_eq!(&text[raw.agents[0].0.span()], "b");
+        assert_eq!(&text[raw.default.unwrap().span()], "\"b\"");
+    }
+
+    #[test]
     fn a_wrong_key_inside_an_agent_table_fails_at_that_key() {
         let error = toml::from_str::<File>("[agents.a]\nmodle = \"a\"\n").unwrap_err();
         assert!(error.message().contains("unknown field `modle`"), "{error}");
