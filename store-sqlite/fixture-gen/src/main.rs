@@ -245,6 +245,7 @@ fn main() {
             outcome: Cow::Borrowed(if i == 2 { "permission" } else { "ok" }),
             code: (i == 2).then_some(Cow::Borrowed("permission_denied")),
             duration_ms: 3 + i as u64,
+            count: 1,
         });
     }
     ledger.save_session_scope(
