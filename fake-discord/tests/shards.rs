@@ -11,67 +11,15 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::{http, within, Gateway, ALL_INTENTS};
+use common::{
+    annex, http, start_sharded as start, text_channel, two_shard_world, within, Gateway,
+    ALL_INTENTS, ANNEX, ANNEX_GENERAL,
+};
 use fake_discord::{
-    demo, shard_of, ChannelSpec, ConnectionState, FakeDiscord, FakeOptions, GatewaySettingsPatch,
-    GuildSpec, Snowflake, UserMessage, World, IDENTIFY_INTERVAL,
+    demo, shard_of, ConnectionState, FakeDiscord, FakeOptions, GatewaySettingsPatch, Snowflake,
+    UserMessage, World, IDENTIFY_INTERVAL,
 };
 use serde_json::{json, Value};
-
-/// A guild on shard 0 of 2 (the demo guild `Lab` is on shard 1 of 2).
-const ANNEX: u64 = demo::GUILD + (1 << 22);
-/// `#annex-general`, a text channel of [`ANNEX`].
-const ANNEX_GENERAL: u64 = ANNEX + 1;
-
-fn annex() -> GuildSpec {
-    GuildSpec {
-        id: Snowflake(ANNEX),
-        name: "Annex".into(),
-        owner_id: None,
-        roles: Vec::new(),
-        channels: vec![text_channel(ANNEX_GENERAL, "annex-general")],
-        members: None,
-        bot_can_manage_channels: true,
-        emojis: Vec::new(),
-    }
-}
-
-fn text_channel(id: u64, name: &str) -> ChannelSpec {
-    ChannelSpec {
-        id: Snowflake(id),
-        name: name.into(),
-        kind: 0,
-        parent_id: None,
-        topic: None,
-        bot_can_see: true,
-        bot_can_send: true,
-        bot_can_manage_messages: true,
-        archived: false,
-    }
-}
-
-/// The demo world plus [`annex`]: a guild on each of two shards.
-fn two_shard_world() -> World {
-    let mut world = World::demo();
-    world.guilds.push(annex());
-    assert_eq!(shard_of(Snowflake(ANNEX), 2), 0);
-    assert_eq!(shard_of(Snowflake(demo::GUILD), 2), 1);
-    world
-}
-
-async fn start(world: World, shards: u32, max_concurrency: u32) -> FakeDiscord {
-    FakeDiscord::start_with(
-        world,
-        "127.0.0.1:0".parse().expect("addr"),
-        FakeOptions {
-            shards,
-            max_concurrency,
-            ..FakeOptions::default()
-        },
-    )
-    .await
-    .expect("start")
-}
 
 fn identify_frame(shard: Option<Value>) -> Value {
     let mut d = json!({"token": "fake-token", "intents": ALL_INTENTS, "properties": {"os": "linux", "browser": "t", "device": "t"}});
