@@ -475,7 +475,7 @@ impl Hub {
         };
         let (previous, frames) = previous;
         // The connection leaves any session it had for this one.
-        for (id, s) in inner.sessions.iter_mut() {
+        for (id, s) in &mut inner.sessions {
             if s.connection == Some(connection) && id != session_id {
                 s.connection = None;
             }

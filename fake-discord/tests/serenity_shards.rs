@@ -256,7 +256,6 @@ async fn serenity_start_shard_range_end_is_inclusive() {
     let fake = start_sharded(two_shard_world(), 3, 3).await;
     let (mut client, mut rx) = client(&fake).await;
     let manager = client.shard_manager.clone();
-    #[allow(clippy::single_range_in_vec_init)]
     let runner = tokio::spawn(async move { client.start_shard_range(0..1, 3).await });
     let mut others = Vec::new();
     wait_for(&mut rx, &mut others, "shard 0 READY", ready_of(0)).await;
