@@ -1,6 +1,8 @@
 //! The control API under `/_fake/` (loopback only): inject messages, edits, deletions,
 //! reactions, typing, channel changes and slash-command interactions; read what the fake
-//! holds and what it was asked; inject REST and gateway faults; read counters.
+//! holds and what it was asked; inject REST and gateway faults; read counters; read and
+//! change the gateway's sharding settings, read the IDENTIFY log and the open connections,
+//! and close connections one by one or by shard.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

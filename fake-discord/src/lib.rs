@@ -5,7 +5,8 @@
 //! is strict (field limits, permissions, unknown ids, Discord's error JSON), so it catches bugs
 //! instead of hiding them. A control API under `/_fake/` lets tests act as users, read what the
 //! bot did (`GET /_fake/requests`, each request with the status it got) and inject faults (429s,
-//! 500s, dropped sockets, op 7, op 9).
+//! 500s, dropped sockets, op 7, op 9). The gateway shards as Discord's does (see
+//! [Shards](#shards)).
 //! It binds loopback only and keeps every store bounded.
 //!
 //! Point serenity at it with `HttpBuilder::new(token).proxy(fake.base_url())
@@ -97,7 +98,8 @@
 //! `owner_id`, `members` (`[{"user_id","roles","nick"}]`, default: every user) and
 //! `bot_can_manage_channels` (default true: without it, `POST /guilds/{id}/channels`, `PATCH`
 //! and `DELETE /channels/{id}` on its channels answer 50013), role `permissions`, channel
-//! `topic` and `archived`. Unknown keys are rejected.
+//! `topic` and `archived`, and the world's `guilds_per_shard_max` (see [Shards](#shards)).
+//! Unknown keys are rejected.
 //!
 //! # Guild channels
 //!
