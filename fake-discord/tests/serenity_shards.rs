@@ -22,8 +22,8 @@ use std::collections::BTreeSet;
 use std::future::IntoFuture;
 use std::time::{Duration, Instant};
 
-use common::{start_sharded, two_shard_world, ANNEX, ANNEX_GENERAL};
-use fake_discord::{demo, FakeDiscord, IdentifyRecord, UserMessage};
+use common::{say, start_sharded, two_shard_world, ANNEX, ANNEX_GENERAL};
+use fake_discord::{demo, FakeDiscord, IdentifyRecord};
 use serenity::all as s;
 use serenity::async_trait;
 use tokio::sync::mpsc;
@@ -139,15 +139,6 @@ fn ready_of(shard: u32) -> impl FnMut(&Seen) -> bool {
 
 fn message(content: &'static str) -> impl Fn(&Seen) -> bool + Copy {
     move |s| matches!(s, Seen::Message { content: got, .. } if got == content)
-}
-
-fn say(channel: u64, content: &str) -> UserMessage {
-    UserMessage {
-        channel_id: channel.into(),
-        author_id: demo::STANLEY.into(),
-        content: content.into(),
-        ..Default::default()
-    }
 }
 
 fn accepted(fake: &FakeDiscord) -> Vec<IdentifyRecord> {

@@ -12,12 +12,12 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::{
-    annex, http, start_sharded as start, text_channel, two_shard_world, within, Gateway,
-    ALL_INTENTS, ANNEX, ANNEX_GENERAL,
+    annex, http, say, start_sharded as start, text_channel, two_shard_world, Gateway, ALL_INTENTS,
+    ANNEX, ANNEX_GENERAL,
 };
 use fake_discord::{
     demo, shard_of, ConnectionState, FakeDiscord, FakeOptions, GatewaySettingsPatch, Snowflake,
-    UserMessage, World, IDENTIFY_INTERVAL,
+    World, IDENTIFY_INTERVAL,
 };
 use serde_json::{json, Value};
 
@@ -50,15 +50,6 @@ fn id_of(v: &Value) -> u64 {
     v.as_str()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("not a snowflake string: {v}"))
-}
-
-fn say(channel: u64, content: &str) -> UserMessage {
-    UserMessage {
-        channel_id: channel.into(),
-        author_id: demo::STANLEY.into(),
-        content: content.into(),
-        ..Default::default()
-    }
 }
 
 /// Reads dispatches until the MESSAGE_CREATE whose content is `marker`; returns those before.
@@ -526,9 +517,7 @@ async fn session_starts_count_down_run_out_with_4004_and_resume_is_free() {
     // RESUME spends nothing.
     let (session, seq) = (first.session_id.clone(), first.seq);
     let mut resumed = Gateway::connect(&fake.gateway_url()).await;
-    resumed
-        .send(json!({"op": 6, "d": {"token": "fake-token", "session_id": session, "seq": seq}}))
-        .await;
+    resumed.resume(&session, seq).await;
     resumed.dispatch("RESUMED").await;
     let mut third = Gateway::connect(&fake.gateway_url()).await;
     third.send(identify_frame(None)).await;
@@ -562,9 +551,7 @@ async fn resume_keeps_the_shard() {
     fake.post_message(say(demo::OPS, "while away"))
         .expect("post");
     let mut again = Gateway::connect(&fake.gateway_url()).await;
-    again
-        .send(json!({"op": 6, "d": {"token": "fake-token", "session_id": session, "seq": seq}}))
-        .await;
+    again.resume(&session, seq).await;
     assert_eq!(
         again.dispatch("MESSAGE_CREATE").await["d"]["content"],
         "while away"
@@ -700,41 +687,4 @@ async fn the_control_api_reports_identifies_and_connections_and_closes_them() {
         (Some(3), Some(16))
     );
     drop(waiting.ws.close(None).await);
-}
-
-#[tokio::test]
-async fn the_binary_takes_shards_and_max_concurrency() {
-    use std::process::Stdio;
-    use tokio::io::{AsyncBufReadExt, BufReader};
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_fake-discord"))
-        .args(["--shards", "3", "--max-concurrency", "2"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn");
-    let stdout = child.stdout.take().expect("stdout");
-    let url = within("base url", BufReader::new(stdout).lines().next_line())
-        .await
-        .expect("read")
-        .expect("a line");
-    let bot = common::get(&url, "/api/v10/gateway/bot").await.body;
-    assert_eq!(bot["shards"], 3);
-    assert_eq!(bot["session_start_limit"]["max_concurrency"], 2);
-    child.start_kill().expect("kill");
-    within("exit", child.wait()).await.expect("wait");
-    for args in [["--shards", "0"], ["--max-concurrency", "0"]] {
-        let output = within(
-            "refused flags",
-            tokio::process::Command::new(env!("CARGO_BIN_EXE_fake-discord"))
-                .args(args)
-                .kill_on_drop(true)
-                .output(),
-        )
-        .await
-        .expect("run");
-        assert!(!output.status.success(), "{args:?}");
-        assert!(output.stdout.is_empty());
-        assert!(String::from_utf8_lossy(&output.stderr).contains(args[0]));
-    }
 }

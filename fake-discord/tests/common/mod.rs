@@ -10,7 +10,7 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 
 use fake_discord::{
-    demo, shard_of, ChannelSpec, FakeDiscord, FakeOptions, GuildSpec, Snowflake, World,
+    demo, shard_of, ChannelSpec, FakeDiscord, FakeOptions, GuildSpec, Snowflake, UserMessage, World,
 };
 
 pub const STEP: Duration = Duration::from_secs(5);
@@ -270,6 +270,14 @@ impl Gateway {
         (ready, created)
     }
 
+    /// RESUME (op 6) of `session_id` from `seq`.
+    pub async fn resume(&mut self, session_id: &str, seq: u64) {
+        self.send(
+            json!({"op": 6, "d": {"token": "fake-token", "session_id": session_id, "seq": seq}}),
+        )
+        .await;
+    }
+
     /// The next dispatch named `name`, skipping others.
     pub async fn dispatch(&mut self, name: &str) -> Value {
         loop {
@@ -340,4 +348,14 @@ pub async fn start_sharded(world: World, shards: u32, max_concurrency: u32) -> F
     )
     .await
     .expect("start")
+}
+
+/// A message stanley posts in `channel`.
+pub fn say(channel: u64, content: &str) -> UserMessage {
+    UserMessage {
+        channel_id: channel.into(),
+        author_id: demo::STANLEY.into(),
+        content: content.into(),
+        ..Default::default()
+    }
 }
