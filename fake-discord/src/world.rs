@@ -541,6 +541,23 @@ mod tests {
     }
 
     #[test]
+    fn guilds_per_shard_max_is_read_and_must_be_positive() {
+        let bot = r#""bot": {"id": "1", "username": "b"}"#;
+        let world = World::from_json_str(&format!("{{{bot}, \"guilds_per_shard_max\": 3}}"))
+            .expect("parses");
+        assert_eq!(world.guilds_per_shard_max, Some(3));
+        assert_eq!(World::demo().guilds_per_shard_max, None);
+        assert!(matches!(
+            World::from_json_str(&format!("{{{bot}, \"guilds_per_shard_max\": 0}}")),
+            Err(WorldError::Invalid(_))
+        ));
+        assert!(matches!(
+            World::from_json_str(&format!("{{{bot}, \"guilds_per_shard_max\": -1}}")),
+            Err(WorldError::Parse(_))
+        ));
+    }
+
+    #[test]
     fn demo_world_is_valid_and_round_trips() {
         let demo = World::demo();
         demo.validate().expect("demo valid");

@@ -148,6 +148,14 @@ fn accepted(fake: &FakeDiscord) -> Vec<IdentifyRecord> {
         .collect()
 }
 
+/// Shuts every shard of a client down (bounded) and ends its task.
+async fn stop<T>(manager: &s::ShardManager, runner: tokio::task::JoinHandle<T>) {
+    tokio::time::timeout(SHARD_STEP, manager.shutdown_all())
+        .await
+        .expect("shutdown in time");
+    runner.abort();
+}
+
 /// Polls the fake (every 20 ms, at most [`SHARD_STEP`]) until `check` holds.
 async fn until(what: &str, mut check: impl FnMut() -> bool) {
     tokio::time::timeout(SHARD_STEP, async {
@@ -235,10 +243,7 @@ async fn serenity_start_shards_gets_each_guild_on_its_shard_and_dms_on_shard_zer
         .collect();
     assert_eq!(guilds, BTreeSet::from([(0, ANNEX), (1, demo::GUILD)]));
 
-    tokio::time::timeout(SHARD_STEP, manager.shutdown_all())
-        .await
-        .expect("shutdown in time");
-    runner.abort();
+    stop(&manager, runner).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -266,6 +271,8 @@ async fn serenity_start_shard_range_end_is_inclusive() {
     let shards: Vec<_> = fake.identifies().iter().map(|r| r.shard).collect();
     assert_eq!(shards, vec![Some([0, 3]), Some([1, 3])]);
     // Annex's shard (2) is not running: its messages reach nobody; Lab's do.
+    let held: Vec<_> = fake.connections().iter().map(|c| c.shard).collect();
+    assert_eq!(held, vec![Some([0, 3]), Some([1, 3])]);
     fake.post_message(say(ANNEX_GENERAL, "annex"))
         .expect("post");
     fake.post_message(say(demo::OPS, "lab")).expect("post");
@@ -283,10 +290,7 @@ async fn serenity_start_shard_range_end_is_inclusive() {
             .any(|s| matches!(s, Seen::Message { content, .. } if content == "annex")),
         "{others:?}"
     );
-    tokio::time::timeout(SHARD_STEP, manager.shutdown_all())
-        .await
-        .expect("shutdown in time");
-    runner.abort();
+    stop(&manager, runner).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -388,10 +392,7 @@ async fn serenity_shard_manager_stops_and_starts_single_shards_at_run_time() {
     running.sort();
     assert_eq!(running, vec![s::ShardId(0), s::ShardId(1)]);
 
-    tokio::time::timeout(SHARD_STEP, manager.shutdown_all())
-        .await
-        .expect("shutdown in time");
-    runner.abort();
+    stop(&manager, runner).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -423,12 +424,7 @@ async fn two_clients_identifying_at_once_in_one_bucket_meet_op_9_and_serenity_id
         accepted[1].at_ms - accepted[0].at_ms >= 5_000,
         "{accepted:?}"
     );
-    for manager in &managers {
-        tokio::time::timeout(SHARD_STEP, manager.shutdown_all())
-            .await
-            .expect("shutdown in time");
-    }
-    for runner in runners {
-        runner.abort();
+    for (manager, runner) in managers.iter().zip(runners) {
+        stop(manager, runner).await;
     }
 }
