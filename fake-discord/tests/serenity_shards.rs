@@ -1,7 +1,8 @@
 //! serenity 0.12 runs sharded against the fake: each shard gets only its guilds (READY,
 //! GUILD_CREATE, messages) and DMs come on shard 0; `start_shard_range`'s end is inclusive;
 //! `ShardManager::shutdown` and `restart` stop and start single shards at run time; two
-//! clients that identify at once in one bucket meet op 9, and serenity identifies again.
+//! clients that identify at once in one bucket meet op 9, and serenity identifies again; a
+//! 4011 never reaches the caller.
 //!
 //! What these pin about serenity 0.12.5 (read in its source and observed here):
 //! - `Client::start_shard_range(a..b, n)` starts shards a..=b: `0..1` starts shards 0 AND 1.
@@ -15,6 +16,10 @@
 //!   not a RESUME), no sooner than 5 s after the queuer's previous start.
 //! - op 9 (d: false) makes a shard ask the manager to restart it: the same 5-s wait, then a
 //!   fresh IDENTIFY.
+//! - A 4011 (or 4010) close is only logged: `Client::start` does not return, and the shard
+//!   runner spins on the closed socket (its read answers at once) until its next heartbeat is
+//!   due, then restarts the shard with the same `[id, total]` 5 s later, and meets 4011
+//!   again. With Discord's 41.25-s heartbeat that spin held a test's runtime for ~40 s.
 
 mod common;
 
@@ -23,7 +28,7 @@ use std::future::IntoFuture;
 use std::time::{Duration, Instant};
 
 use common::{say, start_sharded, two_shard_world, ANNEX, ANNEX_GENERAL};
-use fake_discord::{demo, FakeDiscord, IdentifyRecord};
+use fake_discord::{demo, FakeDiscord, FakeOptions, IdentifyRecord};
 use serenity::all as s;
 use serenity::async_trait;
 use tokio::sync::mpsc;
@@ -427,4 +432,39 @@ async fn two_clients_identifying_at_once_in_one_bucket_meet_op_9_and_serenity_id
     for (manager, runner) in managers.iter().zip(runners) {
         stop(manager, runner).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serenity_does_not_surface_4011_and_identifies_again_with_the_same_shard_count() {
+    let mut world = two_shard_world();
+    world.guilds_per_shard_max = Some(1);
+    // A short heartbeat: after the close serenity spins until its next heartbeat is due.
+    let fake = FakeDiscord::start_with(
+        world,
+        "127.0.0.1:0".parse().expect("addr"),
+        FakeOptions {
+            heartbeat_interval_ms: 1_000,
+            shards: 2,
+            ..FakeOptions::default()
+        },
+    )
+    .await
+    .expect("start");
+    let (mut client, _rx) = client(&fake).await;
+    let manager = client.shard_manager.clone();
+    let runner = tokio::spawn(async move { client.start().await });
+    until("a second 4011", || {
+        fake.identifies()
+            .iter()
+            .filter(|r| r.close_code == Some(4011) && r.shard == Some([0, 1]))
+            .count()
+            >= 2
+    })
+    .await;
+    assert!(
+        !runner.is_finished(),
+        "Client::start returned: serenity reported the 4011"
+    );
+    assert!(accepted(&fake).is_empty());
+    stop(&manager, runner).await;
 }
