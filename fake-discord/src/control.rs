@@ -1,6 +1,8 @@
 //! The control API under `/_fake/` (loopback only): inject messages, edits, deletions,
 //! reactions, typing, channel changes and slash-command interactions; read what the fake
-//! holds and what it was asked; inject REST and gateway faults; read counters.
+//! holds and what it was asked; inject REST and gateway faults; read counters; read and
+//! change the gateway's sharding settings, read the IDENTIFY log and the open connections,
+//! and close connections one by one or by shard.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,7 +18,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::api_error::ApiError;
-use crate::fake::{ChannelPatch, FakeState, Fault, NewChannel, SlashCommand, UserMessage};
+use crate::fake::{
+    ChannelPatch, CloseTarget, FakeState, Fault, NewChannel, SlashCommand, UserMessage,
+};
+use crate::shards::{ConnectionInfo, GatewaySettings, GatewaySettingsPatch, IdentifyRecord};
 use crate::shared::Shared;
 use crate::snowflake::Snowflake;
 
@@ -114,6 +119,10 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/_fake/faults", post(post_fault))
         .route("/_fake/dispatch", post(post_dispatch))
         .route("/_fake/state", get(get_state))
+        .route("/_fake/gateway", get(get_gateway).patch(patch_gateway))
+        .route("/_fake/gateway/identifies", get(get_identifies))
+        .route("/_fake/gateway/connections", get(get_connections))
+        .route("/_fake/gateway/close", post(post_gateway_close))
         .route("/_fake/world", get(get_world))
         .layer(middleware::from_fn(loopback_only))
         // Attachments travel as base64: room for ten files at the upload limit.
@@ -302,4 +311,53 @@ async fn get_state(State(s): State<Arc<Shared>>) -> Json<FakeState> {
 
 async fn get_world(State(s): State<Arc<Shared>>) -> Json<Value> {
     Json(json!(*s.world))
+}
+
+async fn get_gateway(State(s): State<Arc<Shared>>) -> Json<GatewaySettings> {
+    Json(s.hub.settings())
+}
+
+async fn patch_gateway(
+    State(s): State<Arc<Shared>>,
+    Body(patch): Body<GatewaySettingsPatch>,
+) -> Result<Json<GatewaySettings>, ControlError> {
+    s.hub
+        .change_settings(&patch)
+        .map(Json)
+        .map_err(ControlError::BadBody)
+}
+
+async fn get_identifies(State(s): State<Arc<Shared>>) -> Json<Vec<IdentifyRecord>> {
+    Json(s.hub.identifies())
+}
+
+async fn get_connections(State(s): State<Arc<Shared>>) -> Json<Vec<ConnectionInfo>> {
+    Json(s.hub.connections())
+}
+
+/// `POST /_fake/gateway/close {"connection": id}` or `{"shard": shard_id}`, with `"code"`
+/// (4000 to 4999) or without it (a drop, no close frame).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GatewayClose {
+    #[serde(default)]
+    connection: Option<u64>,
+    #[serde(default)]
+    shard: Option<u32>,
+    #[serde(default)]
+    code: Option<u16>,
+}
+
+async fn post_gateway_close(State(s): State<Arc<Shared>>, Body(b): Body<GatewayClose>) -> Answer {
+    let target = match (b.connection, b.shard) {
+        (Some(id), None) => CloseTarget::Connection(id),
+        (None, Some(shard)) => CloseTarget::Shard(shard),
+        _ => {
+            return Err(ControlError::BadBody(
+                "give exactly one of `connection` (an id from GET /_fake/gateway/connections) and `shard` (a shard id)".into(),
+            ))
+        }
+    };
+    let closed = crate::fake::close_connections(&s, target, b.code)?;
+    Ok(Json(json!({ "closed": closed })))
 }

@@ -562,7 +562,7 @@ pub(crate) fn invoke_command(s: &Shared, c: SlashCommand) -> Result<Value, Contr
     });
     let mut store = s.lock();
     store.insert_interaction(interaction);
-    s.publish("INTERACTION_CREATE", &d, None);
+    s.publish("INTERACTION_CREATE", &d, None, channel.guild_id);
     Ok(answer)
 }
 
@@ -643,7 +643,7 @@ pub(crate) fn click_component(s: &Shared, c: ComponentClick) -> Result<Value, Co
     });
     let mut store = s.lock();
     store.insert_interaction(interaction);
-    s.publish("INTERACTION_CREATE", &d, None);
+    s.publish("INTERACTION_CREATE", &d, None, channel.guild_id);
     Ok(answer)
 }
 
@@ -764,5 +764,40 @@ pub(crate) fn state(s: &Shared) -> FakeState {
         dispatches_sent: c.dispatches.load(Ordering::Relaxed),
         messages_held: store.message_total() as u64,
         requests_logged: store.requests.len() as u64,
+    }
+}
+
+/// Which gateway connections to close.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CloseTarget {
+    /// One connection, by id.
+    Connection(u64),
+    /// Every connection whose session is on this shard id.
+    Shard(u32),
+}
+
+/// Closes gateway connections with a close code (4000 to 4999), or drops them without a
+/// close frame (`None`); returns how many. An unknown connection is a 404.
+pub(crate) fn close_connections(
+    s: &Shared,
+    target: CloseTarget,
+    code: Option<u16>,
+) -> Result<usize, ControlError> {
+    if let Some(code) = code.filter(|c| !(4000..=4999).contains(c)) {
+        return Err(ControlError::BadBody(format!(
+            "code must be a gateway close code from 4000 to 4999, not {code} (leave it out to drop the connection without a close frame)"
+        )));
+    }
+    match target {
+        CloseTarget::Connection(id) => {
+            if s.hub.close_connection(id, code) {
+                Ok(1)
+            } else {
+                Err(ControlError::NotFound(format!(
+                    "gateway connection {id} is not open (GET /_fake/gateway/connections lists them)"
+                )))
+            }
+        }
+        CloseTarget::Shard(shard_id) => Ok(s.hub.close_shard(shard_id, code)),
     }
 }

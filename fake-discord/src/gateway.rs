@@ -1,6 +1,8 @@
-//! The gateway websocket: HELLO, IDENTIFY → READY + GUILD_CREATE per guild, heartbeat ACK,
-//! RESUME → replay + RESUMED, injected op 7 / op 9 / drops, and Discord's close codes for
-//! garbage (4002 decode error, 4001 unknown opcode, 4003 not authenticated, ...).
+//! The gateway websocket: HELLO, IDENTIFY → READY + GUILD_CREATE per guild of the session's
+//! shard, heartbeat ACK, RESUME → replay + RESUMED, injected op 7 / op 9 / drops, and
+//! Discord's close codes for garbage (4002 decode error, 4001 unknown opcode, 4003 not
+//! authenticated, ...) and for sharding (4010 invalid shard, 4011 sharding required, op 9 for
+//! an IDENTIFY over its bucket's rate).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,8 +15,9 @@ use axum::Router;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::hub::{Outbound, ResumeRefused};
+use crate::hub::{IdentifyRequest, Outbound, ResumeRefused};
 use crate::payloads;
+use crate::shards::{self, IdentifyRefusal};
 use crate::shared::Shared;
 
 /// Largest frame a client may send (Discord's limit is 4096 bytes; a little slack here).
@@ -144,6 +147,100 @@ fn close_reason(code: u16) -> &'static str {
     }
 }
 
+/// IDENTIFY (op 2): checks it as Discord does — in order an injected refusal, 4005 already
+/// authenticated, 4004 bad token, 4013 bad intents, 4010 a malformed `shard`, then the
+/// hub's sharding rules (4004 session starts spent, 4011 sharding required, op 9 over the
+/// bucket's rate) — logs it, and on success sends READY and one GUILD_CREATE per guild of the
+/// session's shard.
+async fn identify(
+    shared: &Shared,
+    socket: &mut WebSocket,
+    connection: u64,
+    identified: &mut bool,
+    d: &Value,
+) -> Result<(), End> {
+    let shard = shards::parse_shard(d);
+    let logged_shard = shard.as_ref().ok().map(|s| s.unwrap_or([0, 1]));
+    let refuse = |code: u16, reason: String| {
+        tracing::info!(connection, code, reason, "IDENTIFY refused");
+        shared
+            .hub
+            .refuse_identify(connection, logged_shard, code, reason);
+        Err(End::Close(code, close_reason(code)))
+    };
+    if let Some(code) = refused_handshake(shared) {
+        return refuse(code, format!("injected handshake fault (close {code})"));
+    }
+    if *identified {
+        return refuse(4005, "this connection already identified".into());
+    }
+    let token = d.get("token").and_then(Value::as_str).unwrap_or("");
+    if !shared.world.bot.accepts_token(token) {
+        return refuse(4004, "the token is not the bot's".into());
+    }
+    let Some(intents) = d.get("intents").and_then(Value::as_u64) else {
+        return refuse(4013, "`intents` is missing or not a number".into());
+    };
+    if intents & !KNOWN_INTENTS != 0 {
+        return refuse(4013, format!("unknown intent bits in {intents}"));
+    }
+    let shard = match shard {
+        Ok(shard) => shard,
+        Err(reason) => return refuse(4010, reason),
+    };
+    let [shard_id, shard_count] = shard.unwrap_or([0, 1]);
+    let guild_ids: Vec<_> = shared
+        .world
+        .guilds
+        .iter()
+        .map(|g| g.id)
+        .filter(|id| shards::shard_of(*id, shard_count) == shard_id)
+        .collect();
+    let request = IdentifyRequest {
+        connection,
+        intents,
+        shard,
+        guilds_on_shard: guild_ids.len(),
+    };
+    let decided = {
+        let store = shared.lock();
+        shared.hub.identify(request, |session_id| {
+            let ready = payloads::ready(
+                &shared.dir,
+                &guild_ids,
+                session_id,
+                &shared.gateway_url,
+                shard,
+            );
+            let mut initial = vec![("READY", ready.to_string())];
+            for id in &guild_ids {
+                if let Some(g) = payloads::guild_create(&shared.world, &shared.dir, &store, *id) {
+                    initial.push(("GUILD_CREATE", g.to_string()));
+                }
+            }
+            initial
+        })
+    };
+    match decided {
+        Ok((_, frames)) => {
+            *identified = true;
+            tracing::info!(connection, intents, ?shard, "gateway session identified");
+            for frame in frames {
+                send(socket, &frame).await?;
+            }
+            Ok(())
+        }
+        Err(IdentifyRefusal::Close(code, reason)) => {
+            tracing::info!(connection, code, reason, "IDENTIFY refused");
+            Err(End::Close(code, close_reason(code)))
+        }
+        Err(IdentifyRefusal::InvalidSession(reason)) => {
+            tracing::info!(connection, reason, "IDENTIFY answered with op 9");
+            send(socket, r#"{"op":9,"s":null,"t":null,"d":false}"#).await
+        }
+    }
+}
+
 /// Spends one injected handshake refusal, if any are left: its close code.
 fn refused_handshake(shared: &Shared) -> Option<u16> {
     let mut store = shared.lock();
@@ -175,7 +272,10 @@ async fn handle(
         return Err(End::Close(4002, "Error while decoding payload."));
     };
     let d = payload.get("d").unwrap_or(&Value::Null);
-    if op == 2 || op == 6 {
+    if op == 2 {
+        return identify(shared, socket, connection, identified, d).await;
+    }
+    if op == 6 {
         if let Some(code) = refused_handshake(shared) {
             tracing::info!(connection, code, "handshake refused (injected fault)");
             return Err(End::Close(code, close_reason(code)));
@@ -183,51 +283,6 @@ async fn handle(
     }
     match op {
         1 => send(socket, r#"{"op":11,"s":null,"t":null,"d":null}"#).await,
-        2 => {
-            if *identified {
-                return Err(End::Close(4005, "Already authenticated."));
-            }
-            let token = d.get("token").and_then(Value::as_str).unwrap_or("");
-            if !shared.world.bot.accepts_token(token) {
-                return Err(End::Close(4004, "Authentication failed."));
-            }
-            let Some(intents) = d.get("intents").and_then(Value::as_u64) else {
-                return Err(End::Close(4013, "Invalid intent(s)."));
-            };
-            if intents & !KNOWN_INTENTS != 0 {
-                return Err(End::Close(4013, "Invalid intent(s)."));
-            }
-            let frames = {
-                let store = shared.lock();
-                let (_, frames) = shared.hub.identify(connection, intents, |session_id| {
-                    let mut initial = vec![(
-                        "READY",
-                        payloads::ready(
-                            &shared.world,
-                            &shared.dir,
-                            session_id,
-                            &shared.gateway_url,
-                        )
-                        .to_string(),
-                    )];
-                    for guild in &shared.world.guilds {
-                        if let Some(g) =
-                            payloads::guild_create(&shared.world, &shared.dir, &store, guild.id)
-                        {
-                            initial.push(("GUILD_CREATE", g.to_string()));
-                        }
-                    }
-                    initial
-                });
-                frames
-            };
-            *identified = true;
-            tracing::info!(connection, intents, "gateway session identified");
-            for frame in frames {
-                send(socket, &frame).await?;
-            }
-            Ok(())
-        }
         6 => {
             let session_id = d.get("session_id").and_then(Value::as_str).unwrap_or("");
             let seq = d.get("seq").and_then(Value::as_u64).unwrap_or(0);

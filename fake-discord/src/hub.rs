@@ -5,8 +5,15 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use tokio::sync::mpsc;
+
+use crate::shards::{
+    self, ConnectionInfo, ConnectionState, GatewaySettings, GatewaySettingsPatch, IdentifyBook,
+    IdentifyRecord, IdentifyRefusal, Route,
+};
+use crate::snowflake::now_ms;
 
 /// Gateway intent bits the fake filters on.
 pub mod intents {
@@ -42,6 +49,8 @@ pub struct Dispatch {
     /// `d` with message content blanked, for sessions without MESSAGE_CONTENT (None: same
     /// as `data`).
     pub without_content: Option<Arc<str>>,
+    /// Which shards' sessions get it.
+    pub route: Route,
 }
 
 /// What a connection task is told to do.
@@ -71,18 +80,29 @@ pub enum GatewayFault {
 #[derive(Debug)]
 struct Session {
     intents: u64,
+    /// `[shard_id, shard_count]` as identified (`[0, 1]` for an unsharded bot).
+    shard: [u32; 2],
     seq: u64,
     backlog: VecDeque<(u64, Arc<str>)>,
     connection: Option<u64>,
     created: u64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
+struct Connection {
+    tx: mpsc::Sender<Outbound>,
+    opened_at_ms: u64,
+    /// How its current session (if any) was attached.
+    state: ConnectionState,
+}
+
+#[derive(Debug)]
 struct Inner {
     sessions: HashMap<String, Session>,
-    connections: HashMap<u64, mpsc::Sender<Outbound>>,
+    connections: HashMap<u64, Connection>,
     next_connection: u64,
     next_session: u64,
+    book: IdentifyBook,
 }
 
 /// Counters reported by `GET /_fake/state`.
@@ -103,6 +123,9 @@ pub struct HubLimits {
     pub queue: usize,
     /// Sessions kept (oldest disconnected ones are forgotten first).
     pub sessions: usize,
+    /// IDENTIFYs kept in the log `GET /_fake/gateway/identifies` reads (oldest forgotten
+    /// first).
+    pub identifies: usize,
 }
 
 impl Default for HubLimits {
@@ -111,8 +134,25 @@ impl Default for HubLimits {
             backlog: 10_000,
             queue: 8_192,
             sessions: 64,
+            identifies: 10_000,
         }
     }
+}
+
+/// An IDENTIFY that passed the token, intents and `shard` checks, for [`Hub::identify`].
+#[derive(Debug, Clone, Copy)]
+pub struct IdentifyRequest {
+    pub connection: u64,
+    pub intents: u64,
+    /// The `shard` field as sent (`None`: absent).
+    pub shard: Option<[u32; 2]>,
+    /// How many of the world's guilds the shard holds.
+    pub guilds_on_shard: usize,
+}
+
+/// What a connection is told to close it: a close frame with `code`, or a drop.
+fn closing(code: Option<u16>) -> Outbound {
+    code.map_or(Outbound::Drop, Outbound::Close)
 }
 
 /// Why a RESUME was refused.
@@ -138,9 +178,15 @@ fn frame(seq: u64, name: &str, data: &str) -> Arc<str> {
 }
 
 impl Hub {
-    pub fn new(limits: HubLimits) -> Hub {
+    pub fn new(limits: HubLimits, settings: GatewaySettings) -> Hub {
         Hub {
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(Inner {
+                sessions: HashMap::new(),
+                connections: HashMap::new(),
+                next_connection: 0,
+                next_session: 0,
+                book: IdentifyBook::new(settings, limits.identifies),
+            }),
             limits,
             counters: Counters::default(),
             any_without_content: AtomicBool::new(false),
@@ -161,7 +207,14 @@ impl Hub {
         let mut inner = self.lock();
         inner.next_connection += 1;
         let id = inner.next_connection;
-        inner.connections.insert(id, tx);
+        inner.connections.insert(
+            id,
+            Connection {
+                tx,
+                opened_at_ms: now_ms(),
+                state: ConnectionState::Handshaking,
+            },
+        );
         self.counters.connections.fetch_add(1, Ordering::Relaxed);
         (id, rx)
     }
@@ -191,27 +244,51 @@ impl Hub {
         self.any_without_content.store(any, Ordering::Relaxed);
     }
 
-    /// Creates a session for `connection` and returns its id and the initial frames
-    /// (READY, GUILD_CREATE...) built by `initial`, which the caller sends before draining its
-    /// queue. Sequence numbers start at 1.
+    /// Decides an IDENTIFY under the hub's lock (so the bucket rule holds across every
+    /// connection) and logs it. Accepted: creates a session for the connection and returns its
+    /// id and the initial frames (READY, GUILD_CREATE...) built by `initial`, which the caller
+    /// sends before draining its queue; sequence numbers start at 1. Refused: the refusal, and
+    /// nothing changes but the log.
     pub fn identify(
         &self,
-        connection: u64,
-        intent_bits: u64,
+        request: IdentifyRequest,
         initial: impl FnOnce(&str) -> Vec<(&'static str, String)>,
-    ) -> (String, Vec<Arc<str>>) {
+    ) -> Result<(String, Vec<Arc<str>>), IdentifyRefusal> {
         let mut inner = self.lock();
-        inner.next_session += 1;
-        let session_id = format!(
-            "{:016x}{:016x}",
-            crate::snowflake::now_ms(),
-            inner.next_session
+        let shard = request.shard.unwrap_or([0, 1]);
+        let sharded = shard[1] > 1;
+        let at_ms = now_ms();
+        let admitted = inner.book.admit(
+            shard,
+            sharded,
+            request.guilds_on_shard,
+            Instant::now(),
+            at_ms,
         );
+        if let Err(refusal) = admitted {
+            let (reason, close_code) = match &refusal {
+                IdentifyRefusal::Close(code, reason) => (reason.clone(), Some(*code)),
+                IdentifyRefusal::InvalidSession(reason) => (reason.clone(), None),
+            };
+            inner.book.record(IdentifyRecord {
+                at_ms,
+                connection: request.connection,
+                shard: Some(shard),
+                session_id: None,
+                accepted: false,
+                reason: Some(reason),
+                close_code,
+            });
+            return Err(refusal);
+        }
+        inner.next_session += 1;
+        let session_id = format!("{:016x}{:016x}", at_ms, inner.next_session);
         let mut session = Session {
-            intents: intent_bits,
+            intents: request.intents,
+            shard,
             seq: 0,
             backlog: VecDeque::new(),
-            connection: Some(connection),
+            connection: Some(request.connection),
             created: inner.next_session,
         };
         let mut frames = Vec::new();
@@ -226,15 +303,125 @@ impl Hub {
             .fetch_add(frames.len() as u64, Ordering::Relaxed);
         // A connection that re-identifies leaves its old session behind.
         for s in inner.sessions.values_mut() {
-            if s.connection == Some(connection) {
+            if s.connection == Some(request.connection) {
                 s.connection = None;
             }
         }
+        if let Some(conn) = inner.connections.get_mut(&request.connection) {
+            conn.state = ConnectionState::Identified;
+        }
         inner.sessions.insert(session_id.clone(), session);
+        inner.book.record(IdentifyRecord {
+            at_ms,
+            connection: request.connection,
+            shard: Some(shard),
+            session_id: Some(session_id.clone()),
+            accepted: true,
+            reason: None,
+            close_code: None,
+        });
         self.evict_sessions(&mut inner);
         self.refresh_content_flag(&inner);
         self.counters.identified.fetch_add(1, Ordering::Relaxed);
-        (session_id, frames)
+        Ok((session_id, frames))
+    }
+
+    /// Logs an IDENTIFY refused before the sharding rules were asked (bad token, intents or
+    /// `shard`, an injected fault...): it closed the socket with `close_code`.
+    pub fn refuse_identify(
+        &self,
+        connection: u64,
+        shard: Option<[u32; 2]>,
+        close_code: u16,
+        reason: String,
+    ) {
+        self.lock().book.record(IdentifyRecord {
+            at_ms: now_ms(),
+            connection,
+            shard,
+            session_id: None,
+            accepted: false,
+            reason: Some(reason),
+            close_code: Some(close_code),
+        });
+    }
+
+    /// The IDENTIFY log, oldest first.
+    pub fn identifies(&self) -> Vec<IdentifyRecord> {
+        self.lock().book.records()
+    }
+
+    /// The sharding settings now.
+    pub fn settings(&self) -> GatewaySettings {
+        self.lock().book.settings(now_ms())
+    }
+
+    /// Changes the sharding settings (all or nothing); the error names what is out of range.
+    pub fn change_settings(&self, patch: &GatewaySettingsPatch) -> Result<GatewaySettings, String> {
+        self.lock().book.apply(patch, now_ms())
+    }
+
+    /// `GET /gateway/bot`'s `shards` and `session_start_limit` (total, remaining,
+    /// reset_after, max_concurrency).
+    pub fn gateway_bot(&self) -> (u32, (u32, u32, u64, u32)) {
+        let mut inner = self.lock();
+        let shards = inner.book.settings(now_ms()).shards;
+        (shards, inner.book.session_start_limit(now_ms()))
+    }
+
+    /// Every open connection with its session and shard, by id.
+    pub fn connections(&self) -> Vec<ConnectionInfo> {
+        let inner = self.lock();
+        let mut attached: HashMap<u64, (&String, &Session)> = HashMap::new();
+        for (id, session) in &inner.sessions {
+            if let Some(conn) = session.connection {
+                attached.insert(conn, (id, session));
+            }
+        }
+        let mut list: Vec<ConnectionInfo> = inner
+            .connections
+            .iter()
+            .map(|(id, conn)| {
+                let session = attached.get(id);
+                ConnectionInfo {
+                    connection: *id,
+                    opened_at_ms: conn.opened_at_ms,
+                    shard: session.map(|(_, s)| s.shard),
+                    session_id: session.map(|(sid, _)| (*sid).clone()),
+                    state: if session.is_some() {
+                        conn.state
+                    } else {
+                        ConnectionState::Handshaking
+                    },
+                }
+            })
+            .collect();
+        list.sort_by_key(|c| c.connection);
+        list
+    }
+
+    /// Closes one connection with a close code (`None`: drops it without a close frame).
+    /// Returns whether it was open.
+    pub fn close_connection(&self, connection: u64, code: Option<u16>) -> bool {
+        let inner = self.lock();
+        inner
+            .connections
+            .get(&connection)
+            .is_some_and(|conn| conn.tx.try_send(closing(code)).is_ok())
+    }
+
+    /// Closes every connection whose session is on shard `shard_id` (of any count; an
+    /// unsharded session is shard 0). Returns how many.
+    pub fn close_shard(&self, shard_id: u32, code: Option<u16>) -> usize {
+        let inner = self.lock();
+        inner
+            .sessions
+            .values()
+            .filter(|s| s.shard[0] == shard_id)
+            .filter_map(|s| s.connection)
+            .filter_map(|conn| inner.connections.get(&conn))
+            .filter(|conn| conn.tx.try_send(closing(code)).is_ok())
+            .count()
     }
 
     fn evict_sessions(&self, inner: &mut Inner) {
@@ -287,10 +474,19 @@ impl Hub {
             (previous, frames)
         };
         let (previous, frames) = previous;
+        // The connection leaves any session it had for this one.
+        for (id, s) in &mut inner.sessions {
+            if s.connection == Some(connection) && id != session_id {
+                s.connection = None;
+            }
+        }
+        if let Some(conn) = inner.connections.get_mut(&connection) {
+            conn.state = ConnectionState::Resumed;
+        }
         if let Some(old) = previous.filter(|old| *old != connection) {
             // Discord closes the old socket of a resumed session.
-            if let Some(tx) = inner.connections.remove(&old) {
-                let _ = tx.try_send(Outbound::Drop);
+            if let Some(conn) = inner.connections.remove(&old) {
+                let _ = conn.tx.try_send(Outbound::Drop);
             }
         }
         self.counters.resumed.fetch_add(1, Ordering::Relaxed);
@@ -329,6 +525,9 @@ impl Hub {
         let mut delivered = 0;
         let mut slow = Vec::new();
         for session in sessions.values_mut() {
+            if !shards::receives(dispatch.route, session.shard) {
+                continue;
+            }
             if let Some(needed) = dispatch.intent {
                 if session.intents & needed == 0 {
                     continue;
@@ -345,8 +544,8 @@ impl Hub {
                 session.backlog.pop_front();
             }
             if let Some(conn) = session.connection {
-                if let Some(tx) = connections.get(&conn) {
-                    if tx.try_send(Outbound::Frame(f)).is_err() {
+                if let Some(c) = connections.get(&conn) {
+                    if c.tx.try_send(Outbound::Frame(f)).is_err() {
                         // Too slow (or gone): drop it; the client resumes from the backlog.
                         slow.push(conn);
                         session.connection = None;
@@ -372,14 +571,14 @@ impl Hub {
     pub fn inject(&self, fault: GatewayFault) -> usize {
         let inner = self.lock();
         let mut count = 0;
-        for tx in inner.connections.values() {
+        for conn in inner.connections.values() {
             let msg = match fault {
                 GatewayFault::Drop => Outbound::Drop,
                 GatewayFault::Reconnect => Outbound::Reconnect,
                 GatewayFault::InvalidSession => Outbound::InvalidSession,
                 GatewayFault::Close(code) => Outbound::Close(code),
             };
-            if tx.try_send(msg).is_ok() {
+            if conn.tx.try_send(msg).is_ok() {
                 count += 1;
             }
         }
@@ -389,8 +588,8 @@ impl Hub {
     /// Closes every connection (shutdown).
     pub fn close_all(&self) {
         let mut inner = self.lock();
-        for (_, tx) in inner.connections.drain() {
-            let _ = tx.try_send(Outbound::Drop);
+        for (_, conn) in inner.connections.drain() {
+            let _ = conn.tx.try_send(Outbound::Drop);
         }
     }
 
@@ -404,6 +603,7 @@ impl Hub {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snowflake::Snowflake;
 
     fn dispatch(name: &'static str) -> Dispatch {
         Dispatch {
@@ -411,14 +611,32 @@ mod tests {
             data: Arc::from("{}"),
             intent: None,
             without_content: None,
+            route: Route::Everyone,
+        }
+    }
+
+    fn hub() -> Hub {
+        Hub::new(HubLimits::default(), GatewaySettings::default())
+    }
+
+    fn request(connection: u64, intents: u64, shard: Option<[u32; 2]>) -> IdentifyRequest {
+        IdentifyRequest {
+            connection,
+            intents,
+            shard,
+            guilds_on_shard: 1,
         }
     }
 
     #[test]
     fn resume_replays_after_sequence() {
-        let hub = Hub::new(HubLimits::default());
+        let hub = hub();
         let (conn, _rx) = hub.connect();
-        let (session, frames) = hub.identify(conn, u64::MAX, |_| vec![("READY", "{}".into())]);
+        let (session, frames) = hub
+            .identify(request(conn, u64::MAX, None), |_| {
+                vec![("READY", "{}".into())]
+            })
+            .expect("identified");
         assert_eq!(frames.len(), 1);
         hub.disconnect(conn);
         hub.publish(&dispatch("MESSAGE_CREATE"));
@@ -440,9 +658,10 @@ mod tests {
 
     #[test]
     fn intents_filter_dispatches() {
-        let hub = Hub::new(HubLimits::default());
+        let hub = hub();
         let (conn, mut rx) = hub.connect();
-        hub.identify(conn, intents::GUILDS, |_| Vec::new());
+        hub.identify(request(conn, intents::GUILDS, None), |_| Vec::new())
+            .expect("identified");
         let mut d = dispatch("MESSAGE_CREATE");
         d.intent = Some(intents::GUILD_MESSAGES);
         assert_eq!(hub.publish(&d), 0);
@@ -450,5 +669,39 @@ mod tests {
         assert!(
             matches!(rx.try_recv(), Ok(Outbound::Frame(f)) if f.contains("INTERACTION_CREATE"))
         );
+    }
+
+    #[test]
+    fn a_resumed_session_keeps_its_shard() {
+        let hub = Hub::new(
+            HubLimits::default(),
+            GatewaySettings {
+                max_concurrency: 2,
+                ..GatewaySettings::default()
+            },
+        );
+        let (conn, _rx) = hub.connect();
+        let (session, _) = hub
+            .identify(request(conn, u64::MAX, Some([1, 2])), |_| Vec::new())
+            .expect("identified");
+        hub.disconnect(conn);
+        let (conn2, mut rx2) = hub.connect();
+        hub.resume(conn2, &session, 0).expect("resumes");
+        let listed = hub.connections();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].shard, Some([1, 2]));
+        assert_eq!(listed[0].state, ConnectionState::Resumed);
+        // Guild 1 << 22 is on shard 1 of 2; guild 2 << 22 on shard 0.
+        let mut on_one = dispatch("MESSAGE_CREATE");
+        on_one.route = Route::Guild(Snowflake(1 << 22));
+        let mut on_zero = dispatch("MESSAGE_CREATE");
+        on_zero.route = Route::Guild(Snowflake(2 << 22));
+        let mut dm = dispatch("MESSAGE_CREATE");
+        dm.route = Route::DirectMessages;
+        assert_eq!(hub.publish(&on_one), 1);
+        assert_eq!(hub.publish(&on_zero), 0);
+        assert_eq!(hub.publish(&dm), 0);
+        assert!(matches!(rx2.try_recv(), Ok(Outbound::Frame(f)) if f.contains("MESSAGE_CREATE")));
+        assert!(rx2.try_recv().is_err(), "nothing for other shards or DMs");
     }
 }

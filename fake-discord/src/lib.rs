@@ -5,7 +5,8 @@
 //! is strict (field limits, permissions, unknown ids, Discord's error JSON), so it catches bugs
 //! instead of hiding them. A control API under `/_fake/` lets tests act as users, read what the
 //! bot did (`GET /_fake/requests`, each request with the status it got) and inject faults (429s,
-//! 500s, dropped sockets, op 7, op 9).
+//! 500s, dropped sockets, op 7, op 9). The gateway shards as Discord's does (see
+//! [Shards](#shards)).
 //! It binds loopback only and keeps every store bounded.
 //!
 //! Point serenity at it with `HttpBuilder::new(token).proxy(fake.base_url())
@@ -97,7 +98,8 @@
 //! `owner_id`, `members` (`[{"user_id","roles","nick"}]`, default: every user) and
 //! `bot_can_manage_channels` (default true: without it, `POST /guilds/{id}/channels`, `PATCH`
 //! and `DELETE /channels/{id}` on its channels answer 50013), role `permissions`, channel
-//! `topic` and `archived`. Unknown keys are rejected.
+//! `topic` and `archived`, and the world's `guilds_per_shard_max` (see [Shards](#shards)).
+//! Unknown keys are rejected.
 //!
 //! # Guild channels
 //!
@@ -120,6 +122,7 @@ mod gateway;
 mod hub;
 mod payloads;
 mod rest;
+mod shards;
 mod shared;
 mod snowflake;
 mod state;
@@ -145,6 +148,11 @@ pub use hub::{intents, HubLimits};
 /// Discord ids: the workspace's one id type, re-exported.
 pub use protocol::Snowflake;
 pub use rest::ratelimit::{RateLimits, Window};
+pub use shards::{
+    shard_of, ConnectionInfo, ConnectionState, GatewaySettings, GatewaySettingsPatch,
+    IdentifyRecord, DEFAULT_GUILDS_PER_SHARD_MAX, DEFAULT_SESSION_START_TOTAL, IDENTIFY_INTERVAL,
+    MAX_CONCURRENCY_LIMIT, MAX_SESSION_START_TOTAL, MAX_SHARDS,
+};
 pub use state::{Limits, RecordedPart, RecordedRequest};
 pub use validation::{MAX_CONTENT_CHARS, MAX_NONCE_CHARS};
 pub use world::{
@@ -175,6 +183,9 @@ pub enum FakeError {
     /// The world is inconsistent.
     #[error(transparent)]
     World(#[from] WorldError),
+    /// An option is out of range (a shard count of 0, say).
+    #[error("bad fake-discord option: {0}")]
+    Options(String),
 }
 
 /// Tunables; the defaults suit tests and the playground.
@@ -192,16 +203,47 @@ pub struct FakeOptions {
     pub max_upload_bytes: usize,
     /// The rate limits REST requests are held to (default: Discord's, [`RateLimits::discord`]).
     pub rate_limits: RateLimits,
+    /// The shard count `GET /api/v10/gateway/bot` recommends (default 1; `--shards`).
+    pub shards: u32,
+    /// `session_start_limit.max_concurrency` (default 1; `--max-concurrency`): shard `i`
+    /// identifies in bucket `i % max_concurrency`, one IDENTIFY per bucket per 5 s.
+    pub max_concurrency: u32,
+    /// IDENTIFYs allowed per 24 h (default [`DEFAULT_SESSION_START_TOTAL`], Discord's 1,000).
+    pub session_start_total: u32,
+    /// Hold unsharded IDENTIFYs to the bucket rule too (default false; see
+    /// [`GatewaySettings::limit_unsharded_identifies`]).
+    pub limit_unsharded_identifies: bool,
 }
 
 impl Default for FakeOptions {
     fn default() -> Self {
+        let gateway = GatewaySettings::default();
         FakeOptions {
             heartbeat_interval_ms: 41_250,
             limits: Limits::default(),
             hub: HubLimits::default(),
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
             rate_limits: RateLimits::discord(),
+            shards: gateway.shards,
+            max_concurrency: gateway.max_concurrency,
+            session_start_total: gateway.session_start_total,
+            limit_unsharded_identifies: gateway.limit_unsharded_identifies,
+        }
+    }
+}
+
+impl FakeOptions {
+    /// The gateway settings these options and `world` start with.
+    fn gateway_settings(&self, world: &World) -> GatewaySettings {
+        GatewaySettings {
+            shards: self.shards,
+            max_concurrency: self.max_concurrency,
+            guilds_per_shard_max: world
+                .guilds_per_shard_max
+                .unwrap_or(DEFAULT_GUILDS_PER_SHARD_MAX),
+            session_start_total: self.session_start_total,
+            session_start_remaining: self.session_start_total,
+            limit_unsharded_identifies: self.limit_unsharded_identifies,
         }
     }
 }
@@ -238,6 +280,8 @@ impl FakeDiscord {
             return Err(FakeError::NotLoopback(addr));
         }
         world.validate()?;
+        let gateway = options.gateway_settings(&world);
+        gateway.check().map_err(FakeError::Options)?;
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| FakeError::Bind { addr, source })?;
@@ -248,7 +292,7 @@ impl FakeDiscord {
         let shared = Arc::new(Shared {
             dir: payloads::Directory::new(&world, now),
             store: Mutex::new(state::Store::new(&world, options.limits, now)),
-            hub: hub::Hub::new(options.hub),
+            hub: hub::Hub::new(options.hub, gateway),
             ids: snowflake::IdGenerator::above(world.max_id()),
             base_url: format!("http://{local}"),
             gateway_url: format!("ws://{local}"),
@@ -423,6 +467,53 @@ impl FakeDiscord {
     /// returns how many sessions got it.
     pub fn dispatch_raw(&self, name: &str, d: &str) -> usize {
         self.shared.publish_raw(name.to_owned(), d.to_owned())
+    }
+
+    /// The gateway's sharding settings now (`GET /_fake/gateway`).
+    pub fn gateway_settings(&self) -> GatewaySettings {
+        self.shared.hub.settings()
+    }
+
+    /// Changes the gateway's sharding settings while the fake runs (`PATCH /_fake/gateway`):
+    /// `max_concurrency`, the guild limit per shard, the session-start budget... All or
+    /// nothing; returns the settings now.
+    pub fn set_gateway_settings(
+        &self,
+        patch: GatewaySettingsPatch,
+    ) -> Result<GatewaySettings, ControlError> {
+        self.shared
+            .hub
+            .change_settings(&patch)
+            .map_err(ControlError::BadBody)
+    }
+
+    /// Every IDENTIFY received (the last [`HubLimits::identifies`]), oldest first, accepted or
+    /// not (`GET /_fake/gateway/identifies`).
+    pub fn identifies(&self) -> Vec<IdentifyRecord> {
+        self.shared.hub.identifies()
+    }
+
+    /// Every open gateway connection with its session and shard
+    /// (`GET /_fake/gateway/connections`).
+    pub fn connections(&self) -> Vec<ConnectionInfo> {
+        self.shared.hub.connections()
+    }
+
+    /// Closes one gateway connection with `code` (4000 to 4999), or drops it without a close
+    /// frame (`None`), as a failing node or network would (`POST /_fake/gateway/close`).
+    pub fn close_connection(&self, connection: u64, code: Option<u16>) -> Result<(), ControlError> {
+        fake::close_connections(
+            &self.shared,
+            fake::CloseTarget::Connection(connection),
+            code,
+        )
+        .map(|_| ())
+    }
+
+    /// Closes (or drops, with `None`) every connection whose session is on shard `shard_id`;
+    /// returns how many.
+    pub fn close_shard(&self, shard_id: u32, code: Option<u16>) -> Result<usize, ControlError> {
+        fake::close_connections(&self.shared, fake::CloseTarget::Shard(shard_id), code)
     }
 
     /// Counters.

@@ -1,4 +1,5 @@
-//! `fake-discord [--port PORT] [--world FILE] [--max-upload-bytes N]`: runs the fake Discord on
+//! `fake-discord [--port PORT] [--world FILE] [--max-upload-bytes N] [--shards N]
+//! [--max-concurrency M]`: runs the fake Discord on
 //! 127.0.0.1, prints its base URL as the first line of stdout, then logs to stderr until
 //! Ctrl-C / SIGTERM. It serves REST under `/api/v10`, the gateway at `/`, attachments at
 //! `/attachments/{channel_id}/{attachment_id}/{filename}` and the control API under `/_fake/`.
@@ -9,7 +10,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Parser;
-use fake_discord::{FakeDiscord, FakeOptions, World, DEFAULT_MAX_UPLOAD_BYTES};
+use fake_discord::{
+    FakeDiscord, FakeOptions, World, DEFAULT_MAX_UPLOAD_BYTES, MAX_CONCURRENCY_LIMIT, MAX_SHARDS,
+};
 
 /// A small fake Discord (REST API v10 + gateway) for tests and the offline playground.
 #[derive(Debug, Parser)]
@@ -27,6 +30,13 @@ struct Cli {
     /// Largest file accepted per attachment, in bytes (413, code 40005, beyond).
     #[arg(long, default_value_t = DEFAULT_MAX_UPLOAD_BYTES)]
     max_upload_bytes: usize,
+    /// The shard count `GET /api/v10/gateway/bot` recommends.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_SHARDS)))]
+    shards: u32,
+    /// `session_start_limit.max_concurrency`: shard i identifies in bucket i % M, one
+    /// IDENTIFY per bucket per 5 s (op 9 for the later one).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_CONCURRENCY_LIMIT)))]
+    max_concurrency: u32,
 }
 
 #[tokio::main]
@@ -48,6 +58,8 @@ async fn main() -> anyhow::Result<()> {
     let options = FakeOptions {
         heartbeat_interval_ms: cli.heartbeat_ms,
         max_upload_bytes: cli.max_upload_bytes,
+        shards: cli.shards,
+        max_concurrency: cli.max_concurrency,
         ..FakeOptions::default()
     };
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, cli.port));

@@ -405,14 +405,20 @@ pub fn guild_create(
     }))
 }
 
-/// The READY payload.
-pub fn ready(world: &World, dir: &Directory, session_id: &str, resume_url: &str) -> Value {
-    let guilds: Vec<Value> = world
-        .guilds
+/// The READY payload for a session holding `guild_ids` (announced unavailable; a
+/// GUILD_CREATE per guild follows).
+pub fn ready(
+    dir: &Directory,
+    guild_ids: &[Snowflake],
+    session_id: &str,
+    resume_url: &str,
+    shard: Option<[u32; 2]>,
+) -> Value {
+    let guilds: Vec<Value> = guild_ids
         .iter()
-        .map(|g| json!({ "id": g.id, "unavailable": true }))
+        .map(|id| json!({ "id": id, "unavailable": true }))
         .collect();
-    json!({
+    let mut ready = json!({
         "v": 10,
         "user": dir.current_user(),
         "guilds": guilds,
@@ -423,7 +429,12 @@ pub fn ready(world: &World, dir: &Directory, session_id: &str, resume_url: &str)
         "relationships": [],
         "user_settings": {},
         "application": { "id": dir.application_id, "flags": 0 },
-    })
+    });
+    // Discord echoes `shard` only to a bot that sent one.
+    if let Some(shard) = shard {
+        ready["shard"] = json!(shard);
+    }
+    ready
 }
 
 fn reaction_summary(

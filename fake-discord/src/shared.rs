@@ -10,6 +10,7 @@ use crate::api_error::{ApiError, FormErrors};
 use crate::attachments;
 use crate::hub::{intents, Dispatch, Hub};
 use crate::payloads::{self, Directory};
+use crate::shards::Route;
 use crate::snowflake::{now_ms, IdGenerator, Snowflake};
 use crate::state::{
     Channel, Emoji, InteractionMeta, ReactionEntry, Reference, Store, StoredFile, StoredMessage,
@@ -128,26 +129,37 @@ impl Shared {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Publishes a dispatch built from `d`. Call with the store lock held so dispatch order
-    /// matches state order (lock order: store, then hub).
-    pub fn publish(&self, name: &'static str, d: &Value, intent: Option<u64>) {
+    /// Publishes a dispatch built from `d` about something in a channel of `guild` (`None`:
+    /// a DM), so it reaches the sessions of that guild's shard (shard 0 for DMs). Call with
+    /// the store lock held so dispatch order matches state order (lock order: store, then
+    /// hub).
+    pub fn publish(
+        &self,
+        name: &'static str,
+        d: &Value,
+        intent: Option<u64>,
+        guild: Option<Snowflake>,
+    ) {
         let data: Arc<str> = Arc::from(d.to_string());
         self.hub.publish(&Dispatch {
             name: name.into(),
             data,
             intent,
             without_content: None,
+            route: Route::of_channel(guild),
         });
     }
 
     /// Publishes a dispatch exactly as given (any name, any `d` text, even one that is not
-    /// JSON): for tests that feed a client garbage. Returns how many sessions got it.
+    /// JSON) to every session, whatever its shard: for tests that feed a client garbage.
+    /// Returns how many sessions got it.
     pub fn publish_raw(&self, name: String, data: String) -> usize {
         self.hub.publish(&Dispatch {
             name: name.into(),
             data: Arc::from(data),
             intent: None,
             without_content: None,
+            route: Route::Everyone,
         })
     }
 
@@ -179,6 +191,7 @@ impl Shared {
             data: Arc::from(d.to_string()),
             intent: Some(message_intent(channel)),
             without_content,
+            route: Route::of_channel(channel.guild_id),
         });
     }
 
@@ -399,7 +412,12 @@ impl Shared {
         store.remove_message(channel_id, message_id)?;
         if store.bot_can_see(&channel) {
             let d = payloads::message_delete(message_id, &channel);
-            self.publish("MESSAGE_DELETE", &d, Some(message_intent(&channel)));
+            self.publish(
+                "MESSAGE_DELETE",
+                &d,
+                Some(message_intent(&channel)),
+                channel.guild_id,
+            );
         }
         Ok(())
     }
@@ -421,7 +439,12 @@ impl Shared {
             .collect();
         if !removed.is_empty() {
             let d = payloads::message_delete_bulk(&removed, &channel);
-            self.publish("MESSAGE_DELETE_BULK", &d, Some(message_intent(&channel)));
+            self.publish(
+                "MESSAGE_DELETE_BULK",
+                &d,
+                Some(message_intent(&channel)),
+                channel.guild_id,
+            );
         }
         Ok(())
     }
@@ -503,7 +526,7 @@ impl Shared {
                 } else {
                     "MESSAGE_REACTION_REMOVE"
                 };
-                self.publish(name, &d, Some(intent));
+                self.publish(name, &d, Some(intent), channel.guild_id);
             }
         }
         Ok(())
@@ -529,7 +552,7 @@ impl Shared {
             } else {
                 intents::DIRECT_MESSAGE_TYPING
             };
-            self.publish("TYPING_START", &d, Some(intent));
+            self.publish("TYPING_START", &d, Some(intent), channel.guild_id);
         }
         Ok(())
     }
@@ -566,7 +589,7 @@ impl Shared {
             }
             (ChannelChange::Deleted, true) => ("THREAD_DELETE", payloads::thread_delete(channel)),
         };
-        self.publish(name, &d, Some(intents::GUILDS));
+        self.publish(name, &d, Some(intents::GUILDS), channel.guild_id);
     }
 }
 

@@ -43,6 +43,11 @@ pub struct World {
     /// Direct-message channels between the bot and one user.
     #[serde(default)]
     pub dms: Vec<DmSpec>,
+    /// The most guilds one gateway shard may hold (default 2,500, Discord's): an IDENTIFY
+    /// whose shard would hold more of this world's guilds is closed with 4011 (sharding
+    /// required). At least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guilds_per_shard_max: Option<u32>,
 }
 
 /// The bot's own user.
@@ -338,12 +343,16 @@ impl World {
                     recipient_id: Snowflake(dm.recipient),
                 })
                 .collect(),
+            guilds_per_shard_max: None,
         }
     }
 
     /// Checks that ids are unique and every reference points at something that exists.
     pub fn validate(&self) -> Result<(), WorldError> {
         let invalid = |msg: String| Err(WorldError::Invalid(msg));
+        if self.guilds_per_shard_max == Some(0) {
+            return invalid("guilds_per_shard_max must be at least 1".to_string());
+        }
         let mut user_ids = HashSet::new();
         user_ids.insert(self.bot.id);
         for user in &self.users {
@@ -529,6 +538,23 @@ mod tests {
             guild.channels[3].parent_id,
             Some(Snowflake(1000000000000000401))
         );
+    }
+
+    #[test]
+    fn guilds_per_shard_max_is_read_and_must_be_positive() {
+        let bot = r#""bot": {"id": "1", "username": "b"}"#;
+        let world = World::from_json_str(&format!("{{{bot}, \"guilds_per_shard_max\": 3}}"))
+            .expect("parses");
+        assert_eq!(world.guilds_per_shard_max, Some(3));
+        assert_eq!(World::demo().guilds_per_shard_max, None);
+        assert!(matches!(
+            World::from_json_str(&format!("{{{bot}, \"guilds_per_shard_max\": 0}}")),
+            Err(WorldError::Invalid(_))
+        ));
+        assert!(matches!(
+            World::from_json_str(&format!("{{{bot}, \"guilds_per_shard_max\": -1}}")),
+            Err(WorldError::Parse(_))
+        ));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The `fake-discord` binary: prints its base URL first on stdout, serves the demo world or a
-//! world file, and refuses a garbage world file with a clear message.
+//! world file, refuses a garbage world file with a clear message, and takes its flags.
 
 mod common;
 
@@ -101,4 +101,30 @@ async fn max_upload_bytes_flag_lowers_the_limit() {
     assert_eq!(big.body["discord"]["code"], 40005);
     child.start_kill().expect("kill");
     within("exit", child.wait()).await.expect("wait");
+}
+
+#[tokio::test]
+async fn shards_and_max_concurrency_flags_reach_gateway_bot() {
+    let (mut child, url) = first_line(&["--shards", "3", "--max-concurrency", "2"]).await;
+    let bot = get(&url, "/api/v10/gateway/bot").await.body;
+    assert_eq!(bot["shards"], 3);
+    assert_eq!(bot["session_start_limit"]["max_concurrency"], 2);
+    child.start_kill().expect("kill");
+    within("exit", child.wait()).await.expect("wait");
+    for args in [
+        ["--shards", "0"],
+        ["--max-concurrency", "0"],
+        ["--shards", "65537"],
+    ] {
+        let output = within(
+            "refused flags",
+            Command::new(BIN).args(args).kill_on_drop(true).output(),
+        )
+        .await
+        .expect("run");
+        assert!(!output.status.success(), "{args:?}");
+        assert!(output.stdout.is_empty());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(args[0]), "{stderr}");
+    }
 }

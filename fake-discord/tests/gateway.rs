@@ -3,21 +3,11 @@
 
 mod common;
 
-use common::{within, Gateway, ALL_INTENTS};
-use fake_discord::{demo, intents, FakeDiscord, Fault, GatewayFaultKind, UserMessage, World};
+use common::{say, within, Gateway, ALL_INTENTS};
+use fake_discord::{demo, intents, FakeDiscord, Fault, GatewayFaultKind, World};
 use futures_util::SinkExt;
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
-
-fn say(channel: u64, content: &str) -> UserMessage {
-    UserMessage {
-        channel_id: channel.into(),
-        author_id: demo::STANLEY.into(),
-        content: content.into(),
-        reply_to: None,
-        ..Default::default()
-    }
-}
 
 fn gateway_fault(kind: GatewayFaultKind) -> Fault {
     Fault {
@@ -128,9 +118,7 @@ async fn resume_replays_what_was_missed_then_resumed() {
     fake.post_message(say(demo::OPS, "two")).expect("post");
     fake.post_message(say(demo::OPS, "three")).expect("post");
     let mut again = Gateway::connect(&fake.gateway_url()).await;
-    again
-        .send(json!({"op": 6, "d": {"token": "fake-token", "session_id": session, "seq": seq}}))
-        .await;
+    again.resume(&session, seq).await;
     assert_eq!(
         again.dispatch("MESSAGE_CREATE").await["d"]["content"],
         "two"

@@ -20,15 +20,18 @@ pub(super) async fn gateway(State(s): State<Arc<Shared>>) -> Json<Value> {
     Json(json!({ "url": s.gateway_url }))
 }
 
+/// `GET /gateway/bot`: the recommended shard count and the session-start budget as the
+/// gateway's settings have them now.
 pub(super) async fn gateway_bot(State(s): State<Arc<Shared>>) -> Json<Value> {
+    let (shards, (total, remaining, reset_after, max_concurrency)) = s.hub.gateway_bot();
     Json(json!({
         "url": s.gateway_url,
-        "shards": 1,
+        "shards": shards,
         "session_start_limit": {
-            "total": 1000,
-            "remaining": 1000,
-            "reset_after": 86_400_000,
-            "max_concurrency": 1,
+            "total": total,
+            "remaining": remaining,
+            "reset_after": reset_after,
+            "max_concurrency": max_concurrency,
         },
     }))
 }

@@ -463,7 +463,7 @@ fn publish_pins_update(s: &Shared, store: &Store, channel: &Channel) {
         }
         None => intents::DIRECT_MESSAGES,
     };
-    s.publish("CHANNEL_PINS_UPDATE", &d, Some(intent));
+    s.publish("CHANNEL_PINS_UPDATE", &d, Some(intent), channel.guild_id);
 }
 
 /// `PUT /channels/{id}/messages/pins/{id}`: pins a message (again: a no-op); 30003 past 250.

@@ -9,6 +9,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 
+use fake_discord::{
+    demo, shard_of, ChannelSpec, FakeDiscord, FakeOptions, GuildSpec, Snowflake, UserMessage, World,
+};
+
 pub const STEP: Duration = Duration::from_secs(5);
 
 /// Awaits `fut` or panics after [`STEP`].
@@ -266,6 +270,14 @@ impl Gateway {
         (ready, created)
     }
 
+    /// RESUME (op 6) of `session_id` from `seq`.
+    pub async fn resume(&mut self, session_id: &str, seq: u64) {
+        self.send(
+            json!({"op": 6, "d": {"token": "fake-token", "session_id": session_id, "seq": seq}}),
+        )
+        .await;
+    }
+
     /// The next dispatch named `name`, skipping others.
     pub async fn dispatch(&mut self, name: &str) -> Value {
         loop {
@@ -277,5 +289,73 @@ impl Gateway {
                 return f;
             }
         }
+    }
+}
+
+/// A guild on shard 0 of 2 (the demo guild `Lab` is on shard 1 of 2).
+pub const ANNEX: u64 = demo::GUILD + (1 << 22);
+/// `#annex-general`, a text channel of [`ANNEX`].
+pub const ANNEX_GENERAL: u64 = ANNEX + 1;
+
+/// The guild Annex with one text channel, [`ANNEX_GENERAL`].
+pub fn annex() -> GuildSpec {
+    GuildSpec {
+        id: Snowflake(ANNEX),
+        name: "Annex".into(),
+        owner_id: None,
+        roles: Vec::new(),
+        channels: vec![text_channel(ANNEX_GENERAL, "annex-general")],
+        members: None,
+        bot_can_manage_channels: true,
+        emojis: Vec::new(),
+    }
+}
+
+/// A text channel where the bot may see, send and manage messages.
+pub fn text_channel(id: u64, name: &str) -> ChannelSpec {
+    ChannelSpec {
+        id: Snowflake(id),
+        name: name.into(),
+        kind: 0,
+        parent_id: None,
+        topic: None,
+        bot_can_see: true,
+        bot_can_send: true,
+        bot_can_manage_messages: true,
+        archived: false,
+    }
+}
+
+/// The demo world plus [`annex`]: a guild on each of two shards.
+pub fn two_shard_world() -> World {
+    let mut world = World::demo();
+    world.guilds.push(annex());
+    assert_eq!(shard_of(Snowflake(ANNEX), 2), 0);
+    assert_eq!(shard_of(Snowflake(demo::GUILD), 2), 1);
+    world
+}
+
+/// Starts the fake on a free loopback port with `--shards` and `--max-concurrency`.
+pub async fn start_sharded(world: World, shards: u32, max_concurrency: u32) -> FakeDiscord {
+    FakeDiscord::start_with(
+        world,
+        "127.0.0.1:0".parse().expect("addr"),
+        FakeOptions {
+            shards,
+            max_concurrency,
+            ..FakeOptions::default()
+        },
+    )
+    .await
+    .expect("start")
+}
+
+/// A message stanley posts in `channel`.
+pub fn say(channel: u64, content: &str) -> UserMessage {
+    UserMessage {
+        channel_id: channel.into(),
+        author_id: demo::STANLEY.into(),
+        content: content.into(),
+        ..Default::default()
     }
 }
