@@ -14,32 +14,47 @@
 //! | [`trigger`] | trigger claims: the record that a message is being answered |
 //! | [`idempotency`] | idempotency keys and the answers kept for them |
 //! | [`scope`] | a session's `/tools` scope override |
+//! | [`notes`] | the agent's memory: session summaries and notes |
+//! | [`run`] | agent runs and their per-session queue |
+//! | [`schedule`] | scheduled prompts, their firings and receipts |
+//! | [`usage`] | model usage rows, their sums and reports |
+//! | [`cluster`] | nodes, shard leases |
 //!
 //! Types that go on the wire or into JSON columns derive serde with exactly the shape the tool
 //! server answers today (the tests in each module pin those shapes).
 
 pub mod approval;
 pub mod audit;
+pub mod cluster;
 pub mod gap;
 pub mod idempotency;
 pub mod message;
+pub mod notes;
 pub mod people;
+pub mod run;
+pub mod schedule;
 pub mod scope;
 pub mod search;
 pub mod session;
 pub mod time;
 pub mod trigger;
+pub mod usage;
 pub mod workflow;
 
 pub use approval::{Approval, ApprovalCard, ApprovalState, Settlement};
 pub use audit::{glob_matches, AuditEntry, AuditFilter, AuditPage, AuditRow};
+pub use cluster::{Node, NodeBeat, ShardLease};
 pub use entity::{Mention, Snowflake};
 pub use gap::Gap;
 pub use idempotency::{IdempotencyKey, IdempotencyRequest, KeptKey, StoredAnswer};
 pub use message::{Attachment, Message, MessageQuery, Reaction};
+pub use notes::{Note, NoteLimits, NoteScope, Summary};
 pub use people::{Role, User};
+pub use run::{NewRun, Run, RunEnd, RunFilter, RunState};
+pub use schedule::{FiringClaim, FiringOutcome, Receipt, Schedule, ScheduleSpec};
 pub use scope::SessionScope;
 pub use search::{SearchHit, SearchMatch, SearchQuery, SearchTerm};
 pub use session::{Session, SessionKind, Thread, ThreadState};
 pub use trigger::TriggerClaim;
+pub use usage::{UsageBy, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals};
 pub use workflow::{Answer, Task, Workflow, WorkflowState};

@@ -6,7 +6,7 @@ use entity::Snowflake;
 use serde::{Deserialize, Serialize};
 
 /// Ids as JSON strings: snowflakes exceed what JSON numbers carry exactly.
-mod id_string {
+pub(crate) mod id_string {
     use entity::Snowflake;
     use serde::{Deserialize, Deserializer, Serializer};
 

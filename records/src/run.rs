@@ -1,0 +1,233 @@
+//! Agent runs (issues 23 and 26): every run any node starts, queued per session so a session's
+//! runs happen one at a time in arrival order, cluster-wide, each held by a node under a lease
+//! it renews; a run whose node stopped renewing is found and marked interrupted.
+
+use std::fmt;
+use std::str::FromStr;
+
+use entity::Snowflake;
+use serde::{Deserialize, Serialize};
+
+use crate::workflow::id_string;
+
+/// Finished runs are kept a month (the console and `GET /v1/runs` list them).
+pub const FINISHED_RUNS_KEPT_MS: u64 = 30 * 24 * 3600 * 1000;
+
+/// Where a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    /// Waiting for its session's earlier runs.
+    Queued,
+    /// A node holds it under a lease.
+    Running,
+    /// It answered.
+    Finished,
+    /// It ended with an error.
+    Failed,
+    /// Someone aborted it.
+    Aborted,
+    /// Its node stopped renewing the lease (died, restarted, lost the store).
+    Interrupted,
+}
+
+impl RunState {
+    /// Every state, in the order above.
+    pub const ALL: [RunState; 6] = [
+        RunState::Queued,
+        RunState::Running,
+        RunState::Finished,
+        RunState::Failed,
+        RunState::Aborted,
+        RunState::Interrupted,
+    ];
+
+    /// The name a store and the API use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Queued => "queued",
+            RunState::Running => "running",
+            RunState::Finished => "finished",
+            RunState::Failed => "failed",
+            RunState::Aborted => "aborted",
+            RunState::Interrupted => "interrupted",
+        }
+    }
+
+    /// Whether the run is over.
+    pub fn is_over(self) -> bool {
+        !matches!(self, RunState::Queued | RunState::Running)
+    }
+}
+
+impl fmt::Display for RunState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RunState {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        RunState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == text)
+            .ok_or_else(|| {
+                format!(
+                    "`{}` is not a run state; use one of queued, running, finished, failed, aborted, interrupted",
+                    text.chars().take(40).collect::<String>()
+                )
+            })
+    }
+}
+
+/// A run to queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewRun {
+    /// Its id (the caller makes it unique).
+    pub id: String,
+    /// The session it runs in: runs of one session happen one at a time.
+    #[serde(with = "id_string")]
+    pub session_id: Snowflake,
+    /// The agent that runs it.
+    pub agent: String,
+    /// What started it (`message:<id>`, `schedule:<id>`, `handoff`, `api`...).
+    pub trigger: String,
+    /// Who asked (a caller key: `user:<id>`, `token:<name>`, `operator`).
+    pub requested_by: Option<String>,
+    /// The run that handed this one off.
+    pub parent_run: Option<String>,
+    /// When it was queued, ms since the Unix epoch.
+    pub enqueued_ms: u64,
+}
+
+/// A run as a store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Run {
+    /// Its id.
+    pub id: String,
+    /// The session it runs in.
+    #[serde(with = "id_string")]
+    pub session_id: Snowflake,
+    /// The agent.
+    pub agent: String,
+    /// What started it.
+    pub trigger: String,
+    /// Who asked.
+    pub requested_by: Option<String>,
+    /// The run that handed this one off.
+    pub parent_run: Option<String>,
+    /// Where it is.
+    pub state: RunState,
+    /// Its place in the queue: every run queued later has a greater one.
+    pub seq: u64,
+    /// The node holding it (while running; the last one after).
+    pub node: Option<String>,
+    /// Until when that node's lease holds, ms since the Unix epoch (while running).
+    pub lease_until_ms: Option<u64>,
+    /// Someone asked it to stop.
+    pub abort_requested: bool,
+    /// When it was queued.
+    pub enqueued_ms: u64,
+    /// When a node claimed it.
+    pub started_ms: Option<u64>,
+    /// When it ended.
+    pub finished_ms: Option<u64>,
+    /// What it answered, or why it failed.
+    pub final_text: Option<String>,
+}
+
+impl Run {
+    /// A queued run from a new one.
+    pub fn queued(new: NewRun, seq: u64) -> Run {
+        Run {
+            id: new.id,
+            session_id: new.session_id,
+            agent: new.agent,
+            trigger: new.trigger,
+            requested_by: new.requested_by,
+            parent_run: new.parent_run,
+            state: RunState::Queued,
+            seq,
+            node: None,
+            lease_until_ms: None,
+            abort_requested: false,
+            enqueued_ms: new.enqueued_ms,
+            started_ms: None,
+            finished_ms: None,
+            final_text: None,
+        }
+    }
+}
+
+/// How a run ended, as its node reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunEnd {
+    /// `Finished`, `Failed` or `Aborted` (anything else is refused).
+    pub state: RunState,
+    /// What it answered, or why it failed.
+    pub final_text: Option<String>,
+    /// When, ms since the Unix epoch.
+    pub at_ms: u64,
+}
+
+/// Which runs to list: newest first (by queue place), at most `limit`, those with a place
+/// below `before_seq` when given (the next page).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RunFilter {
+    /// Only this session's.
+    pub session_id: Option<Snowflake>,
+    /// Only this agent's.
+    pub agent: Option<String>,
+    /// Only runs in this state.
+    pub state: Option<RunState>,
+    /// Only runs this one handed off.
+    pub parent_run: Option<String>,
+    /// Only runs queued before this place (a cursor).
+    pub before_seq: Option<u64>,
+    /// At most this many (a store caps it at [`RunFilter::MAX_LIMIT`]).
+    pub limit: usize,
+}
+
+impl RunFilter {
+    /// The most runs one listing answers.
+    pub const MAX_LIMIT: usize = 1_000;
+
+    /// Whether `run` passes the filter (the reference every backend matches).
+    pub fn matches(&self, run: &Run) -> bool {
+        self.session_id.is_none_or(|id| run.session_id == id)
+            && self.agent.as_ref().is_none_or(|agent| &run.agent == agent)
+            && self.state.is_none_or(|state| run.state == state)
+            && self
+                .parent_run
+                .as_ref()
+                .is_none_or(|parent| run.parent_run.as_ref() == Some(parent))
+            && self.before_seq.is_none_or(|before| run.seq < before)
+    }
+
+    /// The limit a store applies.
+    pub fn capped_limit(&self) -> usize {
+        self.limit.min(Self::MAX_LIMIT)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_states_read_back_and_garbage_names_the_states() {
+        for state in RunState::ALL {
+            assert_eq!(state.as_str().parse::<RunState>(), Ok(state));
+            assert_eq!(
+                serde_json::to_value(state).unwrap(),
+                serde_json::Value::String(state.as_str().into())
+            );
+        }
+        let err = "done".parse::<RunState>().unwrap_err();
+        assert!(err.contains("finished"), "{err}");
+    }
+}

@@ -1,0 +1,173 @@
+//! Scheduled prompts (issue 26): a schedule, each firing claimed once cluster-wide, and the
+//! receipt every firing leaves (what was posted, or why nothing was).
+
+use entity::Snowflake;
+use serde::{Deserialize, Serialize};
+
+use crate::workflow::id_string;
+
+/// Receipts kept per schedule (the newest).
+pub const RECEIPTS_KEPT_PER_SCHEDULE: usize = 50;
+
+/// When a schedule fires. The store keeps it; computing the next time is the scheduler's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum ScheduleSpec {
+    /// Once, at this time (ms since the Unix epoch).
+    At {
+        /// When.
+        at_ms: u64,
+    },
+    /// Every so often.
+    Every {
+        /// How often, in ms.
+        every_ms: u64,
+    },
+    /// Five cron fields in a time zone.
+    Cron {
+        /// The five fields.
+        expr: String,
+        /// The IANA time zone (`UTC` when none was given).
+        tz: String,
+    },
+}
+
+/// A scheduled prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Schedule {
+    /// Its id.
+    pub id: String,
+    /// The session its runs post in.
+    #[serde(with = "id_string")]
+    pub session_id: Snowflake,
+    /// The agent (the session's when none).
+    pub agent: Option<String>,
+    /// The prompt each firing runs.
+    pub prompt: String,
+    /// When it fires.
+    pub spec: ScheduleSpec,
+    /// Who made it (a caller key, or `config` for `[[schedules]]`).
+    pub created_by: String,
+    /// When it was made, ms since the Unix epoch.
+    pub created_ms: u64,
+    /// When it is next due (`None`: never again).
+    pub next_due_ms: Option<u64>,
+    /// Paused: it does not fire (after failed firings in a row, or by hand).
+    pub paused: bool,
+    /// Failed firings in a row (a delivery counts as success and resets it).
+    pub consecutive_failures: u32,
+}
+
+/// What a firing came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FiringOutcome {
+    /// The run posted messages.
+    Posted,
+    /// The run answered `NO_REPLY`: it chose to post nothing.
+    NoReply,
+    /// The run ended without posting anything: a failed delivery.
+    Nothing,
+    /// The run failed (or could not start).
+    Failed,
+    /// Missed while the service was down, and too old to run.
+    Skipped,
+}
+
+impl FiringOutcome {
+    /// Every outcome.
+    pub const ALL: [FiringOutcome; 5] = [
+        FiringOutcome::Posted,
+        FiringOutcome::NoReply,
+        FiringOutcome::Nothing,
+        FiringOutcome::Failed,
+        FiringOutcome::Skipped,
+    ];
+
+    /// The name a store uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FiringOutcome::Posted => "posted",
+            FiringOutcome::NoReply => "no_reply",
+            FiringOutcome::Nothing => "nothing",
+            FiringOutcome::Failed => "failed",
+            FiringOutcome::Skipped => "skipped",
+        }
+    }
+
+    /// The outcome with this name.
+    pub fn parse(text: &str) -> Option<FiringOutcome> {
+        Self::ALL.into_iter().find(|o| o.as_str() == text)
+    }
+
+    /// Whether it counts as a failed firing (towards pausing the schedule).
+    pub fn is_failure(self) -> bool {
+        matches!(self, FiringOutcome::Nothing | FiringOutcome::Failed)
+    }
+}
+
+/// Claiming one firing of a schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FiringClaim {
+    /// The schedule.
+    pub schedule_id: String,
+    /// The due time this firing is for: each (schedule, due time) fires once.
+    pub due_ms: u64,
+    /// When the schedule is due next, set by the winner in the same step (`None`: never).
+    pub next_due_ms: Option<u64>,
+}
+
+/// The receipt a firing leaves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Receipt {
+    /// The schedule.
+    pub schedule_id: String,
+    /// The due time of the firing.
+    pub due_ms: u64,
+    /// The run it started.
+    pub run_id: Option<String>,
+    /// What came of it.
+    pub outcome: FiringOutcome,
+    /// The messages it posted.
+    #[serde(default)]
+    pub message_ids: Vec<String>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// When the firing ended, ms since the Unix epoch.
+    pub at_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_read_back_and_only_nothing_and_failed_count_as_failures() {
+        for outcome in FiringOutcome::ALL {
+            assert_eq!(FiringOutcome::parse(outcome.as_str()), Some(outcome));
+            assert_eq!(
+                serde_json::to_value(outcome).unwrap(),
+                serde_json::Value::String(outcome.as_str().into())
+            );
+        }
+        assert_eq!(FiringOutcome::parse("ok"), None);
+        let failures: Vec<_> = FiringOutcome::ALL
+            .into_iter()
+            .filter(|o| o.is_failure())
+            .collect();
+        assert_eq!(failures, [FiringOutcome::Nothing, FiringOutcome::Failed]);
+    }
+
+    #[test]
+    fn a_spec_is_tagged_json() {
+        let spec = ScheduleSpec::Cron {
+            expr: "0 9 * * 1".into(),
+            tz: "Europe/Paris".into(),
+        };
+        let json = serde_json::to_value(&spec).unwrap();
+        assert_eq!(json["kind"], "cron");
+        assert_eq!(serde_json::from_value::<ScheduleSpec>(json).unwrap(), spec);
+    }
+}

@@ -1,0 +1,246 @@
+//! Model usage (issue 26): one row per model call, with who it is charged to, summed over a
+//! time window for budgets and folded into reports.
+
+use entity::Snowflake;
+use serde::{Deserialize, Serialize};
+
+use crate::workflow::id_string;
+
+/// Usage rows are kept 400 days (monthly budgets and a year of reports).
+pub const USAGE_KEPT_MS: u64 = 400 * 24 * 3600 * 1000;
+
+/// One model call's usage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageRow {
+    /// The run that called the model.
+    pub run_id: String,
+    /// The agent.
+    pub agent: String,
+    /// The user who triggered the run.
+    #[serde(with = "id_string::option", default)]
+    pub user_id: Option<Snowflake>,
+    /// The session it ran in.
+    #[serde(with = "id_string::option", default)]
+    pub session_id: Option<Snowflake>,
+    /// The session's guild.
+    #[serde(with = "id_string::option", default)]
+    pub guild_id: Option<Snowflake>,
+    /// The model.
+    pub model: String,
+    /// Prompt tokens.
+    pub tokens_in: u64,
+    /// Completion tokens.
+    pub tokens_out: u64,
+    /// What it cost, in millionths of a US dollar.
+    pub micro_usd: u64,
+    /// The tokens were estimated (the model sent no `usage`), not reported.
+    pub estimated: bool,
+    /// When, ms since the Unix epoch.
+    pub at_ms: u64,
+}
+
+/// Whose usage to sum.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum UsageSubject {
+    /// One user's.
+    User(Snowflake),
+    /// One session's.
+    Session(Snowflake),
+    /// One guild's.
+    Guild(Snowflake),
+    /// One agent's.
+    Agent(String),
+}
+
+impl UsageSubject {
+    /// Whether `row` is charged to it.
+    pub fn matches(&self, row: &UsageRow) -> bool {
+        match self {
+            UsageSubject::User(id) => row.user_id == Some(*id),
+            UsageSubject::Session(id) => row.session_id == Some(*id),
+            UsageSubject::Guild(id) => row.guild_id == Some(*id),
+            UsageSubject::Agent(name) => &row.agent == name,
+        }
+    }
+}
+
+/// Usage summed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageTotals {
+    /// Model calls.
+    pub calls: u64,
+    /// Prompt tokens.
+    pub tokens_in: u64,
+    /// Completion tokens.
+    pub tokens_out: u64,
+    /// Cost in millionths of a US dollar.
+    pub micro_usd: u64,
+}
+
+impl UsageTotals {
+    /// Adds one row.
+    pub fn add(&mut self, row: &UsageRow) {
+        self.calls += 1;
+        self.tokens_in = self.tokens_in.saturating_add(row.tokens_in);
+        self.tokens_out = self.tokens_out.saturating_add(row.tokens_out);
+        self.micro_usd = self.micro_usd.saturating_add(row.micro_usd);
+    }
+
+    /// Prompt and completion tokens.
+    pub fn tokens(&self) -> u64 {
+        self.tokens_in.saturating_add(self.tokens_out)
+    }
+}
+
+/// How a report groups usage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageBy {
+    /// By the user who triggered the run.
+    User,
+    /// By session.
+    Session,
+    /// By guild.
+    Guild,
+    /// By agent.
+    Agent,
+    /// By UTC day.
+    Day,
+}
+
+/// The day (UTC) of a time in ms since the Unix epoch, as `YYYY-MM-DD`.
+pub fn utc_day(ms: u64) -> String {
+    let days = i64::try_from(ms / 86_400_000).unwrap_or(i64::MAX);
+    chrono::DateTime::from_timestamp(days.saturating_mul(86_400), 0)
+        .map_or_else(|| "9999-12-31".to_owned(), |t| t.format("%Y-%m-%d").to_string())
+}
+
+impl UsageBy {
+    /// The group `row` falls in (`None`: a row without a user, session or guild).
+    pub fn key(self, row: &UsageRow) -> Option<String> {
+        match self {
+            UsageBy::User => row.user_id.map(|id| id.to_string()),
+            UsageBy::Session => row.session_id.map(|id| id.to_string()),
+            UsageBy::Guild => row.guild_id.map(|id| id.to_string()),
+            UsageBy::Agent => Some(row.agent.clone()),
+            UsageBy::Day => Some(utc_day(row.at_ms)),
+        }
+    }
+}
+
+/// What a report asks for: rows with `since_ms <= at_ms < until_ms`, grouped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageQuery {
+    /// How to group.
+    pub by: UsageBy,
+    /// From (inclusive), ms since the Unix epoch.
+    pub since_ms: u64,
+    /// To (exclusive).
+    pub until_ms: u64,
+    /// At most this many groups, the largest (by tokens) first (a store caps it at
+    /// [`UsageQuery::MAX_LIMIT`]).
+    pub limit: usize,
+}
+
+impl UsageQuery {
+    /// The most groups one report answers.
+    pub const MAX_LIMIT: usize = 10_000;
+}
+
+/// One group of a report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageGroup {
+    /// The user, session or guild id, the agent, or the day; `None` for rows without one.
+    pub key: Option<String>,
+    /// Its sums.
+    pub totals: UsageTotals,
+}
+
+/// The reference fold every backend's report matches: group, sum, largest first (then by key),
+/// cut at the limit.
+pub fn fold_usage<'a>(
+    rows: impl IntoIterator<Item = &'a UsageRow>,
+    query: &UsageQuery,
+) -> Vec<UsageGroup> {
+    let mut groups: std::collections::BTreeMap<Option<String>, UsageTotals> =
+        std::collections::BTreeMap::new();
+    for row in rows {
+        if row.at_ms >= query.since_ms && row.at_ms < query.until_ms {
+            groups.entry(query.by.key(row)).or_default().add(row);
+        }
+    }
+    let mut groups: Vec<UsageGroup> = groups
+        .into_iter()
+        .map(|(key, totals)| UsageGroup { key, totals })
+        .collect();
+    sort_groups(&mut groups);
+    groups.truncate(query.limit.min(UsageQuery::MAX_LIMIT));
+    groups
+}
+
+/// The order of a report: most tokens first, then by key.
+pub fn sort_groups(groups: &mut [UsageGroup]) {
+    groups.sort_by(|a, b| {
+        b.totals
+            .tokens()
+            .cmp(&a.totals.tokens())
+            .then_with(|| a.key.cmp(&b.key))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(user: u64, at_ms: u64, tokens_in: u64) -> UsageRow {
+        UsageRow {
+            run_id: "r".into(),
+            agent: "a".into(),
+            user_id: Some(Snowflake(user)),
+            session_id: None,
+            guild_id: None,
+            model: "m".into(),
+            tokens_in,
+            tokens_out: 1,
+            micro_usd: 10,
+            estimated: false,
+            at_ms,
+        }
+    }
+
+    #[test]
+    fn a_report_groups_sums_sorts_and_cuts() {
+        let rows = [row(1, 0, 5), row(2, 10, 50), row(1, 20, 5), row(3, 99, 500)];
+        let query = UsageQuery {
+            by: UsageBy::User,
+            since_ms: 0,
+            until_ms: 99,
+            limit: 2,
+        };
+        let groups = fold_usage(&rows, &query);
+        assert_eq!(groups.len(), 2);
+        assert_eq!(groups[0].key.as_deref(), Some("2"));
+        assert_eq!(groups[1].key.as_deref(), Some("1"));
+        assert_eq!(groups[1].totals.calls, 2);
+        assert_eq!(groups[1].totals.tokens(), 12);
+        assert_eq!(groups[1].totals.micro_usd, 20);
+        let by_session = fold_usage(
+            &rows,
+            &UsageQuery {
+                by: UsageBy::Session,
+                ..query
+            },
+        );
+        assert_eq!(by_session[0].key, None);
+    }
+
+    #[test]
+    fn days_are_utc_dates() {
+        assert_eq!(utc_day(0), "1970-01-01");
+        assert_eq!(utc_day(1_764_115_200_000 + 86_399_999), "2025-11-26");
+        assert_eq!(utc_day(u64::MAX), "9999-12-31");
+    }
+}
