@@ -3,6 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Nodes not heard from for a day are forgotten (a node id that changes at every start, the
+/// default host name + pid, would otherwise pile up).
+pub const NODES_KEPT_MS: u64 = 24 * 3600 * 1000;
+
 /// A node's heartbeat.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -137,7 +137,14 @@ mod tests {
         ] {
             assert_eq!(scope.to_string().parse::<NoteScope>(), Ok(scope));
         }
-        for garbage in ["", "session:", "user:x", "channel:1", "global:1", "session:-1"] {
+        for garbage in [
+            "",
+            "session:",
+            "user:x",
+            "channel:1",
+            "global:1",
+            "session:-1",
+        ] {
             let err = garbage.parse::<NoteScope>().unwrap_err();
             assert!(err.to_string().contains("global"), "{err}");
         }

@@ -53,6 +53,9 @@ pub struct Schedule {
     pub created_ms: u64,
     /// When it is next due (`None`: never again).
     pub next_due_ms: Option<u64>,
+    /// The due time of the last firing claimed: a due time at or before it never fires again
+    /// (a store keeps the greater of this and what it holds when a schedule is saved again).
+    pub last_fired_ms: Option<u64>,
     /// Paused: it does not fire (after failed firings in a row, or by hand).
     pub paused: bool,
     /// Failed firings in a row (a delivery counts as success and resets it).
@@ -107,7 +110,8 @@ impl FiringOutcome {
     }
 }
 
-/// Claiming one firing of a schedule.
+/// Claiming one firing of a schedule: it wins when `due_ms` is after the schedule's
+/// `last_fired_ms`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FiringClaim {
     /// The schedule.

@@ -113,8 +113,10 @@ pub enum UsageBy {
 /// The day (UTC) of a time in ms since the Unix epoch, as `YYYY-MM-DD`.
 pub fn utc_day(ms: u64) -> String {
     let days = i64::try_from(ms / 86_400_000).unwrap_or(i64::MAX);
-    chrono::DateTime::from_timestamp(days.saturating_mul(86_400), 0)
-        .map_or_else(|| "9999-12-31".to_owned(), |t| t.format("%Y-%m-%d").to_string())
+    chrono::DateTime::from_timestamp(days.saturating_mul(86_400), 0).map_or_else(
+        || "9999-12-31".to_owned(),
+        |t| t.format("%Y-%m-%d").to_string(),
+    )
 }
 
 impl UsageBy {

@@ -25,6 +25,7 @@
 //! Everything runs on the backend's own small tokio runtime, so its futures complete whoever
 //! polls them (a plain thread with `block_on` too).
 
+mod agents;
 mod changes;
 mod error;
 mod pipeline;

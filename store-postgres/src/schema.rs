@@ -13,7 +13,7 @@ use switchboard_store::{StoreError, StoreErrorKind};
 use tokio_postgres::Client;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = STEPS.len() as i32;
 
 /// The advisory lock migrations take (any fixed number all switchboard nodes agree on).
 const MIGRATION_LOCK: i64 = 0x5357_4244_4d49_4752; // "SWBDMIGR"
@@ -132,7 +132,9 @@ CREATE SEQUENCE switchboard_origins;
 ";
 
 /// The ladder: step `n` brings a database from version `n - 1` to `n`.
-const STEPS: [&str; 1] = [V1];
+///
+/// Steps after 1 are the agent aggregates (issues 23, 25, 26), one per aggregate, appended.
+const STEPS: [&str; 2] = [V1, crate::agents::SCHEMA_MEMORY];
 
 /// Creates or upgrades the schema under the migration lock; `who` is recorded with each step.
 pub(crate) async fn migrate(

@@ -14,6 +14,7 @@
 //! audit rows past retention, settled approvals and finished workflows past their week, claims
 //! past theirs, expired idempotency keys).
 
+mod agents;
 mod error;
 mod ledger;
 mod rows;

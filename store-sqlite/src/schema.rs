@@ -16,7 +16,7 @@ use switchboard_store::StoreError;
 use tracing::{debug, warn};
 
 /// The schema version this code writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// How long opening waits for a lock held by another connection (e.g. a switchboard that is
 /// still shutting down) before reporting the store as locked.
@@ -291,7 +291,10 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
                     .map_err(fail("keep the whole hash approvals are bound to"))?;
             }
         }
-        // Later versions: `if version < 8 || !has_table(..) { ... }`, each step in this same
+        // The agent aggregates (issues 23, 25, 26), one step each; each also runs when its
+        // tables are missing, so numbering them after other branches' steps changes nothing.
+        add_memory(conn).map_err(fail("add the agent's summaries and notes"))?;
+        // Later versions: `if version < N || !has_table(..) { ... }`, each step in this same
         // transaction.
         if version != SCHEMA_VERSION {
             conn.pragma_update(None, "user_version", SCHEMA_VERSION)
@@ -308,4 +311,12 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
             Err(err)
         }
     }
+}
+
+/// Step 8 (renumbered at merge): the agent's summaries and notes (issue 25).
+fn add_memory(conn: &Connection) -> rusqlite::Result<()> {
+    if has_table(conn, "summaries") && has_table(conn, "notes") {
+        return Ok(());
+    }
+    conn.execute_batch(crate::agents::SCHEMA_MEMORY)
 }

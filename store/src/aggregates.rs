@@ -26,9 +26,11 @@ use std::time::Duration;
 
 use entity::Snowflake;
 use switchboard_records::{
-    Approval, AuditEntry, AuditFilter, AuditPage, AuditRow, Gap, IdempotencyKey,
-    IdempotencyRequest, KeptKey, Message, MessageQuery, Role, SearchHit, SearchQuery, Session,
-    SessionScope, Settlement, StoredAnswer, ThreadState, TriggerClaim, User, Workflow,
+    Approval, AuditEntry, AuditFilter, AuditPage, AuditRow, FiringClaim, Gap, IdempotencyKey,
+    IdempotencyRequest, KeptKey, Message, MessageQuery, NewRun, Node, NodeBeat, Note, NoteLimits,
+    NoteScope, Receipt, Role, Run, RunEnd, RunFilter, Schedule, SearchHit, SearchQuery, Session,
+    SessionScope, Settlement, ShardLease, StoredAnswer, Summary, ThreadState, TriggerClaim,
+    UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals, User, Workflow,
 };
 
 use crate::error::StoreError;
@@ -328,6 +330,7 @@ pub trait Backend:
     + AuditStore
     + ScopeStore
     + IdempotencyStore
+    + MemoryStore
     + ChangeFeed
 {
     /// `memory`, `sqlite` or `postgres`.
@@ -373,4 +376,220 @@ pub struct Census {
     pub scopes: u64,
     /// Unexpired idempotency keys.
     pub idempotency_keys: u64,
+}
+
+/// What putting a note found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotePut {
+    /// Kept (new, or replacing the note with its key).
+    Saved,
+    /// Not kept: the scope would hold more notes or characters than its limits allow. What it
+    /// holds now, so the caller can say what to forget.
+    Full {
+        /// Notes in the scope.
+        notes: usize,
+        /// Characters of note text in the scope.
+        chars: usize,
+    },
+}
+
+/// The agent's memory (issue 25): the summary compaction wrote for each session (the newest
+/// wins; [`SUMMARIES_KEPT_PER_SESSION`](switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION)
+/// are kept), and notes per scope, bounded by the caller's [`NoteLimits`].
+///
+/// Changes here are acknowledged (futures): the agent tells the model "saved" only once it is.
+pub trait MemoryStore: Send + Sync {
+    /// Keeps a session's summary; the session's oldest ones beyond those kept go.
+    fn save_summary(&self, summary: Summary) -> StoreFuture<'_, ()>;
+    /// The session's newest summary (by `created_ms`, then the one saved last).
+    fn summary(&self, session_id: Snowflake) -> StoreFuture<'_, Option<Summary>>;
+    /// The session's kept summaries, newest first, at most `limit`.
+    fn summaries(&self, session_id: Snowflake, limit: usize) -> StoreFuture<'_, Vec<Summary>>;
+    /// Keeps a note (replacing the one with its scope and key) if the scope then stays within
+    /// `limits`, atomically: concurrent puts never take a scope past its limits.
+    fn put_note(&self, note: Note, limits: NoteLimits) -> StoreFuture<'_, NotePut>;
+    /// One note.
+    fn note(&self, scope: NoteScope, key: &str) -> StoreFuture<'_, Option<Note>>;
+    /// A scope's notes by key, at most `limit`.
+    fn notes(&self, scope: NoteScope, limit: usize) -> StoreFuture<'_, Vec<Note>>;
+    /// Forgets a note; whether there was one.
+    fn forget_note(&self, scope: NoteScope, key: &str) -> StoreFuture<'_, bool>;
+    /// Every note after `after` in (scope as text, key) order, at most `limit`: how a copy
+    /// (and an operator's listing) pages through all of them.
+    fn notes_after(
+        &self,
+        after: Option<(NoteScope, String)>,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<Note>>;
+}
+
+/// What queueing a run found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Enqueued {
+    /// Queued, behind the session's earlier runs.
+    Queued(Run),
+    /// Not queued: the session already has `queued` runs waiting, the most allowed.
+    Full {
+        /// Runs of the session waiting.
+        queued: usize,
+    },
+}
+
+/// What renewing a run's lease found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heartbeat {
+    /// The lease is this node's until `until_ms`; `abort_requested`: someone asked the run to
+    /// stop.
+    Held {
+        /// The new end of the lease.
+        until_ms: u64,
+        /// Someone asked the run to stop.
+        abort_requested: bool,
+    },
+    /// The run is not this node's any more (its lease expired and it was interrupted, or it
+    /// ended): stop it without posting.
+    Lost,
+}
+
+/// Agent runs (issues 23, 26): a per-session FIFO queue, cluster-wide. A session has at most
+/// one running run; a run is claimed by exactly one node, under a lease its heartbeats renew;
+/// a run whose lease expired is interrupted by whoever looks first.
+pub trait RunStore: Send + Sync {
+    /// Queues a run behind its session's runs, unless the session already has
+    /// `max_queued_per_session` waiting. A run id already kept is
+    /// [`crate::StoreErrorKind::Conflict`].
+    fn enqueue_run(&self, run: NewRun, max_queued_per_session: usize) -> StoreFuture<'_, Enqueued>;
+    /// Claims the oldest queued run whose session has nothing running and no older run
+    /// queued, for `node` until `now_ms + lease_ms`, atomically: of concurrent claimers on any
+    /// nodes each run goes to exactly one, and a session never has two running.
+    fn claim_next_run(
+        &self,
+        node: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> StoreFuture<'_, Option<Run>>;
+    /// Renews a running run's lease, if `node` still holds it.
+    fn heartbeat_run(
+        &self,
+        run_id: &str,
+        node: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> StoreFuture<'_, Heartbeat>;
+    /// Ends a run `node` holds (`Finished`, `Failed` or `Aborted`); `None` when the node does
+    /// not hold it (it was interrupted meanwhile): the run as it stands is not changed.
+    fn finish_run(&self, run_id: &str, node: &str, end: RunEnd) -> StoreFuture<'_, Option<Run>>;
+    /// Asks a run to stop: a queued one is aborted at once (at `at_ms`), a running one is
+    /// flagged for its node's next heartbeat. The run as it now stands (`None`: no such run).
+    fn request_abort(&self, run_id: &str, at_ms: u64) -> StoreFuture<'_, Option<Run>>;
+    /// Marks running runs whose lease ended before `now_ms` interrupted and answers them (at
+    /// most `limit`), atomically: each such run is answered to exactly one caller.
+    fn interrupt_expired_runs(&self, now_ms: u64, limit: usize) -> StoreFuture<'_, Vec<Run>>;
+    /// One run.
+    fn run(&self, run_id: &str) -> StoreFuture<'_, Option<Run>>;
+    /// Runs newest first (see [`RunFilter`]).
+    fn runs(&self, filter: RunFilter) -> StoreFuture<'_, Vec<Run>>;
+    /// Forgets runs that ended before `before_ms`; how many went.
+    fn prune_runs(&self, before_ms: u64) -> StoreFuture<'_, usize>;
+}
+
+/// What claiming a firing found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Firing {
+    /// This claimer fires it; the schedule now shows the next due time.
+    Won(Schedule),
+    /// Someone fired this due time already.
+    Taken,
+    /// The schedule is paused: nothing fires.
+    Paused,
+}
+
+/// Scheduled prompts (issue 26). Each (schedule, due time) fires once, cluster-wide; every
+/// firing leaves a receipt, and failed firings in a row pause the schedule.
+pub trait ScheduleStore: Send + Sync {
+    /// Keeps a schedule, replacing the one with its id.
+    fn save_schedule(&self, schedule: Schedule) -> StoreFuture<'_, ()>;
+    /// One schedule.
+    fn schedule(&self, id: &str) -> StoreFuture<'_, Option<Schedule>>;
+    /// Schedules by id after `after`, at most `limit`.
+    fn schedules(&self, after: Option<String>, limit: usize) -> StoreFuture<'_, Vec<Schedule>>;
+    /// Removes a schedule and its receipts; whether there was one.
+    fn delete_schedule(&self, id: &str) -> StoreFuture<'_, bool>;
+    /// Claims the firing of a schedule at its due time, atomically: of concurrent claimers of
+    /// one (schedule, due time) exactly one wins, and the winner sets the next due time in
+    /// the same step. An unknown schedule is [`crate::StoreErrorKind::NotFound`].
+    fn claim_firing(&self, claim: FiringClaim) -> StoreFuture<'_, Firing>;
+    /// Keeps a firing's receipt (the newest
+    /// [`RECEIPTS_KEPT_PER_SCHEDULE`](switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE)
+    /// are kept) and counts it: a failure adds one to the failures in a row and pauses the
+    /// schedule when they reach `pause_after`; a delivery resets them. The schedule as it now
+    /// stands. An unknown schedule is [`crate::StoreErrorKind::NotFound`].
+    fn record_receipt(&self, receipt: Receipt, pause_after: u32) -> StoreFuture<'_, Schedule>;
+    /// A schedule's receipts, newest first, at most `limit`.
+    fn receipts(&self, schedule_id: &str, limit: usize) -> StoreFuture<'_, Vec<Receipt>>;
+    /// Pauses or resumes a schedule (resuming forgets the failures in a row); the schedule as
+    /// it now stands, `None` when there is none.
+    fn set_schedule_paused(&self, id: &str, paused: bool) -> StoreFuture<'_, Option<Schedule>>;
+}
+
+/// Model usage (issue 26): rows, sums for budgets, reports.
+pub trait UsageStore: Send + Sync {
+    /// Keeps one model call's usage.
+    fn record_usage(&self, row: UsageRow) -> StoreFuture<'_, ()>;
+    /// The usage charged to `subject` with `since_ms <= at_ms < until_ms`.
+    fn usage_sum(
+        &self,
+        subject: UsageSubject,
+        since_ms: u64,
+        until_ms: u64,
+    ) -> StoreFuture<'_, UsageTotals>;
+    /// Usage grouped (see [`UsageQuery`]; the order of
+    /// [`fold_usage`](switchboard_records::usage::fold_usage)).
+    fn usage_report(&self, query: UsageQuery) -> StoreFuture<'_, Vec<UsageGroup>>;
+    /// Forgets rows from before `before_ms`; how many went.
+    fn prune_usage(&self, before_ms: u64) -> StoreFuture<'_, usize>;
+}
+
+/// What asking for a shard found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShardGrant {
+    /// This node holds it until `until_ms`.
+    Held {
+        /// The end of the lease.
+        until_ms: u64,
+    },
+    /// Another node holds it.
+    Taken(ShardLease),
+}
+
+/// Several nodes on one store (issue 23): heartbeats, shard leases (how many a node should
+/// hold is the caller's fair share), IDENTIFY slots per `max_concurrency` bucket, and keys
+/// that fire once cluster-wide.
+pub trait ClusterStore: Send + Sync {
+    /// Records a node's heartbeat.
+    fn node_heartbeat(&self, beat: NodeBeat) -> StoreFuture<'_, ()>;
+    /// Nodes heard from at or after `seen_since_ms`, by id, at most `limit`.
+    fn nodes(&self, seen_since_ms: u64, limit: usize) -> StoreFuture<'_, Vec<Node>>;
+    /// Takes a shard for `node` until `now_ms + lease_ms` if it is free, its lease ended, or
+    /// the node holds it already (then it is renewed), atomically: one holder at a time.
+    fn acquire_shard(
+        &self,
+        shard: u32,
+        node: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> StoreFuture<'_, ShardGrant>;
+    /// Gives a shard back, if `node` holds it; whether it did.
+    fn release_shard(&self, shard: u32, node: &str) -> StoreFuture<'_, bool>;
+    /// Every shard lease (expired ones too), by shard.
+    fn shard_leases(&self) -> StoreFuture<'_, Vec<ShardLease>>;
+    /// Reserves the next IDENTIFY of a `max_concurrency` bucket: the time (ms) this caller may
+    /// identify, at least `now_ms` and `spacing_ms` after the slot given before, atomically
+    /// across nodes.
+    fn take_identify_slot(&self, bucket: u32, now_ms: u64, spacing_ms: u64)
+        -> StoreFuture<'_, u64>;
+    /// Whether this caller is the one to act on `key` (a timer's firing): true for exactly
+    /// one of any number of callers until `now_ms + ttl_ms`, after which the key is free
+    /// again. Expired keys are forgotten as others are taken.
+    fn once(&self, key: &str, now_ms: u64, ttl_ms: u64) -> StoreFuture<'_, bool>;
 }

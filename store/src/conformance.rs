@@ -28,6 +28,9 @@ use switchboard_records::{
 use crate::feed::{Changed, Next};
 use crate::{Backend, CacheOptions, Census, Claim, Decided, Reserved, Store, StoreErrorKind};
 
+mod agents;
+pub use agents::*;
+
 /// What a test asks of the backend it opens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
@@ -100,6 +103,9 @@ macro_rules! conformance_tests {
             two_caches_over_one_shared_backend_converge,
             a_closed_store_refuses_writes,
             everything_kept_can_be_listed_for_a_copy,
+            summaries_latest_wins_and_history_is_bounded,
+            notes_are_kept_per_scope_replaced_and_bounded,
+            notes_raced_never_exceed_their_scope_limits,
         );
     };
     (@tests $make:path; $($name:ident),* $(,)?) => {

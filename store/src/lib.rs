@@ -32,12 +32,13 @@ mod url;
 pub mod write;
 
 pub use aggregates::{
-    ApprovalStore, AuditStore, Backend, Census, ChangeFeed, Claim, Decided, Durable,
-    IdempotencyStore, MessageStore, Reserved, ScopeStore, SearchStore, Snapshot, StoreFuture,
-    TriggerStore, WorkflowStore,
+    ApprovalStore, AuditStore, Backend, Census, ChangeFeed, Claim, ClusterStore, Decided, Durable,
+    Enqueued, Firing, Heartbeat, IdempotencyStore, MemoryStore, MessageStore, NotePut, Reserved,
+    RunStore, ScheduleStore, ScopeStore, SearchStore, ShardGrant, Snapshot, StoreFuture,
+    TriggerStore, UsageStore, WorkflowStore,
 };
 pub use cache::{CacheOptions, Store};
 pub use error::{StoreError, StoreErrorKind};
-pub use memory::{settle, MemoryBackend, MemoryOptions};
+pub use memory::{check_end, count_firing, duplicate_run, settle, MemoryBackend, MemoryOptions};
 pub use switchboard_records as records;
 pub use url::{SqliteLocation, StoreUrl, StoreUrlError, DEFAULT_STORE_URL, KNOWN_SCHEMES};

@@ -26,6 +26,9 @@ use crate::error::{StoreError, StoreErrorKind};
 use crate::feed::{Changed, Changes, FeedSender, Origin};
 use crate::queue::QueueStats;
 
+mod agents;
+pub use agents::{check_end, count_firing, duplicate_run};
+
 /// How the memory backend keeps data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemoryOptions {
@@ -75,6 +78,7 @@ struct Data {
     next_audit_id: u64,
     scopes: BTreeMap<Snowflake, Vec<String>>,
     idempotency: HashMap<IdempotencyKey, Idempotent>,
+    agents: agents::Kept,
 }
 
 #[derive(Debug)]

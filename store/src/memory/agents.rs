@@ -1,0 +1,623 @@
+//! The memory backend's agent aggregates: memory, runs, schedules, usage, the cluster. Each
+//! answer is made under the backend's one lock, so every decision is atomic.
+
+use std::collections::{BTreeMap, HashMap};
+
+use entity::Snowflake;
+use switchboard_records::cluster::NODES_KEPT_MS;
+use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
+use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
+use switchboard_records::usage::fold_usage;
+use switchboard_records::{
+    FiringClaim, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Run, RunEnd,
+    RunFilter, RunState, Schedule, ShardLease, Summary, UsageGroup, UsageQuery, UsageRow,
+    UsageSubject, UsageTotals,
+};
+
+use super::MemoryBackend;
+use crate::aggregates::{
+    ready, ClusterStore, Enqueued, Firing, Heartbeat, MemoryStore, NotePut, RunStore,
+    ScheduleStore, ShardGrant, StoreFuture, UsageStore,
+};
+use crate::error::{StoreError, StoreErrorKind};
+
+/// What the agent aggregates keep.
+#[derive(Debug, Default)]
+pub(super) struct Kept {
+    /// Per session: (save order, summary).
+    summaries: HashMap<Snowflake, Vec<(u64, Summary)>>,
+    summaries_saved: u64,
+    /// By (scope as text, key).
+    pub(super) notes: BTreeMap<(String, String), Note>,
+    pub(super) runs: BTreeMap<String, Run>,
+    next_seq: u64,
+    pub(super) schedules: BTreeMap<String, Schedule>,
+    /// Per schedule, oldest first.
+    receipts: HashMap<String, Vec<Receipt>>,
+    pub(super) usage: Vec<UsageRow>,
+    nodes: BTreeMap<String, Node>,
+    shards: BTreeMap<u32, ShardLease>,
+    identify: HashMap<u32, u64>,
+    once: HashMap<String, u64>,
+}
+
+fn note_key(scope: NoteScope, key: &str) -> (String, String) {
+    (scope.to_string(), key.to_owned())
+}
+
+/// Whether a run that ends may end in this state.
+pub fn check_end(end: &RunEnd) -> Result<(), StoreError> {
+    if matches!(
+        end.state,
+        RunState::Finished | RunState::Failed | RunState::Aborted
+    ) {
+        Ok(())
+    } else {
+        Err(StoreError::new(
+            StoreErrorKind::Conflict,
+            format!(
+                "a run ends finished, failed or aborted, not {}; report how it ended",
+                end.state
+            ),
+        ))
+    }
+}
+
+fn unknown_schedule(id: &str) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::NotFound,
+        format!("there is no schedule {id}; list them with schedule.list"),
+    )
+}
+
+/// The refusal of a run id already kept.
+pub fn duplicate_run(id: &str) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Conflict,
+        format!("a run with id {id} is already kept; give each run a new id"),
+    )
+}
+
+impl MemoryBackend {
+    fn decide<T: Send + 'static>(
+        &self,
+        decide: impl FnOnce(&mut Kept) -> Result<T, StoreError>,
+    ) -> StoreFuture<'_, T> {
+        ready(self.open().and_then(|()| decide(&mut self.data().agents)))
+    }
+}
+
+impl MemoryStore for MemoryBackend {
+    fn save_summary(&self, summary: Summary) -> StoreFuture<'_, ()> {
+        self.decide(|kept| {
+            kept.summaries_saved += 1;
+            let order = kept.summaries_saved;
+            let list = kept.summaries.entry(summary.session_id).or_default();
+            list.push((order, summary));
+            list.sort_by_key(|(order, s)| (s.created_ms, *order));
+            let extra = list.len().saturating_sub(SUMMARIES_KEPT_PER_SESSION);
+            list.drain(..extra);
+            Ok(())
+        })
+    }
+
+    fn summary(&self, session_id: Snowflake) -> StoreFuture<'_, Option<Summary>> {
+        self.decide(move |kept| {
+            Ok(kept
+                .summaries
+                .get(&session_id)
+                .and_then(|list| list.last())
+                .map(|(_, s)| s.clone()))
+        })
+    }
+
+    fn summaries(&self, session_id: Snowflake, limit: usize) -> StoreFuture<'_, Vec<Summary>> {
+        self.decide(move |kept| {
+            Ok(kept
+                .summaries
+                .get(&session_id)
+                .map_or_else(Vec::new, |list| {
+                    list.iter()
+                        .rev()
+                        .take(limit)
+                        .map(|(_, s)| s.clone())
+                        .collect()
+                }))
+        })
+    }
+
+    fn put_note(&self, note: Note, limits: NoteLimits) -> StoreFuture<'_, NotePut> {
+        self.decide(move |kept| {
+            let scope = note.scope.to_string();
+            let (mut notes, mut chars) = (0, 0);
+            for ((s, key), n) in kept.notes.range((scope.clone(), String::new())..) {
+                if *s != scope {
+                    break;
+                }
+                if *key != note.key {
+                    notes += 1;
+                    chars += n.text.chars().count();
+                }
+            }
+            let current = kept
+                .notes
+                .range((scope.clone(), String::new())..)
+                .take_while(|((s, _), _)| *s == scope)
+                .fold((0, 0), |(n, c), (_, note)| {
+                    (n + 1, c + note.text.chars().count())
+                });
+            if notes + 1 > limits.max_notes || chars + note.text.chars().count() > limits.max_chars
+            {
+                return Ok(NotePut::Full {
+                    notes: current.0,
+                    chars: current.1,
+                });
+            }
+            kept.notes.insert((scope, note.key.clone()), note);
+            Ok(NotePut::Saved)
+        })
+    }
+
+    fn note(&self, scope: NoteScope, key: &str) -> StoreFuture<'_, Option<Note>> {
+        let key = note_key(scope, key);
+        self.decide(move |kept| Ok(kept.notes.get(&key).cloned()))
+    }
+
+    fn notes(&self, scope: NoteScope, limit: usize) -> StoreFuture<'_, Vec<Note>> {
+        self.decide(move |kept| {
+            let scope = scope.to_string();
+            Ok(kept
+                .notes
+                .range((scope.clone(), String::new())..)
+                .take_while(|((s, _), _)| *s == scope)
+                .take(limit)
+                .map(|(_, n)| n.clone())
+                .collect())
+        })
+    }
+
+    fn forget_note(&self, scope: NoteScope, key: &str) -> StoreFuture<'_, bool> {
+        let key = note_key(scope, key);
+        self.decide(move |kept| Ok(kept.notes.remove(&key).is_some()))
+    }
+
+    fn notes_after(
+        &self,
+        after: Option<(NoteScope, String)>,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<Note>> {
+        self.decide(move |kept| {
+            let after = after.map(|(scope, key)| (scope.to_string(), key));
+            Ok(kept
+                .notes
+                .iter()
+                .filter(|(k, _)| after.as_ref().is_none_or(|after| *k > after))
+                .take(limit)
+                .map(|(_, n)| n.clone())
+                .collect())
+        })
+    }
+}
+
+impl RunStore for MemoryBackend {
+    fn enqueue_run(&self, run: NewRun, max_queued_per_session: usize) -> StoreFuture<'_, Enqueued> {
+        self.decide(move |kept| {
+            if kept.runs.contains_key(&run.id) {
+                return Err(duplicate_run(&run.id));
+            }
+            let queued = kept
+                .runs
+                .values()
+                .filter(|r| r.session_id == run.session_id && r.state == RunState::Queued)
+                .count();
+            if queued >= max_queued_per_session {
+                return Ok(Enqueued::Full { queued });
+            }
+            kept.next_seq += 1;
+            let run = Run::queued(run, kept.next_seq);
+            kept.runs.insert(run.id.clone(), run.clone());
+            Ok(Enqueued::Queued(run))
+        })
+    }
+
+    fn claim_next_run(
+        &self,
+        node: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> StoreFuture<'_, Option<Run>> {
+        let node = node.to_owned();
+        self.decide(move |kept| {
+            // Per session, its oldest unfinished run: the only one that may run.
+            let mut head: HashMap<Snowflake, &Run> = HashMap::new();
+            for run in kept.runs.values().filter(|r| !r.state.is_over()) {
+                let entry = head.entry(run.session_id).or_insert(run);
+                if run.seq < entry.seq {
+                    *entry = run;
+                }
+            }
+            let Some(id) = head
+                .values()
+                .filter(|r| r.state == RunState::Queued)
+                .min_by_key(|r| r.seq)
+                .map(|r| r.id.clone())
+            else {
+                return Ok(None);
+            };
+            let run = kept.runs.get_mut(&id).expect("the run just found");
+            run.state = RunState::Running;
+            run.node = Some(node);
+            run.lease_until_ms = Some(now_ms.saturating_add(lease_ms));
+            run.started_ms = Some(now_ms);
+            Ok(Some(run.clone()))
+        })
+    }
+
+    fn heartbeat_run(
+        &self,
+        run_id: &str,
+        node: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> StoreFuture<'_, Heartbeat> {
+        let (run_id, node) = (run_id.to_owned(), node.to_owned());
+        self.decide(move |kept| {
+            Ok(match kept.runs.get_mut(&run_id) {
+                Some(run)
+                    if run.state == RunState::Running
+                        && run.node.as_deref() == Some(node.as_str()) =>
+                {
+                    let until_ms = now_ms.saturating_add(lease_ms);
+                    run.lease_until_ms = Some(until_ms);
+                    Heartbeat::Held {
+                        until_ms,
+                        abort_requested: run.abort_requested,
+                    }
+                }
+                _ => Heartbeat::Lost,
+            })
+        })
+    }
+
+    fn finish_run(&self, run_id: &str, node: &str, end: RunEnd) -> StoreFuture<'_, Option<Run>> {
+        let (run_id, node) = (run_id.to_owned(), node.to_owned());
+        self.decide(move |kept| {
+            check_end(&end)?;
+            Ok(match kept.runs.get_mut(&run_id) {
+                Some(run)
+                    if run.state == RunState::Running
+                        && run.node.as_deref() == Some(node.as_str()) =>
+                {
+                    run.state = end.state;
+                    run.final_text = end.final_text;
+                    run.finished_ms = Some(end.at_ms);
+                    run.lease_until_ms = None;
+                    Some(run.clone())
+                }
+                _ => None,
+            })
+        })
+    }
+
+    fn request_abort(&self, run_id: &str, at_ms: u64) -> StoreFuture<'_, Option<Run>> {
+        let run_id = run_id.to_owned();
+        self.decide(move |kept| {
+            Ok(kept.runs.get_mut(&run_id).map(|run| {
+                match run.state {
+                    RunState::Queued => {
+                        run.state = RunState::Aborted;
+                        run.abort_requested = true;
+                        run.finished_ms = Some(at_ms);
+                    }
+                    RunState::Running => run.abort_requested = true,
+                    _ => {}
+                }
+                run.clone()
+            }))
+        })
+    }
+
+    fn interrupt_expired_runs(&self, now_ms: u64, limit: usize) -> StoreFuture<'_, Vec<Run>> {
+        self.decide(move |kept| {
+            let mut expired: Vec<&mut Run> = kept
+                .runs
+                .values_mut()
+                .filter(|r| {
+                    r.state == RunState::Running && r.lease_until_ms.is_some_and(|u| u < now_ms)
+                })
+                .collect();
+            expired.sort_by_key(|r| r.seq);
+            Ok(expired
+                .into_iter()
+                .take(limit)
+                .map(|run| {
+                    run.state = RunState::Interrupted;
+                    run.finished_ms = Some(now_ms);
+                    run.lease_until_ms = None;
+                    run.clone()
+                })
+                .collect())
+        })
+    }
+
+    fn run(&self, run_id: &str) -> StoreFuture<'_, Option<Run>> {
+        let run_id = run_id.to_owned();
+        self.decide(move |kept| Ok(kept.runs.get(&run_id).cloned()))
+    }
+
+    fn runs(&self, filter: RunFilter) -> StoreFuture<'_, Vec<Run>> {
+        self.decide(move |kept| {
+            let mut runs: Vec<Run> = kept
+                .runs
+                .values()
+                .filter(|r| filter.matches(r))
+                .cloned()
+                .collect();
+            runs.sort_by_key(|r| std::cmp::Reverse(r.seq));
+            runs.truncate(filter.capped_limit());
+            Ok(runs)
+        })
+    }
+
+    fn prune_runs(&self, before_ms: u64) -> StoreFuture<'_, usize> {
+        self.decide(move |kept| {
+            let before = kept.runs.len();
+            kept.runs.retain(|_, r| {
+                !(r.state.is_over() && r.finished_ms.is_some_and(|at| at < before_ms))
+            });
+            Ok(before - kept.runs.len())
+        })
+    }
+}
+
+impl ScheduleStore for MemoryBackend {
+    fn save_schedule(&self, mut schedule: Schedule) -> StoreFuture<'_, ()> {
+        self.decide(move |kept| {
+            if let Some(old) = kept.schedules.get(&schedule.id) {
+                schedule.last_fired_ms = schedule.last_fired_ms.max(old.last_fired_ms);
+            }
+            kept.schedules.insert(schedule.id.clone(), schedule);
+            Ok(())
+        })
+    }
+
+    fn schedule(&self, id: &str) -> StoreFuture<'_, Option<Schedule>> {
+        let id = id.to_owned();
+        self.decide(move |kept| Ok(kept.schedules.get(&id).cloned()))
+    }
+
+    fn schedules(&self, after: Option<String>, limit: usize) -> StoreFuture<'_, Vec<Schedule>> {
+        self.decide(move |kept| {
+            Ok(kept
+                .schedules
+                .values()
+                .filter(|s| after.as_ref().is_none_or(|after| s.id > *after))
+                .take(limit)
+                .cloned()
+                .collect())
+        })
+    }
+
+    fn delete_schedule(&self, id: &str) -> StoreFuture<'_, bool> {
+        let id = id.to_owned();
+        self.decide(move |kept| {
+            kept.receipts.remove(&id);
+            Ok(kept.schedules.remove(&id).is_some())
+        })
+    }
+
+    fn claim_firing(&self, claim: FiringClaim) -> StoreFuture<'_, Firing> {
+        self.decide(move |kept| {
+            let schedule = kept
+                .schedules
+                .get_mut(&claim.schedule_id)
+                .ok_or_else(|| unknown_schedule(&claim.schedule_id))?;
+            if schedule.paused {
+                return Ok(Firing::Paused);
+            }
+            if schedule
+                .last_fired_ms
+                .is_some_and(|last| claim.due_ms <= last)
+            {
+                return Ok(Firing::Taken);
+            }
+            schedule.last_fired_ms = Some(claim.due_ms);
+            schedule.next_due_ms = claim.next_due_ms;
+            Ok(Firing::Won(schedule.clone()))
+        })
+    }
+
+    fn record_receipt(&self, receipt: Receipt, pause_after: u32) -> StoreFuture<'_, Schedule> {
+        self.decide(move |kept| {
+            let schedule = kept
+                .schedules
+                .get_mut(&receipt.schedule_id)
+                .ok_or_else(|| unknown_schedule(&receipt.schedule_id))?;
+            count_firing(schedule, &receipt, pause_after);
+            let schedule = schedule.clone();
+            let list = kept
+                .receipts
+                .entry(receipt.schedule_id.clone())
+                .or_default();
+            list.push(receipt);
+            let extra = list.len().saturating_sub(RECEIPTS_KEPT_PER_SCHEDULE);
+            list.drain(..extra);
+            Ok(schedule)
+        })
+    }
+
+    fn receipts(&self, schedule_id: &str, limit: usize) -> StoreFuture<'_, Vec<Receipt>> {
+        let id = schedule_id.to_owned();
+        self.decide(move |kept| {
+            Ok(kept.receipts.get(&id).map_or_else(Vec::new, |list| {
+                list.iter().rev().take(limit).cloned().collect()
+            }))
+        })
+    }
+
+    fn set_schedule_paused(&self, id: &str, paused: bool) -> StoreFuture<'_, Option<Schedule>> {
+        let id = id.to_owned();
+        self.decide(move |kept| {
+            Ok(kept.schedules.get_mut(&id).map(|schedule| {
+                schedule.paused = paused;
+                if !paused {
+                    schedule.consecutive_failures = 0;
+                }
+                schedule.clone()
+            }))
+        })
+    }
+}
+
+/// Counts a firing on its schedule: a failure adds one and pauses at `pause_after`, a delivery
+/// resets the count, a skipped firing changes nothing.
+pub fn count_firing(schedule: &mut Schedule, receipt: &Receipt, pause_after: u32) {
+    use switchboard_records::FiringOutcome;
+    if receipt.outcome.is_failure() {
+        schedule.consecutive_failures = schedule.consecutive_failures.saturating_add(1);
+        if schedule.consecutive_failures >= pause_after {
+            schedule.paused = true;
+        }
+    } else if receipt.outcome != FiringOutcome::Skipped {
+        schedule.consecutive_failures = 0;
+    }
+}
+
+impl UsageStore for MemoryBackend {
+    fn record_usage(&self, row: UsageRow) -> StoreFuture<'_, ()> {
+        self.decide(move |kept| {
+            kept.usage.push(row);
+            Ok(())
+        })
+    }
+
+    fn usage_sum(
+        &self,
+        subject: UsageSubject,
+        since_ms: u64,
+        until_ms: u64,
+    ) -> StoreFuture<'_, UsageTotals> {
+        self.decide(move |kept| {
+            let mut totals = UsageTotals::default();
+            for row in kept
+                .usage
+                .iter()
+                .filter(|row| row.at_ms >= since_ms && row.at_ms < until_ms && subject.matches(row))
+            {
+                totals.add(row);
+            }
+            Ok(totals)
+        })
+    }
+
+    fn usage_report(&self, query: UsageQuery) -> StoreFuture<'_, Vec<UsageGroup>> {
+        self.decide(move |kept| Ok(fold_usage(&kept.usage, &query)))
+    }
+
+    fn prune_usage(&self, before_ms: u64) -> StoreFuture<'_, usize> {
+        self.decide(move |kept| {
+            let before = kept.usage.len();
+            kept.usage.retain(|row| row.at_ms >= before_ms);
+            Ok(before - kept.usage.len())
+        })
+    }
+}
+
+impl ClusterStore for MemoryBackend {
+    fn node_heartbeat(&self, beat: NodeBeat) -> StoreFuture<'_, ()> {
+        self.decide(move |kept| {
+            let forget_before = beat.at_ms.saturating_sub(NODES_KEPT_MS);
+            kept.nodes.retain(|_, n| n.last_seen_ms >= forget_before);
+            kept.nodes.insert(
+                beat.node_id.clone(),
+                Node {
+                    node_id: beat.node_id,
+                    started_ms: beat.started_ms,
+                    address: beat.address,
+                    last_seen_ms: beat.at_ms,
+                },
+            );
+            Ok(())
+        })
+    }
+
+    fn nodes(&self, seen_since_ms: u64, limit: usize) -> StoreFuture<'_, Vec<Node>> {
+        self.decide(move |kept| {
+            Ok(kept
+                .nodes
+                .values()
+                .filter(|n| n.last_seen_ms >= seen_since_ms)
+                .take(limit)
+                .cloned()
+                .collect())
+        })
+    }
+
+    fn acquire_shard(
+        &self,
+        shard: u32,
+        node: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> StoreFuture<'_, ShardGrant> {
+        let node = node.to_owned();
+        self.decide(move |kept| {
+            if let Some(lease) = kept.shards.get(&shard) {
+                if lease.node_id != node && lease.until_ms > now_ms {
+                    return Ok(ShardGrant::Taken(lease.clone()));
+                }
+            }
+            let until_ms = now_ms.saturating_add(lease_ms);
+            kept.shards.insert(
+                shard,
+                ShardLease {
+                    shard,
+                    node_id: node,
+                    until_ms,
+                },
+            );
+            Ok(ShardGrant::Held { until_ms })
+        })
+    }
+
+    fn release_shard(&self, shard: u32, node: &str) -> StoreFuture<'_, bool> {
+        let node = node.to_owned();
+        self.decide(move |kept| {
+            if kept.shards.get(&shard).is_some_and(|l| l.node_id == node) {
+                kept.shards.remove(&shard);
+                return Ok(true);
+            }
+            Ok(false)
+        })
+    }
+
+    fn shard_leases(&self) -> StoreFuture<'_, Vec<ShardLease>> {
+        self.decide(|kept| Ok(kept.shards.values().cloned().collect()))
+    }
+
+    fn take_identify_slot(
+        &self,
+        bucket: u32,
+        now_ms: u64,
+        spacing_ms: u64,
+    ) -> StoreFuture<'_, u64> {
+        self.decide(move |kept| {
+            let next = kept.identify.entry(bucket).or_insert(0);
+            let slot = (*next).max(now_ms);
+            *next = slot.saturating_add(spacing_ms);
+            Ok(slot)
+        })
+    }
+
+    fn once(&self, key: &str, now_ms: u64, ttl_ms: u64) -> StoreFuture<'_, bool> {
+        let key = key.to_owned();
+        self.decide(move |kept| {
+            kept.once.retain(|_, until| *until > now_ms);
+            if kept.once.contains_key(&key) {
+                return Ok(false);
+            }
+            kept.once.insert(key, now_ms.saturating_add(ttl_ms));
+            Ok(true)
+        })
+    }
+}
