@@ -7,8 +7,13 @@
 
 use deadpool_postgres::Transaction;
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
-use switchboard_records::{Note, NoteLimits, NoteScope, Summary};
-use switchboard_store::{MemoryStore, NotePut, StoreError, StoreFuture};
+use switchboard_records::{
+    NewRun, Note, NoteLimits, NoteScope, Run, RunEnd, RunFilter, RunState, Summary,
+};
+use switchboard_store::{
+    check_end, duplicate_run, Enqueued, Heartbeat, MemoryStore, NotePut, RunStore, StoreError,
+    StoreFuture,
+};
 use tokio_postgres::Row;
 
 use crate::error::from_pg;
@@ -41,6 +46,7 @@ CREATE TABLE notes (
 #[repr(i32)]
 enum Lock {
     NoteScope = 0x5342_0001,
+    RunQueue = 0x5342_0002,
 }
 
 async fn lock(tx: &Transaction<'_>, what: Lock, name: &str) -> Result<(), tokio_postgres::Error> {
@@ -279,6 +285,312 @@ impl MemoryStore for PgBackend {
                 .await
                 .map_err(|err| from_pg(&shared.location, "notes", err))?;
             notes_from_rows(&shared.location, &rows)
+        })
+    }
+}
+
+/// The runs table (issues 23, 26): `seq` is the queue place, given under the queue's lock so
+/// places grow in commit order.
+pub(crate) const SCHEMA_RUNS: &str = "
+CREATE TABLE runs (
+    seq bigserial PRIMARY KEY,
+    id text NOT NULL UNIQUE,
+    session_id bigint NOT NULL,
+    agent text NOT NULL,
+    trigger_ref text NOT NULL,
+    requested_by text,
+    parent_run text,
+    state text NOT NULL,
+    node text,
+    lease_until_ms bigint,
+    abort_requested boolean NOT NULL DEFAULT false,
+    enqueued_ms bigint NOT NULL,
+    started_ms bigint,
+    finished_ms bigint,
+    final_text text
+);
+CREATE INDEX runs_open ON runs (session_id, seq) WHERE state IN ('queued', 'running');
+CREATE INDEX runs_by_session ON runs (session_id, seq);
+CREATE INDEX runs_ended ON runs (finished_ms) WHERE state NOT IN ('queued', 'running');
+";
+
+macro_rules! run_columns {
+    () => {
+        "seq, id, session_id, agent, trigger_ref, requested_by, parent_run, state, node, \
+         lease_until_ms, abort_requested, enqueued_ms, started_ms, finished_ms, final_text"
+    };
+}
+
+fn run_from_row(location: &str, row: &Row) -> Result<Run, StoreError> {
+    let state: String = row.get(7);
+    let opt = |i: usize| row.get::<_, Option<i64>>(i).map(ms_from);
+    Ok(Run {
+        seq: ms_from(row.get(0)),
+        id: row.get(1),
+        session_id: from_sql(row.get(2)),
+        agent: row.get(3),
+        trigger: row.get(4),
+        requested_by: row.get(5),
+        parent_run: row.get(6),
+        state: state
+            .parse()
+            .map_err(|err| unreadable(location, "run", err))?,
+        node: row.get(8),
+        lease_until_ms: opt(9),
+        abort_requested: row.get(10),
+        enqueued_ms: ms_from(row.get(11)),
+        started_ms: opt(12),
+        finished_ms: opt(13),
+        final_text: row.get(14),
+    })
+}
+
+fn runs_from_rows(location: &str, rows: &[Row]) -> Result<Vec<Run>, StoreError> {
+    rows.iter().map(|row| run_from_row(location, row)).collect()
+}
+
+const RUN_BY_ID: &str = concat!("SELECT ", run_columns!(), " FROM runs WHERE id = $1");
+
+async fn run_by_id(
+    tx: &Transaction<'_>,
+    location: &str,
+    id: &str,
+) -> Result<Option<Run>, StoreError> {
+    let row = tx
+        .query_opt(RUN_BY_ID, &[&id])
+        .await
+        .map_err(|err| from_pg(location, "a run", err))?;
+    row.map(|row| run_from_row(location, &row)).transpose()
+}
+
+fn opt_text(text: Option<&String>) -> Option<String> {
+    text.map(|t| clean(t))
+}
+
+impl RunStore for PgBackend {
+    fn enqueue_run(&self, run: NewRun, max_queued_per_session: usize) -> StoreFuture<'_, Enqueued> {
+        in_transaction!(self, "a run", |shared, tx| async {
+            let pg = |err| from_pg(&shared.location, "a run", err);
+            lock(tx, Lock::RunQueue, "").await.map_err(pg)?;
+            let id = clean(&run.id);
+            if run_by_id(tx, &shared.location, &id).await?.is_some() {
+                return Err(duplicate_run(&run.id));
+            }
+            let queued: i64 = tx
+                .query_one(
+                    "SELECT count(*) FROM runs WHERE session_id = $1 AND state = 'queued'",
+                    &[&to_sql(run.session_id)],
+                )
+                .await
+                .map_err(pg)?
+                .get(0);
+            if count(queued) >= max_queued_per_session {
+                return Ok(Enqueued::Full {
+                    queued: count(queued),
+                });
+            }
+            let row = tx
+                .query_one(
+                    "INSERT INTO runs (id, session_id, agent, trigger_ref, requested_by, parent_run,
+                                       state, enqueued_ms)
+                     VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7) RETURNING seq",
+                    &[
+                        &id,
+                        &to_sql(run.session_id),
+                        &clean(&run.agent),
+                        &clean(&run.trigger),
+                        &opt_text(run.requested_by.as_ref()),
+                        &opt_text(run.parent_run.as_ref()),
+                        &ms(run.enqueued_ms),
+                    ],
+                )
+                .await
+                .map_err(pg)?;
+            let seq = ms_from(row.get(0));
+            Ok(Enqueued::Queued(Run::queued(run, seq)))
+        })
+    }
+
+    fn claim_next_run(
+        &self,
+        node: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> StoreFuture<'_, Option<Run>> {
+        let node = clean(node);
+        in_transaction!(self, "a run", |shared, tx| async {
+            let pg = |err| from_pg(&shared.location, "a run", err);
+            lock(tx, Lock::RunQueue, "").await.map_err(pg)?;
+            let row = tx
+                .query_opt(
+                    concat!(
+                        "UPDATE runs SET state = 'running', node = $1, lease_until_ms = $2,
+                             started_ms = $3
+                         WHERE seq = (SELECT seq FROM runs r WHERE state = 'queued' AND NOT EXISTS (
+                                          SELECT 1 FROM runs o WHERE o.session_id = r.session_id
+                                            AND o.state IN ('queued', 'running') AND o.seq < r.seq)
+                                      ORDER BY seq LIMIT 1)
+                         RETURNING ",
+                        run_columns!()
+                    ),
+                    &[&node, &ms(now_ms.saturating_add(lease_ms)), &ms(now_ms)],
+                )
+                .await
+                .map_err(pg)?;
+            row.map(|row| run_from_row(&shared.location, &row))
+                .transpose()
+        })
+    }
+
+    fn heartbeat_run(
+        &self,
+        run_id: &str,
+        node: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> StoreFuture<'_, Heartbeat> {
+        let (run_id, node) = (clean(run_id), clean(node));
+        in_transaction!(self, "a run's lease", |shared, tx| async {
+            let until_ms = now_ms.saturating_add(lease_ms);
+            let row = tx
+                .query_opt(
+                    "UPDATE runs SET lease_until_ms = $3
+                     WHERE id = $1 AND node = $2 AND state = 'running'
+                     RETURNING abort_requested",
+                    &[&run_id, &node, &ms(until_ms)],
+                )
+                .await
+                .map_err(|err| from_pg(&shared.location, "a run's lease", err))?;
+            Ok(row.map_or(Heartbeat::Lost, |row| Heartbeat::Held {
+                until_ms,
+                abort_requested: row.get(0),
+            }))
+        })
+    }
+
+    fn finish_run(&self, run_id: &str, node: &str, end: RunEnd) -> StoreFuture<'_, Option<Run>> {
+        let (run_id, node) = (clean(run_id), clean(node));
+        in_transaction!(self, "a run", |shared, tx| async {
+            check_end(&end)?;
+            let row = tx
+                .query_opt(
+                    concat!(
+                        "UPDATE runs SET state = $3, final_text = $4, finished_ms = $5,
+                             lease_until_ms = NULL
+                         WHERE id = $1 AND node = $2 AND state = 'running'
+                         RETURNING ",
+                        run_columns!()
+                    ),
+                    &[
+                        &run_id,
+                        &node,
+                        &end.state.as_str(),
+                        &opt_text(end.final_text.as_ref()),
+                        &ms(end.at_ms),
+                    ],
+                )
+                .await
+                .map_err(|err| from_pg(&shared.location, "a run", err))?;
+            row.map(|row| run_from_row(&shared.location, &row))
+                .transpose()
+        })
+    }
+
+    fn request_abort(&self, run_id: &str, at_ms: u64) -> StoreFuture<'_, Option<Run>> {
+        let run_id = clean(run_id);
+        in_transaction!(self, "a run", |shared, tx| async {
+            let pg = |err| from_pg(&shared.location, "a run", err);
+            lock(tx, Lock::RunQueue, "").await.map_err(pg)?;
+            let row = tx
+                .query_opt(
+                    concat!(
+                        "UPDATE runs SET
+                             abort_requested = abort_requested OR state IN ('queued', 'running'),
+                             finished_ms = CASE WHEN state = 'queued' THEN $2 ELSE finished_ms END,
+                             state = CASE WHEN state = 'queued' THEN 'aborted' ELSE state END
+                         WHERE id = $1 RETURNING ",
+                        run_columns!()
+                    ),
+                    &[&run_id, &ms(at_ms)],
+                )
+                .await
+                .map_err(pg)?;
+            row.map(|row| run_from_row(&shared.location, &row))
+                .transpose()
+        })
+    }
+
+    fn interrupt_expired_runs(&self, now_ms: u64, count: usize) -> StoreFuture<'_, Vec<Run>> {
+        in_transaction!(self, "runs", |shared, tx| async {
+            let pg = |err| from_pg(&shared.location, "runs", err);
+            lock(tx, Lock::RunQueue, "").await.map_err(pg)?;
+            let rows = tx
+                .query(
+                    concat!(
+                        "UPDATE runs SET state = 'interrupted', finished_ms = $1,
+                             lease_until_ms = NULL
+                         WHERE seq IN (SELECT seq FROM runs WHERE state = 'running'
+                                       AND lease_until_ms < $1 ORDER BY seq LIMIT $2)
+                         RETURNING ",
+                        run_columns!()
+                    ),
+                    &[&ms(now_ms), &limit(count)],
+                )
+                .await
+                .map_err(pg)?;
+            let mut runs = runs_from_rows(&shared.location, &rows)?;
+            runs.sort_by_key(|r| r.seq);
+            Ok(runs)
+        })
+    }
+
+    fn run(&self, run_id: &str) -> StoreFuture<'_, Option<Run>> {
+        let run_id = clean(run_id);
+        in_transaction!(self, "a run", |shared, tx| async {
+            run_by_id(tx, &shared.location, &run_id).await
+        })
+    }
+
+    fn runs(&self, filter: RunFilter) -> StoreFuture<'_, Vec<Run>> {
+        in_transaction!(self, "runs", |shared, tx| async {
+            let rows = tx
+                .query(
+                    concat!(
+                        "SELECT ",
+                        run_columns!(),
+                        " FROM runs
+                         WHERE ($1::bigint IS NULL OR session_id = $1)
+                           AND ($2::text IS NULL OR agent = $2)
+                           AND ($3::text IS NULL OR state = $3)
+                           AND ($4::text IS NULL OR parent_run = $4)
+                           AND ($5::bigint IS NULL OR seq < $5)
+                         ORDER BY seq DESC LIMIT $6"
+                    ),
+                    &[
+                        &filter.session_id.map(to_sql),
+                        &opt_text(filter.agent.as_ref()),
+                        &filter.state.map(RunState::as_str),
+                        &opt_text(filter.parent_run.as_ref()),
+                        &filter.before_seq.map(ms),
+                        &limit(filter.capped_limit()),
+                    ],
+                )
+                .await
+                .map_err(|err| from_pg(&shared.location, "runs", err))?;
+            runs_from_rows(&shared.location, &rows)
+        })
+    }
+
+    fn prune_runs(&self, before_ms: u64) -> StoreFuture<'_, usize> {
+        in_transaction!(self, "runs", |shared, tx| async {
+            let gone = tx
+                .execute(
+                    "DELETE FROM runs WHERE state NOT IN ('queued', 'running') AND finished_ms < $1",
+                    &[&ms(before_ms)],
+                )
+                .await
+                .map_err(|err| from_pg(&shared.location, "runs", err))?;
+            Ok(usize::try_from(gone).unwrap_or(usize::MAX))
         })
     }
 }

@@ -5,8 +5,13 @@
 
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
-use switchboard_records::{Note, NoteLimits, NoteScope, Summary};
-use switchboard_store::{MemoryStore, NotePut, StoreError, StoreErrorKind, StoreFuture};
+use switchboard_records::{
+    NewRun, Note, NoteLimits, NoteScope, Run, RunEnd, RunFilter, RunState, Summary,
+};
+use switchboard_store::{
+    check_end, duplicate_run, Enqueued, Heartbeat, MemoryStore, NotePut, RunStore, StoreError,
+    StoreErrorKind, StoreFuture,
+};
 
 use crate::rows::{from_sql, ms_to_sql, to_sql};
 use crate::SqliteBackend;
@@ -243,6 +248,266 @@ impl MemoryStore for SqliteBackend {
             ))?
             .query_map(params![scope, key, limit(count)], note_from_row)?
             .collect()
+        })
+    }
+}
+
+/// The runs table (issues 23, 26): `seq` is the queue place (AUTOINCREMENT: never reused).
+pub(crate) const SCHEMA_RUNS: &str = "
+CREATE TABLE IF NOT EXISTS runs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    session_id INTEGER NOT NULL,
+    agent TEXT NOT NULL,
+    trigger_ref TEXT NOT NULL,
+    requested_by TEXT,
+    parent_run TEXT,
+    state TEXT NOT NULL,
+    node TEXT,
+    lease_until_ms INTEGER,
+    abort_requested INTEGER NOT NULL DEFAULT 0,
+    enqueued_ms INTEGER NOT NULL,
+    started_ms INTEGER,
+    finished_ms INTEGER,
+    final_text TEXT
+);
+CREATE INDEX IF NOT EXISTS runs_open ON runs (session_id, seq)
+    WHERE state IN ('queued', 'running');
+CREATE INDEX IF NOT EXISTS runs_by_session ON runs (session_id, seq);
+CREATE INDEX IF NOT EXISTS runs_ended ON runs (finished_ms)
+    WHERE state NOT IN ('queued', 'running');
+";
+
+const RUN_COLUMNS: &str = "seq, id, session_id, agent, trigger_ref, requested_by, parent_run, \
+    state, node, lease_until_ms, abort_requested, enqueued_ms, started_ms, finished_ms, final_text";
+
+fn opt_ms(value: Option<i64>) -> Option<u64> {
+    value.map(ms)
+}
+
+fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
+    let state: String = row.get(7)?;
+    Ok(Run {
+        seq: ms(row.get(0)?),
+        id: row.get(1)?,
+        session_id: from_sql(row.get(2)?),
+        agent: row.get(3)?,
+        trigger: row.get(4)?,
+        requested_by: row.get(5)?,
+        parent_run: row.get(6)?,
+        state: state.parse().map_err(|err| bad_row("run state", err))?,
+        node: row.get(8)?,
+        lease_until_ms: opt_ms(row.get(9)?),
+        abort_requested: row.get(10)?,
+        enqueued_ms: ms(row.get(11)?),
+        started_ms: opt_ms(row.get(12)?),
+        finished_ms: opt_ms(row.get(13)?),
+        final_text: row.get(14)?,
+    })
+}
+
+fn run_by(
+    conn: &Connection,
+    column: &str,
+    value: &dyn rusqlite::ToSql,
+) -> rusqlite::Result<Option<Run>> {
+    conn.prepare_cached(&format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE {column} = ?1"
+    ))?
+    .query_row([value], run_from_row)
+    .optional()
+}
+
+impl RunStore for SqliteBackend {
+    fn enqueue_run(&self, run: NewRun, max_queued_per_session: usize) -> StoreFuture<'_, Enqueued> {
+        self.decide("queue a run", move |tx| {
+            if run_by(tx, "id", &run.id)?.is_some() {
+                return Ok(Err(duplicate_run(&run.id)));
+            }
+            let queued: i64 = tx
+                .prepare_cached(
+                    "SELECT count(*) FROM runs WHERE session_id = ?1 AND state = 'queued'",
+                )?
+                .query_row([to_sql(run.session_id)], |row| row.get(0))?;
+            let queued = ms(queued) as usize;
+            if queued >= max_queued_per_session {
+                return Ok(Ok(Enqueued::Full { queued }));
+            }
+            tx.prepare_cached(
+                "INSERT INTO runs (id, session_id, agent, trigger_ref, requested_by, parent_run,
+                                   state, enqueued_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7)",
+            )?
+            .execute(params![
+                run.id,
+                to_sql(run.session_id),
+                run.agent,
+                run.trigger,
+                run.requested_by,
+                run.parent_run,
+                ms_to_sql(run.enqueued_ms)
+            ])?;
+            let seq = ms(tx.last_insert_rowid());
+            Ok(Ok(Enqueued::Queued(Run::queued(run, seq))))
+        })
+    }
+
+    fn claim_next_run(
+        &self,
+        node: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> StoreFuture<'_, Option<Run>> {
+        let node = node.to_owned();
+        self.decide("claim a run", move |tx| {
+            let head: Option<i64> = tx
+                .prepare_cached(
+                    "SELECT seq FROM runs r WHERE state = 'queued' AND NOT EXISTS (
+                         SELECT 1 FROM runs o WHERE o.session_id = r.session_id
+                           AND o.state IN ('queued', 'running') AND o.seq < r.seq)
+                     ORDER BY seq LIMIT 1",
+                )?
+                .query_row([], |row| row.get(0))
+                .optional()?;
+            let Some(seq) = head else {
+                return Ok(Ok(None));
+            };
+            tx.prepare_cached(
+                "UPDATE runs SET state = 'running', node = ?2, lease_until_ms = ?3, started_ms = ?4
+                 WHERE seq = ?1",
+            )?
+            .execute(params![
+                seq,
+                node,
+                ms_to_sql(now_ms.saturating_add(lease_ms)),
+                ms_to_sql(now_ms)
+            ])?;
+            Ok(Ok(run_by(tx, "seq", &seq)?))
+        })
+    }
+
+    fn heartbeat_run(
+        &self,
+        run_id: &str,
+        node: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> StoreFuture<'_, Heartbeat> {
+        let (run_id, node) = (run_id.to_owned(), node.to_owned());
+        self.decide("renew a run's lease", move |tx| {
+            let until_ms = now_ms.saturating_add(lease_ms);
+            let held: Option<bool> = tx
+                .prepare_cached(
+                    "UPDATE runs SET lease_until_ms = ?3
+                     WHERE id = ?1 AND node = ?2 AND state = 'running'
+                     RETURNING abort_requested",
+                )?
+                .query_row(params![run_id, node, ms_to_sql(until_ms)], |row| row.get(0))
+                .optional()?;
+            Ok(Ok(held.map_or(Heartbeat::Lost, |abort_requested| {
+                Heartbeat::Held {
+                    until_ms,
+                    abort_requested,
+                }
+            })))
+        })
+    }
+
+    fn finish_run(&self, run_id: &str, node: &str, end: RunEnd) -> StoreFuture<'_, Option<Run>> {
+        let (run_id, node) = (run_id.to_owned(), node.to_owned());
+        self.decide("end a run", move |tx| {
+            if let Err(refused) = check_end(&end) {
+                return Ok(Err(refused));
+            }
+            let changed = tx
+                .prepare_cached(
+                    "UPDATE runs SET state = ?3, final_text = ?4, finished_ms = ?5,
+                         lease_until_ms = NULL
+                     WHERE id = ?1 AND node = ?2 AND state = 'running'",
+                )?
+                .execute(params![
+                    run_id,
+                    node,
+                    end.state.as_str(),
+                    end.final_text,
+                    ms_to_sql(end.at_ms)
+                ])?;
+            if changed == 0 {
+                return Ok(Ok(None));
+            }
+            Ok(Ok(run_by(tx, "id", &run_id)?))
+        })
+    }
+
+    fn request_abort(&self, run_id: &str, at_ms: u64) -> StoreFuture<'_, Option<Run>> {
+        let run_id = run_id.to_owned();
+        self.decide("abort a run", move |tx| {
+            tx.prepare_cached(
+                "UPDATE runs SET
+                     abort_requested = abort_requested OR state IN ('queued', 'running'),
+                     finished_ms = CASE WHEN state = 'queued' THEN ?2 ELSE finished_ms END,
+                     state = CASE WHEN state = 'queued' THEN 'aborted' ELSE state END
+                 WHERE id = ?1",
+            )?
+            .execute(params![run_id, ms_to_sql(at_ms)])?;
+            Ok(Ok(run_by(tx, "id", &run_id)?))
+        })
+    }
+
+    fn interrupt_expired_runs(&self, now_ms: u64, count: usize) -> StoreFuture<'_, Vec<Run>> {
+        self.decide("interrupt runs", move |tx| {
+            let runs: Vec<Run> = tx
+                .prepare_cached(&format!(
+                    "UPDATE runs SET state = 'interrupted', finished_ms = ?1, lease_until_ms = NULL
+                     WHERE seq IN (SELECT seq FROM runs WHERE state = 'running'
+                                   AND lease_until_ms < ?1 ORDER BY seq LIMIT ?2)
+                     RETURNING {RUN_COLUMNS}"
+                ))?
+                .query_map(params![ms_to_sql(now_ms), limit(count)], run_from_row)?
+                .collect::<rusqlite::Result<_>>()?;
+            let mut runs = runs;
+            runs.sort_by_key(|r| r.seq);
+            Ok(Ok(runs))
+        })
+    }
+
+    fn run(&self, run_id: &str) -> StoreFuture<'_, Option<Run>> {
+        let run_id = run_id.to_owned();
+        self.read("a run", move |conn, _| run_by(conn, "id", &run_id))
+    }
+
+    fn runs(&self, filter: RunFilter) -> StoreFuture<'_, Vec<Run>> {
+        self.read("runs", move |conn, _| {
+            conn.prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs
+                 WHERE (?1 IS NULL OR session_id = ?1) AND (?2 IS NULL OR agent = ?2)
+                   AND (?3 IS NULL OR state = ?3) AND (?4 IS NULL OR parent_run = ?4)
+                   AND (?5 IS NULL OR seq < ?5)
+                 ORDER BY seq DESC LIMIT ?6"
+            ))?
+            .query_map(
+                params![
+                    filter.session_id.map(to_sql),
+                    filter.agent,
+                    filter.state.map(RunState::as_str),
+                    filter.parent_run,
+                    filter.before_seq.map(ms_to_sql),
+                    limit(filter.capped_limit())
+                ],
+                run_from_row,
+            )?
+            .collect()
+        })
+    }
+
+    fn prune_runs(&self, before_ms: u64) -> StoreFuture<'_, usize> {
+        self.decide("forget old runs", move |tx| {
+            Ok(Ok(tx
+                .prepare_cached(
+                    "DELETE FROM runs WHERE state NOT IN ('queued', 'running')
+                       AND finished_ms < ?1",
+                )?
+                .execute([ms_to_sql(before_ms)])?))
         })
     }
 }

@@ -16,7 +16,7 @@ use switchboard_store::StoreError;
 use tracing::{debug, warn};
 
 /// The schema version this code writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// How long opening waits for a lock held by another connection (e.g. a switchboard that is
 /// still shutting down) before reporting the store as locked.
@@ -294,6 +294,7 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
         // The agent aggregates (issues 23, 25, 26), one step each; each also runs when its
         // tables are missing, so numbering them after other branches' steps changes nothing.
         add_memory(conn).map_err(fail("add the agent's summaries and notes"))?;
+        add_runs(conn).map_err(fail("add the run queue"))?;
         // Later versions: `if version < N || !has_table(..) { ... }`, each step in this same
         // transaction.
         if version != SCHEMA_VERSION {
@@ -319,4 +320,12 @@ fn add_memory(conn: &Connection) -> rusqlite::Result<()> {
         return Ok(());
     }
     conn.execute_batch(crate::agents::SCHEMA_MEMORY)
+}
+
+/// Step 9 (renumbered at merge): the runs and their per-session queue (issues 23, 26).
+fn add_runs(conn: &Connection) -> rusqlite::Result<()> {
+    if has_table(conn, "runs") {
+        return Ok(());
+    }
+    conn.execute_batch(crate::agents::SCHEMA_RUNS)
 }

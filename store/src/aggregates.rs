@@ -331,6 +331,7 @@ pub trait Backend:
     + ScopeStore
     + IdempotencyStore
     + MemoryStore
+    + RunStore
     + ChangeFeed
 {
     /// `memory`, `sqlite` or `postgres`.

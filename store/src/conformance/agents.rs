@@ -6,10 +6,12 @@ use std::sync::{Arc, Barrier};
 
 use futures_executor::block_on;
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
-use switchboard_records::{Note, NoteLimits, NoteScope, Summary};
+use switchboard_records::{
+    NewRun, Note, NoteLimits, NoteScope, Run, RunEnd, RunFilter, RunState, Summary,
+};
 
 use super::{id, Fixture, MakePlace, CHANNEL, MIRA, OTHER};
-use crate::{Backend, NotePut};
+use crate::{Backend, Enqueued, Heartbeat, NotePut, StoreErrorKind};
 
 /// Runs `each(backend, i)` on `n` threads released together, the odd ones on the second node
 /// when there is one; the answers in thread order.
@@ -204,4 +206,313 @@ pub fn notes_raced_never_exceed_their_scope_limits(make: MakePlace<'_>) {
         assert_eq!(saved.iter().filter(|s| **s).count(), 3, "round {round}");
         assert_eq!(block_on(f.backend.notes(scope, 10)).unwrap().len(), 3);
     }
+}
+
+fn new_run(run_id: &str, session: entity::Snowflake, enqueued_ms: u64) -> NewRun {
+    NewRun {
+        id: run_id.to_owned(),
+        session_id: session,
+        agent: "support".into(),
+        trigger: format!("message:{}", id(enqueued_ms)),
+        requested_by: Some("user:1".into()),
+        parent_run: None,
+        enqueued_ms,
+    }
+}
+
+fn enqueue(f: &Fixture, run: NewRun) -> Run {
+    match block_on(f.backend.enqueue_run(run, 10)).unwrap() {
+        Enqueued::Queued(run) => run,
+        Enqueued::Full { queued } => panic!("the queue is full at {queued}"),
+    }
+}
+
+fn claim(backend: &dyn Backend, node: &str, now_ms: u64) -> Option<Run> {
+    block_on(backend.claim_next_run(node, now_ms, 1_000)).unwrap()
+}
+
+fn end(state: RunState, text: &str, at_ms: u64) -> RunEnd {
+    RunEnd {
+        state,
+        final_text: Some(text.to_owned()),
+        at_ms,
+    }
+}
+
+/// A session's runs run one at a time in the order queued, other sessions' runs meanwhile;
+/// only the holder renews or ends a run; the queue is bounded; runs survive a reopen.
+pub fn runs_queue_per_session_in_order(make: MakePlace<'_>) {
+    let mut f = Fixture::default(make);
+    let a1 = enqueue(&f, new_run("a1", CHANNEL, 10));
+    let a2 = enqueue(&f, new_run("a2", CHANNEL, 11));
+    let b1 = enqueue(&f, new_run("b1", OTHER, 12));
+    assert_eq!(a1.state, RunState::Queued);
+    assert!(a1.seq < a2.seq && a2.seq < b1.seq, "queue places grow");
+    let duplicate = block_on(f.backend.enqueue_run(new_run("a1", OTHER, 13), 10)).unwrap_err();
+    assert_eq!(duplicate.kind(), StoreErrorKind::Conflict);
+    assert_eq!(
+        block_on(f.backend.enqueue_run(new_run("a3", CHANNEL, 14), 2)).unwrap(),
+        Enqueued::Full { queued: 2 }
+    );
+    let first = claim(&*f.backend, "node-1", 100).expect("a1 is claimable");
+    assert_eq!(first.id, "a1");
+    assert_eq!(first.state, RunState::Running);
+    assert_eq!(first.node.as_deref(), Some("node-1"));
+    assert_eq!(first.lease_until_ms, Some(1_100));
+    assert_eq!(first.started_ms, Some(100));
+    let second = claim(&*f.backend, "node-2", 101).expect("b1: another session");
+    assert_eq!(second.id, "b1");
+    assert_eq!(claim(&*f.backend, "node-2", 102), None, "a2 waits for a1");
+    assert_eq!(
+        block_on(f.backend.heartbeat_run("a1", "node-1", 500, 1_000)).unwrap(),
+        Heartbeat::Held {
+            until_ms: 1_500,
+            abort_requested: false
+        }
+    );
+    assert_eq!(
+        block_on(f.backend.heartbeat_run("a1", "node-2", 500, 1_000)).unwrap(),
+        Heartbeat::Lost,
+        "not the holder"
+    );
+    assert_eq!(
+        block_on(
+            f.backend
+                .finish_run("a1", "node-2", end(RunState::Finished, "x", 600))
+        )
+        .unwrap(),
+        None,
+        "not the holder"
+    );
+    let refused = block_on(
+        f.backend
+            .finish_run("a1", "node-1", end(RunState::Queued, "x", 600)),
+    )
+    .unwrap_err();
+    assert_eq!(refused.kind(), StoreErrorKind::Conflict);
+    if f.place.durable() {
+        f.reopen();
+        assert_eq!(claim(&*f.backend, "node-2", 103), None, "a1 still runs");
+    }
+    let done = block_on(f.backend.finish_run(
+        "a1",
+        "node-1",
+        end(RunState::Finished, "the answer «ünïcode»", 700),
+    ))
+    .unwrap()
+    .expect("the holder ends it");
+    assert_eq!(done.state, RunState::Finished);
+    assert_eq!(done.final_text.as_deref(), Some("the answer «ünïcode»"));
+    assert_eq!(done.finished_ms, Some(700));
+    assert_eq!(done.lease_until_ms, None);
+    assert_eq!(
+        block_on(f.backend.heartbeat_run("a1", "node-1", 800, 1_000)).unwrap(),
+        Heartbeat::Lost,
+        "an ended run has no lease"
+    );
+    assert_eq!(claim(&*f.backend, "node-2", 800).unwrap().id, "a2");
+    assert_eq!(block_on(f.backend.run("a1")).unwrap(), Some(done));
+    assert_eq!(block_on(f.backend.run("nope")).unwrap(), None);
+}
+
+/// Many threads on two nodes claim at once: each run goes to one claimer, a session never has
+/// two running, and every session's first run is taken.
+pub fn runs_raced_are_claimed_once_and_never_two_per_session(make: MakePlace<'_>) {
+    let f = Fixture::default(make);
+    const SESSIONS: u64 = 4;
+    for round in 0..10u64 {
+        for s in 0..SESSIONS {
+            for k in 0..2 {
+                enqueue(
+                    &f,
+                    new_run(&format!("r{round}-s{s}-{k}"), id(s), round * 10 + k),
+                );
+            }
+        }
+        let claimed = race(&f, 8, |backend, i| {
+            claim(backend, &format!("n{i}"), round * 10)
+        });
+        let mut claimed: Vec<Run> = claimed.into_iter().flatten().collect();
+        claimed.sort_by_key(|r| r.seq);
+        let ids: Vec<String> = claimed.iter().map(|r| r.id.clone()).collect();
+        let want: Vec<String> = (0..SESSIONS).map(|s| format!("r{round}-s{s}-0")).collect();
+        assert_eq!(ids, want, "round {round}: the head of each session, once");
+        for run in claimed {
+            let node = run.node.clone().unwrap();
+            block_on(
+                f.backend
+                    .finish_run(&run.id, &node, end(RunState::Finished, "", 1)),
+            )
+            .unwrap()
+            .expect("its claimer ends it");
+        }
+        // The second runs of each session, then nothing.
+        let claimed = race(&f, 8, |backend, i| {
+            claim(backend, &format!("n{i}"), round * 10)
+        });
+        let mut claimed: Vec<Run> = claimed.into_iter().flatten().collect();
+        assert_eq!(claimed.len() as u64, SESSIONS, "round {round}");
+        for run in claimed.drain(..) {
+            let node = run.node.clone().unwrap();
+            block_on(
+                f.backend
+                    .finish_run(&run.id, &node, end(RunState::Failed, "", 1)),
+            )
+            .unwrap()
+            .unwrap();
+        }
+    }
+}
+
+/// An abort ends a queued run at once and flags a running one; an expired lease interrupts the
+/// run exactly once (raced), its node then loses it, and its session moves on.
+pub fn aborts_and_expired_leases_end_runs_once(make: MakePlace<'_>) {
+    let f = Fixture::default(make);
+    enqueue(&f, new_run("running", CHANNEL, 1));
+    enqueue(&f, new_run("queued", CHANNEL, 2));
+    enqueue(&f, new_run("next", CHANNEL, 3));
+    claim(&*f.backend, "node-1", 10).unwrap();
+    let aborted = block_on(f.backend.request_abort("queued", 20))
+        .unwrap()
+        .unwrap();
+    assert_eq!(aborted.state, RunState::Aborted);
+    assert_eq!(aborted.finished_ms, Some(20));
+    let flagged = block_on(f.backend.request_abort("running", 21))
+        .unwrap()
+        .unwrap();
+    assert_eq!(flagged.state, RunState::Running);
+    assert!(flagged.abort_requested);
+    assert_eq!(
+        block_on(f.backend.request_abort("missing", 21)).unwrap(),
+        None
+    );
+    assert_eq!(
+        block_on(f.backend.heartbeat_run("running", "node-1", 30, 100)).unwrap(),
+        Heartbeat::Held {
+            until_ms: 130,
+            abort_requested: true
+        }
+    );
+    assert_eq!(
+        block_on(f.backend.interrupt_expired_runs(130, 10)).unwrap(),
+        Vec::new(),
+        "a lease ending now has not expired"
+    );
+    let reaped = race(&f, 6, |backend, _| {
+        block_on(backend.interrupt_expired_runs(131, 10)).unwrap()
+    });
+    let reaped: Vec<Run> = reaped.into_iter().flatten().collect();
+    assert_eq!(reaped.len(), 1, "one reaper gets it");
+    assert_eq!(reaped[0].id, "running");
+    assert_eq!(reaped[0].state, RunState::Interrupted);
+    assert_eq!(reaped[0].finished_ms, Some(131));
+    assert_eq!(
+        block_on(f.backend.heartbeat_run("running", "node-1", 140, 100)).unwrap(),
+        Heartbeat::Lost
+    );
+    assert_eq!(
+        block_on(
+            f.backend
+                .finish_run("running", "node-1", end(RunState::Finished, "late", 150))
+        )
+        .unwrap(),
+        None
+    );
+    assert_eq!(
+        block_on(f.backend.run("running")).unwrap().unwrap().state,
+        RunState::Interrupted,
+        "a late end does not change an interrupted run"
+    );
+    assert_eq!(claim(&*f.backend, "node-2", 200).unwrap().id, "next");
+}
+
+/// Listing filters and pages newest first; pruning forgets only ended runs from before.
+pub fn runs_list_by_filter_newest_first_and_prune(make: MakePlace<'_>) {
+    let f = Fixture::default(make);
+    for n in 0..6u64 {
+        let session = if n % 2 == 0 { CHANNEL } else { OTHER };
+        let mut run = new_run(&format!("run-{n}"), session, n);
+        if n == 5 {
+            run.parent_run = Some("run-4".into());
+            run.agent = "release".into();
+        }
+        enqueue(&f, run);
+    }
+    let ids = |filter: RunFilter| -> Vec<String> {
+        block_on(f.backend.runs(filter))
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect()
+    };
+    let all = RunFilter {
+        limit: 100,
+        ..RunFilter::default()
+    };
+    assert_eq!(
+        ids(all.clone()),
+        ["run-5", "run-4", "run-3", "run-2", "run-1", "run-0"]
+    );
+    assert_eq!(
+        ids(RunFilter {
+            session_id: Some(CHANNEL),
+            ..all.clone()
+        }),
+        ["run-4", "run-2", "run-0"]
+    );
+    assert_eq!(
+        ids(RunFilter {
+            agent: Some("release".into()),
+            ..all.clone()
+        }),
+        ["run-5"]
+    );
+    assert_eq!(
+        ids(RunFilter {
+            parent_run: Some("run-4".into()),
+            ..all.clone()
+        }),
+        ["run-5"]
+    );
+    let page = block_on(f.backend.runs(RunFilter {
+        limit: 2,
+        ..all.clone()
+    }))
+    .unwrap();
+    assert_eq!(page.len(), 2);
+    assert_eq!(
+        ids(RunFilter {
+            before_seq: Some(page[1].seq),
+            limit: 2,
+            ..all.clone()
+        }),
+        ["run-3", "run-2"]
+    );
+    let first = claim(&*f.backend, "n", 10).unwrap();
+    assert_eq!(first.id, "run-0");
+    assert_eq!(
+        ids(RunFilter {
+            state: Some(RunState::Running),
+            ..all.clone()
+        }),
+        ["run-0"]
+    );
+    block_on(
+        f.backend
+            .finish_run("run-0", "n", end(RunState::Finished, "", 50)),
+    )
+    .unwrap();
+    block_on(f.backend.request_abort("run-3", 500)).unwrap();
+    assert_eq!(
+        block_on(f.backend.prune_runs(100)).unwrap(),
+        1,
+        "run-0 only"
+    );
+    assert_eq!(ids(all.clone()).len(), 5);
+    assert_eq!(block_on(f.backend.prune_runs(1_000)).unwrap(), 1, "run-3");
+    assert_eq!(
+        ids(all),
+        ["run-5", "run-4", "run-2", "run-1"],
+        "queued runs stay"
+    );
 }
