@@ -7,12 +7,14 @@
 
 use deadpool_postgres::Transaction;
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
+use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::{
-    NewRun, Note, NoteLimits, NoteScope, Run, RunEnd, RunFilter, RunState, Summary,
+    FiringClaim, FiringOutcome, NewRun, Note, NoteLimits, NoteScope, Receipt, Run, RunEnd,
+    RunFilter, RunState, Schedule, Summary,
 };
 use switchboard_store::{
-    check_end, duplicate_run, Enqueued, Heartbeat, MemoryStore, NotePut, RunStore, StoreError,
-    StoreFuture,
+    check_end, count_firing, duplicate_run, unknown_schedule, Enqueued, Firing, Heartbeat,
+    MemoryStore, NotePut, RunStore, ScheduleStore, StoreError, StoreFuture,
 };
 use tokio_postgres::Row;
 
@@ -591,6 +593,296 @@ impl RunStore for PgBackend {
                 .await
                 .map_err(|err| from_pg(&shared.location, "runs", err))?;
             Ok(usize::try_from(gone).unwrap_or(usize::MAX))
+        })
+    }
+}
+
+/// The schedules and their receipts (issue 26).
+pub(crate) const SCHEMA_SCHEDULES: &str = "
+CREATE TABLE schedules (
+    id text COLLATE \"C\" PRIMARY KEY,
+    session_id bigint NOT NULL,
+    agent text,
+    prompt text NOT NULL,
+    spec text NOT NULL,
+    created_by text NOT NULL,
+    created_ms bigint NOT NULL,
+    next_due_ms bigint,
+    last_fired_ms bigint,
+    paused boolean NOT NULL,
+    consecutive_failures integer NOT NULL
+);
+CREATE TABLE schedule_receipts (
+    seq bigserial PRIMARY KEY,
+    schedule_id text NOT NULL,
+    due_ms bigint NOT NULL,
+    run_id text,
+    outcome text NOT NULL,
+    message_ids text NOT NULL,
+    error text,
+    at_ms bigint NOT NULL
+);
+CREATE INDEX receipts_by_schedule ON schedule_receipts (schedule_id, seq);
+";
+
+macro_rules! schedule_columns {
+    () => {
+        "id, session_id, agent, prompt, spec, created_by, created_ms, next_due_ms, \
+         last_fired_ms, paused, consecutive_failures"
+    };
+}
+
+fn schedule_from_row(location: &str, row: &Row) -> Result<Schedule, StoreError> {
+    let spec: String = row.get(4);
+    let opt = |i: usize| row.get::<_, Option<i64>>(i).map(ms_from);
+    Ok(Schedule {
+        id: row.get(0),
+        session_id: from_sql(row.get(1)),
+        agent: row.get(2),
+        prompt: row.get(3),
+        spec: serde_json::from_str(&spec).map_err(|err| unreadable(location, "schedule", err))?,
+        created_by: row.get(5),
+        created_ms: ms_from(row.get(6)),
+        next_due_ms: opt(7),
+        last_fired_ms: opt(8),
+        paused: row.get(9),
+        consecutive_failures: u32::try_from(row.get::<_, i32>(10)).unwrap_or(0),
+    })
+}
+
+async fn schedule_by_id(
+    tx: &Transaction<'_>,
+    location: &str,
+    id: &str,
+    for_update: bool,
+) -> Result<Option<Schedule>, StoreError> {
+    let sql = if for_update {
+        concat!(
+            "SELECT ",
+            schedule_columns!(),
+            " FROM schedules WHERE id = $1 FOR UPDATE"
+        )
+    } else {
+        concat!(
+            "SELECT ",
+            schedule_columns!(),
+            " FROM schedules WHERE id = $1"
+        )
+    };
+    let row = tx
+        .query_opt(sql, &[&id])
+        .await
+        .map_err(|err| from_pg(location, "a schedule", err))?;
+    row.map(|row| schedule_from_row(location, &row)).transpose()
+}
+
+fn receipt_from_row(location: &str, row: &Row) -> Result<Receipt, StoreError> {
+    let outcome: String = row.get(3);
+    let message_ids: String = row.get(4);
+    Ok(Receipt {
+        schedule_id: row.get(0),
+        due_ms: ms_from(row.get(1)),
+        run_id: row.get(2),
+        outcome: FiringOutcome::parse(&outcome)
+            .ok_or_else(|| unreadable(location, "receipt", format!("outcome {outcome}")))?,
+        message_ids: serde_json::from_str(&message_ids)
+            .map_err(|err| unreadable(location, "receipt", err))?,
+        error: row.get(5),
+        at_ms: ms_from(row.get(6)),
+    })
+}
+
+fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+impl ScheduleStore for PgBackend {
+    fn save_schedule(&self, schedule: Schedule) -> StoreFuture<'_, ()> {
+        in_transaction!(self, "a schedule", |shared, tx| async {
+            tx.execute(
+                "INSERT INTO schedules (id, session_id, agent, prompt, spec, created_by, created_ms,
+                     next_due_ms, last_fired_ms, paused, consecutive_failures)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                 ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id,
+                     agent = excluded.agent, prompt = excluded.prompt, spec = excluded.spec,
+                     created_by = excluded.created_by, created_ms = excluded.created_ms,
+                     next_due_ms = excluded.next_due_ms, paused = excluded.paused,
+                     consecutive_failures = excluded.consecutive_failures,
+                     last_fired_ms = greatest(schedules.last_fired_ms, excluded.last_fired_ms)",
+                &[
+                    &clean(&schedule.id),
+                    &to_sql(schedule.session_id),
+                    &opt_text(schedule.agent.as_ref()),
+                    &clean(&schedule.prompt),
+                    &clean(&json(&schedule.spec)),
+                    &clean(&schedule.created_by),
+                    &ms(schedule.created_ms),
+                    &schedule.next_due_ms.map(ms),
+                    &schedule.last_fired_ms.map(ms),
+                    &schedule.paused,
+                    &i32::try_from(schedule.consecutive_failures).unwrap_or(i32::MAX),
+                ],
+            )
+            .await
+            .map_err(|err| from_pg(&shared.location, "a schedule", err))?;
+            Ok(())
+        })
+    }
+
+    fn schedule(&self, id: &str) -> StoreFuture<'_, Option<Schedule>> {
+        let id = clean(id);
+        in_transaction!(self, "a schedule", |shared, tx| async {
+            schedule_by_id(tx, &shared.location, &id, false).await
+        })
+    }
+
+    fn schedules(&self, after: Option<String>, count: usize) -> StoreFuture<'_, Vec<Schedule>> {
+        let after = after.map(|a| clean(&a));
+        in_transaction!(self, "schedules", |shared, tx| async {
+            let rows = tx
+                .query(
+                    concat!(
+                        "SELECT ",
+                        schedule_columns!(),
+                        " FROM schedules WHERE $1::text IS NULL OR id > $1 ORDER BY id LIMIT $2"
+                    ),
+                    &[&after, &limit(count)],
+                )
+                .await
+                .map_err(|err| from_pg(&shared.location, "schedules", err))?;
+            rows.iter()
+                .map(|row| schedule_from_row(&shared.location, row))
+                .collect()
+        })
+    }
+
+    fn delete_schedule(&self, id: &str) -> StoreFuture<'_, bool> {
+        let id = clean(id);
+        in_transaction!(self, "a schedule", |shared, tx| async {
+            let pg = |err| from_pg(&shared.location, "a schedule", err);
+            tx.execute(
+                "DELETE FROM schedule_receipts WHERE schedule_id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(pg)?;
+            let gone = tx
+                .execute("DELETE FROM schedules WHERE id = $1", &[&id])
+                .await
+                .map_err(pg)?;
+            Ok(gone > 0)
+        })
+    }
+
+    fn claim_firing(&self, claim: FiringClaim) -> StoreFuture<'_, Firing> {
+        let id = clean(&claim.schedule_id);
+        in_transaction!(self, "a firing", |shared, tx| async {
+            // One statement: a concurrent claimer waits on the row and then finds the due
+            // time taken.
+            let row = tx
+                .query_opt(
+                    concat!(
+                        "UPDATE schedules SET last_fired_ms = $2, next_due_ms = $3
+                         WHERE id = $1 AND NOT paused
+                           AND (last_fired_ms IS NULL OR last_fired_ms < $2)
+                         RETURNING ",
+                        schedule_columns!()
+                    ),
+                    &[&id, &ms(claim.due_ms), &claim.next_due_ms.map(ms)],
+                )
+                .await
+                .map_err(|err| from_pg(&shared.location, "a firing", err))?;
+            if let Some(row) = row {
+                return Ok(Firing::Won(schedule_from_row(&shared.location, &row)?));
+            }
+            match schedule_by_id(tx, &shared.location, &id, false).await? {
+                None => Err(unknown_schedule(&claim.schedule_id)),
+                Some(schedule) if schedule.paused => Ok(Firing::Paused),
+                Some(_) => Ok(Firing::Taken),
+            }
+        })
+    }
+
+    fn record_receipt(&self, receipt: Receipt, pause_after: u32) -> StoreFuture<'_, Schedule> {
+        let id = clean(&receipt.schedule_id);
+        in_transaction!(self, "a receipt", |shared, tx| async {
+            let pg = |err| from_pg(&shared.location, "a receipt", err);
+            let Some(mut schedule) = schedule_by_id(tx, &shared.location, &id, true).await? else {
+                return Err(unknown_schedule(&receipt.schedule_id));
+            };
+            count_firing(&mut schedule, &receipt, pause_after);
+            tx.execute(
+                "UPDATE schedules SET paused = $2, consecutive_failures = $3 WHERE id = $1",
+                &[
+                    &id,
+                    &schedule.paused,
+                    &i32::try_from(schedule.consecutive_failures).unwrap_or(i32::MAX),
+                ],
+            )
+            .await
+            .map_err(pg)?;
+            tx.execute(
+                "INSERT INTO schedule_receipts (schedule_id, due_ms, run_id, outcome, message_ids,
+                     error, at_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                &[
+                    &id,
+                    &ms(receipt.due_ms),
+                    &opt_text(receipt.run_id.as_ref()),
+                    &receipt.outcome.as_str(),
+                    &clean(&json(&receipt.message_ids)),
+                    &opt_text(receipt.error.as_ref()),
+                    &ms(receipt.at_ms),
+                ],
+            )
+            .await
+            .map_err(pg)?;
+            tx.execute(
+                "DELETE FROM schedule_receipts WHERE schedule_id = $1 AND seq NOT IN (
+                     SELECT seq FROM schedule_receipts WHERE schedule_id = $1
+                     ORDER BY seq DESC LIMIT $2)",
+                &[&id, &limit(RECEIPTS_KEPT_PER_SCHEDULE)],
+            )
+            .await
+            .map_err(pg)?;
+            Ok(schedule)
+        })
+    }
+
+    fn receipts(&self, schedule_id: &str, count: usize) -> StoreFuture<'_, Vec<Receipt>> {
+        let id = clean(schedule_id);
+        in_transaction!(self, "receipts", |shared, tx| async {
+            let rows = tx
+                .query(
+                    "SELECT schedule_id, due_ms, run_id, outcome, message_ids, error, at_ms
+                     FROM schedule_receipts WHERE schedule_id = $1 ORDER BY seq DESC LIMIT $2",
+                    &[&id, &limit(count)],
+                )
+                .await
+                .map_err(|err| from_pg(&shared.location, "receipts", err))?;
+            rows.iter()
+                .map(|row| receipt_from_row(&shared.location, row))
+                .collect()
+        })
+    }
+
+    fn set_schedule_paused(&self, id: &str, paused: bool) -> StoreFuture<'_, Option<Schedule>> {
+        let id = clean(id);
+        in_transaction!(self, "a schedule", |shared, tx| async {
+            let row = tx
+                .query_opt(
+                    concat!(
+                        "UPDATE schedules SET paused = $2,
+                             consecutive_failures = CASE WHEN $2 THEN consecutive_failures ELSE 0 END
+                         WHERE id = $1 RETURNING ",
+                        schedule_columns!()
+                    ),
+                    &[&id, &paused],
+                )
+                .await
+                .map_err(|err| from_pg(&shared.location, "a schedule", err))?;
+            row.map(|row| schedule_from_row(&shared.location, &row))
+                .transpose()
         })
     }
 }

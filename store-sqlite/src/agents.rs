@@ -5,12 +5,14 @@
 
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
+use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::{
-    NewRun, Note, NoteLimits, NoteScope, Run, RunEnd, RunFilter, RunState, Summary,
+    FiringClaim, FiringOutcome, NewRun, Note, NoteLimits, NoteScope, Receipt, Run, RunEnd,
+    RunFilter, RunState, Schedule, Summary,
 };
 use switchboard_store::{
-    check_end, duplicate_run, Enqueued, Heartbeat, MemoryStore, NotePut, RunStore, StoreError,
-    StoreErrorKind, StoreFuture,
+    check_end, count_firing, duplicate_run, unknown_schedule, Enqueued, Firing, Heartbeat,
+    MemoryStore, NotePut, RunStore, ScheduleStore, StoreError, StoreErrorKind, StoreFuture,
 };
 
 use crate::rows::{from_sql, ms_to_sql, to_sql};
@@ -508,6 +510,232 @@ impl RunStore for SqliteBackend {
                        AND finished_ms < ?1",
                 )?
                 .execute([ms_to_sql(before_ms)])?))
+        })
+    }
+}
+
+/// The schedules and their receipts (issue 26).
+pub(crate) const SCHEMA_SCHEDULES: &str = "
+CREATE TABLE IF NOT EXISTS schedules (
+    id TEXT PRIMARY KEY,
+    session_id INTEGER NOT NULL,
+    agent TEXT,
+    prompt TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    created_by TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    next_due_ms INTEGER,
+    last_fired_ms INTEGER,
+    paused INTEGER NOT NULL,
+    consecutive_failures INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS schedule_receipts (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    schedule_id TEXT NOT NULL,
+    due_ms INTEGER NOT NULL,
+    run_id TEXT,
+    outcome TEXT NOT NULL,
+    message_ids TEXT NOT NULL,
+    error TEXT,
+    at_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS receipts_by_schedule ON schedule_receipts (schedule_id, seq);
+";
+
+const SCHEDULE_COLUMNS: &str = "id, session_id, agent, prompt, spec, created_by, created_ms, \
+    next_due_ms, last_fired_ms, paused, consecutive_failures";
+
+fn schedule_from_row(row: &Row<'_>) -> rusqlite::Result<Schedule> {
+    let spec: String = row.get(4)?;
+    Ok(Schedule {
+        id: row.get(0)?,
+        session_id: from_sql(row.get(1)?),
+        agent: row.get(2)?,
+        prompt: row.get(3)?,
+        spec: serde_json::from_str(&spec).map_err(|err| bad_row("schedule", err))?,
+        created_by: row.get(5)?,
+        created_ms: ms(row.get(6)?),
+        next_due_ms: opt_ms(row.get(7)?),
+        last_fired_ms: opt_ms(row.get(8)?),
+        paused: row.get(9)?,
+        consecutive_failures: u32::try_from(row.get::<_, i64>(10)?).unwrap_or(u32::MAX),
+    })
+}
+
+fn schedule_by_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<Schedule>> {
+    conn.prepare_cached(&format!(
+        "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = ?1"
+    ))?
+    .query_row([id], schedule_from_row)
+    .optional()
+}
+
+fn receipt_from_row(row: &Row<'_>) -> rusqlite::Result<Receipt> {
+    let outcome: String = row.get(3)?;
+    let message_ids: String = row.get(4)?;
+    Ok(Receipt {
+        schedule_id: row.get(0)?,
+        due_ms: ms(row.get(1)?),
+        run_id: row.get(2)?,
+        outcome: FiringOutcome::parse(&outcome)
+            .ok_or_else(|| bad_row("receipt", format!("outcome {outcome}")))?,
+        message_ids: serde_json::from_str(&message_ids).map_err(|err| bad_row("receipt", err))?,
+        error: row.get(5)?,
+        at_ms: ms(row.get(6)?),
+    })
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> rusqlite::Result<String> {
+    serde_json::to_string(value).map_err(|err| rusqlite::Error::ToSqlConversionFailure(err.into()))
+}
+
+impl ScheduleStore for SqliteBackend {
+    fn save_schedule(&self, schedule: Schedule) -> StoreFuture<'_, ()> {
+        self.decide("keep a schedule", move |tx| {
+            tx.prepare_cached(
+                "INSERT INTO schedules (id, session_id, agent, prompt, spec, created_by, created_ms,
+                     next_due_ms, last_fired_ms, paused, consecutive_failures)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                 ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id,
+                     agent = excluded.agent, prompt = excluded.prompt, spec = excluded.spec,
+                     created_by = excluded.created_by, created_ms = excluded.created_ms,
+                     next_due_ms = excluded.next_due_ms, paused = excluded.paused,
+                     consecutive_failures = excluded.consecutive_failures,
+                     last_fired_ms = CASE
+                         WHEN schedules.last_fired_ms IS NULL THEN excluded.last_fired_ms
+                         WHEN excluded.last_fired_ms IS NULL THEN schedules.last_fired_ms
+                         ELSE max(schedules.last_fired_ms, excluded.last_fired_ms) END",
+            )?
+            .execute(params![
+                schedule.id,
+                to_sql(schedule.session_id),
+                schedule.agent,
+                schedule.prompt,
+                to_json(&schedule.spec)?,
+                schedule.created_by,
+                ms_to_sql(schedule.created_ms),
+                schedule.next_due_ms.map(ms_to_sql),
+                schedule.last_fired_ms.map(ms_to_sql),
+                schedule.paused,
+                i64::from(schedule.consecutive_failures)
+            ])?;
+            Ok(Ok(()))
+        })
+    }
+
+    fn schedule(&self, id: &str) -> StoreFuture<'_, Option<Schedule>> {
+        let id = id.to_owned();
+        self.read("a schedule", move |conn, _| schedule_by_id(conn, &id))
+    }
+
+    fn schedules(&self, after: Option<String>, count: usize) -> StoreFuture<'_, Vec<Schedule>> {
+        self.read("schedules", move |conn, _| {
+            conn.prepare_cached(&format!(
+                "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE ?1 IS NULL OR id > ?1
+                 ORDER BY id LIMIT ?2"
+            ))?
+            .query_map(params![after, limit(count)], schedule_from_row)?
+            .collect()
+        })
+    }
+
+    fn delete_schedule(&self, id: &str) -> StoreFuture<'_, bool> {
+        let id = id.to_owned();
+        self.decide("remove a schedule", move |tx| {
+            tx.prepare_cached("DELETE FROM schedule_receipts WHERE schedule_id = ?1")?
+                .execute([&id])?;
+            let gone = tx
+                .prepare_cached("DELETE FROM schedules WHERE id = ?1")?
+                .execute([&id])?;
+            Ok(Ok(gone > 0))
+        })
+    }
+
+    fn claim_firing(&self, claim: FiringClaim) -> StoreFuture<'_, Firing> {
+        self.decide("claim a firing", move |tx| {
+            let won = tx
+                .prepare_cached(
+                    "UPDATE schedules SET last_fired_ms = ?2, next_due_ms = ?3
+                     WHERE id = ?1 AND NOT paused
+                       AND (last_fired_ms IS NULL OR last_fired_ms < ?2)",
+                )?
+                .execute(params![
+                    claim.schedule_id,
+                    ms_to_sql(claim.due_ms),
+                    claim.next_due_ms.map(ms_to_sql)
+                ])?;
+            Ok(match schedule_by_id(tx, &claim.schedule_id)? {
+                None => Err(unknown_schedule(&claim.schedule_id)),
+                Some(schedule) if won > 0 => Ok(Firing::Won(schedule)),
+                Some(schedule) if schedule.paused => Ok(Firing::Paused),
+                Some(_) => Ok(Firing::Taken),
+            })
+        })
+    }
+
+    fn record_receipt(&self, receipt: Receipt, pause_after: u32) -> StoreFuture<'_, Schedule> {
+        self.decide("keep a receipt", move |tx| {
+            let Some(mut schedule) = schedule_by_id(tx, &receipt.schedule_id)? else {
+                return Ok(Err(unknown_schedule(&receipt.schedule_id)));
+            };
+            count_firing(&mut schedule, &receipt, pause_after);
+            tx.prepare_cached(
+                "UPDATE schedules SET paused = ?2, consecutive_failures = ?3 WHERE id = ?1",
+            )?
+            .execute(params![
+                schedule.id,
+                schedule.paused,
+                i64::from(schedule.consecutive_failures)
+            ])?;
+            tx.prepare_cached(
+                "INSERT INTO schedule_receipts (schedule_id, due_ms, run_id, outcome, message_ids,
+                     error, at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?
+            .execute(params![
+                receipt.schedule_id,
+                ms_to_sql(receipt.due_ms),
+                receipt.run_id,
+                receipt.outcome.as_str(),
+                to_json(&receipt.message_ids)?,
+                receipt.error,
+                ms_to_sql(receipt.at_ms)
+            ])?;
+            tx.prepare_cached(
+                "DELETE FROM schedule_receipts WHERE schedule_id = ?1 AND seq NOT IN (
+                     SELECT seq FROM schedule_receipts WHERE schedule_id = ?1
+                     ORDER BY seq DESC LIMIT ?2)",
+            )?
+            .execute(params![
+                receipt.schedule_id,
+                limit(RECEIPTS_KEPT_PER_SCHEDULE)
+            ])?;
+            Ok(Ok(schedule))
+        })
+    }
+
+    fn receipts(&self, schedule_id: &str, count: usize) -> StoreFuture<'_, Vec<Receipt>> {
+        let id = schedule_id.to_owned();
+        self.read("receipts", move |conn, _| {
+            conn.prepare_cached(
+                "SELECT schedule_id, due_ms, run_id, outcome, message_ids, error, at_ms
+                 FROM schedule_receipts WHERE schedule_id = ?1 ORDER BY seq DESC LIMIT ?2",
+            )?
+            .query_map(params![id, limit(count)], receipt_from_row)?
+            .collect()
+        })
+    }
+
+    fn set_schedule_paused(&self, id: &str, paused: bool) -> StoreFuture<'_, Option<Schedule>> {
+        let id = id.to_owned();
+        self.decide("pause a schedule", move |tx| {
+            tx.prepare_cached(
+                "UPDATE schedules SET paused = ?2,
+                     consecutive_failures = CASE WHEN ?2 THEN consecutive_failures ELSE 0 END
+                 WHERE id = ?1",
+            )?
+            .execute(params![id, paused])?;
+            Ok(Ok(schedule_by_id(tx, &id)?))
         })
     }
 }

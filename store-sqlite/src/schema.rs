@@ -16,7 +16,7 @@ use switchboard_store::StoreError;
 use tracing::{debug, warn};
 
 /// The schema version this code writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// How long opening waits for a lock held by another connection (e.g. a switchboard that is
 /// still shutting down) before reporting the store as locked.
@@ -295,6 +295,7 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
         // tables are missing, so numbering them after other branches' steps changes nothing.
         add_memory(conn).map_err(fail("add the agent's summaries and notes"))?;
         add_runs(conn).map_err(fail("add the run queue"))?;
+        add_schedules(conn).map_err(fail("add the schedules and their receipts"))?;
         // Later versions: `if version < N || !has_table(..) { ... }`, each step in this same
         // transaction.
         if version != SCHEMA_VERSION {
@@ -328,4 +329,12 @@ fn add_runs(conn: &Connection) -> rusqlite::Result<()> {
         return Ok(());
     }
     conn.execute_batch(crate::agents::SCHEMA_RUNS)
+}
+
+/// Step 10 (renumbered at merge): schedules and their receipts (issue 26).
+fn add_schedules(conn: &Connection) -> rusqlite::Result<()> {
+    if has_table(conn, "schedules") && has_table(conn, "schedule_receipts") {
+        return Ok(());
+    }
+    conn.execute_batch(crate::agents::SCHEMA_SCHEDULES)
 }

@@ -332,6 +332,7 @@ pub trait Backend:
     + IdempotencyStore
     + MemoryStore
     + RunStore
+    + ScheduleStore
     + ChangeFeed
 {
     /// `memory`, `sqlite` or `postgres`.

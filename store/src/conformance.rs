@@ -110,6 +110,9 @@ macro_rules! conformance_tests {
             runs_raced_are_claimed_once_and_never_two_per_session,
             aborts_and_expired_leases_end_runs_once,
             runs_list_by_filter_newest_first_and_prune,
+            schedules_round_trip_list_and_delete,
+            a_firing_raced_from_many_threads_fires_once,
+            receipts_count_failures_and_pause_the_schedule,
         );
     };
     (@tests $make:path; $($name:ident),* $(,)?) => {

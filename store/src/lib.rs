@@ -39,6 +39,8 @@ pub use aggregates::{
 };
 pub use cache::{CacheOptions, Store};
 pub use error::{StoreError, StoreErrorKind};
-pub use memory::{check_end, count_firing, duplicate_run, settle, MemoryBackend, MemoryOptions};
+pub use memory::{
+    check_end, count_firing, duplicate_run, settle, unknown_schedule, MemoryBackend, MemoryOptions,
+};
 pub use switchboard_records as records;
 pub use url::{SqliteLocation, StoreUrl, StoreUrlError, DEFAULT_STORE_URL, KNOWN_SCHEMES};

@@ -7,11 +7,12 @@ use std::sync::{Arc, Barrier};
 use futures_executor::block_on;
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
 use switchboard_records::{
-    NewRun, Note, NoteLimits, NoteScope, Run, RunEnd, RunFilter, RunState, Summary,
+    FiringClaim, FiringOutcome, NewRun, Note, NoteLimits, NoteScope, Receipt, Run, RunEnd,
+    RunFilter, RunState, Schedule, ScheduleSpec, Summary,
 };
 
 use super::{id, Fixture, MakePlace, CHANNEL, MIRA, OTHER};
-use crate::{Backend, Enqueued, Heartbeat, NotePut, StoreErrorKind};
+use crate::{Backend, Enqueued, Firing, Heartbeat, NotePut, StoreErrorKind};
 
 /// Runs `each(backend, i)` on `n` threads released together, the odd ones on the second node
 /// when there is one; the answers in thread order.
@@ -515,4 +516,204 @@ pub fn runs_list_by_filter_newest_first_and_prune(make: MakePlace<'_>) {
         ["run-5", "run-4", "run-2", "run-1"],
         "queued runs stay"
     );
+}
+
+fn schedule(n: u64) -> Schedule {
+    Schedule {
+        id: format!("sched-{n}"),
+        session_id: CHANNEL,
+        agent: (n % 2 == 0).then(|| "release".to_owned()),
+        prompt: format!("post the standup «{n}» 🧵"),
+        spec: match n % 3 {
+            0 => ScheduleSpec::Every { every_ms: 2_000 },
+            1 => ScheduleSpec::At { at_ms: 5_000 },
+            _ => ScheduleSpec::Cron {
+                expr: "0 9 * * 1-5".into(),
+                tz: "Europe/Paris".into(),
+            },
+        },
+        created_by: "operator".into(),
+        created_ms: 1_000 + n,
+        next_due_ms: Some(10_000),
+        last_fired_ms: None,
+        paused: false,
+        consecutive_failures: 0,
+    }
+}
+
+fn fire(backend: &dyn Backend, id: &str, due_ms: u64) -> Firing {
+    block_on(backend.claim_firing(FiringClaim {
+        schedule_id: id.to_owned(),
+        due_ms,
+        next_due_ms: Some(due_ms + 2_000),
+    }))
+    .unwrap()
+}
+
+fn receipt(id: &str, due_ms: u64, outcome: FiringOutcome) -> Receipt {
+    Receipt {
+        schedule_id: id.to_owned(),
+        due_ms,
+        run_id: Some(format!("run-{due_ms}")),
+        outcome,
+        message_ids: if outcome == FiringOutcome::Posted {
+            vec![id_text(due_ms), id_text(due_ms + 1)]
+        } else {
+            Vec::new()
+        },
+        error: (outcome == FiringOutcome::Failed).then(|| "the model refused".to_owned()),
+        at_ms: due_ms + 500,
+    }
+}
+
+fn id_text(n: u64) -> String {
+    id(n).to_string()
+}
+
+/// Schedules round-trip, list by id in pages, keep their firing state when saved again, and
+/// go with their receipts.
+pub fn schedules_round_trip_list_and_delete(make: MakePlace<'_>) {
+    let mut f = Fixture::default(make);
+    for n in 1..=5 {
+        block_on(f.backend.save_schedule(schedule(n))).unwrap();
+    }
+    assert!(matches!(
+        fire(&*f.backend, "sched-1", 10_000),
+        Firing::Won(_)
+    ));
+    // Saved again by someone who read it before the firing: the firing is not forgotten.
+    let edited = Schedule {
+        prompt: "edited".into(),
+        ..schedule(1)
+    };
+    block_on(f.backend.save_schedule(edited.clone())).unwrap();
+    block_on(
+        f.backend
+            .record_receipt(receipt("sched-1", 10_000, FiringOutcome::Posted), 3),
+    )
+    .unwrap();
+    let check = |f: &Fixture| {
+        let kept = block_on(f.backend.schedule("sched-1")).unwrap().unwrap();
+        assert_eq!(kept.prompt, "edited");
+        assert_eq!(kept.last_fired_ms, Some(10_000));
+        assert_eq!(kept.spec, schedule(1).spec);
+        for n in 2..=5 {
+            assert_eq!(
+                block_on(f.backend.schedule(&format!("sched-{n}"))).unwrap(),
+                Some(schedule(n))
+            );
+        }
+        let page = block_on(f.backend.schedules(None, 2)).unwrap();
+        let ids: Vec<&str> = page.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["sched-1", "sched-2"]);
+        let rest = block_on(f.backend.schedules(Some("sched-2".into()), 10)).unwrap();
+        assert_eq!(rest.len(), 3);
+        assert_eq!(
+            block_on(f.backend.receipts("sched-1", 10)).unwrap(),
+            [receipt("sched-1", 10_000, FiringOutcome::Posted)]
+        );
+    };
+    check(&f);
+    if f.place.durable() {
+        f.reopen();
+        check(&f);
+    }
+    assert_eq!(fire(&*f.backend, "sched-1", 10_000), Firing::Taken);
+    assert!(block_on(f.backend.delete_schedule("sched-1")).unwrap());
+    assert!(!block_on(f.backend.delete_schedule("sched-1")).unwrap());
+    assert_eq!(block_on(f.backend.schedule("sched-1")).unwrap(), None);
+    assert_eq!(block_on(f.backend.receipts("sched-1", 10)).unwrap(), []);
+    let gone = block_on(f.backend.claim_firing(FiringClaim {
+        schedule_id: "sched-1".into(),
+        due_ms: 20_000,
+        next_due_ms: None,
+    }))
+    .unwrap_err();
+    assert_eq!(gone.kind(), StoreErrorKind::NotFound);
+}
+
+/// Many threads on two nodes claim one firing: exactly one wins and sets the next due time;
+/// an earlier due time is taken; a paused schedule does not fire.
+pub fn a_firing_raced_from_many_threads_fires_once(make: MakePlace<'_>) {
+    let f = Fixture::default(make);
+    block_on(f.backend.save_schedule(schedule(0))).unwrap();
+    for round in 1..=20u64 {
+        let due = round * 2_000;
+        let firings = race(&f, 6, |backend, _| fire(backend, "sched-0", due));
+        let won: Vec<&Firing> = firings
+            .iter()
+            .filter(|firing| matches!(firing, Firing::Won(_)))
+            .collect();
+        assert_eq!(won.len(), 1, "round {round}");
+        let Firing::Won(schedule) = won[0] else {
+            unreachable!()
+        };
+        assert_eq!(schedule.last_fired_ms, Some(due));
+        assert_eq!(schedule.next_due_ms, Some(due + 2_000));
+        assert!(firings
+            .iter()
+            .all(|firing| matches!(firing, Firing::Won(_) | Firing::Taken)));
+    }
+    assert_eq!(
+        fire(&*f.backend, "sched-0", 1_000),
+        Firing::Taken,
+        "before the last"
+    );
+    block_on(f.backend.set_schedule_paused("sched-0", true))
+        .unwrap()
+        .unwrap();
+    assert_eq!(fire(&*f.backend, "sched-0", 100_000), Firing::Paused);
+}
+
+/// Failed firings in a row pause the schedule at the limit; a delivery resets the count; a
+/// skipped firing changes nothing; receipts are newest first and bounded.
+pub fn receipts_count_failures_and_pause_the_schedule(make: MakePlace<'_>) {
+    use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
+    let f = Fixture::default(make);
+    block_on(f.backend.save_schedule(schedule(3))).unwrap();
+    let record = |due, outcome| {
+        block_on(
+            f.backend
+                .record_receipt(receipt("sched-3", due, outcome), 3),
+        )
+        .unwrap()
+    };
+    assert_eq!(record(1, FiringOutcome::Nothing).consecutive_failures, 1);
+    assert_eq!(record(2, FiringOutcome::Failed).consecutive_failures, 2);
+    assert_eq!(record(3, FiringOutcome::Skipped).consecutive_failures, 2);
+    assert_eq!(record(4, FiringOutcome::NoReply).consecutive_failures, 0);
+    record(5, FiringOutcome::Failed);
+    record(6, FiringOutcome::Failed);
+    let paused = record(7, FiringOutcome::Nothing);
+    assert_eq!(paused.consecutive_failures, 3);
+    assert!(paused.paused, "paused after three failures in a row");
+    let resumed = block_on(f.backend.set_schedule_paused("sched-3", false))
+        .unwrap()
+        .unwrap();
+    assert!(!resumed.paused);
+    assert_eq!(resumed.consecutive_failures, 0);
+    assert_eq!(
+        block_on(f.backend.set_schedule_paused("missing", true)).unwrap(),
+        None
+    );
+    let newest = block_on(f.backend.receipts("sched-3", 2)).unwrap();
+    assert_eq!(
+        newest,
+        [
+            receipt("sched-3", 7, FiringOutcome::Nothing),
+            receipt("sched-3", 6, FiringOutcome::Failed)
+        ]
+    );
+    for due in 8..(8 + RECEIPTS_KEPT_PER_SCHEDULE as u64) {
+        record(due, FiringOutcome::Posted);
+    }
+    let kept = block_on(f.backend.receipts("sched-3", 1_000)).unwrap();
+    assert_eq!(kept.len(), RECEIPTS_KEPT_PER_SCHEDULE);
+    assert_eq!(kept.last().unwrap().due_ms, 8, "the oldest went");
+    let missing = block_on(
+        f.backend
+            .record_receipt(receipt("missing", 1, FiringOutcome::Posted), 3),
+    )
+    .unwrap_err();
+    assert_eq!(missing.kind(), StoreErrorKind::NotFound);
 }

@@ -63,7 +63,8 @@ pub fn check_end(end: &RunEnd) -> Result<(), StoreError> {
     }
 }
 
-fn unknown_schedule(id: &str) -> StoreError {
+/// The refusal of a schedule id not kept.
+pub fn unknown_schedule(id: &str) -> StoreError {
     StoreError::new(
         StoreErrorKind::NotFound,
         format!("there is no schedule {id}; list them with schedule.list"),
