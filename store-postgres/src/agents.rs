@@ -10,11 +10,12 @@ use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
 use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::{
     FiringClaim, FiringOutcome, NewRun, Note, NoteLimits, NoteScope, Receipt, Run, RunEnd,
-    RunFilter, RunState, Schedule, Summary,
+    RunFilter, RunState, Schedule, Summary, UsageBy, UsageGroup, UsageQuery, UsageRow,
+    UsageSubject, UsageTotals,
 };
 use switchboard_store::{
     check_end, count_firing, duplicate_run, unknown_schedule, Enqueued, Firing, Heartbeat,
-    MemoryStore, NotePut, RunStore, ScheduleStore, StoreError, StoreFuture,
+    MemoryStore, NotePut, RunStore, ScheduleStore, StoreError, StoreFuture, UsageStore,
 };
 use tokio_postgres::Row;
 
@@ -883,6 +884,178 @@ impl ScheduleStore for PgBackend {
                 .map_err(|err| from_pg(&shared.location, "a schedule", err))?;
             row.map(|row| schedule_from_row(&shared.location, &row))
                 .transpose()
+        })
+    }
+}
+
+/// Model usage rows (issue 26).
+pub(crate) const SCHEMA_USAGE: &str = "
+CREATE TABLE usage (
+    seq bigserial PRIMARY KEY,
+    run_id text NOT NULL,
+    agent text COLLATE \"C\" NOT NULL,
+    user_id bigint,
+    session_id bigint,
+    guild_id bigint,
+    model text NOT NULL,
+    tokens_in bigint NOT NULL,
+    tokens_out bigint NOT NULL,
+    micro_usd bigint NOT NULL,
+    estimated boolean NOT NULL,
+    at_ms bigint NOT NULL
+);
+CREATE INDEX usage_by_time ON usage (at_ms);
+CREATE INDEX usage_by_user ON usage (user_id, at_ms);
+CREATE INDEX usage_by_session ON usage (session_id, at_ms);
+CREATE INDEX usage_by_guild ON usage (guild_id, at_ms);
+CREATE INDEX usage_by_agent ON usage (agent, at_ms);
+";
+
+macro_rules! sums {
+    () => {
+        "count(*), coalesce(sum(tokens_in), 0)::bigint, coalesce(sum(tokens_out), 0)::bigint, \
+         coalesce(sum(micro_usd), 0)::bigint"
+    };
+}
+
+fn totals_from_row(row: &Row, from: usize) -> UsageTotals {
+    UsageTotals {
+        calls: ms_from(row.get(from)),
+        tokens_in: ms_from(row.get(from + 1)),
+        tokens_out: ms_from(row.get(from + 2)),
+        micro_usd: ms_from(row.get(from + 3)),
+    }
+}
+
+/// A report grouped by `$key` (text; NULL sorts first, as `None` does).
+macro_rules! report {
+    ($key:expr) => {
+        concat!(
+            "SELECT (",
+            $key,
+            ") COLLATE \"C\" AS k, ",
+            sums!(),
+            " FROM usage WHERE at_ms >= $1 AND at_ms < $2 GROUP BY k
+             ORDER BY coalesce(sum(tokens_in), 0) + coalesce(sum(tokens_out), 0) DESC,
+                      k NULLS FIRST
+             LIMIT $3"
+        )
+    };
+}
+
+impl UsageStore for PgBackend {
+    fn record_usage(&self, row: UsageRow) -> StoreFuture<'_, ()> {
+        in_transaction!(self, "usage", |shared, tx| async {
+            tx.execute(
+                "INSERT INTO usage (run_id, agent, user_id, session_id, guild_id, model, tokens_in,
+                     tokens_out, micro_usd, estimated, at_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                &[
+                    &clean(&row.run_id),
+                    &clean(&row.agent),
+                    &row.user_id.map(to_sql),
+                    &row.session_id.map(to_sql),
+                    &row.guild_id.map(to_sql),
+                    &clean(&row.model),
+                    &ms(row.tokens_in),
+                    &ms(row.tokens_out),
+                    &ms(row.micro_usd),
+                    &row.estimated,
+                    &ms(row.at_ms),
+                ],
+            )
+            .await
+            .map_err(|err| from_pg(&shared.location, "usage", err))?;
+            Ok(())
+        })
+    }
+
+    fn usage_sum(
+        &self,
+        subject: UsageSubject,
+        since_ms: u64,
+        until_ms: u64,
+    ) -> StoreFuture<'_, UsageTotals> {
+        in_transaction!(self, "usage", |shared, tx| async {
+            let window = [ms(since_ms), ms(until_ms)];
+            let row = match &subject {
+                UsageSubject::User(id) | UsageSubject::Session(id) | UsageSubject::Guild(id) => {
+                    let sql = match subject {
+                        UsageSubject::User(_) => concat!(
+                            "SELECT ",
+                            sums!(),
+                            " FROM usage WHERE user_id = $1 AND at_ms >= $2 AND at_ms < $3"
+                        ),
+                        UsageSubject::Session(_) => concat!(
+                            "SELECT ",
+                            sums!(),
+                            " FROM usage WHERE session_id = $1 AND at_ms >= $2 AND at_ms < $3"
+                        ),
+                        _ => concat!(
+                            "SELECT ",
+                            sums!(),
+                            " FROM usage WHERE guild_id = $1 AND at_ms >= $2 AND at_ms < $3"
+                        ),
+                    };
+                    tx.query_one(sql, &[&to_sql(*id), &window[0], &window[1]])
+                        .await
+                }
+                UsageSubject::Agent(name) => {
+                    tx.query_one(
+                        concat!(
+                            "SELECT ",
+                            sums!(),
+                            " FROM usage WHERE agent = $1 AND at_ms >= $2 AND at_ms < $3"
+                        ),
+                        &[&clean(name), &window[0], &window[1]],
+                    )
+                    .await
+                }
+            }
+            .map_err(|err| from_pg(&shared.location, "usage", err))?;
+            Ok(totals_from_row(&row, 0))
+        })
+    }
+
+    fn usage_report(&self, query: UsageQuery) -> StoreFuture<'_, Vec<UsageGroup>> {
+        in_transaction!(self, "usage", |shared, tx| async {
+            let sql = match query.by {
+                UsageBy::User => report!("user_id::text"),
+                UsageBy::Session => report!("session_id::text"),
+                UsageBy::Guild => report!("guild_id::text"),
+                UsageBy::Agent => report!("agent"),
+                UsageBy::Day => {
+                    report!("to_char(to_timestamp(at_ms / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD')")
+                }
+            };
+            let rows = tx
+                .query(
+                    sql,
+                    &[
+                        &ms(query.since_ms),
+                        &ms(query.until_ms),
+                        &limit(query.limit.min(UsageQuery::MAX_LIMIT)),
+                    ],
+                )
+                .await
+                .map_err(|err| from_pg(&shared.location, "usage", err))?;
+            Ok(rows
+                .iter()
+                .map(|row| UsageGroup {
+                    key: row.get(0),
+                    totals: totals_from_row(row, 1),
+                })
+                .collect())
+        })
+    }
+
+    fn prune_usage(&self, before_ms: u64) -> StoreFuture<'_, usize> {
+        in_transaction!(self, "usage", |shared, tx| async {
+            let gone = tx
+                .execute("DELETE FROM usage WHERE at_ms < $1", &[&ms(before_ms)])
+                .await
+                .map_err(|err| from_pg(&shared.location, "usage", err))?;
+            Ok(usize::try_from(gone).unwrap_or(usize::MAX))
         })
     }
 }

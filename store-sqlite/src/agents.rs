@@ -8,11 +8,13 @@ use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
 use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::{
     FiringClaim, FiringOutcome, NewRun, Note, NoteLimits, NoteScope, Receipt, Run, RunEnd,
-    RunFilter, RunState, Schedule, Summary,
+    RunFilter, RunState, Schedule, Summary, UsageBy, UsageGroup, UsageQuery, UsageRow,
+    UsageSubject, UsageTotals,
 };
 use switchboard_store::{
     check_end, count_firing, duplicate_run, unknown_schedule, Enqueued, Firing, Heartbeat,
     MemoryStore, NotePut, RunStore, ScheduleStore, StoreError, StoreErrorKind, StoreFuture,
+    UsageStore,
 };
 
 use crate::rows::{from_sql, ms_to_sql, to_sql};
@@ -736,6 +738,131 @@ impl ScheduleStore for SqliteBackend {
             )?
             .execute(params![id, paused])?;
             Ok(Ok(schedule_by_id(tx, &id)?))
+        })
+    }
+}
+
+/// Model usage rows (issue 26).
+pub(crate) const SCHEMA_USAGE: &str = "
+CREATE TABLE IF NOT EXISTS usage (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    user_id INTEGER,
+    session_id INTEGER,
+    guild_id INTEGER,
+    model TEXT NOT NULL,
+    tokens_in INTEGER NOT NULL,
+    tokens_out INTEGER NOT NULL,
+    micro_usd INTEGER NOT NULL,
+    estimated INTEGER NOT NULL,
+    at_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS usage_by_time ON usage (at_ms);
+CREATE INDEX IF NOT EXISTS usage_by_user ON usage (user_id, at_ms);
+CREATE INDEX IF NOT EXISTS usage_by_session ON usage (session_id, at_ms);
+CREATE INDEX IF NOT EXISTS usage_by_guild ON usage (guild_id, at_ms);
+CREATE INDEX IF NOT EXISTS usage_by_agent ON usage (agent, at_ms);
+";
+
+fn totals_from_row(row: &Row<'_>, from: usize) -> rusqlite::Result<UsageTotals> {
+    Ok(UsageTotals {
+        calls: ms(row.get(from)?),
+        tokens_in: ms(row.get(from + 1)?),
+        tokens_out: ms(row.get(from + 2)?),
+        micro_usd: ms(row.get(from + 3)?),
+    })
+}
+
+const SUMS: &str = "count(*), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0), \
+    coalesce(sum(micro_usd), 0)";
+
+impl UsageStore for SqliteBackend {
+    fn record_usage(&self, row: UsageRow) -> StoreFuture<'_, ()> {
+        self.decide("keep usage", move |tx| {
+            tx.prepare_cached(
+                "INSERT INTO usage (run_id, agent, user_id, session_id, guild_id, model, tokens_in,
+                     tokens_out, micro_usd, estimated, at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )?
+            .execute(params![
+                row.run_id,
+                row.agent,
+                row.user_id.map(to_sql),
+                row.session_id.map(to_sql),
+                row.guild_id.map(to_sql),
+                row.model,
+                ms_to_sql(row.tokens_in),
+                ms_to_sql(row.tokens_out),
+                ms_to_sql(row.micro_usd),
+                row.estimated,
+                ms_to_sql(row.at_ms)
+            ])?;
+            Ok(Ok(()))
+        })
+    }
+
+    fn usage_sum(
+        &self,
+        subject: UsageSubject,
+        since_ms: u64,
+        until_ms: u64,
+    ) -> StoreFuture<'_, UsageTotals> {
+        self.read("usage", move |conn, _| {
+            let (column, value): (&str, Box<dyn rusqlite::ToSql + Send>) = match subject {
+                UsageSubject::User(id) => ("user_id", Box::new(to_sql(id))),
+                UsageSubject::Session(id) => ("session_id", Box::new(to_sql(id))),
+                UsageSubject::Guild(id) => ("guild_id", Box::new(to_sql(id))),
+                UsageSubject::Agent(name) => ("agent", Box::new(name)),
+            };
+            conn.prepare_cached(&format!(
+                "SELECT {SUMS} FROM usage WHERE {column} = ?1 AND at_ms >= ?2 AND at_ms < ?3"
+            ))?
+            .query_row(
+                params![value, ms_to_sql(since_ms), ms_to_sql(until_ms)],
+                |row| totals_from_row(row, 0),
+            )
+        })
+    }
+
+    fn usage_report(&self, query: UsageQuery) -> StoreFuture<'_, Vec<UsageGroup>> {
+        self.read("usage", move |conn, _| {
+            let key = match query.by {
+                UsageBy::User => "CAST(user_id AS TEXT)",
+                UsageBy::Session => "CAST(session_id AS TEXT)",
+                UsageBy::Guild => "CAST(guild_id AS TEXT)",
+                UsageBy::Agent => "agent",
+                UsageBy::Day => "strftime('%Y-%m-%d', at_ms / 1000, 'unixepoch')",
+            };
+            // NULL keys sort first, as `None` does.
+            conn.prepare_cached(&format!(
+                "SELECT {key} AS k, {SUMS} FROM usage WHERE at_ms >= ?1 AND at_ms < ?2
+                 GROUP BY k
+                 ORDER BY coalesce(sum(tokens_in), 0) + coalesce(sum(tokens_out), 0) DESC, k
+                 LIMIT ?3"
+            ))?
+            .query_map(
+                params![
+                    ms_to_sql(query.since_ms),
+                    ms_to_sql(query.until_ms),
+                    limit(query.limit.min(UsageQuery::MAX_LIMIT))
+                ],
+                |row| {
+                    Ok(UsageGroup {
+                        key: row.get(0)?,
+                        totals: totals_from_row(row, 1)?,
+                    })
+                },
+            )?
+            .collect()
+        })
+    }
+
+    fn prune_usage(&self, before_ms: u64) -> StoreFuture<'_, usize> {
+        self.decide("forget old usage", move |tx| {
+            Ok(Ok(tx
+                .prepare_cached("DELETE FROM usage WHERE at_ms < ?1")?
+                .execute([ms_to_sql(before_ms)])?))
         })
     }
 }

@@ -16,7 +16,7 @@ use switchboard_store::StoreError;
 use tracing::{debug, warn};
 
 /// The schema version this code writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 /// How long opening waits for a lock held by another connection (e.g. a switchboard that is
 /// still shutting down) before reporting the store as locked.
@@ -296,6 +296,7 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
         add_memory(conn).map_err(fail("add the agent's summaries and notes"))?;
         add_runs(conn).map_err(fail("add the run queue"))?;
         add_schedules(conn).map_err(fail("add the schedules and their receipts"))?;
+        add_usage(conn).map_err(fail("add the model usage rows"))?;
         // Later versions: `if version < N || !has_table(..) { ... }`, each step in this same
         // transaction.
         if version != SCHEMA_VERSION {
@@ -337,4 +338,12 @@ fn add_schedules(conn: &Connection) -> rusqlite::Result<()> {
         return Ok(());
     }
     conn.execute_batch(crate::agents::SCHEMA_SCHEDULES)
+}
+
+/// Step 11 (renumbered at merge): model usage rows (issue 26).
+fn add_usage(conn: &Connection) -> rusqlite::Result<()> {
+    if has_table(conn, "usage") {
+        return Ok(());
+    }
+    conn.execute_batch(crate::agents::SCHEMA_USAGE)
 }

@@ -333,6 +333,7 @@ pub trait Backend:
     + MemoryStore
     + RunStore
     + ScheduleStore
+    + UsageStore
     + ChangeFeed
 {
     /// `memory`, `sqlite` or `postgres`.

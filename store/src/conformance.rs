@@ -113,6 +113,7 @@ macro_rules! conformance_tests {
             schedules_round_trip_list_and_delete,
             a_firing_raced_from_many_threads_fires_once,
             receipts_count_failures_and_pause_the_schedule,
+            usage_sums_and_reports_match_the_reference,
         );
     };
     (@tests $make:path; $($name:ident),* $(,)?) => {

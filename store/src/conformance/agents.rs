@@ -8,7 +8,8 @@ use futures_executor::block_on;
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
 use switchboard_records::{
     FiringClaim, FiringOutcome, NewRun, Note, NoteLimits, NoteScope, Receipt, Run, RunEnd,
-    RunFilter, RunState, Schedule, ScheduleSpec, Summary,
+    RunFilter, RunState, Schedule, ScheduleSpec, Summary, UsageBy, UsageQuery, UsageRow,
+    UsageSubject, UsageTotals,
 };
 
 use super::{id, Fixture, MakePlace, CHANNEL, MIRA, OTHER};
@@ -716,4 +717,109 @@ pub fn receipts_count_failures_and_pause_the_schedule(make: MakePlace<'_>) {
     )
     .unwrap_err();
     assert_eq!(missing.kind(), StoreErrorKind::NotFound);
+}
+
+/// A day and a bit, in ms: rows spread over several UTC days.
+const DAY_MS: u64 = 86_400_000;
+/// 2026-11-22T00:00:00Z.
+const NOV_22: u64 = 1_795_305_600_000;
+
+fn usage_rows() -> Vec<UsageRow> {
+    (0..48u64)
+        .map(|n| UsageRow {
+            run_id: format!("run-{}", n / 3),
+            agent: ["support", "release", "ops"][(n % 3) as usize].to_owned(),
+            user_id: (n % 5 != 0).then(|| id(n % 4)),
+            session_id: Some(if n % 2 == 0 { CHANNEL } else { OTHER }),
+            guild_id: (n % 7 != 0).then(|| id(100 + n % 2)),
+            model: "gpt-x".into(),
+            tokens_in: 100 + n * 7,
+            tokens_out: 10 + n,
+            micro_usd: 1_000 + n * 13,
+            estimated: n % 4 == 0,
+            at_ms: NOV_22 + n * DAY_MS / 10,
+        })
+        .collect()
+}
+
+/// Sums over a window and reports of every grouping match the reference fold; pruning
+/// forgets old rows; rows recorded from many threads are all counted.
+pub fn usage_sums_and_reports_match_the_reference(make: MakePlace<'_>) {
+    use switchboard_records::usage::fold_usage;
+    let mut f = Fixture::default(make);
+    let rows = usage_rows();
+    let recorded = race(&f, 6, |backend, i| {
+        for row in rows.iter().skip(i).step_by(6) {
+            block_on(backend.record_usage(row.clone())).unwrap();
+        }
+    });
+    assert_eq!(recorded.len(), 6);
+    let windows = [
+        (0, u64::MAX / 2),
+        (NOV_22, NOV_22 + DAY_MS),
+        (NOV_22 + DAY_MS + 1, NOV_22 + 3 * DAY_MS),
+        (NOV_22 + 10 * DAY_MS, NOV_22 + 11 * DAY_MS),
+    ];
+    let subjects = [
+        UsageSubject::User(id(1)),
+        UsageSubject::User(id(3)),
+        UsageSubject::Session(CHANNEL),
+        UsageSubject::Guild(id(101)),
+        UsageSubject::Agent("release".into()),
+        UsageSubject::Agent("nobody".into()),
+    ];
+    let check = |f: &Fixture| {
+        for (since, until) in windows {
+            for subject in &subjects {
+                let mut want = UsageTotals::default();
+                rows.iter()
+                    .filter(|r| r.at_ms >= since && r.at_ms < until && subject.matches(r))
+                    .for_each(|r| want.add(r));
+                let got = block_on(f.backend.usage_sum(subject.clone(), since, until)).unwrap();
+                assert_eq!(got, want, "{subject:?} in {since}..{until}");
+            }
+            for by in [
+                UsageBy::User,
+                UsageBy::Session,
+                UsageBy::Guild,
+                UsageBy::Agent,
+                UsageBy::Day,
+            ] {
+                for limit in [2, 100] {
+                    let query = UsageQuery {
+                        by,
+                        since_ms: since,
+                        until_ms: until,
+                        limit,
+                    };
+                    assert_eq!(
+                        block_on(f.backend.usage_report(query.clone())).unwrap(),
+                        fold_usage(&rows, &query),
+                        "{query:?}"
+                    );
+                }
+            }
+        }
+    };
+    check(&f);
+    if f.place.durable() {
+        f.reopen();
+        check(&f);
+    }
+    let cut = NOV_22 + 2 * DAY_MS;
+    let older = rows.iter().filter(|r| r.at_ms < cut).count();
+    assert_eq!(block_on(f.backend.prune_usage(cut)).unwrap(), older);
+    let left = block_on(
+        f.backend
+            .usage_sum(UsageSubject::Session(CHANNEL), 0, u64::MAX / 2),
+    )
+    .unwrap()
+    .calls
+        + block_on(
+            f.backend
+                .usage_sum(UsageSubject::Session(OTHER), 0, u64::MAX / 2),
+        )
+        .unwrap()
+        .calls;
+    assert_eq!(left as usize, rows.len() - older);
 }
