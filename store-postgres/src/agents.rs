@@ -6,16 +6,18 @@
 //! are acknowledged changes, committed when their future resolves.
 
 use deadpool_postgres::Transaction;
+use switchboard_records::cluster::NODES_KEPT_MS;
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
 use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::{
-    FiringClaim, FiringOutcome, NewRun, Note, NoteLimits, NoteScope, Receipt, Run, RunEnd,
-    RunFilter, RunState, Schedule, Summary, UsageBy, UsageGroup, UsageQuery, UsageRow,
-    UsageSubject, UsageTotals,
+    FiringClaim, FiringOutcome, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Run,
+    RunEnd, RunFilter, RunState, Schedule, ShardLease, Summary, UsageBy, UsageGroup, UsageQuery,
+    UsageRow, UsageSubject, UsageTotals,
 };
 use switchboard_store::{
-    check_end, count_firing, duplicate_run, unknown_schedule, Enqueued, Firing, Heartbeat,
-    MemoryStore, NotePut, RunStore, ScheduleStore, StoreError, StoreFuture, UsageStore,
+    check_end, count_firing, duplicate_run, unknown_schedule, ClusterStore, Enqueued, Firing,
+    Heartbeat, MemoryStore, NotePut, RunStore, ScheduleStore, ShardGrant, StoreError, StoreFuture,
+    UsageStore,
 };
 use tokio_postgres::Row;
 
@@ -1056,6 +1058,203 @@ impl UsageStore for PgBackend {
                 .await
                 .map_err(|err| from_pg(&shared.location, "usage", err))?;
             Ok(usize::try_from(gone).unwrap_or(usize::MAX))
+        })
+    }
+}
+
+/// The cluster tables (issue 23).
+pub(crate) const SCHEMA_CLUSTER: &str = "
+CREATE TABLE cluster_nodes (
+    node_id text COLLATE \"C\" PRIMARY KEY,
+    started_ms bigint NOT NULL,
+    address text,
+    last_seen_ms bigint NOT NULL
+);
+CREATE TABLE shard_leases (
+    shard bigint PRIMARY KEY,
+    node_id text NOT NULL,
+    until_ms bigint NOT NULL
+);
+CREATE TABLE identify_slots (
+    bucket bigint PRIMARY KEY,
+    next_ms bigint NOT NULL
+);
+CREATE TABLE once_keys (
+    key text PRIMARY KEY,
+    until_ms bigint NOT NULL
+);
+CREATE INDEX once_keys_by_expiry ON once_keys (until_ms);
+";
+
+fn lease_from_row(row: &Row) -> ShardLease {
+    ShardLease {
+        shard: u32::try_from(row.get::<_, i64>(0)).unwrap_or(u32::MAX),
+        node_id: row.get(1),
+        until_ms: ms_from(row.get(2)),
+    }
+}
+
+impl ClusterStore for PgBackend {
+    fn node_heartbeat(&self, beat: NodeBeat) -> StoreFuture<'_, ()> {
+        in_transaction!(self, "a heartbeat", |shared, tx| async {
+            let pg = |err| from_pg(&shared.location, "a heartbeat", err);
+            tx.execute(
+                "DELETE FROM cluster_nodes WHERE last_seen_ms < $1",
+                &[&ms(beat.at_ms.saturating_sub(NODES_KEPT_MS))],
+            )
+            .await
+            .map_err(pg)?;
+            tx.execute(
+                "INSERT INTO cluster_nodes (node_id, started_ms, address, last_seen_ms)
+                 VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (node_id) DO UPDATE SET started_ms = excluded.started_ms,
+                     address = excluded.address, last_seen_ms = excluded.last_seen_ms",
+                &[
+                    &clean(&beat.node_id),
+                    &ms(beat.started_ms),
+                    &opt_text(beat.address.as_ref()),
+                    &ms(beat.at_ms),
+                ],
+            )
+            .await
+            .map_err(pg)?;
+            Ok(())
+        })
+    }
+
+    fn nodes(&self, seen_since_ms: u64, count: usize) -> StoreFuture<'_, Vec<Node>> {
+        in_transaction!(self, "nodes", |shared, tx| async {
+            let rows = tx
+                .query(
+                    "SELECT node_id, started_ms, address, last_seen_ms FROM cluster_nodes
+                     WHERE last_seen_ms >= $1 ORDER BY node_id LIMIT $2",
+                    &[&ms(seen_since_ms), &limit(count)],
+                )
+                .await
+                .map_err(|err| from_pg(&shared.location, "nodes", err))?;
+            Ok(rows
+                .iter()
+                .map(|row| Node {
+                    node_id: row.get(0),
+                    started_ms: ms_from(row.get(1)),
+                    address: row.get(2),
+                    last_seen_ms: ms_from(row.get(3)),
+                })
+                .collect())
+        })
+    }
+
+    fn acquire_shard(
+        &self,
+        shard: u32,
+        node: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> StoreFuture<'_, ShardGrant> {
+        let node = clean(node);
+        in_transaction!(self, "a shard lease", |shared, tx| async {
+            let pg = |err| from_pg(&shared.location, "a shard lease", err);
+            let until_ms = now_ms.saturating_add(lease_ms);
+            // A lease released between the two statements reads as missing: try again (each
+            // try either takes the shard or reads its holder).
+            for _ in 0..5 {
+                let took = tx
+                    .query_opt(
+                        "INSERT INTO shard_leases (shard, node_id, until_ms) VALUES ($1, $2, $3)
+                         ON CONFLICT (shard) DO UPDATE SET node_id = excluded.node_id,
+                             until_ms = excluded.until_ms
+                         WHERE shard_leases.node_id = excluded.node_id
+                            OR shard_leases.until_ms <= $4
+                         RETURNING 1",
+                        &[&i64::from(shard), &node, &ms(until_ms), &ms(now_ms)],
+                    )
+                    .await
+                    .map_err(pg)?;
+                if took.is_some() {
+                    return Ok(ShardGrant::Held { until_ms });
+                }
+                let holder = tx
+                    .query_opt(
+                        "SELECT shard, node_id, until_ms FROM shard_leases WHERE shard = $1",
+                        &[&i64::from(shard)],
+                    )
+                    .await
+                    .map_err(pg)?;
+                if let Some(row) = holder {
+                    return Ok(ShardGrant::Taken(lease_from_row(&row)));
+                }
+            }
+            Err(StoreError::new(
+                switchboard_store::StoreErrorKind::Conflict,
+                format!("shard {shard} changed hands too often while it was being leased; retry"),
+            ))
+        })
+    }
+
+    fn release_shard(&self, shard: u32, node: &str) -> StoreFuture<'_, bool> {
+        let node = clean(node);
+        in_transaction!(self, "a shard lease", |shared, tx| async {
+            let gone = tx
+                .execute(
+                    "DELETE FROM shard_leases WHERE shard = $1 AND node_id = $2",
+                    &[&i64::from(shard), &node],
+                )
+                .await
+                .map_err(|err| from_pg(&shared.location, "a shard lease", err))?;
+            Ok(gone > 0)
+        })
+    }
+
+    fn shard_leases(&self) -> StoreFuture<'_, Vec<ShardLease>> {
+        in_transaction!(self, "shard leases", |shared, tx| async {
+            let rows = tx
+                .query(
+                    "SELECT shard, node_id, until_ms FROM shard_leases ORDER BY shard",
+                    &[],
+                )
+                .await
+                .map_err(|err| from_pg(&shared.location, "shard leases", err))?;
+            Ok(rows.iter().map(lease_from_row).collect())
+        })
+    }
+
+    fn take_identify_slot(
+        &self,
+        bucket: u32,
+        now_ms: u64,
+        spacing_ms: u64,
+    ) -> StoreFuture<'_, u64> {
+        in_transaction!(self, "an IDENTIFY slot", |shared, tx| async {
+            let row = tx
+                .query_one(
+                    "INSERT INTO identify_slots (bucket, next_ms) VALUES ($1, $2::bigint + $3::bigint)
+                     ON CONFLICT (bucket) DO UPDATE SET
+                         next_ms = greatest(identify_slots.next_ms, $2) + $3
+                     RETURNING next_ms",
+                    &[&i64::from(bucket), &ms(now_ms), &ms(spacing_ms)],
+                )
+                .await
+                .map_err(|err| from_pg(&shared.location, "an IDENTIFY slot", err))?;
+            Ok(ms_from(row.get(0)).saturating_sub(spacing_ms))
+        })
+    }
+
+    fn once(&self, key: &str, now_ms: u64, ttl_ms: u64) -> StoreFuture<'_, bool> {
+        let key = clean(key);
+        in_transaction!(self, "a once key", |shared, tx| async {
+            let pg = |err| from_pg(&shared.location, "a once key", err);
+            tx.execute("DELETE FROM once_keys WHERE until_ms <= $1", &[&ms(now_ms)])
+                .await
+                .map_err(pg)?;
+            let taken = tx
+                .execute(
+                    "INSERT INTO once_keys (key, until_ms) VALUES ($1, $2)
+                     ON CONFLICT (key) DO NOTHING",
+                    &[&key, &ms(now_ms.saturating_add(ttl_ms))],
+                )
+                .await
+                .map_err(pg)?;
+            Ok(taken > 0)
         })
     }
 }

@@ -134,12 +134,13 @@ CREATE SEQUENCE switchboard_origins;
 /// The ladder: step `n` brings a database from version `n - 1` to `n`.
 ///
 /// Steps after 1 are the agent aggregates (issues 23, 25, 26), one per aggregate, appended.
-const STEPS: [&str; 5] = [
+const STEPS: [&str; 6] = [
     V1,
     crate::agents::SCHEMA_MEMORY,
     crate::agents::SCHEMA_RUNS,
     crate::agents::SCHEMA_SCHEDULES,
     crate::agents::SCHEMA_USAGE,
+    crate::agents::SCHEMA_CLUSTER,
 ];
 
 /// Creates or upgrades the schema under the migration lock; `who` is recorded with each step.

@@ -4,17 +4,18 @@
 //! every write queued before it.
 
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
+use switchboard_records::cluster::NODES_KEPT_MS;
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
 use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::{
-    FiringClaim, FiringOutcome, NewRun, Note, NoteLimits, NoteScope, Receipt, Run, RunEnd,
-    RunFilter, RunState, Schedule, Summary, UsageBy, UsageGroup, UsageQuery, UsageRow,
-    UsageSubject, UsageTotals,
+    FiringClaim, FiringOutcome, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Run,
+    RunEnd, RunFilter, RunState, Schedule, ShardLease, Summary, UsageBy, UsageGroup, UsageQuery,
+    UsageRow, UsageSubject, UsageTotals,
 };
 use switchboard_store::{
-    check_end, count_firing, duplicate_run, unknown_schedule, Enqueued, Firing, Heartbeat,
-    MemoryStore, NotePut, RunStore, ScheduleStore, StoreError, StoreErrorKind, StoreFuture,
-    UsageStore,
+    check_end, count_firing, duplicate_run, unknown_schedule, ClusterStore, Enqueued, Firing,
+    Heartbeat, MemoryStore, NotePut, RunStore, ScheduleStore, ShardGrant, StoreError,
+    StoreErrorKind, StoreFuture, UsageStore,
 };
 
 use crate::rows::{from_sql, ms_to_sql, to_sql};
@@ -863,6 +864,169 @@ impl UsageStore for SqliteBackend {
             Ok(Ok(tx
                 .prepare_cached("DELETE FROM usage WHERE at_ms < ?1")?
                 .execute([ms_to_sql(before_ms)])?))
+        })
+    }
+}
+
+/// The cluster tables (issue 23). One SQLite file is one node's, but the timers that fire
+/// "once cluster-wide" and the shard bookkeeping work the same on it.
+pub(crate) const SCHEMA_CLUSTER: &str = "
+CREATE TABLE IF NOT EXISTS cluster_nodes (
+    node_id TEXT PRIMARY KEY,
+    started_ms INTEGER NOT NULL,
+    address TEXT,
+    last_seen_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS shard_leases (
+    shard INTEGER PRIMARY KEY,
+    node_id TEXT NOT NULL,
+    until_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS identify_slots (
+    bucket INTEGER PRIMARY KEY,
+    next_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS once_keys (
+    key TEXT PRIMARY KEY,
+    until_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS once_keys_by_expiry ON once_keys (until_ms);
+";
+
+fn lease_from_row(row: &Row<'_>) -> rusqlite::Result<ShardLease> {
+    Ok(ShardLease {
+        shard: u32::try_from(row.get::<_, i64>(0)?).unwrap_or(u32::MAX),
+        node_id: row.get(1)?,
+        until_ms: ms(row.get(2)?),
+    })
+}
+
+impl ClusterStore for SqliteBackend {
+    fn node_heartbeat(&self, beat: NodeBeat) -> StoreFuture<'_, ()> {
+        self.decide("record a heartbeat", move |tx| {
+            tx.prepare_cached("DELETE FROM cluster_nodes WHERE last_seen_ms < ?1")?
+                .execute([ms_to_sql(beat.at_ms.saturating_sub(NODES_KEPT_MS))])?;
+            tx.prepare_cached(
+                "INSERT INTO cluster_nodes (node_id, started_ms, address, last_seen_ms)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (node_id) DO UPDATE SET started_ms = excluded.started_ms,
+                     address = excluded.address, last_seen_ms = excluded.last_seen_ms",
+            )?
+            .execute(params![
+                beat.node_id,
+                ms_to_sql(beat.started_ms),
+                beat.address,
+                ms_to_sql(beat.at_ms)
+            ])?;
+            Ok(Ok(()))
+        })
+    }
+
+    fn nodes(&self, seen_since_ms: u64, count: usize) -> StoreFuture<'_, Vec<Node>> {
+        self.read("nodes", move |conn, _| {
+            conn.prepare_cached(
+                "SELECT node_id, started_ms, address, last_seen_ms FROM cluster_nodes
+                 WHERE last_seen_ms >= ?1 ORDER BY node_id LIMIT ?2",
+            )?
+            .query_map(params![ms_to_sql(seen_since_ms), limit(count)], |row| {
+                Ok(Node {
+                    node_id: row.get(0)?,
+                    started_ms: ms(row.get(1)?),
+                    address: row.get(2)?,
+                    last_seen_ms: ms(row.get(3)?),
+                })
+            })?
+            .collect()
+        })
+    }
+
+    fn acquire_shard(
+        &self,
+        shard: u32,
+        node: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> StoreFuture<'_, ShardGrant> {
+        let node = node.to_owned();
+        self.decide("lease a shard", move |tx| {
+            let until_ms = now_ms.saturating_add(lease_ms);
+            tx.prepare_cached(
+                "INSERT INTO shard_leases (shard, node_id, until_ms) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (shard) DO UPDATE SET node_id = excluded.node_id,
+                     until_ms = excluded.until_ms
+                 WHERE shard_leases.node_id = excluded.node_id OR shard_leases.until_ms <= ?4",
+            )?
+            .execute(params![
+                i64::from(shard),
+                node,
+                ms_to_sql(until_ms),
+                ms_to_sql(now_ms)
+            ])?;
+            let lease = tx
+                .prepare_cached(
+                    "SELECT shard, node_id, until_ms FROM shard_leases WHERE shard = ?1",
+                )?
+                .query_row([i64::from(shard)], lease_from_row)?;
+            Ok(Ok(if lease.node_id == node && lease.until_ms == until_ms {
+                ShardGrant::Held { until_ms }
+            } else {
+                ShardGrant::Taken(lease)
+            }))
+        })
+    }
+
+    fn release_shard(&self, shard: u32, node: &str) -> StoreFuture<'_, bool> {
+        let node = node.to_owned();
+        self.decide("release a shard", move |tx| {
+            let gone = tx
+                .prepare_cached("DELETE FROM shard_leases WHERE shard = ?1 AND node_id = ?2")?
+                .execute(params![i64::from(shard), node])?;
+            Ok(Ok(gone > 0))
+        })
+    }
+
+    fn shard_leases(&self) -> StoreFuture<'_, Vec<ShardLease>> {
+        self.read("shard leases", |conn, _| {
+            conn.prepare_cached("SELECT shard, node_id, until_ms FROM shard_leases ORDER BY shard")?
+                .query_map([], lease_from_row)?
+                .collect()
+        })
+    }
+
+    fn take_identify_slot(
+        &self,
+        bucket: u32,
+        now_ms: u64,
+        spacing_ms: u64,
+    ) -> StoreFuture<'_, u64> {
+        self.decide("reserve an IDENTIFY", move |tx| {
+            let next: i64 = tx
+                .prepare_cached(
+                    "INSERT INTO identify_slots (bucket, next_ms) VALUES (?1, ?2 + ?3)
+                     ON CONFLICT (bucket) DO UPDATE SET
+                         next_ms = max(identify_slots.next_ms, ?2) + ?3
+                     RETURNING next_ms",
+                )?
+                .query_row(
+                    params![i64::from(bucket), ms_to_sql(now_ms), ms_to_sql(spacing_ms)],
+                    |row| row.get(0),
+                )?;
+            Ok(Ok(ms(next).saturating_sub(spacing_ms)))
+        })
+    }
+
+    fn once(&self, key: &str, now_ms: u64, ttl_ms: u64) -> StoreFuture<'_, bool> {
+        let key = key.to_owned();
+        self.decide("take a once key", move |tx| {
+            tx.prepare_cached("DELETE FROM once_keys WHERE until_ms <= ?1")?
+                .execute([ms_to_sql(now_ms)])?;
+            let taken = tx
+                .prepare_cached(
+                    "INSERT INTO once_keys (key, until_ms) VALUES (?1, ?2)
+                     ON CONFLICT (key) DO NOTHING",
+                )?
+                .execute(params![key, ms_to_sql(now_ms.saturating_add(ttl_ms))])?;
+            Ok(Ok(taken > 0))
         })
     }
 }

@@ -16,7 +16,7 @@ use switchboard_store::StoreError;
 use tracing::{debug, warn};
 
 /// The schema version this code writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 /// How long opening waits for a lock held by another connection (e.g. a switchboard that is
 /// still shutting down) before reporting the store as locked.
@@ -297,6 +297,7 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
         add_runs(conn).map_err(fail("add the run queue"))?;
         add_schedules(conn).map_err(fail("add the schedules and their receipts"))?;
         add_usage(conn).map_err(fail("add the model usage rows"))?;
+        add_cluster(conn).map_err(fail("add the cluster tables"))?;
         // Later versions: `if version < N || !has_table(..) { ... }`, each step in this same
         // transaction.
         if version != SCHEMA_VERSION {
@@ -346,4 +347,12 @@ fn add_usage(conn: &Connection) -> rusqlite::Result<()> {
         return Ok(());
     }
     conn.execute_batch(crate::agents::SCHEMA_USAGE)
+}
+
+/// Step 12 (renumbered at merge): nodes, shard leases, IDENTIFY slots, once keys (issue 23).
+fn add_cluster(conn: &Connection) -> rusqlite::Result<()> {
+    if has_table(conn, "once_keys") {
+        return Ok(());
+    }
+    conn.execute_batch(crate::agents::SCHEMA_CLUSTER)
 }

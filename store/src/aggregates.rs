@@ -334,6 +334,7 @@ pub trait Backend:
     + RunStore
     + ScheduleStore
     + UsageStore
+    + ClusterStore
     + ChangeFeed
 {
     /// `memory`, `sqlite` or `postgres`.

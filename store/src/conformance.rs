@@ -114,6 +114,10 @@ macro_rules! conformance_tests {
             a_firing_raced_from_many_threads_fires_once,
             receipts_count_failures_and_pause_the_schedule,
             usage_sums_and_reports_match_the_reference,
+            nodes_heartbeat_and_silent_ones_are_forgotten,
+            a_shard_raced_for_has_one_holder,
+            identify_slots_raced_are_spaced_apart,
+            once_is_won_by_one_caller_until_it_expires,
         );
     };
     (@tests $make:path; $($name:ident),* $(,)?) => {

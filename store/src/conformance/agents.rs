@@ -7,13 +7,13 @@ use std::sync::{Arc, Barrier};
 use futures_executor::block_on;
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
 use switchboard_records::{
-    FiringClaim, FiringOutcome, NewRun, Note, NoteLimits, NoteScope, Receipt, Run, RunEnd,
-    RunFilter, RunState, Schedule, ScheduleSpec, Summary, UsageBy, UsageQuery, UsageRow,
+    FiringClaim, FiringOutcome, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Run,
+    RunEnd, RunFilter, RunState, Schedule, ScheduleSpec, Summary, UsageBy, UsageQuery, UsageRow,
     UsageSubject, UsageTotals,
 };
 
 use super::{id, Fixture, MakePlace, CHANNEL, MIRA, OTHER};
-use crate::{Backend, Enqueued, Firing, Heartbeat, NotePut, StoreErrorKind};
+use crate::{Backend, Enqueued, Firing, Heartbeat, NotePut, ShardGrant, StoreErrorKind};
 
 /// Runs `each(backend, i)` on `n` threads released together, the odd ones on the second node
 /// when there is one; the answers in thread order.
@@ -822,4 +822,174 @@ pub fn usage_sums_and_reports_match_the_reference(make: MakePlace<'_>) {
         .unwrap()
         .calls;
     assert_eq!(left as usize, rows.len() - older);
+}
+
+fn beat(node: &str, at_ms: u64) -> NodeBeat {
+    NodeBeat {
+        node_id: node.to_owned(),
+        started_ms: 5,
+        address: Some(format!("127.0.0.1:80{}", node.len())),
+        at_ms,
+    }
+}
+
+/// Heartbeats say who is alive and where; a node silent for a day is forgotten.
+pub fn nodes_heartbeat_and_silent_ones_are_forgotten(make: MakePlace<'_>) {
+    use switchboard_records::cluster::NODES_KEPT_MS;
+    let f = Fixture::default(make);
+    block_on(f.backend.node_heartbeat(beat("node-a", 1_000))).unwrap();
+    block_on(f.backend.node_heartbeat(beat("node-b", 2_000))).unwrap();
+    block_on(f.backend.node_heartbeat(NodeBeat {
+        address: None,
+        ..beat("node-a", 3_000)
+    }))
+    .unwrap();
+    let nodes = block_on(f.backend.nodes(0, 10)).unwrap();
+    assert_eq!(
+        nodes,
+        [
+            Node {
+                node_id: "node-a".into(),
+                started_ms: 5,
+                address: None,
+                last_seen_ms: 3_000
+            },
+            Node {
+                node_id: "node-b".into(),
+                started_ms: 5,
+                address: Some("127.0.0.1:806".into()),
+                last_seen_ms: 2_000
+            }
+        ]
+    );
+    let live = block_on(f.backend.nodes(2_500, 10)).unwrap();
+    assert_eq!(live.len(), 1);
+    assert_eq!(block_on(f.backend.nodes(0, 1)).unwrap().len(), 1);
+    block_on(
+        f.backend
+            .node_heartbeat(beat("node-c", 2_500 + NODES_KEPT_MS)),
+    )
+    .unwrap();
+    let kept: Vec<String> = block_on(f.backend.nodes(0, 10))
+        .unwrap()
+        .into_iter()
+        .map(|n| n.node_id)
+        .collect();
+    assert_eq!(kept, ["node-a", "node-c"], "node-b was silent for a day");
+}
+
+/// Many nodes ask for one shard at once: one holds it; it renews, others wait for the lease
+/// to end or for a release by the holder.
+pub fn a_shard_raced_for_has_one_holder(make: MakePlace<'_>) {
+    let f = Fixture::default(make);
+    for shard in 0..10u32 {
+        let now = u64::from(shard) * 100;
+        let grants = race(&f, 6, |backend, i| {
+            block_on(backend.acquire_shard(shard, &format!("node-{i}"), now, 50)).unwrap()
+        });
+        let holders: Vec<usize> = grants
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| **g == ShardGrant::Held { until_ms: now + 50 })
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(holders.len(), 1, "shard {shard}: {grants:?}");
+        let holder = format!("node-{}", holders[0]);
+        for grant in &grants {
+            if let ShardGrant::Taken(lease) = grant {
+                assert_eq!(lease.node_id, holder);
+                assert_eq!(lease.until_ms, now + 50);
+            }
+        }
+    }
+    let lease = |shard: u32| {
+        block_on(f.backend.shard_leases())
+            .unwrap()
+            .into_iter()
+            .find(|l| l.shard == shard)
+            .unwrap()
+    };
+    let holder = lease(3).node_id;
+    let other = if holder == "node-0" {
+        "node-1"
+    } else {
+        "node-0"
+    };
+    assert_eq!(
+        block_on(f.backend.acquire_shard(3, &holder, 320, 50)).unwrap(),
+        ShardGrant::Held { until_ms: 370 },
+        "the holder renews"
+    );
+    assert!(matches!(
+        block_on(f.backend.acquire_shard(3, other, 369, 50)).unwrap(),
+        ShardGrant::Taken(_)
+    ));
+    assert_eq!(
+        block_on(f.backend.acquire_shard(3, other, 370, 50)).unwrap(),
+        ShardGrant::Held { until_ms: 420 },
+        "free once the lease ended"
+    );
+    assert!(
+        !block_on(f.backend.release_shard(3, &holder)).unwrap(),
+        "not its any more"
+    );
+    assert!(block_on(f.backend.release_shard(3, other)).unwrap());
+    assert_eq!(
+        block_on(f.backend.acquire_shard(3, &holder, 400, 50)).unwrap(),
+        ShardGrant::Held { until_ms: 450 },
+        "free once released"
+    );
+    let shards: Vec<u32> = block_on(f.backend.shard_leases())
+        .unwrap()
+        .iter()
+        .map(|l| l.shard)
+        .collect();
+    assert_eq!(shards, (0..10).collect::<Vec<_>>());
+}
+
+/// IDENTIFY slots of one bucket taken at once from many threads and nodes are each
+/// `spacing` apart; buckets are apart; a slot is never before now.
+pub fn identify_slots_raced_are_spaced_apart(make: MakePlace<'_>) {
+    let f = Fixture::default(make);
+    let mut slots = race(&f, 6, |backend, _| {
+        block_on(backend.take_identify_slot(0, 1_000, 5_000)).unwrap()
+    });
+    slots.sort_unstable();
+    assert_eq!(slots, [1_000, 6_000, 11_000, 16_000, 21_000, 26_000]);
+    assert_eq!(
+        block_on(f.backend.take_identify_slot(1, 1_000, 5_000)).unwrap(),
+        1_000,
+        "another bucket"
+    );
+    assert_eq!(
+        block_on(f.backend.take_identify_slot(0, 100_000, 5_000)).unwrap(),
+        100_000,
+        "never before now"
+    );
+    assert_eq!(
+        block_on(f.backend.take_identify_slot(0, 100_001, 5_000)).unwrap(),
+        105_000
+    );
+}
+
+/// A key is won by exactly one of many callers (threads, nodes) until it expires, then once
+/// again.
+pub fn once_is_won_by_one_caller_until_it_expires(make: MakePlace<'_>) {
+    let f = Fixture::default(make);
+    for round in 0..10u64 {
+        let key = format!("timer:workflow-{round}:deadline «ü»");
+        let won = race(&f, 6, |backend, _| {
+            block_on(backend.once(&key, 1_000, 500)).unwrap()
+        });
+        assert_eq!(won.iter().filter(|w| **w).count(), 1, "round {round}");
+        assert!(!block_on(f.backend.once(&key, 1_499, 500)).unwrap());
+        let again = race(&f, 4, |backend, _| {
+            block_on(backend.once(&key, 1_500, 500)).unwrap()
+        });
+        assert_eq!(
+            again.iter().filter(|w| **w).count(),
+            1,
+            "expired: once more"
+        );
+    }
 }
