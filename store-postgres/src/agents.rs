@@ -412,7 +412,7 @@ impl RunStore for PgBackend {
                 .await
                 .map_err(pg)?;
             let seq = ms_from(row.get(0));
-            Ok(Enqueued::Queued(Run::queued(run, seq)))
+            Ok(Enqueued::Queued(Box::new(Run::queued(run, seq))))
         })
     }
 

@@ -353,7 +353,7 @@ impl RunStore for SqliteBackend {
                 ms_to_sql(run.enqueued_ms)
             ])?;
             let seq = ms(tx.last_insert_rowid());
-            Ok(Ok(Enqueued::Queued(Run::queued(run, seq))))
+            Ok(Ok(Enqueued::Queued(Box::new(Run::queued(run, seq)))))
         })
     }
 

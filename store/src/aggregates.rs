@@ -431,7 +431,7 @@ pub trait MemoryStore: Send + Sync {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Enqueued {
     /// Queued, behind the session's earlier runs.
-    Queued(Run),
+    Queued(Box<Run>),
     /// Not queued: the session already has `queued` runs waiting, the most allowed.
     Full {
         /// Runs of the session waiting.

@@ -224,7 +224,7 @@ fn new_run(run_id: &str, session: entity::Snowflake, enqueued_ms: u64) -> NewRun
 
 fn enqueue(f: &Fixture, run: NewRun) -> Run {
     match block_on(f.backend.enqueue_run(run, 10)).unwrap() {
-        Enqueued::Queued(run) => run,
+        Enqueued::Queued(run) => *run,
         Enqueued::Full { queued } => panic!("the queue is full at {queued}"),
     }
 }
@@ -523,7 +523,7 @@ fn schedule(n: u64) -> Schedule {
     Schedule {
         id: format!("sched-{n}"),
         session_id: CHANNEL,
-        agent: (n % 2 == 0).then(|| "release".to_owned()),
+        agent: n.is_multiple_of(2).then(|| "release".to_owned()),
         prompt: format!("post the standup «{n}» 🧵"),
         spec: match n % 3 {
             0 => ScheduleSpec::Every { every_ms: 2_000 },

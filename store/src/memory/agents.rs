@@ -217,7 +217,7 @@ impl RunStore for MemoryBackend {
             kept.next_seq += 1;
             let run = Run::queued(run, kept.next_seq);
             kept.runs.insert(run.id.clone(), run.clone());
-            Ok(Enqueued::Queued(run))
+            Ok(Enqueued::Queued(Box::new(run)))
         })
     }
 
