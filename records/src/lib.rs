@@ -56,5 +56,5 @@ pub use scope::SessionScope;
 pub use search::{SearchHit, SearchMatch, SearchQuery, SearchTerm};
 pub use session::{Session, SessionKind, Thread, ThreadState};
 pub use trigger::TriggerClaim;
-pub use usage::{UsageBy, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals};
+pub use usage::{KeptUsage, UsageBy, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals};
 pub use workflow::{Answer, Task, Workflow, WorkflowState};

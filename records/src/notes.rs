@@ -124,6 +124,14 @@ pub struct NoteLimits {
     pub max_chars: usize,
 }
 
+impl NoteLimits {
+    /// No limit: a copy takes what its source kept within the source's limits.
+    pub const NONE: NoteLimits = NoteLimits {
+        max_notes: usize::MAX,
+        max_chars: usize::MAX,
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

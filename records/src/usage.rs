@@ -40,6 +40,15 @@ pub struct UsageRow {
     pub at_ms: u64,
 }
 
+/// A usage row as a store keeps it, under its id (what copying a store moves).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptUsage {
+    /// Its id: rows recorded later have higher ones.
+    pub id: u64,
+    /// The row.
+    pub row: UsageRow,
+}
+
 /// Whose usage to sum.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum UsageSubject {

@@ -10,14 +10,14 @@ use switchboard_records::cluster::NODES_KEPT_MS;
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
 use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::{
-    FiringClaim, FiringOutcome, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Run,
-    RunEnd, RunFilter, RunState, Schedule, ShardLease, Summary, UsageBy, UsageGroup, UsageQuery,
-    UsageRow, UsageSubject, UsageTotals,
+    FiringClaim, FiringOutcome, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope,
+    Receipt, Run, RunEnd, RunFilter, RunState, Schedule, ShardLease, Summary, UsageBy, UsageGroup,
+    UsageQuery, UsageRow, UsageSubject, UsageTotals,
 };
 use switchboard_store::{
-    check_end, count_firing, duplicate_run, unknown_schedule, ClusterStore, Enqueued, Firing,
-    Heartbeat, MemoryStore, NotePut, RunStore, ScheduleStore, ShardGrant, StoreError, StoreFuture,
-    UsageStore,
+    check_end, count_firing, duplicate_run, unknown_schedule, Census, ClusterStore, Enqueued,
+    Firing, Heartbeat, MemoryStore, NotePut, RunStore, ScheduleStore, ShardGrant, StoreError,
+    StoreFuture, UsageStore,
 };
 use tokio_postgres::Row;
 
@@ -128,6 +128,28 @@ fn notes_from_rows(location: &str, rows: &[Row]) -> Result<Vec<Note>, StoreError
 }
 
 impl MemoryStore for PgBackend {
+    fn summaries_after(
+        &self,
+        after: Option<entity::Snowflake>,
+        sessions: usize,
+    ) -> StoreFuture<'_, Vec<Summary>> {
+        in_transaction!(self, "summaries", |shared, tx| async {
+            let rows = tx
+                .query(
+                    "SELECT session_id, text, covers_to, tokens, created_ms FROM summaries
+                     WHERE session_id IN (
+                         SELECT DISTINCT session_id FROM summaries
+                         WHERE $1::bigint IS NULL OR session_id > $1
+                         ORDER BY session_id LIMIT $2)
+                     ORDER BY session_id, created_ms, seq",
+                    &[&after.map(to_sql), &limit(sessions)],
+                )
+                .await
+                .map_err(|err| from_pg(&shared.location, "summaries", err))?;
+            Ok(rows.iter().map(summary_from_row).collect())
+        })
+    }
+
     fn save_summary(&self, summary: Summary) -> StoreFuture<'_, ()> {
         in_transaction!(self, "a summary", |shared, tx| async {
             let pg = |err| from_pg(&shared.location, "a summary", err);
@@ -373,6 +395,51 @@ fn opt_text(text: Option<&String>) -> Option<String> {
 }
 
 impl RunStore for PgBackend {
+    fn import_runs(&self, runs: Vec<Run>) -> StoreFuture<'_, ()> {
+        in_transaction!(self, "runs", |shared, tx| async {
+            let pg = |err| from_pg(&shared.location, "runs", err);
+            lock(tx, Lock::RunQueue, "").await.map_err(pg)?;
+            for run in &runs {
+                tx.execute(
+                    "INSERT INTO runs (seq, id, session_id, agent, trigger_ref, requested_by,
+                         parent_run, state, node, lease_until_ms, abort_requested, enqueued_ms,
+                         started_ms, finished_ms, final_text)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                     ON CONFLICT DO NOTHING",
+                    &[
+                        &ms(run.seq),
+                        &clean(&run.id),
+                        &to_sql(run.session_id),
+                        &clean(&run.agent),
+                        &clean(&run.trigger),
+                        &opt_text(run.requested_by.as_ref()),
+                        &opt_text(run.parent_run.as_ref()),
+                        &run.state.as_str(),
+                        &opt_text(run.node.as_ref()),
+                        &run.lease_until_ms.map(ms),
+                        &run.abort_requested,
+                        &ms(run.enqueued_ms),
+                        &run.started_ms.map(ms),
+                        &run.finished_ms.map(ms),
+                        &opt_text(run.final_text.as_ref()),
+                    ],
+                )
+                .await
+                .map_err(pg)?;
+            }
+            // Runs queued from now on go after every imported place.
+            tx.execute(
+                "SELECT setval('runs_seq_seq', greatest(
+                     (SELECT coalesce(max(seq), 1) FROM runs),
+                     (SELECT last_value FROM runs_seq_seq)))",
+                &[],
+            )
+            .await
+            .map_err(pg)?;
+            Ok(())
+        })
+    }
+
     fn enqueue_run(&self, run: NewRun, max_queued_per_session: usize) -> StoreFuture<'_, Enqueued> {
         in_transaction!(self, "a run", |shared, tx| async {
             let pg = |err| from_pg(&shared.location, "a run", err);
@@ -945,7 +1012,82 @@ macro_rules! report {
     };
 }
 
+fn usage_from_row(row: &Row) -> KeptUsage {
+    let opt_id = |i: usize| row.get::<_, Option<i64>>(i).map(from_sql);
+    KeptUsage {
+        id: ms_from(row.get(0)),
+        row: UsageRow {
+            run_id: row.get(1),
+            agent: row.get(2),
+            user_id: opt_id(3),
+            session_id: opt_id(4),
+            guild_id: opt_id(5),
+            model: row.get(6),
+            tokens_in: ms_from(row.get(7)),
+            tokens_out: ms_from(row.get(8)),
+            micro_usd: ms_from(row.get(9)),
+            estimated: row.get(10),
+            at_ms: ms_from(row.get(11)),
+        },
+    }
+}
+
 impl UsageStore for PgBackend {
+    fn usage_after(&self, after_id: u64, count: usize) -> StoreFuture<'_, Vec<KeptUsage>> {
+        in_transaction!(self, "usage", |shared, tx| async {
+            let rows = tx
+                .query(
+                    "SELECT seq, run_id, agent, user_id, session_id, guild_id, model, tokens_in,
+                         tokens_out, micro_usd, estimated, at_ms
+                     FROM usage WHERE seq > $1 ORDER BY seq LIMIT $2",
+                    &[&ms(after_id), &limit(count)],
+                )
+                .await
+                .map_err(|err| from_pg(&shared.location, "usage", err))?;
+            Ok(rows.iter().map(usage_from_row).collect())
+        })
+    }
+
+    fn import_usage(&self, rows: Vec<KeptUsage>) -> StoreFuture<'_, ()> {
+        in_transaction!(self, "usage", |shared, tx| async {
+            let pg = |err| from_pg(&shared.location, "usage", err);
+            for KeptUsage { id, row } in &rows {
+                tx.execute(
+                    "INSERT INTO usage (seq, run_id, agent, user_id, session_id, guild_id, model,
+                         tokens_in, tokens_out, micro_usd, estimated, at_ms)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                     ON CONFLICT DO NOTHING",
+                    &[
+                        &ms(*id),
+                        &clean(&row.run_id),
+                        &clean(&row.agent),
+                        &row.user_id.map(to_sql),
+                        &row.session_id.map(to_sql),
+                        &row.guild_id.map(to_sql),
+                        &clean(&row.model),
+                        &ms(row.tokens_in),
+                        &ms(row.tokens_out),
+                        &ms(row.micro_usd),
+                        &row.estimated,
+                        &ms(row.at_ms),
+                    ],
+                )
+                .await
+                .map_err(pg)?;
+            }
+            // Rows recorded from now on get ids above every imported one.
+            tx.execute(
+                "SELECT setval('usage_seq_seq', greatest(
+                     (SELECT coalesce(max(seq), 1) FROM usage),
+                     (SELECT last_value FROM usage_seq_seq)))",
+                &[],
+            )
+            .await
+            .map_err(pg)?;
+            Ok(())
+        })
+    }
+
     fn record_usage(&self, row: UsageRow) -> StoreFuture<'_, ()> {
         in_transaction!(self, "usage", |shared, tx| async {
             tx.execute(
@@ -1257,4 +1399,30 @@ impl ClusterStore for PgBackend {
             Ok(taken > 0)
         })
     }
+}
+
+/// The agent kinds' counts, added to `census`.
+pub(crate) async fn census(
+    client: &deadpool_postgres::Client,
+    location: &str,
+    census: Census,
+) -> Result<Census, StoreError> {
+    let row = client
+        .query_one(
+            "SELECT (SELECT count(*) FROM notes), (SELECT count(*) FROM summaries),
+                    (SELECT count(*) FROM runs), (SELECT count(*) FROM schedules),
+                    (SELECT count(*) FROM usage)",
+            &[],
+        )
+        .await
+        .map_err(|err| from_pg(location, "counts", err))?;
+    let n = |i: usize| ms_from(row.get(i));
+    Ok(Census {
+        notes: n(0),
+        summaries: n(1),
+        runs: n(2),
+        schedules: n(3),
+        usage: n(4),
+        ..census
+    })
 }

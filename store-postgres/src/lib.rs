@@ -1384,7 +1384,7 @@ impl Backend for PgBackend {
     }
 
     fn census(&self) -> StoreFuture<'_, Census> {
-        self.query(
+        let counts = self.query(
             "counts",
             "SELECT (SELECT count(*) FROM messages WHERE NOT deleted),
                     (SELECT count(*) FROM sessions), (SELECT count(*) FROM users),
@@ -1413,9 +1413,24 @@ impl Backend for PgBackend {
                     audit: n(9),
                     scopes: n(10),
                     idempotency_keys: n(11),
+                    ..Census::default()
                 }
             },
-        )
+        );
+        let more = self.run("counts", false, |shared, client| async move {
+            agents::census(&client, &shared.location, Census::default()).await
+        });
+        Box::pin(async move {
+            let agents = more.await?;
+            Ok(Census {
+                notes: agents.notes,
+                summaries: agents.summaries,
+                runs: agents.runs,
+                schedules: agents.schedules,
+                usage: agents.usage,
+                ..counts.await?
+            })
+        })
     }
 }
 

@@ -8,13 +8,13 @@ use switchboard_records::cluster::NODES_KEPT_MS;
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
 use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::{
-    FiringClaim, FiringOutcome, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Run,
-    RunEnd, RunFilter, RunState, Schedule, ShardLease, Summary, UsageBy, UsageGroup, UsageQuery,
-    UsageRow, UsageSubject, UsageTotals,
+    FiringClaim, FiringOutcome, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope,
+    Receipt, Run, RunEnd, RunFilter, RunState, Schedule, ShardLease, Summary, UsageBy, UsageGroup,
+    UsageQuery, UsageRow, UsageSubject, UsageTotals,
 };
 use switchboard_store::{
-    check_end, count_firing, duplicate_run, unknown_schedule, ClusterStore, Enqueued, Firing,
-    Heartbeat, MemoryStore, NotePut, RunStore, ScheduleStore, ShardGrant, StoreError,
+    check_end, count_firing, duplicate_run, unknown_schedule, Census, ClusterStore, Enqueued,
+    Firing, Heartbeat, MemoryStore, NotePut, RunStore, ScheduleStore, ShardGrant, StoreError,
     StoreErrorKind, StoreFuture, UsageStore,
 };
 
@@ -56,6 +56,26 @@ fn bad_row(what: &str, detail: impl std::fmt::Display) -> rusqlite::Error {
         0,
         rusqlite::types::Type::Text,
         format!("a stored {what} does not read: {detail}").into(),
+    )
+}
+
+/// Adds the agent kinds to a census.
+pub(crate) fn census(conn: &Connection, census: Census) -> rusqlite::Result<Census> {
+    conn.query_row(
+        "SELECT (SELECT count(*) FROM notes), (SELECT count(*) FROM summaries),
+                (SELECT count(*) FROM runs), (SELECT count(*) FROM schedules),
+                (SELECT count(*) FROM usage)",
+        [],
+        |row| {
+            Ok(Census {
+                notes: ms(row.get(0)?),
+                summaries: ms(row.get(1)?),
+                runs: ms(row.get(2)?),
+                schedules: ms(row.get(3)?),
+                usage: ms(row.get(4)?),
+                ..census
+            })
+        },
     )
 }
 
@@ -113,6 +133,26 @@ fn note_from_row(row: &Row<'_>) -> rusqlite::Result<Note> {
 const NOTE_COLUMNS: &str = "scope, key, text, untrusted, updated_ms";
 
 impl MemoryStore for SqliteBackend {
+    fn summaries_after(
+        &self,
+        after: Option<entity::Snowflake>,
+        sessions: usize,
+    ) -> StoreFuture<'_, Vec<Summary>> {
+        self.read("summaries", move |conn, _| {
+            conn.prepare_cached(&format!(
+                "SELECT {SUMMARY_COLUMNS} FROM summaries WHERE session_id IN (
+                     SELECT DISTINCT session_id FROM summaries
+                     WHERE ?1 IS NULL OR session_id > ?1 ORDER BY session_id LIMIT ?2)
+                 ORDER BY session_id, created_ms, seq"
+            ))?
+            .query_map(
+                params![after.map(to_sql), limit(sessions)],
+                summary_from_row,
+            )?
+            .collect()
+        })
+    }
+
     fn save_summary(&self, summary: Summary) -> StoreFuture<'_, ()> {
         self.decide("keep a summary", move |tx| {
             tx.prepare_cached(
@@ -324,6 +364,37 @@ fn run_by(
 }
 
 impl RunStore for SqliteBackend {
+    fn import_runs(&self, runs: Vec<Run>) -> StoreFuture<'_, ()> {
+        self.decide("import runs", move |tx| {
+            let mut insert = tx.prepare_cached(
+                "INSERT OR IGNORE INTO runs (seq, id, session_id, agent, trigger_ref, requested_by,
+                     parent_run, state, node, lease_until_ms, abort_requested, enqueued_ms,
+                     started_ms, finished_ms, final_text)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            )?;
+            for run in runs {
+                insert.execute(params![
+                    ms_to_sql(run.seq),
+                    run.id,
+                    to_sql(run.session_id),
+                    run.agent,
+                    run.trigger,
+                    run.requested_by,
+                    run.parent_run,
+                    run.state.as_str(),
+                    run.node,
+                    run.lease_until_ms.map(ms_to_sql),
+                    run.abort_requested,
+                    ms_to_sql(run.enqueued_ms),
+                    run.started_ms.map(ms_to_sql),
+                    run.finished_ms.map(ms_to_sql),
+                    run.final_text
+                ])?;
+            }
+            Ok(Ok(()))
+        })
+    }
+
     fn enqueue_run(&self, run: NewRun, max_queued_per_session: usize) -> StoreFuture<'_, Enqueued> {
         self.decide("queue a run", move |tx| {
             if run_by(tx, "id", &run.id)?.is_some() {
@@ -778,27 +849,73 @@ fn totals_from_row(row: &Row<'_>, from: usize) -> rusqlite::Result<UsageTotals> 
 const SUMS: &str = "count(*), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0), \
     coalesce(sum(micro_usd), 0)";
 
+fn usage_from_row(row: &Row<'_>) -> rusqlite::Result<KeptUsage> {
+    let opt_id = |value: Option<i64>| value.map(from_sql);
+    Ok(KeptUsage {
+        id: ms(row.get(0)?),
+        row: UsageRow {
+            run_id: row.get(1)?,
+            agent: row.get(2)?,
+            user_id: opt_id(row.get(3)?),
+            session_id: opt_id(row.get(4)?),
+            guild_id: opt_id(row.get(5)?),
+            model: row.get(6)?,
+            tokens_in: ms(row.get(7)?),
+            tokens_out: ms(row.get(8)?),
+            micro_usd: ms(row.get(9)?),
+            estimated: row.get(10)?,
+            at_ms: ms(row.get(11)?),
+        },
+    })
+}
+
+const INSERT_USAGE: &str = "INSERT OR IGNORE INTO usage (seq, run_id, agent, user_id, session_id, \
+    guild_id, model, tokens_in, tokens_out, micro_usd, estimated, at_ms)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+
+fn insert_usage(tx: &Transaction<'_>, id: Option<u64>, row: &UsageRow) -> rusqlite::Result<()> {
+    tx.prepare_cached(INSERT_USAGE)?.execute(params![
+        id.map(ms_to_sql),
+        row.run_id,
+        row.agent,
+        row.user_id.map(to_sql),
+        row.session_id.map(to_sql),
+        row.guild_id.map(to_sql),
+        row.model,
+        ms_to_sql(row.tokens_in),
+        ms_to_sql(row.tokens_out),
+        ms_to_sql(row.micro_usd),
+        row.estimated,
+        ms_to_sql(row.at_ms)
+    ])?;
+    Ok(())
+}
+
 impl UsageStore for SqliteBackend {
+    fn usage_after(&self, after_id: u64, count: usize) -> StoreFuture<'_, Vec<KeptUsage>> {
+        self.read("usage", move |conn, _| {
+            conn.prepare_cached(
+                "SELECT seq, run_id, agent, user_id, session_id, guild_id, model, tokens_in,
+                     tokens_out, micro_usd, estimated, at_ms
+                 FROM usage WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            )?
+            .query_map(params![ms_to_sql(after_id), limit(count)], usage_from_row)?
+            .collect()
+        })
+    }
+
+    fn import_usage(&self, rows: Vec<KeptUsage>) -> StoreFuture<'_, ()> {
+        self.decide("import usage", move |tx| {
+            for kept in &rows {
+                insert_usage(tx, Some(kept.id), &kept.row)?;
+            }
+            Ok(Ok(()))
+        })
+    }
+
     fn record_usage(&self, row: UsageRow) -> StoreFuture<'_, ()> {
         self.decide("keep usage", move |tx| {
-            tx.prepare_cached(
-                "INSERT INTO usage (run_id, agent, user_id, session_id, guild_id, model, tokens_in,
-                     tokens_out, micro_usd, estimated, at_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )?
-            .execute(params![
-                row.run_id,
-                row.agent,
-                row.user_id.map(to_sql),
-                row.session_id.map(to_sql),
-                row.guild_id.map(to_sql),
-                row.model,
-                ms_to_sql(row.tokens_in),
-                ms_to_sql(row.tokens_out),
-                ms_to_sql(row.micro_usd),
-                row.estimated,
-                ms_to_sql(row.at_ms)
-            ])?;
+            insert_usage(tx, None, &row)?;
             Ok(Ok(()))
         })
     }

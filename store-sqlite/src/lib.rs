@@ -616,7 +616,9 @@ impl Backend for SqliteBackend {
     }
 
     fn census(&self) -> StoreFuture<'_, Census> {
-        self.read("counts", |conn, _| rows::census(conn, ledger::now_ms()))
+        self.read("counts", |conn, _| {
+            agents::census(conn, rows::census(conn, ledger::now_ms())?)
+        })
     }
 }
 

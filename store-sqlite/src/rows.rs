@@ -332,6 +332,8 @@ pub(crate) fn census(
                 audit: n(9)?,
                 scopes: n(10)?,
                 idempotency_keys: n(11)?,
+                // The agent kinds are counted by `agents::census`.
+                ..switchboard_store::Census::default()
             })
         },
     )

@@ -27,10 +27,10 @@ use std::time::Duration;
 use entity::Snowflake;
 use switchboard_records::{
     Approval, AuditEntry, AuditFilter, AuditPage, AuditRow, FiringClaim, Gap, IdempotencyKey,
-    IdempotencyRequest, KeptKey, Message, MessageQuery, NewRun, Node, NodeBeat, Note, NoteLimits,
-    NoteScope, Receipt, Role, Run, RunEnd, RunFilter, Schedule, SearchHit, SearchQuery, Session,
-    SessionScope, Settlement, ShardLease, StoredAnswer, Summary, ThreadState, TriggerClaim,
-    UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals, User, Workflow,
+    IdempotencyRequest, KeptKey, KeptUsage, Message, MessageQuery, NewRun, Node, NodeBeat, Note,
+    NoteLimits, NoteScope, Receipt, Role, Run, RunEnd, RunFilter, Schedule, SearchHit, SearchQuery,
+    Session, SessionScope, Settlement, ShardLease, StoredAnswer, Summary, ThreadState,
+    TriggerClaim, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals, User, Workflow,
 };
 
 use crate::error::StoreError;
@@ -380,6 +380,16 @@ pub struct Census {
     pub scopes: u64,
     /// Unexpired idempotency keys.
     pub idempotency_keys: u64,
+    /// The agent's notes.
+    pub notes: u64,
+    /// Session summaries.
+    pub summaries: u64,
+    /// Runs, queued to ended.
+    pub runs: u64,
+    /// Schedules.
+    pub schedules: u64,
+    /// Model usage rows.
+    pub usage: u64,
 }
 
 /// What putting a note found.
@@ -425,6 +435,13 @@ pub trait MemoryStore: Send + Sync {
         after: Option<(NoteScope, String)>,
         limit: usize,
     ) -> StoreFuture<'_, Vec<Note>>;
+    /// The kept summaries of the first `sessions` sessions with an id above `after` (from the
+    /// first when `None`), by session, each session's oldest first: how a copy reads them.
+    fn summaries_after(
+        &self,
+        after: Option<Snowflake>,
+        sessions: usize,
+    ) -> StoreFuture<'_, Vec<Summary>>;
 }
 
 /// What queueing a run found.
@@ -495,6 +512,9 @@ pub trait RunStore: Send + Sync {
     fn runs(&self, filter: RunFilter) -> StoreFuture<'_, Vec<Run>>;
     /// Forgets runs that ended before `before_ms`; how many went.
     fn prune_runs(&self, before_ms: u64) -> StoreFuture<'_, usize>;
+    /// Keeps runs as they stand in another store (a copy), under their queue places: runs
+    /// whose id or place is kept already are skipped; runs queued later get higher places.
+    fn import_runs(&self, runs: Vec<Run>) -> StoreFuture<'_, ()>;
 }
 
 /// What claiming a firing found.
@@ -552,6 +572,12 @@ pub trait UsageStore: Send + Sync {
     fn usage_report(&self, query: UsageQuery) -> StoreFuture<'_, Vec<UsageGroup>>;
     /// Forgets rows from before `before_ms`; how many went.
     fn prune_usage(&self, before_ms: u64) -> StoreFuture<'_, usize>;
+    /// The rows with an id above `after_id`, oldest first, at most `limit`: how a copy reads
+    /// them.
+    fn usage_after(&self, after_id: u64, limit: usize) -> StoreFuture<'_, Vec<KeptUsage>>;
+    /// Keeps rows under the ids they had in another store (a copy): ids already kept are
+    /// skipped, rows recorded later get higher ids.
+    fn import_usage(&self, rows: Vec<KeptUsage>) -> StoreFuture<'_, ()>;
 }
 
 /// What asking for a shard found.

@@ -118,6 +118,7 @@ macro_rules! conformance_tests {
             a_shard_raced_for_has_one_holder,
             identify_slots_raced_are_spaced_apart,
             once_is_won_by_one_caller_until_it_expires,
+            agent_kinds_can_be_listed_and_imported_for_a_copy,
         );
     };
     (@tests $make:path; $($name:ident),* $(,)?) => {
@@ -1856,6 +1857,11 @@ pub fn everything_kept_can_be_listed_for_a_copy(make: MakePlace<'_>) {
             audit: 5,
             scopes: 1,
             idempotency_keys: 2,
+            notes: 0,
+            summaries: 0,
+            runs: 0,
+            schedules: 0,
+            usage: 0,
         }
     );
 }
@@ -1971,6 +1977,7 @@ pub fn fill_every_kind(backend: &dyn Backend, messages: u64) {
             .unwrap();
         }
     }
+    agents::fill_agent_kinds(backend);
     block_on(backend.flush()).unwrap();
 }
 
@@ -2023,6 +2030,7 @@ pub fn assert_holds_everything(from: &dyn Backend, to: &dyn Backend) {
         block_on(from.idempotency_keys_after(None, 100)).unwrap(),
         "idempotency keys"
     );
+    agents::assert_holds_agent_kinds(from, to);
 }
 
 /// The copy tests for a pair of backends: `from` is filled; `whole` gets a copy, then the

@@ -13,6 +13,8 @@
 //! stand. A message's deleted-but-not-pruned copies are not moved: they are not data, only a
 //! guard the cache rebuilds.
 
+use std::cmp::Reverse;
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::ops::ControlFlow;
@@ -20,8 +22,8 @@ use std::ops::ControlFlow;
 use entity::Snowflake;
 use futures_executor::block_on;
 use switchboard_records::{
-    ApprovalState, AuditEntry, IdempotencyKey, IdempotencyRequest, KeptKey, Message, Settlement,
-    TriggerClaim,
+    ApprovalState, AuditEntry, IdempotencyKey, IdempotencyRequest, KeptKey, KeptUsage, Message,
+    Note, NoteLimits, NoteScope, Run, RunFilter, Schedule, Settlement, Summary, TriggerClaim,
 };
 
 use crate::aggregates::{Backend, Census};
@@ -57,11 +59,21 @@ pub enum Kind {
     Scopes,
     /// Idempotency keys.
     IdempotencyKeys,
+    /// The agent's notes.
+    Notes,
+    /// Session summaries.
+    Summaries,
+    /// Schedules (their receipts are not copied).
+    Schedules,
+    /// Runs, under their queue places.
+    Runs,
+    /// Model usage rows, under their ids.
+    Usage,
 }
 
 impl Kind {
     /// Every kind, in copy order.
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 17] = [
         Kind::Sessions,
         Kind::Users,
         Kind::Roles,
@@ -74,6 +86,11 @@ impl Kind {
         Kind::Audit,
         Kind::Scopes,
         Kind::IdempotencyKeys,
+        Kind::Notes,
+        Kind::Summaries,
+        Kind::Schedules,
+        Kind::Runs,
+        Kind::Usage,
     ];
 
     /// Its name in reports (`messages`, `idempotency keys`).
@@ -91,6 +108,11 @@ impl Kind {
             Kind::Audit => "audit rows",
             Kind::Scopes => "scopes",
             Kind::IdempotencyKeys => "idempotency keys",
+            Kind::Notes => "notes",
+            Kind::Summaries => "summaries",
+            Kind::Schedules => "schedules",
+            Kind::Runs => "runs",
+            Kind::Usage => "usage rows",
         }
     }
 
@@ -109,6 +131,11 @@ impl Kind {
             Kind::Audit => census.audit,
             Kind::Scopes => census.scopes,
             Kind::IdempotencyKeys => census.idempotency_keys,
+            Kind::Notes => census.notes,
+            Kind::Summaries => census.summaries,
+            Kind::Schedules => census.schedules,
+            Kind::Runs => census.runs,
+            Kind::Usage => census.usage,
         }
     }
 }
@@ -536,6 +563,62 @@ pub fn copy_all(
                     |k| copy_key(to, k, now),
                 )?;
             }
+            Kind::Notes => merge(
+                &mut tally,
+                to,
+                Pages::new(|after: Option<(NoteScope, String)>| {
+                    block_on(from.notes_after(after, PAGE)).map_err(source("notes"))
+                }),
+                Pages::new(|after: Option<(NoteScope, String)>| {
+                    block_on(to.notes_after(after, PAGE)).map_err(target("notes"))
+                }),
+                |n: &Note| (n.scope, n.key.clone()),
+                // The source kept it within its limits; the target takes it as it is.
+                |n| {
+                    block_on(to.put_note(n, NoteLimits::NONE))
+                        .map(drop)
+                        .map_err(target("notes"))
+                },
+            )?,
+            Kind::Summaries => copy_summaries(&mut tally, from, to)?,
+            Kind::Schedules => merge(
+                &mut tally,
+                to,
+                Pages::new(|after: Option<String>| {
+                    block_on(from.schedules(after, PAGE)).map_err(source("schedules"))
+                }),
+                Pages::new(|after: Option<String>| {
+                    block_on(to.schedules(after, PAGE)).map_err(target("schedules"))
+                }),
+                |s: &Schedule| s.id.clone(),
+                |s| block_on(to.save_schedule(s)).map_err(target("schedules")),
+            )?,
+            // Newest first, the order runs are listed in.
+            Kind::Runs => merge(
+                &mut tally,
+                to,
+                Pages::new(|after: Option<Reverse<u64>>| {
+                    block_on(from.runs(runs_before(after))).map_err(source("runs"))
+                }),
+                Pages::new(|after: Option<Reverse<u64>>| {
+                    block_on(to.runs(runs_before(after))).map_err(target("runs"))
+                }),
+                |r: &Run| Reverse(r.seq),
+                |r| block_on(to.import_runs(vec![r])).map_err(target("runs")),
+            )?,
+            Kind::Usage => merge(
+                &mut tally,
+                to,
+                Pages::new(|after: Option<u64>| {
+                    block_on(from.usage_after(after.unwrap_or(0), PAGE))
+                        .map_err(source("usage rows"))
+                }),
+                Pages::new(|after: Option<u64>| {
+                    block_on(to.usage_after(after.unwrap_or(0), PAGE)).map_err(target("usage rows"))
+                }),
+                |u: &KeptUsage| u.id,
+                |u| block_on(to.import_usage(vec![u])).map_err(target("usage rows")),
+            )?,
         }
         written.insert(kind, tally.written);
     }
@@ -552,6 +635,53 @@ pub fn copy_all(
             })
             .collect(),
     })
+}
+
+/// A page of runs queued before `after` (newest first).
+fn runs_before(after: Option<Reverse<u64>>) -> RunFilter {
+    RunFilter {
+        before_seq: after.map(|Reverse(seq)| seq),
+        limit: PAGE.min(RunFilter::MAX_LIMIT),
+        ..RunFilter::default()
+    }
+}
+
+/// Sessions whose summaries are read per page.
+const SUMMARY_SESSIONS: usize = 100;
+
+/// Copies each session's summaries the target lacks, oldest first (so the newest stays the
+/// newest).
+fn copy_summaries(
+    tally: &mut Tally<'_>,
+    from: &dyn Backend,
+    to: &dyn Backend,
+) -> Result<(), CopyError> {
+    let mut after = None;
+    loop {
+        let page =
+            block_on(from.summaries_after(after, SUMMARY_SESSIONS)).map_err(source("summaries"))?;
+        let Some(last) = page.last() else { break };
+        after = Some(last.session_id);
+        let mut kept: BTreeMap<Snowflake, Vec<Summary>> = BTreeMap::new();
+        for summary in page {
+            let session = summary.session_id;
+            let theirs = match kept.entry(session) {
+                Entry::Occupied(theirs) => theirs.into_mut(),
+                Entry::Vacant(slot) => slot.insert(
+                    block_on(to.summaries(session, usize::MAX)).map_err(target("summaries"))?,
+                ),
+            };
+            tally.done += 1;
+            if let Some(at) = theirs.iter().position(|s| *s == summary) {
+                theirs.swap_remove(at);
+            } else {
+                block_on(to.save_summary(summary)).map_err(target("summaries"))?;
+                tally.written += 1;
+            }
+        }
+        tally.report()?;
+    }
+    tally.report()
 }
 
 /// Reserves a key in the target for what is left of its lifetime, with its answer.

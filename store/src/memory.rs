@@ -762,6 +762,11 @@ impl Backend for MemoryBackend {
                 audit: count(data.audit.len()),
                 scopes: count(data.scopes.len()),
                 idempotency_keys: count(data.idempotency.len()),
+                notes: count(data.agents.notes.len()),
+                summaries: count(data.agents.summaries.values().map(Vec::len).sum()),
+                runs: count(data.agents.runs.len()),
+                schedules: count(data.agents.schedules.len()),
+                usage: count(data.agents.usage.len()),
             }
         })
     }

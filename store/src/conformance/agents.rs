@@ -993,3 +993,144 @@ pub fn once_is_won_by_one_caller_until_it_expires(make: MakePlace<'_>) {
         );
     }
 }
+
+/// Fills `backend` with some of every agent kind: what the copy tests move.
+pub fn fill_agent_kinds(backend: &dyn Backend) {
+    let limits = NoteLimits {
+        max_notes: 10,
+        max_chars: 1_000,
+    };
+    for (scope, key) in [
+        (NoteScope::Global, "style"),
+        (NoteScope::Session(CHANNEL), "deploy"),
+        (NoteScope::User(MIRA), "name"),
+    ] {
+        block_on(backend.put_note(note(scope, key, "kept «ü»"), limits)).unwrap();
+    }
+    for session in [CHANNEL, OTHER] {
+        for n in 1..=3 {
+            block_on(backend.save_summary(summary(session, n, 100 + n))).unwrap();
+        }
+    }
+    for n in 0..3 {
+        block_on(backend.save_schedule(schedule(n))).unwrap();
+    }
+    fire(backend, "sched-1", 10_000);
+    for n in 0..4u64 {
+        let session = if n < 2 { CHANNEL } else { OTHER };
+        block_on(backend.enqueue_run(new_run(&format!("copied-{n}"), session, n), 10)).unwrap();
+    }
+    let run = block_on(backend.claim_next_run("node-1", 50, 1_000))
+        .unwrap()
+        .unwrap();
+    block_on(backend.finish_run(&run.id, "node-1", end(RunState::Finished, "done", 60)))
+        .unwrap()
+        .unwrap();
+    block_on(backend.claim_next_run("node-1", 70, 1_000)).unwrap();
+    for row in usage_rows().into_iter().take(7) {
+        block_on(backend.record_usage(row)).unwrap();
+    }
+}
+
+/// Asserts that `to` holds every agent kind `from` holds.
+pub fn assert_holds_agent_kinds(from: &dyn Backend, to: &dyn Backend) {
+    assert_eq!(
+        block_on(to.notes_after(None, 100)).unwrap(),
+        block_on(from.notes_after(None, 100)).unwrap(),
+        "notes"
+    );
+    assert_eq!(
+        block_on(to.summaries_after(None, 100)).unwrap(),
+        block_on(from.summaries_after(None, 100)).unwrap(),
+        "summaries"
+    );
+    assert_eq!(
+        block_on(to.schedules(None, 100)).unwrap(),
+        block_on(from.schedules(None, 100)).unwrap(),
+        "schedules"
+    );
+    let all = RunFilter {
+        limit: 100,
+        ..RunFilter::default()
+    };
+    assert_eq!(
+        block_on(to.runs(all.clone())).unwrap(),
+        block_on(from.runs(all)).unwrap(),
+        "runs, under their places"
+    );
+    assert_eq!(
+        block_on(to.usage_after(0, 100)).unwrap(),
+        block_on(from.usage_after(0, 100)).unwrap(),
+        "usage rows, under their ids"
+    );
+}
+
+/// The listings a copy reads page through every agent kind, and the imports keep ids.
+pub fn agent_kinds_can_be_listed_and_imported_for_a_copy(make: MakePlace<'_>) {
+    let f = Fixture::default(make);
+    fill_agent_kinds(&*f.backend);
+    let summaries = block_on(f.backend.summaries_after(None, 1)).unwrap();
+    assert_eq!(summaries.len(), 3, "one session's, oldest first");
+    assert!(summaries
+        .windows(2)
+        .all(|w| w[0].created_ms < w[1].created_ms));
+    let rest = block_on(f.backend.summaries_after(Some(summaries[0].session_id), 10)).unwrap();
+    assert_eq!(rest.len(), 3);
+    assert_ne!(rest[0].session_id, summaries[0].session_id);
+    let usage = block_on(f.backend.usage_after(0, 3)).unwrap();
+    assert_eq!(usage.len(), 3);
+    let more = block_on(f.backend.usage_after(usage[2].id, 100)).unwrap();
+    assert_eq!(more.len(), 4);
+    assert!(more[0].id > usage[2].id);
+    // Rows already kept are skipped; a new id is kept under it, and later rows go above.
+    let far = more[3].id + 100;
+    let mut imported = usage.clone();
+    imported.push(switchboard_records::KeptUsage {
+        id: far,
+        row: usage[0].row.clone(),
+    });
+    block_on(f.backend.import_usage(imported)).unwrap();
+    block_on(f.backend.record_usage(usage[1].row.clone())).unwrap();
+    let all = block_on(f.backend.usage_after(0, 100)).unwrap();
+    assert_eq!(all.len(), 9);
+    assert_eq!(all[7].id, far);
+    assert!(all[8].id > far);
+    // Runs: an id or a place already kept is skipped; a new one keeps its place.
+    let runs = block_on(f.backend.runs(RunFilter {
+        limit: 100,
+        ..RunFilter::default()
+    }))
+    .unwrap();
+    let top = runs[0].seq;
+    let mut moved = runs[0].clone();
+    moved.id = "same-place".into();
+    let mut copied = runs[1].clone();
+    copied.seq = top + 50;
+    let mut fresh = runs[1].clone();
+    fresh.id = "fresh".into();
+    fresh.seq = top + 60;
+    block_on(f.backend.import_runs(vec![moved, copied, fresh.clone()])).unwrap();
+    assert_eq!(block_on(f.backend.run("same-place")).unwrap(), None);
+    assert_eq!(
+        block_on(f.backend.run(&runs[1].id)).unwrap().as_ref(),
+        Some(&runs[1])
+    );
+    assert_eq!(block_on(f.backend.run("fresh")).unwrap(), Some(fresh));
+    let Enqueued::Queued(later) =
+        block_on(f.backend.enqueue_run(new_run("later", MIRA, 1), 10)).unwrap()
+    else {
+        panic!("queued")
+    };
+    assert!(later.seq > top + 60);
+    let census = block_on(f.backend.census()).unwrap();
+    assert_eq!(
+        (
+            census.notes,
+            census.summaries,
+            census.schedules,
+            census.runs,
+            census.usage
+        ),
+        (3, 6, 3, 6, 9)
+    );
+}

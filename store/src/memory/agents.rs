@@ -9,8 +9,8 @@ use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
 use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::usage::fold_usage;
 use switchboard_records::{
-    FiringClaim, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Run, RunEnd,
-    RunFilter, RunState, Schedule, ShardLease, Summary, UsageGroup, UsageQuery, UsageRow,
+    FiringClaim, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Run,
+    RunEnd, RunFilter, RunState, Schedule, ShardLease, Summary, UsageGroup, UsageQuery, UsageRow,
     UsageSubject, UsageTotals,
 };
 
@@ -25,7 +25,7 @@ use crate::error::{StoreError, StoreErrorKind};
 #[derive(Debug, Default)]
 pub(super) struct Kept {
     /// Per session: (save order, summary).
-    summaries: HashMap<Snowflake, Vec<(u64, Summary)>>,
+    pub(super) summaries: BTreeMap<Snowflake, Vec<(u64, Summary)>>,
     summaries_saved: u64,
     /// By (scope as text, key).
     pub(super) notes: BTreeMap<(String, String), Note>,
@@ -34,7 +34,9 @@ pub(super) struct Kept {
     pub(super) schedules: BTreeMap<String, Schedule>,
     /// Per schedule, oldest first.
     receipts: HashMap<String, Vec<Receipt>>,
-    pub(super) usage: Vec<UsageRow>,
+    /// By id.
+    pub(super) usage: BTreeMap<u64, UsageRow>,
+    next_usage_id: u64,
     nodes: BTreeMap<String, Node>,
     shards: BTreeMap<u32, ShardLease>,
     identify: HashMap<u32, u64>,
@@ -182,6 +184,14 @@ impl MemoryStore for MemoryBackend {
         self.decide(move |kept| Ok(kept.notes.remove(&key).is_some()))
     }
 
+    fn summaries_after(
+        &self,
+        after: Option<Snowflake>,
+        sessions: usize,
+    ) -> StoreFuture<'_, Vec<Summary>> {
+        self.summaries_after_impl(after, sessions)
+    }
+
     fn notes_after(
         &self,
         after: Option<(NoteScope, String)>,
@@ -195,6 +205,24 @@ impl MemoryStore for MemoryBackend {
                 .filter(|(k, _)| after.as_ref().is_none_or(|after| *k > after))
                 .take(limit)
                 .map(|(_, n)| n.clone())
+                .collect())
+        })
+    }
+}
+
+impl MemoryBackend {
+    fn summaries_after_impl(
+        &self,
+        after: Option<Snowflake>,
+        sessions: usize,
+    ) -> StoreFuture<'_, Vec<Summary>> {
+        self.decide(move |kept| {
+            let lower = after.map_or(0, |id| id.0.saturating_add(1));
+            Ok(kept
+                .summaries
+                .range(Snowflake(lower)..)
+                .take(sessions)
+                .flat_map(|(_, list)| list.iter().map(|(_, s)| s.clone()))
                 .collect())
         })
     }
@@ -369,6 +397,20 @@ impl RunStore for MemoryBackend {
             Ok(before - kept.runs.len())
         })
     }
+
+    fn import_runs(&self, runs: Vec<Run>) -> StoreFuture<'_, ()> {
+        self.decide(move |kept| {
+            for run in runs {
+                let place_taken = kept.runs.values().any(|r| r.seq == run.seq);
+                if kept.runs.contains_key(&run.id) || place_taken {
+                    continue;
+                }
+                kept.next_seq = kept.next_seq.max(run.seq);
+                kept.runs.insert(run.id.clone(), run);
+            }
+            Ok(())
+        })
+    }
 }
 
 impl ScheduleStore for MemoryBackend {
@@ -487,7 +529,8 @@ pub fn count_firing(schedule: &mut Schedule, receipt: &Receipt, pause_after: u32
 impl UsageStore for MemoryBackend {
     fn record_usage(&self, row: UsageRow) -> StoreFuture<'_, ()> {
         self.decide(move |kept| {
-            kept.usage.push(row);
+            kept.next_usage_id += 1;
+            kept.usage.insert(kept.next_usage_id, row);
             Ok(())
         })
     }
@@ -502,7 +545,7 @@ impl UsageStore for MemoryBackend {
             let mut totals = UsageTotals::default();
             for row in kept
                 .usage
-                .iter()
+                .values()
                 .filter(|row| row.at_ms >= since_ms && row.at_ms < until_ms && subject.matches(row))
             {
                 totals.add(row);
@@ -512,14 +555,38 @@ impl UsageStore for MemoryBackend {
     }
 
     fn usage_report(&self, query: UsageQuery) -> StoreFuture<'_, Vec<UsageGroup>> {
-        self.decide(move |kept| Ok(fold_usage(&kept.usage, &query)))
+        self.decide(move |kept| Ok(fold_usage(kept.usage.values(), &query)))
     }
 
     fn prune_usage(&self, before_ms: u64) -> StoreFuture<'_, usize> {
         self.decide(move |kept| {
             let before = kept.usage.len();
-            kept.usage.retain(|row| row.at_ms >= before_ms);
+            kept.usage.retain(|_, row| row.at_ms >= before_ms);
             Ok(before - kept.usage.len())
+        })
+    }
+
+    fn usage_after(&self, after_id: u64, limit: usize) -> StoreFuture<'_, Vec<KeptUsage>> {
+        self.decide(move |kept| {
+            Ok(kept
+                .usage
+                .range(after_id.saturating_add(1)..)
+                .take(limit)
+                .map(|(id, row)| KeptUsage {
+                    id: *id,
+                    row: row.clone(),
+                })
+                .collect())
+        })
+    }
+
+    fn import_usage(&self, rows: Vec<KeptUsage>) -> StoreFuture<'_, ()> {
+        self.decide(move |kept| {
+            for KeptUsage { id, row } in rows {
+                kept.next_usage_id = kept.next_usage_id.max(id);
+                kept.usage.entry(id).or_insert(row);
+            }
+            Ok(())
         })
     }
 }
