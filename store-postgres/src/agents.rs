@@ -8,7 +8,9 @@
 use deadpool_postgres::Transaction;
 use switchboard_records::cluster::NODES_KEPT_MS;
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
+use switchboard_records::run::FINISHED_RUNS_KEPT_MS;
 use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
+use switchboard_records::usage::USAGE_KEPT_MS;
 use switchboard_records::{
     FiringClaim, FiringOutcome, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope,
     Receipt, Run, RunEnd, RunFilter, RunState, Schedule, ShardLease, Summary, UsageBy, UsageGroup,
@@ -22,6 +24,7 @@ use switchboard_store::{
 use tokio_postgres::Row;
 
 use crate::error::from_pg;
+use crate::pipeline::{p, Stmt};
 use crate::rows::{clean, from_sql, ms, ms_from, to_sql};
 use crate::PgBackend;
 
@@ -1425,4 +1428,28 @@ pub(crate) async fn census(
         usage: n(4),
         ..census
     })
+}
+
+/// What the hourly expiry forgets of the agent kinds: ended runs after
+/// [`FINISHED_RUNS_KEPT_MS`], usage rows after [`USAGE_KEPT_MS`], expired once keys, nodes
+/// silent for [`NODES_KEPT_MS`].
+pub(crate) fn expiry(now_ms: u64) -> Vec<Stmt> {
+    vec![
+        Stmt::new(
+            "DELETE FROM runs WHERE state NOT IN ('queued', 'running') AND finished_ms < $1",
+            vec![p(ms(now_ms.saturating_sub(FINISHED_RUNS_KEPT_MS)))],
+        ),
+        Stmt::new(
+            "DELETE FROM usage WHERE at_ms < $1",
+            vec![p(ms(now_ms.saturating_sub(USAGE_KEPT_MS)))],
+        ),
+        Stmt::new(
+            "DELETE FROM once_keys WHERE until_ms <= $1",
+            vec![p(ms(now_ms))],
+        ),
+        Stmt::new(
+            "DELETE FROM cluster_nodes WHERE last_seen_ms < $1",
+            vec![p(ms(now_ms.saturating_sub(NODES_KEPT_MS)))],
+        ),
+    ]
 }

@@ -502,7 +502,7 @@ pub(crate) async fn expire(shared: &Shared) -> Result<(), String> {
     let now = crate::now_ms();
     let retention = u64::try_from(shared.audit_retention.as_millis()).unwrap_or(u64::MAX);
     let client = shared.pool.get().await.map_err(|e| e.to_string())?;
-    let stmts = [
+    let mut stmts = vec![
         Stmt::new(
             "DELETE FROM audit WHERE time_ms < $1",
             vec![p(rows::ms(now.saturating_sub(retention)))],
@@ -530,6 +530,7 @@ pub(crate) async fn expire(shared: &Shared) -> Result<(), String> {
             vec![p(rows::ms(now.saturating_sub(FINISHED_WORKFLOWS_KEPT_MS)))],
         ),
     ];
+    stmts.extend(crate::agents::expiry(now));
     tokio::time::timeout(
         shared.operation_timeout,
         crate::pipeline::each(&client, &stmts),

@@ -6,7 +6,9 @@
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use switchboard_records::cluster::NODES_KEPT_MS;
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
+use switchboard_records::run::FINISHED_RUNS_KEPT_MS;
 use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
+use switchboard_records::usage::USAGE_KEPT_MS;
 use switchboard_records::{
     FiringClaim, FiringOutcome, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope,
     Receipt, Run, RunEnd, RunFilter, RunState, Schedule, ShardLease, Summary, UsageBy, UsageGroup,
@@ -57,6 +59,23 @@ fn bad_row(what: &str, detail: impl std::fmt::Display) -> rusqlite::Error {
         rusqlite::types::Type::Text,
         format!("a stored {what} does not read: {detail}").into(),
     )
+}
+
+/// Forgets what is past its lifetime: ended runs after [`FINISHED_RUNS_KEPT_MS`], usage rows
+/// after [`USAGE_KEPT_MS`], expired once keys, nodes silent for [`NODES_KEPT_MS`] (at open and
+/// hourly, as the audit log is pruned).
+pub(crate) fn prune(conn: &Connection, now_ms: u64) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "DELETE FROM runs WHERE state NOT IN ('queued', 'running') AND finished_ms < ?1",
+    )?
+    .execute([ms_to_sql(now_ms.saturating_sub(FINISHED_RUNS_KEPT_MS))])?;
+    conn.prepare_cached("DELETE FROM usage WHERE at_ms < ?1")?
+        .execute([ms_to_sql(now_ms.saturating_sub(USAGE_KEPT_MS))])?;
+    conn.prepare_cached("DELETE FROM once_keys WHERE until_ms <= ?1")?
+        .execute([ms_to_sql(now_ms)])?;
+    conn.prepare_cached("DELETE FROM cluster_nodes WHERE last_seen_ms < ?1")?
+        .execute([ms_to_sql(now_ms.saturating_sub(NODES_KEPT_MS))])?;
+    Ok(())
 }
 
 /// Adds the agent kinds to a census.

@@ -173,7 +173,7 @@ pub(crate) fn prune_at_open(
         "DELETE FROM idempotency WHERE expires_ms <= ?1",
         params![ms_to_sql(now_ms)],
     )?;
-    Ok(())
+    crate::agents::prune(conn, now_ms)
 }
 
 pub(crate) fn session_scopes(conn: &Connection, path: &str) -> rusqlite::Result<Vec<SessionScope>> {

@@ -418,6 +418,9 @@ impl WriterThread {
                 Ok(pruned) => debug!(path = %self.path, pruned, "pruned old audit rows"),
                 Err(err) => warn!(path = %self.path, %err, "could not prune the audit log"),
             }
+            if let Err(err) = crate::agents::prune(&self.conn, crate::ledger::now_ms()) {
+                warn!(path = %self.path, %err, "could not prune old runs, usage and keys");
+            }
         }
         let due = self.batches_since_prune >= PRUNE_EVERY_BATCHES
             || self.last_prune.elapsed() >= PRUNE_INTERVAL;

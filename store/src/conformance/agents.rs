@@ -719,12 +719,15 @@ pub fn receipts_count_failures_and_pause_the_schedule(make: MakePlace<'_>) {
     assert_eq!(missing.kind(), StoreErrorKind::NotFound);
 }
 
-/// A day and a bit, in ms: rows spread over several UTC days.
+/// A day, in ms: rows spread over several UTC days.
 const DAY_MS: u64 = 86_400_000;
-/// 2026-11-22T00:00:00Z.
-const NOV_22: u64 = 1_795_305_600_000;
+/// UTC midnight five days ago: rows recent enough that no backend's retention prunes them at
+/// a reopen, at day boundaries so reports by day are the same every run.
+fn start() -> u64 {
+    (super::now_ms() / DAY_MS - 5) * DAY_MS
+}
 
-fn usage_rows() -> Vec<UsageRow> {
+fn usage_rows(t0: u64) -> Vec<UsageRow> {
     (0..48u64)
         .map(|n| UsageRow {
             run_id: format!("run-{}", n / 3),
@@ -737,7 +740,7 @@ fn usage_rows() -> Vec<UsageRow> {
             tokens_out: 10 + n,
             micro_usd: 1_000 + n * 13,
             estimated: n % 4 == 0,
-            at_ms: NOV_22 + n * DAY_MS / 10,
+            at_ms: t0 + n * DAY_MS / 10,
         })
         .collect()
 }
@@ -747,7 +750,8 @@ fn usage_rows() -> Vec<UsageRow> {
 pub fn usage_sums_and_reports_match_the_reference(make: MakePlace<'_>) {
     use switchboard_records::usage::fold_usage;
     let mut f = Fixture::default(make);
-    let rows = usage_rows();
+    let t0 = start();
+    let rows = usage_rows(t0);
     let recorded = race(&f, 6, |backend, i| {
         for row in rows.iter().skip(i).step_by(6) {
             block_on(backend.record_usage(row.clone())).unwrap();
@@ -756,9 +760,9 @@ pub fn usage_sums_and_reports_match_the_reference(make: MakePlace<'_>) {
     assert_eq!(recorded.len(), 6);
     let windows = [
         (0, u64::MAX / 2),
-        (NOV_22, NOV_22 + DAY_MS),
-        (NOV_22 + DAY_MS + 1, NOV_22 + 3 * DAY_MS),
-        (NOV_22 + 10 * DAY_MS, NOV_22 + 11 * DAY_MS),
+        (t0, t0 + DAY_MS),
+        (t0 + DAY_MS + 1, t0 + 3 * DAY_MS),
+        (t0 + 10 * DAY_MS, t0 + 11 * DAY_MS),
     ];
     let subjects = [
         UsageSubject::User(id(1)),
@@ -806,7 +810,7 @@ pub fn usage_sums_and_reports_match_the_reference(make: MakePlace<'_>) {
         f.reopen();
         check(&f);
     }
-    let cut = NOV_22 + 2 * DAY_MS;
+    let cut = t0 + 2 * DAY_MS;
     let older = rows.iter().filter(|r| r.at_ms < cut).count();
     assert_eq!(block_on(f.backend.prune_usage(cut)).unwrap(), older);
     let left = block_on(
@@ -1020,14 +1024,16 @@ pub fn fill_agent_kinds(backend: &dyn Backend) {
         let session = if n < 2 { CHANNEL } else { OTHER };
         block_on(backend.enqueue_run(new_run(&format!("copied-{n}"), session, n), 10)).unwrap();
     }
-    let run = block_on(backend.claim_next_run("node-1", 50, 1_000))
+    // Recent: ended runs past their lifetime are pruned.
+    let t = super::now_ms();
+    let run = block_on(backend.claim_next_run("node-1", t, 1_000))
         .unwrap()
         .unwrap();
-    block_on(backend.finish_run(&run.id, "node-1", end(RunState::Finished, "done", 60)))
+    block_on(backend.finish_run(&run.id, "node-1", end(RunState::Finished, "done", t + 10)))
         .unwrap()
         .unwrap();
-    block_on(backend.claim_next_run("node-1", 70, 1_000)).unwrap();
-    for row in usage_rows().into_iter().take(7) {
+    block_on(backend.claim_next_run("node-1", t + 20, 1_000)).unwrap();
+    for row in usage_rows(start()).into_iter().take(7) {
         block_on(backend.record_usage(row)).unwrap();
     }
 }
