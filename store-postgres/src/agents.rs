@@ -1453,3 +1453,95 @@ pub(crate) fn expiry(now_ms: u64) -> Vec<Stmt> {
         ),
     ]
 }
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use std::sync::Arc;
+
+    use switchboard_records::{NodeBeat, RunFilter};
+    use switchboard_store::{Backend, ClusterStore, RunStore, UsageStore};
+
+    use super::*;
+    use crate::testing::PgCluster;
+
+    fn usage(at_ms: u64) -> UsageRow {
+        UsageRow {
+            run_id: "r".into(),
+            agent: "support".into(),
+            user_id: None,
+            session_id: None,
+            guild_id: None,
+            model: "m".into(),
+            tokens_in: 1,
+            tokens_out: 1,
+            micro_usd: 1,
+            estimated: false,
+            at_ms,
+        }
+    }
+
+    /// The hourly expiry forgets ended runs, usage, once keys and nodes past their lifetimes,
+    /// and nothing younger.
+    #[test]
+    fn the_hourly_expiry_forgets_what_is_past_its_lifetime() {
+        let cluster = PgCluster::shared();
+        let name = cluster.database().unwrap();
+        let backend =
+            crate::PgBackend::open(&cluster.url(&name), crate::PgOptions::default()).unwrap();
+        let now = crate::now_ms();
+        let day = 86_400_000;
+        let ended = |id: &str, seq: u64, at: u64| Run {
+            state: RunState::Failed,
+            finished_ms: Some(at),
+            ..Run::queued(
+                NewRun {
+                    id: id.into(),
+                    session_id: entity::Snowflake(1_100_000_000_000_000_001),
+                    agent: "a".into(),
+                    trigger: "api".into(),
+                    requested_by: None,
+                    parent_run: None,
+                    enqueued_ms: at,
+                },
+                seq,
+            )
+        };
+        futures_executor::block_on(backend.import_runs(vec![
+            ended("old", 1, now - FINISHED_RUNS_KEPT_MS - day),
+            ended("recent", 2, now - day),
+        ]))
+        .unwrap();
+        for at in [now - USAGE_KEPT_MS - day, now - day] {
+            futures_executor::block_on(backend.record_usage(usage(at))).unwrap();
+        }
+        futures_executor::block_on(backend.once("expired", now - 10_000, 1_000)).unwrap();
+        futures_executor::block_on(backend.node_heartbeat(NodeBeat {
+            node_id: "silent".into(),
+            started_ms: 0,
+            address: None,
+            at_ms: now - NODES_KEPT_MS - day,
+        }))
+        .unwrap();
+        let shared = Arc::clone(&backend.shared);
+        shared.rt.block_on(crate::writer::expire(&shared)).unwrap();
+        let runs = futures_executor::block_on(backend.runs(RunFilter {
+            limit: 10,
+            ..RunFilter::default()
+        }))
+        .unwrap();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].id, "recent");
+        assert_eq!(
+            futures_executor::block_on(backend.census()).unwrap().usage,
+            1
+        );
+        let count = |table: &str| {
+            cluster
+                .psql(&name, &format!("SELECT count(*) FROM {table}"))
+                .unwrap()
+        };
+        assert_eq!(count("once_keys"), "0");
+        assert_eq!(count("cluster_nodes"), "0");
+        futures_executor::block_on(Backend::close(&backend)).unwrap();
+    }
+}
