@@ -40,6 +40,20 @@ pub struct UsageRow {
     pub at_ms: u64,
 }
 
+/// The most tokens (each way) or micro-dollars one row keeps: a model that reports absurd
+/// figures is capped here, so no sum over a year of rows can overflow.
+pub const USAGE_VALUE_MAX: u64 = 1 << 40;
+
+impl UsageRow {
+    /// The row with its figures capped at [`USAGE_VALUE_MAX`] (what a store keeps).
+    pub fn capped(mut self) -> UsageRow {
+        self.tokens_in = self.tokens_in.min(USAGE_VALUE_MAX);
+        self.tokens_out = self.tokens_out.min(USAGE_VALUE_MAX);
+        self.micro_usd = self.micro_usd.min(USAGE_VALUE_MAX);
+        self
+    }
+}
+
 /// A usage row as a store keeps it, under its id (what copying a store moves).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeptUsage {

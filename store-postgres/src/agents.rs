@@ -1055,6 +1055,7 @@ impl UsageStore for PgBackend {
         in_transaction!(self, "usage", |shared, tx| async {
             let pg = |err| from_pg(&shared.location, "usage", err);
             for KeptUsage { id, row } in &rows {
+                let row = row.clone().capped();
                 tx.execute(
                     "INSERT INTO usage (seq, run_id, agent, user_id, session_id, guild_id, model,
                          tokens_in, tokens_out, micro_usd, estimated, at_ms)
@@ -1092,6 +1093,7 @@ impl UsageStore for PgBackend {
     }
 
     fn record_usage(&self, row: UsageRow) -> StoreFuture<'_, ()> {
+        let row = row.capped();
         in_transaction!(self, "usage", |shared, tx| async {
             tx.execute(
                 "INSERT INTO usage (run_id, agent, user_id, session_id, guild_id, model, tokens_in,
@@ -1372,9 +1374,12 @@ impl ClusterStore for PgBackend {
         in_transaction!(self, "an IDENTIFY slot", |shared, tx| async {
             let row = tx
                 .query_one(
-                    "INSERT INTO identify_slots (bucket, next_ms) VALUES ($1, $2::bigint + $3::bigint)
+                    // Saturating at the largest time a bigint holds.
+                    "INSERT INTO identify_slots (bucket, next_ms)
+                     VALUES ($1, least($2::bigint, 9223372036854775807 - $3::bigint) + $3::bigint)
                      ON CONFLICT (bucket) DO UPDATE SET
-                         next_ms = greatest(identify_slots.next_ms, $2) + $3
+                         next_ms = least(greatest(identify_slots.next_ms, $2),
+                                         9223372036854775807 - $3) + $3
                      RETURNING next_ms",
                     &[&i64::from(bucket), &ms(now_ms), &ms(spacing_ms)],
                 )

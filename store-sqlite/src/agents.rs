@@ -893,6 +893,7 @@ const INSERT_USAGE: &str = "INSERT OR IGNORE INTO usage (seq, run_id, agent, use
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
 
 fn insert_usage(tx: &Transaction<'_>, id: Option<u64>, row: &UsageRow) -> rusqlite::Result<()> {
+    let row = row.clone().capped();
     tx.prepare_cached(INSERT_USAGE)?.execute(params![
         id.map(ms_to_sql),
         row.run_id,
@@ -1138,9 +1139,12 @@ impl ClusterStore for SqliteBackend {
         self.decide("reserve an IDENTIFY", move |tx| {
             let next: i64 = tx
                 .prepare_cached(
-                    "INSERT INTO identify_slots (bucket, next_ms) VALUES (?1, ?2 + ?3)
+                    // Saturating at the largest time an integer column holds.
+                    "INSERT INTO identify_slots (bucket, next_ms)
+                     VALUES (?1, min(?2, 9223372036854775807 - ?3) + ?3)
                      ON CONFLICT (bucket) DO UPDATE SET
-                         next_ms = max(identify_slots.next_ms, ?2) + ?3
+                         next_ms = min(max(identify_slots.next_ms, ?2), 9223372036854775807 - ?3)
+                                   + ?3
                      RETURNING next_ms",
                 )?
                 .query_row(

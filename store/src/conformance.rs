@@ -119,6 +119,7 @@ macro_rules! conformance_tests {
             identify_slots_raced_are_spaced_apart,
             once_is_won_by_one_caller_until_it_expires,
             agent_kinds_can_be_listed_and_imported_for_a_copy,
+            garbage_into_the_agent_aggregates_is_answered_not_fatal,
         );
     };
     (@tests $make:path; $($name:ident),* $(,)?) => {

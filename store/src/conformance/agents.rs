@@ -1140,3 +1140,100 @@ pub fn agent_kinds_can_be_listed_and_imported_for_a_copy(make: MakePlace<'_>) {
         (3, 6, 3, 6, 9)
     );
 }
+
+/// Text as a backend may keep it: PostgreSQL holds no NUL character (it becomes U+FFFD).
+fn kept_as(original: &str, kept: &str) -> bool {
+    kept == original || kept == original.replace('\0', "\u{FFFD}")
+}
+
+/// Garbage into every agent aggregate is answered, never fatal: NULs, quotes, huge keys and
+/// ids, empty strings, zero limits, times at the end of `u64`, absurd usage figures.
+pub fn garbage_into_the_agent_aggregates_is_answered_not_fatal(make: MakePlace<'_>) {
+    use switchboard_records::usage::USAGE_VALUE_MAX;
+    let f = Fixture::default(make);
+    let b = &*f.backend;
+    let nasty = [
+        String::new(),
+        "\0".to_owned(),
+        "'; DROP TABLE notes; --".to_owned(),
+        "\u{202e}rtl \u{1F9F5}\r\n\t\\%_".to_owned(),
+        "k".repeat(10_000),
+    ];
+    let roomy = NoteLimits {
+        max_notes: 100,
+        max_chars: 1_000_000,
+    };
+    for (i, text) in nasty.iter().enumerate() {
+        let key = format!("{text}{i}");
+        let put = block_on(b.put_note(note(NoteScope::Session(CHANNEL), &key, text), roomy));
+        assert_eq!(put.unwrap(), NotePut::Saved);
+        let kept = block_on(b.note(NoteScope::Session(CHANNEL), &key))
+            .unwrap()
+            .expect("found by the key it was put under");
+        assert!(kept_as(text, &kept.text), "{i}");
+        assert!(kept_as(&key, &kept.key), "{i}");
+        let run_id = format!("run{text}{i}");
+        block_on(b.enqueue_run(new_run(&run_id, id(i as u64), 1), 10)).unwrap();
+        assert!(block_on(b.run(&run_id)).unwrap().is_some(), "{i}");
+        block_on(b.save_summary(Summary {
+            text: text.clone(),
+            ..summary(OTHER, i as u64, i as u64)
+        }))
+        .unwrap();
+        assert!(block_on(b.heartbeat_run(text, text, 0, 0)).is_ok());
+        assert!(block_on(b.schedule(text)).unwrap().is_none());
+        assert!(block_on(b.once(text, u64::MAX, u64::MAX)).is_ok());
+    }
+    assert_eq!(
+        block_on(b.put_note(
+            note(NoteScope::Global, "x", "y"),
+            NoteLimits {
+                max_notes: 0,
+                max_chars: 0
+            }
+        ))
+        .unwrap(),
+        NotePut::Full { notes: 0, chars: 0 }
+    );
+    // Zero limits answer nothing.
+    assert!(block_on(b.notes(NoteScope::Session(CHANNEL), 0))
+        .unwrap()
+        .is_empty());
+    assert!(block_on(b.notes_after(None, 0)).unwrap().is_empty());
+    assert!(block_on(b.summaries(OTHER, 0)).unwrap().is_empty());
+    assert!(block_on(b.summaries_after(None, 0)).unwrap().is_empty());
+    assert!(block_on(b.runs(RunFilter::default())).unwrap().is_empty());
+    assert!(block_on(b.schedules(None, 0)).unwrap().is_empty());
+    assert!(block_on(b.nodes(0, 0)).unwrap().is_empty());
+    assert!(block_on(b.usage_after(0, 0)).unwrap().is_empty());
+    // Times at the end of u64 saturate rather than fail.
+    let claimed = block_on(b.claim_next_run("node", u64::MAX, u64::MAX)).unwrap();
+    assert!(claimed.is_some());
+    assert!(block_on(b.interrupt_expired_runs(u64::MAX, 100)).is_ok());
+    assert!(block_on(b.take_identify_slot(0, u64::MAX, u64::MAX)).is_ok());
+    assert!(block_on(b.take_identify_slot(0, u64::MAX, u64::MAX)).is_ok());
+    assert!(block_on(b.acquire_shard(u32::MAX, "n", u64::MAX, u64::MAX)).is_ok());
+    assert!(block_on(b.prune_runs(u64::MAX)).is_ok());
+    // A model reporting absurd figures is capped, so sums never overflow.
+    for _ in 0..3 {
+        block_on(b.record_usage(UsageRow {
+            tokens_in: u64::MAX,
+            tokens_out: u64::MAX,
+            micro_usd: u64::MAX,
+            ..usage_rows(1_000).remove(1)
+        }))
+        .unwrap();
+    }
+    let sum = block_on(b.usage_sum(UsageSubject::Session(OTHER), 0, u64::MAX)).unwrap();
+    assert_eq!(sum.tokens_in, 3 * USAGE_VALUE_MAX);
+    assert_eq!(sum.micro_usd, 3 * USAGE_VALUE_MAX);
+    let report = block_on(b.usage_report(UsageQuery {
+        by: UsageBy::Day,
+        since_ms: 0,
+        until_ms: u64::MAX,
+        limit: usize::MAX,
+    }))
+    .unwrap();
+    assert_eq!(report.len(), 1);
+    assert!(block_on(b.usage_sum(UsageSubject::Agent("\0".into()), u64::MAX, 0)).is_ok());
+}

@@ -530,7 +530,7 @@ impl UsageStore for MemoryBackend {
     fn record_usage(&self, row: UsageRow) -> StoreFuture<'_, ()> {
         self.decide(move |kept| {
             kept.next_usage_id += 1;
-            kept.usage.insert(kept.next_usage_id, row);
+            kept.usage.insert(kept.next_usage_id, row.capped());
             Ok(())
         })
     }
@@ -584,7 +584,7 @@ impl UsageStore for MemoryBackend {
         self.decide(move |kept| {
             for KeptUsage { id, row } in rows {
                 kept.next_usage_id = kept.next_usage_id.max(id);
-                kept.usage.entry(id).or_insert(row);
+                kept.usage.entry(id).or_insert_with(|| row.capped());
             }
             Ok(())
         })
