@@ -49,6 +49,12 @@ CREATE TABLE notes (
 );
 ";
 
+const DELETE_ENDED_RUNS: &str =
+    "DELETE FROM runs WHERE state NOT IN ('queued', 'running') AND finished_ms < $1";
+const DELETE_OLD_USAGE: &str = "DELETE FROM usage WHERE at_ms < $1";
+const DELETE_EXPIRED_ONCE_KEYS: &str = "DELETE FROM once_keys WHERE until_ms <= $1";
+const DELETE_SILENT_NODES: &str = "DELETE FROM cluster_nodes WHERE last_seen_ms < $1";
+
 /// The first key of the advisory locks decisions take (the second names what is decided).
 #[derive(Clone, Copy)]
 #[repr(i32)]
@@ -659,10 +665,7 @@ impl RunStore for PgBackend {
     fn prune_runs(&self, before_ms: u64) -> StoreFuture<'_, usize> {
         in_transaction!(self, "runs", |shared, tx| async {
             let gone = tx
-                .execute(
-                    "DELETE FROM runs WHERE state NOT IN ('queued', 'running') AND finished_ms < $1",
-                    &[&ms(before_ms)],
-                )
+                .execute(DELETE_ENDED_RUNS, &[&ms(before_ms)])
                 .await
                 .map_err(|err| from_pg(&shared.location, "runs", err))?;
             Ok(usize::try_from(gone).unwrap_or(usize::MAX))
@@ -1035,6 +1038,38 @@ fn usage_from_row(row: &Row) -> KeptUsage {
     }
 }
 
+/// Keeps a row (capped), under `id` when given (an import: an id already kept is skipped).
+async fn insert_usage(
+    tx: &Transaction<'_>,
+    id: Option<u64>,
+    row: &UsageRow,
+) -> Result<(), tokio_postgres::Error> {
+    let row = row.clone().capped();
+    tx.execute(
+        "INSERT INTO usage (seq, run_id, agent, user_id, session_id, guild_id, model, tokens_in,
+             tokens_out, micro_usd, estimated, at_ms)
+         VALUES (coalesce($1, nextval('usage_seq_seq')), $2, $3, $4, $5, $6, $7, $8, $9, $10,
+                 $11, $12)
+         ON CONFLICT DO NOTHING",
+        &[
+            &id.map(ms),
+            &clean(&row.run_id),
+            &clean(&row.agent),
+            &row.user_id.map(to_sql),
+            &row.session_id.map(to_sql),
+            &row.guild_id.map(to_sql),
+            &clean(&row.model),
+            &ms(row.tokens_in),
+            &ms(row.tokens_out),
+            &ms(row.micro_usd),
+            &row.estimated,
+            &ms(row.at_ms),
+        ],
+    )
+    .await
+    .map(drop)
+}
+
 impl UsageStore for PgBackend {
     fn usage_after(&self, after_id: u64, count: usize) -> StoreFuture<'_, Vec<KeptUsage>> {
         in_transaction!(self, "usage", |shared, tx| async {
@@ -1055,29 +1090,7 @@ impl UsageStore for PgBackend {
         in_transaction!(self, "usage", |shared, tx| async {
             let pg = |err| from_pg(&shared.location, "usage", err);
             for KeptUsage { id, row } in &rows {
-                let row = row.clone().capped();
-                tx.execute(
-                    "INSERT INTO usage (seq, run_id, agent, user_id, session_id, guild_id, model,
-                         tokens_in, tokens_out, micro_usd, estimated, at_ms)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-                     ON CONFLICT DO NOTHING",
-                    &[
-                        &ms(*id),
-                        &clean(&row.run_id),
-                        &clean(&row.agent),
-                        &row.user_id.map(to_sql),
-                        &row.session_id.map(to_sql),
-                        &row.guild_id.map(to_sql),
-                        &clean(&row.model),
-                        &ms(row.tokens_in),
-                        &ms(row.tokens_out),
-                        &ms(row.micro_usd),
-                        &row.estimated,
-                        &ms(row.at_ms),
-                    ],
-                )
-                .await
-                .map_err(pg)?;
+                insert_usage(tx, Some(*id), row).await.map_err(pg)?;
             }
             // Rows recorded from now on get ids above every imported one.
             tx.execute(
@@ -1093,29 +1106,10 @@ impl UsageStore for PgBackend {
     }
 
     fn record_usage(&self, row: UsageRow) -> StoreFuture<'_, ()> {
-        let row = row.capped();
         in_transaction!(self, "usage", |shared, tx| async {
-            tx.execute(
-                "INSERT INTO usage (run_id, agent, user_id, session_id, guild_id, model, tokens_in,
-                     tokens_out, micro_usd, estimated, at_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-                &[
-                    &clean(&row.run_id),
-                    &clean(&row.agent),
-                    &row.user_id.map(to_sql),
-                    &row.session_id.map(to_sql),
-                    &row.guild_id.map(to_sql),
-                    &clean(&row.model),
-                    &ms(row.tokens_in),
-                    &ms(row.tokens_out),
-                    &ms(row.micro_usd),
-                    &row.estimated,
-                    &ms(row.at_ms),
-                ],
-            )
-            .await
-            .map_err(|err| from_pg(&shared.location, "usage", err))?;
-            Ok(())
+            insert_usage(tx, None, &row)
+                .await
+                .map_err(|err| from_pg(&shared.location, "usage", err))
         })
     }
 
@@ -1201,7 +1195,7 @@ impl UsageStore for PgBackend {
     fn prune_usage(&self, before_ms: u64) -> StoreFuture<'_, usize> {
         in_transaction!(self, "usage", |shared, tx| async {
             let gone = tx
-                .execute("DELETE FROM usage WHERE at_ms < $1", &[&ms(before_ms)])
+                .execute(DELETE_OLD_USAGE, &[&ms(before_ms)])
                 .await
                 .map_err(|err| from_pg(&shared.location, "usage", err))?;
             Ok(usize::try_from(gone).unwrap_or(usize::MAX))
@@ -1246,7 +1240,7 @@ impl ClusterStore for PgBackend {
         in_transaction!(self, "a heartbeat", |shared, tx| async {
             let pg = |err| from_pg(&shared.location, "a heartbeat", err);
             tx.execute(
-                "DELETE FROM cluster_nodes WHERE last_seen_ms < $1",
+                DELETE_SILENT_NODES,
                 &[&ms(beat.at_ms.saturating_sub(NODES_KEPT_MS))],
             )
             .await
@@ -1393,7 +1387,7 @@ impl ClusterStore for PgBackend {
         let key = clean(key);
         in_transaction!(self, "a once key", |shared, tx| async {
             let pg = |err| from_pg(&shared.location, "a once key", err);
-            tx.execute("DELETE FROM once_keys WHERE until_ms <= $1", &[&ms(now_ms)])
+            tx.execute(DELETE_EXPIRED_ONCE_KEYS, &[&ms(now_ms)])
                 .await
                 .map_err(pg)?;
             let taken = tx
@@ -1441,19 +1435,16 @@ pub(crate) async fn census(
 pub(crate) fn expiry(now_ms: u64) -> Vec<Stmt> {
     vec![
         Stmt::new(
-            "DELETE FROM runs WHERE state NOT IN ('queued', 'running') AND finished_ms < $1",
+            DELETE_ENDED_RUNS,
             vec![p(ms(now_ms.saturating_sub(FINISHED_RUNS_KEPT_MS)))],
         ),
         Stmt::new(
-            "DELETE FROM usage WHERE at_ms < $1",
+            DELETE_OLD_USAGE,
             vec![p(ms(now_ms.saturating_sub(USAGE_KEPT_MS)))],
         ),
+        Stmt::new(DELETE_EXPIRED_ONCE_KEYS, vec![p(ms(now_ms))]),
         Stmt::new(
-            "DELETE FROM once_keys WHERE until_ms <= $1",
-            vec![p(ms(now_ms))],
-        ),
-        Stmt::new(
-            "DELETE FROM cluster_nodes WHERE last_seen_ms < $1",
+            DELETE_SILENT_NODES,
             vec![p(ms(now_ms.saturating_sub(NODES_KEPT_MS)))],
         ),
     ]

@@ -65,18 +65,25 @@ fn bad_row(what: &str, detail: impl std::fmt::Display) -> rusqlite::Error {
 /// after [`USAGE_KEPT_MS`], expired once keys, nodes silent for [`NODES_KEPT_MS`] (at open and
 /// hourly, as the audit log is pruned).
 pub(crate) fn prune(conn: &Connection, now_ms: u64) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "DELETE FROM runs WHERE state NOT IN ('queued', 'running') AND finished_ms < ?1",
-    )?
-    .execute([ms_to_sql(now_ms.saturating_sub(FINISHED_RUNS_KEPT_MS))])?;
-    conn.prepare_cached("DELETE FROM usage WHERE at_ms < ?1")?
-        .execute([ms_to_sql(now_ms.saturating_sub(USAGE_KEPT_MS))])?;
-    conn.prepare_cached("DELETE FROM once_keys WHERE until_ms <= ?1")?
-        .execute([ms_to_sql(now_ms)])?;
-    conn.prepare_cached("DELETE FROM cluster_nodes WHERE last_seen_ms < ?1")?
-        .execute([ms_to_sql(now_ms.saturating_sub(NODES_KEPT_MS))])?;
+    for (delete, before) in [
+        (
+            DELETE_ENDED_RUNS,
+            now_ms.saturating_sub(FINISHED_RUNS_KEPT_MS),
+        ),
+        (DELETE_OLD_USAGE, now_ms.saturating_sub(USAGE_KEPT_MS)),
+        (DELETE_EXPIRED_ONCE_KEYS, now_ms),
+        (DELETE_SILENT_NODES, now_ms.saturating_sub(NODES_KEPT_MS)),
+    ] {
+        conn.prepare_cached(delete)?.execute([ms_to_sql(before)])?;
+    }
     Ok(())
 }
+
+const DELETE_ENDED_RUNS: &str =
+    "DELETE FROM runs WHERE state NOT IN ('queued', 'running') AND finished_ms < ?1";
+const DELETE_OLD_USAGE: &str = "DELETE FROM usage WHERE at_ms < ?1";
+const DELETE_EXPIRED_ONCE_KEYS: &str = "DELETE FROM once_keys WHERE until_ms <= ?1";
+const DELETE_SILENT_NODES: &str = "DELETE FROM cluster_nodes WHERE last_seen_ms < ?1";
 
 /// Adds the agent kinds to a census.
 pub(crate) fn census(conn: &Connection, census: Census) -> rusqlite::Result<Census> {
@@ -598,10 +605,7 @@ impl RunStore for SqliteBackend {
     fn prune_runs(&self, before_ms: u64) -> StoreFuture<'_, usize> {
         self.decide("forget old runs", move |tx| {
             Ok(Ok(tx
-                .prepare_cached(
-                    "DELETE FROM runs WHERE state NOT IN ('queued', 'running')
-                       AND finished_ms < ?1",
-                )?
+                .prepare_cached(DELETE_ENDED_RUNS)?
                 .execute([ms_to_sql(before_ms)])?))
         })
     }
@@ -999,7 +1003,7 @@ impl UsageStore for SqliteBackend {
     fn prune_usage(&self, before_ms: u64) -> StoreFuture<'_, usize> {
         self.decide("forget old usage", move |tx| {
             Ok(Ok(tx
-                .prepare_cached("DELETE FROM usage WHERE at_ms < ?1")?
+                .prepare_cached(DELETE_OLD_USAGE)?
                 .execute([ms_to_sql(before_ms)])?))
         })
     }
@@ -1041,7 +1045,7 @@ fn lease_from_row(row: &Row<'_>) -> rusqlite::Result<ShardLease> {
 impl ClusterStore for SqliteBackend {
     fn node_heartbeat(&self, beat: NodeBeat) -> StoreFuture<'_, ()> {
         self.decide("record a heartbeat", move |tx| {
-            tx.prepare_cached("DELETE FROM cluster_nodes WHERE last_seen_ms < ?1")?
+            tx.prepare_cached(DELETE_SILENT_NODES)?
                 .execute([ms_to_sql(beat.at_ms.saturating_sub(NODES_KEPT_MS))])?;
             tx.prepare_cached(
                 "INSERT INTO cluster_nodes (node_id, started_ms, address, last_seen_ms)
@@ -1158,7 +1162,7 @@ impl ClusterStore for SqliteBackend {
     fn once(&self, key: &str, now_ms: u64, ttl_ms: u64) -> StoreFuture<'_, bool> {
         let key = key.to_owned();
         self.decide("take a once key", move |tx| {
-            tx.prepare_cached("DELETE FROM once_keys WHERE until_ms <= ?1")?
+            tx.prepare_cached(DELETE_EXPIRED_ONCE_KEYS)?
                 .execute([ms_to_sql(now_ms)])?;
             let taken = tx
                 .prepare_cached(
