@@ -1,10 +1,7 @@
 //! Model usage (issue 26): one row per model call, with who it is charged to, summed over a
 //! time window for budgets and folded into reports.
 
-use entity::Snowflake;
 use serde::{Deserialize, Serialize};
-
-use crate::workflow::id_string;
 
 /// Usage rows are kept 400 days (monthly budgets and a year of reports).
 pub const USAGE_KEPT_MS: u64 = 400 * 24 * 3600 * 1000;
@@ -17,15 +14,12 @@ pub struct UsageRow {
     pub run_id: String,
     /// The agent.
     pub agent: String,
-    /// The user who triggered the run.
-    #[serde(with = "id_string::option", default)]
-    pub user_id: Option<Snowflake>,
-    /// The session it ran in.
-    #[serde(with = "id_string::option", default)]
-    pub session_id: Option<Snowflake>,
-    /// The session's guild.
-    #[serde(with = "id_string::option", default)]
-    pub guild_id: Option<Snowflake>,
+    /// Who triggered the run: a Discord user id, `token:NAME` for the chat API.
+    pub user: Option<String>,
+    /// The session it ran in: a channel id, or an API session's key.
+    pub session: Option<String>,
+    /// The session's guild (none for DMs and API sessions).
+    pub guild: Option<String>,
     /// The model.
     pub model: String,
     /// Prompt tokens.
@@ -66,12 +60,12 @@ pub struct KeptUsage {
 /// Whose usage to sum.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum UsageSubject {
-    /// One user's.
-    User(Snowflake),
+    /// One user's (a user id, `token:NAME`).
+    User(String),
     /// One session's.
-    Session(Snowflake),
+    Session(String),
     /// One guild's.
-    Guild(Snowflake),
+    Guild(String),
     /// One agent's.
     Agent(String),
 }
@@ -80,9 +74,9 @@ impl UsageSubject {
     /// Whether `row` is charged to it.
     pub fn matches(&self, row: &UsageRow) -> bool {
         match self {
-            UsageSubject::User(id) => row.user_id == Some(*id),
-            UsageSubject::Session(id) => row.session_id == Some(*id),
-            UsageSubject::Guild(id) => row.guild_id == Some(*id),
+            UsageSubject::User(id) => row.user.as_ref() == Some(id),
+            UsageSubject::Session(id) => row.session.as_ref() == Some(id),
+            UsageSubject::Guild(id) => row.guild.as_ref() == Some(id),
             UsageSubject::Agent(name) => &row.agent == name,
         }
     }
@@ -100,6 +94,8 @@ pub struct UsageTotals {
     pub tokens_out: u64,
     /// Cost in millionths of a US dollar.
     pub micro_usd: u64,
+    /// Some of the rows were estimated, not reported by the model.
+    pub estimated: bool,
 }
 
 impl UsageTotals {
@@ -109,6 +105,7 @@ impl UsageTotals {
         self.tokens_in = self.tokens_in.saturating_add(row.tokens_in);
         self.tokens_out = self.tokens_out.saturating_add(row.tokens_out);
         self.micro_usd = self.micro_usd.saturating_add(row.micro_usd);
+        self.estimated |= row.estimated;
     }
 
     /// Prompt and completion tokens.
@@ -146,9 +143,9 @@ impl UsageBy {
     /// The group `row` falls in (`None`: a row without a user, session or guild).
     pub fn key(self, row: &UsageRow) -> Option<String> {
         match self {
-            UsageBy::User => row.user_id.map(|id| id.to_string()),
-            UsageBy::Session => row.session_id.map(|id| id.to_string()),
-            UsageBy::Guild => row.guild_id.map(|id| id.to_string()),
+            UsageBy::User => row.user.clone(),
+            UsageBy::Session => row.session.clone(),
+            UsageBy::Guild => row.guild.clone(),
             UsageBy::Agent => Some(row.agent.clone()),
             UsageBy::Day => Some(utc_day(row.at_ms)),
         }
@@ -178,7 +175,7 @@ impl UsageQuery {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UsageGroup {
-    /// The user, session or guild id, the agent, or the day; `None` for rows without one.
+    /// The user, session or guild, the agent, or the day; `None` for rows without one.
     pub key: Option<String>,
     /// Its sums.
     pub totals: UsageTotals,
@@ -224,9 +221,9 @@ mod tests {
         UsageRow {
             run_id: "r".into(),
             agent: "a".into(),
-            user_id: Some(Snowflake(user)),
-            session_id: None,
-            guild_id: None,
+            user: Some(user.to_string()),
+            session: None,
+            guild: None,
             model: "m".into(),
             tokens_in,
             tokens_out: 1,

@@ -969,9 +969,9 @@ CREATE TABLE usage (
     seq bigserial PRIMARY KEY,
     run_id text NOT NULL,
     agent text COLLATE \"C\" NOT NULL,
-    user_id bigint,
-    session_id bigint,
-    guild_id bigint,
+    user_key text COLLATE \"C\",
+    session_key text COLLATE \"C\",
+    guild_key text COLLATE \"C\",
     model text NOT NULL,
     tokens_in bigint NOT NULL,
     tokens_out bigint NOT NULL,
@@ -980,16 +980,16 @@ CREATE TABLE usage (
     at_ms bigint NOT NULL
 );
 CREATE INDEX usage_by_time ON usage (at_ms);
-CREATE INDEX usage_by_user ON usage (user_id, at_ms);
-CREATE INDEX usage_by_session ON usage (session_id, at_ms);
-CREATE INDEX usage_by_guild ON usage (guild_id, at_ms);
+CREATE INDEX usage_by_user ON usage (user_key, at_ms);
+CREATE INDEX usage_by_session ON usage (session_key, at_ms);
+CREATE INDEX usage_by_guild ON usage (guild_key, at_ms);
 CREATE INDEX usage_by_agent ON usage (agent, at_ms);
 ";
 
 macro_rules! sums {
     () => {
         "count(*), coalesce(sum(tokens_in), 0)::bigint, coalesce(sum(tokens_out), 0)::bigint, \
-         coalesce(sum(micro_usd), 0)::bigint"
+         coalesce(sum(micro_usd), 0)::bigint, coalesce(bool_or(estimated), false)"
     };
 }
 
@@ -999,6 +999,7 @@ fn totals_from_row(row: &Row, from: usize) -> UsageTotals {
         tokens_in: ms_from(row.get(from + 1)),
         tokens_out: ms_from(row.get(from + 2)),
         micro_usd: ms_from(row.get(from + 3)),
+        estimated: row.get(from + 4),
     }
 }
 
@@ -1019,15 +1020,14 @@ macro_rules! report {
 }
 
 fn usage_from_row(row: &Row) -> KeptUsage {
-    let opt_id = |i: usize| row.get::<_, Option<i64>>(i).map(from_sql);
     KeptUsage {
         id: ms_from(row.get(0)),
         row: UsageRow {
             run_id: row.get(1),
             agent: row.get(2),
-            user_id: opt_id(3),
-            session_id: opt_id(4),
-            guild_id: opt_id(5),
+            user: row.get(3),
+            session: row.get(4),
+            guild: row.get(5),
             model: row.get(6),
             tokens_in: ms_from(row.get(7)),
             tokens_out: ms_from(row.get(8)),
@@ -1046,7 +1046,7 @@ async fn insert_usage(
 ) -> Result<(), tokio_postgres::Error> {
     let row = row.clone().capped();
     tx.execute(
-        "INSERT INTO usage (seq, run_id, agent, user_id, session_id, guild_id, model, tokens_in,
+        "INSERT INTO usage (seq, run_id, agent, user_key, session_key, guild_key, model, tokens_in,
              tokens_out, micro_usd, estimated, at_ms)
          VALUES (coalesce($1, nextval('usage_seq_seq')), $2, $3, $4, $5, $6, $7, $8, $9, $10,
                  $11, $12)
@@ -1055,9 +1055,9 @@ async fn insert_usage(
             &id.map(ms),
             &clean(&row.run_id),
             &clean(&row.agent),
-            &row.user_id.map(to_sql),
-            &row.session_id.map(to_sql),
-            &row.guild_id.map(to_sql),
+            &opt_text(row.user.as_ref()),
+            &opt_text(row.session.as_ref()),
+            &opt_text(row.guild.as_ref()),
             &clean(&row.model),
             &ms(row.tokens_in),
             &ms(row.tokens_out),
@@ -1075,7 +1075,7 @@ impl UsageStore for PgBackend {
         in_transaction!(self, "usage", |shared, tx| async {
             let rows = tx
                 .query(
-                    "SELECT seq, run_id, agent, user_id, session_id, guild_id, model, tokens_in,
+                    "SELECT seq, run_id, agent, user_key, session_key, guild_key, model, tokens_in,
                          tokens_out, micro_usd, estimated, at_ms
                      FROM usage WHERE seq > $1 ORDER BY seq LIMIT $2",
                     &[&ms(after_id), &limit(count)],
@@ -1120,42 +1120,44 @@ impl UsageStore for PgBackend {
         until_ms: u64,
     ) -> StoreFuture<'_, UsageTotals> {
         in_transaction!(self, "usage", |shared, tx| async {
-            let window = [ms(since_ms), ms(until_ms)];
-            let row = match &subject {
-                UsageSubject::User(id) | UsageSubject::Session(id) | UsageSubject::Guild(id) => {
-                    let sql = match subject {
-                        UsageSubject::User(_) => concat!(
-                            "SELECT ",
-                            sums!(),
-                            " FROM usage WHERE user_id = $1 AND at_ms >= $2 AND at_ms < $3"
-                        ),
-                        UsageSubject::Session(_) => concat!(
-                            "SELECT ",
-                            sums!(),
-                            " FROM usage WHERE session_id = $1 AND at_ms >= $2 AND at_ms < $3"
-                        ),
-                        _ => concat!(
-                            "SELECT ",
-                            sums!(),
-                            " FROM usage WHERE guild_id = $1 AND at_ms >= $2 AND at_ms < $3"
-                        ),
-                    };
-                    tx.query_one(sql, &[&to_sql(*id), &window[0], &window[1]])
-                        .await
-                }
-                UsageSubject::Agent(name) => {
-                    tx.query_one(
-                        concat!(
-                            "SELECT ",
-                            sums!(),
-                            " FROM usage WHERE agent = $1 AND at_ms >= $2 AND at_ms < $3"
-                        ),
-                        &[&clean(name), &window[0], &window[1]],
-                    )
-                    .await
-                }
-            }
-            .map_err(|err| from_pg(&shared.location, "usage", err))?;
+            let (sql, key) = match &subject {
+                UsageSubject::User(key) => (
+                    concat!(
+                        "SELECT ",
+                        sums!(),
+                        " FROM usage WHERE user_key = $1 AND at_ms >= $2 AND at_ms < $3"
+                    ),
+                    key,
+                ),
+                UsageSubject::Session(key) => (
+                    concat!(
+                        "SELECT ",
+                        sums!(),
+                        " FROM usage WHERE session_key = $1 AND at_ms >= $2 AND at_ms < $3"
+                    ),
+                    key,
+                ),
+                UsageSubject::Guild(key) => (
+                    concat!(
+                        "SELECT ",
+                        sums!(),
+                        " FROM usage WHERE guild_key = $1 AND at_ms >= $2 AND at_ms < $3"
+                    ),
+                    key,
+                ),
+                UsageSubject::Agent(name) => (
+                    concat!(
+                        "SELECT ",
+                        sums!(),
+                        " FROM usage WHERE agent = $1 AND at_ms >= $2 AND at_ms < $3"
+                    ),
+                    name,
+                ),
+            };
+            let row = tx
+                .query_one(sql, &[&clean(key), &ms(since_ms), &ms(until_ms)])
+                .await
+                .map_err(|err| from_pg(&shared.location, "usage", err))?;
             Ok(totals_from_row(&row, 0))
         })
     }
@@ -1163,9 +1165,9 @@ impl UsageStore for PgBackend {
     fn usage_report(&self, query: UsageQuery) -> StoreFuture<'_, Vec<UsageGroup>> {
         in_transaction!(self, "usage", |shared, tx| async {
             let sql = match query.by {
-                UsageBy::User => report!("user_id::text"),
-                UsageBy::Session => report!("session_id::text"),
-                UsageBy::Guild => report!("guild_id::text"),
+                UsageBy::User => report!("user_key"),
+                UsageBy::Session => report!("session_key"),
+                UsageBy::Guild => report!("guild_key"),
                 UsageBy::Agent => report!("agent"),
                 UsageBy::Day => {
                     report!("to_char(to_timestamp(at_ms / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD')")
@@ -1464,9 +1466,9 @@ mod tests {
         UsageRow {
             run_id: "r".into(),
             agent: "support".into(),
-            user_id: None,
-            session_id: None,
-            guild_id: None,
+            user: None,
+            session: None,
+            guild: None,
             model: "m".into(),
             tokens_in: 1,
             tokens_out: 1,

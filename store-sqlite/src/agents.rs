@@ -843,9 +843,9 @@ CREATE TABLE IF NOT EXISTS usage (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL,
     agent TEXT NOT NULL,
-    user_id INTEGER,
-    session_id INTEGER,
-    guild_id INTEGER,
+    user_key TEXT,
+    session_key TEXT,
+    guild_key TEXT,
     model TEXT NOT NULL,
     tokens_in INTEGER NOT NULL,
     tokens_out INTEGER NOT NULL,
@@ -854,9 +854,9 @@ CREATE TABLE IF NOT EXISTS usage (
     at_ms INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS usage_by_time ON usage (at_ms);
-CREATE INDEX IF NOT EXISTS usage_by_user ON usage (user_id, at_ms);
-CREATE INDEX IF NOT EXISTS usage_by_session ON usage (session_id, at_ms);
-CREATE INDEX IF NOT EXISTS usage_by_guild ON usage (guild_id, at_ms);
+CREATE INDEX IF NOT EXISTS usage_by_user ON usage (user_key, at_ms);
+CREATE INDEX IF NOT EXISTS usage_by_session ON usage (session_key, at_ms);
+CREATE INDEX IF NOT EXISTS usage_by_guild ON usage (guild_key, at_ms);
 CREATE INDEX IF NOT EXISTS usage_by_agent ON usage (agent, at_ms);
 ";
 
@@ -866,22 +866,22 @@ fn totals_from_row(row: &Row<'_>, from: usize) -> rusqlite::Result<UsageTotals> 
         tokens_in: ms(row.get(from + 1)?),
         tokens_out: ms(row.get(from + 2)?),
         micro_usd: ms(row.get(from + 3)?),
+        estimated: row.get(from + 4)?,
     })
 }
 
 const SUMS: &str = "count(*), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0), \
-    coalesce(sum(micro_usd), 0)";
+    coalesce(sum(micro_usd), 0), coalesce(max(estimated), 0)";
 
 fn usage_from_row(row: &Row<'_>) -> rusqlite::Result<KeptUsage> {
-    let opt_id = |value: Option<i64>| value.map(from_sql);
     Ok(KeptUsage {
         id: ms(row.get(0)?),
         row: UsageRow {
             run_id: row.get(1)?,
             agent: row.get(2)?,
-            user_id: opt_id(row.get(3)?),
-            session_id: opt_id(row.get(4)?),
-            guild_id: opt_id(row.get(5)?),
+            user: row.get(3)?,
+            session: row.get(4)?,
+            guild: row.get(5)?,
             model: row.get(6)?,
             tokens_in: ms(row.get(7)?),
             tokens_out: ms(row.get(8)?),
@@ -892,8 +892,8 @@ fn usage_from_row(row: &Row<'_>) -> rusqlite::Result<KeptUsage> {
     })
 }
 
-const INSERT_USAGE: &str = "INSERT OR IGNORE INTO usage (seq, run_id, agent, user_id, session_id, \
-    guild_id, model, tokens_in, tokens_out, micro_usd, estimated, at_ms)
+const INSERT_USAGE: &str = "INSERT OR IGNORE INTO usage (seq, run_id, agent, user_key, \
+    session_key, guild_key, model, tokens_in, tokens_out, micro_usd, estimated, at_ms)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
 
 fn insert_usage(tx: &Transaction<'_>, id: Option<u64>, row: &UsageRow) -> rusqlite::Result<()> {
@@ -902,9 +902,9 @@ fn insert_usage(tx: &Transaction<'_>, id: Option<u64>, row: &UsageRow) -> rusqli
         id.map(ms_to_sql),
         row.run_id,
         row.agent,
-        row.user_id.map(to_sql),
-        row.session_id.map(to_sql),
-        row.guild_id.map(to_sql),
+        row.user,
+        row.session,
+        row.guild,
         row.model,
         ms_to_sql(row.tokens_in),
         ms_to_sql(row.tokens_out),
@@ -919,7 +919,7 @@ impl UsageStore for SqliteBackend {
     fn usage_after(&self, after_id: u64, count: usize) -> StoreFuture<'_, Vec<KeptUsage>> {
         self.read("usage", move |conn, _| {
             conn.prepare_cached(
-                "SELECT seq, run_id, agent, user_id, session_id, guild_id, model, tokens_in,
+                "SELECT seq, run_id, agent, user_key, session_key, guild_key, model, tokens_in,
                      tokens_out, micro_usd, estimated, at_ms
                  FROM usage WHERE seq > ?1 ORDER BY seq LIMIT ?2",
             )?
@@ -951,11 +951,11 @@ impl UsageStore for SqliteBackend {
         until_ms: u64,
     ) -> StoreFuture<'_, UsageTotals> {
         self.read("usage", move |conn, _| {
-            let (column, value): (&str, Box<dyn rusqlite::ToSql + Send>) = match subject {
-                UsageSubject::User(id) => ("user_id", Box::new(to_sql(id))),
-                UsageSubject::Session(id) => ("session_id", Box::new(to_sql(id))),
-                UsageSubject::Guild(id) => ("guild_id", Box::new(to_sql(id))),
-                UsageSubject::Agent(name) => ("agent", Box::new(name)),
+            let (column, value) = match subject {
+                UsageSubject::User(key) => ("user_key", key),
+                UsageSubject::Session(key) => ("session_key", key),
+                UsageSubject::Guild(key) => ("guild_key", key),
+                UsageSubject::Agent(name) => ("agent", name),
             };
             conn.prepare_cached(&format!(
                 "SELECT {SUMS} FROM usage WHERE {column} = ?1 AND at_ms >= ?2 AND at_ms < ?3"
@@ -970,9 +970,9 @@ impl UsageStore for SqliteBackend {
     fn usage_report(&self, query: UsageQuery) -> StoreFuture<'_, Vec<UsageGroup>> {
         self.read("usage", move |conn, _| {
             let key = match query.by {
-                UsageBy::User => "CAST(user_id AS TEXT)",
-                UsageBy::Session => "CAST(session_id AS TEXT)",
-                UsageBy::Guild => "CAST(guild_id AS TEXT)",
+                UsageBy::User => "user_key",
+                UsageBy::Session => "session_key",
+                UsageBy::Guild => "guild_key",
                 UsageBy::Agent => "agent",
                 UsageBy::Day => "strftime('%Y-%m-%d', at_ms / 1000, 'unixepoch')",
             };

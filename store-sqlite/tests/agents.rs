@@ -26,9 +26,9 @@ fn usage(at_ms: u64) -> UsageRow {
     UsageRow {
         run_id: "r".into(),
         agent: "support".into(),
-        user_id: None,
-        session_id: Some(SESSION),
-        guild_id: None,
+        user: None,
+        session: Some(SESSION.to_string()),
+        guild: None,
         model: "m".into(),
         tokens_in: 10,
         tokens_out: 1,
@@ -98,7 +98,7 @@ fn ended_runs_and_usage_past_their_lifetimes_are_forgotten_at_open() {
     let census = block_on(store.census()).unwrap();
     assert_eq!(census.usage, 1);
     assert_eq!(
-        block_on(store.usage_sum(UsageSubject::Session(SESSION), 0, u64::MAX / 2))
+        block_on(store.usage_sum(UsageSubject::Session(SESSION.to_string()), 0, u64::MAX / 2))
             .unwrap()
             .calls,
         1

@@ -732,9 +732,17 @@ fn usage_rows(t0: u64) -> Vec<UsageRow> {
         .map(|n| UsageRow {
             run_id: format!("run-{}", n / 3),
             agent: ["support", "release", "ops"][(n % 3) as usize].to_owned(),
-            user_id: (n % 5 != 0).then(|| id(n % 4)),
-            session_id: Some(if n % 2 == 0 { CHANNEL } else { OTHER }),
-            guild_id: (n % 7 != 0).then(|| id(100 + n % 2)),
+            user: match n % 5 {
+                0 => None,
+                4 => Some(format!("token:ci-{}", n % 2)),
+                _ => Some(id(n % 4).to_string()),
+            },
+            session: Some(if n % 2 == 0 {
+                CHANNEL.to_string()
+            } else {
+                "api:open-webui".into()
+            }),
+            guild: (n % 7 != 0).then(|| id(100 + n % 2).to_string()),
             model: "gpt-x".into(),
             tokens_in: 100 + n * 7,
             tokens_out: 10 + n,
@@ -765,10 +773,11 @@ pub fn usage_sums_and_reports_match_the_reference(make: MakePlace<'_>) {
         (t0 + 10 * DAY_MS, t0 + 11 * DAY_MS),
     ];
     let subjects = [
-        UsageSubject::User(id(1)),
-        UsageSubject::User(id(3)),
-        UsageSubject::Session(CHANNEL),
-        UsageSubject::Guild(id(101)),
+        UsageSubject::User(id(1).to_string()),
+        UsageSubject::User("token:ci-1".into()),
+        UsageSubject::Session(CHANNEL.to_string()),
+        UsageSubject::Session("api:open-webui".into()),
+        UsageSubject::Guild(id(101).to_string()),
         UsageSubject::Agent("release".into()),
         UsageSubject::Agent("nobody".into()),
     ];
@@ -813,16 +822,18 @@ pub fn usage_sums_and_reports_match_the_reference(make: MakePlace<'_>) {
     let cut = t0 + 2 * DAY_MS;
     let older = rows.iter().filter(|r| r.at_ms < cut).count();
     assert_eq!(block_on(f.backend.prune_usage(cut)).unwrap(), older);
-    let left = block_on(
-        f.backend
-            .usage_sum(UsageSubject::Session(CHANNEL), 0, u64::MAX / 2),
-    )
+    let left = block_on(f.backend.usage_sum(
+        UsageSubject::Session(CHANNEL.to_string()),
+        0,
+        u64::MAX / 2,
+    ))
     .unwrap()
     .calls
-        + block_on(
-            f.backend
-                .usage_sum(UsageSubject::Session(OTHER), 0, u64::MAX / 2),
-        )
+        + block_on(f.backend.usage_sum(
+            UsageSubject::Session("api:open-webui".into()),
+            0,
+            u64::MAX / 2,
+        ))
         .unwrap()
         .calls;
     assert_eq!(left as usize, rows.len() - older);
@@ -1224,7 +1235,8 @@ pub fn garbage_into_the_agent_aggregates_is_answered_not_fatal(make: MakePlace<'
         }))
         .unwrap();
     }
-    let sum = block_on(b.usage_sum(UsageSubject::Session(OTHER), 0, u64::MAX)).unwrap();
+    let sum =
+        block_on(b.usage_sum(UsageSubject::Session("api:open-webui".into()), 0, u64::MAX)).unwrap();
     assert_eq!(sum.tokens_in, 3 * USAGE_VALUE_MAX);
     assert_eq!(sum.micro_usd, 3 * USAGE_VALUE_MAX);
     let report = block_on(b.usage_report(UsageQuery {
