@@ -51,7 +51,7 @@ pub use message::{Attachment, Message, MessageQuery, Reaction};
 pub use notes::{Note, NoteLimits, NoteScope, Summary};
 pub use people::{Role, User};
 pub use run::{NewRun, Run, RunEnd, RunFilter, RunState};
-pub use schedule::{FiringClaim, FiringOutcome, Receipt, Schedule, ScheduleSpec};
+pub use schedule::{FiringClaim, FiringOutcome, Receipt, Schedule, ScheduleSpec, ScheduleStatus};
 pub use scope::SessionScope;
 pub use search::{SearchHit, SearchMatch, SearchQuery, SearchTerm};
 pub use session::{Session, SessionKind, Thread, ThreadState};

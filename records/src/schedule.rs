@@ -32,6 +32,45 @@ pub enum ScheduleSpec {
     },
 }
 
+/// Where a schedule is (the `schedule` crate's `Status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScheduleStatus {
+    /// Fires when due.
+    Active,
+    /// Stopped after failed firings in a row (or by hand); fires again once resumed.
+    Paused,
+    /// A one-shot schedule that has fired: nothing more happens.
+    Done,
+    /// Cancelled (`schedule.cancel`, or its `[[schedules]]` entry was removed).
+    Cancelled,
+}
+
+impl ScheduleStatus {
+    /// Every status.
+    pub const ALL: [ScheduleStatus; 4] = [
+        ScheduleStatus::Active,
+        ScheduleStatus::Paused,
+        ScheduleStatus::Done,
+        ScheduleStatus::Cancelled,
+    ];
+
+    /// The name a store uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScheduleStatus::Active => "active",
+            ScheduleStatus::Paused => "paused",
+            ScheduleStatus::Done => "done",
+            ScheduleStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// The status with this name.
+    pub fn parse(text: &str) -> Option<ScheduleStatus> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
 /// A scheduled prompt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -56,8 +95,8 @@ pub struct Schedule {
     /// The due time of the last firing claimed: a due time at or before it never fires again
     /// (a store keeps the greater of this and what it holds when a schedule is saved again).
     pub last_fired_ms: Option<u64>,
-    /// Paused: it does not fire (after failed firings in a row, or by hand).
-    pub paused: bool,
+    /// Whether it fires.
+    pub status: ScheduleStatus,
     /// Failed firings in a row (a delivery counts as success and resets it).
     pub consecutive_failures: u32,
 }
@@ -141,6 +180,10 @@ pub struct Receipt {
     pub error: Option<String>,
     /// When the firing ended, ms since the Unix epoch.
     pub at_ms: u64,
+    /// The scheduler's whole account of the firing (the `schedule` crate's `Outcome` as
+    /// JSON: why it failed, how many firings a skip covers), kept as given.
+    #[serde(default)]
+    pub detail: Option<String>,
 }
 
 #[cfg(test)]
@@ -162,6 +205,18 @@ mod tests {
             .filter(|o| o.is_failure())
             .collect();
         assert_eq!(failures, [FiringOutcome::Nothing, FiringOutcome::Failed]);
+    }
+
+    #[test]
+    fn statuses_read_back() {
+        for status in ScheduleStatus::ALL {
+            assert_eq!(ScheduleStatus::parse(status.as_str()), Some(status));
+            assert_eq!(
+                serde_json::to_value(status).unwrap(),
+                serde_json::Value::String(status.as_str().into())
+            );
+        }
+        assert_eq!(ScheduleStatus::parse("on"), None);
     }
 
     #[test]

@@ -13,13 +13,13 @@ use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::usage::USAGE_KEPT_MS;
 use switchboard_records::{
     FiringClaim, FiringOutcome, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope,
-    Receipt, Run, RunEnd, RunFilter, RunState, Schedule, ShardLease, Summary, UsageBy, UsageGroup,
-    UsageQuery, UsageRow, UsageSubject, UsageTotals,
+    Receipt, Run, RunEnd, RunFilter, RunState, Schedule, ScheduleStatus, ShardLease, Summary,
+    UsageBy, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals,
 };
 use switchboard_store::{
-    check_end, count_firing, duplicate_run, unknown_schedule, Census, ClusterStore, Enqueued,
-    Firing, Heartbeat, MemoryStore, NotePut, RunStore, ScheduleStore, ShardGrant, StoreError,
-    StoreFuture, UsageStore,
+    check_end, count_firing, duplicate_run, set_status, unknown_schedule, Census, ClusterStore,
+    Enqueued, Firing, Heartbeat, MemoryStore, NotePut, RunStore, ScheduleStore, ShardGrant,
+    StoreError, StoreFuture, UsageStore,
 };
 use tokio_postgres::Row;
 
@@ -685,7 +685,7 @@ CREATE TABLE schedules (
     created_ms bigint NOT NULL,
     next_due_ms bigint,
     last_fired_ms bigint,
-    paused boolean NOT NULL,
+    status text NOT NULL,
     consecutive_failures integer NOT NULL
 );
 CREATE TABLE schedule_receipts (
@@ -696,7 +696,8 @@ CREATE TABLE schedule_receipts (
     outcome text NOT NULL,
     message_ids text NOT NULL,
     error text,
-    at_ms bigint NOT NULL
+    at_ms bigint NOT NULL,
+    detail text
 );
 CREATE INDEX receipts_by_schedule ON schedule_receipts (schedule_id, seq);
 ";
@@ -704,7 +705,7 @@ CREATE INDEX receipts_by_schedule ON schedule_receipts (schedule_id, seq);
 macro_rules! schedule_columns {
     () => {
         "id, session_id, agent, prompt, spec, created_by, created_ms, next_due_ms, \
-         last_fired_ms, paused, consecutive_failures"
+         last_fired_ms, status, consecutive_failures"
     };
 }
 
@@ -721,7 +722,11 @@ fn schedule_from_row(location: &str, row: &Row) -> Result<Schedule, StoreError> 
         created_ms: ms_from(row.get(6)),
         next_due_ms: opt(7),
         last_fired_ms: opt(8),
-        paused: row.get(9),
+        status: {
+            let status: String = row.get(9);
+            ScheduleStatus::parse(&status)
+                .ok_or_else(|| unreadable(location, "schedule", format!("status {status}")))?
+        },
         consecutive_failures: u32::try_from(row.get::<_, i32>(10)).unwrap_or(0),
     })
 }
@@ -765,6 +770,7 @@ fn receipt_from_row(location: &str, row: &Row) -> Result<Receipt, StoreError> {
             .map_err(|err| unreadable(location, "receipt", err))?,
         error: row.get(5),
         at_ms: ms_from(row.get(6)),
+        detail: row.get(7),
     })
 }
 
@@ -772,17 +778,34 @@ fn json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }
 
+/// Writes a schedule's status and failures in a row.
+async fn save_health(
+    tx: &Transaction<'_>,
+    schedule: &Schedule,
+) -> Result<(), tokio_postgres::Error> {
+    tx.execute(
+        "UPDATE schedules SET status = $2, consecutive_failures = $3 WHERE id = $1",
+        &[
+            &clean(&schedule.id),
+            &schedule.status.as_str(),
+            &i32::try_from(schedule.consecutive_failures).unwrap_or(i32::MAX),
+        ],
+    )
+    .await
+    .map(drop)
+}
+
 impl ScheduleStore for PgBackend {
     fn save_schedule(&self, schedule: Schedule) -> StoreFuture<'_, ()> {
         in_transaction!(self, "a schedule", |shared, tx| async {
             tx.execute(
                 "INSERT INTO schedules (id, session_id, agent, prompt, spec, created_by, created_ms,
-                     next_due_ms, last_fired_ms, paused, consecutive_failures)
+                     next_due_ms, last_fired_ms, status, consecutive_failures)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
                  ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id,
                      agent = excluded.agent, prompt = excluded.prompt, spec = excluded.spec,
                      created_by = excluded.created_by, created_ms = excluded.created_ms,
-                     next_due_ms = excluded.next_due_ms, paused = excluded.paused,
+                     next_due_ms = excluded.next_due_ms, status = excluded.status,
                      consecutive_failures = excluded.consecutive_failures,
                      last_fired_ms = greatest(schedules.last_fired_ms, excluded.last_fired_ms)",
                 &[
@@ -795,7 +818,7 @@ impl ScheduleStore for PgBackend {
                     &ms(schedule.created_ms),
                     &schedule.next_due_ms.map(ms),
                     &schedule.last_fired_ms.map(ms),
-                    &schedule.paused,
+                    &schedule.status.as_str(),
                     &i32::try_from(schedule.consecutive_failures).unwrap_or(i32::MAX),
                 ],
             )
@@ -859,7 +882,7 @@ impl ScheduleStore for PgBackend {
                 .query_opt(
                     concat!(
                         "UPDATE schedules SET last_fired_ms = $2, next_due_ms = $3
-                         WHERE id = $1 AND NOT paused
+                         WHERE id = $1 AND status = 'active'
                            AND (last_fired_ms IS NULL OR last_fired_ms < $2)
                          RETURNING ",
                         schedule_columns!()
@@ -873,34 +896,32 @@ impl ScheduleStore for PgBackend {
             }
             match schedule_by_id(tx, &shared.location, &id, false).await? {
                 None => Err(unknown_schedule(&claim.schedule_id)),
-                Some(schedule) if schedule.paused => Ok(Firing::Paused),
+                Some(schedule) if schedule.status != ScheduleStatus::Active => {
+                    Ok(Firing::Inactive(schedule.status))
+                }
                 Some(_) => Ok(Firing::Taken),
             }
         })
     }
 
-    fn record_receipt(&self, receipt: Receipt, pause_after: u32) -> StoreFuture<'_, Schedule> {
+    fn record_receipt(
+        &self,
+        receipt: Receipt,
+        pause_after: u32,
+        one_shot: bool,
+    ) -> StoreFuture<'_, Schedule> {
         let id = clean(&receipt.schedule_id);
         in_transaction!(self, "a receipt", |shared, tx| async {
             let pg = |err| from_pg(&shared.location, "a receipt", err);
             let Some(mut schedule) = schedule_by_id(tx, &shared.location, &id, true).await? else {
                 return Err(unknown_schedule(&receipt.schedule_id));
             };
-            count_firing(&mut schedule, &receipt, pause_after);
-            tx.execute(
-                "UPDATE schedules SET paused = $2, consecutive_failures = $3 WHERE id = $1",
-                &[
-                    &id,
-                    &schedule.paused,
-                    &i32::try_from(schedule.consecutive_failures).unwrap_or(i32::MAX),
-                ],
-            )
-            .await
-            .map_err(pg)?;
+            count_firing(&mut schedule, &receipt, pause_after, one_shot);
+            save_health(tx, &schedule).await.map_err(pg)?;
             tx.execute(
                 "INSERT INTO schedule_receipts (schedule_id, due_ms, run_id, outcome, message_ids,
-                     error, at_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                     error, at_ms, detail)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
                 &[
                     &id,
                     &ms(receipt.due_ms),
@@ -909,6 +930,7 @@ impl ScheduleStore for PgBackend {
                     &clean(&json(&receipt.message_ids)),
                     &opt_text(receipt.error.as_ref()),
                     &ms(receipt.at_ms),
+                    &opt_text(receipt.detail.as_ref()),
                 ],
             )
             .await
@@ -930,7 +952,7 @@ impl ScheduleStore for PgBackend {
         in_transaction!(self, "receipts", |shared, tx| async {
             let rows = tx
                 .query(
-                    "SELECT schedule_id, due_ms, run_id, outcome, message_ids, error, at_ms
+                    "SELECT schedule_id, due_ms, run_id, outcome, message_ids, error, at_ms, detail
                      FROM schedule_receipts WHERE schedule_id = $1 ORDER BY seq DESC LIMIT $2",
                     &[&id, &limit(count)],
                 )
@@ -942,23 +964,21 @@ impl ScheduleStore for PgBackend {
         })
     }
 
-    fn set_schedule_paused(&self, id: &str, paused: bool) -> StoreFuture<'_, Option<Schedule>> {
+    fn set_schedule_status(
+        &self,
+        id: &str,
+        status: ScheduleStatus,
+    ) -> StoreFuture<'_, Option<Schedule>> {
         let id = clean(id);
         in_transaction!(self, "a schedule", |shared, tx| async {
-            let row = tx
-                .query_opt(
-                    concat!(
-                        "UPDATE schedules SET paused = $2,
-                             consecutive_failures = CASE WHEN $2 THEN consecutive_failures ELSE 0 END
-                         WHERE id = $1 RETURNING ",
-                        schedule_columns!()
-                    ),
-                    &[&id, &paused],
-                )
+            let Some(mut schedule) = schedule_by_id(tx, &shared.location, &id, true).await? else {
+                return Ok(None);
+            };
+            set_status(&mut schedule, status);
+            save_health(tx, &schedule)
                 .await
                 .map_err(|err| from_pg(&shared.location, "a schedule", err))?;
-            row.map(|row| schedule_from_row(&shared.location, &row))
-                .transpose()
+            Ok(Some(schedule))
         })
     }
 }

@@ -11,13 +11,13 @@ use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::usage::USAGE_KEPT_MS;
 use switchboard_records::{
     FiringClaim, FiringOutcome, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope,
-    Receipt, Run, RunEnd, RunFilter, RunState, Schedule, ShardLease, Summary, UsageBy, UsageGroup,
-    UsageQuery, UsageRow, UsageSubject, UsageTotals,
+    Receipt, Run, RunEnd, RunFilter, RunState, Schedule, ScheduleStatus, ShardLease, Summary,
+    UsageBy, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals,
 };
 use switchboard_store::{
-    check_end, count_firing, duplicate_run, unknown_schedule, Census, ClusterStore, Enqueued,
-    Firing, Heartbeat, MemoryStore, NotePut, RunStore, ScheduleStore, ShardGrant, StoreError,
-    StoreErrorKind, StoreFuture, UsageStore,
+    check_end, count_firing, duplicate_run, set_status, unknown_schedule, Census, ClusterStore,
+    Enqueued, Firing, Heartbeat, MemoryStore, NotePut, RunStore, ScheduleStore, ShardGrant,
+    StoreError, StoreErrorKind, StoreFuture, UsageStore,
 };
 
 use crate::rows::{from_sql, ms_to_sql, to_sql};
@@ -623,7 +623,7 @@ CREATE TABLE IF NOT EXISTS schedules (
     created_ms INTEGER NOT NULL,
     next_due_ms INTEGER,
     last_fired_ms INTEGER,
-    paused INTEGER NOT NULL,
+    status TEXT NOT NULL,
     consecutive_failures INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS schedule_receipts (
@@ -634,13 +634,14 @@ CREATE TABLE IF NOT EXISTS schedule_receipts (
     outcome TEXT NOT NULL,
     message_ids TEXT NOT NULL,
     error TEXT,
-    at_ms INTEGER NOT NULL
+    at_ms INTEGER NOT NULL,
+    detail TEXT
 );
 CREATE INDEX IF NOT EXISTS receipts_by_schedule ON schedule_receipts (schedule_id, seq);
 ";
 
 const SCHEDULE_COLUMNS: &str = "id, session_id, agent, prompt, spec, created_by, created_ms, \
-    next_due_ms, last_fired_ms, paused, consecutive_failures";
+    next_due_ms, last_fired_ms, status, consecutive_failures";
 
 fn schedule_from_row(row: &Row<'_>) -> rusqlite::Result<Schedule> {
     let spec: String = row.get(4)?;
@@ -654,7 +655,11 @@ fn schedule_from_row(row: &Row<'_>) -> rusqlite::Result<Schedule> {
         created_ms: ms(row.get(6)?),
         next_due_ms: opt_ms(row.get(7)?),
         last_fired_ms: opt_ms(row.get(8)?),
-        paused: row.get(9)?,
+        status: {
+            let status: String = row.get(9)?;
+            ScheduleStatus::parse(&status)
+                .ok_or_else(|| bad_row("schedule", format!("status {status}")))?
+        },
         consecutive_failures: u32::try_from(row.get::<_, i64>(10)?).unwrap_or(u32::MAX),
     })
 }
@@ -679,6 +684,7 @@ fn receipt_from_row(row: &Row<'_>) -> rusqlite::Result<Receipt> {
         message_ids: serde_json::from_str(&message_ids).map_err(|err| bad_row("receipt", err))?,
         error: row.get(5)?,
         at_ms: ms(row.get(6)?),
+        detail: row.get(7)?,
     })
 }
 
@@ -686,17 +692,28 @@ fn to_json<T: serde::Serialize>(value: &T) -> rusqlite::Result<String> {
     serde_json::to_string(value).map_err(|err| rusqlite::Error::ToSqlConversionFailure(err.into()))
 }
 
+/// Writes a schedule's status and failures in a row.
+fn save_health(tx: &Transaction<'_>, schedule: &Schedule) -> rusqlite::Result<()> {
+    tx.prepare_cached("UPDATE schedules SET status = ?2, consecutive_failures = ?3 WHERE id = ?1")?
+        .execute(params![
+            schedule.id,
+            schedule.status.as_str(),
+            i64::from(schedule.consecutive_failures)
+        ])?;
+    Ok(())
+}
+
 impl ScheduleStore for SqliteBackend {
     fn save_schedule(&self, schedule: Schedule) -> StoreFuture<'_, ()> {
         self.decide("keep a schedule", move |tx| {
             tx.prepare_cached(
                 "INSERT INTO schedules (id, session_id, agent, prompt, spec, created_by, created_ms,
-                     next_due_ms, last_fired_ms, paused, consecutive_failures)
+                     next_due_ms, last_fired_ms, status, consecutive_failures)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
                  ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id,
                      agent = excluded.agent, prompt = excluded.prompt, spec = excluded.spec,
                      created_by = excluded.created_by, created_ms = excluded.created_ms,
-                     next_due_ms = excluded.next_due_ms, paused = excluded.paused,
+                     next_due_ms = excluded.next_due_ms, status = excluded.status,
                      consecutive_failures = excluded.consecutive_failures,
                      last_fired_ms = CASE
                          WHEN schedules.last_fired_ms IS NULL THEN excluded.last_fired_ms
@@ -713,7 +730,7 @@ impl ScheduleStore for SqliteBackend {
                 ms_to_sql(schedule.created_ms),
                 schedule.next_due_ms.map(ms_to_sql),
                 schedule.last_fired_ms.map(ms_to_sql),
-                schedule.paused,
+                schedule.status.as_str(),
                 i64::from(schedule.consecutive_failures)
             ])?;
             Ok(Ok(()))
@@ -753,7 +770,7 @@ impl ScheduleStore for SqliteBackend {
             let won = tx
                 .prepare_cached(
                     "UPDATE schedules SET last_fired_ms = ?2, next_due_ms = ?3
-                     WHERE id = ?1 AND NOT paused
+                     WHERE id = ?1 AND status = 'active'
                        AND (last_fired_ms IS NULL OR last_fired_ms < ?2)",
                 )?
                 .execute(params![
@@ -764,30 +781,30 @@ impl ScheduleStore for SqliteBackend {
             Ok(match schedule_by_id(tx, &claim.schedule_id)? {
                 None => Err(unknown_schedule(&claim.schedule_id)),
                 Some(schedule) if won > 0 => Ok(Firing::Won(schedule)),
-                Some(schedule) if schedule.paused => Ok(Firing::Paused),
+                Some(schedule) if schedule.status != ScheduleStatus::Active => {
+                    Ok(Firing::Inactive(schedule.status))
+                }
                 Some(_) => Ok(Firing::Taken),
             })
         })
     }
 
-    fn record_receipt(&self, receipt: Receipt, pause_after: u32) -> StoreFuture<'_, Schedule> {
+    fn record_receipt(
+        &self,
+        receipt: Receipt,
+        pause_after: u32,
+        one_shot: bool,
+    ) -> StoreFuture<'_, Schedule> {
         self.decide("keep a receipt", move |tx| {
             let Some(mut schedule) = schedule_by_id(tx, &receipt.schedule_id)? else {
                 return Ok(Err(unknown_schedule(&receipt.schedule_id)));
             };
-            count_firing(&mut schedule, &receipt, pause_after);
-            tx.prepare_cached(
-                "UPDATE schedules SET paused = ?2, consecutive_failures = ?3 WHERE id = ?1",
-            )?
-            .execute(params![
-                schedule.id,
-                schedule.paused,
-                i64::from(schedule.consecutive_failures)
-            ])?;
+            count_firing(&mut schedule, &receipt, pause_after, one_shot);
+            save_health(tx, &schedule)?;
             tx.prepare_cached(
                 "INSERT INTO schedule_receipts (schedule_id, due_ms, run_id, outcome, message_ids,
-                     error, at_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                     error, at_ms, detail)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )?
             .execute(params![
                 receipt.schedule_id,
@@ -796,7 +813,8 @@ impl ScheduleStore for SqliteBackend {
                 receipt.outcome.as_str(),
                 to_json(&receipt.message_ids)?,
                 receipt.error,
-                ms_to_sql(receipt.at_ms)
+                ms_to_sql(receipt.at_ms),
+                receipt.detail
             ])?;
             tx.prepare_cached(
                 "DELETE FROM schedule_receipts WHERE schedule_id = ?1 AND seq NOT IN (
@@ -815,7 +833,7 @@ impl ScheduleStore for SqliteBackend {
         let id = schedule_id.to_owned();
         self.read("receipts", move |conn, _| {
             conn.prepare_cached(
-                "SELECT schedule_id, due_ms, run_id, outcome, message_ids, error, at_ms
+                "SELECT schedule_id, due_ms, run_id, outcome, message_ids, error, at_ms, detail
                  FROM schedule_receipts WHERE schedule_id = ?1 ORDER BY seq DESC LIMIT ?2",
             )?
             .query_map(params![id, limit(count)], receipt_from_row)?
@@ -823,16 +841,19 @@ impl ScheduleStore for SqliteBackend {
         })
     }
 
-    fn set_schedule_paused(&self, id: &str, paused: bool) -> StoreFuture<'_, Option<Schedule>> {
+    fn set_schedule_status(
+        &self,
+        id: &str,
+        status: ScheduleStatus,
+    ) -> StoreFuture<'_, Option<Schedule>> {
         let id = id.to_owned();
-        self.decide("pause a schedule", move |tx| {
-            tx.prepare_cached(
-                "UPDATE schedules SET paused = ?2,
-                     consecutive_failures = CASE WHEN ?2 THEN consecutive_failures ELSE 0 END
-                 WHERE id = ?1",
-            )?
-            .execute(params![id, paused])?;
-            Ok(Ok(schedule_by_id(tx, &id)?))
+        self.decide("set a schedule's status", move |tx| {
+            let Some(mut schedule) = schedule_by_id(tx, &id)? else {
+                return Ok(Ok(None));
+            };
+            set_status(&mut schedule, status);
+            save_health(tx, &schedule)?;
+            Ok(Ok(Some(schedule)))
         })
     }
 }

@@ -28,9 +28,10 @@ use entity::Snowflake;
 use switchboard_records::{
     Approval, AuditEntry, AuditFilter, AuditPage, AuditRow, FiringClaim, Gap, IdempotencyKey,
     IdempotencyRequest, KeptKey, KeptUsage, Message, MessageQuery, NewRun, Node, NodeBeat, Note,
-    NoteLimits, NoteScope, Receipt, Role, Run, RunEnd, RunFilter, Schedule, SearchHit, SearchQuery,
-    Session, SessionScope, Settlement, ShardLease, StoredAnswer, Summary, ThreadState,
-    TriggerClaim, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals, User, Workflow,
+    NoteLimits, NoteScope, Receipt, Role, Run, RunEnd, RunFilter, Schedule, ScheduleStatus,
+    SearchHit, SearchQuery, Session, SessionScope, Settlement, ShardLease, StoredAnswer, Summary,
+    ThreadState, TriggerClaim, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals, User,
+    Workflow,
 };
 
 use crate::error::StoreError;
@@ -524,8 +525,8 @@ pub enum Firing {
     Won(Schedule),
     /// Someone fired this due time already.
     Taken,
-    /// The schedule is paused: nothing fires.
-    Paused,
+    /// The schedule is not active (paused, done, cancelled): nothing fires.
+    Inactive(ScheduleStatus),
 }
 
 /// Scheduled prompts (issue 26). Each (schedule, due time) fires once, cluster-wide; every
@@ -545,15 +546,26 @@ pub trait ScheduleStore: Send + Sync {
     fn claim_firing(&self, claim: FiringClaim) -> StoreFuture<'_, Firing>;
     /// Keeps a firing's receipt (the newest
     /// [`RECEIPTS_KEPT_PER_SCHEDULE`](switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE)
-    /// are kept) and counts it: a failure adds one to the failures in a row and pauses the
-    /// schedule when they reach `pause_after`; a delivery resets them. The schedule as it now
-    /// stands. An unknown schedule is [`crate::StoreErrorKind::NotFound`].
-    fn record_receipt(&self, receipt: Receipt, pause_after: u32) -> StoreFuture<'_, Schedule>;
+    /// are kept) and counts it, atomically, as the `schedule` crate's `after_firing` does: a
+    /// failure adds one to the failures in a row, a delivery (or `NO_REPLY`) resets them, a
+    /// skip leaves them; then an active `one_shot` schedule is done, and an active one whose
+    /// failures reached `pause_after` is paused. The schedule as it now stands. An unknown
+    /// schedule is [`crate::StoreErrorKind::NotFound`].
+    fn record_receipt(
+        &self,
+        receipt: Receipt,
+        pause_after: u32,
+        one_shot: bool,
+    ) -> StoreFuture<'_, Schedule>;
     /// A schedule's receipts, newest first, at most `limit`.
     fn receipts(&self, schedule_id: &str, limit: usize) -> StoreFuture<'_, Vec<Receipt>>;
-    /// Pauses or resumes a schedule (resuming forgets the failures in a row); the schedule as
-    /// it now stands, `None` when there is none.
-    fn set_schedule_paused(&self, id: &str, paused: bool) -> StoreFuture<'_, Option<Schedule>>;
+    /// Sets a schedule's status (pause, cancel, or resume: setting a paused one active forgets
+    /// its failures in a row); the schedule as it now stands, `None` when there is none.
+    fn set_schedule_status(
+        &self,
+        id: &str,
+        status: ScheduleStatus,
+    ) -> StoreFuture<'_, Option<Schedule>>;
 }
 
 /// Model usage (issue 26): rows, sums for budgets, reports.

@@ -27,7 +27,7 @@ use crate::feed::{Changed, Changes, FeedSender, Origin};
 use crate::queue::QueueStats;
 
 mod agents;
-pub use agents::{check_end, count_firing, duplicate_run, unknown_schedule};
+pub use agents::{check_end, count_firing, duplicate_run, set_status, unknown_schedule};
 
 /// How the memory backend keeps data.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,8 +8,8 @@ use futures_executor::block_on;
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
 use switchboard_records::{
     FiringClaim, FiringOutcome, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Run,
-    RunEnd, RunFilter, RunState, Schedule, ScheduleSpec, Summary, UsageBy, UsageQuery, UsageRow,
-    UsageSubject, UsageTotals,
+    RunEnd, RunFilter, RunState, Schedule, ScheduleSpec, ScheduleStatus, Summary, UsageBy,
+    UsageQuery, UsageRow, UsageSubject, UsageTotals,
 };
 
 use super::{id, Fixture, MakePlace, CHANNEL, MIRA, OTHER};
@@ -537,7 +537,7 @@ fn schedule(n: u64) -> Schedule {
         created_ms: 1_000 + n,
         next_due_ms: Some(10_000),
         last_fired_ms: None,
-        paused: false,
+        status: ScheduleStatus::Active,
         consecutive_failures: 0,
     }
 }
@@ -564,6 +564,8 @@ fn receipt(id: &str, due_ms: u64, outcome: FiringOutcome) -> Receipt {
         },
         error: (outcome == FiringOutcome::Failed).then(|| "the model refused".to_owned()),
         at_ms: due_ms + 500,
+        detail: (outcome == FiringOutcome::Skipped)
+            .then(|| r#"{"status":"skipped","count":3,"exact":true}"#.to_owned()),
     }
 }
 
@@ -590,7 +592,7 @@ pub fn schedules_round_trip_list_and_delete(make: MakePlace<'_>) {
     block_on(f.backend.save_schedule(edited.clone())).unwrap();
     block_on(
         f.backend
-            .record_receipt(receipt("sched-1", 10_000, FiringOutcome::Posted), 3),
+            .record_receipt(receipt("sched-1", 10_000, FiringOutcome::Posted), 3, false),
     )
     .unwrap();
     let check = |f: &Fixture| {
@@ -634,7 +636,7 @@ pub fn schedules_round_trip_list_and_delete(make: MakePlace<'_>) {
 }
 
 /// Many threads on two nodes claim one firing: exactly one wins and sets the next due time;
-/// an earlier due time is taken; a paused schedule does not fire.
+/// an earlier due time is taken; a schedule that is not active does not fire.
 pub fn a_firing_raced_from_many_threads_fires_once(make: MakePlace<'_>) {
     let f = Fixture::default(make);
     block_on(f.backend.save_schedule(schedule(0))).unwrap();
@@ -660,10 +662,19 @@ pub fn a_firing_raced_from_many_threads_fires_once(make: MakePlace<'_>) {
         Firing::Taken,
         "before the last"
     );
-    block_on(f.backend.set_schedule_paused("sched-0", true))
-        .unwrap()
-        .unwrap();
-    assert_eq!(fire(&*f.backend, "sched-0", 100_000), Firing::Paused);
+    for status in [
+        ScheduleStatus::Paused,
+        ScheduleStatus::Cancelled,
+        ScheduleStatus::Done,
+    ] {
+        block_on(f.backend.set_schedule_status("sched-0", status))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            fire(&*f.backend, "sched-0", 100_000),
+            Firing::Inactive(status)
+        );
+    }
 }
 
 /// Failed firings in a row pause the schedule at the limit; a delivery resets the count; a
@@ -675,26 +686,42 @@ pub fn receipts_count_failures_and_pause_the_schedule(make: MakePlace<'_>) {
     let record = |due, outcome| {
         block_on(
             f.backend
-                .record_receipt(receipt("sched-3", due, outcome), 3),
+                .record_receipt(receipt("sched-3", due, outcome), 3, false),
         )
         .unwrap()
     };
     assert_eq!(record(1, FiringOutcome::Nothing).consecutive_failures, 1);
     assert_eq!(record(2, FiringOutcome::Failed).consecutive_failures, 2);
     assert_eq!(record(3, FiringOutcome::Skipped).consecutive_failures, 2);
+    assert_eq!(
+        block_on(f.backend.receipts("sched-3", 1)).unwrap(),
+        [receipt("sched-3", 3, FiringOutcome::Skipped)],
+        "with the scheduler's detail"
+    );
     assert_eq!(record(4, FiringOutcome::NoReply).consecutive_failures, 0);
     record(5, FiringOutcome::Failed);
     record(6, FiringOutcome::Failed);
     let paused = record(7, FiringOutcome::Nothing);
     assert_eq!(paused.consecutive_failures, 3);
-    assert!(paused.paused, "paused after three failures in a row");
-    let resumed = block_on(f.backend.set_schedule_paused("sched-3", false))
-        .unwrap()
-        .unwrap();
-    assert!(!resumed.paused);
+    assert_eq!(
+        paused.status,
+        ScheduleStatus::Paused,
+        "paused after three failures in a row"
+    );
+    let resumed = block_on(
+        f.backend
+            .set_schedule_status("sched-3", ScheduleStatus::Active),
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(resumed.status, ScheduleStatus::Active);
     assert_eq!(resumed.consecutive_failures, 0);
     assert_eq!(
-        block_on(f.backend.set_schedule_paused("missing", true)).unwrap(),
+        block_on(
+            f.backend
+                .set_schedule_status("missing", ScheduleStatus::Paused)
+        )
+        .unwrap(),
         None
     );
     let newest = block_on(f.backend.receipts("sched-3", 2)).unwrap();
@@ -711,12 +738,40 @@ pub fn receipts_count_failures_and_pause_the_schedule(make: MakePlace<'_>) {
     let kept = block_on(f.backend.receipts("sched-3", 1_000)).unwrap();
     assert_eq!(kept.len(), RECEIPTS_KEPT_PER_SCHEDULE);
     assert_eq!(kept.last().unwrap().due_ms, 8, "the oldest went");
-    let missing = block_on(
-        f.backend
-            .record_receipt(receipt("missing", 1, FiringOutcome::Posted), 3),
-    )
+    let missing = block_on(f.backend.record_receipt(
+        receipt("missing", 1, FiringOutcome::Posted),
+        3,
+        false,
+    ))
     .unwrap_err();
     assert_eq!(missing.kind(), StoreErrorKind::NotFound);
+    // A one-shot schedule is done after its firing, whatever came of it; a schedule that is
+    // not active keeps its status.
+    block_on(f.backend.save_schedule(schedule(9))).unwrap();
+    let done = block_on(f.backend.record_receipt(
+        receipt("sched-9", 1, FiringOutcome::Failed),
+        1,
+        true,
+    ))
+    .unwrap();
+    assert_eq!(done.status, ScheduleStatus::Done);
+    assert_eq!(
+        fire(&*f.backend, "sched-9", 5),
+        Firing::Inactive(ScheduleStatus::Done)
+    );
+    block_on(
+        f.backend
+            .set_schedule_status("sched-9", ScheduleStatus::Cancelled),
+    )
+    .unwrap();
+    let cancelled = block_on(f.backend.record_receipt(
+        receipt("sched-9", 2, FiringOutcome::Failed),
+        1,
+        false,
+    ))
+    .unwrap();
+    assert_eq!(cancelled.status, ScheduleStatus::Cancelled);
+    assert_eq!(cancelled.consecutive_failures, 2);
 }
 
 /// A day, in ms: rows spread over several UTC days.

@@ -10,8 +10,8 @@ use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::usage::fold_usage;
 use switchboard_records::{
     FiringClaim, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Run,
-    RunEnd, RunFilter, RunState, Schedule, ShardLease, Summary, UsageGroup, UsageQuery, UsageRow,
-    UsageSubject, UsageTotals,
+    RunEnd, RunFilter, RunState, Schedule, ScheduleStatus, ShardLease, Summary, UsageGroup,
+    UsageQuery, UsageRow, UsageSubject, UsageTotals,
 };
 
 use super::MemoryBackend;
@@ -455,8 +455,8 @@ impl ScheduleStore for MemoryBackend {
                 .schedules
                 .get_mut(&claim.schedule_id)
                 .ok_or_else(|| unknown_schedule(&claim.schedule_id))?;
-            if schedule.paused {
-                return Ok(Firing::Paused);
+            if schedule.status != ScheduleStatus::Active {
+                return Ok(Firing::Inactive(schedule.status));
             }
             if schedule
                 .last_fired_ms
@@ -470,13 +470,18 @@ impl ScheduleStore for MemoryBackend {
         })
     }
 
-    fn record_receipt(&self, receipt: Receipt, pause_after: u32) -> StoreFuture<'_, Schedule> {
+    fn record_receipt(
+        &self,
+        receipt: Receipt,
+        pause_after: u32,
+        one_shot: bool,
+    ) -> StoreFuture<'_, Schedule> {
         self.decide(move |kept| {
             let schedule = kept
                 .schedules
                 .get_mut(&receipt.schedule_id)
                 .ok_or_else(|| unknown_schedule(&receipt.schedule_id))?;
-            count_firing(schedule, &receipt, pause_after);
+            count_firing(schedule, &receipt, pause_after, one_shot);
             let schedule = schedule.clone();
             let list = kept
                 .receipts
@@ -498,32 +503,45 @@ impl ScheduleStore for MemoryBackend {
         })
     }
 
-    fn set_schedule_paused(&self, id: &str, paused: bool) -> StoreFuture<'_, Option<Schedule>> {
+    fn set_schedule_status(
+        &self,
+        id: &str,
+        status: ScheduleStatus,
+    ) -> StoreFuture<'_, Option<Schedule>> {
         let id = id.to_owned();
         self.decide(move |kept| {
             Ok(kept.schedules.get_mut(&id).map(|schedule| {
-                schedule.paused = paused;
-                if !paused {
-                    schedule.consecutive_failures = 0;
-                }
+                set_status(schedule, status);
                 schedule.clone()
             }))
         })
     }
 }
 
-/// Counts a firing on its schedule: a failure adds one and pauses at `pause_after`, a delivery
-/// resets the count, a skipped firing changes nothing.
-pub fn count_firing(schedule: &mut Schedule, receipt: &Receipt, pause_after: u32) {
+/// Counts a firing on its schedule (see
+/// [`ScheduleStore::record_receipt`](crate::ScheduleStore::record_receipt)).
+pub fn count_firing(schedule: &mut Schedule, receipt: &Receipt, pause_after: u32, one_shot: bool) {
     use switchboard_records::FiringOutcome;
     if receipt.outcome.is_failure() {
         schedule.consecutive_failures = schedule.consecutive_failures.saturating_add(1);
-        if schedule.consecutive_failures >= pause_after {
-            schedule.paused = true;
-        }
     } else if receipt.outcome != FiringOutcome::Skipped {
         schedule.consecutive_failures = 0;
     }
+    if schedule.status == ScheduleStatus::Active {
+        if one_shot {
+            schedule.status = ScheduleStatus::Done;
+        } else if schedule.consecutive_failures >= pause_after {
+            schedule.status = ScheduleStatus::Paused;
+        }
+    }
+}
+
+/// Sets a schedule's status; a paused schedule set active forgets its failures in a row.
+pub fn set_status(schedule: &mut Schedule, status: ScheduleStatus) {
+    if schedule.status == ScheduleStatus::Paused && status == ScheduleStatus::Active {
+        schedule.consecutive_failures = 0;
+    }
+    schedule.status = status;
 }
 
 impl UsageStore for MemoryBackend {
