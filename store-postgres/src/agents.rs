@@ -511,6 +511,7 @@ impl RunStore for PgBackend {
                                           SELECT 1 FROM runs o WHERE o.session_id = r.session_id
                                             AND o.state IN ('queued', 'running') AND o.seq < r.seq)
                                       ORDER BY seq LIMIT 1)
+                           AND state = 'queued'
                          RETURNING ",
                         run_columns!()
                     ),
@@ -612,6 +613,9 @@ impl RunStore for PgBackend {
                              lease_until_ms = NULL
                          WHERE seq IN (SELECT seq FROM runs WHERE state = 'running'
                                        AND lease_until_ms < $1 ORDER BY seq LIMIT $2)
+                           -- Checked again on the row as it stands once its lock is had: a
+                           -- heartbeat that renewed the lease meanwhile wins.
+                           AND state = 'running' AND lease_until_ms < $1
                          RETURNING ",
                         run_columns!()
                     ),

@@ -563,6 +563,7 @@ impl RunStore for SqliteBackend {
                     "UPDATE runs SET state = 'interrupted', finished_ms = ?1, lease_until_ms = NULL
                      WHERE seq IN (SELECT seq FROM runs WHERE state = 'running'
                                    AND lease_until_ms < ?1 ORDER BY seq LIMIT ?2)
+                       AND state = 'running' AND lease_until_ms < ?1
                      RETURNING {RUN_COLUMNS}"
                 ))?
                 .query_map(params![ms_to_sql(now_ms), limit(count)], run_from_row)?

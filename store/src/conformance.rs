@@ -120,6 +120,8 @@ macro_rules! conformance_tests {
             once_is_won_by_one_caller_until_it_expires,
             agent_kinds_can_be_listed_and_imported_for_a_copy,
             garbage_into_the_agent_aggregates_is_answered_not_fatal,
+            run_decisions_raced_end_one_way,
+            receipts_raced_are_all_counted,
         );
     };
     (@tests $make:path; $($name:ident),* $(,)?) => {

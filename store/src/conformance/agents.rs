@@ -1304,3 +1304,163 @@ pub fn garbage_into_the_agent_aggregates_is_answered_not_fatal(make: MakePlace<'
     assert_eq!(report.len(), 1);
     assert!(block_on(b.usage_sum(UsageSubject::Agent("\0".into()), u64::MAX, 0)).is_ok());
 }
+
+/// The run decisions not raced above, raced: one session's queue bound and one run id under
+/// many enqueuers; a heartbeat or an end against the reaper; an abort against a claim. Each
+/// ends one way or the other, never both.
+pub fn run_decisions_raced_end_one_way(make: MakePlace<'_>) {
+    let f = Fixture::default(make);
+    for round in 0..10u64 {
+        let session = id(1_000 + round);
+        let queued = race(&f, 6, |backend, i| {
+            block_on(backend.enqueue_run(new_run(&format!("q{round}-{i}"), session, i as u64), 3))
+                .unwrap()
+        });
+        let won = queued
+            .iter()
+            .filter(|e| matches!(e, Enqueued::Queued(_)))
+            .count();
+        assert_eq!(won, 3, "round {round}: the session's bound holds");
+        let same = race(&f, 6, |backend, _| {
+            block_on(backend.enqueue_run(new_run(&format!("same-{round}"), id(round), 1), 10))
+        });
+        assert_eq!(
+            same.iter().filter(|e| e.is_ok()).count(),
+            1,
+            "one id, one run"
+        );
+        assert!(same
+            .iter()
+            .filter_map(|e| e.as_ref().err())
+            .all(|err| err.kind() == StoreErrorKind::Conflict));
+    }
+    // Drain what is queued so each round below starts from one run.
+    while let Some(run) = claim(&*f.backend, "drain", 0) {
+        block_on(
+            f.backend
+                .finish_run(&run.id, "drain", end(RunState::Failed, "", 0)),
+        )
+        .unwrap()
+        .unwrap();
+    }
+    for round in 0..10u64 {
+        let t = 1_000 * (round + 1);
+        let session = id(2_000 + round);
+        enqueue(&f, new_run(&format!("beat-{round}"), session, t));
+        let run = claim(&*f.backend, "holder", t).unwrap();
+        // At t + 1_001 the lease (until t + 1_000) has ended; a heartbeat and a reaper race.
+        let (beat, reaped) = race_two(
+            &f,
+            |b| block_on(b.heartbeat_run(&run.id, "holder", t + 1_001, 1_000)).unwrap(),
+            |b| block_on(b.interrupt_expired_runs(t + 1_001, 10)).unwrap(),
+        );
+        let interrupted = reaped.iter().any(|r| r.id == run.id);
+        assert_ne!(
+            matches!(beat, Heartbeat::Held { .. }),
+            interrupted,
+            "round {round}: renewed or interrupted, not both: {beat:?}"
+        );
+        if !interrupted {
+            block_on(
+                f.backend
+                    .finish_run(&run.id, "holder", end(RunState::Finished, "", t)),
+            )
+            .unwrap()
+            .unwrap();
+        }
+        // An end and a reaper race the same way.
+        enqueue(&f, new_run(&format!("end-{round}"), session, t));
+        let run = claim(&*f.backend, "holder", t).unwrap();
+        let (ended, reaped) = race_two(
+            &f,
+            |b| {
+                block_on(b.finish_run(&run.id, "holder", end(RunState::Finished, "x", t + 1_001)))
+                    .unwrap()
+            },
+            |b| block_on(b.interrupt_expired_runs(t + 1_001, 10)).unwrap(),
+        );
+        let interrupted = reaped.iter().any(|r| r.id == run.id);
+        assert_ne!(ended.is_some(), interrupted, "round {round}");
+        let state = block_on(f.backend.run(&run.id)).unwrap().unwrap().state;
+        let want = if interrupted {
+            RunState::Interrupted
+        } else {
+            RunState::Finished
+        };
+        assert_eq!(state, want);
+        // An abort and a claim race: aborted while queued, or claimed and flagged.
+        enqueue(&f, new_run(&format!("abort-{round}"), session, t));
+        let (aborted, claimed) = race_two(
+            &f,
+            |b| block_on(b.request_abort(&format!("abort-{round}"), t)).unwrap(),
+            |b| block_on(b.claim_next_run("claimer", t, 1_000)).unwrap(),
+        );
+        let run = block_on(f.backend.run(&format!("abort-{round}")))
+            .unwrap()
+            .unwrap();
+        assert!(aborted.is_some());
+        assert!(run.abort_requested, "round {round}");
+        match claimed {
+            Some(claimed) => {
+                assert_eq!(claimed.id, run.id);
+                assert_eq!(run.state, RunState::Running, "claimed, then flagged");
+                block_on(
+                    f.backend
+                        .finish_run(&run.id, "claimer", end(RunState::Aborted, "", t)),
+                )
+                .unwrap()
+                .unwrap();
+            }
+            None => assert_eq!(run.state, RunState::Aborted, "aborted before a claim"),
+        }
+    }
+}
+
+/// Runs `a` and `b` at once on two threads (the second on the second node when there is one).
+fn race_two<A: Send, B: Send>(
+    f: &Fixture,
+    a: impl FnOnce(&dyn Backend) -> A + Send,
+    b: impl FnOnce(&dyn Backend) -> B + Send,
+) -> (A, B) {
+    let second = f
+        .place
+        .second_node()
+        .unwrap_or_else(|| Arc::clone(&f.backend));
+    let first_node = Arc::clone(&f.backend);
+    let start = Barrier::new(2);
+    std::thread::scope(|scope| {
+        let first = scope.spawn(|| {
+            start.wait();
+            a(&*first_node)
+        });
+        let other = scope.spawn(|| {
+            start.wait();
+            b(&*second)
+        });
+        (first.join().unwrap(), other.join().unwrap())
+    })
+}
+
+/// Receipts recorded at once from many threads and nodes are all counted.
+pub fn receipts_raced_are_all_counted(make: MakePlace<'_>) {
+    let f = Fixture::default(make);
+    block_on(f.backend.save_schedule(schedule(5))).unwrap();
+    let counted = race(&f, 6, |backend, i| {
+        block_on(backend.record_receipt(
+            receipt("sched-5", i as u64, FiringOutcome::Failed),
+            100,
+            false,
+        ))
+        .unwrap()
+        .consecutive_failures
+    });
+    let mut counted = counted;
+    counted.sort_unstable();
+    assert_eq!(counted, [1, 2, 3, 4, 5, 6], "each saw the ones before it");
+    let kept = block_on(f.backend.schedule("sched-5")).unwrap().unwrap();
+    assert_eq!(kept.consecutive_failures, 6);
+    assert_eq!(
+        block_on(f.backend.receipts("sched-5", 100)).unwrap().len(),
+        6
+    );
+}
