@@ -186,7 +186,7 @@ pub async fn build(
         .clone()
         .map(|bridge| Arc::new(bridge) as Arc<dyn Runs>);
     if let Some(runs) = &runs {
-        core.console().set_runs(Arc::clone(runs));
+        core.set_runs(Arc::clone(runs));
     }
     // The health panel shows the one REST client's rate-limit headroom.
     core.console().set_headroom(

@@ -30,7 +30,8 @@ use tokio::sync::{oneshot, Semaphore};
 use toolserver::auth::{random_hex, CapabilityGrant};
 use toolserver::live::Live;
 use toolserver::runs::{
-    AbortOutcome, AnsweredTriggers, Arrival, RunGate, Runs, SessionStatus, Taking, Trigger,
+    AbortOutcome, AbortTarget, AnsweredTriggers, Arrival, RunGate, RunState, RunView, Runs,
+    SessionStatus, Taking, Trigger,
 };
 use toolserver::surface::AllowedChannel;
 use toolserver::{CallContext, Core};
@@ -65,9 +66,28 @@ enum BotTurn {
     Stop,
 }
 
+/// A run being executed: its id and what it waits on before it acts.
+#[derive(Clone, Copy)]
+struct RunTicket<'a> {
+    /// `run-<hex>`.
+    id: &'a str,
+    gate: &'a RunGate,
+}
+
 struct RunningRun {
     trigger: Trigger,
+    /// `run-<hex>`: its capability's request id and the audit log's `run`.
+    run_id: String,
+    /// When it was dequeued, ms since the Unix epoch.
+    started_ms: u64,
     abort: Option<oneshot::Sender<()>>,
+}
+
+/// Now, ms since the Unix epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as u64)
 }
 
 /// Runs agents for Discord messages.
@@ -402,12 +422,21 @@ impl Bridge {
                 match queue.waiting.pop_front() {
                     Some(trigger) => {
                         self.inner.core.metrics().queue_depth_add(-1);
+                        let run_id = match random_hex(8) {
+                            Ok(hex) => format!("run-{hex}"),
+                            Err(error) => {
+                                tracing::error!(session = %channel, "cannot draw random bytes for a run id, the trigger is dropped: {error}");
+                                continue;
+                            }
+                        };
                         let (abort, aborted) = oneshot::channel();
                         queue.running = Some(RunningRun {
                             trigger: trigger.clone(),
+                            run_id: run_id.clone(),
+                            started_ms: now_ms(),
                             abort: Some(abort),
                         });
-                        Some((trigger, aborted))
+                        Some((trigger, run_id, aborted))
                     }
                     None => {
                         queue.worker = false;
@@ -416,24 +445,30 @@ impl Bridge {
                     }
                 }
             };
-            let Some((trigger, aborted)) = next else {
+            let Some((trigger, run_id, aborted)) = next else {
                 return;
             };
-            self.run(&trigger, aborted).await;
+            self.run(&trigger, &run_id, aborted).await;
             if let Some(queue) = self.sessions().get_mut(&channel) {
                 queue.running = None;
             }
         }
     }
 
-    /// `/abort` by `user`: stops the session's running run when `user` started it, or when
-    /// `admin`; queued runs stay.
-    fn abort_for(&self, channel: Snowflake, user: Snowflake, admin: bool) -> AbortOutcome {
+    /// `runs.abort` (`/abort`, the console) by `user`: stops the running run `target` names
+    /// when `user` started it, or when `admin`; queued runs stay.
+    fn abort_for(&self, target: AbortTarget<'_>, user: Snowflake, admin: bool) -> AbortOutcome {
         let mut sessions = self.sessions();
-        let Some(run) = sessions
-            .get_mut(&channel)
-            .and_then(|queue| queue.running.as_mut())
-        else {
+        let run = match target {
+            AbortTarget::Session(channel) => sessions
+                .get_mut(&channel)
+                .and_then(|queue| queue.running.as_mut()),
+            AbortTarget::Run(run_id) => sessions
+                .values_mut()
+                .filter_map(|queue| queue.running.as_mut())
+                .find(|run| run.run_id == run_id),
+        };
+        let Some(run) = run else {
             return AbortOutcome::NothingRunning;
         };
         if run.trigger.author_id != user && !admin {
@@ -442,10 +477,51 @@ impl Bridge {
             };
         }
         if run.abort.take().is_some_and(|abort| abort.send(()).is_ok()) {
-            AbortOutcome::Stopped
+            AbortOutcome::Stopped {
+                run_id: run.run_id.clone(),
+                session_id: run.trigger.channel_id,
+            }
         } else {
             AbortOutcome::NothingRunning
         }
+    }
+
+    /// What runs and waits, a session's or everywhere: running runs first, then queued ones
+    /// in order, by session.
+    fn run_views(&self, session: Option<Snowflake>) -> Vec<RunView> {
+        let sessions = self.sessions();
+        let mut ids: Vec<Snowflake> = match session {
+            Some(session) => vec![session],
+            None => sessions.keys().copied().collect(),
+        };
+        ids.sort_unstable();
+        let view = |trigger: &Trigger, state, run: Option<&RunningRun>| RunView {
+            run_id: run.map(|run| run.run_id.clone()),
+            session_id: trigger.channel_id,
+            state,
+            started_ms: run.map(|run| run.started_ms),
+            requested_by: trigger.author_id,
+            requested_by_name: trigger.author_name.clone(),
+            trigger_message_id: trigger.message_id,
+            workflow_id: trigger.workflow_id.clone(),
+            text: trigger
+                .text
+                .chars()
+                .take(toolserver::runs::RUN_TEXT_CHARS)
+                .collect(),
+        };
+        let queues: Vec<&SessionQueue> = ids.iter().filter_map(|id| sessions.get(id)).collect();
+        let running = queues.iter().filter_map(|queue| {
+            let run = queue.running.as_ref()?;
+            Some(view(&run.trigger, RunState::Running, Some(run)))
+        });
+        let queued = queues.iter().flat_map(|queue| {
+            queue
+                .waiting
+                .iter()
+                .map(|trigger| view(trigger, RunState::Queued, None))
+        });
+        running.chain(queued).collect()
     }
 
     fn session_status(&self, channel: Snowflake) -> SessionStatus {
@@ -535,7 +611,7 @@ impl Bridge {
         toolserver::chunk::split_message(&text, toolserver::chunk::MESSAGE_LIMIT).len()
     }
 
-    async fn run(&self, trigger: &Trigger, aborted: oneshot::Receiver<()>) {
+    async fn run(&self, trigger: &Trigger, run_id: &str, aborted: oneshot::Receiver<()>) {
         tracing::trace!(session = %trigger.channel_id, "run dequeued");
         let channel = match self.inner.core.allowed(trigger.channel_id).await {
             Ok(channel) => channel,
@@ -622,7 +698,17 @@ impl Bridge {
             }
         };
         let succeeded = self
-            .execute(channel, trigger, answer_in, stopped, started, &gate)
+            .execute(
+                channel,
+                trigger,
+                answer_in,
+                stopped,
+                started,
+                &RunTicket {
+                    id: run_id,
+                    gate: &gate,
+                },
+            )
             .await;
         typing.abort();
         drop(permit);
@@ -654,8 +740,12 @@ impl Bridge {
         answer_in: Option<AllowedChannel>,
         aborted: impl std::future::Future<Output = ()> + Send,
         spawned: tokio::sync::watch::Sender<bool>,
-        gate: &RunGate,
+        run: &RunTicket<'_>,
     ) -> bool {
+        let RunTicket {
+            id: request_id,
+            gate,
+        } = *run;
         let config = self.config();
         // A command reads an edit made before its run in its prompt, which is built once its
         // process is spawned; the built-in runners read it now.
@@ -668,20 +758,13 @@ impl Bridge {
             Some(thread) => threads::in_thread(trigger, thread.id()),
             None => trigger.clone(),
         };
-        let request_id = match random_hex(8) {
-            Ok(hex) => format!("run-{hex}"),
-            Err(error) => {
-                tracing::error!("cannot draw random bytes: {error}");
-                return false;
-            }
-        };
         let cwd = match &config.runner {
             Runner::Command { cwd, .. } => absolute(cwd),
             Runner::OpenAi(_) | Runner::Demo => absolute(std::path::Path::new(".")),
         };
         let grant = CapabilityGrant {
             session_id: answering.channel_id,
-            request_id: request_id.clone(),
+            request_id: request_id.to_owned(),
             scope: config.tool_scope.clone(),
             ttl: config.timeout + Duration::from_secs(60),
             client: Some("discord".to_owned()),
@@ -753,7 +836,7 @@ impl Bridge {
                 };
                 let spec = CommandSpec {
                     cwd: Some(cwd.clone()),
-                    env: self.environment(&answering, trigger, &token, &request_id, &cwd),
+                    env: self.environment(&answering, trigger, &token, request_id, &cwd),
                     stderr_lines: draft
                         .as_ref()
                         .map(|draft| command::progress_sink(draft.sender())),
@@ -762,11 +845,11 @@ impl Bridge {
                 };
                 let outcome = run_command_with(&spec, prompt, aborted).await;
                 announce();
-                command_answer(&request_id, outcome, config.timeout)
+                command_answer(request_id, outcome, config.timeout)
             }
             Runner::OpenAi(runner) => {
                 spawned.send_replace(true);
-                let Some(context) = self.run_context(&answering, &token, &request_id, &cwd) else {
+                let Some(context) = self.run_context(&answering, &token, request_id, &cwd) else {
                     return false;
                 };
                 let turns = prompt::conversation(
@@ -798,7 +881,7 @@ impl Bridge {
             }
             Runner::Demo => {
                 spawned.send_replace(true);
-                let Some(context) = self.run_context(&answering, &token, &request_id, &cwd) else {
+                let Some(context) = self.run_context(&answering, &token, request_id, &cwd) else {
                     return false;
                 };
                 let demo = tokio::time::timeout(
@@ -832,7 +915,7 @@ impl Bridge {
                 draft.finish(None, stream::DRAFT_CHARS).await;
             }
             tracing::warn!(run = %request_id, "the run was stopped and posts nothing: its trigger could not be recorded as answered");
-            self.finished(&answering, &request_id, "failed", started);
+            self.finished(&answering, request_id, "failed", started);
             return false;
         }
         let reply = match &answer {
@@ -870,7 +953,7 @@ impl Bridge {
                 (false, "aborted")
             }
         };
-        self.finished(&answering, &request_id, outcome, started);
+        self.finished(&answering, request_id, outcome, started);
         succeeded
     }
 
@@ -1017,8 +1100,12 @@ impl Runs for Bridge {
         self.session_status(channel_id)
     }
 
-    fn abort(&self, channel_id: Snowflake, user: Snowflake, admin: bool) -> AbortOutcome {
-        self.abort_for(channel_id, user, admin)
+    fn list(&self, session: Option<Snowflake>) -> Vec<RunView> {
+        self.run_views(session)
+    }
+
+    fn abort(&self, target: AbortTarget<'_>, user: Snowflake, admin: bool) -> AbortOutcome {
+        self.abort_for(target, user, admin)
     }
 }
 

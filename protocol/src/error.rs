@@ -140,6 +140,12 @@ error_codes! {
     RunAborted = "run_aborted",
     /// The call's agent run ended while the call waited (for an approval): nothing was done.
     RunEnded = "run_ended",
+    /// No agent is configured, so there are no runs to list or stop.
+    NoAgent = "no_agent",
+    /// No run is running there (or none has that id): nothing was stopped.
+    NothingRunning = "nothing_running",
+    /// The running run is another person's: only they or an admin (`discord.admins`) stop it.
+    NotYourRun = "not_your_run",
     // The request itself.
     /// The body is not the call envelope.
     BadRequest = "bad_request",

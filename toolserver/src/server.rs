@@ -102,6 +102,8 @@ pub struct Core {
     pub(crate) refusals: crate::refusals::RefusalLog,
     /// What `POST /v1/admin/reload` runs, once the host installed it.
     reloader: std::sync::OnceLock<Arc<dyn Reloader>>,
+    /// The agent's runs (`runs.list`, `runs.abort`), once the host installed them.
+    runs: std::sync::OnceLock<Arc<dyn crate::runs::Runs>>,
     pub(crate) permits: Semaphore,
     /// Connection cap and timeouts for the HTTP front.
     pub(crate) connection_limits: crate::connections::Limits,
@@ -190,6 +192,7 @@ impl Core {
             operator: operator_token.as_deref().map(OperatorToken::new),
             refusals: crate::refusals::RefusalLog::new(),
             reloader: std::sync::OnceLock::new(),
+            runs: std::sync::OnceLock::new(),
             permits: Semaphore::new(ts.max_concurrent_calls),
             connection_limits: crate::connections::Limits::from_config(ts),
             console: crate::console::Console::new(ts.console),
@@ -251,6 +254,17 @@ impl Core {
     /// What `POST /v1/admin/reload` runs; `None` when the host installed nothing.
     pub fn reloader(&self) -> Option<&Arc<dyn Reloader>> {
         self.reloader.get()
+    }
+
+    /// Installs the agent's runs: `runs.list` and `runs.abort` (and the console's runs panel)
+    /// answer `no_agent` until then. Once only.
+    pub fn set_runs(&self, runs: Arc<dyn crate::runs::Runs>) -> bool {
+        self.runs.set(runs).is_ok()
+    }
+
+    /// The agent's runs, once [`Core::set_runs`] installed them.
+    pub fn runs(&self) -> Option<&Arc<dyn crate::runs::Runs>> {
+        self.runs.get()
     }
 
     /// The allowlist every call is checked against; the bot applies the same one at ingest,

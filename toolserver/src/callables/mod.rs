@@ -1,6 +1,7 @@
 //! The built-in callables, written against the [`crate::Surface`] trait: `surface.*`,
 //! `attachment.download`, `workflow.*`, `audit.list`, and the operator callables
-//! `approvals.decide` and `admin.tools.set`.
+//! (`approvals.list`, `approvals.decide`, `admin.tools.set`, `admin.reload`, `runs.list`,
+//! `runs.abort`).
 
 mod attachments;
 mod audit;
@@ -10,6 +11,7 @@ mod help;
 mod messages;
 mod pins;
 mod reactions;
+mod runs;
 mod search;
 mod sessions;
 mod threads;
@@ -71,4 +73,8 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(audit::ListAudit);
     registry.register(governance::DecideApproval);
     registry.register(governance::SetSessionTools);
+    registry.register(governance::ListApprovals);
+    registry.register(governance::ReloadConfig);
+    registry.register(runs::ListRuns);
+    registry.register(runs::AbortRun);
 }
