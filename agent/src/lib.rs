@@ -996,6 +996,7 @@ impl Bridge {
                 cwd: Some(cwd.display().to_string()),
                 tool_call_id: None,
                 trigger_message_id: trigger.message_id,
+                front: toolserver::Front::Api,
             }),
             Err(error) => {
                 tracing::error!(run = %request_id, "the run's own token was refused: {}", error.message);

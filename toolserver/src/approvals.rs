@@ -134,8 +134,9 @@ pub enum Decider {
 }
 
 impl Decider {
-    /// The decider `caller` is, deciding through `client` (`console` for the console).
-    pub fn of(caller: &crate::auth::Caller, client: Option<&str>) -> Decider {
+    /// The decider `caller` is, deciding through `front` (a console login's decisions are
+    /// `console:`'s; the front is the server's knowledge, never a client's claim).
+    pub fn of(caller: &crate::auth::Caller, front: crate::invocation::Front) -> Decider {
         match caller {
             crate::auth::Caller::Discord(user) => Decider::Discord {
                 user: user.id,
@@ -143,7 +144,7 @@ impl Decider {
             },
             other => Decider::Caller {
                 principal: other.principal(),
-                front: if client == Some("console") {
+                front: if front == crate::invocation::Front::Console {
                     "console"
                 } else {
                     "api"

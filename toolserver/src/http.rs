@@ -188,6 +188,8 @@ fn context(core: &Core, headers: &HeaderMap) -> Result<CallContext, ToolError> {
             Some(id) => Some(parse_id(HEADER_MESSAGE_ID, &id)?),
             None => None,
         },
+        // Whatever the headers say, this is the API front.
+        front: crate::invocation::Front::Api,
     };
     if let Caller::Capability(capability) = &caller {
         let grant = &capability.grant;

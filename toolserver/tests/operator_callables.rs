@@ -407,3 +407,50 @@ async fn admin_reload_answers_what_changed_or_the_located_problems_and_is_audite
         "switchboard.toml:3:1: unknown key `discrod`"
     );
 }
+
+#[tokio::test]
+async fn a_client_cannot_claim_the_consoles_name_for_its_decision() {
+    let server = server().await;
+    let operator = server.operator_token().to_owned();
+    let waiting = send_in_background(&server, CI, "claimed", None);
+    let cards = pending_cards(&server, 1).await;
+    // The API call says it is the console, in every header a client controls.
+    let decided = common::console::request(
+        "POST",
+        format!("{}/v1/call", server.url()),
+        vec![
+            ("authorization", format!("Bearer {operator}")),
+            ("x-switchboard-client", "console".to_owned()),
+            ("user-agent", "console".to_owned()),
+        ],
+        Some(
+            json!({"tool": "approvals.decide", "input": {"approvalId": cards[0].id, "approve": true}})
+                .to_string()
+                .into_bytes(),
+        ),
+    )
+    .await;
+    assert_eq!(decided.status, 200, "{}", decided.body);
+    assert_eq!(decided.body["value"]["approval"]["by"], "api:operator");
+    assert_eq!(waiting.await.unwrap().status, 200);
+    let settled = server.core().approvals().recently_settled();
+    assert!(
+        matches!(&settled[0].state, toolserver::approvals::ApprovalState::Approved { by, .. } if by == "api:operator"),
+        "{settled:?}"
+    );
+
+    // A console login's decision is the console's, named by its login.
+    let again = send_in_background(&server, CI, "in the console", None);
+    let cards = pending_cards(&server, 1).await;
+    let login = common::console::log_in(&server).await;
+    let decided = common::console::post(
+        &server,
+        &format!("/console/api/approvals/{}", cards[0].id),
+        login.change(&server),
+        json!({"approve": true}),
+    )
+    .await;
+    assert_eq!(decided.status, 200, "{}", decided.body);
+    assert_eq!(decided.body["approval"]["by"], "console:operator");
+    assert_eq!(again.await.unwrap().status, 200);
+}

@@ -111,7 +111,7 @@ impl Tool for DecideApproval {
 
     async fn run(&self, cx: &Invocation<'_>, plan: DecideInput) -> Result<ToolOutput, ToolError> {
         let caller = &cx.context.caller;
-        let decider = Decider::of(caller, cx.context.client.as_deref());
+        let decider = Decider::of(caller, cx.context.front);
         // A Discord click is answered with the redrawn card; every other front has the card's
         // message edited here.
         let redraw = !matches!(caller, Caller::Discord(_));

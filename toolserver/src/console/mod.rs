@@ -265,6 +265,7 @@ impl Operator {
             cwd: None,
             tool_call_id: None,
             trigger_message_id: None,
+            front: crate::invocation::Front::Console,
         }
     }
 
