@@ -15,6 +15,7 @@ mod runs;
 mod search;
 mod sessions;
 mod threads;
+mod typing;
 mod warnings;
 mod workflows;
 
@@ -56,6 +57,7 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(reactions::AddReaction);
     registry.register(reactions::RemoveReaction);
     registry.register(reactions::ListReactions);
+    registry.register(typing::ShowTyping);
     registry.register(threads::CreateThread);
     registry.register(threads::ListThreads);
     registry.register(threads::ArchiveThread);
