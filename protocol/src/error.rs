@@ -153,6 +153,13 @@ error_codes! {
     BadBody = "bad_body",
     /// The body is over the size limit.
     BodyTooLarge = "body_too_large",
+    /// The `Idempotency-Key` header is not 1 to 255 visible ASCII characters.
+    BadIdempotencyKey = "bad_idempotency_key",
+    /// The idempotency key was used (within 24 h) for a call with another tool or input.
+    IdempotencyKeyReused = "idempotency_key_reused",
+    /// A call with this idempotency key is still running (or its server stopped while it
+    /// ran): it is not run again.
+    IdempotencyKeyInFlight = "idempotency_key_in_flight",
     /// The body is not declared as JSON (`Content-Type: application/json`).
     UnsupportedMediaType = "unsupported_media_type",
     /// The body did not arrive in time.

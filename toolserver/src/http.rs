@@ -393,8 +393,10 @@ pub async fn read_body(mut body: axum::body::Body) -> Result<Bytes, ToolError> {
 async fn call(
     State(core): Shared,
     Authed(context): Authed,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ToolError> {
+    let key = crate::idempotency::key_in(&headers)?;
     let body = body.map_err(body_error)?;
     let request: CallRequest = {
         let mut deserializer = serde_json::Deserializer::from_slice(&body);
@@ -411,6 +413,15 @@ async fn call(
     };
     let tool = request.tool.clone();
     let input = crate::batch::request_input(&core, request)?;
+    // A read runs again whatever its key: only a change has to happen once (and only its
+    // answer is worth keeping for a day).
+    let changes = core
+        .registry
+        .entry(&tool)
+        .is_some_and(|entry| entry.mutating);
+    if let Some(key) = key.filter(|_| changes) {
+        return crate::idempotency::keyed_call(&core, &context, key, &tool, input).await;
+    }
     let value = core.call(&context, &tool, input).await?;
     Ok((
         [(header::CONTENT_TYPE, "application/json")],

@@ -38,6 +38,7 @@ mod files;
 pub mod governance;
 mod hooks;
 pub mod http;
+pub mod idempotency;
 mod invocation;
 pub mod live;
 #[cfg(feature = "testing")]

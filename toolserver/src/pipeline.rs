@@ -771,7 +771,7 @@ impl Core {
         tool_id: &str,
         input: Value,
     ) -> Result<ToolOutput, ToolError> {
-        self.run_call(context, tool_id, input, None).await
+        self.run_call(context, tool_id, input, None, None).await
     }
 
     /// [`Core::call`], telling `observer` what the call waits for while it runs (an approval):
@@ -783,7 +783,23 @@ impl Core {
         input: Value,
         observer: &dyn CallObserver,
     ) -> Result<ToolOutput, ToolError> {
-        self.run_call(context, tool_id, input, Some(observer)).await
+        self.run_call(context, tool_id, input, Some(observer), None)
+            .await
+    }
+
+    /// [`Core::call`], and whether its handler started: a call refused before (false) did
+    /// nothing, so a retry may run it (what an idempotency key's release needs).
+    pub(crate) async fn call_reporting(
+        &self,
+        context: &CallContext,
+        tool_id: &str,
+        input: Value,
+    ) -> (Result<ToolOutput, ToolError>, bool) {
+        let handled = std::sync::atomic::AtomicBool::new(false);
+        let result = self
+            .run_call(context, tool_id, input, None, Some(&handled))
+            .await;
+        (result, handled.into_inner())
     }
 
     async fn run_call(
@@ -792,6 +808,7 @@ impl Core {
         tool_id: &str,
         input: Value,
         observer: Option<&dyn CallObserver>,
+        handled: Option<&std::sync::atomic::AtomicBool>,
     ) -> Result<ToolOutput, ToolError> {
         let started = Instant::now();
         let started_ms = crate::clock::now_ms();
@@ -895,10 +912,14 @@ impl Core {
             observer,
         };
         let result = tool.call(&gate, input).await;
+        let trail = gate.trail();
+        if let Some(handled) = handled {
+            handled.store(trail.handled, std::sync::atomic::Ordering::Relaxed);
+        }
         self.audit(
             context,
             tool_id.into(),
-            &gate.trail(),
+            &trail,
             &result,
             started,
             started_ms,
