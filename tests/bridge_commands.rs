@@ -46,6 +46,28 @@ fn agent_pid(dir: &Path, message: &str) -> Option<i32> {
         .ok()
 }
 
+/// An agent that writes its pid like [`logging_agent`]'s, hands its token out in `dir/token`
+/// (as a stray process of the run would use it), then sleeps 30 s.
+fn token_agent(dir: &Path) -> PathBuf {
+    script(
+        dir,
+        "agent.sh",
+        &format!(
+            "cat > /dev/null\necho $$ > \"{d}/$SWITCHBOARD_MESSAGE_ID.pid\"\nprintf %s \"$SWITCHBOARD_TOKEN\" > \"{d}/token\"\nsleep 30\necho NO_REPLY",
+            d = dir.display()
+        ),
+    )
+}
+
+/// The capability token a [`token_agent`] handed out, once it has.
+fn run_token(dir: &Path) -> String {
+    poll("the run's token", Duration::from_secs(10), || {
+        std::fs::read_to_string(dir.join("token"))
+            .ok()
+            .filter(|t| t.starts_with("sbcap_"))
+    })
+}
+
 /// Kills, on drop, the process group of every agent that left a pid file in the directory:
 /// `switchboard` is SIGKILLed at the end of a test and cannot stop a sleeping agent itself.
 /// Declare it after the `TempDir` and before the `Switchboard`, so it runs once switchboard is
@@ -217,14 +239,7 @@ fn a_call_waiting_for_approval_answers_cancelled_when_its_run_is_aborted() {
     let out = dir.path();
     let _reaper = Reaper(out);
     // The run hands its token out (as a stray process of it would use it) and waits.
-    let agent = script(
-        out,
-        "agent.sh",
-        &format!(
-            "cat > /dev/null\necho $$ > \"{d}/$SWITCHBOARD_MESSAGE_ID.pid\"\nprintf %s \"$SWITCHBOARD_TOKEN\" > \"{d}/token\"\nsleep 30\necho NO_REPLY",
-            d = out.display()
-        ),
-    );
+    let agent = token_agent(out);
     let extra = format!(
         "{}\n[permissions]\ndefault = \"allow\"\nask_timeout_s = 120\napprovers = [\"@Stanley\"]\n\n[[permissions.rules]]\ntool = \"surface.messages.send\"\npolicy = \"ask\"\n",
         command_agent(&agent, out, 60, "")
@@ -232,11 +247,7 @@ fn a_call_waiting_for_approval_answers_cancelled_when_its_run_is_aborted() {
     let sb = Switchboard::start_with(&fake, out, &Allow::default(), &extra);
     wait_for_commands(&fake);
     fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} go"));
-    let token = poll("the run's token", Duration::from_secs(10), || {
-        std::fs::read_to_string(out.join("token"))
-            .ok()
-            .filter(|t| t.starts_with("sbcap_"))
-    });
+    let token = run_token(out);
     // A call of the run that the rules make wait for an approver.
     let waiting = {
         let (url, token, cwd) = (sb.url.clone(), token.clone(), out.to_owned());
@@ -1027,14 +1038,7 @@ fn the_operator_lists_runs_decides_an_approval_and_aborts_a_run_with_tools() {
     let out = dir.path();
     let _reaper = Reaper(out);
     // The run hands its token out (as its own tool calls would use it) and waits.
-    let agent = script(
-        out,
-        "agent.sh",
-        &format!(
-            "cat > /dev/null\necho $$ > \"{d}/$SWITCHBOARD_MESSAGE_ID.pid\"\nprintf %s \"$SWITCHBOARD_TOKEN\" > \"{d}/token\"\nsleep 30\necho NO_REPLY",
-            d = out.display()
-        ),
-    );
+    let agent = token_agent(out);
     let extra = format!(
         "{}\n[permissions]\ndefault = \"allow\"\nask_timeout_s = 120\napprovers = [\"@Stanley\"]\n\n[[permissions.rules]]\ntool = \"surface.messages.send\"\ncaller = \"run\"\npolicy = \"ask\"\n",
         command_agent(&agent, out, 60, "")
@@ -1054,11 +1058,7 @@ fn the_operator_lists_runs_decides_an_approval_and_aborts_a_run_with_tools() {
     }
 
     let trigger = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} go"));
-    let token = poll("the run's token", Duration::from_secs(10), || {
-        std::fs::read_to_string(out.join("token"))
-            .ok()
-            .filter(|t| t.starts_with("sbcap_"))
-    });
+    let token = run_token(out);
     let pid = poll("the run's pid", Duration::from_secs(5), || {
         agent_pid(out, &trigger)
     });

@@ -93,11 +93,7 @@ impl Tool for DecideApproval {
         input: DecideInput,
     ) -> Result<Planned<DecideInput>, ToolError> {
         let id = input.approval_id.trim();
-        let well_formed = id.len() <= MAX_APPROVAL_ID
-            && id
-                .strip_prefix("apr_")
-                .is_some_and(|hex| !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()));
-        if !well_formed {
+        if !super::prefixed_hex(id, "apr_", MAX_APPROVAL_ID) {
             return Err(ToolError::usage(
                 ErrorCode::InvalidInput,
                 "approvalId: an approval id is apr_ followed by hex digits, as its card shows it",

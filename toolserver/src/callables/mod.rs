@@ -44,6 +44,15 @@ fn channel_name(name: &str) -> Result<String, ToolError> {
     Ok(name.to_owned())
 }
 
+/// Whether `id` is `prefix` and 1 or more hex digits, at most `max` bytes in all: the shape
+/// of the ids switchboard makes up (`apr_…`, `run-…`).
+fn prefixed_hex(id: &str, prefix: &str, max: usize) -> bool {
+    id.len() <= max
+        && id
+            .strip_prefix(prefix)
+            .is_some_and(|hex| !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 /// Registers every built-in callable.
 pub fn register_all(registry: &mut Registry) {
     registry.register(help::Help);

@@ -179,11 +179,7 @@ impl Tool for AbortRun {
         let session_id = input.session_id.as_deref().map(str::trim);
         match (run_id, session_id) {
             (Some(id), None) => {
-                let well_formed = id.len() <= MAX_RUN_ID
-                    && id.strip_prefix("run-").is_some_and(|hex| {
-                        !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit())
-                    });
-                if !well_formed {
+                if !super::prefixed_hex(id, "run-", MAX_RUN_ID) {
                     return Err(ToolError::usage(
                         ErrorCode::InvalidInput,
                         "runId: a run id is run- followed by hex digits, as runs.list shows it",
