@@ -143,6 +143,10 @@ pub async fn build(
         Core::new(&config, Arc::clone(&surface) as _, secrets)?
             .with_ledger(Arc::new(store.clone()) as Arc<dyn Ledger>, overrides),
     );
+    // Idempotency keys of `POST /v1/call`. The lead swaps this for the service's store backend at merge.
+    core.set_idempotency(Arc::new(switchboard_store::MemoryBackend::new(
+        switchboard_store::MemoryOptions::default(),
+    )));
     // The live feed and the metrics hear of messages, Discord's answers and the gateway.
     surface.observe(core.observers());
     connection.observe(core.observers());
@@ -186,7 +190,7 @@ pub async fn build(
         .clone()
         .map(|bridge| Arc::new(bridge) as Arc<dyn Runs>);
     if let Some(runs) = &runs {
-        core.console().set_runs(Arc::clone(runs));
+        core.set_runs(Arc::clone(runs));
     }
     // The health panel shows the one REST client's rate-limit headroom.
     core.console().set_headroom(

@@ -46,6 +46,28 @@ fn agent_pid(dir: &Path, message: &str) -> Option<i32> {
         .ok()
 }
 
+/// An agent that writes its pid like [`logging_agent`]'s, hands its token out in `dir/token`
+/// (as a stray process of the run would use it), then sleeps 30 s.
+fn token_agent(dir: &Path) -> PathBuf {
+    script(
+        dir,
+        "agent.sh",
+        &format!(
+            "cat > /dev/null\necho $$ > \"{d}/$SWITCHBOARD_MESSAGE_ID.pid\"\nprintf %s \"$SWITCHBOARD_TOKEN\" > \"{d}/token\"\nsleep 30\necho NO_REPLY",
+            d = dir.display()
+        ),
+    )
+}
+
+/// The capability token a [`token_agent`] handed out, once it has.
+fn run_token(dir: &Path) -> String {
+    poll("the run's token", Duration::from_secs(10), || {
+        std::fs::read_to_string(dir.join("token"))
+            .ok()
+            .filter(|t| t.starts_with("sbcap_"))
+    })
+}
+
 /// Kills, on drop, the process group of every agent that left a pid file in the directory:
 /// `switchboard` is SIGKILLed at the end of a test and cannot stop a sleeping agent itself.
 /// Declare it after the `TempDir` and before the `Switchboard`, so it runs once switchboard is
@@ -217,14 +239,7 @@ fn a_call_waiting_for_approval_answers_cancelled_when_its_run_is_aborted() {
     let out = dir.path();
     let _reaper = Reaper(out);
     // The run hands its token out (as a stray process of it would use it) and waits.
-    let agent = script(
-        out,
-        "agent.sh",
-        &format!(
-            "cat > /dev/null\necho $$ > \"{d}/$SWITCHBOARD_MESSAGE_ID.pid\"\nprintf %s \"$SWITCHBOARD_TOKEN\" > \"{d}/token\"\nsleep 30\necho NO_REPLY",
-            d = out.display()
-        ),
-    );
+    let agent = token_agent(out);
     let extra = format!(
         "{}\n[permissions]\ndefault = \"allow\"\nask_timeout_s = 120\napprovers = [\"@Stanley\"]\n\n[[permissions.rules]]\ntool = \"surface.messages.send\"\npolicy = \"ask\"\n",
         command_agent(&agent, out, 60, "")
@@ -232,11 +247,7 @@ fn a_call_waiting_for_approval_answers_cancelled_when_its_run_is_aborted() {
     let sb = Switchboard::start_with(&fake, out, &Allow::default(), &extra);
     wait_for_commands(&fake);
     fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} go"));
-    let token = poll("the run's token", Duration::from_secs(10), || {
-        std::fs::read_to_string(out.join("token"))
-            .ok()
-            .filter(|t| t.starts_with("sbcap_"))
-    });
+    let token = run_token(out);
     // A call of the run that the rules make wait for an approver.
     let waiting = {
         let (url, token, cwd) = (sb.url.clone(), token.clone(), out.to_owned());
@@ -1018,4 +1029,121 @@ fn the_example_command_agent_reads_the_channel_with_tools_and_answers() {
         .filter(|m| m["message_reference"]["message_id"] == trigger.as_str())
         .collect();
     assert_eq!(answers.len(), 1, "{answers:?}");
+}
+
+#[test]
+fn the_operator_lists_runs_decides_an_approval_and_aborts_a_run_with_tools() {
+    let fake = Fake::start();
+    let dir = TempDir::new("bridge-operator-tools");
+    let out = dir.path();
+    let _reaper = Reaper(out);
+    // The run hands its token out (as its own tool calls would use it) and waits.
+    let agent = token_agent(out);
+    let extra = format!(
+        "{}\n[permissions]\ndefault = \"allow\"\nask_timeout_s = 120\napprovers = [\"@Stanley\"]\n\n[[permissions.rules]]\ntool = \"surface.messages.send\"\ncaller = \"run\"\npolicy = \"ask\"\n",
+        command_agent(&agent, out, 60, "")
+    );
+    let sb = Switchboard::start_with(&fake, out, &Allow::default(), &extra);
+    let listed = sb.tools(&["--list"]);
+    assert_eq!(listed.code, Some(0), "{listed:?}");
+    for tool in [
+        "approvals.list",
+        "approvals.decide",
+        "admin.tools.set",
+        "admin.reload",
+        "runs.list",
+        "runs.abort",
+    ] {
+        assert!(listed.stdout.contains(tool), "{tool}: {listed:?}");
+    }
+
+    let trigger = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} go"));
+    let token = run_token(out);
+    let pid = poll("the run's pid", Duration::from_secs(5), || {
+        agent_pid(out, &trigger)
+    });
+    // The run's tokens never reach the operator callables.
+    let refused = support::tools_in(&sb.url, &token, out, &["runs.list"]);
+    assert_ne!(refused.code, Some(0), "{refused:?}");
+    assert!(
+        refused.stderr.contains("out_of_scope") || refused.stdout.contains("out_of_scope"),
+        "{refused:?}"
+    );
+
+    // The run's send waits for an approver; the operator finds it and approves it.
+    let waiting = {
+        let (url, token, cwd) = (sb.url.clone(), token.clone(), out.to_owned());
+        std::thread::spawn(move || {
+            support::tools_in(
+                &url,
+                &token,
+                &cwd,
+                &["surface.messages.send", "approved words"],
+            )
+        })
+    };
+    let approval = poll("the approval request", Duration::from_secs(10), || {
+        let pending = sb.tools(&["approvals.list", "--state=pending"]).json();
+        pending["approvals"][0]["id"].as_str().map(str::to_owned)
+    });
+    let decided = sb
+        .tools(&["approvals.decide", &approval, "--approve=true"])
+        .json();
+    assert_eq!(decided["approval"]["state"], "approved", "{decided}");
+    assert_eq!(decided["approval"]["by"], "api:operator");
+    let sent = waiting.join().expect("the tools thread");
+    assert_eq!(sent.code, Some(0), "{sent:?}");
+    poll(
+        "the approved send on Discord",
+        Duration::from_secs(5),
+        || {
+            bot_posts(&fake, demo::OPS)
+                .iter()
+                .any(|m| m["content"].as_str() == Some("approved words"))
+                .then_some(())
+        },
+    );
+
+    // The operator lists the run and stops it by its id.
+    let runs = sb.tools(&["runs.list"]).json();
+    let run = &runs["runs"][0];
+    assert_eq!(run["state"], "running", "{runs}");
+    assert_eq!(run["sessionId"], demo::OPS.to_string());
+    assert_eq!(run["requestedBy"], demo::STANLEY.to_string());
+    assert_eq!(run["triggerMessageId"], trigger.as_str());
+    assert!(run["startedMs"].as_u64().is_some(), "{runs}");
+    let run_id = run["runId"]
+        .as_str()
+        .expect("a running run has an id")
+        .to_owned();
+    let stopped = sb.tools(&["runs.abort", &run_id]).json();
+    assert_eq!(stopped["runId"], run_id.as_str());
+    poll(
+        "the run's process to be gone",
+        Duration::from_secs(5),
+        || (!pid_alive(pid)).then_some(()),
+    );
+    poll("the run to leave the list", Duration::from_secs(5), || {
+        sb.tools(&["runs.list"]).json()["runs"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+            .then_some(())
+    });
+    let again = sb.tools(&["runs.abort", &run_id]);
+    assert_eq!(
+        again.code,
+        Some(4),
+        "nothing running is not found: {again:?}"
+    );
+    // Both are audited as the operator's calls.
+    let audit = sb
+        .tools(&["audit.list", "--tool=runs.abort", "--caller=operator"])
+        .json();
+    let outcomes: Vec<&str> = audit["audit"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter_map(|row| row["outcome"].as_str())
+        .collect();
+    assert_eq!(outcomes, vec!["not_found", "ok"], "{audit}");
 }

@@ -770,3 +770,41 @@ fn a_renamed_user_reads_under_the_new_name_in_tools_and_prompts() {
         "the prompt kept the old name: {prompt}"
     );
 }
+
+#[test]
+fn a_tools_send_retried_with_the_same_idempotency_key_posts_once() {
+    let fake = Fake::start();
+    let dir = TempDir::new("idempotency");
+    let sb = Switchboard::start(&fake, dir.path(), &Allow::default());
+    let send = [
+        "--idempotency-key=deploy-42",
+        "surface.messages.send",
+        "--session-id=#ops",
+        "deploying now",
+    ];
+    let first = sb.tools(&send);
+    let id = sent_id(&first);
+    // The client retries (its answer was lost, say): the same key and input answer the first
+    // answer, and Discord gets one post.
+    let again = sb.tools(&send);
+    assert_eq!(sent_id(&again), id, "{again:?}");
+    let posts = fake.requests_to("POST", &messages_path(demo::OPS));
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    // The same key with other text is a conflict (exit 5), and nothing more is posted.
+    let other = sb.tools(&[
+        "--idempotency-key=deploy-42",
+        "surface.messages.send",
+        "--session-id=#ops",
+        "deploying again",
+    ]);
+    assert_eq!(other.code, Some(5), "{other:?}");
+    assert_eq!(stderr_error(&other)["code"], "idempotency_key_reused");
+    // Without a key, each invocation gets a fresh one: the same text posts again.
+    let fresh = sb.tools(&[
+        "surface.messages.send",
+        "--session-id=#ops",
+        "deploying now",
+    ]);
+    assert_ne!(sent_id(&fresh), id);
+    assert_eq!(fake.requests_to("POST", &messages_path(demo::OPS)).len(), 2);
+}

@@ -30,7 +30,8 @@ use tokio::sync::{oneshot, Semaphore};
 use toolserver::auth::{random_hex, CapabilityGrant};
 use toolserver::live::Live;
 use toolserver::runs::{
-    AbortOutcome, AnsweredTriggers, Arrival, RunGate, Runs, SessionStatus, Taking, Trigger,
+    AbortOutcome, AbortTarget, AnsweredTriggers, Arrival, RunGate, RunState, RunView, Runs,
+    SessionStatus, Taking, Trigger,
 };
 use toolserver::surface::AllowedChannel;
 use toolserver::{CallContext, Core};
@@ -65,9 +66,31 @@ enum BotTurn {
     Stop,
 }
 
+/// A run being executed: its id, what it waits on before it acts, its capability token, and
+/// how it shows its own answer.
+#[derive(Clone, Copy)]
+struct RunTicket<'a> {
+    /// `run-<hex>`.
+    id: &'a str,
+    gate: &'a RunGate,
+    token: &'a str,
+    voice: &'a stream::Voice,
+}
+
 struct RunningRun {
     trigger: Trigger,
+    /// `run-<hex>`: its capability's request id and the audit log's `run`.
+    run_id: String,
+    /// When it was dequeued, ms since the Unix epoch.
+    started_ms: u64,
     abort: Option<oneshot::Sender<()>>,
+}
+
+/// Now, ms since the Unix epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as u64)
 }
 
 /// Runs agents for Discord messages.
@@ -321,7 +344,8 @@ impl Bridge {
             "I've answered other bots {} times in a row here, so I'll stop answering bots until a person writes in this channel.",
             self.config().max_bot_turns
         );
-        self.post_reply(&trigger, &text).await;
+        self.post_reply(&stream::reply_context(&trigger), &trigger, &text)
+            .await;
     }
 
     /// The trigger with its message's current text when it was edited before the run started
@@ -390,7 +414,8 @@ impl Bridge {
         let text = format!(
             "I'm busy in this channel and {limit} more requests are already waiting; please ask again when I'm done."
         );
-        self.post_reply(&trigger, &text).await;
+        self.post_reply(&stream::reply_context(&trigger), &trigger, &text)
+            .await;
     }
 
     /// Runs the session's triggers one after the other until none is left.
@@ -402,12 +427,21 @@ impl Bridge {
                 match queue.waiting.pop_front() {
                     Some(trigger) => {
                         self.inner.core.metrics().queue_depth_add(-1);
+                        let run_id = match random_hex(8) {
+                            Ok(hex) => format!("run-{hex}"),
+                            Err(error) => {
+                                tracing::error!(session = %channel, "cannot draw random bytes for a run id, the trigger is dropped: {error}");
+                                continue;
+                            }
+                        };
                         let (abort, aborted) = oneshot::channel();
                         queue.running = Some(RunningRun {
                             trigger: trigger.clone(),
+                            run_id: run_id.clone(),
+                            started_ms: now_ms(),
                             abort: Some(abort),
                         });
-                        Some((trigger, aborted))
+                        Some((trigger, run_id, aborted))
                     }
                     None => {
                         queue.worker = false;
@@ -416,24 +450,30 @@ impl Bridge {
                     }
                 }
             };
-            let Some((trigger, aborted)) = next else {
+            let Some((trigger, run_id, aborted)) = next else {
                 return;
             };
-            self.run(&trigger, aborted).await;
+            self.run(&trigger, &run_id, aborted).await;
             if let Some(queue) = self.sessions().get_mut(&channel) {
                 queue.running = None;
             }
         }
     }
 
-    /// `/abort` by `user`: stops the session's running run when `user` started it, or when
-    /// `admin`; queued runs stay.
-    fn abort_for(&self, channel: Snowflake, user: Snowflake, admin: bool) -> AbortOutcome {
+    /// `runs.abort` (`/abort`, the console) by `user`: stops the running run `target` names
+    /// when `user` started it, or when `admin`; queued runs stay.
+    fn abort_for(&self, target: AbortTarget<'_>, user: Snowflake, admin: bool) -> AbortOutcome {
         let mut sessions = self.sessions();
-        let Some(run) = sessions
-            .get_mut(&channel)
-            .and_then(|queue| queue.running.as_mut())
-        else {
+        let run = match target {
+            AbortTarget::Session(channel) => sessions
+                .get_mut(&channel)
+                .and_then(|queue| queue.running.as_mut()),
+            AbortTarget::Run(run_id) => sessions
+                .values_mut()
+                .filter_map(|queue| queue.running.as_mut())
+                .find(|run| run.run_id == run_id),
+        };
+        let Some(run) = run else {
             return AbortOutcome::NothingRunning;
         };
         if run.trigger.author_id != user && !admin {
@@ -442,10 +482,51 @@ impl Bridge {
             };
         }
         if run.abort.take().is_some_and(|abort| abort.send(()).is_ok()) {
-            AbortOutcome::Stopped
+            AbortOutcome::Stopped {
+                run_id: run.run_id.clone(),
+                session_id: run.trigger.channel_id,
+            }
         } else {
             AbortOutcome::NothingRunning
         }
+    }
+
+    /// What runs and waits, a session's or everywhere: running runs first, then queued ones
+    /// in order, by session.
+    fn run_views(&self, session: Option<Snowflake>) -> Vec<RunView> {
+        let sessions = self.sessions();
+        let mut ids: Vec<Snowflake> = match session {
+            Some(session) => vec![session],
+            None => sessions.keys().copied().collect(),
+        };
+        ids.sort_unstable();
+        let view = |trigger: &Trigger, state, run: Option<&RunningRun>| RunView {
+            run_id: run.map(|run| run.run_id.clone()),
+            session_id: trigger.channel_id,
+            state,
+            started_ms: run.map(|run| run.started_ms),
+            requested_by: trigger.author_id,
+            requested_by_name: trigger.author_name.clone(),
+            trigger_message_id: trigger.message_id,
+            workflow_id: trigger.workflow_id.clone(),
+            text: trigger
+                .text
+                .chars()
+                .take(toolserver::runs::RUN_TEXT_CHARS)
+                .collect(),
+        };
+        let queues: Vec<&SessionQueue> = ids.iter().filter_map(|id| sessions.get(id)).collect();
+        let running = queues.iter().filter_map(|queue| {
+            let run = queue.running.as_ref()?;
+            Some(view(&run.trigger, RunState::Running, Some(run)))
+        });
+        let queued = queues.iter().flat_map(|queue| {
+            queue
+                .waiting
+                .iter()
+                .map(|trigger| view(trigger, RunState::Queued, None))
+        });
+        running.chain(queued).collect()
     }
 
     fn session_status(&self, channel: Snowflake) -> SessionStatus {
@@ -462,31 +543,66 @@ impl Bridge {
         }
     }
 
-    async fn react(&self, channel: AllowedChannel, trigger: &Trigger, emoji: &str, add: bool) {
+    /// The ⏳/✅/❌ on the trigger, as the run (audited as its calls).
+    async fn react(&self, voice: &stream::Voice, trigger: &Trigger, emoji: &str, add: bool) {
         let Some(message_id) = trigger.message_id else {
             return;
         };
-        let surface = self.inner.core.surface();
-        let result = if add {
-            surface
-                .add_reaction(channel, message_id, emoji.to_owned())
-                .await
+        let tool = if add {
+            "surface.reactions.add"
         } else {
-            surface
-                .remove_reaction(channel, message_id, emoji.to_owned())
-                .await
+            "surface.reactions.remove"
         };
-        if let Err(error) = result {
-            tracing::debug!(%error, emoji, "reaction on the trigger failed");
+        let input = json!({
+            "sessionId": trigger.channel_id.to_string(),
+            "messageId": message_id.to_string(),
+            "emoji": emoji,
+        });
+        let context = voice.context(trigger.channel_id);
+        if let Err(error) = self.inner.core.call(&context, tool, input).await {
+            tracing::debug!(code = %error.code, message = %error.message, emoji, "reaction on the trigger failed");
+        }
+    }
+
+    /// Mints the run's capability token (bound to `session`, where it answers) and the voice
+    /// it shows its answer with; `None` (logged) when it cannot.
+    fn mint(
+        &self,
+        trigger: &Trigger,
+        session: Snowflake,
+        run_id: &str,
+        gate: &RunGate,
+    ) -> Option<(String, stream::Voice)> {
+        let config = self.config();
+        let grant = CapabilityGrant {
+            session_id: session,
+            request_id: run_id.to_owned(),
+            scope: config.tool_scope.clone(),
+            ttl: config.timeout + Duration::from_secs(60),
+            client: Some("discord".to_owned()),
+            cwd: Some(run_cwd(&config).display().to_string()),
+            trigger_message_id: trigger.message_id,
+            requested_by: Some(trigger.author_id),
+            gate: Some(gate.clone()),
+        };
+        let core = &self.inner.core;
+        let minted = core
+            .mint_capability(grant)
+            .and_then(|token| Ok((core.authenticate(Some(&token))?, token)));
+        match minted {
+            Ok((caller, token)) => Some((token, stream::Voice::new(caller, run_id))),
+            Err(error) => {
+                tracing::error!(run = %run_id, "cannot mint a capability token: {}", error.message);
+                None
+            }
         }
     }
 
     /// Posts `text` as a reply to the trigger through the tool server's policy path: outbound
     /// rewrite, safe mentions, splitting, allowlist and rate limits.
     /// True when the reply was posted.
-    async fn post_reply(&self, trigger: &Trigger, text: &str) -> bool {
+    async fn post_reply(&self, context: &CallContext, trigger: &Trigger, text: &str) -> bool {
         let text = fit_reply(text, self.inner.core.max_parts_per_send());
-        let context = stream::reply_context(trigger);
         let mut input = json!({ "text": text.as_ref() });
         if let Some(message_id) = trigger.message_id {
             input["replyToMessageId"] = json!(message_id.to_string());
@@ -494,7 +610,7 @@ impl Bridge {
         match self
             .inner
             .core
-            .call(&context, "surface.messages.send", input)
+            .call(context, "surface.messages.send", input)
             .await
         {
             Ok(_) => true,
@@ -514,6 +630,7 @@ impl Bridge {
         trigger: &Trigger,
         answering: &Trigger,
         text: &str,
+        voice: &stream::Voice,
     ) -> bool {
         let moved = answering.channel_id != trigger.channel_id;
         if !moved
@@ -521,12 +638,13 @@ impl Bridge {
             && self.needs_parts(text) > 1
         {
             if let Some(thread) = threads::open(&self.inner.core, channel, trigger).await {
-                return self
-                    .post_reply(&threads::in_thread(trigger, thread), text)
-                    .await;
+                let answering = threads::in_thread(trigger, thread);
+                let context = voice.context(thread);
+                return self.post_reply(&context, &answering, text).await;
             }
         }
-        self.post_reply(answering, text).await
+        let context = voice.context(answering.channel_id);
+        self.post_reply(&context, answering, text).await
     }
 
     /// How many messages a reply of `text` becomes (as cut to what one send may post).
@@ -535,7 +653,7 @@ impl Bridge {
         toolserver::chunk::split_message(&text, toolserver::chunk::MESSAGE_LIMIT).len()
     }
 
-    async fn run(&self, trigger: &Trigger, aborted: oneshot::Receiver<()>) {
+    async fn run(&self, trigger: &Trigger, run_id: &str, aborted: oneshot::Receiver<()>) {
         tracing::trace!(session = %trigger.channel_id, "run dequeued");
         let channel = match self.inner.core.allowed(trigger.channel_id).await {
             Ok(channel) => channel,
@@ -576,6 +694,9 @@ impl Bridge {
             None => channel,
         };
         tracing::trace!(session = %trigger.channel_id, "trigger taken");
+        let Some((token, voice)) = self.mint(trigger, answer_channel.id(), run_id, &gate) else {
+            return;
+        };
         // The ⏳ and the typing indicator start once the agent has started (a command: once
         // its process is spawned), so they never compete with it for the machine; the ⏳ is
         // awaited before it comes off, so it never stays behind.
@@ -585,11 +706,12 @@ impl Bridge {
             let trigger = trigger.clone();
             let mut spawned = spawned.clone();
             let gate = gate.clone();
+            let voice = voice.clone();
             tokio::spawn(async move {
                 // An error means the run ended before it said so: react anyway, it comes off.
                 let _ = spawned.wait_for(|started| *started).await;
                 if gate.opened().await {
-                    bridge.react(channel, &trigger, WORKING, true).await;
+                    bridge.react(&voice, &trigger, WORKING, true).await;
                 }
             })
         };
@@ -597,16 +719,22 @@ impl Bridge {
             let core = Arc::clone(&self.inner.core);
             let mut spawned = spawned;
             let gate = gate.clone();
+            let context = voice.context(answer_channel.id());
             tokio::spawn(async move {
                 let _ = spawned.wait_for(|started| *started).await;
                 if !gate.opened().await {
                     return;
                 }
+                // The run's typing, audited once as the run; its refreshes (Discord shows it
+                // about 10 s) are not rows of their own.
+                if let Err(error) = core.call(&context, "surface.typing", json!({})).await {
+                    tracing::debug!(code = %error.code, "typing indicator failed");
+                }
                 loop {
+                    tokio::time::sleep(TYPING_EVERY).await;
                     if let Err(error) = core.surface().typing(answer_channel).await {
                         tracing::debug!(%error, "typing indicator failed");
                     }
-                    tokio::time::sleep(TYPING_EVERY).await;
                 }
             })
         };
@@ -622,7 +750,19 @@ impl Bridge {
             }
         };
         let succeeded = self
-            .execute(channel, trigger, answer_in, stopped, started, &gate)
+            .execute(
+                channel,
+                trigger,
+                answer_in,
+                stopped,
+                started,
+                &RunTicket {
+                    id: run_id,
+                    gate: &gate,
+                    token: &token,
+                    voice: &voice,
+                },
+            )
             .await;
         typing.abort();
         drop(permit);
@@ -630,14 +770,9 @@ impl Bridge {
         if !gate.opened().await {
             return;
         }
-        self.react(channel, trigger, WORKING, false).await;
-        self.react(
-            channel,
-            trigger,
-            if succeeded { DONE } else { FAILED },
-            true,
-        )
-        .await;
+        self.react(&voice, trigger, WORKING, false).await;
+        self.react(&voice, trigger, if succeeded { DONE } else { FAILED }, true)
+            .await;
     }
 
     fn error_line(&self, reason: &str) -> String {
@@ -654,8 +789,14 @@ impl Bridge {
         answer_in: Option<AllowedChannel>,
         aborted: impl std::future::Future<Output = ()> + Send,
         spawned: tokio::sync::watch::Sender<bool>,
-        gate: &RunGate,
+        run: &RunTicket<'_>,
     ) -> bool {
+        let RunTicket {
+            id: request_id,
+            gate,
+            token,
+            voice,
+        } = *run;
         let config = self.config();
         // A command reads an edit made before its run in its prompt, which is built once its
         // process is spawned; the built-in runners read it now.
@@ -668,35 +809,7 @@ impl Bridge {
             Some(thread) => threads::in_thread(trigger, thread.id()),
             None => trigger.clone(),
         };
-        let request_id = match random_hex(8) {
-            Ok(hex) => format!("run-{hex}"),
-            Err(error) => {
-                tracing::error!("cannot draw random bytes: {error}");
-                return false;
-            }
-        };
-        let cwd = match &config.runner {
-            Runner::Command { cwd, .. } => absolute(cwd),
-            Runner::OpenAi(_) | Runner::Demo => absolute(std::path::Path::new(".")),
-        };
-        let grant = CapabilityGrant {
-            session_id: answering.channel_id,
-            request_id: request_id.clone(),
-            scope: config.tool_scope.clone(),
-            ttl: config.timeout + Duration::from_secs(60),
-            client: Some("discord".to_owned()),
-            cwd: Some(cwd.display().to_string()),
-            trigger_message_id: trigger.message_id,
-            requested_by: Some(trigger.author_id),
-            gate: Some(gate.clone()),
-        };
-        let token = match self.inner.core.mint_capability(grant) {
-            Ok(token) => token,
-            Err(error) => {
-                tracing::error!("cannot mint a capability token: {}", error.message);
-                return false;
-            }
-        };
+        let cwd = run_cwd(&config);
         tracing::info!(
             run = %request_id,
             session = %answering.channel_id,
@@ -733,6 +846,7 @@ impl Bridge {
                 &answering,
                 config.stream_interval,
                 gate.clone(),
+                voice.context(answering.channel_id),
             )),
         };
         let answer = match &config.runner {
@@ -753,7 +867,7 @@ impl Bridge {
                 };
                 let spec = CommandSpec {
                     cwd: Some(cwd.clone()),
-                    env: self.environment(&answering, trigger, &token, &request_id, &cwd),
+                    env: self.environment(&answering, trigger, token, request_id, &cwd),
                     stderr_lines: draft
                         .as_ref()
                         .map(|draft| command::progress_sink(draft.sender())),
@@ -762,11 +876,11 @@ impl Bridge {
                 };
                 let outcome = run_command_with(&spec, prompt, aborted).await;
                 announce();
-                command_answer(&request_id, outcome, config.timeout)
+                command_answer(request_id, outcome, config.timeout)
             }
             Runner::OpenAi(runner) => {
                 spawned.send_replace(true);
-                let Some(context) = self.run_context(&answering, &token, &request_id, &cwd) else {
+                let Some(context) = self.run_context(&answering, token, request_id, &cwd) else {
                     return false;
                 };
                 let turns = prompt::conversation(
@@ -798,7 +912,7 @@ impl Bridge {
             }
             Runner::Demo => {
                 spawned.send_replace(true);
-                let Some(context) = self.run_context(&answering, &token, &request_id, &cwd) else {
+                let Some(context) = self.run_context(&answering, token, request_id, &cwd) else {
                     return false;
                 };
                 let demo = tokio::time::timeout(
@@ -825,14 +939,14 @@ impl Bridge {
             Answer::Aborted => toolserver::auth::TokenEnd::Aborted,
             Answer::Reply(_) | Answer::Failed(_) => toolserver::auth::TokenEnd::Finished,
         };
-        self.inner.core.end_capability(&token, how);
+        self.inner.core.end_capability(token, how);
         // Nothing is posted for a run whose trigger could not be recorded as answered.
         if !gate.opened().await {
             if let Some(draft) = draft {
                 draft.finish(None, stream::DRAFT_CHARS).await;
             }
             tracing::warn!(run = %request_id, "the run was stopped and posts nothing: its trigger could not be recorded as answered");
-            self.finished(&answering, &request_id, "failed", started);
+            self.finished(&answering, request_id, "failed", started);
             return false;
         }
         let reply = match &answer {
@@ -853,7 +967,10 @@ impl Bridge {
                 } else if settled {
                     tracing::info!(run = %request_id, bytes = reply.len(), "agent run finished; the draft became the reply");
                     (true, "replied")
-                } else if self.post_answer(channel, trigger, &answering, reply).await {
+                } else if self
+                    .post_answer(channel, trigger, &answering, reply, voice)
+                    .await
+                {
                     tracing::info!(run = %request_id, bytes = reply.len(), "agent run finished; reply posted");
                     (true, "replied")
                 } else {
@@ -862,7 +979,9 @@ impl Bridge {
                 }
             }
             Answer::Failed(reason) => {
-                self.post_reply(&answering, &self.error_line(&reason)).await;
+                let context = voice.context(answering.channel_id);
+                self.post_reply(&context, &answering, &self.error_line(&reason))
+                    .await;
                 (false, "failed")
             }
             Answer::Aborted => {
@@ -870,7 +989,7 @@ impl Bridge {
                 (false, "aborted")
             }
         };
-        self.finished(&answering, &request_id, outcome, started);
+        self.finished(&answering, request_id, outcome, started);
         succeeded
     }
 
@@ -913,6 +1032,7 @@ impl Bridge {
                 cwd: Some(cwd.display().to_string()),
                 tool_call_id: None,
                 trigger_message_id: trigger.message_id,
+                front: toolserver::Front::Api,
             }),
             Err(error) => {
                 tracing::error!(run = %request_id, "the run's own token was refused: {}", error.message);
@@ -1017,8 +1137,12 @@ impl Runs for Bridge {
         self.session_status(channel_id)
     }
 
-    fn abort(&self, channel_id: Snowflake, user: Snowflake, admin: bool) -> AbortOutcome {
-        self.abort_for(channel_id, user, admin)
+    fn list(&self, session: Option<Snowflake>) -> Vec<RunView> {
+        self.run_views(session)
+    }
+
+    fn abort(&self, target: AbortTarget<'_>, user: Snowflake, admin: bool) -> AbortOutcome {
+        self.abort_for(target, user, admin)
     }
 }
 
@@ -1104,6 +1228,14 @@ fn fit_reply(text: &str, max_parts: usize) -> std::borrow::Cow<'_, str> {
         "{}\n\n… (the answer was {chars} characters; it was cut here)",
         &text[..cut]
     ))
+}
+
+/// Where a run's files are read and saved: the command's `cwd`, else the service's.
+fn run_cwd(config: &AgentConfig) -> PathBuf {
+    match &config.runner {
+        Runner::Command { cwd, .. } => absolute(cwd),
+        Runner::OpenAi(_) | Runner::Demo => absolute(std::path::Path::new(".")),
+    }
 }
 
 fn absolute(path: &std::path::Path) -> PathBuf {

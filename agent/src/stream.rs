@@ -17,8 +17,9 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use toolserver::auth::Caller;
 use toolserver::runs::{RunGate, Trigger};
-use toolserver::{CallContext, Core};
+use toolserver::{CallContext, Core, Front};
 
 /// Characters of a draft shown while the answer is written (well under 2,000, so mentions
 /// that grow in the outbound rewrite still fit).
@@ -81,13 +82,22 @@ pub struct Draft {
     task: JoinHandle<Option<Snowflake>>,
     core: Arc<Core>,
     trigger: Trigger,
+    /// The run's answer context ([`Voice::context`]): the draft is the run's.
+    context: CallContext,
 }
 
 impl Draft {
     /// Starts following a run's progress for `trigger`, showing it at most once per
     /// `interval` (the first time at once).
-    /// Nothing is shown before `gate` opens (see [`RunGate`]).
-    pub fn start(core: Arc<Core>, trigger: &Trigger, interval: Duration, gate: RunGate) -> Draft {
+    /// Nothing is shown before `gate` opens (see [`RunGate`]). Every post, edit and removal
+    /// is a call with `context` (the run's answer, [`Voice::context`]).
+    pub fn start(
+        core: Arc<Core>,
+        trigger: &Trigger,
+        interval: Duration,
+        gate: RunGate,
+        context: CallContext,
+    ) -> Draft {
         let (sender, receiver) = watch::channel(DraftState::default());
         let task = tokio::spawn(follow(
             Arc::clone(&core),
@@ -95,12 +105,14 @@ impl Draft {
             receiver,
             interval,
             gate,
+            context.clone(),
         ));
         Draft {
             sender: Arc::new(sender),
             task,
             core,
             trigger: trigger.clone(),
+            context,
         }
     }
 
@@ -119,6 +131,7 @@ impl Draft {
             task,
             core,
             trigger,
+            context,
         } = self;
         drop(sender);
         let posted = match task.await {
@@ -134,7 +147,7 @@ impl Draft {
         if let Some(answer) = answer.filter(|a| a.chars().count() <= max_chars) {
             let edited = core
                 .call(
-                    &reply_context(&trigger),
+                    &context,
                     "surface.messages.edit",
                     json!({
                         "sessionId": trigger.channel_id.to_string(),
@@ -152,7 +165,7 @@ impl Draft {
         }
         let deleted = core
             .call(
-                &reply_context(&trigger),
+                &context,
                 "surface.messages.delete",
                 json!({
                     "sessionId": trigger.channel_id.to_string(),
@@ -167,8 +180,40 @@ impl Draft {
     }
 }
 
-/// The context of switchboard's own posts for a run (the reply, the draft): the operator,
-/// acting in the trigger's session.
+/// How a run shows its own answer — the reply, the draft, the ⏳/✅ on its trigger, typing:
+/// as the run (its capability is the caller, so the audit log names the run), through
+/// [`Front::RunAnswer`], which lets these calls show the answer in the run's own session
+/// whatever the session's scope and the rules say of the run's explicit calls.
+#[derive(Clone)]
+pub struct Voice {
+    caller: Caller,
+    run_id: String,
+}
+
+impl Voice {
+    /// The voice of the run `run_id` whose capability is `caller`.
+    pub fn new(caller: Caller, run_id: &str) -> Voice {
+        Voice {
+            caller,
+            run_id: run_id.to_owned(),
+        }
+    }
+
+    /// The context of the run's answer in `session`.
+    pub fn context(&self, session: Snowflake) -> CallContext {
+        CallContext {
+            caller: self.caller.clone(),
+            request_id: Some(self.run_id.clone()),
+            session_ref: Some(session.to_string()),
+            client: Some("discord".to_owned()),
+            front: Front::RunAnswer,
+            ..CallContext::operator()
+        }
+    }
+}
+
+/// The context of switchboard's own posts outside a run (a full queue's notice, the loop
+/// guard's, a thread for the answer): the operator, acting in the trigger's session.
 pub fn reply_context(trigger: &Trigger) -> CallContext {
     CallContext {
         session_ref: Some(trigger.channel_id.to_string()),
@@ -183,6 +228,7 @@ async fn follow(
     mut receiver: watch::Receiver<DraftState>,
     interval: Duration,
     gate: RunGate,
+    context: CallContext,
 ) -> Option<Snowflake> {
     let mut posted: Option<Snowflake> = None;
     let mut shown: Option<String> = None;
@@ -209,7 +255,7 @@ async fn follow(
             return None;
         }
         next_at = Instant::now() + interval;
-        match show(&core, &trigger, posted, &text).await {
+        match show(&core, &context, &trigger, posted, &text).await {
             Ok(id) => {
                 posted = Some(id);
                 shown = Some(text);
@@ -224,15 +270,15 @@ async fn follow(
 
 async fn show(
     core: &Core,
+    context: &CallContext,
     trigger: &Trigger,
     posted: Option<Snowflake>,
     text: &str,
 ) -> Result<Snowflake, toolserver::ToolError> {
-    let context = reply_context(trigger);
     match posted {
         Some(message_id) => {
             core.call(
-                &context,
+                context,
                 "surface.messages.edit",
                 json!({
                     "sessionId": trigger.channel_id.to_string(),
@@ -253,7 +299,7 @@ async fn show(
             if let Some(message_id) = trigger.message_id {
                 input["replyToMessageId"] = json!(message_id.to_string());
             }
-            let output = core.call(&context, "surface.messages.send", input).await?;
+            let output = core.call(context, "surface.messages.send", input).await?;
             let value: serde_json::Value = serde_json::from_str(output.get())
                 .map_err(|e| toolserver::ToolError::internal(e.to_string()))?;
             value["messageIds"][0]

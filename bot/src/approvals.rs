@@ -227,6 +227,7 @@ pub(crate) fn discord_context(caller: toolserver::auth::Caller) -> CallContext {
         cwd: None,
         tool_call_id: None,
         trigger_message_id: None,
+        front: toolserver::Front::Api,
     }
 }
 

@@ -17,7 +17,7 @@ use serenity::model::gateway::Ready;
 use serenity::prelude::{Context, EventHandler};
 use toolserver::allowlist::Allowlist;
 use toolserver::auth::DiscordUser;
-use toolserver::runs::{AbortOutcome, Runs};
+use toolserver::runs::Runs;
 use toolserver::scopes::SessionTools;
 use toolserver::surface::{ChannelLocation, SessionKind};
 use toolserver::Core;
@@ -190,23 +190,14 @@ fn allowed_here(data: &Data, invocation: &Invocation) -> bool {
         })
 }
 
-/// Whether the invoking user is in `discord.admins` (by id, or through a role).
-fn is_admin(data: &Data, invocation: &Invocation) -> bool {
-    // The admins in force now: a reload changes them for the next command.
-    let settings = data.core.settings();
-    let admins = &settings.config().discord.admins;
-    !admins.is_empty()
-        && switchboard_config::any_principal_matches(admins, invocation.user, &invocation.roles)
-}
-
 /// The answer to a slash command.
 pub async fn answer(data: &Data, invocation: &Invocation) -> Reply {
     if !allowed_here(data, invocation) {
         return Reply::private(NOT_HERE);
     }
     match invocation.name.as_str() {
-        "status" => status(data, invocation),
-        "abort" => abort(data, invocation),
+        "status" => status(data, invocation).await,
+        "abort" => abort(data, invocation).await,
         "tools" => tools(data, invocation).await,
         other => {
             tracing::info!(command = other, "an unknown slash command was invoked");
@@ -222,40 +213,78 @@ fn session_name(data: &Data, channel: Snowflake) -> String {
     data.core.session_reference(channel)
 }
 
-fn status(data: &Data, invocation: &Invocation) -> Reply {
+/// The invoking user as a caller: `/status` and `/abort` are calls of `runs.list` and
+/// `runs.abort` as them, through the pipeline, audited like any call.
+fn invoker(invocation: &Invocation) -> toolserver::CallContext {
+    crate::approvals::discord_context(DiscordUser::caller(
+        invocation.user,
+        invocation.roles.clone(),
+        "",
+    ))
+}
+
+async fn status(data: &Data, invocation: &Invocation) -> Reply {
     let channel = invocation.channel;
     let cached = data.store.messages(channel, 1000, None, None).len();
     let name = session_name(data, channel);
-    let runs = match &data.runs {
-        None => "No agent is configured.".to_owned(),
-        Some(runs) => {
-            let status = runs.status(channel);
-            let running = status.running.map_or_else(
+    let listed = data
+        .core
+        .call(
+            &invoker(invocation),
+            "runs.list",
+            json!({ "sessionId": channel.to_string() }),
+        )
+        .await;
+    let runs = match listed {
+        Ok(output) => {
+            let listed: Value = serde_json::from_str(output.get()).unwrap_or(Value::Null);
+            let runs = listed["runs"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let state = |run: &&Value| run["state"].as_str().unwrap_or_default().to_owned();
+            let running = runs.iter().find(|run| state(run) == "running").map_or_else(
                 || "nothing running".to_owned(),
-                |t| format!("running a request from {}", t.author_name),
+                |run| {
+                    format!(
+                        "running a request from {}",
+                        run["requestedByName"].as_str().unwrap_or("someone")
+                    )
+                },
             );
-            format!("Agent: {running}, {} waiting.", status.waiting.len())
+            let waiting = runs.iter().filter(|run| state(run) == "queued").count();
+            format!("Agent: {running}, {waiting} waiting.")
         }
+        Err(error) if error.code == protocol::ErrorCode::NoAgent => {
+            "No agent is configured.".to_owned()
+        }
+        Err(error) => format!("Agent: unknown ({}).", error.message),
     };
     Reply::private(format!(
         "switchboard is connected. {name}: {cached} cached messages. {runs}"
     ))
 }
 
-fn abort(data: &Data, invocation: &Invocation) -> Reply {
-    let Some(runs) = &data.runs else {
-        return Reply::private("No agent is configured here.");
-    };
-    let admin = is_admin(data, invocation);
-    match runs.abort(invocation.channel, invocation.user, admin) {
-        AbortOutcome::Stopped => Reply {
+async fn abort(data: &Data, invocation: &Invocation) -> Reply {
+    let stopped = data
+        .core
+        .call(
+            &invoker(invocation),
+            "runs.abort",
+            json!({ "sessionId": invocation.channel.to_string() }),
+        )
+        .await;
+    match stopped {
+        Ok(_) => Reply {
             text: "Stopping the running request.".to_owned(),
             public: true,
         },
-        AbortOutcome::NotYours { owner } => Reply::private(format!(
-            "The running request is {owner}'s; only they or an admin can stop it."
-        )),
-        AbortOutcome::NothingRunning => Reply::private("Nothing is running in this channel."),
+        Err(error) => Reply::private(match error.code {
+            protocol::ErrorCode::NoAgent => "No agent is configured here.".to_owned(),
+            protocol::ErrorCode::NothingRunning => "Nothing is running in this channel.".to_owned(),
+            protocol::ErrorCode::NotYourRun => error.message,
+            _ => format!("Nothing was stopped: {}", error.message),
+        }),
     }
 }
 
@@ -268,11 +297,10 @@ async fn tools(data: &Data, invocation: &Invocation) -> Reply {
     }
     // The operator callable, as the invoking user: the pipeline checks they are an admin,
     // applies the rules and writes the audit row.
-    let caller = DiscordUser::caller(invocation.user, invocation.roles.clone(), "");
     let changed = data
         .core
         .call(
-            &crate::approvals::discord_context(caller),
+            &invoker(invocation),
             "admin.tools.set",
             json!({
                 "sessionId": channel.to_string(),

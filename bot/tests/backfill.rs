@@ -15,7 +15,7 @@ use entity::Aliases;
 use fake_discord::{demo, FakeDiscord, Fault, RestFault, UserMessage, World};
 use serde_json::{json, Value};
 use serenity::model::event::{Event, GatewayEvent};
-use toolserver::runs::{AbortOutcome, Arrival, Runs, SessionStatus, Trigger};
+use toolserver::runs::{AbortOutcome, AbortTarget, Arrival, RunView, Runs, SessionStatus, Trigger};
 use toolserver::surface::ConnectionState;
 
 /// What the agent was told: (message id, missed).
@@ -33,7 +33,10 @@ impl Runs for Recorder {
     fn status(&self, _: Snowflake) -> SessionStatus {
         SessionStatus::default()
     }
-    fn abort(&self, _: Snowflake, _: Snowflake, _: bool) -> AbortOutcome {
+    fn list(&self, _: Option<Snowflake>) -> Vec<RunView> {
+        Vec::new()
+    }
+    fn abort(&self, _: AbortTarget<'_>, _: Snowflake, _: bool) -> AbortOutcome {
         AbortOutcome::NothingRunning
     }
 }

@@ -13,6 +13,11 @@ pub const HEADER_CWD: &str = "x-switchboard-cwd";
 pub const HEADER_TOOL_CALL_ID: &str = "x-switchboard-tool-call-id";
 /// The message that started the run (what `attachment.download` reads by default).
 pub const HEADER_MESSAGE_ID: &str = "x-switchboard-message-id";
+/// `POST /v1/call`: a client's key for one call, so a retry with it runs the call once
+/// (the same key and input within 24 h answers the first answer again).
+pub const HEADER_IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// On an answer replayed for a repeated idempotency key: `true`.
+pub const HEADER_IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 
 /// Environment variables the CLI reads, and the headers they become.
 pub const CONTEXT_ENV_HEADERS: [(&str, &str); 6] = [

@@ -140,6 +140,12 @@ error_codes! {
     RunAborted = "run_aborted",
     /// The call's agent run ended while the call waited (for an approval): nothing was done.
     RunEnded = "run_ended",
+    /// No agent is configured, so there are no runs to list or stop.
+    NoAgent = "no_agent",
+    /// No run is running there (or none has that id): nothing was stopped.
+    NothingRunning = "nothing_running",
+    /// The running run is another person's: only they or an admin (`discord.admins`) stop it.
+    NotYourRun = "not_your_run",
     // The request itself.
     /// The body is not the call envelope.
     BadRequest = "bad_request",
@@ -147,6 +153,13 @@ error_codes! {
     BadBody = "bad_body",
     /// The body is over the size limit.
     BodyTooLarge = "body_too_large",
+    /// The `Idempotency-Key` header is not 1 to 255 visible ASCII characters.
+    BadIdempotencyKey = "bad_idempotency_key",
+    /// The idempotency key was used (within 24 h) for a call with another tool or input.
+    IdempotencyKeyReused = "idempotency_key_reused",
+    /// A call with this idempotency key is still running (or its server stopped while it
+    /// ran): it is not run again.
+    IdempotencyKeyInFlight = "idempotency_key_in_flight",
     /// The body is not declared as JSON (`Content-Type: application/json`).
     UnsupportedMediaType = "unsupported_media_type",
     /// The body did not arrive in time.

@@ -104,6 +104,12 @@ pub struct Cli {
     #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
     pub timeout: Option<Duration>,
 
+    /// The call's idempotency key (POST /v1/call's Idempotency-Key): the same key and input
+    /// within 24 h runs the call once and answers its first answer again. Default: a fresh
+    /// random one for each invocation.
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+
     /// Print help; after an ID, that callable's fields and examples.
     #[arg(short = 'h', long, action = ArgAction::SetTrue)]
     pub help: bool,

@@ -92,6 +92,22 @@ impl Client {
         id
     }
 
+    /// Sends `key` as the `Idempotency-Key` of this client's calls: 1 to 255 visible ASCII
+    /// characters, else a usage error.
+    pub fn set_idempotency_key(&mut self, key: &str) -> Result<(), UsageError> {
+        if key.is_empty() || key.len() > 255 || !key.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(UsageError::new(
+                ErrorCode::BadIdempotencyKey,
+                "--idempotency-key takes 1 to 255 visible ASCII characters (a UUID is usual)",
+            ));
+        }
+        self.headers
+            .retain(|(name, _)| *name != protocol::context::HEADER_IDEMPOTENCY_KEY);
+        self.headers
+            .push((protocol::context::HEADER_IDEMPOTENCY_KEY, key.to_owned()));
+        Ok(())
+    }
+
     /// What a call that did not answer in time fails with.
     pub fn timeout_failure(&self) -> Failure {
         let url = &self.base;

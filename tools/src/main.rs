@@ -77,6 +77,8 @@ struct Settings {
     output: Option<OutputFormat>,
     url: String,
     timeout: Duration,
+    /// `--idempotency-key`; a call makes up one when it is not given.
+    idempotency_key: Option<String>,
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {
@@ -88,6 +90,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             .or_else(|| std::env::var(ENV_URL).ok().filter(|u| !u.trim().is_empty()))
             .unwrap_or_else(|| DEFAULT_URL.to_owned()),
         timeout: cli.timeout.unwrap_or(DEFAULT_TIMEOUT),
+        idempotency_key: cli.idempotency_key,
     };
 
     if cli.help || parsed.help {
@@ -173,6 +176,14 @@ fn call(settings: &Settings, mut parsed: Parsed) -> Result<(), Failure> {
     let env = |name: &str| std::env::var(name).ok();
     let mut call_client = Client::new(&settings.url, CALL_HTTP_TIMEOUT, &env)?;
     let tool_call_id = call_client.ensure_tool_call_id();
+    // One key per invocation: the server runs the call once for it. (The CLI sends each call
+    // once and never retries by itself; a caller that runs it again with --idempotency-key K
+    // gets the first answer.)
+    let key = settings
+        .idempotency_key
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    call_client.set_idempotency_key(&key)?;
     let look = Client::new(
         &settings.url,
         settings.timeout.min(waiting::look_timeout()),

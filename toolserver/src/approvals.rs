@@ -134,8 +134,9 @@ pub enum Decider {
 }
 
 impl Decider {
-    /// The decider `caller` is, deciding through `client` (`console` for the console).
-    pub fn of(caller: &crate::auth::Caller, client: Option<&str>) -> Decider {
+    /// The decider `caller` is, deciding through `front` (a console login's decisions are
+    /// `console:`'s; the front is the server's knowledge, never a client's claim).
+    pub fn of(caller: &crate::auth::Caller, front: crate::invocation::Front) -> Decider {
         match caller {
             crate::auth::Caller::Discord(user) => Decider::Discord {
                 user: user.id,
@@ -143,7 +144,7 @@ impl Decider {
             },
             other => Decider::Caller {
                 principal: other.principal(),
-                front: if client == Some("console") {
+                front: if front == crate::invocation::Front::Console {
                     "console"
                 } else {
                     "api"
@@ -245,9 +246,15 @@ impl From<&switchboard_config::Permissions> for ApprovalPolicy {
     }
 }
 
-/// Every approval in progress.
+/// How many settled approvals `approvals.list` remembers (the store keeps every one).
+pub const RECENT_KEPT: usize = 200;
+
+/// Every approval in progress, and the last ones settled.
 pub struct Approvals {
     pending: Mutex<HashMap<String, Pending>>,
+    /// The last [`RECENT_KEPT`] settled cards, newest last, each with the preview the store
+    /// keeps (the audit log's copy of the input).
+    recent: Mutex<std::collections::VecDeque<ApprovalCard>>,
     /// Who decides, and how long an ask waits: a reload swaps it (an ask already waiting keeps
     /// its deadline; a click is judged by the approvers in force when it comes).
     policy: crate::live::Live<ApprovalPolicy>,
@@ -318,6 +325,7 @@ impl Approvals {
     pub fn new(permissions: &switchboard_config::Permissions, ledger: Arc<dyn Ledger>) -> Self {
         Approvals {
             pending: Mutex::new(HashMap::new()),
+            recent: Mutex::new(std::collections::VecDeque::new()),
             policy: crate::live::Live::new(ApprovalPolicy::from(permissions)),
             ledger,
         }
@@ -352,6 +360,20 @@ impl Approvals {
     ) {
         let mut kept = serde_json::to_value(card).unwrap_or(Value::Null);
         kept["preview"] = Value::String(kept_preview.to_owned());
+        if !card.state.is_pending() {
+            let mut recent = self
+                .recent
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            recent.retain(|earlier| earlier.id != card.id);
+            if recent.len() >= RECENT_KEPT {
+                recent.pop_front();
+            }
+            recent.push_back(ApprovalCard {
+                preview: kept_preview.to_owned(),
+                ..card.clone()
+            });
+        }
         self.ledger.save_approval(ApprovalRecord {
             id: card.id.clone(),
             channel_id: channel.id(),
@@ -564,6 +586,18 @@ impl Approvals {
         };
         cards.sort_by(|a, b| expires(a).cmp(&expires(b)).then_with(|| a.id.cmp(&b.id)));
         cards
+    }
+
+    /// The last settled approvals (at most [`RECENT_KEPT`]), newest first, each with the
+    /// preview the store keeps.
+    pub fn recently_settled(&self) -> Vec<ApprovalCard> {
+        self.recent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .rev()
+            .cloned()
+            .collect()
     }
 
     /// Settles approvals left pending by an earlier run as expired, redrawing their messages.

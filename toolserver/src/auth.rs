@@ -269,7 +269,8 @@ pub fn scope_allows(scope: &[String], tool_id: &str) -> bool {
     scope.iter().any(|pattern| glob_matches(pattern, tool_id))
 }
 
-/// Whether `tool_id` is an operator callable: governance itself (`approvals.*`, `admin.*`).
+/// Whether `tool_id` is an operator callable: governance itself (`approvals.*`, `admin.*`)
+/// and the agent's runs (`runs.*`).
 /// An agent run never gets one, whatever its scope says (`["*"]` included); a named token gets
 /// one only when its scope names it, exactly or by a glob (`approvals.*`, `admin.*`, `*`).
 pub fn is_operator_callable(tool_id: &str) -> bool {
@@ -279,12 +280,17 @@ pub fn is_operator_callable(tool_id: &str) -> bool {
 }
 
 /// The namespaces of the operator callables.
-const OPERATOR_NAMESPACES: [&str; 2] = ["approvals.", "admin."];
+const OPERATOR_NAMESPACES: [&str; 3] = ["approvals.", "admin.", "runs."];
 
-/// What a Discord user may call: deciding an ask (an approver's button) and changing a
-/// session's tools (an admin's `/tools`); the handlers check `permissions.approvers` and
-/// `discord.admins`.
-pub const DISCORD_CALLABLES: [&str; 2] = ["approvals.decide", "admin.tools.set"];
+/// What a Discord user may call: deciding an ask (an approver's button), changing a
+/// session's tools (an admin's `/tools`), and `/status` and `/abort` in their channel; the
+/// handlers check `permissions.approvers` and `discord.admins` (and whose run it is).
+pub const DISCORD_CALLABLES: [&str; 4] = [
+    "approvals.decide",
+    "admin.tools.set",
+    "runs.list",
+    "runs.abort",
+];
 
 /// A caller's key, cheap to clone and hash.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

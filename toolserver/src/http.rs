@@ -188,6 +188,8 @@ fn context(core: &Core, headers: &HeaderMap) -> Result<CallContext, ToolError> {
             Some(id) => Some(parse_id(HEADER_MESSAGE_ID, &id)?),
             None => None,
         },
+        // Whatever the headers say, this is the API front.
+        front: crate::invocation::Front::Api,
     };
     if let Caller::Capability(capability) = &caller {
         let grant = &capability.grant;
@@ -391,8 +393,10 @@ pub async fn read_body(mut body: axum::body::Body) -> Result<Bytes, ToolError> {
 async fn call(
     State(core): Shared,
     Authed(context): Authed,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ToolError> {
+    let key = crate::idempotency::key_in(&headers)?;
     let body = body.map_err(body_error)?;
     let request: CallRequest = {
         let mut deserializer = serde_json::Deserializer::from_slice(&body);
@@ -409,6 +413,15 @@ async fn call(
     };
     let tool = request.tool.clone();
     let input = crate::batch::request_input(&core, request)?;
+    // A read runs again whatever its key: only a change has to happen once (and only its
+    // answer is worth keeping for a day).
+    let changes = core
+        .registry
+        .entry(&tool)
+        .is_some_and(|entry| entry.mutating);
+    if let Some(key) = key.filter(|_| changes) {
+        return crate::idempotency::keyed_call(&core, &context, key, &tool, input).await;
+    }
     let value = core.call(&context, &tool, input).await?;
     Ok((
         [(header::CONTENT_TYPE, "application/json")],
@@ -554,62 +567,18 @@ async fn mint_capability(
         .into_response())
 }
 
-/// `POST /v1/admin/reload`: the operator has the config file read again and, when it has no
-/// problem, put in force (`switchboard reload`). The answer says what changed and what waits for
-/// a restart; a file with problems answers 422 `invalid_config` listing them, and nothing
-/// changes. The body, if any, is ignored.
+/// `POST /v1/admin/reload`: the operator callable `admin.reload` (`switchboard reload`), the
+/// same as `POST /v1/call` with it: the config file is read again and, when it has no problem,
+/// put in force; the answer says what changed and what waits for a restart; a file with
+/// problems answers 422 `invalid_config` listing them, and nothing changes. The body, if any,
+/// is ignored.
 async fn reload(State(core): Shared, Authed(context): Authed) -> Result<Response, ToolError> {
-    if !matches!(context.caller, Caller::Operator | Caller::Unauthenticated) {
-        return Err(ToolError::denied(
-            ErrorCode::OperatorOnly,
-            "Only the operator token may reload the config",
-        ));
-    }
-    let Some(reloader) = core.reloader() else {
-        return Err(ToolError::new(
-            ErrorKind::Unavailable,
-            ErrorCode::ReloadUnavailable,
-            "This server was not started from a config file, so there is nothing to reload",
-        ));
-    };
-    let started = std::time::Instant::now();
-    let started_ms = crate::clock::now_ms();
-    let result = reloader.reload(crate::live::ReloadTrigger::Request).await;
-    let (outcome, code) = match &result {
-        Ok(_) => ("ok", None),
-        Err(_) => ("usage", Some(std::borrow::Cow::Borrowed("invalid_config"))),
-    };
-    core.governance()
-        .ledger()
-        .record(crate::governance::AuditRow {
-            time_ms: started_ms,
-            caller: std::borrow::Cow::Borrowed("operator"),
-            run: None,
-            requested_by: None,
-            tool: std::borrow::Cow::Borrowed("admin.reload"),
-            sessions: Vec::new(),
-            input: Value::Null,
-            decision: std::borrow::Cow::Borrowed("-"),
-            decided_by: None,
-            outcome: std::borrow::Cow::Borrowed(outcome),
-            code,
-            duration_ms: started.elapsed().as_millis() as u64,
-            count: 1,
-        });
-    match result {
-        Ok(reloaded) => Ok(Json(json!({ "ok": true, "value": reloaded })).into_response()),
-        Err(refused) => Err(ToolError::usage(
-            ErrorCode::InvalidConfig,
-            format!(
-                "{} has {} problem{}; the config in force did not change. Fix them (switchboard check-config lists them) and reload again",
-                refused.file,
-                refused.problems.len(),
-                if refused.problems.len() == 1 { "" } else { "s" }
-            ),
-        )
-        .with_status(StatusCode::UNPROCESSABLE_ENTITY)
-        .with_details(json!({ "file": refused.file, "problems": refused.problems }))),
-    }
+    let value = core.call(&context, "admin.reload", json!({})).await?;
+    Ok((
+        [(header::CONTENT_TYPE, "application/json")],
+        axum::body::Body::new(OkEnvelope::new(value)),
+    )
+        .into_response())
 }
 
 async fn unknown_route(uri: axum::http::Uri) -> ToolError {

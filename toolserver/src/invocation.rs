@@ -39,6 +39,25 @@ pub struct CallContext {
     pub tool_call_id: Option<String>,
     /// The message that started the run, when there is one.
     pub trigger_message_id: Option<Snowflake>,
+    /// Which front made the call, as the server knows it: never taken from anything a client
+    /// sends (a client's `x-switchboard-client` is only [`CallContext::client`]).
+    pub front: Front,
+}
+
+/// Which front made a call: set by the front itself, so a client cannot claim another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Front {
+    /// The API (`/v1/call`, `/v1/batch`, the CLI, MCP) and in-process callers that say
+    /// nothing more (the bot's buttons and commands, a run's own tool calls).
+    #[default]
+    Api,
+    /// A console login (its cookie session): an approval it decides is `console:...`'s.
+    Console,
+    /// The agent bridge showing its run's own answer in the run's session — the reply, the
+    /// draft, the ⏳/✅ reactions, typing — with the run's capability as the caller. Such a
+    /// call needs no scope or permission rule (the audit row says `run-answer`); the
+    /// allowlist, rate limits and hooks apply as to any call.
+    RunAnswer,
 }
 
 impl CallContext {
@@ -53,6 +72,7 @@ impl CallContext {
             cwd: None,
             tool_call_id: None,
             trigger_message_id: None,
+            front: Front::Api,
         }
     }
 }

@@ -38,6 +38,7 @@ mod files;
 pub mod governance;
 mod hooks;
 pub mod http;
+pub mod idempotency;
 mod invocation;
 pub mod live;
 #[cfg(feature = "testing")]
@@ -61,7 +62,9 @@ pub mod workflow;
 
 pub use batch::{parse_batch, BatchCall};
 pub use error::ToolError;
-pub use invocation::{CallContext, Invocation, MessageView, PlanContext, SessionView, Target};
+pub use invocation::{
+    CallContext, Front, Invocation, MessageView, PlanContext, SessionView, Target,
+};
 pub use pipeline::{CallObserver, Decision};
 pub use registry::{
     example, input_schema, output, output_schema, parse_input, Planned, Registry, SessionRequest,

@@ -160,7 +160,7 @@ impl ReloadTrigger {
 }
 
 /// A reload that took effect.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Reloaded {
     /// The config file read.

@@ -250,6 +250,10 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
 
     let mut call_responses = errors(&body_statuses());
     call_responses.insert(
+        "409".into(),
+        error_response("The state forbids it (kind conflict); with an Idempotency-Key: the key was used for another tool or input (idempotency_key_reused), or its call is still running (idempotency_key_in_flight)"),
+    );
+    call_responses.insert(
         "200".into(),
         ok_json(
             "The callable's answer",
@@ -396,6 +400,13 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
             "/v1/call": { "post": {
                 "operationId": "call",
                 "summary": "One call through the pipeline",
+                "parameters": [{
+                    "name": "Idempotency-Key",
+                    "in": "header",
+                    "required": false,
+                    "description": "The client's key for this call (1 to 255 visible ASCII characters; a UUID is usual), its caller's own. For a callable that changes something, the same key and input within 24 h answers the first call's answer (status and body, with Idempotent-Replayed: true) without running it again; the same key with another tool or input is 409 idempotency_key_reused, and one whose call is still running 409 idempotency_key_in_flight. A call refused before it acted frees its key. A read runs again whatever its key.",
+                    "schema": { "type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]+$" }
+                }],
                 "requestBody": json_body("CallRequest"),
                 "responses": call_responses
             } },

@@ -13,11 +13,11 @@ use switchboard_config::{HookFailure, Policy};
 
 use crate::allowlist;
 use crate::approvals::{AskRequest, Outcome};
-use crate::auth::Caller;
+use crate::auth::{Caller, Capability};
 use crate::error::ToolError;
 use crate::governance::{audit_input, AuditRow, Verdict};
 use crate::hooks::{self, BeforeAnswer};
-use crate::invocation::{CallContext, Invocation, PlanContext, Target};
+use crate::invocation::{CallContext, Front, Invocation, PlanContext, Target};
 use crate::live::Settings;
 use crate::registry::{PlaceRequest, Registry, SessionRequest, ToolOutput};
 use crate::server::Core;
@@ -48,6 +48,30 @@ impl Decision {
             Decision::Denied => "deny",
         }
     }
+}
+
+/// The callables a run's own answer uses (a call with [`Front::RunAnswer`]): posting and
+/// editing the reply or its draft, removing the draft, the ⏳/✅ reactions on the trigger, and
+/// typing.
+pub const ANSWER_CALLABLES: [&str; 6] = [
+    "surface.messages.send",
+    "surface.messages.edit",
+    "surface.messages.delete",
+    "surface.reactions.add",
+    "surface.reactions.remove",
+    "surface.typing",
+];
+
+/// What the audit log's `decided_by` says for a run's own answer.
+pub const RUN_ANSWER: &str = "run-answer";
+
+/// The run whose own answer this call shows, when it is one: a [`Front::RunAnswer`] call (only
+/// the agent bridge, in process, makes one) of an answer callable with a run's capability.
+fn run_answer<'c>(context: &'c CallContext, tool_id: &str) -> Option<&'c Capability> {
+    if context.front != Front::RunAnswer || !ANSWER_CALLABLES.contains(&tool_id) {
+        return None;
+    }
+    context.caller.capability()
 }
 
 /// What the stages learned about a call, for its audit record.
@@ -168,13 +192,29 @@ impl<'a> Gate<'a> {
             ids.push(category);
             self.trail().targets.push(category);
         }
-        let verdict = self
-            .settings
-            .governance
-            .decide(self.tool_id, &self.context.caller, &ids);
-        self.permit(&verdict, &ids, input).await?;
-        // Rate limits: each channel's share (the caller's was spent when the call came in).
-        if !rewritten {
+        match run_answer(self.context, self.tool_id) {
+            // A run's own answer, in its own session: the answer, whatever the scope and the
+            // rules say of the run's explicit calls (its audit row says so).
+            Some(run) => {
+                self.in_runs_own_session(run, &targets).await?;
+                let mut trail = self.trail();
+                trail.decision = Decision::Allowed;
+                trail.decided_by = Some(RUN_ANSWER.into());
+            }
+            None => {
+                let verdict =
+                    self.settings
+                        .governance
+                        .decide(self.tool_id, &self.context.caller, &ids);
+                self.permit(&verdict, &ids, input).await?;
+            }
+        }
+        // Rate limits: each channel's share (the caller's was spent when the call came in). A
+        // run's own ⏳/✅ and typing — a few per run, bounded by the runs — spend none: the
+        // channel's budget is for what is posted there.
+        let marks_only = run_answer(self.context, self.tool_id).is_some()
+            && !self.tool_id.starts_with("surface.messages.");
+        if !rewritten && !marks_only {
             let limits = &self.settings.limits;
             for (request, target) in sessions.iter().zip(&targets) {
                 if request.spend > 0 {
@@ -279,6 +319,40 @@ impl<'a> Gate<'a> {
             )
             .with_details(json!({ "field": "guild" }))
         })
+    }
+
+    /// Refuses a run's answer anywhere but the run's own session, a thread of it (an answer
+    /// moved into a thread), and, when the run's session is such a thread, the channel its
+    /// trigger is in (the ⏳/✅ on the trigger).
+    async fn in_runs_own_session(
+        &self,
+        run: &Capability,
+        targets: &[Target],
+    ) -> Result<(), ToolError> {
+        let own = run.grant.session_id;
+        for target in targets {
+            let id = target.channel_id();
+            if id == own || target.location.parent_channel_id == Some(own) {
+                continue;
+            }
+            let parent = self
+                .core
+                .allowlist
+                .locate(self.core.surface.as_ref(), own)
+                .await
+                .ok()
+                .and_then(|location| location.parent_channel_id);
+            if parent != Some(id) {
+                return Err(ToolError::denied(
+                    ErrorCode::OutOfScope,
+                    format!(
+                        "'{}' as the run's answer acts only in the run's own session {own}, not in {id}",
+                        self.tool_id
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The permission stage: allow goes on, deny refuses, ask waits for an approver. An
@@ -697,7 +771,7 @@ impl Core {
         tool_id: &str,
         input: Value,
     ) -> Result<ToolOutput, ToolError> {
-        self.run_call(context, tool_id, input, None).await
+        self.run_call(context, tool_id, input, None, None).await
     }
 
     /// [`Core::call`], telling `observer` what the call waits for while it runs (an approval):
@@ -709,7 +783,23 @@ impl Core {
         input: Value,
         observer: &dyn CallObserver,
     ) -> Result<ToolOutput, ToolError> {
-        self.run_call(context, tool_id, input, Some(observer)).await
+        self.run_call(context, tool_id, input, Some(observer), None)
+            .await
+    }
+
+    /// [`Core::call`], and whether its handler started: a call refused before (false) did
+    /// nothing, so a retry may run it (what an idempotency key's release needs).
+    pub(crate) async fn call_reporting(
+        &self,
+        context: &CallContext,
+        tool_id: &str,
+        input: Value,
+    ) -> (Result<ToolOutput, ToolError>, bool) {
+        let handled = std::sync::atomic::AtomicBool::new(false);
+        let result = self
+            .run_call(context, tool_id, input, None, Some(&handled))
+            .await;
+        (result, handled.into_inner())
     }
 
     async fn run_call(
@@ -718,6 +808,7 @@ impl Core {
         tool_id: &str,
         input: Value,
         observer: Option<&dyn CallObserver>,
+        handled: Option<&std::sync::atomic::AtomicBool>,
     ) -> Result<ToolOutput, ToolError> {
         let started = Instant::now();
         let started_ms = crate::clock::now_ms();
@@ -738,7 +829,11 @@ impl Core {
             result
         };
         let (tool_id, tool) = match self.registry.lookup(tool_id) {
-            Some((id, tool)) if self.may_call(&context.caller, id) => (id, tool),
+            Some((id, tool))
+                if self.may_call(&context.caller, id) || run_answer(context, id).is_some() =>
+            {
+                (id, tool)
+            }
             // Out of scope for everyone, with the reason and what to do.
             Some((id, _)) if self.workflows_missing(id) => {
                 return refused(id.into(), &crate::callables::workflows_unavailable);
@@ -768,13 +863,22 @@ impl Core {
         let mut refused = None;
         if let Caller::Capability(capability) = &context.caller {
             if let Some(run_gate) = &capability.grant.gate {
-                refused = tokio::select! {
-                    opened = run_gate.opened() => (!opened).then(|| ToolError::new(
+                let unrecorded = || {
+                    ToolError::new(
                         ErrorKind::Cancelled,
                         ErrorCode::RunAborted,
                         "this run was stopped before it could act: the message that started it could not be recorded as answered, so it is not answered (the service log says why)",
-                    )),
-                    how = capability.ended() => Some(crate::server::run_ended(how)),
+                    )
+                };
+                refused = if run_answer(context, tool_id).is_some() {
+                    // The answer is shown as the run ends (its ✅ after it): only the record
+                    // of its trigger holds it back.
+                    (!run_gate.opened().await).then(unrecorded)
+                } else {
+                    tokio::select! {
+                        opened = run_gate.opened() => (!opened).then(unrecorded),
+                        how = capability.ended() => Some(crate::server::run_ended(how)),
+                    }
                 };
             }
         }
@@ -808,10 +912,14 @@ impl Core {
             observer,
         };
         let result = tool.call(&gate, input).await;
+        let trail = gate.trail();
+        if let Some(handled) = handled {
+            handled.store(trail.handled, std::sync::atomic::Ordering::Relaxed);
+        }
         self.audit(
             context,
             tool_id.into(),
-            &gate.trail(),
+            &trail,
             &result,
             started,
             started_ms,

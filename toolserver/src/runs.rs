@@ -64,17 +64,76 @@ pub struct SessionStatus {
     pub waiting: Vec<Trigger>,
 }
 
+/// Where a run stands, as `runs.list` shows it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    /// Its agent is working.
+    Running,
+    /// It waits for the session's running run to finish.
+    Queued,
+}
+
+/// One run, running or queued, as `runs.list` shows it.
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub struct RunView {
+    /// The run's id (`run-<hex>`, as the audit log's `run` names it); a queued run gets its
+    /// id when it starts, so it has none yet.
+    pub run_id: Option<String>,
+    /// The session it answers in.
+    #[schemars(with = "String")]
+    pub session_id: Snowflake,
+    /// Running or queued.
+    pub state: RunState,
+    /// When it started (ms since the Unix epoch); `None` while queued.
+    pub started_ms: Option<u64>,
+    /// Who asked (the trigger's author).
+    #[schemars(with = "String")]
+    pub requested_by: Snowflake,
+    /// Their name as people see it.
+    pub requested_by_name: String,
+    /// The message it answers, when a message started it.
+    #[schemars(with = "Option<String>")]
+    pub trigger_message_id: Option<Snowflake>,
+    /// The workflow whose answers resumed it, when one did.
+    pub workflow_id: Option<String>,
+    /// The start of the trigger's readable text (at most [`RUN_TEXT_CHARS`] characters).
+    pub text: String,
+}
+
+/// How much of a trigger's text [`RunView::text`] shows.
+pub const RUN_TEXT_CHARS: usize = 200;
+
+/// Which run to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AbortTarget<'a> {
+    /// The run with this id (`run-<hex>`).
+    Run(&'a str),
+    /// Whatever runs in this session now.
+    Session(Snowflake),
+}
+
 /// What `/abort` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AbortOutcome {
     /// The running run is being stopped.
-    Stopped,
+    Stopped {
+        /// Its id.
+        run_id: String,
+        /// Its session.
+        session_id: Snowflake,
+    },
     /// Someone else started the running run, and the caller is not an admin.
     NotYours {
         /// Whose run it is.
         owner: String,
     },
-    /// Nothing is running in the session.
+    /// Nothing is running in the session (or no running run has that id).
     NothingRunning,
 }
 
@@ -87,8 +146,12 @@ pub trait Runs: Send + Sync {
     fn enqueue(&self, trigger: Trigger);
     /// What is running and waiting in a session.
     fn status(&self, channel_id: Snowflake) -> SessionStatus;
-    /// Stops the session's running run when `user` started it, or when `admin`.
-    fn abort(&self, channel_id: Snowflake, user: Snowflake, admin: bool) -> AbortOutcome;
+    /// Every run in progress and queued (a session's only, when given), running ones first,
+    /// by session; bounded by the sessions' queues.
+    fn list(&self, session: Option<Snowflake>) -> Vec<RunView>;
+    /// Stops the running run `target` names when `user` started it, or when `admin`; queued
+    /// runs stay.
+    fn abort(&self, target: AbortTarget<'_>, user: Snowflake, admin: bool) -> AbortOutcome;
 }
 
 /// Why the record of answered triggers could not be written.

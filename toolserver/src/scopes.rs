@@ -1,6 +1,6 @@
 //! A session's tool scope as `/tools` (and the console) show and change it: what a run started
 //! there may call, the rules that apply there, and admin changes kept through the ledger. A
-//! change is the operator callable `admin.tools.set` (`callables/admin.rs`), audited like any
+//! change is the operator callable `admin.tools.set` (`callables/governance.rs`), audited like any
 //! call.
 //!
 //! An override is always a list of explicit callable ids, so a glob typed in Discord is

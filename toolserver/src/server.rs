@@ -102,6 +102,11 @@ pub struct Core {
     pub(crate) refusals: crate::refusals::RefusalLog,
     /// What `POST /v1/admin/reload` runs, once the host installed it.
     reloader: std::sync::OnceLock<Arc<dyn Reloader>>,
+    /// The agent's runs (`runs.list`, `runs.abort`), once the host installed them.
+    runs: std::sync::OnceLock<Arc<dyn crate::runs::Runs>>,
+    /// Where `Idempotency-Key`s and their answers are kept: the composition root's store,
+    /// else (tests, a core nobody handed one) one in this process's memory.
+    idempotency: std::sync::OnceLock<Arc<dyn switchboard_store::IdempotencyStore>>,
     pub(crate) permits: Semaphore,
     /// Connection cap and timeouts for the HTTP front.
     pub(crate) connection_limits: crate::connections::Limits,
@@ -190,6 +195,8 @@ impl Core {
             operator: operator_token.as_deref().map(OperatorToken::new),
             refusals: crate::refusals::RefusalLog::new(),
             reloader: std::sync::OnceLock::new(),
+            runs: std::sync::OnceLock::new(),
+            idempotency: std::sync::OnceLock::new(),
             permits: Semaphore::new(ts.max_concurrent_calls),
             connection_limits: crate::connections::Limits::from_config(ts),
             console: crate::console::Console::new(ts.console),
@@ -251,6 +258,33 @@ impl Core {
     /// What `POST /v1/admin/reload` runs; `None` when the host installed nothing.
     pub fn reloader(&self) -> Option<&Arc<dyn Reloader>> {
         self.reloader.get()
+    }
+
+    /// Installs the agent's runs: `runs.list` and `runs.abort` (and the console's runs panel)
+    /// answer `no_agent` until then. Once only.
+    pub fn set_runs(&self, runs: Arc<dyn crate::runs::Runs>) -> bool {
+        self.runs.set(runs).is_ok()
+    }
+
+    /// The agent's runs, once [`Core::set_runs`] installed them.
+    pub fn runs(&self) -> Option<&Arc<dyn crate::runs::Runs>> {
+        self.runs.get()
+    }
+
+    /// Keeps `Idempotency-Key`s in `store` (the service's store, so a key holds across
+    /// restarts). Once only, before the first keyed call.
+    pub fn set_idempotency(&self, store: Arc<dyn switchboard_store::IdempotencyStore>) -> bool {
+        self.idempotency.set(store).is_ok()
+    }
+
+    /// Where idempotency keys are kept: the store [`Core::set_idempotency`] installed, else
+    /// one in memory.
+    pub fn idempotency(&self) -> &Arc<dyn switchboard_store::IdempotencyStore> {
+        self.idempotency.get_or_init(|| {
+            Arc::new(switchboard_store::MemoryBackend::new(
+                switchboard_store::MemoryOptions::default(),
+            ))
+        })
     }
 
     /// The allowlist every call is checked against; the bot applies the same one at ingest,

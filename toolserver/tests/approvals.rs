@@ -79,13 +79,19 @@ impl toolserver::runs::Runs for AbortsAnything {
             waiting: Vec::new(),
         }
     }
+    fn list(&self, _: Option<entity::Snowflake>) -> Vec<toolserver::runs::RunView> {
+        Vec::new()
+    }
     fn abort(
         &self,
-        _: entity::Snowflake,
+        _: toolserver::runs::AbortTarget<'_>,
         _: entity::Snowflake,
         _: bool,
     ) -> toolserver::runs::AbortOutcome {
-        toolserver::runs::AbortOutcome::Stopped
+        toolserver::runs::AbortOutcome::Stopped {
+            run_id: "run-1".into(),
+            session_id: entity::Snowflake(1),
+        }
     }
 }
 
@@ -412,7 +418,7 @@ async fn a_console_only_login_reads_but_decides_and_changes_nothing() {
     .await;
     assert_eq!(widened.status, 403, "{}", widened.body);
     assert!(server.ledger().scopes().is_empty(), "no scope changed");
-    assert!(server.core().console().set_runs(Arc::new(AbortsAnything)));
+    assert!(server.core().set_runs(Arc::new(AbortsAnything)));
     let abort = post(
         &server,
         &format!("/console/api/runs/{ops}/abort"),

@@ -457,32 +457,60 @@ struct OneRun {
     aborted: std::sync::Mutex<Vec<(u64, bool)>>,
 }
 
-impl toolserver::runs::Runs for OneRun {
-    fn arrived(&self, _: &toolserver::runs::Arrival<'_>) {}
-    fn enqueue(&self, _: toolserver::runs::Trigger) {}
-    fn status(&self, channel_id: entity::Snowflake) -> toolserver::runs::SessionStatus {
-        let running = (channel_id.0 == demo_world::OPS && self.aborted.lock().unwrap().is_empty())
-            .then(|| toolserver::runs::Trigger {
+impl OneRun {
+    fn running(&self, channel_id: entity::Snowflake) -> Option<toolserver::runs::Trigger> {
+        (channel_id.0 == demo_world::OPS && self.aborted.lock().unwrap().is_empty()).then(|| {
+            toolserver::runs::Trigger {
                 channel_id,
                 message_id: None,
                 author_id: entity::Snowflake(demo_world::STANLEY),
                 author_name: "Stanley".into(),
                 text: "summarise #ops".into(),
                 workflow_id: None,
-            });
+            }
+        })
+    }
+}
+
+impl toolserver::runs::Runs for OneRun {
+    fn arrived(&self, _: &toolserver::runs::Arrival<'_>) {}
+    fn enqueue(&self, _: toolserver::runs::Trigger) {}
+    fn status(&self, channel_id: entity::Snowflake) -> toolserver::runs::SessionStatus {
         toolserver::runs::SessionStatus {
-            running,
+            running: self.running(channel_id),
             waiting: Vec::new(),
         }
     }
+    fn list(&self, _: Option<entity::Snowflake>) -> Vec<toolserver::runs::RunView> {
+        self.running(entity::Snowflake(demo_world::OPS))
+            .map(|trigger| toolserver::runs::RunView {
+                run_id: Some("run-00000000000000aa".into()),
+                session_id: trigger.channel_id,
+                state: toolserver::runs::RunState::Running,
+                started_ms: Some(1),
+                requested_by: trigger.author_id,
+                requested_by_name: trigger.author_name,
+                trigger_message_id: None,
+                workflow_id: None,
+                text: trigger.text,
+            })
+            .into_iter()
+            .collect()
+    }
     fn abort(
         &self,
-        channel_id: entity::Snowflake,
+        target: toolserver::runs::AbortTarget<'_>,
         _: entity::Snowflake,
         admin: bool,
     ) -> toolserver::runs::AbortOutcome {
+        let toolserver::runs::AbortTarget::Session(channel_id) = target else {
+            return toolserver::runs::AbortOutcome::NothingRunning;
+        };
         self.aborted.lock().unwrap().push((channel_id.0, admin));
-        toolserver::runs::AbortOutcome::Stopped
+        toolserver::runs::AbortOutcome::Stopped {
+            run_id: "run-00000000000000aa".into(),
+            session_id: channel_id,
+        }
     }
 }
 
@@ -507,7 +535,7 @@ async fn runs_in_progress_are_listed_and_aborted_as_an_admin() {
     );
 
     let runs = Arc::new(OneRun::default());
-    assert!(server.core().console().set_runs(runs.clone()));
+    assert!(server.core().set_runs(runs.clone()));
     let listed = request("GET", format!("{url}/console/api/runs"), login.read(), None).await;
     assert_eq!(listed.status, 200, "{}", listed.body);
     assert_eq!(
@@ -523,7 +551,23 @@ async fn runs_in_progress_are_listed_and_aborted_as_an_admin() {
     )
     .await;
     assert_eq!(stopped.body["outcome"], "stopped", "{}", stopped.body);
+    assert_eq!(stopped.body["runId"], "run-00000000000000aa");
     assert_eq!(*runs.aborted.lock().unwrap(), vec![(demo_world::OPS, true)]);
+    // The abort is the operator callable, audited as the console's caller like any call.
+    let row = server
+        .ledger()
+        .rows()
+        .into_iter()
+        .rfind(|row| row.tool == "runs.abort")
+        .expect("the abort has its audit row");
+    assert_eq!(
+        (&*row.caller, &*row.outcome, row.sessions.as_slice()),
+        (
+            "operator",
+            "ok",
+            [entity::Snowflake(demo_world::OPS)].as_slice()
+        )
+    );
     // Not in a session the allowlist refuses.
     let refused = request(
         "POST",

@@ -209,3 +209,29 @@ async fn the_document_shows_only_what_the_caller_may_call() {
     .unwrap();
     assert_eq!(anonymous, 401);
 }
+
+#[tokio::test]
+async fn the_call_operation_documents_the_idempotency_key_and_its_conflicts() {
+    let server = TestServer::start(&DEMO_CONFIG).await.unwrap();
+    let (status, text) = fetch_document(&server).await;
+    assert_eq!(status, 200, "{text}");
+    let document: Value = serde_json::from_str(&text).expect("JSON");
+    let call = &document["paths"]["/v1/call"]["post"];
+    let header = call["parameters"]
+        .as_array()
+        .expect("parameters")
+        .iter()
+        .find(|p| p["name"] == "Idempotency-Key")
+        .expect("the Idempotency-Key parameter");
+    assert_eq!(header["in"], "header");
+    assert_eq!(header["required"], false);
+    assert_eq!(header["schema"]["maxLength"], 255);
+    let conflict = call["responses"]["409"]["description"]
+        .as_str()
+        .expect("a 409 answer");
+    assert!(
+        conflict.contains("idempotency_key_reused")
+            && conflict.contains("idempotency_key_in_flight"),
+        "{conflict}"
+    );
+}

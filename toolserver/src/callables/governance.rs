@@ -93,11 +93,7 @@ impl Tool for DecideApproval {
         input: DecideInput,
     ) -> Result<Planned<DecideInput>, ToolError> {
         let id = input.approval_id.trim();
-        let well_formed = id.len() <= MAX_APPROVAL_ID
-            && id
-                .strip_prefix("apr_")
-                .is_some_and(|hex| !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()));
-        if !well_formed {
+        if !super::prefixed_hex(id, "apr_", MAX_APPROVAL_ID) {
             return Err(ToolError::usage(
                 ErrorCode::InvalidInput,
                 "approvalId: an approval id is apr_ followed by hex digits, as its card shows it",
@@ -111,7 +107,7 @@ impl Tool for DecideApproval {
 
     async fn run(&self, cx: &Invocation<'_>, plan: DecideInput) -> Result<ToolOutput, ToolError> {
         let caller = &cx.context.caller;
-        let decider = Decider::of(caller, cx.context.client.as_deref());
+        let decider = Decider::of(caller, cx.context.front);
         // A Discord click is answered with the redrawn card; every other front has the card's
         // message edited here.
         let redraw = !matches!(caller, Caller::Discord(_));
@@ -209,5 +205,224 @@ impl Tool for SetSessionTools {
             })?;
         tracing::info!(%session, caller = %cx.context.caller.key(), ?change, "a session's tool scope changed");
         output(&after)
+    }
+}
+
+pub struct ListApprovals;
+
+/// Cards an `approvals.list` page holds unless `limit` says otherwise.
+const DEFAULT_APPROVALS: u32 = 50;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ListApprovalsInput {
+    /// `pending` (waiting for a decision), `settled` (approved, denied, expired or withdrawn,
+    /// the last 200 since the service started), or `all` (the default: pending first).
+    pub state: Option<String>,
+    /// Only approvals of calls acting in this session (alias like `#ops`, or id).
+    pub session_id: Option<String>,
+    /// Only approvals of callables matching this name or glob (`surface.messages.*`).
+    pub tool: Option<String>,
+    /// At most this many cards (1 to 200, default 50).
+    pub limit: Option<u32>,
+}
+
+/// Which approvals `approvals.list` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Which {
+    Pending,
+    Settled,
+    All,
+}
+
+/// `approvals.list`'s checked input.
+#[derive(Debug)]
+pub struct ApprovalFilter {
+    which: Which,
+    session: Option<entity::Snowflake>,
+    tool: Option<String>,
+    limit: usize,
+}
+
+impl ApprovalFilter {
+    fn matches(&self, card: &ApprovalCard) -> bool {
+        self.session.is_none_or(|s| card.session_id == Some(s))
+            && self
+                .tool
+                .as_deref()
+                .is_none_or(|glob| crate::auth::glob_matches(glob, &card.tool))
+    }
+}
+
+/// `approvals.list`'s answer.
+#[derive(Serialize, JsonSchema)]
+struct ApprovalList {
+    /// Pending cards first (the one that expires first first), then settled ones, newest
+    /// first. A pending card shows the whole input; a settled one the copy the audit log keeps.
+    approvals: Vec<ApprovalCard>,
+}
+
+#[async_trait]
+impl Tool for ListApprovals {
+    type Input = ListApprovalsInput;
+    type Plan = ApprovalFilter;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            id: "approvals.list",
+            title: "List approvals",
+            description: "List the approvals waiting for a decision and the ones settled lately.",
+            help: "An operator callable: the operator, or a token whose scope names it (approvals.list, approvals.*, *); an agent run never. Pending cards show the whole input an approver decides on; settled ones (the last 200 since the service started) show what the audit log keeps. Decide one with approvals.decide.",
+            mutating: false,
+            primary: None,
+            effects: Effects {
+                destructive: false,
+                idempotent: true,
+                open_world: false,
+            },
+            output_schema: Some(output_schema::<ApprovalList>()),
+            examples: vec![example(
+                "What waits for a decision",
+                "tools approvals.list --state=pending",
+                json!({"state": "pending"}),
+            )],
+        }
+    }
+
+    fn plan(
+        &self,
+        cx: &PlanContext<'_>,
+        input: ListApprovalsInput,
+    ) -> Result<Planned<ApprovalFilter>, ToolError> {
+        let which = match input.state.as_deref().map(str::trim) {
+            None | Some("all") => Which::All,
+            Some("pending") => Which::Pending,
+            Some("settled") => Which::Settled,
+            Some(other) => {
+                return Err(ToolError::usage(
+                    ErrorCode::InvalidInput,
+                    format!("state must be pending, settled or all, got '{other}'"),
+                ))
+            }
+        };
+        let limit = input.limit.unwrap_or(DEFAULT_APPROVALS);
+        if !(1..=crate::approvals::RECENT_KEPT as u32).contains(&limit) {
+            return Err(ToolError::usage(
+                ErrorCode::InvalidInput,
+                format!(
+                    "limit must be between 1 and {}, got {limit}",
+                    crate::approvals::RECENT_KEPT
+                ),
+            ));
+        }
+        Ok(Planned::nowhere(ApprovalFilter {
+            which,
+            session: filter_session(cx, input.session_id.as_deref())?,
+            tool: input.tool.map(|t| t.trim().to_owned()),
+            limit: limit as usize,
+        }))
+    }
+
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        filter: ApprovalFilter,
+    ) -> Result<ToolOutput, ToolError> {
+        let approvals = cx.core.approvals();
+        let pending = match filter.which {
+            Which::Settled => Vec::new(),
+            Which::Pending | Which::All => approvals.pending(),
+        };
+        let settled = match filter.which {
+            Which::Pending => Vec::new(),
+            Which::Settled | Which::All => approvals.recently_settled(),
+        };
+        let approvals = pending
+            .into_iter()
+            .chain(settled)
+            .filter(|card| filter.matches(card))
+            .take(filter.limit)
+            .collect();
+        output(&ApprovalList { approvals })
+    }
+}
+
+/// A session named only to filter a listing: resolved, never allowlisted (what it lists may
+/// be from before the allowlist changed).
+pub(super) fn filter_session(
+    cx: &PlanContext<'_>,
+    reference: Option<&str>,
+) -> Result<Option<entity::Snowflake>, ToolError> {
+    reference
+        .map(str::trim)
+        .filter(|reference| !reference.is_empty())
+        .map(|reference| {
+            cx.mapper().resolve_session(reference).map_err(|error| {
+                ToolError::usage(ErrorCode::UnknownSession, format!("sessionId: {error}"))
+            })
+        })
+        .transpose()
+}
+
+pub struct ReloadConfig;
+
+/// `admin.reload` takes nothing.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReloadInput {}
+
+#[async_trait]
+impl Tool for ReloadConfig {
+    type Input = ReloadInput;
+    type Plan = ();
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            id: "admin.reload",
+            title: "Reload the config",
+            description: "Read the config file again and put it in force when it has no problem (what SIGHUP does).",
+            help: "An operator callable: the operator, or a token whose scope names it (admin.reload, admin.*, *); an agent run never. The answer lists what changed and the settings that wait for a restart; a file with problems answers invalid_config with each problem located (file:line:col) in details.problems, and the config in force does not change.",
+            mutating: true,
+            primary: None,
+            effects: Effects {
+                destructive: false,
+                idempotent: true,
+                open_world: false,
+            },
+            output_schema: Some(output_schema::<crate::live::Reloaded>()),
+            examples: vec![example(
+                "Put an edited config in force",
+                "tools admin.reload",
+                json!({}),
+            )],
+        }
+    }
+
+    fn plan(&self, _: &PlanContext<'_>, _: ReloadInput) -> Result<Planned<()>, ToolError> {
+        Ok(Planned::nowhere(()))
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, (): ()) -> Result<ToolOutput, ToolError> {
+        let Some(reloader) = cx.core.reloader() else {
+            // Not a failure to retry: this server has no config file, and never will.
+            return Err(ToolError::not_found(
+                ErrorCode::ReloadUnavailable,
+                "This server was not started from a config file, so there is nothing to reload",
+            ));
+        };
+        match reloader.reload(crate::live::ReloadTrigger::Request).await {
+            Ok(reloaded) => output(&reloaded),
+            Err(refused) => Err(ToolError::usage(
+                ErrorCode::InvalidConfig,
+                format!(
+                    "{} has {} problem{}; the config in force did not change. Fix them (switchboard check-config lists them) and reload again",
+                    refused.file,
+                    refused.problems.len(),
+                    if refused.problems.len() == 1 { "" } else { "s" }
+                ),
+            )
+            .with_status(axum::http::StatusCode::UNPROCESSABLE_ENTITY)
+            .with_details(json!({ "file": refused.file, "problems": refused.problems }))),
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! The built-in callables, written against the [`crate::Surface`] trait: `surface.*`,
 //! `attachment.download`, `workflow.*`, `audit.list`, and the operator callables
-//! `approvals.decide` and `admin.tools.set`.
+//! (`approvals.list`, `approvals.decide`, `admin.tools.set`, `admin.reload`, `runs.list`,
+//! `runs.abort`).
 
 mod attachments;
 mod audit;
@@ -10,9 +11,11 @@ mod help;
 mod messages;
 mod pins;
 mod reactions;
+mod runs;
 mod search;
 mod sessions;
 mod threads;
+mod typing;
 mod warnings;
 mod workflows;
 
@@ -41,6 +44,15 @@ fn channel_name(name: &str) -> Result<String, ToolError> {
     Ok(name.to_owned())
 }
 
+/// Whether `id` is `prefix` and 1 or more hex digits, at most `max` bytes in all: the shape
+/// of the ids switchboard makes up (`apr_…`, `run-…`).
+fn prefixed_hex(id: &str, prefix: &str, max: usize) -> bool {
+    id.len() <= max
+        && id
+            .strip_prefix(prefix)
+            .is_some_and(|hex| !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 /// Registers every built-in callable.
 pub fn register_all(registry: &mut Registry) {
     registry.register(help::Help);
@@ -54,6 +66,7 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(reactions::AddReaction);
     registry.register(reactions::RemoveReaction);
     registry.register(reactions::ListReactions);
+    registry.register(typing::ShowTyping);
     registry.register(threads::CreateThread);
     registry.register(threads::ListThreads);
     registry.register(threads::ArchiveThread);
@@ -71,4 +84,8 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(audit::ListAudit);
     registry.register(governance::DecideApproval);
     registry.register(governance::SetSessionTools);
+    registry.register(governance::ListApprovals);
+    registry.register(governance::ReloadConfig);
+    registry.register(runs::ListRuns);
+    registry.register(runs::AbortRun);
 }

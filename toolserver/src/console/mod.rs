@@ -37,7 +37,6 @@ use serde_json::{json, Value};
 use crate::auth::Caller;
 use crate::error::ToolError;
 use crate::invocation::CallContext;
-use crate::runs::{AbortOutcome, Runs};
 use crate::server::Core;
 use health::{Counters, HeadroomSource, Series};
 use session::{Login, Sessions, COOKIE, CSRF_HEADER, LIFETIME};
@@ -91,7 +90,6 @@ pub struct Console {
     enabled: bool,
     sessions: Sessions,
     failed_logins: DefaultDirectRateLimiter,
-    runs: OnceLock<Arc<dyn Runs>>,
     compose: OnceLock<Arc<dyn Compose>>,
     headroom: OnceLock<Arc<dyn HeadroomSource>>,
     series: std::sync::Mutex<Series>,
@@ -107,7 +105,6 @@ impl Console {
             enabled,
             sessions: Sessions::default(),
             failed_logins: RateLimiter::direct(Quota::per_minute(per_minute)),
-            runs: OnceLock::new(),
             compose: OnceLock::new(),
             headroom: OnceLock::new(),
             series: std::sync::Mutex::default(),
@@ -118,11 +115,6 @@ impl Console {
     /// Whether the console is served.
     pub fn enabled(&self) -> bool {
         self.enabled
-    }
-
-    /// Shows agent runs (and lets the console abort them). Once only.
-    pub fn set_runs(&self, runs: Arc<dyn Runs>) -> bool {
-        self.runs.set(runs).is_ok()
     }
 
     /// Turns the compose box on (the playground). Once only.
@@ -273,6 +265,7 @@ impl Operator {
             cwd: None,
             tool_call_id: None,
             trigger_message_id: None,
+            front: crate::invocation::Front::Console,
         }
     }
 
@@ -391,14 +384,6 @@ async fn call(
         .map_err(|e| ToolError::internal(format!("{tool} answered text that is not JSON: {e}")))
 }
 
-/// Whether the login is the operator's (or the console of an `insecure_no_auth` server).
-fn operator_login(operator: &Operator) -> bool {
-    matches!(
-        operator.login.caller,
-        Caller::Operator | Caller::Unauthenticated
-    )
-}
-
 fn session_id(text: &str) -> Result<Snowflake, ToolError> {
     crate::invocation::parse_id("session", text)
 }
@@ -506,9 +491,9 @@ async fn me(State(core): Shared, operator: Operator) -> Response {
         // What this login's scope takes beyond reading: the page offers only these.
         "mayDecide": operator.may(&core, "approvals.decide"),
         "mayChangeScopes": operator.may(&core, "admin.tools.set"),
-        "mayAbort": operator_login(&operator),
+        "mayAbort": operator.may(&core, "runs.abort"),
         "compose": compose_users,
-        "runs": core.console.runs.get().is_some(),
+        "runs": core.runs().is_some(),
         "version": env!("CARGO_PKG_VERSION"),
     }))
 }
@@ -696,45 +681,21 @@ async fn audit(
 }
 
 async fn runs(State(core): Shared, operator: Operator) -> Result<Response, ToolError> {
-    let Some(runs) = core.console.runs.get() else {
+    if core.runs().is_none() {
         return Ok(no_store(
             json!({ "agent": false, "active": [], "recent": [] }),
         ));
-    };
-    let listed = call(
-        &core,
-        &operator,
-        "surface.sessions.list",
-        json!({ "limit": 1000 }),
-    )
-    .await?;
-    let mut active = Vec::new();
-    for session in listed["sessions"].as_array().into_iter().flatten() {
-        let Some(id) = session["channelId"]
-            .as_str()
-            .and_then(|id| id.parse::<u64>().ok())
-        else {
-            continue;
-        };
-        let status = runs.status(Snowflake(id));
-        if status.running.is_none() && status.waiting.is_empty() {
-            continue;
-        }
-        let trigger = |t: &crate::runs::Trigger| {
-            json!({
-                "messageId": t.message_id,
-                "author": t.author_name,
-                "text": t.text.chars().take(200).collect::<String>(),
-                "workflowId": t.workflow_id,
-            })
-        };
-        active.push(json!({
-            "sessionId": id.to_string(),
-            "session": session["reference"],
-            "running": status.running.as_ref().map(trigger),
-            "waiting": status.waiting.iter().map(trigger).collect::<Vec<_>>(),
-        }));
     }
+    // What runs now is `runs.list`'s, an operator callable: a login whose scope does not name
+    // it sees only the recent runs its audit reads show.
+    let active = if operator.may(&core, "runs.list") {
+        let listed = call(&core, &operator, "runs.list", json!({})).await?;
+        let listed: Vec<crate::runs::RunView> =
+            serde_json::from_value(listed["runs"].clone()).unwrap_or_default();
+        active_runs(&core, &listed)
+    } else {
+        Vec::new()
+    };
     // Recent runs, from the audit log: each capability's calls, grouped by run.
     let recent = match call(&core, &operator, "audit.list", json!({ "limit": 300 })).await {
         Ok(page) => recent_runs(&page),
@@ -746,6 +707,41 @@ async fn runs(State(core): Shared, operator: Operator) -> Result<Response, ToolE
     Ok(no_store(
         json!({ "agent": true, "active": active, "recent": recent }),
     ))
+}
+
+/// `runs.list`'s runs as the runs panel shows them: one row per session with its running run
+/// and its queue.
+fn active_runs(core: &Core, listed: &[crate::runs::RunView]) -> Vec<Value> {
+    let mut sessions: Vec<Snowflake> = listed.iter().map(|run| run.session_id).collect();
+    sessions.sort_unstable();
+    sessions.dedup();
+    let trigger = |run: &crate::runs::RunView| {
+        json!({
+            "runId": run.run_id,
+            "messageId": run.trigger_message_id,
+            "author": run.requested_by_name,
+            "text": run.text,
+            "workflowId": run.workflow_id,
+            "startedMs": run.started_ms,
+        })
+    };
+    sessions
+        .into_iter()
+        .map(|session| {
+            let of_session = || listed.iter().filter(move |run| run.session_id == session);
+            json!({
+                "sessionId": session.to_string(),
+                "session": core.session_reference(session),
+                "running": of_session()
+                    .find(|run| run.state == crate::runs::RunState::Running)
+                    .map(trigger),
+                "waiting": of_session()
+                    .filter(|run| run.state == crate::runs::RunState::Queued)
+                    .map(trigger)
+                    .collect::<Vec<_>>(),
+            })
+        })
+        .collect()
 }
 
 /// Agent runs seen in a page of the audit log (newest first), at most 20: first and last call,
@@ -782,30 +778,24 @@ async fn abort(
     Path(id): Path<String>,
 ) -> Result<Response, ToolError> {
     let session = session_id(&id)?;
-    let runs = core.console.runs.get().ok_or_else(|| {
-        ToolError::not_found(
-            ErrorCode::NotFound,
-            "No agent is configured, so no run can be aborted",
-        )
-    })?;
-    // Stopping someone's run is the operator's (a named token's login only reads runs; the
-    // storage issue's `runs.abort` callable will let a scope name it).
-    if !operator_login(&operator) {
-        return Err(ToolError::denied(
-            ErrorCode::OperatorOnly,
-            "Only the operator's console login may abort a run",
-        ));
-    }
-    core.allowed(session).await?;
-    // The operator acts as an admin: it may stop anyone's run.
-    let outcome = runs.abort(session, Snowflake(0), true);
-    tracing::info!(%session, by = %operator.by(), ?outcome, "abort from the console");
-    let answer = match outcome {
-        AbortOutcome::Stopped => "stopped",
-        AbortOutcome::NothingRunning => "nothing_running",
-        AbortOutcome::NotYours { .. } => "not_yours",
+    // The operator callable, as the logged-in caller: the operator, or a login whose scope
+    // names runs.abort, stops any run; audited like any call.
+    let answer = match call(
+        &core,
+        &operator,
+        "runs.abort",
+        json!({ "sessionId": session.to_string() }),
+    )
+    .await
+    {
+        Ok(stopped) => json!({ "outcome": "stopped", "runId": stopped["runId"] }),
+        Err(error) if error.code == ErrorCode::NothingRunning => {
+            json!({ "outcome": "nothing_running" })
+        }
+        Err(error) => return Err(error),
     };
-    Ok(no_store(json!({ "outcome": answer })))
+    tracing::info!(%session, by = %operator.by(), outcome = %answer["outcome"], "abort from the console");
+    Ok(no_store(answer))
 }
 
 #[derive(Deserialize)]

@@ -1,0 +1,244 @@
+//! The operator callables over the agent's runs: `runs.list` (what runs and waits) and
+//! `runs.abort` (stop one). Discord's `/status` and `/abort` and the console call them too, so
+//! each goes through the pipeline and is audited like any call. An agent run never gets them;
+//! a Discord user only in the channel they act in, and stops only a run they started unless
+//! they are in `discord.admins`.
+
+use async_trait::async_trait;
+use protocol::{Effects, ErrorCode};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::governance::filter_session;
+use crate::auth::Caller;
+use crate::error::ToolError;
+use crate::invocation::{Invocation, PlanContext};
+use crate::registry::{
+    example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
+};
+use crate::runs::{AbortOutcome, AbortTarget, RunView, Runs};
+
+/// The agent's runs, or `no_agent`.
+fn runs<'a>(cx: &Invocation<'a>) -> Result<&'a std::sync::Arc<dyn Runs>, ToolError> {
+    cx.core.runs().ok_or_else(|| {
+        ToolError::not_found(
+            ErrorCode::NoAgent,
+            "No agent is configured ([agent] in the config), so there are no runs",
+        )
+    })
+}
+
+/// Whether a Discord user is in `discord.admins`.
+fn discord_admin(cx: &Invocation<'_>, user: &crate::auth::DiscordUser) -> bool {
+    let admins = &cx.settings().config().discord.admins;
+    !admins.is_empty() && switchboard_config::any_principal_matches(admins, user.id, &user.roles)
+}
+
+pub struct ListRuns;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ListRunsInput {
+    /// Only the runs of this session (alias like `#ops`, or id).
+    pub session_id: Option<String>,
+}
+
+/// `runs.list`'s answer.
+#[derive(Serialize, JsonSchema)]
+struct RunList {
+    /// Running runs first, then queued ones in the order they will run, by session.
+    runs: Vec<RunView>,
+}
+
+#[async_trait]
+impl Tool for ListRuns {
+    type Input = ListRunsInput;
+    type Plan = Option<entity::Snowflake>;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            id: "runs.list",
+            title: "List agent runs",
+            description: "List the agent's runs: the ones running (with their id, session, start and who asked) and the ones queued.",
+            help: "An operator callable: the operator, or a token whose scope names it (runs.list, runs.*, *); an agent run never. Discord's /status shows the same for its channel. Stop a run with runs.abort.",
+            mutating: false,
+            primary: None,
+            effects: Effects {
+                destructive: false,
+                idempotent: true,
+                open_world: false,
+            },
+            output_schema: Some(output_schema::<RunList>()),
+            examples: vec![example(
+                "What the agent is doing",
+                "tools runs.list --output=text",
+                json!({}),
+            )],
+        }
+    }
+
+    fn plan(
+        &self,
+        cx: &PlanContext<'_>,
+        input: ListRunsInput,
+    ) -> Result<Planned<Option<entity::Snowflake>>, ToolError> {
+        let session = filter_session(cx, input.session_id.as_deref())?;
+        if session.is_none() && matches!(cx.context.caller, Caller::Discord(_)) {
+            return Err(ToolError::usage(
+                ErrorCode::NoSession,
+                "sessionId: from Discord, runs are listed for the channel the command is used in",
+            ));
+        }
+        Ok(Planned::nowhere(session))
+    }
+
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        session: Option<entity::Snowflake>,
+    ) -> Result<ToolOutput, ToolError> {
+        output(&RunList {
+            runs: runs(cx)?.list(session),
+        })
+    }
+}
+
+pub struct AbortRun;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AbortRunInput {
+    /// The run to stop (`run-<hex>`, as runs.list and the audit log's `run` show it).
+    pub run_id: Option<String>,
+    /// Or: stop whatever runs in this session (alias like `#ops`, or id).
+    pub session_id: Option<String>,
+}
+
+/// The longest run id taken (`run-` and 16 hex digits today).
+const MAX_RUN_ID: usize = 64;
+
+/// `runs.abort`'s answer.
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct Stopped {
+    /// The run being stopped.
+    run_id: String,
+    /// Its session.
+    #[schemars(with = "String")]
+    session_id: entity::Snowflake,
+}
+
+/// Which run `runs.abort` stops, checked.
+#[derive(Debug)]
+pub enum AbortPlan {
+    Run(String),
+    Session,
+}
+
+#[async_trait]
+impl Tool for AbortRun {
+    type Input = AbortRunInput;
+    type Plan = AbortPlan;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            id: "runs.abort",
+            title: "Stop an agent run",
+            description: "Stop a running agent run, by its id or by its session; queued runs stay.",
+            help: "An operator callable: the operator, or a token whose scope names it (runs.abort, runs.*, *); an agent run never. Discord's /abort calls it for its channel: a user stops only a run they started, unless they are in discord.admins. The run's capability ends at once: a call it still makes, or one waiting on an approval, answers run_aborted. Give runId or sessionId, not both.",
+            mutating: true,
+            primary: Some("runId"),
+            effects: Effects {
+                destructive: true,
+                idempotent: true,
+                open_world: true,
+            },
+            output_schema: Some(output_schema::<Stopped>()),
+            examples: vec![
+                example(
+                    "Stop a run by its id",
+                    "tools runs.abort run-0123456789abcdef",
+                    json!({"runId": "run-0123456789abcdef"}),
+                ),
+                example(
+                    "Stop whatever runs in #ops",
+                    "tools runs.abort --session-id=#ops",
+                    json!({"sessionId": "#ops"}),
+                ),
+            ],
+        }
+    }
+
+    fn plan(
+        &self,
+        _: &PlanContext<'_>,
+        input: AbortRunInput,
+    ) -> Result<Planned<AbortPlan>, ToolError> {
+        let run_id = input.run_id.as_deref().map(str::trim);
+        let session_id = input.session_id.as_deref().map(str::trim);
+        match (run_id, session_id) {
+            (Some(id), None) => {
+                if !super::prefixed_hex(id, "run-", MAX_RUN_ID) {
+                    return Err(ToolError::usage(
+                        ErrorCode::InvalidInput,
+                        "runId: a run id is run- followed by hex digits, as runs.list shows it",
+                    ));
+                }
+                Ok(Planned::nowhere(AbortPlan::Run(id.to_owned())))
+            }
+            (None, Some(session)) => Ok(Planned::in_session(
+                AbortPlan::Session,
+                SessionRequest::session_id(Some(session), 0),
+            )),
+            _ => Err(ToolError::usage(
+                ErrorCode::InvalidInput,
+                "give runId (run-..., from runs.list) or sessionId, one of them",
+            )),
+        }
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, plan: AbortPlan) -> Result<ToolOutput, ToolError> {
+        let runs = runs(cx)?;
+        let (user, admin) = match &cx.context.caller {
+            Caller::Discord(user) => (user.id, discord_admin(cx, user)),
+            // The operator and tokens whose scope names runs.abort stop any run.
+            _ => (entity::Snowflake(0), true),
+        };
+        if let (AbortPlan::Run(_), Caller::Discord(_)) = (&plan, &cx.context.caller) {
+            return Err(ToolError::usage(
+                ErrorCode::InvalidInput,
+                "from Discord, /abort stops the run of the channel it is used in",
+            ));
+        }
+        let session;
+        let target = match &plan {
+            AbortPlan::Run(id) => AbortTarget::Run(id),
+            AbortPlan::Session => {
+                session = cx.target()?.channel_id();
+                AbortTarget::Session(session)
+            }
+        };
+        match runs.abort(target, user, admin) {
+            AbortOutcome::Stopped { run_id, session_id } => {
+                tracing::info!(run = %run_id, session = %session_id, caller = %cx.context.caller.key(), "run aborted");
+                output(&Stopped { run_id, session_id })
+            }
+            AbortOutcome::NotYours { owner } => Err(ToolError::denied(
+                ErrorCode::NotYourRun,
+                format!("The running request is {owner}'s; only they or an admin can stop it."),
+            )),
+            AbortOutcome::NothingRunning => Err(ToolError::not_found(
+                ErrorCode::NothingRunning,
+                match &plan {
+                    AbortPlan::Run(id) => format!(
+                        "No run {id} is running (runs.list shows what runs); nothing was stopped"
+                    ),
+                    AbortPlan::Session => {
+                        "Nothing is running in this channel; nothing was stopped".to_owned()
+                    }
+                },
+            )),
+        }
+    }
+}
