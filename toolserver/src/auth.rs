@@ -281,10 +281,11 @@ pub fn is_operator_callable(tool_id: &str) -> bool {
 /// The namespaces of the operator callables.
 const OPERATOR_NAMESPACES: [&str; 2] = ["approvals.", "admin."];
 
-/// What a Discord user may call: deciding an ask (an approver's button) and changing a
-/// session's tools (an admin's `/tools`); the handlers check `permissions.approvers` and
-/// `discord.admins`.
-pub const DISCORD_CALLABLES: [&str; 2] = ["approvals.decide", "admin.tools.set"];
+/// What a Discord user may call: deciding an ask (an approver's button), changing a
+/// session's tools (an admin's `/tools`) and undoing a run's changes to the workspace
+/// (`/undo`); the handlers check `permissions.approvers`, `discord.admins` and who started the
+/// run.
+pub const DISCORD_CALLABLES: [&str; 3] = ["approvals.decide", "admin.tools.set", "workspace.undo"];
 
 /// A caller's key, cheap to clone and hash.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -136,6 +136,7 @@ impl<'a> Gate<'a> {
         place: Option<&PlaceRequest>,
         input: &Value,
         rewritten: bool,
+        note: &dyn crate::registry::AskNote,
     ) -> Result<Admission<'a>, ToolError> {
         let core = self.core;
         // Resolve each session, then allowlist it, in the order the plan named them.
@@ -168,11 +169,17 @@ impl<'a> Gate<'a> {
             ids.push(category);
             self.trail().targets.push(category);
         }
-        let verdict = self
-            .settings
-            .governance
-            .decide(self.tool_id, &self.context.caller, &ids);
-        self.permit(&verdict, &ids, input).await?;
+        // `command =` / `path =` rules see the command, and the path relative to the
+        // workspace of the session the call acts in.
+        let workspace = targets
+            .first()
+            .and_then(|target| crate::workspaces::Workspaces::dir_for(self.settings, target));
+        let args = crate::governance::CallArgs::of(self.tool_id, input, workspace.as_deref());
+        let verdict =
+            self.settings
+                .governance
+                .decide_with(self.tool_id, &self.context.caller, &ids, &args);
+        self.permit(&verdict, &ids, input, &targets, note).await?;
         // Rate limits: each channel's share (the caller's was spent when the call came in).
         if !rewritten {
             let limits = &self.settings.limits;
@@ -289,6 +296,8 @@ impl<'a> Gate<'a> {
         verdict: &Verdict,
         targets: &[Snowflake],
         input: &Value,
+        resolved: &[Target],
+        note: &dyn crate::registry::AskNote,
     ) -> Result<(), ToolError> {
         let tool_id = self.tool_id;
         if verdict.policy == Policy::Ask && crate::auth::is_operator_callable(tool_id) {
@@ -328,7 +337,10 @@ impl<'a> Gate<'a> {
                 )
                 .with_details(json!({ "rule": verdict.by })))
             }
-            Policy::Ask => self.ask(verdict, targets, input).await,
+            Policy::Ask => {
+                let note = note.note(resolved).await;
+                self.ask(verdict, targets, input, note).await
+            }
         }
     }
 
@@ -338,6 +350,7 @@ impl<'a> Gate<'a> {
         verdict: &Verdict,
         targets: &[Snowflake],
         input: &Value,
+        note: Option<String>,
     ) -> Result<(), ToolError> {
         let core = self.core;
         let capability = self.context.caller.capability();
@@ -365,6 +378,7 @@ impl<'a> Gate<'a> {
         let request = AskRequest {
             tool: self.tool_id.to_owned(),
             input: input.clone(),
+            note,
             audit_input,
             targets: targets.to_vec(),
             session_label: targets

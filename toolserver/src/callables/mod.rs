@@ -1,10 +1,13 @@
 //! The built-in callables, written against the [`crate::Surface`] trait: `surface.*`,
-//! `attachment.download`, `workflow.*`, `audit.list`, and the operator callables
-//! `approvals.decide` and `admin.tools.set`.
+//! `attachment.download`, `workflow.*`, `audit.list`, the operator callables
+//! `approvals.decide` and `admin.tools.set`, and the agent's workspace (`fs.*`, `shell.*`,
+//! `git.*`, `workspace.undo`, over [`crate::workspaces`]).
 
 mod attachments;
 mod audit;
 mod channels;
+mod files;
+mod git;
 mod governance;
 mod help;
 mod messages;
@@ -12,9 +15,11 @@ mod pins;
 mod reactions;
 mod search;
 mod sessions;
+mod shell;
 mod threads;
 mod warnings;
 mod workflows;
+mod workspace;
 
 pub(crate) use workflows::workflows_unavailable;
 
@@ -71,4 +76,20 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(audit::ListAudit);
     registry.register(governance::DecideApproval);
     registry.register(governance::SetSessionTools);
+    registry.register(files::ReadFile);
+    registry.register(files::WriteFile);
+    registry.register(files::EditFile);
+    registry.register(files::GlobFiles);
+    registry.register(files::GrepFiles);
+    registry.register(files::ListFiles);
+    registry.register(shell::RunCommand);
+    registry.register(shell::CommandOutput);
+    registry.register(shell::ListCommands);
+    registry.register(shell::KillCommand);
+    registry.register(git::Status);
+    registry.register(git::Diff);
+    registry.register(git::Log);
+    registry.register(git::Commit);
+    registry.register(git::Branch);
+    registry.register(workspace::Undo);
 }
