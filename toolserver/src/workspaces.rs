@@ -28,6 +28,7 @@ use switchboard_workspace::{
     Workspace, WorkspaceError, WorkspaceErrorKind, WorkspaceOptions,
 };
 
+pub use switchboard_sandbox::helper::exec_main as sandbox_exec_main;
 pub use switchboard_sandbox::HelperCommand as SandboxHelper;
 pub use switchboard_workspace::SandboxState;
 

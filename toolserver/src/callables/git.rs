@@ -169,7 +169,8 @@ impl Tool for Log {
 pub struct CommitInput {
     /// The commit message.
     pub message: String,
-    /// Stage every change first (`git add -A`).
+    /// Commit every change to tracked files (`git commit -a`); new files need `git add`
+    /// (shell.run) first.
     #[serde(default)]
     pub all: bool,
     /// The session whose workspace to use; default: your context's session.
@@ -192,8 +193,8 @@ impl Tool for Commit {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             id: "git.commit",
-            description: "Commit the staged changes (or every change, with all) of the session's workspace.",
-            help: "Runs `git commit -m MESSAGE` (after `git add -A` with `all`) in the workspace; a workspace that is not a repository yet is made one. Answers the new commit's hash; nothing to commit is `git_failed`.",
+            description: "Commit the staged changes (or every tracked change, with all) of the session's workspace.",
+            help: "Runs `git commit -m MESSAGE` in the workspace (`-a` with `all`: every change to tracked files; new files need a `git add` through shell.run first). Answers the new commit's hash and branch; nothing to commit, or no repository, is `git_failed` with what git said.",
             mutating: true,
             primary: Some("message"),
             title: "Git commit",
