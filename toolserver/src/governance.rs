@@ -774,6 +774,102 @@ mod tests {
         Caller::Capability(store.resolve(&token).expect("live"))
     }
 
+    fn shell_rule(command: Option<&str>, policy: Policy, n: usize) -> Rule {
+        Rule {
+            command: command.map(str::to_owned),
+            ..rule("shell.run", policy, None, CallerMatch::Run, n)
+        }
+    }
+
+    fn command(text: &str) -> CallArgs {
+        CallArgs::of("shell.run", &serde_json::json!({ "command": text }), None)
+    }
+
+    #[test]
+    fn git_status_star_allows_git_status_but_not_git_status_then_rm() {
+        let g = governance(
+            vec![
+                shell_rule(None, Policy::Ask, 0),
+                shell_rule(Some("git status*"), Policy::Allow, 1),
+            ],
+            Policy::Allow,
+        );
+        let run = run_in(OPS, &["*"]);
+        let decide = |text: &str| g.decide_with("shell.run", &run, &[OPS], &command(text));
+        assert_eq!(decide("git status").policy, Policy::Allow);
+        assert_eq!(decide("git status --short").by, "permissions.rules[1]");
+        for sneaky in [
+            "git status; rm x",
+            "git status && rm -rf .",
+            "git status | sh",
+            "git status\nrm x",
+            "rm x",
+        ] {
+            let verdict = decide(sneaky);
+            assert_eq!(verdict.policy, Policy::Ask, "{sneaky}: {verdict:?}");
+        }
+    }
+
+    #[test]
+    fn a_command_nobody_can_see_into_gets_the_strictest_shell_rule() {
+        let g = governance(
+            vec![
+                shell_rule(None, Policy::Allow, 0),
+                shell_rule(Some("rm *"), Policy::Deny, 1),
+                shell_rule(Some("echo *"), Policy::Allow, 2),
+            ],
+            Policy::Allow,
+        );
+        let run = run_in(OPS, &["*"]);
+        let decide = |text: &str| g.decide_with("shell.run", &run, &[OPS], &command(text));
+        assert_eq!(decide("echo hi").policy, Policy::Allow);
+        for opaque in [
+            "echo $(rm x)",
+            "echo `rm x`",
+            "eval 'rm x'",
+            "sh -c 'rm x'",
+            "bash -c \"echo hi\"",
+            "echo 'unclosed",
+        ] {
+            let verdict = decide(opaque);
+            assert_eq!(verdict.policy, Policy::Deny, "{opaque}: {verdict:?}");
+            assert_eq!(verdict.by, "permissions.rules[1]", "{opaque}");
+        }
+        // Another caller's rules never count.
+        let operator = g.decide_with(
+            "shell.run",
+            &Caller::Operator,
+            &[OPS],
+            &command("echo $(rm x)"),
+        );
+        assert_eq!(operator.by, "permissions.default");
+    }
+
+    #[test]
+    fn a_path_rule_matches_the_path_relative_to_the_workspace() {
+        let g = governance(
+            vec![Rule {
+                path: Some(".env*".into()),
+                ..rule("fs.*", Policy::Deny, None, CallerMatch::Run, 0)
+            }],
+            Policy::Allow,
+        );
+        let run = run_in(OPS, &["*"]);
+        let root = std::path::Path::new("/srv/ws/1");
+        let decide = |tool: &str, path: &str| {
+            let args = CallArgs::of(tool, &serde_json::json!({ "path": path }), Some(root));
+            g.decide_with(tool, &run, &[OPS], &args).policy
+        };
+        for hidden in [".env", "./.env.local", "src/../.env", "/srv/ws/1/.env"] {
+            assert_eq!(decide("fs.read", hidden), Policy::Deny, "{hidden}");
+        }
+        assert_eq!(decide("fs.write", ".env"), Policy::Deny);
+        assert_eq!(decide("fs.read", "src/.env"), Policy::Allow, "* stays within a directory");
+        assert_eq!(decide("fs.read", "README.md"), Policy::Allow);
+        // Rules with a path never match a call without one (a listing's read check).
+        assert_eq!(g.decide("fs.read", &run, &[OPS]).policy, Policy::Allow);
+    }
+
     #[test]
     fn the_last_matching_rule_wins_and_the_default_covers_the_rest() {
         let g = governance(
