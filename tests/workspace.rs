@@ -645,3 +645,146 @@ policy = "allow"
     click(&fake, &card(&fake, demo::OPS, &second), demo::STANLEY, false);
     assert_eq!(again.finish().0, Some(3));
 }
+
+type Received = Option<(String, Value)>;
+
+/// An SSE reader of `/v1/events` on its own thread: each event as `(type, data)`.
+fn subscribe(url: &str, token: &str) -> mpsc::Receiver<Received> {
+    let (tx, rx) = mpsc::channel();
+    let url = format!("{url}/v1/events");
+    let token = token.to_owned();
+    std::thread::spawn(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into();
+        let Ok(response) = agent
+            .get(&url)
+            .header("authorization", format!("Bearer {token}"))
+            .call()
+        else {
+            let _ = tx.send(None);
+            return;
+        };
+        let reader = BufReader::new(response.into_body().into_reader());
+        let (mut kind, mut data) = (String::new(), String::new());
+        for line in reader.lines() {
+            let Ok(line) = line else { break };
+            if line.is_empty() {
+                if !kind.is_empty() {
+                    let value = serde_json::from_str(&data).unwrap_or(Value::Null);
+                    if tx.send(Some((std::mem::take(&mut kind), value))).is_err() {
+                        return;
+                    }
+                }
+            } else if let Some(rest) = line.strip_prefix("event:") {
+                kind = rest.trim().to_owned();
+            } else if let Some(rest) = line.strip_prefix("data:") {
+                data = rest.trim().to_owned();
+            }
+        }
+        let _ = tx.send(None);
+    });
+    rx
+}
+
+/// The next event of `kind`, skipping others.
+fn next_event(events: &mpsc::Receiver<Received>, kind: &str) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match events.recv_timeout(left) {
+            Ok(Some((k, data))) if k == kind => return data,
+            Ok(Some(_)) => {}
+            other => panic!("no {kind} event: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn commands_and_writes_are_events_on_the_feed() {
+    let fake = Fake::start();
+    let dir = TempDir::new("ws-events");
+    let sb = start(&fake, dir.path(), &workspace_section(dir.path(), ""));
+    let events = subscribe(&sb.url, &sb.token);
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, answer) = call(&sb, &["shell.run", "printf hi"]);
+    assert_eq!(code, Some(0), "{answer}");
+    let started = next_event(&events, "shell.started");
+    assert_eq!(started["id"], answer["id"], "{started}");
+    assert_eq!(started["session"], demo::OPS.to_string(), "{started}");
+    assert!(started["argv"].to_string().contains("printf hi"), "{started}");
+    assert!(started["cwd"].is_string(), "{started}");
+    let exited = next_event(&events, "shell.exited");
+    assert_eq!(exited["id"], answer["id"], "{exited}");
+    assert_eq!((exited["code"].as_i64(), exited["bytes"].as_u64()), (Some(0), Some(2)), "{exited}");
+    assert!(exited["ms"].is_u64(), "{exited}");
+    let (code, answer) = call(&sb, &["fs.write", "--path=a.txt", "--content=x"]);
+    assert_eq!(code, Some(0), "{answer}");
+    let changed = next_event(&events, "fs.changed");
+    assert_eq!((changed["path"].as_str(), changed["kind"].as_str()), (Some("a.txt"), Some("created")), "{changed}");
+}
+
+#[test]
+fn health_and_shell_say_unavailable_when_bwrap_is_missing_and_nothing_runs() {
+    let fake = Fake::start();
+    let dir = TempDir::new("ws-nobwrap");
+    let sb = Switchboard::start_sections(
+        &fake,
+        dir.path(),
+        &Allow::default(),
+        Sections {
+            extra: &workspace_section(dir.path(), ""),
+            // A PATH without bwrap (the sandbox looks it up there).
+            env: &[("PATH", "/nonexistent")],
+            ..Sections::default()
+        },
+    );
+    let (_, health) = support::http_get(&sb.url, "/health").expect("/health");
+    assert!(
+        health.contains("unavailable") && health.contains("bubblewrap"),
+        "{health}"
+    );
+    let (code, answer) = call(&sb, &["shell.run", "touch ran"]);
+    assert_eq!(code, Some(6), "{answer}");
+    assert_eq!(error_code(&answer), "sandbox_unavailable", "{answer}");
+    assert!(answer.to_string().contains("apt-get install bubblewrap"), "{answer}");
+    assert!(!ops_dir(dir.path()).join("ran").exists());
+    let (code, answer) = call(&sb, &["git.status"]);
+    assert_eq!((code, error_code(&answer)), (Some(6), "sandbox_unavailable".to_owned()));
+    // The files are the service's own: they still work.
+    let (code, answer) = call(&sb, &["fs.write", "--path=a.txt", "--content=x"]);
+    assert_eq!(code, Some(0), "{answer}");
+}
+
+#[test]
+fn check_config_warns_when_the_sandbox_cannot_run() {
+    let dir = TempDir::new("ws-check");
+    let config = dir.path().join("switchboard.toml");
+    std::fs::write(&config, workspace_section(dir.path(), "")).expect("config");
+    let check = |path: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+        command
+            .args(["check-config", "--config"])
+            .arg(&config)
+            .env_remove("SWITCHBOARD_CONFIG")
+            .current_dir(dir.path())
+            .stdin(Stdio::null());
+        if let Some(path) = path {
+            command.env("PATH", path);
+        }
+        let out = command.output().expect("check-config");
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, stdout) = check(None);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("sandbox: ready"), "{stdout}");
+    let (code, stdout) = check(Some("/nonexistent"));
+    assert_eq!(code, Some(0), "a warning, not an error: {stdout}");
+    assert!(
+        stdout.contains("warning: the workspace's sandbox is unavailable")
+            && stdout.contains("bubblewrap"),
+        "{stdout}"
+    );
+}
