@@ -17,7 +17,10 @@ use clap::Parser;
 fn main() -> ExitCode {
     // Inside the sandbox, before anything else (no .env, no logging, no runtime).
     let mut args = std::env::args_os();
-    if args.nth(1).is_some_and(|first| first == switchboard::SANDBOX_EXEC) {
+    if args
+        .nth(1)
+        .is_some_and(|first| first == switchboard::SANDBOX_EXEC)
+    {
         std::process::exit(toolserver::workspaces::sandbox_exec_main(args));
     }
     let cli = cli::Cli::parse();

@@ -402,7 +402,10 @@ fn run_a_command_asks_with_the_exact_command_then_answers_with_its_output() {
     let trigger = pg.post(
         demo::OPS,
         demo::STANLEY,
-        &format!("<@{}> run echo hello-from-the-sandbox | tr a-z A-Z", demo::BOT),
+        &format!(
+            "<@{}> run echo hello-from-the-sandbox | tr a-z A-Z",
+            demo::BOT
+        ),
     );
     let card = poll_or_log(&pg, "the approval card in #ops", || {
         pg.messages(demo::OPS).into_iter().find(|m| {

@@ -7,9 +7,9 @@
 //!
 //! These tests need `bwrap` (Debian's bubblewrap): they fail, never skip, without it.
 
-mod support;
 #[path = "support/model.rs"]
 mod model;
+mod support;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -27,7 +27,8 @@ use support::{
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
 const WAIT: Duration = Duration::from_secs(20);
-const WORKSPACE_SCOPE: &str = r#"tool_scope = ["surface.*", "fs.*", "shell.*", "git.*", "workspace.undo"]"#;
+const WORKSPACE_SCOPE: &str =
+    r#"tool_scope = ["surface.*", "fs.*", "shell.*", "git.*", "workspace.undo"]"#;
 
 /// `[workspace]` with its root in `dir`.
 fn workspace_section(dir: &Path, extra: &str) -> String {
@@ -175,7 +176,10 @@ fn a_run_writes_edits_runs_and_commits_and_its_answer_reaches_discord() {
     }
     assert_eq!(done[0]["value"]["kind"], "created", "{}", done[0]);
     assert_ne!(done[1]["value"]["strategy"], "exact", "{}", done[1]);
-    assert!(done[1]["value"]["diff"].as_str().unwrap_or("").contains("+    gamma"));
+    assert!(done[1]["value"]["diff"]
+        .as_str()
+        .unwrap_or("")
+        .contains("+    gamma"));
     assert_eq!(done[2]["value"]["exitCode"], 0, "{}", done[2]);
     let hash = done[3]["value"]["hash"].as_str().expect("a commit hash");
     assert_eq!(hash.len(), 40, "{hash}");
@@ -240,13 +244,25 @@ fn writes_outside_the_workspace_are_refused() {
     std::fs::write(other.join("theirs.txt"), "theirs").expect("theirs.txt");
     let (_, answer) = call(&sb, &["shell.run", "echo x > /etc/switchboard-e2e"]);
     assert_ne!(answer["exitCode"], 0, "{answer}");
-    assert!(answer["stderr"].as_str().unwrap_or("").contains("Read-only"), "{answer}");
+    assert!(
+        answer["stderr"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Read-only"),
+        "{answer}"
+    );
     let (_, answer) = call(
         &sb,
-        &["shell.run", "cat ../1000000000000000402/theirs.txt; echo x > ../outside.txt; ls -a .."],
+        &[
+            "shell.run",
+            "cat ../1000000000000000402/theirs.txt; echo x > ../outside.txt; ls -a ..",
+        ],
     );
     let listed = answer["stdout"].as_str().unwrap_or("");
-    assert!(!listed.contains("theirs") && !listed.contains("1000000000000000402"), "{answer}");
+    assert!(
+        !listed.contains("theirs") && !listed.contains("1000000000000000402"),
+        "{answer}"
+    );
     assert!(!Path::new("/etc/switchboard-e2e").exists());
     assert!(!outside.exists());
     assert!(!dir.path().join("ws").join("outside.txt").exists());
@@ -272,7 +288,10 @@ fn a_secret_in_the_home_directory_cannot_be_read() {
     let path = secret.0.display().to_string();
     let (_, answer) = call(&sb, &["fs.read", &format!("--path={path}")]);
     assert_eq!(error_code(&answer), "outside_workspace", "{answer}");
-    let (_, answer) = call(&sb, &["shell.run", &format!("cat {path}; cat ~/.ssh/* 2>&1")]);
+    let (_, answer) = call(
+        &sb,
+        &["shell.run", &format!("cat {path}; cat ~/.ssh/* 2>&1")],
+    );
     assert!(
         !answer.to_string().contains("hunter2-e2e"),
         "the secret leaked: {answer}"
@@ -324,14 +343,15 @@ fn a_fork_bomb_a_gigabyte_of_output_and_a_sleep_past_its_timeout_are_contained()
 
     // A fork bomb ends at its timeout (or the process limit), and the service goes on.
     let started = Instant::now();
-    let (code, answer) = call(
-        &sb,
-        &["shell.run", ":(){ :|:& };:", "--timeout-s=5"],
-    );
+    let (code, answer) = call(&sb, &["shell.run", ":(){ :|:& };:", "--timeout-s=5"]);
     assert!(code == Some(0) || code == Some(7), "{answer}");
     assert!(started.elapsed() < Duration::from_secs(25));
     let (code, answer) = call(&sb, &["shell.run", "echo alive"]);
-    assert_eq!((code, answer["stdout"].as_str()), (Some(0), Some("alive\n")), "{answer}");
+    assert_eq!(
+        (code, answer["stdout"].as_str()),
+        (Some(0), Some("alive\n")),
+        "{answer}"
+    );
 
     // A gigabyte of output: the answer keeps the tail within the bounds and says where the
     // rest went.
@@ -343,7 +363,12 @@ fn a_fork_bomb_a_gigabyte_of_output_and_a_sleep_past_its_timeout_are_contained()
             "--timeout-s=50",
         ],
     );
-    assert_eq!(code, Some(0), "{}", answer.to_string().chars().take(500).collect::<String>());
+    assert_eq!(
+        code,
+        Some(0),
+        "{}",
+        answer.to_string().chars().take(500).collect::<String>()
+    );
     let stdout = answer["stdout"].as_str().expect("stdout");
     assert!(stdout.len() <= 51_200, "{} bytes answered", stdout.len());
     assert!(answer["stdoutCut"].is_object(), "the cut is said");
@@ -367,7 +392,9 @@ struct Reap(&'static [&'static str]);
 impl Drop for Reap {
     fn drop(&mut self) {
         for pid in processes(self.0) {
-            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
         }
     }
 }
@@ -433,13 +460,24 @@ fn a_background_command_does_not_outlive_an_abort_of_its_run() {
         &sb.url,
         &token,
         out,
-        &["shell.run", "sleep 973", "--background=true", "--output=json"],
+        &[
+            "shell.run",
+            "sleep 973",
+            "--background=true",
+            "--output=json",
+        ],
     );
     assert_eq!(started.code, Some(0), "{started:?}");
     poll("the background sleep", WAIT, || {
         (!processes(&["sleep", "973"]).is_empty()).then_some(())
     });
-    let answer = slash(&fake, demo::OPS, demo::STANLEY, "abort", serde_json::json!([]));
+    let answer = slash(
+        &fake,
+        demo::OPS,
+        demo::STANLEY,
+        "abort",
+        serde_json::json!([]),
+    );
     assert!(answer.to_lowercase().contains("stopping"), "{answer}");
     poll("the background sleep to be killed", WAIT, || {
         processes(&["sleep", "973"]).is_empty().then_some(())
@@ -456,7 +494,11 @@ fn undo_in_discord_restores_a_file_the_run_changed() {
                 "fs__edit",
                 r#"{"path":"plan.md","old":"ship on friday","new":"ship never"}"#,
             ),
-            1 => tool_call("e2", "fs__write", r#"{"path":"new.md","content":"made by the run\n"}"#),
+            1 => tool_call(
+                "e2",
+                "fs__write",
+                r#"{"path":"new.md","content":"made by the run\n"}"#,
+            ),
             _ => text("Changed the plan."),
         }
     });
@@ -470,9 +512,16 @@ fn undo_in_discord_restores_a_file_the_run_changed() {
     let sb = start(&fake, dir.path(), &extra);
     wait_for_commands(&fake);
     // The operator's own write: no run, no checkpoint.
-    let (code, answer) = call(&sb, &["fs.write", "--path=plan.md", "--content=ship on friday\n"]);
+    let (code, answer) = call(
+        &sb,
+        &["fs.write", "--path=plan.md", "--content=ship on friday\n"],
+    );
     assert_eq!(code, Some(0), "{answer}");
-    let trigger = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} change the plan"));
+    let trigger = fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} change the plan"),
+    );
     let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
     assert_eq!(reply["content"], "Changed the plan.");
     let plan = ops_dir(dir.path()).join("plan.md");
@@ -483,10 +532,19 @@ fn undo_in_discord_restores_a_file_the_run_changed() {
     assert!(refused.contains("Nothing undone"), "{refused}");
     assert_eq!(std::fs::read_to_string(&plan).unwrap(), "ship never\n");
     let undone = poll("the run's after-snapshot", WAIT, || {
-        let answer = slash(&fake, demo::OPS, demo::STANLEY, "undo", serde_json::json!([]));
+        let answer = slash(
+            &fake,
+            demo::OPS,
+            demo::STANLEY,
+            "undo",
+            serde_json::json!([]),
+        );
         answer.starts_with("Undid").then_some(answer)
     });
-    assert!(undone.contains("plan.md") && undone.contains("new.md"), "{undone}");
+    assert!(
+        undone.contains("plan.md") && undone.contains("new.md"),
+        "{undone}"
+    );
     assert_eq!(std::fs::read_to_string(&plan).unwrap(), "ship on friday\n");
     assert!(!ops_dir(dir.path()).join("new.md").exists());
 }
@@ -522,7 +580,11 @@ impl Background {
             let _ = std::io::Read::read_to_string(&mut out, &mut text);
             text
         });
-        Background { child, stderr: lines, stdout }
+        Background {
+            child,
+            stderr: lines,
+            stdout,
+        }
     }
 
     /// The approval's id, once `tools` says it waits.
@@ -530,7 +592,10 @@ impl Background {
         let deadline = Instant::now() + WAIT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let line = self.stderr.recv_timeout(left).expect("tools waits for an approval");
+            let line = self
+                .stderr
+                .recv_timeout(left)
+                .expect("tools waits for an approval");
             if line.starts_with("waiting for approval in ") {
                 return line
                     .split("(id ")
@@ -608,7 +673,12 @@ policy = "allow"
     std::fs::write(ops.join("x"), "keep me").expect("x");
     let asked = Background::start(
         &sb,
-        &["shell.run", "--session-id=#ops", "--output=json", "git status; rm x"],
+        &[
+            "shell.run",
+            "--session-id=#ops",
+            "--output=json",
+            "git status; rm x",
+        ],
     );
     let id = asked.waiting();
     let shown = card(&fake, demo::OPS, &id);
@@ -626,7 +696,12 @@ policy = "allow"
     // `echo $(rm x)` cannot be seen into: the strictest rule (ask), never the allow.
     let asked = Background::start(
         &sb,
-        &["shell.run", "--session-id=#ops", "--output=json", "echo $(rm x)"],
+        &[
+            "shell.run",
+            "--session-id=#ops",
+            "--output=json",
+            "echo $(rm x)",
+        ],
     );
     let id = asked.waiting();
     let first = card(&fake, demo::OPS, &id);
@@ -638,11 +713,21 @@ policy = "allow"
     // The approval covered that command once: the same or a changed command asks again.
     let again = Background::start(
         &sb,
-        &["shell.run", "--session-id=#ops", "--output=json", "echo $(rm y)"],
+        &[
+            "shell.run",
+            "--session-id=#ops",
+            "--output=json",
+            "echo $(rm y)",
+        ],
     );
     let second = again.waiting();
     assert_ne!(second, id, "a new approval");
-    click(&fake, &card(&fake, demo::OPS, &second), demo::STANLEY, false);
+    click(
+        &fake,
+        &card(&fake, demo::OPS, &second),
+        demo::STANLEY,
+        false,
+    );
     assert_eq!(again.finish().0, Some(3));
 }
 
@@ -714,16 +799,27 @@ fn commands_and_writes_are_events_on_the_feed() {
     let started = next_event(&events, "shell.started");
     assert_eq!(started["id"], answer["id"], "{started}");
     assert_eq!(started["session"], demo::OPS.to_string(), "{started}");
-    assert!(started["argv"].to_string().contains("printf hi"), "{started}");
+    assert!(
+        started["argv"].to_string().contains("printf hi"),
+        "{started}"
+    );
     assert!(started["cwd"].is_string(), "{started}");
     let exited = next_event(&events, "shell.exited");
     assert_eq!(exited["id"], answer["id"], "{exited}");
-    assert_eq!((exited["code"].as_i64(), exited["bytes"].as_u64()), (Some(0), Some(2)), "{exited}");
+    assert_eq!(
+        (exited["code"].as_i64(), exited["bytes"].as_u64()),
+        (Some(0), Some(2)),
+        "{exited}"
+    );
     assert!(exited["ms"].is_u64(), "{exited}");
     let (code, answer) = call(&sb, &["fs.write", "--path=a.txt", "--content=x"]);
     assert_eq!(code, Some(0), "{answer}");
     let changed = next_event(&events, "fs.changed");
-    assert_eq!((changed["path"].as_str(), changed["kind"].as_str()), (Some("a.txt"), Some("created")), "{changed}");
+    assert_eq!(
+        (changed["path"].as_str(), changed["kind"].as_str()),
+        (Some("a.txt"), Some("created")),
+        "{changed}"
+    );
 }
 
 #[test]
@@ -749,10 +845,16 @@ fn health_and_shell_say_unavailable_when_bwrap_is_missing_and_nothing_runs() {
     let (code, answer) = call(&sb, &["shell.run", "touch ran"]);
     assert_eq!(code, Some(6), "{answer}");
     assert_eq!(error_code(&answer), "sandbox_unavailable", "{answer}");
-    assert!(answer.to_string().contains("apt-get install bubblewrap"), "{answer}");
+    assert!(
+        answer.to_string().contains("apt-get install bubblewrap"),
+        "{answer}"
+    );
     assert!(!ops_dir(dir.path()).join("ran").exists());
     let (code, answer) = call(&sb, &["git.status"]);
-    assert_eq!((code, error_code(&answer)), (Some(6), "sandbox_unavailable".to_owned()));
+    assert_eq!(
+        (code, error_code(&answer)),
+        (Some(6), "sandbox_unavailable".to_owned())
+    );
     // The files are the service's own: they still work.
     let (code, answer) = call(&sb, &["fs.write", "--path=a.txt", "--content=x"]);
     assert_eq!(code, Some(0), "{answer}");
@@ -775,7 +877,10 @@ fn check_config_warns_when_the_sandbox_cannot_run() {
             command.env("PATH", path);
         }
         let out = command.output().expect("check-config");
-        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
     };
     let (code, stdout) = check(None);
     assert_eq!(code, Some(0), "{stdout}");

@@ -408,7 +408,11 @@ async fn run_command(core: &Core, context: &CallContext, command: &str) -> Strin
             if tail.trim().is_empty() {
                 format!("`{}` {code}, with no output.", quote(command))
             } else {
-                format!("`{}` {code}:\n```\n{}\n```", quote(command), tail.trim_end())
+                format!(
+                    "`{}` {code}:\n```\n{}\n```",
+                    quote(command),
+                    tail.trim_end()
+                )
             }
         }
         Err(error) => match error.code.as_str() {

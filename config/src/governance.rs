@@ -557,18 +557,31 @@ fn caller_match(
 }
 
 /// `command = "GLOB"`: a glob the command parser's matcher compiles, on a rule for `shell.run`.
-fn command_glob(value: &Spanned<String>, tool: &Spanned<String>, key: &str, c: &mut Collector) -> String {
+fn command_glob(
+    value: &Spanned<String>,
+    tool: &Spanned<String>,
+    key: &str,
+    c: &mut Collector,
+) -> String {
     let glob = value.get_ref().trim().to_owned();
     if !glob_matches(tool.get_ref().trim(), "shell.run") {
         c.add(
             Some(value.span()),
             key,
-            format!("command = applies to shell.run, but this rule's tool is '{}'", tool.get_ref().trim()),
+            format!(
+                "command = applies to shell.run, but this rule's tool is '{}'",
+                tool.get_ref().trim()
+            ),
             "write tool = \"shell.run\" on a rule with a command glob",
         );
     }
     if glob.is_empty() {
-        c.add(Some(value.span()), key, "the command glob is empty", "write a glob such as \"git status*\"");
+        c.add(
+            Some(value.span()),
+            key,
+            "the command glob is empty",
+            "write a glob such as \"git status*\"",
+        );
     } else if let Err(error) = switchboard_commandline::CommandGlob::new(&glob) {
         c.add(Some(value.span()), key, error.to_string(), "`*` matches anything, `?` one character, `[…]` a class, `{a,b}` alternatives; escape a literal one with `\\`");
     }
@@ -576,7 +589,12 @@ fn command_glob(value: &Spanned<String>, tool: &Spanned<String>, key: &str, c: &
 }
 
 /// `path = "GLOB"`: a path glob, on a rule for `fs.*`.
-fn path_glob(value: &Spanned<String>, tool: &Spanned<String>, key: &str, c: &mut Collector) -> String {
+fn path_glob(
+    value: &Spanned<String>,
+    tool: &Spanned<String>,
+    key: &str,
+    c: &mut Collector,
+) -> String {
     let glob = value.get_ref().trim().to_owned();
     let tool = tool.get_ref().trim();
     if !tool.starts_with("fs.") {
@@ -588,7 +606,12 @@ fn path_glob(value: &Spanned<String>, tool: &Spanned<String>, key: &str, c: &mut
         );
     }
     if glob.is_empty() {
-        c.add(Some(value.span()), key, "the path glob is empty", "write a glob such as \"src/**\"");
+        c.add(
+            Some(value.span()),
+            key,
+            "the path glob is empty",
+            "write a glob such as \"src/**\"",
+        );
     } else if let Err(error) = path_matcher(&glob) {
         c.add(Some(value.span()), key, format!("path glob {glob:?} is not valid: {error}"), "`*` matches within a directory, `**` across directories, `?` one character, `{a,b}` alternatives");
     }
@@ -704,12 +727,7 @@ pub(crate) fn sessions(
             .as_ref()
             .map(|scope| tool_scope(scope, &format!("{key}.tool_scope"), known, &[], c));
         let workspace = table.workspace.as_ref().and_then(|path| {
-            crate::workspace::session_workspace(
-                path,
-                &format!("{key}.workspace"),
-                workspace_on,
-                c,
-            )
+            crate::workspace::session_workspace(path, &format!("{key}.workspace"), workspace_on, c)
         });
         settings.push(SessionSettings {
             channel_id,

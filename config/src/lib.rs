@@ -14,17 +14,17 @@ mod validate;
 mod workspace;
 
 pub use governance::{
-    glob_matches, path_matcher, session_settings, AuditConfig, CallerMatch, Hook, HookFailure, Hooks, NamedToken,
-    Permissions, Policy, Rule, SessionMatch, SessionSettings, CONSOLE_SCOPE,
+    glob_matches, path_matcher, session_settings, AuditConfig, CallerMatch, Hook, HookFailure,
+    Hooks, NamedToken, Permissions, Policy, Rule, SessionMatch, SessionSettings, CONSOLE_SCOPE,
 };
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 pub use entity::{AliasKind, Aliases, Snowflake};
-pub use workspace::WorkspaceConfig;
 pub use reload::{plan_reload, ReloadPlan, RESTART_ONLY};
 pub use report::{Problem, Report};
+pub use workspace::WorkspaceConfig;
 
 /// The config file read when neither `--config` nor `SWITCHBOARD_CONFIG` names one.
 pub const DEFAULT_CONFIG_PATH: &str = "switchboard.toml";

@@ -17,9 +17,15 @@ ops = "334455667788990011"
 fn known() -> Known {
     Known {
         callables: Some(
-            ["shell.run", "fs.read", "fs.write", "git.status", "surface.help"]
-                .map(str::to_owned)
-                .to_vec(),
+            [
+                "shell.run",
+                "fs.read",
+                "fs.write",
+                "git.status",
+                "surface.help",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
         ),
         ..Known::default()
     }
@@ -132,18 +138,23 @@ policy = "deny"
     assert_eq!(rules[0].command.as_deref(), Some("git status*"));
     assert_eq!(rules[1].path.as_deref(), Some("src/**"));
 
-    let wrong_tool = parse(
-        "[[permissions.rules]]\ntool = \"fs.read\"\ncommand = \"ls*\"\npolicy = \"allow\"\n",
-    )
-    .unwrap_err()
-    .join("\n");
-    assert!(wrong_tool.contains("permissions.rules[0].command"), "{wrong_tool}");
+    let wrong_tool =
+        parse("[[permissions.rules]]\ntool = \"fs.read\"\ncommand = \"ls*\"\npolicy = \"allow\"\n")
+            .unwrap_err()
+            .join("\n");
+    assert!(
+        wrong_tool.contains("permissions.rules[0].command"),
+        "{wrong_tool}"
+    );
     let wrong_path_tool = parse(
         "[[permissions.rules]]\ntool = \"shell.run\"\npath = \"src/*\"\npolicy = \"allow\"\n",
     )
     .unwrap_err()
     .join("\n");
-    assert!(wrong_path_tool.contains("permissions.rules[0].path"), "{wrong_path_tool}");
+    assert!(
+        wrong_path_tool.contains("permissions.rules[0].path"),
+        "{wrong_path_tool}"
+    );
     let bad_glob = parse(
         "[[permissions.rules]]\ntool = \"shell.run\"\ncommand = \"git [status\"\npolicy = \"allow\"\n",
     )

@@ -152,4 +152,3 @@ pub fn tool_results(request: &Value) -> Vec<(String, Value)> {
         })
         .collect()
 }
-

@@ -666,7 +666,9 @@ impl Governance {
         targets: &[Snowflake],
         args: &CallArgs,
     ) -> Verdict {
-        self.rules.load().decide_with(tool_id, caller, targets, args)
+        self.rules
+            .load()
+            .decide_with(tool_id, caller, targets, args)
     }
 }
 
@@ -864,7 +866,11 @@ mod tests {
             assert_eq!(decide("fs.read", hidden), Policy::Deny, "{hidden}");
         }
         assert_eq!(decide("fs.write", ".env"), Policy::Deny);
-        assert_eq!(decide("fs.read", "src/.env"), Policy::Allow, "* stays within a directory");
+        assert_eq!(
+            decide("fs.read", "src/.env"),
+            Policy::Allow,
+            "* stays within a directory"
+        );
         assert_eq!(decide("fs.read", "README.md"), Policy::Allow);
         // Rules with a path never match a call without one (a listing's read check).
         assert_eq!(g.decide("fs.read", &run, &[OPS]).policy, Policy::Allow);

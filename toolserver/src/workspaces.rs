@@ -24,9 +24,7 @@ use switchboard_sandbox::{
     HelperCommand, Limits, OutputLimits, Sandbox, SandboxError, SandboxOptions, ShellEvents,
     ShellExited, ShellOptions, ShellStarted,
 };
-use switchboard_workspace::{
-    Workspace, WorkspaceError, WorkspaceErrorKind, WorkspaceOptions,
-};
+use switchboard_workspace::{Workspace, WorkspaceError, WorkspaceErrorKind, WorkspaceOptions};
 
 pub use switchboard_sandbox::helper::exec_main as sandbox_exec_main;
 pub use switchboard_sandbox::HelperCommand as SandboxHelper;
@@ -152,7 +150,9 @@ impl SessionWorkspace {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Publishes a session's shell events on `/v1/events`.
@@ -230,8 +230,9 @@ impl Workspaces {
     pub fn dir_for(settings: &Settings, target: &Target) -> Option<PathBuf> {
         let config = settings.config().workspace.as_ref()?;
         let session = session_of(target);
-        if let Some(bound) = switchboard_config::session_settings(&settings.config().sessions, session)
-            .and_then(|s| s.workspace.clone())
+        if let Some(bound) =
+            switchboard_config::session_settings(&settings.config().sessions, session)
+                .and_then(|s| s.workspace.clone())
         {
             return Some(bound);
         }
@@ -269,7 +270,9 @@ impl Workspaces {
                     return Err(ToolError::new(
                         ErrorKind::Unavailable,
                         ErrorCode::Busy,
-                        format!("{MAX_OPEN} workspaces are busy at once; try again when a command ends"),
+                        format!(
+                            "{MAX_OPEN} workspaces are busy at once; try again when a command ends"
+                        ),
                     ))
                 }
             }

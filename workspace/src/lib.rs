@@ -165,8 +165,7 @@ impl Workspace {
         let root = Root::new(root)?;
         let (shell, git, checkpoints) = match &sandbox {
             SandboxState::Ready(sandbox) => {
-                let mut shell =
-                    ShellSession::new(Arc::clone(sandbox), root.path(), options.shell)?;
+                let mut shell = ShellSession::new(Arc::clone(sandbox), root.path(), options.shell)?;
                 if let Some(events) = events {
                     shell = shell.with_events(events);
                 }

@@ -164,7 +164,11 @@ impl Tool for WriteFile {
         targets: &[Target],
         input: &WriteInput,
     ) -> Option<String> {
-        let ws = cx.core.workspaces.for_target(cx.settings, targets.first()?).ok()?;
+        let ws = cx
+            .core
+            .workspaces
+            .for_target(cx.settings, targets.first()?)
+            .ok()?;
         let before = read_small(&ws, &input.path, NOTE_DIFF_BYTES).await;
         let diff = match before {
             Ok(Some(before)) => {
@@ -261,7 +265,11 @@ impl Tool for EditFile {
         targets: &[Target],
         input: &EditInput,
     ) -> Option<String> {
-        let ws = cx.core.workspaces.for_target(cx.settings, targets.first()?).ok()?;
+        let ws = cx
+            .core
+            .workspaces
+            .for_target(cx.settings, targets.first()?)
+            .ok()?;
         let request = EditRequest {
             path: input.path.clone(),
             old: input.old.clone(),

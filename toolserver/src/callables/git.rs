@@ -54,7 +54,11 @@ impl Tool for Status {
         }
     }
 
-    fn plan(&self, _: &PlanContext<'_>, input: StatusInput) -> Result<Planned<StatusInput>, ToolError> {
+    fn plan(
+        &self,
+        _: &PlanContext<'_>,
+        input: StatusInput,
+    ) -> Result<Planned<StatusInput>, ToolError> {
         Ok(in_session(input))
     }
 
@@ -160,7 +164,12 @@ impl Tool for Log {
 
     async fn run(&self, cx: &Invocation<'_>, input: LogInput) -> Result<ToolOutput, ToolError> {
         let ws = open(cx)?;
-        output(&ws.workspace.git_log(input.limit).await.map_err(tool_error)?)
+        output(
+            &ws.workspace
+                .git_log(input.limit)
+                .await
+                .map_err(tool_error)?,
+        )
     }
 }
 
@@ -208,7 +217,11 @@ impl Tool for Commit {
         }
     }
 
-    fn plan(&self, _: &PlanContext<'_>, input: CommitInput) -> Result<Planned<CommitInput>, ToolError> {
+    fn plan(
+        &self,
+        _: &PlanContext<'_>,
+        input: CommitInput,
+    ) -> Result<Planned<CommitInput>, ToolError> {
         Ok(in_session(input))
     }
 
@@ -270,7 +283,11 @@ impl Tool for Branch {
         }
     }
 
-    fn plan(&self, _: &PlanContext<'_>, input: BranchInput) -> Result<Planned<BranchInput>, ToolError> {
+    fn plan(
+        &self,
+        _: &PlanContext<'_>,
+        input: BranchInput,
+    ) -> Result<Planned<BranchInput>, ToolError> {
         Ok(in_session(input))
     }
 

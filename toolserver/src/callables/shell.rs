@@ -167,14 +167,20 @@ impl Tool for CommandOutput {
         }
     }
 
-    fn plan(&self, _: &PlanContext<'_>, input: OutputInput) -> Result<Planned<OutputInput>, ToolError> {
+    fn plan(
+        &self,
+        _: &PlanContext<'_>,
+        input: OutputInput,
+    ) -> Result<Planned<OutputInput>, ToolError> {
         Ok(in_session(input))
     }
 
     async fn run(&self, cx: &Invocation<'_>, input: OutputInput) -> Result<ToolOutput, ToolError> {
         let ws = open(cx)?;
         let shell = ws.workspace.shell().map_err(tool_error)?;
-        let answer = shell.output(&input.id, input.since).map_err(sandbox_error)?;
+        let answer = shell
+            .output(&input.id, input.since)
+            .map_err(sandbox_error)?;
         output(&answer)
     }
 }
