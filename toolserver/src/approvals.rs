@@ -290,7 +290,7 @@ pub fn preview(input: &Value) -> String {
 /// A preview with the callable's note below it.
 fn with_note(mut preview: String, note: Option<&str>) -> String {
     if let Some(note) = note.filter(|n| !n.is_empty()) {
-        preview.push_str("\n");
+        preview.push('\n');
         preview.push_str(note);
     }
     preview

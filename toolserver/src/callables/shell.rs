@@ -89,7 +89,7 @@ impl Tool for RunCommand {
         let cwd = ws
             .workspace
             .shell()
-            .map(|shell| shell.cwd())
+            .map(switchboard_sandbox::ShellSession::cwd)
             .unwrap_or_else(|_| root.to_path_buf());
         Some(format!("cwd: {}", cwd.display()))
     }
