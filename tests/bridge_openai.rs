@@ -2,9 +2,9 @@
 //! of the real switchboard against a scripted fake OpenAI-compatible chat server; the model's
 //! tool calls go through the real tool server and land in the fake Discord.
 
-mod support;
 #[path = "support/model.rs"]
 mod model;
+mod support;
 
 use std::time::{Duration, Instant};
 

@@ -661,6 +661,11 @@ tool = "shell.run"
 caller = "operator"
 command = "git status*"
 policy = "allow"
+
+[[permissions.rules]]
+tool = "fs.write"
+caller = "operator"
+policy = "ask"
 "#;
     let extra = format!("{}\n{permissions}", workspace_section(dir.path(), ""));
     let sb = start(&fake, dir.path(), &extra);

@@ -12,7 +12,7 @@ use switchboard_workspace::{
     EditRequest, GlobRequest, GrepRequest, ListRequest, ReadRequest, WriteRequest,
 };
 
-use super::workspace::{in_session, open, read_small, SessionField};
+use super::workspace::{in_session, open, read_small};
 use crate::error::ToolError;
 use crate::invocation::{Invocation, PlanContext, Target};
 use crate::registry::{example, output, Planned, Tool, ToolOutput, ToolSpec};
@@ -29,6 +29,34 @@ const READS: Effects = Effects {
 const NOTE_DIFF_BYTES: u64 = 256 * 1024;
 /// At most this much diff on an approval card.
 const NOTE_MAX_CHARS: usize = 16_000;
+
+/// An approval card's note for a change of `path`: the workspace and the diff from the file
+/// as it is (`None`: it does not exist) to what `after` makes of it (or why there is none).
+async fn diff_note(
+    cx: &PlanContext<'_>,
+    targets: &[Target],
+    path: &str,
+    after: impl FnOnce(Option<&str>) -> Result<String, String>,
+) -> Option<String> {
+    let ws = cx
+        .core
+        .workspaces
+        .for_target(cx.settings, targets.first()?)
+        .ok()?;
+    let diff = match read_small(&ws, path, NOTE_DIFF_BYTES).await {
+        Ok(before) => match after(before.as_deref()) {
+            Ok(after) => {
+                switchboard_workspace::unified_diff(path, before.as_deref().unwrap_or(""), &after)
+            }
+            Err(why) => why,
+        },
+        Err(why) => why,
+    };
+    Some(cut_note(format!(
+        "workspace: {}\ndiff:\n{diff}",
+        ws.workspace.root().path().display()
+    )))
+}
 
 fn cut_note(mut text: String) -> String {
     if text.len() > NOTE_MAX_CHARS {
@@ -53,12 +81,6 @@ pub struct ReadInput {
     pub limit: Option<usize>,
     /// The session whose workspace to use; default: your context's session.
     pub session_id: Option<String>,
-}
-
-impl SessionField for ReadInput {
-    fn session(&self) -> Option<&str> {
-        self.session_id.as_deref()
-    }
 }
 
 pub struct ReadFile;
@@ -115,12 +137,6 @@ pub struct WriteInput {
     pub session_id: Option<String>,
 }
 
-impl SessionField for WriteInput {
-    fn session(&self) -> Option<&str> {
-        self.session_id.as_deref()
-    }
-}
-
 pub struct WriteFile;
 
 #[async_trait]
@@ -164,23 +180,7 @@ impl Tool for WriteFile {
         targets: &[Target],
         input: &WriteInput,
     ) -> Option<String> {
-        let ws = cx
-            .core
-            .workspaces
-            .for_target(cx.settings, targets.first()?)
-            .ok()?;
-        let before = read_small(&ws, &input.path, NOTE_DIFF_BYTES).await;
-        let diff = match before {
-            Ok(Some(before)) => {
-                switchboard_workspace::unified_diff(&input.path, &before, &input.content)
-            }
-            Ok(None) => switchboard_workspace::unified_diff(&input.path, "", &input.content),
-            Err(why) => why,
-        };
-        Some(cut_note(format!(
-            "workspace: {}\ndiff:\n{diff}",
-            ws.workspace.root().path().display()
-        )))
+        diff_note(cx, targets, &input.path, |_| Ok(input.content.clone())).await
     }
 
     async fn run(&self, cx: &Invocation<'_>, input: WriteInput) -> Result<ToolOutput, ToolError> {
@@ -218,12 +218,6 @@ pub struct EditInput {
     pub replace_all: bool,
     /// The session whose workspace to use; default: your context's session.
     pub session_id: Option<String>,
-}
-
-impl SessionField for EditInput {
-    fn session(&self) -> Option<&str> {
-        self.session_id.as_deref()
-    }
 }
 
 pub struct EditFile;
@@ -265,33 +259,19 @@ impl Tool for EditFile {
         targets: &[Target],
         input: &EditInput,
     ) -> Option<String> {
-        let ws = cx
-            .core
-            .workspaces
-            .for_target(cx.settings, targets.first()?)
-            .ok()?;
         let request = EditRequest {
             path: input.path.clone(),
             old: input.old.clone(),
             new: input.new.clone(),
             replace_all: input.replace_all,
         };
-        let diff = match read_small(&ws, &input.path, NOTE_DIFF_BYTES).await {
-            Ok(Some(before)) => {
-                match switchboard_workspace::apply_edit(&input.path, &before, &request) {
-                    Ok((after, _, _)) => {
-                        switchboard_workspace::unified_diff(&input.path, &before, &after)
-                    }
-                    Err(error) => format!("(the edit would fail: {error})"),
-                }
-            }
-            Ok(None) => "(the file does not exist: the edit would fail)".to_owned(),
-            Err(why) => why,
-        };
-        Some(cut_note(format!(
-            "workspace: {}\ndiff:\n{diff}",
-            ws.workspace.root().path().display()
-        )))
+        diff_note(cx, targets, &input.path, |before| {
+            let before = before.ok_or("(the file does not exist: the edit would fail)")?;
+            switchboard_workspace::apply_edit(&input.path, before, &request)
+                .map(|(after, _, _)| after)
+                .map_err(|error| format!("(the edit would fail: {error})"))
+        })
+        .await
     }
 
     async fn run(&self, cx: &Invocation<'_>, input: EditInput) -> Result<ToolOutput, ToolError> {
@@ -323,12 +303,6 @@ pub struct GlobInput {
     pub pattern: String,
     /// The session whose workspace to use; default: your context's session.
     pub session_id: Option<String>,
-}
-
-impl SessionField for GlobInput {
-    fn session(&self) -> Option<&str> {
-        self.session_id.as_deref()
-    }
 }
 
 pub struct GlobFiles;
@@ -386,12 +360,6 @@ pub struct GrepInput {
     pub session_id: Option<String>,
 }
 
-impl SessionField for GrepInput {
-    fn session(&self) -> Option<&str> {
-        self.session_id.as_deref()
-    }
-}
-
 pub struct GrepFiles;
 
 #[async_trait]
@@ -447,12 +415,6 @@ pub struct ListInput {
     pub session_id: Option<String>,
 }
 
-impl SessionField for ListInput {
-    fn session(&self) -> Option<&str> {
-        self.session_id.as_deref()
-    }
-}
-
 pub struct ListFiles;
 
 #[async_trait]
@@ -491,3 +453,5 @@ impl Tool for ListFiles {
         output(&answer)
     }
 }
+
+super::workspace::session_field!(ReadInput, WriteInput, EditInput, GlobInput, GrepInput, ListInput);

@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::workspace::{in_session, open, SessionField};
+use super::workspace::{in_session, open};
 use crate::error::ToolError;
 use crate::invocation::{Invocation, PlanContext};
 use crate::registry::{example, output, Planned, Tool, ToolOutput, ToolSpec};
@@ -25,12 +25,6 @@ const READS: Effects = Effects {
 pub struct StatusInput {
     /// The session whose workspace to use; default: your context's session.
     pub session_id: Option<String>,
-}
-
-impl SessionField for StatusInput {
-    fn session(&self) -> Option<&str> {
-        self.session_id.as_deref()
-    }
 }
 
 pub struct Status;
@@ -80,12 +74,6 @@ pub struct DiffInput {
     pub session_id: Option<String>,
 }
 
-impl SessionField for DiffInput {
-    fn session(&self) -> Option<&str> {
-        self.session_id.as_deref()
-    }
-}
-
 pub struct Diff;
 
 #[async_trait]
@@ -129,12 +117,6 @@ pub struct LogInput {
     pub limit: Option<usize>,
     /// The session whose workspace to use; default: your context's session.
     pub session_id: Option<String>,
-}
-
-impl SessionField for LogInput {
-    fn session(&self) -> Option<&str> {
-        self.session_id.as_deref()
-    }
 }
 
 pub struct Log;
@@ -184,12 +166,6 @@ pub struct CommitInput {
     pub all: bool,
     /// The session whose workspace to use; default: your context's session.
     pub session_id: Option<String>,
-}
-
-impl SessionField for CommitInput {
-    fn session(&self) -> Option<&str> {
-        self.session_id.as_deref()
-    }
 }
 
 pub struct Commit;
@@ -249,12 +225,6 @@ pub struct BranchInput {
     pub session_id: Option<String>,
 }
 
-impl SessionField for BranchInput {
-    fn session(&self) -> Option<&str> {
-        self.session_id.as_deref()
-    }
-}
-
 pub struct Branch;
 
 #[async_trait]
@@ -304,3 +274,5 @@ impl Tool for Branch {
         output(&answer)
     }
 }
+
+super::workspace::session_field!(StatusInput, DiffInput, LogInput, CommitInput, BranchInput);

@@ -11,7 +11,7 @@ use serde_json::json;
 use switchboard_sandbox::RunRequest;
 use switchboard_workspace::WorkspaceError;
 
-use super::workspace::{in_session, open, SessionField};
+use super::workspace::{in_session, open};
 use crate::error::ToolError;
 use crate::invocation::{Invocation, PlanContext, Target};
 use crate::registry::{example, output, Planned, Tool, ToolOutput, ToolSpec};
@@ -34,12 +34,6 @@ pub struct RunInput {
     pub background: bool,
     /// The session whose workspace to use; default: your context's session.
     pub session_id: Option<String>,
-}
-
-impl SessionField for RunInput {
-    fn session(&self) -> Option<&str> {
-        self.session_id.as_deref()
-    }
 }
 
 pub struct RunCommand;
@@ -136,12 +130,6 @@ pub struct OutputInput {
     pub session_id: Option<String>,
 }
 
-impl SessionField for OutputInput {
-    fn session(&self) -> Option<&str> {
-        self.session_id.as_deref()
-    }
-}
-
 pub struct CommandOutput;
 
 #[async_trait]
@@ -192,12 +180,6 @@ pub struct ListInput {
     pub session_id: Option<String>,
 }
 
-impl SessionField for ListInput {
-    fn session(&self) -> Option<&str> {
-        self.session_id.as_deref()
-    }
-}
-
 pub struct ListCommands;
 
 #[async_trait]
@@ -243,12 +225,6 @@ pub struct KillInput {
     pub session_id: Option<String>,
 }
 
-impl SessionField for KillInput {
-    fn session(&self) -> Option<&str> {
-        self.session_id.as_deref()
-    }
-}
-
 pub struct KillCommand;
 
 #[async_trait]
@@ -285,3 +261,5 @@ impl Tool for KillCommand {
         output(&answer)
     }
 }
+
+super::workspace::session_field!(RunInput, OutputInput, ListInput, KillInput);

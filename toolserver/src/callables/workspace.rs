@@ -20,6 +20,18 @@ pub(super) trait SessionField {
     fn session(&self) -> Option<&str>;
 }
 
+/// [`SessionField`] for inputs with a `session_id: Option<String>` field.
+macro_rules! session_field {
+    ($($input:ty),* $(,)?) => {
+        $(impl $crate::callables::workspace::SessionField for $input {
+            fn session(&self) -> Option<&str> {
+                self.session_id.as_deref()
+            }
+        })*
+    };
+}
+pub(super) use session_field;
+
 /// A plan that acts in the named session's workspace (default: the context's session).
 pub(super) fn in_session<I: SessionField>(input: I) -> Planned<I> {
     let session = SessionRequest::session_id(input.session(), 0);
@@ -79,12 +91,6 @@ pub struct UndoInput {
     pub run: Option<String>,
     /// The session whose workspace to put back; default: your context's session.
     pub session_id: Option<String>,
-}
-
-impl SessionField for UndoInput {
-    fn session(&self) -> Option<&str> {
-        self.session_id.as_deref()
-    }
 }
 
 pub struct Undo;
@@ -148,3 +154,5 @@ impl Tool for Undo {
         output(&answer)
     }
 }
+
+session_field!(UndoInput);
