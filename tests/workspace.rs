@@ -7,6 +7,8 @@
 //!
 //! These tests need `bwrap` (Debian's bubblewrap): they fail, never skip, without it.
 
+#[path = "support/events.rs"]
+mod events;
 #[path = "support/model.rs"]
 mod model;
 mod support;
@@ -17,6 +19,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use events::{subscribe, Received};
 use fake_discord::{demo, ComponentClick, SlashCommand, Snowflake};
 use model::{messages, text, tool_call, tool_results, FakeModel};
 use serde_json::Value;
@@ -736,49 +739,6 @@ policy = "ask"
     assert_eq!(again.finish().0, Some(3));
 }
 
-type Received = Option<(String, Value)>;
-
-/// An SSE reader of `/v1/events` on its own thread: each event as `(type, data)`.
-fn subscribe(url: &str, token: &str) -> mpsc::Receiver<Received> {
-    let (tx, rx) = mpsc::channel();
-    let url = format!("{url}/v1/events");
-    let token = token.to_owned();
-    std::thread::spawn(move || {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build()
-            .into();
-        let Ok(response) = agent
-            .get(&url)
-            .header("authorization", format!("Bearer {token}"))
-            .call()
-        else {
-            let _ = tx.send(None);
-            return;
-        };
-        let reader = BufReader::new(response.into_body().into_reader());
-        let (mut kind, mut data) = (String::new(), String::new());
-        for line in reader.lines() {
-            let Ok(line) = line else { break };
-            if line.is_empty() {
-                if !kind.is_empty() {
-                    let value = serde_json::from_str(&data).unwrap_or(Value::Null);
-                    if tx.send(Some((std::mem::take(&mut kind), value))).is_err() {
-                        return;
-                    }
-                }
-            } else if let Some(rest) = line.strip_prefix("event:") {
-                kind = rest.trim().to_owned();
-            } else if let Some(rest) = line.strip_prefix("data:") {
-                data = rest.trim().to_owned();
-            }
-        }
-        let _ = tx.send(None);
-    });
-    rx
-}
-
 /// The next event of `kind`, skipping others.
 fn next_event(events: &mpsc::Receiver<Received>, kind: &str) -> Value {
     let deadline = Instant::now() + WAIT;
@@ -797,7 +757,7 @@ fn commands_and_writes_are_events_on_the_feed() {
     let fake = Fake::start();
     let dir = TempDir::new("ws-events");
     let sb = start(&fake, dir.path(), &workspace_section(dir.path(), ""));
-    let events = subscribe(&sb.url, &sb.token);
+    let events = subscribe(&sb.url, &sb.token, "");
     std::thread::sleep(Duration::from_millis(300));
     let (code, answer) = call(&sb, &["shell.run", "printf hi"]);
     assert_eq!(code, Some(0), "{answer}");
