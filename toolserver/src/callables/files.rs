@@ -15,7 +15,7 @@ use switchboard_workspace::{
 use super::workspace::{in_session, open, read_small};
 use crate::error::ToolError;
 use crate::invocation::{Invocation, PlanContext, Target};
-use crate::registry::{example, output, Planned, Tool, ToolOutput, ToolSpec};
+use crate::registry::{example, output, output_schema, Planned, Tool, ToolOutput, ToolSpec};
 use crate::workspaces::tool_error;
 
 /// Reading only.
@@ -99,7 +99,7 @@ impl Tool for ReadFile {
             primary: Some("path"),
             title: "Read a file",
             effects: READS,
-            output_schema: None,
+            output_schema: Some(output_schema::<switchboard_workspace::ReadAnswer>()),
             examples: vec![
                 example("Read a file", "tools fs.read src/main.rs", json!({"path": "src/main.rs"})),
                 example("Read from line 200", "tools fs.read src/main.rs --offset=200 --limit=50", json!({"path": "src/main.rs", "offset": 200, "limit": 50})),
@@ -157,7 +157,7 @@ impl Tool for WriteFile {
                 idempotent: true,
                 open_world: false,
             },
-            output_schema: None,
+            output_schema: Some(output_schema::<switchboard_workspace::WriteAnswer>()),
             examples: vec![example(
                 "Write a file",
                 "tools fs.write notes.md --content='# Notes'",
@@ -240,7 +240,7 @@ impl Tool for EditFile {
                 idempotent: false,
                 open_world: false,
             },
-            output_schema: None,
+            output_schema: Some(output_schema::<switchboard_workspace::EditAnswer>()),
             examples: vec![example(
                 "Rename a function",
                 "tools fs.edit src/lib.rs --old='fn a()' --new='fn b()'",
@@ -321,7 +321,7 @@ impl Tool for GlobFiles {
             primary: Some("pattern"),
             title: "Find files",
             effects: READS,
-            output_schema: None,
+            output_schema: Some(output_schema::<switchboard_workspace::GlobAnswer>()),
             examples: vec![example(
                 "Every Rust file",
                 "tools fs.glob '**/*.rs'",
@@ -376,7 +376,7 @@ impl Tool for GrepFiles {
             primary: Some("pattern"),
             title: "Search files",
             effects: READS,
-            output_schema: None,
+            output_schema: Some(output_schema::<switchboard_workspace::GrepAnswer>()),
             examples: vec![example(
                 "Find TODOs in Rust files",
                 "tools fs.grep TODO --glob='**/*.rs'",
@@ -431,7 +431,7 @@ impl Tool for ListFiles {
             primary: Some("path"),
             title: "List files",
             effects: READS,
-            output_schema: None,
+            output_schema: Some(output_schema::<switchboard_workspace::ListAnswer>()),
             examples: vec![example("The workspace's root", "tools fs.list", json!({}))],
         }
     }

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::workspace::{in_session, open};
 use crate::error::ToolError;
 use crate::invocation::{Invocation, PlanContext};
-use crate::registry::{example, output, Planned, Tool, ToolOutput, ToolSpec};
+use crate::registry::{example, output, output_schema, Planned, Tool, ToolOutput, ToolSpec};
 use crate::workspaces::tool_error;
 
 const READS: Effects = Effects {
@@ -43,7 +43,7 @@ impl Tool for Status {
             primary: None,
             title: "Git status",
             effects: READS,
-            output_schema: None,
+            output_schema: Some(output_schema::<switchboard_sandbox::StatusAnswer>()),
             examples: vec![example("Status", "tools git.status", json!({}))],
         }
     }
@@ -90,7 +90,7 @@ impl Tool for Diff {
             primary: Some("path"),
             title: "Git diff",
             effects: READS,
-            output_schema: None,
+            output_schema: Some(output_schema::<switchboard_sandbox::DiffAnswer>()),
             examples: vec![example("Staged changes", "tools git.diff --staged=true", json!({"staged": true}))],
         }
     }
@@ -135,7 +135,7 @@ impl Tool for Log {
             primary: None,
             title: "Git log",
             effects: READS,
-            output_schema: None,
+            output_schema: Some(output_schema::<switchboard_sandbox::LogAnswer>()),
             examples: vec![example("The last five", "tools git.log --limit=5", json!({"limit": 5}))],
         }
     }
@@ -188,7 +188,7 @@ impl Tool for Commit {
                 idempotent: false,
                 open_world: false,
             },
-            output_schema: None,
+            output_schema: Some(output_schema::<switchboard_sandbox::CommitAnswer>()),
             examples: vec![example("Commit everything", "tools git.commit 'Fix the parser' --all=true", json!({"message": "Fix the parser", "all": true}))],
         }
     }
@@ -245,7 +245,7 @@ impl Tool for Branch {
                 idempotent: false,
                 open_world: false,
             },
-            output_schema: None,
+            output_schema: Some(output_schema::<switchboard_sandbox::BranchAnswer>()),
             examples: vec![
                 example("List them", "tools git.branch", json!({})),
                 example("Work on a new branch", "tools git.branch fix-parser --switch=true", json!({"name": "fix-parser", "switch": true})),

@@ -14,7 +14,7 @@ use switchboard_workspace::WorkspaceError;
 use super::workspace::{in_session, open};
 use crate::error::ToolError;
 use crate::invocation::{Invocation, PlanContext, Target};
-use crate::registry::{example, output, Planned, Tool, ToolOutput, ToolSpec};
+use crate::registry::{example, output, output_schema, Planned, Tool, ToolOutput, ToolSpec};
 use crate::workspaces::{tool_error, Workspaces};
 
 fn sandbox_error(error: switchboard_sandbox::SandboxError) -> ToolError {
@@ -56,7 +56,7 @@ impl Tool for RunCommand {
                 idempotent: false,
                 open_world: true,
             },
-            output_schema: None,
+            output_schema: Some(output_schema::<switchboard_sandbox::ShellAnswer>()),
             examples: vec![
                 example("Run the tests", "tools shell.run 'cargo test'", json!({"command": "cargo test"})),
                 example("Start a server in the background", "tools shell.run 'python3 -m http.server' --background=true", json!({"command": "python3 -m http.server", "background": true})),
@@ -150,7 +150,7 @@ impl Tool for CommandOutput {
                 idempotent: true,
                 open_world: false,
             },
-            output_schema: None,
+            output_schema: Some(output_schema::<switchboard_sandbox::OutputAnswer>()),
             examples: vec![example("Read on", "tools shell.output sh-3 --since=1024", json!({"id": "sh-3", "since": 1024}))],
         }
     }
@@ -182,6 +182,13 @@ pub struct ListInput {
 
 pub struct ListCommands;
 
+/// `shell.list`'s answer.
+#[derive(serde::Serialize, JsonSchema)]
+struct Processes {
+    /// The session's background commands, running or ended.
+    processes: Vec<switchboard_sandbox::ProcessInfo>,
+}
+
 #[async_trait]
 impl Tool for ListCommands {
     type Input = ListInput;
@@ -200,7 +207,7 @@ impl Tool for ListCommands {
                 idempotent: true,
                 open_world: false,
             },
-            output_schema: None,
+            output_schema: Some(output_schema::<Processes>()),
             examples: vec![example("List them", "tools shell.list", json!({}))],
         }
     }
@@ -212,7 +219,9 @@ impl Tool for ListCommands {
     async fn run(&self, cx: &Invocation<'_>, _: ListInput) -> Result<ToolOutput, ToolError> {
         let ws = open(cx)?;
         let shell = ws.workspace.shell().map_err(tool_error)?;
-        output(&json!({ "processes": shell.list() }))
+        output(&Processes {
+            processes: shell.list(),
+        })
     }
 }
 
@@ -245,7 +254,7 @@ impl Tool for KillCommand {
                 idempotent: true,
                 open_world: false,
             },
-            output_schema: None,
+            output_schema: Some(output_schema::<switchboard_sandbox::KillAnswer>()),
             examples: vec![example("Stop it", "tools shell.kill sh-3", json!({"id": "sh-3"}))],
         }
     }

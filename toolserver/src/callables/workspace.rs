@@ -12,7 +12,9 @@ use serde_json::json;
 use crate::auth::Caller;
 use crate::error::ToolError;
 use crate::invocation::{Invocation, PlanContext};
-use crate::registry::{example, output, Planned, SessionRequest, Tool, ToolOutput, ToolSpec};
+use crate::registry::{
+    example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
+};
 use crate::workspaces::{tool_error, SessionWorkspace};
 
 /// An input naming the session whose workspace it acts in (`sessionId`).
@@ -113,7 +115,7 @@ impl Tool for Undo {
                 idempotent: false,
                 open_world: false,
             },
-            output_schema: None,
+            output_schema: Some(output_schema::<switchboard_sandbox::UndoAnswer>()),
             examples: vec![
                 example("Undo the last run", "tools workspace.undo --session-id=#ops", json!({"sessionId": "#ops"})),
                 example("Undo one run", "tools workspace.undo run-1a2b3c", json!({"run": "run-1a2b3c"})),
