@@ -148,11 +148,15 @@ pub fn mcp() -> ExitCode {
 }
 
 #[cfg(feature = "playground")]
+/// The playground agent's scope: the default one and the workspace (`run <command>`).
+const PLAYGROUND_SCOPE: &str = "tool_scope = [\"surface.help\", \"surface.sessions.*\", \"surface.messages.*\", \"surface.reactions.*\", \"surface.threads.*\", \"surface.pins.*\", \"workflow.*\", \"attachment.*\", \"fs.*\", \"shell.*\", \"git.*\", \"workspace.undo\"]\n";
+
+#[cfg(feature = "playground")]
 /// The playground's `[agent]` section: the built-in demo agent, or an OpenAI-compatible model
 /// when `model` names one (the API key from `OPENAI_API_KEY` when that is set).
 pub fn playground_agent_section(model: Option<(&str, &str)>) -> String {
     match model {
-        None => "[agent]\nrunner = \"demo\"\ntimeout_s = 300\n".to_owned(),
+        None => format!("[agent]\nrunner = \"demo\"\ntimeout_s = 300\n{PLAYGROUND_SCOPE}"),
         Some((url, name)) => {
             let key = if env_secret("OPENAI_API_KEY").is_some() {
                 "api_key_env = \"OPENAI_API_KEY\"\n"
@@ -160,7 +164,7 @@ pub fn playground_agent_section(model: Option<(&str, &str)>) -> String {
                 ""
             };
             format!(
-                "[agent]\nrunner = \"openai\"\nbase_url = {url}\nmodel = {name}\n{key}",
+                "[agent]\nrunner = \"openai\"\nbase_url = {url}\nmodel = {name}\n{key}{PLAYGROUND_SCOPE}",
                 url = toml_string(url),
                 name = toml_string(name),
             )
@@ -206,6 +210,10 @@ console = true
 [store]
 path = {store}
 
+# Each channel's workspace: `run <command>` asks an approver, then runs it in the sandbox.
+[workspace]
+root = {workspaces}
+
 {agent}
 # A run posting from one named channel into another waits for an approver's click; its own
 # session, its threads and the DM need no one. Nobody approves their own request: a run
@@ -232,8 +240,39 @@ tool = "surface.messages.send"
 session = "{STANLEY_DM}"
 origin = "#ops"
 policy = "ask"
+
+# The workspace: reads and git status/diff/log need no one; commands, writes, edits and
+# commits wait for an approver, who sees the exact command and its working directory.
+[[permissions.rules]]
+tool = "shell.run"
+policy = "ask"
+
+[[permissions.rules]]
+tool = "shell.run"
+command = "git {{status,diff,log}}*"
+policy = "allow"
+
+[[permissions.rules]]
+tool = "fs.write"
+policy = "ask"
+
+[[permissions.rules]]
+tool = "fs.edit"
+policy = "ask"
+
+[[permissions.rules]]
+tool = "git.commit"
+policy = "ask"
 "##,
         store = toml_string(&store_path.display().to_string()),
+        workspaces = toml_string(
+            &store_path
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join("workspaces")
+                .display()
+                .to_string()
+        ),
         aliases = demo_world::alias_sections()
     )
 }

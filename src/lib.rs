@@ -22,4 +22,4 @@
 mod reload;
 mod service;
 
-pub use service::{build, serve, BuildError, Service, ServiceError};
+pub use service::{build, probe_sandbox, serve, BuildError, Service, ServiceError, SANDBOX_EXEC};

@@ -15,6 +15,14 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // Inside the sandbox, before anything else (no .env, no logging, no runtime).
+    let mut args = std::env::args_os();
+    if args
+        .nth(1)
+        .is_some_and(|first| first == switchboard::SANDBOX_EXEC)
+    {
+        std::process::exit(toolserver::workspaces::sandbox_exec_main(args));
+    }
     let cli = cli::Cli::parse();
     // A missing .env is normal; a malformed one is worth saying.
     if let Err(error) = dotenvy::dotenv() {

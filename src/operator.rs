@@ -135,7 +135,37 @@ pub fn check_config(flag: Option<&Path>) -> ExitCode {
     for warning in environment_warnings(&config, |name| std::env::var_os(name)) {
         println!("  warning: {warning}");
     }
+    if let Some(workspace) = &config.workspace {
+        println!(
+            "  workspace: {} (network {})",
+            workspace.root.display(),
+            if workspace.network { "on" } else { "off" }
+        );
+        match sandbox_check(workspace, &config) {
+            Ok(()) => println!("  sandbox: ready"),
+            Err(why) => println!(
+                "  warning: the workspace's sandbox is unavailable, so shell.* and git.* will answer unavailable (nothing runs unsandboxed): {why}"
+            ),
+        }
+    }
     ExitCode::SUCCESS
+}
+
+/// Probes the workspace's sandbox as the service will at start.
+fn sandbox_check(
+    workspace: &switchboard_config::WorkspaceConfig,
+    config: &switchboard_config::Config,
+) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the probe: {e}"))?;
+    match runtime.block_on(switchboard::probe_sandbox(workspace, config)) {
+        toolserver::workspaces::SandboxState::Ready(_) => Ok(()),
+        toolserver::workspaces::SandboxState::Unavailable { reason, install } => {
+            Err(format!("{reason}. {install}"))
+        }
+    }
 }
 
 /// What the config names that this machine lacks: an empty or unset token variable, an agent

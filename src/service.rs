@@ -110,6 +110,38 @@ impl Service {
     }
 }
 
+/// The first argument that makes the `switchboard` binary the sandbox's helper (what
+/// `switchboard-sandbox-exec` is): the first program inside the workspace's sandbox, which
+/// applies the limits and Landlock and runs the command. Not a command for people.
+pub const SANDBOX_EXEC: &str = "__sandbox-exec";
+
+/// Probes the workspace's sandbox, with this binary as its helper (`__sandbox-exec`) and the
+/// service's own files (the store, `.env`) hidden from commands. Never falls back: a failed
+/// probe leaves `shell.*` and `git.*` answering `unavailable`, and `/health` says why.
+pub async fn probe_sandbox(
+    workspace: &switchboard_config::WorkspaceConfig,
+    config: &Config,
+) -> toolserver::workspaces::SandboxState {
+    let helper = std::env::current_exe().ok().map(|exe| {
+        let mut helper = toolserver::workspaces::SandboxHelper::new(exe);
+        helper.args = vec![SANDBOX_EXEC.to_owned()];
+        helper
+    });
+    // Only what exists can be covered.
+    let store = &config.store.path;
+    let hidden = [
+        PathBuf::from(store),
+        PathBuf::from(format!("{store}-wal")),
+        PathBuf::from(format!("{store}-shm")),
+        PathBuf::from(".env"),
+    ]
+    .into_iter()
+    .filter(|path| path.exists())
+    .filter_map(|path| std::path::absolute(path).ok())
+    .collect();
+    toolserver::workspaces::probe(workspace, helper, hidden).await
+}
+
 /// Builds every part from `config`: the store, the Discord client (the token is checked), the
 /// surface, the tool server's core and listener, the agent and workflows when `[agent]` is
 /// configured, and the gateway client.
@@ -147,6 +179,9 @@ pub async fn build(
     core.set_idempotency(Arc::new(switchboard_store::MemoryBackend::new(
         switchboard_store::MemoryOptions::default(),
     )));
+    if let Some(workspace) = &config.workspace {
+        core.install_sandbox(probe_sandbox(workspace, &config).await);
+    }
     // The live feed and the metrics hear of messages, Discord's answers and the gateway.
     surface.observe(core.observers());
     connection.observe(core.observers());

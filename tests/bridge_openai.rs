@@ -2,16 +2,14 @@
 //! of the real switchboard against a scripted fake OpenAI-compatible chat server; the model's
 //! tool calls go through the real tool server and land in the fake Discord.
 
+#[path = "support/model.rs"]
+mod model;
 mod support;
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::routing::post;
-use axum::{Json, Router};
 use fake_discord::demo;
+use model::{messages, text, tool_call, tool_results, FakeModel};
 use serde_json::{json, Value};
 use support::{bot_posts, poll, Allow, Fake, Switchboard, TempDir};
 
@@ -19,147 +17,6 @@ const BOT_MENTION: &str = "<@1000000000000000001>";
 const SYSTEM_PROMPT: &str = "You are the e2e test agent. Be brief.";
 /// How long a run may take to show up in the fake Discord.
 const RUN_TIMEOUT: Duration = Duration::from_secs(8);
-
-/// Decides the answer from every request so far (the current one is last): status and body.
-type Script = dyn Fn(&[Value]) -> (u16, Value) + Send + Sync;
-
-struct ModelState {
-    requests: Mutex<Vec<Value>>,
-    script: Box<Script>,
-}
-
-/// A fake OpenAI-compatible server on loopback, on its own runtime: it records every
-/// `POST /v1/chat/completions` body and answers from a script.
-struct FakeModel {
-    state: Arc<ModelState>,
-    base_url: String,
-    // Dropping the runtime stops the server.
-    _runtime: tokio::runtime::Runtime,
-}
-
-impl FakeModel {
-    fn start(script: impl Fn(&[Value]) -> (u16, Value) + Send + Sync + 'static) -> FakeModel {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("tokio runtime for the fake model");
-        let state = Arc::new(ModelState {
-            requests: Mutex::new(Vec::new()),
-            script: Box::new(script),
-        });
-        let app = Router::new()
-            .route("/v1/chat/completions", post(completions))
-            .with_state(Arc::clone(&state));
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .expect("bind the fake model");
-        let addr = listener.local_addr().expect("local addr");
-        runtime.spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        FakeModel {
-            state,
-            base_url: format!("http://{addr}/v1"),
-            _runtime: runtime,
-        }
-    }
-
-    /// Every request body received so far.
-    fn requests(&self) -> Vec<Value> {
-        self.state
-            .requests
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-    }
-}
-
-async fn completions(
-    State(state): State<Arc<ModelState>>,
-    Json(body): Json<Value>,
-) -> (StatusCode, Json<Value>) {
-    let (status, answer) = {
-        let mut requests = state
-            .requests
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        requests.push(body);
-        (state.script)(&requests)
-    };
-    (
-        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-        Json(answer),
-    )
-}
-
-/// A chat completion whose message asks for one tool call.
-fn tool_call(id: &str, function: &str, arguments: &str) -> (u16, Value) {
-    (
-        200,
-        json!({
-            "id": "chatcmpl-e2e",
-            "object": "chat.completion",
-            "model": "fake-model",
-            "choices": [{
-                "index": 0,
-                "finish_reason": "tool_calls",
-                "message": {
-                    "role": "assistant",
-                    "content": null,
-                    "tool_calls": [{
-                        "id": id,
-                        "type": "function",
-                        "function": {"name": function, "arguments": arguments}
-                    }]
-                }
-            }]
-        }),
-    )
-}
-
-/// A chat completion that answers in text.
-fn text(content: &str) -> (u16, Value) {
-    (
-        200,
-        json!({
-            "id": "chatcmpl-e2e",
-            "object": "chat.completion",
-            "model": "fake-model",
-            "choices": [{
-                "index": 0,
-                "finish_reason": "stop",
-                "message": {"role": "assistant", "content": content}
-            }]
-        }),
-    )
-}
-
-/// The `messages` of a request.
-fn messages(request: &Value) -> &Vec<Value> {
-    request["messages"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no messages array in {request}"))
-}
-
-/// The `tool` messages of a request, each with its content parsed as JSON.
-fn tool_results(request: &Value) -> Vec<(String, Value)> {
-    messages(request)
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            let content = m["content"]
-                .as_str()
-                .unwrap_or_else(|| panic!("tool content is not a string: {m}"));
-            let parsed = serde_json::from_str(content)
-                .unwrap_or_else(|e| panic!("tool content is not JSON ({e}): {content}"));
-            (
-                m["tool_call_id"].as_str().unwrap_or_default().to_owned(),
-                parsed,
-            )
-        })
-        .collect()
-}
 
 /// The function names offered in a request's `tools`.
 fn offered(request: &Value) -> Vec<String> {

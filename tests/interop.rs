@@ -3,59 +3,19 @@
 //! counts Discord's answers and gateway events and passes `promtool`, and `tools --batch`
 //! runs a batch.
 
+#[path = "support/events.rs"]
+mod events;
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use events::{subscribe, Received};
 use fake_discord::demo;
 use serde_json::Value;
 use support::{Allow, Fake, Switchboard, TempDir};
-
-type Received = Option<(String, Value)>;
-
-/// An SSE reader on its own thread: each event as `(type, data)`, `None` when it ends.
-fn subscribe(url: &str, token: &str, query: &str) -> mpsc::Receiver<Received> {
-    let (tx, rx) = mpsc::channel();
-    let url = format!("{url}/v1/events{query}");
-    let token = token.to_owned();
-    std::thread::spawn(move || {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build()
-            .into();
-        let Ok(response) = agent
-            .get(&url)
-            .header("authorization", format!("Bearer {token}"))
-            .call()
-        else {
-            let _ = tx.send(None);
-            return;
-        };
-        let reader = BufReader::new(response.into_body().into_reader());
-        let (mut kind, mut data) = (String::new(), String::new());
-        for line in reader.lines() {
-            let Ok(line) = line else { break };
-            if line.is_empty() {
-                if !kind.is_empty() {
-                    let value = serde_json::from_str(&data).unwrap_or(Value::Null);
-                    if tx.send(Some((std::mem::take(&mut kind), value))).is_err() {
-                        return;
-                    }
-                }
-            } else if let Some(rest) = line.strip_prefix("event:") {
-                kind = rest.trim().to_owned();
-            } else if let Some(rest) = line.strip_prefix("data:") {
-                data = rest.trim().to_owned();
-            }
-        }
-        let _ = tx.send(None);
-    });
-    rx
-}
 
 /// Reads events until `wanted` says it has seen enough; every event read, in order.
 fn read_until(

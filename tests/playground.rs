@@ -395,6 +395,49 @@ fn post_to_another_channel_asks_an_approver_with_buttons_first() {
     assert!(released(&pg));
 }
 
+#[test]
+fn run_a_command_asks_with_the_exact_command_then_answers_with_its_output() {
+    let dir = TempDir::new("playground-run");
+    let pg = Playground::start(dir.path(), &[]);
+    let trigger = pg.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!(
+            "<@{}> run echo hello-from-the-sandbox | tr a-z A-Z",
+            demo::BOT
+        ),
+    );
+    let card = poll_or_log(&pg, "the approval card in #ops", || {
+        pg.messages(demo::OPS).into_iter().find(|m| {
+            m["components"][0]["components"][0]["custom_id"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("sb:approve:"))
+        })
+    });
+    let content = card["content"].as_str().unwrap_or_default();
+    assert!(
+        content.contains("shell.run")
+            && content.contains("echo hello-from-the-sandbox | tr a-z A-Z")
+            && content.contains("cwd: "),
+        "the card shows the exact command and where it runs: {content}"
+    );
+    // Tomas approves the run Stanley started.
+    let click = json!({
+        "message_id": card["id"],
+        "user_id": demo::TOMAS.to_string(),
+        "custom_id": card["components"][0]["components"][0]["custom_id"],
+    });
+    ureq::post(format!("{}/_fake/components", pg.fake))
+        .content_type("application/json")
+        .send(click.to_string().as_bytes())
+        .expect("the fake takes the click");
+    let reply = pg.reply_to(demo::OPS, &trigger);
+    assert!(
+        reply.contains("exited 0") && reply.contains("HELLO-FROM-THE-SANDBOX"),
+        "{reply}"
+    );
+}
+
 /// A console login over HTTP, as the browser makes it: the session cookie and CSRF token.
 struct ConsoleLogin {
     url: String,

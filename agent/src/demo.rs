@@ -26,6 +26,9 @@ const SEARCH_RESULTS: usize = 5;
 
 const SEARCH_TOOL: &str = "surface.messages.search";
 const THREAD_TOOL: &str = "surface.threads.create";
+const RUN_TOOL: &str = "shell.run";
+/// Characters of a command's output quoted back.
+const OUTPUT_CHARS: usize = 1_500;
 
 /// What the demo agent can do, as `help` lists it (and the fallback repeats), after the line
 /// that says how to ask ([`Mentions::how_to_ask`]).
@@ -34,6 +37,7 @@ const PHRASES: &str = "• `summarize` — who has been talking here, and the la
 • `post to #channel <text>` — I post it there (the playground asks an approver first: click Approve)
 • `search <words>` — find messages that contain them
 • `thread <name>` — start a thread and continue there
+• `run <command>` — run it in this channel's workspace, in the sandbox (an approver sees the exact command first)
 • `help` — this list
 To use a real model instead, start the playground with --agent-url URL --model NAME.";
 
@@ -90,6 +94,8 @@ pub enum Phrase {
     Search(String),
     /// `thread <name>`.
     Thread(String),
+    /// `run <command>`.
+    Run(String),
     /// Anything else (what was said, for the log).
     Unknown,
     /// A phrase named with its argument missing: says what it needs.
@@ -158,6 +164,8 @@ pub fn parse(text: &str, bot_mention: &str) -> Phrase {
         "search" | "find" => Phrase::Incomplete("`search <words>`: say what to look for"),
         "thread" if !tail.is_empty() => Phrase::Thread(tail.to_owned()),
         "thread" => Phrase::Incomplete("`thread <name>`: give the thread a name"),
+        "run" if !tail.is_empty() => Phrase::Run(tail.to_owned()),
+        "run" => Phrase::Incomplete("`run <command>`: say which command to run"),
         _ => Phrase::Unknown,
     }
 }
@@ -187,6 +195,7 @@ pub async fn answer(
         Phrase::PostTo { session, text } => post_to(core, context, &session, &text).await,
         Phrase::Search(words) => search(core, context, trigger, &words).await,
         Phrase::Thread(name) => thread(core, context, trigger, &name, mentions).await,
+        Phrase::Run(command) => run_command(core, context, &command).await,
         Phrase::Incomplete(usage) => format!("Almost: {usage}."),
         Phrase::Unknown => format!("I didn't catch that. {}", mentions.help()),
     }
@@ -369,6 +378,47 @@ async fn post_to(core: &Core, context: &CallContext, session: &str, text: &str) 
                 format!("Not posted in {session}: nobody approved it in time.")
             }
             _ => format!("Not posted in {session}: {}", error.message),
+        },
+    }
+}
+
+/// `run <command>`: `shell.run` in this session's workspace; the answer quotes the tail of its
+/// output.
+async fn run_command(core: &Core, context: &CallContext, command: &str) -> String {
+    if let Err(why) = available(core, context, RUN_TOOL, "running commands") {
+        return why;
+    }
+    let command = command.trim_matches('`').trim();
+    match call(core, context, RUN_TOOL, json!({ "command": command })).await {
+        Ok(answer) => {
+            let mut output = answer["stdout"].as_str().unwrap_or_default().to_owned();
+            let stderr = answer["stderr"].as_str().unwrap_or_default();
+            if !stderr.is_empty() {
+                output.push_str(stderr);
+            }
+            let chars = output.chars().count();
+            let tail: String = output
+                .chars()
+                .skip(chars.saturating_sub(OUTPUT_CHARS))
+                .collect::<String>()
+                .replace("```", "'''");
+            let code = answer["exitCode"]
+                .as_i64()
+                .map_or_else(|| "was stopped".to_owned(), |c| format!("exited {c}"));
+            if tail.trim().is_empty() {
+                format!("`{}` {code}, with no output.", quote(command))
+            } else {
+                format!(
+                    "`{}` {code}:\n```\n{}\n```",
+                    quote(command),
+                    tail.trim_end()
+                )
+            }
+        }
+        Err(error) => match error.code.as_str() {
+            "approval_denied" => "Not run: an approver said no.".to_owned(),
+            "approval_expired" => "Not run: nobody approved it in time.".to_owned(),
+            _ => format!("Not run: {}", error.message),
         },
     }
 }

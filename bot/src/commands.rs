@@ -88,6 +88,19 @@ pub fn definitions() -> Value {
                 },
             ],
         },
+        {
+            "type": 1,
+            "name": "undo",
+            "description": "Puts this channel's workspace back as it was before the agent's last run (its starter or admins)",
+            "options": [
+                {
+                    "type": STRING_OPTION,
+                    "name": "run",
+                    "description": "The run to undo (run-…); default: the last one that changed the workspace",
+                    "required": false,
+                },
+            ],
+        },
     ])
 }
 
@@ -199,10 +212,11 @@ pub async fn answer(data: &Data, invocation: &Invocation) -> Reply {
         "status" => status(data, invocation).await,
         "abort" => abort(data, invocation).await,
         "tools" => tools(data, invocation).await,
+        "undo" => undo(data, invocation).await,
         other => {
             tracing::info!(command = other, "an unknown slash command was invoked");
             Reply::private(format!(
-                "switchboard has no /{} command; its commands are /status, /abort and /tools.",
+                "switchboard has no /{} command; its commands are /status, /abort, /tools and /undo.",
                 other.chars().take(32).collect::<String>()
             ))
         }
@@ -317,6 +331,54 @@ async fn tools(data: &Data, invocation: &Invocation) -> Reply {
         )),
         Err(error) if error.code == protocol::ErrorCode::NotAdmin => Reply::private(error.message),
         Err(error) => Reply::private(format!("Nothing changed: {}", error.message)),
+    }
+}
+
+/// `/undo`: `workspace.undo` as the invoking user (the callable lets admins and the run's
+/// starter undo), in this channel's workspace.
+async fn undo(data: &Data, invocation: &Invocation) -> Reply {
+    let caller = DiscordUser::caller(invocation.user, invocation.roles.clone(), "");
+    let undone = data
+        .core
+        .call(
+            &crate::approvals::discord_context(caller),
+            "workspace.undo",
+            json!({
+                "sessionId": invocation.channel.to_string(),
+                "run": invocation.option("run").map(str::trim).filter(|r| !r.is_empty()),
+            }),
+        )
+        .await;
+    match undone {
+        Ok(answer) => {
+            let answer: Value = serde_json::from_str(answer.get()).unwrap_or_default();
+            let run = answer["run"].as_str().unwrap_or("the last run");
+            let paths: Vec<String> = answer["restored"]
+                .as_array()
+                .map(|restored| {
+                    restored
+                        .iter()
+                        .map(|r| {
+                            format!(
+                                "{} ({})",
+                                r["path"].as_str().unwrap_or("?"),
+                                r["action"].as_str().unwrap_or("restored")
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let list = if paths.is_empty() {
+                "nothing to put back".to_owned()
+            } else {
+                paths.join(", ")
+            };
+            Reply {
+                text: format!("Undid {run}: {list}."),
+                public: true,
+            }
+        }
+        Err(error) => Reply::private(format!("Nothing undone: {}", error.message)),
     }
 }
 
@@ -570,7 +632,7 @@ mod tests {
     fn the_definitions_are_what_discord_takes() {
         let commands = definitions();
         let commands = commands.as_array().expect("an array");
-        assert_eq!(commands.len(), 3);
+        assert_eq!(commands.len(), 4);
         for command in commands {
             let name = command["name"].as_str().expect("a name");
             assert!(name.len() <= 32 && name.chars().all(|c| c.is_ascii_lowercase()));

@@ -72,6 +72,10 @@ pub(crate) struct RawRule {
     pub origin: Option<Spanned<String>>,
     #[serde(default)]
     pub caller: Option<Spanned<String>>,
+    #[serde(default)]
+    pub command: Option<Spanned<String>>,
+    #[serde(default)]
+    pub path: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -79,6 +83,8 @@ pub(crate) struct RawRule {
 pub(crate) struct RawSessionSettings {
     #[serde(default)]
     pub tool_scope: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    pub workspace: Option<Spanned<String>>,
 }
 
 /// The `[sessions]` table: a session (alias or id) → its settings.
@@ -219,6 +225,12 @@ pub struct Rule {
     pub origin: Option<SessionMatch>,
     /// Whose calls.
     pub caller: CallerMatch,
+    /// `command = "GLOB"` (only for `shell.run`): matched against each pipeline segment of
+    /// the command on its own (`switchboard_commandline`); the strictest segment decides.
+    pub command: Option<String>,
+    /// `path = "GLOB"` (only for `fs.*`): matched against the path the call names, relative
+    /// to the workspace (`*` stays within a directory, `**` crosses them).
+    pub path: Option<String>,
     /// Where the rule is written, for `/tools` and the audit log: `permissions.rules[N]`.
     pub name: String,
 }
@@ -269,6 +281,9 @@ pub struct SessionSettings {
     /// What a run started here may call (globs): intersected with `agent.tool_scope`. `None`:
     /// no limit beyond the agent's.
     pub tool_scope: Option<Vec<String>>,
+    /// `workspace = "PATH"`: the project directory this session's workspace is (instead of
+    /// `ROOT/<session id>`); its threads work there too.
+    pub workspace: Option<std::path::PathBuf>,
 }
 
 /// `[[toolserver.tokens]]`: a named service token (for MCP clients, CI, the console) with a
@@ -541,6 +556,77 @@ fn caller_match(
     }
 }
 
+/// `command = "GLOB"`: a glob the command parser's matcher compiles, on a rule for `shell.run`.
+fn command_glob(
+    value: &Spanned<String>,
+    tool: &Spanned<String>,
+    key: &str,
+    c: &mut Collector,
+) -> String {
+    let glob = value.get_ref().trim().to_owned();
+    if !glob_matches(tool.get_ref().trim(), "shell.run") {
+        c.add(
+            Some(value.span()),
+            key,
+            format!(
+                "command = applies to shell.run, but this rule's tool is '{}'",
+                tool.get_ref().trim()
+            ),
+            "write tool = \"shell.run\" on a rule with a command glob",
+        );
+    }
+    if glob.is_empty() {
+        c.add(
+            Some(value.span()),
+            key,
+            "the command glob is empty",
+            "write a glob such as \"git status*\"",
+        );
+    } else if let Err(error) = switchboard_commandline::CommandGlob::new(&glob) {
+        c.add(Some(value.span()), key, error.to_string(), "`*` matches anything, `?` one character, `[…]` a class, `{a,b}` alternatives; escape a literal one with `\\`");
+    }
+    glob
+}
+
+/// `path = "GLOB"`: a path glob, on a rule for `fs.*`.
+fn path_glob(
+    value: &Spanned<String>,
+    tool: &Spanned<String>,
+    key: &str,
+    c: &mut Collector,
+) -> String {
+    let glob = value.get_ref().trim().to_owned();
+    let tool = tool.get_ref().trim();
+    if !tool.starts_with("fs.") {
+        c.add(
+            Some(value.span()),
+            key,
+            format!("path = applies to fs.* callables, but this rule's tool is '{tool}'"),
+            "write tool = \"fs.write\" (or another fs.* callable or \"fs.*\") on a rule with a path glob",
+        );
+    }
+    if glob.is_empty() {
+        c.add(
+            Some(value.span()),
+            key,
+            "the path glob is empty",
+            "write a glob such as \"src/**\"",
+        );
+    } else if let Err(error) = path_matcher(&glob) {
+        c.add(Some(value.span()), key, format!("path glob {glob:?} is not valid: {error}"), "`*` matches within a directory, `**` across directories, `?` one character, `{a,b}` alternatives");
+    }
+    glob
+}
+
+/// A `path = "GLOB"` matcher: `*` stays within one directory, `**` crosses them.
+pub fn path_matcher(glob: &str) -> Result<globset::GlobMatcher, globset::Error> {
+    Ok(globset::GlobBuilder::new(glob)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()?
+        .compile_matcher())
+}
+
 pub(crate) fn permissions(
     raw: &RawPermissions,
     aliases: &Aliases,
@@ -579,6 +665,14 @@ pub(crate) fn permissions(
                     .as_ref()
                     .and_then(|s| session_match(s, &key("origin"), aliases, c)),
                 caller: caller_match(rule.caller.as_ref(), &key("caller"), token_names, c),
+                command: rule
+                    .command
+                    .as_ref()
+                    .map(|glob| command_glob(glob, &rule.tool, &key("command"), c)),
+                path: rule
+                    .path
+                    .as_ref()
+                    .map(|glob| path_glob(glob, &rule.tool, &key("path"), c)),
                 name: format!("permissions.rules[{index}]"),
             }
         })
@@ -610,6 +704,7 @@ pub(crate) fn sessions(
     raw: &RawSessions,
     aliases: &Aliases,
     known: &Known,
+    workspace_on: bool,
     c: &mut Collector,
 ) -> Vec<SessionSettings> {
     let mut settings: Vec<SessionSettings> = Vec::new();
@@ -631,9 +726,13 @@ pub(crate) fn sessions(
             .tool_scope
             .as_ref()
             .map(|scope| tool_scope(scope, &format!("{key}.tool_scope"), known, &[], c));
+        let workspace = table.workspace.as_ref().and_then(|path| {
+            crate::workspace::session_workspace(path, &format!("{key}.workspace"), workspace_on, c)
+        });
         settings.push(SessionSettings {
             channel_id,
             tool_scope,
+            workspace,
         });
     }
     settings

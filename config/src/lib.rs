@@ -11,10 +11,11 @@ mod reload;
 mod report;
 mod structure;
 mod validate;
+mod workspace;
 
 pub use governance::{
-    glob_matches, session_settings, AuditConfig, CallerMatch, Hook, HookFailure, Hooks, NamedToken,
-    Permissions, Policy, Rule, SessionMatch, SessionSettings, CONSOLE_SCOPE,
+    glob_matches, path_matcher, session_settings, AuditConfig, CallerMatch, Hook, HookFailure,
+    Hooks, NamedToken, Permissions, Policy, Rule, SessionMatch, SessionSettings, CONSOLE_SCOPE,
 };
 
 use std::net::SocketAddr;
@@ -23,6 +24,7 @@ use std::path::{Path, PathBuf};
 pub use entity::{AliasKind, Aliases, Snowflake};
 pub use reload::{plan_reload, ReloadPlan, RESTART_ONLY};
 pub use report::{Problem, Report};
+pub use workspace::WorkspaceConfig;
 
 /// The config file read when neither `--config` nor `SWITCHBOARD_CONFIG` names one.
 pub const DEFAULT_CONFIG_PATH: &str = "switchboard.toml";
@@ -61,6 +63,8 @@ pub struct Config {
     pub hooks: Hooks,
     /// `[audit]`: what the audit log keeps, and for how long.
     pub audit: AuditConfig,
+    /// `[workspace]`: the agent's files, shell and git; `None` (no table): off.
+    pub workspace: Option<WorkspaceConfig>,
 }
 
 /// `[agent]`.

@@ -29,6 +29,8 @@ pub(crate) struct RawConfig {
     pub hooks: crate::governance::RawHooks,
     #[serde(default)]
     pub audit: crate::governance::RawAudit,
+    #[serde(default)]
+    pub workspace: Option<crate::workspace::RawWorkspace>,
 }
 
 /// `[agent]`: which agent answers, and when.

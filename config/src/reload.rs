@@ -66,6 +66,7 @@ pub const RESTART_ONLY: &[&str] = &[
     "audit.retention_days",
     "agent (added or removed)",
     "agent.max_concurrent_runs",
+    "workspace",
 ];
 
 /// Keeps `old` in `new` when they differ, noting `name`.
@@ -152,6 +153,8 @@ pub fn plan_reload(running: &Config, mut new: Config) -> ReloadPlan {
     keep("toolserver.tokens", &old_t.tokens, &mut new_t.tokens, r);
     // The store is opened once; every key of it (those added later too) needs a restart.
     keep("store", &running.store, &mut new.store, r);
+    // The sandbox is probed and its walls set once, at start.
+    keep("workspace", &running.workspace, &mut new.workspace, r);
     keep(
         "audit.retention_days",
         &running.audit.retention,

@@ -199,7 +199,12 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
         raw.toolserver.console,
         c,
     );
-    let sessions = crate::governance::sessions(&raw.sessions, &aliases, known, c);
+    let workspace = raw
+        .workspace
+        .as_ref()
+        .map(|w| crate::workspace::workspace(w, c));
+    let sessions =
+        crate::governance::sessions(&raw.sessions, &aliases, known, workspace.is_some(), c);
     let hooks = crate::governance::hooks(&raw.hooks, known, c);
     let audit = crate::governance::audit(&raw.audit, c);
     Some(Config {
@@ -213,6 +218,7 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
         sessions,
         hooks,
         audit,
+        workspace,
     })
 }
 

@@ -306,6 +306,30 @@ error_codes! {
     InvalidConfig = "invalid_config",
     /// This server cannot reload its config (it was not started from a config file).
     ReloadUnavailable = "reload_unavailable",
+    // The agent's workspace.
+    /// The workspace is off (no `[workspace]` in the config).
+    WorkspaceOff = "workspace_off",
+    /// The sandbox cannot run commands here (no `bwrap`, its probe failed); nothing runs
+    /// unsandboxed. The message says what to install.
+    SandboxUnavailable = "sandbox_unavailable",
+    /// A path leaves the workspace (absolute elsewhere, `..` past its root, a symlink out).
+    OutsideWorkspace = "outside_workspace",
+    /// The path does not exist in the workspace.
+    NoSuchPath = "no_such_path",
+    /// A directory where a file was needed, or the other way round.
+    WrongType = "wrong_type",
+    /// `fs.edit`'s text was not found, not even ignoring whitespace and indentation.
+    NoMatch = "no_match",
+    /// `fs.edit`'s text occurs more than once (`details.locations` lists where).
+    NotUnique = "not_unique",
+    /// The session runs its maximum of background commands (`workspace.max_processes`).
+    TooManyProcesses = "too_many_processes",
+    /// No background command has this id.
+    NoSuchProcess = "no_such_process",
+    /// `git` refused (not a repository, nothing to commit, a branch that exists).
+    GitFailed = "git_failed",
+    /// No checkpoint to undo to.
+    NoCheckpoint = "no_checkpoint",
     // Agents.
     /// A model's tool call arguments are not JSON.
     InvalidArguments = "invalid_arguments",

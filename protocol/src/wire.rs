@@ -36,6 +36,10 @@ pub struct Health {
     pub discord: String,
     /// The server's version.
     pub version: String,
+    /// The agent workspace's sandbox: `ready`, or `unavailable: <why>. <what to install>`;
+    /// absent when `[workspace]` is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
 }
 
 /// One callable as `GET /v1/tools` lists it.

@@ -22,6 +22,7 @@ pub enum Keep {
 /// How a stream was cut, when it was.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Cut {
     /// Bytes the stream had in all.
     pub total_bytes: u64,

@@ -37,6 +37,7 @@ pub struct Checkpoints {
 /// What an undo did to one path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Restored {
     pub path: String,
     /// `restored` (changed by the run: old content back), `removed` (created by the run) or
@@ -47,6 +48,7 @@ pub struct Restored {
 /// `workspace.undo`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct UndoAnswer {
     pub run: String,
     pub restored: Vec<Restored>,

@@ -34,6 +34,7 @@ pub struct Git {
 /// `git.status`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StatusAnswer {
     /// The current branch (`None` when detached or before the first commit has a name).
     pub branch: Option<String>,
@@ -47,6 +48,7 @@ pub struct StatusAnswer {
 /// One changed path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StatusEntry {
     pub path: String,
     /// The path it was renamed or copied from.
@@ -62,6 +64,7 @@ pub struct StatusEntry {
 /// `git.diff`'s answer (the head of the diff is kept).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DiffAnswer {
     pub diff: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -71,6 +74,7 @@ pub struct DiffAnswer {
 /// One commit of `git.log`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Commit {
     pub hash: String,
     pub author: String,
@@ -83,6 +87,7 @@ pub struct Commit {
 /// `git.log`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LogAnswer {
     pub commits: Vec<Commit>,
 }
@@ -90,6 +95,7 @@ pub struct LogAnswer {
 /// `git.commit`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CommitAnswer {
     pub hash: String,
     pub branch: Option<String>,
@@ -100,6 +106,7 @@ pub struct CommitAnswer {
 /// `git.branch`'s answer: the branches, and what was done.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BranchAnswer {
     pub current: Option<String>,
     pub branches: Vec<String>,

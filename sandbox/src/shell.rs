@@ -50,6 +50,7 @@ pub struct RunRequest {
 /// information for the agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ShellAnswer {
     pub id: String,
     /// `None` while a background command runs, or when a signal ended the command.
@@ -71,6 +72,7 @@ pub struct ShellAnswer {
 /// `shell.output`'s answer: the background command's output from byte `since` on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct OutputAnswer {
     pub id: String,
     pub running: bool,
@@ -88,6 +90,7 @@ pub struct OutputAnswer {
 /// One background command in `shell.list`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ProcessInfo {
     pub id: String,
     pub command: String,
@@ -100,6 +103,7 @@ pub struct ProcessInfo {
 /// `shell.kill`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct KillAnswer {
     pub id: String,
     /// Whether it was still running (and so was killed).

@@ -215,6 +215,9 @@ pub struct AskRequest {
     pub tool: String,
     /// The whole input after every check, as the handler will run it.
     pub input: Value,
+    /// What the callable adds for the approver (a command's working directory, a write's
+    /// diff): shown below the input and bound into the approval's hash with it.
+    pub note: Option<String>,
     /// The input as the audit log keeps it (cut or hashed): what the store keeps of the card.
     pub audit_input: Value,
     /// The sessions it acts in.
@@ -289,6 +292,15 @@ pub fn preview(input: &Value) -> String {
             .join("\n"),
         other => other.to_string(),
     }
+}
+
+/// A preview with the callable's note below it.
+fn with_note(mut preview: String, note: Option<&str>) -> String {
+    if let Some(note) = note.filter(|n| !n.is_empty()) {
+        preview.push('\n');
+        preview.push_str(note);
+    }
+    preview
 }
 
 /// The hash an approval is bound to: the tool, the preview exactly as shown, the whole input,
@@ -410,8 +422,8 @@ impl Approvals {
             Err(_) => return Ok(Outcome::Expired),
         };
         let timeout = self.policy.load().timeout;
-        let shown = preview(&request.input);
-        let kept_preview = preview(&request.audit_input);
+        let shown = with_note(preview(&request.input), request.note.as_deref());
+        let kept_preview = with_note(preview(&request.audit_input), request.note.as_deref());
         let hash = binding(
             &request.tool,
             &shown,

@@ -283,13 +283,15 @@ pub fn is_operator_callable(tool_id: &str) -> bool {
 const OPERATOR_NAMESPACES: [&str; 3] = ["approvals.", "admin.", "runs."];
 
 /// What a Discord user may call: deciding an ask (an approver's button), changing a
-/// session's tools (an admin's `/tools`), and `/status` and `/abort` in their channel; the
-/// handlers check `permissions.approvers` and `discord.admins` (and whose run it is).
-pub const DISCORD_CALLABLES: [&str; 4] = [
+/// session's tools (an admin's `/tools`), `/status` and `/abort` in their channel, and undoing
+/// a run's changes to the workspace (`/undo`); the handlers check `permissions.approvers`,
+/// `discord.admins` and whose run it is.
+pub const DISCORD_CALLABLES: [&str; 5] = [
     "approvals.decide",
     "admin.tools.set",
     "runs.list",
     "runs.abort",
+    "workspace.undo",
 ];
 
 /// A caller's key, cheap to clone and hash.

@@ -200,6 +200,123 @@ pub struct Verdict {
     pub by: Cow<'static, str>,
 }
 
+/// How strict a policy is: allow < ask < deny.
+fn severity(policy: Policy) -> u8 {
+    match policy {
+        Policy::Allow => 0,
+        Policy::Ask => 1,
+        Policy::Deny => 2,
+    }
+}
+
+/// A verdict ordered by its policy's strictness (for `switchboard_commandline::decide`).
+#[derive(Debug, Clone)]
+struct Ranked(Verdict);
+
+impl PartialEq for Ranked {
+    fn eq(&self, other: &Self) -> bool {
+        severity(self.0.policy) == severity(other.0.policy)
+    }
+}
+impl Eq for Ranked {}
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Ranked {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        severity(self.0.policy).cmp(&severity(other.0.policy))
+    }
+}
+
+/// What `command =` and `path =` rules look at in a call.
+#[derive(Debug, Clone, Default)]
+pub struct CallArgs {
+    /// `shell.run`'s command, parsed.
+    pub command: Option<switchboard_commandline::ParsedCommand>,
+    /// An `fs.*` call's path, relative to the workspace (as [`relative_path`] makes it).
+    pub path: Option<String>,
+}
+
+impl CallArgs {
+    /// The arguments of `input` that rules for `tool_id` can match: `command` for
+    /// `shell.run`, `path` for `fs.*` (made relative to `workspace` when it is inside it).
+    pub fn of(tool_id: &str, input: &Value, workspace: Option<&std::path::Path>) -> CallArgs {
+        let text = |field: &str| input.get(field).and_then(Value::as_str);
+        CallArgs {
+            command: (tool_id == "shell.run")
+                .then(|| text("command"))
+                .flatten()
+                .map(switchboard_commandline::parse),
+            path: tool_id
+                .starts_with("fs.")
+                .then(|| text("path").unwrap_or("."))
+                .map(|path| relative_path(path, workspace)),
+        }
+    }
+}
+
+/// A path as `path =` globs match it: relative to the workspace, `.` and `..` folded away
+/// lexically (`a/../b` is `b`). An absolute path inside `workspace` loses that prefix; one
+/// outside it, or a `..` past the root, is kept as written (the callable refuses it).
+pub fn relative_path(path: &str, workspace: Option<&std::path::Path>) -> String {
+    use std::path::{Component, Path};
+    let written = Path::new(path);
+    let inside = match workspace {
+        Some(root) if written.is_absolute() => match written.strip_prefix(root) {
+            Ok(rest) => rest,
+            Err(_) => return path.to_owned(),
+        },
+        _ if written.is_absolute() => return path.to_owned(),
+        _ => written,
+    };
+    let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
+    for component in inside.components() {
+        match component {
+            Component::Normal(part) => parts.push(part),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if parts.pop().is_none() {
+                    return path.to_owned();
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => return path.to_owned(),
+        }
+    }
+    if parts.is_empty() {
+        return ".".to_owned();
+    }
+    parts
+        .iter()
+        .map(|p| p.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// A rule's argument matchers, compiled once per config. A glob that does not compile (the
+/// config refuses those, so only a rule built by hand) matches nothing: `Some(None)`.
+#[derive(Debug, Clone, Default)]
+struct ArgMatchers {
+    command: Option<Option<switchboard_commandline::CommandGlob>>,
+    path: Option<Option<globset::GlobMatcher>>,
+}
+
+impl ArgMatchers {
+    fn of(rule: &switchboard_config::Rule) -> ArgMatchers {
+        ArgMatchers {
+            command: rule
+                .command
+                .as_deref()
+                .map(|glob| switchboard_commandline::CommandGlob::new(glob).ok()),
+            path: rule
+                .path
+                .as_deref()
+                .map(|glob| switchboard_config::path_matcher(glob).ok()),
+        }
+    }
+}
+
 /// Who calls, as rules see it.
 fn caller_matches(rule: &CallerMatch, caller: &Caller) -> bool {
     match (rule, caller) {
@@ -216,6 +333,8 @@ fn caller_matches(rule: &CallerMatch, caller: &Caller) -> bool {
 #[derive(Debug, Clone, Default)]
 pub struct GovernanceRules {
     permissions: Permissions,
+    /// Each rule's `command =` / `path =` matchers, by the rule's index.
+    matchers: Vec<ArgMatchers>,
     aliases: Aliases,
     /// `[sessions.*]` tool scopes from the config.
     configured: HashMap<Snowflake, Vec<String>>,
@@ -229,6 +348,7 @@ impl GovernanceRules {
         configured: impl IntoIterator<Item = (Snowflake, Vec<String>)>,
     ) -> Self {
         GovernanceRules {
+            matchers: permissions.rules.iter().map(ArgMatchers::of).collect(),
             permissions,
             aliases,
             configured: configured.into_iter().collect(),
@@ -262,52 +382,118 @@ impl GovernanceRules {
         }
     }
 
+    /// The verdict for one call without arguments: [`GovernanceRules::decide_with`] where
+    /// rules with a `command =` or `path =` matcher never match.
+    pub fn decide(&self, tool_id: &str, caller: &Caller, targets: &[Snowflake]) -> Verdict {
+        self.decide_with(tool_id, caller, targets, &CallArgs::default())
+    }
+
     /// The verdict for one call: for each session it acts in (or once, when it acts in none),
     /// the last rule that matches decides, else `permissions.default`; across sessions the most
     /// restrictive verdict wins.
-    pub fn decide(&self, tool_id: &str, caller: &Caller, targets: &[Snowflake]) -> Verdict {
+    ///
+    /// A `shell.run` command is decided segment by segment (each pipeline segment matched on
+    /// its own against `command =` globs, the strictest segment's verdict wins); a command the
+    /// parser cannot see into (`$(…)`, `eval`, `sh -c`, …) gets the strictest verdict any rule
+    /// for `shell.run` with this caller could give. A `path =` glob matches the path the call
+    /// names, relative to the workspace.
+    pub fn decide_with(
+        &self,
+        tool_id: &str,
+        caller: &Caller,
+        targets: &[Snowflake],
+        args: &CallArgs,
+    ) -> Verdict {
         let origin = caller.capability().map(|c| c.grant.session_id);
+        let fallback = || -> Verdict {
+            // An operator callable's scope already says who may call it (the operator, a
+            // token naming it, an approver's or admin's click): `permissions.default`
+            // governs calls, not governance itself, so a default of ask or deny cannot
+            // stop every approval.
+            if crate::auth::is_operator_callable(tool_id) {
+                Verdict {
+                    policy: Policy::Allow,
+                    by: Cow::Borrowed("operator callable"),
+                }
+            } else {
+                Verdict {
+                    policy: self.permissions.default,
+                    by: Cow::Borrowed("permissions.default"),
+                }
+            }
+        };
+        let verdict_of = |index: usize| {
+            let rule = &self.permissions.rules[index];
+            Verdict {
+                policy: rule.policy,
+                by: Cow::Owned(rule.name.clone()),
+            }
+        };
+        let path_ok = |index: usize| match (&self.matchers[index].path, args.path.as_deref()) {
+            (None, _) => true,
+            (Some(glob), Some(path)) => glob.as_ref().is_some_and(|g| g.is_match(path)),
+            (Some(_), None) => false,
+        };
         let one = |target: Option<Snowflake>| -> Verdict {
-            let rule = self
+            // The rules that apply to this call apart from its arguments, in file order.
+            let candidates: Vec<usize> = self
                 .permissions
                 .rules
                 .iter()
-                .filter(|rule| glob_matches(&rule.tool, tool_id))
-                .filter(|rule| caller_matches(&rule.caller, caller))
-                .filter(|rule| match (&rule.session, target) {
+                .enumerate()
+                .filter(|(_, rule)| glob_matches(&rule.tool, tool_id))
+                .filter(|(_, rule)| caller_matches(&rule.caller, caller))
+                .filter(|(_, rule)| match (&rule.session, target) {
                     (None, _) => true,
                     (Some(want), Some(target)) => self.session_matches(want, target),
                     (Some(_), None) => false,
                 })
-                // The last match decides.
-                .rfind(|rule| match (&rule.origin, origin) {
+                .filter(|(_, rule)| match (&rule.origin, origin) {
                     (None, _) => true,
                     (Some(want), Some(origin)) => self.session_matches(want, origin),
                     (Some(_), None) => false,
-                });
-            match rule {
-                Some(rule) => Verdict {
-                    policy: rule.policy,
-                    by: Cow::Owned(rule.name.clone()),
-                },
-                // An operator callable's scope already says who may call it (the operator, a
-                // token naming it, an approver's or admin's click): `permissions.default`
-                // governs calls, not governance itself, so a default of ask or deny cannot
-                // stop every approval.
-                None if crate::auth::is_operator_callable(tool_id) => Verdict {
-                    policy: Policy::Allow,
-                    by: Cow::Borrowed("operator callable"),
-                },
-                None => Verdict {
-                    policy: self.permissions.default,
-                    by: Cow::Borrowed("permissions.default"),
-                },
-            }
-        };
-        let severity = |policy: Policy| match policy {
-            Policy::Allow => 0,
-            Policy::Ask => 1,
-            Policy::Deny => 2,
+                })
+                .map(|(index, _)| index)
+                .filter(|index| path_ok(*index))
+                .collect();
+            // The last match decides.
+            let last = |segment: Option<&switchboard_commandline::Segment>| {
+                candidates
+                    .iter()
+                    .rev()
+                    .find(|index| match (&self.matchers[**index].command, segment) {
+                        (None, _) => true,
+                        (Some(glob), Some(segment)) => {
+                            glob.as_ref().is_some_and(|g| g.matches(segment))
+                        }
+                        (Some(_), None) => false,
+                    })
+                    .map_or_else(fallback, |index| verdict_of(*index))
+            };
+            let Some(command) = &args.command else {
+                return last(None);
+            };
+            // The strictest any rule for this caller could give: what an opaque command
+            // gets. The default counts when some command may match no rule.
+            let strictest = {
+                let mut options: Vec<Verdict> =
+                    candidates.iter().map(|index| verdict_of(*index)).collect();
+                if candidates.is_empty()
+                    || candidates
+                        .iter()
+                        .any(|index| self.matchers[*index].command.is_some())
+                {
+                    options.push(fallback());
+                }
+                options
+                    .into_iter()
+                    .max_by_key(|verdict| severity(verdict.policy))
+                    .unwrap_or_else(fallback)
+            };
+            switchboard_commandline::decide(command, Ranked(strictest), |segment| {
+                Ranked(last(Some(segment)))
+            })
+            .0
         };
         if targets.is_empty() {
             return one(None);
@@ -471,6 +657,19 @@ impl Governance {
     pub fn decide(&self, tool_id: &str, caller: &Caller, targets: &[Snowflake]) -> Verdict {
         self.rules.load().decide(tool_id, caller, targets)
     }
+
+    /// [`GovernanceRules::decide_with`] with the rules in force now.
+    pub fn decide_with(
+        &self,
+        tool_id: &str,
+        caller: &Caller,
+        targets: &[Snowflake],
+        args: &CallArgs,
+    ) -> Verdict {
+        self.rules
+            .load()
+            .decide_with(tool_id, caller, targets, args)
+    }
 }
 
 /// An input as the audit log keeps it: every string cut to `chars` characters (the cut marked
@@ -535,6 +734,8 @@ mod tests {
             session,
             origin: None,
             caller,
+            command: None,
+            path: None,
             name: format!("permissions.rules[{n}]"),
         }
     }
@@ -573,6 +774,106 @@ mod tests {
             })
             .expect("mint");
         Caller::Capability(store.resolve(&token).expect("live"))
+    }
+
+    fn shell_rule(command: Option<&str>, policy: Policy, n: usize) -> Rule {
+        Rule {
+            command: command.map(str::to_owned),
+            ..rule("shell.run", policy, None, CallerMatch::Run, n)
+        }
+    }
+
+    fn command(text: &str) -> CallArgs {
+        CallArgs::of("shell.run", &serde_json::json!({ "command": text }), None)
+    }
+
+    #[test]
+    fn git_status_star_allows_git_status_but_not_git_status_then_rm() {
+        let g = governance(
+            vec![
+                shell_rule(None, Policy::Ask, 0),
+                shell_rule(Some("git status*"), Policy::Allow, 1),
+            ],
+            Policy::Allow,
+        );
+        let run = run_in(OPS, &["*"]);
+        let decide = |text: &str| g.decide_with("shell.run", &run, &[OPS], &command(text));
+        assert_eq!(decide("git status").policy, Policy::Allow);
+        assert_eq!(decide("git status --short").by, "permissions.rules[1]");
+        for sneaky in [
+            "git status; rm x",
+            "git status && rm -rf .",
+            "git status | sh",
+            "git status\nrm x",
+            "rm x",
+        ] {
+            let verdict = decide(sneaky);
+            assert_eq!(verdict.policy, Policy::Ask, "{sneaky}: {verdict:?}");
+        }
+    }
+
+    #[test]
+    fn a_command_nobody_can_see_into_gets_the_strictest_shell_rule() {
+        let g = governance(
+            vec![
+                shell_rule(None, Policy::Allow, 0),
+                shell_rule(Some("rm *"), Policy::Deny, 1),
+                shell_rule(Some("echo *"), Policy::Allow, 2),
+            ],
+            Policy::Allow,
+        );
+        let run = run_in(OPS, &["*"]);
+        let decide = |text: &str| g.decide_with("shell.run", &run, &[OPS], &command(text));
+        assert_eq!(decide("echo hi").policy, Policy::Allow);
+        for opaque in [
+            "echo $(rm x)",
+            "echo `rm x`",
+            "eval 'rm x'",
+            "sh -c 'rm x'",
+            "bash -c \"echo hi\"",
+            "echo 'unclosed",
+        ] {
+            let verdict = decide(opaque);
+            assert_eq!(verdict.policy, Policy::Deny, "{opaque}: {verdict:?}");
+            assert_eq!(verdict.by, "permissions.rules[1]", "{opaque}");
+        }
+        // Another caller's rules never count.
+        let operator = g.decide_with(
+            "shell.run",
+            &Caller::Operator,
+            &[OPS],
+            &command("echo $(rm x)"),
+        );
+        assert_eq!(operator.by, "permissions.default");
+    }
+
+    #[test]
+    fn a_path_rule_matches_the_path_relative_to_the_workspace() {
+        let g = governance(
+            vec![Rule {
+                path: Some(".env*".into()),
+                ..rule("fs.*", Policy::Deny, None, CallerMatch::Run, 0)
+            }],
+            Policy::Allow,
+        );
+        let run = run_in(OPS, &["*"]);
+        let root = std::path::Path::new("/srv/ws/1");
+        let decide = |tool: &str, path: &str| {
+            let args = CallArgs::of(tool, &serde_json::json!({ "path": path }), Some(root));
+            g.decide_with(tool, &run, &[OPS], &args).policy
+        };
+        for hidden in [".env", "./.env.local", "src/../.env", "/srv/ws/1/.env"] {
+            assert_eq!(decide("fs.read", hidden), Policy::Deny, "{hidden}");
+        }
+        assert_eq!(decide("fs.write", ".env"), Policy::Deny);
+        assert_eq!(
+            decide("fs.read", "src/.env"),
+            Policy::Allow,
+            "* stays within a directory"
+        );
+        assert_eq!(decide("fs.read", "README.md"), Policy::Allow);
+        // Rules with a path never match a call without one (a listing's read check).
+        assert_eq!(g.decide("fs.read", &run, &[OPS]).policy, Policy::Allow);
     }
 
     #[test]

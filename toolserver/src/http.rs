@@ -258,6 +258,7 @@ async fn health(State(core): Shared) -> Json<Health> {
         status: status.to_owned(),
         discord: state.as_str().to_owned(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
+        sandbox: core.workspaces.health(&core.settings()),
     })
 }
 

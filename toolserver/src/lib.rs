@@ -59,6 +59,7 @@ pub mod testing;
 pub mod trust;
 mod visibility;
 pub mod workflow;
+pub mod workspaces;
 
 pub use batch::{parse_batch, BatchCall};
 pub use error::ToolError;

@@ -133,7 +133,8 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
             "properties": {
                 "status": { "type": "string", "enum": ["ok", "degraded"] },
                 "discord": { "type": "string", "enum": ["ready", "connecting", "down", "none"] },
-                "version": { "type": "string" }
+                "version": { "type": "string" },
+                "sandbox": { "type": "string", "description": "The workspace's sandbox: ready, or unavailable with what to install; absent when [workspace] is off" }
             }
         }),
     );

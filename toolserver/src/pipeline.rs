@@ -160,6 +160,7 @@ impl<'a> Gate<'a> {
         place: Option<&PlaceRequest>,
         input: &Value,
         rewritten: bool,
+        note: &dyn crate::registry::AskNote,
     ) -> Result<Admission<'a>, ToolError> {
         let core = self.core;
         // Resolve each session, then allowlist it, in the order the plan named them.
@@ -202,11 +203,20 @@ impl<'a> Gate<'a> {
                 trail.decided_by = Some(RUN_ANSWER.into());
             }
             None => {
-                let verdict =
-                    self.settings
-                        .governance
-                        .decide(self.tool_id, &self.context.caller, &ids);
-                self.permit(&verdict, &ids, input).await?;
+                // `command =` / `path =` rules see the command, and the path relative to the
+                // workspace of the session the call acts in.
+                let workspace = targets.first().and_then(|target| {
+                    crate::workspaces::Workspaces::dir_for(self.settings, target)
+                });
+                let args =
+                    crate::governance::CallArgs::of(self.tool_id, input, workspace.as_deref());
+                let verdict = self.settings.governance.decide_with(
+                    self.tool_id,
+                    &self.context.caller,
+                    &ids,
+                    &args,
+                );
+                self.permit(&verdict, &ids, input, &targets, note).await?;
             }
         }
         // Rate limits: each channel's share (the caller's was spent when the call came in). A
@@ -363,6 +373,8 @@ impl<'a> Gate<'a> {
         verdict: &Verdict,
         targets: &[Snowflake],
         input: &Value,
+        resolved: &[Target],
+        note: &dyn crate::registry::AskNote,
     ) -> Result<(), ToolError> {
         let tool_id = self.tool_id;
         if verdict.policy == Policy::Ask && crate::auth::is_operator_callable(tool_id) {
@@ -402,7 +414,10 @@ impl<'a> Gate<'a> {
                 )
                 .with_details(json!({ "rule": verdict.by })))
             }
-            Policy::Ask => self.ask(verdict, targets, input).await,
+            Policy::Ask => {
+                let note = note.note(resolved).await;
+                self.ask(verdict, targets, input, note).await
+            }
         }
     }
 
@@ -412,6 +427,7 @@ impl<'a> Gate<'a> {
         verdict: &Verdict,
         targets: &[Snowflake],
         input: &Value,
+        note: Option<String>,
     ) -> Result<(), ToolError> {
         let core = self.core;
         let capability = self.context.caller.capability();
@@ -439,6 +455,7 @@ impl<'a> Gate<'a> {
         let request = AskRequest {
             tool: self.tool_id.to_owned(),
             input: input.clone(),
+            note,
             audit_input,
             targets: targets.to_vec(),
             session_label: targets

@@ -165,6 +165,37 @@ pub trait Tool: Send + Sync + 'static {
 
     /// Runs once every check passed, with the resolved, allowed targets.
     async fn run(&self, cx: &Invocation<'_>, plan: Self::Plan) -> Result<ToolOutput, ToolError>;
+
+    /// What an approval card shows beside the input when the rules ask (a command's working
+    /// directory, a write's diff), worked out once the targets are resolved; the approval is
+    /// bound to it like to the input. Nothing is changed here.
+    async fn ask_note(
+        &self,
+        _cx: &PlanContext<'_>,
+        _targets: &[crate::invocation::Target],
+        _plan: &Self::Plan,
+    ) -> Option<String> {
+        None
+    }
+}
+
+/// [`Tool::ask_note`] for one planned call, for the permission stage.
+#[async_trait]
+pub(crate) trait AskNote: Sync {
+    async fn note(&self, targets: &[crate::invocation::Target]) -> Option<String>;
+}
+
+struct PlannedNote<'x, T: Tool> {
+    tool: &'x T,
+    cx: PlanContext<'x>,
+    plan: &'x T::Plan,
+}
+
+#[async_trait]
+impl<T: Tool> AskNote for PlannedNote<'_, T> {
+    async fn note(&self, targets: &[crate::invocation::Target]) -> Option<String> {
+        self.tool.ask_note(&self.cx, targets, self.plan).await
+    }
 }
 
 /// A registered callable with its input type erased. Its one implementation runs the
@@ -256,8 +287,19 @@ impl<T: Tool> Callable for Registered<T> {
             let parsed = parse_input_ref::<T::Input>(&input)?;
             let planned = self.tool.plan(&gate.plan_context(), parsed)?;
             // Resolve, allowlist, permission, rate limits, before-hooks.
+            let note = PlannedNote {
+                tool: &self.tool,
+                cx: gate.plan_context(),
+                plan: &planned.plan,
+            };
             match gate
-                .admit(&planned.sessions, planned.place.as_ref(), &input, rewritten)
+                .admit(
+                    &planned.sessions,
+                    planned.place.as_ref(),
+                    &input,
+                    rewritten,
+                    &note,
+                )
                 .await?
             {
                 Admission::Go(invocation) => {

@@ -118,6 +118,8 @@ pub struct Core {
     pub(crate) metrics: Arc<crate::metrics::Metrics>,
     /// `toolserver.metrics_public`: `/metrics` without a token.
     pub(crate) metrics_public: bool,
+    /// The agent's workspaces (`[workspace]`) and the sandbox their commands run in.
+    pub(crate) workspaces: crate::workspaces::Workspaces,
 }
 
 impl Core {
@@ -180,7 +182,9 @@ impl Core {
         );
         governance.set_rules(Arc::clone(&settings.governance));
         let approvals = crate::approvals::Approvals::new(&config.permissions, ledger);
+        let events = Arc::new(crate::events::EventHub::new());
         Ok(Core {
+            workspaces: crate::workspaces::Workspaces::new(Arc::clone(&events)),
             named_tokens,
             governance,
             approvals,
@@ -200,7 +204,7 @@ impl Core {
             permits: Semaphore::new(ts.max_concurrent_calls),
             connection_limits: crate::connections::Limits::from_config(ts),
             console: crate::console::Console::new(ts.console),
-            events: Arc::new(crate::events::EventHub::new()),
+            events,
             metrics: Arc::new(crate::metrics::Metrics::new()),
             metrics_public: ts.metrics_public,
         })
@@ -391,6 +395,17 @@ impl Core {
     /// The operator console's state: plug agent runs and the playground's compose box in here.
     pub fn console(&self) -> &crate::console::Console {
         &self.console
+    }
+
+    /// The agent's workspaces and their sandbox.
+    pub fn workspaces(&self) -> &crate::workspaces::Workspaces {
+        &self.workspaces
+    }
+
+    /// Installs the workspace's sandbox as [`crate::workspaces::probe`] found it (once, at
+    /// start): until then `shell.*`, `git.*` and `workspace.undo` answer `unavailable`.
+    pub fn install_sandbox(&self, state: crate::workspaces::SandboxState) {
+        self.workspaces.install(state);
     }
 
     /// The live feed every part publishes to (`GET /v1/events`).

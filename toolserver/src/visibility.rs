@@ -7,6 +7,8 @@
 //! |---|---|
 //! | `message.*`, `run.*` | `surface.messages.list` or `surface.messages.read` in the event's session |
 //! | `workflow.*` | `workflow.get` or `workflow.list` in the event's session |
+//! | `shell.*` | `shell.list` in the event's session |
+//! | `fs.changed` | `fs.list` or `fs.read` in the event's session |
 //! | `call.finished` | its own calls; every caller's with `audit.list` (the audit log shows them) |
 //! | `approval.*` | its own calls' approvals only (listing every approval is the operator's) |
 //! | `gateway.state` | everyone |
@@ -30,6 +32,10 @@ use crate::server::Core;
 const MESSAGE_READS: &[&str] = &["surface.messages.list", "surface.messages.read"];
 /// The reads that stand for a session's workflows.
 const WORKFLOW_READS: &[&str] = &["workflow.get", "workflow.list"];
+/// The reads that stand for a session's commands.
+const SHELL_READS: &[&str] = &["shell.list"];
+/// The reads that stand for a session's files.
+const FILE_READS: &[&str] = &["fs.list", "fs.read"];
 /// Sessions remembered per subscriber before the memory starts afresh.
 const REMEMBERED: usize = 1024;
 
@@ -51,6 +57,10 @@ fn carries(kind: &str) -> Carries {
         Carries::Session(MESSAGE_READS)
     } else if kind.starts_with("workflow.") {
         Carries::Session(WORKFLOW_READS)
+    } else if kind.starts_with("shell.") {
+        Carries::Session(SHELL_READS)
+    } else if kind == "fs.changed" {
+        Carries::Session(FILE_READS)
     } else if kind == "call.finished" {
         Carries::Call
     } else if kind.starts_with("approval.") {

@@ -42,6 +42,7 @@ pub struct EditRequest {
 /// Which fallback found the text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Strategy {
     Exact,
     LineTrimmed,
@@ -53,6 +54,7 @@ pub enum Strategy {
 /// `fs.edit`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct EditAnswer {
     pub path: String,
     pub replacements: usize,

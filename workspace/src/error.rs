@@ -35,6 +35,7 @@ pub enum WorkspaceErrorKind {
 /// Where a non-unique edit matched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Location {
     /// 1-based line where the match starts.
     pub line: usize,

@@ -27,6 +27,7 @@ pub struct ReadRequest {
 /// `fs.read`'s answer: the head of the file from `offset`, or a description of a binary file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ReadAnswer {
     pub path: String,
     /// The text read (empty for a binary file).
@@ -49,6 +50,7 @@ pub struct ReadAnswer {
 /// A binary file, described.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Binary {
     /// The media type its name suggests (`application/octet-stream` when unknown).
     pub mime: String,
@@ -67,6 +69,7 @@ pub struct WriteRequest {
 /// How a path changed (`fs.changed {path, kind}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum ChangeKind {
     Created,
     Modified,
@@ -75,6 +78,7 @@ pub enum ChangeKind {
 /// `fs.write`'s answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WriteAnswer {
     pub path: String,
     pub bytes: u64,
@@ -95,6 +99,7 @@ pub struct ListRequest {
 /// One entry of `fs.list`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Entry {
     /// Relative to the workspace root.
     pub path: String,
@@ -106,6 +111,7 @@ pub struct Entry {
 /// `fs.list`'s answer (`.gitignore`d entries left out, like `fs.glob` and `fs.grep`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ListAnswer {
     pub path: String,
     pub entries: Vec<Entry>,

@@ -55,7 +55,7 @@ pub use paths::{Resolved, Root};
 pub use search::{GlobAnswer, GlobRequest, GrepAnswer, GrepMatch, GrepRequest, MAX_GLOB, MAX_GREP};
 use switchboard_sandbox::{
     BranchAnswer, Checkpoints, CommitAnswer, DiffAnswer, Git, LogAnswer, OutputLimits, Sandbox,
-    SandboxError, ShellOptions, ShellSession, StatusAnswer, UndoAnswer,
+    SandboxError, ShellEvents, ShellOptions, ShellSession, StatusAnswer, UndoAnswer,
 };
 
 /// The workspace settings (`[workspace]`).
@@ -147,6 +147,17 @@ impl Workspace {
         options: WorkspaceOptions,
         sandbox: SandboxState,
     ) -> Result<Self, WorkspaceError> {
+        Self::open_with_events(root, options, sandbox, None)
+    }
+
+    /// [`Workspace::open`], telling `events` when each of its shell commands starts and ends
+    /// (the service publishes them as `shell.started` / `shell.exited`).
+    pub fn open_with_events(
+        root: &Path,
+        options: WorkspaceOptions,
+        sandbox: SandboxState,
+        events: Option<Arc<dyn ShellEvents>>,
+    ) -> Result<Self, WorkspaceError> {
         std::fs::create_dir_all(root).map_err(WorkspaceError::io(format!(
             "cannot make {}",
             root.display()
@@ -154,7 +165,10 @@ impl Workspace {
         let root = Root::new(root)?;
         let (shell, git, checkpoints) = match &sandbox {
             SandboxState::Ready(sandbox) => {
-                let shell = ShellSession::new(Arc::clone(sandbox), root.path(), options.shell)?;
+                let mut shell = ShellSession::new(Arc::clone(sandbox), root.path(), options.shell)?;
+                if let Some(events) = events {
+                    shell = shell.with_events(events);
+                }
                 // git runs in the session's sandbox, beside the shell's commands.
                 let git = Git::in_session(Arc::clone(shell.session()), options.output);
                 let checkpoints = options

@@ -32,6 +32,7 @@ pub struct GlobRequest {
 /// `fs.glob`'s answer: matching files, newest first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct GlobAnswer {
     pub paths: Vec<String>,
     pub truncated: bool,
@@ -55,6 +56,7 @@ pub struct GrepRequest {
 /// One matching line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct GrepMatch {
     pub path: String,
     /// 1-based.
@@ -65,6 +67,7 @@ pub struct GrepMatch {
 /// `fs.grep`'s answer, ordered by path and line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct GrepAnswer {
     pub matches: Vec<GrepMatch>,
     /// More lines matched than `limit`.

@@ -1,11 +1,14 @@
 //! The built-in callables, written against the [`crate::Surface`] trait: `surface.*`,
-//! `attachment.download`, `workflow.*`, `audit.list`, and the operator callables
+//! `attachment.download`, `workflow.*`, `audit.list`, the operator callables
 //! (`approvals.list`, `approvals.decide`, `admin.tools.set`, `admin.reload`, `runs.list`,
-//! `runs.abort`).
+//! `runs.abort`), and the agent's workspace (`fs.*`, `shell.*`, `git.*`, `workspace.undo`, over
+//! [`crate::workspaces`]).
 
 mod attachments;
 mod audit;
 mod channels;
+mod files;
+mod git;
 mod governance;
 mod help;
 mod messages;
@@ -14,10 +17,12 @@ mod reactions;
 mod runs;
 mod search;
 mod sessions;
+mod shell;
 mod threads;
 mod typing;
 mod warnings;
 mod workflows;
+mod workspace;
 
 pub(crate) use workflows::workflows_unavailable;
 
@@ -88,4 +93,20 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(governance::ReloadConfig);
     registry.register(runs::ListRuns);
     registry.register(runs::AbortRun);
+    registry.register(files::ReadFile);
+    registry.register(files::WriteFile);
+    registry.register(files::EditFile);
+    registry.register(files::GlobFiles);
+    registry.register(files::GrepFiles);
+    registry.register(files::ListFiles);
+    registry.register(shell::RunCommand);
+    registry.register(shell::CommandOutput);
+    registry.register(shell::ListCommands);
+    registry.register(shell::KillCommand);
+    registry.register(git::Status);
+    registry.register(git::Diff);
+    registry.register(git::Log);
+    registry.register(git::Commit);
+    registry.register(git::Branch);
+    registry.register(workspace::Undo);
 }
