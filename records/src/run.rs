@@ -5,10 +5,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use entity::Snowflake;
 use serde::{Deserialize, Serialize};
-
-use crate::workflow::id_string;
 
 /// Finished runs are kept a month (the console and `GET /v1/runs` list them).
 pub const FINISHED_RUNS_KEPT_MS: u64 = 30 * 24 * 3600 * 1000;
@@ -88,9 +85,9 @@ impl FromStr for RunState {
 pub struct NewRun {
     /// Its id (the caller makes it unique).
     pub id: String,
-    /// The session it runs in: runs of one session happen one at a time.
-    #[serde(with = "id_string")]
-    pub session_id: Snowflake,
+    /// The session it runs in (a channel id, or an API session such as `api:<token>`): runs
+    /// of one session happen one at a time.
+    pub session: String,
     /// The agent that runs it.
     pub agent: String,
     /// What started it (`message:<id>`, `schedule:<id>`, `handoff`, `api`...).
@@ -110,8 +107,7 @@ pub struct Run {
     /// Its id.
     pub id: String,
     /// The session it runs in.
-    #[serde(with = "id_string")]
-    pub session_id: Snowflake,
+    pub session: String,
     /// The agent.
     pub agent: String,
     /// What started it.
@@ -145,7 +141,7 @@ impl Run {
     pub fn queued(new: NewRun, seq: u64) -> Run {
         Run {
             id: new.id,
-            session_id: new.session_id,
+            session: new.session,
             agent: new.agent,
             trigger: new.trigger,
             requested_by: new.requested_by,
@@ -179,7 +175,7 @@ pub struct RunEnd {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RunFilter {
     /// Only this session's.
-    pub session_id: Option<Snowflake>,
+    pub session: Option<String>,
     /// Only this agent's.
     pub agent: Option<String>,
     /// Only runs in this state.
@@ -198,7 +194,9 @@ impl RunFilter {
 
     /// Whether `run` passes the filter (the reference every backend matches).
     pub fn matches(&self, run: &Run) -> bool {
-        self.session_id.is_none_or(|id| run.session_id == id)
+        self.session
+            .as_ref()
+            .is_none_or(|session| &run.session == session)
             && self.agent.as_ref().is_none_or(|agent| &run.agent == agent)
             && self.state.is_none_or(|state| run.state == state)
             && self

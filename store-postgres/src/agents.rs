@@ -331,7 +331,7 @@ pub(crate) const SCHEMA_RUNS: &str = "
 CREATE TABLE runs (
     seq bigserial PRIMARY KEY,
     id text NOT NULL UNIQUE,
-    session_id bigint NOT NULL,
+    session_key text COLLATE \"C\" NOT NULL,
     agent text NOT NULL,
     trigger_ref text NOT NULL,
     requested_by text,
@@ -345,14 +345,14 @@ CREATE TABLE runs (
     finished_ms bigint,
     final_text text
 );
-CREATE INDEX runs_open ON runs (session_id, seq) WHERE state IN ('queued', 'running');
-CREATE INDEX runs_by_session ON runs (session_id, seq);
+CREATE INDEX runs_open ON runs (session_key, seq) WHERE state IN ('queued', 'running');
+CREATE INDEX runs_by_session ON runs (session_key, seq);
 CREATE INDEX runs_ended ON runs (finished_ms) WHERE state NOT IN ('queued', 'running');
 ";
 
 macro_rules! run_columns {
     () => {
-        "seq, id, session_id, agent, trigger_ref, requested_by, parent_run, state, node, \
+        "seq, id, session_key, agent, trigger_ref, requested_by, parent_run, state, node, \
          lease_until_ms, abort_requested, enqueued_ms, started_ms, finished_ms, final_text"
     };
 }
@@ -363,7 +363,7 @@ fn run_from_row(location: &str, row: &Row) -> Result<Run, StoreError> {
     Ok(Run {
         seq: ms_from(row.get(0)),
         id: row.get(1),
-        session_id: from_sql(row.get(2)),
+        session: row.get(2),
         agent: row.get(3),
         trigger: row.get(4),
         requested_by: row.get(5),
@@ -410,7 +410,7 @@ impl RunStore for PgBackend {
             lock(tx, Lock::RunQueue, "").await.map_err(pg)?;
             for run in &runs {
                 tx.execute(
-                    "INSERT INTO runs (seq, id, session_id, agent, trigger_ref, requested_by,
+                    "INSERT INTO runs (seq, id, session_key, agent, trigger_ref, requested_by,
                          parent_run, state, node, lease_until_ms, abort_requested, enqueued_ms,
                          started_ms, finished_ms, final_text)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
@@ -418,7 +418,7 @@ impl RunStore for PgBackend {
                     &[
                         &ms(run.seq),
                         &clean(&run.id),
-                        &to_sql(run.session_id),
+                        &clean(&run.session),
                         &clean(&run.agent),
                         &clean(&run.trigger),
                         &opt_text(run.requested_by.as_ref()),
@@ -459,8 +459,8 @@ impl RunStore for PgBackend {
             }
             let queued: i64 = tx
                 .query_one(
-                    "SELECT count(*) FROM runs WHERE session_id = $1 AND state = 'queued'",
-                    &[&to_sql(run.session_id)],
+                    "SELECT count(*) FROM runs WHERE session_key = $1 AND state = 'queued'",
+                    &[&clean(&run.session)],
                 )
                 .await
                 .map_err(pg)?
@@ -472,12 +472,12 @@ impl RunStore for PgBackend {
             }
             let row = tx
                 .query_one(
-                    "INSERT INTO runs (id, session_id, agent, trigger_ref, requested_by, parent_run,
+                    "INSERT INTO runs (id, session_key, agent, trigger_ref, requested_by, parent_run,
                                        state, enqueued_ms)
                      VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7) RETURNING seq",
                     &[
                         &id,
-                        &to_sql(run.session_id),
+                        &clean(&run.session),
                         &clean(&run.agent),
                         &clean(&run.trigger),
                         &opt_text(run.requested_by.as_ref()),
@@ -508,7 +508,7 @@ impl RunStore for PgBackend {
                         "UPDATE runs SET state = 'running', node = $1, lease_until_ms = $2,
                              started_ms = $3
                          WHERE seq = (SELECT seq FROM runs r WHERE state = 'queued' AND NOT EXISTS (
-                                          SELECT 1 FROM runs o WHERE o.session_id = r.session_id
+                                          SELECT 1 FROM runs o WHERE o.session_key = r.session_key
                                             AND o.state IN ('queued', 'running') AND o.seq < r.seq)
                                       ORDER BY seq LIMIT 1)
                            AND state = 'queued'
@@ -644,7 +644,7 @@ impl RunStore for PgBackend {
                         "SELECT ",
                         run_columns!(),
                         " FROM runs
-                         WHERE ($1::bigint IS NULL OR session_id = $1)
+                         WHERE ($1::text IS NULL OR session_key = $1)
                            AND ($2::text IS NULL OR agent = $2)
                            AND ($3::text IS NULL OR state = $3)
                            AND ($4::text IS NULL OR parent_run = $4)
@@ -652,7 +652,7 @@ impl RunStore for PgBackend {
                          ORDER BY seq DESC LIMIT $6"
                     ),
                     &[
-                        &filter.session_id.map(to_sql),
+                        &opt_text(filter.session.as_ref()),
                         &opt_text(filter.agent.as_ref()),
                         &filter.state.map(RunState::as_str),
                         &opt_text(filter.parent_run.as_ref()),
@@ -1518,7 +1518,7 @@ mod tests {
             ..Run::queued(
                 NewRun {
                     id: id.into(),
-                    session_id: entity::Snowflake(1_100_000_000_000_000_001),
+                    session: "api:ci".into(),
                     agent: "a".into(),
                     trigger: "api".into(),
                     requested_by: None,

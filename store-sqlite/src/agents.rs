@@ -328,7 +328,7 @@ pub(crate) const SCHEMA_RUNS: &str = "
 CREATE TABLE IF NOT EXISTS runs (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     id TEXT NOT NULL UNIQUE,
-    session_id INTEGER NOT NULL,
+    session_key TEXT NOT NULL,
     agent TEXT NOT NULL,
     trigger_ref TEXT NOT NULL,
     requested_by TEXT,
@@ -342,14 +342,14 @@ CREATE TABLE IF NOT EXISTS runs (
     finished_ms INTEGER,
     final_text TEXT
 );
-CREATE INDEX IF NOT EXISTS runs_open ON runs (session_id, seq)
+CREATE INDEX IF NOT EXISTS runs_open ON runs (session_key, seq)
     WHERE state IN ('queued', 'running');
-CREATE INDEX IF NOT EXISTS runs_by_session ON runs (session_id, seq);
+CREATE INDEX IF NOT EXISTS runs_by_session ON runs (session_key, seq);
 CREATE INDEX IF NOT EXISTS runs_ended ON runs (finished_ms)
     WHERE state NOT IN ('queued', 'running');
 ";
 
-const RUN_COLUMNS: &str = "seq, id, session_id, agent, trigger_ref, requested_by, parent_run, \
+const RUN_COLUMNS: &str = "seq, id, session_key, agent, trigger_ref, requested_by, parent_run, \
     state, node, lease_until_ms, abort_requested, enqueued_ms, started_ms, finished_ms, final_text";
 
 fn opt_ms(value: Option<i64>) -> Option<u64> {
@@ -361,7 +361,7 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
     Ok(Run {
         seq: ms(row.get(0)?),
         id: row.get(1)?,
-        session_id: from_sql(row.get(2)?),
+        session: row.get(2)?,
         agent: row.get(3)?,
         trigger: row.get(4)?,
         requested_by: row.get(5)?,
@@ -393,7 +393,7 @@ impl RunStore for SqliteBackend {
     fn import_runs(&self, runs: Vec<Run>) -> StoreFuture<'_, ()> {
         self.decide("import runs", move |tx| {
             let mut insert = tx.prepare_cached(
-                "INSERT OR IGNORE INTO runs (seq, id, session_id, agent, trigger_ref, requested_by,
+                "INSERT OR IGNORE INTO runs (seq, id, session_key, agent, trigger_ref, requested_by,
                      parent_run, state, node, lease_until_ms, abort_requested, enqueued_ms,
                      started_ms, finished_ms, final_text)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
@@ -402,7 +402,7 @@ impl RunStore for SqliteBackend {
                 insert.execute(params![
                     ms_to_sql(run.seq),
                     run.id,
-                    to_sql(run.session_id),
+                    run.session,
                     run.agent,
                     run.trigger,
                     run.requested_by,
@@ -428,21 +428,21 @@ impl RunStore for SqliteBackend {
             }
             let queued: i64 = tx
                 .prepare_cached(
-                    "SELECT count(*) FROM runs WHERE session_id = ?1 AND state = 'queued'",
+                    "SELECT count(*) FROM runs WHERE session_key = ?1 AND state = 'queued'",
                 )?
-                .query_row([to_sql(run.session_id)], |row| row.get(0))?;
+                .query_row([&run.session], |row| row.get(0))?;
             let queued = ms(queued) as usize;
             if queued >= max_queued_per_session {
                 return Ok(Ok(Enqueued::Full { queued }));
             }
             tx.prepare_cached(
-                "INSERT INTO runs (id, session_id, agent, trigger_ref, requested_by, parent_run,
+                "INSERT INTO runs (id, session_key, agent, trigger_ref, requested_by, parent_run,
                                    state, enqueued_ms)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7)",
             )?
             .execute(params![
                 run.id,
-                to_sql(run.session_id),
+                run.session,
                 run.agent,
                 run.trigger,
                 run.requested_by,
@@ -465,7 +465,7 @@ impl RunStore for SqliteBackend {
             let head: Option<i64> = tx
                 .prepare_cached(
                     "SELECT seq FROM runs r WHERE state = 'queued' AND NOT EXISTS (
-                         SELECT 1 FROM runs o WHERE o.session_id = r.session_id
+                         SELECT 1 FROM runs o WHERE o.session_key = r.session_key
                            AND o.state IN ('queued', 'running') AND o.seq < r.seq)
                      ORDER BY seq LIMIT 1",
                 )?
@@ -583,14 +583,14 @@ impl RunStore for SqliteBackend {
         self.read("runs", move |conn, _| {
             conn.prepare_cached(&format!(
                 "SELECT {RUN_COLUMNS} FROM runs
-                 WHERE (?1 IS NULL OR session_id = ?1) AND (?2 IS NULL OR agent = ?2)
+                 WHERE (?1 IS NULL OR session_key = ?1) AND (?2 IS NULL OR agent = ?2)
                    AND (?3 IS NULL OR state = ?3) AND (?4 IS NULL OR parent_run = ?4)
                    AND (?5 IS NULL OR seq < ?5)
                  ORDER BY seq DESC LIMIT ?6"
             ))?
             .query_map(
                 params![
-                    filter.session_id.map(to_sql),
+                    filter.session,
                     filter.agent,
                     filter.state.map(RunState::as_str),
                     filter.parent_run,

@@ -45,7 +45,7 @@ fn ended(id: &str, seq: u64, finished_ms: u64) -> Run {
         ..Run::queued(
             NewRun {
                 id: id.into(),
-                session_id: SESSION,
+                session: SESSION.to_string(),
                 agent: "support".into(),
                 trigger: "api".into(),
                 requested_by: None,
@@ -71,7 +71,7 @@ fn ended_runs_and_usage_past_their_lifetimes_are_forgotten_at_open() {
         .unwrap();
         let queued_long_ago = NewRun {
             id: "waiting".into(),
-            session_id: SESSION,
+            session: SESSION.to_string(),
             agent: "support".into(),
             trigger: "api".into(),
             requested_by: None,

@@ -213,7 +213,7 @@ pub fn notes_raced_never_exceed_their_scope_limits(make: MakePlace<'_>) {
 fn new_run(run_id: &str, session: entity::Snowflake, enqueued_ms: u64) -> NewRun {
     NewRun {
         id: run_id.to_owned(),
-        session_id: session,
+        session: session.to_string(),
         agent: "support".into(),
         trigger: format!("message:{}", id(enqueued_ms)),
         requested_by: Some("user:1".into()),
@@ -457,7 +457,7 @@ pub fn runs_list_by_filter_newest_first_and_prune(make: MakePlace<'_>) {
     );
     assert_eq!(
         ids(RunFilter {
-            session_id: Some(CHANNEL),
+            session: Some(CHANNEL.to_string()),
             ..all.clone()
         }),
         ["run-4", "run-2", "run-0"]

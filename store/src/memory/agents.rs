@@ -237,7 +237,7 @@ impl RunStore for MemoryBackend {
             let queued = kept
                 .runs
                 .values()
-                .filter(|r| r.session_id == run.session_id && r.state == RunState::Queued)
+                .filter(|r| r.session == run.session && r.state == RunState::Queued)
                 .count();
             if queued >= max_queued_per_session {
                 return Ok(Enqueued::Full { queued });
@@ -258,9 +258,9 @@ impl RunStore for MemoryBackend {
         let node = node.to_owned();
         self.decide(move |kept| {
             // Per session, its oldest unfinished run: the only one that may run.
-            let mut head: HashMap<Snowflake, &Run> = HashMap::new();
+            let mut head: HashMap<&str, &Run> = HashMap::new();
             for run in kept.runs.values().filter(|r| !r.state.is_over()) {
-                let entry = head.entry(run.session_id).or_insert(run);
+                let entry = head.entry(run.session.as_str()).or_insert(run);
                 if run.seq < entry.seq {
                     *entry = run;
                 }
