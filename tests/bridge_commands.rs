@@ -1147,3 +1147,82 @@ fn the_operator_lists_runs_decides_an_approval_and_aborts_a_run_with_tools() {
         .collect();
     assert_eq!(outcomes, vec!["not_found", "ok"], "{audit}");
 }
+
+#[test]
+fn the_runs_reply_is_audited_as_the_run_and_posted_though_the_channel_disables_sends() {
+    let fake = Fake::start();
+    let dir = TempDir::new("bridge-answer-as-run");
+    let out = dir.path();
+    // The run tries an explicit send with its own token, then answers.
+    let agent = script(
+        out,
+        "agent.sh",
+        &format!(
+            "cat > /dev/null\n\"{tools}\" surface.messages.send 'explicitly' > \"{d}/explicit.out\" 2>&1; echo \"exit $?\" >> \"{d}/explicit.out\"\necho 'the answer'",
+            tools = support::tools_bin().display(),
+            d = out.display()
+        ),
+    );
+    let sb = Switchboard::start_with(
+        &fake,
+        out,
+        &Allow::default(),
+        &command_agent(&agent, out, 60, ""),
+    );
+    sb.tools(&[
+        "admin.tools.set",
+        "--session-id=#ops",
+        "--action=disable",
+        "--tools=surface.messages.send",
+    ])
+    .json();
+    fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} go"));
+    poll("the answer", Duration::from_secs(10), || {
+        bot_posts(&fake, demo::OPS)
+            .iter()
+            .any(|m| m["content"].as_str() == Some("the answer"))
+            .then_some(())
+    });
+    let explicit = std::fs::read_to_string(out.join("explicit.out")).unwrap_or_default();
+    assert!(
+        explicit.contains("out_of_scope") && explicit.contains("exit 3"),
+        "{explicit}"
+    );
+    assert!(!bot_posts(&fake, demo::OPS)
+        .iter()
+        .any(|m| m["content"].as_str() == Some("explicitly")));
+    poll("the ✅ in the audit log", Duration::from_secs(10), || {
+        let rows = sb
+            .tools(&["audit.list", "--tool=surface.reactions.add"])
+            .json();
+        rows["audit"]
+            .as_array()?
+            .iter()
+            .any(|row| row["input"]["emoji"] == "✅")
+            .then_some(())
+    });
+    let sends = sb
+        .tools(&["audit.list", "--tool=surface.messages.send"])
+        .json();
+    let rows = sends["audit"].as_array().expect("rows");
+    let reply = rows
+        .iter()
+        .find(|row| row["outcome"] == "ok")
+        .unwrap_or_else(|| panic!("no reply row: {sends}"));
+    let run = reply["run"].as_str().expect("the reply names its run");
+    assert!(run.starts_with("run-"), "{reply}");
+    assert!(
+        reply["caller"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("cap:")),
+        "{reply}"
+    );
+    assert_eq!(reply["decision"], "allow", "{reply}");
+    assert_eq!(reply["decidedBy"], "run-answer", "{reply}");
+    assert_eq!(reply["requestedBy"], demo::STANLEY.to_string(), "{reply}");
+    assert!(
+        rows.iter()
+            .any(|row| row["run"] == run && row["code"] == "out_of_scope"),
+        "the explicit send is the same run's, refused: {sends}"
+    );
+}

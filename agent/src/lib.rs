@@ -30,8 +30,8 @@ use tokio::sync::{oneshot, Semaphore};
 use toolserver::auth::{random_hex, CapabilityGrant};
 use toolserver::live::Live;
 use toolserver::runs::{
-    AbortOutcome, AbortTarget, AnsweredTriggers, Arrival, RunGate, RunState, RunView, Runs,
-    SessionStatus, Taking, Trigger,
+    AbortOutcome, AbortTarget, AnsweredTriggers, Arrival, RunGate, RunState, RunView, Runs, Taking,
+    Trigger,
 };
 use toolserver::surface::AllowedChannel;
 use toolserver::{CallContext, Core};
@@ -527,20 +527,6 @@ impl Bridge {
                 .map(|trigger| view(trigger, RunState::Queued, None))
         });
         running.chain(queued).collect()
-    }
-
-    fn session_status(&self, channel: Snowflake) -> SessionStatus {
-        let sessions = self.sessions();
-        match sessions.get(&channel) {
-            Some(queue) => SessionStatus {
-                running: queue.running.as_ref().map(|r| r.trigger.clone()),
-                waiting: queue.waiting.iter().cloned().collect(),
-            },
-            None => SessionStatus {
-                running: None,
-                waiting: Vec::new(),
-            },
-        }
     }
 
     /// The ⏳/✅/❌ on the trigger, as the run (audited as its calls).
@@ -1131,10 +1117,6 @@ impl Runs for Bridge {
 
     fn enqueue(&self, trigger: Trigger) {
         self.queue(trigger, false);
-    }
-
-    fn status(&self, channel_id: Snowflake) -> SessionStatus {
-        self.session_status(channel_id)
     }
 
     fn list(&self, session: Option<Snowflake>) -> Vec<RunView> {

@@ -180,7 +180,11 @@ async fn a_record_that_fails_stops_the_run_with_nothing_shown() {
         .record
         .settle(&Err(AnsweredError("disk full (test)".into())));
     wait_for("the run to stop", || {
-        setup.bridge.status(trigger.channel_id).running.is_none()
+        setup
+            .bridge
+            .list(Some(trigger.channel_id))
+            .iter()
+            .all(|run| run.state != toolserver::runs::RunState::Running)
     })
     .await;
     tokio::time::sleep(Duration::from_millis(200)).await;

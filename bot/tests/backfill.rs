@@ -15,7 +15,7 @@ use entity::Aliases;
 use fake_discord::{demo, FakeDiscord, Fault, RestFault, UserMessage, World};
 use serde_json::{json, Value};
 use serenity::model::event::{Event, GatewayEvent};
-use toolserver::runs::{AbortOutcome, AbortTarget, Arrival, RunView, Runs, SessionStatus, Trigger};
+use toolserver::runs::{AbortOutcome, AbortTarget, Arrival, RunView, Runs, Trigger};
 use toolserver::surface::ConnectionState;
 
 /// What the agent was told: (message id, missed).
@@ -30,9 +30,6 @@ impl Runs for Recorder {
             .push((message.message_id, message.missed));
     }
     fn enqueue(&self, _: Trigger) {}
-    fn status(&self, _: Snowflake) -> SessionStatus {
-        SessionStatus::default()
-    }
     fn list(&self, _: Option<Snowflake>) -> Vec<RunView> {
         Vec::new()
     }

@@ -55,15 +55,6 @@ pub struct Trigger {
     pub workflow_id: Option<String>,
 }
 
-/// What `/status` shows for a session.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SessionStatus {
-    /// The run in progress, if any.
-    pub running: Option<Trigger>,
-    /// The runs waiting, in order.
-    pub waiting: Vec<Trigger>,
-}
-
 /// Where a run stands, as `runs.list` shows it.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
@@ -144,8 +135,6 @@ pub trait Runs: Send + Sync {
     fn arrived(&self, message: &Arrival<'_>);
     /// Queue a run for `trigger` (a resumed workflow).
     fn enqueue(&self, trigger: Trigger);
-    /// What is running and waiting in a session.
-    fn status(&self, channel_id: Snowflake) -> SessionStatus;
     /// Every run in progress and queued (a session's only, when given), running ones first,
     /// by session; bounded by the sessions' queues.
     fn list(&self, session: Option<Snowflake>) -> Vec<RunView>;

@@ -73,12 +73,6 @@ struct AbortsAnything;
 impl toolserver::runs::Runs for AbortsAnything {
     fn arrived(&self, _: &toolserver::runs::Arrival<'_>) {}
     fn enqueue(&self, _: toolserver::runs::Trigger) {}
-    fn status(&self, _: entity::Snowflake) -> toolserver::runs::SessionStatus {
-        toolserver::runs::SessionStatus {
-            running: None,
-            waiting: Vec::new(),
-        }
-    }
     fn list(&self, _: Option<entity::Snowflake>) -> Vec<toolserver::runs::RunView> {
         Vec::new()
     }

@@ -475,12 +475,6 @@ impl OneRun {
 impl toolserver::runs::Runs for OneRun {
     fn arrived(&self, _: &toolserver::runs::Arrival<'_>) {}
     fn enqueue(&self, _: toolserver::runs::Trigger) {}
-    fn status(&self, channel_id: entity::Snowflake) -> toolserver::runs::SessionStatus {
-        toolserver::runs::SessionStatus {
-            running: self.running(channel_id),
-            waiting: Vec::new(),
-        }
-    }
     fn list(&self, _: Option<entity::Snowflake>) -> Vec<toolserver::runs::RunView> {
         self.running(entity::Snowflake(demo_world::OPS))
             .map(|trigger| toolserver::runs::RunView {

@@ -14,9 +14,7 @@ use serde_json::{json, Value};
 use toolserver::auth::DiscordUser;
 use toolserver::live::{ReloadFuture, ReloadRefused, ReloadTrigger, Reloaded, Reloader};
 use toolserver::memory::MemorySurface;
-use toolserver::runs::{
-    AbortOutcome, AbortTarget, Arrival, RunState, RunView, Runs, SessionStatus, Trigger,
-};
+use toolserver::runs::{AbortOutcome, AbortTarget, Arrival, RunState, RunView, Runs, Trigger};
 use toolserver::testing::TestServer;
 use toolserver::CallContext;
 
@@ -89,9 +87,6 @@ impl OneRunning {
 impl Runs for OneRunning {
     fn arrived(&self, _: &Arrival<'_>) {}
     fn enqueue(&self, _: Trigger) {}
-    fn status(&self, _: Snowflake) -> SessionStatus {
-        SessionStatus::default()
-    }
     fn list(&self, session: Option<Snowflake>) -> Vec<RunView> {
         self.views()
             .into_iter()
