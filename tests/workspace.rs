@@ -858,3 +858,28 @@ fn check_config_warns_when_the_sandbox_cannot_run() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_command_longer_than_the_call_may_take_answers_its_own_timeout_with_its_output() {
+    let _reap = Reap(&["sleep", "974"]);
+    let fake = Fake::start();
+    let dir = TempDir::new("ws-call-timeout");
+    let sb = Switchboard::start_sections(
+        &fake,
+        dir.path(),
+        &Allow::default(),
+        Sections {
+            toolserver: "call_timeout_s = 3",
+            extra: &workspace_section(dir.path(), ""),
+            ..Sections::default()
+        },
+    );
+    let (code, answer) = call(&sb, &["shell.run", "echo started; sleep 974"]);
+    assert_eq!(code, Some(7), "{answer}");
+    let details = &answer["error"]["details"];
+    assert_eq!(details["seconds"], 2, "the command's own timeout: {answer}");
+    assert_eq!(details["output"]["stdout"], "started\n", "{answer}");
+    poll("no sleep left behind", Duration::from_secs(5), || {
+        processes(&["sleep", "974"]).is_empty().then_some(())
+    });
+}

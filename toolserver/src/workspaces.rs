@@ -42,6 +42,8 @@ use crate::surface::SessionKind;
 const MAX_OPEN: usize = 256;
 /// Runs remembered per workspace for `/undo`'s "who started it" check.
 const MAX_RUNS: usize = 100;
+/// Background commands remembered per run, to kill at its `/abort`.
+const MAX_BACKGROUND: usize = 64;
 /// Where the checkpoints live under the root.
 const CHECKPOINTS: &str = ".checkpoints";
 
@@ -110,6 +112,8 @@ pub struct SessionWorkspace {
 struct RunRecord {
     run: String,
     requested_by: Option<Snowflake>,
+    /// Its background commands, killed if it is aborted.
+    background: Vec<String>,
 }
 
 impl SessionWorkspace {
@@ -134,8 +138,29 @@ impl SessionWorkspace {
         runs.push_back(RunRecord {
             run: run.to_owned(),
             requested_by,
+            background: Vec::new(),
         });
         true
+    }
+
+    /// Notes background command `id` as `run`'s (at most [`MAX_BACKGROUND`] per run are
+    /// remembered; the session never runs more than `workspace.max_processes` at once).
+    fn note_background(&self, run: &str, id: String) {
+        if let Some(record) = lock(&self.runs).iter_mut().rev().find(|r| r.run == run) {
+            if record.background.len() >= MAX_BACKGROUND {
+                record.background.remove(0);
+            }
+            record.background.push(id);
+        }
+    }
+
+    fn take_background(&self, run: &str) -> Vec<String> {
+        lock(&self.runs)
+            .iter_mut()
+            .rev()
+            .find(|r| r.run == run)
+            .map(|r| std::mem::take(&mut r.background))
+            .unwrap_or_default()
     }
 
     fn forget(&self, run: &str) {
@@ -334,9 +359,17 @@ impl Workspaces {
             ws.forget(&run);
             return Err(tool_error(error));
         }
+        // One watcher per run and workspace: at the run's end, an abort kills its background
+        // commands, then the "after" snapshot is taken.
         let (ws, capability) = (Arc::clone(ws), capability.clone());
         tokio::spawn(async move {
-            capability.ended().await;
+            if capability.ended().await == TokenEnd::Aborted {
+                if let Ok(shell) = ws.workspace.shell() {
+                    for id in ws.take_background(&run) {
+                        let _ = shell.kill(&id).await;
+                    }
+                }
+            }
             if let Err(error) = ws.workspace.after_run(&run).await {
                 tracing::warn!(run, %error, "the run's after-snapshot failed; an undo compares with the workspace as it is");
             }
@@ -344,16 +377,10 @@ impl Workspaces {
         Ok(())
     }
 
-    /// Kills background command `id` when the run `capability` belongs to is aborted.
-    pub fn kill_on_abort(ws: &Arc<SessionWorkspace>, capability: &Capability, id: String) {
-        let (ws, capability) = (Arc::clone(ws), capability.clone());
-        tokio::spawn(async move {
-            if capability.ended().await == TokenEnd::Aborted {
-                if let Ok(shell) = ws.workspace.shell() {
-                    let _ = shell.kill(&id).await;
-                }
-            }
-        });
+    /// Remembers background command `id` as the run's, so that an `/abort` of the run kills
+    /// it (the watcher [`Workspaces::before_change`] started does).
+    pub fn kill_on_abort(ws: &SessionWorkspace, capability: &Capability, id: String) {
+        ws.note_background(&capability.grant.request_id, id);
     }
 }
 

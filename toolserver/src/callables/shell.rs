@@ -92,9 +92,30 @@ impl Tool for RunCommand {
         let ws = open(cx)?;
         let shell = ws.workspace.shell().map_err(tool_error)?;
         cx.core.workspaces.before_change(cx, &ws).await?;
+        // A foreground command ends by its own timeout a second before the call's
+        // (`toolserver.call_timeout_s`), so that it answers `timeout` with its output so far
+        // rather than the call being cut without it.
+        let config = cx.settings().config();
+        let timeout_s = if input.background || input.timeout_s == Some(0) {
+            input.timeout_s
+        } else {
+            let call_limit = config
+                .toolserver
+                .call_timeout
+                .as_secs()
+                .saturating_sub(1)
+                .max(1);
+            let asked = input.timeout_s.or_else(|| {
+                config
+                    .workspace
+                    .as_ref()
+                    .map(|workspace| workspace.timeout.as_secs())
+            });
+            asked.map(|seconds| seconds.min(call_limit))
+        };
         let request = RunRequest {
             command: input.command,
-            timeout_s: input.timeout_s,
+            timeout_s,
             background: input.background,
         };
         let capability = cx.context.caller.capability();
