@@ -267,7 +267,7 @@ impl Bridge {
                 .core
                 .surface()
                 .thread(channel)
-                .and_then(|thread| thread.owner_id)
+                .and_then(|thread| thread.state.owner_id)
                 == Some(bot)
     }
 
@@ -279,7 +279,7 @@ impl Bridge {
             self.answers_unmentioned(
                 session,
                 info.as_ref().is_none_or(|info| info.guild_id.is_some()),
-                info.as_ref().and_then(|info| info.parent_channel_id),
+                info.as_ref().and_then(|info| info.parent_id),
                 bot,
             )
         });

@@ -22,7 +22,7 @@ use crate::backfill::{Backfill, BackfillOptions, BackfillReport};
 use crate::payload::stored_message_from_model;
 use crate::rest::DiscordRest;
 use crate::store::{SessionKind, Store, StoredSession, ThreadState};
-use crate::surface::{session_kind, Connection};
+use crate::surface::Connection;
 use toolserver::runs::{Arrival, Runs};
 
 /// Applies gateway events to the store. Clones share everything (a backfill pass runs on a
@@ -221,7 +221,7 @@ impl Ingest {
     }
 
     fn guild_channel(&self, channel: &GuildChannel) {
-        let kind = session_kind(u64::from(u8::from(channel.kind)));
+        let kind = SessionKind::from_channel_type(u64::from(u8::from(channel.kind)));
         if kind == SessionKind::Category && self.allowlist.lists_channel(sid(channel.id.get())) {
             tracing::warn!(
                 category = %channel.id,

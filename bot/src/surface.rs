@@ -12,10 +12,10 @@ use toolserver::approvals::ApprovalCard;
 use toolserver::events::Observers;
 use toolserver::live::{Live, SharedAliases};
 use toolserver::surface::{
-    AllowedChannel, AttachmentInfo, ChannelEdit, ChannelLocation, ConnectionState, Fetched,
+    AllowedChannel, Attachment, ChannelEdit, ChannelLocation, ConnectionState, Fetched,
     MentionPolicy, MessageInfo, MessageQuery, NewChannel, NewChannelKind, NewThread,
-    OutgoingMessage, PinnedMessage, ReactionInfo, SearchHit, SearchQuery, SessionInfo,
-    SessionKind as ToolSessionKind, Surface, SurfaceError, ThreadInfo,
+    OutgoingMessage, PinnedMessage, Reaction, SearchHit, SearchQuery, Session,
+    Surface, SurfaceError, Thread,
 };
 
 use crate::payload::stored_message_from_json;
@@ -116,43 +116,12 @@ pub struct DiscordSurface {
     observers: OnceLock<Observers>,
 }
 
-pub(crate) fn tool_kind(kind: SessionKind) -> ToolSessionKind {
-    match kind {
-        SessionKind::Channel => ToolSessionKind::Channel,
-        SessionKind::Thread => ToolSessionKind::Thread,
-        SessionKind::Dm => ToolSessionKind::Dm,
-        SessionKind::Forum => ToolSessionKind::Forum,
-        SessionKind::Category => ToolSessionKind::Category,
-    }
-}
-
-/// Discord channel type → session kind.
-pub fn session_kind(channel_type: u64) -> SessionKind {
-    match channel_type {
-        1 | 3 => SessionKind::Dm,
-        4 => SessionKind::Category,
-        10..=12 => SessionKind::Thread,
-        15 | 16 => SessionKind::Forum,
-        _ => SessionKind::Channel,
-    }
-}
-
 /// Where a stored session sits, for the allowlist.
 pub fn location(session: &StoredSession) -> ChannelLocation {
     ChannelLocation {
         guild_id: session.guild_id,
         parent_channel_id: session.parent_id,
-        kind: tool_kind(session.kind),
-    }
-}
-
-fn session_info(session: &StoredSession) -> SessionInfo {
-    SessionInfo {
-        channel_id: session.id,
-        guild_id: session.guild_id,
-        parent_channel_id: session.parent_id,
-        kind: tool_kind(session.kind),
-        title: session.name.clone(),
+        kind: session.kind,
     }
 }
 
@@ -227,7 +196,7 @@ impl DiscordSurface {
             attachments: message
                 .attachments
                 .into_iter()
-                .map(|a| AttachmentInfo {
+                .map(|a| Attachment {
                     filename: a.filename,
                     url: a.url,
                     size: a.size,
@@ -237,7 +206,7 @@ impl DiscordSurface {
             reactions: message
                 .reactions
                 .into_iter()
-                .map(|r| ReactionInfo {
+                .map(|r| Reaction {
                     emoji: r.emoji,
                     count: r.count,
                     me: r.me,
@@ -275,19 +244,6 @@ const MAX_PIN_PAGES: usize = 5;
 /// Archived threads asked for in one listing.
 const ARCHIVED_THREADS: u32 = 100;
 
-fn thread_info(thread: &StoredThread) -> Option<ThreadInfo> {
-    Some(ThreadInfo {
-        channel_id: thread.session.id,
-        parent_channel_id: thread.session.parent_id?,
-        guild_id: thread.session.guild_id,
-        name: thread.session.name.clone(),
-        archived: thread.state.archived,
-        locked: thread.state.locked,
-        auto_archive_minutes: thread.state.auto_archive_minutes,
-        owner_id: thread.state.owner_id,
-    })
-}
-
 /// An id field of Discord's JSON (ids are strings there).
 fn json_id(value: &Value, key: &str) -> Option<Snowflake> {
     value
@@ -303,7 +259,7 @@ fn session_from_json(value: &Value) -> Option<StoredSession> {
         id: json_id(value, "id")?,
         guild_id: json_id(value, "guild_id"),
         parent_id: json_id(value, "parent_id"),
-        kind: session_kind(value.get("type").and_then(Value::as_u64)?),
+        kind: SessionKind::from_channel_type(value.get("type").and_then(Value::as_u64)?),
         name: value
             .get("name")
             .and_then(Value::as_str)
@@ -351,21 +307,21 @@ fn search_error(error: SearchError) -> SurfaceError {
 
 impl DiscordSurface {
     /// Keeps a thread Discord described (session and state); its info, when it is one.
-    fn remember_thread(&self, value: &Value) -> Option<ThreadInfo> {
+    fn remember_thread(&self, value: &Value) -> Option<Thread> {
         let thread = thread_from_json(value)?;
         self.store.upsert_session(thread.session.clone());
         self.store.set_thread_state(thread.session.id, thread.state);
-        thread_info(&thread)
+        thread.parent_id().is_some().then_some(thread)
     }
 
     /// Stores a channel from Discord's answer to `what`, as the gateway's event would: the
     /// session is right at once.
-    fn remember_channel(&self, value: &Value, what: &str) -> Result<SessionInfo, SurfaceError> {
+    fn remember_channel(&self, value: &Value, what: &str) -> Result<Session, SurfaceError> {
         let session = session_from_json(value).ok_or_else(|| {
             SurfaceError::Unavailable(format!("Discord's answer to {what} is not a channel"))
         })?;
         self.store.upsert_session(session.clone());
-        Ok(session_info(&session))
+        Ok(session)
     }
 
     /// Asks Discord about a thread again (after it said the thread is archived), so the next
@@ -461,12 +417,12 @@ impl Surface for DiscordSurface {
         }
     }
 
-    fn sessions(&self) -> Vec<SessionInfo> {
-        self.store.sessions().iter().map(session_info).collect()
+    fn sessions(&self) -> Vec<Session> {
+        self.store.sessions()
     }
 
-    fn session(&self, channel_id: Snowflake) -> Option<SessionInfo> {
-        self.store.session(channel_id).as_ref().map(session_info)
+    fn session(&self, channel_id: Snowflake) -> Option<Session> {
+        self.store.session(channel_id)
     }
 
     fn names_revision(&self) -> u64 {
@@ -493,7 +449,7 @@ impl Surface for DiscordSurface {
         Ok(ChannelLocation {
             guild_id: facts.guild_id,
             parent_channel_id: facts.parent_id,
-            kind: tool_kind(session_kind(facts.kind)),
+            kind: SessionKind::from_channel_type(facts.kind),
         })
     }
 
@@ -636,21 +592,24 @@ impl Surface for DiscordSurface {
 
     async fn fetch_attachment(
         &self,
-        attachment: &AttachmentInfo,
+        attachment: &Attachment,
         limit: u64,
     ) -> Result<Fetched, SurfaceError> {
         self.rest.fetch(&attachment.url, limit).await
     }
 
-    fn thread(&self, channel_id: Snowflake) -> Option<ThreadInfo> {
-        self.store.thread(channel_id).as_ref().and_then(thread_info)
+    fn thread(&self, channel_id: Snowflake) -> Option<Thread> {
+        // A thread whose parent is unknown is not shown (nothing could post under it).
+        self.store
+            .thread(channel_id)
+            .filter(|t| t.parent_id().is_some())
     }
 
-    fn threads(&self, parent: Option<Snowflake>) -> Vec<ThreadInfo> {
+    fn threads(&self, parent: Option<Snowflake>) -> Vec<Thread> {
         self.store
             .threads(parent)
-            .iter()
-            .filter_map(thread_info)
+            .into_iter()
+            .filter(|t| t.parent_id().is_some())
             .collect()
     }
 
@@ -660,7 +619,7 @@ impl Surface for DiscordSurface {
         &self,
         parent: AllowedChannel,
         include_archived: bool,
-    ) -> Result<Vec<ThreadInfo>, SurfaceError> {
+    ) -> Result<Vec<Thread>, SurfaceError> {
         let parent_id = parent.id();
         let guild = match self.store.session(parent_id).and_then(|s| s.guild_id) {
             Some(guild) => guild,
@@ -691,10 +650,10 @@ impl Surface for DiscordSurface {
                 .unwrap_or_default()
             {
                 if let Some(thread) = self.remember_thread(value) {
-                    if thread.parent_channel_id == parent_id
+                    if thread.parent_id() == Some(parent_id)
                         && !found
                             .iter()
-                            .any(|t: &ThreadInfo| t.channel_id == thread.channel_id)
+                            .any(|t: &Thread| t.session.id == thread.session.id)
                     {
                         found.push(thread);
                     }
@@ -704,7 +663,7 @@ impl Surface for DiscordSurface {
         Ok(found)
     }
 
-    async fn create_thread(&self, thread: NewThread) -> Result<ThreadInfo, SurfaceError> {
+    async fn create_thread(&self, thread: NewThread) -> Result<Thread, SurfaceError> {
         let parent = thread.parent.id();
         let answer = match thread.from_message {
             Some(message) => {
@@ -728,7 +687,7 @@ impl Surface for DiscordSurface {
                 "Discord's answer to a thread creation is not a thread".into(),
             )
         })?;
-        self.join(info.channel_id).await;
+        self.join(info.session.id).await;
         Ok(info)
     }
 
@@ -736,7 +695,7 @@ impl Surface for DiscordSurface {
         &self,
         thread: AllowedChannel,
         archived: bool,
-    ) -> Result<ThreadInfo, SurfaceError> {
+    ) -> Result<Thread, SurfaceError> {
         let answer = self
             .rest
             .modify_channel(thread.id(), json!({ "archived": archived }))
@@ -748,7 +707,7 @@ impl Surface for DiscordSurface {
                 details: Value::Null,
             })?;
         if !archived {
-            self.join(info.channel_id).await;
+            self.join(info.session.id).await;
         }
         Ok(info)
     }
@@ -832,7 +791,7 @@ impl Surface for DiscordSurface {
             .collect())
     }
 
-    async fn create_channel(&self, channel: NewChannel) -> Result<SessionInfo, SurfaceError> {
+    async fn create_channel(&self, channel: NewChannel) -> Result<Session, SurfaceError> {
         let mut body = json!({
             "name": channel.name,
             "type": match channel.kind {
@@ -858,7 +817,7 @@ impl Surface for DiscordSurface {
         &self,
         channel: AllowedChannel,
         edit: ChannelEdit,
-    ) -> Result<SessionInfo, SurfaceError> {
+    ) -> Result<Session, SurfaceError> {
         let mut body = json!({});
         if let Some(name) = edit.name {
             body["name"] = json!(name);

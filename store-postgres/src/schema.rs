@@ -13,7 +13,7 @@ use switchboard_store::{StoreError, StoreErrorKind};
 use tokio_postgres::Client;
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// The advisory lock migrations take (any fixed number all switchboard nodes agree on).
 const MIGRATION_LOCK: i64 = 0x5357_4244_4d49_4752; // "SWBDMIGR"
@@ -131,8 +131,11 @@ CREATE TABLE changes (
 CREATE SEQUENCE switchboard_origins;
 ";
 
+/// Version 2: an audit row can stand for a counted burst of refusals (SQLite's version 7).
+const V2: &str = "ALTER TABLE audit ADD COLUMN count bigint NOT NULL DEFAULT 1;";
+
 /// The ladder: step `n` brings a database from version `n - 1` to `n`.
-const STEPS: [&str; 1] = [V1];
+const STEPS: [&str; 2] = [V1, V2];
 
 /// Creates or upgrades the schema under the migration lock; `who` is recorded with each step.
 pub(crate) async fn migrate(

@@ -478,6 +478,7 @@ impl toolserver::governance::Ledger for TraitsLedger {
             outcome: row.outcome,
             code: row.code,
             duration_ms: row.duration_ms,
+            count: row.count,
         });
     }
 

@@ -18,7 +18,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use entity::Snowflake;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use switchboard_config::{any_principal_matches, Principal};
@@ -27,91 +26,7 @@ use tokio::sync::oneshot;
 use crate::governance::{ApprovalRecord, Ledger};
 use crate::surface::{AllowedChannel, Surface};
 
-/// Where an approval stands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(
-    tag = "state",
-    rename_all = "snake_case",
-    rename_all_fields = "camelCase"
-)]
-pub enum ApprovalState {
-    /// Waiting for a decision until `expires_at_ms` (ms since the epoch).
-    Pending {
-        /// When it is denied if nobody decided.
-        expires_at_ms: u64,
-    },
-    /// An approver said yes.
-    Approved {
-        /// Who: `discord:<user id>`, `console:operator`, `console:token:NAME`, or
-        /// `api:operator` / `api:token:NAME` for `approvals.decide` called over the API.
-        by: String,
-        /// When, ms since the epoch.
-        at_ms: u64,
-    },
-    /// An approver said no.
-    Denied {
-        /// Who, as for [`ApprovalState::Approved`].
-        by: String,
-        /// When, ms since the epoch.
-        at_ms: u64,
-    },
-    /// Nobody decided in time (or the service restarted while it waited).
-    Expired {
-        /// When, ms since the epoch.
-        at_ms: u64,
-    },
-    /// Withdrawn: the run whose call waited ended (finished or aborted) before anyone decided.
-    Cancelled {
-        /// When, ms since the epoch.
-        at_ms: u64,
-    },
-}
-
-impl ApprovalState {
-    /// Whether a decision is still possible.
-    pub fn is_pending(&self) -> bool {
-        matches!(self, ApprovalState::Pending { .. })
-    }
-}
-
-/// What an approval request shows a person: enough to decide, readable.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ApprovalCard {
-    /// Its id (`apr_` and 32 hex digits: 128 random bits); buttons carry it.
-    pub id: String,
-    /// The callable that waits.
-    pub tool: String,
-    /// The session the call acts in.
-    #[schemars(with = "Option<String>")]
-    pub session_id: Option<Snowflake>,
-    /// That session as people read it (`#release-room`).
-    pub session_label: String,
-    /// The whole input as the call will run it, one `field: value` line per field: nothing
-    /// is cut, whatever `[audit]` says. (The copy kept in the store is the audit log's.)
-    pub preview: String,
-    /// Who asked: the run and the person who started it, or the token.
-    pub requested_by: String,
-    /// The waiting call's caller key: `operator`, `token:NAME`, `cap:ID`, `anonymous`. (Empty
-    /// on a card an older version kept.)
-    #[serde(default)]
-    pub caller: String,
-    /// Who the ask belongs to, who may not decide it (unless
-    /// `permissions.allow_self_approval`): `operator`, `token:NAME`, or for an agent run the
-    /// `discord:<user id>` whose message started it.
-    #[serde(default)]
-    pub owner: String,
-    /// The first hex digits of the hash the approval is bound to: the tool, the preview as
-    /// shown, the input, the targets and the run.
-    pub binding: String,
-    /// The agent run's request id, when the call belongs to one.
-    pub run: Option<String>,
-    /// The `x-switchboard-tool-call-id` of the waiting call, so its caller can find it.
-    pub tool_call_id: Option<String>,
-    /// Where it stands.
-    #[serde(flatten)]
-    pub state: ApprovalState,
-}
+pub use switchboard_records::{ApprovalCard, ApprovalState};
 
 /// Who decides.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,91 +15,7 @@ use switchboard_config::{glob_matches, CallerMatch, Permissions, Policy, Session
 
 use crate::auth::{scope_allows, Caller};
 
-/// One row of the audit log: a call that reached the pipeline, and what became of it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AuditRow {
-    /// When the call started, ms since the Unix epoch.
-    pub time_ms: u64,
-    /// Who called: `operator`, `cap:<id>` (an agent run), `token:<name>`, `anonymous`, or
-    /// `discord:<user id>` (an approver's button, an admin's `/tools`).
-    pub caller: Cow<'static, str>,
-    /// The agent run (its request id), for a capability.
-    pub run: Option<String>,
-    /// Who asked for the run (the trigger's author), for a capability; the user, for a Discord
-    /// caller.
-    pub requested_by: Option<Snowflake>,
-    /// The callable.
-    pub tool: Cow<'static, str>,
-    /// The sessions it acted in, resolved.
-    pub sessions: Vec<Snowflake>,
-    /// The input, text fields cut to `audit.text_chars` — or `{"sha256": ...}` with
-    /// `audit.redact`.
-    pub input: Value,
-    /// `allow`, `ask`, `deny`, or `-` when the call was refused before the permission stage.
-    pub decision: Cow<'static, str>,
-    /// What decided: a rule (`permissions.rules[2]`), `permissions.default`, `operator
-    /// callable` (no rule names it), an approver (`discord:<user id>`, `console:operator`,
-    /// `console:token:NAME`, `api:...`), `expired`, or a hook.
-    pub decided_by: Option<Cow<'static, str>>,
-    /// `ok`, or the error's kind.
-    pub outcome: Cow<'static, str>,
-    /// The error's code, when it failed.
-    pub code: Option<Cow<'static, str>>,
-    /// How long the call took, in ms.
-    pub duration_ms: u64,
-    /// How many calls the row stands for: 1, or — for a burst of refusals of one caller,
-    /// callable and code past the few a window keeps as rows of their own — the first counted
-    /// call's row with the number of calls it counts.
-    #[serde(default = "one")]
-    pub count: u64,
-}
-
-fn one() -> u64 {
-    1
-}
-
-/// An audit row as the log answers it: with its id, which pages continue from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AuditEntry {
-    /// Increasing with time; `cursor` takes it.
-    pub id: u64,
-    /// The row.
-    #[serde(flatten)]
-    pub row: AuditRow,
-}
-
-/// Which audit rows to read, newest first.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AuditFilter {
-    /// Only rows at or after this time (ms since the epoch).
-    pub since_ms: Option<u64>,
-    /// Only rows before this time.
-    pub until_ms: Option<u64>,
-    /// Only calls of callables matching this glob.
-    pub tool: Option<String>,
-    /// Only calls that acted in this session.
-    pub session: Option<Snowflake>,
-    /// Only calls by this caller key (`operator`, `token:ci`, `cap:1a2b3c4d`).
-    pub caller: Option<String>,
-    /// Only calls with this decision (`allow`, `ask`, `deny`).
-    pub decision: Option<String>,
-    /// At most this many rows.
-    pub limit: usize,
-    /// Only rows older than this id (the previous page's `nextCursor`).
-    pub before_id: Option<u64>,
-}
-
-/// A page of the audit log.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AuditPage {
-    /// Newest first.
-    pub rows: Vec<AuditEntry>,
-    /// Pass as `cursor` for the next (older) page; `None` at the end.
-    pub next_cursor: Option<u64>,
-}
+pub use switchboard_records::audit::{AuditEntry, AuditFilter, AuditPage, AuditRow};
 
 /// An approval request as it is kept, so one left pending at a restart is settled as expired.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,50 +31,6 @@ pub struct ApprovalRecord {
     pub pending: bool,
     /// The card's JSON, to redraw the message as expired.
     pub card: Value,
-}
-
-impl AuditFilter {
-    /// Whether `row` passes every condition (not the paging).
-    pub fn matches(&self, row: &AuditRow) -> bool {
-        self.since_ms.is_none_or(|since| row.time_ms >= since)
-            && self.until_ms.is_none_or(|until| row.time_ms < until)
-            && self
-                .tool
-                .as_deref()
-                .is_none_or(|glob| glob_matches(glob, &row.tool))
-            && self.session.is_none_or(|s| row.sessions.contains(&s))
-            && self.caller.as_deref().is_none_or(|c| row.caller == c)
-            && self.decision.as_deref().is_none_or(|d| row.decision == d)
-    }
-}
-
-/// A page of `rows` (oldest first, ids = position + 1), newest first, as `filter` asks: what a
-/// ledger that holds its rows in memory answers.
-pub fn page(rows: &[AuditRow], filter: &AuditFilter) -> AuditPage {
-    let limit = filter.limit.clamp(1, 1000);
-    let mut out: Vec<AuditEntry> = rows
-        .iter()
-        .enumerate()
-        .rev()
-        .map(|(index, row)| (index as u64 + 1, row))
-        .filter(|(id, _)| filter.before_id.is_none_or(|before| *id < before))
-        .filter(|(_, row)| filter.matches(row))
-        .take(limit + 1)
-        .map(|(id, row)| AuditEntry {
-            id,
-            row: row.clone(),
-        })
-        .collect();
-    let next_cursor = if out.len() > limit {
-        out.truncate(limit);
-        out.last().map(|entry| entry.id)
-    } else {
-        None
-    };
-    AuditPage {
-        rows: out,
-        next_cursor,
-    }
 }
 
 /// A boxed future, for the [`Ledger`]'s one asynchronous method.

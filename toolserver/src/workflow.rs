@@ -16,7 +16,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use entity::Snowflake;
-use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use crate::clock::now_ms;
@@ -30,168 +29,21 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
 /// How long a workflow waits when `timeoutS` is not given.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
-/// Ids as JSON strings: snowflakes exceed what JSON numbers carry exactly.
-mod id_string {
-    use entity::Snowflake;
-    use serde::{Deserialize, Deserializer, Serializer};
+pub use switchboard_records::workflow::{Answer, Task, Workflow, WorkflowState};
 
-    pub fn serialize<S: Serializer>(id: &Snowflake, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(id)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Snowflake, D::Error> {
-        let text = String::deserialize(d)?;
-        text.parse().map_err(serde::de::Error::custom)
-    }
-
-    pub mod option {
-        use entity::Snowflake;
-        use serde::{Deserialize, Deserializer, Serializer};
-
-        pub fn serialize<S: Serializer>(id: &Option<Snowflake>, s: S) -> Result<S::Ok, S::Error> {
-            match id {
-                Some(id) => s.collect_str(id),
-                None => s.serialize_none(),
-            }
-        }
-
-        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Snowflake>, D::Error> {
-            Option::<String>::deserialize(d)?
-                .map(|text| text.parse().map_err(serde::de::Error::custom))
-                .transpose()
-        }
-    }
-}
-
-/// Where a workflow is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkflowState {
-    /// Some task still waits.
-    Waiting,
-    /// Every task was answered; the resumed run was started.
-    Answered,
-    /// The deadline passed first; the resumed run was started with what came in.
-    TimedOut,
-    /// Cancelled; it never resumes.
-    Cancelled,
-}
-
-impl WorkflowState {
-    /// The state as written in JSON and accepted by `workflow.list`'s filter (`timed_out`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WorkflowState::Waiting => "waiting",
-            WorkflowState::Answered => "answered",
-            WorkflowState::TimedOut => "timed_out",
-            WorkflowState::Cancelled => "cancelled",
-        }
-    }
-}
-
-/// The message that answered a task.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Answer {
-    /// The answering message.
-    #[serde(with = "id_string")]
-    #[schemars(with = "String")]
-    pub message_id: Snowflake,
-    /// Who wrote it.
-    #[serde(with = "id_string")]
-    #[schemars(with = "String")]
-    pub author_id: Snowflake,
-    /// The name people saw for the author when it came in.
-    pub author_name: String,
-    /// Canonical (readable) text: mentions as `@name` / `#token`.
-    pub text: String,
-    /// RFC 3339.
-    pub ts: String,
-}
-
-/// One question waiting in one session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Task {
-    /// The session (channel, thread or DM) the task waits in.
-    #[serde(with = "id_string")]
-    #[schemars(with = "String")]
-    pub session_id: Snowflake,
-    /// Only a reply to this message answers.
-    #[serde(with = "id_string::option", default)]
-    #[schemars(with = "Option<String>")]
-    pub message_id: Option<Snowflake>,
-    /// Only a message from this user answers.
-    #[serde(with = "id_string::option", default)]
-    #[schemars(with = "Option<String>")]
-    pub from_user_id: Option<Snowflake>,
-    /// What the task is, in a line: it heads the answer in the resumed run's prompt.
-    pub summary: String,
-    /// More about what was asked, shown under the summary in the resumed run's prompt.
-    #[serde(default)]
-    pub description: Option<String>,
-    /// The message that answered it; `None` while it waits (or if it never got one).
-    #[serde(default)]
-    pub answer: Option<Answer>,
-}
-
-impl Task {
-    fn accepts(&self, message: &Observed<'_>) -> bool {
-        self.answer.is_none()
-            && message.channel_id == self.session_id
-            && !message.author_is_bot
-            && self
-                .from_user_id
-                .is_none_or(|user| user == message.author_id)
-            && self
-                .message_id
-                .is_none_or(|asked| message.reply_to == Some(asked))
-    }
-}
-
-/// A workflow as it is kept, listed and handed to the resumed run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Workflow {
-    /// Its id, `wf_` and 16 random hex digits.
-    pub workflow_id: String,
-    /// Where it is in its life.
-    pub state: WorkflowState,
-    /// The session that created it, where the resumed run happens.
-    #[serde(with = "id_string")]
-    #[schemars(with = "String")]
-    pub origin_session_id: Snowflake,
-    /// The message whose run created it (the resumed run replies to it), when there was one.
-    #[serde(with = "id_string::option", default)]
-    #[schemars(with = "Option<String>")]
-    pub origin_message_id: Option<Snowflake>,
-    /// Who created it (`operator`, `anonymous` or `cap:<id>`), for the audit trail.
-    pub created_by: String,
-    /// Milliseconds since the Unix epoch.
-    pub created_ms: u64,
-    /// When it times out and resumes with what came in, in milliseconds since the Unix epoch.
-    pub deadline_ms: u64,
-    /// When it was answered, timed out or cancelled, in milliseconds since the Unix epoch;
-    /// `None` while it waits.
-    #[serde(default)]
-    pub finished_ms: Option<u64>,
-    /// The creator's opening for the resumed run's prompt (what to do with the answers);
-    /// `None`: a generic "carry on" line.
-    #[serde(default)]
-    pub resume_prompt: Option<String>,
-    /// What it waits for, in the order they were given.
-    pub tasks: Vec<Task>,
-}
-
-impl Workflow {
-    /// True while it is [`WorkflowState::Waiting`]: not yet answered, timed out or cancelled.
-    pub fn is_waiting(&self) -> bool {
-        self.state == WorkflowState::Waiting
-    }
-
-    fn all_answered(&self) -> bool {
-        self.tasks.iter().all(|task| task.answer.is_some())
-    }
+/// Whether `message` answers `task`: the task still waits, the message is in its session, not
+/// from a bot, from the asked user (if one was named) and a reply to the asked message (if one
+/// was named).
+fn task_accepts(task: &Task, message: &Observed<'_>) -> bool {
+    task.answer.is_none()
+        && message.channel_id == task.session_id
+        && !message.author_is_bot
+        && task
+            .from_user_id
+            .is_none_or(|user| user == message.author_id)
+        && task
+            .message_id
+            .is_none_or(|asked| message.reply_to == Some(asked))
 }
 
 /// What `workflow.create` asks for, already resolved and checked by the callable.
@@ -461,7 +313,7 @@ impl WorkflowEngine {
                     continue;
                 };
                 let mut answered = false;
-                for task in workflow.tasks.iter_mut().filter(|t| t.accepts(message)) {
+                for task in workflow.tasks.iter_mut().filter(|t| task_accepts(t, message)) {
                     task.answer = Some(Answer {
                         message_id: message.message_id,
                         author_id: message.author_id,

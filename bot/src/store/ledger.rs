@@ -404,7 +404,10 @@ mod tests {
             let mut memory_filter = filter.clone();
             loop {
                 let from_sql = query(&conn, &sql_filter).unwrap();
-                let from_memory = toolserver::governance::page(&rows, &memory_filter);
+                let from_memory = switchboard_records::audit::page(
+                    rows.iter().enumerate().map(|(i, row)| (i as u64 + 1, row)),
+                    &memory_filter,
+                );
                 assert_eq!(from_sql, from_memory, "{filter:?}");
                 match from_sql.next_cursor {
                     Some(cursor) => {

@@ -773,7 +773,7 @@ pub(crate) fn apply(
                 to_sql(s.id),
                 s.guild_id.map(to_sql),
                 s.parent_id.map(to_sql),
-                s.kind.code(),
+                i64::from(s.kind.code()),
                 s.name
             ])?;
         }

@@ -245,7 +245,8 @@ fn main() {
             outcome: Cow::Borrowed(if i == 2 { "permission" } else { "ok" }),
             code: (i == 2).then_some(Cow::Borrowed("permission_denied")),
             duration_ms: 3 + i as u64,
-            count: 1,
+            // The refusal is a burst of them counted into one row.
+            count: if i == 2 { 3 } else { 1 },
         });
     }
     ledger.save_session_scope(
