@@ -11,7 +11,6 @@ use bot::service::{DiscordError, Gateway, GatewaySetup};
 use bot::store::{Store, StoreError, StoreOptions};
 use bot::surface::{Connection, DiscordSurface};
 use switchboard_config::Config;
-use toolserver::governance::Ledger;
 use toolserver::live::SharedAliases;
 use toolserver::runs::Runs;
 use toolserver::surface::ConnectionState;
@@ -141,7 +140,13 @@ pub async fn build(
     let overrides = store.scope_overrides_at_open();
     let core = Arc::new(
         Core::new(&config, Arc::clone(&surface) as _, secrets)?
-            .with_ledger(Arc::new(store.clone()) as Arc<dyn Ledger>, overrides),
+            .with_stores(
+                Arc::new(store.clone()),
+                Arc::new(store.clone()),
+                Arc::new(store.clone()),
+                Arc::new(store.clone()),
+                overrides,
+            ),
     );
     // The live feed and the metrics hear of messages, Discord's answers and the gateway.
     surface.observe(core.observers());
@@ -261,18 +266,19 @@ pub async fn serve(
         .map_or(0, switchboard_config::Snowflake::get);
     // Requests an earlier run left waiting can never be granted now: mark them expired (and
     // redraw their messages) without holding up the start.
-    let leftovers = store.pending_approvals_at_open();
-    if !leftovers.is_empty() {
+    {
         let core = Arc::clone(&core);
         tokio::spawn(async move {
-            let count = leftovers.len();
-            core.approvals()
-                .expire_leftovers(core.surface().as_ref(), leftovers)
+            let count = core
+                .approvals()
+                .expire_leftovers(core.surface().as_ref())
                 .await;
-            tracing::info!(
-                count,
-                "approval requests left pending by the last run are expired"
-            );
+            if count > 0 {
+                tracing::info!(
+                    count,
+                    "approval requests left pending by the last run are expired"
+                );
+            }
         });
     }
     let reloads = match config_path {

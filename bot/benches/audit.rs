@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use bot::store::{Store, StoreOptions};
 use serde_json::json;
-use toolserver::governance::NoLedger;
+use toolserver::testing::NoAudit;
 use toolserver::testing::load::{
     bench_config, busy_ops_surface, http_post, median_min_max, rounds, throughput,
 };
@@ -31,10 +31,10 @@ fn main() {
         .expect("runtime");
     let calls = runtime.block_on(async {
         let config = bench_config();
-        let without = TestServer::start_with_ledger(&config, busy_ops_surface(), Arc::new(NoLedger))
+        let without = TestServer::start_with_audit(&config, busy_ops_surface(), Arc::new(NoAudit))
             .await
             .expect("tool server without a ledger");
-        let with = TestServer::start_with_ledger(&config, busy_ops_surface(), Arc::new(store.clone()))
+        let with = TestServer::start_with_audit(&config, busy_ops_surface(), Arc::new(store.clone()))
             .await
             .expect("tool server with the store's ledger");
         let body = serde_json::to_vec(

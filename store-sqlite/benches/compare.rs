@@ -459,44 +459,6 @@ fn search() {
     new_store.close().expect("close");
 }
 
-/// The backend as the tool server's ledger today: what the wiring phase replaces with the
-/// traits themselves.
-struct TraitsLedger(Arc<dyn Backend>);
-
-impl toolserver::governance::Ledger for TraitsLedger {
-    fn record(&self, row: toolserver::governance::AuditRow) {
-        let _ = self.0.record(switchboard_records::AuditRow {
-            time_ms: row.time_ms,
-            caller: row.caller,
-            run: row.run,
-            requested_by: row.requested_by,
-            tool: row.tool,
-            sessions: row.sessions,
-            input: row.input,
-            decision: row.decision,
-            decided_by: row.decided_by,
-            outcome: row.outcome,
-            code: row.code,
-            duration_ms: row.duration_ms,
-            count: row.count,
-        });
-    }
-
-    fn query(
-        &self,
-        _filter: toolserver::governance::AuditFilter,
-    ) -> toolserver::governance::LedgerFuture<'_, Result<toolserver::governance::AuditPage, String>>
-    {
-        Box::pin(async { Err("not read in this bench".to_owned()) })
-    }
-
-    fn save_session_scope(&self, session: Snowflake, scope: Option<Vec<String>>) {
-        let _ = self.0.set_session_scope(session, scope);
-    }
-
-    fn save_approval(&self, _record: toolserver::governance::ApprovalRecord) {}
-}
-
 fn audit() {
     use toolserver::testing::load::{
         bench_config, busy_ops_surface, http_post, median_min_max, throughput,
@@ -518,9 +480,9 @@ fn audit() {
     println!("## audit: /v1/call (surface.messages.list, 50 messages), {CONNECTIONS} connections x {REQUESTS} requests, {rounds} alternating rounds");
     runtime.block_on(async {
         let config = bench_config();
-        let none = TestServer::start_with_ledger(&config, busy_ops_surface(), Arc::new(toolserver::governance::NoLedger)).await.expect("server");
-        let today = TestServer::start_with_ledger(&config, busy_ops_surface(), Arc::new(old_store.clone())).await.expect("server");
-        let traits = TestServer::start_with_ledger(&config, busy_ops_surface(), Arc::new(TraitsLedger(Arc::clone(&backend)))).await.expect("server");
+        let none = TestServer::start_with_audit(&config, busy_ops_surface(), Arc::new(toolserver::testing::NoAudit)).await.expect("server");
+        let today = TestServer::start_with_audit(&config, busy_ops_surface(), Arc::new(old_store.clone())).await.expect("server");
+        let traits = TestServer::start_with_audit(&config, busy_ops_surface(), backend.clone()).await.expect("server");
         let body = serde_json::to_vec(&serde_json::json!({"tool": "surface.messages.list", "input": {"sessionId": "#ops", "limit": 50}})).unwrap();
         let (mut today_ratios, mut traits_ratios) = (Vec::new(), Vec::new());
         for _ in 0..rounds {

@@ -1,67 +1,21 @@
 //! Governance inside the pipeline: which callables a caller may see (its token's scope, and for
 //! an agent run its session's scope, with `/tools` overrides), what the permission rules decide
-//! for a call, and the [`Ledger`] that keeps the audit log and the overrides.
+//! for a call; the audit log and the overrides are kept in the store's [`AuditStore`] and
+//! [`ScopeStore`].
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 
 use entity::{AliasKind, Aliases, Snowflake};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use switchboard_config::{glob_matches, CallerMatch, Permissions, Policy, SessionMatch};
+
+use switchboard_store::{AuditStore, ScopeStore};
 
 use crate::auth::{scope_allows, Caller};
 
 pub use switchboard_records::audit::{AuditEntry, AuditFilter, AuditPage, AuditRow};
-
-/// An approval request as it is kept, so one left pending at a restart is settled as expired.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ApprovalRecord {
-    /// The approval's id (`apr_...`).
-    pub id: String,
-    /// Where its message is.
-    pub channel_id: Snowflake,
-    /// Its message, once posted.
-    pub message_id: Option<Snowflake>,
-    /// Whether it still waits for a decision.
-    pub pending: bool,
-    /// The card's JSON, to redraw the message as expired.
-    pub card: Value,
-}
-
-/// A boxed future, for the [`Ledger`]'s one asynchronous method.
-pub type LedgerFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// Where governance keeps what must outlast a call: the audit log, `/tools` overrides and
-/// pending approvals. The bot implements it over its SQLite store (writes go through the store's
-/// batched writer, never on a call's critical path).
-pub trait Ledger: Send + Sync {
-    /// Keeps one audit row. Must not block.
-    fn record(&self, row: AuditRow);
-    /// Reads audit rows, newest first.
-    fn query(&self, filter: AuditFilter) -> LedgerFuture<'_, Result<AuditPage, String>>;
-    /// Keeps a session's `/tools` override (`None`: the override is removed).
-    fn save_session_scope(&self, session: Snowflake, scope: Option<Vec<String>>);
-    /// Keeps an approval request's state.
-    fn save_approval(&self, record: ApprovalRecord);
-}
-
-/// A ledger that keeps nothing: audit rows go only to the log's DEBUG lines.
-#[derive(Debug, Default)]
-pub struct NoLedger;
-
-impl Ledger for NoLedger {
-    fn record(&self, _: AuditRow) {}
-    fn query(&self, _: AuditFilter) -> LedgerFuture<'_, Result<AuditPage, String>> {
-        Box::pin(async { Err("this server keeps no audit log".to_owned()) })
-    }
-    fn save_session_scope(&self, _: Snowflake, _: Option<Vec<String>>) {}
-    fn save_approval(&self, _: ApprovalRecord) {}
-}
 
 /// What the permission stage decided, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,12 +164,15 @@ impl GovernanceRules {
 }
 
 /// The governance state: the configured rules (swapped whole by a reload), `/tools` overrides,
-/// and the ledger.
+/// and where both the audit log and the overrides are kept.
 pub struct Governance {
     rules: crate::live::Live<GovernanceRules>,
     /// `/tools` overrides: the explicit callable ids a session's runs may call.
     overrides: RwLock<HashMap<Snowflake, Vec<String>>>,
-    ledger: Arc<dyn Ledger>,
+    /// Where audit rows are kept.
+    audit: Arc<dyn AuditStore>,
+    /// Where `/tools` overrides are kept.
+    scopes: Arc<dyn ScopeStore>,
     /// Bumped whenever what a caller may do can change (rules reloaded, a `/tools` override
     /// set), so what was worked out from them (event streams' read checks) is worked out
     /// again.
@@ -229,12 +186,14 @@ impl Governance {
         aliases: Aliases,
         configured: impl IntoIterator<Item = (Snowflake, Vec<String>)>,
         overrides: impl IntoIterator<Item = (Snowflake, Vec<String>)>,
-        ledger: Arc<dyn Ledger>,
+        audit: Arc<dyn AuditStore>,
+        scopes: Arc<dyn ScopeStore>,
     ) -> Self {
         Governance {
             rules: crate::live::Live::new(GovernanceRules::new(permissions, aliases, configured)),
             overrides: RwLock::new(overrides.into_iter().collect()),
-            ledger,
+            audit,
+            scopes,
             generation: std::sync::atomic::AtomicU64::new(0),
         }
     }
@@ -249,16 +208,19 @@ impl Governance {
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
-    /// The same governance, keeping to `ledger`, starting from the `/tools` overrides it kept.
+    /// The same governance, keeping audit rows in `audit` and overrides in `scopes`, starting
+    /// from the `/tools` overrides `scopes` kept.
     #[must_use]
-    pub fn with_ledger(
+    pub fn with_stores(
         self,
-        ledger: Arc<dyn Ledger>,
+        audit: Arc<dyn AuditStore>,
+        scopes: Arc<dyn ScopeStore>,
         overrides: impl IntoIterator<Item = (Snowflake, Vec<String>)>,
     ) -> Governance {
         Governance {
             overrides: RwLock::new(overrides.into_iter().collect()),
-            ledger,
+            audit,
+            scopes,
             ..self
         }
     }
@@ -274,9 +236,22 @@ impl Governance {
         self.changed();
     }
 
-    /// Where audit rows and overrides are kept.
-    pub fn ledger(&self) -> &Arc<dyn Ledger> {
-        &self.ledger
+    /// Where audit rows are kept.
+    pub fn audit(&self) -> &Arc<dyn AuditStore> {
+        &self.audit
+    }
+
+    /// Keeps one audit row (queued: the store's writer commits it off the call's path). A store
+    /// that refuses it (closed while shutting down) costs the row, never the call.
+    pub fn record(&self, row: AuditRow) {
+        if let Err(error) = self.audit.record(row) {
+            tracing::warn!(%error, "could not keep an audit row");
+        }
+    }
+
+    /// Where `/tools` overrides are kept.
+    pub fn scopes(&self) -> &Arc<dyn ScopeStore> {
+        &self.scopes
     }
 
     /// A session's tool scope: its `/tools` override, else its `[sessions.*]` scope; `None`:
@@ -319,7 +294,9 @@ impl Governance {
             }
         }
         self.changed();
-        self.ledger.save_session_scope(session, scope);
+        if let Err(error) = self.scopes.set_session_scope(session, scope) {
+            tracing::warn!(%session, %error, "could not keep the /tools override; it holds until the service stops");
+        }
     }
 
     /// Whether `caller` may see and call `tool_id`: its token's scope, and for an agent run its
@@ -425,7 +402,8 @@ mod tests {
             aliases,
             [(OPS, vec!["surface.messages.*".to_owned()])],
             [],
-            Arc::new(NoLedger),
+            Arc::new(switchboard_store::MemoryBackend::new(Default::default())),
+            Arc::new(switchboard_store::MemoryBackend::new(Default::default())),
         )
     }
 

@@ -579,9 +579,7 @@ async fn reload(State(core): Shared, Authed(context): Authed) -> Result<Response
         Ok(_) => ("ok", None),
         Err(_) => ("usage", Some(std::borrow::Cow::Borrowed("invalid_config"))),
     };
-    core.governance()
-        .ledger()
-        .record(crate::governance::AuditRow {
+    core.governance().record(crate::governance::AuditRow {
             time_ms: started_ms,
             caller: std::borrow::Cow::Borrowed("operator"),
             run: None,

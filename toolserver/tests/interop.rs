@@ -107,7 +107,7 @@ async fn a_batch_of_five_with_one_failing_call_answers_five_results_in_order() {
         assert!(texts.iter().any(|t| t == expected), "{texts:?}");
     }
     // ... and each was audited.
-    let audited = server.ledger().rows().len();
+    let audited = server.audit_rows().len();
     assert!(audited >= 5, "{audited} audit rows");
 }
 
@@ -293,8 +293,7 @@ per_caller_burst = 5
     // The audit log: every call counted, in a bounded number of rows.
     server.core().flush_refusals(true);
     let rows: Vec<_> = server
-        .ledger()
-        .rows()
+        .audit_rows()
         .into_iter()
         .filter(|row| row.caller == "token:probe")
         .collect();

@@ -10,8 +10,23 @@ use entity::Snowflake;
 use rusqlite::{params, Connection, Row};
 use serde_json::Value;
 use switchboard_config::glob_matches;
-use toolserver::governance::{ApprovalRecord, AuditEntry, AuditFilter, AuditPage, AuditRow};
+use toolserver::governance::{AuditEntry, AuditFilter, AuditPage, AuditRow};
 use tracing::warn;
+
+/// An approval request as this file keeps it (the card as JSON).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ApprovalRecord {
+    /// The approval's id (`apr_...`).
+    pub(crate) id: String,
+    /// Where its message is.
+    pub(crate) channel_id: Snowflake,
+    /// Its message, once posted.
+    pub(crate) message_id: Option<Snowflake>,
+    /// Whether it still waits for a decision.
+    pub(crate) pending: bool,
+    /// The card's JSON.
+    pub(crate) card: Value,
+}
 
 /// Version 3: the audit log, `/tools` overrides and approval requests.
 pub(crate) const SCHEMA_V3: &str = "

@@ -30,9 +30,12 @@ use std::time::Duration;
 
 use entity::NameDirectory;
 use switchboard_config::AuditConfig;
-use toolserver::governance::{
-    ApprovalRecord, AuditFilter, AuditPage, AuditRow, Ledger, LedgerFuture,
+use switchboard_records::{Approval, ApprovalCard, SessionScope, Settlement};
+use switchboard_store::feed::{Changes, FeedSender, Origin};
+use switchboard_store::{
+    ApprovalStore, AuditStore, ChangeFeed, Decided, ScopeStore, StoreErrorKind, StoreFuture,
 };
+use toolserver::governance::{AuditEntry, AuditFilter, AuditPage, AuditRow};
 use tracing::{error, info};
 
 pub use entity::Snowflake;
@@ -88,6 +91,12 @@ struct Inner {
     gaps: Mutex<HashMap<Snowflake, Snowflake>>,
     /// The `/tools` overrides and pending approvals the file held at open.
     ledger_at_open: ledger::LedgerAtOpen,
+    /// The approval requests pending now, by id: decided here, under this lock (one process
+    /// owns the file), then kept through the writer.
+    approvals: Mutex<HashMap<String, Approval>>,
+    /// Where changes would be published: this store is one process's, so nobody else's
+    /// changes come (nothing is published).
+    feed: FeedSender,
     writer: Writer,
     path: String,
     closed: AtomicBool,
@@ -201,6 +210,15 @@ impl Store {
                     since_prune: 0,
                 }),
                 gaps: Mutex::new(gaps),
+                approvals: Mutex::new(
+                    ledger_at_open
+                        .pending_approvals
+                        .iter()
+                        .filter_map(approval_from_record)
+                        .map(|approval| (approval.card.id.clone(), approval))
+                        .collect(),
+                ),
+                feed: FeedSender::new(Origin::next()),
                 ledger_at_open,
                 writer,
                 path: path.to_owned(),
@@ -692,47 +710,194 @@ impl Store {
         self.inner.ledger_at_open.overrides.clone()
     }
 
-    /// The approval requests an earlier run left pending (to settle as expired).
-    pub fn pending_approvals_at_open(&self) -> Vec<ApprovalRecord> {
-        self.inner.ledger_at_open.pending_approvals.clone()
-    }
 
     fn queue_ledger(&self, change: ledger::LedgerChange) {
         self.queue(Change::Ledger(Box::new(change)));
     }
 }
 
-/// The audit log, `/tools` overrides and approvals, kept in SQLite through the writer.
-impl Ledger for Store {
-    fn record(&self, row: AuditRow) {
+/// A kept approval record as the store traits read it; `None` when its card does not parse.
+fn approval_from_record(record: &ledger::ApprovalRecord) -> Option<Approval> {
+    let card: ApprovalCard = serde_json::from_value(record.card.clone()).ok()?;
+    Some(Approval {
+        binding: card.binding.clone(),
+        card,
+        channel_id: record.channel_id,
+        message_id: record.message_id,
+    })
+}
+
+fn closed(path: &str) -> switchboard_store::StoreError {
+    switchboard_store::StoreError::new(
+        StoreErrorKind::Closed,
+        format!("the store at {path} is closed"),
+    )
+}
+
+/// The audit log, kept in SQLite through the writer.
+impl AuditStore for Store {
+    fn record(&self, row: AuditRow) -> Result<(), switchboard_store::StoreError> {
+        if self.inner.closed.load(Ordering::Relaxed) {
+            return Err(closed(&self.inner.path));
+        }
         self.queue_ledger(ledger::LedgerChange::Audit(row));
+        Ok(())
     }
 
-    fn query(&self, filter: AuditFilter) -> LedgerFuture<'_, Result<AuditPage, String>> {
+    fn audit_page(&self, filter: AuditFilter) -> StoreFuture<'_, AuditPage> {
         let (answer, answered) = tokio::sync::oneshot::channel();
         let queued = !self.inner.closed.load(Ordering::Relaxed)
             && self.inner.writer.query(Box::new(move |conn| {
-                let page = ledger::query(conn, &filter)
-                    .map_err(|err| format!("could not read the audit log: {err}"));
-                let _ = answer.send(page);
+                let _ = answer.send(ledger::query(conn, &filter));
             }));
         let path = self.inner.path.clone();
         Box::pin(async move {
             if !queued {
-                return Err(format!("the store at {path} is closed"));
+                return Err(closed(&path));
             }
-            answered
-                .await
-                .map_err(|_| format!("the store at {path} stopped before answering"))?
+            match answered.await {
+                Ok(Ok(page)) => Ok(page),
+                Ok(Err(err)) => Err(switchboard_store::StoreError::new(
+                    StoreErrorKind::Unavailable,
+                    format!("could not read the audit log in {path}: {err}"),
+                )),
+                Err(_) => Err(closed(&path)),
+            }
         })
     }
 
-    fn save_session_scope(&self, session: Snowflake, scope: Option<Vec<String>>) {
-        self.queue_ledger(ledger::LedgerChange::SessionScope(session, scope));
+    fn prune_audit(&self, _before_ms: u64) -> StoreFuture<'_, usize> {
+        // The writer prunes by `audit.retention_days` itself.
+        switchboard_store::aggregates::ready(Ok(0))
     }
 
-    fn save_approval(&self, record: ApprovalRecord) {
+    fn audit_after(&self, _after_id: u64, _limit: usize) -> StoreFuture<'_, Vec<AuditEntry>> {
+        switchboard_store::aggregates::ready(Err(switchboard_store::StoreError::new(
+            StoreErrorKind::Unavailable,
+            "this store is not copied row by row",
+        )))
+    }
+
+    fn import_audit(&self, _entries: Vec<AuditEntry>) -> Result<(), switchboard_store::StoreError> {
+        Err(switchboard_store::StoreError::new(
+            StoreErrorKind::Unavailable,
+            "this store does not import audit rows",
+        ))
+    }
+}
+
+/// `/tools` overrides, kept in SQLite through the writer.
+impl ScopeStore for Store {
+    fn set_session_scope(
+        &self,
+        session_id: Snowflake,
+        scope: Option<Vec<String>>,
+    ) -> Result<(), switchboard_store::StoreError> {
+        if self.inner.closed.load(Ordering::Relaxed) {
+            return Err(closed(&self.inner.path));
+        }
+        self.queue_ledger(ledger::LedgerChange::SessionScope(session_id, scope));
+        Ok(())
+    }
+
+    fn session_scopes(&self) -> StoreFuture<'_, Vec<SessionScope>> {
+        let scopes = self
+            .scope_overrides_at_open()
+            .into_iter()
+            .map(|(session_id, scope)| SessionScope { session_id, scope })
+            .collect();
+        switchboard_store::aggregates::ready(Ok(scopes))
+    }
+}
+
+impl Store {
+    fn approvals_lock(&self) -> MutexGuard<'_, HashMap<String, Approval>> {
+        self.inner
+            .approvals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn keep_approval(&self, approval: &Approval) {
+        let record = ledger::ApprovalRecord {
+            id: approval.card.id.clone(),
+            channel_id: approval.channel_id,
+            message_id: approval.message_id,
+            pending: approval.is_pending(),
+            card: serde_json::to_value(&approval.card).unwrap_or(serde_json::Value::Null),
+        };
         self.queue_ledger(ledger::LedgerChange::Approval(record));
+    }
+}
+
+/// Approval requests: decided under one lock (this process owns the file), kept through the
+/// writer. Only pending requests are held in memory.
+impl ApprovalStore for Store {
+    fn save_approval(&self, approval: Approval) -> Result<(), switchboard_store::StoreError> {
+        if self.inner.closed.load(Ordering::Relaxed) {
+            return Err(closed(&self.inner.path));
+        }
+        if !approval.is_pending() {
+            return Ok(());
+        }
+        self.keep_approval(&approval);
+        self.approvals_lock()
+            .insert(approval.card.id.clone(), approval);
+        Ok(())
+    }
+
+    fn decide_approval(
+        &self,
+        id: &str,
+        settlement: Settlement,
+        at_ms: u64,
+    ) -> StoreFuture<'_, Decided> {
+        let decided = {
+            let mut approvals = self.approvals_lock();
+            match approvals.remove(id) {
+                Some(mut approval) => {
+                    let took = switchboard_store::settle(&mut approval, &settlement, at_ms);
+                    self.keep_approval(&approval);
+                    Ok(if took {
+                        Decided::Decided(approval)
+                    } else {
+                        Decided::AlreadyDecided(approval)
+                    })
+                }
+                None => Err(switchboard_store::StoreError::new(
+                    StoreErrorKind::NotFound,
+                    format!("no approval {id} is pending"),
+                )),
+            }
+        };
+        switchboard_store::aggregates::ready(decided)
+    }
+
+    fn approval(&self, id: &str) -> StoreFuture<'_, Option<Approval>> {
+        switchboard_store::aggregates::ready(Ok(self.approvals_lock().get(id).cloned()))
+    }
+
+    fn pending_approvals(&self) -> StoreFuture<'_, Vec<Approval>> {
+        switchboard_store::aggregates::ready(Ok(self.approvals_lock().values().cloned().collect()))
+    }
+
+    fn approvals(&self) -> StoreFuture<'_, Vec<Approval>> {
+        self.pending_approvals()
+    }
+}
+
+/// One process's store: nobody else's changes ever come.
+impl ChangeFeed for Store {
+    fn origin(&self) -> Origin {
+        self.inner.feed.origin()
+    }
+
+    fn shared(&self) -> bool {
+        false
+    }
+
+    fn subscribe(&self) -> Changes {
+        self.inner.feed.subscribe()
     }
 }
 
