@@ -139,14 +139,13 @@ pub async fn build(
     let aliases = Arc::clone(surface.aliases());
     let overrides = store.scope_overrides_at_open();
     let core = Arc::new(
-        Core::new(&config, Arc::clone(&surface) as _, secrets)?
-            .with_stores(
-                Arc::new(store.clone()),
-                Arc::new(store.clone()),
-                Arc::new(store.clone()),
-                Arc::new(store.clone()),
-                overrides,
-            ),
+        Core::new(&config, Arc::clone(&surface) as _, secrets)?.with_stores(
+            Arc::new(store.clone()),
+            Arc::new(store.clone()),
+            Arc::new(store.clone()),
+            Arc::new(store.clone()),
+            overrides,
+        ),
     );
     // The live feed and the metrics hear of messages, Discord's answers and the gateway.
     surface.observe(core.observers());

@@ -26,12 +26,12 @@ use std::time::Duration;
 use entity::Snowflake;
 use serde_json::json;
 use switchboard_config::{AgentConfig, MissedTriggers, ReplyInThread, Runner, StreamMode};
+use switchboard_records::TriggerClaim;
+use switchboard_store::{Claim, TriggerStore};
 use tokio::sync::{oneshot, Semaphore};
 use toolserver::auth::{random_hex, CapabilityGrant};
 use toolserver::live::Live;
-use toolserver::runs::{
-    AbortOutcome, AnsweredTriggers, Arrival, RunGate, Runs, SessionStatus, Taking, Trigger,
-};
+use toolserver::runs::{AbortOutcome, Arrival, RunGate, Runs, SessionStatus, Trigger};
 use toolserver::surface::AllowedChannel;
 use toolserver::{CallContext, Core};
 
@@ -85,9 +85,9 @@ struct Inner {
     runs: Semaphore,
     /// Where runs execute: the service's runtime, not the gateway thread that enqueues them.
     runtime: tokio::runtime::Handle,
-    /// The durable record of answered triggers; without it, only this process's queues keep
-    /// a message from being answered twice.
-    answers: Option<Arc<dyn AnsweredTriggers>>,
+    /// The durable record of answered triggers (the store's claims); without it, only this
+    /// process's queues keep a message from being answered twice.
+    answers: Option<Arc<dyn TriggerStore>>,
 }
 
 impl Bridge {
@@ -105,7 +105,7 @@ impl Bridge {
         config: AgentConfig,
         core: Arc<Core>,
         tool_server_url: String,
-        answers: Arc<dyn AnsweredTriggers>,
+        answers: Arc<dyn TriggerStore>,
     ) -> Self {
         Bridge::build(config, core, tool_server_url, Some(answers))
     }
@@ -114,7 +114,7 @@ impl Bridge {
         config: AgentConfig,
         core: Arc<Core>,
         tool_server_url: String,
-        answers: Option<Arc<dyn AnsweredTriggers>>,
+        answers: Option<Arc<dyn TriggerStore>>,
     ) -> Self {
         let runs = Semaphore::new(config.max_concurrent_runs);
         Bridge {
@@ -130,13 +130,14 @@ impl Bridge {
         }
     }
 
-    /// Takes the trigger's message to answer; `None` when it was answered before (or the
-    /// record could not even be started): leave it. Whether it was answered before is known
-    /// at once; the gate it hands back opens once the record is durable, and is shut for good
-    /// (logged) when the record fails. A trigger without a message, or a resumed workflow
+    /// Takes the trigger's message to answer (claims it in the store); `None` when it was
+    /// claimed before — by this process, an earlier one, or another node — or the claim could
+    /// not be made: leave it. Whether it was claimed before is known when the claim answers
+    /// (at once with SQLite, after one round trip with PostgreSQL); the gate it hands back
+    /// opens once the claim is durable, and is shut for good (logged) when that fails. A trigger without a message, or a resumed workflow
     /// (which answers its own run's message once more, by design), is not recorded: its gate
     /// is open at once.
-    fn take(&self, trigger: &Trigger) -> Option<RunGate> {
+    async fn take(&self, trigger: &Trigger) -> Option<RunGate> {
         let (Some(answers), Some(message_id), None) = (
             self.inner.answers.clone(),
             trigger.message_id,
@@ -145,9 +146,14 @@ impl Bridge {
             return Some(RunGate::open());
         };
         let channel_id = trigger.channel_id;
-        let recording = match answers.take(channel_id, message_id) {
-            Ok(Taking::Now(recording)) => recording,
-            Ok(Taking::Before) => {
+        let claim = TriggerClaim {
+            channel_id,
+            message_id,
+            claimed_ms: toolserver::clock::now_ms(),
+        };
+        let durable = match answers.claim_trigger(claim).await {
+            Ok(Claim::Won(durable)) => durable,
+            Ok(Claim::Taken) => {
                 tracing::info!(message = %message_id, session = %channel_id, "this message was answered before; not answering it again");
                 return None;
             }
@@ -160,7 +166,7 @@ impl Bridge {
         };
         let (opener, gate) = RunGate::closed();
         tokio::spawn(async move {
-            match recording.await {
+            match durable.await {
                 Ok(()) => {
                     tracing::trace!(trigger = %message_id, "trigger recorded");
                     opener.open();
@@ -175,7 +181,7 @@ impl Bridge {
 
     /// Takes the trigger and waits for its record to be durable: true when it may be answered.
     async fn take_durably(&self, trigger: &Trigger) -> bool {
-        match self.take(trigger) {
+        match self.take(trigger).await {
             Some(gate) => gate.opened().await,
             None => false,
         }
@@ -551,7 +557,7 @@ impl Bridge {
         // acts (tool calls, draft, reply, reactions) only through the gate, which opens once
         // the record is durable: a crash from here on leaves the message unanswered rather
         // than answered twice.
-        let Some(gate) = self.take(trigger) else {
+        let Some(gate) = self.take(trigger).await else {
             return;
         };
         // `agent.reply_in_thread = "always"`: the conversation moves into a thread started from

@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use bot::store::{Store, StoreOptions};
 use serde_json::json;
-use toolserver::testing::NoAudit;
 use toolserver::testing::load::{
     bench_config, busy_ops_surface, http_post, median_min_max, rounds, throughput,
 };
+use toolserver::testing::NoAudit;
 use toolserver::testing::TestServer;
 
 const CONNECTIONS: usize = 4;

@@ -14,8 +14,8 @@ use toolserver::live::{Live, SharedAliases};
 use toolserver::surface::{
     AllowedChannel, Attachment, ChannelEdit, ChannelLocation, ConnectionState, Fetched,
     MentionPolicy, MessageInfo, MessageQuery, NewChannel, NewChannelKind, NewThread,
-    OutgoingMessage, PinnedMessage, Reaction, SearchHit, SearchQuery, Session,
-    Surface, SurfaceError, Thread,
+    OutgoingMessage, PinnedMessage, Reaction, SearchHit, SearchQuery, Session, Surface,
+    SurfaceError, Thread,
 };
 
 use crate::payload::stored_message_from_json;

@@ -579,7 +579,9 @@ impl Approvals {
         if redraw {
             if let Some(message_id) = kept.message_id {
                 let channel = AllowedChannel::checked(kept.channel_id);
-                if let Err(error) = surface.update_approval(channel, message_id, &kept.card).await
+                if let Err(error) = surface
+                    .update_approval(channel, message_id, &kept.card)
+                    .await
                 {
                     tracing::debug!(approval = %id, %error, "could not redraw the decided request");
                 }

@@ -580,20 +580,20 @@ async fn reload(State(core): Shared, Authed(context): Authed) -> Result<Response
         Err(_) => ("usage", Some(std::borrow::Cow::Borrowed("invalid_config"))),
     };
     core.governance().record(crate::governance::AuditRow {
-            time_ms: started_ms,
-            caller: std::borrow::Cow::Borrowed("operator"),
-            run: None,
-            requested_by: None,
-            tool: std::borrow::Cow::Borrowed("admin.reload"),
-            sessions: Vec::new(),
-            input: Value::Null,
-            decision: std::borrow::Cow::Borrowed("-"),
-            decided_by: None,
-            outcome: std::borrow::Cow::Borrowed(outcome),
-            code,
-            duration_ms: started.elapsed().as_millis() as u64,
-            count: 1,
-        });
+        time_ms: started_ms,
+        caller: std::borrow::Cow::Borrowed("operator"),
+        run: None,
+        requested_by: None,
+        tool: std::borrow::Cow::Borrowed("admin.reload"),
+        sessions: Vec::new(),
+        input: Value::Null,
+        decision: std::borrow::Cow::Borrowed("-"),
+        decided_by: None,
+        outcome: std::borrow::Cow::Borrowed(outcome),
+        code,
+        duration_ms: started.elapsed().as_millis() as u64,
+        count: 1,
+    });
     match result {
         Ok(reloaded) => Ok(Json(json!({ "ok": true, "value": reloaded })).into_response()),
         Err(refused) => Err(ToolError::usage(

@@ -16,8 +16,8 @@ use crate::error::ToolError;
 use crate::live::Settings;
 use crate::server::Core;
 use crate::surface::{
-    AllowedChannel, AllowedPlace, Attachment, ChannelLocation, MentionPolicy, MessageInfo,
-    Session, SessionKind, Surface,
+    AllowedChannel, AllowedPlace, Attachment, ChannelLocation, MentionPolicy, MessageInfo, Session,
+    SessionKind, Surface,
 };
 
 /// The context a call carries: from headers for the operator, from the token for a capability.

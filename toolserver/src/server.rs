@@ -178,8 +178,7 @@ impl Core {
             store.clone(),
         );
         governance.set_rules(Arc::clone(&settings.governance));
-        let approvals =
-            crate::approvals::Approvals::new(&config.permissions, store.clone(), store);
+        let approvals = crate::approvals::Approvals::new(&config.permissions, store.clone(), store);
         Ok(Core {
             named_tokens,
             governance,

@@ -10,12 +10,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::approvals::ApprovalCard;
-pub use switchboard_records::{
-    Attachment, Reaction, SearchMatch, SearchTerm, Session, SessionKind, Thread, ThreadState,
-};
 use entity::{NameDirectory, Snowflake};
 use serde::Serialize;
 use serde_json::Value;
+pub use switchboard_records::{
+    Attachment, Reaction, SearchMatch, SearchTerm, Session, SessionKind, Thread, ThreadState,
+};
 
 /// A channel the allowlist let a call act in.
 ///

@@ -140,7 +140,8 @@ impl TestServer {
         let store = Arc::new(switchboard_store::MemoryBackend::new(
             switchboard_store::MemoryOptions::default(),
         ));
-        let mut core = Core::new(&config, surface.clone(), secrets)?.with_store(store.clone(), Vec::new());
+        let mut core =
+            Core::new(&config, surface.clone(), secrets)?.with_store(store.clone(), Vec::new());
         if let Some(audit) = audit {
             core = core.with_audit(audit);
         }
@@ -271,7 +272,10 @@ impl Drop for TestServer {
 pub struct NoAudit;
 
 impl switchboard_store::AuditStore for NoAudit {
-    fn record(&self, _: switchboard_records::AuditRow) -> Result<(), switchboard_store::StoreError> {
+    fn record(
+        &self,
+        _: switchboard_records::AuditRow,
+    ) -> Result<(), switchboard_store::StoreError> {
         Ok(())
     }
 

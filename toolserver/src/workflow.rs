@@ -313,7 +313,11 @@ impl WorkflowEngine {
                     continue;
                 };
                 let mut answered = false;
-                for task in workflow.tasks.iter_mut().filter(|t| task_accepts(t, message)) {
+                for task in workflow
+                    .tasks
+                    .iter_mut()
+                    .filter(|t| task_accepts(t, message))
+                {
                     task.answer = Some(Answer {
                         message_id: message.message_id,
                         author_id: message.author_id,

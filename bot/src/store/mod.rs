@@ -30,10 +30,11 @@ use std::time::Duration;
 
 use entity::NameDirectory;
 use switchboard_config::AuditConfig;
-use switchboard_records::{Approval, ApprovalCard, SessionScope, Settlement};
+use switchboard_records::{Approval, ApprovalCard, SessionScope, Settlement, TriggerClaim};
 use switchboard_store::feed::{Changes, FeedSender, Origin};
 use switchboard_store::{
-    ApprovalStore, AuditStore, ChangeFeed, Decided, ScopeStore, StoreErrorKind, StoreFuture,
+    ApprovalStore, AuditStore, ChangeFeed, Claim, Decided, Durable, ScopeStore, StoreErrorKind,
+    StoreFuture, TriggerStore,
 };
 use toolserver::governance::{AuditEntry, AuditFilter, AuditPage, AuditRow};
 use tracing::{error, info};
@@ -710,7 +711,6 @@ impl Store {
         self.inner.ledger_at_open.overrides.clone()
     }
 
-
     fn queue_ledger(&self, change: ledger::LedgerChange) {
         self.queue(Change::Ledger(Box::new(change)));
     }
@@ -948,20 +948,37 @@ impl NameDirectory for Store {
     }
 }
 
-impl toolserver::runs::AnsweredTriggers for Store {
-    fn take(
+/// Trigger claims: decided at once in memory (one process owns the file), durable once the
+/// writer committed the record.
+impl TriggerStore for Store {
+    fn claim_trigger(&self, claim: TriggerClaim) -> StoreFuture<'_, Claim> {
+        let claimed = match self.take_answer(claim.channel_id, claim.message_id) {
+            Ok(None) => Ok(Claim::Taken),
+            Ok(Some(recording)) => Ok(Claim::Won(Durable::new(async move {
+                recording.await.map_err(|err| {
+                    switchboard_store::StoreError::new(StoreErrorKind::Unavailable, err.to_string())
+                })
+            }))),
+            Err(err) => Err(switchboard_store::StoreError::new(
+                StoreErrorKind::Closed,
+                err.to_string(),
+            )),
+        };
+        switchboard_store::aggregates::ready(claimed)
+    }
+
+    fn is_claimed(&self, message_id: Snowflake) -> StoreFuture<'_, bool> {
+        switchboard_store::aggregates::ready(Ok(self.is_answered(message_id)))
+    }
+
+    fn claims_after(
         &self,
-        channel_id: Snowflake,
-        message_id: Snowflake,
-    ) -> Result<toolserver::runs::Taking, toolserver::runs::AnsweredError> {
-        let answered = |err: StoreError| toolserver::runs::AnsweredError(err.to_string());
-        Ok(
-            match self.take_answer(channel_id, message_id).map_err(answered)? {
-                None => toolserver::runs::Taking::Before,
-                Some(recording) => toolserver::runs::Taking::Now(Box::pin(async move {
-                    recording.await.map_err(answered)
-                })),
-            },
-        )
+        _after: Option<Snowflake>,
+        _limit: usize,
+    ) -> StoreFuture<'_, Vec<TriggerClaim>> {
+        switchboard_store::aggregates::ready(Err(switchboard_store::StoreError::new(
+            StoreErrorKind::Unavailable,
+            "this store is not copied row by row",
+        )))
     }
 }
