@@ -32,6 +32,9 @@ pub enum BuildError {
     /// The tool server refused its config (no operator token, ...).
     #[error("tool server: {0}")]
     ToolServer(#[from] StartError),
+    /// The kept workflows could not be read.
+    #[error("workflows: {0}")]
+    Workflows(String),
 }
 
 /// Why the service stopped with an error.
@@ -196,15 +199,21 @@ pub async fn build(
     core.console().set_headroom(
         Arc::new(discord.rest.clone()) as Arc<dyn toolserver::console::health::HeadroomSource>
     );
-    let workflows = runs.as_ref().map(|runs| {
-        bot::workflows::start(
-            &core,
-            &store,
-            Arc::clone(runs),
-            Arc::clone(&aliases),
-            Arc::clone(&discord.bot_id),
-        )
-    });
+    let workflows = match runs.as_ref() {
+        Some(runs) => Some(
+            bot::workflows::start(
+                &core,
+                &store,
+                Arc::new(store.clone()),
+                Arc::clone(runs),
+                Arc::clone(&aliases),
+                Arc::clone(&discord.bot_id),
+            )
+            .await
+            .map_err(|e| BuildError::Workflows(e.to_string()))?,
+        ),
+        None => None,
+    };
     let gateway = bot::service::start(GatewaySetup {
         token,
         store: store.clone(),

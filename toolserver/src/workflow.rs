@@ -6,9 +6,9 @@
 //! session that created it, with the summaries and answers in its prompt.
 //!
 //! [`WorkflowEngine`] is the platform-independent state machine: it matches observed messages
-//! against waiting tasks and fires deadlines. What it cannot do itself — keep workflows across
-//! restarts, start the resumed run — it asks of its [`WorkflowHooks`], which the bot implements
-//! with its store and agent bridge.
+//! against waiting tasks and fires deadlines. It keeps every change in the store
+//! ([`WorkflowStore::save_workflow`]) and publishes it as a `workflow.*` event; starting the
+//! resumed run it asks of its [`WorkflowHooks`], which the bot implements with the agent bridge.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use entity::Snowflake;
 use tokio::sync::Notify;
+
+use switchboard_store::{StoreError, WorkflowStore};
 
 use crate::clock::now_ms;
 
@@ -117,8 +119,7 @@ pub enum WorkflowError {
     /// [`MAX_PENDING`] workflows already wait; a new one is refused.
     #[error("{MAX_PENDING} workflows are already waiting; cancel some (workflow.list, workflow.cancel) before creating more")]
     TooMany,
-    /// The host could not keep a new workflow (its [`WorkflowHooks::persist`] error); the
-    /// workflow was not created.
+    /// The store could not keep a new workflow; the workflow was not created.
     #[error("cannot keep the workflow: {0}")]
     Persist(String),
     /// The operating system gave no random bytes for the workflow's id.
@@ -126,11 +127,8 @@ pub enum WorkflowError {
     Random(String),
 }
 
-/// What the engine needs from its host.
+/// What the engine needs from its host: starting runs is not storage.
 pub trait WorkflowHooks: Send + Sync + 'static {
-    /// Keeps the workflow durably (called on create, on every answer, on finish and cancel).
-    /// For create, an error refuses the workflow; later, it is logged.
-    fn persist(&self, workflow: &Workflow) -> Result<(), String>;
     /// Starts the resumed run for a finished (answered or timed-out) workflow.
     fn resume(&self, workflow: &Workflow);
 }
@@ -142,6 +140,12 @@ pub struct WorkflowEngine {
     waiting: AtomicUsize,
     deadlines_changed: Notify,
     hooks: Arc<dyn WorkflowHooks>,
+    /// Where every change is kept (on create, on every answer, on finish and cancel). For
+    /// create, an error refuses the workflow; later, it is logged.
+    store: Arc<dyn WorkflowStore>,
+    /// Where every change is published (`workflow.waiting` when created or partly answered,
+    /// then `workflow.answered|timed_out|cancelled`).
+    events: Option<Arc<crate::events::EventHub>>,
 }
 
 #[derive(Default)]
@@ -153,14 +157,32 @@ struct Book {
 }
 
 impl WorkflowEngine {
-    /// An engine holding `restored` (what the host kept). Waiting workflows whose tasks are
-    /// all answered are finished at once; overdue ones when [`WorkflowEngine::fire_due`] runs.
-    pub fn new(hooks: Arc<dyn WorkflowHooks>, restored: Vec<Workflow>) -> Arc<WorkflowEngine> {
+    /// An engine holding what `store` kept (rows that no longer parse are the store's to skip),
+    /// keeping changes there and publishing them to `events`.
+    pub async fn open(
+        hooks: Arc<dyn WorkflowHooks>,
+        store: Arc<dyn WorkflowStore>,
+        events: Option<Arc<crate::events::EventHub>>,
+    ) -> Result<Arc<WorkflowEngine>, StoreError> {
+        let restored = store.workflows().await?;
+        Ok(WorkflowEngine::new(hooks, store, events, restored))
+    }
+
+    /// An engine holding `restored`. Waiting workflows whose tasks are all answered are
+    /// finished at once; overdue ones when [`WorkflowEngine::fire_due`] runs.
+    pub fn new(
+        hooks: Arc<dyn WorkflowHooks>,
+        store: Arc<dyn WorkflowStore>,
+        events: Option<Arc<crate::events::EventHub>>,
+        restored: Vec<Workflow>,
+    ) -> Arc<WorkflowEngine> {
         let engine = Arc::new(WorkflowEngine {
             book: Mutex::new(Book::default()),
             waiting: AtomicUsize::new(0),
             deadlines_changed: Notify::new(),
             hooks,
+            store,
+            events,
         });
         let mut finished = Vec::new();
         {
@@ -178,6 +200,27 @@ impl WorkflowEngine {
             engine.finish(&id, WorkflowState::Answered);
         }
         engine
+    }
+
+    /// Keeps `workflow` in the store and, once kept, publishes the change.
+    fn keep(&self, workflow: &Workflow) -> Result<(), StoreError> {
+        self.store.save_workflow(workflow)?;
+        if let Some(events) = &self.events {
+            let answered = workflow.tasks.iter().filter(|t| t.answer.is_some()).count();
+            events.publish(
+                format!("workflow.{}", workflow.state.as_str()),
+                Some(workflow.origin_session_id),
+                serde_json::json!({
+                    "workflowId": workflow.workflow_id,
+                    "state": workflow.state.as_str(),
+                    "tasks": workflow.tasks.len(),
+                    "answered": answered,
+                    "createdBy": workflow.created_by,
+                    "deadlineMs": workflow.deadline_ms,
+                }),
+            );
+        }
+        Ok(())
     }
 
     fn book(&self) -> MutexGuard<'_, Book> {
@@ -237,9 +280,8 @@ impl WorkflowEngine {
         if self.waiting.load(Ordering::Acquire) >= MAX_PENDING {
             return Err(WorkflowError::TooMany);
         }
-        self.hooks
-            .persist(&workflow)
-            .map_err(WorkflowError::Persist)?;
+        self.keep(&workflow)
+            .map_err(|error| WorkflowError::Persist(error.to_string()))?;
         book.workflows.insert(id, workflow.clone());
         self.recount(&mut book);
         drop(book);
@@ -281,7 +323,7 @@ impl WorkflowEngine {
         let cancelled = workflow.clone();
         self.recount(&mut book);
         drop(book);
-        if let Err(error) = self.hooks.persist(&cancelled) {
+        if let Err(error) = self.keep(&cancelled) {
             tracing::error!(
                 workflow = id,
                 "keeping the cancelled workflow failed: {error}"
@@ -342,7 +384,7 @@ impl WorkflowEngine {
         let answered = !changed.is_empty() || !complete.is_empty();
         for workflow in changed {
             tracing::info!(workflow = %workflow.workflow_id, "a workflow task was answered");
-            if let Err(error) = self.hooks.persist(&workflow) {
+            if let Err(error) = self.keep(&workflow) {
                 tracing::error!(workflow = %workflow.workflow_id, "keeping the answer failed: {error}");
             }
         }
@@ -393,7 +435,7 @@ impl WorkflowEngine {
         };
         tracing::info!(workflow = id, state = state.as_str(), session = %finished.origin_session_id, "workflow finished; resuming");
         self.hooks.resume(&finished);
-        if let Err(error) = self.hooks.persist(&finished) {
+        if let Err(error) = self.keep(&finished) {
             tracing::error!(
                 workflow = id,
                 "keeping the finished workflow failed: {error}"
@@ -498,15 +540,37 @@ mod tests {
     }
 
     impl WorkflowHooks for Recorder {
-        fn persist(&self, workflow: &Workflow) -> Result<(), String> {
+        fn resume(&self, workflow: &Workflow) {
+            self.resumed.lock().unwrap().push(workflow.clone());
+        }
+    }
+
+    /// The store's side of the recorder: every save, in order (or a refusal).
+    impl WorkflowStore for Recorder {
+        fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
             if self.refuse {
-                return Err("disk full".into());
+                return Err(StoreError::new(
+                    switchboard_store::StoreErrorKind::Unavailable,
+                    "disk full",
+                ));
             }
             self.persisted.lock().unwrap().push(workflow.clone());
             Ok(())
         }
-        fn resume(&self, workflow: &Workflow) {
-            self.resumed.lock().unwrap().push(workflow.clone());
+        fn workflows(&self) -> switchboard_store::StoreFuture<'_, Vec<Workflow>> {
+            let kept = self.persisted.lock().unwrap().clone();
+            Box::pin(std::future::ready(Ok(kept)))
+        }
+        fn workflow(&self, id: &str) -> switchboard_store::StoreFuture<'_, Option<Workflow>> {
+            let kept = self
+                .persisted
+                .lock()
+                .unwrap()
+                .iter()
+                .rev()
+                .find(|w| w.workflow_id == id)
+                .cloned();
+            Box::pin(std::future::ready(Ok(kept)))
         }
     }
 
@@ -551,7 +615,7 @@ mod tests {
 
     fn engine() -> (Arc<Recorder>, Arc<WorkflowEngine>) {
         let hooks = Arc::new(Recorder::default());
-        let engine = WorkflowEngine::new(hooks.clone(), Vec::new());
+        let engine = WorkflowEngine::new(hooks.clone(), hooks.clone(), None, Vec::new());
         (hooks, engine)
     }
 
@@ -716,7 +780,7 @@ mod tests {
         let json = serde_json::to_string(&vec![waiting.clone(), answered.clone()]).unwrap();
         let restored: Vec<Workflow> = serde_json::from_str(&json).unwrap();
         assert_eq!(restored[0], waiting, "round-trips through JSON");
-        let engine2 = WorkflowEngine::new(hooks.clone(), restored);
+        let engine2 = WorkflowEngine::new(hooks.clone(), hooks.clone(), None, restored);
         let resumed = hooks.resumed.lock().unwrap().clone();
         assert_eq!(resumed.len(), 1);
         assert_eq!(resumed[0].workflow_id, answered.workflow_id);
@@ -731,7 +795,7 @@ mod tests {
             refuse: true,
             ..Recorder::default()
         });
-        let engine = WorkflowEngine::new(hooks, Vec::new());
+        let engine = WorkflowEngine::new(hooks.clone(), hooks, None, Vec::new());
         assert!(matches!(
             engine.create(new(vec![task(ROOM)])),
             Err(WorkflowError::Persist(_))

@@ -948,6 +948,53 @@ impl NameDirectory for Store {
     }
 }
 
+/// Workflows: kept as JSON documents through the writer; read back as the file held them at
+/// open (a row that no longer parses is logged and left out).
+impl switchboard_store::WorkflowStore for Store {
+    fn save_workflow(
+        &self,
+        workflow: &toolserver::workflow::Workflow,
+    ) -> Result<(), switchboard_store::StoreError> {
+        if self.inner.closed.load(Ordering::Relaxed) {
+            return Err(closed(&self.inner.path));
+        }
+        let body = serde_json::to_string(workflow).map_err(|err| {
+            switchboard_store::StoreError::new(StoreErrorKind::Corrupt, err.to_string())
+        })?;
+        self.save_workflow(WorkflowRow {
+            id: workflow.workflow_id.clone(),
+            state: workflow.state.as_str().to_owned(),
+            finished_ms: workflow.finished_ms,
+            body,
+        });
+        Ok(())
+    }
+
+    fn workflows(&self) -> StoreFuture<'_, Vec<toolserver::workflow::Workflow>> {
+        let kept = self
+            .workflows_at_open()
+            .iter()
+            .filter_map(|row| match serde_json::from_str(&row.body) {
+                Ok(workflow) => Some(workflow),
+                Err(error) => {
+                    tracing::warn!(workflow = %row.id, "skipping a stored workflow that does not parse: {error}");
+                    None
+                }
+            })
+            .collect();
+        switchboard_store::aggregates::ready(Ok(kept))
+    }
+
+    fn workflow(&self, id: &str) -> StoreFuture<'_, Option<toolserver::workflow::Workflow>> {
+        let found = self
+            .workflows_at_open()
+            .iter()
+            .find(|row| row.id == id)
+            .and_then(|row| serde_json::from_str(&row.body).ok());
+        switchboard_store::aggregates::ready(Ok(found))
+    }
+}
+
 /// Trigger claims: decided at once in memory (one process owns the file), durable once the
 /// writer committed the record.
 impl TriggerStore for Store {
