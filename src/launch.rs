@@ -204,7 +204,7 @@ bind = "{bind}"
 console = true
 
 [store]
-path = {store}
+url = {store}
 
 {agent}
 # A run posting from one named channel into another waits for an approver's click; its own
@@ -233,7 +233,7 @@ session = "{STANLEY_DM}"
 origin = "#ops"
 policy = "ask"
 "##,
-        store = toml_string(&store_path.display().to_string()),
+        store = toml_string(&format!("sqlite://{}", store_path.display())),
         aliases = demo_world::alias_sections()
     )
 }
@@ -316,7 +316,8 @@ fn playground_settings(
     };
     config.discord.api_base_url = builtin.discord.api_base_url;
     config.toolserver.bind = builtin.toolserver.bind;
-    config.store.path = builtin.store.path;
+    config.store.url = builtin.store.url;
+    config.store.path_note = None;
     config.toolserver.console = true;
     match (&mut config.agent, builtin.agent) {
         (Some(mine), Some(built)) if model.is_some() => mine.runner = built.runner,

@@ -32,6 +32,9 @@ pub enum BuildError {
     /// The tool server refused its config (no operator token, ...).
     #[error("tool server: {0}")]
     ToolServer(#[from] StartError),
+    /// The store names a backend this build does not run yet.
+    #[error("store: store.url \"{0}\" names PostgreSQL, which this build does not run yet; use sqlite://PATH or memory:")]
+    Unsupported(String),
     /// The kept workflows could not be read.
     #[error("workflows: {0}")]
     Workflows(String),
@@ -65,7 +68,9 @@ impl ServiceError {
     /// config, the store, or the bot's settings in the developer portal (privileged intents).
     pub fn is_usage(&self) -> bool {
         match self {
-            ServiceError::Build(BuildError::ToolServer(_) | BuildError::Store(_)) => true,
+            ServiceError::Build(
+                BuildError::ToolServer(_) | BuildError::Store(_) | BuildError::Unsupported(_),
+            ) => true,
             ServiceError::Build(BuildError::Discord(error)) | ServiceError::Gateway(error) => {
                 error.is_setup()
             }
@@ -120,7 +125,15 @@ pub async fn build(
     token: String,
     secrets: toolserver::Secrets,
 ) -> Result<Service, BuildError> {
-    let store_path = config.store.path.clone();
+    use switchboard_config::{SqliteLocation, StoreUrl};
+    // The Discord side's store is still SQLite only (issue 22 phase 2, step 5 moves it onto
+    // the store crates): `memory:` is SQLite's private in-memory database, which keeps
+    // nothing past the process as the memory backend would.
+    let store_path = match &config.store.url {
+        StoreUrl::Sqlite(SqliteLocation::File(path)) => path.to_string_lossy().into_owned(),
+        StoreUrl::Sqlite(SqliteLocation::Memory) | StoreUrl::Memory => ":memory:".to_owned(),
+        StoreUrl::Postgres(_) => return Err(BuildError::Unsupported(config.store.url.spelling())),
+    };
     let options = StoreOptions {
         messages_per_channel: config.store.messages_per_channel,
         audit_retention: config.audit.retention,
