@@ -21,5 +21,6 @@
 
 mod reload;
 mod service;
+pub mod store;
 
 pub use service::{build, serve, BuildError, Service, ServiceError};

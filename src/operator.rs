@@ -62,12 +62,13 @@ fn known_channels(config: &Config) -> Result<Known, String> {
             "no store at {path} yet (it is written by the first run)"
         ));
     }
-    let sessions = bot::store::peek_sessions(path).map_err(|error| error.to_string())?;
+    let sessions =
+        switchboard_store_sqlite::peek_sessions(path).map_err(|error| error.to_string())?;
     Ok(Known {
         callables: Some(toolserver::callable_ids()),
         categories: sessions
             .into_iter()
-            .filter(|s| s.kind == bot::store::SessionKind::Category)
+            .filter(|s| s.kind == switchboard_records::SessionKind::Category)
             .map(|s| (s.id, format!("#{}", s.name)))
             .collect(),
     })

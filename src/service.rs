@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use agent::Bridge;
 use bot::service::{DiscordError, Gateway, GatewaySetup};
-use bot::store::{Store, StoreError, StoreOptions};
 use bot::surface::{Connection, DiscordSurface};
 use switchboard_config::Config;
+use switchboard_store::Store;
 use toolserver::live::SharedAliases;
 use toolserver::runs::Runs;
 use toolserver::surface::ConnectionState;
@@ -22,19 +22,13 @@ use toolserver::{Core, StartError};
 pub enum BuildError {
     /// The store could not be opened.
     #[error("store: {0}")]
-    Store(#[from] StoreError),
-    /// The store's opening task failed.
-    #[error("store: the task opening it failed: {0}")]
-    StoreTask(String),
+    Store(#[from] crate::store::OpenError),
     /// Discord refused the token, could not be reached, or the gateway could not start.
     #[error("discord: {0}")]
     Discord(#[from] DiscordError),
     /// The tool server refused its config (no operator token, ...).
     #[error("tool server: {0}")]
     ToolServer(#[from] StartError),
-    /// The store names a backend this build does not run yet.
-    #[error("store: store.url \"{0}\" names PostgreSQL, which this build does not run yet; use sqlite://PATH or memory:")]
-    Unsupported(String),
     /// The kept workflows could not be read.
     #[error("workflows: {0}")]
     Workflows(String),
@@ -68,9 +62,7 @@ impl ServiceError {
     /// config, the store, or the bot's settings in the developer portal (privileged intents).
     pub fn is_usage(&self) -> bool {
         match self {
-            ServiceError::Build(
-                BuildError::ToolServer(_) | BuildError::Store(_) | BuildError::Unsupported(_),
-            ) => true,
+            ServiceError::Build(BuildError::ToolServer(_) | BuildError::Store(_)) => true,
             ServiceError::Build(BuildError::Discord(error)) | ServiceError::Gateway(error) => {
                 error.is_setup()
             }
@@ -125,22 +117,8 @@ pub async fn build(
     token: String,
     secrets: toolserver::Secrets,
 ) -> Result<Service, BuildError> {
-    use switchboard_config::{SqliteLocation, StoreUrl};
-    // The Discord side's store is still SQLite only (issue 22 phase 2, step 5 moves it onto
-    // the store crates): `memory:` is SQLite's private in-memory database, which keeps
-    // nothing past the process as the memory backend would.
-    let store_path = match &config.store.url {
-        StoreUrl::Sqlite(SqliteLocation::File(path)) => path.to_string_lossy().into_owned(),
-        StoreUrl::Sqlite(SqliteLocation::Memory) | StoreUrl::Memory => ":memory:".to_owned(),
-        StoreUrl::Postgres(_) => return Err(BuildError::Unsupported(config.store.url.spelling())),
-    };
-    let options = StoreOptions {
-        messages_per_channel: config.store.messages_per_channel,
-        audit_retention: config.audit.retention,
-    };
-    let store = tokio::task::spawn_blocking(move || Store::open(&store_path, options))
-        .await
-        .map_err(|e| BuildError::StoreTask(e.to_string()))??;
+    let store = crate::store::open(&config).await?;
+    let backend = Arc::clone(store.backend());
 
     let discord = bot::service::connect(&config, &token).await?;
     let connection = Arc::new(Connection::default());
@@ -153,15 +131,16 @@ pub async fn build(
         Arc::clone(&discord.bot_id),
     ));
     let aliases = Arc::clone(surface.aliases());
-    let overrides = store.scope_overrides_at_open();
+    let overrides = backend
+        .session_scopes()
+        .await
+        .map_err(|error| BuildError::Store(crate::store::OpenError::Store(error)))?
+        .into_iter()
+        .map(|kept| (kept.session_id, kept.scope))
+        .collect();
     let core = Arc::new(
-        Core::new(&config, Arc::clone(&surface) as _, secrets)?.with_stores(
-            Arc::new(store.clone()),
-            Arc::new(store.clone()),
-            Arc::new(store.clone()),
-            Arc::new(store.clone()),
-            overrides,
-        ),
+        Core::new(&config, Arc::clone(&surface) as _, secrets)?
+            .with_store(Arc::clone(&backend), overrides),
     );
     // The live feed and the metrics hear of messages, Discord's answers and the gateway.
     surface.observe(core.observers());
@@ -170,6 +149,8 @@ pub async fn build(
         let store = store.clone();
         core.metrics().on_scrape(move |metrics| {
             metrics.store_size(store.message_count(), store.sessions().len());
+            let queue = store.backend().queue_stats();
+            metrics.store_queue(queue.depth, queue.waits, queue.waited);
         });
     }
     bot::service::forget_refused_channels(&store, core.allowlist());
@@ -199,7 +180,7 @@ pub async fn build(
             agent,
             Arc::clone(&core),
             format!("http://{host}"),
-            Arc::new(store.clone()),
+            Arc::clone(&backend) as _,
         )
     });
     let runs: Option<Arc<dyn Runs>> = bridge
@@ -217,7 +198,7 @@ pub async fn build(
             bot::workflows::start(
                 &core,
                 &store,
-                Arc::new(store.clone()),
+                Arc::clone(&backend) as _,
                 Arc::clone(runs),
                 Arc::clone(&aliases),
                 Arc::clone(&discord.bot_id),

@@ -20,10 +20,9 @@ use toolserver::surface::{
 
 use crate::payload::stored_message_from_json;
 use crate::rest::DiscordRest;
-use crate::store::{
-    SearchError, SessionKind, Store, StoreSearch, StoredMessage, StoredSession, StoredThread,
-    ThreadState,
-};
+use switchboard_records as records;
+use switchboard_records::{SessionKind, ThreadState};
+use switchboard_store::Store;
 
 /// The gateway's state, shared by the event handler (which sets it) and `/health`; each change
 /// is published (`gateway.state`) once [`Connection::observe`] is called.
@@ -117,7 +116,7 @@ pub struct DiscordSurface {
 }
 
 /// Where a stored session sits, for the allowlist.
-pub fn location(session: &StoredSession) -> ChannelLocation {
+pub fn location(session: &records::Session) -> ChannelLocation {
     ChannelLocation {
         guild_id: session.guild_id,
         parent_channel_id: session.parent_id,
@@ -126,7 +125,7 @@ pub fn location(session: &StoredSession) -> ChannelLocation {
 }
 
 /// A revision that changes whenever the parts readers see change.
-fn revision_of(message: &StoredMessage) -> u64 {
+fn revision_of(message: &records::Message) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     message.content.hash(&mut hasher);
     message.edited_timestamp.hash(&mut hasher);
@@ -181,7 +180,7 @@ impl DiscordSurface {
         &self.store
     }
 
-    fn message_info(&self, message: StoredMessage) -> Arc<MessageInfo> {
+    fn message_info(&self, message: records::Message) -> Arc<MessageInfo> {
         let author_name = self.store.author_name(message.author_id);
         let revision = revision_of(&message);
         Arc::new(MessageInfo {
@@ -254,8 +253,8 @@ fn json_id(value: &Value, key: &str) -> Option<Snowflake> {
 }
 
 /// A channel or thread from Discord's channel JSON, as the store keeps it.
-fn session_from_json(value: &Value) -> Option<StoredSession> {
-    Some(StoredSession {
+fn session_from_json(value: &Value) -> Option<records::Session> {
+    Some(records::Session {
         id: json_id(value, "id")?,
         guild_id: json_id(value, "guild_id"),
         parent_id: json_id(value, "parent_id"),
@@ -270,7 +269,7 @@ fn session_from_json(value: &Value) -> Option<StoredSession> {
 
 /// A thread from Discord's channel JSON: its session and its state; `None` when it is not a
 /// thread.
-fn thread_from_json(value: &Value) -> Option<StoredThread> {
+fn thread_from_json(value: &Value) -> Option<records::Thread> {
     let session = session_from_json(value).filter(|s| s.kind == SessionKind::Thread)?;
     let meta = value.get("thread_metadata");
     let flag = |key: &str| {
@@ -278,7 +277,7 @@ fn thread_from_json(value: &Value) -> Option<StoredThread> {
             .and_then(Value::as_bool)
             .unwrap_or(false)
     };
-    Some(StoredThread {
+    Some(records::Thread {
         session,
         state: ThreadState {
             archived: flag("archived"),
@@ -293,15 +292,15 @@ fn thread_from_json(value: &Value) -> Option<StoredThread> {
     })
 }
 
-fn search_error(error: SearchError) -> SurfaceError {
-    match error {
-        SearchError::Invalid(_) | SearchError::TooSlow => SurfaceError::InvalidInput {
+/// A search past its budget is the caller's to narrow (one session, rarer words); anything
+/// else is the store's trouble.
+fn search_error(error: switchboard_store::StoreError) -> SurfaceError {
+    match error.kind() {
+        switchboard_store::StoreErrorKind::TimedOut => SurfaceError::InvalidInput {
             message: error.to_string(),
             details: Value::Null,
         },
-        SearchError::Failed(_) | SearchError::Closed => {
-            SurfaceError::Unavailable(format!("the message store cannot search: {error}"))
-        }
+        _ => SurfaceError::Unavailable(format!("the message store cannot search: {error}")),
     }
 }
 
@@ -352,12 +351,15 @@ impl DiscordSurface {
                     .and_then(|s| s.parse::<u64>().ok()),
                 author.get("username").and_then(Value::as_str),
             ) {
-                self.store.upsert_user(
-                    Snowflake(id),
-                    name,
-                    author.get("global_name").and_then(Value::as_str),
-                    author.get("bot").and_then(Value::as_bool).unwrap_or(false),
-                );
+                self.store.upsert_user(records::User {
+                    id: Snowflake(id),
+                    username: name.to_owned(),
+                    global_name: author
+                        .get("global_name")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    is_bot: author.get("bot").and_then(Value::as_bool).unwrap_or(false),
+                });
             }
         }
         let aliases = self.aliases.load();
@@ -768,8 +770,8 @@ impl Surface for DiscordSurface {
     }
 
     async fn search(&self, query: SearchQuery) -> Result<Vec<SearchHit>, SurfaceError> {
-        let search = StoreSearch {
-            expression: crate::store::fts_expression(&query.terms),
+        let search = records::SearchQuery {
+            terms: query.terms,
             channels: query.channels.iter().map(|c| c.id()).collect(),
             author: query.author,
             before: query.before,
@@ -778,6 +780,7 @@ impl Surface for DiscordSurface {
         };
         let hits = self
             .store
+            .backend()
             .search(search, SEARCH_BUDGET)
             .await
             .map_err(search_error)?;

@@ -12,7 +12,7 @@ use toolserver::Core;
 
 use toolserver::runs::{Runs, Trigger};
 
-use crate::store::Store;
+use switchboard_store::Store;
 
 /// Starts workflows' resumed runs.
 struct DiscordWorkflows {
