@@ -23,7 +23,8 @@ use fake_discord::{demo, FakeDiscord, UserMessage, World};
 use serde_json::json;
 use serenity::model::event::{Event, GatewayEvent};
 use switchboard_records::{Session as StoredSession, SessionKind};
-use switchboard_store::Store;
+mod support;
+use support::sqlite_store;
 use toolserver::surface::ConnectionState;
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -183,23 +184,4 @@ fn main() {
         );
         fake.shutdown().await;
     });
-}
-
-/// A store over a SQLite file keeping `messages_per_channel` per channel.
-fn sqlite_store(path: &str, messages_per_channel: usize) -> Store {
-    let backend = switchboard_store_sqlite::SqliteBackend::open(
-        path,
-        switchboard_store_sqlite::SqliteOptions {
-            messages_per_channel,
-            ..Default::default()
-        },
-    )
-    .expect("store opens");
-    Store::open(
-        std::sync::Arc::new(backend),
-        switchboard_store::CacheOptions {
-            messages_per_channel,
-        },
-    )
-    .expect("the cache loads")
 }

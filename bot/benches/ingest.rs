@@ -16,7 +16,8 @@ use bot::surface::Connection;
 use entity::{AliasKind, Aliases, Snowflake};
 use fake_discord::{demo, FakeDiscord, UserMessage, World};
 use serenity::all::{ClientBuilder, HttpBuilder};
-use switchboard_store::Store;
+mod support;
+use support::sqlite_store;
 use toolserver::surface::ConnectionState;
 
 const MESSAGES: usize = 50_000;
@@ -131,23 +132,4 @@ fn main() {
         fake.shutdown().await;
         let _ = std::fs::remove_dir_all(&dir);
     });
-}
-
-/// A store over a SQLite file keeping `messages_per_channel` per channel.
-fn sqlite_store(path: &str, messages_per_channel: usize) -> Store {
-    let backend = switchboard_store_sqlite::SqliteBackend::open(
-        path,
-        switchboard_store_sqlite::SqliteOptions {
-            messages_per_channel,
-            ..Default::default()
-        },
-    )
-    .expect("store opens");
-    Store::open(
-        std::sync::Arc::new(backend),
-        switchboard_store::CacheOptions {
-            messages_per_channel,
-        },
-    )
-    .expect("the cache loads")
 }
