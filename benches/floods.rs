@@ -148,10 +148,7 @@ fn refused_calls(runtime: &tokio::runtime::Runtime, dir: &std::path::Path) {
         after / 1024,
         after.saturating_sub(before) / 1024
     );
-    assert_eq!(
-        counted as u64, calls,
-        "every refused call is counted in some row"
-    );
+    assert_eq!(counted, calls, "every refused call is counted in some row");
 }
 
 /// A fresh connection's request, answered 200 within [`PROBE_WITHIN`]: its latency.

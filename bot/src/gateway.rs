@@ -492,7 +492,7 @@ impl Ingest {
                 for role in guild.roles.values() {
                     self.store.upsert_role(records::Role {
                         id: sid(role.id.get()),
-                        name: role.name.to_string(),
+                        name: role.name.clone(),
                     });
                 }
                 for member in guild.members.values() {
@@ -512,7 +512,7 @@ impl Ingest {
             | Event::GuildRoleUpdate(GuildRoleUpdateEvent { role, .. }) => {
                 self.store.upsert_role(records::Role {
                     id: sid(role.id.get()),
-                    name: role.name.to_string(),
+                    name: role.name.clone(),
                 });
             }
             Event::GuildRoleDelete(e) => self.store.remove_role(sid(e.role_id.get())),

@@ -796,7 +796,7 @@ impl Surface for MemorySurface {
         state.sessions.insert(
             id,
             Session {
-                id: id,
+                id,
                 guild_id,
                 parent_id: Some(parent),
                 kind: SessionKind::Thread,
@@ -956,7 +956,7 @@ impl Surface for MemorySurface {
         state.next_id += 1;
         let id = Snowflake(state.next_id);
         let info = Session {
-            id: id,
+            id,
             guild_id: Some(channel.place.guild()),
             parent_id: channel.place.category(),
             kind: match channel.kind {
