@@ -208,7 +208,7 @@ bind = "{bind}"
 console = true
 
 [store]
-path = {store}
+url = {store}
 
 # Each channel's workspace: `run <command>` asks an approver, then runs it in the sandbox.
 [workspace]
@@ -264,7 +264,7 @@ policy = "ask"
 tool = "git.commit"
 policy = "ask"
 "##,
-        store = toml_string(&store_path.display().to_string()),
+        store = toml_string(&format!("sqlite://{}", store_path.display())),
         workspaces = toml_string(
             &store_path
                 .parent()
@@ -355,7 +355,8 @@ fn playground_settings(
     };
     config.discord.api_base_url = builtin.discord.api_base_url;
     config.toolserver.bind = builtin.toolserver.bind;
-    config.store.path = builtin.store.path;
+    config.store.url = builtin.store.url;
+    config.store.path_note = None;
     config.toolserver.console = true;
     match (&mut config.agent, builtin.agent) {
         (Some(mine), Some(built)) if model.is_some() => mine.runner = built.runner,

@@ -21,5 +21,6 @@
 
 mod reload;
 mod service;
+pub mod store;
 
 pub use service::{build, probe_sandbox, serve, BuildError, Service, ServiceError, SANDBOX_EXEC};

@@ -48,18 +48,27 @@ fn plural(count: usize, one: &str, many: &str) -> String {
 /// Categories the store of an earlier run knows, so check-config can catch a category id in
 /// the channel list; `Err` says why they could not be read.
 fn known_channels(config: &Config) -> Result<Known, String> {
-    let path = &config.store.path;
-    if path == ":memory:" || !Path::new(path).is_file() {
+    let switchboard_config::StoreUrl::Sqlite(switchboard_config::SqliteLocation::File(path)) =
+        &config.store.url
+    else {
+        return Err(format!(
+            "the store ({}) is not a SQLite file check-config can read",
+            config.store.url.spelling()
+        ));
+    };
+    let path = &path.to_string_lossy().into_owned();
+    if !Path::new(path).is_file() {
         return Err(format!(
             "no store at {path} yet (it is written by the first run)"
         ));
     }
-    let sessions = bot::store::peek_sessions(path).map_err(|error| error.to_string())?;
+    let sessions =
+        switchboard_store_sqlite::peek_sessions(path).map_err(|error| error.to_string())?;
     Ok(Known {
         callables: Some(toolserver::callable_ids()),
         categories: sessions
             .into_iter()
-            .filter(|s| s.kind == bot::store::SessionKind::Category)
+            .filter(|s| s.kind == switchboard_records::SessionKind::Category)
             .map(|s| (s.id, format!("#{}", s.name)))
             .collect(),
     })
@@ -128,6 +137,10 @@ pub fn check_config(flag: Option<&Path>) -> ExitCode {
     println!("  bot token from ${}", d.token_env);
     if let Some(url) = &d.api_base_url {
         println!("  Discord API: {url}");
+    }
+    println!("  store: {}", config.store.url.spelling());
+    if let Some(note) = &config.store.path_note {
+        println!("  note: {note}");
     }
     if let Some(why) = channels_note {
         println!("  note: channel kinds not checked against the store: {why}");

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent::Bridge;
-use bot::store::{SessionKind, Store};
 use switchboard_config::{plan_reload, Config, ConfigError, Known};
+use switchboard_records::SessionKind;
+use switchboard_store::Store;
 use toolserver::live::{
     ReloadFuture, ReloadRefused, ReloadTrigger, Reloaded, Reloader, SharedAliases,
 };

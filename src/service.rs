@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use agent::Bridge;
 use bot::service::{DiscordError, Gateway, GatewaySetup};
-use bot::store::{Store, StoreError, StoreOptions};
 use bot::surface::{Connection, DiscordSurface};
 use switchboard_config::Config;
-use toolserver::governance::Ledger;
+use switchboard_store::Store;
 use toolserver::live::SharedAliases;
 use toolserver::runs::Runs;
 use toolserver::surface::ConnectionState;
@@ -23,16 +22,16 @@ use toolserver::{Core, StartError};
 pub enum BuildError {
     /// The store could not be opened.
     #[error("store: {0}")]
-    Store(#[from] StoreError),
-    /// The store's opening task failed.
-    #[error("store: the task opening it failed: {0}")]
-    StoreTask(String),
+    Store(#[from] crate::store::OpenError),
     /// Discord refused the token, could not be reached, or the gateway could not start.
     #[error("discord: {0}")]
     Discord(#[from] DiscordError),
     /// The tool server refused its config (no operator token, ...).
     #[error("tool server: {0}")]
     ToolServer(#[from] StartError),
+    /// The kept workflows could not be read.
+    #[error("workflows: {0}")]
+    Workflows(String),
 }
 
 /// Why the service stopped with an error.
@@ -128,14 +127,19 @@ pub async fn probe_sandbox(
         helper
     });
     // Only what exists can be covered.
-    let store = &config.store.path;
-    let hidden = [
-        PathBuf::from(store),
-        PathBuf::from(format!("{store}-wal")),
-        PathBuf::from(format!("{store}-shm")),
-        PathBuf::from(".env"),
-    ]
-    .into_iter()
+    let mut hidden = vec![PathBuf::from(".env")];
+    if let switchboard_store::StoreUrl::Sqlite(switchboard_store::SqliteLocation::File(store)) =
+        &config.store.url
+    {
+        let store = store.display();
+        hidden.extend([
+            PathBuf::from(store.to_string()),
+            PathBuf::from(format!("{store}-wal")),
+            PathBuf::from(format!("{store}-shm")),
+        ]);
+    }
+    let hidden = hidden
+        .into_iter()
     .filter(|path| path.exists())
     .filter_map(|path| std::path::absolute(path).ok())
     .collect();
@@ -150,14 +154,8 @@ pub async fn build(
     token: String,
     secrets: toolserver::Secrets,
 ) -> Result<Service, BuildError> {
-    let store_path = config.store.path.clone();
-    let options = StoreOptions {
-        messages_per_channel: config.store.messages_per_channel,
-        audit_retention: config.audit.retention,
-    };
-    let store = tokio::task::spawn_blocking(move || Store::open(&store_path, options))
-        .await
-        .map_err(|e| BuildError::StoreTask(e.to_string()))??;
+    let store = crate::store::open(&config).await?;
+    let backend = Arc::clone(store.backend());
 
     let discord = bot::service::connect(&config, &token).await?;
     let connection = Arc::new(Connection::default());
@@ -170,15 +168,20 @@ pub async fn build(
         Arc::clone(&discord.bot_id),
     ));
     let aliases = Arc::clone(surface.aliases());
-    let overrides = store.scope_overrides_at_open();
+    let overrides = backend
+        .session_scopes()
+        .await
+        .map_err(|error| BuildError::Store(crate::store::OpenError::Store(error)))?
+        .into_iter()
+        .map(|kept| (kept.session_id, kept.scope))
+        .collect();
     let core = Arc::new(
         Core::new(&config, Arc::clone(&surface) as _, secrets)?
-            .with_ledger(Arc::new(store.clone()) as Arc<dyn Ledger>, overrides),
+            .with_store(Arc::clone(&backend), overrides),
     );
-    // Idempotency keys of `POST /v1/call`. The lead swaps this for the service's store backend at merge.
-    core.set_idempotency(Arc::new(switchboard_store::MemoryBackend::new(
-        switchboard_store::MemoryOptions::default(),
-    )));
+    // Idempotency keys of `POST /v1/call` are kept in the store: a retry after a restart (or
+    // on another node) still answers the first call's answer.
+    core.set_idempotency(Arc::clone(&backend) as _);
     if let Some(workspace) = &config.workspace {
         core.install_sandbox(probe_sandbox(workspace, &config).await);
     }
@@ -189,6 +192,8 @@ pub async fn build(
         let store = store.clone();
         core.metrics().on_scrape(move |metrics| {
             metrics.store_size(store.message_count(), store.sessions().len());
+            let queue = store.backend().queue_stats();
+            metrics.store_queue(queue.depth, queue.waits, queue.waited);
         });
     }
     bot::service::forget_refused_channels(&store, core.allowlist());
@@ -218,7 +223,7 @@ pub async fn build(
             agent,
             Arc::clone(&core),
             format!("http://{host}"),
-            Arc::new(store.clone()),
+            Arc::clone(&backend) as _,
         )
     });
     let runs: Option<Arc<dyn Runs>> = bridge
@@ -231,15 +236,21 @@ pub async fn build(
     core.console().set_headroom(
         Arc::new(discord.rest.clone()) as Arc<dyn toolserver::console::health::HeadroomSource>
     );
-    let workflows = runs.as_ref().map(|runs| {
-        bot::workflows::start(
-            &core,
-            &store,
-            Arc::clone(runs),
-            Arc::clone(&aliases),
-            Arc::clone(&discord.bot_id),
-        )
-    });
+    let workflows = match runs.as_ref() {
+        Some(runs) => Some(
+            bot::workflows::start(
+                &core,
+                &store,
+                Arc::clone(&backend) as _,
+                Arc::clone(runs),
+                Arc::clone(&aliases),
+                Arc::clone(&discord.bot_id),
+            )
+            .await
+            .map_err(|e| BuildError::Workflows(e.to_string()))?,
+        ),
+        None => None,
+    };
     let gateway = bot::service::start(GatewaySetup {
         token,
         store: store.clone(),
@@ -300,18 +311,19 @@ pub async fn serve(
         .map_or(0, switchboard_config::Snowflake::get);
     // Requests an earlier run left waiting can never be granted now: mark them expired (and
     // redraw their messages) without holding up the start.
-    let leftovers = store.pending_approvals_at_open();
-    if !leftovers.is_empty() {
+    {
         let core = Arc::clone(&core);
         tokio::spawn(async move {
-            let count = leftovers.len();
-            core.approvals()
-                .expire_leftovers(core.surface().as_ref(), leftovers)
+            let count = core
+                .approvals()
+                .expire_leftovers(core.surface().as_ref())
                 .await;
-            tracing::info!(
-                count,
-                "approval requests left pending by the last run are expired"
-            );
+            if count > 0 {
+                tracing::info!(
+                    count,
+                    "approval requests left pending by the last run are expired"
+                );
+            }
         });
     }
     let reloads = match config_path {

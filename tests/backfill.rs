@@ -277,11 +277,7 @@ fn a_mention_posted_while_down_is_answered_once_and_never_again() {
     // Now the store loses #ops's messages (as a store restored from an older copy would):
     // the backfill brings the mention back as missed, and only the record of answered
     // triggers stands between it and a second answer.
-    let store = bot::store::Store::open(
-        dir.path().join("switchboard.db").to_str().unwrap(),
-        bot::store::StoreOptions::default(),
-    )
-    .expect("open the stopped switchboard's store");
+    let store = sqlite_store(dir.path().join("switchboard.db").to_str().unwrap());
     assert!(store.forget_channel_messages(demo::OPS.into()) >= 2);
     store.close().expect("close the store");
     let sb = Switchboard::start_with(&fake, out, &Allow::default(), &agent);
@@ -461,4 +457,12 @@ fn a_gateway_that_refuses_handshakes_in_a_row_is_named_and_recovered_from() {
     );
     let (status, _) = sb.terminate(Duration::from_secs(15));
     assert!(status.is_some());
+}
+
+/// A store over SQLite at `path` (":memory:": SQLite's private in-memory database).
+fn sqlite_store(path: &str) -> switchboard_store::Store {
+    let backend = switchboard_store_sqlite::SqliteBackend::open(path, Default::default())
+        .expect("the store opens");
+    switchboard_store::Store::open(std::sync::Arc::new(backend), Default::default())
+        .expect("the cache loads")
 }

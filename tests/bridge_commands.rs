@@ -1226,3 +1226,40 @@ fn the_runs_reply_is_audited_as_the_run_and_posted_though_the_channel_disables_s
         "the explicit send is the same run's, refused: {sends}"
     );
 }
+
+#[test]
+fn check_config_notes_the_store_url_spelling_of_store_path() {
+    let dir = TempDir::new("check-store-path");
+    let store = dir.path().join("x.db");
+    let (file, _) = write_config(dir.path(), "path.toml", "");
+    let (code, report) = check_config(&file);
+    assert_eq!(code, Some(0), "store.path is still valid:\n{report}");
+    let spelling = format!("store.url = \"sqlite://{}\"", store.display());
+    assert!(
+        report
+            .lines()
+            .any(|l| l.trim_start().starts_with("note:") && l.contains(&spelling)),
+        "no note naming {spelling}:\n{report}"
+    );
+}
+
+#[test]
+fn check_config_locates_an_unknown_store_scheme_and_names_the_known_ones() {
+    let dir = TempDir::new("check-store-url");
+    let (_, base) = write_config(dir.path(), "base.toml", "");
+    let store_line = base
+        .lines()
+        .find(|l| l.starts_with("path = "))
+        .expect("the base config names its store")
+        .to_owned();
+    let text = base.replace(&store_line, "url = \"mysql://db/switchboard\"");
+    let file = dir.path().join("mysql.toml");
+    std::fs::write(&file, &text).expect("write config");
+    let (code, report) = check_config(&file);
+    assert_eq!(code, Some(2), "{report}");
+    assert_located(&report, &file, &text, "url = \"mysql", "store.url");
+    for scheme in ["sqlite://", "memory:", "postgres://"] {
+        assert!(report.contains(scheme), "{scheme} not named:\n{report}");
+    }
+    assert!(!report.contains("unknown key"), "{report}");
+}

@@ -808,3 +808,27 @@ fn a_tools_send_retried_with_the_same_idempotency_key_posts_once() {
     assert_ne!(sent_id(&fresh), id);
     assert_eq!(fake.requests_to("POST", &messages_path(demo::OPS)).len(), 2);
 }
+
+#[test]
+fn a_second_switchboard_on_the_same_store_file_exits_2_and_says_why() {
+    let fake = Fake::start();
+    let dir = TempDir::new("locked");
+    let first = Switchboard::start(&fake, dir.path(), &Allow::default());
+    // The same config (the same store file), a second process.
+    let mut second = support::switchboard_command(&dir.path().join("switchboard.toml"), dir.path())
+        .env("DISCORD_TOKEN", "e2e-token")
+        .env("SWITCHBOARD_OPERATOR_TOKEN", "second-operator-token")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = second.stderr.take().unwrap();
+    let status = wait_bounded(&mut second, Duration::from_secs(15)).expect("exits by itself");
+    let text = std::io::read_to_string(stderr).unwrap();
+    assert_eq!(status.code(), Some(2), "{text}");
+    assert!(text.contains("another switchboard"), "{text}");
+    assert!(text.contains("switchboard.db"), "names the file: {text}");
+    // The first one was not disturbed: it still answers calls.
+    let posted = fake.post(demo::OPS, demo::STANLEY, "still here");
+    first.wait_listed("#ops", &[posted], INGEST);
+}

@@ -26,12 +26,13 @@ use std::time::Duration;
 use entity::Snowflake;
 use serde_json::json;
 use switchboard_config::{AgentConfig, MissedTriggers, ReplyInThread, Runner, StreamMode};
+use switchboard_records::TriggerClaim;
+use switchboard_store::{Claim, TriggerStore};
 use tokio::sync::{oneshot, Semaphore};
 use toolserver::auth::{random_hex, CapabilityGrant};
 use toolserver::live::Live;
 use toolserver::runs::{
-    AbortOutcome, AbortTarget, AnsweredTriggers, Arrival, RunGate, RunState, RunView, Runs, Taking,
-    Trigger,
+    AbortOutcome, AbortTarget, Arrival, RunGate, RunState, RunView, Runs, Trigger,
 };
 use toolserver::surface::AllowedChannel;
 use toolserver::{CallContext, Core};
@@ -108,9 +109,9 @@ struct Inner {
     runs: Semaphore,
     /// Where runs execute: the service's runtime, not the gateway thread that enqueues them.
     runtime: tokio::runtime::Handle,
-    /// The durable record of answered triggers; without it, only this process's queues keep
-    /// a message from being answered twice.
-    answers: Option<Arc<dyn AnsweredTriggers>>,
+    /// The durable record of answered triggers (the store's claims); without it, only this
+    /// process's queues keep a message from being answered twice.
+    answers: Option<Arc<dyn TriggerStore>>,
 }
 
 impl Bridge {
@@ -128,7 +129,7 @@ impl Bridge {
         config: AgentConfig,
         core: Arc<Core>,
         tool_server_url: String,
-        answers: Arc<dyn AnsweredTriggers>,
+        answers: Arc<dyn TriggerStore>,
     ) -> Self {
         Bridge::build(config, core, tool_server_url, Some(answers))
     }
@@ -137,7 +138,7 @@ impl Bridge {
         config: AgentConfig,
         core: Arc<Core>,
         tool_server_url: String,
-        answers: Option<Arc<dyn AnsweredTriggers>>,
+        answers: Option<Arc<dyn TriggerStore>>,
     ) -> Self {
         let runs = Semaphore::new(config.max_concurrent_runs);
         Bridge {
@@ -153,13 +154,14 @@ impl Bridge {
         }
     }
 
-    /// Takes the trigger's message to answer; `None` when it was answered before (or the
-    /// record could not even be started): leave it. Whether it was answered before is known
-    /// at once; the gate it hands back opens once the record is durable, and is shut for good
-    /// (logged) when the record fails. A trigger without a message, or a resumed workflow
+    /// Takes the trigger's message to answer (claims it in the store); `None` when it was
+    /// claimed before — by this process, an earlier one, or another node — or the claim could
+    /// not be made: leave it. Whether it was claimed before is known when the claim answers
+    /// (at once with SQLite, after one round trip with PostgreSQL); the gate it hands back
+    /// opens once the claim is durable, and is shut for good (logged) when that fails. A trigger without a message, or a resumed workflow
     /// (which answers its own run's message once more, by design), is not recorded: its gate
     /// is open at once.
-    fn take(&self, trigger: &Trigger) -> Option<RunGate> {
+    async fn take(&self, trigger: &Trigger) -> Option<RunGate> {
         let (Some(answers), Some(message_id), None) = (
             self.inner.answers.clone(),
             trigger.message_id,
@@ -168,9 +170,14 @@ impl Bridge {
             return Some(RunGate::open());
         };
         let channel_id = trigger.channel_id;
-        let recording = match answers.take(channel_id, message_id) {
-            Ok(Taking::Now(recording)) => recording,
-            Ok(Taking::Before) => {
+        let claim = TriggerClaim {
+            channel_id,
+            message_id,
+            claimed_ms: toolserver::clock::now_ms(),
+        };
+        let durable = match answers.claim_trigger(claim).await {
+            Ok(Claim::Won(durable)) => durable,
+            Ok(Claim::Taken) => {
                 tracing::info!(message = %message_id, session = %channel_id, "this message was answered before; not answering it again");
                 return None;
             }
@@ -183,7 +190,7 @@ impl Bridge {
         };
         let (opener, gate) = RunGate::closed();
         tokio::spawn(async move {
-            match recording.await {
+            match durable.await {
                 Ok(()) => {
                     tracing::trace!(trigger = %message_id, "trigger recorded");
                     opener.open();
@@ -198,7 +205,7 @@ impl Bridge {
 
     /// Takes the trigger and waits for its record to be durable: true when it may be answered.
     async fn take_durably(&self, trigger: &Trigger) -> bool {
-        match self.take(trigger) {
+        match self.take(trigger).await {
             Some(gate) => gate.opened().await,
             None => false,
         }
@@ -290,7 +297,7 @@ impl Bridge {
                 .core
                 .surface()
                 .thread(channel)
-                .and_then(|thread| thread.owner_id)
+                .and_then(|thread| thread.state.owner_id)
                 == Some(bot)
     }
 
@@ -302,7 +309,7 @@ impl Bridge {
             self.answers_unmentioned(
                 session,
                 info.as_ref().is_none_or(|info| info.guild_id.is_some()),
-                info.as_ref().and_then(|info| info.parent_channel_id),
+                info.as_ref().and_then(|info| info.parent_id),
                 bot,
             )
         });
@@ -655,7 +662,7 @@ impl Bridge {
         // acts (tool calls, draft, reply, reactions) only through the gate, which opens once
         // the record is durable: a crash from here on leaves the message unanswered rather
         // than answered twice.
-        let Some(gate) = self.take(trigger) else {
+        let Some(gate) = self.take(trigger).await else {
             return;
         };
         // `agent.reply_in_thread = "always"`: the conversation moves into a thread started from

@@ -72,9 +72,9 @@ pub async fn open(
     // A message starts at most one thread: a run that stopped half-way left it behind.
     let existing = surface
         .thread(message_id)
-        .filter(|thread| thread.parent_channel_id == channel.id());
+        .filter(|thread| thread.parent_id() == Some(channel.id()));
     match existing {
-        Some(thread) => Some(thread.channel_id),
+        Some(thread) => Some(thread.session.id),
         None => start(core, channel, trigger, message_id).await,
     }
 }

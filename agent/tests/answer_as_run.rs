@@ -75,9 +75,7 @@ async fn wait_for<T>(what: &str, mut done: impl FnMut() -> Option<T>) -> T {
 
 /// The rows of `tool` made by `caller`.
 fn rows_of(server: &TestServer, tool: &str) -> Vec<AuditRow> {
-    server
-        .ledger()
-        .rows()
+    server.audit_rows()
         .into_iter()
         .filter(|row| row.tool == tool)
         .collect()
@@ -167,13 +165,11 @@ async fn the_reply_is_audited_as_the_run_and_shown_though_the_session_disables_s
         }
     }
     assert!(
-        !server
-            .ledger()
-            .rows()
+        !server.audit_rows()
             .iter()
             .any(|row| row.caller == "operator" && row.tool != "admin.tools.set"),
         "{:?}",
-        server.ledger().rows()
+        server.audit_rows()
     );
     drop(bridge);
     let _ = std::fs::remove_dir_all(&dir);
@@ -236,7 +232,7 @@ async fn the_draft_is_the_runs_and_a_run_answer_cannot_act_elsewhere() {
 
 /// The id of the one run, as the ✅'s or the typing's row names it.
 fn bridge_run_id(server: &TestServer) -> String {
-    let rows = server.ledger().rows();
+    let rows = server.audit_rows();
     let runs: std::collections::BTreeSet<String> =
         rows.iter().filter_map(|row| row.run.clone()).collect();
     assert_eq!(runs.len(), 1, "one run: {rows:?}");

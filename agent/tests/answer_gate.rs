@@ -2,48 +2,63 @@
 //! does that others can see waits for the record, and a record that fails stops the run with
 //! nothing posted. Against the tool server's in-memory surface, with a scripted record.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agent::Bridge;
 use entity::Snowflake;
+use switchboard_records::TriggerClaim;
+use switchboard_store::{Claim, Durable, StoreError, StoreErrorKind, StoreFuture, TriggerStore};
 use toolserver::memory::{demo, SurfaceCall};
-use toolserver::runs::{AnsweredError, AnsweredTriggers, Runs, Taking, Trigger};
+use toolserver::runs::{Runs, Trigger};
 use toolserver::testing::{TestServer, DEMO_CONFIG};
 
 /// A record whose durability the test decides: each take hands back a recording that resolves
 /// with whatever the test sends on the channel it keeps.
 #[derive(Default)]
 struct ScriptedRecord {
-    pending: Mutex<Vec<tokio::sync::oneshot::Sender<Result<(), AnsweredError>>>>,
+    pending: Mutex<Vec<tokio::sync::oneshot::Sender<Result<(), StoreError>>>>,
 }
 
 impl ScriptedRecord {
-    /// Resolves every recording made so far with `outcome`; how many there were.
-    fn settle(&self, outcome: &Result<(), AnsweredError>) -> usize {
+    /// Resolves every claim made so far as durable (`failure`: as failed with that message);
+    /// how many there were.
+    fn settle(&self, failure: Option<&str>) -> usize {
         let pending = std::mem::take(&mut *self.pending.lock().unwrap());
         let n = pending.len();
         for sender in pending {
-            let _ = sender.send(outcome.clone());
+            let outcome = match failure {
+                None => Ok(()),
+                Some(message) => Err(StoreError::new(
+                    StoreErrorKind::Unavailable,
+                    message.to_owned(),
+                )),
+            };
+            let _ = sender.send(outcome);
         }
         n
     }
 }
 
-impl AnsweredTriggers for ScriptedRecord {
-    fn take(&self, _: Snowflake, _: Snowflake) -> Result<Taking, AnsweredError> {
+impl TriggerStore for ScriptedRecord {
+    fn claim_trigger(&self, _: TriggerClaim) -> StoreFuture<'_, Claim> {
         let (sender, receiver) = tokio::sync::oneshot::channel();
         self.pending.lock().unwrap().push(sender);
-        let recording: Pin<Box<dyn Future<Output = Result<(), AnsweredError>> + Send>> =
-            Box::pin(async move {
-                receiver
-                    .await
-                    .unwrap_or_else(|_| Err(AnsweredError("dropped".into())))
-            });
-        Ok(Taking::Now(recording))
+        let durable = Durable::new(async move {
+            receiver
+                .await
+                .unwrap_or_else(|_| Err(StoreError::new(StoreErrorKind::Closed, "dropped")))
+        });
+        Box::pin(std::future::ready(Ok(Claim::Won(durable))))
+    }
+
+    fn is_claimed(&self, _: Snowflake) -> StoreFuture<'_, bool> {
+        Box::pin(std::future::ready(Ok(false)))
+    }
+
+    fn claims_after(&self, _: Option<Snowflake>, _: usize) -> StoreFuture<'_, Vec<TriggerClaim>> {
+        Box::pin(std::future::ready(Ok(Vec::new())))
     }
 }
 
@@ -148,11 +163,7 @@ async fn the_answer_waits_for_the_record_and_then_is_posted() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     // ...and nothing of the run shows before it is durable.
     assert_eq!(visible(&setup), Vec::new(), "nothing before the record");
-    assert_eq!(
-        setup.record.settle(&Ok(())),
-        1,
-        "one record for one trigger"
-    );
+    assert_eq!(setup.record.settle(None), 1, "one record for one trigger");
     wait_for("the reply", || {
         visible(&setup)
             .iter()
@@ -176,9 +187,7 @@ async fn a_record_that_fails_stops_the_run_with_nothing_shown() {
     let trigger = trigger(&setup);
     setup.bridge.enqueue(trigger.clone());
     wait_for("the agent to start", || exists(&setup.dir, "started")).await;
-    setup
-        .record
-        .settle(&Err(AnsweredError("disk full (test)".into())));
+    setup.record.settle(Some("disk full (test)"));
     wait_for("the run to stop", || {
         setup
             .bridge

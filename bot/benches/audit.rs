@@ -7,12 +7,12 @@
 
 use std::sync::Arc;
 
-use bot::store::{Store, StoreOptions};
 use serde_json::json;
-use toolserver::governance::NoLedger;
+use switchboard_store::Backend as _;
 use toolserver::testing::load::{
     bench_config, busy_ops_surface, http_post, median_min_max, rounds, throughput,
 };
+use toolserver::testing::NoAudit;
 use toolserver::testing::TestServer;
 
 const CONNECTIONS: usize = 4;
@@ -23,7 +23,9 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let db = dir.join("store.db");
     let db = db.to_str().expect("utf-8 temp path").to_owned();
-    let store = Store::open(&db, StoreOptions::default()).expect("store");
+    let store: Arc<dyn switchboard_store::Backend> = Arc::new(
+        switchboard_store_sqlite::SqliteBackend::open(&db, Default::default()).expect("store"),
+    );
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -31,10 +33,10 @@ fn main() {
         .expect("runtime");
     let calls = runtime.block_on(async {
         let config = bench_config();
-        let without = TestServer::start_with_ledger(&config, busy_ops_surface(), Arc::new(NoLedger))
+        let without = TestServer::start_with_audit(&config, busy_ops_surface(), Arc::new(NoAudit))
             .await
             .expect("tool server without a ledger");
-        let with = TestServer::start_with_ledger(&config, busy_ops_surface(), Arc::new(store.clone()))
+        let with = TestServer::start_with_audit(&config, busy_ops_surface(), store.clone())
             .await
             .expect("tool server with the store's ledger");
         let body = serde_json::to_vec(
@@ -79,16 +81,18 @@ fn main() {
         );
         rounds_run * CONNECTIONS * REQUESTS_PER_CONNECTION
     });
-    store.close().expect("store flushes and closes");
-    let conn = rusqlite::Connection::open(&db).expect("reopen");
-    let rows: i64 = conn
-        .query_row("SELECT COUNT(*) FROM audit", [], |row| row.get(0))
-        .expect("count audit rows");
+    futures_executor::block_on(store.close()).expect("store flushes and closes");
+    drop(store);
+    let reopened =
+        switchboard_store_sqlite::SqliteBackend::open(&db, Default::default()).expect("reopen");
+    let rows = futures_executor::block_on(reopened.census())
+        .expect("count audit rows")
+        .audit;
+    futures_executor::block_on(reopened.close()).expect("close");
     assert!(
         rows as usize >= calls,
         "every call has its audit row: {rows} rows for {calls} calls"
     );
     println!("audit rows written: {rows} (for {calls} measured calls)");
-    drop(conn);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -16,12 +16,15 @@ use std::time::{Duration, Instant};
 use bot::backfill::BackfillOptions;
 use bot::gateway::Ingest;
 use bot::rest::DiscordRest;
-use bot::store::{SessionKind, Snowflake, Store, StoreOptions, StoredSession};
 use bot::surface::Connection;
+use entity::Snowflake;
 use entity::{AliasKind, Aliases};
 use fake_discord::{demo, FakeDiscord, UserMessage, World};
 use serde_json::json;
 use serenity::model::event::{Event, GatewayEvent};
+use switchboard_records::{Session as StoredSession, SessionKind};
+mod support;
+use support::sqlite_store;
 use toolserver::surface::ConnectionState;
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -107,14 +110,7 @@ fn main() {
             ));
             std::fs::create_dir_all(&dir).expect("temp dir");
             let path = dir.join("bench.db");
-            let store = Store::open(
-                path.to_str().expect("utf-8 path"),
-                StoreOptions {
-                    messages_per_channel: messages,
-                    ..StoreOptions::default()
-                },
-            )
-            .expect("store opens");
+            let store = sqlite_store(path.to_str().expect("utf-8 path"), messages);
             for (id, name) in [(demo::OPS, "ops"), (demo::RELEASE_ROOM, "release-room")] {
                 store.upsert_session(StoredSession {
                     id: Snowflake(id),
@@ -157,7 +153,7 @@ fn main() {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
             let flushing = store.clone();
-            tokio::task::spawn_blocking(move || flushing.flush())
+            tokio::task::spawn_blocking(move || flushing.flush_blocking())
                 .await
                 .expect("flush task")
                 .expect("flush");

@@ -12,11 +12,12 @@ use std::time::{Duration, Instant};
 
 use bot::gateway::Ingest;
 use bot::service::intents;
-use bot::store::{Store, StoreOptions};
 use bot::surface::Connection;
 use entity::{AliasKind, Aliases, Snowflake};
 use fake_discord::{demo, FakeDiscord, UserMessage, World};
 use serenity::all::{ClientBuilder, HttpBuilder};
+mod support;
+use support::sqlite_store;
 use toolserver::surface::ConnectionState;
 
 const MESSAGES: usize = 50_000;
@@ -42,14 +43,7 @@ fn main() {
         let dir = std::env::temp_dir().join(format!("switchboard-ingest-bench-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let path = dir.join("bench.db");
-        let store = Store::open(
-            path.to_str().expect("utf-8 path"),
-            StoreOptions {
-                messages_per_channel: MESSAGES,
-                ..StoreOptions::default()
-            },
-        )
-        .expect("store opens");
+        let store = sqlite_store(path.to_str().expect("utf-8 path"), MESSAGES);
         let aliases = Aliases::new()
             .with(AliasKind::User, "Stanley", demo::STANLEY)
             .and_then(|a| a.with(AliasKind::Session, "release-room", demo::RELEASE_ROOM))
@@ -108,7 +102,7 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         let flush_store = store.clone();
-        tokio::task::spawn_blocking(move || flush_store.flush())
+        tokio::task::spawn_blocking(move || flush_store.flush_blocking())
             .await
             .expect("flush task")
             .expect("flush");

@@ -33,7 +33,10 @@ use serenity::model::channel::Message;
 use serenity::model::id::GuildId;
 
 use crate::rest::DiscordRest;
-use crate::store::{first_id_at, SessionKind, Store, StoredSession};
+use switchboard_records as records;
+use switchboard_records::trigger::first_id_at;
+use switchboard_records::SessionKind;
+use switchboard_store::Store;
 
 /// Messages per request: Discord's maximum.
 const PAGE: u8 = 100;
@@ -181,7 +184,7 @@ impl Backfill {
     /// messages rather than the oldest.
     pub(crate) async fn fetch(
         &self,
-        session: &StoredSession,
+        session: &records::Session,
         after: Snowflake,
     ) -> Result<Fetched, toolserver::surface::SurfaceError> {
         let channel = session.id;
@@ -287,7 +290,7 @@ fn value_id(value: &Value) -> Option<Snowflake> {
 
 /// Whether a backfill fetches a session's messages: channels, threads and DMs hold messages;
 /// forums and categories do not.
-pub(crate) fn holds_messages(session: &StoredSession) -> bool {
+pub(crate) fn holds_messages(session: &records::Session) -> bool {
     matches!(
         session.kind,
         SessionKind::Channel | SessionKind::Thread | SessionKind::Dm

@@ -23,7 +23,7 @@ use toolserver::surface::{ChannelLocation, SessionKind};
 use toolserver::Core;
 
 use crate::rest::DiscordRest;
-use crate::store::Store;
+use switchboard_store::Store;
 
 /// What every command can reach.
 pub struct Data {

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use entity::{Aliases, Mapper, Snowflake};
 use serenity::gateway::ConnectionStage;
 use serenity::model::channel::{Channel, GuildChannel, Reaction};
-use serenity::model::event::Event;
+use serenity::model::event::{Event, GuildRoleCreateEvent, GuildRoleUpdateEvent};
 use serenity::model::user::User;
 use serenity::prelude::{Context, EventHandler, RawEventHandler};
 use toolserver::allowlist::Allowlist;
@@ -21,8 +21,10 @@ use toolserver::workflow::{Observed, WorkflowEngine};
 use crate::backfill::{Backfill, BackfillOptions, BackfillReport};
 use crate::payload::stored_message_from_model;
 use crate::rest::DiscordRest;
-use crate::store::{SessionKind, Store, StoredSession, ThreadState};
-use crate::surface::{session_kind, Connection};
+use crate::surface::Connection;
+use switchboard_records as records;
+use switchboard_records::{SessionKind, ThreadState};
+use switchboard_store::Store;
 use toolserver::runs::{Arrival, Runs};
 
 /// Applies gateway events to the store. Clones share everything (a backfill pass runs on a
@@ -212,16 +214,16 @@ impl Ingest {
     }
 
     fn user(&self, user: &User) {
-        self.store.upsert_user(
-            sid(user.id.get()),
-            &user.name,
-            user.global_name.as_deref(),
-            user.bot,
-        );
+        self.store.upsert_user(records::User {
+            id: sid(user.id.get()),
+            username: user.name.clone(),
+            global_name: user.global_name.clone(),
+            is_bot: user.bot,
+        });
     }
 
     fn guild_channel(&self, channel: &GuildChannel) {
-        let kind = session_kind(u64::from(u8::from(channel.kind)));
+        let kind = SessionKind::from_channel_type(u64::from(u8::from(channel.kind)));
         if kind == SessionKind::Category && self.allowlist.lists_channel(sid(channel.id.get())) {
             tracing::warn!(
                 category = %channel.id,
@@ -229,7 +231,7 @@ impl Ingest {
                 "discord.allowed_channel_ids lists a category, which allows nothing: a listed channel allows itself and its threads only. To allow every channel in it, move the id to discord.allowed_category_ids"
             );
         }
-        self.store.upsert_session(StoredSession {
+        self.store.upsert_session(records::Session {
             id: sid(channel.id.get()),
             guild_id: Some(sid(channel.guild_id.get())),
             parent_id: channel.parent_id.map(|p| sid(p.get())),
@@ -270,7 +272,7 @@ impl Ingest {
         tracing::trace!("message parsed");
         let channel = sid(message.channel_id.get());
         if message.guild_id.is_none() && self.store.session(channel).is_none() {
-            self.store.upsert_session(StoredSession {
+            self.store.upsert_session(records::Session {
                 id: channel,
                 guild_id: None,
                 parent_id: None,
@@ -351,7 +353,7 @@ impl Ingest {
         let started = Instant::now();
         let plan = backfill.plan();
         let floor = backfill.floor();
-        let targets: Vec<StoredSession> = self
+        let targets: Vec<records::Session> = self
             .store
             .sessions()
             .into_iter()
@@ -372,7 +374,7 @@ impl Ingest {
         // do not, and the one REST client keeps every request within its bucket and the global
         // limit. The next fetch starts only when one is taken for ingest, so at most
         // `BACKFILL_CHANNELS_AT_ONCE` + 1 channels' messages are held at once.
-        let fetch = |session: &StoredSession| {
+        let fetch = |session: &records::Session| {
             let after = plan.get(&session.id).copied().unwrap_or(floor).max(floor);
             let (backfill, target) = (Arc::clone(&backfill), session.clone());
             let task = tokio::spawn(async move { backfill.fetch(&target, after).await });
@@ -453,8 +455,12 @@ impl Ingest {
             Event::Ready(ready) => {
                 let me = &ready.ready.user;
                 self.bot_id.store(me.id.get(), Ordering::Relaxed);
-                self.store
-                    .upsert_user(sid(me.id.get()), &me.name, me.global_name.as_deref(), true);
+                self.store.upsert_user(records::User {
+                    id: sid(me.id.get()),
+                    username: me.name.clone(),
+                    global_name: me.global_name.clone(),
+                    is_bot: true,
+                });
                 let guilds = ready.ready.guilds.len();
                 self.pending_guilds.store(guilds, Ordering::Relaxed);
                 // Before any event of this session is applied: where each gap starts.
@@ -484,7 +490,10 @@ impl Ingest {
                     self.guild_channel(channel);
                 }
                 for role in guild.roles.values() {
-                    self.store.upsert_role(sid(role.id.get()), &role.name);
+                    self.store.upsert_role(records::Role {
+                        id: sid(role.id.get()),
+                        name: role.name.clone(),
+                    });
                 }
                 for member in guild.members.values() {
                     self.user(&member.user);
@@ -499,8 +508,13 @@ impl Ingest {
                     self.guilds_complete();
                 }
             }
-            Event::GuildRoleCreate(e) => self.store.upsert_role(sid(e.role.id.get()), &e.role.name),
-            Event::GuildRoleUpdate(e) => self.store.upsert_role(sid(e.role.id.get()), &e.role.name),
+            Event::GuildRoleCreate(GuildRoleCreateEvent { role, .. })
+            | Event::GuildRoleUpdate(GuildRoleUpdateEvent { role, .. }) => {
+                self.store.upsert_role(records::Role {
+                    id: sid(role.id.get()),
+                    name: role.name.clone(),
+                });
+            }
             Event::GuildRoleDelete(e) => self.store.remove_role(sid(e.role_id.get())),
             Event::GuildMemberAdd(e) => self.user(&e.member.user),
             Event::GuildMemberUpdate(e) => self.user(&e.user),
@@ -583,9 +597,9 @@ impl Ingest {
 }
 
 /// Keeps a DM channel the bot learns of through a full channel object.
-pub fn private_channel_session(channel: &Channel) -> Option<StoredSession> {
+pub fn private_channel_session(channel: &Channel) -> Option<records::Session> {
     match channel {
-        Channel::Private(dm) => Some(StoredSession {
+        Channel::Private(dm) => Some(records::Session {
             id: sid(dm.id.get()),
             guild_id: None,
             parent_id: None,

@@ -36,7 +36,6 @@ pub mod payload;
 pub mod rest;
 pub mod service;
 pub mod session_lost;
-pub mod store;
 pub mod surface;
 pub mod workflows;
 

@@ -6,10 +6,10 @@ use entity::Snowflake;
 use serde_json::json;
 use toolserver::events::Observers;
 
-use crate::store::StoredMessage;
+use switchboard_records as records;
 
 /// `message.created`, with the canonical text as stored.
-pub fn message_created(observers: &Observers, message: &StoredMessage, author_name: &str) {
+pub fn message_created(observers: &Observers, message: &records::Message, author_name: &str) {
     observers.events.publish(
         "message.created",
         Some(message.channel_id),

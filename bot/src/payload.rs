@@ -4,7 +4,7 @@ use entity::{Mapper, Snowflake};
 use serde_json::Value;
 use serenity::model::channel::{Message, ReactionType};
 
-use crate::store::{StoredAttachment, StoredMessage, StoredReaction};
+use switchboard_records as records;
 
 fn id(value: &Value, key: &str) -> Option<Snowflake> {
     value
@@ -37,8 +37,8 @@ fn emoji_text_of_json(emoji: &Value) -> Option<String> {
 }
 
 /// A message from the gateway.
-pub fn stored_message_from_model(message: &Message, mapper: &Mapper<'_>) -> StoredMessage {
-    StoredMessage {
+pub fn stored_message_from_model(message: &Message, mapper: &Mapper<'_>) -> records::Message {
+    records::Message {
         id: Snowflake(message.id.get()),
         channel_id: Snowflake(message.channel_id.get()),
         author_id: Snowflake(message.author.id.get()),
@@ -55,7 +55,7 @@ pub fn stored_message_from_model(message: &Message, mapper: &Mapper<'_>) -> Stor
         attachments: message
             .attachments
             .iter()
-            .map(|a| StoredAttachment {
+            .map(|a| records::Attachment {
                 filename: a.filename.clone(),
                 url: a.url.clone(),
                 size: u64::from(a.size),
@@ -65,7 +65,7 @@ pub fn stored_message_from_model(message: &Message, mapper: &Mapper<'_>) -> Stor
         reactions: message
             .reactions
             .iter()
-            .map(|r| StoredReaction {
+            .map(|r| records::Reaction {
                 emoji: emoji_text(&r.reaction_type),
                 count: u32::try_from(r.count).unwrap_or(u32::MAX),
                 me: r.me,
@@ -75,10 +75,10 @@ pub fn stored_message_from_model(message: &Message, mapper: &Mapper<'_>) -> Stor
 }
 
 /// A message from a REST answer (what the bot just sent); `None` when it isn't one.
-pub fn stored_message_from_json(value: &Value, mapper: &Mapper<'_>) -> Option<StoredMessage> {
+pub fn stored_message_from_json(value: &Value, mapper: &Mapper<'_>) -> Option<records::Message> {
     let author = value.get("author")?;
     let content = value.get("content")?.as_str()?.to_owned();
-    Some(StoredMessage {
+    Some(records::Message {
         id: id(value, "id")?,
         channel_id: id(value, "channel_id")?,
         author_id: id(author, "id")?,
@@ -100,7 +100,7 @@ pub fn stored_message_from_json(value: &Value, mapper: &Mapper<'_>) -> Option<St
                 items
                     .iter()
                     .filter_map(|a| {
-                        Some(StoredAttachment {
+                        Some(records::Attachment {
                             filename: a.get("filename")?.as_str()?.to_owned(),
                             url: a.get("url")?.as_str()?.to_owned(),
                             size: a.get("size").and_then(Value::as_u64).unwrap_or(0),
@@ -120,7 +120,7 @@ pub fn stored_message_from_json(value: &Value, mapper: &Mapper<'_>) -> Option<St
                 items
                     .iter()
                     .filter_map(|r| {
-                        Some(StoredReaction {
+                        Some(records::Reaction {
                             emoji: emoji_text_of_json(r.get("emoji")?)?,
                             count: u32::try_from(r.get("count")?.as_u64()?).unwrap_or(u32::MAX),
                             me: r.get("me").and_then(Value::as_bool).unwrap_or(false),

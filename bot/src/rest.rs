@@ -176,7 +176,8 @@ pub struct ChannelFacts {
     /// The category of a channel, or the channel a thread lives in; `None` when it has neither.
     pub parent_id: Option<Snowflake>,
     /// Discord's channel `type` (0 text, 1 DM, 4 category, 11 public thread, 15 forum...), which
-    /// [`session_kind`](crate::surface::session_kind) maps to a session kind; 0 when the answer
+    /// [`SessionKind::from_channel_type`](switchboard_records::SessionKind::from_channel_type)
+    /// maps to a session kind; 0 when the answer
     /// has none.
     pub kind: u64,
 }

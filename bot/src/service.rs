@@ -15,8 +15,8 @@ use toolserver::workflow::WorkflowEngine;
 use crate::backfill::BackfillOptions;
 use crate::gateway::{Ingest, StageWatcher};
 use crate::rest::{DiscordRest, LimiterOptions, DISCORD_API};
-use crate::store::Store;
 use crate::surface::Connection;
+use switchboard_store::Store;
 
 /// Why the Discord side could not start or stopped.
 #[derive(Debug, thiserror::Error)]

@@ -12,18 +12,17 @@ use toolserver::approvals::ApprovalCard;
 use toolserver::events::Observers;
 use toolserver::live::{Live, SharedAliases};
 use toolserver::surface::{
-    AllowedChannel, AttachmentInfo, ChannelEdit, ChannelLocation, ConnectionState, Fetched,
+    AllowedChannel, Attachment, ChannelEdit, ChannelLocation, ConnectionState, Fetched,
     MentionPolicy, MessageInfo, MessageQuery, NewChannel, NewChannelKind, NewThread,
-    OutgoingMessage, PinnedMessage, ReactionInfo, SearchHit, SearchQuery, SessionInfo,
-    SessionKind as ToolSessionKind, Surface, SurfaceError, ThreadInfo,
+    OutgoingMessage, PinnedMessage, Reaction, SearchHit, SearchQuery, Session, Surface,
+    SurfaceError, Thread,
 };
 
 use crate::payload::stored_message_from_json;
 use crate::rest::DiscordRest;
-use crate::store::{
-    SearchError, SessionKind, Store, StoreSearch, StoredMessage, StoredSession, StoredThread,
-    ThreadState,
-};
+use switchboard_records as records;
+use switchboard_records::{SessionKind, ThreadState};
+use switchboard_store::Store;
 
 /// The gateway's state, shared by the event handler (which sets it) and `/health`; each change
 /// is published (`gateway.state`) once [`Connection::observe`] is called.
@@ -116,48 +115,17 @@ pub struct DiscordSurface {
     observers: OnceLock<Observers>,
 }
 
-pub(crate) fn tool_kind(kind: SessionKind) -> ToolSessionKind {
-    match kind {
-        SessionKind::Channel => ToolSessionKind::Channel,
-        SessionKind::Thread => ToolSessionKind::Thread,
-        SessionKind::Dm => ToolSessionKind::Dm,
-        SessionKind::Forum => ToolSessionKind::Forum,
-        SessionKind::Category => ToolSessionKind::Category,
-    }
-}
-
-/// Discord channel type → session kind.
-pub fn session_kind(channel_type: u64) -> SessionKind {
-    match channel_type {
-        1 | 3 => SessionKind::Dm,
-        4 => SessionKind::Category,
-        10..=12 => SessionKind::Thread,
-        15 | 16 => SessionKind::Forum,
-        _ => SessionKind::Channel,
-    }
-}
-
 /// Where a stored session sits, for the allowlist.
-pub fn location(session: &StoredSession) -> ChannelLocation {
+pub fn location(session: &records::Session) -> ChannelLocation {
     ChannelLocation {
         guild_id: session.guild_id,
         parent_channel_id: session.parent_id,
-        kind: tool_kind(session.kind),
-    }
-}
-
-fn session_info(session: &StoredSession) -> SessionInfo {
-    SessionInfo {
-        channel_id: session.id,
-        guild_id: session.guild_id,
-        parent_channel_id: session.parent_id,
-        kind: tool_kind(session.kind),
-        title: session.name.clone(),
+        kind: session.kind,
     }
 }
 
 /// A revision that changes whenever the parts readers see change.
-fn revision_of(message: &StoredMessage) -> u64 {
+fn revision_of(message: &records::Message) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     message.content.hash(&mut hasher);
     message.edited_timestamp.hash(&mut hasher);
@@ -212,7 +180,7 @@ impl DiscordSurface {
         &self.store
     }
 
-    fn message_info(&self, message: StoredMessage) -> Arc<MessageInfo> {
+    fn message_info(&self, message: records::Message) -> Arc<MessageInfo> {
         let author_name = self.store.author_name(message.author_id);
         let revision = revision_of(&message);
         Arc::new(MessageInfo {
@@ -227,7 +195,7 @@ impl DiscordSurface {
             attachments: message
                 .attachments
                 .into_iter()
-                .map(|a| AttachmentInfo {
+                .map(|a| Attachment {
                     filename: a.filename,
                     url: a.url,
                     size: a.size,
@@ -237,7 +205,7 @@ impl DiscordSurface {
             reactions: message
                 .reactions
                 .into_iter()
-                .map(|r| ReactionInfo {
+                .map(|r| Reaction {
                     emoji: r.emoji,
                     count: r.count,
                     me: r.me,
@@ -275,19 +243,6 @@ const MAX_PIN_PAGES: usize = 5;
 /// Archived threads asked for in one listing.
 const ARCHIVED_THREADS: u32 = 100;
 
-fn thread_info(thread: &StoredThread) -> Option<ThreadInfo> {
-    Some(ThreadInfo {
-        channel_id: thread.session.id,
-        parent_channel_id: thread.session.parent_id?,
-        guild_id: thread.session.guild_id,
-        name: thread.session.name.clone(),
-        archived: thread.state.archived,
-        locked: thread.state.locked,
-        auto_archive_minutes: thread.state.auto_archive_minutes,
-        owner_id: thread.state.owner_id,
-    })
-}
-
 /// An id field of Discord's JSON (ids are strings there).
 fn json_id(value: &Value, key: &str) -> Option<Snowflake> {
     value
@@ -298,12 +253,12 @@ fn json_id(value: &Value, key: &str) -> Option<Snowflake> {
 }
 
 /// A channel or thread from Discord's channel JSON, as the store keeps it.
-fn session_from_json(value: &Value) -> Option<StoredSession> {
-    Some(StoredSession {
+fn session_from_json(value: &Value) -> Option<records::Session> {
+    Some(records::Session {
         id: json_id(value, "id")?,
         guild_id: json_id(value, "guild_id"),
         parent_id: json_id(value, "parent_id"),
-        kind: session_kind(value.get("type").and_then(Value::as_u64)?),
+        kind: SessionKind::from_channel_type(value.get("type").and_then(Value::as_u64)?),
         name: value
             .get("name")
             .and_then(Value::as_str)
@@ -314,7 +269,7 @@ fn session_from_json(value: &Value) -> Option<StoredSession> {
 
 /// A thread from Discord's channel JSON: its session and its state; `None` when it is not a
 /// thread.
-fn thread_from_json(value: &Value) -> Option<StoredThread> {
+fn thread_from_json(value: &Value) -> Option<records::Thread> {
     let session = session_from_json(value).filter(|s| s.kind == SessionKind::Thread)?;
     let meta = value.get("thread_metadata");
     let flag = |key: &str| {
@@ -322,7 +277,7 @@ fn thread_from_json(value: &Value) -> Option<StoredThread> {
             .and_then(Value::as_bool)
             .unwrap_or(false)
     };
-    Some(StoredThread {
+    Some(records::Thread {
         session,
         state: ThreadState {
             archived: flag("archived"),
@@ -337,35 +292,35 @@ fn thread_from_json(value: &Value) -> Option<StoredThread> {
     })
 }
 
-fn search_error(error: SearchError) -> SurfaceError {
-    match error {
-        SearchError::Invalid(_) | SearchError::TooSlow => SurfaceError::InvalidInput {
+/// A search past its budget is the caller's to narrow (one session, rarer words); anything
+/// else is the store's trouble.
+fn search_error(error: switchboard_store::StoreError) -> SurfaceError {
+    match error.kind() {
+        switchboard_store::StoreErrorKind::TimedOut => SurfaceError::InvalidInput {
             message: error.to_string(),
             details: Value::Null,
         },
-        SearchError::Failed(_) | SearchError::Closed => {
-            SurfaceError::Unavailable(format!("the message store cannot search: {error}"))
-        }
+        _ => SurfaceError::Unavailable(format!("the message store cannot search: {error}")),
     }
 }
 
 impl DiscordSurface {
     /// Keeps a thread Discord described (session and state); its info, when it is one.
-    fn remember_thread(&self, value: &Value) -> Option<ThreadInfo> {
+    fn remember_thread(&self, value: &Value) -> Option<Thread> {
         let thread = thread_from_json(value)?;
         self.store.upsert_session(thread.session.clone());
         self.store.set_thread_state(thread.session.id, thread.state);
-        thread_info(&thread)
+        thread.parent_id().is_some().then_some(thread)
     }
 
     /// Stores a channel from Discord's answer to `what`, as the gateway's event would: the
     /// session is right at once.
-    fn remember_channel(&self, value: &Value, what: &str) -> Result<SessionInfo, SurfaceError> {
+    fn remember_channel(&self, value: &Value, what: &str) -> Result<Session, SurfaceError> {
         let session = session_from_json(value).ok_or_else(|| {
             SurfaceError::Unavailable(format!("Discord's answer to {what} is not a channel"))
         })?;
         self.store.upsert_session(session.clone());
-        Ok(session_info(&session))
+        Ok(session)
     }
 
     /// Asks Discord about a thread again (after it said the thread is archived), so the next
@@ -396,12 +351,15 @@ impl DiscordSurface {
                     .and_then(|s| s.parse::<u64>().ok()),
                 author.get("username").and_then(Value::as_str),
             ) {
-                self.store.upsert_user(
-                    Snowflake(id),
-                    name,
-                    author.get("global_name").and_then(Value::as_str),
-                    author.get("bot").and_then(Value::as_bool).unwrap_or(false),
-                );
+                self.store.upsert_user(records::User {
+                    id: Snowflake(id),
+                    username: name.to_owned(),
+                    global_name: author
+                        .get("global_name")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    is_bot: author.get("bot").and_then(Value::as_bool).unwrap_or(false),
+                });
             }
         }
         let aliases = self.aliases.load();
@@ -461,12 +419,12 @@ impl Surface for DiscordSurface {
         }
     }
 
-    fn sessions(&self) -> Vec<SessionInfo> {
-        self.store.sessions().iter().map(session_info).collect()
+    fn sessions(&self) -> Vec<Session> {
+        self.store.sessions()
     }
 
-    fn session(&self, channel_id: Snowflake) -> Option<SessionInfo> {
-        self.store.session(channel_id).as_ref().map(session_info)
+    fn session(&self, channel_id: Snowflake) -> Option<Session> {
+        self.store.session(channel_id)
     }
 
     fn names_revision(&self) -> u64 {
@@ -493,7 +451,7 @@ impl Surface for DiscordSurface {
         Ok(ChannelLocation {
             guild_id: facts.guild_id,
             parent_channel_id: facts.parent_id,
-            kind: tool_kind(session_kind(facts.kind)),
+            kind: SessionKind::from_channel_type(facts.kind),
         })
     }
 
@@ -636,21 +594,24 @@ impl Surface for DiscordSurface {
 
     async fn fetch_attachment(
         &self,
-        attachment: &AttachmentInfo,
+        attachment: &Attachment,
         limit: u64,
     ) -> Result<Fetched, SurfaceError> {
         self.rest.fetch(&attachment.url, limit).await
     }
 
-    fn thread(&self, channel_id: Snowflake) -> Option<ThreadInfo> {
-        self.store.thread(channel_id).as_ref().and_then(thread_info)
+    fn thread(&self, channel_id: Snowflake) -> Option<Thread> {
+        // A thread whose parent is unknown is not shown (nothing could post under it).
+        self.store
+            .thread(channel_id)
+            .filter(|t| t.parent_id().is_some())
     }
 
-    fn threads(&self, parent: Option<Snowflake>) -> Vec<ThreadInfo> {
+    fn threads(&self, parent: Option<Snowflake>) -> Vec<Thread> {
         self.store
             .threads(parent)
-            .iter()
-            .filter_map(thread_info)
+            .into_iter()
+            .filter(|t| t.parent_id().is_some())
             .collect()
     }
 
@@ -660,7 +621,7 @@ impl Surface for DiscordSurface {
         &self,
         parent: AllowedChannel,
         include_archived: bool,
-    ) -> Result<Vec<ThreadInfo>, SurfaceError> {
+    ) -> Result<Vec<Thread>, SurfaceError> {
         let parent_id = parent.id();
         let guild = match self.store.session(parent_id).and_then(|s| s.guild_id) {
             Some(guild) => guild,
@@ -691,10 +652,10 @@ impl Surface for DiscordSurface {
                 .unwrap_or_default()
             {
                 if let Some(thread) = self.remember_thread(value) {
-                    if thread.parent_channel_id == parent_id
+                    if thread.parent_id() == Some(parent_id)
                         && !found
                             .iter()
-                            .any(|t: &ThreadInfo| t.channel_id == thread.channel_id)
+                            .any(|t: &Thread| t.session.id == thread.session.id)
                     {
                         found.push(thread);
                     }
@@ -704,7 +665,7 @@ impl Surface for DiscordSurface {
         Ok(found)
     }
 
-    async fn create_thread(&self, thread: NewThread) -> Result<ThreadInfo, SurfaceError> {
+    async fn create_thread(&self, thread: NewThread) -> Result<Thread, SurfaceError> {
         let parent = thread.parent.id();
         let answer = match thread.from_message {
             Some(message) => {
@@ -728,7 +689,7 @@ impl Surface for DiscordSurface {
                 "Discord's answer to a thread creation is not a thread".into(),
             )
         })?;
-        self.join(info.channel_id).await;
+        self.join(info.session.id).await;
         Ok(info)
     }
 
@@ -736,7 +697,7 @@ impl Surface for DiscordSurface {
         &self,
         thread: AllowedChannel,
         archived: bool,
-    ) -> Result<ThreadInfo, SurfaceError> {
+    ) -> Result<Thread, SurfaceError> {
         let answer = self
             .rest
             .modify_channel(thread.id(), json!({ "archived": archived }))
@@ -748,7 +709,7 @@ impl Surface for DiscordSurface {
                 details: Value::Null,
             })?;
         if !archived {
-            self.join(info.channel_id).await;
+            self.join(info.session.id).await;
         }
         Ok(info)
     }
@@ -809,8 +770,8 @@ impl Surface for DiscordSurface {
     }
 
     async fn search(&self, query: SearchQuery) -> Result<Vec<SearchHit>, SurfaceError> {
-        let search = StoreSearch {
-            expression: crate::store::fts_expression(&query.terms),
+        let search = records::SearchQuery {
+            terms: query.terms,
             channels: query.channels.iter().map(|c| c.id()).collect(),
             author: query.author,
             before: query.before,
@@ -819,6 +780,7 @@ impl Surface for DiscordSurface {
         };
         let hits = self
             .store
+            .backend()
             .search(search, SEARCH_BUDGET)
             .await
             .map_err(search_error)?;
@@ -832,7 +794,7 @@ impl Surface for DiscordSurface {
             .collect())
     }
 
-    async fn create_channel(&self, channel: NewChannel) -> Result<SessionInfo, SurfaceError> {
+    async fn create_channel(&self, channel: NewChannel) -> Result<Session, SurfaceError> {
         let mut body = json!({
             "name": channel.name,
             "type": match channel.kind {
@@ -858,7 +820,7 @@ impl Surface for DiscordSurface {
         &self,
         channel: AllowedChannel,
         edit: ChannelEdit,
-    ) -> Result<SessionInfo, SurfaceError> {
+    ) -> Result<Session, SurfaceError> {
         let mut body = json!({});
         if let Some(name) = edit.name {
             body["name"] = json!(name);

@@ -1,5 +1,6 @@
-//! Workflows on Discord: kept in the store, fed every new message by the gateway, resumed
-//! through the agent ([`Runs`]). The matching and deadlines are `toolserver::workflow`'s.
+//! Workflows on Discord: fed every new message by the gateway, resumed through the agent
+//! ([`Runs`]). The matching, the deadlines and keeping them in the store are
+//! `toolserver::workflow`'s.
 
 use std::sync::Arc;
 
@@ -11,47 +12,20 @@ use toolserver::Core;
 
 use toolserver::runs::{Runs, Trigger};
 
-use crate::store::{Store, WorkflowRow};
+use switchboard_store::Store;
 
-/// Persists workflows in the store and starts their resumed runs.
+/// Starts workflows' resumed runs.
 struct DiscordWorkflows {
     store: Store,
     runs: Arc<dyn Runs>,
     aliases: SharedAliases,
     bot_id: Arc<std::sync::atomic::AtomicU64>,
-    observers: toolserver::events::Observers,
     /// Where `agent.trusted_users` is read when a workflow resumes (weak: the core holds the
     /// engine that holds these hooks).
     core: std::sync::Weak<Core>,
 }
 
 impl WorkflowHooks for DiscordWorkflows {
-    fn persist(&self, workflow: &Workflow) -> Result<(), String> {
-        let body = serde_json::to_string(workflow).map_err(|e| e.to_string())?;
-        self.store.save_workflow(WorkflowRow {
-            id: workflow.workflow_id.clone(),
-            state: workflow.state.as_str().to_owned(),
-            finished_ms: workflow.finished_ms,
-            body,
-        });
-        // Every change is persisted, so every change is published: `workflow.waiting` when
-        // created or partly answered, then `workflow.answered|timed_out|cancelled`.
-        let answered = workflow.tasks.iter().filter(|t| t.answer.is_some()).count();
-        self.observers.events.publish(
-            format!("workflow.{}", workflow.state.as_str()),
-            Some(workflow.origin_session_id),
-            serde_json::json!({
-                "workflowId": workflow.workflow_id,
-                "state": workflow.state.as_str(),
-                "tasks": workflow.tasks.len(),
-                "answered": answered,
-                "createdBy": workflow.created_by,
-                "deadlineMs": workflow.deadline_ms,
-            }),
-        );
-        Ok(())
-    }
-
     fn resume(&self, workflow: &Workflow) {
         let aliases = self.aliases.load();
         let mapper = Mapper::new(&aliases, &self.store);
@@ -96,98 +70,30 @@ impl WorkflowHooks for DiscordWorkflows {
     }
 }
 
-/// The workflows the store kept; a row that no longer parses is logged and left out.
-fn restore(store: &Store) -> Vec<Workflow> {
-    store
-        .workflows_at_open()
-        .iter()
-        .filter_map(|row| match serde_json::from_str::<Workflow>(&row.body) {
-            Ok(workflow) => Some(workflow),
-            Err(error) => {
-                tracing::warn!(workflow = %row.id, "skipping a stored workflow that does not parse: {error}");
-                None
-            }
-        })
-        .collect()
-}
-
 /// Restores the kept workflows (resuming those answered while switchboard was away), turns
 /// the `workflow.*` callables on, and fires deadlines from a background task (the handle:
 /// abort it at shutdown).
-pub fn start(
+pub async fn start(
     core: &Arc<Core>,
     store: &Store,
+    kept_in: Arc<dyn switchboard_store::WorkflowStore>,
     runs: Arc<dyn Runs>,
     aliases: SharedAliases,
     bot_id: Arc<std::sync::atomic::AtomicU64>,
-) -> (Arc<WorkflowEngine>, tokio::task::JoinHandle<()>) {
-    let restored = restore(store);
-    let waiting = restored.iter().filter(|w| w.is_waiting()).count();
+) -> Result<(Arc<WorkflowEngine>, tokio::task::JoinHandle<()>), switchboard_store::StoreError> {
     let hooks = Arc::new(DiscordWorkflows {
         store: store.clone(),
         runs,
         aliases,
         bot_id,
-        observers: core.observers(),
         core: Arc::downgrade(core),
     });
-    let engine = WorkflowEngine::new(hooks, restored);
+    let engine = WorkflowEngine::open(hooks, kept_in, Some(Arc::clone(core.events()))).await?;
+    let waiting = engine.list().iter().filter(|w| w.is_waiting()).count();
     if waiting > 0 {
         tracing::info!(waiting, "restored waiting workflows");
     }
     core.set_workflows(Arc::clone(&engine));
     let deadlines = tokio::spawn(Arc::clone(&engine).run_deadlines());
-    (engine, deadlines)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::StoreOptions;
-    use entity::Snowflake;
-    use toolserver::workflow::WorkflowState;
-
-    #[test]
-    fn a_stored_workflow_that_does_not_parse_is_skipped_not_fatal() {
-        let dir =
-            std::env::temp_dir().join(format!("switchboard-wf-restore-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("store.db").to_string_lossy().into_owned();
-        let _ = std::fs::remove_file(&path);
-        let good = Workflow {
-            workflow_id: "wf_good".into(),
-            state: WorkflowState::Waiting,
-            origin_session_id: Snowflake(1_000_000_000_000_000_401),
-            origin_message_id: None,
-            created_by: "operator".into(),
-            created_ms: 1,
-            deadline_ms: 2,
-            finished_ms: None,
-            resume_prompt: None,
-            tasks: Vec::new(),
-        };
-        let store = Store::open(&path, StoreOptions::default()).unwrap();
-        store.save_workflow(WorkflowRow {
-            id: "wf_good".into(),
-            state: "waiting".into(),
-            finished_ms: None,
-            body: serde_json::to_string(&good).unwrap(),
-        });
-        for (id, body) in [
-            ("wf_garbage", "not json"),
-            ("wf_wrong", "{\"workflowId\":7}"),
-        ] {
-            store.save_workflow(WorkflowRow {
-                id: id.into(),
-                state: "waiting".into(),
-                finished_ms: None,
-                body: body.into(),
-            });
-        }
-        store.close().unwrap();
-        let store = Store::open(&path, StoreOptions::default()).unwrap();
-        assert_eq!(restore(&store), vec![good]);
-        store.close().unwrap();
-        let _ = std::fs::remove_dir_all(&dir);
-    }
+    Ok((engine, deadlines))
 }

@@ -9,12 +9,14 @@ use std::time::{Duration, Instant};
 use bot::backfill::{BackfillOptions, BackfillReport};
 use bot::gateway::Ingest;
 use bot::rest::DiscordRest;
-use bot::store::{SessionKind, Snowflake, Store, StoreOptions, StoredSession};
 use bot::surface::Connection;
 use entity::Aliases;
+use entity::Snowflake;
 use fake_discord::{demo, FakeDiscord, Fault, RestFault, UserMessage, World};
 use serde_json::{json, Value};
 use serenity::model::event::{Event, GatewayEvent};
+use switchboard_records::{Session as StoredSession, SessionKind};
+use switchboard_store::Store;
 use toolserver::runs::{AbortOutcome, AbortTarget, Arrival, RunView, Runs, Trigger};
 use toolserver::surface::ConnectionState;
 
@@ -67,7 +69,7 @@ fn session(id: u64, parent: Option<u64>, kind: SessionKind, name: &str) -> Store
 /// An ingest with backfill against `api`, knowing the demo guild's #ops, #release-room and
 /// the thread incident-42, as GUILD_CREATE would have described them.
 fn rig(api: &str, options: BackfillOptions, allow: Arc<toolserver::allowlist::Allowlist>) -> Rig {
-    let store = Store::open(":memory:", StoreOptions::default()).expect("store");
+    let store = sqlite_store(":memory:");
     store.upsert_session(session(demo::OPS, None, SessionKind::Channel, "ops"));
     store.upsert_session(session(
         demo::RELEASE_ROOM,
@@ -415,7 +417,7 @@ async fn canned_after(body: &'static str, delay: Duration) -> String {
 async fn garbage_listings_are_skipped_and_never_loop() {
     // Not a list; a list of things that are not messages; the same full page forever (a
     // server ignoring `before`).
-    let newest = bot::store::first_id_at(toolserver::clock::now_ms()).0;
+    let newest = switchboard_records::trigger::first_id_at(toolserver::clock::now_ms()).0;
     let same_page: &'static str = Box::leak(
         format!(
             "[{}]",
@@ -465,4 +467,11 @@ async fn health_says_backfilling_until_caught_up() {
     assert!(started.elapsed() >= Duration::from_millis(400));
     let report = rig.ingest.last_backfill().expect("a report");
     assert_eq!((report.channels, report.requests, report.failed), (3, 3, 0));
+}
+
+/// A store over SQLite at `path` (":memory:": SQLite's private in-memory database).
+fn sqlite_store(path: &str) -> Store {
+    let backend = switchboard_store_sqlite::SqliteBackend::open(path, Default::default())
+        .expect("the store opens");
+    Store::open(std::sync::Arc::new(backend), Default::default()).expect("the cache loads")
 }

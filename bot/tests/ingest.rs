@@ -4,11 +4,11 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use bot::gateway::Ingest;
-use bot::store::{Store, StoreOptions};
 use bot::surface::Connection;
 use entity::{AliasKind, Aliases, Snowflake};
 use serde_json::{json, Value};
 use serenity::model::event::{Event, GatewayEvent};
+use switchboard_store::Store;
 
 const BOT: u64 = 1000000000000000001;
 const STANLEY: u64 = 1000000000000000101;
@@ -26,7 +26,7 @@ fn allowlist() -> Arc<toolserver::allowlist::Allowlist> {
 }
 
 fn ingest() -> (Ingest, Store) {
-    let store = Store::open(":memory:", StoreOptions::default()).expect("store");
+    let store = sqlite_store(":memory:");
     let aliases = Aliases::new()
         .with(AliasKind::Session, "release-room", ROOM)
         .expect("alias");
@@ -158,7 +158,7 @@ fn garbage_dispatches_never_panic_and_store_nothing() {
 #[test]
 fn health_is_ready_only_after_every_guild_arrived() {
     use toolserver::surface::ConnectionState;
-    let store = Store::open(":memory:", StoreOptions::default()).expect("store");
+    let store = sqlite_store(":memory:");
     let connection = Arc::new(Connection::default());
     connection.set(ConnectionState::Connecting);
     let ingest = Ingest::new(
@@ -188,9 +188,9 @@ fn session(
     id: u64,
     guild: Option<u64>,
     parent: Option<u64>,
-    kind: bot::store::SessionKind,
-) -> bot::store::StoredSession {
-    bot::store::StoredSession {
+    kind: switchboard_records::SessionKind,
+) -> switchboard_records::Session {
+    switchboard_records::Session {
         id: Snowflake(id),
         guild_id: guild.map(Snowflake),
         parent_id: parent.map(Snowflake),
@@ -227,12 +227,12 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 
 #[test]
 fn messages_of_refused_channels_are_not_stored_in_memory_sqlite_or_the_wal() {
-    use bot::store::SessionKind::{Channel, Thread};
+    use switchboard_records::SessionKind::{Channel, Thread};
     let dir = std::env::temp_dir().join(format!("sb-ingest-refused-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("store.db");
-    let store = Store::open(path.to_str().unwrap(), StoreOptions::default()).expect("store");
+    let store = sqlite_store(path.to_str().unwrap());
     let config = switchboard_config::Config::parse(
         &format!("[discord]\nallowed_channel_ids = [\"{OPS}\"]\nallow_dms = false\n"),
         "test.toml",
@@ -274,7 +274,7 @@ fn messages_of_refused_channels_are_not_stored_in_memory_sqlite_or_the_wal() {
         "only the allowed channel's message is kept"
     );
     assert!(store.message(Snowflake(OPS), Snowflake(905)).is_some());
-    store.flush().expect("flush");
+    store.flush_blocking().expect("flush");
     let disk = bytes_on_disk(&dir);
     assert!(
         contains(&disk, "marker-allowed"),
@@ -290,13 +290,13 @@ fn messages_of_refused_channels_are_not_stored_in_memory_sqlite_or_the_wal() {
 
 #[test]
 fn a_narrowed_allowlist_forgets_what_was_stored_of_the_channels_it_now_refuses() {
-    use bot::store::SessionKind::Channel;
+    use switchboard_records::SessionKind::Channel;
     let dir = std::env::temp_dir().join(format!("sb-ingest-narrowed-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("store.db");
     let (ingest, store) = {
-        let store = Store::open(path.to_str().unwrap(), StoreOptions::default()).expect("store");
+        let store = sqlite_store(path.to_str().unwrap());
         (
             Ingest::new(
                 store.clone(),
@@ -336,7 +336,7 @@ fn a_narrowed_allowlist_forgets_what_was_stored_of_the_channels_it_now_refuses()
     assert!(store.message(Snowflake(OPS), Snowflake(901)).is_some());
     store.close().expect("close");
     drop(ingest);
-    let reopened = Store::open(path.to_str().unwrap(), StoreOptions::default()).expect("reopen");
+    let reopened = sqlite_store(path.to_str().unwrap());
     assert!(
         reopened
             .message(Snowflake(SECRET), Snowflake(902))
@@ -346,4 +346,11 @@ fn a_narrowed_allowlist_forgets_what_was_stored_of_the_channels_it_now_refuses()
     assert!(reopened.message(Snowflake(OPS), Snowflake(901)).is_some());
     reopened.close().expect("close");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A store over SQLite at `path` (":memory:": SQLite's private in-memory database).
+fn sqlite_store(path: &str) -> Store {
+    let backend = switchboard_store_sqlite::SqliteBackend::open(path, Default::default())
+        .expect("the store opens");
+    Store::open(std::sync::Arc::new(backend), Default::default()).expect("the cache loads")
 }

@@ -366,28 +366,9 @@ impl Default for AuditConfig {
 /// The scope word that lets a named token log in to the console.
 pub const CONSOLE_SCOPE: &str = "console";
 
-/// A glob (`*` for any run of characters) against a whole string.
-pub fn glob_matches(pattern: &str, text: &str) -> bool {
-    let (p, s) = (pattern.as_bytes(), text.as_bytes());
-    let (mut pi, mut si) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while si < s.len() {
-        if pi < p.len() && p[pi] == b'*' {
-            star = Some((pi, si));
-            pi += 1;
-        } else if pi < p.len() && p[pi] == s[si] {
-            pi += 1;
-            si += 1;
-        } else if let Some((star_p, star_s)) = star {
-            pi = star_p + 1;
-            si = star_s + 1;
-            star = Some((star_p, star_s + 1));
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&b| b == b'*')
-}
+/// A glob (`*` for any run of characters) against a whole string: the records crate's, which
+/// audit filters match with too.
+pub use switchboard_records::glob_matches;
 
 /// A callable glob that must match at least one registered callable (when the callables are
 /// known), else a located error with the nearest id.

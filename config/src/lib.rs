@@ -25,6 +25,7 @@ pub use entity::{AliasKind, Aliases, Snowflake};
 pub use reload::{plan_reload, ReloadPlan, RESTART_ONLY};
 pub use report::{Problem, Report};
 pub use workspace::WorkspaceConfig;
+pub use switchboard_store::{SqliteLocation, StoreUrl, KNOWN_SCHEMES};
 
 /// The config file read when neither `--config` nor `SWITCHBOARD_CONFIG` names one.
 pub const DEFAULT_CONFIG_PATH: &str = "switchboard.toml";
@@ -333,11 +334,16 @@ pub struct RateLimits {
     pub per_channel_mutating: Quota,
 }
 
-/// `[store]`: where the bot's SQLite store lives and how many messages it keeps per session.
+/// `[store]`: which backend keeps the data and where, and how many messages it keeps per
+/// session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreConfig {
-    /// SQLite file, or `:memory:`.
-    pub path: String,
+    /// `store.url` (default `sqlite://switchboard.db`); `store.path = "PATH"` is read as
+    /// `sqlite://PATH`.
+    pub url: switchboard_store::StoreUrl,
+    /// When the file named the store with `store.path`: the `store.url` line to write instead
+    /// (check-config prints it as a note).
+    pub path_note: Option<String>,
     /// Newest messages kept per session; older ones are pruned.
     pub messages_per_channel: usize,
     /// `store.backfill_max_messages` (default 1,000, 0 to 10,000; 0 turns backfill off): after

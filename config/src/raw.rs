@@ -369,8 +369,12 @@ fn default_operator_token_env() -> Spanned<String> {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawStore {
-    #[serde(default = "default_store_path")]
-    pub path: String,
+    /// `store.url`: which backend, and where.
+    #[serde(default)]
+    pub url: Option<Spanned<String>>,
+    /// `store.path`: the older spelling of `store.url = "sqlite://PATH"`.
+    #[serde(default)]
+    pub path: Option<Spanned<String>>,
     #[serde(default = "default_messages_per_channel")]
     pub messages_per_channel: Spanned<u64>,
     #[serde(default = "default_backfill_max_messages")]
@@ -382,7 +386,8 @@ pub(crate) struct RawStore {
 impl Default for RawStore {
     fn default() -> Self {
         RawStore {
-            path: default_store_path(),
+            url: None,
+            path: None,
             messages_per_channel: default_messages_per_channel(),
             backfill_max_messages: default_backfill_max_messages(),
             backfill_max_age_s: default_backfill_max_age_s(),
@@ -400,8 +405,4 @@ fn default_backfill_max_age_s() -> Spanned<u64> {
 
 fn default_messages_per_channel() -> Spanned<u64> {
     Spanned::new(0..0, 1000)
-}
-
-fn default_store_path() -> String {
-    "switchboard.db".to_owned()
 }

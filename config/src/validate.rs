@@ -155,15 +155,10 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
             "/metrics is served without a token only on 127.0.0.1 or [::1]: bind loopback, or remove metrics_public and scrape with the operator token",
         );
     }
-    if raw.store.path.trim().is_empty() {
-        c.add(
-            None,
-            "store.path",
-            "the store path is empty",
-            "set store.path to a file such as \"switchboard.db\", or \":memory:\"",
-        );
-    }
+    let (url, path_note) = store_url(&raw.store, c);
     let store = StoreConfig {
+        url,
+        path_note,
         messages_per_channel: bounded(
             &raw.store.messages_per_channel,
             "store.messages_per_channel",
@@ -184,7 +179,6 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
             "seconds: missed messages older than this are not fetched",
             c,
         )),
-        path: raw.store.path,
     };
     let agent = raw
         .agent
@@ -761,4 +755,59 @@ fn aliases(raw: &RawConfig, c: &mut Collector) -> (Aliases, AliasComments) {
         }
     }
     (aliases, comments)
+}
+
+/// `store.url`, or `store.path` read as `sqlite://PATH` (with the note that says so), or the
+/// default. A scheme switchboard does not know is a located problem naming the ones it knows.
+fn store_url(
+    raw: &crate::raw::RawStore,
+    c: &mut Collector,
+) -> (switchboard_store::StoreUrl, Option<String>) {
+    use switchboard_store::{StoreUrl, DEFAULT_STORE_URL, KNOWN_SCHEMES};
+    let default = || StoreUrl::parse(DEFAULT_STORE_URL).unwrap_or(StoreUrl::Memory);
+    match (&raw.url, &raw.path) {
+        (Some(url), path) => {
+            if let Some(path) = path {
+                c.add(
+                    Some(path.span()),
+                    "store.path",
+                    "store.path and store.url both name the store",
+                    "keep store.url and remove store.path (store.path = \"PATH\" is the older spelling of store.url = \"sqlite://PATH\")",
+                );
+            }
+            match StoreUrl::parse(url.get_ref()) {
+                Ok(parsed) => (parsed, None),
+                Err(error) => {
+                    c.add(
+                        Some(url.span()),
+                        "store.url",
+                        error.to_string(),
+                        format!(
+                            "write one of {} — e.g. \"{DEFAULT_STORE_URL}\", \"sqlite:///var/lib/switchboard/store.db\", \"memory:\" or \"postgres://switchboard@localhost/switchboard\"",
+                            KNOWN_SCHEMES.join(", ")
+                        ),
+                    );
+                    (default(), None)
+                }
+            }
+        }
+        (None, Some(path)) => {
+            if path.get_ref().trim().is_empty() {
+                c.add(
+                    Some(path.span()),
+                    "store.path",
+                    "the store path is empty",
+                    format!("set store.url, e.g. \"{DEFAULT_STORE_URL}\", or \"memory:\""),
+                );
+                return (default(), None);
+            }
+            let url = StoreUrl::from_store_path(path.get_ref());
+            let note = format!(
+                "store.path is read as store.url = \"{}\"; write that instead",
+                url.spelling()
+            );
+            (url, Some(note))
+        }
+        (None, None) => (default(), None),
+    }
 }

@@ -90,7 +90,10 @@ fn an_empty_file_means_defaults_with_everything_denied() {
     );
     assert!(config.toolserver.bind.ip().is_loopback());
     assert!(!config.toolserver.insecure_no_auth);
-    assert_eq!(config.store.path, "switchboard.db");
+    assert_eq!(
+        config.store.url,
+        switchboard_config::StoreUrl::parse("sqlite://switchboard.db").unwrap()
+    );
 }
 
 #[test]
@@ -635,4 +638,105 @@ fn a_config_that_is_not_utf8_says_so_where_it_breaks() {
     assert!(text.contains("bad.toml:2:23: (encoding)"), "{text}");
     assert!(text.contains("not UTF-8"), "{text}");
     assert!(!text.contains("Create it"), "{text}");
+}
+
+fn store_of(section: &str) -> Result<switchboard_config::StoreConfig, Vec<String>> {
+    let text = format!("[discord]\nallowed_guild_ids = []\n\n[store]\n{section}\n");
+    match Config::parse(&text, "store.toml") {
+        Ok(config) => Ok(config.store),
+        Err(report) => Err(report
+            .problems
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}:{} {} | {} | {}",
+                    p.line, p.column, p.key_path, p.message, p.help
+                )
+            })
+            .collect()),
+    }
+}
+
+#[test]
+fn store_url_names_sqlite_files_memory_and_postgres() {
+    use std::path::PathBuf;
+    use switchboard_config::{SqliteLocation, StoreUrl};
+    let url = |section: &str| store_of(section).expect("valid").url;
+    assert_eq!(
+        url("url = \"sqlite:///var/lib/switchboard/store.db\""),
+        StoreUrl::Sqlite(SqliteLocation::File(PathBuf::from(
+            "/var/lib/switchboard/store.db"
+        )))
+    );
+    // Relative, as store.path is: to the working directory.
+    assert_eq!(
+        url("url = \"sqlite://data/store.db\""),
+        StoreUrl::Sqlite(SqliteLocation::File(PathBuf::from("data/store.db")))
+    );
+    assert_eq!(url("url = \"memory:\""), StoreUrl::Memory);
+    assert_eq!(
+        url("url = \"postgres://switchboard@localhost/switchboard\""),
+        StoreUrl::Postgres("postgres://switchboard@localhost/switchboard".into())
+    );
+    // Neither key: the default file.
+    let default = store_of("").expect("valid");
+    assert_eq!(default.url.spelling(), "sqlite://switchboard.db");
+    assert_eq!(default.path_note, None);
+}
+
+#[test]
+fn store_path_still_works_and_says_how_to_write_it_as_a_url() {
+    let store = store_of("path = \"data/old.db\"").expect("store.path is still valid");
+    assert_eq!(store.url.spelling(), "sqlite://data/old.db");
+    let note = store.path_note.expect("a note");
+    assert!(
+        note.contains("store.url = \"sqlite://data/old.db\""),
+        "{note}"
+    );
+    let memory = store_of("path = \":memory:\"").expect("valid");
+    assert_eq!(memory.url.spelling(), "sqlite://:memory:");
+}
+
+#[test]
+fn an_unknown_store_scheme_is_a_located_error_naming_the_known_ones() {
+    let problems = store_of("messages_per_channel = 10\nurl = \"mysql://db/switchboard\"")
+        .expect_err("mysql is not a store");
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    let problem = &problems[0];
+    assert!(problem.starts_with("6:7 store.url |"), "{problem}");
+    assert!(problem.contains("mysql"), "{problem}");
+    for scheme in switchboard_config::KNOWN_SCHEMES {
+        assert!(problem.contains(scheme), "{scheme} missing: {problem}");
+    }
+    assert!(!problem.contains("unknown key"), "{problem}");
+}
+
+#[test]
+fn garbage_store_urls_are_located_errors_never_panics() {
+    for garbage in [
+        "",
+        "sqlite:",
+        "sqlite://",
+        "memory:x",
+        "\\u0001",
+        "::",
+        "sqlite:rel.db",
+    ] {
+        let problems = store_of(&format!("url = \"{garbage}\"")).expect_err(garbage);
+        assert!(
+            problems.iter().all(|p| p.contains("store.url")),
+            "{garbage}: {problems:?}"
+        );
+    }
+}
+
+#[test]
+fn store_path_and_store_url_together_are_refused() {
+    let problems = store_of("path = \"a.db\"\nurl = \"sqlite://b.db\"").expect_err("both");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("store.path") && p.contains("both")),
+        "{problems:?}"
+    );
 }

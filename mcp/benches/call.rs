@@ -94,7 +94,7 @@ fn main() {
             "{DEMO_CONFIG}\nmax_concurrent_calls = 1024\n[toolserver.rate_limits]\nper_caller_per_minute = 100000000\nper_caller_burst = 10000000\n"
         );
         // The pipeline alone, as in toolserver's call bench.
-        let server = TestServer::start_with_ledger(&config, surface, Arc::new(toolserver::governance::NoLedger))
+        let server = TestServer::start_with_audit(&config, surface, Arc::new(toolserver::testing::NoAudit))
             .await
             .expect("tool server");
         // The API and /mcp on one listener over the test server's core, as `switchboard run` does.

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// Where an approval stands. On the wire it is flattened into the card: `"state": "pending",
 /// "expiresAtMs": ...`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(
     tag = "state",
     rename_all = "snake_case",
@@ -21,20 +21,26 @@ pub enum ApprovalState {
     },
     /// An approver said yes.
     Approved {
-        /// Who (`@name`, or `console`).
+        /// Who: `discord:<user id>`, `console:operator`, `console:token:NAME`, or
+        /// `api:operator` / `api:token:NAME` for `approvals.decide` called over the API.
         by: String,
         /// When, ms since the epoch.
         at_ms: u64,
     },
     /// An approver said no.
     Denied {
-        /// Who (`@name`, or `console`).
+        /// Who, as for [`ApprovalState::Approved`].
         by: String,
         /// When, ms since the epoch.
         at_ms: u64,
     },
     /// Nobody decided in time (or the service restarted while it waited).
     Expired {
+        /// When, ms since the epoch.
+        at_ms: u64,
+    },
+    /// Withdrawn: the run whose call waited ended (finished or aborted) before anyone decided.
+    Cancelled {
         /// When, ms since the epoch.
         at_ms: u64,
     },
@@ -48,22 +54,34 @@ impl ApprovalState {
 }
 
 /// What an approval request shows a person: enough to decide, readable.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalCard {
-    /// Its id (`apr_` and 16 hex digits); buttons carry it.
+    /// Its id (`apr_` and 32 hex digits: 128 random bits); buttons carry it.
     pub id: String,
     /// The callable that waits.
     pub tool: String,
     /// The session the call acts in.
+    #[schemars(with = "Option<String>")]
     pub session_id: Option<Snowflake>,
     /// That session as people read it (`#release-room`).
     pub session_label: String,
-    /// The input, readable (mentions as names), long text cut.
+    /// The whole input as the call will run it, one `field: value` line per field: nothing
+    /// is cut, whatever `[audit]` says. (The copy kept in the store is the audit log's.)
     pub preview: String,
     /// Who asked: the run and the person who started it, or the token.
     pub requested_by: String,
-    /// The first hex digits of the hash the approval is bound to.
+    /// The waiting call's caller key: `operator`, `token:NAME`, `cap:ID`, `anonymous`. (Empty
+    /// on a card an older version kept.)
+    #[serde(default)]
+    pub caller: String,
+    /// Who the ask belongs to, who may not decide it (unless
+    /// `permissions.allow_self_approval`): `operator`, `token:NAME`, or for an agent run the
+    /// `discord:<user id>` whose message started it.
+    #[serde(default)]
+    pub owner: String,
+    /// The first hex digits of the hash the approval is bound to: the tool, the preview as
+    /// shown, the input, the targets and the run.
     pub binding: String,
     /// The agent run's request id, when the call belongs to one.
     pub run: Option<String>,
@@ -116,6 +134,8 @@ pub enum Settlement {
     },
     /// Nobody decided in time.
     Expire,
+    /// The run whose call waited ended before anyone decided.
+    Cancel,
 }
 
 impl Settlement {
@@ -131,6 +151,7 @@ impl Settlement {
                 at_ms,
             },
             Settlement::Expire => ApprovalState::Expired { at_ms },
+            Settlement::Cancel => ApprovalState::Cancelled { at_ms },
         }
     }
 }
@@ -151,6 +172,8 @@ mod tests {
             session_label: "#ops".into(),
             preview: "hi".into(),
             requested_by: "operator".into(),
+            caller: "operator".into(),
+            owner: "operator".into(),
             binding: "0123456789ab".into(),
             run: None,
             tool_call_id: Some("t1".into()),
@@ -161,7 +184,7 @@ mod tests {
             json,
             serde_json::json!({"id": "apr_0123456789abcdef", "tool": "surface.messages.send",
                 "sessionId": "1000000000000000401", "sessionLabel": "#ops", "preview": "hi",
-                "requestedBy": "operator", "binding": "0123456789ab", "run": null,
+                "requestedBy": "operator", "caller": "operator", "owner": "operator", "binding": "0123456789ab", "run": null,
                 "toolCallId": "t1", "state": "pending", "expiresAtMs": 9})
         );
         assert_eq!(serde_json::from_value::<ApprovalCard>(json).unwrap(), card);

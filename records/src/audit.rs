@@ -13,14 +13,15 @@ use serde_json::Value;
 pub struct AuditRow {
     /// When the call started, ms since the Unix epoch.
     pub time_ms: u64,
-    /// Who called: `operator`, `cap:<id>` (an agent run), `token:<name>`, `anonymous`, or for
-    /// governance done in Discord, `discord:<user id>`.
+    /// Who called: `operator`, `cap:<id>` (an agent run), `token:<name>`, `anonymous`, or
+    /// `discord:<user id>` (an approver's button, an admin's `/tools`).
     pub caller: Cow<'static, str>,
     /// The agent run (its request id), for a capability.
     pub run: Option<String>,
-    /// Who asked for the run (the trigger's author), for a capability.
+    /// Who asked for the run (the trigger's author), for a capability; the user, for a Discord
+    /// caller.
     pub requested_by: Option<Snowflake>,
-    /// The callable (or `/tools` for a scope change made in Discord).
+    /// The callable.
     pub tool: Cow<'static, str>,
     /// The sessions it acted in, resolved.
     pub sessions: Vec<Snowflake>,
@@ -29,8 +30,9 @@ pub struct AuditRow {
     pub input: Value,
     /// `allow`, `ask`, `deny`, or `-` when the call was refused before the permission stage.
     pub decision: Cow<'static, str>,
-    /// What decided: a rule (`permissions.rules[2]`), `permissions.default`, an approver
-    /// (`@name`, `console`), `expired`, or a hook.
+    /// What decided: a rule (`permissions.rules[2]`), `permissions.default`, `operator
+    /// callable` (no rule names it), an approver (`discord:<user id>`, `console:operator`,
+    /// `console:token:NAME`, `api:...`), `expired`, or a hook.
     pub decided_by: Option<Cow<'static, str>>,
     /// `ok`, or the error's kind.
     pub outcome: Cow<'static, str>,
@@ -38,6 +40,15 @@ pub struct AuditRow {
     pub code: Option<Cow<'static, str>>,
     /// How long the call took, in ms.
     pub duration_ms: u64,
+    /// How many calls the row stands for: 1, or — for a burst of refusals of one caller,
+    /// callable and code past the few a window keeps as rows of their own — the first counted
+    /// call's row with the number of calls it counts.
+    #[serde(default = "one")]
+    pub count: u64,
+}
+
+fn one() -> u64 {
+    1
 }
 
 /// An audit row as the log answers it: with its id, which pages continue from.
@@ -236,6 +247,7 @@ mod tests {
             outcome: Cow::Borrowed("ok"),
             code: None,
             duration_ms: 3,
+            count: 1,
         }
     }
 
@@ -250,7 +262,7 @@ mod tests {
             serde_json::json!({"id": 9, "timeMs": 5, "caller": "operator", "run": null,
                 "requestedBy": "1000000000000000401", "tool": "surface.messages.send",
                 "sessions": ["1000000000000000402"], "input": {"text": "hi"}, "decision": "allow",
-                "decidedBy": null, "outcome": "ok", "code": null, "durationMs": 3})
+                "decidedBy": null, "outcome": "ok", "code": null, "durationMs": 3, "count": 1})
         );
     }
 

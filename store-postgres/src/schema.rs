@@ -131,11 +131,15 @@ CREATE TABLE changes (
 CREATE SEQUENCE switchboard_origins;
 ";
 
+/// Version 2: an audit row can stand for a counted burst of refusals (SQLite's version 7).
+const V2: &str = "ALTER TABLE audit ADD COLUMN count bigint NOT NULL DEFAULT 1;";
+
 /// The ladder: step `n` brings a database from version `n - 1` to `n`.
 ///
-/// Steps after 1 are the agent aggregates (issues 23, 25, 26), one per aggregate, appended.
-const STEPS: [&str; 6] = [
+/// Steps after 2 are the agent aggregates (issues 23, 25, 26), one per aggregate, appended.
+const STEPS: [&str; 7] = [
     V1,
+    V2,
     crate::agents::SCHEMA_MEMORY,
     crate::agents::SCHEMA_RUNS,
     crate::agents::SCHEMA_SCHEDULES,

@@ -560,6 +560,7 @@ mod tests {
             outcome: "ok".into(),
             code: None,
             duration_ms: 1,
+            count: 1,
         }
     }
 

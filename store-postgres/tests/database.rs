@@ -51,6 +51,7 @@ fn audit(n: u64) -> AuditRow {
         outcome: "ok".into(),
         code: None,
         duration_ms: 1,
+        count: 1,
     }
 }
 
@@ -460,6 +461,8 @@ fn a_decision_on_one_node_reaches_the_other_nodes_feed() {
             session_label: "#ops".into(),
             preview: "ship it".into(),
             requested_by: "operator".into(),
+            caller: "operator".into(),
+            owner: "operator".into(),
             binding: "0123456789ab".into(),
             run: Some("run-1".into()),
             tool_call_id: None,

@@ -1,18 +1,17 @@
-//! Today's store (`bot::store::Store`) and the SQLite backend behind the store traits (with the
-//! read cache in front), run alternately in one process, median of rounds: the moved code must
-//! not get slower. Four parts, as the bot's benches measure them:
+//! The SQLite backend behind the store traits, with the read cache in front, median of rounds.
+//! Phase 1 of issue 22 ran it alternately against the store it replaced (`bot::store`, now
+//! gone; the figures are in `BENCHMARKS.md`); it stays as the SQLite backend's bench. Four
+//! parts:
 //!
 //! - `ingest`: the store side of gateway ingest — per event the author's upsert and the
 //!   message's insert, on one thread — for 50,000 events, timed to the end of the flush
 //!   (durable), in events/s (`bot/benches/ingest.rs` adds serenity's gateway in front).
 //! - `store`: `insert_message` of 100,000 messages over 100 channels timed to the flush, and
-//!   resident memory per cached message, each side in a child process of its own
-//!   (`bot/benches/store.rs`).
-//! - `search`: one store of each built with the same 200,000 messages (`SEARCH_BENCH_MESSAGES`),
-//!   then the six query kinds of `bot/benches/search.rs`, alternating, p50 / p99 per kind.
-//! - `audit`: `/v1/call` on loopback with no audit log, with today's store as the ledger, and
-//!   with the backend as the ledger (through an adapter: what the wiring phase replaces),
-//!   alternating rounds; the ratios with/without (`bot/benches/audit.rs`).
+//!   resident memory per cached message, in a child process of its own.
+//! - `search`: a store built with 200,000 messages (`SEARCH_BENCH_MESSAGES`), then six query
+//!   kinds, p50 / p99 per kind.
+//! - `audit`: `/v1/call` on loopback with no audit log and with the backend keeping it,
+//!   alternating rounds; the ratio with/without (`bot/benches/audit.rs`).
 //!
 //! Run: `cargo bench -p switchboard-store-sqlite --bench compare -- ingest store search audit`
 //! (`COMPARE_ROUNDS` rounds, default 5; `CALL_BENCH_ROUNDS` for audit).
@@ -21,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use switchboard_records::{Message, SearchMatch, SearchQuery, SearchTerm, Snowflake, User};
+use switchboard_records::{Message, SearchQuery, Snowflake, User};
 use switchboard_store::{Backend, CacheOptions, Store};
 use switchboard_store_sqlite::{SqliteBackend, SqliteOptions};
 
@@ -70,17 +69,6 @@ impl Drop for TempDir {
     }
 }
 
-fn old(path: &str, keep: usize) -> bot::store::Store {
-    bot::store::Store::open(
-        path,
-        bot::store::StoreOptions {
-            messages_per_channel: keep,
-            ..Default::default()
-        },
-    )
-    .expect("today's store opens")
-}
-
 fn new(path: &str, keep: usize) -> Store {
     let backend: Arc<dyn Backend> = Arc::new(
         SqliteBackend::open(
@@ -126,92 +114,40 @@ fn message(n: u64) -> Message {
     }
 }
 
-fn to_old(m: Message) -> bot::store::StoredMessage {
-    bot::store::StoredMessage {
-        id: m.id,
-        channel_id: m.channel_id,
-        author_id: m.author_id,
-        author_is_bot: m.author_is_bot,
-        content: m.content,
-        text: m.text,
-        timestamp: m.timestamp,
-        edited_timestamp: m.edited_timestamp,
-        reply_to: m.reply_to,
-        attachments: Vec::new(),
-        reactions: Vec::new(),
-    }
-}
-
 /// The store side of gateway ingest: author upsert + message insert per event, durable.
 fn ingest() {
     let events = env("INGEST_EVENTS", 50_000);
     let dir = TempDir::new("ingest");
     println!("## ingest: {events} events (author upsert + insert), timed to the flush");
-    let (mut before, mut after) = (Vec::new(), Vec::new());
-    let (mut cpu_before, mut cpu_after) = (Vec::new(), Vec::new());
+    let (mut rates, mut cpus) = (Vec::new(), Vec::new());
     for round in 0..rounds() {
-        // Alternate which side goes first: the first meets a quieter disk (the other's
-        // checkpoint is still being written back) and a warmer allocator.
-        let mut rates = [0.0f64; 2];
-        let mut cpu = [0.0f64; 2];
-        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-        for side in order {
-            quiet_disk();
-            let messages: Vec<Message> = (0..events).map(message).collect();
-            let cpu_before = cpu_time();
-            rates[side] = if side == 0 {
-                let old_messages: Vec<bot::store::StoredMessage> =
-                    messages.into_iter().map(to_old).collect();
-                let store = old(&dir.file("old.db"), events as usize);
-                let started = Instant::now();
-                for m in old_messages {
-                    store.upsert_user(m.author_id, "tomas-novak", Some("Tomas Novak"), false);
-                    store.insert_message(m);
-                }
-                store.flush().expect("flush");
-                let rate = events as f64 / started.elapsed().as_secs_f64();
-                store.close().expect("close");
-                rate
-            } else {
-                let store = new(&dir.file("new.db"), events as usize);
-                let started = Instant::now();
-                for m in messages {
-                    store.upsert_user(User {
-                        id: m.author_id,
-                        username: "tomas-novak".into(),
-                        global_name: Some("Tomas Novak".into()),
-                        is_bot: false,
-                    });
-                    store.insert_message(m);
-                }
-                store.flush_blocking().expect("flush");
-                let rate = events as f64 / started.elapsed().as_secs_f64();
-                store.close().expect("close");
-                rate
-            };
-            cpu[side] = (cpu_time() - cpu_before).as_secs_f64() * 1e6 / events as f64;
+        quiet_disk();
+        let messages: Vec<Message> = (0..events).map(message).collect();
+        let cpu_before = cpu_time();
+        let store = new(&dir.file("new.db"), events as usize);
+        let started = Instant::now();
+        for m in messages {
+            store.upsert_user(User {
+                id: m.author_id,
+                username: "tomas-novak".into(),
+                global_name: Some("Tomas Novak".into()),
+                is_bot: false,
+            });
+            store.insert_message(m);
         }
-        let [old_rate, new_rate] = rates;
-        println!(
-            "round {round}: today {old_rate:.0} events/s ({:.1} µs CPU/event), traits {new_rate:.0} events/s ({:.1} µs CPU/event); ratio {:.2}",
-            cpu[0],
-            cpu[1],
-            new_rate / old_rate
-        );
-        before.push(old_rate);
-        after.push(new_rate);
-        cpu_before.push(cpu[0]);
-        cpu_after.push(cpu[1]);
+        store.flush_blocking().expect("flush");
+        let rate = events as f64 / started.elapsed().as_secs_f64();
+        store.close().expect("close");
+        let cpu = (cpu_time() - cpu_before).as_secs_f64() * 1e6 / events as f64;
+        println!("round {round}: {rate:.0} events/s ({cpu:.1} µs CPU/event)");
+        rates.push(rate);
+        cpus.push(cpu);
     }
-    let ratios: Vec<f64> = before.iter().zip(&after).map(|(b, a)| a / b).collect();
     println!(
-        "ingest: today {:.0} events/s, traits {:.0} events/s (medians of {} rounds); ratio median {:.2}; CPU per event today {:.1} µs, traits {:.1} µs",
-        median(before),
-        median(after),
-        ratios.len(),
-        median(ratios),
-        median(cpu_before),
-        median(cpu_after)
+        "ingest: {:.0} events/s (median of {} rounds); CPU per event {:.1} µs",
+        median(rates.clone()),
+        rates.len(),
+        median(cpus)
     );
 }
 
@@ -240,51 +176,29 @@ fn quiet_disk() {
 
 const CHILD: &str = "SWITCHBOARD_COMPARE_CHILD";
 
-/// One side of the `store` part, in a child process: prints `rate bytes_per_message`.
-fn store_child(side: &str, dir: &Path) {
+/// The `store` part, in a child process: prints `rate bytes_per_message`.
+fn store_child(dir: &Path) {
     let count = env("STORE_BENCH_MESSAGES", 100_000);
     let per_channel = usize::try_from(count / CHANNELS + 1).unwrap_or(usize::MAX);
-    let path = dir
-        .join(format!("{side}.db"))
-        .to_string_lossy()
-        .into_owned();
+    let path = dir.join("new.db").to_string_lossy().into_owned();
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{path}{suffix}"));
     }
     let mut text = 0u64;
-    let (rate, delta) = if side == "old" {
-        let store = old(&path, per_channel);
-        store.flush().ok();
-        let before = rss_bytes();
-        let started = Instant::now();
-        for n in 0..count {
-            let m = to_old(message(n));
-            text += (m.content.len() + m.text.len()) as u64;
-            store.insert_message(m);
-        }
-        store.flush().expect("flush");
-        let rate = count as f64 / started.elapsed().as_secs_f64();
-        let delta = rss_bytes().saturating_sub(before);
-        assert_eq!(store.message_count() as u64, count);
-        store.close().expect("close");
-        (rate, delta)
-    } else {
-        let store = new(&path, per_channel);
-        store.flush_blocking().ok();
-        let before = rss_bytes();
-        let started = Instant::now();
-        for n in 0..count {
-            let m = message(n);
-            text += (m.content.len() + m.text.len()) as u64;
-            store.insert_message(m);
-        }
-        store.flush_blocking().expect("flush");
-        let rate = count as f64 / started.elapsed().as_secs_f64();
-        let delta = rss_bytes().saturating_sub(before);
-        assert_eq!(store.message_count() as u64, count);
-        store.close().expect("close");
-        (rate, delta)
-    };
+    let store = new(&path, per_channel);
+    store.flush_blocking().ok();
+    let before = rss_bytes();
+    let started = Instant::now();
+    for n in 0..count {
+        let m = message(n);
+        text += (m.content.len() + m.text.len()) as u64;
+        store.insert_message(m);
+    }
+    store.flush_blocking().expect("flush");
+    let rate = count as f64 / started.elapsed().as_secs_f64();
+    let delta = rss_bytes().saturating_sub(before);
+    assert_eq!(store.message_count() as u64, count);
+    store.close().expect("close");
     println!("{rate} {}", (delta as f64 - text as f64) / count as f64);
 }
 
@@ -292,59 +206,26 @@ fn store_bench() {
     let dir = TempDir::new("store");
     let exe = std::env::current_exe().expect("the bench's own path");
     println!("## store: insert_message of {} messages over {CHANNELS} channels, to the flush; memory per message beyond its text", env("STORE_BENCH_MESSAGES", 100_000));
-    let mut figures: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
+    let mut figures: Vec<(f64, f64)> = Vec::new();
     for round in 0..rounds() {
-        let sides = if round % 2 == 0 {
-            [(0, "old"), (1, "new")]
-        } else {
-            [(1, "new"), (0, "old")]
-        };
-        for (i, side) in sides {
-            quiet_disk();
-            let out = std::process::Command::new(&exe)
-                .env(CHILD, format!("{side}:{}", dir.0.display()))
-                .output()
-                .expect("the child runs");
-            let text = String::from_utf8_lossy(&out.stdout);
-            let mut parts = text
-                .split_whitespace()
-                .map(|p| p.parse::<f64>().unwrap_or(0.0));
-            let (rate, bytes) = (parts.next().unwrap_or(0.0), parts.next().unwrap_or(0.0));
-            println!("round {round} {side}: {rate:.0} msg/s, {bytes:.0} bytes/message beyond text");
-            figures[i].push((rate, bytes));
-        }
+        quiet_disk();
+        let out = std::process::Command::new(&exe)
+            .env(CHILD, dir.0.display().to_string())
+            .output()
+            .expect("the child runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut parts = text
+            .split_whitespace()
+            .map(|p| p.parse::<f64>().unwrap_or(0.0));
+        let (rate, bytes) = (parts.next().unwrap_or(0.0), parts.next().unwrap_or(0.0));
+        println!("round {round}: {rate:.0} msg/s, {bytes:.0} bytes/message beyond text");
+        figures.push((rate, bytes));
     }
-    let rates = |i: usize| median(figures[i].iter().map(|f| f.0).collect());
-    let bytes = |i: usize| median(figures[i].iter().map(|f| f.1).collect());
     println!(
-        "store: today {:.0} msg/s and {:.0} B/message; traits {:.0} msg/s and {:.0} B/message (medians); rate ratio {:.2}",
-        rates(0),
-        bytes(0),
-        rates(1),
-        bytes(1),
-        rates(1) / rates(0)
+        "store: {:.0} msg/s and {:.0} B/message (medians)",
+        median(figures.iter().map(|f| f.0).collect()),
+        median(figures.iter().map(|f| f.1).collect())
     );
-}
-
-fn old_terms(terms: &[SearchTerm]) -> Vec<toolserver::surface::SearchTerm> {
-    terms
-        .iter()
-        .map(|t| toolserver::surface::SearchTerm {
-            any_of: t
-                .any_of
-                .iter()
-                .map(|a| match a {
-                    SearchMatch::Words { text, prefix } => {
-                        toolserver::surface::SearchMatch::Words {
-                            text: text.clone(),
-                            prefix: *prefix,
-                        }
-                    }
-                    SearchMatch::Mentions(m) => toolserver::surface::SearchMatch::Mentions(*m),
-                })
-                .collect(),
-        })
-        .collect()
 }
 
 fn search() {
@@ -352,148 +233,69 @@ fn search() {
     let queries = env("SEARCH_BENCH_QUERIES", 1_200) as usize;
     let dir = TempDir::new("search");
     let per_channel = usize::try_from(count / CHANNELS + 1).unwrap_or(usize::MAX);
-    let old_store = old(&dir.file("old.db"), per_channel);
-    let new_store = new(&dir.file("new.db"), per_channel);
-    println!("## search: {count} messages over {CHANNELS} channels, {queries} queries per side, alternating");
+    let store = new(&dir.file("new.db"), per_channel);
+    println!("## search: {count} messages over {CHANNELS} channels, {queries} queries");
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let messages: Vec<Message> = (0..count)
         .map(|n| switchboard_store::corpus::message(n, &mut rng))
         .collect();
     let started = Instant::now();
-    for m in messages.iter().cloned().map(to_old) {
-        old_store.insert_message(m);
-    }
-    old_store.flush().expect("flush");
-    let old_ingest = count as f64 / started.elapsed().as_secs_f64();
-    let started = Instant::now();
     for m in messages {
-        new_store.insert_message(m);
+        store.insert_message(m);
     }
-    new_store.flush_blocking().expect("flush");
-    let new_ingest = count as f64 / started.elapsed().as_secs_f64();
-    println!(
-        "ingest with the FTS index: today {old_ingest:.0} msg/s, traits {new_ingest:.0} msg/s"
-    );
+    store.flush_blocking().expect("flush");
+    let ingest = count as f64 / started.elapsed().as_secs_f64();
+    println!("ingest with the FTS index: {ingest:.0} msg/s");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a runtime");
     let channels: Vec<Snowflake> = (0..CHANNELS).map(|c| Snowflake(CHANNEL_BASE + c)).collect();
-    let backend = Arc::clone(new_store.backend());
-    let mut times: [Vec<Vec<Duration>>; 2] =
-        [vec![Vec::new(); KINDS.len()], vec![Vec::new(); KINDS.len()]];
+    let backend = Arc::clone(store.backend());
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); KINDS.len()];
     let mut rng = Rng(0x0123_4567_89ab_cdef);
     for i in 0..queries + 60 {
         let kind = i % KINDS.len();
-        let terms = query(kind, &mut rng);
-        let old_search = bot::store::StoreSearch {
-            expression: bot::store::fts_expression(&old_terms(&terms)),
+        let search = SearchQuery {
+            terms: query(kind, &mut rng),
             channels: channels.clone(),
             author: None,
             before: None,
             after: None,
             limit: 20,
         };
-        let new_search = SearchQuery {
-            terms,
-            channels: channels.clone(),
-            author: None,
-            before: None,
-            after: None,
-            limit: 20,
-        };
-        // Alternate which side goes first, so neither always meets a warmer cache.
-        let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
-        for side in order {
-            let started = Instant::now();
-            let hits = if side == 0 {
-                runtime
-                    .block_on(old_store.search(old_search.clone(), Duration::from_secs(5)))
-                    .expect("search")
-                    .len()
-            } else {
-                runtime
-                    .block_on(backend.search(new_search.clone(), Duration::from_secs(5)))
-                    .expect("search")
-                    .len()
-            };
-            let took = started.elapsed();
-            std::hint::black_box(hits);
-            if i >= 60 {
-                times[side][kind].push(took);
-            }
+        let started = Instant::now();
+        let hits = runtime
+            .block_on(backend.search(search, Duration::from_secs(5)))
+            .expect("search")
+            .len();
+        let took = started.elapsed();
+        std::hint::black_box(hits);
+        if i >= 60 {
+            times[kind].push(took);
         }
     }
-    println!("| query | today p50 | traits p50 | today p99 | traits p99 |");
-    println!("|---|---|---|---|---|");
+    println!("| query | p50 | p99 |");
+    println!("|---|---|---|");
     let ms = |d: Duration| format!("{:.2} ms", d.as_secs_f64() * 1_000.0);
-    let mut all: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
-    for kind in 0..KINDS.len() {
-        let mut row = Vec::new();
-        for side in 0..2 {
-            let mut t = times[side][kind].clone();
-            t.sort();
-            row.push((percentile(&t, 0.5), percentile(&t, 0.99)));
-            all[side].extend(t);
-        }
+    let mut all: Vec<Duration> = Vec::new();
+    for (kind, t) in times.iter_mut().enumerate() {
+        t.sort();
         println!(
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} |",
             KINDS[kind],
-            ms(row[0].0),
-            ms(row[1].0),
-            ms(row[0].1),
-            ms(row[1].1)
+            ms(percentile(t, 0.5)),
+            ms(percentile(t, 0.99))
         );
+        all.extend(t.iter().copied());
     }
-    for side in &mut all {
-        side.sort();
-    }
+    all.sort();
     println!(
-        "| **all** | **{}** | **{}** | **{}** | **{}** |",
-        ms(percentile(&all[0], 0.5)),
-        ms(percentile(&all[1], 0.5)),
-        ms(percentile(&all[0], 0.99)),
-        ms(percentile(&all[1], 0.99))
+        "| **all** | **{}** | **{}** |",
+        ms(percentile(&all, 0.5)),
+        ms(percentile(&all, 0.99))
     );
-    old_store.close().expect("close");
-    new_store.close().expect("close");
-}
-
-/// The backend as the tool server's ledger today: what the wiring phase replaces with the
-/// traits themselves.
-struct TraitsLedger(Arc<dyn Backend>);
-
-impl toolserver::governance::Ledger for TraitsLedger {
-    fn record(&self, row: toolserver::governance::AuditRow) {
-        let _ = self.0.record(switchboard_records::AuditRow {
-            time_ms: row.time_ms,
-            caller: row.caller,
-            run: row.run,
-            requested_by: row.requested_by,
-            tool: row.tool,
-            sessions: row.sessions,
-            input: row.input,
-            decision: row.decision,
-            decided_by: row.decided_by,
-            outcome: row.outcome,
-            code: row.code,
-            duration_ms: row.duration_ms,
-        });
-    }
-
-    fn query(
-        &self,
-        _filter: toolserver::governance::AuditFilter,
-    ) -> toolserver::governance::LedgerFuture<'_, Result<toolserver::governance::AuditPage, String>>
-    {
-        Box::pin(async { Err("not read in this bench".to_owned()) })
-    }
-
-    fn save_session_scope(&self, session: Snowflake, scope: Option<Vec<String>>) {
-        let _ = self.0.set_session_scope(session, scope);
-    }
-
-    fn save_approval(&self, _record: toolserver::governance::ApprovalRecord) {}
+    store.close().expect("close");
 }
 
 fn audit() {
@@ -504,7 +306,6 @@ fn audit() {
     const CONNECTIONS: usize = 4;
     const REQUESTS: usize = 5_000;
     let dir = TempDir::new("audit");
-    let old_store = old(&dir.file("old.db"), 1_000);
     let backend: Arc<dyn Backend> = Arc::new(
         SqliteBackend::open(&dir.file("new.db"), SqliteOptions::default())
             .expect("the backend opens"),
@@ -517,26 +318,25 @@ fn audit() {
     println!("## audit: /v1/call (surface.messages.list, 50 messages), {CONNECTIONS} connections x {REQUESTS} requests, {rounds} alternating rounds");
     runtime.block_on(async {
         let config = bench_config();
-        let none = TestServer::start_with_ledger(&config, busy_ops_surface(), Arc::new(toolserver::governance::NoLedger)).await.expect("server");
-        let today = TestServer::start_with_ledger(&config, busy_ops_surface(), Arc::new(old_store.clone())).await.expect("server");
-        let traits = TestServer::start_with_ledger(&config, busy_ops_surface(), Arc::new(TraitsLedger(Arc::clone(&backend)))).await.expect("server");
+        let none = TestServer::start_with_audit(&config, busy_ops_surface(), Arc::new(toolserver::testing::NoAudit)).await.expect("server");
+        let traits = TestServer::start_with_audit(&config, busy_ops_surface(), backend.clone()).await.expect("server");
         let body = serde_json::to_vec(&serde_json::json!({"tool": "surface.messages.list", "input": {"sessionId": "#ops", "limit": 50}})).unwrap();
-        let (mut today_ratios, mut traits_ratios) = (Vec::new(), Vec::new());
-        for _ in 0..rounds {
-            let mut rates = [0.0; 3];
-            for (i, server) in [&none, &today, &traits].into_iter().enumerate() {
+        let mut ratios = Vec::new();
+        for round in 0..rounds {
+            let mut rates = [0.0; 2];
+            // Alternate which goes first.
+            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+            for i in order {
+                let server = [&none, &traits][i];
                 let request = http_post("/v1/call", Some(server.operator_token()), &body);
                 rates[i] = throughput(server.addr(), request, CONNECTIONS, REQUESTS).await.0;
             }
-            today_ratios.push(rates[1] / rates[0]);
-            traits_ratios.push(rates[2] / rates[0]);
-            println!("round: none {:.0} req/s, today {:.0}, traits {:.0}", rates[0], rates[1], rates[2]);
+            ratios.push(rates[1] / rates[0]);
+            println!("round: none {:.0} req/s, SQLite {:.0}", rates[0], rates[1]);
         }
-        let (today_median, _, _) = median_min_max(today_ratios);
-        let (traits_median, _, _) = median_min_max(traits_ratios);
-        println!("audit: with/without the audit log — today {today_median:.2}, traits {traits_median:.2} (medians)");
+        let (median_ratio, _, _) = median_min_max(ratios);
+        println!("audit: with/without the audit log in SQLite {median_ratio:.2} (median)");
     });
-    old_store.close().expect("close");
     let stats = backend.queue_stats();
     futures_executor::block_on(backend.close()).expect("close");
     println!(
@@ -547,9 +347,7 @@ fn audit() {
 
 fn main() {
     if let Ok(child) = std::env::var(CHILD) {
-        if let Some((side, dir)) = child.split_once(':') {
-            store_child(side, Path::new(dir));
-        }
+        store_child(Path::new(&child));
         return;
     }
     let args: Vec<String> = std::env::args()

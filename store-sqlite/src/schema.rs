@@ -1,7 +1,7 @@
 //! The file: opening it (WAL, the exclusive lock that keeps a second switchboard out), its
 //! schema, and the upgrade ladder (`PRAGMA user_version`) every older file climbs at open.
 //!
-//! Why a ladder of our own rather than a migration crate (`refinery`): steps 4 and 7 are not
+//! Why a ladder of our own rather than a migration crate (`refinery`): steps 4 and 8 are not
 //! SQL alone (step 4 computes each stored message's mention tokens and decodes old emoji in
 //! Rust), steps from 4 on also repair files that reached a later version without them
 //! (branches landed out of order), and files written before today have no migration-history
@@ -16,7 +16,7 @@ use switchboard_store::StoreError;
 use tracing::{debug, warn};
 
 /// The schema version this code writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 13;
 
 /// How long opening waits for a lock held by another connection (e.g. a switchboard that is
 /// still shutting down) before reporting the store as locked.
@@ -161,9 +161,9 @@ CREATE TABLE IF NOT EXISTS backfill_gaps (
 );
 ";
 
-/// Version 7: idempotency keys (a retried call runs once), and the whole hash an approval is
+/// Version 8: idempotency keys (a retried call runs once), and the whole hash an approval is
 /// bound to (the card keeps only its first digits).
-const SCHEMA_V7: &str = "
+const SCHEMA_V8: &str = "
 CREATE TABLE IF NOT EXISTS idempotency (
     caller TEXT NOT NULL,
     key TEXT NOT NULL,
@@ -280,11 +280,17 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
             conn.execute_batch(SCHEMA_V6)
                 .map_err(fail("drop the per-row search index triggers"))?;
         }
-        if version < 7
+        // (A column is added when missing, whatever the version says: `bot::store` wrote
+        // version 7 with it.)
+        if !has_column(conn, "audit", "count") {
+            conn.execute_batch(crate::ledger::SCHEMA_V7)
+                .map_err(fail("let audit rows count bursts of refusals"))?;
+        }
+        if version < 8
             || !has_table(conn, "idempotency")
             || !has_column(conn, "approvals", "binding")
         {
-            conn.execute_batch(SCHEMA_V7)
+            conn.execute_batch(SCHEMA_V8)
                 .map_err(fail("add the idempotency keys"))?;
             if !has_column(conn, "approvals", "binding") {
                 conn.execute_batch("ALTER TABLE approvals ADD COLUMN binding TEXT")
@@ -298,7 +304,7 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
         add_schedules(conn).map_err(fail("add the schedules and their receipts"))?;
         add_usage(conn).map_err(fail("add the model usage rows"))?;
         add_cluster(conn).map_err(fail("add the cluster tables"))?;
-        // Later versions: `if version < N || !has_table(..) { ... }`, each step in this same
+        // Later versions: `if version < 14 || !has_table(..) { ... }`, each step in this same
         // transaction.
         if version != SCHEMA_VERSION {
             conn.pragma_update(None, "user_version", SCHEMA_VERSION)

@@ -148,3 +148,45 @@ fn a_store_at_version_7_missing_a_step_gains_it() {
     close(open(&path).unwrap());
     assert!(tables(&path).contains(&"idempotency".to_owned()));
 }
+
+#[test]
+fn a_stored_workflow_that_does_not_parse_is_skipped_not_fatal() {
+    use switchboard_records::{Snowflake, Workflow, WorkflowState};
+    use switchboard_store::WorkflowStore as _;
+    let dir = TempDir::new("workflow-rows");
+    let path = dir.db();
+    let good = Workflow {
+        workflow_id: "wf_good".into(),
+        state: WorkflowState::Waiting,
+        origin_session_id: Snowflake(1_000_000_000_000_000_401),
+        origin_message_id: None,
+        created_by: "operator".into(),
+        created_ms: 1,
+        deadline_ms: 2,
+        finished_ms: None,
+        resume_prompt: None,
+        tasks: Vec::new(),
+    };
+    let backend = open(&path).unwrap();
+    backend.save_workflow(&good).unwrap();
+    close(backend);
+    // Rows an older or broken writer left: not JSON, and JSON of the wrong shape.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    for (id, body) in [
+        ("wf_garbage", "not json"),
+        ("wf_wrong", "{\"workflowId\":7}"),
+    ] {
+        conn.execute(
+            "INSERT INTO workflows (id, state, finished_ms, body) VALUES (?1, 'waiting', NULL, ?2)",
+            [id, body],
+        )
+        .unwrap();
+    }
+    drop(conn);
+    let backend = open(&path).unwrap();
+    assert_eq!(
+        futures_executor::block_on(backend.workflows()).unwrap(),
+        vec![good]
+    );
+    close(backend);
+}

@@ -1,6 +1,7 @@
-//! A store file written by the store as it was before the store crates (`bot::store`, schema 6;
-//! `tests/fixtures/v6.db`, made by `store-sqlite/fixture-gen`) opens under the SQLite backend,
-//! climbs to the current schema, and keeps every kind of data it held.
+//! Store files written by the store as it was before the store crates (`bot::store`: schema 6,
+//! `tests/fixtures/v6.db`, and schema 7, `tests/fixtures/v7.db`, whose audit rows carry a
+//! `count`; both made by `store-sqlite/fixture-gen`, which now lives only in history) open
+//! under the SQLite backend, climb to the current schema, and keep every kind of data they held.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,19 +34,24 @@ fn m(n: u64) -> Snowflake {
     Snowflake(1_100_000_000_000_000_000 + n)
 }
 
-/// A copy of the fixture (opening upgrades it in place), opened as the service would.
-fn open_copy(dir: &TempDir) -> (Arc<dyn Backend>, Store) {
+/// A copy of the fixture of schema `version` (opening upgrades it in place), opened as the
+/// service would.
+fn open_copy(dir: &TempDir, version: i64) -> (Arc<dyn Backend>, Store) {
     let path = dir.db();
     std::fs::copy(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v6.db"),
+        format!(
+            "{}/tests/fixtures/v{version}.db",
+            env!("CARGO_MANIFEST_DIR")
+        ),
         &path,
     )
     .expect("copy the fixture");
+    let wanted = version;
     let version: i64 = rusqlite::Connection::open(&path)
         .unwrap()
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 6, "the fixture is a schema-6 file");
+    assert_eq!(version, wanted, "the fixture is a schema-{wanted} file");
     let backend: Arc<dyn Backend> = Arc::new(
         SqliteBackend::open(
             &path,
@@ -55,7 +61,7 @@ fn open_copy(dir: &TempDir) -> (Arc<dyn Backend>, Store) {
                 ..SqliteOptions::default()
             },
         )
-        .expect("a schema-6 file opens"),
+        .expect("an older file opens"),
     );
     let store =
         Store::open(Arc::clone(&backend), CacheOptions::default()).expect("the cache loads it");
@@ -64,8 +70,17 @@ fn open_copy(dir: &TempDir) -> (Arc<dyn Backend>, Store) {
 
 #[test]
 fn a_store_file_of_schema_6_opens_with_every_kind_of_data() {
-    let dir = TempDir::new("fixture");
-    let (backend, store) = open_copy(&dir);
+    every_kind_of_data_is_kept(6);
+}
+
+#[test]
+fn a_store_file_of_schema_7_opens_with_every_kind_of_data() {
+    every_kind_of_data_is_kept(7);
+}
+
+fn every_kind_of_data_is_kept(version: i64) {
+    let dir = TempDir::new(&format!("fixture-v{version}"));
+    let (backend, store) = open_copy(&dir, version);
 
     // Sessions of every kind, with their guilds and parents.
     let sessions = store.sessions();
@@ -239,6 +254,7 @@ fn a_store_file_of_schema_6_opens_with_every_kind_of_data() {
     );
     assert_eq!(send.sessions, [OPS]);
     assert_eq!(send.input["text"], "call 0");
+    assert_eq!(send.count, 1);
     let denied = &page.rows[0].row;
     assert_eq!(
         (
@@ -252,6 +268,8 @@ fn a_store_file_of_schema_6_opens_with_every_kind_of_data() {
             Some("permission_denied")
         )
     );
+    // Schema 7 kept the refusal as a counted burst of three; schema 6 had no counts (1).
+    assert_eq!(denied.count, if version >= 7 { 3 } else { 1 });
 
     // Scope overrides, an empty one included; the removed one stays removed.
     let scopes: Vec<(Snowflake, Vec<String>)> = block_on(backend.session_scopes())
@@ -310,7 +328,7 @@ fn a_store_file_of_schema_6_opens_with_every_kind_of_data() {
 #[test]
 fn an_upgraded_file_takes_new_writes_and_keeps_them() {
     let dir = TempDir::new("fixture-writes");
-    let (backend, store) = open_copy(&dir);
+    let (backend, store) = open_copy(&dir, 7);
     store.insert_message(switchboard_records::Message {
         id: m(9),
         channel_id: OPS,

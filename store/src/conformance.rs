@@ -1055,6 +1055,8 @@ fn approval(n: u64, expires_at_ms: u64) -> Approval {
             session_label: "#ops".into(),
             preview: "ship it".into(),
             requested_by: "operator".into(),
+            caller: "operator".into(),
+            owner: "operator".into(),
             binding: "0123456789ab".into(),
             run: Some("run-1".into()),
             tool_call_id: Some("call-1".into()),
@@ -1401,6 +1403,8 @@ fn audit_row(i: u64) -> AuditRow {
         outcome: "ok".into(),
         code: None,
         duration_ms: i % 7,
+        // Some rows count a burst of refusals: the count is kept.
+        count: 1 + i % 3,
     }
 }
 

@@ -514,6 +514,7 @@ pub fn copy_all(
                         }
                         ApprovalState::Denied { by, at_ms } => (Settlement::Deny { by }, at_ms),
                         ApprovalState::Expired { at_ms } => (Settlement::Expire, at_ms),
+                        ApprovalState::Cancelled { at_ms } => (Settlement::Cancel, at_ms),
                         ApprovalState::Pending { .. } => continue,
                     };
                     block_on(to.decide_approval(approval.id(), settlement, at_ms))

@@ -29,10 +29,10 @@ fn main() {
         let surface = busy_ops_surface();
         let config = bench_config();
         // The pipeline alone: the audit log's own cost is measured with the store that keeps it.
-        let server = TestServer::start_with_ledger(
+        let server = TestServer::start_with_audit(
             &config,
             surface,
-            Arc::new(toolserver::governance::NoLedger),
+            Arc::new(toolserver::testing::NoAudit),
         )
         .await
         .expect("tool server");

@@ -15,9 +15,6 @@ use toolserver::workflow::{
 struct Nothing;
 
 impl WorkflowHooks for Nothing {
-    fn persist(&self, _: &Workflow) -> Result<(), String> {
-        Ok(())
-    }
     fn resume(&self, _: &Workflow) {}
 }
 
@@ -27,7 +24,8 @@ const WAITED_ON: u64 = 1_000_000_000_000_000_101;
 /// An engine with `count` waiting workflows of two tasks each, spread over 50 channels, each
 /// waiting for one person.
 fn engine_with(count: usize) -> Arc<WorkflowEngine> {
-    let engine = WorkflowEngine::new(Arc::new(Nothing), Vec::new());
+    let store = Arc::new(switchboard_store::MemoryBackend::new(Default::default()));
+    let engine = WorkflowEngine::new(Arc::new(Nothing), store, None, Vec::new());
     for n in 0..count as u64 {
         let task = |offset: u64| NewTask {
             session_id: Snowflake(FIRST_CHANNEL + (n + offset) % 50),

@@ -18,100 +18,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use entity::Snowflake;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use switchboard_config::{any_principal_matches, Principal};
 use tokio::sync::oneshot;
 
-use crate::governance::{ApprovalRecord, Ledger};
+use switchboard_records::{Approval, Settlement};
+use switchboard_store::feed::{Changed, Changes, Next};
+use switchboard_store::{ApprovalStore, ChangeFeed, Decided};
+
 use crate::surface::{AllowedChannel, Surface};
 
-/// Where an approval stands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(
-    tag = "state",
-    rename_all = "snake_case",
-    rename_all_fields = "camelCase"
-)]
-pub enum ApprovalState {
-    /// Waiting for a decision until `expires_at_ms` (ms since the epoch).
-    Pending {
-        /// When it is denied if nobody decided.
-        expires_at_ms: u64,
-    },
-    /// An approver said yes.
-    Approved {
-        /// Who: `discord:<user id>`, `console:operator`, `console:token:NAME`, or
-        /// `api:operator` / `api:token:NAME` for `approvals.decide` called over the API.
-        by: String,
-        /// When, ms since the epoch.
-        at_ms: u64,
-    },
-    /// An approver said no.
-    Denied {
-        /// Who, as for [`ApprovalState::Approved`].
-        by: String,
-        /// When, ms since the epoch.
-        at_ms: u64,
-    },
-    /// Nobody decided in time (or the service restarted while it waited).
-    Expired {
-        /// When, ms since the epoch.
-        at_ms: u64,
-    },
-    /// Withdrawn: the run whose call waited ended (finished or aborted) before anyone decided.
-    Cancelled {
-        /// When, ms since the epoch.
-        at_ms: u64,
-    },
-}
-
-impl ApprovalState {
-    /// Whether a decision is still possible.
-    pub fn is_pending(&self) -> bool {
-        matches!(self, ApprovalState::Pending { .. })
-    }
-}
-
-/// What an approval request shows a person: enough to decide, readable.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ApprovalCard {
-    /// Its id (`apr_` and 32 hex digits: 128 random bits); buttons carry it.
-    pub id: String,
-    /// The callable that waits.
-    pub tool: String,
-    /// The session the call acts in.
-    #[schemars(with = "Option<String>")]
-    pub session_id: Option<Snowflake>,
-    /// That session as people read it (`#release-room`).
-    pub session_label: String,
-    /// The whole input as the call will run it, one `field: value` line per field: nothing
-    /// is cut, whatever `[audit]` says. (The copy kept in the store is the audit log's.)
-    pub preview: String,
-    /// Who asked: the run and the person who started it, or the token.
-    pub requested_by: String,
-    /// The waiting call's caller key: `operator`, `token:NAME`, `cap:ID`, `anonymous`. (Empty
-    /// on a card an older version kept.)
-    #[serde(default)]
-    pub caller: String,
-    /// Who the ask belongs to, who may not decide it (unless
-    /// `permissions.allow_self_approval`): `operator`, `token:NAME`, or for an agent run the
-    /// `discord:<user id>` whose message started it.
-    #[serde(default)]
-    pub owner: String,
-    /// The first hex digits of the hash the approval is bound to: the tool, the preview as
-    /// shown, the input, the targets and the run.
-    pub binding: String,
-    /// The agent run's request id, when the call belongs to one.
-    pub run: Option<String>,
-    /// The `x-switchboard-tool-call-id` of the waiting call, so its caller can find it.
-    pub tool_call_id: Option<String>,
-    /// Where it stands.
-    #[serde(flatten)]
-    pub state: ApprovalState,
-}
+pub use switchboard_records::{ApprovalCard, ApprovalState};
 
 /// Who decides.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,10 +117,22 @@ pub enum Outcome {
     Expired,
 }
 
+impl Outcome {
+    /// The outcome a settled state stands for; `None` while it is pending.
+    fn of(state: &ApprovalState) -> Option<Outcome> {
+        match state {
+            ApprovalState::Pending { .. } => None,
+            ApprovalState::Approved { by, .. } => Some(Outcome::Approved(by.clone())),
+            ApprovalState::Denied { by, .. } => Some(Outcome::Denied(by.clone())),
+            ApprovalState::Expired { .. } | ApprovalState::Cancelled { .. } => {
+                Some(Outcome::Expired)
+            }
+        }
+    }
+}
+
 struct Pending {
     card: ApprovalCard,
-    /// The preview as the store keeps it (the audit log's copy of the input).
-    kept_preview: String,
     channel: AllowedChannel,
     message_id: Option<Snowflake>,
     decided: Option<oneshot::Sender<Outcome>>,
@@ -261,7 +191,12 @@ pub struct Approvals {
     /// Who decides, and how long an ask waits: a reload swaps it (an ask already waiting keeps
     /// its deadline; a click is judged by the approvers in force when it comes).
     policy: crate::live::Live<ApprovalPolicy>,
-    ledger: Arc<dyn Ledger>,
+    /// Where requests are kept and decided: the decision is the store's (atomic, so a request
+    /// decided twice — two clicks, two nodes — is decided once).
+    store: Arc<dyn ApprovalStore>,
+    /// The store's changes: with a shared store, a decision made on another node wakes the
+    /// call waiting here.
+    feed: Arc<dyn ChangeFeed>,
 }
 
 /// `permissions.approvers`, `permissions.console_approves`, `permissions.ask_timeout_s`,
@@ -333,13 +268,19 @@ pub fn binding(
 }
 
 impl Approvals {
-    /// Approvals decided by `approvers`, denied after `timeout`, kept in `ledger`.
-    pub fn new(permissions: &switchboard_config::Permissions, ledger: Arc<dyn Ledger>) -> Self {
+    /// Approvals decided by `approvers`, denied after `timeout`, kept and decided in `store`,
+    /// whose changes `feed` carries.
+    pub fn new(
+        permissions: &switchboard_config::Permissions,
+        store: Arc<dyn ApprovalStore>,
+        feed: Arc<dyn ChangeFeed>,
+    ) -> Self {
         Approvals {
             pending: Mutex::new(HashMap::new()),
             recent: Mutex::new(std::collections::VecDeque::new()),
             policy: crate::live::Live::new(ApprovalPolicy::from(permissions)),
-            ledger,
+            store,
+            feed,
         }
     }
 
@@ -349,10 +290,14 @@ impl Approvals {
             .store(Arc::new(ApprovalPolicy::from(permissions)));
     }
 
-    /// The same approvals, kept in `ledger`.
+    /// The same approvals, kept in `store`.
     #[must_use]
-    pub fn with_ledger(self, ledger: Arc<dyn Ledger>) -> Approvals {
-        Approvals { ledger, ..self }
+    pub fn with_store(self, store: Arc<dyn ApprovalStore>, feed: Arc<dyn ChangeFeed>) -> Approvals {
+        Approvals {
+            store,
+            feed,
+            ..self
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
@@ -361,38 +306,57 @@ impl Approvals {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Keeps `card`'s state in the ledger, its preview as `kept_preview` (the audit log's
+    /// Keeps a pending request in the store, its preview as `kept_preview` (the audit log's
     /// copy: a store under `audit.redact` keeps no input text).
     fn keep(
         &self,
         card: &ApprovalCard,
         kept_preview: &str,
+        binding: &str,
         channel: AllowedChannel,
         message_id: Option<Snowflake>,
     ) {
-        let mut kept = serde_json::to_value(card).unwrap_or(Value::Null);
-        kept["preview"] = Value::String(kept_preview.to_owned());
-        if !card.state.is_pending() {
-            let mut recent = self
-                .recent
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            recent.retain(|earlier| earlier.id != card.id);
-            if recent.len() >= RECENT_KEPT {
-                recent.pop_front();
-            }
-            recent.push_back(ApprovalCard {
-                preview: kept_preview.to_owned(),
-                ..card.clone()
-            });
-        }
-        self.ledger.save_approval(ApprovalRecord {
-            id: card.id.clone(),
+        let mut kept = card.clone();
+        kept.preview = kept_preview.to_owned();
+        let approval = Approval {
+            card: kept,
             channel_id: channel.id(),
             message_id,
-            pending: card.state.is_pending(),
-            card: kept,
-        });
+            binding: binding.to_owned(),
+        };
+        if let Err(error) = self.store.save_approval(approval) {
+            tracing::warn!(approval = %card.id, %error, "could not keep the approval request; it is decided in this process only");
+        }
+    }
+
+    /// Settles `id` in the store; the card as it then stands (the shown preview kept), or —
+    /// when the store cannot answer — `card` settled here.
+    async fn settle_kept(
+        &self,
+        mut card: ApprovalCard,
+        settlement: Settlement,
+    ) -> (ApprovalCard, bool) {
+        let at_ms = now_ms();
+        match self
+            .store
+            .decide_approval(&card.id, settlement.clone(), at_ms)
+            .await
+        {
+            Ok(Decided::Decided(kept)) => {
+                card.state = kept.card.state;
+                self.remember_settled(&card);
+                (card, true)
+            }
+            Ok(Decided::AlreadyDecided(kept)) => {
+                card.state = kept.card.state;
+                (card, false)
+            }
+            Err(error) => {
+                tracing::warn!(approval = %card.id, %error, "could not keep the decision; it holds in this process only");
+                card.state = settlement.state(at_ms);
+                (card, true)
+            }
+        }
     }
 
     /// Posts the card and waits for a decision (or the timeout). The card is redrawn when it
@@ -452,20 +416,27 @@ impl Approvals {
             id.clone(),
             Pending {
                 card: card.clone(),
-                kept_preview: kept_preview.clone(),
                 channel: request.channel,
                 message_id: None,
                 decided: Some(tx),
             },
         );
-        self.keep(&card, &kept_preview, request.channel, None);
+        // Watch before the request is kept, so no decision made elsewhere can come unseen.
+        let elsewhere = self.feed.shared().then(|| self.feed.subscribe());
+        self.keep(&card, &kept_preview, &hash, request.channel, None);
         let posted = surface.post_approval(request.channel, &card).await;
         match posted {
             Ok(message_id) => {
                 if let Some(pending) = self.lock().get_mut(&id) {
                     pending.message_id = Some(message_id);
                 }
-                self.keep(&card, &kept_preview, request.channel, Some(message_id));
+                self.keep(
+                    &card,
+                    &kept_preview,
+                    &hash,
+                    request.channel,
+                    Some(message_id),
+                );
             }
             Err(error) => {
                 tracing::warn!(approval = %id, %error, "could not post the approval request; it waits for the console or the timeout");
@@ -477,31 +448,47 @@ impl Approvals {
                 // Timed out, or the sender went away.
                 _ => Outcome::Expired,
             },
+            outcome = self.decided_elsewhere(&id, elsewhere) => {
+                self.lock().remove(&id);
+                return Ok(outcome);
+            }
             ended = until => {
-                self.settle(surface, &id, ApprovalState::Cancelled { at_ms: now_ms() })
-                    .await;
+                self.settle(surface, &id, Settlement::Cancel).await;
                 return Err(ended);
             }
         };
         if outcome == Outcome::Expired {
-            self.settle(surface, &id, ApprovalState::Expired { at_ms: now_ms() })
-                .await;
+            self.settle(surface, &id, Settlement::Expire).await;
         }
         Ok(outcome)
     }
 
-    /// Settles a request nobody decided (still pending) as `state`, and redraws its card.
-    async fn settle(&self, surface: &dyn Surface, id: &str, state: ApprovalState) {
+    /// The outcome of a decision made on another node (a shared store), once `changes` says
+    /// the request changed; never, without a shared store.
+    async fn decided_elsewhere(&self, id: &str, changes: Option<Changes>) -> Outcome {
+        let Some(mut changes) = changes else {
+            return std::future::pending().await;
+        };
+        loop {
+            match changes.next().await {
+                Next::Change(change) if change.what == Changed::Approval(id.to_owned()) => {}
+                Next::Missed(_) => {}
+                Next::Change(_) => continue,
+                Next::Closed => return std::future::pending().await,
+            }
+            if let Ok(Some(kept)) = self.store.approval(id).await {
+                if let Some(outcome) = Outcome::of(&kept.card.state) {
+                    return outcome;
+                }
+            }
+        }
+    }
+
+    /// Settles a request nobody decided (still pending) as `settlement`, and redraws its card.
+    async fn settle(&self, surface: &dyn Surface, id: &str, settlement: Settlement) {
         let settled = self.lock().remove(id);
         if let Some(pending) = settled {
-            let mut card = pending.card;
-            card.state = state;
-            self.keep(
-                &card,
-                &pending.kept_preview,
-                pending.channel,
-                pending.message_id,
-            );
+            let (card, _) = self.settle_kept(pending.card, settlement).await;
             if let Some(message_id) = pending.message_id {
                 if let Err(error) = surface
                     .update_approval(pending.channel, message_id, &card)
@@ -538,43 +525,40 @@ impl Approvals {
             }
         }
         let by = decider.decided_by();
-        let mut pending = {
-            let mut all = self.lock();
-            let card = &all.get(id).ok_or(DecideError::NotPending)?.card;
-            if !policy.allow_self_approval && card.owner == decider.principal() {
-                return Err(DecideError::SelfApproval);
-            }
-            all.remove(id).ok_or(DecideError::NotPending)?
-        };
-        let at_ms = now_ms();
-        let (state, outcome) = if approve {
-            (
-                ApprovalState::Approved {
-                    by: by.clone(),
-                    at_ms,
-                },
-                Outcome::Approved(by),
-            )
+        let settlement = if approve {
+            Settlement::Approve { by }
         } else {
-            (
-                ApprovalState::Denied {
-                    by: by.clone(),
-                    at_ms,
-                },
-                Outcome::Denied(by),
-            )
+            Settlement::Deny { by }
         };
-        pending.card.state = state;
-        self.keep(
-            &pending.card,
-            &pending.kept_preview,
-            pending.channel,
-            pending.message_id,
-        );
+        let local = {
+            let mut all = self.lock();
+            match all.get(id) {
+                Some(pending) => {
+                    if !policy.allow_self_approval && pending.card.owner == decider.principal() {
+                        return Err(DecideError::SelfApproval);
+                    }
+                    all.remove(id)
+                }
+                None => None,
+            }
+        };
+        let Some(mut pending) = local else {
+            return self
+                .decide_kept(surface, id, decider, settlement, redraw)
+                .await;
+        };
+        let (card, took) = self.settle_kept(pending.card, settlement).await;
         if let Some(decided) = pending.decided.take() {
             // The waiting call may be gone (its client hung up): the decision is still kept.
-            let _ = decided.send(outcome);
+            // Decided first elsewhere (another node, or past its expiry): that outcome.
+            if let Some(outcome) = Outcome::of(&card.state) {
+                let _ = decided.send(outcome);
+            }
         }
+        if !took {
+            return Err(DecideError::NotPending);
+        }
+        pending.card = card;
         if redraw {
             if let Some(message_id) = pending.message_id {
                 if let Err(error) = surface
@@ -586,6 +570,45 @@ impl Approvals {
             }
         }
         Ok(pending.card)
+    }
+
+    /// A decision on a request no call of this process waits on: one kept by the store that
+    /// another node's call waits on (that node's call learns it from the store's changes).
+    async fn decide_kept(
+        &self,
+        surface: &dyn Surface,
+        id: &str,
+        decider: &Decider,
+        settlement: Settlement,
+        redraw: bool,
+    ) -> Result<ApprovalCard, DecideError> {
+        let kept = match self.store.approval(id).await {
+            Ok(Some(kept)) if kept.is_pending() => kept,
+            _ => return Err(DecideError::NotPending),
+        };
+        if !self.policy.load().allow_self_approval && kept.card.owner == decider.principal() {
+            return Err(DecideError::SelfApproval);
+        }
+        let decided = self
+            .store
+            .decide_approval(id, settlement, now_ms())
+            .await
+            .map_err(|_| DecideError::NotPending)?;
+        let Decided::Decided(kept) = decided else {
+            return Err(DecideError::NotPending);
+        };
+        if redraw {
+            if let Some(message_id) = kept.message_id {
+                let channel = AllowedChannel::checked(kept.channel_id);
+                if let Err(error) = surface
+                    .update_approval(channel, message_id, &kept.card)
+                    .await
+                {
+                    tracing::debug!(approval = %id, %error, "could not redraw the decided request");
+                }
+            }
+        }
+        Ok(kept.card)
     }
 
     /// Every pending approval's card, the one that expires first (the oldest, unless a reload
@@ -612,22 +635,61 @@ impl Approvals {
             .collect()
     }
 
-    /// Settles approvals left pending by an earlier run as expired, redrawing their messages.
-    pub async fn expire_leftovers(&self, surface: &dyn Surface, records: Vec<ApprovalRecord>) {
-        for record in records.into_iter().filter(|r| r.pending) {
-            let Ok(mut card) = serde_json::from_value::<ApprovalCard>(record.card.clone()) else {
+    /// Remembers a settled card for `approvals.list` (a bounded ring of this process's).
+    fn remember_settled(&self, card: &ApprovalCard) {
+        let mut recent = self
+            .recent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        recent.retain(|earlier| earlier.id != card.id);
+        if recent.len() >= RECENT_KEPT {
+            recent.pop_front();
+        }
+        recent.push_back(card.clone());
+    }
+
+    /// Settles every request the store holds as pending and no call of this process waits
+    /// on — left by an earlier run — as expired, redrawing their messages. At start.
+    ///
+    /// With a shared store (several nodes) nothing is settled here: another node's call may
+    /// be waiting on any of them, and each expires by its own deadline (a late decision past
+    /// it is refused as expired by the store).
+    /// How many were settled.
+    pub async fn expire_leftovers(&self, surface: &dyn Surface) -> usize {
+        if self.feed.shared() {
+            return 0;
+        }
+        let kept = match self.store.pending_approvals().await {
+            Ok(kept) => kept,
+            Err(error) => {
+                tracing::warn!(%error, "could not read the approval requests left pending");
+                return 0;
+            }
+        };
+        let mut settled_count = 0;
+        for approval in kept {
+            if self.lock().contains_key(approval.id()) {
+                continue;
+            }
+            let Ok(Decided::Decided(settled)) = self
+                .store
+                .decide_approval(approval.id(), Settlement::Expire, now_ms())
+                .await
+            else {
                 continue;
             };
-            card.state = ApprovalState::Expired { at_ms: now_ms() };
-            let channel = AllowedChannel::checked(record.channel_id);
-            let kept_preview = card.preview.clone();
-            self.keep(&card, &kept_preview, channel, record.message_id);
-            if let Some(message_id) = record.message_id {
-                if let Err(error) = surface.update_approval(channel, message_id, &card).await {
-                    tracing::debug!(approval = %card.id, %error, "could not mark a leftover request expired");
+            settled_count += 1;
+            if let Some(message_id) = settled.message_id {
+                let channel = AllowedChannel::checked(settled.channel_id);
+                if let Err(error) = surface
+                    .update_approval(channel, message_id, &settled.card)
+                    .await
+                {
+                    tracing::debug!(approval = %settled.card.id, %error, "could not mark a leftover request expired");
                 }
             }
         }
+        settled_count
     }
 }
 

@@ -1,195 +1,21 @@
 //! Governance inside the pipeline: which callables a caller may see (its token's scope, and for
 //! an agent run its session's scope, with `/tools` overrides), what the permission rules decide
-//! for a call, and the [`Ledger`] that keeps the audit log and the overrides.
+//! for a call; the audit log and the overrides are kept in the store's [`AuditStore`] and
+//! [`ScopeStore`].
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 
 use entity::{AliasKind, Aliases, Snowflake};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use switchboard_config::{glob_matches, CallerMatch, Permissions, Policy, SessionMatch};
 
+use switchboard_store::{AuditStore, ScopeStore};
+
 use crate::auth::{scope_allows, Caller};
 
-/// One row of the audit log: a call that reached the pipeline, and what became of it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AuditRow {
-    /// When the call started, ms since the Unix epoch.
-    pub time_ms: u64,
-    /// Who called: `operator`, `cap:<id>` (an agent run), `token:<name>`, `anonymous`, or
-    /// `discord:<user id>` (an approver's button, an admin's `/tools`).
-    pub caller: Cow<'static, str>,
-    /// The agent run (its request id), for a capability.
-    pub run: Option<String>,
-    /// Who asked for the run (the trigger's author), for a capability; the user, for a Discord
-    /// caller.
-    pub requested_by: Option<Snowflake>,
-    /// The callable.
-    pub tool: Cow<'static, str>,
-    /// The sessions it acted in, resolved.
-    pub sessions: Vec<Snowflake>,
-    /// The input, text fields cut to `audit.text_chars` — or `{"sha256": ...}` with
-    /// `audit.redact`.
-    pub input: Value,
-    /// `allow`, `ask`, `deny`, or `-` when the call was refused before the permission stage.
-    pub decision: Cow<'static, str>,
-    /// What decided: a rule (`permissions.rules[2]`), `permissions.default`, `operator
-    /// callable` (no rule names it), an approver (`discord:<user id>`, `console:operator`,
-    /// `console:token:NAME`, `api:...`), `expired`, or a hook.
-    pub decided_by: Option<Cow<'static, str>>,
-    /// `ok`, or the error's kind.
-    pub outcome: Cow<'static, str>,
-    /// The error's code, when it failed.
-    pub code: Option<Cow<'static, str>>,
-    /// How long the call took, in ms.
-    pub duration_ms: u64,
-    /// How many calls the row stands for: 1, or — for a burst of refusals of one caller,
-    /// callable and code past the few a window keeps as rows of their own — the first counted
-    /// call's row with the number of calls it counts.
-    #[serde(default = "one")]
-    pub count: u64,
-}
-
-fn one() -> u64 {
-    1
-}
-
-/// An audit row as the log answers it: with its id, which pages continue from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AuditEntry {
-    /// Increasing with time; `cursor` takes it.
-    pub id: u64,
-    /// The row.
-    #[serde(flatten)]
-    pub row: AuditRow,
-}
-
-/// Which audit rows to read, newest first.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AuditFilter {
-    /// Only rows at or after this time (ms since the epoch).
-    pub since_ms: Option<u64>,
-    /// Only rows before this time.
-    pub until_ms: Option<u64>,
-    /// Only calls of callables matching this glob.
-    pub tool: Option<String>,
-    /// Only calls that acted in this session.
-    pub session: Option<Snowflake>,
-    /// Only calls by this caller key (`operator`, `token:ci`, `cap:1a2b3c4d`).
-    pub caller: Option<String>,
-    /// Only calls with this decision (`allow`, `ask`, `deny`).
-    pub decision: Option<String>,
-    /// At most this many rows.
-    pub limit: usize,
-    /// Only rows older than this id (the previous page's `nextCursor`).
-    pub before_id: Option<u64>,
-}
-
-/// A page of the audit log.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AuditPage {
-    /// Newest first.
-    pub rows: Vec<AuditEntry>,
-    /// Pass as `cursor` for the next (older) page; `None` at the end.
-    pub next_cursor: Option<u64>,
-}
-
-/// An approval request as it is kept, so one left pending at a restart is settled as expired.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ApprovalRecord {
-    /// The approval's id (`apr_...`).
-    pub id: String,
-    /// Where its message is.
-    pub channel_id: Snowflake,
-    /// Its message, once posted.
-    pub message_id: Option<Snowflake>,
-    /// Whether it still waits for a decision.
-    pub pending: bool,
-    /// The card's JSON, to redraw the message as expired.
-    pub card: Value,
-}
-
-impl AuditFilter {
-    /// Whether `row` passes every condition (not the paging).
-    pub fn matches(&self, row: &AuditRow) -> bool {
-        self.since_ms.is_none_or(|since| row.time_ms >= since)
-            && self.until_ms.is_none_or(|until| row.time_ms < until)
-            && self
-                .tool
-                .as_deref()
-                .is_none_or(|glob| glob_matches(glob, &row.tool))
-            && self.session.is_none_or(|s| row.sessions.contains(&s))
-            && self.caller.as_deref().is_none_or(|c| row.caller == c)
-            && self.decision.as_deref().is_none_or(|d| row.decision == d)
-    }
-}
-
-/// A page of `rows` (oldest first, ids = position + 1), newest first, as `filter` asks: what a
-/// ledger that holds its rows in memory answers.
-pub fn page(rows: &[AuditRow], filter: &AuditFilter) -> AuditPage {
-    let limit = filter.limit.clamp(1, 1000);
-    let mut out: Vec<AuditEntry> = rows
-        .iter()
-        .enumerate()
-        .rev()
-        .map(|(index, row)| (index as u64 + 1, row))
-        .filter(|(id, _)| filter.before_id.is_none_or(|before| *id < before))
-        .filter(|(_, row)| filter.matches(row))
-        .take(limit + 1)
-        .map(|(id, row)| AuditEntry {
-            id,
-            row: row.clone(),
-        })
-        .collect();
-    let next_cursor = if out.len() > limit {
-        out.truncate(limit);
-        out.last().map(|entry| entry.id)
-    } else {
-        None
-    };
-    AuditPage {
-        rows: out,
-        next_cursor,
-    }
-}
-
-/// A boxed future, for the [`Ledger`]'s one asynchronous method.
-pub type LedgerFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// Where governance keeps what must outlast a call: the audit log, `/tools` overrides and
-/// pending approvals. The bot implements it over its SQLite store (writes go through the store's
-/// batched writer, never on a call's critical path).
-pub trait Ledger: Send + Sync {
-    /// Keeps one audit row. Must not block.
-    fn record(&self, row: AuditRow);
-    /// Reads audit rows, newest first.
-    fn query(&self, filter: AuditFilter) -> LedgerFuture<'_, Result<AuditPage, String>>;
-    /// Keeps a session's `/tools` override (`None`: the override is removed).
-    fn save_session_scope(&self, session: Snowflake, scope: Option<Vec<String>>);
-    /// Keeps an approval request's state.
-    fn save_approval(&self, record: ApprovalRecord);
-}
-
-/// A ledger that keeps nothing: audit rows go only to the log's DEBUG lines.
-#[derive(Debug, Default)]
-pub struct NoLedger;
-
-impl Ledger for NoLedger {
-    fn record(&self, _: AuditRow) {}
-    fn query(&self, _: AuditFilter) -> LedgerFuture<'_, Result<AuditPage, String>> {
-        Box::pin(async { Err("this server keeps no audit log".to_owned()) })
-    }
-    fn save_session_scope(&self, _: Snowflake, _: Option<Vec<String>>) {}
-    fn save_approval(&self, _: ApprovalRecord) {}
-}
+pub use switchboard_records::audit::{AuditEntry, AuditFilter, AuditPage, AuditRow};
 
 /// What the permission stage decided, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -524,12 +350,15 @@ impl GovernanceRules {
 }
 
 /// The governance state: the configured rules (swapped whole by a reload), `/tools` overrides,
-/// and the ledger.
+/// and where both the audit log and the overrides are kept.
 pub struct Governance {
     rules: crate::live::Live<GovernanceRules>,
     /// `/tools` overrides: the explicit callable ids a session's runs may call.
     overrides: RwLock<HashMap<Snowflake, Vec<String>>>,
-    ledger: Arc<dyn Ledger>,
+    /// Where audit rows are kept.
+    audit: Arc<dyn AuditStore>,
+    /// Where `/tools` overrides are kept.
+    scopes: Arc<dyn ScopeStore>,
     /// Bumped whenever what a caller may do can change (rules reloaded, a `/tools` override
     /// set), so what was worked out from them (event streams' read checks) is worked out
     /// again.
@@ -543,12 +372,14 @@ impl Governance {
         aliases: Aliases,
         configured: impl IntoIterator<Item = (Snowflake, Vec<String>)>,
         overrides: impl IntoIterator<Item = (Snowflake, Vec<String>)>,
-        ledger: Arc<dyn Ledger>,
+        audit: Arc<dyn AuditStore>,
+        scopes: Arc<dyn ScopeStore>,
     ) -> Self {
         Governance {
             rules: crate::live::Live::new(GovernanceRules::new(permissions, aliases, configured)),
             overrides: RwLock::new(overrides.into_iter().collect()),
-            ledger,
+            audit,
+            scopes,
             generation: std::sync::atomic::AtomicU64::new(0),
         }
     }
@@ -563,16 +394,19 @@ impl Governance {
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
-    /// The same governance, keeping to `ledger`, starting from the `/tools` overrides it kept.
+    /// The same governance, keeping audit rows in `audit` and overrides in `scopes`, starting
+    /// from the `/tools` overrides `scopes` kept.
     #[must_use]
-    pub fn with_ledger(
+    pub fn with_stores(
         self,
-        ledger: Arc<dyn Ledger>,
+        audit: Arc<dyn AuditStore>,
+        scopes: Arc<dyn ScopeStore>,
         overrides: impl IntoIterator<Item = (Snowflake, Vec<String>)>,
     ) -> Governance {
         Governance {
             overrides: RwLock::new(overrides.into_iter().collect()),
-            ledger,
+            audit,
+            scopes,
             ..self
         }
     }
@@ -588,9 +422,22 @@ impl Governance {
         self.changed();
     }
 
-    /// Where audit rows and overrides are kept.
-    pub fn ledger(&self) -> &Arc<dyn Ledger> {
-        &self.ledger
+    /// Where audit rows are kept.
+    pub fn audit(&self) -> &Arc<dyn AuditStore> {
+        &self.audit
+    }
+
+    /// Keeps one audit row (queued: the store's writer commits it off the call's path). A store
+    /// that refuses it (closed while shutting down) costs the row, never the call.
+    pub fn record(&self, row: AuditRow) {
+        if let Err(error) = self.audit.record(row) {
+            tracing::warn!(%error, "could not keep an audit row");
+        }
+    }
+
+    /// Where `/tools` overrides are kept.
+    pub fn scopes(&self) -> &Arc<dyn ScopeStore> {
+        &self.scopes
     }
 
     /// A session's tool scope: its `/tools` override, else its `[sessions.*]` scope; `None`:
@@ -633,7 +480,9 @@ impl Governance {
             }
         }
         self.changed();
-        self.ledger.save_session_scope(session, scope);
+        if let Err(error) = self.scopes.set_session_scope(session, scope) {
+            tracing::warn!(%session, %error, "could not keep the /tools override; it holds until the service stops");
+        }
     }
 
     /// Whether `caller` may see and call `tool_id`: its token's scope, and for an agent run its
@@ -754,7 +603,8 @@ mod tests {
             aliases,
             [(OPS, vec!["surface.messages.*".to_owned()])],
             [],
-            Arc::new(NoLedger),
+            Arc::new(switchboard_store::MemoryBackend::new(Default::default())),
+            Arc::new(switchboard_store::MemoryBackend::new(Default::default())),
         )
     }
 

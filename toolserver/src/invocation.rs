@@ -16,8 +16,8 @@ use crate::error::ToolError;
 use crate::live::Settings;
 use crate::server::Core;
 use crate::surface::{
-    AllowedChannel, AllowedPlace, AttachmentInfo, ChannelLocation, MentionPolicy, MessageInfo,
-    SessionInfo, SessionKind, Surface,
+    AllowedChannel, AllowedPlace, Attachment, ChannelLocation, MentionPolicy, MessageInfo, Session,
+    SessionKind, Surface,
 };
 
 /// The context a call carries: from headers for the operator, from the token for a capability.
@@ -193,7 +193,7 @@ pub struct MessageView<'a> {
     #[schemars(with = "Option<String>")]
     pub reply_to_message_id: Option<Snowflake>,
     /// Its files (name, URL, size, media type).
-    pub attachments: &'a [AttachmentInfo],
+    pub attachments: &'a [Attachment],
     /// Its reactions, one entry per emoji.
     pub reactions: Vec<ReactionCount<'a>>,
 }
@@ -274,17 +274,17 @@ impl Invocation<'_> {
 
     /// `{"channelId","guildId","parentChannelId","kind","title","token","reference"}`.
     pub fn session_json(&self, target: &Target) -> SessionView<'_> {
-        let title = self.surface().session(target.channel_id()).map(|i| i.title);
+        let title = self.surface().session(target.channel_id()).map(|i| i.name);
         self.session_view(target.channel_id(), &target.location, title)
     }
 
     /// A cached session as callables answer it, like [`Invocation::session_json`] but from what
     /// the cache knows (for listings, where no target was resolved).
-    pub fn session_info_json(&self, info: &SessionInfo) -> SessionView<'_> {
+    pub fn session_info_json(&self, info: &Session) -> SessionView<'_> {
         self.session_view(
-            info.channel_id,
+            info.id,
             &ChannelLocation::from(info),
-            Some(info.title.clone()),
+            Some(info.name.clone()),
         )
     }
 

@@ -10,10 +10,10 @@ use entity::{LearnedNames, NameDirectory, Snowflake};
 
 use crate::approvals::ApprovalCard;
 use crate::surface::{
-    AllowedChannel, AttachmentInfo, ChannelEdit, ChannelLocation, ConnectionState, Fetched,
+    AllowedChannel, Attachment, ChannelEdit, ChannelLocation, ConnectionState, Fetched,
     MentionPolicy, MessageInfo, MessageQuery, NewChannel, NewChannelKind, NewThread,
-    OutgoingMessage, PinnedMessage, ReactionInfo, SearchHit, SearchMatch, SearchQuery, SessionInfo,
-    SessionKind, Surface, SurfaceError, ThreadInfo,
+    OutgoingMessage, PinnedMessage, Reaction, SearchHit, SearchMatch, SearchQuery, Session,
+    SessionKind, Surface, SurfaceError, Thread, ThreadState,
 };
 
 /// One action the surface was asked to take; recorded before it runs, so an action a queued
@@ -130,7 +130,7 @@ pub enum SurfaceCall {
 struct State {
     bot_id: Snowflake,
     connection: ConnectionState,
-    sessions: BTreeMap<Snowflake, SessionInfo>,
+    sessions: BTreeMap<Snowflake, Session>,
     /// Channels only `channel_info` knows (not in the cache).
     uncached: BTreeMap<Snowflake, ChannelLocation>,
     messages: BTreeMap<Snowflake, BTreeMap<Snowflake, Arc<MessageInfo>>>,
@@ -146,26 +146,6 @@ struct State {
     threads: BTreeMap<Snowflake, ThreadState>,
     /// Pinned messages per channel, oldest pin first, with when they were pinned.
     pins: BTreeMap<Snowflake, Vec<(Snowflake, String)>>,
-}
-
-/// A thread's state in the memory surface.
-#[derive(Debug, Clone, Copy)]
-struct ThreadState {
-    archived: bool,
-    locked: bool,
-    auto_archive_minutes: u32,
-    owner_id: Option<Snowflake>,
-}
-
-impl Default for ThreadState {
-    fn default() -> Self {
-        ThreadState {
-            archived: false,
-            locked: false,
-            auto_archive_minutes: 1440,
-            owner_id: None,
-        }
-    }
 }
 
 /// Most pins a channel holds, as on Discord.
@@ -235,32 +215,32 @@ impl MemorySurface {
         let surface = MemorySurface::new(Snowflake(BOT));
         let guild = Some(Snowflake(GUILD));
         for channel in CHANNELS {
-            surface.add_session(SessionInfo {
-                channel_id: Snowflake(channel.id),
+            surface.add_session(Session {
+                id: Snowflake(channel.id),
                 guild_id: guild,
-                parent_channel_id: channel.parent.map(Snowflake),
+                parent_id: channel.parent.map(Snowflake),
                 kind: match channel.kind {
                     ChannelKind::Text => SessionKind::Channel,
                     ChannelKind::Thread => SessionKind::Thread,
                 },
-                title: channel.name.to_owned(),
+                name: channel.name.to_owned(),
             });
         }
         for dm in DMS {
-            surface.add_session(SessionInfo {
-                channel_id: Snowflake(dm.id),
+            surface.add_session(Session {
+                id: Snowflake(dm.id),
                 guild_id: None,
-                parent_channel_id: None,
+                parent_id: None,
                 kind: SessionKind::Dm,
-                title: user(dm.recipient).map_or("", |u| u.username).to_owned(),
+                name: user(dm.recipient).map_or("", |u| u.username).to_owned(),
             });
         }
-        surface.add_session(SessionInfo {
-            channel_id: Snowflake(OTHER_CHANNEL),
+        surface.add_session(Session {
+            id: Snowflake(OTHER_CHANNEL),
             guild_id: Some(Snowflake(OTHER_GUILD)),
-            parent_channel_id: None,
+            parent_id: None,
             kind: SessionKind::Channel,
-            title: "elsewhere".to_owned(),
+            name: "elsewhere".to_owned(),
         });
         surface.add_uncached_channel(
             Snowflake(UNCACHED),
@@ -288,10 +268,10 @@ impl MemorySurface {
     }
 
     /// Caches a session (channel, thread or DM) and learns its title as a channel name.
-    pub fn add_session(&self, info: SessionInfo) {
+    pub fn add_session(&self, info: Session) {
         let mut state = self.lock();
-        state.names.add_channel(info.channel_id, &info.title);
-        state.sessions.insert(info.channel_id, info);
+        state.names.add_channel(info.id, &info.name);
+        state.sessions.insert(info.id, info);
     }
 
     /// Sets what is known of a cached thread: archived, and locked (only a moderator reopens
@@ -303,21 +283,15 @@ impl MemorySurface {
         entry.locked = locked;
     }
 
-    fn thread_info(state: &State, id: Snowflake) -> Option<ThreadInfo> {
+    fn thread_info(state: &State, id: Snowflake) -> Option<Thread> {
         let session = state.sessions.get(&id)?;
         if session.kind != SessionKind::Thread {
             return None;
         }
-        let thread = state.threads.get(&id).copied().unwrap_or_default();
-        Some(ThreadInfo {
-            channel_id: id,
-            parent_channel_id: session.parent_channel_id?,
-            guild_id: session.guild_id,
-            name: session.title.clone(),
-            archived: thread.archived,
-            locked: thread.locked,
-            auto_archive_minutes: thread.auto_archive_minutes,
-            owner_id: thread.owner_id,
+        session.parent_id?;
+        Some(Thread {
+            session: session.clone(),
+            state: state.threads.get(&id).copied().unwrap_or_default(),
         })
     }
 
@@ -370,7 +344,7 @@ impl MemorySurface {
             .map(|(index, (filename, bytes))| {
                 let url = format!("memory://attachments/{id}/{index}/{filename}");
                 state.files.insert(url.clone(), bytes.to_vec());
-                AttachmentInfo {
+                Attachment {
                     filename: (*filename).to_owned(),
                     url,
                     size: bytes.len() as u64,
@@ -511,11 +485,11 @@ impl Surface for MemorySurface {
         Some(self.lock().bot_id)
     }
 
-    fn sessions(&self) -> Vec<SessionInfo> {
+    fn sessions(&self) -> Vec<Session> {
         self.lock().sessions.values().cloned().collect()
     }
 
-    fn session(&self, channel_id: Snowflake) -> Option<SessionInfo> {
+    fn session(&self, channel_id: Snowflake) -> Option<Session> {
         self.lock().sessions.get(&channel_id).cloned()
     }
 
@@ -660,7 +634,7 @@ impl Surface for MemorySurface {
                     reaction.me = true;
                     reaction.count += 1;
                 }
-                None => message.reactions.push(ReactionInfo {
+                None => message.reactions.push(Reaction {
                     emoji,
                     count: 1,
                     me: true,
@@ -740,7 +714,7 @@ impl Surface for MemorySurface {
 
     async fn fetch_attachment(
         &self,
-        attachment: &AttachmentInfo,
+        attachment: &Attachment,
         limit: u64,
     ) -> Result<Fetched, SurfaceError> {
         self.begin(SurfaceCall::FetchAttachment(attachment.url.clone()))
@@ -756,17 +730,17 @@ impl Surface for MemorySurface {
         Ok(Fetched::Bytes(bytes.clone()))
     }
 
-    fn thread(&self, channel_id: Snowflake) -> Option<ThreadInfo> {
+    fn thread(&self, channel_id: Snowflake) -> Option<Thread> {
         Self::thread_info(&self.lock(), channel_id)
     }
 
-    fn threads(&self, parent: Option<Snowflake>) -> Vec<ThreadInfo> {
+    fn threads(&self, parent: Option<Snowflake>) -> Vec<Thread> {
         let state = self.lock();
         state
             .sessions
             .keys()
             .filter_map(|id| Self::thread_info(&state, *id))
-            .filter(|t| parent.is_none_or(|p| t.parent_channel_id == p))
+            .filter(|t| parent.is_none_or(|p| t.parent_id() == Some(p)))
             .collect()
     }
 
@@ -774,7 +748,7 @@ impl Surface for MemorySurface {
         &self,
         parent: AllowedChannel,
         include_archived: bool,
-    ) -> Result<Vec<ThreadInfo>, SurfaceError> {
+    ) -> Result<Vec<Thread>, SurfaceError> {
         self.begin(SurfaceCall::ListThreads {
             parent: parent.id(),
             include_archived,
@@ -783,11 +757,11 @@ impl Surface for MemorySurface {
         Ok(self
             .threads(Some(parent.id()))
             .into_iter()
-            .filter(|t| include_archived || !t.archived)
+            .filter(|t| include_archived || !t.state.archived)
             .collect())
     }
 
-    async fn create_thread(&self, thread: NewThread) -> Result<ThreadInfo, SurfaceError> {
+    async fn create_thread(&self, thread: NewThread) -> Result<Thread, SurfaceError> {
         self.begin(SurfaceCall::CreateThread(thread.clone()))
             .await?;
         let mut state = self.lock();
@@ -821,12 +795,12 @@ impl Surface for MemorySurface {
         state.names.add_channel(id, &thread.name);
         state.sessions.insert(
             id,
-            SessionInfo {
-                channel_id: id,
+            Session {
+                id,
                 guild_id,
-                parent_channel_id: Some(parent),
+                parent_id: Some(parent),
                 kind: SessionKind::Thread,
-                title: thread.name.clone(),
+                name: thread.name.clone(),
             },
         );
         let bot = state.bot_id;
@@ -846,7 +820,7 @@ impl Surface for MemorySurface {
         &self,
         thread: AllowedChannel,
         archived: bool,
-    ) -> Result<ThreadInfo, SurfaceError> {
+    ) -> Result<Thread, SurfaceError> {
         let id = thread.id();
         self.begin(SurfaceCall::SetThreadArchived {
             channel_id: id,
@@ -975,23 +949,23 @@ impl Surface for MemorySurface {
         Ok(hits)
     }
 
-    async fn create_channel(&self, channel: NewChannel) -> Result<SessionInfo, SurfaceError> {
+    async fn create_channel(&self, channel: NewChannel) -> Result<Session, SurfaceError> {
         self.begin(SurfaceCall::CreateChannel(channel.clone()))
             .await?;
         let mut state = self.lock();
         state.next_id += 1;
         let id = Snowflake(state.next_id);
-        let info = SessionInfo {
-            channel_id: id,
+        let info = Session {
+            id,
             guild_id: Some(channel.place.guild()),
-            parent_channel_id: channel.place.category(),
+            parent_id: channel.place.category(),
             kind: match channel.kind {
                 NewChannelKind::Forum => SessionKind::Forum,
                 NewChannelKind::Text | NewChannelKind::Voice => SessionKind::Channel,
             },
-            title: channel.name,
+            name: channel.name,
         };
-        state.names.add_channel(id, &info.title);
+        state.names.add_channel(id, &info.name);
         state.sessions.insert(id, info.clone());
         Ok(info)
     }
@@ -1000,7 +974,7 @@ impl Surface for MemorySurface {
         &self,
         channel: AllowedChannel,
         edit: ChannelEdit,
-    ) -> Result<SessionInfo, SurfaceError> {
+    ) -> Result<Session, SurfaceError> {
         let id = channel.id();
         self.begin(SurfaceCall::EditChannel {
             channel_id: id,
@@ -1012,8 +986,8 @@ impl Surface for MemorySurface {
             return Err(SurfaceError::NotFound(format!("Unknown Channel {id}")));
         };
         if let Some(name) = edit.name {
-            info.title = name;
-            state.names.add_channel(id, &info.title);
+            info.name = name;
+            state.names.add_channel(id, &info.name);
         }
         state.sessions.insert(id, info.clone());
         Ok(info)
@@ -1030,8 +1004,8 @@ impl Surface for MemorySurface {
         let threads: Vec<Snowflake> = state
             .sessions
             .values()
-            .filter(|s| s.kind == SessionKind::Thread && s.parent_channel_id == Some(id))
-            .map(|s| s.channel_id)
+            .filter(|s| s.kind == SessionKind::Thread && s.parent_id == Some(id))
+            .map(|s| s.id)
             .collect();
         for thread in threads {
             state.sessions.remove(&thread);
@@ -1110,79 +1084,4 @@ fn memory_match(query: &SearchQuery, message: &Arc<MessageInfo>) -> Option<Searc
         snippet,
         score,
     })
-}
-
-/// A [`Ledger`](crate::governance::Ledger) in memory: audit rows, overrides and approvals as
-/// they were recorded.
-#[derive(Debug, Default)]
-pub struct MemoryLedger {
-    rows: Mutex<std::collections::VecDeque<crate::governance::AuditRow>>,
-    scopes: Mutex<Vec<(Snowflake, Option<Vec<String>>)>>,
-    approvals: Mutex<Vec<crate::governance::ApprovalRecord>>,
-}
-
-impl MemoryLedger {
-    /// Every audit row, oldest first.
-    pub fn rows(&self) -> Vec<crate::governance::AuditRow> {
-        self.rows
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .cloned()
-            .collect()
-    }
-
-    /// Every override saved, in order.
-    pub fn scopes(&self) -> Vec<(Snowflake, Option<Vec<String>>)> {
-        self.scopes
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-    }
-
-    /// Every approval state saved, in order.
-    pub fn approvals(&self) -> Vec<crate::governance::ApprovalRecord> {
-        self.approvals
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-    }
-}
-
-/// Most audit rows a [`MemoryLedger`] keeps (the oldest go first).
-pub const MEMORY_LEDGER_ROWS: usize = 10_000;
-
-impl crate::governance::Ledger for MemoryLedger {
-    fn record(&self, row: crate::governance::AuditRow) {
-        let mut rows = self
-            .rows
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if rows.len() >= MEMORY_LEDGER_ROWS {
-            rows.pop_front();
-        }
-        rows.push_back(row);
-    }
-
-    fn query(
-        &self,
-        filter: crate::governance::AuditFilter,
-    ) -> crate::governance::LedgerFuture<'_, Result<crate::governance::AuditPage, String>> {
-        let rows = self.rows();
-        Box::pin(async move { Ok(crate::governance::page(&rows, &filter)) })
-    }
-
-    fn save_session_scope(&self, session: Snowflake, scope: Option<Vec<String>>) {
-        self.scopes
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push((session, scope));
-    }
-
-    fn save_approval(&self, record: crate::governance::ApprovalRecord) {
-        self.approvals
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(record);
-    }
 }

@@ -16,6 +16,9 @@
 //! | `switchboard_gateway_events_total` | counter | `type` |
 //! | `switchboard_gateway_state` | gauge | `state` (1 for the current one) |
 //! | `switchboard_store_messages`, `switchboard_store_sessions` | gauge | |
+//! | `switchboard_store_queue_depth` | gauge | |
+//! | `switchboard_store_queue_waits_total` | counter | |
+//! | `switchboard_store_queue_wait_seconds_total` | counter | |
 //! | `switchboard_agent_runs_total` | counter | `outcome` |
 //! | `switchboard_agent_queue_depth` | gauge | |
 //! | `switchboard_backfill_messages_total` | counter | |
@@ -48,6 +51,10 @@ const GATEWAY_EVENTS: &str = "switchboard_gateway_events_total";
 const GATEWAY_STATE: &str = "switchboard_gateway_state";
 const STORE_MESSAGES: &str = "switchboard_store_messages";
 const STORE_SESSIONS: &str = "switchboard_store_sessions";
+const STORE_QUEUE_DEPTH: &str = "switchboard_store_queue_depth";
+const STORE_QUEUE_WAITS: &str = "switchboard_store_queue_waits_total";
+/// Seconds are fractional and the recorder's counters whole, so this one is rendered here.
+const STORE_QUEUE_WAIT_SECONDS: &str = "switchboard_store_queue_wait_seconds_total";
 const RUNS: &str = "switchboard_agent_runs_total";
 const QUEUE_DEPTH: &str = "switchboard_agent_queue_depth";
 /// Messages a backfill fetched (the backfill sets it through [`Metrics::backfill_fetched`]).
@@ -78,6 +85,9 @@ pub struct Metrics {
     calls: AtomicU64,
     failed_calls: AtomicU64,
     runs: AtomicU64,
+    /// Seconds writers waited for room in the store's write queue; `None`
+    /// until a store reports.
+    store_waited: Mutex<Option<f64>>,
 }
 
 /// Running totals since start, for rates: see [`Metrics::totals`].
@@ -123,6 +133,10 @@ impl Metrics {
             (RUNS, "Agent runs finished, by outcome."),
             (BACKFILL_MESSAGES, "Messages fetched by backfill."),
             (
+                STORE_QUEUE_WAITS,
+                "Times a writer waited for room in the store's full write queue.",
+            ),
+            (
                 SUBSCRIBERS_DROPPED,
                 "Event stream subscribers dropped for falling behind.",
             ),
@@ -145,6 +159,10 @@ impl Metrics {
                 "Sessions (channels, threads, DMs) the store knows.",
             ),
             (QUEUE_DEPTH, "Agent runs waiting in the per-session queues."),
+            (
+                STORE_QUEUE_DEPTH,
+                "Writes queued for the store's writer, not yet committed.",
+            ),
             (BACKFILL_PENDING, "Channels a backfill has yet to fetch."),
             (SUBSCRIBERS, "Open event streams."),
         ];
@@ -163,6 +181,7 @@ impl Metrics {
             calls: AtomicU64::new(0),
             failed_calls: AtomicU64::new(0),
             runs: AtomicU64::new(0),
+            store_waited: Mutex::new(None),
         }
     }
 
@@ -288,6 +307,19 @@ impl Metrics {
         self.gauge(STORE_SESSIONS, Vec::new(), sessions as f64);
     }
 
+    /// The store's write queue: writes queued now, how often writers waited for room, and for
+    /// how long in all (a full queue makes its writer wait; nothing is dropped).
+    pub fn store_queue(&self, depth: usize, waits: u64, waited: Duration) {
+        self.gauge(STORE_QUEUE_DEPTH, Vec::new(), depth as f64);
+        self.recorder
+            .register_counter(&Key::from_name(STORE_QUEUE_WAITS), &METADATA)
+            .absolute(waits);
+        *self
+            .store_waited
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(waited.as_secs_f64());
+    }
+
     /// A backfill fetched `count` more messages.
     pub fn backfill_fetched(&self, count: u64) {
         self.counter(BACKFILL_MESSAGES, Vec::new(), count);
@@ -323,7 +355,22 @@ impl Metrics {
                 source(self);
             }
         }
-        self.recorder.handle().render()
+        let mut text = self.recorder.handle().render();
+        let waited = *self
+            .store_waited
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(seconds) = waited {
+            use std::fmt::Write as _;
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            let _ = write!(
+                text,
+                "# HELP {STORE_QUEUE_WAIT_SECONDS} Seconds writers waited for room in the store's full write queue.\n# TYPE {STORE_QUEUE_WAIT_SECONDS} counter\n{STORE_QUEUE_WAIT_SECONDS} {seconds}\n"
+            );
+        }
+        text
     }
 }
 

@@ -1025,7 +1025,7 @@ impl Core {
                     self.keep_refusal(row);
                 }
             }
-            _ => self.governance.ledger().record(row),
+            _ => self.governance.record(row),
         }
         if tracing::enabled!(target: "audit", tracing::Level::DEBUG) {
             let targets: Vec<String> = trail.targets.iter().map(ToString::to_string).collect();
@@ -1061,7 +1061,7 @@ impl Core {
                 crate::refusals::WINDOW.as_secs()
             );
         }
-        self.governance.ledger().record(row);
+        self.governance.record(row);
     }
 
     /// Writes the counted rows of refusal bursts whose window has ended (`all`: every pending

@@ -3,9 +3,6 @@
 //! status and aborts through [`Runs`]; the agent implements it, written against
 //! [`crate::Core`] and [`crate::Surface`] only.
 
-use std::future::Future;
-use std::pin::Pin;
-
 use entity::Snowflake;
 use tokio::sync::watch;
 
@@ -143,36 +140,12 @@ pub trait Runs: Send + Sync {
     fn abort(&self, target: AbortTarget<'_>, user: Snowflake, admin: bool) -> AbortOutcome;
 }
 
-/// Why the record of answered triggers could not be written.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the record of answered triggers could not be written: {0}")]
-pub struct AnsweredError(pub String);
-
-/// A record being made durable: resolves once it is (or why it could not be).
-pub type Recording = Pin<Box<dyn Future<Output = Result<(), AnsweredError>> + Send>>;
-
-/// What taking a trigger found.
-pub enum Taking {
-    /// It was taken before, by this process or an earlier one: it must not be answered again.
-    Before,
-    /// It is taken now; the record is durable once the recording resolves `Ok`.
-    Now(Recording),
-}
-
-/// The durable record of the messages the agent has taken to answer, so one message is
-/// answered at most once across reconnects, re-identifies and restarts.
+/// Whether a run may act yet. The record that a message is answered is the store's trigger
+/// claim (`switchboard_store::TriggerStore::claim_trigger`): whether it was claimed before is
+/// known when the claim answers, and a run may start while the claim is still being made
+/// durable.
 ///
-/// The platform side keeps it (the bot's store). The agent consults it when it takes a
-/// trigger: whether it was taken before is known at once; while the record is being made
-/// durable the run may start, but it acts (posts, reacts, calls tools) only through a
-/// [`RunGate`] that opens once the record is durable.
-pub trait AnsweredTriggers: Send + Sync {
-    /// Takes `message_id` (in `channel_id`) to answer. Decides at once, without waiting for
-    /// the disk; `Err` when the record cannot even be started (the store is closed).
-    fn take(&self, channel_id: Snowflake, message_id: Snowflake) -> Result<Taking, AnsweredError>;
-}
-
-/// Whether a run may act yet. A run may start while its trigger's answered-record is still
+/// A run may start while its trigger's answered-record is still
 /// being written, so that the disk is off the path to the agent's start; everything it does
 /// that others can see — its tool calls through its capability, its draft, its reply, its
 /// reactions — waits here first. The gate opens once the record is durable; when the record

@@ -171,17 +171,21 @@ impl Core {
                 })
             })
             .collect();
-        let ledger: Arc<dyn crate::governance::Ledger> = Arc::new(crate::governance::NoLedger);
+        // Until the composition root hands it the service's store: one in memory.
+        let store = Arc::new(switchboard_store::MemoryBackend::new(
+            switchboard_store::MemoryOptions::default(),
+        ));
         let settings = Settings::new(config.clone());
         let governance = crate::governance::Governance::new(
             config.permissions.clone(),
             config.aliases.clone(),
             [],
             [],
-            Arc::clone(&ledger),
+            store.clone(),
+            store.clone(),
         );
         governance.set_rules(Arc::clone(&settings.governance));
-        let approvals = crate::approvals::Approvals::new(&config.permissions, ledger);
+        let approvals = crate::approvals::Approvals::new(&config.permissions, store.clone(), store);
         let events = Arc::new(crate::events::EventHub::new());
         Ok(Core {
             workspaces: crate::workspaces::Workspaces::new(Arc::clone(&events)),
@@ -387,7 +391,7 @@ impl Core {
             .collect()
     }
 
-    /// Governance: scopes, rules, the ledger.
+    /// Governance: scopes, rules, where the audit log is kept.
     pub fn governance(&self) -> &crate::governance::Governance {
         &self.governance
     }
@@ -431,16 +435,46 @@ impl Core {
         &self.approvals
     }
 
-    /// Keeps the audit log, `/tools` overrides and approvals in `ledger`, starting from the
-    /// overrides it kept. Call before the core serves.
+    /// Keeps the audit log, `/tools` overrides and approvals in `store`, starting from the
+    /// overrides it kept (`ScopeStore::session_scopes`). Call before the core serves.
     #[must_use]
-    pub fn with_ledger(
-        mut self,
-        ledger: Arc<dyn crate::governance::Ledger>,
+    pub fn with_store(
+        self,
+        store: Arc<dyn switchboard_store::Backend>,
         overrides: Vec<(Snowflake, Vec<String>)>,
     ) -> Core {
-        self.governance = self.governance.with_ledger(Arc::clone(&ledger), overrides);
-        self.approvals = self.approvals.with_ledger(ledger);
+        self.with_stores(
+            store.clone(),
+            store.clone(),
+            store.clone(),
+            store,
+            overrides,
+        )
+    }
+
+    /// [`Core::with_store`] with each aggregate from where it is kept: audit rows, `/tools`
+    /// overrides (starting from `overrides`), approval requests, and the feed that tells of
+    /// decisions made elsewhere.
+    #[must_use]
+    pub fn with_stores(
+        mut self,
+        audit: Arc<dyn switchboard_store::AuditStore>,
+        scopes: Arc<dyn switchboard_store::ScopeStore>,
+        approvals: Arc<dyn switchboard_store::ApprovalStore>,
+        feed: Arc<dyn switchboard_store::ChangeFeed>,
+        overrides: Vec<(Snowflake, Vec<String>)>,
+    ) -> Core {
+        self.governance = self.governance.with_stores(audit, scopes, overrides);
+        self.approvals = self.approvals.with_store(approvals, feed);
+        self
+    }
+
+    /// Keeps the audit log in `audit` alone (a benchmark of the pipeline without one, or with
+    /// only one). Call after [`Core::with_store`], before the core serves.
+    #[must_use]
+    pub fn with_audit(mut self, audit: Arc<dyn switchboard_store::AuditStore>) -> Core {
+        let scopes = self.governance.scopes().clone();
+        self.governance = self.governance.with_stores(audit, scopes, Vec::new());
         self
     }
 

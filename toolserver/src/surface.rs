@@ -13,6 +13,9 @@ use crate::approvals::ApprovalCard;
 use entity::{NameDirectory, Snowflake};
 use serde::Serialize;
 use serde_json::Value;
+pub use switchboard_records::{
+    Attachment, Reaction, SearchMatch, SearchTerm, Session, SessionKind, Thread, ThreadState,
+};
 
 /// A channel the allowlist let a call act in.
 ///
@@ -68,37 +71,6 @@ impl AllowedPlace {
     }
 }
 
-/// What kind of conversation a session is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum SessionKind {
-    /// A guild text or announcement channel.
-    Channel,
-    /// A thread under a channel (public, private or announcement).
-    Thread,
-    /// A direct message with one person.
-    Dm,
-    /// A forum or media channel (its posts are threads).
-    Forum,
-    /// A guild category: holds channels, never messages.
-    Category,
-}
-
-/// A channel, thread or DM as the cache knows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionInfo {
-    /// The channel, thread or DM channel.
-    pub channel_id: Snowflake,
-    /// Its guild; `None` for DMs.
-    pub guild_id: Option<Snowflake>,
-    /// A channel's category, a thread's channel.
-    pub parent_channel_id: Option<Snowflake>,
-    /// What kind of conversation it is.
-    pub kind: SessionKind,
-    /// Its name (a DM: the other person's username).
-    pub title: String,
-}
-
 /// Where a channel sits, for the allowlist: what `channel_info` answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChannelLocation {
@@ -110,39 +82,14 @@ pub struct ChannelLocation {
     pub kind: SessionKind,
 }
 
-impl From<&SessionInfo> for ChannelLocation {
-    fn from(info: &SessionInfo) -> Self {
+impl From<&Session> for ChannelLocation {
+    fn from(info: &Session) -> Self {
         ChannelLocation {
             guild_id: info.guild_id,
-            parent_channel_id: info.parent_channel_id,
+            parent_channel_id: info.parent_id,
             kind: info.kind,
         }
     }
-}
-
-/// A file attached to a message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct AttachmentInfo {
-    /// The name its uploader gave it, verbatim (unsanitized).
-    pub filename: String,
-    /// Where the platform serves it.
-    pub url: String,
-    /// Its size in bytes, as the platform reports it.
-    pub size: u64,
-    /// Its media type, when the platform knows it.
-    pub content_type: Option<String>,
-}
-
-/// One emoji's reactions on a message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct ReactionInfo {
-    /// A unicode emoji, or a custom one as `name:id`.
-    pub emoji: String,
-    /// How many people reacted with it.
-    pub count: u32,
-    /// Whether the bot itself reacted.
-    pub me: bool,
 }
 
 /// A cached message. `content` is Discord's raw text; the tool server rewrites it for readers.
@@ -165,9 +112,9 @@ pub struct MessageInfo {
     /// The message it replies to.
     pub reply_to: Option<Snowflake>,
     /// Its files.
-    pub attachments: Vec<AttachmentInfo>,
+    pub attachments: Vec<Attachment>,
     /// Its reactions.
-    pub reactions: Vec<ReactionInfo>,
+    pub reactions: Vec<Reaction>,
     /// Changes whenever anything above changes (edit, reaction, ...): readers may cache what
     /// they derive from a message under its id and revision.
     pub revision: u64,
@@ -182,27 +129,6 @@ pub struct MessageQuery {
     pub before: Option<Snowflake>,
     /// Only messages newer than this one.
     pub after: Option<Snowflake>,
-}
-
-/// A thread as the platform knows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ThreadInfo {
-    /// The thread (its own channel id).
-    pub channel_id: Snowflake,
-    /// The channel it lives in.
-    pub parent_channel_id: Snowflake,
-    /// Its guild.
-    pub guild_id: Option<Snowflake>,
-    /// Its name.
-    pub name: String,
-    /// Archived threads take no messages until unarchived.
-    pub archived: bool,
-    /// A locked thread can only be unarchived by a moderator (Manage Threads).
-    pub locked: bool,
-    /// Minutes of inactivity after which the platform archives it.
-    pub auto_archive_minutes: u32,
-    /// Who started it, when the platform said (the bot, for threads it created).
-    pub owner_id: Option<Snowflake>,
 }
 
 /// A thread to create under an allowed channel.
@@ -262,27 +188,6 @@ pub struct PinnedMessage {
     pub message: Arc<MessageInfo>,
     /// When it was pinned, RFC 3339, when the platform says.
     pub pinned_at: Option<String>,
-}
-
-/// What one search term may match: a phrase of words, or a mention of someone or something.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SearchMatch {
-    /// These words in this order (lowercase; `prefix`: the last word may continue).
-    Words {
-        /// The words, separated by single spaces.
-        text: String,
-        /// Whether the last word matches as a prefix (`deplo*`).
-        prefix: bool,
-    },
-    /// A message that mentions this user, role or channel (whatever it was called then).
-    Mentions(entity::Mention),
-}
-
-/// One term of a search: a message matches when it matches any of the alternatives.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SearchTerm {
-    /// At least one must match.
-    pub any_of: Vec<SearchMatch>,
 }
 
 /// A full-text search over the messages of allowed sessions.
@@ -450,9 +355,9 @@ pub trait Surface: NameDirectory + Send + Sync + 'static {
     /// The bot's own user id, once known.
     fn bot_user_id(&self) -> Option<Snowflake>;
     /// Every cached session.
-    fn sessions(&self) -> Vec<SessionInfo>;
+    fn sessions(&self) -> Vec<Session>;
     /// One cached session (any: the allowlist uses it to locate channels).
-    fn session(&self, channel_id: Snowflake) -> Option<SessionInfo>;
+    fn session(&self, channel_id: Snowflake) -> Option<Session>;
     /// Cached messages of an allowed session, oldest first.
     fn messages(&self, channel: AllowedChannel, query: MessageQuery) -> Vec<Arc<MessageInfo>>;
     /// One cached message of an allowed session.
@@ -514,29 +419,29 @@ pub trait Surface: NameDirectory + Send + Sync + 'static {
     /// Fetches an attachment of a cached message, keeping at most `limit` bytes.
     async fn fetch_attachment(
         &self,
-        attachment: &AttachmentInfo,
+        attachment: &Attachment,
         limit: u64,
     ) -> Result<Fetched, SurfaceError>;
 
     /// A cached thread (any: callers check the allowlist on what they show).
-    fn thread(&self, channel_id: Snowflake) -> Option<ThreadInfo>;
+    fn thread(&self, channel_id: Snowflake) -> Option<Thread>;
     /// Every cached thread, of one channel (`parent`) or of all; archived ones included.
-    fn threads(&self, parent: Option<Snowflake>) -> Vec<ThreadInfo>;
+    fn threads(&self, parent: Option<Snowflake>) -> Vec<Thread>;
     /// A channel's threads from the platform: the active ones, and the archived ones too with
     /// `include_archived` (a bounded number of them, newest first).
     async fn list_threads(
         &self,
         parent: AllowedChannel,
         include_archived: bool,
-    ) -> Result<Vec<ThreadInfo>, SurfaceError>;
+    ) -> Result<Vec<Thread>, SurfaceError>;
     /// Creates a thread (from a message or standalone); the bot joins it.
-    async fn create_thread(&self, thread: NewThread) -> Result<ThreadInfo, SurfaceError>;
+    async fn create_thread(&self, thread: NewThread) -> Result<Thread, SurfaceError>;
     /// Archives or unarchives a thread; an unarchived thread is joined again.
     async fn set_thread_archived(
         &self,
         thread: AllowedChannel,
         archived: bool,
-    ) -> Result<ThreadInfo, SurfaceError>;
+    ) -> Result<Thread, SurfaceError>;
     /// Pins a message.
     async fn pin_message(
         &self,
@@ -559,13 +464,13 @@ pub trait Surface: NameDirectory + Send + Sync + 'static {
     async fn search(&self, query: SearchQuery) -> Result<Vec<SearchHit>, SurfaceError>;
 
     /// Creates a guild channel where the allowlist allows it; the new session is cached at once.
-    async fn create_channel(&self, channel: NewChannel) -> Result<SessionInfo, SurfaceError>;
+    async fn create_channel(&self, channel: NewChannel) -> Result<Session, SurfaceError>;
     /// Renames a guild channel or changes its topic; answers the session as it is now.
     async fn edit_channel(
         &self,
         channel: AllowedChannel,
         edit: ChannelEdit,
-    ) -> Result<SessionInfo, SurfaceError>;
+    ) -> Result<Session, SurfaceError>;
     /// Deletes a guild channel (its threads with it); the session leaves the cache.
     async fn delete_channel(&self, channel: AllowedChannel) -> Result<(), SurfaceError>;
 }

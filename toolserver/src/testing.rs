@@ -81,7 +81,7 @@ pub struct TestServer {
     addr: SocketAddr,
     operator_token: String,
     core: Arc<Core>,
-    ledger: Arc<crate::memory::MemoryLedger>,
+    store: Arc<switchboard_store::MemoryBackend>,
     surface: Arc<MemorySurface>,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<std::io::Result<()>>>,
@@ -102,34 +102,31 @@ impl TestServer {
         Self::start_with_tokens(config_toml, surface, &[]).await
     }
 
-    /// [`TestServer::start_with`], with values for the config's named tokens (`(name, value)`)
-    /// and a ledger that keeps audit rows and overrides in memory.
+    /// [`TestServer::start_with`], with values for the config's named tokens (`(name, value)`),
+    /// keeping audit rows, overrides and approvals in a memory store ([`TestServer::store`]).
     pub async fn start_with_tokens(
         config_toml: &str,
         surface: Arc<MemorySurface>,
         tokens: &[(&str, &str)],
     ) -> Result<TestServer, TestServerError> {
-        let ledger = Arc::new(crate::memory::MemoryLedger::default());
-        Self::start_full(config_toml, surface, tokens, ledger.clone(), ledger).await
+        Self::start_full(config_toml, surface, tokens, None).await
     }
 
-    /// [`TestServer::start_with`] keeping the audit log in `ledger` (such as
-    /// [`crate::governance::NoLedger`] for a benchmark of the pipeline alone).
-    pub async fn start_with_ledger(
+    /// [`TestServer::start_with`] keeping the audit log in `audit` (such as [`NoAudit`] for a
+    /// benchmark of the pipeline alone, or a SQLite backend).
+    pub async fn start_with_audit(
         config_toml: &str,
         surface: Arc<MemorySurface>,
-        ledger: Arc<dyn crate::governance::Ledger>,
+        audit: Arc<dyn switchboard_store::AuditStore>,
     ) -> Result<TestServer, TestServerError> {
-        let unused = Arc::new(crate::memory::MemoryLedger::default());
-        Self::start_full(config_toml, surface, &[], ledger, unused).await
+        Self::start_full(config_toml, surface, &[], Some(audit)).await
     }
 
     async fn start_full(
         config_toml: &str,
         surface: Arc<MemorySurface>,
         tokens: &[(&str, &str)],
-        kept_in: Arc<dyn crate::governance::Ledger>,
-        ledger: Arc<crate::memory::MemoryLedger>,
+        audit: Option<Arc<dyn switchboard_store::AuditStore>>,
     ) -> Result<TestServer, TestServerError> {
         let config = Config::parse(config_toml, "test.toml").map_err(TestServerError::Config)?;
         let operator_token = format!("test-operator-{}", std::process::id());
@@ -140,9 +137,15 @@ impl TestServer {
                 .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
                 .collect(),
         };
-        let core = Arc::new(
-            Core::new(&config, surface.clone(), secrets)?.with_ledger(kept_in, Vec::new()),
-        );
+        let store = Arc::new(switchboard_store::MemoryBackend::new(
+            switchboard_store::MemoryOptions::default(),
+        ));
+        let mut core =
+            Core::new(&config, surface.clone(), secrets)?.with_store(store.clone(), Vec::new());
+        if let Some(audit) = audit {
+            core = core.with_audit(audit);
+        }
+        let core = Arc::new(core);
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
             .await
             .map_err(TestServerError::Bind)?;
@@ -155,16 +158,38 @@ impl TestServer {
             addr,
             operator_token,
             core,
-            ledger,
+            store,
             surface,
             shutdown: Some(shutdown),
             task: Some(task),
         })
     }
 
-    /// Where the server keeps its audit rows and overrides.
-    pub fn ledger(&self) -> &Arc<crate::memory::MemoryLedger> {
-        &self.ledger
+    /// Where the server keeps its audit rows, overrides and approvals.
+    pub fn store(&self) -> &Arc<switchboard_store::MemoryBackend> {
+        &self.store
+    }
+
+    /// Every audit row kept, oldest first.
+    pub fn audit_rows(&self) -> Vec<crate::governance::AuditRow> {
+        use switchboard_store::AuditStore as _;
+        futures_executor::block_on(self.store.audit_after(0, usize::MAX))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|entry| entry.row)
+            .collect()
+    }
+
+    /// Every approval request kept (pending and settled), by id.
+    pub fn approvals_kept(&self) -> Vec<switchboard_records::Approval> {
+        use switchboard_store::ApprovalStore as _;
+        futures_executor::block_on(self.store.approvals()).unwrap_or_default()
+    }
+
+    /// Every `/tools` override kept.
+    pub fn scopes_kept(&self) -> Vec<switchboard_records::SessionScope> {
+        use switchboard_store::ScopeStore as _;
+        futures_executor::block_on(self.store.session_scopes()).unwrap_or_default()
     }
 
     /// The server's base URL, `http://127.0.0.1:<port>` (what `SWITCHBOARD_URL` would hold).
@@ -239,4 +264,51 @@ impl Drop for TestServer {
             let _ = shutdown.send(());
         }
     }
+}
+
+/// An audit log that keeps nothing (for a benchmark of the pipeline alone): rows are dropped,
+/// reads answer that no log is kept.
+#[derive(Debug, Default)]
+pub struct NoAudit;
+
+impl switchboard_store::AuditStore for NoAudit {
+    fn record(
+        &self,
+        _: switchboard_records::AuditRow,
+    ) -> Result<(), switchboard_store::StoreError> {
+        Ok(())
+    }
+
+    fn audit_page(
+        &self,
+        _: switchboard_records::AuditFilter,
+    ) -> switchboard_store::StoreFuture<'_, switchboard_records::AuditPage> {
+        switchboard_store::aggregates::ready(Err(no_audit_log()))
+    }
+
+    fn prune_audit(&self, _: u64) -> switchboard_store::StoreFuture<'_, usize> {
+        switchboard_store::aggregates::ready(Ok(0))
+    }
+
+    fn audit_after(
+        &self,
+        _: u64,
+        _: usize,
+    ) -> switchboard_store::StoreFuture<'_, Vec<switchboard_records::AuditEntry>> {
+        switchboard_store::aggregates::ready(Ok(Vec::new()))
+    }
+
+    fn import_audit(
+        &self,
+        _: Vec<switchboard_records::AuditEntry>,
+    ) -> Result<(), switchboard_store::StoreError> {
+        Ok(())
+    }
+}
+
+fn no_audit_log() -> switchboard_store::StoreError {
+    switchboard_store::StoreError::new(
+        switchboard_store::StoreErrorKind::Unavailable,
+        "this server keeps no audit log",
+    )
 }

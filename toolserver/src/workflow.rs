@@ -6,9 +6,9 @@
 //! session that created it, with the summaries and answers in its prompt.
 //!
 //! [`WorkflowEngine`] is the platform-independent state machine: it matches observed messages
-//! against waiting tasks and fires deadlines. What it cannot do itself — keep workflows across
-//! restarts, start the resumed run — it asks of its [`WorkflowHooks`], which the bot implements
-//! with its store and agent bridge.
+//! against waiting tasks and fires deadlines. It keeps every change in the store
+//! ([`WorkflowStore::save_workflow`]) and publishes it as a `workflow.*` event; starting the
+//! resumed run it asks of its [`WorkflowHooks`], which the bot implements with the agent bridge.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,8 +16,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use entity::Snowflake;
-use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
+
+use switchboard_store::{StoreError, WorkflowStore};
 
 use crate::clock::now_ms;
 
@@ -30,168 +31,21 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
 /// How long a workflow waits when `timeoutS` is not given.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
-/// Ids as JSON strings: snowflakes exceed what JSON numbers carry exactly.
-mod id_string {
-    use entity::Snowflake;
-    use serde::{Deserialize, Deserializer, Serializer};
+pub use switchboard_records::workflow::{Answer, Task, Workflow, WorkflowState};
 
-    pub fn serialize<S: Serializer>(id: &Snowflake, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(id)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Snowflake, D::Error> {
-        let text = String::deserialize(d)?;
-        text.parse().map_err(serde::de::Error::custom)
-    }
-
-    pub mod option {
-        use entity::Snowflake;
-        use serde::{Deserialize, Deserializer, Serializer};
-
-        pub fn serialize<S: Serializer>(id: &Option<Snowflake>, s: S) -> Result<S::Ok, S::Error> {
-            match id {
-                Some(id) => s.collect_str(id),
-                None => s.serialize_none(),
-            }
-        }
-
-        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Snowflake>, D::Error> {
-            Option::<String>::deserialize(d)?
-                .map(|text| text.parse().map_err(serde::de::Error::custom))
-                .transpose()
-        }
-    }
-}
-
-/// Where a workflow is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkflowState {
-    /// Some task still waits.
-    Waiting,
-    /// Every task was answered; the resumed run was started.
-    Answered,
-    /// The deadline passed first; the resumed run was started with what came in.
-    TimedOut,
-    /// Cancelled; it never resumes.
-    Cancelled,
-}
-
-impl WorkflowState {
-    /// The state as written in JSON and accepted by `workflow.list`'s filter (`timed_out`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WorkflowState::Waiting => "waiting",
-            WorkflowState::Answered => "answered",
-            WorkflowState::TimedOut => "timed_out",
-            WorkflowState::Cancelled => "cancelled",
-        }
-    }
-}
-
-/// The message that answered a task.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Answer {
-    /// The answering message.
-    #[serde(with = "id_string")]
-    #[schemars(with = "String")]
-    pub message_id: Snowflake,
-    /// Who wrote it.
-    #[serde(with = "id_string")]
-    #[schemars(with = "String")]
-    pub author_id: Snowflake,
-    /// The name people saw for the author when it came in.
-    pub author_name: String,
-    /// Canonical (readable) text: mentions as `@name` / `#token`.
-    pub text: String,
-    /// RFC 3339.
-    pub ts: String,
-}
-
-/// One question waiting in one session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Task {
-    /// The session (channel, thread or DM) the task waits in.
-    #[serde(with = "id_string")]
-    #[schemars(with = "String")]
-    pub session_id: Snowflake,
-    /// Only a reply to this message answers.
-    #[serde(with = "id_string::option", default)]
-    #[schemars(with = "Option<String>")]
-    pub message_id: Option<Snowflake>,
-    /// Only a message from this user answers.
-    #[serde(with = "id_string::option", default)]
-    #[schemars(with = "Option<String>")]
-    pub from_user_id: Option<Snowflake>,
-    /// What the task is, in a line: it heads the answer in the resumed run's prompt.
-    pub summary: String,
-    /// More about what was asked, shown under the summary in the resumed run's prompt.
-    #[serde(default)]
-    pub description: Option<String>,
-    /// The message that answered it; `None` while it waits (or if it never got one).
-    #[serde(default)]
-    pub answer: Option<Answer>,
-}
-
-impl Task {
-    fn accepts(&self, message: &Observed<'_>) -> bool {
-        self.answer.is_none()
-            && message.channel_id == self.session_id
-            && !message.author_is_bot
-            && self
-                .from_user_id
-                .is_none_or(|user| user == message.author_id)
-            && self
-                .message_id
-                .is_none_or(|asked| message.reply_to == Some(asked))
-    }
-}
-
-/// A workflow as it is kept, listed and handed to the resumed run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Workflow {
-    /// Its id, `wf_` and 16 random hex digits.
-    pub workflow_id: String,
-    /// Where it is in its life.
-    pub state: WorkflowState,
-    /// The session that created it, where the resumed run happens.
-    #[serde(with = "id_string")]
-    #[schemars(with = "String")]
-    pub origin_session_id: Snowflake,
-    /// The message whose run created it (the resumed run replies to it), when there was one.
-    #[serde(with = "id_string::option", default)]
-    #[schemars(with = "Option<String>")]
-    pub origin_message_id: Option<Snowflake>,
-    /// Who created it (`operator`, `anonymous` or `cap:<id>`), for the audit trail.
-    pub created_by: String,
-    /// Milliseconds since the Unix epoch.
-    pub created_ms: u64,
-    /// When it times out and resumes with what came in, in milliseconds since the Unix epoch.
-    pub deadline_ms: u64,
-    /// When it was answered, timed out or cancelled, in milliseconds since the Unix epoch;
-    /// `None` while it waits.
-    #[serde(default)]
-    pub finished_ms: Option<u64>,
-    /// The creator's opening for the resumed run's prompt (what to do with the answers);
-    /// `None`: a generic "carry on" line.
-    #[serde(default)]
-    pub resume_prompt: Option<String>,
-    /// What it waits for, in the order they were given.
-    pub tasks: Vec<Task>,
-}
-
-impl Workflow {
-    /// True while it is [`WorkflowState::Waiting`]: not yet answered, timed out or cancelled.
-    pub fn is_waiting(&self) -> bool {
-        self.state == WorkflowState::Waiting
-    }
-
-    fn all_answered(&self) -> bool {
-        self.tasks.iter().all(|task| task.answer.is_some())
-    }
+/// Whether `message` answers `task`: the task still waits, the message is in its session, not
+/// from a bot, from the asked user (if one was named) and a reply to the asked message (if one
+/// was named).
+fn task_accepts(task: &Task, message: &Observed<'_>) -> bool {
+    task.answer.is_none()
+        && message.channel_id == task.session_id
+        && !message.author_is_bot
+        && task
+            .from_user_id
+            .is_none_or(|user| user == message.author_id)
+        && task
+            .message_id
+            .is_none_or(|asked| message.reply_to == Some(asked))
 }
 
 /// What `workflow.create` asks for, already resolved and checked by the callable.
@@ -265,8 +119,7 @@ pub enum WorkflowError {
     /// [`MAX_PENDING`] workflows already wait; a new one is refused.
     #[error("{MAX_PENDING} workflows are already waiting; cancel some (workflow.list, workflow.cancel) before creating more")]
     TooMany,
-    /// The host could not keep a new workflow (its [`WorkflowHooks::persist`] error); the
-    /// workflow was not created.
+    /// The store could not keep a new workflow; the workflow was not created.
     #[error("cannot keep the workflow: {0}")]
     Persist(String),
     /// The operating system gave no random bytes for the workflow's id.
@@ -274,11 +127,8 @@ pub enum WorkflowError {
     Random(String),
 }
 
-/// What the engine needs from its host.
+/// What the engine needs from its host: starting runs is not storage.
 pub trait WorkflowHooks: Send + Sync + 'static {
-    /// Keeps the workflow durably (called on create, on every answer, on finish and cancel).
-    /// For create, an error refuses the workflow; later, it is logged.
-    fn persist(&self, workflow: &Workflow) -> Result<(), String>;
     /// Starts the resumed run for a finished (answered or timed-out) workflow.
     fn resume(&self, workflow: &Workflow);
 }
@@ -290,6 +140,12 @@ pub struct WorkflowEngine {
     waiting: AtomicUsize,
     deadlines_changed: Notify,
     hooks: Arc<dyn WorkflowHooks>,
+    /// Where every change is kept (on create, on every answer, on finish and cancel). For
+    /// create, an error refuses the workflow; later, it is logged.
+    store: Arc<dyn WorkflowStore>,
+    /// Where every change is published (`workflow.waiting` when created or partly answered,
+    /// then `workflow.answered|timed_out|cancelled`).
+    events: Option<Arc<crate::events::EventHub>>,
 }
 
 #[derive(Default)]
@@ -301,14 +157,32 @@ struct Book {
 }
 
 impl WorkflowEngine {
-    /// An engine holding `restored` (what the host kept). Waiting workflows whose tasks are
-    /// all answered are finished at once; overdue ones when [`WorkflowEngine::fire_due`] runs.
-    pub fn new(hooks: Arc<dyn WorkflowHooks>, restored: Vec<Workflow>) -> Arc<WorkflowEngine> {
+    /// An engine holding what `store` kept (rows that no longer parse are the store's to skip),
+    /// keeping changes there and publishing them to `events`.
+    pub async fn open(
+        hooks: Arc<dyn WorkflowHooks>,
+        store: Arc<dyn WorkflowStore>,
+        events: Option<Arc<crate::events::EventHub>>,
+    ) -> Result<Arc<WorkflowEngine>, StoreError> {
+        let restored = store.workflows().await?;
+        Ok(WorkflowEngine::new(hooks, store, events, restored))
+    }
+
+    /// An engine holding `restored`. Waiting workflows whose tasks are all answered are
+    /// finished at once; overdue ones when [`WorkflowEngine::fire_due`] runs.
+    pub fn new(
+        hooks: Arc<dyn WorkflowHooks>,
+        store: Arc<dyn WorkflowStore>,
+        events: Option<Arc<crate::events::EventHub>>,
+        restored: Vec<Workflow>,
+    ) -> Arc<WorkflowEngine> {
         let engine = Arc::new(WorkflowEngine {
             book: Mutex::new(Book::default()),
             waiting: AtomicUsize::new(0),
             deadlines_changed: Notify::new(),
             hooks,
+            store,
+            events,
         });
         let mut finished = Vec::new();
         {
@@ -326,6 +200,27 @@ impl WorkflowEngine {
             engine.finish(&id, WorkflowState::Answered);
         }
         engine
+    }
+
+    /// Keeps `workflow` in the store and, once kept, publishes the change.
+    fn keep(&self, workflow: &Workflow) -> Result<(), StoreError> {
+        self.store.save_workflow(workflow)?;
+        if let Some(events) = &self.events {
+            let answered = workflow.tasks.iter().filter(|t| t.answer.is_some()).count();
+            events.publish(
+                format!("workflow.{}", workflow.state.as_str()),
+                Some(workflow.origin_session_id),
+                serde_json::json!({
+                    "workflowId": workflow.workflow_id,
+                    "state": workflow.state.as_str(),
+                    "tasks": workflow.tasks.len(),
+                    "answered": answered,
+                    "createdBy": workflow.created_by,
+                    "deadlineMs": workflow.deadline_ms,
+                }),
+            );
+        }
+        Ok(())
     }
 
     fn book(&self) -> MutexGuard<'_, Book> {
@@ -385,9 +280,8 @@ impl WorkflowEngine {
         if self.waiting.load(Ordering::Acquire) >= MAX_PENDING {
             return Err(WorkflowError::TooMany);
         }
-        self.hooks
-            .persist(&workflow)
-            .map_err(WorkflowError::Persist)?;
+        self.keep(&workflow)
+            .map_err(|error| WorkflowError::Persist(error.to_string()))?;
         book.workflows.insert(id, workflow.clone());
         self.recount(&mut book);
         drop(book);
@@ -429,7 +323,7 @@ impl WorkflowEngine {
         let cancelled = workflow.clone();
         self.recount(&mut book);
         drop(book);
-        if let Err(error) = self.hooks.persist(&cancelled) {
+        if let Err(error) = self.keep(&cancelled) {
             tracing::error!(
                 workflow = id,
                 "keeping the cancelled workflow failed: {error}"
@@ -461,7 +355,11 @@ impl WorkflowEngine {
                     continue;
                 };
                 let mut answered = false;
-                for task in workflow.tasks.iter_mut().filter(|t| t.accepts(message)) {
+                for task in workflow
+                    .tasks
+                    .iter_mut()
+                    .filter(|t| task_accepts(t, message))
+                {
                     task.answer = Some(Answer {
                         message_id: message.message_id,
                         author_id: message.author_id,
@@ -486,7 +384,7 @@ impl WorkflowEngine {
         let answered = !changed.is_empty() || !complete.is_empty();
         for workflow in changed {
             tracing::info!(workflow = %workflow.workflow_id, "a workflow task was answered");
-            if let Err(error) = self.hooks.persist(&workflow) {
+            if let Err(error) = self.keep(&workflow) {
                 tracing::error!(workflow = %workflow.workflow_id, "keeping the answer failed: {error}");
             }
         }
@@ -537,7 +435,7 @@ impl WorkflowEngine {
         };
         tracing::info!(workflow = id, state = state.as_str(), session = %finished.origin_session_id, "workflow finished; resuming");
         self.hooks.resume(&finished);
-        if let Err(error) = self.hooks.persist(&finished) {
+        if let Err(error) = self.keep(&finished) {
             tracing::error!(
                 workflow = id,
                 "keeping the finished workflow failed: {error}"
@@ -642,15 +540,37 @@ mod tests {
     }
 
     impl WorkflowHooks for Recorder {
-        fn persist(&self, workflow: &Workflow) -> Result<(), String> {
+        fn resume(&self, workflow: &Workflow) {
+            self.resumed.lock().unwrap().push(workflow.clone());
+        }
+    }
+
+    /// The store's side of the recorder: every save, in order (or a refusal).
+    impl WorkflowStore for Recorder {
+        fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
             if self.refuse {
-                return Err("disk full".into());
+                return Err(StoreError::new(
+                    switchboard_store::StoreErrorKind::Unavailable,
+                    "disk full",
+                ));
             }
             self.persisted.lock().unwrap().push(workflow.clone());
             Ok(())
         }
-        fn resume(&self, workflow: &Workflow) {
-            self.resumed.lock().unwrap().push(workflow.clone());
+        fn workflows(&self) -> switchboard_store::StoreFuture<'_, Vec<Workflow>> {
+            let kept = self.persisted.lock().unwrap().clone();
+            Box::pin(std::future::ready(Ok(kept)))
+        }
+        fn workflow(&self, id: &str) -> switchboard_store::StoreFuture<'_, Option<Workflow>> {
+            let kept = self
+                .persisted
+                .lock()
+                .unwrap()
+                .iter()
+                .rev()
+                .find(|w| w.workflow_id == id)
+                .cloned();
+            Box::pin(std::future::ready(Ok(kept)))
         }
     }
 
@@ -695,7 +615,7 @@ mod tests {
 
     fn engine() -> (Arc<Recorder>, Arc<WorkflowEngine>) {
         let hooks = Arc::new(Recorder::default());
-        let engine = WorkflowEngine::new(hooks.clone(), Vec::new());
+        let engine = WorkflowEngine::new(hooks.clone(), hooks.clone(), None, Vec::new());
         (hooks, engine)
     }
 
@@ -860,7 +780,7 @@ mod tests {
         let json = serde_json::to_string(&vec![waiting.clone(), answered.clone()]).unwrap();
         let restored: Vec<Workflow> = serde_json::from_str(&json).unwrap();
         assert_eq!(restored[0], waiting, "round-trips through JSON");
-        let engine2 = WorkflowEngine::new(hooks.clone(), restored);
+        let engine2 = WorkflowEngine::new(hooks.clone(), hooks.clone(), None, restored);
         let resumed = hooks.resumed.lock().unwrap().clone();
         assert_eq!(resumed.len(), 1);
         assert_eq!(resumed[0].workflow_id, answered.workflow_id);
@@ -875,7 +795,7 @@ mod tests {
             refuse: true,
             ..Recorder::default()
         });
-        let engine = WorkflowEngine::new(hooks, Vec::new());
+        let engine = WorkflowEngine::new(hooks.clone(), hooks, None, Vec::new());
         assert!(matches!(
             engine.create(new(vec![task(ROOM)])),
             Err(WorkflowError::Persist(_))

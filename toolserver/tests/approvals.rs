@@ -152,15 +152,13 @@ async fn nobody_approves_the_ask_their_own_call_waits_on() {
     assert_eq!(decided.body["approval"]["by"], "console:operator");
     assert_eq!(call.await.unwrap().status, 200);
     let row = server
-        .ledger()
-        .rows()
+        .audit_rows()
         .into_iter()
         .find(|row| row.tool == "surface.messages.send" && row.caller == "token:ci")
         .expect("audited");
     assert_eq!(row.decided_by.as_deref(), Some("console:operator"));
     let refusals: Vec<_> = server
-        .ledger()
-        .rows()
+        .audit_rows()
         .into_iter()
         .filter(|row| {
             row.tool == "approvals.decide" && row.code.as_deref() == Some("self_approval")
@@ -260,10 +258,10 @@ async fn an_approver_sees_the_whole_input_whatever_the_audit_settings() {
         .as_str()
         .is_some_and(|p| p.ends_with(tail)));
     // Only the store keeps the log's copy: a hash under audit.redact, never the text.
-    let kept = server.ledger().approvals();
+    let kept = server.approvals_kept();
     assert!(!kept.is_empty());
     for record in &kept {
-        let preview = record.card["preview"].as_str().unwrap_or_default();
+        let preview = record.card.preview.as_str();
         assert!(preview.contains("sha256"), "{preview}");
         assert!(!preview.contains("rm -rf"), "{preview}");
     }
@@ -411,7 +409,7 @@ async fn a_console_only_login_reads_but_decides_and_changes_nothing() {
     )
     .await;
     assert_eq!(widened.status, 403, "{}", widened.body);
-    assert!(server.ledger().scopes().is_empty(), "no scope changed");
+    assert!(server.scopes_kept().is_empty(), "no scope changed");
     assert!(server.core().set_runs(Arc::new(AbortsAnything)));
     let abort = post(
         &server,
@@ -474,8 +472,7 @@ async fn a_console_only_login_reads_but_decides_and_changes_nothing() {
     .await;
     assert_eq!(changed.status, 200, "{}", changed.body);
     let row = server
-        .ledger()
-        .rows()
+        .audit_rows()
         .into_iter()
         .find(|row| row.tool == "admin.tools.set" && row.outcome == "ok")
         .expect("audited as a call");

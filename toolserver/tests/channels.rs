@@ -11,7 +11,7 @@ use protocol::{ErrorCode, ErrorKind};
 use serde_json::{json, Value};
 use toolserver::auth::{Caller, CapabilityGrant};
 use toolserver::memory::{demo, SurfaceCall};
-use toolserver::surface::{SessionInfo, SessionKind, Surface as _};
+use toolserver::surface::{Session, SessionKind, Surface as _};
 use toolserver::testing::TestServer;
 use toolserver::{CallContext, ToolError};
 
@@ -29,19 +29,19 @@ async fn server(discord: &str, rest: &str) -> TestServer {
     );
     let server = TestServer::start(&config).await.expect("server starts");
     let guild = Some(Snowflake(demo::GUILD));
-    server.surface().add_session(SessionInfo {
-        channel_id: Snowflake(CATEGORY),
+    server.surface().add_session(Session {
+        id: Snowflake(CATEGORY),
         guild_id: guild,
-        parent_channel_id: None,
+        parent_id: None,
         kind: SessionKind::Category,
-        title: "Projects".into(),
+        name: "Projects".into(),
     });
-    server.surface().add_session(SessionInfo {
-        channel_id: Snowflake(IN_CATEGORY),
+    server.surface().add_session(Session {
+        id: Snowflake(IN_CATEGORY),
         guild_id: guild,
-        parent_channel_id: Some(Snowflake(CATEGORY)),
+        parent_id: Some(Snowflake(CATEGORY)),
         kind: SessionKind::Channel,
-        title: "roadmap".into(),
+        name: "roadmap".into(),
     });
     server
 }

@@ -239,7 +239,7 @@ async fn reads_and_changes_pass_the_pipeline_and_the_audit_log() {
     )
     .await;
     assert_eq!(audit.status, 200, "{}", audit.body);
-    let rows = server.ledger().rows();
+    let rows = server.audit_rows();
     for tool in ["surface.sessions.list", "surface.messages.list"] {
         assert!(
             rows.iter()
@@ -283,8 +283,7 @@ async fn reads_and_changes_pass_the_pipeline_and_the_audit_log() {
     assert_eq!(shown.body["effective"], json!(["surface.messages.list"]));
     // Through the operator callable: its audit row is the call's, not one built by hand.
     let row = server
-        .ledger()
-        .rows()
+        .audit_rows()
         .into_iter()
         .find(|row| row.tool == "admin.tools.set")
         .expect("the change is audited");
@@ -435,16 +434,14 @@ async fn an_approval_decided_in_the_console_lets_the_call_run_and_redraws_the_ca
         "the Discord card is redrawn"
     );
     let row = server
-        .ledger()
-        .rows()
+        .audit_rows()
         .into_iter()
         .find(|row| row.tool == "surface.messages.send")
         .expect("the call is audited");
     assert_eq!(row.decided_by.as_deref(), Some("console:operator"));
     // The decision is a call of its own, audited like any.
     let decision = server
-        .ledger()
-        .rows()
+        .audit_rows()
         .into_iter()
         .find(|row| row.tool == "approvals.decide" && row.outcome == "ok")
         .expect("the decision is audited");
@@ -548,9 +545,7 @@ async fn runs_in_progress_are_listed_and_aborted_as_an_admin() {
     assert_eq!(stopped.body["runId"], "run-00000000000000aa");
     assert_eq!(*runs.aborted.lock().unwrap(), vec![(demo_world::OPS, true)]);
     // The abort is the operator callable, audited as the console's caller like any call.
-    let row = server
-        .ledger()
-        .rows()
+    let row = server.audit_rows()
         .into_iter()
         .rfind(|row| row.tool == "runs.abort")
         .expect("the abort has its audit row");

@@ -264,9 +264,6 @@ struct Recorder {
 }
 
 impl WorkflowHooks for Recorder {
-    fn persist(&self, _: &Workflow) -> Result<(), String> {
-        Ok(())
-    }
     fn resume(&self, workflow: &Workflow) {
         self.resumed.lock().unwrap().push(workflow.clone());
     }
@@ -274,7 +271,12 @@ impl WorkflowHooks for Recorder {
 
 fn with_workflows(server: &TestServer) -> (Arc<Recorder>, Arc<WorkflowEngine>) {
     let hooks = Arc::new(Recorder::default());
-    let engine = WorkflowEngine::new(hooks.clone(), Vec::new());
+    let engine = WorkflowEngine::new(
+        hooks.clone(),
+        server.store().clone(),
+        Some(Arc::clone(server.core().events())),
+        Vec::new(),
+    );
     assert!(server.core().set_workflows(Arc::clone(&engine)));
     (hooks, engine)
 }

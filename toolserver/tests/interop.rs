@@ -107,7 +107,7 @@ async fn a_batch_of_five_with_one_failing_call_answers_five_results_in_order() {
         assert!(texts.iter().any(|t| t == expected), "{texts:?}");
     }
     // ... and each was audited.
-    let audited = server.ledger().rows().len();
+    let audited = server.audit_rows().len();
     assert!(audited >= 5, "{audited} audit rows");
 }
 
@@ -293,8 +293,7 @@ per_caller_burst = 5
     // The audit log: every call counted, in a bounded number of rows.
     server.core().flush_refusals(true);
     let rows: Vec<_> = server
-        .ledger()
-        .rows()
+        .audit_rows()
         .into_iter()
         .filter(|row| row.caller == "token:probe")
         .collect();
@@ -784,7 +783,22 @@ async fn metrics_pass_promtool_and_move_when_calls_happen() {
         Some(body),
     )
     .await;
+    // The store's write queue, as the service reports it from its backend at each scrape: a
+    // queue that made writers wait twice, 1.5 s in all, with 3 writes queued.
+    server
+        .core()
+        .metrics()
+        .store_queue(3, 2, Duration::from_millis(1_500));
     let after = metrics(&server, token.clone()).await;
+    assert_eq!(sample(&after.text, "switchboard_store_queue_depth"), 3.0);
+    assert_eq!(
+        sample(&after.text, "switchboard_store_queue_waits_total"),
+        2.0
+    );
+    assert_eq!(
+        sample(&after.text, "switchboard_store_queue_wait_seconds_total"),
+        1.5
+    );
     assert_eq!(
         sample(&after.text, key),
         sent_before + 2.0,

@@ -32,14 +32,10 @@ fn python_tools() -> PathBuf {
     bin
 }
 
-/// Workflows kept nowhere, resumed into nothing.
+/// Workflows resumed into nothing.
 struct Nothing;
 
 impl toolserver::workflow::WorkflowHooks for Nothing {
-    fn persist(&self, _: &toolserver::workflow::Workflow) -> Result<(), String> {
-        Ok(())
-    }
-
     fn resume(&self, _: &toolserver::workflow::Workflow) {}
 }
 
@@ -79,6 +75,8 @@ async fn the_document_is_valid_openapi_and_schemathesis_finds_nothing() {
         .core()
         .set_workflows(toolserver::workflow::WorkflowEngine::new(
             std::sync::Arc::new(Nothing),
+            server.store().clone(),
+            None,
             Vec::new(),
         ));
     let (status, text) = fetch_document(&server).await;

@@ -226,9 +226,7 @@ async fn the_operator_lists_runs_and_aborts_one_by_id_through_the_pipeline() {
     assert_eq!(stopped.status, 200, "{}", stopped.body);
     assert_eq!(stopped.body["value"]["runId"], RUN);
     assert_eq!(*runs.aborted.lock().unwrap(), vec![RUN.to_owned()]);
-    let rows: Vec<_> = server
-        .ledger()
-        .rows()
+    let rows: Vec<_> = server.audit_rows()
         .into_iter()
         .filter(|row| row.tool.starts_with("runs."))
         .collect();
@@ -281,7 +279,7 @@ async fn from_discord_a_user_stops_only_their_own_run_in_their_channel() {
         .await
         .unwrap_err();
     assert_eq!(everywhere.code.as_str(), "no_session");
-    let rows = server.ledger().rows();
+    let rows = server.audit_rows();
     let caller = format!("discord:{}", demo_world::TOMAS);
     assert!(
         rows.iter().any(|row| row.tool == "runs.abort"
@@ -379,9 +377,7 @@ async fn admin_reload_answers_what_changed_or_the_located_problems_and_is_audite
     )
     .await;
     assert_eq!(route.status, 200, "{}", route.body);
-    let rows: Vec<_> = server
-        .ledger()
-        .rows()
+    let rows: Vec<_> = server.audit_rows()
         .into_iter()
         .filter(|row| row.tool == "admin.reload")
         .collect();

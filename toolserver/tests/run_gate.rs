@@ -93,8 +93,7 @@ async fn a_shut_gate_refuses_every_call_and_the_refusal_is_audited() {
     }
     assert!(server.sends().is_empty());
     let refused: Vec<_> = server
-        .ledger()
-        .rows()
+        .audit_rows()
         .into_iter()
         .filter(|row| row.code.as_deref() == Some("run_aborted"))
         .map(|row| row.tool.into_owned())

@@ -58,7 +58,7 @@ async fn a_standalone_thread_is_created_in_an_allowed_channel_and_usable_by_its_
         .session(made["channelId"].as_str().unwrap().parse().unwrap())
         .expect("cached");
     assert_eq!(info.kind, SessionKind::Thread);
-    assert_eq!(info.parent_channel_id, Some(ops()));
+    assert_eq!(info.parent_id, Some(ops()));
 }
 
 #[tokio::test]

@@ -164,6 +164,15 @@ impl Store {
         }
     }
 
+    /// Drops a deleted channel's session and those of its threads, which Discord deletes with
+    /// it.
+    pub fn remove_channel(&self, id: Snowflake) {
+        for thread in self.threads(Some(id)) {
+            self.remove_session(thread.session.id);
+        }
+        self.remove_session(id);
+    }
+
     /// Records a thread's state; nothing is written when it is what the store knew. A state
     /// without an owner keeps the one known.
     pub fn set_thread_state(&self, id: Snowflake, mut state: ThreadState) {

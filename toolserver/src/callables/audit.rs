@@ -165,14 +165,14 @@ impl Tool for ListAudit {
         let page = cx
             .core
             .governance()
-            .ledger()
-            .query(filter)
+            .audit()
+            .audit_page(filter)
             .await
-            .map_err(|message| {
+            .map_err(|error| {
                 ToolError::new(
                     protocol::ErrorKind::Unavailable,
                     ErrorCode::StoreUnavailable,
-                    message,
+                    error.to_string(),
                 )
             })?;
         let rows: Vec<Value> = page

@@ -68,7 +68,7 @@ impl Tool for Help {
                 Ok(id) => ContextSession::Resolved {
                     channel_id: id.to_string(),
                     token: cx.settings().aliases().alias_for(AliasKind::Session, id),
-                    title: cx.surface().session(id).map(|s| s.title),
+                    title: cx.surface().session(id).map(|s| s.name),
                     reference: cx.mapper().session_reference(id),
                 },
                 Err(error) => ContextSession::Unresolved {

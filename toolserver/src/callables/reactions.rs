@@ -251,7 +251,7 @@ impl Tool for ListReactions {
 #[derive(serde::Serialize, JsonSchema)]
 struct ReactionList<'a> {
     /// One entry per emoji.
-    reactions: &'a [crate::surface::ReactionInfo],
+    reactions: &'a [crate::surface::Reaction],
 }
 
 #[cfg(test)]

@@ -462,7 +462,7 @@ fn searchable(cx: &Invocation<'_>, one_session: bool) -> Result<Vec<AllowedChann
                 surface
                     .threads(Some(target.channel_id()))
                     .into_iter()
-                    .map(|t| t.channel_id)
+                    .map(|t| t.session.id)
                     .filter(|id| permitted(*id))
                     .map(AllowedChannel::checked),
             );
@@ -475,9 +475,9 @@ fn searchable(cx: &Invocation<'_>, one_session: bool) -> Result<Vec<AllowedChann
         .sessions()
         .into_iter()
         .filter(|s| !matches!(s.kind, SessionKind::Category | SessionKind::Forum))
-        .filter(|s| allowlist.allows_cached(s.channel_id, location))
-        .filter(|s| permitted(s.channel_id))
-        .map(|s| AllowedChannel::checked(s.channel_id))
+        .filter(|s| allowlist.allows_cached(s.id, location))
+        .filter(|s| permitted(s.id))
+        .map(|s| AllowedChannel::checked(s.id))
         .collect())
 }
 

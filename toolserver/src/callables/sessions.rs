@@ -65,7 +65,7 @@ impl Tool for ListSessions {
         let sessions: Vec<_> = all
             .iter()
             .filter(|s| {
-                allowlist.allows_cached(s.channel_id, |id| {
+                allowlist.allows_cached(s.id, |id| {
                     cx.surface()
                         .session(id)
                         .map(|info| ChannelLocation::from(&info))

@@ -12,7 +12,7 @@ use crate::invocation::{parse_id, Invocation, PlanContext, Target};
 use crate::registry::{
     example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
 };
-use crate::surface::{ChannelLocation, NewThread, SessionKind, ThreadInfo};
+use crate::surface::{ChannelLocation, NewThread, SessionKind, Thread};
 use protocol::Effects;
 
 /// The inactivity periods Discord accepts, in minutes.
@@ -49,15 +49,18 @@ struct ThreadList {
     threads: Vec<ThreadView>,
 }
 
-fn thread_view(cx: &Invocation<'_>, thread: ThreadInfo) -> ThreadView {
+fn thread_view(cx: &Invocation<'_>, thread: Thread) -> ThreadView {
+    let Thread { session, state } = thread;
     ThreadView {
-        token: cx.mapper().session_reference(thread.channel_id),
-        channel_id: thread.channel_id,
-        parent_channel_id: thread.parent_channel_id,
-        name: thread.name,
-        archived: thread.archived,
-        locked: thread.locked,
-        auto_archive_minutes: thread.auto_archive_minutes,
+        token: cx.mapper().session_reference(session.id),
+        channel_id: session.id,
+        // Listings skip threads whose parent is unknown; a thread just created or changed
+        // came from Discord with its parent.
+        parent_channel_id: session.parent_id.unwrap_or(session.id),
+        name: session.name,
+        archived: state.archived,
+        locked: state.locked,
+        auto_archive_minutes: state.auto_archive_minutes,
     }
 }
 
@@ -272,13 +275,16 @@ impl Tool for ListThreads {
             cx.surface()
                 .threads(None)
                 .into_iter()
-                .filter(|thread| plan.include_archived || !thread.archived)
+                .filter(|thread| plan.include_archived || !thread.state.archived)
                 .filter(|thread| {
-                    allowlist.allows_cached(thread.channel_id, |id| {
-                        if id == thread.channel_id {
+                    let Some(parent) = thread.parent_id() else {
+                        return false;
+                    };
+                    allowlist.allows_cached(thread.session.id, |id| {
+                        if id == thread.session.id {
                             return Some(ChannelLocation {
-                                guild_id: thread.guild_id,
-                                parent_channel_id: Some(thread.parent_channel_id),
+                                guild_id: thread.session.guild_id,
+                                parent_channel_id: Some(parent),
                                 kind: SessionKind::Thread,
                             });
                         }
@@ -370,19 +376,19 @@ pub(crate) async fn reopen_for_send(
     let Some(thread) = cx.surface().thread(target.channel_id()) else {
         return Ok(false);
     };
-    if !thread.archived {
+    if !thread.state.archived {
         return Ok(false);
     }
-    if thread.locked {
+    if thread.state.locked {
         return Err(ToolError::new(
             ErrorKind::Conflict,
             ErrorCode::ThreadLocked,
             format!(
                 "Thread {} ({}) is archived and locked, so nothing can be posted in it; a moderator (Manage Threads) must unlock it first",
-                thread.channel_id, thread.name
+                thread.session.id, thread.session.name
             ),
         )
-        .with_details(json!({ "channelId": thread.channel_id.to_string() })));
+        .with_details(json!({ "channelId": thread.session.id.to_string() })));
     }
     cx.surface()
         .set_thread_archived(target.channel, false)
