@@ -140,9 +140,9 @@ pub async fn probe_sandbox(
     }
     let hidden = hidden
         .into_iter()
-    .filter(|path| path.exists())
-    .filter_map(|path| std::path::absolute(path).ok())
-    .collect();
+        .filter(|path| path.exists())
+        .filter_map(|path| std::path::absolute(path).ok())
+        .collect();
     toolserver::workspaces::probe(workspace, helper, hidden).await
 }
 

@@ -75,7 +75,8 @@ async fn wait_for<T>(what: &str, mut done: impl FnMut() -> Option<T>) -> T {
 
 /// The rows of `tool` made by `caller`.
 fn rows_of(server: &TestServer, tool: &str) -> Vec<AuditRow> {
-    server.audit_rows()
+    server
+        .audit_rows()
         .into_iter()
         .filter(|row| row.tool == tool)
         .collect()
@@ -165,7 +166,8 @@ async fn the_reply_is_audited_as_the_run_and_shown_though_the_session_disables_s
         }
     }
     assert!(
-        !server.audit_rows()
+        !server
+            .audit_rows()
             .iter()
             .any(|row| row.caller == "operator" && row.tool != "admin.tools.set"),
         "{:?}",

@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 pub use entity::{AliasKind, Aliases, Snowflake};
 pub use reload::{plan_reload, ReloadPlan, RESTART_ONLY};
 pub use report::{Problem, Report};
-pub use workspace::WorkspaceConfig;
 pub use switchboard_store::{SqliteLocation, StoreUrl, KNOWN_SCHEMES};
+pub use workspace::WorkspaceConfig;
 
 /// The config file read when neither `--config` nor `SWITCHBOARD_CONFIG` names one.
 pub const DEFAULT_CONFIG_PATH: &str = "switchboard.toml";

@@ -545,7 +545,8 @@ async fn runs_in_progress_are_listed_and_aborted_as_an_admin() {
     assert_eq!(stopped.body["runId"], "run-00000000000000aa");
     assert_eq!(*runs.aborted.lock().unwrap(), vec![(demo_world::OPS, true)]);
     // The abort is the operator callable, audited as the console's caller like any call.
-    let row = server.audit_rows()
+    let row = server
+        .audit_rows()
         .into_iter()
         .rfind(|row| row.tool == "runs.abort")
         .expect("the abort has its audit row");

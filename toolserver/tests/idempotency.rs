@@ -74,7 +74,8 @@ async fn a_retried_send_with_the_same_key_posts_once_and_answers_the_first_answe
     assert_eq!(again.status, 200, "{}", again.body);
     assert_eq!(again.body, first.body, "the first answer, again");
     assert_eq!(sent_texts(&server), vec!["once".to_owned()]);
-    let rows = server.audit_rows()
+    let rows = server
+        .audit_rows()
         .into_iter()
         .filter(|row| row.tool == "surface.messages.send")
         .count();
@@ -189,7 +190,8 @@ async fn a_read_runs_again_and_a_bad_key_is_refused() {
         .await;
         assert_eq!(read.status, 200, "{}", read.body);
     }
-    let reads = server.audit_rows()
+    let reads = server
+        .audit_rows()
         .into_iter()
         .filter(|row| row.tool == "surface.messages.list")
         .count();

@@ -226,7 +226,8 @@ async fn the_operator_lists_runs_and_aborts_one_by_id_through_the_pipeline() {
     assert_eq!(stopped.status, 200, "{}", stopped.body);
     assert_eq!(stopped.body["value"]["runId"], RUN);
     assert_eq!(*runs.aborted.lock().unwrap(), vec![RUN.to_owned()]);
-    let rows: Vec<_> = server.audit_rows()
+    let rows: Vec<_> = server
+        .audit_rows()
         .into_iter()
         .filter(|row| row.tool.starts_with("runs."))
         .collect();
@@ -377,7 +378,8 @@ async fn admin_reload_answers_what_changed_or_the_located_problems_and_is_audite
     )
     .await;
     assert_eq!(route.status, 200, "{}", route.body);
-    let rows: Vec<_> = server.audit_rows()
+    let rows: Vec<_> = server
+        .audit_rows()
         .into_iter()
         .filter(|row| row.tool == "admin.reload")
         .collect();
