@@ -163,3 +163,30 @@ fn garbage_urls_and_one_store_on_both_sides_exit_2() {
         assert!(err.contains(scheme), "{scheme} not named: {err}");
     }
 }
+
+#[test]
+fn a_sqlite_store_copies_into_postgres() {
+    use switchboard_store_postgres::testing::PgCluster;
+    let dir = TempDir::new("store-copy-postgres");
+    source(&dir.path().join("from.db").to_string_lossy());
+    let cluster = PgCluster::shared();
+    let url = cluster.url(&cluster.database().expect("a database"));
+    let (code, out, err) = copy(dir.path(), &["--from", "sqlite://from.db", "--to", &url]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains("messages: 41 in source, 41 in target"),
+        "{out}"
+    );
+    assert!(
+        out.contains("audit rows: 3 in source, 3 in target"),
+        "{out}"
+    );
+    let target = switchboard_store_postgres::PgBackend::open(&url, Default::default()).unwrap();
+    let rows = block_on(target.audit_after(0, 10)).unwrap();
+    assert_eq!(
+        rows.iter().map(|e| e.row.count).collect::<Vec<_>>(),
+        [1, 2, 3],
+        "the refusal counts arrive (PostgreSQL schema 2)"
+    );
+    block_on(target.close()).unwrap();
+}
