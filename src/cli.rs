@@ -41,6 +41,9 @@ pub enum Command {
     /// Have a running switchboard read its config file again: prints what changed (and what
     /// needs a restart), or every problem and exits 2, the config in force kept.
     Reload(ReloadArgs),
+    /// Work on a store directly (no config file, no running switchboard needed).
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// Print the channel id a session reference (id, <#id>, token, #token) resolves to.
     ResolveSession {
         /// The reference to resolve, such as `#ops`.
@@ -145,4 +148,28 @@ pub struct ReloadArgs {
     /// The answer as JSON instead of lines.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `switchboard store ...`
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Copy everything one store keeps into another (merged by key: a second run writes
+    /// nothing, a run stopped half-way — Ctrl-C — is finished by the next). Prints each kind's
+    /// count on both sides; exits 1 when the target holds fewer of some kind than the source.
+    Copy(CopyArgs),
+}
+
+/// `switchboard store copy --from URL --to URL`
+#[derive(Debug, Args)]
+pub struct CopyArgs {
+    /// The store to read, as `store.url` spells it: sqlite://PATH, sqlite:///ABS, memory:,
+    /// postgres://…
+    #[arg(long, value_name = "URL")]
+    pub from: String,
+    /// The store to write into (created when it does not exist).
+    #[arg(long, value_name = "URL")]
+    pub to: String,
+    /// Newest messages each side keeps per channel (as `store.messages_per_channel`).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub messages_per_channel: usize,
 }

@@ -6,6 +6,7 @@ mod banner;
 mod cli;
 #[cfg(feature = "playground")]
 mod compose;
+mod copy;
 mod launch;
 mod operator;
 mod remote;
@@ -40,6 +41,7 @@ fn main() -> ExitCode {
         cli::Command::Rewrite(args) => operator::rewrite(cli.config.as_deref(), &args),
         cli::Command::Audit(args) => remote::audit(cli.config.as_deref(), &args),
         cli::Command::Reload(args) => remote::reload(cli.config.as_deref(), &args),
+        cli::Command::Store(cli::StoreCommand::Copy(args)) => copy::store_copy(&args),
         cli::Command::ResolveSession { reference } => {
             operator::resolve_session(cli.config.as_deref(), &reference)
         }

@@ -832,3 +832,27 @@ fn a_second_switchboard_on_the_same_store_file_exits_2_and_says_why() {
     let posted = fake.post(demo::OPS, demo::STANLEY, "still here");
     first.wait_listed("#ops", &[posted], INGEST);
 }
+
+#[test]
+fn the_service_runs_on_the_memory_backend_and_writes_no_file() {
+    let fake = Fake::start();
+    let dir = TempDir::new("memory-store");
+    let sb = Switchboard::start_sections(
+        &fake,
+        dir.path(),
+        &Allow::default(),
+        support::Sections {
+            store_url: Some("memory:"),
+            ..support::Sections::default()
+        },
+    );
+    let posted = fake.post(demo::OPS, demo::STANLEY, "kept in memory");
+    sb.wait_listed("#ops", &[posted], INGEST);
+    let files: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".db"))
+        .collect();
+    assert!(files.is_empty(), "a memory: store wrote {files:?}");
+}

@@ -6,7 +6,7 @@
 //! | `sqlite://rel/path.db` | SQLite, a path relative to switchboard's working directory (as `store.path` is) |
 //! | `sqlite://:memory:` | SQLite's private in-memory database (what `store.path = ":memory:"` meant) |
 //! | `memory:` | the in-memory backend: nothing outlives the process |
-//! | `postgres://…`, `postgresql://…` | PostgreSQL (recognised; its backend comes with the cluster issue) |
+//! | `postgres://…`, `postgresql://…` | PostgreSQL (`switchboard-store-postgres`: several nodes on one database) |
 
 use std::path::PathBuf;
 

@@ -514,6 +514,8 @@ pub struct Sections<'a> {
     /// Serve without an operator token (`toolserver.insecure_no_auth`): the handle's `token`
     /// is empty, and `tools` calls send none.
     pub no_auth: bool,
+    /// `store.url` instead of the store file `dir/switchboard.db`.
+    pub store_url: Option<&'a str>,
 }
 
 /// A running `switchboard run`, killed on drop.
@@ -606,6 +608,13 @@ impl Switchboard {
             ),
             sections.extra
         );
+        let text = match sections.store_url {
+            Some(url) => text.replace(
+                &format!("path = \"{}\"", store.display()),
+                &format!("url = \"{url}\""),
+            ),
+            None => text,
+        };
         std::fs::write(&config, text).expect("write the config");
         let token = if sections.no_auth {
             String::new()
