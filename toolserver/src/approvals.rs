@@ -762,6 +762,7 @@ mod tests {
             owner: "token:ci".into(),
             run: None,
             tool_call_id: None,
+            note: None,
             channel: ops,
         };
         let waiting = {
