@@ -869,7 +869,7 @@ impl Bridge {
                 let Some(context) = self.run_context(&answering, token, request_id, &cwd) else {
                     return false;
                 };
-                let turns = prompt::conversation(
+                let transcript = prompt::transcript(
                     &self.inner.core,
                     channel,
                     trigger,
@@ -877,11 +877,14 @@ impl Bridge {
                     self.bot_id(),
                     &config.trusted_users,
                 );
+                let limits = openai::ContextLimits::of(&config);
                 let chat = openai::answer(
                     runner,
                     &self.inner.core,
                     &context,
-                    turns,
+                    answering.channel_id,
+                    transcript,
+                    &limits,
                     config.timeout,
                     draft.as_ref().map(stream::Draft::sender),
                 );
