@@ -878,13 +878,16 @@ impl Bridge {
                     &config.trusted_users,
                 );
                 let limits = openai::ContextLimits::of(&config);
-                let chat = openai::answer(
+                let run = openai::Run {
                     runner,
-                    &self.inner.core,
-                    &context,
-                    answering.channel_id,
+                    core: &self.inner.core,
+                    context: &context,
+                    session: answering.channel_id,
+                    limits: &limits,
+                };
+                let chat = openai::answer(
+                    run,
                     transcript,
-                    &limits,
                     config.timeout,
                     draft.as_ref().map(stream::Draft::sender),
                 );

@@ -158,23 +158,12 @@ fn excerpt(text: &str) -> String {
 /// (`stream: true`) and the text so far, and a progress line for tool calls, are published
 /// there as they arrive.
 pub async fn answer(
-    runner: &OpenAiRunner,
-    core: &Core,
-    context: &CallContext,
-    session: entity::Snowflake,
+    run: Run<'_>,
     transcript: Transcript,
-    limits: &ContextLimits,
     timeout: Duration,
     draft: Option<DraftSender>,
 ) -> Result<String, OpenAiError> {
     let deadline = Instant::now() + timeout;
-    let run = Run {
-        runner,
-        core,
-        context,
-        session,
-        limits,
-    };
     let chat = run.chat_loop(transcript, deadline, draft);
     match tokio::time::timeout(timeout, chat).await {
         Ok(result) => result,
@@ -183,12 +172,17 @@ pub async fn answer(
 }
 
 /// What one run's chat loop works with.
-struct Run<'a> {
-    runner: &'a OpenAiRunner,
-    core: &'a Core,
-    context: &'a CallContext,
-    session: entity::Snowflake,
-    limits: &'a ContextLimits,
+pub struct Run<'a> {
+    /// `[agent]`'s runner keys.
+    pub runner: &'a OpenAiRunner,
+    /// The core its tool calls go through.
+    pub core: &'a Core,
+    /// The run's call context (its capability).
+    pub context: &'a CallContext,
+    /// The session the run answers in: where its events are published.
+    pub session: entity::Snowflake,
+    /// The token budget.
+    pub limits: &'a ContextLimits,
 }
 
 impl Run<'_> {
