@@ -17,7 +17,7 @@ use events::{subscribe, Received};
 use fake_discord::demo;
 use model::{messages, text, tool_call, FakeModel};
 use serde_json::{json, Value};
-use support::{bot_posts, Allow, Fake, Switchboard, TempDir};
+use support::{reply_to, Allow, Fake, Switchboard, TempDir};
 use switchboard_context::{count_chat, Tiktoken};
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
@@ -61,23 +61,18 @@ fn tokens(request: &Value) -> usize {
     count_chat(&counter, messages(request), &tools)
 }
 
-/// The bot's reply to `trigger` in `channel`, waited for.
-fn reply_to(fake: &Fake, sb: &Switchboard, channel: u64, trigger: &str) -> Value {
-    let deadline = Instant::now() + RUN_TIMEOUT;
-    loop {
-        if let Some(reply) = bot_posts(fake, channel)
-            .into_iter()
-            .find(|m| m["message_reference"]["message_id"] == trigger)
-        {
-            return reply;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no reply to {trigger} within {RUN_TIMEOUT:?}; switchboard log:\n{}",
-            sb.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// Asks the bot in #ops (Stanley mentions it) and waits for its reply.
+fn ask(fake: &Fake, sb: &Switchboard, words: &str) -> Value {
+    let trigger = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} {words}"));
+    reply_to(fake, sb, demo::OPS, &trigger)
+}
+
+/// The feed's `context.pruned` events, subscribed before a run starts.
+fn pruned_events(sb: &Switchboard) -> mpsc::Receiver<Received> {
+    let feed = subscribe(&sb.url, &sb.token, "?types=context.pruned");
+    // The subscription is served before the run publishes anything.
+    std::thread::sleep(Duration::from_millis(300));
+    feed
 }
 
 /// The next `kind` event on the feed, waited for.
@@ -142,14 +137,8 @@ fn a_long_tool_loop_prunes_older_results_and_every_request_fits_the_budget() {
         &agent_config(&model, context_tokens, answer_tokens, SCOPE),
     );
     long_messages(&fake, &sb, 3);
-    let feed = subscribe(&sb.url, &sb.token, "?types=context.pruned");
-    std::thread::sleep(Duration::from_millis(300));
-    let trigger = fake.post(
-        demo::OPS,
-        demo::STANLEY,
-        &format!("{BOT_MENTION} read the release room again and again"),
-    );
-    let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
+    let feed = pruned_events(&sb);
+    let reply = ask(&fake, &sb, "read the release room again and again");
     assert_eq!(reply["content"], "Read them all.", "{reply}");
 
     let requests = model.requests();
@@ -296,12 +285,7 @@ fn protected_tools_keep_their_results_while_others_are_pruned() {
     );
     let ids = long_messages(&fake, &sb, 2);
     read_target.set(ids[0].clone()).expect("set once");
-    let trigger = fake.post(
-        demo::OPS,
-        demo::STANLEY,
-        &format!("{BOT_MENTION} compare them"),
-    );
-    let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
+    let reply = ask(&fake, &sb, "compare them");
     assert_eq!(reply["content"], "Done.", "{reply}");
 
     let requests = model.requests();
@@ -349,8 +333,7 @@ fn a_request_that_cannot_fit_fails_the_run_with_the_reason_and_is_never_sent() {
         trigger_tokens > context_tokens - answer_tokens,
         "the trigger alone ({trigger_tokens} tokens) is over the budget"
     );
-    let trigger = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} {long}"));
-    let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
+    let reply = ask(&fake, &sb, &long);
     let content = reply["content"].as_str().unwrap_or_default();
     assert!(
         content.starts_with("agent failed: the request does not fit agent.context_tokens: the two most recent turns take"),
@@ -385,12 +368,7 @@ fn protected_results_that_outgrow_the_budget_fail_the_run_instead_of_losing_roun
         ),
     );
     long_messages(&fake, &sb, 3);
-    let trigger = fake.post(
-        demo::OPS,
-        demo::STANLEY,
-        &format!("{BOT_MENTION} keep reading"),
-    );
-    let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
+    let reply = ask(&fake, &sb, "keep reading");
     let content = reply["content"].as_str().unwrap_or_default();
     assert!(
         content.starts_with("agent failed: this run's tool results do not fit agent.context_tokens (8000 tokens a request may carry)"),
@@ -408,4 +386,65 @@ fn protected_results_that_outgrow_the_budget_fail_the_run_instead_of_losing_roun
             assert!(!content.starts_with(PRUNED), "{id} is protected: {content}");
         }
     }
+}
+
+#[test]
+fn older_transcript_messages_are_left_out_when_the_history_does_not_fit() {
+    let model = FakeModel::start(|_| text("Caught up."));
+    let fake = Fake::start();
+    let dir = TempDir::new("context-history");
+    let (context_tokens, answer_tokens) = (4_000, 1_000);
+    let limit = context_tokens - answer_tokens;
+    let sb = Switchboard::start_with(
+        &fake,
+        dir.path(),
+        &Allow::default(),
+        &agent_config(
+            &model,
+            context_tokens,
+            answer_tokens,
+            "tool_scope = [\"surface.help\"]\ncontext_messages = 20\n",
+        )
+        .replace("context_messages = 5\n", ""),
+    );
+    let history: Vec<String> = (0..8)
+        .map(|i| {
+            fake.post(
+                demo::OPS,
+                demo::TOMAS,
+                &format!("note {i}: {}", filler(100 + i, 1_800)),
+            )
+        })
+        .collect();
+    sb.wait_listed("ops", &history, RUN_TIMEOUT);
+    let feed = pruned_events(&sb);
+    let reply = ask(&fake, &sb, "catch me up");
+    assert_eq!(reply["content"], "Caught up.", "the run answers: {reply}");
+
+    let requests = model.requests();
+    assert_eq!(requests.len(), 1);
+    let sent = tokens(&requests[0]);
+    assert!(sent <= limit, "{sent} tokens over {limit}");
+    let contents: Vec<&str> = messages(&requests[0])
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert!(
+        contents.last().is_some_and(|c| c.ends_with("catch me up")),
+        "the trigger is last: {contents:?}"
+    );
+    assert!(
+        contents.iter().any(|c| c.contains("note 7: ")),
+        "the newest history message is kept"
+    );
+    assert!(
+        !contents.iter().any(|c| c.contains("note 0: ")),
+        "the oldest history message is left out"
+    );
+    let event = next_event(&feed, "context.pruned");
+    assert!(event["droppedMessages"].as_u64() >= Some(1), "{event}");
+    assert!(
+        event["afterTokens"].as_u64() <= Some(limit as u64),
+        "{event}"
+    );
 }
