@@ -113,6 +113,17 @@ struct Inner {
     answers: Option<Arc<dyn AnsweredTriggers>>,
 }
 
+/// Builds the `openai` runner's tokenizer off the runtime's threads (a few hundred
+/// milliseconds, once per process), so that the first run does not wait for it.
+fn warm_counter(config: &AgentConfig) {
+    if let Runner::OpenAi(runner) = &config.runner {
+        let model = runner.model.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            drop(runtime.spawn_blocking(move || openai::counter(&model)));
+        }
+    }
+}
+
 impl Bridge {
     /// Must be called inside the runtime the runs should execute on. Runs reach the tool
     /// server at `tool_server_url` (their `SWITCHBOARD_URL`).
@@ -140,6 +151,7 @@ impl Bridge {
         answers: Option<Arc<dyn AnsweredTriggers>>,
     ) -> Self {
         let runs = Semaphore::new(config.max_concurrent_runs);
+        warm_counter(&config);
         Bridge {
             inner: Arc::new(Inner {
                 config: Live::new(config),
@@ -225,6 +237,7 @@ impl Bridge {
     /// runner, scope and timeout from the next run (a run in progress keeps its own).
     /// `agent.max_concurrent_runs` is fixed at start; a change to it is not applied here.
     pub fn set_config(&self, config: AgentConfig) {
+        warm_counter(&config);
         self.inner.config.store(Arc::new(config));
     }
 
