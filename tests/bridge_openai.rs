@@ -6,12 +6,12 @@
 mod model;
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fake_discord::demo;
 use model::{messages, text, tool_call, tool_results, FakeModel};
 use serde_json::{json, Value};
-use support::{bot_posts, poll, Allow, Fake, Switchboard, TempDir};
+use support::{bot_posts, poll, reply_to, Allow, Fake, Switchboard, TempDir};
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
 const SYSTEM_PROMPT: &str = "You are the e2e test agent. Be brief.";
@@ -43,26 +43,6 @@ fn agent_config(model: &FakeModel, extra: &str) -> String {
         "[agent]\nrunner = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\nsystem_prompt = \"{SYSTEM_PROMPT}\"\nmax_tool_rounds = 4\ntimeout_s = 6\ncontext_messages = 5\nstream = \"off\"\nerror_reply = \"agent failed: {{reason}}\"\n{extra}",
         model.base_url
     )
-}
-
-/// The bot's reply to `trigger` in `channel`, waited for.
-fn reply_to(fake: &Fake, sb: &Switchboard, channel: u64, trigger: &str) -> Value {
-    let deadline = Instant::now() + RUN_TIMEOUT;
-    loop {
-        if let Some(reply) = bot_posts(fake, channel)
-            .into_iter()
-            .find(|m| m["message_reference"]["message_id"] == trigger)
-        {
-            return reply;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no reply to {trigger} in {channel} within {RUN_TIMEOUT:?}; the bot posted {:?}\nswitchboard log:\n{}",
-            bot_posts(fake, channel),
-            sb.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// `PUT`/`DELETE` + the encoded emoji of every reaction request on `trigger`.

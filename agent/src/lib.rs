@@ -114,6 +114,17 @@ struct Inner {
     answers: Option<Arc<dyn TriggerStore>>,
 }
 
+/// Builds the `openai` runner's tokenizer off the runtime's threads (a few hundred
+/// milliseconds, once per process), so that the first run does not wait for it.
+fn warm_counter(config: &AgentConfig) {
+    if let Runner::OpenAi(runner) = &config.runner {
+        let model = runner.model.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            drop(runtime.spawn_blocking(move || openai::counter(&model)));
+        }
+    }
+}
+
 impl Bridge {
     /// Must be called inside the runtime the runs should execute on. Runs reach the tool
     /// server at `tool_server_url` (their `SWITCHBOARD_URL`).
@@ -141,6 +152,7 @@ impl Bridge {
         answers: Option<Arc<dyn TriggerStore>>,
     ) -> Self {
         let runs = Semaphore::new(config.max_concurrent_runs);
+        warm_counter(&config);
         Bridge {
             inner: Arc::new(Inner {
                 config: Live::new(config),
@@ -232,6 +244,7 @@ impl Bridge {
     /// runner, scope and timeout from the next run (a run in progress keeps its own).
     /// `agent.max_concurrent_runs` is fixed at start; a change to it is not applied here.
     pub fn set_config(&self, config: AgentConfig) {
+        warm_counter(&config);
         self.inner.config.store(Arc::new(config));
     }
 
@@ -876,7 +889,7 @@ impl Bridge {
                 let Some(context) = self.run_context(&answering, token, request_id, &cwd) else {
                     return false;
                 };
-                let turns = prompt::conversation(
+                let transcript = prompt::transcript(
                     &self.inner.core,
                     channel,
                     trigger,
@@ -884,11 +897,17 @@ impl Bridge {
                     self.bot_id(),
                     &config.trusted_users,
                 );
-                let chat = openai::answer(
+                let limits = openai::ContextLimits::of(&config);
+                let run = openai::Run {
                     runner,
-                    &self.inner.core,
-                    &context,
-                    turns,
+                    core: &self.inner.core,
+                    context: &context,
+                    session: answering.channel_id,
+                    limits: &limits,
+                };
+                let chat = openai::answer(
+                    run,
+                    transcript,
                     config.timeout,
                     draft.as_ref().map(stream::Draft::sender),
                 );

@@ -4,6 +4,14 @@
 //! `tools` list (the same JSON Schemas the HTTP API serves); every tool call goes through
 //! [`Core::call`] with the run's capability — the full policy path — and its result or typed
 //! error goes back to the model. The final assistant text is the reply.
+//!
+//! Every request is built through [`switchboard_context`]'s request model and fitted to the
+//! token budget (`agent.context_tokens − agent.answer_tokens`, the tool schemas counted)
+//! before it is sent: older tool results are pruned first (never the two most recent turns,
+//! never `agent.protected_tools`), then older transcript messages are left out. A request that
+//! cannot fit even then — what cannot be cut is too big, or this run's own tool rounds would
+//! have to go, which only a compaction (not available yet) could summarise — fails the run
+//! with the reason; it is never sent.
 
 use protocol::ErrorCode;
 use std::collections::HashMap;
@@ -13,7 +21,12 @@ use serde_json::{json, Value};
 use switchboard_config::OpenAiRunner;
 use toolserver::{BatchCall, CallContext, Core};
 
-use super::prompt::{ChatTurn, Role};
+use switchboard_context::{
+    events, fit, Block, Budget, Encoding, Entry, FitError, Memo, Request, Tiktoken, ToolCall,
+    ToolRound, ToolSchema, Tools,
+};
+
+use super::prompt::Transcript;
 use super::stream::DraftState;
 
 /// Where a streamed answer's text and tool progress are published (`agent.stream = "edit"`).
@@ -57,6 +70,19 @@ pub enum OpenAiError {
     /// `agent.api_key_env` names a variable that is unset or empty; holds its name.
     #[error("the API key variable {0} is not set")]
     MissingKey(String),
+    /// What can never be cut from a request (the system prompt, the tool schemas, the two most
+    /// recent turns, the message to answer) is bigger than the budget; nothing was sent.
+    #[error("the request to the model cannot fit the context budget: {0}")]
+    TooBig(#[source] FitError),
+    /// Every older tool result is pruned and the transcript left out, and this run's own tool
+    /// rounds still do not fit: only a compaction could summarise them, and there is none yet.
+    #[error("this run's tool rounds do not fit the {limit} tokens a request may carry (agent.context_tokens − agent.answer_tokens) even with every older result pruned: {rounds} of them would have to be left out (results of agent.protected_tools are never pruned); raise agent.context_tokens, protect fewer tools, lower agent.max_tool_rounds or ask for less")]
+    RoundsOverflow {
+        /// This run's tool rounds that would have to be left out.
+        rounds: usize,
+        /// `context_tokens − answer_tokens`.
+        limit: usize,
+    },
 }
 
 impl OpenAiError {
@@ -68,8 +94,55 @@ impl OpenAiError {
             OpenAiError::Malformed(_) => "the model's answer was malformed".to_owned(),
             OpenAiError::Timeout(limit) => format!("no answer within {} s", limit.as_secs()),
             OpenAiError::MissingKey(name) => format!("{name} is not set"),
+            OpenAiError::TooBig(FitError::TooBig {
+                part,
+                part_tokens,
+                limit,
+                ..
+            }) => format!(
+                "the request does not fit agent.context_tokens: {part} take {part_tokens} of the {limit} tokens a request may carry"
+            ),
+            OpenAiError::TooBig(error) => error.to_string(),
+            OpenAiError::RoundsOverflow { rounds, limit } => format!(
+                "this run's tool results do not fit agent.context_tokens ({limit} tokens a request may carry) even with older results pruned: {rounds} tool rounds would be lost"
+            ),
         }
     }
+}
+
+/// The token budget of one run (`[agent]` keys).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextLimits {
+    /// `agent.context_tokens`.
+    pub context_tokens: usize,
+    /// `agent.answer_tokens`.
+    pub answer_tokens: usize,
+    /// `agent.protected_tools`: callable globs whose results are never pruned.
+    pub protected_tools: Vec<String>,
+}
+
+impl ContextLimits {
+    /// The limits `agent` sets.
+    pub fn of(agent: &switchboard_config::AgentConfig) -> ContextLimits {
+        ContextLimits {
+            context_tokens: agent.context_tokens,
+            answer_tokens: agent.answer_tokens,
+            protected_tools: agent.protected_tools.clone(),
+        }
+    }
+}
+
+/// The process's token counter for `model`: the tokenizer of its encoding, memoised. Built on
+/// first use (a few hundred milliseconds), then shared by every run.
+pub fn counter(model: &str) -> &'static Memo<Tiktoken> {
+    static O200K: std::sync::OnceLock<Memo<Tiktoken>> = std::sync::OnceLock::new();
+    static CL100K: std::sync::OnceLock<Memo<Tiktoken>> = std::sync::OnceLock::new();
+    let encoding = Encoding::for_model(model).encoding;
+    let cell = match encoding {
+        Encoding::O200kBase => &O200K,
+        Encoding::Cl100kBase => &CL100K,
+    };
+    cell.get_or_init(|| Memo::new(Tiktoken::new(encoding)))
 }
 
 /// Function names may hold only `[A-Za-z0-9_-]`: `surface.messages.send` → `surface__messages__send`.
@@ -85,128 +158,259 @@ fn excerpt(text: &str) -> String {
 /// (`stream: true`) and the text so far, and a progress line for tool calls, are published
 /// there as they arrive.
 pub async fn answer(
-    runner: &OpenAiRunner,
-    core: &Core,
-    context: &CallContext,
-    turns: Vec<ChatTurn>,
+    run: Run<'_>,
+    transcript: Transcript,
     timeout: Duration,
     draft: Option<DraftSender>,
 ) -> Result<String, OpenAiError> {
     let deadline = Instant::now() + timeout;
-    let chat = chat_loop(runner, core, context, turns, deadline, draft);
+    let chat = run.chat_loop(transcript, deadline, draft);
     match tokio::time::timeout(timeout, chat).await {
         Ok(result) => result,
         Err(_) => Err(OpenAiError::Timeout(timeout)),
     }
 }
 
-async fn chat_loop(
-    runner: &OpenAiRunner,
-    core: &Core,
-    context: &CallContext,
-    turns: Vec<ChatTurn>,
-    deadline: Instant,
-    draft: Option<DraftSender>,
-) -> Result<String, OpenAiError> {
-    let key = match &runner.api_key_env {
-        Some(name) => Some(
-            std::env::var(name)
-                .ok()
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| OpenAiError::MissingKey(name.clone()))?,
-        ),
-        None => None,
-    };
-    let entries = core.tools_for(&context.caller);
-    let by_function: HashMap<String, String> = entries
-        .iter()
-        .map(|e| (function_name(&e.id), e.id.clone()))
-        .collect();
-    let tools: Vec<Value> = entries
-        .iter()
-        .map(|e| {
-            json!({
-                "type": "function",
-                "function": {
-                    "name": function_name(&e.id),
-                    "description": e.description,
-                    "parameters": e.input_schema,
-                }
-            })
-        })
-        .collect();
-    let mut messages = vec![json!({"role": "system", "content": runner.system_prompt})];
-    messages.extend(turns.into_iter().map(|turn| {
-        let role = match turn.role {
-            Role::System => "system",
-            Role::User => "user",
-            Role::Assistant => "assistant",
+/// What one run's chat loop works with.
+pub struct Run<'a> {
+    /// `[agent]`'s runner keys.
+    pub runner: &'a OpenAiRunner,
+    /// The core its tool calls go through.
+    pub core: &'a Core,
+    /// The run's call context (its capability).
+    pub context: &'a CallContext,
+    /// The session the run answers in: where its events are published.
+    pub session: entity::Snowflake,
+    /// The token budget.
+    pub limits: &'a ContextLimits,
+}
+
+impl Run<'_> {
+    async fn chat_loop(
+        &self,
+        transcript: Transcript,
+        deadline: Instant,
+        draft: Option<DraftSender>,
+    ) -> Result<String, OpenAiError> {
+        let (runner, core, context) = (self.runner, self.core, self.context);
+        let key = match &runner.api_key_env {
+            Some(name) => Some(
+                std::env::var(name)
+                    .ok()
+                    .filter(|v| !v.is_empty())
+                    .ok_or_else(|| OpenAiError::MissingKey(name.clone()))?,
+            ),
+            None => None,
         };
-        json!({"role": role, "content": turn.content})
-    }));
-    let client = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .build()
-        .map_err(|source| OpenAiError::Unreachable {
-            url: runner.base_url.clone(),
-            source,
-        })?;
-    let url = format!("{}/chat/completions", runner.base_url.trim_end_matches('/'));
-    for round in 0..=runner.max_tool_rounds {
-        // The last round offers no tools, so the model has to answer in text.
-        let offer_tools = round < runner.max_tool_rounds && !tools.is_empty();
-        let mut body = json!({"model": runner.model, "messages": messages});
-        if offer_tools {
-            body["tools"] = Value::Array(tools.clone());
-        }
-        if draft.is_some() {
-            body["stream"] = json!(true);
-        }
-        let mut request = client
-            .post(&url)
-            .json(&body)
-            .timeout(deadline.saturating_duration_since(Instant::now()));
-        if let Some(key) = &key {
-            request = request.bearer_auth(key);
-        }
-        let response = request
-            .send()
+        let entries = core.tools_for(&context.caller);
+        let by_function: HashMap<String, String> = entries
+            .iter()
+            .map(|e| (function_name(&e.id), e.id.clone()))
+            .collect();
+        let tools = Tools::new(
+            entries
+                .iter()
+                .map(|e| ToolSchema {
+                    name: function_name(&e.id),
+                    description: e.description.clone(),
+                    parameters: e.input_schema.clone(),
+                })
+                .collect(),
+        );
+        // The fitter matches callables by name: the globs become the callables in scope.
+        let budget = Budget {
+            context_tokens: self.limits.context_tokens,
+            answer_tokens: self.limits.answer_tokens,
+            // The transcript was read within `agent.context_messages` already.
+            context_messages: usize::MAX,
+            protected_tools: entries
+                .iter()
+                .filter(|e| {
+                    self.limits
+                        .protected_tools
+                        .iter()
+                        .any(|glob| switchboard_config::glob_matches(glob, &e.id))
+                })
+                .map(|e| e.id.clone())
+                .collect(),
+            ..Budget::default()
+        };
+        let mut system = vec![Block::System(runner.system_prompt.clone())];
+        system.extend(transcript.untrusted_note.map(Block::Note));
+        let mut request = Request {
+            system,
+            tools,
+            summary: None,
+            entries: transcript.entries,
+        };
+        let model = runner.model.clone();
+        let counter = tokio::task::spawn_blocking(move || counter(&model))
             .await
+            .unwrap_or_else(|_| counter(&runner.model));
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
             .map_err(|source| OpenAiError::Unreachable {
-                url: url.clone(),
+                url: runner.base_url.clone(),
                 source,
             })?;
-        let message = read_message(response, &url, draft.as_ref()).await?;
-        let calls = message
-            .get("tool_calls")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        if calls.is_empty() {
-            return Ok(message
-                .get("content")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned());
+        let url = format!("{}/chat/completions", runner.base_url.trim_end_matches('/'));
+        for round in 0..=runner.max_tool_rounds {
+            // The last round offers no tools, so the model has to answer in text; their
+            // schemas' room goes back to the conversation.
+            let offered = if round < runner.max_tool_rounds {
+                None
+            } else {
+                Some(std::mem::take(&mut request.tools))
+            };
+            let (messages, tools) = self.fitted(&request, &budget, counter, round)?;
+            if let Some(offered) = offered {
+                request.tools = offered;
+            }
+            let mut body = json!({"model": runner.model, "messages": messages});
+            if !tools.is_empty() {
+                body["tools"] = Value::Array(tools);
+            }
+            if draft.is_some() {
+                body["stream"] = json!(true);
+            }
+            let mut http = client
+                .post(&url)
+                .json(&body)
+                .timeout(deadline.saturating_duration_since(Instant::now()));
+            if let Some(key) = &key {
+                http = http.bearer_auth(key);
+            }
+            let response = http
+                .send()
+                .await
+                .map_err(|source| OpenAiError::Unreachable {
+                    url: url.clone(),
+                    source,
+                })?;
+            let message = read_message(response, &url, draft.as_ref()).await?;
+            let calls = message
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if calls.is_empty() {
+                return Ok(message
+                    .get("content")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned());
+            }
+            if let Some(draft) = &draft {
+                let doing = progress_for(core, &calls);
+                draft.send_modify(|state| state.progress = Some(doing));
+            }
+            let started = chrono::Utc::now();
+            let clock = Instant::now();
+            let results = run_tools(core, context, &by_function, &calls).await;
+            let took = u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let started = started.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            let calls = calls
+                .iter()
+                .zip(results)
+                .map(|(call, result)| {
+                    let name = call
+                        .pointer("/function/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    ToolCall {
+                        id: call
+                            .get("id")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned(),
+                        name: name.to_owned(),
+                        tool: callable_of(&by_function, name),
+                        arguments: call
+                            .pointer("/function/arguments")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned(),
+                        started: Some(started.clone()),
+                        duration_ms: Some(took),
+                        result,
+                    }
+                })
+                .collect();
+            request.entries.push(Entry::Round(ToolRound {
+                text: message
+                    .get("content")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                calls,
+            }));
         }
-        if let Some(draft) = &draft {
-            let doing = progress_for(core, &calls);
-            draft.send_modify(|state| state.progress = Some(doing));
-        }
-        messages.push(message);
-        let results = run_tools(core, context, &by_function, &calls).await;
-        for (call, result) in calls.iter().zip(results) {
-            let id = call
-                .get("id")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            messages.push(json!({"role": "tool", "tool_call_id": id, "content": result}));
-        }
+        Err(OpenAiError::Malformed(
+            "the model kept calling tools after being offered none".to_owned(),
+        ))
     }
-    Err(OpenAiError::Malformed(
-        "the model kept calling tools after being offered none".to_owned(),
-    ))
+
+    /// The messages and tools of the next request, fitted to the budget; `context.pruned`
+    /// published when anything was pruned or left out.
+    fn fitted(
+        &self,
+        request: &Request,
+        budget: &Budget,
+        counter: &Memo<Tiktoken>,
+        round: usize,
+    ) -> Result<(Vec<Value>, Vec<Value>), OpenAiError> {
+        let fitted = fit(request, budget, counter).map_err(OpenAiError::TooBig)?;
+        if let Some(plan) = &fitted.compaction {
+            // Older transcript messages may be left out (as `agent.context_messages` leaves
+            // out older ones); this run's own rounds may not: the model would lose its work.
+            let rounds = plan.entries[..plan.dropped.min(plan.entries.len())]
+                .iter()
+                .filter(|&&i| matches!(request.entries.get(i), Some(Entry::Round(_))))
+                .count();
+            if rounds > 0 {
+                return Err(OpenAiError::RoundsOverflow {
+                    rounds,
+                    limit: budget.limit(),
+                });
+            }
+        }
+        let report = &fitted.report;
+        if let Some(pruned) = events::Pruned::from_report(report) {
+            tracing::debug!(
+                run = self.context.request_id.as_deref().unwrap_or("-"),
+                round,
+                before = pruned.before_tokens,
+                after = pruned.after_tokens,
+                results = pruned.pruned_results,
+                dropped = pruned.dropped_entries,
+                "context pruned"
+            );
+            self.core.events().publish(
+                events::PRUNED,
+                Some(self.session),
+                json!({
+                    "run": self.context.request_id,
+                    "round": round,
+                    "beforeTokens": pruned.before_tokens,
+                    "afterTokens": pruned.after_tokens,
+                    "limitTokens": budget.limit(),
+                    "prunedResults": pruned.pruned_results,
+                    "prunedChars": pruned.pruned_chars,
+                    "droppedMessages": pruned.dropped_entries,
+                }),
+            );
+        }
+        Ok((fitted.messages(), fitted.tools()))
+    }
+}
+
+/// The callable a function name stands for (`surface__messages__list` → `surface.messages.list`).
+fn callable_of(by_function: &HashMap<String, String>, name: &str) -> String {
+    by_function
+        .get(name)
+        .cloned()
+        .unwrap_or_else(|| name.replace("__", "."))
 }
 
 /// The assistant message of a chat completion: read whole, or assembled from a stream of
@@ -466,10 +670,7 @@ fn prepare(
         .pointer("/function/name")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let tool_id = by_function
-        .get(name)
-        .cloned()
-        .unwrap_or_else(|| name.replace("__", "."));
+    let tool_id = callable_of(by_function, name);
     let arguments = call
         .pointer("/function/arguments")
         .and_then(Value::as_str)

@@ -120,10 +120,84 @@ pub struct ChatTurn {
     pub content: String,
 }
 
-/// The session transcript as chat turns: the bot's own messages are the assistant's, everyone
-/// else's are user turns headed by the author's name and id (every line marked untrusted when
-/// `trusted` is set and does not name them; a system turn then says what that means). The
-/// trigger, already stored, is last.
+/// The session transcript as the built-in runner's context sees it: the newest `context`
+/// messages (oldest first), then the trigger when it is not one of them, and the note saying
+/// what the untrusted mark means when any line carries it.
+#[derive(Debug, Clone)]
+pub struct Transcript {
+    /// Transcript messages, oldest first; the one this run answers is marked as the trigger.
+    pub entries: Vec<switchboard_context::Entry>,
+    /// [`trust::untrusted_note`], when any message is untrusted.
+    pub untrusted_note: Option<String>,
+}
+
+/// The session transcript for a chat model: the bot's own messages are the assistant's,
+/// everyone else's are user turns headed by the author's name and id (every line marked
+/// untrusted when `trusted` is set and does not name them; the note then says what that
+/// means). The trigger, already stored, is last and marked as what this run answers.
+pub fn transcript(
+    core: &Core,
+    channel: AllowedChannel,
+    trigger: &Trigger,
+    context: usize,
+    bot_id: Option<Snowflake>,
+    trusted: &[Principal],
+) -> Transcript {
+    use switchboard_context::{Entry, Message, Speaker};
+    let trust = Trust::new(trusted, bot_id);
+    let messages = recent(core, channel, context.max(1));
+    let mut any_untrusted = false;
+    let mut entries: Vec<Entry> = messages
+        .iter()
+        .map(|m| {
+            let text = core.readable(&m.content).into_owned();
+            let speaker = if Some(m.author_id) == bot_id {
+                Speaker::Bot
+            } else {
+                let trusted = trust.trusts(m.author_id);
+                any_untrusted |= !trusted;
+                Speaker::Person {
+                    id: m.author_id,
+                    name: m.author_name.clone(),
+                    trusted,
+                }
+            };
+            let message = Message::new(speaker, Some(m.message_id), m.timestamp.clone(), text);
+            if trigger.workflow_id.is_none() && trigger.message_id == Some(m.message_id) {
+                Entry::Message(message.trigger())
+            } else {
+                Entry::Message(message)
+            }
+        })
+        .collect();
+    // A resumed workflow's prompt is not a stored message: it always comes last.
+    let trigger_listed = entries.iter().any(Entry::is_trigger);
+    if !trigger_listed {
+        // A resumed workflow's text is switchboard's own, any untrusted answer already marked.
+        let trusted = trigger.workflow_id.is_some() || trust.trusts(trigger.author_id);
+        let quotes_untrusted = trigger.workflow_id.is_some() && trust::marks_any(&trigger.text);
+        any_untrusted |= !trusted || quotes_untrusted;
+        let message = Message::new(
+            Speaker::Person {
+                id: trigger.author_id,
+                name: trigger.author_name.clone(),
+                trusted,
+            },
+            trigger.message_id.filter(|_| trigger.workflow_id.is_none()),
+            String::new(),
+            trigger.text.clone(),
+        );
+        entries.push(Entry::Message(
+            message.trigger().quoting_untrusted(quotes_untrusted),
+        ));
+    }
+    Transcript {
+        entries,
+        untrusted_note: any_untrusted.then(|| trust::untrusted_note(&trust)),
+    }
+}
+
+/// [`transcript`] as plain chat turns: the note first as a system turn, then the messages.
 pub fn conversation(
     core: &Core,
     channel: AllowedChannel,
@@ -132,68 +206,27 @@ pub fn conversation(
     bot_id: Option<Snowflake>,
     trusted: &[Principal],
 ) -> Vec<ChatTurn> {
-    let trust = Trust::new(trusted, bot_id);
-    let messages = recent(core, channel, context.max(1));
-    let mut any_untrusted = false;
-    let mut turns: Vec<ChatTurn> = messages
-        .iter()
-        .map(|m| {
-            let text = core.readable(&m.content);
-            if Some(m.author_id) == bot_id {
-                ChatTurn {
-                    role: Role::Assistant,
-                    content: text.into_owned(),
-                }
-            } else {
-                let trusted = trust.trusts(m.author_id);
-                any_untrusted |= !trusted;
-                ChatTurn {
-                    role: Role::User,
-                    content: trust::quoted(
-                        &format!(
-                            "{} (user {}): {text}",
-                            trust::one_line(&m.author_name),
-                            m.author_id
-                        ),
-                        trusted,
-                    ),
-                }
-            }
-        })
-        .collect();
-    // A resumed workflow's prompt is not a stored message: it always comes last.
-    let trigger_listed = trigger.workflow_id.is_none()
-        && trigger
-            .message_id
-            .is_some_and(|id| core.surface().message(channel, id).is_some());
-    if !trigger_listed || turns.is_empty() {
-        // A resumed workflow's text is switchboard's own, any untrusted answer already marked.
-        let trusted = trigger.workflow_id.is_some() || trust.trusts(trigger.author_id);
-        any_untrusted |=
-            !trusted || (trigger.workflow_id.is_some() && trust::marks_any(&trigger.text));
-        turns.push(ChatTurn {
-            role: Role::User,
-            content: trust::quoted(
-                &format!(
-                    "{} (user {}): {}",
-                    trust::one_line(&trigger.author_name),
-                    trigger.author_id,
-                    trigger.text
-                ),
-                trusted,
-            ),
-        });
-    }
-    if any_untrusted {
-        turns.insert(
-            0,
-            ChatTurn {
-                role: Role::System,
-                content: trust::untrusted_note(&trust),
-            },
-        );
-    }
-    turns
+    let Transcript {
+        entries,
+        untrusted_note,
+    } = transcript(core, channel, trigger, context, bot_id, trusted);
+    let note = untrusted_note.map(|content| ChatTurn {
+        role: Role::System,
+        content,
+    });
+    note.into_iter()
+        .chain(entries.iter().filter_map(|entry| match entry {
+            switchboard_context::Entry::Message(m) => Some(ChatTurn {
+                role: if m.role() == "assistant" {
+                    Role::Assistant
+                } else {
+                    Role::User
+                },
+                content: m.content().to_owned(),
+            }),
+            switchboard_context::Entry::Round(_) => None,
+        }))
+        .collect()
 }
 
 #[cfg(test)]

@@ -77,8 +77,19 @@ pub struct AgentConfig {
     pub timeout: std::time::Duration,
     /// Names of switchboard's environment variables the agent may see; nothing else leaks.
     pub env_passthrough: Vec<String>,
-    /// Messages of the session given to the agent as context.
+    /// Messages of the session given to the agent as context: for the built-in `openai`
+    /// runner an upper bound on the messages read, `context_tokens` deciding how many fit.
     pub context_messages: usize,
+    /// `agent.context_tokens` (default 32,000, 1,000 to 2,000,000): the most one request of
+    /// the built-in `openai` runner may carry — system prompt, tool schemas, transcript, tool
+    /// calls and results, and the answer's reserve.
+    pub context_tokens: usize,
+    /// `agent.answer_tokens` (default 4,000, less than `context_tokens`): the reserve kept for
+    /// the model's answer; a request carries at most `context_tokens − answer_tokens`.
+    pub answer_tokens: usize,
+    /// `agent.protected_tools` (callable globs, default none): callables whose results are
+    /// never pruned from the built-in runner's requests.
+    pub protected_tools: Vec<String>,
     /// Triggers waiting per session, beyond the running one.
     pub queue_per_session: usize,
     /// Runs going at once across all sessions (`agent.max_concurrent_runs`, default 4, 1 to

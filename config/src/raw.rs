@@ -48,6 +48,12 @@ pub(crate) struct RawAgent {
     pub env_passthrough: Vec<Spanned<String>>,
     #[serde(default = "default_context_messages")]
     pub context_messages: Spanned<u64>,
+    #[serde(default = "default_context_tokens")]
+    pub context_tokens: Spanned<u64>,
+    #[serde(default = "default_answer_tokens")]
+    pub answer_tokens: Spanned<u64>,
+    #[serde(default)]
+    pub protected_tools: Vec<Spanned<String>>,
     #[serde(default = "default_queue_per_session")]
     pub queue_per_session: Spanned<u64>,
     #[serde(default = "default_max_concurrent_runs")]
@@ -108,6 +114,14 @@ fn default_agent_timeout_s() -> Spanned<u64> {
 
 fn default_context_messages() -> Spanned<u64> {
     Spanned::new(0..0, 20)
+}
+
+fn default_context_tokens() -> Spanned<u64> {
+    Spanned::new(0..0, 32_000)
+}
+
+fn default_answer_tokens() -> Spanned<u64> {
+    Spanned::new(0..0, 4_000)
 }
 
 fn default_queue_per_session() -> Spanned<u64> {

@@ -315,6 +315,39 @@ fn agent_config(
         std::time::Duration::from_secs(bounded(&raw.timeout_s, "agent.timeout_s", 1..=86_400, c));
     let context_messages =
         bounded(&raw.context_messages, "agent.context_messages", 0..=200, c) as usize;
+    let context_tokens = bounded_because(
+        &raw.context_tokens,
+        "agent.context_tokens",
+        1_000..=2_000_000,
+        "tokens one request to the model may carry, the answer's reserve included",
+        c,
+    ) as usize;
+    let answer_tokens = bounded_because(
+        &raw.answer_tokens,
+        "agent.answer_tokens",
+        1..=1_000_000,
+        "tokens kept for the model's answer",
+        c,
+    ) as usize;
+    // Only when both are in range: one out-of-range number is one problem, not two.
+    if answer_tokens >= context_tokens
+        && *raw.answer_tokens.get_ref() == answer_tokens as u64
+        && *raw.context_tokens.get_ref() == context_tokens as u64
+    {
+        c.add(
+            Some(raw.answer_tokens.span()),
+            "agent.answer_tokens",
+            format!(
+                "{answer_tokens} leaves no room for the request: it must be less than agent.context_tokens ({context_tokens})"
+            ),
+            format!(
+                "lower answer_tokens (such as {}) or raise context_tokens",
+                (context_tokens / 8).max(1)
+            ),
+        );
+    }
+    let protected_tools =
+        crate::governance::tool_scope(&raw.protected_tools, "agent.protected_tools", known, &[], c);
     let queue_per_session = bounded(
         &raw.queue_per_session,
         "agent.queue_per_session",
@@ -409,6 +442,9 @@ fn agent_config(
         timeout,
         env_passthrough,
         context_messages,
+        context_tokens,
+        answer_tokens,
+        protected_tools,
         queue_per_session,
         max_concurrent_runs,
         active_channel_ids,

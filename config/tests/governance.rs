@@ -150,6 +150,22 @@ retention_days = 30
 }
 
 #[test]
+fn a_misspelled_protected_tool_is_an_error_with_a_did_you_mean() {
+    let problems = parse("[agent]\nrunner = \"command\"\ncommand = [\"/bin/true\"]\nprotected_tools = [\"workflow.*\", \"surface.mesages.list\"]\n")
+        .unwrap_err();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0]
+            .starts_with("agent.protected_tools[1] | 'surface.mesages.list' matches no callable"),
+        "{problems:?}"
+    );
+    assert!(
+        problems[0].contains("did you mean `surface.messages.list`"),
+        "{problems:?}"
+    );
+}
+
+#[test]
 fn a_misspelled_tool_scope_is_an_error_with_a_did_you_mean() {
     let problems = parse("[agent]\nrunner = \"command\"\ncommand = [\"/bin/true\"]\ntool_scope = [\"surface.mesages.*\"]\n")
         .unwrap_err();

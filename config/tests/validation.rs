@@ -456,6 +456,15 @@ fn agent_section_is_optional_and_typed() {
     );
     assert_eq!(agent.timeout.as_secs(), 600);
     assert_eq!(agent.context_messages, 20);
+    assert_eq!(
+        (agent.context_tokens, agent.answer_tokens),
+        (32_000, 4_000),
+        "a request carries at most 28,000 tokens unless the operator says otherwise"
+    );
+    assert!(
+        agent.protected_tools.is_empty(),
+        "no tool is protected by default"
+    );
     assert_eq!(agent.queue_per_session, 8);
     assert_eq!(
         agent.tool_scope,
@@ -487,6 +496,69 @@ fn agent_garbage_is_reported_with_places() {
     assert_eq!(empty.len(), 1, "{empty:#?}");
     let missing = problems("[agent]\nrunner = \"openai\"\n");
     assert_eq!(missing.len(), 2, "base_url and model: {missing:#?}");
+}
+
+#[test]
+fn the_context_budget_reads_its_keys() {
+    let config = Config::parse(
+        "[agent]\nrunner = \"command\"\ncommand = [\"/bin/agent\"]\ncontext_tokens = 8000\nanswer_tokens = 1000\nprotected_tools = [\"surface.pins.*\", \"workflow.status\"]\n",
+        "t",
+    )
+    .unwrap();
+    let agent = config.agent.expect("agent");
+    assert_eq!((agent.context_tokens, agent.answer_tokens), (8_000, 1_000));
+    assert_eq!(agent.protected_tools, ["surface.pins.*", "workflow.status"]);
+}
+
+#[test]
+fn context_budget_garbage_is_refused_with_places() {
+    let base = "[agent]\nrunner = \"command\"\ncommand = [\"/bin/agent\"]\n";
+    let small = problems(&format!("{base}context_tokens = 10\n"));
+    assert_eq!(small.len(), 1, "{small:#?}");
+    assert!(
+        small[0].starts_with("4:18 agent.context_tokens | 10 is out of range"),
+        "{small:#?}"
+    );
+    let huge = problems(&format!("{base}context_tokens = 5000000\n"));
+    assert_eq!(huge.len(), 1, "{huge:#?}");
+    assert!(
+        huge[0].starts_with("4:18 agent.context_tokens"),
+        "{huge:#?}"
+    );
+
+    let no_room = problems(&format!(
+        "{base}context_tokens = 4000\nanswer_tokens = 4000\n"
+    ));
+    assert_eq!(no_room.len(), 1, "{no_room:#?}");
+    assert!(
+        no_room[0].starts_with("5:17 agent.answer_tokens | 4000 leaves no room for the request"),
+        "{no_room:#?}"
+    );
+    let default_context = problems(&format!("{base}answer_tokens = 40000\n"));
+    assert_eq!(default_context.len(), 1, "{default_context:#?}");
+    assert!(
+        default_context[0].contains("less than agent.context_tokens (32000)"),
+        "{default_context:#?}"
+    );
+    let zero = problems(&format!("{base}answer_tokens = 0\n"));
+    assert_eq!(zero.len(), 1, "{zero:#?}");
+    assert!(zero[0].starts_with("4:17 agent.answer_tokens"), "{zero:#?}");
+
+    let words = problems(&format!("{base}context_tokens = \"lots\"\n"));
+    assert_eq!(words.len(), 1, "{words:#?}");
+    let negative = problems(&format!("{base}answer_tokens = -5\n"));
+    assert_eq!(negative.len(), 1, "{negative:#?}");
+
+    let unknown = problems(&format!(
+        "{base}protected_tools = [\"surface.mesages.list\", 7]\n"
+    ));
+    assert_eq!(
+        unknown.len(),
+        1,
+        "a wrong type stops the parse: {unknown:#?}"
+    );
+    let not_a_list = problems(&format!("{base}protected_tools = \"workflow.*\"\n"));
+    assert_eq!(not_a_list.len(), 1, "{not_a_list:#?}");
 }
 
 #[test]

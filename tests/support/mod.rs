@@ -803,3 +803,24 @@ impl Drop for Switchboard {
         let _ = wait_bounded(&mut self.child, Duration::from_secs(5));
     }
 }
+
+/// The bot's reply to `trigger` in `channel` (a post referencing it), waited for up to 20 s.
+pub fn reply_to(fake: &Fake, sb: &Switchboard, channel: u64, trigger: &str) -> Value {
+    let timeout = Duration::from_secs(20);
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(reply) = bot_posts(fake, channel)
+            .into_iter()
+            .find(|m| m["message_reference"]["message_id"] == trigger)
+        {
+            return reply;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no reply to {trigger} in {channel} within {timeout:?}; the bot posted {:?}\nswitchboard log:\n{}",
+            bot_posts(fake, channel),
+            sb.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -71,6 +71,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "workflow.timed_out",
     "workflow.cancelled",
     "gateway.state",
+    "context.pruned",
 ];
 
 /// What the parts outside the pipeline publish and count through (the bot, the agent): the

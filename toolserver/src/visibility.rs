@@ -5,7 +5,7 @@
 //!
 //! | events | the matching read |
 //! |---|---|
-//! | `message.*`, `run.*` | `surface.messages.list` or `surface.messages.read` in the event's session |
+//! | `message.*`, `run.*`, `context.*` | `surface.messages.list` or `surface.messages.read` in the event's session |
 //! | `workflow.*` | `workflow.get` or `workflow.list` in the event's session |
 //! | `shell.*` | `shell.list` in the event's session |
 //! | `fs.changed` | `fs.list` or `fs.read` in the event's session |
@@ -53,7 +53,7 @@ enum Carries {
 }
 
 fn carries(kind: &str) -> Carries {
-    if kind.starts_with("message.") || kind.starts_with("run.") {
+    if kind.starts_with("message.") || kind.starts_with("run.") || kind.starts_with("context.") {
         Carries::Session(MESSAGE_READS)
     } else if kind.starts_with("workflow.") {
         Carries::Session(WORKFLOW_READS)
