@@ -40,6 +40,17 @@ pub fn store_copy(args: &CopyArgs) -> ExitCode {
         );
         return ExitCode::from(EXIT_USAGE);
     }
+    // Opening a file that is not there would make an empty store and "copy" nothing: a
+    // mistyped source path is an error, not an empty success.
+    if let StoreUrl::Sqlite(switchboard_config::SqliteLocation::File(path)) = &from {
+        if !path.exists() {
+            eprintln!(
+                "error: --from: there is no store at {} (nothing was created); check the path",
+                path.display()
+            );
+            return ExitCode::from(EXIT_USAGE);
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

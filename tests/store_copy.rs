@@ -165,6 +165,28 @@ fn garbage_urls_and_one_store_on_both_sides_exit_2() {
 }
 
 #[test]
+fn a_source_file_that_is_not_there_is_an_error_and_nothing_is_created() {
+    let dir = TempDir::new("store-copy-missing");
+    let (code, out, err) = copy(
+        dir.path(),
+        &["--from", "sqlite://typo.db", "--to", "sqlite://copy.db"],
+    );
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(
+        err.contains("no store at") && err.contains("typo.db"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("typo.db").exists(),
+        "the missing source was created"
+    );
+    assert!(
+        !dir.path().join("copy.db").exists(),
+        "a target was made for nothing"
+    );
+}
+
+#[test]
 fn a_sqlite_store_copies_into_postgres() {
     use switchboard_store_postgres::testing::PgCluster;
     let dir = TempDir::new("store-copy-postgres");
