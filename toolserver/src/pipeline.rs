@@ -1145,3 +1145,81 @@ impl Core {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sink(text_chars: usize, redact: bool) -> CallEvents {
+        CallEvents {
+            events: std::sync::Arc::default(),
+            text_chars,
+            redact,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_notes_its_events_and_nothing_outside_a_call_is_kept() {
+        let events = sink(200, false);
+        note_call_event(
+            "fs.changed",
+            &json!({"path": "before.txt", "kind": "created"}),
+        );
+        CALL_EVENTS
+            .scope(events.clone(), async {
+                note_call_event(
+                    "shell.started",
+                    &json!({"id": "sh-1", "argv": ["bash", "-c", "ls"], "cwd": "."}),
+                );
+                note_call_event("fs.changed", &json!({"path": "a.txt", "kind": "created"}));
+            })
+            .await;
+        assert_eq!(
+            events.take(),
+            [
+                json!({"type": "shell.started", "id": "sh-1", "argv": ["bash", "-c", "ls"],
+                    "cwd": "."}),
+                json!({"type": "fs.changed", "path": "a.txt", "kind": "created"}),
+            ]
+        );
+    }
+
+    #[test]
+    fn event_inputs_are_cut_or_hashed_as_the_input_is() {
+        let cut = sink(4, false);
+        cut.note(
+            "shell.started",
+            &json!({"id": "sh-123456", "argv": ["bash", "-c", "echo secret"], "cwd": "deep/dir"}),
+        );
+        let row = cut.take();
+        assert_eq!(row[0]["argv"], json!(["bash", "-c", "echo…"]));
+        assert_eq!(row[0]["cwd"], "deep…");
+        assert_eq!(row[0]["id"], "sh-123456", "ids are not input");
+        let hashed = sink(200, true);
+        hashed.note(
+            "fs.changed",
+            &json!({"path": "secret.txt", "kind": "created"}),
+        );
+        let row = hashed.take();
+        assert_eq!(row[0]["path"]["sha256"].as_str().map(str::len), Some(64));
+        assert!(!row[0].to_string().contains("secret"));
+        assert_eq!(row[0]["kind"], "created");
+    }
+
+    #[test]
+    fn a_call_that_writes_many_files_keeps_a_bounded_row() {
+        let events = sink(200, false);
+        for n in 0..1_000 {
+            events.note(
+                "fs.changed",
+                &json!({"path": format!("{n}.txt"), "kind": "created"}),
+            );
+        }
+        let row = events.take();
+        assert_eq!(row.len(), AuditRow::MAX_EVENTS + 1);
+        assert_eq!(
+            row.last(),
+            Some(&json!({"type": "events.truncated", "count": 1_000 - AuditRow::MAX_EVENTS}))
+        );
+    }
+}
