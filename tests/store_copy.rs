@@ -63,6 +63,7 @@ fn source(path: &str) {
                 code: None,
                 duration_ms: 1,
                 count: 1 + n,
+                events: Vec::new(),
             })
             .unwrap();
     }

@@ -785,6 +785,34 @@ fn commands_and_writes_are_events_on_the_feed() {
         (Some("a.txt"), Some("created")),
         "{changed}"
     );
+    // The same events are in the audit rows of the calls that caused them (issue 24).
+    let (code, page) = call(&sb, &["audit.list", "--tool=shell.run"]);
+    assert_eq!(code, Some(0), "{page}");
+    let row = &page["audit"][0];
+    assert_eq!(row["events"][0]["type"], "shell.started", "{row}");
+    assert_eq!(row["events"][0]["id"], started["id"], "{row}");
+    assert_eq!(row["events"][0]["argv"], started["argv"], "{row}");
+    assert_eq!(row["events"][0]["cwd"], started["cwd"], "{row}");
+    assert_eq!(row["events"][1]["type"], "shell.exited", "{row}");
+    assert_eq!(
+        (
+            row["events"][1]["code"].as_i64(),
+            row["events"][1]["bytes"].as_u64()
+        ),
+        (Some(0), Some(2)),
+        "{row}"
+    );
+    assert!(row["events"][1]["ms"].is_u64(), "{row}");
+    let (_, page) = call(&sb, &["audit.list", "--tool=fs.write"]);
+    let row = &page["audit"][0];
+    assert_eq!(
+        row["events"],
+        serde_json::json!([{"type": "fs.changed", "path": "a.txt", "kind": "created"}]),
+        "{row}"
+    );
+    // A call that caused nothing has no events.
+    let (_, page) = call(&sb, &["audit.list", "--tool=audit.list"]);
+    assert!(page["audit"][0].get("events").is_none(), "{page}");
 }
 
 #[test]

@@ -45,10 +45,61 @@ pub struct AuditRow {
     /// call's row with the number of calls it counts.
     #[serde(default = "one")]
     pub count: u64,
+    /// What the call caused in a workspace: its `shell.started` (`id`, `argv`, `cwd`),
+    /// `shell.exited` (`id`, `code`, `ms`, `bytes`) and `fs.changed` (`path`, `kind`) events,
+    /// each `{"type": ..., ...fields}` as `/v1/events` carries it; at most
+    /// [`AuditRow::MAX_EVENTS`], the rest counted in a last `{"type": "events.truncated",
+    /// "count": N}` (see [`push_event`]). Empty (and absent on the wire) for most calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<Value>,
 }
 
 fn one() -> u64 {
     1
+}
+
+impl AuditRow {
+    /// Most events a row keeps before counting the rest.
+    pub const MAX_EVENTS: usize = 32;
+}
+
+/// A row's events as a store column holds them: a JSON array, `None` when there are none (so
+/// rows without events cost nothing and old rows read the same).
+pub fn events_to_column(events: &[Value]) -> Option<String> {
+    (!events.is_empty()).then(|| Value::Array(events.to_vec()).to_string())
+}
+
+/// A row's events from a store column: a column that does not parse reads as one
+/// `events.unreadable` event holding the text rather than failing the whole page.
+pub fn events_from_column(text: Option<String>) -> Vec<Value> {
+    match text {
+        None => Vec::new(),
+        Some(text) => match serde_json::from_str(&text) {
+            Ok(Value::Array(events)) => events,
+            _ => vec![serde_json::json!({"type": "events.unreadable", "text": text})],
+        },
+    }
+}
+
+/// The `type` of the last event of a row that caused more than [`AuditRow::MAX_EVENTS`].
+pub const EVENTS_TRUNCATED: &str = "events.truncated";
+
+/// Appends `event` to a row's `events`, bounded: past [`AuditRow::MAX_EVENTS`] events it counts
+/// the event in a final `{"type": "events.truncated", "count": N}` instead, so a call that
+/// writes a thousand files keeps a row of bounded size that still says how many it dropped.
+pub fn push_event(events: &mut Vec<Value>, event: Value) {
+    if events.len() < AuditRow::MAX_EVENTS {
+        events.push(event);
+        return;
+    }
+    if let Some(Value::Object(last)) = events.get_mut(AuditRow::MAX_EVENTS) {
+        if let Some(count) = last.get_mut("count") {
+            *count = Value::from(count.as_u64().unwrap_or(0).saturating_add(1));
+            return;
+        }
+    }
+    events.truncate(AuditRow::MAX_EVENTS);
+    events.push(serde_json::json!({"type": EVENTS_TRUNCATED, "count": 1}));
 }
 
 /// An audit row as the log answers it: with its id, which pages continue from.
@@ -248,6 +299,7 @@ mod tests {
             code: None,
             duration_ms: 3,
             count: 1,
+            events: Vec::new(),
         }
     }
 
@@ -264,6 +316,54 @@ mod tests {
                 "sessions": ["1000000000000000402"], "input": {"text": "hi"}, "decision": "allow",
                 "decidedBy": null, "outcome": "ok", "code": null, "durationMs": 3, "count": 1})
         );
+    }
+
+    #[test]
+    fn a_row_with_events_carries_them_and_old_rows_read_back_without() {
+        let mut with = row(5, "shell.run");
+        with.events = vec![serde_json::json!({"type": "fs.changed", "path": "a", "kind": "write"})];
+        let json = serde_json::to_value(&with).unwrap();
+        assert_eq!(json["events"][0]["type"], "fs.changed");
+        let back: AuditRow = serde_json::from_value(json).unwrap();
+        assert_eq!(back, with);
+        let mut old = serde_json::to_value(row(5, "shell.run")).unwrap();
+        assert!(old.get("events").is_none());
+        old.as_object_mut().unwrap().remove("count");
+        let back: AuditRow = serde_json::from_value(old).unwrap();
+        assert!(back.events.is_empty());
+        assert_eq!(back.count, 1);
+    }
+
+    #[test]
+    fn events_past_the_bound_are_counted_in_one_last_event() {
+        let mut events = Vec::new();
+        for n in 0..100 {
+            push_event(
+                &mut events,
+                serde_json::json!({"type": "fs.changed", "n": n}),
+            );
+        }
+        assert_eq!(events.len(), AuditRow::MAX_EVENTS + 1);
+        assert_eq!(events[AuditRow::MAX_EVENTS - 1]["n"], 31);
+        assert_eq!(
+            events[AuditRow::MAX_EVENTS],
+            serde_json::json!({"type": EVENTS_TRUNCATED, "count": 68})
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn pushing_events_keeps_every_one_or_counts_it(n in 0usize..200) {
+            let mut events = Vec::new();
+            for i in 0..n {
+                push_event(&mut events, serde_json::json!({"type": "x", "i": i}));
+            }
+            proptest::prop_assert!(events.len() <= AuditRow::MAX_EVENTS + 1);
+            let counted = events
+                .get(AuditRow::MAX_EVENTS)
+                .map_or(0, |last| last["count"].as_u64().unwrap() as usize);
+            proptest::prop_assert_eq!(events.len().min(AuditRow::MAX_EVENTS) + counted, n);
+        }
     }
 
     #[test]

@@ -137,7 +137,7 @@ pub(crate) fn workflow_from_body(id: &str, body: &str) -> Option<Workflow> {
 /// The columns an audit row is read with, in [`audit_from_row`]'s order.
 macro_rules! audit_columns {
     () => {
-        "id, time_ms, caller, run, requested_by, tool, sessions, input, decision, decided_by, outcome, code, duration_ms, count"
+        "id, time_ms, caller, run, requested_by, tool, sessions, input, decision, decided_by, outcome, code, duration_ms, count, events"
     };
 }
 pub(crate) use audit_columns;
@@ -164,6 +164,7 @@ pub(crate) fn audit_from_row(row: &Row) -> AuditEntry {
             code: row.get::<_, Option<String>>(11).map(Cow::Owned),
             duration_ms: ms_from(row.get(12)),
             count: ms_from(row.get(13)).max(1),
+            events: switchboard_records::audit::events_from_column(row.get(14)),
         },
     }
 }
@@ -289,25 +290,25 @@ const SAVE_WORKFLOWS: &str = "INSERT INTO workflows (id, state, finished_ms, bod
     ON CONFLICT (id) DO UPDATE SET state = excluded.state, finished_ms = excluded.finished_ms,
         body = excluded.body";
 const RECORD_AUDIT: &str = "INSERT INTO audit (time_ms, caller, run, requested_by, tool,
-        sessions, input, decision, decided_by, outcome, code, duration_ms, count)
+        sessions, input, decision, decided_by, outcome, code, duration_ms, count, events)
     SELECT time_ms, caller, run, requested_by, tool, sessions::bigint[], input, decision,
-        decided_by, outcome, code, duration_ms, count
+        decided_by, outcome, code, duration_ms, count, events
     FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[],
         $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::bigint[],
-        $13::bigint[])
+        $13::bigint[], $14::text[])
         WITH ORDINALITY AS u(time_ms, caller, run, requested_by, tool, sessions, input,
-             decision, decided_by, outcome, code, duration_ms, count, n)
+             decision, decided_by, outcome, code, duration_ms, count, events, n)
     ORDER BY n";
 const IMPORT_AUDIT: &str = "WITH i AS (
         INSERT INTO audit (id, time_ms, caller, run, requested_by, tool, sessions, input,
-            decision, decided_by, outcome, code, duration_ms, count)
+            decision, decided_by, outcome, code, duration_ms, count, events)
         SELECT id, time_ms, caller, run, requested_by, tool, sessions::bigint[], input,
-            decision, decided_by, outcome, code, duration_ms, count
-        FROM unnest($14::bigint[], $1::bigint[], $2::text[], $3::text[], $4::bigint[],
+            decision, decided_by, outcome, code, duration_ms, count, events
+        FROM unnest($15::bigint[], $1::bigint[], $2::text[], $3::text[], $4::bigint[],
             $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
-            $11::text[], $12::bigint[], $13::bigint[])
+            $11::text[], $12::bigint[], $13::bigint[], $14::text[])
             AS u(id, time_ms, caller, run, requested_by, tool, sessions, input, decision,
-                 decided_by, outcome, code, duration_ms, count)
+                 decided_by, outcome, code, duration_ms, count, events)
         ON CONFLICT (id) DO NOTHING
         RETURNING id)
     SELECT setval(pg_get_serial_sequence('audit', 'id'),
@@ -334,7 +335,7 @@ fn ids(ids: impl Iterator<Item = Snowflake>) -> Param {
     p(ids)
 }
 
-/// Audit rows as the thirteen column arrays both audit statements take.
+/// Audit rows as the fourteen column arrays both audit statements take.
 fn audit_params<'a>(rows: impl Iterator<Item = &'a AuditRow>) -> Vec<Param> {
     let rows: Vec<&AuditRow> = rows.collect();
     let sessions = |row: &AuditRow| {
@@ -371,6 +372,10 @@ fn audit_params<'a>(rows: impl Iterator<Item = &'a AuditRow>) -> Vec<Param> {
             .collect::<Vec<_>>()),
         p(rows.iter().map(|r| ms(r.duration_ms)).collect::<Vec<_>>()),
         p(rows.iter().map(|r| ms(r.count)).collect::<Vec<_>>()),
+        p(rows
+            .iter()
+            .map(|r| switchboard_records::audit::events_to_column(&r.events).map(|e| clean(&e)))
+            .collect::<Vec<_>>()),
     ]
 }
 

@@ -134,10 +134,15 @@ CREATE SEQUENCE switchboard_origins;
 /// Version 2: an audit row can stand for a counted burst of refusals (SQLite's version 7).
 const V2: &str = "ALTER TABLE audit ADD COLUMN count bigint NOT NULL DEFAULT 1;";
 
+/// Version 8: what a call caused in a workspace (issue 24; SQLite's version 14), a JSON array,
+/// `NULL` when nothing.
+const V8: &str = "ALTER TABLE audit ADD COLUMN IF NOT EXISTS events text;";
+
 /// The ladder: step `n` brings a database from version `n - 1` to `n`.
 ///
-/// Steps after 2 are the agent aggregates (issues 23, 25, 26), one per aggregate, appended.
-const STEPS: [&str; 7] = [
+/// Steps 3 to 7 are the agent aggregates (issues 23, 25, 26), one per aggregate; step 8 the
+/// audit rows' events (issue 24).
+const STEPS: [&str; 8] = [
     V1,
     V2,
     crate::agents::SCHEMA_MEMORY,
@@ -145,6 +150,7 @@ const STEPS: [&str; 7] = [
     crate::agents::SCHEMA_SCHEDULES,
     crate::agents::SCHEMA_USAGE,
     crate::agents::SCHEMA_CLUSTER,
+    V8,
 ];
 
 /// Creates or upgrades the schema under the migration lock; `who` is recorded with each step.

@@ -561,6 +561,7 @@ mod tests {
             code: None,
             duration_ms: 1,
             count: 1,
+            events: Vec::new(),
         }
     }
 

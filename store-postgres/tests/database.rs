@@ -52,6 +52,7 @@ fn audit(n: u64) -> AuditRow {
         code: None,
         duration_ms: 1,
         count: 1,
+        events: Vec::new(),
     }
 }
 

@@ -1,9 +1,9 @@
 //! Governance kept in the file: the audit log, `/tools` scope overrides and approval requests
-//! (schema version 3), each audit row's `count` (version 7), idempotency keys (version 8) and
-//! the reads of workflows. Rows are
-//! written through the batched writer like every other change; reads and the atomic decisions
-//! run on the writer's connection too (it owns the only one), after what was queued before
-//! them is committed — one thread, so each decision is atomic.
+//! (schema version 3), each audit row's `count` (version 7) and `events` (version 14),
+//! idempotency keys (version 8) and the reads of workflows. Rows are written through the
+//! batched writer like every other change; reads and the atomic decisions run on the writer's
+//! connection too (it owns the only one), after what was queued before them is committed — one
+//! thread, so each decision is atomic.
 
 use std::borrow::Cow;
 
@@ -58,6 +58,9 @@ CREATE TABLE approvals (
 /// Version 7: a row can stand for a counted burst of refusals (as `bot::store`'s version 7).
 pub(crate) const SCHEMA_V7: &str = "ALTER TABLE audit ADD COLUMN count INTEGER NOT NULL DEFAULT 1;";
 
+/// Version 14: what a call caused in a workspace (issue 24), a JSON array; `NULL` when nothing.
+pub(crate) const SCHEMA_V14: &str = "ALTER TABLE audit ADD COLUMN events TEXT;";
+
 /// Most rows one query reads before answering with a cursor to continue from, so a filter
 /// that matches little (a rare tool glob over a large log) cannot hold the writer long.
 const MAX_ROWS_SCANNED: usize = 50_000;
@@ -83,8 +86,8 @@ fn insert_audit(conn: &Connection, id: Option<u64>, row: &AuditRow) -> rusqlite:
     conn.prepare_cached(
         "INSERT OR IGNORE INTO audit (id, time_ms, caller, run, requested_by, tool, sessions,
                                       input, decision, decided_by, outcome, code, duration_ms,
-                                      count)
-         VALUES (?13, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?14)",
+                                      count, events)
+         VALUES (?13, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?14, ?15)",
     )?
     .execute(params![
         ms_to_sql(row.time_ms),
@@ -101,6 +104,7 @@ fn insert_audit(conn: &Connection, id: Option<u64>, row: &AuditRow) -> rusqlite:
         ms_to_sql(row.duration_ms),
         id.map(ms_to_sql),
         ms_to_sql(row.count),
+        switchboard_records::audit::events_to_column(&row.events),
     ])?;
     Ok(())
 }
@@ -422,7 +426,7 @@ pub(crate) fn audit_after(
 ) -> rusqlite::Result<Vec<AuditEntry>> {
     conn.prepare_cached(
         "SELECT id, time_ms, caller, run, requested_by, tool, sessions, input, decision,
-                decided_by, outcome, code, duration_ms, count
+                decided_by, outcome, code, duration_ms, count, events
          FROM audit WHERE id > ?1 ORDER BY id LIMIT ?2",
     )?
     .query_map(
@@ -459,6 +463,9 @@ fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<AuditEntry> {
             code: row.get::<_, Option<String>>(11)?.map(Cow::Owned),
             duration_ms: row.get::<_, i64>(12)?.max(0) as u64,
             count: row.get::<_, i64>(13)?.max(1) as u64,
+            events: switchboard_records::audit::events_from_column(
+                row.get::<_, Option<String>>(14)?,
+            ),
         },
     })
 }
@@ -469,7 +476,7 @@ fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<AuditEntry> {
 pub(crate) fn query(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result<AuditPage> {
     let mut sql = String::from(
         "SELECT id, time_ms, caller, run, requested_by, tool, sessions, input, decision,
-                decided_by, outcome, code, duration_ms, count
+                decided_by, outcome, code, duration_ms, count, events
          FROM audit WHERE 1 = 1",
     );
     let mut values: Vec<rusqlite::types::Value> = Vec::new();

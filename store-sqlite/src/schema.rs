@@ -16,7 +16,7 @@ use switchboard_store::StoreError;
 use tracing::{debug, warn};
 
 /// The schema version this code writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 
 /// How long opening waits for a lock held by another connection (e.g. a switchboard that is
 /// still shutting down) before reporting the store as locked.
@@ -304,7 +304,12 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
         add_schedules(conn).map_err(fail("add the schedules and their receipts"))?;
         add_usage(conn).map_err(fail("add the model usage rows"))?;
         add_cluster(conn).map_err(fail("add the cluster tables"))?;
-        // Later versions: `if version < 14 || !has_table(..) { ... }`, each step in this same
+        // Step 14: each audit row's workspace events (issue 24); added when missing, as `count`.
+        if !has_column(conn, "audit", "events") {
+            conn.execute_batch(crate::ledger::SCHEMA_V14)
+                .map_err(fail("let audit rows keep what the call caused"))?;
+        }
+        // Later versions: `if version < 15 || !has_table(..) { ... }`, each step in this same
         // transaction.
         if version != SCHEMA_VERSION {
             conn.pragma_update(None, "user_version", SCHEMA_VERSION)

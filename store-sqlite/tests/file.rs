@@ -150,6 +150,46 @@ fn a_store_at_version_7_missing_a_step_gains_it() {
 }
 
 #[test]
+fn a_store_at_version_13_gains_the_audit_events_and_its_rows_read_with_none() {
+    use switchboard_store::records::AuditFilter;
+    use switchboard_store::AuditStore as _;
+    let dir = TempDir::new("audit-events");
+    let path = dir.db();
+    close(open(&path).unwrap());
+    // A file as version 13 left it: no `events` column, one row written then.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "ALTER TABLE audit DROP COLUMN events;
+         INSERT INTO audit (time_ms, caller, tool, sessions, input, decision, outcome,
+                            duration_ms)
+         VALUES (strftime('%s', 'now') * 1000, 'operator', 'fs.write', '', '{}', 'allow',
+                 'ok', 1);",
+    )
+    .unwrap();
+    conn.pragma_update(None, "user_version", 13).unwrap();
+    drop(conn);
+    let backend = open(&path).unwrap();
+    let page = futures_executor::block_on(backend.audit_page(AuditFilter {
+        limit: 10,
+        ..AuditFilter::default()
+    }))
+    .unwrap();
+    assert_eq!(page.rows.len(), 1);
+    assert!(page.rows[0].row.events.is_empty());
+    close(backend);
+    // A column a broken writer left unreadable reads as one event that says so.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("UPDATE audit SET events = 'not json'")
+        .unwrap();
+    drop(conn);
+    let backend = open(&path).unwrap();
+    let rows = futures_executor::block_on(backend.audit_after(0, 10)).unwrap();
+    assert_eq!(rows[0].row.events[0]["type"], "events.unreadable");
+    assert_eq!(rows[0].row.events[0]["text"], "not json");
+    close(backend);
+}
+
+#[test]
 fn a_stored_workflow_that_does_not_parse_is_skipped_not_fatal() {
     use switchboard_records::{Snowflake, Workflow, WorkflowState};
     use switchboard_store::WorkflowStore as _;

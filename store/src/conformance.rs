@@ -96,6 +96,7 @@ macro_rules! conformance_tests {
             idempotency_keys_raced_are_reserved_once,
             workflows_round_trip,
             audit_pages_filter_like_the_reference,
+            audit_rows_keep_what_the_call_caused,
             audit_retention_prunes_old_rows,
             scopes_are_set_replaced_and_removed,
             everything_survives_a_reopen_when_durable,
@@ -1405,7 +1406,80 @@ fn audit_row(i: u64) -> AuditRow {
         duration_ms: i % 7,
         // Some rows count a burst of refusals: the count is kept.
         count: 1 + i % 3,
+        // Some rows hold what the call caused in a workspace: the events are kept.
+        events: if i % 4 == 1 {
+            vec![
+                serde_json::json!({"type": "shell.started", "id": format!("sh-{i}"),
+                    "argv": ["echo", "hi"], "cwd": "/work"}),
+                serde_json::json!({"type": "shell.exited", "id": format!("sh-{i}"),
+                    "code": 0, "ms": i, "bytes": 3}),
+            ]
+        } else {
+            Vec::new()
+        },
     }
+}
+
+/// An audit row's workspace events (issue 24) read back as recorded, through a page and the
+/// copy's `audit_after`, across a reopen when durable, and through `import_audit`; a row
+/// without events reads back with none.
+pub fn audit_rows_keep_what_the_call_caused(make: MakePlace<'_>) {
+    let mut f = Fixture::default(make);
+    let mut events = Vec::new();
+    for n in 0..40 {
+        switchboard_records::audit::push_event(
+            &mut events,
+            serde_json::json!({"type": "fs.changed", "path": format!("src/{n}.rs"),
+                "kind": "created"}),
+        );
+    }
+    let with = AuditRow {
+        tool: "shell.run".into(),
+        events: [
+            vec![
+                serde_json::json!({"type": "shell.started", "id": "sh-1",
+                    "argv": ["/bin/bash", "-c", "echo \u{0} ünï"], "cwd": ".",
+                    "background": false}),
+                serde_json::json!({"type": "shell.exited", "id": "sh-1", "code": null,
+                    "ms": 12, "bytes": 4}),
+            ],
+            events,
+        ]
+        .concat(),
+        time_ms: now_ms(),
+        ..audit_row(2)
+    };
+    let without = AuditRow {
+        events: Vec::new(),
+        time_ms: now_ms(),
+        ..audit_row(3)
+    };
+    f.backend.record(with.clone()).unwrap();
+    f.backend.record(without.clone()).unwrap();
+    f.flush();
+    let check = |backend: &dyn crate::Backend| {
+        let page = block_on(backend.audit_page(AuditFilter {
+            limit: 10,
+            ..AuditFilter::default()
+        }))
+        .unwrap();
+        let rows: Vec<&AuditRow> = page.rows.iter().map(|e| &e.row).collect();
+        assert_eq!(rows, [&without, &with], "newest first, events as recorded");
+        let after = block_on(backend.audit_after(0, 10)).unwrap();
+        assert_eq!(after.len(), 2);
+        assert_eq!(after[0].row, with);
+        assert!(after[1].row.events.is_empty());
+        after
+    };
+    let entries = check(f.backend.as_ref());
+    if f.place.durable() {
+        f.reopen();
+        check(f.backend.as_ref());
+    }
+    let g = Fixture::default(make);
+    g.backend.import_audit(entries.clone()).unwrap();
+    g.flush();
+    assert_eq!(block_on(g.backend.audit_after(0, 10)).unwrap(), entries);
 }
 
 /// Audit pages: every filter, paged to the end, answers what the reference (records'

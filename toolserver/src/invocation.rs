@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use serde_json::json;
 use serde_json::value::RawValue;
+use serde_json::{json, Value};
 
 use crate::auth::Caller;
 use crate::error::ToolError;
@@ -213,6 +213,14 @@ pub fn parse_id(field: &str, value: &str) -> Result<Snowflake, ToolError> {
 }
 
 impl Invocation<'_> {
+    /// Publishes a workspace event (`fs.changed`, ...) about `session` on `/v1/events` and notes
+    /// it in this call's audit row (`events`, bounded; argv, cwd and path cut or hashed as the
+    /// input is).
+    pub fn publish_event(&self, kind: &'static str, session: Snowflake, fields: Value) {
+        crate::pipeline::note_call_event(kind, &fields);
+        self.core.events.publish(kind, Some(session), fields);
+    }
+
     /// The platform.
     pub fn surface(&self) -> &dyn Surface {
         self.core.surface.as_ref()

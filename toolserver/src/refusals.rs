@@ -139,6 +139,7 @@ mod tests {
             code: Some(Cow::Borrowed(code)),
             duration_ms: 0,
             count: 1,
+            events: Vec::new(),
         }
     }
 

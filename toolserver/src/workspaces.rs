@@ -180,7 +180,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Publishes a session's shell events on `/v1/events`.
+/// Publishes a session's shell events on `/v1/events` and notes them in the running call's audit
+/// row.
 struct Publisher {
     events: Arc<EventHub>,
     session: Snowflake,
@@ -188,19 +189,26 @@ struct Publisher {
 
 impl ShellEvents for Publisher {
     fn started(&self, event: ShellStarted) {
-        self.events.publish(
+        self.publish(
             "shell.started",
-            Some(self.session),
             serde_json::to_value(event).unwrap_or_default(),
         );
     }
 
     fn exited(&self, event: ShellExited) {
-        self.events.publish(
+        self.publish(
             "shell.exited",
-            Some(self.session),
             serde_json::to_value(event).unwrap_or_default(),
         );
+    }
+}
+
+impl Publisher {
+    /// On `/v1/events`, and in the audit row of the call whose task runs the command (a
+    /// foreground command's start and exit, a background one's start).
+    fn publish(&self, kind: &'static str, fields: serde_json::Value) {
+        crate::pipeline::note_call_event(kind, &fields);
+        self.events.publish(kind, Some(self.session), fields);
     }
 }
 

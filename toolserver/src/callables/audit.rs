@@ -210,7 +210,9 @@ impl Tool for ListAudit {
 struct AuditPage {
     /// The rows, newest first: each call's tool, caller, sessions (and `sessionLabels`),
     /// decision, outcome, duration and `time` (RFC 3339), and `count`: 1, or for a burst of
-    /// refusals of one caller, callable and code, how many calls the row stands for.
+    /// refusals of one caller, callable and code, how many calls the row stands for; `events`
+    /// (absent when none): what the call caused in a workspace, its `shell.started`,
+    /// `shell.exited` and `fs.changed` as `/v1/events` carries them.
     audit: Vec<Value>,
     /// Pass as `cursor` for older rows; `None` when this page is the last.
     next_cursor: Option<u64>,

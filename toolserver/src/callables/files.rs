@@ -194,9 +194,9 @@ impl Tool for WriteFile {
             })
             .await
             .map_err(tool_error)?;
-        cx.core.events.publish(
+        cx.publish_event(
             "fs.changed",
-            Some(ws.session),
+            ws.session,
             json!({ "path": answer.path, "kind": answer.kind }),
         );
         output(&answer)
@@ -287,9 +287,9 @@ impl Tool for EditFile {
             })
             .await
             .map_err(tool_error)?;
-        cx.core.events.publish(
+        cx.publish_event(
             "fs.changed",
-            Some(ws.session),
+            ws.session,
             json!({ "path": answer.path, "kind": "modified" }),
         );
         output(&answer)

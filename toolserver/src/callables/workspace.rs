@@ -147,9 +147,9 @@ impl Tool for Undo {
             .await
             .map_err(tool_error)?;
         for restored in &answer.restored {
-            cx.core.events.publish(
+            cx.publish_event(
                 "fs.changed",
-                Some(ws.session),
+                ws.session,
                 json!({ "path": restored.path, "kind": restored.action }),
             );
         }
