@@ -533,6 +533,8 @@ async function loadAudit() {
       el('td', { class: 'mono' }, r.durationMs)));
     if (open) {
       const detail = { input: r.input, run: r.run, requestedBy: r.requestedBy, decidedBy: r.decidedBy, code: r.code, time: new Date(r.timeMs).toISOString() };
+      // What the call caused in the workspace (shell.started/exited, fs.changed).
+      if (r.events && r.events.length) detail.events = r.events;
       out.push(el('tr', { class: 'detail' }, el('td', { colspan: '7' }, el('pre', {}, JSON.stringify(detail, null, 2)))));
     }
   }
