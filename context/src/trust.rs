@@ -6,78 +6,7 @@
 //! on one line, authors shown with their ids), so a transcript, a batched turn and a summary
 //! read alike.
 
-use std::borrow::Cow;
-
-/// What starts every line that came from someone untrusted.
-pub const UNTRUSTED_MARK: &str = "(untrusted)";
-
-/// Whether `c` ends a line for some reader of the prompt.
-pub fn is_line_break(c: char) -> bool {
-    matches!(
-        c,
-        '\n' | '\r' | '\u{0B}' | '\u{0C}' | '\u{85}' | '\u{2028}' | '\u{2029}'
-    )
-}
-
-/// A name as it may stand in a header: on one line, without control characters.
-pub fn one_line(name: &str) -> Cow<'_, str> {
-    if name.chars().any(|c| c.is_control() || is_line_break(c)) {
-        Cow::Owned(
-            name.chars()
-                .map(|c| {
-                    if c.is_control() || is_line_break(c) {
-                        ' '
-                    } else {
-                        c
-                    }
-                })
-                .collect(),
-        )
-    } else {
-        Cow::Borrowed(name)
-    }
-}
-
-/// Appends `block` to `out` followed by `\n`; when `trusted` is false, every line of it
-/// (`\r\n` counts as one break) starts with [`UNTRUSTED_MARK`] and ends with `\n`.
-pub fn quote(out: &mut String, block: &str, trusted: bool) {
-    if trusted {
-        out.push_str(block);
-        out.push('\n');
-        return;
-    }
-    let mut rest = block;
-    loop {
-        let (line, next) = match rest.char_indices().find(|&(_, c)| is_line_break(c)) {
-            Some((at, c)) => {
-                let mut after = at + c.len_utf8();
-                if c == '\r' && rest[after..].starts_with('\n') {
-                    after += 1;
-                }
-                (&rest[..at], Some(&rest[after..]))
-            }
-            None => (rest, None),
-        };
-        out.push_str(UNTRUSTED_MARK);
-        if !line.is_empty() {
-            out.push(' ');
-            out.push_str(line);
-        }
-        out.push('\n');
-        match next {
-            Some(next) => rest = next,
-            None => return,
-        }
-    }
-}
-
-/// [`quote`] into a new string, without the last `\n`.
-pub fn quoted(block: &str, trusted: bool) -> String {
-    let mut out = String::with_capacity(block.len() + 16);
-    quote(&mut out, block, trusted);
-    out.pop();
-    out
-}
+pub use entity::quoting::{is_line_break, one_line, quote, quoted, UNTRUSTED_MARK};
 
 #[cfg(test)]
 mod tests {

@@ -16,6 +16,7 @@ mod aliases;
 mod code;
 mod mapper;
 mod names;
+pub mod quoting;
 mod session_ref;
 
 pub use aliases::{is_valid_alias, normalize_name, AliasError, AliasKind, Aliases};

@@ -10,13 +10,11 @@
 //! ids. The agent's transcript, its chat turns and a resumed workflow's answers all quote
 //! through [`quote`].
 
-use std::borrow::Cow;
-
 use entity::Snowflake;
+// The text half (the mark, what ends a line, names on one line, quoting) is entity's: the
+// agent's prompts and the context crate quote with the same code.
+pub use entity::quoting::{is_line_break, one_line, quote, quoted, LINE_BREAKS, UNTRUSTED_MARK};
 use switchboard_config::Principal;
-
-/// What starts every line that came from someone untrusted.
-pub const UNTRUSTED_MARK: &str = "(untrusted)";
 
 /// Who is trusted: the configured users (by id) and the bot itself. Everyone is trusted when
 /// no user is configured.
@@ -60,83 +58,11 @@ pub fn untrusted_note(trust: &Trust<'_>) -> String {
     )
 }
 
-/// What ends a line for some reader of a prompt: line feed, carriage return, vertical tab,
-/// form feed, NEL, and Unicode's line and paragraph separators (`\r\n` is one break).
-pub const LINE_BREAKS: [char; 7] = [
-    '\n', '\r', '\u{0B}', '\u{0C}', '\u{85}', '\u{2028}', '\u{2029}',
-];
-
-/// Whether `c` ends a line for some reader of the prompt.
-pub fn is_line_break(c: char) -> bool {
-    LINE_BREAKS.contains(&c)
-}
-
-/// A name as it may stand in a header: on one line, without control characters.
-pub fn one_line(name: &str) -> Cow<'_, str> {
-    if name.chars().any(char::is_control) || name.contains(['\u{2028}', '\u{2029}']) {
-        Cow::Owned(
-            name.chars()
-                .map(|c| {
-                    if c.is_control() || is_line_break(c) {
-                        ' '
-                    } else {
-                        c
-                    }
-                })
-                .collect(),
-        )
-    } else {
-        Cow::Borrowed(name)
-    }
-}
-
-/// Appends `block` to `out`, one line per line of `block` (`\r\n` counts as one break), each
-/// ended by `\n`; when `trusted` is false, every line starts with [`UNTRUSTED_MARK`]. A trusted
-/// block is appended as it is written.
-pub fn quote(out: &mut String, block: &str, trusted: bool) {
-    if trusted {
-        out.push_str(block);
-        out.push('\n');
-        return;
-    }
-    let mut rest = block;
-    loop {
-        let (line, next) = match rest.char_indices().find(|&(_, c)| is_line_break(c)) {
-            Some((at, c)) => {
-                let mut after = at + c.len_utf8();
-                if c == '\r' && rest[after..].starts_with('\n') {
-                    after += 1;
-                }
-                (&rest[..at], Some(&rest[after..]))
-            }
-            None => (rest, None),
-        };
-        out.push_str(UNTRUSTED_MARK);
-        if !line.is_empty() {
-            out.push(' ');
-            out.push_str(line);
-        }
-        out.push('\n');
-        match next {
-            Some(next) => rest = next,
-            None => return,
-        }
-    }
-}
-
 /// Whether any line of `text` carries the untrusted mark (a resumed workflow's text with an
 /// untrusted answer in it).
 pub fn marks_any(text: &str) -> bool {
     text.split(is_line_break)
         .any(|line| line.starts_with(UNTRUSTED_MARK))
-}
-
-/// [`quote`] into a new string, without the last line's `\n` (a chat turn's content).
-pub fn quoted(block: &str, trusted: bool) -> String {
-    let mut out = String::with_capacity(block.len() + 16);
-    quote(&mut out, block, trusted);
-    out.pop();
-    out
 }
 
 #[cfg(test)]
