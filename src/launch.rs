@@ -500,7 +500,7 @@ pub fn playground(file: Option<&Path>, args: &crate::cli::PlaygroundArgs) -> Exi
             "playground-bot-token".to_owned(),
             secrets,
             |service| {
-                service.core().console().set_compose(compose);
+                service.front().console().set_compose(compose);
             },
             banner,
         )

@@ -74,6 +74,8 @@ impl ServiceError {
 /// Every part, built and connected, not yet serving.
 pub struct Service {
     core: Arc<Core>,
+    /// The HTTP fronts over the core (the API's settings, the console's state).
+    front: toolserver::http::Front,
     store: Store,
     connection: Arc<Connection>,
     listener: tokio::net::TcpListener,
@@ -106,6 +108,11 @@ impl Service {
     /// The tool server's core (for in-process callers).
     pub fn core(&self) -> &Arc<Core> {
         &self.core
+    }
+
+    /// The HTTP fronts (the console's state: plug the playground's compose box in here).
+    pub fn front(&self) -> &toolserver::http::Front {
+        &self.front
     }
 }
 
@@ -176,8 +183,13 @@ pub async fn build(
         .map(|kept| (kept.session_id, kept.scope))
         .collect();
     let core = Arc::new(
-        Core::new(&config, Arc::clone(&surface) as _, secrets)?
-            .with_store(Arc::clone(&backend), overrides),
+        Core::new(
+            &config,
+            Arc::clone(&surface) as _,
+            secrets,
+            toolserver::registry(),
+        )?
+        .with_store(Arc::clone(&backend), overrides),
     );
     // Idempotency keys of `POST /v1/call` are kept in the store: a retry after a restart (or
     // on another node) still answers the first call's answer.
@@ -233,7 +245,8 @@ pub async fn build(
         core.set_runs(Arc::clone(runs));
     }
     // The health panel shows the one REST client's rate-limit headroom.
-    core.console().set_headroom(
+    let front = toolserver::http::Front::new(Arc::clone(&core));
+    front.console().set_headroom(
         Arc::new(discord.rest.clone()) as Arc<dyn toolserver::console::health::HeadroomSource>
     );
     let workflows = match runs.as_ref() {
@@ -267,6 +280,7 @@ pub async fn build(
     .await?;
     Ok(Service {
         core,
+        front,
         store,
         connection,
         listener,
@@ -289,6 +303,7 @@ pub async fn serve(
 ) -> Result<(), ServiceError> {
     let Service {
         core,
+        front,
         store,
         connection,
         listener,
@@ -346,7 +361,7 @@ pub async fn serve(
     };
     // The MCP endpoint is served beside the API, by the same connection loop.
     let mcp = switchboard_mcp::http::router(Arc::clone(&core), mcp);
-    let mut server = tokio::spawn(toolserver::http::serve_with(core, mcp, listener, async {
+    let mut server = tokio::spawn(toolserver::http::serve_front(front, mcp, listener, async {
         let _ = serving_stopped.await;
     }));
     tracing::info!(

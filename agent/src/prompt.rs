@@ -255,6 +255,7 @@ mod tests {
             &config,
             Arc::clone(&surface) as Arc<dyn toolserver::Surface>,
             Secrets::from(Some("operator".to_owned())),
+            toolserver::registry(),
         )
         .expect("core");
         let ops = tokio::runtime::Builder::new_current_thread()

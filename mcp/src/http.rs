@@ -101,12 +101,12 @@ async fn authenticate(State(core): State<Arc<Core>>, request: Request, next: Nex
     let (mut parts, body) = request.into_parts();
     let context = match Authed::from_request_parts(&mut parts, &core).await {
         Ok(Authed(context)) => context,
-        Err(error) => return refused(error),
+        Err(error) => return refused(error.0),
     };
     let body = if parts.method == Method::POST {
         let bytes = match read_body(body).await {
             Ok(bytes) => bytes,
-            Err(error) => return error.into_response(),
+            Err(error) => return toolserver::error_response(error),
         };
         // The plainest tools/call is answered here; everything else by rmcp.
         if let Some(call) = DirectCall::parse(&parts.headers, &bytes) {
@@ -126,7 +126,7 @@ async fn authenticate(State(core): State<Arc<Core>>, request: Request, next: Nex
 /// A refused request: the API's typed error, with `WWW-Authenticate` on a 401.
 fn refused(error: ToolError) -> Response {
     let unauthenticated = error.status() == StatusCode::UNAUTHORIZED;
-    let mut response = error.into_response();
+    let mut response = toolserver::error_response(error);
     if unauthenticated {
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,

@@ -1,7 +1,7 @@
-//! Several calls at once: `POST /v1/batch`, and [`Core::call_batch`] for in-process callers
-//! (the OpenAI runner's parallel tool calls). Each call goes through [`Core::call`] on its
-//! own — scope, rules, hooks, limits and audit apply to every one — and one refused call does
-//! not fail the others. Results come back in the order the calls were given.
+//! Several calls at once: `POST /v1/batch`, over the engine's [`Core::call_batch`] (which
+//! in-process callers use too). Each call goes through [`Core::call`] on its own — scope,
+//! rules, hooks, limits and audit apply to every one — and one refused call does not fail the
+//! others. Results come back in the order the calls were given.
 
 use std::sync::Arc;
 
@@ -10,50 +10,20 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use futures_util::stream::{self, StreamExt};
 use protocol::{BatchRequest, CallRequest, ErrorCode, DEFAULT_BATCH_CONCURRENCY, MAX_BATCH_CALLS};
 use serde_json::Value;
 
+use crate::api_error::ApiError;
 use crate::coerce::merge_cli_input;
 use crate::error::ToolError;
 use crate::http::Authed;
-use crate::invocation::CallContext;
-use crate::registry::ToolOutput;
 use crate::server::Core;
-
-/// One call of a batch: who calls (each may carry its own tool call id), what, with what.
-#[derive(Debug, Clone)]
-pub struct BatchCall {
-    /// The call's context (the caller, and the ids the audit log keeps).
-    pub context: CallContext,
-    /// The callable's id.
-    pub tool: String,
-    /// Its input.
-    pub input: Value,
-}
-
-impl Core {
-    /// Runs `calls` through [`Core::call`], at most `max_concurrency` at once (at least one),
-    /// and answers one result per call, in their order. The server's own concurrency cap and
-    /// call timeout apply to each call as to any other.
-    pub async fn call_batch(
-        &self,
-        calls: Vec<BatchCall>,
-        max_concurrency: usize,
-    ) -> Vec<Result<ToolOutput, ToolError>> {
-        let width = max_concurrency.clamp(1, MAX_BATCH_CALLS);
-        stream::iter(calls)
-            .map(|call| async move { self.call(&call.context, &call.tool, call.input).await })
-            .buffered(width)
-            .collect()
-            .await
-    }
-}
+use switchboard_engine::BatchCall;
 
 /// A call request's input: `input`, with the CLI's string `args` and bare words converted by
 /// the callable's schema when it sent any (as `/v1/call` does).
 pub(crate) fn request_input(core: &Core, request: CallRequest) -> Result<Value, ToolError> {
-    match core.registry.entry(&request.tool) {
+    match core.registry().entry(&request.tool) {
         Some(entry) if !request.args.is_empty() || !request.positional.is_empty() => {
             merge_cli_input(
                 &entry.input_schema,
@@ -114,7 +84,7 @@ pub(crate) async fn batch(
     State(core): State<Arc<Core>>,
     Authed(context): Authed,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ToolError> {
+) -> Result<Response, ApiError> {
     let body = body.map_err(crate::http::body_error)?;
     let request = parse_batch(&body)?;
     let width = request.max_concurrency.unwrap_or(DEFAULT_BATCH_CONCURRENCY);

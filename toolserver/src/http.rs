@@ -16,6 +16,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::api_error::ApiError;
 use crate::auth::{Caller, CapabilityGrant};
 use crate::error::ToolError;
 use crate::invocation::{parse_id, CallContext};
@@ -35,12 +36,65 @@ const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
 type Shared = State<Arc<Core>>;
 
+/// The API's own settings (read at start; a reload does not change them).
+#[derive(Debug, Clone, Copy)]
+pub struct ApiSettings {
+    /// Connection cap and timeouts (`[toolserver]`).
+    pub limits: crate::connections::Limits,
+    /// `toolserver.metrics_public`: `/metrics` without a token.
+    pub metrics_public: bool,
+}
+
+/// What the HTTP front serves with: the engine, and each front's own state (the API's
+/// settings, the console's logins and plug-ins), which handlers take by `FromRef`.
+#[derive(Clone, axum::extract::FromRef)]
+pub struct Front {
+    /// The engine every call goes through.
+    pub core: Arc<Core>,
+    /// The operator console's state.
+    pub console: Arc<crate::console::Console>,
+    /// The API's settings.
+    pub api: ApiSettings,
+}
+
+impl axum::extract::FromRef<Front> for crate::console::ConsoleState {
+    fn from_ref(front: &Front) -> Self {
+        crate::console::ConsoleState {
+            core: Arc::clone(&front.core),
+            console: Arc::clone(&front.console),
+            idle_timeout: front.api.limits.idle_timeout,
+        }
+    }
+}
+
+impl Front {
+    /// The fronts over `core`, set up from the config `core` started with.
+    pub fn new(core: Arc<Core>) -> Front {
+        let settings = core.settings();
+        let toolserver = &settings.config().toolserver;
+        Front {
+            console: Arc::new(crate::console::Console::new(toolserver.console)),
+            api: ApiSettings {
+                limits: crate::connections::Limits::from_config(toolserver),
+                metrics_public: toolserver.metrics_public,
+            },
+            core,
+        }
+    }
+
+    /// The operator console's state: plug agent runs' headroom and the playground's compose
+    /// box in here.
+    pub fn console(&self) -> &Arc<crate::console::Console> {
+        &self.console
+    }
+}
+
 /// The HTTP API over `core`: `GET /health`, `GET /v1/tools`, `GET /v1/tools/{id}`,
 /// `POST /v1/call`, `POST /v1/batch`, `GET /v1/events` (SSE), `GET /metrics`,
 /// `GET /openapi.json` and `POST /v1/capabilities`; other routes answer 404, bodies over
 /// [`MAX_BODY_BYTES`] 413. Without [`serve`]'s connection limits, pruning, and its checks of `Host`,
 /// `Origin` and `Content-Type` (`browsers.rs`), which every route served gets.
-pub fn router(core: Arc<Core>) -> Router {
+pub fn router(front: Front) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/v1/tools", get(list_tools))
@@ -49,14 +103,14 @@ pub fn router(core: Arc<Core>) -> Router {
         .route("/v1/capabilities", post(mint_capability))
         .route("/v1/approvals", get(list_approvals))
         .route("/v1/admin/reload", post(reload))
-        .merge(crate::console::router(&core))
+        .merge(crate::console::router(&front.console))
         .route("/v1/batch", post(crate::batch::batch))
-        .route("/v1/events", get(crate::events::stream))
-        .route("/metrics", get(crate::metrics::scrape))
+        .route("/v1/events", get(crate::sse::stream))
+        .route("/metrics", get(crate::exposition::scrape))
         .route("/openapi.json", get(crate::openapi::serve))
         .fallback(unknown_route)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(core)
+        .with_state(front)
 }
 
 /// Serves until `shutdown` resolves, pruning token and rate-limit state on an interval.
@@ -68,7 +122,7 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    serve_with(core, Router::new(), listener, shutdown).await
+    serve_front(Front::new(core), Router::new(), listener, shutdown).await
 }
 
 /// [`serve`] with `extra` routes beside the API's (the MCP endpoint): the same connection loop,
@@ -79,6 +133,18 @@ pub async fn serve_with(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_front(Front::new(core), extra, listener, shutdown).await
+}
+
+/// [`serve_with`] over fronts set up beforehand (the composition root plugs the console's
+/// sources in first).
+pub async fn serve_front(
+    front: Front,
+    extra: Router,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let core = Arc::clone(&front.core);
     let pruner = {
         let core = Arc::clone(&core);
         tokio::spawn(async move {
@@ -104,29 +170,30 @@ pub async fn serve_with(
     };
     // The console's sparklines: one sample of the counters every few seconds, into a bounded
     // ring (only while the console is served).
-    let sampler = core.console.enabled().then(|| {
+    let sampler = front.console.enabled().then(|| {
         let core = Arc::clone(&core);
+        let console = Arc::clone(&front.console);
         tokio::spawn(async move {
             let every = crate::console::health::SAMPLE_EVERY;
             let mut ticker = tokio::time::interval(every);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticker.tick().await;
-                core.console.sample(&core);
+                console.sample(&core);
             }
         })
     });
-    let limits = core.connection_limits;
+    let limits = front.api.limits;
     // Event streams never end by themselves: close them when shutdown begins, so draining
     // does not wait them out.
-    let events = Arc::clone(&core.events);
+    let events = Arc::clone(core.events());
     let shutdown = async move {
         shutdown.await;
         events.close();
     };
     let guard = crate::browsers::Guard::new(listener.local_addr()?, Arc::clone(&core));
     let result = crate::connections::serve(
-        router(Arc::clone(&core)).merge(extra),
+        router(front).merge(extra),
         guard,
         listener,
         limits,
@@ -162,14 +229,19 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// body is read: a request without a valid token costs a header parse, never a body read.
 pub struct Authed(pub CallContext);
 
-impl axum::extract::FromRequestParts<Arc<Core>> for Authed {
-    type Rejection = ToolError;
+impl<S> axum::extract::FromRequestParts<S> for Authed
+where
+    Arc<Core>: axum::extract::FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
 
     async fn from_request_parts(
         parts: &mut axum::http::request::Parts,
-        core: &Arc<Core>,
+        state: &S,
     ) -> Result<Self, Self::Rejection> {
-        context(core, &parts.headers).map(Authed)
+        let core = <Arc<Core> as axum::extract::FromRef<S>>::from_ref(state);
+        Ok(context(&core, &parts.headers).map(Authed)?)
     }
 }
 
@@ -195,7 +267,7 @@ fn context(core: &Core, headers: &HeaderMap) -> Result<CallContext, ToolError> {
         let grant = &capability.grant;
         let bound_session = grant.session_id.to_string();
         if let Some(asked) = &context.session_ref {
-            let same = entity::Mapper::new(core.settings().aliases(), core.surface.as_ref())
+            let same = entity::Mapper::new(core.settings().aliases(), core.surface().as_ref())
                 .resolve_session(asked)
                 .ok()
                 == Some(grant.session_id);
@@ -246,7 +318,7 @@ fn context(core: &Core, headers: &HeaderMap) -> Result<CallContext, ToolError> {
 }
 
 async fn health(State(core): Shared) -> Json<Health> {
-    let state = core.surface.connection();
+    let state = core.surface().connection();
     let status = match state {
         ConnectionState::Ready | ConnectionState::None => "ok",
         ConnectionState::Connecting
@@ -258,11 +330,11 @@ async fn health(State(core): Shared) -> Json<Health> {
         status: status.to_owned(),
         discord: state.as_str().to_owned(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        sandbox: core.workspaces.health(&core.settings()),
+        sandbox: core.workspaces().health(&core.settings()),
     })
 }
 
-async fn list_tools(State(core): Shared, Authed(context): Authed) -> Result<Response, ToolError> {
+async fn list_tools(State(core): Shared, Authed(context): Authed) -> Result<Response, ApiError> {
     Ok(Json(json!({ "tools": core.tools_for(&context.caller) })).into_response())
 }
 
@@ -270,22 +342,22 @@ async fn describe_tool(
     State(core): Shared,
     Authed(context): Authed,
     id: Result<Path<String>, axum::extract::rejection::PathRejection>,
-) -> Result<Response, ToolError> {
+) -> Result<Response, ApiError> {
     let Path(id) = id.map_err(|rejection| {
         ToolError::usage(
             ErrorCode::BadRequest,
             format!("{rejection}; the path is /v1/tools/ID with a callable's id"),
         )
     })?;
-    match core.registry.detail(&id) {
+    match core.registry().detail(&id) {
         Some(detail) if context.caller.may_call(&id) => Ok(Json(detail).into_response()),
         // Out-of-scope callables are reported like unknown ones, suggesting only visible ids.
-        _ => Err(Registry::unknown(
+        _ => Err(ApiError::from(Registry::unknown(
             &id,
-            core.registry
+            core.registry()
                 .ids()
                 .filter(|visible| context.caller.may_call(visible)),
-        )),
+        ))),
     }
 }
 
@@ -304,7 +376,7 @@ async fn list_approvals(
     State(core): Shared,
     Authed(context): Authed,
     query: Result<axum::extract::Query<ApprovalsQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Response, ToolError> {
+) -> Result<Response, ApiError> {
     let axum::extract::Query(query) = query.map_err(|rejection| {
         ToolError::usage(
             ErrorCode::BadRequest,
@@ -396,7 +468,7 @@ async fn call(
     Authed(context): Authed,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ToolError> {
+) -> Result<Response, ApiError> {
     let key = crate::idempotency::key_in(&headers)?;
     let body = body.map_err(body_error)?;
     let request: CallRequest = {
@@ -417,7 +489,7 @@ async fn call(
     // A read runs again whatever its key: only a change has to happen once (and only its
     // answer is worth keeping for a day).
     let changes = core
-        .registry
+        .registry()
         .entry(&tool)
         .is_some_and(|entry| entry.mutating);
     if let Some(key) = key.filter(|_| changes) {
@@ -507,28 +579,28 @@ async fn mint_capability(
     State(core): Shared,
     Authed(context): Authed,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ToolError> {
+) -> Result<Response, ApiError> {
     if !matches!(context.caller, Caller::Operator | Caller::Unauthenticated) {
-        return Err(ToolError::denied(
+        return Err(ApiError::from(ToolError::denied(
             ErrorCode::OperatorOnly,
             "Only the operator token may mint capability tokens",
-        ));
+        )));
     }
     let body = body.map_err(body_error)?;
     let value: Value = serde_json::from_slice(&body).map_err(|e| {
         ToolError::usage(ErrorCode::BadRequest, format!("The body must be JSON: {e}"))
     })?;
     let request: MintRequest = parse_input(value)?;
-    let session_id = entity::Mapper::new(core.settings().aliases(), core.surface.as_ref())
+    let session_id = entity::Mapper::new(core.settings().aliases(), core.surface().as_ref())
         .resolve_session(&request.session_id)
         .or_else(|_| parse_id("sessionId", &request.session_id))
         .map_err(|e| ToolError::usage(ErrorCode::UnknownSession, e.message.clone()))?;
     let ttl = request.ttl_s.unwrap_or(600);
     if ttl == 0 || ttl > 86_400 {
-        return Err(ToolError::usage(
+        return Err(ApiError::from(ToolError::usage(
             ErrorCode::InvalidInput,
             "ttlS must be between 1 and 86400 seconds",
-        ));
+        )));
     }
     let grant = CapabilityGrant {
         session_id,
@@ -573,7 +645,7 @@ async fn mint_capability(
 /// put in force; the answer says what changed and what waits for a restart; a file with
 /// problems answers 422 `invalid_config` listing them, and nothing changes. The body, if any,
 /// is ignored.
-async fn reload(State(core): Shared, Authed(context): Authed) -> Result<Response, ToolError> {
+async fn reload(State(core): Shared, Authed(context): Authed) -> Result<Response, ApiError> {
     let value = core.call(&context, "admin.reload", json!({})).await?;
     Ok((
         [(header::CONTENT_TYPE, "application/json")],
@@ -582,9 +654,9 @@ async fn reload(State(core): Shared, Authed(context): Authed) -> Result<Response
         .into_response())
 }
 
-async fn unknown_route(uri: axum::http::Uri) -> ToolError {
-    ToolError::not_found(
+async fn unknown_route(uri: axum::http::Uri) -> ApiError {
+    ApiError(ToolError::not_found(
         ErrorCode::UnknownRoute,
         format!("No route {}; the API is GET /health, GET /v1/tools, GET /v1/tools/{{id}}, POST /v1/call, POST /v1/batch, GET /v1/events, GET /metrics, GET /openapi.json, POST /v1/admin/reload, POST /mcp", uri.path()),
-    )
+    ))
 }

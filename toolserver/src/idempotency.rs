@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 use switchboard_store::records::{IdempotencyKey, IdempotencyRequest, StoredAnswer};
 use switchboard_store::Reserved;
 
+use crate::api_error::ApiError;
 use crate::error::ToolError;
 use crate::invocation::CallContext;
 use crate::server::Core;
@@ -100,7 +101,7 @@ pub(crate) async fn keyed_call(
     key: String,
     tool: &str,
     input: Value,
-) -> Result<Response, ToolError> {
+) -> Result<Response, ApiError> {
     let store = core.idempotency();
     let key = IdempotencyKey {
         caller: context.caller.key(),
@@ -120,16 +121,16 @@ pub(crate) async fn keyed_call(
             tracing::debug!(caller = %key.caller, tool, "idempotency key replayed");
             Ok(answer(stored.status, stored.body, true))
         }
-        Reserved::Running => Err(ToolError::new(
+        Reserved::Running => Err(ApiError::from(ToolError::new(
             ErrorKind::Conflict,
             ErrorCode::IdempotencyKeyInFlight,
             "A call with this Idempotency-Key is still running (or the server stopped while it ran); it is not run again. Ask for its answer with the same key once it is done",
-        )),
-        Reserved::Mismatch => Err(ToolError::new(
+        ))),
+        Reserved::Mismatch => Err(ApiError::from(ToolError::new(
             ErrorKind::Conflict,
             ErrorCode::IdempotencyKeyReused,
             "This Idempotency-Key was used within 24 h for a call with another tool or input; send a new key for a new call",
-        )),
+        ))),
         Reserved::Fresh => {
             let (result, handled) = core.call_reporting(context, tool, input).await;
             let error = match result {
@@ -149,7 +150,7 @@ pub(crate) async fn keyed_call(
                 tracing::warn!(caller = %key.caller, %failed, "an idempotency key could not be released; a retry with it answers in-flight until it expires");
             }
             // The error's own response keeps its headers (Retry-After).
-            Err(error)
+            Err(ApiError::from(error))
         }
     }
 }

@@ -21,63 +21,51 @@
 
 #![warn(missing_docs)]
 
-pub mod allowlist;
-pub mod approvals;
-pub mod auth;
+// The engine's modules, at the paths they had before the cut (other crates and this one's
+// fronts name them so).
+pub use switchboard_engine::{
+    allowlist, approvals, auth, chunk, clock, events, governance, live, metrics, runs, scopes,
+    surface, trust, workflow, workspaces,
+};
+pub(crate) use switchboard_engine::{error, invocation, registry, server, visibility};
+
+mod api_error;
 mod batch;
 mod browsers;
 mod callables;
-pub mod chunk;
-pub mod clock;
 mod coerce;
 mod connections;
 pub mod console;
-mod error;
-pub mod events;
+mod exposition;
 mod files;
-pub mod governance;
-mod hooks;
 pub mod http;
 pub mod idempotency;
-mod invocation;
-pub mod live;
 #[cfg(feature = "testing")]
 pub mod memory;
-pub mod metrics;
 pub mod openapi;
-mod pipeline;
-mod ratelimit;
-mod refusals;
-mod registry;
-mod render;
-pub mod runs;
-pub mod scopes;
-mod server;
-pub mod surface;
+pub mod sse;
 #[cfg(feature = "testing")]
 pub mod testing;
-pub mod trust;
-mod visibility;
-pub mod workflow;
-pub mod workspaces;
 
-pub use batch::{parse_batch, BatchCall};
-pub use error::ToolError;
-pub use invocation::{
-    CallContext, Front, Invocation, MessageView, PlanContext, SessionView, Target,
+pub use api_error::{error_response, ApiError};
+pub use batch::parse_batch;
+pub use switchboard_engine::{
+    example, input_schema, output, output_schema, parse_input, BatchCall, CallContext,
+    CallObserver, Core, Decision, Front, Invocation, MessageView, PlanContext, Planned, Registry,
+    Secrets, SessionRequest, SessionView, StartError, Surface, Target, Tool, ToolError, ToolOutput,
+    ToolSpec,
 };
-pub use pipeline::{CallObserver, Decision};
-pub use registry::{
-    example, input_schema, output, output_schema, parse_input, Planned, Registry, SessionRequest,
-    Tool, ToolOutput, ToolSpec,
-};
-pub use server::{Core, Secrets, StartError};
+
+/// Every callable the tool server offers, registered: what the composition root hands
+/// [`Core::new`].
+pub fn registry() -> Registry {
+    let mut registry = Registry::new();
+    callables::register_all(&mut registry);
+    registry
+}
 
 /// The id of every callable the tool server registers, for config validation (rules, scopes
 /// and hooks must name real callables).
 pub fn callable_ids() -> Vec<String> {
-    let mut registry = Registry::new();
-    callables::register_all(&mut registry);
-    registry.ids().map(str::to_owned).collect()
+    registry().ids().map(str::to_owned).collect()
 }
-pub use surface::Surface;

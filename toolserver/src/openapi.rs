@@ -10,8 +10,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 
+use crate::api_error::ApiError;
 use crate::auth::Caller;
-use crate::error::ToolError;
 use crate::http::Authed;
 use crate::server::Core;
 
@@ -182,7 +182,7 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
     // One envelope per callable the caller may call: `tool` names it, `input` is its schema.
     let mut calls = Vec::new();
     for entry in core
-        .registry
+        .registry()
         .entries()
         .filter(|e| core.may_call(caller, &e.id))
     {
@@ -461,6 +461,6 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
 pub(crate) async fn serve(
     State(core): State<Arc<Core>>,
     Authed(context): Authed,
-) -> Result<Response, ToolError> {
+) -> Result<Response, ApiError> {
     Ok(Json(document(&core, &context.caller)).into_response())
 }

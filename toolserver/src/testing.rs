@@ -81,6 +81,7 @@ pub struct TestServer {
     addr: SocketAddr,
     operator_token: String,
     core: Arc<Core>,
+    console: Arc<crate::console::Console>,
     store: Arc<switchboard_store::MemoryBackend>,
     surface: Arc<MemorySurface>,
     shutdown: Option<oneshot::Sender<()>>,
@@ -140,8 +141,8 @@ impl TestServer {
         let store = Arc::new(switchboard_store::MemoryBackend::new(
             switchboard_store::MemoryOptions::default(),
         ));
-        let mut core =
-            Core::new(&config, surface.clone(), secrets)?.with_store(store.clone(), Vec::new());
+        let mut core = Core::new(&config, surface.clone(), secrets, crate::registry())?
+            .with_store(store.clone(), Vec::new());
         if let Some(audit) = audit {
             core = core.with_audit(audit);
         }
@@ -151,18 +152,31 @@ impl TestServer {
             .map_err(TestServerError::Bind)?;
         let addr = listener.local_addr().map_err(TestServerError::Bind)?;
         let (shutdown, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(crate::http::serve(Arc::clone(&core), listener, async {
-            let _ = stopped.await;
-        }));
+        let front = crate::http::Front::new(Arc::clone(&core));
+        let console = Arc::clone(front.console());
+        let task = tokio::spawn(crate::http::serve_front(
+            front,
+            axum::Router::new(),
+            listener,
+            async {
+                let _ = stopped.await;
+            },
+        ));
         Ok(TestServer {
             addr,
             operator_token,
             core,
+            console,
             store,
             surface,
             shutdown: Some(shutdown),
             task: Some(task),
         })
+    }
+
+    /// The operator console's state (the HTTP front's, not the engine's).
+    pub fn console(&self) -> &Arc<crate::console::Console> {
+        &self.console
     }
 
     /// Where the server keeps its audit rows, overrides and approvals.
@@ -220,8 +234,7 @@ impl TestServer {
     /// Mints a capability token for `session_id` with `scope` globs, valid for `ttl`.
     pub fn mint(&self, session_id: u64, request_id: &str, scope: &[&str], ttl: Duration) -> String {
         self.core
-            .capabilities
-            .mint(CapabilityGrant {
+            .mint_capability(CapabilityGrant {
                 session_id: Snowflake(session_id),
                 request_id: request_id.to_owned(),
                 scope: scope.iter().map(|s| (*s).to_owned()).collect(),

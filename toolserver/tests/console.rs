@@ -716,7 +716,7 @@ scope = ["console", "audit.*"]
     .unwrap();
     let url = server.url();
     let core = Arc::clone(server.core());
-    core.console().sample(&core);
+    server.console().sample(&core);
     let operator = log_in(&server).await;
     let watch = log_in_as(&server, "watch-secret-value").await;
 
@@ -793,7 +793,7 @@ scope = ["console", "audit.*"]
 
     // A sparkline sample is announced on the stream, and the health answer carries it.
     tokio::time::sleep(Duration::from_millis(20)).await;
-    core.console().sample(&core);
+    server.console().sample(&core);
     let sampled = loop {
         match everything.recv_timeout(Duration::from_secs(10)) {
             Ok(Some(seen)) if seen.0 == "health.sampled" => break seen,
@@ -822,7 +822,7 @@ scope = ["console", "audit.*"]
     assert_eq!(health.body["series"]["everyS"], 5);
     // No REST client plugged in: no rate limits to show, said as null.
     assert!(health.body["rateLimits"].is_null(), "{}", health.body);
-    assert!(core.console().set_headroom(Arc::new(FixedHeadroom)));
+    assert!(server.console().set_headroom(Arc::new(FixedHeadroom)));
     let health = request(
         "GET",
         format!("{url}/console/api/health"),

@@ -1220,7 +1220,12 @@ async fn refuses_to_start_without_operator_token_unless_insecure_on_loopback() {
     let surface = Arc::new(MemorySurface::demo());
     let config = switchboard_config::Config::parse(&DEMO_CONFIG, "t").unwrap();
     assert!(matches!(
-        toolserver::Core::new(&config, surface.clone(), None.into()),
+        toolserver::Core::new(
+            &config,
+            surface.clone(),
+            None.into(),
+            toolserver::registry()
+        ),
         Err(toolserver::StartError::NoOperatorToken { .. })
     ));
     let insecure = switchboard_config::Config::parse(
@@ -1228,8 +1233,8 @@ async fn refuses_to_start_without_operator_token_unless_insecure_on_loopback() {
         "t",
     )
     .unwrap();
-    let core =
-        toolserver::Core::new(&insecure, surface, None.into()).expect("loopback + explicit opt-in");
+    let core = toolserver::Core::new(&insecure, surface, None.into(), toolserver::registry())
+        .expect("loopback + explicit opt-in");
     assert!(core.authenticate(None).is_ok());
 }
 

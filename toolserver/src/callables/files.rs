@@ -40,7 +40,7 @@ async fn diff_note(
 ) -> Option<String> {
     let ws = cx
         .core
-        .workspaces
+        .workspaces()
         .for_target(cx.settings, targets.first()?)
         .ok()?;
     let diff = match read_small(&ws, path, NOTE_DIFF_BYTES).await {
@@ -185,7 +185,7 @@ impl Tool for WriteFile {
 
     async fn run(&self, cx: &Invocation<'_>, input: WriteInput) -> Result<ToolOutput, ToolError> {
         let ws = open(cx)?;
-        cx.core.workspaces.before_change(cx, &ws).await?;
+        cx.core.workspaces().before_change(cx, &ws).await?;
         let answer = ws
             .workspace
             .write(WriteRequest {
@@ -276,7 +276,7 @@ impl Tool for EditFile {
 
     async fn run(&self, cx: &Invocation<'_>, input: EditInput) -> Result<ToolOutput, ToolError> {
         let ws = open(cx)?;
-        cx.core.workspaces.before_change(cx, &ws).await?;
+        cx.core.workspaces().before_change(cx, &ws).await?;
         let answer = ws
             .workspace
             .edit(EditRequest {

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::approvals::{ApprovalCard, DecideError, Decider};
+use crate::approvals::{ApprovalCard, Decider};
 use crate::auth::Caller;
 use crate::error::ToolError;
 use crate::invocation::{Invocation, PlanContext};
@@ -38,26 +38,6 @@ const MAX_APPROVAL_ID: usize = 64;
 struct Decided {
     /// The approval, now approved or denied, with who decided (`by`).
     approval: ApprovalCard,
-}
-
-impl From<DecideError> for ToolError {
-    fn from(error: DecideError) -> Self {
-        match error {
-            DecideError::NotPending => {
-                ToolError::not_found(ErrorCode::UnknownApproval, error.to_string())
-            }
-            DecideError::NotApprover => {
-                ToolError::denied(ErrorCode::NotApprover, error.to_string())
-            }
-            DecideError::ConsoleNotAllowed => ToolError::denied(
-                ErrorCode::ConsoleApprovalsOff,
-                format!("{error}: an approver answers with the buttons on the Discord card"),
-            ),
-            DecideError::SelfApproval => {
-                ToolError::denied(ErrorCode::SelfApproval, error.to_string())
-            }
-        }
-    }
 }
 
 #[async_trait]

@@ -24,8 +24,6 @@ mod warnings;
 mod workflows;
 mod workspace;
 
-pub(crate) use workflows::workflows_unavailable;
-
 use protocol::ErrorCode;
 use serde_json::json;
 

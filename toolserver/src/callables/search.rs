@@ -16,17 +16,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use serde_json::value::RawValue;
 use std::sync::Arc;
-use switchboard_config::Policy;
 
 use crate::error::ToolError;
 use crate::invocation::{parse_id, Invocation, MessageView, PlanContext};
 use crate::registry::{
     example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
 };
-use crate::surface::{
-    AllowedChannel, ChannelLocation, SearchMatch, SearchQuery, SearchTerm, SessionKind,
-    SurfaceError,
-};
+use crate::surface::{SearchMatch, SearchQuery, SearchTerm, SurfaceError};
 use protocol::Effects;
 
 /// Longest query accepted, in characters.
@@ -399,7 +395,7 @@ impl Tool for SearchMessages {
     }
 
     async fn run(&self, cx: &Invocation<'_>, plan: SearchPlan) -> Result<ToolOutput, ToolError> {
-        let channels = searchable(cx, plan.one_session)?;
+        let channels = cx.searchable(plan.one_session)?;
         if channels.is_empty() {
             return output(&SearchAnswer {
                 results: Vec::new(),
@@ -439,46 +435,6 @@ impl Tool for SearchMessages {
             searched_sessions: searched,
         })
     }
-}
-
-/// The sessions a search reads: the named one and, for a channel, its cached threads; or every
-/// cached session the allowlist allows. Either way only sessions where the permission rules
-/// allow this callable outright: a rule that denies (or asks for) it in one session must not
-/// be stepped around by leaving `sessionId` out.
-fn searchable(cx: &Invocation<'_>, one_session: bool) -> Result<Vec<AllowedChannel>, ToolError> {
-    let surface = cx.surface();
-    let permitted = |id: Snowflake| {
-        cx.core
-            .governance
-            .decide(cx.tool_id, &cx.context.caller, &[id])
-            .policy
-            == Policy::Allow
-    };
-    if one_session {
-        let target = cx.target()?;
-        let mut channels = vec![target.channel];
-        if target.location.kind == SessionKind::Channel {
-            channels.extend(
-                surface
-                    .threads(Some(target.channel_id()))
-                    .into_iter()
-                    .map(|t| t.session.id)
-                    .filter(|id| permitted(*id))
-                    .map(AllowedChannel::checked),
-            );
-        }
-        return Ok(channels);
-    }
-    let allowlist = &cx.core.allowlist;
-    let location = |id: Snowflake| surface.session(id).map(|s| ChannelLocation::from(&s));
-    Ok(surface
-        .sessions()
-        .into_iter()
-        .filter(|s| !matches!(s.kind, SessionKind::Category | SessionKind::Forum))
-        .filter(|s| allowlist.allows_cached(s.id, location))
-        .filter(|s| permitted(s.id))
-        .map(|s| AllowedChannel::checked(s.id))
-        .collect())
 }
 
 #[cfg(test)]

@@ -271,7 +271,7 @@ impl Tool for ListThreads {
                 .list_threads(target.channel, plan.include_archived)
                 .await?
         } else {
-            let allowlist = &cx.core.allowlist;
+            let allowlist = &cx.core.allowlist();
             cx.surface()
                 .threads(None)
                 .into_iter()

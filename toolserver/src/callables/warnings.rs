@@ -74,7 +74,7 @@ impl MentionWarnings {
             })
             .collect();
         let rules = &cx.settings.allow;
-        let surface = cx.core.surface.as_ref();
+        let surface = cx.core.surface().as_ref();
         for (token, id) in &report.channels {
             // Only a channel whose place is known can be judged; an unknown one may be allowed.
             let known = surface.session(*id).is_some();

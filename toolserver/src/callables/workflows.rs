@@ -21,43 +21,12 @@ use crate::workflow::{
     MAX_TIMEOUT,
 };
 use protocol::Effects;
-use protocol::ErrorKind;
 
 const MAX_SUMMARY: usize = 500;
 const MAX_DESCRIPTION: usize = 4_000;
 const MAX_RESUME_PROMPT: usize = 4_000;
 
-impl From<WorkflowError> for ToolError {
-    fn from(error: WorkflowError) -> Self {
-        let message = error.to_string();
-        match error {
-            WorkflowError::NotFound(_) => ToolError::not_found(
-                ErrorCode::UnknownWorkflow,
-                format!("{message}; list them with workflow.list"),
-            ),
-            WorkflowError::Finished { .. } => {
-                ToolError::new(ErrorKind::Conflict, ErrorCode::WorkflowFinished, message)
-            }
-            WorkflowError::TooMany => {
-                ToolError::new(ErrorKind::Unavailable, ErrorCode::TooManyWorkflows, message)
-            }
-            WorkflowError::Persist(_) => {
-                ToolError::new(ErrorKind::Unavailable, ErrorCode::StoreUnavailable, message)
-                    .with_retry_after(Duration::from_secs(5))
-            }
-            WorkflowError::Random(_) => ToolError::internal(message),
-        }
-    }
-}
-
-/// `workflow.*` without an engine: out of scope (not worth retrying) until an agent is set up.
-pub(crate) fn workflows_unavailable() -> ToolError {
-    ToolError::new(
-        ErrorKind::Denied,
-        ErrorCode::WorkflowsUnavailable,
-        "Workflows resume an agent run, so they need the agent bridge: run `switchboard run` with an [agent] section in the config.",
-    )
-}
+pub(crate) use switchboard_engine::workflow::workflows_unavailable;
 
 fn engine<'a>(cx: &'a Invocation<'_>) -> Result<&'a Arc<WorkflowEngine>, ToolError> {
     cx.core.workflows().ok_or_else(workflows_unavailable)

@@ -43,7 +43,7 @@ pub(super) fn in_session<I: SessionField>(input: I) -> Planned<I> {
 /// The workspace of the session the call acts in.
 pub(super) fn open(cx: &Invocation<'_>) -> Result<Arc<SessionWorkspace>, ToolError> {
     let target = cx.target()?;
-    cx.core.workspaces.for_target(cx.settings(), &target)
+    cx.core.workspaces().for_target(cx.settings(), &target)
 }
 
 /// A file's text for an approval card's diff: `Ok(None)` when it does not exist, `Err` with

@@ -10,7 +10,6 @@
 //! heartbeat when it expires.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -24,13 +23,14 @@ use tokio::time::{Interval, MissedTickBehavior};
 
 use super::session::{StreamSlot, MAX_STREAMS_PER_LOGIN};
 use super::Operator;
+use crate::api_error::ApiError;
 use crate::error::ToolError;
 use crate::events::{self, EventsQuery, Next, Subscription};
-use crate::server::Core;
+use crate::sse;
 
 /// One console's stream: the hub subscription, and what ends it.
 struct Relay {
-    core: Arc<Core>,
+    core: super::ConsoleState,
     /// The login's cookie value, to look the session up again.
     session: String,
     subscription: Subscription,
@@ -56,7 +56,7 @@ impl Relay {
             return None;
         }
         self.done = true;
-        Some(events::control(
+        Some(sse::control(
             "stream.closed",
             &json!({
                 "reason": "session_ended",
@@ -83,7 +83,7 @@ impl Relay {
                     if matches!(next, Next::End(..)) {
                         self.done = true;
                     }
-                    return Some(events::sse_event(next));
+                    return Some(sse::sse_event(next));
                 }
                 // Both senders live in the core this relay holds, so they never close; if one
                 // did, end the stream rather than spin on it.
@@ -94,7 +94,7 @@ impl Relay {
                     }
                 }
                 Woke::Sampled(true) => {
-                    return Some(events::control(
+                    return Some(sse::control(
                         "health.sampled",
                         &json!({ "atMs": crate::clock::now_ms() }),
                     ));
@@ -115,14 +115,14 @@ impl Relay {
 /// `lastEventId`), the session cookie instead of a token. A read: no CSRF token or `Origin`
 /// is needed (the cookie is SameSite=Strict, and an event stream answers no other site).
 pub(super) async fn stream(
-    State(core): State<Arc<Core>>,
+    State(core): State<super::ConsoleState>,
     operator: Operator,
     headers: HeaderMap,
     query: Result<Query<EventsQuery>, QueryRejection>,
-) -> Result<Response, ToolError> {
-    let query = events::events_query(query)?;
+) -> Result<Response, ApiError> {
+    let query = sse::events_query(query)?;
     let filter = events::caller_filter(&core, &operator.login.caller, &query)?;
-    let last = events::resume_from(&headers, &query)?;
+    let last = events::resume_from(sse::last_event_id(&headers), &query)?;
     let slot = operator.login.stream_slot().ok_or_else(|| {
         ToolError::new(
             ErrorKind::Unavailable,
@@ -133,9 +133,9 @@ pub(super) async fn stream(
         )
         .with_retry_after(std::time::Duration::from_secs(5))
     })?;
-    let subscriber = crate::visibility::subscriber(&core, &operator.login.caller);
-    let subscription = core.events.subscribe_as(filter, last, subscriber)?;
-    let heartbeat = events::heartbeat(&core);
+    let subscriber = crate::visibility::subscriber(&core.core, &operator.login.caller);
+    let subscription = core.events().subscribe_as(filter, last, subscriber)?;
+    let heartbeat = sse::heartbeat(core.idle_timeout);
     let mut check = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
     check.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut sampled = core.console.sampled.subscribe();
@@ -143,7 +143,7 @@ pub(super) async fn stream(
     let relay = Relay {
         endings: core.console.sessions.endings(),
         sampled,
-        core: Arc::clone(&core),
+        core: core.clone(),
         session: operator.id,
         subscription,
         check,

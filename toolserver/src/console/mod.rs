@@ -34,6 +34,7 @@ use protocol::ErrorCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::api_error::ApiError;
 use crate::auth::Caller;
 use crate::error::ToolError;
 use crate::invocation::CallContext;
@@ -141,11 +142,11 @@ impl Console {
     /// Takes one sparkline sample of `core`'s counters now. The HTTP front does this every
     /// [`health::SAMPLE_EVERY`] while the console is on; tests call it directly.
     pub fn sample(&self, core: &Core) {
-        let totals = core.metrics.totals();
+        let totals = core.metrics().totals();
         let counters = Counters {
             calls: totals.calls,
             failed_calls: totals.failed_calls,
-            events: core.events.published(),
+            events: core.events().published(),
             runs: totals.runs,
         };
         let point = self.series().record(crate::clock::now_ms(), counters);
@@ -155,11 +156,35 @@ impl Console {
     }
 }
 
-type Shared = State<Arc<Core>>;
+/// What the console's routes serve with: the engine and the console's own state (handed by
+/// the front that mounts it, `FromRef`). Reads as the [`Core`] it carries.
+#[derive(Clone)]
+pub struct ConsoleState {
+    /// The engine every console call goes through.
+    pub core: Arc<Core>,
+    /// The console's logins and plug-ins.
+    pub console: Arc<Console>,
+    /// The connection's idle timeout, which the event stream's heartbeat stays under.
+    pub idle_timeout: std::time::Duration,
+}
+
+impl std::ops::Deref for ConsoleState {
+    type Target = Core;
+
+    fn deref(&self) -> &Core {
+        &self.core
+    }
+}
+
+type Shared = State<ConsoleState>;
 
 /// The console's routes (none when `toolserver.console` is off, so `/` stays a 404).
-pub(crate) fn router(core: &Core) -> Router<Arc<Core>> {
-    if !core.console.enabled() {
+pub(crate) fn router<S>(console: &Console) -> Router<S>
+where
+    ConsoleState: axum::extract::FromRef<S>,
+    S: Clone + Send + Sync + 'static,
+{
+    if !console.enabled() {
         return Router::new();
     }
     Router::new()
@@ -280,13 +305,18 @@ impl Operator {
     }
 }
 
-impl axum::extract::FromRequestParts<Arc<Core>> for Operator {
-    type Rejection = ToolError;
+impl<S> axum::extract::FromRequestParts<S> for Operator
+where
+    ConsoleState: axum::extract::FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
 
     async fn from_request_parts(
         parts: &mut axum::http::request::Parts,
-        core: &Arc<Core>,
+        state: &S,
     ) -> Result<Self, Self::Rejection> {
+        let core = <ConsoleState as axum::extract::FromRef<S>>::from_ref(state);
         let id = parts
             .headers
             .get_all(header::COOKIE)
@@ -304,14 +334,18 @@ impl axum::extract::FromRequestParts<Arc<Core>> for Operator {
 /// `x-switchboard-csrf` and a same-origin `Origin`.
 pub struct Change(Operator);
 
-impl axum::extract::FromRequestParts<Arc<Core>> for Change {
-    type Rejection = ToolError;
+impl<S> axum::extract::FromRequestParts<S> for Change
+where
+    ConsoleState: axum::extract::FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
 
     async fn from_request_parts(
         parts: &mut axum::http::request::Parts,
-        core: &Arc<Core>,
+        state: &S,
     ) -> Result<Self, Self::Rejection> {
-        let operator = Operator::from_request_parts(parts, core).await?;
+        let operator = Operator::from_request_parts(parts, state).await?;
         same_origin(&parts.headers)?;
         let presented = parts
             .headers
@@ -319,7 +353,7 @@ impl axum::extract::FromRequestParts<Arc<Core>> for Change {
             .and_then(|value| value.to_str().ok())
             .ok_or_else(|| csrf_refused("the CSRF token header is missing"))?;
         if !operator.login.csrf_matches(presented) {
-            return Err(csrf_refused("the CSRF token does not match this session"));
+            return Err(csrf_refused("the CSRF token does not match this session").into());
         }
         Ok(Change(operator))
     }
@@ -398,7 +432,7 @@ async fn login(
     State(core): Shared,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ToolError> {
+) -> Result<Response, ApiError> {
     same_origin(&headers)?;
     let LoginBody { token } = json_body(body)?;
     // The token is checked first: a correct one always gets in, however many wrong ones came
@@ -411,14 +445,14 @@ async fn login(
         Ok(caller) => caller,
         Err(error) => {
             if core.console.failed_logins.check().is_ok() {
-                return Err(error);
+                return Err(ApiError::from(error));
             }
             tokio::time::sleep(FAILED_LOGIN_PAUSE).await;
-            return Err(ToolError::rate_limited(
+            return Err(ApiError::from(ToolError::rate_limited(
                 ErrorCode::RateLimited,
                 "Too many failed console logins: each failure now waits. A correct token still logs in at once",
                 std::time::Duration::from_secs(60),
-            ));
+            )));
         }
     };
     let key = caller.key();
@@ -443,10 +477,10 @@ async fn login(
     };
     let Some(caller) = caller else {
         tracing::info!(caller = %key, "console login refused: not the operator or a console token");
-        return Err(ToolError::denied(
+        return Err(ApiError::from(ToolError::denied(
             ErrorCode::OutOfScope,
             "This token may not use the console: log in with the operator token, or a [[toolserver.tokens]] token with \"console\" in its scope",
-        ));
+        )));
     };
     let (id, csrf) = core
         .console
@@ -499,14 +533,14 @@ async fn me(State(core): Shared, operator: Operator) -> Response {
 }
 
 async fn health(State(core): Shared, _: Operator) -> Response {
-    let state = core.surface.connection();
+    let state = core.surface().connection();
     no_store(json!({
         "gateway": state.as_str(),
         "version": env!("CARGO_PKG_VERSION"),
         "pendingApprovals": core.approvals().pending().len(),
         "consoleSessions": core.console.sessions.len(),
-        "botUserId": core.surface.bot_user_id(),
-        "eventStreams": core.events.subscribers(),
+        "botUserId": core.surface().bot_user_id(),
+        "eventStreams": core.events().subscribers(),
         "rateLimits": core.console.headroom.get().map(|source| source.headroom()),
         "series": {
             "everyS": health::SAMPLE_EVERY.as_secs(),
@@ -515,7 +549,7 @@ async fn health(State(core): Shared, _: Operator) -> Response {
     }))
 }
 
-async fn sessions(State(core): Shared, operator: Operator) -> Result<Response, ToolError> {
+async fn sessions(State(core): Shared, operator: Operator) -> Result<Response, ApiError> {
     let value = call(
         &core,
         &operator,
@@ -537,7 +571,7 @@ async fn messages(
     operator: Operator,
     Path(id): Path<String>,
     query: Result<Query<MessagesQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Response, ToolError> {
+) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(|e| {
         ToolError::usage(
             ErrorCode::BadRequest,
@@ -559,7 +593,7 @@ async fn scope(
     State(core): Shared,
     _: Operator,
     Path(id): Path<String>,
-) -> Result<Response, ToolError> {
+) -> Result<Response, ApiError> {
     let session = session_id(&id)?;
     core.allowed(session).await?;
     Ok(no_store(json!(core.session_tools(session))))
@@ -577,7 +611,7 @@ async fn change_scope(
     Change(operator): Change,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ToolError> {
+) -> Result<Response, ApiError> {
     let session = session_id(&id)?;
     let body: ScopeBody = json_body(body)?;
     // The operator callable, as the logged-in caller: its scope, the allowlist, the rules and
@@ -616,7 +650,7 @@ async fn decide(
     Change(operator): Change,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ToolError> {
+) -> Result<Response, ApiError> {
     let DecideBody { approve } = json_body(body)?;
     // The same operator callable as a Discord click, as the logged-in caller.
     let decided = call(
@@ -655,7 +689,7 @@ async fn audit(
     State(core): Shared,
     operator: Operator,
     query: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Response, ToolError> {
+) -> Result<Response, ApiError> {
     let Query(mut query) = query.map_err(|e| {
         ToolError::usage(
             ErrorCode::BadRequest,
@@ -680,7 +714,7 @@ async fn audit(
     Ok(no_store(value))
 }
 
-async fn runs(State(core): Shared, operator: Operator) -> Result<Response, ToolError> {
+async fn runs(State(core): Shared, operator: Operator) -> Result<Response, ApiError> {
     if core.runs().is_none() {
         return Ok(no_store(
             json!({ "agent": false, "active": [], "recent": [] }),
@@ -776,7 +810,7 @@ async fn abort(
     State(core): Shared,
     Change(operator): Change,
     Path(id): Path<String>,
-) -> Result<Response, ToolError> {
+) -> Result<Response, ApiError> {
     let session = session_id(&id)?;
     // The operator callable, as the logged-in caller: the operator, or a login whose scope
     // names runs.abort, stops any run; audited like any call.
@@ -792,7 +826,7 @@ async fn abort(
         Err(error) if error.code == ErrorCode::NothingRunning => {
             json!({ "outcome": "nothing_running" })
         }
-        Err(error) => return Err(error),
+        Err(error) => return Err(ApiError::from(error)),
     };
     tracing::info!(%session, by = %operator.by(), outcome = %answer["outcome"], "abort from the console");
     Ok(no_store(answer))
@@ -810,7 +844,7 @@ async fn compose(
     State(core): Shared,
     Change(operator): Change,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ToolError> {
+) -> Result<Response, ApiError> {
     let compose = core.console.compose.get().ok_or_else(|| {
         ToolError::not_found(
             ErrorCode::UnknownRoute,
@@ -821,16 +855,16 @@ async fn compose(
     let session = session_id(&body.session_id)?;
     let author = crate::invocation::parse_id("authorId", &body.author_id)?;
     if body.content.trim().is_empty() || body.content.chars().count() > MAX_COMPOSE_CHARS {
-        return Err(ToolError::usage(
+        return Err(ApiError::from(ToolError::usage(
             ErrorCode::InvalidInput,
             format!("content must have 1 to {MAX_COMPOSE_CHARS} characters"),
-        ));
+        )));
     }
     if !compose.users().iter().any(|user| user.id == author) {
-        return Err(ToolError::usage(
+        return Err(ApiError::from(ToolError::usage(
             ErrorCode::UnknownUser,
             format!("{author} is not a demo user this playground posts as"),
-        ));
+        )));
     }
     core.allowed(session).await?;
     // As Discord's client does: `@name` and `#channel` typed in the box become mentions, so

@@ -80,7 +80,8 @@ pub struct Settings {
     config: Arc<Config>,
     /// Counts reloads: cached renderings made with an older one are not reused.
     pub(crate) generation: u64,
-    pub(crate) allow: Arc<AllowRules>,
+    /// The allowlist's rules.
+    pub allow: Arc<AllowRules>,
     pub(crate) governance: Arc<GovernanceRules>,
     pub(crate) limits: Arc<Limits>,
 }

@@ -874,7 +874,7 @@ impl Core {
 
     /// [`Core::call`], and whether its handler started: a call refused before (false) did
     /// nothing, so a retry may run it (what an idempotency key's release needs).
-    pub(crate) async fn call_reporting(
+    pub async fn call_reporting(
         &self,
         context: &CallContext,
         tool_id: &str,
@@ -921,7 +921,7 @@ impl Core {
             }
             // Out of scope for everyone, with the reason and what to do.
             Some((id, _)) if self.workflows_missing(id) => {
-                return refused(id.into(), &crate::callables::workflows_unavailable);
+                return refused(id.into(), &crate::workflow::workflows_unavailable);
             }
             // A callable outside the caller's scope looks like any other it may not call.
             Some((id, _)) => {

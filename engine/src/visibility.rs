@@ -158,7 +158,7 @@ impl Audience for Reader {
 
 /// The subscriber `caller` is for the event hub: the operator sees everything; any other
 /// caller what it may read, its streams counted; a capability's stream ends with its token.
-pub(crate) fn subscriber(core: &Arc<Core>, caller: &Caller) -> Subscriber {
+pub fn subscriber(core: &Arc<Core>, caller: &Caller) -> Subscriber {
     let key = match caller.limit_key() {
         crate::auth::CallerKey::Named(key) => key,
         crate::auth::CallerKey::Operator | crate::auth::CallerKey::Anonymous => {

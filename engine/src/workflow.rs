@@ -803,3 +803,12 @@ mod tests {
         assert!(engine.list().is_empty());
     }
 }
+
+/// `workflow.*` without an engine: out of scope (not worth retrying) until an agent is set up.
+pub fn workflows_unavailable() -> crate::error::ToolError {
+    crate::error::ToolError::new(
+        protocol::ErrorKind::Denied,
+        protocol::ErrorCode::WorkflowsUnavailable,
+        "Workflows resume an agent run, so they need the agent bridge: run `switchboard run` with an [agent] section in the config.",
+    )
+}

@@ -21,18 +21,12 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
-use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
-use axum::http::HeaderMap;
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
 use entity::Snowflake;
 use protocol::{ErrorCode, ErrorKind};
 use serde::Deserialize;
@@ -41,7 +35,6 @@ use tokio::sync::{broadcast, watch};
 
 use crate::auth::Caller;
 use crate::error::ToolError;
-use crate::http::Authed;
 use crate::server::Core;
 
 /// Events kept for `Last-Event-ID` resumption.
@@ -54,7 +47,7 @@ pub const MAX_SUBSCRIBERS: usize = 256;
 /// limited but by [`MAX_SUBSCRIBERS`].
 pub const MAX_STREAMS_PER_CALLER: usize = 16;
 /// The longest gap between two heartbeat comments (shorter when the idle timeout is).
-const HEARTBEAT: Duration = Duration::from_secs(15);
+pub const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// Every event type, as `?types=` accepts them (a `prefix.*` pattern matches a family).
 pub const EVENT_TYPES: &[&str] = &[
@@ -418,11 +411,6 @@ fn type_matches(pattern: &str, kind: &str) -> bool {
     }
 }
 
-/// A control event (no id, so a client's `Last-Event-ID` stays on the last real event).
-pub(crate) fn control(kind: &'static str, data: &Value) -> SseEvent {
-    SseEvent::default().event(kind).data(data.to_string())
-}
-
 /// One subscriber's stream.
 pub struct Subscription {
     hub: Arc<EventHub>,
@@ -574,26 +562,18 @@ impl Subscription {
             std::task::Poll::Pending => None,
         }
     }
-
-    /// The subscription as SSE events.
-    pub fn into_sse(self) -> impl futures_util::Stream<Item = Result<SseEvent, Infallible>> {
-        futures_util::stream::unfold(self, |mut subscription| async move {
-            let next = subscription.next().await?;
-            Some((Ok(sse_event(next)), subscription))
-        })
-    }
 }
 
 /// `GET /v1/events` query.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(crate) struct EventsQuery {
+pub struct EventsQuery {
     /// Comma-separated type patterns.
-    types: Option<String>,
+    pub types: Option<String>,
     /// A session reference (`#ops`, `<#id>`, an id).
-    session: Option<String>,
+    pub session: Option<String>,
     /// For clients that cannot set the `Last-Event-ID` header.
-    last_event_id: Option<String>,
+    pub last_event_id: Option<String>,
 }
 
 fn parse_types(text: &str) -> Result<Vec<String>, ToolError> {
@@ -629,7 +609,7 @@ fn parse_last_id(text: &str) -> Result<u64, ToolError> {
 /// The filter a `caller` gets for `query`: a capability sees its own session only, message
 /// events need the right to read messages, `types` and `session` narrow it. The same rules for
 /// `/v1/events` and the console's relay.
-pub(crate) fn caller_filter(
+pub fn caller_filter(
     core: &Core,
     caller: &Caller,
     query: &EventsQuery,
@@ -665,72 +645,15 @@ pub(crate) fn caller_filter(
     })
 }
 
-/// The query of an events route, or a typed error naming its parameters.
-pub(crate) fn events_query(
-    query: Result<Query<EventsQuery>, QueryRejection>,
-) -> Result<EventsQuery, ToolError> {
-    query.map(|Query(query)| query).map_err(|rejection| {
-        ToolError::usage(
-            ErrorCode::BadRequest,
-            format!("{rejection}; the parameters are types, session and lastEventId"),
-        )
-    })
-}
-
 /// Where a client resumes: the `Last-Event-ID` header, else `?lastEventId=`.
-pub(crate) fn resume_from(
-    headers: &HeaderMap,
-    query: &EventsQuery,
-) -> Result<Option<u64>, ToolError> {
-    match headers
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
+pub fn resume_from(header: Option<&str>, query: &EventsQuery) -> Result<Option<u64>, ToolError> {
+    match header
         .or(query.last_event_id.as_deref())
         .filter(|v| !v.trim().is_empty())
     {
         Some(text) => Ok(Some(parse_last_id(text)?)),
         None => Ok(None),
     }
-}
-
-/// The gap between heartbeat comments: [`HEARTBEAT`], shorter when the connection's idle
-/// timeout is.
-pub(crate) fn heartbeat(core: &Core) -> Duration {
-    HEARTBEAT
-        .min(core.connection_limits.idle_timeout / 2)
-        .max(Duration::from_millis(100))
-}
-
-/// One hub event as an SSE event (its id, type and data).
-pub(crate) fn sse_event(next: Next) -> SseEvent {
-    match next {
-        Next::Event(event) => SseEvent::default()
-            .id(event.id.to_string())
-            .event(event.kind.as_ref())
-            .data(event.data()),
-        Next::Notice(kind, data) | Next::End(kind, data) => control(kind, &data),
-    }
-}
-
-/// `GET /v1/events`: the SSE stream.
-pub(crate) async fn stream(
-    State(core): State<Arc<Core>>,
-    Authed(context): Authed,
-    headers: HeaderMap,
-    query: Result<Query<EventsQuery>, QueryRejection>,
-) -> Result<Response, ToolError> {
-    let query = events_query(query)?;
-    let filter = caller_filter(&core, &context.caller, &query)?;
-    let last = resume_from(&headers, &query)?;
-    let subscriber = crate::visibility::subscriber(&core, &context.caller);
-    let subscription = core.events.subscribe_as(filter, last, subscriber)?;
-    Ok(Sse::new(subscription.into_sse())
-        .keep_alive(
-            KeepAlive::new()
-                .interval(heartbeat(&core))
-                .text("heartbeat"),
-        )
-        .into_response())
 }
 
 #[cfg(test)]

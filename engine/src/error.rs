@@ -1,9 +1,9 @@
-//! The one error type every callable and policy returns, and how it becomes an HTTP answer.
+//! The one error type every callable and policy returns, with the HTTP status it answers with
+//! (the fronts write the answer).
 
 use std::time::Duration;
 
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use http::StatusCode;
 use serde_json::{json, Value};
 
 use crate::surface::SurfaceError;
@@ -145,20 +145,46 @@ impl ToolError {
     }
 }
 
-impl IntoResponse for ToolError {
-    fn into_response(self) -> Response {
-        let status = self.status();
-        if self.kind == ErrorKind::Internal {
-            tracing::error!(code = %self.code, message = %self.message, "internal error");
-        }
-        let mut response = (status, axum::Json(self.body())).into_response();
-        if let Some(wait) = self.retry_after {
-            let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-            if let Ok(value) = HeaderValue::from_str(&seconds.max(1).to_string()) {
-                response.headers_mut().insert(header::RETRY_AFTER, value);
+impl From<crate::approvals::DecideError> for ToolError {
+    fn from(error: crate::approvals::DecideError) -> Self {
+        match error {
+            crate::approvals::DecideError::NotPending => {
+                ToolError::not_found(ErrorCode::UnknownApproval, error.to_string())
+            }
+            crate::approvals::DecideError::NotApprover => {
+                ToolError::denied(ErrorCode::NotApprover, error.to_string())
+            }
+            crate::approvals::DecideError::ConsoleNotAllowed => ToolError::denied(
+                ErrorCode::ConsoleApprovalsOff,
+                format!("{error}: an approver answers with the buttons on the Discord card"),
+            ),
+            crate::approvals::DecideError::SelfApproval => {
+                ToolError::denied(ErrorCode::SelfApproval, error.to_string())
             }
         }
-        response
+    }
+}
+
+impl From<crate::workflow::WorkflowError> for ToolError {
+    fn from(error: crate::workflow::WorkflowError) -> Self {
+        let message = error.to_string();
+        match error {
+            crate::workflow::WorkflowError::NotFound(_) => ToolError::not_found(
+                ErrorCode::UnknownWorkflow,
+                format!("{message}; list them with workflow.list"),
+            ),
+            crate::workflow::WorkflowError::Finished { .. } => {
+                ToolError::new(ErrorKind::Conflict, ErrorCode::WorkflowFinished, message)
+            }
+            crate::workflow::WorkflowError::TooMany => {
+                ToolError::new(ErrorKind::Unavailable, ErrorCode::TooManyWorkflows, message)
+            }
+            crate::workflow::WorkflowError::Persist(_) => {
+                ToolError::new(ErrorKind::Unavailable, ErrorCode::StoreUnavailable, message)
+                    .with_retry_after(Duration::from_secs(5))
+            }
+            crate::workflow::WorkflowError::Random(_) => ToolError::internal(message),
+        }
     }
 }
 

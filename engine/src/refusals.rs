@@ -52,6 +52,7 @@ pub struct RefusalLog {
 }
 
 impl RefusalLog {
+    /// An empty log.
     pub fn new() -> Self {
         Self::default()
     }

@@ -108,27 +108,23 @@ pub struct Core {
     /// else (tests, a core nobody handed one) one in this process's memory.
     idempotency: std::sync::OnceLock<Arc<dyn switchboard_store::IdempotencyStore>>,
     pub(crate) permits: Semaphore,
-    /// Connection cap and timeouts for the HTTP front.
-    pub(crate) connection_limits: crate::connections::Limits,
-    /// The operator console (`toolserver.console`): its logins and plug-ins.
-    pub(crate) console: crate::console::Console,
     /// The live feed (`GET /v1/events`).
     pub(crate) events: Arc<crate::events::EventHub>,
     /// The counters `GET /metrics` shows.
     pub(crate) metrics: Arc<crate::metrics::Metrics>,
-    /// `toolserver.metrics_public`: `/metrics` without a token.
-    pub(crate) metrics_public: bool,
     /// The agent's workspaces (`[workspace]`) and the sandbox their commands run in.
     pub(crate) workspaces: crate::workspaces::Workspaces,
 }
 
 impl Core {
-    /// Builds the core; refuses to run without an operator token unless the operator opted into
-    /// `insecure_no_auth` on a loopback bind.
+    /// Builds the core over the callables in `registry` (the composition root hands it the
+    /// catalogue; the engine knows none); refuses to run without an operator token unless the
+    /// operator opted into `insecure_no_auth` on a loopback bind.
     pub fn new(
         config: &Config,
         surface: Arc<dyn Surface>,
         secrets: Secrets,
+        registry: Registry,
     ) -> Result<Core, StartError> {
         let operator_token = secrets.operator.filter(|t| !t.trim().is_empty());
         let ts = &config.toolserver;
@@ -146,8 +142,6 @@ impl Core {
                 "tool server runs WITHOUT authentication (toolserver.insecure_no_auth = true); anyone on this machine can call it"
             );
         }
-        let mut registry = Registry::new();
-        crate::callables::register_all(&mut registry);
         let named_tokens = config
             .toolserver
             .tokens
@@ -206,11 +200,8 @@ impl Core {
             runs: std::sync::OnceLock::new(),
             idempotency: std::sync::OnceLock::new(),
             permits: Semaphore::new(ts.max_concurrent_calls),
-            connection_limits: crate::connections::Limits::from_config(ts),
-            console: crate::console::Console::new(ts.console),
             events,
             metrics: Arc::new(crate::metrics::Metrics::new()),
-            metrics_public: ts.metrics_public,
         })
     }
 
@@ -396,11 +387,6 @@ impl Core {
         &self.governance
     }
 
-    /// The operator console's state: plug agent runs and the playground's compose box in here.
-    pub fn console(&self) -> &crate::console::Console {
-        &self.console
-    }
-
     /// The agent's workspaces and their sandbox.
     pub fn workspaces(&self) -> &crate::workspaces::Workspaces {
         &self.workspaces
@@ -545,7 +531,7 @@ impl Core {
 }
 
 /// The answer to a call of an aborted run: `cancelled` (HTTP 499, the CLI's exit 8).
-pub(crate) fn run_aborted() -> ToolError {
+pub fn run_aborted() -> ToolError {
     ToolError::new(
         protocol::ErrorKind::Cancelled,
         ErrorCode::RunAborted,
@@ -554,7 +540,7 @@ pub(crate) fn run_aborted() -> ToolError {
 }
 
 /// The answer to a call still waiting when its run ended: `cancelled` (exit 8).
-pub(crate) fn run_ended(how: TokenEnd) -> ToolError {
+pub fn run_ended(how: TokenEnd) -> ToolError {
     match how {
         TokenEnd::Aborted => run_aborted(),
         TokenEnd::Finished | TokenEnd::Expired => ToolError::new(
@@ -567,7 +553,7 @@ pub(crate) fn run_ended(how: TokenEnd) -> ToolError {
 
 /// The mention policy `settings` give posts: users always, roles when
 /// `discord.allow_role_mentions`.
-pub(crate) fn mention_policy(settings: &Settings) -> MentionPolicy {
+pub fn mention_policy(settings: &Settings) -> MentionPolicy {
     MentionPolicy {
         users: true,
         roles: settings.config().discord.allow_role_mentions,

@@ -96,9 +96,10 @@ impl Target {
 /// What a callable's `plan` may use: the caller's context and the server's pure helpers (the
 /// mention rewrite, limits). Nothing here reaches the platform.
 pub struct PlanContext<'a> {
-    pub(crate) core: &'a Core,
+    /// The engine (its pure helpers; a plan reaches no platform).
+    pub core: &'a Core,
     /// The settings the call started with.
-    pub(crate) settings: &'a Settings,
+    pub settings: &'a Settings,
     /// Who is calling, and the call's context.
     pub context: &'a CallContext,
 }
@@ -124,9 +125,10 @@ impl PlanContext<'_> {
 /// pipeline resolved and allowed (in the order the plan named them), and the mention policy.
 /// Only the pipeline makes one.
 pub struct Invocation<'a> {
-    pub(crate) core: &'a Core,
+    /// The engine the call runs in.
+    pub core: &'a Core,
     /// The settings the call started with.
-    pub(crate) settings: &'a Settings,
+    pub settings: &'a Settings,
     /// Who is calling, and the call's context.
     pub context: &'a CallContext,
     /// The callable's id.
@@ -358,5 +360,57 @@ impl Invocation<'_> {
             replied_user: replying && self.mentions.users,
             ..self.mentions
         }
+    }
+}
+
+impl Invocation<'_> {
+    /// The sessions a search reads: the named one and, for a channel, its cached threads; or every
+    /// cached session the allowlist allows. Either way only sessions where the permission rules
+    /// allow this callable outright: a rule that denies (or asks for) it in one session must not
+    /// be stepped around by leaving `sessionId` out.
+    pub fn searchable(&self, one_session: bool) -> Result<Vec<AllowedChannel>, ToolError> {
+        let cx = self;
+        let surface = cx.surface();
+        let permitted = |id: Snowflake| {
+            cx.core
+                .governance
+                .decide(cx.tool_id, &cx.context.caller, &[id])
+                .policy
+                == switchboard_config::Policy::Allow
+        };
+        if one_session {
+            let target = cx.target()?;
+            let mut channels = vec![target.channel];
+            if target.location.kind == crate::surface::SessionKind::Channel {
+                channels.extend(
+                    surface
+                        .threads(Some(target.channel_id()))
+                        .into_iter()
+                        .map(|t| t.session.id)
+                        .filter(|id| permitted(*id))
+                        .map(AllowedChannel::checked),
+                );
+            }
+            return Ok(channels);
+        }
+        let allowlist = &cx.core.allowlist();
+        let location = |id: Snowflake| {
+            surface
+                .session(id)
+                .map(|s| crate::surface::ChannelLocation::from(&s))
+        };
+        Ok(surface
+            .sessions()
+            .into_iter()
+            .filter(|s| {
+                !matches!(
+                    s.kind,
+                    crate::surface::SessionKind::Category | crate::surface::SessionKind::Forum
+                )
+            })
+            .filter(|s| allowlist.allows_cached(s.id, location))
+            .filter(|s| permitted(s.id))
+            .map(|s| AllowedChannel::checked(s.id))
+            .collect())
     }
 }

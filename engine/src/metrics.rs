@@ -27,18 +27,12 @@
 //! | `switchboard_event_subscribers_dropped_total` | counter | |
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::{header, HeaderMap};
-use axum::response::{IntoResponse, Response};
 use metrics::{Key, Label, Level, Metadata, Recorder, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
-use protocol::ErrorCode;
 
-use crate::auth::Caller;
-use crate::error::ToolError;
 use crate::server::Core;
 
 const CALLS: &str = "switchboard_calls_total";
@@ -406,27 +400,9 @@ pub fn route_of(path: &str) -> String {
     route
 }
 
-/// `GET /metrics`: the operator's token, or none at all when `toolserver.metrics_public` is
-/// on (which the config allows on a loopback bind only).
-pub(crate) async fn scrape(
-    State(core): State<Arc<Core>>,
-    headers: HeaderMap,
-) -> Result<Response, ToolError> {
-    if !core.metrics_public {
-        let bearer = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token);
-        let caller = core.authenticate(bearer)?;
-        if !matches!(caller, Caller::Operator | Caller::Unauthenticated) {
-            return Err(ToolError::denied(
-                ErrorCode::OperatorOnly,
-                "Only the operator token reads /metrics (or set toolserver.metrics_public = true on a loopback bind)",
-            ));
-        }
-    }
+/// The Prometheus exposition `GET /metrics` answers: every counter, with the gauges read from
+/// `core` now (pending approvals, event subscribers, the gateway's state).
+pub fn exposition(core: &Core) -> String {
     let metrics = &core.metrics;
     metrics.gauge(
         APPROVALS_PENDING,
@@ -440,14 +416,7 @@ pub(crate) async fn scrape(
         .register_counter(&Key::from_name(SUBSCRIBERS_DROPPED), &METADATA)
         .absolute(dropped);
     metrics.gateway_state(core.surface.connection().as_str());
-    Ok((
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        metrics.render(),
-    )
-        .into_response())
+    metrics.render()
 }
 
 #[cfg(test)]

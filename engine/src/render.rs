@@ -33,6 +33,7 @@ pub struct RenderCache {
 }
 
 impl RenderCache {
+    /// An empty cache.
     pub fn new() -> Self {
         Self::default()
     }

@@ -233,7 +233,7 @@ impl Core {
     /// Applies an admin's change to `session`'s scope, effective for the next call (a run in
     /// progress included) and kept in the ledger. Only `admin.tools.set` calls this, so the
     /// change passes the pipeline and its audit row is the call's.
-    pub(crate) fn set_session_tools(
+    pub fn set_session_tools(
         &self,
         session: Snowflake,
         change: &ScopeChange,
