@@ -528,6 +528,15 @@ pub fn resume_prompt(
     out
 }
 
+/// `workflow.*` without an engine: out of scope (not worth retrying) until an agent is set up.
+pub fn workflows_unavailable() -> crate::error::ToolError {
+    crate::error::ToolError::new(
+        protocol::ErrorKind::Denied,
+        protocol::ErrorCode::WorkflowsUnavailable,
+        "Workflows resume an agent run, so they need the agent bridge: run `switchboard run` with an [agent] section in the config.",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -802,13 +811,4 @@ mod tests {
         ));
         assert!(engine.list().is_empty());
     }
-}
-
-/// `workflow.*` without an engine: out of scope (not worth retrying) until an agent is set up.
-pub fn workflows_unavailable() -> crate::error::ToolError {
-    crate::error::ToolError::new(
-        protocol::ErrorKind::Denied,
-        protocol::ErrorCode::WorkflowsUnavailable,
-        "Workflows resume an agent run, so they need the agent bridge: run `switchboard run` with an [agent] section in the config.",
-    )
 }

@@ -32,12 +32,10 @@ pub(crate) use switchboard_engine::{error, invocation, registry, server, visibil
 mod api_error;
 mod batch;
 mod browsers;
-mod callables;
 mod coerce;
 mod connections;
 pub mod console;
 mod exposition;
-mod files;
 pub mod http;
 pub mod idempotency;
 #[cfg(feature = "testing")]
@@ -57,15 +55,5 @@ pub use switchboard_engine::{
 };
 
 /// Every callable the tool server offers, registered: what the composition root hands
-/// [`Core::new`].
-pub fn registry() -> Registry {
-    let mut registry = Registry::new();
-    callables::register_all(&mut registry);
-    registry
-}
-
-/// The id of every callable the tool server registers, for config validation (rules, scopes
-/// and hooks must name real callables).
-pub fn callable_ids() -> Vec<String> {
-    registry().ids().map(str::to_owned).collect()
-}
+/// [`Core::new`]; and their ids, for config validation.
+pub use switchboard_callables::{callable_ids, registry};

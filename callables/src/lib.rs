@@ -1,8 +1,15 @@
-//! The built-in callables, written against the [`crate::Surface`] trait: `surface.*`,
-//! `attachment.download`, `workflow.*`, `audit.list`, the operator callables
-//! (`approvals.list`, `approvals.decide`, `admin.tools.set`, `admin.reload`, `runs.list`,
-//! `runs.abort`), and the agent's workspace (`fs.*`, `shell.*`, `git.*`, `workspace.undo`, over
-//! [`crate::workspaces`]).
+//! The built-in callables, above the engine and written against its
+//! [`Surface`](switchboard_engine::Surface) trait: `surface.*`, `attachment.download`,
+//! `workflow.*`, `audit.list`, the operator callables (`approvals.list`, `approvals.decide`,
+//! `admin.tools.set`, `admin.reload`, `runs.list`, `runs.abort`), and the agent's workspace
+//! (`fs.*`, `shell.*`, `git.*`, `workspace.undo`, over the engine's `workspaces`). The engine
+//! knows none of them: the composition root hands [`registry`] to `Core::new`.
+
+// The engine's modules, at the paths these files name them by.
+use switchboard_engine::{
+    approvals, auth, chunk, clock, error, invocation, live, registry, scopes, server, surface,
+    workflow, workspaces,
+};
 
 mod attachments;
 mod audit;
@@ -14,6 +21,7 @@ mod help;
 mod messages;
 mod pins;
 mod reactions;
+mod run_files;
 mod runs;
 mod search;
 mod sessions;
@@ -107,4 +115,17 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(git::Commit);
     registry.register(git::Branch);
     registry.register(workspace::Undo);
+}
+
+/// Every built-in callable, registered: what the composition root hands `Core::new`.
+pub fn registry() -> Registry {
+    let mut registry = Registry::new();
+    register_all(&mut registry);
+    registry
+}
+
+/// The id of every built-in callable, for config validation (rules, scopes and hooks must name
+/// real callables).
+pub fn callable_ids() -> Vec<String> {
+    registry().ids().map(str::to_owned).collect()
 }

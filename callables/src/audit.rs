@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::error::ToolError;
-use crate::governance::AuditFilter;
 use crate::invocation::{Invocation, PlanContext};
 use crate::registry::{example, output, output_schema, Planned, Tool, ToolOutput, ToolSpec};
 use protocol::Effects;
+use switchboard_engine::governance::AuditFilter;
 
 pub struct ListAudit;
 

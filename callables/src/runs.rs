@@ -17,7 +17,7 @@ use crate::invocation::{Invocation, PlanContext};
 use crate::registry::{
     example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
 };
-use crate::runs::{AbortOutcome, AbortTarget, RunView, Runs};
+use switchboard_engine::runs::{AbortOutcome, AbortTarget, RunView, Runs};
 
 /// The agent's runs, or `no_agent`.
 fn runs<'a>(cx: &Invocation<'a>) -> Result<&'a std::sync::Arc<dyn Runs>, ToolError> {

@@ -8,10 +8,10 @@ use serde_json::json;
 use serde_json::value::RawValue;
 use std::sync::Arc;
 
-use crate::callables::messages::Done;
-use crate::callables::messages::MessageRefInput;
 use crate::error::ToolError;
 use crate::invocation::{Invocation, MessageView, PlanContext, SessionView};
+use crate::messages::Done;
+use crate::messages::MessageRefInput;
 use crate::registry::{
     example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
 };

@@ -6,9 +6,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::callables::messages::Done;
 use crate::error::ToolError;
 use crate::invocation::{Invocation, PlanContext};
+use crate::messages::Done;
 use crate::registry::{
     example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
 };

@@ -7,9 +7,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::callables::messages::{Done, MessageRefInput};
 use crate::error::ToolError;
 use crate::invocation::{parse_id, Invocation, PlanContext};
+use crate::messages::{Done, MessageRefInput};
 use crate::registry::{
     example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
 };

@@ -25,7 +25,7 @@ pub(super) trait SessionField {
 /// [`SessionField`] for inputs with a `session_id: Option<String>` field.
 macro_rules! session_field {
     ($($input:ty),* $(,)?) => {
-        $(impl $crate::callables::workspace::SessionField for $input {
+        $(impl $crate::workspace::SessionField for $input {
             fn session(&self) -> Option<&str> {
                 self.session_id.as_deref()
             }

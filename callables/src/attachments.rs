@@ -11,11 +11,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::error::ToolError;
-use crate::files;
 use crate::invocation::{parse_id, Invocation, PlanContext};
 use crate::registry::{
     example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
 };
+use crate::run_files as files;
 use crate::surface::Fetched;
 use protocol::Effects;
 

@@ -401,7 +401,7 @@ impl Tool for ReloadConfig {
                     if refused.problems.len() == 1 { "" } else { "s" }
                 ),
             )
-            .with_status(axum::http::StatusCode::UNPROCESSABLE_ENTITY)
+            .with_status(http::StatusCode::UNPROCESSABLE_ENTITY)
             .with_details(json!({ "file": refused.file, "problems": refused.problems }))),
         }
     }

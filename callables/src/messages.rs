@@ -7,18 +7,18 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::callables::warnings::{MentionWarning, MentionWarnings};
 use crate::chunk::{split_message, MESSAGE_LIMIT};
 use crate::error::ToolError;
+use crate::warnings::{MentionWarning, MentionWarnings};
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
 
-use crate::files;
 use crate::invocation::{parse_id, Invocation, MessageView, PlanContext, SessionView};
 use crate::registry::{
     example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
 };
+use crate::run_files as files;
 use crate::surface::{MessageQuery, OutgoingFile, OutgoingMessage, SurfaceError};
 use protocol::Effects;
 
