@@ -21,38 +21,32 @@
 
 #![warn(missing_docs)]
 
-// The engine's modules, at the paths they had before the cut (other crates and this one's
-// fronts name them so).
+// The engine's modules, at the paths they had before the cut.
+pub(crate) use switchboard_engine::server;
 pub use switchboard_engine::{
     allowlist, approvals, auth, chunk, clock, events, governance, live, metrics, runs, scopes,
     surface, trust, workflow, workspaces,
 };
-pub(crate) use switchboard_engine::{error, invocation, registry, server, visibility};
 
-mod api_error;
-mod batch;
-mod browsers;
-mod coerce;
-mod connections;
-pub mod console;
-mod exposition;
-pub mod http;
-pub mod idempotency;
+/// The operator console (`switchboard-console`).
+pub use switchboard_console as console;
+/// The HTTP front (`switchboard-http`).
+pub use switchboard_http as http;
+pub use switchboard_http::{idempotency, openapi};
+
 #[cfg(feature = "testing")]
 pub mod memory;
-pub mod openapi;
-pub mod sse;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use api_error::{error_response, ApiError};
-pub use batch::parse_batch;
 pub use switchboard_engine::{
     example, input_schema, output, output_schema, parse_input, BatchCall, CallContext,
     CallObserver, Core, Decision, Front, Invocation, MessageView, PlanContext, Planned, Registry,
     Secrets, SessionRequest, SessionView, StartError, Surface, Target, Tool, ToolError, ToolOutput,
     ToolSpec,
 };
+pub use switchboard_front::{error_response, ApiError};
+pub use switchboard_http::parse_batch;
 
 /// Every callable the tool server offers, registered: what the composition root hands
 /// [`Core::new`]; and their ids, for config validation.

@@ -7,11 +7,11 @@ use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use protocol::ErrorCode;
 
-use crate::api_error::ApiError;
 use crate::auth::Caller;
 use crate::error::ToolError;
-use crate::http::ApiSettings;
 use crate::server::Core;
+use crate::ApiSettings;
+use switchboard_front::ApiError;
 
 /// `GET /metrics`: the operator's token, or none at all when `toolserver.metrics_public` is
 /// on (which the config allows on a loopback bind only).

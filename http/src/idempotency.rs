@@ -17,10 +17,10 @@ use sha2::{Digest, Sha256};
 use switchboard_store::records::{IdempotencyKey, IdempotencyRequest, StoredAnswer};
 use switchboard_store::Reserved;
 
-use crate::api_error::ApiError;
 use crate::error::ToolError;
 use crate::invocation::CallContext;
 use crate::server::Core;
+use switchboard_front::ApiError;
 
 /// How long a key is kept: 24 hours.
 pub const KEPT_MS: u64 = switchboard_store::records::idempotency::IDEMPOTENCY_KEPT_MS;

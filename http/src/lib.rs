@@ -1,4 +1,29 @@
-//! The HTTP front (axum): health, the tool listing, calls, and capability minting.
+//! The HTTP front of switchboard (axum) over the call engine: health, the tool listing,
+//! calls, batches (`batch.rs`), capability minting, the live feed (`sse.rs`), Prometheus
+//! metrics (`exposition.rs`), the OpenAPI document (`openapi.rs`), `Idempotency-Key`s
+//! (`idempotency.rs`), the checks of every request's head (`browsers.rs`) and the connection
+//! loop (`connections.rs`). It mounts the operator console (`switchboard-console`). Each
+//! front's state is its own: [`Front`] hands handlers the engine, the API's settings and the
+//! console's state by `FromRef`.
+
+#![warn(missing_docs)]
+
+mod batch;
+mod browsers;
+mod coerce;
+mod connections;
+mod exposition;
+pub mod idempotency;
+pub mod openapi;
+mod sse;
+
+pub use batch::parse_batch;
+
+// The engine's modules and the console, at the paths these files name them by.
+use switchboard_console as console;
+use switchboard_engine::{
+    auth, clock, error, events, invocation, metrics, registry, server, surface, visibility,
+};
 
 use protocol::ErrorCode;
 use std::future::Future;
@@ -16,7 +41,6 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::api_error::ApiError;
 use crate::auth::{Caller, CapabilityGrant};
 use crate::error::ToolError;
 use crate::invocation::{parse_id, CallContext};
@@ -28,6 +52,7 @@ use protocol::context::{
     HEADER_TOOL_CALL_ID,
 };
 use protocol::{CallRequest, ErrorKind, Health};
+use switchboard_front::ApiError;
 
 /// Requests larger than this answer 413.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;

@@ -11,6 +11,14 @@
 //! (scope, rules, limits, audit) as every other front and may do only what its token's scope
 //! allows: a `console` token reads and sees its own pending asks; deciding others' asks and
 //! changing scopes need the operator or a scope that names those callables.
+//!
+//! Its own crate over the call engine; the HTTP front (`switchboard-http`) mounts [`router`]
+//! and hands it a [`ConsoleState`] by `FromRef`.
+
+#![warn(missing_docs)]
+
+// The engine's modules, at the paths these files name them by.
+use switchboard_engine::{auth, clock, error, events, invocation, runs, server, visibility};
 
 pub mod health;
 mod live;
@@ -34,13 +42,13 @@ use protocol::ErrorCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::api_error::ApiError;
 use crate::auth::Caller;
 use crate::error::ToolError;
 use crate::invocation::CallContext;
 use crate::server::Core;
 use health::{Counters, HeadroomSource, Series};
 use session::{Login, Sessions, COOKIE, CSRF_HEADER, LIFETIME};
+use switchboard_front::ApiError;
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
@@ -179,7 +187,7 @@ impl std::ops::Deref for ConsoleState {
 type Shared = State<ConsoleState>;
 
 /// The console's routes (none when `toolserver.console` is off, so `/` stays a 404).
-pub(crate) fn router<S>(console: &Console) -> Router<S>
+pub fn router<S>(console: &Console) -> Router<S>
 where
     ConsoleState: axum::extract::FromRef<S>,
     S: Clone + Send + Sync + 'static,

@@ -10,10 +10,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 
-use crate::api_error::ApiError;
 use crate::auth::Caller;
-use crate::http::Authed;
 use crate::server::Core;
+use crate::Authed;
+use switchboard_front::ApiError;
 
 /// The error kinds and the statuses they answer with.
 const ERROR_KINDS: [&str; 8] = [
@@ -177,7 +177,7 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
     );
     schemas.insert(
         "MintRequest".into(),
-        crate::registry::input_schema::<crate::http::MintRequest>(),
+        crate::registry::input_schema::<crate::MintRequest>(),
     );
     // One envelope per callable the caller may call: `tool` names it, `input` is its schema.
     let mut calls = Vec::new();

@@ -13,12 +13,12 @@ use axum::response::{IntoResponse, Response};
 use protocol::{BatchRequest, CallRequest, ErrorCode, DEFAULT_BATCH_CONCURRENCY, MAX_BATCH_CALLS};
 use serde_json::Value;
 
-use crate::api_error::ApiError;
 use crate::coerce::merge_cli_input;
 use crate::error::ToolError;
-use crate::http::Authed;
 use crate::server::Core;
+use crate::Authed;
 use switchboard_engine::BatchCall;
+use switchboard_front::ApiError;
 
 /// A call request's input: `input`, with the CLI's string `args` and bare words converted by
 /// the callable's schema when it sent any (as `/v1/call` does).
@@ -85,7 +85,7 @@ pub(crate) async fn batch(
     Authed(context): Authed,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(crate::http::body_error)?;
+    let body = body.map_err(crate::body_error)?;
     let request = parse_batch(&body)?;
     let width = request.max_concurrency.unwrap_or(DEFAULT_BATCH_CONCURRENCY);
     // A call whose flags cannot be converted fails alone, like any other refused call.

@@ -6,7 +6,7 @@ use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use protocol::ErrorKind;
 
-use crate::error::ToolError;
+use switchboard_engine::ToolError;
 
 /// A [`ToolError`] as an HTTP answer (`?` converts one).
 #[derive(Debug)]

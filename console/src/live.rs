@@ -23,10 +23,10 @@ use tokio::time::{Interval, MissedTickBehavior};
 
 use super::session::{StreamSlot, MAX_STREAMS_PER_LOGIN};
 use super::Operator;
-use crate::api_error::ApiError;
 use crate::error::ToolError;
 use crate::events::{self, EventsQuery, Next, Subscription};
-use crate::sse;
+use switchboard_front::sse;
+use switchboard_front::ApiError;
 
 /// One console's stream: the hub subscription, and what ends it.
 struct Relay {

@@ -566,7 +566,7 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Service {
         }
         let (busy, now) = Busy::start(&self.activity);
         if let Err(refused) = self.guard.check(request.method(), request.headers()) {
-            let response = crate::api_error::error_response(refused);
+            let response = switchboard_front::error_response(refused);
             drop(busy);
             return Box::pin(std::future::ready(Ok(answered(response, &self.activity))));
         }
