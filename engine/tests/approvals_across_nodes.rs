@@ -20,8 +20,8 @@ async fn a_decision_made_on_another_node_wakes_the_waiting_call_once() {
     let permissions = switchboard_config::Permissions::default();
     let a = Arc::new(Approvals::new(&permissions, store.clone(), store.clone()));
     let b = Approvals::new(&permissions, other.clone(), other);
-    let surface = Arc::new(toolserver::memory::MemorySurface::demo());
-    let ops = AllowedChannel::assumed_for_tests(Snowflake(toolserver::memory::demo::OPS));
+    let surface = Arc::new(switchboard_testkit::memory::MemorySurface::demo());
+    let ops = AllowedChannel::assumed_for_tests(Snowflake(switchboard_testkit::memory::demo::OPS));
     let request = AskRequest {
         tool: "surface.messages.send".into(),
         input: serde_json::json!({"text": "ship it"}),

@@ -22,7 +22,6 @@
 #![warn(missing_docs)]
 
 // The engine's modules, at the paths they had before the cut.
-pub(crate) use switchboard_engine::server;
 pub use switchboard_engine::{
     allowlist, approvals, auth, chunk, clock, events, governance, live, metrics, runs, scopes,
     surface, trust, workflow, workspaces,
@@ -34,10 +33,9 @@ pub use switchboard_console as console;
 pub use switchboard_http as http;
 pub use switchboard_http::{idempotency, openapi};
 
+/// The test kit (`switchboard-testkit`), with the `testing` feature.
 #[cfg(feature = "testing")]
-pub mod memory;
-#[cfg(feature = "testing")]
-pub mod testing;
+pub use switchboard_testkit::{memory, testing};
 
 pub use switchboard_engine::{
     example, input_schema, output, output_schema, parse_input, BatchCall, CallContext,
