@@ -50,7 +50,7 @@ pub struct AllowRules {
 /// so it outlives a reload).
 #[derive(Debug, Default)]
 pub struct Allowlist {
-    rules: crate::live::Live<AllowRules>,
+    rules: crate::cell::Live<AllowRules>,
     memo: DashMap<Snowflake, (Looked, Instant)>,
 }
 
@@ -259,7 +259,7 @@ impl Allowlist {
     /// An allowlist applying `rules`, with nothing looked up yet.
     pub fn with_rules(rules: AllowRules) -> Self {
         Allowlist {
-            rules: crate::live::Live::new(rules),
+            rules: crate::cell::Live::new(rules),
             memo: DashMap::new(),
         }
     }

@@ -54,7 +54,7 @@ pub enum Decider {
 impl Decider {
     /// The decider `caller` is, deciding through `front` (a console login's decisions are
     /// `console:`'s; the front is the server's knowledge, never a client's claim).
-    pub fn of(caller: &crate::auth::Caller, front: crate::invocation::Front) -> Decider {
+    pub fn of(caller: &crate::auth::Caller, front: crate::auth::Front) -> Decider {
         match caller {
             crate::auth::Caller::Discord(user) => Decider::Discord {
                 user: user.id,
@@ -62,7 +62,7 @@ impl Decider {
             },
             other => Decider::Caller {
                 principal: other.principal(),
-                front: if front == crate::invocation::Front::Console {
+                front: if front == crate::auth::Front::Console {
                     "console"
                 } else {
                     "api"
@@ -190,7 +190,7 @@ pub struct Approvals {
     recent: Mutex<std::collections::VecDeque<ApprovalCard>>,
     /// Who decides, and how long an ask waits: a reload swaps it (an ask already waiting keeps
     /// its deadline; a click is judged by the approvers in force when it comes).
-    policy: crate::live::Live<ApprovalPolicy>,
+    policy: crate::cell::Live<ApprovalPolicy>,
     /// Where requests are kept and decided: the decision is the store's (atomic, so a request
     /// decided twice — two clicks, two nodes — is decided once).
     store: Arc<dyn ApprovalStore>,
@@ -278,7 +278,7 @@ impl Approvals {
         Approvals {
             pending: Mutex::new(HashMap::new()),
             recent: Mutex::new(std::collections::VecDeque::new()),
-            policy: crate::live::Live::new(ApprovalPolicy::from(permissions)),
+            policy: crate::cell::Live::new(ApprovalPolicy::from(permissions)),
             store,
             feed,
         }
@@ -693,19 +693,25 @@ impl Approvals {
     }
 }
 
-impl crate::server::Core {
-    /// The pending asks `caller` may read, oldest first: every one when it may decide them
-    /// (`approvals.decide` in its scope), else only those its own calls wait on — whatever
-    /// id it asks for, another caller's ask is never among them.
-    pub fn approvals_visible_to(&self, caller: &crate::auth::Caller) -> Vec<ApprovalCard> {
-        let all = self.approvals.pending();
-        if self.may_call(caller, "approvals.decide")
-            && !matches!(caller, crate::auth::Caller::Discord(_))
-        {
-            return all;
+impl From<crate::approvals::DecideError> for crate::error::ToolError {
+    fn from(error: crate::approvals::DecideError) -> Self {
+        match error {
+            crate::approvals::DecideError::NotPending => crate::error::ToolError::not_found(
+                protocol::ErrorCode::UnknownApproval,
+                error.to_string(),
+            ),
+            crate::approvals::DecideError::NotApprover => {
+                crate::error::ToolError::denied(protocol::ErrorCode::NotApprover, error.to_string())
+            }
+            crate::approvals::DecideError::ConsoleNotAllowed => crate::error::ToolError::denied(
+                protocol::ErrorCode::ConsoleApprovalsOff,
+                format!("{error}: an approver answers with the buttons on the Discord card"),
+            ),
+            crate::approvals::DecideError::SelfApproval => crate::error::ToolError::denied(
+                protocol::ErrorCode::SelfApproval,
+                error.to_string(),
+            ),
         }
-        let key = caller.key();
-        all.into_iter().filter(|card| card.caller == key).collect()
     }
 }
 

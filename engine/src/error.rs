@@ -6,7 +6,6 @@ use std::time::Duration;
 use http::StatusCode;
 use serde_json::{json, Value};
 
-use crate::surface::SurfaceError;
 use protocol::{ErrorBody, ErrorCode, ErrorInfo, ErrorKind};
 
 /// A typed failure: its kind picks the HTTP status and the CLI exit code.
@@ -141,77 +140,6 @@ impl ToolError {
                 retryable: self.retryable(),
                 details,
             },
-        }
-    }
-}
-
-impl From<crate::approvals::DecideError> for ToolError {
-    fn from(error: crate::approvals::DecideError) -> Self {
-        match error {
-            crate::approvals::DecideError::NotPending => {
-                ToolError::not_found(ErrorCode::UnknownApproval, error.to_string())
-            }
-            crate::approvals::DecideError::NotApprover => {
-                ToolError::denied(ErrorCode::NotApprover, error.to_string())
-            }
-            crate::approvals::DecideError::ConsoleNotAllowed => ToolError::denied(
-                ErrorCode::ConsoleApprovalsOff,
-                format!("{error}: an approver answers with the buttons on the Discord card"),
-            ),
-            crate::approvals::DecideError::SelfApproval => {
-                ToolError::denied(ErrorCode::SelfApproval, error.to_string())
-            }
-        }
-    }
-}
-
-impl From<crate::workflow::WorkflowError> for ToolError {
-    fn from(error: crate::workflow::WorkflowError) -> Self {
-        let message = error.to_string();
-        match error {
-            crate::workflow::WorkflowError::NotFound(_) => ToolError::not_found(
-                ErrorCode::UnknownWorkflow,
-                format!("{message}; list them with workflow.list"),
-            ),
-            crate::workflow::WorkflowError::Finished { .. } => {
-                ToolError::new(ErrorKind::Conflict, ErrorCode::WorkflowFinished, message)
-            }
-            crate::workflow::WorkflowError::TooMany => {
-                ToolError::new(ErrorKind::Unavailable, ErrorCode::TooManyWorkflows, message)
-            }
-            crate::workflow::WorkflowError::Persist(_) => {
-                ToolError::new(ErrorKind::Unavailable, ErrorCode::StoreUnavailable, message)
-                    .with_retry_after(Duration::from_secs(5))
-            }
-            crate::workflow::WorkflowError::Random(_) => ToolError::internal(message),
-        }
-    }
-}
-
-impl From<SurfaceError> for ToolError {
-    fn from(error: SurfaceError) -> Self {
-        match error {
-            SurfaceError::NotFound(what) => ToolError::not_found(ErrorCode::NotFound, what),
-            SurfaceError::Denied(why) => ToolError::denied(ErrorCode::DiscordDenied, why),
-            SurfaceError::RateLimited { retry_after } => ToolError::rate_limited(
-                ErrorCode::DiscordRateLimited,
-                format!(
-                    "Discord is rate limiting this action; retry after {:.1} s",
-                    retry_after.as_secs_f64()
-                ),
-                retry_after,
-            ),
-            SurfaceError::InvalidInput { message, details } => {
-                ToolError::usage(ErrorCode::DiscordRejected, message).with_details(details)
-            }
-            SurfaceError::Conflict(why) => {
-                ToolError::new(ErrorKind::Conflict, ErrorCode::Conflict, why)
-            }
-            SurfaceError::Unavailable(why) => ToolError::new(
-                ErrorKind::Unavailable,
-                ErrorCode::DiscordUnavailable,
-                format!("Discord is unavailable: {why}; retry shortly"),
-            ),
         }
     }
 }

@@ -352,7 +352,7 @@ impl GovernanceRules {
 /// The governance state: the configured rules (swapped whole by a reload), `/tools` overrides,
 /// and where both the audit log and the overrides are kept.
 pub struct Governance {
-    rules: crate::live::Live<GovernanceRules>,
+    rules: crate::cell::Live<GovernanceRules>,
     /// `/tools` overrides: the explicit callable ids a session's runs may call.
     overrides: RwLock<HashMap<Snowflake, Vec<String>>>,
     /// Where audit rows are kept.
@@ -376,7 +376,7 @@ impl Governance {
         scopes: Arc<dyn ScopeStore>,
     ) -> Self {
         Governance {
-            rules: crate::live::Live::new(GovernanceRules::new(permissions, aliases, configured)),
+            rules: crate::cell::Live::new(GovernanceRules::new(permissions, aliases, configured)),
             overrides: RwLock::new(overrides.into_iter().collect()),
             audit,
             scopes,

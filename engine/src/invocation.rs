@@ -44,21 +44,7 @@ pub struct CallContext {
     pub front: Front,
 }
 
-/// Which front made a call: set by the front itself, so a client cannot claim another.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Front {
-    /// The API (`/v1/call`, `/v1/batch`, the CLI, MCP) and in-process callers that say
-    /// nothing more (the bot's buttons and commands, a run's own tool calls).
-    #[default]
-    Api,
-    /// A console login (its cookie session): an approval it decides is `console:...`'s.
-    Console,
-    /// The agent bridge showing its run's own answer in the run's session — the reply, the
-    /// draft, the ⏳/✅ reactions, typing — with the run's capability as the caller. Such a
-    /// call needs no scope or permission rule (the audit row says `run-answer`); the
-    /// allowlist, rate limits and hooks apply as to any call.
-    RunAnswer,
-}
+pub use crate::auth::Front;
 
 impl CallContext {
     /// The operator calling in-process with nothing else known: no session, run or working

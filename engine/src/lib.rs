@@ -22,6 +22,7 @@ pub mod allowlist;
 pub mod approvals;
 pub mod auth;
 pub mod batch;
+pub mod cell;
 pub mod chunk;
 pub mod clock;
 pub mod error;

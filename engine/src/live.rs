@@ -5,10 +5,9 @@
 //! A call takes one [`Settings`] when it starts and keeps it to the end, so it never sees half of
 //! one config and half of another; the next call sees the new one.
 
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use entity::Aliases;
 use serde::Serialize;
@@ -18,57 +17,7 @@ use crate::allowlist::AllowRules;
 use crate::governance::GovernanceRules;
 use crate::ratelimit::Limits;
 
-/// A value swapped whole: readers take an `Arc` of the current one and keep it as long as they
-/// need; a writer puts in a new one for the readers after it. (The lock is held only to clone
-/// or replace the `Arc`, never while the value is used.)
-pub struct Live<T> {
-    cell: RwLock<Arc<T>>,
-}
-
-impl<T> Live<T> {
-    /// A cell holding `value`.
-    pub fn new(value: T) -> Self {
-        Live::from_arc(Arc::new(value))
-    }
-
-    /// A cell holding `value`, shared as it is.
-    pub fn from_arc(value: Arc<T>) -> Self {
-        Live {
-            cell: RwLock::new(value),
-        }
-    }
-
-    /// The current value.
-    pub fn load(&self) -> Arc<T> {
-        Arc::clone(
-            &self
-                .cell
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
-    }
-
-    /// Puts `value` in force; gives back the one it replaces.
-    pub fn store(&self, value: Arc<T>) -> Arc<T> {
-        let mut cell = self
-            .cell
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        std::mem::replace(&mut *cell, value)
-    }
-}
-
-impl<T: Default> Default for Live<T> {
-    fn default() -> Self {
-        Live::new(T::default())
-    }
-}
-
-impl<T: fmt::Debug> fmt::Debug for Live<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Live").field(&self.load()).finish()
-    }
-}
+pub use crate::cell::Live;
 
 /// The configured aliases, shared by the parts that render text outside a call (the bot's
 /// ingest, its surface, its workflows) and swapped by a reload.

@@ -217,6 +217,37 @@ impl<'a> Gate<'a> {
         self.trail().input = audit_input(input, audit.text_chars, audit.redact);
     }
 
+    /// Stages 3 to 10 for one callable, in order: validate (its plan), then [`Gate::admit`]
+    /// (4 resolve, 5 allowlist, 6 permission, 7 rate limits, 8 before-hooks), 9 the handler
+    /// ([`Gate::execute`]), 10 the after-hooks ([`Gate::after`]). A before-hook's rewrite is
+    /// checked again from stage 3, once. Stages 1, 2 and 11 are [`Core::call`]'s.
+    pub(crate) async fn stages(
+        &self,
+        callable: &dyn crate::registry::Callable,
+        input: Value,
+    ) -> Result<ToolOutput, ToolError> {
+        let mut input = input;
+        let mut rewritten = false;
+        loop {
+            self.note_input(&input);
+            let planned = callable.plan(self.plan_context(), &input)?;
+            let note: &dyn crate::registry::AskNote = planned.as_ref();
+            match self
+                .admit(planned.sessions(), planned.place(), &input, rewritten, note)
+                .await?
+            {
+                Admission::Go(invocation) => {
+                    let output = self.execute(planned.run(&invocation)).await?;
+                    return self.after(&invocation, &input, output).await;
+                }
+                Admission::Rewrite(new_input) => {
+                    input = new_input;
+                    rewritten = true;
+                }
+            }
+        }
+    }
+
     /// Stages 4 to 8: resolve and allowlist every session the plan named, decide permission
     /// (asking an approver when the rules say so), spend the channels' rate limits, run the
     /// before-hooks. The [`Invocation`] they give is the only way to a handler. After a
@@ -998,7 +1029,7 @@ impl Core {
         };
         let events = CallEvents::new(&settings);
         let result = CALL_EVENTS
-            .scope(events.clone(), tool.call(&gate, input))
+            .scope(events.clone(), gate.stages(tool.as_ref(), input))
             .await;
         let mut trail = gate.trail();
         trail.events = events.take();

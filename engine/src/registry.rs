@@ -19,7 +19,6 @@ use serde_json::{json, Value};
 
 use crate::error::ToolError;
 use crate::invocation::{Invocation, PlanContext};
-use crate::pipeline::{Admission, Gate};
 
 /// What a callable says about itself.
 pub struct ToolSpec {
@@ -185,27 +184,62 @@ pub(crate) trait AskNote: Sync {
     async fn note(&self, targets: &[crate::invocation::Target]) -> Option<String>;
 }
 
-struct PlannedNote<'x, T: Tool> {
+/// One planned call with its tool's type erased: what stages 4 to 9 take (the sessions and
+/// place it names, its approval note, and its handler, which only an [`Invocation`] reaches).
+#[async_trait]
+pub(crate) trait PlannedCall: AskNote + Send + Sync {
+    /// The sessions the plan named, in order.
+    fn sessions(&self) -> &[SessionRequest];
+    /// Where the plan creates a channel, if it does.
+    fn place(&self) -> Option<&PlaceRequest>;
+    /// The handler, with the targets the stages resolved and allowed.
+    async fn run(self: Box<Self>, cx: &Invocation<'_>) -> Result<ToolOutput, ToolError>;
+}
+
+struct PlannedOf<'x, T: Tool> {
     tool: &'x T,
     cx: PlanContext<'x>,
-    plan: &'x T::Plan,
+    planned: Planned<T::Plan>,
 }
 
 #[async_trait]
-impl<T: Tool> AskNote for PlannedNote<'_, T> {
+impl<T: Tool> AskNote for PlannedOf<'_, T> {
     async fn note(&self, targets: &[crate::invocation::Target]) -> Option<String> {
-        self.tool.ask_note(&self.cx, targets, self.plan).await
+        self.tool
+            .ask_note(&self.cx, targets, &self.planned.plan)
+            .await
     }
 }
 
-/// A registered callable with its input type erased. Its one implementation runs the
-/// pipeline's stages around the tool's two steps, so there is no way to call a handler
-/// without them.
 #[async_trait]
+impl<T: Tool> PlannedCall for PlannedOf<'_, T> {
+    fn sessions(&self) -> &[SessionRequest] {
+        &self.planned.sessions
+    }
+
+    fn place(&self) -> Option<&PlaceRequest> {
+        self.planned.place.as_ref()
+    }
+
+    async fn run(self: Box<Self>, cx: &Invocation<'_>) -> Result<ToolOutput, ToolError> {
+        self.tool.run(cx, self.planned.plan).await
+    }
+}
+
+/// A registered callable with its input type erased. Stage 3 (validate) is its [`plan`]; the
+/// handler of what it plans is reachable only with an [`Invocation`], which only the stages
+/// in `pipeline.rs` make, so there is no way to call a handler without them.
+///
+/// [`plan`]: Callable::plan
 pub(crate) trait Callable: Send + Sync {
     fn entry(&self) -> &ToolEntry;
     fn detail(&self) -> &ToolDetail;
-    async fn call(&self, gate: &Gate<'_>, input: Value) -> Result<ToolOutput, ToolError>;
+    /// Stage 3: the input against the callable's schema, then its own rules and CPU work.
+    fn plan<'x>(
+        &'x self,
+        cx: PlanContext<'x>,
+        input: &Value,
+    ) -> Result<Box<dyn PlannedCall + 'x>, ToolError>;
 }
 
 struct Registered<T: Tool> {
@@ -267,7 +301,6 @@ pub fn parse_input_ref<I: DeserializeOwned>(input: &Value) -> Result<I, ToolErro
     })
 }
 
-#[async_trait]
 impl<T: Tool> Callable for Registered<T> {
     fn entry(&self) -> &ToolEntry {
         &self.detail.entry
@@ -277,44 +310,20 @@ impl<T: Tool> Callable for Registered<T> {
         &self.detail
     }
 
-    async fn call(&self, gate: &Gate<'_>, input: Value) -> Result<ToolOutput, ToolError> {
-        let mut input = input;
-        let mut rewritten = false;
-        loop {
-            gate.note_input(&input);
-            // Validate: the schema (serde), then the callable's own rules and CPU work. The
-            // input stays whole beside its plan: an approver and the hooks see all of it.
-            let parsed = parse_input_ref::<T::Input>(&input)?;
-            let planned = self.tool.plan(&gate.plan_context(), parsed)?;
-            // Resolve, allowlist, permission, rate limits, before-hooks.
-            let note = PlannedNote {
-                tool: &self.tool,
-                cx: gate.plan_context(),
-                plan: &planned.plan,
-            };
-            match gate
-                .admit(
-                    &planned.sessions,
-                    planned.place.as_ref(),
-                    &input,
-                    rewritten,
-                    &note,
-                )
-                .await?
-            {
-                Admission::Go(invocation) => {
-                    let output = gate
-                        .execute(self.tool.run(&invocation, planned.plan))
-                        .await?;
-                    return gate.after(&invocation, &input, output).await;
-                }
-                // A before-hook's rewrite is checked again from the start, once.
-                Admission::Rewrite(new_input) => {
-                    input = new_input;
-                    rewritten = true;
-                }
-            }
-        }
+    fn plan<'x>(
+        &'x self,
+        cx: PlanContext<'x>,
+        input: &Value,
+    ) -> Result<Box<dyn PlannedCall + 'x>, ToolError> {
+        // The schema (serde), then the callable's own rules and CPU work. The input stays
+        // whole beside its plan: an approver and the hooks see all of it.
+        let parsed = parse_input_ref::<T::Input>(input)?;
+        let planned = self.tool.plan(&cx, parsed)?;
+        Ok(Box::new(PlannedOf {
+            tool: &self.tool,
+            cx,
+            planned,
+        }))
     }
 }
 

@@ -530,6 +530,25 @@ impl Core {
     }
 }
 
+impl Core {
+    /// The pending asks `caller` may read, oldest first: every one when it may decide them
+    /// (`approvals.decide` in its scope), else only those its own calls wait on — whatever
+    /// id it asks for, another caller's ask is never among them.
+    pub fn approvals_visible_to(
+        &self,
+        caller: &crate::auth::Caller,
+    ) -> Vec<crate::approvals::ApprovalCard> {
+        let all = self.approvals.pending();
+        if self.may_call(caller, "approvals.decide")
+            && !matches!(caller, crate::auth::Caller::Discord(_))
+        {
+            return all;
+        }
+        let key = caller.key();
+        all.into_iter().filter(|card| card.caller == key).collect()
+    }
+}
+
 /// The answer to a call of an aborted run: `cancelled` (HTTP 499, the CLI's exit 8).
 pub fn run_aborted() -> ToolError {
     ToolError::new(

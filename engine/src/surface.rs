@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::approvals::ApprovalCard;
 use entity::{NameDirectory, Snowflake};
 use serde::Serialize;
 use serde_json::Value;
+use switchboard_records::ApprovalCard;
 pub use switchboard_records::{
     Attachment, Reaction, SearchMatch, SearchTerm, Session, SessionKind, Thread, ThreadState,
 };
@@ -480,4 +480,39 @@ pub trait Surface: NameDirectory + Send + Sync + 'static {
     ) -> Result<Session, SurfaceError>;
     /// Deletes a guild channel (its threads with it); the session leaves the cache.
     async fn delete_channel(&self, channel: AllowedChannel) -> Result<(), SurfaceError>;
+}
+
+impl From<SurfaceError> for crate::error::ToolError {
+    fn from(error: SurfaceError) -> Self {
+        match error {
+            SurfaceError::NotFound(what) => {
+                crate::error::ToolError::not_found(protocol::ErrorCode::NotFound, what)
+            }
+            SurfaceError::Denied(why) => {
+                crate::error::ToolError::denied(protocol::ErrorCode::DiscordDenied, why)
+            }
+            SurfaceError::RateLimited { retry_after } => crate::error::ToolError::rate_limited(
+                protocol::ErrorCode::DiscordRateLimited,
+                format!(
+                    "Discord is rate limiting this action; retry after {:.1} s",
+                    retry_after.as_secs_f64()
+                ),
+                retry_after,
+            ),
+            SurfaceError::InvalidInput { message, details } => {
+                crate::error::ToolError::usage(protocol::ErrorCode::DiscordRejected, message)
+                    .with_details(details)
+            }
+            SurfaceError::Conflict(why) => crate::error::ToolError::new(
+                protocol::ErrorKind::Conflict,
+                protocol::ErrorCode::Conflict,
+                why,
+            ),
+            SurfaceError::Unavailable(why) => crate::error::ToolError::new(
+                protocol::ErrorKind::Unavailable,
+                protocol::ErrorCode::DiscordUnavailable,
+                format!("Discord is unavailable: {why}; retry shortly"),
+            ),
+        }
+    }
 }

@@ -537,6 +537,35 @@ pub fn workflows_unavailable() -> crate::error::ToolError {
     )
 }
 
+impl From<crate::workflow::WorkflowError> for crate::error::ToolError {
+    fn from(error: crate::workflow::WorkflowError) -> Self {
+        let message = error.to_string();
+        match error {
+            crate::workflow::WorkflowError::NotFound(_) => crate::error::ToolError::not_found(
+                protocol::ErrorCode::UnknownWorkflow,
+                format!("{message}; list them with workflow.list"),
+            ),
+            crate::workflow::WorkflowError::Finished { .. } => crate::error::ToolError::new(
+                protocol::ErrorKind::Conflict,
+                protocol::ErrorCode::WorkflowFinished,
+                message,
+            ),
+            crate::workflow::WorkflowError::TooMany => crate::error::ToolError::new(
+                protocol::ErrorKind::Unavailable,
+                protocol::ErrorCode::TooManyWorkflows,
+                message,
+            ),
+            crate::workflow::WorkflowError::Persist(_) => crate::error::ToolError::new(
+                protocol::ErrorKind::Unavailable,
+                protocol::ErrorCode::StoreUnavailable,
+                message,
+            )
+            .with_retry_after(std::time::Duration::from_secs(5)),
+            crate::workflow::WorkflowError::Random(_) => crate::error::ToolError::internal(message),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
