@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use toolserver::{CallContext, Core, ToolError, ToolOutput};
+use switchboard_engine::{CallContext, Core, ToolError, ToolOutput};
 
 use crate::convert::error_result;
 

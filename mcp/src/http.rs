@@ -1,10 +1,10 @@
 //! MCP over streamable HTTP at `/mcp`, beside the tool server's API.
 //!
 //! * **Auth first.** Every request to `/mcp` (POST, GET, DELETE) is authenticated from its head
-//!   with the API's bearer tokens ([`toolserver::http::Authed`]: the operator, named tokens,
+//!   with the API's bearer tokens ([`switchboard_http::Authed`]: the operator, named tokens,
 //!   run capabilities, and the `x-switchboard-*` context headers) before its body is read. No
 //!   token or a bad one: 401 with `WWW-Authenticate: Bearer` and the API's typed error body.
-//! * **Bodies** are read like `POST /v1/call`'s ([`toolserver::http::read_body`]): at most
+//! * **Bodies** are read like `POST /v1/call`'s ([`switchboard_http::read_body`]): at most
 //!   1 MiB (413 `body_too_large`), within the connection loop's body deadline (408
 //!   `body_timeout`); text that is not JSON answers a JSON-RPC parse error (-32700, HTTP 400).
 //! * **Stateless.** rmcp serves each POST on its own (`legacy_session_mode = false`): no
@@ -39,9 +39,9 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{Peer, RoleServer, ServerHandler};
 use serde_json::Value;
+use switchboard_engine::{CallContext, CallObserver, Core, ToolError, ToolOutput};
+use switchboard_http::{read_body, Authed, MAX_BODY_BYTES};
 use tokio::sync::watch;
-use toolserver::http::{read_body, Authed, MAX_BODY_BYTES};
-use toolserver::{CallContext, CallObserver, Core, ToolError, ToolOutput};
 
 use crate::convert::{error_result, server_config, success_result, tool};
 use crate::direct::DirectCall;
@@ -57,7 +57,7 @@ const NOTIFY_TIMEOUT: Duration = Duration::from_secs(1);
 /// How the endpoint is set up: the tool server's idle timeout.
 ///
 /// `Host`, `Origin` and `Content-Type` are checked for every route of the tool server before
-/// routing (`toolserver`'s `browsers.rs`: the bind address, loopback names and
+/// routing (`switchboard-http`'s `browsers.rs`: the bind address, loopback names and
 /// `toolserver.allowed_hosts`), so rmcp's own host check (loopback names only) is off: one rule
 /// for `/mcp` and the API, the direct path included.
 #[derive(Debug, Clone, Copy)]
@@ -66,7 +66,7 @@ pub struct Options {
     pub idle_timeout: Duration,
 }
 
-/// The `/mcp` routes over `core`, to merge beside the API ([`toolserver::http::serve_with`]).
+/// The `/mcp` routes over `core`, to merge beside the API ([`switchboard_http::serve_with`]).
 pub fn router(core: Arc<Core>, options: Options) -> Router {
     let keep_alive =
         (options.idle_timeout / 2).clamp(Duration::from_millis(500), Duration::from_secs(15));
@@ -106,7 +106,7 @@ async fn authenticate(State(core): State<Arc<Core>>, request: Request, next: Nex
     let body = if parts.method == Method::POST {
         let bytes = match read_body(body).await {
             Ok(bytes) => bytes,
-            Err(error) => return toolserver::error_response(error),
+            Err(error) => return switchboard_front::error_response(error),
         };
         // The plainest tools/call is answered here; everything else by rmcp.
         if let Some(call) = DirectCall::parse(&parts.headers, &bytes) {
@@ -126,7 +126,7 @@ async fn authenticate(State(core): State<Arc<Core>>, request: Request, next: Nex
 /// A refused request: the API's typed error, with `WWW-Authenticate` on a 401.
 fn refused(error: ToolError) -> Response {
     let unauthenticated = error.status() == StatusCode::UNAUTHORIZED;
-    let mut response = toolserver::error_response(error);
+    let mut response = switchboard_front::error_response(error);
     if unauthenticated {
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,

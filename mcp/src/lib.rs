@@ -3,10 +3,10 @@
 //! 2025-11-25, `server/discover` from 2026-07-28).
 //!
 //! * [`http`]: streamable HTTP at `/mcp`, mounted by the composition root beside the tool
-//!   server's API ([`toolserver::http::serve_with`]): the same connection loop, the same
+//!   server's API ([`switchboard_http::serve_with`]): the same connection loop, the same
 //!   bearer tokens checked from the request head before any body is read, and every
-//!   `tools/call` through the one pipeline ([`toolserver::Core::call_observed`] in rmcp's
-//!   handler; [`toolserver::Core::call`] on the direct path `direct.rs` takes for a plain
+//!   `tools/call` through the one pipeline ([`switchboard_engine::Core::call_observed`] in rmcp's
+//!   handler; [`switchboard_engine::Core::call`] on the direct path `direct.rs` takes for a plain
 //!   `tools/call`, which writes the same answer without rmcp's per-request machinery). `tools/list`
 //!   is the caller's scope, generated from the registry. Stateless: no session is kept
 //!   between requests, so a flood of `initialize` requests grows nothing.
@@ -20,8 +20,9 @@
 //! `retryable`, `details`) as structured content ([`error_result`]). Only requests MCP itself
 //! cannot route (an unknown method, a malformed `tools/call`) are JSON-RPC errors.
 //!
-//! The arrows point one way: this crate depends on `toolserver` and `protocol`; the tool
-//! server knows nothing of MCP.
+//! The arrows point one way: this crate depends on the engine (`switchboard-engine`), the
+//! HTTP front's request checks (`switchboard-http`, `switchboard-front`) and `protocol`; none
+//! of them knows anything of MCP.
 
 #![warn(missing_docs)]
 
@@ -36,7 +37,7 @@ pub use convert::{error_result, server_config, success_result, tool};
 /// finds the call (or the approval it waits on) by guessing. `None` only when the system has
 /// no randomness to give; the call then goes without one.
 pub(crate) fn server_call_id() -> Option<String> {
-    toolserver::auth::random_hex(16)
+    switchboard_engine::auth::random_hex(16)
         .map(|hex| format!("mcp-{hex}"))
         .ok()
 }
