@@ -16,7 +16,7 @@ use toolserver::allowlist::Allowlist;
 use toolserver::events::Observers;
 use toolserver::live::{Live, SharedAliases};
 use toolserver::surface::{ChannelLocation, ConnectionState};
-use toolserver::workflow::{Observed, WorkflowEngine};
+use toolserver::workflow::{Observed, Recipient, WorkflowEngine};
 
 use crate::backfill::{Backfill, BackfillOptions, BackfillReport};
 use crate::payload::stored_message_from_model;
@@ -130,28 +130,28 @@ impl Ingest {
         self
     }
 
-    /// True when the message answered a workflow's task. `reply_to`, `text` and `timestamp`
-    /// are the stored message's.
-    fn answer_workflows(
+    /// Who the newly stored message goes to (the engine's rule: a waiting workflow first).
+    /// `reply_to`, `text` and `timestamp` are the stored message's.
+    fn recipient(
         &self,
         message: &serenity::model::channel::Message,
         reply_to: Option<Snowflake>,
         text: &str,
         timestamp: &str,
-    ) -> bool {
-        let Some(workflows) = &self.workflows else {
-            return false;
-        };
-        workflows.observe(&Observed {
-            channel_id: sid(message.channel_id.get()),
-            message_id: sid(message.id.get()),
-            author_id: sid(message.author.id.get()),
-            author_is_bot: message.author.bot,
-            author_name: display_name(&message.author),
-            reply_to,
-            text,
-            timestamp,
-        })
+    ) -> Recipient {
+        toolserver::workflow::dispatch(
+            self.workflows.as_deref(),
+            &Observed {
+                channel_id: sid(message.channel_id.get()),
+                message_id: sid(message.id.get()),
+                author_id: sid(message.author.id.get()),
+                author_is_bot: message.author.bot,
+                author_name: display_name(&message.author),
+                reply_to,
+                text,
+                timestamp,
+            },
+        )
     }
 
     fn consider_run(&self, message: &serenity::model::channel::Message, text: &str, missed: bool) {
@@ -292,14 +292,13 @@ impl Ingest {
         let reply_to = stored.reply_to;
         let event = self.observers.as_ref().map(|o| (o, stored.clone()));
         // A replayed or already-stored message never starts a second run, nor answers
-        // a workflow twice. An answer to a workflow belongs to the run it resumes:
-        // replying to the bot's question does not also start a run of its own.
+        // a workflow twice. Who a new one goes to is the engine's rule (`dispatch`).
         if self.store.insert_message(stored) {
             if let Some((observers, stored)) = event {
                 let name = display_name(&message.author);
                 crate::observe::message_created(observers, &stored, name);
             }
-            if !self.answer_workflows(message, reply_to, &text, &timestamp) {
+            if self.recipient(message, reply_to, &text, &timestamp) == Recipient::Agent {
                 self.consider_run(message, &text, origin == Origin::Backfill);
             }
             return true;

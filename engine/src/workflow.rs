@@ -528,6 +528,25 @@ pub fn resume_prompt(
     out
 }
 
+/// Who a newly stored message goes to. A workflow waiting for it sees it before the agent
+/// does, and an answer to a workflow belongs to the run it resumes: it does not also start a
+/// run of its own. The one rule every platform's ingest follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recipient {
+    /// It answered a workflow's task; the agent is not told.
+    Workflow,
+    /// No workflow took it: the agent may start a run for it.
+    Agent,
+}
+
+/// Offers `message` (new to the store) to the workflows first, then says who has it.
+pub fn dispatch(workflows: Option<&WorkflowEngine>, message: &Observed<'_>) -> Recipient {
+    match workflows {
+        Some(workflows) if workflows.observe(message) => Recipient::Workflow,
+        _ => Recipient::Agent,
+    }
+}
+
 /// `workflow.*` without an engine: out of scope (not worth retrying) until an agent is set up.
 pub fn workflows_unavailable() -> crate::error::ToolError {
     crate::error::ToolError::new(
@@ -655,6 +674,41 @@ mod tests {
         let hooks = Arc::new(Recorder::default());
         let engine = WorkflowEngine::new(hooks.clone(), hooks.clone(), None, Vec::new());
         (hooks, engine)
+    }
+
+    #[test]
+    fn a_waiting_workflow_takes_a_message_before_the_agent_and_only_once() {
+        let (hooks, engine) = engine();
+        let answer = message(ROOM, TOMAS, 1_000_000_000_000_001_002);
+        assert_eq!(
+            dispatch(None, &answer),
+            Recipient::Agent,
+            "no workflows at all"
+        );
+        assert_eq!(
+            dispatch(Some(&engine), &answer),
+            Recipient::Agent,
+            "nothing waits yet"
+        );
+        engine.create(new(vec![task(ROOM)])).unwrap();
+        assert_eq!(
+            dispatch(
+                Some(&engine),
+                &message(OPS, TOMAS, 1_000_000_000_000_001_001)
+            ),
+            Recipient::Agent,
+            "another session's message is the agent's"
+        );
+        assert_eq!(dispatch(Some(&engine), &answer), Recipient::Workflow);
+        assert_eq!(hooks.resumed.lock().unwrap().len(), 1);
+        assert_eq!(
+            dispatch(
+                Some(&engine),
+                &message(ROOM, TOMAS, 1_000_000_000_000_001_003)
+            ),
+            Recipient::Agent,
+            "the task is answered: the next message is the agent's again"
+        );
     }
 
     #[test]
