@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 mod governance;
+mod plans;
 mod raw;
 mod reload;
 mod report;
@@ -22,6 +23,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 pub use entity::{AliasKind, Aliases, Snowflake};
+pub use plans::{BudgetsConfig, ScheduleEntry};
 pub use reload::{plan_reload, ReloadPlan, RESTART_ONLY};
 pub use report::{Problem, Report};
 pub use switchboard_store::{SqliteLocation, StoreUrl, KNOWN_SCHEMES};
@@ -66,6 +68,12 @@ pub struct Config {
     pub audit: AuditConfig,
     /// `[workspace]`: the agent's files, shell and git; `None` (no table): off.
     pub workspace: Option<WorkspaceConfig>,
+    /// `[[schedules]]`: scheduled prompts kept in the file (ids `config:NAME`).
+    pub schedules: Vec<ScheduleEntry>,
+    /// `[scheduler]`: how missed firings are handled and how many schedules may exist.
+    pub scheduler: switchboard_schedule::SchedulerSettings,
+    /// `[budgets]`: token and dollar caps per user, session, guild and agent.
+    pub budgets: BudgetsConfig,
 }
 
 /// `[agent]`.
@@ -123,6 +131,9 @@ pub struct AgentConfig {
     /// A missed trigger older than this is not answered even with `reply`
     /// (`agent.missed_max_age_s`, default 600, 1 to 604,800).
     pub missed_max_age: std::time::Duration,
+    /// `agent.price_in_per_mtok` / `agent.price_out_per_mtok` (dollars per million tokens,
+    /// default 0): what the agent's usage costs, recorded per model call.
+    pub price: switchboard_usage::Price,
 }
 
 /// `agent.missed_triggers`: what becomes of triggers missed while the gateway was away.

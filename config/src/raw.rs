@@ -31,6 +31,12 @@ pub(crate) struct RawConfig {
     pub audit: crate::governance::RawAudit,
     #[serde(default)]
     pub workspace: Option<crate::workspace::RawWorkspace>,
+    #[serde(default)]
+    pub schedules: Vec<switchboard_schedule::RawSchedule>,
+    #[serde(default)]
+    pub scheduler: Option<switchboard_schedule::RawScheduler>,
+    #[serde(default)]
+    pub budgets: Option<switchboard_usage::RawBudgets>,
 }
 
 /// `[agent]`: which agent answers, and when.
@@ -90,6 +96,10 @@ pub(crate) struct RawAgent {
     pub missed_triggers: Option<Spanned<String>>,
     #[serde(default = "default_missed_max_age_s")]
     pub missed_max_age_s: Spanned<u64>,
+    #[serde(default)]
+    pub price_in_per_mtok: Option<Spanned<switchboard_usage::RawUsd>>,
+    #[serde(default)]
+    pub price_out_per_mtok: Option<Spanned<switchboard_usage::RawUsd>>,
 }
 
 fn default_missed_max_age_s() -> Spanned<u64> {

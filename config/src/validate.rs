@@ -201,7 +201,14 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
         crate::governance::sessions(&raw.sessions, &aliases, known, workspace.is_some(), c);
     let hooks = crate::governance::hooks(&raw.hooks, known, c);
     let audit = crate::governance::audit(&raw.audit, c);
+    // No named agents yet: a schedule's `agent` must name one, so any is refused for now.
+    let schedules = crate::plans::schedules(&raw.schedules, &[], &aliases, c);
+    let scheduler = crate::plans::scheduler(raw.scheduler.as_ref(), c);
+    let budgets = crate::plans::budgets(raw.budgets.as_ref(), &aliases, &toolserver.tokens, c);
     Some(Config {
+        schedules,
+        scheduler,
+        budgets,
         agent,
         discord,
         aliases,
@@ -466,6 +473,12 @@ fn agent_config(
         stream_interval,
         reply_in_thread,
         missed_triggers,
+        price: crate::plans::price(
+            raw.price_in_per_mtok.as_ref(),
+            raw.price_out_per_mtok.as_ref(),
+            "agent",
+            c,
+        ),
         missed_max_age,
     };
     Some(config)
