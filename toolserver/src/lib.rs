@@ -51,6 +51,7 @@ mod refusals;
 mod registry;
 mod render;
 pub mod runs;
+pub mod schedules;
 pub mod scopes;
 mod server;
 pub mod surface;

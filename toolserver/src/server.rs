@@ -104,6 +104,7 @@ pub struct Core {
     reloader: std::sync::OnceLock<Arc<dyn Reloader>>,
     /// The agent's runs (`runs.list`, `runs.abort`), once the host installed them.
     runs: std::sync::OnceLock<Arc<dyn crate::runs::Runs>>,
+    scheduling: std::sync::OnceLock<Arc<crate::schedules::Scheduling>>,
     /// Where `Idempotency-Key`s and their answers are kept: the composition root's store,
     /// else (tests, a core nobody handed one) one in this process's memory.
     idempotency: std::sync::OnceLock<Arc<dyn switchboard_store::IdempotencyStore>>,
@@ -204,6 +205,7 @@ impl Core {
             refusals: crate::refusals::RefusalLog::new(),
             reloader: std::sync::OnceLock::new(),
             runs: std::sync::OnceLock::new(),
+            scheduling: std::sync::OnceLock::new(),
             idempotency: std::sync::OnceLock::new(),
             permits: Semaphore::new(ts.max_concurrent_calls),
             connection_limits: crate::connections::Limits::from_config(ts),
@@ -272,6 +274,17 @@ impl Core {
     /// answer `no_agent` until then. Once only.
     pub fn set_runs(&self, runs: Arc<dyn crate::runs::Runs>) -> bool {
         self.runs.set(runs).is_ok()
+    }
+
+    /// Installs the schedules the `schedule.*` callables serve (they answer
+    /// `schedules_unavailable` until then). Once only.
+    pub fn set_scheduling(&self, scheduling: Arc<crate::schedules::Scheduling>) -> bool {
+        self.scheduling.set(scheduling).is_ok()
+    }
+
+    /// The schedules, once [`Core::set_scheduling`] installed them.
+    pub fn scheduling(&self) -> Option<&Arc<crate::schedules::Scheduling>> {
+        self.scheduling.get()
     }
 
     /// The agent's runs, once [`Core::set_runs`] installed them.
