@@ -21,6 +21,10 @@ pub(crate) struct RawConfig {
     pub store: RawStore,
     #[serde(default)]
     pub agent: Option<RawAgent>,
+    /// `[agents]`: named agents (`[agents.NAME]`, each with exactly the keys `[agent]` has),
+    /// `agents.default` and `agents.max_handoff_depth`.
+    #[serde(default)]
+    pub agents: Option<switchboard_agents::RawAgents<RawAgent>>,
     #[serde(default)]
     pub permissions: crate::governance::RawPermissions,
     #[serde(default)]
@@ -90,6 +94,8 @@ pub(crate) struct RawAgent {
     pub missed_triggers: Option<Spanned<String>>,
     #[serde(default = "default_missed_max_age_s")]
     pub missed_max_age_s: Spanned<u64>,
+    #[serde(default)]
+    pub answer_label: Option<Spanned<String>>,
 }
 
 fn default_missed_max_age_s() -> Spanned<u64> {
