@@ -5,6 +5,7 @@
 
 #![warn(missing_docs)]
 
+mod agents;
 mod governance;
 mod plans;
 mod raw;
@@ -22,10 +23,12 @@ pub use governance::{
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+pub use agents::{AgentsConfig, AnswerLabel, NamedAgent, LEGACY_AGENT_NAME};
 pub use entity::{AliasKind, Aliases, Snowflake};
 pub use plans::{BudgetsConfig, ScheduleEntry};
 pub use reload::{plan_reload, ReloadPlan, RESTART_ONLY};
 pub use report::{Problem, Report};
+pub use switchboard_agents::AgentName;
 pub use switchboard_store::{SqliteLocation, StoreUrl, KNOWN_SCHEMES};
 pub use workspace::WorkspaceConfig;
 
@@ -56,8 +59,12 @@ pub struct Config {
     pub toolserver: ToolserverConfig,
     /// `[store]`: the SQLite file and how many messages it keeps.
     pub store: StoreConfig,
-    /// `None` when no `[agent]` is configured: messages are stored, no agent runs.
+    /// The default agent's settings (`[agent]`, or the `[agents.NAME]` that `agents.default`
+    /// names); `None` when no agent is configured: messages are stored, no agent runs.
     pub agent: Option<AgentConfig>,
+    /// Every configured agent (`[agent]` alone is one, named `agent`), the default, and
+    /// `agents.max_handoff_depth`.
+    pub agents: AgentsConfig,
     /// `[permissions]`: allow / ask / deny rules and who approves.
     pub permissions: Permissions,
     /// `[sessions.*]`: per-session settings (tool scopes).
@@ -134,6 +141,9 @@ pub struct AgentConfig {
     /// `agent.price_in_per_mtok` / `agent.price_out_per_mtok` (dollars per million tokens,
     /// default 0): what the agent's usage costs, recorded per model call.
     pub price: switchboard_usage::Price,
+    /// `answer_label` (default `prefix`): how this agent's answers say it wrote them when
+    /// more than one agent is configured.
+    pub answer_label: AnswerLabel,
 }
 
 /// `agent.missed_triggers`: what becomes of triggers missed while the gateway was away.

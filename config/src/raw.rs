@@ -21,6 +21,10 @@ pub(crate) struct RawConfig {
     pub store: RawStore,
     #[serde(default)]
     pub agent: Option<RawAgent>,
+    /// `[agents]`: named agents (`[agents.NAME]`, each with exactly the keys `[agent]` has),
+    /// `agents.default` and `agents.max_handoff_depth`.
+    #[serde(default)]
+    pub agents: Option<switchboard_agents::RawAgents<RawAgent>>,
     #[serde(default)]
     pub permissions: crate::governance::RawPermissions,
     #[serde(default)]
@@ -100,6 +104,7 @@ pub(crate) struct RawAgent {
     pub price_in_per_mtok: Option<Spanned<switchboard_usage::RawUsd>>,
     #[serde(default)]
     pub price_out_per_mtok: Option<Spanned<switchboard_usage::RawUsd>>,
+    pub answer_label: Option<Spanned<String>>,
 }
 
 fn default_missed_max_age_s() -> Spanned<u64> {

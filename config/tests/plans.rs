@@ -67,7 +67,7 @@ fn each_bad_schedule_value_is_located_with_what_to_do() {
     let joined = problems.join("\n");
     assert!(joined.contains("schedules[0].cron"), "{joined}");
     // The cron entry is refused before its session is looked at; the agent is refused
-    // because no named agents exist yet.
+    // because this config has no agent at all.
     assert!(joined.contains("schedules[1].agent"), "{joined}");
     assert!(
         joined.contains("no named agents are configured"),
