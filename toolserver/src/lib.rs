@@ -27,6 +27,8 @@ pub mod auth;
 mod batch;
 mod browsers;
 mod callables;
+/// `usage.report`'s reading of the store, for the `switchboard usage` command and the console.
+pub use callables::usage::report as usage_report;
 pub mod chunk;
 pub mod clock;
 mod coerce;

@@ -105,6 +105,7 @@ pub struct Core {
     /// The agent's runs (`runs.list`, `runs.abort`), once the host installed them.
     runs: std::sync::OnceLock<Arc<dyn crate::runs::Runs>>,
     scheduling: std::sync::OnceLock<Arc<crate::schedules::Scheduling>>,
+    usage: std::sync::OnceLock<Arc<dyn switchboard_store::UsageStore>>,
     /// Where `Idempotency-Key`s and their answers are kept: the composition root's store,
     /// else (tests, a core nobody handed one) one in this process's memory.
     idempotency: std::sync::OnceLock<Arc<dyn switchboard_store::IdempotencyStore>>,
@@ -206,6 +207,7 @@ impl Core {
             reloader: std::sync::OnceLock::new(),
             runs: std::sync::OnceLock::new(),
             scheduling: std::sync::OnceLock::new(),
+            usage: std::sync::OnceLock::new(),
             idempotency: std::sync::OnceLock::new(),
             permits: Semaphore::new(ts.max_concurrent_calls),
             connection_limits: crate::connections::Limits::from_config(ts),
@@ -285,6 +287,17 @@ impl Core {
     /// The schedules, once [`Core::set_scheduling`] installed them.
     pub fn scheduling(&self) -> Option<&Arc<crate::schedules::Scheduling>> {
         self.scheduling.get()
+    }
+
+    /// Installs where model usage is kept: `usage.report` answers `usage_unavailable` until
+    /// then. Once only.
+    pub fn set_usage(&self, usage: Arc<dyn switchboard_store::UsageStore>) -> bool {
+        self.usage.set(usage).is_ok()
+    }
+
+    /// Where model usage is kept, once [`Core::set_usage`] installed it.
+    pub fn usage(&self) -> Option<&Arc<dyn switchboard_store::UsageStore>> {
+        self.usage.get()
     }
 
     /// The agent's runs, once [`Core::set_runs`] installed them.

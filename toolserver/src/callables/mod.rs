@@ -21,6 +21,7 @@ mod sessions;
 mod shell;
 mod threads;
 mod typing;
+pub mod usage;
 mod warnings;
 mod workflows;
 mod workspace;
@@ -99,6 +100,7 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(schedules::GetSchedule);
     registry.register(schedules::CancelSchedule);
     registry.register(schedules::ResumeSchedule);
+    registry.register(usage::ReportUsage);
     registry.register(files::ReadFile);
     registry.register(files::WriteFile);
     registry.register(files::EditFile);

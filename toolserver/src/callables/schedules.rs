@@ -332,8 +332,21 @@ impl Tool for GetSchedule {
     }
 
     async fn run(&self, cx: &Invocation<'_>, id: ScheduleId) -> Result<ToolOutput, ToolError> {
-        let schedule = find(cx, &id).await?;
-        output(&shown(cx, &schedule, true).await?)
+        let found = find(cx, &id).await?;
+        let mut view = shown(cx, &found, true).await?;
+        // Read again after the receipts: the state shown is never older than the newest
+        // receipt (a firing keeps its receipt and the schedule's new state in one step).
+        if let Some(now) = scheduling(cx)?
+            .store()
+            .schedule(id.as_str())
+            .await
+            .map_err(|e| store_failed(&e))?
+        {
+            let receipts = std::mem::take(&mut view.receipts);
+            view = crate::schedules::view(&now, &[]);
+            view.receipts = receipts;
+        }
+        output(&view)
     }
 }
 

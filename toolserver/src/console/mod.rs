@@ -15,6 +15,7 @@
 pub mod health;
 mod live;
 pub mod session;
+mod usage;
 
 use std::future::Future;
 use std::num::NonZeroU32;
@@ -181,6 +182,7 @@ pub(crate) fn router(core: &Core) -> Router<Arc<Core>> {
         .route("/console/api/approvals/{id}", post(decide))
         .route("/console/api/audit", get(audit))
         .route("/console/api/runs", get(runs))
+        .route("/console/api/usage.svg", get(usage::usage_svg))
         .route("/console/api/runs/{id}/abort", post(abort))
         .route("/console/api/compose", post(compose))
 }
