@@ -111,10 +111,67 @@ fn a_per_user_daily_token_cap_refuses_the_run_before_the_model_is_called_and_rep
     let rows = by_user["rows"].as_array().unwrap();
     let of = |user: u64| {
         rows.iter()
-            .find(|r| r["user"] == user.to_string())
+            .find(|r| r["user"].as_str() == Some(&*user.to_string()))
             .unwrap_or_else(|| panic!("no row for {user} in {by_user}"))
             .clone()
     };
     assert_eq!(of(demo::STANLEY)["totalTokens"], 101 + 20 + 102 + 20);
     assert_eq!(of(demo::TOMAS)["totalTokens"], 103 + 20);
+
+    // `switchboard usage` reads the same from the store, with the service stopped.
+    let config = sb.config.clone();
+    let (status, _) = sb.terminate(Duration::from_secs(20));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    let printed = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["--config"])
+        .arg(&config)
+        .args(["usage", "--by", "user", "--json"])
+        .current_dir(dir.path())
+        .output()
+        .expect("run switchboard usage");
+    assert!(printed.status.success(), "{printed:?}");
+    let offline: Value = serde_json::from_slice(&printed.stdout).expect("JSON");
+    assert_eq!(offline, by_user);
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["--config"])
+        .arg(&config)
+        .args(["usage", "--since", "soon"])
+        .current_dir(dir.path())
+        .output()
+        .expect("run switchboard usage");
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+}
+
+#[test]
+fn a_run_that_crosses_a_cap_stops_at_its_next_model_round_and_says_so() {
+    // The first answer asks for a tool and reports 300 tokens: over the 240-token cap.
+    let model = FakeModel::start(|requests| {
+        let (status, mut body) = model::tool_call(
+            "call-1",
+            "surface__messages__list",
+            "{\"sessionId\": \"#ops\", \"limit\": 1}",
+        );
+        body["usage"] = json!({"prompt_tokens": 280, "completion_tokens": 20});
+        if requests.len() == 1 {
+            (status, body)
+        } else {
+            answer(requests.len())
+        }
+    });
+    let fake = Fake::start();
+    let dir = TempDir::new("budgets-crossed");
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &config(&model));
+    let trigger = fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} look around"),
+    );
+    let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
+    let text = reply["content"].as_str().unwrap();
+    assert!(text.contains("the run stopped"), "{text}");
+    assert!(text.contains("budgets.user.tokens_per_day"), "{text}");
+    // The tool ran, but the model was not asked again.
+    assert_eq!(model.requests().len(), 1);
+    let by_user = sb.tools(&["usage.report", "user"]).json();
+    assert_eq!(by_user["rows"][0]["totalTokens"], 300, "{by_user}");
 }
