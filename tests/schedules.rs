@@ -186,3 +186,64 @@ fn a_schedule_due_while_the_service_was_stopped_fires_once_after_the_start() {
         .collect();
     assert_eq!(texts, ["Digest 1"]);
 }
+
+#[test]
+fn a_firing_missed_for_longer_than_missed_max_age_is_recorded_skipped_not_run() {
+    let model = counting_model();
+    let fake = Fake::start();
+    let dir = TempDir::new("schedule-skipped");
+    let config = format!("{}\n[scheduler]\nmissed_max_age_s = 1\n", agent(&model));
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &config);
+    let at = (chrono::Utc::now() + chrono::Duration::seconds(3))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let id = create(
+        &sb,
+        &["--prompt=Post the launch note", &format!("--at={at}")],
+    );
+    let (status, _) = sb.terminate(Duration::from_secs(20));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    std::thread::sleep(Duration::from_secs(6));
+
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &config);
+    let shown = poll("the skipped firing's receipt", WAIT, || {
+        let shown = get(&sb, &id);
+        (!receipts(&shown).is_empty() && shown["status"] != "active").then_some(shown)
+    });
+    assert_eq!(shown["status"], "done", "{shown}");
+    let kept = receipts(&shown);
+    assert_eq!(kept.len(), 1, "{shown}");
+    assert_eq!(kept[0]["outcome"]["status"], "skipped", "{shown}");
+    assert_eq!(kept[0]["outcome"]["count"], 1, "{shown}");
+    assert!(kept[0].get("runId").is_none(), "{shown}");
+    assert!(model.requests().is_empty(), "a skipped firing ran");
+    assert!(bot_posts(&fake, demo::OPS).is_empty());
+}
+
+#[test]
+fn a_schedule_in_the_config_fires_under_its_config_id_and_a_call_cannot_cancel_it() {
+    let model = counting_model();
+    let fake = Fake::start();
+    let dir = TempDir::new("schedule-config");
+    let entry = "\n[[schedules]]\nname = \"digest\"\nsession = \"#ops\"\nprompt = \"Post the digest\"\nevery = \"2s\"\n";
+    let sb = Switchboard::start_with(
+        &fake,
+        dir.path(),
+        &Allow::default(),
+        &format!("{}{entry}", agent(&model)),
+    );
+    let shown = poll("2 receipts", WAIT, || {
+        let shown = get(&sb, "config:digest");
+        (receipts(&shown).len() >= 2).then_some(shown)
+    });
+    assert_eq!(shown["createdBy"], "config");
+    for receipt in &receipts(&shown)[..2] {
+        assert_eq!(receipt["outcome"]["status"], "delivered", "{receipt}");
+    }
+    // Not cancelled by a call: it belongs to the file.
+    let refused = sb.tools(&["schedule.cancel", "config:digest"]);
+    assert_eq!(refused.code, Some(2), "{refused:?}");
+    assert!(
+        refused.stderr.contains("[[schedules]]") || refused.stdout.contains("[[schedules]]"),
+        "{refused:?}"
+    );
+}
