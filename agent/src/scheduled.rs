@@ -115,14 +115,21 @@ mod tests {
             posted(Snowflake(5));
             posted(Snowflake(5));
             let output = serde_json::value::to_raw_value(
-                &serde_json::json!({"channelId": "1", "messageIds": ["7", "8"]}),
+                &serde_json::json!({"channelId": "1000000000000000401", "messageIds": ["1000000000000000907", "1000000000000000908"]}),
             )
             .unwrap();
             answered(&output);
             final_text("done");
         })
         .await;
-        assert_eq!(report.posted, [Snowflake(5), Snowflake(7), Snowflake(8)]);
+        assert_eq!(
+            report.posted,
+            [
+                Snowflake(5),
+                Snowflake(1_000_000_000_000_000_907),
+                Snowflake(1_000_000_000_000_000_908)
+            ]
+        );
         assert_eq!(report.final_text, "done");
         assert_eq!(report.error, None);
         assert_eq!(report.run_id.as_deref(), Some("run-1"));
