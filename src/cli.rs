@@ -44,6 +44,9 @@ pub enum Command {
     /// Work on a store directly (no config file, no running switchboard needed).
     #[command(subcommand)]
     Store(StoreCommand),
+    /// Show the model usage the store keeps (tokens and cost), by user, session, guild, agent
+    /// or day (reads the store the config names; no running switchboard needed).
+    Usage(UsageArgs),
     /// Print the channel id a session reference (id, <#id>, token, #token) resolves to.
     ResolveSession {
         /// The reference to resolve, such as `#ops`.
@@ -172,4 +175,33 @@ pub struct CopyArgs {
     /// Newest messages each side keeps per channel (as `store.messages_per_channel`).
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub messages_per_channel: usize,
+}
+
+/// `switchboard usage`.
+#[derive(Debug, clap::Args)]
+pub struct UsageArgs {
+    /// How to group: user, session, guild, agent or day.
+    #[arg(long, default_value = "day", value_parser = parse_by)]
+    pub by: switchboard_usage::By,
+    /// Only usage at or after this time: RFC 3339, or an age such as 15m, 2h, 7d (default 30d).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Print usage.report's JSON instead of columns.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--by`'s values.
+fn parse_by(text: &str) -> Result<switchboard_usage::By, String> {
+    use switchboard_usage::By;
+    match text {
+        "user" => Ok(By::User),
+        "session" => Ok(By::Session),
+        "guild" => Ok(By::Guild),
+        "agent" => Ok(By::Agent),
+        "day" => Ok(By::Day),
+        other => Err(format!(
+            "'{other}' is not a grouping: use user, session, guild, agent or day"
+        )),
+    }
 }

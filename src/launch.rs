@@ -359,8 +359,17 @@ fn playground_settings(
     config.store.path_note = None;
     config.toolserver.console = true;
     match (&mut config.agent, builtin.agent) {
-        (Some(mine), Some(built)) if model.is_some() => mine.runner = built.runner,
-        (None, built) => config.agent = built,
+        (Some(mine), Some(built)) if model.is_some() => {
+            // `--model` drives every agent the file names.
+            for named in &mut config.agents.agents {
+                named.config.runner = built.runner.clone();
+            }
+            mine.runner = built.runner;
+        }
+        (None, built) => {
+            config.agent = built;
+            config.agents = builtin.agents;
+        }
         _ => {}
     }
     Ok(config)

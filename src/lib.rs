@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 mod reload;
+mod scheduler;
 mod service;
 pub mod store;
 

@@ -10,6 +10,7 @@ mod copy;
 mod launch;
 mod operator;
 mod remote;
+mod usage_cli;
 
 use std::process::ExitCode;
 
@@ -42,6 +43,7 @@ fn main() -> ExitCode {
         cli::Command::Audit(args) => remote::audit(cli.config.as_deref(), &args),
         cli::Command::Reload(args) => remote::reload(cli.config.as_deref(), &args),
         cli::Command::Store(cli::StoreCommand::Copy(args)) => copy::store_copy(&args),
+        cli::Command::Usage(args) => usage_cli::usage(cli.config.as_deref(), &args),
         cli::Command::ResolveSession { reference } => {
             operator::resolve_session(cli.config.as_deref(), &reference)
         }

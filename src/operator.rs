@@ -28,7 +28,7 @@ pub fn known() -> Known {
 }
 
 /// Loads the config, or prints why not and gives the exit code to use.
-fn load(flag: Option<&Path>) -> Result<Config, ExitCode> {
+pub(crate) fn load(flag: Option<&Path>) -> Result<Config, ExitCode> {
     let path = config_path(flag);
     Config::load_with(&path, &known()).map_err(|error| {
         match &error {

@@ -86,6 +86,8 @@ pub struct Service {
     /// The aliases the bot's parts render with (swapped by a reload).
     aliases: SharedAliases,
     bridge: Option<Bridge>,
+    /// The schedules the scheduler loop fires (with an agent only).
+    scheduling: Option<Arc<toolserver::schedules::Scheduling>>,
     /// The file a reload reads; `None`: no live reload.
     config_path: Option<PathBuf>,
 }
@@ -238,12 +240,24 @@ pub async fn build(
             Arc::clone(&backend) as _,
         )
     });
+    if let Some(bridge) = &bridge {
+        bridge.keep_usage_in(Arc::clone(&backend) as _);
+        core.set_usage(Arc::clone(&backend) as _);
+    }
     let runs: Option<Arc<dyn Runs>> = bridge
         .clone()
         .map(|bridge| Arc::new(bridge) as Arc<dyn Runs>);
     if let Some(runs) = &runs {
         core.set_runs(Arc::clone(runs));
     }
+    // Schedules fire agent runs: they are served when there is an agent.
+    let scheduling = bridge.as_ref().map(|_| {
+        let scheduling = Arc::new(toolserver::schedules::Scheduling::new(
+            Arc::clone(&backend) as _
+        ));
+        core.set_scheduling(Arc::clone(&scheduling));
+        scheduling
+    });
     // The health panel shows the one REST client's rate-limit headroom.
     let front = toolserver::http::Front::new(Arc::clone(&core));
     front.console().set_headroom(
@@ -290,6 +304,7 @@ pub async fn build(
         workflows,
         aliases,
         bridge,
+        scheduling,
         config_path: None,
     })
 }
@@ -313,6 +328,7 @@ pub async fn serve(
         workflows,
         aliases,
         bridge,
+        scheduling,
         config_path,
     } = service;
     let Gateway {
@@ -341,6 +357,26 @@ pub async fn serve(
             }
         });
     }
+    let scheduler = match (scheduling, bridge.clone()) {
+        (Some(scheduling), Some(bridge)) => {
+            let connection = Arc::clone(&connection);
+            Some(
+                crate::scheduler::Scheduler {
+                    core: Arc::clone(&core),
+                    scheduling,
+                    bridge,
+                    ready: Box::new(move || {
+                        matches!(
+                            connection.get(),
+                            ConnectionState::Ready | ConnectionState::Backfilling
+                        )
+                    }),
+                }
+                .start(),
+            )
+        }
+        _ => None,
+    };
     let reloads = match config_path {
         Some(path) => {
             let reloader = Arc::new(crate::reload::ConfigReloader::new(
@@ -382,7 +418,7 @@ pub async fn serve(
             Err(join) => std::io::Error::other(join.to_string()),
         })),
     };
-    for task in reloads.into_iter().flatten() {
+    for task in reloads.into_iter().flatten().chain(scheduler) {
         task.abort();
     }
     let _ = stop_serving.send(());

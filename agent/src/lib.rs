@@ -13,8 +13,10 @@
 
 pub mod command;
 pub mod demo;
+pub mod metering;
 pub mod openai;
 pub mod prompt;
+pub mod scheduled;
 pub mod stream;
 pub mod threads;
 
@@ -47,13 +49,20 @@ const FAILED: &str = "❌";
 
 #[derive(Default)]
 struct SessionQueue {
-    waiting: VecDeque<Trigger>,
+    waiting: VecDeque<Queued>,
     running: Option<RunningRun>,
     worker: bool,
     /// Runs queued in a row for other bots' messages; a person's message resets it.
     bot_turns: u32,
     /// Whether the loop guard said why it stopped, since the last reset.
     bot_guard_said: bool,
+}
+
+/// A trigger waiting in its session's queue, and who waits for its report (a schedule's
+/// firing).
+struct Queued {
+    trigger: Trigger,
+    report: Option<oneshot::Sender<switchboard_schedule::RunReport>>,
 }
 
 /// What the loop guard decides for a message from another bot.
@@ -73,6 +82,8 @@ enum BotTurn {
 struct RunTicket<'a> {
     /// `run-<hex>`.
     id: &'a str,
+    /// Its usage and budgets.
+    meter: Option<&'a metering::Meter>,
     gate: &'a RunGate,
     token: &'a str,
     voice: &'a stream::Voice,
@@ -112,6 +123,8 @@ struct Inner {
     /// The durable record of answered triggers (the store's claims); without it, only this
     /// process's queues keep a message from being answered twice.
     answers: Option<Arc<dyn TriggerStore>>,
+    /// Where model usage is kept and budgets are summed ([`Bridge::keep_usage_in`]).
+    usage: std::sync::OnceLock<Arc<dyn switchboard_store::UsageStore>>,
 }
 
 /// Builds the `openai` runner's tokenizer off the runtime's threads (a few hundred
@@ -162,6 +175,7 @@ impl Bridge {
                 runs,
                 runtime: tokio::runtime::Handle::current(),
                 answers,
+                usage: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -238,6 +252,58 @@ impl Bridge {
             return false;
         }
         true
+    }
+
+    /// Keeps every model call's usage in `store` and checks `[budgets]` against it before
+    /// each run. Once only.
+    pub fn keep_usage_in(&self, store: Arc<dyn switchboard_store::UsageStore>) -> bool {
+        self.inner.usage.set(store).is_ok()
+    }
+
+    /// Opens the run's meter: `Ok(None)` without a usage store; `Err` when a `[budgets]` cap
+    /// refuses the run (its caller is not exempt).
+    async fn open_meter(
+        &self,
+        trigger: &Trigger,
+        run_id: &str,
+        session: Snowflake,
+    ) -> Result<Option<metering::Meter>, metering::Refused> {
+        let Some(store) = self.inner.usage.get() else {
+            return Ok(None);
+        };
+        let config = self.config();
+        let settings = self.inner.core.settings();
+        let whole = settings.config();
+        // A schedule's run with no person behind it is charged to no user.
+        let user = (Some(trigger.author_id) != self.bot_id() && trigger.author_id.get() != 0)
+            .then(|| trigger.author_id.to_string());
+        let guild = self
+            .inner
+            .core
+            .surface()
+            .session(session)
+            .and_then(|info| info.guild_id)
+            .map(|guild| guild.to_string());
+        let model = match &config.runner {
+            Runner::OpenAi(runner) => runner.model.clone(),
+            Runner::Command { program, .. } => program.clone(),
+            Runner::Demo => "demo".to_owned(),
+        };
+        let charged = metering::Charged {
+            run_id: run_id.to_owned(),
+            agent: switchboard_config::LEGACY_AGENT_NAME.to_owned(),
+            user,
+            session: Some(session.to_string()),
+            guild,
+            model,
+            price: config.price,
+        };
+        let exempt = whole
+            .budgets
+            .exempts_user(trigger.author_id, &[], &whole.discord.admins);
+        metering::Meter::open(Arc::clone(store), charged, &whole.budgets, exempt)
+            .await
+            .map(Some)
     }
 
     /// Puts reloaded `[agent]` settings in force: triggers, queues and error replies at once,
@@ -391,6 +457,27 @@ impl Bridge {
     /// A missed trigger finding the queue full is dropped with a log line rather than a notice:
     /// a backfill can bring many at once.
     fn queue(&self, trigger: Trigger, missed: bool) {
+        self.queue_reported(trigger, missed, None);
+    }
+
+    /// Queues a run for `trigger` and answers what it did once it ends (a schedule's firing):
+    /// the messages it posted, its final text, or why it failed or could not start. A full
+    /// queue answers at once with the reason.
+    pub fn run_reported(
+        &self,
+        trigger: Trigger,
+    ) -> oneshot::Receiver<switchboard_schedule::RunReport> {
+        let (report, reported) = oneshot::channel();
+        self.queue_reported(trigger, false, Some(report));
+        reported
+    }
+
+    fn queue_reported(
+        &self,
+        trigger: Trigger,
+        missed: bool,
+        report: Option<oneshot::Sender<switchboard_schedule::RunReport>>,
+    ) {
         let channel = trigger.channel_id;
         let limit = self.config().queue_per_session;
         let start_worker = {
@@ -401,6 +488,15 @@ impl Bridge {
             let about_to_run = usize::from(queue.worker && queue.running.is_none());
             if queue.worker && queue.waiting.len() >= limit + about_to_run {
                 drop(sessions);
+                if let Some(report) = report {
+                    let _ = report.send(switchboard_schedule::RunReport {
+                        error: Some(format!(
+                            "the session's queue was full ({limit} runs waiting); the run did not start"
+                        )),
+                        ..switchboard_schedule::RunReport::default()
+                    });
+                    return;
+                }
                 if missed {
                     tracing::info!(session = %channel, message = ?trigger.message_id, "a missed trigger finds the session's queue full; not answered");
                     return;
@@ -411,7 +507,7 @@ impl Bridge {
                     .spawn(async move { bridge.refuse_full(trigger, limit).await });
                 return;
             }
-            queue.waiting.push_back(trigger);
+            queue.waiting.push_back(Queued { trigger, report });
             self.inner.core.metrics().queue_depth_add(1);
             !std::mem::replace(&mut queue.worker, true)
         };
@@ -445,7 +541,7 @@ impl Bridge {
                 let mut sessions = self.sessions();
                 let queue = sessions.entry(channel).or_default();
                 match queue.waiting.pop_front() {
-                    Some(trigger) => {
+                    Some(Queued { trigger, report }) => {
                         self.inner.core.metrics().queue_depth_add(-1);
                         let run_id = match random_hex(8) {
                             Ok(hex) => format!("run-{hex}"),
@@ -461,7 +557,7 @@ impl Bridge {
                             started_ms: now_ms(),
                             abort: Some(abort),
                         });
-                        Some((trigger, run_id, aborted))
+                        Some((trigger, run_id, aborted, report))
                     }
                     None => {
                         queue.worker = false;
@@ -470,10 +566,17 @@ impl Bridge {
                     }
                 }
             };
-            let Some((trigger, run_id, aborted)) = next else {
+            let Some((trigger, run_id, aborted, report)) = next else {
                 return;
             };
-            self.run(&trigger, &run_id, aborted).await;
+            match report {
+                Some(report) => {
+                    let done =
+                        scheduled::reported(&run_id, self.run(&trigger, &run_id, aborted)).await;
+                    let _ = report.send(done);
+                }
+                None => self.run(&trigger, &run_id, aborted).await,
+            }
             if let Some(queue) = self.sessions().get_mut(&channel) {
                 queue.running = None;
             }
@@ -544,7 +647,7 @@ impl Bridge {
             queue
                 .waiting
                 .iter()
-                .map(|trigger| view(trigger, RunState::Queued, None))
+                .map(|queued| view(&queued.trigger, RunState::Queued, None))
         });
         running.chain(queued).collect()
     }
@@ -619,7 +722,10 @@ impl Bridge {
             .call(context, "surface.messages.send", input)
             .await
         {
-            Ok(_) => true,
+            Ok(output) => {
+                scheduled::answered(&output);
+                true
+            }
             Err(error) => {
                 tracing::error!(code = %error.code, message = %error.message, "posting the agent's reply failed");
                 false
@@ -744,6 +850,24 @@ impl Bridge {
                 }
             })
         };
+        // Budgets are checked before the agent starts: a refused run never calls the model.
+        let meter = match self.open_meter(trigger, run_id, answer_channel.id()).await {
+            Ok(meter) => meter,
+            Err(refused) => {
+                tracing::info!(run = %run_id, session = %answer_channel.id(), "run refused: {}", refused.message());
+                scheduled::failed(&refused.message());
+                working.abort();
+                typing.abort();
+                if gate.opened().await {
+                    let context = voice.context(answer_channel.id());
+                    self.post_reply(&context, trigger, &refused.notice()).await;
+                }
+                self.inner
+                    .core
+                    .end_capability(&token, toolserver::auth::TokenEnd::Finished);
+                return;
+            }
+        };
         let answer_in = (answer_channel != channel).then_some(answer_channel);
         // A run whose record failed is stopped like an aborted one.
         let stopped = {
@@ -764,6 +888,7 @@ impl Bridge {
                 started,
                 &RunTicket {
                     id: run_id,
+                    meter: meter.as_ref(),
                     gate: &gate,
                     token: &token,
                     voice: &voice,
@@ -799,6 +924,7 @@ impl Bridge {
     ) -> bool {
         let RunTicket {
             id: request_id,
+            meter,
             gate,
             token,
             voice,
@@ -904,6 +1030,7 @@ impl Bridge {
                     context: &context,
                     session: answering.channel_id,
                     limits: &limits,
+                    meter,
                 };
                 let chat = openai::answer(
                     run,
@@ -947,6 +1074,11 @@ impl Bridge {
         };
         // The token ends with the run: a call still waiting on it (an approval) answers
         // `cancelled`, as does any later call of an aborted run.
+        match &answer {
+            Answer::Reply(text) => scheduled::final_text(text),
+            Answer::Failed(reason) => scheduled::failed(reason),
+            Answer::Aborted => scheduled::failed("the run was aborted"),
+        }
         let how = match answer {
             Answer::Aborted => toolserver::auth::TokenEnd::Aborted,
             Answer::Reply(_) | Answer::Failed(_) => toolserver::auth::TokenEnd::Finished,
@@ -987,6 +1119,7 @@ impl Bridge {
                     (true, "replied")
                 } else {
                     // The answer exists but could not be posted: the trigger must not say ✅.
+                    scheduled::failed("the answer could not be posted");
                     (false, "reply_failed")
                 }
             }

@@ -70,6 +70,9 @@ pub enum OpenAiError {
     /// `agent.api_key_env` names a variable that is unset or empty; holds its name.
     #[error("the API key variable {0} is not set")]
     MissingKey(String),
+    /// A `[budgets]` cap was crossed by this run: it stops before its next model round.
+    #[error("{}", .0.message())]
+    Budget(switchboard_usage::Refusal),
     /// What can never be cut from a request (the system prompt, the tool schemas, the two most
     /// recent turns, the message to answer) is bigger than the budget; nothing was sent.
     #[error("the request to the model cannot fit the context budget: {0}")]
@@ -94,6 +97,7 @@ impl OpenAiError {
             OpenAiError::Malformed(_) => "the model's answer was malformed".to_owned(),
             OpenAiError::Timeout(limit) => format!("no answer within {} s", limit.as_secs()),
             OpenAiError::MissingKey(name) => format!("{name} is not set"),
+            OpenAiError::Budget(refusal) => refusal.message(),
             OpenAiError::TooBig(FitError::TooBig {
                 part,
                 part_tokens,
@@ -183,6 +187,8 @@ pub struct Run<'a> {
     pub session: entity::Snowflake,
     /// The token budget.
     pub limits: &'a ContextLimits,
+    /// Where each model call's usage is kept and the run's budgets are checked.
+    pub meter: Option<&'a crate::metering::Meter>,
 }
 
 impl Run<'_> {
@@ -256,6 +262,10 @@ impl Run<'_> {
             })?;
         let url = format!("{}/chat/completions", runner.base_url.trim_end_matches('/'));
         for round in 0..=runner.max_tool_rounds {
+            // A run that crossed a cap stops here, before asking the model again.
+            if let Some(refusal) = self.meter.and_then(crate::metering::Meter::crossed) {
+                return Err(OpenAiError::Budget(refusal));
+            }
             // The last round offers no tools, so the model has to answer in text; their
             // schemas' room goes back to the conversation.
             let offered = if round < runner.max_tool_rounds {
@@ -273,6 +283,8 @@ impl Run<'_> {
             }
             if draft.is_some() {
                 body["stream"] = json!(true);
+                // The last chunk then carries the usage.
+                body["stream_options"] = json!({"include_usage": true});
             }
             let mut http = client
                 .post(&url)
@@ -288,7 +300,12 @@ impl Run<'_> {
                     url: url.clone(),
                     source,
                 })?;
-            let message = read_message(response, &url, draft.as_ref()).await?;
+            let (message, usage) = read_message(response, &url, draft.as_ref()).await?;
+            if let Some(meter) = self.meter {
+                meter
+                    .record(usage_of(usage.as_ref(), &body, &message))
+                    .await;
+            }
             let calls = message
                 .get("tool_calls")
                 .and_then(Value::as_array)
@@ -419,7 +436,7 @@ async fn read_message(
     mut response: reqwest::Response,
     url: &str,
     draft: Option<&DraftSender>,
-) -> Result<Value, OpenAiError> {
+) -> Result<(Value, Option<Value>), OpenAiError> {
     let unreachable = |source| OpenAiError::Unreachable {
         url: url.to_owned(),
         source,
@@ -440,9 +457,11 @@ async fn read_message(
         }
         let completion: Value = serde_json::from_str(&text)
             .map_err(|e| OpenAiError::Malformed(format!("{e}: {}", excerpt(&text))))?;
+        let usage = completion.get("usage").filter(|u| u.is_object()).cloned();
         return completion
             .pointer("/choices/0/message")
             .cloned()
+            .map(|message| (message, usage))
             .ok_or_else(|| {
                 OpenAiError::Malformed(format!("no choices[0].message in {}", excerpt(&text)))
             });
@@ -461,7 +480,8 @@ async fn read_message(
         while let Some(end) = pending.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = pending.drain(..=end).collect();
             if assembled.event(&String::from_utf8_lossy(&line))? {
-                return Ok(assembled.finish());
+                let usage = assembled.usage.take();
+                return Ok((assembled.finish(), usage));
             }
         }
         if pending.len() > MAX_STREAM_LINE {
@@ -483,7 +503,8 @@ async fn read_message(
     if !pending.is_empty() {
         assembled.event(&String::from_utf8_lossy(&pending))?;
     }
-    Ok(assembled.finish())
+    let usage = assembled.usage.take();
+    Ok((assembled.finish(), usage))
 }
 
 /// An assistant message assembled from streamed deltas.
@@ -494,6 +515,8 @@ struct StreamedMessage {
     calls: Vec<(String, String, String)>,
     /// Whether `content` grew since it was last published.
     grew: bool,
+    /// The `usage` a chunk carried (the last one, with `stream_options.include_usage`).
+    usage: Option<Value>,
 }
 
 impl StreamedMessage {
@@ -509,6 +532,9 @@ impl StreamedMessage {
         }
         let event: Value = serde_json::from_str(data)
             .map_err(|e| OpenAiError::Malformed(format!("{e}: {}", excerpt(data))))?;
+        if let Some(usage) = event.get("usage").filter(|u| u.is_object()) {
+            self.usage = Some(usage.clone());
+        }
         let Some(delta) = event.pointer("/choices/0/delta") else {
             return Ok(false);
         };
@@ -648,9 +674,32 @@ async fn run_tools(
         .collect()
 }
 
+/// One model call's usage: `prompt_tokens` / `completion_tokens` as the model reported them,
+/// else estimated from the request's and the answer's length, and marked so.
+fn usage_of(
+    reported: Option<&Value>,
+    request: &Value,
+    message: &Value,
+) -> switchboard_usage::Usage {
+    let field = |name: &str| reported.and_then(|u| u.get(name)).and_then(Value::as_u64);
+    if let (Some(prompt), Some(completion)) = (field("prompt_tokens"), field("completion_tokens")) {
+        return switchboard_usage::Usage::reported(prompt, completion);
+    }
+    let prompt_chars = request.get("messages").map_or(0, |m| m.to_string().len()) as u64;
+    let completion_chars = message
+        .get("content")
+        .and_then(Value::as_str)
+        .map_or(0, str::len)
+        + message.get("tool_calls").map_or(0, |c| c.to_string().len());
+    switchboard_usage::Usage::estimate(prompt_chars, completion_chars as u64)
+}
+
 fn answer_text(result: Result<toolserver::ToolOutput, toolserver::ToolError>) -> String {
     match result {
-        Ok(output) => format!("{{\"ok\":true,\"value\":{}}}", output.get()),
+        Ok(output) => {
+            crate::scheduled::answered(&output);
+            format!("{{\"ok\":true,\"value\":{}}}", output.get())
+        }
         Err(error) => error_text(&error),
     }
 }

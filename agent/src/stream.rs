@@ -157,7 +157,10 @@ impl Draft {
                 )
                 .await;
             match edited {
-                Ok(_) => return true,
+                Ok(_) => {
+                    crate::scheduled::posted(message_id);
+                    return true;
+                }
                 Err(error) => {
                     tracing::warn!(code = %error.code, message = %error.message, "editing the draft into the answer failed; posting it instead");
                 }

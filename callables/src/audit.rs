@@ -45,7 +45,7 @@ pub struct ListAuditInput {
 }
 
 /// A time as `since`/`until` take it, in ms since the epoch.
-fn parse_time(field: &str, text: &str, now_ms: u64) -> Result<u64, ToolError> {
+pub(super) fn parse_time(field: &str, text: &str, now_ms: u64) -> Result<u64, ToolError> {
     let text = text.trim();
     if let Ok(time) = DateTime::parse_from_rfc3339(text) {
         return u64::try_from(time.timestamp_millis()).map_err(|_| {

@@ -85,6 +85,8 @@ pub(crate) struct RawSessionSettings {
     pub tool_scope: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     pub workspace: Option<Spanned<String>>,
+    #[serde(default)]
+    pub agent: Option<Spanned<String>>,
 }
 
 /// The `[sessions]` table: a session (alias or id) → its settings.
@@ -284,6 +286,9 @@ pub struct SessionSettings {
     /// `workspace = "PATH"`: the project directory this session's workspace is (instead of
     /// `ROOT/<session id>`); its threads work there too.
     pub workspace: Option<std::path::PathBuf>,
+    /// `agent = "NAME"`: the agent that answers here (and in its threads) instead of
+    /// `agents.default`.
+    pub agent: Option<switchboard_agents::AgentName>,
 }
 
 /// `[[toolserver.tokens]]`: a named service token (for MCP clients, CI, the console) with a
@@ -686,6 +691,7 @@ pub(crate) fn sessions(
     aliases: &Aliases,
     known: &Known,
     workspace_on: bool,
+    agents: &[switchboard_agents::AgentName],
     c: &mut Collector,
 ) -> Vec<SessionSettings> {
     let mut settings: Vec<SessionSettings> = Vec::new();
@@ -710,16 +716,25 @@ pub(crate) fn sessions(
         let workspace = table.workspace.as_ref().and_then(|path| {
             crate::workspace::session_workspace(path, &format!("{key}.workspace"), workspace_on, c)
         });
+        let agent = table.agent.as_ref().and_then(|name| {
+            crate::agents::session_agent(name, &format!("{key}.agent"), agents, c)
+        });
         settings.push(SessionSettings {
             channel_id,
             tool_scope,
             workspace,
+            agent,
         });
     }
     settings
 }
 
-pub(crate) fn tokens(raw: &[RawToken], known: &Known, c: &mut Collector) -> Vec<NamedToken> {
+pub(crate) fn tokens(
+    raw: &[RawToken],
+    known: &Known,
+    agents: &[switchboard_agents::AgentName],
+    c: &mut Collector,
+) -> Vec<NamedToken> {
     let mut tokens: Vec<NamedToken> = Vec::new();
     for (index, token) in raw.iter().enumerate() {
         let key = |field: &str| format!("toolserver.tokens[{index}].{field}");
@@ -746,7 +761,16 @@ pub(crate) fn tokens(raw: &[RawToken], known: &Known, c: &mut Collector) -> Vec<
         tokens.push(NamedToken {
             name,
             token_env: env_name(&token.token_env, &key("token_env"), c),
-            scope: tool_scope(&token.scope, &key("scope"), known, &[CONSOLE_SCOPE], c),
+            scope: token
+                .scope
+                .iter()
+                .enumerate()
+                .map(|(index, value)| {
+                    let key = format!("{}[{index}]", key("scope"));
+                    crate::agents::token_agent_entry(value, &key, agents, c)
+                        .unwrap_or_else(|| tool_glob(value, &key, known, &[CONSOLE_SCOPE], c))
+                })
+                .collect(),
         });
     }
     tokens

@@ -5,7 +5,9 @@
 
 #![warn(missing_docs)]
 
+mod agents;
 mod governance;
+mod plans;
 mod raw;
 mod reload;
 mod report;
@@ -21,9 +23,12 @@ pub use governance::{
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+pub use agents::{AgentsConfig, AnswerLabel, NamedAgent, LEGACY_AGENT_NAME};
 pub use entity::{AliasKind, Aliases, Snowflake};
+pub use plans::{BudgetsConfig, ScheduleEntry};
 pub use reload::{plan_reload, ReloadPlan, RESTART_ONLY};
 pub use report::{Problem, Report};
+pub use switchboard_agents::AgentName;
 pub use switchboard_store::{SqliteLocation, StoreUrl, KNOWN_SCHEMES};
 pub use workspace::WorkspaceConfig;
 
@@ -54,8 +59,12 @@ pub struct Config {
     pub toolserver: ToolserverConfig,
     /// `[store]`: the SQLite file and how many messages it keeps.
     pub store: StoreConfig,
-    /// `None` when no `[agent]` is configured: messages are stored, no agent runs.
+    /// The default agent's settings (`[agent]`, or the `[agents.NAME]` that `agents.default`
+    /// names); `None` when no agent is configured: messages are stored, no agent runs.
     pub agent: Option<AgentConfig>,
+    /// Every configured agent (`[agent]` alone is one, named `agent`), the default, and
+    /// `agents.max_handoff_depth`.
+    pub agents: AgentsConfig,
     /// `[permissions]`: allow / ask / deny rules and who approves.
     pub permissions: Permissions,
     /// `[sessions.*]`: per-session settings (tool scopes).
@@ -66,6 +75,12 @@ pub struct Config {
     pub audit: AuditConfig,
     /// `[workspace]`: the agent's files, shell and git; `None` (no table): off.
     pub workspace: Option<WorkspaceConfig>,
+    /// `[[schedules]]`: scheduled prompts kept in the file (ids `config:NAME`).
+    pub schedules: Vec<ScheduleEntry>,
+    /// `[scheduler]`: how missed firings are handled and how many schedules may exist.
+    pub scheduler: switchboard_schedule::SchedulerSettings,
+    /// `[budgets]`: token and dollar caps per user, session, guild and agent.
+    pub budgets: BudgetsConfig,
 }
 
 /// `[agent]`.
@@ -123,6 +138,12 @@ pub struct AgentConfig {
     /// A missed trigger older than this is not answered even with `reply`
     /// (`agent.missed_max_age_s`, default 600, 1 to 604,800).
     pub missed_max_age: std::time::Duration,
+    /// `agent.price_in_per_mtok` / `agent.price_out_per_mtok` (dollars per million tokens,
+    /// default 0): what the agent's usage costs, recorded per model call.
+    pub price: switchboard_usage::Price,
+    /// `answer_label` (default `prefix`): how this agent's answers say it wrote them when
+    /// more than one agent is configured.
+    pub answer_label: AnswerLabel,
 }
 
 /// `agent.missed_triggers`: what becomes of triggers missed while the gateway was away.

@@ -21,6 +21,10 @@ pub(crate) struct RawConfig {
     pub store: RawStore,
     #[serde(default)]
     pub agent: Option<RawAgent>,
+    /// `[agents]`: named agents (`[agents.NAME]`, each with exactly the keys `[agent]` has),
+    /// `agents.default` and `agents.max_handoff_depth`.
+    #[serde(default)]
+    pub agents: Option<switchboard_agents::RawAgents<RawAgent>>,
     #[serde(default)]
     pub permissions: crate::governance::RawPermissions,
     #[serde(default)]
@@ -31,6 +35,12 @@ pub(crate) struct RawConfig {
     pub audit: crate::governance::RawAudit,
     #[serde(default)]
     pub workspace: Option<crate::workspace::RawWorkspace>,
+    #[serde(default)]
+    pub schedules: Vec<switchboard_schedule::RawSchedule>,
+    #[serde(default)]
+    pub scheduler: Option<switchboard_schedule::RawScheduler>,
+    #[serde(default)]
+    pub budgets: Option<switchboard_usage::RawBudgets>,
 }
 
 /// `[agent]`: which agent answers, and when.
@@ -90,6 +100,11 @@ pub(crate) struct RawAgent {
     pub missed_triggers: Option<Spanned<String>>,
     #[serde(default = "default_missed_max_age_s")]
     pub missed_max_age_s: Spanned<u64>,
+    #[serde(default)]
+    pub price_in_per_mtok: Option<Spanned<switchboard_usage::RawUsd>>,
+    #[serde(default)]
+    pub price_out_per_mtok: Option<Spanned<switchboard_usage::RawUsd>>,
+    pub answer_label: Option<Spanned<String>>,
 }
 
 fn default_missed_max_age_s() -> Spanned<u64> {

@@ -18,6 +18,9 @@ pub(crate) const ID_HELP: &str = "a Discord id is 17 to 20 digits, written as a 
 
 pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Option<Config> {
     let (aliases, alias_comments) = aliases(&raw, c);
+    // First: tokens' `agent:NAME` entries and `[sessions.X] agent` name these.
+    let agents = crate::agents::agents(&raw, known, &aliases, c);
+    let agent_names = agents.names();
     for (index, value) in raw.discord.allowed_channel_ids.iter().enumerate() {
         let category = value
             .get_ref()
@@ -131,7 +134,7 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
             c,
         )),
         rate_limits: rate_limits(&raw.toolserver.rate_limits, c),
-        tokens: crate::governance::tokens(&raw.toolserver.tokens, known, c),
+        tokens: crate::governance::tokens(&raw.toolserver.tokens, known, &agent_names, c),
     };
     if toolserver.insecure_no_auth && !toolserver.bind.ip().is_loopback() {
         c.add(
@@ -180,10 +183,7 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
             c,
         )),
     };
-    let agent = raw
-        .agent
-        .as_ref()
-        .and_then(|agent| agent_config(agent, known, &aliases, c));
+    let agent = agents.default_agent().map(|a| a.config.clone());
     let token_names: Vec<String> = toolserver.tokens.iter().map(|t| t.name.clone()).collect();
     let permissions = crate::governance::permissions(
         &raw.permissions,
@@ -197,12 +197,25 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
         .workspace
         .as_ref()
         .map(|w| crate::workspace::workspace(w, c));
-    let sessions =
-        crate::governance::sessions(&raw.sessions, &aliases, known, workspace.is_some(), c);
+    let sessions = crate::governance::sessions(
+        &raw.sessions,
+        &aliases,
+        known,
+        workspace.is_some(),
+        &agent_names,
+        c,
+    );
     let hooks = crate::governance::hooks(&raw.hooks, known, c);
     let audit = crate::governance::audit(&raw.audit, c);
+    let schedules = crate::plans::schedules(&raw.schedules, &agent_names, &aliases, c);
+    let scheduler = crate::plans::scheduler(raw.scheduler.as_ref(), c);
+    let budgets = crate::plans::budgets(raw.budgets.as_ref(), &aliases, &toolserver.tokens, c);
     Some(Config {
+        schedules,
+        scheduler,
+        budgets,
         agent,
+        agents,
         discord,
         aliases,
         alias_comments,
@@ -256,8 +269,11 @@ fn bounded_because(
     number.clamp(*range.start(), *range.end())
 }
 
-fn agent_config(
+/// One agent table, `[agent]` or `[agents.NAME]`: `prefix` is its key path (`agent`,
+/// `agents.NAME`), so every problem names the table it is in.
+pub(crate) fn agent_config(
     raw: &crate::raw::RawAgent,
+    prefix: &str,
     known: &Known,
     aliases: &Aliases,
     c: &mut Collector,
@@ -277,7 +293,7 @@ fn agent_config(
             Some(command) => {
                 c.add(
                     Some(command.span()),
-                    "agent.command",
+                    format!("{prefix}.command"),
                     "the command is empty",
                     "write the program and its arguments, such as [\"./agent.sh\", \"--fast\"]",
                 );
@@ -286,19 +302,19 @@ fn agent_config(
             None => {
                 c.add(
                     Some(raw.runner.span()),
-                    "agent.command",
+                    format!("{prefix}.command"),
                     "runner = \"command\" needs agent.command",
                     "add command = [\"program\", \"arg\", ...]",
                 );
                 None
             }
         },
-        "openai" => openai_runner(raw, c),
+        "openai" => openai_runner(raw, prefix, c),
         "demo" => Some(Runner::Demo),
         other => {
             c.add(
                 Some(raw.runner.span()),
-                "agent.runner",
+                format!("{prefix}.runner"),
                 format!("unknown runner '{other}'"),
                 "use runner = \"command\", runner = \"openai\" or runner = \"demo\"",
             );
@@ -307,24 +323,32 @@ fn agent_config(
     };
     let mut env_passthrough = Vec::new();
     for (index, name) in raw.env_passthrough.iter().enumerate() {
-        let checked = env_name(name, &format!("agent.env_passthrough[{index}]"), c);
+        let checked = env_name(name, &format!("{prefix}.env_passthrough[{index}]"), c);
         env_passthrough.push(checked);
     }
     // Every key is checked before the runner decides, so all problems are reported at once.
-    let timeout =
-        std::time::Duration::from_secs(bounded(&raw.timeout_s, "agent.timeout_s", 1..=86_400, c));
-    let context_messages =
-        bounded(&raw.context_messages, "agent.context_messages", 0..=200, c) as usize;
+    let timeout = std::time::Duration::from_secs(bounded(
+        &raw.timeout_s,
+        &format!("{prefix}.timeout_s"),
+        1..=86_400,
+        c,
+    ));
+    let context_messages = bounded(
+        &raw.context_messages,
+        &format!("{prefix}.context_messages"),
+        0..=200,
+        c,
+    ) as usize;
     let context_tokens = bounded_because(
         &raw.context_tokens,
-        "agent.context_tokens",
+        &format!("{prefix}.context_tokens"),
         1_000..=2_000_000,
         "tokens one request to the model may carry, the answer's reserve included",
         c,
     ) as usize;
     let answer_tokens = bounded_because(
         &raw.answer_tokens,
-        "agent.answer_tokens",
+        &format!("{prefix}.answer_tokens"),
         1..=1_000_000,
         "tokens kept for the model's answer",
         c,
@@ -336,7 +360,7 @@ fn agent_config(
     {
         c.add(
             Some(raw.answer_tokens.span()),
-            "agent.answer_tokens",
+            format!("{prefix}.answer_tokens"),
             format!(
                 "{answer_tokens} leaves no room for the request: it must be less than agent.context_tokens ({context_tokens})"
             ),
@@ -346,17 +370,22 @@ fn agent_config(
             ),
         );
     }
-    let protected_tools =
-        crate::governance::tool_scope(&raw.protected_tools, "agent.protected_tools", known, &[], c);
+    let protected_tools = crate::governance::tool_scope(
+        &raw.protected_tools,
+        &format!("{prefix}.protected_tools"),
+        known,
+        &[],
+        c,
+    );
     let queue_per_session = bounded(
         &raw.queue_per_session,
-        "agent.queue_per_session",
+        &format!("{prefix}.queue_per_session"),
         0..=1_000,
         c,
     ) as usize;
     let max_concurrent_runs = bounded(
         &raw.max_concurrent_runs,
-        "agent.max_concurrent_runs",
+        &format!("{prefix}.max_concurrent_runs"),
         1..=256,
         c,
     ) as usize;
@@ -370,7 +399,7 @@ fn agent_config(
         Some((value, other)) => {
             c.add(
                 Some(value.span()),
-                "agent.missed_triggers",
+                format!("{prefix}.missed_triggers"),
                 format!("unknown value '{other}'"),
                 "use missed_triggers = \"reply\" (answer triggers missed while the gateway was away, when younger than agent.missed_max_age_s) or \"ignore\"",
             );
@@ -381,20 +410,34 @@ fn agent_config(
     // trigger may be at most a week old to be answered once only.
     let missed_max_age = std::time::Duration::from_secs(bounded_because(
         &raw.missed_max_age_s,
-        "agent.missed_max_age_s",
+        &format!("{prefix}.missed_max_age_s"),
         1..=604_800,
         "seconds; at most a week",
         c,
     ));
-    let active_channel_ids = ids(&raw.active_channel_ids, "agent.active_channel_ids", c);
-    let allow_bots = ids(&raw.allow_bots, "agent.allow_bots", c);
-    let max_bot_turns = bounded(&raw.max_bot_turns, "agent.max_bot_turns", 1..=100, c) as u32;
-    let trusted_users = principals(&raw.trusted_users, "agent.trusted_users", aliases, c);
+    let active_channel_ids = ids(
+        &raw.active_channel_ids,
+        &format!("{prefix}.active_channel_ids"),
+        c,
+    );
+    let allow_bots = ids(&raw.allow_bots, &format!("{prefix}.allow_bots"), c);
+    let max_bot_turns = bounded(
+        &raw.max_bot_turns,
+        &format!("{prefix}.max_bot_turns"),
+        1..=100,
+        c,
+    ) as u32;
+    let trusted_users = principals(
+        &raw.trusted_users,
+        &format!("{prefix}.trusted_users"),
+        aliases,
+        c,
+    );
     for (index, principal) in trusted_users.iter().enumerate() {
         if matches!(principal, Principal::Role(_)) {
             c.add(
                 Some(raw.trusted_users[index].span()),
-                format!("agent.trusted_users[{index}]"),
+                format!("{prefix}.trusted_users[{index}]"),
                 "roles can't be trusted users yet: switchboard does not keep members' roles for past messages",
                 "list the users themselves (\"@Mira\" or a user id)",
             );
@@ -406,7 +449,7 @@ fn agent_config(
         Some((spanned, other)) => {
             c.add(
                 Some(spanned.span()),
-                "agent.stream",
+                format!("{prefix}.stream"),
                 format!("unknown stream mode '{other}'"),
                 "use stream = \"edit\" (a draft edited as the answer is written) or stream = \"off\"",
             );
@@ -424,7 +467,7 @@ fn agent_config(
         Some((spanned, other)) => {
             c.add(
                 Some(spanned.span()),
-                "agent.reply_in_thread",
+                format!("{prefix}.reply_in_thread"),
                 format!("unknown reply_in_thread '{other}'"),
                 "use reply_in_thread = \"never\" (answer in the channel), \"always\" (answer in a thread started from the message) or \"long\" (a thread only when the answer is longer than one message)",
             );
@@ -433,11 +476,26 @@ fn agent_config(
     };
     let stream_interval = std::time::Duration::from_millis(bounded(
         &raw.stream_interval_ms,
-        "agent.stream_interval_ms",
+        &format!("{prefix}.stream_interval_ms"),
         250..=60_000,
         c,
     ));
+    let answer_label = match raw.answer_label.as_ref().map(|s| (s, s.get_ref().as_str())) {
+        None | Some((_, "prefix")) => crate::AnswerLabel::Prefix,
+        Some((_, "footer")) => crate::AnswerLabel::Footer,
+        Some((_, "off")) => crate::AnswerLabel::Off,
+        Some((spanned, other)) => {
+            c.add(
+                Some(spanned.span()),
+                format!("{prefix}.answer_label"),
+                format!("unknown answer_label '{other}'"),
+                "use answer_label = \"prefix\" (the agent's name before the answer), \"footer\" (on a small line after it) or \"off\"; it shows only when more than one agent is configured",
+            );
+            crate::AnswerLabel::Prefix
+        }
+    };
     let config = AgentConfig {
+        answer_label,
         runner: runner?,
         timeout,
         env_passthrough,
@@ -450,7 +508,9 @@ fn agent_config(
         active_channel_ids,
         allow_bots,
         tool_scope: match &raw.tool_scope {
-            Some(scope) => crate::governance::tool_scope(scope, "agent.tool_scope", known, &[], c),
+            Some(scope) => {
+                crate::governance::tool_scope(scope, &format!("{prefix}.tool_scope"), known, &[], c)
+            }
             None => crate::DEFAULT_TOOL_SCOPE
                 .iter()
                 .map(|s| (*s).to_owned())
@@ -466,18 +526,24 @@ fn agent_config(
         stream_interval,
         reply_in_thread,
         missed_triggers,
+        price: crate::plans::price(
+            raw.price_in_per_mtok.as_ref(),
+            raw.price_out_per_mtok.as_ref(),
+            prefix,
+            c,
+        ),
         missed_max_age,
     };
     Some(config)
 }
 
-fn openai_runner(raw: &crate::raw::RawAgent, c: &mut Collector) -> Option<Runner> {
+fn openai_runner(raw: &crate::raw::RawAgent, prefix: &str, c: &mut Collector) -> Option<Runner> {
     let base_url = match &raw.base_url {
-        Some(url) => base_url_value(url, "agent.base_url", c),
+        Some(url) => base_url_value(url, &format!("{prefix}.base_url"), c),
         None => {
             c.add(
                 Some(raw.runner.span()),
-                "agent.base_url",
+                format!("{prefix}.base_url"),
                 "runner = \"openai\" needs agent.base_url",
                 "add base_url = \"http://127.0.0.1:PORT/v1\" (an OpenAI-compatible server)",
             );
@@ -489,7 +555,7 @@ fn openai_runner(raw: &crate::raw::RawAgent, c: &mut Collector) -> Option<Runner
         _ => {
             c.add(
                 Some(raw.runner.span()),
-                "agent.model",
+                format!("{prefix}.model"),
                 "runner = \"openai\" needs agent.model",
                 "add model = \"the model's name on that server\"",
             );
@@ -499,9 +565,13 @@ fn openai_runner(raw: &crate::raw::RawAgent, c: &mut Collector) -> Option<Runner
     let api_key_env = raw
         .api_key_env
         .as_ref()
-        .map(|name| env_name(name, "agent.api_key_env", c));
-    let max_tool_rounds =
-        bounded(&raw.max_tool_rounds, "agent.max_tool_rounds", 1..=64, c) as usize;
+        .map(|name| env_name(name, &format!("{prefix}.api_key_env"), c));
+    let max_tool_rounds = bounded(
+        &raw.max_tool_rounds,
+        &format!("{prefix}.max_tool_rounds"),
+        1..=64,
+        c,
+    ) as usize;
     Some(Runner::OpenAi(OpenAiRunner {
         base_url: base_url?,
         model: model?,

@@ -21,6 +21,11 @@ fn config_line() -> impl Strategy<Value = String> {
         Just("Stanley"),
         Just("everyone"),
         Just("path"),
+        Just("default"),
+        Just("max_handoff_depth"),
+        Just("agent"),
+        Just("answer_label"),
+        Just("scope"),
     ];
     let value = prop_oneof![
         Just("\"1000000000000000401\"".to_owned()),
@@ -31,6 +36,8 @@ fn config_line() -> impl Strategy<Value = String> {
         Just("\"127.0.0.1:99999\"".to_owned()),
         Just("{ discord = \"1\", comment = 3 }".to_owned()),
         Just("true".to_owned()),
+        Just("\"support\"".to_owned()),
+        Just("[\"agent:support\", \"agent:*\", \"agent:sup*\"]".to_owned()),
         "\"[ -~]{0,20}\"",
         "[0-9]{0,25}",
     ];
@@ -45,6 +52,12 @@ fn config_line() -> impl Strategy<Value = String> {
             Just("[store]"),
             Just("[agent]"),
             Just("[[agent]]"),
+            Just("[agents]"),
+            Just("[agents.support]"),
+            Just("[agents.default]"),
+            Just("[agents.\"two words\"]"),
+            Just("[sessions.ops]"),
+            Just("[[toolserver.tokens]]"),
         ]
         .prop_map(str::to_owned),
         (key, value).prop_map(|(k, v)| format!("{k} = {v}")),

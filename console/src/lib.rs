@@ -23,6 +23,7 @@ use switchboard_engine::{auth, clock, error, events, invocation, runs, server, v
 pub mod health;
 mod live;
 pub mod session;
+mod usage;
 
 use std::future::Future;
 use std::num::NonZeroU32;
@@ -214,6 +215,7 @@ where
         .route("/console/api/approvals/{id}", post(decide))
         .route("/console/api/audit", get(audit))
         .route("/console/api/runs", get(runs))
+        .route("/console/api/usage.svg", get(usage::usage_svg))
         .route("/console/api/runs/{id}/abort", post(abort))
         .route("/console/api/compose", post(compose))
 }

@@ -269,7 +269,7 @@ pub fn scope_allows(scope: &[String], tool_id: &str) -> bool {
     scope.iter().any(|pattern| glob_matches(pattern, tool_id))
 }
 
-/// Whether `tool_id` is an operator callable: governance itself (`approvals.*`, `admin.*`)
+/// Whether `tool_id` is an operator callable: governance itself (`approvals.*`, `admin.*`), usage (`usage.*`)
 /// and the agent's runs (`runs.*`).
 /// An agent run never gets one, whatever its scope says (`["*"]` included); a named token gets
 /// one only when its scope names it, exactly or by a glob (`approvals.*`, `admin.*`, `*`).
@@ -280,7 +280,7 @@ pub fn is_operator_callable(tool_id: &str) -> bool {
 }
 
 /// The namespaces of the operator callables.
-const OPERATOR_NAMESPACES: [&str; 3] = ["approvals.", "admin.", "runs."];
+const OPERATOR_NAMESPACES: [&str; 4] = ["approvals.", "admin.", "runs.", "usage."];
 
 /// What a Discord user may call: deciding an ask (an approver's button), changing a
 /// session's tools (an admin's `/tools`), `/status` and `/abort` in their channel, and undoing

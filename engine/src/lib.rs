@@ -38,6 +38,7 @@ pub mod refusals;
 pub mod registry;
 pub mod render;
 pub mod runs;
+pub mod schedules;
 pub mod scopes;
 pub mod server;
 pub mod surface;

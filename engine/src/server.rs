@@ -104,6 +104,8 @@ pub struct Core {
     reloader: std::sync::OnceLock<Arc<dyn Reloader>>,
     /// The agent's runs (`runs.list`, `runs.abort`), once the host installed them.
     runs: std::sync::OnceLock<Arc<dyn crate::runs::Runs>>,
+    scheduling: std::sync::OnceLock<Arc<crate::schedules::Scheduling>>,
+    usage: std::sync::OnceLock<Arc<dyn switchboard_store::UsageStore>>,
     /// Where `Idempotency-Key`s and their answers are kept: the composition root's store,
     /// else (tests, a core nobody handed one) one in this process's memory.
     idempotency: std::sync::OnceLock<Arc<dyn switchboard_store::IdempotencyStore>>,
@@ -198,6 +200,8 @@ impl Core {
             refusals: crate::refusals::RefusalLog::new(),
             reloader: std::sync::OnceLock::new(),
             runs: std::sync::OnceLock::new(),
+            scheduling: std::sync::OnceLock::new(),
+            usage: std::sync::OnceLock::new(),
             idempotency: std::sync::OnceLock::new(),
             permits: Semaphore::new(ts.max_concurrent_calls),
             events,
@@ -263,6 +267,28 @@ impl Core {
     /// answer `no_agent` until then. Once only.
     pub fn set_runs(&self, runs: Arc<dyn crate::runs::Runs>) -> bool {
         self.runs.set(runs).is_ok()
+    }
+
+    /// Installs the schedules the `schedule.*` callables serve (they answer
+    /// `schedules_unavailable` until then). Once only.
+    pub fn set_scheduling(&self, scheduling: Arc<crate::schedules::Scheduling>) -> bool {
+        self.scheduling.set(scheduling).is_ok()
+    }
+
+    /// The schedules, once [`Core::set_scheduling`] installed them.
+    pub fn scheduling(&self) -> Option<&Arc<crate::schedules::Scheduling>> {
+        self.scheduling.get()
+    }
+
+    /// Installs where model usage is kept: `usage.report` answers `usage_unavailable` until
+    /// then. Once only.
+    pub fn set_usage(&self, usage: Arc<dyn switchboard_store::UsageStore>) -> bool {
+        self.usage.set(usage).is_ok()
+    }
+
+    /// Where model usage is kept, once [`Core::set_usage`] installed it.
+    pub fn usage(&self) -> Option<&Arc<dyn switchboard_store::UsageStore>> {
+        self.usage.get()
     }
 
     /// The agent's runs, once [`Core::set_runs`] installed them.

@@ -22,13 +22,14 @@ const CI: &str = "ci-secret-value";
 const ADMINS: &str = "admins-secret-value";
 const ALL: &str = "all-secret-value";
 
-const OPERATOR_CALLABLES: [&str; 6] = [
+const OPERATOR_CALLABLES: [&str; 7] = [
     "approvals.list",
     "approvals.decide",
     "admin.tools.set",
     "admin.reload",
     "runs.list",
     "runs.abort",
+    "usage.report",
 ];
 
 /// `admins` may call `admin.*`; `all` may call everything.

@@ -667,6 +667,9 @@ function renderHealth(h) {
 
 async function loadRuns() {
   const data = await api('GET', '/console/api/runs');
+  // The usage chart is drawn by the server (an SVG image): fetched again with the panel.
+  const chart = $('usage-chart');
+  if (chart) chart.src = `/console/api/usage.svg?at=${Date.now()}`;
   const trigger = (t) => (t ? `${t.author}: ${t.text}` : '—');
   const active = data.active || [];
   renderIfChanged($('runs-active'), [active, data.agent], () => (active.length ? active.map((r) => el('tr', {},

@@ -1,0 +1,177 @@
+//! Usage and budgets end to end (issue 26 §4) with the scripted OpenAI-compatible model: each
+//! model call's reported usage is recorded and `usage.report` sums it exactly as the model
+//! server counted it; a per-user daily token cap refuses the run that would go over it before
+//! the model is called (the model server sees no request), with a notice in Discord naming
+//! the cap and when it resets; another user is not capped by it.
+
+#[path = "support/model.rs"]
+mod model;
+mod support;
+
+use std::time::Duration;
+
+use fake_discord::demo;
+use model::FakeModel;
+use serde_json::{json, Value};
+use support::{reply_to, Allow, Fake, Switchboard, TempDir};
+
+const BOT_MENTION: &str = "<@1000000000000000001>";
+
+/// A completion that reports its usage, as OpenAI's does.
+fn answer(n: usize) -> (u16, Value) {
+    (
+        200,
+        json!({
+            "id": "chatcmpl-e2e",
+            "object": "chat.completion",
+            "model": "fake-model",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": format!("Answer {n}")}}],
+            "usage": {"prompt_tokens": 100 + n as u64, "completion_tokens": 20, "total_tokens": 120 + n as u64}
+        }),
+    )
+}
+
+fn config(model: &FakeModel) -> String {
+    format!(
+        "[agent]\nrunner = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\nsystem_prompt = \"You answer.\"\ntimeout_s = 15\nstream = \"off\"\nprice_in_per_mtok = 2\nprice_out_per_mtok = 10\n\n[budgets.user]\ntokens_per_day = 240\n",
+        model.base_url
+    )
+}
+
+/// What the model server itself counted: its answers' usage, summed.
+fn counted(model: &FakeModel) -> (u64, u64) {
+    let asked = model.requests().len();
+    let prompt: u64 = (1..=asked).map(|n| 100 + n as u64).sum();
+    (prompt, 20 * asked as u64)
+}
+
+#[test]
+fn a_per_user_daily_token_cap_refuses_the_run_before_the_model_is_called_and_reports_add_up() {
+    let model = FakeModel::start(|requests| answer(requests.len()));
+    let fake = Fake::start();
+    let dir = TempDir::new("budgets");
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &config(&model));
+
+    // Two runs: 101+20 and 102+20 tokens, 243 in all: Stanley is at his 240-token cap.
+    for n in 1..=2 {
+        let trigger = fake.post(
+            demo::OPS,
+            demo::STANLEY,
+            &format!("{BOT_MENTION} question {n}"),
+        );
+        let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
+        assert_eq!(reply["content"], format!("Answer {n}"));
+    }
+    assert_eq!(model.requests().len(), 2);
+
+    // The third is refused before the model is asked, with a notice naming the cap.
+    let trigger = fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} question 3"),
+    );
+    let notice = reply_to(&fake, &sb, demo::OPS, &trigger);
+    let text = notice["content"].as_str().unwrap();
+    assert!(text.contains("daily token budget is used up"), "{text}");
+    assert!(text.contains("budgets.user.tokens_per_day"), "{text}");
+    assert!(text.contains("<t:"), "says when it resets: {text}");
+    assert!(!text.contains("<@"), "mentions nobody: {text}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        model.requests().len(),
+        2,
+        "the model was called for a refused run"
+    );
+
+    // Tomas has his own cap.
+    let trigger = fake.post(
+        demo::OPS,
+        demo::TOMAS,
+        &format!("{BOT_MENTION} my question"),
+    );
+    let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
+    assert_eq!(reply["content"], "Answer 3");
+
+    // usage.report's sums are the model server's own count, per user and in all.
+    let (prompt, completion) = counted(&model);
+    let by_day = sb.tools(&["usage.report", "day"]).json();
+    let rows = by_day["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{by_day}");
+    assert_eq!(rows[0]["promptTokens"], prompt);
+    assert_eq!(rows[0]["completionTokens"], completion);
+    assert_eq!(rows[0]["totalTokens"], prompt + completion);
+    assert_eq!(rows[0]["estimated"], false);
+    // $2 per million in, $10 per million out.
+    let micros = (prompt * 2 + completion * 10) as f64 / 1_000_000.0;
+    let usd = rows[0]["usd"].as_f64().unwrap();
+    assert!((usd - micros).abs() < 1e-9, "{usd} vs {micros}");
+
+    let by_user = sb.tools(&["usage.report", "user", "--since=1h"]).json();
+    let rows = by_user["rows"].as_array().unwrap();
+    let of = |user: u64| {
+        rows.iter()
+            .find(|r| r["user"].as_str() == Some(&*user.to_string()))
+            .unwrap_or_else(|| panic!("no row for {user} in {by_user}"))
+            .clone()
+    };
+    assert_eq!(of(demo::STANLEY)["totalTokens"], 101 + 20 + 102 + 20);
+    assert_eq!(of(demo::TOMAS)["totalTokens"], 103 + 20);
+
+    // `switchboard usage` reads the same from the store, with the service stopped.
+    let config = sb.config.clone();
+    let (status, _) = sb.terminate(Duration::from_secs(20));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    let printed = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["--config"])
+        .arg(&config)
+        .args(["usage", "--by", "user", "--json"])
+        .current_dir(dir.path())
+        .output()
+        .expect("run switchboard usage");
+    assert!(printed.status.success(), "{printed:?}");
+    let offline: Value = serde_json::from_slice(&printed.stdout).expect("JSON");
+    assert_eq!(offline, by_user);
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["--config"])
+        .arg(&config)
+        .args(["usage", "--since", "soon"])
+        .current_dir(dir.path())
+        .output()
+        .expect("run switchboard usage");
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+}
+
+#[test]
+fn a_run_that_crosses_a_cap_stops_at_its_next_model_round_and_says_so() {
+    // The first answer asks for a tool and reports 300 tokens: over the 240-token cap.
+    let model = FakeModel::start(|requests| {
+        let (status, mut body) = model::tool_call(
+            "call-1",
+            "surface__messages__list",
+            "{\"sessionId\": \"#ops\", \"limit\": 1}",
+        );
+        body["usage"] = json!({"prompt_tokens": 280, "completion_tokens": 20});
+        if requests.len() == 1 {
+            (status, body)
+        } else {
+            answer(requests.len())
+        }
+    });
+    let fake = Fake::start();
+    let dir = TempDir::new("budgets-crossed");
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &config(&model));
+    let trigger = fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} look around"),
+    );
+    let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
+    let text = reply["content"].as_str().unwrap();
+    assert!(text.contains("the run stopped"), "{text}");
+    assert!(text.contains("budgets.user.tokens_per_day"), "{text}");
+    // The tool ran, but the model was not asked again.
+    assert_eq!(model.requests().len(), 1);
+    let by_user = sb.tools(&["usage.report", "user"]).json();
+    assert_eq!(by_user["rows"][0]["totalTokens"], 300, "{by_user}");
+}

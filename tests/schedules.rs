@@ -1,0 +1,249 @@
+//! Scheduled prompts end to end (issue 26 §3) with the scripted OpenAI-compatible model: a
+//! schedule every 2 s posts 3 times and each firing leaves a receipt naming the run and the
+//! message it posted; a schedule whose run posts nothing is recorded as failed and paused
+//! after 3, with a notice in its channel; a schedule due while the service was stopped fires
+//! once after the start.
+
+#[path = "support/model.rs"]
+mod model;
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fake_discord::demo;
+use model::{text, FakeModel};
+use serde_json::Value;
+use support::{bot_posts, poll, Allow, Fake, Switchboard, TempDir};
+
+const WAIT: Duration = Duration::from_secs(40);
+
+fn agent(model: &FakeModel) -> String {
+    format!(
+        "[agent]\nrunner = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\nsystem_prompt = \"You post scheduled digests.\"\ntimeout_s = 15\nstream = \"off\"\nerror_reply = \"agent failed: {{reason}}\"\n",
+        model.base_url
+    )
+}
+
+/// A model that answers `Digest N` to its N-th request.
+fn counting_model() -> FakeModel {
+    let count = Arc::new(AtomicUsize::new(0));
+    FakeModel::start(move |_| {
+        text(&format!(
+            "Digest {}",
+            count.fetch_add(1, Ordering::SeqCst) + 1
+        ))
+    })
+}
+
+fn create(sb: &Switchboard, args: &[&str]) -> String {
+    let mut all = vec!["schedule.create", "--session-id=#ops"];
+    all.extend_from_slice(args);
+    let made = sb.tools(&all).json();
+    made["scheduleId"]
+        .as_str()
+        .expect("a schedule id")
+        .to_owned()
+}
+
+fn get(sb: &Switchboard, id: &str) -> Value {
+    sb.tools(&["schedule.get", id]).json()
+}
+
+fn receipts(schedule: &Value) -> Vec<Value> {
+    schedule["receipts"].as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn a_schedule_every_2s_posts_3_times_and_each_firing_leaves_a_receipt() {
+    let model = counting_model();
+    let fake = Fake::start();
+    let dir = TempDir::new("schedule-every");
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &agent(&model));
+    let id = create(&sb, &["--prompt=Post the digest", "--every=2s"]);
+
+    let shown = poll("3 receipts", WAIT, || {
+        let shown = get(&sb, &id);
+        (receipts(&shown).len() >= 3).then_some(shown)
+    });
+    sb.tools(&["schedule.cancel", &id]).json();
+    let posts = bot_posts(&fake, demo::OPS);
+    let texts: Vec<&str> = posts.iter().filter_map(|m| m["content"].as_str()).collect();
+    for n in 1..=3 {
+        assert!(texts.contains(&format!("Digest {n}").as_str()), "{texts:?}");
+    }
+    // Newest first; each names its run and the message it posted, which is in the channel.
+    let kept = receipts(&shown);
+    let mut runs = Vec::new();
+    for receipt in &kept[..3] {
+        assert_eq!(receipt["outcome"]["status"], "delivered", "{receipt}");
+        let run = receipt["runId"].as_str().expect("a run id");
+        assert!(run.starts_with("run-"), "{receipt}");
+        runs.push(run.to_owned());
+        let ids = receipt["outcome"]["messageIds"].as_array().unwrap();
+        assert_eq!(ids.len(), 1, "{receipt}");
+        assert!(
+            posts.iter().any(|m| m["id"] == ids[0]),
+            "{} is not a bot message in #ops",
+            ids[0]
+        );
+    }
+    runs.sort();
+    runs.dedup();
+    assert_eq!(runs.len(), 3, "each firing is its own run");
+    // Firings are 2 s apart, in order.
+    let at =
+        |r: &Value| chrono::DateTime::parse_from_rfc3339(r["firingAt"].as_str().unwrap()).unwrap();
+    assert_eq!((at(&kept[0]) - at(&kept[1])).num_seconds(), 2);
+    assert_eq!((at(&kept[1]) - at(&kept[2])).num_seconds(), 2);
+    assert_eq!(get(&sb, &id)["status"], "cancelled");
+}
+
+#[test]
+fn a_schedule_whose_run_posts_nothing_fails_and_is_paused_after_3_with_a_notice() {
+    // The model answers with no text at all: the run ends without error and posts nothing.
+    let model = FakeModel::start(|_| text(""));
+    let fake = Fake::start();
+    let dir = TempDir::new("schedule-silent");
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &agent(&model));
+    let id = create(&sb, &["--prompt=Post the digest", "--every=2s"]);
+
+    let shown = poll("the schedule paused", WAIT, || {
+        let shown = get(&sb, &id);
+        (shown["status"] == "paused").then_some(shown)
+    });
+    let kept = receipts(&shown);
+    assert_eq!(kept.len(), 3, "{shown}");
+    for receipt in &kept {
+        assert_eq!(receipt["outcome"]["status"], "failed", "{receipt}");
+        assert_eq!(receipt["outcome"]["reason"], "nothing_posted", "{receipt}");
+        assert!(receipt["runId"].is_string(), "{receipt}");
+    }
+    assert_eq!(shown["failuresInARow"], 3);
+    assert!(shown.get("nextAt").is_none(), "{shown}");
+    // The channel is told, once.
+    let notice = poll("the pause notice", WAIT, || {
+        bot_posts(&fake, demo::OPS).into_iter().find(|m| {
+            m["content"]
+                .as_str()
+                .is_some_and(|t| t.contains("is paused"))
+        })
+    });
+    let text = notice["content"].as_str().unwrap();
+    assert!(text.contains(&id), "{text}");
+    assert!(text.contains("schedule.resume"), "{text}");
+    // Paused: no more firings.
+    let asked = model.requests().len();
+    assert_eq!(asked, 3);
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(model.requests().len(), asked, "a paused schedule fired");
+    assert_eq!(
+        bot_posts(&fake, demo::OPS).len(),
+        1,
+        "only the notice was posted"
+    );
+}
+
+#[test]
+fn a_schedule_due_while_the_service_was_stopped_fires_once_after_the_start() {
+    let model = counting_model();
+    let fake = Fake::start();
+    let dir = TempDir::new("schedule-missed");
+    let config = agent(&model);
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &config);
+    let at = (chrono::Utc::now() + chrono::Duration::seconds(4))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let id = create(
+        &sb,
+        &["--prompt=Post the launch note", &format!("--at={at}")],
+    );
+    let (status, _) = sb.terminate(Duration::from_secs(20));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    // Down while it comes due.
+    std::thread::sleep(Duration::from_secs(6));
+    assert!(
+        model.requests().is_empty(),
+        "it fired while the service was down"
+    );
+
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &config);
+    let shown = poll("the missed firing's receipt", WAIT, || {
+        let shown = get(&sb, &id);
+        (!receipts(&shown).is_empty() && shown["status"] != "active").then_some(shown)
+    });
+    assert_eq!(shown["status"], "done", "{shown}\n{}", sb.stderr());
+    let kept = receipts(&shown);
+    assert_eq!(kept.len(), 1, "{shown}");
+    assert_eq!(kept[0]["outcome"]["status"], "delivered", "{shown}");
+    assert_eq!(kept[0]["firingAt"].as_str().unwrap(), at.as_str());
+    // Once: one model request, one message, and nothing more a while later.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(model.requests().len(), 1);
+    let texts: Vec<String> = bot_posts(&fake, demo::OPS)
+        .iter()
+        .filter_map(|m| m["content"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(texts, ["Digest 1"]);
+}
+
+#[test]
+fn a_firing_missed_for_longer_than_missed_max_age_is_recorded_skipped_not_run() {
+    let model = counting_model();
+    let fake = Fake::start();
+    let dir = TempDir::new("schedule-skipped");
+    let config = format!("{}\n[scheduler]\nmissed_max_age_s = 1\n", agent(&model));
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &config);
+    let at = (chrono::Utc::now() + chrono::Duration::seconds(3))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let id = create(
+        &sb,
+        &["--prompt=Post the launch note", &format!("--at={at}")],
+    );
+    let (status, _) = sb.terminate(Duration::from_secs(20));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    std::thread::sleep(Duration::from_secs(6));
+
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &config);
+    let shown = poll("the skipped firing's receipt", WAIT, || {
+        let shown = get(&sb, &id);
+        (!receipts(&shown).is_empty() && shown["status"] != "active").then_some(shown)
+    });
+    assert_eq!(shown["status"], "done", "{shown}");
+    let kept = receipts(&shown);
+    assert_eq!(kept.len(), 1, "{shown}");
+    assert_eq!(kept[0]["outcome"]["status"], "skipped", "{shown}");
+    assert_eq!(kept[0]["outcome"]["count"], 1, "{shown}");
+    assert!(kept[0].get("runId").is_none(), "{shown}");
+    assert!(model.requests().is_empty(), "a skipped firing ran");
+    assert!(bot_posts(&fake, demo::OPS).is_empty());
+}
+
+#[test]
+fn a_schedule_in_the_config_fires_under_its_config_id_and_a_call_cannot_cancel_it() {
+    let model = counting_model();
+    let fake = Fake::start();
+    let dir = TempDir::new("schedule-config");
+    let entry = "\n[[schedules]]\nname = \"digest\"\nsession = \"#ops\"\nprompt = \"Post the digest\"\nevery = \"2s\"\n";
+    let sb = Switchboard::start_with(
+        &fake,
+        dir.path(),
+        &Allow::default(),
+        &format!("{}{entry}", agent(&model)),
+    );
+    let shown = poll("2 receipts", WAIT, || {
+        let shown = get(&sb, "config:digest");
+        (receipts(&shown).len() >= 2).then_some(shown)
+    });
+    assert_eq!(shown["createdBy"], "config");
+    for receipt in &receipts(&shown)[..2] {
+        assert_eq!(receipt["outcome"]["status"], "delivered", "{receipt}");
+    }
+    // Not cancelled by a call: it belongs to the file.
+    let refused = sb.tools(&["schedule.cancel", "config:digest"]);
+    assert_eq!(refused.code, Some(2), "{refused:?}");
+    assert!(
+        refused.stderr.contains("[[schedules]]") || refused.stdout.contains("[[schedules]]"),
+        "{refused:?}"
+    );
+}
