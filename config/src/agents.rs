@@ -176,3 +176,14 @@ pub(crate) fn token_agent_entry(
     }
     Some(value.get_ref().trim().to_owned())
 }
+
+impl crate::Config {
+    /// The agent `[sessions.X] agent` binds to `session`, else the default agent; `None` when
+    /// no agent is configured. (A thread follows its channel: the caller passes the parent.)
+    pub fn agent_for(&self, session: entity::Snowflake) -> Option<&NamedAgent> {
+        crate::session_settings(&self.sessions, session)
+            .and_then(|settings| settings.agent.as_ref())
+            .and_then(|name| self.agents.get(name.as_str()))
+            .or_else(|| self.agents.default_agent())
+    }
+}

@@ -1,0 +1,152 @@
+//! Which agent answers in a session, and how its answer says so.
+//!
+//! A session's agent is, in order: the one `/agent set` bound it to (kept by the bridge), the
+//! one `[sessions.X] agent` binds it (or its channel, for a thread) to, else `agents.default`.
+//! With one agent configured (`[agent]` alone included) the bridge's own config answers
+//! everywhere and no answer is labelled, as before named agents.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use entity::Snowflake;
+use switchboard_config::{AgentConfig, AgentName, AnswerLabel, Config};
+use toolserver::surface::SessionKind;
+use toolserver::Core;
+
+/// Most sessions `/agent set` may bind (an admin's command, but the map must stay bounded).
+pub const MAX_BOUND_SESSIONS: usize = 10_000;
+
+/// The agent a run uses.
+#[derive(Debug, Clone)]
+pub struct RunAgent {
+    /// Its name; `None` when the bridge runs its own one config (one agent configured).
+    pub name: Option<AgentName>,
+    /// Its settings.
+    pub config: Arc<AgentConfig>,
+    /// Whether its answers say which agent wrote them (more than one agent configured).
+    pub labelled: bool,
+}
+
+impl RunAgent {
+    /// `text` as posted: with the agent's name before it or after it when answers are
+    /// labelled (`answer_label`).
+    pub fn label<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        match (&self.name, self.labelled, self.config.answer_label) {
+            (Some(name), true, AnswerLabel::Prefix) => format!("**{name}:** {text}").into(),
+            (Some(name), true, AnswerLabel::Footer) => format!("{text}\n-# {name}").into(),
+            _ => text.into(),
+        }
+    }
+}
+
+/// `/agent set` bindings, by session: in memory, bounded.
+#[derive(Default)]
+pub struct Bindings {
+    by_session: Mutex<HashMap<Snowflake, AgentName>>,
+}
+
+/// Why `/agent set` was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BindError {
+    /// No configured agent has that name.
+    #[error("'{name}' is not a configured agent{}", near.as_ref().map(|n| format!(" — did you mean `{n}`?")).unwrap_or_default())]
+    Unknown {
+        /// The name as given.
+        name: String,
+        /// The configured agent nearest to it.
+        near: Option<AgentName>,
+    },
+    /// [`MAX_BOUND_SESSIONS`] sessions are bound already.
+    #[error(
+        "{MAX_BOUND_SESSIONS} sessions are bound to agents already; reset one with /agent reset"
+    )]
+    Full,
+}
+
+impl Bindings {
+    /// The agent `/agent set` bound `session` to.
+    pub fn get(&self, session: Snowflake) -> Option<AgentName> {
+        self.lock().get(&session).cloned()
+    }
+
+    /// Binds `session` to the configured agent `name` (`None`: back to the config's).
+    pub fn set(
+        &self,
+        config: &Config,
+        session: Snowflake,
+        name: Option<&str>,
+    ) -> Result<(), BindError> {
+        let mut map = self.lock();
+        let Some(name) = name else {
+            map.remove(&session);
+            return Ok(());
+        };
+        let names = config.agents.names();
+        let Some(found) = names.iter().find(|n| n.as_str() == name.trim()) else {
+            return Err(BindError::Unknown {
+                name: name.to_owned(),
+                near: switchboard_agents::nearest_agent(name.trim(), &names),
+            });
+        };
+        if map.len() >= MAX_BOUND_SESSIONS && !map.contains_key(&session) {
+            return Err(BindError::Full);
+        }
+        map.insert(session, found.clone());
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Snowflake, AgentName>> {
+        self.by_session
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The agent that answers in `session`: see the module's doc. `own` is the bridge's own
+/// config (`[agent]`, or the default agent's as the bridge was given it).
+pub fn for_session(
+    core: &Core,
+    bindings: &Bindings,
+    own: Arc<AgentConfig>,
+    session: Snowflake,
+) -> RunAgent {
+    let settings = core.settings();
+    let config = settings.config();
+    if config.agents.agents.len() <= 1 {
+        return RunAgent {
+            name: config.agents.agents.first().map(|a| a.name.clone()),
+            config: own,
+            labelled: false,
+        };
+    }
+    // A thread answers with its channel's agent unless bound itself.
+    let parent = core
+        .surface()
+        .session(session)
+        .filter(|s| s.kind == SessionKind::Thread)
+        .and_then(|s| s.parent_id);
+    let bound = bindings
+        .get(session)
+        .or_else(|| parent.and_then(|p| bindings.get(p)))
+        .and_then(|name| config.agents.get(name.as_str()));
+    let configured = || {
+        let own_binding = switchboard_config::session_settings(&config.sessions, session)
+            .and_then(|s| s.agent.as_ref());
+        match (own_binding, parent) {
+            (None, Some(parent)) => config.agent_for(parent),
+            _ => config.agent_for(session),
+        }
+    };
+    match bound.or_else(configured) {
+        Some(named) => RunAgent {
+            name: Some(named.name.clone()),
+            config: Arc::new(named.config.clone()),
+            labelled: true,
+        },
+        None => RunAgent {
+            name: None,
+            config: own,
+            labelled: false,
+        },
+    }
+}
