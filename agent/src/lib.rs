@@ -14,6 +14,7 @@
 pub mod agents;
 pub mod command;
 pub mod demo;
+pub mod handoff;
 pub mod openai;
 pub mod prompt;
 pub mod stream;
@@ -117,6 +118,8 @@ struct Inner {
     answers: Option<Arc<dyn TriggerStore>>,
     /// `/agent set` bindings.
     bindings: agents::Bindings,
+    /// `agent.handoff` sub-runs going, by the run that asked.
+    handoffs: handoff::Handoffs,
 }
 
 /// Builds the `openai` runner's tokenizer off the runtime's threads (a few hundred
@@ -168,6 +171,7 @@ impl Bridge {
                 runtime: tokio::runtime::Handle::current(),
                 answers,
                 bindings: agents::Bindings::default(),
+                handoffs: handoff::Handoffs::default(),
             }),
         }
     }
@@ -1196,6 +1200,20 @@ impl Runs for Bridge {
 
     fn abort(&self, target: AbortTarget<'_>, user: Snowflake, admin: bool) -> AbortOutcome {
         self.abort_for(target, user, admin)
+    }
+
+    fn handoff(
+        &self,
+        request: toolserver::handoff::HandoffRequest,
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<
+                    Output = Result<toolserver::handoff::HandoffAnswer, toolserver::ToolError>,
+                > + Send
+                + '_,
+        >,
+    > {
+        Box::pin(self.run_handoff(request))
     }
 }
 

@@ -27,6 +27,12 @@ pub mod auth;
 mod batch;
 mod browsers;
 mod callables;
+/// `agent.handoff`'s seam types (the bridge implements [`runs::Runs::handoff`]).
+pub mod handoff {
+    pub use crate::callables::agents::{
+        HandoffAnswer, HandoffRequest, DEFAULT_HANDOFF_TIMEOUT, MAX_HANDOFF_TIMEOUT,
+    };
+}
 pub mod chunk;
 pub mod clock;
 mod coerce;

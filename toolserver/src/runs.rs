@@ -138,6 +138,26 @@ pub trait Runs: Send + Sync {
     /// Stops the running run `target` names when `user` started it, or when `admin`; queued
     /// runs stay.
     fn abort(&self, target: AbortTarget<'_>, user: Snowflake, admin: bool) -> AbortOutcome;
+    /// `agent.handoff`: runs the named agent and answers once its run finished (or timed out).
+    fn handoff(
+        &self,
+        request: crate::handoff::HandoffRequest,
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<
+                    Output = Result<crate::handoff::HandoffAnswer, crate::error::ToolError>,
+                > + Send
+                + '_,
+        >,
+    > {
+        let _ = request;
+        Box::pin(async {
+            Err(crate::error::ToolError::not_found(
+                protocol::ErrorCode::NoAgent,
+                "this agent bridge cannot hand off",
+            ))
+        })
+    }
 }
 
 /// Whether a run may act yet. The record that a message is answered is the store's trigger

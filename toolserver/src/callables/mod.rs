@@ -4,6 +4,7 @@
 //! `runs.abort`), and the agent's workspace (`fs.*`, `shell.*`, `git.*`, `workspace.undo`, over
 //! [`crate::workspaces`]).
 
+pub(crate) mod agents;
 mod attachments;
 mod audit;
 mod channels;
@@ -93,6 +94,7 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(governance::ReloadConfig);
     registry.register(runs::ListRuns);
     registry.register(runs::AbortRun);
+    registry.register(agents::Handoff);
     registry.register(files::ReadFile);
     registry.register(files::WriteFile);
     registry.register(files::EditFile);
