@@ -6,10 +6,12 @@
 mod model;
 mod support;
 
-use fake_discord::demo;
+use std::time::Duration;
+
+use fake_discord::{demo, SlashCommand, Snowflake};
 use model::{messages, text, FakeModel};
-use serde_json::Value;
-use support::{reply_to, Allow, Fake, Switchboard, TempDir};
+use serde_json::{json, Value};
+use support::{poll, reply_to, Allow, Fake, Sections, Switchboard, TempDir};
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
 
@@ -122,4 +124,103 @@ fn agent_alone_answers_without_a_label() {
     let trigger = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} hi"));
     let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
     assert_eq!(reply["content"], "just me", "{reply}");
+}
+
+/// Discord's `data.options` for string options.
+fn options(pairs: &[(&str, &str)]) -> Value {
+    pairs
+        .iter()
+        .map(|(name, value)| json!({"name": name, "type": 3, "value": value}))
+        .collect()
+}
+
+/// Invokes `/name` as `user` in `channel` and waits for the answer's text.
+fn slash(fake: &Fake, channel: u64, user: u64, name: &str, options: Value) -> String {
+    let invoked = fake
+        .fake
+        .invoke_command(SlashCommand {
+            channel_id: channel.into(),
+            user_id: user.into(),
+            name: name.to_owned(),
+            options,
+        })
+        .unwrap_or_else(|e| panic!("invoke /{name}: {e}"));
+    let id = Snowflake::from_digits(invoked["id"].as_str().expect("id")).expect("snowflake");
+    let answered = poll(
+        &format!("the answer to /{name}"),
+        Duration::from_secs(20),
+        || {
+            let i = fake.fake.interaction(id).ok()?;
+            (!i["response"].is_null()).then_some(i)
+        },
+    );
+    answered["response"]["data"]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn slash_agent_shows_the_channels_agent_and_only_admins_rebind_it() {
+    let model = FakeModel::start(answer_as_the_prompted_agent);
+    let fake = Fake::start();
+    let dir = TempDir::new("agent-command");
+    let sb = Switchboard::start_sections(
+        &fake,
+        dir.path(),
+        &Allow::default(),
+        Sections {
+            discord: r#"admins = ["@Stanley"]"#,
+            extra: &two_agents(&model),
+            ..Sections::default()
+        },
+    );
+    poll("the slash commands", Duration::from_secs(20), || {
+        let commands = fake.fake.commands();
+        let global = commands["global"].as_array()?;
+        global.iter().any(|c| c["name"] == "agent").then_some(())
+    });
+    let shown = slash(&fake, demo::OPS, demo::TOMAS, "agent", json!([]));
+    assert!(shown.contains("**support** (the default)"), "{shown}");
+    let shown = slash(&fake, demo::RELEASE_ROOM, demo::TOMAS, "agent", json!([]));
+    assert!(
+        shown.contains("**release** (bound in the config)"),
+        "{shown}"
+    );
+
+    let set = options(&[("action", "set"), ("name", "release")]);
+    let refused = slash(&fake, demo::OPS, demo::TOMAS, "agent", set.clone());
+    assert!(refused.contains("Only admins"), "{refused}");
+    let typo = slash(
+        &fake,
+        demo::OPS,
+        demo::STANLEY,
+        "agent",
+        options(&[("action", "set"), ("name", "relase")]),
+    );
+    assert!(typo.contains("did you mean `release`?"), "{typo}");
+    let done = slash(&fake, demo::OPS, demo::STANLEY, "agent", set);
+    assert!(done.contains("**release** (set with /agent)"), "{done}");
+
+    let trigger = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} ready?"));
+    let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
+    assert_eq!(
+        reply["content"], "release checklist is green\n-# release",
+        "{reply}"
+    );
+
+    let reset = slash(
+        &fake,
+        demo::OPS,
+        demo::STANLEY,
+        "agent",
+        options(&[("action", "reset")]),
+    );
+    assert!(reset.contains("**support** (the default)"), "{reset}");
+    // The change is audited like any call of the operator callable.
+    let audit = sb
+        .tools(&["audit.list", "--tool=admin.agent.set", "--output=json"])
+        .json();
+    let rows = audit["audit"].as_array().cloned().unwrap_or_default();
+    assert_eq!(rows.len(), 4, "{audit}");
 }

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use entity::Snowflake;
 use switchboard_config::{AgentConfig, AgentName, AnswerLabel, Config};
+use toolserver::handoff::SessionAgent;
 use toolserver::surface::SessionKind;
 use toolserver::Core;
 
@@ -110,14 +111,46 @@ pub fn for_session(
     own: Arc<AgentConfig>,
     session: Snowflake,
 ) -> RunAgent {
+    resolve(core, bindings, own, session).0
+}
+
+/// What `/agent` shows for `session`.
+pub fn describe(
+    core: &Core,
+    bindings: &Bindings,
+    own: Arc<AgentConfig>,
+    session: Snowflake,
+) -> SessionAgent {
+    let (agent, source) = resolve(core, bindings, own, session);
+    let settings = core.settings();
+    SessionAgent {
+        agent: agent.name.map(|n| n.to_string()),
+        source,
+        agents: settings
+            .config()
+            .agents
+            .names()
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+    }
+}
+
+fn resolve(
+    core: &Core,
+    bindings: &Bindings,
+    own: Arc<AgentConfig>,
+    session: Snowflake,
+) -> (RunAgent, &'static str) {
     let settings = core.settings();
     let config = settings.config();
     if config.agents.agents.len() <= 1 {
-        return RunAgent {
+        let agent = RunAgent {
             name: config.agents.agents.first().map(|a| a.name.clone()),
             config: own,
             labelled: false,
         };
+        return (agent, "default");
     }
     // A thread answers with its channel's agent unless bound itself.
     let parent = core
@@ -130,14 +163,19 @@ pub fn for_session(
         .or_else(|| parent.and_then(|p| bindings.get(p)))
         .and_then(|name| config.agents.get(name.as_str()));
     let configured = || {
-        let own_binding = switchboard_config::session_settings(&config.sessions, session)
-            .and_then(|s| s.agent.as_ref());
-        match (own_binding, parent) {
-            (None, Some(parent)) => config.agent_for(parent),
-            _ => config.agent_for(session),
-        }
+        let binding = |id| {
+            switchboard_config::session_settings(&config.sessions, id)
+                .and_then(|s| s.agent.as_ref())
+                .and_then(|name| config.agents.get(name.as_str()))
+        };
+        binding(session).or_else(|| parent.and_then(binding))
     };
-    match bound.or_else(configured) {
+    let (named, source) = match (bound, configured()) {
+        (Some(named), _) => (Some(named), "set"),
+        (None, Some(named)) => (Some(named), "config"),
+        (None, None) => (config.agents.default_agent(), "default"),
+    };
+    let agent = match named {
         Some(named) => RunAgent {
             name: Some(named.name.clone()),
             config: Arc::new(named.config.clone()),
@@ -148,5 +186,6 @@ pub fn for_session(
             config: own,
             labelled: false,
         },
-    }
+    };
+    (agent, source)
 }

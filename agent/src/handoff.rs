@@ -113,7 +113,10 @@ impl Bridge {
             let near = switchboard_agents::nearest_agent(&request.agent, &names)
                 .map(|n| format!(" — did you mean `{n}`?"))
                 .unwrap_or_default();
-            let listed: Vec<&str> = names.iter().map(|n| n.as_str()).collect();
+            let listed: Vec<&str> = names
+                .iter()
+                .map(switchboard_config::AgentName::as_str)
+                .collect();
             return Err(ToolError::not_found(
                 ErrorCode::Other("unknown_agent".to_owned()),
                 format!(

@@ -1202,6 +1202,19 @@ impl Runs for Bridge {
         self.abort_for(target, user, admin)
     }
 
+    fn session_agent(&self, session: Snowflake) -> toolserver::handoff::SessionAgent {
+        agents::describe(
+            &self.inner.core,
+            &self.inner.bindings,
+            self.config(),
+            session,
+        )
+    }
+
+    fn bind_agent(&self, session: Snowflake, agent: Option<&str>) -> Result<(), String> {
+        self.bind_agent(session, agent).map_err(|e| e.to_string())
+    }
+
     fn handoff(
         &self,
         request: toolserver::handoff::HandoffRequest,

@@ -30,7 +30,7 @@ mod callables;
 /// `agent.handoff`'s seam types (the bridge implements [`runs::Runs::handoff`]).
 pub mod handoff {
     pub use crate::callables::agents::{
-        HandoffAnswer, HandoffRequest, DEFAULT_HANDOFF_TIMEOUT, MAX_HANDOFF_TIMEOUT,
+        HandoffAnswer, HandoffRequest, SessionAgent, DEFAULT_HANDOFF_TIMEOUT, MAX_HANDOFF_TIMEOUT,
     };
 }
 pub mod chunk;

@@ -213,3 +213,95 @@ impl Tool for Handoff {
         })
     }
 }
+
+/// Where a session's agent comes from, as `/agent` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionAgent {
+    /// The agent that answers there; `None` when no agent is configured.
+    pub agent: Option<String>,
+    /// `set` (`/agent set`), `config` (`[sessions.X] agent`, or its channel's for a thread) or
+    /// `default` (`agents.default`).
+    pub source: &'static str,
+    /// Every configured agent.
+    pub agents: Vec<String>,
+}
+
+pub struct SetSessionAgent;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SetAgentInput {
+    /// The session to bind (alias like `#help`, or id).
+    pub session_id: String,
+    /// The agent that answers there from now on; absent (or `reset`): back to the config's.
+    pub agent: Option<String>,
+}
+
+#[async_trait]
+impl Tool for SetSessionAgent {
+    type Input = SetAgentInput;
+    type Plan = Option<String>;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            id: "admin.agent.set",
+            title: "Change a session's agent",
+            description: "Choose which configured agent answers in a session (what /agent set does), or go back to the config's choice.",
+            help: "An operator callable: the operator, a token whose scope names it (admin.agent.set, admin.*, *), or a discord.admins user's /agent set. The next run in the session (and its threads) uses that agent. Kept in memory until the service stops; [sessions.X] agent in the config is the lasting binding.",
+            mutating: true,
+            primary: None,
+            effects: Effects::OVERWRITE,
+            output_schema: Some(output_schema::<SessionAgent>()),
+            examples: vec![example(
+                "The release agent answers in #release-room",
+                "tools admin.agent.set --session-id=#release-room --agent=release",
+                json!({"sessionId": "#release-room", "agent": "release"}),
+            )],
+        }
+    }
+
+    fn plan(
+        &self,
+        _: &PlanContext<'_>,
+        input: SetAgentInput,
+    ) -> Result<Planned<Option<String>>, ToolError> {
+        let agent = input
+            .agent
+            .map(|a| a.trim().to_owned())
+            .filter(|a| !a.is_empty() && a != "reset");
+        Ok(Planned::in_session(
+            agent,
+            SessionRequest::session_id(Some(&input.session_id), 0),
+        ))
+    }
+
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        agent: Option<String>,
+    ) -> Result<ToolOutput, ToolError> {
+        if let Caller::Discord(user) = &cx.context.caller {
+            let admins = &cx.settings().config().discord.admins;
+            if admins.is_empty()
+                || !switchboard_config::any_principal_matches(admins, user.id, &user.roles)
+            {
+                return Err(ToolError::denied(
+                    ErrorCode::NotAdmin,
+                    "Only admins (discord.admins in the config) can change a channel's agent; `/agent` alone shows it.",
+                ));
+            }
+        }
+        let runs = cx.core.runs().ok_or_else(|| {
+            ToolError::not_found(
+                ErrorCode::NoAgent,
+                "No agent is configured, so none can answer here",
+            )
+        })?;
+        let session = cx.target()?.channel_id();
+        runs.bind_agent(session, agent.as_deref())
+            .map_err(|why| ToolError::usage(ErrorCode::Other("unknown_agent".to_owned()), why))?;
+        tracing::info!(%session, caller = %cx.context.caller.key(), agent = agent.as_deref().unwrap_or("(config)"), "a session's agent changed");
+        output(&runs.session_agent(session))
+    }
+}

@@ -95,6 +95,7 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(runs::ListRuns);
     registry.register(runs::AbortRun);
     registry.register(agents::Handoff);
+    registry.register(agents::SetSessionAgent);
     registry.register(files::ReadFile);
     registry.register(files::WriteFile);
     registry.register(files::EditFile);
