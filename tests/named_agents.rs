@@ -6,12 +6,15 @@
 mod model;
 mod support;
 
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use fake_discord::{demo, SlashCommand, Snowflake};
 use model::{messages, text, FakeModel};
 use serde_json::{json, Value};
-use support::{poll, reply_to, Allow, Fake, Sections, Switchboard, TempDir};
+use support::{poll, reply_to, wait_bounded, Allow, Fake, Sections, Switchboard, TempDir};
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
 
@@ -223,4 +226,69 @@ fn slash_agent_shows_the_channels_agent_and_only_admins_rebind_it() {
         .json();
     let rows = audit["audit"].as_array().cloned().unwrap_or_default();
     assert_eq!(rows.len(), 4, "{audit}");
+}
+
+/// `switchboard check-config --config FILE`: (exit code, stdout + stderr).
+fn check_config(file: &Path) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("check-config")
+        .arg("--config")
+        .arg(file)
+        .env_remove("SWITCHBOARD_CONFIG")
+        .current_dir(file.parent().expect("config dir"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn switchboard check-config");
+    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    let mut text = String::new();
+    if let Some(mut pipe) = child.stdout.take() {
+        let _ = pipe.read_to_string(&mut text);
+    }
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = pipe.read_to_string(&mut text);
+    }
+    assert!(status.is_some(), "check-config overran 10 s: {text}");
+    (status.and_then(|s| s.code()), text)
+}
+
+#[test]
+fn check_config_accepts_named_agents_and_refuses_unknown_names_with_a_did_you_mean() {
+    let dir = TempDir::new("agents-check");
+    let base = support::config_text(
+        "http://127.0.0.1:9",
+        &dir.path().join("x.db"),
+        &Allow::default(),
+    );
+    let agents = r#"
+[agents]
+default = "support"
+[agents.support]
+runner = "demo"
+tool_scope = ["surface.messages.*", "agent.handoff"]
+[agents.release]
+runner = "demo"
+[sessions.release-room]
+agent = "release"
+"#;
+    let good = dir.path().join("good.toml");
+    std::fs::write(&good, format!("{base}\n{agents}")).expect("write");
+    let (code, report) = check_config(&good);
+    assert_eq!(code, Some(0), "{report}");
+
+    let bad = dir.path().join("bad.toml");
+    let text = format!(
+        "{base}\n{}\n[[toolserver.tokens]]\nname = \"webui\"\ntoken_env = \"WEBUI_TOKEN\"\nscope = [\"agent:suport\"]\n",
+        agents.replace("agent = \"release\"", "agent = \"relase\"")
+    );
+    std::fs::write(&bad, &text).expect("write");
+    let (code, report) = check_config(&bad);
+    assert_eq!(code, Some(2), "{report}");
+    assert!(report.contains("sessions.release-room.agent"), "{report}");
+    assert!(report.contains("did you mean \"release\"?"), "{report}");
+    assert!(
+        report.contains("did you mean \"agent:support\"?"),
+        "{report}"
+    );
 }
