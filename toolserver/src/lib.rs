@@ -27,6 +27,7 @@ pub mod auth;
 mod batch;
 mod browsers;
 mod callables;
+mod chat;
 /// `agent.handoff`'s seam types (the bridge implements [`runs::Runs::handoff`]).
 pub mod handoff {
     pub use crate::callables::agents::{
