@@ -158,3 +158,58 @@ fn a_chat_completion_runs_the_agent_under_the_tokens_scope_and_others_get_403() 
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("\"error\""), "{body}");
 }
+
+/// The venv's python (`tests/setup-python.sh`), or a failure saying how to make it.
+fn venv_python() -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = root.join("target/py-venv/bin/python");
+    let made_from = std::fs::read(root.join("target/py-venv/.requirements")).ok();
+    let wanted = std::fs::read(root.join("tests/python-requirements.txt"))
+        .expect("tests/python-requirements.txt");
+    assert!(
+        python.is_file() && made_from.as_deref() == Some(wanted.as_slice()),
+        "the Python venv with the openai client is missing or out of date: run `bash tests/setup-python.sh` \
+         (./test.sh does), which installs tests/python-requirements.txt into target/py-venv"
+    );
+    python
+}
+
+#[test]
+fn the_official_openai_client_streams_a_completion_and_a_token_without_the_agent_gets_403() {
+    let model = FakeModel::start(|_| text("streamed through the official client"));
+    let (_fake, _dir, sb) = start(&model, "chat-openai-client");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/chat/client.py");
+    let mut child = std::process::Command::new(venv_python())
+        .arg(script)
+        .arg(format!("{}/v1", sb.url))
+        .arg(WEBUI)
+        .arg(OTHER)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the Python client");
+    let status = support::wait_bounded(&mut child, std::time::Duration::from_secs(120));
+    let mut out = String::new();
+    let mut err = String::new();
+    use std::io::Read;
+    if let Some(mut pipe) = child.stdout.take() {
+        let _ = pipe.read_to_string(&mut out);
+    }
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = pipe.read_to_string(&mut err);
+    }
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the client failed: {status:?}\n{out}\n{err}\n{}",
+        sb.stderr()
+    );
+    let seen: Value = serde_json::from_str(out.trim()).expect("one JSON line");
+    assert_eq!(seen["models"], json!(["switchboard:support"]), "{seen}");
+    assert_eq!(
+        seen["text"], "streamed through the official client",
+        "{seen}"
+    );
+    assert_eq!(seen["finish"], "stop", "{seen}");
+    assert_eq!(seen["refused"], 403, "{seen}");
+}
