@@ -10,7 +10,7 @@ mod support;
 
 use model::{messages, text, tool_call, tool_results, FakeModel};
 use serde_json::{json, Value};
-use support::{http_send, Allow, Fake, Sections, Switchboard, TempDir};
+use support::{http_send, venv_python, Allow, Fake, Sections, Switchboard, TempDir};
 
 const WEBUI: &str = "webui-token-0123456789abcdef0123456789abcdef";
 const OTHER: &str = "other-token-0123456789abcdef0123456789abcdef";
@@ -157,21 +157,6 @@ fn a_chat_completion_runs_the_agent_under_the_tokens_scope_and_others_get_403() 
     let (status, body) = send(&sb, "POST", "/v1/chat/completions", WEBUI, "{not json");
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("\"error\""), "{body}");
-}
-
-/// The venv's python (`tests/setup-python.sh`), or a failure saying how to make it.
-fn venv_python() -> std::path::PathBuf {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let python = root.join("target/py-venv/bin/python");
-    let made_from = std::fs::read(root.join("target/py-venv/.requirements")).ok();
-    let wanted = std::fs::read(root.join("tests/python-requirements.txt"))
-        .expect("tests/python-requirements.txt");
-    assert!(
-        python.is_file() && made_from.as_deref() == Some(wanted.as_slice()),
-        "the Python venv with the openai client is missing or out of date: run `bash tests/setup-python.sh` \
-         (./test.sh does), which installs tests/python-requirements.txt into target/py-venv"
-    );
-    python
 }
 
 #[test]

@@ -6,15 +6,12 @@
 mod model;
 mod support;
 
-use std::io::Read;
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use fake_discord::{demo, SlashCommand, Snowflake};
+use fake_discord::demo;
 use model::{messages, text, FakeModel};
 use serde_json::{json, Value};
-use support::{poll, reply_to, wait_bounded, Allow, Fake, Sections, Switchboard, TempDir};
+use support::{check_config, poll, reply_to, slash, Allow, Fake, Sections, Switchboard, TempDir};
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
 
@@ -137,32 +134,6 @@ fn options(pairs: &[(&str, &str)]) -> Value {
         .collect()
 }
 
-/// Invokes `/name` as `user` in `channel` and waits for the answer's text.
-fn slash(fake: &Fake, channel: u64, user: u64, name: &str, options: Value) -> String {
-    let invoked = fake
-        .fake
-        .invoke_command(SlashCommand {
-            channel_id: channel.into(),
-            user_id: user.into(),
-            name: name.to_owned(),
-            options,
-        })
-        .unwrap_or_else(|e| panic!("invoke /{name}: {e}"));
-    let id = Snowflake::from_digits(invoked["id"].as_str().expect("id")).expect("snowflake");
-    let answered = poll(
-        &format!("the answer to /{name}"),
-        Duration::from_secs(20),
-        || {
-            let i = fake.fake.interaction(id).ok()?;
-            (!i["response"].is_null()).then_some(i)
-        },
-    );
-    answered["response"]["data"]["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
-
 #[test]
 fn slash_agent_shows_the_channels_agent_and_only_admins_rebind_it() {
     let model = FakeModel::start(answer_as_the_prompted_agent);
@@ -226,31 +197,6 @@ fn slash_agent_shows_the_channels_agent_and_only_admins_rebind_it() {
         .json();
     let rows = audit["audit"].as_array().cloned().unwrap_or_default();
     assert_eq!(rows.len(), 4, "{audit}");
-}
-
-/// `switchboard check-config --config FILE`: (exit code, stdout + stderr).
-fn check_config(file: &Path) -> (Option<i32>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .arg("check-config")
-        .arg("--config")
-        .arg(file)
-        .env_remove("SWITCHBOARD_CONFIG")
-        .current_dir(file.parent().expect("config dir"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn switchboard check-config");
-    let status = wait_bounded(&mut child, Duration::from_secs(10));
-    let mut text = String::new();
-    if let Some(mut pipe) = child.stdout.take() {
-        let _ = pipe.read_to_string(&mut text);
-    }
-    if let Some(mut pipe) = child.stderr.take() {
-        let _ = pipe.read_to_string(&mut text);
-    }
-    assert!(status.is_some(), "check-config overran 10 s: {text}");
-    (status.and_then(|s| s.code()), text)
 }
 
 #[test]

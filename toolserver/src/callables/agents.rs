@@ -282,10 +282,7 @@ impl Tool for SetSessionAgent {
         agent: Option<String>,
     ) -> Result<ToolOutput, ToolError> {
         if let Caller::Discord(user) = &cx.context.caller {
-            let admins = &cx.settings().config().discord.admins;
-            if admins.is_empty()
-                || !switchboard_config::any_principal_matches(admins, user.id, &user.roles)
-            {
+            if !super::runs::discord_admin(cx, user) {
                 return Err(ToolError::denied(
                     ErrorCode::NotAdmin,
                     "Only admins (discord.admins in the config) can change a channel's agent; `/agent` alone shows it.",
