@@ -231,3 +231,57 @@ fn a_handoff_past_its_timeout_ends_with_timeout() {
         sb.stderr()
     );
 }
+
+#[test]
+fn garbage_handoff_inputs_get_typed_refusals_and_start_nothing() {
+    let model = FakeModel::start(|_| text("should not run"));
+    let (_fake, _dir, sb) = start(&model, "handoff-garbage", "");
+    let cases: [(Value, &str); 7] = [
+        (json!({"agent": "release"}), "invalid_input"),
+        (
+            json!({"agent": "two words", "prompt": "x"}),
+            "invalid_agent_name",
+        ),
+        (json!({"agent": "release", "prompt": "   "}), "empty_prompt"),
+        (
+            json!({"agent": "release", "prompt": "x".repeat(16_001)}),
+            "prompt_too_long",
+        ),
+        (
+            json!({"agent": "release", "prompt": "x", "timeoutS": 0}),
+            "invalid_timeout",
+        ),
+        (
+            json!({"agent": "release", "prompt": "x", "timeoutS": 99_999}),
+            "invalid_timeout",
+        ),
+        (
+            json!({"agent": "relase", "prompt": "x", "sessionId": "#ops"}),
+            "unknown_agent",
+        ),
+    ];
+    let host = sb.url.trim_start_matches("http://").to_owned();
+    let bearer = format!("Bearer {}", sb.token);
+    for (input, code) in cases {
+        let body = json!({"tool": "agent.handoff", "input": input}).to_string();
+        let (status, answer) = support::http_send(
+            &sb.url,
+            "POST",
+            "/v1/call",
+            &[
+                ("Host", &host),
+                ("Authorization", &bearer),
+                ("Content-Type", "application/json"),
+                ("x-switchboard-session-id", "#ops"),
+            ],
+            &body,
+        )
+        .expect("answered");
+        assert!((400..500).contains(&status), "{input}: {status} {answer}");
+        assert!(
+            answer.contains(&format!("\"code\":\"{code}\"")),
+            "{input}: {answer}"
+        );
+    }
+    assert!(model.requests().is_empty(), "no run started");
+}

@@ -189,3 +189,68 @@ fn resolve(
     };
     (agent, source)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> Config {
+        Config::parse(text, "test.toml").expect("a valid config")
+    }
+
+    const TWO: &str = "[agents]\ndefault = \"support\"\n[agents.support]\nrunner = \"demo\"\n[agents.release]\nrunner = \"demo\"\nanswer_label = \"footer\"\n";
+
+    fn run_agent(config: &Config, name: &str, labelled: bool) -> RunAgent {
+        let named = config.agents.get(name).expect("configured");
+        RunAgent {
+            name: Some(named.name.clone()),
+            config: Arc::new(named.config.clone()),
+            labelled,
+        }
+    }
+
+    #[test]
+    fn answers_say_which_agent_wrote_them_only_when_labelled() {
+        let config = config(TWO);
+        assert_eq!(
+            run_agent(&config, "support", true).label("hi"),
+            "**support:** hi"
+        );
+        assert_eq!(
+            run_agent(&config, "release", true).label("hi"),
+            "hi\n-# release"
+        );
+        assert_eq!(run_agent(&config, "support", false).label("hi"), "hi");
+    }
+
+    #[test]
+    fn bindings_name_configured_agents_and_stay_bounded() {
+        let config = config(TWO);
+        let bindings = Bindings::default();
+        let session = Snowflake(1_000_000_000_000_000_401);
+        assert_eq!(
+            bindings.set(&config, session, Some("relase")),
+            Err(BindError::Unknown {
+                name: "relase".into(),
+                near: Some(AgentName::parse("release").unwrap())
+            })
+        );
+        bindings.set(&config, session, Some("release")).unwrap();
+        assert_eq!(bindings.get(session).unwrap().as_str(), "release");
+        bindings.set(&config, session, None).unwrap();
+        assert_eq!(bindings.get(session), None);
+        for id in 0..MAX_BOUND_SESSIONS as u64 {
+            bindings
+                .set(&config, Snowflake(id), Some("support"))
+                .unwrap();
+        }
+        assert_eq!(
+            bindings.set(&config, session, Some("support")),
+            Err(BindError::Full)
+        );
+        // Rebinding a bound session still works when full.
+        bindings
+            .set(&config, Snowflake(0), Some("release"))
+            .unwrap();
+    }
+}
