@@ -5,14 +5,13 @@
 
 mod support;
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use fake_discord::{demo, MemberSpec, SlashCommand, Snowflake, UserMessage, UserSpec, World};
 use support::{
-    agent_log, bot_posts, command_agent, pid_alive, poll, script, wait_bounded, Allow, Fake,
+    agent_log, bot_posts, check_config, command_agent, pid_alive, poll, script, Allow, Fake,
     Sections, Switchboard, TempDir,
 };
 
@@ -483,31 +482,6 @@ fn a_plain_message_in_an_active_channel_starts_a_run() {
         "a plain message outside the active channels started a run: {:?}",
         agent_log(out)
     );
-}
-
-/// `switchboard check-config --config FILE`: (exit code, stdout + stderr).
-fn check_config(file: &Path) -> (Option<i32>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .arg("check-config")
-        .arg("--config")
-        .arg(file)
-        .env_remove("SWITCHBOARD_CONFIG")
-        .current_dir(file.parent().expect("config dir"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn switchboard check-config");
-    let status = wait_bounded(&mut child, Duration::from_secs(10));
-    let mut text = String::new();
-    if let Some(mut pipe) = child.stdout.take() {
-        let _ = pipe.read_to_string(&mut text);
-    }
-    if let Some(mut pipe) = child.stderr.take() {
-        let _ = pipe.read_to_string(&mut text);
-    }
-    assert!(status.is_some(), "check-config overran 10 s: {text}");
-    (status.and_then(|s| s.code()), text)
 }
 
 /// Writes a valid base config plus `agent` into `dir/name`; returns the path and the text.

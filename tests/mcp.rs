@@ -10,13 +10,15 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fake_discord::demo;
 use serde_json::Value;
-use support::{random_token, wait_bounded, Allow, Fake, Sections, Switchboard, TempDir};
+use support::{
+    random_token, venv_python, wait_bounded, Allow, Fake, Sections, Switchboard, TempDir,
+};
 
 /// `permissions.ask_timeout_s` in the test config: an unanswered ask ends after this.
 const ASK_TIMEOUT_S: u64 = 5;
@@ -24,21 +26,6 @@ const ASK_TIMEOUT_S: u64 = 5;
 const READER_ENV: &str = "SWITCHBOARD_MCP_TEST_READER";
 /// How long one Python client run may take (start-up, a 5 s ask, the rest).
 const PYTHON_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// The venv's python, or a failure saying how to make it.
-fn venv_python() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let python = root.join("target/py-venv/bin/python");
-    let made_from = std::fs::read(root.join("target/py-venv/.requirements")).ok();
-    let wanted = std::fs::read(root.join("tests/python-requirements.txt"))
-        .expect("tests/python-requirements.txt");
-    assert!(
-        python.is_file() && made_from.as_deref() == Some(wanted.as_slice()),
-        "the Python venv for the MCP tests is missing or out of date: run `bash tests/setup-python.sh` \
-         (./test.sh does), which installs tests/python-requirements.txt into target/py-venv"
-    );
-    python
-}
 
 /// Starts switchboard with a `reader` token (scope: help and the message list), and for the
 /// operator's calls a deny rule for deletes and an ask rule for reactions that nobody answers.

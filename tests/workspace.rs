@@ -20,11 +20,11 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use events::{subscribe, Received};
-use fake_discord::{demo, ComponentClick, SlashCommand, Snowflake};
+use fake_discord::{demo, ComponentClick};
 use model::{messages, text, tool_call, tool_results, FakeModel};
 use serde_json::Value;
 use support::{
-    bot_posts, command_agent, poll, script, tools_bin, tools_in, wait_bounded, Allow, Fake,
+    bot_posts, command_agent, poll, script, slash, tools_bin, tools_in, wait_bounded, Allow, Fake,
     Sections, Switchboard, TempDir,
 };
 
@@ -400,27 +400,6 @@ impl Drop for Reap {
                 .status();
         }
     }
-}
-
-fn slash(fake: &Fake, channel: u64, user: u64, name: &str, options: Value) -> String {
-    let invoked = fake
-        .fake
-        .invoke_command(SlashCommand {
-            channel_id: channel.into(),
-            user_id: user.into(),
-            name: name.to_owned(),
-            options,
-        })
-        .unwrap_or_else(|e| panic!("invoke /{name}: {e}"));
-    let id = Snowflake::from_digits(invoked["id"].as_str().expect("id")).expect("snowflake");
-    let answered = poll(&format!("the answer to /{name}"), WAIT, || {
-        let i = fake.fake.interaction(id).ok()?;
-        (!i["response"].is_null()).then_some(i)
-    });
-    answered["response"]["data"]["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
 }
 
 fn wait_for_commands(fake: &Fake) {

@@ -11,9 +11,11 @@
 
 #![warn(missing_docs)]
 
+pub mod agents;
 pub mod command;
 pub mod demo;
 pub mod metering;
+pub mod handoff;
 pub mod openai;
 pub mod prompt;
 pub mod scheduled;
@@ -27,7 +29,7 @@ use std::time::Duration;
 
 use entity::Snowflake;
 use serde_json::json;
-use switchboard_config::{AgentConfig, MissedTriggers, ReplyInThread, Runner, StreamMode};
+use switchboard_config::{AgentConfig, AgentName, MissedTriggers, ReplyInThread, Runner, StreamMode};
 use switchboard_records::TriggerClaim;
 use switchboard_store::{Claim, TriggerStore};
 use tokio::sync::{oneshot, Semaphore};
@@ -87,6 +89,8 @@ struct RunTicket<'a> {
     gate: &'a RunGate,
     token: &'a str,
     voice: &'a stream::Voice,
+    /// The agent that answers.
+    agent: &'a agents::RunAgent,
 }
 
 struct RunningRun {
@@ -125,6 +129,10 @@ struct Inner {
     answers: Option<Arc<dyn TriggerStore>>,
     /// Where model usage is kept and budgets are summed ([`Bridge::keep_usage_in`]).
     usage: std::sync::OnceLock<Arc<dyn switchboard_store::UsageStore>>,
+    /// `/agent set` bindings.
+    bindings: agents::Bindings,
+    /// `agent.handoff` sub-runs going, by the run that asked.
+    handoffs: handoff::Handoffs,
 }
 
 /// Builds the `openai` runner's tokenizer off the runtime's threads (a few hundred
@@ -176,6 +184,8 @@ impl Bridge {
                 runtime: tokio::runtime::Handle::current(),
                 answers,
                 usage: std::sync::OnceLock::new(),
+                bindings: agents::Bindings::default(),
+                handoffs: handoff::Handoffs::default(),
             }),
         }
     }
@@ -267,11 +277,12 @@ impl Bridge {
         trigger: &Trigger,
         run_id: &str,
         session: Snowflake,
+        agent: &str,
+        config: &AgentConfig,
     ) -> Result<Option<metering::Meter>, metering::Refused> {
         let Some(store) = self.inner.usage.get() else {
             return Ok(None);
         };
-        let config = self.config();
         let settings = self.inner.core.settings();
         let whole = settings.config();
         // A schedule's run with no person behind it is charged to no user.
@@ -291,7 +302,7 @@ impl Bridge {
         };
         let charged = metering::Charged {
             run_id: run_id.to_owned(),
-            agent: switchboard_config::LEGACY_AGENT_NAME.to_owned(),
+            agent: agent.to_owned(),
             user,
             session: Some(session.to_string()),
             guild,
@@ -317,6 +328,27 @@ impl Bridge {
     /// The `[agent]` settings in force now.
     pub fn config(&self) -> Arc<AgentConfig> {
         self.inner.config.load()
+    }
+
+    /// The agent that answers in `session` now (what `/agent` shows).
+    pub fn agent_for(&self, session: Snowflake) -> agents::RunAgent {
+        agents::for_session(
+            &self.inner.core,
+            &self.inner.bindings,
+            self.config(),
+            session,
+        )
+    }
+
+    /// `/agent set NAME` (`Some`) or `/agent reset` (`None`) for `session`: its next runs use
+    /// that agent. The caller has checked that an admin asked.
+    pub fn bind_agent(
+        &self,
+        session: Snowflake,
+        name: Option<&str>,
+    ) -> Result<(), agents::BindError> {
+        let settings = self.inner.core.settings();
+        self.inner.bindings.set(settings.config(), session, name)
     }
 
     fn sessions(&self) -> MutexGuard<'_, HashMap<Snowflake, SessionQueue>> {
@@ -681,15 +713,15 @@ impl Bridge {
         session: Snowflake,
         run_id: &str,
         gate: &RunGate,
+        config: &AgentConfig,
     ) -> Option<(String, stream::Voice)> {
-        let config = self.config();
         let grant = CapabilityGrant {
             session_id: session,
             request_id: run_id.to_owned(),
             scope: config.tool_scope.clone(),
             ttl: config.timeout + Duration::from_secs(60),
             client: Some("discord".to_owned()),
-            cwd: Some(run_cwd(&config).display().to_string()),
+            cwd: Some(run_cwd(config).display().to_string()),
             trigger_message_id: trigger.message_id,
             requested_by: Some(trigger.author_id),
             gate: Some(gate.clone()),
@@ -743,12 +775,10 @@ impl Bridge {
         answering: &Trigger,
         text: &str,
         voice: &stream::Voice,
+        config: &AgentConfig,
     ) -> bool {
         let moved = answering.channel_id != trigger.channel_id;
-        if !moved
-            && self.config().reply_in_thread == ReplyInThread::Long
-            && self.needs_parts(text) > 1
-        {
+        if !moved && config.reply_in_thread == ReplyInThread::Long && self.needs_parts(text) > 1 {
             if let Some(thread) = threads::open(&self.inner.core, channel, trigger).await {
                 let answering = threads::in_thread(trigger, thread);
                 let context = voice.context(thread);
@@ -784,9 +814,15 @@ impl Bridge {
         let Some(gate) = self.take(trigger).await else {
             return;
         };
+        let agent = agents::for_session(
+            &self.inner.core,
+            &self.inner.bindings,
+            self.config(),
+            trigger.channel_id,
+        );
         // `agent.reply_in_thread = "always"`: the conversation moves into a thread started from
         // the message before the run, so the run's session, typing and draft are the thread's.
-        let thread = match self.config().reply_in_thread {
+        let thread = match agent.config.reply_in_thread {
             ReplyInThread::Always => {
                 if !gate.opened().await {
                     return;
@@ -806,7 +842,9 @@ impl Bridge {
             None => channel,
         };
         tracing::trace!(session = %trigger.channel_id, "trigger taken");
-        let Some((token, voice)) = self.mint(trigger, answer_channel.id(), run_id, &gate) else {
+        let Some((token, voice)) =
+            self.mint(trigger, answer_channel.id(), run_id, &gate, &agent.config)
+        else {
             return;
         };
         // The ⏳ and the typing indicator start once the agent has started (a command: once
@@ -851,7 +889,14 @@ impl Bridge {
             })
         };
         // Budgets are checked before the agent starts: a refused run never calls the model.
-        let meter = match self.open_meter(trigger, run_id, answer_channel.id()).await {
+        let agent_name = agent
+            .name
+            .as_ref()
+            .map_or(switchboard_config::LEGACY_AGENT_NAME, AgentName::as_str);
+        let meter = match self
+            .open_meter(trigger, run_id, answer_channel.id(), agent_name, &agent.config)
+            .await
+        {
             Ok(meter) => meter,
             Err(refused) => {
                 tracing::info!(run = %run_id, session = %answer_channel.id(), "run refused: {}", refused.message());
@@ -892,6 +937,7 @@ impl Bridge {
                     gate: &gate,
                     token: &token,
                     voice: &voice,
+                    agent: &agent,
                 },
             )
             .await;
@@ -906,8 +952,8 @@ impl Bridge {
             .await;
     }
 
-    fn error_line(&self, reason: &str) -> String {
-        self.config().error_reply.replace("{reason}", reason)
+    fn error_line(config: &AgentConfig, reason: &str) -> String {
+        config.error_reply.replace("{reason}", reason)
     }
 
     /// Runs the agent and posts its answer; true when it succeeded. The prompt reads the
@@ -928,8 +974,9 @@ impl Bridge {
             gate,
             token,
             voice,
+            agent,
         } = *run;
-        let config = self.config();
+        let config = Arc::clone(&agent.config);
         // A command reads an edit made before its run in its prompt, which is built once its
         // process is spawned; the built-in runners read it now.
         let spawns_first = matches!(config.runner, Runner::Command { .. });
@@ -999,7 +1046,7 @@ impl Bridge {
                 };
                 let spec = CommandSpec {
                     cwd: Some(cwd.clone()),
-                    env: self.environment(&answering, trigger, token, request_id, &cwd),
+                    env: self.environment(&config, &answering, trigger, token, request_id, &cwd),
                     stderr_lines: draft
                         .as_ref()
                         .map(|draft| command::progress_sink(draft.sender())),
@@ -1097,6 +1144,9 @@ impl Bridge {
             Answer::Reply(text) => Some(text.trim()).filter(|r| !r.is_empty() && *r != "NO_REPLY"),
             Answer::Failed(_) | Answer::Aborted => None,
         };
+        // With several agents, the answer says which one wrote it.
+        let labelled = reply.map(|reply| agent.label(reply));
+        let reply = labelled.as_deref();
         // The draft becomes the answer when it fits one message; else it goes away.
         let settled = match draft {
             Some(draft) => draft.finish(reply, stream::DRAFT_CHARS).await,
@@ -1112,7 +1162,14 @@ impl Bridge {
                     tracing::info!(run = %request_id, bytes = reply.len(), "agent run finished; the draft became the reply");
                     (true, "replied")
                 } else if self
-                    .post_answer(channel, trigger, &answering, reply, voice)
+                    .post_answer(
+                        channel,
+                        trigger,
+                        &answering,
+                        &agent.label(reply),
+                        voice,
+                        &config,
+                    )
                     .await
                 {
                     tracing::info!(run = %request_id, bytes = reply.len(), "agent run finished; reply posted");
@@ -1125,7 +1182,7 @@ impl Bridge {
             }
             Answer::Failed(reason) => {
                 let context = voice.context(answering.channel_id);
-                self.post_reply(&context, &answering, &self.error_line(&reason))
+                self.post_reply(&context, &answering, &Self::error_line(&config, &reason))
                     .await;
                 (false, "failed")
             }
@@ -1198,14 +1255,14 @@ impl Bridge {
     /// in the parent channel when the conversation moved into a thread).
     fn environment(
         &self,
+        config: &AgentConfig,
         answering: &Trigger,
         trigger: &Trigger,
         token: &str,
         request_id: &str,
         cwd: &std::path::Path,
     ) -> Vec<(String, String)> {
-        let mut env: Vec<(String, String)> = self
-            .config()
+        let mut env: Vec<(String, String)> = config
             .env_passthrough
             .iter()
             .filter_map(|name| std::env::var(name).ok().map(|value| (name.clone(), value)))
@@ -1284,6 +1341,33 @@ impl Runs for Bridge {
 
     fn abort(&self, target: AbortTarget<'_>, user: Snowflake, admin: bool) -> AbortOutcome {
         self.abort_for(target, user, admin)
+    }
+
+    fn session_agent(&self, session: Snowflake) -> toolserver::handoff::SessionAgent {
+        agents::describe(
+            &self.inner.core,
+            &self.inner.bindings,
+            self.config(),
+            session,
+        )
+    }
+
+    fn bind_agent(&self, session: Snowflake, agent: Option<&str>) -> Result<(), String> {
+        self.bind_agent(session, agent).map_err(|e| e.to_string())
+    }
+
+    fn handoff(
+        &self,
+        request: toolserver::handoff::HandoffRequest,
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<
+                    Output = Result<toolserver::handoff::HandoffAnswer, toolserver::ToolError>,
+                > + Send
+                + '_,
+        >,
+    > {
+        Box::pin(self.run_handoff(request))
     }
 }
 

@@ -90,6 +90,25 @@ pub fn definitions() -> Value {
         },
         {
             "type": 1,
+            "name": "agent",
+            "description": "Shows which agent answers in this channel (admins: set NAME or reset)",
+            "options": [
+                {
+                    "type": STRING_OPTION,
+                    "name": "action",
+                    "description": "show (default); admins: set or reset",
+                    "required": false,
+                },
+                {
+                    "type": STRING_OPTION,
+                    "name": "name",
+                    "description": "For set: the agent that answers here from now on",
+                    "required": false,
+                },
+            ],
+        },
+        {
+            "type": 1,
             "name": "undo",
             "description": "Puts this channel's workspace back as it was before the agent's last run (its starter or admins)",
             "options": [
@@ -213,10 +232,11 @@ pub async fn answer(data: &Data, invocation: &Invocation) -> Reply {
         "abort" => abort(data, invocation).await,
         "tools" => tools(data, invocation).await,
         "undo" => undo(data, invocation).await,
+        "agent" => agent(data, invocation).await,
         other => {
             tracing::info!(command = other, "an unknown slash command was invoked");
             Reply::private(format!(
-                "switchboard has no /{} command; its commands are /status, /abort, /tools and /undo.",
+                "switchboard has no /{} command; its commands are /status, /abort, /tools, /agent and /undo.",
                 other.chars().take(32).collect::<String>()
             ))
         }
@@ -328,6 +348,64 @@ async fn tools(data: &Data, invocation: &Invocation) -> Reply {
         Ok(_) => Reply::private(format!(
             "Done; effective from the next call.\n{}",
             describe_tools(&data.core.session_tools(channel), &name)
+        )),
+        Err(error) if error.code == protocol::ErrorCode::NotAdmin => Reply::private(error.message),
+        Err(error) => Reply::private(format!("Nothing changed: {}", error.message)),
+    }
+}
+
+/// `/agent`: which agent answers here; `/agent set NAME` and `/agent reset` are
+/// `admin.agent.set` as the invoking user (the callable lets only admins change it).
+async fn agent(data: &Data, invocation: &Invocation) -> Reply {
+    let channel = invocation.channel;
+    let Some(runs) = &data.runs else {
+        return Reply::private("No agent is configured.");
+    };
+    let describe = |shown: toolserver::handoff::SessionAgent| match shown.agent {
+        Some(name) => {
+            let why = match shown.source {
+                "set" => "set with /agent",
+                "config" => "bound in the config",
+                _ => "the default",
+            };
+            format!(
+                "Agent here: **{name}** ({why}). Configured: {}.",
+                shown.agents.join(", ")
+            )
+        }
+        None => "No agent answers here.".to_owned(),
+    };
+    let action = invocation.option("action").map(str::trim).unwrap_or("show");
+    let agent = match action {
+        "show" | "" => return Reply::private(describe(runs.session_agent(channel))),
+        "reset" => None,
+        "set" => match invocation.option("name").map(str::trim) {
+            Some(name) if !name.is_empty() => Some(name),
+            _ => {
+                return Reply::private(
+                    "`/agent set` takes the agent's name: /agent action:set name:NAME",
+                )
+            }
+        },
+        other => {
+            return Reply::private(format!(
+                "unknown action `{}`: use show, set or reset",
+                other.chars().take(32).collect::<String>()
+            ))
+        }
+    };
+    let changed = data
+        .core
+        .call(
+            &invoker(invocation),
+            "admin.agent.set",
+            json!({ "sessionId": channel.to_string(), "agent": agent }),
+        )
+        .await;
+    match changed {
+        Ok(_) => Reply::private(format!(
+            "Done; from the next run. {}",
+            describe(runs.session_agent(channel))
         )),
         Err(error) if error.code == protocol::ErrorCode::NotAdmin => Reply::private(error.message),
         Err(error) => Reply::private(format!("Nothing changed: {}", error.message)),
@@ -632,7 +710,7 @@ mod tests {
     fn the_definitions_are_what_discord_takes() {
         let commands = definitions();
         let commands = commands.as_array().expect("an array");
-        assert_eq!(commands.len(), 4);
+        assert_eq!(commands.len(), 5);
         for command in commands {
             let name = command["name"].as_str().expect("a name");
             assert!(name.len() <= 32 && name.chars().all(|c| c.is_ascii_lowercase()));

@@ -11,6 +11,7 @@ use switchboard_engine::{
     workflow, workspaces,
 };
 
+pub(crate) mod agents;
 mod attachments;
 mod audit;
 mod channels;
@@ -107,6 +108,8 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(schedules::CancelSchedule);
     registry.register(schedules::ResumeSchedule);
     registry.register(usage::ReportUsage);
+    registry.register(agents::Handoff);
+    registry.register(agents::SetSessionAgent);
     registry.register(files::ReadFile);
     registry.register(files::WriteFile);
     registry.register(files::EditFile);

@@ -30,7 +30,7 @@ fn runs<'a>(cx: &Invocation<'a>) -> Result<&'a std::sync::Arc<dyn Runs>, ToolErr
 }
 
 /// Whether a Discord user is in `discord.admins`.
-fn discord_admin(cx: &Invocation<'_>, user: &crate::auth::DiscordUser) -> bool {
+pub(crate) fn discord_admin(cx: &Invocation<'_>, user: &crate::auth::DiscordUser) -> bool {
     let admins = &cx.settings().config().discord.admins;
     !admins.is_empty() && switchboard_config::any_principal_matches(admins, user.id, &user.roles)
 }

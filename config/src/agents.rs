@@ -122,6 +122,12 @@ pub(crate) fn agents(
             }
         }
     }
+    report(findings, c);
+    config
+}
+
+/// Hands every finding to the collector.
+fn report(findings: Findings, c: &mut Collector) {
     for finding in findings {
         c.add(
             finding.span,
@@ -130,7 +136,6 @@ pub(crate) fn agents(
             finding.help,
         );
     }
-    config
 }
 
 /// `[sessions.X] agent = "NAME"`: the agent it names, with a did-you-mean when none.
@@ -142,14 +147,7 @@ pub(crate) fn session_agent(
 ) -> Option<AgentName> {
     let mut findings = Findings::new();
     let found = switchboard_agents::agent_ref(value, key, configured, &mut findings);
-    for finding in findings {
-        c.add(
-            finding.span,
-            finding.key_path,
-            finding.message,
-            finding.help,
-        );
-    }
+    report(findings, c);
     found
 }
 
@@ -166,13 +164,17 @@ pub(crate) fn token_agent_entry(
     }
     let mut findings = Findings::new();
     switchboard_agents::scope_entry(value, key, configured, &mut findings);
-    for finding in findings {
-        c.add(
-            finding.span,
-            finding.key_path,
-            finding.message,
-            finding.help,
-        );
-    }
+    report(findings, c);
     Some(value.get_ref().trim().to_owned())
+}
+
+impl crate::Config {
+    /// The agent `[sessions.X] agent` binds to `session`, else the default agent; `None` when
+    /// no agent is configured. (A thread follows its channel: the caller passes the parent.)
+    pub fn agent_for(&self, session: entity::Snowflake) -> Option<&NamedAgent> {
+        crate::session_settings(&self.sessions, session)
+            .and_then(|settings| settings.agent.as_ref())
+            .and_then(|name| self.agents.get(name.as_str()))
+            .or_else(|| self.agents.default_agent())
+    }
 }

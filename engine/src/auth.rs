@@ -286,9 +286,10 @@ const OPERATOR_NAMESPACES: [&str; 4] = ["approvals.", "admin.", "runs.", "usage.
 /// session's tools (an admin's `/tools`), `/status` and `/abort` in their channel, and undoing
 /// a run's changes to the workspace (`/undo`); the handlers check `permissions.approvers`,
 /// `discord.admins` and whose run it is.
-pub const DISCORD_CALLABLES: [&str; 5] = [
+pub const DISCORD_CALLABLES: [&str; 6] = [
     "approvals.decide",
     "admin.tools.set",
+    "admin.agent.set",
     "runs.list",
     "runs.abort",
     "workspace.undo",

@@ -28,6 +28,7 @@ pub mod clock;
 pub mod error;
 pub mod events;
 pub mod governance;
+pub mod handoff;
 pub mod hooks;
 pub mod invocation;
 pub mod live;

@@ -138,6 +138,41 @@ pub trait Runs: Send + Sync {
     /// Stops the running run `target` names when `user` started it, or when `admin`; queued
     /// runs stay.
     fn abort(&self, target: AbortTarget<'_>, user: Snowflake, admin: bool) -> AbortOutcome;
+    /// The agent that answers in `session` and why (what `/agent` shows).
+    fn session_agent(&self, session: Snowflake) -> crate::handoff::SessionAgent {
+        let _ = session;
+        crate::handoff::SessionAgent {
+            agent: None,
+            source: "default",
+            agents: Vec::new(),
+        }
+    }
+    /// `/agent set NAME` (`Some`) or back to the config's agent (`None`) for `session`; the
+    /// refusal says why (no such agent, with a did-you-mean).
+    fn bind_agent(&self, session: Snowflake, agent: Option<&str>) -> Result<(), String> {
+        let _ = (session, agent);
+        Err("this agent bridge has one agent".to_owned())
+    }
+    /// `agent.handoff`: runs the named agent and answers once its run finished (or timed out).
+    fn handoff(
+        &self,
+        request: crate::handoff::HandoffRequest,
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<
+                    Output = Result<crate::handoff::HandoffAnswer, crate::error::ToolError>,
+                > + Send
+                + '_,
+        >,
+    > {
+        let _ = request;
+        Box::pin(async {
+            Err(crate::error::ToolError::not_found(
+                protocol::ErrorCode::NoAgent,
+                "this agent bridge cannot hand off",
+            ))
+        })
+    }
 }
 
 /// Whether a run may act yet. The record that a message is answered is the store's trigger

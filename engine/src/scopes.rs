@@ -187,9 +187,8 @@ impl Core {
         let settings = self.settings();
         let agent_scope = settings
             .config()
-            .agent
-            .as_ref()
-            .map(|agent| agent.tool_scope.as_slice());
+            .agent_for(session)
+            .map(|agent| agent.config.tool_scope.as_slice());
         let session_scope = governance.session_scope(session);
         let effective = self
             .run_callables()

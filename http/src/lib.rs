@@ -10,6 +10,7 @@
 
 mod batch;
 mod browsers;
+mod chat;
 mod coerce;
 mod connections;
 mod exposition;
@@ -125,6 +126,10 @@ pub fn router(front: Front) -> Router {
         .route("/v1/tools", get(list_tools))
         .route("/v1/tools/{id}", get(describe_tool))
         .route("/v1/call", post(call))
+        .route("/v1/models", get(chat::models))
+        .route("/v1/chat/completions", post(chat::completions))
+        .route("/v1/models", get(crate::chat::models))
+        .route("/v1/chat/completions", post(crate::chat::completions))
         .route("/v1/capabilities", post(mint_capability))
         .route("/v1/approvals", get(list_approvals))
         .route("/v1/admin/reload", post(reload))

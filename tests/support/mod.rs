@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fake_discord::{
-    demo, FakeDiscord, FakeOptions, RateLimits, RecordedRequest, UserMessage, World,
+    demo, FakeDiscord, FakeOptions, RateLimits, RecordedRequest, SlashCommand, Snowflake,
+    UserMessage, World,
 };
 use serde_json::Value;
 
@@ -823,4 +824,72 @@ pub fn reply_to(fake: &Fake, sb: &Switchboard, channel: u64, trigger: &str) -> V
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// `switchboard check-config --config FILE`: (exit code, stdout + stderr).
+pub fn check_config(file: &Path) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("check-config")
+        .arg("--config")
+        .arg(file)
+        .env_remove("SWITCHBOARD_CONFIG")
+        .current_dir(file.parent().expect("config dir"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn switchboard check-config");
+    let status = wait_bounded(&mut child, Duration::from_secs(10));
+    let mut text = String::new();
+    if let Some(mut pipe) = child.stdout.take() {
+        let _ = pipe.read_to_string(&mut text);
+    }
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = pipe.read_to_string(&mut text);
+    }
+    assert!(status.is_some(), "check-config overran 10 s: {text}");
+    (status.and_then(|s| s.code()), text)
+}
+
+/// Invokes the slash command `/name` as `user` in `channel` with Discord's `data.options`
+/// array, and waits (20 s at most) for the answer's text.
+pub fn slash(fake: &Fake, channel: u64, user: u64, name: &str, options: Value) -> String {
+    let invoked = fake
+        .fake
+        .invoke_command(SlashCommand {
+            channel_id: channel.into(),
+            user_id: user.into(),
+            name: name.to_owned(),
+            options,
+        })
+        .unwrap_or_else(|e| panic!("invoke /{name}: {e}"));
+    let id = Snowflake::from_digits(invoked["id"].as_str().expect("id")).expect("snowflake");
+    let answered = poll(
+        &format!("the answer to /{name}"),
+        Duration::from_secs(20),
+        || {
+            let i = fake.fake.interaction(id).ok()?;
+            (!i["response"].is_null()).then_some(i)
+        },
+    );
+    answered["response"]["data"]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The test venv's python (`tests/setup-python.sh`, with the official MCP and OpenAI
+/// clients), or a failure saying how to make it: a test that needs it fails, never skips.
+pub fn venv_python() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = root.join("target/py-venv/bin/python");
+    let made_from = std::fs::read(root.join("target/py-venv/.requirements")).ok();
+    let wanted = std::fs::read(root.join("tests/python-requirements.txt"))
+        .expect("tests/python-requirements.txt");
+    assert!(
+        python.is_file() && made_from.as_deref() == Some(wanted.as_slice()),
+        "the Python venv for the client tests is missing or out of date: run `bash tests/setup-python.sh` \
+         (./test.sh does), which installs tests/python-requirements.txt into target/py-venv"
+    );
+    python
 }

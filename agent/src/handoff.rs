@@ -1,0 +1,374 @@
+//! `agent.handoff` on the bridge's side: the sub-run of another agent, held until it finishes.
+//!
+//! The sub-run posts nothing: its final text is the call's answer. It gets a capability of its
+//! own, scoped to what both the caller and the target agent may call, in the session the call
+//! named; its id extends the caller's run id (`run-a.b`, `run-a.b.c`), so every audit row of
+//! the sub-run names the chain, and the depth of a run is the dots in its id. At most
+//! [`MAX_HANDOFFS_PER_RUN`] sub-runs of one run go at once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use protocol::{ErrorCode, ErrorKind};
+use switchboard_config::{AgentConfig, Runner};
+use switchboard_context::{Entry, Message, Speaker};
+use tokio::sync::watch;
+use toolserver::auth::{random_hex, scope_allows, Caller, CapabilityGrant, TokenEnd};
+use toolserver::handoff::{HandoffAnswer, HandoffRequest};
+use toolserver::runs::{RunGate, Trigger};
+use toolserver::ToolError;
+use toolserver::{CallContext, Front};
+
+use crate::command::{run_command_with, CommandSpec};
+use crate::stream::DraftState;
+use crate::{command_answer, demo, openai, prompt, run_cwd, Answer, Bridge};
+
+/// Sub-runs of one run going at once.
+pub const MAX_HANDOFFS_PER_RUN: usize = 2;
+
+/// Sub-runs going, by the run that asked.
+#[derive(Default)]
+pub(crate) struct Handoffs {
+    by_parent: Mutex<HashMap<String, usize>>,
+}
+
+/// One sub-run's place in [`Handoffs`], given back on drop.
+struct Slot<'a> {
+    handoffs: &'a Handoffs,
+    parent: String,
+}
+
+impl Handoffs {
+    fn take(&self, parent: &str) -> Option<Slot<'_>> {
+        let mut map = self.lock();
+        let going = map.entry(parent.to_owned()).or_default();
+        if *going >= MAX_HANDOFFS_PER_RUN {
+            return None;
+        }
+        *going += 1;
+        Some(Slot {
+            handoffs: self,
+            parent: parent.to_owned(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.by_parent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        let mut map = self.handoffs.lock();
+        if let Some(going) = map.get_mut(&self.parent) {
+            *going = going.saturating_sub(1);
+            if *going == 0 {
+                map.remove(&self.parent);
+            }
+        }
+    }
+}
+
+/// The asking run's id and handoff depth: a run's capability (`run-a.b` is at depth 1), else
+/// a person's call at depth 0.
+fn asker(caller: &Caller) -> (Option<&str>, u32) {
+    match caller {
+        Caller::Capability(capability) => {
+            let id = capability.grant.request_id.as_str();
+            let depth = if id.starts_with("run-") {
+                id.matches('.').count() as u32
+            } else {
+                0
+            };
+            (Some(id), depth)
+        }
+        _ => (None, 0),
+    }
+}
+
+impl Bridge {
+    /// [`toolserver::runs::Runs::handoff`].
+    pub(crate) async fn run_handoff(
+        &self,
+        request: HandoffRequest,
+    ) -> Result<HandoffAnswer, ToolError> {
+        let core = &self.inner.core;
+        let settings = core.settings();
+        let config = settings.config();
+        let (parent, depth) = asker(&request.caller);
+        switchboard_agents::handoff_depth(depth, config.agents.max_handoff_depth).map_err(
+            |refused| {
+                ToolError::denied(
+                    ErrorCode::Other(refused.code().to_owned()),
+                    format!("{refused}; {}", refused.help()),
+                )
+                .with_details(serde_json::json!({"depth": refused.depth, "max": refused.max}))
+            },
+        )?;
+        let Some(target) = config.agents.get(request.agent.as_str()) else {
+            let names = config.agents.names();
+            let near = switchboard_agents::nearest_agent(&request.agent, &names)
+                .map(|n| format!(" — did you mean `{n}`?"))
+                .unwrap_or_default();
+            let listed: Vec<&str> = names
+                .iter()
+                .map(switchboard_config::AgentName::as_str)
+                .collect();
+            return Err(ToolError::not_found(
+                ErrorCode::Other("unknown_agent".to_owned()),
+                format!(
+                    "'{}' is not a configured agent{near} The agents are: {}",
+                    request.agent,
+                    listed.join(", ")
+                ),
+            ));
+        };
+        let _slot = match parent {
+            Some(parent) => Some(self.inner.handoffs.take(parent).ok_or_else(|| {
+                ToolError::new(
+                    ErrorKind::Unavailable,
+                    ErrorCode::Busy,
+                    format!("this run has {MAX_HANDOFFS_PER_RUN} handoffs going already; wait for one to answer"),
+                )
+                .with_retry_after(Duration::from_secs(5))
+            })?),
+            None => None,
+        };
+        // What both may call: the caller's scope (a run's, with its session's) and the target's.
+        let scope: Vec<String> = core
+            .registry()
+            .ids()
+            .filter(|id| request.caller.may_call(id) && scope_allows(&target.config.tool_scope, id))
+            .map(str::to_owned)
+            .collect();
+        let hex = random_hex(8)
+            .map_err(|e| ToolError::internal(format!("cannot draw random bytes: {e}")))?;
+        let run_id = match parent {
+            Some(parent) if parent.starts_with("run-") => format!("{parent}.{hex}"),
+            _ => format!("run-{hex}"),
+        };
+        let requested_by = match &request.caller {
+            Caller::Capability(capability) => capability.grant.requested_by,
+            Caller::Discord(user) => Some(user.id),
+            _ => None,
+        };
+        let agent_config = Arc::new(target.config.clone());
+        let cwd = run_cwd(&agent_config);
+        let session = request.session;
+        let grant = CapabilityGrant {
+            session_id: session.id(),
+            request_id: run_id.clone(),
+            scope,
+            ttl: request.timeout + Duration::from_secs(60),
+            client: Some("handoff".to_owned()),
+            cwd: Some(cwd.display().to_string()),
+            trigger_message_id: None,
+            requested_by,
+            gate: Some(RunGate::open()),
+        };
+        let token = core.mint_capability(grant).map_err(|e| {
+            ToolError::internal(format!("cannot start the handoff's run: {}", e.message))
+        })?;
+        let caller = core.authenticate(Some(&token)).map_err(|e| {
+            core.revoke_capability(&token);
+            ToolError::internal(format!(
+                "the handoff's own token was refused: {}",
+                e.message
+            ))
+        })?;
+        let context = CallContext {
+            caller,
+            request_id: Some(run_id.clone()),
+            session_ref: Some(session.id().to_string()),
+            client: Some("handoff".to_owned()),
+            cwd: Some(cwd.display().to_string()),
+            tool_call_id: None,
+            trigger_message_id: None,
+            front: Front::Api,
+        };
+        core.events().publish(
+            "run.started",
+            Some(session.id()),
+            serde_json::json!({
+                "run": run_id,
+                "agent": target.name.as_str(),
+                "handoffFrom": parent,
+                "requestedBy": requested_by.map(|id| id.to_string()),
+            }),
+        );
+        tracing::info!(run = %run_id, agent = %target.name, from = parent.unwrap_or("-"), "handoff run starts");
+        let trigger = Trigger {
+            channel_id: session.id(),
+            message_id: None,
+            author_id: requested_by.unwrap_or_default(),
+            author_name: parent.map_or_else(|| "handoff".to_owned(), |p| format!("agent run {p}")),
+            text: request.prompt.clone(),
+            workflow_id: None,
+        };
+        let (partial, _watching) = watch::channel(DraftState::default());
+        let partial = Arc::new(partial);
+        // A sub-run is charged and capped like any run: to the person behind the chain, in
+        // the session it works in, as the agent it runs.
+        let meter = match self
+            .open_meter(
+                &trigger,
+                &run_id,
+                trigger.channel_id,
+                target.name.as_str(),
+                &agent_config,
+            )
+            .await
+        {
+            Ok(meter) => meter,
+            Err(refused) => {
+                self.inner
+                    .core
+                    .end_capability(&token, TokenEnd::Finished);
+                return Err(ToolError::new(
+                    ErrorKind::Denied,
+                    ErrorCode::Other("budget_exceeded".to_owned()),
+                    refused.message(),
+                ));
+            }
+        };
+        let work = self.handoff_work(
+            &agent_config,
+            &context,
+            &trigger,
+            &token,
+            &run_id,
+            meter.as_ref(),
+            Arc::clone(&partial),
+        );
+        let (answer, timed_out) = match tokio::time::timeout(request.timeout, work).await {
+            Ok(answer) => (answer, false),
+            Err(_) => (Answer::Aborted, true),
+        };
+        core.end_capability(
+            &token,
+            if timed_out {
+                TokenEnd::Aborted
+            } else {
+                TokenEnd::Finished
+            },
+        );
+        let outcome = match (&answer, timed_out) {
+            (_, true) => "timeout",
+            (Answer::Reply(_), _) => "replied",
+            (Answer::Failed(_), _) => "failed",
+            (Answer::Aborted, _) => "aborted",
+        };
+        core.metrics().run_finished(outcome);
+        core.events().publish(
+            "run.finished",
+            Some(session.id()),
+            serde_json::json!({ "run": run_id, "outcome": outcome, "handoffFrom": parent }),
+        );
+        match answer {
+            Answer::Reply(text) => Ok(HandoffAnswer {
+                run_id,
+                agent: target.name.to_string(),
+                text: text.trim().to_owned(),
+                timed_out: false,
+            }),
+            Answer::Aborted if timed_out => Ok(HandoffAnswer {
+                run_id,
+                agent: target.name.to_string(),
+                text: partial.borrow().text.clone(),
+                timed_out: true,
+            }),
+            Answer::Failed(reason) => Err(ToolError::new(
+                ErrorKind::Unavailable,
+                ErrorCode::Other("handoff_failed".to_owned()),
+                format!("agent '{}' failed: {reason}", target.name),
+            )
+            .with_details(serde_json::json!({"runId": run_id}))),
+            Answer::Aborted => Err(ToolError::new(
+                ErrorKind::Unavailable,
+                ErrorCode::Other("handoff_failed".to_owned()),
+                format!("agent '{}' was stopped", target.name),
+            )
+            .with_details(serde_json::json!({"runId": run_id}))),
+        }
+    }
+
+    /// Runs the target agent's runner on the prompt alone; its text so far goes to `partial`.
+    async fn handoff_work(
+        &self,
+        config: &AgentConfig,
+        context: &CallContext,
+        trigger: &Trigger,
+        token: &str,
+        run_id: &str,
+        meter: Option<&crate::metering::Meter>,
+        partial: Arc<watch::Sender<DraftState>>,
+    ) -> Answer {
+        let core = &self.inner.core;
+        let cwd = run_cwd(config);
+        match &config.runner {
+            Runner::OpenAi(runner) => {
+                let message = Message::new(
+                    Speaker::Person {
+                        id: trigger.author_id,
+                        name: trigger.author_name.clone(),
+                        trusted: true,
+                    },
+                    None,
+                    String::new(),
+                    trigger.text.clone(),
+                );
+                let transcript = prompt::Transcript {
+                    entries: vec![Entry::Message(message.trigger())],
+                    untrusted_note: None,
+                };
+                let limits = openai::ContextLimits::of(config);
+                let run = openai::Run {
+                    runner,
+                    core,
+                    context,
+                    session: trigger.channel_id,
+                    limits: &limits,
+                    meter,
+                };
+                match openai::answer(run, transcript, config.timeout, Some(partial)).await {
+                    Ok(text) => Answer::Reply(text),
+                    Err(error) => {
+                        tracing::warn!(run = %run_id, "handoff model run failed: {error}");
+                        Answer::Failed(error.short_reason())
+                    }
+                }
+            }
+            Runner::Demo => {
+                let mentions = demo::Mentions {
+                    needed_here: false,
+                    needed_in_new_threads: false,
+                };
+                match tokio::time::timeout(
+                    config.timeout,
+                    demo::answer(core, context, trigger, mentions),
+                )
+                .await
+                {
+                    Ok(text) => Answer::Reply(text),
+                    Err(_) => {
+                        Answer::Failed(format!("no answer within {} s", config.timeout.as_secs()))
+                    }
+                }
+            }
+            Runner::Command { program, args, .. } => {
+                let spec = CommandSpec {
+                    cwd: Some(cwd.clone()),
+                    env: self.environment(config, trigger, trigger, token, run_id, &cwd),
+                    stderr_lines: Some(crate::command::progress_sink(partial)),
+                    ..CommandSpec::new(program.clone(), args.clone(), config.timeout)
+                };
+                let text = trigger.text.clone();
+                let outcome = run_command_with(&spec, move || text, std::future::pending()).await;
+                command_answer(run_id, outcome, config.timeout)
+            }
+        }
+    }
+}
