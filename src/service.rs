@@ -225,6 +225,7 @@ pub async fn build(
             format!("http://{host}"),
             Arc::clone(&backend) as _,
         )
+        .with_memory(Arc::clone(&backend) as _)
     });
     let runs: Option<Arc<dyn Runs>> = bridge
         .clone()

@@ -16,6 +16,7 @@ pub mod demo;
 pub mod openai;
 pub mod prompt;
 pub mod stream;
+pub mod summaries;
 pub mod threads;
 
 use std::collections::{HashMap, VecDeque};
@@ -27,7 +28,7 @@ use entity::Snowflake;
 use serde_json::json;
 use switchboard_config::{AgentConfig, MissedTriggers, ReplyInThread, Runner, StreamMode};
 use switchboard_records::TriggerClaim;
-use switchboard_store::{Claim, TriggerStore};
+use switchboard_store::{Claim, MemoryStore, TriggerStore};
 use tokio::sync::{oneshot, Semaphore};
 use toolserver::auth::{random_hex, CapabilityGrant};
 use toolserver::live::Live;
@@ -112,6 +113,9 @@ struct Inner {
     /// The durable record of answered triggers (the store's claims); without it, only this
     /// process's queues keep a message from being answered twice.
     answers: Option<Arc<dyn TriggerStore>>,
+    /// Where sessions' compaction summaries (and the agent's notes) are kept; without it, a
+    /// summary serves only the run that wrote it.
+    memory: Option<Arc<dyn MemoryStore>>,
 }
 
 /// Builds the `openai` runner's tokenizer off the runtime's threads (a few hundred
@@ -162,8 +166,22 @@ impl Bridge {
                 runs,
                 runtime: tokio::runtime::Handle::current(),
                 answers,
+                memory: None,
             }),
         }
+    }
+
+    /// Keeps sessions' compaction summaries in `memory` (read back to start later prompts).
+    /// Call right after building the bridge, before it is cloned.
+    #[must_use]
+    pub fn with_memory(mut self, memory: Arc<dyn MemoryStore>) -> Self {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.memory = Some(memory),
+            None => tracing::error!(
+                "Bridge::with_memory called on a shared bridge; summaries are not stored"
+            ),
+        }
+        self
     }
 
     /// Takes the trigger's message to answer (claims it in the store); `None` when it was
@@ -889,6 +907,11 @@ impl Bridge {
                 let Some(context) = self.run_context(&answering, token, request_id, &cwd) else {
                     return false;
                 };
+                let memory = self.inner.memory.as_deref();
+                let summary = match memory {
+                    Some(memory) => summaries::load(memory, trigger.channel_id).await,
+                    None => None,
+                };
                 let transcript = prompt::transcript(
                     &self.inner.core,
                     channel,
@@ -896,6 +919,7 @@ impl Bridge {
                     config.context_messages,
                     self.bot_id(),
                     &config.trusted_users,
+                    summary,
                 );
                 let limits = openai::ContextLimits::of(&config);
                 let run = openai::Run {
@@ -904,6 +928,8 @@ impl Bridge {
                     context: &context,
                     session: answering.channel_id,
                     limits: &limits,
+                    memory,
+                    summary_session: trigger.channel_id,
                 };
                 let chat = openai::answer(
                     run,

@@ -313,8 +313,12 @@ fn agent_config(
     // Every key is checked before the runner decides, so all problems are reported at once.
     let timeout =
         std::time::Duration::from_secs(bounded(&raw.timeout_s, "agent.timeout_s", 1..=86_400, c));
-    let context_messages =
-        bounded(&raw.context_messages, "agent.context_messages", 0..=200, c) as usize;
+    let context_messages = bounded(
+        &raw.context_messages,
+        "agent.context_messages",
+        0..=1_000,
+        c,
+    ) as usize;
     let context_tokens = bounded_because(
         &raw.context_tokens,
         "agent.context_tokens",
