@@ -13,6 +13,7 @@
 
 pub mod command;
 pub mod demo;
+pub mod notes;
 pub mod openai;
 pub mod prompt;
 pub mod stream;
@@ -908,9 +909,18 @@ impl Bridge {
                     return false;
                 };
                 let memory = self.inner.memory.as_deref();
-                let summary = match memory {
-                    Some(memory) => summaries::load(memory, trigger.channel_id).await,
-                    None => None,
+                let (summary, notes) = match memory {
+                    Some(memory) => (
+                        summaries::load(memory, trigger.channel_id).await,
+                        notes::block(
+                            memory,
+                            trigger.channel_id,
+                            trigger.author_id,
+                            &trigger.author_name,
+                        )
+                        .await,
+                    ),
+                    None => (None, None),
                 };
                 let transcript = prompt::transcript(
                     &self.inner.core,
@@ -930,6 +940,7 @@ impl Bridge {
                     limits: &limits,
                     memory,
                     summary_session: trigger.channel_id,
+                    notes,
                 };
                 let chat = openai::answer(
                     run,

@@ -194,6 +194,8 @@ pub struct Run<'a> {
     pub memory: Option<&'a dyn MemoryStore>,
     /// The session whose transcript the run reads: its summary's owner.
     pub summary_session: entity::Snowflake,
+    /// The agent's notes of the session and the requester ([`super::notes::block`]).
+    pub notes: Option<String>,
 }
 
 /// What a run's requests go to: the chat completions route, with its key.
@@ -288,6 +290,7 @@ impl Run<'_> {
             ..Budget::default()
         };
         let mut system = vec![Block::System(runner.system_prompt.clone())];
+        system.extend(self.notes.clone().map(Block::Note));
         system.extend(transcript.untrusted_note.map(Block::Note));
         let mut request = Request {
             system,

@@ -90,6 +90,10 @@ pub struct AgentConfig {
     /// `agent.protected_tools` (callable globs, default none): callables whose results are
     /// never pruned from the built-in runner's requests.
     pub protected_tools: Vec<String>,
+    /// `agent.memory_max_chars` (default 4,000, 100 to 100,000): the most characters of notes
+    /// one memory scope (a session's, a user's) may hold; the notes listed in a prompt take at
+    /// most this per scope.
+    pub memory_max_chars: usize,
     /// Triggers waiting per session, beyond the running one.
     pub queue_per_session: usize,
     /// Runs going at once across all sessions (`agent.max_concurrent_runs`, default 4, 1 to
@@ -314,8 +318,9 @@ pub const DEFAULT_DOWNLOAD_MAX_BYTES: u64 = 25 * 1024 * 1024;
 /// `agent.tool_scope` when not set: everything an agent run needs to talk, read, react, thread
 /// and wait on people — and not `surface.channels.*` (creating, renaming and deleting
 /// channels), which a run gets only when the operator names it.
-pub const DEFAULT_TOOL_SCOPE: [&str; 8] = [
+pub const DEFAULT_TOOL_SCOPE: [&str; 9] = [
     "surface.help",
+    "memory.*",
     "surface.sessions.*",
     "surface.messages.*",
     "surface.reactions.*",

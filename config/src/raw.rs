@@ -54,6 +54,8 @@ pub(crate) struct RawAgent {
     pub answer_tokens: Spanned<u64>,
     #[serde(default)]
     pub protected_tools: Vec<Spanned<String>>,
+    #[serde(default = "default_memory_max_chars")]
+    pub memory_max_chars: Spanned<u64>,
     #[serde(default = "default_queue_per_session")]
     pub queue_per_session: Spanned<u64>,
     #[serde(default = "default_max_concurrent_runs")]
@@ -121,6 +123,10 @@ fn default_context_tokens() -> Spanned<u64> {
 }
 
 fn default_answer_tokens() -> Spanned<u64> {
+    Spanned::new(0..0, 4_000)
+}
+
+fn default_memory_max_chars() -> Spanned<u64> {
     Spanned::new(0..0, 4_000)
 }
 

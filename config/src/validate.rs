@@ -352,6 +352,13 @@ fn agent_config(
     }
     let protected_tools =
         crate::governance::tool_scope(&raw.protected_tools, "agent.protected_tools", known, &[], c);
+    let memory_max_chars = bounded_because(
+        &raw.memory_max_chars,
+        "agent.memory_max_chars",
+        100..=100_000,
+        "characters of notes one memory scope may hold",
+        c,
+    ) as usize;
     let queue_per_session = bounded(
         &raw.queue_per_session,
         "agent.queue_per_session",
@@ -449,6 +456,7 @@ fn agent_config(
         context_tokens,
         answer_tokens,
         protected_tools,
+        memory_max_chars,
         queue_per_session,
         max_concurrent_runs,
         active_channel_ids,

@@ -511,6 +511,24 @@ fn the_context_budget_reads_its_keys() {
 }
 
 #[test]
+fn memory_max_chars_is_read_and_garbage_is_refused_with_places() {
+    let base = "[agent]\nrunner = \"command\"\ncommand = [\"/bin/agent\"]\n";
+    let default = Config::parse(base, "t").unwrap().agent.expect("agent");
+    assert_eq!(default.memory_max_chars, 4_000);
+    assert!(default.tool_scope.iter().any(|g| g == "memory.*"));
+    let set = Config::parse(&format!("{base}memory_max_chars = 900\n"), "t").unwrap();
+    assert_eq!(set.agent.expect("agent").memory_max_chars, 900);
+    for garbage in ["10", "1000000", "\"lots\"", "-1", "[1]"] {
+        let found = problems(&format!("{base}memory_max_chars = {garbage}\n"));
+        assert_eq!(found.len(), 1, "{garbage}: {found:#?}");
+        assert!(
+            found[0].starts_with("4:20 agent.memory_max_chars"),
+            "{garbage}: {found:#?}"
+        );
+    }
+}
+
+#[test]
 fn context_budget_garbage_is_refused_with_places() {
     let base = "[agent]\nrunner = \"command\"\ncommand = [\"/bin/agent\"]\n";
     let small = problems(&format!("{base}context_tokens = 10\n"));
