@@ -13,6 +13,7 @@
 
 pub mod command;
 pub mod demo;
+pub mod instructions;
 pub mod notes;
 pub mod openai;
 pub mod prompt;
@@ -941,6 +942,12 @@ impl Bridge {
                     memory,
                     summary_session: trigger.channel_id,
                     notes,
+                    system: instructions::system_blocks(
+                        &self.inner.core,
+                        &config,
+                        runner,
+                        trigger.channel_id,
+                    ),
                 };
                 let chat = openai::answer(
                     run,

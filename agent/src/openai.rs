@@ -196,6 +196,9 @@ pub struct Run<'a> {
     pub summary_session: entity::Snowflake,
     /// The agent's notes of the session and the requester ([`super::notes::block`]).
     pub notes: Option<String>,
+    /// The system message's first blocks: the provider prompt and the instruction files
+    /// ([`super::instructions::system_blocks`]).
+    pub system: Vec<Block>,
 }
 
 /// What a run's requests go to: the chat completions route, with its key.
@@ -289,7 +292,7 @@ impl Run<'_> {
                 .collect(),
             ..Budget::default()
         };
-        let mut system = vec![Block::System(runner.system_prompt.clone())];
+        let mut system = self.system.clone();
         system.extend(self.notes.clone().map(Block::Note));
         system.extend(transcript.untrusted_note.map(Block::Note));
         let mut request = Request {

@@ -85,6 +85,10 @@ pub(crate) struct RawSessionSettings {
     pub tool_scope: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     pub workspace: Option<Spanned<String>>,
+    #[serde(default)]
+    pub system_prompt: Option<Spanned<String>>,
+    #[serde(default)]
+    pub context_tokens: Option<Spanned<u64>>,
 }
 
 /// The `[sessions]` table: a session (alias or id) → its settings.
@@ -284,6 +288,12 @@ pub struct SessionSettings {
     /// `workspace = "PATH"`: the project directory this session's workspace is (instead of
     /// `ROOT/<session id>`); its threads work there too.
     pub workspace: Option<std::path::PathBuf>,
+    /// `system_prompt = "…"`: appended to the `openai` runner's system message for runs in
+    /// this session (and its threads) only.
+    pub system_prompt: Option<String>,
+    /// `context_tokens = N` (1,000 to 2,000,000, more than `agent.answer_tokens`): the token
+    /// budget of the `openai` runner's requests here, in place of `agent.context_tokens`.
+    pub context_tokens: Option<usize>,
 }
 
 /// `[[toolserver.tokens]]`: a named service token (for MCP clients, CI, the console) with a
@@ -710,10 +720,33 @@ pub(crate) fn sessions(
         let workspace = table.workspace.as_ref().and_then(|path| {
             crate::workspace::session_workspace(path, &format!("{key}.workspace"), workspace_on, c)
         });
+        let system_prompt = table.system_prompt.as_ref().and_then(|prompt| {
+            if prompt.get_ref().trim().is_empty() {
+                c.add(
+                    Some(prompt.span()),
+                    format!("{key}.system_prompt"),
+                    "the prompt is empty",
+                    "write what runs in this session should be told, or remove the key",
+                );
+                return None;
+            }
+            Some(prompt.get_ref().clone())
+        });
+        let context_tokens = table.context_tokens.as_ref().map(|tokens| {
+            crate::validate::bounded_because(
+                tokens,
+                &format!("{key}.context_tokens"),
+                1_000..=2_000_000,
+                "tokens one request to the model may carry here, the answer's reserve included",
+                c,
+            ) as usize
+        });
         settings.push(SessionSettings {
             channel_id,
             tool_scope,
             workspace,
+            system_prompt,
+            context_tokens,
         });
     }
     settings

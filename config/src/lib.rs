@@ -94,6 +94,15 @@ pub struct AgentConfig {
     /// one memory scope (a session's, a user's) may hold; the notes listed in a prompt take at
     /// most this per scope.
     pub memory_max_chars: usize,
+    /// `agent.instructions_max_chars` (default 20,000, 0 to 1,000,000; 0: none read): the
+    /// most characters of instruction files (`AGENTS.md`, `CLAUDE.md`,
+    /// `.switchboard/instructions.md`, from the session's workspace directory up to
+    /// `workspace.root`) the `openai` runner puts in its system message, head and tail kept.
+    pub instructions_max_chars: usize,
+    /// `[agent.prompts]`: model-name globs (case-insensitive) and their system prompts, the
+    /// most specific (longest) glob first, `default` among them for models no glob matches;
+    /// chosen by `agent.model` in place of `agent.system_prompt`.
+    pub prompts: Vec<(String, String)>,
     /// Triggers waiting per session, beyond the running one.
     pub queue_per_session: usize,
     /// Runs going at once across all sessions (`agent.max_concurrent_runs`, default 4, 1 to

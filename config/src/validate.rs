@@ -199,6 +199,25 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
         .map(|w| crate::workspace::workspace(w, c));
     let sessions =
         crate::governance::sessions(&raw.sessions, &aliases, known, workspace.is_some(), c);
+    if let Some(agent) = &agent {
+        for (name, table) in &raw.sessions {
+            let Some(tokens) = table.context_tokens.as_ref() else {
+                continue;
+            };
+            let value = *tokens.get_ref();
+            if (1_000..=2_000_000).contains(&value) && value <= agent.answer_tokens as u64 {
+                c.add(
+                    Some(tokens.span()),
+                    format!("sessions.{}.context_tokens", name.get_ref()),
+                    format!(
+                        "{value} leaves no room for the request: it must be more than agent.answer_tokens ({})",
+                        agent.answer_tokens
+                    ),
+                    "raise this session's context_tokens or lower agent.answer_tokens",
+                );
+            }
+        }
+    }
     let hooks = crate::governance::hooks(&raw.hooks, known, c);
     let audit = crate::governance::audit(&raw.audit, c);
     Some(Config {
@@ -227,7 +246,7 @@ pub(crate) fn bounded(
 }
 
 /// [`bounded`], with a note on what the number means added to the help line.
-fn bounded_because(
+pub(crate) fn bounded_because(
     value: &Spanned<u64>,
     key: &str,
     range: std::ops::RangeInclusive<u64>,
@@ -359,6 +378,45 @@ fn agent_config(
         "characters of notes one memory scope may hold",
         c,
     ) as usize;
+    let instructions_max_chars = bounded_because(
+        &raw.instructions_max_chars,
+        "agent.instructions_max_chars",
+        0..=1_000_000,
+        "characters of instruction files in the system message; 0 reads none",
+        c,
+    ) as usize;
+    let mut prompts = Vec::new();
+    if let Some(table) = &raw.prompts {
+        for (key, prompt) in &table.get_ref().0 {
+            let name = format!("agent.prompts.\"{key}\"");
+            if prompt.trim().is_empty() {
+                c.add(
+                    Some(table.span()),
+                    name.clone(),
+                    "the prompt is empty",
+                    "write the system prompt for models matching this glob, or remove the key",
+                );
+            }
+            if key != "default" {
+                if let Err(error) = globset::GlobBuilder::new(key)
+                    .case_insensitive(true)
+                    .build()
+                {
+                    c.add(
+                        Some(table.span()),
+                        name,
+                        format!("not a model-name glob: {}", error.kind()),
+                        "write a glob such as \"gpt-*\" or \"claude-*\" (quoted), or default",
+                    );
+                    continue;
+                }
+            }
+            prompts.push((key.clone(), prompt.clone()));
+        }
+    }
+    // The TOML parser does not keep a table's order, so the most specific glob (the longest)
+    // comes first; among as long ones, by text.
+    prompts.sort_by(|(a, _), (b, _)| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
     let queue_per_session = bounded(
         &raw.queue_per_session,
         "agent.queue_per_session",
@@ -457,6 +515,8 @@ fn agent_config(
         answer_tokens,
         protected_tools,
         memory_max_chars,
+        instructions_max_chars,
+        prompts,
         queue_per_session,
         max_concurrent_runs,
         active_channel_ids,

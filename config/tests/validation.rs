@@ -529,6 +529,51 @@ fn memory_max_chars_is_read_and_garbage_is_refused_with_places() {
 }
 
 #[test]
+fn provider_prompts_put_the_most_specific_glob_first_and_bad_globs_are_refused() {
+    let base = "[agent]\nrunner = \"command\"\ncommand = [\"/bin/agent\"]\n";
+    let config = Config::parse(
+        &format!("{base}instructions_max_chars = 500\n[agent.prompts]\n\"gpt-*\" = \"g\"\ndefault = \"d\"\n\"claude-*\" = \"c\"\n\"gpt-4o*\" = \"o\"\n"),
+        "t",
+    )
+    .unwrap();
+    let agent = config.agent.expect("agent");
+    assert_eq!(agent.instructions_max_chars, 500);
+    assert_eq!(
+        agent.prompts,
+        [
+            ("claude-*".to_owned(), "c".to_owned()),
+            ("default".to_owned(), "d".to_owned()),
+            ("gpt-4o*".to_owned(), "o".to_owned()),
+            ("gpt-*".to_owned(), "g".to_owned()),
+        ]
+    );
+    let default = Config::parse(base, "t").unwrap().agent.expect("agent");
+    assert_eq!(default.instructions_max_chars, 20_000);
+    assert!(default.prompts.is_empty());
+
+    let bad_glob = problems(&format!("{base}[agent.prompts]\n\"gpt-[\" = \"x\"\n"));
+    assert_eq!(bad_glob.len(), 1, "{bad_glob:#?}");
+    assert!(
+        bad_glob[0].contains("agent.prompts.\"gpt-[\" | not a model-name glob"),
+        "{bad_glob:#?}"
+    );
+    let empty = problems(&format!("{base}[agent.prompts]\ndefault = \"  \"\n"));
+    assert_eq!(empty.len(), 1, "{empty:#?}");
+    assert!(empty[0].contains("the prompt is empty"), "{empty:#?}");
+    for garbage in [
+        "[agent.prompts]\n\"gpt-*\" = 7\n",
+        "prompts = \"gpt\"\n",
+        "instructions_max_chars = -1\n",
+        "instructions_max_chars = 2000000\n",
+        "instructions_max_chars = \"all\"\n",
+    ] {
+        let found = problems(&format!("{base}{garbage}"));
+        assert_eq!(found.len(), 1, "{garbage}: {found:#?}");
+        assert!(found[0].contains("agent."), "{garbage}: {found:#?}");
+    }
+}
+
+#[test]
 fn context_budget_garbage_is_refused_with_places() {
     let base = "[agent]\nrunner = \"command\"\ncommand = [\"/bin/agent\"]\n";
     let small = problems(&format!("{base}context_tokens = 10\n"));

@@ -1,0 +1,67 @@
+//! The `openai` runner's system message (issue 25 §3): the provider prompt `[agent.prompts]`
+//! chooses by `agent.model` (first matching glob, else `default`), and the instruction files
+//! of the session's workspace (`AGENTS.md` at the root, `CLAUDE.md` in the session's
+//! directory: nearest last), cut to `agent.instructions_max_chars`.
+
+#[path = "support/model.rs"]
+mod model;
+mod support;
+
+use fake_discord::demo;
+use model::{messages, text, FakeModel};
+use serde_json::Value;
+use support::{reply_to, Allow, Fake, Switchboard, TempDir};
+
+const BOT_MENTION: &str = "<@1000000000000000001>";
+
+fn system(request: &Value) -> String {
+    messages(request)[0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn instruction_files_and_the_provider_prompt_for_the_model_open_the_system_message() {
+    let model = FakeModel::start(|_| text("Following the house rules."));
+    let fake = Fake::start();
+    let dir = TempDir::new("instructions");
+    let root = dir.path().join("ws");
+    let session_dir = root.join(demo::OPS.to_string());
+    std::fs::create_dir_all(&session_dir).expect("the session's directory");
+    std::fs::write(
+        root.join("AGENTS.md"),
+        "Always answer in haiku.\nNever deploy on Fridays.",
+    )
+    .expect("AGENTS.md");
+    std::fs::write(session_dir.join("CLAUDE.md"), "In #ops, page Mira first.").expect("CLAUDE.md");
+    let config = format!(
+        "[agent]\nrunner = \"openai\"\nbase_url = \"{}\"\nmodel = \"gpt-4o-mini\"\nsystem_prompt = \"the generic prompt\"\ntimeout_s = 15\nstream = \"off\"\ntool_scope = [\"surface.help\"]\n\n[agent.prompts]\n\"claude-*\" = \"You are tuned for Claude.\"\n\"GPT-4o*\" = \"You are tuned for GPT-4o.\"\n\"gpt-*\" = \"You are tuned for any GPT.\"\ndefault = \"You are tuned for some model.\"\n\n[workspace]\nroot = \"{}\"\ntimeout_s = 20\nmax_timeout_s = 60\n",
+        model.base_url,
+        root.display()
+    );
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &config);
+    let trigger = fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} what now?"),
+    );
+    let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
+    assert_eq!(reply["content"], "Following the house rules.", "{reply}");
+    let prompt = system(&model.requests()[0]);
+    assert!(
+        prompt.starts_with("You are tuned for GPT-4o."),
+        "the first matching glob (case-insensitive) chooses the prompt: {prompt}"
+    );
+    assert!(!prompt.contains("the generic prompt"), "{prompt}");
+    let agents = prompt
+        .find("Instructions from AGENTS.md:\nAlways answer in haiku.\nNever deploy on Fridays.")
+        .unwrap_or_else(|| panic!("AGENTS.md is in the system message: {prompt}"));
+    let claude = prompt
+        .find(&format!(
+            "Instructions from {}/CLAUDE.md:\nIn #ops, page Mira first.",
+            demo::OPS
+        ))
+        .unwrap_or_else(|| panic!("the session's CLAUDE.md is in it: {prompt}"));
+    assert!(agents < claude, "the nearest file comes last: {prompt}");
+}
