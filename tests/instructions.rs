@@ -65,3 +65,54 @@ fn instruction_files_and_the_provider_prompt_for_the_model_open_the_system_messa
         .unwrap_or_else(|| panic!("the session's CLAUDE.md is in it: {prompt}"));
     assert!(agents < claude, "the nearest file comes last: {prompt}");
 }
+
+#[test]
+fn a_channels_system_prompt_and_budget_hold_in_that_channel_and_its_threads_only() {
+    let model = FakeModel::start(|_| text("Done."));
+    let fake = Fake::start();
+    let dir = TempDir::new("channel-prompt");
+    let config = format!(
+        "[agent]\nrunner = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\nsystem_prompt = \"the generic prompt\"\ntimeout_s = 15\nstream = \"off\"\ntool_scope = [\"surface.help\"]\nanswer_tokens = 500\nerror_reply = \"agent failed: {{reason}}\"\n\n[sessions.ops]\nsystem_prompt = \"In ops, be terse and cite runbooks.\"\ncontext_tokens = 1000\n",
+        model.base_url
+    );
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &config);
+    let elsewhere = fake.post(
+        demo::RELEASE_ROOM,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} status?"),
+    );
+    let reply = reply_to(&fake, &sb, demo::RELEASE_ROOM, &elsewhere);
+    assert_eq!(reply["content"], "Done.", "{reply}");
+    let prompt = system(&model.requests()[0]);
+    assert!(prompt.starts_with("the generic prompt"), "{prompt}");
+    assert!(
+        !prompt.contains("In ops"),
+        "not in another channel: {prompt}"
+    );
+
+    let here = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} status?"));
+    let reply = reply_to(&fake, &sb, demo::OPS, &here);
+    assert_eq!(reply["content"], "Done.", "{reply}");
+    let prompt = system(&model.requests()[1]);
+    assert!(
+        prompt.starts_with("the generic prompt")
+            && prompt.contains("In ops, be terse and cite runbooks."),
+        "appended in #ops: {prompt}"
+    );
+
+    // The thread under #ops inherits both: its budget (1,000 − 500) is too small for a long
+    // message, so the run fails saying so, where #ops' own limit is named.
+    let long = "deploy-4242 ".repeat(150);
+    let in_thread = fake.post(
+        demo::INCIDENT_THREAD,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} {long}"),
+    );
+    let reply = reply_to(&fake, &sb, demo::INCIDENT_THREAD, &in_thread);
+    let content = reply["content"].as_str().unwrap_or_default();
+    assert!(
+        content.contains("of the 500 tokens"),
+        "the thread runs within #ops' context_tokens: {content}"
+    );
+    assert_eq!(model.requests().len(), 2, "nothing was sent for the thread");
+}

@@ -2,7 +2,8 @@
 //! `agent.model` (`[agent.prompts]`, else `agent.system_prompt`), then the instruction files of
 //! the session's workspace (`AGENTS.md`, `CLAUDE.md`, `.switchboard/instructions.md`, from the
 //! session's directory up to `workspace.root`, nearest last, `agent.instructions_max_chars` in
-//! all). Instruction files are text in the prompt and nothing more: they never widen a scope
+//! all), then the session's own `[sessions.NAME] system_prompt` (a thread's parent's when it
+//! has none). Instruction files are text in the prompt and nothing more: they never widen a scope
 //! or a rule.
 
 use std::path::PathBuf;
@@ -30,6 +31,24 @@ pub fn system_prompt(config: &AgentConfig, runner: &OpenAiRunner) -> String {
     }
 }
 
+/// The session's `[sessions.NAME]` settings; a thread without its own has its parent's.
+pub fn session_settings(
+    core: &Core,
+    session: Snowflake,
+) -> Option<switchboard_config::SessionSettings> {
+    let settings = core.settings();
+    let sessions = &settings.config().sessions;
+    if let Some(own) = switchboard_config::session_settings(sessions, session) {
+        return Some(own.clone());
+    }
+    let parent = core
+        .surface()
+        .session(session)
+        .filter(|info| info.kind == toolserver::surface::SessionKind::Thread)
+        .and_then(|info| info.parent_id)?;
+    switchboard_config::session_settings(sessions, parent).cloned()
+}
+
 /// The session's workspace directory and the root: a thread works in its parent's, a session
 /// bound to a directory (`[sessions.NAME] workspace`) in that one. `None` with no `[workspace]`.
 fn directories(core: &Core, session: Snowflake) -> Option<(PathBuf, PathBuf)> {
@@ -49,7 +68,8 @@ fn directories(core: &Core, session: Snowflake) -> Option<(PathBuf, PathBuf)> {
     Some((root, dir))
 }
 
-/// The system blocks every request of a run in `session` starts with.
+/// The system blocks every request of a run in `session` starts with: the provider prompt,
+/// the instruction files, then the session's own prompt.
 pub fn system_blocks(
     core: &Core,
     config: &AgentConfig,
@@ -57,11 +77,21 @@ pub fn system_blocks(
     session: Snowflake,
 ) -> Vec<Block> {
     let mut blocks = vec![Block::System(system_prompt(config, runner))];
+    blocks.extend(instruction_files(core, config, session));
+    // `[sessions.NAME] system_prompt`: this session's (or its parent channel's) only.
+    if let Some(prompt) = session_settings(core, session).and_then(|s| s.system_prompt) {
+        blocks.push(Block::Channel(prompt));
+    }
+    blocks
+}
+
+/// The instruction files of the session's workspace, farthest first.
+fn instruction_files(core: &Core, config: &AgentConfig, session: Snowflake) -> Vec<Block> {
     if config.instructions_max_chars == 0 {
-        return blocks;
+        return Vec::new();
     }
     let Some((root, dir)) = directories(core, session) else {
-        return blocks;
+        return Vec::new();
     };
     // The session's directory is made on its first workspace call; until then the files
     // between the root and it are still read.
@@ -71,11 +101,11 @@ pub fn system_blocks(
             for skipped in &found.skipped {
                 tracing::warn!(path = %skipped.path, %session, "instruction file not read: {}", skipped.reason);
             }
-            blocks.extend(found.files.into_iter().map(Block::Instructions));
+            found.files.into_iter().map(Block::Instructions).collect()
         }
         Err(error) => {
             tracing::debug!(%session, "no instruction files: {error}");
+            Vec::new()
         }
     }
-    blocks
 }

@@ -932,7 +932,14 @@ impl Bridge {
                     &config.trusted_users,
                     summary,
                 );
-                let limits = openai::ContextLimits::of(&config);
+                let mut limits = openai::ContextLimits::of(&config);
+                // `[sessions.NAME] context_tokens` (a thread's parent's when it has none).
+                if let Some(tokens) =
+                    instructions::session_settings(&self.inner.core, trigger.channel_id)
+                        .and_then(|s| s.context_tokens)
+                {
+                    limits.context_tokens = tokens;
+                }
                 let run = openai::Run {
                     runner,
                     core: &self.inner.core,

@@ -574,6 +574,36 @@ fn provider_prompts_put_the_most_specific_glob_first_and_bad_globs_are_refused()
 }
 
 #[test]
+fn a_sessions_prompt_and_budget_are_read_and_garbage_is_refused() {
+    let base = "[agent]\nrunner = \"command\"\ncommand = [\"/bin/agent\"]\nanswer_tokens = 2000\n[discord]\nallowed_channel_ids = [\"334455667788990011\"]\n";
+    let config = Config::parse(
+        &format!("{base}[sessions.334455667788990011]\nsystem_prompt = \"be terse\"\ncontext_tokens = 8000\n"),
+        "t",
+    )
+    .unwrap();
+    let session = &config.sessions[0];
+    assert_eq!(session.system_prompt.as_deref(), Some("be terse"));
+    assert_eq!(session.context_tokens, Some(8_000));
+    for (garbage, says) in [
+        ("system_prompt = \"  \"\n", "the prompt is empty"),
+        ("system_prompt = 3\n", "system_prompt"),
+        ("context_tokens = 10\n", "out of range"),
+        (
+            "context_tokens = 1500\n",
+            "more than agent.answer_tokens (2000)",
+        ),
+        ("context_tokens = \"big\"\n", "context_tokens"),
+    ] {
+        let found = problems(&format!("{base}[sessions.334455667788990011]\n{garbage}"));
+        assert_eq!(found.len(), 1, "{garbage}: {found:#?}");
+        assert!(
+            found[0].contains("sessions.334455667788990011") && found[0].contains(says),
+            "{garbage}: {found:#?}"
+        );
+    }
+}
+
+#[test]
 fn context_budget_garbage_is_refused_with_places() {
     let base = "[agent]\nrunner = \"command\"\ncommand = [\"/bin/agent\"]\n";
     let small = problems(&format!("{base}context_tokens = 10\n"));
