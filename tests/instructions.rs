@@ -116,3 +116,50 @@ fn a_channels_system_prompt_and_budget_hold_in_that_channel_and_its_threads_only
     );
     assert_eq!(model.requests().len(), 2, "nothing was sent for the thread");
 }
+
+#[test]
+fn require_mention_overrides_the_channels_rule_and_threads_inherit_it() {
+    let model = FakeModel::start(|_| text("Answered."));
+    let fake = Fake::start();
+    let dir = TempDir::new("require-mention");
+    // #ops is an active channel but requires a mention; #release-room needs none.
+    let config = format!(
+        "[agent]\nrunner = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\ntimeout_s = 15\nstream = \"off\"\ntool_scope = [\"surface.help\"]\nactive_channel_ids = [\"{}\"]\n\n[sessions.ops]\nrequire_mention = true\n\n[sessions.release-room]\nrequire_mention = false\n",
+        model.base_url,
+        demo::OPS
+    );
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &config);
+    let unmentioned = fake.post(demo::RELEASE_ROOM, demo::STANLEY, "is the build green?");
+    let reply = reply_to(&fake, &sb, demo::RELEASE_ROOM, &unmentioned);
+    assert_eq!(reply["content"], "Answered.", "{reply}");
+
+    let plain = fake.post(demo::OPS, demo::STANLEY, "just chatting in ops");
+    let in_thread = fake.post(demo::INCIDENT_THREAD, demo::STANLEY, "and in its thread");
+    let mentioned = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} now you"));
+    let reply = reply_to(&fake, &sb, demo::OPS, &mentioned);
+    assert_eq!(reply["content"], "Answered.", "{reply}");
+    let requests = model.requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "only the unmentioned #release-room message and the mention in #ops started runs"
+    );
+    let asked: Vec<String> = requests
+        .iter()
+        .map(|r| {
+            messages(r)
+                .last()
+                .and_then(|m| m["content"].as_str())
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert!(asked[1].ends_with("now you"), "{asked:?}");
+    assert!(
+        !asked
+            .iter()
+            .any(|a| a.ends_with("just chatting in ops") || a.ends_with("and in its thread")),
+        "{asked:?}"
+    );
+    let _ = (plain, in_thread);
+}

@@ -297,8 +297,33 @@ impl Bridge {
         if message.author_id == bot || (message.author_is_bot && !allowed_bot) {
             return false;
         }
-        if self.answers_unmentioned(message.channel_id, message.in_guild, message.parent_id, bot) {
-            return true;
+        // `[sessions.NAME] require_mention` (a thread's channel's when it has none) overrides
+        // the channel's rule.
+        let require_mention = {
+            let settings = self.inner.core.settings();
+            let sessions = &settings.config().sessions;
+            switchboard_config::session_settings(sessions, message.channel_id)
+                .and_then(|s| s.require_mention)
+                .or_else(|| {
+                    message
+                        .parent_id
+                        .and_then(|parent| switchboard_config::session_settings(sessions, parent))
+                        .and_then(|s| s.require_mention)
+                })
+        };
+        match require_mention {
+            Some(false) => return true,
+            Some(true) => {}
+            None => {
+                if self.answers_unmentioned(
+                    message.channel_id,
+                    message.in_guild,
+                    message.parent_id,
+                    bot,
+                ) {
+                    return true;
+                }
+            }
         }
         let mentioned = message.content.contains(&format!("<@{bot}>"))
             || message.content.contains(&format!("<@!{bot}>"));

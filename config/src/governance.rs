@@ -89,6 +89,8 @@ pub(crate) struct RawSessionSettings {
     pub system_prompt: Option<Spanned<String>>,
     #[serde(default)]
     pub context_tokens: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub require_mention: Option<bool>,
 }
 
 /// The `[sessions]` table: a session (alias or id) → its settings.
@@ -294,6 +296,10 @@ pub struct SessionSettings {
     /// `context_tokens = N` (1,000 to 2,000,000, more than `agent.answer_tokens`): the token
     /// budget of the `openai` runner's requests here, in place of `agent.context_tokens`.
     pub context_tokens: Option<usize>,
+    /// `require_mention = true | false`: whether a message here must mention the bot (or reply
+    /// to it) to start a run, overriding the channel's rule (`agent.active_channel_ids`, DMs,
+    /// the bot's threads); its threads inherit it. `None`: the channel's rule.
+    pub require_mention: Option<bool>,
 }
 
 /// `[[toolserver.tokens]]`: a named service token (for MCP clients, CI, the console) with a
@@ -747,6 +753,7 @@ pub(crate) fn sessions(
             workspace,
             system_prompt,
             context_tokens,
+            require_mention: table.require_mention,
         });
     }
     settings

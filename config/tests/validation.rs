@@ -584,6 +584,13 @@ fn a_sessions_prompt_and_budget_are_read_and_garbage_is_refused() {
     let session = &config.sessions[0];
     assert_eq!(session.system_prompt.as_deref(), Some("be terse"));
     assert_eq!(session.context_tokens, Some(8_000));
+    assert_eq!(session.require_mention, None);
+    let set = Config::parse(
+        &format!("{base}[sessions.334455667788990011]\nrequire_mention = false\n"),
+        "t",
+    )
+    .unwrap();
+    assert_eq!(set.sessions[0].require_mention, Some(false));
     for (garbage, says) in [
         ("system_prompt = \"  \"\n", "the prompt is empty"),
         ("system_prompt = 3\n", "system_prompt"),
@@ -593,6 +600,7 @@ fn a_sessions_prompt_and_budget_are_read_and_garbage_is_refused() {
             "more than agent.answer_tokens (2000)",
         ),
         ("context_tokens = \"big\"\n", "context_tokens"),
+        ("require_mention = \"yes\"\n", "require_mention"),
     ] {
         let found = problems(&format!("{base}[sessions.334455667788990011]\n{garbage}"));
         assert_eq!(found.len(), 1, "{garbage}: {found:#?}");
