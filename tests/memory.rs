@@ -81,7 +81,10 @@ fn a_note_written_in_one_run_is_in_a_later_runs_prompt_after_a_restart_marked_un
     );
 
     sb.terminate(Duration::from_secs(10));
-    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &config(&model));
+    // Only the trigger (Stanley's, trusted) is read: the note alone is untrusted.
+    let only_trigger =
+        config(&model).replace("timeout_s = 15\n", "timeout_s = 15\ncontext_messages = 1\n");
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &only_trigger);
     let again = fake.post(
         demo::OPS,
         demo::STANLEY,
@@ -93,6 +96,10 @@ fn a_note_written_in_one_run_is_in_a_later_runs_prompt_after_a_restart_marked_un
     assert!(
         prompt.contains(&format!("(untrusted) - release-config: {NOTE}")),
         "the note is listed, marked untrusted: {prompt}"
+    );
+    assert!(
+        prompt.contains("Lines that start with (untrusted) come from people who are not this bot's trusted users"),
+        "the prompt says what the mark means: {prompt}"
     );
 
     // `switchboard memory list` shows it to the operator.

@@ -948,7 +948,7 @@ impl Bridge {
                     ),
                     None => (None, None),
                 };
-                let transcript = prompt::transcript(
+                let mut transcript = prompt::transcript(
                     &self.inner.core,
                     channel,
                     trigger,
@@ -957,6 +957,14 @@ impl Bridge {
                     &config.trusted_users,
                     summary,
                 );
+                // An untrusted note needs the note saying what the mark means, even when no
+                // message of the transcript is untrusted.
+                if transcript.untrusted_note.is_none()
+                    && notes.as_deref().is_some_and(toolserver::trust::marks_any)
+                {
+                    let trust = toolserver::trust::Trust::new(&config.trusted_users, self.bot_id());
+                    transcript.untrusted_note = Some(toolserver::trust::untrusted_note(&trust));
+                }
                 let mut limits = openai::ContextLimits::of(&config);
                 // `[sessions.NAME] context_tokens` (a thread's parent's when it has none).
                 if let Some(tokens) =
