@@ -641,6 +641,21 @@ fn a_long_session_is_pruned_then_compacted_and_its_guarded_summary_starts_the_ne
         .to_owned();
     assert!(summary.contains(PATH), "{summary}");
 
+    // The operator reads the stored summary.
+    let read = sb.tools(&[
+        "memory.summary",
+        &format!("--session-id={}", demo::OPS),
+        "--output=json",
+    ]);
+    assert_eq!(read.code, Some(0), "{read:?}");
+    let stored_summary = read.json();
+    assert!(
+        stored_summary["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains(PATH)),
+        "{stored_summary}"
+    );
+
     // The next run, after a restart, starts from the stored summary.
     drop(feed);
     sb.terminate(Duration::from_secs(10));

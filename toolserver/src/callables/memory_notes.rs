@@ -8,6 +8,7 @@
 //! refused with what the scope holds, so the agent can forget something first. A note written
 //! in a run whose requester is not in `agent.trusted_users` is kept as untrusted: later
 //! prompts show it with the untrusted mark. Every call is audited like any other.
+//! `memory.summary` reads the session's current compaction summary (what starts its prompts).
 
 use async_trait::async_trait;
 use protocol::{Effects, ErrorCode, ErrorKind};
@@ -39,6 +40,7 @@ pub fn register(registry: &mut Registry) {
     registry.register(ReadNotes);
     registry.register(SearchNotes);
     registry.register(ForgetNote);
+    registry.register(ReadSummary);
 }
 
 /// Whose notes: `session` or `user`.
@@ -550,5 +552,83 @@ impl Tool for ForgetNote {
             .await
             .map_err(store_error)?;
         output(&Forgotten { forgotten })
+    }
+}
+
+pub struct ReadSummary;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ReadSummaryInput {
+    /// The session (alias like `#ops`, or id); an agent run's is its own.
+    pub session_id: Option<String>,
+}
+
+/// A session's current summary.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SummaryAnswer {
+    /// The summary (untrusted lines marked), or none when the session was never compacted.
+    pub summary: Option<String>,
+    /// The newest message it covers: prompts list only later ones.
+    pub covers_to: Option<String>,
+    /// Its size in tokens.
+    pub tokens: Option<u32>,
+    /// When it was written, ms since the Unix epoch.
+    pub created_ms: Option<u64>,
+}
+
+#[async_trait]
+impl Tool for ReadSummary {
+    type Input = ReadSummaryInput;
+    type Plan = ();
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            id: "memory.summary",
+            description: "Read the session's current summary: what compaction wrote for its older conversation, which starts its prompts.",
+            help: "Answers summary null when the session was never compacted. The summarised messages stay in the store and in search.",
+            mutating: false,
+            primary: None,
+            title: "Read a session's summary",
+            effects: Effects {
+                destructive: false,
+                idempotent: true,
+                open_world: false,
+            },
+            output_schema: Some(output_schema::<SummaryAnswer>()),
+            examples: vec![example(
+                "The summary of #ops",
+                "tools memory.summary --session-id=#ops",
+                json!({"sessionId": "#ops"}),
+            )],
+        }
+    }
+
+    fn plan(
+        &self,
+        _cx: &PlanContext<'_>,
+        input: ReadSummaryInput,
+    ) -> Result<Planned<()>, ToolError> {
+        Ok(Planned::in_session(
+            (),
+            SessionRequest::session_id(input.session_id.as_deref(), 0),
+        ))
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, _plan: ()) -> Result<ToolOutput, ToolError> {
+        let session = cx.target()?.channel_id();
+        let summary = cx
+            .core
+            .memory()
+            .summary(session)
+            .await
+            .map_err(store_error)?;
+        output(&SummaryAnswer {
+            covers_to: summary.as_ref().map(|s| s.covers_to.to_string()),
+            tokens: summary.as_ref().map(|s| s.tokens),
+            created_ms: summary.as_ref().map(|s| s.created_ms),
+            summary: summary.map(|s| s.text),
+        })
     }
 }
