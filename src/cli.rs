@@ -41,6 +41,9 @@ pub enum Command {
     /// Have a running switchboard read its config file again: prints what changed (and what
     /// needs a restart), or every problem and exits 2, the config in force kept.
     Reload(ReloadArgs),
+    /// Read and forget the agent's notes (memory.*) on a running switchboard.
+    #[command(subcommand)]
+    Memory(MemoryCommand),
     /// Work on a store directly (no config file, no running switchboard needed).
     #[command(subcommand)]
     Store(StoreCommand),
@@ -151,6 +154,46 @@ pub struct ReloadArgs {
     /// The answer as JSON instead of lines.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `switchboard memory ...`
+#[derive(Debug, Subcommand)]
+pub enum MemoryCommand {
+    /// Print a session's or a user's notes: scope, key (untrusted when so), text.
+    List {
+        #[command(flatten)]
+        scope: NoteScopeArgs,
+        /// One JSON object per line instead of columns.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Forget one note (exit 1 when there is none with that key).
+    Forget {
+        #[command(flatten)]
+        scope: NoteScopeArgs,
+        /// The note's key.
+        #[arg(long)]
+        key: String,
+    },
+}
+
+/// Whose notes: a session's or a user's.
+#[derive(Debug, Args)]
+pub struct NoteScopeArgs {
+    /// A session's notes (#ops or an id).
+    #[arg(
+        long,
+        value_name = "REF",
+        conflicts_with = "user",
+        required_unless_present = "user"
+    )]
+    pub session: Option<String>,
+    /// A Discord user's notes (their id).
+    #[arg(long, value_name = "USER_ID")]
+    pub user: Option<String>,
+    /// The running switchboard (default: $SWITCHBOARD_URL, else the config's toolserver.bind).
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
 }
 
 /// `switchboard store ...`

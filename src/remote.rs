@@ -25,6 +25,9 @@ const FOLLOW_EVERY: Duration = Duration::from_secs(1);
 const FOLLOW_MAX_PAGES: usize = 20;
 
 /// A running switchboard, and how to reach it.
+mod memory;
+pub use memory::memory;
+
 struct Remote {
     agent: ureq::Agent,
     url: String,

@@ -196,6 +196,8 @@ pub async fn build(
     // Idempotency keys of `POST /v1/call` are kept in the store: a retry after a restart (or
     // on another node) still answers the first call's answer.
     core.set_idempotency(Arc::clone(&backend) as _);
+    // The agent's notes (`memory.*`) too.
+    core.set_memory(Arc::clone(&backend) as _);
     if let Some(workspace) = &config.workspace {
         core.install_sandbox(probe_sandbox(workspace, &config).await);
     }
@@ -239,6 +241,7 @@ pub async fn build(
             format!("http://{host}"),
             Arc::clone(&backend) as _,
         )
+        .with_memory(Arc::clone(&backend) as _)
     });
     if let Some(bridge) = &bridge {
         bridge.keep_usage_in(Arc::clone(&backend) as _);

@@ -138,15 +138,16 @@ fn a_tool_call_lands_in_discord_and_the_final_answer_replies_to_the_trigger() {
     assert!(
         names
             .iter()
-            .all(|name| ["surface__", "workflow__", "attachment__"]
+            .all(|name| ["surface__", "workflow__", "attachment__", "memory__"]
                 .iter()
                 .any(|prefix| name.starts_with(prefix))
                 && !name.contains('.')),
-        "the default scope is surface.*, workflow.*, attachment.*; names use __: {names:?}"
+        "the default scope is surface.*, workflow.*, attachment.*, memory.*; names use __: {names:?}"
     );
     assert!(
         names.contains(&"workflow__create".to_owned())
-            && names.contains(&"attachment__download".to_owned()),
+            && names.contains(&"attachment__download".to_owned())
+            && names.contains(&"memory__write".to_owned()),
         "{names:?}"
     );
 

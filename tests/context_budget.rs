@@ -1,8 +1,10 @@
-//! The built-in `openai` runner's token budget end to end (issue 25 §1, §2 phase 1): every
-//! request the scripted model receives, counted with the runner's own tokenizer, fits
+//! The built-in `openai` runner's token budget end to end (issue 25 §1, §2): every request
+//! the scripted model receives, counted with the runner's own tokenizer, fits
 //! `agent.context_tokens − agent.answer_tokens`; older tool results are pruned to make it fit
-//! (never the two most recent turns, never `agent.protected_tools`); a request that cannot
-//! fit fails the run with the reason and is never sent.
+//! (never the two most recent turns, never `agent.protected_tools`); when that is not enough
+//! the older part is compacted (a dedicated request, the identifier guard, the summary stored
+//! and starting the next run's prompt); a request that cannot fit fails the run with the
+//! reason and is never sent.
 
 #[path = "support/events.rs"]
 mod events;
@@ -52,6 +54,24 @@ fn agent_config(
         "[agent]\nrunner = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\nsystem_prompt = \"You are the context test agent.\"\nmax_tool_rounds = 8\ntimeout_s = 15\ncontext_messages = 5\nstream = \"off\"\nerror_reply = \"agent failed: {{reason}}\"\ncontext_tokens = {context_tokens}\nanswer_tokens = {answer_tokens}\n{extra}",
         model.base_url
     )
+}
+
+/// The first words of the compaction request's system prompt.
+const COMPACTION: &str = "You compact a Discord conversation";
+/// The first line of the summary's message in a chat request.
+const SUMMARY_HEADER: &str = "Summary of the earlier conversation";
+
+/// Whether a recorded request is a compaction request (not a turn of the chat).
+fn is_compaction(request: &Value) -> bool {
+    messages(request)
+        .first()
+        .and_then(|m| m["content"].as_str())
+        .is_some_and(|c| c.starts_with(COMPACTION))
+}
+
+/// A well-formed summary that names nothing: what a careless model writes.
+fn careless_summary() -> (u16, Value) {
+    text("## Decisions\n- none\n## Open questions\n- none\n## Facts\n- a long release discussion\n## Who asked what\n- several people posted notes")
 }
 
 /// The tokens of a request the model received, as the runner counts them.
@@ -344,9 +364,12 @@ fn a_request_that_cannot_fit_fails_the_run_with_the_reason_and_is_never_sent() {
 }
 
 #[test]
-fn protected_results_that_outgrow_the_budget_fail_the_run_instead_of_losing_rounds() {
+fn protected_results_that_outgrow_the_budget_fail_the_run_when_their_compaction_fails() {
     let model = FakeModel::start(|requests| {
         let n = requests.len();
+        if requests.last().is_some_and(is_compaction) {
+            return (500, json!({"error": {"message": "the summariser is down"}}));
+        }
         tool_call(
             &format!("call_{n}"),
             "surface__messages__list",
@@ -376,6 +399,10 @@ fn protected_results_that_outgrow_the_budget_fail_the_run_instead_of_losing_roun
     );
     let requests = model.requests();
     assert!(
+        requests.iter().any(is_compaction),
+        "a compaction was tried first"
+    );
+    assert!(
         (2..=8).contains(&requests.len()),
         "it stopped when the rounds outgrew the budget: {}",
         requests.len()
@@ -389,11 +416,17 @@ fn protected_results_that_outgrow_the_budget_fail_the_run_instead_of_losing_roun
 }
 
 #[test]
-fn older_transcript_messages_are_left_out_when_the_history_does_not_fit() {
-    let model = FakeModel::start(|_| text("Caught up."));
+fn older_transcript_messages_are_summarised_when_the_history_does_not_fit() {
+    let model = FakeModel::start(|requests| {
+        if requests.last().is_some_and(is_compaction) {
+            text("## Decisions\n- none\n## Open questions\n- none\n## Facts\n- notes 0 to 3 were release notes\n## Who asked what\n- nothing asked")
+        } else {
+            text("Caught up.")
+        }
+    });
     let fake = Fake::start();
     let dir = TempDir::new("context-history");
-    let (context_tokens, answer_tokens) = (4_000, 1_000);
+    let (context_tokens, answer_tokens) = (8_000, 1_000);
     let limit = context_tokens - answer_tokens;
     let sb = Switchboard::start_with(
         &fake,
@@ -407,7 +440,7 @@ fn older_transcript_messages_are_left_out_when_the_history_does_not_fit() {
         )
         .replace("context_messages = 5\n", ""),
     );
-    let history: Vec<String> = (0..8)
+    let history: Vec<String> = (0..14)
         .map(|i| {
             fake.post(
                 demo::OPS,
@@ -421,7 +454,9 @@ fn older_transcript_messages_are_left_out_when_the_history_does_not_fit() {
     let reply = ask(&fake, &sb, "catch me up");
     assert_eq!(reply["content"], "Caught up.", "the run answers: {reply}");
 
-    let requests = model.requests();
+    let (compactions, requests): (Vec<Value>, Vec<Value>) =
+        model.requests().into_iter().partition(is_compaction);
+    assert!(!compactions.is_empty(), "the older part was compacted");
     assert_eq!(requests.len(), 1);
     let sent = tokens(&requests[0]);
     assert!(sent <= limit, "{sent} tokens over {limit}");
@@ -434,17 +469,223 @@ fn older_transcript_messages_are_left_out_when_the_history_does_not_fit() {
         "the trigger is last: {contents:?}"
     );
     assert!(
-        contents.iter().any(|c| c.contains("note 7: ")),
+        contents.iter().any(|c| c.contains("note 13: ")),
         "the newest history message is kept"
     );
     assert!(
         !contents.iter().any(|c| c.contains("note 0: ")),
         "the oldest history message is left out"
     );
+    assert!(
+        contents
+            .iter()
+            .any(|c| c.starts_with(SUMMARY_HEADER) && c.contains("notes 0 to 3 were release notes")),
+        "its summary takes its place: {contents:?}"
+    );
     let event = next_event(&feed, "context.pruned");
     assert!(event["droppedMessages"].as_u64() >= Some(1), "{event}");
     assert!(
         event["afterTokens"].as_u64() <= Some(limit as u64),
         "{event}"
+    );
+}
+
+/// The acceptance run of issue 25 §2: a 300-message channel history and a 12-round tool loop
+/// with large results. Every request fits; older results are pruned before anything is
+/// compacted; a compaction request happens; a careless summary that loses the path the
+/// trigger asks about is retried with the path listed, then the path is appended by the
+/// guard; the summary is stored and starts the next run's prompt, after a restart.
+#[test]
+fn a_long_session_is_pruned_then_compacted_and_its_guarded_summary_starts_the_next_run() {
+    const ROUNDS: usize = 12;
+    const HISTORY: u64 = 300;
+    const PATH: &str = "/srv/release/keystone-7.toml";
+    let (context_tokens, answer_tokens) = (15_000, 2_000);
+    let limit = context_tokens - answer_tokens;
+    let first_run = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let script_run = std::sync::Arc::clone(&first_run);
+    let model = FakeModel::start(move |requests| {
+        let last = requests.last().expect("the current request");
+        if is_compaction(last) {
+            return careless_summary();
+        }
+        if !script_run.load(std::sync::atomic::Ordering::SeqCst) {
+            return text("Picked up where we were.");
+        }
+        let round = requests.iter().filter(|r| !is_compaction(r)).count();
+        // Three small reads, then large ones: pruning alone is enough at first.
+        let limit = if round <= 3 { 2 } else { 5 };
+        if round <= ROUNDS {
+            tool_call(
+                &format!("call_{round}"),
+                "surface__messages__list",
+                &format!(r##"{{"sessionId":"#release-room","limit":{limit}}}"##),
+            )
+        } else {
+            text("Checked everything.")
+        }
+    });
+    let fake = Fake::start();
+    let dir = TempDir::new("context-compaction");
+    let config = agent_config(
+        &model,
+        context_tokens,
+        answer_tokens,
+        &format!("{SCOPE}max_tool_rounds = {ROUNDS}\ncontext_messages = 400\n"),
+    )
+    .replace("context_messages = 5\n", "")
+    .replace("max_tool_rounds = 8\n", "")
+    .replace("timeout_s = 15", "timeout_s = 60");
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &config);
+    long_messages(&fake, &sb, 5);
+    let mut history = vec![fake.post(
+        demo::OPS,
+        demo::TOMAS,
+        &format!("the release config lives at {PATH}"),
+    )];
+    for i in 1..HISTORY {
+        history.push(fake.post(demo::OPS, demo::TOMAS, &format!("status {i} ok")));
+    }
+    sb.wait_listed("ops", &history[history.len() - 1..], RUN_TIMEOUT);
+    let feed = subscribe(
+        &sb.url,
+        &sb.token,
+        "?types=context.pruned,context.compacted",
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let trigger = fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} check {PATH} against the release room, round after round"),
+    );
+    let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
+    assert_eq!(reply["content"], "Checked everything.", "{reply}");
+
+    let requests = model.requests();
+    for (index, request) in requests.iter().enumerate() {
+        let sent = tokens(request);
+        assert!(
+            sent <= limit,
+            "request {index} carries {sent} tokens, over the {limit} of the budget"
+        );
+    }
+    let chat: Vec<&Value> = requests.iter().filter(|r| !is_compaction(r)).collect();
+    assert_eq!(chat.len(), ROUNDS + 1, "every round reached the model");
+    assert!(
+        chat[0].to_string().contains("status 1 ok"),
+        "the first request holds the whole history"
+    );
+    let first_compaction = requests
+        .iter()
+        .position(is_compaction)
+        .expect("a compaction request happens");
+    assert!(
+        requests[..first_compaction]
+            .iter()
+            .any(|r| results(r).iter().any(|(_, c)| c.starts_with(PRUNED))),
+        "older results were pruned before anything was compacted"
+    );
+    // The careless summary lost the path: the retry names it.
+    let retry = &requests[first_compaction + 1];
+    assert!(is_compaction(retry), "the guard asked again");
+    assert!(retry.to_string().contains(PATH), "the retry lists {PATH}");
+
+    // The events: pruned first, then compacted, before and after counted.
+    let mut kinds = Vec::new();
+    let mut compacted = None;
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    while compacted.is_none() && Instant::now() < deadline {
+        if let Ok(Some((kind, data))) = feed.recv_timeout(Duration::from_secs(1)) {
+            if kind == "context.compacted" {
+                compacted = Some(data.clone());
+            }
+            kinds.push(kind);
+        }
+    }
+    let compacted = compacted.unwrap_or_else(|| {
+        panic!(
+            "no context.compacted event ({kinds:?}); the log says:\n{}",
+            sb.stderr()
+                .lines()
+                .filter(|l| l.contains("compact"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    });
+    assert_eq!(
+        kinds.first().map(String::as_str),
+        Some("context.pruned"),
+        "{kinds:?}"
+    );
+    assert!(
+        compacted["beforeTokens"].as_u64() > Some(limit as u64)
+            && compacted["afterTokens"].as_u64() <= Some(limit as u64),
+        "{compacted}"
+    );
+    assert!(
+        compacted["keptByGuard"]
+            .as_array()
+            .is_some_and(|kept| kept.iter().any(|k| k == PATH)),
+        "the guard kept the path: {compacted}"
+    );
+    // The request after the compaction carries the summary with the path restored.
+    let summarised = requests[first_compaction..]
+        .iter()
+        .find(|r| !is_compaction(r))
+        .expect("a request after the compaction");
+    let summary = messages(summarised)
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .find(|c| c.starts_with(SUMMARY_HEADER))
+        .expect("the summary is in the request")
+        .to_owned();
+    assert!(summary.contains(PATH), "{summary}");
+
+    // The operator reads the stored summary.
+    let read = sb.tools(&[
+        "memory.summary",
+        &format!("--session-id={}", demo::OPS),
+        "--output=json",
+    ]);
+    assert_eq!(read.code, Some(0), "{read:?}");
+    let stored_summary = read.json();
+    assert!(
+        stored_summary["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains(PATH)),
+        "{stored_summary}"
+    );
+
+    // The next run, after a restart, starts from the stored summary.
+    drop(feed);
+    sb.terminate(Duration::from_secs(10));
+    first_run.store(false, std::sync::atomic::Ordering::SeqCst);
+    let before = model.requests().len();
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &config);
+    let again = fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} where were we?"),
+    );
+    let reply = reply_to(&fake, &sb, demo::OPS, &again);
+    assert_eq!(reply["content"], "Picked up where we were.", "{reply}");
+    let next = &model.requests()[before..];
+    let prompt = next
+        .iter()
+        .find(|r| !is_compaction(r))
+        .expect("the next run's request");
+    let stored = messages(prompt)
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .find(|c| c.starts_with(SUMMARY_HEADER))
+        .unwrap_or_else(|| panic!("the stored summary starts the next prompt: {prompt}"));
+    assert!(stored.contains(PATH), "{stored}");
+    assert!(
+        !messages(prompt)
+            .iter()
+            .filter_map(|m| m["content"].as_str())
+            .filter(|c| !c.starts_with(SUMMARY_HEADER))
+            .any(|c| c.contains("the release config lives at")),
+        "the messages the summary covers are not listed again"
     );
 }

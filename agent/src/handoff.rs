@@ -323,6 +323,7 @@ impl Bridge {
                 let transcript = prompt::Transcript {
                     entries: vec![Entry::Message(message.trigger())],
                     untrusted_note: None,
+                    summary: None,
                 };
                 let limits = openai::ContextLimits::of(config);
                 let run = openai::Run {
@@ -332,6 +333,17 @@ impl Bridge {
                     session: trigger.channel_id,
                     limits: &limits,
                     meter,
+                    // A sub-run keeps no summary of its own and reads no notes: it answers one
+                    // prompt. Its agent's provider prompt and instruction files still apply.
+                    memory: None,
+                    summary_session: trigger.channel_id,
+                    notes: None,
+                    system: crate::instructions::system_blocks(
+                        core,
+                        config,
+                        runner,
+                        trigger.channel_id,
+                    ),
                 };
                 match openai::answer(run, transcript, config.timeout, Some(partial)).await {
                     Ok(text) => Answer::Reply(text),

@@ -16,10 +16,13 @@ pub mod command;
 pub mod demo;
 pub mod metering;
 pub mod handoff;
+pub mod instructions;
+pub mod notes;
 pub mod openai;
 pub mod prompt;
 pub mod scheduled;
 pub mod stream;
+pub mod summaries;
 pub mod threads;
 
 use std::collections::{HashMap, VecDeque};
@@ -31,7 +34,7 @@ use entity::Snowflake;
 use serde_json::json;
 use switchboard_config::{AgentConfig, AgentName, MissedTriggers, ReplyInThread, Runner, StreamMode};
 use switchboard_records::TriggerClaim;
-use switchboard_store::{Claim, TriggerStore};
+use switchboard_store::{Claim, MemoryStore, TriggerStore};
 use tokio::sync::{oneshot, Semaphore};
 use toolserver::auth::{random_hex, CapabilityGrant};
 use toolserver::live::Live;
@@ -133,6 +136,9 @@ struct Inner {
     bindings: agents::Bindings,
     /// `agent.handoff` sub-runs going, by the run that asked.
     handoffs: handoff::Handoffs,
+    /// Where sessions' compaction summaries (and the agent's notes) are kept; without it, a
+    /// summary serves only the run that wrote it.
+    memory: Option<Arc<dyn MemoryStore>>,
 }
 
 /// Builds the `openai` runner's tokenizer off the runtime's threads (a few hundred
@@ -186,8 +192,22 @@ impl Bridge {
                 usage: std::sync::OnceLock::new(),
                 bindings: agents::Bindings::default(),
                 handoffs: handoff::Handoffs::default(),
+                memory: None,
             }),
         }
+    }
+
+    /// Keeps sessions' compaction summaries in `memory` (read back to start later prompts).
+    /// Call right after building the bridge, before it is cloned.
+    #[must_use]
+    pub fn with_memory(mut self, memory: Arc<dyn MemoryStore>) -> Self {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.memory = Some(memory),
+            None => tracing::error!(
+                "Bridge::with_memory called on a shared bridge; summaries are not stored"
+            ),
+        }
+        self
     }
 
     /// Takes the trigger's message to answer (claims it in the store); `None` when it was
@@ -375,8 +395,33 @@ impl Bridge {
         if message.author_id == bot || (message.author_is_bot && !allowed_bot) {
             return false;
         }
-        if self.answers_unmentioned(message.channel_id, message.in_guild, message.parent_id, bot) {
-            return true;
+        // `[sessions.NAME] require_mention` (a thread's channel's when it has none) overrides
+        // the channel's rule.
+        let require_mention = {
+            let settings = self.inner.core.settings();
+            let sessions = &settings.config().sessions;
+            switchboard_config::session_settings(sessions, message.channel_id)
+                .and_then(|s| s.require_mention)
+                .or_else(|| {
+                    message
+                        .parent_id
+                        .and_then(|parent| switchboard_config::session_settings(sessions, parent))
+                        .and_then(|s| s.require_mention)
+                })
+        };
+        match require_mention {
+            Some(false) => return true,
+            Some(true) => {}
+            None => {
+                if self.answers_unmentioned(
+                    message.channel_id,
+                    message.in_guild,
+                    message.parent_id,
+                    bot,
+                ) {
+                    return true;
+                }
+            }
         }
         let mentioned = message.content.contains(&format!("<@{bot}>"))
             || message.content.contains(&format!("<@!{bot}>"));
@@ -1062,15 +1107,45 @@ impl Bridge {
                 let Some(context) = self.run_context(&answering, token, request_id, &cwd) else {
                     return false;
                 };
-                let transcript = prompt::transcript(
+                let memory = self.inner.memory.as_deref();
+                let (summary, notes) = match memory {
+                    Some(memory) => (
+                        summaries::load(memory, trigger.channel_id).await,
+                        notes::block(
+                            memory,
+                            trigger.channel_id,
+                            trigger.author_id,
+                            &trigger.author_name,
+                        )
+                        .await,
+                    ),
+                    None => (None, None),
+                };
+                let mut transcript = prompt::transcript(
                     &self.inner.core,
                     channel,
                     trigger,
                     config.context_messages,
                     self.bot_id(),
                     &config.trusted_users,
+                    summary,
                 );
-                let limits = openai::ContextLimits::of(&config);
+                // An untrusted note needs the note saying what the mark means, even when no
+                // message of the transcript is untrusted.
+                if transcript.untrusted_note.is_none()
+                    && notes.as_deref().is_some_and(toolserver::trust::marks_any)
+                {
+                    let trust = toolserver::trust::Trust::new(&config.trusted_users, self.bot_id());
+                    transcript.untrusted_note = Some(toolserver::trust::untrusted_note(&trust));
+                }
+                let mut limits = openai::ContextLimits::of(&config);
+                // `[sessions.NAME] context_tokens` (a thread's parent's when it has none).
+                if let Some(tokens) =
+                    instructions::session_settings(&self.inner.core, trigger.channel_id)
+                        .and_then(|s| s.context_tokens)
+                {
+                    limits.context_tokens = tokens;
+                }
                 let run = openai::Run {
                     runner,
                     core: &self.inner.core,
@@ -1078,6 +1153,15 @@ impl Bridge {
                     session: answering.channel_id,
                     limits: &limits,
                     meter,
+                    memory,
+                    summary_session: trigger.channel_id,
+                    notes,
+                    system: instructions::system_blocks(
+                        &self.inner.core,
+                        &config,
+                        runner,
+                        trigger.channel_id,
+                    ),
                 };
                 let chat = openai::answer(
                     run,

@@ -8,10 +8,13 @@
 //! Every request is built through [`switchboard_context`]'s request model and fitted to the
 //! token budget (`agent.context_tokens − agent.answer_tokens`, the tool schemas counted)
 //! before it is sent: older tool results are pruned first (never the two most recent turns,
-//! never `agent.protected_tools`), then older transcript messages are left out. A request that
-//! cannot fit even then — what cannot be cut is too big, or this run's own tool rounds would
-//! have to go, which only a compaction (not available yet) could summarise — fails the run
-//! with the reason; it is never sent.
+//! never `agent.protected_tools`), then, when that is not enough, the older part of the
+//! conversation is compacted: a dedicated request asks the model for a structured summary,
+//! the guard checks it kept every identifier later turns still refer to (one retry naming
+//! the missing ones, then they are appended), the summary takes the older part's place, is
+//! stored for the session (it starts the session's later prompts) and `context.compacted` is
+//! published. A request that cannot fit even then fails the run with the reason; it is never
+//! sent.
 
 use protocol::ErrorCode;
 use std::collections::HashMap;
@@ -21,10 +24,12 @@ use serde_json::{json, Value};
 use switchboard_config::OpenAiRunner;
 use toolserver::{BatchCall, CallContext, Core};
 
+use switchboard_context::compact::{self, CompactionSettings};
 use switchboard_context::{
-    events, fit, Block, Budget, Encoding, Entry, FitError, Memo, Request, Tiktoken, ToolCall,
-    ToolRound, ToolSchema, Tools,
+    events, fit, Block, Budget, CompactionPlan, Encoding, Entry, FitError, FitReport, Memo,
+    Request, Tiktoken, ToolCall, ToolRound, ToolSchema, Tools,
 };
+use switchboard_store::MemoryStore;
 
 use super::prompt::Transcript;
 use super::stream::DraftState;
@@ -78,8 +83,9 @@ pub enum OpenAiError {
     #[error("the request to the model cannot fit the context budget: {0}")]
     TooBig(#[source] FitError),
     /// Every older tool result is pruned and the transcript left out, and this run's own tool
-    /// rounds still do not fit: only a compaction could summarise them, and there is none yet.
-    #[error("this run's tool rounds do not fit the {limit} tokens a request may carry (agent.context_tokens − agent.answer_tokens) even with every older result pruned: {rounds} of them would have to be left out (results of agent.protected_tools are never pruned); raise agent.context_tokens, protect fewer tools, lower agent.max_tool_rounds or ask for less")]
+    /// rounds still do not fit: the compaction that would summarise them failed (or left
+    /// them out still).
+    #[error("this run's tool rounds do not fit the {limit} tokens a request may carry (agent.context_tokens − agent.answer_tokens) even with every older result pruned, and compacting them failed: {rounds} of them would have to be left out (results of agent.protected_tools are never pruned); raise agent.context_tokens, protect fewer tools, lower agent.max_tool_rounds or ask for less")]
     RoundsOverflow {
         /// This run's tool rounds that would have to be left out.
         rounds: usize,
@@ -189,6 +195,62 @@ pub struct Run<'a> {
     pub limits: &'a ContextLimits,
     /// Where each model call's usage is kept and the run's budgets are checked.
     pub meter: Option<&'a crate::metering::Meter>,
+    /// Where a compaction's summary is kept for the session (`summary_session`); without
+    /// one, the summary serves this run only.
+    pub memory: Option<&'a dyn MemoryStore>,
+    /// The session whose transcript the run reads: its summary's owner.
+    pub summary_session: entity::Snowflake,
+    /// The agent's notes of the session and the requester ([`super::notes::block`]).
+    pub notes: Option<String>,
+    /// The system message's first blocks: the provider prompt and the instruction files
+    /// ([`super::instructions::system_blocks`]).
+    pub system: Vec<Block>,
+}
+
+/// What a run's requests go to: the chat completions route, with its key.
+struct Endpoint<'a> {
+    client: reqwest::Client,
+    url: String,
+    key: Option<String>,
+    model: &'a str,
+    deadline: Instant,
+    meter: Option<&'a crate::metering::Meter>,
+}
+
+impl Endpoint<'_> {
+    /// One compaction request (never streamed, no tools): the answer's text.
+    async fn summarise(&self, request: compact::CompactionRequest) -> Result<String, OpenAiError> {
+        let body = json!({
+            "model": self.model,
+            "messages": request.messages,
+            "max_tokens": request.max_tokens,
+        });
+        let mut http = self
+            .client
+            .post(&self.url)
+            .json(&body)
+            .timeout(self.deadline.saturating_duration_since(Instant::now()));
+        if let Some(key) = &self.key {
+            http = http.bearer_auth(key);
+        }
+        let response = http
+            .send()
+            .await
+            .map_err(|source| OpenAiError::Unreachable {
+                url: self.url.clone(),
+                source,
+            })?;
+        let (message, usage) = read_message(response, &self.url, None).await?;
+        // A compaction is a model call like any other: charged and counted against budgets.
+        if let Some(meter) = self.meter {
+            meter.record(usage_of(usage.as_ref(), &body, &message)).await;
+        }
+        Ok(message
+            .get("content")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned())
+    }
 }
 
 impl Run<'_> {
@@ -241,12 +303,13 @@ impl Run<'_> {
                 .collect(),
             ..Budget::default()
         };
-        let mut system = vec![Block::System(runner.system_prompt.clone())];
+        let mut system = self.system.clone();
+        system.extend(self.notes.clone().map(Block::Note));
         system.extend(transcript.untrusted_note.map(Block::Note));
         let mut request = Request {
             system,
             tools,
-            summary: None,
+            summary: transcript.summary,
             entries: transcript.entries,
         };
         let model = runner.model.clone();
@@ -261,6 +324,14 @@ impl Run<'_> {
                 source,
             })?;
         let url = format!("{}/chat/completions", runner.base_url.trim_end_matches('/'));
+        let endpoint = Endpoint {
+            client: client.clone(),
+            url: url.clone(),
+            key: key.clone(),
+            model: &runner.model,
+            deadline,
+            meter: self.meter,
+        };
         for round in 0..=runner.max_tool_rounds {
             // A run that crossed a cap stops here, before asking the model again.
             if let Some(refusal) = self.meter.and_then(crate::metering::Meter::crossed) {
@@ -273,7 +344,10 @@ impl Run<'_> {
             } else {
                 Some(std::mem::take(&mut request.tools))
             };
-            let (messages, tools) = self.fitted(&request, &budget, counter, round)?;
+            let fitted = self
+                .fitted(&mut request, &budget, counter, round, &endpoint)
+                .await;
+            let (messages, tools) = fitted?;
             if let Some(offered) = offered {
                 request.tools = offered;
             }
@@ -368,23 +442,46 @@ impl Run<'_> {
         ))
     }
 
-    /// The messages and tools of the next request, fitted to the budget; `context.pruned`
-    /// published when anything was pruned or left out.
-    fn fitted(
+    /// The messages and tools of the next request, fitted to the budget: `context.pruned`
+    /// published when anything was pruned or left out; when the fit had to leave entries out,
+    /// they are compacted first (at most once a round).
+    async fn fitted(
         &self,
-        request: &Request,
+        request: &mut Request,
         budget: &Budget,
         counter: &Memo<Tiktoken>,
         round: usize,
+        endpoint: &Endpoint<'_>,
     ) -> Result<(Vec<Value>, Vec<Value>), OpenAiError> {
-        let fitted = fit(request, budget, counter).map_err(OpenAiError::TooBig)?;
-        if let Some(plan) = &fitted.compaction {
-            // Older transcript messages may be left out (as `agent.context_messages` leaves
-            // out older ones); this run's own rounds may not: the model would lose its work.
-            let rounds = plan.entries[..plan.dropped.min(plan.entries.len())]
-                .iter()
-                .filter(|&&i| matches!(request.entries.get(i), Some(Entry::Round(_))))
-                .count();
+        let first = fit(request, budget, counter).map_err(OpenAiError::TooBig)?;
+        self.publish_pruned(&first.report, budget, round);
+        let Some(plan) = first.compaction.clone() else {
+            return Ok((first.messages(), first.tools()));
+        };
+        let before = first.report.clone();
+        // Older transcript messages may be sent without their summary (as
+        // `agent.context_messages` leaves out older ones) when the compaction fails; this
+        // run's own rounds may not: the model would lose its work.
+        let lost_rounds = dropped_rounds(request, &plan);
+        let fallback = (lost_rounds == 0).then(|| (first.messages(), first.tools()));
+        drop(first);
+        if let Err(reason) = self
+            .compact(request, &plan, budget, counter, &before, round, endpoint)
+            .await
+        {
+            tracing::warn!(
+                run = self.context.request_id.as_deref().unwrap_or("-"),
+                round,
+                "the compaction failed; sending the request without the older part: {reason}"
+            );
+            return fallback.ok_or(OpenAiError::RoundsOverflow {
+                rounds: lost_rounds,
+                limit: budget.limit(),
+            });
+        }
+        let after = fit(request, budget, counter).map_err(OpenAiError::TooBig)?;
+        if let Some(plan) = &after.compaction {
+            let rounds = dropped_rounds(request, plan);
             if rounds > 0 {
                 return Err(OpenAiError::RoundsOverflow {
                     rounds,
@@ -392,34 +489,121 @@ impl Run<'_> {
                 });
             }
         }
-        let report = &fitted.report;
-        if let Some(pruned) = events::Pruned::from_report(report) {
-            tracing::debug!(
-                run = self.context.request_id.as_deref().unwrap_or("-"),
-                round,
-                before = pruned.before_tokens,
-                after = pruned.after_tokens,
-                results = pruned.pruned_results,
-                dropped = pruned.dropped_entries,
-                "context pruned"
-            );
-            self.core.events().publish(
-                events::PRUNED,
-                Some(self.session),
-                json!({
-                    "run": self.context.request_id,
-                    "round": round,
-                    "beforeTokens": pruned.before_tokens,
-                    "afterTokens": pruned.after_tokens,
-                    "limitTokens": budget.limit(),
-                    "prunedResults": pruned.pruned_results,
-                    "prunedChars": pruned.pruned_chars,
-                    "droppedMessages": pruned.dropped_entries,
-                }),
-            );
-        }
-        Ok((fitted.messages(), fitted.tools()))
+        Ok((after.messages(), after.tools()))
     }
+
+    /// Compacts the plan's entries into the request's summary: the model's summary, guarded,
+    /// stored for the session, `context.compacted` published. On an error nothing changed.
+    #[allow(clippy::too_many_arguments)]
+    async fn compact(
+        &self,
+        request: &mut Request,
+        plan: &CompactionPlan,
+        budget: &Budget,
+        counter: &Memo<Tiktoken>,
+        before: &FitReport,
+        round: usize,
+        endpoint: &Endpoint<'_>,
+    ) -> Result<(), String> {
+        // A summary takes at most an eighth of what a request may carry (2,000 tokens at most).
+        let settings = CompactionSettings {
+            summary_tokens: (budget.limit() / 8).clamp(256, 2_000),
+            ..CompactionSettings::default()
+        };
+        let job = compact::prepare(request, plan, budget, &settings, counter)
+            .map_err(|e| e.to_string())?;
+        let outcome = job
+            .run(counter, |req| endpoint.summarise(req))
+            .await
+            .map_err(|e| e.to_string())?;
+        let summary_tokens =
+            switchboard_context::TokenCounter::count(counter, &outcome.summary.text);
+        compact::apply(request, plan, outcome.summary.clone()).map_err(|e| e.to_string())?;
+        if let Some(memory) = self.memory {
+            super::summaries::save(
+                memory,
+                self.summary_session,
+                &outcome.summary,
+                summary_tokens,
+            )
+            .await;
+        }
+        let after = fit(request, budget, counter)
+            .map(|f| f.report)
+            .unwrap_or_default();
+        let compacted = events::Compacted::new(
+            before,
+            &after,
+            &outcome,
+            job.summarised_entries(),
+            job.skipped_entries(),
+        );
+        tracing::info!(
+            run = self.context.request_id.as_deref().unwrap_or("-"),
+            round,
+            before = compacted.before_tokens,
+            after = compacted.after_tokens,
+            summarised = compacted.summarised_entries,
+            retries = compacted.retries,
+            kept_by_guard = compacted.kept_by_guard,
+            "context compacted"
+        );
+        self.core.events().publish(
+            events::COMPACTED,
+            Some(self.session),
+            json!({
+                "run": self.context.request_id,
+                "round": round,
+                "beforeTokens": compacted.before_tokens,
+                "afterTokens": compacted.after_tokens,
+                "limitTokens": budget.limit(),
+                "summaryTokens": summary_tokens,
+                "summarisedEntries": compacted.summarised_entries,
+                "skippedEntries": compacted.skipped_entries,
+                "calls": compacted.calls,
+                "retries": compacted.retries,
+                "keptByGuard": outcome.kept_by_guard.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            }),
+        );
+        Ok(())
+    }
+
+    fn publish_pruned(&self, report: &FitReport, budget: &Budget, round: usize) {
+        let Some(pruned) = events::Pruned::from_report(report) else {
+            return;
+        };
+        tracing::debug!(
+            run = self.context.request_id.as_deref().unwrap_or("-"),
+            round,
+            before = pruned.before_tokens,
+            after = pruned.after_tokens,
+            results = pruned.pruned_results,
+            dropped = pruned.dropped_entries,
+            "context pruned"
+        );
+        self.core.events().publish(
+            events::PRUNED,
+            Some(self.session),
+            json!({
+                "run": self.context.request_id,
+                "round": round,
+                "beforeTokens": pruned.before_tokens,
+                "afterTokens": pruned.after_tokens,
+                "limitTokens": budget.limit(),
+                "prunedResults": pruned.pruned_results,
+                "prunedChars": pruned.pruned_chars,
+                "droppedMessages": pruned.dropped_entries,
+            }),
+        );
+    }
+}
+
+/// This run's tool rounds among the entries a fit had to leave out.
+fn dropped_rounds(request: &Request, plan: &CompactionPlan) -> usize {
+    plan.entries[..plan.dropped.min(plan.entries.len())]
+        .iter()
+        .filter(|&&i| matches!(request.entries.get(i), Some(Entry::Round(_))))
+        .count()
 }
 
 /// The callable a function name stands for (`surface__messages__list` → `surface.messages.list`).

@@ -129,12 +129,15 @@ pub struct Transcript {
     pub entries: Vec<switchboard_context::Entry>,
     /// [`trust::untrusted_note`], when any message is untrusted.
     pub untrusted_note: Option<String>,
+    /// The session's stored compaction summary: the messages it covers are not listed.
+    pub summary: Option<switchboard_context::Summary>,
 }
 
 /// The session transcript for a chat model: the bot's own messages are the assistant's,
 /// everyone else's are user turns headed by the author's name and id (every line marked
 /// untrusted when `trusted` is set and does not name them; the note then says what that
-/// means). The trigger, already stored, is last and marked as what this run answers.
+/// means). The trigger, already stored, is last and marked as what this run answers. With
+/// the session's `summary`, only messages after those it covers are listed.
 pub fn transcript(
     core: &Core,
     channel: AllowedChannel,
@@ -142,13 +145,16 @@ pub fn transcript(
     context: usize,
     bot_id: Option<Snowflake>,
     trusted: &[Principal],
+    summary: Option<switchboard_context::Summary>,
 ) -> Transcript {
     use switchboard_context::{Entry, Message, Speaker};
     let trust = Trust::new(trusted, bot_id);
     let messages = recent(core, channel, context.max(1));
-    let mut any_untrusted = false;
+    let covered = summary.as_ref().and_then(|s| s.covers_through);
+    let mut any_untrusted = summary.as_ref().is_some_and(|s| !s.trusted);
     let mut entries: Vec<Entry> = messages
         .iter()
+        .filter(|m| covered.is_none_or(|through| m.message_id > through))
         .map(|m| {
             let text = core.readable(&m.content).into_owned();
             let speaker = if Some(m.author_id) == bot_id {
@@ -194,6 +200,7 @@ pub fn transcript(
     Transcript {
         entries,
         untrusted_note: any_untrusted.then(|| trust::untrusted_note(&trust)),
+        summary,
     }
 }
 
@@ -209,7 +216,8 @@ pub fn conversation(
     let Transcript {
         entries,
         untrusted_note,
-    } = transcript(core, channel, trigger, context, bot_id, trusted);
+        ..
+    } = transcript(core, channel, trigger, context, bot_id, trusted, None);
     let note = untrusted_note.map(|content| ChatTurn {
         role: Role::System,
         content,

@@ -19,6 +19,7 @@ mod files;
 mod git;
 mod governance;
 mod help;
+mod memory_notes;
 mod messages;
 mod pins;
 mod reactions;
@@ -70,6 +71,7 @@ fn prefixed_hex(id: &str, prefix: &str, max: usize) -> bool {
 /// Registers every built-in callable.
 pub fn register_all(registry: &mut Registry) {
     registry.register(help::Help);
+    memory_notes::register(registry);
     registry.register(sessions::ListSessions);
     registry.register(messages::ListMessages);
     registry.register(messages::ReadMessage);

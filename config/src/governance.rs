@@ -87,6 +87,11 @@ pub(crate) struct RawSessionSettings {
     pub workspace: Option<Spanned<String>>,
     #[serde(default)]
     pub agent: Option<Spanned<String>>,
+    pub system_prompt: Option<Spanned<String>>,
+    #[serde(default)]
+    pub context_tokens: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub require_mention: Option<bool>,
 }
 
 /// The `[sessions]` table: a session (alias or id) → its settings.
@@ -289,6 +294,16 @@ pub struct SessionSettings {
     /// `agent = "NAME"`: the agent that answers here (and in its threads) instead of
     /// `agents.default`.
     pub agent: Option<switchboard_agents::AgentName>,
+    /// `system_prompt = "…"`: appended to the `openai` runner's system message for runs in
+    /// this session (and its threads) only.
+    pub system_prompt: Option<String>,
+    /// `context_tokens = N` (1,000 to 2,000,000, more than `agent.answer_tokens`): the token
+    /// budget of the `openai` runner's requests here, in place of `agent.context_tokens`.
+    pub context_tokens: Option<usize>,
+    /// `require_mention = true | false`: whether a message here must mention the bot (or reply
+    /// to it) to start a run, overriding the channel's rule (`agent.active_channel_ids`, DMs,
+    /// the bot's threads); its threads inherit it. `None`: the channel's rule.
+    pub require_mention: Option<bool>,
 }
 
 /// `[[toolserver.tokens]]`: a named service token (for MCP clients, CI, the console) with a
@@ -719,11 +734,35 @@ pub(crate) fn sessions(
         let agent = table.agent.as_ref().and_then(|name| {
             crate::agents::session_agent(name, &format!("{key}.agent"), agents, c)
         });
+        let system_prompt = table.system_prompt.as_ref().and_then(|prompt| {
+            if prompt.get_ref().trim().is_empty() {
+                c.add(
+                    Some(prompt.span()),
+                    format!("{key}.system_prompt"),
+                    "the prompt is empty",
+                    "write what runs in this session should be told, or remove the key",
+                );
+                return None;
+            }
+            Some(prompt.get_ref().clone())
+        });
+        let context_tokens = table.context_tokens.as_ref().map(|tokens| {
+            crate::validate::bounded_because(
+                tokens,
+                &format!("{key}.context_tokens"),
+                1_000..=2_000_000,
+                "tokens one request to the model may carry here, the answer's reserve included",
+                c,
+            ) as usize
+        });
         settings.push(SessionSettings {
             channel_id,
             tool_scope,
             workspace,
             agent,
+            system_prompt,
+            context_tokens,
+            require_mention: table.require_mention,
         });
     }
     settings

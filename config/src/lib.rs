@@ -105,6 +105,19 @@ pub struct AgentConfig {
     /// `agent.protected_tools` (callable globs, default none): callables whose results are
     /// never pruned from the built-in runner's requests.
     pub protected_tools: Vec<String>,
+    /// `agent.memory_max_chars` (default 4,000, 100 to 100,000): the most characters of notes
+    /// one memory scope (a session's, a user's) may hold; the notes listed in a prompt take at
+    /// most this per scope.
+    pub memory_max_chars: usize,
+    /// `agent.instructions_max_chars` (default 20,000, 0 to 1,000,000; 0: none read): the
+    /// most characters of instruction files (`AGENTS.md`, `CLAUDE.md`,
+    /// `.switchboard/instructions.md`, from the session's workspace directory up to
+    /// `workspace.root`) the `openai` runner puts in its system message, head and tail kept.
+    pub instructions_max_chars: usize,
+    /// `[agent.prompts]`: model-name globs (case-insensitive) and their system prompts, the
+    /// most specific (longest) glob first, `default` among them for models no glob matches;
+    /// chosen by `agent.model` in place of `agent.system_prompt`.
+    pub prompts: Vec<(String, String)>,
     /// Triggers waiting per session, beyond the running one.
     pub queue_per_session: usize,
     /// Runs going at once across all sessions (`agent.max_concurrent_runs`, default 4, 1 to
@@ -335,8 +348,9 @@ pub const DEFAULT_DOWNLOAD_MAX_BYTES: u64 = 25 * 1024 * 1024;
 /// `agent.tool_scope` when not set: everything an agent run needs to talk, read, react, thread
 /// and wait on people — and not `surface.channels.*` (creating, renaming and deleting
 /// channels), which a run gets only when the operator names it.
-pub const DEFAULT_TOOL_SCOPE: [&str; 8] = [
+pub const DEFAULT_TOOL_SCOPE: [&str; 9] = [
     "surface.help",
+    "memory.*",
     "surface.sessions.*",
     "surface.messages.*",
     "surface.reactions.*",

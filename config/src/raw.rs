@@ -64,6 +64,12 @@ pub(crate) struct RawAgent {
     pub answer_tokens: Spanned<u64>,
     #[serde(default)]
     pub protected_tools: Vec<Spanned<String>>,
+    #[serde(default = "default_memory_max_chars")]
+    pub memory_max_chars: Spanned<u64>,
+    #[serde(default = "default_instructions_max_chars")]
+    pub instructions_max_chars: Spanned<u64>,
+    #[serde(default)]
+    pub prompts: Option<Spanned<RawPrompts>>,
     #[serde(default = "default_queue_per_session")]
     pub queue_per_session: Spanned<u64>,
     #[serde(default = "default_max_concurrent_runs")]
@@ -136,6 +142,42 @@ fn default_context_tokens() -> Spanned<u64> {
 }
 
 fn default_answer_tokens() -> Spanned<u64> {
+    Spanned::new(0..0, 4_000)
+}
+
+fn default_instructions_max_chars() -> Spanned<u64> {
+    Spanned::new(0..0, 20_000)
+}
+
+/// `[agent.prompts]`: model-name globs to system prompts.
+#[derive(Debug, Default)]
+pub(crate) struct RawPrompts(pub Vec<(String, String)>);
+
+impl<'de> Deserialize<'de> for RawPrompts {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct PromptsVisitor;
+
+        impl<'de> Visitor<'de> for PromptsVisitor {
+            type Value = RawPrompts;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a table of model-name globs to prompts, such as \"gpt-*\" = \"...\"")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawPrompts, A::Error> {
+                let mut entries = Vec::new();
+                while let Some((key, prompt)) = map.next_entry::<String, String>()? {
+                    entries.push((key, prompt));
+                }
+                Ok(RawPrompts(entries))
+            }
+        }
+
+        deserializer.deserialize_map(PromptsVisitor)
+    }
+}
+
+fn default_memory_max_chars() -> Spanned<u64> {
     Spanned::new(0..0, 4_000)
 }
 

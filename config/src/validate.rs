@@ -205,6 +205,25 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
         &agent_names,
         c,
     );
+    if let Some(agent) = &agent {
+        for (name, table) in &raw.sessions {
+            let Some(tokens) = table.context_tokens.as_ref() else {
+                continue;
+            };
+            let value = *tokens.get_ref();
+            if (1_000..=2_000_000).contains(&value) && value <= agent.answer_tokens as u64 {
+                c.add(
+                    Some(tokens.span()),
+                    format!("sessions.{}.context_tokens", name.get_ref()),
+                    format!(
+                        "{value} leaves no room for the request: it must be more than agent.answer_tokens ({})",
+                        agent.answer_tokens
+                    ),
+                    "raise this session's context_tokens or lower agent.answer_tokens",
+                );
+            }
+        }
+    }
     let hooks = crate::governance::hooks(&raw.hooks, known, c);
     let audit = crate::governance::audit(&raw.audit, c);
     let schedules = crate::plans::schedules(&raw.schedules, &agent_names, &aliases, c);
@@ -240,7 +259,7 @@ pub(crate) fn bounded(
 }
 
 /// [`bounded`], with a note on what the number means added to the help line.
-fn bounded_because(
+pub(crate) fn bounded_because(
     value: &Spanned<u64>,
     key: &str,
     range: std::ops::RangeInclusive<u64>,
@@ -336,7 +355,7 @@ pub(crate) fn agent_config(
     let context_messages = bounded(
         &raw.context_messages,
         &format!("{prefix}.context_messages"),
-        0..=200,
+        0..=1_000,
         c,
     ) as usize;
     let context_tokens = bounded_because(
@@ -377,6 +396,52 @@ pub(crate) fn agent_config(
         &[],
         c,
     );
+    let memory_max_chars = bounded_because(
+        &raw.memory_max_chars,
+        &format!("{prefix}.memory_max_chars"),
+        100..=100_000,
+        "characters of notes one memory scope may hold",
+        c,
+    ) as usize;
+    let instructions_max_chars = bounded_because(
+        &raw.instructions_max_chars,
+        &format!("{prefix}.instructions_max_chars"),
+        0..=1_000_000,
+        "characters of instruction files in the system message; 0 reads none",
+        c,
+    ) as usize;
+    let mut prompts = Vec::new();
+    if let Some(table) = &raw.prompts {
+        for (key, prompt) in &table.get_ref().0 {
+            let name = format!("{prefix}.prompts.\"{key}\"");
+            if prompt.trim().is_empty() {
+                c.add(
+                    Some(table.span()),
+                    name.clone(),
+                    "the prompt is empty",
+                    "write the system prompt for models matching this glob, or remove the key",
+                );
+            }
+            if key != "default" {
+                if let Err(error) = globset::GlobBuilder::new(key)
+                    .case_insensitive(true)
+                    .build()
+                {
+                    c.add(
+                        Some(table.span()),
+                        name,
+                        format!("not a model-name glob: {}", error.kind()),
+                        "write a glob such as \"gpt-*\" or \"claude-*\" (quoted), or default",
+                    );
+                    continue;
+                }
+            }
+            prompts.push((key.clone(), prompt.clone()));
+        }
+    }
+    // The TOML parser does not keep a table's order, so the most specific glob (the longest)
+    // comes first; among as long ones, by text.
+    prompts.sort_by(|(a, _), (b, _)| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
     let queue_per_session = bounded(
         &raw.queue_per_session,
         &format!("{prefix}.queue_per_session"),
@@ -503,6 +568,9 @@ pub(crate) fn agent_config(
         context_tokens,
         answer_tokens,
         protected_tools,
+        memory_max_chars,
+        instructions_max_chars,
+        prompts,
         queue_per_session,
         max_concurrent_runs,
         active_channel_ids,

@@ -511,6 +511,107 @@ fn the_context_budget_reads_its_keys() {
 }
 
 #[test]
+fn memory_max_chars_is_read_and_garbage_is_refused_with_places() {
+    let base = "[agent]\nrunner = \"command\"\ncommand = [\"/bin/agent\"]\n";
+    let default = Config::parse(base, "t").unwrap().agent.expect("agent");
+    assert_eq!(default.memory_max_chars, 4_000);
+    assert!(default.tool_scope.iter().any(|g| g == "memory.*"));
+    let set = Config::parse(&format!("{base}memory_max_chars = 900\n"), "t").unwrap();
+    assert_eq!(set.agent.expect("agent").memory_max_chars, 900);
+    for garbage in ["10", "1000000", "\"lots\"", "-1", "[1]"] {
+        let found = problems(&format!("{base}memory_max_chars = {garbage}\n"));
+        assert_eq!(found.len(), 1, "{garbage}: {found:#?}");
+        assert!(
+            found[0].starts_with("4:20 agent.memory_max_chars"),
+            "{garbage}: {found:#?}"
+        );
+    }
+}
+
+#[test]
+fn provider_prompts_put_the_most_specific_glob_first_and_bad_globs_are_refused() {
+    let base = "[agent]\nrunner = \"command\"\ncommand = [\"/bin/agent\"]\n";
+    let config = Config::parse(
+        &format!("{base}instructions_max_chars = 500\n[agent.prompts]\n\"gpt-*\" = \"g\"\ndefault = \"d\"\n\"claude-*\" = \"c\"\n\"gpt-4o*\" = \"o\"\n"),
+        "t",
+    )
+    .unwrap();
+    let agent = config.agent.expect("agent");
+    assert_eq!(agent.instructions_max_chars, 500);
+    assert_eq!(
+        agent.prompts,
+        [
+            ("claude-*".to_owned(), "c".to_owned()),
+            ("default".to_owned(), "d".to_owned()),
+            ("gpt-4o*".to_owned(), "o".to_owned()),
+            ("gpt-*".to_owned(), "g".to_owned()),
+        ]
+    );
+    let default = Config::parse(base, "t").unwrap().agent.expect("agent");
+    assert_eq!(default.instructions_max_chars, 20_000);
+    assert!(default.prompts.is_empty());
+
+    let bad_glob = problems(&format!("{base}[agent.prompts]\n\"gpt-[\" = \"x\"\n"));
+    assert_eq!(bad_glob.len(), 1, "{bad_glob:#?}");
+    assert!(
+        bad_glob[0].contains("agent.prompts.\"gpt-[\" | not a model-name glob"),
+        "{bad_glob:#?}"
+    );
+    let empty = problems(&format!("{base}[agent.prompts]\ndefault = \"  \"\n"));
+    assert_eq!(empty.len(), 1, "{empty:#?}");
+    assert!(empty[0].contains("the prompt is empty"), "{empty:#?}");
+    for garbage in [
+        "[agent.prompts]\n\"gpt-*\" = 7\n",
+        "prompts = \"gpt\"\n",
+        "instructions_max_chars = -1\n",
+        "instructions_max_chars = 2000000\n",
+        "instructions_max_chars = \"all\"\n",
+    ] {
+        let found = problems(&format!("{base}{garbage}"));
+        assert_eq!(found.len(), 1, "{garbage}: {found:#?}");
+        assert!(found[0].contains("agent."), "{garbage}: {found:#?}");
+    }
+}
+
+#[test]
+fn a_sessions_prompt_and_budget_are_read_and_garbage_is_refused() {
+    let base = "[agent]\nrunner = \"command\"\ncommand = [\"/bin/agent\"]\nanswer_tokens = 2000\n[discord]\nallowed_channel_ids = [\"334455667788990011\"]\n";
+    let config = Config::parse(
+        &format!("{base}[sessions.334455667788990011]\nsystem_prompt = \"be terse\"\ncontext_tokens = 8000\n"),
+        "t",
+    )
+    .unwrap();
+    let session = &config.sessions[0];
+    assert_eq!(session.system_prompt.as_deref(), Some("be terse"));
+    assert_eq!(session.context_tokens, Some(8_000));
+    assert_eq!(session.require_mention, None);
+    let set = Config::parse(
+        &format!("{base}[sessions.334455667788990011]\nrequire_mention = false\n"),
+        "t",
+    )
+    .unwrap();
+    assert_eq!(set.sessions[0].require_mention, Some(false));
+    for (garbage, says) in [
+        ("system_prompt = \"  \"\n", "the prompt is empty"),
+        ("system_prompt = 3\n", "system_prompt"),
+        ("context_tokens = 10\n", "out of range"),
+        (
+            "context_tokens = 1500\n",
+            "more than agent.answer_tokens (2000)",
+        ),
+        ("context_tokens = \"big\"\n", "context_tokens"),
+        ("require_mention = \"yes\"\n", "require_mention"),
+    ] {
+        let found = problems(&format!("{base}[sessions.334455667788990011]\n{garbage}"));
+        assert_eq!(found.len(), 1, "{garbage}: {found:#?}");
+        assert!(
+            found[0].contains("sessions.334455667788990011") && found[0].contains(says),
+            "{garbage}: {found:#?}"
+        );
+    }
+}
+
+#[test]
 fn context_budget_garbage_is_refused_with_places() {
     let base = "[agent]\nrunner = \"command\"\ncommand = [\"/bin/agent\"]\n";
     let small = problems(&format!("{base}context_tokens = 10\n"));

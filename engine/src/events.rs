@@ -65,6 +65,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "workflow.cancelled",
     "gateway.state",
     "context.pruned",
+    "context.compacted",
 ];
 
 /// What the parts outside the pipeline publish and count through (the bot, the agent): the

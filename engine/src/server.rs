@@ -109,6 +109,8 @@ pub struct Core {
     /// Where `Idempotency-Key`s and their answers are kept: the composition root's store,
     /// else (tests, a core nobody handed one) one in this process's memory.
     idempotency: std::sync::OnceLock<Arc<dyn switchboard_store::IdempotencyStore>>,
+    /// Where the agent's notes and sessions' summaries are kept (`memory.*`).
+    memory: std::sync::OnceLock<Arc<dyn switchboard_store::MemoryStore>>,
     pub(crate) permits: Semaphore,
     /// The live feed (`GET /v1/events`).
     pub(crate) events: Arc<crate::events::EventHub>,
@@ -203,6 +205,7 @@ impl Core {
             scheduling: std::sync::OnceLock::new(),
             usage: std::sync::OnceLock::new(),
             idempotency: std::sync::OnceLock::new(),
+            memory: std::sync::OnceLock::new(),
             permits: Semaphore::new(ts.max_concurrent_calls),
             events,
             metrics: Arc::new(crate::metrics::Metrics::new()),
@@ -300,6 +303,21 @@ impl Core {
     /// restarts). Once only, before the first keyed call.
     pub fn set_idempotency(&self, store: Arc<dyn switchboard_store::IdempotencyStore>) -> bool {
         self.idempotency.set(store).is_ok()
+    }
+
+    /// Keeps the agent's notes (`memory.*`) in `store`. Once only, before the first call.
+    pub fn set_memory(&self, store: Arc<dyn switchboard_store::MemoryStore>) -> bool {
+        self.memory.set(store).is_ok()
+    }
+
+    /// Where the agent's notes are kept: the store [`Core::set_memory`] installed, else one
+    /// in memory.
+    pub fn memory(&self) -> &Arc<dyn switchboard_store::MemoryStore> {
+        self.memory.get_or_init(|| {
+            Arc::new(switchboard_store::MemoryBackend::new(
+                switchboard_store::MemoryOptions::default(),
+            ))
+        })
     }
 
     /// Where idempotency keys are kept: the store [`Core::set_idempotency`] installed, else

@@ -518,7 +518,7 @@ async fn the_default_agent_scope_leaves_out_channel_management_and_a_run_cannot_
         // default scope leaves the explicit callable out too.
         let expected = !id.starts_with("surface.channels.")
             && id != "surface.typing"
-            && ["surface.", "workflow.", "attachment."]
+            && ["surface.", "workflow.", "attachment.", "memory."]
                 .iter()
                 .any(|prefix| id.starts_with(prefix));
         assert_eq!(in_default, expected, "{id}");

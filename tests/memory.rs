@@ -1,0 +1,178 @@
+//! The agent's notes across conversations (issue 25 §4): `memory.write` in one run is listed in
+//! a later run's prompt after a restart, marked untrusted when the person who asked for the
+//! run is not trusted; the operator reads and forgets notes through the same callables.
+
+#[path = "support/model.rs"]
+mod model;
+mod support;
+
+use std::time::Duration;
+
+use fake_discord::demo;
+use model::{messages, text, tool_call, tool_results, FakeModel};
+use serde_json::Value;
+use support::{reply_to, Allow, Fake, Switchboard, TempDir};
+
+const BOT_MENTION: &str = "<@1000000000000000001>";
+const NOTE: &str = "lives at /srv/release/keystone-7.toml";
+
+fn config(model: &FakeModel) -> String {
+    format!(
+        "[agent]\nrunner = \"openai\"\nbase_url = \"{}\"\nmodel = \"fake-model\"\nsystem_prompt = \"You are the memory test agent.\"\ntimeout_s = 15\nstream = \"off\"\ntool_scope = [\"memory.*\"]\ntrusted_users = [\"{}\"]\nerror_reply = \"agent failed: {{reason}}\"\n",
+        model.base_url,
+        demo::STANLEY
+    )
+}
+
+/// The system message of a request.
+fn system(request: &Value) -> String {
+    messages(request)[0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// `switchboard memory ARGS` against `sb`, with the operator token.
+fn operator(sb: &Switchboard, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("memory")
+        .args(args)
+        .args(["--url", &sb.url])
+        .env("SWITCHBOARD_TOKEN", &sb.token)
+        .env_remove("SWITCHBOARD_CONFIG")
+        .env_remove("SWITCHBOARD_URL")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run switchboard memory")
+}
+
+#[test]
+fn a_note_written_in_one_run_is_in_a_later_runs_prompt_after_a_restart_marked_untrusted() {
+    let model = FakeModel::start(|requests| match requests.len() {
+        1 => tool_call(
+            "call_1",
+            "memory__write",
+            &format!(r#"{{"scope":"session","key":"release-config","text":"{NOTE}"}}"#),
+        ),
+        2 => text("Noted."),
+        _ => text("I remember."),
+    });
+    let fake = Fake::start();
+    let dir = TempDir::new("memory-notes");
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &config(&model));
+    // Tomas is not among the trusted users: the note he caused is untrusted.
+    let trigger = fake.post(
+        demo::OPS,
+        demo::TOMAS,
+        &format!("{BOT_MENTION} remember where the release config lives"),
+    );
+    let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
+    assert_eq!(reply["content"], "Noted.", "{reply}");
+    let requests = model.requests();
+    let (_, written) = tool_results(&requests[1])
+        .pop()
+        .expect("the write's result");
+    assert_eq!(written["ok"], true, "{written}");
+    assert_eq!(written["value"]["untrusted"], true, "{written}");
+    assert_eq!(
+        written["value"]["scope"],
+        format!("session:{}", demo::OPS),
+        "{written}"
+    );
+
+    sb.terminate(Duration::from_secs(10));
+    // Only the trigger (Stanley's, trusted) is read: the note alone is untrusted.
+    let only_trigger =
+        config(&model).replace("timeout_s = 15\n", "timeout_s = 15\ncontext_messages = 1\n");
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &only_trigger);
+    let again = fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} where is the release config?"),
+    );
+    let reply = reply_to(&fake, &sb, demo::OPS, &again);
+    assert_eq!(reply["content"], "I remember.", "{reply}");
+    let prompt = system(model.requests().last().expect("the later run's request"));
+    assert!(
+        prompt.contains(&format!("(untrusted) - release-config: {NOTE}")),
+        "the note is listed, marked untrusted: {prompt}"
+    );
+    assert!(
+        prompt.contains("Lines that start with (untrusted) come from people who are not this bot's trusted users"),
+        "the prompt says what the mark means: {prompt}"
+    );
+
+    // `switchboard memory list` shows it to the operator.
+    let ops = demo::OPS.to_string();
+    let listed = operator(&sb, &["list", "--session", &ops]);
+    assert!(listed.status.success(), "{listed:?}");
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(
+        listed.contains(&format!(
+            "session:{ops}\trelease-config (untrusted)\t{NOTE}"
+        )),
+        "{listed}"
+    );
+    let neither = operator(&sb, &["list"]);
+    assert!(!neither.status.success(), "--session or --user is required");
+    let absent = operator(&sb, &["forget", "--session", &ops, "--key", "nothing-here"]);
+    assert_eq!(absent.status.code(), Some(1), "{absent:?}");
+
+    // The operator reads and forgets it through the same callables.
+    let read = sb.tools(&[
+        "memory.read",
+        "--scope=session",
+        &format!("--session-id={ops}"),
+    ]);
+    assert_eq!(read.code, Some(0), "{read:?}");
+    assert!(read.stdout.contains(NOTE), "{read:?}");
+    let forgot = sb.tools(&[
+        "memory.forget",
+        "--scope=session",
+        "--key=release-config",
+        &format!("--session-id={ops}"),
+    ]);
+    assert_eq!(forgot.code, Some(0), "{forgot:?}");
+    assert!(forgot.stdout.contains("true"), "{forgot:?}");
+    let read = sb.tools(&[
+        "memory.read",
+        "--scope=session",
+        &format!("--session-id={ops}"),
+    ]);
+    assert!(!read.stdout.contains(NOTE), "{read:?}");
+
+    // Garbage is refused with what to do.
+    let empty_key = sb.tools(&[
+        "memory.write",
+        "--scope=session",
+        "--key= ",
+        "--text=x",
+        &format!("--session-id={ops}"),
+    ]);
+    assert_ne!(empty_key.code, Some(0), "{empty_key:?}");
+    assert!(
+        empty_key.stderr.contains("key must be 1 to 64"),
+        "{empty_key:?}"
+    );
+    let too_long = "x".repeat(4_001);
+    let long = sb.tools(&[
+        "memory.write",
+        "--scope=session",
+        "--key=k",
+        &format!("--text={too_long}"),
+        &format!("--session-id={ops}"),
+    ]);
+    assert!(long.stderr.contains("agent.memory_max_chars"), "{long:?}");
+    let bad_scope = sb.tools(&[
+        "memory.read",
+        "--scope=channel",
+        &format!("--session-id={ops}"),
+    ]);
+    assert_ne!(bad_scope.code, Some(0), "{bad_scope:?}");
+    let no_user = sb.tools(&[
+        "memory.read",
+        "--scope=user",
+        &format!("--session-id={ops}"),
+    ]);
+    assert!(no_user.stderr.contains("needs userId"), "{no_user:?}");
+}
