@@ -16,6 +16,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// mimalloc rather than glibc's malloc: the gateway thread frees what serde and serenity
+/// allocate by the thousand per second, and glibc spent about half that thread's time keeping
+/// its free lists (`unlink_chunk`, `malloc_consolidate`); see BENCHMARKS.md, gateway ingest.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     // Inside the sandbox, before anything else (no .env, no logging, no runtime).
     let mut args = std::env::args_os();

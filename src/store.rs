@@ -33,6 +33,7 @@ pub fn open_backend(
         StoreUrl::Memory => Arc::new(MemoryBackend::new(MemoryOptions {
             messages_per_channel,
             audit_retention,
+            ..MemoryOptions::default()
         })),
         StoreUrl::Postgres(url) => Arc::new(PgBackend::open(
             url,

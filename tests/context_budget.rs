@@ -15,7 +15,7 @@ mod support;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use events::{subscribe, Received};
+use events::{next_event, subscribe, Received};
 use fake_discord::demo;
 use model::{messages, text, tool_call, FakeModel};
 use serde_json::{json, Value};
@@ -93,19 +93,6 @@ fn pruned_events(sb: &Switchboard) -> mpsc::Receiver<Received> {
     // The subscription is served before the run publishes anything.
     std::thread::sleep(Duration::from_millis(300));
     feed
-}
-
-/// The next `kind` event on the feed, waited for.
-fn next_event(events: &mpsc::Receiver<Received>, kind: &str) -> Value {
-    let deadline = Instant::now() + RUN_TIMEOUT;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match events.recv_timeout(left) {
-            Ok(Some((k, data))) if k == kind => return data,
-            Ok(Some(_)) => {}
-            other => panic!("no {kind} event: {other:?}"),
-        }
-    }
 }
 
 /// The tool results of a request by call id: (call id, content).
@@ -248,7 +235,7 @@ fn a_long_tool_loop_prunes_older_results_and_every_request_fits_the_budget() {
         "the loop overflows without pruning: {unpruned_tokens} tokens against {limit}"
     );
 
-    let event = next_event(&feed, "context.pruned");
+    let event = next_event(&feed, "context.pruned", RUN_TIMEOUT);
     assert_eq!(event["session"], demo::OPS.to_string(), "{event}");
     let (before, after) = (
         event["beforeTokens"].as_u64().expect("beforeTokens"),
@@ -482,7 +469,7 @@ fn older_transcript_messages_are_summarised_when_the_history_does_not_fit() {
             .any(|c| c.starts_with(SUMMARY_HEADER) && c.contains("notes 0 to 3 were release notes")),
         "its summary takes its place: {contents:?}"
     );
-    let event = next_event(&feed, "context.pruned");
+    let event = next_event(&feed, "context.pruned", RUN_TIMEOUT);
     assert!(event["droppedMessages"].as_u64() >= Some(1), "{event}");
     assert!(
         event["afterTokens"].as_u64() <= Some(limit as u64),

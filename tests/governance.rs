@@ -4,17 +4,15 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
+use support::approvals::{card, click, Background};
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use fake_discord::{demo, ComponentClick, SlashCommand};
 use serde_json::{json, Value};
-use support::{
-    poll, tools_at, tools_bin, wait_bounded, Allow, Fake, Sections, Switchboard, TempDir,
-};
+use support::{poll, tools_at, Allow, Fake, Sections, Switchboard, TempDir};
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -50,121 +48,6 @@ fn start(fake: &Fake, dir: &Path, extra: &str, env: &[(&str, &str)]) -> Switchbo
             ..Sections::default()
         },
     )
-}
-
-/// A `tools` call running in the background, its stderr lines arriving on a channel.
-struct Background {
-    child: Child,
-    stderr: mpsc::Receiver<String>,
-    stdout: std::thread::JoinHandle<String>,
-}
-
-impl Background {
-    fn start(sb: &Switchboard, args: &[&str]) -> Background {
-        let mut child = Command::new(tools_bin())
-            .args(args)
-            .env("SWITCHBOARD_URL", &sb.url)
-            .env("SWITCHBOARD_TOKEN", &sb.token)
-            .env_remove("SWITCHBOARD_TOOL_CALL_ID")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn tools");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let mut out = child.stdout.take().expect("stdout");
-        let stdout = std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = std::io::Read::read_to_string(&mut out, &mut text);
-            text
-        });
-        Background {
-            child,
-            stderr: lines,
-            stdout,
-        }
-    }
-
-    /// Waits for the stderr line saying the call waits for an approval; its id.
-    fn waiting_line(&self) -> (String, String) {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = self
-                .stderr
-                .recv_timeout(left)
-                .expect("tools says it waits for an approval");
-            if line.starts_with("waiting for approval in ") {
-                let id = line
-                    .split("(id ")
-                    .nth(1)
-                    .and_then(|rest| rest.split(')').next())
-                    .expect("an id in the waiting line")
-                    .to_owned();
-                return (line, id);
-            }
-        }
-    }
-
-    fn still_running(&mut self) -> bool {
-        self.child.try_wait().expect("try_wait").is_none()
-    }
-
-    /// Exit code, stdout, the rest of stderr.
-    fn finish(mut self) -> (Option<i32>, String, String) {
-        let status = wait_bounded(&mut self.child, WAIT).expect("tools finishes");
-        let stdout = self.stdout.join().unwrap_or_default();
-        let stderr: Vec<String> = self.stderr.try_iter().collect();
-        (status.code(), stdout, stderr.join("\n"))
-    }
-}
-
-/// The approval card for `id` as the fake holds it.
-fn card(fake: &Fake, channel: u64, id: &str) -> Value {
-    poll("the approval card", WAIT, || {
-        fake.fake
-            .channel_messages(channel.into())
-            .ok()?
-            .into_iter()
-            .find(|m| {
-                m["components"][0]["components"][0]["custom_id"]
-                    == format!("sb:approve:{id}").as_str()
-            })
-    })
-}
-
-fn click(fake: &Fake, card: &Value, user: u64, approve: bool) -> Value {
-    let id = card["components"][0]["components"][if approve { 0 } else { 1 }]["custom_id"]
-        .as_str()
-        .expect("custom_id")
-        .to_owned();
-    let clicked = fake
-        .fake
-        .click_component(ComponentClick {
-            message_id: card["id"]
-                .as_str()
-                .expect("id")
-                .parse::<u64>()
-                .expect("id")
-                .into(),
-            user_id: user.into(),
-            custom_id: id,
-        })
-        .expect("the fake takes the click");
-    let interaction = clicked["id"].as_str().expect("interaction id").to_owned();
-    poll("the bot answers the click", WAIT, || {
-        let shown = fake
-            .fake
-            .interaction(interaction.parse::<u64>().expect("id").into())
-            .ok()?;
-        (!shown["response"].is_null()).then_some(shown)
-    })
 }
 
 /// Messages in `channel` whose content is exactly `text`.

@@ -13,19 +13,18 @@ mod events;
 mod model;
 mod support;
 
-use std::io::{BufRead, BufReader};
+use support::approvals::{card, click, Background};
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use events::{subscribe, Received};
-use fake_discord::{demo, ComponentClick};
+use events::{next_event, subscribe};
+use fake_discord::demo;
 use model::{messages, text, tool_call, tool_results, FakeModel};
 use serde_json::Value;
 use support::{
-    bot_posts, command_agent, poll, script, slash, tools_bin, tools_in, wait_bounded, Allow, Fake,
-    Sections, Switchboard, TempDir,
+    command_agent, poll, script, slash, tools_in, Allow, Fake, Sections, Switchboard, TempDir,
 };
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
@@ -90,24 +89,9 @@ fn error_code(answer: &Value) -> String {
         .map_or_else(|| answer.to_string(), str::to_owned)
 }
 
-/// The bot's reply to `trigger` in `channel`.
+/// The bot's reply to `trigger` in `channel` (a run in the sandbox may take a while).
 fn reply_to(fake: &Fake, sb: &Switchboard, channel: u64, trigger: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(40);
-    loop {
-        if let Some(reply) = bot_posts(fake, channel)
-            .into_iter()
-            .find(|m| m["message_reference"]["message_id"] == trigger)
-        {
-            return reply;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no reply to {trigger}; the bot posted {:?}\nswitchboard log:\n{}",
-            bot_posts(fake, channel),
-            sb.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    support::reply_to_within(fake, sb, channel, trigger, Duration::from_secs(40))
 }
 
 fn openai_agent(model: &FakeModel) -> String {
@@ -531,98 +515,6 @@ fn undo_in_discord_restores_a_file_the_run_changed() {
     assert!(!ops_dir(dir.path()).join("new.md").exists());
 }
 
-/// A `tools` call running in the background (it waits for an approval).
-struct Background {
-    child: Child,
-    stderr: mpsc::Receiver<String>,
-    stdout: std::thread::JoinHandle<String>,
-}
-
-impl Background {
-    fn start(sb: &Switchboard, args: &[&str]) -> Background {
-        let mut child = Command::new(tools_bin())
-            .args(args)
-            .env("SWITCHBOARD_URL", &sb.url)
-            .env("SWITCHBOARD_TOKEN", &sb.token)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn tools");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let mut out = child.stdout.take().expect("stdout");
-        let stdout = std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = std::io::Read::read_to_string(&mut out, &mut text);
-            text
-        });
-        Background {
-            child,
-            stderr: lines,
-            stdout,
-        }
-    }
-
-    /// The approval's id, once `tools` says it waits.
-    fn waiting(&self) -> String {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = self
-                .stderr
-                .recv_timeout(left)
-                .expect("tools waits for an approval");
-            if line.starts_with("waiting for approval in ") {
-                return line
-                    .split("(id ")
-                    .nth(1)
-                    .and_then(|rest| rest.split(')').next())
-                    .expect("an id")
-                    .to_owned();
-            }
-        }
-    }
-
-    fn finish(mut self) -> (Option<i32>, String) {
-        let status = wait_bounded(&mut self.child, WAIT).expect("tools finishes");
-        (status.code(), self.stdout.join().unwrap_or_default())
-    }
-}
-
-fn card(fake: &Fake, channel: u64, id: &str) -> Value {
-    poll("the approval card", WAIT, || {
-        fake.fake
-            .channel_messages(channel.into())
-            .ok()?
-            .into_iter()
-            .find(|m| {
-                m["components"][0]["components"][0]["custom_id"]
-                    == format!("sb:approve:{id}").as_str()
-            })
-    })
-}
-
-fn click(fake: &Fake, card: &Value, user: u64, approve: bool) {
-    let custom_id = card["components"][0]["components"][if approve { 0 } else { 1 }]["custom_id"]
-        .as_str()
-        .expect("custom_id")
-        .to_owned();
-    let message_id: u64 = card["id"].as_str().expect("id").parse().expect("id");
-    fake.fake
-        .click_component(ComponentClick {
-            message_id: message_id.into(),
-            user_id: user.into(),
-            custom_id,
-        })
-        .expect("the fake takes the click");
-}
-
 #[test]
 fn an_ask_card_shows_the_exact_command_and_cwd_and_its_approval_covers_only_that_command() {
     let fake = Fake::start();
@@ -667,7 +559,7 @@ policy = "ask"
             "git status; rm x",
         ],
     );
-    let id = asked.waiting();
+    let id = asked.waiting_line().1;
     let shown = card(&fake, demo::OPS, &id);
     let shown_text = shown.to_string();
     assert!(shown_text.contains("git status; rm x"), "{shown_text}");
@@ -676,7 +568,7 @@ policy = "ask"
         "{shown_text}"
     );
     click(&fake, &shown, demo::STANLEY, false);
-    let (code, _) = asked.finish();
+    let (code, _, _) = asked.finish();
     assert_eq!(code, Some(3), "denied");
     assert!(ops.join("x").exists(), "a denied command ran");
 
@@ -690,10 +582,10 @@ policy = "ask"
             "echo $(rm x)",
         ],
     );
-    let id = asked.waiting();
+    let id = asked.waiting_line().1;
     let first = card(&fake, demo::OPS, &id);
     click(&fake, &first, demo::STANLEY, true);
-    let (code, stdout) = asked.finish();
+    let (code, stdout, _) = asked.finish();
     assert_eq!(code, Some(0), "{stdout}");
     assert!(!ops.join("x").exists());
 
@@ -707,7 +599,7 @@ policy = "ask"
             "echo $(rm y)",
         ],
     );
-    let second = again.waiting();
+    let second = again.waiting_line().1;
     assert_ne!(second, id, "a new approval");
     click(
         &fake,
@@ -716,19 +608,6 @@ policy = "ask"
         false,
     );
     assert_eq!(again.finish().0, Some(3));
-}
-
-/// The next event of `kind`, skipping others.
-fn next_event(events: &mpsc::Receiver<Received>, kind: &str) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match events.recv_timeout(left) {
-            Ok(Some((k, data))) if k == kind => return data,
-            Ok(Some(_)) => {}
-            other => panic!("no {kind} event: {other:?}"),
-        }
-    }
 }
 
 #[test]
@@ -740,7 +619,7 @@ fn commands_and_writes_are_events_on_the_feed() {
     std::thread::sleep(Duration::from_millis(300));
     let (code, answer) = call(&sb, &["shell.run", "printf hi"]);
     assert_eq!(code, Some(0), "{answer}");
-    let started = next_event(&events, "shell.started");
+    let started = next_event(&events, "shell.started", WAIT);
     assert_eq!(started["id"], answer["id"], "{started}");
     assert_eq!(started["session"], demo::OPS.to_string(), "{started}");
     assert!(
@@ -748,7 +627,7 @@ fn commands_and_writes_are_events_on_the_feed() {
         "{started}"
     );
     assert!(started["cwd"].is_string(), "{started}");
-    let exited = next_event(&events, "shell.exited");
+    let exited = next_event(&events, "shell.exited", WAIT);
     assert_eq!(exited["id"], answer["id"], "{exited}");
     assert_eq!(
         (exited["code"].as_i64(), exited["bytes"].as_u64()),
@@ -758,7 +637,7 @@ fn commands_and_writes_are_events_on_the_feed() {
     assert!(exited["ms"].is_u64(), "{exited}");
     let (code, answer) = call(&sb, &["fs.write", "--path=a.txt", "--content=x"]);
     assert_eq!(code, Some(0), "{answer}");
-    let changed = next_event(&events, "fs.changed");
+    let changed = next_event(&events, "fs.changed", WAIT);
     assert_eq!(
         (changed["path"].as_str(), changed["kind"].as_str()),
         (Some("a.txt"), Some("created")),

@@ -14,6 +14,8 @@ use toolserver::testing::load::{
 };
 use toolserver::testing::NoAudit;
 use toolserver::testing::TestServer;
+mod support;
+use support::cpu_time;
 
 const CONNECTIONS: usize = 4;
 const REQUESTS_PER_CONNECTION: usize = 5_000;
@@ -51,8 +53,11 @@ fn main() {
             rounds()
         );
         let mut ratios = Vec::new();
+        let mut cpu_ratios = Vec::new();
         let (mut best_without, mut best_with) = (0f64, 0f64);
+        let calls_per_round = (CONNECTIONS * REQUESTS_PER_CONNECTION) as f64;
         for _ in 0..rounds() {
+            let cpu_started = cpu_time();
             let (rps_without, answer_without) = throughput(
                 without.addr(),
                 Arc::clone(&request_without),
@@ -60,6 +65,8 @@ fn main() {
                 REQUESTS_PER_CONNECTION,
             )
             .await;
+            let cpu_without = cpu_time() - cpu_started;
+            let cpu_started = cpu_time();
             let (rps_with, answer_with) = throughput(
                 with.addr(),
                 Arc::clone(&request_with),
@@ -67,6 +74,16 @@ fn main() {
                 REQUESTS_PER_CONNECTION,
             )
             .await;
+            // The writer commits what the round queued before the next round starts: its CPU
+            // is the round's.
+            futures_executor::block_on(store.flush()).expect("the round's rows flush");
+            let cpu_with = cpu_time() - cpu_started;
+            println!(
+                "round: {rps_without:>8.0} / {rps_with:>8.0} req/s; CPU per call {:.1} / {:.1} µs",
+                cpu_without.as_secs_f64() * 1e6 / calls_per_round,
+                cpu_with.as_secs_f64() * 1e6 / calls_per_round
+            );
+            cpu_ratios.push(cpu_without.as_secs_f64() / cpu_with.as_secs_f64());
             assert_eq!(answer_with, answer_without, "both servers answer the same bytes");
             best_without = best_without.max(rps_without);
             best_with = best_with.max(rps_with);
@@ -74,10 +91,14 @@ fn main() {
         }
         let rounds_run = ratios.len();
         let (median, min, max) = median_min_max(ratios);
+        let (cpu_median, cpu_min, cpu_max) = median_min_max(cpu_ratios);
         println!("/v1/call, no audit log:        {best_without:>10.0} req/s (best round)");
         println!("/v1/call, audit log in SQLite: {best_with:>10.0} req/s (best round)");
         println!(
             "ratio with/without: median {median:.2} of {rounds_run} rounds (min {min:.2}, max {max:.2})"
+        );
+        println!(
+            "CPU per call, without/with: median {cpu_median:.2} (min {cpu_min:.2}, max {cpu_max:.2}): the throughput ratio a machine with nothing else to run would show"
         );
         rounds_run * CONNECTIONS * REQUESTS_PER_CONNECTION
     });

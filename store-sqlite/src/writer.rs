@@ -32,6 +32,13 @@ const PRUNE_EVERY_BATCHES: u32 = 64;
 const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 /// How often audit rows past the retention are pruned while running.
 const AUDIT_PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
+/// A batch that starts within this long of the previous commit's end starts a busy spell:
+/// writes are arriving back to back, so the writer lets more of them gather before it commits.
+const BUSY_GAP: Duration = Duration::from_millis(1);
+/// While busy, the writer sleeps this long at a time for more writes to arrive...
+const GATHER_SLICE: Duration = Duration::from_micros(250);
+/// ...and at most this long in all, after which it commits what it has.
+const GATHER_MAX: Duration = Duration::from_millis(2);
 
 /// A message as it waits in the queue: its strings in one allocation, its lists already JSON.
 /// The writer frees what the ingesting thread allocated, and a free from another thread is the
@@ -259,6 +266,43 @@ struct WriterThread {
     batches_since_prune: u32,
     last_prune: Instant,
     last_audit_prune: Instant,
+    /// When the last batch was committed: a batch soon after it gathers more writes.
+    last_commit: Instant,
+}
+
+/// Sleeps in [`GATHER_SLICE`]s while writes keep arriving, taking them into `batch`, until a
+/// slice brings none, someone waits (a flush, a read: taken in and answered with this batch;
+/// a close: returned), the batch is full, or [`GATHER_MAX`] has passed. Sleeping rather than
+/// waiting on the queue means a write during the spell wakes nobody: the queue's senders do no
+/// more than push.
+fn gather(
+    commands: &BoundedReceiver<Command>,
+    batch: &mut Vec<Write>,
+    replies: &mut Vec<Reply>,
+    queries: &mut Vec<Query>,
+) -> Option<CloseReply> {
+    let started = Instant::now();
+    while started.elapsed() < GATHER_MAX {
+        std::thread::sleep(GATHER_SLICE);
+        let before = batch.len();
+        while batch.len() < MAX_BATCH {
+            match commands.try_recv() {
+                Ok(Command::Write(write)) => batch.push(write),
+                Ok(Command::Flush(reply)) => replies.push(reply),
+                Ok(Command::Query(query)) => queries.push(query),
+                Ok(Command::Close(reply)) => return Some(reply),
+                Err(_) => break,
+            }
+        }
+        if batch.len() == before
+            || batch.len() >= MAX_BATCH
+            || !replies.is_empty()
+            || !queries.is_empty()
+        {
+            break;
+        }
+    }
+    None
 }
 
 impl WriterThread {
@@ -279,6 +323,7 @@ impl WriterThread {
             batches_since_prune: 0,
             last_prune: Instant::now(),
             last_audit_prune: Instant::now(),
+            last_commit: Instant::now(),
         }
     }
 
@@ -316,7 +361,20 @@ impl WriterThread {
                 }
                 next = commands.try_recv().ok();
             }
+            // Writes arriving back to back (ingest, an audit row per call): a commit per few
+            // writes would keep this thread busy on a core of its own, taking it from the
+            // gateway and the calls. Let the spell's writes gather first, unless someone waits
+            // on this batch (a flush, a read, a close) or it is full.
+            if closing.is_none()
+                && replies.is_empty()
+                && queries.is_empty()
+                && batch.len() < MAX_BATCH
+                && self.last_commit.elapsed() < BUSY_GAP
+            {
+                closing = gather(commands, &mut batch, &mut replies, &mut queries);
+            }
             self.commit(&mut batch);
+            self.last_commit = Instant::now();
             for query in queries.drain(..) {
                 query(&self.conn);
             }

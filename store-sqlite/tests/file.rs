@@ -230,3 +230,116 @@ fn a_stored_workflow_that_does_not_parse_is_skipped_not_fatal() {
     );
     close(backend);
 }
+
+#[test]
+fn a_version_3_store_gains_the_search_index_readable_emoji_and_the_claim_tables() {
+    use std::time::Duration;
+    use switchboard_records::{
+        Gap, Mention, Message, Reaction, SearchMatch, SearchQuery, SearchTerm, Snowflake,
+    };
+    use switchboard_store::{Claim, MessageStore as _, SearchStore as _, TriggerStore as _};
+    let channel = Snowflake(1_000_000_000_000_000_401);
+    let mentioned = Snowflake(1_000_000_000_000_000_102);
+    let dir = TempDir::new("migrate-v3");
+    let path = dir.db();
+    let old = Message {
+        id: Snowflake(1_300_000_000_000_000_001),
+        channel_id: channel,
+        author_id: Snowflake(1_000_000_000_000_000_101),
+        author_is_bot: false,
+        content: format!("deploy done <@{mentioned}>"),
+        text: "deploy done @tomas".into(),
+        timestamp: "2024-05-01T12:34:56.789000+00:00".into(),
+        edited_timestamp: None,
+        reply_to: None,
+        attachments: Vec::new(),
+        reactions: vec![Reaction {
+            emoji: "👍".into(),
+            count: 2,
+            me: false,
+        }],
+    };
+    let backend = open(&path).unwrap();
+    backend.save_message(old.clone()).unwrap();
+    close(backend);
+    // A file as version 3 left it: no search index, thread state or refs (4), no claim or
+    // backfill tables (5), no idempotency keys (8), and reaction emoji kept percent-encoded.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(UNDO_V4).unwrap();
+    conn.execute_batch(
+        "DROP TABLE answered_triggers; DROP TABLE backfill_gaps; DROP TABLE idempotency;
+         UPDATE messages SET reactions = '[{\"emoji\":\"%F0%9F%91%8D\",\"count\":2,\"me\":false}]';",
+    )
+    .unwrap();
+    conn.pragma_update(None, "user_version", 3).unwrap();
+    drop(conn);
+
+    let backend = open(&path).unwrap();
+    let read = futures_executor::block_on(backend.message(channel, old.id))
+        .unwrap()
+        .expect("the message stored before the upgrade is kept");
+    assert_eq!(read, old, "kept whole, its emoji readable again");
+    let search = |any_of: SearchMatch| {
+        futures_executor::block_on(backend.search(
+            SearchQuery {
+                terms: vec![SearchTerm {
+                    any_of: vec![any_of],
+                }],
+                channels: vec![channel],
+                author: None,
+                before: None,
+                after: None,
+                limit: 10,
+            },
+            Duration::from_secs(5),
+        ))
+        .unwrap()
+        .len()
+    };
+    // The rows stored before the upgrade are indexed, words and mention ids both.
+    let word = |text: &str| SearchMatch::Words {
+        text: text.into(),
+        prefix: false,
+    };
+    assert_eq!(search(word("deploy")), 1);
+    assert_eq!(search(SearchMatch::Mentions(Mention::User(mentioned))), 1);
+    assert_eq!(search(word("absent")), 0);
+    // The tables of version 5 work.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let trigger = switchboard_records::trigger::first_id_at(now_ms);
+    let claim = futures_executor::block_on(backend.claim_trigger(
+        switchboard_records::trigger::TriggerClaim {
+            channel_id: channel,
+            message_id: trigger,
+            claimed_ms: now_ms,
+        },
+    ))
+    .unwrap();
+    let Claim::Won(durable) = claim else {
+        panic!("a fresh claim wins")
+    };
+    futures_executor::block_on(durable).unwrap();
+    backend
+        .open_gap(Gap {
+            channel_id: channel,
+            after: old.id,
+        })
+        .unwrap();
+    close(backend);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    for table in ["answered_triggers", "backfill_gaps"] {
+        let count: i64 = conn
+            .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
+                row.get(0)
+            })
+            .unwrap();
+        assert_eq!(count, 1, "{table}");
+    }
+}

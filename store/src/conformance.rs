@@ -83,6 +83,7 @@ macro_rules! conformance_tests {
             search_finds_mentions_by_id_whatever_the_name,
             search_applies_its_filters,
             search_ranks_and_cuts_snippets,
+            only_the_newest_matches_are_ranked,
             search_sees_writes_not_yet_flushed,
             search_never_returns_a_message_without_its_terms,
             garbage_search_input_is_answered_not_fatal,
@@ -95,6 +96,7 @@ macro_rules! conformance_tests {
             idempotency_keys_replay_conflict_and_expire,
             idempotency_keys_raced_are_reserved_once,
             workflows_round_trip,
+            finished_workflows_are_forgotten_after_a_week,
             audit_pages_filter_like_the_reference,
             audit_rows_keep_what_the_call_caused,
             audit_retention_prunes_old_rows,
@@ -847,6 +849,59 @@ pub fn search_ranks_and_cuts_snippets(make: MakePlace<'_>) {
     assert!(long_hit.snippet.contains('…'), "{}", long_hit.snippet);
 }
 
+/// A search ranks only the newest [`SearchQuery::RANKED_CANDIDATES`] matches: a perfect match
+/// older than those is not answered however well it would score (ranking every match of a
+/// common word is what made searches slow); a narrower search that has it among its newest
+/// ranks it first.
+pub fn only_the_newest_matches_are_ranked(make: MakePlace<'_>) {
+    let f = Fixture::default(make);
+    // The best possible match for "alpha" (the word alone), and the oldest.
+    f.store.insert_message(message(OTHER, 1, "alpha"));
+    let window = SearchQuery::RANKED_CANDIDATES as u64;
+    for n in 2..=window + 1 {
+        f.store
+            .insert_message(message(CHANNEL, n, "alpha bravo charlie delta echo"));
+    }
+    f.store
+        .insert_message(message(CHANNEL, window + 2, "alpha charlie"));
+    f.flush();
+    let alpha = || term(vec![words("alpha", false)]);
+    let hits = block_on(f.backend.search(
+        SearchQuery {
+            limit: 5,
+            ..query(vec![alpha()])
+        },
+        Duration::from_secs(5),
+    ))
+    .unwrap();
+    let order: Vec<u64> = hits.iter().map(|h| h.message.id.0 - id(0).0).collect();
+    assert_eq!(order.len(), 5, "{order:?}");
+    assert_eq!(
+        order[0],
+        window + 2,
+        "the best of the newest comes first: {order:?}"
+    );
+    assert!(
+        !order.contains(&1),
+        "the oldest match is not ranked: {order:?}"
+    );
+    let narrow = block_on(f.backend.search(
+        SearchQuery {
+            limit: 5,
+            channels: vec![OTHER],
+            ..query(vec![alpha()])
+        },
+        Duration::from_secs(5),
+    ))
+    .unwrap();
+    assert_eq!(narrow.len(), 1);
+    assert_eq!(
+        narrow[0].message.id,
+        id(1),
+        "among a narrower search's newest it is found"
+    );
+}
+
 /// A search right after a write, without a flush, sees it (and does not see a delete's
 /// victim).
 pub fn search_sees_writes_not_yet_flushed(make: MakePlace<'_>) {
@@ -1376,6 +1431,37 @@ pub fn workflows_round_trip(make: MakePlace<'_>) {
         f.reopen();
         assert_eq!(block_on(f.backend.workflows()).unwrap(), all);
     }
+}
+
+/// A workflow finished longer ago than
+/// [`FINISHED_WORKFLOWS_KEPT_MS`](switchboard_records::workflow::FINISHED_WORKFLOWS_KEPT_MS) is
+/// forgotten by a durable backend (by the next open at the latest); a waiting one, and one
+/// finished within the week, are kept.
+pub fn finished_workflows_are_forgotten_after_a_week(make: MakePlace<'_>) {
+    let mut f = Fixture::default(make);
+    let kept = switchboard_records::workflow::FINISHED_WORKFLOWS_KEPT_MS;
+    let waiting = workflow(1, WorkflowState::Waiting);
+    let recent = workflow(2, WorkflowState::Answered);
+    let old = Workflow {
+        finished_ms: Some(now_ms() - kept - 24 * 3600 * 1000),
+        ..workflow(3, WorkflowState::Cancelled)
+    };
+    let almost = Workflow {
+        finished_ms: Some(now_ms() - kept + 3600 * 1000),
+        ..workflow(4, WorkflowState::TimedOut)
+    };
+    for w in [&waiting, &recent, &old, &almost] {
+        f.backend.save_workflow(w).unwrap();
+    }
+    if !f.place.durable() {
+        return;
+    }
+    f.reopen();
+    assert_eq!(
+        block_on(f.backend.workflows()).unwrap(),
+        vec![waiting, recent, almost],
+        "the workflow finished eight days ago is gone, the rest kept"
+    );
 }
 
 fn audit_row(i: u64) -> AuditRow {

@@ -27,6 +27,7 @@ use crate::feed::{Changed, Changes, FeedSender, Origin};
 use crate::queue::QueueStats;
 
 mod agents;
+mod idempotency;
 pub use agents::{check_end, count_firing, duplicate_run, set_status, unknown_schedule};
 
 /// How the memory backend keeps data.
@@ -36,6 +37,14 @@ pub struct MemoryOptions {
     pub messages_per_channel: usize,
     /// Audit rows older than this are pruned as new ones come.
     pub audit_retention: Duration,
+    /// Most idempotency keys kept at once; past it, the answered key that would expire first
+    /// is forgotten early.
+    pub idempotency_keys: usize,
+}
+
+impl MemoryOptions {
+    /// The default bound on idempotency keys (a day of a busy service's keyed calls).
+    pub const DEFAULT_IDEMPOTENCY_KEYS: usize = 100_000;
 }
 
 impl Default for MemoryOptions {
@@ -43,6 +52,7 @@ impl Default for MemoryOptions {
         MemoryOptions {
             messages_per_channel: 1_000,
             audit_retention: Duration::from_secs(90 * 24 * 3600),
+            idempotency_keys: Self::DEFAULT_IDEMPOTENCY_KEYS,
         }
     }
 }
@@ -54,13 +64,6 @@ const TOMBSTONES_PER_CHANNEL: usize = 256;
 struct Channel {
     live: BTreeMap<Snowflake, Message>,
     deleted: BTreeSet<Snowflake>,
-}
-
-#[derive(Debug)]
-struct Idempotent {
-    input_hash: String,
-    answer: Option<StoredAnswer>,
-    expires_ms: u64,
 }
 
 #[derive(Debug, Default)]
@@ -77,7 +80,7 @@ struct Data {
     audit: BTreeMap<u64, AuditRow>,
     next_audit_id: u64,
     scopes: BTreeMap<Snowflake, Vec<String>>,
-    idempotency: HashMap<IdempotencyKey, Idempotent>,
+    idempotency: idempotency::Keys,
     agents: agents::Kept,
 }
 
@@ -623,29 +626,8 @@ impl IdempotencyStore for MemoryBackend {
         if let Err(err) = self.open() {
             return ready(Err(err));
         }
-        let mut data = self.data();
-        let now = request.now_ms;
-        data.idempotency.retain(|_, kept| kept.expires_ms > now);
-        let reserved = match data.idempotency.get(&request.key) {
-            Some(kept) if kept.input_hash != request.input_hash => Reserved::Mismatch,
-            Some(Idempotent {
-                answer: Some(answer),
-                ..
-            }) => Reserved::Replay(answer.clone()),
-            Some(_) => Reserved::Running,
-            None => {
-                data.idempotency.insert(
-                    request.key,
-                    Idempotent {
-                        input_hash: request.input_hash,
-                        answer: None,
-                        expires_ms: now.saturating_add(request.ttl_ms),
-                    },
-                );
-                Reserved::Fresh
-            }
-        };
-        ready(Ok(reserved))
+        let cap = self.shared.options.idempotency_keys;
+        ready(self.data().idempotency.reserve(request, cap))
     }
 
     fn complete_idempotency(
@@ -653,37 +635,24 @@ impl IdempotencyStore for MemoryBackend {
         key: &IdempotencyKey,
         answer: StoredAnswer,
     ) -> StoreFuture<'_, ()> {
-        let key = key.clone();
-        let result = self
-            .open()
-            .and_then(|()| match self.data().idempotency.get_mut(&key) {
-                Some(kept) => {
-                    kept.answer = Some(answer);
-                    Ok(())
-                }
-                None => Err(StoreError::new(
+        let result = self.open().and_then(|()| {
+            if self.data().idempotency.complete(key, answer) {
+                Ok(())
+            } else {
+                Err(StoreError::new(
                     StoreErrorKind::NotFound,
                     format!(
                         "the idempotency key {} of {} is not reserved (it expired?)",
                         key.key, key.caller
                     ),
-                )),
-            });
+                ))
+            }
+        });
         ready(result)
     }
 
     fn release_idempotency(&self, key: &IdempotencyKey) -> StoreFuture<'_, ()> {
-        let key = key.clone();
-        ready(self.open().map(|()| {
-            let mut data = self.data();
-            if data
-                .idempotency
-                .get(&key)
-                .is_some_and(|kept| kept.answer.is_none())
-            {
-                data.idempotency.remove(&key);
-            }
-        }))
+        ready(self.open().map(|()| self.data().idempotency.release(key)))
     }
 
     fn idempotency_keys_after(
@@ -691,22 +660,7 @@ impl IdempotencyStore for MemoryBackend {
         after: Option<IdempotencyKey>,
         limit: usize,
     ) -> StoreFuture<'_, Vec<KeptKey>> {
-        self.read(move |data| {
-            let mut out: Vec<KeptKey> = data
-                .idempotency
-                .iter()
-                .filter(|(key, _)| after.as_ref().is_none_or(|after| *key > after))
-                .map(|(key, kept)| KeptKey {
-                    key: key.clone(),
-                    input_hash: kept.input_hash.clone(),
-                    answer: kept.answer.clone(),
-                    expires_ms: kept.expires_ms,
-                })
-                .collect();
-            out.sort_by(|a, b| a.key.cmp(&b.key));
-            out.truncate(limit);
-            out
-        })
+        self.read(move |data| data.idempotency.after(after.as_ref(), limit))
     }
 }
 

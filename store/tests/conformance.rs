@@ -32,6 +32,7 @@ fn memory(options: &Options) -> Box<dyn Place> {
         options: MemoryOptions {
             messages_per_channel: options.messages_per_channel,
             audit_retention: options.audit_retention,
+            ..MemoryOptions::default()
         },
         second: Mutex::new(None),
     })

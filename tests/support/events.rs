@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -49,4 +49,18 @@ pub fn subscribe(url: &str, token: &str, query: &str) -> mpsc::Receiver<Received
         let _ = tx.send(None);
     });
     rx
+}
+
+/// The next event of `kind` on `events` (others are skipped), within `timeout`; panics naming
+/// what came instead.
+pub fn next_event(events: &mpsc::Receiver<Received>, kind: &str, timeout: Duration) -> Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match events.recv_timeout(left) {
+            Ok(Some((k, data))) if k == kind => return data,
+            Ok(Some(_)) => {}
+            other => panic!("no {kind} event: {other:?}"),
+        }
+    }
 }

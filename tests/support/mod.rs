@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod approvals;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -807,7 +809,17 @@ impl Drop for Switchboard {
 
 /// The bot's reply to `trigger` in `channel` (a post referencing it), waited for up to 20 s.
 pub fn reply_to(fake: &Fake, sb: &Switchboard, channel: u64, trigger: &str) -> Value {
-    let timeout = Duration::from_secs(20);
+    reply_to_within(fake, sb, channel, trigger, Duration::from_secs(20))
+}
+
+/// The bot's reply to `trigger` in `channel`, waited for up to `timeout`.
+pub fn reply_to_within(
+    fake: &Fake,
+    sb: &Switchboard,
+    channel: u64,
+    trigger: &str,
+    timeout: Duration,
+) -> Value {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(reply) = bot_posts(fake, channel)
