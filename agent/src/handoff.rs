@@ -224,9 +224,7 @@ impl Bridge {
         {
             Ok(meter) => meter,
             Err(refused) => {
-                self.inner
-                    .core
-                    .end_capability(&token, TokenEnd::Finished);
+                self.inner.core.end_capability(&token, TokenEnd::Finished);
                 return Err(ToolError::new(
                     ErrorKind::Denied,
                     ErrorCode::Other("budget_exceeded".to_owned()),

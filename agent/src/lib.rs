@@ -14,9 +14,9 @@
 pub mod agents;
 pub mod command;
 pub mod demo;
-pub mod metering;
 pub mod handoff;
 pub mod instructions;
+pub mod metering;
 pub mod notes;
 pub mod openai;
 pub mod prompt;
@@ -32,7 +32,9 @@ use std::time::Duration;
 
 use entity::Snowflake;
 use serde_json::json;
-use switchboard_config::{AgentConfig, AgentName, MissedTriggers, ReplyInThread, Runner, StreamMode};
+use switchboard_config::{
+    AgentConfig, AgentName, MissedTriggers, ReplyInThread, Runner, StreamMode,
+};
 use switchboard_records::TriggerClaim;
 use switchboard_store::{Claim, MemoryStore, TriggerStore};
 use tokio::sync::{oneshot, Semaphore};
@@ -939,7 +941,13 @@ impl Bridge {
             .as_ref()
             .map_or(switchboard_config::LEGACY_AGENT_NAME, AgentName::as_str);
         let meter = match self
-            .open_meter(trigger, run_id, answer_channel.id(), agent_name, &agent.config)
+            .open_meter(
+                trigger,
+                run_id,
+                answer_channel.id(),
+                agent_name,
+                &agent.config,
+            )
             .await
         {
             Ok(meter) => meter,

@@ -243,7 +243,9 @@ impl Endpoint<'_> {
         let (message, usage) = read_message(response, &self.url, None).await?;
         // A compaction is a model call like any other: charged and counted against budgets.
         if let Some(meter) = self.meter {
-            meter.record(usage_of(usage.as_ref(), &body, &message)).await;
+            meter
+                .record(usage_of(usage.as_ref(), &body, &message))
+                .await;
         }
         Ok(message
             .get("content")

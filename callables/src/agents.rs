@@ -29,7 +29,6 @@ use switchboard_engine::handoff::{
     MAX_HANDOFF_TIMEOUT,
 };
 
-
 pub struct Handoff;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -181,7 +180,6 @@ impl Tool for Handoff {
         })
     }
 }
-
 
 pub struct SetSessionAgent;
 

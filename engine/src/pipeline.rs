@@ -767,9 +767,8 @@ impl<'a> Gate<'a> {
         let mut call_timeout = self.settings.config().toolserver.call_timeout;
         if crate::handoff::HELD_OPEN.contains(&self.tool_id) {
             // Held open until its run finishes; its own `timeoutS` bounds it.
-            call_timeout = call_timeout.max(
-                crate::handoff::MAX_HANDOFF_TIMEOUT + std::time::Duration::from_secs(30),
-            );
+            call_timeout = call_timeout
+                .max(crate::handoff::MAX_HANDOFF_TIMEOUT + std::time::Duration::from_secs(30));
         }
         self.trail().handled = true;
         match tokio::time::timeout(call_timeout, handler).await {

@@ -23,8 +23,8 @@
 
 // The engine's modules, at the paths they had before the cut.
 pub use switchboard_engine::{
-    allowlist, approvals, auth, chunk, clock, events, governance, handoff, live, metrics, runs, schedules,
-    scopes, surface, trust, workflow, workspaces,
+    allowlist, approvals, auth, chunk, clock, events, governance, handoff, live, metrics, runs,
+    schedules, scopes, surface, trust, workflow, workspaces,
 };
 
 /// The operator console (`switchboard-console`).
@@ -46,8 +46,8 @@ pub use switchboard_engine::{
 pub use switchboard_front::{error_response, ApiError};
 pub use switchboard_http::parse_batch;
 
+/// `usage.report`'s reading of the store, for the `switchboard usage` command and the console.
+pub use switchboard_callables::usage::report as usage_report;
 /// Every callable the tool server offers, registered: what the composition root hands
 /// [`Core::new`]; and their ids, for config validation.
 pub use switchboard_callables::{callable_ids, registry};
-/// `usage.report`'s reading of the store, for the `switchboard usage` command and the console.
-pub use switchboard_callables::usage::report as usage_report;
