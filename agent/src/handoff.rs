@@ -236,9 +236,11 @@ impl Bridge {
             &agent_config,
             &context,
             &trigger,
-            &token,
-            &run_id,
-            meter.as_ref(),
+            SubRun {
+                token: &token,
+                run_id: &run_id,
+                meter: meter.as_ref(),
+            },
             Arc::clone(&partial),
         );
         let (answer, timed_out) = match tokio::time::timeout(request.timeout, work).await {
@@ -299,11 +301,14 @@ impl Bridge {
         config: &AgentConfig,
         context: &CallContext,
         trigger: &Trigger,
-        token: &str,
-        run_id: &str,
-        meter: Option<&crate::metering::Meter>,
+        sub_run: SubRun<'_>,
         partial: Arc<watch::Sender<DraftState>>,
     ) -> Answer {
+        let SubRun {
+            token,
+            run_id,
+            meter,
+        } = sub_run;
         let core = &self.inner.core;
         let cwd = run_cwd(config);
         match &config.runner {
@@ -381,4 +386,11 @@ impl Bridge {
             }
         }
     }
+}
+
+/// Who a sub-run is: its capability token, its run id, and the meter its model calls charge.
+struct SubRun<'a> {
+    token: &'a str,
+    run_id: &'a str,
+    meter: Option<&'a crate::metering::Meter>,
 }
