@@ -116,7 +116,7 @@ impl Front {
 }
 
 /// The HTTP API over `core`: `GET /health`, `GET /v1/tools`, `GET /v1/tools/{id}`,
-/// `POST /v1/call`, `POST /v1/batch`, `GET /v1/events` (SSE), `GET /metrics`,
+/// `POST /v1/call`, `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/batch`, `GET /v1/events` (SSE), `GET /metrics`,
 /// `GET /openapi.json` and `POST /v1/capabilities`; other routes answer 404, bodies over
 /// [`MAX_BODY_BYTES`] 413. Without [`serve`]'s connection limits, pruning, and its checks of `Host`,
 /// `Origin` and `Content-Type` (`browsers.rs`), which every route served gets.
@@ -128,8 +128,6 @@ pub fn router(front: Front) -> Router {
         .route("/v1/call", post(call))
         .route("/v1/models", get(chat::models))
         .route("/v1/chat/completions", post(chat::completions))
-        .route("/v1/models", get(crate::chat::models))
-        .route("/v1/chat/completions", post(crate::chat::completions))
         .route("/v1/capabilities", post(mint_capability))
         .route("/v1/approvals", get(list_approvals))
         .route("/v1/admin/reload", post(reload))
