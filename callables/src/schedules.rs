@@ -30,9 +30,11 @@ fn scheduling<'a>(cx: &Invocation<'a>) -> Result<&'a std::sync::Arc<Scheduling>,
 
 fn unavailable() -> ToolError {
     ToolError::new(
-        protocol::ErrorKind::Unavailable,
+        // Not retryable: nothing changes until the operator configures an agent (as
+        // `workflows_unavailable`).
+        protocol::ErrorKind::Denied,
         ErrorCode::parse("schedules_unavailable"),
-        "Schedules are not served here: the service runs them when an agent is configured ([agent])",
+        "Schedules are not served here: they run an agent, so run `switchboard run` with an [agent] section in the config.",
     )
 }
 

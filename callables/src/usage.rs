@@ -107,9 +107,9 @@ impl Tool for ReportUsage {
     ) -> Result<ToolOutput, ToolError> {
         let store = cx.core.usage().ok_or_else(|| {
             ToolError::new(
-                protocol::ErrorKind::Unavailable,
+                protocol::ErrorKind::Denied,
                 ErrorCode::parse("usage_unavailable"),
-                "Usage is not recorded here: the service records it when an agent is configured ([agent])",
+                "Usage is not recorded here: it is the agent's, so run `switchboard run` with an [agent] section in the config.",
             )
         })?;
         let answer = report(store.as_ref(), by, since).await.map_err(|error| {

@@ -470,6 +470,7 @@ fn agent_section_is_optional_and_typed() {
         agent.tool_scope,
         [
             "surface.help",
+            "memory.*",
             "surface.sessions.*",
             "surface.messages.*",
             "surface.reactions.*",

@@ -229,6 +229,17 @@ async fn open_database(
             .iter()
             .map(|row| (from_sql(row.get(0)), from_sql(row.get(1))))
             .collect();
+        // Finished workflows past their week go at open, as on SQLite (the writer's hourly
+        // expiry takes them later otherwise).
+        client
+            .execute(
+                "DELETE FROM workflows WHERE finished_ms IS NOT NULL AND finished_ms < $1",
+                &[&rows::ms(crate::now_ms().saturating_sub(
+                    switchboard_records::workflow::FINISHED_WORKFLOWS_KEPT_MS,
+                ))],
+            )
+            .await
+            .map_err(fail("finished workflows"))?;
         // A smaller messages_per_channel takes effect at once; deleted rows go.
         let keep = i64::try_from(options.messages_per_channel).unwrap_or(i64::MAX);
         let pruned = client

@@ -296,6 +296,6 @@ async fn without_a_scheduler_the_callables_say_so() {
     .await;
     assert_eq!(
         (status, error["code"].as_str()),
-        (503, Some("schedules_unavailable"))
+        (403, Some("schedules_unavailable"))
     );
 }
