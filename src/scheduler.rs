@@ -309,6 +309,12 @@ impl Scheduler {
             author_name: format!("schedule {}", schedule.id),
             text: schedule.prompt.clone(),
             workflow_id: None,
+            // A schedule that names an agent runs with it (checked against the configured
+            // agents when it was made; a name no longer configured falls back to the session's).
+            agent: schedule
+                .agent
+                .as_deref()
+                .and_then(|name| switchboard_config::AgentName::parse(name).ok()),
         };
         let report = match self.bridge.run_reported(trigger).await {
             Ok(report) => report,

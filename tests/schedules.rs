@@ -2,7 +2,7 @@
 //! schedule every 2 s posts 3 times and each firing leaves a receipt naming the run and the
 //! message it posted; a schedule whose run posts nothing is recorded as failed and paused
 //! after 3, with a notice in its channel; a schedule due while the service was stopped fires
-//! once after the start.
+//! once after the start; a schedule that names an agent fires with that agent.
 
 #[path = "support/model.rs"]
 mod model;
@@ -245,5 +245,46 @@ fn a_schedule_in_the_config_fires_under_its_config_id_and_a_call_cannot_cancel_i
     assert!(
         refused.stderr.contains("[[schedules]]") || refused.stdout.contains("[[schedules]]"),
         "{refused:?}"
+    );
+}
+
+#[test]
+fn a_schedule_that_names_an_agent_fires_with_that_agent_not_the_sessions() {
+    let model = FakeModel::start(|_| text("the release digest"));
+    let fake = Fake::start();
+    let dir = TempDir::new("schedule-agent");
+    let agents = format!(
+        "[agents]\ndefault = \"support\"\n\n[agents.support]\nrunner = \"openai\"\nbase_url = \"{url}\"\nmodel = \"support-model\"\nstream = \"off\"\n\n[agents.release]\nrunner = \"openai\"\nbase_url = \"{url}\"\nmodel = \"release-model\"\nstream = \"off\"\nanswer_label = \"footer\"\n",
+        url = model.base_url
+    );
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &agents);
+    // #ops answers with `support` (the default); the schedule asks for `release`.
+    let at = (chrono::Utc::now() + chrono::Duration::seconds(2))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let id = create(
+        &sb,
+        &[
+            "--prompt=Post the release digest",
+            &format!("--at={at}"),
+            "--agent=release",
+        ],
+    );
+    let shown = poll("a receipt", WAIT, || {
+        let shown = get(&sb, &id);
+        (!receipts(&shown).is_empty()).then_some(shown)
+    });
+    assert_eq!(
+        receipts(&shown)[0]["outcome"]["status"],
+        "delivered",
+        "{shown}"
+    );
+    let requests = model.requests();
+    assert_eq!(requests.len(), 1, "one firing, one model request");
+    assert_eq!(requests[0]["model"], "release-model");
+    let posts = bot_posts(&fake, demo::OPS);
+    let texts: Vec<&str> = posts.iter().filter_map(|m| m["content"].as_str()).collect();
+    assert!(
+        texts.contains(&"the release digest\n-# release"),
+        "the answer is the release agent's, labelled as its: {texts:?}"
     );
 }

@@ -114,6 +114,17 @@ pub fn for_session(
     resolve(core, bindings, own, session).0
 }
 
+/// The agent a run must use because its trigger names one (a schedule's `agent`), when that
+/// agent is still configured; `None`: the session's agent answers ([`for_session`]).
+pub fn requested(config: &Config, trigger_agent: Option<&AgentName>) -> Option<RunAgent> {
+    let named = config.agents.get(trigger_agent?.as_str())?;
+    Some(RunAgent {
+        name: Some(named.name.clone()),
+        config: Arc::new(named.config.clone()),
+        labelled: config.agents.agents.len() > 1,
+    })
+}
+
 /// What `/agent` shows for `session`.
 pub fn describe(
     core: &Core,
@@ -221,6 +232,22 @@ mod tests {
             "hi\n-# release"
         );
         assert_eq!(run_agent(&config, "support", false).label("hi"), "hi");
+    }
+
+    #[test]
+    fn a_trigger_that_names_a_configured_agent_runs_with_it_and_an_unknown_name_falls_back() {
+        let config = config(TWO);
+        let release = AgentName::parse("release").unwrap();
+        let chosen = requested(&config, Some(&release)).expect("release is configured");
+        assert_eq!(chosen.name.as_ref(), Some(&release));
+        assert_eq!(chosen.config.answer_label, AnswerLabel::Footer);
+        assert!(
+            chosen.labelled,
+            "two agents are configured: answers say which"
+        );
+        let gone = AgentName::parse("retired").unwrap();
+        assert!(requested(&config, Some(&gone)).is_none());
+        assert!(requested(&config, None).is_none());
     }
 
     #[test]

@@ -207,6 +207,7 @@ impl Bridge {
             author_name: parent.map_or_else(|| "handoff".to_owned(), |p| format!("agent run {p}")),
             text: request.prompt.clone(),
             workflow_id: None,
+            agent: None,
         };
         let (partial, _watching) = watch::channel(DraftState::default());
         let partial = Arc::new(partial);

@@ -861,12 +861,19 @@ impl Bridge {
         let Some(gate) = self.take(trigger).await else {
             return;
         };
-        let agent = agents::for_session(
-            &self.inner.core,
-            &self.inner.bindings,
-            self.config(),
-            trigger.channel_id,
-        );
+        // A trigger that names an agent (a schedule's) runs with it; else the session's.
+        let requested = {
+            let settings = self.inner.core.settings();
+            agents::requested(settings.config(), trigger.agent.as_ref())
+        };
+        let agent = requested.unwrap_or_else(|| {
+            agents::for_session(
+                &self.inner.core,
+                &self.inner.bindings,
+                self.config(),
+                trigger.channel_id,
+            )
+        });
         // `agent.reply_in_thread = "always"`: the conversation moves into a thread started from
         // the message before the run, so the run's session, typing and draft are the thread's.
         let thread = match agent.config.reply_in_thread {
@@ -1406,6 +1413,7 @@ impl Runs for Bridge {
             author_name: message.author_name.to_owned(),
             text: message.text.to_owned(),
             workflow_id: None,
+            agent: None,
         };
         if message.author_is_bot {
             match self.bot_turn(message.channel_id) {

@@ -282,6 +282,7 @@ mod tests {
             author_name: "Stanley".into(),
             text: text.into(),
             workflow_id: None,
+            agent: None,
         }
     }
 

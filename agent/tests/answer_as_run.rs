@@ -59,6 +59,7 @@ fn trigger(server: &TestServer) -> Trigger {
         author_name: "Stanley".into(),
         text: "@switchboard hi".into(),
         workflow_id: None,
+        agent: None,
     }
 }
 

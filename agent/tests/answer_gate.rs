@@ -118,6 +118,7 @@ fn trigger(setup: &Setup) -> Trigger {
         author_name: "Stanley".into(),
         text: "@switchboard hi".into(),
         workflow_id: None,
+        agent: None,
     }
 }
 

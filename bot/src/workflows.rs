@@ -66,6 +66,7 @@ impl WorkflowHooks for DiscordWorkflows {
             author_name,
             text,
             workflow_id: Some(workflow.workflow_id.clone()),
+            agent: None,
         });
     }
 }

@@ -164,14 +164,17 @@ impl Tool for CreateSchedule {
         if cx.core.scheduling().is_none() {
             return Err(unavailable());
         }
-        // Named agents are not configured yet: `agent` must name one, so any is refused.
-        let checked = input.check(&[], chrono::Utc::now()).map_err(|error| {
-            ToolError::usage(
-                ErrorCode::parse(error.code()),
-                format!("{error}: {}", error.help()),
-            )
-            .with_details(json!({ "field": error.field() }))
-        })?;
+        // `agent` must name a configured agent (`[agent]` alone is the one named `agent`).
+        let configured = cx.core.settings().config().agents.names();
+        let checked = input
+            .check(&configured, chrono::Utc::now())
+            .map_err(|error| {
+                ToolError::usage(
+                    ErrorCode::parse(error.code()),
+                    format!("{error}: {}", error.help()),
+                )
+                .with_details(json!({ "field": error.field() }))
+            })?;
         let session = SessionRequest::session_id(Some(&checked.session_ref), 0);
         Ok(Planned::in_session(checked, session))
     }

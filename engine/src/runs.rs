@@ -50,6 +50,8 @@ pub struct Trigger {
     pub text: String,
     /// Set when a finished workflow started this run.
     pub workflow_id: Option<String>,
+    /// The configured agent that must answer (a schedule's `agent`); `None`: the session's.
+    pub agent: Option<switchboard_agents::AgentName>,
 }
 
 /// Where a run stands, as `runs.list` shows it.

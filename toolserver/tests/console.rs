@@ -464,6 +464,7 @@ impl OneRun {
                 author_name: "Stanley".into(),
                 text: "summarise #ops".into(),
                 workflow_id: None,
+                agent: None,
             }
         })
     }
