@@ -29,6 +29,15 @@ pub struct RunAgent {
 }
 
 impl RunAgent {
+    /// The configured agent `named`, its answers labelled or not.
+    fn configured(named: &switchboard_config::NamedAgent, labelled: bool) -> RunAgent {
+        RunAgent {
+            name: Some(named.name.clone()),
+            config: Arc::new(named.config.clone()),
+            labelled,
+        }
+    }
+
     /// `text` as posted: with the agent's name before it or after it when answers are
     /// labelled (`answer_label`).
     pub fn label<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
@@ -118,11 +127,7 @@ pub fn for_session(
 /// agent is still configured; `None`: the session's agent answers ([`for_session`]).
 pub fn requested(config: &Config, trigger_agent: Option<&AgentName>) -> Option<RunAgent> {
     let named = config.agents.get(trigger_agent?.as_str())?;
-    Some(RunAgent {
-        name: Some(named.name.clone()),
-        config: Arc::new(named.config.clone()),
-        labelled: config.agents.agents.len() > 1,
-    })
+    Some(RunAgent::configured(named, config.agents.agents.len() > 1))
 }
 
 /// What `/agent` shows for `session`.
@@ -187,11 +192,7 @@ fn resolve(
         (None, None) => (config.agents.default_agent(), "default"),
     };
     let agent = match named {
-        Some(named) => RunAgent {
-            name: Some(named.name.clone()),
-            config: Arc::new(named.config.clone()),
-            labelled: true,
-        },
+        Some(named) => RunAgent::configured(named, true),
         None => RunAgent {
             name: None,
             config: own,
@@ -212,12 +213,7 @@ mod tests {
     const TWO: &str = "[agents]\ndefault = \"support\"\n[agents.support]\nrunner = \"demo\"\n[agents.release]\nrunner = \"demo\"\nanswer_label = \"footer\"\n";
 
     fn run_agent(config: &Config, name: &str, labelled: bool) -> RunAgent {
-        let named = config.agents.get(name).expect("configured");
-        RunAgent {
-            name: Some(named.name.clone()),
-            config: Arc::new(named.config.clone()),
-            labelled,
-        }
+        RunAgent::configured(config.agents.get(name).expect("configured"), labelled)
     }
 
     #[test]

@@ -233,7 +233,7 @@ async fn open_database(
         // expiry takes them later otherwise).
         client
             .execute(
-                "DELETE FROM workflows WHERE finished_ms IS NOT NULL AND finished_ms < $1",
+                writer::FORGET_FINISHED_WORKFLOWS,
                 &[&rows::ms(crate::now_ms().saturating_sub(
                     switchboard_records::workflow::FINISHED_WORKFLOWS_KEPT_MS,
                 ))],

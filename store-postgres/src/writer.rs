@@ -434,6 +434,10 @@ impl WriterThread {
     }
 }
 
+/// Forgets the workflows finished before `$1` (at open, and in the hourly expiry).
+pub(crate) const FORGET_FINISHED_WORKFLOWS: &str =
+    "DELETE FROM workflows WHERE finished_ms IS NOT NULL AND finished_ms < $1";
+
 /// Deletes, for each channel of `$1`, its deleted messages and the live ones older than its
 /// newest `$2`.
 pub(crate) const PRUNE_CHANNELS: &str = "DELETE FROM messages m
@@ -526,7 +530,7 @@ pub(crate) async fn expire(shared: &Shared) -> Result<(), String> {
             vec![p(rows::ms(now.saturating_sub(SETTLED_APPROVALS_KEPT_MS)))],
         ),
         Stmt::new(
-            "DELETE FROM workflows WHERE finished_ms IS NOT NULL AND finished_ms < $1",
+            FORGET_FINISHED_WORKFLOWS,
             vec![p(rows::ms(now.saturating_sub(FINISHED_WORKFLOWS_KEPT_MS)))],
         ),
     ];
