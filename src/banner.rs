@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 use demo_world::{ChannelKind, BOT, STANLEY};
 use entity::{LearnedNames, Mapper, Snowflake};
 use switchboard_config::{Config, Policy, Runner};
-use toolserver::allowlist::AllowRules;
-use toolserver::surface::{ChannelLocation, SessionKind};
+use switchboard_engine::allowlist::AllowRules;
+use switchboard_engine::surface::{ChannelLocation, SessionKind};
 
 /// One demo session the config allows.
 #[derive(Debug, Clone, PartialEq, Eq)]

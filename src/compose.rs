@@ -6,7 +6,7 @@ use std::sync::Arc;
 use entity::Snowflake;
 use fake_discord::{FakeDiscord, UserMessage};
 use serde_json::Value;
-use toolserver::console::{Compose, ComposeFuture, ComposeUser};
+use switchboard_console::{Compose, ComposeFuture, ComposeUser};
 
 /// Posts through the fake as one of the demo world's users.
 pub struct FakeCompose {

@@ -51,7 +51,7 @@ fn env_secret(name: &str) -> Option<String> {
 async fn build_and_serve(
     config: Config,
     token: String,
-    secrets: toolserver::Secrets,
+    secrets: switchboard_engine::Secrets,
     prepare: impl FnOnce(&switchboard::Service),
     on_ready: impl FnOnce(std::net::SocketAddr) + Send,
 ) -> Result<(), ServiceError> {
@@ -61,7 +61,7 @@ async fn build_and_serve(
 }
 
 async fn serve(config: Config, token: String, path: std::path::PathBuf) -> ExitCode {
-    let secrets = toolserver::Secrets::from_env(&config, env_secret);
+    let secrets = switchboard_engine::Secrets::from_env(&config, env_secret);
     let served = async {
         let service = switchboard::build(config, token, secrets)
             .await?
@@ -479,7 +479,7 @@ pub fn playground(file: Option<&Path>, args: &crate::cli::PlaygroundArgs) -> Exi
                 return ExitCode::from(EXIT_USAGE);
             }
         };
-        let operator_token = match toolserver::auth::random_hex(24) {
+        let operator_token = match switchboard_engine::auth::random_hex(24) {
             Ok(token) => token,
             Err(error) => {
                 tracing::error!("cannot draw random bytes for the operator token: {error}");
@@ -500,9 +500,9 @@ pub fn playground(file: Option<&Path>, args: &crate::cli::PlaygroundArgs) -> Exi
         )));
         // Named tokens a `--config` file declares read their values from the environment,
         // as `switchboard run` does; the operator token is the playground's own.
-        let secrets = toolserver::Secrets {
+        let secrets = switchboard_engine::Secrets {
             operator: Some(operator_token),
-            ..toolserver::Secrets::from_env(&config, env_secret)
+            ..switchboard_engine::Secrets::from_env(&config, env_secret)
         };
         let result = build_and_serve(
             config,

@@ -1,8 +1,8 @@
 //! switchboard, wired together: the composition root the `switchboard` binary runs.
 //!
 //! [`build`] makes every part from a validated config — the store, the Discord REST client
-//! (checking the token), the [`Surface`](toolserver::Surface), the tool server's
-//! [`Core`](toolserver::Core), the tool server's listener, the agent bridge and the workflows,
+//! (checking the token), the [`Surface`](switchboard_engine::Surface), the tool server's
+//! [`Core`](switchboard_engine::Core), the tool server's listener, the agent bridge and the workflows,
 //! and the gateway client — each failure naming the part that failed. [`serve`] then runs them
 //! until shutdown, and takes them down in order (no new calls, flush the store, close the
 //! gateway).

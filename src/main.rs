@@ -29,7 +29,7 @@ fn main() -> ExitCode {
         .nth(1)
         .is_some_and(|first| first == switchboard::SANDBOX_EXEC)
     {
-        std::process::exit(toolserver::workspaces::sandbox_exec_main(args));
+        std::process::exit(switchboard_engine::workspaces::sandbox_exec_main(args));
     }
     let cli = cli::Cli::parse();
     // A missing .env is normal; a malformed one is worth saying.

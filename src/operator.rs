@@ -22,7 +22,7 @@ pub fn config_path(flag: Option<&Path>) -> PathBuf {
 /// What every command checks a config against: the callables this build registers.
 pub fn known() -> Known {
     Known {
-        callables: Some(toolserver::callable_ids()),
+        callables: Some(switchboard_callables::callable_ids()),
         ..Known::default()
     }
 }
@@ -65,7 +65,7 @@ fn known_channels(config: &Config) -> Result<Known, String> {
     let sessions =
         switchboard_store_sqlite::peek_sessions(path).map_err(|error| error.to_string())?;
     Ok(Known {
-        callables: Some(toolserver::callable_ids()),
+        callables: Some(switchboard_callables::callable_ids()),
         categories: sessions
             .into_iter()
             .filter(|s| s.kind == switchboard_records::SessionKind::Category)
@@ -174,8 +174,8 @@ fn sandbox_check(
         .build()
         .map_err(|e| format!("cannot start the probe: {e}"))?;
     match runtime.block_on(switchboard::probe_sandbox(workspace, config)) {
-        toolserver::workspaces::SandboxState::Ready(_) => Ok(()),
-        toolserver::workspaces::SandboxState::Unavailable { reason, install } => {
+        switchboard_engine::workspaces::SandboxState::Ready(_) => Ok(()),
+        switchboard_engine::workspaces::SandboxState::Unavailable { reason, install } => {
             Err(format!("{reason}. {install}"))
         }
     }

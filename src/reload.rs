@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use agent::Bridge;
 use switchboard_config::{plan_reload, Config, ConfigError, Known};
-use switchboard_records::SessionKind;
-use switchboard_store::Store;
-use toolserver::live::{
+use switchboard_engine::live::{
     ReloadFuture, ReloadRefused, ReloadTrigger, Reloaded, Reloader, SharedAliases,
 };
-use toolserver::Core;
+use switchboard_engine::Core;
+use switchboard_records::SessionKind;
+use switchboard_store::Store;
 
 /// How long reading and validating the file may take before the reload is given up (the file
 /// could sit on a hung network mount).
@@ -59,7 +59,7 @@ impl ConfigReloader {
     /// store knows (the same checks `check-config` makes with an earlier run's store).
     fn known(&self) -> Known {
         Known {
-            callables: Some(toolserver::callable_ids()),
+            callables: Some(switchboard_callables::callable_ids()),
             categories: self
                 .store
                 .sessions()

@@ -25,15 +25,15 @@ use chrono::Utc;
 use entity::Snowflake;
 use serde_json::json;
 use switchboard_config::ScheduleEntry;
+use switchboard_engine::live::Settings;
+use switchboard_engine::runs::Trigger;
+use switchboard_engine::schedules::{
+    millis, spec_of, stored_receipt, stored_spec, time, Scheduling, CONFIG_CREATOR,
+};
+use switchboard_engine::{CallContext, Core};
 use switchboard_records::{FiringClaim, Schedule, ScheduleStatus};
 use switchboard_schedule::{due, judge, pause_notice, Outcome, RunReport, PAUSE_AFTER_FAILURES};
 use switchboard_store::{Firing, ScheduleStore};
-use toolserver::live::Settings;
-use toolserver::runs::Trigger;
-use toolserver::schedules::{
-    millis, spec_of, stored_receipt, stored_spec, time, Scheduling, CONFIG_CREATOR,
-};
-use toolserver::{CallContext, Core};
 
 /// The longest the loop sleeps between passes (a change elsewhere — another node, a store
 /// edited by hand — is seen within it).

@@ -10,12 +10,12 @@ use agent::Bridge;
 use bot::service::{DiscordError, Gateway, GatewaySetup};
 use bot::surface::{Connection, DiscordSurface};
 use switchboard_config::Config;
+use switchboard_engine::live::SharedAliases;
+use switchboard_engine::runs::Runs;
+use switchboard_engine::surface::ConnectionState;
+use switchboard_engine::workflow::WorkflowEngine;
+use switchboard_engine::{Core, StartError};
 use switchboard_store::Store;
-use toolserver::live::SharedAliases;
-use toolserver::runs::Runs;
-use toolserver::surface::ConnectionState;
-use toolserver::workflow::WorkflowEngine;
-use toolserver::{Core, StartError};
 
 /// Which part could not be built. Each message starts with the part's name.
 #[derive(Debug, thiserror::Error)]
@@ -75,7 +75,7 @@ impl ServiceError {
 pub struct Service {
     core: Arc<Core>,
     /// The HTTP fronts over the core (the API's settings, the console's state).
-    front: toolserver::http::Front,
+    front: switchboard_http::Front,
     store: Store,
     connection: Arc<Connection>,
     listener: tokio::net::TcpListener,
@@ -87,7 +87,7 @@ pub struct Service {
     aliases: SharedAliases,
     bridge: Option<Bridge>,
     /// The schedules the scheduler loop fires (with an agent only).
-    scheduling: Option<Arc<toolserver::schedules::Scheduling>>,
+    scheduling: Option<Arc<switchboard_engine::schedules::Scheduling>>,
     /// The file a reload reads; `None`: no live reload.
     config_path: Option<PathBuf>,
 }
@@ -113,7 +113,7 @@ impl Service {
     }
 
     /// The HTTP fronts (the console's state: plug the playground's compose box in here).
-    pub fn front(&self) -> &toolserver::http::Front {
+    pub fn front(&self) -> &switchboard_http::Front {
         &self.front
     }
 }
@@ -129,9 +129,9 @@ pub const SANDBOX_EXEC: &str = "__sandbox-exec";
 pub async fn probe_sandbox(
     workspace: &switchboard_config::WorkspaceConfig,
     config: &Config,
-) -> toolserver::workspaces::SandboxState {
+) -> switchboard_engine::workspaces::SandboxState {
     let helper = std::env::current_exe().ok().map(|exe| {
-        let mut helper = toolserver::workspaces::SandboxHelper::new(exe);
+        let mut helper = switchboard_engine::workspaces::SandboxHelper::new(exe);
         helper.args = vec![SANDBOX_EXEC.to_owned()];
         helper
     });
@@ -152,7 +152,7 @@ pub async fn probe_sandbox(
         .filter(|path| path.exists())
         .filter_map(|path| std::path::absolute(path).ok())
         .collect();
-    toolserver::workspaces::probe(workspace, helper, hidden).await
+    switchboard_engine::workspaces::probe(workspace, helper, hidden).await
 }
 
 /// Builds every part from `config`: the store, the Discord client (the token is checked), the
@@ -161,7 +161,7 @@ pub async fn probe_sandbox(
 pub async fn build(
     config: Config,
     token: String,
-    secrets: toolserver::Secrets,
+    secrets: switchboard_engine::Secrets,
 ) -> Result<Service, BuildError> {
     let store = crate::store::open(&config).await?;
     let backend = Arc::clone(store.backend());
@@ -189,7 +189,7 @@ pub async fn build(
             &config,
             Arc::clone(&surface) as _,
             secrets,
-            toolserver::registry(),
+            switchboard_callables::registry(),
         )?
         .with_store(Arc::clone(&backend), overrides),
     );
@@ -255,20 +255,21 @@ pub async fn build(
     }
     // Schedules fire agent runs: they are served when there is an agent.
     let scheduling = bridge.as_ref().map(|_| {
-        let scheduling = Arc::new(toolserver::schedules::Scheduling::new(
-            Arc::clone(&backend) as _
-        ));
+        let scheduling = Arc::new(switchboard_engine::schedules::Scheduling::new(Arc::clone(
+            &backend,
+        )
+            as _));
         core.set_scheduling(Arc::clone(&scheduling));
         scheduling
     });
     // The health panel shows the one REST client's rate-limit headroom.
-    let front = toolserver::http::Front::new(Arc::clone(&core));
+    let front = switchboard_http::Front::new(Arc::clone(&core));
     front.console().set_headroom(
-        Arc::new(discord.rest.clone()) as Arc<dyn toolserver::console::health::HeadroomSource>
+        Arc::new(discord.rest.clone()) as Arc<dyn switchboard_console::health::HeadroomSource>
     );
     let workflows = match runs.as_ref() {
         Some(runs) => Some(
-            bot::workflows::start(
+            switchboard_engine::workflow_runs::start(
                 &core,
                 &store,
                 Arc::clone(&backend) as _,
@@ -389,7 +390,7 @@ pub async fn serve(
                 aliases,
                 bridge,
             ));
-            core.set_reloader(Arc::clone(&reloader) as Arc<dyn toolserver::live::Reloader>);
+            core.set_reloader(Arc::clone(&reloader) as Arc<dyn switchboard_engine::live::Reloader>);
             #[cfg(unix)]
             let hangups = crate::reload::on_sighup(Arc::clone(&reloader));
             #[cfg(not(unix))]
@@ -400,7 +401,7 @@ pub async fn serve(
     };
     // The MCP endpoint is served beside the API, by the same connection loop.
     let mcp = switchboard_mcp::http::router(Arc::clone(&core), mcp);
-    let mut server = tokio::spawn(toolserver::http::serve_front(front, mcp, listener, async {
+    let mut server = tokio::spawn(switchboard_http::serve_front(front, mcp, listener, async {
         let _ = serving_stopped.await;
     }));
     tracing::info!(

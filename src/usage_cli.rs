@@ -47,10 +47,13 @@ pub fn usage(flag: Option<&Path>, args: &UsageArgs) -> ExitCode {
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| format!("the store: {e}"))?;
-        let report =
-            toolserver::usage_report(backend.as_ref(), by, u64::try_from(since_ms).unwrap_or(0))
-                .await
-                .map_err(|e| format!("reading the usage: {e}"));
+        let report = switchboard_callables::usage::report(
+            backend.as_ref(),
+            by,
+            u64::try_from(since_ms).unwrap_or(0),
+        )
+        .await
+        .map_err(|e| format!("reading the usage: {e}"));
         let _ = backend.close().await;
         report
     });

@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use entity::Snowflake;
 use switchboard_config::{AgentConfig, AgentName, AnswerLabel, Config};
-use toolserver::handoff::SessionAgent;
-use toolserver::surface::SessionKind;
-use toolserver::Core;
+use switchboard_engine::handoff::SessionAgent;
+use switchboard_engine::surface::SessionKind;
+use switchboard_engine::Core;
 
 /// Most sessions `/agent set` may bind (an admin's command, but the map must stay bounded).
 pub const MAX_BOUND_SESSIONS: usize = 10_000;

@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
-use toolserver::runs::Trigger;
-use toolserver::{CallContext, Core, ToolError};
+use switchboard_engine::runs::Trigger;
+use switchboard_engine::{CallContext, Core, ToolError};
 
 /// Messages read for a summary.
 const SUMMARY_WINDOW: u32 = 50;

@@ -13,12 +13,12 @@ use std::time::Duration;
 use protocol::{ErrorCode, ErrorKind};
 use switchboard_config::{AgentConfig, Runner};
 use switchboard_context::{Entry, Message, Speaker};
+use switchboard_engine::auth::{random_hex, scope_allows, Caller, CapabilityGrant, TokenEnd};
+use switchboard_engine::handoff::{HandoffAnswer, HandoffRequest};
+use switchboard_engine::runs::{RunGate, Trigger};
+use switchboard_engine::ToolError;
+use switchboard_engine::{CallContext, Front};
 use tokio::sync::watch;
-use toolserver::auth::{random_hex, scope_allows, Caller, CapabilityGrant, TokenEnd};
-use toolserver::handoff::{HandoffAnswer, HandoffRequest};
-use toolserver::runs::{RunGate, Trigger};
-use toolserver::ToolError;
-use toolserver::{CallContext, Front};
 
 use crate::command::{run_command_with, CommandSpec};
 use crate::stream::DraftState;
@@ -90,7 +90,7 @@ fn asker(caller: &Caller) -> (Option<&str>, u32) {
 }
 
 impl Bridge {
-    /// [`toolserver::runs::Runs::handoff`].
+    /// [`switchboard_engine::runs::Runs::handoff`].
     pub(crate) async fn run_handoff(
         &self,
         request: HandoffRequest,

@@ -13,7 +13,7 @@ use switchboard_config::{AgentConfig, OpenAiRunner};
 use switchboard_context::instructions::discover;
 use switchboard_context::prompts::ProviderPrompts;
 use switchboard_context::Block;
-use toolserver::Core;
+use switchboard_engine::Core;
 
 /// The system prompt for `runner.model`: the first `[agent.prompts]` glob that matches, else
 /// its `default`, else `agent.system_prompt`.
@@ -44,7 +44,7 @@ pub fn session_settings(
     let parent = core
         .surface()
         .session(session)
-        .filter(|info| info.kind == toolserver::surface::SessionKind::Thread)
+        .filter(|info| info.kind == switchboard_engine::surface::SessionKind::Thread)
         .and_then(|info| info.parent_id)?;
     switchboard_config::session_settings(sessions, parent).cloned()
 }
@@ -56,7 +56,7 @@ fn directories(core: &Core, session: Snowflake) -> Option<(PathBuf, PathBuf)> {
     let config = settings.config();
     let workspace = config.workspace.as_ref()?;
     let session = match core.surface().session(session) {
-        Some(info) if info.kind == toolserver::surface::SessionKind::Thread => {
+        Some(info) if info.kind == switchboard_engine::surface::SessionKind::Thread => {
             info.parent_id.unwrap_or(session)
         }
         _ => session,

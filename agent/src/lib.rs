@@ -2,8 +2,8 @@
 //! time per session, FIFO, bounded), an agent runs with a fresh capability token, and its
 //! answer is posted as a reply through the tool server's own pipeline.
 //!
-//! Written against the tool server's [`Core`] and [`Surface`](toolserver::Surface) only: the
-//! platform reports arrivals through [`toolserver::runs::Runs`], which [`Bridge`] implements;
+//! Written against the tool server's [`Core`] and [`Surface`](switchboard_engine::Surface) only: the
+//! platform reports arrivals through [`switchboard_engine::runs::Runs`], which [`Bridge`] implements;
 //! reactions and typing go through the surface (and its Discord client's rate limits) on a
 //! channel [`Core::allowed`] checked; capabilities are minted and revoked through `Core`; the
 //! prompt's transcript is read through the surface. Runners: [`command`] (a program with the
@@ -35,16 +35,16 @@ use serde_json::json;
 use switchboard_config::{
     AgentConfig, AgentName, MissedTriggers, ReplyInThread, Runner, StreamMode,
 };
+use switchboard_engine::auth::{random_hex, CapabilityGrant};
+use switchboard_engine::live::Live;
+use switchboard_engine::runs::{
+    AbortOutcome, AbortTarget, Arrival, RunGate, RunState, RunView, Runs, Trigger,
+};
+use switchboard_engine::surface::AllowedChannel;
+use switchboard_engine::{CallContext, Core};
 use switchboard_records::TriggerClaim;
 use switchboard_store::{Claim, MemoryStore, TriggerStore};
 use tokio::sync::{oneshot, Semaphore};
-use toolserver::auth::{random_hex, CapabilityGrant};
-use toolserver::live::Live;
-use toolserver::runs::{
-    AbortOutcome, AbortTarget, Arrival, RunGate, RunState, RunView, Runs, Trigger,
-};
-use toolserver::surface::AllowedChannel;
-use toolserver::{CallContext, Core};
 
 use command::{run_command_with, CommandSpec, RunOutcome};
 
@@ -231,7 +231,7 @@ impl Bridge {
         let claim = TriggerClaim {
             channel_id,
             message_id,
-            claimed_ms: toolserver::clock::now_ms(),
+            claimed_ms: switchboard_engine::clock::now_ms(),
         };
         let durable = match answers.claim_trigger(claim).await {
             Ok(Claim::Won(durable)) => durable,
@@ -277,7 +277,8 @@ impl Bridge {
             tracing::info!(message = %message.message_id, session = %message.channel_id, "a trigger missed while the gateway was away is not answered (agent.missed_triggers = \"ignore\")");
             return false;
         }
-        let age_ms = toolserver::clock::now_ms().saturating_sub(message.message_id.timestamp_ms());
+        let age_ms =
+            switchboard_engine::clock::now_ms().saturating_sub(message.message_id.timestamp_ms());
         let max_ms = u64::try_from(config.missed_max_age.as_millis()).unwrap_or(u64::MAX);
         if age_ms > max_ms {
             tracing::info!(message = %message.message_id, session = %message.channel_id, age_s = age_ms / 1000, "a trigger missed while the gateway was away is too old to answer (agent.missed_max_age_s)");
@@ -714,7 +715,7 @@ impl Bridge {
             text: trigger
                 .text
                 .chars()
-                .take(toolserver::runs::RUN_TEXT_CHARS)
+                .take(switchboard_engine::runs::RUN_TEXT_CHARS)
                 .collect(),
         };
         let queues: Vec<&SessionQueue> = ids.iter().filter_map(|id| sessions.get(id)).collect();
@@ -839,7 +840,8 @@ impl Bridge {
     /// How many messages a reply of `text` becomes (as cut to what one send may post).
     fn needs_parts(&self, text: &str) -> usize {
         let text = fit_reply(text, self.inner.core.max_parts_per_send());
-        toolserver::chunk::split_message(&text, toolserver::chunk::MESSAGE_LIMIT).len()
+        switchboard_engine::chunk::split_message(&text, switchboard_engine::chunk::MESSAGE_LIMIT)
+            .len()
     }
 
     async fn run(&self, trigger: &Trigger, run_id: &str, aborted: oneshot::Receiver<()>) {
@@ -969,7 +971,7 @@ impl Bridge {
                 }
                 self.inner
                     .core
-                    .end_capability(&token, toolserver::auth::TokenEnd::Finished);
+                    .end_capability(&token, switchboard_engine::auth::TokenEnd::Finished);
                 return;
             }
         };
@@ -1148,10 +1150,14 @@ impl Bridge {
                 // An untrusted note needs the note saying what the mark means, even when no
                 // message of the transcript is untrusted.
                 if transcript.untrusted_note.is_none()
-                    && notes.as_deref().is_some_and(toolserver::trust::marks_any)
+                    && notes
+                        .as_deref()
+                        .is_some_and(switchboard_engine::trust::marks_any)
                 {
-                    let trust = toolserver::trust::Trust::new(&config.trusted_users, self.bot_id());
-                    transcript.untrusted_note = Some(toolserver::trust::untrusted_note(&trust));
+                    let trust =
+                        switchboard_engine::trust::Trust::new(&config.trusted_users, self.bot_id());
+                    transcript.untrusted_note =
+                        Some(switchboard_engine::trust::untrusted_note(&trust));
                 }
                 let mut limits = openai::ContextLimits::of(&config);
                 // `[sessions.NAME] context_tokens` (a thread's parent's when it has none).
@@ -1226,8 +1232,8 @@ impl Bridge {
             Answer::Aborted => scheduled::failed("the run was aborted"),
         }
         let how = match answer {
-            Answer::Aborted => toolserver::auth::TokenEnd::Aborted,
-            Answer::Reply(_) | Answer::Failed(_) => toolserver::auth::TokenEnd::Finished,
+            Answer::Aborted => switchboard_engine::auth::TokenEnd::Aborted,
+            Answer::Reply(_) | Answer::Failed(_) => switchboard_engine::auth::TokenEnd::Finished,
         };
         self.inner.core.end_capability(token, how);
         // Nothing is posted for a run whose trigger could not be recorded as answered.
@@ -1333,7 +1339,7 @@ impl Bridge {
                 cwd: Some(cwd.display().to_string()),
                 tool_call_id: None,
                 trigger_message_id: trigger.message_id,
-                front: toolserver::Front::Api,
+                front: switchboard_engine::Front::Api,
             }),
             Err(error) => {
                 tracing::error!(run = %request_id, "the run's own token was refused: {}", error.message);
@@ -1443,7 +1449,7 @@ impl Runs for Bridge {
         self.abort_for(target, user, admin)
     }
 
-    fn session_agent(&self, session: Snowflake) -> toolserver::handoff::SessionAgent {
+    fn session_agent(&self, session: Snowflake) -> switchboard_engine::handoff::SessionAgent {
         agents::describe(
             &self.inner.core,
             &self.inner.bindings,
@@ -1458,11 +1464,14 @@ impl Runs for Bridge {
 
     fn handoff(
         &self,
-        request: toolserver::handoff::HandoffRequest,
+        request: switchboard_engine::handoff::HandoffRequest,
     ) -> std::pin::Pin<
         Box<
             dyn std::future::Future<
-                    Output = Result<toolserver::handoff::HandoffAnswer, toolserver::ToolError>,
+                    Output = Result<
+                        switchboard_engine::handoff::HandoffAnswer,
+                        switchboard_engine::ToolError,
+                    >,
                 > + Send
                 + '_,
         >,

@@ -100,8 +100,8 @@ impl Meter {
                         store
                             .usage_sum(
                                 subject,
-                                toolserver::schedules::millis(window.start),
-                                toolserver::schedules::millis(window.end),
+                                switchboard_engine::schedules::millis(window.start),
+                                switchboard_engine::schedules::millis(window.end),
                             )
                             .await
                     }
@@ -162,7 +162,7 @@ impl Meter {
             tokens_out: usage.completion_tokens,
             micro_usd: micros,
             estimated: usage.estimated,
-            at_ms: toolserver::clock::now_ms(),
+            at_ms: switchboard_engine::clock::now_ms(),
         };
         if let Err(error) = self.store.record_usage(row).await {
             tracing::error!(run = %charged.run_id, "keeping the run's usage failed: {error}");

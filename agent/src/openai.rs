@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use switchboard_config::OpenAiRunner;
-use toolserver::{BatchCall, CallContext, Core};
+use switchboard_engine::{BatchCall, CallContext, Core};
 
 use switchboard_context::compact::{self, CompactionSettings};
 use switchboard_context::{
@@ -826,7 +826,7 @@ async fn run_tools(
             if index < protocol::MAX_BATCH_CALLS {
                 prepare(context, by_function, call)
             } else {
-                Err(error_text(&toolserver::ToolError::usage(
+                Err(error_text(&switchboard_engine::ToolError::usage(
                     ErrorCode::TooManyCalls,
                     format!(
                         "at most {} tool calls run from one message; ask again for the rest",
@@ -849,7 +849,7 @@ async fn run_tools(
         .map(|call| match call {
             Ok(_) => ran.next().map_or_else(
                 || {
-                    error_text(&toolserver::ToolError::internal(
+                    error_text(&switchboard_engine::ToolError::internal(
                         "a tool call lost its result",
                     ))
                 },
@@ -880,7 +880,9 @@ fn usage_of(
     switchboard_usage::Usage::estimate(prompt_chars, completion_chars as u64)
 }
 
-fn answer_text(result: Result<toolserver::ToolOutput, toolserver::ToolError>) -> String {
+fn answer_text(
+    result: Result<switchboard_engine::ToolOutput, switchboard_engine::ToolError>,
+) -> String {
     match result {
         Ok(output) => {
             crate::scheduled::answered(&output);
@@ -890,7 +892,7 @@ fn answer_text(result: Result<toolserver::ToolOutput, toolserver::ToolError>) ->
     }
 }
 
-fn error_text(error: &toolserver::ToolError) -> String {
+fn error_text(error: &switchboard_engine::ToolError) -> String {
     serde_json::to_string(&error.body()).unwrap_or_default()
 }
 
@@ -917,7 +919,7 @@ fn prepare(
     }) {
         Ok(value) => value,
         Err(error) => {
-            return Err(error_text(&toolserver::ToolError::usage(
+            return Err(error_text(&switchboard_engine::ToolError::usage(
                 ErrorCode::InvalidArguments,
                 format!("the arguments are not JSON: {error}"),
             )));

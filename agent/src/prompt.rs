@@ -1,16 +1,16 @@
 //! The prompts agents read: the whole prompt a command agent gets on stdin, and the chat turns
 //! an OpenAI-compatible model gets. The session's messages come from the platform's cache
-//! through [`Surface`](toolserver::Surface), rendered readable when read (so a renamed user
+//! through [`Surface`](switchboard_engine::Surface), rendered readable when read (so a renamed user
 //! shows under the new name, as in `surface.messages.list`).
 
 use std::sync::Arc;
 
 use entity::Snowflake;
 use switchboard_config::Principal;
-use toolserver::runs::Trigger;
-use toolserver::surface::{AllowedChannel, MessageInfo, MessageQuery};
-use toolserver::trust::{self, Trust};
-use toolserver::Core;
+use switchboard_engine::runs::Trigger;
+use switchboard_engine::surface::{AllowedChannel, MessageInfo, MessageQuery};
+use switchboard_engine::trust::{self, Trust};
+use switchboard_engine::Core;
 
 /// The newest `count` messages of the session, oldest first.
 fn recent(core: &Core, channel: AllowedChannel, count: usize) -> Vec<Arc<MessageInfo>> {
@@ -36,7 +36,7 @@ fn header(message: &MessageInfo) -> String {
 
 /// The trigger, its author, and the last `context` messages of the session as a transcript;
 /// with `trusted` set, every line written by anyone else starts with the untrusted mark and
-/// the prompt says what that means ([`toolserver::trust`]).
+/// the prompt says what that means ([`switchboard_engine::trust`]).
 pub fn build(
     core: &Core,
     channel: AllowedChannel,
@@ -242,10 +242,10 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use switchboard_config::Config;
-    use toolserver::memory::{demo, MemorySurface};
-    use toolserver::testing::DEMO_CONFIG;
-    use toolserver::trust::{is_line_break, LINE_BREAKS, UNTRUSTED_MARK};
-    use toolserver::Secrets;
+    use switchboard_engine::trust::{is_line_break, LINE_BREAKS, UNTRUSTED_MARK};
+    use switchboard_engine::Secrets;
+    use switchboard_testkit::memory::{demo, MemorySurface};
+    use switchboard_testkit::testing::DEMO_CONFIG;
 
     /// The untrusted author's every word carries this, so a line holding it came from them.
     const SENTINEL: &str = "Ω";
@@ -261,9 +261,9 @@ mod tests {
         let surface = Arc::new(MemorySurface::demo());
         let core = Core::new(
             &config,
-            Arc::clone(&surface) as Arc<dyn toolserver::Surface>,
+            Arc::clone(&surface) as Arc<dyn switchboard_engine::Surface>,
             Secrets::from(Some("operator".to_owned())),
-            toolserver::registry(),
+            switchboard_callables::registry(),
         )
         .expect("core");
         let ops = tokio::runtime::Builder::new_current_thread()

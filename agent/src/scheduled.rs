@@ -44,7 +44,7 @@ pub(crate) fn posted(id: Snowflake) {
 }
 
 /// A callable's answer: when it is a send's (`{channelId, messageIds}`), the ids it posted.
-pub(crate) fn answered(output: &toolserver::ToolOutput) {
+pub(crate) fn answered(output: &switchboard_engine::ToolOutput) {
     if LEDGER.try_with(|_| ()).is_err() {
         return;
     }

@@ -14,12 +14,12 @@ use std::time::Duration;
 
 use entity::Snowflake;
 use serde_json::json;
+use switchboard_engine::auth::Caller;
+use switchboard_engine::runs::{RunGate, Trigger};
+use switchboard_engine::{CallContext, Core, Front};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use toolserver::auth::Caller;
-use toolserver::runs::{RunGate, Trigger};
-use toolserver::{CallContext, Core, Front};
 
 /// Characters of a draft shown while the answer is written (well under 2,000, so mentions
 /// that grow in the outbound rewrite still fit).
@@ -277,7 +277,7 @@ async fn show(
     trigger: &Trigger,
     posted: Option<Snowflake>,
     text: &str,
-) -> Result<Snowflake, toolserver::ToolError> {
+) -> Result<Snowflake, switchboard_engine::ToolError> {
     match posted {
         Some(message_id) => {
             core.call(
@@ -304,12 +304,14 @@ async fn show(
             }
             let output = core.call(context, "surface.messages.send", input).await?;
             let value: serde_json::Value = serde_json::from_str(output.get())
-                .map_err(|e| toolserver::ToolError::internal(e.to_string()))?;
+                .map_err(|e| switchboard_engine::ToolError::internal(e.to_string()))?;
             value["messageIds"][0]
                 .as_str()
                 .and_then(|id| id.parse::<Snowflake>().ok())
                 .ok_or_else(|| {
-                    toolserver::ToolError::internal("the draft's send answered no message id")
+                    switchboard_engine::ToolError::internal(
+                        "the draft's send answered no message id",
+                    )
                 })
         }
     }

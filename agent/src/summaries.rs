@@ -25,7 +25,7 @@ pub async fn load(memory: &dyn MemoryStore, session: Snowflake) -> Option<Summar
 
 /// The request model's summary for a stored text.
 pub fn from_stored(text: &str, covers_to: Snowflake) -> Summary {
-    let trusted = !toolserver::trust::marks_any(text);
+    let trusted = !switchboard_engine::trust::marks_any(text);
     Summary {
         text: if trusted {
             text.to_owned()
@@ -54,7 +54,7 @@ pub async fn save(
         text: to_stored(summary),
         covers_to: summary.covers_through.unwrap_or(Snowflake(0)),
         tokens: u32::try_from(tokens).unwrap_or(u32::MAX),
-        created_ms: toolserver::clock::now_ms(),
+        created_ms: switchboard_engine::clock::now_ms(),
     };
     match memory.save_summary(record).await {
         Ok(()) => true,

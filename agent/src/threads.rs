@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use entity::Snowflake;
 use serde_json::json;
-use toolserver::runs::Trigger;
-use toolserver::surface::{AllowedChannel, SessionKind};
-use toolserver::Core;
+use switchboard_engine::runs::Trigger;
+use switchboard_engine::surface::{AllowedChannel, SessionKind};
+use switchboard_engine::Core;
 
 /// Longest thread name switchboard makes, in characters (Discord allows 100; the rest is
 /// room for the ellipsis and for people renaming it).

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use agent::Bridge;
 use serde_json::json;
-use toolserver::governance::AuditRow;
-use toolserver::memory::{demo, SurfaceCall};
-use toolserver::runs::{Runs, Trigger};
-use toolserver::testing::{TestServer, DEMO_CONFIG};
-use toolserver::CallContext;
+use switchboard_engine::governance::AuditRow;
+use switchboard_engine::runs::{Runs, Trigger};
+use switchboard_engine::CallContext;
+use switchboard_testkit::memory::{demo, SurfaceCall};
+use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 /// The in-memory tool server and a bridge whose command agent hands out its token, waits for
 /// `go` (at most 10 s), then answers `the answer` (with a draft first when `stream`).
@@ -200,7 +200,7 @@ async fn the_draft_is_the_runs_and_a_run_answer_cannot_act_elsewhere() {
     let elsewhere = CallContext {
         caller: core.authenticate(Some(&token)).expect("the run's token"),
         session_ref: Some(demo::OPS.to_string()),
-        front: toolserver::Front::RunAnswer,
+        front: switchboard_engine::Front::RunAnswer,
         ..CallContext::operator()
     };
     let refused = core

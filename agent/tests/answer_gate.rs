@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use agent::Bridge;
 use entity::Snowflake;
+use switchboard_engine::runs::{Runs, Trigger};
 use switchboard_records::TriggerClaim;
 use switchboard_store::{Claim, Durable, StoreError, StoreErrorKind, StoreFuture, TriggerStore};
-use toolserver::memory::{demo, SurfaceCall};
-use toolserver::runs::{Runs, Trigger};
-use toolserver::testing::{TestServer, DEMO_CONFIG};
+use switchboard_testkit::memory::{demo, SurfaceCall};
+use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 /// A record whose durability the test decides: each take hands back a recording that resolves
 /// with whatever the test sends on the channel it keeps.
@@ -194,7 +194,7 @@ async fn a_record_that_fails_stops_the_run_with_nothing_shown() {
             .bridge
             .list(Some(trigger.channel_id))
             .iter()
-            .all(|run| run.state != toolserver::runs::RunState::Running)
+            .all(|run| run.state != switchboard_engine::runs::RunState::Running)
     })
     .await;
     tokio::time::sleep(Duration::from_millis(200)).await;

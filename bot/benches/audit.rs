@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use serde_json::json;
 use switchboard_store::Backend as _;
-use toolserver::testing::load::{
+use switchboard_testkit::testing::load::{
     bench_config, busy_ops_surface, http_post, median_min_max, rounds, throughput,
 };
-use toolserver::testing::NoAudit;
-use toolserver::testing::TestServer;
+use switchboard_testkit::testing::NoAudit;
+use switchboard_testkit::testing::TestServer;
 mod support;
 use support::cpu_time;
 

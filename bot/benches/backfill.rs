@@ -25,7 +25,7 @@ use serenity::model::event::{Event, GatewayEvent};
 use switchboard_records::{Session as StoredSession, SessionKind};
 mod support;
 use support::sqlite_store;
-use toolserver::surface::ConnectionState;
+use switchboard_engine::surface::ConnectionState;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -128,7 +128,7 @@ fn main() {
                 "[discord]\nallowed_guild_ids = [\"1000000000000000200\"]\n",
                 "bench.toml",
             )
-            .map(|config| Arc::new(toolserver::allowlist::Allowlist::new(&config.discord)))
+            .map(|config| Arc::new(switchboard_engine::allowlist::Allowlist::new(&config.discord)))
             .expect("bench config");
             let connection = Arc::new(Connection::default());
             let ingest = Ingest::new(

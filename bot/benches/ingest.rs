@@ -18,7 +18,7 @@ use fake_discord::{demo, FakeDiscord, UserMessage, World};
 use serenity::all::{ClientBuilder, HttpBuilder};
 mod support;
 use support::sqlite_store;
-use toolserver::surface::ConnectionState;
+use switchboard_engine::surface::ConnectionState;
 
 const MESSAGES: usize = 50_000;
 /// Injected messages not yet stored, at most.
@@ -58,7 +58,7 @@ fn main() {
             "[discord]\nallowed_guild_ids = [\"1000000000000000200\"]\n",
             "bench.toml",
         )
-        .map(|config| Arc::new(toolserver::allowlist::Allowlist::new(&config.discord)))
+        .map(|config| Arc::new(switchboard_engine::allowlist::Allowlist::new(&config.discord)))
         .expect("bench config");
         let builder = ClientBuilder::new_with_http(http, intents()).raw_event_handler(Ingest::new(
             store.clone(),

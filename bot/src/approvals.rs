@@ -7,11 +7,11 @@
 use entity::Snowflake;
 use protocol::ErrorCode;
 use serde_json::{json, Value};
-use toolserver::approvals::{ApprovalCard, ApprovalState};
-use toolserver::auth::DiscordUser;
-use toolserver::surface::OutgoingFile;
-use toolserver::ToolError;
-use toolserver::{CallContext, Core};
+use switchboard_engine::approvals::{ApprovalCard, ApprovalState};
+use switchboard_engine::auth::DiscordUser;
+use switchboard_engine::surface::OutgoingFile;
+use switchboard_engine::ToolError;
+use switchboard_engine::{CallContext, Core};
 
 /// `custom_id` prefix of the Approve button; the approval's id follows.
 pub const APPROVE: &str = "sb:approve:";
@@ -218,7 +218,7 @@ pub async fn on_component(
 }
 
 /// The context of a call a Discord user makes through a button or a slash command.
-pub(crate) fn discord_context(caller: toolserver::auth::Caller) -> CallContext {
+pub(crate) fn discord_context(caller: switchboard_engine::auth::Caller) -> CallContext {
     CallContext {
         caller,
         request_id: None,
@@ -227,7 +227,7 @@ pub(crate) fn discord_context(caller: toolserver::auth::Caller) -> CallContext {
         cwd: None,
         tool_call_id: None,
         trigger_message_id: None,
-        front: toolserver::Front::Api,
+        front: switchboard_engine::Front::Api,
     }
 }
 

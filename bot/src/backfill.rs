@@ -172,7 +172,7 @@ impl Backfill {
     /// The oldest id a pass starting now fetches after.
     pub(crate) fn floor(&self) -> Snowflake {
         let max_age = u64::try_from(self.options.max_age.as_millis()).unwrap_or(u64::MAX);
-        first_id_at(toolserver::clock::now_ms().saturating_sub(max_age))
+        first_id_at(switchboard_engine::clock::now_ms().saturating_sub(max_age))
     }
 
     /// Fetches one channel's messages after `after`, oldest first, at most `max_messages`
@@ -186,7 +186,7 @@ impl Backfill {
         &self,
         session: &records::Session,
         after: Snowflake,
-    ) -> Result<Fetched, toolserver::surface::SurfaceError> {
+    ) -> Result<Fetched, switchboard_engine::surface::SurfaceError> {
         let channel = session.id;
         let guild = session.guild_id.map(|g| GuildId::new(g.0.max(1)));
         let max = self.options.max_messages;

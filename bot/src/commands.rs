@@ -15,12 +15,12 @@ use serde_json::{json, Value};
 use serenity::model::application::{CommandDataOptionValue, CommandInteraction, Interaction};
 use serenity::model::gateway::Ready;
 use serenity::prelude::{Context, EventHandler};
-use toolserver::allowlist::Allowlist;
-use toolserver::auth::DiscordUser;
-use toolserver::runs::Runs;
-use toolserver::scopes::SessionTools;
-use toolserver::surface::{ChannelLocation, SessionKind};
-use toolserver::Core;
+use switchboard_engine::allowlist::Allowlist;
+use switchboard_engine::auth::DiscordUser;
+use switchboard_engine::runs::Runs;
+use switchboard_engine::scopes::SessionTools;
+use switchboard_engine::surface::{ChannelLocation, SessionKind};
+use switchboard_engine::Core;
 
 use crate::rest::DiscordRest;
 use switchboard_store::Store;
@@ -249,7 +249,7 @@ fn session_name(data: &Data, channel: Snowflake) -> String {
 
 /// The invoking user as a caller: `/status` and `/abort` are calls of `runs.list` and
 /// `runs.abort` as them, through the pipeline, audited like any call.
-fn invoker(invocation: &Invocation) -> toolserver::CallContext {
+fn invoker(invocation: &Invocation) -> switchboard_engine::CallContext {
     crate::approvals::discord_context(DiscordUser::caller(
         invocation.user,
         invocation.roles.clone(),
@@ -361,7 +361,7 @@ async fn agent(data: &Data, invocation: &Invocation) -> Reply {
     let Some(runs) = &data.runs else {
         return Reply::private("No agent is configured.");
     };
-    let describe = |shown: toolserver::handoff::SessionAgent| match shown.agent {
+    let describe = |shown: switchboard_engine::handoff::SessionAgent| match shown.agent {
         Some(name) => {
             let why = match shown.source {
                 "set" => "set with /agent",
@@ -662,7 +662,7 @@ mod tests {
 
     #[test]
     fn each_rule_says_where_from_where_and_whose_calls_it_governs() {
-        use toolserver::scopes::RuleView;
+        use switchboard_engine::scopes::RuleView;
         let rule = |name: &str, caller: &str, origin: Option<&str>| RuleView {
             name: name.into(),
             tool: "surface.messages.send".into(),

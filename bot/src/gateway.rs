@@ -12,20 +12,20 @@ use serenity::model::channel::{Channel, GuildChannel, Reaction};
 use serenity::model::event::{Event, GuildRoleCreateEvent, GuildRoleUpdateEvent};
 use serenity::model::user::User;
 use serenity::prelude::{Context, EventHandler, RawEventHandler};
-use toolserver::allowlist::Allowlist;
-use toolserver::events::Observers;
-use toolserver::live::{Live, SharedAliases};
-use toolserver::surface::{ChannelLocation, ConnectionState};
-use toolserver::workflow::{Observed, Recipient, WorkflowEngine};
+use switchboard_engine::allowlist::Allowlist;
+use switchboard_engine::events::Observers;
+use switchboard_engine::live::{Live, SharedAliases};
+use switchboard_engine::surface::{ChannelLocation, ConnectionState};
+use switchboard_engine::workflow::{Observed, Recipient, WorkflowEngine};
 
 use crate::backfill::{Backfill, BackfillOptions, BackfillReport};
 use crate::payload::stored_message_from_model;
 use crate::rest::DiscordRest;
 use crate::surface::Connection;
+use switchboard_engine::runs::{Arrival, Runs};
 use switchboard_records as records;
 use switchboard_records::{SessionKind, ThreadState};
 use switchboard_store::Store;
-use toolserver::runs::{Arrival, Runs};
 
 /// Applies gateway events to the store. Clones share everything (a backfill pass runs on a
 /// clone).
@@ -139,7 +139,7 @@ impl Ingest {
         text: &str,
         timestamp: &str,
     ) -> Recipient {
-        toolserver::workflow::dispatch(
+        switchboard_engine::workflow::dispatch(
             self.workflows.as_deref(),
             &Observed {
                 channel_id: sid(message.channel_id.get()),
@@ -196,9 +196,9 @@ impl Ingest {
             guild_id: guild,
             parent_channel_id: None,
             kind: if guild.is_some() {
-                toolserver::surface::SessionKind::Channel
+                switchboard_engine::surface::SessionKind::Channel
             } else {
-                toolserver::surface::SessionKind::Dm
+                switchboard_engine::surface::SessionKind::Dm
             },
         };
         self.allowlist
@@ -398,9 +398,9 @@ impl Ingest {
                 return;
             }
             let fetched = outcome.unwrap_or_else(|error| {
-                Err(toolserver::surface::SurfaceError::Unavailable(format!(
-                    "the fetch task stopped: {error}"
-                )))
+                Err(switchboard_engine::surface::SurfaceError::Unavailable(
+                    format!("the fetch task stopped: {error}"),
+                ))
             });
             let fetched = match fetched {
                 Ok(fetched) => fetched,

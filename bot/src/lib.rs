@@ -1,6 +1,6 @@
 //! The Discord side of switchboard: the serenity gateway client and the slash commands, the durable
 //! session/message store, and [`DiscordSurface`], the Discord implementation of
-//! `toolserver::Surface`.
+//! `switchboard_engine::Surface`.
 //!
 //! # Rate limits
 //!
@@ -37,6 +37,5 @@ pub mod rest;
 pub mod service;
 pub mod session_lost;
 pub mod surface;
-pub mod workflows;
 
 pub use surface::DiscordSurface;

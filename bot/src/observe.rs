@@ -4,7 +4,7 @@
 
 use entity::Snowflake;
 use serde_json::json;
-use toolserver::events::Observers;
+use switchboard_engine::events::Observers;
 
 use switchboard_records as records;
 

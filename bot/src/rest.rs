@@ -16,7 +16,7 @@ use std::time::Duration;
 use entity::Snowflake;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-use toolserver::surface::{Fetched, OutgoingFile, SurfaceError};
+use switchboard_engine::surface::{Fetched, OutgoingFile, SurfaceError};
 
 use limits::{retry_after_of, Limiter};
 pub use limits::{LimiterOptions, RestStats};
@@ -41,7 +41,7 @@ pub struct DiscordRest {
     authorization: String,
     limiter: Arc<Limiter>,
     /// Where each answer is counted (`switchboard_discord_requests_total`), once set.
-    metrics: Arc<OnceLock<Arc<toolserver::metrics::Metrics>>>,
+    metrics: Arc<OnceLock<Arc<switchboard_engine::metrics::Metrics>>>,
     /// The runtime the client was made on, which sends every request (see [`DiscordRest::send`]).
     io: Option<tokio::runtime::Handle>,
 }
@@ -92,7 +92,7 @@ struct Failure {
 
 fn nonce() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let now = toolserver::clock::now_micros();
+    let now = switchboard_engine::clock::now_micros();
     // At most 25 characters, as Discord requires: "sb" + 13 hex + 8 hex.
     format!(
         "sb{:013x}{:08x}",
@@ -240,7 +240,7 @@ impl DiscordRest {
     }
 
     /// Counts every answer from now on in `metrics` (this client and its clones; once).
-    pub fn observe(&self, metrics: Arc<toolserver::metrics::Metrics>) {
+    pub fn observe(&self, metrics: Arc<switchboard_engine::metrics::Metrics>) {
         let _ = self.metrics.set(metrics);
     }
 
@@ -250,7 +250,7 @@ impl DiscordRest {
     }
 
     /// What the rate limits have left now (the console's health panel).
-    pub fn headroom(&self) -> toolserver::console::health::RateHeadroom {
+    pub fn headroom(&self) -> switchboard_engine::headroom::RateHeadroom {
         self.limiter.headroom()
     }
 
@@ -839,8 +839,8 @@ impl DiscordRest {
 }
 
 /// The console reads the one REST client's rate limits through this.
-impl toolserver::console::health::HeadroomSource for DiscordRest {
-    fn headroom(&self) -> toolserver::console::health::RateHeadroom {
+impl switchboard_engine::headroom::HeadroomSource for DiscordRest {
+    fn headroom(&self) -> switchboard_engine::headroom::RateHeadroom {
         DiscordRest::headroom(self)
     }
 }

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use serenity::all::{ClientBuilder, GatewayIntents, HttpBuilder};
 use switchboard_config::Config;
-use toolserver::allowlist::Allowlist;
-use toolserver::runs::Runs;
-use toolserver::surface::{ConnectionState, SurfaceError};
-use toolserver::workflow::WorkflowEngine;
+use switchboard_engine::allowlist::Allowlist;
+use switchboard_engine::runs::Runs;
+use switchboard_engine::surface::{ConnectionState, SurfaceError};
+use switchboard_engine::workflow::WorkflowEngine;
 
 use crate::backfill::BackfillOptions;
 use crate::gateway::{Ingest, StageWatcher};
@@ -112,9 +112,9 @@ pub struct GatewaySetup {
     /// The workflows waiting for messages, when an agent is configured.
     pub workflows: Option<Arc<WorkflowEngine>>,
     /// The tool server's core: `/tools` and approval buttons act on its governance.
-    pub core: Arc<toolserver::Core>,
+    pub core: Arc<switchboard_engine::Core>,
     /// The aliases ingest renders text with (the surface's, swapped by a reload).
-    pub aliases: toolserver::live::SharedAliases,
+    pub aliases: switchboard_engine::live::SharedAliases,
     /// The one REST client (its rate limiter shared with the surface's): registers the slash
     /// commands, answers approval clicks and fetches the gap after a fresh identify.
     pub rest: DiscordRest,

@@ -8,10 +8,10 @@ use std::sync::{Arc, OnceLock};
 use async_trait::async_trait;
 use entity::{Aliases, Mapper, NameDirectory, Snowflake};
 use serde_json::{json, Value};
-use toolserver::approvals::ApprovalCard;
-use toolserver::events::Observers;
-use toolserver::live::{Live, SharedAliases};
-use toolserver::surface::{
+use switchboard_engine::approvals::ApprovalCard;
+use switchboard_engine::events::Observers;
+use switchboard_engine::live::{Live, SharedAliases};
+use switchboard_engine::surface::{
     AllowedChannel, Attachment, ChannelEdit, ChannelLocation, ConnectionState, Fetched,
     MentionPolicy, MessageInfo, MessageQuery, NewChannel, NewChannelKind, NewThread,
     OutgoingMessage, PinnedMessage, Reaction, SearchHit, SearchQuery, Session, Surface,

@@ -15,10 +15,10 @@ use entity::Snowflake;
 use fake_discord::{demo, FakeDiscord, Fault, RestFault, UserMessage, World};
 use serde_json::{json, Value};
 use serenity::model::event::{Event, GatewayEvent};
+use switchboard_engine::runs::{AbortOutcome, AbortTarget, Arrival, RunView, Runs, Trigger};
+use switchboard_engine::surface::ConnectionState;
 use switchboard_records::{Session as StoredSession, SessionKind};
 use switchboard_store::Store;
-use toolserver::runs::{AbortOutcome, AbortTarget, Arrival, RunView, Runs, Trigger};
-use toolserver::surface::ConnectionState;
 
 /// What the agent was told: (message id, missed).
 #[derive(Default)]
@@ -40,12 +40,14 @@ impl Runs for Recorder {
     }
 }
 
-fn allowlist(config: &str) -> Arc<toolserver::allowlist::Allowlist> {
+fn allowlist(config: &str) -> Arc<switchboard_engine::allowlist::Allowlist> {
     let config = switchboard_config::Config::parse(config, "test.toml").expect("config");
-    Arc::new(toolserver::allowlist::Allowlist::new(&config.discord))
+    Arc::new(switchboard_engine::allowlist::Allowlist::new(
+        &config.discord,
+    ))
 }
 
-fn whole_guild() -> Arc<toolserver::allowlist::Allowlist> {
+fn whole_guild() -> Arc<switchboard_engine::allowlist::Allowlist> {
     allowlist("[discord]\nallowed_guild_ids = [\"1000000000000000200\"]\n")
 }
 
@@ -68,7 +70,11 @@ fn session(id: u64, parent: Option<u64>, kind: SessionKind, name: &str) -> Store
 
 /// An ingest with backfill against `api`, knowing the demo guild's #ops, #release-room and
 /// the thread incident-42, as GUILD_CREATE would have described them.
-fn rig(api: &str, options: BackfillOptions, allow: Arc<toolserver::allowlist::Allowlist>) -> Rig {
+fn rig(
+    api: &str,
+    options: BackfillOptions,
+    allow: Arc<switchboard_engine::allowlist::Allowlist>,
+) -> Rig {
     let store = sqlite_store(":memory:");
     store.upsert_session(session(demo::OPS, None, SessionKind::Channel, "ops"));
     store.upsert_session(session(
@@ -417,7 +423,7 @@ async fn canned_after(body: &'static str, delay: Duration) -> String {
 async fn garbage_listings_are_skipped_and_never_loop() {
     // Not a list; a list of things that are not messages; the same full page forever (a
     // server ignoring `before`).
-    let newest = switchboard_records::trigger::first_id_at(toolserver::clock::now_ms()).0;
+    let newest = switchboard_records::trigger::first_id_at(switchboard_engine::clock::now_ms()).0;
     let same_page: &'static str = Box::leak(
         format!(
             "[{}]",

@@ -14,9 +14,9 @@ use bot::surface::Connection;
 use entity::Aliases;
 use fake_discord::{demo, FakeDiscord, FakeOptions, Limits, RateLimits, UserMessage, World};
 use serenity::all::{ClientBuilder, HttpBuilder};
+use switchboard_engine::surface::ConnectionState;
 use switchboard_store::{Backend, CacheOptions, Store};
 use switchboard_store_sqlite::{SqliteBackend, SqliteOptions};
-use toolserver::surface::ConnectionState;
 
 const MESSAGES: usize = 100_000;
 /// Injected messages not yet stored, at most (the fake drops a client that falls further
@@ -112,7 +112,11 @@ fn a_gateway_flood_against_a_slow_disk_waits_for_room_and_stores_everything() {
             "[discord]\nallowed_guild_ids = [\"1000000000000000200\"]\n",
             "flood.toml",
         )
-        .map(|config| Arc::new(toolserver::allowlist::Allowlist::new(&config.discord)))
+        .map(|config| {
+            Arc::new(switchboard_engine::allowlist::Allowlist::new(
+                &config.discord,
+            ))
+        })
         .expect("config");
         let builder = ClientBuilder::new_with_http(http, intents()).raw_event_handler(Ingest::new(
             store.clone(),

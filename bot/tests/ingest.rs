@@ -16,13 +16,15 @@ const OPS: u64 = 1000000000000000401;
 const ROOM: u64 = 1000000000000000402;
 
 /// The demo guild and DMs, as the playground allows them.
-fn allowlist() -> Arc<toolserver::allowlist::Allowlist> {
+fn allowlist() -> Arc<switchboard_engine::allowlist::Allowlist> {
     let config = switchboard_config::Config::parse(
         "[discord]\nallowed_guild_ids = [\"1000000000000000200\"]\nallow_dms = true\n",
         "test.toml",
     )
     .expect("config");
-    Arc::new(toolserver::allowlist::Allowlist::new(&config.discord))
+    Arc::new(switchboard_engine::allowlist::Allowlist::new(
+        &config.discord,
+    ))
 }
 
 fn ingest() -> (Ingest, Store) {
@@ -157,7 +159,7 @@ fn garbage_dispatches_never_panic_and_store_nothing() {
 
 #[test]
 fn health_is_ready_only_after_every_guild_arrived() {
-    use toolserver::surface::ConnectionState;
+    use switchboard_engine::surface::ConnectionState;
     let store = sqlite_store(":memory:");
     let connection = Arc::new(Connection::default());
     connection.set(ConnectionState::Connecting);
@@ -241,7 +243,9 @@ fn messages_of_refused_channels_are_not_stored_in_memory_sqlite_or_the_wal() {
     let ingest = Ingest::new(
         store.clone(),
         Aliases::new(),
-        Arc::new(toolserver::allowlist::Allowlist::new(&config.discord)),
+        Arc::new(switchboard_engine::allowlist::Allowlist::new(
+            &config.discord,
+        )),
         Arc::new(Connection::default()),
         Arc::new(AtomicU64::new(BOT)),
     );
@@ -330,7 +334,7 @@ fn a_narrowed_allowlist_forgets_what_was_stored_of_the_channels_it_now_refuses()
         "test.toml",
     )
     .expect("config");
-    let narrowed = toolserver::allowlist::Allowlist::new(&narrowed.discord);
+    let narrowed = switchboard_engine::allowlist::Allowlist::new(&narrowed.discord);
     bot::service::forget_refused_channels(&store, &narrowed);
     assert!(store.message(Snowflake(SECRET), Snowflake(902)).is_none());
     assert!(store.message(Snowflake(OPS), Snowflake(901)).is_some());

@@ -13,7 +13,7 @@ use bot::rest::{DiscordRest, LimiterOptions};
 use entity::Snowflake;
 use fake_discord::{demo, FakeDiscord, FakeOptions, Fault, RateLimits, RestFault, Window, World};
 use serde_json::json;
-use toolserver::surface::SurfaceError;
+use switchboard_engine::surface::SurfaceError;
 
 /// Every await in these tests ends by itself.
 const BOUND: Duration = Duration::from_secs(60);

@@ -8,7 +8,7 @@ use bot::rest::DiscordRest;
 use entity::Snowflake;
 use fake_discord::{demo, FakeDiscord, NewAttachment, UserMessage, World};
 use serde_json::json;
-use toolserver::surface::{Fetched, OutgoingFile, SurfaceError};
+use switchboard_engine::surface::{Fetched, OutgoingFile, SurfaceError};
 
 fn file(name: &str, content: &[u8]) -> OutgoingFile {
     OutgoingFile {

@@ -185,7 +185,10 @@ impl Tool for WriteFile {
 
     async fn run(&self, cx: &Invocation<'_>, input: WriteInput) -> Result<ToolOutput, ToolError> {
         let ws = open(cx)?;
-        cx.core.workspaces().before_change(cx, &ws).await?;
+        cx.core
+            .workspaces()
+            .before_change(&cx.context.caller, &ws)
+            .await?;
         let answer = ws
             .workspace
             .write(WriteRequest {
@@ -276,7 +279,10 @@ impl Tool for EditFile {
 
     async fn run(&self, cx: &Invocation<'_>, input: EditInput) -> Result<ToolOutput, ToolError> {
         let ws = open(cx)?;
-        cx.core.workspaces().before_change(cx, &ws).await?;
+        cx.core
+            .workspaces()
+            .before_change(&cx.context.caller, &ws)
+            .await?;
         let answer = ws
             .workspace
             .edit(EditRequest {

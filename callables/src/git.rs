@@ -203,7 +203,10 @@ impl Tool for Commit {
 
     async fn run(&self, cx: &Invocation<'_>, input: CommitInput) -> Result<ToolOutput, ToolError> {
         let ws = open(cx)?;
-        cx.core.workspaces().before_change(cx, &ws).await?;
+        cx.core
+            .workspaces()
+            .before_change(&cx.context.caller, &ws)
+            .await?;
         let answer = ws
             .workspace
             .git_commit(&input.message, input.all)
@@ -264,7 +267,10 @@ impl Tool for Branch {
     async fn run(&self, cx: &Invocation<'_>, input: BranchInput) -> Result<ToolOutput, ToolError> {
         let ws = open(cx)?;
         if input.name.is_some() {
-            cx.core.workspaces().before_change(cx, &ws).await?;
+            cx.core
+                .workspaces()
+                .before_change(&cx.context.caller, &ws)
+                .await?;
         }
         let answer = ws
             .workspace

@@ -91,7 +91,10 @@ impl Tool for RunCommand {
     async fn run(&self, cx: &Invocation<'_>, input: RunInput) -> Result<ToolOutput, ToolError> {
         let ws = open(cx)?;
         let shell = ws.workspace.shell().map_err(tool_error)?;
-        cx.core.workspaces().before_change(cx, &ws).await?;
+        cx.core
+            .workspaces()
+            .before_change(&cx.context.caller, &ws)
+            .await?;
         // A foreground command ends by its own timeout a second before the call's
         // (`toolserver.call_timeout_s`), so that it answers `timeout` with its output so far
         // rather than the call being cut without it.

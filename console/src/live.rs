@@ -121,7 +121,7 @@ pub(super) async fn stream(
     query: Result<Query<EventsQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let query = sse::events_query(query)?;
-    let filter = events::caller_filter(&core, &operator.login.caller, &query)?;
+    let filter = crate::visibility::caller_filter(&core, &operator.login.caller, &query)?;
     let last = events::resume_from(sse::last_event_id(&headers), &query)?;
     let slot = operator.login.stream_slot().ok_or_else(|| {
         ToolError::new(

@@ -1,7 +1,7 @@
 //! The demo world, written once: the guild, users, role, channels, threads and DM that the
 //! fake Discord serves (`fake_discord::World::demo`), that the tool server's in-memory surface
-//! holds (`toolserver::memory::MemorySurface::demo`, behind its `testing` feature), and that
-//! the configs of the tool server's tests (`toolserver::testing::DEMO_CONFIG`), of
+//! holds (`switchboard_testkit::memory::MemorySurface::demo`), and that
+//! the configs of the tool server's tests (`switchboard_testkit::testing::DEMO_CONFIG`), of
 //! `switchboard playground` and of the end-to-end tests name.
 //!
 //! Plain data with no dependencies: ids as constants, the world as `&'static` slices of small

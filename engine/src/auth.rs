@@ -67,7 +67,7 @@ pub struct CapabilityGrant {
     pub requested_by: Option<Snowflake>,
     /// What the token's calls wait for before they act (an agent run's: its trigger's
     /// answered-record being durable); `None`: they never wait.
-    pub gate: Option<crate::runs::RunGate>,
+    pub gate: Option<crate::run_gate::RunGate>,
 }
 
 /// How a capability stopped working.

@@ -9,7 +9,7 @@
 //! log). A capability's stream ends when its token does (its run finished or was aborted, or it
 //! expired). The operator console's page follows the same hub through `/console/api/events`
 //! (its session cookie standing for the token: `console/live.rs`), filtered by the same
-//! `caller_filter` and visibility, and ended when its login ends.
+//! `visibility::caller_filter` and visibility, and ended when its login ends.
 //!
 //! Bounds, so that no subscriber can grow memory: the last [`RING_CAPACITY`] events are kept
 //! for `Last-Event-ID` resumption (an older id gets an explicit `stream.gap` event first); one
@@ -33,9 +33,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use tokio::sync::{broadcast, watch};
 
-use crate::auth::Caller;
 use crate::error::ToolError;
-use crate::server::Core;
 
 /// Events kept for `Last-Event-ID` resumption.
 pub const RING_CAPACITY: usize = 2048;
@@ -577,7 +575,7 @@ pub struct EventsQuery {
     pub last_event_id: Option<String>,
 }
 
-fn parse_types(text: &str) -> Result<Vec<String>, ToolError> {
+pub(crate) fn parse_types(text: &str) -> Result<Vec<String>, ToolError> {
     let mut types = Vec::new();
     for pattern in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let known = match pattern.strip_suffix('*') {
@@ -604,45 +602,6 @@ fn parse_last_id(text: &str) -> Result<u64, ToolError> {
             ErrorCode::BadRequest,
             format!("Last-Event-ID '{text}' is not an event id (a number this server sent)"),
         )
-    })
-}
-
-/// The filter a `caller` gets for `query`: a capability sees its own session only, message
-/// events need the right to read messages, `types` and `session` narrow it. The same rules for
-/// `/v1/events` and the console's relay.
-pub fn caller_filter(
-    core: &Core,
-    caller: &Caller,
-    query: &EventsQuery,
-) -> Result<Filter, ToolError> {
-    let scope_session = caller.capability().map(|c| c.grant.session_id);
-    let session = match query.session.as_deref().map(str::trim) {
-        None | Some("") => None,
-        Some(reference) => Some(
-            entity::Mapper::new(core.settings().aliases(), core.surface.as_ref())
-                .resolve_session(reference)
-                .map_err(|error| {
-                    ToolError::not_found(ErrorCode::UnknownSession, error.to_string())
-                })?,
-        ),
-    };
-    if let (Some(bound), Some(asked)) = (scope_session, session) {
-        if bound != asked {
-            return Err(ToolError::denied(
-                ErrorCode::OutOfScope,
-                format!("this capability token sees the events of session {bound} only"),
-            ));
-        }
-    }
-    Ok(Filter {
-        types: query
-            .types
-            .as_deref()
-            .map(parse_types)
-            .transpose()?
-            .unwrap_or_default(),
-        session,
-        scope_session,
     })
 }
 

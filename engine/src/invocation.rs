@@ -15,6 +15,7 @@ use crate::auth::Caller;
 use crate::error::ToolError;
 use crate::live::Settings;
 use crate::server::Core;
+pub use crate::surface::Target;
 use crate::surface::{
     AllowedChannel, AllowedPlace, Attachment, ChannelLocation, MentionPolicy, MessageInfo, Session,
     SessionKind, Surface,
@@ -60,22 +61,6 @@ impl CallContext {
             trigger_message_id: None,
             front: Front::Api,
         }
-    }
-}
-
-/// A session a call may act in: resolved, allowlisted.
-#[derive(Debug, Clone, Copy)]
-pub struct Target {
-    /// The channel, checked.
-    pub channel: AllowedChannel,
-    /// Where it sits.
-    pub location: ChannelLocation,
-}
-
-impl Target {
-    /// The channel's id.
-    pub fn channel_id(&self) -> Snowflake {
-        self.channel.id()
     }
 }
 
@@ -205,7 +190,7 @@ impl Invocation<'_> {
     /// it in this call's audit row (`events`, bounded; argv, cwd and path cut or hashed as the
     /// input is).
     pub fn publish_event(&self, kind: &'static str, session: Snowflake, fields: Value) {
-        crate::pipeline::note_call_event(kind, &fields);
+        crate::call_events::note_call_event(kind, &fields);
         self.core.events.publish(kind, Some(session), fields);
     }
 

@@ -1,6 +1,6 @@
 //! `GET /metrics`: the service's counters in the Prometheus text format (0.0.4).
 //!
-//! Each [`Core`] keeps its own recorder (never the process-global one: tests run several
+//! Each [`Core`](crate::Core) keeps its own recorder (never the process-global one: tests run several
 //! servers in one process). The parts count through [`Metrics`]' typed methods; gauges that are
 //! cheaper to read than to track (store size, approvals pending) are read at scrape time from
 //! the sources parts register with [`Metrics::on_scrape`].
@@ -32,8 +32,6 @@ use std::time::Duration;
 
 use metrics::{Key, Label, Level, Metadata, Recorder, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
-
-use crate::server::Core;
 
 const CALLS: &str = "switchboard_calls_total";
 const CALL_SECONDS: &str = "switchboard_call_duration_seconds";
@@ -400,23 +398,36 @@ pub fn route_of(path: &str) -> String {
     route
 }
 
-/// The Prometheus exposition `GET /metrics` answers: every counter, with the gauges read from
-/// `core` now (pending approvals, event subscribers, the gateway's state).
-pub fn exposition(core: &Core) -> String {
-    let metrics = &core.metrics;
-    metrics.gauge(
-        APPROVALS_PENDING,
-        Vec::new(),
-        core.approvals.pending().len() as f64,
-    );
-    metrics.gauge(SUBSCRIBERS, Vec::new(), core.events.subscribers() as f64);
-    let dropped = core.events.dropped();
-    metrics
-        .recorder
-        .register_counter(&Key::from_name(SUBSCRIBERS_DROPPED), &METADATA)
-        .absolute(dropped);
-    metrics.gateway_state(core.surface.connection().as_str());
-    metrics.render()
+/// What `GET /metrics` shows besides the counters: gauges read from the core at scrape time
+/// (`Core::exposition` reads them).
+#[derive(Debug, Clone, Copy)]
+pub struct Gauges<'a> {
+    /// Approvals waiting for a decision.
+    pub approvals_pending: usize,
+    /// Event streams open now.
+    pub subscribers: usize,
+    /// Event streams dropped for falling behind, ever.
+    pub subscribers_dropped: u64,
+    /// The gateway's state (`connected`, `resuming`, ...).
+    pub gateway_state: &'a str,
+}
+
+impl Metrics {
+    /// The Prometheus exposition `GET /metrics` answers: every counter, with `gauges` as read
+    /// now.
+    pub fn exposition(&self, gauges: Gauges<'_>) -> String {
+        self.gauge(
+            APPROVALS_PENDING,
+            Vec::new(),
+            gauges.approvals_pending as f64,
+        );
+        self.gauge(SUBSCRIBERS, Vec::new(), gauges.subscribers as f64);
+        self.recorder
+            .register_counter(&Key::from_name(SUBSCRIBERS_DROPPED), &METADATA)
+            .absolute(gauges.subscribers_dropped);
+        self.gateway_state(gauges.gateway_state);
+        self.render()
+    }
 }
 
 #[cfg(test)]

@@ -455,6 +455,17 @@ impl Core {
         }
     }
 
+    /// The Prometheus exposition `GET /metrics` answers: every counter, with the gauges read
+    /// now (pending approvals, event subscribers, the gateway's state).
+    pub fn exposition(&self) -> String {
+        self.metrics.exposition(crate::metrics::Gauges {
+            approvals_pending: self.approvals.pending().len(),
+            subscribers: self.events.subscribers(),
+            subscribers_dropped: self.events.dropped(),
+            gateway_state: self.surface.connection().as_str(),
+        })
+    }
+
     /// The counters every part records to (`GET /metrics`).
     pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
         &self.metrics

@@ -516,3 +516,19 @@ impl From<SurfaceError> for crate::error::ToolError {
         }
     }
 }
+
+/// A session a call may act in: resolved, allowlisted.
+#[derive(Debug, Clone, Copy)]
+pub struct Target {
+    /// The channel, checked.
+    pub channel: AllowedChannel,
+    /// Where it sits.
+    pub location: ChannelLocation,
+}
+
+impl Target {
+    /// The channel's id.
+    pub fn channel_id(&self) -> Snowflake {
+        self.channel.id()
+    }
+}

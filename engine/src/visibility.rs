@@ -21,11 +21,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use entity::Snowflake;
+use protocol::ErrorCode;
 use serde_json::json;
 use switchboard_config::Policy;
 
 use crate::auth::{Caller, TokenEnd};
-use crate::events::{Admit, Audience, Event, Subscriber};
+use crate::error::ToolError;
+use crate::events::{Admit, Audience, Event, EventsQuery, Filter, Subscriber};
 use crate::server::Core;
 
 /// The reads that stand for a session's messages (and the runs that answer them).
@@ -199,4 +201,43 @@ pub fn subscriber(core: &Arc<Core>, caller: &Caller) -> Subscriber {
         })),
         until,
     }
+}
+
+/// The filter a `caller` gets for `query`: a capability sees its own session only, message
+/// events need the right to read messages, `types` and `session` narrow it. The same rules for
+/// `/v1/events` and the console's relay.
+pub fn caller_filter(
+    core: &Core,
+    caller: &Caller,
+    query: &EventsQuery,
+) -> Result<Filter, ToolError> {
+    let scope_session = caller.capability().map(|c| c.grant.session_id);
+    let session = match query.session.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(reference) => Some(
+            entity::Mapper::new(core.settings().aliases(), core.surface.as_ref())
+                .resolve_session(reference)
+                .map_err(|error| {
+                    ToolError::not_found(ErrorCode::UnknownSession, error.to_string())
+                })?,
+        ),
+    };
+    if let (Some(bound), Some(asked)) = (scope_session, session) {
+        if bound != asked {
+            return Err(ToolError::denied(
+                ErrorCode::OutOfScope,
+                format!("this capability token sees the events of session {bound} only"),
+            ));
+        }
+    }
+    Ok(Filter {
+        types: query
+            .types
+            .as_deref()
+            .map(crate::events::parse_types)
+            .transpose()?
+            .unwrap_or_default(),
+        session,
+        scope_session,
+    })
 }

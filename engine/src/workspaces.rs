@@ -30,12 +30,13 @@ pub use switchboard_sandbox::helper::exec_main as sandbox_exec_main;
 pub use switchboard_sandbox::HelperCommand as SandboxHelper;
 pub use switchboard_workspace::SandboxState;
 
+use crate::auth::Caller;
 use crate::auth::{Capability, TokenEnd};
 use crate::error::ToolError;
 use crate::events::EventHub;
-use crate::invocation::{Invocation, Target};
 use crate::live::Settings;
 use crate::surface::SessionKind;
+use crate::surface::Target;
 
 /// Workspaces open at once; past it the least recently used idle one is closed (its sandbox
 /// stopped; its files stay).
@@ -207,7 +208,7 @@ impl Publisher {
     /// On `/v1/events`, and in the audit row of the call whose task runs the command (a
     /// foreground command's start and exit, a background one's start).
     fn publish(&self, kind: &'static str, fields: serde_json::Value) {
-        crate::pipeline::note_call_event(kind, &fields);
+        crate::call_events::note_call_event(kind, &fields);
         self.events.publish(kind, Some(self.session), fields);
     }
 }
@@ -341,16 +342,16 @@ impl Workspaces {
         Ok(opened)
     }
 
-    /// Before a change by the call in `cx` (a write, an edit, a command, a commit): a run's
+    /// Before a change by `caller`'s call (a write, an edit, a command, a commit): a run's
     /// first change takes its checkpoint, and the run's end takes the "after" snapshot. Calls
     /// outside a run (the operator, a token) take none. A checkpoint that cannot be taken
     /// refuses the change: the undo the run's starter counts on would not exist.
     pub async fn before_change(
         &self,
-        cx: &Invocation<'_>,
+        caller: &Caller,
         ws: &Arc<SessionWorkspace>,
     ) -> Result<(), ToolError> {
-        let Some(capability) = cx.context.caller.capability() else {
+        let Some(capability) = caller.capability() else {
             return Ok(());
         };
         let run = capability.grant.request_id.clone();

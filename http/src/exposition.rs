@@ -41,7 +41,7 @@ pub(crate) async fn scrape(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        crate::metrics::exposition(&core),
+        core.exposition(),
     )
         .into_response())
 }

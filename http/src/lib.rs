@@ -23,7 +23,7 @@ pub use batch::parse_batch;
 // The engine's modules and the console, at the paths these files name them by.
 use switchboard_console as console;
 use switchboard_engine::{
-    auth, clock, error, events, invocation, metrics, registry, server, surface, visibility,
+    auth, clock, error, events, invocation, registry, server, surface, visibility,
 };
 
 use protocol::ErrorCode;

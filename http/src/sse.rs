@@ -11,8 +11,9 @@ use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use switchboard_front::sse::{events_query, heartbeat, into_sse, last_event_id};
 
-use crate::events::{caller_filter, resume_from, EventsQuery};
+use crate::events::{resume_from, EventsQuery};
 use crate::server::Core;
+use crate::visibility::caller_filter;
 use crate::{ApiSettings, Authed};
 use switchboard_front::ApiError;
 

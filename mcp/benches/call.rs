@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use toolserver::memory::{demo, MemorySurface};
-use toolserver::testing::{load, TestServer, DEMO_CONFIG};
+use switchboard_testkit::memory::{demo, MemorySurface};
+use switchboard_testkit::testing::{load, TestServer, DEMO_CONFIG};
 
 const CONNECTIONS: usize = 4;
 const REQUESTS_PER_CONNECTION: usize = 3_000;
@@ -94,7 +94,7 @@ fn main() {
             "{DEMO_CONFIG}\nmax_concurrent_calls = 1024\n[toolserver.rate_limits]\nper_caller_per_minute = 100000000\nper_caller_burst = 10000000\n"
         );
         // The pipeline alone, as in toolserver's call bench.
-        let server = TestServer::start_with_audit(&config, surface, Arc::new(toolserver::testing::NoAudit))
+        let server = TestServer::start_with_audit(&config, surface, Arc::new(switchboard_testkit::testing::NoAudit))
             .await
             .expect("tool server");
         // The API and /mcp on one listener over the test server's core, as `switchboard run` does.
@@ -105,7 +105,7 @@ fn main() {
             Arc::clone(&core),
             switchboard_mcp::http::Options { idle_timeout: Duration::from_secs(60) },
         );
-        tokio::spawn(toolserver::http::serve_with(core, mcp, listener, std::future::pending()));
+        tokio::spawn(switchboard_http::serve_with(core, mcp, listener, std::future::pending()));
 
         let token = server.operator_token();
         let input = json!({"sessionId": "#ops", "limit": 50});

@@ -299,10 +299,10 @@ fn search() {
 }
 
 fn audit() {
-    use toolserver::testing::load::{
+    use switchboard_testkit::testing::load::{
         bench_config, busy_ops_surface, http_post, median_min_max, throughput,
     };
-    use toolserver::testing::TestServer;
+    use switchboard_testkit::testing::TestServer;
     const CONNECTIONS: usize = 4;
     const REQUESTS: usize = 5_000;
     let dir = TempDir::new("audit");
@@ -314,11 +314,11 @@ fn audit() {
         .enable_all()
         .build()
         .expect("a runtime");
-    let rounds = toolserver::testing::load::rounds();
+    let rounds = switchboard_testkit::testing::load::rounds();
     println!("## audit: /v1/call (surface.messages.list, 50 messages), {CONNECTIONS} connections x {REQUESTS} requests, {rounds} alternating rounds");
     runtime.block_on(async {
         let config = bench_config();
-        let none = TestServer::start_with_audit(&config, busy_ops_surface(), Arc::new(toolserver::testing::NoAudit)).await.expect("server");
+        let none = TestServer::start_with_audit(&config, busy_ops_surface(), Arc::new(switchboard_testkit::testing::NoAudit)).await.expect("server");
         let traits = TestServer::start_with_audit(&config, busy_ops_surface(), backend.clone()).await.expect("server");
         let body = serde_json::to_vec(&serde_json::json!({"tool": "surface.messages.list", "input": {"sessionId": "#ops", "limit": 50}})).unwrap();
         let mut ratios = Vec::new();

@@ -670,13 +670,13 @@ fn help_renders_fields_from_the_schema() {
         .contains("tools surface.messages.send --session-id=#ops hi"));
 }
 
-// ---- against the real tool server (toolserver::testing::TestServer, in-memory surface) ----
+// ---- against the real tool server (switchboard_testkit::testing::TestServer, in-memory surface) ----
 
 mod against_the_server {
     use super::*;
     use entity::Snowflake;
-    use toolserver::memory::demo::{OPS, STANLEY};
-    use toolserver::testing::{TestServer, DEMO_CONFIG};
+    use switchboard_testkit::memory::demo::{OPS, STANLEY};
+    use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
     async fn server() -> TestServer {
         TestServer::start(&DEMO_CONFIG)

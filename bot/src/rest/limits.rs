@@ -28,11 +28,11 @@ use std::time::Duration;
 
 use reqwest::header::HeaderMap;
 use serde_json::Value;
-use tokio::time::Instant;
-use toolserver::console::health::{
+use switchboard_engine::headroom::{
     BucketHeadroom, GlobalHeadroom, InvalidHeadroom, RateHeadroom, MAX_BUCKETS_SHOWN,
 };
-use toolserver::surface::SurfaceError;
+use switchboard_engine::surface::SurfaceError;
+use tokio::time::Instant;
 
 use super::invalid::{Blocked, InvalidGuard};
 use super::route::Route;

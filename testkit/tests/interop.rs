@@ -7,8 +7,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use toolserver::memory::demo;
-use toolserver::testing::{TestServer, DEMO_CONFIG};
+use switchboard_testkit::memory::demo;
+use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 struct Answer {
     status: u16,
@@ -227,7 +227,7 @@ per_caller_burst = 5
     );
     let server = TestServer::start_with_tokens(
         &config,
-        std::sync::Arc::new(toolserver::memory::MemorySurface::demo()),
+        std::sync::Arc::new(switchboard_testkit::memory::MemorySurface::demo()),
         &[("probe", "probe-secret")],
     )
     .await
@@ -494,7 +494,7 @@ caller = \"token:reader\"
 ";
     let server = TestServer::start_with_tokens(
         &format!("{DEMO_CONFIG}{rules}{deny}"),
-        std::sync::Arc::new(toolserver::memory::MemorySurface::demo()),
+        std::sync::Arc::new(switchboard_testkit::memory::MemorySurface::demo()),
         &[("reader", "reader-secret"), ("auditor", "auditor-secret")],
     )
     .await
@@ -601,7 +601,7 @@ async fn a_capabilitys_stream_ends_when_its_token_does() {
     assert!(server.core().revoke_capability(&finished));
     assert!(server
         .core()
-        .end_capability(&aborted, toolserver::auth::TokenEnd::Aborted));
+        .end_capability(&aborted, switchboard_engine::auth::TokenEnd::Aborted));
     for (stream, reason) in streams
         .iter()
         .zip(["run_finished", "run_aborted", "token_expired"])
@@ -636,10 +636,10 @@ async fn one_caller_holds_a_bounded_number_of_streams() {
         .expect("server starts");
     let url = format!("{}/v1/events", server.url());
     let greedy = server.mint(demo::OPS, "run-g", &["surface.*"], Duration::from_secs(60));
-    let held: Vec<_> = (0..toolserver::events::MAX_STREAMS_PER_CALLER)
+    let held: Vec<_> = (0..switchboard_engine::events::MAX_STREAMS_PER_CALLER)
         .map(|_| subscribe(url.clone(), greedy.clone(), None))
         .collect();
-    wait_for_subscribers(&server, toolserver::events::MAX_STREAMS_PER_CALLER).await;
+    wait_for_subscribers(&server, switchboard_engine::events::MAX_STREAMS_PER_CALLER).await;
     let refused = request("GET", url.clone(), Some(greedy.clone()), None).await;
     assert_eq!(refused.status, 503, "{}", refused.text);
     assert_eq!(refused.json()["error"]["code"], "busy");
@@ -654,7 +654,11 @@ async fn one_caller_holds_a_bounded_number_of_streams() {
         subscribe(url.clone(), other, None),
         subscribe(url.clone(), server.operator_token().to_owned(), None),
     ];
-    wait_for_subscribers(&server, toolserver::events::MAX_STREAMS_PER_CALLER + 2).await;
+    wait_for_subscribers(
+        &server,
+        switchboard_engine::events::MAX_STREAMS_PER_CALLER + 2,
+    )
+    .await;
     // Its token ending ends its streams, and gives their slots back.
     server.core().revoke_capability(&greedy);
     for stream in &held {
@@ -833,7 +837,7 @@ async fn metrics_pass_promtool_and_move_when_calls_happen() {
 async fn metrics_need_the_operator_unless_public() {
     let server = TestServer::start_with_tokens(
         &format!("{DEMO_CONFIG}\n[[toolserver.tokens]]\nname = \"ci\"\ntoken_env = \"CI_TOKEN\"\nscope = [\"surface.*\"]\n"),
-        std::sync::Arc::new(toolserver::memory::MemorySurface::demo()),
+        std::sync::Arc::new(switchboard_testkit::memory::MemorySurface::demo()),
         &[("ci", "ci-secret")],
     )
     .await

@@ -8,12 +8,14 @@ use std::time::Duration;
 use entity::Snowflake;
 use protocol::ErrorKind;
 use serde_json::{json, Value};
-use toolserver::auth::CapabilityGrant;
-use toolserver::memory::demo;
-use toolserver::surface::SurfaceError;
-use toolserver::testing::{TestServer, DEMO_CONFIG};
-use toolserver::workflow::{Observed, Workflow, WorkflowEngine, WorkflowHooks, WorkflowState};
-use toolserver::{CallContext, ToolError};
+use switchboard_engine::auth::CapabilityGrant;
+use switchboard_engine::surface::SurfaceError;
+use switchboard_engine::workflow::{
+    Observed, Workflow, WorkflowEngine, WorkflowHooks, WorkflowState,
+};
+use switchboard_engine::{CallContext, ToolError};
+use switchboard_testkit::memory::demo;
+use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 struct Dir(PathBuf);
 
@@ -295,7 +297,9 @@ async fn workflows_are_unavailable_without_an_engine() {
     // Not worth retrying: out of scope until an agent can resume workflows.
     assert_eq!(error.kind, ErrorKind::Denied);
     assert_eq!(error.code, "workflows_unavailable");
-    let listed = server.core().tools_for(&toolserver::auth::Caller::Operator);
+    let listed = server
+        .core()
+        .tools_for(&switchboard_engine::auth::Caller::Operator);
     assert!(
         listed
             .iter()

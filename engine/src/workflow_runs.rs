@@ -1,21 +1,21 @@
-//! Workflows on Discord: fed every new message by the gateway, resumed through the agent
-//! ([`Runs`]). The matching, the deadlines and keeping them in the store are
-//! `toolserver::workflow`'s.
+//! Workflows as the service runs them: restored from the store at start, their deadlines fired,
+//! and an answered workflow resumed as an agent run ([`Runs`]). The matching and keeping them
+//! are [`crate::workflow`]'s; the platform only stores messages and asks
+//! [`crate::workflow::dispatch`] who has a new one. Above [`Core`], which holds the engine.
 
 use std::sync::Arc;
 
+use crate::live::SharedAliases;
+use crate::runs::{Runs, Trigger};
+use crate::server::Core;
+use crate::trust::Trust;
+use crate::workflow::{resume_prompt, Workflow, WorkflowEngine, WorkflowHooks};
 use entity::Mapper;
-use toolserver::live::SharedAliases;
-use toolserver::trust::Trust;
-use toolserver::workflow::{resume_prompt, Workflow, WorkflowEngine, WorkflowHooks};
-use toolserver::Core;
-
-use toolserver::runs::{Runs, Trigger};
 
 use switchboard_store::Store;
 
 /// Starts workflows' resumed runs.
-struct DiscordWorkflows {
+struct ResumeAsRuns {
     store: Store,
     runs: Arc<dyn Runs>,
     aliases: SharedAliases,
@@ -25,7 +25,7 @@ struct DiscordWorkflows {
     core: std::sync::Weak<Core>,
 }
 
-impl WorkflowHooks for DiscordWorkflows {
+impl WorkflowHooks for ResumeAsRuns {
     fn resume(&self, workflow: &Workflow) {
         let aliases = self.aliases.load();
         let mapper = Mapper::new(&aliases, &self.store);
@@ -82,7 +82,7 @@ pub async fn start(
     aliases: SharedAliases,
     bot_id: Arc<std::sync::atomic::AtomicU64>,
 ) -> Result<(Arc<WorkflowEngine>, tokio::task::JoinHandle<()>), switchboard_store::StoreError> {
-    let hooks = Arc::new(DiscordWorkflows {
+    let hooks = Arc::new(ResumeAsRuns {
         store: store.clone(),
         runs,
         aliases,

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use protocol::{ErrorCode, ErrorKind};
 use serde_json::{json, Value};
-use toolserver::auth::Caller;
-use toolserver::memory::{demo, SurfaceCall};
-use toolserver::surface::MentionPolicy;
-use toolserver::testing::{TestServer, DEMO_CONFIG};
-use toolserver::{CallContext, ToolError};
+use switchboard_engine::auth::Caller;
+use switchboard_engine::surface::MentionPolicy;
+use switchboard_engine::{CallContext, ToolError};
+use switchboard_testkit::memory::{demo, SurfaceCall};
+use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 async fn server(extra: &str) -> TestServer {
     TestServer::start(&format!("{DEMO_CONFIG}{extra}\n"))

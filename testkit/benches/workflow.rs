@@ -1,6 +1,6 @@
 //! What workflows cost the gateway: `WorkflowEngine::observe` runs for every new message.
 //!
-//! Run: `cargo bench -p toolserver --bench workflow`
+//! Run: `cargo bench -p switchboard-testkit --bench workflow`
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use entity::Snowflake;
-use toolserver::workflow::{
+use switchboard_engine::workflow::{
     NewTask, NewWorkflow, Observed, Workflow, WorkflowEngine, WorkflowHooks, MAX_PENDING,
 };
 

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use toolserver::testing::{TestServer, DEMO_CONFIG};
+use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 /// What the server answered.
 pub struct Answer {
@@ -207,7 +207,7 @@ pub fn send_in_background(
 pub async fn pending_cards(
     server: &TestServer,
     n: usize,
-) -> Vec<toolserver::approvals::ApprovalCard> {
+) -> Vec<switchboard_engine::approvals::ApprovalCard> {
     for _ in 0..200 {
         let pending = server.core().approvals().pending();
         if pending.len() >= n {

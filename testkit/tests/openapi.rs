@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
-use toolserver::testing::{TestServer, DEMO_CONFIG};
+use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 /// The venv's bin directory, made (or found) by the setup script.
 fn python_tools() -> PathBuf {
@@ -35,8 +35,8 @@ fn python_tools() -> PathBuf {
 /// Workflows resumed into nothing.
 struct Nothing;
 
-impl toolserver::workflow::WorkflowHooks for Nothing {
-    fn resume(&self, _: &toolserver::workflow::Workflow) {}
+impl switchboard_engine::workflow::WorkflowHooks for Nothing {
+    fn resume(&self, _: &switchboard_engine::workflow::Workflow) {}
 }
 
 async fn fetch_document(server: &TestServer) -> (u16, String) {
@@ -73,7 +73,7 @@ async fn the_document_is_valid_openapi_and_schemathesis_finds_nothing() {
     // design).
     server
         .core()
-        .set_workflows(toolserver::workflow::WorkflowEngine::new(
+        .set_workflows(switchboard_engine::workflow::WorkflowEngine::new(
             std::sync::Arc::new(Nothing),
             server.store().clone(),
             None,
@@ -86,7 +86,7 @@ async fn the_document_is_valid_openapi_and_schemathesis_finds_nothing() {
     let schemas = document["components"]["schemas"]
         .as_object()
         .expect("schemas");
-    for id in toolserver::callable_ids() {
+    for id in switchboard_callables::callable_ids() {
         assert!(
             schemas.contains_key(&format!("Input.{id}")),
             "no input schema for {id}"
@@ -158,7 +158,7 @@ async fn the_document_shows_only_what_the_caller_may_call() {
         .await
         .expect("server starts");
     let token = server.mint(
-        toolserver::memory::demo::OPS,
+        switchboard_testkit::memory::demo::OPS,
         "run-o",
         &["surface.messages.list"],
         Duration::from_secs(60),

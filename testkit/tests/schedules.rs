@@ -9,11 +9,11 @@ use std::sync::Arc;
 use common::console::{call_as, ci_asks_config};
 use entity::Snowflake;
 use serde_json::{json, Value};
+use switchboard_engine::schedules::Scheduling;
 use switchboard_records::{FiringOutcome, Receipt};
 use switchboard_store::ScheduleStore;
-use toolserver::memory::MemorySurface;
-use toolserver::schedules::Scheduling;
-use toolserver::testing::TestServer;
+use switchboard_testkit::memory::MemorySurface;
+use switchboard_testkit::testing::TestServer;
 
 const ALL: &str = "all-secret-value";
 const OTHER: &str = "other-secret-value";

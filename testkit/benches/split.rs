@@ -2,12 +2,12 @@
 //! MiB (the ratio shows the split is linear) and on 20,000-character fenced texts, including the
 //! shape that used to hang the old splitter (a fence opened on a line longer than a message).
 //!
-//! Run: `cargo bench -p toolserver --bench split`
+//! Run: `cargo bench -p switchboard-testkit --bench split`
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use toolserver::chunk::{split_message, MESSAGE_LIMIT};
+use switchboard_engine::chunk::{split_message, MESSAGE_LIMIT};
 
 /// A deterministic mix of what agents send: prose paragraphs, mentions, multi-byte text, CRLF
 /// lines, and code blocks with and without tags, until `bytes` bytes.

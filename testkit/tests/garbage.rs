@@ -9,9 +9,9 @@ use std::time::Duration;
 use proptest::prelude::*;
 use protocol::ErrorKind;
 use serde_json::{json, Value};
-use toolserver::memory::demo;
-use toolserver::testing::{TestServer, DEMO_CONFIG};
-use toolserver::CallContext;
+use switchboard_engine::CallContext;
+use switchboard_testkit::memory::demo;
+use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 /// Any JSON value, with the field names callables use mixed in so the garbage reaches past
 /// "unknown field" into each callable's own checks.

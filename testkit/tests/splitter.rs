@@ -1,4 +1,4 @@
-//! Properties of `toolserver::chunk::split_message` / `split_parts`, checked on generated text
+//! Properties of `switchboard_engine::chunk::split_message` / `split_parts`, checked on generated text
 //! (proptest) and on a committed corpus (`tests/splitter_corpus.json`).
 //!
 //! The properties (see `check`), for every input and limit:
@@ -17,13 +17,13 @@
 //! 8. `split_message` is `split_parts` formatted.
 //!
 //! Regenerate the corpus (after changing the generators; the texts depend on proptest's RNG):
-//! `SPLITTER_WRITE_CORPUS=1 cargo test -p toolserver --test splitter -- --ignored write_corpus`
+//! `SPLITTER_WRITE_CORPUS=1 cargo test -p switchboard-testkit --test splitter -- --ignored write_corpus`
 
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{json, Value};
-use toolserver::chunk::{split_message, split_parts, Budget, Part, MESSAGE_LIMIT};
+use switchboard_engine::chunk::{split_message, split_parts, Budget, Part, MESSAGE_LIMIT};
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/splitter_corpus.json");
 

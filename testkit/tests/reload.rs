@@ -8,9 +8,9 @@ use std::time::Duration;
 use protocol::ErrorCode;
 use serde_json::json;
 use switchboard_config::Config;
-use toolserver::memory::demo;
-use toolserver::testing::TestServer;
-use toolserver::CallContext;
+use switchboard_engine::CallContext;
+use switchboard_testkit::memory::demo;
+use switchboard_testkit::testing::TestServer;
 
 /// A config where `#x` names `channel` and only `channel` is allowed.
 fn config_x(channel: u64) -> String {

@@ -13,9 +13,9 @@ use common::console::{
     Answer, Login,
 };
 use serde_json::{json, Value};
-use toolserver::approvals::ApprovalCard;
-use toolserver::memory::{MemorySurface, SurfaceCall};
-use toolserver::testing::TestServer;
+use switchboard_engine::approvals::ApprovalCard;
+use switchboard_testkit::memory::{MemorySurface, SurfaceCall};
+use switchboard_testkit::testing::TestServer;
 
 const CI: &str = "ci-secret-value";
 const WATCH: &str = "watch-secret-value";
@@ -70,19 +70,19 @@ policy = "ask"
 /// An agent whose every abort succeeds: what the console may not reach without the scope.
 struct AbortsAnything;
 
-impl toolserver::runs::Runs for AbortsAnything {
-    fn arrived(&self, _: &toolserver::runs::Arrival<'_>) {}
-    fn enqueue(&self, _: toolserver::runs::Trigger) {}
-    fn list(&self, _: Option<entity::Snowflake>) -> Vec<toolserver::runs::RunView> {
+impl switchboard_engine::runs::Runs for AbortsAnything {
+    fn arrived(&self, _: &switchboard_engine::runs::Arrival<'_>) {}
+    fn enqueue(&self, _: switchboard_engine::runs::Trigger) {}
+    fn list(&self, _: Option<entity::Snowflake>) -> Vec<switchboard_engine::runs::RunView> {
         Vec::new()
     }
     fn abort(
         &self,
-        _: toolserver::runs::AbortTarget<'_>,
+        _: switchboard_engine::runs::AbortTarget<'_>,
         _: entity::Snowflake,
         _: bool,
-    ) -> toolserver::runs::AbortOutcome {
-        toolserver::runs::AbortOutcome::Stopped {
+    ) -> switchboard_engine::runs::AbortOutcome {
+        switchboard_engine::runs::AbortOutcome::Stopped {
             run_id: "run-1".into(),
             session_id: entity::Snowflake(1),
         }
@@ -287,7 +287,7 @@ async fn the_binding_covers_what_the_log_cuts() {
     );
     for card in &cards {
         let input = json!({"sessionId": "#release-room", "text": card.preview.trim_start_matches("sessionId: #release-room\ntext: ")});
-        let hash = toolserver::approvals::binding(
+        let hash = switchboard_engine::approvals::binding(
             "surface.messages.send",
             &card.preview,
             &input,

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use entity::Snowflake;
 use serde_json::json;
-use toolserver::auth::CapabilityGrant;
-use toolserver::memory::demo;
-use toolserver::runs::RunGate;
-use toolserver::testing::{TestServer, DEMO_CONFIG};
-use toolserver::CallContext;
+use switchboard_engine::auth::CapabilityGrant;
+use switchboard_engine::runs::RunGate;
+use switchboard_engine::CallContext;
+use switchboard_testkit::memory::demo;
+use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 fn grant(gate: RunGate) -> CapabilityGrant {
     CapabilityGrant {
@@ -131,8 +131,8 @@ async fn a_call_waiting_for_an_approval_answers_cancelled_when_its_run_ends() {
     );
     let server = TestServer::start(&config).await.expect("server");
     for (end, code) in [
-        (toolserver::auth::TokenEnd::Finished, "run_ended"),
-        (toolserver::auth::TokenEnd::Aborted, "run_aborted"),
+        (switchboard_engine::auth::TokenEnd::Finished, "run_ended"),
+        (switchboard_engine::auth::TokenEnd::Aborted, "run_aborted"),
     ] {
         let token = server
             .core()
@@ -167,8 +167,8 @@ async fn a_call_waiting_for_an_approval_answers_cancelled_when_its_run_ends() {
         // The request is withdrawn: no longer pending, its card says so.
         assert!(server.core().approvals().pending().is_empty());
         let withdrawn = server.surface().calls().into_iter().any(|call| {
-            matches!(call, toolserver::memory::SurfaceCall::UpdateApproval { card, .. }
-                if matches!(card.state, toolserver::approvals::ApprovalState::Cancelled { .. }))
+            matches!(call, switchboard_testkit::memory::SurfaceCall::UpdateApproval { card, .. }
+                if matches!(card.state, switchboard_engine::approvals::ApprovalState::Cancelled { .. }))
         });
         assert!(withdrawn, "the card was not redrawn as withdrawn");
     }

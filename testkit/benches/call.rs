@@ -1,7 +1,7 @@
 //! `/v1/call` of `surface.messages.list` (50 cached messages, in-memory surface) over loopback,
 //! beside a bare axum handler answering the same bytes: same client, same run.
 //!
-//! Run: `cargo bench -p toolserver --bench call`
+//! Run: `cargo bench -p switchboard-testkit --bench call`
 //!
 //! A bounded load harness: a fixed number of keep-alive connections each send a fixed number of
 //! requests; throughput is requests / wall time. Loopback only.
@@ -13,10 +13,10 @@ use axum::routing::post;
 use axum::Router;
 use serde_json::json;
 
-use toolserver::testing::load::{
+use switchboard_testkit::testing::load::{
     bench_config, busy_ops_surface, hammer, http_post, median_min_max, rounds, throughput,
 };
-use toolserver::testing::TestServer;
+use switchboard_testkit::testing::TestServer;
 
 const CONNECTIONS: usize = 4;
 const REQUESTS_PER_CONNECTION: usize = 5_000;
@@ -32,7 +32,7 @@ fn main() {
         let server = TestServer::start_with_audit(
             &config,
             surface,
-            Arc::new(toolserver::testing::NoAudit),
+            Arc::new(switchboard_testkit::testing::NoAudit),
         )
         .await
         .expect("tool server");

@@ -4,11 +4,11 @@
 use entity::Snowflake;
 use protocol::{ErrorCode, ErrorKind};
 use serde_json::{json, Value};
-use toolserver::memory::{demo, SurfaceCall};
-use toolserver::surface::Surface as _;
-use toolserver::surface::{SearchMatch, SessionKind};
-use toolserver::testing::{TestServer, DEMO_CONFIG};
-use toolserver::{CallContext, ToolError};
+use switchboard_engine::surface::Surface as _;
+use switchboard_engine::surface::{SearchMatch, SessionKind};
+use switchboard_engine::{CallContext, ToolError};
+use switchboard_testkit::memory::{demo, SurfaceCall};
+use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 async fn server(extra: &str) -> TestServer {
     TestServer::start(&format!("{DEMO_CONFIG}{extra}"))

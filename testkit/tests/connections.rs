@@ -7,9 +7,9 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use toolserver::testing::{TestServer, DEMO_CONFIG};
 
 /// A request head cut off before its blank line.
 const PARTIAL_HEAD: &[u8] = b"POST /v1/call HTTP/1.1\r\nHost: 127.0.0.1\r\n";

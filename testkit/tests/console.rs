@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use common::console::{ci_asks_config, console_config, log_in, log_in_as, login, origin, request};
 use serde_json::{json, Value};
-use toolserver::console::API_ROUTES;
-use toolserver::memory::{MemorySurface, SurfaceCall};
-use toolserver::testing::{TestServer, DEMO_CONFIG};
+use switchboard_console::API_ROUTES;
+use switchboard_testkit::memory::{MemorySurface, SurfaceCall};
+use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 #[tokio::test]
 async fn the_console_is_off_unless_configured() {
@@ -455,9 +455,9 @@ struct OneRun {
 }
 
 impl OneRun {
-    fn running(&self, channel_id: entity::Snowflake) -> Option<toolserver::runs::Trigger> {
+    fn running(&self, channel_id: entity::Snowflake) -> Option<switchboard_engine::runs::Trigger> {
         (channel_id.0 == demo_world::OPS && self.aborted.lock().unwrap().is_empty()).then(|| {
-            toolserver::runs::Trigger {
+            switchboard_engine::runs::Trigger {
                 channel_id,
                 message_id: None,
                 author_id: entity::Snowflake(demo_world::STANLEY),
@@ -470,15 +470,15 @@ impl OneRun {
     }
 }
 
-impl toolserver::runs::Runs for OneRun {
-    fn arrived(&self, _: &toolserver::runs::Arrival<'_>) {}
-    fn enqueue(&self, _: toolserver::runs::Trigger) {}
-    fn list(&self, _: Option<entity::Snowflake>) -> Vec<toolserver::runs::RunView> {
+impl switchboard_engine::runs::Runs for OneRun {
+    fn arrived(&self, _: &switchboard_engine::runs::Arrival<'_>) {}
+    fn enqueue(&self, _: switchboard_engine::runs::Trigger) {}
+    fn list(&self, _: Option<entity::Snowflake>) -> Vec<switchboard_engine::runs::RunView> {
         self.running(entity::Snowflake(demo_world::OPS))
-            .map(|trigger| toolserver::runs::RunView {
+            .map(|trigger| switchboard_engine::runs::RunView {
                 run_id: Some("run-00000000000000aa".into()),
                 session_id: trigger.channel_id,
-                state: toolserver::runs::RunState::Running,
+                state: switchboard_engine::runs::RunState::Running,
                 started_ms: Some(1),
                 requested_by: trigger.author_id,
                 requested_by_name: trigger.author_name,
@@ -491,15 +491,15 @@ impl toolserver::runs::Runs for OneRun {
     }
     fn abort(
         &self,
-        target: toolserver::runs::AbortTarget<'_>,
+        target: switchboard_engine::runs::AbortTarget<'_>,
         _: entity::Snowflake,
         admin: bool,
-    ) -> toolserver::runs::AbortOutcome {
-        let toolserver::runs::AbortTarget::Session(channel_id) = target else {
-            return toolserver::runs::AbortOutcome::NothingRunning;
+    ) -> switchboard_engine::runs::AbortOutcome {
+        let switchboard_engine::runs::AbortTarget::Session(channel_id) = target else {
+            return switchboard_engine::runs::AbortOutcome::NothingRunning;
         };
         self.aborted.lock().unwrap().push((channel_id.0, admin));
-        toolserver::runs::AbortOutcome::Stopped {
+        switchboard_engine::runs::AbortOutcome::Stopped {
             run_id: "run-00000000000000aa".into(),
             session_id: channel_id,
         }
@@ -670,9 +670,9 @@ async fn wait_for_subscribers(server: &TestServer, n: usize) {
 /// Rate-limit headroom as the bot's REST client would report it.
 struct FixedHeadroom;
 
-impl toolserver::console::health::HeadroomSource for FixedHeadroom {
-    fn headroom(&self) -> toolserver::console::health::RateHeadroom {
-        use toolserver::console::health::*;
+impl switchboard_console::health::HeadroomSource for FixedHeadroom {
+    fn headroom(&self) -> switchboard_console::health::RateHeadroom {
+        use switchboard_console::health::*;
         RateHeadroom {
             buckets: vec![BucketHeadroom {
                 route: "POST /channels/1000000000000000401/messages".into(),

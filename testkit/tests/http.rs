@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use toolserver::memory::{demo, SurfaceCall};
-use toolserver::surface::{MentionPolicy, SurfaceError};
-use toolserver::testing::{TestServer, DEMO_CONFIG};
+use switchboard_engine::surface::{MentionPolicy, SurfaceError};
+use switchboard_testkit::memory::{demo, SurfaceCall};
+use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 struct Answer {
     status: u16,
@@ -893,7 +893,7 @@ async fn a_capabilitys_cwd_and_message_come_from_the_token_not_headers() {
     let cwd = std::env::temp_dir().canonicalize().expect("tmp");
     let token = server
         .core()
-        .mint_capability(toolserver::auth::CapabilityGrant {
+        .mint_capability(switchboard_engine::auth::CapabilityGrant {
             session_id: entity::Snowflake(demo::OPS),
             request_id: "run-files".into(),
             scope: vec!["*".into()],
@@ -1216,25 +1216,30 @@ async fn unknown_routes_answer_json_404() {
 #[tokio::test]
 async fn refuses_to_start_without_operator_token_unless_insecure_on_loopback() {
     use std::sync::Arc;
-    use toolserver::memory::MemorySurface;
+    use switchboard_testkit::memory::MemorySurface;
     let surface = Arc::new(MemorySurface::demo());
     let config = switchboard_config::Config::parse(&DEMO_CONFIG, "t").unwrap();
     assert!(matches!(
-        toolserver::Core::new(
+        switchboard_engine::Core::new(
             &config,
             surface.clone(),
             None.into(),
-            toolserver::registry()
+            switchboard_callables::registry()
         ),
-        Err(toolserver::StartError::NoOperatorToken { .. })
+        Err(switchboard_engine::StartError::NoOperatorToken { .. })
     ));
     let insecure = switchboard_config::Config::parse(
         &format!("{DEMO_CONFIG}\ninsecure_no_auth = true\n"),
         "t",
     )
     .unwrap();
-    let core = toolserver::Core::new(&insecure, surface, None.into(), toolserver::registry())
-        .expect("loopback + explicit opt-in");
+    let core = switchboard_engine::Core::new(
+        &insecure,
+        surface,
+        None.into(),
+        switchboard_callables::registry(),
+    )
+    .expect("loopback + explicit opt-in");
     assert!(core.authenticate(None).is_ok());
 }
 

@@ -11,12 +11,14 @@ use std::time::Duration;
 use common::console::{call_as, ci_asks_config, pending_cards, send_in_background};
 use entity::Snowflake;
 use serde_json::{json, Value};
-use toolserver::auth::DiscordUser;
-use toolserver::live::{ReloadFuture, ReloadRefused, ReloadTrigger, Reloaded, Reloader};
-use toolserver::memory::MemorySurface;
-use toolserver::runs::{AbortOutcome, AbortTarget, Arrival, RunState, RunView, Runs, Trigger};
-use toolserver::testing::TestServer;
-use toolserver::CallContext;
+use switchboard_engine::auth::DiscordUser;
+use switchboard_engine::live::{ReloadFuture, ReloadRefused, ReloadTrigger, Reloaded, Reloader};
+use switchboard_engine::runs::{
+    AbortOutcome, AbortTarget, Arrival, RunState, RunView, Runs, Trigger,
+};
+use switchboard_engine::CallContext;
+use switchboard_testkit::memory::MemorySurface;
+use switchboard_testkit::testing::TestServer;
 
 const CI: &str = "ci-secret-value";
 const ADMINS: &str = "admins-secret-value";
@@ -429,7 +431,7 @@ async fn a_client_cannot_claim_the_consoles_name_for_its_decision() {
     assert_eq!(waiting.await.unwrap().status, 200);
     let settled = server.core().approvals().recently_settled();
     assert!(
-        matches!(&settled[0].state, toolserver::approvals::ApprovalState::Approved { by, .. } if by == "api:operator"),
+        matches!(&settled[0].state, switchboard_engine::approvals::ApprovalState::Approved { by, .. } if by == "api:operator"),
         "{settled:?}"
     );
 

@@ -9,11 +9,11 @@ use std::time::Duration;
 use entity::Snowflake;
 use protocol::{ErrorCode, ErrorKind};
 use serde_json::{json, Value};
-use toolserver::auth::{Caller, CapabilityGrant};
-use toolserver::memory::{demo, SurfaceCall};
-use toolserver::surface::{Session, SessionKind, Surface as _};
-use toolserver::testing::TestServer;
-use toolserver::{CallContext, ToolError};
+use switchboard_engine::auth::{Caller, CapabilityGrant};
+use switchboard_engine::surface::{Session, SessionKind, Surface as _};
+use switchboard_engine::{CallContext, ToolError};
+use switchboard_testkit::memory::{demo, SurfaceCall};
+use switchboard_testkit::testing::TestServer;
 
 /// A category of the demo guild, cached by [`server`].
 const CATEGORY: u64 = 1000000000000000700;
@@ -320,7 +320,7 @@ async fn a_channel_in_an_allowlisted_guild_or_category_is_renamed_and_deleted() 
             [
                 SurfaceCall::EditChannel {
                     channel_id: Snowflake(channel),
-                    edit: toolserver::surface::ChannelEdit {
+                    edit: switchboard_engine::surface::ChannelEdit {
                         name: Some("watercooler".into()),
                         topic: Some("anything".into()),
                     },
@@ -510,7 +510,7 @@ async fn channel_creation_spends_the_guilds_share_of_the_mutating_budget() {
 #[tokio::test]
 async fn the_default_agent_scope_leaves_out_channel_management_and_a_run_cannot_call_it() {
     use switchboard_config::{glob_matches, DEFAULT_TOOL_SCOPE};
-    for id in toolserver::callable_ids() {
+    for id in switchboard_callables::callable_ids() {
         let in_default = DEFAULT_TOOL_SCOPE
             .iter()
             .any(|glob| glob_matches(glob, &id));
@@ -564,7 +564,7 @@ async fn the_example_config_asks_before_each_channel_change() {
             .any(|glob| switchboard_config::glob_matches(glob, "surface.channels.create")),
         "the example's runs do not manage channels unless the operator adds it"
     );
-    let rules = toolserver::governance::GovernanceRules::from_config(&config);
+    let rules = switchboard_engine::governance::GovernanceRules::from_config(&config);
     let server = server(&guild(), "").await;
     let run = run_in_ops(&server, vec!["surface.*".into()]);
     for tool in [

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use common::console::{ci_asks_config, pending_cards, request, Answer};
 use serde_json::{json, Value};
-use toolserver::memory::MemorySurface;
-use toolserver::testing::TestServer;
+use switchboard_testkit::memory::MemorySurface;
+use switchboard_testkit::testing::TestServer;
 
 const CI: &str = "ci-secret-value";
 

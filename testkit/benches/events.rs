@@ -10,7 +10,7 @@
 //! cache after the first event of a session). The ratio of their CPU times is the cost of that
 //! check.
 //!
-//! `cargo bench -p toolserver --bench events` (`EVENTS_BENCH_ROUNDS`, default 3 of each; a
+//! `cargo bench -p switchboard-testkit --bench events` (`EVENTS_BENCH_ROUNDS`, default 3 of each; a
 //! bounded harness, not criterion: it measures a rate over time, not one operation).
 
 use std::io::{BufRead, BufReader};
@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use entity::Snowflake;
 use serde_json::json;
-use toolserver::memory::demo;
-use toolserver::testing::{TestServer, DEMO_CONFIG};
+use switchboard_testkit::memory::demo;
+use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 const SUBSCRIBERS: usize = 100;
 const RATE: u64 = 1_000;
