@@ -1,0 +1,81 @@
+//! The render cache as it was before `quick_cache` (engine/src/render.rs until this change):
+//! a `DashMap` cleared whole when it reaches its entry or byte bound. Kept as the benchmark's
+//! baseline only.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use entity::Snowflake;
+use serde_json::value::RawValue;
+
+/// Entries kept before the cache starts over (a bound on memory, not an LRU).
+const CAPACITY: usize = 20_000;
+/// Bytes of rendered JSON kept before the cache starts over: a 2,000-character message renders
+/// to about 2.5 KB, so this holds a few thousand of the longest ones.
+const CAPACITY_BYTES: usize = 16 * 1024 * 1024;
+
+#[derive(Clone)]
+struct Rendered {
+    revision: u64,
+    /// The names' revision and the settings' generation it was rendered with: new names or
+    /// reloaded aliases render it again.
+    names: (u64, u64),
+    json: Arc<RawValue>,
+}
+
+/// Message id → its JSON as `surface.messages.*` answer it.
+#[derive(Default)]
+pub struct RenderCache {
+    /// Keyed by message id: a snowflake is already well spread, so a fast hasher is enough.
+    entries: DashMap<Snowflake, Rendered, rustc_hash::FxBuildHasher>,
+    /// Bytes of JSON held (approximate under concurrent inserts; reset with the entries).
+    bytes: AtomicUsize,
+}
+
+impl RenderCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The cached JSON, or `render()`'s, stored for next time.
+    pub fn get_or_render<E>(
+        &self,
+        message_id: Snowflake,
+        revision: u64,
+        names: (u64, u64),
+        render: impl FnOnce() -> Result<Box<RawValue>, E>,
+    ) -> Result<Arc<RawValue>, E> {
+        if let Some(hit) = self.entries.get(&message_id) {
+            if hit.revision == revision && hit.names == names {
+                return Ok(Arc::clone(&hit.json));
+            }
+        }
+        let json: Arc<RawValue> = Arc::from(render()?);
+        let size = json.get().len();
+        if self.entries.len() >= CAPACITY
+            || self.bytes.load(Ordering::Relaxed) + size > CAPACITY_BYTES
+        {
+            self.entries.clear();
+            self.bytes.store(0, Ordering::Relaxed);
+        }
+        let replaced = self.entries.insert(
+            message_id,
+            Rendered {
+                revision,
+                names,
+                json: Arc::clone(&json),
+            },
+        );
+        let freed = replaced.map_or(0, |old| old.json.get().len());
+        self.bytes.fetch_add(size, Ordering::Relaxed);
+        // Saturating: a clear between the add above and this sub leaves the count at zero.
+        let _ = self
+            .bytes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                Some(b.saturating_sub(freed))
+            });
+        Ok(json)
+    }
+}
