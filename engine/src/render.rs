@@ -1,21 +1,20 @@
 //! Rendered messages, cached by id and revision: a list call copies each message's JSON instead
 //! of rewriting and escaping its text again.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use dashmap::DashMap;
 use entity::Snowflake;
-use quick_cache::sync::{Cache, DefaultLifecycle};
-use quick_cache::Weighter;
 use serde_json::value::RawValue;
 
-/// Entries kept at most: every entry weighs at least [`CAPACITY_BYTES`] / this.
+/// Entries kept before the cache starts over (a bound on memory, not an LRU). A bounded-cache
+/// crate (`quick_cache`) measured slower on both read patterns of `engine/bench-render`
+/// (`BENCHMARKS.md`), so this stays.
 const CAPACITY: usize = 20_000;
-/// Bytes of rendered JSON kept at most: a 2,000-character message renders to about 2.5 KB, so
-/// this holds a few thousand of the longest ones. Past it the entries least likely to be read
-/// again go first (quick_cache's CLOCK-Pro), not the whole cache at once.
-const CAPACITY_BYTES: u64 = 16 * 1024 * 1024;
-/// What the smallest entry weighs, so the byte bound bounds the count too.
-const MIN_WEIGHT: u64 = CAPACITY_BYTES.div_ceil(CAPACITY as u64);
+/// Bytes of rendered JSON kept before the cache starts over: a 2,000-character message renders
+/// to about 2.5 KB, so this holds a few thousand of the longest ones.
+const CAPACITY_BYTES: usize = 16 * 1024 * 1024;
 
 #[derive(Clone)]
 struct Rendered {
@@ -26,41 +25,13 @@ struct Rendered {
     json: Arc<RawValue>,
 }
 
-/// An entry weighs its JSON's bytes (at least [`MIN_WEIGHT`]).
-#[derive(Clone, Copy)]
-struct ByBytes;
-
-impl Weighter<Snowflake, Rendered> for ByBytes {
-    fn weight(&self, _: &Snowflake, rendered: &Rendered) -> u64 {
-        (rendered.json.get().len() as u64).max(MIN_WEIGHT)
-    }
-}
-
-/// Message id → its JSON as `surface.messages.*` answer it. Bounded in bytes and in entries
-/// (`quick_cache`; measured against the cache it replaced in `BENCHMARKS.md`).
+/// Message id → its JSON as `surface.messages.*` answer it.
+#[derive(Default)]
 pub struct RenderCache {
     /// Keyed by message id: a snowflake is already well spread, so a fast hasher is enough.
-    entries: Cache<
-        Snowflake,
-        Rendered,
-        ByBytes,
-        rustc_hash::FxBuildHasher,
-        DefaultLifecycle<Snowflake, Rendered>,
-    >,
-}
-
-impl Default for RenderCache {
-    fn default() -> Self {
-        RenderCache {
-            entries: Cache::with(
-                CAPACITY,
-                CAPACITY_BYTES,
-                ByBytes,
-                rustc_hash::FxBuildHasher,
-                DefaultLifecycle::default(),
-            ),
-        }
-    }
+    entries: DashMap<Snowflake, Rendered, rustc_hash::FxBuildHasher>,
+    /// Bytes of JSON held (approximate under concurrent inserts; reset with the entries).
+    bytes: AtomicUsize,
 }
 
 impl RenderCache {
@@ -79,11 +50,18 @@ impl RenderCache {
     ) -> Result<Arc<RawValue>, E> {
         if let Some(hit) = self.entries.get(&message_id) {
             if hit.revision == revision && hit.names == names {
-                return Ok(hit.json);
+                return Ok(Arc::clone(&hit.json));
             }
         }
         let json: Arc<RawValue> = Arc::from(render()?);
-        self.entries.insert(
+        let size = json.get().len();
+        if self.entries.len() >= CAPACITY
+            || self.bytes.load(Ordering::Relaxed) + size > CAPACITY_BYTES
+        {
+            self.entries.clear();
+            self.bytes.store(0, Ordering::Relaxed);
+        }
+        let replaced = self.entries.insert(
             message_id,
             Rendered {
                 revision,
@@ -91,7 +69,21 @@ impl RenderCache {
                 json: Arc::clone(&json),
             },
         );
+        let freed = replaced.map_or(0, |old| old.json.get().len());
+        self.bytes.fetch_add(size, Ordering::Relaxed);
+        // Saturating: a clear between the add above and this sub leaves the count at zero.
+        let _ = self
+            .bytes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                Some(b.saturating_sub(freed))
+            });
         Ok(json)
+    }
+
+    /// Bytes of JSON held.
+    #[cfg(test)]
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
     }
 }
 
@@ -121,8 +113,8 @@ mod tests {
         assert_eq!(edited.get(), "\"b\"");
         let renamed = cache.get_or_render(id, 1, (1, 0), || raw("c")).unwrap();
         assert_eq!(renamed.get(), "\"c\"");
-        assert_eq!(cache.entries.len(), 1, "a new revision replaces the entry");
-        assert_eq!(cache.entries.weight(), MIN_WEIGHT);
+        assert_eq!(cache.entries.len(), 1);
+        assert_eq!(cache.bytes(), 3, "a replaced entry's bytes are given back");
     }
 
     #[test]
@@ -133,45 +125,13 @@ mod tests {
             cache
                 .get_or_render(Snowflake(i), 0, (0, 0), || raw(&big))
                 .unwrap();
-            assert!(
-                cache.entries.weight() <= CAPACITY_BYTES,
-                "{} bytes",
-                cache.entries.weight()
-            );
+            assert!(cache.bytes() <= CAPACITY_BYTES, "{} bytes", cache.bytes());
         }
         for i in 0..(CAPACITY as u64 * 2) {
             cache
                 .get_or_render(Snowflake(i), 1, (0, 0), || raw("s"))
                 .unwrap();
         }
-        assert!(cache.entries.len() <= CAPACITY, "{}", cache.entries.len());
-    }
-
-    #[test]
-    fn a_full_cache_keeps_what_is_read_often() {
-        let cache = RenderCache::new();
-        let hot: Vec<Snowflake> = (0..100).map(Snowflake).collect();
-        let mut renders = 0;
-        for round in 0..(CAPACITY as u64 * 3 / 100) {
-            for &id in &hot {
-                cache
-                    .get_or_render(id, 0, (0, 0), || {
-                        renders += 1;
-                        raw("hot")
-                    })
-                    .unwrap();
-            }
-            // A stream of messages read once each, more than the cache holds in all.
-            for i in 0..100 {
-                cache
-                    .get_or_render(Snowflake(1_000_000 + round * 100 + i), 0, (0, 0), || {
-                        raw("c")
-                    })
-                    .unwrap();
-            }
-        }
-        // The cache it replaced dropped everything when full, rendering the hot set again
-        // each time: here it stays.
-        assert!(renders < 200, "{renders} renders of 100 hot messages");
+        assert!(cache.entries.len() <= CAPACITY);
     }
 }
