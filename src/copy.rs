@@ -51,16 +51,11 @@ pub fn store_copy(args: &CopyArgs) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(1);
+    let runtime = match crate::launch::command_runtime(builder) {
         Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the runtime: {error}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     runtime.block_on(run(from, to, args.messages_per_channel))
 }

@@ -117,6 +117,17 @@ pub fn run(flag: Option<&Path>) -> ExitCode {
     }
 }
 
+/// The runtime a one-shot command runs on, or the exit code after saying on standard error
+/// why there is none.
+pub fn command_runtime(
+    mut builder: tokio::runtime::Builder,
+) -> Result<tokio::runtime::Runtime, ExitCode> {
+    builder.enable_all().build().map_err(|error| {
+        eprintln!("error: cannot start the runtime: {error}");
+        ExitCode::FAILURE
+    })
+}
+
 /// `switchboard mcp`: MCP on standard input and output, forwarding every request to the
 /// switchboard at `SWITCHBOARD_URL` with `SWITCHBOARD_TOKEN`. Exits 0 when the client closes
 /// the stream, 2 when the environment is unusable.
@@ -128,15 +139,10 @@ pub fn mcp() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
+    let runtime = match crate::launch::command_runtime(tokio::runtime::Builder::new_current_thread())
     {
         Ok(runtime) => runtime,
-        Err(error) => {
-            tracing::error!("cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     match runtime.block_on(switchboard_mcp::stdio::run(remote)) {
         Ok(()) => ExitCode::SUCCESS,

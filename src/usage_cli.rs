@@ -26,15 +26,10 @@ pub fn usage(flag: Option<&Path>, args: &UsageArgs) -> ExitCode {
             }
         },
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
+    let runtime = match crate::launch::command_runtime(tokio::runtime::Builder::new_current_thread())
     {
         Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the runtime: {error}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let by = args.by;
     let url = config.store.url.clone();

@@ -438,7 +438,7 @@ fn run_a_command_asks_with_the_exact_command_then_answers_with_its_output() {
     );
 }
 
-/// A console login over HTTP, as the browser makes it: the session cookie and CSRF token.
+/// A console login over HTTP, as the browser makes it: the login cookie and CSRF token.
 struct ConsoleLogin {
     url: String,
     cookie: String,
@@ -458,7 +458,7 @@ impl ConsoleLogin {
             .get("set-cookie")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.split(';').next())
-            .expect("a session cookie")
+            .expect("a login cookie")
             .to_owned();
         let body: Value =
             serde_json::from_str(&answer.body_mut().read_to_string().expect("body")).expect("json");

@@ -141,7 +141,9 @@ impl Bridge {
         let scope: Vec<String> = core
             .registry()
             .ids()
-            .filter(|id| request.caller.may_call(id) && scope_allows(&target.config.tool_scope, id))
+            .filter(|id| {
+                request.caller.scope_allows(id) && scope_allows(&target.config.tool_scope, id)
+            })
             .map(str::to_owned)
             .collect();
         let hex = random_hex(8)

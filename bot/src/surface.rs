@@ -14,8 +14,7 @@ use switchboard_engine::live::{Live, SharedAliases};
 use switchboard_engine::surface::{
     AllowedChannel, Attachment, ChannelEdit, ChannelLocation, ConnectionState, Fetched,
     MentionPolicy, MessageInfo, MessageQuery, NewChannel, NewChannelKind, NewThread,
-    OutgoingMessage, PinnedMessage, Reaction, SearchHit, SearchQuery, Session, Surface,
-    SurfaceError, Thread,
+    OutgoingMessage, PinnedMessage, SearchHit, SearchQuery, Session, Surface, SurfaceError, Thread,
 };
 
 use crate::payload::stored_message_from_json;
@@ -192,32 +191,15 @@ impl DiscordSurface {
             timestamp: message.timestamp,
             edited_timestamp: message.edited_timestamp,
             reply_to: message.reply_to,
-            attachments: message
-                .attachments
-                .into_iter()
-                .map(|a| Attachment {
-                    filename: a.filename,
-                    url: a.url,
-                    size: a.size,
-                    content_type: a.content_type,
-                })
-                .collect(),
-            reactions: message
-                .reactions
-                .into_iter()
-                .map(|r| Reaction {
-                    emoji: r.emoji,
-                    count: r.count,
-                    me: r.me,
-                })
-                .collect(),
+            attachments: message.attachments,
+            reactions: message.reactions,
             revision,
         })
     }
 
     /// Stores a message the bot just sent, from Discord's answer (its gateway echo is then a
-    /// no-op: the store keeps each id once).
-    fn store_own_message(&self, answer: &Value) {
+    /// no-op: the store keeps each id once), and answers its id.
+    fn store_own_message(&self, answer: &Value) -> Result<Snowflake, SurfaceError> {
         let aliases = self.aliases.load();
         let mapper = Mapper::new(&aliases, &self.store);
         match stored_message_from_json(answer, &mapper) {
@@ -232,6 +214,12 @@ impl DiscordSurface {
             }
             None => tracing::warn!("Discord's answer to a send is not a message; not stored"),
         }
+        answer
+            .get("id")
+            .and_then(Value::as_str)
+            .and_then(|id| id.parse::<u64>().ok())
+            .map(Snowflake)
+            .ok_or_else(|| SurfaceError::Unavailable("Discord's answer has no message id".into()))
     }
 }
 
@@ -475,13 +463,7 @@ impl Surface for DiscordSurface {
             }
             other => other?,
         };
-        self.store_own_message(&answer);
-        answer
-            .get("id")
-            .and_then(Value::as_str)
-            .and_then(|id| id.parse::<u64>().ok())
-            .map(Snowflake)
-            .ok_or_else(|| SurfaceError::Unavailable("Discord's answer has no message id".into()))
+        self.store_own_message(&answer)
     }
 
     async fn edit_message(
@@ -571,13 +553,7 @@ impl Surface for DiscordSurface {
             .rest
             .post_message_body(channel.id(), crate::approvals::message(card), &files)
             .await?;
-        self.store_own_message(&answer);
-        answer
-            .get("id")
-            .and_then(Value::as_str)
-            .and_then(|id| id.parse::<u64>().ok())
-            .map(Snowflake)
-            .ok_or_else(|| SurfaceError::Unavailable("Discord's answer has no message id".into()))
+        self.store_own_message(&answer)
     }
 
     async fn update_approval(
@@ -770,14 +746,7 @@ impl Surface for DiscordSurface {
     }
 
     async fn search(&self, query: SearchQuery) -> Result<Vec<SearchHit>, SurfaceError> {
-        let search = records::SearchQuery {
-            terms: query.terms,
-            channels: query.channels.iter().map(|c| c.id()).collect(),
-            author: query.author,
-            before: query.before,
-            after: query.after,
-            limit: query.limit,
-        };
+        let search = query.map_channels(AllowedChannel::id);
         let hits = self
             .store
             .backend()

@@ -12,7 +12,7 @@ use bot::gateway::Ingest;
 use bot::service::intents;
 use bot::surface::Connection;
 use entity::Aliases;
-use fake_discord::{demo, FakeDiscord, FakeOptions, Limits, RateLimits, UserMessage, World};
+use fake_discord::{demo, FakeDiscord, FakeOptions, RateLimits, SizeLimits, UserMessage, World};
 use serenity::all::{ClientBuilder, HttpBuilder};
 use switchboard_engine::surface::ConnectionState;
 use switchboard_store::{Backend, CacheOptions, Store};
@@ -93,9 +93,9 @@ fn a_gateway_flood_against_a_slow_disk_waits_for_room_and_stores_everything() {
             "127.0.0.1:0".parse().expect("loopback"),
             FakeOptions {
                 // The fake itself keeps little, so what grows is the ingest's side.
-                limits: Limits {
+                limits: SizeLimits {
                     messages_per_channel: 1_000,
-                    ..Limits::default()
+                    ..SizeLimits::default()
                 },
                 rate_limits: RateLimits::unthrottled(),
                 ..FakeOptions::default()

@@ -177,8 +177,6 @@ impl Tool for ListMessages {
     }
 }
 
-pub struct ReadMessage;
-
 /// One message in a session: what read, delete and `surface.reactions.list` take.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -197,47 +195,6 @@ impl MessageRefInput {
             message_id,
             SessionRequest::session_id(self.session_id.as_deref(), spend),
         ))
-    }
-}
-
-#[async_trait]
-impl Tool for ReadMessage {
-    type Input = MessageRefInput;
-    type Plan = Snowflake;
-
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            id: "surface.messages.read",
-            description: "Read one cached message.",
-            help: "Answers not_found when the message is not in the cache (too old, deleted, or from another session).",
-            mutating: false,
-            primary: Some("messageId"),
-            title: "Read one message",
-            effects: Effects::READ,
-            output_schema: Some(output_schema::<OneMessage<'static>>()),
-            examples: vec![example("Read a message in #ops", "tools surface.messages.read --session-id=#ops 1000000000000000900", json!({"sessionId": "#ops", "messageId": "1000000000000000900"}))],
-        }
-    }
-
-    fn plan(
-        &self,
-        _: &PlanContext<'_>,
-        input: MessageRefInput,
-    ) -> Result<Planned<Snowflake>, ToolError> {
-        input.plan(0)
-    }
-
-    async fn run(
-        &self,
-        cx: &Invocation<'_>,
-        message_id: Snowflake,
-    ) -> Result<ToolOutput, ToolError> {
-        let target = cx.target()?;
-        let message = cx.cached_message(&target, message_id)?;
-        output(&OneMessage {
-            session: cx.session_json(&target),
-            message: cx.message_json(&message)?,
-        })
     }
 }
 
@@ -521,24 +478,55 @@ impl Tool for EditMessage {
     }
 }
 
-pub struct DeleteMessage;
+/// The callables whose input is one message of a session: `surface.messages.read`,
+/// `surface.reactions.list` (read from the cache), `surface.messages.delete`,
+/// `surface.pins.add`, `surface.pins.remove` (one change, answered with `{"ok":true}`). One
+/// plan and one run for the five.
+#[derive(Debug, Clone, Copy)]
+pub enum OnMessage {
+    Read,
+    Reactions,
+    Delete,
+    Pin,
+    Unpin,
+}
 
 #[async_trait]
-impl Tool for DeleteMessage {
+impl Tool for OnMessage {
     type Input = MessageRefInput;
     type Plan = Snowflake;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            id: "surface.messages.delete",
-            description: "Delete a message.",
-            help: "Deleting someone else's message needs the Manage Messages permission in that channel; without it Discord refuses (denied).",
-            mutating: true,
-            primary: Some("messageId"),
-            title: "Delete a message",
-            effects: Effects::OVERWRITE,
-            output_schema: Some(output_schema::<Done>()),
-            examples: vec![example("Delete a message in #ops", "tools surface.messages.delete --session-id=#ops 1000000000000000900", json!({"sessionId": "#ops", "messageId": "1000000000000000900"}))],
+        match self {
+            OnMessage::Read => {
+                ToolSpec {
+                    id: "surface.messages.read",
+                    description: "Read one cached message.",
+                    help: "Answers not_found when the message is not in the cache (too old, deleted, or from another session).",
+                    mutating: false,
+                    primary: Some("messageId"),
+                    title: "Read one message",
+                    effects: Effects::READ,
+                    output_schema: Some(output_schema::<OneMessage<'static>>()),
+                    examples: vec![example("Read a message in #ops", "tools surface.messages.read --session-id=#ops 1000000000000000900", json!({"sessionId": "#ops", "messageId": "1000000000000000900"}))],
+                }
+            }
+            OnMessage::Reactions => crate::reactions::list_spec(),
+            OnMessage::Delete => {
+                ToolSpec {
+                    id: "surface.messages.delete",
+                    description: "Delete a message.",
+                    help: "Deleting someone else's message needs the Manage Messages permission in that channel; without it Discord refuses (denied).",
+                    mutating: true,
+                    primary: Some("messageId"),
+                    title: "Delete a message",
+                    effects: Effects::OVERWRITE,
+                    output_schema: Some(output_schema::<Done>()),
+                    examples: vec![example("Delete a message in #ops", "tools surface.messages.delete --session-id=#ops 1000000000000000900", json!({"sessionId": "#ops", "messageId": "1000000000000000900"}))],
+                }
+            }
+            OnMessage::Pin => crate::pins::pin_spec(),
+            OnMessage::Unpin => crate::pins::unpin_spec(),
         }
     }
 
@@ -547,7 +535,12 @@ impl Tool for DeleteMessage {
         _: &PlanContext<'_>,
         input: MessageRefInput,
     ) -> Result<Planned<Snowflake>, ToolError> {
-        input.plan(1)
+        // Reading the cache spends none of the channel's budget; a change spends one.
+        let spend = match self {
+            OnMessage::Read | OnMessage::Reactions => 0,
+            OnMessage::Delete | OnMessage::Pin | OnMessage::Unpin => 1,
+        };
+        input.plan(spend)
     }
 
     async fn run(
@@ -556,9 +549,23 @@ impl Tool for DeleteMessage {
         message_id: Snowflake,
     ) -> Result<ToolOutput, ToolError> {
         let target = cx.target()?;
-        cx.surface()
-            .delete_message(target.channel, message_id)
-            .await?;
+        let surface = cx.surface();
+        match self {
+            OnMessage::Read => {
+                let message = cx.cached_message(&target, message_id)?;
+                return output(&OneMessage {
+                    session: cx.session_json(&target),
+                    message: cx.message_json(&message)?,
+                });
+            }
+            OnMessage::Reactions => {
+                let message = cx.cached_message(&target, message_id)?;
+                return crate::reactions::list_answer(&message);
+            }
+            OnMessage::Delete => surface.delete_message(target.channel, message_id).await?,
+            OnMessage::Pin => surface.pin_message(target.channel, message_id).await?,
+            OnMessage::Unpin => surface.unpin_message(target.channel, message_id).await?,
+        }
         output(&Done::OK)
     }
 }

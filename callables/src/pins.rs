@@ -1,7 +1,6 @@
 //! `surface.pins.*`: add, remove, list.
 
 use async_trait::async_trait;
-use entity::Snowflake;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -11,99 +10,47 @@ use std::sync::Arc;
 use crate::error::ToolError;
 use crate::invocation::{Invocation, MessageView, PlanContext, SessionView};
 use crate::messages::Done;
-use crate::messages::MessageRefInput;
 use crate::registry::{
     example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
 };
 use protocol::Effects;
 
-pub struct AddPin;
-
-#[async_trait]
-impl Tool for AddPin {
-    type Input = MessageRefInput;
-    type Plan = Snowflake;
-
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            id: "surface.pins.add",
-            title: "Pin a message",
-            effects: Effects { destructive: false, idempotent: true, open_world: true },
-            output_schema: Some(output_schema::<Done>()),
-            description: "Pin a message in its session.",
-            help: "Discord needs the bot to have Manage Messages in a guild channel (denied otherwise) and keeps at most 250 pins per channel. Pinning a pinned message succeeds.",
-            mutating: true,
-            primary: Some("messageId"),
-            examples: vec![example(
-                "Pin a message in #ops",
-                "tools surface.pins.add --session-id=#ops 1000000000000000900",
-                json!({"sessionId": "#ops", "messageId": "1000000000000000900"}),
-            )],
-        }
-    }
-
-    fn plan(
-        &self,
-        _: &PlanContext<'_>,
-        input: MessageRefInput,
-    ) -> Result<Planned<Snowflake>, ToolError> {
-        input.plan(1)
-    }
-
-    async fn run(
-        &self,
-        cx: &Invocation<'_>,
-        message_id: Snowflake,
-    ) -> Result<ToolOutput, ToolError> {
-        let target = cx.target()?;
-        cx.surface().pin_message(target.channel, message_id).await?;
-        output(&Done::OK)
+/// `surface.pins.add` (run by [`crate::messages::OnMessage::Pin`]).
+pub(crate) fn pin_spec() -> ToolSpec {
+    ToolSpec {
+        id: "surface.pins.add",
+        title: "Pin a message",
+        effects: Effects { destructive: false, idempotent: true, open_world: true },
+        output_schema: Some(output_schema::<Done>()),
+        description: "Pin a message in its session.",
+        help: "Discord needs the bot to have Manage Messages in a guild channel (denied otherwise) and keeps at most 250 pins per channel. Pinning a pinned message succeeds.",
+        mutating: true,
+        primary: Some("messageId"),
+        examples: vec![example(
+            "Pin a message in #ops",
+            "tools surface.pins.add --session-id=#ops 1000000000000000900",
+            json!({"sessionId": "#ops", "messageId": "1000000000000000900"}),
+        )],
     }
 }
 
-pub struct RemovePin;
-
-#[async_trait]
-impl Tool for RemovePin {
-    type Input = MessageRefInput;
-    type Plan = Snowflake;
-
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            id: "surface.pins.remove",
-            title: "Unpin a message",
-            effects: Effects::OVERWRITE,
-            output_schema: Some(output_schema::<Done>()),
-            description: "Unpin a message.",
-            help: "Needs the same permission as pinning. Unpinning a message that is not pinned succeeds.",
-            mutating: true,
-            primary: Some("messageId"),
-            examples: vec![example(
-                "Unpin a message in #ops",
-                "tools surface.pins.remove --session-id=#ops 1000000000000000900",
-                json!({"sessionId": "#ops", "messageId": "1000000000000000900"}),
-            )],
-        }
-    }
-
-    fn plan(
-        &self,
-        _: &PlanContext<'_>,
-        input: MessageRefInput,
-    ) -> Result<Planned<Snowflake>, ToolError> {
-        input.plan(1)
-    }
-
-    async fn run(
-        &self,
-        cx: &Invocation<'_>,
-        message_id: Snowflake,
-    ) -> Result<ToolOutput, ToolError> {
-        let target = cx.target()?;
-        cx.surface()
-            .unpin_message(target.channel, message_id)
-            .await?;
-        output(&Done::OK)
+/// `surface.pins.remove` (run by [`crate::messages::OnMessage::Unpin`]).
+pub(crate) fn unpin_spec() -> ToolSpec {
+    ToolSpec {
+        id: "surface.pins.remove",
+        title: "Unpin a message",
+        effects: Effects::OVERWRITE,
+        output_schema: Some(output_schema::<Done>()),
+        description: "Unpin a message.",
+        help:
+            "Needs the same permission as pinning. Unpinning a message that is not pinned succeeds.",
+        mutating: true,
+        primary: Some("messageId"),
+        examples: vec![example(
+            "Unpin a message in #ops",
+            "tools surface.pins.remove --session-id=#ops 1000000000000000900",
+            json!({"sessionId": "#ops", "messageId": "1000000000000000900"}),
+        )],
     }
 }
 

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::error::ToolError;
 use crate::invocation::{parse_id, Invocation, PlanContext};
-use crate::messages::{Done, MessageRefInput};
+use crate::messages::Done;
 use crate::registry::{
     example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
 };
@@ -110,39 +110,62 @@ fn reaction_plan(input: ReactionInput) -> Result<Planned<ReactionPlan>, ToolErro
     ))
 }
 
-pub struct AddReaction;
+/// `surface.reactions.add` and `surface.reactions.remove`: the bot's own reaction on a
+/// message, put on or taken back (one plan and one run, two callables).
+#[derive(Debug, Clone, Copy)]
+pub enum ChangeReaction {
+    Add,
+    Remove,
+}
 
 #[async_trait]
-impl Tool for AddReaction {
+impl Tool for ChangeReaction {
     type Input = ReactionInput;
     type Plan = ReactionPlan;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            id: "surface.reactions.add",
-            description: "React to a message.",
-            help: "Adds the bot's reaction; adding one that is already there succeeds. The emoji is a Unicode emoji (✅), a shortcode (:tada:, :white_check_mark:), or one of the server's custom emoji (<:name:id> as Discord writes it, or name:id).",
-            mutating: true,
-            primary: Some("emoji"),
-            title: "Add a reaction",
-            effects: Effects {
-                destructive: false,
-                idempotent: true,
-                open_world: true,
-            },
-            output_schema: Some(output_schema::<Done>()),
-            examples: vec![
-                example(
-                    "Acknowledge",
-                    "tools surface.reactions.add --session-id=#ops --message-id=1000000000000000900 ✅",
-                    json!({"sessionId": "#ops", "messageId": "1000000000000000900", "emoji": "✅"}),
-                ),
-                example(
-                    "Celebrate, by shortcode",
-                    "tools surface.reactions.add --session-id=#ops --message-id=1000000000000000900 :tada:",
-                    json!({"sessionId": "#ops", "messageId": "1000000000000000900", "emoji": ":tada:"}),
-                ),
-            ],
+        match self {
+            ChangeReaction::Add => {
+                ToolSpec {
+                    id: "surface.reactions.add",
+                    description: "React to a message.",
+                    help: "Adds the bot's reaction; adding one that is already there succeeds. The emoji is a Unicode emoji (✅), a shortcode (:tada:, :white_check_mark:), or one of the server's custom emoji (<:name:id> as Discord writes it, or name:id).",
+                    mutating: true,
+                    primary: Some("emoji"),
+                    title: "Add a reaction",
+                    effects: Effects {
+                        destructive: false,
+                        idempotent: true,
+                        open_world: true,
+                    },
+                    output_schema: Some(output_schema::<Done>()),
+                    examples: vec![
+                        example(
+                            "Acknowledge",
+                            "tools surface.reactions.add --session-id=#ops --message-id=1000000000000000900 ✅",
+                            json!({"sessionId": "#ops", "messageId": "1000000000000000900", "emoji": "✅"}),
+                        ),
+                        example(
+                            "Celebrate, by shortcode",
+                            "tools surface.reactions.add --session-id=#ops --message-id=1000000000000000900 :tada:",
+                            json!({"sessionId": "#ops", "messageId": "1000000000000000900", "emoji": ":tada:"}),
+                        ),
+                    ],
+                }
+            }
+            ChangeReaction::Remove => {
+                ToolSpec {
+                    id: "surface.reactions.remove",
+                    description: "Remove the bot's own reaction from a message.",
+                    help: "Only the bot's reaction is removed; other people's stay.",
+                    mutating: true,
+                    primary: Some("emoji"),
+                    title: "Remove a reaction",
+                    effects: Effects::OVERWRITE,
+                    output_schema: Some(output_schema::<Done>()),
+                    examples: vec![example("Take back a reaction", "tools surface.reactions.remove --session-id=#ops --message-id=1000000000000000900 ⏳", json!({"sessionId": "#ops", "messageId": "1000000000000000900", "emoji": "⏳"}))],
+                }
+            }
         }
     }
 
@@ -156,95 +179,47 @@ impl Tool for AddReaction {
 
     async fn run(&self, cx: &Invocation<'_>, plan: ReactionPlan) -> Result<ToolOutput, ToolError> {
         let target = cx.target()?;
-        cx.surface()
-            .add_reaction(target.channel, plan.message_id, plan.emoji)
-            .await?;
+        let surface = cx.surface();
+        match self {
+            ChangeReaction::Add => {
+                surface
+                    .add_reaction(target.channel, plan.message_id, plan.emoji)
+                    .await?;
+            }
+            ChangeReaction::Remove => {
+                surface
+                    .remove_reaction(target.channel, plan.message_id, plan.emoji)
+                    .await?;
+            }
+        }
         output(&Done::OK)
     }
 }
 
-pub struct RemoveReaction;
-
-#[async_trait]
-impl Tool for RemoveReaction {
-    type Input = ReactionInput;
-    type Plan = ReactionPlan;
-
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            id: "surface.reactions.remove",
-            description: "Remove the bot's own reaction from a message.",
-            help: "Only the bot's reaction is removed; other people's stay.",
-            mutating: true,
-            primary: Some("emoji"),
-            title: "Remove a reaction",
-            effects: Effects::OVERWRITE,
-            output_schema: Some(output_schema::<Done>()),
-            examples: vec![example("Take back a reaction", "tools surface.reactions.remove --session-id=#ops --message-id=1000000000000000900 ⏳", json!({"sessionId": "#ops", "messageId": "1000000000000000900", "emoji": "⏳"}))],
-        }
-    }
-
-    fn plan(
-        &self,
-        _: &PlanContext<'_>,
-        input: ReactionInput,
-    ) -> Result<Planned<ReactionPlan>, ToolError> {
-        reaction_plan(input)
-    }
-
-    async fn run(&self, cx: &Invocation<'_>, plan: ReactionPlan) -> Result<ToolOutput, ToolError> {
-        let target = cx.target()?;
-        cx.surface()
-            .remove_reaction(target.channel, plan.message_id, plan.emoji)
-            .await?;
-        output(&Done::OK)
+/// `surface.reactions.list` (run by [`crate::messages::OnMessage::Reactions`]).
+pub(crate) fn list_spec() -> ToolSpec {
+    ToolSpec {
+        id: "surface.reactions.list",
+        description: "The reactions on a cached message, with whether the bot reacted.",
+        help: "Reads the cache; a message that is not cached answers not_found.",
+        mutating: false,
+        primary: Some("messageId"),
+        title: "List reactions",
+        effects: Effects::READ,
+        output_schema: Some(output_schema::<ReactionList>()),
+        examples: vec![example(
+            "Reactions on a message",
+            "tools surface.reactions.list --session-id=#ops 1000000000000000900",
+            json!({"sessionId": "#ops", "messageId": "1000000000000000900"}),
+        )],
     }
 }
 
-pub struct ListReactions;
-
-#[async_trait]
-impl Tool for ListReactions {
-    type Input = MessageRefInput;
-    type Plan = Snowflake;
-
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            id: "surface.reactions.list",
-            description: "The reactions on a cached message, with whether the bot reacted.",
-            help: "Reads the cache; a message that is not cached answers not_found.",
-            mutating: false,
-            primary: Some("messageId"),
-            title: "List reactions",
-            effects: Effects::READ,
-            output_schema: Some(output_schema::<ReactionList>()),
-            examples: vec![example(
-                "Reactions on a message",
-                "tools surface.reactions.list --session-id=#ops 1000000000000000900",
-                json!({"sessionId": "#ops", "messageId": "1000000000000000900"}),
-            )],
-        }
-    }
-
-    fn plan(
-        &self,
-        _: &PlanContext<'_>,
-        input: MessageRefInput,
-    ) -> Result<Planned<Snowflake>, ToolError> {
-        input.plan(0)
-    }
-
-    async fn run(
-        &self,
-        cx: &Invocation<'_>,
-        message_id: Snowflake,
-    ) -> Result<ToolOutput, ToolError> {
-        let target = cx.target()?;
-        let message = cx.cached_message(&target, message_id)?;
-        output(&ReactionList {
-            reactions: &message.reactions,
-        })
-    }
+/// `surface.reactions.list`'s answer for a cached message.
+pub(crate) fn list_answer(message: &crate::surface::MessageInfo) -> Result<ToolOutput, ToolError> {
+    output(&ReactionList {
+        reactions: &message.reactions,
+    })
 }
 
 /// `surface.reactions.list`'s answer.

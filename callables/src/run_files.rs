@@ -233,19 +233,7 @@ pub fn download_dir(cwd: &Path, dir: Option<&str>) -> Result<PathBuf, ToolError>
         if std::fs::symlink_metadata(&prefix).is_err() {
             break;
         }
-        let resolved = prefix.canonicalize().map_err(|error| {
-            ToolError::usage(
-                ErrorCode::BadPath,
-                format!("dir: cannot use {dir}: {error}"),
-            )
-        })?;
-        if !resolved.starts_with(cwd) {
-            return Err(ToolError::usage(
-                ErrorCode::PathOutsideCwd,
-                format!("dir: {dir} leads outside the run's working directory"),
-            )
-            .with_details(json!({ "field": "dir" })));
-        }
+        resolved_inside(&prefix, cwd, dir)?;
     }
     std::fs::create_dir_all(&target).map_err(|error| {
         ToolError::usage(
@@ -254,7 +242,13 @@ pub fn download_dir(cwd: &Path, dir: Option<&str>) -> Result<PathBuf, ToolError>
         )
     })?;
     // A symlink inside the cwd could still point out of it.
-    let resolved = target.canonicalize().map_err(|error| {
+    resolved_inside(&target, cwd, dir)
+}
+
+/// `path` with every link resolved, refused when that leads outside `cwd` (`dir` is what the
+/// caller wrote, for the message).
+fn resolved_inside(path: &Path, cwd: &Path, dir: &str) -> Result<PathBuf, ToolError> {
+    let resolved = path.canonicalize().map_err(|error| {
         ToolError::usage(
             ErrorCode::BadPath,
             format!("dir: cannot use {dir}: {error}"),
@@ -264,7 +258,8 @@ pub fn download_dir(cwd: &Path, dir: Option<&str>) -> Result<PathBuf, ToolError>
         return Err(ToolError::usage(
             ErrorCode::PathOutsideCwd,
             format!("dir: {dir} leads outside the run's working directory"),
-        ));
+        )
+        .with_details(json!({ "field": "dir" })));
     }
     Ok(resolved)
 }

@@ -189,26 +189,26 @@ pub fn parse_query(query: &str, mapper: &Mapper<'_>) -> Result<Vec<SearchTerm>, 
             "the query has no words to search for (letters or digits); try a word from the message",
         ));
     }
-    if terms.len() > SearchQuery::MAX_TERMS {
+    if terms.len() > switchboard_records::SearchQuery::MAX_TERMS {
         return Err(invalid(
             "query",
             format!(
                 "the query has {} terms; at most {}",
                 terms.len(),
-                SearchQuery::MAX_TERMS
+                switchboard_records::SearchQuery::MAX_TERMS
             ),
         ));
     }
     if let Some(term) = terms
         .iter()
-        .find(|t| t.any_of.len() > SearchQuery::MAX_ALTERNATIVES)
+        .find(|t| t.any_of.len() > switchboard_records::SearchQuery::MAX_ALTERNATIVES)
     {
         return Err(invalid(
             "query",
             format!(
                 "one term has {} alternatives joined by OR; at most {}",
                 term.any_of.len(),
-                SearchQuery::MAX_ALTERNATIVES
+                switchboard_records::SearchQuery::MAX_ALTERNATIVES
             ),
         ));
     }
@@ -552,7 +552,7 @@ mod tests {
         fn any_query_parses_or_fails_cleanly(query in ".{0,300}") {
             match parse(&query) {
                 Ok(terms) => {
-                    prop_assert!(!terms.is_empty() && terms.len() <= SearchQuery::MAX_TERMS);
+                    prop_assert!(!terms.is_empty() && terms.len() <= switchboard_records::SearchQuery::MAX_TERMS);
                     for term in terms {
                         prop_assert!(!term.any_of.is_empty());
                         for m in term.any_of {

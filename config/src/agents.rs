@@ -122,20 +122,8 @@ pub(crate) fn agents(
             }
         }
     }
-    report(findings, c);
+    c.report(findings);
     config
-}
-
-/// Hands every finding to the collector.
-fn report(findings: Findings, c: &mut Collector) {
-    for finding in findings {
-        c.add(
-            finding.span,
-            finding.key_path,
-            finding.message,
-            finding.help,
-        );
-    }
 }
 
 /// `[sessions.X] agent = "NAME"`: the agent it names, with a did-you-mean when none.
@@ -147,7 +135,7 @@ pub(crate) fn session_agent(
 ) -> Option<AgentName> {
     let mut findings = Findings::new();
     let found = switchboard_agents::agent_ref(value, key, configured, &mut findings);
-    report(findings, c);
+    c.report(findings);
     found
 }
 
@@ -164,7 +152,7 @@ pub(crate) fn token_agent_entry(
     }
     let mut findings = Findings::new();
     switchboard_agents::scope_entry(value, key, configured, &mut findings);
-    report(findings, c);
+    c.report(findings);
     Some(value.get_ref().trim().to_owned())
 }
 

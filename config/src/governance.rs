@@ -564,7 +564,6 @@ fn command_glob(
     key: &str,
     c: &mut Collector,
 ) -> String {
-    let glob = value.get_ref().trim().to_owned();
     if !glob_matches(tool.get_ref().trim(), "shell.run") {
         c.add(
             Some(value.span()),
@@ -576,17 +575,11 @@ fn command_glob(
             "write tool = \"shell.run\" on a rule with a command glob",
         );
     }
-    if glob.is_empty() {
-        c.add(
-            Some(value.span()),
-            key,
-            "the command glob is empty",
-            "write a glob such as \"git status*\"",
-        );
-    } else if let Err(error) = switchboard_commandline::CommandGlob::new(&glob) {
-        c.add(Some(value.span()), key, error.to_string(), "`*` matches anything, `?` one character, `[…]` a class, `{a,b}` alternatives; escape a literal one with `\\`");
-    }
-    glob
+    rule_glob(value, key, "command", "git status*", c, |glob| {
+        switchboard_commandline::CommandGlob::new(glob).map(drop).map_err(|error| {
+            (error.to_string(), "`*` matches anything, `?` one character, `[…]` a class, `{a,b}` alternatives; escape a literal one with `\\`")
+        })
+    })
 }
 
 /// `path = "GLOB"`: a path glob, on a rule for `fs.*`.
@@ -596,7 +589,6 @@ fn path_glob(
     key: &str,
     c: &mut Collector,
 ) -> String {
-    let glob = value.get_ref().trim().to_owned();
     let tool = tool.get_ref().trim();
     if !tool.starts_with("fs.") {
         c.add(
@@ -606,15 +598,33 @@ fn path_glob(
             "write tool = \"fs.write\" (or another fs.* callable or \"fs.*\") on a rule with a path glob",
         );
     }
+    rule_glob(value, key, "path", "src/**", c, |glob| {
+        path_matcher(glob).map(drop).map_err(|error| {
+            (format!("path glob {glob:?} is not valid: {error}"), "`*` matches within a directory, `**` across directories, `?` one character, `{a,b}` alternatives")
+        })
+    })
+}
+
+/// A rule's `command`/`path` glob, trimmed; empty, or refused by `compile` (what is wrong and
+/// the help line), it is a finding at its span.
+fn rule_glob(
+    value: &Spanned<String>,
+    key: &str,
+    what: &str,
+    example: &str,
+    c: &mut Collector,
+    compile: impl FnOnce(&str) -> Result<(), (String, &'static str)>,
+) -> String {
+    let glob = value.get_ref().trim().to_owned();
     if glob.is_empty() {
         c.add(
             Some(value.span()),
             key,
-            "the path glob is empty",
-            "write a glob such as \"src/**\"",
+            format!("the {what} glob is empty"),
+            format!("write a glob such as \"{example}\""),
         );
-    } else if let Err(error) = path_matcher(&glob) {
-        c.add(Some(value.span()), key, format!("path glob {glob:?} is not valid: {error}"), "`*` matches within a directory, `**` across directories, `?` one character, `{a,b}` alternatives");
+    } else if let Err((message, help)) = compile(&glob) {
+        c.add(Some(value.span()), key, message, help);
     }
     glob
 }

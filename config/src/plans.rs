@@ -48,17 +48,6 @@ impl BudgetsConfig {
     }
 }
 
-fn report(findings: Findings, c: &mut Collector) {
-    for finding in findings {
-        c.add(
-            finding.span,
-            finding.key_path,
-            finding.message,
-            finding.help,
-        );
-    }
-}
-
 /// `[scheduler]` (defaults when absent).
 pub(crate) fn scheduler(raw: Option<&RawScheduler>, c: &mut Collector) -> SchedulerSettings {
     let Some(raw) = raw else {
@@ -66,7 +55,7 @@ pub(crate) fn scheduler(raw: Option<&RawScheduler>, c: &mut Collector) -> Schedu
     };
     let mut findings = Findings::new();
     let settings = switchboard_schedule::scheduler(raw, &mut findings);
-    report(findings, c);
+    c.report(findings);
     settings
 }
 
@@ -80,7 +69,7 @@ pub(crate) fn schedules(
 ) -> Vec<ScheduleEntry> {
     let mut findings = Findings::new();
     let checked = switchboard_schedule::schedules(raw, agents, chrono::Utc::now(), &mut findings);
-    report(findings, c);
+    c.report(findings);
     let mut entries = Vec::with_capacity(checked.len());
     for entry in checked {
         let session = &raw[entry.index].session;
@@ -112,7 +101,7 @@ pub(crate) fn budgets(
     };
     let mut findings = Findings::new();
     let budgets = switchboard_usage::budgets(raw, &mut findings);
-    report(findings, c);
+    c.report(findings);
     let mut exempt_principals = Vec::new();
     for entry in &budgets.exempt {
         match entry {
@@ -158,6 +147,6 @@ pub(crate) fn price(
 ) -> Price {
     let mut findings = Findings::new();
     let price = switchboard_usage::price(price_in, price_out, table, &mut findings);
-    report(findings, c);
+    c.report(findings);
     price
 }

@@ -97,6 +97,18 @@ impl<'a> Collector<'a> {
         (line, column)
     }
 
+    /// Records every finding another crate's validation made (`switchboard_agents::Findings`).
+    pub fn report(&mut self, findings: switchboard_agents::Findings) {
+        for finding in findings {
+            self.add(
+                finding.span,
+                finding.key_path,
+                finding.message,
+                finding.help,
+            );
+        }
+    }
+
     /// Records a problem at `span`; an empty span at 0 means "not in the file" (a default).
     pub fn add(
         &mut self,

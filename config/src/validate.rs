@@ -266,26 +266,10 @@ pub(crate) fn bounded_because(
     because: &str,
     c: &mut Collector,
 ) -> u64 {
-    let number = *value.get_ref();
-    if !range.contains(&number) {
-        let mut help = format!(
-            "use a whole number from {} to {}",
-            range.start(),
-            range.end()
-        );
-        if !because.is_empty() {
-            help.push_str(" (");
-            help.push_str(because);
-            help.push(')');
-        }
-        c.add(
-            Some(value.span()),
-            key,
-            format!("{number} is out of range"),
-            help,
-        );
-    }
-    number.clamp(*range.start(), *range.end())
+    let mut findings = switchboard_agents::Findings::new();
+    let number = switchboard_agents::bounded(value, key, range, because, &mut findings);
+    c.report(findings);
+    number
 }
 
 /// One agent table, `[agent]` or `[agents.NAME]`: `prefix` is its key path (`agent`,

@@ -3,9 +3,9 @@
 //!
 //! The page's files are compiled into the binary (plain HTML, CSS and JavaScript in
 //! `assets/`, no build step). Logging in exchanges the operator token (or a named token with
-//! `console` in its scope) for a session cookie — HttpOnly, SameSite=Strict, a random id kept
-//! here as a digest ([`session::Sessions`], bounded, with expiry). Every change also needs the
-//! session's CSRF token in a header and a same-origin `Origin`. Reads of sessions, messages and
+//! `console` in its scope) for a login cookie — HttpOnly, SameSite=Strict, a random id kept
+//! here as a digest ([`logins::Logins`], bounded, with expiry). Every change also needs the
+//! login's CSRF token in a header and a same-origin `Origin`. Reads of sessions, messages and
 //! the audit log, decisions (`approvals.decide`) and scope changes (`admin.tools.set`) go
 //! through [`Core::call`] as the logged-in caller, so the console passes the same pipeline
 //! (scope, rules, limits, audit) as every other front and may do only what its token's scope
@@ -22,7 +22,7 @@ use switchboard_engine::{auth, clock, error, events, invocation, runs, server, v
 
 pub mod health;
 mod live;
-pub mod session;
+pub mod logins;
 mod usage;
 
 use std::future::Future;
@@ -48,7 +48,7 @@ use crate::error::ToolError;
 use crate::invocation::CallContext;
 use crate::server::Core;
 use health::{Counters, HeadroomSource, Series};
-use session::{Login, Sessions, COOKIE, CSRF_HEADER, LIFETIME};
+use logins::{Login, Logins, COOKIE, CSRF_HEADER, LIFETIME};
 use switchboard_front::ApiError;
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
@@ -98,7 +98,7 @@ pub trait Compose: Send + Sync {
 /// The console's state: the logins, and what the composition root plugs in.
 pub struct Console {
     enabled: bool,
-    sessions: Sessions,
+    logins: Logins,
     failed_logins: DefaultDirectRateLimiter,
     compose: OnceLock<Arc<dyn Compose>>,
     headroom: OnceLock<Arc<dyn HeadroomSource>>,
@@ -113,7 +113,7 @@ impl Console {
         let per_minute = NonZeroU32::new(FAILED_LOGINS_PER_MINUTE).unwrap_or(NonZeroU32::MIN);
         Console {
             enabled,
-            sessions: Sessions::default(),
+            logins: Logins::default(),
             failed_logins: RateLimiter::direct(Quota::per_minute(per_minute)),
             compose: OnceLock::new(),
             headroom: OnceLock::new(),
@@ -138,8 +138,8 @@ impl Console {
     }
 
     /// The logins held.
-    pub fn sessions(&self) -> &Sessions {
-        &self.sessions
+    pub fn logins(&self) -> &Logins {
+        &self.logins
     }
 
     fn series(&self) -> std::sync::MutexGuard<'_, Series> {
@@ -220,7 +220,7 @@ where
         .route("/console/api/compose", post(compose))
 }
 
-/// Every route the console API serves, as `METHOD path` (tests try each without a session).
+/// Every route the console API serves, as `METHOD path` (tests try each without a login).
 pub const API_ROUTES: &[(&str, &str)] = &[
     ("POST", "/console/api/logout"),
     ("GET", "/console/api/me"),
@@ -269,10 +269,10 @@ async fn app_css() -> Response {
     (page_headers("text/css; charset=utf-8"), APP_CSS).into_response()
 }
 
-fn no_session() -> ToolError {
+fn not_logged_in() -> ToolError {
     ToolError::unauthenticated(
         ErrorCode::ConsoleSession,
-        "Not logged in to the console (or the session expired): log in with the operator token",
+        "Not logged in to the console (or the login expired): log in with the operator token",
     )
 }
 
@@ -283,7 +283,7 @@ fn csrf_refused(why: &str) -> ToolError {
     )
 }
 
-/// The logged-in console a request comes from (its session cookie), refused with 401 when
+/// The logged-in console a request comes from (its login cookie), refused with 401 when
 /// there is none.
 pub struct Operator {
     login: Login,
@@ -332,15 +332,15 @@ where
             .get_all(header::COOKIE)
             .iter()
             .filter_map(|value| value.to_str().ok())
-            .find_map(session::cookie_value)
-            .ok_or_else(no_session)?
+            .find_map(logins::cookie_value)
+            .ok_or_else(not_logged_in)?
             .to_owned();
-        let login = core.console.sessions.get(&id).ok_or_else(no_session)?;
+        let login = core.console.logins.get(&id).ok_or_else(not_logged_in)?;
         Ok(Operator { login, id })
     }
 }
 
-/// A logged-in console making a change: also the session's CSRF token in
+/// A logged-in console making a change: also the login's CSRF token in
 /// `x-switchboard-csrf` and a same-origin `Origin`.
 pub struct Change(Operator);
 
@@ -363,7 +363,7 @@ where
             .and_then(|value| value.to_str().ok())
             .ok_or_else(|| csrf_refused("the CSRF token header is missing"))?;
         if !operator.login.csrf_matches(presented) {
-            return Err(csrf_refused("the CSRF token does not match this session").into());
+            return Err(csrf_refused("the CSRF token does not match this login").into());
         }
         Ok(Change(operator))
     }
@@ -494,7 +494,7 @@ async fn login(
     };
     let (id, csrf) = core
         .console
-        .sessions
+        .logins
         .start(caller.clone())
         .map_err(|e| ToolError::internal(format!("cannot draw random bytes: {e}")))?;
     tracing::info!(caller = %caller.key(), "console login");
@@ -513,7 +513,7 @@ async fn login(
 }
 
 async fn logout(State(core): Shared, Change(operator): Change) -> Response {
-    core.console.sessions.end(&operator.id);
+    core.console.logins.end(&operator.id);
     (
         [(
             header::SET_COOKIE,
@@ -548,7 +548,7 @@ async fn health(State(core): Shared, _: Operator) -> Response {
         "gateway": state.as_str(),
         "version": env!("CARGO_PKG_VERSION"),
         "pendingApprovals": core.approvals().pending().len(),
-        "consoleSessions": core.console.sessions.len(),
+        "consoleSessions": core.console.logins.len(),
         "botUserId": core.surface().bot_user_id(),
         "eventStreams": core.events().subscribers(),
         "rateLimits": core.console.headroom.get().map(|source| source.headroom()),

@@ -1,5 +1,5 @@
 //! `GET /console/api/events`: the live feed for the console page, authenticated by the
-//! session cookie (a browser's `EventSource` cannot send a bearer token).
+//! login cookie (a browser's `EventSource` cannot send a bearer token).
 //!
 //! It is a relay of the core's one [`EventHub`](crate::events::EventHub), not a second
 //! fan-out: the same subscription (ring, `Last-Event-ID` resumption, lag limit, subscriber
@@ -21,7 +21,7 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio::time::{Interval, MissedTickBehavior};
 
-use super::session::{StreamSlot, MAX_STREAMS_PER_LOGIN};
+use super::logins::{StreamSlot, MAX_STREAMS_PER_LOGIN};
 use super::Operator;
 use crate::error::ToolError;
 use crate::events::{self, EventsQuery, Next, Subscription};
@@ -31,8 +31,8 @@ use switchboard_front::ApiError;
 /// One console's stream: the hub subscription, and what ends it.
 struct Relay {
     core: super::ConsoleState,
-    /// The login's cookie value, to look the session up again.
-    session: String,
+    /// The login's cookie value, to look the login up again.
+    login_id: String,
     subscription: Subscription,
     endings: watch::Receiver<u64>,
     sampled: watch::Receiver<u64>,
@@ -44,15 +44,15 @@ struct Relay {
 /// What woke the relay.
 enum Woke {
     Hub(Option<Next>),
-    SessionsChanged(bool),
+    LoginsChanged(bool),
     Check,
     Sampled(bool),
 }
 
 impl Relay {
-    fn session_ended(&mut self) -> Option<SseEvent> {
-        // Looking the session up also keeps it from idling out while its tab is open.
-        if self.core.console.sessions.get(&self.session).is_some() {
+    fn login_ended(&mut self) -> Option<SseEvent> {
+        // Looking the login up also keeps it from idling out while its tab is open.
+        if self.core.console.logins.get(&self.login_id).is_some() {
             return None;
         }
         self.done = true;
@@ -60,7 +60,7 @@ impl Relay {
             "stream.closed",
             &json!({
                 "reason": "session_ended",
-                "message": "the console session ended (logged out or expired); log in again",
+                "message": "the console login ended (logged out or expired); log in again",
             }),
         ))
     }
@@ -72,7 +72,7 @@ impl Relay {
         loop {
             let woke = tokio::select! {
                 biased;
-                changed = self.endings.changed() => Woke::SessionsChanged(changed.is_ok()),
+                changed = self.endings.changed() => Woke::LoginsChanged(changed.is_ok()),
                 _ = self.check.tick() => Woke::Check,
                 next = self.subscription.next() => Woke::Hub(next),
                 changed = self.sampled.changed() => Woke::Sampled(changed.is_ok()),
@@ -87,9 +87,9 @@ impl Relay {
                 }
                 // Both senders live in the core this relay holds, so they never close; if one
                 // did, end the stream rather than spin on it.
-                Woke::SessionsChanged(false) | Woke::Sampled(false) => return None,
-                Woke::SessionsChanged(true) | Woke::Check => {
-                    if let Some(end) = self.session_ended() {
+                Woke::LoginsChanged(false) | Woke::Sampled(false) => return None,
+                Woke::LoginsChanged(true) | Woke::Check => {
+                    if let Some(end) = self.login_ended() {
                         return Some(end);
                     }
                 }
@@ -112,7 +112,7 @@ impl Relay {
 }
 
 /// `GET /console/api/events`: the parameters of `/v1/events` (`types`, `session`,
-/// `lastEventId`), the session cookie instead of a token. A read: no CSRF token or `Origin`
+/// `lastEventId`), the login cookie instead of a token. A read: no CSRF token or `Origin`
 /// is needed (the cookie is SameSite=Strict, and an event stream answers no other site).
 pub(super) async fn stream(
     State(core): State<super::ConsoleState>,
@@ -141,10 +141,10 @@ pub(super) async fn stream(
     let mut sampled = core.console.sampled.subscribe();
     sampled.mark_unchanged();
     let relay = Relay {
-        endings: core.console.sessions.endings(),
+        endings: core.console.logins.endings(),
         sampled,
         core: core.clone(),
-        session: operator.id,
+        login_id: operator.id,
         subscription,
         check,
         done: false,

@@ -426,9 +426,10 @@ impl Caller {
         }
     }
 
-    /// Whether the token's own scope lets it call `tool_id` (a run's session scope is applied
-    /// on top of this by [`crate::Core::may_call`]); a run never gets an operator callable.
-    pub fn may_call(&self, tool_id: &str) -> bool {
+    /// Whether the caller's own scope names `tool_id` (its token's globs; a run never gets an
+    /// operator callable). Only a part of the answer: whether a caller may call a callable is
+    /// [`crate::Core::may_call`]'s, which adds the run's session scope.
+    pub fn scope_allows(&self, tool_id: &str) -> bool {
         match self {
             Caller::Operator | Caller::Unauthenticated => true,
             Caller::Capability(c) => {
@@ -465,7 +466,7 @@ pub enum Front {
     /// nothing more (the bot's buttons and commands, a run's own tool calls).
     #[default]
     Api,
-    /// A console login (its cookie session): an approval it decides is `console:...`'s.
+    /// A console login (its login cookie): an approval it decides is `console:...`'s.
     Console,
     /// The agent bridge showing its run's own answer in the run's session — the reply, the
     /// draft, the ⏳/✅ reactions, typing — with the run's capability as the caller. Such a

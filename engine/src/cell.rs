@@ -3,13 +3,15 @@
 //! settings snapshot).
 
 use std::fmt;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 
 /// A value swapped whole: readers take an `Arc` of the current one and keep it as long as they
-/// need; a writer puts in a new one for the readers after it. (The lock is held only to clone
-/// or replace the `Arc`, never while the value is used.)
+/// need; a writer puts in a new one for the readers after it. `arc-swap` underneath, so a read
+/// takes no lock and never waits on a reload.
 pub struct Live<T> {
-    cell: RwLock<Arc<T>>,
+    cell: ArcSwap<T>,
 }
 
 impl<T> Live<T> {
@@ -21,27 +23,18 @@ impl<T> Live<T> {
     /// A cell holding `value`, shared as it is.
     pub fn from_arc(value: Arc<T>) -> Self {
         Live {
-            cell: RwLock::new(value),
+            cell: ArcSwap::new(value),
         }
     }
 
     /// The current value.
     pub fn load(&self) -> Arc<T> {
-        Arc::clone(
-            &self
-                .cell
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
+        self.cell.load_full()
     }
 
     /// Puts `value` in force; gives back the one it replaces.
     pub fn store(&self, value: Arc<T>) -> Arc<T> {
-        let mut cell = self
-            .cell
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        std::mem::replace(&mut *cell, value)
+        self.cell.swap(value)
     }
 }
 

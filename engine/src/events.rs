@@ -8,7 +8,7 @@
 //! `call.finished` and approvals only for the operator (or a token that may read the audit
 //! log). A capability's stream ends when its token does (its run finished or was aborted, or it
 //! expired). The operator console's page follows the same hub through `/console/api/events`
-//! (its session cookie standing for the token: `console/live.rs`), filtered by the same
+//! (its login cookie standing for the token: `console/live.rs`), filtered by the same
 //! `visibility::caller_filter` and visibility, and ended when its login ends.
 //!
 //! Bounds, so that no subscriber can grow memory: the last [`RING_CAPACITY`] events are kept

@@ -15,7 +15,7 @@ use switchboard_config::Config;
 
 use crate::allowlist::AllowRules;
 use crate::governance::GovernanceRules;
-use crate::ratelimit::Limits;
+use crate::ratelimit::RateLimiters;
 
 pub use crate::cell::Live;
 
@@ -32,7 +32,7 @@ pub struct Settings {
     /// The allowlist's rules.
     pub allow: Arc<AllowRules>,
     pub(crate) governance: Arc<GovernanceRules>,
-    pub(crate) limits: Arc<Limits>,
+    pub(crate) limits: Arc<RateLimiters>,
 }
 
 impl Settings {
@@ -41,7 +41,7 @@ impl Settings {
         Settings {
             allow: Arc::new(AllowRules::new(&config.discord)),
             governance: Arc::new(GovernanceRules::from_config(&config)),
-            limits: Arc::new(Limits::new(&config.toolserver.rate_limits)),
+            limits: Arc::new(RateLimiters::new(&config.toolserver.rate_limits)),
             generation: 0,
             config: Arc::new(config),
         }
@@ -53,7 +53,7 @@ impl Settings {
         let limits = if config.toolserver.rate_limits == self.config.toolserver.rate_limits {
             Arc::clone(&self.limits)
         } else {
-            Arc::new(Limits::new(&config.toolserver.rate_limits))
+            Arc::new(RateLimiters::new(&config.toolserver.rate_limits))
         };
         Settings {
             allow: Arc::new(AllowRules::new(&config.discord)),

@@ -16,9 +16,9 @@ type Keyed<K> = DefaultKeyedRateLimiter<K>;
 /// caller, whatever names it tries.
 pub(crate) const NOT_CALLABLE: &str = "-";
 
-/// The server's limiters. Keys are pruned by [`Limits::prune`], which the server runs on an
+/// The server's limiters. Keys are pruned by [`RateLimiters::prune`], which the server runs on an
 /// interval so memory stays bounded.
-pub struct Limits {
+pub struct RateLimiters {
     per_caller: Keyed<(CallerKey, &'static str)>,
     per_channel: Keyed<u64>,
     clock: DefaultClock,
@@ -30,10 +30,10 @@ fn governor_quota(quota: Quota) -> GovernorQuota {
     GovernorQuota::per_minute(per_minute).allow_burst(burst)
 }
 
-impl Limits {
+impl RateLimiters {
     /// Empty limiters with the configured quotas (`toolserver.rate_limits`).
     pub fn new(config: &RateLimits) -> Self {
-        Limits {
+        RateLimiters {
             per_caller: RateLimiter::keyed(governor_quota(config.per_caller)),
             per_channel: RateLimiter::keyed(governor_quota(config.per_channel_mutating)),
             clock: DefaultClock::default(),
@@ -104,8 +104,8 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn limits(burst: u32) -> Limits {
-        Limits::new(&RateLimits {
+    fn limits(burst: u32) -> RateLimiters {
+        RateLimiters::new(&RateLimits {
             per_caller: Quota {
                 per_minute: 60,
                 burst,

@@ -8,7 +8,9 @@ use dashmap::DashMap;
 use entity::Snowflake;
 use serde_json::value::RawValue;
 
-/// Entries kept before the cache starts over (a bound on memory, not an LRU).
+/// Entries kept before the cache starts over (a bound on memory, not an LRU). A bounded-cache
+/// crate (`quick_cache`) measured slower on both read patterns of `engine/bench-render`
+/// (`BENCHMARKS.md`), so this stays.
 const CAPACITY: usize = 20_000;
 /// Bytes of rendered JSON kept before the cache starts over: a 2,000-character message renders
 /// to about 2.5 KB, so this holds a few thousand of the longest ones.

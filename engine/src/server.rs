@@ -404,12 +404,16 @@ impl Core {
         }
     }
 
-    /// Whether `caller` may see and call `tool_id`: its token's scope, and for an agent run its
-    /// session's scope too (`[sessions.*]`, then `/tools` overrides).
-    /// `workflow.*` is out of everyone's scope while no workflow engine is installed (no
-    /// agent can resume a workflow), so it is absent from the lists instead of failing.
+    /// Whether `caller` may see and call `tool_id` (the one answer to that question: lists,
+    /// stage 2 of the pipeline, `GET /v1/tools/ID`, MCP and the console all ask this): its own
+    /// scope ([`Caller::scope_allows`]), and for an agent run its session's scope too
+    /// ([`crate::governance::Governance::session_allows`]). `workflow.*` is out of everyone's
+    /// scope while no workflow engine is installed (no agent can resume a workflow), so it is
+    /// absent from the lists instead of failing.
     pub fn may_call(&self, caller: &Caller, tool_id: &str) -> bool {
-        !self.workflows_missing(tool_id) && self.governance.may_call(caller, tool_id)
+        !self.workflows_missing(tool_id)
+            && caller.scope_allows(tool_id)
+            && self.governance.session_allows(caller, tool_id)
     }
 
     /// Whether `tool_id` is a `workflow.*` callable and no engine is installed.

@@ -197,29 +197,10 @@ pub struct PinnedMessage {
     pub pinned_at: Option<String>,
 }
 
-/// A full-text search over the messages of allowed sessions.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SearchQuery {
-    /// Every term must match (at least one, at most [`SearchQuery::MAX_TERMS`]).
-    pub terms: Vec<SearchTerm>,
-    /// Only messages of these sessions (each checked by the allowlist).
-    pub channels: Vec<AllowedChannel>,
-    /// Only messages by this user.
-    pub author: Option<Snowflake>,
-    /// Only messages older than this id.
-    pub before: Option<Snowflake>,
-    /// Only messages newer than this id.
-    pub after: Option<Snowflake>,
-    /// At most this many hits, best first.
-    pub limit: usize,
-}
-
-impl SearchQuery {
-    /// Most terms a query may have.
-    pub const MAX_TERMS: usize = 16;
-    /// Most alternatives one term may have.
-    pub const MAX_ALTERNATIVES: usize = 8;
-}
+/// A full-text search over the messages of allowed sessions: the store's query, its sessions
+/// each checked by the allowlist (its bounds: `switchboard_records::SearchQuery::MAX_TERMS`,
+/// `MAX_ALTERNATIVES`).
+pub type SearchQuery = switchboard_records::SearchQuery<AllowedChannel>;
 
 /// One search hit.
 #[derive(Debug, Clone, PartialEq)]

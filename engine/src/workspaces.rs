@@ -21,7 +21,7 @@ use protocol::{ErrorCode, ErrorKind};
 use serde_json::json;
 use switchboard_config::WorkspaceConfig;
 use switchboard_sandbox::{
-    HelperCommand, Limits, OutputLimits, Sandbox, SandboxError, SandboxOptions, ShellEvents,
+    CommandLimits, HelperCommand, OutputLimits, Sandbox, SandboxError, SandboxOptions, ShellEvents,
     ShellExited, ShellOptions, ShellStarted,
 };
 use switchboard_workspace::{Workspace, WorkspaceError, WorkspaceErrorKind, WorkspaceOptions};
@@ -71,12 +71,12 @@ pub async fn probe(
     if let Ok(root) = std::path::absolute(&config.root) {
         options.hidden.push(root);
     }
-    options.limits = Limits {
+    options.limits = CommandLimits {
         memory_bytes: config.memory_bytes,
         cpu_seconds: config.cpu_seconds,
         processes: config.processes,
         file_bytes: config.file_bytes,
-        ..Limits::default()
+        ..CommandLimits::default()
     };
     match Sandbox::probe(options).await {
         Ok(sandbox) => {

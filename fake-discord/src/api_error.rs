@@ -42,7 +42,7 @@ impl ApiError {
         ApiError::new(StatusCode::NOT_FOUND, 10004, "Unknown Guild")
     }
     /// 404 10008 Unknown Message: the channel holds no message with this id (never sent, deleted,
-    /// or beyond [`Limits::messages_per_channel`](crate::Limits::messages_per_channel)), or an
+    /// or beyond [`SizeLimits::messages_per_channel`](crate::SizeLimits::messages_per_channel)), or an
     /// interaction webhook names a message that is not its own, or `@original` before there is one.
     pub fn unknown_message() -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, 10008, "Unknown Message")
@@ -62,7 +62,7 @@ impl ApiError {
         ApiError::new(StatusCode::NOT_FOUND, 10015, "Unknown Webhook")
     }
     /// 404 10062 Unknown interaction: a callback names an interaction the fake does not hold (never
-    /// invoked, or beyond [`Limits::interactions`](crate::Limits::interactions)) or gives the wrong
+    /// invoked, or beyond [`SizeLimits::interactions`](crate::SizeLimits::interactions)) or gives the wrong
     /// token.
     pub fn unknown_interaction() -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, 10062, "Unknown interaction")

@@ -30,11 +30,9 @@
 //!
 //! # The demo world ([`World::demo`], used by the binary without `--world`)
 //!
-//! Guild `Lab` with `#ops` (the bot may also manage messages there), `#release-room`,
-//! `#secret` (`bot_can_send: false`: REST sends → 50013), `#random`, threads `incident-42`
-//! and `off-topic-thread`, users `stanley` (the guild's owner, role `oncall`) and `tomas`, and
-//! a DM with stanley. It is built from the `demo_world` crate, whose docs list every id and
-//! name; the same ids are constants in [`demo`] (that crate, re-exported).
+//! Built from the `demo_world` crate alone (re-exported as [`demo`]): its guild, channels,
+//! threads, users, roles and DM, every id and name, are written there and nowhere else. A
+//! channel the world marks `bot_can_send: false` answers REST sends 50013.
 //!
 //! # Attachments
 //!
@@ -53,7 +51,7 @@
 //! description?}]`, with `url` (and `proxy_url`) =
 //! `{base_url}/attachments/{channel_id}/{attachment_id}/{filename, percent-encoded}`. Those
 //! URLs are served without auth, like Discord's CDN (`GET`, 404 for anything unknown), from
-//! memory (bounded by [`Limits::attachment_bytes`]). Users' messages get attachments through
+//! memory (bounded by [`SizeLimits::attachment_bytes`]). Users' messages get attachments through
 //! [`UserMessage::attachments`] (`POST /_fake/messages` with
 //! `"attachments": [{"filename", "content_base64", "content_type"?}]`). Filenames are kept
 //! verbatim, `../../etc/passwd` included: whoever saves them must sanitize.
@@ -153,7 +151,7 @@ pub use shards::{
     IdentifyRecord, DEFAULT_GUILDS_PER_SHARD_MAX, DEFAULT_SESSION_START_TOTAL, IDENTIFY_INTERVAL,
     MAX_CONCURRENCY_LIMIT, MAX_SESSION_START_TOTAL, MAX_SHARDS,
 };
-pub use state::{Limits, RecordedPart, RecordedRequest};
+pub use state::{RecordedPart, RecordedRequest, SizeLimits};
 pub use validation::{MAX_CONTENT_CHARS, MAX_NONCE_CHARS};
 pub use world::{
     BotSpec, ChannelSpec, DmSpec, EmojiSpec, GuildSpec, MemberSpec, RoleSpec, UserSpec, World,
@@ -194,7 +192,7 @@ pub struct FakeOptions {
     /// The heartbeat interval sent in HELLO, in milliseconds (Discord sends 41250).
     pub heartbeat_interval_ms: u64,
     /// Bounds of the store.
-    pub limits: Limits,
+    pub limits: SizeLimits,
     /// Bounds of the gateway hub.
     pub hub: HubLimits,
     /// Largest file accepted per attachment, in bytes (REST uploads and control-API
@@ -220,7 +218,7 @@ impl Default for FakeOptions {
         let gateway = GatewaySettings::default();
         FakeOptions {
             heartbeat_interval_ms: 41_250,
-            limits: Limits::default(),
+            limits: SizeLimits::default(),
             hub: HubLimits::default(),
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
             rate_limits: RateLimits::discord(),

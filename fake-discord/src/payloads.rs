@@ -625,40 +625,13 @@ pub fn interaction_create(
     command_id: &str,
     options: &Value,
 ) -> Value {
-    let mut v = json!({
-        "id": interaction.id,
-        "application_id": dir.application_id,
-        "type": 2,
-        "token": interaction.token,
-        "version": 1,
-        "locale": "en-US",
-        "entitlements": [],
-        "attachment_size_limit": 26_214_400,
-        "authorizing_integration_owners": { "0": interaction.guild_id.unwrap_or(dir.bot_id) },
-        "app_permissions": dir.bot_permissions(channel).to_string(),
-        "channel_id": channel.id,
-        "channel": channel_partial(channel),
-        "data": {
-            "id": command_id,
-            "name": interaction.command_name,
-            "type": 1,
-            "options": options,
-        },
+    let mut v = interaction_base(dir, channel, interaction, 2);
+    v["data"] = json!({
+        "id": command_id,
+        "name": interaction.command_name,
+        "type": 1,
+        "options": options,
     });
-    match interaction.guild_id {
-        Some(g) => {
-            v["guild_id"] = json!(g);
-            v["guild_locale"] = json!("en-US");
-            v["context"] = json!(0);
-            let mut member = dir.member(g, interaction.user_id, true);
-            member["permissions"] = json!(permissions::EVERYONE.to_string());
-            v["member"] = member;
-        }
-        None => {
-            v["context"] = json!(1);
-            v["user"] = dir.user(interaction.user_id);
-        }
-    }
     v
 }
 
@@ -674,10 +647,24 @@ pub fn component_interaction_create(
         .as_ref()
         .map(|(_, custom_id)| custom_id.clone())
         .unwrap_or_default();
+    let mut v = interaction_base(dir, channel, interaction, 3);
+    v["message"] = message;
+    v["data"] = json!({ "custom_id": custom_id, "component_type": 2 });
+    v
+}
+
+/// What every INTERACTION_CREATE of `kind` carries: the ids, the channel, and who acted (a
+/// guild member with their permissions, or in a DM the user).
+fn interaction_base(
+    dir: &Directory,
+    channel: &Channel,
+    interaction: &Interaction,
+    kind: u8,
+) -> Value {
     let mut v = json!({
         "id": interaction.id,
         "application_id": dir.application_id,
-        "type": 3,
+        "type": kind,
         "token": interaction.token,
         "version": 1,
         "locale": "en-US",
@@ -687,8 +674,6 @@ pub fn component_interaction_create(
         "app_permissions": dir.bot_permissions(channel).to_string(),
         "channel_id": channel.id,
         "channel": channel_partial(channel),
-        "message": message,
-        "data": { "custom_id": custom_id, "component_type": 2 },
     });
     match interaction.guild_id {
         Some(g) => {

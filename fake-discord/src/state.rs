@@ -185,7 +185,7 @@ pub struct RecordedPart {
     /// Its length in bytes (kept when `content` is dropped).
     pub size: usize,
     /// The bytes as sent (JSON: `content_base64`). Emptied, oldest requests first, once the
-    /// log holds more than [`Limits::logged_part_bytes`]; `size` stays.
+    /// log holds more than [`SizeLimits::logged_part_bytes`]; `size` stays.
     #[serde(rename = "content_base64", with = "crate::attachments::base64_serde")]
     pub content: Bytes,
 }
@@ -209,7 +209,7 @@ pub struct RestFaultState {
 
 /// Size limits that keep the fake bounded.
 #[derive(Clone, Copy, Debug)]
-pub struct Limits {
+pub struct SizeLimits {
     /// Messages held per channel (default 10,000); beyond it the oldest are forgotten, and answer
     /// 10008 from then on.
     pub messages_per_channel: usize,
@@ -229,9 +229,9 @@ pub struct Limits {
     pub logged_part_bytes: usize,
 }
 
-impl Default for Limits {
+impl Default for SizeLimits {
     fn default() -> Self {
-        Limits {
+        SizeLimits {
             messages_per_channel: 10_000,
             requests_logged: 10_000,
             interactions: 1_000,
@@ -245,7 +245,7 @@ impl Default for Limits {
 /// Everything mutable, behind one mutex in [`crate::server::Shared`].
 #[derive(Debug)]
 pub struct Store {
-    pub limits: Limits,
+    pub limits: SizeLimits,
     pub channels: HashMap<Snowflake, Channel>,
     pub messages: HashMap<Snowflake, BTreeMap<Snowflake, StoredMessage>>,
     /// (channel, nonce) → message id, oldest first for eviction.
@@ -267,7 +267,7 @@ pub struct Store {
 
 impl Store {
     /// Builds the store from a checked world.
-    pub fn new(world: &World, limits: Limits, now_ms: u64) -> Store {
+    pub fn new(world: &World, limits: SizeLimits, now_ms: u64) -> Store {
         let mut channels = HashMap::new();
         for guild in &world.guilds {
             for (position, spec) in guild.channels.iter().enumerate() {
@@ -644,7 +644,7 @@ mod tests {
     fn hidden_parent_hides_thread() {
         let mut world = World::demo();
         world.guilds[0].channels[0].bot_can_see = false; // ops
-        let store = Store::new(&world, Limits::default(), 0);
+        let store = Store::new(&world, SizeLimits::default(), 0);
         let visible = |id: u64| {
             store
                 .channel(Snowflake(id))
@@ -656,7 +656,7 @@ mod tests {
 
     #[test]
     fn rest_faults_count_down() {
-        let mut store = Store::new(&World::demo(), Limits::default(), 0);
+        let mut store = Store::new(&World::demo(), SizeLimits::default(), 0);
         store.rest_faults.push_back(RestFaultState {
             status: 429,
             remaining: 2,

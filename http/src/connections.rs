@@ -65,16 +65,16 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The connection limits from `[toolserver]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct ConnectionLimits {
     pub max_connections: usize,
     pub header_read_timeout: Duration,
     pub idle_timeout: Duration,
     pub body_read_timeout: Duration,
 }
 
-impl Limits {
-    pub fn from_config(config: &ToolserverConfig) -> Limits {
-        Limits {
+impl ConnectionLimits {
+    pub fn from_config(config: &ToolserverConfig) -> ConnectionLimits {
+        ConnectionLimits {
             max_connections: config.max_connections,
             header_read_timeout: config.header_read_timeout,
             idle_timeout: config.idle_timeout,
@@ -105,7 +105,7 @@ pub(crate) async fn serve(
     router: Router,
     guard: crate::browsers::Guard,
     listener: TcpListener,
-    limits: Limits,
+    limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send,
 ) -> io::Result<()> {
     let cap = connection_cap(limits.max_connections, descriptor_limit());
@@ -212,7 +212,7 @@ struct Shared {
     router: Router,
     /// Host, Origin and Content-Type, checked before any route (`browsers.rs`).
     guard: Arc<crate::browsers::Guard>,
-    limits: Limits,
+    limits: ConnectionLimits,
 }
 
 /// Serves one connection until it ends, its idle time runs out, shutdown closes it, or the

@@ -66,7 +66,7 @@ type Shared = State<Arc<Core>>;
 #[derive(Debug, Clone, Copy)]
 pub struct ApiSettings {
     /// Connection cap and timeouts (`[toolserver]`).
-    pub limits: crate::connections::Limits,
+    pub limits: crate::connections::ConnectionLimits,
     /// `toolserver.metrics_public`: `/metrics` without a token.
     pub metrics_public: bool,
 }
@@ -101,7 +101,7 @@ impl Front {
         Front {
             console: Arc::new(crate::console::Console::new(toolserver.console)),
             api: ApiSettings {
-                limits: crate::connections::Limits::from_config(toolserver),
+                limits: crate::connections::ConnectionLimits::from_config(toolserver),
                 metrics_public: toolserver.metrics_public,
             },
             core,
@@ -378,13 +378,13 @@ async fn describe_tool(
         )
     })?;
     match core.registry().detail(&id) {
-        Some(detail) if context.caller.may_call(&id) => Ok(Json(detail).into_response()),
+        Some(detail) if core.may_call(&context.caller, &id) => Ok(Json(detail).into_response()),
         // Out-of-scope callables are reported like unknown ones, suggesting only visible ids.
         _ => Err(ApiError::from(Registry::unknown(
             &id,
             core.registry()
                 .ids()
-                .filter(|visible| context.caller.may_call(visible)),
+                .filter(|visible| core.may_call(&context.caller, visible)),
         ))),
     }
 }

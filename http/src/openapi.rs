@@ -47,6 +47,15 @@ fn errors(statuses: &[(&str, &str)]) -> Map<String, Value> {
     map
 }
 
+/// `{"KEY": [ITEM, …]}`, the shape of every listing's answer.
+fn list_of(key: &str, item: Value) -> Value {
+    json!({
+        "type": "object",
+        "required": [key],
+        "properties": { key: { "type": "array", "items": item } }
+    })
+}
+
 fn ok_json(description: &str, schema: Value) -> Value {
     json!({ "description": description, "content": { "application/json": { "schema": schema } } })
 }
@@ -274,11 +283,7 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
         "200".into(),
         ok_json(
             "The callables this caller may call",
-            json!({
-                "type": "object",
-                "required": ["tools"],
-                "properties": { "tools": { "type": "array", "items": { "$ref": "#/components/schemas/ToolEntry" } } }
-            }),
+            list_of("tools", json!({ "$ref": "#/components/schemas/ToolEntry" })),
         ),
     );
     let mut tool_responses = errors(&[
@@ -300,11 +305,7 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
         "200".into(),
         ok_json(
             "The approvals still waiting",
-            json!({
-                "type": "object",
-                "required": ["approvals"],
-                "properties": { "approvals": { "type": "array", "items": { "type": "object" } } }
-            }),
+            list_of("approvals", json!({ "type": "object" })),
         ),
     );
     let mut mint_responses = errors(&[

@@ -245,7 +245,8 @@ error_codes! {
     /// The store refused a write.
     StoreUnavailable = "store_unavailable",
     // The operator console.
-    /// No console session (never logged in, logged out, or expired): log in again.
+    /// No console login (never logged in, logged out, or expired): log in again. (The wire
+    /// name predates "session" meaning a Discord channel only; clients branch on it.)
     ConsoleSession = "console_session",
     /// A console change without the session's CSRF token or from another origin.
     CsrfRefused = "csrf_refused",

@@ -30,13 +30,15 @@ pub struct SearchTerm {
 }
 
 /// A search over the stored messages of some channels. Words match a message's readable
-/// `text` (as made at ingest); mentions match its Discord `content`.
+/// `text` (as made at ingest); mentions match its Discord `content`. A store takes the
+/// channels as ids (`C = Snowflake`); the engine's surface hands them over as channels the
+/// allowlist let through (`switchboard_engine::surface::SearchQuery`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SearchQuery {
+pub struct SearchQuery<C = Snowflake> {
     /// Every term must match (at least one, at most [`SearchQuery::MAX_TERMS`]).
     pub terms: Vec<SearchTerm>,
     /// Only messages of these channels (the caller checked each); none: no hits.
-    pub channels: Vec<Snowflake>,
+    pub channels: Vec<C>,
     /// Only messages by this user.
     pub author: Option<Snowflake>,
     /// Only messages older than this id.
@@ -45,6 +47,20 @@ pub struct SearchQuery {
     pub after: Option<Snowflake>,
     /// At most this many hits, best first.
     pub limit: usize,
+}
+
+impl<C> SearchQuery<C> {
+    /// The same query with each channel as `to` makes it (an allowed channel → its id).
+    pub fn map_channels<D>(self, to: impl FnMut(C) -> D) -> SearchQuery<D> {
+        SearchQuery {
+            terms: self.terms,
+            channels: self.channels.into_iter().map(to).collect(),
+            author: self.author,
+            before: self.before,
+            after: self.after,
+            limit: self.limit,
+        }
+    }
 }
 
 impl SearchQuery {

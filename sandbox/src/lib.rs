@@ -89,7 +89,9 @@ pub use error::{SandboxError, SandboxErrorKind};
 pub use git::{
     BranchAnswer, Commit, CommitAnswer, DiffAnswer, Git, LogAnswer, StatusAnswer, StatusEntry,
 };
-pub use options::{HelperCommand, Limits, OutputLimits, SandboxOptions, ShellOptions, HELPER_NAME};
+pub use options::{
+    CommandLimits, HelperCommand, OutputLimits, SandboxOptions, ShellOptions, HELPER_NAME,
+};
 pub use process::{ProbeReport, RunOutput, RunSpec, Sandbox};
 pub use shell::{
     KillAnswer, OutputAnswer, ProcessInfo, RunRequest, ShellAnswer, ShellEvents, ShellExited,

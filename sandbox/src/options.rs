@@ -25,7 +25,7 @@ pub struct SandboxOptions {
     /// Paths shown read-only even when under a hidden directory (a toolchain in the home
     /// directory, say).
     pub read_only: Vec<PathBuf>,
-    pub limits: Limits,
+    pub limits: CommandLimits,
     /// Size of the fresh `/tmp` (and the home stand-in in it), in bytes: one per session's
     /// sandbox, shared by its commands; one per one-shot command.
     pub tmp_bytes: u64,
@@ -69,7 +69,7 @@ pub const HELPER_NAME: &str = "switchboard-sandbox-exec";
 /// Per-command resource limits (each process of the command, except `processes`, which
 /// bounds the command's whole process tree).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct CommandLimits {
     /// Writable memory per process (`RLIMIT_DATA`: heap and private mappings), bytes.
     pub memory_bytes: u64,
     /// CPU time per process (`RLIMIT_CPU`), seconds.
@@ -82,7 +82,7 @@ pub struct Limits {
     pub open_files: u64,
 }
 
-impl Default for Limits {
+impl Default for CommandLimits {
     fn default() -> Self {
         Self {
             memory_bytes: 2 << 30,
@@ -110,7 +110,7 @@ impl SandboxOptions {
             env_passthrough: Vec::new(),
             hidden: Vec::new(),
             read_only: Vec::new(),
-            limits: Limits::default(),
+            limits: CommandLimits::default(),
             tmp_bytes: 512 << 20,
         }
     }

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use switchboard_sandbox::{
-    Limits, OutputLimits, RunRequest, SandboxError, SandboxErrorKind, SandboxOptions, ShellOptions,
+    CommandLimits, OutputLimits, RunRequest, SandboxError, SandboxErrorKind, SandboxOptions,
+    ShellOptions,
 };
 
 #[tokio::test]
@@ -153,9 +154,9 @@ async fn a_listener_on_loopback_is_unreachable_with_the_network_off() {
 #[tokio::test]
 async fn the_process_limit_bounds_how_many_processes_a_command_has() {
     let mut options = options();
-    options.limits = Limits {
+    options.limits = CommandLimits {
         processes: 24,
-        ..Limits::default()
+        ..CommandLimits::default()
     };
     let Some(sandbox) = sandbox_with(options).await else {
         return;
@@ -183,9 +184,9 @@ async fn the_process_limit_bounds_how_many_processes_a_command_has() {
 #[tokio::test]
 async fn a_fork_bomb_is_bounded_and_cleaned_up() {
     let mut options = options();
-    options.limits = Limits {
+    options.limits = CommandLimits {
         processes: 64,
-        ..Limits::default()
+        ..CommandLimits::default()
     };
     let Some(sandbox) = sandbox_with(options).await else {
         return;

@@ -136,6 +136,24 @@ fn notes_from_rows(location: &str, rows: &[Row]) -> Result<Vec<Note>, StoreError
         .collect()
 }
 
+impl PgBackend {
+    /// Runs a `DELETE … < $1` of `what` with `before_ms`: how many rows went.
+    fn delete_before(
+        &self,
+        what: &'static str,
+        statement: &'static str,
+        before_ms: u64,
+    ) -> StoreFuture<'_, usize> {
+        in_transaction!(self, what, |shared, tx| async {
+            let gone = tx
+                .execute(statement, &[&ms(before_ms)])
+                .await
+                .map_err(|err| from_pg(&shared.location, what, err))?;
+            Ok(usize::try_from(gone).unwrap_or(usize::MAX))
+        })
+    }
+}
+
 impl MemoryStore for PgBackend {
     fn summaries_after(
         &self,
@@ -667,13 +685,7 @@ impl RunStore for PgBackend {
     }
 
     fn prune_runs(&self, before_ms: u64) -> StoreFuture<'_, usize> {
-        in_transaction!(self, "runs", |shared, tx| async {
-            let gone = tx
-                .execute(DELETE_ENDED_RUNS, &[&ms(before_ms)])
-                .await
-                .map_err(|err| from_pg(&shared.location, "runs", err))?;
-            Ok(usize::try_from(gone).unwrap_or(usize::MAX))
-        })
+        self.delete_before("runs", DELETE_ENDED_RUNS, before_ms)
     }
 }
 
@@ -1219,13 +1231,7 @@ impl UsageStore for PgBackend {
     }
 
     fn prune_usage(&self, before_ms: u64) -> StoreFuture<'_, usize> {
-        in_transaction!(self, "usage", |shared, tx| async {
-            let gone = tx
-                .execute(DELETE_OLD_USAGE, &[&ms(before_ms)])
-                .await
-                .map_err(|err| from_pg(&shared.location, "usage", err))?;
-            Ok(usize::try_from(gone).unwrap_or(usize::MAX))
-        })
+        self.delete_before("usage", DELETE_OLD_USAGE, before_ms)
     }
 }
 

@@ -301,11 +301,7 @@ impl WriterThread {
                 if !self.touched.is_empty() {
                     self.prune();
                 }
-                let answer = match self.failure.take() {
-                    Some(failure) => Err(failure),
-                    None => Ok(()),
-                };
-                let _ = reply.send(answer);
+                let _ = reply.send(self.failure.take().map_or(Ok(()), Err));
                 return;
             }
             self.batches_since_prune += 1;

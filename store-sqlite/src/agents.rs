@@ -106,6 +106,20 @@ pub(crate) fn census(conn: &Connection, census: Census) -> rusqlite::Result<Cens
 }
 
 impl SqliteBackend {
+    /// Runs a `DELETE … < ?1` with `before_ms` (what it does: `what`): how many rows went.
+    fn delete_before(
+        &self,
+        what: &'static str,
+        statement: &'static str,
+        before_ms: u64,
+    ) -> StoreFuture<'static, usize> {
+        self.decide(what, move |tx| {
+            Ok(Ok(tx
+                .prepare_cached(statement)?
+                .execute([ms_to_sql(before_ms)])?))
+        })
+    }
+
     /// Runs `work` in a transaction of its own on the writer's thread: committed when it
     /// answers `Ok(Ok(_))`, rolled back otherwise.
     fn decide<T: Send + 'static>(
@@ -604,11 +618,7 @@ impl RunStore for SqliteBackend {
     }
 
     fn prune_runs(&self, before_ms: u64) -> StoreFuture<'_, usize> {
-        self.decide("forget old runs", move |tx| {
-            Ok(Ok(tx
-                .prepare_cached(DELETE_ENDED_RUNS)?
-                .execute([ms_to_sql(before_ms)])?))
-        })
+        self.delete_before("forget old runs", DELETE_ENDED_RUNS, before_ms)
     }
 }
 
@@ -1023,11 +1033,7 @@ impl UsageStore for SqliteBackend {
     }
 
     fn prune_usage(&self, before_ms: u64) -> StoreFuture<'_, usize> {
-        self.decide("forget old usage", move |tx| {
-            Ok(Ok(tx
-                .prepare_cached(DELETE_OLD_USAGE)?
-                .execute([ms_to_sql(before_ms)])?))
-        })
+        self.delete_before("forget old usage", DELETE_OLD_USAGE, before_ms)
     }
 }
 

@@ -391,11 +391,7 @@ impl WriterThread {
             }
             if let Some(reply) = closing {
                 self.finish();
-                let answer = match self.failure.take() {
-                    Some(failure) => Err(failure),
-                    None => Ok(()),
-                };
-                let _ = reply.send(answer);
+                let _ = reply.send(self.failure.take().map_or(Ok(()), Err));
                 return;
             }
             self.batches_since_prune += 1;

@@ -1,5 +1,5 @@
 // switchboard console. Plain JavaScript, no build step, no external requests.
-// The session lives in an HttpOnly cookie; the CSRF token only in this page's memory.
+// The login lives in an HttpOnly cookie; the CSRF token only in this page's memory.
 'use strict';
 
 const state = {
@@ -72,7 +72,7 @@ async function api(method, path, body) {
   let data = null;
   try { data = await response.json(); } catch (_) { data = null; }
   if (response.status === 401 && path !== '/console/api/login') {
-    showLogin('Your console session ended; log in again.');
+    showLogin('Your console login ended; log in again.');
     throw new ApiError(401, data);
   }
   if (!response.ok) throw new ApiError(response.status, data);
@@ -651,7 +651,7 @@ function renderHealth(h) {
   renderGateway(h.gateway);
   if (state.me) state.me.botUserId = h.botUserId;
   if (state.view !== 'runs') return;
-  const facts = [['Gateway', h.gateway], ['Version', h.version], ['Pending approvals', h.pendingApprovals], ['Console logins', h.consoleSessions], ['Event streams', h.eventStreams], ['Updates', liveMode()]];
+  const facts = [['Gateway', h.gateway], ['Version', h.version], ['Pending approvals', h.pendingApprovals], ['Console logins', h.consoleLogins], ['Event streams', h.eventStreams], ['Updates', liveMode()]];
   $('health-detail').replaceChildren(...facts.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, String(v))]));
   renderRateLimits(h.rateLimits);
   const points = (h.series && h.series.points) || [];
@@ -688,7 +688,7 @@ async function loadRuns() {
 }
 
 // ---------- live updates ----------
-// The page follows the console's event stream (/console/api/events, the session cookie is
+// The page follows the console's event stream (/console/api/events, the login cookie is
 // its credential): each event re-reads only what it changed, and only when that is on screen.
 // Polling (every POLL_MS) runs only while the stream is down; the stream is retried meanwhile.
 // The indicator in the header says which: live, reconnecting, or polling.
@@ -812,7 +812,7 @@ function onEvent(event) {
   } else if (kind === 'stream.gap' || kind === 'stream.dropped') {
     want('all');
   } else if (kind === 'stream.closed') {
-    if (data.reason === 'session_ended') { showLogin('Your console session ended; log in again.'); return; }
+    if (data.reason === 'session_ended') { showLogin('Your console login ended; log in again.'); return; }
     // The server is stopping: the browser reconnects by itself.
     setMode('reconnecting');
   }

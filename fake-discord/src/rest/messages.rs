@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use axum::Json;
 use serde_json::Value;
 
@@ -199,25 +199,17 @@ pub(super) async fn bulk_delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// `PUT` (add) or `DELETE` (remove) the bot's own reaction.
 pub(super) async fn react(
+    method: Method,
     State(s): State<Arc<Shared>>,
     Path((channel_id, message_id, emoji)): Path<(String, String, String)>,
 ) -> Empty {
     let channel_id = path_id("channel_id", &channel_id)?;
     let message_id = path_id("message_id", &message_id)?;
     let emoji = Emoji::parse(&emoji)?;
-    s.react(channel_id, message_id, s.dir.bot_id, &emoji, true)?;
-    Ok(StatusCode::NO_CONTENT)
-}
-
-pub(super) async fn unreact(
-    State(s): State<Arc<Shared>>,
-    Path((channel_id, message_id, emoji)): Path<(String, String, String)>,
-) -> Empty {
-    let channel_id = path_id("channel_id", &channel_id)?;
-    let message_id = path_id("message_id", &message_id)?;
-    let emoji = Emoji::parse(&emoji)?;
-    s.react(channel_id, message_id, s.dir.bot_id, &emoji, false)?;
+    let add = method == Method::PUT;
+    s.react(channel_id, message_id, s.dir.bot_id, &emoji, add)?;
     Ok(StatusCode::NO_CONTENT)
 }
 

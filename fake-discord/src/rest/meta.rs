@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
+use axum::http::Method;
 use axum::Json;
 use serde_json::{json, Value};
 
@@ -228,22 +229,15 @@ fn known_guild(s: &Shared, guild_id: &str) -> Result<Snowflake, ApiError> {
     Ok(guild_id)
 }
 
-pub(super) async fn put_global_commands(
+/// `PUT` (replace them all) or `POST` (add or update one) of the global commands.
+pub(super) async fn write_global_commands(
+    method: Method,
     State(s): State<Arc<Shared>>,
     Path(app_id): Path<String>,
     JsonBody(body): JsonBody,
 ) -> Answer {
     check_application(&s, &app_id)?;
-    Ok(Json(register(&s, None, &body, true)?))
-}
-
-pub(super) async fn post_global_command(
-    State(s): State<Arc<Shared>>,
-    Path(app_id): Path<String>,
-    JsonBody(body): JsonBody,
-) -> Answer {
-    check_application(&s, &app_id)?;
-    Ok(Json(register(&s, None, &body, false)?))
+    Ok(Json(register(&s, None, &body, method == Method::PUT)?))
 }
 
 pub(super) async fn get_global_commands(
@@ -254,24 +248,21 @@ pub(super) async fn get_global_commands(
     Ok(Json(Value::Array(s.lock().global_commands.clone())))
 }
 
-pub(super) async fn put_guild_commands(
+/// `PUT` (replace them all) or `POST` (add or update one) of a guild's commands.
+pub(super) async fn write_guild_commands(
+    method: Method,
     State(s): State<Arc<Shared>>,
     Path((app_id, guild_id)): Path<(String, String)>,
     JsonBody(body): JsonBody,
 ) -> Answer {
     check_application(&s, &app_id)?;
     let guild_id = known_guild(&s, &guild_id)?;
-    Ok(Json(register(&s, Some(guild_id), &body, true)?))
-}
-
-pub(super) async fn post_guild_command(
-    State(s): State<Arc<Shared>>,
-    Path((app_id, guild_id)): Path<(String, String)>,
-    JsonBody(body): JsonBody,
-) -> Answer {
-    check_application(&s, &app_id)?;
-    let guild_id = known_guild(&s, &guild_id)?;
-    Ok(Json(register(&s, Some(guild_id), &body, false)?))
+    Ok(Json(register(
+        &s,
+        Some(guild_id),
+        &body,
+        method == Method::PUT,
+    )?))
 }
 
 pub(super) async fn get_guild_commands(

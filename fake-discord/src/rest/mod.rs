@@ -124,15 +124,15 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/applications/@me", get(meta::application))
         .route(
             "/applications/{app_id}/commands",
-            put(meta::put_global_commands)
+            put(meta::write_global_commands)
                 .get(meta::get_global_commands)
-                .post(meta::post_global_command),
+                .post(meta::write_global_commands),
         )
         .route(
             "/applications/{app_id}/guilds/{guild_id}/commands",
-            put(meta::put_guild_commands)
+            put(meta::write_guild_commands)
                 .get(meta::get_guild_commands)
-                .post(meta::post_guild_command),
+                .post(meta::write_guild_commands),
         )
         .route(
             "/channels/{channel_id}",
@@ -180,7 +180,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         )
         .route(
             "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}/@me",
-            put(messages::react).delete(messages::unreact),
+            put(messages::react).delete(messages::react),
         )
         .route(
             "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}",

@@ -4,7 +4,7 @@
 //! validation order, error codes and answer keys.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -66,20 +66,7 @@ fn thread_draft(body: &Value, standalone: bool) -> Result<ThreadDraft, ApiError>
             String::new()
         }
     };
-    let auto_archive_minutes = match body.get("auto_archive_duration") {
-        None | Some(Value::Null) => None,
-        Some(value) => match value.as_u64().filter(|m| AUTO_ARCHIVE_MINUTES.contains(m)) {
-            Some(minutes) => Some(minutes as u32),
-            None => {
-                errors.add(
-                    &["auto_archive_duration"],
-                    "BASE_TYPE_CHOICES",
-                    "Value must be one of {60, 1440, 4320, 10080}.",
-                );
-                None
-            }
-        },
-    };
+    let auto_archive_minutes = auto_archive_duration(body, &mut errors);
     let kind = match body.get("type") {
         None | Some(Value::Null) => None,
         Some(value) if standalone => match value.as_u64().filter(|k| matches!(k, 10..=12)) {
@@ -248,20 +235,7 @@ pub(super) async fn modify(
             None
         }
     };
-    let minutes = match body.get("auto_archive_duration") {
-        None | Some(Value::Null) => None,
-        Some(value) => match value.as_u64().filter(|m| AUTO_ARCHIVE_MINUTES.contains(m)) {
-            Some(minutes) => Some(minutes as u32),
-            None => {
-                errors.add(
-                    &["auto_archive_duration"],
-                    "BASE_TYPE_CHOICES",
-                    "Value must be one of {60, 1440, 4320, 10080}.",
-                );
-                None
-            }
-        },
-    };
+    let minutes = auto_archive_duration(&body, &mut errors);
     errors.into_result()?;
     // Locking, unlocking and reopening a locked thread need MANAGE_THREADS.
     if locked.is_some_and(|l| l != before.locked) || (before.locked && archived == Some(false)) {
@@ -383,13 +357,8 @@ pub(super) async fn archived_public(
     Path(channel_id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Answer {
-    let channel_id = path_id("channel_id", &channel_id)?;
-    let mut errors = FormErrors::new();
-    let limit = super::messages::limit_in(&query, 2..=100, 50, &mut errors);
-    let before = timestamp_query(&query, "before", &mut errors);
-    errors.into_result()?;
-    let store = s.lock();
-    store.readable_channel(channel_id)?;
+    let (store, channel_id, Page { limit, before }) =
+        readable_page(&s, &channel_id, &query, 2..=100)?;
     let mut threads: Vec<&Channel> = store
         .channels
         .values()
@@ -410,6 +379,50 @@ pub(super) async fn archived_public(
         "members": own_memberships(&s, &threads),
         "has_more": has_more,
     })))
+}
+
+/// A body's `auto_archive_duration` in minutes, one Discord offers; another is added to
+/// `errors`.
+fn auto_archive_duration(body: &Value, errors: &mut FormErrors) -> Option<u32> {
+    match body.get("auto_archive_duration") {
+        None | Some(Value::Null) => None,
+        Some(value) => match value.as_u64().filter(|m| AUTO_ARCHIVE_MINUTES.contains(m)) {
+            Some(minutes) => Some(minutes as u32),
+            None => {
+                errors.add(
+                    &["auto_archive_duration"],
+                    "BASE_TYPE_CHOICES",
+                    "Value must be one of {60, 1440, 4320, 10080}.",
+                );
+                None
+            }
+        },
+    }
+}
+
+/// A page of a listing: at most `limit`, only those before `before` (Unix ms).
+struct Page {
+    limit: usize,
+    before: Option<u64>,
+}
+
+/// The channel of a listing's path, which the bot must be able to read, with the store locked,
+/// and the page its query asks for: `limit` within `limits` (default 50), `before` an ISO8601
+/// timestamp; every bad parameter in one 50035.
+fn readable_page<'s>(
+    s: &'s Shared,
+    channel_id: &str,
+    query: &HashMap<String, String>,
+    limits: std::ops::RangeInclusive<usize>,
+) -> Result<(MutexGuard<'s, Store>, Snowflake, Page), ApiError> {
+    let channel_id = path_id("channel_id", channel_id)?;
+    let mut errors = FormErrors::new();
+    let limit = super::messages::limit_in(query, limits, 50, &mut errors);
+    let before = timestamp_query(query, "before", &mut errors);
+    errors.into_result()?;
+    let store = s.lock();
+    store.readable_channel(channel_id)?;
+    Ok((store, channel_id, Page { limit, before }))
 }
 
 /// An ISO8601 query parameter as Unix ms; a bad one is added to `errors`.
@@ -525,13 +538,8 @@ pub(super) async fn pins(
     Path(channel_id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Answer {
-    let channel_id = path_id("channel_id", &channel_id)?;
-    let mut errors = FormErrors::new();
-    let limit = super::messages::limit_in(&query, 1..=50, 50, &mut errors);
-    let before = timestamp_query(&query, "before", &mut errors);
-    errors.into_result()?;
-    let store = s.lock();
-    store.readable_channel(channel_id)?;
+    let (store, channel_id, Page { limit, before }) =
+        readable_page(&s, &channel_id, &query, 1..=50)?;
     let mut pinned: Vec<_> = store
         .channel_messages(channel_id)
         .filter_map(|m| m.pinned_ms.map(|at| (at, m)))

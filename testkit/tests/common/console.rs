@@ -120,11 +120,11 @@ pub async fn log_in(server: &TestServer) -> Login {
     log_in_as(server, server.operator_token()).await
 }
 
-/// Logs in with `token`, which must be let in with a strict session cookie.
+/// Logs in with `token`, which must be let in with a strict login cookie.
 pub async fn log_in_as(server: &TestServer, token: &str) -> Login {
     let answer = login(server, token).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
-    let set_cookie = answer.set_cookie.expect("a session cookie");
+    let set_cookie = answer.set_cookie.expect("a login cookie");
     assert!(set_cookie.contains("HttpOnly"), "{set_cookie}");
     assert!(set_cookie.contains("SameSite=Strict"), "{set_cookie}");
     Login {

@@ -1,5 +1,6 @@
-//! The console's logins: a random session id in an HttpOnly, SameSite=Strict cookie, the
+//! The console's logins: a random login id in an HttpOnly, SameSite=Strict cookie, the
 //! caller it stands for and its CSRF token kept here, in a map with a fixed size and expiry.
+//! ("Session" is a Discord channel, thread or DM everywhere else; a console login is a login.)
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,15 +14,15 @@ use crate::auth::Caller;
 
 /// The cookie's name.
 pub const COOKIE: &str = "sb_console";
-/// The header every state change carries the session's CSRF token in.
+/// The header every state change carries the login's CSRF token in.
 pub const CSRF_HEADER: &str = "x-switchboard-csrf";
 /// Logins kept at once; a new one past it pushes out the one idle longest.
-pub const MAX_SESSIONS: usize = 64;
+pub const MAX_LOGINS: usize = 64;
 /// Event streams one login may hold open at once (a few tabs); more are refused with `busy`.
 pub const MAX_STREAMS_PER_LOGIN: usize = 4;
-/// A session unused this long is forgotten (an open tab's event stream or polling keeps it).
+/// A login unused this long is forgotten (an open tab's event stream or polling keeps it).
 pub const IDLE: Duration = Duration::from_secs(60 * 60);
-/// No session lives longer than this from its login.
+/// No login lives longer than this from when it was made.
 pub const LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
 
 /// A logged-in console.
@@ -55,25 +56,25 @@ impl Login {
         (taken < MAX_STREAMS_PER_LOGIN).then_some(slot)
     }
 
-    /// Whether `presented` is this session's CSRF token (compared in constant time).
+    /// Whether `presented` is this login's CSRF token (compared in constant time).
     pub fn csrf_matches(&self, presented: &str) -> bool {
         presented.len() == self.csrf.len()
             && bool::from(presented.as_bytes().ct_eq(self.csrf.as_bytes()))
     }
 }
 
-/// The sessions, by the digest of their id (the id itself is only in the browser's cookie).
+/// The logins, by the digest of their id (the id itself is only in the browser's cookie).
 #[derive(Debug)]
-pub struct Sessions {
+pub struct Logins {
     by_digest: Mutex<HashMap<[u8; 32], Login>>,
-    /// Bumped whenever a session ends early (logout, pushed out), so open event streams look
+    /// Bumped whenever a login ends early (logout, pushed out), so open event streams look
     /// at once whether theirs is still live.
     ended: tokio::sync::watch::Sender<u64>,
 }
 
-impl Default for Sessions {
+impl Default for Logins {
     fn default() -> Self {
-        Sessions {
+        Logins {
             by_digest: Mutex::default(),
             ended: tokio::sync::watch::Sender::new(0),
         }
@@ -88,32 +89,32 @@ fn alive(login: &Login, now: Instant) -> bool {
     now.duration_since(login.last_seen) < IDLE && now.duration_since(login.created) < LIFETIME
 }
 
-impl Sessions {
+impl Logins {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], Login>> {
         self.by_digest
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Starts a session for `caller`: its id (for the cookie) and its CSRF token.
+    /// Starts a login for `caller`: its id (for the cookie) and its CSRF token.
     pub fn start(&self, caller: Caller) -> Result<(String, String), getrandom::Error> {
         let id = crate::auth::random_hex(32)?;
         let csrf = crate::auth::random_hex(16)?;
         let now = Instant::now();
-        let mut sessions = self.lock();
-        sessions.retain(|_, login| alive(login, now));
-        while sessions.len() >= MAX_SESSIONS {
-            let oldest = sessions
+        let mut logins = self.lock();
+        logins.retain(|_, login| alive(login, now));
+        while logins.len() >= MAX_LOGINS {
+            let oldest = logins
                 .iter()
                 .min_by_key(|(_, login)| login.last_seen)
                 .map(|(key, _)| *key);
             match oldest {
-                Some(key) => sessions.remove(&key),
+                Some(key) => logins.remove(&key),
                 None => break,
             };
             self.ended.send_modify(|n| *n = n.wrapping_add(1));
         }
-        sessions.insert(
+        logins.insert(
             digest(&id),
             Login {
                 caller,
@@ -126,22 +127,22 @@ impl Sessions {
         Ok((id, csrf))
     }
 
-    /// The live session `id` names (its idle clock restarted), or `None`; an expired one is
+    /// The live login `id` names (its idle clock restarted), or `None`; an expired one is
     /// forgotten.
     pub fn get(&self, id: &str) -> Option<Login> {
         let key = digest(id);
         let now = Instant::now();
-        let mut sessions = self.lock();
-        let login = sessions.get_mut(&key)?;
+        let mut logins = self.lock();
+        let login = logins.get_mut(&key)?;
         if !alive(login, now) {
-            sessions.remove(&key);
+            logins.remove(&key);
             return None;
         }
         login.last_seen = now;
         Some(login.clone())
     }
 
-    /// Ends session `id`; true when it was live. Its open event streams close.
+    /// Ends login `id`; true when it was live. Its open event streams close.
     pub fn end(&self, id: &str) -> bool {
         let ended = self.lock().remove(&digest(id)).is_some();
         if ended {
@@ -150,12 +151,12 @@ impl Sessions {
         ended
     }
 
-    /// Changes whenever a session ends before its time (logout, pushed out by a newer login).
+    /// Changes whenever a login ends before its time (logout, pushed out by a newer login).
     pub fn endings(&self) -> tokio::sync::watch::Receiver<u64> {
         self.ended.subscribe()
     }
 
-    /// Sessions held (expired ones not yet dropped included).
+    /// Logins held (expired ones not yet dropped included).
     pub fn len(&self) -> usize {
         self.lock().len()
     }
@@ -166,7 +167,7 @@ impl Sessions {
     }
 }
 
-/// The session id in a `Cookie` header, if any.
+/// The login id in a `Cookie` header, if any.
 pub fn cookie_value(header: &str) -> Option<&str> {
     header
         .split(';')
@@ -181,21 +182,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sessions_are_bounded_and_ended() {
-        let sessions = Sessions::default();
+    fn logins_are_bounded_and_ended() {
+        let logins = Logins::default();
         let mut ids = Vec::new();
-        for _ in 0..MAX_SESSIONS + 10 {
-            ids.push(sessions.start(Caller::Operator).unwrap().0);
+        for _ in 0..MAX_LOGINS + 10 {
+            ids.push(logins.start(Caller::Operator).unwrap().0);
         }
-        assert_eq!(sessions.len(), MAX_SESSIONS);
-        assert!(sessions.get(&ids[0]).is_none(), "the oldest was pushed out");
+        assert_eq!(logins.len(), MAX_LOGINS);
+        assert!(logins.get(&ids[0]).is_none(), "the oldest was pushed out");
         let last = ids.last().unwrap();
-        let login = sessions.get(last).unwrap();
+        let login = logins.get(last).unwrap();
         assert!(login.csrf_matches(&login.csrf.clone()));
         assert!(!login.csrf_matches("nope"));
-        assert!(sessions.end(last));
-        assert!(sessions.get(last).is_none());
-        assert!(!sessions.end(last));
+        assert!(logins.end(last));
+        assert!(logins.get(last).is_none());
+        assert!(!logins.end(last));
     }
 
     proptest::proptest! {
@@ -210,22 +211,22 @@ mod tests {
 
     #[test]
     fn a_login_holds_a_bounded_number_of_streams_and_endings_are_announced() {
-        let sessions = Sessions::default();
-        let endings = sessions.endings();
-        let (id, _) = sessions.start(Caller::Operator).unwrap();
-        let login = sessions.get(&id).unwrap();
+        let logins = Logins::default();
+        let endings = logins.endings();
+        let (id, _) = logins.start(Caller::Operator).unwrap();
+        let login = logins.get(&id).unwrap();
         let slots: Vec<StreamSlot> = (0..MAX_STREAMS_PER_LOGIN)
             .map(|_| login.stream_slot().expect("a slot"))
             .collect();
         // Clones of the login share its count.
-        assert!(sessions.get(&id).unwrap().stream_slot().is_none());
+        assert!(logins.get(&id).unwrap().stream_slot().is_none());
         drop(slots);
         assert!(
             login.stream_slot().is_some(),
             "slots come back when dropped"
         );
         assert!(!endings.has_changed().unwrap());
-        assert!(sessions.end(&id));
+        assert!(logins.end(&id));
         assert!(endings.has_changed().unwrap(), "a logout is announced");
     }
 
