@@ -914,3 +914,37 @@ fn store_path_and_store_url_together_are_refused() {
         "{problems:?}"
     );
 }
+
+#[test]
+fn burst_batching_reads_its_keys_and_garbage_is_refused_with_places() {
+    let base = "[agent]\nrunner = \"command\"\ncommand = [\"/bin/agent\"]\n";
+    let default = Config::parse(base, "t").unwrap().agent.expect("agent");
+    assert_eq!(
+        (default.batch, default.batch_max),
+        (switchboard_config::BatchMode::Turn, 10),
+        "a burst becomes one turn of at most 10 messages unless the operator says otherwise"
+    );
+    let off = Config::parse(&format!("{base}batch = \"off\"\nbatch_max = 3\n"), "t").unwrap();
+    let off = off.agent.expect("agent");
+    assert_eq!((off.batch, off.batch_max), (switchboard_config::BatchMode::Off, 3));
+    for garbage in ["\"sometimes\"", "\"\"", "1", "true"] {
+        let found = problems(&format!("{base}batch = {garbage}\n"));
+        assert_eq!(found.len(), 1, "{garbage}: {found:#?}");
+        assert!(found[0].starts_with("4:9 agent.batch"), "{garbage}: {found:#?}");
+    }
+    for garbage in ["0", "101", "-1", "\"ten\"", "[1]"] {
+        let found = problems(&format!("{base}batch_max = {garbage}\n"));
+        assert_eq!(found.len(), 1, "{garbage}: {found:#?}");
+        assert!(
+            found[0].starts_with("4:13 agent.batch_max"),
+            "{garbage}: {found:#?}"
+        );
+    }
+    // `[agents.NAME]` takes the same keys, checked under its own path.
+    let named = problems(
+        "[agents]\ndefault = \"a\"\n[agents.a]\nrunner = \"demo\"\nbatch = \"burst\"\nbatch_max = 0\n",
+    );
+    assert_eq!(named.len(), 2, "{named:#?}");
+    assert!(named[0].contains("agents.a.batch"), "{named:#?}");
+    assert!(named[1].contains("agents.a.batch_max"), "{named:#?}");
+}
