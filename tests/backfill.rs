@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use fake_discord::{demo, Fault, GatewayFaultKind, HandshakeFault};
 use serde_json::Value;
-use support::{bot_posts, command_agent, poll, script, Allow, Fake, Switchboard, TempDir};
+use support::{
+    bot_posts, command_agent, poll, script, sqlite_store, Allow, Fake, Switchboard, TempDir,
+};
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
 
@@ -457,12 +459,4 @@ fn a_gateway_that_refuses_handshakes_in_a_row_is_named_and_recovered_from() {
     );
     let (status, _) = sb.terminate(Duration::from_secs(15));
     assert!(status.is_some());
-}
-
-/// A store over SQLite at `path` (":memory:": SQLite's private in-memory database).
-fn sqlite_store(path: &str) -> switchboard_store::Store {
-    let backend = switchboard_store_sqlite::SqliteBackend::open(path, Default::default())
-        .expect("the store opens");
-    switchboard_store::Store::open(std::sync::Arc::new(backend), Default::default())
-        .expect("the cache loads")
 }

@@ -494,6 +494,14 @@ pub fn own_reactions(fake: &Fake, channel: u64, message: &str) -> Vec<String> {
         .collect()
 }
 
+/// A store over SQLite at `path` (":memory:": SQLite's private in-memory database).
+pub fn sqlite_store(path: &str) -> switchboard_store::Store {
+    let backend = switchboard_store_sqlite::SqliteBackend::open(path, Default::default())
+        .expect("the store opens");
+    switchboard_store::Store::open(std::sync::Arc::new(backend), Default::default())
+        .expect("the cache loads")
+}
+
 /// Messages the bot posted (not the injected ones) in `channel`, as the fake holds them.
 pub fn bot_posts(fake: &Fake, channel: u64) -> Vec<Value> {
     let bot = demo::BOT.to_string();
