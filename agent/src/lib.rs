@@ -21,6 +21,7 @@ pub mod metering;
 pub mod notes;
 pub mod openai;
 pub mod prompt;
+mod prompt_hooks;
 pub mod scheduled;
 pub mod stream;
 pub mod summaries;
