@@ -948,3 +948,30 @@ fn burst_batching_reads_its_keys_and_garbage_is_refused_with_places() {
     assert!(named[0].contains("agents.a.batch"), "{named:#?}");
     assert!(named[1].contains("agents.a.batch_max"), "{named:#?}");
 }
+
+#[test]
+fn prompt_hooks_are_read_and_garbage_is_refused_with_places() {
+    let config = Config::parse(
+        "[[hooks.prompt]]\ncommand = [\"./rewrite.sh\", \"--brief\"]\n[[hooks.prompt]]\ncommand = [\"./must.sh\"]\ntimeout_ms = 250\nrequired = true\n",
+        "t",
+    )
+    .unwrap();
+    let prompt = &config.hooks.prompt;
+    assert_eq!(prompt.len(), 2);
+    assert_eq!(prompt[0].command, ["./rewrite.sh", "--brief"]);
+    assert_eq!(prompt[0].timeout.as_millis(), 5_000);
+    assert!(!prompt[0].required, "a prompt hook is optional unless said");
+    assert_eq!(prompt[1].timeout.as_millis(), 250);
+    assert!(prompt[1].required);
+    let found = problems(
+        "[[hooks.prompt]]\ncommand = []\n[[hooks.prompt]]\ncommand = [\"x\"]\ntimeout_ms = 0\n[[hooks.prompt]]\ncommand = [\"y\"]\nrequired = \"yes\"\n",
+    );
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert!(found[0].starts_with("2:11 hooks.prompt[0].command"), "{found:#?}");
+    assert!(found.iter().any(|p| p.contains("hooks.prompt[1].timeout_ms")), "{found:#?}");
+    assert!(found.iter().any(|p| p.contains("required")), "{found:#?}");
+    // A prompt hook names no tool: a `tool` key is unknown there.
+    let tool = problems("[[hooks.prompt]]\ntool = \"*\"\ncommand = [\"x\"]\n");
+    assert_eq!(tool.len(), 1, "{tool:#?}");
+    assert!(tool[0].contains("tool"), "{tool:#?}");
+}
