@@ -160,6 +160,7 @@ pub struct ReloadArgs {
 #[derive(Debug, Subcommand)]
 pub enum MemoryCommand {
     /// Print the agent's notes, one a line: scope, key (marked untrusted when so), text.
+    ///
     /// Without --session or --user, every note of every session and user (admin.memory.list,
     /// an operator callable); with one, that scope's (memory.read).
     List {
