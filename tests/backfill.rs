@@ -5,13 +5,13 @@
 
 mod support;
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use fake_discord::{demo, Fault, GatewayFaultKind, HandshakeFault};
 use serde_json::Value;
 use support::{
-    bot_posts, command_agent, poll, script, sqlite_store, Allow, Fake, Switchboard, TempDir,
+    bot_posts, command_agent, poll, replies_per_trigger, script, sqlite_store, Allow, Fake,
+    Switchboard, TempDir,
 };
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
@@ -49,17 +49,6 @@ fn listed_ids(sb: &Switchboard, session: &str) -> Vec<String> {
 fn health(sb: &Switchboard) -> Value {
     let (_, body) = support::http_get(&sb.url, "/health").expect("/health answers");
     serde_json::from_str(&body).expect("/health is JSON")
-}
-
-/// The bot's replies in `channel`, counted per message they answer.
-fn replies_per_trigger(fake: &Fake, channel: u64) -> HashMap<String, usize> {
-    let mut counts = HashMap::new();
-    for post in bot_posts(fake, channel) {
-        if let Some(trigger) = post["message_reference"]["message_id"].as_str() {
-            *counts.entry(trigger.to_owned()).or_insert(0) += 1;
-        }
-    }
-    counts
 }
 
 fn count_429(fake: &Fake) -> usize {

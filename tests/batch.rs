@@ -8,13 +8,15 @@
 mod model;
 mod support;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use fake_discord::demo;
 use model::{messages, text, FakeModel};
 use serde_json::Value;
-use support::{bot_posts, own_reactions, poll, sqlite_store, Allow, Fake, Switchboard, TempDir};
+use support::{
+    bot_posts, own_reactions, poll, replies_per_trigger, sqlite_store, Allow, Fake, Switchboard,
+    TempDir,
+};
 
 const BOT_MENTION: &str = "<@1000000000000000001>";
 
@@ -34,18 +36,9 @@ fn numbered_model() -> FakeModel {
 fn queued(sb: &Switchboard) -> usize {
     sb.tools(&["runs.list"]).json()["runs"]
         .as_array()
-        .map_or(0, |runs| runs.iter().filter(|r| r["state"] == "queued").count())
-}
-
-/// The bot's replies in `channel`, counted per message they answer.
-fn replies_per_trigger(fake: &Fake, channel: u64) -> HashMap<String, usize> {
-    let mut counts = HashMap::new();
-    for post in bot_posts(fake, channel) {
-        if let Some(trigger) = post["message_reference"]["message_id"].as_str() {
-            *counts.entry(trigger.to_owned()).or_insert(0) += 1;
-        }
-    }
-    counts
+        .map_or(0, |runs| {
+            runs.iter().filter(|r| r["state"] == "queued").count()
+        })
 }
 
 /// The last message of a request: what the run answers.
@@ -71,7 +64,11 @@ fn burst_while_busy(fake: &Fake, sb: &Switchboard, model: &FakeModel) -> (String
     });
     let burst: Vec<String> = (1..=5)
         .map(|i| {
-            let author = if i % 2 == 0 { demo::TOMAS } else { demo::STANLEY };
+            let author = if i % 2 == 0 {
+                demo::TOMAS
+            } else {
+                demo::STANLEY
+            };
             fake.post(
                 demo::OPS,
                 author,
@@ -123,11 +120,15 @@ fn one_more_run_answers_all_five(fake: &Fake, model: &FakeModel, first: &str, bu
     assert_eq!(replies.len(), 2, "one reply per run: {replies:?}");
     assert_eq!(bot_posts(fake, demo::OPS).len(), 2);
     for id in burst {
-        poll("✅ on each message of the burst", Duration::from_secs(10), || {
-            own_reactions(fake, demo::OPS, id)
-                .contains(&"✅".to_owned())
-                .then_some(())
-        });
+        poll(
+            "✅ on each message of the burst",
+            Duration::from_secs(10),
+            || {
+                own_reactions(fake, demo::OPS, id)
+                    .contains(&"✅".to_owned())
+                    .then_some(())
+            },
+        );
     }
 }
 
@@ -168,7 +169,11 @@ fn a_burst_answered_together_is_not_answered_again_after_a_restart_that_replays_
         "the bridge to turn all six away",
         Duration::from_secs(20),
         || {
-            (sb.stderr().matches("this message was answered before").count() >= 6).then_some(())
+            (sb.stderr()
+                .matches("this message was answered before")
+                .count()
+                >= 6)
+                .then_some(())
         },
     );
     std::thread::sleep(Duration::from_secs(2));
@@ -203,8 +208,12 @@ fn with_batch_off_each_message_of_a_burst_gets_its_own_run() {
             .filter_map(|m| m["content"].as_str())
             .collect();
         assert!(
-            contents.iter().any(|c| c.ends_with(&format!("burst question {}", i + 1)))
-                && !contents.iter().any(|c| c.contains("arrived while you were busy")),
+            contents
+                .iter()
+                .any(|c| c.ends_with(&format!("burst question {}", i + 1)))
+                && !contents
+                    .iter()
+                    .any(|c| c.contains("arrived while you were busy")),
             "run {} answers its own message alone: {contents:#?}",
             i + 2
         );
@@ -230,7 +239,11 @@ fn batch_max_splits_a_burst_and_the_rest_run_in_order() {
     });
     std::thread::sleep(Duration::from_secs(1));
     let requests = model.requests();
-    assert_eq!(requests.len(), 3, "the first, then 3 together, then 2 together");
+    assert_eq!(
+        requests.len(),
+        3,
+        "the first, then 3 together, then 2 together"
+    );
     let second = last_turn(&requests[1]);
     assert!(second.starts_with("3 messages arrived"), "{second}");
     assert!(

@@ -127,8 +127,9 @@ fn a_note_written_in_one_run_is_in_a_later_runs_prompt_after_a_restart_marked_un
     assert!(everything.status.success(), "{everything:?}");
     let everything = String::from_utf8_lossy(&everything.stdout).into_owned();
     assert!(
-        everything.contains(&format!("session:{ops}\trelease-config (untrusted)\t{NOTE}"))
-            && everything.contains(&format!("user:{}\tpronouns\tshe/her", demo::STANLEY)),
+        everything.contains(&format!(
+            "session:{ops}\trelease-config (untrusted)\t{NOTE}"
+        )) && everything.contains(&format!("user:{}\tpronouns\tshe/her", demo::STANLEY)),
         "{everything}"
     );
     let paged = sb.tools(&["admin.memory.list", "--limit=1"]);
@@ -137,9 +138,18 @@ fn a_note_written_in_one_run_is_in_a_later_runs_prompt_after_a_restart_marked_un
     assert_eq!(page["notes"].as_array().map(Vec::len), Some(1), "{page}");
     let next = page["next"].as_str().expect("a second page").to_owned();
     let second = sb.tools(&["admin.memory.list", "--limit=1", &format!("--after={next}")]);
-    assert_eq!(second.json()["notes"].as_array().map(Vec::len), Some(1), "{second:?}");
+    assert_eq!(
+        second.json()["notes"].as_array().map(Vec::len),
+        Some(1),
+        "{second:?}"
+    );
     assert!(second.json()["next"].is_null(), "{second:?}");
-    for garbage in ["--limit=0", "--limit=1001", "--after=nonsense", "--after=team:1\tk"] {
+    for garbage in [
+        "--limit=0",
+        "--limit=1001",
+        "--after=nonsense",
+        "--after=team:1\tk",
+    ] {
         let refused = sb.tools(&["admin.memory.list", garbage]);
         assert_ne!(refused.code, Some(0), "{garbage}: {refused:?}");
     }

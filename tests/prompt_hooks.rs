@@ -61,7 +61,12 @@ fn a_prompt_hook_rewrites_the_system_prompt_and_the_messages_the_model_sees() {
         "[[hooks.prompt]]\ncommand = [\"{}\"]\ntimeout_ms = 10000\n",
         hook.display()
     );
-    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &config(&model, &hooks));
+    let sb = Switchboard::start_with(
+        &fake,
+        dir.path(),
+        &Allow::default(),
+        &config(&model, &hooks),
+    );
     let trigger = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} status?"));
     let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
     assert_eq!(reply["content"], "Bonjour.", "{reply}");
@@ -70,7 +75,8 @@ fn a_prompt_hook_rewrites_the_system_prompt_and_the_messages_the_model_sees() {
     assert_eq!(requests.len(), 1);
     let sent = contents(&requests[0]);
     assert!(
-        sent[0].starts_with("You are the hook test agent.") && sent[0].ends_with("HOOK: answer in French."),
+        sent[0].starts_with("You are the hook test agent.")
+            && sent[0].ends_with("HOOK: answer in French."),
         "the system prompt as the hook rewrote it: {sent:#?}"
     );
     assert_eq!(
@@ -87,7 +93,10 @@ fn a_prompt_hook_rewrites_the_system_prompt_and_the_messages_the_model_sees() {
     assert_eq!(seen["session"], demo::OPS.to_string());
     assert_eq!(seen["model"], "fake-model");
     assert_eq!(seen["round"], 0);
-    assert!(seen["run"].as_str().is_some_and(|r| r.starts_with("run-")), "{seen}");
+    assert!(
+        seen["run"].as_str().is_some_and(|r| r.starts_with("run-")),
+        "{seen}"
+    );
     let given: Vec<&str> = seen["messages"]
         .as_array()
         .expect("messages")
@@ -95,7 +104,10 @@ fn a_prompt_hook_rewrites_the_system_prompt_and_the_messages_the_model_sees() {
         .filter_map(|m| m["content"].as_str())
         .collect();
     assert_eq!(given[0], "You are the hook test agent.");
-    assert!(given.last().is_some_and(|m| m.ends_with("status?")), "{given:#?}");
+    assert!(
+        given.last().is_some_and(|m| m.ends_with("status?")),
+        "{given:#?}"
+    );
 }
 
 #[test]
@@ -104,7 +116,11 @@ fn a_failing_hook_leaves_the_request_as_it_was_unless_it_is_required() {
     let fake = Fake::start();
     let dir = TempDir::new("prompt-hook-fail");
     let failing = script(dir.path(), "fail.sh", "cat >/dev/null\nexit 3");
-    let garbage = script(dir.path(), "garbage.sh", "cat >/dev/null\necho 'not json at all'");
+    let garbage = script(
+        dir.path(),
+        "garbage.sh",
+        "cat >/dev/null\necho 'not json at all'",
+    );
     let slow = script(dir.path(), "slow.sh", "cat >/dev/null\nsleep 10");
     let too_big = script(
         dir.path(),
@@ -120,7 +136,12 @@ fn a_failing_hook_leaves_the_request_as_it_was_unless_it_is_required() {
         too_big.display(),
         rewriting.display()
     );
-    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &config(&model, &hooks));
+    let sb = Switchboard::start_with(
+        &fake,
+        dir.path(),
+        &Allow::default(),
+        &config(&model, &hooks),
+    );
     let trigger = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} status?"));
     let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
     assert_eq!(reply["content"], "All good.", "{reply}");
@@ -132,7 +153,8 @@ fn a_failing_hook_leaves_the_request_as_it_was_unless_it_is_required() {
     );
     let log = sb.stderr();
     assert_eq!(
-        log.matches("a prompt hook failed; the request goes as it was").count(),
+        log.matches("a prompt hook failed; the request goes as it was")
+            .count(),
         4,
         "{log}"
     );

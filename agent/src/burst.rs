@@ -144,13 +144,10 @@ mod tests {
     }
 
     fn config(batch: BatchMode, batch_max: usize) -> AgentConfig {
-        let mut config = switchboard_config::Config::parse(
-            "[agent]\nrunner = \"demo\"\n",
-            "t",
-        )
-        .expect("config")
-        .agent
-        .expect("agent");
+        let mut config = switchboard_config::Config::parse("[agent]\nrunner = \"demo\"\n", "t")
+            .expect("config")
+            .agent
+            .expect("agent");
         config.batch = batch;
         config.batch_max = batch_max;
         config

@@ -1093,8 +1093,13 @@ impl Bridge {
         self.react(&voice, trigger, WORKING, false).await;
         // Every message the run answered says how it went.
         for answered in &triggers {
-            self.react(&voice, answered, if succeeded { DONE } else { FAILED }, true)
-                .await;
+            self.react(
+                &voice,
+                answered,
+                if succeeded { DONE } else { FAILED },
+                true,
+            )
+            .await;
         }
     }
 

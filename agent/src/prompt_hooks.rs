@@ -64,11 +64,17 @@ pub(crate) async fn apply(
         match outcome {
             Ok(rewritten) => messages = rewritten,
             Err(why) if hook.required => {
-                tracing::warn!(run = place.run, "a required prompt hook failed; the run stops: {why}");
+                tracing::warn!(
+                    run = place.run,
+                    "a required prompt hook failed; the run stops: {why}"
+                );
                 return Err(why);
             }
             Err(why) => {
-                tracing::warn!(run = place.run, "a prompt hook failed; the request goes as it was: {why}");
+                tracing::warn!(
+                    run = place.run,
+                    "a prompt hook failed; the request goes as it was: {why}"
+                );
                 core.events().publish(
                     "hook.failed",
                     Some(place.session),

@@ -709,7 +709,10 @@ impl Tool for ListAllNotes {
                     )
                 };
                 let (scope, key) = cursor.split_once('\t').ok_or_else(bad)?;
-                Some((scope.parse::<NoteScope>().map_err(|_| bad())?, key.to_owned()))
+                Some((
+                    scope.parse::<NoteScope>().map_err(|_| bad())?,
+                    key.to_owned(),
+                ))
             }
         };
         Ok(Planned::nowhere((limit as usize, after)))

@@ -866,25 +866,11 @@ pub(crate) fn hooks(raw: &RawHooks, known: &Known, c: &mut Collector) -> Hooks {
             .filter_map(|(index, hook)| {
                 let key = |field: &str| format!("hooks.{table}[{index}].{field}");
                 let tool = tool_glob(&hook.tool, &key("tool"), known, &[], c);
-                let timeout = Duration::from_millis(bounded(
-                    &hook.timeout_ms,
-                    &key("timeout_ms"),
-                    1..=600_000,
-                    c,
-                ));
-                let command = hook.command.get_ref();
-                if command.is_empty() || command[0].trim().is_empty() {
-                    c.add(
-                        Some(hook.command.span()),
-                        key("command"),
-                        "the command is empty",
-                        "write the program and its arguments, such as [\"./check-send.sh\", \"--strict\"]",
-                    );
-                    return None;
-                }
+                let (command, timeout) =
+                    hook_command(&hook.command, &hook.timeout_ms, &key, "./check-send.sh", c)?;
                 Some(Hook {
                     tool,
-                    command: command.clone(),
+                    command,
                     timeout,
                 })
             })
@@ -896,24 +882,15 @@ pub(crate) fn hooks(raw: &RawHooks, known: &Known, c: &mut Collector) -> Hooks {
         .enumerate()
         .filter_map(|(index, hook)| {
             let key = |field: &str| format!("hooks.prompt[{index}].{field}");
-            let timeout = Duration::from_millis(bounded(
+            let (command, timeout) = hook_command(
+                &hook.command,
                 &hook.timeout_ms,
-                &key("timeout_ms"),
-                1..=600_000,
+                &key,
+                "./rewrite-prompt.sh",
                 c,
-            ));
-            let command = hook.command.get_ref();
-            if command.is_empty() || command[0].trim().is_empty() {
-                c.add(
-                    Some(hook.command.span()),
-                    key("command"),
-                    "the command is empty",
-                    "write the program and its arguments, such as [\"./rewrite-prompt.sh\"]",
-                );
-                return None;
-            }
+            )?;
             Some(PromptHook {
-                command: command.clone(),
+                command,
                 timeout,
                 required: hook.required,
             })
@@ -925,6 +902,29 @@ pub(crate) fn hooks(raw: &RawHooks, known: &Known, c: &mut Collector) -> Hooks {
         prompt,
         on_error,
     }
+}
+
+/// A hook's command line (not empty) and timeout (1 ms to 10 minutes); `None` (reported)
+/// without a program.
+fn hook_command(
+    command: &Spanned<Vec<String>>,
+    timeout_ms: &Spanned<u64>,
+    key: &dyn Fn(&str) -> String,
+    example: &str,
+    c: &mut Collector,
+) -> Option<(Vec<String>, Duration)> {
+    let timeout = Duration::from_millis(bounded(timeout_ms, &key("timeout_ms"), 1..=600_000, c));
+    let words = command.get_ref();
+    if words.is_empty() || words[0].trim().is_empty() {
+        c.add(
+            Some(command.span()),
+            key("command"),
+            "the command is empty",
+            format!("write the program and its arguments, such as [\"{example}\", \"--strict\"]"),
+        );
+        return None;
+    }
+    Some((words.clone(), timeout))
 }
 
 pub(crate) fn audit(raw: &RawAudit, c: &mut Collector) -> AuditConfig {

@@ -17,7 +17,8 @@ mod workspace;
 
 pub use governance::{
     glob_matches, path_matcher, session_settings, AuditConfig, CallerMatch, Hook, HookFailure,
-    Hooks, NamedToken, Permissions, Policy, PromptHook, Rule, SessionMatch, SessionSettings, CONSOLE_SCOPE,
+    Hooks, NamedToken, Permissions, Policy, PromptHook, Rule, SessionMatch, SessionSettings,
+    CONSOLE_SCOPE,
 };
 
 use std::net::SocketAddr;

@@ -926,11 +926,17 @@ fn burst_batching_reads_its_keys_and_garbage_is_refused_with_places() {
     );
     let off = Config::parse(&format!("{base}batch = \"off\"\nbatch_max = 3\n"), "t").unwrap();
     let off = off.agent.expect("agent");
-    assert_eq!((off.batch, off.batch_max), (switchboard_config::BatchMode::Off, 3));
+    assert_eq!(
+        (off.batch, off.batch_max),
+        (switchboard_config::BatchMode::Off, 3)
+    );
     for garbage in ["\"sometimes\"", "\"\"", "1", "true"] {
         let found = problems(&format!("{base}batch = {garbage}\n"));
         assert_eq!(found.len(), 1, "{garbage}: {found:#?}");
-        assert!(found[0].starts_with("4:9 agent.batch"), "{garbage}: {found:#?}");
+        assert!(
+            found[0].starts_with("4:9 agent.batch"),
+            "{garbage}: {found:#?}"
+        );
     }
     for garbage in ["0", "101", "-1", "\"ten\"", "[1]"] {
         let found = problems(&format!("{base}batch_max = {garbage}\n"));
@@ -967,8 +973,16 @@ fn prompt_hooks_are_read_and_garbage_is_refused_with_places() {
         "[[hooks.prompt]]\ncommand = []\n[[hooks.prompt]]\ncommand = [\"x\"]\ntimeout_ms = 0\n[[hooks.prompt]]\ncommand = [\"y\"]\nrequired = \"yes\"\n",
     );
     assert_eq!(found.len(), 3, "{found:#?}");
-    assert!(found[0].starts_with("2:11 hooks.prompt[0].command"), "{found:#?}");
-    assert!(found.iter().any(|p| p.contains("hooks.prompt[1].timeout_ms")), "{found:#?}");
+    assert!(
+        found[0].starts_with("2:11 hooks.prompt[0].command"),
+        "{found:#?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|p| p.contains("hooks.prompt[1].timeout_ms")),
+        "{found:#?}"
+    );
     assert!(found.iter().any(|p| p.contains("required")), "{found:#?}");
     // A prompt hook names no tool: a `tool` key is unknown there.
     let tool = problems("[[hooks.prompt]]\ntool = \"*\"\ncommand = [\"x\"]\n");

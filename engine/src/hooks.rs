@@ -204,7 +204,8 @@ pub async fn prompt(hook: &PromptHook, request: &Value) -> Result<PromptAnswer, 
         Value::Object(map) => map,
         _ => {
             return Err(bad(
-                "expected {\"system\": \"...\"} and/or {\"messages\": [...]}, or nothing".to_owned(),
+                "expected {\"system\": \"...\"} and/or {\"messages\": [...]}, or nothing"
+                    .to_owned(),
             ))
         }
     };
@@ -222,7 +223,9 @@ pub async fn prompt(hook: &PromptHook, request: &Value) -> Result<PromptAnswer, 
         None => None,
         Some(Value::Array(messages)) => {
             if messages.is_empty() {
-                return Err(bad("\"messages\" is empty; a request needs at least one".to_owned()));
+                return Err(bad(
+                    "\"messages\" is empty; a request needs at least one".to_owned()
+                ));
             }
             for (index, message) in messages.iter().enumerate() {
                 let role = message.get("role").and_then(Value::as_str);
@@ -231,7 +234,10 @@ pub async fn prompt(hook: &PromptHook, request: &Value) -> Result<PromptAnswer, 
                         "messages[{index}] needs a \"role\" of system, user, assistant or tool"
                     )));
                 }
-                if !matches!(message.get("content"), Some(Value::String(_) | Value::Null) | None) {
+                if !matches!(
+                    message.get("content"),
+                    Some(Value::String(_) | Value::Null) | None
+                ) {
                     return Err(bad(format!(
                         "messages[{index}].content must be a string or null"
                     )));
@@ -317,8 +323,14 @@ mod tests {
             ("{\"system\": 3}", "\"system\" must be a string"),
             ("{\"messages\": {}}", "must be an array"),
             ("{\"messages\": []}", "is empty"),
-            ("{\"messages\": [{\"role\": \"wizard\"}]}", "messages[0] needs a \"role\""),
-            ("{\"messages\": [{\"role\": \"user\", \"content\": 1}]}", "content must be"),
+            (
+                "{\"messages\": [{\"role\": \"wizard\"}]}",
+                "messages[0] needs a \"role\"",
+            ),
+            (
+                "{\"messages\": [{\"role\": \"user\", \"content\": 1}]}",
+                "content must be",
+            ),
             ("{\"sytem\": \"x\"}", "unknown key \"sytem\""),
             ("not json", "not a hook answer"),
         ] {
@@ -331,7 +343,10 @@ mod tests {
         let slow = prompt(&prompt_hook("sleep 5", 100), &request).await;
         assert!(matches!(slow, Err(HookError::Timeout { .. })), "{slow:?}");
         let failed = prompt(&prompt_hook("exit 3", 5000), &request).await;
-        assert!(matches!(failed, Err(HookError::Failed { .. })), "{failed:?}");
+        assert!(
+            matches!(failed, Err(HookError::Failed { .. })),
+            "{failed:?}"
+        );
     }
 
     #[tokio::test]
