@@ -170,7 +170,9 @@ fn two_hundred_messages_posted_while_down_are_all_there_and_mentions_answered_on
     let dir = TempDir::new("down-200");
     let out = dir.path();
     let agent = script(out, "agent.sh", "cat > /dev/null\necho on it");
-    let agent = command_agent(&agent, out, 30, "");
+    // One reply per missed mention: the backfill delivers them as a burst, which batching would
+    // answer together (tests/batch.rs pins that).
+    let agent = command_agent(&agent, out, 30, "batch = \"off\"");
     let sb = Switchboard::start_with(&fake, out, &Allow::default(), &agent);
     let (status, log) = sb.terminate(Duration::from_secs(15));
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{log}");

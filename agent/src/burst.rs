@@ -30,12 +30,18 @@ fn joins(queued: &Queued) -> bool {
         && trigger.message_id.is_some()
 }
 
-/// Takes the next run's share of `waiting`: its head and, when batching is on and the head
-/// may join a batch, the plain messages right behind it, up to `agent.batch_max` in all.
-/// `None` when nothing waits. The returned queued entry carries the head's report, if any.
-pub(crate) fn next(waiting: &mut VecDeque<Queued>, config: &AgentConfig) -> Option<NextRun> {
+/// Takes the next run's share of `waiting`: its head and — when a run of the session just
+/// ended (`after_a_run`: they waited while it was busy), batching is on and the head may join
+/// a batch — the plain messages right behind it, up to `agent.batch_max` in all. The first
+/// message to an idle session runs alone, as it would have started at once. `None` when
+/// nothing waits. The returned queued entry carries the head's report, if any.
+pub(crate) fn next(
+    waiting: &mut VecDeque<Queued>,
+    config: &AgentConfig,
+    after_a_run: bool,
+) -> Option<NextRun> {
     let head = waiting.pop_front()?;
-    let gathers = config.batch == BatchMode::Turn && joins(&head);
+    let gathers = after_a_run && config.batch == BatchMode::Turn && joins(&head);
     let Queued { trigger, report } = head;
     let mut triggers = vec![trigger];
     if gathers {
@@ -161,11 +167,25 @@ mod tests {
     fn a_burst_is_taken_as_one_run_up_to_batch_max_and_the_rest_wait_in_order() {
         let mut waiting: VecDeque<Queued> = (1..=13).map(|i| queued(i, false, false)).collect();
         let config = config(BatchMode::Turn, 10);
-        let first = next(&mut waiting, &config).expect("a run");
+        let first = next(&mut waiting, &config, true).expect("a run");
         assert_eq!(ids(&first), (1..=10).collect::<Vec<_>>());
-        let second = next(&mut waiting, &config).expect("a run");
+        let second = next(&mut waiting, &config, true).expect("a run");
         assert_eq!(ids(&second), vec![11, 12, 13]);
-        assert!(next(&mut waiting, &config).is_none());
+        assert!(next(&mut waiting, &config, true).is_none());
+    }
+
+    #[test]
+    fn the_first_message_to_an_idle_session_runs_alone() {
+        let mut waiting: VecDeque<Queued> = (1..=3).map(|i| queued(i, false, false)).collect();
+        let config = config(BatchMode::Turn, 10);
+        assert_eq!(
+            ids(&next(&mut waiting, &config, false).expect("a run")),
+            vec![1]
+        );
+        assert_eq!(
+            ids(&next(&mut waiting, &config, true).expect("a run")),
+            vec![2, 3]
+        );
     }
 
     #[test]
@@ -173,7 +193,10 @@ mod tests {
         let mut waiting: VecDeque<Queued> = (1..=3).map(|i| queued(i, false, false)).collect();
         let config = config(BatchMode::Off, 10);
         for i in 1..=3 {
-            assert_eq!(ids(&next(&mut waiting, &config).expect("a run")), vec![i]);
+            assert_eq!(
+                ids(&next(&mut waiting, &config, true).expect("a run")),
+                vec![i]
+            );
         }
     }
 
@@ -188,7 +211,7 @@ mod tests {
             queued(6, false, false),
         ]);
         let config = config(BatchMode::Turn, 10);
-        let runs: Vec<Vec<u64>> = std::iter::from_fn(|| next(&mut waiting, &config))
+        let runs: Vec<Vec<u64>> = std::iter::from_fn(|| next(&mut waiting, &config, true))
             .map(|run| ids(&run))
             .collect();
         assert_eq!(runs, vec![vec![1, 2], vec![3], vec![4], vec![5, 6]]);

@@ -679,13 +679,16 @@ impl Bridge {
 
     /// Runs the session's triggers one after the other until none is left.
     async fn work(&self, channel: Snowflake) {
+        // Messages gather into one run only once a run of the session ended: they waited
+        // while it was busy.
+        let mut after_a_run = false;
         loop {
             // The session's agent decides whether a burst is answered together.
             let config = self.agent_for(channel).config;
             let next = {
                 let mut sessions = self.sessions();
                 let queue = sessions.entry(channel).or_default();
-                match burst::next(&mut queue.waiting, &config) {
+                match burst::next(&mut queue.waiting, &config, after_a_run) {
                     Some(burst::NextRun { triggers, report }) => {
                         self.inner
                             .core
@@ -729,6 +732,7 @@ impl Bridge {
                 }
                 None => self.run(triggers, &run_id, aborted).await,
             }
+            after_a_run = true;
             if let Some(queue) = self.sessions().get_mut(&channel) {
                 queue.running = None;
             }
