@@ -159,10 +159,13 @@ pub struct ReloadArgs {
 /// `switchboard memory ...`
 #[derive(Debug, Subcommand)]
 pub enum MemoryCommand {
-    /// Print a session's or a user's notes: scope, key (untrusted when so), text.
+    /// Print the agent's notes, one a line: scope, key (marked untrusted when so), text.
+    ///
+    /// Without --session or --user, every note of every session and user (admin.memory.list,
+    /// an operator callable); with one, that scope's (memory.read).
     List {
         #[command(flatten)]
-        scope: NoteScopeArgs,
+        scope: ListScopeArgs,
         /// One JSON object per line instead of columns.
         #[arg(long)]
         json: bool,
@@ -175,6 +178,20 @@ pub enum MemoryCommand {
         #[arg(long)]
         key: String,
     },
+}
+
+/// Whose notes to list: a session's, a user's, or (neither) everyone's.
+#[derive(Debug, Args)]
+pub struct ListScopeArgs {
+    /// Only a session's notes (#ops or an id).
+    #[arg(long, value_name = "REF", conflicts_with = "user")]
+    pub session: Option<String>,
+    /// Only a Discord user's notes (their id).
+    #[arg(long, value_name = "USER_ID")]
+    pub user: Option<String>,
+    /// The running switchboard (default: $SWITCHBOARD_URL, else the config's toolserver.bind).
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
 }
 
 /// Whose notes: a session's or a user's.

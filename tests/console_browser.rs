@@ -382,6 +382,7 @@ async fn journey(client: &Client, playground: &Playground) -> Step<()> {
     }
     wait_text(client, "#scope-source", "changed").await?;
     screenshot(client, "console-scopes.png").await;
+    a_sessions_memory_is_shown_and_a_note_deleted(client, playground).await?;
 
     // Keyboard: the digit keys switch views.
     click(client, "#tab-scopes").await?;
@@ -504,6 +505,81 @@ async fn journey(client: &Client, playground: &Playground) -> Step<()> {
     }
 
     a_console_only_login_reads_and_decides_nothing(client).await
+}
+
+/// The scopes view shows #ops's memory: no summary yet, its notes and the notes about users;
+/// deleting a note is `memory.forget` through the pipeline (audited as the console), and a
+/// forged delete without the CSRF token is refused.
+async fn a_sessions_memory_is_shown_and_a_note_deleted(
+    client: &Client,
+    playground: &Playground,
+) -> Step<()> {
+    let notes: [&[&str]; 2] = [
+        &[
+            "memory.write",
+            "--scope=session",
+            "--session-id=#ops",
+            "--key=release-config",
+            "--text=lives at /srv/release/keystone-7.toml",
+        ],
+        &[
+            "memory.write",
+            "--scope=user",
+            "--session-id=#ops",
+            "--user-id=1000000000000000102",
+            "--key=pronouns",
+            "--text=he/him",
+        ],
+    ];
+    for args in notes {
+        let written = support::tools_at(&playground.url, &playground.token, args);
+        if written.code != Some(0) {
+            return Err(format!("memory.write failed: {written:?}"));
+        }
+    }
+    script(
+        client,
+        "const s = document.getElementById('scope-session'); s.value = '1000000000000000401'; s.dispatchEvent(new Event('change')); return null",
+    )
+    .await?;
+    wait_text(client, "#memory-summary", "never compacted").await?;
+    wait_text(client, "#memory-notes", "keystone-7.toml").await?;
+    wait_text(client, "#memory-user-notes", "he/him").await?;
+    // Without the CSRF token the delete is refused and the note stays.
+    let forged = client
+        .execute_async(
+            "const done = arguments[0]; fetch('/console/api/memory/forget', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ scope: 'session:1000000000000000401', key: 'release-config' }) }).then((r) => done(r.status));",
+            vec![],
+        )
+        .await
+        .map_err(fail("forged delete"))?;
+    if forged != json!(403) {
+        return Err(format!("a delete without the CSRF token answered {forged}"));
+    }
+    click(
+        client,
+        "#memory-notes button.forget[data-key='release-config']",
+    )
+    .await?;
+    wait_text(client, "#memory-notes", "No notes.").await?;
+    wait_text(client, "#memory-user-notes", "he/him").await?;
+    // The console's delete is the only memory.forget call: its audit row is written off the
+    // call's path, so it may take a moment.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let audit = support::tools_at(
+            &playground.url,
+            &playground.token,
+            &["audit.list", "--tool=memory.forget", "--output=json"],
+        );
+        if audit.stdout.contains("release-config") {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the delete is not in the audit log: {audit:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// What a page fetch answered: its status and JSON body.

@@ -113,8 +113,46 @@ fn a_note_written_in_one_run_is_in_a_later_runs_prompt_after_a_restart_marked_un
         )),
         "{listed}"
     );
-    let neither = operator(&sb, &["list"]);
-    assert!(!neither.status.success(), "--session or --user is required");
+    // Without a scope: every note, the session's and the users', through admin.memory.list.
+    let about_mira = sb.tools(&[
+        "memory.write",
+        "--scope=user",
+        &format!("--user-id={}", demo::STANLEY),
+        "--key=pronouns",
+        "--text=she/her",
+        &format!("--session-id={ops}"),
+    ]);
+    assert_eq!(about_mira.code, Some(0), "{about_mira:?}");
+    let everything = operator(&sb, &["list"]);
+    assert!(everything.status.success(), "{everything:?}");
+    let everything = String::from_utf8_lossy(&everything.stdout).into_owned();
+    assert!(
+        everything.contains(&format!(
+            "session:{ops}\trelease-config (untrusted)\t{NOTE}"
+        )) && everything.contains(&format!("user:{}\tpronouns\tshe/her", demo::STANLEY)),
+        "{everything}"
+    );
+    let paged = sb.tools(&["admin.memory.list", "--limit=1"]);
+    assert_eq!(paged.code, Some(0), "{paged:?}");
+    let page = paged.json();
+    assert_eq!(page["notes"].as_array().map(Vec::len), Some(1), "{page}");
+    let next = page["next"].as_str().expect("a second page").to_owned();
+    let second = sb.tools(&["admin.memory.list", "--limit=1", &format!("--after={next}")]);
+    assert_eq!(
+        second.json()["notes"].as_array().map(Vec::len),
+        Some(1),
+        "{second:?}"
+    );
+    assert!(second.json()["next"].is_null(), "{second:?}");
+    for garbage in [
+        "--limit=0",
+        "--limit=1001",
+        "--after=nonsense",
+        "--after=team:1\tk",
+    ] {
+        let refused = sb.tools(&["admin.memory.list", garbage]);
+        assert_ne!(refused.code, Some(0), "{garbage}: {refused:?}");
+    }
     let absent = operator(&sb, &["forget", "--session", &ops, "--key", "nothing-here"]);
     assert_eq!(absent.status.code(), Some(1), "{absent:?}");
 

@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod agents;
+mod burst;
 pub mod command;
 pub mod demo;
 pub mod handoff;
@@ -20,6 +21,7 @@ pub mod metering;
 pub mod notes;
 pub mod openai;
 pub mod prompt;
+mod prompt_hooks;
 pub mod scheduled;
 pub mod stream;
 pub mod summaries;
@@ -72,6 +74,16 @@ struct Queued {
     report: Option<oneshot::Sender<switchboard_schedule::RunReport>>,
 }
 
+/// What claiming a trigger's message decided.
+enum Claimed {
+    /// Answer it once the record is durable.
+    Won(switchboard_store::Durable),
+    /// Answer it; nothing to record (no message, or a resumed workflow).
+    Unrecorded,
+    /// Leave it: answered before, or its answer could not be recorded.
+    Leave,
+}
+
 /// What the loop guard decides for a message from another bot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum BotTurn {
@@ -89,6 +101,9 @@ enum BotTurn {
 struct RunTicket<'a> {
     /// `run-<hex>`.
     id: &'a str,
+    /// The messages of a burst it answers together before `trigger`, the newest (in arrival
+    /// order; empty for one message).
+    earlier: &'a [Trigger],
     /// Its usage and budgets.
     meter: Option<&'a metering::Meter>,
     gate: &'a RunGate,
@@ -99,7 +114,10 @@ struct RunTicket<'a> {
 }
 
 struct RunningRun {
+    /// The message it answers (the newest, when it answers a burst together).
     trigger: Trigger,
+    /// Who asked, for every message it answers: any of them may stop it.
+    askers: Vec<Snowflake>,
     /// `run-<hex>`: its capability's request id and the audit log's `run`.
     run_id: String,
     /// When it was dequeued, ms since the Unix epoch.
@@ -220,12 +238,56 @@ impl Bridge {
     /// (which answers its own run's message once more, by design), is not recorded: its gate
     /// is open at once.
     async fn take(&self, trigger: &Trigger) -> Option<RunGate> {
+        self.take_all(vec![trigger.clone()])
+            .await
+            .map(|(gate, _)| gate)
+    }
+
+    /// [`Bridge::take`] for every message a run answers (a burst answered together), claimed
+    /// one by one in order: those answered before are left out, and `None` when none is left.
+    /// The gate opens once every claim is durable and is shut for good when any fails, so
+    /// either the whole batch is recorded as answered before the run acts, or it does not act.
+    async fn take_all(&self, triggers: Vec<Trigger>) -> Option<(RunGate, Vec<Trigger>)> {
+        let mut kept = Vec::with_capacity(triggers.len());
+        let mut durables = Vec::new();
+        for trigger in triggers {
+            match self.claim(&trigger).await {
+                Claimed::Leave => {}
+                Claimed::Unrecorded => kept.push(trigger),
+                Claimed::Won(durable) => {
+                    durables.push((trigger.message_id, durable));
+                    kept.push(trigger);
+                }
+            }
+        }
+        if kept.is_empty() {
+            return None;
+        }
+        if durables.is_empty() {
+            return Some((RunGate::open(), kept));
+        }
+        let (opener, gate) = RunGate::closed();
+        tokio::spawn(async move {
+            for (message_id, durable) in durables {
+                if let Err(error) = durable.await {
+                    tracing::error!(message = ?message_id, "not answering, stopping the run: {error}");
+                    return;
+                }
+                tracing::trace!(trigger = ?message_id, "trigger recorded");
+            }
+            opener.open();
+        });
+        Some((gate, kept))
+    }
+
+    /// Claims one trigger's message in the store of answered triggers.
+    async fn claim(&self, trigger: &Trigger) -> Claimed {
         let (Some(answers), Some(message_id), None) = (
             self.inner.answers.clone(),
             trigger.message_id,
             trigger.workflow_id.as_ref(),
         ) else {
-            return Some(RunGate::open());
+            return Claimed::Unrecorded;
         };
         let channel_id = trigger.channel_id;
         let claim = TriggerClaim {
@@ -233,32 +295,19 @@ impl Bridge {
             message_id,
             claimed_ms: switchboard_engine::clock::now_ms(),
         };
-        let durable = match answers.claim_trigger(claim).await {
-            Ok(Claim::Won(durable)) => durable,
+        match answers.claim_trigger(claim).await {
+            Ok(Claim::Won(durable)) => Claimed::Won(durable),
             Ok(Claim::Taken) => {
                 tracing::info!(message = %message_id, session = %channel_id, "this message was answered before; not answering it again");
-                return None;
+                Claimed::Leave
             }
             // At most once: a trigger whose answer cannot be recorded is not answered, or a
             // restart could answer it a second time.
             Err(error) => {
                 tracing::error!(message = %message_id, "not answering: {error}");
-                return None;
+                Claimed::Leave
             }
-        };
-        let (opener, gate) = RunGate::closed();
-        tokio::spawn(async move {
-            match durable.await {
-                Ok(()) => {
-                    tracing::trace!(trigger = %message_id, "trigger recorded");
-                    opener.open();
-                }
-                Err(error) => {
-                    tracing::error!(message = %message_id, "not answering, stopping the run: {error}");
-                }
-            }
-        });
-        Some(gate)
+        }
     }
 
     /// Takes the trigger and waits for its record to be durable: true when it may be answered.
@@ -533,6 +582,21 @@ impl Bridge {
         })
     }
 
+    /// The messages a run answers, each with its text as edited so far: `earlier` (a burst's),
+    /// then `trigger` (already read as edited by the caller when it wants that).
+    fn as_edited(
+        &self,
+        channel: AllowedChannel,
+        earlier: &[Trigger],
+        trigger: &Trigger,
+    ) -> Vec<Trigger> {
+        earlier
+            .iter()
+            .chain(std::iter::once(trigger))
+            .map(|t| self.edited(channel, t).unwrap_or_else(|| t.clone()))
+            .collect()
+    }
+
     /// Queues a run for `trigger` in its session; starts the session's worker when idle.
     /// A missed trigger finding the queue full is dropped with a log line rather than a notice:
     /// a backfill can bring many at once.
@@ -616,13 +680,24 @@ impl Bridge {
 
     /// Runs the session's triggers one after the other until none is left.
     async fn work(&self, channel: Snowflake) {
+        // Messages gather into one run only once a run of the session ended: they waited
+        // while it was busy.
+        let mut after_a_run = false;
         loop {
+            // The session's agent decides whether a burst is answered together.
+            let config = self.agent_for(channel).config;
             let next = {
                 let mut sessions = self.sessions();
                 let queue = sessions.entry(channel).or_default();
-                match queue.waiting.pop_front() {
-                    Some(Queued { trigger, report }) => {
-                        self.inner.core.metrics().queue_depth_add(-1);
+                match burst::next(&mut queue.waiting, &config, after_a_run) {
+                    Some(burst::NextRun { triggers, report }) => {
+                        self.inner
+                            .core
+                            .metrics()
+                            .queue_depth_add(-(triggers.len() as i64));
+                        let Some(trigger) = triggers.last().cloned() else {
+                            continue;
+                        };
                         let run_id = match random_hex(8) {
                             Ok(hex) => format!("run-{hex}"),
                             Err(error) => {
@@ -632,12 +707,13 @@ impl Bridge {
                         };
                         let (abort, aborted) = oneshot::channel();
                         queue.running = Some(RunningRun {
-                            trigger: trigger.clone(),
+                            trigger,
+                            askers: triggers.iter().map(|t| t.author_id).collect(),
                             run_id: run_id.clone(),
                             started_ms: now_ms(),
                             abort: Some(abort),
                         });
-                        Some((trigger, run_id, aborted, report))
+                        Some((triggers, run_id, aborted, report))
                     }
                     None => {
                         queue.worker = false;
@@ -646,17 +722,18 @@ impl Bridge {
                     }
                 }
             };
-            let Some((trigger, run_id, aborted, report)) = next else {
+            let Some((triggers, run_id, aborted, report)) = next else {
                 return;
             };
             match report {
                 Some(report) => {
                     let done =
-                        scheduled::reported(&run_id, self.run(&trigger, &run_id, aborted)).await;
+                        scheduled::reported(&run_id, self.run(triggers, &run_id, aborted)).await;
                     let _ = report.send(done);
                 }
-                None => self.run(&trigger, &run_id, aborted).await,
+                None => self.run(triggers, &run_id, aborted).await,
             }
+            after_a_run = true;
             if let Some(queue) = self.sessions().get_mut(&channel) {
                 queue.running = None;
             }
@@ -679,7 +756,7 @@ impl Bridge {
         let Some(run) = run else {
             return AbortOutcome::NothingRunning;
         };
-        if run.trigger.author_id != user && !admin {
+        if !run.askers.contains(&user) && !admin {
             return AbortOutcome::NotYours {
                 owner: run.trigger.author_name.clone(),
             };
@@ -844,8 +921,13 @@ impl Bridge {
             .len()
     }
 
-    async fn run(&self, trigger: &Trigger, run_id: &str, aborted: oneshot::Receiver<()>) {
-        tracing::trace!(session = %trigger.channel_id, "run dequeued");
+    /// Runs the agent for `triggers`: one message, or a burst answered together (in arrival
+    /// order; the newest is the one replied to).
+    async fn run(&self, triggers: Vec<Trigger>, run_id: &str, aborted: oneshot::Receiver<()>) {
+        let Some(trigger) = triggers.last() else {
+            return;
+        };
+        tracing::trace!(session = %trigger.channel_id, messages = triggers.len(), "run dequeued");
         let channel = match self.inner.core.allowed(trigger.channel_id).await {
             Ok(channel) => channel,
             Err(error) => {
@@ -860,9 +942,13 @@ impl Bridge {
         // acts (tool calls, draft, reply, reactions) only through the gate, which opens once
         // the record is durable: a crash from here on leaves the message unanswered rather
         // than answered twice.
-        let Some(gate) = self.take(trigger).await else {
+        let Some((gate, triggers)) = self.take_all(triggers).await else {
             return;
         };
+        let Some(trigger) = triggers.last() else {
+            return;
+        };
+        let earlier = &triggers[..triggers.len() - 1];
         // A trigger that names an agent (a schedule's) runs with it; else the session's.
         let requested = {
             let settings = self.inner.core.settings();
@@ -995,6 +1081,7 @@ impl Bridge {
                 started,
                 &RunTicket {
                     id: run_id,
+                    earlier,
                     meter: meter.as_ref(),
                     gate: &gate,
                     token: &token,
@@ -1010,8 +1097,16 @@ impl Bridge {
             return;
         }
         self.react(&voice, trigger, WORKING, false).await;
-        self.react(&voice, trigger, if succeeded { DONE } else { FAILED }, true)
+        // Every message the run answered says how it went.
+        for answered in &triggers {
+            self.react(
+                &voice,
+                answered,
+                if succeeded { DONE } else { FAILED },
+                true,
+            )
             .await;
+        }
     }
 
     fn error_line(config: &AgentConfig, reason: &str) -> String {
@@ -1032,6 +1127,7 @@ impl Bridge {
     ) -> bool {
         let RunTicket {
             id: request_id,
+            earlier,
             meter,
             gate,
             token,
@@ -1071,6 +1167,11 @@ impl Bridge {
                 serde_json::json!({
                     "run": request_id,
                     "trigger": trigger.message_id.map(|id| id.to_string()),
+                    "answers": earlier
+                        .iter()
+                        .chain(std::iter::once(trigger))
+                        .filter_map(|t| t.message_id.map(|id| id.to_string()))
+                        .collect::<Vec<_>>(),
                     "requestedBy": trigger.author_id.to_string(),
                     "workflow": trigger.workflow_id,
                 }),
@@ -1095,11 +1196,11 @@ impl Bridge {
                 // What the run does once its process exists: announce it and write its prompt.
                 let prompt = || {
                     announce();
-                    let edited = self.edited(channel, trigger);
+                    let answered = self.as_edited(channel, earlier, trigger);
                     let input = prompt::build(
                         &self.inner.core,
                         channel,
-                        edited.as_ref().unwrap_or(trigger),
+                        &answered,
                         config.context_messages,
                         &config.trusted_users,
                     );
@@ -1146,6 +1247,14 @@ impl Bridge {
                     self.bot_id(),
                     &config.trusted_users,
                     summary,
+                );
+                // A burst is answered together: one turn quoting each message.
+                burst::answer_together(
+                    &mut transcript,
+                    &self.inner.core,
+                    channel,
+                    &self.as_edited(channel, earlier, trigger),
+                    &toolserver::trust::Trust::new(&config.trusted_users, self.bot_id()),
                 );
                 // An untrusted note needs the note saying what the mark means, even when no
                 // message of the transcript is untrusted.

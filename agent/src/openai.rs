@@ -75,6 +75,9 @@ pub enum OpenAiError {
     /// `agent.api_key_env` names a variable that is unset or empty; holds its name.
     #[error("the API key variable {0} is not set")]
     MissingKey(String),
+    /// A `[[hooks.prompt]]` entry with `required = true` failed: the request was not sent.
+    #[error("a required prompt hook failed: {0}")]
+    PromptHook(String),
     /// A `[budgets]` cap was crossed by this run: it stops before its next model round.
     #[error("{}", .0.message())]
     Budget(switchboard_usage::Refusal),
@@ -104,6 +107,7 @@ impl OpenAiError {
             OpenAiError::Timeout(limit) => format!("no answer within {} s", limit.as_secs()),
             OpenAiError::MissingKey(name) => format!("{name} is not set"),
             OpenAiError::Budget(refusal) => refusal.message(),
+            OpenAiError::PromptHook(_) => "a required prompt hook failed".to_owned(),
             OpenAiError::TooBig(FitError::TooBig {
                 part,
                 part_tokens,
@@ -353,6 +357,16 @@ impl Run<'_> {
             if let Some(offered) = offered {
                 request.tools = offered;
             }
+            let place = crate::prompt_hooks::RequestPlace {
+                session: self.session,
+                run: context.request_id.as_deref().unwrap_or_default(),
+                model: &runner.model,
+                round,
+            };
+            let messages =
+                crate::prompt_hooks::apply(core, &place, messages, &tools, budget.limit(), counter)
+                    .await
+                    .map_err(OpenAiError::PromptHook)?;
             let mut body = json!({"model": runner.model, "messages": messages});
             if !tools.is_empty() {
                 body["tools"] = Value::Array(tools);

@@ -9,6 +9,7 @@
 //! in a run whose requester is not in `agent.trusted_users` is kept as untrusted: later
 //! prompts show it with the untrusted mark. Every call is audited like any other.
 //! `memory.summary` reads the session's current compaction summary (what starts its prompts).
+//! `admin.memory.list`, an operator callable, pages through every note of every scope.
 
 use async_trait::async_trait;
 use protocol::{Effects, ErrorCode, ErrorKind};
@@ -41,6 +42,7 @@ pub fn register(registry: &mut Registry) {
     registry.register(SearchNotes);
     registry.register(ForgetNote);
     registry.register(ReadSummary);
+    registry.register(ListAllNotes);
 }
 
 /// Whose notes: `session` or `user`.
@@ -629,6 +631,113 @@ impl Tool for ReadSummary {
             tokens: summary.as_ref().map(|s| s.tokens),
             created_ms: summary.as_ref().map(|s| s.created_ms),
             summary: summary.map(|s| s.text),
+        })
+    }
+}
+
+/// The most notes one `admin.memory.list` page holds.
+pub const MAX_LIST_PAGE: u32 = 1_000;
+
+pub struct ListAllNotes;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ListAllNotesInput {
+    /// Notes per page (1 to 1,000; default 1,000).
+    pub limit: Option<u32>,
+    /// Where the previous page ended: its `next` (`<scope>\t<key>`); without it, the first page.
+    pub after: Option<String>,
+}
+
+/// What `admin.memory.list` answers.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AllNotesPage {
+    /// The notes, by scope then key.
+    pub notes: Vec<NoteView>,
+    /// Pass as `after` for the next page; absent on the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+}
+
+#[async_trait]
+impl Tool for ListAllNotes {
+    type Input = ListAllNotesInput;
+    type Plan = (usize, Option<(NoteScope, String)>);
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            id: "admin.memory.list",
+            description: "Every note the agent keeps, in every session and about every user, by scope then key.",
+            help: "An operator callable: the operator, or a token whose scope names it; an agent run never. Pages of at most 1,000: pass the answer's next as after for the next page. memory.read reads one scope; memory.forget deletes a note.",
+            mutating: false,
+            primary: None,
+            title: "List all notes",
+            effects: Effects {
+                destructive: false,
+                idempotent: true,
+                open_world: false,
+            },
+            output_schema: Some(output_schema::<AllNotesPage>()),
+            examples: vec![example(
+                "Every note",
+                "tools admin.memory.list",
+                json!({}),
+            )],
+        }
+    }
+
+    fn plan(
+        &self,
+        _: &PlanContext<'_>,
+        input: ListAllNotesInput,
+    ) -> Result<Planned<Self::Plan>, ToolError> {
+        let limit = input.limit.unwrap_or(MAX_LIST_PAGE);
+        if !(1..=MAX_LIST_PAGE).contains(&limit) {
+            return Err(invalid(
+                format!("limit must be 1 to {MAX_LIST_PAGE}, got {limit}"),
+                "limit",
+            ));
+        }
+        let after = match input.after.as_deref() {
+            None => None,
+            Some(cursor) => {
+                let bad = || {
+                    invalid(
+                        "after must be the next of a previous answer (<scope>\\t<key>, such as session:1000000000000000401\\trelease-config)",
+                        "after",
+                    )
+                };
+                let (scope, key) = cursor.split_once('\t').ok_or_else(bad)?;
+                Some((
+                    scope.parse::<NoteScope>().map_err(|_| bad())?,
+                    key.to_owned(),
+                ))
+            }
+        };
+        Ok(Planned::nowhere((limit as usize, after)))
+    }
+
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        (limit, after): Self::Plan,
+    ) -> Result<ToolOutput, ToolError> {
+        // One more than the page tells whether another page follows.
+        let mut notes = cx
+            .core
+            .memory()
+            .notes_after(after, limit + 1)
+            .await
+            .map_err(store_error)?;
+        let more = notes.len() > limit;
+        notes.truncate(limit);
+        let next = more
+            .then(|| notes.last().map(|n| format!("{}\t{}", n.scope, n.key)))
+            .flatten();
+        output(&AllNotesPage {
+            notes: notes.into_iter().map(NoteView::from).collect(),
+            next,
         })
     }
 }

@@ -113,6 +113,8 @@ pub(crate) struct RawHooks {
     pub before: Vec<RawHook>,
     #[serde(default)]
     pub after: Vec<RawHook>,
+    #[serde(default)]
+    pub prompt: Vec<RawPromptHook>,
     #[serde(default = "default_on_error")]
     pub on_error: Spanned<String>,
 }
@@ -122,6 +124,7 @@ impl Default for RawHooks {
         RawHooks {
             before: Vec::new(),
             after: Vec::new(),
+            prompt: Vec::new(),
             on_error: default_on_error(),
         }
     }
@@ -138,6 +141,17 @@ pub(crate) struct RawHook {
     pub command: Spanned<Vec<String>>,
     #[serde(default = "default_hook_timeout_ms")]
     pub timeout_ms: Spanned<u64>,
+}
+
+/// `[[hooks.prompt]]`: a command that may rewrite the built-in runner's request.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPromptHook {
+    pub command: Spanned<Vec<String>>,
+    #[serde(default = "default_hook_timeout_ms")]
+    pub timeout_ms: Spanned<u64>,
+    #[serde(default)]
+    pub required: bool,
 }
 
 fn default_hook_timeout_ms() -> Spanned<u64> {
@@ -338,6 +352,19 @@ pub struct Hook {
     pub timeout: Duration,
 }
 
+/// One `[[hooks.prompt]]` entry: run before each request of the built-in `openai` runner
+/// to the model, with the request's messages; may rewrite the system prompt and the messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptHook {
+    /// The program and its arguments (no shell).
+    pub command: Vec<String>,
+    /// How long it may take before it counts as failed (`timeout_ms`, default 5,000).
+    pub timeout: Duration,
+    /// `required` (default false): a failure fails the run instead of sending the request
+    /// as it was.
+    pub required: bool,
+}
+
 /// `[hooks]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hooks {
@@ -345,7 +372,9 @@ pub struct Hooks {
     pub before: Vec<Hook>,
     /// Run after the handler; may transform the answer.
     pub after: Vec<Hook>,
-    /// What a failing hook means.
+    /// Run before each model request of the built-in runner, in order; may rewrite it.
+    pub prompt: Vec<PromptHook>,
+    /// What a failing before/after hook means (prompt hooks: their own `required`).
     pub on_error: HookFailure,
 }
 
@@ -354,6 +383,7 @@ impl Default for Hooks {
         Hooks {
             before: Vec::new(),
             after: Vec::new(),
+            prompt: Vec::new(),
             on_error: HookFailure::Deny,
         }
     }
@@ -846,35 +876,65 @@ pub(crate) fn hooks(raw: &RawHooks, known: &Known, c: &mut Collector) -> Hooks {
             .filter_map(|(index, hook)| {
                 let key = |field: &str| format!("hooks.{table}[{index}].{field}");
                 let tool = tool_glob(&hook.tool, &key("tool"), known, &[], c);
-                let timeout = Duration::from_millis(bounded(
-                    &hook.timeout_ms,
-                    &key("timeout_ms"),
-                    1..=600_000,
-                    c,
-                ));
-                let command = hook.command.get_ref();
-                if command.is_empty() || command[0].trim().is_empty() {
-                    c.add(
-                        Some(hook.command.span()),
-                        key("command"),
-                        "the command is empty",
-                        "write the program and its arguments, such as [\"./check-send.sh\", \"--strict\"]",
-                    );
-                    return None;
-                }
+                let (command, timeout) =
+                    hook_command(&hook.command, &hook.timeout_ms, &key, "./check-send.sh", c)?;
                 Some(Hook {
                     tool,
-                    command: command.clone(),
+                    command,
                     timeout,
                 })
             })
             .collect()
     };
+    let prompt = raw
+        .prompt
+        .iter()
+        .enumerate()
+        .filter_map(|(index, hook)| {
+            let key = |field: &str| format!("hooks.prompt[{index}].{field}");
+            let (command, timeout) = hook_command(
+                &hook.command,
+                &hook.timeout_ms,
+                &key,
+                "./rewrite-prompt.sh",
+                c,
+            )?;
+            Some(PromptHook {
+                command,
+                timeout,
+                required: hook.required,
+            })
+        })
+        .collect();
     Hooks {
         before: list(&raw.before, "before", c),
         after: list(&raw.after, "after", c),
+        prompt,
         on_error,
     }
+}
+
+/// A hook's command line (not empty) and timeout (1 ms to 10 minutes); `None` (reported)
+/// without a program.
+fn hook_command(
+    command: &Spanned<Vec<String>>,
+    timeout_ms: &Spanned<u64>,
+    key: &dyn Fn(&str) -> String,
+    example: &str,
+    c: &mut Collector,
+) -> Option<(Vec<String>, Duration)> {
+    let timeout = Duration::from_millis(bounded(timeout_ms, &key("timeout_ms"), 1..=600_000, c));
+    let words = command.get_ref();
+    if words.is_empty() || words[0].trim().is_empty() {
+        c.add(
+            Some(command.span()),
+            key("command"),
+            "the command is empty",
+            format!("write the program and its arguments, such as [\"{example}\", \"--strict\"]"),
+        );
+        return None;
+    }
+    Some((words.clone(), timeout))
 }
 
 pub(crate) fn audit(raw: &RawAudit, c: &mut Collector) -> AuditConfig {

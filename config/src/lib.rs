@@ -17,7 +17,8 @@ mod workspace;
 
 pub use governance::{
     glob_matches, path_matcher, session_settings, AuditConfig, CallerMatch, Hook, HookFailure,
-    Hooks, NamedToken, Permissions, Policy, Rule, SessionMatch, SessionSettings, CONSOLE_SCOPE,
+    Hooks, NamedToken, Permissions, Policy, PromptHook, Rule, SessionMatch, SessionSettings,
+    CONSOLE_SCOPE,
 };
 
 use std::net::SocketAddr;
@@ -120,6 +121,12 @@ pub struct AgentConfig {
     pub prompts: Vec<(String, String)>,
     /// Triggers waiting per session, beyond the running one.
     pub queue_per_session: usize,
+    /// `agent.batch` (default `turn`): whether the messages that queued while a session's
+    /// run was busy are answered together by its next run.
+    pub batch: BatchMode,
+    /// `agent.batch_max` (default 10, 1 to 100): the most queued messages one run answers
+    /// together; the rest start their own runs, in order.
+    pub batch_max: usize,
     /// Runs going at once across all sessions (`agent.max_concurrent_runs`, default 4, 1 to
     /// 256); past that, a session's next run waits for another to finish.
     pub max_concurrent_runs: usize,
@@ -167,6 +174,17 @@ pub enum MissedTriggers {
     Reply,
     /// Store them, never answer them.
     Ignore,
+}
+
+/// `agent.batch`: what a session's next run answers when several messages queued while its
+/// run was busy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BatchMode {
+    /// All of them (up to `agent.batch_max`) in one turn, each quoted with its author.
+    #[default]
+    Turn,
+    /// One run per message, in order.
+    Off,
 }
 
 /// `agent.reply_in_thread`: where the agent answers a message posted in a text channel.

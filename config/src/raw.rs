@@ -72,6 +72,10 @@ pub(crate) struct RawAgent {
     pub prompts: Option<Spanned<RawPrompts>>,
     #[serde(default = "default_queue_per_session")]
     pub queue_per_session: Spanned<u64>,
+    #[serde(default)]
+    pub batch: Option<Spanned<String>>,
+    #[serde(default = "default_batch_max")]
+    pub batch_max: Spanned<u64>,
     #[serde(default = "default_max_concurrent_runs")]
     pub max_concurrent_runs: Spanned<u64>,
     #[serde(default)]
@@ -179,6 +183,10 @@ impl<'de> Deserialize<'de> for RawPrompts {
 
 fn default_memory_max_chars() -> Spanned<u64> {
     Spanned::new(0..0, 4_000)
+}
+
+fn default_batch_max() -> Spanned<u64> {
+    Spanned::new(0..0, 10)
 }
 
 fn default_queue_per_session() -> Spanned<u64> {

@@ -432,6 +432,26 @@ pub(crate) fn agent_config(
         0..=1_000,
         c,
     ) as usize;
+    let batch = match raw.batch.as_ref().map(|b| (b, b.get_ref().as_str())) {
+        None | Some((_, "turn")) => crate::BatchMode::Turn,
+        Some((_, "off")) => crate::BatchMode::Off,
+        Some((spanned, other)) => {
+            c.add(
+                Some(spanned.span()),
+                format!("{prefix}.batch"),
+                format!("unknown batch mode '{other}'"),
+                "use batch = \"turn\" (messages that queued while a run was busy are answered together by the next run) or batch = \"off\" (one run per message)",
+            );
+            crate::BatchMode::Turn
+        }
+    };
+    let batch_max = bounded_because(
+        &raw.batch_max,
+        &format!("{prefix}.batch_max"),
+        1..=100,
+        "queued messages one run answers together",
+        c,
+    ) as usize;
     let max_concurrent_runs = bounded(
         &raw.max_concurrent_runs,
         &format!("{prefix}.max_concurrent_runs"),
@@ -556,6 +576,8 @@ pub(crate) fn agent_config(
         instructions_max_chars,
         prompts,
         queue_per_session,
+        batch,
+        batch_max,
         max_concurrent_runs,
         active_channel_ids,
         allow_bots,

@@ -914,3 +914,78 @@ fn store_path_and_store_url_together_are_refused() {
         "{problems:?}"
     );
 }
+
+#[test]
+fn burst_batching_reads_its_keys_and_garbage_is_refused_with_places() {
+    let base = "[agent]\nrunner = \"command\"\ncommand = [\"/bin/agent\"]\n";
+    let default = Config::parse(base, "t").unwrap().agent.expect("agent");
+    assert_eq!(
+        (default.batch, default.batch_max),
+        (switchboard_config::BatchMode::Turn, 10),
+        "a burst becomes one turn of at most 10 messages unless the operator says otherwise"
+    );
+    let off = Config::parse(&format!("{base}batch = \"off\"\nbatch_max = 3\n"), "t").unwrap();
+    let off = off.agent.expect("agent");
+    assert_eq!(
+        (off.batch, off.batch_max),
+        (switchboard_config::BatchMode::Off, 3)
+    );
+    for garbage in ["\"sometimes\"", "\"\"", "1", "true"] {
+        let found = problems(&format!("{base}batch = {garbage}\n"));
+        assert_eq!(found.len(), 1, "{garbage}: {found:#?}");
+        assert!(
+            found[0].starts_with("4:9 agent.batch"),
+            "{garbage}: {found:#?}"
+        );
+    }
+    for garbage in ["0", "101", "-1", "\"ten\"", "[1]"] {
+        let found = problems(&format!("{base}batch_max = {garbage}\n"));
+        assert_eq!(found.len(), 1, "{garbage}: {found:#?}");
+        assert!(
+            found[0].starts_with("4:13 agent.batch_max"),
+            "{garbage}: {found:#?}"
+        );
+    }
+    // `[agents.NAME]` takes the same keys, checked under its own path.
+    let named = problems(
+        "[agents]\ndefault = \"a\"\n[agents.a]\nrunner = \"demo\"\nbatch = \"burst\"\nbatch_max = 0\n",
+    );
+    assert_eq!(named.len(), 2, "{named:#?}");
+    assert!(named[0].contains("agents.a.batch"), "{named:#?}");
+    assert!(named[1].contains("agents.a.batch_max"), "{named:#?}");
+}
+
+#[test]
+fn prompt_hooks_are_read_and_garbage_is_refused_with_places() {
+    let config = Config::parse(
+        "[[hooks.prompt]]\ncommand = [\"./rewrite.sh\", \"--brief\"]\n[[hooks.prompt]]\ncommand = [\"./must.sh\"]\ntimeout_ms = 250\nrequired = true\n",
+        "t",
+    )
+    .unwrap();
+    let prompt = &config.hooks.prompt;
+    assert_eq!(prompt.len(), 2);
+    assert_eq!(prompt[0].command, ["./rewrite.sh", "--brief"]);
+    assert_eq!(prompt[0].timeout.as_millis(), 5_000);
+    assert!(!prompt[0].required, "a prompt hook is optional unless said");
+    assert_eq!(prompt[1].timeout.as_millis(), 250);
+    assert!(prompt[1].required);
+    let found = problems(
+        "[[hooks.prompt]]\ncommand = []\n[[hooks.prompt]]\ncommand = [\"x\"]\ntimeout_ms = 0\n[[hooks.prompt]]\ncommand = [\"y\"]\nrequired = \"yes\"\n",
+    );
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert!(
+        found[0].starts_with("2:11 hooks.prompt[0].command"),
+        "{found:#?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|p| p.contains("hooks.prompt[1].timeout_ms")),
+        "{found:#?}"
+    );
+    assert!(found.iter().any(|p| p.contains("required")), "{found:#?}");
+    // A prompt hook names no tool: a `tool` key is unknown there.
+    let tool = problems("[[hooks.prompt]]\ntool = \"*\"\ncommand = [\"x\"]\n");
+    assert_eq!(tool.len(), 1, "{tool:#?}");
+    assert!(tool[0].contains("tool"), "{tool:#?}");
+}

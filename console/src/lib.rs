@@ -23,6 +23,7 @@ use switchboard_engine::{auth, clock, error, events, invocation, runs, server, v
 pub mod health;
 mod live;
 pub mod logins;
+mod memory;
 mod usage;
 
 use std::future::Future;
@@ -218,6 +219,11 @@ where
         .route("/console/api/usage.svg", get(usage::usage_svg))
         .route("/console/api/runs/{id}/abort", post(abort))
         .route("/console/api/compose", post(compose))
+        .route(
+            "/console/api/sessions/{id}/memory",
+            get(memory::session_memory),
+        )
+        .route("/console/api/memory/forget", post(memory::forget))
 }
 
 /// Every route the console API serves, as `METHOD path` (tests try each without a login).
@@ -236,6 +242,8 @@ pub const API_ROUTES: &[(&str, &str)] = &[
     ("GET", "/console/api/runs"),
     ("POST", "/console/api/runs/1000000000000000401/abort"),
     ("POST", "/console/api/compose"),
+    ("GET", "/console/api/sessions/1000000000000000401/memory"),
+    ("POST", "/console/api/memory/forget"),
 ];
 
 fn page_headers(content_type: &'static str) -> [(header::HeaderName, HeaderValue); 6] {

@@ -11,12 +11,20 @@
 //! than a mebibyte, as soon as it does. Hooks start from an empty environment (nothing of
 //! switchboard's leaks) and run in a process group of their own ([`process_group`]), killed
 //! whole when they overrun, overflow, or exit (nothing they started outlives them).
+//!
+//! A prompt hook (`[[hooks.prompt]]`, [`prompt`]) runs the same way before each request the
+//! built-in `openai` runner sends to the model. It gets `{"hook": "prompt", "session", "run",
+//! "model", "round", "messages"}` (`messages`: the request's chat messages as they would be
+//! sent, the system message first) and answers nothing or `{}` (send as is),
+//! `{"system": "..."}` (the system message's new text) and/or `{"messages": [...]}` (the whole
+//! new list: objects with a `role` of `system`, `user`, `assistant` or `tool`). Anything else
+//! is a failed hook; what a failure means is the runner's (`required`).
 
 use std::time::Duration;
 
 use process_group::{run_command, CommandSpec, Overflow, RunOutcome, RunnerError, MAX_OUTPUT};
 use serde_json::Value;
-use switchboard_config::Hook;
+use switchboard_config::{Hook, PromptHook};
 
 /// What a before-hook said.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,10 +86,23 @@ pub enum HookError {
 /// the hook ends, overruns `timeout_ms` or answers more than [`MAX_OUTPUT`] bytes (at once,
 /// without waiting for the timeout); its stdout, parsed as JSON (`Null` when empty).
 async fn run(hook: &Hook, call: &Value) -> Result<Value, HookError> {
-    let program = hook.command.first().cloned().unwrap_or_default();
+    run_program(&hook.command, hook.timeout, call).await
+}
+
+/// [`run`] for any hook's command line and timeout.
+async fn run_program(
+    command: &[String],
+    timeout: Duration,
+    call: &Value,
+) -> Result<Value, HookError> {
+    let program = command.first().cloned().unwrap_or_default();
     let spec = CommandSpec {
         overflow: Overflow::Fail,
-        ..CommandSpec::new(program.clone(), hook.command[1..].to_vec(), hook.timeout)
+        ..CommandSpec::new(
+            program.clone(),
+            command.get(1..).unwrap_or_default().to_vec(),
+            timeout,
+        )
     };
     let input = serde_json::to_string(call).unwrap_or_default();
     let outcome = run_command(&spec, &input, std::future::pending())
@@ -114,7 +135,7 @@ async fn run(hook: &Hook, call: &Value) -> Result<Value, HookError> {
         RunOutcome::TimedOut { .. } | RunOutcome::Aborted { .. } => {
             return Err(HookError::Timeout {
                 program,
-                after: hook.timeout,
+                after: timeout,
             })
         }
         RunOutcome::Overflowed { .. } => {
@@ -158,6 +179,77 @@ pub async fn before(hook: &Hook, call: &Value) -> Result<BeforeAnswer, HookError
     }
 }
 
+/// What a prompt hook said: each `Some` replaces that part of the request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PromptAnswer {
+    /// The system message's new text.
+    pub system: Option<String>,
+    /// The request's new messages, whole.
+    pub messages: Option<Vec<Value>>,
+}
+
+/// The roles a prompt hook's messages may have.
+const PROMPT_ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
+
+/// Runs a prompt hook (`[[hooks.prompt]]`) with `request` on stdin.
+pub async fn prompt(hook: &PromptHook, request: &Value) -> Result<PromptAnswer, HookError> {
+    let program = hook.command.first().cloned().unwrap_or_default();
+    let answer = run_program(&hook.command, hook.timeout, request).await?;
+    let bad = |why: String| HookError::BadAnswer {
+        program: program.clone(),
+        why,
+    };
+    let mut map = match answer {
+        Value::Null => return Ok(PromptAnswer::default()),
+        Value::Object(map) => map,
+        _ => {
+            return Err(bad(
+                "expected {\"system\": \"...\"} and/or {\"messages\": [...]}, or nothing"
+                    .to_owned(),
+            ))
+        }
+    };
+    if let Some(unknown) = map.keys().find(|k| *k != "system" && *k != "messages") {
+        return Err(bad(format!(
+            "unknown key \"{unknown}\": a prompt hook answers \"system\" and/or \"messages\""
+        )));
+    }
+    let system = match map.remove("system") {
+        None => None,
+        Some(Value::String(text)) => Some(text),
+        Some(_) => return Err(bad("\"system\" must be a string".to_owned())),
+    };
+    let messages = match map.remove("messages") {
+        None => None,
+        Some(Value::Array(messages)) => {
+            if messages.is_empty() {
+                return Err(bad(
+                    "\"messages\" is empty; a request needs at least one".to_owned()
+                ));
+            }
+            for (index, message) in messages.iter().enumerate() {
+                let role = message.get("role").and_then(Value::as_str);
+                if !role.is_some_and(|role| PROMPT_ROLES.contains(&role)) {
+                    return Err(bad(format!(
+                        "messages[{index}] needs a \"role\" of system, user, assistant or tool"
+                    )));
+                }
+                if !matches!(
+                    message.get("content"),
+                    Some(Value::String(_) | Value::Null) | None
+                ) {
+                    return Err(bad(format!(
+                        "messages[{index}].content must be a string or null"
+                    )));
+                }
+            }
+            Some(messages)
+        }
+        Some(_) => return Err(bad("\"messages\" must be an array".to_owned())),
+    };
+    Ok(PromptAnswer { system, messages })
+}
+
 /// Runs an after-hook: `Some` replaces the answer.
 pub async fn after(hook: &Hook, call: &Value) -> Result<Option<Value>, HookError> {
     let answer = run(hook, call).await?;
@@ -182,6 +274,79 @@ mod tests {
             command: vec!["/bin/sh".into(), "-c".into(), script.into()],
             timeout: Duration::from_millis(timeout_ms),
         }
+    }
+
+    fn prompt_hook(script: &str, timeout_ms: u64) -> PromptHook {
+        PromptHook {
+            command: vec!["/bin/sh".into(), "-c".into(), script.into()],
+            timeout: Duration::from_millis(timeout_ms),
+            required: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_prompt_hook_rewrites_the_system_prompt_and_the_messages() {
+        let request = json!({"hook": "prompt", "messages": [{"role": "system", "content": "s"}]});
+        let nothing = prompt(&prompt_hook("cat >/dev/null", 5000), &request).await;
+        assert_eq!(nothing, Ok(PromptAnswer::default()));
+        let system = prompt(
+            &prompt_hook("cat >/dev/null; echo '{\"system\":\"be brief\"}'", 5000),
+            &request,
+        )
+        .await
+        .expect("an answer");
+        assert_eq!(system.system.as_deref(), Some("be brief"));
+        // The hook reads the request: it echoes its messages back with one more.
+        let rewritten = prompt(
+            &prompt_hook(
+                "python3 -c 'import json,sys; r=json.load(sys.stdin); m=r[\"messages\"]+[{\"role\":\"user\",\"content\":\"more\"}]; print(json.dumps({\"messages\": m}))'",
+                5000,
+            ),
+            &request,
+        )
+        .await
+        .expect("an answer");
+        assert_eq!(
+            rewritten.messages,
+            Some(vec![
+                json!({"role": "system", "content": "s"}),
+                json!({"role": "user", "content": "more"})
+            ])
+        );
+    }
+
+    #[tokio::test]
+    async fn a_prompt_hooks_garbage_is_a_failure_saying_what_was_wrong() {
+        let request = json!({"messages": []});
+        for (answer, says) in [
+            ("[1]", "expected"),
+            ("{\"system\": 3}", "\"system\" must be a string"),
+            ("{\"messages\": {}}", "must be an array"),
+            ("{\"messages\": []}", "is empty"),
+            (
+                "{\"messages\": [{\"role\": \"wizard\"}]}",
+                "messages[0] needs a \"role\"",
+            ),
+            (
+                "{\"messages\": [{\"role\": \"user\", \"content\": 1}]}",
+                "content must be",
+            ),
+            ("{\"sytem\": \"x\"}", "unknown key \"sytem\""),
+            ("not json", "not a hook answer"),
+        ] {
+            let script = format!("cat >/dev/null; printf '%s' '{answer}'");
+            let error = prompt(&prompt_hook(&script, 5000), &request)
+                .await
+                .expect_err(answer);
+            assert!(error.to_string().contains(says), "{answer}: {error}");
+        }
+        let slow = prompt(&prompt_hook("sleep 5", 100), &request).await;
+        assert!(matches!(slow, Err(HookError::Timeout { .. })), "{slow:?}");
+        let failed = prompt(&prompt_hook("exit 3", 5000), &request).await;
+        assert!(
+            matches!(failed, Err(HookError::Failed { .. })),
+            "{failed:?}"
+        );
     }
 
     #[tokio::test]

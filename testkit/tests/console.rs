@@ -910,3 +910,113 @@ async fn a_correct_token_logs_in_however_many_wrong_ones_came_first() {
     let again = login(&server, server.operator_token()).await;
     assert_eq!(again.status, 200, "{}", again.body);
 }
+
+#[tokio::test]
+async fn a_sessions_memory_is_shown_and_a_note_forgotten_through_the_pipeline() {
+    let server = TestServer::start(&console_config("")).await.unwrap();
+    let url = server.url();
+    let ops = demo_world::OPS;
+    let login = log_in(&server).await;
+    let written = common::console::call_as(
+        &server,
+        server.operator_token(),
+        "memory.write",
+        json!({"scope": "session", "sessionId": ops.to_string(), "key": "release-config", "text": "lives at /srv/release"}),
+    )
+    .await;
+    assert_eq!(written.status, 200, "{}", written.body);
+    let shown = request(
+        "GET",
+        format!("{url}/console/api/sessions/{ops}/memory"),
+        login.read(),
+        None,
+    )
+    .await;
+    assert_eq!(shown.status, 200, "{}", shown.body);
+    assert_eq!(
+        shown.body["notes"][0]["key"], "release-config",
+        "{}",
+        shown.body
+    );
+    assert!(shown.body["summary"]["summary"].is_null(), "{}", shown.body);
+    assert!(shown.body["userNotes"].is_array(), "{}", shown.body);
+
+    let forgot = request(
+        "POST",
+        format!("{url}/console/api/memory/forget"),
+        login.change(&server),
+        Some(
+            json!({"scope": format!("session:{ops}"), "key": "release-config"})
+                .to_string()
+                .into_bytes(),
+        ),
+    )
+    .await;
+    assert_eq!(forgot.status, 200, "{}", forgot.body);
+    assert_eq!(forgot.body["forgotten"], true, "{}", forgot.body);
+    // Through the callable: its audit row is the call's.
+    let row = server
+        .audit_rows()
+        .into_iter()
+        .find(|row| row.tool == "memory.forget")
+        .expect("the delete is audited");
+    assert_eq!(row.outcome, "ok");
+    assert_eq!(row.sessions, vec![entity::Snowflake(ops)]);
+
+    // Without the CSRF token: refused, nothing forgotten.
+    let forged = request(
+        "POST",
+        format!("{url}/console/api/memory/forget"),
+        login.read(),
+        Some(
+            json!({"scope": format!("session:{ops}"), "key": "x"})
+                .to_string()
+                .into_bytes(),
+        ),
+    )
+    .await;
+    assert_eq!(forged.status, 403, "{}", forged.body);
+    for (body, why) in [
+        (json!({"scope": "team:1", "key": "k"}), "unknown scope kind"),
+        (
+            json!({"scope": "session:not-an-id", "key": "k"}),
+            "bad session id",
+        ),
+        (json!({"scope": "user:abc", "key": "k"}), "bad user id"),
+        (json!({"scope": format!("session:{ops}")}), "no key"),
+        (
+            json!({"scope": format!("session:{ops}"), "key": " "}),
+            "empty key",
+        ),
+        (json!({"scope": 3, "key": "k"}), "wrong type"),
+        (
+            json!({"scope": format!("session:{ops}"), "key": "k", "extra": 1}),
+            "unknown field",
+        ),
+    ] {
+        let answer = request(
+            "POST",
+            format!("{url}/console/api/memory/forget"),
+            login.change(&server),
+            Some(body.to_string().into_bytes()),
+        )
+        .await;
+        assert_eq!(answer.status, 400, "{why}: {}", answer.body);
+    }
+    let refused = request(
+        "GET",
+        format!("{url}/console/api/sessions/{}/memory", demo_world::RANDOM),
+        login.read(),
+        None,
+    )
+    .await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    let bad_id = request(
+        "GET",
+        format!("{url}/console/api/sessions/not-an-id/memory"),
+        login.read(),
+        None,
+    )
+    .await;
+    assert_eq!(bad_id.status, 400, "{}", bad_id.body);
+}

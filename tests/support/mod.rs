@@ -494,6 +494,25 @@ pub fn own_reactions(fake: &Fake, channel: u64, message: &str) -> Vec<String> {
         .collect()
 }
 
+/// The bot's replies in `channel`, counted per message they answer.
+pub fn replies_per_trigger(fake: &Fake, channel: u64) -> std::collections::HashMap<String, usize> {
+    let mut counts = std::collections::HashMap::new();
+    for post in bot_posts(fake, channel) {
+        if let Some(trigger) = post["message_reference"]["message_id"].as_str() {
+            *counts.entry(trigger.to_owned()).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// A store over SQLite at `path` (":memory:": SQLite's private in-memory database).
+pub fn sqlite_store(path: &str) -> switchboard_store::Store {
+    let backend = switchboard_store_sqlite::SqliteBackend::open(path, Default::default())
+        .expect("the store opens");
+    switchboard_store::Store::open(std::sync::Arc::new(backend), Default::default())
+        .expect("the cache loads")
+}
+
 /// Messages the bot posted (not the injected ones) in `channel`, as the fake holds them.
 pub fn bot_posts(fake: &Fake, channel: u64) -> Vec<Value> {
     let bot = demo::BOT.to_string();

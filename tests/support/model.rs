@@ -18,6 +18,8 @@ pub type Script = dyn Fn(&[Value]) -> (u16, Value) + Send + Sync;
 pub struct ModelState {
     requests: Mutex<Vec<Value>>,
     script: Box<Script>,
+    /// Requests numbered (from 1) above this wait before they are answered.
+    answered_through: tokio::sync::watch::Sender<usize>,
 }
 
 /// A fake OpenAI-compatible server on loopback, on its own runtime: it records every
@@ -39,6 +41,7 @@ impl FakeModel {
         let state = Arc::new(ModelState {
             requests: Mutex::new(Vec::new()),
             script: Box::new(script),
+            answered_through: tokio::sync::watch::Sender::new(usize::MAX),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(completions))
@@ -57,6 +60,12 @@ impl FakeModel {
         }
     }
 
+    /// From now on, requests numbered (from 1) above `n` are recorded at once but answered
+    /// only once a later call lets them through: a run stays busy as long as a test needs.
+    pub fn answer_through(&self, n: usize) {
+        self.state.answered_through.send_replace(n);
+    }
+
     /// Every request body received so far.
     pub fn requests(&self) -> Vec<Value> {
         self.state
@@ -71,14 +80,18 @@ async fn completions(
     State(state): State<Arc<ModelState>>,
     Json(body): Json<Value>,
 ) -> (StatusCode, Json<Value>) {
-    let (status, answer) = {
+    let (number, status, answer) = {
         let mut requests = state
             .requests
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         requests.push(body);
-        (state.script)(&requests)
+        let (status, answer) = (state.script)(&requests);
+        (requests.len(), status, answer)
     };
+    let mut through = state.answered_through.subscribe();
+    // The sender lives as long as the state: an error cannot happen while this runs.
+    let _ = through.wait_for(|through| number <= *through).await;
     (
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         Json(answer),

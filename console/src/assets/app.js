@@ -584,6 +584,50 @@ $('scope-form').addEventListener('submit', async (event) => {
   refresh();
 });
 
+// ---------- memory ----------
+
+function noteItem(note) {
+  return el('li', { class: 'note', 'data-scope': note.scope, 'data-key': note.key },
+    el('strong', {}, note.key),
+    note.untrusted ? el('span', { class: 'chip untrusted' }, 'untrusted') : '',
+    el('span', { class: 'muted small' }, ` ${note.scope} · ${time(note.updatedMs)}`),
+    el('div', { class: 'note-text' }, note.text),
+    el('button', { type: 'button', class: 'forget', 'data-scope': note.scope, 'data-key': note.key }, 'Delete'));
+}
+
+async function loadMemory() {
+  if (!state.scopeSession) return;
+  const data = await api('GET', `/console/api/sessions/${encodeURIComponent(state.scopeSession)}/memory`);
+  const summary = data.summary || {};
+  renderIfChanged($('memory-summary'), data.summary, () => data.summary === null
+    ? [el('span', { class: 'muted' }, 'Reading the summary takes a login whose scope names memory.summary.')]
+    : summary.summary
+    ? [el('div', { class: 'muted small' }, `${summary.tokens || 0} tokens, covers through message ${summary.coversTo || '—'}, written ${time(summary.createdMs)}`),
+      el('pre', { id: 'memory-summary-text', class: 'summary-text' }, summary.summary)]
+    : [el('span', { class: 'muted' }, 'No summary: this session was never compacted.')]);
+  const notes = data.notes;
+  renderIfChanged($('memory-notes'), notes, () => notes === null
+    ? [el('li', { class: 'muted' }, 'Reading notes takes a login whose scope names memory.read.')]
+    : (notes.length ? notes.map(noteItem) : [el('li', { class: 'muted' }, 'No notes.')]));
+  const users = data.userNotes;
+  renderIfChanged($('memory-user-notes'), users, () => users === null
+    ? [el('li', { class: 'muted' }, 'Listing every user\'s notes takes the operator or a token whose scope names admin.memory.list.')]
+    : (users.length ? users.map(noteItem) : [el('li', { class: 'muted' }, 'No notes.')]));
+}
+
+document.addEventListener('click', async (event) => {
+  const button = event.target.closest && event.target.closest('button.forget');
+  if (!button) return;
+  const scope = button.getAttribute('data-scope');
+  const key = button.getAttribute('data-key');
+  try {
+    const answer = await api('POST', '/console/api/memory/forget', { scope, key });
+    $('memory-error').textContent = '';
+    toast(answer.forgotten ? `Note ${key} deleted` : `Note ${key} was already gone`);
+  } catch (error) { $('memory-error').textContent = error.message; }
+  refresh(['scope']);
+});
+
 // ---------- runs and health ----------
 
 function renderGateway(gateway) {
@@ -718,7 +762,7 @@ async function refresh(parts) {
       if (!state.sessions.length) await loadSessions();
       if (want('audit')) await loadAudit();
     } else if (state.view === 'scopes') {
-      if (want('sessions') || want('scope')) { await loadSessions(); await loadScope(); }
+      if (want('sessions') || want('scope')) { await loadSessions(); await loadScope(); await loadMemory(); }
     } else if (state.view === 'runs') {
       if (!state.sessions.length) await loadSessions();
       if (want('runs')) await loadRuns();
