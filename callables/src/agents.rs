@@ -149,15 +149,29 @@ impl Tool for Handoff {
                 "No agent is configured ([agents.NAME] in the config), so there is none to hand off to",
             )
         })?;
-        let answer = runs
-            .handoff(HandoffRequest {
-                caller: cx.context.caller.clone(),
-                agent: plan.agent,
-                prompt: plan.prompt,
-                session: cx.target()?.channel,
-                timeout: plan.timeout,
-            })
-            .await?;
+        let (started, run_started) = tokio::sync::oneshot::channel();
+        let agent = plan.agent.clone();
+        let timeout = plan.timeout;
+        let handoff = runs.handoff(HandoffRequest {
+            caller: cx.context.caller.clone(),
+            agent: plan.agent,
+            prompt: plan.prompt,
+            session: cx.target()?.channel,
+            timeout: plan.timeout,
+            text: None,
+            started: Some(started),
+        });
+        // An observer (MCP's progress) learns of the sub-run as soon as it starts.
+        tokio::pin!(handoff);
+        let answer = tokio::select! {
+            answer = &mut handoff => answer,
+            started = run_started => {
+                if let (Ok(run_id), Some(observer)) = (started, cx.observer) {
+                    observer.handing_off(&agent, &run_id, timeout);
+                }
+                handoff.await
+            }
+        }?;
         if answer.timed_out {
             return Err(ToolError::new(
                 ErrorKind::Timeout,

@@ -295,6 +295,15 @@ pub const DISCORD_CALLABLES: [&str; 6] = [
     "workspace.undo",
 ];
 
+/// What a named token with an `agent:NAME` grant may call whatever its scope: its own runs
+/// (the chat API's, its `agent.handoff`s'), listed and stopped; [`Caller::own_runs_only`].
+pub const OWN_RUNS_CALLABLES: [&str; 2] = ["runs.list", "runs.abort"];
+
+/// Whether a token's scope grants an agent (`agent:NAME`, `agent:*`).
+fn grants_an_agent(scope: &[String]) -> bool {
+    scope.iter().any(|entry| entry.starts_with("agent:"))
+}
+
 /// A caller's key, cheap to clone and hash.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum CallerKey {
@@ -426,6 +435,16 @@ impl Caller {
         }
     }
 
+    /// For `runs.list` / `runs.abort`: `Some(key)` when the caller sees and stops only the runs
+    /// it started (`RunView::started_by` = its key) — a named token whose scope does not name
+    /// the callable but grants an agent; `None` when it sees every run.
+    pub fn own_runs_only(&self, tool_id: &str) -> Option<String> {
+        match self {
+            Caller::Token(t) if !scope_allows(&t.scope, tool_id) => Some(self.key()),
+            _ => None,
+        }
+    }
+
     /// Whether the token's own scope lets it call `tool_id` (a run's session scope is applied
     /// on top of this by [`crate::Core::may_call`]); a run never gets an operator callable.
     pub fn may_call(&self, tool_id: &str) -> bool {
@@ -434,7 +453,10 @@ impl Caller {
             Caller::Capability(c) => {
                 !is_operator_callable(tool_id) && scope_allows(&c.grant.scope, tool_id)
             }
-            Caller::Token(t) => scope_allows(&t.scope, tool_id),
+            Caller::Token(t) => {
+                scope_allows(&t.scope, tool_id)
+                    || (OWN_RUNS_CALLABLES.contains(&tool_id) && grants_an_agent(&t.scope))
+            }
             Caller::Discord(_) => DISCORD_CALLABLES.contains(&tool_id),
         }
     }

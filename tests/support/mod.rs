@@ -371,9 +371,21 @@ pub fn http_send(
     headers: &[(&str, &str)],
     body: &str,
 ) -> std::io::Result<(u16, String)> {
+    http_send_within(base, method, path, headers, body, Duration::from_secs(5))
+}
+
+/// [`http_send`], waiting up to `timeout` for the answer (an agent's run takes a while).
+pub fn http_send_within(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+    timeout: Duration,
+) -> std::io::Result<(u16, String)> {
     let addr = base.trim_start_matches("http://").trim_end_matches('/');
     let mut stream = TcpStream::connect(addr)?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.set_read_timeout(Some(timeout))?;
     stream.set_write_timeout(Some(Duration::from_secs(5)))?;
     let mut request = format!("{method} {path} HTTP/1.1\r\n");
     for (name, value) in headers {
