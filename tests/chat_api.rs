@@ -455,6 +455,8 @@ fn content(text: &str) -> Step {
 /// A streamed chat completion being read: the `data:` events one at a time.
 struct Reading {
     reader: BufReader<TcpStream>,
+    /// The completion's id (`chatcmpl-<run id>`), once an event said it.
+    id: String,
 }
 
 impl Reading {
@@ -473,7 +475,10 @@ impl Reading {
         let mut status = String::new();
         reader.read_line(&mut status).expect("status line");
         assert!(status.contains(" 200 "), "{status}");
-        Reading { reader }
+        Reading {
+            reader,
+            id: String::new(),
+        }
     }
 
     /// The next `data:` event (`"[DONE]"` as a string); fails past the read timeout.
@@ -502,6 +507,9 @@ impl Reading {
         for _ in 0..1_000 {
             let event = self.next();
             assert_ne!(event, json!("[DONE]"), "the stream ended at {text:?}");
+            if let Some(id) = event["id"].as_str() {
+                self.id = id.to_owned();
+            }
             if let Some(delta) = event["choices"][0]["delta"]["content"].as_str() {
                 text.push_str(delta);
             }
@@ -518,11 +526,20 @@ fn gated_agents(model: &GatedModel, name: &str) -> (Fake, TempDir, Switchboard) 
     let dir = TempDir::new(name);
     let extra = format!(
         r#"
+[agents]
+default = "support"
+
 [agents.support]
 runner = "openai"
 base_url = "{url}"
 model = "support-model"
-tool_scope = ["surface.help", "surface.messages.*"]
+tool_scope = ["surface.help", "surface.messages.*", "agent.handoff"]
+
+[agents.helper]
+runner = "openai"
+base_url = "{url}"
+model = "helper-model"
+tool_scope = ["surface.help"]
 "#,
         url = model.base_url
     );
@@ -530,7 +547,12 @@ tool_scope = ["surface.help", "surface.messages.*"]
 [[toolserver.tokens]]
 name = "webui"
 token_env = "WEBUI_TOKEN"
-scope = ["agent:support", "surface.*"]
+scope = ["agent:support", "surface.*", "agent.handoff"]
+
+[[toolserver.tokens]]
+name = "other"
+token_env = "OTHER_TOKEN"
+scope = ["agent:support"]
 "#;
     let sb = Switchboard::start_sections(
         &fake,
@@ -539,7 +561,7 @@ scope = ["agent:support", "surface.*"]
         Sections {
             toolserver,
             extra: &extra,
-            env: &[("WEBUI_TOKEN", WEBUI)],
+            env: &[("WEBUI_TOKEN", WEBUI), ("OTHER_TOKEN", OTHER)],
             ..Sections::default()
         },
     );
@@ -642,4 +664,189 @@ fn a_client_that_goes_away_mid_stream_stops_the_run_and_the_model_sees_no_more_r
     model.release.send(()).expect("release the model");
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(model.requests().len(), 1, "{:?}", model.requests());
+}
+
+/// `GET /v1/runs…` as `token`: (status, JSON).
+fn runs_api(sb: &Switchboard, method: &str, path: &str, token: &str) -> (u16, Value) {
+    let body = if method == "POST" { "{}" } else { "" };
+    let (status, body) = send_in(sb, method, path, token, None, body);
+    let value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    (status, value)
+}
+
+fn held_chat(sb: &Switchboard, words: &str) -> Reading {
+    let ask = json!({
+        "model": "switchboard:support",
+        "stream": true,
+        "messages": [{"role": "user", "content": words}],
+    })
+    .to_string();
+    let mut reading = Reading::open(sb, WEBUI, &ask);
+    reading.text_until("holding");
+    reading
+}
+
+#[test]
+fn the_runs_api_shows_and_stops_a_tokens_own_runs_and_answers_others_404() {
+    let model = GatedModel::start(vec![vec![content("holding"), Step::Wait, content(".")]]);
+    let (_fake, _dir, sb) = gated_agents(&model, "chat-api-runs");
+    let mut first = held_chat(&sb, "one");
+    let _second = held_chat(&sb, "two");
+
+    let (status, listed) = runs_api(&sb, "GET", "/v1/runs", WEBUI);
+    assert_eq!(status, 200, "{listed}");
+    let runs = listed["runs"].as_array().expect("runs").clone();
+    assert_eq!(runs.len(), 2, "{listed}");
+    for run in &runs {
+        assert_eq!(run["startedBy"], "token:webui", "{run}");
+        assert_eq!(run["agent"], "support", "{run}");
+        assert_eq!(run["state"], "running", "{run}");
+        assert_eq!(run["parentRunId"], Value::Null, "{run}");
+    }
+    let ids: Vec<String> = runs
+        .iter()
+        .map(|r| r["runId"].as_str().expect("id").to_owned())
+        .collect();
+    // Pages: one run, then the other, then no cursor.
+    let (_, page) = runs_api(&sb, "GET", "/v1/runs?limit=1", WEBUI);
+    assert_eq!(page["runs"].as_array().map(Vec::len), Some(1), "{page}");
+    let cursor = page["nextCursor"].as_str().expect("a cursor").to_owned();
+    let (_, rest) = runs_api(
+        &sb,
+        "GET",
+        &format!("/v1/runs?limit=1&cursor={cursor}"),
+        WEBUI,
+    );
+    assert_eq!(rest["runs"].as_array().map(Vec::len), Some(1), "{rest}");
+    assert_eq!(rest["nextCursor"], Value::Null, "{rest}");
+    assert_ne!(page["runs"][0]["runId"], rest["runs"][0]["runId"]);
+    let (_, queued) = runs_api(&sb, "GET", "/v1/runs?state=queued", WEBUI);
+    assert_eq!(queued["runs"], json!([]), "{queued}");
+    let (_, by_session) = runs_api(&sb, "GET", "/v1/runs?session=api:webui", WEBUI);
+    assert_eq!(
+        by_session["runs"].as_array().map(Vec::len),
+        Some(2),
+        "{by_session}"
+    );
+    for garbage in [
+        "/v1/runs?limit=0",
+        "/v1/runs?limit=lots",
+        "/v1/runs?state=done",
+        "/v1/runs?cursor=x",
+        "/v1/runs?colour=red",
+    ] {
+        let (status, body) = runs_api(&sb, "GET", garbage, WEBUI);
+        assert_eq!(status, 400, "{garbage}: {body}");
+    }
+
+    // Another token sees none of them, and cannot tell them from runs that do not exist.
+    let (status, theirs) = runs_api(&sb, "GET", "/v1/runs", OTHER);
+    assert_eq!((status, &theirs["runs"]), (200, &json!([])), "{theirs}");
+    // The first stream's run.
+    let first_run = first
+        .id
+        .strip_prefix("chatcmpl-")
+        .expect("a run's completion");
+    assert!(ids.iter().any(|id| id == first_run), "{ids:?} {first_run}");
+    let ids: Vec<String> = if ids[0] == first_run {
+        ids
+    } else {
+        vec![ids[1].clone(), ids[0].clone()]
+    };
+    let one = format!("/v1/runs/{}", ids[0]);
+    let (status, body) = runs_api(&sb, "GET", &one, OTHER);
+    assert_eq!(status, 404, "{body}");
+    let (status, missing) = runs_api(&sb, "GET", "/v1/runs/run-00000000000000ff", OTHER);
+    assert_eq!(status, 404, "{missing}");
+    assert_eq!(body["error"]["code"], missing["error"]["code"]);
+    let (status, body) = runs_api(&sb, "POST", &format!("{one}/abort"), OTHER);
+    assert_eq!(status, 404, "{body}");
+
+    // The token that started it, and the operator, read it.
+    let (status, run) = runs_api(&sb, "GET", &one, WEBUI);
+    assert_eq!((status, &run["runId"]), (200, &json!(ids[0])), "{run}");
+    let (status, run) = runs_api(&sb, "GET", &one, &sb.token);
+    assert_eq!((status, &run["runId"]), (200, &json!(ids[0])), "{run}");
+
+    // It stops it: its stream ends with the error, and it is gone from the list.
+    let (status, stopped) = runs_api(&sb, "POST", &format!("{one}/abort"), WEBUI);
+    assert_eq!(status, 200, "{stopped}");
+    assert_eq!(stopped["runId"], json!(ids[0]));
+    let ended = first.next();
+    assert_eq!(ended["error"]["code"], "handoff_failed", "{ended}");
+    assert_eq!(first.next(), json!("[DONE]"));
+    let (_, left) = runs_api(&sb, "GET", "/v1/runs", WEBUI);
+    assert_eq!(left["runs"].as_array().map(Vec::len), Some(1), "{left}");
+    assert_eq!(left["runs"][0]["runId"], json!(ids[1]), "{left}");
+    let audit = sb.tools(&["audit.list", "--tool=runs.abort"]).json();
+    let callers: Vec<&Value> = audit["audit"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| &r["caller"])
+        .collect();
+    assert!(callers.contains(&&json!("token:webui")), "{audit}");
+}
+
+#[test]
+fn a_handoffs_sub_run_is_listed_under_its_run_and_stops_with_it() {
+    let model = GatedModel::start(vec![
+        // The chat run's agent hands off to helper...
+        vec![
+            Step::Event(json!({"choices": [{"index": 0, "delta": {"tool_calls": [{
+                "index": 0, "id": "call_1", "type": "function",
+                "function": {"name": "agent__handoff", "arguments": "{\"agent\":\"helper\",\"prompt\":\"help\"}"}}]}}]})),
+            Step::Event(
+                json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+            ),
+        ],
+        // ...whose run writes and is held.
+        vec![content("helping"), Step::Wait, content(" done")],
+        vec![content("after the handoff")],
+    ]);
+    let (_fake, _dir, sb) = gated_agents(&model, "chat-api-subrun");
+    let ask = json!({
+        "model": "switchboard:support",
+        "stream": true,
+        "messages": [{"role": "user", "content": "get help"}],
+    })
+    .to_string();
+    let _reading = Reading::open(&sb, WEBUI, &ask);
+    let runs = support::poll("the sub-run to be listed", Duration::from_secs(15), || {
+        let (_, listed) = runs_api(&sb, "GET", "/v1/runs", WEBUI);
+        let runs = listed["runs"].as_array()?.clone();
+        (runs.len() == 2).then_some(runs)
+    });
+    let parent = runs
+        .iter()
+        .find(|r| r["parentRunId"].is_null())
+        .expect("the chat run");
+    let child = runs
+        .iter()
+        .find(|r| !r["parentRunId"].is_null())
+        .expect("the sub-run");
+    let parent_id = parent["runId"].as_str().expect("id");
+    assert_eq!(child["parentRunId"], json!(parent_id), "{runs:?}");
+    assert_eq!(child["agent"], "helper", "{child}");
+    assert_eq!(child["startedBy"], "token:webui", "{child}");
+    assert!(
+        child["runId"]
+            .as_str()
+            .is_some_and(|id| id.starts_with(&format!("{parent_id}."))),
+        "{child}"
+    );
+    // The operator's runs.list shows the same.
+    let listed = sb.tools(&["runs.list"]).json();
+    assert_eq!(listed["runs"].as_array().map(Vec::len), Some(2), "{listed}");
+
+    // Stopping the chat run stops its sub-run; the model sees no round after.
+    let (status, body) = runs_api(&sb, "POST", &format!("/v1/runs/{parent_id}/abort"), WEBUI);
+    assert_eq!(status, 200, "{body}");
+    support::poll("both runs to stop", Duration::from_secs(10), || {
+        let (_, listed) = runs_api(&sb, "GET", "/v1/runs", &sb.token);
+        listed["runs"].as_array()?.is_empty().then_some(())
+    });
+    model.release.send(()).expect("release the model");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(model.requests().len(), 2, "{:?}", model.requests());
 }

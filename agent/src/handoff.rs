@@ -113,6 +113,13 @@ impl Handoffs {
             .collect()
     }
 
+    /// Who started the listed run `run_id` (its `startedBy`).
+    fn started_by(&self, run_id: &str) -> Option<String> {
+        self.listed()
+            .get(run_id)
+            .and_then(|running| running.view.started_by.clone())
+    }
+
     /// Stops the sub-run `run_id` (and those below it) when `user` asked for it or `admin`.
     pub(crate) fn abort(&self, run_id: &str, user: Snowflake, admin: bool) -> AbortOutcome {
         let outcome = {
@@ -351,7 +358,9 @@ impl Bridge {
                     .collect(),
                 parent_run_id: parent.map(str::to_owned),
                 agent: Some(target.name.to_string()),
-                started_by: started_by(&request.caller),
+                // A sub-run of an API caller's run is that caller's too.
+                started_by: started_by(&request.caller)
+                    .or_else(|| parent.and_then(|p| self.inner.handoffs.started_by(p))),
             },
             stop,
         );

@@ -162,6 +162,18 @@ impl ApiSessions {
             .collect()
     }
 
+    /// The API-only session a run works in, when `caller` is the capability of a run in one
+    /// (a chat-API run): a handoff from it works there too.
+    pub fn session_of(&self, caller: &Caller) -> Option<AllowedChannel> {
+        let Caller::Capability(capability) = caller else {
+            return None;
+        };
+        let id = capability.grant.session_id;
+        self.lock()
+            .contains_key(&id)
+            .then(|| AllowedChannel::checked(id))
+    }
+
     /// The API-only session with this id, when one was used since the start.
     pub fn get(&self, id: Snowflake) -> Option<ApiSession> {
         self.lock().get(&id).cloned()
