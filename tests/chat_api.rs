@@ -398,28 +398,12 @@ fn serve_gated(
     gate: &Mutex<mpsc::Receiver<()>>,
     answers: &[Vec<Step>],
 ) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-    let mut length = 0usize;
-    for _ in 0..100 {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = value.trim().parse().unwrap_or(0);
-        }
-        if line == "\r\n" {
-            break;
-        }
-    }
-    let mut body = vec![0u8; length.min(4 << 20)];
-    if reader.read_exact(&mut body).is_err() {
+    let Some(request) = support::read_json_request(&stream) else {
         return;
-    }
+    };
     let index = {
         let mut seen = seen.lock().expect("requests");
-        seen.push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+        seen.push(request);
         seen.len() - 1
     };
     let answer = &answers[index.min(answers.len() - 1)];

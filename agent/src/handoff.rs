@@ -364,9 +364,6 @@ impl Bridge {
             },
             stop,
         );
-        if let Some(started) = request.started.take() {
-            let _ = started.send(run_id.clone());
-        }
         // A sub-run is charged and capped like any run: to the person behind the chain, in
         // the session it works in, as the agent it runs.
         let meter = match self
@@ -389,6 +386,11 @@ impl Bridge {
                 ));
             }
         };
+        // Started: past every check (a budget refuses before this, and its caller answers the
+        // refusal, not a stream).
+        if let Some(started) = request.started.take() {
+            let _ = started.send(run_id.clone());
+        }
         let work = self.handoff_work(
             &agent_config,
             &context,

@@ -410,6 +410,30 @@ pub fn http_send_within(
     Ok((status, body))
 }
 
+/// One HTTP/1.1 request's JSON body read off `stream` (a scripted model server's side; the head
+/// at most 100 lines, the body at most 4 MiB, every read bounded by a 10 s timeout); `None`
+/// when the client went away first. A body that is no JSON is `Value::Null`.
+pub fn read_json_request(stream: &TcpStream) -> Option<Value> {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let mut length = 0usize;
+    for _ in 0..100 {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = value.trim().parse().unwrap_or(0);
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0u8; length.min(4 << 20)];
+    reader.read_exact(&mut body).ok()?;
+    Some(serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
 /// Polls `probe` every 50 ms until it answers `Some`; panics naming `what` after `timeout`.
 pub fn poll<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
