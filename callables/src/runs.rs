@@ -352,3 +352,32 @@ fn nothing_running(plan: &AbortPlan) -> ToolError {
         },
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::valid_run_id;
+
+    #[test]
+    fn a_run_id_is_run_and_hex_with_a_dotted_hex_part_per_handoff_hop() {
+        for ok in [
+            "run-0a1b",
+            "run-0123456789abcdef.fedcba9876543210",
+            "run-a.b.c",
+        ] {
+            assert!(valid_run_id(ok), "{ok}");
+        }
+        let long = format!("run-{}", "a".repeat(200));
+        for bad in [
+            "",
+            "run-",
+            "run-xyz",
+            "run-ab..cd",
+            "run-ab.",
+            "sess-ab",
+            "run-ab/cd",
+            long.as_str(),
+        ] {
+            assert!(!valid_run_id(bad), "{bad}");
+        }
+    }
+}

@@ -514,6 +514,27 @@ mod tests {
         }
     }
 
+    fn token(scope: &[&str]) -> Caller {
+        Caller::Token(Arc::new(NamedCaller {
+            name: "t".into(),
+            key: "token:t".into(),
+            scope: scope.iter().map(|s| (*s).to_owned()).collect(),
+        }))
+    }
+
+    #[test]
+    fn a_token_with_an_agent_grant_lists_and_stops_only_its_own_runs() {
+        let chat = token(&["agent:support"]);
+        assert!(chat.may_call("runs.list") && chat.may_call("runs.abort"));
+        assert!(!chat.may_call("runs.other") && !chat.may_call("approvals.list"));
+        assert_eq!(chat.own_runs_only("runs.list").as_deref(), Some("token:t"));
+        let ops = token(&["agent:support", "runs.*"]);
+        assert_eq!(ops.own_runs_only("runs.list"), None);
+        let plain = token(&["surface.*"]);
+        assert!(!plain.may_call("runs.list"));
+        assert_eq!(Caller::Operator.own_runs_only("runs.list"), None);
+    }
+
     #[test]
     fn globs_match_whole_ids() {
         assert!(glob_matches("surface.*", "surface.messages.send"));

@@ -36,7 +36,7 @@ fn json_answer(value: &Value) -> Response {
 }
 
 /// The callable's answer as JSON.
-fn value(output: switchboard_engine::ToolOutput) -> Result<Value, ApiError> {
+fn value(output: &serde_json::value::RawValue) -> Result<Value, ApiError> {
     serde_json::from_str(output.get()).map_err(|e| {
         ApiError::from(ToolError::internal(format!(
             "an answer that is no JSON: {e}"
@@ -79,7 +79,7 @@ pub(crate) async fn list(
         input["cursor"] = json!(cursor);
     }
     let output = core.call(&context, "runs.list", input).await?;
-    Ok(json_answer(&value(output)?))
+    Ok(json_answer(&value(&output)?))
 }
 
 /// `GET /v1/runs/{id}`: one run the caller may see, or 404.
@@ -91,7 +91,7 @@ pub(crate) async fn get(
     let output = core
         .call(&context, "runs.list", json!({ "runId": id }))
         .await?;
-    let listed = value(output)?;
+    let listed = value(&output)?;
     match listed["runs"].get(0) {
         Some(run) => Ok(json_answer(run)),
         None => Err(ToolError::not_found(
@@ -111,5 +111,5 @@ pub(crate) async fn abort(
     let output = core
         .call(&context, "runs.abort", json!({ "runId": id }))
         .await?;
-    Ok(json_answer(&value(output)?))
+    Ok(json_answer(&value(&output)?))
 }
