@@ -6,7 +6,7 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -67,27 +67,9 @@ impl StreamingModel {
 }
 
 fn serve(mut stream: TcpStream, seen: &Mutex<Vec<Value>>, answers: &[Streamed]) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-    let mut length = 0usize;
-    for _ in 0..100 {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let lower = line.to_ascii_lowercase();
-        if let Some(value) = lower.strip_prefix("content-length:") {
-            length = value.trim().parse().unwrap_or(0);
-        }
-        if line == "\r\n" {
-            break;
-        }
-    }
-    let mut body = vec![0u8; length.min(4 << 20)];
-    if reader.read_exact(&mut body).is_err() {
+    let Some(request) = support::read_json_request(&stream) else {
         return;
-    }
-    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    };
     let index = {
         let mut seen = seen
             .lock()

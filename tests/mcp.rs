@@ -6,6 +6,8 @@
 //!
 //! And garbage at `/mcp`, over raw TCP: every request gets an answer, none a panic or a hang.
 
+#[path = "support/model.rs"]
+mod model;
 mod support;
 
 use std::io::{Read, Write};
@@ -401,4 +403,38 @@ fn an_mcp_call_without_a_call_id_gets_one_nobody_can_guess_or_read() {
     let (status, _, body) = waiting.join().expect("the call's thread");
     assert_eq!(status, 200);
     assert!(body.contains("approval_expired"), "{body}");
+}
+
+#[test]
+fn an_mcp_client_with_a_progress_token_hears_progress_while_a_handoffs_run_works() {
+    // The helper's model takes its time: long enough for the first notification and a tick.
+    let model = model::FakeModel::start(|_| {
+        std::thread::sleep(Duration::from_secs(6));
+        model::text("the helper is done")
+    });
+    let fake = Fake::start();
+    let dir = TempDir::new("mcp-handoff");
+    let extra = format!(
+        "[agents]\ndefault = \"helper\"\n\n[agents.helper]\nrunner = \"openai\"\nbase_url = \"{}\"\nmodel = \"helper-model\"\nstream = \"off\"\n",
+        model.base_url
+    );
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &extra);
+    let summary = run_python(
+        "client_handoff.py",
+        &[
+            ("MCP_URL", format!("{}/mcp", sb.url)),
+            ("MCP_TOKEN", sb.token.clone()),
+            ("MCP_SESSION", "#ops".to_owned()),
+            ("MCP_AGENT", "helper".to_owned()),
+        ],
+    );
+    assert_eq!(summary["result"]["text"], "the helper is done", "{summary}");
+    let run = summary["result"]["runId"].as_str().expect("the run id");
+    let updates = summary["progress"].as_array().expect("progress");
+    let first = updates[0]["message"].as_str().unwrap_or_default();
+    assert!(
+        first.contains("agent 'helper'") && first.contains(run),
+        "{summary}"
+    );
+    assert_eq!(model.requests().len(), 1);
 }

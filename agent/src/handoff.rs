@@ -6,19 +6,20 @@
 //! the sub-run names the chain, and the depth of a run is the dots in its id. At most
 //! [`MAX_HANDOFFS_PER_RUN`] sub-runs of one run go at once.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use entity::Snowflake;
 use protocol::{ErrorCode, ErrorKind};
 use switchboard_config::{AgentConfig, Runner};
 use switchboard_context::{Entry, Message, Speaker};
+use tokio::sync::{oneshot, watch};
 use switchboard_engine::auth::{random_hex, scope_allows, Caller, CapabilityGrant, TokenEnd};
 use switchboard_engine::handoff::{HandoffAnswer, HandoffRequest};
-use switchboard_engine::runs::{RunGate, Trigger};
+use switchboard_engine::runs::{AbortOutcome, RunGate, RunState, RunView, Trigger};
 use switchboard_engine::ToolError;
 use switchboard_engine::{CallContext, Front};
-use tokio::sync::watch;
 
 use crate::command::{run_command_with, CommandSpec};
 use crate::stream::DraftState;
@@ -27,10 +28,32 @@ use crate::{command_answer, demo, openai, prompt, run_cwd, Answer, Bridge};
 /// Sub-runs of one run going at once.
 pub const MAX_HANDOFFS_PER_RUN: usize = 2;
 
-/// Sub-runs going, by the run that asked.
+/// Sub-runs going: how many per asking run, and each one as `runs.list` shows it with what
+/// stops it.
 #[derive(Default)]
 pub(crate) struct Handoffs {
     by_parent: Mutex<HashMap<String, usize>>,
+    /// Bounded by what starts them: at most [`MAX_HANDOFFS_PER_RUN`] per run, and the chat
+    /// API's own cap on runs at once.
+    running: Mutex<BTreeMap<String, Running>>,
+}
+
+/// One sub-run going.
+struct Running {
+    view: RunView,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+/// A sub-run's entry in [`Handoffs::running`], removed on drop.
+struct Listed<'a> {
+    handoffs: &'a Handoffs,
+    run_id: String,
+}
+
+impl Drop for Listed<'_> {
+    fn drop(&mut self) {
+        self.handoffs.listed().remove(&self.run_id);
+    }
 }
 
 /// One sub-run's place in [`Handoffs`], given back on drop.
@@ -58,6 +81,90 @@ impl Handoffs {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+
+    fn listed(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Running>> {
+        self.running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Lists a sub-run until the guard drops; `stop` is sent when it is aborted.
+    fn list(&self, view: RunView, stop: oneshot::Sender<()>) -> Listed<'_> {
+        let run_id = view.run_id.clone().unwrap_or_default();
+        self.listed().insert(
+            run_id.clone(),
+            Running {
+                view,
+                stop: Some(stop),
+            },
+        );
+        Listed {
+            handoffs: self,
+            run_id,
+        }
+    }
+
+    /// The sub-runs going (a session's only, when given), by id: a parent before its own.
+    pub(crate) fn views(&self, session: Option<Snowflake>) -> Vec<RunView> {
+        self.listed()
+            .values()
+            .filter(|running| session.is_none_or(|s| running.view.session_id == s))
+            .map(|running| running.view.clone())
+            .collect()
+    }
+
+    /// Who started the listed run `run_id` (its `startedBy`).
+    fn started_by(&self, run_id: &str) -> Option<String> {
+        self.listed()
+            .get(run_id)
+            .and_then(|running| running.view.started_by.clone())
+    }
+
+    /// Stops the sub-run `run_id` (and those below it) when `user` asked for it or `admin`.
+    pub(crate) fn abort(&self, run_id: &str, user: Snowflake, admin: bool) -> AbortOutcome {
+        let outcome = {
+            let mut listed = self.listed();
+            let Some(running) = listed.get_mut(run_id) else {
+                return AbortOutcome::NothingRunning;
+            };
+            if running.view.requested_by != user && !admin {
+                return AbortOutcome::NotYours {
+                    owner: running.view.requested_by_name.clone(),
+                };
+            }
+            if running
+                .stop
+                .take()
+                .is_some_and(|stop| stop.send(()).is_ok())
+            {
+                AbortOutcome::Stopped {
+                    run_id: run_id.to_owned(),
+                    session_id: running.view.session_id,
+                }
+            } else {
+                AbortOutcome::NothingRunning
+            }
+        };
+        if matches!(outcome, AbortOutcome::Stopped { .. }) {
+            self.stop_below(run_id);
+        }
+        outcome
+    }
+
+    /// Stops every sub-run below `run_id` (`run_id.…`): a stopped run's handoffs end with it.
+    pub(crate) fn stop_below(&self, run_id: &str) {
+        let prefix = format!("{run_id}.");
+        let mut listed = self.listed();
+        for (id, running) in listed.range_mut(prefix.clone()..) {
+            if !id.starts_with(&prefix) {
+                break;
+            }
+            if let Some(stop) = running.stop.take() {
+                tracing::info!(run = %id, parent = %run_id, "sub-run stops with the run that asked");
+                let _ = stop.send(());
+            }
+        }
+    }
 }
 
 impl Drop for Slot<'_> {
@@ -69,6 +176,15 @@ impl Drop for Slot<'_> {
                 map.remove(&self.parent);
             }
         }
+    }
+}
+
+/// The API caller that started a run (`token:NAME`, `operator`), as `runs.list` shows it; a
+/// run's sub-run inherits its run's (none for a run started in Discord).
+fn started_by(caller: &Caller) -> Option<String> {
+    match caller {
+        Caller::Operator | Caller::Token(_) | Caller::Unauthenticated => Some(caller.key()),
+        Caller::Capability(_) | Caller::Discord(_) => None,
     }
 }
 
@@ -93,7 +209,7 @@ impl Bridge {
     /// [`switchboard_engine::runs::Runs::handoff`].
     pub(crate) async fn run_handoff(
         &self,
-        request: HandoffRequest,
+        mut request: HandoffRequest,
     ) -> Result<HandoffAnswer, ToolError> {
         let core = &self.inner.core;
         let settings = core.settings();
@@ -211,8 +327,45 @@ impl Bridge {
             workflow_id: None,
             agent: None,
         };
-        let (partial, _watching) = watch::channel(DraftState::default());
+        let (partial, mut watching) = watch::channel(DraftState::default());
         let partial = Arc::new(partial);
+        // The text so far goes on to a caller that streams it, as it comes.
+        if let Some(text) = request.text.take() {
+            tokio::spawn(async move {
+                while watching.changed().await.is_ok() {
+                    let now = watching.borrow_and_update().text.clone();
+                    text.send_if_modified(|sent| {
+                        let changed = *sent != now;
+                        *sent = now;
+                        changed
+                    });
+                }
+            });
+        }
+        let (stop, stopped) = oneshot::channel();
+        let _listed = self.inner.handoffs.list(
+            RunView {
+                run_id: Some(run_id.clone()),
+                session_id: session.id(),
+                state: RunState::Running,
+                started_ms: Some(toolserver::clock::now_ms()),
+                requested_by: requested_by.unwrap_or_default(),
+                requested_by_name: trigger.author_name.clone(),
+                trigger_message_id: None,
+                workflow_id: None,
+                text: trigger
+                    .text
+                    .chars()
+                    .take(toolserver::runs::RUN_TEXT_CHARS)
+                    .collect(),
+                parent_run_id: parent.map(str::to_owned),
+                agent: Some(target.name.to_string()),
+                // A sub-run of an API caller's run is that caller's too.
+                started_by: started_by(&request.caller)
+                    .or_else(|| parent.and_then(|p| self.inner.handoffs.started_by(p))),
+            },
+            stop,
+        );
         // A sub-run is charged and capped like any run: to the person behind the chain, in
         // the session it works in, as the agent it runs.
         let meter = match self
@@ -235,6 +388,11 @@ impl Bridge {
                 ));
             }
         };
+        // Started: past every check (a budget refuses before this, and its caller answers the
+        // refusal, not a stream).
+        if let Some(started) = request.started.take() {
+            let _ = started.send(run_id.clone());
+        }
         let work = self.handoff_work(
             &agent_config,
             &context,
@@ -246,18 +404,38 @@ impl Bridge {
             },
             Arc::clone(&partial),
         );
-        let (answer, timed_out) = match tokio::time::timeout(request.timeout, work).await {
-            Ok(answer) => (answer, false),
-            Err(_) => (Answer::Aborted, true),
+        // Stopped: `runs.abort`, the run that asked being stopped, a chat client gone. A
+        // dropped sender (the listing gone) never stops it.
+        let stopped = async {
+            if stopped.await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        let (answer, timed_out, aborted) = tokio::select! {
+            done = tokio::time::timeout(request.timeout, work) => match done {
+                Ok(answer) => (answer, false, false),
+                Err(_) => (Answer::Aborted, true, false),
+            },
+            () = stopped => (Answer::Aborted, false, true),
         };
         core.end_capability(
             &token,
-            if timed_out {
+            if timed_out || aborted {
                 TokenEnd::Aborted
             } else {
                 TokenEnd::Finished
             },
         );
+        if aborted {
+            self.inner.handoffs.stop_below(&run_id);
+        }
+        let usage = meter.as_ref().map(|meter| {
+            let (prompt_tokens, completion_tokens) = meter.tokens();
+            toolserver::handoff::HandoffUsage {
+                prompt_tokens,
+                completion_tokens,
+            }
+        });
         let outcome = match (&answer, timed_out) {
             (_, true) => "timeout",
             (Answer::Reply(_), _) => "replied",
@@ -276,12 +454,14 @@ impl Bridge {
                 agent: target.name.to_string(),
                 text: text.trim().to_owned(),
                 timed_out: false,
+                usage,
             }),
             Answer::Aborted if timed_out => Ok(HandoffAnswer {
                 run_id,
                 agent: target.name.to_string(),
                 text: partial.borrow().text.clone(),
                 timed_out: true,
+                usage,
             }),
             Answer::Failed(reason) => Err(ToolError::new(
                 ErrorKind::Unavailable,

@@ -754,7 +754,12 @@ impl Bridge {
                 .find(|run| run.run_id == run_id),
         };
         let Some(run) = run else {
-            return AbortOutcome::NothingRunning;
+            drop(sessions);
+            // Not a session's run: a handoff's sub-run (or a chat-API run) by its id.
+            return match target {
+                AbortTarget::Run(run_id) => self.inner.handoffs.abort(run_id, user, admin),
+                AbortTarget::Session(_) => AbortOutcome::NothingRunning,
+            };
         };
         if !run.askers.contains(&user) && !admin {
             return AbortOutcome::NotYours {
@@ -762,10 +767,12 @@ impl Bridge {
             };
         }
         if run.abort.take().is_some_and(|abort| abort.send(()).is_ok()) {
-            AbortOutcome::Stopped {
-                run_id: run.run_id.clone(),
-                session_id: run.trigger.channel_id,
-            }
+            let run_id = run.run_id.clone();
+            let session_id = run.trigger.channel_id;
+            drop(sessions);
+            // Its sub-runs stop with it.
+            self.inner.handoffs.stop_below(&run_id);
+            AbortOutcome::Stopped { run_id, session_id }
         } else {
             AbortOutcome::NothingRunning
         }
@@ -794,6 +801,9 @@ impl Bridge {
                 .chars()
                 .take(switchboard_engine::runs::RUN_TEXT_CHARS)
                 .collect(),
+            parent_run_id: None,
+            agent: trigger.agent.as_ref().map(ToString::to_string),
+            started_by: None,
         };
         let queues: Vec<&SessionQueue> = ids.iter().filter_map(|id| sessions.get(id)).collect();
         let running = queues.iter().filter_map(|queue| {
@@ -806,7 +816,9 @@ impl Bridge {
                 .iter()
                 .map(|queued| view(&queued.trigger, RunState::Queued, None))
         });
-        running.chain(queued).collect()
+        let mut views: Vec<RunView> = running.chain(queued).collect();
+        views.extend(self.inner.handoffs.views(session));
+        views
     }
 
     /// The ⏳/✅/❌ on the trigger, as the run (audited as its calls).

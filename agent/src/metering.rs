@@ -41,6 +41,8 @@ pub struct Meter {
     /// caller is exempt).
     caps: Option<Caps>,
     spent: Mutex<Spent>,
+    /// Prompt and completion tokens so far (the chat API answers them as `usage`).
+    tokens: Mutex<(u64, u64)>,
 }
 
 struct Caps {
@@ -133,6 +135,7 @@ impl Meter {
             charged,
             caps,
             spent: Mutex::new(Spent::default()),
+            tokens: Mutex::new((0, 0)),
         })
     }
 
@@ -149,6 +152,14 @@ impl Meter {
                 tokens: usage.total(),
                 micros,
             });
+        }
+        {
+            let mut tokens = self
+                .tokens
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            tokens.0 = tokens.0.saturating_add(usage.prompt_tokens);
+            tokens.1 = tokens.1.saturating_add(usage.completion_tokens);
         }
         let charged = &self.charged;
         let row = UsageRow {
@@ -167,6 +178,14 @@ impl Meter {
         if let Err(error) = self.store.record_usage(row).await {
             tracing::error!(run = %charged.run_id, "keeping the run's usage failed: {error}");
         }
+    }
+
+    /// The prompt and completion tokens this run's model calls used so far.
+    pub fn tokens(&self) -> (u64, u64) {
+        *self
+            .tokens
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Before a model round after the first: the cap this run's usage so far pushed a key to.

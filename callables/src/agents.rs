@@ -63,6 +63,9 @@ pub struct HandoffPlan {
     agent: String,
     prompt: String,
     timeout: Duration,
+    /// The caller is a run working in an API-only session (a chat-API run) and named no
+    /// other: the sub-run works there too (no Discord channel, so no allowlist to pass).
+    in_api_session: bool,
 }
 
 #[async_trait]
@@ -94,7 +97,7 @@ impl Tool for Handoff {
 
     fn plan(
         &self,
-        _cx: &PlanContext<'_>,
+        cx: &PlanContext<'_>,
         input: HandoffInput,
     ) -> Result<Planned<HandoffPlan>, ToolError> {
         let agent = input.agent.trim().to_owned();
@@ -132,12 +135,23 @@ impl Tool for Handoff {
                 ))
             }
         };
+        let in_api_session = input.session_id.is_none()
+            && cx
+                .core
+                .api_sessions()
+                .session_of(&cx.context.caller)
+                .is_some();
+        let plan = HandoffPlan {
+            agent,
+            prompt,
+            timeout,
+            in_api_session,
+        };
+        if in_api_session {
+            return Ok(Planned::nowhere(plan));
+        }
         Ok(Planned::in_session(
-            HandoffPlan {
-                agent,
-                prompt,
-                timeout,
-            },
+            plan,
             SessionRequest::session_id(input.session_id.as_deref(), 0),
         ))
     }
@@ -149,15 +163,33 @@ impl Tool for Handoff {
                 "No agent is configured ([agents.NAME] in the config), so there is none to hand off to",
             )
         })?;
-        let answer = runs
-            .handoff(HandoffRequest {
-                caller: cx.context.caller.clone(),
-                agent: plan.agent,
-                prompt: plan.prompt,
-                session: cx.target()?.channel,
-                timeout: plan.timeout,
-            })
-            .await?;
+        let session = match cx.core.api_sessions().session_of(&cx.context.caller) {
+            Some(session) if plan.in_api_session => session,
+            _ => cx.target()?.channel,
+        };
+        let (started, run_started) = tokio::sync::oneshot::channel();
+        let agent = plan.agent.clone();
+        let timeout = plan.timeout;
+        let handoff = runs.handoff(HandoffRequest {
+            caller: cx.context.caller.clone(),
+            agent: plan.agent,
+            prompt: plan.prompt,
+            session,
+            timeout: plan.timeout,
+            text: None,
+            started: Some(started),
+        });
+        // An observer (MCP's progress) learns of the sub-run as soon as it starts.
+        tokio::pin!(handoff);
+        let answer = tokio::select! {
+            answer = &mut handoff => answer,
+            started = run_started => {
+                if let (Ok(run_id), Some(observer)) = (started, cx.observer) {
+                    observer.handing_off(&agent, &run_id, timeout);
+                }
+                handoff.await
+            }
+        }?;
         if answer.timed_out {
             return Err(ToolError::new(
                 ErrorKind::Timeout,

@@ -17,7 +17,7 @@ use crate::invocation::{Invocation, PlanContext};
 use crate::registry::{
     example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
 };
-use switchboard_engine::runs::{AbortOutcome, AbortTarget, RunView, Runs};
+use switchboard_engine::runs::{AbortOutcome, AbortTarget, RunState, RunView, Runs};
 
 /// The agent's runs, or `no_agent`.
 fn runs<'a>(cx: &Invocation<'a>) -> Result<&'a std::sync::Arc<dyn Runs>, ToolError> {
@@ -40,21 +40,61 @@ pub struct ListRuns;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ListRunsInput {
-    /// Only the runs of this session (alias like `#ops`, or id).
+    /// Only the runs of this session (alias like `#ops`, an id, or an API-only session
+    /// `api:NAME`).
     pub session_id: Option<String>,
+    /// Only runs in this state.
+    pub state: Option<RunState>,
+    /// Only the run with this id (`run-<hex>`; a handoff's `run-<hex>.<hex>`).
+    pub run_id: Option<String>,
+    /// At most this many runs (1 to 200, default 200).
+    pub limit: Option<u32>,
+    /// Where the previous page ended (its `nextCursor`). The list is live: runs that start or
+    /// end between pages shift it.
+    pub cursor: Option<String>,
 }
+
+/// The most runs one page lists.
+const MAX_RUNS_PAGE: u32 = 200;
 
 /// `runs.list`'s answer.
 #[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 struct RunList {
-    /// Running runs first, then queued ones in the order they will run, by session.
+    /// Running runs first, then queued ones in the order they will run, by session; then
+    /// handoffs' sub-runs and chat-API runs (with `parentRunId`, `startedBy`).
     runs: Vec<RunView>,
+    /// The next page's `cursor`, when there are more.
+    next_cursor: Option<String>,
+}
+
+/// `runs.list`'s checked input.
+#[derive(Debug)]
+pub struct ListPlan {
+    session: Option<entity::Snowflake>,
+    state: Option<RunState>,
+    run_id: Option<String>,
+    limit: usize,
+    skip: usize,
+}
+
+/// A session filter: an API-only session by its name, else as any session reference.
+fn runs_session(
+    cx: &PlanContext<'_>,
+    reference: Option<&str>,
+) -> Result<Option<entity::Snowflake>, ToolError> {
+    match reference.map(str::trim) {
+        Some(name) if name.starts_with(switchboard_engine::api_sessions::API_SESSION_PREFIX) => {
+            Ok(Some(switchboard_engine::api_sessions::api_session_id(name)))
+        }
+        other => filter_session(cx, other),
+    }
 }
 
 #[async_trait]
 impl Tool for ListRuns {
     type Input = ListRunsInput;
-    type Plan = Option<entity::Snowflake>;
+    type Plan = ListPlan;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -82,24 +122,63 @@ impl Tool for ListRuns {
         &self,
         cx: &PlanContext<'_>,
         input: ListRunsInput,
-    ) -> Result<Planned<Option<entity::Snowflake>>, ToolError> {
-        let session = filter_session(cx, input.session_id.as_deref())?;
+    ) -> Result<Planned<ListPlan>, ToolError> {
+        let session = runs_session(cx, input.session_id.as_deref())?;
         if session.is_none() && matches!(cx.context.caller, Caller::Discord(_)) {
             return Err(ToolError::usage(
                 ErrorCode::NoSession,
                 "sessionId: from Discord, runs are listed for the channel the command is used in",
             ));
         }
-        Ok(Planned::nowhere(session))
+        let limit = input.limit.unwrap_or(MAX_RUNS_PAGE);
+        if !(1..=MAX_RUNS_PAGE).contains(&limit) {
+            return Err(ToolError::usage(
+                ErrorCode::InvalidInput,
+                format!("limit: from 1 to {MAX_RUNS_PAGE}, not {limit}"),
+            ));
+        }
+        let skip = match input.cursor.as_deref().map(str::trim) {
+            None | Some("") => 0,
+            Some(cursor) => cursor
+                .parse::<usize>()
+                .ok()
+                .filter(|skip| *skip <= 100_000)
+                .ok_or_else(|| {
+                    ToolError::usage(
+                        ErrorCode::InvalidInput,
+                        "cursor: pass the nextCursor of the previous page as it was",
+                    )
+                })?,
+        };
+        let run_id = input.run_id.map(|id| id.trim().to_owned());
+        Ok(Planned::nowhere(ListPlan {
+            session,
+            state: input.state,
+            run_id,
+            limit: limit as usize,
+            skip,
+        }))
     }
 
-    async fn run(
-        &self,
-        cx: &Invocation<'_>,
-        session: Option<entity::Snowflake>,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn run(&self, cx: &Invocation<'_>, plan: ListPlan) -> Result<ToolOutput, ToolError> {
+        let own = cx.context.caller.own_runs_only("runs.list");
+        let mut matching = runs(cx)?.list(plan.session).into_iter().filter(|run| {
+            plan.state.is_none_or(|state| run.state == state)
+                && plan
+                    .run_id
+                    .as_deref()
+                    .is_none_or(|id| run.run_id.as_deref() == Some(id))
+                && own
+                    .as_deref()
+                    .is_none_or(|key| run.started_by.as_deref() == Some(key))
+        });
+        let page: Vec<RunView> = matching.by_ref().skip(plan.skip).take(plan.limit).collect();
+        let next_cursor = matching
+            .next()
+            .map(|_| (plan.skip + page.len()).to_string());
         output(&RunList {
-            runs: runs(cx)?.list(session),
+            runs: page,
+            next_cursor,
         })
     }
 }
@@ -115,8 +194,17 @@ pub struct AbortRunInput {
     pub session_id: Option<String>,
 }
 
-/// The longest run id taken (`run-` and 16 hex digits today).
-const MAX_RUN_ID: usize = 64;
+/// The longest run id taken (`run-` and 16 hex digits, and `.` and 16 more per handoff hop).
+const MAX_RUN_ID: usize = 128;
+
+/// `run-<hex>`, or a sub-run's `run-<hex>.<hex>…`.
+fn valid_run_id(id: &str) -> bool {
+    id.len() <= MAX_RUN_ID
+        && id.strip_prefix("run-").is_some_and(|rest| {
+            rest.split('.')
+                .all(|hex| !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+        })
+}
 
 /// `runs.abort`'s answer.
 #[derive(Serialize, JsonSchema)]
@@ -179,10 +267,10 @@ impl Tool for AbortRun {
         let session_id = input.session_id.as_deref().map(str::trim);
         match (run_id, session_id) {
             (Some(id), None) => {
-                if !super::prefixed_hex(id, "run-", MAX_RUN_ID) {
+                if !valid_run_id(id) {
                     return Err(ToolError::usage(
                         ErrorCode::InvalidInput,
-                        "runId: a run id is run- followed by hex digits, as runs.list shows it",
+                        "runId: a run id is run- followed by hex digits (a handoff's sub-run adds .hex per hop), as runs.list shows it",
                     ));
                 }
                 Ok(Planned::nowhere(AbortPlan::Run(id.to_owned())))
@@ -200,6 +288,23 @@ impl Tool for AbortRun {
 
     async fn run(&self, cx: &Invocation<'_>, plan: AbortPlan) -> Result<ToolOutput, ToolError> {
         let runs = runs(cx)?;
+        // A token that sees its own runs only stops its own only, by id; another's run is as
+        // unknown to it as one that does not exist.
+        if let Some(key) = cx.context.caller.own_runs_only("runs.abort") {
+            let AbortPlan::Run(id) = &plan else {
+                return Err(ToolError::usage(
+                    ErrorCode::InvalidInput,
+                    "sessionId: this token stops only the runs it started, by their runId",
+                ));
+            };
+            let owned = runs.list(None).iter().any(|run| {
+                run.run_id.as_deref() == Some(id.as_str())
+                    && run.started_by.as_deref() == Some(key.as_str())
+            });
+            if !owned {
+                return Err(nothing_running(&plan));
+            }
+        }
         let (user, admin) = match &cx.context.caller {
             Caller::Discord(user) => (user.id, discord_admin(cx, user)),
             // The operator and tokens whose scope names runs.abort stop any run.
@@ -228,17 +333,51 @@ impl Tool for AbortRun {
                 ErrorCode::NotYourRun,
                 format!("The running request is {owner}'s; only they or an admin can stop it."),
             )),
-            AbortOutcome::NothingRunning => Err(ToolError::not_found(
-                ErrorCode::NothingRunning,
-                match &plan {
-                    AbortPlan::Run(id) => format!(
-                        "No run {id} is running (runs.list shows what runs); nothing was stopped"
-                    ),
-                    AbortPlan::Session => {
-                        "Nothing is running in this channel; nothing was stopped".to_owned()
-                    }
-                },
-            )),
+            AbortOutcome::NothingRunning => Err(nothing_running(&plan)),
+        }
+    }
+}
+
+/// `runs.abort` found nothing (it may stop) to stop.
+fn nothing_running(plan: &AbortPlan) -> ToolError {
+    ToolError::not_found(
+        ErrorCode::NothingRunning,
+        match plan {
+            AbortPlan::Run(id) => {
+                format!("No run {id} is running (runs.list shows what runs); nothing was stopped")
+            }
+            AbortPlan::Session => {
+                "Nothing is running in this channel; nothing was stopped".to_owned()
+            }
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_run_id;
+
+    #[test]
+    fn a_run_id_is_run_and_hex_with_a_dotted_hex_part_per_handoff_hop() {
+        for ok in [
+            "run-0a1b",
+            "run-0123456789abcdef.fedcba9876543210",
+            "run-a.b.c",
+        ] {
+            assert!(valid_run_id(ok), "{ok}");
+        }
+        let long = format!("run-{}", "a".repeat(200));
+        for bad in [
+            "",
+            "run-",
+            "run-xyz",
+            "run-ab..cd",
+            "run-ab.",
+            "sess-ab",
+            "run-ab/cd",
+            long.as_str(),
+        ] {
+            assert!(!valid_run_id(bad), "{bad}");
         }
     }
 }

@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::error::ToolError;
 use crate::invocation::{Invocation, PlanContext, SessionView};
 use crate::registry::{example, output, output_schema, Planned, Tool, ToolOutput, ToolSpec};
-use crate::surface::ChannelLocation;
+use crate::surface::{ChannelLocation, SessionKind};
 use protocol::Effects;
 
 pub struct ListSessions;
@@ -29,8 +29,8 @@ impl Tool for ListSessions {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             id: "surface.sessions.list",
-            description: "List the channels, threads and DMs you may use, with their configured tokens.",
-            help: "Only sessions the allowlist allows are listed; `limit` applies after that filter. `token` is the configured alias for the session, usable as sessionId elsewhere.",
+            description: "List the channels, threads and DMs you may use, with their configured tokens, and the chat API's API-only sessions you may see.",
+            help: "Only sessions the allowlist allows are listed; `limit` applies after that filter. `token` is the configured alias for the session, usable as sessionId elsewhere. API-only sessions (kind `api`, `api:<token name>`: where chat-API runs work when the request names no session) follow: all of them for the operator, a token's own for a token.",
             mutating: false,
             primary: None,
             title: "List sessions",
@@ -62,7 +62,7 @@ impl Tool for ListSessions {
     async fn run(&self, cx: &Invocation<'_>, limit: usize) -> Result<ToolOutput, ToolError> {
         let allowlist = &cx.settings().allow;
         let all = cx.surface().sessions();
-        let sessions: Vec<_> = all
+        let mut sessions: Vec<_> = all
             .iter()
             .filter(|s| {
                 allowlist.allows_cached(s.id, |id| {
@@ -74,6 +74,18 @@ impl Tool for ListSessions {
             .take(limit)
             .map(|s| cx.session_info_json(s))
             .collect();
+        // The chat API's API-only sessions: the operator's view has all, a token's its own.
+        let api = cx.core.api_sessions().visible_to(&cx.context.caller);
+        let room = limit.saturating_sub(sessions.len());
+        sessions.extend(api.into_iter().take(room).map(|s| SessionView {
+            channel_id: s.id,
+            guild_id: None,
+            parent_channel_id: None,
+            kind: SessionKind::Api,
+            title: Some(s.name.clone()),
+            token: None,
+            reference: s.name,
+        }));
         output(&SessionList { sessions })
     }
 }

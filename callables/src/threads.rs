@@ -71,6 +71,7 @@ fn kind_name(kind: SessionKind) -> &'static str {
         SessionKind::Dm => "a direct message",
         SessionKind::Forum => "a forum",
         SessionKind::Category => "a category",
+        SessionKind::Api => "an API-only session",
     }
 }
 

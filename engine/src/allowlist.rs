@@ -70,6 +70,10 @@ fn refusal(channel_id: Snowflake, location: &ChannelLocation) -> ToolError {
             "it is a category, which holds no messages",
             "name one of its channels instead".to_owned(),
         ),
+        SessionKind::Api => (
+            "it is an API-only session, which has no Discord channel",
+            "name a Discord channel instead".to_owned(),
+        ),
         SessionKind::Channel | SessionKind::Forum => (
             "it is not in the allowlist",
             format!("add \"{channel_id}\" to discord.allowed_channel_ids (or its category to discord.allowed_category_ids)"),
@@ -93,6 +97,7 @@ pub(crate) fn not_managed(channel_id: Snowflake, location: &ChannelLocation) -> 
         ),
         SessionKind::Dm => format!("Session {channel_id} is a direct message, which is no guild channel"),
         SessionKind::Category => format!("Session {channel_id} is a category: name one of its channels"),
+        SessionKind::Api => format!("Session {channel_id} is an API-only session, which has no Discord channel"),
     };
     let error = if matches!(location.kind, SessionKind::Channel | SessionKind::Forum) {
         ToolError::denied(ErrorCode::ChannelNotAllowed, message)
@@ -169,7 +174,7 @@ impl AllowRules {
         let in_category = category.is_some_and(|c| self.categories.contains(&c));
         match location.kind {
             SessionKind::Dm => self.allow_dms,
-            SessionKind::Category => false,
+            SessionKind::Category | SessionKind::Api => false,
             SessionKind::Thread => {
                 self.channels.contains(&channel_id)
                     || location
@@ -215,7 +220,7 @@ impl AllowRules {
                 .and_then(&session)
                 .and_then(|parent| parent.parent_channel_id),
             SessionKind::Channel | SessionKind::Forum => location.parent_channel_id,
-            SessionKind::Dm | SessionKind::Category => None,
+            SessionKind::Dm | SessionKind::Category | SessionKind::Api => None,
         }
     }
 

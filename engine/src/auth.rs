@@ -295,6 +295,15 @@ pub const DISCORD_CALLABLES: [&str; 6] = [
     "workspace.undo",
 ];
 
+/// What a named token with an `agent:NAME` grant may call whatever its scope: its own runs
+/// (the chat API's, its `agent.handoff`s'), listed and stopped; [`Caller::own_runs_only`].
+pub const OWN_RUNS_CALLABLES: [&str; 2] = ["runs.list", "runs.abort"];
+
+/// Whether a token's scope grants an agent (`agent:NAME`, `agent:*`).
+fn grants_an_agent(scope: &[String]) -> bool {
+    scope.iter().any(|entry| entry.starts_with("agent:"))
+}
+
 /// A caller's key, cheap to clone and hash.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum CallerKey {
@@ -426,6 +435,16 @@ impl Caller {
         }
     }
 
+    /// For `runs.list` / `runs.abort`: `Some(key)` when the caller sees and stops only the runs
+    /// it started (`RunView::started_by` = its key) — a named token whose scope does not name
+    /// the callable but grants an agent; `None` when it sees every run.
+    pub fn own_runs_only(&self, tool_id: &str) -> Option<String> {
+        match self {
+            Caller::Token(t) if !scope_allows(&t.scope, tool_id) => Some(self.key()),
+            _ => None,
+        }
+    }
+
     /// Whether the caller's own scope names `tool_id` (its token's globs; a run never gets an
     /// operator callable). Only a part of the answer: whether a caller may call a callable is
     /// [`crate::Core::may_call`]'s, which adds the run's session scope.
@@ -435,7 +454,10 @@ impl Caller {
             Caller::Capability(c) => {
                 !is_operator_callable(tool_id) && scope_allows(&c.grant.scope, tool_id)
             }
-            Caller::Token(t) => scope_allows(&t.scope, tool_id),
+            Caller::Token(t) => {
+                scope_allows(&t.scope, tool_id)
+                    || (OWN_RUNS_CALLABLES.contains(&tool_id) && grants_an_agent(&t.scope))
+            }
             Caller::Discord(_) => DISCORD_CALLABLES.contains(&tool_id),
         }
     }
@@ -491,6 +513,27 @@ mod tests {
             requested_by: None,
             gate: None,
         }
+    }
+
+    fn token(scope: &[&str]) -> Caller {
+        Caller::Token(Arc::new(NamedCaller {
+            name: "t".into(),
+            key: "token:t".into(),
+            scope: scope.iter().map(|s| (*s).to_owned()).collect(),
+        }))
+    }
+
+    #[test]
+    fn a_token_with_an_agent_grant_lists_and_stops_only_its_own_runs() {
+        let chat = token(&["agent:support"]);
+        assert!(chat.scope_allows("runs.list") && chat.scope_allows("runs.abort"));
+        assert!(!chat.scope_allows("runs.other") && !chat.scope_allows("approvals.list"));
+        assert_eq!(chat.own_runs_only("runs.list").as_deref(), Some("token:t"));
+        let ops = token(&["agent:support", "runs.*"]);
+        assert_eq!(ops.own_runs_only("runs.list"), None);
+        let plain = token(&["surface.*"]);
+        assert!(!plain.scope_allows("runs.list"));
+        assert_eq!(Caller::Operator.own_runs_only("runs.list"), None);
     }
 
     #[test]

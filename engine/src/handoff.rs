@@ -20,7 +20,7 @@ pub const MAX_HANDOFF_PROMPT_CHARS: usize = 16_000;
 pub const HELD_OPEN: [&str; 1] = ["agent.handoff"];
 
 /// What the bridge is asked to do.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct HandoffRequest {
     /// Who asked: a run's capability (whose scope bounds the sub-run's), a token, the operator.
     pub caller: Caller,
@@ -32,6 +32,20 @@ pub struct HandoffRequest {
     pub session: AllowedChannel,
     /// How long the caller waits.
     pub timeout: Duration,
+    /// Where the sub-run's text so far goes as the model writes it (the chat API streams it).
+    pub text: Option<tokio::sync::watch::Sender<String>>,
+    /// Told the run's id as soon as it has one (before it works), so the caller can stop it.
+    pub started: Option<tokio::sync::oneshot::Sender<String>>,
+}
+
+/// The tokens a sub-run's model calls used, as recorded for its usage (reported by the model,
+/// else estimated).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HandoffUsage {
+    /// Prompt tokens, summed over the run's model calls.
+    pub prompt_tokens: u64,
+    /// Completion tokens, summed likewise.
+    pub completion_tokens: u64,
 }
 
 /// What the sub-run came to.
@@ -45,6 +59,9 @@ pub struct HandoffAnswer {
     pub text: String,
     /// Whether the timeout ended it.
     pub timed_out: bool,
+    /// What its model calls used; `None` when nothing records usage (a command agent, no
+    /// usage store).
+    pub usage: Option<HandoffUsage>,
 }
 
 /// Where a session's agent comes from, as `/agent` shows it.

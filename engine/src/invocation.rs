@@ -109,6 +109,8 @@ pub struct Invocation<'a> {
     pub(crate) place: Option<AllowedPlace>,
     /// Who posts may ping, as the operator configured it.
     pub mentions: MentionPolicy,
+    /// Who is told what the call waits for while it runs (MCP's progress), when anyone is.
+    pub observer: Option<&'a dyn crate::pipeline::CallObserver>,
 }
 
 /// A session as callables answer it.

@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod allowlist;
+pub mod api_sessions;
 pub mod approvals;
 pub mod auth;
 pub mod batch;

@@ -108,6 +108,11 @@ pub trait CallObserver: Send + Sync {
     /// The rules ask: the call now waits for an approver, at most `timeout` (then it is
     /// denied as expired).
     fn awaiting_approval(&self, tool_id: &str, timeout: Duration);
+    /// `agent.handoff`: the sub-run `run_id` of `agent` started; the call waits for it, at
+    /// most `timeout`.
+    fn handing_off(&self, agent: &str, run_id: &str, timeout: Duration) {
+        let _ = (agent, run_id, timeout);
+    }
 }
 
 /// What admission gives a call: the go-ahead, or a before-hook's rewritten input to check
@@ -285,6 +290,7 @@ impl<'a> Gate<'a> {
             targets,
             place,
             mentions: crate::server::mention_policy(self.settings),
+            observer: self.observer,
         }))
     }
 

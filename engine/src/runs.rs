@@ -95,6 +95,17 @@ pub struct RunView {
     pub workflow_id: Option<String>,
     /// The start of the trigger's readable text (at most [`RUN_TEXT_CHARS`] characters).
     pub text: String,
+    /// For a handoff's sub-run (`agent.handoff`, a chat-API run): the run that asked, when a
+    /// run did.
+    #[serde(default)]
+    pub parent_run_id: Option<String>,
+    /// The agent that works on it, when the bridge knows it apart from the session's.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// Who started it when it was an API caller (`token:NAME`, `operator`): the chat API, an
+    /// `agent.handoff` call over the API. `None` for runs started in Discord.
+    #[serde(default)]
+    pub started_by: Option<String>,
 }
 
 /// How much of a trigger's text [`RunView::text`] shows.

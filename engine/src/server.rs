@@ -118,6 +118,8 @@ pub struct Core {
     pub(crate) metrics: Arc<crate::metrics::Metrics>,
     /// The agent's workspaces (`[workspace]`) and the sandbox their commands run in.
     pub(crate) workspaces: crate::workspaces::Workspaces,
+    /// The chat API's API-only sessions used since the start.
+    api_sessions: crate::api_sessions::ApiSessions,
 }
 
 impl Core {
@@ -187,6 +189,7 @@ impl Core {
         let events = Arc::new(crate::events::EventHub::new());
         Ok(Core {
             workspaces: crate::workspaces::Workspaces::new(Arc::clone(&events)),
+            api_sessions: crate::api_sessions::ApiSessions::default(),
             named_tokens,
             governance,
             approvals,
@@ -542,6 +545,11 @@ impl Core {
     /// does a later call with an aborted run's token.
     pub fn end_capability(&self, token: &str, how: TokenEnd) -> bool {
         self.capabilities.end(token, how)
+    }
+
+    /// The chat API's API-only sessions (`api:<token name>`).
+    pub fn api_sessions(&self) -> &crate::api_sessions::ApiSessions {
+        &self.api_sessions
     }
 
     /// The allowlist's verdict on `channel_id`, as the pipeline gives it: an

@@ -16,6 +16,7 @@ mod connections;
 mod exposition;
 pub mod idempotency;
 pub mod openapi;
+mod runs;
 mod sse;
 
 pub use batch::parse_batch;
@@ -128,6 +129,9 @@ pub fn router(front: Front) -> Router {
         .route("/v1/call", post(call))
         .route("/v1/models", get(chat::models))
         .route("/v1/chat/completions", post(chat::completions))
+        .route("/v1/runs", get(crate::runs::list))
+        .route("/v1/runs/{id}", get(crate::runs::get))
+        .route("/v1/runs/{id}/abort", post(crate::runs::abort))
         .route("/v1/capabilities", post(mint_capability))
         .route("/v1/approvals", get(list_approvals))
         .route("/v1/admin/reload", post(reload))

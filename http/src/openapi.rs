@@ -373,7 +373,8 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
         })
     };
     let query = |name: &str, description: &str| json!({ "name": name, "in": "query", "required": false, "schema": { "type": "string" }, "description": description });
-    json!({
+    agent_schemas(&mut schemas);
+    let mut document = json!({
         "openapi": "3.1.0",
         "info": {
             "title": "switchboard tool server",
@@ -455,7 +456,210 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
             "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
             "schemas": schemas
         }
-    })
+    });
+    if let Some(paths) = document["paths"].as_object_mut() {
+        paths.extend(agent_paths());
+    }
+    document
+}
+
+/// The schemas of the chat API and the runs API.
+fn agent_schemas(schemas: &mut Map<String, Value>) {
+    schemas.insert(
+        "ChatErrorBody".into(),
+        json!({
+            "description": "An error in OpenAI's shape (the chat API's own refusals)",
+            "type": "object",
+            "required": ["error"],
+            "properties": { "error": {
+                "type": "object",
+                "required": ["message", "type"],
+                "properties": {
+                    "message": { "type": "string" },
+                    "type": { "type": "string" },
+                    "param": { "type": ["string", "null"] },
+                    "code": { "type": ["string", "null"] }
+                }
+            } }
+        }),
+    );
+    schemas.insert(
+        "ChatRequest".into(),
+        json!({
+            "description": "OpenAI's chat completion request: model switchboard:<agent>, text messages; stream and stream_options.include_usage are honoured",
+            "type": "object",
+            "required": ["model", "messages"],
+            "properties": {
+                "model": { "type": "string", "description": "switchboard:<agent>, an agent the token's scope grants (agent:NAME)" },
+                "messages": { "type": "array", "items": { "type": "object", "required": ["role"], "properties": { "role": { "type": "string" }, "content": {} } } },
+                "stream": { "type": "boolean" },
+                "stream_options": { "type": "object", "properties": { "include_usage": { "type": "boolean" } } }
+            }
+        }),
+    );
+    schemas.insert(
+        "Run".into(),
+        json!({
+            "type": "object",
+            "required": ["sessionId", "state", "requestedBy", "requestedByName", "text"],
+            "properties": {
+                "runId": { "type": ["string", "null"] },
+                "sessionId": { "type": "string" },
+                "state": { "type": "string", "enum": ["running", "queued"] },
+                "startedMs": { "type": ["integer", "null"] },
+                "requestedBy": { "type": "string" },
+                "requestedByName": { "type": "string" },
+                "triggerMessageId": { "type": ["string", "null"] },
+                "workflowId": { "type": ["string", "null"] },
+                "text": { "type": "string" },
+                "parentRunId": { "type": ["string", "null"], "description": "The run whose agent.handoff started this sub-run" },
+                "agent": { "type": ["string", "null"] },
+                "startedBy": { "type": ["string", "null"], "description": "The API caller that started it (token:NAME, operator)" }
+            }
+        }),
+    );
+}
+
+/// `/v1/models`, `/v1/chat/completions` and the runs API.
+fn agent_paths() -> Map<String, Value> {
+    let chat_error = |description: &str| {
+        json!({
+            "description": description,
+            "content": { "application/json": { "schema": { "anyOf": [
+                { "$ref": "#/components/schemas/ChatErrorBody" },
+                { "$ref": "#/components/schemas/ErrorBody" }
+            ] } } }
+        })
+    };
+    let mut chat_responses = Map::new();
+    for (status, description) in body_statuses() {
+        chat_responses.insert(status.into(), chat_error(description));
+    }
+    chat_responses.insert(
+        "401".into(),
+        chat_error("No token, or one that is not valid here"),
+    );
+    chat_responses.insert(
+        "404".into(),
+        chat_error("No such agent (model), or the x-switchboard-session-id header names a session that does not exist"),
+    );
+    chat_responses.insert(
+        "403".into(),
+        chat_error("The token's scope grants no agent:<name> for this model, or the x-switchboard-session-id header names a session it may not use (another token's API session, a channel the allowlist refuses): session_not_allowed"),
+    );
+    chat_responses.insert(
+        "200".into(),
+        json!({
+            "description": "The agent's answer: a chat.completion with usage (the run's recorded tokens), or with stream: true chat.completion.chunk events as the model writes, the last with usage when stream_options.include_usage, then data: [DONE]",
+            "content": {
+                "application/json": { "schema": { "type": "object", "required": ["id", "object", "choices"] } },
+                "text/event-stream": { "schema": { "type": "string" } }
+            }
+        }),
+    );
+    let mut models_responses = errors(&[]);
+    models_responses.insert(
+        "200".into(),
+        ok_json(
+            "The agents this token may use, as models switchboard:<agent>",
+            json!({ "type": "object", "required": ["object", "data"], "properties": { "object": { "const": "list" }, "data": { "type": "array" } } }),
+        ),
+    );
+    let runs_errors = || {
+        errors(&[
+            ("400", "A query parameter or run id that is wrong (kind usage)"),
+            ("403", "The caller may not list or stop runs (out_of_scope): the operator, tokens whose scope names runs.list / runs.abort, and tokens with an agent:<name> grant (their own runs only) may"),
+            ("404", "No agent is configured (no_agent), the session names nothing, or no run with that id is running that the caller may see (unknown_run, nothing_running: another token's run answers the same)"),
+            ("429", "A rate limit (kind unavailable; Retry-After says when)"),
+            ("500", "A bug (kind internal)"),
+            ("503", "Busy (kind unavailable)"),
+        ])
+    };
+    let mut list_responses = runs_errors();
+    list_responses.insert(
+        "200".into(),
+        ok_json(
+            "Running runs first, then queued ones, then handoffs' sub-runs and chat-API runs; nextCursor when there are more",
+            json!({
+                "type": "object",
+                "required": ["runs"],
+                "properties": {
+                    "runs": { "type": "array", "items": { "$ref": "#/components/schemas/Run" } },
+                    "nextCursor": { "type": ["string", "null"] }
+                }
+            }),
+        ),
+    );
+    let mut get_responses = runs_errors();
+    get_responses.insert(
+        "200".into(),
+        ok_json("The run", json!({ "$ref": "#/components/schemas/Run" })),
+    );
+    let mut abort_responses = runs_errors();
+    for (status, description) in [
+        ("408", "The body did not arrive in time (body_timeout)"),
+        ("413", "The body is over 1 MiB (body_too_large)"),
+        ("415", "The request is not declared as JSON: send Content-Type: application/json (and {} as the body)"),
+    ] {
+        abort_responses.insert(status.into(), error_response(description));
+    }
+    abort_responses.insert(
+        "200".into(),
+        ok_json(
+            "The run is being stopped (its sub-runs with it)",
+            json!({ "type": "object", "required": ["runId", "sessionId"], "properties": { "runId": { "type": "string" }, "sessionId": { "type": "string" } } }),
+        ),
+    );
+    let query = |name: &str, description: &str, schema: Value| json!({ "name": name, "in": "query", "required": false, "schema": schema, "description": description });
+    let run_id = json!({ "name": "id", "in": "path", "required": true, "schema": { "type": "string" }, "description": "The run's id (run-<hex>, a sub-run's run-<hex>.<hex>)" });
+    let paths = json!({
+        "/v1/models": { "get": {
+            "operationId": "listModels",
+            "summary": "The agents this token may use (OpenAI's model list: switchboard:<agent>)",
+            "responses": models_responses
+        } },
+        "/v1/chat/completions": { "post": {
+            "operationId": "chatCompletion",
+            "summary": "Runs an agent on a conversation (OpenAI-compatible, streamed or not); a client that goes away mid-stream stops the run",
+            "parameters": [{
+                "name": "x-switchboard-session-id",
+                "in": "header",
+                "required": false,
+                "description": "The session the agent works in: a Discord session the allowlist allows (#alias or id), or api:<token name>. Without it, the run works in the token's own API-only session api:<token name> (listed by surface.sessions.list with kind api, named in the audit log). Another token's API session is 403.",
+                "schema": { "type": "string" }
+            }],
+            "requestBody": { "required": true, "content": { "application/json": { "schema": { "$ref": "#/components/schemas/ChatRequest" } } } },
+            "responses": chat_responses
+        } },
+        "/v1/runs": { "get": {
+            "operationId": "listRuns",
+            "summary": "The agent's runs the caller may see (runs.list)",
+            "parameters": [
+                query("session", "Only this session's runs (#alias, id, or api:<token name>)", json!({ "type": "string" })),
+                query("state", "Only runs in this state", json!({ "type": "string", "enum": ["running", "queued"] })),
+                query("limit", "At most this many (1 to 200, default 200)", json!({ "type": "integer", "minimum": 1, "maximum": 200 })),
+                query("cursor", "The previous page's nextCursor", json!({ "type": "string" }))
+            ],
+            "responses": list_responses
+        } },
+        "/v1/runs/{id}": { "get": {
+            "operationId": "getRun",
+            "summary": "One run the caller may see, running or queued (runs.list)",
+            "parameters": [run_id.clone()],
+            "responses": get_responses
+        } },
+        "/v1/runs/{id}/abort": { "post": {
+            "operationId": "abortRun",
+            "summary": "Stops a run the caller may stop, and its handoffs' sub-runs (runs.abort)",
+            "parameters": [run_id],
+            "requestBody": { "required": false, "content": { "application/json": { "schema": { "type": "object" } } } },
+            "responses": abort_responses
+        } }
+    });
+    match paths {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
 }
 
 /// `GET /openapi.json`.

@@ -233,12 +233,32 @@ fn answer(result: Result<ToolOutput, ToolError>) -> rmcp::model::CallToolResult 
     }
 }
 
-/// Signals the call's wait for an approval to the progress loop.
-struct ApprovalWait(watch::Sender<Option<(String, Duration)>>);
+/// What a call waits for, as progress reports it.
+#[derive(Debug, Clone)]
+enum Wait {
+    /// An approver, for this callable.
+    Approval(String),
+    /// `agent.handoff`'s sub-run: the agent and the run's id.
+    Handoff { agent: String, run_id: String },
+}
+
+/// Signals what the call waits for (and at most how long) to the progress loop.
+struct ApprovalWait(watch::Sender<Option<(Wait, Duration)>>);
 
 impl CallObserver for ApprovalWait {
     fn awaiting_approval(&self, tool_id: &str, timeout: Duration) {
-        self.0.send_replace(Some((tool_id.to_owned(), timeout)));
+        self.0
+            .send_replace(Some((Wait::Approval(tool_id.to_owned()), timeout)));
+    }
+
+    fn handing_off(&self, agent: &str, run_id: &str, timeout: Duration) {
+        self.0.send_replace(Some((
+            Wait::Handoff {
+                agent: agent.to_owned(),
+                run_id: run_id.to_owned(),
+            },
+            timeout,
+        )));
     }
 }
 
@@ -266,8 +286,8 @@ async fn call(
                     // The observer lives as long as the call: unreachable, but never spin.
                     return call.await;
                 }
-                if let Some((tool, timeout)) = waiting.borrow_and_update().clone() {
-                    ticker = Some(Ticker::new(tool, timeout));
+                if let Some((wait, timeout)) = waiting.borrow_and_update().clone() {
+                    ticker = Some(Ticker::new(wait, timeout));
                 }
             }
             () = tick(&mut ticker) => {
@@ -283,32 +303,37 @@ async fn call(
     }
 }
 
-/// The progress of one approval wait.
+/// The progress of one wait (an approval, a handoff's sub-run).
 struct Ticker {
     interval: tokio::time::Interval,
     started: tokio::time::Instant,
-    tool: String,
+    wait: Wait,
     timeout: Duration,
 }
 
 impl Ticker {
-    fn new(tool: String, timeout: Duration) -> Ticker {
+    fn new(wait: Wait, timeout: Duration) -> Ticker {
         Ticker {
             // The first tick is immediate: the client learns of the wait at once.
             interval: tokio::time::interval(PROGRESS_EVERY),
             started: tokio::time::Instant::now(),
-            tool,
+            wait,
             timeout,
         }
     }
 
     fn notification(&self, token: ProgressToken) -> ProgressNotificationParam {
         let waited = self.started.elapsed();
+        let what = match &self.wait {
+            Wait::Approval(tool) => format!("waiting for an approver to approve '{tool}'"),
+            Wait::Handoff { agent, run_id } => {
+                format!("agent '{agent}' is working on the handoff (run {run_id})")
+            }
+        };
         ProgressNotificationParam::new(token, waited.as_secs_f64())
             .with_total(self.timeout.as_secs_f64())
             .with_message(format!(
-                "waiting for an approver to approve '{}' ({} s of at most {} s)",
-                self.tool,
+                "{what} ({} s of at most {} s)",
                 waited.as_secs(),
                 self.timeout.as_secs()
             ))

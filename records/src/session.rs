@@ -21,6 +21,9 @@ pub enum SessionKind {
     Forum,
     /// A category (Discord type 4): it groups channels and holds no messages.
     Category,
+    /// An API-only session (`api:<token name>`): where the chat API's runs work when their
+    /// request names no session. No Discord channel; nothing is posted there.
+    Api,
 }
 
 impl SessionKind {
@@ -43,6 +46,7 @@ impl SessionKind {
             SessionKind::Dm => 2,
             SessionKind::Forum => 3,
             SessionKind::Category => 4,
+            SessionKind::Api => 5,
         }
     }
 
@@ -54,6 +58,7 @@ impl SessionKind {
             2 => SessionKind::Dm,
             3 => SessionKind::Forum,
             4 => SessionKind::Category,
+            5 => SessionKind::Api,
             _ => return None,
         })
     }
@@ -138,9 +143,13 @@ mod tests {
             SessionKind::Dm,
             SessionKind::Forum,
             SessionKind::Category,
+            SessionKind::Api,
         ];
         let json = serde_json::to_string(&kinds).unwrap();
-        assert_eq!(json, r#"["channel","thread","dm","forum","category"]"#);
+        assert_eq!(
+            json,
+            r#"["channel","thread","dm","forum","category","api"]"#
+        );
         assert_eq!(
             serde_json::from_str::<Vec<SessionKind>>(&json).unwrap(),
             kinds

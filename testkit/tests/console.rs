@@ -485,6 +485,9 @@ impl switchboard_engine::runs::Runs for OneRun {
                 trigger_message_id: None,
                 workflow_id: None,
                 text: trigger.text,
+                parent_run_id: None,
+                agent: None,
+                started_by: None,
             })
             .into_iter()
             .collect()

@@ -77,6 +77,9 @@ impl OneRunning {
             trigger_message_id: None,
             workflow_id: None,
             text: "summarise #ops".into(),
+            parent_run_id: None,
+            agent: None,
+            started_by: None,
         };
         let mut views = Vec::new();
         if self.aborted.lock().unwrap().is_empty() {

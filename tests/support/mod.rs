@@ -371,9 +371,21 @@ pub fn http_send(
     headers: &[(&str, &str)],
     body: &str,
 ) -> std::io::Result<(u16, String)> {
+    http_send_within(base, method, path, headers, body, Duration::from_secs(5))
+}
+
+/// [`http_send`], waiting up to `timeout` for the answer (an agent's run takes a while).
+pub fn http_send_within(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+    timeout: Duration,
+) -> std::io::Result<(u16, String)> {
     let addr = base.trim_start_matches("http://").trim_end_matches('/');
     let mut stream = TcpStream::connect(addr)?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.set_read_timeout(Some(timeout))?;
     stream.set_write_timeout(Some(Duration::from_secs(5)))?;
     let mut request = format!("{method} {path} HTTP/1.1\r\n");
     for (name, value) in headers {
@@ -396,6 +408,30 @@ pub fn http_send(
         .map(|(_, b)| b.to_owned())
         .unwrap_or_default();
     Ok((status, body))
+}
+
+/// One HTTP/1.1 request's JSON body read off `stream` (a scripted model server's side; the head
+/// at most 100 lines, the body at most 4 MiB, every read bounded by a 10 s timeout); `None`
+/// when the client went away first. A body that is no JSON is `Value::Null`.
+pub fn read_json_request(stream: &TcpStream) -> Option<Value> {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let mut length = 0usize;
+    for _ in 0..100 {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = value.trim().parse().unwrap_or(0);
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0u8; length.min(4 << 20)];
+    reader.read_exact(&mut body).ok()?;
+    Some(serde_json::from_slice(&body).unwrap_or(Value::Null))
 }
 
 /// Polls `probe` every 50 ms until it answers `Some`; panics naming `what` after `timeout`.
