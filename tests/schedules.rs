@@ -355,3 +355,50 @@ fn a_schedule_that_names_an_agent_fires_with_that_agent_not_the_sessions() {
         "the answer is the release agent's, labelled as its: {texts:?}"
     );
 }
+
+#[test]
+fn two_services_on_one_postgres_store_fire_each_due_time_of_a_schedule_once() {
+    use switchboard_store_postgres::testing::PgCluster;
+    let cluster = PgCluster::shared();
+    let url = cluster.url(&cluster.database().expect("a database"));
+    let model = counting_model();
+    let fake = Fake::start();
+    let (dir_a, dir_b) = (TempDir::new("schedule-pg-a"), TempDir::new("schedule-pg-b"));
+    let start = |dir: &TempDir| {
+        Switchboard::start_sections(
+            &fake,
+            dir.path(),
+            &Allow::default(),
+            support::Sections {
+                extra: &agent(&model),
+                store_url: Some(&url),
+                ..support::Sections::default()
+            },
+        )
+    };
+    let a = start(&dir_a);
+    let b = start(&dir_b);
+    let id = create(&a, &["--prompt=Post the digest", "--every=2s"]);
+    // Both nodes see the one schedule.
+    assert_eq!(get(&b, &id)["scheduleId"], id.as_str());
+
+    let shown = poll("4 receipts", WAIT, || {
+        let shown = get(&b, &id);
+        (receipts(&shown).len() >= 4).then_some(shown)
+    });
+    b.tools(&["schedule.cancel", &id]).json();
+    // Let a firing already running on either node finish before counting.
+    std::thread::sleep(Duration::from_secs(3));
+    let kept = receipts(&get(&a, &id));
+    let mut due: Vec<&str> = kept.iter().filter_map(|r| r["firingAt"].as_str()).collect();
+    let firings = due.len();
+    due.sort_unstable();
+    due.dedup();
+    assert_eq!(due.len(), firings, "a due time fired twice: {shown}");
+    for receipt in &kept {
+        assert_eq!(receipt["outcome"]["status"], "delivered", "{receipt}");
+    }
+    // One model request and one post per firing, whichever node ran it.
+    assert_eq!(model.requests().len(), firings, "{kept:?}");
+    assert_eq!(bot_posts(&fake, demo::OPS).len(), firings, "{kept:?}");
+}
