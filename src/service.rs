@@ -245,6 +245,7 @@ pub async fn build(
     });
     if let Some(bridge) = &bridge {
         bridge.keep_usage_in(Arc::clone(&backend) as _);
+        bridge.keep_bindings_in(Arc::clone(&backend) as _);
         core.set_usage(Arc::clone(&backend) as _);
     }
     let runs: Option<Arc<dyn Runs>> = bridge

@@ -175,3 +175,101 @@ fn a_run_that_crosses_a_cap_stops_at_its_next_model_round_and_says_so() {
     let by_user = sb.tools(&["usage.report", "user"]).json();
     assert_eq!(by_user["rows"][0]["totalTokens"], 300, "{by_user}");
 }
+
+/// A command agent in #ops and the demo agent in #release-room, one token a day per user, and
+/// `budgets.exempt = ["admins"]` with Stanley an admin.
+fn runners_without_usage(agent: &std::path::Path) -> String {
+    format!(
+        r#"
+[agents]
+default = "cmd"
+
+[agents.cmd]
+runner = "command"
+command = ["{agent}"]
+timeout_s = 15
+
+[agents.demo]
+runner = "demo"
+
+[sessions.release-room]
+agent = "demo"
+
+[budgets]
+exempt = ["admins"]
+
+[budgets.user]
+tokens_per_day = 1
+"#,
+        agent = agent.display()
+    )
+}
+
+#[test]
+fn command_and_demo_runs_are_estimated_and_capped_and_an_exempt_admin_passes_the_cap() {
+    let fake = Fake::start();
+    let dir = TempDir::new("budgets-runners");
+    let agent = support::script(
+        dir.path(),
+        "agent.sh",
+        "cat >/dev/null\necho 'the command agent answers'",
+    );
+    let sb = Switchboard::start_sections(
+        &fake,
+        dir.path(),
+        &Allow::default(),
+        support::Sections {
+            discord: r#"admins = ["@Stanley"]"#,
+            extra: &runners_without_usage(&agent),
+            ..support::Sections::default()
+        },
+    );
+    let ask = |session, user, text: &str| {
+        let trigger = fake.post(session, user, &format!("{BOT_MENTION} {text}"));
+        reply_to(&fake, &sb, session, &trigger)["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+
+    // Tomas's command run is charged an estimate: his one-token day is used up.
+    let first = ask(demo::OPS, demo::TOMAS, "what's new?");
+    assert!(first.contains("the command agent answers"), "{first}");
+    let refused = ask(demo::OPS, demo::TOMAS, "and now?");
+    assert!(
+        refused.contains("daily token budget is used up"),
+        "{refused}"
+    );
+    assert!(refused.contains("budgets.user.tokens_per_day"), "{refused}");
+
+    // Stanley's demo run is charged too; as an exempt admin he passes the cap Tomas hit.
+    let demo_answer = ask(demo::RELEASE_ROOM, demo::STANLEY, "help");
+    assert!(!demo_answer.contains("budget"), "{demo_answer}");
+    let again = ask(demo::OPS, demo::STANLEY, "still there?");
+    assert!(again.contains("the command agent answers"), "{again}");
+
+    // Every run has an estimated usage row, per agent and per user.
+    let by_agent = sb.tools(&["usage.report", "agent"]).json();
+    let rows = by_agent["rows"].as_array().cloned().unwrap_or_default();
+    let row = |agent: &str| {
+        rows.iter()
+            .find(|r| r["agent"] == agent)
+            .unwrap_or_else(|| panic!("no row for {agent} in {by_agent}"))
+            .clone()
+    };
+    for agent in ["cmd", "demo"] {
+        let row = row(agent);
+        assert_eq!(row["estimated"], true, "{row}");
+        assert!(row["promptTokens"].as_u64() > Some(0), "{row}");
+        assert!(row["completionTokens"].as_u64() > Some(0), "{row}");
+    }
+    let by_user = sb.tools(&["usage.report", "user"]).json();
+    let users: Vec<&str> = by_user["rows"]
+        .as_array()
+        .map(|rows| rows.iter().filter_map(|r| r["user"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        users.contains(&&*demo::TOMAS.to_string()) && users.contains(&&*demo::STANLEY.to_string()),
+        "{by_user}"
+    );
+}

@@ -326,6 +326,7 @@ async fn journey(client: &Client, playground: &Playground) -> Step<()> {
     markdown_is_rendered_safely(client, playground).await?;
     the_compose_box_turns_names_into_mentions(client).await?;
     approvals_show_everything_and_never_the_deciders_own(client, playground).await?;
+    the_usage_chart_draws_a_bar_for_the_agents_runs(client).await?;
 
     click(client, "#tab-audit").await?;
     wait_text(client, "#audit-rows", "surface.messages.send").await?;
@@ -580,6 +581,36 @@ async fn a_sessions_memory_is_shown_and_a_note_deleted(
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// The runs panel's usage chart: the command agent's runs were charged an estimate, so the
+/// chart the page shows (an SVG drawn by the server) has a bar for today.
+async fn the_usage_chart_draws_a_bar_for_the_agents_runs(client: &Client) -> Step<()> {
+    click(client, "#tab-runs").await?;
+    wait_script(
+        client,
+        "const c = document.getElementById('usage-chart'); return !!c && c.complete && c.naturalWidth > 0 && c.getBoundingClientRect().height > 0",
+        WAIT,
+    )
+    .await?;
+    let svg = client
+        .execute_async(
+            "const done = arguments[0]; const c = document.getElementById('usage-chart'); fetch(c.src).then(async (r) => done({ status: r.status, type: r.headers.get('content-type'), text: await r.text() }));",
+            Vec::new(),
+        )
+        .await
+        .map_err(fail("fetch the usage chart the page shows"))?;
+    let text = svg["text"].as_str().unwrap_or_default();
+    let bars = text.matches("<rect ").count();
+    if svg["status"] != json!(200)
+        || !svg["type"].as_str().unwrap_or_default().contains("svg")
+        || bars == 0
+        || text.contains("No model usage")
+    {
+        return Err(format!("the usage chart has no bar for the runs: {svg}"));
+    }
+    screenshot(client, "console-usage.png").await;
+    Ok(())
 }
 
 /// What a page fetch answered: its status and JSON body.

@@ -135,7 +135,7 @@ fn options(pairs: &[(&str, &str)]) -> Value {
 }
 
 #[test]
-fn slash_agent_shows_the_channels_agent_and_only_admins_rebind_it() {
+fn slash_agent_shows_the_channels_agent_only_admins_rebind_it_and_the_binding_survives_a_restart() {
     let model = FakeModel::start(answer_as_the_prompted_agent);
     let fake = Fake::start();
     let dir = TempDir::new("agent-command");
@@ -175,6 +175,21 @@ fn slash_agent_shows_the_channels_agent_and_only_admins_rebind_it() {
     assert!(typo.contains("did you mean `release`?"), "{typo}");
     let done = slash(&fake, demo::OPS, demo::STANLEY, "agent", set);
     assert!(done.contains("**release** (set with /agent)"), "{done}");
+
+    // The binding is kept in the store: a restarted service still answers with it.
+    drop(sb);
+    let sb = Switchboard::start_sections(
+        &fake,
+        dir.path(),
+        &Allow::default(),
+        Sections {
+            discord: r#"admins = ["@Stanley"]"#,
+            extra: &two_agents(&model),
+            ..Sections::default()
+        },
+    );
+    let shown = slash(&fake, demo::OPS, demo::TOMAS, "agent", json!([]));
+    assert!(shown.contains("**release** (set with /agent)"), "{shown}");
 
     let trigger = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} ready?"));
     let reply = reply_to(&fake, &sb, demo::OPS, &trigger);

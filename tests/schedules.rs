@@ -146,6 +146,73 @@ fn a_schedule_whose_run_posts_nothing_fails_and_is_paused_after_3_with_a_notice(
 }
 
 #[test]
+fn a_schedule_whose_run_answers_no_reply_gets_no_reply_receipts_and_is_never_failed_or_paused() {
+    let model = FakeModel::start(|_| text("NO_REPLY"));
+    let fake = Fake::start();
+    let dir = TempDir::new("schedule-no-reply");
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &agent(&model));
+    let id = create(&sb, &["--prompt=Post only if news", "--every=2s"]);
+
+    // Four firings: past the 3 failures that would have paused a failing schedule.
+    let shown = poll("4 receipts", WAIT, || {
+        let shown = get(&sb, &id);
+        (receipts(&shown).len() >= 4).then_some(shown)
+    });
+    sb.tools(&["schedule.cancel", &id]).json();
+    for receipt in &receipts(&shown) {
+        assert_eq!(receipt["outcome"]["status"], "no_reply", "{receipt}");
+        assert!(receipt["runId"].is_string(), "{receipt}");
+    }
+    assert_eq!(shown["status"], "active", "{shown}");
+    assert_eq!(shown["failuresInARow"], 0, "{shown}");
+    assert!(
+        bot_posts(&fake, demo::OPS).is_empty(),
+        "NO_REPLY posts nothing, not even a notice"
+    );
+}
+
+#[test]
+fn a_paused_schedule_resumed_with_schedule_resume_fires_and_delivers_again() {
+    // Silent for the first 3 requests (the schedule pauses), then a digest.
+    let model = FakeModel::start(|requests| {
+        if requests.len() <= 3 {
+            text("")
+        } else {
+            text("Back with a digest")
+        }
+    });
+    let fake = Fake::start();
+    let dir = TempDir::new("schedule-resume");
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &agent(&model));
+    let id = create(&sb, &["--prompt=Post the digest", "--every=2s"]);
+    poll("the schedule paused", WAIT, || {
+        (get(&sb, &id)["status"] == "paused").then_some(())
+    });
+
+    let resumed = sb.tools(&["schedule.resume", &id]).json();
+    assert_eq!(resumed["status"], "active", "{resumed}");
+    assert_eq!(resumed["failuresInARow"], 0, "{resumed}");
+    let shown = poll("a delivered firing", WAIT, || {
+        let shown = get(&sb, &id);
+        receipts(&shown)
+            .first()
+            .is_some_and(|r| r["outcome"]["status"] == "delivered")
+            .then_some(shown)
+    });
+    sb.tools(&["schedule.cancel", &id]).json();
+    assert_eq!(shown["failuresInARow"], 0, "{shown}");
+    assert!(
+        bot_posts(&fake, demo::OPS)
+            .iter()
+            .any(|m| m["content"] == "Back with a digest"),
+        "the resumed schedule posted"
+    );
+    // Resuming what is not paused is a conflict, not a change.
+    let again = sb.tools(&["schedule.resume", &id]);
+    assert_ne!(again.code, Some(0), "{again:?}");
+}
+
+#[test]
 fn a_schedule_due_while_the_service_was_stopped_fires_once_after_the_start() {
     let model = counting_model();
     let fake = Fake::start();
@@ -287,4 +354,51 @@ fn a_schedule_that_names_an_agent_fires_with_that_agent_not_the_sessions() {
         texts.contains(&"the release digest\n-# release"),
         "the answer is the release agent's, labelled as its: {texts:?}"
     );
+}
+
+#[test]
+fn two_services_on_one_postgres_store_fire_each_due_time_of_a_schedule_once() {
+    use switchboard_store_postgres::testing::PgCluster;
+    let cluster = PgCluster::shared();
+    let url = cluster.url(&cluster.database().expect("a database"));
+    let model = counting_model();
+    let fake = Fake::start();
+    let (dir_a, dir_b) = (TempDir::new("schedule-pg-a"), TempDir::new("schedule-pg-b"));
+    let start = |dir: &TempDir| {
+        Switchboard::start_sections(
+            &fake,
+            dir.path(),
+            &Allow::default(),
+            support::Sections {
+                extra: &agent(&model),
+                store_url: Some(&url),
+                ..support::Sections::default()
+            },
+        )
+    };
+    let a = start(&dir_a);
+    let b = start(&dir_b);
+    let id = create(&a, &["--prompt=Post the digest", "--every=2s"]);
+    // Both nodes see the one schedule.
+    assert_eq!(get(&b, &id)["scheduleId"], id.as_str());
+
+    let shown = poll("4 receipts", WAIT, || {
+        let shown = get(&b, &id);
+        (receipts(&shown).len() >= 4).then_some(shown)
+    });
+    b.tools(&["schedule.cancel", &id]).json();
+    // Let a firing already running on either node finish before counting.
+    std::thread::sleep(Duration::from_secs(3));
+    let kept = receipts(&get(&a, &id));
+    let mut due: Vec<&str> = kept.iter().filter_map(|r| r["firingAt"].as_str()).collect();
+    let firings = due.len();
+    due.sort_unstable();
+    due.dedup();
+    assert_eq!(due.len(), firings, "a due time fired twice: {shown}");
+    for receipt in &kept {
+        assert_eq!(receipt["outcome"]["status"], "delivered", "{receipt}");
+    }
+    // One model request and one post per firing, whichever node ran it.
+    assert_eq!(model.requests().len(), firings, "{kept:?}");
+    assert_eq!(bot_posts(&fake, demo::OPS).len(), firings, "{kept:?}");
 }

@@ -1,20 +1,21 @@
 //! Which agent answers in a session, and how its answer says so.
 //!
-//! A session's agent is, in order: the one `/agent set` bound it to (kept by the bridge), the
+//! A session's agent is, in order: the one `/agent set` bound it to (kept in the store, so it
+//! holds on every node and across restarts), the
 //! one `[sessions.X] agent` binds it (or its channel, for a thread) to, else `agents.default`.
 //! With one agent configured (`[agent]` alone included) the bridge's own config answers
 //! everywhere and no answer is labelled, as before named agents.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use entity::Snowflake;
 use switchboard_config::{AgentConfig, AgentName, AnswerLabel, Config};
+use switchboard_store::AgentBindingStore;
 use switchboard_engine::handoff::SessionAgent;
 use switchboard_engine::surface::SessionKind;
 use switchboard_engine::Core;
 
-/// Most sessions `/agent set` may bind (an admin's command, but the map must stay bounded).
+/// Most sessions `/agent set` may bind (an admin's command, but the table must stay bounded).
 pub const MAX_BOUND_SESSIONS: usize = 10_000;
 
 /// The agent a run uses.
@@ -49,12 +50,6 @@ impl RunAgent {
     }
 }
 
-/// `/agent set` bindings, by session: in memory, bounded.
-#[derive(Default)]
-pub struct Bindings {
-    by_session: Mutex<HashMap<Snowflake, AgentName>>,
-}
-
 /// Why `/agent set` was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BindError {
@@ -71,56 +66,88 @@ pub enum BindError {
         "{MAX_BOUND_SESSIONS} sessions are bound to agents already; reset one with /agent reset"
     )]
     Full,
+    /// The store could not read or keep the binding; nothing changed.
+    #[error("the binding could not be kept ({0}); nothing changed, try again")]
+    Store(String),
 }
 
-impl Bindings {
-    /// The agent `/agent set` bound `session` to.
-    pub fn get(&self, session: Snowflake) -> Option<AgentName> {
-        self.lock().get(&session).cloned()
-    }
-
-    /// Binds `session` to the configured agent `name` (`None`: back to the config's).
-    pub fn set(
-        &self,
-        config: &Config,
-        session: Snowflake,
-        name: Option<&str>,
-    ) -> Result<(), BindError> {
-        let mut map = self.lock();
-        let Some(name) = name else {
-            map.remove(&session);
-            return Ok(());
-        };
-        let names = config.agents.names();
-        let Some(found) = names.iter().find(|n| n.as_str() == name.trim()) else {
-            return Err(BindError::Unknown {
-                name: name.to_owned(),
-                near: switchboard_agents::nearest_agent(name.trim(), &names),
-            });
-        };
-        if map.len() >= MAX_BOUND_SESSIONS && !map.contains_key(&session) {
+/// Binds `session` to the configured agent `name` in `store` (`None`: back to the config's),
+/// durably: every node reads it at each run's start.
+pub async fn bind(
+    config: &Config,
+    store: &dyn AgentBindingStore,
+    session: Snowflake,
+    name: Option<&str>,
+) -> Result<(), BindError> {
+    let store_error = |e: switchboard_store::StoreError| BindError::Store(e.to_string());
+    let Some(name) = name else {
+        return store.bind_agent(session, None).await.map_err(store_error);
+    };
+    let names = config.agents.names();
+    let Some(found) = names.iter().find(|n| n.as_str() == name.trim()) else {
+        return Err(BindError::Unknown {
+            name: name.to_owned(),
+            near: switchboard_agents::nearest_agent(name.trim(), &names),
+        });
+    };
+    if store
+        .bound_agent(session)
+        .await
+        .map_err(store_error)?
+        .is_none()
+    {
+        let census = store.agent_bindings().await.map_err(store_error)?;
+        if census.len() >= MAX_BOUND_SESSIONS {
             return Err(BindError::Full);
         }
-        map.insert(session, found.clone());
-        Ok(())
     }
+    store
+        .bind_agent(session, Some(found.to_string()))
+        .await
+        .map_err(store_error)
+}
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Snowflake, AgentName>> {
-        self.by_session
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+/// The configured agent `/agent set` bound `session` (or, for a thread, its channel) to, read
+/// from the store; `None` when none is, or the one bound is no longer configured. A store that
+/// cannot answer binds nothing (the config's agent answers) and says so in the log.
+async fn bound(
+    core: &Core,
+    store: &dyn AgentBindingStore,
+    config: &Config,
+    session: Snowflake,
+) -> Option<AgentName> {
+    let read = |id: Snowflake| async move {
+        match store.bound_agent(id).await {
+            Ok(name) => name.and_then(|n| config.agents.get(&n).map(|a| a.name.clone())),
+            Err(error) => {
+                tracing::warn!(session = %id, %error, "could not read the session's /agent set binding; the config's agent answers");
+                None
+            }
+        }
+    };
+    if let Some(name) = read(session).await {
+        return Some(name);
     }
+    read(thread_parent(core, session)?).await
+}
+
+/// A thread's channel (a thread answers with its channel's agent unless bound itself).
+fn thread_parent(core: &Core, session: Snowflake) -> Option<Snowflake> {
+    core.surface()
+        .session(session)
+        .filter(|s| s.kind == SessionKind::Thread)
+        .and_then(|s| s.parent_id)
 }
 
 /// The agent that answers in `session`: see the module's doc. `own` is the bridge's own
 /// config (`[agent]`, or the default agent's as the bridge was given it).
-pub fn for_session(
+pub async fn for_session(
     core: &Core,
-    bindings: &Bindings,
+    bindings: &dyn AgentBindingStore,
     own: Arc<AgentConfig>,
     session: Snowflake,
 ) -> RunAgent {
-    resolve(core, bindings, own, session).0
+    resolve(core, bindings, own, session).await.0
 }
 
 /// The agent a run must use because its trigger names one (a schedule's `agent`), when that
@@ -131,13 +158,13 @@ pub fn requested(config: &Config, trigger_agent: Option<&AgentName>) -> Option<R
 }
 
 /// What `/agent` shows for `session`.
-pub fn describe(
+pub async fn describe(
     core: &Core,
-    bindings: &Bindings,
+    bindings: &dyn AgentBindingStore,
     own: Arc<AgentConfig>,
     session: Snowflake,
 ) -> SessionAgent {
-    let (agent, source) = resolve(core, bindings, own, session);
+    let (agent, source) = resolve(core, bindings, own, session).await;
     let settings = core.settings();
     SessionAgent {
         agent: agent.name.map(|n| n.to_string()),
@@ -152,14 +179,15 @@ pub fn describe(
     }
 }
 
-fn resolve(
+async fn resolve(
     core: &Core,
-    bindings: &Bindings,
+    bindings: &dyn AgentBindingStore,
     own: Arc<AgentConfig>,
     session: Snowflake,
 ) -> (RunAgent, &'static str) {
     let settings = core.settings();
     let config = settings.config();
+    // One agent configured: nothing to bind, and no store read per run.
     if config.agents.agents.len() <= 1 {
         let agent = RunAgent {
             name: config.agents.agents.first().map(|a| a.name.clone()),
@@ -168,16 +196,10 @@ fn resolve(
         };
         return (agent, "default");
     }
-    // A thread answers with its channel's agent unless bound itself.
-    let parent = core
-        .surface()
-        .session(session)
-        .filter(|s| s.kind == SessionKind::Thread)
-        .and_then(|s| s.parent_id);
-    let bound = bindings
-        .get(session)
-        .or_else(|| parent.and_then(|p| bindings.get(p)))
+    let bound = bound(core, bindings, config, session)
+        .await
         .and_then(|name| config.agents.get(name.as_str()));
+    let parent = thread_parent(core, session);
     let configured = || {
         let binding = |id| {
             switchboard_config::session_settings(&config.sessions, id)
@@ -246,34 +268,48 @@ mod tests {
         assert!(requested(&config, None).is_none());
     }
 
-    #[test]
-    fn bindings_name_configured_agents_and_stay_bounded() {
+    #[tokio::test]
+    async fn bindings_name_configured_agents_are_kept_in_the_store_and_stay_bounded() {
         let config = config(TWO);
-        let bindings = Bindings::default();
+        let store = switchboard_store::MemoryBackend::new(Default::default());
         let session = Snowflake(1_000_000_000_000_000_401);
         assert_eq!(
-            bindings.set(&config, session, Some("relase")),
+            bind(&config, &store, session, Some("relase")).await,
             Err(BindError::Unknown {
                 name: "relase".into(),
                 near: Some(AgentName::parse("release").unwrap())
             })
         );
-        bindings.set(&config, session, Some("release")).unwrap();
-        assert_eq!(bindings.get(session).unwrap().as_str(), "release");
-        bindings.set(&config, session, None).unwrap();
-        assert_eq!(bindings.get(session), None);
+        bind(&config, &store, session, Some(" release "))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.bound_agent(session).await.unwrap().as_deref(),
+            Some("release"),
+            "kept in the store, by its configured name"
+        );
+        bind(&config, &store, session, None).await.unwrap();
+        assert_eq!(store.bound_agent(session).await.unwrap(), None);
         for id in 0..MAX_BOUND_SESSIONS as u64 {
-            bindings
-                .set(&config, Snowflake(id), Some("support"))
+            store
+                .bind_agent(Snowflake(id), Some("support".into()))
+                .await
                 .unwrap();
         }
         assert_eq!(
-            bindings.set(&config, session, Some("support")),
+            bind(&config, &store, session, Some("support")).await,
             Err(BindError::Full)
         );
         // Rebinding a bound session still works when full.
-        bindings
-            .set(&config, Snowflake(0), Some("release"))
+        bind(&config, &store, Snowflake(0), Some("release"))
+            .await
             .unwrap();
+        // A closed store refuses with a typed error, not a panic.
+        use switchboard_store::Backend as _;
+        store.close().await.unwrap();
+        assert!(matches!(
+            bind(&config, &store, session, None).await,
+            Err(BindError::Store(_))
+        ));
     }
 }

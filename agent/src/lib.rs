@@ -152,8 +152,9 @@ struct Inner {
     answers: Option<Arc<dyn TriggerStore>>,
     /// Where model usage is kept and budgets are summed ([`Bridge::keep_usage_in`]).
     usage: std::sync::OnceLock<Arc<dyn switchboard_store::UsageStore>>,
-    /// `/agent set` bindings.
-    bindings: agents::Bindings,
+    /// Where `/agent set` bindings are kept ([`Bridge::keep_bindings_in`]; without it, a
+    /// store in memory).
+    bindings: std::sync::OnceLock<Arc<dyn switchboard_store::AgentBindingStore>>,
     /// `agent.handoff` sub-runs going, by the run that asked.
     handoffs: handoff::Handoffs,
     /// Where sessions' compaction summaries (and the agent's notes) are kept; without it, a
@@ -210,7 +211,7 @@ impl Bridge {
                 runtime: tokio::runtime::Handle::current(),
                 answers,
                 usage: std::sync::OnceLock::new(),
-                bindings: agents::Bindings::default(),
+                bindings: std::sync::OnceLock::new(),
                 handoffs: handoff::Handoffs::default(),
                 memory: None,
             }),
@@ -402,25 +403,33 @@ impl Bridge {
         self.inner.config.load()
     }
 
+    /// Keeps `/agent set` bindings in `store` (the service's store: read at each run's start,
+    /// so they hold on every node and across restarts). Once only, before the first run.
+    pub fn keep_bindings_in(&self, store: Arc<dyn switchboard_store::AgentBindingStore>) -> bool {
+        self.inner.bindings.set(store).is_ok()
+    }
+
+    fn bindings(&self) -> &dyn switchboard_store::AgentBindingStore {
+        self.inner
+            .bindings
+            .get_or_init(|| Arc::new(switchboard_store::MemoryBackend::new(Default::default())))
+            .as_ref()
+    }
+
     /// The agent that answers in `session` now (what `/agent` shows).
-    pub fn agent_for(&self, session: Snowflake) -> agents::RunAgent {
-        agents::for_session(
-            &self.inner.core,
-            &self.inner.bindings,
-            self.config(),
-            session,
-        )
+    pub async fn agent_for(&self, session: Snowflake) -> agents::RunAgent {
+        agents::for_session(&self.inner.core, self.bindings(), self.config(), session).await
     }
 
     /// `/agent set NAME` (`Some`) or `/agent reset` (`None`) for `session`: its next runs use
-    /// that agent. The caller has checked that an admin asked.
-    pub fn bind_agent(
+    /// that agent, on every node. The caller has checked that an admin asked.
+    pub async fn bind_agent(
         &self,
         session: Snowflake,
         name: Option<&str>,
     ) -> Result<(), agents::BindError> {
-        let settings = self.inner.core.settings();
-        self.inner.bindings.set(settings.config(), session, name)
+        let config = self.inner.core.settings().config().clone();
+        agents::bind(&config, self.bindings(), session, name).await
     }
 
     fn sessions(&self) -> MutexGuard<'_, HashMap<Snowflake, SessionQueue>> {
@@ -966,14 +975,10 @@ impl Bridge {
             let settings = self.inner.core.settings();
             agents::requested(settings.config(), trigger.agent.as_ref())
         };
-        let agent = requested.unwrap_or_else(|| {
-            agents::for_session(
-                &self.inner.core,
-                &self.inner.bindings,
-                self.config(),
-                trigger.channel_id,
-            )
-        });
+        let agent = match requested {
+            Some(agent) => agent,
+            None => self.agent_for(trigger.channel_id).await,
+        };
         // `agent.reply_in_thread = "always"`: the conversation moves into a thread started from
         // the message before the run, so the run's session, typing and draft are the thread's.
         let thread = match agent.config.reply_in_thread {
@@ -1203,6 +1208,9 @@ impl Bridge {
                 voice.context(answering.channel_id),
             )),
         };
+        // The characters a runner that reports no usage (a command, the demo) was prompted
+        // with: its usage is estimated from them and its answer, and marked so.
+        let prompted: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
         let answer = match &config.runner {
             Runner::Command { program, args, .. } => {
                 // What the run does once its process exists: announce it and write its prompt.
@@ -1217,6 +1225,7 @@ impl Bridge {
                         &config.trusted_users,
                     );
                     tracing::trace!(bytes = input.len(), "prompt built");
+                    let _ = prompted.set(input.chars().count() as u64);
                     input
                 };
                 let spec = CommandSpec {
@@ -1327,6 +1336,7 @@ impl Bridge {
                 let Some(context) = self.run_context(&answering, token, request_id, &cwd) else {
                     return false;
                 };
+                let _ = prompted.set(trigger.text.chars().count() as u64);
                 let demo = tokio::time::timeout(
                     config.timeout,
                     demo::answer(
@@ -1345,6 +1355,9 @@ impl Bridge {
                 }
             }
         };
+        if let (Some(meter), Some(prompt_chars)) = (meter, prompted.get()) {
+            meter.record(estimated_usage(*prompt_chars, &answer)).await;
+        }
         // The token ends with the run: a call still waiting on it (an approval) answers
         // `cancelled`, as does any later call of an aborted run.
         match &answer {
@@ -1570,17 +1583,30 @@ impl Runs for Bridge {
         self.abort_for(target, user, admin)
     }
 
-    fn session_agent(&self, session: Snowflake) -> switchboard_engine::handoff::SessionAgent {
-        agents::describe(
+    fn session_agent(
+        &self,
+        session: Snowflake,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = switchboard_engine::handoff::SessionAgent> + Send + '_>,
+    > {
+        Box::pin(agents::describe(
             &self.inner.core,
-            &self.inner.bindings,
+            self.bindings(),
             self.config(),
             session,
-        )
+        ))
     }
 
-    fn bind_agent(&self, session: Snowflake, agent: Option<&str>) -> Result<(), String> {
-        self.bind_agent(session, agent).map_err(|e| e.to_string())
+    fn bind_agent(
+        &self,
+        session: Snowflake,
+        agent: Option<String>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + '_>> {
+        Box::pin(async move {
+            Bridge::bind_agent(self, session, agent.as_deref())
+                .await
+                .map_err(|e| e.to_string())
+        })
     }
 
     fn handoff(
@@ -1608,6 +1634,17 @@ enum Answer {
     /// A short reason for the error line; details were logged.
     Failed(String),
     Aborted,
+}
+
+/// The usage of a run whose runner reports none (a command, the demo): estimated from the
+/// characters it was prompted with and the answer it gave (none when it failed), and marked
+/// estimated, so `[budgets]` count every runner.
+fn estimated_usage(prompt_chars: u64, answer: &Answer) -> switchboard_usage::Usage {
+    let completion_chars = match answer {
+        Answer::Reply(text) => text.chars().count() as u64,
+        Answer::Failed(_) | Answer::Aborted => 0,
+    };
+    switchboard_usage::Usage::estimate(prompt_chars, completion_chars)
 }
 
 /// A command run's outcome as an [`Answer`]; stderr is logged, never posted.

@@ -377,7 +377,7 @@ async fn agent(data: &Data, invocation: &Invocation) -> Reply {
     };
     let action = invocation.option("action").map(str::trim).unwrap_or("show");
     let agent = match action {
-        "show" | "" => return Reply::private(describe(runs.session_agent(channel))),
+        "show" | "" => return Reply::private(describe(runs.session_agent(channel).await)),
         "reset" => None,
         "set" => match invocation.option("name").map(str::trim) {
             Some(name) if !name.is_empty() => Some(name),
@@ -405,7 +405,7 @@ async fn agent(data: &Data, invocation: &Invocation) -> Reply {
     match changed {
         Ok(_) => Reply::private(format!(
             "Done; from the next run. {}",
-            describe(runs.session_agent(channel))
+            describe(runs.session_agent(channel).await)
         )),
         Err(error) if error.code == protocol::ErrorCode::NotAdmin => Reply::private(error.message),
         Err(error) => Reply::private(format!("Nothing changed: {}", error.message)),

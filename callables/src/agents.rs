@@ -234,7 +234,7 @@ impl Tool for SetSessionAgent {
             id: "admin.agent.set",
             title: "Change a session's agent",
             description: "Choose which configured agent answers in a session (what /agent set does), or go back to the config's choice.",
-            help: "An operator callable: the operator, a token whose scope names it (admin.agent.set, admin.*, *), or a discord.admins user's /agent set. The next run in the session (and its threads) uses that agent. Kept in memory until the service stops; [sessions.X] agent in the config is the lasting binding.",
+            help: "An operator callable: the operator, a token whose scope names it (admin.agent.set, admin.*, *), or a discord.admins user's /agent set. The next run in the session (and its threads) uses that agent, on every node. Kept in the store until reset (survives restarts); it outranks [sessions.X] agent in the config.",
             mutating: true,
             primary: None,
             effects: Effects::OVERWRITE,
@@ -282,9 +282,10 @@ impl Tool for SetSessionAgent {
             )
         })?;
         let session = cx.target()?.channel_id();
-        runs.bind_agent(session, agent.as_deref())
+        runs.bind_agent(session, agent.clone())
+            .await
             .map_err(|why| ToolError::usage(ErrorCode::Other("unknown_agent".to_owned()), why))?;
         tracing::info!(%session, caller = %cx.context.caller.key(), agent = agent.as_deref().unwrap_or("(config)"), "a session's agent changed");
-        output(&runs.session_agent(session))
+        output(&runs.session_agent(session).await)
     }
 }

@@ -242,11 +242,85 @@ pub fn plan_reload(running: &Config, mut new: Config) -> ReloadPlan {
     if running.agent != new.agent {
         changes.push("agent settings changed".to_owned());
     }
+    if running.agents != new.agents {
+        changes.push("agents changed".to_owned());
+    }
+    if let Some(line) = schedule_changes(&running.schedules, &new.schedules) {
+        changes.push(line);
+    }
+    if let Some(line) = budget_changes(&running.budgets, &new.budgets) {
+        changes.push(line);
+    }
     ReloadPlan {
         effective: new,
         changes,
         restart_needed: restart,
     }
+}
+
+/// Names listed per kind of schedule change before the rest is counted (`+3 more`).
+const NAMES_LISTED: usize = 5;
+
+/// `schedules: 1 added (digest), 1 removed (standup), 1 changed (weekly)` — by `[[schedules]]`
+/// name; `None` when none was added, removed or changed.
+fn schedule_changes(old: &[crate::ScheduleEntry], new: &[crate::ScheduleEntry]) -> Option<String> {
+    let by_id = |entries: &[crate::ScheduleEntry]| -> BTreeMap<String, crate::ScheduleEntry> {
+        entries.iter().map(|e| (e.id.clone(), e.clone())).collect()
+    };
+    let (old, new) = (by_id(old), by_id(new));
+    let name = |id: &String| id.strip_prefix("config:").unwrap_or(id).to_owned();
+    let added: Vec<String> = new
+        .keys()
+        .filter(|id| !old.contains_key(*id))
+        .map(name)
+        .collect();
+    let removed: Vec<String> = old
+        .keys()
+        .filter(|id| !new.contains_key(*id))
+        .map(name)
+        .collect();
+    let changed: Vec<String> = new
+        .iter()
+        .filter(|(id, entry)| old.get(*id).is_some_and(|was| was != *entry))
+        .map(|(id, _)| name(id))
+        .collect();
+    let mut parts = Vec::new();
+    for (names, what) in [(added, "added"), (removed, "removed"), (changed, "changed")] {
+        if names.is_empty() {
+            continue;
+        }
+        let mut listed = names
+            .iter()
+            .take(NAMES_LISTED)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if names.len() > NAMES_LISTED {
+            listed.push_str(&format!(", +{} more", names.len() - NAMES_LISTED));
+        }
+        parts.push(format!("{} {what} ({listed})", names.len()));
+    }
+    (!parts.is_empty()).then(|| format!("schedules: {}", parts.join(", ")))
+}
+
+/// `budgets changed: user, exempt` — the parts of `[budgets]` that differ; `None` when none.
+fn budget_changes(old: &crate::BudgetsConfig, new: &crate::BudgetsConfig) -> Option<String> {
+    let (o, n) = (&old.budgets, &new.budgets);
+    let parts: Vec<&str> = [
+        ("user", o.user != n.user),
+        ("session", o.session != n.session),
+        ("guild", o.guild != n.guild),
+        ("agent", o.agent != n.agent),
+        ("tz", o.tz != n.tz),
+        (
+            "exempt",
+            o.exempt != n.exempt || old.exempt_principals != new.exempt_principals,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(part, differs)| differs.then_some(part))
+    .collect();
+    (!parts.is_empty()).then(|| format!("budgets changed: {}", parts.join(", ")))
 }
 
 /// Every alias of every kind: (kind, normalized name) → id.
@@ -380,6 +454,44 @@ path = "elsewhere.db"
             .id_for(AliasKind::User, "nadia")
             .is_some());
         assert!(plan.effective.discord.allow_dms);
+    }
+
+    /// A `[[schedules]]` entry in #ops.
+    fn schedule(name: &str, every: &str) -> String {
+        format!("\n[[schedules]]\nname = \"{name}\"\nsession = \"#ops\"\nprompt = \"p\"\nevery = \"{every}\"\n")
+    }
+
+    #[test]
+    fn schedules_added_removed_and_changed_are_named_and_budgets_changes_listed() {
+        let running = format!(
+            "{BASE}{}{}\n[budgets.user]\ntokens_per_day = 100\n",
+            schedule("digest", "15m"),
+            schedule("standup", "1h")
+        );
+        let new = format!(
+            "{BASE}{}{}\n[budgets]\nexempt = [\"admins\"]\n[budgets.user]\ntokens_per_day = 200\n[budgets.guild]\nusd_per_day = 2\n",
+            schedule("digest", "30m"),
+            schedule("weekly", "1h")
+        );
+        let plan = plan_reload(&parse(&running), parse(&new));
+        assert_eq!(
+            plan.summary(),
+            "schedules: 1 added (weekly), 1 removed (standup), 1 changed (digest); budgets changed: user, guild, exempt"
+        );
+        assert_eq!(plan.effective.schedules.len(), 2, "schedules apply live");
+        // The same schedules and budgets change nothing.
+        let plan = plan_reload(&parse(&new), parse(&new));
+        assert_eq!(plan.summary(), "no changes");
+    }
+
+    #[test]
+    fn many_schedules_added_are_listed_up_to_a_bound_then_counted() {
+        let many: String = (0..8).map(|n| schedule(&format!("s{n}"), "1h")).collect();
+        let plan = plan_reload(&parse(BASE), parse(&format!("{BASE}{many}")));
+        assert_eq!(
+            plan.summary(),
+            "schedules: 8 added (s0, s1, s2, s3, s4, +3 more)"
+        );
     }
 
     #[test]

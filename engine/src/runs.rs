@@ -153,19 +153,30 @@ pub trait Runs: Send + Sync {
     /// runs stay.
     fn abort(&self, target: AbortTarget<'_>, user: Snowflake, admin: bool) -> AbortOutcome;
     /// The agent that answers in `session` and why (what `/agent` shows).
-    fn session_agent(&self, session: Snowflake) -> crate::handoff::SessionAgent {
+    fn session_agent(
+        &self,
+        session: Snowflake,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = crate::handoff::SessionAgent> + Send + '_>,
+    > {
         let _ = session;
-        crate::handoff::SessionAgent {
+        Box::pin(std::future::ready(crate::handoff::SessionAgent {
             agent: None,
             source: "default",
             agents: Vec::new(),
-        }
+        }))
     }
-    /// `/agent set NAME` (`Some`) or back to the config's agent (`None`) for `session`; the
-    /// refusal says why (no such agent, with a did-you-mean).
-    fn bind_agent(&self, session: Snowflake, agent: Option<&str>) -> Result<(), String> {
+    /// `/agent set NAME` (`Some`) or back to the config's agent (`None`) for `session`, kept
+    /// in the store; the refusal says why (no such agent, with a did-you-mean).
+    fn bind_agent(
+        &self,
+        session: Snowflake,
+        agent: Option<String>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + '_>> {
         let _ = (session, agent);
-        Err("this agent bridge has one agent".to_owned())
+        Box::pin(std::future::ready(Err(
+            "this agent bridge has one agent".to_owned()
+        )))
     }
     /// `agent.handoff`: runs the named agent and answers once its run finished (or timed out).
     fn handoff(

@@ -52,7 +52,7 @@ pub use notes::{Note, NoteLimits, NoteScope, Summary};
 pub use people::{Role, User};
 pub use run::{NewRun, Run, RunEnd, RunFilter, RunState};
 pub use schedule::{FiringClaim, FiringOutcome, Receipt, Schedule, ScheduleSpec, ScheduleStatus};
-pub use scope::SessionScope;
+pub use scope::{AgentBinding, SessionScope};
 pub use search::{SearchHit, SearchMatch, SearchQuery, SearchTerm};
 pub use session::{Session, SessionKind, Thread, ThreadState};
 pub use trigger::TriggerClaim;

@@ -11,3 +11,13 @@ pub struct SessionScope {
     /// What its runs may call.
     pub scope: Vec<String>,
 }
+
+/// A session's `/agent set` binding: the configured agent that answers there (and in its
+/// threads) until an admin resets it; it outranks `[sessions.X] agent` in the config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentBinding {
+    /// The session.
+    pub session_id: Snowflake,
+    /// The configured agent's name, as `/agent set` was given it.
+    pub agent: String,
+}

@@ -6,20 +6,21 @@
 //! are acknowledged changes, committed when their future resolves.
 
 use deadpool_postgres::Transaction;
+use entity::Snowflake;
 use switchboard_records::cluster::NODES_KEPT_MS;
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
 use switchboard_records::run::FINISHED_RUNS_KEPT_MS;
 use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::usage::USAGE_KEPT_MS;
 use switchboard_records::{
-    FiringClaim, FiringOutcome, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope,
-    Receipt, Run, RunEnd, RunFilter, RunState, Schedule, ScheduleStatus, ShardLease, Summary,
-    UsageBy, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals,
+    AgentBinding, FiringClaim, FiringOutcome, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits,
+    NoteScope, Receipt, Run, RunEnd, RunFilter, RunState, Schedule, ScheduleStatus, ShardLease,
+    Summary, UsageBy, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals,
 };
 use switchboard_store::{
-    check_end, count_firing, duplicate_run, set_status, unknown_schedule, Census, ClusterStore,
-    Enqueued, Firing, Heartbeat, MemoryStore, NotePut, RunStore, ScheduleStore, ShardGrant,
-    StoreError, StoreFuture, UsageStore,
+    check_end, count_firing, duplicate_run, set_status, unknown_schedule, AgentBindingStore,
+    Census, ClusterStore, Enqueued, Firing, Heartbeat, MemoryStore, NotePut, RunStore,
+    ScheduleStore, ShardGrant, StoreError, StoreFuture, UsageStore,
 };
 use tokio_postgres::Row;
 
@@ -46,6 +47,15 @@ CREATE TABLE notes (
     untrusted boolean NOT NULL,
     updated_ms bigint NOT NULL,
     PRIMARY KEY (scope, key)
+);
+";
+
+/// `/agent set` bindings (issue 26). `IF NOT EXISTS`, so the step may be renumbered at a
+/// merge without harm.
+pub(crate) const SCHEMA_AGENT_BINDINGS: &str = "
+CREATE TABLE IF NOT EXISTS agent_bindings (
+    session_id bigint PRIMARY KEY,
+    agent text NOT NULL
 );
 ";
 
@@ -811,6 +821,66 @@ async fn save_health(
     .map(drop)
 }
 
+impl AgentBindingStore for PgBackend {
+    fn bind_agent(&self, session_id: Snowflake, agent: Option<String>) -> StoreFuture<'_, ()> {
+        let agent = agent.map(|a| clean(&a));
+        in_transaction!(self, "a session's agent", |shared, tx| async {
+            let session = to_sql(session_id);
+            match &agent {
+                Some(agent) => {
+                    tx.execute(
+                        "INSERT INTO agent_bindings (session_id, agent) VALUES ($1, $2)
+                         ON CONFLICT (session_id) DO UPDATE SET agent = excluded.agent",
+                        &[&session, agent],
+                    )
+                    .await
+                }
+                None => {
+                    tx.execute(
+                        "DELETE FROM agent_bindings WHERE session_id = $1",
+                        &[&session],
+                    )
+                    .await
+                }
+            }
+            .map_err(|err| from_pg(&shared.location, "a session's agent", err))?;
+            Ok(())
+        })
+    }
+
+    fn bound_agent(&self, session_id: Snowflake) -> StoreFuture<'_, Option<String>> {
+        in_transaction!(self, "a session's agent", |shared, tx| async {
+            let row = tx
+                .query_opt(
+                    "SELECT agent FROM agent_bindings WHERE session_id = $1",
+                    &[&to_sql(session_id)],
+                )
+                .await
+                .map_err(|err| from_pg(&shared.location, "a session's agent", err))?;
+            Ok(row.map(|row| row.get(0)))
+        })
+    }
+
+    fn agent_bindings(&self) -> StoreFuture<'_, Vec<AgentBinding>> {
+        in_transaction!(self, "the agent bindings", |shared, tx| async {
+            let rows = tx
+                .query(
+                    "SELECT session_id, agent FROM agent_bindings ORDER BY session_id",
+                    &[],
+                )
+                .await
+                .map_err(|err| from_pg(&shared.location, "the agent bindings", err))?;
+            Ok(rows
+                .iter()
+                .map(|row| AgentBinding {
+                    session_id: from_sql(row.get(0)),
+                    agent: row.get(1),
+                })
+                .collect())
+        })
+    }
+}
+
 impl ScheduleStore for PgBackend {
     fn save_schedule(&self, schedule: Schedule) -> StoreFuture<'_, ()> {
         in_transaction!(self, "a schedule", |shared, tx| async {
@@ -1445,7 +1515,7 @@ pub(crate) async fn census(
         .query_one(
             "SELECT (SELECT count(*) FROM notes), (SELECT count(*) FROM summaries),
                     (SELECT count(*) FROM runs), (SELECT count(*) FROM schedules),
-                    (SELECT count(*) FROM usage)",
+                    (SELECT count(*) FROM usage), (SELECT count(*) FROM agent_bindings)",
             &[],
         )
         .await
@@ -1457,6 +1527,7 @@ pub(crate) async fn census(
         runs: n(2),
         schedules: n(3),
         usage: n(4),
+        agent_bindings: n(5),
         ..census
     })
 }

@@ -1439,6 +1439,7 @@ impl Backend for PgBackend {
                 runs: agents.runs,
                 schedules: agents.schedules,
                 usage: agents.usage,
+                agent_bindings: agents.agent_bindings,
                 ..counts.await?
             })
         })

@@ -141,8 +141,8 @@ const V8: &str = "ALTER TABLE audit ADD COLUMN IF NOT EXISTS events text;";
 /// The ladder: step `n` brings a database from version `n - 1` to `n`.
 ///
 /// Steps 3 to 7 are the agent aggregates (issues 23, 25, 26), one per aggregate; step 8 the
-/// audit rows' events (issue 24).
-const STEPS: [&str; 8] = [
+/// audit rows' events (issue 24); step 9 the `/agent set` bindings (issue 26).
+const STEPS: [&str; 9] = [
     V1,
     V2,
     crate::agents::SCHEMA_MEMORY,
@@ -151,6 +151,7 @@ const STEPS: [&str; 8] = [
     crate::agents::SCHEMA_USAGE,
     crate::agents::SCHEMA_CLUSTER,
     V8,
+    crate::agents::SCHEMA_AGENT_BINDINGS,
 ];
 
 /// Creates or upgrades the schema under the migration lock; `who` is recorded with each step.

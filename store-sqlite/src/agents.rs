@@ -3,6 +3,7 @@
 //! its own, so each decision is atomic (this process is the only one on the file) and sees
 //! every write queued before it.
 
+use entity::Snowflake;
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use switchboard_records::cluster::NODES_KEPT_MS;
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
@@ -10,14 +11,14 @@ use switchboard_records::run::FINISHED_RUNS_KEPT_MS;
 use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::usage::USAGE_KEPT_MS;
 use switchboard_records::{
-    FiringClaim, FiringOutcome, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope,
-    Receipt, Run, RunEnd, RunFilter, RunState, Schedule, ScheduleStatus, ShardLease, Summary,
-    UsageBy, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals,
+    AgentBinding, FiringClaim, FiringOutcome, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits,
+    NoteScope, Receipt, Run, RunEnd, RunFilter, RunState, Schedule, ScheduleStatus, ShardLease,
+    Summary, UsageBy, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals,
 };
 use switchboard_store::{
-    check_end, count_firing, duplicate_run, set_status, unknown_schedule, Census, ClusterStore,
-    Enqueued, Firing, Heartbeat, MemoryStore, NotePut, RunStore, ScheduleStore, ShardGrant,
-    StoreError, StoreErrorKind, StoreFuture, UsageStore,
+    check_end, count_firing, duplicate_run, set_status, unknown_schedule, AgentBindingStore,
+    Census, ClusterStore, Enqueued, Firing, Heartbeat, MemoryStore, NotePut, RunStore,
+    ScheduleStore, ShardGrant, StoreError, StoreErrorKind, StoreFuture, UsageStore,
 };
 
 use crate::rows::{from_sql, ms_to_sql, to_sql};
@@ -42,6 +43,14 @@ CREATE TABLE IF NOT EXISTS notes (
     updated_ms INTEGER NOT NULL,
     PRIMARY KEY (scope, key)
 ) WITHOUT ROWID;
+";
+
+/// `/agent set` bindings (issue 26).
+pub(crate) const SCHEMA_AGENT_BINDINGS: &str = "
+CREATE TABLE IF NOT EXISTS agent_bindings (
+    session_id INTEGER PRIMARY KEY,
+    agent TEXT NOT NULL
+);
 ";
 
 fn ms(value: i64) -> u64 {
@@ -90,7 +99,7 @@ pub(crate) fn census(conn: &Connection, census: Census) -> rusqlite::Result<Cens
     conn.query_row(
         "SELECT (SELECT count(*) FROM notes), (SELECT count(*) FROM summaries),
                 (SELECT count(*) FROM runs), (SELECT count(*) FROM schedules),
-                (SELECT count(*) FROM usage)",
+                (SELECT count(*) FROM usage), (SELECT count(*) FROM agent_bindings)",
         [],
         |row| {
             Ok(Census {
@@ -99,6 +108,7 @@ pub(crate) fn census(conn: &Connection, census: Census) -> rusqlite::Result<Cens
                 runs: ms(row.get(2)?),
                 schedules: ms(row.get(3)?),
                 usage: ms(row.get(4)?),
+                agent_bindings: ms(row.get(5)?),
                 ..census
             })
         },
@@ -712,6 +722,46 @@ fn save_health(tx: &Transaction<'_>, schedule: &Schedule) -> rusqlite::Result<()
             i64::from(schedule.consecutive_failures)
         ])?;
     Ok(())
+}
+
+impl AgentBindingStore for SqliteBackend {
+    fn bind_agent(&self, session_id: Snowflake, agent: Option<String>) -> StoreFuture<'_, ()> {
+        self.decide("keep a session's agent", move |tx| {
+            match agent {
+                Some(agent) => tx
+                    .prepare_cached(
+                        "INSERT INTO agent_bindings (session_id, agent) VALUES (?1, ?2)
+                         ON CONFLICT (session_id) DO UPDATE SET agent = excluded.agent",
+                    )?
+                    .execute(params![to_sql(session_id), agent])?,
+                None => tx
+                    .prepare_cached("DELETE FROM agent_bindings WHERE session_id = ?1")?
+                    .execute([to_sql(session_id)])?,
+            };
+            Ok(Ok(()))
+        })
+    }
+
+    fn bound_agent(&self, session_id: Snowflake) -> StoreFuture<'_, Option<String>> {
+        self.read("a session's agent", move |conn, _| {
+            conn.prepare_cached("SELECT agent FROM agent_bindings WHERE session_id = ?1")?
+                .query_row([to_sql(session_id)], |row| row.get(0))
+                .optional()
+        })
+    }
+
+    fn agent_bindings(&self) -> StoreFuture<'_, Vec<AgentBinding>> {
+        self.read("the agent bindings", |conn, _| {
+            conn.prepare_cached("SELECT session_id, agent FROM agent_bindings ORDER BY session_id")?
+                .query_map([], |row| {
+                    Ok(AgentBinding {
+                        session_id: from_sql(row.get(0)?),
+                        agent: row.get(1)?,
+                    })
+                })?
+                .collect()
+        })
+    }
 }
 
 impl ScheduleStore for SqliteBackend {

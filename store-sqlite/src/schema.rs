@@ -16,7 +16,7 @@ use switchboard_store::StoreError;
 use tracing::{debug, warn};
 
 /// The schema version this code writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 15;
 
 /// How long opening waits for a lock held by another connection (e.g. a switchboard that is
 /// still shutting down) before reporting the store as locked.
@@ -309,7 +309,12 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
             conn.execute_batch(crate::ledger::SCHEMA_V14)
                 .map_err(fail("let audit rows keep what the call caused"))?;
         }
-        // Later versions: `if version < 15 || !has_table(..) { ... }`, each step in this same
+        // Step 15: `/agent set` bindings (issue 26); added when missing, as the agent steps.
+        if !has_table(conn, "agent_bindings") {
+            conn.execute_batch(crate::agents::SCHEMA_AGENT_BINDINGS)
+                .map_err(fail("add the /agent set bindings"))?;
+        }
+        // Later versions: `if version < 16 || !has_table(..) { ... }`, each step in this same
         // transaction.
         if version != SCHEMA_VERSION {
             conn.pragma_update(None, "user_version", SCHEMA_VERSION)

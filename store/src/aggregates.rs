@@ -26,12 +26,12 @@ use std::time::Duration;
 
 use entity::Snowflake;
 use switchboard_records::{
-    Approval, AuditEntry, AuditFilter, AuditPage, AuditRow, FiringClaim, Gap, IdempotencyKey,
-    IdempotencyRequest, KeptKey, KeptUsage, Message, MessageQuery, NewRun, Node, NodeBeat, Note,
-    NoteLimits, NoteScope, Receipt, Role, Run, RunEnd, RunFilter, Schedule, ScheduleStatus,
-    SearchHit, SearchQuery, Session, SessionScope, Settlement, ShardLease, StoredAnswer, Summary,
-    ThreadState, TriggerClaim, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals, User,
-    Workflow,
+    AgentBinding, Approval, AuditEntry, AuditFilter, AuditPage, AuditRow, FiringClaim, Gap,
+    IdempotencyKey, IdempotencyRequest, KeptKey, KeptUsage, Message, MessageQuery, NewRun, Node,
+    NodeBeat, Note, NoteLimits, NoteScope, Receipt, Role, Run, RunEnd, RunFilter, Schedule,
+    ScheduleStatus, SearchHit, SearchQuery, Session, SessionScope, Settlement, ShardLease,
+    StoredAnswer, Summary, ThreadState, TriggerClaim, UsageGroup, UsageQuery, UsageRow,
+    UsageSubject, UsageTotals, User, Workflow,
 };
 
 use crate::error::StoreError;
@@ -272,6 +272,19 @@ pub trait ScopeStore: Send + Sync {
     fn session_scopes(&self) -> StoreFuture<'_, Vec<SessionScope>>;
 }
 
+/// `/agent set` bindings (issue 26): which configured agent answers in a session. Kept in
+/// the store and read at each run's start, so a binding holds on every node and across
+/// restarts.
+pub trait AgentBindingStore: Send + Sync {
+    /// Binds a session to an agent (`Some`, replacing its binding) or unbinds it (`None`);
+    /// resolves once the change is durable.
+    fn bind_agent(&self, session_id: Snowflake, agent: Option<String>) -> StoreFuture<'_, ()>;
+    /// The agent a session is bound to, if any.
+    fn bound_agent(&self, session_id: Snowflake) -> StoreFuture<'_, Option<String>>;
+    /// Every binding, by session.
+    fn agent_bindings(&self) -> StoreFuture<'_, Vec<AgentBinding>>;
+}
+
 /// What reserving an idempotency key found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reserved {
@@ -330,6 +343,7 @@ pub trait Backend:
     + ApprovalStore
     + AuditStore
     + ScopeStore
+    + AgentBindingStore
     + IdempotencyStore
     + MemoryStore
     + RunStore
@@ -379,6 +393,8 @@ pub struct Census {
     pub audit: u64,
     /// `/tools` scope overrides.
     pub scopes: u64,
+    /// `/agent set` bindings.
+    pub agent_bindings: u64,
     /// Unexpired idempotency keys.
     pub idempotency_keys: u64,
     /// The agent's notes.

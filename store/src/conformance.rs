@@ -101,6 +101,7 @@ macro_rules! conformance_tests {
             audit_rows_keep_what_the_call_caused,
             audit_retention_prunes_old_rows,
             scopes_are_set_replaced_and_removed,
+            agent_bindings_are_set_replaced_reset_and_shared,
             everything_survives_a_reopen_when_durable,
             the_change_feed_reports_each_change,
             two_caches_over_one_shared_backend_converge,
@@ -1680,6 +1681,58 @@ pub fn scopes_are_set_replaced_and_removed(make: MakePlace<'_>) {
     }
 }
 
+/// `/agent set` bindings: set, replaced, reset; durable once answered, read the same by a
+/// second node, and counted by the census.
+pub fn agent_bindings_are_set_replaced_reset_and_shared(make: MakePlace<'_>) {
+    let mut f = Fixture::default(make);
+    let bind = |session, agent: Option<&str>| {
+        block_on(f.backend.bind_agent(session, agent.map(str::to_owned))).expect("bind");
+    };
+    assert_eq!(block_on(f.backend.bound_agent(CHANNEL)).unwrap(), None);
+    bind(CHANNEL, Some("support"));
+    bind(CHANNEL, Some("release"));
+    bind(OTHER, Some("hélp-bot"));
+    bind(GUILD, Some("x"));
+    bind(GUILD, None);
+    // Unbinding what is not bound is not an error.
+    bind(GUILD, None);
+    let want = vec![
+        switchboard_records::AgentBinding {
+            session_id: CHANNEL,
+            agent: "release".into(),
+        },
+        switchboard_records::AgentBinding {
+            session_id: OTHER,
+            agent: "hélp-bot".into(),
+        },
+    ];
+    assert_eq!(block_on(f.backend.agent_bindings()).unwrap(), want);
+    assert_eq!(
+        block_on(f.backend.bound_agent(CHANNEL)).unwrap().as_deref(),
+        Some("release")
+    );
+    assert_eq!(block_on(f.backend.bound_agent(GUILD)).unwrap(), None);
+    assert_eq!(block_on(f.backend.census()).unwrap().agent_bindings, 2);
+    if let Some(second) = f.place.second_node() {
+        assert_eq!(
+            block_on(second.bound_agent(OTHER)).unwrap().as_deref(),
+            Some("hélp-bot"),
+            "a binding made on one node holds on the other"
+        );
+        block_on(second.bind_agent(CHANNEL, None)).unwrap();
+        assert_eq!(
+            block_on(f.backend.bound_agent(CHANNEL)).unwrap(),
+            None,
+            "a reset on the other node holds here"
+        );
+        block_on(f.backend.bind_agent(CHANNEL, Some("release".into()))).unwrap();
+    }
+    if f.place.durable() {
+        f.reopen();
+        assert_eq!(block_on(f.backend.agent_bindings()).unwrap(), want);
+    }
+}
+
 /// After close and open, a durable backend has every kind of data; one that is not durable
 /// starts empty.
 pub fn everything_survives_a_reopen_when_durable(make: MakePlace<'_>) {
@@ -2023,6 +2076,7 @@ pub fn everything_kept_can_be_listed_for_a_copy(make: MakePlace<'_>) {
             approvals: 2,
             audit: 5,
             scopes: 1,
+            agent_bindings: 0,
             idempotency_keys: 2,
             notes: 0,
             summaries: 0,
@@ -2115,6 +2169,8 @@ pub fn fill_every_kind(backend: &dyn Backend, messages: u64) {
     backend
         .set_session_scope(CHANNEL, Some(vec!["surface.*".into()]))
         .unwrap();
+    block_on(backend.bind_agent(CHANNEL, Some("release".into()))).unwrap();
+    block_on(backend.bind_agent(OTHER, Some("support".into()))).unwrap();
     block_on(backend.flush()).unwrap();
     block_on(backend.decide_approval(
         &approval(2, 0).card.id,
@@ -2191,6 +2247,13 @@ pub fn assert_holds_everything(from: &dyn Backend, to: &dyn Backend) {
     assert_eq!(
         block_on(to.session_scopes()).unwrap(),
         block_on(from.session_scopes()).unwrap()
+    );
+    let bindings = block_on(from.agent_bindings()).unwrap();
+    assert_eq!(bindings.len(), 2, "the source has /agent set bindings");
+    assert_eq!(
+        block_on(to.agent_bindings()).unwrap(),
+        bindings,
+        "/agent set bindings"
     );
     assert_eq!(
         block_on(to.idempotency_keys_after(None, 100)).unwrap(),

@@ -57,6 +57,8 @@ pub enum Kind {
     Audit,
     /// `/tools` scope overrides.
     Scopes,
+    /// `/agent set` bindings.
+    AgentBindings,
     /// Idempotency keys.
     IdempotencyKeys,
     /// The agent's notes.
@@ -73,7 +75,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in copy order.
-    pub const ALL: [Kind; 17] = [
+    pub const ALL: [Kind; 18] = [
         Kind::Sessions,
         Kind::Users,
         Kind::Roles,
@@ -85,6 +87,7 @@ impl Kind {
         Kind::Approvals,
         Kind::Audit,
         Kind::Scopes,
+        Kind::AgentBindings,
         Kind::IdempotencyKeys,
         Kind::Notes,
         Kind::Summaries,
@@ -107,6 +110,7 @@ impl Kind {
             Kind::Approvals => "approvals",
             Kind::Audit => "audit rows",
             Kind::Scopes => "scopes",
+            Kind::AgentBindings => "agent bindings",
             Kind::IdempotencyKeys => "idempotency keys",
             Kind::Notes => "notes",
             Kind::Summaries => "summaries",
@@ -130,6 +134,7 @@ impl Kind {
             Kind::Approvals => census.approvals,
             Kind::Audit => census.audit,
             Kind::Scopes => census.scopes,
+            Kind::AgentBindings => census.agent_bindings,
             Kind::IdempotencyKeys => census.idempotency_keys,
             Kind::Notes => census.notes,
             Kind::Summaries => census.summaries,
@@ -545,6 +550,18 @@ pub fn copy_all(
                     &kept.into_iter().map(|s| (s.session_id, s)).collect(),
                     |s| s.session_id,
                     |s| to.set_session_scope(s.session_id, Some(s.scope)),
+                )?;
+            }
+            Kind::AgentBindings => {
+                let bindings = block_on(from.agent_bindings()).map_err(source("agent bindings"))?;
+                let kept = block_on(to.agent_bindings()).map_err(target("agent bindings"))?;
+                small(
+                    &mut tally,
+                    to,
+                    bindings,
+                    &kept.into_iter().map(|b| (b.session_id, b)).collect(),
+                    |b| b.session_id,
+                    |b| block_on(to.bind_agent(b.session_id, Some(b.agent))),
                 )?;
             }
             Kind::IdempotencyKeys => {

@@ -12,15 +12,15 @@ use entity::Snowflake;
 use switchboard_records::approval::ApprovalState;
 use switchboard_records::trigger::{first_id_at, CLAIMS_KEPT_MS};
 use switchboard_records::{
-    Approval, AuditEntry, AuditFilter, AuditPage, AuditRow, Gap, IdempotencyKey,
+    AgentBinding, Approval, AuditEntry, AuditFilter, AuditPage, AuditRow, Gap, IdempotencyKey,
     IdempotencyRequest, KeptKey, Message, MessageQuery, Role, SearchHit, SearchQuery, Session,
     SessionScope, Settlement, StoredAnswer, ThreadState, TriggerClaim, User, Workflow,
 };
 
 use crate::aggregates::{
-    ready, ApprovalStore, AuditStore, Backend, Census, ChangeFeed, Claim, Decided, Durable,
-    IdempotencyStore, MessageStore, Reserved, ScopeStore, SearchStore, Snapshot, StoreFuture,
-    TriggerStore, WorkflowStore,
+    ready, AgentBindingStore, ApprovalStore, AuditStore, Backend, Census, ChangeFeed, Claim,
+    Decided, Durable, IdempotencyStore, MessageStore, Reserved, ScopeStore, SearchStore, Snapshot,
+    StoreFuture, TriggerStore, WorkflowStore,
 };
 use crate::error::{StoreError, StoreErrorKind};
 use crate::feed::{Changed, Changes, FeedSender, Origin};
@@ -80,6 +80,7 @@ struct Data {
     audit: BTreeMap<u64, AuditRow>,
     next_audit_id: u64,
     scopes: BTreeMap<Snowflake, Vec<String>>,
+    agent_bindings: BTreeMap<Snowflake, String>,
     idempotency: idempotency::Keys,
     agents: agents::Kept,
 }
@@ -592,6 +593,34 @@ impl AuditStore for MemoryBackend {
     }
 }
 
+impl AgentBindingStore for MemoryBackend {
+    fn bind_agent(&self, session_id: Snowflake, agent: Option<String>) -> StoreFuture<'_, ()> {
+        ready(self.open().map(|()| {
+            let mut data = self.data();
+            match agent {
+                Some(agent) => data.agent_bindings.insert(session_id, agent),
+                None => data.agent_bindings.remove(&session_id),
+            };
+        }))
+    }
+
+    fn bound_agent(&self, session_id: Snowflake) -> StoreFuture<'_, Option<String>> {
+        self.read(move |data| data.agent_bindings.get(&session_id).cloned())
+    }
+
+    fn agent_bindings(&self) -> StoreFuture<'_, Vec<AgentBinding>> {
+        self.read(|data| {
+            data.agent_bindings
+                .iter()
+                .map(|(session_id, agent)| AgentBinding {
+                    session_id: *session_id,
+                    agent: agent.clone(),
+                })
+                .collect()
+        })
+    }
+}
+
 impl ScopeStore for MemoryBackend {
     fn set_session_scope(
         &self,
@@ -715,6 +744,7 @@ impl Backend for MemoryBackend {
                 approvals: count(data.approvals.len()),
                 audit: count(data.audit.len()),
                 scopes: count(data.scopes.len()),
+                agent_bindings: count(data.agent_bindings.len()),
                 idempotency_keys: count(data.idempotency.len()),
                 notes: count(data.agents.notes.len()),
                 summaries: count(data.agents.summaries.values().map(Vec::len).sum()),
