@@ -25,6 +25,7 @@ pub mod batch;
 pub mod cell;
 pub mod chunk;
 pub mod clock;
+pub mod cluster;
 pub mod error;
 pub mod events;
 pub mod governance;

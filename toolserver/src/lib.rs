@@ -23,8 +23,8 @@
 
 // The engine's modules, at the paths they had before the cut.
 pub use switchboard_engine::{
-    allowlist, approvals, auth, chunk, clock, events, governance, handoff, live, metrics, runs,
-    schedules, scopes, surface, trust, workflow, workspaces,
+    allowlist, approvals, auth, chunk, clock, cluster, events, governance, handoff, live, metrics,
+    runs, schedules, scopes, surface, trust, workflow, workspaces,
 };
 
 /// The operator console (`switchboard-console`).
