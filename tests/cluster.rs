@@ -240,8 +240,10 @@ fn two_lease_nodes_run_one_shard_each_and_the_survivor_takes_both_after_a_kill()
     b.wait_listed("#ops", &[lab], INGEST);
     a.wait_listed(&ANNEX_GENERAL.to_string(), &[annex], INGEST);
     // `switchboard cluster status` lists both nodes live with their shards, and the leases.
-    let status = support::switchboard_command(&a.config, dir_a.path())
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
         .args(["cluster", "status", "--url", &a.url])
+        .current_dir(dir_a.path())
+        .env_remove("SWITCHBOARD_CONFIG")
         .env("SWITCHBOARD_TOKEN", &a.token)
         .output()
         .expect("run switchboard cluster status");
