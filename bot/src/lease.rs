@@ -94,19 +94,21 @@ impl LeaseLoop {
         u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// One round; errors (the store away) leave what runs running until the next round —
-    /// but a shard whose lease this node could not renew before it ended is stopped.
-    async fn round(
+    fn period(&self) -> Duration {
+        (self.lease / 3).max(Duration::from_millis(500))
+    }
+
+    /// Renews every lease in `running`; a shard another node took meanwhile (this node's
+    /// lease ended unrenewed) is stopped here and dropped from `running`.
+    async fn renew(
         &self,
         running: &mut BTreeSet<u32>,
     ) -> Result<(), switchboard_store::StoreError> {
         let lease_ms = self.lease_ms();
-        let now = now_ms();
-        // Renew first: what this node runs must stay its own.
         for id in running.clone() {
             match self
                 .store
-                .acquire_shard(id, &self.node_id, now, lease_ms)
+                .acquire_shard(id, &self.node_id, now_ms(), lease_ms)
                 .await?
             {
                 ShardGrant::Held { .. } => {}
@@ -121,6 +123,18 @@ impl LeaseLoop {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// One round: renew, then give back past the share or take one free shard (one a round,
+    /// so renewals never wait behind a row of IDENTIFY slots). Errors (the store away) leave
+    /// what runs running until the next round.
+    async fn round(
+        &self,
+        running: &mut BTreeSet<u32>,
+    ) -> Result<(), switchboard_store::StoreError> {
+        let lease_ms = self.lease_ms();
+        self.renew(running).await?;
         let now = now_ms();
         let live = self
             .store
@@ -150,28 +164,39 @@ impl LeaseLoop {
         }
         for id in step.take {
             let now = now_ms();
-            match self
+            if let ShardGrant::Taken(_) = self
                 .store
                 .acquire_shard(id, &self.node_id, now, lease_ms)
                 .await?
             {
-                ShardGrant::Taken(_) => continue,
-                ShardGrant::Held { .. } => {}
+                continue;
             }
             let bucket = id % self.max_concurrency.max(1);
             let slot = self
                 .store
                 .take_identify_slot(bucket, now, IDENTIFY_SPACING_MS)
                 .await?;
-            let wait = slot.saturating_sub(now_ms());
-            if wait > 0 {
+            // Wait for the slot a period at a time, renewing what this node holds meanwhile
+            // (the new lease too).
+            let mut held = running.clone();
+            held.insert(id);
+            loop {
+                let wait = slot.saturating_sub(now_ms());
+                if wait == 0 {
+                    break;
+                }
                 tracing::info!(
                     shard = id,
                     bucket,
                     wait_ms = wait,
                     "waiting for this bucket's IDENTIFY slot"
                 );
-                tokio::time::sleep(Duration::from_millis(wait)).await;
+                tokio::time::sleep(Duration::from_millis(wait).min(self.period())).await;
+                self.renew(&mut held).await?;
+            }
+            running.retain(|shard| held.contains(shard));
+            if !held.contains(&id) {
+                continue;
             }
             tracing::info!(
                 shard = id,
@@ -179,12 +204,12 @@ impl LeaseLoop {
                 live_nodes,
                 "took a shard's lease; starting it"
             );
-            self.control.start(id).await;
+            // serenity's start of a shard waits about 5 s: not here, where renewals wait.
+            let control = self.control.clone();
+            tokio::spawn(async move { control.start(id).await });
             running.insert(id);
-            // The wait above may have eaten into the lease: renew before the next take.
-            self.store
-                .acquire_shard(id, &self.node_id, now_ms(), lease_ms)
-                .await?;
+            // One a round.
+            break;
         }
         Ok(())
     }
@@ -194,7 +219,7 @@ impl LeaseLoop {
 /// themselves (a node stopped cleanly releases through [`release_all`]).
 pub fn run(lease: LeaseLoop) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let period = (lease.lease / 3).max(Duration::from_millis(500));
+        let period = lease.period();
         let mut ticks = tokio::time::interval(period);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut running = BTreeSet::new();

@@ -124,3 +124,69 @@ pub async fn status(
         leases,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchboard_records::NodeBeat;
+    use switchboard_store::{ClusterStore, MemoryBackend, MemoryOptions};
+
+    struct View(Arc<MemoryBackend>);
+
+    impl NodeView for View {
+        fn node_id(&self) -> &str {
+            "a"
+        }
+        fn store_kind(&self) -> &'static str {
+            "memory"
+        }
+        fn shards(&self) -> Vec<ShardHealth> {
+            vec![ShardHealth {
+                id: 0,
+                state: "ready".into(),
+            }]
+        }
+        fn cluster_store(&self) -> Arc<dyn ClusterStore> {
+            Arc::clone(&self.0) as _
+        }
+        fn lease_ms(&self) -> u64 {
+            20_000
+        }
+    }
+
+    #[tokio::test]
+    async fn a_node_not_heard_from_for_a_lease_is_gone_and_its_leases_expired() {
+        let store = Arc::new(MemoryBackend::new(MemoryOptions::default()));
+        let now = 1_800_000_000_000;
+        for (node, at_ms) in [("a", now - 1_000), ("b", now - 30_000)] {
+            store
+                .node_heartbeat(NodeBeat {
+                    node_id: node.into(),
+                    started_ms: now - 60_000,
+                    address: None,
+                    at_ms,
+                })
+                .await
+                .unwrap();
+        }
+        store
+            .acquire_shard(0, "a", now - 1_000, 20_000)
+            .await
+            .unwrap();
+        store
+            .acquire_shard(1, "b", now - 30_000, 20_000)
+            .await
+            .unwrap();
+        let status = status(&View(store), now).await.unwrap();
+        let states: Vec<(&str, &str, Vec<u32>)> = status
+            .nodes
+            .iter()
+            .map(|n| (n.node_id.as_str(), n.state.as_str(), n.shards.clone()))
+            .collect();
+        // The answering node lists what it runs; another node its unexpired leases (none).
+        assert_eq!(states, vec![("a", "live", vec![0]), ("b", "gone", vec![])]);
+        let leases: Vec<(u32, bool)> = status.leases.iter().map(|l| (l.shard, l.expired)).collect();
+        assert_eq!(leases, vec![(0, false), (1, true)]);
+        assert_eq!(status.store, "memory");
+    }
+}
