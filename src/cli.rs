@@ -44,6 +44,9 @@ pub enum Command {
     /// Read and forget the agent's notes (memory.*) on a running switchboard.
     #[command(subcommand)]
     Memory(MemoryCommand),
+    /// Look at the cluster of nodes a running switchboard belongs to.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
     /// Work on a store directly (no config file, no running switchboard needed).
     #[command(subcommand)]
     Store(StoreCommand),
@@ -154,6 +157,13 @@ pub struct ReloadArgs {
     /// The answer as JSON instead of lines.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `switchboard cluster ...`
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// One line per node (id, live or gone, its shards, last heartbeat), then the shard leases.
+    Status(ReloadArgs),
 }
 
 /// `switchboard memory ...`

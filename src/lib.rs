@@ -19,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+mod cluster;
 mod reload;
 mod scheduler;
 mod service;

@@ -49,6 +49,9 @@ fn main() -> ExitCode {
         cli::Command::Audit(args) => remote::audit(cli.config.as_deref(), &args),
         cli::Command::Memory(command) => remote::memory(cli.config.as_deref(), &command),
         cli::Command::Reload(args) => remote::reload(cli.config.as_deref(), &args),
+        cli::Command::Cluster(cli::ClusterCommand::Status(args)) => {
+            remote::cluster_status(cli.config.as_deref(), &args)
+        }
         cli::Command::Store(cli::StoreCommand::Copy(args)) => copy::store_copy(&args),
         cli::Command::Usage(args) => usage_cli::usage(cli.config.as_deref(), &args),
         cli::Command::ResolveSession { reference } => {

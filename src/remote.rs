@@ -1,5 +1,6 @@
 //! Operator commands that talk to a running switchboard over its HTTP API, with the operator
-//! token: `switchboard audit` and `switchboard reload`.
+//! token: `switchboard audit`, `switchboard reload`, `switchboard memory` and
+//! `switchboard cluster status`.
 //!
 //! Where: `--url`, else `SWITCHBOARD_URL`, else the config's `toolserver.bind`. The token:
 //! `SWITCHBOARD_TOKEN`, else the variable the config names in `toolserver.operator_token_env`.
@@ -25,7 +26,9 @@ const FOLLOW_EVERY: Duration = Duration::from_secs(1);
 const FOLLOW_MAX_PAGES: usize = 20;
 
 /// A running switchboard, and how to reach it.
+mod cluster;
 mod memory;
+pub use cluster::cluster_status;
 pub use memory::memory;
 
 struct Remote {

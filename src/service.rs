@@ -90,6 +90,10 @@ pub struct Service {
     scheduling: Option<Arc<switchboard_engine::schedules::Scheduling>>,
     /// The file a reload reads; `None`: no live reload.
     config_path: Option<PathBuf>,
+    /// This node in its cluster (its heartbeat).
+    node: Arc<crate::cluster::NodeFacts>,
+    /// With `cluster.shards = "lease"`: the loop that leases this node's shards.
+    lease: Option<bot::lease::LeaseLoop>,
 }
 
 impl Service {
@@ -283,6 +287,22 @@ pub async fn build(
         ),
         None => None,
     };
+    let lease_mode = config.cluster.shards == switchboard_config::ShardSelection::Lease;
+    let plan = bot::shards::plan(
+        config.discord.shard_count,
+        &config.cluster.shards,
+        &discord.rest,
+    )
+    .await?;
+    let max_concurrency = plan.max_concurrency;
+    let shard_states = bot::shards::ShardStates::default();
+    let node = Arc::new(crate::cluster::NodeFacts {
+        node_id: config.cluster.node_id.clone(),
+        store: Arc::clone(&backend),
+        shards: shard_states.clone(),
+        lease: config.cluster.lease,
+    });
+    core.set_node(Arc::clone(&node) as Arc<dyn toolserver::cluster::NodeView>);
     let gateway = bot::service::start(GatewaySetup {
         token,
         store: store.clone(),
@@ -294,9 +314,18 @@ pub async fn build(
         core: Arc::clone(&core),
         aliases: Arc::clone(&aliases),
         rest: discord.rest,
+        plan,
+        states: shard_states,
         config,
     })
     .await?;
+    let lease = lease_mode.then(|| bot::lease::LeaseLoop {
+        store: Arc::clone(&backend) as _,
+        node_id: node.node_id.clone(),
+        lease: node.lease,
+        control: gateway.control.clone(),
+        max_concurrency,
+    });
     Ok(Service {
         core,
         front,
@@ -311,6 +340,8 @@ pub async fn build(
         bridge,
         scheduling,
         config_path: None,
+        node,
+        lease,
     })
 }
 
@@ -335,11 +366,17 @@ pub async fn serve(
         bridge,
         scheduling,
         config_path,
+        node,
+        lease,
     } = service;
     let Gateway {
         shards,
+        control: _,
+        resharding,
         ended: mut gateway_ended,
     } = gateway;
+    let heartbeat = crate::cluster::heartbeat(Arc::clone(&node), format!("http://{addr}"));
+    let leasing = lease.map(bot::lease::run);
     let (stop_serving, serving_stopped) = tokio::sync::oneshot::channel::<()>();
     let bot_id = core
         .surface()
@@ -423,6 +460,19 @@ pub async fn serve(
             Err(join) => std::io::Error::other(join.to_string()),
         })),
     };
+    resharding.abort();
+    heartbeat.abort();
+    if let Some(leasing) = leasing {
+        leasing.abort();
+        // Given back at once, so another node need not wait for the leases to end.
+        let held: Vec<u32> = node
+            .shards
+            .snapshot()
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        bot::lease::release_all(node.store.as_ref(), &node.node_id, &held).await;
+    }
     for task in reloads.into_iter().flatten().chain(scheduler) {
         task.abort();
     }

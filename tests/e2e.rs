@@ -827,6 +827,12 @@ fn a_second_switchboard_on_the_same_store_file_exits_2_and_says_why() {
     let text = std::io::read_to_string(stderr).unwrap();
     assert_eq!(status.code(), Some(2), "{text}");
     assert!(text.contains("another switchboard"), "{text}");
+    assert!(
+        text.contains(
+            "the store is SQLite: one node only; for several nodes use store.url = postgres://…"
+        ),
+        "says how to run several nodes: {text}"
+    );
     assert!(text.contains("switchboard.db"), "names the file: {text}");
     // The first one was not disturbed: it still answers calls.
     let posted = fake.post(demo::OPS, demo::STANLEY, "still here");

@@ -31,11 +31,13 @@ pub mod approvals;
 pub mod backfill;
 pub mod commands;
 pub mod gateway;
+pub mod lease;
 pub mod observe;
 pub mod payload;
 pub mod rest;
 pub mod service;
 pub mod session_lost;
+pub mod shards;
 pub mod surface;
 
 pub use surface::DiscordSurface;

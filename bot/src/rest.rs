@@ -386,6 +386,16 @@ impl DiscordRest {
             })
     }
 
+    /// `GET /gateway/bot`: the shard count Discord recommends and its IDENTIFY concurrency.
+    pub async fn gateway_bot(&self) -> Result<crate::shards::Recommended, SurfaceError> {
+        let value = self.call(Method::GET, "/gateway/bot", None, true).await?;
+        crate::shards::Recommended::from_json(&value).ok_or_else(|| {
+            SurfaceError::Unavailable(format!(
+                "GET /gateway/bot answered without a shard count: {value}"
+            ))
+        })
+    }
+
     /// The bot's own user (`GET /users/@me`): how a token is checked before connecting.
     pub async fn current_user(&self) -> Result<Value, SurfaceError> {
         self.call(Method::GET, "/users/@me", None, true).await

@@ -15,6 +15,7 @@ use switchboard_engine::workflow::WorkflowEngine;
 use crate::backfill::BackfillOptions;
 use crate::gateway::{Ingest, StageWatcher};
 use crate::rest::{DiscordRest, LimiterOptions, DISCORD_API};
+use crate::shards::{ShardControl, ShardPlan, ShardStates};
 use crate::surface::Connection;
 use switchboard_store::Store;
 
@@ -39,13 +40,19 @@ pub enum DiscordError {
     /// Discord does not know an intent the bot asked for (gateway close 4013).
     #[error("Discord refused the gateway intents switchboard asked for as invalid (close 4013, intents {0}): this build asks for intents Discord does not know; upgrade switchboard, or report it if it is the newest")]
     IntentsInvalid(u64),
+    /// `cluster.shards` names shards the bot does not have.
+    #[error("{0}")]
+    ShardsMisconfigured(String),
 }
 
 impl DiscordError {
     /// Whether the operator must change something outside switchboard's config file for it to
     /// start (the binary exits 2 for it, as for a bad config).
     pub fn is_setup(&self) -> bool {
-        matches!(self, DiscordError::IntentsDisallowed)
+        matches!(
+            self,
+            DiscordError::IntentsDisallowed | DiscordError::ShardsMisconfigured(_)
+        )
     }
 }
 
@@ -118,12 +125,20 @@ pub struct GatewaySetup {
     /// The one REST client (its rate limiter shared with the surface's): registers the slash
     /// commands, answers approval clicks and fetches the gap after a fresh identify.
     pub rest: DiscordRest,
+    /// The shards to run ([`crate::shards::plan`]).
+    pub plan: ShardPlan,
+    /// Each running shard's state, for `/health`.
+    pub states: ShardStates,
 }
 
 /// A running gateway client: its shard manager (to shut it down) and how it ended.
 pub struct Gateway {
     /// Shuts the shards down.
     pub shards: Arc<serenity::gateway::ShardManager>,
+    /// Starts and stops single shards.
+    pub control: ShardControl,
+    /// Handles close 4011 while the client runs.
+    pub resharding: tokio::task::JoinHandle<()>,
     /// Resolves when the client stops.
     pub ended: tokio::sync::oneshot::Receiver<Result<(), serenity::Error>>,
 }
@@ -166,6 +181,8 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         core,
         aliases,
         rest,
+        plan,
+        states,
     } = setup;
     connection.set(ConnectionState::Connecting);
     let mut http = HttpBuilder::new(&token);
@@ -197,7 +214,7 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         bot_id,
     )
     .with_backfill(
-        rest,
+        rest.clone(),
         BackfillOptions {
             max_messages: config.store.backfill_max_messages,
             max_age: config.store.backfill_max_age,
@@ -216,10 +233,34 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         .event_handler(Handlers {
             stage: StageWatcher::new(connection),
             interactions,
+            states: states.clone(),
         });
-    let (shards, ended) = start_gateway(builder).await?;
+    for id in &plan.initial {
+        states.starting(*id);
+    }
+    tracing::info!(
+        total = plan.total,
+        shards = ?plan.initial,
+        max_concurrency = plan.max_concurrency,
+        "starting the gateway's shards"
+    );
+    // With no shard to start yet (`lease`), the client starts with the first one leased.
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+    let deferred = plan.initial.is_empty().then_some(first_rx);
+    let (shards, ended) =
+        start_gateway_sharded(builder, plan.total, &plan.initial, deferred).await?;
     drop(gateway_request);
-    Ok(Gateway { shards, ended })
+    let mut control = ShardControl::new(Arc::clone(&shards), plan.total, states);
+    if plan.initial.is_empty() {
+        control = control.starting_client_with(first_tx);
+    }
+    let resharding = crate::shards::on_sharding_required(control.clone(), rest, plan.selection);
+    Ok(Gateway {
+        shards,
+        control,
+        resharding,
+        ended,
+    })
 }
 
 /// The gateway's typed handlers as one: serenity clones every event once per handler it
@@ -227,6 +268,7 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
 struct Handlers {
     stage: StageWatcher,
     interactions: crate::commands::Interactions,
+    states: ShardStates,
 }
 
 #[async_trait::async_trait]
@@ -236,6 +278,7 @@ impl serenity::prelude::EventHandler for Handlers {
         context: serenity::prelude::Context,
         update: serenity::gateway::ShardStageUpdateEvent,
     ) {
+        self.states.stage(update.shard_id.0, update.new);
         self.stage.shard_stage_update(context, update).await;
     }
 
@@ -289,6 +332,46 @@ pub async fn start_gateway(
     ),
     DiscordError,
 > {
+    start_gateway_sharded(builder, 1, &[0], None).await
+}
+
+/// [`start_gateway`], running shards `ids` (ascending) of `total`; with none, the client
+/// starts when `deferred` names its first shard (and never, if it is dropped).
+pub async fn start_gateway_sharded(
+    builder: ClientBuilder,
+    total: u32,
+    ids: &[u32],
+    deferred: Option<tokio::sync::oneshot::Receiver<u32>>,
+) -> Result<
+    (
+        Arc<serenity::gateway::ShardManager>,
+        tokio::sync::oneshot::Receiver<Result<(), serenity::Error>>,
+    ),
+    DiscordError,
+> {
+    // What starts the client: its first run of shards now, or the first shard named later.
+    enum First {
+        Now { first: u32, last: u32 },
+        Later(tokio::sync::oneshot::Receiver<u32>),
+    }
+    let (first, later) = match (ids.split_first(), deferred) {
+        (Some((&first, rest)), _) => {
+            // One contiguous run starts as one range (serenity's end is inclusive); the
+            // others are started one by one once the client runs.
+            let contiguous = rest
+                .iter()
+                .enumerate()
+                .all(|(i, id)| u64::from(*id) == u64::from(first) + 1 + i as u64);
+            if contiguous {
+                let last = rest.last().copied().unwrap_or(first);
+                (First::Now { first, last }, Vec::new())
+            } else {
+                (First::Now { first, last: first }, rest.to_vec())
+            }
+        }
+        (None, Some(deferred)) => (First::Later(deferred), Vec::new()),
+        (None, None) => return Err(DiscordError::Gateway("no shard to start".into())),
+    };
     let (built_tx, built_rx) = tokio::sync::oneshot::channel();
     let (ended_tx, ended_rx) = tokio::sync::oneshot::channel();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -306,8 +389,27 @@ pub async fn start_gateway(
                         return;
                     }
                 };
-                let _ = built_tx.send(Ok(Arc::clone(&client.shard_manager)));
-                let _ = ended_tx.send(client.start().await);
+                let manager = Arc::clone(&client.shard_manager);
+                let _ = built_tx.send(Ok(Arc::clone(&manager)));
+                if !later.is_empty() {
+                    // Runs once `start_shard_range` below has set the count and waits: each
+                    // `restart` of a shard not running starts it.
+                    tokio::spawn(async move {
+                        for id in later {
+                            manager.restart(serenity::model::id::ShardId(id)).await;
+                        }
+                    });
+                }
+                let (first, last) = match first {
+                    First::Now { first, last } => (first, last),
+                    First::Later(named) => match named.await {
+                        Ok(id) => (id, id),
+                        // Nothing will ever be started: the service is stopping.
+                        Err(_) => return,
+                    },
+                };
+                let ended = client.start_shard_range(first..last, total).await;
+                let _ = ended_tx.send(ended);
             });
         })
         .map_err(|e| DiscordError::Gateway(format!("cannot start the gateway thread: {e}")))?;

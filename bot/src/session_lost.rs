@@ -96,6 +96,9 @@ impl<S: Subscriber> Layer<S> for SessionLostLayer {
         if gives_up_the_session(&message.0) {
             self.watchers.notify();
         }
+        if crate::shards::is_sharding_required(&message.0) {
+            crate::shards::sharding_required_seen();
+        }
     }
 }
 

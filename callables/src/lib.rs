@@ -15,6 +15,7 @@ pub(crate) mod agents;
 mod attachments;
 mod audit;
 mod channels;
+mod cluster;
 mod files;
 mod git;
 mod governance;
@@ -102,6 +103,7 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(governance::SetSessionTools);
     registry.register(governance::ListApprovals);
     registry.register(governance::ReloadConfig);
+    registry.register(cluster::Status);
     registry.register(runs::ListRuns);
     registry.register(runs::AbortRun);
     registry.register(schedules::CreateSchedule);

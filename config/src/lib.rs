@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 mod agents;
+mod cluster;
 mod governance;
 mod plans;
 mod raw;
@@ -25,6 +26,10 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 pub use agents::{AgentsConfig, AnswerLabel, NamedAgent, LEGACY_AGENT_NAME};
+pub use cluster::{
+    default_node_id, is_valid_node_id, ClusterConfig, ShardCount, ShardSelection, DEFAULT_LEASE,
+    MAX_NODE_ID_CHARS, MAX_SHARD_COUNT,
+};
 pub use entity::{AliasKind, Aliases, Snowflake};
 pub use plans::{BudgetsConfig, ScheduleEntry};
 pub use reload::{plan_reload, ReloadPlan, RESTART_ONLY};
@@ -60,6 +65,8 @@ pub struct Config {
     pub toolserver: ToolserverConfig,
     /// `[store]`: the SQLite file and how many messages it keeps.
     pub store: StoreConfig,
+    /// `[cluster]`: this node's id and which gateway shards it runs.
+    pub cluster: ClusterConfig,
     /// The default agent's settings (`[agent]`, or the `[agents.NAME]` that `agents.default`
     /// names); `None` when no agent is configured: messages are stored, no agent runs.
     pub agent: Option<AgentConfig>,
@@ -283,6 +290,8 @@ pub struct DiscordConfig {
     /// 10,000 invalid requests (401, 403, 429) per 10 minutes after which the REST client stops
     /// calling the routes that earned them, so the token's IP is never banned.
     pub invalid_request_percent: u8,
+    /// `discord.shard_count` (default `"auto"`: what `GET /gateway/bot` recommends).
+    pub shard_count: ShardCount,
 }
 
 /// `[toolserver]`: the HTTP tool server's address, authentication, limits and timeouts.

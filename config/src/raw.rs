@@ -20,6 +20,8 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     pub store: RawStore,
     #[serde(default)]
+    pub cluster: crate::cluster::RawCluster,
+    #[serde(default)]
     pub agent: Option<RawAgent>,
     /// `[agents]`: named agents (`[agents.NAME]`, each with exactly the keys `[agent]` has),
     /// `agents.default` and `agents.max_handoff_depth`.
@@ -218,6 +220,8 @@ pub(crate) struct RawDiscord {
     pub api_base_url: Option<Spanned<String>>,
     #[serde(default = "default_invalid_request_percent")]
     pub invalid_request_percent: Spanned<u64>,
+    #[serde(default)]
+    pub shard_count: Option<Spanned<crate::cluster::RawShardCount>>,
 }
 
 impl Default for RawDiscord {
@@ -232,6 +236,7 @@ impl Default for RawDiscord {
             allow_role_mentions: false,
             api_base_url: None,
             invalid_request_percent: default_invalid_request_percent(),
+            shard_count: None,
         }
     }
 }

@@ -53,6 +53,7 @@ pub const RESTART_ONLY: &[&str] = &[
     "discord.token_env",
     "discord.api_base_url",
     "discord.invalid_request_percent",
+    "discord.shard_count",
     "toolserver.bind",
     "toolserver.operator_token_env",
     "toolserver.insecure_no_auth",
@@ -63,6 +64,7 @@ pub const RESTART_ONLY: &[&str] = &[
     "toolserver.body_read_timeout_ms",
     "toolserver.tokens",
     "store",
+    "cluster",
     "audit.retention_days",
     "agent (added or removed)",
     "agent.max_concurrent_runs",
@@ -86,6 +88,7 @@ fn keep<T: PartialEq + Clone>(
 pub fn plan_reload(running: &Config, mut new: Config) -> ReloadPlan {
     let mut restart = Vec::new();
     let r = &mut restart;
+    let old_shards = running.discord.shard_count;
     let (old_d, new_d) = (&running.discord, &mut new.discord);
     keep(
         "discord.token_env",
@@ -153,6 +156,14 @@ pub fn plan_reload(running: &Config, mut new: Config) -> ReloadPlan {
     keep("toolserver.tokens", &old_t.tokens, &mut new_t.tokens, r);
     // The store is opened once; every key of it (those added later too) needs a restart.
     keep("store", &running.store, &mut new.store, r);
+    // The gateway's shards and this node's place in the cluster are set up once, at start.
+    keep(
+        "discord.shard_count",
+        &old_shards,
+        &mut new.discord.shard_count,
+        r,
+    );
+    keep("cluster", &running.cluster, &mut new.cluster, r);
     // The sandbox is probed and its walls set once, at start.
     keep("workspace", &running.workspace, &mut new.workspace, r);
     keep(

@@ -69,6 +69,7 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
             "percent of Discord's 10,000 invalid requests per 10 minutes",
             c,
         ) as u8,
+        shard_count: crate::cluster::shard_count(raw.discord.shard_count.as_ref(), c),
     };
     let toolserver = ToolserverConfig {
         bind: bind(&raw.toolserver.bind, c),
@@ -183,6 +184,7 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
             c,
         )),
     };
+    let cluster = crate::cluster::cluster(&raw.cluster, discord.shard_count, &store.url, c);
     let agent = agents.default_agent().map(|a| a.config.clone());
     let token_names: Vec<String> = toolserver.tokens.iter().map(|t| t.name.clone()).collect();
     let permissions = crate::governance::permissions(
@@ -240,6 +242,7 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
         alias_comments,
         toolserver,
         store,
+        cluster,
         permissions,
         sessions,
         hooks,

@@ -27,6 +27,7 @@ mod call_events;
 pub mod cell;
 pub mod chunk;
 pub mod clock;
+pub mod cluster;
 pub mod error;
 pub mod events;
 pub mod governance;

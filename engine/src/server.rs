@@ -102,6 +102,8 @@ pub struct Core {
     pub(crate) refusals: crate::refusals::RefusalLog,
     /// What `POST /v1/admin/reload` runs, once the host installed it.
     reloader: std::sync::OnceLock<Arc<dyn Reloader>>,
+    /// This node in its cluster (`/health`, `admin.cluster.status`), once the host installed it.
+    node: std::sync::OnceLock<Arc<dyn crate::cluster::NodeView>>,
     /// The agent's runs (`runs.list`, `runs.abort`), once the host installed them.
     runs: std::sync::OnceLock<Arc<dyn crate::runs::Runs>>,
     scheduling: std::sync::OnceLock<Arc<crate::schedules::Scheduling>>,
@@ -205,6 +207,7 @@ impl Core {
             refusals: crate::refusals::RefusalLog::new(),
             reloader: std::sync::OnceLock::new(),
             runs: std::sync::OnceLock::new(),
+            node: std::sync::OnceLock::new(),
             scheduling: std::sync::OnceLock::new(),
             usage: std::sync::OnceLock::new(),
             idempotency: std::sync::OnceLock::new(),
@@ -267,6 +270,17 @@ impl Core {
     /// What `POST /v1/admin/reload` runs; `None` when the host installed nothing.
     pub fn reloader(&self) -> Option<&Arc<dyn Reloader>> {
         self.reloader.get()
+    }
+
+    /// Installs this node's view (`/health`'s node, store and shards; `admin.cluster.status`).
+    /// Once only.
+    pub fn set_node(&self, node: Arc<dyn crate::cluster::NodeView>) -> bool {
+        self.node.set(node).is_ok()
+    }
+
+    /// This node's view; `None` without Discord behind this server.
+    pub fn node(&self) -> Option<&Arc<dyn crate::cluster::NodeView>> {
+        self.node.get()
     }
 
     /// Installs the agent's runs: `runs.list` and `runs.abort` (and the console's runs panel)

@@ -135,6 +135,7 @@ pub fn router(front: Front) -> Router {
         .route("/v1/capabilities", post(mint_capability))
         .route("/v1/approvals", get(list_approvals))
         .route("/v1/admin/reload", post(reload))
+        .route("/v1/cluster", get(cluster_status))
         .merge(crate::console::router(&front.console))
         .route("/v1/batch", post(crate::batch::batch))
         .route("/v1/events", get(crate::sse::stream))
@@ -363,6 +364,9 @@ async fn health(State(core): Shared) -> Json<Health> {
         discord: state.as_str().to_owned(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
         sandbox: core.workspaces().health(&core.settings()),
+        node: core.node().map(|node| node.node_id().to_owned()),
+        store: core.node().map(|node| node.store_kind().to_owned()),
+        shards: core.node().map(|node| node.shards()),
     })
 }
 
@@ -686,9 +690,26 @@ async fn reload(State(core): Shared, Authed(context): Authed) -> Result<Response
         .into_response())
 }
 
+/// `GET /v1/cluster`: the operator callable `admin.cluster.status` (`switchboard cluster
+/// status`), the same as `POST /v1/call` with it: every node on this store and the shard
+/// leases.
+async fn cluster_status(
+    State(core): Shared,
+    Authed(context): Authed,
+) -> Result<Response, ApiError> {
+    let value = core
+        .call(&context, "admin.cluster.status", json!({}))
+        .await?;
+    Ok((
+        [(header::CONTENT_TYPE, "application/json")],
+        axum::body::Body::new(OkEnvelope::new(value)),
+    )
+        .into_response())
+}
+
 async fn unknown_route(uri: axum::http::Uri) -> ApiError {
     ApiError(ToolError::not_found(
         ErrorCode::UnknownRoute,
-        format!("No route {}; the API is GET /health, GET /v1/tools, GET /v1/tools/{{id}}, POST /v1/call, POST /v1/batch, GET /v1/events, GET /metrics, GET /openapi.json, POST /v1/admin/reload, POST /mcp", uri.path()),
+        format!("No route {}; the API is GET /health, GET /v1/tools, GET /v1/tools/{{id}}, POST /v1/call, POST /v1/batch, GET /v1/events, GET /metrics, GET /openapi.json, POST /v1/admin/reload, GET /v1/cluster, POST /mcp", uri.path()),
     ))
 }

@@ -143,7 +143,21 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
                 "status": { "type": "string", "enum": ["ok", "degraded"] },
                 "discord": { "type": "string", "enum": ["ready", "connecting", "down", "none"] },
                 "version": { "type": "string" },
-                "sandbox": { "type": "string", "description": "The workspace's sandbox: ready, or unavailable with what to install; absent when [workspace] is off" }
+                "sandbox": { "type": "string", "description": "The workspace's sandbox: ready, or unavailable with what to install; absent when [workspace] is off" },
+                "node": { "type": "string", "description": "This node's id (cluster.node_id); absent without Discord" },
+                "store": { "type": "string", "enum": ["sqlite", "postgres", "memory"], "description": "The store's backend; absent without Discord" },
+                "shards": {
+                    "type": "array",
+                    "description": "The gateway shards this node runs; absent without Discord",
+                    "items": {
+                        "type": "object",
+                        "required": ["id", "state"],
+                        "properties": {
+                            "id": { "type": "integer", "minimum": 0 },
+                            "state": { "type": "string", "enum": ["ready", "connecting", "identifying", "resuming", "down"] }
+                        }
+                    }
+                }
             }
         }),
     );
@@ -361,6 +375,31 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
             "content": { "text/plain": { "schema": { "type": "string" } } }
         }),
     );
+    let mut cluster_responses = errors(&[
+        (
+            "403",
+            "Only the operator, or a token whose scope names admin.cluster.status",
+        ),
+        (
+            "404",
+            "No gateway node behind this server (cluster_unavailable)",
+        ),
+        ("503", "The store could not be read"),
+    ]);
+    cluster_responses.insert(
+        "200".into(),
+        ok_json(
+            "Every node on this store and the shard leases",
+            json!({
+                "type": "object",
+                "required": ["ok", "value"],
+                "properties": {
+                    "ok": { "const": true },
+                    "value": crate::registry::output_schema::<switchboard_engine::cluster::ClusterStatus>()
+                }
+            }),
+        ),
+    );
     let mut openapi_responses = errors(&[]);
     openapi_responses.insert(
         "200".into(),
@@ -445,6 +484,11 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
                 "operationId": "metrics",
                 "summary": "Prometheus metrics (the operator's token, or none with toolserver.metrics_public)",
                 "responses": metrics_responses
+            } },
+            "/v1/cluster": { "get": {
+                "operationId": "clusterStatus",
+                "summary": "The cluster: every node (live or gone, its shards, its last heartbeat) and the shard leases (admin.cluster.status)",
+                "responses": cluster_responses
             } },
             "/openapi.json": { "get": {
                 "operationId": "openapi",

@@ -41,4 +41,4 @@ mod wire;
 pub use batch::{BatchRequest, DEFAULT_BATCH_CONCURRENCY, MAX_BATCH_CALLS};
 pub use error::{ErrorBody, ErrorCode, ErrorInfo, ErrorKind};
 pub use snowflake::{parse_digits, Snowflake, SnowflakeError, DISCORD_EPOCH_MS};
-pub use wire::{CallRequest, Effects, Example, Health, ToolDetail, ToolEntry};
+pub use wire::{CallRequest, Effects, Example, Health, ShardHealth, ToolDetail, ToolEntry};

@@ -40,6 +40,24 @@ pub struct Health {
     /// absent when `[workspace]` is off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
+    /// This node's id (`cluster.node_id`); absent without Discord behind this server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The store's backend: `sqlite`, `postgres` or `memory`; absent without Discord.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
+    /// The gateway shards this node runs, by id, each with its state; absent without Discord.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<Vec<ShardHealth>>,
+}
+
+/// One gateway shard in `GET /health`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardHealth {
+    /// The shard's id.
+    pub id: u32,
+    /// `ready`, `connecting`, `identifying`, `resuming` or `down`.
+    pub state: String,
 }
 
 /// One callable as `GET /v1/tools` lists it.

@@ -29,9 +29,9 @@ pub(crate) fn from_open(path: &str, what: &'static str, source: rusqlite::Error)
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::new(
             StoreErrorKind::Locked,
             format!(
-                "the store at {path} is locked: is another switchboard using it? Stop the other \
-                 process or set store.url to another file (an SQLite store is one node's; for \
-                 several nodes use store.url = postgres://…)"
+                "the store at {path} is locked: another switchboard is using it, and the store \
+                 is SQLite: one node only; for several nodes use store.url = postgres://… (or \
+                 stop the other process, or set store.url to another file)"
             ),
         )
         .with_source(source),

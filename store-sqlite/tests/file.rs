@@ -77,6 +77,12 @@ fn a_store_in_use_is_locked_until_closed() {
     assert_eq!(err.kind(), StoreErrorKind::Locked, "{err}");
     assert!(err.to_string().contains("another switchboard"), "{err}");
     assert!(
+        err.to_string().contains(
+            "the store is SQLite: one node only; for several nodes use store.url = postgres://…"
+        ),
+        "{err}"
+    );
+    assert!(
         peek_sessions(&path).is_err(),
         "peeking fails while the file is held"
     );

@@ -24,11 +24,12 @@ const CI: &str = "ci-secret-value";
 const ADMINS: &str = "admins-secret-value";
 const ALL: &str = "all-secret-value";
 
-const OPERATOR_CALLABLES: [&str; 7] = [
+const OPERATOR_CALLABLES: [&str; 8] = [
     "approvals.list",
     "approvals.decide",
     "admin.tools.set",
     "admin.reload",
+    "admin.cluster.status",
     "runs.list",
     "runs.abort",
     "usage.report",

@@ -24,7 +24,7 @@ use serde_json::Value;
 /// How long switchboard may take to log its ready line.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long the gateway may take to be ready (and the guild cached) after that.
-const GATEWAY_TIMEOUT: Duration = Duration::from_secs(10);
+const GATEWAY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long one `tools` call may take.
 const TOOLS_TIMEOUT: Duration = Duration::from_secs(30);
 /// Poll interval: well under the tool server's per-caller quota (600/min, burst 60).

@@ -1,0 +1,407 @@
+//! Gateway shards (issue 23): how many the bot has (`discord.shard_count`, or what
+//! `GET /gateway/bot` recommends), which of them this node runs (`cluster.shards`), each
+//! one's state for `/health`, starting and stopping single shards in serenity's
+//! `ShardManager`, and Discord's close 4011 ("sharding required").
+//!
+//! serenity 0.12 facts this leans on (pinned by `fake-discord/tests/serenity_shards.rs`):
+//! `start_shard_range(a..b, n)` starts a..=b (the end is inclusive); `ShardManager::restart`
+//! starts a shard that is not running (after a 5-s wait) and `shutdown` stops one without
+//! ending the client; `set_shards` stops every running shard AND ends the client when any
+//! runs, so it is only called with none running; a 4011 never reaches the caller — the shard
+//! is restarted with the same count forever — and is seen only in serenity's log line
+//! "Shard has too many guilds", which [`crate::session_lost`]'s layer reads.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+
+use serde_json::Value;
+use serenity::gateway::{ConnectionStage, ShardManager};
+use serenity::model::id::ShardId;
+use switchboard_config::{ShardCount, ShardSelection};
+
+use crate::rest::DiscordRest;
+use crate::service::DiscordError;
+
+/// What `GET /gateway/bot` recommends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recommended {
+    /// The shard count.
+    pub shards: u32,
+    /// `session_start_limit.max_concurrency`: shard `i` identifies in bucket
+    /// `i % max_concurrency`, one IDENTIFY per bucket per 5 s.
+    pub max_concurrency: u32,
+}
+
+impl Recommended {
+    /// Reads `GET /gateway/bot`'s answer; `None` without a whole, positive `shards`.
+    pub fn from_json(value: &Value) -> Option<Recommended> {
+        let shards = value
+            .get("shards")
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| (1..=switchboard_config::MAX_SHARD_COUNT).contains(n))?;
+        let max_concurrency = value
+            .pointer("/session_start_limit/max_concurrency")
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n >= 1)
+            .unwrap_or(1);
+        Some(Recommended {
+            shards,
+            max_concurrency,
+        })
+    }
+}
+
+/// How many shards the bot has and which of them this node runs at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardPlan {
+    /// The bot's shard count.
+    pub total: u32,
+    /// The shards this node starts with (ascending; empty with `lease` until one is leased).
+    pub initial: Vec<u32>,
+    /// `cluster.shards`.
+    pub selection: ShardSelection,
+    /// Whether the count follows Discord's recommendation (`shard_count = "auto"`).
+    pub auto: bool,
+    /// The IDENTIFY concurrency Discord reported.
+    pub max_concurrency: u32,
+}
+
+/// Works out the plan: asks Discord for its recommendation, then applies the config. A
+/// listed shard at or past the count Discord recommends (with `shard_count = "auto"`) is an
+/// error: the list was written for another count.
+pub async fn plan(
+    count: ShardCount,
+    selection: &ShardSelection,
+    rest: &DiscordRest,
+) -> Result<ShardPlan, DiscordError> {
+    let recommended = rest.gateway_bot().await.map_err(|error| {
+        DiscordError::Gateway(format!(
+            "cannot ask Discord how many shards to run: {error}"
+        ))
+    })?;
+    plan_for(count, selection, recommended)
+}
+
+/// [`plan`] with Discord's answer in hand.
+pub fn plan_for(
+    count: ShardCount,
+    selection: &ShardSelection,
+    recommended: Recommended,
+) -> Result<ShardPlan, DiscordError> {
+    let total = match count {
+        ShardCount::Auto => recommended.shards,
+        ShardCount::Fixed(n) => n,
+    };
+    let initial = match selection {
+        ShardSelection::All => (0..total).collect(),
+        ShardSelection::Lease => Vec::new(),
+        ShardSelection::Ids(ids) => {
+            if let Some(past) = ids.iter().find(|id| **id >= total) {
+                return Err(DiscordError::ShardsMisconfigured(format!(
+                    "cluster.shards lists shard {past}, but the bot has {total} shard{} (discord.shard_count = {}); list shards 0 to {}, or set discord.shard_count to the count the list was written for",
+                    if total == 1 { "" } else { "s" },
+                    match count {
+                        ShardCount::Auto => "\"auto\": Discord's recommendation".to_owned(),
+                        ShardCount::Fixed(n) => n.to_string(),
+                    },
+                    total - 1
+                )));
+            }
+            ids.clone()
+        }
+    };
+    Ok(ShardPlan {
+        total,
+        initial,
+        selection: selection.clone(),
+        auto: count == ShardCount::Auto,
+        max_concurrency: recommended.max_concurrency,
+    })
+}
+
+/// The state of each shard this node runs, for `/health`: `connecting`, `identifying`,
+/// `resuming`, `ready` or `down`.
+#[derive(Debug, Clone, Default)]
+pub struct ShardStates(Arc<Mutex<BTreeMap<u32, &'static str>>>);
+
+impl ShardStates {
+    /// Shard `id` is being started.
+    pub fn starting(&self, id: u32) {
+        self.lock().insert(id, "connecting");
+    }
+
+    /// Shard `id` moved to `stage` (only shards this node runs are kept).
+    pub fn stage(&self, id: u32, stage: ConnectionStage) {
+        let state = match stage {
+            ConnectionStage::Connected => "ready",
+            ConnectionStage::Connecting | ConnectionStage::Handshake => "connecting",
+            ConnectionStage::Identifying => "identifying",
+            ConnectionStage::Resuming => "resuming",
+            _ => "down",
+        };
+        if let Some(kept) = self.lock().get_mut(&id) {
+            *kept = state;
+        }
+    }
+
+    /// Shard `id` was stopped here.
+    pub fn stopped(&self, id: u32) {
+        self.lock().remove(&id);
+    }
+
+    /// Every shard this node runs, by id, with its state.
+    pub fn snapshot(&self) -> Vec<(u32, &'static str)> {
+        self.lock()
+            .iter()
+            .map(|(id, state)| (*id, *state))
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, &'static str>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// How long serenity's `restart` of a shard that is not running waits before starting it.
+const RESTART_DELAY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Starts and stops single shards of a running client.
+#[derive(Clone)]
+pub struct ShardControl {
+    manager: Arc<ShardManager>,
+    total: Arc<AtomicU32>,
+    states: ShardStates,
+    /// While the client has not started (no shard yet): what starts it with its first shard.
+    first: Arc<Mutex<Option<tokio::sync::oneshot::Sender<u32>>>>,
+}
+
+impl ShardControl {
+    /// Control over `manager`'s shards out of `total`, reporting into `states`.
+    pub fn new(manager: Arc<ShardManager>, total: u32, states: ShardStates) -> ShardControl {
+        ShardControl {
+            manager,
+            total: Arc::new(AtomicU32::new(total)),
+            states,
+            first: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// The client is not started yet: the first shard started goes through `first`.
+    #[must_use]
+    pub fn starting_client_with(self, first: tokio::sync::oneshot::Sender<u32>) -> ShardControl {
+        *self.first.lock().unwrap_or_else(PoisonError::into_inner) = Some(first);
+        self
+    }
+
+    /// The bot's shard count as this node runs it.
+    pub fn total(&self) -> u32 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// The states `/health` reports.
+    pub fn states(&self) -> &ShardStates {
+        &self.states
+    }
+
+    /// Starts shard `id` (it identifies afresh; serenity's queuer spaces its starts by 5 s).
+    pub async fn start(&self, id: u32) {
+        self.states.starting(id);
+        tracing::info!(shard = id, total = self.total(), "starting gateway shard");
+        let first = self
+            .first
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match first {
+            Some(first) => {
+                // A shard started with `restart` identifies about 5 s later (serenity waits
+                // for a runner that is not there); the client's first one would go at once.
+                // Going as late keeps every node's IDENTIFY where its reserved slot put it.
+                tokio::time::sleep(RESTART_DELAY).await;
+                let _ = first.send(id);
+            }
+            None => self.manager.restart(ShardId(id)).await,
+        }
+    }
+
+    /// Stops shard `id` (closing its socket with 1000); the client and other shards go on.
+    pub async fn stop(&self, id: u32) {
+        tracing::info!(shard = id, "stopping gateway shard");
+        self.manager.shutdown(ShardId(id), 1000).await;
+        self.states.stopped(id);
+    }
+
+    /// Stops every shard and starts `ids` of a new count `total` (after a 4011).
+    pub async fn reshard(&self, total: u32, ids: &[u32]) {
+        for id in self.running().await {
+            self.stop(id).await;
+        }
+        // With none running, `set_shards` only stores the count (it would end the client
+        // otherwise).
+        self.manager.set_shards(0, 0, total).await;
+        self.total.store(total, Ordering::Relaxed);
+        for id in ids {
+            self.start(*id).await;
+        }
+    }
+
+    /// The shards with a runner now.
+    pub async fn running(&self) -> Vec<u32> {
+        let mut ids: Vec<u32> = self
+            .manager
+            .shards_instantiated()
+            .await
+            .into_iter()
+            .map(|id| id.0)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+}
+
+/// Counts serenity's "Shard has too many guilds" lines (a close 4011) in this process.
+static SHARDING_REQUIRED: LazyLock<tokio::sync::watch::Sender<u64>> =
+    LazyLock::new(|| tokio::sync::watch::channel(0).0);
+
+/// Whether a serenity log message reports a close 4011.
+pub fn is_sharding_required(message: &str) -> bool {
+    message.contains("Shard has too many guilds")
+}
+
+/// Called by the log layer for each 4011 line.
+pub(crate) fn sharding_required_seen() {
+    SHARDING_REQUIRED.send_modify(|count| *count += 1);
+}
+
+/// Handles 4011 for as long as the client runs: names it in the log, asks Discord for its
+/// recommendation, and — when this node runs every shard — restarts with that count. With a
+/// list or leases the count is the cluster's, so it says what to change instead.
+pub fn on_sharding_required(
+    control: ShardControl,
+    rest: DiscordRest,
+    selection: ShardSelection,
+) -> tokio::task::JoinHandle<()> {
+    let mut seen = SHARDING_REQUIRED.subscribe();
+    seen.mark_unchanged();
+    tokio::spawn(async move {
+        while seen.changed().await.is_ok() {
+            seen.mark_unchanged();
+            let total = control.total();
+            let recommended = match rest.gateway_bot().await {
+                Ok(recommended) => recommended,
+                Err(error) => {
+                    tracing::error!(
+                        "Discord closed the gateway with 4011 (sharding required: too many guilds for {total} shard(s)), and asking GET /gateway/bot for the recommended count failed: {error}; retrying at the next 4011"
+                    );
+                    continue;
+                }
+            };
+            let next = recommended.shards.max(total + 1);
+            if selection != ShardSelection::All {
+                tracing::error!(
+                    "Discord closed the gateway with 4011 (sharding required: too many guilds for {total} shard(s)); Discord recommends {} shards. This node runs a share of the shards (cluster.shards), so it cannot change the count alone: set discord.shard_count = \"auto\" or {next} on every node and restart them",
+                    recommended.shards
+                );
+                continue;
+            }
+            tracing::error!(
+                "Discord closed the gateway with 4011 (sharding required: too many guilds for {total} shard(s)); restarting with {next} shards (Discord recommends {}); set discord.shard_count = \"auto\" or {next} to start that way",
+                recommended.shards
+            );
+            let ids: Vec<u32> = (0..next).collect();
+            control.reshard(next, &ids).await;
+            // Lines logged while the old shards were stopped belong to the old count.
+            seen.mark_unchanged();
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn recommended(shards: u32) -> Recommended {
+        Recommended {
+            shards,
+            max_concurrency: 1,
+        }
+    }
+
+    #[test]
+    fn gateway_bot_answers_are_read_and_garbage_refused() {
+        let read = Recommended::from_json(
+            &json!({"url": "wss://x", "shards": 4, "session_start_limit": {"max_concurrency": 16}}),
+        );
+        assert_eq!(
+            read,
+            Some(Recommended {
+                shards: 4,
+                max_concurrency: 16
+            })
+        );
+        assert_eq!(
+            Recommended::from_json(&json!({"shards": 2})).map(|r| r.max_concurrency),
+            Some(1)
+        );
+        for bad in [
+            json!({}),
+            json!({"shards": 0}),
+            json!({"shards": "2"}),
+            json!({"shards": -1}),
+            json!({"shards": 1_000_000}),
+        ] {
+            assert_eq!(Recommended::from_json(&bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_plan_follows_the_recommendation_unless_a_count_is_fixed() {
+        let all = plan_for(ShardCount::Auto, &ShardSelection::All, recommended(3)).unwrap();
+        assert_eq!((all.total, all.initial), (3, vec![0, 1, 2]));
+        let fixed = plan_for(ShardCount::Fixed(2), &ShardSelection::All, recommended(3)).unwrap();
+        assert_eq!((fixed.total, fixed.initial), (2, vec![0, 1]));
+        let lease = plan_for(ShardCount::Auto, &ShardSelection::Lease, recommended(3)).unwrap();
+        assert_eq!((lease.total, lease.initial), (3, vec![]));
+        let list = plan_for(
+            ShardCount::Auto,
+            &ShardSelection::Ids(vec![1, 2]),
+            recommended(3),
+        )
+        .unwrap();
+        assert_eq!(list.initial, vec![1, 2]);
+    }
+
+    #[test]
+    fn a_listed_shard_past_the_recommended_count_is_a_setup_error() {
+        let error = plan_for(
+            ShardCount::Auto,
+            &ShardSelection::Ids(vec![0, 3]),
+            recommended(2),
+        )
+        .unwrap_err();
+        assert!(error.is_setup(), "{error}");
+        let text = error.to_string();
+        assert!(
+            text.contains("shard 3") && text.contains("2 shards"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn shard_states_keep_only_the_shards_this_node_runs() {
+        let states = ShardStates::default();
+        states.starting(1);
+        states.stage(1, ConnectionStage::Identifying);
+        states.stage(0, ConnectionStage::Connected);
+        assert_eq!(states.snapshot(), vec![(1, "identifying")]);
+        states.stage(1, ConnectionStage::Connected);
+        states.starting(0);
+        assert_eq!(states.snapshot(), vec![(0, "connecting"), (1, "ready")]);
+        states.stopped(1);
+        assert_eq!(states.snapshot(), vec![(0, "connecting")]);
+    }
+}

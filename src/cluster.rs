@@ -1,0 +1,84 @@
+//! This node in its cluster (issue 23): what `/health` and `admin.cluster.status` read
+//! ([`NodeFacts`], the engine's `NodeView`), and the node's heartbeat in the store, beaten on
+//! every node whatever `cluster.shards` says, so `switchboard cluster status` lists each one.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bot::shards::ShardStates;
+use switchboard_store::Backend;
+use toolserver::cluster::NodeView;
+
+/// This node, as the front and the status callable see it.
+pub struct NodeFacts {
+    /// `cluster.node_id`.
+    pub node_id: String,
+    /// The store (its backend's kind; where nodes beat and shards are leased).
+    pub store: Arc<dyn Backend>,
+    /// The state of each shard this node runs.
+    pub shards: ShardStates,
+    /// `cluster.lease_s`.
+    pub lease: Duration,
+}
+
+impl NodeView for NodeFacts {
+    fn node_id(&self) -> &str {
+        &self.node_id
+    }
+
+    fn store_kind(&self) -> &'static str {
+        self.store.kind()
+    }
+
+    fn shards(&self) -> Vec<protocol::ShardHealth> {
+        self.shards
+            .snapshot()
+            .into_iter()
+            .map(|(id, state)| protocol::ShardHealth {
+                id,
+                state: state.to_owned(),
+            })
+            .collect()
+    }
+
+    fn cluster_store(&self) -> Arc<dyn switchboard_store::ClusterStore> {
+        Arc::clone(&self.store) as _
+    }
+
+    fn lease_ms(&self) -> u64 {
+        u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+/// Beats `node`'s heartbeat every third of a lease period until aborted. A failed beat is
+/// logged (once per outage) and tried again at the next period.
+pub fn heartbeat(node: Arc<NodeFacts>, address: String) -> tokio::task::JoinHandle<()> {
+    let started_ms = toolserver::clock::now_ms();
+    let period = (node.lease / 3).max(Duration::from_secs(1));
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(period);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut failing = false;
+        loop {
+            ticks.tick().await;
+            let beat = switchboard_records::NodeBeat {
+                node_id: node.node_id.clone(),
+                started_ms,
+                address: Some(address.clone()),
+                at_ms: toolserver::clock::now_ms(),
+            };
+            match node.store.node_heartbeat(beat).await {
+                Ok(()) if failing => {
+                    failing = false;
+                    tracing::info!(node = %node.node_id, "the node's heartbeat is recorded again");
+                }
+                Ok(()) => {}
+                Err(error) if !failing => {
+                    failing = true;
+                    tracing::warn!(node = %node.node_id, "cannot record the node's heartbeat in the store: {error}; retrying every {} s", period.as_secs());
+                }
+                Err(_) => {}
+            }
+        }
+    })
+}

@@ -1,0 +1,291 @@
+//! Several shards and several nodes (issue 23), end to end: the real `switchboard` binary
+//! against the fake Discord with `--shards`.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use fake_discord::{demo, shard_of, ChannelSpec, FakeOptions, GuildSpec, Snowflake, World};
+use serde_json::Value;
+use support::{http_get, Allow, Fake, Sections, Switchboard, TempDir};
+
+const INGEST: Duration = Duration::from_secs(20);
+
+/// A guild on shard 0 of 2 (the demo guild `Lab` is on shard 1 of 2).
+const ANNEX: u64 = demo::GUILD + (1 << 22);
+/// `#annex-general`, a text channel of [`ANNEX`].
+const ANNEX_GENERAL: u64 = ANNEX + 1;
+
+/// The demo world plus the guild Annex: a guild on each of two shards.
+fn two_shard_world() -> World {
+    let mut world = World::demo();
+    world.guilds.push(GuildSpec {
+        id: Snowflake(ANNEX),
+        name: "Annex".into(),
+        owner_id: None,
+        roles: Vec::new(),
+        channels: vec![ChannelSpec {
+            id: Snowflake(ANNEX_GENERAL),
+            name: "annex-general".into(),
+            kind: 0,
+            parent_id: None,
+            topic: None,
+            bot_can_see: true,
+            bot_can_send: true,
+            bot_can_manage_messages: true,
+            archived: false,
+        }],
+        members: None,
+        bot_can_manage_channels: true,
+        emojis: Vec::new(),
+    });
+    assert_eq!(shard_of(Snowflake(ANNEX), 2), 0);
+    assert_eq!(shard_of(Snowflake(demo::GUILD), 2), 1);
+    world
+}
+
+fn both_guilds() -> Allow {
+    Allow {
+        channels: vec![demo::OPS, ANNEX_GENERAL],
+        dms: true,
+    }
+}
+
+fn health(sb: &Switchboard) -> Value {
+    let (status, body) = http_get(&sb.url, "/health").expect("GET /health");
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).expect("health is JSON")
+}
+
+/// Polls `/health` until every shard in `ids` (and no other) is `ready`.
+fn wait_shards_ready(sb: &Switchboard, ids: &[u64], timeout: Duration) -> Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let health = health(sb);
+        let shards: Vec<(u64, String)> = health["shards"]
+            .as_array()
+            .map(|shards| {
+                shards
+                    .iter()
+                    .map(|s| {
+                        (
+                            s["id"].as_u64().unwrap_or(u64::MAX),
+                            s["state"].as_str().unwrap_or("").to_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let ready = shards.len() == ids.len()
+            && shards
+                .iter()
+                .zip(ids)
+                .all(|((id, state), want)| id == want && state == "ready");
+        if ready {
+            return health;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "shards {ids:?} not all ready after {timeout:?}: {health}\n{}",
+            sb.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn guild_events_from_both_shards_arrive_and_are_stored() {
+    let fake = Fake::start_with(
+        two_shard_world(),
+        FakeOptions {
+            shards: 2,
+            ..FakeOptions::default()
+        },
+    );
+    let dir = TempDir::new("two-shards");
+    // shard_count is "auto": the fake recommends 2.
+    let sb = Switchboard::start(&fake, dir.path(), &both_guilds());
+    let health = wait_shards_ready(&sb, &[0, 1], INGEST);
+    assert_eq!(health["store"], "sqlite", "{health}");
+    assert!(
+        health["node"].as_str().is_some_and(|n| !n.is_empty()),
+        "{health}"
+    );
+    let on_shard_1 = fake.post(demo::OPS, demo::STANLEY, "from the Lab, shard 1");
+    let on_shard_0 = fake.post(ANNEX_GENERAL, demo::STANLEY, "from the Annex, shard 0");
+    sb.wait_listed("#ops", &[on_shard_1], INGEST);
+    sb.wait_listed(&ANNEX_GENERAL.to_string(), &[on_shard_0], INGEST);
+    // Each shard identified as itself, once.
+    let mut shards: Vec<[u32; 2]> = fake
+        .fake
+        .identifies()
+        .iter()
+        .filter(|i| i.accepted)
+        .filter_map(|i| i.shard)
+        .collect();
+    shards.sort_unstable();
+    assert_eq!(shards, vec![[0, 2], [1, 2]]);
+}
+
+#[test]
+fn a_listed_shard_runs_alone_and_the_others_guilds_are_not_seen() {
+    let fake = Fake::start_with(
+        two_shard_world(),
+        FakeOptions {
+            shards: 2,
+            ..FakeOptions::default()
+        },
+    );
+    let dir = TempDir::new("listed-shard");
+    // Shard 1 holds the demo guild (what the harness waits for); shard 0 is another node's.
+    let sb = Switchboard::start_sections(
+        &fake,
+        dir.path(),
+        &both_guilds(),
+        Sections {
+            discord: "shard_count = 2",
+            extra: "[cluster]\nnode_id = \"node-b\"\nshards = [1]\n",
+            ..Sections::default()
+        },
+    );
+    let health = wait_shards_ready(&sb, &[1], INGEST);
+    assert_eq!(health["node"], "node-b", "{health}");
+    let seen = fake.post(demo::OPS, demo::STANLEY, "on shard 1");
+    let unseen = fake.post(ANNEX_GENERAL, demo::STANLEY, "on shard 0");
+    sb.wait_listed("#ops", &[seen], INGEST);
+    let annex = sb.list(&ANNEX_GENERAL.to_string());
+    assert!(
+        !annex.iter().any(|m| m["messageId"] == unseen.as_str()),
+        "shard 0 is not this node's: {annex:?}"
+    );
+    let shards: Vec<Option<[u32; 2]>> = fake.fake.identifies().iter().map(|i| i.shard).collect();
+    assert_eq!(shards, vec![Some([1, 2])]);
+}
+
+#[test]
+fn a_4011_is_named_in_the_log_and_the_gateway_restarts_with_the_recommended_count() {
+    let mut world = two_shard_world();
+    // One shard may hold one guild: the bot's two need two shards.
+    world.guilds_per_shard_max = Some(1);
+    let fake = Fake::start_with(
+        world,
+        FakeOptions {
+            shards: 2,
+            // serenity spins on a 4011-closed socket until its next heartbeat is due.
+            heartbeat_interval_ms: 1_000,
+            ..FakeOptions::default()
+        },
+    );
+    let dir = TempDir::new("sharding-required");
+    let sb = Switchboard::start_sections(
+        &fake,
+        dir.path(),
+        &both_guilds(),
+        Sections {
+            discord: "shard_count = 1",
+            ..Sections::default()
+        },
+    );
+    wait_shards_ready(&sb, &[0, 1], Duration::from_secs(60));
+    let log = sb.stderr();
+    assert!(
+        log.contains("4011") && log.contains("sharding required"),
+        "the log names the close code: {log}"
+    );
+    assert!(log.contains("restarting with 2 shards"), "{log}");
+    let on_shard_0 = fake.post(ANNEX_GENERAL, demo::STANLEY, "after resharding");
+    sb.wait_listed(&ANNEX_GENERAL.to_string(), &[on_shard_0], INGEST);
+}
+
+/// `cluster.shards = "lease"` on `url`, as `node`, leases of 6 s (renewed every 2 s).
+fn lease_node(fake: &Fake, dir: &TempDir, url: &str, node: &str) -> Switchboard {
+    let extra = format!("[cluster]\nnode_id = \"{node}\"\nshards = \"lease\"\nlease_s = 6\n");
+    Switchboard::start_sections(
+        fake,
+        dir.path(),
+        &both_guilds(),
+        Sections {
+            extra: &extra,
+            store_url: Some(url),
+            ..Sections::default()
+        },
+    )
+}
+
+#[test]
+fn two_lease_nodes_run_one_shard_each_and_the_survivor_takes_both_after_a_kill() {
+    use switchboard_store_postgres::testing::PgCluster;
+    let cluster = PgCluster::shared();
+    let url = cluster.url(&cluster.database().expect("a database"));
+    let fake = Fake::start_with(
+        two_shard_world(),
+        FakeOptions {
+            shards: 2,
+            ..FakeOptions::default()
+        },
+    );
+    let (dir_a, dir_b) = (TempDir::new("lease-a"), TempDir::new("lease-b"));
+    // Alone, node-a's fair share is both shards.
+    let a = lease_node(&fake, &dir_a, &url, "node-a");
+    wait_shards_ready(&a, &[0, 1], INGEST);
+    // node-b joins: the share is one each; node-a gives its highest back and node-b takes it.
+    let b = lease_node(&fake, &dir_b, &url, "node-b");
+    let health_a = wait_shards_ready(&a, &[0], Duration::from_secs(40));
+    let health_b = wait_shards_ready(&b, &[1], Duration::from_secs(40));
+    assert_eq!(health_a["store"], "postgres", "{health_a}");
+    assert_eq!(health_b["node"], "node-b", "{health_b}");
+    // Both guilds' messages arrive, each on the node that runs its shard.
+    let lab = fake.post(demo::OPS, demo::STANLEY, "to node-b's shard");
+    let annex = fake.post(ANNEX_GENERAL, demo::STANLEY, "to node-a's shard");
+    b.wait_listed("#ops", &[lab], INGEST);
+    a.wait_listed(&ANNEX_GENERAL.to_string(), &[annex], INGEST);
+    // `switchboard cluster status` lists both nodes live with their shards, and the leases.
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["cluster", "status", "--url", &a.url])
+        .current_dir(dir_a.path())
+        .env_remove("SWITCHBOARD_CONFIG")
+        .env("SWITCHBOARD_TOKEN", &a.token)
+        .output()
+        .expect("run switchboard cluster status");
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let line_of = |node: &str| {
+        text.lines()
+            .find(|l| l.starts_with(node))
+            .unwrap_or_else(|| panic!("no line for {node}: {text}"))
+            .to_owned()
+    };
+    assert!(
+        line_of("node-a").contains("live") && line_of("node-a").contains("shards 0 "),
+        "{text}"
+    );
+    assert!(
+        line_of("node-b").contains("live") && line_of("node-b").contains("shards 1 "),
+        "{text}"
+    );
+    assert!(text.contains("leases:"), "{text}");
+    // node-b dies without a word: once its lease ends, node-a runs both shards.
+    let killed = Instant::now();
+    b.kill();
+    wait_shards_ready(&a, &[0, 1], Duration::from_secs(45));
+    let took = killed.elapsed();
+    // The lease (6 s), a renewal period (2 s), serenity's restart wait and the bucket's
+    // IDENTIFY spacing (5 s each), and margin.
+    assert!(took < Duration::from_secs(40), "took over after {took:?}");
+    let after = fake.post(demo::OPS, demo::STANLEY, "after the takeover");
+    a.wait_listed("#ops", &[after], INGEST);
+    // Never two IDENTIFYs of one bucket (max_concurrency 1: every shard) within 5 s.
+    let mut times: Vec<u64> = fake.fake.identifies().iter().map(|i| i.at_ms).collect();
+    times.sort_unstable();
+    for pair in times.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= 5_000,
+            "IDENTIFYs {} ms apart: {times:?}",
+            pair[1] - pair[0]
+        );
+    }
+}
