@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bot::shards::ShardStates;
 use switchboard_store::Backend;
-use toolserver::cluster::NodeView;
+use switchboard_engine::cluster::NodeView;
 
 /// This node, as the front and the status callable see it.
 pub struct NodeFacts {
@@ -53,7 +53,7 @@ impl NodeView for NodeFacts {
 /// Beats `node`'s heartbeat every third of a lease period until aborted. A failed beat is
 /// logged (once per outage) and tried again at the next period.
 pub fn heartbeat(node: Arc<NodeFacts>, address: String) -> tokio::task::JoinHandle<()> {
-    let started_ms = toolserver::clock::now_ms();
+    let started_ms = switchboard_engine::clock::now_ms();
     let period = (node.lease / 3).max(Duration::from_secs(1));
     tokio::spawn(async move {
         let mut ticks = tokio::time::interval(period);
@@ -65,7 +65,7 @@ pub fn heartbeat(node: Arc<NodeFacts>, address: String) -> tokio::task::JoinHand
                 node_id: node.node_id.clone(),
                 started_ms,
                 address: Some(address.clone()),
-                at_ms: toolserver::clock::now_ms(),
+                at_ms: switchboard_engine::clock::now_ms(),
             };
             match node.store.node_heartbeat(beat).await {
                 Ok(()) if failing => {

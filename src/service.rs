@@ -302,7 +302,7 @@ pub async fn build(
         shards: shard_states.clone(),
         lease: config.cluster.lease,
     });
-    core.set_node(Arc::clone(&node) as Arc<dyn toolserver::cluster::NodeView>);
+    core.set_node(Arc::clone(&node) as Arc<dyn switchboard_engine::cluster::NodeView>);
     let gateway = bot::service::start(GatewaySetup {
         token,
         store: store.clone(),

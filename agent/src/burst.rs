@@ -13,10 +13,10 @@ use std::collections::VecDeque;
 use entity::Snowflake;
 use switchboard_config::{AgentConfig, BatchMode};
 use switchboard_context::{batch, Entry};
-use toolserver::runs::Trigger;
-use toolserver::surface::AllowedChannel;
-use toolserver::trust::{self, Trust};
-use toolserver::Core;
+use switchboard_engine::runs::Trigger;
+use switchboard_engine::surface::AllowedChannel;
+use switchboard_engine::trust::{self, Trust};
+use switchboard_engine::Core;
 
 use crate::prompt::Transcript;
 use crate::Queued;

@@ -348,7 +348,7 @@ impl Bridge {
                 run_id: Some(run_id.clone()),
                 session_id: session.id(),
                 state: RunState::Running,
-                started_ms: Some(toolserver::clock::now_ms()),
+                started_ms: Some(switchboard_engine::clock::now_ms()),
                 requested_by: requested_by.unwrap_or_default(),
                 requested_by_name: trigger.author_name.clone(),
                 trigger_message_id: None,
@@ -356,7 +356,7 @@ impl Bridge {
                 text: trigger
                     .text
                     .chars()
-                    .take(toolserver::runs::RUN_TEXT_CHARS)
+                    .take(switchboard_engine::runs::RUN_TEXT_CHARS)
                     .collect(),
                 parent_run_id: parent.map(str::to_owned),
                 agent: Some(target.name.to_string()),
@@ -431,7 +431,7 @@ impl Bridge {
         }
         let usage = meter.as_ref().map(|meter| {
             let (prompt_tokens, completion_tokens) = meter.tokens();
-            toolserver::handoff::HandoffUsage {
+            switchboard_engine::handoff::HandoffUsage {
                 prompt_tokens,
                 completion_tokens,
             }

@@ -694,7 +694,7 @@ impl Bridge {
         let mut after_a_run = false;
         loop {
             // The session's agent decides whether a burst is answered together.
-            let config = self.agent_for(channel).config;
+            let config = self.agent_for(channel).await.config;
             let next = {
                 let mut sessions = self.sessions();
                 let queue = sessions.entry(channel).or_default();
@@ -1275,7 +1275,7 @@ impl Bridge {
                     &self.inner.core,
                     channel,
                     &self.as_edited(channel, earlier, trigger),
-                    &toolserver::trust::Trust::new(&config.trusted_users, self.bot_id()),
+                    &switchboard_engine::trust::Trust::new(&config.trusted_users, self.bot_id()),
                 );
                 // An untrusted note needs the note saying what the mark means, even when no
                 // message of the transcript is untrusted.

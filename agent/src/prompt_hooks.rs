@@ -1,6 +1,6 @@
 //! `[[hooks.prompt]]` in the built-in `openai` runner: before each request to the model, the
 //! operator's commands see the fitted request's messages and may rewrite the system prompt
-//! and the messages ([`toolserver::hooks::prompt`]: the same JSON-over-stdin contract, empty
+//! and the messages ([`switchboard_engine::hooks::prompt`]: the same JSON-over-stdin contract, empty
 //! environment, process group and timeouts as the call pipeline's hooks). Hooks run in the
 //! order they are listed, each on what the one before left.
 //!
@@ -13,7 +13,7 @@
 
 use serde_json::{json, Value};
 use switchboard_context::{count_chat, TokenCounter};
-use toolserver::Core;
+use switchboard_engine::Core;
 
 /// One request's place, for the hooks' input and the failure event.
 pub(crate) struct RequestPlace<'a> {
@@ -47,7 +47,7 @@ pub(crate) async fn apply(
             "round": place.round,
             "messages": messages,
         });
-        let outcome = match toolserver::hooks::prompt(hook, &input).await {
+        let outcome = match switchboard_engine::hooks::prompt(hook, &input).await {
             Ok(answer) => {
                 let rewritten = rewrite(&messages, answer);
                 let tokens = count_chat(counter, &rewritten, tools);
@@ -94,7 +94,7 @@ pub(crate) async fn apply(
 
 /// `messages` with what the hook answered: its whole list, then its system text (which
 /// replaces the first system message's text, or becomes the first message).
-fn rewrite(messages: &[Value], answer: toolserver::hooks::PromptAnswer) -> Vec<Value> {
+fn rewrite(messages: &[Value], answer: switchboard_engine::hooks::PromptAnswer) -> Vec<Value> {
     let mut rewritten = answer.messages.unwrap_or_else(|| messages.to_vec());
     if let Some(system) = answer.system {
         match rewritten.first_mut() {
@@ -108,7 +108,7 @@ fn rewrite(messages: &[Value], answer: toolserver::hooks::PromptAnswer) -> Vec<V
 #[cfg(test)]
 mod tests {
     use super::*;
-    use toolserver::hooks::PromptAnswer;
+    use switchboard_engine::hooks::PromptAnswer;
 
     #[test]
     fn the_system_text_replaces_the_first_system_message_or_becomes_one() {

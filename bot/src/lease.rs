@@ -86,7 +86,7 @@ pub struct LeaseLoop {
 }
 
 fn now_ms() -> u64 {
-    toolserver::clock::now_ms()
+    switchboard_engine::clock::now_ms()
 }
 
 impl LeaseLoop {

@@ -18,7 +18,7 @@ pub fn cluster_status(flag_config: Option<&Path>, args: &ReloadArgs) -> ExitCode
             if args.json {
                 println!("{value}");
             } else {
-                for line in lines(&value, toolserver::clock::now_ms()) {
+                for line in lines(&value, switchboard_engine::clock::now_ms()) {
                     println!("{line}");
                 }
             }
