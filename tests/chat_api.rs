@@ -20,9 +20,25 @@ use support::{http_send_within, venv_python, Allow, Fake, Sections, Switchboard,
 const WEBUI: &str = "webui-token-0123456789abcdef0123456789abcdef";
 const OTHER: &str = "other-token-0123456789abcdef0123456789abcdef";
 
-fn start(model: &FakeModel, name: &str) -> (Fake, TempDir, Switchboard) {
+/// switchboard with these agents and tokens (`webui` and `other` read from their env).
+fn boot(name: &str, agents: &str, tokens: &str) -> (Fake, TempDir, Switchboard) {
     let fake = Fake::start();
     let dir = TempDir::new(name);
+    let sb = Switchboard::start_sections(
+        &fake,
+        dir.path(),
+        &Allow::default(),
+        Sections {
+            toolserver: tokens,
+            extra: agents,
+            env: &[("WEBUI_TOKEN", WEBUI), ("OTHER_TOKEN", OTHER)],
+            ..Sections::default()
+        },
+    );
+    (fake, dir, sb)
+}
+
+fn start(model: &FakeModel, name: &str) -> (Fake, TempDir, Switchboard) {
     let extra = format!(
         r#"
 [agents]
@@ -55,18 +71,7 @@ name = "other"
 token_env = "OTHER_TOKEN"
 scope = ["surface.help"]
 "#;
-    let sb = Switchboard::start_sections(
-        &fake,
-        dir.path(),
-        &Allow::default(),
-        Sections {
-            toolserver,
-            extra: &extra,
-            env: &[("WEBUI_TOKEN", WEBUI), ("OTHER_TOKEN", OTHER)],
-            ..Sections::default()
-        },
-    );
-    (fake, dir, sb)
+    boot(name, &extra, toolserver)
 }
 
 fn send(sb: &Switchboard, method: &str, path: &str, token: &str, body: &str) -> (u16, String) {
@@ -506,8 +511,6 @@ impl Reading {
 }
 
 fn gated_agents(model: &GatedModel, name: &str) -> (Fake, TempDir, Switchboard) {
-    let fake = Fake::start();
-    let dir = TempDir::new(name);
     let extra = format!(
         r#"
 [agents]
@@ -538,18 +541,7 @@ name = "other"
 token_env = "OTHER_TOKEN"
 scope = ["agent:support"]
 "#;
-    let sb = Switchboard::start_sections(
-        &fake,
-        dir.path(),
-        &Allow::default(),
-        Sections {
-            toolserver,
-            extra: &extra,
-            env: &[("WEBUI_TOKEN", WEBUI), ("OTHER_TOKEN", OTHER)],
-            ..Sections::default()
-        },
-    );
-    (fake, dir, sb)
+    boot(name, &extra, toolserver)
 }
 
 #[test]
