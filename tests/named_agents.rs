@@ -139,16 +139,20 @@ fn slash_agent_shows_the_channels_agent_only_admins_rebind_it_and_the_binding_su
     let model = FakeModel::start(answer_as_the_prompted_agent);
     let fake = Fake::start();
     let dir = TempDir::new("agent-command");
-    let sb = Switchboard::start_sections(
-        &fake,
-        dir.path(),
-        &Allow::default(),
-        Sections {
-            discord: r#"admins = ["@Stanley"]"#,
-            extra: &two_agents(&model),
-            ..Sections::default()
-        },
-    );
+    let config = two_agents(&model);
+    let start = || {
+        Switchboard::start_sections(
+            &fake,
+            dir.path(),
+            &Allow::default(),
+            Sections {
+                discord: r#"admins = ["@Stanley"]"#,
+                extra: &config,
+                ..Sections::default()
+            },
+        )
+    };
+    let sb = start();
     poll("the slash commands", Duration::from_secs(20), || {
         let commands = fake.fake.commands();
         let global = commands["global"].as_array()?;
@@ -178,16 +182,7 @@ fn slash_agent_shows_the_channels_agent_only_admins_rebind_it_and_the_binding_su
 
     // The binding is kept in the store: a restarted service still answers with it.
     drop(sb);
-    let sb = Switchboard::start_sections(
-        &fake,
-        dir.path(),
-        &Allow::default(),
-        Sections {
-            discord: r#"admins = ["@Stanley"]"#,
-            extra: &two_agents(&model),
-            ..Sections::default()
-        },
-    );
+    let sb = start();
     let shown = slash(&fake, demo::OPS, demo::TOMAS, "agent", json!([]));
     assert!(shown.contains("**release** (set with /agent)"), "{shown}");
 
