@@ -210,7 +210,10 @@ fn thirty_five_channels_of_history_and_the_first_sends_earn_no_global_429() {
         .iter()
         .filter(|r| r.path.ends_with("/gateway") || r.path.ends_with("/gateway/bot"))
         .collect();
-    let bot = gateway.iter().filter(|r| r.path.ends_with("/gateway/bot")).count();
+    let bot = gateway
+        .iter()
+        .filter(|r| r.path.ends_with("/gateway/bot"))
+        .count();
     assert!(
         bot == 1 && gateway.len() <= 2,
         "the gateway is asked for once by switchboard and at most once by serenity: {gateway:?}"

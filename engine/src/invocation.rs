@@ -110,7 +110,7 @@ pub struct Invocation<'a> {
     /// Who posts may ping, as the operator configured it.
     pub mentions: MentionPolicy,
     /// Who is told what the call waits for while it runs (MCP's progress), when anyone is.
-    pub observer: Option<&'a dyn crate::pipeline::CallObserver>,
+    pub observer: Option<&'a dyn crate::observer::CallObserver>,
 }
 
 /// A session as callables answer it.
