@@ -14,12 +14,12 @@ use entity::Snowflake;
 use protocol::{ErrorCode, ErrorKind};
 use switchboard_config::{AgentConfig, Runner};
 use switchboard_context::{Entry, Message, Speaker};
-use tokio::sync::{oneshot, watch};
 use switchboard_engine::auth::{random_hex, scope_allows, Caller, CapabilityGrant, TokenEnd};
 use switchboard_engine::handoff::{HandoffAnswer, HandoffRequest};
 use switchboard_engine::runs::{AbortOutcome, RunGate, RunState, RunView, Trigger};
 use switchboard_engine::ToolError;
 use switchboard_engine::{CallContext, Front};
+use tokio::sync::{oneshot, watch};
 
 use crate::command::{run_command_with, CommandSpec};
 use crate::stream::DraftState;
@@ -323,6 +323,7 @@ impl Bridge {
             message_id: None,
             author_id: requested_by.unwrap_or_default(),
             author_name: parent.map_or_else(|| "handoff".to_owned(), |p| format!("agent run {p}")),
+            author_roles: Vec::new(),
             text: request.prompt.clone(),
             workflow_id: None,
             agent: None,

@@ -382,9 +382,11 @@ impl Bridge {
             model,
             price: config.price,
         };
-        let exempt = whole
-            .budgets
-            .exempts_user(trigger.author_id, &[], &whole.discord.admins);
+        let exempt = whole.budgets.exempts_user(
+            trigger.author_id,
+            &trigger.author_roles,
+            &whole.discord.admins,
+        );
         metering::Meter::open(Arc::clone(store), charged, &whole.budgets, exempt)
             .await
             .map(Some)
@@ -1551,6 +1553,7 @@ impl Runs for Bridge {
             message_id: Some(message.message_id),
             author_id: message.author_id,
             author_name: message.author_name.to_owned(),
+            author_roles: message.author_roles.to_vec(),
             text: message.text.to_owned(),
             workflow_id: None,
             agent: None,
@@ -1587,7 +1590,9 @@ impl Runs for Bridge {
         &self,
         session: Snowflake,
     ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = switchboard_engine::handoff::SessionAgent> + Send + '_>,
+        Box<
+            dyn std::future::Future<Output = switchboard_engine::handoff::SessionAgent> + Send + '_,
+        >,
     > {
         Box::pin(agents::describe(
             &self.inner.core,

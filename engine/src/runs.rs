@@ -18,6 +18,9 @@ pub struct Arrival<'a> {
     pub author_id: Snowflake,
     /// The name people see for the author.
     pub author_name: &'a str,
+    /// The author's guild roles as the message carried them (empty in a DM, and for a
+    /// message fetched afterwards, which carries no member).
+    pub author_roles: &'a [Snowflake],
     /// Whether the author is a bot account.
     pub author_is_bot: bool,
     /// Whether it was posted in a guild (else: a DM).
@@ -47,6 +50,10 @@ pub struct Trigger {
     pub author_id: Snowflake,
     /// Their name as people see it.
     pub author_name: String,
+    /// Their guild roles when the trigger was a message that carried them (a live gateway
+    /// message); empty otherwise. Role entries of `budgets.exempt` and `discord.admins` match
+    /// these.
+    pub author_roles: Vec<Snowflake>,
     /// The trigger's readable text; for a workflow, the resume prompt with the answers.
     pub text: String,
     /// Set when a finished workflow started this run.

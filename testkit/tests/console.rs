@@ -462,6 +462,7 @@ impl OneRun {
                 message_id: None,
                 author_id: entity::Snowflake(demo_world::STANLEY),
                 author_name: "Stanley".into(),
+                author_roles: Vec::new(),
                 text: "summarise #ops".into(),
                 workflow_id: None,
                 agent: None,
