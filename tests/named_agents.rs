@@ -92,6 +92,9 @@ fn two_channels_bound_to_two_agents_answer_with_their_own_prompts_tools_and_labe
         reply["content"], "release checklist is green\n-# release",
         "{reply}"
     );
+    let offered = model.requests();
+    let offered = tool_names(offered.last().expect("the run asked the model"));
+    assert_eq!(offered, ["surface__help"], "{offered:?}");
 
     let requests = model.requests();
     assert_eq!(requests.len(), 2, "one model request per run");
@@ -177,8 +180,15 @@ fn slash_agent_shows_the_channels_agent_only_admins_rebind_it_and_the_binding_su
         options(&[("action", "set"), ("name", "relase")]),
     );
     assert!(typo.contains("did you mean `release`?"), "{typo}");
+    let tools = slash(&fake, demo::OPS, demo::TOMAS, "tools", json!([]));
+    assert!(tools.contains("`surface.messages.send`"), "{tools}");
+    assert!(!tools.contains("`surface.help`"), "{tools}");
     let done = slash(&fake, demo::OPS, demo::STANLEY, "agent", set);
     assert!(done.contains("**release** (set with /agent)"), "{done}");
+    // `/tools` shows the bound agent's scope: what its runs are offered (below).
+    let tools = slash(&fake, demo::OPS, demo::TOMAS, "tools", json!([]));
+    assert!(tools.contains("`surface.help`"), "{tools}");
+    assert!(!tools.contains("`surface.messages.send`"), "{tools}");
 
     // The binding is kept in the store: a restarted service still answers with it.
     drop(sb);
