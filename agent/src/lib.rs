@@ -15,6 +15,7 @@ pub mod agents;
 mod burst;
 pub mod command;
 pub mod demo;
+mod ended;
 pub mod handoff;
 pub mod instructions;
 pub mod metering;
@@ -157,6 +158,8 @@ struct Inner {
     bindings: std::sync::OnceLock<Arc<dyn switchboard_store::AgentBindingStore>>,
     /// `agent.handoff` sub-runs going, by the run that asked.
     handoffs: handoff::Handoffs,
+    /// The node's record of recently ended sub-runs and chat-API runs.
+    ended: ended::EndedRuns,
     /// Where sessions' compaction summaries (and the agent's notes) are kept; without it, a
     /// summary serves only the run that wrote it.
     memory: Option<Arc<dyn MemoryStore>>,
@@ -213,6 +216,7 @@ impl Bridge {
                 usage: std::sync::OnceLock::new(),
                 bindings: std::sync::OnceLock::new(),
                 handoffs: handoff::Handoffs::default(),
+                ended: ended::EndedRuns::new(ended::MAX_ENDED_RUNS),
                 memory: None,
             }),
         }
@@ -815,6 +819,9 @@ impl Bridge {
             parent_run_id: None,
             agent: trigger.agent.as_ref().map(ToString::to_string),
             started_by: None,
+            ended_ms: None,
+            answer: None,
+            usage: None,
         };
         let queues: Vec<&SessionQueue> = ids.iter().filter_map(|id| sessions.get(id)).collect();
         let running = queues.iter().filter_map(|queue| {
@@ -829,6 +836,7 @@ impl Bridge {
         });
         let mut views: Vec<RunView> = running.chain(queued).collect();
         views.extend(self.inner.handoffs.views(session));
+        views.extend(self.inner.ended.views(session));
         views
     }
 

@@ -489,6 +489,9 @@ impl switchboard_engine::runs::Runs for OneRun {
                 parent_run_id: None,
                 agent: None,
                 started_by: None,
+                ended_ms: None,
+                answer: None,
+                usage: None,
             })
             .into_iter()
             .collect()
