@@ -448,21 +448,17 @@ impl Bridge {
         };
         // Recorded before the listing goes, so that the run is never missing from runs.list.
         self.inner.ended.record(RunView {
-            state: match outcome {
-                "replied" => RunState::Finished,
-                "aborted" => RunState::Aborted,
-                _ => RunState::Failed,
-            },
+            state: crate::ended_state(outcome),
             ended_ms: Some(switchboard_engine::clock::now_ms()),
             answer: Some(match &answer {
-                Answer::Reply(text) => text.trim().chars().take(RUN_ANSWER_CHARS).collect(),
-                Answer::Failed(reason) => reason.chars().take(RUN_ANSWER_CHARS).collect(),
+                // A stopped or timed-out run keeps what it had written.
                 Answer::Aborted => partial
                     .borrow()
                     .text
                     .chars()
                     .take(RUN_ANSWER_CHARS)
                     .collect(),
+                done => crate::answer_excerpt(done),
             }),
             usage: usage.as_ref().map(|usage| RunUsage {
                 prompt_tokens: usage.prompt_tokens,

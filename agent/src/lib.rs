@@ -836,7 +836,16 @@ impl Bridge {
         });
         let mut views: Vec<RunView> = running.chain(queued).collect();
         views.extend(self.inner.handoffs.views(session));
-        views.extend(self.inner.ended.views(session));
+        // A run is recorded as ended a moment before its session's slot is freed: until then
+        // it is listed once, as running.
+        let ended: Vec<RunView> = self
+            .inner
+            .ended
+            .views(session)
+            .into_iter()
+            .filter(|ended| !views.iter().any(|live| live.run_id == ended.run_id))
+            .collect();
+        views.extend(ended);
         views
     }
 
@@ -1401,6 +1410,7 @@ impl Bridge {
             Some(draft) => draft.finish(reply, stream::DRAFT_CHARS).await,
             None => false,
         };
+        let excerpt = answer_excerpt(&answer);
         let (succeeded, outcome) = match answer {
             Answer::Reply(text) => {
                 let reply = text.trim();
@@ -1441,7 +1451,50 @@ impl Bridge {
             }
         };
         self.finished(&answering, request_id, outcome, started);
+        self.record_ended(&answering, request_id, outcome, &excerpt, meter, started);
         succeeded
+    }
+
+    /// Puts a Discord-started run that ended in the node's record of ended runs.
+    fn record_ended(
+        &self,
+        answering: &Trigger,
+        request_id: &str,
+        outcome: &str,
+        answer: &str,
+        meter: Option<&metering::Meter>,
+        started: std::time::Instant,
+    ) {
+        let ended_ms = now_ms();
+        let started_ms =
+            ended_ms.saturating_sub(u64::try_from(started.elapsed().as_millis()).unwrap_or(0));
+        self.inner.ended.record(RunView {
+            run_id: Some(request_id.to_owned()),
+            session_id: answering.channel_id,
+            state: ended_state(outcome),
+            started_ms: Some(started_ms),
+            requested_by: answering.author_id,
+            requested_by_name: answering.author_name.clone(),
+            trigger_message_id: answering.message_id,
+            workflow_id: answering.workflow_id.clone(),
+            text: answering
+                .text
+                .chars()
+                .take(switchboard_engine::runs::RUN_TEXT_CHARS)
+                .collect(),
+            parent_run_id: None,
+            agent: answering.agent.as_ref().map(ToString::to_string),
+            started_by: None,
+            ended_ms: Some(ended_ms),
+            answer: Some(answer.to_owned()),
+            usage: meter.map(|meter| {
+                let (prompt_tokens, completion_tokens) = meter.tokens();
+                switchboard_engine::runs::RunUsage {
+                    prompt_tokens,
+                    completion_tokens,
+                }
+            }),
+        });
     }
 
     /// Counts a finished run and publishes `run.finished`.
@@ -1647,6 +1700,28 @@ enum Answer {
     /// A short reason for the error line; details were logged.
     Failed(String),
     Aborted,
+}
+
+/// What the record of ended runs keeps of an answer: its text, the failure's reason, or
+/// nothing for a stopped run; at most [`switchboard_engine::runs::RUN_ANSWER_CHARS`].
+fn answer_excerpt(answer: &Answer) -> String {
+    let text = match answer {
+        Answer::Reply(text) => text.trim(),
+        Answer::Failed(reason) => reason.as_str(),
+        Answer::Aborted => "",
+    };
+    text.chars()
+        .take(switchboard_engine::runs::RUN_ANSWER_CHARS)
+        .collect()
+}
+
+/// The end state a run's outcome (as `run.finished` names it) is listed with.
+fn ended_state(outcome: &str) -> RunState {
+    match outcome {
+        "replied" | "no_reply" => RunState::Finished,
+        "aborted" => RunState::Aborted,
+        _ => RunState::Failed,
+    }
 }
 
 /// The usage of a run whose runner reports none (a command, the demo): estimated from the
