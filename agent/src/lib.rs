@@ -804,24 +804,8 @@ impl Bridge {
         ids.sort_unstable();
         let view = |trigger: &Trigger, state, run: Option<&RunningRun>| RunView {
             run_id: run.map(|run| run.run_id.clone()),
-            session_id: trigger.channel_id,
-            state,
             started_ms: run.map(|run| run.started_ms),
-            requested_by: trigger.author_id,
-            requested_by_name: trigger.author_name.clone(),
-            trigger_message_id: trigger.message_id,
-            workflow_id: trigger.workflow_id.clone(),
-            text: trigger
-                .text
-                .chars()
-                .take(switchboard_engine::runs::RUN_TEXT_CHARS)
-                .collect(),
-            parent_run_id: None,
-            agent: trigger.agent.as_ref().map(ToString::to_string),
-            started_by: None,
-            ended_ms: None,
-            answer: None,
-            usage: None,
+            ..trigger_view(trigger, state)
         };
         let queues: Vec<&SessionQueue> = ids.iter().filter_map(|id| sessions.get(id)).collect();
         let running = queues.iter().filter_map(|queue| {
@@ -1470,21 +1454,7 @@ impl Bridge {
             ended_ms.saturating_sub(u64::try_from(started.elapsed().as_millis()).unwrap_or(0));
         self.inner.ended.record(RunView {
             run_id: Some(request_id.to_owned()),
-            session_id: answering.channel_id,
-            state: ended_state(outcome),
             started_ms: Some(started_ms),
-            requested_by: answering.author_id,
-            requested_by_name: answering.author_name.clone(),
-            trigger_message_id: answering.message_id,
-            workflow_id: answering.workflow_id.clone(),
-            text: answering
-                .text
-                .chars()
-                .take(switchboard_engine::runs::RUN_TEXT_CHARS)
-                .collect(),
-            parent_run_id: None,
-            agent: answering.agent.as_ref().map(ToString::to_string),
-            started_by: None,
             ended_ms: Some(ended_ms),
             answer: Some(answer.to_owned()),
             usage: meter.map(|meter| {
@@ -1494,6 +1464,7 @@ impl Bridge {
                     completion_tokens,
                 }
             }),
+            ..trigger_view(answering, ended_state(outcome))
         });
     }
 
@@ -1700,6 +1671,31 @@ enum Answer {
     /// A short reason for the error line; details were logged.
     Failed(String),
     Aborted,
+}
+
+/// A run of `trigger` as `runs.list` shows it, before it has an id or a start.
+fn trigger_view(trigger: &Trigger, state: RunState) -> RunView {
+    RunView {
+        run_id: None,
+        session_id: trigger.channel_id,
+        state,
+        started_ms: None,
+        requested_by: trigger.author_id,
+        requested_by_name: trigger.author_name.clone(),
+        trigger_message_id: trigger.message_id,
+        workflow_id: trigger.workflow_id.clone(),
+        text: trigger
+            .text
+            .chars()
+            .take(switchboard_engine::runs::RUN_TEXT_CHARS)
+            .collect(),
+        parent_run_id: None,
+        agent: trigger.agent.as_ref().map(ToString::to_string),
+        started_by: None,
+        ended_ms: None,
+        answer: None,
+        usage: None,
+    }
 }
 
 /// What the record of ended runs keeps of an answer: its text, the failure's reason, or
