@@ -307,6 +307,7 @@ impl Scheduler {
             message_id: None,
             author_id,
             author_name: format!("schedule {}", schedule.id),
+            author_roles: Vec::new(),
             text: schedule.prompt.clone(),
             workflow_id: None,
             // A schedule that names an agent runs with it (checked against the configured

@@ -142,6 +142,81 @@ fn a_per_user_daily_token_cap_refuses_the_run_before_the_model_is_called_and_rep
     assert_eq!(refused.status.code(), Some(2), "{refused:?}");
 }
 
+/// Stanley holds the demo guild's `oncall` role, Tomas none. The role reaches the cap check
+/// from the gateway message's `member.roles`: once listed in `budgets.exempt` itself, once as
+/// an admin role while `budgets.exempt = ["admins"]`.
+#[test]
+fn a_user_exempt_only_through_a_role_passes_the_cap_another_user_hits() {
+    let oncall = format!("<@&{}>", demo::ONCALL_ROLE);
+    let variants = [
+        (String::new(), format!("exempt = [\"{oncall}\"]")),
+        (
+            format!("admins = [\"{oncall}\"]"),
+            "exempt = [\"admins\"]".to_owned(),
+        ),
+    ];
+    for (admins, exempt) in variants {
+        let model = FakeModel::start(|requests| answer(requests.len()));
+        let fake = Fake::start();
+        let dir = TempDir::new("budgets-role");
+        let extra = config(&model).replace(
+            "[budgets.user]",
+            &format!("[budgets]\n{exempt}\n\n[budgets.user]"),
+        );
+        let sb = Switchboard::start_sections(
+            &fake,
+            dir.path(),
+            &Allow::default(),
+            support::Sections {
+                discord: &admins,
+                extra: &extra,
+                ..support::Sections::default()
+            },
+        );
+        let ask = |user, text: &str| {
+            let trigger = fake.post(demo::OPS, user, &format!("{BOT_MENTION} {text}"));
+            reply_to(&fake, &sb, demo::OPS, &trigger)["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        };
+
+        // Tomas (no role) uses up his 240 tokens in two runs; the third is refused.
+        for n in 1..=2 {
+            assert_eq!(
+                ask(demo::TOMAS, &format!("question {n}")),
+                format!("Answer {n}")
+            );
+        }
+        let refused = ask(demo::TOMAS, "question 3");
+        assert!(
+            refused.contains("daily token budget is used up"),
+            "{exempt}: {refused}"
+        );
+        assert_eq!(model.requests().len(), 2, "{exempt}");
+
+        // Stanley spends past the same cap: his role exempts him.
+        for n in 3..=5 {
+            assert_eq!(
+                ask(demo::STANLEY, &format!("question {n}")),
+                format!("Answer {n}"),
+                "{admins} {exempt}"
+            );
+        }
+        assert_eq!(model.requests().len(), 5, "{exempt}");
+        let by_user = sb.tools(&["usage.report", "user"]).json();
+        let stanley = by_user["rows"]
+            .as_array()
+            .and_then(|rows| {
+                rows.iter()
+                    .find(|r| r["user"].as_str() == Some(&*demo::STANLEY.to_string()))
+            })
+            .unwrap_or_else(|| panic!("no row for Stanley in {by_user}"))
+            .clone();
+        assert!(stanley["totalTokens"].as_u64() > Some(240), "{stanley}");
+    }
+}
+
 #[test]
 fn a_run_that_crosses_a_cap_stops_at_its_next_model_round_and_says_so() {
     // The first answer asks for a tool and reports 300 tokens: over the 240-token cap.

@@ -754,6 +754,39 @@ fn the_runs_api_shows_and_stops_a_tokens_own_runs_and_answers_others_404() {
     let (_, left) = runs_api(&sb, "GET", "/v1/runs", WEBUI);
     assert_eq!(left["runs"].as_array().map(Vec::len), Some(1), "{left}");
     assert_eq!(left["runs"][0]["runId"], json!(ids[1]), "{left}");
+
+    // An ended run stays readable by id from the node's record, with its end state, and
+    // still only to whom may see it.
+    let (status, aborted) = runs_api(&sb, "GET", &one, WEBUI);
+    assert_eq!(status, 200, "{aborted}");
+    assert_eq!(aborted["state"], "aborted", "{aborted}");
+    assert!(
+        aborted["endedMs"].as_u64() >= aborted["startedMs"].as_u64(),
+        "{aborted}"
+    );
+    let (status, body) = runs_api(&sb, "GET", &one, OTHER);
+    assert_eq!(status, 404, "{body}");
+
+    // The other run finishes (both held model streams go on): its answer is read afterwards.
+    for _ in 0..2 {
+        model.release.send(()).expect("release the model");
+    }
+    let two = format!("/v1/runs/{}", ids[1]);
+    let finished = support::poll("the second run to finish", Duration::from_secs(15), || {
+        let (status, run) = runs_api(&sb, "GET", &two, WEBUI);
+        (status == 200 && run["state"] == "finished").then_some(run)
+    });
+    assert_eq!(finished["answer"], "holding.", "{finished}");
+    assert_eq!(finished["startedBy"], "token:webui", "{finished}");
+    assert_eq!(finished["agent"], "support", "{finished}");
+    let (status, body) = runs_api(&sb, "GET", &two, OTHER);
+    assert_eq!(status, 404, "{body}");
+    let (_, live) = runs_api(&sb, "GET", "/v1/runs", WEBUI);
+    assert_eq!(live["runs"], json!([]), "{live}");
+    let (_, ended) = runs_api(&sb, "GET", "/v1/runs?state=finished", WEBUI);
+    assert_eq!(ended["runs"][0]["runId"], json!(ids[1]), "{ended}");
+    let (_, theirs) = runs_api(&sb, "GET", "/v1/runs?state=finished", OTHER);
+    assert_eq!(theirs["runs"], json!([]), "{theirs}");
     let audit = sb.tools(&["audit.list", "--tool=runs.abort"]).json();
     let callers: Vec<&Value> = audit["audit"]
         .as_array()

@@ -92,6 +92,29 @@ fn two_channels_bound_to_two_agents_answer_with_their_own_prompts_tools_and_labe
         reply["content"], "release checklist is green\n-# release",
         "{reply}"
     );
+    // Once ended, the run stays in the node's record of ended runs, with its answer.
+    let ended = poll("the run's record", Duration::from_secs(10), || {
+        let listed = sb.tools(&["runs.list", "--state=finished"]).json();
+        listed["runs"]
+            .as_array()?
+            .iter()
+            .find(|run| run["triggerMessageId"] == in_room.as_str())
+            .cloned()
+    });
+    assert_eq!(ended["answer"], "release checklist is green", "{ended}");
+    assert_eq!(ended["requestedBy"], demo::STANLEY.to_string(), "{ended}");
+    assert!(
+        ended["endedMs"].as_u64() >= ended["startedMs"].as_u64(),
+        "{ended}"
+    );
+    poll(
+        "the run to leave the live list",
+        Duration::from_secs(10),
+        || {
+            let live = sb.tools(&["runs.list"]).json();
+            (live["runs"] == json!([])).then_some(())
+        },
+    );
 
     let requests = model.requests();
     assert_eq!(requests.len(), 2, "one model request per run");
@@ -177,8 +200,15 @@ fn slash_agent_shows_the_channels_agent_only_admins_rebind_it_and_the_binding_su
         options(&[("action", "set"), ("name", "relase")]),
     );
     assert!(typo.contains("did you mean `release`?"), "{typo}");
+    let tools = slash(&fake, demo::OPS, demo::TOMAS, "tools", json!([]));
+    assert!(tools.contains("`surface.messages.send`"), "{tools}");
+    assert!(!tools.contains("`surface.help`"), "{tools}");
     let done = slash(&fake, demo::OPS, demo::STANLEY, "agent", set);
     assert!(done.contains("**release** (set with /agent)"), "{done}");
+    // `/tools` shows the bound agent's scope: what its runs are offered (below).
+    let tools = slash(&fake, demo::OPS, demo::TOMAS, "tools", json!([]));
+    assert!(tools.contains("`surface.help`"), "{tools}");
+    assert!(!tools.contains("`surface.messages.send`"), "{tools}");
 
     // The binding is kept in the store: a restarted service still answers with it.
     drop(sb);
@@ -192,6 +222,10 @@ fn slash_agent_shows_the_channels_agent_only_admins_rebind_it_and_the_binding_su
         reply["content"], "release checklist is green\n-# release",
         "{reply}"
     );
+    // The run in #ops is offered the bound agent's tools, as `/tools` showed.
+    let offered = model.requests();
+    let offered = tool_names(offered.last().expect("the run asked the model"));
+    assert_eq!(offered, ["surface__help"], "{offered:?}");
 
     let reset = slash(
         &fake,

@@ -141,6 +141,7 @@ mod tests {
                 message_id: Some(Snowflake(100 + id)),
                 author_id: Snowflake(id),
                 author_name: format!("user{id}"),
+                author_roles: Vec::new(),
                 text: format!("question {id}"),
                 workflow_id: workflow.then(|| "wf".to_owned()),
                 agent: None,

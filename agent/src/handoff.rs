@@ -16,7 +16,9 @@ use switchboard_config::{AgentConfig, Runner};
 use switchboard_context::{Entry, Message, Speaker};
 use switchboard_engine::auth::{random_hex, scope_allows, Caller, CapabilityGrant, TokenEnd};
 use switchboard_engine::handoff::{HandoffAnswer, HandoffRequest};
-use switchboard_engine::runs::{AbortOutcome, RunGate, RunState, RunView, Trigger};
+use switchboard_engine::runs::{
+    AbortOutcome, RunGate, RunState, RunUsage, RunView, Trigger, RUN_ANSWER_CHARS,
+};
 use switchboard_engine::ToolError;
 use switchboard_engine::{CallContext, Front};
 use tokio::sync::{oneshot, watch};
@@ -323,6 +325,7 @@ impl Bridge {
             message_id: None,
             author_id: requested_by.unwrap_or_default(),
             author_name: parent.map_or_else(|| "handoff".to_owned(), |p| format!("agent run {p}")),
+            author_roles: Vec::new(),
             text: request.prompt.clone(),
             workflow_id: None,
             agent: None,
@@ -343,29 +346,30 @@ impl Bridge {
             });
         }
         let (stop, stopped) = oneshot::channel();
-        let _listed = self.inner.handoffs.list(
-            RunView {
-                run_id: Some(run_id.clone()),
-                session_id: session.id(),
-                state: RunState::Running,
-                started_ms: Some(switchboard_engine::clock::now_ms()),
-                requested_by: requested_by.unwrap_or_default(),
-                requested_by_name: trigger.author_name.clone(),
-                trigger_message_id: None,
-                workflow_id: None,
-                text: trigger
-                    .text
-                    .chars()
-                    .take(switchboard_engine::runs::RUN_TEXT_CHARS)
-                    .collect(),
-                parent_run_id: parent.map(str::to_owned),
-                agent: Some(target.name.to_string()),
-                // A sub-run of an API caller's run is that caller's too.
-                started_by: started_by(&request.caller)
-                    .or_else(|| parent.and_then(|p| self.inner.handoffs.started_by(p))),
-            },
-            stop,
-        );
+        let view = RunView {
+            run_id: Some(run_id.clone()),
+            session_id: session.id(),
+            state: RunState::Running,
+            started_ms: Some(switchboard_engine::clock::now_ms()),
+            requested_by: requested_by.unwrap_or_default(),
+            requested_by_name: trigger.author_name.clone(),
+            trigger_message_id: None,
+            workflow_id: None,
+            text: trigger
+                .text
+                .chars()
+                .take(switchboard_engine::runs::RUN_TEXT_CHARS)
+                .collect(),
+            parent_run_id: parent.map(str::to_owned),
+            agent: Some(target.name.to_string()),
+            // A sub-run of an API caller's run is that caller's too.
+            started_by: started_by(&request.caller)
+                .or_else(|| parent.and_then(|p| self.inner.handoffs.started_by(p))),
+            ended_ms: None,
+            answer: None,
+            usage: None,
+        };
+        let listed = self.inner.handoffs.list(view.clone(), stop);
         // A sub-run is charged and capped like any run: to the person behind the chain, in
         // the session it works in, as the agent it runs.
         let meter = match self
@@ -442,6 +446,27 @@ impl Bridge {
             (Answer::Failed(_), _) => "failed",
             (Answer::Aborted, _) => "aborted",
         };
+        // Recorded before the listing goes, so that the run is never missing from runs.list.
+        self.inner.ended.record(RunView {
+            state: crate::ended_state(outcome),
+            ended_ms: Some(switchboard_engine::clock::now_ms()),
+            answer: Some(match &answer {
+                // A stopped or timed-out run keeps what it had written.
+                Answer::Aborted => partial
+                    .borrow()
+                    .text
+                    .chars()
+                    .take(RUN_ANSWER_CHARS)
+                    .collect(),
+                done => crate::answer_excerpt(done),
+            }),
+            usage: usage.as_ref().map(|usage| RunUsage {
+                prompt_tokens: usage.prompt_tokens,
+                completion_tokens: usage.completion_tokens,
+            }),
+            ..view
+        });
+        drop(listed);
         core.metrics().run_finished(outcome);
         core.events().publish(
             "run.finished",

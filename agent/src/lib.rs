@@ -15,6 +15,7 @@ pub mod agents;
 mod burst;
 pub mod command;
 pub mod demo;
+mod ended;
 pub mod handoff;
 pub mod instructions;
 pub mod metering;
@@ -157,6 +158,8 @@ struct Inner {
     bindings: std::sync::OnceLock<Arc<dyn switchboard_store::AgentBindingStore>>,
     /// `agent.handoff` sub-runs going, by the run that asked.
     handoffs: handoff::Handoffs,
+    /// The node's record of recently ended sub-runs and chat-API runs.
+    ended: ended::EndedRuns,
     /// Where sessions' compaction summaries (and the agent's notes) are kept; without it, a
     /// summary serves only the run that wrote it.
     memory: Option<Arc<dyn MemoryStore>>,
@@ -213,6 +216,7 @@ impl Bridge {
                 usage: std::sync::OnceLock::new(),
                 bindings: std::sync::OnceLock::new(),
                 handoffs: handoff::Handoffs::default(),
+                ended: ended::EndedRuns::new(ended::MAX_ENDED_RUNS),
                 memory: None,
             }),
         }
@@ -382,9 +386,11 @@ impl Bridge {
             model,
             price: config.price,
         };
-        let exempt = whole
-            .budgets
-            .exempts_user(trigger.author_id, &[], &whole.discord.admins);
+        let exempt = whole.budgets.exempts_user(
+            trigger.author_id,
+            &trigger.author_roles,
+            &whole.discord.admins,
+        );
         metering::Meter::open(Arc::clone(store), charged, &whole.budgets, exempt)
             .await
             .map(Some)
@@ -798,21 +804,8 @@ impl Bridge {
         ids.sort_unstable();
         let view = |trigger: &Trigger, state, run: Option<&RunningRun>| RunView {
             run_id: run.map(|run| run.run_id.clone()),
-            session_id: trigger.channel_id,
-            state,
             started_ms: run.map(|run| run.started_ms),
-            requested_by: trigger.author_id,
-            requested_by_name: trigger.author_name.clone(),
-            trigger_message_id: trigger.message_id,
-            workflow_id: trigger.workflow_id.clone(),
-            text: trigger
-                .text
-                .chars()
-                .take(switchboard_engine::runs::RUN_TEXT_CHARS)
-                .collect(),
-            parent_run_id: None,
-            agent: trigger.agent.as_ref().map(ToString::to_string),
-            started_by: None,
+            ..trigger_view(trigger, state)
         };
         let queues: Vec<&SessionQueue> = ids.iter().filter_map(|id| sessions.get(id)).collect();
         let running = queues.iter().filter_map(|queue| {
@@ -827,6 +820,16 @@ impl Bridge {
         });
         let mut views: Vec<RunView> = running.chain(queued).collect();
         views.extend(self.inner.handoffs.views(session));
+        // A run is recorded as ended a moment before its session's slot is freed: until then
+        // it is listed once, as running.
+        let ended: Vec<RunView> = self
+            .inner
+            .ended
+            .views(session)
+            .into_iter()
+            .filter(|ended| !views.iter().any(|live| live.run_id == ended.run_id))
+            .collect();
+        views.extend(ended);
         views
     }
 
@@ -1391,6 +1394,7 @@ impl Bridge {
             Some(draft) => draft.finish(reply, stream::DRAFT_CHARS).await,
             None => false,
         };
+        let excerpt = answer_excerpt(&answer);
         let (succeeded, outcome) = match answer {
             Answer::Reply(text) => {
                 let reply = text.trim();
@@ -1431,7 +1435,37 @@ impl Bridge {
             }
         };
         self.finished(&answering, request_id, outcome, started);
+        self.record_ended(&answering, request_id, outcome, &excerpt, meter, started);
         succeeded
+    }
+
+    /// Puts a Discord-started run that ended in the node's record of ended runs.
+    fn record_ended(
+        &self,
+        answering: &Trigger,
+        request_id: &str,
+        outcome: &str,
+        answer: &str,
+        meter: Option<&metering::Meter>,
+        started: std::time::Instant,
+    ) {
+        let ended_ms = now_ms();
+        let started_ms =
+            ended_ms.saturating_sub(u64::try_from(started.elapsed().as_millis()).unwrap_or(0));
+        self.inner.ended.record(RunView {
+            run_id: Some(request_id.to_owned()),
+            started_ms: Some(started_ms),
+            ended_ms: Some(ended_ms),
+            answer: Some(answer.to_owned()),
+            usage: meter.map(|meter| {
+                let (prompt_tokens, completion_tokens) = meter.tokens();
+                switchboard_engine::runs::RunUsage {
+                    prompt_tokens,
+                    completion_tokens,
+                }
+            }),
+            ..trigger_view(answering, ended_state(outcome))
+        });
     }
 
     /// Counts a finished run and publishes `run.finished`.
@@ -1551,6 +1585,7 @@ impl Runs for Bridge {
             message_id: Some(message.message_id),
             author_id: message.author_id,
             author_name: message.author_name.to_owned(),
+            author_roles: message.author_roles.to_vec(),
             text: message.text.to_owned(),
             workflow_id: None,
             agent: None,
@@ -1636,6 +1671,53 @@ enum Answer {
     /// A short reason for the error line; details were logged.
     Failed(String),
     Aborted,
+}
+
+/// A run of `trigger` as `runs.list` shows it, before it has an id or a start.
+fn trigger_view(trigger: &Trigger, state: RunState) -> RunView {
+    RunView {
+        run_id: None,
+        session_id: trigger.channel_id,
+        state,
+        started_ms: None,
+        requested_by: trigger.author_id,
+        requested_by_name: trigger.author_name.clone(),
+        trigger_message_id: trigger.message_id,
+        workflow_id: trigger.workflow_id.clone(),
+        text: trigger
+            .text
+            .chars()
+            .take(switchboard_engine::runs::RUN_TEXT_CHARS)
+            .collect(),
+        parent_run_id: None,
+        agent: trigger.agent.as_ref().map(ToString::to_string),
+        started_by: None,
+        ended_ms: None,
+        answer: None,
+        usage: None,
+    }
+}
+
+/// What the record of ended runs keeps of an answer: its text, the failure's reason, or
+/// nothing for a stopped run; at most [`switchboard_engine::runs::RUN_ANSWER_CHARS`].
+fn answer_excerpt(answer: &Answer) -> String {
+    let text = match answer {
+        Answer::Reply(text) => text.trim(),
+        Answer::Failed(reason) => reason.as_str(),
+        Answer::Aborted => "",
+    };
+    text.chars()
+        .take(switchboard_engine::runs::RUN_ANSWER_CHARS)
+        .collect()
+}
+
+/// The end state a run's outcome (as `run.finished` names it) is listed with.
+fn ended_state(outcome: &str) -> RunState {
+    match outcome {
+        "replied" | "no_reply" => RunState::Finished,
+        "aborted" => RunState::Aborted,
+        _ => RunState::Failed,
+    }
 }
 
 /// The usage of a run whose runner reports none (a command, the demo): estimated from the

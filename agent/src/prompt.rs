@@ -289,6 +289,7 @@ mod tests {
             message_id: Some(message_id),
             author_id: Snowflake(demo::STANLEY),
             author_name: "Stanley".into(),
+            author_roles: Vec::new(),
             text: text.into(),
             workflow_id: None,
             agent: None,

@@ -116,6 +116,7 @@ fn trigger(setup: &Setup) -> Trigger {
         message_id: Some(message),
         author_id: demo::STANLEY.into(),
         author_name: "Stanley".into(),
+        author_roles: Vec::new(),
         text: "@switchboard hi".into(),
         workflow_id: None,
         agent: None,

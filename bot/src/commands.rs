@@ -327,7 +327,10 @@ async fn tools(data: &Data, invocation: &Invocation) -> Reply {
     let name = session_name(data, channel);
     let action = invocation.option("action").map(str::trim).unwrap_or("show");
     if action == "show" || action.is_empty() {
-        return Reply::private(describe_tools(&data.core.session_tools(channel), &name));
+        return Reply::private(describe_tools(
+            &data.core.session_tools(channel).await,
+            &name,
+        ));
     }
     // The operator callable, as the invoking user: the pipeline checks they are an admin,
     // applies the rules and writes the audit row.
@@ -347,7 +350,7 @@ async fn tools(data: &Data, invocation: &Invocation) -> Reply {
         // What the session allows now, as `/tools` shows it.
         Ok(_) => Reply::private(format!(
             "Done; effective from the next call.\n{}",
-            describe_tools(&data.core.session_tools(channel), &name)
+            describe_tools(&data.core.session_tools(channel).await, &name)
         )),
         Err(error) if error.code == protocol::ErrorCode::NotAdmin => Reply::private(error.message),
         Err(error) => Reply::private(format!("Nothing changed: {}", error.message)),

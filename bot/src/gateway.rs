@@ -172,12 +172,18 @@ impl Ingest {
                 })
                 .unwrap_or(false);
         let parent = self.store.session(channel).and_then(|s| s.parent_id);
+        let roles: Vec<Snowflake> = message
+            .member
+            .as_ref()
+            .map(|member| member.roles.iter().map(|r| sid(r.get())).collect())
+            .unwrap_or_default();
         tracing::trace!("message stored");
         runs.arrived(&Arrival {
             channel_id: channel,
             message_id: sid(message.id.get()),
             author_id: sid(message.author.id.get()),
             author_name: display_name(&message.author),
+            author_roles: &roles,
             author_is_bot: message.author.bot,
             in_guild: message.guild_id.is_some(),
             parent_id: parent,

@@ -177,12 +177,13 @@ impl Tool for SetSessionTools {
             }
         }
         let session = cx.target()?.channel_id();
-        let after = cx
-            .core
-            .set_session_tools(session, &change)
-            .map_err(|error: ScopeError| {
-                ToolError::usage(ErrorCode::InvalidInput, error.to_string())
-            })?;
+        let after =
+            cx.core
+                .set_session_tools(session, &change)
+                .await
+                .map_err(|error: ScopeError| {
+                    ToolError::usage(ErrorCode::InvalidInput, error.to_string())
+                })?;
         tracing::info!(%session, caller = %cx.context.caller.key(), ?change, "a session's tool scope changed");
         output(&after)
     }

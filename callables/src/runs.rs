@@ -43,7 +43,9 @@ pub struct ListRunsInput {
     /// Only the runs of this session (alias like `#ops`, an id, or an API-only session
     /// `api:NAME`).
     pub session_id: Option<String>,
-    /// Only runs in this state.
+    /// Only runs in this state. Without it (and without `runId`) the list holds the runs
+    /// running and queued now; `finished`, `failed` and `aborted` list the runs this node
+    /// recorded as ended (the last 1,000, until a restart).
     pub state: Option<RunState>,
     /// Only the run with this id (`run-<hex>`; a handoff's `run-<hex>.<hex>`).
     pub run_id: Option<String>,
@@ -100,7 +102,7 @@ impl Tool for ListRuns {
         ToolSpec {
             id: "runs.list",
             title: "List agent runs",
-            description: "List the agent's runs: the ones running (with their id, session, start and who asked) and the ones queued.",
+            description: "List the agent's runs: the ones running (with their id, session, start and who asked) and the ones queued; with a state or a run id, also the ones this node recorded as ended (their end, answer and usage).",
             help: "An operator callable: the operator, or a token whose scope names it (runs.list, runs.*, *); an agent run never. Discord's /status shows the same for its channel. Stop a run with runs.abort.",
             mutating: false,
             primary: None,
@@ -162,8 +164,14 @@ impl Tool for ListRuns {
 
     async fn run(&self, cx: &Invocation<'_>, plan: ListPlan) -> Result<ToolOutput, ToolError> {
         let own = cx.context.caller.own_runs_only("runs.list");
+        // Without a state or an id, the list is what runs and waits now; the node's record of
+        // ended runs answers a state that asks for it, or a run id.
+        let live_only = plan.state.is_none() && plan.run_id.is_none();
         let mut matching = runs(cx)?.list(plan.session).into_iter().filter(|run| {
-            plan.state.is_none_or(|state| run.state == state)
+            plan.state
+                .map_or(!(live_only && run.state.ended()), |state| {
+                    run.state == state
+                })
                 && plan
                     .run_id
                     .as_deref()

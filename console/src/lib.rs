@@ -614,7 +614,7 @@ async fn scope(
 ) -> Result<Response, ApiError> {
     let session = session_id(&id)?;
     core.allowed(session).await?;
-    Ok(no_store(json!(core.session_tools(session))))
+    Ok(no_store(json!(core.session_tools(session).await)))
 }
 
 #[derive(Deserialize)]

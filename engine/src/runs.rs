@@ -18,6 +18,9 @@ pub struct Arrival<'a> {
     pub author_id: Snowflake,
     /// The name people see for the author.
     pub author_name: &'a str,
+    /// The author's guild roles as the message carried them (empty in a DM, and for a
+    /// message fetched afterwards, which carries no member).
+    pub author_roles: &'a [Snowflake],
     /// Whether the author is a bot account.
     pub author_is_bot: bool,
     /// Whether it was posted in a guild (else: a DM).
@@ -47,6 +50,10 @@ pub struct Trigger {
     pub author_id: Snowflake,
     /// Their name as people see it.
     pub author_name: String,
+    /// Their guild roles when the trigger was a message that carried them (a live gateway
+    /// message); empty otherwise. Role entries of `budgets.exempt` and `discord.admins` match
+    /// these.
+    pub author_roles: Vec<Snowflake>,
     /// The trigger's readable text; for a workflow, the resume prompt with the answers.
     pub text: String,
     /// Set when a finished workflow started this run.
@@ -65,6 +72,22 @@ pub enum RunState {
     Running,
     /// It waits for the session's running run to finish.
     Queued,
+    /// It ended with an answer (from the node's record of recently ended runs).
+    Finished,
+    /// It ended with an error, or ran out of time.
+    Failed,
+    /// It was stopped (`runs.abort`, the run that asked being stopped, a client gone).
+    Aborted,
+}
+
+impl RunState {
+    /// Whether the run has ended.
+    pub fn ended(self) -> bool {
+        matches!(
+            self,
+            RunState::Finished | RunState::Failed | RunState::Aborted
+        )
+    }
 }
 
 /// One run, running or queued, as `runs.list` shows it.
@@ -106,7 +129,31 @@ pub struct RunView {
     /// `agent.handoff` call over the API. `None` for runs started in Discord.
     #[serde(default)]
     pub started_by: Option<String>,
+    /// When it ended (ms since the Unix epoch); `None` while it runs or waits.
+    #[serde(default)]
+    pub ended_ms: Option<u64>,
+    /// The start of its answer once it ended (at most [`RUN_ANSWER_CHARS`] characters).
+    #[serde(default)]
+    pub answer: Option<String>,
+    /// The tokens its model calls used, once it ended, when they were counted.
+    #[serde(default)]
+    pub usage: Option<RunUsage>,
 }
+
+/// The tokens an ended run's model calls used.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub struct RunUsage {
+    /// Prompt tokens, summed over its model rounds.
+    pub prompt_tokens: u64,
+    /// Completion tokens, summed over its model rounds.
+    pub completion_tokens: u64,
+}
+
+/// How much of an ended run's answer [`RunView::answer`] keeps.
+pub const RUN_ANSWER_CHARS: usize = 2_000;
 
 /// How much of a trigger's text [`RunView::text`] shows.
 pub const RUN_TEXT_CHARS: usize = 200;

@@ -181,13 +181,21 @@ impl Core {
         Ok(matched)
     }
 
-    /// What `/tools` shows for `session`.
-    pub fn session_tools(&self, session: Snowflake) -> SessionTools {
+    /// What `/tools` shows for `session`: the scope of the agent that answers there (as the
+    /// bridge decides it: an `/agent set` binding, `[sessions.X] agent`, else the default —
+    /// the scope its runs are minted with), narrowed by the session's own scope.
+    pub async fn session_tools(&self, session: Snowflake) -> SessionTools {
+        let bound = match self.runs() {
+            Some(runs) => runs.session_agent(session).await.agent,
+            None => None,
+        };
         let governance = self.governance();
         let settings = self.settings();
-        let agent_scope = settings
-            .config()
-            .agent_for(session)
+        let config = settings.config();
+        let agent_scope = bound
+            .as_deref()
+            .and_then(|name| config.agents.get(name))
+            .or_else(|| config.agent_for(session))
             .map(|agent| agent.config.tool_scope.as_slice());
         let session_scope = governance.session_scope(session);
         let effective = self
@@ -232,11 +240,20 @@ impl Core {
     /// Applies an admin's change to `session`'s scope, effective for the next call (a run in
     /// progress included) and kept in the ledger. Only `admin.tools.set` calls this, so the
     /// change passes the pipeline and its audit row is the call's.
-    pub fn set_session_tools(
+    pub async fn set_session_tools(
         &self,
         session: Snowflake,
         change: &ScopeChange,
     ) -> Result<SessionTools, ScopeError> {
+        self.change_session_scope(session, change)?;
+        Ok(self.session_tools(session).await)
+    }
+
+    fn change_session_scope(
+        &self,
+        session: Snowflake,
+        change: &ScopeChange,
+    ) -> Result<(), ScopeError> {
         let governance = self.governance();
         let current = || -> BTreeSet<&'static str> {
             let scope = governance.session_scope(session);
@@ -268,7 +285,7 @@ impl Core {
             session,
             next.map(|ids| ids.into_iter().map(str::to_owned).collect()),
         );
-        Ok(self.session_tools(session))
+        Ok(())
     }
 
     /// Callable ids starting with or containing `partial`, for autocompletion (at most 25, as

@@ -64,6 +64,7 @@ impl WorkflowHooks for ResumeAsRuns {
             message_id: workflow.origin_message_id,
             author_id,
             author_name,
+            author_roles: Vec::new(),
             text,
             workflow_id: Some(workflow.workflow_id.clone()),
             agent: None,

@@ -680,7 +680,7 @@ fn agent_paths() -> Map<String, Value> {
             "summary": "The agent's runs the caller may see (runs.list)",
             "parameters": [
                 query("session", "Only this session's runs (#alias, id, or api:<token name>)", json!({ "type": "string" })),
-                query("state", "Only runs in this state", json!({ "type": "string", "enum": ["running", "queued"] })),
+                query("state", "Only runs in this state; without it, the runs running and queued now. finished, failed and aborted list the runs this node recorded as ended (the last 1,000, until a restart)", json!({ "type": "string", "enum": ["running", "queued", "finished", "failed", "aborted"] })),
                 query("limit", "At most this many (1 to 200, default 200)", json!({ "type": "integer", "minimum": 1, "maximum": 200 })),
                 query("cursor", "The previous page's nextCursor", json!({ "type": "string" }))
             ],
@@ -688,7 +688,7 @@ fn agent_paths() -> Map<String, Value> {
         } },
         "/v1/runs/{id}": { "get": {
             "operationId": "getRun",
-            "summary": "One run the caller may see, running or queued (runs.list)",
+            "summary": "One run the caller may see: running, queued, or among the ended runs this node recorded (runs.list)",
             "parameters": [run_id.clone()],
             "responses": get_responses
         } },

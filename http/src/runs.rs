@@ -53,7 +53,7 @@ pub(crate) async fn list(
     let Query(query) = query.map_err(|rejection| {
         ToolError::usage(
             ErrorCode::BadRequest,
-            format!("{rejection}; the parameters are session, state (running or queued), limit (1 to 200) and cursor"),
+            format!("{rejection}; the parameters are session, state (running, queued, finished, failed or aborted), limit (1 to 200) and cursor"),
         )
     })?;
     let limit = match query.limit.as_deref() {
@@ -96,7 +96,7 @@ pub(crate) async fn get(
         Some(run) => Ok(json_answer(run)),
         None => Err(ToolError::not_found(
             ErrorCode::Other("unknown_run".to_owned()),
-            format!("No run {id} is running or queued that you may see (GET /v1/runs lists them; a finished run is in the audit log)"),
+            format!("No run {id} that you may see is running, queued or among the recently ended runs this node keeps (GET /v1/runs lists them; an older run is in the audit log)"),
         )
         .into()),
     }

@@ -462,6 +462,7 @@ impl OneRun {
                 message_id: None,
                 author_id: entity::Snowflake(demo_world::STANLEY),
                 author_name: "Stanley".into(),
+                author_roles: Vec::new(),
                 text: "summarise #ops".into(),
                 workflow_id: None,
                 agent: None,
@@ -488,6 +489,9 @@ impl switchboard_engine::runs::Runs for OneRun {
                 parent_run_id: None,
                 agent: None,
                 started_by: None,
+                ended_ms: None,
+                answer: None,
+                usage: None,
             })
             .into_iter()
             .collect()

@@ -81,6 +81,9 @@ impl OneRunning {
             parent_run_id: None,
             agent: None,
             started_by: None,
+            ended_ms: None,
+            answer: None,
+            usage: None,
         };
         let mut views = Vec::new();
         if self.aborted.lock().unwrap().is_empty() {
