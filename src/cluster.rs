@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bot::shards::ShardStates;
-use switchboard_store::Backend;
 use switchboard_engine::cluster::NodeView;
+use switchboard_store::Backend;
 
 /// This node, as the front and the status callable see it.
 pub struct NodeFacts {

@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use entity::Snowflake;
 use switchboard_config::{AgentConfig, AgentName, AnswerLabel, Config};
-use switchboard_store::AgentBindingStore;
 use switchboard_engine::handoff::SessionAgent;
 use switchboard_engine::surface::SessionKind;
 use switchboard_engine::Core;
+use switchboard_store::AgentBindingStore;
 
 /// Most sessions `/agent set` may bind (an admin's command, but the table must stay bounded).
 pub const MAX_BOUND_SESSIONS: usize = 10_000;

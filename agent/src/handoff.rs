@@ -14,12 +14,12 @@ use entity::Snowflake;
 use protocol::{ErrorCode, ErrorKind};
 use switchboard_config::{AgentConfig, Runner};
 use switchboard_context::{Entry, Message, Speaker};
-use tokio::sync::{oneshot, watch};
 use switchboard_engine::auth::{random_hex, scope_allows, Caller, CapabilityGrant, TokenEnd};
 use switchboard_engine::handoff::{HandoffAnswer, HandoffRequest};
 use switchboard_engine::runs::{AbortOutcome, RunGate, RunState, RunView, Trigger};
 use switchboard_engine::ToolError;
 use switchboard_engine::{CallContext, Front};
+use tokio::sync::{oneshot, watch};
 
 use crate::command::{run_command_with, CommandSpec};
 use crate::stream::DraftState;

@@ -1587,7 +1587,9 @@ impl Runs for Bridge {
         &self,
         session: Snowflake,
     ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = switchboard_engine::handoff::SessionAgent> + Send + '_>,
+        Box<
+            dyn std::future::Future<Output = switchboard_engine::handoff::SessionAgent> + Send + '_,
+        >,
     > {
         Box::pin(agents::describe(
             &self.inner.core,
