@@ -183,7 +183,7 @@ fn tokenizer_benches(c: &mut Criterion) {
         group.throughput(Throughput::Elements(o200k.count(text) as u64));
         group.bench_function(name, |b| b.iter(|| o200k.count(black_box(text))));
         group.bench_function(format!("{name}_tiktoken_rs"), |b| {
-            b.iter(|| old.count(black_box(text)))
+            b.iter(|| old.count(black_box(text)));
         });
     }
     group.finish();
