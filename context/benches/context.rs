@@ -1,7 +1,8 @@
 //! What the context costs the runner: building a prompt for a 300-message session within a
 //! 32k budget (target ≤ 2 ms), cold (every text tokenized: a run after a restart), warm (the
 //! memo holds the counts: every later round and run) and with the estimate; and the
-//! tokenizer's cost per 1,000 tokens.
+//! tokenizer's cost per 1,000 tokens, `bpe-openai` (what [`Tiktoken`] counts with) against
+//! `tiktoken-rs` (what it counted with before; same counts) in the same run.
 //!
 //! `cargo bench -p switchboard-context --bench context` runs the criterion groups, then the
 //! same cases alternating for 21 rounds against a baseline (rendering the same messages as
@@ -21,6 +22,26 @@ use serde_json::json;
 use switchboard_context::{
     fit, Budget, Entry, Estimate, Memo, Message, Request, Speaker, Tiktoken, TokenCounter, Tools,
 };
+
+/// The previous tokenizer, `tiktoken-rs`, counting whole texts: the reference the new one is
+/// compared with.
+#[derive(Clone, Copy)]
+struct TiktokenRs(&'static tiktoken_rs::CoreBPE);
+
+impl TiktokenRs {
+    fn o200k() -> TiktokenRs {
+        TiktokenRs(tiktoken_rs::o200k_base_singleton())
+    }
+}
+
+impl TokenCounter for TiktokenRs {
+    fn count(&self, text: &str) -> usize {
+        self.0.encode_ordinary(text).len()
+    }
+    fn name(&self) -> &'static str {
+        "tiktoken-rs o200k_base"
+    }
+}
 
 /// A stored message as the runner reads it: what it builds the entry from.
 struct Stored {
@@ -142,6 +163,9 @@ fn prompt_benches(c: &mut Criterion, stored: &[Stored]) {
     group.bench_function("cold_tokenizer", |b| {
         b.iter(|| build(black_box(stored), &Memo::new(tiktoken.clone())));
     });
+    group.bench_function("cold_tiktoken_rs", |b| {
+        b.iter(|| build(black_box(stored), &Memo::new(TiktokenRs::o200k())));
+    });
     group.bench_function("warm_memo", |b| {
         b.iter(|| build(black_box(stored), &warm));
     });
@@ -153,10 +177,14 @@ fn prompt_benches(c: &mut Criterion, stored: &[Stored]) {
 
 fn tokenizer_benches(c: &mut Criterion) {
     let o200k = Tiktoken::for_model("gpt-4o");
+    let old = TiktokenRs::o200k();
     let mut group = c.benchmark_group("tokenizer_o200k");
     for (name, text) in corpus() {
         group.throughput(Throughput::Elements(o200k.count(text) as u64));
         group.bench_function(name, |b| b.iter(|| o200k.count(black_box(text))));
+        group.bench_function(format!("{name}_tiktoken_rs"), |b| {
+            b.iter(|| old.count(black_box(text)));
+        });
     }
     group.finish();
 }
@@ -192,6 +220,10 @@ fn alternating_report(stored: &[Stored]) {
             "cold tokenizer",
             Box::new(|| build(stored, &Memo::new(tiktoken.clone()))),
         ),
+        (
+            "cold tiktoken-rs (before)",
+            Box::new(|| build(stored, &Memo::new(TiktokenRs::o200k()))),
+        ),
         ("warm memo", Box::new(|| build(stored, &warm))),
         ("estimate", Box::new(|| build(stored, &Estimate))),
     ];
@@ -202,43 +234,78 @@ fn alternating_report(stored: &[Stored]) {
     println!("alternating, 21 rounds, median (300 messages, 32k budget):");
     for ((name, _), m) in cases.iter().zip(&medians) {
         println!(
-            "  {name:24} {:>9.3} ms  ×{:.1} baseline",
+            "  {name:26} {:>9.3} ms  ×{:.1} baseline",
             m.as_secs_f64() * 1e3,
             m.as_secs_f64() / medians[0].as_secs_f64()
         );
     }
     let o200k = Tiktoken::for_model("gpt-4o");
+    let old = TiktokenRs::o200k();
     let mut cases: Vec<Case<'_>> = corpus()
         .into_iter()
-        .map(|(name, text)| {
-            let counter = o200k.clone();
-            (
-                name,
-                Box::new(move || counter.count(text)) as Box<dyn FnMut() -> usize>,
-            )
+        .flat_map(|(name, text)| {
+            let new = o200k.clone();
+            [
+                (
+                    name,
+                    Box::new(move || new.count(text)) as Box<dyn FnMut() -> usize>,
+                ),
+                (
+                    name,
+                    Box::new(move || old.count(text)) as Box<dyn FnMut() -> usize>,
+                ),
+            ]
         })
         .collect();
     let medians = alternate(21, &mut cases);
     println!("\ntokenizer o200k_base, 21 rounds alternating, median per 1,000 tokens:");
-    for ((name, text), m) in corpus().iter().zip(&medians) {
+    println!(
+        "  {:10} {:>6}          {:>12} {:>12}",
+        "text", "", "bpe-openai", "tiktoken-rs"
+    );
+    for ((name, text), pair) in corpus().iter().zip(medians.chunks(2)) {
         let tokens = o200k.count(text);
+        assert_eq!(tokens, old.count(text), "{name}: the tokenizers disagree");
+        let per_1000 = |m: &Duration| m.as_secs_f64() * 1e6 * 1000.0 / tokens as f64;
         println!(
-            "  {name:10} {tokens:>6} tokens  {:>8.1} µs per 1,000 tokens",
-            m.as_secs_f64() * 1e6 * 1000.0 / tokens as f64
+            "  {name:10} {tokens:>6} tokens  {:>9.1} µs {:>9.1} µs  ×{:.1} faster",
+            per_1000(&pair[0]),
+            per_1000(&pair[1]),
+            pair[1].as_secs_f64() / pair[0].as_secs_f64()
         );
     }
-    let mut load = String::new();
-    if let Ok(text) = std::fs::read_to_string("/proc/loadavg") {
-        load = text
-            .split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ");
-    }
-    println!("\nload average at the end: {load}");
+    println!("\nload average at the end: {}", load_average());
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+/// How long each tokenizer takes to load its o200k vocabulary, once per process.
+fn first_use() {
+    let start = Instant::now();
+    black_box(Tiktoken::for_model("gpt-4o").count("hello"));
+    let new = start.elapsed();
+    let start = Instant::now();
+    black_box(TiktokenRs::o200k().count("hello"));
+    let old = start.elapsed();
+    println!(
+        "first use (loading o200k_base): bpe-openai {:.0} ms, tiktoken-rs {:.0} ms; load average: {}",
+        new.as_secs_f64() * 1e3,
+        old.as_secs_f64() * 1e3,
+        load_average()
+    );
 }
 
 fn main() {
+    first_use();
     let stored = session();
     let mut c = Criterion::default().configure_from_args();
     prompt_benches(&mut c, &stored);

@@ -78,11 +78,18 @@
 //! - **Counter**: the runner counts with the tokenizer through the [`Memo`], not with the
 //!   estimate. The estimate's error on the test corpus is within 18% for each kind of text
 //!   but −50% on text it was not fitted to (random letters, base64), and it is no faster than
-//!   the warm memo; the tokenizer is exact. Measured (`BENCHMARKS.md`, load 7–11 on 2 cores):
-//!   a 300-message session's prompt (18k tokens) builds in 0.5 ms warm — every round and run
-//!   after the first — and 8–12 ms cold, the first prompt of a session after a restart, over
-//!   the 2 ms target. The wiring can store each message's count with the message, counted at
-//!   ingest, or warm the memo when a session's first trigger is queued.
+//!   the warm memo; the tokenizer is exact.
+//! - **Tokenizer**: `bpe-openai`, not `tiktoken-rs`: the same counts (pinned by the tests
+//!   against `tiktoken-rs` on the corpus and on arbitrary Unicode), 1.5–2.5× faster (its
+//!   pre-split is a linear `regex-automata` search, not a backtracking VM), and no backtrack
+//!   limit to hit, so a whole text is counted at once and the count is exact (byte chunks
+//!   counted minified JSON a token high). Measured (`BENCHMARKS.md`): a 300-message session's
+//!   prompt (18k tokens) builds in about 0.4–0.6 ms warm — every round and run after the
+//!   first — and 2.3–3.7 ms cold, the first prompt of a session after a restart, still over
+//!   the 2 ms target: tokenizing costs about 100 ns per token (the pre-split and the merge
+//!   about half each). The wiring can close it by storing each message's count with the
+//!   message, counted at ingest, or by warming the memo when a session's first trigger is
+//!   queued.
 //! - **Model names** tiktoken does not know (Claude, Llama, Mistral, local models) count with
 //!   o200k_base: their own tokenizers are not available offline. Counts for them are an
 //!   approximation; the budget (32k by default) is far below their windows.

@@ -1,14 +1,18 @@
-//! Counting tokens: the OpenAI tokenizers (`tiktoken-rs`, vocabularies compiled into the
-//! binary), a process-wide memo so a text is tokenized once, and a calibrated estimate kept for
-//! comparison (its measured error is why the runner does not use it; see the crate docs).
+//! Counting tokens: the OpenAI tokenizers (o200k_base, cl100k_base, counted exactly with
+//! `bpe-openai`, vocabularies compiled into the binary), a process-wide memo so a text is
+//! tokenized once, and a calibrated estimate kept for comparison (its measured error is why the
+//! runner does not use it; see the crate docs).
+//!
+//! `bpe-openai` counts the same tokens as OpenAI's `tiktoken` (pinned against `tiktoken-rs` by
+//! the tests) at a fraction of the cost: its pre-split is a linear-time `regex-automata` search
+//! where `tiktoken-rs`'s is `fancy-regex`'s backtracking VM. `tiktoken-rs` stays only for
+//! its table of model names ([`Encoding::for_model`]), which follows upstream `tiktoken`'s.
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::panic::AssertUnwindSafe;
 use std::sync::Mutex;
-
-use tiktoken_rs::CoreBPE;
 
 /// Counts the tokens of plain text as a model's tokenizer would.
 ///
@@ -97,25 +101,21 @@ impl Encoding {
     }
 }
 
-/// Texts longer than this are split at token boundaries before they are tokenized: the
-/// tokenizer's pre-split regex backtracks on long runs (a megabyte of spaces takes seconds and
-/// can exceed the regex's backtrack limit, which panics inside `tiktoken-rs`), and its merge
-/// step slows down on long pieces.
-pub(crate) const CHUNK_BYTES: usize = 4096;
-
 /// Texts longer than this are not tokenized at all: they count as their length in bytes, a
 /// true upper bound (every token is at least one byte). No such text fits a sane budget, so it
-/// is pruned or refused either way; tokenizing it would only cost time.
+/// is pruned or refused either way; tokenizing it would only cost time (the worst text this
+/// long, random letters, takes about 20 ms).
 pub const EXACT_MAX_BYTES: usize = 256 * 1024;
 
-/// The real tokenizer of an [`Encoding`].
+/// The real tokenizer of an [`Encoding`] (OpenAI's `tiktoken` encodings, counted with
+/// `bpe-openai`).
 ///
-/// The vocabulary is built on first use of an encoding in the process (about a quarter to
-/// half a second, once): call [`Tiktoken::new`] at startup, not on a run's path.
+/// The vocabulary is loaded on first use of an encoding in the process (a fraction of a
+/// second, once): call [`Tiktoken::new`] at startup, not on a run's path.
 #[derive(Clone)]
 pub struct Tiktoken {
     encoding: Encoding,
-    bpe: &'static CoreBPE,
+    bpe: &'static bpe_openai::Tokenizer,
 }
 
 impl std::fmt::Debug for Tiktoken {
@@ -130,8 +130,8 @@ impl Tiktoken {
     /// The tokenizer of `encoding` (built once per process, then shared).
     pub fn new(encoding: Encoding) -> Tiktoken {
         let bpe = match encoding {
-            Encoding::O200kBase => tiktoken_rs::o200k_base_singleton(),
-            Encoding::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
+            Encoding::O200kBase => bpe_openai::o200k_base(),
+            Encoding::Cl100kBase => bpe_openai::cl100k_base(),
         };
         Tiktoken { encoding, bpe }
     }
@@ -145,101 +145,22 @@ impl Tiktoken {
     pub fn encoding(&self) -> Encoding {
         self.encoding
     }
-
-    /// One piece, tokenized; a panic inside the tokenizer (its regex's backtrack limit) counts
-    /// the piece as its bytes, an upper bound, instead of taking the caller down.
-    fn count_piece(&self, piece: &str) -> usize {
-        std::panic::catch_unwind(AssertUnwindSafe(|| self.bpe.encode_ordinary(piece).len()))
-            .unwrap_or(piece.len())
-    }
-
-    /// [`TokenCounter::count`] with a chosen chunk size (tests pin exactness with small ones).
-    pub(crate) fn count_chunked(&self, text: &str, chunk: usize) -> usize {
-        if text.len() > EXACT_MAX_BYTES {
-            return text.len();
-        }
-        Chunks::new(text, chunk)
-            .map(|c| self.count_piece(c.text))
-            .sum()
-    }
 }
 
 impl TokenCounter for Tiktoken {
+    /// The whole text at once, so the count is exact whatever the text (cutting it first
+    /// would change the count where a cut falls inside a pre-split piece). The tokenizer's
+    /// pre-split asserts its look-ahead emulation holds; should it ever panic, the text counts
+    /// as its bytes, an upper bound, instead of taking the run down.
     fn count(&self, text: &str) -> usize {
-        self.count_chunked(text, CHUNK_BYTES)
+        if text.len() > EXACT_MAX_BYTES {
+            return text.len();
+        }
+        std::panic::catch_unwind(AssertUnwindSafe(|| self.bpe.count(text))).unwrap_or(text.len())
     }
 
     fn name(&self) -> &'static str {
         self.encoding.name()
-    }
-}
-
-/// A piece of text cut by [`Chunks`].
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Chunk<'a> {
-    pub(crate) text: &'a str,
-    /// Whether it ends at a point that is not a token boundary (no space found in the window):
-    /// counts across such a cut may differ from the whole text's by a token or two.
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) forced: bool,
-}
-
-/// Splits text into pieces of at most `max` bytes (a character longer than that stays whole),
-/// each cut made just before a space that follows a non-space character when there is one in
-/// the window's second half. Both OpenAI pre-split patterns start a new piece there (a space
-/// only ever leads a piece, never ends one), so counting the pieces apart gives the same total.
-pub(crate) struct Chunks<'a> {
-    rest: &'a str,
-    max: usize,
-}
-
-impl<'a> Chunks<'a> {
-    pub(crate) fn new(text: &'a str, max: usize) -> Chunks<'a> {
-        Chunks {
-            rest: text,
-            max: max.max(8),
-        }
-    }
-}
-
-impl<'a> Iterator for Chunks<'a> {
-    type Item = Chunk<'a>;
-
-    fn next(&mut self) -> Option<Chunk<'a>> {
-        if self.rest.is_empty() {
-            return None;
-        }
-        if self.rest.len() <= self.max {
-            let text = self.rest;
-            self.rest = "";
-            return Some(Chunk {
-                text,
-                forced: false,
-            });
-        }
-        let bytes = self.rest.as_bytes();
-        let low = self.max / 2;
-        let safe = (low.max(1)..=self.max).rev().find(|&i| {
-            bytes[i] == b' ' && !bytes[i - 1].is_ascii_whitespace() && {
-                // A multi-byte character's continuation bytes are never ASCII, so the byte
-                // before is a whole character's last byte; it must not be Unicode whitespace.
-                let before = self.rest[..i].chars().next_back();
-                before.is_some_and(|c| !c.is_whitespace())
-            }
-        });
-        let (cut, forced) = match safe {
-            Some(i) => (i, false),
-            None => {
-                let mut i = self.max;
-                while !self.rest.is_char_boundary(i) {
-                    i += 1;
-                }
-                (i, true)
-            }
-        };
-        let text = &self.rest[..cut];
-        self.rest = &self.rest[cut..];
-        Some(Chunk { text, forced })
     }
 }
 
@@ -499,22 +420,20 @@ mod tests {
     }
 
     #[test]
-    fn a_megabyte_of_spaces_neither_panics_nor_crawls() {
-        // tiktoken-rs panics on this whole (backtrack limit); in chunks it counts.
+    fn long_runs_count_exactly_and_past_the_cap_as_bytes() {
+        // tiktoken-rs panics on 200 KiB of spaces (its regex's backtrack limit).
         let o200k = Tiktoken::new(Encoding::O200kBase);
         let spaces = " ".repeat(200 * 1024);
-        let n = o200k.count(&spaces);
-        assert!(n > 0 && n <= spaces.len(), "{n}");
+        assert_eq!(o200k.count(&spaces), 1600);
+        // A minified JSON text with no space in kilobytes (where the old byte chunks were
+        // forced to cut inside a piece and counted one token too many).
+        let json = format!(
+            "[{}]",
+            r#"{"at":"2026-05-01T05:21:00Z","caller":"run:42"},"#.repeat(400)
+        );
+        assert_eq!(o200k.count(&json), reference(Encoding::O200kBase, &json));
         let huge = "a".repeat(EXACT_MAX_BYTES + 1);
         assert_eq!(o200k.count(&huge), huge.len());
-    }
-
-    #[test]
-    fn chunks_cover_the_text_and_respect_the_bound() {
-        let text = "word ".repeat(3000);
-        let chunks: Vec<_> = Chunks::new(&text, 100).collect();
-        assert_eq!(chunks.iter().map(|c| c.text).collect::<String>(), text);
-        assert!(chunks.iter().all(|c| c.text.len() <= 100 && !c.forced));
     }
 
     #[test]
@@ -527,6 +446,66 @@ mod tests {
             assert_eq!(memo.count(text), memo.inner().count(text));
             assert_eq!(memo.count(text), memo.inner().count(text));
             assert!(memo.len() <= 8);
+        }
+    }
+
+    /// What `tiktoken-rs` (a port of OpenAI's `tiktoken`) counts: the reference.
+    fn reference(encoding: Encoding, text: &str) -> usize {
+        let bpe = match encoding {
+            Encoding::O200kBase => tiktoken_rs::o200k_base_singleton(),
+            Encoding::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
+        };
+        bpe.encode_ordinary(text).len()
+    }
+
+    #[test]
+    fn whitespace_and_contraction_edges_count_as_tiktoken_does() {
+        // The pre-split's look-ahead (`\s+(?!\S)`), contractions, case runs, digits and
+        // line ends: where two pre-split implementations could disagree.
+        let texts = [
+            " ",
+            "  ",
+            "   x",
+            "a  b",
+            "a \n b",
+            " \n\n ",
+            "\n",
+            "\r\n\r\n  ",
+            "x   ",
+            "\t\tx",
+            "\u{3000}\u{3000}a",
+            "don't",
+            "DON'T",
+            "we'LL",
+            "I'm",
+            "'s",
+            "''s",
+            "1234567",
+            "a1b22c333",
+            "HTTPServer",
+            "iPhone",
+            "ÉCOLE école",
+            "foo/bar//baz\n/",
+            "<|endoftext|>",
+            "<|im_start|>user",
+            "e\u{301}",
+            "👨‍👩‍👧 👍🏽",
+            "\u{feff}x",
+            "\0\u{1}",
+            "مرحبا بالعالم",
+            "नमस्ते दुनिया",
+            "こんにちは世界",
+            "Привет, мир!",
+        ];
+        for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            let counter = Tiktoken::new(encoding);
+            for text in texts {
+                assert_eq!(
+                    counter.count(text),
+                    reference(encoding, text),
+                    "{encoding:?} {text:?}"
+                );
+            }
         }
     }
 
@@ -549,34 +528,35 @@ mod tests {
             Just("👍🏽".to_owned()),
             Just("👨‍👩‍👧".to_owned()),
             Just("é".to_owned()),
+            Just("\u{301}".to_owned()),
+            Just("\u{a0}".to_owned()),
+            Just("'LL".to_owned()),
+            Just("\n\n  ".to_owned()),
+            "[A-Z]{1,6}",
         ]
     }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
-        /// Counting in chunks cut before a space gives the whole text's count exactly.
+        /// Any Unicode string (control characters, unassigned and private-use code points,
+        /// lone combining marks) counts exactly as `tiktoken` counts it, in both encodings.
         #[test]
-        fn chunked_counts_equal_whole_counts(words in prop::collection::vec(prop::collection::vec(text_piece(), 1..3), 0..60), max in 24usize..96) {
-            let text = words.into_iter().map(|w| w.concat()).collect::<Vec<_>>().join(" ");
-            let o200k = Tiktoken::new(Encoding::O200kBase);
-            let cl100k = Tiktoken::new(Encoding::Cl100kBase);
-            let forced = Chunks::new(&text, max).any(|c| c.forced);
-            prop_assume!(!forced);
-            prop_assert_eq!(o200k.count_chunked(&text, max), o200k.bpe.encode_ordinary(&text).len());
-            prop_assert_eq!(cl100k.count_chunked(&text, max), cl100k.bpe.encode_ordinary(&text).len());
+        fn counts_equal_tiktoken_on_any_unicode(text in any::<String>()) {
+            for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+                prop_assert_eq!(Tiktoken::new(encoding).count(&text), reference(encoding, &text), "{:?}", encoding);
+            }
         }
 
-        /// Whatever the text, chunks put back together are the text, each within the bound
-        /// (or one character), and counting never panics.
+        /// Text built from the pieces where pre-splits differ (runs of spaces and line ends,
+        /// contractions, case changes, digits, scripts, emoji) counts exactly as `tiktoken`
+        /// counts it, in both encodings.
         #[test]
-        fn chunks_always_cover_the_text(text in "\\PC{0,300}", max in 1usize..40) {
-            let chunks: Vec<_> = Chunks::new(&text, max).collect();
-            prop_assert_eq!(chunks.iter().map(|c| c.text).collect::<String>(), text.clone());
-            for chunk in &chunks {
-                prop_assert!(chunk.text.len() <= max.max(8) + 3);
+        fn counts_equal_tiktoken_on_mixed_text(pieces in prop::collection::vec(text_piece(), 0..80)) {
+            let text = pieces.concat();
+            for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+                prop_assert_eq!(Tiktoken::new(encoding).count(&text), reference(encoding, &text), "{:?}", encoding);
             }
-            let _ = Tiktoken::new(Encoding::O200kBase).count_chunked(&text, max);
         }
     }
 }

@@ -51,6 +51,36 @@ fn adversarial() -> Vec<(&'static str, String)> {
     ]
 }
 
+/// `bpe-openai` (what the runner counts with) counts the corpus exactly as OpenAI's
+/// `tiktoken` does (`tiktoken-rs`, its Rust port), in both encodings: each file whole, each
+/// line alone, and the texts the estimate was not fitted to.
+#[test]
+fn counts_equal_tiktoken_on_the_corpus() {
+    let texts: Vec<(&str, String)> = CORPUS
+        .iter()
+        .map(|&(name, text)| (name, text.to_owned()))
+        .chain(adversarial())
+        .collect();
+    for (encoding, reference) in [
+        (Encoding::O200kBase, tiktoken_rs::o200k_base_singleton()),
+        (Encoding::Cl100kBase, tiktoken_rs::cl100k_base_singleton()),
+    ] {
+        let counter = Tiktoken::new(encoding);
+        for (name, text) in &texts {
+            let exact = reference.encode_ordinary(text).len();
+            assert_eq!(counter.count(text), exact, "{encoding:?} {name}");
+            println!("{} {name}: {exact} tokens, equal", encoding.name());
+            for line in text.split_inclusive('\n') {
+                assert_eq!(
+                    counter.count(line),
+                    reference.encode_ordinary(line).len(),
+                    "{encoding:?} {name}: {line:?}"
+                );
+            }
+        }
+    }
+}
+
 fn error_percent(estimate: usize, exact: usize) -> f64 {
     (estimate as f64 - exact as f64) * 100.0 / exact as f64
 }
