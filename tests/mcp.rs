@@ -419,22 +419,32 @@ fn an_mcp_client_with_a_progress_token_hears_progress_while_a_handoffs_run_works
         model.base_url
     );
     let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &extra);
-    let summary = run_python(
-        "client_handoff.py",
-        &[
-            ("MCP_URL", format!("{}/mcp", sb.url)),
-            ("MCP_TOKEN", sb.token.clone()),
-            ("MCP_SESSION", "#ops".to_owned()),
-            ("MCP_AGENT", "helper".to_owned()),
-        ],
-    );
-    assert_eq!(summary["result"]["text"], "the helper is done", "{summary}");
-    let run = summary["result"]["runId"].as_str().expect("the run id");
-    let updates = summary["progress"].as_array().expect("progress");
-    let first = updates[0]["message"].as_str().unwrap_or_default();
-    assert!(
-        first.contains("agent 'helper'") && first.contains(run),
-        "{summary}"
-    );
-    assert_eq!(model.requests().len(), 1);
+    // Over streamable HTTP, then over stdio through `switchboard mcp` (which learns of the
+    // handoff from its input, not from the engine: no run id in its messages).
+    for transport in ["http", "stdio"] {
+        let summary = run_python(
+            "client_handoff.py",
+            &[
+                ("MCP_TRANSPORT", transport.to_owned()),
+                ("MCP_URL", format!("{}/mcp", sb.url)),
+                ("MCP_BASE_URL", sb.url.clone()),
+                (
+                    "SWITCHBOARD_BIN",
+                    env!("CARGO_BIN_EXE_switchboard").to_owned(),
+                ),
+                ("MCP_TOKEN", sb.token.clone()),
+                ("MCP_SESSION", "#ops".to_owned()),
+                ("MCP_AGENT", "helper".to_owned()),
+            ],
+        );
+        assert_eq!(summary["result"]["text"], "the helper is done", "{summary}");
+        let run = summary["result"]["runId"].as_str().expect("the run id");
+        let updates = summary["progress"].as_array().expect("progress");
+        let first = updates[0]["message"].as_str().unwrap_or_default();
+        assert!(first.contains("agent 'helper'"), "{transport}: {summary}");
+        if transport == "http" {
+            assert!(first.contains(run), "{summary}");
+        }
+    }
+    assert_eq!(model.requests().len(), 2);
 }

@@ -266,7 +266,17 @@ fn a_global_429_waits_for_the_global_limit_not_the_routes_window() {
             ..Sections::default()
         },
     ));
-    // Start-up is over, and its requests out of the fake's window.
+    // Start-up is over (its backfill, whose reads share the fake's 5-a-second global limit
+    // with the burst, caught up), and its requests out of the fake's window.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !sb.stderr().contains("backfill caught up") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "start-up never caught up:\n{}",
+            sb.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     std::thread::sleep(Duration::from_millis(1500));
     fake.fake.clear_requests();
     let sends: Vec<_> = (0..8)

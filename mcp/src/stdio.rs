@@ -261,6 +261,7 @@ impl ServerHandler for Forwarder {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let handoff = Handoff::of(&request.name, request.arguments.as_ref());
         let body = CallRequest {
             tool: request.name.into_owned(),
             input: Some(request.arguments.unwrap_or_default()),
@@ -285,7 +286,7 @@ impl ServerHandler for Forwarder {
             .get_progress_token()
             .map(|token| (cx.peer.clone(), token));
         let exchange = tokio::select! {
-            exchange = self.reporting(exchange, &tool_call_id, progress) => exchange,
+            exchange = self.reporting(exchange, &tool_call_id, progress, handoff) => exchange,
             () = cx.ct.cancelled() => {
                 return Err(ErrorData::internal_error("the request was cancelled", None));
             }
@@ -309,11 +310,14 @@ impl Forwarder {
     /// Runs `exchange`; with a progress token, looks (like the `tools` CLI) whether the call
     /// waits on an approval, and while it does, reports progress every
     /// [`crate::http::PROGRESS_EVERY`] (progress: seconds waited; total: until it expires).
+    /// An `agent.handoff` that waits on no approval reports its sub-run's work the same way
+    /// (total: the handoff's timeout), as the HTTP front does.
     async fn reporting(
         &self,
         exchange: impl std::future::Future<Output = Exchange>,
         tool_call_id: &str,
         progress: Option<(Peer<RoleServer>, ProgressToken)>,
+        handoff: Option<Handoff>,
     ) -> Exchange {
         let Some((peer, token)) = progress else {
             return exchange.await;
@@ -321,15 +325,19 @@ impl Forwarder {
         tokio::pin!(exchange);
         let look = tokio::time::sleep(FIRST_LOOK);
         tokio::pin!(look);
-        let mut waiting: Option<(Pending, tokio::time::Instant, tokio::time::Interval)> = None;
+        let mut waiting: Option<(Waiting, tokio::time::Instant, tokio::time::Interval)> = None;
         loop {
             tokio::select! {
                 done = &mut exchange => return done,
                 () = &mut look, if waiting.is_none() => {
-                    match self.pending_approval(tool_call_id).await {
-                        Some(pending) => {
+                    let found = match self.pending_approval(tool_call_id).await {
+                        Some(pending) => Some(Waiting::Approval(pending)),
+                        None => handoff.clone().map(Waiting::Handoff),
+                    };
+                    match found {
+                        Some(found) => {
                             let every = tokio::time::interval(crate::http::PROGRESS_EVERY);
-                            waiting = Some((pending, tokio::time::Instant::now(), every));
+                            waiting = Some((found, tokio::time::Instant::now(), every));
                         }
                         None => look.as_mut().reset(tokio::time::Instant::now() + LOOK_EVERY),
                     }
@@ -340,8 +348,8 @@ impl Forwarder {
                         None => std::future::pending().await,
                     }
                 } => {
-                    if let Some((pending, since, _)) = &waiting {
-                        let notification = pending.notification(token.clone(), since.elapsed());
+                    if let Some((found, since, _)) = &waiting {
+                        let notification = found.notification(token.clone(), since.elapsed());
                         let sent = tokio::time::timeout(NOTIFY_TIMEOUT, peer.notify_progress(notification)).await;
                         if !matches!(sent, Ok(Ok(()))) {
                             tracing::debug!("a progress notification could not be sent");
@@ -362,6 +370,63 @@ impl Forwarder {
         };
         let list: ApprovalList = serde_json::from_slice(&body).ok()?;
         list.approvals.into_iter().next()
+    }
+}
+
+/// What a call with a progress token is found waiting on.
+enum Waiting {
+    /// An approver.
+    Approval(Pending),
+    /// The other agent's run of an `agent.handoff`.
+    Handoff(Handoff),
+}
+
+impl Waiting {
+    fn notification(&self, token: ProgressToken, waited: Duration) -> ProgressNotificationParam {
+        match self {
+            Waiting::Approval(pending) => pending.notification(token, waited),
+            Waiting::Handoff(handoff) => handoff.notification(token, waited),
+        }
+    }
+}
+
+/// An `agent.handoff` call, as its input names it.
+#[derive(Clone)]
+struct Handoff {
+    agent: String,
+    timeout: Duration,
+}
+
+/// `agent.handoff`'s own default `timeoutS`.
+const HANDOFF_DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+impl Handoff {
+    /// The handoff a call is, if it is one (its input is checked by the server, not here:
+    /// garbage only makes the progress message vaguer).
+    fn of(tool: &str, input: Option<&serde_json::Map<String, Value>>) -> Option<Handoff> {
+        if tool != "agent.handoff" {
+            return None;
+        }
+        let input = input?;
+        let agent = input.get("agent").and_then(Value::as_str).unwrap_or("?");
+        let timeout = input
+            .get("timeoutS")
+            .and_then(Value::as_u64)
+            .map_or(HANDOFF_DEFAULT_TIMEOUT, Duration::from_secs);
+        Some(Handoff {
+            agent: agent.chars().take(64).collect(),
+            timeout,
+        })
+    }
+
+    fn notification(&self, token: ProgressToken, waited: Duration) -> ProgressNotificationParam {
+        ProgressNotificationParam::new(token, waited.as_secs_f64())
+            .with_total(self.timeout.as_secs_f64())
+            .with_message(format!(
+                "agent '{}' is working on the handoff ({} s so far)",
+                self.agent,
+                waited.as_secs()
+            ))
     }
 }
 
