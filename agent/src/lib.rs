@@ -699,12 +699,13 @@ impl Bridge {
         // while it was busy.
         let mut after_a_run = false;
         loop {
-            // The session's agent decides whether a burst is answered together.
-            let config = self.agent_for(channel).await.config;
+            // The session's agent decides whether a burst is answered together, and answers it
+            // (unless its trigger names another): read once per run.
+            let agent = self.agent_for(channel).await;
             let next = {
                 let mut sessions = self.sessions();
                 let queue = sessions.entry(channel).or_default();
-                match burst::next(&mut queue.waiting, &config, after_a_run) {
+                match burst::next(&mut queue.waiting, &agent.config, after_a_run) {
                     Some(burst::NextRun { triggers, report }) => {
                         self.inner
                             .core
@@ -743,10 +744,11 @@ impl Bridge {
             match report {
                 Some(report) => {
                     let done =
-                        scheduled::reported(&run_id, self.run(triggers, &run_id, aborted)).await;
+                        scheduled::reported(&run_id, self.run(triggers, agent, &run_id, aborted))
+                            .await;
                     let _ = report.send(done);
                 }
-                None => self.run(triggers, &run_id, aborted).await,
+                None => self.run(triggers, agent, &run_id, aborted).await,
             }
             after_a_run = true;
             if let Some(queue) = self.sessions().get_mut(&channel) {
@@ -946,8 +948,15 @@ impl Bridge {
     }
 
     /// Runs the agent for `triggers`: one message, or a burst answered together (in arrival
-    /// order; the newest is the one replied to).
-    async fn run(&self, triggers: Vec<Trigger>, run_id: &str, aborted: oneshot::Receiver<()>) {
+    /// order; the newest is the one replied to), with the session's agent `session_agent`
+    /// unless the trigger names another.
+    async fn run(
+        &self,
+        triggers: Vec<Trigger>,
+        session_agent: agents::RunAgent,
+        run_id: &str,
+        aborted: oneshot::Receiver<()>,
+    ) {
         let Some(trigger) = triggers.last() else {
             return;
         };
@@ -978,10 +987,7 @@ impl Bridge {
             let settings = self.inner.core.settings();
             agents::requested(settings.config(), trigger.agent.as_ref())
         };
-        let agent = match requested {
-            Some(agent) => agent,
-            None => self.agent_for(trigger.channel_id).await,
-        };
+        let agent = requested.unwrap_or(session_agent);
         // `agent.reply_in_thread = "always"`: the conversation moves into a thread started from
         // the message before the run, so the run's session, typing and draft are the thread's.
         let thread = match agent.config.reply_in_thread {
