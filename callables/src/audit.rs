@@ -168,13 +168,7 @@ impl Tool for ListAudit {
             .audit()
             .audit_page(filter)
             .await
-            .map_err(|error| {
-                ToolError::new(
-                    protocol::ErrorKind::Unavailable,
-                    ErrorCode::StoreUnavailable,
-                    error.to_string(),
-                )
-            })?;
+            .map_err(|error| ToolError::store_unavailable(error.to_string()))?;
         let rows: Vec<Value> = page
             .rows
             .iter()

@@ -61,11 +61,9 @@ impl Tool for Status {
         let status = switchboard_engine::cluster::status(node.as_ref(), crate::clock::now_ms())
             .await
             .map_err(|error| {
-                ToolError::new(
-                    protocol::ErrorKind::Unavailable,
-                    ErrorCode::StoreUnavailable,
-                    format!("the cluster could not be read from the store: {error}; try again"),
-                )
+                ToolError::store_unavailable(format!(
+                    "the cluster could not be read from the store: {error}; try again"
+                ))
             })?;
         output(&status)
     }

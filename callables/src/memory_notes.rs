@@ -12,7 +12,7 @@
 //! `admin.memory.list`, an operator callable, pages through every note of every scope.
 
 use async_trait::async_trait;
-use protocol::{Effects, ErrorCode, ErrorKind};
+use protocol::{Effects, ErrorCode};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -63,11 +63,7 @@ enum Whose {
 }
 
 fn store_error(error: switchboard_store::StoreError) -> ToolError {
-    ToolError::new(
-        ErrorKind::Unavailable,
-        ErrorCode::StoreUnavailable,
-        error.to_string(),
-    )
+    ToolError::store_unavailable(error.to_string())
 }
 
 fn invalid(message: impl Into<String>, field: &str) -> ToolError {

@@ -39,11 +39,9 @@ fn unavailable() -> ToolError {
 }
 
 fn store_failed(error: &switchboard_store::StoreError) -> ToolError {
-    ToolError::new(
-        protocol::ErrorKind::Unavailable,
-        ErrorCode::StoreUnavailable,
-        format!("the schedules could not be read or kept: {error}; try again"),
-    )
+    ToolError::store_unavailable(format!(
+        "the schedules could not be read or kept: {error}; try again"
+    ))
 }
 
 /// Who made a schedule, as kept: the caller's key, or for an agent run the user who started

@@ -113,11 +113,7 @@ impl Tool for ReportUsage {
             )
         })?;
         let answer = report(store.as_ref(), by, since).await.map_err(|error| {
-            ToolError::new(
-                protocol::ErrorKind::Unavailable,
-                ErrorCode::StoreUnavailable,
-                format!("the usage could not be read: {error}; try again"),
-            )
+            ToolError::store_unavailable(format!("the usage could not be read: {error}; try again"))
         })?;
         output(&answer)
     }

@@ -60,6 +60,12 @@ impl ToolError {
         Self::new(ErrorKind::NotFound, code, message)
     }
 
+    /// The store could not read or keep what the call needs (code `store_unavailable`): a
+    /// retryable HTTP 503.
+    pub fn store_unavailable(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unavailable, ErrorCode::StoreUnavailable, message)
+    }
+
     /// A fault of the server, not of the request (code `internal`): HTTP 500, logged when it
     /// becomes an HTTP answer.
     pub fn internal(message: impl Into<String>) -> Self {

@@ -574,12 +574,10 @@ impl From<crate::workflow::WorkflowError> for crate::error::ToolError {
                 protocol::ErrorCode::TooManyWorkflows,
                 message,
             ),
-            crate::workflow::WorkflowError::Persist(_) => crate::error::ToolError::new(
-                protocol::ErrorKind::Unavailable,
-                protocol::ErrorCode::StoreUnavailable,
-                message,
-            )
-            .with_retry_after(std::time::Duration::from_secs(5)),
+            crate::workflow::WorkflowError::Persist(_) => {
+                crate::error::ToolError::store_unavailable(message)
+                    .with_retry_after(std::time::Duration::from_secs(5))
+            }
             crate::workflow::WorkflowError::Random(_) => crate::error::ToolError::internal(message),
         }
     }

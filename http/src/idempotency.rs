@@ -68,11 +68,7 @@ pub(crate) fn input_hash(tool: &str, input: &Value) -> String {
 }
 
 fn store_failed(error: &switchboard_store::StoreError) -> ToolError {
-    ToolError::new(
-        ErrorKind::Unavailable,
-        ErrorCode::StoreUnavailable,
-        format!("the idempotency key could not be looked up ({error}); nothing was run, retry with the same key"),
-    )
+    ToolError::store_unavailable(format!("the idempotency key could not be looked up ({error}); nothing was run, retry with the same key"))
 }
 
 fn answer(status: u16, body: String, replayed: bool) -> Response {
