@@ -532,11 +532,7 @@ async fn call(
         return crate::idempotency::keyed_call(&core, &context, key, &tool, input).await;
     }
     let value = core.call(&context, &tool, input).await?;
-    Ok((
-        [(header::CONTENT_TYPE, "application/json")],
-        axum::body::Body::new(OkEnvelope::new(value)),
-    )
-        .into_response())
+    Ok(OkEnvelope::response(value))
 }
 
 /// `{"ok":true,"value":` + a callable's answer + `}`, sent without copying the answer (which
@@ -551,6 +547,15 @@ struct OkEnvelope {
 impl OkEnvelope {
     const OPEN: &'static [u8] = b"{\"ok\":true,\"value\":";
     const CLOSE: &'static [u8] = b"}";
+
+    /// A callable's answer as the API's JSON answer `{"ok":true,"value":…}`.
+    fn response(value: crate::registry::ToolOutput) -> Response {
+        (
+            [(header::CONTENT_TYPE, "application/json")],
+            axum::body::Body::new(OkEnvelope::new(value)),
+        )
+            .into_response()
+    }
 
     fn new(value: crate::registry::ToolOutput) -> OkEnvelope {
         let value = bytes::Bytes::from(String::from(Box::<str>::from(value)));
@@ -683,11 +688,7 @@ async fn mint_capability(
 /// is ignored.
 async fn reload(State(core): Shared, Authed(context): Authed) -> Result<Response, ApiError> {
     let value = core.call(&context, "admin.reload", json!({})).await?;
-    Ok((
-        [(header::CONTENT_TYPE, "application/json")],
-        axum::body::Body::new(OkEnvelope::new(value)),
-    )
-        .into_response())
+    Ok(OkEnvelope::response(value))
 }
 
 /// `GET /v1/cluster`: the operator callable `admin.cluster.status` (`switchboard cluster
@@ -700,11 +701,7 @@ async fn cluster_status(
     let value = core
         .call(&context, "admin.cluster.status", json!({}))
         .await?;
-    Ok((
-        [(header::CONTENT_TYPE, "application/json")],
-        axum::body::Body::new(OkEnvelope::new(value)),
-    )
-        .into_response())
+    Ok(OkEnvelope::response(value))
 }
 
 async fn unknown_route(uri: axum::http::Uri) -> ApiError {

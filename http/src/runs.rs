@@ -35,6 +35,15 @@ fn json_answer(value: &Value) -> Response {
         .into_response()
 }
 
+/// The callable's answer as it is: already the JSON the route answers.
+fn raw_answer(output: switchboard_engine::registry::ToolOutput) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        String::from(Box::<str>::from(output)),
+    )
+        .into_response()
+}
+
 /// The callable's answer as JSON.
 fn value(output: &serde_json::value::RawValue) -> Result<Value, ApiError> {
     serde_json::from_str(output.get()).map_err(|e| {
@@ -79,7 +88,7 @@ pub(crate) async fn list(
         input["cursor"] = json!(cursor);
     }
     let output = core.call(&context, "runs.list", input).await?;
-    Ok(json_answer(&value(&output)?))
+    Ok(raw_answer(output))
 }
 
 /// `GET /v1/runs/{id}`: one run the caller may see, or 404.
@@ -111,5 +120,5 @@ pub(crate) async fn abort(
     let output = core
         .call(&context, "runs.abort", json!({ "runId": id }))
         .await?;
-    Ok(json_answer(&value(&output)?))
+    Ok(raw_answer(output))
 }
