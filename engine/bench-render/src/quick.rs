@@ -1,7 +1,8 @@
 //! The render cache on `quick_cache` (bounded in bytes and entries, evicting by CLOCK-Pro
-//! instead of starting over): the candidate measured against the engine's own cache. It lost
-//! on both read patterns (`BENCHMARKS.md`), so the engine keeps its cache; this stays so the
-//! comparison can be run again.
+//! instead of starting over): the candidate measured against the engine's own cache. It was
+//! slower on the pattern every list call takes (hits on recent messages) and faster only on a
+//! scan wider than the cache (`BENCHMARKS.md`), so the engine keeps its cache; this stays so
+//! the comparison can be run again.
 
 use std::sync::Arc;
 
