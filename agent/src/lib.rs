@@ -27,6 +27,7 @@ pub mod scheduled;
 pub mod stream;
 pub mod summaries;
 pub mod threads;
+pub mod warm;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -163,6 +164,9 @@ struct Inner {
     /// Where sessions' compaction summaries (and the agent's notes) are kept; without it, a
     /// summary serves only the run that wrote it.
     memory: Option<Arc<dyn MemoryStore>>,
+    /// Counts stored messages' tokens off the runs' path ([`warm`]); started on first use
+    /// (its thread holds the bridge weakly).
+    warmer: std::sync::OnceLock<warm::Warmer>,
 }
 
 /// Builds the `openai` runner's tokenizer off the runtime's threads (a few hundred
@@ -218,6 +222,7 @@ impl Bridge {
                 handoffs: handoff::Handoffs::default(),
                 ended: ended::EndedRuns::new(ended::MAX_ENDED_RUNS),
                 memory: None,
+                warmer: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -1580,6 +1585,7 @@ impl Bridge {
 
 impl Runs for Bridge {
     fn arrived(&self, message: &Arrival<'_>) {
+        self.warm_arrived(message.channel_id, message.message_id);
         if !message.author_is_bot {
             self.person_spoke(message.channel_id);
         }

@@ -142,6 +142,30 @@ pub struct Transcript {
     pub summary: Option<switchboard_context::Summary>,
 }
 
+/// A stored message as the chat model's transcript holds it: the bot's own as the
+/// assistant's, anyone else's headed by their name and id, every line marked when `trust`
+/// does not trust them. What [`transcript`] lists, and what the warmer
+/// ([`crate::warm`]) counts when the message arrives: the same text, so the same count.
+pub(crate) fn transcript_message(
+    core: &Core,
+    m: &MessageInfo,
+    bot_id: Option<Snowflake>,
+    trust: &Trust,
+) -> switchboard_context::Message {
+    use switchboard_context::{Message, Speaker};
+    let text = core.readable(&m.content).into_owned();
+    let speaker = if Some(m.author_id) == bot_id {
+        Speaker::Bot
+    } else {
+        Speaker::Person {
+            id: m.author_id,
+            name: m.author_name.clone(),
+            trusted: trust.trusts(m.author_id),
+        }
+    };
+    Message::new(speaker, Some(m.message_id), m.timestamp.clone(), text)
+}
+
 /// The session transcript for a chat model: the bot's own messages are the assistant's,
 /// everyone else's are user turns headed by the author's name and id (every line marked
 /// untrusted when `trusted` is set and does not name them; the note then says what that
@@ -165,19 +189,8 @@ pub fn transcript(
         .iter()
         .filter(|m| covered.is_none_or(|through| m.message_id > through))
         .map(|m| {
-            let text = core.readable(&m.content).into_owned();
-            let speaker = if Some(m.author_id) == bot_id {
-                Speaker::Bot
-            } else {
-                let trusted = trust.trusts(m.author_id);
-                any_untrusted |= !trusted;
-                Speaker::Person {
-                    id: m.author_id,
-                    name: m.author_name.clone(),
-                    trusted,
-                }
-            };
-            let message = Message::new(speaker, Some(m.message_id), m.timestamp.clone(), text);
+            let message = transcript_message(core, m, bot_id, &trust);
+            any_untrusted |= message.has_untrusted();
             if trigger.workflow_id.is_none() && trigger.message_id == Some(m.message_id) {
                 Entry::Message(message.trigger())
             } else {

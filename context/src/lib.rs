@@ -140,4 +140,4 @@ pub use request::{
     count_chat, Block, Entry, Message, Request, Speaker, Summary, ToolCall, ToolRound, Tools,
 };
 pub use schema::ToolSchema;
-pub use tokens::{Encoding, Estimate, Memo, Tiktoken, TokenCounter};
+pub use tokens::{Encoding, Estimate, Memo, MemoStats, Tiktoken, TokenCounter};

@@ -12,6 +12,7 @@ use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Counts the tokens of plain text as a model's tokenizer would.
@@ -171,11 +172,26 @@ impl TokenCounter for Tiktoken {
 /// one can craft a text that collides with another) plus the length. Two generations of at
 /// most `capacity` entries each bound the memory: when the current one fills, it becomes the
 /// previous one and the oldest is dropped; a hit in the previous one moves forward.
+///
+/// It counts its hits and misses ([`Memo::stats`]): what shows whether a build found the
+/// counts the agent's warmer made when the messages arrived.
 pub struct Memo<C> {
     inner: C,
     hasher: RandomState,
     capacity: usize,
     cache: Mutex<Generations>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+/// How often a [`Memo`] answered from memory and how often it had to tokenize, since it was
+/// made. Texts under 8 bytes are neither (they are always tokenized: as cheap as a lookup).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoStats {
+    /// Counts answered from memory.
+    pub hits: u64,
+    /// Texts tokenized (and remembered).
+    pub misses: u64,
 }
 
 #[derive(Default)]
@@ -201,7 +217,31 @@ impl<C: TokenCounter> Memo<C> {
             hasher: RandomState::new(),
             capacity: capacity.max(1),
             cache: Mutex::new(Generations::default()),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
         }
+    }
+
+    /// Its hits and misses so far.
+    pub fn stats(&self) -> MemoStats {
+        MemoStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Whether it holds the count of `text` now (without counting it, and without moving it
+    /// forward or touching the stats). Texts under 8 bytes are never held.
+    pub fn contains(&self, text: &str) -> bool {
+        if text.len() < 8 {
+            return false;
+        }
+        let key = (self.hasher.hash_one(text), text.len());
+        let cache = self
+            .cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cache.current.contains_key(&key) || cache.previous.contains_key(&key)
     }
 
     /// The counter behind the memo.
@@ -237,13 +277,16 @@ impl<C: TokenCounter> TokenCounter for Memo<C> {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             if let Some(&n) = cache.current.get(&key) {
+                self.hits.fetch_add(1, Ordering::Relaxed);
                 return n;
             }
             if let Some(n) = cache.previous.remove(&key) {
                 insert(&mut cache, key, n, self.capacity);
+                self.hits.fetch_add(1, Ordering::Relaxed);
                 return n;
             }
         }
+        self.misses.fetch_add(1, Ordering::Relaxed);
         // Counted outside the lock: concurrent runs do not wait on each other's tokenizing.
         let n = self.inner.count(text);
         let mut cache = self
@@ -447,6 +490,23 @@ mod tests {
             assert_eq!(memo.count(text), memo.inner().count(text));
             assert!(memo.len() <= 8);
         }
+        // Each text missed once, then hit once; the oldest ones have been dropped since.
+        assert_eq!(
+            memo.stats(),
+            MemoStats {
+                hits: 20,
+                misses: 20
+            }
+        );
+        assert!(memo.contains(&texts[19]) && !memo.contains(&texts[0]));
+        assert_eq!(
+            memo.stats(),
+            MemoStats {
+                hits: 20,
+                misses: 20
+            }
+        );
+        assert!(!memo.contains("short"), "under 8 bytes is never held");
     }
 
     /// What `tiktoken-rs` (a port of OpenAI's `tiktoken`) counts: the reference.
