@@ -81,11 +81,7 @@ impl Tool for Handoff {
             help: "The call is held open until the other agent finishes (timeoutS, default 600 s; then `timeout` with its partial text in details). Handoffs nest at most agents.max_handoff_depth deep (default 2); a run has at most 2 handoffs going at once. Not in any default scope: the operator adds agent.handoff to an agent's tool_scope.",
             mutating: true,
             primary: None,
-            effects: Effects {
-                destructive: false,
-                idempotent: false,
-                open_world: true,
-            },
+            effects: Effects::ADD,
             output_schema: Some(output_schema::<HandoffView>()),
             examples: vec![example(
                 "Ask the release agent",

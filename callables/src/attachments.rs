@@ -119,11 +119,7 @@ impl Tool for DownloadAttachments {
             primary: Some("dir"),
             title: "Download attachments",
             // Adds files, and reaches the platform's file host.
-            effects: Effects {
-                destructive: false,
-                idempotent: false,
-                open_world: true,
-            },
+            effects: Effects::ADD,
             output_schema: Some(output_schema::<Downloaded<'static>>()),
             examples: vec![
                 example("Save the trigger's attachments", "tools attachment.download", json!({})),

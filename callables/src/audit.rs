@@ -91,11 +91,7 @@ impl Tool for ListAudit {
             primary: None,
             title: "Read the audit log",
             // The server's own log: nothing on the chat platform.
-            effects: Effects {
-                destructive: false,
-                idempotent: true,
-                open_world: false,
-            },
+            effects: Effects::LOCAL_READ,
             output_schema: Some(output_schema::<AuditPage>()),
             examples: vec![
                 example(

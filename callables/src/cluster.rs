@@ -33,11 +33,7 @@ impl Tool for Status {
             help: "An operator callable: the operator, or a token whose scope names it (admin.cluster.status, admin.*, *); an agent run never. A node is live when its last heartbeat is within one lease period (cluster.lease_s). Nodes not heard from for a day are forgotten.",
             mutating: false,
             primary: None,
-            effects: Effects {
-                destructive: false,
-                idempotent: true,
-                open_world: false,
-            },
+            effects: Effects::LOCAL_READ,
             output_schema: Some(output_schema::<ClusterStatus>()),
             examples: vec![example(
                 "List the nodes and leases",

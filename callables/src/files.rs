@@ -19,11 +19,7 @@ use crate::registry::{example, output, output_schema, Planned, Tool, ToolOutput,
 use crate::workspaces::tool_error;
 
 /// Reading only.
-const READS: Effects = Effects {
-    destructive: false,
-    idempotent: true,
-    open_world: false,
-};
+const READS: Effects = Effects::LOCAL_READ;
 
 /// At most this much of a file is read to show an approver the diff of a write.
 const NOTE_DIFF_BYTES: u64 = 256 * 1024;
@@ -152,11 +148,7 @@ impl Tool for WriteFile {
             mutating: true,
             primary: Some("path"),
             title: "Write a file",
-            effects: Effects {
-                destructive: true,
-                idempotent: true,
-                open_world: false,
-            },
+            effects: Effects::LOCAL_OVERWRITE,
             output_schema: Some(output_schema::<switchboard_workspace::WriteAnswer>()),
             examples: vec![example(
                 "Write a file",

@@ -13,11 +13,7 @@ use crate::invocation::{Invocation, PlanContext};
 use crate::registry::{example, output, output_schema, Planned, Tool, ToolOutput, ToolSpec};
 use crate::workspaces::tool_error;
 
-const READS: Effects = Effects {
-    destructive: false,
-    idempotent: true,
-    open_world: false,
-};
+const READS: Effects = Effects::LOCAL_READ;
 
 /// An input with only the session.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -183,11 +179,7 @@ impl Tool for Commit {
             mutating: true,
             primary: Some("message"),
             title: "Git commit",
-            effects: Effects {
-                destructive: false,
-                idempotent: false,
-                open_world: false,
-            },
+            effects: Effects::LOCAL_ADD,
             output_schema: Some(output_schema::<switchboard_sandbox::CommitAnswer>()),
             examples: vec![example("Commit everything", "tools git.commit 'Fix the parser' --all=true", json!({"message": "Fix the parser", "all": true}))],
         }
@@ -243,11 +235,7 @@ impl Tool for Branch {
             mutating: true,
             primary: Some("name"),
             title: "Git branch",
-            effects: Effects {
-                destructive: false,
-                idempotent: false,
-                open_world: false,
-            },
+            effects: Effects::LOCAL_ADD,
             output_schema: Some(output_schema::<switchboard_sandbox::BranchAnswer>()),
             examples: vec![
                 example("List them", "tools git.branch", json!({})),

@@ -53,11 +53,7 @@ impl Tool for DecideApproval {
             help: "An operator callable: the operator, a token whose scope names it (approvals.decide, approvals.*, *), or an approver's button in Discord. Nobody decides an ask their own call or run waits on (permissions.allow_self_approval). With permissions.console_approves = false only Discord's buttons decide. The answer is the card as decided; decidedBy names who decided.",
             mutating: true,
             primary: Some("approvalId"),
-            effects: Effects {
-                destructive: false,
-                idempotent: false,
-                open_world: true,
-            },
+            effects: Effects::ADD,
             output_schema: Some(output_schema::<Decided>()),
             examples: vec![example(
                 "Approve a waiting send",
@@ -256,11 +252,7 @@ impl Tool for ListApprovals {
             help: "An operator callable: the operator, or a token whose scope names it (approvals.list, approvals.*, *); an agent run never. Pending cards show the whole input an approver decides on; settled ones (the last 200 since the service started) show what the audit log keeps. Decide one with approvals.decide.",
             mutating: false,
             primary: None,
-            effects: Effects {
-                destructive: false,
-                idempotent: true,
-                open_world: false,
-            },
+            effects: Effects::LOCAL_READ,
             output_schema: Some(output_schema::<ApprovalList>()),
             examples: vec![example(
                 "What waits for a decision",
@@ -365,11 +357,7 @@ impl Tool for ReloadConfig {
             help: "An operator callable: the operator, or a token whose scope names it (admin.reload, admin.*, *); an agent run never. The answer lists what changed and the settings that wait for a restart; a file with problems answers invalid_config with each problem located (file:line:col) in details.problems, and the config in force does not change.",
             mutating: true,
             primary: None,
-            effects: Effects {
-                destructive: false,
-                idempotent: true,
-                open_world: false,
-            },
+            effects: Effects::LOCAL_READ,
             output_schema: Some(output_schema::<crate::live::Reloaded>()),
             examples: vec![example(
                 "Put an edited config in force",

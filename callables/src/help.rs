@@ -32,11 +32,7 @@ impl Tool for Help {
             mutating: false,
             primary: None,
             title: "Your context and how to call",
-            effects: Effects {
-                destructive: false,
-                idempotent: true,
-                open_world: false,
-            },
+            effects: Effects::LOCAL_READ,
             output_schema: Some(output_schema::<HelpAnswer<'static>>()),
             examples: vec![example("Show your context", "tools surface.help --output=text", json!({}))],
         }

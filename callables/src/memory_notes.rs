@@ -211,11 +211,7 @@ impl Tool for WriteNote {
             mutating: true,
             primary: None,
             title: "Keep a note",
-            effects: Effects {
-                destructive: false,
-                idempotent: true,
-                open_world: false,
-            },
+            effects: Effects::LOCAL_READ,
             output_schema: Some(output_schema::<NoteView>()),
             examples: vec![example(
                 "Remember where the release config lives",
@@ -330,11 +326,7 @@ impl Tool for ReadNotes {
             mutating: false,
             primary: None,
             title: "Read notes",
-            effects: Effects {
-                destructive: false,
-                idempotent: true,
-                open_world: false,
-            },
+            effects: Effects::LOCAL_READ,
             output_schema: Some(output_schema::<NotesAnswer>()),
             examples: vec![example(
                 "Every note of #ops",
@@ -408,11 +400,7 @@ impl Tool for SearchNotes {
             mutating: false,
             primary: None,
             title: "Search notes",
-            effects: Effects {
-                destructive: false,
-                idempotent: true,
-                open_world: false,
-            },
+            effects: Effects::LOCAL_READ,
             output_schema: Some(output_schema::<NotesAnswer>()),
             examples: vec![example(
                 "Notes about deploys",
@@ -511,11 +499,7 @@ impl Tool for ForgetNote {
             mutating: true,
             primary: None,
             title: "Forget a note",
-            effects: Effects {
-                destructive: true,
-                idempotent: true,
-                open_world: false,
-            },
+            effects: Effects::LOCAL_OVERWRITE,
             output_schema: Some(output_schema::<Forgotten>()),
             examples: vec![example(
                 "Forget a note of #ops",
@@ -589,11 +573,7 @@ impl Tool for ReadSummary {
             mutating: false,
             primary: None,
             title: "Read a session's summary",
-            effects: Effects {
-                destructive: false,
-                idempotent: true,
-                open_world: false,
-            },
+            effects: Effects::LOCAL_READ,
             output_schema: Some(output_schema::<SummaryAnswer>()),
             examples: vec![example(
                 "The summary of #ops",
@@ -669,11 +649,7 @@ impl Tool for ListAllNotes {
             mutating: false,
             primary: None,
             title: "List all notes",
-            effects: Effects {
-                destructive: false,
-                idempotent: true,
-                open_world: false,
-            },
+            effects: Effects::LOCAL_READ,
             output_schema: Some(output_schema::<AllNotesPage>()),
             examples: vec![example(
                 "Every note",

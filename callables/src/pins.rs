@@ -20,7 +20,7 @@ pub(crate) fn pin_spec() -> ToolSpec {
     ToolSpec {
         id: "surface.pins.add",
         title: "Pin a message",
-        effects: Effects { destructive: false, idempotent: true, open_world: true },
+        effects: Effects::MARK,
         output_schema: Some(output_schema::<Done>()),
         description: "Pin a message in its session.",
         help: "Discord needs the bot to have Manage Messages in a guild channel (denied otherwise) and keeps at most 250 pins per channel. Pinning a pinned message succeeds.",

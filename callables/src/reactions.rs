@@ -133,11 +133,7 @@ impl Tool for ChangeReaction {
                     mutating: true,
                     primary: Some("emoji"),
                     title: "Add a reaction",
-                    effects: Effects {
-                        destructive: false,
-                        idempotent: true,
-                        open_world: true,
-                    },
+                    effects: Effects::MARK,
                     output_schema: Some(output_schema::<Done>()),
                     examples: vec![
                         example(

@@ -106,11 +106,7 @@ impl Tool for ListRuns {
             help: "An operator callable: the operator, or a token whose scope names it (runs.list, runs.*, *); an agent run never. Discord's /status shows the same for its channel. Stop a run with runs.abort.",
             mutating: false,
             primary: None,
-            effects: Effects {
-                destructive: false,
-                idempotent: true,
-                open_world: false,
-            },
+            effects: Effects::LOCAL_READ,
             output_schema: Some(output_schema::<RunList>()),
             examples: vec![example(
                 "What the agent is doing",
@@ -245,11 +241,7 @@ impl Tool for AbortRun {
             help: "An operator callable: the operator, or a token whose scope names it (runs.abort, runs.*, *); an agent run never. Discord's /abort calls it for its channel: a user stops only a run they started, unless they are in discord.admins. The run's capability ends at once: a call it still makes, or one waiting on an approval, answers run_aborted. Give runId or sessionId, not both.",
             mutating: true,
             primary: Some("runId"),
-            effects: Effects {
-                destructive: true,
-                idempotent: true,
-                open_world: true,
-            },
+            effects: Effects::OVERWRITE,
             output_schema: Some(output_schema::<Stopped>()),
             examples: vec![
                 example(

@@ -317,7 +317,7 @@ impl Tool for SearchMessages {
         ToolSpec {
             id: "surface.messages.search",
             title: "Search messages",
-            effects: Effects { destructive: false, idempotent: true, open_world: false },
+            effects: Effects::LOCAL_READ,
             output_schema: Some(output_schema::<SearchAnswer>()),
             description: "Full-text search over stored messages of the sessions you may read, best matches first.",
             help: "Searches the readable text of stored messages (mentions as @name and #channel) in every session the allowlist lets you read, or in one session and its threads. All words must match; \"quotes\" match a phrase; word* matches a prefix (2+ letters); a OR b matches either; @name and #channel also match messages that mention them. Each result has a snippet with the matches between ** and **, and the message. Filters: authorId, before and after (message ids or dates), limit (1-100).",

@@ -169,11 +169,7 @@ impl Tool for CommandOutput {
             mutating: false,
             primary: Some("id"),
             title: "Read a command's output",
-            effects: Effects {
-                destructive: false,
-                idempotent: true,
-                open_world: false,
-            },
+            effects: Effects::LOCAL_READ,
             output_schema: Some(output_schema::<switchboard_sandbox::OutputAnswer>()),
             examples: vec![example("Read on", "tools shell.output sh-3 --since=1024", json!({"id": "sh-3", "since": 1024}))],
         }
@@ -226,11 +222,7 @@ impl Tool for ListCommands {
             mutating: false,
             primary: None,
             title: "List background commands",
-            effects: Effects {
-                destructive: false,
-                idempotent: true,
-                open_world: false,
-            },
+            effects: Effects::LOCAL_READ,
             output_schema: Some(output_schema::<Processes>()),
             examples: vec![example("List them", "tools shell.list", json!({}))],
         }
@@ -273,11 +265,7 @@ impl Tool for KillCommand {
             mutating: true,
             primary: Some("id"),
             title: "Stop a command",
-            effects: Effects {
-                destructive: true,
-                idempotent: true,
-                open_world: false,
-            },
+            effects: Effects::LOCAL_OVERWRITE,
             output_schema: Some(output_schema::<switchboard_sandbox::KillAnswer>()),
             examples: vec![example("Stop it", "tools shell.kill sh-3", json!({"id": "sh-3"}))],
         }

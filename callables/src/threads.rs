@@ -320,7 +320,7 @@ impl Tool for ArchiveThread {
         ToolSpec {
             id: "surface.threads.archive",
             title: "Archive or reopen a thread",
-            effects: Effects { destructive: false, idempotent: true, open_world: true },
+            effects: Effects::MARK,
             output_schema: Some(output_schema::<ThreadView>()),
             description: "Archive a thread, or reopen an archived one.",
             help: "archived=true archives the thread; archived=false reopens it and the bot joins it again. A locked thread can only be reopened by a moderator (Manage Threads): Discord refuses otherwise.",

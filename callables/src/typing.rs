@@ -32,11 +32,7 @@ impl Tool for ShowTyping {
         ToolSpec {
             id: "surface.typing",
             title: "Show typing",
-            effects: Effects {
-                destructive: false,
-                idempotent: true,
-                open_world: true,
-            },
+            effects: Effects::MARK,
             output_schema: Some(output_schema::<Done>()),
             description: "Show that the bot is typing in a session.",
             help: "Discord shows the indicator for about 10 seconds, or until the bot posts; call it again to keep it up.",

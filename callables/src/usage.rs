@@ -73,11 +73,7 @@ impl Tool for ReportUsage {
             help: "An operator callable: the operator, or a token whose scope names it (usage.report, usage.*, *); an agent run never. `since` takes an RFC 3339 time or an age (15m, 2h, 7d); default 30 days. Rows whose tokens the model did not report are estimated and say so (estimated: true). Costs use each agent's price_in_per_mtok / price_out_per_mtok.",
             mutating: false,
             primary: Some("by"),
-            effects: Effects {
-                destructive: false,
-                idempotent: true,
-                open_world: false,
-            },
+            effects: Effects::LOCAL_READ,
             output_schema: Some(output_schema::<UsageReport>()),
             examples: vec![example(
                 "Usage per user this week",

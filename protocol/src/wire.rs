@@ -123,6 +123,33 @@ impl Effects {
         idempotent: true,
         open_world: true,
     };
+    /// Marks something on the chat platform (a pin, a reaction, typing, an archived thread):
+    /// doing it again changes nothing more; not destructive, open world.
+    pub const MARK: Effects = Effects {
+        destructive: false,
+        idempotent: true,
+        open_world: true,
+    };
+    /// A read of the server's own state (notes, audit, runs, the workspace): idempotent,
+    /// closed world.
+    pub const LOCAL_READ: Effects = Effects {
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    };
+    /// Adds to the server's own state (a commit): not idempotent, closed world.
+    pub const LOCAL_ADD: Effects = Effects {
+        destructive: false,
+        idempotent: false,
+        open_world: false,
+    };
+    /// Overwrites or removes the server's own state (forget a note, edit a file, kill a
+    /// command): destructive, idempotent, closed world.
+    pub const LOCAL_OVERWRITE: Effects = Effects {
+        destructive: true,
+        idempotent: true,
+        open_world: false,
+    };
 }
 
 /// An example invocation, as CLI words and as JSON input.
