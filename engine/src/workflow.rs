@@ -18,7 +18,8 @@ use std::time::Duration;
 use entity::Snowflake;
 use tokio::sync::Notify;
 
-use switchboard_store::{StoreError, WorkflowStore};
+use switchboard_store::feed::{Changed, Changes, Next};
+use switchboard_store::{ChangeFeed, ClusterStore, StoreError, WorkflowStore};
 
 use crate::clock::now_ms;
 
@@ -146,6 +147,33 @@ pub struct WorkflowEngine {
     /// Where every change is published (`workflow.waiting` when created or partly answered,
     /// then `workflow.answered|timed_out|cancelled`).
     events: Option<Arc<crate::events::EventHub>>,
+    /// Several nodes over one store: a finish resumes only on the node that wins its once key,
+    /// and workflows kept by other nodes are read in as the feed announces them.
+    cluster: Option<Cluster>,
+    /// Finished here, not yet claimed cluster-wide (at most [`MAX_PENDING`] and the few
+    /// finishing at once: each was waiting in the book).
+    unclaimed: Mutex<Vec<Workflow>>,
+}
+
+/// What a workflow engine on one node of several needs from the shared store.
+#[derive(Clone)]
+pub struct Cluster {
+    /// Where each finish is claimed once (`workflow.finish:<id>`).
+    pub once: Arc<dyn ClusterStore>,
+    /// Where other nodes' workflow changes are announced.
+    pub feed: Arc<dyn ChangeFeed>,
+}
+
+/// How long a finish's once key is kept: as long as a finished workflow is, so no node holding
+/// a stale waiting copy can claim it again.
+const FINISH_CLAIM_TTL_MS: u64 = switchboard_records::workflow::FINISHED_WORKFLOWS_KEPT_MS;
+
+/// How soon a claim the store could not answer is tried again.
+const CLAIM_RETRY: Duration = Duration::from_secs(1);
+
+/// The once key of a workflow's finish: answered or timed out, on any node, it resumes once.
+fn finish_key(id: &str) -> String {
+    format!("workflow.finish:{id}")
 }
 
 #[derive(Default)]
@@ -159,13 +187,18 @@ struct Book {
 impl WorkflowEngine {
     /// An engine holding what `store` kept (rows that no longer parse are the store's to skip),
     /// keeping changes there and publishing them to `events`.
+    /// With `cluster` (a store shared by several nodes), each finish resumes once
+    /// cluster-wide; see [`WorkflowEngine::run_deadlines`].
     pub async fn open(
         hooks: Arc<dyn WorkflowHooks>,
         store: Arc<dyn WorkflowStore>,
         events: Option<Arc<crate::events::EventHub>>,
+        cluster: Option<Cluster>,
     ) -> Result<Arc<WorkflowEngine>, StoreError> {
         let restored = store.workflows().await?;
-        Ok(WorkflowEngine::new(hooks, store, events, restored))
+        Ok(WorkflowEngine::in_cluster(
+            hooks, store, events, restored, cluster,
+        ))
     }
 
     /// An engine holding `restored`. Waiting workflows whose tasks are all answered are
@@ -176,6 +209,18 @@ impl WorkflowEngine {
         events: Option<Arc<crate::events::EventHub>>,
         restored: Vec<Workflow>,
     ) -> Arc<WorkflowEngine> {
+        WorkflowEngine::in_cluster(hooks, store, events, restored, None)
+    }
+
+    /// [`WorkflowEngine::new`] on one node of several (`cluster`): a finish is resumed by the
+    /// [`WorkflowEngine::run_deadlines`] task of the node that claims it first.
+    pub fn in_cluster(
+        hooks: Arc<dyn WorkflowHooks>,
+        store: Arc<dyn WorkflowStore>,
+        events: Option<Arc<crate::events::EventHub>>,
+        restored: Vec<Workflow>,
+        cluster: Option<Cluster>,
+    ) -> Arc<WorkflowEngine> {
         let engine = Arc::new(WorkflowEngine {
             book: Mutex::new(Book::default()),
             waiting: AtomicUsize::new(0),
@@ -183,6 +228,8 @@ impl WorkflowEngine {
             hooks,
             store,
             events,
+            cluster,
+            unclaimed: Mutex::new(Vec::new()),
         });
         let mut finished = Vec::new();
         {
@@ -433,31 +480,166 @@ impl WorkflowEngine {
             self.recount(&mut book);
             finished
         };
-        tracing::info!(workflow = id, state = state.as_str(), session = %finished.origin_session_id, "workflow finished; resuming");
-        self.hooks.resume(&finished);
-        if let Err(error) = self.keep(&finished) {
+        if self.cluster.is_some() {
+            // Another node may finish it too (it saw the answer, or its clock reached the
+            // deadline): the deadline task resumes it if this node's claim wins.
+            self.lock_unclaimed().push(finished);
+            self.deadlines_changed.notify_one();
+            return;
+        }
+        self.resume_and_keep(&finished);
+    }
+
+    fn resume_and_keep(&self, finished: &Workflow) {
+        let id = &finished.workflow_id;
+        tracing::info!(workflow = %id, state = finished.state.as_str(), session = %finished.origin_session_id, "workflow finished; resuming");
+        self.hooks.resume(finished);
+        if let Err(error) = self.keep(finished) {
             tracing::error!(
-                workflow = id,
+                workflow = %id,
                 "keeping the finished workflow failed: {error}"
             );
         }
     }
 
+    fn lock_unclaimed(&self) -> MutexGuard<'_, Vec<Workflow>> {
+        self.unclaimed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Claims the finishes made here (several nodes): the winner resumes and keeps; a loser
+    /// takes the store's copy once the winner kept it. False when the store could not answer
+    /// (those stay to be claimed again).
+    async fn claim_finishes(&self, cluster: &Cluster) -> bool {
+        let finished = std::mem::take(&mut *self.lock_unclaimed());
+        let mut answered = true;
+        for workflow in finished {
+            let id = &workflow.workflow_id;
+            match cluster
+                .once
+                .once(&finish_key(id), now_ms(), FINISH_CLAIM_TTL_MS)
+                .await
+            {
+                Ok(true) => self.resume_and_keep(&workflow),
+                Ok(false) => {
+                    tracing::info!(workflow = %id, "workflow finished on another node; not resumed here");
+                    if let Ok(Some(kept)) = self.store.workflow(id).await {
+                        self.take_kept(kept);
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(workflow = %id, %error, "could not claim the workflow's finish; trying again");
+                    self.lock_unclaimed().push(workflow);
+                    answered = false;
+                }
+            }
+        }
+        answered
+    }
+
+    /// Takes a copy another node kept: a new workflow, more answers, or its finish. A copy
+    /// that finished here stays finished (this node claimed, or is claiming, its finish).
+    fn take_kept(&self, mut kept: Workflow) {
+        let mut book = self.book();
+        if let Some(mine) = book.workflows.get(&kept.workflow_id) {
+            if !mine.is_waiting() && kept.is_waiting() {
+                return;
+            }
+            // Answers recorded here and not yet in the kept copy are not lost.
+            if mine.tasks.len() == kept.tasks.len() {
+                for (task, known) in kept.tasks.iter_mut().zip(&mine.tasks) {
+                    if task.answer.is_none() {
+                        task.answer.clone_from(&known.answer);
+                    }
+                }
+            }
+        }
+        let complete = kept.is_waiting() && kept.all_answered();
+        let id = kept.workflow_id.clone();
+        book.workflows.insert(id.clone(), kept);
+        self.recount(&mut book);
+        drop(book);
+        if complete {
+            self.finish(&id, WorkflowState::Answered);
+        }
+        self.deadlines_changed.notify_one();
+    }
+
+    fn origin(&self) -> Option<switchboard_store::feed::Origin> {
+        self.cluster.as_ref().map(|c| c.feed.origin())
+    }
+
+    /// Reads in the workflows the feed says other nodes changed; false when it closed.
+    async fn follow(&self, change: Next) -> bool {
+        let ids = match change {
+            Next::Change(change) => match change.what {
+                Changed::Workflow(id) if Some(change.origin) != self.origin() => vec![id],
+                _ => return true,
+            },
+            // Fell behind: read every kept workflow again.
+            Next::Missed(_) => match self.store.workflows().await {
+                Ok(all) => {
+                    for kept in all {
+                        self.take_kept(kept);
+                    }
+                    return true;
+                }
+                Err(_) => return true,
+            },
+            Next::Closed => return false,
+        };
+        for id in ids {
+            if let Ok(Some(kept)) = self.store.workflow(&id).await {
+                self.take_kept(kept);
+            }
+        }
+        true
+    }
+
     /// Fires deadlines as they come, until the task is dropped. Wakes early when a workflow is
-    /// created, and at least once a minute (so a changed wall clock is noticed).
+    /// created, and at least once a minute (so a changed wall clock is noticed). On one node of
+    /// several it also claims this node's finishes (every finish resumes once cluster-wide) and
+    /// reads in the workflows other nodes keep, so a deadline fires even when the node that
+    /// created the workflow is gone.
     pub async fn run_deadlines(self: Arc<Self>) {
         const LONGEST_SLEEP: Duration = Duration::from_secs(60);
+        let mut changes: Option<Changes> = self.cluster.as_ref().map(|c| c.feed.subscribe());
+        if self.cluster.is_some() {
+            // Workflows kept between this engine's restore and the subscription.
+            if let Ok(all) = self.store.workflows().await {
+                for kept in all {
+                    self.take_kept(kept);
+                }
+            }
+        }
         loop {
             self.fire_due(now_ms());
-            let sleep = match self.next_deadline_ms() {
+            let mut sleep = match self.next_deadline_ms() {
                 Some(deadline) => {
                     Duration::from_millis(deadline.saturating_sub(now_ms())).min(LONGEST_SLEEP)
                 }
                 None => LONGEST_SLEEP,
             };
+            if let Some(cluster) = &self.cluster {
+                if !self.claim_finishes(cluster).await {
+                    sleep = sleep.min(CLAIM_RETRY);
+                }
+            }
+            let change = async {
+                match changes.as_mut() {
+                    Some(changes) => changes.next().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = tokio::time::sleep(sleep) => {}
                 () = self.deadlines_changed.notified() => {}
+                next = change => {
+                    if !self.follow(next).await {
+                        changes = None;
+                    }
+                }
             }
         }
     }

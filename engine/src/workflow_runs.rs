@@ -78,7 +78,7 @@ impl WorkflowHooks for ResumeAsRuns {
 pub async fn start(
     core: &Arc<Core>,
     store: &Store,
-    kept_in: Arc<dyn switchboard_store::WorkflowStore>,
+    kept_in: Arc<dyn switchboard_store::Backend>,
     runs: Arc<dyn Runs>,
     aliases: SharedAliases,
     bot_id: Arc<std::sync::atomic::AtomicU64>,
@@ -90,7 +90,13 @@ pub async fn start(
         bot_id,
         core: Arc::downgrade(core),
     });
-    let engine = WorkflowEngine::open(hooks, kept_in, Some(Arc::clone(core.events()))).await?;
+    // Several nodes over one store: each finish resumes once, wherever it happens.
+    let cluster = kept_in.shared().then(|| crate::workflow::Cluster {
+        once: Arc::clone(&kept_in) as _,
+        feed: Arc::clone(&kept_in) as _,
+    });
+    let engine =
+        WorkflowEngine::open(hooks, kept_in, Some(Arc::clone(core.events())), cluster).await?;
     let waiting = engine.list().iter().filter(|w| w.is_waiting()).count();
     if waiting > 0 {
         tracing::info!(waiting, "restored waiting workflows");

@@ -391,7 +391,14 @@ impl WriterThread {
         if self.last_expiry.elapsed() >= EXPIRY_INTERVAL {
             self.last_expiry = Instant::now();
             let shared = Arc::clone(&self.shared);
-            if let Err(err) = self.shared.rt.block_on(expire(&shared)) {
+            let expired = self.shared.rt.block_on(async {
+                // Every node's writer comes here hourly; one of them prunes.
+                if claim_expiry(&shared, crate::now_ms()).await? {
+                    expire(&shared).await?;
+                }
+                Ok::<(), String>(())
+            });
+            if let Err(err) = expired {
                 warn!(location = %self.shared.location, %err, "could not prune expired rows; will retry");
             }
         }
@@ -492,6 +499,31 @@ async fn attempt(
     }
 }
 
+/// The once key of the hourly expiry: taken by one node's writer per period.
+const EXPIRY_KEY: &str = "store.expire";
+
+/// Whether this node prunes now: of the nodes whose writers ask within one expiry period
+/// (less a minute, so clocks a little apart still alternate), exactly one is told yes. One
+/// statement, atomic: a free key is taken, an expired one renewed.
+pub(crate) async fn claim_expiry(shared: &Shared, now_ms: u64) -> Result<bool, String> {
+    let period = u64::try_from(EXPIRY_INTERVAL.as_millis()).unwrap_or(u64::MAX);
+    let until = now_ms.saturating_add(period.saturating_sub(60_000));
+    let client = shared.pool.get().await.map_err(|e| e.to_string())?;
+    let taken = tokio::time::timeout(
+        shared.operation_timeout,
+        client.execute(
+            "INSERT INTO once_keys (key, until_ms) VALUES ($1, $2)
+             ON CONFLICT (key) DO UPDATE SET until_ms = EXCLUDED.until_ms
+             WHERE once_keys.until_ms <= $3",
+            &[&EXPIRY_KEY, &rows::ms(until), &rows::ms(now_ms)],
+        ),
+    )
+    .await
+    .map_err(|_| "timed out".to_owned())?
+    .map_err(|e| e.to_string())?;
+    Ok(taken > 0)
+}
+
 /// Prunes rows past their lifetimes: audit rows past the retention, `changes` rows older than
 /// a day, claims older than they are kept, expired idempotency keys, approvals settled and
 /// workflows finished longer ago than they are kept.
@@ -562,6 +594,35 @@ mod tests {
             duration_ms: 1,
             count: 1,
             events: Vec::new(),
+        }
+    }
+
+    /// Two nodes' writers reach their hourly expiry together: one prunes; the key frees
+    /// itself after the period.
+    #[test]
+    fn the_hourly_expiry_is_claimed_by_one_node() {
+        let cluster = PgCluster::shared();
+        let name = cluster.database().unwrap();
+        let open =
+            || crate::PgBackend::open(&cluster.url(&name), crate::PgOptions::default()).unwrap();
+        let (a, b) = (open(), open());
+        let now = crate::now_ms();
+        let claim = |backend: &crate::PgBackend, at: u64| {
+            let shared = Arc::clone(&backend.shared);
+            backend
+                .shared
+                .rt
+                .block_on(claim_expiry(&shared, at))
+                .unwrap()
+        };
+        assert!(claim(&a, now), "the first node prunes");
+        assert!(!claim(&b, now + 1), "the other does not");
+        assert!(!claim(&a, now + 2), "nor the first again within the period");
+        let later = now + u64::try_from(EXPIRY_INTERVAL.as_millis()).unwrap();
+        assert!(claim(&b, later), "a period later, one node prunes again");
+        assert!(!claim(&a, later + 1));
+        for backend in [a, b] {
+            futures_executor::block_on(switchboard_store::Backend::close(&backend)).unwrap();
         }
     }
 
