@@ -19,12 +19,14 @@
 //! | [`schedule`] | scheduled prompts, their firings and receipts |
 //! | [`usage`] | model usage rows, their sums and reports |
 //! | [`cluster`] | nodes, shard leases |
+//! | [`capability`] | run capabilities kept by digest, so they work on every node |
 //!
 //! Types that go on the wire or into JSON columns derive serde with exactly the shape the tool
 //! server answers today (the tests in each module pin those shapes).
 
 pub mod approval;
 pub mod audit;
+pub mod capability;
 pub mod cluster;
 pub mod gap;
 pub mod idempotency;
@@ -43,6 +45,7 @@ pub mod workflow;
 
 pub use approval::{Approval, ApprovalCard, ApprovalState, Settlement};
 pub use audit::{glob_matches, AuditEntry, AuditFilter, AuditPage, AuditRow};
+pub use capability::{CapabilityEnd, KeptCapability};
 pub use cluster::{Node, NodeBeat, ShardLease};
 pub use entity::{Mention, Snowflake};
 pub use gap::Gap;

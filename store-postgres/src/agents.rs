@@ -1533,8 +1533,8 @@ pub(crate) async fn census(
 }
 
 /// What the hourly expiry forgets of the agent kinds: ended runs after
-/// [`FINISHED_RUNS_KEPT_MS`], usage rows after [`USAGE_KEPT_MS`], expired once keys, nodes
-/// silent for [`NODES_KEPT_MS`].
+/// [`FINISHED_RUNS_KEPT_MS`], usage rows after [`USAGE_KEPT_MS`], expired once keys and
+/// capabilities, nodes silent for [`NODES_KEPT_MS`].
 pub(crate) fn expiry(now_ms: u64) -> Vec<Stmt> {
     vec![
         Stmt::new(
@@ -1546,6 +1546,10 @@ pub(crate) fn expiry(now_ms: u64) -> Vec<Stmt> {
             vec![p(ms(now_ms.saturating_sub(USAGE_KEPT_MS)))],
         ),
         Stmt::new(DELETE_EXPIRED_ONCE_KEYS, vec![p(ms(now_ms))]),
+        Stmt::new(
+            crate::capabilities::DELETE_EXPIRED_CAPABILITIES,
+            vec![p(ms(now_ms))],
+        ),
         Stmt::new(
             DELETE_SILENT_NODES,
             vec![p(ms(now_ms.saturating_sub(NODES_KEPT_MS)))],

@@ -26,6 +26,7 @@
 //! polls them (a plain thread with `block_on` too).
 
 mod agents;
+mod capabilities;
 mod changes;
 mod error;
 mod pipeline;

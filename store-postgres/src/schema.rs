@@ -141,8 +141,9 @@ const V8: &str = "ALTER TABLE audit ADD COLUMN IF NOT EXISTS events text;";
 /// The ladder: step `n` brings a database from version `n - 1` to `n`.
 ///
 /// Steps 3 to 7 are the agent aggregates (issues 23, 25, 26), one per aggregate; step 8 the
-/// audit rows' events (issue 24); step 9 the `/agent set` bindings (issue 26).
-const STEPS: [&str; 9] = [
+/// audit rows' events (issue 24); step 9 the `/agent set` bindings (issue 26); step 10 the run
+/// capabilities (issue 23).
+const STEPS: [&str; 10] = [
     V1,
     V2,
     crate::agents::SCHEMA_MEMORY,
@@ -152,6 +153,7 @@ const STEPS: [&str; 9] = [
     crate::agents::SCHEMA_CLUSTER,
     V8,
     crate::agents::SCHEMA_AGENT_BINDINGS,
+    crate::capabilities::SCHEMA_CAPABILITIES,
 ];
 
 /// Creates or upgrades the schema under the migration lock; `who` is recorded with each step.

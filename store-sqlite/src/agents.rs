@@ -71,8 +71,8 @@ fn bad_row(what: &str, detail: impl std::fmt::Display) -> rusqlite::Error {
 }
 
 /// Forgets what is past its lifetime: ended runs after [`FINISHED_RUNS_KEPT_MS`], usage rows
-/// after [`USAGE_KEPT_MS`], expired once keys, nodes silent for [`NODES_KEPT_MS`] (at open and
-/// hourly, as the audit log is pruned).
+/// after [`USAGE_KEPT_MS`], expired once keys and capabilities, nodes silent for
+/// [`NODES_KEPT_MS`] (at open and hourly, as the audit log is pruned).
 pub(crate) fn prune(conn: &Connection, now_ms: u64) -> rusqlite::Result<()> {
     for (delete, before) in [
         (
@@ -82,6 +82,7 @@ pub(crate) fn prune(conn: &Connection, now_ms: u64) -> rusqlite::Result<()> {
         (DELETE_OLD_USAGE, now_ms.saturating_sub(USAGE_KEPT_MS)),
         (DELETE_EXPIRED_ONCE_KEYS, now_ms),
         (DELETE_SILENT_NODES, now_ms.saturating_sub(NODES_KEPT_MS)),
+        (crate::capabilities::DELETE_EXPIRED_CAPABILITIES, now_ms),
     ] {
         conn.prepare_cached(delete)?.execute([ms_to_sql(before)])?;
     }
@@ -132,7 +133,7 @@ impl SqliteBackend {
 
     /// Runs `work` in a transaction of its own on the writer's thread: committed when it
     /// answers `Ok(Ok(_))`, rolled back otherwise.
-    fn decide<T: Send + 'static>(
+    pub(crate) fn decide<T: Send + 'static>(
         &self,
         what: &'static str,
         work: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<Result<T, StoreError>> + Send + 'static,

@@ -15,6 +15,7 @@
 //! past theirs, expired idempotency keys).
 
 mod agents;
+mod capabilities;
 mod error;
 mod ledger;
 mod rows;

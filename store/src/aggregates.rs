@@ -26,12 +26,12 @@ use std::time::Duration;
 
 use entity::Snowflake;
 use switchboard_records::{
-    AgentBinding, Approval, AuditEntry, AuditFilter, AuditPage, AuditRow, FiringClaim, Gap,
-    IdempotencyKey, IdempotencyRequest, KeptKey, KeptUsage, Message, MessageQuery, NewRun, Node,
-    NodeBeat, Note, NoteLimits, NoteScope, Receipt, Role, Run, RunEnd, RunFilter, Schedule,
-    ScheduleStatus, SearchHit, SearchQuery, Session, SessionScope, Settlement, ShardLease,
-    StoredAnswer, Summary, ThreadState, TriggerClaim, UsageGroup, UsageQuery, UsageRow,
-    UsageSubject, UsageTotals, User, Workflow,
+    AgentBinding, Approval, AuditEntry, AuditFilter, AuditPage, AuditRow, CapabilityEnd,
+    FiringClaim, Gap, IdempotencyKey, IdempotencyRequest, KeptCapability, KeptKey, KeptUsage,
+    Message, MessageQuery, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Role, Run,
+    RunEnd, RunFilter, Schedule, ScheduleStatus, SearchHit, SearchQuery, Session, SessionScope,
+    Settlement, ShardLease, StoredAnswer, Summary, ThreadState, TriggerClaim, UsageGroup,
+    UsageQuery, UsageRow, UsageSubject, UsageTotals, User, Workflow,
 };
 
 use crate::error::StoreError;
@@ -350,6 +350,7 @@ pub trait Backend:
     + ScheduleStore
     + UsageStore
     + ClusterStore
+    + CapabilityStore
     + ChangeFeed
 {
     /// `memory`, `sqlite` or `postgres`.
@@ -650,4 +651,35 @@ pub trait ClusterStore: Send + Sync {
     /// one of any number of callers until `now_ms + ttl_ms`, after which the key is free
     /// again. Expired keys are forgotten as others are taken.
     fn once(&self, key: &str, now_ms: u64, ttl_ms: u64) -> StoreFuture<'_, bool>;
+}
+
+/// Run capabilities by the digest of their token (issue 23): a capability minted on one node
+/// is valid on every node, and its end (the run finished or was aborted) is seen by every node.
+/// The token itself is never kept. Changes are acknowledged: a future resolves once durable.
+/// Capabilities are short-lived (a run's timeout plus a minute): `store copy` leaves them.
+pub trait CapabilityStore: Send + Sync {
+    /// Keeps a minted capability. A digest already kept is left as it is, so an ended
+    /// capability is never revived. A digest that is not 64 lowercase hex digits is
+    /// [`crate::StoreErrorKind::Conflict`].
+    fn save_capability(&self, capability: KeptCapability) -> StoreFuture<'_, ()>;
+    /// The capability kept under `digest` (ended and expired ones too, until pruned); `None`
+    /// for an unknown digest or one that is not a digest.
+    fn capability(&self, digest: &str) -> StoreFuture<'_, Option<KeptCapability>>;
+    /// Ends the capability kept under `digest` as `how`, atomically: true for the one caller
+    /// that ended it, false when it had ended already or is not kept.
+    fn end_capability(&self, digest: &str, how: CapabilityEnd) -> StoreFuture<'_, bool>;
+    /// Forgets capabilities that expired at or before `now_ms`; how many went.
+    fn prune_capabilities(&self, now_ms: u64) -> StoreFuture<'_, usize>;
+}
+
+/// The refusal of a capability whose digest is not 64 lowercase hex digits.
+pub fn check_capability(capability: &KeptCapability) -> Result<(), StoreError> {
+    if switchboard_records::capability::is_digest(&capability.digest) {
+        Ok(())
+    } else {
+        Err(StoreError::new(
+            crate::StoreErrorKind::Conflict,
+            "a capability is kept by the SHA-256 digest of its token, 64 lowercase hex digits; hash the token first",
+        ))
+    }
 }

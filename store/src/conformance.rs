@@ -29,7 +29,9 @@ use crate::feed::{Changed, Next};
 use crate::{Backend, CacheOptions, Census, Claim, Decided, Reserved, Store, StoreErrorKind};
 
 mod agents;
+mod capabilities;
 pub use agents::*;
+pub use capabilities::*;
 
 /// What a test asks of the backend it opens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,6 +128,10 @@ macro_rules! conformance_tests {
             garbage_into_the_agent_aggregates_is_answered_not_fatal,
             run_decisions_raced_end_one_way,
             receipts_raced_are_all_counted,
+            a_capability_kept_on_one_node_is_found_on_another,
+            a_capability_ended_on_one_node_is_ended_on_every_node,
+            expired_capabilities_are_pruned,
+            a_capability_without_a_digest_is_refused,
         );
     };
     (@tests $make:path; $($name:ident),* $(,)?) => {

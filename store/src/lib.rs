@@ -32,10 +32,11 @@ mod url;
 pub mod write;
 
 pub use aggregates::{
-    AgentBindingStore, ApprovalStore, AuditStore, Backend, Census, ChangeFeed, Claim, ClusterStore,
-    Decided, Durable, Enqueued, Firing, Heartbeat, IdempotencyStore, MemoryStore, MessageStore,
-    NotePut, Reserved, RunStore, ScheduleStore, ScopeStore, SearchStore, ShardGrant, Snapshot,
-    StoreFuture, TriggerStore, UsageStore, WorkflowStore,
+    check_capability, AgentBindingStore, ApprovalStore, AuditStore, Backend, CapabilityStore,
+    Census, ChangeFeed, Claim, ClusterStore, Decided, Durable, Enqueued, Firing, Heartbeat,
+    IdempotencyStore, MemoryStore, MessageStore, NotePut, Reserved, RunStore, ScheduleStore,
+    ScopeStore, SearchStore, ShardGrant, Snapshot, StoreFuture, TriggerStore, UsageStore,
+    WorkflowStore,
 };
 pub use cache::{CacheOptions, Store};
 pub use error::{StoreError, StoreErrorKind};

@@ -27,6 +27,7 @@ use crate::feed::{Changed, Changes, FeedSender, Origin};
 use crate::queue::QueueStats;
 
 mod agents;
+mod capabilities;
 mod idempotency;
 pub use agents::{check_end, count_firing, duplicate_run, set_status, unknown_schedule};
 
@@ -83,6 +84,7 @@ struct Data {
     agent_bindings: BTreeMap<Snowflake, String>,
     idempotency: idempotency::Keys,
     agents: agents::Kept,
+    capabilities: capabilities::Capabilities,
 }
 
 #[derive(Debug)]

@@ -17,7 +17,11 @@ use crate::{Backend, Enqueued, Firing, Heartbeat, NotePut, ShardGrant, StoreErro
 
 /// Runs `each(backend, i)` on `n` threads released together, the odd ones on the second node
 /// when there is one; the answers in thread order.
-fn race<T: Send>(f: &Fixture, n: usize, each: impl Fn(&dyn Backend, usize) -> T + Sync) -> Vec<T> {
+pub(super) fn race<T: Send>(
+    f: &Fixture,
+    n: usize,
+    each: impl Fn(&dyn Backend, usize) -> T + Sync,
+) -> Vec<T> {
     let second = f.place.second_node();
     let start = Arc::new(Barrier::new(n));
     std::thread::scope(|scope| {
