@@ -399,6 +399,10 @@ pub async fn serve(
             }
         });
     }
+    // The first prompts after a restart find the recent sessions' token counts.
+    if let Some(bridge) = &bridge {
+        bridge.warm_recent_sessions();
+    }
     let scheduler = match (scheduling, bridge.clone()) {
         (Some(scheduling), Some(bridge)) => {
             let connection = Arc::clone(&connection);

@@ -33,12 +33,11 @@ async fn setup() -> (TestServer, Bridge) {
     (server, bridge)
 }
 
-/// Stores `text` in #ops as `author` and hands it to the bridge as the gateway would.
-fn arrive(server: &TestServer, bridge: &Bridge, author: u64, text: &str) -> Snowflake {
-    let id = server.surface().post(demo::OPS.into(), author.into(), text);
+/// Hands `message` of `channel` to the bridge as the gateway does once it stored it.
+fn hand(bridge: &Bridge, channel: Snowflake, message: Snowflake, author: u64, text: &str) {
     bridge.arrived(&Arrival {
-        channel_id: demo::OPS.into(),
-        message_id: id,
+        channel_id: channel,
+        message_id: message,
         author_id: author.into(),
         author_name: "someone",
         author_roles: &[],
@@ -50,7 +49,18 @@ fn arrive(server: &TestServer, bridge: &Bridge, author: u64, text: &str) -> Snow
         replies_to_bot: false,
         missed: false,
     });
+}
+
+/// Stores `text` in #ops as `author` and hands it to the bridge.
+fn arrive(server: &TestServer, bridge: &Bridge, author: u64, text: &str) -> Snowflake {
+    let id = server.surface().post(demo::OPS.into(), author.into(), text);
+    hand(bridge, demo::OPS.into(), id, author, text);
     id
+}
+
+/// A nonce for this process and `test`: text no test counted before.
+fn nonce(test: u64) -> String {
+    format!("{:x}-{test}", std::process::id())
 }
 
 /// Waits (boundedly) until the warmer has done `jobs` jobs.
@@ -109,7 +119,7 @@ async fn stored_messages_are_counted_before_a_run_and_the_build_counts_none_agai
     let (server, bridge) = setup().await;
     let counter = agent::openai::counter(MODEL);
     // Text this process has never counted: people trusted and not, and the bot's own turns.
-    let nonce = format!("{:x}", std::process::id() as u64 * 7919 + 17);
+    let nonce = nonce(1);
     let mut last = Snowflake(0);
     for i in 0..40u64 {
         let author = [demo::STANLEY, demo::TOMAS, demo::BOT][(i % 3) as usize];
@@ -208,20 +218,13 @@ async fn garbage_messages_are_counted_without_harm() {
         arrive(&server, &bridge, demo::TOMAS, text);
     }
     // And a message that is no longer (or never was) cached: skipped, not a failure.
-    bridge.arrived(&Arrival {
-        channel_id: demo::OPS.into(),
-        message_id: Snowflake(42),
-        author_id: demo::TOMAS.into(),
-        author_name: "Tomas",
-        author_roles: &[],
-        author_is_bot: false,
-        in_guild: true,
-        parent_id: None,
-        content: "gone",
-        text: "gone",
-        replies_to_bot: false,
-        missed: false,
-    });
+    hand(
+        &bridge,
+        demo::OPS.into(),
+        Snowflake(42),
+        demo::TOMAS,
+        "gone",
+    );
     warmed(&bridge, 6).await;
     assert_eq!(bridge.warm_stats().counted, 5, "{:?}", bridge.warm_stats());
     // Each counted as the tokenizer counts it (the huge one: past the exact cap, as its bytes).
@@ -239,20 +242,13 @@ async fn garbage_messages_are_counted_without_harm() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_channel_the_allowlist_refuses_is_never_read() {
     let (server, bridge) = setup().await;
-    bridge.arrived(&Arrival {
-        channel_id: Snowflake(77),
-        message_id: Snowflake(78),
-        author_id: demo::TOMAS.into(),
-        author_name: "Tomas",
-        author_roles: &[],
-        author_is_bot: false,
-        in_guild: true,
-        parent_id: None,
-        content: "elsewhere",
-        text: "elsewhere",
-        replies_to_bot: false,
-        missed: false,
-    });
+    hand(
+        &bridge,
+        Snowflake(77),
+        Snowflake(78),
+        demo::TOMAS,
+        "elsewhere",
+    );
     warmed(&bridge, 1).await;
     assert_eq!(bridge.warm_stats().counted, 0);
     drop(server);
@@ -262,7 +258,7 @@ async fn a_channel_the_allowlist_refuses_is_never_read() {
 async fn recent_sessions_are_counted_at_start() {
     let (server, bridge) = setup().await;
     let counter = agent::openai::counter(MODEL);
-    let nonce = format!("{:x}", std::process::id() as u64 * 104_729 + 3);
+    let nonce = nonce(2);
     // Stored before this bridge existed (a restart): never handed to the ingest hook.
     let mut last = Snowflake(0);
     for i in 0..25 {

@@ -70,7 +70,8 @@
 //!
 //! A cold fit tokenizes what the memo has not seen (milliseconds for a long session, see
 //! below): call `fit` and `compact::prepare` where blocking a few milliseconds is fine, or on
-//! `spawn_blocking`. The compaction's own requests fit the same `context_tokens −
+//! `spawn_blocking`; better, count messages into the memo as they are stored, off the run's
+//! path, rendered exactly as the run will render them (the agent's warmer does). The compaction's own requests fit the same `context_tokens −
 //! answer_tokens` and ask for at most `summary_tokens` (2,000) back.
 //!
 //! # Decisions
@@ -85,11 +86,13 @@
 //!   limit to hit, so a whole text is counted at once and the count is exact (byte chunks
 //!   counted minified JSON a token high). Measured (`BENCHMARKS.md`): a 300-message session's
 //!   prompt (18k tokens) builds in about 0.4–0.6 ms warm — every round and run after the
-//!   first — and 2.3–3.7 ms cold, the first prompt of a session after a restart, still over
-//!   the 2 ms target: tokenizing costs about 100 ns per token (the pre-split and the merge
-//!   about half each). The wiring can close it by storing each message's count with the
-//!   message, counted at ingest, or by warming the memo when a session's first trigger is
-//!   queued.
+//!   first — and 2.3–3.7 ms with nothing counted before, over the 2 ms target: tokenizing
+//!   costs about 100 ns per token (the pre-split and the merge about half each). So the
+//!   agent counts off the run's path: its warmer (`agent/src/warm.rs`) counts each message
+//!   into the same [`Memo`] when it is stored (and the recent sessions' messages at start),
+//!   rendered as the transcript renders it, and the first prompt of a session only tokenizes
+//!   its system message, tool schemas and whatever the warmer dropped. [`Memo::stats`] shows
+//!   the hits and misses.
 //! - **Model names** tiktoken does not know (Claude, Llama, Mistral, local models) count with
 //!   o200k_base: their own tokenizers are not available offline. Counts for them are an
 //!   approximation; the budget (32k by default) is far below their windows.
