@@ -2,9 +2,9 @@
 //!
 //! The config crate owns the file, its line and column numbers and the report; the sections
 //! validated here (`[agents]`, `[[schedules]]`, `[scheduler]`, `[budgets]`, prices) only know
-//! the byte span serde kept for each value. So every validation here pushes [`Finding`]s, and
-//! the config crate hands each one to its collector unchanged:
-//! `collector.add(f.span, f.key_path, f.message, f.help)`.
+//! the byte span serde kept for each value. So every validation here pushes [`Finding`]s; the
+//! config crate's collector is a `Findings` too (its own checks add to it the same way) and
+//! turns the spans into lines and columns when it makes the report.
 
 use std::ops::Range;
 
@@ -67,6 +67,12 @@ impl Findings {
     /// The problems, for the config crate's collector.
     pub fn into_vec(self) -> Vec<Finding> {
         self.0
+    }
+}
+
+impl Extend<Finding> for Findings {
+    fn extend<I: IntoIterator<Item = Finding>>(&mut self, findings: I) {
+        self.0.extend(findings);
     }
 }
 

@@ -547,7 +547,7 @@ impl Config {
         let raw = structure::read(source, &mut collector);
         let config = raw.and_then(|raw| validate::validate(raw, known, &mut collector));
         match config {
-            Some(config) if collector.problems.is_empty() => Ok(config),
+            Some(config) if collector.is_empty() => Ok(config),
             _ => Err(collector.finish(file)),
         }
     }

@@ -1,7 +1,7 @@
 //! Located problems: every one names `file:line:column`, the key path, and what to do.
 
 use std::fmt;
-use std::ops::Range;
+use switchboard_agents::Findings;
 
 /// One thing wrong with the config file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,11 +67,13 @@ impl fmt::Display for Report {
     }
 }
 
-/// Turns byte spans into line and column numbers and collects problems.
+/// Collects problems as [`Findings`] (the shape other crates' validations report in too) and
+/// turns their byte spans into line and column numbers when the report is made. It derefs to
+/// its findings: `collector.add(span, key_path, message, help)` records one.
 pub(crate) struct Collector<'a> {
     source: &'a str,
     line_starts: Vec<usize>,
-    pub problems: Vec<(usize, Problem)>,
+    findings: Findings,
 }
 
 impl<'a> Collector<'a> {
@@ -82,7 +84,7 @@ impl<'a> Collector<'a> {
         Collector {
             source,
             line_starts,
-            problems: Vec::new(),
+            findings: Findings::new(),
         }
     }
 
@@ -98,49 +100,51 @@ impl<'a> Collector<'a> {
     }
 
     /// Records every finding another crate's validation made (`switchboard_agents::Findings`).
-    pub fn report(&mut self, findings: switchboard_agents::Findings) {
-        for finding in findings {
-            self.add(
-                finding.span,
-                finding.key_path,
-                finding.message,
-                finding.help,
-            );
-        }
+    pub fn report(&mut self, findings: Findings) {
+        self.findings.extend(findings);
     }
 
-    /// Records a problem at `span`; an empty span at 0 means "not in the file" (a default).
-    pub fn add(
-        &mut self,
-        span: Option<Range<usize>>,
-        key_path: impl Into<String>,
-        message: impl Into<String>,
-        help: impl Into<String>,
-    ) {
-        let (offset, (line, column)) = match span {
-            Some(span) if !(span.start == 0 && span.end == 0) => {
-                (span.start, self.locate(span.start))
-            }
-            _ => (0, (0, 0)),
-        };
-        self.problems.push((
-            offset,
-            Problem {
-                line,
-                column,
-                key_path: key_path.into(),
-                message: message.into(),
-                help: help.into(),
-            },
-        ));
-    }
-
+    /// The report, problems in file order; an empty span at 0 means "not in the file" (a
+    /// default) and sorts first.
     pub fn finish(mut self, file: &str) -> Report {
-        self.problems.sort_by_key(|(offset, _)| *offset);
+        let mut problems: Vec<(usize, Problem)> = std::mem::take(&mut self.findings)
+            .into_iter()
+            .map(|finding| {
+                let (offset, (line, column)) = match finding.span {
+                    Some(span) if !(span.start == 0 && span.end == 0) => {
+                        (span.start, self.locate(span.start))
+                    }
+                    _ => (0, (0, 0)),
+                };
+                let problem = Problem {
+                    line,
+                    column,
+                    key_path: finding.key_path,
+                    message: finding.message,
+                    help: finding.help,
+                };
+                (offset, problem)
+            })
+            .collect();
+        problems.sort_by_key(|(offset, _)| *offset);
         Report {
             file: file.to_owned(),
-            problems: self.problems.into_iter().map(|(_, p)| p).collect(),
+            problems: problems.into_iter().map(|(_, p)| p).collect(),
         }
+    }
+}
+
+impl std::ops::Deref for Collector<'_> {
+    type Target = Findings;
+
+    fn deref(&self) -> &Findings {
+        &self.findings
+    }
+}
+
+impl std::ops::DerefMut for Collector<'_> {
+    fn deref_mut(&mut self) -> &mut Findings {
+        &mut self.findings
     }
 }
 

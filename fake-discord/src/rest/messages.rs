@@ -9,7 +9,7 @@ use axum::http::{Method, StatusCode};
 use axum::Json;
 use serde_json::Value;
 
-use super::{path_id, JsonBody, MessageBody};
+use super::{path_id, JsonBody, MessageBody, MessagePath};
 use crate::api_error::{ApiError, FormErrors};
 use crate::attachments;
 use crate::payloads;
@@ -148,10 +148,8 @@ pub(super) async fn create(
 
 pub(super) async fn get_one(
     State(s): State<Arc<Shared>>,
-    Path((channel_id, message_id)): Path<(String, String)>,
+    MessagePath(channel_id, message_id): MessagePath,
 ) -> Answer {
-    let channel_id = path_id("channel_id", &channel_id)?;
-    let message_id = path_id("message_id", &message_id)?;
     let store = s.lock();
     store.readable_channel(channel_id)?;
     let message = store.message(channel_id, message_id)?;
@@ -160,11 +158,9 @@ pub(super) async fn get_one(
 
 pub(super) async fn edit(
     State(s): State<Arc<Shared>>,
-    Path((channel_id, message_id)): Path<(String, String)>,
     JsonBody(body): JsonBody,
+    MessagePath(channel_id, message_id): MessagePath,
 ) -> Answer {
-    let channel_id = path_id("channel_id", &channel_id)?;
-    let message_id = path_id("message_id", &message_id)?;
     {
         let store = s.lock();
         store.readable_channel(channel_id)?;
@@ -179,10 +175,8 @@ pub(super) async fn edit(
 
 pub(super) async fn delete(
     State(s): State<Arc<Shared>>,
-    Path((channel_id, message_id)): Path<(String, String)>,
+    MessagePath(channel_id, message_id): MessagePath,
 ) -> Empty {
-    let channel_id = path_id("channel_id", &channel_id)?;
-    let message_id = path_id("message_id", &message_id)?;
     s.delete_message(channel_id, message_id, true)?;
     Ok(StatusCode::NO_CONTENT)
 }

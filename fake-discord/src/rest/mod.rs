@@ -99,6 +99,26 @@ impl<S: Send + Sync> FromRequestParts<S> for MessageBody {
     }
 }
 
+/// The `{channel_id}/messages/{message_id}` of a message route, both parsed as [`path_id`]
+/// does (50035 when one is not a snowflake): `MessagePath(channel_id, message_id)`.
+pub(crate) struct MessagePath(pub Snowflake, pub Snowflake);
+
+impl<S: Send + Sync> FromRequestParts<S> for MessagePath {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let axum::extract::Path((channel_id, message_id)) =
+            axum::extract::Path::<(String, String)>::from_request_parts(parts, state)
+                .await
+                .map_err(IntoResponse::into_response)?;
+        let parse = |field, text: &str| path_id(field, text).map_err(IntoResponse::into_response);
+        Ok(MessagePath(
+            parse("channel_id", &channel_id)?,
+            parse("message_id", &message_id)?,
+        ))
+    }
+}
+
 /// Parses an id from a path segment as Discord does (50035 when it is not a snowflake).
 pub(crate) fn path_id(field: &str, text: &str) -> Result<Snowflake, ApiError> {
     Snowflake::from_digits(text).ok_or_else(|| {

@@ -12,7 +12,7 @@ use axum::Json;
 use chrono::DateTime;
 use serde_json::{json, Value};
 
-use super::{path_id, JsonBody};
+use super::{path_id, JsonBody, MessagePath};
 use crate::api_error::{ApiError, FormErrors};
 use crate::hub::intents;
 use crate::payloads;
@@ -169,11 +169,9 @@ pub(super) async fn create(
 /// message's id, and a message starts at most one thread (160004).
 pub(super) async fn create_from_message(
     State(s): State<Arc<Shared>>,
-    Path((channel_id, message_id)): Path<(String, String)>,
     JsonBody(body): JsonBody,
+    MessagePath(parent_id, message_id): MessagePath,
 ) -> Created {
-    let parent_id = path_id("channel_id", &channel_id)?;
-    let message_id = path_id("message_id", &message_id)?;
     let mut store = s.lock();
     let parent = thread_parent(&store, parent_id)?;
     store.message(parent_id, message_id)?;
@@ -482,10 +480,8 @@ fn publish_pins_update(s: &Shared, store: &Store, channel: &Channel) {
 /// `PUT /channels/{id}/messages/pins/{id}`: pins a message (again: a no-op); 30003 past 250.
 pub(super) async fn pin(
     State(s): State<Arc<Shared>>,
-    Path((channel_id, message_id)): Path<(String, String)>,
+    MessagePath(channel_id, message_id): MessagePath,
 ) -> Empty {
-    let channel_id = path_id("channel_id", &channel_id)?;
-    let message_id = path_id("message_id", &message_id)?;
     let mut store = s.lock();
     let channel = pinnable(&store, channel_id)?;
     if store.message(channel_id, message_id)?.pinned {
@@ -515,10 +511,8 @@ pub(super) async fn pin(
 /// `DELETE /channels/{id}/messages/pins/{id}`: unpins (a message not pinned: a no-op).
 pub(super) async fn unpin(
     State(s): State<Arc<Shared>>,
-    Path((channel_id, message_id)): Path<(String, String)>,
+    MessagePath(channel_id, message_id): MessagePath,
 ) -> Empty {
-    let channel_id = path_id("channel_id", &channel_id)?;
-    let message_id = path_id("message_id", &message_id)?;
     let mut store = s.lock();
     let channel = pinnable(&store, channel_id)?;
     let message = store.message_mut(channel_id, message_id)?;
