@@ -1,8 +1,8 @@
 //! The seam between the tool server and a chat platform.
 //!
-//! The bot implements [`Surface`] for Discord; the `testing` feature's `memory::MemorySurface`
-//! implements it in memory for tests. Reads come from the implementation's cache and are
-//! synchronous; actions are async and may fail with a typed [`SurfaceError`].
+//! The bot implements [`Surface`] for Discord; the test kit's `platform::RecordingPlatform`
+//! implements it over the store's memory backend for tests. Both read from the store's cache
+//! (synchronously); actions are async and may fail with a typed [`SurfaceError`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -125,6 +125,26 @@ pub struct MessageInfo {
     /// Changes whenever anything above changes (edit, reaction, ...): readers may cache what
     /// they derive from a message under its id and revision.
     pub revision: u64,
+}
+
+impl MessageInfo {
+    /// A stored message as callables see it, its author called `author_name` (what the store
+    /// calls them now): how a platform that reads from the store answers reads.
+    pub fn from_stored(message: switchboard_records::Message, author_name: String) -> MessageInfo {
+        MessageInfo {
+            revision: message.revision(),
+            message_id: message.id,
+            channel_id: message.channel_id,
+            author_id: message.author_id,
+            author_name,
+            content: message.content,
+            timestamp: message.timestamp,
+            edited_timestamp: message.edited_timestamp,
+            reply_to: message.reply_to,
+            attachments: message.attachments,
+            reactions: message.reactions,
+        }
+    }
 }
 
 /// Which cached messages to read: the newest `limit` before/after a cursor, oldest first.

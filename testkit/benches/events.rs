@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use entity::Snowflake;
 use serde_json::json;
-use switchboard_testkit::memory::demo;
+use switchboard_testkit::platform::demo;
 use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 const SUBSCRIBERS: usize = 100;

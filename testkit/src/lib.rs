@@ -14,6 +14,7 @@ use switchboard_engine::{approvals, auth, governance, server, surface, Secrets};
 use switchboard_http as http;
 
 pub mod memory;
+pub mod platform;
 pub mod testing;
 
 fn registry() -> switchboard_engine::Registry {

@@ -16,116 +16,7 @@ use crate::surface::{
     SessionKind, Surface, SurfaceError, Thread, ThreadState,
 };
 
-/// One action the surface was asked to take; recorded before it runs, so an action a queued
-/// failure refused is recorded too.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SurfaceCall {
-    /// [`Surface::channel_info`] for this channel.
-    ChannelInfo(Snowflake),
-    /// [`Surface::send_message`] with this message, exactly as the tool server built it.
-    Send(OutgoingMessage),
-    /// [`Surface::edit_message`]: replace a message's text.
-    Edit {
-        /// The message's channel.
-        channel_id: Snowflake,
-        /// The message to edit.
-        message_id: Snowflake,
-        /// The new Discord text.
-        content: String,
-        /// Who the edited text may ping.
-        mentions: MentionPolicy,
-    },
-    /// [`Surface::delete_message`]: delete a message.
-    Delete {
-        /// The message's channel.
-        channel_id: Snowflake,
-        /// The message to delete.
-        message_id: Snowflake,
-    },
-    /// [`Surface::add_reaction`]: the bot's reaction on a message.
-    AddReaction {
-        /// The message's channel.
-        channel_id: Snowflake,
-        /// The message to react to.
-        message_id: Snowflake,
-        /// The emoji, as the tool server passed it.
-        emoji: String,
-    },
-    /// [`Surface::remove_reaction`]: take the bot's reaction off a message.
-    RemoveReaction {
-        /// The message's channel.
-        channel_id: Snowflake,
-        /// The message the reaction is on.
-        message_id: Snowflake,
-        /// The emoji, as the tool server passed it.
-        emoji: String,
-    },
-    /// [`Surface::typing`] in this channel.
-    Typing(Snowflake),
-    /// [`Surface::fetch_attachment`] for the attachment at this URL.
-    FetchAttachment(String),
-    /// An approval request posted (the card as posted).
-    PostApproval {
-        /// Where.
-        channel_id: Snowflake,
-        /// The card as posted.
-        card: ApprovalCard,
-    },
-    /// [`Surface::list_threads`] of this channel.
-    ListThreads {
-        /// The channel whose threads were listed.
-        parent: Snowflake,
-        /// Whether archived ones were asked for.
-        include_archived: bool,
-    },
-    /// [`Surface::create_thread`], as the tool server asked.
-    CreateThread(NewThread),
-    /// [`Surface::set_thread_archived`].
-    SetThreadArchived {
-        /// The thread.
-        channel_id: Snowflake,
-        /// Archive (true) or reopen.
-        archived: bool,
-    },
-    /// [`Surface::pin_message`].
-    Pin {
-        /// The message's channel.
-        channel_id: Snowflake,
-        /// The message.
-        message_id: Snowflake,
-    },
-    /// [`Surface::unpin_message`].
-    Unpin {
-        /// The message's channel.
-        channel_id: Snowflake,
-        /// The message.
-        message_id: Snowflake,
-    },
-    /// [`Surface::pinned_messages`] of this channel.
-    ListPins(Snowflake),
-    /// [`Surface::search`], as the tool server asked.
-    Search(SearchQuery),
-    /// [`Surface::create_channel`], as the tool server asked.
-    CreateChannel(NewChannel),
-    /// [`Surface::edit_channel`].
-    EditChannel {
-        /// The channel.
-        channel_id: Snowflake,
-        /// What to change.
-        edit: ChannelEdit,
-    },
-    /// [`Surface::delete_channel`] of this channel.
-    DeleteChannel(Snowflake),
-    /// An approval request redrawn (the card as redrawn).
-    UpdateApproval {
-        /// Where.
-        channel_id: Snowflake,
-        /// The card's message.
-        message_id: Snowflake,
-        /// The card as redrawn.
-        card: ApprovalCard,
-    },
-}
+pub use crate::platform::SurfaceCall;
 
 struct State {
     bot_id: Snowflake,
@@ -151,20 +42,7 @@ struct State {
 /// Most pins a channel holds, as on Discord.
 const MAX_PINS: usize = 250;
 
-/// The ids of [`MemorySurface::demo`]: the shared demo world (the `demo_world` crate, which
-/// fake-discord's demo world is built from too), plus a few extras only this surface has.
-pub mod demo {
-    pub use demo_world::*;
-
-    // Extras beyond the shared world, for the tool server's own tests.
-
-    /// A guild the demo config does not list.
-    pub const OTHER_GUILD: u64 = 1000000000000000600;
-    /// A channel in the unlisted guild.
-    pub const OTHER_CHANNEL: u64 = 1000000000000000601;
-    /// A channel of the listed guild that is not cached: only `channel_info` knows it.
-    pub const UNCACHED: u64 = 1000000000000000405;
-}
+pub use crate::platform::demo;
 
 /// An in-memory chat platform.
 pub struct MemorySurface {

@@ -1,4 +1,4 @@
-//! A tool server on 127.0.0.1:0 over a [`MemorySurface`], for tests and benchmarks of the
+//! A tool server on 127.0.0.1:0 over a [`RecordingPlatform`], for tests and benchmarks of the
 //! server, the `tools` CLI, and the crates built on them.
 
 use std::net::SocketAddr;
@@ -11,12 +11,12 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::auth::CapabilityGrant;
-use crate::memory::MemorySurface;
+use crate::platform::RecordingPlatform;
 use crate::server::{Core, StartError};
 
 pub mod load;
 
-/// A config that matches [`MemorySurface::demo`]: #ops, #release-room and #secret are
+/// A config that matches [`RecordingPlatform::demo`]: #ops, #release-room and #secret are
 /// allowlisted; the demo world's shared aliases ([`demo_world::alias_sections`]: stanley,
 /// tomas, the sessions ops, release-room and incident-42, the oncall role); it ends in
 /// `[toolserver]`, so text appended to it lands there. Format it (`{DEMO_CONFIG}`) or borrow
@@ -83,7 +83,7 @@ pub struct TestServer {
     core: Arc<Core>,
     console: Arc<crate::console::Console>,
     store: Arc<switchboard_store::MemoryBackend>,
-    surface: Arc<MemorySurface>,
+    surface: Arc<RecordingPlatform>,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<std::io::Result<()>>>,
 }
@@ -91,14 +91,14 @@ pub struct TestServer {
 impl TestServer {
     /// Starts on the demo surface with `config_toml` (its `bind` is ignored: 127.0.0.1:0).
     pub async fn start(config_toml: &str) -> Result<TestServer, TestServerError> {
-        Self::start_with(config_toml, Arc::new(MemorySurface::demo())).await
+        Self::start_with(config_toml, Arc::new(RecordingPlatform::demo())).await
     }
 
     /// Starts on `surface` (for a surface a test prepared or will fail) with `config_toml`
     /// (its `bind` is ignored: 127.0.0.1:0).
     pub async fn start_with(
         config_toml: &str,
-        surface: Arc<MemorySurface>,
+        surface: Arc<RecordingPlatform>,
     ) -> Result<TestServer, TestServerError> {
         Self::start_with_tokens(config_toml, surface, &[]).await
     }
@@ -107,7 +107,7 @@ impl TestServer {
     /// keeping audit rows, overrides and approvals in a memory store ([`TestServer::store`]).
     pub async fn start_with_tokens(
         config_toml: &str,
-        surface: Arc<MemorySurface>,
+        surface: Arc<RecordingPlatform>,
         tokens: &[(&str, &str)],
     ) -> Result<TestServer, TestServerError> {
         Self::start_full(config_toml, surface, tokens, None).await
@@ -117,7 +117,7 @@ impl TestServer {
     /// benchmark of the pipeline alone, or a SQLite backend).
     pub async fn start_with_audit(
         config_toml: &str,
-        surface: Arc<MemorySurface>,
+        surface: Arc<RecordingPlatform>,
         audit: Arc<dyn switchboard_store::AuditStore>,
     ) -> Result<TestServer, TestServerError> {
         Self::start_full(config_toml, surface, &[], Some(audit)).await
@@ -125,7 +125,7 @@ impl TestServer {
 
     async fn start_full(
         config_toml: &str,
-        surface: Arc<MemorySurface>,
+        surface: Arc<RecordingPlatform>,
         tokens: &[(&str, &str)],
         audit: Option<Arc<dyn switchboard_store::AuditStore>>,
     ) -> Result<TestServer, TestServerError> {
@@ -138,9 +138,9 @@ impl TestServer {
                 .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
                 .collect(),
         };
-        let store = Arc::new(switchboard_store::MemoryBackend::new(
-            switchboard_store::MemoryOptions::default(),
-        ));
+        // One memory store for everything: the platform's sessions and messages, and the
+        // engine's audit rows, overrides and approvals.
+        let store = Arc::clone(surface.backend());
         let mut core = Core::new(&config, surface.clone(), secrets, crate::registry())?
             .with_store(store.clone(), Vec::new());
         if let Some(audit) = audit {
@@ -222,7 +222,7 @@ impl TestServer {
     }
 
     /// The in-memory platform behind the server: seed it, or read what calls did to it.
-    pub fn surface(&self) -> &Arc<MemorySurface> {
+    pub fn surface(&self) -> &Arc<RecordingPlatform> {
         &self.surface
     }
 
@@ -254,7 +254,7 @@ impl TestServer {
             .calls()
             .into_iter()
             .filter_map(|call| match call {
-                crate::memory::SurfaceCall::Send(message) => Some(message),
+                crate::platform::SurfaceCall::Send(message) => Some(message),
                 _ => None,
             })
             .collect()

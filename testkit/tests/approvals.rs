@@ -14,7 +14,7 @@ use common::console::{
 };
 use serde_json::{json, Value};
 use switchboard_engine::approvals::ApprovalCard;
-use switchboard_testkit::memory::{MemorySurface, SurfaceCall};
+use switchboard_testkit::platform::{RecordingPlatform, SurfaceCall};
 use switchboard_testkit::testing::TestServer;
 
 const CI: &str = "ci-secret-value";
@@ -24,7 +24,7 @@ const LEAD: &str = "lead-secret-value";
 async fn server(config: &str) -> TestServer {
     TestServer::start_with_tokens(
         config,
-        Arc::new(MemorySurface::demo()),
+        Arc::new(RecordingPlatform::demo()),
         &[("ci", CI), ("watch", WATCH), ("lead", LEAD)],
     )
     .await

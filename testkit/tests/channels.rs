@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use switchboard_engine::auth::{Caller, CapabilityGrant};
 use switchboard_engine::surface::{Session, SessionKind, Surface as _};
 use switchboard_engine::{CallContext, ToolError};
-use switchboard_testkit::memory::{demo, SurfaceCall};
+use switchboard_testkit::platform::{demo, SurfaceCall};
 use switchboard_testkit::testing::TestServer;
 
 /// A category of the demo guild, cached by [`server`].

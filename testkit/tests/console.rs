@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::console::{ci_asks_config, console_config, log_in, log_in_as, login, origin, request};
 use serde_json::{json, Value};
 use switchboard_console::API_ROUTES;
-use switchboard_testkit::memory::{MemorySurface, SurfaceCall};
+use switchboard_testkit::platform::{RecordingPlatform, SurfaceCall};
 use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 #[tokio::test]
@@ -153,7 +153,7 @@ scope = ["console", "surface.*", "audit.*"]
     );
     let server = TestServer::start_with_tokens(
         &config,
-        Arc::new(MemorySurface::demo()),
+        Arc::new(RecordingPlatform::demo()),
         &[("ci", "ci-secret-value"), ("watch", "watch-secret-value")],
     )
     .await
@@ -356,7 +356,7 @@ async fn an_approval_decided_in_the_console_lets_the_call_run_and_redraws_the_ca
     let config = ci_asks_config("", "");
     let server = TestServer::start_with_tokens(
         &config,
-        Arc::new(MemorySurface::demo()),
+        Arc::new(RecordingPlatform::demo()),
         &[("ci", "ci-secret-value")],
     )
     .await
@@ -717,7 +717,7 @@ scope = ["console", "audit.*"]
     );
     let server = TestServer::start_with_tokens(
         &config,
-        Arc::new(MemorySurface::demo()),
+        Arc::new(RecordingPlatform::demo()),
         &[("watch", "watch-secret-value")],
     )
     .await

@@ -14,7 +14,7 @@ use switchboard_engine::workflow::{
     Observed, Workflow, WorkflowEngine, WorkflowHooks, WorkflowState,
 };
 use switchboard_engine::{CallContext, ToolError};
-use switchboard_testkit::memory::demo;
+use switchboard_testkit::platform::demo;
 use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 struct Dir(PathBuf);

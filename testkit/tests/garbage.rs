@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use protocol::ErrorKind;
 use serde_json::{json, Value};
 use switchboard_engine::CallContext;
-use switchboard_testkit::memory::demo;
+use switchboard_testkit::platform::demo;
 use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 /// Any JSON value, with the field names callables use mixed in so the garbage reaches past

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use switchboard_engine::surface::{MentionPolicy, SurfaceError};
-use switchboard_testkit::memory::{demo, SurfaceCall};
+use switchboard_testkit::platform::{demo, SurfaceCall};
 use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 struct Answer {
@@ -1216,8 +1216,8 @@ async fn unknown_routes_answer_json_404() {
 #[tokio::test]
 async fn refuses_to_start_without_operator_token_unless_insecure_on_loopback() {
     use std::sync::Arc;
-    use switchboard_testkit::memory::MemorySurface;
-    let surface = Arc::new(MemorySurface::demo());
+    use switchboard_testkit::platform::RecordingPlatform;
+    let surface = Arc::new(RecordingPlatform::demo());
     let config = switchboard_config::Config::parse(&DEMO_CONFIG, "t").unwrap();
     assert!(matches!(
         switchboard_engine::Core::new(

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::console::{ci_asks_config, pending_cards, request, Answer};
 use serde_json::{json, Value};
-use switchboard_testkit::memory::MemorySurface;
+use switchboard_testkit::platform::RecordingPlatform;
 use switchboard_testkit::testing::TestServer;
 
 const CI: &str = "ci-secret-value";
@@ -16,7 +16,7 @@ const CI: &str = "ci-secret-value";
 async fn server() -> TestServer {
     TestServer::start_with_tokens(
         &ci_asks_config("", ""),
-        Arc::new(MemorySurface::demo()),
+        Arc::new(RecordingPlatform::demo()),
         &[("ci", CI)],
     )
     .await

@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use switchboard_testkit::memory::demo;
+use switchboard_testkit::platform::demo;
 use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 struct Answer {
@@ -227,7 +227,7 @@ per_caller_burst = 5
     );
     let server = TestServer::start_with_tokens(
         &config,
-        std::sync::Arc::new(switchboard_testkit::memory::MemorySurface::demo()),
+        std::sync::Arc::new(switchboard_testkit::platform::RecordingPlatform::demo()),
         &[("probe", "probe-secret")],
     )
     .await
@@ -494,7 +494,7 @@ caller = \"token:reader\"
 ";
     let server = TestServer::start_with_tokens(
         &format!("{DEMO_CONFIG}{rules}{deny}"),
-        std::sync::Arc::new(switchboard_testkit::memory::MemorySurface::demo()),
+        std::sync::Arc::new(switchboard_testkit::platform::RecordingPlatform::demo()),
         &[("reader", "reader-secret"), ("auditor", "auditor-secret")],
     )
     .await
@@ -837,7 +837,7 @@ async fn metrics_pass_promtool_and_move_when_calls_happen() {
 async fn metrics_need_the_operator_unless_public() {
     let server = TestServer::start_with_tokens(
         &format!("{DEMO_CONFIG}\n[[toolserver.tokens]]\nname = \"ci\"\ntoken_env = \"CI_TOKEN\"\nscope = [\"surface.*\"]\n"),
-        std::sync::Arc::new(switchboard_testkit::memory::MemorySurface::demo()),
+        std::sync::Arc::new(switchboard_testkit::platform::RecordingPlatform::demo()),
         &[("ci", "ci-secret")],
     )
     .await

@@ -158,7 +158,7 @@ async fn the_document_shows_only_what_the_caller_may_call() {
         .await
         .expect("server starts");
     let token = server.mint(
-        switchboard_testkit::memory::demo::OPS,
+        switchboard_testkit::platform::demo::OPS,
         "run-o",
         &["surface.messages.list"],
         Duration::from_secs(60),

@@ -17,7 +17,7 @@ use switchboard_engine::runs::{
     AbortOutcome, AbortTarget, Arrival, RunState, RunView, Runs, Trigger,
 };
 use switchboard_engine::CallContext;
-use switchboard_testkit::memory::MemorySurface;
+use switchboard_testkit::platform::RecordingPlatform;
 use switchboard_testkit::testing::TestServer;
 
 const CI: &str = "ci-secret-value";
@@ -51,7 +51,7 @@ scope = ["*"]
 async fn server() -> TestServer {
     TestServer::start_with_tokens(
         &ci_asks_config(TOKENS, ""),
-        Arc::new(MemorySurface::demo()),
+        Arc::new(RecordingPlatform::demo()),
         &[("ci", CI), ("admins", ADMINS), ("all", ALL)],
     )
     .await

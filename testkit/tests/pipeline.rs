@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use switchboard_engine::auth::Caller;
 use switchboard_engine::surface::MentionPolicy;
 use switchboard_engine::{CallContext, ToolError};
-use switchboard_testkit::memory::{demo, SurfaceCall};
+use switchboard_testkit::platform::{demo, SurfaceCall};
 use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 async fn server(extra: &str) -> TestServer {

@@ -9,7 +9,7 @@ use protocol::ErrorCode;
 use serde_json::json;
 use switchboard_config::Config;
 use switchboard_engine::CallContext;
-use switchboard_testkit::memory::demo;
+use switchboard_testkit::platform::demo;
 use switchboard_testkit::testing::TestServer;
 
 /// A config where `#x` names `channel` and only `channel` is allowed.

@@ -9,7 +9,7 @@ use serde_json::json;
 use switchboard_engine::auth::CapabilityGrant;
 use switchboard_engine::runs::RunGate;
 use switchboard_engine::CallContext;
-use switchboard_testkit::memory::demo;
+use switchboard_testkit::platform::demo;
 use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 fn grant(gate: RunGate) -> CapabilityGrant {
@@ -167,7 +167,7 @@ async fn a_call_waiting_for_an_approval_answers_cancelled_when_its_run_ends() {
         // The request is withdrawn: no longer pending, its card says so.
         assert!(server.core().approvals().pending().is_empty());
         let withdrawn = server.surface().calls().into_iter().any(|call| {
-            matches!(call, switchboard_testkit::memory::SurfaceCall::UpdateApproval { card, .. }
+            matches!(call, switchboard_testkit::platform::SurfaceCall::UpdateApproval { card, .. }
                 if matches!(card.state, switchboard_engine::approvals::ApprovalState::Cancelled { .. }))
         });
         assert!(withdrawn, "the card was not redrawn as withdrawn");

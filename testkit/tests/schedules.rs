@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use switchboard_engine::schedules::Scheduling;
 use switchboard_records::{FiringOutcome, Receipt};
 use switchboard_store::ScheduleStore;
-use switchboard_testkit::memory::MemorySurface;
+use switchboard_testkit::platform::RecordingPlatform;
 use switchboard_testkit::testing::TestServer;
 
 const ALL: &str = "all-secret-value";
@@ -33,7 +33,7 @@ scope = ["schedule.*"]
 async fn server(scheduling: bool) -> TestServer {
     let server = TestServer::start_with_tokens(
         &ci_asks_config(TOKENS, ""),
-        Arc::new(MemorySurface::demo()),
+        Arc::new(RecordingPlatform::demo()),
         &[("ci", "ci-secret"), ("all", ALL), ("other", OTHER)],
     )
     .await

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use switchboard_engine::surface::Surface as _;
 use switchboard_engine::surface::{SearchMatch, SessionKind};
 use switchboard_engine::{CallContext, ToolError};
-use switchboard_testkit::memory::{demo, SurfaceCall};
+use switchboard_testkit::platform::{demo, SurfaceCall};
 use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 async fn server(extra: &str) -> TestServer {

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::memory::{demo, MemorySurface};
+use crate::platform::{demo, RecordingPlatform};
 use tokio::net::TcpStream;
 
 /// Rounds of each compared server, alternating (`CALL_BENCH_ROUNDS`, default 3).
@@ -103,10 +103,10 @@ pub fn median_min_max(mut ratios: Vec<f64>) -> (f64, f64, f64) {
     )
 }
 
-/// The demo surface with 60 messages in #ops (each with a user and a channel mention): what the
+/// The demo platform with 60 messages in #ops (each with a user and a channel mention): what the
 /// `/v1/call` benchmarks list.
-pub fn busy_ops_surface() -> Arc<MemorySurface> {
-    let surface = Arc::new(MemorySurface::demo());
+pub fn busy_ops_surface() -> Arc<RecordingPlatform> {
+    let surface = Arc::new(RecordingPlatform::demo());
     for i in 0..60 {
         surface.post(
             demo::OPS.into(),
