@@ -397,6 +397,24 @@ pub async fn serve(
                     "approval requests left pending by the last run are expired"
                 );
             }
+            // Several nodes: a request whose node died before its timeout is expired by
+            // whichever node settles it first in the store (once cluster-wide).
+            if core.approvals().shares_store() {
+                let core = Arc::downgrade(&core);
+                let mut ticks = tokio::time::interval(switchboard_engine::approvals::OVERDUE_GRACE);
+                loop {
+                    ticks.tick().await;
+                    let Some(core) = core.upgrade() else { return };
+                    let now = switchboard_engine::clock::now_ms();
+                    let count = core
+                        .approvals()
+                        .expire_overdue(core.surface().as_ref(), now)
+                        .await;
+                    if count > 0 {
+                        tracing::info!(count, "approval requests whose node is gone are expired");
+                    }
+                }
+            }
         });
     }
     // The first prompts after a restart find the recent sessions' token counts.

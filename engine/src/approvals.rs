@@ -209,6 +209,10 @@ struct ApprovalPolicy {
     allow_self_approval: bool,
 }
 
+/// How long past its deadline a request waits for its own node to expire it before any node
+/// does ([`Approvals::expire_overdue`]).
+pub const OVERDUE_GRACE: Duration = Duration::from_secs(10);
+
 fn now_ms() -> u64 {
     crate::clock::now_ms()
 }
@@ -659,6 +663,29 @@ impl Approvals {
         if self.feed.shared() {
             return 0;
         }
+        self.expire_kept(surface, |_| true).await
+    }
+
+    /// Whether the store is shared with other nodes (then [`Approvals::expire_overdue`] is
+    /// worth running now and then).
+    pub fn shares_store(&self) -> bool {
+        self.feed.shared()
+    }
+
+    /// Settles, as expired, every kept request still pending [`OVERDUE_GRACE`] past its
+    /// deadline that no call of this process waits on: its node died before its timeout
+    /// fired. Any node may run it; the store settles each once, so only one node redraws
+    /// its card. How many this node settled.
+    pub async fn expire_overdue(&self, surface: &dyn Surface, now_ms: u64) -> usize {
+        let grace = u64::try_from(OVERDUE_GRACE.as_millis()).unwrap_or(u64::MAX);
+        self.expire_kept(surface, |approval| {
+            matches!(approval.card.state, ApprovalState::Pending { expires_at_ms }
+                if expires_at_ms.saturating_add(grace) <= now_ms)
+        })
+        .await
+    }
+
+    async fn expire_kept(&self, surface: &dyn Surface, due: impl Fn(&Approval) -> bool) -> usize {
         let kept = match self.store.pending_approvals().await {
             Ok(kept) => kept,
             Err(error) => {
@@ -668,7 +695,7 @@ impl Approvals {
         };
         let mut settled_count = 0;
         for approval in kept {
-            if self.lock().contains_key(approval.id()) {
+            if !due(&approval) || self.lock().contains_key(approval.id()) {
                 continue;
             }
             let Ok(Decided::Decided(settled)) = self

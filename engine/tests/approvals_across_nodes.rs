@@ -69,3 +69,62 @@ async fn a_decision_made_on_another_node_wakes_the_waiting_call_once() {
         );
     }
 }
+
+/// A request whose node died before its timeout fired (its waiting call is gone) is expired
+/// by whichever node sweeps first, once: the second sweep, on either node, finds nothing.
+#[tokio::test]
+async fn a_request_whose_node_died_is_expired_once_by_another_node() {
+    let store = Arc::new(switchboard_store::MemoryBackend::new(Default::default()));
+    let other = Arc::new(store.node());
+    let permissions = switchboard_config::Permissions::default();
+    let a = Arc::new(Approvals::new(&permissions, store.clone(), store.clone()));
+    let b = Approvals::new(&permissions, other.clone(), other.clone());
+    let c = Approvals::new(&permissions, store.clone(), store.clone());
+    let surface = Arc::new(switchboard_testkit::memory::MemorySurface::demo());
+    let ops = AllowedChannel::assumed_for_tests(Snowflake(switchboard_testkit::memory::demo::OPS));
+    let request = AskRequest {
+        tool: "surface.messages.send".into(),
+        input: serde_json::json!({"text": "ship it"}),
+        audit_input: serde_json::json!({"text": "ship it"}),
+        targets: vec![ops.id()],
+        session_label: "#ops".into(),
+        requested_by: "token:ci".into(),
+        caller: "token:ci".into(),
+        owner: "token:ci".into(),
+        run: None,
+        tool_call_id: None,
+        note: None,
+        channel: ops,
+    };
+    let waiting = {
+        let (a, surface) = (Arc::clone(&a), Arc::clone(&surface));
+        tokio::spawn(async move { a.ask(surface.as_ref(), request).await })
+    };
+    let card = loop {
+        if let Some(card) = a.pending().first() {
+            break card.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let ApprovalState::Pending { expires_at_ms } = card.state else {
+        panic!("a new request is pending");
+    };
+    // Node A dies with the call waiting.
+    waiting.abort();
+    let grace = u64::try_from(switchboard_engine::approvals::OVERDUE_GRACE.as_millis()).unwrap();
+    assert_eq!(
+        b.expire_overdue(surface.as_ref(), expires_at_ms).await,
+        0,
+        "not before its grace passed: its own node may still expire it"
+    );
+    let overdue = expires_at_ms + grace;
+    assert_eq!(b.expire_overdue(surface.as_ref(), overdue).await, 1);
+    assert_eq!(
+        c.expire_overdue(surface.as_ref(), overdue).await,
+        0,
+        "settled once: no other node expires it again"
+    );
+    use switchboard_store::ApprovalStore;
+    let kept = other.approval(&card.id).await.unwrap().unwrap();
+    assert!(matches!(kept.card.state, ApprovalState::Expired { .. }));
+}
