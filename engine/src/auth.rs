@@ -11,7 +11,7 @@ use subtle::ConstantTimeEq;
 /// Prefix of capability tokens, so a leaked one is recognisable in logs and scanners.
 pub const CAPABILITY_PREFIX: &str = "sbcap_";
 
-fn digest(token: &str) -> [u8; 32] {
+pub(crate) fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
@@ -106,6 +106,36 @@ impl PartialEq for Capability {
 impl Eq for Capability {}
 
 impl Capability {
+    /// A live capability for the token whose digest is `token_digest`, named by its first
+    /// hex digits.
+    pub(crate) fn new(
+        token_digest: &[u8; 32],
+        grant: CapabilityGrant,
+        expires_at: Instant,
+    ) -> Self {
+        let id: String = token_digest[..4]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Capability {
+            key: Arc::from(format!("cap:{id}")),
+            id,
+            grant,
+            expires_at,
+            ending: Arc::new(tokio::sync::watch::Sender::new(None)),
+        }
+    }
+
+    /// Tells what waits on the token that it ended as `how`.
+    pub(crate) fn finish(&self, how: TokenEnd) {
+        self.ending.send_replace(Some(how));
+    }
+
+    /// Whether anything waits on the token's end (an approval, an event stream).
+    pub(crate) fn awaited(&self) -> bool {
+        self.ending.receiver_count() > 0
+    }
+
     /// Resolves when the token stops working: revoked (its run finished or was aborted), or
     /// expired.
     pub async fn ended(&self) -> TokenEnd {
@@ -172,21 +202,10 @@ impl CapabilityStore {
     pub fn mint(&self, grant: CapabilityGrant) -> Result<String, getrandom::Error> {
         let token = format!("{CAPABILITY_PREFIX}{}", random_hex(32)?);
         let token_digest = digest(&token);
-        let id = token_digest[..4]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
         let expires_at = Instant::now() + grant.ttl;
-        let key = Arc::from(format!("cap:{id}"));
         self.by_digest.insert(
             token_digest,
-            Arc::new(Capability {
-                key,
-                id,
-                grant,
-                expires_at,
-                ending: Arc::new(tokio::sync::watch::Sender::new(None)),
-            }),
+            Arc::new(Capability::new(&token_digest, grant, expires_at)),
         );
         Ok(token)
     }
@@ -218,7 +237,11 @@ impl CapabilityStore {
     /// Ends one token (`how`: its run finished or was aborted): what waits on it stops now,
     /// and a late call with it is told why. True when it was live.
     pub fn end(&self, token: &str, how: TokenEnd) -> bool {
-        let key = digest(token);
+        self.end_digest(digest(token), how)
+    }
+
+    /// [`CapabilityStore::end`] by the token's digest.
+    pub(crate) fn end_digest(&self, key: [u8; 32], how: TokenEnd) -> bool {
         let Some((_, capability)) = self.by_digest.remove(&key) else {
             return false;
         };

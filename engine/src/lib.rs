@@ -48,6 +48,7 @@ pub mod runs;
 pub mod schedules;
 pub mod scopes;
 pub mod server;
+pub mod shared_capabilities;
 pub mod surface;
 pub mod trust;
 pub mod visibility;

@@ -93,7 +93,9 @@ pub struct Core {
     pub(crate) allowlist: Arc<Allowlist>,
     pub(crate) registry: Registry,
     pub(crate) rendered: crate::render::RenderCache,
-    pub(crate) capabilities: CapabilityStore,
+    pub(crate) capabilities: Arc<CapabilityStore>,
+    /// Capabilities across nodes, once [`Core::with_store`] gave the core its store.
+    shared_capabilities: std::sync::OnceLock<Arc<crate::shared_capabilities::SharedCapabilities>>,
     pub(crate) workflows: std::sync::OnceLock<Arc<crate::workflow::WorkflowEngine>>,
     operator: Option<OperatorToken>,
     named_tokens: Vec<crate::auth::NamedToken>,
@@ -201,7 +203,8 @@ impl Core {
             applying: std::sync::Mutex::new(()),
             registry,
             rendered: crate::render::RenderCache::new(),
-            capabilities: CapabilityStore::new(),
+            capabilities: Arc::new(CapabilityStore::new()),
+            shared_capabilities: std::sync::OnceLock::new(),
             workflows: std::sync::OnceLock::new(),
             operator: operator_token.as_deref().map(OperatorToken::new),
             refusals: crate::refusals::RefusalLog::new(),
@@ -364,6 +367,39 @@ impl Core {
         self.workflows.get()
     }
 
+    /// [`Core::authenticate`] for a request that may reach any node of a cluster: a capability
+    /// token minted on another node is read from the shared store (then served from a cache
+    /// for at most [`RECHECK`](crate::shared_capabilities::RECHECK), so an end written on
+    /// any node is refused here within a second). What this node knows is answered at once.
+    pub async fn authenticate_shared(&self, bearer: Option<&str>) -> Result<Caller, ToolError> {
+        let here = self.authenticate(bearer);
+        let (Err(_), Some(token), Some(shared)) =
+            (&here, bearer.map(str::trim), self.shared_capabilities.get())
+        else {
+            return here;
+        };
+        if !shared.active()
+            || !crate::shared_capabilities::well_formed(token)
+            || !matches!(
+                self.capabilities.resolve(token),
+                Err(CapabilityRefusal::Unknown)
+            )
+        {
+            return here;
+        }
+        match shared.resolve(crate::auth::digest(token)).await {
+            Ok(capability) => Ok(Caller::Capability(capability)),
+            Err(crate::shared_capabilities::Unresolved::Refused(refusal)) => {
+                Err(capability_refused(refusal))
+            }
+            Err(crate::shared_capabilities::Unresolved::Unavailable(why)) => {
+                Err(ToolError::store_unavailable(format!(
+                    "This capability token was minted on another node, and the store that shares it cannot be read now ({why}); try again shortly"
+                )))
+            }
+        }
+    }
+
     /// Who presents `bearer`: the operator, a live capability, or nobody (401).
     pub fn authenticate(&self, bearer: Option<&str>) -> Result<Caller, ToolError> {
         let Some(token) = bearer.map(str::trim).filter(|t| !t.is_empty()) else {
@@ -376,27 +412,17 @@ impl Core {
             };
         };
         if token.starts_with(CAPABILITY_PREFIX) {
-            return self
-                .capabilities
-                .resolve(token)
-                .map(Caller::Capability)
-                .map_err(|refusal| match refusal {
-                    CapabilityRefusal::Expired | CapabilityRefusal::Ended(TokenEnd::Expired) => {
-                        ToolError::unauthenticated(
-                            ErrorCode::TokenExpired,
-                            "This capability token has expired; its run is over",
-                        )
-                    }
-                    CapabilityRefusal::Ended(TokenEnd::Finished) => ToolError::unauthenticated(
-                        ErrorCode::TokenExpired,
-                        "This capability token's run has finished, so it no longer acts; nothing was done",
-                    ),
-                    CapabilityRefusal::Ended(TokenEnd::Aborted) => run_aborted(),
-                    CapabilityRefusal::Unknown => ToolError::unauthenticated(
-                        ErrorCode::InvalidToken,
-                        "This capability token is not valid (revoked, or never issued)",
-                    ),
-                });
+            return match self.capabilities.resolve(token) {
+                Ok(capability) => Ok(Caller::Capability(capability)),
+                // Minted on another node and read from the store a moment ago.
+                Err(CapabilityRefusal::Unknown) => self
+                    .shared_capabilities
+                    .get()
+                    .and_then(|shared| shared.fresh(&crate::auth::digest(token)))
+                    .map(Caller::Capability)
+                    .ok_or_else(|| capability_refused(CapabilityRefusal::Unknown)),
+                Err(refusal) => Err(capability_refused(refusal)),
+            };
         }
         if let Some(operator) = &self.operator {
             if operator.matches(token) {
@@ -505,6 +531,13 @@ impl Core {
         store: Arc<dyn switchboard_store::Backend>,
         overrides: Vec<(Snowflake, Vec<String>)>,
     ) -> Core {
+        let shared = crate::shared_capabilities::SharedCapabilities::new(store.clone());
+        if shared.active() {
+            crate::shared_capabilities::SharedCapabilities::sweep_while_alive(Arc::downgrade(
+                &shared,
+            ));
+        }
+        let _ = self.shared_capabilities.set(shared);
         self.with_stores(
             store.clone(),
             store.clone(),
@@ -543,22 +576,37 @@ impl Core {
     /// Mints a capability token for an agent run (bound to its session, request, scope and
     /// working directory); only its digest is kept.
     pub fn mint_capability(&self, grant: CapabilityGrant) -> Result<String, ToolError> {
-        self.capabilities
+        let token = self
+            .capabilities
             .mint(grant)
-            .map_err(|e| ToolError::internal(format!("cannot draw random bytes: {e}")))
+            .map_err(|e| ToolError::internal(format!("cannot draw random bytes: {e}")))?;
+        if let (Some(shared), Ok(capability)) = (
+            self.shared_capabilities.get(),
+            self.capabilities.resolve(&token),
+        ) {
+            shared.keep(crate::auth::digest(&token), capability);
+        }
+        Ok(token)
     }
 
     /// Revokes a capability token, its run finished; true when it was live. A call still
     /// waiting on the run (for an approval) answers `cancelled` (`run_ended`).
     pub fn revoke_capability(&self, token: &str) -> bool {
-        self.capabilities.revoke(token)
+        self.end_capability(token, TokenEnd::Finished)
     }
 
     /// Ends a capability token as `how` (its run finished, or was aborted); true when it was
     /// live. Its event streams close; a call waiting on the run answers `cancelled`, and so
     /// does a later call with an aborted run's token.
+    /// On a cluster, every node refuses it within a second.
     pub fn end_capability(&self, token: &str, how: TokenEnd) -> bool {
-        self.capabilities.end(token, how)
+        let Some(shared) = self.shared_capabilities.get() else {
+            return self.capabilities.end(token, how);
+        };
+        let minted_here = self.capabilities.resolve(token).ok();
+        let ended = self.capabilities.end(token, how);
+        shared.end(crate::auth::digest(token), minted_here, how);
+        ended
     }
 
     /// The chat API's API-only sessions (`api:<token name>`).
@@ -606,6 +654,9 @@ impl Core {
     /// of refusal bursts whose window has ended.
     pub fn prune(&self) {
         self.capabilities.prune_expired();
+        if let Some(shared) = self.shared_capabilities.get() {
+            shared.prune();
+        }
         self.settings().limits.prune();
         self.flush_refusals(false);
     }
@@ -637,6 +688,27 @@ pub fn run_aborted() -> ToolError {
         ErrorCode::RunAborted,
         "This call's run was aborted (by /abort or the console, or stopped before it could act); nothing was done",
     )
+}
+
+/// Why a capability token is refused, as every front answers it (401, or `run_aborted`).
+fn capability_refused(refusal: CapabilityRefusal) -> ToolError {
+    match refusal {
+        CapabilityRefusal::Expired | CapabilityRefusal::Ended(TokenEnd::Expired) => {
+            ToolError::unauthenticated(
+                ErrorCode::TokenExpired,
+                "This capability token has expired; its run is over",
+            )
+        }
+        CapabilityRefusal::Ended(TokenEnd::Finished) => ToolError::unauthenticated(
+            ErrorCode::TokenExpired,
+            "This capability token's run has finished, so it no longer acts; nothing was done",
+        ),
+        CapabilityRefusal::Ended(TokenEnd::Aborted) => run_aborted(),
+        CapabilityRefusal::Unknown => ToolError::unauthenticated(
+            ErrorCode::InvalidToken,
+            "This capability token is not valid (revoked, or never issued)",
+        ),
+    }
 }
 
 /// The answer to a call still waiting when its run ended: `cancelled` (exit 8).

@@ -274,14 +274,14 @@ where
         state: &S,
     ) -> Result<Self, Self::Rejection> {
         let core = <Arc<Core> as axum::extract::FromRef<S>>::from_ref(state);
-        Ok(context(&core, &parts.headers).map(Authed)?)
+        let caller = core.authenticate_shared(bearer(&parts.headers)).await?;
+        Ok(context(&core, caller, &parts.headers).map(Authed)?)
     }
 }
 
-/// Authenticates and builds the call context. A capability's session and request come from the
+/// The call context of an authenticated caller. A capability's session and request come from the
 /// token; a header that tries to change them is refused.
-fn context(core: &Core, headers: &HeaderMap) -> Result<CallContext, ToolError> {
-    let caller = core.authenticate(bearer(headers))?;
+fn context(core: &Core, caller: Caller, headers: &HeaderMap) -> Result<CallContext, ToolError> {
     let mut context = CallContext {
         caller: caller.clone(),
         request_id: header_value(headers, HEADER_REQUEST_ID),
