@@ -8,6 +8,8 @@
 //! channel [`Core::allowed`] checked; capabilities are minted and revoked through `Core`; the
 //! prompt's transcript is read through the surface. Runners: [`command`] (a program with the
 //! prompt on stdin) and [`openai`] (an OpenAI-compatible chat endpoint with tool calls).
+//! Every arrival is also offered to the token-count warmer ([`warm`]), so an `openai` run's
+//! first prompt finds its messages' token counts.
 
 #![warn(missing_docs)]
 
