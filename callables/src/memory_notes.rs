@@ -74,10 +74,11 @@ fn invalid(message: impl Into<String>, field: &str) -> ToolError {
 fn whose(
     cx: &PlanContext<'_>,
     scope: ScopeKind,
-    session_id: Option<&str>,
-    user_id: Option<&str>,
+    session_id: &Option<String>,
+    user_id: &Option<String>,
 ) -> Result<(Whose, SessionRequest), ToolError> {
-    let session = SessionRequest::session_id(session_id, 0);
+    let user_id = user_id.as_deref();
+    let session = SessionRequest::session_id(session_id.as_deref(), 0);
     let run_user = cx
         .context
         .caller
@@ -226,12 +227,7 @@ impl Tool for WriteNote {
         cx: &PlanContext<'_>,
         input: WriteNoteInput,
     ) -> Result<Planned<WritePlan>, ToolError> {
-        let (whose, session) = whose(
-            cx,
-            input.scope,
-            input.session_id.as_deref(),
-            input.user_id.as_deref(),
-        )?;
+        let (whose, session) = whose(cx, input.scope, &input.session_id, &input.user_id)?;
         let key = key(&input.key)?;
         let text = input.text.trim().to_owned();
         let limit = max_chars(cx.settings());
@@ -341,12 +337,7 @@ impl Tool for ReadNotes {
         cx: &PlanContext<'_>,
         input: ReadNotesInput,
     ) -> Result<Planned<ReadPlan>, ToolError> {
-        let (whose, session) = whose(
-            cx,
-            input.scope,
-            input.session_id.as_deref(),
-            input.user_id.as_deref(),
-        )?;
+        let (whose, session) = whose(cx, input.scope, &input.session_id, &input.user_id)?;
         let key = input.key.as_deref().map(key).transpose()?;
         Ok(Planned::in_session(ReadPlan { whose, key }, session))
     }
@@ -424,12 +415,7 @@ impl Tool for SearchNotes {
             ));
         }
         let words = query.split_whitespace().map(str::to_lowercase).collect();
-        let user = match whose(
-            cx,
-            ScopeKind::User,
-            input.session_id.as_deref(),
-            input.user_id.as_deref(),
-        ) {
+        let user = match whose(cx, ScopeKind::User, &input.session_id, &input.user_id) {
             Ok((Whose::User(user), _)) => Some(user),
             Ok((Whose::Session, _)) => None,
             // No user outside a run unless named: only the session's notes.
@@ -514,12 +500,7 @@ impl Tool for ForgetNote {
         cx: &PlanContext<'_>,
         input: ForgetNoteInput,
     ) -> Result<Planned<ReadPlan>, ToolError> {
-        let (whose, session) = whose(
-            cx,
-            input.scope,
-            input.session_id.as_deref(),
-            input.user_id.as_deref(),
-        )?;
+        let (whose, session) = whose(cx, input.scope, &input.session_id, &input.user_id)?;
         let key = Some(key(&input.key)?);
         Ok(Planned::in_session(ReadPlan { whose, key }, session))
     }

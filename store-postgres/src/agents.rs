@@ -980,13 +980,8 @@ impl ScheduleStore for PgBackend {
             if let Some(row) = row {
                 return Ok(Firing::Won(schedule_from_row(&shared.location, &row)?));
             }
-            match schedule_by_id(tx, &shared.location, &id, false).await? {
-                None => Err(unknown_schedule(&claim.schedule_id)),
-                Some(schedule) if schedule.status != ScheduleStatus::Active => {
-                    Ok(Firing::Inactive(schedule.status))
-                }
-                Some(_) => Ok(Firing::Taken),
-            }
+            let now = schedule_by_id(tx, &shared.location, &id, false).await?;
+            switchboard_store::lost_firing(&claim.schedule_id, now)
         })
     }
 

@@ -841,12 +841,8 @@ impl ScheduleStore for SqliteBackend {
                     claim.next_due_ms.map(ms_to_sql)
                 ])?;
             Ok(match schedule_by_id(tx, &claim.schedule_id)? {
-                None => Err(unknown_schedule(&claim.schedule_id)),
                 Some(schedule) if won > 0 => Ok(Firing::Won(schedule)),
-                Some(schedule) if schedule.status != ScheduleStatus::Active => {
-                    Ok(Firing::Inactive(schedule.status))
-                }
-                Some(_) => Ok(Firing::Taken),
+                now => switchboard_store::lost_firing(&claim.schedule_id, now),
             })
         })
     }

@@ -29,7 +29,9 @@ use crate::queue::QueueStats;
 mod agents;
 mod capabilities;
 mod idempotency;
-pub use agents::{check_end, count_firing, duplicate_run, set_status, unknown_schedule};
+pub use agents::{
+    check_end, count_firing, duplicate_run, lost_firing, set_status, unknown_schedule,
+};
 
 /// How the memory backend keeps data.
 #[derive(Debug, Clone, PartialEq, Eq)]

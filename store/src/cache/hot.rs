@@ -9,7 +9,7 @@ use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 use entity::{normalize_name, Snowflake};
 
-use switchboard_records::{Message, Session, ThreadState, User};
+use switchboard_records::{Message, MessageQuery, Session, ThreadState, User};
 
 use super::compact::HotMessage;
 
@@ -325,13 +325,12 @@ impl Hot {
             .map(|m| m.to_stored(id, channel_id))
     }
 
-    pub(crate) fn messages(
-        &self,
-        channel_id: Snowflake,
-        limit: usize,
-        before: Option<Snowflake>,
-        after: Option<Snowflake>,
-    ) -> Vec<Message> {
+    pub(crate) fn messages(&self, channel_id: Snowflake, query: MessageQuery) -> Vec<Message> {
+        let MessageQuery {
+            limit,
+            before,
+            after,
+        } = query;
         let Some(channel) = self.channels.get(&channel_id) else {
             return Vec::new();
         };

@@ -493,12 +493,17 @@ impl Store {
         before: Option<Snowflake>,
         after: Option<Snowflake>,
     ) -> Vec<Message> {
-        self.inner.hot.messages(channel_id, limit, before, after)
+        let query = MessageQuery {
+            limit,
+            before,
+            after,
+        };
+        self.query_messages(channel_id, query)
     }
 
     /// [`Store::messages`] with a [`MessageQuery`].
     pub fn query_messages(&self, channel_id: Snowflake, query: MessageQuery) -> Vec<Message> {
-        self.messages(channel_id, query.limit, query.before, query.after)
+        self.inner.hot.messages(channel_id, query)
     }
 
     /// A cached message; `None` when unknown, deleted or beyond retention.

@@ -73,6 +73,19 @@ pub fn unknown_schedule(id: &str) -> StoreError {
     )
 }
 
+/// What a firing claim that did not win answers, from the schedule as it is now (see
+/// [`ScheduleStore::claim_firing`](crate::ScheduleStore::claim_firing)): unknown, no longer
+/// active, or its due time taken by another claimer.
+pub fn lost_firing(schedule_id: &str, now: Option<Schedule>) -> Result<Firing, StoreError> {
+    match now {
+        None => Err(unknown_schedule(schedule_id)),
+        Some(schedule) if schedule.status != ScheduleStatus::Active => {
+            Ok(Firing::Inactive(schedule.status))
+        }
+        Some(_) => Ok(Firing::Taken),
+    }
+}
+
 /// The refusal of a run id already kept.
 pub fn duplicate_run(id: &str) -> StoreError {
     StoreError::new(
