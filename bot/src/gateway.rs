@@ -16,7 +16,7 @@ use switchboard_engine::allowlist::Allowlist;
 use switchboard_engine::events::Observers;
 use switchboard_engine::live::{Live, SharedAliases};
 use switchboard_engine::surface::{ChannelLocation, ConnectionState};
-use switchboard_engine::workflow::{Observed, Recipient, WorkflowEngine};
+use switchboard_engine::workflow::{Observed, WorkflowEngine};
 
 use crate::backfill::{Backfill, BackfillOptions, BackfillReport};
 use crate::payload::stored_message_from_model;
@@ -130,37 +130,67 @@ impl Ingest {
         self
     }
 
-    /// Who the newly stored message goes to (the engine's rule: a waiting workflow first).
-    /// `reply_to`, `text` and `timestamp` are the stored message's.
-    fn recipient(
+    /// Hands the newly stored message to whoever has it: the engine decides
+    /// ([`switchboard_engine::workflow::dispatch`]: a waiting workflow first, else the agent,
+    /// which is handed the facts that decide whether it starts a run). `reply_to`, `text` and
+    /// `timestamp` are the stored message's.
+    fn deliver(
         &self,
         message: &serenity::model::channel::Message,
         reply_to: Option<Snowflake>,
         text: &str,
         timestamp: &str,
-    ) -> Recipient {
+        missed: bool,
+    ) {
+        let channel = sid(message.channel_id.get());
+        let author_name = display_name(&message.author);
+        // The roles are read only for the agent (an allocation per guild message otherwise).
+        let roles: Vec<Snowflake> = match (&self.runs, &message.member) {
+            (Some(_), Some(member)) => member.roles.iter().map(|r| sid(r.get())).collect(),
+            _ => Vec::new(),
+        };
         switchboard_engine::workflow::dispatch(
             self.workflows.as_deref(),
+            self.runs.as_deref(),
             &Observed {
-                channel_id: sid(message.channel_id.get()),
+                channel_id: channel,
                 message_id: sid(message.id.get()),
                 author_id: sid(message.author.id.get()),
                 author_is_bot: message.author.bot,
-                author_name: display_name(&message.author),
+                author_name,
                 reply_to,
                 text,
                 timestamp,
             },
-        )
+            || {
+                tracing::trace!("message stored");
+                Arrival {
+                    channel_id: channel,
+                    message_id: sid(message.id.get()),
+                    author_id: sid(message.author.id.get()),
+                    author_name,
+                    author_roles: &roles,
+                    author_is_bot: message.author.bot,
+                    in_guild: message.guild_id.is_some(),
+                    parent_id: self.store.session(channel).and_then(|s| s.parent_id),
+                    content: &message.content,
+                    text,
+                    replies_to_bot: self.replies_to_bot(message, channel),
+                    missed,
+                }
+            },
+        );
     }
 
-    fn consider_run(&self, message: &serenity::model::channel::Message, text: &str, missed: bool) {
-        let Some(runs) = &self.runs else {
-            return;
-        };
-        let channel = sid(message.channel_id.get());
+    /// Whether `message` replies to one of the bot's messages (the one it quotes, else the
+    /// stored one it references).
+    fn replies_to_bot(
+        &self,
+        message: &serenity::model::channel::Message,
+        channel: Snowflake,
+    ) -> bool {
         let bot = self.bot_id.load(Ordering::Relaxed);
-        let replies_to_bot = bot != 0
+        bot != 0
             && message
                 .referenced_message
                 .as_ref()
@@ -170,28 +200,7 @@ impl Ingest {
                     let stored = self.store.message(channel, sid(target.get()))?;
                     Some(stored.author_id == sid(bot))
                 })
-                .unwrap_or(false);
-        let parent = self.store.session(channel).and_then(|s| s.parent_id);
-        let roles: Vec<Snowflake> = message
-            .member
-            .as_ref()
-            .map(|member| member.roles.iter().map(|r| sid(r.get())).collect())
-            .unwrap_or_default();
-        tracing::trace!("message stored");
-        runs.arrived(&Arrival {
-            channel_id: channel,
-            message_id: sid(message.id.get()),
-            author_id: sid(message.author.id.get()),
-            author_name: display_name(&message.author),
-            author_roles: &roles,
-            author_is_bot: message.author.bot,
-            in_guild: message.guild_id.is_some(),
-            parent_id: parent,
-            content: &message.content,
-            text,
-            replies_to_bot,
-            missed,
-        });
+                .unwrap_or(false)
     }
 
     /// Whether messages of `channel` may be stored: the allowlist, over the sessions the store
@@ -304,9 +313,13 @@ impl Ingest {
                 let name = display_name(&message.author);
                 crate::observe::message_created(observers, &stored, name);
             }
-            if self.recipient(message, reply_to, &text, &timestamp) == Recipient::Agent {
-                self.consider_run(message, &text, origin == Origin::Backfill);
-            }
+            self.deliver(
+                message,
+                reply_to,
+                &text,
+                &timestamp,
+                origin == Origin::Backfill,
+            );
             return true;
         }
         if origin == Origin::Backfill {

@@ -1,7 +1,6 @@
 //! `DiscordSurface`: the tool server's [`Surface`] for Discord. Reads come from the store;
 //! actions go through [`DiscordRest`], and what the bot sends is stored from the REST answer.
 
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -123,23 +122,6 @@ pub fn location(session: &records::Session) -> ChannelLocation {
     }
 }
 
-/// A revision that changes whenever the parts readers see change.
-fn revision_of(message: &records::Message) -> u64 {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    message.content.hash(&mut hasher);
-    message.edited_timestamp.hash(&mut hasher);
-    for attachment in &message.attachments {
-        attachment.url.hash(&mut hasher);
-        attachment.size.hash(&mut hasher);
-    }
-    for reaction in &message.reactions {
-        reaction.emoji.hash(&mut hasher);
-        reaction.count.hash(&mut hasher);
-        reaction.me.hash(&mut hasher);
-    }
-    hasher.finish()
-}
-
 impl DiscordSurface {
     /// A surface that reads from `store` and acts through `rest`, with `aliases` for canonical
     /// text. `connection` and `bot_id` are shared with the gateway's
@@ -181,20 +163,7 @@ impl DiscordSurface {
 
     fn message_info(&self, message: records::Message) -> Arc<MessageInfo> {
         let author_name = self.store.author_name(message.author_id);
-        let revision = revision_of(&message);
-        Arc::new(MessageInfo {
-            message_id: message.id,
-            channel_id: message.channel_id,
-            author_id: message.author_id,
-            author_name,
-            content: message.content,
-            timestamp: message.timestamp,
-            edited_timestamp: message.edited_timestamp,
-            reply_to: message.reply_to,
-            attachments: message.attachments,
-            reactions: message.reactions,
-            revision,
-        })
+        Arc::new(MessageInfo::from_stored(message, author_name))
     }
 
     /// Stores a message the bot just sent, from Discord's answer (its gateway echo is then a

@@ -358,3 +358,85 @@ fn sqlite_store(path: &str) -> Store {
         .expect("the store opens");
     Store::open(std::sync::Arc::new(backend), Default::default()).expect("the cache loads")
 }
+
+/// What the agent was handed, by message id.
+#[derive(Default)]
+struct Agent(std::sync::Mutex<Vec<Snowflake>>);
+
+impl switchboard_engine::runs::Runs for Agent {
+    fn arrived(&self, message: &switchboard_engine::runs::Arrival<'_>) {
+        self.0.lock().unwrap().push(message.message_id);
+    }
+    fn enqueue(&self, _: switchboard_engine::runs::Trigger) {}
+    fn list(&self, _: Option<Snowflake>) -> Vec<switchboard_engine::runs::RunView> {
+        Vec::new()
+    }
+    fn abort(
+        &self,
+        _: switchboard_engine::runs::AbortTarget<'_>,
+        _: Snowflake,
+        _: bool,
+    ) -> switchboard_engine::runs::AbortOutcome {
+        switchboard_engine::runs::AbortOutcome::NothingRunning
+    }
+}
+
+/// Resumed workflows, by id.
+#[derive(Default)]
+struct Resumed(std::sync::Mutex<Vec<String>>);
+
+impl switchboard_engine::workflow::WorkflowHooks for Resumed {
+    fn resume(&self, workflow: &switchboard_engine::workflow::Workflow) {
+        self.0.lock().unwrap().push(workflow.workflow_id.clone());
+    }
+}
+
+/// The gateway leaves who has a new message to the engine's `workflow::dispatch`: the message
+/// that answers a waiting workflow resumes it and is not handed to the agent; the one before
+/// (another session) and the one after (the task answered) are the agent's.
+#[test]
+fn a_message_a_workflow_takes_is_not_handed_to_the_agent() {
+    use switchboard_engine::workflow::{NewTask, NewWorkflow, WorkflowEngine};
+    let (ingest, store) = ingest();
+    let resumed = Arc::new(Resumed::default());
+    let workflows = WorkflowEngine::new(resumed.clone(), store.backend().clone(), None, Vec::new());
+    let agent = Arc::new(Agent::default());
+    let ingest = ingest
+        .with_workflows(Arc::clone(&workflows))
+        .with_runs(agent.clone());
+    workflows
+        .create(NewWorkflow {
+            origin_session_id: Snowflake(OPS),
+            origin_message_id: None,
+            created_by: "operator".into(),
+            timeout: std::time::Duration::from_secs(600),
+            resume_prompt: None,
+            tasks: vec![NewTask {
+                session_id: Snowflake(ROOM),
+                message_id: None,
+                from_user_id: None,
+                summary: "is the build signed?".into(),
+                description: None,
+            }],
+        })
+        .expect("the workflow waits");
+    for (id, channel, text) in [
+        (901, OPS, "unrelated"),
+        (902, ROOM, "yes, signed"),
+        (903, ROOM, "thanks"),
+    ] {
+        ingest.apply(&dispatch("MESSAGE_CREATE", message(id, channel, text)).expect("parses"));
+    }
+    assert_eq!(resumed.0.lock().unwrap().len(), 1, "the answer resumes it");
+    assert_eq!(
+        *agent.0.lock().unwrap(),
+        vec![Snowflake(901), Snowflake(903)],
+        "the agent has every message but the workflow's answer"
+    );
+    ingest.apply(&dispatch("MESSAGE_CREATE", message(902, ROOM, "yes, signed")).expect("parses"));
+    assert_eq!(
+        agent.0.lock().unwrap().len(),
+        2,
+        "a replayed answer is stored once and handed to no one"
+    );
+}

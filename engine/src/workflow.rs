@@ -721,12 +721,22 @@ pub enum Recipient {
     Agent,
 }
 
-/// Offers `message` (new to the store) to the workflows first, then says who has it.
-pub fn dispatch(workflows: Option<&WorkflowEngine>, message: &Observed<'_>) -> Recipient {
-    match workflows {
-        Some(workflows) if workflows.observe(message) => Recipient::Workflow,
-        _ => Recipient::Agent,
+/// Decides who has `message` (new to the store), the one place that does: a workflow waiting
+/// for it first; when none takes it, the agent (`runs`), which is handed `arrival()` (made only
+/// then) and may start a run. Says who had it.
+pub fn dispatch<'a>(
+    workflows: Option<&WorkflowEngine>,
+    runs: Option<&dyn crate::runs::Runs>,
+    message: &Observed<'_>,
+    arrival: impl FnOnce() -> crate::runs::Arrival<'a>,
+) -> Recipient {
+    if workflows.is_some_and(|workflows| workflows.observe(message)) {
+        return Recipient::Workflow;
     }
+    if let Some(runs) = runs {
+        runs.arrived(&arrival());
+    }
+    Recipient::Agent
 }
 
 /// `workflow.*` without an engine: out of scope (not worth retrying) until an agent is set up.
@@ -856,39 +866,102 @@ mod tests {
         (hooks, engine)
     }
 
+    /// The agent's side of [`dispatch`]: the messages it was handed, by id.
+    #[derive(Default)]
+    struct Agent {
+        arrived: Mutex<Vec<Snowflake>>,
+    }
+
+    impl crate::runs::Runs for Agent {
+        fn arrived(&self, message: &crate::runs::Arrival<'_>) {
+            self.arrived.lock().unwrap().push(message.message_id);
+        }
+        fn enqueue(&self, _: crate::runs::Trigger) {}
+        fn list(&self, _: Option<Snowflake>) -> Vec<crate::runs::RunView> {
+            Vec::new()
+        }
+        fn abort(
+            &self,
+            _: crate::runs::AbortTarget<'_>,
+            _: Snowflake,
+            _: bool,
+        ) -> crate::runs::AbortOutcome {
+            crate::runs::AbortOutcome::NothingRunning
+        }
+    }
+
+    /// [`dispatch`] for `message`, handing the agent the arrival the gateway would make.
+    fn deliver(
+        engine: Option<&WorkflowEngine>,
+        agent: &Agent,
+        message: &Observed<'_>,
+    ) -> Recipient {
+        dispatch(engine, Some(agent), message, || crate::runs::Arrival {
+            channel_id: message.channel_id,
+            message_id: message.message_id,
+            author_id: message.author_id,
+            author_name: "tomas",
+            author_roles: &[],
+            author_is_bot: message.author_is_bot,
+            in_guild: true,
+            parent_id: None,
+            content: "yes, signed",
+            text: "yes, signed",
+            replies_to_bot: false,
+            missed: false,
+        })
+    }
+
     #[test]
     fn a_waiting_workflow_takes_a_message_before_the_agent_and_only_once() {
         let (hooks, engine) = engine();
+        let agent = Agent::default();
         let answer = message(ROOM, TOMAS, 1_000_000_000_000_001_002);
         assert_eq!(
-            dispatch(None, &answer),
+            deliver(None, &agent, &answer),
             Recipient::Agent,
             "no workflows at all"
         );
         assert_eq!(
-            dispatch(Some(&engine), &answer),
+            deliver(Some(&engine), &agent, &answer),
             Recipient::Agent,
             "nothing waits yet"
         );
         engine.create(new(vec![task(ROOM)])).unwrap();
+        let elsewhere = message(OPS, TOMAS, 1_000_000_000_000_001_001);
         assert_eq!(
-            dispatch(
-                Some(&engine),
-                &message(OPS, TOMAS, 1_000_000_000_000_001_001)
-            ),
+            deliver(Some(&engine), &agent, &elsewhere),
             Recipient::Agent,
             "another session's message is the agent's"
         );
-        assert_eq!(dispatch(Some(&engine), &answer), Recipient::Workflow);
+        assert_eq!(deliver(Some(&engine), &agent, &answer), Recipient::Workflow);
         assert_eq!(hooks.resumed.lock().unwrap().len(), 1);
+        let next = message(ROOM, TOMAS, 1_000_000_000_000_001_003);
         assert_eq!(
-            dispatch(
-                Some(&engine),
-                &message(ROOM, TOMAS, 1_000_000_000_000_001_003)
-            ),
+            deliver(Some(&engine), &agent, &next),
             Recipient::Agent,
             "the task is answered: the next message is the agent's again"
         );
+        assert_eq!(
+            *agent.arrived.lock().unwrap(),
+            vec![
+                answer.message_id,
+                answer.message_id,
+                elsewhere.message_id,
+                next.message_id
+            ],
+            "the agent is handed each message no workflow took, and not when a workflow took it"
+        );
+    }
+
+    #[test]
+    fn without_an_agent_a_message_no_workflow_takes_is_still_the_agents_and_costs_nothing() {
+        let (_, engine) = engine();
+        let answer = message(ROOM, TOMAS, 1_000_000_000_000_001_002);
+        let recipient = dispatch(Some(&engine), None, &answer, || {
+            unreachable!("no agent: the arrival is never made")
+        });
+        assert_eq!(recipient, Recipient::Agent);
     }
 
     #[test]
