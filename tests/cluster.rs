@@ -289,3 +289,54 @@ fn two_lease_nodes_run_one_shard_each_and_the_survivor_takes_both_after_a_kill()
         );
     }
 }
+
+/// Two nodes on one PostgreSQL each connect (every shard: `cluster.shards = "all"`) and see
+/// READY; the slash commands are PUT once for the cluster, not once per node.
+#[test]
+fn two_nodes_register_the_slash_commands_once() {
+    use switchboard_store_postgres::testing::PgCluster;
+    let cluster = PgCluster::shared();
+    let url = cluster.url(&cluster.database().expect("a database"));
+    let fake = Fake::start();
+    let (dir_a, dir_b) = (TempDir::new("commands-a"), TempDir::new("commands-b"));
+    let node = |dir: &TempDir, name: &str| {
+        let extra = format!("[cluster]\nnode_id = \"{name}\"\n");
+        Switchboard::start_sections(
+            &fake,
+            dir.path(),
+            &Allow::default(),
+            Sections {
+                extra: &extra,
+                store_url: Some(&url),
+                ..Sections::default()
+            },
+        )
+    };
+    let a = node(&dir_a, "node-a");
+    let b = node(&dir_b, "node-b");
+    for sb in [&a, &b] {
+        wait_shards_ready(sb, &[0], INGEST);
+    }
+    let puts = || {
+        fake.fake
+            .requests()
+            .iter()
+            .filter(|r| r.method == "PUT" && r.path.ends_with("/commands"))
+            .count()
+    };
+    // Registration follows READY: wait (bounded) for the first PUT, then give a second
+    // node's PUT time to show up too.
+    let deadline = Instant::now() + INGEST;
+    while puts() == 0 {
+        assert!(Instant::now() < deadline, "no node registered the commands");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(puts(), 1, "{}\n{}", a.stderr(), b.stderr());
+    assert!(
+        fake.fake.commands()["global"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty()),
+        "the commands are registered"
+    );
+}

@@ -559,7 +559,25 @@ fn choices_body(names: &[String]) -> Value {
     json!({ "type": AUTOCOMPLETE_RESULT, "data": { "choices": choices } })
 }
 
-/// Registers the commands once, at the first READY, and answers every interaction.
+/// How long one node's claim to register a set of commands holds: nodes starting within it
+/// leave the registration to the claimer; later ones register again (a PUT of the same set
+/// changes nothing).
+const REGISTRATION_CLAIM_MS: u64 = 3_600_000;
+
+/// How many times a node that claimed the registration tries it (the others rely on it).
+const REGISTRATION_TRIES: u32 = 3;
+
+/// The once key of registering `definitions`: a changed set is a new key, so a new version
+/// rolled out registers at once.
+fn registration_key(definitions: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(definitions.to_string().as_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("discord.commands:{hex}")
+}
+
+/// Registers the commands once, at the first READY (once per cluster on a shared store), and
+/// answers every interaction.
 pub struct Interactions {
     data: Data,
     registered: AtomicBool,
@@ -589,15 +607,43 @@ impl EventHandler for Interactions {
             return;
         }
         let application = Snowflake(ready.application.id.get());
-        if let Err(error) = self
-            .data
-            .rest
-            .set_global_commands(application, definitions())
-            .await
-        {
-            tracing::warn!(%error, "could not register slash commands");
-            self.registered.store(false, Ordering::SeqCst);
+        let definitions = definitions();
+        let backend = self.data.store.backend();
+        if backend.shared() {
+            // Several nodes: the one that claims this set of commands registers it; the
+            // others (starting within the hour) do not PUT the same set again.
+            let key = registration_key(&definitions);
+            let now = switchboard_engine::clock::now_ms();
+            match backend.once(&key, now, REGISTRATION_CLAIM_MS).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::info!("slash commands are registered by another node of the cluster");
+                    return;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "could not claim the slash commands' registration in the store; registering them from this node");
+                }
+            }
         }
+        let mut failed = None;
+        for attempt in 0..REGISTRATION_TRIES {
+            if attempt > 0 {
+                tokio::time::sleep(std::time::Duration::from_secs(2 << attempt)).await;
+            }
+            match self
+                .data
+                .rest
+                .set_global_commands(application, definitions.clone())
+                .await
+            {
+                Ok(_) => return,
+                Err(error) => failed = Some(error),
+            }
+        }
+        if let Some(error) = failed {
+            tracing::warn!(%error, "could not register slash commands");
+        }
+        self.registered.store(false, Ordering::SeqCst);
     }
 
     async fn interaction_create(&self, _: Context, interaction: Interaction) {
