@@ -246,6 +246,13 @@ impl CapabilityStore {
             return false;
         };
         capability.ending.send_replace(Some(how));
+        self.remember_end(key, how, capability.expires_at);
+        true
+    }
+
+    /// Remembers that the token with digest `key` ended as `how`, until it would have expired
+    /// (`until`), so a late call is told why — also for a token another node minted.
+    pub(crate) fn remember_end(&self, key: [u8; 32], how: TokenEnd, until: Instant) {
         let now = Instant::now();
         if self.ended.len() >= ENDED_KEPT {
             self.ended.retain(|_, (_, until)| *until > now);
@@ -253,10 +260,9 @@ impl CapabilityStore {
                 self.ended.clear();
             }
         }
-        if capability.expires_at > now {
-            self.ended.insert(key, (how, capability.expires_at));
+        if until > now {
+            self.ended.insert(key, (how, until));
         }
-        true
     }
 
     /// Drops expired tokens (telling what waits on them) and ended ones past their expiry;

@@ -603,9 +603,14 @@ impl Core {
         let Some(shared) = self.shared_capabilities.get() else {
             return self.capabilities.end(token, how);
         };
+        let key = crate::auth::digest(token);
         let minted_here = self.capabilities.resolve(token).ok();
-        let ended = self.capabilities.end(token, how);
-        shared.end(crate::auth::digest(token), minted_here, how);
+        let ended = self.capabilities.end_digest(key, how);
+        if let Some(cached) = shared.end(key, minted_here, how) {
+            // Refused here at once, before the end reaches the store.
+            self.capabilities.remember_end(key, how, cached.expires_at);
+            return true;
+        }
         ended
     }
 

@@ -193,18 +193,20 @@ impl SharedCapabilities {
     }
 
     /// Ends a capability on every node: its row is written as ended (kept first, so an end
-    /// that overtakes the keeping still wins), and this node's cached copy ends now.
+    /// that overtakes the keeping still wins), and this node's cached copy ends now; the
+    /// cached copy, if there was one.
     pub(crate) fn end(
         self: &Arc<Self>,
         digest: [u8; 32],
         minted_here: Option<Arc<Capability>>,
         how: TokenEnd,
-    ) {
-        if let Some((_, cached)) = self.cached.remove(&digest) {
+    ) -> Option<Arc<Capability>> {
+        let cached = self.cached.remove(&digest).map(|(_, cached)| {
             cached.capability.finish(how);
-        }
+            cached.capability
+        });
         if !self.active() {
-            return;
+            return cached;
         }
         let shared = Arc::clone(self);
         spawn("end a capability", async move {
@@ -228,6 +230,7 @@ impl SharedCapabilities {
                 tracing::warn!(%err, "cannot end a run's capability in the store; other nodes refuse it once it expires");
             }
         });
+        cached
     }
 
     /// Resolves a token this node did not mint (or whose cached copy is stale) from its row.

@@ -229,3 +229,21 @@ async fn garbage_tokens_get_the_same_typed_refusals_on_a_cluster_node() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_token_ended_on_a_node_that_did_not_mint_it_is_refused_there_at_once() {
+    let (a, b) = two_nodes();
+    let token = a
+        .mint_capability(grant(
+            "run-ended-on-b",
+            Duration::from_secs(60),
+            RunGate::open(),
+        ))
+        .unwrap();
+    assert!(b.authenticate_shared(Some(&token)).await.is_ok());
+    assert!(b.end_capability(&token, TokenEnd::Aborted), "B knew it");
+    let refusal = b.authenticate(Some(&token)).unwrap_err();
+    assert_eq!(refusal.code, ErrorCode::RunAborted, "{refusal:?}");
+    let refusal = b.authenticate_shared(Some(&token)).await.unwrap_err();
+    assert_eq!(refusal.code, ErrorCode::RunAborted, "{refusal:?}");
+}
