@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use agent::Bridge;
 use switchboard_engine::runs::{Runs, Trigger};
 use switchboard_store::{Backend, MemoryBackend, MemoryOptions};
-use switchboard_testkit::memory::{demo, MemorySurface, SurfaceCall};
+use switchboard_testkit::platform::{demo, RecordingPlatform, SurfaceCall};
 use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 /// A scratch directory with the agent script: it logs `start <message> <node>`, waits while
@@ -65,7 +65,7 @@ async fn node(
     dir: &Path,
     name: &str,
     extra: &str,
-    surface: &Arc<MemorySurface>,
+    surface: &Arc<RecordingPlatform>,
     store: &Arc<dyn Backend>,
 ) -> Node {
     let shared = store.shared();
@@ -89,7 +89,7 @@ async fn node(
     }
 }
 
-fn trigger(surface: &MemorySurface, text: &str) -> Trigger {
+fn trigger(surface: &RecordingPlatform, text: &str) -> Trigger {
     let message = surface.post(demo::OPS.into(), demo::STANLEY.into(), text);
     Trigger {
         channel_id: demo::OPS.into(),
@@ -135,7 +135,7 @@ async fn rows(store: &Arc<dyn Backend>) -> usize {
 }
 
 /// The replies posted to `message`.
-fn replies_to(surface: &MemorySurface, message: entity::Snowflake) -> Vec<String> {
+fn replies_to(surface: &RecordingPlatform, message: entity::Snowflake) -> Vec<String> {
     surface
         .calls()
         .into_iter()
@@ -214,7 +214,7 @@ fn assert_one_at_a_time_in_order(log: &[String], messages: &[entity::Snowflake])
 
 async fn a_channels_triggers_handed_to_two_nodes_run_in_arrival_order(dir: &Path, place: Place) {
     let dir = dir.to_owned();
-    let surface = Arc::new(MemorySurface::demo());
+    let surface = Arc::new(RecordingPlatform::demo());
     let store = place.open();
     let a = node(&dir, "node-a", "", &surface, &store).await;
     let b = node(&dir, "node-b", "", &surface, &place.open()).await;
@@ -298,7 +298,7 @@ async fn a_dead_nodes_run_is_interrupted_once_and_the_queue_goes_on(
     interrupted: &str,
 ) {
     let dir = dir.to_owned();
-    let surface = Arc::new(MemorySurface::demo());
+    let surface = Arc::new(RecordingPlatform::demo());
     let store = place.open();
     let extra = format!("interrupted = \"{interrupted}\"");
     let first = trigger(&surface, "@switchboard first");
