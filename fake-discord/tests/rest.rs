@@ -121,6 +121,57 @@ async fn unknown_channel_and_message() {
 }
 
 #[tokio::test]
+async fn a_message_route_names_the_path_id_that_is_not_a_snowflake() {
+    let fake = start().await;
+    let base = fake.base_url();
+    let ops = messages_path(demo::OPS);
+    let cases = [
+        (
+            "GET",
+            "/api/v10/channels/abc/messages/1".to_owned(),
+            "channel_id",
+        ),
+        ("GET", format!("{ops}/xyz"), "message_id"),
+        ("DELETE", format!("{ops}/xyz"), "message_id"),
+        ("POST", format!("{ops}/xyz/threads"), "message_id"),
+        ("PUT", format!("{ops}/pins/xyz"), "message_id"),
+        (
+            "DELETE",
+            "/api/v10/channels/abc/messages/pins/1".to_owned(),
+            "channel_id",
+        ),
+    ];
+    for (method, path, field) in cases {
+        let body = (method == "POST").then_some(r#"{"name":"t"}"#);
+        let a = http(&base, method, &path, body, true).await;
+        assert_eq!(
+            (a.status, a.body["code"].as_u64()),
+            (400, Some(50035)),
+            "{method} {path}: {}",
+            a.text
+        );
+        assert!(
+            a.text.contains(field),
+            "{method} {path} names {field}: {}",
+            a.text
+        );
+    }
+    // A body that is not JSON is refused before the ids are looked at, as before.
+    let edit = http(
+        &base,
+        "PATCH",
+        &format!("{ops}/xyz"),
+        Some("{not json"),
+        true,
+    )
+    .await;
+    assert_eq!(
+        (edit.status, edit.body["code"].as_u64()),
+        (400, Some(50109))
+    );
+}
+
+#[tokio::test]
 async fn repeated_enforced_nonce_returns_the_first_message() {
     let fake = start().await;
     let body = json!({"content": "once", "nonce": "abc-123", "enforce_nonce": true});

@@ -111,11 +111,9 @@ impl<S: Send + Sync> FromRequestParts<S> for MessagePath {
             axum::extract::Path::<(String, String)>::from_request_parts(parts, state)
                 .await
                 .map_err(IntoResponse::into_response)?;
-        let parse = |field, text: &str| path_id(field, text).map_err(IntoResponse::into_response);
-        Ok(MessagePath(
-            parse("channel_id", &channel_id)?,
-            parse("message_id", &message_id)?,
-        ))
+        path_id("channel_id", &channel_id)
+            .and_then(|channel| Ok(MessagePath(channel, path_id("message_id", &message_id)?)))
+            .map_err(IntoResponse::into_response)
     }
 }
 
