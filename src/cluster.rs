@@ -48,6 +48,10 @@ impl NodeView for NodeFacts {
     fn lease_ms(&self) -> u64 {
         u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX)
     }
+
+    fn run_store(&self) -> Option<Arc<dyn switchboard_store::RunStore>> {
+        Some(Arc::clone(&self.store) as _)
+    }
 }
 
 /// Beats `node`'s heartbeat every third of a lease period until aborted. A failed beat is

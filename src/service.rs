@@ -246,11 +246,19 @@ pub async fn build(
             Arc::clone(&backend) as _,
         )
         .with_memory(Arc::clone(&backend) as _)
+        // Runs are rows of the store's queue: a session's runs one at a time, in arrival
+        // order, on whichever node claims them; a restarted node finds its queued ones.
+        .with_run_queue(
+            Arc::clone(&backend) as _,
+            config.cluster.node_id.clone(),
+            backend.shared(),
+        )
     });
     if let Some(bridge) = &bridge {
         bridge.keep_usage_in(Arc::clone(&backend) as _);
         bridge.keep_bindings_in(Arc::clone(&backend) as _);
         core.set_usage(Arc::clone(&backend) as _);
+        bridge.start_runs();
     }
     let runs: Option<Arc<dyn Runs>> = bridge
         .clone()

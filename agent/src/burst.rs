@@ -5,10 +5,13 @@
 //! a schedule's firing (someone waits for its own report) or a trigger that names its agent
 //! runs alone.
 //!
-//! Every message of a batch is claimed in the store before the run acts (the bridge's
-//! `take_all`), so none is answered twice or lost to a restart between two of them.
-
-use std::collections::VecDeque;
+//! With runs in the store (`queue.rs`), each message is a run row of its own; the run that
+//! answers a burst is its head's row, and the rows of the messages it answers together join
+//! it (`RunStore::join_runs`): they run on its node under its lease and end — or are
+//! interrupted — with it.
+//!
+//! Every message of a batch was claimed in the store when it was queued, so none is answered
+//! twice or lost to a restart between two of them.
 
 use entity::Snowflake;
 use switchboard_config::{AgentConfig, BatchMode};
@@ -19,47 +22,34 @@ use switchboard_engine::trust::{self, Trust};
 use switchboard_engine::Core;
 
 use crate::prompt::Transcript;
-use crate::Queued;
 
-/// Whether a queued trigger may be answered together with others.
-fn joins(queued: &Queued) -> bool {
-    let trigger = &queued.trigger;
-    queued.report.is_none()
-        && trigger.workflow_id.is_none()
-        && trigger.agent.is_none()
-        && trigger.message_id.is_some()
+/// Whether a queued trigger may be answered together with others: a plain message (a
+/// schedule's firing has none).
+pub(crate) fn joins(trigger: &Trigger) -> bool {
+    trigger.workflow_id.is_none() && trigger.agent.is_none() && trigger.message_id.is_some()
 }
 
-/// Takes the next run's share of `waiting`: its head and — when a run of the session just
-/// ended (`after_a_run`: they waited while it was busy), batching is on and the head may join
-/// a batch — the plain messages right behind it, up to `agent.batch_max` in all. The first
-/// message to an idle session runs alone, as it would have started at once. `None` when
-/// nothing waits. The returned queued entry carries the head's report, if any.
-pub(crate) fn next(
-    waiting: &mut VecDeque<Queued>,
+/// Which of the runs queued right behind a session's head (in queue order) the head's run
+/// answers together: when the head waited behind an earlier run of the session
+/// (`after_a_run`: they queued while it was busy), batching is on and the head may join a
+/// batch (`reported`: someone waits for the head's own report — never), the plain messages
+/// right behind it, up to `agent.batch_max` in all. The first message to an idle session runs
+/// alone, as it would have started at once.
+pub(crate) fn gather<'a, T>(
+    head: &Trigger,
+    reported: bool,
+    behind: &'a [(T, Trigger)],
     config: &AgentConfig,
     after_a_run: bool,
-) -> Option<NextRun> {
-    let head = waiting.pop_front()?;
-    let gathers = after_a_run && config.batch == BatchMode::Turn && joins(&head);
-    let Queued { trigger, report } = head;
-    let mut triggers = vec![trigger];
-    if gathers {
-        while triggers.len() < config.batch_max && waiting.front().is_some_and(joins) {
-            if let Some(queued) = waiting.pop_front() {
-                triggers.push(queued.trigger);
-            }
-        }
+) -> Vec<&'a (T, Trigger)> {
+    if !(after_a_run && config.batch == BatchMode::Turn && !reported && joins(head)) {
+        return Vec::new();
     }
-    Some(NextRun { triggers, report })
-}
-
-/// What the session's worker runs next.
-pub(crate) struct NextRun {
-    /// The messages the run answers, in arrival order (one unless a burst was gathered).
-    pub triggers: Vec<Trigger>,
-    /// Who waits for the run's report (a schedule's firing; never part of a batch).
-    pub report: Option<tokio::sync::oneshot::Sender<switchboard_schedule::RunReport>>,
+    behind
+        .iter()
+        .take_while(|(_, trigger)| joins(trigger))
+        .take(config.batch_max.saturating_sub(1))
+        .collect()
 }
 
 /// The prompt's head for a command agent answering several messages: each quoted with its
@@ -134,19 +124,16 @@ pub(crate) fn answer_together(
 mod tests {
     use super::*;
 
-    fn queued(id: u64, workflow: bool, report: bool) -> Queued {
-        Queued {
-            trigger: Trigger {
-                channel_id: Snowflake(7),
-                message_id: Some(Snowflake(100 + id)),
-                author_id: Snowflake(id),
-                author_name: format!("user{id}"),
-                author_roles: Vec::new(),
-                text: format!("question {id}"),
-                workflow_id: workflow.then(|| "wf".to_owned()),
-                agent: None,
-            },
-            report: report.then(|| tokio::sync::oneshot::channel().0),
+    fn trigger(id: u64, workflow: bool) -> Trigger {
+        Trigger {
+            channel_id: Snowflake(7),
+            message_id: Some(Snowflake(100 + id)),
+            author_id: Snowflake(id),
+            author_name: format!("user{id}"),
+            author_roles: Vec::new(),
+            text: format!("question {id}"),
+            workflow_id: workflow.then(|| "wf".to_owned()),
+            agent: None,
         }
     }
 
@@ -160,61 +147,47 @@ mod tests {
         config
     }
 
-    fn ids(run: &NextRun) -> Vec<u64> {
-        run.triggers.iter().map(|t| t.author_id.0).collect()
+    fn behind(ids: impl IntoIterator<Item = (u64, bool)>) -> Vec<(u64, Trigger)> {
+        ids.into_iter()
+            .map(|(id, workflow)| (id, trigger(id, workflow)))
+            .collect()
+    }
+
+    fn ids(taken: &[&(u64, Trigger)]) -> Vec<u64> {
+        taken.iter().map(|(id, _)| *id).collect()
     }
 
     #[test]
     fn a_burst_is_taken_as_one_run_up_to_batch_max_and_the_rest_wait_in_order() {
-        let mut waiting: VecDeque<Queued> = (1..=13).map(|i| queued(i, false, false)).collect();
+        let waiting = behind((2..=13).map(|i| (i, false)));
         let config = config(BatchMode::Turn, 10);
-        let first = next(&mut waiting, &config, true).expect("a run");
-        assert_eq!(ids(&first), (1..=10).collect::<Vec<_>>());
-        let second = next(&mut waiting, &config, true).expect("a run");
-        assert_eq!(ids(&second), vec![11, 12, 13]);
-        assert!(next(&mut waiting, &config, true).is_none());
+        let taken = gather(&trigger(1, false), false, &waiting, &config, true);
+        assert_eq!(ids(&taken), (2..=10).collect::<Vec<_>>());
     }
 
     #[test]
     fn the_first_message_to_an_idle_session_runs_alone() {
-        let mut waiting: VecDeque<Queued> = (1..=3).map(|i| queued(i, false, false)).collect();
+        let waiting = behind([(2, false), (3, false)]);
         let config = config(BatchMode::Turn, 10);
-        assert_eq!(
-            ids(&next(&mut waiting, &config, false).expect("a run")),
-            vec![1]
-        );
-        assert_eq!(
-            ids(&next(&mut waiting, &config, true).expect("a run")),
-            vec![2, 3]
-        );
+        assert!(gather(&trigger(1, false), false, &waiting, &config, false).is_empty());
     }
 
     #[test]
     fn with_batch_off_every_message_is_its_own_run() {
-        let mut waiting: VecDeque<Queued> = (1..=3).map(|i| queued(i, false, false)).collect();
+        let waiting = behind([(2, false), (3, false)]);
         let config = config(BatchMode::Off, 10);
-        for i in 1..=3 {
-            assert_eq!(
-                ids(&next(&mut waiting, &config, true).expect("a run")),
-                vec![i]
-            );
-        }
+        assert!(gather(&trigger(1, false), false, &waiting, &config, true).is_empty());
     }
 
     #[test]
     fn workflows_and_reported_firings_run_alone_and_stop_a_batch() {
-        let mut waiting: VecDeque<Queued> = VecDeque::from(vec![
-            queued(1, false, false),
-            queued(2, false, false),
-            queued(3, true, false),
-            queued(4, false, true),
-            queued(5, false, false),
-            queued(6, false, false),
-        ]);
         let config = config(BatchMode::Turn, 10);
-        let runs: Vec<Vec<u64>> = std::iter::from_fn(|| next(&mut waiting, &config, true))
-            .map(|run| ids(&run))
-            .collect();
-        assert_eq!(runs, vec![vec![1, 2], vec![3], vec![4], vec![5, 6]]);
+        let waiting = behind([(2, false), (3, true), (4, false)]);
+        assert_eq!(
+            ids(&gather(&trigger(1, false), false, &waiting, &config, true)),
+            [2]
+        );
+        assert!(gather(&trigger(1, true), false, &waiting, &config, true).is_empty());
+        assert!(gather(&trigger(1, false), true, &waiting, &config, true).is_empty());
     }
 }

@@ -1,7 +1,10 @@
-//! The node's record of recently ended runs, so that `runs.list` (`state=finished`, …) and
-//! `GET /v1/runs/{id}` still answer for a run after it ended: a chat-API client reads its
-//! run's outcome afterwards. It is per node and bounded (the oldest record goes first) until
-//! runs move into the store (issue 23); a restart forgets it.
+//! The node's record of recently ended runs that have no row in the store's run queue —
+//! `agent.handoff`'s sub-runs and chat-API runs — so that `runs.list` (`state=finished`, …)
+//! and `GET /v1/runs/{id}` still answer for such a run after it ended: a chat-API client reads
+//! its run's outcome afterwards. It also keeps the token usage of this node's ended runs,
+//! which the rows do not carry. Per node and bounded (the oldest record goes first); a restart
+//! forgets it. Runs started by a message or a schedule are rows: `runs.list` reads their end
+//! from the store, on every node.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;

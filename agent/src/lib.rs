@@ -23,12 +23,13 @@ pub mod notes;
 pub mod openai;
 pub mod prompt;
 mod prompt_hooks;
+mod queue;
 pub mod scheduled;
 pub mod stream;
 pub mod summaries;
 pub mod threads;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -56,23 +57,15 @@ const TYPING_EVERY: Duration = Duration::from_secs(8);
 const WORKING: &str = "⏳";
 const DONE: &str = "✅";
 const FAILED: &str = "❌";
+const INTERRUPTED: &str = "⚠️";
 
+/// The loop guard's count in a session (this node's: the messages it received).
 #[derive(Default)]
 struct SessionQueue {
-    waiting: VecDeque<Queued>,
-    running: Option<RunningRun>,
-    worker: bool,
     /// Runs queued in a row for other bots' messages; a person's message resets it.
     bot_turns: u32,
     /// Whether the loop guard said why it stopped, since the last reset.
     bot_guard_said: bool,
-}
-
-/// A trigger waiting in its session's queue, and who waits for its report (a schedule's
-/// firing).
-struct Queued {
-    trigger: Trigger,
-    report: Option<oneshot::Sender<switchboard_schedule::RunReport>>,
 }
 
 /// What claiming a trigger's message decided.
@@ -114,18 +107,6 @@ struct RunTicket<'a> {
     agent: &'a agents::RunAgent,
 }
 
-struct RunningRun {
-    /// The message it answers (the newest, when it answers a burst together).
-    trigger: Trigger,
-    /// Who asked, for every message it answers: any of them may stop it.
-    askers: Vec<Snowflake>,
-    /// `run-<hex>`: its capability's request id and the audit log's `run`.
-    run_id: String,
-    /// When it was dequeued, ms since the Unix epoch.
-    started_ms: u64,
-    abort: Option<oneshot::Sender<()>>,
-}
-
 /// Now, ms since the Unix epoch.
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -145,7 +126,11 @@ struct Inner {
     core: Arc<Core>,
     tool_server_url: String,
     sessions: Mutex<HashMap<Snowflake, SessionQueue>>,
-    runs: Semaphore,
+    /// `agent.max_concurrent_runs`: the claim loop takes a row only with a permit in hand.
+    runs: Arc<Semaphore>,
+    /// The runs, as rows of the store's run queue (a store in memory until
+    /// [`Bridge::with_run_queue`]).
+    queue: queue::RunQueue,
     /// Where runs execute: the service's runtime, not the gateway thread that enqueues them.
     runtime: tokio::runtime::Handle,
     /// The durable record of answered triggers (the store's claims); without it, only this
@@ -202,7 +187,7 @@ impl Bridge {
         tool_server_url: String,
         answers: Option<Arc<dyn TriggerStore>>,
     ) -> Self {
-        let runs = Semaphore::new(config.max_concurrent_runs);
+        let runs = Arc::new(Semaphore::new(config.max_concurrent_runs));
         warm_counter(&config);
         Bridge {
             inner: Arc::new(Inner {
@@ -218,6 +203,11 @@ impl Bridge {
                 handoffs: handoff::Handoffs::default(),
                 ended: ended::EndedRuns::new(ended::MAX_ENDED_RUNS),
                 memory: None,
+                queue: queue::RunQueue::new(
+                    Arc::new(switchboard_store::MemoryBackend::new(Default::default())),
+                    "local".to_owned(),
+                    false,
+                ),
             }),
         }
     }
@@ -235,41 +225,34 @@ impl Bridge {
         self
     }
 
-    /// Takes the trigger's message to answer (claims it in the store); `None` when it was
-    /// claimed before — by this process, an earlier one, or another node — or the claim could
-    /// not be made: leave it. Whether it was claimed before is known when the claim answers
-    /// (at once with SQLite, after one round trip with PostgreSQL); the gate it hands back
-    /// opens once the claim is durable, and is shut for good (logged) when that fails. A trigger without a message, or a resumed workflow
-    /// (which answers its own run's message once more, by design), is not recorded: its gate
-    /// is open at once.
-    async fn take(&self, trigger: &Trigger) -> Option<RunGate> {
-        self.take_all(vec![trigger.clone()])
-            .await
-            .map(|(gate, _)| gate)
+    /// Keeps the runs in `store` as node `node` (issue 23): a session's runs happen one at a
+    /// time, in arrival order, on whichever node sharing the store claims them; `shared`: other
+    /// nodes write to it (their rows are looked for often). Call right after building the
+    /// bridge, before it is cloned; then [`Bridge::start_runs`].
+    #[must_use]
+    pub fn with_run_queue(
+        mut self,
+        store: Arc<dyn switchboard_store::RunStore>,
+        node: String,
+        shared: bool,
+    ) -> Self {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.queue = queue::RunQueue::new(store, node, shared),
+            None => tracing::error!(
+                "Bridge::with_run_queue called on a shared bridge; runs stay in memory"
+            ),
+        }
+        self
     }
 
-    /// [`Bridge::take`] for every message a run answers (a burst answered together), claimed
-    /// one by one in order: those answered before are left out, and `None` when none is left.
-    /// The gate opens once every claim is durable and is shut for good when any fails, so
+    /// A run's gate over the claims of the messages it answers that are still being written
+    /// (`durables`): open once every one is durable, shut for good (logged) when one fails, so
     /// either the whole batch is recorded as answered before the run acts, or it does not act.
-    async fn take_all(&self, triggers: Vec<Trigger>) -> Option<(RunGate, Vec<Trigger>)> {
-        let mut kept = Vec::with_capacity(triggers.len());
-        let mut durables = Vec::new();
-        for trigger in triggers {
-            match self.claim(&trigger).await {
-                Claimed::Leave => {}
-                Claimed::Unrecorded => kept.push(trigger),
-                Claimed::Won(durable) => {
-                    durables.push((trigger.message_id, durable));
-                    kept.push(trigger);
-                }
-            }
-        }
-        if kept.is_empty() {
-            return None;
-        }
+    /// A claim is made when its trigger is queued (at once with SQLite, after one round trip
+    /// with PostgreSQL); the run may start while it is written, but acts only through the gate.
+    fn gate_of(durables: Vec<(Snowflake, switchboard_store::Durable)>) -> RunGate {
         if durables.is_empty() {
-            return Some((RunGate::open(), kept));
+            return RunGate::open();
         }
         let (opener, gate) = RunGate::closed();
         tokio::spawn(async move {
@@ -282,7 +265,7 @@ impl Bridge {
             }
             opener.open();
         });
-        Some((gate, kept))
+        gate
     }
 
     /// Claims one trigger's message in the store of answered triggers.
@@ -315,11 +298,19 @@ impl Bridge {
         }
     }
 
-    /// Takes the trigger and waits for its record to be durable: true when it may be answered.
+    /// Takes the trigger (claims its message) and waits for its record to be durable: true
+    /// when it may be answered.
     async fn take_durably(&self, trigger: &Trigger) -> bool {
-        match self.take(trigger).await {
-            Some(gate) => gate.opened().await,
-            None => false,
+        match self.claim(trigger).await {
+            Claimed::Leave => false,
+            Claimed::Unrecorded => true,
+            Claimed::Won(durable) => match durable.await {
+                Ok(()) => true,
+                Err(error) => {
+                    tracing::error!(message = ?trigger.message_id, "not answering: {error}");
+                    false
+                }
+            },
         }
     }
 
@@ -612,9 +603,9 @@ impl Bridge {
             .collect()
     }
 
-    /// Queues a run for `trigger` in its session; starts the session's worker when idle.
-    /// A missed trigger finding the queue full is dropped with a log line rather than a notice:
-    /// a backfill can bring many at once.
+    /// Queues a run for `trigger` in its session (a row of the store's run queue, written in
+    /// arrival order). A missed trigger finding the queue full is left with a log line rather
+    /// than a notice: a backfill can bring many at once.
     fn queue(&self, trigger: Trigger, missed: bool) {
         self.queue_reported(trigger, missed, None);
     }
@@ -637,141 +628,531 @@ impl Bridge {
         missed: bool,
         report: Option<oneshot::Sender<switchboard_schedule::RunReport>>,
     ) {
-        let channel = trigger.channel_id;
-        let limit = self.config().queue_per_session;
-        let start_worker = {
-            let mut sessions = self.sessions();
-            let queue = sessions.entry(channel).or_default();
-            // While the worker is between runs, the head of `waiting` is the next to run, not
-            // one that waits.
-            let about_to_run = usize::from(queue.worker && queue.running.is_none());
-            if queue.worker && queue.waiting.len() >= limit + about_to_run {
-                drop(sessions);
+        let admission = queue::Admission {
+            trigger,
+            missed,
+            report,
+        };
+        let sender = self.admitter();
+        match sender.try_send(admission) {
+            Ok(()) => {}
+            Err(
+                tokio::sync::mpsc::error::TrySendError::Full(admission)
+                | tokio::sync::mpsc::error::TrySendError::Closed(admission),
+            ) => {
+                let queue::Admission {
+                    trigger, report, ..
+                } = admission;
+                tracing::warn!(session = %trigger.channel_id, message = ?trigger.message_id, "{} triggers wait to be queued in the store; this one is turned away", queue::ADMIT_BACKLOG);
                 if let Some(report) = report {
-                    let _ = report.send(switchboard_schedule::RunReport {
-                        error: Some(format!(
-                            "the session's queue was full ({limit} runs waiting); the run did not start"
-                        )),
-                        ..switchboard_schedule::RunReport::default()
-                    });
-                    return;
-                }
-                if missed {
-                    tracing::info!(session = %channel, message = ?trigger.message_id, "a missed trigger finds the session's queue full; not answered");
+                    let _ = report.send(report_error(
+                        "the node's run queue is far behind the store; the run did not start",
+                    ));
                     return;
                 }
                 let bridge = self.clone();
-                self.inner
-                    .runtime
-                    .spawn(async move { bridge.refuse_full(trigger, limit).await });
-                return;
+                self.inner.runtime.spawn(async move {
+                    bridge
+                        .refuse(
+                            trigger,
+                            None,
+                            "I'm too busy to take this right now; please ask again in a moment.",
+                        )
+                        .await;
+                });
             }
-            queue.waiting.push_back(Queued { trigger, report });
-            self.inner.core.metrics().queue_depth_add(1);
-            !std::mem::replace(&mut queue.worker, true)
-        };
-        if start_worker {
-            let bridge = self.clone();
-            self.inner
-                .runtime
-                .spawn(async move { bridge.work(channel).await });
         }
     }
 
-    async fn refuse_full(&self, trigger: Trigger, limit: usize) {
+    /// The sender of the node's admissions: one task claims and queues them in arrival order,
+    /// so that a channel's runs keep the order its messages came in. Starts the claim loop too.
+    fn admitter(&self) -> tokio::sync::mpsc::Sender<queue::Admission> {
+        let mut admit = self
+            .inner
+            .queue
+            .admit
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(sender) = admit.as_ref().filter(|sender| !sender.is_closed()) {
+            return sender.clone();
+        }
+        let (sender, mut admissions) = tokio::sync::mpsc::channel(queue::ADMIT_BACKLOG);
+        *admit = Some(sender.clone());
+        drop(admit);
+        let weak = Arc::downgrade(&self.inner);
+        self.inner.runtime.spawn(async move {
+            while let Some(admission) = admissions.recv().await {
+                let Some(inner) = weak.upgrade() else {
+                    return;
+                };
+                Bridge { inner }.admit(admission).await;
+            }
+        });
+        self.start_runs();
+        sender
+    }
+
+    /// Claims the trigger's message (at most once, cluster-wide) and queues its run row.
+    async fn admit(&self, admission: queue::Admission) {
+        let queue::Admission {
+            trigger,
+            missed,
+            report,
+        } = admission;
+        let durable = match self.claim(&trigger).await {
+            Claimed::Leave => {
+                if let Some(report) = report {
+                    let _ = report.send(report_error("its trigger was answered before"));
+                }
+                return;
+            }
+            Claimed::Unrecorded => None,
+            Claimed::Won(durable) => Some(durable),
+        };
+        let run_id = match random_hex(8) {
+            Ok(hex) => format!("run-{hex}"),
+            Err(error) => {
+                tracing::error!(session = %trigger.channel_id, "cannot draw random bytes for a run id: {error}");
+                if let Some(report) = report {
+                    let _ = report.send(report_error("no run id could be drawn"));
+                }
+                self.refuse(
+                    trigger,
+                    durable,
+                    "I couldn't start on this; please ask again.",
+                )
+                .await;
+                return;
+            }
+        };
+        let queue = &self.inner.queue;
+        // Kept before the row exists: this node's loop may claim it the moment it does.
+        if let (Some(message), Some(durable)) = (trigger.message_id, durable) {
+            queue.keep_durable(&run_id, message, durable);
+        }
+        if let Some(report) = report {
+            queue.keep_report(&run_id, report);
+        }
+        let limit = self.config().queue_per_session;
+        let row = switchboard_records::NewRun {
+            id: run_id.clone(),
+            session: trigger.channel_id.to_string(),
+            agent: trigger.agent.as_ref().map_or_else(
+                || switchboard_config::LEGACY_AGENT_NAME.to_owned(),
+                ToString::to_string,
+            ),
+            trigger: queue::encode(&trigger),
+            requested_by: Some(format!("user:{}", trigger.author_id)),
+            parent_run: None,
+            enqueued_ms: now_ms(),
+        };
+        let refusal = match queue.store.enqueue_run(row, limit).await {
+            Ok(switchboard_store::Enqueued::Queued(_)) => {
+                tracing::trace!(run = %run_id, session = %trigger.channel_id, "run queued");
+                queue.wake.notify_one();
+                return;
+            }
+            Ok(switchboard_store::Enqueued::Full { .. }) => {
+                if missed {
+                    tracing::info!(session = %trigger.channel_id, message = ?trigger.message_id, "a missed trigger finds the session's queue full; not answered");
+                }
+                format!(
+                    "I'm busy in this channel and {limit} more requests are already waiting; please ask again when I'm done."
+                )
+            }
+            Err(error) => {
+                tracing::error!(session = %trigger.channel_id, message = ?trigger.message_id, "cannot queue the run in the store: {error}");
+                "I couldn't queue this request (my store is unavailable); please ask again in a moment.".to_owned()
+            }
+        };
+        let durable = queue
+            .take_durables(&run_id)
+            .into_iter()
+            .next()
+            .map(|(_, durable)| durable);
+        if let Some(report) = queue.take_report(&run_id) {
+            let _ = report.send(report_error(&format!(
+                "the session's queue was full ({limit} runs waiting), or the store refused the run; the run did not start"
+            )));
+            return;
+        }
+        if missed {
+            return;
+        }
+        self.refuse(trigger, durable, &refusal).await;
+    }
+
+    /// Answers a trigger that gets no run with `text` as its one answer: once its claim is
+    /// durable (`durable`: claimed already; `None`: claimed now).
+    async fn refuse(
+        &self,
+        trigger: Trigger,
+        durable: Option<switchboard_store::Durable>,
+        text: &str,
+    ) {
         if self.inner.core.allowed(trigger.channel_id).await.is_err() {
             return;
         }
-        // The notice is this message's one answer.
-        if !self.take_durably(&trigger).await {
+        let recorded = match durable {
+            Some(durable) => durable.await.is_ok(),
+            None => self.take_durably(&trigger).await,
+        };
+        if !recorded {
             return;
         }
-        let text = format!(
-            "I'm busy in this channel and {limit} more requests are already waiting; please ask again when I'm done."
-        );
-        self.post_reply(&stream::reply_context(&trigger), &trigger, &text)
+        self.post_reply(&stream::reply_context(&trigger), &trigger, text)
             .await;
     }
 
-    /// Runs the session's triggers one after the other until none is left.
-    async fn work(&self, channel: Snowflake) {
-        // Messages gather into one run only once a run of the session ended: they waited
-        // while it was busy.
-        let mut after_a_run = false;
+    /// Starts the node's claim loop (once): it takes the oldest claimable run row — queued here,
+    /// on another node, or before a restart —, runs it, and sweeps expired leases. Runs until
+    /// the bridge is dropped.
+    pub fn start_runs(&self) {
+        if self
+            .inner
+            .queue
+            .started
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return;
+        }
+        let weak = Arc::downgrade(&self.inner);
+        self.inner.runtime.spawn(claim_loop(weak));
+    }
+
+    /// The lease a claimed run holds: `[cluster] lease_s`.
+    fn lease(&self) -> Duration {
+        self.inner.core.settings().config().cluster.lease
+    }
+
+    /// Claims rows while a run permit is free; whether any was claimed.
+    async fn claim_rows(&self) {
+        let queue = &self.inner.queue;
+        let lease = self.lease();
         loop {
-            // The session's agent decides whether a burst is answered together, and answers it
-            // (unless its trigger names another): read once per run.
-            let agent = self.agent_for(channel).await;
-            let next = {
-                let mut sessions = self.sessions();
-                let queue = sessions.entry(channel).or_default();
-                match burst::next(&mut queue.waiting, &agent.config, after_a_run) {
-                    Some(burst::NextRun { triggers, report }) => {
-                        self.inner
-                            .core
-                            .metrics()
-                            .queue_depth_add(-(triggers.len() as i64));
-                        let Some(trigger) = triggers.last().cloned() else {
-                            continue;
-                        };
-                        let run_id = match random_hex(8) {
-                            Ok(hex) => format!("run-{hex}"),
-                            Err(error) => {
-                                tracing::error!(session = %channel, "cannot draw random bytes for a run id, the trigger is dropped: {error}");
-                                continue;
-                            }
-                        };
-                        let (abort, aborted) = oneshot::channel();
-                        queue.running = Some(RunningRun {
-                            trigger,
-                            askers: triggers.iter().map(|t| t.author_id).collect(),
-                            run_id: run_id.clone(),
-                            started_ms: now_ms(),
-                            abort: Some(abort),
-                        });
-                        Some((triggers, run_id, aborted, report))
-                    }
-                    None => {
-                        queue.worker = false;
-                        queue.running = None;
-                        None
-                    }
-                }
-            };
-            let Some((triggers, run_id, aborted, report)) = next else {
+            let Ok(permit) = Arc::clone(&self.inner.runs).try_acquire_owned() else {
                 return;
             };
-            match report {
-                Some(report) => {
-                    let done =
-                        scheduled::reported(&run_id, self.run(triggers, agent, &run_id, aborted))
-                            .await;
-                    let _ = report.send(done);
+            let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
+            match queue
+                .store
+                .claim_next_run(&queue.node, now_ms(), lease_ms)
+                .await
+            {
+                Ok(Some(row)) => {
+                    let bridge = self.clone();
+                    self.inner
+                        .runtime
+                        .spawn(async move { bridge.execute_row(row, permit).await });
                 }
-                None => self.run(triggers, agent, &run_id, aborted).await,
-            }
-            after_a_run = true;
-            if let Some(queue) = self.sessions().get_mut(&channel) {
-                queue.running = None;
+                Ok(None) => return,
+                Err(error) => {
+                    tracing::warn!(
+                        "cannot claim a run from the store: {error}; trying again shortly"
+                    );
+                    return;
+                }
             }
         }
     }
 
-    /// `runs.abort` (`/abort`, the console) by `user`: stops the running run `target` names
-    /// when `user` started it, or when `admin`; queued runs stay.
-    fn abort_for(&self, target: AbortTarget<'_>, user: Snowflake, admin: bool) -> AbortOutcome {
-        let mut sessions = self.sessions();
-        let run = match target {
-            AbortTarget::Session(channel) => sessions
-                .get_mut(&channel)
-                .and_then(|queue| queue.running.as_mut()),
-            AbortTarget::Run(run_id) => sessions
-                .values_mut()
-                .filter_map(|queue| queue.running.as_mut())
-                .find(|run| run.run_id == run_id),
+    /// Runs a claimed row (and the rows of a burst it answers together), renewing their lease
+    /// meanwhile, and ends them.
+    async fn execute_row(
+        &self,
+        row: switchboard_records::Run,
+        permit: tokio::sync::OwnedSemaphorePermit,
+    ) {
+        let queue = &self.inner.queue;
+        let Some(head) = queue::decode(&row.trigger) else {
+            tracing::error!(run = %row.id, "a queued run's trigger does not read; ending it as failed");
+            self.end_rows(
+                &[row.id],
+                "failed",
+                Some("its trigger does not read".to_owned()),
+            )
+            .await;
+            return;
         };
-        let Some(run) = run else {
-            drop(sessions);
+        let channel = head.channel_id;
+        let agent = self.agent_for(channel).await;
+        let report = queue.take_report(&row.id);
+        let joined = self
+            .join_burst(&row, &head, report.is_some(), &agent.config)
+            .await;
+        let mut rows = vec![row.id.clone()];
+        let mut triggers = vec![head];
+        for (id, trigger) in joined {
+            rows.push(id);
+            triggers.push(trigger);
+        }
+        let durables: Vec<_> = rows.iter().flat_map(|id| queue.take_durables(id)).collect();
+        let gate = Bridge::gate_of(durables);
+        let (abort, aborted) = oneshot::channel();
+        queue.executing().insert(
+            row.id.clone(),
+            queue::Executing {
+                session: channel,
+                rows: rows.clone(),
+                askers: triggers.iter().map(|t| t.author_id).collect(),
+                owner: triggers
+                    .last()
+                    .map(|t| t.author_name.clone())
+                    .unwrap_or_default(),
+                abort: Some(abort),
+            },
+        );
+        let heartbeat =
+            self.inner
+                .runtime
+                .spawn(heartbeat(self.clone(), row.id.clone(), rows.clone()));
+        let run = self.run(triggers, agent, &row.id, aborted, gate, permit);
+        let (state, text) = match report {
+            Some(report) => {
+                let mut ended = None;
+                let done = scheduled::reported(&row.id, async {
+                    ended = Some(run.await);
+                })
+                .await;
+                let _ = report.send(done);
+                ended.unwrap_or(("failed", None))
+            }
+            None => run.await,
+        };
+        heartbeat.abort();
+        queue.executing().remove(&row.id);
+        self.end_rows(&rows, state, text).await;
+        queue.wake.notify_one();
+    }
+
+    /// The rows queued right behind `row` in its session that its run answers together (a
+    /// burst), joined to it in the store.
+    async fn join_burst(
+        &self,
+        row: &switchboard_records::Run,
+        head: &Trigger,
+        reported: bool,
+        config: &AgentConfig,
+    ) -> Vec<(String, Trigger)> {
+        if config.batch == switchboard_config::BatchMode::Off || !burst::joins(head) || reported {
+            return Vec::new();
+        }
+        let store = &self.inner.queue.store;
+        let session = Some(row.session.clone());
+        let queued = store
+            .runs(switchboard_records::RunFilter {
+                session: session.clone(),
+                state: Some(switchboard_records::RunState::Queued),
+                limit: switchboard_records::RunFilter::MAX_LIMIT,
+                ..Default::default()
+            })
+            .await
+            .unwrap_or_default();
+        if queued.is_empty() {
+            return Vec::new();
+        }
+        // They queued while the session was busy only when the run before this one was still
+        // going when this one was queued.
+        let before = store
+            .runs(switchboard_records::RunFilter {
+                session,
+                before_seq: Some(row.seq),
+                limit: 1,
+                ..Default::default()
+            })
+            .await
+            .unwrap_or_default();
+        let after_a_run = before
+            .first()
+            .is_some_and(|prev| prev.finished_ms.is_none_or(|end| end >= row.enqueued_ms));
+        let mut behind: Vec<(switchboard_records::Run, Trigger)> = queued
+            .into_iter()
+            .filter(|r| r.seq > row.seq)
+            .filter_map(|r| {
+                let trigger = queue::decode(&r.trigger)?;
+                Some((r, trigger))
+            })
+            .collect();
+        behind.sort_by_key(|(r, _)| r.seq);
+        let chosen: Vec<String> = burst::gather(head, reported, &behind, config, after_a_run)
+            .into_iter()
+            .map(|(r, _)| r.id.clone())
+            .collect();
+        if chosen.is_empty() {
+            return Vec::new();
+        }
+        let queue = &self.inner.queue;
+        match store
+            .join_runs(&row.id, &queue.node, chosen, now_ms())
+            .await
+        {
+            Ok(joined) => joined
+                .into_iter()
+                .filter_map(|r| {
+                    let trigger = queue::decode(&r.trigger)?;
+                    Some((r.id, trigger))
+                })
+                .collect(),
+            Err(error) => {
+                tracing::warn!(run = %row.id, "cannot take the burst behind the run: {error}; its messages get runs of their own");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Ends rows this node holds as `outcome` (as `run.finished` names it).
+    async fn end_rows(&self, rows: &[String], outcome: &str, text: Option<String>) {
+        let queue = &self.inner.queue;
+        for id in rows {
+            let end = switchboard_records::RunEnd {
+                state: stored_state(outcome),
+                final_text: text.clone(),
+                at_ms: now_ms(),
+            };
+            match queue.store.finish_run(id, &queue.node, end).await {
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    tracing::warn!(run = %id, "the run ended after its lease was lost (another node interrupted it)");
+                }
+                Err(error) => {
+                    tracing::error!(run = %id, "cannot record the run's end: {error}; its lease will expire and it will be taken as interrupted");
+                }
+            }
+        }
+    }
+
+    /// Interrupts the runs whose lease expired (their node died, restarted or lost the store)
+    /// and applies `agent.interrupted` to each; answers schedules' waiters whose run another
+    /// node ran; counts the queue.
+    async fn sweep(&self) {
+        let queue = &self.inner.queue;
+        match queue
+            .store
+            .interrupt_expired_runs(now_ms(), queue::SWEEP_BATCH)
+            .await
+        {
+            Ok(rows) => {
+                for row in rows {
+                    let bridge = self.clone();
+                    self.inner
+                        .runtime
+                        .spawn(async move { bridge.interrupted(row).await });
+                }
+            }
+            Err(error) => tracing::warn!("cannot look for interrupted runs: {error}"),
+        }
+        for id in queue.awaited_reports() {
+            let Ok(Some(row)) = queue.store.run(&id).await else {
+                continue;
+            };
+            if !row.state.is_over() {
+                continue;
+            }
+            if let Some(report) = queue.take_report(&id) {
+                let _ = report.send(switchboard_schedule::RunReport {
+                    run_id: Some(row.id.clone()),
+                    posted: Vec::new(),
+                    final_text: row.final_text.clone().unwrap_or_default(),
+                    error: (row.state != switchboard_records::RunState::Finished)
+                        .then(|| format!("the run ended {} on another node", row.state)),
+                });
+            }
+        }
+        if let Ok(waiting) = queue
+            .store
+            .runs(switchboard_records::RunFilter {
+                state: Some(switchboard_records::RunState::Queued),
+                limit: switchboard_records::RunFilter::MAX_LIMIT,
+                ..Default::default()
+            })
+            .await
+        {
+            self.inner
+                .core
+                .metrics()
+                .queue_depth_set(waiting.len() as i64);
+        }
+    }
+
+    /// A run whose node stopped renewing its lease: `agent.interrupted` says whether it runs
+    /// again (`rerun`: a new row with the same trigger, whose message was claimed already) or
+    /// its question is told it was cut short (`notify`).
+    async fn interrupted(&self, row: switchboard_records::Run) {
+        let Some(trigger) = queue::decode(&row.trigger) else {
+            tracing::warn!(run = %row.id, "an interrupted run's trigger does not read; nothing to tell");
+            return;
+        };
+        tracing::warn!(run = %row.id, session = %trigger.channel_id, node = row.node.as_deref().unwrap_or("-"), "a run's node stopped renewing its lease; the run is interrupted");
+        self.inner.core.events().publish(
+            "run.finished",
+            Some(trigger.channel_id),
+            json!({ "run": row.id, "outcome": "interrupted" }),
+        );
+        if self.config().interrupted == switchboard_config::Interrupted::Rerun {
+            if let Ok(hex) = random_hex(8) {
+                let again = switchboard_records::NewRun {
+                    id: format!("run-{hex}"),
+                    session: row.session.clone(),
+                    agent: row.agent.clone(),
+                    trigger: row.trigger.clone(),
+                    requested_by: row.requested_by.clone(),
+                    parent_run: None,
+                    enqueued_ms: now_ms(),
+                };
+                let limit = self.config().queue_per_session;
+                match self.inner.queue.store.enqueue_run(again, limit).await {
+                    Ok(switchboard_store::Enqueued::Queued(run)) => {
+                        tracing::info!(run = %run.id, interrupted = %row.id, "the interrupted run runs again (agent.interrupted = \"rerun\")");
+                        self.inner.queue.wake.notify_one();
+                        return;
+                    }
+                    Ok(switchboard_store::Enqueued::Full { .. }) => {
+                        tracing::warn!(run = %row.id, "the session's queue is full; the interrupted run is not run again, its question is told instead");
+                    }
+                    Err(error) => {
+                        tracing::error!(run = %row.id, "cannot queue the interrupted run again: {error}; its question is told instead");
+                    }
+                }
+            }
+        }
+        self.notify_interrupted(&row.id, &trigger).await;
+    }
+
+    /// `agent.interrupted = "notify"`: the ⏳ becomes ⚠️ and a reply to the question says
+    /// that the answer was interrupted and to ask again.
+    async fn notify_interrupted(&self, run_id: &str, trigger: &Trigger) {
+        let Ok(channel) = self.inner.core.allowed(trigger.channel_id).await else {
+            return;
+        };
+        let config = self.config();
+        let gate = RunGate::open();
+        let Some((token, voice)) = self.mint(trigger, channel.id(), run_id, &gate, &config) else {
+            return;
+        };
+        self.react(&voice, trigger, WORKING, false).await;
+        self.react(&voice, trigger, INTERRUPTED, true).await;
+        let context = voice.context(trigger.channel_id);
+        self.post_reply(
+            &context,
+            trigger,
+            "My answer to this was interrupted (the node running it stopped); please ask again.",
+        )
+        .await;
+        self.inner
+            .core
+            .end_capability(&token, switchboard_engine::auth::TokenEnd::Finished);
+    }
+
+    /// `runs.abort` (`/abort`, the console) by `user`, on this node only: stops the run it
+    /// executes that `target` names when `user` started it, or when `admin`; queued runs stay.
+    fn abort_for(&self, target: AbortTarget<'_>, user: Snowflake, admin: bool) -> AbortOutcome {
+        let mut executing = self.inner.queue.executing();
+        let found = executing.iter_mut().find(|(_, run)| match target {
+            AbortTarget::Session(channel) => run.session == channel,
+            AbortTarget::Run(run_id) => run.rows.iter().any(|row| row == run_id),
+        });
+        let Some((run_id, run)) = found else {
+            drop(executing);
             // Not a session's run: a handoff's sub-run (or a chat-API run) by its id.
             return match target {
                 AbortTarget::Run(run_id) => self.inner.handoffs.abort(run_id, user, admin),
@@ -780,13 +1161,13 @@ impl Bridge {
         };
         if !run.askers.contains(&user) && !admin {
             return AbortOutcome::NotYours {
-                owner: run.trigger.author_name.clone(),
+                owner: run.owner.clone(),
             };
         }
         if run.abort.take().is_some_and(|abort| abort.send(()).is_ok()) {
-            let run_id = run.run_id.clone();
-            let session_id = run.trigger.channel_id;
-            drop(sessions);
+            let run_id = run_id.clone();
+            let session_id = run.session;
+            drop(executing);
             // Its sub-runs stop with it.
             self.inner.handoffs.stop_below(&run_id);
             AbortOutcome::Stopped { run_id, session_id }
@@ -795,43 +1176,152 @@ impl Bridge {
         }
     }
 
-    /// What runs and waits, a session's or everywhere: running runs first, then queued ones
-    /// in order, by session.
-    fn run_views(&self, session: Option<Snowflake>) -> Vec<RunView> {
-        let sessions = self.sessions();
-        let mut ids: Vec<Snowflake> = match session {
-            Some(session) => vec![session],
-            None => sessions.keys().copied().collect(),
+    /// `runs.abort` wherever the run runs: this node's run stops at once; another node's run is
+    /// flagged in the store and stops at its node's next heartbeat.
+    async fn abort_anywhere(
+        &self,
+        target: AbortTarget<'_>,
+        user: Snowflake,
+        admin: bool,
+    ) -> AbortOutcome {
+        let store = &self.inner.queue.store;
+        let running_in = |session: String| switchboard_records::RunFilter {
+            session: Some(session),
+            state: Some(switchboard_records::RunState::Running),
+            limit: 64,
+            ..Default::default()
         };
-        ids.sort_unstable();
-        let view = |trigger: &Trigger, state, run: Option<&RunningRun>| RunView {
-            run_id: run.map(|run| run.run_id.clone()),
-            started_ms: run.map(|run| run.started_ms),
-            ..trigger_view(trigger, state)
+        let running = match target {
+            AbortTarget::Session(channel) => store.runs(running_in(channel.to_string())).await,
+            AbortTarget::Run(run_id) => match store.run(run_id).await {
+                Ok(Some(row)) if row.state == switchboard_records::RunState::Running => store
+                    .runs(running_in(row.session.clone()))
+                    .await
+                    .map(|rows| {
+                        rows.into_iter()
+                            .filter(|r| r.node == row.node)
+                            .collect::<Vec<_>>()
+                    }),
+                Ok(_) => Ok(Vec::new()),
+                Err(error) => Err(error),
+            },
         };
-        let queues: Vec<&SessionQueue> = ids.iter().filter_map(|id| sessions.get(id)).collect();
-        let running = queues.iter().filter_map(|queue| {
-            let run = queue.running.as_ref()?;
-            Some(view(&run.trigger, RunState::Running, Some(run)))
-        });
-        let queued = queues.iter().flat_map(|queue| {
-            queue
-                .waiting
-                .iter()
-                .map(|queued| view(&queued.trigger, RunState::Queued, None))
-        });
-        let mut views: Vec<RunView> = running.chain(queued).collect();
-        views.extend(self.inner.handoffs.views(session));
-        // A run is recorded as ended a moment before its session's slot is freed: until then
-        // it is listed once, as running.
-        let ended: Vec<RunView> = self
-            .inner
-            .ended
-            .views(session)
-            .into_iter()
-            .filter(|ended| !views.iter().any(|live| live.run_id == ended.run_id))
+        let running = match running {
+            Ok(rows) if !rows.is_empty() => rows,
+            Ok(_) => return self.abort_for(target, user, admin),
+            Err(error) => {
+                tracing::warn!("cannot read the runs to stop from the store: {error}; stopping this node's only");
+                return self.abort_for(target, user, admin);
+            }
+        };
+        let mut triggers: Vec<(u64, Trigger)> = running
+            .iter()
+            .filter_map(|r| Some((r.seq, queue::decode(&r.trigger)?)))
             .collect();
+        triggers.sort_by_key(|(seq, _)| *seq);
+        let Some(head) = running.iter().min_by_key(|r| r.seq) else {
+            return AbortOutcome::NothingRunning;
+        };
+        if !admin && !triggers.iter().any(|(_, t)| t.author_id == user) {
+            return AbortOutcome::NotYours {
+                owner: triggers
+                    .last()
+                    .map(|(_, t)| t.author_name.clone())
+                    .unwrap_or_default(),
+            };
+        }
+        if running.iter().all(|r| r.abort_requested) {
+            return AbortOutcome::NothingRunning;
+        }
+        let session_id = triggers.first().map_or(Snowflake(0), |(_, t)| t.channel_id);
+        let stopped_here = self.inner.queue.stop_local(&head.id);
+        for row in &running {
+            if let Err(error) = store.request_abort(&row.id, now_ms()).await {
+                tracing::warn!(run = %row.id, "cannot flag the run to stop in the store: {error}");
+            }
+        }
+        let run_id = stopped_here.unwrap_or_else(|| head.id.clone());
+        self.inner.handoffs.stop_below(&run_id);
+        AbortOutcome::Stopped { run_id, session_id }
+    }
+
+    /// This node's view: the runs it executes, its handoffs' sub-runs and the runs it recorded
+    /// as ended.
+    fn run_views(&self, session: Option<Snowflake>) -> Vec<RunView> {
+        let mut views: Vec<RunView> = Vec::new();
+        views.extend(self.inner.handoffs.views(session));
+        let ended = self.inner.ended.views(session);
         views.extend(ended);
+        views
+    }
+
+    /// What runs and waits, a session's or everywhere, as the store holds it (every node's):
+    /// running runs first, then queued ones in order, by session; then handoffs' sub-runs;
+    /// then ended runs, newest first.
+    async fn stored_views(&self, session: Option<Snowflake>) -> Vec<RunView> {
+        let rows = match self
+            .inner
+            .queue
+            .store
+            .runs(switchboard_records::RunFilter {
+                session: session.map(|s| s.to_string()),
+                limit: switchboard_records::RunFilter::MAX_LIMIT,
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(rows) => rows,
+            Err(error) => {
+                tracing::warn!("cannot read the runs from the store: {error}; listing this node's");
+                return self.run_views(session);
+            }
+        };
+        let ended_here = self.inner.ended.views(session);
+        let view = |row: &switchboard_records::Run| {
+            let trigger = queue::decode(&row.trigger)?;
+            let state = view_state(row.state);
+            let here = ended_here
+                .iter()
+                .find(|e| e.run_id.as_deref() == Some(row.id.as_str()));
+            Some(RunView {
+                run_id: Some(row.id.clone()),
+                started_ms: row.started_ms,
+                ended_ms: row.finished_ms,
+                answer: row.state.is_over().then(|| {
+                    row.final_text
+                        .as_deref()
+                        .unwrap_or_default()
+                        .chars()
+                        .take(switchboard_engine::runs::RUN_ANSWER_CHARS)
+                        .collect()
+                }),
+                usage: here.and_then(|e| e.usage),
+                ..trigger_view(&trigger, state)
+            })
+        };
+        let mut live: Vec<&switchboard_records::Run> =
+            rows.iter().filter(|r| !r.state.is_over()).collect();
+        live.sort_by_key(|r| {
+            (
+                r.state != switchboard_records::RunState::Running,
+                r.session.parse::<u64>().unwrap_or(u64::MAX),
+                r.seq,
+            )
+        });
+        let mut views: Vec<RunView> = live.into_iter().filter_map(view).collect();
+        views.extend(self.inner.handoffs.views(session));
+        // Handoffs' sub-runs and chat-API runs have no row: their ends are this node's record.
+        views.extend(
+            ended_here
+                .iter()
+                .filter(|e| {
+                    !rows
+                        .iter()
+                        .any(|r| e.run_id.as_deref() == Some(r.id.as_str()))
+                })
+                .cloned(),
+        );
+        views.extend(rows.iter().filter(|r| r.state.is_over()).filter_map(view));
         views
     }
 
@@ -956,31 +1446,24 @@ impl Bridge {
         session_agent: agents::RunAgent,
         run_id: &str,
         aborted: oneshot::Receiver<()>,
-    ) {
+        gate: RunGate,
+        permit: tokio::sync::OwnedSemaphorePermit,
+    ) -> (&'static str, Option<String>) {
         let Some(trigger) = triggers.last() else {
-            return;
+            return ("failed", None);
         };
         tracing::trace!(session = %trigger.channel_id, messages = triggers.len(), "run dequeued");
         let channel = match self.inner.core.allowed(trigger.channel_id).await {
             Ok(channel) => channel,
             Err(error) => {
                 tracing::debug!(channel = %trigger.channel_id, code = %error.code, "not starting a run: channel not allowed");
-                return;
+                return ("failed", Some("the channel is not allowed".to_owned()));
             }
         };
-        let Ok(permit) = self.inner.runs.acquire().await else {
-            return;
-        };
-        // Taken when the run starts. The run may start while the record is written, but it
-        // acts (tool calls, draft, reply, reactions) only through the gate, which opens once
-        // the record is durable: a crash from here on leaves the message unanswered rather
-        // than answered twice.
-        let Some((gate, triggers)) = self.take_all(triggers).await else {
-            return;
-        };
-        let Some(trigger) = triggers.last() else {
-            return;
-        };
+        // The messages were claimed when they were queued. The run may start while a claim's
+        // record is written, but it acts (tool calls, draft, reply, reactions) only through
+        // the gate, which opens once every record is durable: a crash from here on leaves the
+        // message unanswered rather than answered twice.
         let earlier = &triggers[..triggers.len() - 1];
         // A trigger that names an agent (a schedule's) runs with it; else the session's.
         let requested = {
@@ -993,7 +1476,7 @@ impl Bridge {
         let thread = match agent.config.reply_in_thread {
             ReplyInThread::Always => {
                 if !gate.opened().await {
-                    return;
+                    return ("failed", None);
                 }
                 threads::open(&self.inner.core, channel, trigger).await
             }
@@ -1013,7 +1496,7 @@ impl Bridge {
         let Some((token, voice)) =
             self.mint(trigger, answer_channel.id(), run_id, &gate, &agent.config)
         else {
-            return;
+            return ("failed", Some("no capability could be minted".to_owned()));
         };
         // The ⏳ and the typing indicator start once the agent has started (a command: once
         // its process is spawned), so they never compete with it for the machine; the ⏳ is
@@ -1084,7 +1567,7 @@ impl Bridge {
                 self.inner
                     .core
                     .end_capability(&token, switchboard_engine::auth::TokenEnd::Finished);
-                return;
+                return ("failed", Some(refused.message()));
             }
         };
         let answer_in = (answer_channel != channel).then_some(answer_channel);
@@ -1098,7 +1581,7 @@ impl Bridge {
                 }
             }
         };
-        let succeeded = self
+        let (succeeded, outcome, excerpt) = self
             .execute(
                 channel,
                 trigger,
@@ -1119,8 +1602,9 @@ impl Bridge {
         typing.abort();
         drop(permit);
         let _ = working.await;
+        let ended = (outcome, Some(excerpt));
         if !gate.opened().await {
-            return;
+            return ended;
         }
         self.react(&voice, trigger, WORKING, false).await;
         // Every message the run answered says how it went.
@@ -1133,6 +1617,7 @@ impl Bridge {
             )
             .await;
         }
+        ended
     }
 
     fn error_line(config: &AgentConfig, reason: &str) -> String {
@@ -1150,7 +1635,7 @@ impl Bridge {
         aborted: impl std::future::Future<Output = ()> + Send,
         spawned: tokio::sync::watch::Sender<bool>,
         run: &RunTicket<'_>,
-    ) -> bool {
+    ) -> (bool, &'static str, String) {
         let RunTicket {
             id: request_id,
             earlier,
@@ -1253,7 +1738,11 @@ impl Bridge {
             Runner::OpenAi(runner) => {
                 spawned.send_replace(true);
                 let Some(context) = self.run_context(&answering, token, request_id, &cwd) else {
-                    return false;
+                    return (
+                        false,
+                        "failed",
+                        "the run's own token was refused".to_owned(),
+                    );
                 };
                 let memory = self.inner.memory.as_deref();
                 let (summary, notes) = match memory {
@@ -1343,7 +1832,11 @@ impl Bridge {
             Runner::Demo => {
                 spawned.send_replace(true);
                 let Some(context) = self.run_context(&answering, token, request_id, &cwd) else {
-                    return false;
+                    return (
+                        false,
+                        "failed",
+                        "the run's own token was refused".to_owned(),
+                    );
                 };
                 let _ = prompted.set(trigger.text.chars().count() as u64);
                 let demo = tokio::time::timeout(
@@ -1386,7 +1879,11 @@ impl Bridge {
             }
             tracing::warn!(run = %request_id, "the run was stopped and posts nothing: its trigger could not be recorded as answered");
             self.finished(&answering, request_id, "failed", started);
-            return false;
+            return (
+                false,
+                "failed",
+                "its trigger could not be recorded as answered".to_owned(),
+            );
         }
         let reply = match &answer {
             Answer::Reply(text) => Some(text.trim()).filter(|r| !r.is_empty() && *r != "NO_REPLY"),
@@ -1442,7 +1939,7 @@ impl Bridge {
         };
         self.finished(&answering, request_id, outcome, started);
         self.record_ended(&answering, request_id, outcome, &excerpt, meter, started);
-        succeeded
+        (succeeded, outcome, excerpt)
     }
 
     /// Puts a Discord-started run that ended in the node's record of ended runs.
@@ -1624,6 +2121,22 @@ impl Runs for Bridge {
         self.abort_for(target, user, admin)
     }
 
+    fn list_runs(
+        &self,
+        session: Option<Snowflake>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Vec<RunView>> + Send + '_>> {
+        Box::pin(self.stored_views(session))
+    }
+
+    fn abort_run<'a>(
+        &'a self,
+        target: AbortTarget<'a>,
+        user: Snowflake,
+        admin: bool,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = AbortOutcome> + Send + 'a>> {
+        Box::pin(self.abort_anywhere(target, user, admin))
+    }
+
     fn session_agent(
         &self,
         session: Snowflake,
@@ -1715,6 +2228,103 @@ fn answer_excerpt(answer: &Answer) -> String {
     text.chars()
         .take(switchboard_engine::runs::RUN_ANSWER_CHARS)
         .collect()
+}
+
+/// The node's claim loop: claims rows while run permits are free, sweeps expired leases every
+/// quarter lease, and waits for a wake-up (a row queued or ended here) or its poll. Ends when
+/// the bridge is dropped.
+async fn claim_loop(bridge: std::sync::Weak<Inner>) {
+    let mut swept: Option<std::time::Instant> = None;
+    loop {
+        let Some(inner) = bridge.upgrade() else {
+            return;
+        };
+        let this = Bridge { inner };
+        if swept.is_none_or(|at| at.elapsed() >= this.lease() / 4) {
+            this.sweep().await;
+            swept = Some(std::time::Instant::now());
+        }
+        this.claim_rows().await;
+        let poll = this.inner.queue.poll();
+        let woken = {
+            let inner = Arc::clone(&this.inner);
+            drop(this);
+            tokio::time::timeout(poll, async move { inner.queue.wake.notified().await }).await
+        };
+        drop(woken);
+    }
+}
+
+/// Renews the lease of a run's rows while it runs; stops the run when someone asked it to stop
+/// (`runs.abort` on any node) or when its lease was lost (another node interrupted it).
+async fn heartbeat(bridge: Bridge, run_id: String, rows: Vec<String>) {
+    let lease = bridge.lease();
+    let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
+    let mut tick = tokio::time::interval(queue::heartbeat_period(lease));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let queue = &bridge.inner.queue;
+        for row in &rows {
+            match queue
+                .store
+                .heartbeat_run(row, &queue.node, now_ms(), lease_ms)
+                .await
+            {
+                Ok(switchboard_store::Heartbeat::Held {
+                    abort_requested: false,
+                    ..
+                }) => {}
+                Ok(switchboard_store::Heartbeat::Held {
+                    abort_requested: true,
+                    ..
+                }) => {
+                    if queue.stop_local(&run_id).is_some() {
+                        tracing::info!(run = %run_id, "run aborted (asked through the store)");
+                        bridge.inner.handoffs.stop_below(&run_id);
+                    }
+                }
+                Ok(switchboard_store::Heartbeat::Lost) => {
+                    if queue.stop_local(&run_id).is_some() {
+                        tracing::warn!(run = %run_id, "the run's lease was lost (another node took it as interrupted); stopping it");
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(run = %run_id, "cannot renew the run's lease: {error}");
+                }
+            }
+        }
+    }
+}
+
+/// A schedule's report of a run that did not start.
+fn report_error(reason: &str) -> switchboard_schedule::RunReport {
+    switchboard_schedule::RunReport {
+        error: Some(reason.to_owned()),
+        ..switchboard_schedule::RunReport::default()
+    }
+}
+
+/// The state a run row ends in for an outcome (as `run.finished` names it).
+fn stored_state(outcome: &str) -> switchboard_records::RunState {
+    match outcome {
+        "replied" | "no_reply" => switchboard_records::RunState::Finished,
+        "aborted" => switchboard_records::RunState::Aborted,
+        _ => switchboard_records::RunState::Failed,
+    }
+}
+
+/// A stored run's state as `runs.list` shows it.
+fn view_state(state: switchboard_records::RunState) -> RunState {
+    match state {
+        switchboard_records::RunState::Queued => RunState::Queued,
+        switchboard_records::RunState::Running => RunState::Running,
+        switchboard_records::RunState::Finished => RunState::Finished,
+        switchboard_records::RunState::Failed => RunState::Failed,
+        switchboard_records::RunState::Aborted => RunState::Aborted,
+        switchboard_records::RunState::Interrupted => RunState::Interrupted,
+    }
 }
 
 /// The end state a run's outcome (as `run.finished` names it) is listed with.

@@ -44,8 +44,9 @@ pub struct ListRunsInput {
     /// `api:NAME`).
     pub session_id: Option<String>,
     /// Only runs in this state. Without it (and without `runId`) the list holds the runs
-    /// running and queued now; `finished`, `failed` and `aborted` list the runs this node
-    /// recorded as ended (the last 1,000, until a restart).
+    /// running and queued now, on every node; `finished`, `failed`, `aborted` and
+    /// `interrupted` list ended runs (kept in the store a month; a handoff's sub-runs and
+    /// chat-API runs: the last 1,000 this node recorded, until a restart).
     pub state: Option<RunState>,
     /// Only the run with this id (`run-<hex>`; a handoff's `run-<hex>.<hex>`).
     pub run_id: Option<String>,
@@ -102,7 +103,7 @@ impl Tool for ListRuns {
         ToolSpec {
             id: "runs.list",
             title: "List agent runs",
-            description: "List the agent's runs: the ones running (with their id, session, start and who asked) and the ones queued; with a state or a run id, also the ones this node recorded as ended (their end, answer and usage).",
+            description: "List the agent's runs: the ones running (with their id, session, start and who asked) and the ones queued; with a state or a run id, also ended ones (their end and answer).",
             help: "An operator callable: the operator, or a token whose scope names it (runs.list, runs.*, *); an agent run never. Discord's /status shows the same for its channel. Stop a run with runs.abort.",
             mutating: false,
             primary: None,
@@ -167,7 +168,8 @@ impl Tool for ListRuns {
         // Without a state or an id, the list is what runs and waits now; the node's record of
         // ended runs answers a state that asks for it, or a run id.
         let live_only = plan.state.is_none() && plan.run_id.is_none();
-        let mut matching = runs(cx)?.list(plan.session).into_iter().filter(|run| {
+        let listed = runs(cx)?.list_runs(plan.session).await;
+        let mut matching = listed.into_iter().filter(|run| {
             plan.state
                 .map_or(!(live_only && run.state.ended()), |state| {
                     run.state == state
@@ -305,7 +307,7 @@ impl Tool for AbortRun {
                     "sessionId: this token stops only the runs it started, by their runId",
                 ));
             };
-            let owned = runs.list(None).iter().any(|run| {
+            let owned = runs.list_runs(None).await.iter().any(|run| {
                 run.run_id.as_deref() == Some(id.as_str())
                     && run.started_by.as_deref() == Some(key.as_str())
             });
@@ -332,7 +334,7 @@ impl Tool for AbortRun {
                 AbortTarget::Session(session)
             }
         };
-        match runs.abort(target, user, admin) {
+        match runs.abort_run(target, user, admin).await {
             AbortOutcome::Stopped { run_id, session_id } => {
                 tracing::info!(run = %run_id, session = %session_id, caller = %cx.context.caller.key(), "run aborted");
                 output(&Stopped { run_id, session_id })

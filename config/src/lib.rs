@@ -162,6 +162,9 @@ pub struct AgentConfig {
     /// What to do with a message that would have started a run but was missed live and
     /// fetched afterwards (`agent.missed_triggers`, default `reply`).
     pub missed_triggers: MissedTriggers,
+    /// What becomes of a run whose node died or restarted before it ended, once a live node
+    /// finds its lease expired (`agent.interrupted`, default `notify`).
+    pub interrupted: Interrupted,
     /// A missed trigger older than this is not answered even with `reply`
     /// (`agent.missed_max_age_s`, default 600, 1 to 604,800).
     pub missed_max_age: std::time::Duration,
@@ -181,6 +184,18 @@ pub enum MissedTriggers {
     Reply,
     /// Store them, never answer them.
     Ignore,
+}
+
+/// `agent.interrupted`: what becomes of a run whose node stopped renewing its lease (died,
+/// restarted, lost the store) — on another node, or on the same one when it comes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Interrupted {
+    /// The ⏳ becomes ⚠️ and the bot says, in reply to the question, that the answer was
+    /// interrupted and to ask again.
+    #[default]
+    Notify,
+    /// The run starts again with the same trigger.
+    Rerun,
 }
 
 /// `agent.batch`: what a session's next run answers when several messages queued while its

@@ -110,6 +110,8 @@ pub(crate) struct RawAgent {
     pub reply_in_thread: Option<Spanned<String>>,
     #[serde(default)]
     pub missed_triggers: Option<Spanned<String>>,
+    #[serde(default)]
+    pub interrupted: Option<Spanned<String>>,
     #[serde(default = "default_missed_max_age_s")]
     pub missed_max_age_s: Spanned<u64>,
     #[serde(default)]

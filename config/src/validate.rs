@@ -478,6 +478,19 @@ pub(crate) fn agent_config(
             crate::MissedTriggers::Reply
         }
     };
+    let interrupted = match raw.interrupted.as_ref().map(|m| (m, m.get_ref().as_str())) {
+        None | Some((_, "notify")) => crate::Interrupted::Notify,
+        Some((_, "rerun")) => crate::Interrupted::Rerun,
+        Some((value, other)) => {
+            c.add(
+                Some(value.span()),
+                format!("{prefix}.interrupted"),
+                format!("unknown value '{other}'"),
+                "use interrupted = \"notify\" (a run cut short by a node's death says so in reply to its question) or \"rerun\" (it runs again)",
+            );
+            crate::Interrupted::Notify
+        }
+    };
     // Answered triggers are remembered for eight days (the store's record), so a missed
     // trigger may be at most a week old to be answered once only.
     let missed_max_age = std::time::Duration::from_secs(bounded_because(
@@ -603,6 +616,7 @@ pub(crate) fn agent_config(
         stream_interval,
         reply_in_thread,
         missed_triggers,
+        interrupted,
         price: crate::plans::price(
             raw.price_in_per_mtok.as_ref(),
             raw.price_out_per_mtok.as_ref(),

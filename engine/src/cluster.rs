@@ -22,6 +22,10 @@ pub trait NodeView: Send + Sync {
     /// How long a heartbeat or a lease lasts (`cluster.lease_s`): a node not heard from for
     /// longer is `gone`.
     fn lease_ms(&self) -> u64;
+    /// Where the agent's runs are queued (every node's), when there is an agent.
+    fn run_store(&self) -> Option<Arc<dyn switchboard_store::RunStore>> {
+        None
+    }
 }
 
 /// `admin.cluster.status`'s answer.
@@ -36,6 +40,57 @@ pub struct ClusterStatus {
     pub nodes: Vec<NodeStatus>,
     /// Every shard lease, by shard (expired ones too).
     pub leases: Vec<LeaseStatus>,
+    /// The agent's queue per session, cluster-wide: the sessions with runs waiting or running,
+    /// by session.
+    #[serde(default)]
+    pub queues: Vec<QueueStatus>,
+}
+
+/// A session's runs in [`ClusterStatus`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueStatus {
+    /// The session (a channel id, or an API session).
+    pub session_id: String,
+    /// Runs waiting for the session's running one (on any node).
+    pub queued: usize,
+    /// Runs running (one, or a run and the burst it answers together).
+    pub running: usize,
+}
+
+/// The queue depth per session from the run rows (at most
+/// [`RunFilter::MAX_LIMIT`](switchboard_records::RunFilter::MAX_LIMIT) of each state).
+async fn queues(
+    store: &dyn switchboard_store::RunStore,
+) -> Result<Vec<QueueStatus>, switchboard_store::StoreError> {
+    let mut by_session: std::collections::BTreeMap<String, QueueStatus> = Default::default();
+    for state in [
+        switchboard_records::RunState::Queued,
+        switchboard_records::RunState::Running,
+    ] {
+        let rows = store
+            .runs(switchboard_records::RunFilter {
+                state: Some(state),
+                limit: switchboard_records::RunFilter::MAX_LIMIT,
+                ..Default::default()
+            })
+            .await?;
+        for row in rows {
+            let entry = by_session
+                .entry(row.session.clone())
+                .or_insert_with(|| QueueStatus {
+                    session_id: row.session,
+                    queued: 0,
+                    running: 0,
+                });
+            if state == switchboard_records::RunState::Queued {
+                entry.queued += 1;
+            } else {
+                entry.running += 1;
+            }
+        }
+    }
+    Ok(by_session.into_values().collect())
 }
 
 /// A node in [`ClusterStatus`].
@@ -117,11 +172,16 @@ pub async fn status(
             until_ms: lease.until_ms,
         })
         .collect();
+    let queues = match view.run_store() {
+        Some(runs) => queues(runs.as_ref()).await?,
+        None => Vec::new(),
+    };
     Ok(ClusterStatus {
         node: view.node_id().to_owned(),
         store: view.store_kind().to_owned(),
         nodes,
         leases,
+        queues,
     })
 }
 
@@ -151,6 +211,9 @@ mod tests {
         }
         fn lease_ms(&self) -> u64 {
             20_000
+        }
+        fn run_store(&self) -> Option<Arc<dyn switchboard_store::RunStore>> {
+            Some(Arc::clone(&self.0) as _)
         }
     }
 
@@ -188,5 +251,38 @@ mod tests {
         let leases: Vec<(u32, bool)> = status.leases.iter().map(|l| (l.shard, l.expired)).collect();
         assert_eq!(leases, vec![(0, false), (1, true)]);
         assert_eq!(status.store, "memory");
+    }
+
+    #[tokio::test]
+    async fn the_queue_depth_per_session_counts_every_nodes_runs() {
+        use switchboard_store::RunStore;
+        let store = Arc::new(MemoryBackend::new(MemoryOptions::default()));
+        for (id, session) in [("r1", "7"), ("r2", "7"), ("r3", "7"), ("r4", "9")] {
+            store
+                .enqueue_run(
+                    switchboard_records::NewRun {
+                        id: id.into(),
+                        session: session.into(),
+                        agent: "default".into(),
+                        trigger: "{}".into(),
+                        requested_by: None,
+                        parent_run: None,
+                        enqueued_ms: 1,
+                    },
+                    10,
+                )
+                .await
+                .unwrap();
+        }
+        // One node runs session 7's first run, another session 9's.
+        store.claim_next_run("a", 2, 20_000).await.unwrap();
+        store.claim_next_run("b", 2, 20_000).await.unwrap();
+        let status = status(&View(store), 3).await.unwrap();
+        let queues: Vec<(&str, usize, usize)> = status
+            .queues
+            .iter()
+            .map(|q| (q.session_id.as_str(), q.queued, q.running))
+            .collect();
+        assert_eq!(queues, vec![("7", 2, 1), ("9", 0, 1)]);
     }
 }

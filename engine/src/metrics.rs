@@ -284,6 +284,12 @@ impl Metrics {
         self.gauge(QUEUE_DEPTH, Vec::new(), now.max(0) as f64);
     }
 
+    /// Runs waiting in the agent's queues are `depth` (counted in the store: every node's).
+    pub fn queue_depth_set(&self, depth: i64) {
+        self.queue_depth.store(depth, Ordering::Relaxed);
+        self.gauge(QUEUE_DEPTH, Vec::new(), depth.max(0) as f64);
+    }
+
     /// Calls, failed calls and agent runs finished since start.
     pub fn totals(&self) -> Totals {
         Totals {

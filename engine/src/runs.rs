@@ -78,6 +78,9 @@ pub enum RunState {
     Failed,
     /// It was stopped (`runs.abort`, the run that asked being stopped, a client gone).
     Aborted,
+    /// Its node stopped renewing its lease before it ended (died, restarted, lost the store);
+    /// `agent.interrupted` said what became of its question.
+    Interrupted,
 }
 
 impl RunState {
@@ -85,7 +88,7 @@ impl RunState {
     pub fn ended(self) -> bool {
         matches!(
             self,
-            RunState::Finished | RunState::Failed | RunState::Aborted
+            RunState::Finished | RunState::Failed | RunState::Aborted | RunState::Interrupted
         )
     }
 }
@@ -199,6 +202,24 @@ pub trait Runs: Send + Sync {
     /// Stops the running run `target` names when `user` started it, or when `admin`; queued
     /// runs stay.
     fn abort(&self, target: AbortTarget<'_>, user: Snowflake, admin: bool) -> AbortOutcome;
+    /// [`Runs::list`] as the cluster sees it: a bridge that keeps its runs in a shared store
+    /// reads them there (every node's, ended ones too). By default, [`Runs::list`].
+    fn list_runs(
+        &self,
+        session: Option<Snowflake>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Vec<RunView>> + Send + '_>> {
+        Box::pin(std::future::ready(self.list(session)))
+    }
+    /// [`Runs::abort`] wherever the run runs: a bridge that keeps its runs in a shared store
+    /// flags another node's run there. By default, [`Runs::abort`].
+    fn abort_run<'a>(
+        &'a self,
+        target: AbortTarget<'a>,
+        user: Snowflake,
+        admin: bool,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = AbortOutcome> + Send + 'a>> {
+        Box::pin(std::future::ready(self.abort(target, user, admin)))
+    }
     /// The agent that answers in `session` and why (what `/agent` shows).
     fn session_agent(
         &self,

@@ -680,7 +680,7 @@ fn agent_paths() -> Map<String, Value> {
             "summary": "The agent's runs the caller may see (runs.list)",
             "parameters": [
                 query("session", "Only this session's runs (#alias, id, or api:<token name>)", json!({ "type": "string" })),
-                query("state", "Only runs in this state; without it, the runs running and queued now. finished, failed and aborted list the runs this node recorded as ended (the last 1,000, until a restart)", json!({ "type": "string", "enum": ["running", "queued", "finished", "failed", "aborted"] })),
+                query("state", "Only runs in this state; without it, the runs running and queued now, on every node. finished, failed, aborted and interrupted list ended runs (kept in the store a month; a handoff's sub-runs and chat-API runs: the last 1,000 this node recorded, until a restart)", json!({ "type": "string", "enum": ["running", "queued", "finished", "failed", "aborted", "interrupted"] })),
                 query("limit", "At most this many (1 to 200, default 200)", json!({ "type": "integer", "minimum": 1, "maximum": 200 })),
                 query("cursor", "The previous page's nextCursor", json!({ "type": "string" }))
             ],

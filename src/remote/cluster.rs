@@ -1,5 +1,5 @@
 //! `switchboard cluster status`: every node on the running switchboard's store — live or
-//! gone, its shards, its last heartbeat — then the shard leases, through the operator
+//! gone, its shards, its last heartbeat — then the queue depth per session, then the shard leases, through the operator
 //! callable `admin.cluster.status` (what `GET /v1/cluster` answers).
 
 use std::path::Path;
@@ -59,7 +59,8 @@ fn shard_list(shards: Option<&Value>) -> String {
     }
 }
 
-/// The answer as lines: one per node, then `leases:` and one per lease.
+/// The answer as lines: one per node, then `queues:` and one per session with runs waiting or
+/// running (cluster-wide), then `leases:` and one per lease.
 fn lines(status: &Value, now_ms: u64) -> Vec<String> {
     let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or("-").to_owned();
     let ms = |v: &Value, key: &str| v.get(key).and_then(Value::as_u64).unwrap_or(0);
@@ -79,6 +80,25 @@ fn lines(status: &Value, now_ms: u64) -> Vec<String> {
             when(ms(node, "lastHeartbeatMs"), now_ms),
             if id == answering { "  (this node)" } else { "" }
         ));
+    }
+    let queues: Vec<&Value> = status
+        .get("queues")
+        .and_then(Value::as_array)
+        .map(|q| q.iter().collect())
+        .unwrap_or_default();
+    if queues.is_empty() {
+        out.push("queues: none".to_owned());
+    } else {
+        out.push("queues:".to_owned());
+        for queue in queues {
+            let count = |key: &str| queue.get(key).and_then(Value::as_u64).unwrap_or(0);
+            out.push(format!(
+                "  session {:<22} {} queued, {} running",
+                text(queue, "sessionId"),
+                count("queued"),
+                count("running")
+            ));
+        }
     }
     let leases: Vec<&Value> = status
         .get("leases")
@@ -119,13 +139,16 @@ mod tests {
                 {"nodeId": "a", "state": "live", "shards": [0, 1], "lastHeartbeatMs": now - 2_000, "startedMs": 0},
                 {"nodeId": "b", "state": "gone", "shards": [], "lastHeartbeatMs": now - 90_000, "startedMs": 0}
             ],
+            "queues": [
+                {"sessionId": "1000000000000000401", "queued": 3, "running": 1}
+            ],
             "leases": [
                 {"shard": 0, "nodeId": "a", "untilMs": now + 15_000, "expired": false},
                 {"shard": 1, "nodeId": "b", "untilMs": now - 70_000, "expired": true}
             ]
         });
         let lines = lines(&status, now);
-        assert_eq!(lines.len(), 5, "{lines:#?}");
+        assert_eq!(lines.len(), 7, "{lines:#?}");
         assert!(
             lines[0].starts_with("a ")
                 && lines[0].contains("live")
@@ -142,21 +165,26 @@ mod tests {
                 && lines[1].contains("(90 s ago)"),
             "{lines:#?}"
         );
-        assert_eq!(lines[2], "leases:");
+        assert_eq!(lines[2], "queues:");
+        assert_eq!(
+            lines[3],
+            "  session 1000000000000000401    3 queued, 1 running"
+        );
+        assert_eq!(lines[4], "leases:");
         assert!(
-            lines[3].contains("shard 0")
-                && lines[3].contains("until")
-                && lines[3].contains("(in 15 s)"),
+            lines[5].contains("shard 0")
+                && lines[5].contains("until")
+                && lines[5].contains("(in 15 s)"),
             "{lines:#?}"
         );
         assert!(
-            lines[4].contains("expired") && lines[4].contains("(70 s ago)"),
+            lines[6].contains("expired") && lines[6].contains("(70 s ago)"),
             "{lines:#?}"
         );
         // Garbage reads as placeholders, not a panic.
         assert_eq!(
             super::lines(&json!("garbage"), now),
-            vec!["leases: none".to_owned()]
+            vec!["queues: none".to_owned(), "leases: none".to_owned()]
         );
     }
 }

@@ -552,6 +552,52 @@ impl RunStore for PgBackend {
         })
     }
 
+    fn join_runs(
+        &self,
+        held: &str,
+        node: &str,
+        run_ids: Vec<String>,
+        now_ms: u64,
+    ) -> StoreFuture<'_, Vec<Run>> {
+        let (held, node) = (clean(held), clean(node));
+        let run_ids: Vec<String> = run_ids.iter().map(|id| clean(id)).collect();
+        in_transaction!(self, "runs", |shared, tx| async {
+            let pg = |err| from_pg(&shared.location, "runs", err);
+            lock(tx, Lock::RunQueue, "").await.map_err(pg)?;
+            let head = tx
+                .query_opt(
+                    "SELECT session_key, lease_until_ms FROM runs
+                     WHERE id = $1 AND node = $2 AND state = 'running'",
+                    &[&held, &node],
+                )
+                .await
+                .map_err(pg)?;
+            let Some(head) = head else {
+                return Ok(Vec::new());
+            };
+            let (session, lease): (String, Option<i64>) = (head.get(0), head.get(1));
+            let rows = tx
+                .query(
+                    concat!(
+                        "UPDATE runs SET state = 'running', node = $2, lease_until_ms = $3,
+                             started_ms = $4
+                         WHERE id = ANY($1) AND session_key = $5 AND state = 'queued'
+                         RETURNING ",
+                        run_columns!()
+                    ),
+                    &[&run_ids, &node, &lease, &ms(now_ms), &session],
+                )
+                .await
+                .map_err(pg)?;
+            let mut joined = rows
+                .iter()
+                .map(|row| run_from_row(&shared.location, row))
+                .collect::<Result<Vec<_>, _>>()?;
+            joined.sort_by_key(|r| r.seq);
+            Ok(joined)
+        })
+    }
+
     fn heartbeat_run(
         &self,
         run_id: &str,

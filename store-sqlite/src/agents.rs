@@ -512,6 +512,43 @@ impl RunStore for SqliteBackend {
         })
     }
 
+    fn join_runs(
+        &self,
+        held: &str,
+        node: &str,
+        run_ids: Vec<String>,
+        now_ms: u64,
+    ) -> StoreFuture<'_, Vec<Run>> {
+        let (held, node) = (held.to_owned(), node.to_owned());
+        self.decide("join runs", move |tx| {
+            let head: Option<(String, Option<i64>)> = tx
+                .prepare_cached(
+                    "SELECT session_key, lease_until_ms FROM runs
+                     WHERE id = ?1 AND node = ?2 AND state = 'running'",
+                )?
+                .query_row(params![held, node], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()?;
+            let Some((session, lease)) = head else {
+                return Ok(Ok(Vec::new()));
+            };
+            let mut joined = Vec::new();
+            for id in &run_ids {
+                let changed = tx
+                    .prepare_cached(
+                        "UPDATE runs SET state = 'running', node = ?2, lease_until_ms = ?3,
+                             started_ms = ?4
+                         WHERE id = ?1 AND session_key = ?5 AND state = 'queued'",
+                    )?
+                    .execute(params![id, node, lease, ms_to_sql(now_ms), session])?;
+                if changed > 0 {
+                    joined.extend(run_by(tx, "id", id)?);
+                }
+            }
+            joined.sort_by_key(|r| r.seq);
+            Ok(Ok(joined))
+        })
+    }
+
     fn heartbeat_run(
         &self,
         run_id: &str,

@@ -506,6 +506,18 @@ pub trait RunStore: Send + Sync {
         now_ms: u64,
         lease_ms: u64,
     ) -> StoreFuture<'_, Option<Run>>;
+    /// Takes queued runs into a run `node` holds (a burst of messages answered by one run,
+    /// issue 25 §5): each of `run_ids` still queued in the held run's session becomes running
+    /// on `node` under the held run's lease, so it ends — or is interrupted — with it; the
+    /// others are left as they are. The runs taken, by queue place (none when `node` does not
+    /// hold `held`).
+    fn join_runs(
+        &self,
+        held: &str,
+        node: &str,
+        run_ids: Vec<String>,
+        now_ms: u64,
+    ) -> StoreFuture<'_, Vec<Run>>;
     /// Renews a running run's lease, if `node` still holds it.
     fn heartbeat_run(
         &self,

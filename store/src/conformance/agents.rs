@@ -317,6 +317,65 @@ pub fn runs_queue_per_session_in_order(make: MakePlace<'_>) {
     assert_eq!(block_on(f.backend.run("nope")).unwrap(), None);
 }
 
+/// A run answering a burst takes the runs queued behind it in its session: they run on its
+/// node under its lease and end, or are interrupted, with it; a run of another session, one
+/// already taken, or a holder that is not the node is refused.
+pub fn queued_runs_join_the_run_that_answers_them(make: MakePlace<'_>) {
+    let f = Fixture::default(make);
+    enqueue(&f, new_run("h", CHANNEL, 10));
+    enqueue(&f, new_run("j1", CHANNEL, 11));
+    enqueue(&f, new_run("j2", CHANNEL, 12));
+    enqueue(&f, new_run("o", OTHER, 13));
+    enqueue(&f, new_run("j3", CHANNEL, 14));
+    let head = claim(&*f.backend, "node-1", 100).expect("h");
+    assert_eq!(head.id, "h");
+    let ids = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    assert!(
+        block_on(f.backend.join_runs("h", "node-2", ids(&["j1"]), 101))
+            .unwrap()
+            .is_empty(),
+        "only the holder joins runs into its run"
+    );
+    let joined = block_on(
+        f.backend
+            .join_runs("h", "node-1", ids(&["j2", "o", "j1", "nope"]), 102),
+    )
+    .unwrap();
+    assert_eq!(
+        joined.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["j1", "j2"],
+        "this session's queued runs, by queue place"
+    );
+    for run in &joined {
+        assert_eq!(run.state, RunState::Running);
+        assert_eq!(run.node.as_deref(), Some("node-1"));
+        assert_eq!(run.lease_until_ms, head.lease_until_ms);
+        assert_eq!(run.started_ms, Some(102));
+    }
+    assert!(
+        block_on(f.backend.join_runs("h", "node-1", ids(&["j1"]), 103))
+            .unwrap()
+            .is_empty(),
+        "a run is joined once"
+    );
+    assert_eq!(claim(&*f.backend, "node-2", 104).unwrap().id, "o");
+    assert_eq!(
+        claim(&*f.backend, "node-2", 105),
+        None,
+        "j3 waits for the burst"
+    );
+    let interrupted = block_on(f.backend.interrupt_expired_runs(5_000, 10)).unwrap();
+    assert_eq!(
+        interrupted
+            .iter()
+            .map(|r| r.id.as_str())
+            .collect::<Vec<_>>(),
+        ["h", "j1", "j2", "o"],
+        "the joined runs are interrupted with the run they joined"
+    );
+    assert_eq!(claim(&*f.backend, "node-2", 5_001).unwrap().id, "j3");
+}
+
 /// Many threads on two nodes claim at once: each run goes to one claimer, a session never has
 /// two running, and every session's first run is taken.
 pub fn runs_raced_are_claimed_once_and_never_two_per_session(make: MakePlace<'_>) {

@@ -282,6 +282,40 @@ impl RunStore for MemoryBackend {
         })
     }
 
+    fn join_runs(
+        &self,
+        held: &str,
+        node: &str,
+        run_ids: Vec<String>,
+        now_ms: u64,
+    ) -> StoreFuture<'_, Vec<Run>> {
+        let (held, node) = (held.to_owned(), node.to_owned());
+        self.decide(move |kept| {
+            let Some((session, lease)) = kept
+                .runs
+                .get(&held)
+                .filter(|r| r.state == RunState::Running && r.node.as_deref() == Some(&node))
+                .map(|r| (r.session.clone(), r.lease_until_ms))
+            else {
+                return Ok(Vec::new());
+            };
+            let mut joined = Vec::new();
+            for id in &run_ids {
+                if let Some(run) = kept.runs.get_mut(id) {
+                    if run.state == RunState::Queued && run.session == session {
+                        run.state = RunState::Running;
+                        run.node = Some(node.clone());
+                        run.lease_until_ms = lease;
+                        run.started_ms = Some(now_ms);
+                        joined.push(run.clone());
+                    }
+                }
+            }
+            joined.sort_by_key(|r| r.seq);
+            Ok(joined)
+        })
+    }
+
     fn heartbeat_run(
         &self,
         run_id: &str,
