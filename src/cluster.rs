@@ -1,6 +1,8 @@
 //! This node in its cluster (issue 23): what `/health` and `admin.cluster.status` read
 //! ([`NodeFacts`], the engine's `NodeView`), and the node's heartbeat in the store, beaten on
 //! every node whatever `cluster.shards` says, so `switchboard cluster status` lists each one.
+//! A heartbeat that fails marks the node's store as unreachable: `/health` says `degraded`
+//! with the reason until a beat is recorded again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +21,18 @@ pub struct NodeFacts {
     pub shards: ShardStates,
     /// `cluster.lease_s`.
     pub lease: Duration,
+    /// Why the last heartbeat could not be recorded (the store is unreachable); `None` while
+    /// it can.
+    pub store_trouble: std::sync::Mutex<Option<String>>,
+}
+
+impl NodeFacts {
+    fn set_store_trouble(&self, trouble: Option<String>) {
+        *self
+            .store_trouble
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = trouble;
+    }
 }
 
 impl NodeView for NodeFacts {
@@ -48,6 +62,13 @@ impl NodeView for NodeFacts {
     fn lease_ms(&self) -> u64 {
         u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX)
     }
+
+    fn store_trouble(&self) -> Option<String> {
+        self.store_trouble
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
 }
 
 /// Beats `node`'s heartbeat every third of a lease period until aborted. A failed beat is
@@ -70,14 +91,20 @@ pub fn heartbeat(node: Arc<NodeFacts>, address: String) -> tokio::task::JoinHand
             match node.store.node_heartbeat(beat).await {
                 Ok(()) if failing => {
                     failing = false;
+                    node.set_store_trouble(None);
                     tracing::info!(node = %node.node_id, "the node's heartbeat is recorded again");
                 }
                 Ok(()) => {}
-                Err(error) if !failing => {
-                    failing = true;
-                    tracing::warn!(node = %node.node_id, "cannot record the node's heartbeat in the store: {error}; retrying every {} s", period.as_secs());
+                Err(error) => {
+                    node.set_store_trouble(Some(format!(
+                        "the store ({}) is unreachable: {error}",
+                        node.store.kind()
+                    )));
+                    if !failing {
+                        failing = true;
+                        tracing::warn!(node = %node.node_id, "cannot record the node's heartbeat in the store: {error}; retrying every {} s", period.as_secs());
+                    }
                 }
-                Err(_) => {}
             }
         }
     })

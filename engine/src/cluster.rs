@@ -22,6 +22,11 @@ pub trait NodeView: Send + Sync {
     /// How long a heartbeat or a lease lasts (`cluster.lease_s`): a node not heard from for
     /// longer is `gone`.
     fn lease_ms(&self) -> u64;
+    /// Why this node cannot reach its store now (its last heartbeat failed), or `None` while
+    /// it can: `/health` then says `degraded` with this reason.
+    fn store_trouble(&self) -> Option<String> {
+        None
+    }
 }
 
 /// `admin.cluster.status`'s answer.
