@@ -24,6 +24,9 @@ pub struct NodeFacts {
     /// Why the last heartbeat could not be recorded (the store is unreachable); `None` while
     /// it can.
     pub store_trouble: std::sync::Mutex<Option<String>>,
+    /// The REST client whose global limit and invalid-request budget are split between the
+    /// live nodes (on a shared store).
+    pub rest: bot::rest::DiscordRest,
 }
 
 impl NodeFacts {
@@ -88,7 +91,11 @@ pub fn heartbeat(node: Arc<NodeFacts>, address: String) -> tokio::task::JoinHand
                 address: Some(address.clone()),
                 at_ms: switchboard_engine::clock::now_ms(),
             };
-            match node.store.node_heartbeat(beat).await {
+            let beaten = node.store.node_heartbeat(beat).await;
+            if beaten.is_ok() && node.store.shared() {
+                share_limits(&node).await;
+            }
+            match beaten {
                 Ok(()) if failing => {
                     failing = false;
                     node.set_store_trouble(None);
@@ -109,3 +116,19 @@ pub fn heartbeat(node: Arc<NodeFacts>, address: String) -> tokio::task::JoinHand
         }
     })
 }
+
+/// Splits Discord's global limit (50 requests/s per bot) and the invalid-request budget
+/// equally between the nodes live now, so that together they stay within them. A node that
+/// cannot count them keeps its share.
+async fn share_limits(node: &NodeFacts) {
+    let lease = u64::try_from(node.lease.as_millis()).unwrap_or(u64::MAX);
+    let since = switchboard_engine::clock::now_ms().saturating_sub(lease);
+    if let Ok(nodes) = node.store.nodes(since, MAX_NODES_COUNTED).await {
+        let live = u32::try_from(nodes.len()).unwrap_or(u32::MAX).max(1);
+        node.rest.share_limits_among(live);
+    }
+}
+
+/// Most nodes counted when splitting the limits (a cluster this large gets one request a
+/// second per node anyway).
+const MAX_NODES_COUNTED: usize = 64;

@@ -302,6 +302,7 @@ pub async fn build(
         shards: shard_states.clone(),
         lease: config.cluster.lease,
         store_trouble: std::sync::Mutex::new(None),
+        rest: discord.rest.clone(),
     });
     core.set_node(Arc::clone(&node) as Arc<dyn switchboard_engine::cluster::NodeView>);
     let gateway = bot::service::start(GatewaySetup {
