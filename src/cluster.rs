@@ -1,6 +1,8 @@
 //! This node in its cluster (issue 23): what `/health` and `admin.cluster.status` read
 //! ([`NodeFacts`], the engine's `NodeView`), and the node's heartbeat in the store, beaten on
 //! every node whatever `cluster.shards` says, so `switchboard cluster status` lists each one.
+//! A heartbeat that fails marks the node's store as unreachable: `/health` says `degraded`
+//! with the reason until a beat is recorded again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +21,21 @@ pub struct NodeFacts {
     pub shards: ShardStates,
     /// `cluster.lease_s`.
     pub lease: Duration,
+    /// Why the last heartbeat could not be recorded (the store is unreachable); `None` while
+    /// it can.
+    pub store_trouble: std::sync::Mutex<Option<String>>,
+    /// The REST client whose global limit and invalid-request budget are split between the
+    /// live nodes (on a shared store).
+    pub rest: bot::rest::DiscordRest,
+}
+
+impl NodeFacts {
+    fn set_store_trouble(&self, trouble: Option<String>) {
+        *self
+            .store_trouble
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = trouble;
+    }
 }
 
 impl NodeView for NodeFacts {
@@ -52,6 +69,13 @@ impl NodeView for NodeFacts {
     fn run_store(&self) -> Option<Arc<dyn switchboard_store::RunStore>> {
         Some(Arc::clone(&self.store) as _)
     }
+
+    fn store_trouble(&self) -> Option<String> {
+        self.store_trouble
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
 }
 
 /// Beats `node`'s heartbeat every third of a lease period until aborted. A failed beat is
@@ -71,18 +95,44 @@ pub fn heartbeat(node: Arc<NodeFacts>, address: String) -> tokio::task::JoinHand
                 address: Some(address.clone()),
                 at_ms: switchboard_engine::clock::now_ms(),
             };
-            match node.store.node_heartbeat(beat).await {
+            let beaten = node.store.node_heartbeat(beat).await;
+            if beaten.is_ok() && node.store.shared() {
+                share_limits(&node).await;
+            }
+            match beaten {
                 Ok(()) if failing => {
                     failing = false;
+                    node.set_store_trouble(None);
                     tracing::info!(node = %node.node_id, "the node's heartbeat is recorded again");
                 }
                 Ok(()) => {}
-                Err(error) if !failing => {
-                    failing = true;
-                    tracing::warn!(node = %node.node_id, "cannot record the node's heartbeat in the store: {error}; retrying every {} s", period.as_secs());
+                Err(error) => {
+                    node.set_store_trouble(Some(format!(
+                        "the store ({}) is unreachable: {error}",
+                        node.store.kind()
+                    )));
+                    if !failing {
+                        failing = true;
+                        tracing::warn!(node = %node.node_id, "cannot record the node's heartbeat in the store: {error}; retrying every {} s", period.as_secs());
+                    }
                 }
-                Err(_) => {}
             }
         }
     })
 }
+
+/// Splits Discord's global limit (50 requests/s per bot) and the invalid-request budget
+/// equally between the nodes live now, so that together they stay within them. A node that
+/// cannot count them keeps its share.
+async fn share_limits(node: &NodeFacts) {
+    let lease = u64::try_from(node.lease.as_millis()).unwrap_or(u64::MAX);
+    let since = switchboard_engine::clock::now_ms().saturating_sub(lease);
+    if let Ok(nodes) = node.store.nodes(since, MAX_NODES_COUNTED).await {
+        let live = u32::try_from(nodes.len()).unwrap_or(u32::MAX).max(1);
+        node.rest.share_limits_among(live);
+    }
+}
+
+/// Most nodes counted when splitting the limits (a cluster this large gets one request a
+/// second per node anyway).
+const MAX_NODES_COUNTED: usize = 64;

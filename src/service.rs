@@ -309,6 +309,8 @@ pub async fn build(
         store: Arc::clone(&backend),
         shards: shard_states.clone(),
         lease: config.cluster.lease,
+        store_trouble: std::sync::Mutex::new(None),
+        rest: discord.rest.clone(),
     });
     core.set_node(Arc::clone(&node) as Arc<dyn switchboard_engine::cluster::NodeView>);
     let gateway = bot::service::start(GatewaySetup {

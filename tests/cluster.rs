@@ -340,3 +340,57 @@ fn two_nodes_register_the_slash_commands_once() {
         "the commands are registered"
     );
 }
+
+/// A node that loses PostgreSQL says `degraded` on `/health`, with the reason, and keeps its
+/// gateway; once PostgreSQL is back it says `ok` again, and a message posted while it was away
+/// is stored (nothing acknowledged is lost).
+#[test]
+fn a_node_that_loses_postgres_says_degraded_until_it_is_back() {
+    use switchboard_store_postgres::testing::PgCluster;
+    // Its own cluster: stopping the shared one would pull it from under other tests.
+    let cluster = PgCluster::start().expect("a PostgreSQL cluster");
+    let url = cluster.url(&cluster.database().expect("a database"));
+    let fake = Fake::start();
+    let dir = TempDir::new("degraded");
+    let sb = Switchboard::start_sections(
+        &fake,
+        dir.path(),
+        &Allow::default(),
+        Sections {
+            // Heartbeats every second.
+            extra: "[cluster]\nnode_id = \"node-a\"\nlease_s = 3\n",
+            store_url: Some(&url),
+            ..Sections::default()
+        },
+    );
+    wait_shards_ready(&sb, &[0], INGEST);
+    let wait_for = |want: &str| {
+        let deadline = Instant::now() + INGEST;
+        loop {
+            let health = health(&sb);
+            if health["status"] == want {
+                return health;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "/health never said {want}: {health}\n{}",
+                sb.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    assert!(wait_for("ok").get("reason").is_none());
+    cluster.stop_immediate().expect("stop PostgreSQL");
+    let degraded = wait_for("degraded");
+    let reason = degraded["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("postgres"), "{degraded}");
+    assert_eq!(
+        degraded["discord"], "ready",
+        "the gateway stays up: {degraded}"
+    );
+    let while_away = fake.post(demo::OPS, demo::STANLEY, "posted while the store was away");
+    cluster.start_again().expect("start PostgreSQL again");
+    let back = wait_for("ok");
+    assert!(back.get("reason").is_none(), "{back}");
+    sb.wait_listed("#ops", &[while_away], INGEST);
+}

@@ -244,6 +244,12 @@ impl DiscordRest {
         let _ = self.metrics.set(metrics);
     }
 
+    /// Takes this node's share of the bot's global limit and invalid-request budget, `nodes`
+    /// nodes sharing the token ([`Limiter::share_among`]).
+    pub fn share_limits_among(&self, nodes: u32) {
+        self.limiter.share_among(nodes);
+    }
+
     /// The rate limiter's counters: requests sent, 429s received, waits, invalid answers.
     pub fn stats(&self) -> RestStats {
         self.limiter.stats()

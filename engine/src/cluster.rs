@@ -26,6 +26,11 @@ pub trait NodeView: Send + Sync {
     fn run_store(&self) -> Option<Arc<dyn switchboard_store::RunStore>> {
         None
     }
+    /// Why this node cannot reach its store now (its last heartbeat failed), or `None` while
+    /// it can: `/health` then says `degraded` with this reason.
+    fn store_trouble(&self) -> Option<String> {
+        None
+    }
 }
 
 /// `admin.cluster.status`'s answer.

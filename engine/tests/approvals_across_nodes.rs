@@ -10,19 +10,9 @@ use switchboard_engine::approvals::{
 };
 use switchboard_engine::surface::AllowedChannel;
 
-/// Two nodes over one shared store: a call waits on node A, an approver decides on node B
-/// (no call waits there); A's call learns the decision from the store's change feed, and a
-/// second decision, on either node, finds it no longer pending.
-#[tokio::test]
-async fn a_decision_made_on_another_node_wakes_the_waiting_call_once() {
-    let store = Arc::new(switchboard_store::MemoryBackend::new(Default::default()));
-    let other = Arc::new(store.node());
-    let permissions = switchboard_config::Permissions::default();
-    let a = Arc::new(Approvals::new(&permissions, store.clone(), store.clone()));
-    let b = Approvals::new(&permissions, other.clone(), other);
-    let surface = Arc::new(switchboard_testkit::memory::MemorySurface::demo());
-    let ops = AllowedChannel::assumed_for_tests(Snowflake(switchboard_testkit::memory::demo::OPS));
-    let request = AskRequest {
+/// A call asking to post "ship it" in #ops.
+fn ship_it(ops: AllowedChannel) -> AskRequest {
+    AskRequest {
         tool: "surface.messages.send".into(),
         input: serde_json::json!({"text": "ship it"}),
         audit_input: serde_json::json!({"text": "ship it"}),
@@ -35,7 +25,22 @@ async fn a_decision_made_on_another_node_wakes_the_waiting_call_once() {
         tool_call_id: None,
         note: None,
         channel: ops,
-    };
+    }
+}
+
+/// Two nodes over one shared store: a call waits on node A, an approver decides on node B
+/// (no call waits there); A's call learns the decision from the store's change feed, and a
+/// second decision, on either node, finds it no longer pending.
+#[tokio::test]
+async fn a_decision_made_on_another_node_wakes_the_waiting_call_once() {
+    let store = Arc::new(switchboard_store::MemoryBackend::new(Default::default()));
+    let other = Arc::new(store.node());
+    let permissions = switchboard_config::Permissions::default();
+    let a = Arc::new(Approvals::new(&permissions, store.clone(), store.clone()));
+    let b = Approvals::new(&permissions, other.clone(), other);
+    let surface = Arc::new(switchboard_testkit::memory::MemorySurface::demo());
+    let ops = AllowedChannel::assumed_for_tests(Snowflake(switchboard_testkit::memory::demo::OPS));
+    let request = ship_it(ops);
     let waiting = {
         let (a, surface) = (Arc::clone(&a), Arc::clone(&surface));
         tokio::spawn(async move { a.ask(surface.as_ref(), request).await })
@@ -82,20 +87,7 @@ async fn a_request_whose_node_died_is_expired_once_by_another_node() {
     let c = Approvals::new(&permissions, store.clone(), store.clone());
     let surface = Arc::new(switchboard_testkit::memory::MemorySurface::demo());
     let ops = AllowedChannel::assumed_for_tests(Snowflake(switchboard_testkit::memory::demo::OPS));
-    let request = AskRequest {
-        tool: "surface.messages.send".into(),
-        input: serde_json::json!({"text": "ship it"}),
-        audit_input: serde_json::json!({"text": "ship it"}),
-        targets: vec![ops.id()],
-        session_label: "#ops".into(),
-        requested_by: "token:ci".into(),
-        caller: "token:ci".into(),
-        owner: "token:ci".into(),
-        run: None,
-        tool_call_id: None,
-        note: None,
-        channel: ops,
-    };
+    let request = ship_it(ops);
     let waiting = {
         let (a, surface) = (Arc::clone(&a), Arc::clone(&surface));
         tokio::spawn(async move { a.ask(surface.as_ref(), request).await })

@@ -92,6 +92,19 @@ async fn until(what: &str, done: impl Fn() -> bool) {
     panic!("timed out waiting until {what}");
 }
 
+/// A workflow node A creates with a deadline `timeout_ms` away, once node B has read it in.
+async fn created_on_a_known_to_b(a: &Node, b: &Node, timeout_ms: u64) -> Workflow {
+    let created = a
+        .engine
+        .create(waiting_for_room(Duration::from_millis(timeout_ms)))
+        .unwrap();
+    until("node B reads the workflow in", || {
+        b.engine.get(&created.workflow_id).is_some()
+    })
+    .await;
+    created
+}
+
 fn resumes(nodes: [&Node; 2]) -> Vec<(String, WorkflowState)> {
     nodes.iter().flat_map(|n| n.resumed.all()).collect()
 }
@@ -99,14 +112,7 @@ fn resumes(nodes: [&Node; 2]) -> Vec<(String, WorkflowState)> {
 #[tokio::test]
 async fn a_deadline_both_nodes_know_resumes_once() {
     let (a, b) = two_nodes().await;
-    let created = a
-        .engine
-        .create(waiting_for_room(Duration::from_millis(300)))
-        .unwrap();
-    until("node B reads the workflow in", || {
-        b.engine.get(&created.workflow_id).is_some()
-    })
-    .await;
+    let created = created_on_a_known_to_b(&a, &b, 300).await;
     until("the deadline fires", || !resumes([&a, &b]).is_empty()).await;
     // Both clocks passed the deadline; give the loser time to (wrongly) resume too.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -126,14 +132,7 @@ async fn a_deadline_both_nodes_know_resumes_once() {
 #[tokio::test]
 async fn a_workflow_whose_node_died_still_fires_on_the_other_node() {
     let (a, b) = two_nodes().await;
-    let created = a
-        .engine
-        .create(waiting_for_room(Duration::from_millis(300)))
-        .unwrap();
-    until("node B reads the workflow in", || {
-        b.engine.get(&created.workflow_id).is_some()
-    })
-    .await;
+    let created = created_on_a_known_to_b(&a, &b, 300).await;
     a.deadlines.abort();
     until("node B fires the deadline", || !b.resumed.all().is_empty()).await;
     assert_eq!(
@@ -147,14 +146,7 @@ async fn a_workflow_whose_node_died_still_fires_on_the_other_node() {
 async fn an_answer_on_one_node_and_the_deadline_on_the_other_resume_once() {
     let (a, b) = two_nodes().await;
     // The deadline is due as the answer comes: both nodes race to finish it.
-    let created = a
-        .engine
-        .create(waiting_for_room(Duration::from_millis(150)))
-        .unwrap();
-    until("node B reads the workflow in", || {
-        b.engine.get(&created.workflow_id).is_some()
-    })
-    .await;
+    let created = created_on_a_known_to_b(&a, &b, 150).await;
     tokio::time::sleep(Duration::from_millis(140)).await;
     a.engine.observe(&Observed {
         channel_id: ROOM,

@@ -359,8 +359,10 @@ async fn health(State(core): Shared) -> Json<Health> {
         | ConnectionState::Backfilling
         | ConnectionState::Down => "degraded",
     };
+    let reason = core.node().and_then(|node| node.store_trouble());
     Json(Health {
-        status: status.to_owned(),
+        status: if reason.is_some() { "degraded" } else { status }.to_owned(),
+        reason,
         discord: state.as_str().to_owned(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
         sandbox: core.workspaces().health(&core.settings()),

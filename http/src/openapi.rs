@@ -148,6 +148,7 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
             "required": ["status", "discord", "version"],
             "properties": {
                 "status": { "type": "string", "enum": ["ok", "degraded"] },
+                "reason": { "type": "string", "description": "Why the node is degraded beyond its gateway: its store is unreachable (absent while it is reachable)" },
                 "discord": { "type": "string", "enum": ["ready", "connecting", "down", "none"] },
                 "version": { "type": "string" },
                 "sandbox": { "type": "string", "description": "The workspace's sandbox: ready, or unavailable with what to install; absent when [workspace] is off" },

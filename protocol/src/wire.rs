@@ -30,6 +30,9 @@ pub struct CallRequest {
 pub struct Health {
     /// `ok` or `degraded`.
     pub status: String,
+    /// Why this node is `degraded` when it is not only its gateway: its store is unreachable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// `ready` (live, and nothing posted while away is missing), `connecting`, `resuming`,
     /// `backfilling` (live again, still fetching what was posted while away), `down`, or
     /// `none` (no Discord behind this server).

@@ -66,7 +66,10 @@ impl Window {
 /// The invalid-request counter; see the module docs.
 #[derive(Debug)]
 pub struct InvalidGuard {
-    budget: u32,
+    /// This node's share of `whole` (all of it on one node).
+    budget: std::sync::atomic::AtomicU32,
+    /// The budget of the whole cluster.
+    whole: u32,
     window: Mutex<Window>,
 }
 
@@ -74,15 +77,25 @@ impl InvalidGuard {
     /// A guard that stops offending routes once `budget` invalid answers were seen in 10
     /// minutes (clamped to 1..=10,000).
     pub fn new(budget: u32) -> InvalidGuard {
+        let whole = budget.clamp(1, DISCORD_INVALID_LIMIT);
         InvalidGuard {
-            budget: budget.clamp(1, DISCORD_INVALID_LIMIT),
+            budget: std::sync::atomic::AtomicU32::new(whole),
+            whole,
             window: Mutex::new(Window::default()),
         }
     }
 
     /// The budget in force.
     pub fn budget(&self) -> u32 {
+        self.budget.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Takes this node's share of the budget when `nodes` (at least 1) nodes spend it: the
+    /// ban Discord counts per IP may be shared by every node.
+    pub fn share_among(&self, nodes: u32) {
+        let share = (self.whole / nodes.max(1)).max(1);
         self.budget
+            .store(share, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn window(&self) -> std::sync::MutexGuard<'_, Window> {
@@ -119,7 +132,8 @@ impl InvalidGuard {
         let mut window = self.window();
         window.expire(now);
         let total = window.events.len();
-        if total < self.budget as usize {
+        let budget = self.budget();
+        if total < budget as usize {
             window.reported.clear();
             return Ok(());
         }
@@ -129,7 +143,7 @@ impl InvalidGuard {
         let route = Arc::clone(route);
         // The count falls under the budget when the oldest `total - budget + 1` answers age
         // out of the window.
-        let index = total - self.budget as usize;
+        let index = total - budget as usize;
         let retry_after = window.events.get(index).map_or(Duration::ZERO, |(at, _)| {
             (*at + WINDOW).saturating_duration_since(now)
         });
@@ -137,7 +151,7 @@ impl InvalidGuard {
             retry_after,
             total: total as u32,
             on_route,
-            budget: self.budget,
+            budget,
         };
         if window.reported.insert(route) {
             tracing::error!(

@@ -320,6 +320,12 @@ impl GlobalWindow {
         self.recent.push_back(now);
     }
 
+    /// At most `per_second` (at least 1) requests in any second from now on (slots already
+    /// taken still count).
+    pub fn set_per_second(&mut self, per_second: u32) {
+        self.per_second = per_second.max(1);
+    }
+
     /// No request before `until` (a global 429).
     pub fn pause(&mut self, until: Instant) {
         self.paused_until = Some(self.paused_until.map_or(until, |p| p.max(until)));
@@ -512,6 +518,8 @@ impl Default for LimiterOptions {
 #[derive(Debug)]
 pub struct Limiter {
     inner: Mutex<Inner>,
+    /// The global limit of the whole bot (every node together).
+    global_whole: u32,
     /// Shared with the tickets in flight, which release their slots.
     global: Arc<Mutex<GlobalWindow>>,
     invalid: InvalidGuard,
@@ -544,6 +552,7 @@ impl Limiter {
                 buckets: HashMap::new(),
             }),
             global: Arc::new(Mutex::new(GlobalWindow::new(options.global_per_second))),
+            global_whole: options.global_per_second,
             invalid: InvalidGuard::new(options.invalid_budget),
             requests: AtomicU64::new(0),
             rate_limited: AtomicU64::new(0),
@@ -555,6 +564,18 @@ impl Limiter {
         self.inner
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes this node's share of the bot's global limit and invalid-request budget when
+    /// `nodes` (at least 1) nodes call Discord with its token: an equal split, so together
+    /// they stay within Discord's limits.
+    pub fn share_among(&self, nodes: u32) {
+        let nodes = nodes.max(1);
+        self.global
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .set_per_second(self.global_whole / nodes);
+        self.invalid.share_among(nodes);
     }
 
     /// The counters now.
@@ -1047,6 +1068,41 @@ mod tests {
             started.elapsed()
         );
         drop((ticket, third));
+    }
+
+    /// Two nodes share the bot's token: each takes half the global limit (and half the
+    /// invalid-request budget); alone again, all of it.
+    #[test]
+    fn nodes_sharing_the_token_split_the_global_limit() {
+        let limiter = Limiter::new(LimiterOptions::default());
+        let now = Instant::now();
+        let taken = |limiter: &Limiter| {
+            let mut global = limiter.global.lock().unwrap();
+            let mut count = 0;
+            while global.take(now).is_zero() && count < 1_000 {
+                count += 1;
+            }
+            for _ in 0..count {
+                global.release(now);
+            }
+            count
+        };
+        limiter.share_among(2);
+        assert_eq!(taken(&limiter), GLOBAL_PER_SECOND / 2);
+        assert_eq!(
+            limiter.invalid.budget(),
+            LimiterOptions::default().invalid_budget / 2
+        );
+        let later = Limiter::new(LimiterOptions::default());
+        later.share_among(2);
+        later.share_among(1);
+        assert_eq!(taken(&later), GLOBAL_PER_SECOND);
+        limiter.share_among(0);
+        assert_eq!(
+            limiter.invalid.budget(),
+            LimiterOptions::default().invalid_budget,
+            "no count is one node"
+        );
     }
 
     #[test]
