@@ -627,6 +627,14 @@ mod tests {
         }
     }
 
+    /// Splits `text` and checks that every part fits and that nothing was added or lost.
+    fn split_losslessly(text: &str, limit: usize) -> Vec<String> {
+        let parts = split_message(text, limit);
+        all_within(&parts, limit);
+        assert_eq!(parts.concat(), text);
+        parts
+    }
+
     #[test]
     fn exactly_the_limit_is_one_message() {
         let text = "a".repeat(2000);
@@ -637,10 +645,8 @@ mod tests {
     fn one_over_the_limit_is_two_messages() {
         let text = "a ".repeat(1000) + "b";
         assert_eq!(text.chars().count(), 2001);
-        let parts = split_message(&text, MESSAGE_LIMIT);
+        let parts = split_losslessly(&text, MESSAGE_LIMIT);
         assert_eq!(parts.len(), 2);
-        all_within(&parts, MESSAGE_LIMIT);
-        assert_eq!(parts.concat(), text);
     }
 
     #[test]
@@ -665,13 +671,11 @@ mod tests {
             "x".repeat(1990),
             "y".repeat(100)
         );
-        let parts = split_message(&text, MESSAGE_LIMIT);
+        let parts = split_losslessly(&text, MESSAGE_LIMIT);
         assert!(
             parts.iter().any(|p| p.contains("<@123456789012345678>")),
             "{parts:?}"
         );
-        all_within(&parts, MESSAGE_LIMIT);
-        assert_eq!(parts.concat(), text);
     }
 
     #[test]
@@ -691,10 +695,8 @@ mod tests {
     #[test]
     fn multibyte_text_is_counted_in_characters() {
         let text = "é".repeat(2500);
-        let parts = split_message(&text, MESSAGE_LIMIT);
+        let parts = split_losslessly(&text, MESSAGE_LIMIT);
         assert_eq!(parts.len(), 2);
-        all_within(&parts, MESSAGE_LIMIT);
-        assert_eq!(parts.concat(), text);
     }
 
     #[test]

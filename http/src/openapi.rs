@@ -60,6 +60,13 @@ fn ok_json(description: &str, schema: Value) -> Value {
     json!({ "description": description, "content": { "application/json": { "schema": schema } } })
 }
 
+/// A route's answers: the refusals `errors(statuses)` and a 200 with `schema` as JSON.
+fn answers(statuses: &[(&str, &str)], description: &str, schema: Value) -> Map<String, Value> {
+    let mut map = errors(statuses);
+    map.insert("200".into(), ok_json(description, schema));
+    map
+}
+
 fn body_statuses() -> Vec<(&'static str, &'static str)> {
     vec![
         (
@@ -284,43 +291,31 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
             json!({ "$ref": "#/components/schemas/CallOk" }),
         ),
     );
-    let mut batch_responses = errors(&body_statuses());
-    batch_responses.insert(
-        "200".into(),
-        ok_json(
-            "One result per call, in order; a refused call fails alone",
-            json!({ "$ref": "#/components/schemas/BatchAnswer" }),
-        ),
+    let batch_responses = answers(
+        &body_statuses(),
+        "One result per call, in order; a refused call fails alone",
+        json!({ "$ref": "#/components/schemas/BatchAnswer" }),
     );
-    let mut tools_responses = errors(&[]);
-    tools_responses.insert(
-        "200".into(),
-        ok_json(
-            "The callables this caller may call",
-            list_of("tools", json!({ "$ref": "#/components/schemas/ToolEntry" })),
-        ),
+    let tools_responses = answers(
+        &[],
+        "The callables this caller may call",
+        list_of("tools", json!({ "$ref": "#/components/schemas/ToolEntry" })),
     );
-    let mut tool_responses = errors(&[
-        ("400", "The id is not a valid path segment"),
-        ("404", "No callable by that id that this caller may call"),
-    ]);
-    tool_responses.insert(
-        "200".into(),
-        ok_json(
-            "A callable's help",
-            json!({ "$ref": "#/components/schemas/ToolDetail" }),
-        ),
+    let tool_responses = answers(
+        &[
+            ("400", "The id is not a valid path segment"),
+            ("404", "No callable by that id that this caller may call"),
+        ],
+        "A callable's help",
+        json!({ "$ref": "#/components/schemas/ToolDetail" }),
     );
-    let mut approvals_responses = errors(&[
-        ("400", "An unknown query parameter"),
-        ("403", "Only the operator lists every approval"),
-    ]);
-    approvals_responses.insert(
-        "200".into(),
-        ok_json(
-            "The approvals still waiting",
-            list_of("approvals", json!({ "type": "object" })),
-        ),
+    let approvals_responses = answers(
+        &[
+            ("400", "An unknown query parameter"),
+            ("403", "Only the operator lists every approval"),
+        ],
+        "The approvals still waiting",
+        list_of("approvals", json!({ "type": "object" })),
     );
     let mut mint_responses = errors(&[
         ("400", "The body is not a mint request"),
@@ -375,36 +370,29 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
             "content": { "text/plain": { "schema": { "type": "string" } } }
         }),
     );
-    let mut cluster_responses = errors(&[
-        (
-            "403",
-            "Only the operator, or a token whose scope names admin.cluster.status",
-        ),
-        (
-            "404",
-            "No gateway node behind this server (cluster_unavailable)",
-        ),
-        ("503", "The store could not be read"),
-    ]);
-    cluster_responses.insert(
-        "200".into(),
-        ok_json(
-            "Every node on this store and the shard leases",
-            json!({
-                "type": "object",
-                "required": ["ok", "value"],
-                "properties": {
-                    "ok": { "const": true },
-                    "value": crate::registry::output_schema::<switchboard_engine::cluster::ClusterStatus>()
-                }
-            }),
-        ),
+    let cluster_responses = answers(
+        &[
+            (
+                "403",
+                "Only the operator, or a token whose scope names admin.cluster.status",
+            ),
+            (
+                "404",
+                "No gateway node behind this server (cluster_unavailable)",
+            ),
+            ("503", "The store could not be read"),
+        ],
+        "Every node on this store and the shard leases",
+        json!({
+            "type": "object",
+            "required": ["ok", "value"],
+            "properties": {
+                "ok": { "const": true },
+                "value": crate::registry::output_schema::<switchboard_engine::cluster::ClusterStatus>()
+            }
+        }),
     );
-    let mut openapi_responses = errors(&[]);
-    openapi_responses.insert(
-        "200".into(),
-        ok_json("This document", json!({ "type": "object" })),
-    );
+    let openapi_responses = answers(&[], "This document", json!({ "type": "object" }));
     let json_body = |reference: &str| {
         json!({
             "required": true,
@@ -601,13 +589,10 @@ fn agent_paths() -> Map<String, Value> {
             }
         }),
     );
-    let mut models_responses = errors(&[]);
-    models_responses.insert(
-        "200".into(),
-        ok_json(
-            "The agents this token may use, as models switchboard:<agent>",
-            json!({ "type": "object", "required": ["object", "data"], "properties": { "object": { "const": "list" }, "data": { "type": "array" } } }),
-        ),
+    let models_responses = answers(
+        &[],
+        "The agents this token may use, as models switchboard:<agent>",
+        json!({ "type": "object", "required": ["object", "data"], "properties": { "object": { "const": "list" }, "data": { "type": "array" } } }),
     );
     let runs_errors = || {
         errors(&[
