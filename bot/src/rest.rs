@@ -883,42 +883,19 @@ mod tests {
     #[test]
     fn discord_errors_map_onto_surface_errors() {
         let h = HeaderMap::new();
+        let discord = |code: u32, message: &str| json!({"code": code, "message": message});
         let cases = [
-            (
-                404,
-                json!({"code": 10003, "message": "Unknown Channel"}),
-                "NotFound",
-            ),
-            (
-                404,
-                json!({"code": 10008, "message": "Unknown Message"}),
-                "NotFound",
-            ),
-            (
-                403,
-                json!({"code": 50001, "message": "Missing Access"}),
-                "Denied",
-            ),
-            (
-                403,
-                json!({"code": 50013, "message": "Missing Permissions"}),
-                "Denied",
-            ),
-            (
-                403,
-                json!({"code": 50005, "message": "Cannot edit"}),
-                "Denied",
-            ),
+            (404, discord(10003, "Unknown Channel"), "NotFound"),
+            (404, discord(10008, "Unknown Message"), "NotFound"),
+            (403, discord(50001, "Missing Access"), "Denied"),
+            (403, discord(50013, "Missing Permissions"), "Denied"),
+            (403, discord(50005, "Cannot edit"), "Denied"),
             (
                 400,
                 json!({"code": 50035, "message": "Invalid Form Body", "errors": {"content": {}}}),
                 "InvalidInput",
             ),
-            (
-                400,
-                json!({"code": 50083, "message": "Thread is archived"}),
-                "Conflict",
-            ),
+            (400, discord(50083, "Thread is archived"), "Conflict"),
             (500, json!({}), "Unavailable"),
             (502, Value::Null, "Unavailable"),
         ];

@@ -65,6 +65,6 @@ pub use request::{
 pub use stream::{sse_event, ChunkStream, SSE_CONTENT_TYPE, SSE_DONE, SSE_KEEPALIVE};
 pub use wire::{
     AssistantMessage, AssistantRole, ChatCompletion, ChatCompletionChunk, ChatCompletionObject,
-    Choice, ChunkChoice, ChunkObject, CompletionUsage, Delta, FinishReason, ListObject, Model,
-    ModelList, ModelObject, Role, OWNED_BY,
+    Choice, ChunkChoice, ChunkObject, Completion, CompletionUsage, Delta, FinishReason, ListObject,
+    Model, ModelList, ModelObject, Role, OWNED_BY,
 };

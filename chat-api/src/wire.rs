@@ -147,20 +147,23 @@ pub struct Choice {
     pub extra: Map<String, Value>,
 }
 
-/// `POST /v1/chat/completions`' answer when not streaming.
+/// `POST /v1/chat/completions`' answer: whole when not streaming ([`ChatCompletion`]), or one
+/// `data:` event of a streamed answer ([`ChatCompletionChunk`]); the two differ only in their
+/// `object` tag and their choices.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChatCompletion {
-    /// `chatcmpl-…`; here `chatcmpl-` and the run's id.
+pub struct Completion<O, C> {
+    /// `chatcmpl-…`; here `chatcmpl-` and the run's id (the same for every chunk of an answer).
     pub id: String,
-    /// Always `chat.completion`.
-    pub object: ChatCompletionObject,
-    /// Unix seconds.
+    /// `chat.completion`, or `chat.completion.chunk` for a chunk.
+    pub object: O,
+    /// Unix seconds (the same for every chunk).
     pub created: i64,
     /// The model as requested (`switchboard:<agent>`).
     pub model: String,
-    /// The choices (here one).
-    pub choices: Vec<Choice>,
-    /// The run's tokens, all its model calls together.
+    /// The choices (here one); empty in the usage chunk that ends a stream asked for with
+    /// `stream_options.include_usage`.
+    pub choices: Vec<C>,
+    /// The run's tokens, all its model calls together (of a stream: in that last chunk only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<CompletionUsage>,
     /// The backend's configuration fingerprint (not sent here).
@@ -173,6 +176,9 @@ pub struct ChatCompletion {
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
+
+/// `POST /v1/chat/completions`' answer when not streaming.
+pub type ChatCompletion = Completion<ChatCompletionObject, Choice>;
 
 impl ChatCompletion {
     /// A finished run's answer: one choice with its text.
@@ -250,32 +256,7 @@ pub struct ChunkChoice {
 }
 
 /// One `data:` event of a streamed answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChatCompletionChunk {
-    /// The same for every chunk of an answer.
-    pub id: String,
-    /// Always `chat.completion.chunk`.
-    pub object: ChunkObject,
-    /// Unix seconds, the same for every chunk.
-    pub created: i64,
-    /// The model as requested.
-    pub model: String,
-    /// The choices; empty in the usage chunk that ends a stream asked for with
-    /// `stream_options.include_usage`.
-    pub choices: Vec<ChunkChoice>,
-    /// The run's tokens, in that last chunk only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<CompletionUsage>,
-    /// The backend's configuration fingerprint (not sent here).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub system_fingerprint: Option<String>,
-    /// The service tier (not sent here).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service_tier: Option<String>,
-    /// Anything newer, as it came.
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
+pub type ChatCompletionChunk = Completion<ChunkObject, ChunkChoice>;
 
 /// A model `GET /v1/models` lists: one per agent the token may use.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -471,32 +471,34 @@ mod tests {
 
     #[test]
     fn refusals_name_only_the_channel_given() {
-        let error = refusal(
-            THREAD_IN_CATEGORY,
-            &location(SessionKind::Thread, Some(IN_CATEGORY)),
-        );
-        assert!(
-            !error.message.contains(&IN_CATEGORY.to_string()),
-            "{}",
-            error.message
-        );
-        assert!(
-            !error.message.contains(&GUILD.to_string()),
-            "{}",
-            error.message
-        );
-        let error = refusal(IN_CATEGORY, &location(SessionKind::Channel, Some(CATEGORY)));
-        assert!(
-            !error.message.contains(&CATEGORY.to_string()),
-            "{}",
-            error.message
-        );
-        assert!(
-            !error.message.contains(&GUILD.to_string()),
-            "{}",
-            error.message
-        );
-        assert!(error.message.contains(&IN_CATEGORY.to_string()));
+        for (channel, kind, parent, hidden) in [
+            (
+                THREAD_IN_CATEGORY,
+                SessionKind::Thread,
+                IN_CATEGORY,
+                [IN_CATEGORY, GUILD],
+            ),
+            (
+                IN_CATEGORY,
+                SessionKind::Channel,
+                CATEGORY,
+                [CATEGORY, GUILD],
+            ),
+        ] {
+            let error = refusal(channel, &location(kind, Some(parent)));
+            for hidden in hidden {
+                assert!(
+                    !error.message.contains(&hidden.to_string()),
+                    "{}",
+                    error.message
+                );
+            }
+            assert!(
+                error.message.contains(&channel.to_string()),
+                "{}",
+                error.message
+            );
+        }
     }
 
     #[test]

@@ -747,36 +747,26 @@ mod tests {
             Policy::Allow,
         );
         let run = run_in(OPS, &["*"]);
-        assert_eq!(
-            g.decide("surface.messages.list", &run, &[OPS]).policy,
-            Policy::Allow
-        );
-        assert_eq!(
-            g.decide("surface.messages.delete", &run, &[OPS]).by,
-            "permissions.rules[0]"
-        );
-        assert_eq!(
-            g.decide("surface.messages.send", &run, &[ROOM]).policy,
-            Policy::Ask
-        );
-        assert_eq!(
-            g.decide("surface.messages.send", &run, &[OPS]).policy,
-            Policy::Deny
-        );
-        assert_eq!(
-            g.decide("workflow.create", &run, &[OPS]).by,
-            "permissions.default"
-        );
+        // The last of the sessions column: across sessions the most restrictive verdict wins.
+        for (tool, sessions, policy) in [
+            ("surface.messages.list", &[OPS][..], Policy::Allow),
+            ("surface.messages.send", &[ROOM], Policy::Ask),
+            ("surface.messages.send", &[OPS], Policy::Deny),
+            ("surface.messages.send", &[OPS, ROOM], Policy::Deny),
+        ] {
+            assert_eq!(g.decide(tool, &run, sessions).policy, policy, "{tool}");
+        }
+        for (tool, by) in [
+            ("surface.messages.delete", "permissions.rules[0]"),
+            ("workflow.create", "permissions.default"),
+        ] {
+            assert_eq!(g.decide(tool, &run, &[OPS]).by, by, "{tool}");
+        }
         // Rules for runs do not touch the operator.
         assert_eq!(
             g.decide("surface.messages.delete", &Caller::Operator, &[OPS])
                 .policy,
             Policy::Allow
-        );
-        // Across sessions the most restrictive verdict wins.
-        assert_eq!(
-            g.decide("surface.messages.send", &run, &[OPS, ROOM]).policy,
-            Policy::Deny
         );
     }
 

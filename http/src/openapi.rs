@@ -60,6 +60,15 @@ fn ok_json(description: &str, schema: Value) -> Value {
     json!({ "description": description, "content": { "application/json": { "schema": schema } } })
 }
 
+/// `{"ok": true, "value": VALUE}`, the envelope of a callable's answer.
+fn enveloped(value: Value) -> Value {
+    json!({
+        "type": "object",
+        "required": ["ok", "value"],
+        "properties": { "ok": { "const": true }, "value": value }
+    })
+}
+
 /// A route's answers: the refusals `errors(statuses)` and a 200 with `schema` as JSON.
 fn answers(statuses: &[(&str, &str)], description: &str, schema: Value) -> Map<String, Value> {
     let mut map = errors(statuses);
@@ -135,11 +144,7 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
     );
     schemas.insert(
         "CallOk".into(),
-        json!({
-            "type": "object",
-            "required": ["ok", "value"],
-            "properties": { "ok": { "const": true }, "value": { "description": "The callable's answer" } }
-        }),
+        enveloped(json!({ "description": "The callable's answer" })),
     );
     schemas.insert(
         "Health".into(),
@@ -258,26 +263,19 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
     );
     schemas.insert(
         "BatchAnswer".into(),
-        json!({
+        enveloped(json!({
             "type": "object",
-            "required": ["ok", "value"],
+            "required": ["results"],
             "properties": {
-                "ok": { "const": true },
-                "value": {
-                    "type": "object",
-                    "required": ["results"],
-                    "properties": {
-                        "results": {
-                            "type": "array",
-                            "items": { "anyOf": [
-                                { "$ref": "#/components/schemas/CallOk" },
-                                { "$ref": "#/components/schemas/ErrorBody" }
-                            ] }
-                        }
-                    }
+                "results": {
+                    "type": "array",
+                    "items": { "anyOf": [
+                        { "$ref": "#/components/schemas/CallOk" },
+                        { "$ref": "#/components/schemas/ErrorBody" }
+                    ] }
                 }
             }
-        }),
+        })),
     );
 
     let mut call_responses = errors(&body_statuses());
@@ -330,24 +328,17 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
         "201".into(),
         ok_json(
             "The token, shown once",
-            json!({
+            enveloped(json!({
                 "type": "object",
-                "required": ["ok", "value"],
+                "required": ["sessionId", "requestId", "scope", "expiresInS", "token"],
                 "properties": {
-                    "ok": { "const": true },
-                    "value": {
-                        "type": "object",
-                        "required": ["sessionId", "requestId", "scope", "expiresInS", "token"],
-                        "properties": {
-                            "sessionId": { "type": "string" },
-                            "requestId": { "type": "string" },
-                            "scope": { "type": "array", "items": { "type": "string" } },
-                            "expiresInS": { "type": "integer" },
-                            "token": { "type": "string" }
-                        }
-                    }
+                    "sessionId": { "type": "string" },
+                    "requestId": { "type": "string" },
+                    "scope": { "type": "array", "items": { "type": "string" } },
+                    "expiresInS": { "type": "integer" },
+                    "token": { "type": "string" }
                 }
-            }),
+            })),
         ),
     );
     let mut events_responses = errors(&[
@@ -384,14 +375,9 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
             ("503", "The store could not be read"),
         ],
         "Every node on this store and the shard leases",
-        json!({
-            "type": "object",
-            "required": ["ok", "value"],
-            "properties": {
-                "ok": { "const": true },
-                "value": crate::registry::output_schema::<switchboard_engine::cluster::ClusterStatus>()
-            }
-        }),
+        enveloped(crate::registry::output_schema::<
+            switchboard_engine::cluster::ClusterStatus,
+        >()),
     );
     let openapi_responses = answers(&[], "This document", json!({ "type": "object" }));
     let json_body = |reference: &str| {

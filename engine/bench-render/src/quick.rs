@@ -110,19 +110,23 @@ mod tests {
         let cache = RenderCache::new();
         let id = Snowflake(1);
         let mut renders = 0;
-        for _ in 0..3 {
-            cache
-                .get_or_render(id, 0, (0, 0), || {
+        // Three reads of one revision, then a new revision, then new names.
+        for (revision, names, text) in [
+            (0, (0, 0), "a"),
+            (0, (0, 0), "a"),
+            (0, (0, 0), "a"),
+            (1, (0, 0), "b"),
+            (1, (1, 0), "c"),
+        ] {
+            let json = cache
+                .get_or_render(id, revision, names, || {
                     renders += 1;
-                    raw("a")
+                    raw(text)
                 })
                 .unwrap();
+            assert_eq!(json.get(), format!("\"{text}\""));
         }
-        assert_eq!(renders, 1);
-        let edited = cache.get_or_render(id, 1, (0, 0), || raw("b")).unwrap();
-        assert_eq!(edited.get(), "\"b\"");
-        let renamed = cache.get_or_render(id, 1, (1, 0), || raw("c")).unwrap();
-        assert_eq!(renamed.get(), "\"c\"");
+        assert_eq!(renders, 3, "once per revision and names");
         assert_eq!(cache.entries.len(), 1, "a new revision replaces the entry");
         assert_eq!(cache.entries.weight(), MIN_WEIGHT);
     }
