@@ -266,7 +266,7 @@ mod tests {
     use switchboard_config::Config;
     use switchboard_engine::trust::{is_line_break, LINE_BREAKS, UNTRUSTED_MARK};
     use switchboard_engine::Secrets;
-    use switchboard_testkit::memory::{demo, MemorySurface};
+    use switchboard_testkit::platform::{demo, RecordingPlatform};
     use switchboard_testkit::testing::DEMO_CONFIG;
 
     /// The untrusted author's every word carries this, so a line holding it came from them.
@@ -274,13 +274,13 @@ mod tests {
 
     struct World {
         core: Core,
-        surface: Arc<MemorySurface>,
+        surface: Arc<RecordingPlatform>,
         ops: AllowedChannel,
     }
 
     fn world() -> World {
         let config = Config::parse(&DEMO_CONFIG, "prompt.toml").expect("config");
-        let surface = Arc::new(MemorySurface::demo());
+        let surface = Arc::new(RecordingPlatform::demo());
         let core = Core::new(
             &config,
             Arc::clone(&surface) as Arc<dyn switchboard_engine::Surface>,

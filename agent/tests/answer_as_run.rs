@@ -1,7 +1,7 @@
 //! A run's own visible actions — its reply, its draft, the ⏳/✅ on its trigger, typing — are
 //! the run's in the audit log, never the operator's. The answer in the run's own session is
 //! shown whatever the session's `/tools` scope says (the row says `run-answer`), while the
-//! run's explicit sends still obey it. Against the tool server's in-memory surface.
+//! run's explicit sends still obey it. Against the test kit's recording platform.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use serde_json::json;
 use switchboard_engine::governance::AuditRow;
 use switchboard_engine::runs::{Runs, Trigger};
 use switchboard_engine::CallContext;
-use switchboard_testkit::memory::{demo, SurfaceCall};
+use switchboard_testkit::platform::{demo, SurfaceCall};
 use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 /// The in-memory tool server and a bridge whose command agent hands out its token, waits for

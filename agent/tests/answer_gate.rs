@@ -1,6 +1,6 @@
 //! A run may start while its trigger's answered-record is still being written; everything it
 //! does that others can see waits for the record, and a record that fails stops the run with
-//! nothing posted. Against the tool server's in-memory surface, with a scripted record.
+//! nothing posted. Against the test kit's recording platform, with a scripted record.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -11,7 +11,7 @@ use entity::Snowflake;
 use switchboard_engine::runs::{Runs, Trigger};
 use switchboard_records::TriggerClaim;
 use switchboard_store::{Claim, Durable, StoreError, StoreErrorKind, StoreFuture, TriggerStore};
-use switchboard_testkit::memory::{demo, SurfaceCall};
+use switchboard_testkit::platform::{demo, SurfaceCall};
 use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 /// A record whose durability the test decides: each take hands back a recording that resolves

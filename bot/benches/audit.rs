@@ -1,6 +1,6 @@
 //! The audit log's cost on `/v1/call`: the same tool server and call (`surface.messages.list`,
-//! 50 cached messages, in-memory surface) with no ledger, and with the SQLite store keeping an
-//! audit row per call, alternating rounds on loopback. Target: with the audit log ≥ 0.9× of
+//! 50 cached messages, recording platform over a memory store) with no ledger, and with the
+//! SQLite store keeping an audit row per call, alternating rounds on loopback. Target: with the audit log ≥ 0.9× of
 //! without.
 //!
 //! Run: `CALL_BENCH_ROUNDS=9 cargo bench -p bot --bench audit`

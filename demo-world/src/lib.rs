@@ -1,6 +1,6 @@
 //! The demo world, written once: the guild, users, role, channels, threads and DM that the
-//! fake Discord serves (`fake_discord::World::demo`), that the tool server's in-memory surface
-//! holds (`switchboard_testkit::memory::MemorySurface::demo`), and that
+//! fake Discord serves (`fake_discord::World::demo`), that the test kit seeds a memory store
+//! with (`switchboard_testkit::platform::seed_demo_world`), and that
 //! the configs of the tool server's tests (`switchboard_testkit::testing::DEMO_CONFIG`), of
 //! `switchboard playground` and of the end-to-end tests name.
 //!

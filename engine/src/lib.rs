@@ -1,7 +1,7 @@
 //! The switchboard call engine: how an agent acts in a chat platform, without any front.
 //!
 //! * [`Surface`]: the seam a chat platform implements (the bot implements it for Discord; the
-//!   test kit's memory surface implements it in memory).
+//!   test kit's recording platform implements it over the store's memory backend).
 //! * [`Core`]: what every call needs (settings, the registry, capabilities, the store handles,
 //!   observers), authentication, and [`Core::call`] — the one pipeline every call takes:
 //!   scope, validation, session resolution, allowlist, permission, rate limits, hooks,

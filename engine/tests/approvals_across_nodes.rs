@@ -1,5 +1,5 @@
 //! Approvals over a store shared by two nodes (the engine's `Approvals` with the test kit's
-//! memory surface).
+//! recording platform).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,8 +38,8 @@ async fn a_decision_made_on_another_node_wakes_the_waiting_call_once() {
     let permissions = switchboard_config::Permissions::default();
     let a = Arc::new(Approvals::new(&permissions, store.clone(), store.clone()));
     let b = Approvals::new(&permissions, other.clone(), other);
-    let surface = Arc::new(switchboard_testkit::memory::MemorySurface::demo());
-    let ops = AllowedChannel::assumed_for_tests(Snowflake(switchboard_testkit::memory::demo::OPS));
+    let surface = Arc::new(switchboard_testkit::platform::RecordingPlatform::demo());
+    let ops = AllowedChannel::assumed_for_tests(Snowflake(switchboard_testkit::platform::demo::OPS));
     let request = ship_it(ops);
     let waiting = {
         let (a, surface) = (Arc::clone(&a), Arc::clone(&surface));

@@ -1,6 +1,7 @@
 //! `tools/call` over MCP (`POST /mcp`) against the same call on `POST /v1/call`: the same
 //! server (the API and `/mcp` on one listener, as `switchboard run` serves them), the same
-//! client, the same call (`surface.messages.list` of 50 cached messages, in-memory surface).
+//! client, the same call (`surface.messages.list` of 50 cached messages, recording platform
+//! over a memory store).
 //!
 //! Run: `cargo bench -p switchboard-mcp --bench call` (`MCP_BENCH_ROUNDS`, default 5)
 //!
@@ -15,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use switchboard_testkit::memory::{demo, MemorySurface};
+use switchboard_testkit::platform::{demo, RecordingPlatform};
 use switchboard_testkit::testing::{load, TestServer, DEMO_CONFIG};
 
 const CONNECTIONS: usize = 4;
@@ -82,7 +83,7 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let surface = Arc::new(MemorySurface::demo());
+        let surface = Arc::new(RecordingPlatform::demo());
         for i in 0..60 {
             surface.post(
                 demo::OPS.into(),

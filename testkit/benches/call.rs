@@ -1,5 +1,5 @@
-//! `/v1/call` of `surface.messages.list` (50 cached messages, in-memory surface) over loopback,
-//! beside a bare axum handler answering the same bytes: same client, same run.
+//! `/v1/call` of `surface.messages.list` (50 cached messages, recording platform over a memory
+//! store) over loopback, beside a bare axum handler answering the same bytes: same client, same run.
 //!
 //! Run: `cargo bench -p switchboard-testkit --bench call`
 //!

@@ -1,8 +1,9 @@
 //! Test doubles for switchboard's tests and benchmarks (this workspace's crates use them as a
 //! dev-dependency; the service never does):
 //!
-//! * [`memory::MemorySurface`]: a chat platform in memory over the shared demo world, which
-//!   records every action asked of it;
+//! * [`platform::RecordingPlatform`]: the chat platform for tests; what it holds is the store's
+//!   (its memory backend, seeded with the shared demo world); it records every action asked of
+//!   it and applies the action's effect to the store;
 //! * [`testing::TestServer`]: the whole tool server (engine, callables, HTTP front, console)
 //!   on 127.0.0.1:0 over one, with a memory store; [`testing::load`]: a bounded load harness.
 
@@ -13,7 +14,6 @@ use switchboard_console as console;
 use switchboard_engine::{approvals, auth, governance, server, surface, Secrets};
 use switchboard_http as http;
 
-pub mod memory;
 pub mod platform;
 pub mod testing;
 

@@ -478,6 +478,40 @@ impl RecordingPlatform {
         Arc::new(MessageInfo::from_stored(message, author))
     }
 
+    /// The bot's reaction put on (`add`) or taken off a stored message, as the gateway's
+    /// MESSAGE_REACTION_ADD / _REMOVE echo stores it.
+    async fn react(
+        &self,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        emoji: String,
+        add: bool,
+    ) -> Result<(), SurfaceError> {
+        let call = if add {
+            SurfaceCall::AddReaction {
+                channel_id,
+                message_id,
+                emoji: emoji.clone(),
+            }
+        } else {
+            SurfaceCall::RemoveReaction {
+                channel_id,
+                message_id,
+                emoji: emoji.clone(),
+            }
+        };
+        self.begin(call).await?;
+        self.stored(channel_id, message_id)?;
+        if add {
+            self.store
+                .add_reaction(channel_id, message_id, &emoji, true);
+        } else {
+            self.store
+                .remove_reaction(channel_id, message_id, &emoji, true);
+        }
+        Ok(())
+    }
+
     /// A thread the platform shows: known, and under a known parent.
     fn shown_thread(&self, id: Snowflake) -> Option<Thread> {
         self.store.thread(id).filter(|t| t.parent_id().is_some())
@@ -642,17 +676,7 @@ impl Surface for RecordingPlatform {
         message_id: Snowflake,
         emoji: String,
     ) -> Result<(), SurfaceError> {
-        let channel_id = channel.id();
-        self.begin(SurfaceCall::AddReaction {
-            channel_id,
-            message_id,
-            emoji: emoji.clone(),
-        })
-        .await?;
-        self.stored(channel_id, message_id)?;
-        self.store
-            .add_reaction(channel_id, message_id, &emoji, true);
-        Ok(())
+        self.react(channel.id(), message_id, emoji, true).await
     }
 
     async fn remove_reaction(
@@ -661,17 +685,7 @@ impl Surface for RecordingPlatform {
         message_id: Snowflake,
         emoji: String,
     ) -> Result<(), SurfaceError> {
-        let channel_id = channel.id();
-        self.begin(SurfaceCall::RemoveReaction {
-            channel_id,
-            message_id,
-            emoji: emoji.clone(),
-        })
-        .await?;
-        self.stored(channel_id, message_id)?;
-        self.store
-            .remove_reaction(channel_id, message_id, &emoji, true);
-        Ok(())
+        self.react(channel.id(), message_id, emoji, false).await
     }
 
     async fn typing(&self, channel: AllowedChannel) -> Result<(), SurfaceError> {

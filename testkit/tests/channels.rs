@@ -1,8 +1,8 @@
-//! `surface.channels.*` through the whole pipeline over the in-memory surface: a channel is
-//! created only where the allowlist names the guild or the category, changed and deleted only
-//! when its guild or category is named (a channel listed alone is used, not changed), every
-//! refusal before an approver is asked and before the platform hears of it; the default agent
-//! scope leaves them out and the example config asks before each.
+//! `surface.channels.*` through the whole pipeline over the test kit's recording platform: a
+//! channel is created only where the allowlist names the guild or the category, changed and deleted
+//! only when its guild or category is named (a channel listed alone is used, not changed), every
+//! refusal before an approver is asked and before the platform hears of it; the default agent scope
+//! leaves them out and the example config asks before each.
 
 use std::time::Duration;
 

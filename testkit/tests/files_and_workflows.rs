@@ -1,5 +1,5 @@
 //! Files (`surface.messages.send --paths`, `attachment.download`) and `workflow.*`, called
-//! in-process through the whole policy path over the in-memory surface.
+//! in-process through the whole policy path over the test kit's recording platform.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -1,4 +1,5 @@
-//! The HTTP protocol end to end: a real server on 127.0.0.1:0 over the in-memory surface.
+//! The HTTP protocol end to end: a real server on 127.0.0.1:0 over the test kit's recording
+//! platform.
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! `surface.threads.*`, `surface.pins.*` and `surface.messages.search`, called in-process
-//! through the whole pipeline over the in-memory surface.
+//! through the whole pipeline over the test kit's recording platform.
 
 use entity::Snowflake;
 use protocol::{ErrorCode, ErrorKind};

@@ -670,12 +670,12 @@ fn help_renders_fields_from_the_schema() {
         .contains("tools surface.messages.send --session-id=#ops hi"));
 }
 
-// ---- against the real tool server (switchboard_testkit::testing::TestServer, in-memory surface) ----
+// ---- against the real tool server (switchboard_testkit::testing::TestServer, recording platform) ----
 
 mod against_the_server {
     use super::*;
     use entity::Snowflake;
-    use switchboard_testkit::memory::demo::{OPS, STANLEY};
+    use switchboard_testkit::platform::demo::{OPS, STANLEY};
     use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
     async fn server() -> TestServer {
