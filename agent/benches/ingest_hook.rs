@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use agent::Bridge;
 use entity::Snowflake;
 use switchboard_engine::runs::{Arrival, Runs};
-use switchboard_testkit::memory::demo;
+use switchboard_testkit::platform::demo;
 use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 const ROUNDS: usize = 21;

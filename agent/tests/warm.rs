@@ -13,7 +13,7 @@ use entity::Snowflake;
 use switchboard_config::Principal;
 use switchboard_context::{fit, Budget, Entry, Request, TokenCounter};
 use switchboard_engine::runs::{Arrival, Runs, Trigger};
-use switchboard_testkit::memory::demo;
+use switchboard_testkit::platform::demo;
 use switchboard_testkit::testing::{TestServer, DEMO_CONFIG};
 
 const MODEL: &str = "gpt-4o";

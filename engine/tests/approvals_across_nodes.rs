@@ -85,8 +85,8 @@ async fn a_request_whose_node_died_is_expired_once_by_another_node() {
     let a = Arc::new(Approvals::new(&permissions, store.clone(), store.clone()));
     let b = Approvals::new(&permissions, other.clone(), other.clone());
     let c = Approvals::new(&permissions, store.clone(), store.clone());
-    let surface = Arc::new(switchboard_testkit::memory::MemorySurface::demo());
-    let ops = AllowedChannel::assumed_for_tests(Snowflake(switchboard_testkit::memory::demo::OPS));
+    let surface = Arc::new(switchboard_testkit::platform::RecordingPlatform::demo());
+    let ops = AllowedChannel::assumed_for_tests(Snowflake(switchboard_testkit::platform::demo::OPS));
     let request = ship_it(ops);
     let waiting = {
         let (a, surface) = (Arc::clone(&a), Arc::clone(&surface));

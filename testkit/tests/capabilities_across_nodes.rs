@@ -15,7 +15,7 @@ use switchboard_engine::invocation::{CallContext, Front};
 use switchboard_engine::run_gate::RunGate;
 use switchboard_engine::server::Core;
 use switchboard_engine::{Secrets, ToolError};
-use switchboard_testkit::memory::{demo, MemorySurface};
+use switchboard_testkit::platform::{demo, RecordingPlatform};
 use switchboard_testkit::testing::DEMO_CONFIG;
 
 /// The bound issue 23 sets on how long another node may still accept an ended capability.
@@ -29,7 +29,7 @@ fn node(store: Arc<switchboard_store::MemoryBackend>) -> Core {
     };
     Core::new(
         &config,
-        Arc::new(MemorySurface::demo()),
+        Arc::new(RecordingPlatform::demo()),
         secrets,
         switchboard_callables::registry(),
     )
