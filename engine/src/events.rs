@@ -24,7 +24,7 @@ use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use entity::Snowflake;
@@ -77,8 +77,9 @@ pub struct Observers {
 }
 
 /// One published event. Its `data` is the JSON object sent (id, type, time, session and the
-/// event's own fields), serialized once for every subscriber.
-#[derive(Debug)]
+/// event's own fields), serialized once for every subscriber — on the first read, not at
+/// publication: most events (every call's `call.finished`) are never read by anyone, and
+/// building their JSON was a measurable share of a call (issue 22 §5).
 pub struct Event {
     /// Increasing; starts at the server's start time in microseconds, so ids of a restarted
     /// server are newer than any the last one gave.
@@ -89,13 +90,58 @@ pub struct Event {
     pub session: Option<Snowflake>,
     /// Whose call it is about (`call.finished`, `approval.*`): the caller's key.
     pub caller: Option<Arc<str>>,
-    data: Box<str>,
+    /// When it was published, ms since the Unix epoch.
+    time_ms: u64,
+    fields: Fields,
+    data: OnceLock<Box<str>>,
+}
+
+/// An event's own fields, as published: a JSON value, or what builds one when first read.
+enum Fields {
+    Value(Value),
+    Lazy(Box<dyn Fn() -> Value + Send + Sync>),
 }
 
 impl Event {
-    /// The JSON object text subscribers receive.
+    /// The JSON object text subscribers receive (rendered once, on the first read).
     pub fn data(&self) -> &str {
-        &self.data
+        self.data.get_or_init(|| self.render())
+    }
+
+    fn render(&self) -> Box<str> {
+        let mut object = Map::new();
+        object.insert("id".into(), Value::String(self.id.to_string()));
+        object.insert("type".into(), Value::String(self.kind.to_string()));
+        object.insert("time".into(), Value::from(self.time_ms));
+        object.insert(
+            "session".into(),
+            self.session
+                .map_or(Value::Null, |s| Value::String(s.to_string())),
+        );
+        let fields = match &self.fields {
+            Fields::Value(value) => value.clone(),
+            Fields::Lazy(build) => build(),
+        };
+        match fields {
+            Value::Object(map) => object.extend(map),
+            Value::Null => {}
+            other => {
+                object.insert("value".into(), other);
+            }
+        }
+        Value::Object(object).to_string().into_boxed_str()
+    }
+}
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Event")
+            .field("id", &self.id)
+            .field("kind", &self.kind)
+            .field("session", &self.session)
+            .field("caller", &self.caller)
+            .field("data", &self.data())
+            .finish()
     }
 }
 
@@ -167,32 +213,45 @@ impl EventHub {
         caller: Option<&str>,
         fields: Value,
     ) -> u64 {
-        let kind = kind.into();
+        self.push(
+            kind.into(),
+            session,
+            caller.map(Arc::from),
+            Fields::Value(fields),
+        )
+    }
+
+    /// [`EventHub::publish_about`] with fields built only when the event is first read (by a
+    /// subscriber, now or replaying it from the ring): for events published on every call.
+    pub fn publish_lazy(
+        &self,
+        kind: impl Into<Cow<'static, str>>,
+        session: Option<Snowflake>,
+        caller: Option<Arc<str>>,
+        fields: impl Fn() -> Value + Send + Sync + 'static,
+    ) -> u64 {
+        self.push(kind.into(), session, caller, Fields::Lazy(Box::new(fields)))
+    }
+
+    fn push(
+        &self,
+        kind: Cow<'static, str>,
+        session: Option<Snowflake>,
+        caller: Option<Arc<str>>,
+        fields: Fields,
+    ) -> u64 {
+        let time_ms = crate::clock::now_ms();
         let mut ring = self.ring();
         let id = ring.next_id;
         ring.next_id += 1;
-        let mut object = Map::with_capacity(8);
-        object.insert("id".into(), Value::String(id.to_string()));
-        object.insert("type".into(), Value::String(kind.to_string()));
-        object.insert("time".into(), Value::from(crate::clock::now_ms()));
-        object.insert(
-            "session".into(),
-            session.map_or(Value::Null, |s| Value::String(s.to_string())),
-        );
-        match fields {
-            Value::Object(map) => object.extend(map),
-            Value::Null => {}
-            other => {
-                object.insert("value".into(), other);
-            }
-        }
-        let data = Value::Object(object).to_string().into_boxed_str();
         let event = Arc::new(Event {
             id,
             kind,
             session,
-            caller: caller.map(Arc::from),
-            data,
+            caller,
+            time_ms,
+            fields,
+            data: OnceLock::new(),
         });
         if ring.events.len() == RING_CAPACITY {
             ring.events.pop_front();
@@ -660,6 +719,40 @@ mod tests {
             .unwrap();
         assert!(old.notice.is_some(), "a gap is announced");
         assert_eq!(drain(&mut old).len(), 5);
+    }
+
+    #[test]
+    fn lazy_fields_are_built_on_the_first_read_once_and_replay_alike() {
+        let hub = Arc::new(EventHub::new());
+        let built = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&built);
+        let id = hub.publish_lazy(
+            "call.finished",
+            Some(Snowflake(7)),
+            Some(Arc::from("operator")),
+            move || {
+                counter.fetch_add(1, Ordering::Relaxed);
+                json!({ "tool": "surface.messages.list", "durationMs": 3 })
+            },
+        );
+        assert_eq!(built.load(Ordering::Relaxed), 0, "nobody has read it yet");
+        let mut live = hub.subscribe(Filter::default(), Some(id - 1)).unwrap();
+        let mut replayed = hub.subscribe(Filter::default(), Some(id - 1)).unwrap();
+        let (live, replayed) = (drain(&mut live), drain(&mut replayed));
+        let data: Value = serde_json::from_str(live[0].data()).unwrap();
+        assert_eq!(data["id"], id.to_string());
+        assert_eq!(data["type"], "call.finished");
+        assert_eq!(data["session"], "7");
+        assert_eq!(data["tool"], "surface.messages.list");
+        assert_eq!(data["durationMs"], 3);
+        assert!(data["time"].as_u64().is_some_and(|t| t > 0));
+        assert_eq!(replayed[0].data(), live[0].data());
+        assert_eq!(
+            built.load(Ordering::Relaxed),
+            1,
+            "built once for every reader"
+        );
+        assert_eq!(live[0].caller.as_deref(), Some("operator"));
     }
 
     #[test]

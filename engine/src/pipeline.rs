@@ -3,7 +3,7 @@
 //! are listed on [`Core::call`], where the public docs show them.
 
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use entity::{Mention, Snowflake};
@@ -875,7 +875,7 @@ impl Core {
                 Err(limited) => limited,
             };
             let result = Err(error);
-            self.audit(context, tool, &Trail::new(), &result, started, started_ms);
+            self.audit(context, tool, Trail::new(), &result, started, started_ms);
             result
         };
         let (tool_id, tool) = match self.registry.lookup(tool_id) {
@@ -946,7 +946,7 @@ impl Core {
             self.audit(
                 context,
                 tool_id.into(),
-                &Trail::new(),
+                Trail::new(),
                 &result,
                 started,
                 started_ms,
@@ -965,19 +965,12 @@ impl Core {
         let result = crate::call_events::CALL_EVENTS
             .scope(events.clone(), gate.stages(tool.as_ref(), input))
             .await;
-        let mut trail = gate.trail();
+        let mut trail = std::mem::replace(&mut *gate.trail(), Trail::new());
         trail.events = events.take();
         if let Some(handled) = handled {
             handled.store(trail.handled, std::sync::atomic::Ordering::Relaxed);
         }
-        self.audit(
-            context,
-            tool_id.into(),
-            &trail,
-            &result,
-            started,
-            started_ms,
-        );
+        self.audit(context, tool_id.into(), trail, &result, started, started_ms);
         result
     }
 
@@ -988,7 +981,7 @@ impl Core {
         &self,
         context: &CallContext,
         tool_id: std::borrow::Cow<'static, str>,
-        trail: &Trail,
+        trail: Trail,
         result: &Result<ToolOutput, ToolError>,
         started: Instant,
         started_ms: u64,
@@ -1003,22 +996,53 @@ impl Core {
         let capability = context.caller.capability();
         self.metrics
             .call_finished(&tool_id, outcome, trail.decision.as_str(), code, took);
-        self.events.publish_about(
+        // Its JSON is built only if someone reads it (a subscriber, a replay): most calls'
+        // never are. What it needs is moved in; only what is not already shared is copied.
+        let caller_key: Arc<str> = match &caller {
+            crate::auth::CallerKey::Named(name) => Arc::clone(name),
+            other => Arc::from(other.static_name()),
+        };
+        let event_tool = tool_id.clone();
+        let event_caller = Arc::clone(&caller_key);
+        let event_run = capability.map(|c| c.grant.request_id.clone());
+        let event_sessions = trail.targets.clone();
+        let event_tool_call_id = context.tool_call_id.clone();
+        let decision = trail.decision.as_str();
+        let event_code = code.map(str::to_owned);
+        self.events.publish_lazy(
             "call.finished",
             trail.targets.first().copied(),
-            Some(caller.as_str()),
-            json!({
-                "tool": &*tool_id,
-                "caller": caller.as_str(),
-                "run": capability.map(|c| c.grant.request_id.as_str()),
-                "sessions": trail.targets.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                "toolCallId": context.tool_call_id.as_deref(),
-                "decision": trail.decision.as_str(),
-                "outcome": outcome,
-                "code": code,
-                "durationMs": duration_ms,
-            }),
+            Some(caller_key),
+            move || {
+                json!({
+                    "tool": &*event_tool,
+                    "caller": &*event_caller,
+                    "run": event_run.as_deref(),
+                    "sessions": event_sessions.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                    "toolCallId": event_tool_call_id.as_deref(),
+                    "decision": decision,
+                    "outcome": outcome,
+                    "code": event_code.as_deref(),
+                    "durationMs": duration_ms,
+                })
+            },
         );
+        if tracing::enabled!(target: "audit", tracing::Level::DEBUG) {
+            let targets: Vec<String> = trail.targets.iter().map(ToString::to_string).collect();
+            tracing::debug!(
+                target: "audit",
+                caller = caller.as_str(),
+                tool = %tool_id,
+                sessions = %targets.join(","),
+                request = context.request_id.as_deref().unwrap_or("-"),
+                tool_call = context.tool_call_id.as_deref().unwrap_or("-"),
+                decision = trail.decision.as_str(),
+                outcome,
+                code = code.unwrap_or(""),
+                ms = duration_ms,
+                "call"
+            );
+        }
         let row = AuditRow {
             time_ms: started_ms,
             caller: match &caller {
@@ -1031,15 +1055,16 @@ impl Core {
                 other => other.capability().and_then(|c| c.grant.requested_by),
             },
             tool: tool_id.clone(),
-            sessions: trail.targets.clone(),
-            input: trail.input.clone(),
+            // The trail is the call's own: its parts move into the row.
+            sessions: trail.targets,
+            input: trail.input,
             decision: std::borrow::Cow::Borrowed(trail.decision.as_str()),
-            decided_by: trail.decided_by.clone(),
+            decided_by: trail.decided_by,
             outcome: std::borrow::Cow::Borrowed(outcome),
             code: code.map(|c| std::borrow::Cow::Owned(c.to_owned())),
             duration_ms,
             count: 1,
-            events: trail.events.clone(),
+            events: trail.events,
         };
         match result {
             // A refusal (refused before its handler ran): counted past a few per window.
@@ -1064,22 +1089,6 @@ impl Core {
                 }
             }
             _ => self.governance.record(row),
-        }
-        if tracing::enabled!(target: "audit", tracing::Level::DEBUG) {
-            let targets: Vec<String> = trail.targets.iter().map(ToString::to_string).collect();
-            tracing::debug!(
-                target: "audit",
-                caller = caller.as_str(),
-                tool = %tool_id,
-                sessions = %targets.join(","),
-                request = context.request_id.as_deref().unwrap_or("-"),
-                tool_call = context.tool_call_id.as_deref().unwrap_or("-"),
-                decision = trail.decision.as_str(),
-                outcome,
-                code = code.unwrap_or(""),
-                ms = duration_ms,
-                "call"
-            );
         }
     }
 

@@ -18,6 +18,11 @@ use switchboard_testkit::testing::load::{
 };
 use switchboard_testkit::testing::TestServer;
 
+/// The allocator the service runs on (`src/main.rs`), so the bench measures what runs; the
+/// bare handler runs on it too.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const CONNECTIONS: usize = 4;
 const REQUESTS_PER_CONNECTION: usize = 5_000;
 fn main() {
