@@ -393,4 +393,78 @@ fn a_node_that_loses_postgres_says_degraded_until_it_is_back() {
     let back = wait_for("ok");
     assert!(back.get("reason").is_none(), "{back}");
     sb.wait_listed("#ops", &[while_away], INGEST);
+/// Mints a capability through `sb`'s API (as the operator): the token.
+fn mint_on(sb: &Switchboard, session: u64, ttl_s: u64) -> String {
+    let body = serde_json::json!({
+        "sessionId": session.to_string(),
+        "scope": ["surface.*"],
+        "ttlS": ttl_s,
+    })
+    .to_string();
+    let host = sb.url.trim_start_matches("http://").to_owned();
+    let bearer = format!("Bearer {}", sb.token);
+    let (status, answer) = support::http_send(
+        &sb.url,
+        "POST",
+        "/v1/capabilities",
+        &[
+            ("Host", &host),
+            ("Authorization", &bearer),
+            ("Content-Type", "application/json"),
+        ],
+        &body,
+    )
+    .expect("mint");
+    assert_eq!(status, 201, "{answer}");
+    let answer: Value = serde_json::from_str(&answer).expect("json");
+    answer["value"]["token"]
+        .as_str()
+        .expect("a token")
+        .to_owned()
+}
+
+/// A capability minted through node A's API is valid on node B, another process on the same
+/// PostgreSQL (a `tools` call behind a load balancer may reach either); a token never minted
+/// is refused on B exactly as on A; once expired, both refuse it.
+#[test]
+fn a_capability_minted_on_one_node_is_valid_on_the_other() {
+    use switchboard_store_postgres::testing::PgCluster;
+    let cluster = PgCluster::shared();
+    let url = cluster.url(&cluster.database().expect("a database"));
+    let fake = Fake::start_with(
+        two_shard_world(),
+        FakeOptions {
+            shards: 2,
+            ..FakeOptions::default()
+        },
+    );
+    let (dir_a, dir_b) = (TempDir::new("caps-a"), TempDir::new("caps-b"));
+    let a = lease_node(&fake, &dir_a, &url, "node-a");
+    let b = lease_node(&fake, &dir_b, &url, "node-b");
+
+    let token = mint_on(&a, demo::OPS, 4);
+    let listed = support::tools_at(&b.url, &token, &["surface.messages.list"]);
+    assert_eq!(
+        listed.code,
+        Some(0),
+        "node B accepts node A's token: {listed:?}"
+    );
+    let on_a = support::tools_at(&a.url, &token, &["surface.messages.list"]);
+    assert_eq!(on_a.code, Some(0), "{on_a:?}");
+
+    let never_minted = format!("sbcap_{}", "ab".repeat(32));
+    let on_b = support::tools_at(&b.url, &never_minted, &["surface.help"]);
+    let on_a = support::tools_at(&a.url, &never_minted, &["surface.help"]);
+    assert_eq!(on_b.code, on_a.code, "{on_b:?} {on_a:?}");
+    assert!(on_b.stderr.contains("invalid_token"), "{on_b:?}");
+
+    std::thread::sleep(Duration::from_secs(5));
+    for (node, sb) in [("A", &a), ("B", &b)] {
+        let late = support::tools_at(&sb.url, &token, &["surface.help"]);
+        assert_ne!(late.code, Some(0), "node {node} refuses an expired token");
+        assert!(
+            late.stderr.contains("token_expired"),
+            "node {node}: {late:?}"
+        );
+    }
 }
