@@ -393,6 +393,8 @@ fn a_node_that_loses_postgres_says_degraded_until_it_is_back() {
     let back = wait_for("ok");
     assert!(back.get("reason").is_none(), "{back}");
     sb.wait_listed("#ops", &[while_away], INGEST);
+}
+
 /// Mints a capability through `sb`'s API (as the operator): the token.
 fn mint_on(sb: &Switchboard, session: u64, ttl_s: u64) -> String {
     let body = serde_json::json!({

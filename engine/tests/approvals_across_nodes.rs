@@ -39,7 +39,8 @@ async fn a_decision_made_on_another_node_wakes_the_waiting_call_once() {
     let a = Arc::new(Approvals::new(&permissions, store.clone(), store.clone()));
     let b = Approvals::new(&permissions, other.clone(), other);
     let surface = Arc::new(switchboard_testkit::platform::RecordingPlatform::demo());
-    let ops = AllowedChannel::assumed_for_tests(Snowflake(switchboard_testkit::platform::demo::OPS));
+    let ops =
+        AllowedChannel::assumed_for_tests(Snowflake(switchboard_testkit::platform::demo::OPS));
     let request = ship_it(ops);
     let waiting = {
         let (a, surface) = (Arc::clone(&a), Arc::clone(&surface));
@@ -86,7 +87,8 @@ async fn a_request_whose_node_died_is_expired_once_by_another_node() {
     let b = Approvals::new(&permissions, other.clone(), other.clone());
     let c = Approvals::new(&permissions, store.clone(), store.clone());
     let surface = Arc::new(switchboard_testkit::platform::RecordingPlatform::demo());
-    let ops = AllowedChannel::assumed_for_tests(Snowflake(switchboard_testkit::platform::demo::OPS));
+    let ops =
+        AllowedChannel::assumed_for_tests(Snowflake(switchboard_testkit::platform::demo::OPS));
     let request = ship_it(ops);
     let waiting = {
         let (a, surface) = (Arc::clone(&a), Arc::clone(&surface));
