@@ -485,18 +485,21 @@ impl RunStore for PgBackend {
             if run_by_id(tx, &shared.location, &id).await?.is_some() {
                 return Err(duplicate_run(&run.id));
             }
-            let queued: i64 = tx
+            let counts = tx
                 .query_one(
-                    "SELECT count(*) FROM runs WHERE session_key = $1 AND state = 'queued'",
+                    "SELECT count(*) FILTER (WHERE state = 'queued'),
+                            count(*) FILTER (WHERE state = 'running')
+                     FROM runs WHERE session_key = $1 AND state IN ('queued', 'running')",
                     &[&clean(&run.session)],
                 )
                 .await
-                .map_err(pg)?
-                .get(0);
-            if count(queued) >= max_queued_per_session {
-                return Ok(Enqueued::Full {
-                    queued: count(queued),
-                });
+                .map_err(pg)?;
+            let waiting = switchboard_store::waiting_runs(
+                count(counts.get::<_, i64>(0)),
+                count(counts.get::<_, i64>(1)),
+            );
+            if waiting >= max_queued_per_session {
+                return Ok(Enqueued::Full { queued: waiting });
             }
             let row = tx
                 .query_one(

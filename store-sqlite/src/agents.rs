@@ -451,14 +451,16 @@ impl RunStore for SqliteBackend {
             if run_by(tx, "id", &run.id)?.is_some() {
                 return Ok(Err(duplicate_run(&run.id)));
             }
-            let queued: i64 = tx
+            let (queued, running): (i64, i64) = tx
                 .prepare_cached(
-                    "SELECT count(*) FROM runs WHERE session_key = ?1 AND state = 'queued'",
+                    "SELECT coalesce(sum(state = 'queued'), 0), coalesce(sum(state = 'running'), 0)
+                     FROM runs WHERE session_key = ?1 AND state IN ('queued', 'running')",
                 )?
-                .query_row([&run.session], |row| row.get(0))?;
-            let queued = ms(queued) as usize;
-            if queued >= max_queued_per_session {
-                return Ok(Ok(Enqueued::Full { queued }));
+                .query_row([&run.session], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            let waiting =
+                switchboard_store::waiting_runs(ms(queued) as usize, ms(running) as usize);
+            if waiting >= max_queued_per_session {
+                return Ok(Ok(Enqueued::Full { queued: waiting }));
             }
             tx.prepare_cached(
                 "INSERT INTO runs (id, session_key, agent, trigger_ref, requested_by, parent_run,

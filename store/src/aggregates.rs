@@ -495,7 +495,10 @@ pub enum Heartbeat {
 /// a run whose lease expired is interrupted by whoever looks first.
 pub trait RunStore: Send + Sync {
     /// Queues a run behind its session's runs, unless the session already has
-    /// `max_queued_per_session` waiting. A run id already kept is
+    /// `max_queued_per_session` waiting: queued runs behind its running one — or, while none
+    /// runs, behind the oldest queued, which starts as soon as a node claims it (so an idle
+    /// session's first run never counts as waiting, as `agent.queue_per_session` means). A run
+    /// id already kept is
     /// [`crate::StoreErrorKind::Conflict`].
     fn enqueue_run(&self, run: NewRun, max_queued_per_session: usize) -> StoreFuture<'_, Enqueued>;
     /// Claims the oldest queued run whose session has nothing running and no older run

@@ -42,7 +42,7 @@ pub use cache::{CacheOptions, Store};
 pub use error::{StoreError, StoreErrorKind};
 pub use memory::{
     check_end, count_firing, duplicate_run, lost_firing, set_status, settle, unknown_schedule,
-    MemoryBackend, MemoryOptions,
+    waiting_runs, MemoryBackend, MemoryOptions,
 };
 pub use switchboard_records as records;
 pub use url::{SqliteLocation, StoreUrl, StoreUrlError, DEFAULT_STORE_URL, KNOWN_SCHEMES};

@@ -30,7 +30,7 @@ mod agents;
 mod capabilities;
 mod idempotency;
 pub use agents::{
-    check_end, count_firing, duplicate_run, lost_firing, set_status, unknown_schedule,
+    check_end, count_firing, duplicate_run, lost_firing, set_status, unknown_schedule, waiting_runs,
 };
 
 /// How the memory backend keeps data.

@@ -256,9 +256,10 @@ pub fn runs_queue_per_session_in_order(make: MakePlace<'_>) {
     assert!(a1.seq < a2.seq && a2.seq < b1.seq, "queue places grow");
     let duplicate = block_on(f.backend.enqueue_run(new_run("a1", OTHER, 13), 10)).unwrap_err();
     assert_eq!(duplicate.kind(), StoreErrorKind::Conflict);
+    // Nothing runs yet: a1 is about to start, so only a2 waits.
     assert_eq!(
-        block_on(f.backend.enqueue_run(new_run("a3", CHANNEL, 14), 2)).unwrap(),
-        Enqueued::Full { queued: 2 }
+        block_on(f.backend.enqueue_run(new_run("a3", CHANNEL, 14), 1)).unwrap(),
+        Enqueued::Full { queued: 1 }
     );
     let first = claim(&*f.backend, "node-1", 100).expect("a1 is claimable");
     assert_eq!(first.id, "a1");
@@ -269,6 +270,11 @@ pub fn runs_queue_per_session_in_order(make: MakePlace<'_>) {
     let second = claim(&*f.backend, "node-2", 101).expect("b1: another session");
     assert_eq!(second.id, "b1");
     assert_eq!(claim(&*f.backend, "node-2", 102), None, "a2 waits for a1");
+    // a1 runs now, so a2 waits behind it: a bound of 1 is full.
+    assert_eq!(
+        block_on(f.backend.enqueue_run(new_run("a3", CHANNEL, 103), 1)).unwrap(),
+        Enqueued::Full { queued: 1 }
+    );
     assert_eq!(
         block_on(f.backend.heartbeat_run("a1", "node-1", 500, 1_000)).unwrap(),
         Heartbeat::Held {
@@ -1383,7 +1389,8 @@ pub fn run_decisions_raced_end_one_way(make: MakePlace<'_>) {
             .iter()
             .filter(|e| matches!(e, Enqueued::Queued(_)))
             .count();
-        assert_eq!(won, 3, "round {round}: the session's bound holds");
+        // Nothing runs: the first queued is about to start, three wait behind it.
+        assert_eq!(won, 4, "round {round}: the session's bound holds");
         let same = race(&f, 6, |backend, _| {
             block_on(backend.enqueue_run(new_run(&format!("same-{round}"), id(round), 1), 10))
         });

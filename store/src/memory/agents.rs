@@ -73,6 +73,17 @@ pub fn unknown_schedule(id: &str) -> StoreError {
     )
 }
 
+/// How many of a session's runs wait, of `queued` queued and `running` running: while none
+/// runs, the oldest queued one is about to start and does not wait (every backend's
+/// `enqueue_run` bounds this).
+pub fn waiting_runs(queued: usize, running: usize) -> usize {
+    if running == 0 {
+        queued.saturating_sub(1)
+    } else {
+        queued
+    }
+}
+
 /// What a firing claim that did not win answers, from the schedule as it is now (see
 /// [`ScheduleStore::claim_firing`](crate::ScheduleStore::claim_firing)): unknown, no longer
 /// active, or its due time taken by another claimer.
@@ -247,13 +258,18 @@ impl RunStore for MemoryBackend {
             if kept.runs.contains_key(&run.id) {
                 return Err(duplicate_run(&run.id));
             }
-            let queued = kept
+            let (queued, running) = kept
                 .runs
                 .values()
-                .filter(|r| r.session == run.session && r.state == RunState::Queued)
-                .count();
-            if queued >= max_queued_per_session {
-                return Ok(Enqueued::Full { queued });
+                .filter(|r| r.session == run.session)
+                .fold((0, 0), |(q, r), run| match run.state {
+                    RunState::Queued => (q + 1, r),
+                    RunState::Running => (q, r + 1),
+                    _ => (q, r),
+                });
+            let waiting = waiting_runs(queued, running);
+            if waiting >= max_queued_per_session {
+                return Ok(Enqueued::Full { queued: waiting });
             }
             kept.next_seq += 1;
             let run = Run::queued(run, kept.next_seq);
