@@ -210,6 +210,14 @@ impl CapabilityStore {
         Ok(token)
     }
 
+    /// The live capability `token` names, as kept: unlike [`CapabilityStore::resolve`], an
+    /// expired one is left for the next call to be told it expired.
+    pub(crate) fn kept(&self, token: &str) -> Option<Arc<Capability>> {
+        self.by_digest
+            .get(&digest(token))
+            .map(|entry| Arc::clone(entry.value()))
+    }
+
     /// The live capability `token` names, or why it is refused; an expired token is dropped.
     pub fn resolve(&self, token: &str) -> Result<Arc<Capability>, CapabilityRefusal> {
         let key = digest(token);

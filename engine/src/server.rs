@@ -580,9 +580,11 @@ impl Core {
             .capabilities
             .mint(grant)
             .map_err(|e| ToolError::internal(format!("cannot draw random bytes: {e}")))?;
-        if let (Some(shared), Ok(capability)) = (
+        // Not `resolve`: it forgets a token minted already expired, which must still answer
+        // `token_expired` to its first call.
+        if let (Some(shared), Some(capability)) = (
             self.shared_capabilities.get(),
-            self.capabilities.resolve(&token),
+            self.capabilities.kept(&token),
         ) {
             shared.keep(crate::auth::digest(&token), capability);
         }
