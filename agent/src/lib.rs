@@ -110,6 +110,20 @@ struct RunTicket<'a> {
     agent: &'a agents::RunAgent,
 }
 
+/// How long after a run ends its reply may take to be stored (the gateway's echo of the bot's
+/// own message), when another node reads what the run posted.
+const ECHO_WAIT_MS: u64 = 10_000;
+
+/// The smallest Discord id made at `ms` (Unix time): messages after it are newer.
+fn snowflake_at(ms: u64) -> Snowflake {
+    Snowflake(ms.saturating_sub(protocol::DISCORD_EPOCH_MS) << 22)
+}
+
+/// When a Discord id was made, ms since the Unix epoch.
+fn snowflake_ms(id: Snowflake) -> u64 {
+    (id.0 >> 22).saturating_add(protocol::DISCORD_EPOCH_MS)
+}
+
 /// Now, ms since the Unix epoch.
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -1055,12 +1069,20 @@ impl Bridge {
             if !row.state.is_over() {
                 continue;
             }
+            let posted = self.posted_elsewhere(&row).await;
+            let finished = row.state == switchboard_records::RunState::Finished;
+            // The bot's own messages are stored when the gateway echoes them: a run that
+            // finished a moment ago may not show its reply yet, so look again next sweep.
+            let ended_ms = row.finished_ms.unwrap_or(0);
+            if finished && posted.is_empty() && now_ms().saturating_sub(ended_ms) < ECHO_WAIT_MS {
+                continue;
+            }
             if let Some(report) = queue.take_report(&id) {
                 let _ = report.send(switchboard_schedule::RunReport {
                     run_id: Some(row.id.clone()),
-                    posted: Vec::new(),
+                    posted,
                     final_text: row.final_text.clone().unwrap_or_default(),
-                    error: (row.state != switchboard_records::RunState::Finished)
+                    error: (!finished)
                         .then(|| format!("the run ended {} on another node", row.state)),
                 });
             }
@@ -1079,6 +1101,42 @@ impl Bridge {
                 .metrics()
                 .queue_depth_set(waiting.len() as i64);
         }
+    }
+
+    /// What a run another node ran posted in its trigger's session: the bot's stored messages
+    /// from the run's start to a moment after its end (their ids carry their time), oldest
+    /// first. The node that ran it knew the ids; the row does not keep them.
+    async fn posted_elsewhere(&self, row: &switchboard_records::Run) -> Vec<Snowflake> {
+        let (Some(trigger), Some(started_ms)) = (queue::decode(&row.trigger), row.started_ms)
+        else {
+            return Vec::new();
+        };
+        let Ok(channel) = self.inner.core.allowed(trigger.channel_id).await else {
+            return Vec::new();
+        };
+        let until_ms = row
+            .finished_ms
+            .unwrap_or(u64::MAX)
+            .saturating_add(ECHO_WAIT_MS);
+        let bot = self.inner.core.surface().bot_user_id();
+        let mut posted: Vec<Snowflake> = self
+            .inner
+            .core
+            .surface()
+            .messages(
+                channel,
+                switchboard_engine::surface::MessageQuery {
+                    limit: 100,
+                    before: None,
+                    after: Some(snowflake_at(started_ms)),
+                },
+            )
+            .iter()
+            .filter(|m| Some(m.author_id) == bot && snowflake_ms(m.message_id) <= until_ms)
+            .map(|m| m.message_id)
+            .collect();
+        posted.sort_unstable();
+        posted
     }
 
     /// A run whose node stopped renewing its lease: `agent.interrupted` says whether it runs
