@@ -194,16 +194,18 @@ fn bench_calls(pg: &PgCluster) {
     let rounds = env_number("CLUSTER_ROUNDS", 5).max(1);
     let seconds = env_number("CLUSTER_CALL_SECONDS", 5).max(1);
     let url = pg.url(&pg.database().expect("a database"));
+    // Two shards, so the second node gets one (a lease node without a shard has no gateway).
     let fake = Fake::start_with(
-        World::demo(),
+        two_shard_world(),
         FakeOptions {
+            shards: 2,
             rate_limits: RateLimits::unthrottled(),
             ..FakeOptions::default()
         },
     );
     let (dir_a, dir_b) = (TempDir::new("bench-call-a"), TempDir::new("bench-call-b"));
-    let a = lease_node(&fake, &dir_a, &url, "node-a", None);
-    let b = lease_node(&fake, &dir_b, &url, "node-b", None);
+    let a = lease_node(&fake, &dir_a, &url, "node-a", Some(6));
+    let b = lease_node(&fake, &dir_b, &url, "node-b", Some(6));
     // Fifty messages in #ops for every call to list.
     let ids: Vec<String> = (0..50)
         .map(|n| fake.post(demo::OPS, demo::STANLEY, &format!("history {n}")))
