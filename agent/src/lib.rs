@@ -114,16 +114,6 @@ struct RunTicket<'a> {
 /// own message), when another node reads what the run posted.
 const ECHO_WAIT_MS: u64 = 10_000;
 
-/// The smallest Discord id made at `ms` (Unix time): messages after it are newer.
-fn snowflake_at(ms: u64) -> Snowflake {
-    Snowflake(ms.saturating_sub(protocol::DISCORD_EPOCH_MS) << 22)
-}
-
-/// When a Discord id was made, ms since the Unix epoch.
-fn snowflake_ms(id: Snowflake) -> u64 {
-    (id.0 >> 22).saturating_add(protocol::DISCORD_EPOCH_MS)
-}
-
 /// Now, ms since the Unix epoch.
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -1128,11 +1118,11 @@ impl Bridge {
                 switchboard_engine::surface::MessageQuery {
                     limit: 100,
                     before: None,
-                    after: Some(snowflake_at(started_ms)),
+                    after: Some(switchboard_records::trigger::first_id_at(started_ms)),
                 },
             )
             .iter()
-            .filter(|m| Some(m.author_id) == bot && snowflake_ms(m.message_id) <= until_ms)
+            .filter(|m| Some(m.author_id) == bot && m.message_id.timestamp_ms() <= until_ms)
             .map(|m| m.message_id)
             .collect();
         posted.sort_unstable();
