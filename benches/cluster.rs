@@ -26,16 +26,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use e2e::shards::{two_shard_world, ANNEX_GENERAL};
 use e2e::{http_get, Allow, Fake, Sections, Switchboard, TempDir};
-use fake_discord::{
-    demo, shard_of, ChannelSpec, FakeOptions, GuildSpec, RateLimits, Snowflake, World,
-};
+use fake_discord::{demo, FakeOptions, RateLimits};
 use serde_json::Value;
 use switchboard_store_postgres::testing::PgCluster;
 
-/// A guild on shard 0 of 2 (the demo guild `Lab`, whose `#ops` the calls read, is on shard 1).
-const ANNEX: u64 = demo::GUILD + (1 << 22);
-const ANNEX_GENERAL: u64 = ANNEX + 1;
 const CLIENTS: usize = 4;
 /// Every wait in the harness ends by itself.
 const WAIT: Duration = Duration::from_secs(90);
@@ -45,34 +41,6 @@ fn env_number(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// The demo world plus the guild Annex: a guild on each of two shards.
-fn two_shard_world() -> World {
-    let mut world = World::demo();
-    world.guilds.push(GuildSpec {
-        id: Snowflake(ANNEX),
-        name: "Annex".into(),
-        owner_id: None,
-        roles: Vec::new(),
-        channels: vec![ChannelSpec {
-            id: Snowflake(ANNEX_GENERAL),
-            name: "annex-general".into(),
-            kind: 0,
-            parent_id: None,
-            topic: None,
-            bot_can_see: true,
-            bot_can_send: true,
-            bot_can_manage_messages: true,
-            archived: false,
-        }],
-        members: None,
-        bot_can_manage_channels: true,
-        emojis: Vec::new(),
-    });
-    assert_eq!(shard_of(Snowflake(ANNEX), 2), 0);
-    assert_eq!(shard_of(Snowflake(demo::GUILD), 2), 1);
-    world
 }
 
 /// The `tools` CLI the e2e support drives: in a bench build it must sit beside the release
@@ -243,13 +211,7 @@ fn bench_failover(pg: &PgCluster) {
     let (mut to_ready, mut to_backfilled) = (Vec::new(), Vec::new());
     for round in 1..=rounds {
         let url = pg.url(&pg.database().expect("a database"));
-        let fake = Fake::start_with(
-            two_shard_world(),
-            FakeOptions {
-                shards: 2,
-                ..FakeOptions::default()
-            },
-        );
+        let fake = Fake::two_shards();
         let (dir_a, dir_b) = (
             TempDir::new("bench-failover-a"),
             TempDir::new("bench-failover-b"),

@@ -5,44 +5,12 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use fake_discord::{demo, shard_of, ChannelSpec, FakeOptions, GuildSpec, Snowflake, World};
+use fake_discord::{demo, FakeOptions};
 use serde_json::Value;
+use support::shards::{two_shard_world, ANNEX_GENERAL};
 use support::{http_get, Allow, Fake, Sections, Switchboard, TempDir};
 
 const INGEST: Duration = Duration::from_secs(20);
-
-/// A guild on shard 0 of 2 (the demo guild `Lab` is on shard 1 of 2).
-const ANNEX: u64 = demo::GUILD + (1 << 22);
-/// `#annex-general`, a text channel of [`ANNEX`].
-const ANNEX_GENERAL: u64 = ANNEX + 1;
-
-/// The demo world plus the guild Annex: a guild on each of two shards.
-fn two_shard_world() -> World {
-    let mut world = World::demo();
-    world.guilds.push(GuildSpec {
-        id: Snowflake(ANNEX),
-        name: "Annex".into(),
-        owner_id: None,
-        roles: Vec::new(),
-        channels: vec![ChannelSpec {
-            id: Snowflake(ANNEX_GENERAL),
-            name: "annex-general".into(),
-            kind: 0,
-            parent_id: None,
-            topic: None,
-            bot_can_see: true,
-            bot_can_send: true,
-            bot_can_manage_messages: true,
-            archived: false,
-        }],
-        members: None,
-        bot_can_manage_channels: true,
-        emojis: Vec::new(),
-    });
-    assert_eq!(shard_of(Snowflake(ANNEX), 2), 0);
-    assert_eq!(shard_of(Snowflake(demo::GUILD), 2), 1);
-    world
-}
 
 fn both_guilds() -> Allow {
     Allow {
@@ -95,13 +63,7 @@ fn wait_shards_ready(sb: &Switchboard, ids: &[u64], timeout: Duration) -> Value 
 
 #[test]
 fn guild_events_from_both_shards_arrive_and_are_stored() {
-    let fake = Fake::start_with(
-        two_shard_world(),
-        FakeOptions {
-            shards: 2,
-            ..FakeOptions::default()
-        },
-    );
+    let fake = Fake::two_shards();
     let dir = TempDir::new("two-shards");
     // shard_count is "auto": the fake recommends 2.
     let sb = Switchboard::start(&fake, dir.path(), &both_guilds());
@@ -129,13 +91,7 @@ fn guild_events_from_both_shards_arrive_and_are_stored() {
 
 #[test]
 fn a_listed_shard_runs_alone_and_the_others_guilds_are_not_seen() {
-    let fake = Fake::start_with(
-        two_shard_world(),
-        FakeOptions {
-            shards: 2,
-            ..FakeOptions::default()
-        },
-    );
+    let fake = Fake::two_shards();
     let dir = TempDir::new("listed-shard");
     // Shard 1 holds the demo guild (what the harness waits for); shard 0 is another node's.
     let sb = Switchboard::start_sections(
@@ -217,13 +173,7 @@ fn two_lease_nodes_run_one_shard_each_and_the_survivor_takes_both_after_a_kill()
     use switchboard_store_postgres::testing::PgCluster;
     let cluster = PgCluster::shared();
     let url = cluster.url(&cluster.database().expect("a database"));
-    let fake = Fake::start_with(
-        two_shard_world(),
-        FakeOptions {
-            shards: 2,
-            ..FakeOptions::default()
-        },
-    );
+    let fake = Fake::two_shards();
     let (dir_a, dir_b) = (TempDir::new("lease-a"), TempDir::new("lease-b"));
     // Alone, node-a's fair share is both shards.
     let a = lease_node(&fake, &dir_a, &url, "node-a");
@@ -433,13 +383,7 @@ fn a_capability_minted_on_one_node_is_valid_on_the_other() {
     use switchboard_store_postgres::testing::PgCluster;
     let cluster = PgCluster::shared();
     let url = cluster.url(&cluster.database().expect("a database"));
-    let fake = Fake::start_with(
-        two_shard_world(),
-        FakeOptions {
-            shards: 2,
-            ..FakeOptions::default()
-        },
-    );
+    let fake = Fake::two_shards();
     let (dir_a, dir_b) = (TempDir::new("caps-a"), TempDir::new("caps-b"));
     let a = lease_node(&fake, &dir_a, &url, "node-a");
     let b = lease_node(&fake, &dir_b, &url, "node-b");

@@ -1,0 +1,52 @@
+//! Two gateway shards with a guild on each (issue 23): the world and the fake the cluster
+//! tests and the cluster bench start.
+
+use fake_discord::{demo, shard_of, ChannelSpec, FakeOptions, GuildSpec, Snowflake, World};
+
+use super::Fake;
+
+/// A guild on shard 0 of 2 (the demo guild `Lab` is on shard 1 of 2).
+pub const ANNEX: u64 = demo::GUILD + (1 << 22);
+/// `#annex-general`, a text channel of [`ANNEX`].
+pub const ANNEX_GENERAL: u64 = ANNEX + 1;
+
+/// The demo world plus the guild Annex: a guild on each of two shards.
+pub fn two_shard_world() -> World {
+    let mut world = World::demo();
+    world.guilds.push(GuildSpec {
+        id: Snowflake(ANNEX),
+        name: "Annex".into(),
+        owner_id: None,
+        roles: Vec::new(),
+        channels: vec![ChannelSpec {
+            id: Snowflake(ANNEX_GENERAL),
+            name: "annex-general".into(),
+            kind: 0,
+            parent_id: None,
+            topic: None,
+            bot_can_see: true,
+            bot_can_send: true,
+            bot_can_manage_messages: true,
+            archived: false,
+        }],
+        members: None,
+        bot_can_manage_channels: true,
+        emojis: Vec::new(),
+    });
+    assert_eq!(shard_of(Snowflake(ANNEX), 2), 0);
+    assert_eq!(shard_of(Snowflake(demo::GUILD), 2), 1);
+    world
+}
+
+impl Fake {
+    /// A fake Discord with 2 shards over [`two_shard_world`].
+    pub fn two_shards() -> Fake {
+        Fake::start_with(
+            two_shard_world(),
+            FakeOptions {
+                shards: 2,
+                ..FakeOptions::default()
+            },
+        )
+    }
+}
