@@ -258,7 +258,11 @@ pub async fn build(
         bridge.keep_usage_in(Arc::clone(&backend) as _);
         bridge.keep_bindings_in(Arc::clone(&backend) as _);
         core.set_usage(Arc::clone(&backend) as _);
-        bridge.start_runs();
+        if backend.shared() {
+            bridge.start_runs();
+        } else {
+            bridge.start_runs_alone();
+        }
     }
     let runs: Option<Arc<dyn Runs>> = bridge
         .clone()
@@ -458,7 +462,7 @@ pub async fn serve(
                 Arc::clone(&core),
                 store.clone(),
                 aliases,
-                bridge,
+                bridge.clone(),
             ));
             core.set_reloader(Arc::clone(&reloader) as Arc<dyn switchboard_engine::live::Reloader>);
             #[cfg(unix)]
@@ -492,6 +496,10 @@ pub async fn serve(
             Err(join) => std::io::Error::other(join.to_string()),
         })),
     };
+    // Runs end (or give their leases back) while the gateway and the tool server still work.
+    if let Some(bridge) = &bridge {
+        bridge.stop_runs(None).await;
+    }
     resharding.abort();
     heartbeat.abort();
     if let Some(leasing) = leasing {

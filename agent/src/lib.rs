@@ -831,6 +831,86 @@ impl Bridge {
         self.inner.runtime.spawn(claim_loop(weak));
     }
 
+    /// [`Bridge::start_runs`] on a store no other process can hold (SQLite: one process at a
+    /// time): the rows still running there were left by an earlier process that died, so
+    /// nobody can be running them; their leases are given back first, and the loop's first
+    /// sweep takes them up under `agent.interrupted` at once rather than after the lease.
+    pub fn start_runs_alone(&self) {
+        let this = self.clone();
+        self.inner.runtime.spawn(async move {
+            this.release_orphans().await;
+            this.start_runs();
+        });
+    }
+
+    async fn release_orphans(&self) {
+        let queue = &self.inner.queue;
+        let running = match queue
+            .store
+            .runs(switchboard_records::RunFilter {
+                state: Some(switchboard_records::RunState::Running),
+                limit: switchboard_records::RunFilter::MAX_LIMIT,
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(running) => running,
+            Err(error) => {
+                tracing::warn!("cannot look for runs an earlier process left running: {error}; their leases will expire");
+                return;
+            }
+        };
+        for run in running {
+            let Some(node) = run.node.as_deref() else {
+                continue;
+            };
+            if let Err(error) = give_back_lease(queue, &run.id, node).await {
+                tracing::warn!(run = %run.id, "cannot give back the lease of a run an earlier process left running: {error}");
+            } else {
+                tracing::info!(run = %run.id, node, "a run an earlier process left running is taken up as interrupted");
+            }
+        }
+    }
+
+    /// Stops the node's part of the run queue for a shutdown: no row is claimed any more
+    /// (rows queued meanwhile stay queued for the next node), the runs this node executes get
+    /// up to `grace` to end, and those still going then give their leases back, so that the
+    /// next sweep — this node restarted, or another — takes them up under `agent.interrupted`
+    /// at once instead of after the lease. Returns how many runs were still going.
+    pub async fn stop_runs(&self, grace: Option<Duration>) -> usize {
+        let queue = &self.inner.queue;
+        queue
+            .stopping
+            .store(true, std::sync::atomic::Ordering::Release);
+        queue.wake.notify_one();
+        let grace = grace.unwrap_or(queue::SHUTDOWN_GRACE);
+        let started = std::time::Instant::now();
+        while !queue.executing().is_empty() && started.elapsed() < grace {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        queue
+            .released
+            .store(true, std::sync::atomic::Ordering::Release);
+        let rows: Vec<String> = queue
+            .executing()
+            .values()
+            .flat_map(|run| run.rows.clone())
+            .collect();
+        if rows.is_empty() {
+            return 0;
+        }
+        tracing::warn!(
+            runs = queue.executing().len(),
+            "runs still going at shutdown; their leases are given back and they are taken up as interrupted (agent.interrupted)"
+        );
+        for row in &rows {
+            if let Err(error) = give_back_lease(queue, row, &queue.node).await {
+                tracing::warn!(run = %row, "cannot give back a run's lease: {error}; it is taken up when the lease ends");
+            }
+        }
+        queue.executing().len()
+    }
+
     /// The lease a claimed run holds: `[cluster] lease_s`.
     fn lease(&self) -> Duration {
         self.inner.core.settings().config().cluster.lease
@@ -841,6 +921,9 @@ impl Bridge {
         let queue = &self.inner.queue;
         let lease = self.lease();
         loop {
+            if queue.stopping.load(std::sync::atomic::Ordering::Acquire) {
+                return;
+            }
             let Ok(permit) = Arc::clone(&self.inner.runs).try_acquire_owned() else {
                 return;
             };
@@ -2296,6 +2379,16 @@ async fn claim_loop(bridge: std::sync::Weak<Inner>) {
             return;
         };
         let this = Bridge { inner };
+        // A stopping node neither claims nor sweeps: the runs it still executes could be
+        // taken up as interrupted by its own sweep while they post.
+        if this
+            .inner
+            .queue
+            .stopping
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            return;
+        }
         if swept.is_none_or(|at| at.elapsed() >= this.lease() / 4) {
             this.sweep().await;
             swept = Some(std::time::Instant::now());
@@ -2322,6 +2415,9 @@ async fn heartbeat(bridge: Bridge, run_id: String, rows: Vec<String>) {
     loop {
         tick.tick().await;
         let queue = &bridge.inner.queue;
+        if queue.released.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
         for row in &rows {
             match queue
                 .store
@@ -2352,6 +2448,19 @@ async fn heartbeat(bridge: Bridge, run_id: String, rows: Vec<String>) {
             }
         }
     }
+}
+
+/// Ends a running row's lease a moment ago (a heartbeat with no lease), so that the next
+/// sweep finds it expired.
+async fn give_back_lease(
+    queue: &queue::RunQueue,
+    row: &str,
+    node: &str,
+) -> Result<switchboard_store::Heartbeat, switchboard_store::StoreError> {
+    queue
+        .store
+        .heartbeat_run(row, node, now_ms().saturating_sub(1), 0)
+        .await
 }
 
 /// A schedule's report of a run that did not start.

@@ -40,6 +40,10 @@ pub(crate) const POLL_ALONE: Duration = Duration::from_secs(1);
 /// The most often a running run's lease is renewed (its abort flag is read with it).
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 
+/// How long a stopping node waits for the runs it executes to end before it gives their
+/// leases back (they are then taken up as interrupted, under `agent.interrupted`).
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
 /// How often a run's lease is renewed: a quarter of it, at most every second.
 pub(crate) fn heartbeat_period(lease: Duration) -> Duration {
     (lease / 4).clamp(Duration::from_millis(50), HEARTBEAT_EVERY)
@@ -126,6 +130,11 @@ pub(crate) struct RunQueue {
     pub admit: Mutex<Option<tokio::sync::mpsc::Sender<Admission>>>,
     /// Whether the claim loop runs.
     pub started: std::sync::atomic::AtomicBool,
+    /// The node is shutting down: no more rows are claimed here.
+    pub stopping: std::sync::atomic::AtomicBool,
+    /// The node gave back the leases of the runs it still executes: heartbeats stop renewing
+    /// them, so that the next sweep (this node restarted, or another) takes them up.
+    pub released: std::sync::atomic::AtomicBool,
     /// Claims won here whose record is still being written, by run id.
     durables: Mutex<HashMap<String, Vec<(Snowflake, Durable)>>>,
     /// Schedules' waiters for their run's report, by run id.
@@ -149,6 +158,8 @@ impl RunQueue {
             wake: Notify::new(),
             admit: Mutex::new(None),
             started: std::sync::atomic::AtomicBool::new(false),
+            stopping: std::sync::atomic::AtomicBool::new(false),
+            released: std::sync::atomic::AtomicBool::new(false),
             durables: Mutex::new(HashMap::new()),
             reports: Mutex::new(HashMap::new()),
             executing: Mutex::new(HashMap::new()),
