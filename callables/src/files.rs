@@ -5,18 +5,18 @@
 
 use async_trait::async_trait;
 use protocol::Effects;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::json;
 use switchboard_workspace::{
     EditRequest, GlobRequest, GrepRequest, ListRequest, ReadRequest, WriteRequest,
 };
 
-use super::workspace::{in_session, open, read_small};
+use std::sync::Arc;
+
+use super::workspace::{checkpoint, note_workspace, read_small, workspace_input, WorkspaceTool};
 use crate::error::ToolError;
 use crate::invocation::{Invocation, PlanContext, Target};
-use crate::registry::{example, output, output_schema, Planned, Tool, ToolOutput, ToolSpec};
-use crate::workspaces::tool_error;
+use crate::registry::{example, output, output_schema, ToolOutput, ToolSpec};
+use crate::workspaces::{tool_error, SessionWorkspace};
 
 /// Reading only.
 const READS: Effects = Effects::LOCAL_READ;
@@ -34,11 +34,7 @@ async fn diff_note(
     path: &str,
     after: impl FnOnce(Option<&str>) -> Result<String, String>,
 ) -> Option<String> {
-    let ws = cx
-        .core
-        .workspaces()
-        .for_target(cx.settings, targets.first()?)
-        .ok()?;
+    let ws = note_workspace(cx, targets)?;
     let diff = match read_small(&ws, path, NOTE_DIFF_BYTES).await {
         Ok(before) => match after(before.as_deref()) {
             Ok(after) => {
@@ -66,25 +62,22 @@ fn cut_note(mut text: String) -> String {
     text
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ReadInput {
-    /// The file, relative to the workspace (or absolute inside it).
-    pub path: String,
-    /// The first line to return, 1-based (default 1).
-    pub offset: Option<usize>,
-    /// At most this many lines (never more than workspace.max_output_lines).
-    pub limit: Option<usize>,
-    /// The session whose workspace to use; default: your context's session.
-    pub session_id: Option<String>,
+workspace_input! {
+    pub struct ReadInput {
+        /// The file, relative to the workspace (or absolute inside it).
+        pub path: String,
+        /// The first line to return, 1-based (default 1).
+        pub offset: Option<usize>,
+        /// At most this many lines (never more than workspace.max_output_lines).
+        pub limit: Option<usize>,
+    }
 }
 
 pub struct ReadFile;
 
 #[async_trait]
-impl Tool for ReadFile {
+impl WorkspaceTool for ReadFile {
     type Input = ReadInput;
-    type Plan = ReadInput;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -103,12 +96,12 @@ impl Tool for ReadFile {
         }
     }
 
-    fn plan(&self, _: &PlanContext<'_>, input: ReadInput) -> Result<Planned<ReadInput>, ToolError> {
-        Ok(in_session(input))
-    }
-
-    async fn run(&self, cx: &Invocation<'_>, input: ReadInput) -> Result<ToolOutput, ToolError> {
-        let ws = open(cx)?;
+    async fn run(
+        &self,
+        _: &Invocation<'_>,
+        ws: &Arc<SessionWorkspace>,
+        input: ReadInput,
+    ) -> Result<ToolOutput, ToolError> {
         let answer = ws
             .workspace
             .read(ReadRequest {
@@ -122,23 +115,20 @@ impl Tool for ReadFile {
     }
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct WriteInput {
-    /// The file, relative to the workspace; its directories are made when missing.
-    pub path: String,
-    /// The whole new content.
-    pub content: String,
-    /// The session whose workspace to use; default: your context's session.
-    pub session_id: Option<String>,
+workspace_input! {
+    pub struct WriteInput {
+        /// The file, relative to the workspace; its directories are made when missing.
+        pub path: String,
+        /// The whole new content.
+        pub content: String,
+    }
 }
 
 pub struct WriteFile;
 
 #[async_trait]
-impl Tool for WriteFile {
+impl WorkspaceTool for WriteFile {
     type Input = WriteInput;
-    type Plan = WriteInput;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -158,14 +148,6 @@ impl Tool for WriteFile {
         }
     }
 
-    fn plan(
-        &self,
-        _: &PlanContext<'_>,
-        input: WriteInput,
-    ) -> Result<Planned<WriteInput>, ToolError> {
-        Ok(in_session(input))
-    }
-
     async fn ask_note(
         &self,
         cx: &PlanContext<'_>,
@@ -175,12 +157,13 @@ impl Tool for WriteFile {
         diff_note(cx, targets, &input.path, |_| Ok(input.content.clone())).await
     }
 
-    async fn run(&self, cx: &Invocation<'_>, input: WriteInput) -> Result<ToolOutput, ToolError> {
-        let ws = open(cx)?;
-        cx.core
-            .workspaces()
-            .before_change(&cx.context.caller, &ws)
-            .await?;
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        ws: &Arc<SessionWorkspace>,
+        input: WriteInput,
+    ) -> Result<ToolOutput, ToolError> {
+        checkpoint(cx, ws).await?;
         let answer = ws
             .workspace
             .write(WriteRequest {
@@ -198,29 +181,26 @@ impl Tool for WriteFile {
     }
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct EditInput {
-    /// The file, relative to the workspace.
-    pub path: String,
-    /// The text to replace: exact, or matched line-trimmed, whitespace-normalised,
-    /// indentation-flexible, or by its first and last lines.
-    pub old: String,
-    /// The text to put in its place.
-    pub new: String,
-    /// Replace every occurrence (else the text must occur once).
-    #[serde(default)]
-    pub replace_all: bool,
-    /// The session whose workspace to use; default: your context's session.
-    pub session_id: Option<String>,
+workspace_input! {
+    pub struct EditInput {
+        /// The file, relative to the workspace.
+        pub path: String,
+        /// The text to replace: exact, or matched line-trimmed, whitespace-normalised,
+        /// indentation-flexible, or by its first and last lines.
+        pub old: String,
+        /// The text to put in its place.
+        pub new: String,
+        /// Replace every occurrence (else the text must occur once).
+        #[serde(default)]
+        pub replace_all: bool,
+    }
 }
 
 pub struct EditFile;
 
 #[async_trait]
-impl Tool for EditFile {
+impl WorkspaceTool for EditFile {
     type Input = EditInput;
-    type Plan = EditInput;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -244,10 +224,6 @@ impl Tool for EditFile {
         }
     }
 
-    fn plan(&self, _: &PlanContext<'_>, input: EditInput) -> Result<Planned<EditInput>, ToolError> {
-        Ok(in_session(input))
-    }
-
     async fn ask_note(
         &self,
         cx: &PlanContext<'_>,
@@ -269,12 +245,13 @@ impl Tool for EditFile {
         .await
     }
 
-    async fn run(&self, cx: &Invocation<'_>, input: EditInput) -> Result<ToolOutput, ToolError> {
-        let ws = open(cx)?;
-        cx.core
-            .workspaces()
-            .before_change(&cx.context.caller, &ws)
-            .await?;
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        ws: &Arc<SessionWorkspace>,
+        input: EditInput,
+    ) -> Result<ToolOutput, ToolError> {
+        checkpoint(cx, ws).await?;
         let answer = ws
             .workspace
             .edit(EditRequest {
@@ -294,21 +271,18 @@ impl Tool for EditFile {
     }
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct GlobInput {
-    /// Relative to the workspace: `*` stays within a directory, `**` crosses them.
-    pub pattern: String,
-    /// The session whose workspace to use; default: your context's session.
-    pub session_id: Option<String>,
+workspace_input! {
+    pub struct GlobInput {
+        /// Relative to the workspace: `*` stays within a directory, `**` crosses them.
+        pub pattern: String,
+    }
 }
 
 pub struct GlobFiles;
 
 #[async_trait]
-impl Tool for GlobFiles {
+impl WorkspaceTool for GlobFiles {
     type Input = GlobInput;
-    type Plan = GlobInput;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -328,12 +302,12 @@ impl Tool for GlobFiles {
         }
     }
 
-    fn plan(&self, _: &PlanContext<'_>, input: GlobInput) -> Result<Planned<GlobInput>, ToolError> {
-        Ok(in_session(input))
-    }
-
-    async fn run(&self, cx: &Invocation<'_>, input: GlobInput) -> Result<ToolOutput, ToolError> {
-        let ws = open(cx)?;
+    async fn run(
+        &self,
+        _: &Invocation<'_>,
+        ws: &Arc<SessionWorkspace>,
+        input: GlobInput,
+    ) -> Result<ToolOutput, ToolError> {
         let answer = ws
             .workspace
             .glob(GlobRequest {
@@ -345,25 +319,22 @@ impl Tool for GlobFiles {
     }
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct GrepInput {
-    /// A regular expression (ripgrep's syntax).
-    pub pattern: String,
-    /// Only files whose path matches this glob.
-    pub glob: Option<String>,
-    /// At most this many matching lines.
-    pub limit: Option<usize>,
-    /// The session whose workspace to use; default: your context's session.
-    pub session_id: Option<String>,
+workspace_input! {
+    pub struct GrepInput {
+        /// A regular expression (ripgrep's syntax).
+        pub pattern: String,
+        /// Only files whose path matches this glob.
+        pub glob: Option<String>,
+        /// At most this many matching lines.
+        pub limit: Option<usize>,
+    }
 }
 
 pub struct GrepFiles;
 
 #[async_trait]
-impl Tool for GrepFiles {
+impl WorkspaceTool for GrepFiles {
     type Input = GrepInput;
-    type Plan = GrepInput;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -383,12 +354,12 @@ impl Tool for GrepFiles {
         }
     }
 
-    fn plan(&self, _: &PlanContext<'_>, input: GrepInput) -> Result<Planned<GrepInput>, ToolError> {
-        Ok(in_session(input))
-    }
-
-    async fn run(&self, cx: &Invocation<'_>, input: GrepInput) -> Result<ToolOutput, ToolError> {
-        let ws = open(cx)?;
+    async fn run(
+        &self,
+        _: &Invocation<'_>,
+        ws: &Arc<SessionWorkspace>,
+        input: GrepInput,
+    ) -> Result<ToolOutput, ToolError> {
         let answer = ws
             .workspace
             .grep(GrepRequest {
@@ -402,23 +373,20 @@ impl Tool for GrepFiles {
     }
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ListInput {
-    /// A directory of the workspace (default: its root).
-    pub path: Option<String>,
-    /// How deep to go (1: its entries only; at most 10).
-    pub depth: Option<usize>,
-    /// The session whose workspace to use; default: your context's session.
-    pub session_id: Option<String>,
+workspace_input! {
+    pub struct ListInput {
+        /// A directory of the workspace (default: its root).
+        pub path: Option<String>,
+        /// How deep to go (1: its entries only; at most 10).
+        pub depth: Option<usize>,
+    }
 }
 
 pub struct ListFiles;
 
 #[async_trait]
-impl Tool for ListFiles {
+impl WorkspaceTool for ListFiles {
     type Input = ListInput;
-    type Plan = ListInput;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -434,12 +402,12 @@ impl Tool for ListFiles {
         }
     }
 
-    fn plan(&self, _: &PlanContext<'_>, input: ListInput) -> Result<Planned<ListInput>, ToolError> {
-        Ok(in_session(input))
-    }
-
-    async fn run(&self, cx: &Invocation<'_>, input: ListInput) -> Result<ToolOutput, ToolError> {
-        let ws = open(cx)?;
+    async fn run(
+        &self,
+        _: &Invocation<'_>,
+        ws: &Arc<SessionWorkspace>,
+        input: ListInput,
+    ) -> Result<ToolOutput, ToolError> {
         let answer = ws
             .workspace
             .list(ListRequest {
@@ -451,5 +419,3 @@ impl Tool for ListFiles {
         output(&answer)
     }
 }
-
-super::workspace::session_field!(ReadInput, WriteInput, EditInput, GlobInput, GrepInput, ListInput);

@@ -3,32 +3,28 @@
 
 use async_trait::async_trait;
 use protocol::Effects;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::json;
 
-use super::workspace::{in_session, open};
+use std::sync::Arc;
+
+use super::workspace::{checkpoint, workspace_input, WorkspaceTool};
 use crate::error::ToolError;
-use crate::invocation::{Invocation, PlanContext};
-use crate::registry::{example, output, output_schema, Planned, Tool, ToolOutput, ToolSpec};
-use crate::workspaces::tool_error;
+use crate::invocation::Invocation;
+use crate::registry::{example, output, output_schema, ToolOutput, ToolSpec};
+use crate::workspaces::{tool_error, SessionWorkspace};
 
 const READS: Effects = Effects::LOCAL_READ;
 
-/// An input with only the session.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct StatusInput {
-    /// The session whose workspace to use; default: your context's session.
-    pub session_id: Option<String>,
+workspace_input! {
+    /// An input with only the session.
+    pub struct StatusInput {}
 }
 
 pub struct Status;
 
 #[async_trait]
-impl Tool for Status {
+impl WorkspaceTool for Status {
     type Input = StatusInput;
-    type Plan = StatusInput;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -44,38 +40,31 @@ impl Tool for Status {
         }
     }
 
-    fn plan(
+    async fn run(
         &self,
-        _: &PlanContext<'_>,
-        input: StatusInput,
-    ) -> Result<Planned<StatusInput>, ToolError> {
-        Ok(in_session(input))
-    }
-
-    async fn run(&self, cx: &Invocation<'_>, _: StatusInput) -> Result<ToolOutput, ToolError> {
-        let ws = open(cx)?;
+        _: &Invocation<'_>,
+        ws: &Arc<SessionWorkspace>,
+        _: StatusInput,
+    ) -> Result<ToolOutput, ToolError> {
         output(&ws.workspace.git_status().await.map_err(tool_error)?)
     }
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct DiffInput {
-    /// The staged changes (the index against HEAD) instead of the work tree's.
-    #[serde(default)]
-    pub staged: bool,
-    /// Only this path of the workspace.
-    pub path: Option<String>,
-    /// The session whose workspace to use; default: your context's session.
-    pub session_id: Option<String>,
+workspace_input! {
+    pub struct DiffInput {
+        /// The staged changes (the index against HEAD) instead of the work tree's.
+        #[serde(default)]
+        pub staged: bool,
+        /// Only this path of the workspace.
+        pub path: Option<String>,
+    }
 }
 
 pub struct Diff;
 
 #[async_trait]
-impl Tool for Diff {
+impl WorkspaceTool for Diff {
     type Input = DiffInput;
-    type Plan = DiffInput;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -91,12 +80,12 @@ impl Tool for Diff {
         }
     }
 
-    fn plan(&self, _: &PlanContext<'_>, input: DiffInput) -> Result<Planned<DiffInput>, ToolError> {
-        Ok(in_session(input))
-    }
-
-    async fn run(&self, cx: &Invocation<'_>, input: DiffInput) -> Result<ToolOutput, ToolError> {
-        let ws = open(cx)?;
+    async fn run(
+        &self,
+        _: &Invocation<'_>,
+        ws: &Arc<SessionWorkspace>,
+        input: DiffInput,
+    ) -> Result<ToolOutput, ToolError> {
         let answer = ws
             .workspace
             .git_diff(input.staged, input.path.as_deref())
@@ -106,21 +95,18 @@ impl Tool for Diff {
     }
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct LogInput {
-    /// At most this many commits, newest first.
-    pub limit: Option<usize>,
-    /// The session whose workspace to use; default: your context's session.
-    pub session_id: Option<String>,
+workspace_input! {
+    pub struct LogInput {
+        /// At most this many commits, newest first.
+        pub limit: Option<usize>,
+    }
 }
 
 pub struct Log;
 
 #[async_trait]
-impl Tool for Log {
+impl WorkspaceTool for Log {
     type Input = LogInput;
-    type Plan = LogInput;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -136,12 +122,12 @@ impl Tool for Log {
         }
     }
 
-    fn plan(&self, _: &PlanContext<'_>, input: LogInput) -> Result<Planned<LogInput>, ToolError> {
-        Ok(in_session(input))
-    }
-
-    async fn run(&self, cx: &Invocation<'_>, input: LogInput) -> Result<ToolOutput, ToolError> {
-        let ws = open(cx)?;
+    async fn run(
+        &self,
+        _: &Invocation<'_>,
+        ws: &Arc<SessionWorkspace>,
+        input: LogInput,
+    ) -> Result<ToolOutput, ToolError> {
         output(
             &ws.workspace
                 .git_log(input.limit)
@@ -151,25 +137,22 @@ impl Tool for Log {
     }
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct CommitInput {
-    /// The commit message.
-    pub message: String,
-    /// Commit every change to tracked files (`git commit -a`); new files need `git add`
-    /// (shell.run) first.
-    #[serde(default)]
-    pub all: bool,
-    /// The session whose workspace to use; default: your context's session.
-    pub session_id: Option<String>,
+workspace_input! {
+    pub struct CommitInput {
+        /// The commit message.
+        pub message: String,
+        /// Commit every change to tracked files (`git commit -a`); new files need `git add`
+        /// (shell.run) first.
+        #[serde(default)]
+        pub all: bool,
+    }
 }
 
 pub struct Commit;
 
 #[async_trait]
-impl Tool for Commit {
+impl WorkspaceTool for Commit {
     type Input = CommitInput;
-    type Plan = CommitInput;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -185,20 +168,13 @@ impl Tool for Commit {
         }
     }
 
-    fn plan(
+    async fn run(
         &self,
-        _: &PlanContext<'_>,
+        cx: &Invocation<'_>,
+        ws: &Arc<SessionWorkspace>,
         input: CommitInput,
-    ) -> Result<Planned<CommitInput>, ToolError> {
-        Ok(in_session(input))
-    }
-
-    async fn run(&self, cx: &Invocation<'_>, input: CommitInput) -> Result<ToolOutput, ToolError> {
-        let ws = open(cx)?;
-        cx.core
-            .workspaces()
-            .before_change(&cx.context.caller, &ws)
-            .await?;
+    ) -> Result<ToolOutput, ToolError> {
+        checkpoint(cx, ws).await?;
         let answer = ws
             .workspace
             .git_commit(&input.message, input.all)
@@ -208,24 +184,21 @@ impl Tool for Commit {
     }
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct BranchInput {
-    /// A branch to create (or, with switch, to switch to); none lists the branches.
-    pub name: Option<String>,
-    /// Switch to `name` (creating it if needed).
-    #[serde(default)]
-    pub switch: bool,
-    /// The session whose workspace to use; default: your context's session.
-    pub session_id: Option<String>,
+workspace_input! {
+    pub struct BranchInput {
+        /// A branch to create (or, with switch, to switch to); none lists the branches.
+        pub name: Option<String>,
+        /// Switch to `name` (creating it if needed).
+        #[serde(default)]
+        pub switch: bool,
+    }
 }
 
 pub struct Branch;
 
 #[async_trait]
-impl Tool for Branch {
+impl WorkspaceTool for Branch {
     type Input = BranchInput;
-    type Plan = BranchInput;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -244,21 +217,14 @@ impl Tool for Branch {
         }
     }
 
-    fn plan(
+    async fn run(
         &self,
-        _: &PlanContext<'_>,
+        cx: &Invocation<'_>,
+        ws: &Arc<SessionWorkspace>,
         input: BranchInput,
-    ) -> Result<Planned<BranchInput>, ToolError> {
-        Ok(in_session(input))
-    }
-
-    async fn run(&self, cx: &Invocation<'_>, input: BranchInput) -> Result<ToolOutput, ToolError> {
-        let ws = open(cx)?;
+    ) -> Result<ToolOutput, ToolError> {
         if input.name.is_some() {
-            cx.core
-                .workspaces()
-                .before_change(&cx.context.caller, &ws)
-                .await?;
+            checkpoint(cx, ws).await?;
         }
         let answer = ws
             .workspace
@@ -268,5 +234,3 @@ impl Tool for Branch {
         output(&answer)
     }
 }
-
-super::workspace::session_field!(StatusInput, DiffInput, LogInput, CommitInput, BranchInput);

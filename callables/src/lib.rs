@@ -42,6 +42,7 @@ use serde_json::json;
 
 use crate::error::ToolError;
 use crate::registry::Registry;
+use crate::workspace::InWorkspace;
 
 /// Discord's limit for channel and thread names, in characters.
 const MAX_NAME_CHARS: usize = 100;
@@ -114,22 +115,22 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(usage::ReportUsage);
     registry.register(agents::Handoff);
     registry.register(agents::SetSessionAgent);
-    registry.register(files::ReadFile);
-    registry.register(files::WriteFile);
-    registry.register(files::EditFile);
-    registry.register(files::GlobFiles);
-    registry.register(files::GrepFiles);
-    registry.register(files::ListFiles);
-    registry.register(shell::RunCommand);
-    registry.register(shell::CommandOutput);
-    registry.register(shell::ListCommands);
-    registry.register(shell::KillCommand);
-    registry.register(git::Status);
-    registry.register(git::Diff);
-    registry.register(git::Log);
-    registry.register(git::Commit);
-    registry.register(git::Branch);
-    registry.register(workspace::Undo);
+    registry.register(InWorkspace(files::ReadFile));
+    registry.register(InWorkspace(files::WriteFile));
+    registry.register(InWorkspace(files::EditFile));
+    registry.register(InWorkspace(files::GlobFiles));
+    registry.register(InWorkspace(files::GrepFiles));
+    registry.register(InWorkspace(files::ListFiles));
+    registry.register(InWorkspace(shell::RunCommand));
+    registry.register(InWorkspace(shell::CommandOutput));
+    registry.register(InWorkspace(shell::ListCommands));
+    registry.register(InWorkspace(shell::KillCommand));
+    registry.register(InWorkspace(git::Status));
+    registry.register(InWorkspace(git::Diff));
+    registry.register(InWorkspace(git::Log));
+    registry.register(InWorkspace(git::Commit));
+    registry.register(InWorkspace(git::Branch));
+    registry.register(InWorkspace(workspace::Undo));
 }
 
 /// Every built-in callable, registered: what the composition root hands `Core::new`.

@@ -6,42 +6,40 @@
 use async_trait::async_trait;
 use protocol::Effects;
 use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::json;
 use switchboard_sandbox::RunRequest;
 use switchboard_workspace::WorkspaceError;
 
-use super::workspace::{in_session, open};
+use std::sync::Arc;
+
+use super::workspace::{checkpoint, note_workspace, workspace_input, WorkspaceTool};
 use crate::error::ToolError;
 use crate::invocation::{Invocation, PlanContext, Target};
-use crate::registry::{example, output, output_schema, Planned, Tool, ToolOutput, ToolSpec};
-use crate::workspaces::{tool_error, Workspaces};
+use crate::registry::{example, output, output_schema, ToolOutput, ToolSpec};
+use crate::workspaces::{tool_error, SessionWorkspace, Workspaces};
 
 fn sandbox_error(error: switchboard_sandbox::SandboxError) -> ToolError {
     tool_error(WorkspaceError::from(error))
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RunInput {
-    /// A shell command line (bash), run in the session's working directory.
-    pub command: String,
-    /// Seconds before the command is killed (default workspace.timeout_s, at most
-    /// workspace.max_timeout_s).
-    pub timeout_s: Option<u64>,
-    /// Keep it running after the call; read its output with shell.output.
-    #[serde(default)]
-    pub background: bool,
-    /// The session whose workspace to use; default: your context's session.
-    pub session_id: Option<String>,
+workspace_input! {
+    pub struct RunInput {
+        /// A shell command line (bash), run in the session's working directory.
+        pub command: String,
+        /// Seconds before the command is killed (default workspace.timeout_s, at most
+        /// workspace.max_timeout_s).
+        pub timeout_s: Option<u64>,
+        /// Keep it running after the call; read its output with shell.output.
+        #[serde(default)]
+        pub background: bool,
+    }
 }
 
 pub struct RunCommand;
 
 #[async_trait]
-impl Tool for RunCommand {
+impl WorkspaceTool for RunCommand {
     type Input = RunInput;
-    type Plan = RunInput;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -64,21 +62,13 @@ impl Tool for RunCommand {
         }
     }
 
-    fn plan(&self, _: &PlanContext<'_>, input: RunInput) -> Result<Planned<RunInput>, ToolError> {
-        Ok(in_session(input))
-    }
-
     async fn ask_note(
         &self,
         cx: &PlanContext<'_>,
         targets: &[Target],
         _: &RunInput,
     ) -> Option<String> {
-        let ws = cx
-            .core
-            .workspaces()
-            .for_target(cx.settings, targets.first()?)
-            .ok()?;
+        let ws = note_workspace(cx, targets)?;
         let root = ws.workspace.root().path();
         let cwd = ws
             .workspace
@@ -88,13 +78,14 @@ impl Tool for RunCommand {
         Some(format!("cwd: {}", cwd.display()))
     }
 
-    async fn run(&self, cx: &Invocation<'_>, input: RunInput) -> Result<ToolOutput, ToolError> {
-        let ws = open(cx)?;
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        ws: &Arc<SessionWorkspace>,
+        input: RunInput,
+    ) -> Result<ToolOutput, ToolError> {
         let shell = ws.workspace.shell().map_err(tool_error)?;
-        cx.core
-            .workspaces()
-            .before_change(&cx.context.caller, &ws)
-            .await?;
+        checkpoint(cx, ws).await?;
         // A foreground command ends by its own timeout a second before the call's
         // (`toolserver.call_timeout_s`), so that it answers `timeout` with its output so far
         // rather than the call being cut without it.
@@ -142,24 +133,21 @@ impl Tool for RunCommand {
     }
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct OutputInput {
-    /// The background command's id (from shell.run or shell.list).
-    pub id: String,
-    /// Read from this byte of its output on (the previous answer's `next`); default: the
-    /// oldest kept.
-    pub since: Option<u64>,
-    /// The session whose workspace to use; default: your context's session.
-    pub session_id: Option<String>,
+workspace_input! {
+    pub struct OutputInput {
+        /// The background command's id (from shell.run or shell.list).
+        pub id: String,
+        /// Read from this byte of its output on (the previous answer's `next`); default: the
+        /// oldest kept.
+        pub since: Option<u64>,
+    }
 }
 
 pub struct CommandOutput;
 
 #[async_trait]
-impl Tool for CommandOutput {
+impl WorkspaceTool for CommandOutput {
     type Input = OutputInput;
-    type Plan = OutputInput;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -175,16 +163,12 @@ impl Tool for CommandOutput {
         }
     }
 
-    fn plan(
+    async fn run(
         &self,
-        _: &PlanContext<'_>,
+        _: &Invocation<'_>,
+        ws: &Arc<SessionWorkspace>,
         input: OutputInput,
-    ) -> Result<Planned<OutputInput>, ToolError> {
-        Ok(in_session(input))
-    }
-
-    async fn run(&self, cx: &Invocation<'_>, input: OutputInput) -> Result<ToolOutput, ToolError> {
-        let ws = open(cx)?;
+    ) -> Result<ToolOutput, ToolError> {
         let shell = ws.workspace.shell().map_err(tool_error)?;
         let answer = shell
             .output(&input.id, input.since)
@@ -193,11 +177,8 @@ impl Tool for CommandOutput {
     }
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ListInput {
-    /// The session whose workspace to use; default: your context's session.
-    pub session_id: Option<String>,
+workspace_input! {
+    pub struct ListInput {}
 }
 
 pub struct ListCommands;
@@ -210,9 +191,8 @@ struct Processes {
 }
 
 #[async_trait]
-impl Tool for ListCommands {
+impl WorkspaceTool for ListCommands {
     type Input = ListInput;
-    type Plan = ListInput;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -228,12 +208,12 @@ impl Tool for ListCommands {
         }
     }
 
-    fn plan(&self, _: &PlanContext<'_>, input: ListInput) -> Result<Planned<ListInput>, ToolError> {
-        Ok(in_session(input))
-    }
-
-    async fn run(&self, cx: &Invocation<'_>, _: ListInput) -> Result<ToolOutput, ToolError> {
-        let ws = open(cx)?;
+    async fn run(
+        &self,
+        _: &Invocation<'_>,
+        ws: &Arc<SessionWorkspace>,
+        _: ListInput,
+    ) -> Result<ToolOutput, ToolError> {
         let shell = ws.workspace.shell().map_err(tool_error)?;
         output(&Processes {
             processes: shell.list(),
@@ -241,21 +221,18 @@ impl Tool for ListCommands {
     }
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct KillInput {
-    /// The background command's id.
-    pub id: String,
-    /// The session whose workspace to use; default: your context's session.
-    pub session_id: Option<String>,
+workspace_input! {
+    pub struct KillInput {
+        /// The background command's id.
+        pub id: String,
+    }
 }
 
 pub struct KillCommand;
 
 #[async_trait]
-impl Tool for KillCommand {
+impl WorkspaceTool for KillCommand {
     type Input = KillInput;
-    type Plan = KillInput;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -271,16 +248,14 @@ impl Tool for KillCommand {
         }
     }
 
-    fn plan(&self, _: &PlanContext<'_>, input: KillInput) -> Result<Planned<KillInput>, ToolError> {
-        Ok(in_session(input))
-    }
-
-    async fn run(&self, cx: &Invocation<'_>, input: KillInput) -> Result<ToolOutput, ToolError> {
-        let ws = open(cx)?;
+    async fn run(
+        &self,
+        _: &Invocation<'_>,
+        ws: &Arc<SessionWorkspace>,
+        input: KillInput,
+    ) -> Result<ToolOutput, ToolError> {
         let shell = ws.workspace.shell().map_err(tool_error)?;
         let answer = shell.kill(&input.id).await.map_err(sandbox_error)?;
         output(&answer)
     }
 }
-
-super::workspace::session_field!(RunInput, OutputInput, ListInput, KillInput);

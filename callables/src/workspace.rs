@@ -9,9 +9,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+use serde::de::DeserializeOwned;
+
 use crate::auth::Caller;
 use crate::error::ToolError;
-use crate::invocation::{Invocation, PlanContext};
+use crate::invocation::{Invocation, PlanContext, Target};
 use crate::registry::{
     example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
 };
@@ -22,28 +24,114 @@ pub(super) trait SessionField {
     fn session(&self) -> Option<&str>;
 }
 
-/// [`SessionField`] for inputs with a `session_id: Option<String>` field.
-macro_rules! session_field {
-    ($($input:ty),* $(,)?) => {
-        $(impl $crate::workspace::SessionField for $input {
+/// Declares a workspace callable's input: the fields given, then `sessionId` (the session
+/// whose workspace to use), unknown fields refused; and its [`SessionField`].
+macro_rules! workspace_input {
+    ($(#[$meta:meta])* pub struct $input:ident { $($fields:tt)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+        #[serde(deny_unknown_fields, rename_all = "camelCase")]
+        pub struct $input {
+            $($fields)*
+            /// The session whose workspace to use; default: your context's session.
+            pub session_id: Option<String>,
+        }
+
+        impl $crate::workspace::SessionField for $input {
             fn session(&self) -> Option<&str> {
                 self.session_id.as_deref()
             }
-        })*
+        }
     };
 }
-pub(super) use session_field;
+pub(super) use workspace_input;
 
-/// A plan that acts in the named session's workspace (default: the context's session).
-pub(super) fn in_session<I: SessionField>(input: I) -> Planned<I> {
-    let session = SessionRequest::session_id(input.session(), 0);
-    Planned::in_session(input, session)
+/// A callable that acts in one session's workspace (`fs.*`, `shell.*`, `git.*`,
+/// `workspace.undo`): its input names the session (`sessionId`, default: the context's) and
+/// it runs with that session's workspace open. [`InWorkspace`] makes it a [`Tool`].
+#[async_trait]
+pub(super) trait WorkspaceTool: Send + Sync + 'static {
+    /// The input, as its JSON Schema describes it; it names the session.
+    type Input: SessionField + DeserializeOwned + JsonSchema + Send + Sync;
+
+    /// What the callable says about itself.
+    fn spec(&self) -> ToolSpec;
+
+    /// Runs once every check passed, in the workspace of the session the call acts in.
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        ws: &Arc<SessionWorkspace>,
+        input: Self::Input,
+    ) -> Result<ToolOutput, ToolError>;
+
+    /// What an approval card shows beside the input ([`Tool::ask_note`]).
+    async fn ask_note(
+        &self,
+        _cx: &PlanContext<'_>,
+        _targets: &[Target],
+        _input: &Self::Input,
+    ) -> Option<String> {
+        None
+    }
 }
 
-/// The workspace of the session the call acts in.
-pub(super) fn open(cx: &Invocation<'_>) -> Result<Arc<SessionWorkspace>, ToolError> {
-    let target = cx.target()?;
-    cx.core.workspaces().for_target(cx.settings(), &target)
+/// A [`WorkspaceTool`] as a [`Tool`]: its plan acts in the session its input names, and its
+/// handler gets that session's workspace.
+pub(super) struct InWorkspace<T>(pub T);
+
+#[async_trait]
+impl<T: WorkspaceTool> Tool for InWorkspace<T> {
+    type Input = T::Input;
+    type Plan = T::Input;
+
+    fn spec(&self) -> ToolSpec {
+        self.0.spec()
+    }
+
+    fn plan(&self, _: &PlanContext<'_>, input: T::Input) -> Result<Planned<T::Input>, ToolError> {
+        let session = SessionRequest::session_id(input.session(), 0);
+        Ok(Planned::in_session(input, session))
+    }
+
+    async fn ask_note(
+        &self,
+        cx: &PlanContext<'_>,
+        targets: &[Target],
+        input: &T::Input,
+    ) -> Option<String> {
+        self.0.ask_note(cx, targets, input).await
+    }
+
+    async fn run(&self, cx: &Invocation<'_>, input: T::Input) -> Result<ToolOutput, ToolError> {
+        let target = cx.target()?;
+        let ws = cx.core.workspaces().for_target(cx.settings(), &target)?;
+        self.0.run(cx, &ws, input).await
+    }
+}
+
+/// The workspace an approval card's note speaks of: the first target's (`None`: there is
+/// none, or no workspace).
+pub(super) fn note_workspace(
+    cx: &PlanContext<'_>,
+    targets: &[Target],
+) -> Option<Arc<SessionWorkspace>> {
+    cx.core
+        .workspaces()
+        .for_target(cx.settings, targets.first()?)
+        .ok()
+}
+
+/// Before a change to the workspace: a run's first change takes its checkpoint
+/// ([`Workspaces::before_change`](crate::workspaces::Workspaces::before_change)).
+pub(super) async fn checkpoint(
+    cx: &Invocation<'_>,
+    ws: &Arc<SessionWorkspace>,
+) -> Result<(), ToolError> {
+    cx.core
+        .workspaces()
+        .before_change(&cx.context.caller, ws)
+        .await
 }
 
 /// A file's text for an approval card's diff: `Ok(None)` when it does not exist, `Err` with
@@ -98,9 +186,8 @@ pub struct UndoInput {
 pub struct Undo;
 
 #[async_trait]
-impl Tool for Undo {
+impl WorkspaceTool for Undo {
     type Input = UndoInput;
-    type Plan = UndoInput;
 
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -123,12 +210,12 @@ impl Tool for Undo {
         }
     }
 
-    fn plan(&self, _: &PlanContext<'_>, input: UndoInput) -> Result<Planned<UndoInput>, ToolError> {
-        Ok(in_session(input))
-    }
-
-    async fn run(&self, cx: &Invocation<'_>, input: UndoInput) -> Result<ToolOutput, ToolError> {
-        let ws = open(cx)?;
+    async fn run(
+        &self,
+        cx: &Invocation<'_>,
+        ws: &Arc<SessionWorkspace>,
+        input: UndoInput,
+    ) -> Result<ToolOutput, ToolError> {
         if let Caller::Discord(user) = &cx.context.caller {
             // `/undo`: admins, and the person whose message started the run.
             let admins = &cx.settings().config().discord.admins;
@@ -157,4 +244,8 @@ impl Tool for Undo {
     }
 }
 
-session_field!(UndoInput);
+impl SessionField for UndoInput {
+    fn session(&self) -> Option<&str> {
+        self.session_id.as_deref()
+    }
+}

@@ -33,7 +33,8 @@ use std::sync::{Arc, OnceLock};
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRef, FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -191,7 +192,7 @@ type Shared = State<ConsoleState>;
 /// The console's routes (none when `toolserver.console` is off, so `/` stays a 404).
 pub fn router<S>(console: &Console) -> Router<S>
 where
-    ConsoleState: axum::extract::FromRef<S>,
+    ConsoleState: FromRef<S>,
     S: Clone + Send + Sync + 'static,
 {
     if !console.enabled() {
@@ -323,18 +324,15 @@ impl Operator {
     }
 }
 
-impl<S> axum::extract::FromRequestParts<S> for Operator
+impl<S> FromRequestParts<S> for Operator
 where
-    ConsoleState: axum::extract::FromRef<S>,
+    ConsoleState: FromRef<S>,
     S: Send + Sync,
 {
     type Rejection = ApiError;
 
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
-        let core = <ConsoleState as axum::extract::FromRef<S>>::from_ref(state);
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let core = ConsoleState::from_ref(state);
         let id = parts
             .headers
             .get_all(header::COOKIE)
@@ -352,17 +350,14 @@ where
 /// `x-switchboard-csrf` and a same-origin `Origin`.
 pub struct Change(Operator);
 
-impl<S> axum::extract::FromRequestParts<S> for Change
+impl<S> FromRequestParts<S> for Change
 where
-    ConsoleState: axum::extract::FromRef<S>,
+    ConsoleState: FromRef<S>,
     S: Send + Sync,
 {
     type Rejection = ApiError;
 
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let operator = Operator::from_request_parts(parts, state).await?;
         same_origin(&parts.headers)?;
         let presented = parts

@@ -34,7 +34,8 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, FromRef, FromRequestParts, Path, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -262,18 +263,15 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// body is read: a request without a valid token costs a header parse, never a body read.
 pub struct Authed(pub CallContext);
 
-impl<S> axum::extract::FromRequestParts<S> for Authed
+impl<S> FromRequestParts<S> for Authed
 where
-    Arc<Core>: axum::extract::FromRef<S>,
+    Arc<Core>: FromRef<S>,
     S: Send + Sync,
 {
     type Rejection = ApiError;
 
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
-        let core = <Arc<Core> as axum::extract::FromRef<S>>::from_ref(state);
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let core = <Arc<Core>>::from_ref(state);
         let caller = core.authenticate_shared(bearer(&parts.headers)).await?;
         Ok(context(&core, caller, &parts.headers).map(Authed)?)
     }
