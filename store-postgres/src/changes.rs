@@ -60,6 +60,7 @@ fn encode_one(change: &Changed) -> Option<Value> {
         Changed::Workflow(id) => json!(["w", id]),
         Changed::Approval(id) => json!(["a", id]),
         Changed::Scope(id) => json!(["o", id.0]),
+        Changed::Events(newest) => json!(["e", newest]),
         _ => return None,
     })
 }
@@ -94,6 +95,7 @@ fn decode_one(value: &Value) -> Option<Changed> {
         "w" => Changed::Workflow(first.as_str()?.to_owned()),
         "a" => Changed::Approval(first.as_str()?.to_owned()),
         "o" => Changed::Scope(id(first)?),
+        "e" => Changed::Events(first.as_u64()?),
         _ => return None,
     })
 }
@@ -243,6 +245,7 @@ mod tests {
             ".*".prop_map(Changed::Workflow),
             ".*".prop_map(Changed::Approval),
             id.prop_map(Changed::Scope),
+            any::<u64>().prop_map(Changed::Events),
         ]
     }
 

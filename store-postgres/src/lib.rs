@@ -29,6 +29,7 @@ mod agents;
 mod capabilities;
 mod changes;
 mod error;
+mod events;
 mod pipeline;
 mod rows;
 mod schema;

@@ -17,6 +17,7 @@
 mod agents;
 mod capabilities;
 mod error;
+mod events;
 mod ledger;
 mod rows;
 mod schema;

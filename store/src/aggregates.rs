@@ -351,6 +351,7 @@ pub trait Backend:
     + UsageStore
     + ClusterStore
     + CapabilityStore
+    + crate::events::EventStore
     + ChangeFeed
 {
     /// `memory`, `sqlite` or `postgres`.

@@ -30,8 +30,10 @@ use crate::{Backend, CacheOptions, Census, Claim, Decided, Reserved, Store, Stor
 
 mod agents;
 mod capabilities;
+mod events;
 pub use agents::*;
 pub use capabilities::*;
+pub use events::*;
 
 /// What a test asks of the backend it opens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,6 +135,11 @@ macro_rules! conformance_tests {
             a_capability_ended_on_one_node_is_ended_on_every_node,
             expired_capabilities_are_pruned,
             a_capability_without_a_digest_is_refused,
+            events_are_appended_in_order_and_read_after_an_id,
+            pruning_events_keeps_the_newest,
+            events_raced_from_many_threads_are_ordered,
+            an_event_batch_is_announced_once,
+            garbage_events_are_refused_not_fatal,
         );
     };
     (@tests $make:path; $($name:ident),* $(,)?) => {

@@ -71,6 +71,8 @@ pub enum Changed {
     Approval(String),
     /// A session's `/tools` scope changed.
     Scope(Snowflake),
+    /// Events were appended, up to this id (one per batch: `crate::events`).
+    Events(u64),
 }
 
 /// How many changes a slow watcher may fall behind before it is told it missed some.

@@ -10,6 +10,7 @@
 //! - [`StoreUrl`]: `store.url` parsed.
 //! - [`queue`]: the bounded write queue backends' writers use.
 //! - [`write`]: the writes a backend's writer queues (one enum for every backend).
+//! - [`events`]: the live feed's events as rows, so their ids are the store's on every node.
 //! - [`copy`]: copying every kind of thing from one store into another (`store copy`).
 //! - `conformance` (feature `conformance`): the tests every backend runs.
 //!
@@ -24,6 +25,7 @@ pub mod copy;
 #[cfg(feature = "conformance")]
 pub mod corpus;
 mod error;
+pub mod events;
 pub mod feed;
 mod memory;
 pub mod queue;
@@ -40,6 +42,7 @@ pub use aggregates::{
 };
 pub use cache::{CacheOptions, Store};
 pub use error::{StoreError, StoreErrorKind};
+pub use events::{EventBounds, EventRow, EventStore, KeptEvent};
 pub use memory::{
     check_end, count_firing, duplicate_run, lost_firing, set_status, settle, unknown_schedule,
     waiting_runs, MemoryBackend, MemoryOptions,

@@ -28,6 +28,7 @@ use crate::queue::QueueStats;
 
 mod agents;
 mod capabilities;
+mod events;
 mod idempotency;
 pub use agents::{
     check_end, count_firing, duplicate_run, lost_firing, set_status, unknown_schedule, waiting_runs,
@@ -87,6 +88,7 @@ struct Data {
     idempotency: idempotency::Keys,
     agents: agents::Kept,
     capabilities: capabilities::Capabilities,
+    events: events::Events,
 }
 
 #[derive(Debug)]
