@@ -116,6 +116,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/_fake/components", post(post_component))
         .route("/_fake/commands", get(get_commands))
         .route("/_fake/requests", get(get_requests).delete(clear_requests))
+        .route("/_fake/ratelimits", get(get_ratelimits))
         .route("/_fake/faults", post(post_fault))
         .route("/_fake/dispatch", post(post_dispatch))
         .route("/_fake/state", get(get_state))
@@ -325,6 +326,10 @@ async fn patch_gateway(
         .change_settings(&patch)
         .map(Json)
         .map_err(ControlError::BadBody)
+}
+
+async fn get_ratelimits(State(s): State<Arc<Shared>>) -> Json<crate::RateTally> {
+    Json(s.rates.tally())
 }
 
 async fn get_identifies(State(s): State<Arc<Shared>>) -> Json<Vec<IdentifyRecord>> {

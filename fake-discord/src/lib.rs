@@ -67,6 +67,9 @@
 //! `{"message","retry_after","global","code":0}` with `Retry-After`, `X-RateLimit-Scope`
 //! (`user` or `global`) and, for the global limit, `X-RateLimit-Global: true`. Injected faults
 //! and the token check come first and spend nothing; the request log records every status.
+//! `GET /_fake/ratelimits` ([`FakeDiscord::rate_tally`]) reports the busiest second's requests
+//! under the global limit, refused ones included, and the global and route 429s so far: whether
+//! several nodes sharing one bot token kept to the global limit together.
 //!
 //! # The world file
 //!
@@ -145,7 +148,7 @@ pub use fake::{
 pub use hub::{intents, HubLimits};
 /// Discord ids: the workspace's one id type, re-exported.
 pub use protocol::Snowflake;
-pub use rest::ratelimit::{RateLimits, Window};
+pub use rest::ratelimit::{RateLimits, RateTally, Window};
 pub use shards::{
     shard_of, ConnectionInfo, ConnectionState, GatewaySettings, GatewaySettingsPatch,
     IdentifyRecord, DEFAULT_GUILDS_PER_SHARD_MAX, DEFAULT_SESSION_START_TOTAL, IDENTIFY_INTERVAL,
@@ -449,6 +452,12 @@ impl FakeDiscord {
     /// Every REST request received (bounded log), in order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.shared.lock().requests.iter().cloned().collect()
+    }
+
+    /// What the rate limits saw since the start: the busiest second's requests and the 429s
+    /// of each scope (`GET /_fake/ratelimits`).
+    pub fn rate_tally(&self) -> RateTally {
+        self.shared.rates.tally()
     }
 
     /// Clears the request log.

@@ -135,6 +135,26 @@ struct Book {
     windows: HashMap<(String, String), (u64, u32)>,
     /// Admission times of the last second's requests, oldest first (at most the global limit).
     recent: VecDeque<u64>,
+    /// Arrival times of the last second's requests under the global limit, admitted or not
+    /// (at most [`MAX_ARRIVALS`]): what a client sent, which `recent` cannot show.
+    arrivals: VecDeque<u64>,
+    tally: RateTally,
+}
+
+/// Arrivals remembered for the per-second peak; past it the peak saturates there.
+const MAX_ARRIVALS: usize = 100_000;
+
+/// What the rate limits saw since the fake started (`GET /_fake/ratelimits`): whether the
+/// bot's nodes together kept to the global limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RateTally {
+    /// The most requests under the global limit (interaction callbacks excepted) that arrived
+    /// within any one second, refused ones included.
+    pub peak_per_second: u32,
+    /// Requests refused by the global limit (`"global": true`).
+    pub global_429s: u64,
+    /// Requests refused by their route's bucket (`"global": false`).
+    pub route_429s: u64,
 }
 
 /// The fake's rate-limit state.
@@ -180,6 +200,9 @@ impl RateBook {
                 book.windows.clear();
             }
         }
+        if !is_interaction(template) {
+            book.count_arrival(now_ms);
+        }
         let entry = book.windows.entry(key).or_insert((now_ms, 0));
         if now_ms >= entry.0.saturating_add(window.window_ms) {
             *entry = (now_ms, 0);
@@ -194,6 +217,7 @@ impl RateBook {
             bucket: bucket.clone(),
         };
         if used >= window.limit {
+            book.tally.route_429s += 1;
             return Err(Refusal {
                 retry_after_ms: reset_ms.saturating_sub(now_ms).max(1),
                 global: false,
@@ -211,6 +235,7 @@ impl RateBook {
             }
             if book.recent.len() >= global {
                 let oldest = book.recent.front().copied().unwrap_or(now_ms);
+                book.tally.global_429s += 1;
                 return Err(Refusal {
                     retry_after_ms: oldest.saturating_add(1000).saturating_sub(now_ms).max(1),
                     global: true,
@@ -221,6 +246,32 @@ impl RateBook {
         }
         entry.1 = used + 1;
         Ok(stamp(used + 1))
+    }
+
+    /// What the limits saw so far.
+    pub fn tally(&self) -> RateTally {
+        self.book
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .tally
+    }
+}
+
+impl Book {
+    /// Counts a request under the global limit arriving at `now_ms` into the per-second peak.
+    fn count_arrival(&mut self, now_ms: u64) {
+        while self
+            .arrivals
+            .front()
+            .is_some_and(|&t| t.saturating_add(1000) <= now_ms)
+        {
+            self.arrivals.pop_front();
+        }
+        if self.arrivals.len() < MAX_ARRIVALS {
+            self.arrivals.push_back(now_ms);
+        }
+        let in_last_second = u32::try_from(self.arrivals.len()).unwrap_or(u32::MAX);
+        self.tally.peak_per_second = self.tally.peak_per_second.max(in_last_second);
     }
 }
 
@@ -364,6 +415,44 @@ mod tests {
         )
         .expect("interaction callbacks are exempt");
         create(&book, 4, 1_100).expect("a second later");
+    }
+
+    #[test]
+    fn the_tally_counts_each_kind_of_429_and_the_busiest_second_sent() {
+        let limits = RateLimits {
+            global_per_second: 3,
+            ..RateLimits::discord()
+        };
+        let book = RateBook::new(limits);
+        for channel in 1..=3 {
+            create(&book, channel, 100).expect("admitted");
+        }
+        create(&book, 4, 500).expect_err("global");
+        book.admit(
+            &Method::POST,
+            "/api/v10/interactions/{interaction_id}/{token}/callback",
+            "/api/v10/interactions/9/tok/callback",
+            500,
+        )
+        .expect("interaction callbacks are exempt");
+        for at in [1_200, 1_300, 1_400, 1_450] {
+            let _ = create(&book, 5, at);
+        }
+        let tally = book.tally();
+        // 500 to 1,450: five arrivals within one second, the refused ones included (the
+        // interaction callback is not counted).
+        assert_eq!(tally.peak_per_second, 5, "{tally:?}");
+        assert_eq!(tally.global_429s, 2, "{tally:?}");
+        assert_eq!(tally.route_429s, 0, "{tally:?}");
+
+        // A route's own bucket (five creates per five seconds per channel) refuses the sixth.
+        let book = RateBook::new(RateLimits::discord());
+        for at in 0..6 {
+            let _ = create(&book, 7, at * 300);
+        }
+        let tally = book.tally();
+        assert_eq!((tally.route_429s, tally.global_429s), (1, 0), "{tally:?}");
+        assert_eq!(tally.peak_per_second, 4, "{tally:?}");
     }
 
     #[test]
