@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Request, State};
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
@@ -97,10 +97,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
             "/_fake/messages/{channel_id}/{message_id}",
             patch(edit_message).delete(delete_message),
         )
-        .route(
-            "/_fake/reactions",
-            post(post_reaction).delete(delete_reaction),
-        )
+        .route("/_fake/reactions", post(reaction).delete(reaction))
         .route("/_fake/typing", post(post_typing))
         .route("/_fake/channels", post(create_channel))
         .route(
@@ -182,19 +179,14 @@ struct ReactionBody {
     emoji: String,
 }
 
-async fn post_reaction(
+/// `POST` adds the user's reaction, `DELETE` removes it.
+async fn reaction(
+    method: Method,
     State(s): State<Arc<Shared>>,
     Body(b): Body<ReactionBody>,
 ) -> Result<StatusCode, ControlError> {
-    crate::fake::react(&s, b.channel_id, b.message_id, b.user_id, &b.emoji, true)?;
-    Ok(StatusCode::NO_CONTENT)
-}
-
-async fn delete_reaction(
-    State(s): State<Arc<Shared>>,
-    Body(b): Body<ReactionBody>,
-) -> Result<StatusCode, ControlError> {
-    crate::fake::react(&s, b.channel_id, b.message_id, b.user_id, &b.emoji, false)?;
+    let add = method == Method::POST;
+    crate::fake::react(&s, b.channel_id, b.message_id, b.user_id, &b.emoji, add)?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -541,20 +541,43 @@ pub(crate) fn invoke_command(s: &Shared, c: SlashCommand) -> Result<Value, Contr
         .command_id(&c.name, channel.guild_id)
         .unwrap_or_default();
     drop(store);
+    Ok(create_interaction(
+        s,
+        &channel,
+        c.user_id,
+        c.name,
+        None,
+        |interaction| {
+            payloads::interaction_create(&s.dir, &channel, interaction, &command_id, &c.options)
+        },
+    ))
+}
+
+/// Holds a new interaction by `user_id` in `channel` (a slash command's `command_name`, or a
+/// button's `component`), dispatches INTERACTION_CREATE with the payload `payload` makes of
+/// it, and answers its id and token, as Discord does.
+fn create_interaction(
+    s: &Shared,
+    channel: &Channel,
+    user_id: Snowflake,
+    command_name: String,
+    component: Option<(Snowflake, String)>,
+    payload: impl FnOnce(&Interaction) -> Value,
+) -> Value {
     let id = s.ids.next();
     let interaction = Interaction {
         id,
         token: format!("fake-interaction-token-{id}"),
         channel_id: channel.id,
         guild_id: channel.guild_id,
-        user_id: c.user_id,
-        command_name: c.name,
-        component: None,
+        user_id,
+        command_name,
+        component,
         response: None,
         original_message: None,
         followups: Vec::new(),
     };
-    let d = payloads::interaction_create(&s.dir, &channel, &interaction, &command_id, &c.options);
+    let d = payload(&interaction);
     let answer = json!({
         "id": id,
         "token": interaction.token,
@@ -563,7 +586,7 @@ pub(crate) fn invoke_command(s: &Shared, c: SlashCommand) -> Result<Value, Contr
     let mut store = s.lock();
     store.insert_interaction(interaction);
     s.publish("INTERACTION_CREATE", &d, None, channel.guild_id);
-    Ok(answer)
+    answer
 }
 
 /// Whether the message's components hold an enabled button with `custom_id`.
@@ -618,33 +641,19 @@ pub(crate) fn click_component(s: &Shared, c: ComponentClick) -> Result<Value, Co
             )))
         }
     }
-    let id = s.ids.next();
-    let interaction = Interaction {
-        id,
-        token: format!("fake-interaction-token-{id}"),
-        channel_id: channel.id,
-        guild_id: channel.guild_id,
-        user_id: c.user_id,
-        command_name: String::new(),
-        component: Some((c.message_id, c.custom_id)),
-        response: None,
-        original_message: None,
-        followups: Vec::new(),
-    };
-    let d = {
-        let store = s.lock();
-        let message = payloads::message(&s.dir, &store, &message, false);
-        payloads::component_interaction_create(&s.dir, &channel, &interaction, message)
-    };
-    let answer = json!({
-        "id": id,
-        "token": interaction.token,
-        "application_id": s.dir.application_id,
-    });
-    let mut store = s.lock();
-    store.insert_interaction(interaction);
-    s.publish("INTERACTION_CREATE", &d, None, channel.guild_id);
-    Ok(answer)
+    let component = Some((c.message_id, c.custom_id));
+    Ok(create_interaction(
+        s,
+        &channel,
+        c.user_id,
+        String::new(),
+        component,
+        |interaction| {
+            let store = s.lock();
+            let message = payloads::message(&s.dir, &store, &message, false);
+            payloads::component_interaction_create(&s.dir, &channel, interaction, message)
+        },
+    ))
 }
 
 pub(crate) fn interaction(s: &Shared, interaction_id: Snowflake) -> Result<Value, ControlError> {

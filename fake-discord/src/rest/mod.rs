@@ -252,17 +252,20 @@ async fn record(State(shared): State<Arc<Shared>>, request: Request, next: Next)
         .extensions
         .get::<MatchedPath>()
         .map(|m| m.as_str().to_owned());
-    let Ok(bytes) = axum::body::to_bytes(body, shared.max_request_bytes).await else {
-        let response = ApiError::entity_too_large().into_response();
+    let log = |logged, status| {
         log_request(
             &shared,
             arrived_ms,
-            method,
-            path,
-            query,
-            (None, Vec::new()),
-            response.status(),
+            &method,
+            &path,
+            query.as_deref(),
+            logged,
+            status,
         );
+    };
+    let Ok(bytes) = axum::body::to_bytes(body, shared.max_request_bytes).await else {
+        let response = ApiError::entity_too_large().into_response();
+        log((None, Vec::new()), response.status());
         return response;
     };
     let parsed = if attachments::is_multipart(&parts) {
@@ -323,15 +326,7 @@ async fn record(State(shared): State<Arc<Shared>>, request: Request, next: Next)
             }
         }
     };
-    log_request(
-        &shared,
-        arrived_ms,
-        method,
-        path,
-        query,
-        logged,
-        response.status(),
-    );
+    log(logged, response.status());
     response
 }
 
@@ -352,18 +347,18 @@ fn is_authorized(parts: &Parts, path: &str, bot: &crate::world::BotSpec) -> bool
 fn log_request(
     shared: &Shared,
     arrived_ms: u64,
-    method: String,
-    path: String,
-    query: Option<String>,
+    method: &str,
+    path: &str,
+    query: Option<&str>,
     (body, parts): (Option<Value>, Vec<RecordedPart>),
     status: StatusCode,
 ) {
     tracing::debug!(%method, %path, status = status.as_u16(), "rest request");
     shared.lock().record_request(RecordedRequest {
         at_ms: arrived_ms,
-        method,
-        path,
-        query,
+        method: method.to_owned(),
+        path: path.to_owned(),
+        query: query.map(str::to_owned),
         body,
         status: status.as_u16(),
         parts,
