@@ -267,8 +267,16 @@ impl EventHub {
         self.stored.get()
     }
 
+    /// Keeps events in a store from now on; what the ring held (numbered by this process,
+    /// before the store was handed over) is forgotten, as its ids are not the store's.
     pub(crate) fn set_stored(&self, stored: crate::stored_events::Stored) -> bool {
-        self.stored.set(stored).is_ok()
+        if self.stored.set(stored).is_err() {
+            return false;
+        }
+        let mut ring = self.ring();
+        ring.events.clear();
+        ring.newest = 0;
+        true
     }
 
     pub(crate) fn closed_watch(&self) -> watch::Receiver<bool> {
