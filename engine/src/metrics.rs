@@ -134,6 +134,10 @@ impl Metrics {
                 SUBSCRIBERS_DROPPED,
                 "Event stream subscribers dropped for falling behind.",
             ),
+            (
+                EVENTS_LOST,
+                "Events not kept in the store (its queue full, or an append failed); no subscriber sees them.",
+            ),
         ];
         for (name, help) in describe {
             recorder.describe_counter(name.into(), None, help.into());

@@ -139,6 +139,9 @@ impl Writer {
         }
         self.prune().await;
         let mut listening = self.shared;
+        // An interval, not a sleep per turn: other changes on the feed must not put it off.
+        let mut poll = tokio::time::interval(POLL);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 received = self.rx.recv() => match received {
@@ -160,7 +163,7 @@ impl Writer {
                     // The store is gone; polling says the rest.
                     FeedNext::Closed => listening = false,
                 },
-                () = tokio::time::sleep(POLL), if self.shared => self.follow().await,
+                _ = poll.tick(), if self.shared => self.follow().await,
                 changed = self.closed.changed() => {
                     if changed.is_err() || *self.closed.borrow() {
                         // Shutting down: what is queued is appended, then the task ends.
