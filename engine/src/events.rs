@@ -79,10 +79,12 @@ pub struct Observers {
 /// One published event. Its `data` is the JSON object sent (id, type, time, session and the
 /// event's own fields), serialized once for every subscriber — on the first read, not at
 /// publication: most events (every call's `call.finished`) are never read by anyone, and
-/// building their JSON was a measurable share of a call (issue 22 §5).
+/// building their JSON was a measurable share of a call (issue 22 §5). An event kept in the
+/// store (`stored_events.rs`) is serialized by the hub's writer task, off the call's path.
 pub struct Event {
-    /// Increasing; starts at the server's start time in microseconds, so ids of a restarted
-    /// server are newer than any the last one gave.
+    /// Increasing. The store's id once the core keeps its events in a store (the same on
+    /// every node and after a restart); without one, it starts at the server's start time in
+    /// microseconds, so ids of a restarted server are newer than any the last one gave.
     pub id: u64,
     /// `call.finished`, `message.created`, ...
     pub kind: Cow<'static, str>,
@@ -91,13 +93,13 @@ pub struct Event {
     /// Whose call it is about (`call.finished`, `approval.*`): the caller's key.
     pub caller: Option<Arc<str>>,
     /// When it was published, ms since the Unix epoch.
-    time_ms: u64,
+    pub(crate) time_ms: u64,
     fields: Fields,
     data: OnceLock<Box<str>>,
 }
 
 /// An event's own fields, as published: a JSON value, or what builds one when first read.
-enum Fields {
+pub(crate) enum Fields {
     Value(Value),
     Lazy(Box<dyn Fn() -> Value + Send + Sync>),
 }
@@ -109,8 +111,59 @@ impl Event {
     }
 
     fn render(&self) -> Box<str> {
-        let mut object = Map::new();
+        let mut object = self.object();
         object.insert("id".into(), Value::String(self.id.to_string()));
+        Value::Object(object).to_string().into_boxed_str()
+    }
+
+    /// The JSON object text the store keeps: everything sent but the id, which the store
+    /// gives (see [`Event::kept`]).
+    pub(crate) fn body(&self) -> String {
+        Value::Object(self.object()).to_string()
+    }
+
+    /// An event as published, before it has an id (the store's writer gives it one).
+    pub(crate) fn unnumbered(
+        kind: Cow<'static, str>,
+        session: Option<Snowflake>,
+        caller: Option<Arc<str>>,
+        fields: Fields,
+    ) -> Event {
+        Event {
+            id: 0,
+            kind,
+            session,
+            caller,
+            time_ms: crate::clock::now_ms(),
+            fields,
+            data: OnceLock::new(),
+        }
+    }
+
+    /// An event read from the store: its data is the kept body with the store's id.
+    pub(crate) fn kept(kept: switchboard_store::KeptEvent) -> Event {
+        let row = kept.row;
+        let data = match row.body.strip_prefix('{') {
+            Some(rest) if rest.trim_start().starts_with('"') => {
+                format!("{{\"id\":\"{}\",{rest}", kept.id)
+            }
+            // Not an object with fields (a row changed by hand): still a valid event.
+            _ => json!({ "id": kept.id.to_string(), "type": row.kind, "value": row.body })
+                .to_string(),
+        };
+        Event {
+            id: kept.id,
+            kind: Cow::Owned(row.kind),
+            session: row.session,
+            caller: row.caller.map(Arc::from),
+            time_ms: row.time_ms,
+            fields: Fields::Value(Value::Null),
+            data: OnceLock::from(data.into_boxed_str()),
+        }
+    }
+
+    fn object(&self) -> Map<String, Value> {
+        let mut object = Map::new();
         object.insert("type".into(), Value::String(self.kind.to_string()));
         object.insert("time".into(), Value::from(self.time_ms));
         object.insert(
@@ -123,13 +176,14 @@ impl Event {
             Fields::Lazy(build) => build(),
         };
         match fields {
-            Value::Object(map) => object.extend(map),
+            // The id is the hub's (the store's) alone.
+            Value::Object(map) => object.extend(map.into_iter().filter(|(key, _)| key != "id")),
             Value::Null => {}
             other => {
                 object.insert("value".into(), other);
             }
         }
-        Value::Object(object).to_string().into_boxed_str()
+        object
     }
 }
 
@@ -146,8 +200,12 @@ impl std::fmt::Debug for Event {
 }
 
 struct Ring {
+    /// The next id without a store.
     next_id: u64,
+    /// The newest events delivered, in id order: with a store, a contiguous run of its rows.
     events: VecDeque<Arc<Event>>,
+    /// The newest id delivered (with a store, what is older is not delivered again).
+    newest: u64,
 }
 
 /// Where events are published and subscribed to.
@@ -160,6 +218,10 @@ pub struct EventHub {
     per_caller: Arc<PerCaller>,
     dropped: AtomicU64,
     published: AtomicU64,
+    /// Set once the core keeps its events in a store ([`EventHub::keep_in`]).
+    stored: OnceLock<crate::stored_events::Stored>,
+    /// Events lost on the way to the store (its queue full, or an append failed).
+    lost: AtomicU64,
 }
 
 impl Default for EventHub {
@@ -177,6 +239,7 @@ impl EventHub {
             ring: Mutex::new(Ring {
                 next_id: crate::clock::now_micros().max(1),
                 events: VecDeque::with_capacity(RING_CAPACITY),
+                newest: 0,
             }),
             tx,
             closed,
@@ -184,6 +247,68 @@ impl EventHub {
             per_caller: Arc::default(),
             dropped: AtomicU64::new(0),
             published: AtomicU64::new(0),
+            stored: OnceLock::new(),
+            lost: AtomicU64::new(0),
+        }
+    }
+
+    /// Keeps every event published from now on in `store` (its ids the store's), and — when
+    /// `feed` says other nodes share the store — delivers theirs too. Needs a Tokio runtime
+    /// (for the writer task); false when there is none or the hub keeps its events already.
+    pub fn keep_in(
+        self: &Arc<Self>,
+        store: Arc<dyn switchboard_store::EventStore>,
+        feed: &dyn switchboard_store::ChangeFeed,
+    ) -> bool {
+        crate::stored_events::attach(self, store, feed)
+    }
+
+    pub(crate) fn stored(&self) -> Option<&crate::stored_events::Stored> {
+        self.stored.get()
+    }
+
+    /// Keeps events in a store from now on; what the ring held (numbered by this process,
+    /// before the store was handed over) is forgotten, as its ids are not the store's.
+    pub(crate) fn set_stored(&self, stored: crate::stored_events::Stored) -> bool {
+        if self.stored.set(stored).is_err() {
+            return false;
+        }
+        let mut ring = self.ring();
+        ring.events.clear();
+        ring.newest = 0;
+        true
+    }
+
+    pub(crate) fn closed_watch(&self) -> watch::Receiver<bool> {
+        self.closed.subscribe()
+    }
+
+    /// Counts `n` events lost on the way to the store.
+    pub(crate) fn count_lost(&self, n: u64) -> u64 {
+        self.lost.fetch_add(n, Ordering::Relaxed) + n
+    }
+
+    /// Events lost on the way to the store since start: its queue was full, or an append
+    /// failed (`switchboard_events_lost_total`).
+    pub fn lost(&self) -> u64 {
+        self.lost.load(Ordering::Relaxed)
+    }
+
+    /// Delivers events the store numbered, in id order, to the ring and every subscriber;
+    /// any not newer than the newest delivered is skipped.
+    pub(crate) fn deliver(&self, events: impl IntoIterator<Item = Event>) {
+        let mut ring = self.ring();
+        for event in events {
+            if event.id <= ring.newest {
+                continue;
+            }
+            ring.newest = event.id;
+            let event = Arc::new(event);
+            if ring.events.len() == RING_CAPACITY {
+                ring.events.pop_front();
+            }
+            ring.events.push_back(Arc::clone(&event));
+            let _ = self.tx.send(event);
         }
     }
 
@@ -194,13 +319,15 @@ impl EventHub {
     }
 
     /// Publishes an event of `kind` in `session` with `fields` (an object; anything else is
-    /// kept under `value`). Returns its id.
+    /// kept under `value`). Never waits: with a store, the event joins the writer's bounded
+    /// queue (a full queue loses it, counted in [`EventHub::lost`]) and reaches subscribers
+    /// once the store has given it its id.
     pub fn publish(
         &self,
         kind: impl Into<Cow<'static, str>>,
         session: Option<Snowflake>,
         fields: Value,
-    ) -> u64 {
+    ) {
         self.publish_about(kind, session, None, fields)
     }
 
@@ -212,7 +339,7 @@ impl EventHub {
         session: Option<Snowflake>,
         caller: Option<&str>,
         fields: Value,
-    ) -> u64 {
+    ) {
         self.push(
             kind.into(),
             session,
@@ -229,7 +356,7 @@ impl EventHub {
         session: Option<Snowflake>,
         caller: Option<Arc<str>>,
         fields: impl Fn() -> Value + Send + Sync + 'static,
-    ) -> u64 {
+    ) {
         self.push(kind.into(), session, caller, Fields::Lazy(Box::new(fields)))
     }
 
@@ -239,11 +366,17 @@ impl EventHub {
         session: Option<Snowflake>,
         caller: Option<Arc<str>>,
         fields: Fields,
-    ) -> u64 {
+    ) {
+        if let Some(stored) = self.stored.get() {
+            self.published.fetch_add(1, Ordering::Relaxed);
+            stored.send(self, Event::unnumbered(kind, session, caller, fields));
+            return;
+        }
         let time_ms = crate::clock::now_ms();
         let mut ring = self.ring();
         let id = ring.next_id;
         ring.next_id += 1;
+        ring.newest = id;
         let event = Arc::new(Event {
             id,
             kind,
@@ -261,7 +394,6 @@ impl EventHub {
         // (under the same lock) misses none between the ring and the channel.
         let _ = self.tx.send(event);
         self.published.fetch_add(1, Ordering::Relaxed);
-        id
     }
 
     /// Streams being served now.
@@ -338,7 +470,22 @@ impl EventHub {
         let mut notice = None;
         let mut backlog = VecDeque::new();
         let mut last_id = 0;
-        if let Some(last) = last_event_id {
+        let store = self.stored().map(|stored| Arc::clone(&stored.store));
+        let mut resume = None;
+        if let (Some(last), Some(_)) = (last_event_id, &store) {
+            // With a store: from the ring when it holds what followed `last`, else from the
+            // store (in `next`, which may wait).
+            last_id = last;
+            let covered = ring
+                .events
+                .front()
+                .is_some_and(|front| front.id <= last.saturating_add(1) && last <= ring.newest);
+            if covered {
+                backlog.extend(ring.events.iter().filter(|e| e.id > last).cloned());
+            } else {
+                resume = Some(last);
+            }
+        } else if let Some(last) = last_event_id {
             let oldest = ring.events.front().map_or(ring.next_id, |e| e.id);
             last_id = last;
             if last.saturating_add(1) < oldest {
@@ -367,10 +514,26 @@ impl EventHub {
             until: subscriber.until,
             closed: self.closed.subscribe(),
             last_id,
+            seen: last_id,
+            store,
+            resume,
+            paging: None,
             ended: false,
             _guard: guard,
         })
     }
+}
+
+/// `stream.gap` for events after `after` the store could not give.
+fn unreadable(after: u64, err: &switchboard_store::StoreError) -> Next {
+    Next::Notice(
+        "stream.gap",
+        json!({
+            "reason": "unavailable",
+            "lastEventId": after.to_string(),
+            "message": format!("the events after {after} could not be read from the store ({err}); the stream goes on without them: reconnect later with Last-Event-ID {after} to get them"),
+        }),
+    )
 }
 
 /// No more streams now: `busy` (503), to retry in a few seconds.
@@ -483,6 +646,15 @@ pub struct Subscription {
     until: Option<Pin<Box<dyn Future<Output = Value> + Send>>>,
     closed: watch::Receiver<bool>,
     last_id: u64,
+    /// The newest id taken from the backlog or the channel, admitted or not: what the channel
+    /// must not offer again.
+    seen: u64,
+    /// The hub's store, when it keeps its events in one.
+    store: Option<Arc<dyn switchboard_store::EventStore>>,
+    /// A `Last-Event-ID` the ring did not cover: resolved against the store first.
+    resume: Option<u64>,
+    /// Reading the store after this id, a page at a time, before the channel.
+    paging: Option<u64>,
     ended: bool,
     _guard: Guard,
 }
@@ -519,6 +691,7 @@ impl Subscription {
         let event = self.checking.clone()?;
         let admitted = self.admits(&event).await;
         self.checking = None;
+        self.seen = self.seen.max(event.id);
         admitted.then(|| {
             self.last_id = event.id;
             event
@@ -540,10 +713,20 @@ impl Subscription {
         if let Some(event) = self.resume_check().await {
             return Some(Next::Event(event));
         }
-        while let Some(event) = self.backlog.pop_front() {
-            self.checking = Some(event);
-            if let Some(event) = self.resume_check().await {
-                return Some(Next::Event(event));
+        if let Some(notice) = self.resume_from_store().await {
+            return Some(notice);
+        }
+        loop {
+            while let Some(event) = self.backlog.pop_front() {
+                self.checking = Some(event);
+                if let Some(event) = self.resume_check().await {
+                    return Some(Next::Event(event));
+                }
+            }
+            match self.next_page().await {
+                Some(Ok(())) => {}
+                Some(Err(notice)) => return Some(notice),
+                None => break,
             }
         }
         if *self.closed.borrow() {
@@ -569,7 +752,7 @@ impl Subscription {
                 }
                 received = self.rx.recv() => match received {
                     Ok(event) => {
-                        if event.id > self.last_id {
+                        if event.id > self.last_id && event.id > self.seen {
                             self.checking = Some(event);
                             if let Some(event) = self.resume_check().await {
                                 return Some(Next::Event(event));
@@ -588,6 +771,77 @@ impl Subscription {
                     }
                     Err(broadcast::error::RecvError::Closed) => return None,
                 },
+            }
+        }
+    }
+
+    /// A `Last-Event-ID` the ring did not cover, checked against the store: a notice when
+    /// events were missed or the id is not the store's; else the store is paged from it.
+    /// Cancel-safe: nothing changes until the store has answered.
+    async fn resume_from_store(&mut self) -> Option<Next> {
+        let last = self.resume?;
+        let store = Arc::clone(self.store.as_ref()?);
+        let bounds = store.event_bounds().await;
+        self.resume = None;
+        let bounds = match bounds {
+            Ok(bounds) => bounds,
+            Err(err) => return Some(unreadable(last, &err)),
+        };
+        if last > bounds.newest {
+            self.last_id = bounds.newest;
+            self.seen = bounds.newest;
+            return Some(Next::Notice(
+                "stream.gap",
+                json!({
+                    "reason": "unknown_id",
+                    "lastEventId": last.to_string(),
+                    "newestId": bounds.newest.to_string(),
+                    "message": format!("Last-Event-ID {last} is newer than any event this store has given (the newest is {}): it came from another store, or this one was emptied; nothing is replayed, the stream goes on from now", bounds.newest),
+                }),
+            ));
+        }
+        match bounds.oldest {
+            Some(oldest) if last.saturating_add(1) < oldest => {
+                let from = oldest - 1;
+                self.last_id = from;
+                self.seen = from;
+                self.paging = Some(from);
+                Some(Next::Notice(
+                    "stream.gap",
+                    json!({
+                        "reason": "too_old",
+                        "lastEventId": last.to_string(),
+                        "oldestKeptId": oldest.to_string(),
+                        "message": format!("events after {last} up to {oldest} are no longer kept (the store keeps the newest {}); resuming from the oldest kept", crate::stored_events::EVENTS_KEPT),
+                    }),
+                ))
+            }
+            _ => {
+                self.paging = Some(last);
+                None
+            }
+        }
+    }
+
+    /// Reads the next page of the store into the backlog: `None` when not paging, an `Err`
+    /// notice when the store could not be read. Cancel-safe like `resume_from_store`.
+    async fn next_page(&mut self) -> Option<Result<(), Next>> {
+        let after = self.paging?;
+        let store = Arc::clone(self.store.as_ref()?);
+        let page = store.events_after(after, crate::stored_events::PAGE).await;
+        match page {
+            Ok(page) => {
+                self.paging = match page.last() {
+                    Some(last) if page.len() == crate::stored_events::PAGE => Some(last.id),
+                    _ => None,
+                };
+                self.backlog
+                    .extend(page.into_iter().map(|kept| Arc::new(Event::kept(kept))));
+                Some(Ok(()))
+            }
+            Err(err) => {
+                self.paging = None;
+                Some(Err(unreadable(after, &err)))
             }
         }
     }
@@ -690,7 +944,8 @@ mod tests {
     #[test]
     fn the_ring_keeps_the_newest_and_ids_increase() {
         let hub = EventHub::new();
-        let first = hub.publish("gateway.state", None, json!({ "state": "ready" }));
+        hub.publish("gateway.state", None, json!({ "state": "ready" }));
+        let first = hub.last_id();
         for _ in 0..RING_CAPACITY + 10 {
             hub.publish("gateway.state", None, json!({}));
         }
@@ -708,7 +963,10 @@ mod tests {
     fn resuming_replays_what_followed_or_says_there_is_a_gap() {
         let hub = Arc::new(EventHub::new());
         let ids: Vec<u64> = (0..5)
-            .map(|i| hub.publish("gateway.state", None, json!({ "i": i })))
+            .map(|i| {
+                hub.publish("gateway.state", None, json!({ "i": i }));
+                hub.last_id()
+            })
             .collect();
         let mut resumed = hub.subscribe(Filter::default(), Some(ids[2])).unwrap();
         assert!(resumed.notice.is_none());
@@ -726,7 +984,7 @@ mod tests {
         let hub = Arc::new(EventHub::new());
         let built = Arc::new(AtomicUsize::new(0));
         let counter = Arc::clone(&built);
-        let id = hub.publish_lazy(
+        hub.publish_lazy(
             "call.finished",
             Some(Snowflake(7)),
             Some(Arc::from("operator")),
@@ -735,6 +993,7 @@ mod tests {
                 json!({ "tool": "surface.messages.list", "durationMs": 3 })
             },
         );
+        let id = hub.last_id();
         assert_eq!(built.load(Ordering::Relaxed), 0, "nobody has read it yet");
         let mut live = hub.subscribe(Filter::default(), Some(id - 1)).unwrap();
         let mut replayed = hub.subscribe(Filter::default(), Some(id - 1)).unwrap();

@@ -25,6 +25,7 @@
 //! | `switchboard_backfill_channels_pending` | gauge | |
 //! | `switchboard_event_subscribers` | gauge | |
 //! | `switchboard_event_subscribers_dropped_total` | counter | |
+//! | `switchboard_events_lost_total` | counter | |
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -55,6 +56,7 @@ pub const BACKFILL_MESSAGES: &str = "switchboard_backfill_messages_total";
 pub const BACKFILL_PENDING: &str = "switchboard_backfill_channels_pending";
 const SUBSCRIBERS: &str = "switchboard_event_subscribers";
 const SUBSCRIBERS_DROPPED: &str = "switchboard_event_subscribers_dropped_total";
+const EVENTS_LOST: &str = "switchboard_events_lost_total";
 
 /// The gateway states `switchboard_gateway_state` reports.
 const GATEWAY_STATES: [&str; 4] = ["connecting", "ready", "down", "none"];
@@ -131,6 +133,10 @@ impl Metrics {
             (
                 SUBSCRIBERS_DROPPED,
                 "Event stream subscribers dropped for falling behind.",
+            ),
+            (
+                EVENTS_LOST,
+                "Events not kept in the store (its queue full, or an append failed); no subscriber sees them.",
             ),
         ];
         for (name, help) in describe {
@@ -414,6 +420,8 @@ pub struct Gauges<'a> {
     pub subscribers: usize,
     /// Event streams dropped for falling behind, ever.
     pub subscribers_dropped: u64,
+    /// Events lost on the way to the store, ever.
+    pub events_lost: u64,
     /// The gateway's state (`connected`, `resuming`, ...).
     pub gateway_state: &'a str,
 }
@@ -431,6 +439,9 @@ impl Metrics {
         self.recorder
             .register_counter(&Key::from_name(SUBSCRIBERS_DROPPED), &METADATA)
             .absolute(gauges.subscribers_dropped);
+        self.recorder
+            .register_counter(&Key::from_name(EVENTS_LOST), &METADATA)
+            .absolute(gauges.events_lost);
         self.gateway_state(gauges.gateway_state);
         self.render()
     }

@@ -509,6 +509,7 @@ impl Core {
             approvals_pending: self.approvals.pending().len(),
             subscribers: self.events.subscribers(),
             subscribers_dropped: self.events.dropped(),
+            events_lost: self.events.lost(),
             gateway_state: self.surface.connection().as_str(),
         })
     }
@@ -538,6 +539,7 @@ impl Core {
             ));
         }
         let _ = self.shared_capabilities.set(shared);
+        self.events.keep_in(store.clone(), &*store);
         self.with_stores(
             store.clone(),
             store.clone(),

@@ -426,17 +426,26 @@ async fn an_sse_client_sees_a_calls_finish_and_only_its_sessions() {
     );
     let (_, replayed, _) = next_event(&resumed);
     assert_eq!(replayed["id"], second["id"]);
-    // An id older than anything kept is said to be a gap, then everything kept follows.
-    let gap = subscribe(
+    // Ids are the store's: from the first event's predecessor, everything kept follows.
+    let first_id: u64 = id.as_deref().and_then(|id| id.parse().ok()).expect("a numeric id");
+    let replay = subscribe(
         format!("{}/v1/events", server.url()),
         server.operator_token().to_owned(),
-        Some("1".into()),
+        Some((first_id - 1).to_string()),
     );
-    let (kind, notice, notice_id) = next_event(&gap);
+    assert_eq!(next_event(&replay).1["id"], first["id"]);
+    // An id the store never gave is said to be unknown; the stream goes on from now.
+    let unknown = subscribe(
+        format!("{}/v1/events", server.url()),
+        server.operator_token().to_owned(),
+        Some((first_id + 1_000_000).to_string()),
+    );
+    let (kind, notice, notice_id) = next_event(&unknown);
     assert_eq!(kind, "stream.gap");
-    assert_eq!(notice["reason"], "too_old");
+    assert_eq!(notice["reason"], "unknown_id", "{notice}");
     assert!(notice_id.is_none());
-    assert_eq!(next_event(&gap).1["id"], first["id"]);
+    mark(&server, 1);
+    assert_eq!(next_event(&unknown).1["marker"], 1);
     server.stop().await;
     // Shutdown ends every stream with a reason.
     let mut ended = false;

@@ -1,0 +1,420 @@
+//! The hub's events kept in the store (issue 23 §3), so that `/v1/events`, the console and
+//! MCP progress see the events of every node, and a `Last-Event-ID` means the same on every
+//! node and after a restart: an event's id is the store's ([`switchboard_store::events`]).
+//!
+//! Publishing stays synchronous and cheap: [`EventHub::publish`] hands the event to a bounded
+//! queue ([`QUEUE_CAPACITY`]) and returns; a full queue loses the event, counted
+//! (`switchboard_events_lost_total`) and logged, and never blocks a call. One writer task per
+//! hub takes what is queued, up to [`BATCH`] at once, serializes each event (off the call's
+//! path), and appends the batch: one store round trip per batch.
+//!
+//! Who delivers to subscribers:
+//! - A store one node owns (SQLite, or memory): the writer delivers the batch it appended,
+//!   with the ids the store gave, at once.
+//! - A store several nodes share (PostgreSQL): the same task follows the table. It starts at
+//!   the newest id, and after each of its own appends, at each [`Changed::Events`] of another
+//!   node (one `NOTIFY` per batch, through the change listener) and every [`POLL`] regardless,
+//!   reads the rows after the last it delivered, [`PAGE`] at a time, and delivers them: every
+//!   node's events, in the store's order, each once.
+//!
+//! Every [`PRUNE_EVERY`] events it appended (and at start) it prunes the table to the newest
+//! [`EVENTS_KEPT`]. A subscriber whose `Last-Event-ID` the hub's ring does not cover reads the
+//! store itself (`events.rs`), a page at a time.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use switchboard_store::events::EventRow;
+use switchboard_store::feed::{Changed, Changes, Next as FeedNext, Origin};
+use switchboard_store::{ChangeFeed, EventStore};
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, warn};
+
+use crate::events::{Event, EventHub};
+
+/// Events waiting for the writer; more are lost (and counted), never waited for.
+pub const QUEUE_CAPACITY: usize = 8_192;
+/// The most events one append carries.
+pub const BATCH: usize = 256;
+/// Events the store keeps; older ones are pruned.
+pub const EVENTS_KEPT: usize = 100_000;
+/// Events one read of the store answers (the follower's, a resuming subscriber's).
+pub const PAGE: usize = 256;
+/// How often a shared store is read without a notification.
+pub const POLL: Duration = Duration::from_secs(1);
+/// Events appended between two prunes.
+const PRUNE_EVERY: u64 = 4_096;
+/// Pages the follower reads before it looks at its queue again.
+const PAGES_PER_TURN: usize = 16;
+/// The least time between two warnings about one kind of trouble.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// What the hub holds of its store.
+pub(crate) struct Stored {
+    queue: mpsc::Sender<Event>,
+    pub(crate) store: Arc<dyn EventStore>,
+}
+
+impl Stored {
+    /// Queues `event` for the writer; a full queue loses it, counted and logged (the first
+    /// time, then at each power of two).
+    pub(crate) fn send(&self, hub: &EventHub, event: Event) {
+        if let Err(err) = self.queue.try_send(event) {
+            let lost = hub.count_lost(1);
+            if lost.is_power_of_two() {
+                let why = match err {
+                    mpsc::error::TrySendError::Full(_) => {
+                        "its queue is full (the store is slow or away)"
+                    }
+                    mpsc::error::TrySendError::Closed(_) => "its writer has stopped",
+                };
+                warn!(lost, capacity = QUEUE_CAPACITY, "an event was not kept: {why}; subscribers will not see it (switchboard_events_lost_total counts them)");
+            }
+        }
+    }
+}
+
+/// Starts keeping `hub`'s events in `store`; see [`EventHub::keep_in`].
+pub(crate) fn attach(
+    hub: &Arc<EventHub>,
+    store: Arc<dyn EventStore>,
+    feed: &dyn ChangeFeed,
+) -> bool {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        warn!("events are not kept in the store: no async runtime to write them from; ids stay this process's");
+        return false;
+    };
+    let (queue, rx) = mpsc::channel(QUEUE_CAPACITY);
+    let stored = Stored {
+        queue,
+        store: Arc::clone(&store),
+    };
+    if !hub.set_stored(stored) {
+        return false;
+    }
+    let shared = feed.shared();
+    // Where to follow a shared table from is read now, before anyone subscribes, so no event
+    // committed after this falls between; the backend's futures run without this runtime.
+    // When the store cannot answer now, the writer task asks again until it does.
+    let start = shared
+        .then(|| futures_executor::block_on(store.event_bounds()).ok())
+        .flatten()
+        .map(|bounds| bounds.newest);
+    let writer = Writer {
+        hub: Arc::downgrade(hub),
+        store,
+        rx,
+        changes: feed.subscribe(),
+        origin: feed.origin(),
+        shared,
+        closed: hub.closed_watch(),
+        cursor: start.unwrap_or(0),
+        appended: 0,
+        warned: None,
+    };
+    runtime.spawn(writer.run(start.is_some()));
+    true
+}
+
+struct Writer {
+    hub: Weak<EventHub>,
+    store: Arc<dyn EventStore>,
+    rx: mpsc::Receiver<Event>,
+    changes: Changes,
+    origin: Origin,
+    /// Whether other nodes append too: then deliver by following the table.
+    shared: bool,
+    closed: watch::Receiver<bool>,
+    /// The newest id delivered by following the table.
+    cursor: u64,
+    /// Events appended since the last prune.
+    appended: u64,
+    warned: Option<Instant>,
+}
+
+impl Writer {
+    async fn run(mut self, started: bool) {
+        if self.shared && !started && !self.start_at_newest().await {
+            return;
+        }
+        self.prune().await;
+        let mut listening = self.shared;
+        // An interval, not a sleep per turn: other changes on the feed must not put it off.
+        let mut poll = tokio::time::interval(POLL);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                received = self.rx.recv() => match received {
+                    Some(first) => {
+                        self.append(first).await;
+                        if self.shared {
+                            self.follow().await;
+                        }
+                    }
+                    None => return,
+                },
+                change = self.changes.next(), if listening => match change {
+                    FeedNext::Change(change) => {
+                        if change.origin != self.origin && matches!(change.what, Changed::Events(_)) {
+                            self.follow().await;
+                        }
+                    }
+                    FeedNext::Missed(_) => self.follow().await,
+                    // The store is gone; polling says the rest.
+                    FeedNext::Closed => listening = false,
+                },
+                _ = poll.tick(), if self.shared => self.follow().await,
+                changed = self.closed.changed() => {
+                    if changed.is_err() || *self.closed.borrow() {
+                        // Shutting down: what is queued is appended, then the task ends.
+                        while let Ok(first) = self.rx.try_recv() {
+                            self.append(first).await;
+                        }
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Follows the table from its newest row (what came before is not delivered live; a
+    /// subscriber resuming from an older id reads the store). Retries until the store
+    /// answers; false when the hub went first.
+    async fn start_at_newest(&mut self) -> bool {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            match self.store.event_bounds().await {
+                Ok(bounds) => {
+                    self.cursor = bounds.newest;
+                    return true;
+                }
+                Err(err) => self.warn(&format!(
+                    "cannot read where the events table ends ({err}); retrying"
+                )),
+            }
+            if self.hub.strong_count() == 0 {
+                return false;
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
+    }
+
+    /// Appends `first` and whatever else is queued (up to [`BATCH`]); on a store one node
+    /// owns, delivers them with their ids.
+    async fn append(&mut self, first: Event) {
+        let mut batch = vec![first];
+        while batch.len() < BATCH {
+            match self.rx.try_recv() {
+                Ok(event) => batch.push(event),
+                Err(_) => break,
+            }
+        }
+        let rows: Vec<EventRow> = batch
+            .iter()
+            .map(|event| EventRow {
+                kind: event.kind.to_string(),
+                session: event.session,
+                caller: event.caller.as_deref().map(str::to_owned),
+                time_ms: event.time_ms,
+                body: event.body(),
+            })
+            .collect();
+        let count = rows.len() as u64;
+        let kept = (!self.shared).then(|| rows.clone());
+        match self.store.append_events(rows).await {
+            Ok(ids) => {
+                self.appended += count;
+                if let (Some(rows), Some(hub)) = (kept, self.hub.upgrade()) {
+                    hub.deliver(
+                        ids.into_iter()
+                            .zip(rows)
+                            .map(|(id, row)| Event::kept(switchboard_store::KeptEvent { id, row })),
+                    );
+                }
+            }
+            Err(err) => {
+                let lost = self.hub.upgrade().map_or(0, |hub| hub.count_lost(count));
+                self.warn(&format!(
+                    "{count} events were not kept: the store refused them ({err}); {lost} lost since start"
+                ));
+            }
+        }
+        if self.appended >= PRUNE_EVERY {
+            self.prune().await;
+        }
+    }
+
+    /// Delivers the rows after the last delivered, [`PAGE`] at a time, at most
+    /// [`PAGES_PER_TURN`] pages before the queue gets its turn again.
+    async fn follow(&mut self) {
+        for _ in 0..PAGES_PER_TURN {
+            let Some(hub) = self.hub.upgrade() else {
+                return;
+            };
+            match self.store.events_after(self.cursor, PAGE).await {
+                Ok(page) => {
+                    let full = page.len() == PAGE;
+                    if let Some(last) = page.last() {
+                        self.cursor = last.id;
+                    }
+                    hub.deliver(page.into_iter().map(Event::kept));
+                    if !full {
+                        return;
+                    }
+                }
+                Err(err) => {
+                    self.warn(&format!(
+                        "cannot read other nodes' events ({err}); retrying"
+                    ));
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn prune(&mut self) {
+        self.appended = 0;
+        match self.store.prune_events(EVENTS_KEPT).await {
+            Ok(0) => {}
+            Ok(pruned) => debug!(pruned, kept = EVENTS_KEPT, "pruned old events"),
+            Err(err) => self.warn(&format!("cannot prune old events ({err}); will retry")),
+        }
+    }
+
+    /// Logs `what` unless a warning was logged within [`WARN_EVERY`].
+    fn warn(&mut self, what: &str) {
+        if self.warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+            self.warned = Some(Instant::now());
+            warn!("{what}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{Filter, Next};
+    use serde_json::json;
+    use switchboard_store::{MemoryBackend, MemoryOptions};
+
+    async fn next_event(subscription: &mut crate::events::Subscription) -> Arc<Event> {
+        match tokio::time::timeout(Duration::from_secs(5), subscription.next()).await {
+            Ok(Some(Next::Event(event))) => event,
+            Ok(Some(Next::Notice(kind, data) | Next::End(kind, data))) => {
+                panic!("expected an event, got {kind}: {data}")
+            }
+            Ok(None) => panic!("the stream ended"),
+            Err(_) => panic!("no event within 5 s"),
+        }
+    }
+
+    fn stored_hub(store: &Arc<MemoryBackend>) -> Arc<EventHub> {
+        let hub = Arc::new(EventHub::new());
+        assert!(hub.keep_in(store.clone(), &**store));
+        hub
+    }
+
+    #[tokio::test]
+    async fn ids_are_the_stores_and_a_new_hub_resumes_from_them() {
+        let store = Arc::new(MemoryBackend::new(MemoryOptions::default()));
+        let hub = stored_hub(&store);
+        let mut live = hub.subscribe(Filter::default(), None).unwrap();
+        for i in 0..3 {
+            hub.publish(
+                "gateway.state",
+                None,
+                json!({ "i": i, "id": "not the hub's" }),
+            );
+        }
+        let ids: Vec<u64> = [
+            next_event(&mut live).await,
+            next_event(&mut live).await,
+            next_event(&mut live).await,
+        ]
+        .iter()
+        .map(|event| event.id)
+        .collect();
+        let kept = store.events_after(0, 10).await.unwrap();
+        assert_eq!(kept.iter().map(|e| e.id).collect::<Vec<_>>(), ids);
+        let mut replayed = hub.subscribe(Filter::default(), Some(ids[0] - 1)).unwrap();
+        let first: serde_json::Value =
+            serde_json::from_str(next_event(&mut replayed).await.data()).unwrap();
+        assert_eq!(
+            first["id"],
+            ids[0].to_string(),
+            "the id field is the store's"
+        );
+        assert_eq!(first["i"], 0);
+        // A restarted server (a new hub over the same store) resumes from the same ids.
+        drop(live);
+        let again = stored_hub(&store);
+        let mut resumed = again.subscribe(Filter::default(), Some(ids[0])).unwrap();
+        assert_eq!(next_event(&mut resumed).await.id, ids[1]);
+        assert_eq!(next_event(&mut resumed).await.id, ids[2]);
+        again.publish("gateway.state", None, json!({ "i": 3 }));
+        assert!(next_event(&mut resumed).await.id > ids[2]);
+    }
+
+    #[tokio::test]
+    async fn events_of_another_node_are_delivered_once_in_order() {
+        let store = Arc::new(MemoryBackend::new(MemoryOptions::default()));
+        let other = Arc::new(store.node());
+        let a = stored_hub(&store);
+        let b = stored_hub(&other);
+        let mut on_b = b.subscribe(Filter::default(), None).unwrap();
+        a.publish("gateway.state", None, json!({ "from": "a" }));
+        let first = next_event(&mut on_b).await;
+        b.publish("gateway.state", None, json!({ "from": "b" }));
+        a.publish("gateway.state", None, json!({ "from": "a2" }));
+        let mut seen = vec![first];
+        seen.push(next_event(&mut on_b).await);
+        seen.push(next_event(&mut on_b).await);
+        let ids: Vec<u64> = seen.iter().map(|e| e.id).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+        let kept: Vec<u64> = store
+            .events_after(0, 10)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(ids, kept, "each once, in the store's order");
+    }
+
+    #[tokio::test]
+    async fn an_unknown_or_forgotten_last_event_id_is_announced() {
+        let store = Arc::new(MemoryBackend::new(MemoryOptions::default()));
+        let hub = stored_hub(&store);
+        let mut live = hub.subscribe(Filter::default(), None).unwrap();
+        for i in 0..5 {
+            hub.publish("gateway.state", None, json!({ "i": i }));
+        }
+        let mut ids = Vec::new();
+        for _ in 0..5 {
+            ids.push(next_event(&mut live).await.id);
+        }
+        // From the future: nothing replayed, the stream goes on from now.
+        let mut future = hub
+            .subscribe(Filter::default(), Some(ids[4] + 1_000))
+            .unwrap();
+        match future.next().await {
+            Some(Next::Notice("stream.gap", data)) => assert_eq!(data["reason"], "unknown_id"),
+            _ => panic!("expected stream.gap unknown_id"),
+        }
+        hub.publish("gateway.state", None, json!({ "i": 5 }));
+        assert!(next_event(&mut future).await.id > ids[4]);
+        // Older than what is kept: told, then resumed from the oldest kept.
+        store.prune_events(2).await.unwrap();
+        let fresh = stored_hub(&Arc::new(store.node()));
+        let mut old = fresh.subscribe(Filter::default(), Some(ids[0])).unwrap();
+        match old.next().await {
+            Some(Next::Notice("stream.gap", data)) => {
+                assert_eq!(data["reason"], "too_old");
+                assert_eq!(data["lastEventId"], ids[0].to_string());
+            }
+            _ => panic!("expected stream.gap too_old"),
+        }
+        assert_eq!(next_event(&mut old).await.id, ids[4]);
+    }
+}
