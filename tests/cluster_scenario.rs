@@ -175,7 +175,7 @@ impl Posted {
 /// mentions come back to back in one channel.
 fn post_stream_message(fake: &Fake, posted: &mut Posted, i: usize) {
     let channel = STREAM[i % 2];
-    if i % 5 == 0 {
+    if i.is_multiple_of(5) {
         posted.trigger(fake, channel, &format!("question {i}"));
         if i % 50 == 20 {
             posted.trigger(fake, channel, &format!("question {i}, right after"));
