@@ -15,8 +15,12 @@
 //!   kill → the message posted into the gap is listed on the survivor (the backfill).
 //!   `CLUSTER_FAILOVER_ROUNDS` rounds (default 1), each with a fresh database.
 //!
-//! `cargo bench -p switchboard --bench cluster` (a bounded harness, not criterion); `-- call`
-//! or `-- failover` runs one part.
+//! * **The global limit split**: Discord's 50 requests/s per bot shared by two lease nodes:
+//!   `surface.pins.list` calls (one Discord request each) at one node, then at both; the fake
+//!   reports the busiest second's requests and the global 429s (see [`bench_split`]).
+//!
+//! `cargo bench -p switchboard --bench cluster` (a bounded harness, not criterion); `-- call`,
+//! `-- failover` or `-- split` runs one part.
 
 #[path = "../tests/support/mod.rs"]
 mod e2e;
@@ -44,8 +48,12 @@ fn env_number(name: &str, default: u64) -> u64 {
 }
 
 /// The `tools` CLI the e2e support drives: in a bench build it must sit beside the release
-/// `switchboard`, so it is built the same way first.
+/// `switchboard`, so it is built the same way first (a `--profile dev` run finds or builds the
+/// debug one itself).
 fn build_release_tools() {
+    if cfg!(debug_assertions) {
+        return;
+    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let status = Command::new(cargo)
         .args(["build", "-q", "--release", "-p", "tools"])
@@ -110,14 +118,26 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 
 /// Calls per second of `CLIENTS` threads spread over `targets` (base URL, token) for `for_s`.
 fn call_rate(targets: &[(String, String)], for_s: u64) -> f64 {
+    let body = r##"{"tool":"surface.messages.list","input":{"sessionId":"#ops","limit":50}}"##;
+    call_rate_of(targets, for_s, CLIENTS, |_| body.to_owned())
+}
+
+/// Calls per second of `clients` threads spread over `targets` (base URL, token) for `for_s`,
+/// client `i` sending `body(i)`.
+fn call_rate_of(
+    targets: &[(String, String)],
+    for_s: u64,
+    clients: usize,
+    body: impl Fn(usize) -> String,
+) -> f64 {
     let stop = Arc::new(AtomicBool::new(false));
     let answered = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));
-    let body = r##"{"tool":"surface.messages.list","input":{"sessionId":"#ops","limit":50}}"##;
     let started = Instant::now();
-    let threads: Vec<_> = (0..CLIENTS)
+    let threads: Vec<_> = (0..clients)
         .map(|i| {
             let (base, token) = targets[i % targets.len()].clone();
+            let body = body(i);
             let (stop, answered, failed) = (stop.clone(), answered.clone(), failed.clone());
             std::thread::spawn(move || {
                 let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -131,7 +151,7 @@ fn call_rate(targets: &[(String, String)], for_s: u64) -> f64 {
                         .post(&url)
                         .header("authorization", &format!("Bearer {token}"))
                         .header("content-type", "application/json")
-                        .send(body)
+                        .send(&body)
                         .map(|mut r| {
                             let status = r.status().as_u16();
                             let _ = r.body_mut().read_to_vec();
@@ -251,6 +271,64 @@ fn bench_failover(pg: &PgCluster) {
     );
 }
 
+/// Discord's global limit (50 requests/s per bot) split between two lease nodes: client
+/// threads call `surface.pins.list` (one Discord request each, on routes whose own buckets
+/// allow 50/s per channel, so only the global limit binds) at node A only ("one node busy")
+/// and at both ("both busy"), alternating; the fake, with Discord's limits, reports the
+/// busiest second's requests (refused ones included) and the global 429s of each side.
+fn bench_split() {
+    let rounds = env_number("CLUSTER_ROUNDS", 3).max(1);
+    let seconds = env_number("CLUSTER_CALL_SECONDS", 5).max(1);
+    let pg = PgCluster::start().expect("a PostgreSQL");
+    let url = pg.url(&pg.database().expect("a database"));
+    let fake = Fake::two_shards();
+    let (dir_a, dir_b) = (TempDir::new("bench-split-a"), TempDir::new("bench-split-b"));
+    let a = lease_node(&fake, &dir_a, &url, "node-a", Some(6));
+    let b = lease_node(&fake, &dir_b, &url, "node-b", Some(6));
+    wait_until("the nodes run one shard each", || {
+        ready_shards(&a) == [0] && ready_shards(&b) == [1]
+    });
+    let clients = 16;
+    let body = |i: usize| {
+        let session = [demo::OPS, ANNEX_GENERAL][i % 2];
+        format!(r#"{{"tool":"surface.pins.list","input":{{"sessionId":"{session}"}}}}"#)
+    };
+    let one = [(a.url.clone(), a.token.clone())];
+    let two = [
+        (a.url.clone(), a.token.clone()),
+        (b.url.clone(), b.token.clone()),
+    ];
+    let side = |targets: &[(String, String)]| {
+        fake.fake.reset_rate_tally();
+        let rate = call_rate_of(targets, seconds, clients, body);
+        (rate, fake.fake.rate_tally())
+    };
+    let (mut one_rates, mut two_rates) = (Vec::new(), Vec::new());
+    let (mut peak, mut global_429s) = (0, 0);
+    for round in 1..=rounds {
+        let (single, single_tally) = side(&one);
+        let (pair, pair_tally) = side(&two);
+        println!(
+            "round {round}: one node busy {single:5.1} requests/s (busiest second {}, global 429s {}), \
+             both busy {pair:5.1} requests/s (busiest second {}, global 429s {})",
+            single_tally.peak_per_second,
+            single_tally.global_429s,
+            pair_tally.peak_per_second,
+            pair_tally.global_429s
+        );
+        one_rates.push(single);
+        two_rates.push(pair);
+        peak = peak.max(single_tally.peak_per_second.max(pair_tally.peak_per_second));
+        global_429s += single_tally.global_429s + pair_tally.global_429s;
+    }
+    println!(
+        "global limit split between 2 lease nodes, {clients} clients calling surface.pins.list, {rounds} rounds of {seconds} s each side: \
+         one node busy {:.1} requests/s, both busy {:.1} requests/s (median of rounds); busiest second {peak} requests, {global_429s} global 429s",
+        median(&mut one_rates),
+        median(&mut two_rates)
+    );
+}
+
 fn main() {
     let filter: Vec<String> = std::env::args()
         .skip(1)
@@ -258,6 +336,9 @@ fn main() {
         .collect();
     let wants = |part: &str| filter.is_empty() || filter.iter().any(|f| part.contains(f.as_str()));
     build_release_tools();
+    if wants("split") {
+        bench_split();
+    }
     // Syncing to disk as a production PostgreSQL does: the calls' audit rows are durable.
     let pg = PgCluster::start_durable().expect("start a PostgreSQL for the bench");
     if wants("call") {

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use fake_discord::{demo, FakeOptions};
 use serde_json::Value;
-use support::shards::{two_shard_world, ANNEX_GENERAL};
-use support::{http_get, Allow, Fake, Sections, Switchboard, TempDir};
+use support::shards::{health, two_shard_world, wait_shards_ready, ANNEX_GENERAL};
+use support::{Allow, Fake, Sections, Switchboard, TempDir};
 
 const INGEST: Duration = Duration::from_secs(20);
 
@@ -16,48 +16,6 @@ fn both_guilds() -> Allow {
     Allow {
         channels: vec![demo::OPS, ANNEX_GENERAL],
         dms: true,
-    }
-}
-
-fn health(sb: &Switchboard) -> Value {
-    let (status, body) = http_get(&sb.url, "/health").expect("GET /health");
-    assert_eq!(status, 200, "{body}");
-    serde_json::from_str(&body).expect("health is JSON")
-}
-
-/// Polls `/health` until every shard in `ids` (and no other) is `ready`.
-fn wait_shards_ready(sb: &Switchboard, ids: &[u64], timeout: Duration) -> Value {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let health = health(sb);
-        let shards: Vec<(u64, String)> = health["shards"]
-            .as_array()
-            .map(|shards| {
-                shards
-                    .iter()
-                    .map(|s| {
-                        (
-                            s["id"].as_u64().unwrap_or(u64::MAX),
-                            s["state"].as_str().unwrap_or("").to_owned(),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let ready = shards.len() == ids.len()
-            && shards
-                .iter()
-                .zip(ids)
-                .all(|((id, state), want)| id == want && state == "ready");
-        if ready {
-            return health;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "shards {ids:?} not all ready after {timeout:?}: {health}\n{}",
-            sb.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(200));
     }
 }
 

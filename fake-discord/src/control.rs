@@ -113,7 +113,10 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/_fake/components", post(post_component))
         .route("/_fake/commands", get(get_commands))
         .route("/_fake/requests", get(get_requests).delete(clear_requests))
-        .route("/_fake/ratelimits", get(get_ratelimits))
+        .route(
+            "/_fake/ratelimits",
+            get(get_ratelimits).delete(reset_ratelimits),
+        )
         .route("/_fake/faults", post(post_fault))
         .route("/_fake/dispatch", post(post_dispatch))
         .route("/_fake/state", get(get_state))
@@ -322,6 +325,11 @@ async fn patch_gateway(
 
 async fn get_ratelimits(State(s): State<Arc<Shared>>) -> Json<crate::RateTally> {
     Json(s.rates.tally())
+}
+
+async fn reset_ratelimits(State(s): State<Arc<Shared>>) -> StatusCode {
+    s.rates.reset_tally();
+    StatusCode::NO_CONTENT
 }
 
 async fn get_identifies(State(s): State<Arc<Shared>>) -> Json<Vec<IdentifyRecord>> {

@@ -69,7 +69,7 @@
 //! and the token check come first and spend nothing; the request log records every status.
 //! `GET /_fake/ratelimits` ([`FakeDiscord::rate_tally`]) reports the busiest second's requests
 //! under the global limit, refused ones included, and the global and route 429s so far: whether
-//! several nodes sharing one bot token kept to the global limit together.
+//! several nodes sharing one bot token kept to the global limit together; `DELETE` starts it afresh.
 //!
 //! # The world file
 //!
@@ -458,6 +458,11 @@ impl FakeDiscord {
     /// of each scope (`GET /_fake/ratelimits`).
     pub fn rate_tally(&self) -> RateTally {
         self.shared.rates.tally()
+    }
+
+    /// Starts [`FakeDiscord::rate_tally`] afresh (`DELETE /_fake/ratelimits`).
+    pub fn reset_rate_tally(&self) {
+        self.shared.rates.reset_tally();
     }
 
     /// Clears the request log.

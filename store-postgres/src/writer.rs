@@ -442,14 +442,15 @@ pub(crate) const FORGET_FINISHED_WORKFLOWS: &str =
     "DELETE FROM workflows WHERE finished_ms IS NOT NULL AND finished_ms < $1";
 
 /// Deletes, for each channel of `$1`, its deleted messages and the live ones older than its
-/// newest `$2`.
+/// newest `$2`. `$2` is cast: left to inference (`$2 - 1`) it is an `integer`, which the `i64`
+/// bound to it does not serialize into.
 pub(crate) const PRUNE_CHANNELS: &str = "DELETE FROM messages m
     USING (SELECT c, (SELECT id FROM messages
                       WHERE channel_id = c AND NOT deleted
-                      ORDER BY id DESC OFFSET greatest($2 - 1, 0) LIMIT 1) AS oldest
+                      ORDER BY id DESC OFFSET greatest($2::bigint - 1, 0) LIMIT 1) AS oldest
            FROM unnest($1::bigint[]) AS c) k
     WHERE m.channel_id = k.c
-      AND (m.deleted OR $2 = 0 OR m.id < coalesce(k.oldest, -9223372036854775808))";
+      AND (m.deleted OR $2::bigint = 0 OR m.id < coalesce(k.oldest, -9223372036854775808))";
 
 /// One try at committing a batch (after checking, if an earlier try's answer was lost, whether
 /// it committed).
@@ -624,6 +625,40 @@ mod tests {
         for backend in [a, b] {
             futures_executor::block_on(switchboard_store::Backend::close(&backend)).unwrap();
         }
+    }
+
+    /// Retention's statement runs as the writer binds it (`keep` an `i64`) and leaves each
+    /// channel its newest `keep` live messages, deleted ones gone.
+    #[test]
+    fn pruning_keeps_each_channels_newest_messages() {
+        let cluster = PgCluster::shared();
+        let name = cluster.database().unwrap();
+        let backend =
+            crate::PgBackend::open(&cluster.url(&name), crate::PgOptions::default()).unwrap();
+        cluster
+            .psql(
+                &name,
+                "INSERT INTO messages (id, channel_id, author_id, author_is_bot, content, text, timestamp, deleted, search) \
+                 SELECT n, 10 + n % 2, 1, false, 'x', 'x', '', n = 9, ''::tsvector FROM generate_series(1, 10) n",
+            )
+            .unwrap();
+        let shared = Arc::clone(&backend.shared);
+        let stmt = Stmt::new(PRUNE_CHANNELS, vec![p(vec![10i64, 11]), p(2i64)]);
+        shared
+            .rt
+            .block_on(async {
+                let client = shared.pool.get().await.unwrap();
+                crate::pipeline::each(&client, std::slice::from_ref(&stmt)).await
+            })
+            .unwrap();
+        let kept = cluster
+            .psql(
+                &name,
+                "SELECT string_agg(id::text, ',' ORDER BY id) FROM messages",
+            )
+            .unwrap();
+        assert_eq!(kept, "5,7,8,10");
+        futures_executor::block_on(switchboard_store::Backend::close(&backend)).unwrap();
     }
 
     /// The case a crash test cannot aim at: the connection broke after `COMMIT` was sent but

@@ -575,6 +575,10 @@ pub struct Sections<'a> {
     pub no_auth: bool,
     /// `store.url` instead of the store file `dir/switchboard.db`.
     pub store_url: Option<&'a str>,
+    /// Start switchboard as the leader of its own process group, so that
+    /// [`Switchboard::kill_group`] kills it and everything it started, as a machine's death
+    /// would.
+    pub own_process_group: bool,
 }
 
 /// A running `switchboard run`, killed on drop.
@@ -680,7 +684,11 @@ impl Switchboard {
         } else {
             random_token()
         };
-        let mut child = switchboard_command(&config, dir)
+        let mut command = switchboard_command(&config, dir);
+        if sections.own_process_group {
+            std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        }
+        let mut child = command
             .env("DISCORD_TOKEN", "e2e-token")
             .env("SWITCHBOARD_OPERATOR_TOKEN", &token)
             .env_remove("SWITCHBOARD_TEST_NO_TOKEN")
@@ -839,6 +847,22 @@ impl Switchboard {
     pub fn kill(mut self) {
         let _ = self.child.kill();
         let _ = wait_bounded(&mut self.child, Duration::from_secs(5));
+    }
+
+    /// SIGKILL to its whole process group (started with [`Sections::own_process_group`]), then
+    /// reap; returns the whole log.
+    pub fn kill_group(mut self) -> String {
+        let group = format!("-{}", self.child.id());
+        let sent = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -KILL -- {group} failed");
+        let _ = wait_bounded(&mut self.child, Duration::from_secs(5));
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        self.stderr()
     }
 
     /// Sends SIGTERM and waits (bounded) for the exit; returns the status and the whole log.

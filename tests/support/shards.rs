@@ -1,9 +1,12 @@
 //! Two gateway shards with a guild on each (issue 23): the world and the fake the cluster
 //! tests and the cluster bench start.
 
-use fake_discord::{demo, shard_of, ChannelSpec, FakeOptions, GuildSpec, Snowflake, World};
+use std::time::{Duration, Instant};
 
-use super::Fake;
+use fake_discord::{demo, shard_of, ChannelSpec, FakeOptions, GuildSpec, Snowflake, World};
+use serde_json::Value;
+
+use super::{http_get, Fake, Switchboard};
 
 /// A guild on shard 0 of 2 (the demo guild `Lab` is on shard 1 of 2).
 pub const ANNEX: u64 = demo::GUILD + (1 << 22);
@@ -48,5 +51,48 @@ impl Fake {
                 ..FakeOptions::default()
             },
         )
+    }
+}
+
+/// `/health` of `sb`, asserting 200.
+pub fn health(sb: &Switchboard) -> Value {
+    let (status, body) = http_get(&sb.url, "/health").expect("GET /health");
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).expect("health is JSON")
+}
+
+/// Polls `/health` until every shard in `ids` (and no other) is `ready`.
+pub fn wait_shards_ready(sb: &Switchboard, ids: &[u64], timeout: Duration) -> Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let health = health(sb);
+        let shards: Vec<(u64, String)> = health["shards"]
+            .as_array()
+            .map(|shards| {
+                shards
+                    .iter()
+                    .map(|s| {
+                        (
+                            s["id"].as_u64().unwrap_or(u64::MAX),
+                            s["state"].as_str().unwrap_or("").to_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let ready = shards.len() == ids.len()
+            && shards
+                .iter()
+                .zip(ids)
+                .all(|((id, state), want)| id == want && state == "ready");
+        if ready {
+            return health;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "shards {ids:?} not all ready after {timeout:?}: {health}\n{}",
+            sb.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(200));
     }
 }

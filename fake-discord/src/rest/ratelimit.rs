@@ -255,6 +255,16 @@ impl RateBook {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .tally
     }
+
+    /// Starts the tally afresh (the limits' own state is kept).
+    pub fn reset_tally(&self) {
+        let mut book = self
+            .book
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        book.tally = RateTally::default();
+        book.arrivals.clear();
+    }
 }
 
 impl Book {
@@ -453,6 +463,8 @@ mod tests {
         let tally = book.tally();
         assert_eq!((tally.route_429s, tally.global_429s), (1, 0), "{tally:?}");
         assert_eq!(tally.peak_per_second, 4, "{tally:?}");
+        book.reset_tally();
+        assert_eq!(book.tally(), RateTally::default());
     }
 
     #[test]
