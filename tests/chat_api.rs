@@ -511,6 +511,11 @@ impl Reading {
 }
 
 fn gated_agents(model: &GatedModel, name: &str) -> (Fake, TempDir, Switchboard) {
+    handoff_agents(&model.base_url, name)
+}
+
+/// switchboard whose `support` agent may hand off to `helper`, both on the model at `url`.
+fn handoff_agents(url: &str, name: &str) -> (Fake, TempDir, Switchboard) {
     let extra = format!(
         r#"
 [agents]
@@ -527,8 +532,7 @@ runner = "openai"
 base_url = "{url}"
 model = "helper-model"
 tool_scope = ["surface.help"]
-"#,
-        url = model.base_url
+"#
     );
     let toolserver = r#"
 [[toolserver.tokens]]
@@ -858,4 +862,89 @@ fn a_handoffs_sub_run_is_listed_under_its_run_and_stops_with_it() {
     model.release.send(()).expect("release the model");
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(model.requests().len(), 2, "{:?}", model.requests());
+}
+
+/// A model answer with the usage it reports.
+fn with_usage((status, mut body): (u16, Value), prompt: u64, completion: u64) -> (u16, Value) {
+    body["usage"] = json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    });
+    (status, body)
+}
+
+#[test]
+fn a_chat_api_run_and_its_handoffs_sub_run_are_run_rows_with_their_usage() {
+    let model = FakeModel::start(|requests| {
+        let request = requests.last().expect("this request");
+        if request["model"] == "helper-model" {
+            with_usage(text("helped"), 20, 5)
+        } else if tool_results(request).is_empty() {
+            with_usage(
+                tool_call(
+                    "call_1",
+                    "agent__handoff",
+                    r#"{"agent":"helper","prompt":"help"}"#,
+                ),
+                11,
+                3,
+            )
+        } else {
+            with_usage(text("all done"), 31, 9)
+        }
+    });
+    let (_fake, dir, sb) = handoff_agents(&model.base_url, "chat-api-rows");
+    let ask = json!({
+        "model": "switchboard:support",
+        "messages": [{"role": "user", "content": "get help"}],
+    })
+    .to_string();
+    let (status, body) = send_in(&sb, "POST", "/v1/chat/completions", WEBUI, None, &ask);
+    assert_eq!(status, 200, "{body}\n{}", sb.stderr());
+    assert!(body.contains("all done"), "{body}");
+    drop(sb);
+
+    // The rows every node would list, as the store keeps them.
+    let backend = switchboard_store_sqlite::SqliteBackend::open(
+        dir.path().join("switchboard.db").to_str().expect("path"),
+        Default::default(),
+    )
+    .expect("the store opens");
+    let rows = futures_executor::block_on(switchboard_store::RunStore::runs(
+        &backend,
+        switchboard_records::RunFilter {
+            limit: 10,
+            ..Default::default()
+        },
+    ))
+    .expect("runs");
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    let chat = rows
+        .iter()
+        .find(|r| r.parent_run.is_none())
+        .expect("the chat run's row");
+    let sub = rows
+        .iter()
+        .find(|r| r.parent_run.is_some())
+        .expect("the sub-run's row");
+    assert_eq!(chat.trigger, "api", "{chat:?}");
+    assert_eq!(chat.agent, "support");
+    assert_eq!(chat.requested_by.as_deref(), Some("token:webui"));
+    assert_eq!(chat.state, switchboard_records::RunState::Finished);
+    assert_eq!(chat.final_text.as_deref(), Some("all done"));
+    let usage = chat.usage.expect("the chat run's usage");
+    assert_eq!((usage.tokens_in, usage.tokens_out), (11 + 31, 3 + 9));
+    assert_eq!(sub.parent_run.as_deref(), Some(chat.id.as_str()));
+    assert_eq!(sub.trigger, "handoff", "{sub:?}");
+    assert_eq!(sub.agent, "helper");
+    assert_eq!(
+        sub.session, chat.session,
+        "the sub-run works in the chat run's session"
+    );
+    assert_eq!(sub.state, switchboard_records::RunState::Finished);
+    assert_eq!(sub.final_text.as_deref(), Some("helped"));
+    let usage = sub.usage.expect("the sub-run's usage");
+    assert_eq!((usage.tokens_in, usage.tokens_out), (20, 5));
+    assert!(sub.seq > chat.seq && sub.finished_ms <= chat.finished_ms);
 }

@@ -392,6 +392,25 @@ impl Bridge {
                 ));
             }
         };
+        // Its row, beside its session's queue: every node lists it and its usage.
+        let row = self
+            .hold_row(switchboard_records::NewRun {
+                id: run_id.clone(),
+                session: session.id().to_string(),
+                agent: target.name.to_string(),
+                trigger: if parent.is_some() {
+                    crate::run_rows::HANDOFF_TRIGGER
+                } else {
+                    crate::run_rows::API_TRIGGER
+                }
+                .to_owned(),
+                requested_by: requested_by
+                    .map(|id| format!("user:{id}"))
+                    .or_else(|| view.started_by.clone()),
+                parent_run: parent.map(str::to_owned),
+                enqueued_ms: switchboard_engine::clock::now_ms(),
+            })
+            .await;
         // Started: past every check (a budget refuses before this, and its caller answers the
         // refusal, not a stream).
         if let Some(started) = request.started.take() {
@@ -446,20 +465,28 @@ impl Bridge {
             (Answer::Failed(_), _) => "failed",
             (Answer::Aborted, _) => "aborted",
         };
+        let excerpt = match &answer {
+            // A stopped or timed-out run keeps what it had written.
+            Answer::Aborted => partial
+                .borrow()
+                .text
+                .chars()
+                .take(RUN_ANSWER_CHARS)
+                .collect(),
+            done => crate::answer_excerpt(done),
+        };
+        self.end_held_row(
+            row,
+            outcome,
+            Some(excerpt.clone()),
+            meter.as_ref().map(crate::run_rows::run_usage),
+        )
+        .await;
         // Recorded before the listing goes, so that the run is never missing from runs.list.
         self.inner.ended.record(RunView {
             state: crate::ended_state(outcome),
             ended_ms: Some(switchboard_engine::clock::now_ms()),
-            answer: Some(match &answer {
-                // A stopped or timed-out run keeps what it had written.
-                Answer::Aborted => partial
-                    .borrow()
-                    .text
-                    .chars()
-                    .take(RUN_ANSWER_CHARS)
-                    .collect(),
-                done => crate::answer_excerpt(done),
-            }),
+            answer: Some(excerpt),
             usage: usage.as_ref().map(|usage| RunUsage {
                 prompt_tokens: usage.prompt_tokens,
                 completion_tokens: usage.completion_tokens,

@@ -23,9 +23,11 @@ pub mod instructions;
 pub mod metering;
 pub mod notes;
 pub mod openai;
+mod outage;
 pub mod prompt;
 mod prompt_hooks;
 mod queue;
+mod run_rows;
 pub mod scheduled;
 pub mod stream;
 pub mod summaries;
@@ -294,7 +296,10 @@ impl Bridge {
             message_id,
             claimed_ms: switchboard_engine::clock::now_ms(),
         };
-        match answers.claim_trigger(claim).await {
+        let claimed = self
+            .through_outage("claim a trigger", || answers.claim_trigger(claim.clone()))
+            .await;
+        match claimed {
             Ok(Claim::Won(durable)) => Claimed::Won(durable),
             Ok(Claim::Taken) => {
                 tracing::info!(message = %message_id, session = %channel_id, "this message was answered before; not answering it again");
@@ -757,7 +762,18 @@ impl Bridge {
             parent_run: None,
             enqueued_ms: now_ms(),
         };
-        let refusal = match queue.store.enqueue_run(row, limit).await {
+        let enqueued = self
+            .through_outage("queue a run", || {
+                queue.store.enqueue_run(row.clone(), limit)
+            })
+            .await;
+        let refusal = match enqueued {
+            // The run id is new: a conflict is this row, written by a try whose answer was lost.
+            Err(error) if error.kind() == switchboard_store::StoreErrorKind::Conflict => {
+                tracing::info!(run = %run_id, "the run was queued by a try whose answer was lost");
+                queue.wake.notify_one();
+                return;
+            }
             Ok(switchboard_store::Enqueued::Queued(_)) => {
                 tracing::trace!(run = %run_id, session = %trigger.channel_id, "run queued");
                 queue.wake.notify_one();
@@ -964,6 +980,7 @@ impl Bridge {
                 &[row.id],
                 "failed",
                 Some("its trigger does not read".to_owned()),
+                None,
             )
             .await;
             return;
@@ -1015,7 +1032,8 @@ impl Bridge {
         };
         heartbeat.abort();
         queue.executing().remove(&row.id);
-        self.end_rows(&rows, state, text).await;
+        let usage = queue.take_usage(&row.id);
+        self.end_rows(&rows, state, text, usage).await;
         queue.wake.notify_one();
     }
 
@@ -1094,13 +1112,21 @@ impl Bridge {
         }
     }
 
-    /// Ends rows this node holds as `outcome` (as `run.finished` names it).
-    async fn end_rows(&self, rows: &[String], outcome: &str, text: Option<String>) {
+    /// Ends rows this node holds as `outcome` (as `run.finished` names it); the first (the
+    /// run's own) keeps `usage`, the burst's rows it answered together none (counted once).
+    async fn end_rows(
+        &self,
+        rows: &[String],
+        outcome: &str,
+        text: Option<String>,
+        usage: Option<switchboard_records::RunUsage>,
+    ) {
         let queue = &self.inner.queue;
-        for id in rows {
+        for (n, id) in rows.iter().enumerate() {
             let end = switchboard_records::RunEnd {
                 state: stored_state(outcome),
                 final_text: text.clone(),
+                usage: usage.filter(|_| n == 0),
                 at_ms: now_ms(),
             };
             match queue.store.finish_run(id, &queue.node, end).await {
@@ -1216,6 +1242,11 @@ impl Bridge {
     /// again (`rerun`: a new row with the same trigger, whose message was claimed already) or
     /// its question is told it was cut short (`notify`).
     async fn interrupted(&self, row: switchboard_records::Run) {
+        if run_rows::started_at_once(&row.trigger) {
+            // Its caller (a run handing off, a chat client) went with its node.
+            tracing::warn!(run = %row.id, node = row.node.as_deref().unwrap_or("-"), "a handoff's or chat-API run's node stopped renewing its lease; the run is interrupted");
+            return;
+        }
         let Some(trigger) = queue::decode(&row.trigger) else {
             tracing::warn!(run = %row.id, "an interrupted run's trigger does not read; nothing to tell");
             return;
@@ -1415,12 +1446,26 @@ impl Bridge {
             }
         };
         let ended_here = self.inner.ended.views(session);
+        let going_here = self.inner.handoffs.views(session);
         let view = |row: &switchboard_records::Run| {
-            let trigger = queue::decode(&row.trigger)?;
             let state = view_state(row.state);
             let here = ended_here
                 .iter()
                 .find(|e| e.run_id.as_deref() == Some(row.id.as_str()));
+            let Some(trigger) = queue::decode(&row.trigger) else {
+                // A handoff's sub-run or a chat-API run: what this node kept of it, else its row.
+                if !run_rows::started_at_once(&row.trigger) {
+                    return None;
+                }
+                let going = going_here
+                    .iter()
+                    .any(|g| g.run_id.as_deref() == Some(row.id.as_str()));
+                return match here {
+                    _ if going => None,
+                    Some(ended) => Some(ended.clone()),
+                    None => Some(run_rows::row_view(row, state)),
+                };
+            };
             Some(RunView {
                 run_id: Some(row.id.clone()),
                 started_ms: row.started_ms,
@@ -1433,7 +1478,9 @@ impl Bridge {
                         .take(switchboard_engine::runs::RUN_ANSWER_CHARS)
                         .collect()
                 }),
-                usage: here.and_then(|e| e.usage),
+                usage: here
+                    .and_then(|e| e.usage)
+                    .or_else(|| row.usage.map(run_rows::view_usage)),
                 ..trigger_view(&trigger, state)
             })
         };
@@ -1447,8 +1494,9 @@ impl Bridge {
             )
         });
         let mut views: Vec<RunView> = live.into_iter().filter_map(view).collect();
-        views.extend(self.inner.handoffs.views(session));
-        // Handoffs' sub-runs and chat-API runs have no row: their ends are this node's record.
+        views.extend(going_here.iter().cloned());
+        // Handoffs' sub-runs and chat-API runs whose row could not be kept: their ends are
+        // this node's record.
         views.extend(
             ended_here
                 .iter()
@@ -2090,6 +2138,11 @@ impl Bridge {
         meter: Option<&metering::Meter>,
         started: std::time::Instant,
     ) {
+        if let Some(meter) = meter {
+            self.inner
+                .queue
+                .keep_usage(request_id, run_rows::run_usage(meter));
+        }
         let ended_ms = now_ms();
         let started_ms =
             ended_ms.saturating_sub(u64::try_from(started.elapsed().as_millis()).unwrap_or(0));
@@ -2374,6 +2427,7 @@ fn answer_excerpt(answer: &Answer) -> String {
 /// the bridge is dropped.
 async fn claim_loop(bridge: std::sync::Weak<Inner>) {
     let mut swept: Option<std::time::Instant> = None;
+    let mut degraded = false;
     loop {
         let Some(inner) = bridge.upgrade() else {
             return;
@@ -2389,11 +2443,21 @@ async fn claim_loop(bridge: std::sync::Weak<Inner>) {
         {
             return;
         }
-        if swept.is_none_or(|at| at.elapsed() >= this.lease() / 4) {
-            this.sweep().await;
-            swept = Some(std::time::Instant::now());
+        // A node whose store is unreachable (`/health` says `degraded`) starts no run and
+        // interrupts none until it is back: its triggers wait in admission meanwhile.
+        if this.store_degraded() {
+            degraded = true;
+        } else {
+            if degraded {
+                degraded = false;
+                tracing::info!("the store is back; runs start again");
+            }
+            if swept.is_none_or(|at| at.elapsed() >= this.lease() / 4) {
+                this.sweep().await;
+                swept = Some(std::time::Instant::now());
+            }
+            this.claim_rows().await;
         }
-        this.claim_rows().await;
         let poll = this.inner.queue.poll();
         let woken = {
             let inner = Arc::clone(&this.inner);

@@ -188,6 +188,14 @@ impl Meter {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// What this run's model calls cost so far, in micro-dollars (0 without prices).
+    pub fn micros(&self) -> u64 {
+        self.spent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .micros
+    }
+
     /// Before a model round after the first: the cap this run's usage so far pushed a key to.
     pub fn crossed(&self) -> Option<Refusal> {
         let caps = self.caps.as_ref()?;

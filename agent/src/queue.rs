@@ -141,6 +141,8 @@ pub(crate) struct RunQueue {
     reports: Mutex<HashMap<String, oneshot::Sender<switchboard_schedule::RunReport>>>,
     /// The runs this node executes, by their own row's id.
     executing: Mutex<HashMap<String, Executing>>,
+    /// What the runs this node executes used, kept as each ends, until its row ends.
+    usages: Mutex<HashMap<String, switchboard_records::RunUsage>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -163,6 +165,7 @@ impl RunQueue {
             durables: Mutex::new(HashMap::new()),
             reports: Mutex::new(HashMap::new()),
             executing: Mutex::new(HashMap::new()),
+            usages: Mutex::new(HashMap::new()),
         }
     }
 
@@ -203,6 +206,21 @@ impl RunQueue {
     /// The run ids whose report someone here waits for.
     pub(crate) fn awaited_reports(&self) -> Vec<String> {
         lock(&self.reports).keys().cloned().collect()
+    }
+
+    /// Keeps what the run `run_id` (one this node executes) used, for its row's end.
+    pub(crate) fn keep_usage(&self, run_id: &str, usage: switchboard_records::RunUsage) {
+        let mut usages = lock(&self.usages);
+        // Bounded by the runs executing here; a run whose row never ends (its end failed
+        // before this was taken) is forgotten rather than kept forever.
+        if usages.len() >= ADMIT_BACKLOG {
+            usages.clear();
+        }
+        usages.insert(run_id.to_owned(), usage);
+    }
+
+    pub(crate) fn take_usage(&self, run_id: &str) -> Option<switchboard_records::RunUsage> {
+        lock(&self.usages).remove(run_id)
     }
 
     pub(crate) fn executing(&self) -> MutexGuard<'_, HashMap<String, Executing>> {

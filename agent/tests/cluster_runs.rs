@@ -469,3 +469,112 @@ async fn with_rerun_a_dead_nodes_run_runs_again_on_a_live_node() {
     )
     .await;
 }
+
+/// `/health`'s view of a node whose store trouble the test sets (the service's heartbeat
+/// sets it when a beat cannot be recorded).
+struct Health {
+    store: Arc<dyn Backend>,
+    trouble: std::sync::Mutex<Option<String>>,
+}
+
+impl Health {
+    fn set(&self, trouble: Option<&str>) {
+        *self.trouble.lock().unwrap() = trouble.map(str::to_owned);
+    }
+}
+
+impl switchboard_engine::cluster::NodeView for Health {
+    fn node_id(&self) -> &str {
+        "node-a"
+    }
+    fn store_kind(&self) -> &'static str {
+        self.store.kind()
+    }
+    fn shards(&self) -> Vec<protocol::ShardHealth> {
+        Vec::new()
+    }
+    fn cluster_store(&self) -> Arc<dyn switchboard_store::ClusterStore> {
+        Arc::clone(&self.store) as _
+    }
+    fn lease_ms(&self) -> u64 {
+        3_000
+    }
+    fn store_trouble(&self) -> Option<String> {
+        self.trouble.lock().unwrap().clone()
+    }
+}
+
+/// PostgreSQL stops under a node: it says `degraded`, and triggers that arrive meanwhile wait;
+/// with PostgreSQL back but the node still degraded, nothing starts; once the node's store is
+/// healthy again every one of them is answered exactly once, in arrival order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_postgres_a_degraded_node_starts_no_run_and_answers_what_came_meanwhile_once() {
+    let dir = scratch("outage");
+    // A cluster of its own: stopping the shared one would cut the other tests' stores.
+    let cluster = tokio::task::block_in_place(|| {
+        switchboard_store_postgres::testing::PgCluster::start().expect("PostgreSQL starts")
+    });
+    let url = tokio::task::block_in_place(|| cluster.url(&cluster.database().expect("database")));
+    let place = Place::Postgres(url);
+    let store = place.open();
+    let surface = Arc::new(RecordingPlatform::demo());
+    let a = node(&dir, "node-a", "", &surface, &store).await;
+    let health = Arc::new(Health {
+        store: Arc::clone(&store),
+        trouble: std::sync::Mutex::new(None),
+    });
+    assert!(a.server.core().set_node(Arc::clone(&health) as _));
+    let before = trigger(&surface, "@switchboard before");
+    let before_id = before.message_id.unwrap();
+    a.bridge.enqueue(before);
+    wait_for("the first answer", Duration::from_secs(30), || {
+        (!replies_to(&surface, before_id).is_empty()).then_some(())
+    })
+    .await;
+
+    tokio::task::block_in_place(|| cluster.stop_immediate().expect("PostgreSQL stops"));
+    health.set(Some("the store (postgres) is unreachable"));
+    let mut during = Vec::new();
+    for n in 0..3 {
+        let t = trigger(&surface, &format!("@switchboard during {n}"));
+        during.push(t.message_id.unwrap());
+        a.bridge.enqueue(t);
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::task::block_in_place(|| cluster.start_again().expect("PostgreSQL starts again"));
+    // The store answers again, but the node still says degraded: nothing starts.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let started = |log: &[String]| log.iter().filter(|l| l.starts_with("start ")).count();
+    assert_eq!(
+        started(&log(&dir)),
+        1,
+        "a run started while degraded: {:#?}",
+        log(&dir)
+    );
+    for message in &during {
+        assert!(
+            replies_to(&surface, *message).is_empty(),
+            "answered while degraded"
+        );
+    }
+
+    health.set(None);
+    let ran = wait_for("the runs of the outage", Duration::from_secs(60), || {
+        let log = log(&dir);
+        (log.iter().filter(|l| l.starts_with("end ")).count() == 1 + during.len()).then_some(log)
+    })
+    .await;
+    let mut all = vec![before_id];
+    all.extend(&during);
+    assert_one_at_a_time_in_order(&ran, &all);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for message in &all {
+        assert_eq!(
+            replies_to(&surface, *message),
+            [format!("answer to {message}")],
+            "answered once"
+        );
+    }
+    assert_eq!(started(&log(&dir)), all.len(), "none ran twice");
+    drop(a.server);
+}

@@ -134,6 +134,36 @@ pub struct Run {
     pub finished_ms: Option<u64>,
     /// What it answered, or why it failed.
     pub final_text: Option<String>,
+    /// What its model calls used, summed (kept when it ends; `None` before, or when it called
+    /// no model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<RunUsage>,
+}
+
+/// What a run's model calls used, summed over its rounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunUsage {
+    /// Prompt tokens.
+    pub tokens_in: u64,
+    /// Completion tokens.
+    pub tokens_out: u64,
+    /// What they cost, in millionths of a US dollar, when the agent has prices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub micro_usd: Option<u64>,
+}
+
+impl RunUsage {
+    /// The usage as a store keeps it in one text column (JSON).
+    pub fn to_text(&self) -> String {
+        // A struct of numbers always serializes.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// A kept column read back; `None` for garbage (a damaged row loses only its usage).
+    pub fn from_text(text: &str) -> Option<RunUsage> {
+        serde_json::from_str(text).ok()
+    }
 }
 
 impl Run {
@@ -155,6 +185,7 @@ impl Run {
             started_ms: None,
             finished_ms: None,
             final_text: None,
+            usage: None,
         }
     }
 }
@@ -166,6 +197,8 @@ pub struct RunEnd {
     pub state: RunState,
     /// What it answered, or why it failed.
     pub final_text: Option<String>,
+    /// What its model calls used.
+    pub usage: Option<RunUsage>,
     /// When, ms since the Unix epoch.
     pub at_ms: u64,
 }

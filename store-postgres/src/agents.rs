@@ -14,8 +14,8 @@ use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::usage::USAGE_KEPT_MS;
 use switchboard_records::{
     AgentBinding, FiringClaim, FiringOutcome, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits,
-    NoteScope, Receipt, Run, RunEnd, RunFilter, RunState, Schedule, ScheduleStatus, ShardLease,
-    Summary, UsageBy, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals,
+    NoteScope, Receipt, Run, RunEnd, RunFilter, RunState, RunUsage, Schedule, ScheduleStatus,
+    ShardLease, Summary, UsageBy, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals,
 };
 use switchboard_store::{
     check_end, count_firing, duplicate_run, set_status, unknown_schedule, AgentBindingStore,
@@ -381,8 +381,15 @@ CREATE INDEX runs_ended ON runs (finished_ms) WHERE state NOT IN ('queued', 'run
 macro_rules! run_columns {
     () => {
         "seq, id, session_key, agent, trigger_ref, requested_by, parent_run, state, node, \
-         lease_until_ms, abort_requested, enqueued_ms, started_ms, finished_ms, final_text"
+         lease_until_ms, abort_requested, enqueued_ms, started_ms, finished_ms, final_text, usage"
     };
+}
+
+/// Each run's usage (issue 23 §4), one JSON column.
+pub(crate) const SCHEMA_RUN_USAGE: &str = "ALTER TABLE runs ADD COLUMN IF NOT EXISTS usage text;";
+
+fn usage_text(usage: Option<RunUsage>) -> Option<String> {
+    usage.map(|usage| usage.to_text())
 }
 
 fn run_from_row(location: &str, row: &Row) -> Result<Run, StoreError> {
@@ -406,6 +413,10 @@ fn run_from_row(location: &str, row: &Row) -> Result<Run, StoreError> {
         started_ms: opt(12),
         finished_ms: opt(13),
         final_text: row.get(14),
+        usage: row
+            .get::<_, Option<String>>(15)
+            .as_deref()
+            .and_then(RunUsage::from_text),
     })
 }
 
@@ -440,8 +451,8 @@ impl RunStore for PgBackend {
                 tx.execute(
                     "INSERT INTO runs (seq, id, session_key, agent, trigger_ref, requested_by,
                          parent_run, state, node, lease_until_ms, abort_requested, enqueued_ms,
-                         started_ms, finished_ms, final_text)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                         started_ms, finished_ms, final_text, usage)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
                      ON CONFLICT DO NOTHING",
                     &[
                         &ms(run.seq),
@@ -459,6 +470,7 @@ impl RunStore for PgBackend {
                         &run.started_ms.map(ms),
                         &run.finished_ms.map(ms),
                         &opt_text(run.final_text.as_ref()),
+                        &usage_text(run.usage),
                     ],
                 )
                 .await
@@ -520,6 +532,50 @@ impl RunStore for PgBackend {
                 .map_err(pg)?;
             let seq = ms_from(row.get(0));
             Ok(Enqueued::Queued(Box::new(Run::queued(run, seq))))
+        })
+    }
+
+    fn start_run(
+        &self,
+        run: NewRun,
+        node: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> StoreFuture<'_, Run> {
+        let node = clean(node);
+        in_transaction!(self, "a run", |shared, tx| async {
+            let pg = |err| from_pg(&shared.location, "a run", err);
+            // Under the queue's lock, as every place is given: places grow in commit order.
+            lock(tx, Lock::RunQueue, "").await.map_err(pg)?;
+            let id = clean(&run.id);
+            if run_by_id(tx, &shared.location, &id).await?.is_some() {
+                return Err(duplicate_run(&run.id));
+            }
+            let row = tx
+                .query_one(
+                    concat!(
+                        "INSERT INTO runs (id, session_key, agent, trigger_ref, requested_by,
+                                           parent_run, state, node, lease_until_ms, enqueued_ms,
+                                           started_ms)
+                         VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, $8, $9, $10) RETURNING ",
+                        run_columns!()
+                    ),
+                    &[
+                        &id,
+                        &clean(&run.session),
+                        &clean(&run.agent),
+                        &clean(&run.trigger),
+                        &opt_text(run.requested_by.as_ref()),
+                        &opt_text(run.parent_run.as_ref()),
+                        &node,
+                        &ms(now_ms.saturating_add(lease_ms)),
+                        &ms(run.enqueued_ms),
+                        &ms(now_ms),
+                    ],
+                )
+                .await
+                .map_err(pg)?;
+            run_from_row(&shared.location, &row)
         })
     }
 
@@ -635,7 +691,7 @@ impl RunStore for PgBackend {
                 .query_opt(
                     concat!(
                         "UPDATE runs SET state = $3, final_text = $4, finished_ms = $5,
-                             lease_until_ms = NULL
+                             lease_until_ms = NULL, usage = $6
                          WHERE id = $1 AND node = $2 AND state = 'running'
                          RETURNING ",
                         run_columns!()
@@ -646,6 +702,7 @@ impl RunStore for PgBackend {
                         &end.state.as_str(),
                         &opt_text(end.final_text.as_ref()),
                         &ms(end.at_ms),
+                        &usage_text(end.usage),
                     ],
                 )
                 .await

@@ -12,8 +12,8 @@ use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::usage::USAGE_KEPT_MS;
 use switchboard_records::{
     AgentBinding, FiringClaim, FiringOutcome, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits,
-    NoteScope, Receipt, Run, RunEnd, RunFilter, RunState, Schedule, ScheduleStatus, ShardLease,
-    Summary, UsageBy, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals,
+    NoteScope, Receipt, Run, RunEnd, RunFilter, RunState, RunUsage, Schedule, ScheduleStatus,
+    ShardLease, Summary, UsageBy, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals,
 };
 use switchboard_store::{
     check_end, count_firing, duplicate_run, set_status, unknown_schedule, AgentBindingStore,
@@ -365,7 +365,8 @@ CREATE TABLE IF NOT EXISTS runs (
     enqueued_ms INTEGER NOT NULL,
     started_ms INTEGER,
     finished_ms INTEGER,
-    final_text TEXT
+    final_text TEXT,
+    usage TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_open ON runs (session_key, seq)
     WHERE state IN ('queued', 'running');
@@ -375,7 +376,11 @@ CREATE INDEX IF NOT EXISTS runs_ended ON runs (finished_ms)
 ";
 
 const RUN_COLUMNS: &str = "seq, id, session_key, agent, trigger_ref, requested_by, parent_run, \
-    state, node, lease_until_ms, abort_requested, enqueued_ms, started_ms, finished_ms, final_text";
+    state, node, lease_until_ms, abort_requested, enqueued_ms, started_ms, finished_ms, final_text, \
+    usage";
+
+/// Step 17: each run's usage (issue 23 §4), one JSON column; added when missing.
+pub(crate) const SCHEMA_RUN_USAGE: &str = "ALTER TABLE runs ADD COLUMN usage TEXT;";
 
 fn opt_ms(value: Option<i64>) -> Option<u64> {
     value.map(ms)
@@ -399,6 +404,10 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
         started_ms: opt_ms(row.get(12)?),
         finished_ms: opt_ms(row.get(13)?),
         final_text: row.get(14)?,
+        usage: row
+            .get::<_, Option<String>>(15)?
+            .as_deref()
+            .and_then(RunUsage::from_text),
     })
 }
 
@@ -420,8 +429,8 @@ impl RunStore for SqliteBackend {
             let mut insert = tx.prepare_cached(
                 "INSERT OR IGNORE INTO runs (seq, id, session_key, agent, trigger_ref, requested_by,
                      parent_run, state, node, lease_until_ms, abort_requested, enqueued_ms,
-                     started_ms, finished_ms, final_text)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                     started_ms, finished_ms, final_text, usage)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
             )?;
             for run in runs {
                 insert.execute(params![
@@ -439,7 +448,8 @@ impl RunStore for SqliteBackend {
                     ms_to_sql(run.enqueued_ms),
                     run.started_ms.map(ms_to_sql),
                     run.finished_ms.map(ms_to_sql),
-                    run.final_text
+                    run.final_text,
+                    run.usage.map(|usage| usage.to_text())
                 ])?;
             }
             Ok(Ok(()))
@@ -512,6 +522,40 @@ impl RunStore for SqliteBackend {
                 ms_to_sql(now_ms)
             ])?;
             Ok(Ok(run_by(tx, "seq", &seq)?))
+        })
+    }
+
+    fn start_run(
+        &self,
+        run: NewRun,
+        node: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> StoreFuture<'_, Run> {
+        let node = node.to_owned();
+        self.decide("start a run", move |tx| {
+            if run_by(tx, "id", &run.id)?.is_some() {
+                return Ok(Err(duplicate_run(&run.id)));
+            }
+            tx.prepare_cached(
+                "INSERT INTO runs (id, session_key, agent, trigger_ref, requested_by, parent_run,
+                                   state, node, lease_until_ms, enqueued_ms, started_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', ?7, ?8, ?9, ?10)",
+            )?
+            .execute(params![
+                run.id,
+                run.session,
+                run.agent,
+                run.trigger,
+                run.requested_by,
+                run.parent_run,
+                node,
+                ms_to_sql(now_ms.saturating_add(lease_ms)),
+                ms_to_sql(run.enqueued_ms),
+                ms_to_sql(now_ms)
+            ])?;
+            let seq = tx.last_insert_rowid();
+            Ok(run_by(tx, "seq", &seq)?.ok_or_else(|| duplicate_run(&run.id)))
         })
     }
 
@@ -588,7 +632,7 @@ impl RunStore for SqliteBackend {
             let changed = tx
                 .prepare_cached(
                     "UPDATE runs SET state = ?3, final_text = ?4, finished_ms = ?5,
-                         lease_until_ms = NULL
+                         lease_until_ms = NULL, usage = ?6
                      WHERE id = ?1 AND node = ?2 AND state = 'running'",
                 )?
                 .execute(params![
@@ -596,7 +640,8 @@ impl RunStore for SqliteBackend {
                     node,
                     end.state.as_str(),
                     end.final_text,
-                    ms_to_sql(end.at_ms)
+                    ms_to_sql(end.at_ms),
+                    end.usage.map(|usage| usage.to_text())
                 ])?;
             if changed == 0 {
                 return Ok(Ok(None));

@@ -16,7 +16,7 @@ use switchboard_store::StoreError;
 use tracing::{debug, warn};
 
 /// The schema version this code writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 17;
+pub const SCHEMA_VERSION: i64 = 18;
 
 /// How long opening waits for a lock held by another connection (e.g. a switchboard that is
 /// still shutting down) before reporting the store as locked.
@@ -324,7 +324,12 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
             conn.execute_batch(crate::events::SCHEMA_EVENTS)
                 .map_err(fail("add the events"))?;
         }
-        // Later versions: `if version < 18 || !has_table(..) { ... }`, each step in this same
+        // Step 18: each run's usage (issue 23 §4); added when missing, as `count`.
+        if !has_column(conn, "runs", "usage") {
+            conn.execute_batch(crate::agents::SCHEMA_RUN_USAGE)
+                .map_err(fail("keep each run's usage"))?;
+        }
+        // Later versions: `if version < 19 || !has_table(..) { ... }`, each step in this same
         // transaction.
         if version != SCHEMA_VERSION {
             conn.pragma_update(None, "user_version", SCHEMA_VERSION)

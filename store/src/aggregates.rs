@@ -511,6 +511,19 @@ pub trait RunStore: Send + Sync {
         now_ms: u64,
         lease_ms: u64,
     ) -> StoreFuture<'_, Option<Run>>;
+    /// Keeps a run that starts at once on `node`, outside its session's queue: a handoff's
+    /// sub-run or a chat-API run, whose caller waits for its answer (it waits behind no one;
+    /// runs queued in its session after it wait for it as for any running run). It runs
+    /// under a lease until `now_ms + lease_ms`, renewed and ended like a claimed run, and is
+    /// interrupted like one when its node stops renewing. A run id already kept is
+    /// [`crate::StoreErrorKind::Conflict`].
+    fn start_run(
+        &self,
+        run: NewRun,
+        node: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> StoreFuture<'_, Run>;
     /// Takes queued runs into a run `node` holds (a burst of messages answered by one run,
     /// issue 25 §5): each of `run_ids` still queued in the held run's session becomes running
     /// on `node` under the held run's lease, so it ends — or is interrupted — with it; the

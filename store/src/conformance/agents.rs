@@ -8,8 +8,8 @@ use futures_executor::block_on;
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
 use switchboard_records::{
     FiringClaim, FiringOutcome, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Run,
-    RunEnd, RunFilter, RunState, Schedule, ScheduleSpec, ScheduleStatus, Summary, UsageBy,
-    UsageQuery, UsageRow, UsageSubject, UsageTotals,
+    RunEnd, RunFilter, RunState, RunUsage, Schedule, ScheduleSpec, ScheduleStatus, Summary,
+    UsageBy, UsageQuery, UsageRow, UsageSubject, UsageTotals,
 };
 
 use super::{id, Fixture, MakePlace, CHANNEL, MIRA, OTHER};
@@ -241,8 +241,110 @@ fn end(state: RunState, text: &str, at_ms: u64) -> RunEnd {
     RunEnd {
         state,
         final_text: Some(text.to_owned()),
+        usage: Some(RunUsage {
+            tokens_in: 1_200 + at_ms % 1_000,
+            tokens_out: 340,
+            micro_usd: Some(5_170),
+        }),
         at_ms,
     }
+}
+
+/// A handoff's sub-run or a chat-API run starts at once, beside its session's running run,
+/// on the node that asked; it is renewed, ended with its usage and interrupted like a claimed
+/// run, listed under the run that handed it off, and runs queued after it wait for it.
+pub fn a_run_started_at_once_runs_beside_its_session_and_keeps_its_usage(make: MakePlace<'_>) {
+    let mut f = Fixture::default(make);
+    // Now: ended runs are kept a month from their end, and a reopen prunes older ones.
+    let t = super::now_ms();
+    enqueue(&f, new_run("p", CHANNEL, t + 10));
+    let parent = claim(&*f.backend, "node-1", t + 100).expect("p is claimable");
+    let sub = NewRun {
+        parent_run: Some("p".into()),
+        trigger: "handoff".into(),
+        ..new_run("p.s1", CHANNEL, t + 110)
+    };
+    let started = block_on(f.backend.start_run(sub.clone(), "node-1", t + 120, 1_000)).unwrap();
+    assert_eq!(started.state, RunState::Running);
+    assert_eq!(started.node.as_deref(), Some("node-1"));
+    assert_eq!(started.lease_until_ms, Some(t + 1_120));
+    assert_eq!(started.started_ms, Some(t + 120));
+    assert_eq!(started.parent_run.as_deref(), Some("p"));
+    assert_eq!(started.usage, None);
+    assert!(
+        started.seq > parent.seq,
+        "a started run takes the next place"
+    );
+    let again = block_on(f.backend.start_run(sub, "node-2", t + 130, 1_000)).unwrap_err();
+    assert_eq!(again.kind(), StoreErrorKind::Conflict);
+    // A chat-API run in a session of its own, and one that will not be renewed.
+    let api = NewRun {
+        trigger: "api".into(),
+        ..new_run("api-1", OTHER, t + 130)
+    };
+    block_on(f.backend.start_run(api, "node-2", t + 130, 1_000)).unwrap();
+    let lost = NewRun {
+        parent_run: Some("p".into()),
+        ..new_run("p.s2", CHANNEL, t + 131)
+    };
+    block_on(f.backend.start_run(lost, "node-3", t + 131, 100)).unwrap();
+    enqueue(&f, new_run("q", CHANNEL, t + 140));
+    assert_eq!(
+        block_on(f.backend.heartbeat_run("p.s1", "node-1", t + 500, 1_000)).unwrap(),
+        Heartbeat::Held {
+            until_ms: t + 1_500,
+            abort_requested: false
+        }
+    );
+    let interrupted = block_on(f.backend.interrupt_expired_runs(t + 600, 10)).unwrap();
+    assert_eq!(
+        interrupted
+            .iter()
+            .map(|r| r.id.as_str())
+            .collect::<Vec<_>>(),
+        ["p.s2"],
+        "only the sub-run whose node stopped renewing"
+    );
+    let ended = end(RunState::Finished, "the sub-answer", t + 700);
+    let done = block_on(f.backend.finish_run("p.s1", "node-1", ended.clone()))
+        .unwrap()
+        .expect("the node that started it ends it");
+    assert_eq!(done.usage, ended.usage);
+    block_on(
+        f.backend
+            .finish_run("api-1", "node-2", end(RunState::Failed, "x", t + 710)),
+    )
+    .unwrap()
+    .expect("the chat-API run ends");
+    if f.place.durable() {
+        f.reopen();
+    }
+    eprintln!("AFTER {:?}", block_on(f.backend.run("p.s1")));
+    assert_eq!(
+        block_on(f.backend.run("p.s1"))
+            .unwrap()
+            .and_then(|r| r.usage),
+        ended.usage,
+        "the usage is kept"
+    );
+    let subs = block_on(f.backend.runs(RunFilter {
+        parent_run: Some("p".into()),
+        limit: 10,
+        ..RunFilter::default()
+    }))
+    .unwrap();
+    assert_eq!(
+        subs.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["p.s2", "p.s1"]
+    );
+    assert_eq!(claim(&*f.backend, "node-2", t + 800), None, "q waits for p");
+    block_on(
+        f.backend
+            .finish_run("p", "node-1", end(RunState::Finished, "y", t + 900)),
+    )
+    .unwrap()
+    .expect("p ends");
+    assert_eq!(claim(&*f.backend, "node-2", t + 901).unwrap().id, "q");
 }
 
 /// A session's runs run one at a time in the order queued, other sessions' runs meanwhile;
@@ -317,6 +419,11 @@ pub fn runs_queue_per_session_in_order(make: MakePlace<'_>) {
     assert_eq!(done.final_text.as_deref(), Some("the answer «ünïcode»"));
     assert_eq!(done.finished_ms, Some(700));
     assert_eq!(done.lease_until_ms, None);
+    assert_eq!(
+        done.usage.map(|u| u.tokens_in),
+        Some(1_900),
+        "its usage is kept"
+    );
     assert_eq!(
         block_on(f.backend.heartbeat_run("a1", "node-1", 800, 1_000)).unwrap(),
         Heartbeat::Lost,

@@ -311,6 +311,29 @@ impl RunStore for MemoryBackend {
         })
     }
 
+    fn start_run(
+        &self,
+        run: NewRun,
+        node: &str,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> StoreFuture<'_, Run> {
+        let node = node.to_owned();
+        self.decide(move |kept| {
+            if kept.runs.contains_key(&run.id) {
+                return Err(duplicate_run(&run.id));
+            }
+            kept.next_seq += 1;
+            let mut run = Run::queued(run, kept.next_seq);
+            run.state = RunState::Running;
+            run.node = Some(node);
+            run.lease_until_ms = Some(now_ms.saturating_add(lease_ms));
+            run.started_ms = Some(now_ms);
+            kept.runs.insert(run.id.clone(), run.clone());
+            Ok(run)
+        })
+    }
+
     fn join_runs(
         &self,
         held: &str,
@@ -382,6 +405,7 @@ impl RunStore for MemoryBackend {
                 {
                     run.state = end.state;
                     run.final_text = end.final_text;
+                    run.usage = end.usage;
                     run.finished_ms = Some(end.at_ms);
                     run.lease_until_ms = None;
                     Some(run.clone())
