@@ -114,14 +114,6 @@ fn encode_path_segment(text: &str) -> String {
     out
 }
 
-/// The route of the bot's own reaction on a message.
-fn own_reaction_path(channel_id: Snowflake, message_id: Snowflake, emoji: &str) -> String {
-    format!(
-        "/channels/{channel_id}/messages/{message_id}/reactions/{}/@me",
-        encode_path_segment(emoji)
-    )
-}
-
 /// Maps Discord's answer onto the surface's error kinds.
 fn failure(status: StatusCode, headers: &reqwest::header::HeaderMap, body: Value) -> Failure {
     let code = body.get("code").and_then(Value::as_i64).unwrap_or(0);
@@ -569,8 +561,8 @@ impl DiscordRest {
         message_id: Snowflake,
         emoji: &str,
     ) -> Result<(), SurfaceError> {
-        let path = own_reaction_path(channel_id, message_id, emoji);
-        self.call(Method::PUT, &path, None, true).await.map(drop)
+        self.own_reaction(Method::PUT, channel_id, message_id, emoji)
+            .await
     }
 
     /// Removes the bot's own reaction from a message (`DELETE .../reactions/{emoji}/@me`); `emoji`
@@ -581,8 +573,24 @@ impl DiscordRest {
         message_id: Snowflake,
         emoji: &str,
     ) -> Result<(), SurfaceError> {
-        let path = own_reaction_path(channel_id, message_id, emoji);
-        self.call(Method::DELETE, &path, None, true).await.map(drop)
+        self.own_reaction(Method::DELETE, channel_id, message_id, emoji)
+            .await
+    }
+
+    /// `PUT` or `DELETE` of the bot's own reaction (`.../reactions/{emoji}/@me`), `emoji`
+    /// percent-encoded.
+    async fn own_reaction(
+        &self,
+        method: Method,
+        channel_id: Snowflake,
+        message_id: Snowflake,
+        emoji: &str,
+    ) -> Result<(), SurfaceError> {
+        let path = format!(
+            "/channels/{channel_id}/messages/{message_id}/reactions/{}/@me",
+            encode_path_segment(emoji)
+        );
+        self.call(method, &path, None, true).await.map(drop)
     }
 
     /// A channel, thread or DM as Discord describes it (`GET /channels/{id}`).

@@ -97,8 +97,8 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(attachments::DownloadAttachments);
     registry.register(workflows::CreateWorkflow);
     registry.register(workflows::ListWorkflows);
-    registry.register(workflows::GetWorkflow);
-    registry.register(workflows::CancelWorkflow);
+    registry.register(workflows::OnWorkflow::Get);
+    registry.register(workflows::OnWorkflow::Cancel);
     registry.register(audit::ListAudit);
     registry.register(governance::DecideApproval);
     registry.register(governance::SetSessionTools);
@@ -109,9 +109,9 @@ pub fn register_all(registry: &mut Registry) {
     registry.register(runs::AbortRun);
     registry.register(schedules::CreateSchedule);
     registry.register(schedules::ListSchedules);
-    registry.register(schedules::GetSchedule);
-    registry.register(schedules::CancelSchedule);
-    registry.register(schedules::ResumeSchedule);
+    registry.register(schedules::OnSchedule::Get);
+    registry.register(schedules::OnSchedule::Cancel);
+    registry.register(schedules::OnSchedule::Resume);
     registry.register(usage::ReportUsage);
     registry.register(agents::Handoff);
     registry.register(agents::SetSessionAgent);

@@ -305,54 +305,6 @@ fn id_example(tool: &str, what: &str) -> protocol::Example {
     )
 }
 
-pub struct GetSchedule;
-
-#[async_trait]
-impl Tool for GetSchedule {
-    type Input = ScheduleRef;
-    type Plan = ScheduleId;
-
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            id: "schedule.get",
-            title: "Show a schedule",
-            description: "One schedule with its newest receipts: each firing's run id and the messages it posted, NO_REPLY, the error, or the firings skipped while the service was down.",
-            help: "The id is the main field: tools schedule.get sch_… (or config:NAME). scheduler.receipts_kept receipts are kept, the newest.",
-            mutating: false,
-            primary: Some("scheduleId"),
-            effects: Effects::READ,
-            output_schema: Some(output_schema::<ScheduleView>()),
-            examples: vec![id_example("schedule.get", "A schedule and its receipts")],
-        }
-    }
-
-    fn plan(
-        &self,
-        _: &PlanContext<'_>,
-        input: ScheduleRef,
-    ) -> Result<Planned<ScheduleId>, ToolError> {
-        Ok(Planned::nowhere(input.schedule_id))
-    }
-
-    async fn run(&self, cx: &Invocation<'_>, id: ScheduleId) -> Result<ToolOutput, ToolError> {
-        let found = find(cx, &id).await?;
-        let mut view = shown(cx, &found, true).await?;
-        // Read again after the receipts: the state shown is never older than the newest
-        // receipt (a firing keeps its receipt and the schedule's new state in one step).
-        if let Some(now) = scheduling(cx)?
-            .store()
-            .schedule(id.as_str())
-            .await
-            .map_err(|e| store_failed(&e))?
-        {
-            let receipts = std::mem::take(&mut view.receipts);
-            view = switchboard_engine::schedules::view(&now, &[]);
-            view.receipts = receipts;
-        }
-        output(&view)
-    }
-}
-
 /// Sets a schedule's status (cancel, resume).
 async fn set_status(
     cx: &Invocation<'_>,
@@ -372,25 +324,56 @@ async fn set_status(
     output(&shown(cx, &changed, false).await?)
 }
 
-pub struct CancelSchedule;
+/// The callables whose input is one schedule's id: `schedule.get`, `schedule.cancel` and
+/// `schedule.resume`. One plan for the three.
+#[derive(Debug, Clone, Copy)]
+pub enum OnSchedule {
+    Get,
+    Cancel,
+    Resume,
+}
 
 #[async_trait]
-impl Tool for CancelSchedule {
+impl Tool for OnSchedule {
     type Input = ScheduleRef;
     type Plan = ScheduleId;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            id: "schedule.cancel",
-            title: "Cancel a schedule",
-            description:
-                "Stop a schedule for good: it never fires again; its receipts stay readable.",
-            help: "A [[schedules]] entry (config:NAME) is removed from the config instead.",
-            mutating: true,
-            primary: Some("scheduleId"),
-            effects: Effects::OVERWRITE,
-            output_schema: Some(output_schema::<ScheduleView>()),
-            examples: vec![id_example("schedule.cancel", "Cancel one")],
+        match self {
+            OnSchedule::Get => ToolSpec {
+                id: "schedule.get",
+                title: "Show a schedule",
+                description: "One schedule with its newest receipts: each firing's run id and the messages it posted, NO_REPLY, the error, or the firings skipped while the service was down.",
+                help: "The id is the main field: tools schedule.get sch_… (or config:NAME). scheduler.receipts_kept receipts are kept, the newest.",
+                mutating: false,
+                primary: Some("scheduleId"),
+                effects: Effects::READ,
+                output_schema: Some(output_schema::<ScheduleView>()),
+                examples: vec![id_example("schedule.get", "A schedule and its receipts")],
+            },
+            OnSchedule::Cancel => ToolSpec {
+                id: "schedule.cancel",
+                title: "Cancel a schedule",
+                description:
+                    "Stop a schedule for good: it never fires again; its receipts stay readable.",
+                help: "A [[schedules]] entry (config:NAME) is removed from the config instead.",
+                mutating: true,
+                primary: Some("scheduleId"),
+                effects: Effects::OVERWRITE,
+                output_schema: Some(output_schema::<ScheduleView>()),
+                examples: vec![id_example("schedule.cancel", "Cancel one")],
+            },
+            OnSchedule::Resume => ToolSpec {
+                id: "schedule.resume",
+                title: "Resume a paused schedule",
+                description: "Start a paused schedule again, its failures in a row forgotten; it fires from its next due time.",
+                help: "Only a paused schedule resumes; a done or cancelled one answers conflict.",
+                mutating: true,
+                primary: Some("scheduleId"),
+                effects: Effects::OVERWRITE,
+                output_schema: Some(output_schema::<ScheduleView>()),
+                examples: vec![id_example("schedule.resume", "Resume one")],
+            },
         }
     }
 
@@ -399,7 +382,7 @@ impl Tool for CancelSchedule {
         _: &PlanContext<'_>,
         input: ScheduleRef,
     ) -> Result<Planned<ScheduleId>, ToolError> {
-        if input.schedule_id.is_config() {
+        if matches!(self, OnSchedule::Cancel) && input.schedule_id.is_config() {
             return Err(ToolError::usage(
                 ErrorCode::InvalidInput,
                 format!(
@@ -413,56 +396,49 @@ impl Tool for CancelSchedule {
     }
 
     async fn run(&self, cx: &Invocation<'_>, id: ScheduleId) -> Result<ToolOutput, ToolError> {
-        set_status(cx, &id, ScheduleStatus::Cancelled).await
+        match self {
+            OnSchedule::Get => get(cx, &id).await,
+            OnSchedule::Cancel => set_status(cx, &id, ScheduleStatus::Cancelled).await,
+            OnSchedule::Resume => resume(cx, &id).await,
+        }
     }
 }
 
-pub struct ResumeSchedule;
-
-#[async_trait]
-impl Tool for ResumeSchedule {
-    type Input = ScheduleRef;
-    type Plan = ScheduleId;
-
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            id: "schedule.resume",
-            title: "Resume a paused schedule",
-            description: "Start a paused schedule again, its failures in a row forgotten; it fires from its next due time.",
-            help: "Only a paused schedule resumes; a done or cancelled one answers conflict.",
-            mutating: true,
-            primary: Some("scheduleId"),
-            effects: Effects::OVERWRITE,
-            output_schema: Some(output_schema::<ScheduleView>()),
-            examples: vec![id_example("schedule.resume", "Resume one")],
-        }
+/// `schedule.get`: the schedule with its newest receipts.
+async fn get(cx: &Invocation<'_>, id: &ScheduleId) -> Result<ToolOutput, ToolError> {
+    let found = find(cx, id).await?;
+    let mut view = shown(cx, &found, true).await?;
+    // Read again after the receipts: the state shown is never older than the newest
+    // receipt (a firing keeps its receipt and the schedule's new state in one step).
+    if let Some(now) = scheduling(cx)?
+        .store()
+        .schedule(id.as_str())
+        .await
+        .map_err(|e| store_failed(&e))?
+    {
+        let receipts = std::mem::take(&mut view.receipts);
+        view = switchboard_engine::schedules::view(&now, &[]);
+        view.receipts = receipts;
     }
+    output(&view)
+}
 
-    fn plan(
-        &self,
-        _: &PlanContext<'_>,
-        input: ScheduleRef,
-    ) -> Result<Planned<ScheduleId>, ToolError> {
-        Ok(Planned::nowhere(input.schedule_id))
+/// `schedule.resume`: a paused schedule active again.
+async fn resume(cx: &Invocation<'_>, id: &ScheduleId) -> Result<ToolOutput, ToolError> {
+    let schedule = find(cx, id).await?;
+    if schedule.status != ScheduleStatus::Paused {
+        return Err(ToolError::new(
+            protocol::ErrorKind::Conflict,
+            ErrorCode::parse("schedule_not_paused"),
+            format!(
+                "{} is {}, not paused: nothing to resume",
+                schedule.id,
+                schedule.status.as_str()
+            ),
+        ));
     }
-
-    async fn run(&self, cx: &Invocation<'_>, id: ScheduleId) -> Result<ToolOutput, ToolError> {
-        let schedule = find(cx, &id).await?;
-        if schedule.status != ScheduleStatus::Paused {
-            return Err(ToolError::new(
-                protocol::ErrorKind::Conflict,
-                ErrorCode::parse("schedule_not_paused"),
-                format!(
-                    "{} is {}, not paused: nothing to resume",
-                    schedule.id,
-                    schedule.status.as_str()
-                ),
-            ));
-        }
-        // A spec this build cannot read would never fire: say so rather than resume it.
-        spec_of(&schedule).map_err(|e| {
-            ToolError::internal(format!("the schedule's spec no longer reads: {e}"))
-        })?;
-        set_status(cx, &id, ScheduleStatus::Active).await
-    }
+    // A spec this build cannot read would never fire: say so rather than resume it.
+    spec_of(&schedule)
+        .map_err(|e| ToolError::internal(format!("the schedule's spec no longer reads: {e}")))?;
+    set_status(cx, id, ScheduleStatus::Active).await
 }

@@ -126,7 +126,7 @@ impl WorkspaceTool for RunCommand {
         };
         if answer.background {
             if let Some(capability) = capability {
-                Workspaces::kill_on_abort(&ws, capability, answer.id.clone());
+                Workspaces::kill_on_abort(ws, capability, answer.id.clone());
             }
         }
         output(&answer)

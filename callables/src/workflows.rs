@@ -375,68 +375,51 @@ pub struct WorkflowIdInput {
     pub workflow_id: String,
 }
 
-pub struct GetWorkflow;
-
-#[async_trait]
-impl Tool for GetWorkflow {
-    type Input = WorkflowIdInput;
-    type Plan = String;
-
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            id: "workflow.get",
-            description: "One workflow: its tasks and the answers so far.",
-            help:
-                "Answers carry the readable text of the message that answered, its author and time.",
-            mutating: false,
-            primary: Some("workflowId"),
-            title: "Show a workflow",
-            effects: Effects::READ,
-            output_schema: Some(output_schema::<OneWorkflow>()),
-            examples: vec![example(
-                "Look at one",
-                "tools workflow.get wf_0123456789abcdef",
-                json!({"workflowId": "wf_0123456789abcdef"}),
-            )],
-        }
-    }
-
-    fn plan(
-        &self,
-        _: &PlanContext<'_>,
-        input: WorkflowIdInput,
-    ) -> Result<Planned<String>, ToolError> {
-        Ok(Planned::nowhere(input.workflow_id))
-    }
-
-    async fn run(&self, cx: &Invocation<'_>, workflow_id: String) -> Result<ToolOutput, ToolError> {
-        let workflow = find(cx, &workflow_id)?;
-        output(&OneWorkflow { workflow })
-    }
+/// The callables whose input is one workflow's id: `workflow.get` and `workflow.cancel`.
+/// One plan for the two.
+#[derive(Debug, Clone, Copy)]
+pub enum OnWorkflow {
+    Get,
+    Cancel,
 }
 
-pub struct CancelWorkflow;
-
 #[async_trait]
-impl Tool for CancelWorkflow {
+impl Tool for OnWorkflow {
     type Input = WorkflowIdInput;
     type Plan = String;
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            id: "workflow.cancel",
-            description: "Stop waiting: the workflow never resumes.",
-            help: "Only a waiting workflow can be cancelled; one that already resumed answers `conflict`.",
-            mutating: true,
-            primary: Some("workflowId"),
-            title: "Cancel a workflow",
-            effects: Effects::OVERWRITE,
-            output_schema: Some(output_schema::<OneWorkflow>()),
-            examples: vec![example(
-                "Cancel one",
-                "tools workflow.cancel wf_0123456789abcdef",
-                json!({"workflowId": "wf_0123456789abcdef"}),
-            )],
+        match self {
+            OnWorkflow::Get => ToolSpec {
+                id: "workflow.get",
+                description: "One workflow: its tasks and the answers so far.",
+                help: "Answers carry the readable text of the message that answered, its author and time.",
+                mutating: false,
+                primary: Some("workflowId"),
+                title: "Show a workflow",
+                effects: Effects::READ,
+                output_schema: Some(output_schema::<OneWorkflow>()),
+                examples: vec![example(
+                    "Look at one",
+                    "tools workflow.get wf_0123456789abcdef",
+                    json!({"workflowId": "wf_0123456789abcdef"}),
+                )],
+            },
+            OnWorkflow::Cancel => ToolSpec {
+                id: "workflow.cancel",
+                description: "Stop waiting: the workflow never resumes.",
+                help: "Only a waiting workflow can be cancelled; one that already resumed answers `conflict`.",
+                mutating: true,
+                primary: Some("workflowId"),
+                title: "Cancel a workflow",
+                effects: Effects::OVERWRITE,
+                output_schema: Some(output_schema::<OneWorkflow>()),
+                examples: vec![example(
+                    "Cancel one",
+                    "tools workflow.cancel wf_0123456789abcdef",
+                    json!({"workflowId": "wf_0123456789abcdef"}),
+                )],
+            },
         }
     }
 
@@ -450,9 +433,10 @@ impl Tool for CancelWorkflow {
 
     async fn run(&self, cx: &Invocation<'_>, workflow_id: String) -> Result<ToolOutput, ToolError> {
         let found = find(cx, &workflow_id)?;
-        let cancelled = engine(cx)?.cancel(&found.workflow_id)?;
-        output(&OneWorkflow {
-            workflow: cancelled,
-        })
+        let workflow = match self {
+            OnWorkflow::Get => found,
+            OnWorkflow::Cancel => engine(cx)?.cancel(&found.workflow_id)?,
+        };
+        output(&OneWorkflow { workflow })
     }
 }

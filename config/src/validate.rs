@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use entity::{is_valid_alias, normalize_name, AliasKind, Aliases, Snowflake};
 use toml::Spanned;
@@ -15,6 +16,24 @@ use crate::{
 };
 
 pub(crate) const ID_HELP: &str = "a Discord id is 17 to 20 digits, written as a quoted string; in Discord, enable Developer Mode and use \"Copy ID\"";
+
+/// [`bounded`] (with a note on what the number means: [`bounded_because`]) of the number at
+/// `raw.KEY`, the problem named by `KEY`: the key is written once, so it is always the number's.
+macro_rules! bounded {
+    ($c:expr, $raw:ident . $first:ident $(. $rest:ident)*, $range:expr) => {
+        bounded_because(&$raw.$first$(.$rest)*, key!($first $(. $rest)*), $range, "", $c)
+    };
+    ($c:expr, $raw:ident . $first:ident $(. $rest:ident)*, $range:expr, $because:expr) => {
+        bounded_because(&$raw.$first$(.$rest)*, key!($first $(. $rest)*), $range, $because, $c)
+    };
+}
+
+/// A config key from its path (`toolserver.call_timeout_s`).
+macro_rules! key {
+    ($first:ident $(. $rest:ident)*) => {
+        concat!(stringify!($first) $(, ".", stringify!($rest))*)
+    };
+}
 
 pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Option<Config> {
     let (aliases, alias_comments) = aliases(&raw, c);
@@ -62,12 +81,11 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
             .api_base_url
             .as_ref()
             .and_then(|url| base_url(url, c)),
-        invalid_request_percent: bounded_because(
-            &raw.discord.invalid_request_percent,
-            "discord.invalid_request_percent",
-            1..=100,
-            "percent of Discord's 10,000 invalid requests per 10 minutes",
+        invalid_request_percent: bounded!(
             c,
+            raw.discord.invalid_request_percent,
+            1..=100,
+            "percent of Discord's 10,000 invalid requests per 10 minutes"
         ) as u8,
         shard_count: crate::cluster::shard_count(raw.discord.shard_count.as_ref(), c),
     };
@@ -82,57 +100,34 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
         console: raw.toolserver.console,
         metrics_public: *raw.toolserver.metrics_public.get_ref(),
         allowed_hosts: allowed_hosts(&raw.toolserver.allowed_hosts, c),
-        call_timeout: std::time::Duration::from_secs(bounded(
-            &raw.toolserver.call_timeout_s,
-            "toolserver.call_timeout_s",
-            1..=3600,
+        call_timeout: Duration::from_secs(bounded!(c, raw.toolserver.call_timeout_s, 1..=3600)),
+        max_concurrent_calls: bounded!(c, raw.toolserver.max_concurrent_calls, 1..=100_000)
+            as usize,
+        download_max_bytes: bounded!(c, raw.toolserver.download_max_bytes, 1..=1024 * 1024 * 1024),
+        max_parts_per_send: bounded!(c, raw.toolserver.max_parts_per_send, 1..=100) as usize,
+        max_connections: bounded!(
             c,
-        )),
-        max_concurrent_calls: bounded(
-            &raw.toolserver.max_concurrent_calls,
-            "toolserver.max_concurrent_calls",
-            1..=100_000,
-            c,
-        ) as usize,
-        download_max_bytes: bounded(
-            &raw.toolserver.download_max_bytes,
-            "toolserver.download_max_bytes",
-            1..=1024 * 1024 * 1024,
-            c,
-        ),
-        max_parts_per_send: bounded(
-            &raw.toolserver.max_parts_per_send,
-            "toolserver.max_parts_per_send",
-            1..=100,
-            c,
-        ) as usize,
-        max_connections: bounded_because(
-            &raw.toolserver.max_connections,
-            "toolserver.max_connections",
+            raw.toolserver.max_connections,
             1..=65_536,
-            "each open connection holds a file descriptor; more clients wait in the accept queue, so a few hundred is plenty for agents on one machine",
-            c,
+            "each open connection holds a file descriptor; more clients wait in the accept queue, so a few hundred is plenty for agents on one machine"
         ) as usize,
-        header_read_timeout: std::time::Duration::from_millis(bounded_because(
-            &raw.toolserver.header_read_timeout_ms,
-            "toolserver.header_read_timeout_ms",
+        header_read_timeout: Duration::from_millis(bounded!(
+            c,
+            raw.toolserver.header_read_timeout_ms,
             1..=300_000,
-            "milliseconds a client may take to send a request head (and a keep-alive connection may wait for its next request); 10000 suits every local client",
-            c,
+            "milliseconds a client may take to send a request head (and a keep-alive connection may wait for its next request); 10000 suits every local client"
         )),
-        idle_timeout: std::time::Duration::from_secs(bounded_because(
-            &raw.toolserver.idle_timeout_s,
-            "toolserver.idle_timeout_s",
+        idle_timeout: Duration::from_secs(bounded!(
+            c,
+            raw.toolserver.idle_timeout_s,
             1..=3600,
-            "seconds a connection may move no bytes while no call runs on it",
-            c,
+            "seconds a connection may move no bytes while no call runs on it"
         )),
-        body_read_timeout: std::time::Duration::from_millis(bounded_because(
-            &raw.toolserver.body_read_timeout_ms,
-            "toolserver.body_read_timeout_ms",
-            1..=600_000,
-            "milliseconds a request's whole body may take to arrive after its head; bodies are at most 1 MiB",
+        body_read_timeout: Duration::from_millis(bounded!(
             c,
+            raw.toolserver.body_read_timeout_ms,
+            1..=600_000,
+            "milliseconds a request's whole body may take to arrive after its head; bodies are at most 1 MiB"
         )),
         rate_limits: rate_limits(&raw.toolserver.rate_limits, c),
         tokens: crate::governance::tokens(&raw.toolserver.tokens, known, &agent_names, c),
@@ -163,25 +158,18 @@ pub(crate) fn validate(raw: RawConfig, known: &Known, c: &mut Collector) -> Opti
     let store = StoreConfig {
         url,
         path_note,
-        messages_per_channel: bounded(
-            &raw.store.messages_per_channel,
-            "store.messages_per_channel",
-            1..=1_000_000,
+        messages_per_channel: bounded!(c, raw.store.messages_per_channel, 1..=1_000_000) as usize,
+        backfill_max_messages: bounded!(
             c,
-        ) as usize,
-        backfill_max_messages: bounded_because(
-            &raw.store.backfill_max_messages,
-            "store.backfill_max_messages",
+            raw.store.backfill_max_messages,
             0..=10_000,
-            "missed messages fetched per channel after a fresh identify; 0 turns backfill off",
-            c,
+            "missed messages fetched per channel after a fresh identify; 0 turns backfill off"
         ) as usize,
-        backfill_max_age: std::time::Duration::from_secs(bounded_because(
-            &raw.store.backfill_max_age_s,
-            "store.backfill_max_age_s",
-            60..=2_592_000,
-            "seconds: missed messages older than this are not fetched",
+        backfill_max_age: Duration::from_secs(bounded!(
             c,
+            raw.store.backfill_max_age_s,
+            60..=2_592_000,
+            "seconds: missed messages older than this are not fetched"
         )),
     };
     let cluster = crate::cluster::cluster(&raw.cluster, discord.shard_count, &store.url, c);
@@ -333,7 +321,7 @@ pub(crate) fn agent_config(
         env_passthrough.push(checked);
     }
     // Every key is checked before the runner decides, so all problems are reported at once.
-    let timeout = std::time::Duration::from_secs(bounded(
+    let timeout = Duration::from_secs(bounded(
         &raw.timeout_s,
         &format!("{prefix}.timeout_s"),
         1..=86_400,
@@ -493,7 +481,7 @@ pub(crate) fn agent_config(
     };
     // Answered triggers are remembered for eight days (the store's record), so a missed
     // trigger may be at most a week old to be answered once only.
-    let missed_max_age = std::time::Duration::from_secs(bounded_because(
+    let missed_max_age = Duration::from_secs(bounded_because(
         &raw.missed_max_age_s,
         &format!("{prefix}.missed_max_age_s"),
         1..=604_800,
@@ -559,7 +547,7 @@ pub(crate) fn agent_config(
             ReplyInThread::Never
         }
     };
-    let stream_interval = std::time::Duration::from_millis(bounded(
+    let stream_interval = Duration::from_millis(bounded(
         &raw.stream_interval_ms,
         &format!("{prefix}.stream_interval_ms"),
         250..=60_000,
