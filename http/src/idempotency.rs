@@ -28,6 +28,21 @@ pub const KEPT_MS: u64 = switchboard_store::records::idempotency::IDEMPOTENCY_KE
 /// The longest key taken, in bytes.
 pub const MAX_KEY: usize = 255;
 
+/// The request's `Idempotency-Key` ([`key_in`]), read from its head where it lies (taking the
+/// whole `HeaderMap` would copy every header of every call).
+pub(crate) struct KeyHeader(pub(crate) Option<String>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for KeyHeader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(KeyHeader(key_in(&parts.headers)?))
+    }
+}
+
 /// The `Idempotency-Key` a request sent, if any: 1 to 255 visible ASCII characters.
 pub(crate) fn key_in(headers: &HeaderMap) -> Result<Option<String>, ToolError> {
     let mut values = headers.get_all(HEADER_IDEMPOTENCY_KEY).iter();

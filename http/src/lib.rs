@@ -502,23 +502,27 @@ pub async fn read_body(mut body: axum::body::Body) -> Result<Bytes, ToolError> {
 async fn call(
     State(core): Shared,
     Authed(context): Authed,
-    headers: HeaderMap,
+    crate::idempotency::KeyHeader(key): crate::idempotency::KeyHeader,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let key = crate::idempotency::key_in(&headers)?;
     let body = body.map_err(body_error)?;
-    let request: CallRequest = {
-        let mut deserializer = serde_json::Deserializer::from_slice(&body);
-        serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-            ToolError::usage(
-                ErrorCode::BadRequest,
-                format!(
+    // The plain read first: tracking the path costs on every call, and is only needed to say
+    // where a bad body went wrong.
+    let request: CallRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(_) => {
+            let mut deserializer = serde_json::Deserializer::from_slice(&body);
+            serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+                ToolError::usage(
+                    ErrorCode::BadRequest,
+                    format!(
                     "The body must be {{\"tool\": \"surface.…\", \"input\": {{…}}}}: {} at '{}'",
                     error.inner(),
                     error.path()
                 ),
-            )
-        })?
+                )
+            })?
+        }
     };
     let tool = request.tool.clone();
     let input = crate::batch::request_input(&core, request)?;

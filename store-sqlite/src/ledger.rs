@@ -66,13 +66,13 @@ pub(crate) const SCHEMA_V14: &str = "ALTER TABLE audit ADD COLUMN events TEXT;";
 const MAX_ROWS_SCANNED: usize = 50_000;
 
 /// `sessions` as stored: `,1,2,` so one session is found with `instr`.
-fn sessions_to_sql(sessions: &[Snowflake]) -> String {
-    let mut text = String::from(",");
+fn push_sessions(text: &mut Vec<u8>, sessions: &[Snowflake]) {
+    use std::io::Write as _;
+    text.push(b',');
     for session in sessions {
-        text.push_str(&session.0.to_string());
-        text.push(',');
+        // Writing into a `Vec` cannot fail.
+        let _ = write!(text, "{},", session.0);
     }
-    text
 }
 
 fn sessions_from_sql(text: &str) -> Vec<Snowflake> {
@@ -82,7 +82,86 @@ fn sessions_from_sql(text: &str) -> Vec<Snowflake> {
         .collect()
 }
 
-fn insert_audit(conn: &Connection, id: Option<u64>, row: &AuditRow) -> rusqlite::Result<()> {
+/// An audit row as it waits in the writer's queue: its columns ready to bind. Made on the
+/// caller's thread ([`AuditStore::record`](switchboard_store::AuditStore::record) runs on the
+/// call's), so the writer thread only binds: the input's JSON tree is written out and freed
+/// where it was built, and the row crosses threads as two allocations (this and `text`) instead
+/// of a tree of them.
+#[derive(Debug)]
+pub(crate) struct QueuedAudit {
+    time_ms: i64,
+    caller: Cow<'static, str>,
+    run: Option<String>,
+    requested_by: Option<i64>,
+    tool: Cow<'static, str>,
+    decision: Cow<'static, str>,
+    decided_by: Option<Cow<'static, str>>,
+    outcome: Cow<'static, str>,
+    code: Option<Cow<'static, str>>,
+    duration_ms: i64,
+    count: i64,
+    /// The `sessions`, `input` and `events` columns back to back.
+    text: String,
+    sessions_end: usize,
+    input_end: usize,
+}
+
+impl QueuedAudit {
+    pub(crate) fn new(row: AuditRow) -> QueuedAudit {
+        let mut text = Vec::with_capacity(128 + 21 * row.sessions.len());
+        push_sessions(&mut text, &row.sessions);
+        let sessions_end = text.len();
+        // A `Value` always serializes, and into a `Vec` nothing fails.
+        let _ = serde_json::to_writer(&mut text, &row.input);
+        let input_end = text.len();
+        if !row.events.is_empty() {
+            let _ = serde_json::to_writer(&mut text, &row.events);
+        }
+        // serde_json writes UTF-8 only; were it ever not, the row is kept readable, not lost.
+        let text = String::from_utf8(text)
+            .unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned());
+        QueuedAudit {
+            time_ms: ms_to_sql(row.time_ms),
+            caller: row.caller,
+            run: row.run,
+            requested_by: row.requested_by.map(to_sql),
+            tool: row.tool,
+            decision: row.decision,
+            decided_by: row.decided_by,
+            outcome: row.outcome,
+            code: row.code,
+            duration_ms: ms_to_sql(row.duration_ms),
+            count: ms_to_sql(row.count),
+            sessions_end,
+            input_end: input_end.min(text.len()),
+            text,
+        }
+    }
+
+    fn sessions(&self) -> &str {
+        self.text.get(..self.sessions_end).unwrap_or_default()
+    }
+
+    fn input(&self) -> &str {
+        self.text
+            .get(self.sessions_end..self.input_end)
+            .unwrap_or_default()
+    }
+
+    fn events(&self) -> Option<&str> {
+        self.text
+            .get(self.input_end..)
+            .filter(|events| !events.is_empty())
+    }
+}
+
+impl switchboard_store::write::QueuedAudit for Box<QueuedAudit> {
+    fn tool(&self) -> &str {
+        &self.tool
+    }
+}
+
+fn insert_audit(conn: &Connection, id: Option<u64>, row: &QueuedAudit) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT OR IGNORE INTO audit (id, time_ms, caller, run, requested_by, tool, sessions,
                                       input, decision, decided_by, outcome, code, duration_ms,
@@ -90,21 +169,21 @@ fn insert_audit(conn: &Connection, id: Option<u64>, row: &AuditRow) -> rusqlite:
          VALUES (?13, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?14, ?15)",
     )?
     .execute(params![
-        ms_to_sql(row.time_ms),
+        row.time_ms,
         &*row.caller,
         row.run.as_deref(),
-        row.requested_by.map(to_sql),
+        row.requested_by,
         &*row.tool,
-        sessions_to_sql(&row.sessions),
-        row.input.to_string(),
+        row.sessions(),
+        row.input(),
         &*row.decision,
         row.decided_by.as_deref(),
         &*row.outcome,
         row.code.as_deref(),
-        ms_to_sql(row.duration_ms),
+        row.duration_ms,
         id.map(ms_to_sql),
-        ms_to_sql(row.count),
-        switchboard_records::audit::events_to_column(&row.events),
+        row.count,
+        row.events(),
     ])?;
     Ok(())
 }
@@ -114,7 +193,7 @@ pub(crate) fn apply(conn: &Connection, write: &Write) -> rusqlite::Result<()> {
         Write::Audit(row) => insert_audit(conn, None, row)?,
         Write::ImportAudit(entries) => {
             for entry in entries {
-                insert_audit(conn, Some(entry.id), &entry.row)?;
+                insert_audit(conn, Some(entry.id), &QueuedAudit::new(entry.row.clone()))?;
             }
         }
         Write::SessionScope(session, Some(scope)) => {
@@ -520,4 +599,48 @@ pub(crate) fn query(conn: &Connection, filter: &AuditFilter) -> rusqlite::Result
         }
     }
     Ok(pager.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(sessions: Vec<Snowflake>, events: Vec<Value>) -> AuditRow {
+        AuditRow {
+            time_ms: 1_700_000_000_000,
+            caller: "operator".into(),
+            run: None,
+            requested_by: None,
+            tool: "surface.messages.list".into(),
+            sessions,
+            input: serde_json::json!({"sessionId": "#ops", "text": "ünï \"q\"", "limit": 50}),
+            decision: "allow".into(),
+            decided_by: None,
+            outcome: "ok".into(),
+            code: None,
+            duration_ms: 3,
+            count: 1,
+            events,
+        }
+    }
+
+    /// The columns a queued row binds are the ones rows have always been stored with: sessions
+    /// as `,a,b,` (found with `instr`), the input and events as compact JSON, no events NULL.
+    #[test]
+    fn queued_audit_columns_keep_the_stored_format() {
+        let event = serde_json::json!({"type": "fs.changed", "path": "a.rs", "kind": "created"});
+        let with = row(vec![Snowflake(11), Snowflake(222)], vec![event.clone()]);
+        let queued = QueuedAudit::new(with.clone());
+        assert_eq!(queued.sessions(), ",11,222,");
+        assert_eq!(queued.input(), with.input.to_string());
+        assert_eq!(
+            queued.events().map(str::to_owned),
+            switchboard_records::audit::events_to_column(&with.events)
+        );
+
+        let bare = QueuedAudit::new(row(Vec::new(), Vec::new()));
+        assert_eq!(bare.sessions(), ",");
+        assert_eq!(bare.events(), None, "no events: NULL, as before");
+        assert_eq!(sessions_from_sql(queued.sessions()), with.sessions);
+    }
 }

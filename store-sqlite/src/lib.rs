@@ -483,7 +483,7 @@ impl ApprovalStore for SqliteBackend {
 
 impl AuditStore for SqliteBackend {
     fn record(&self, row: AuditRow) -> Result<(), StoreError> {
-        self.write(Write::Audit(Box::new(row)))
+        self.write(Write::Audit(Box::new(ledger::QueuedAudit::new(row))))
     }
 
     fn audit_page(&self, filter: AuditFilter) -> StoreFuture<'_, AuditPage> {

@@ -129,7 +129,8 @@ impl QueuedMessage {
 }
 
 /// One durable write, queued by a backend method.
-pub(crate) type Write = switchboard_store::write::Write<QueuedMessage>;
+pub(crate) type Write =
+    switchboard_store::write::Write<QueuedMessage, Box<crate::ledger::QueuedAudit>>;
 
 impl switchboard_store::write::QueuedMessage for QueuedMessage {
     fn id(&self) -> Snowflake {

@@ -1,7 +1,8 @@
 //! The durable writes a backend's writer queues, one enum for every backend: what each write
 //! is called in an error log, which channel's retention it touches, and what the change feed
-//! reports once it is committed. Generic over how a message waits in the queue (SQLite keeps
-//! its strings in one allocation, PostgreSQL the record itself).
+//! reports once it is committed. Generic over how a message and an audit row wait in the queue
+//! (SQLite keeps a message's strings in one allocation and an audit row's columns written out
+//! on the caller's thread, PostgreSQL the records themselves).
 
 use entity::Snowflake;
 use switchboard_records::{
@@ -29,9 +30,21 @@ impl QueuedMessage for Box<Message> {
     }
 }
 
+/// An audit row as it waits in a write queue.
+pub trait QueuedAudit {
+    /// The callable it records.
+    fn tool(&self) -> &str;
+}
+
+impl QueuedAudit for Box<AuditRow> {
+    fn tool(&self) -> &str {
+        &self.tool
+    }
+}
+
 /// One durable write, queued by a backend method.
 #[derive(Debug)]
-pub enum Write<M> {
+pub enum Write<M, A = Box<AuditRow>> {
     /// [`MessageStore::upsert_session`](crate::MessageStore::upsert_session).
     UpsertSession(Session),
     /// [`MessageStore::remove_session`](crate::MessageStore::remove_session).
@@ -67,7 +80,7 @@ pub enum Write<M> {
     /// [`WorkflowStore::save_workflow`](crate::WorkflowStore::save_workflow).
     SaveWorkflow(Box<Workflow>),
     /// [`AuditStore::record`](crate::AuditStore::record).
-    Audit(Box<AuditRow>),
+    Audit(A),
     /// [`AuditStore::import_audit`](crate::AuditStore::import_audit): rows under the ids they
     /// had in another store.
     ImportAudit(Vec<AuditEntry>),
@@ -77,7 +90,7 @@ pub enum Write<M> {
     SaveApproval(Box<Approval>),
 }
 
-impl<M: QueuedMessage> Write<M> {
+impl<M: QueuedMessage, A: QueuedAudit> Write<M, A> {
     /// What the write does, for error logs.
     pub fn describe(&self) -> String {
         match self {
@@ -107,7 +120,7 @@ impl<M: QueuedMessage> Write<M> {
                 format!("forget answered triggers older than message {below}")
             }
             Write::SaveWorkflow(w) => format!("store workflow {}", w.workflow_id),
-            Write::Audit(row) => format!("record an audit row for {}", row.tool),
+            Write::Audit(row) => format!("record an audit row for {}", row.tool()),
             Write::ImportAudit(rows) => format!("import {} audit row(s)", rows.len()),
             Write::SessionScope(session, _) => {
                 format!("keep the /tools scope of session {session}")

@@ -317,6 +317,19 @@ async fn garbage_bodies_are_usage_errors() {
         assert_eq!(answer.status, 400, "{:?}", String::from_utf8_lossy(body));
         assert_eq!(kind(&answer), "usage");
     }
+    // A body of the wrong shape is explained where it went wrong (the path is worked out only
+    // for a body that failed the plain read).
+    let answer = request(
+        "POST",
+        url,
+        token,
+        vec![],
+        Some(br#"{"tool": "surface.help", "input": []}"#.to_vec()),
+    )
+    .await;
+    assert_eq!(answer.status, 400);
+    let message = answer.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("at 'input'"), "{message}");
 }
 
 #[tokio::test]
