@@ -427,7 +427,10 @@ async fn an_sse_client_sees_a_calls_finish_and_only_its_sessions() {
     let (_, replayed, _) = next_event(&resumed);
     assert_eq!(replayed["id"], second["id"]);
     // Ids are the store's: from the first event's predecessor, everything kept follows.
-    let first_id: u64 = id.as_deref().and_then(|id| id.parse().ok()).expect("a numeric id");
+    let first_id: u64 = id
+        .as_deref()
+        .and_then(|id| id.parse().ok())
+        .expect("a numeric id");
     let replay = subscribe(
         format!("{}/v1/events", server.url()),
         server.operator_token().to_owned(),
