@@ -575,6 +575,9 @@ pub struct Sections<'a> {
     pub no_auth: bool,
     /// `store.url` instead of the store file `dir/switchboard.db`.
     pub store_url: Option<&'a str>,
+    /// Return once the tool server listens, without waiting for the gateway (a node that
+    /// will never be ready).
+    pub no_gateway_wait: bool,
 }
 
 /// A running `switchboard run`, killed on drop.
@@ -711,7 +714,9 @@ impl Switchboard {
             reader: Some(reader),
         };
         sb.url = sb.wait_for_ready_line(&rx);
-        sb.wait_for_gateway();
+        if !sections.no_gateway_wait {
+            sb.wait_for_gateway();
+        }
         sb
     }
 
