@@ -151,6 +151,22 @@ fn a_4011_is_named_in_the_log_and_the_gateway_restarts_with_the_recommended_coun
     assert!(log.contains("restarting with 2 shards"), "{log}");
     let on_shard_0 = fake.post(ANNEX_GENERAL, demo::STANLEY, "after resharding");
     sb.wait_listed(&ANNEX_GENERAL.to_string(), &[on_shard_0], INGEST);
+    // Each shard of the new count identified once: serenity's own restart of the refused
+    // shard did not start a second session of shard 0 beside the reshard's.
+    let mut accepted: Vec<[u32; 2]> = fake
+        .fake
+        .identifies()
+        .iter()
+        .filter(|i| i.accepted)
+        .filter_map(|i| i.shard)
+        .collect();
+    accepted.sort_unstable();
+    assert_eq!(
+        accepted,
+        vec![[0, 2], [1, 2]],
+        "{:?}",
+        fake.fake.identifies()
+    );
 }
 
 /// `cluster.shards = "lease"` on `url`, as `node`, leases of 6 s (renewed every 2 s).

@@ -312,15 +312,11 @@ impl ShardControl {
 
     /// Stops every shard and runs `ids` of a new count `total` (with none, the next
     /// [`ShardControl::start`] starts the first) in a fresh client. `false` when it could not
-    /// (said in the log): the old shards are stopped either way.
+    /// (said in the log).
     pub async fn reshard(&self, total: u32, ids: &[u32]) -> bool {
         let stopped = self.serial.lock().await;
         if *stopped {
             return false;
-        }
-        // The old client is retired before the new one is built.
-        for (id, _) in self.states.snapshot() {
-            self.states.stopped(id);
         }
         let Some((relaunch, rest)) = &self.relaunch else {
             tracing::error!(
@@ -353,7 +349,21 @@ impl ShardControl {
             built,
             hold,
         };
+        // The old client is retired before the new one is built; the new one's shards are
+        // marked before it starts, so their first stage changes are kept.
+        for (id, _) in self.states.snapshot() {
+            self.states.stopped(id);
+        }
+        for id in ids {
+            self.states.starting(*id);
+        }
+        let unmark = || {
+            for id in ids {
+                self.states.stopped(*id);
+            }
+        };
         if relaunch.send(request).await.is_err() {
+            unmark();
             tracing::error!(
                 total,
                 "cannot start the gateway with a new shard count: the gateway thread has stopped"
@@ -363,6 +373,7 @@ impl ShardControl {
         let manager = match answer.await {
             Ok(Ok(manager)) => manager,
             Ok(Err(error)) => {
+                unmark();
                 tracing::error!(
                     total,
                     "cannot start the gateway with a new shard count: {error}"
@@ -370,6 +381,7 @@ impl ShardControl {
                 return false;
             }
             Err(_) => {
+                unmark();
                 tracing::error!(total, "cannot start the gateway with a new shard count: the gateway thread has stopped");
                 return false;
             }
@@ -378,9 +390,6 @@ impl ShardControl {
         self.total.store(total, Ordering::Relaxed);
         // A first shard the old client never started is no longer awaited: it ends unstarted.
         *self.first.lock().unwrap_or_else(PoisonError::into_inner) = first;
-        for id in ids {
-            self.states.starting(*id);
-        }
         tracing::info!(total, shards = ?ids, "the gateway runs with the new shard count");
         true
     }
