@@ -76,6 +76,10 @@ impl NodeView for NodeFacts {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
     }
+
+    fn shard_trouble(&self) -> Option<String> {
+        self.shards.trouble()
+    }
 }
 
 /// Beats `node`'s heartbeat every third of a lease period until aborted. A failed beat is

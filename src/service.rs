@@ -384,8 +384,7 @@ pub async fn serve(
         lease,
     } = service;
     let Gateway {
-        shards,
-        control: _,
+        control: shards,
         resharding,
         ended: mut gateway_ended,
     } = gateway;

@@ -109,21 +109,155 @@ fn a_4011_is_named_in_the_log_and_the_gateway_restarts_with_the_recommended_coun
     assert!(log.contains("restarting with 2 shards"), "{log}");
     let on_shard_0 = fake.post(ANNEX_GENERAL, demo::STANLEY, "after resharding");
     sb.wait_listed(&ANNEX_GENERAL.to_string(), &[on_shard_0], INGEST);
+    // Each shard of the new count identified once: serenity's own restart of the refused
+    // shard did not start a second session of shard 0 beside the reshard's.
+    let mut accepted: Vec<[u32; 2]> = fake
+        .fake
+        .identifies()
+        .iter()
+        .filter(|i| i.accepted)
+        .filter_map(|i| i.shard)
+        .collect();
+    accepted.sort_unstable();
+    assert_eq!(
+        accepted,
+        vec![[0, 2], [1, 2]],
+        "{:?}",
+        fake.fake.identifies()
+    );
 }
 
 /// `cluster.shards = "lease"` on `url`, as `node`, leases of 6 s (renewed every 2 s).
 fn lease_node(fake: &Fake, dir: &TempDir, url: &str, node: &str) -> Switchboard {
+    lease_node_with(fake, dir, url, node, "")
+}
+
+/// [`lease_node`] with `discord` keys.
+fn lease_node_with(
+    fake: &Fake,
+    dir: &TempDir,
+    url: &str,
+    node: &str,
+    discord: &str,
+) -> Switchboard {
     let extra = format!("[cluster]\nnode_id = \"{node}\"\nshards = \"lease\"\nlease_s = 6\n");
     Switchboard::start_sections(
         fake,
         dir.path(),
         &both_guilds(),
         Sections {
+            discord,
             extra: &extra,
             store_url: Some(url),
             ..Sections::default()
         },
     )
+}
+
+/// A fake that closes a bot identifying with one shard with 4011 (each shard may hold one
+/// guild, the bot has two) and recommends 2 shards.
+fn fake_requiring_two_shards() -> Fake {
+    let mut world = two_shard_world();
+    world.guilds_per_shard_max = Some(1);
+    Fake::start_with(
+        world,
+        FakeOptions {
+            shards: 2,
+            // serenity spins on a 4011-closed socket until its next heartbeat is due.
+            heartbeat_interval_ms: 1_000,
+            ..FakeOptions::default()
+        },
+    )
+}
+
+#[test]
+fn a_4011_on_lease_nodes_raises_the_cluster_shard_count_and_every_node_leases_anew() {
+    use switchboard_store_postgres::testing::PgCluster;
+    let cluster = PgCluster::shared();
+    let url = cluster.url(&cluster.database().expect("a database"));
+    let fake = fake_requiring_two_shards();
+    let (dir_a, dir_b) = (TempDir::new("reshard-a"), TempDir::new("reshard-b"));
+    // Both nodes are told one shard; node-a's IDENTIFY is closed with 4011, so it raises the
+    // cluster's count to Discord's 2 and, alone, runs both.
+    let a = lease_node_with(&fake, &dir_a, &url, "node-a", "shard_count = 1");
+    wait_shards_ready(&a, &[0, 1], Duration::from_secs(60));
+    let log_a = a.stderr();
+    assert!(
+        log_a.contains("4011") && log_a.contains("raising the cluster's shard count to 2"),
+        "{log_a}"
+    );
+    // node-b starts with the count of its config (1), finds the cluster's (2) and follows it
+    // without a 4011 of its own; the two share the shards.
+    let b = lease_node_with(&fake, &dir_b, &url, "node-b", "shard_count = 1");
+    let health_a = wait_shards_ready(&a, &[0], Duration::from_secs(40));
+    let health_b = wait_shards_ready(&b, &[1], Duration::from_secs(40));
+    assert_eq!(health_a["status"], "ok", "{health_a}");
+    assert_eq!(health_b["status"], "ok", "{health_b}");
+    let log_b = b.stderr();
+    assert!(
+        log_b.contains("the cluster's shard count changed") && !log_b.contains("4011"),
+        "{log_b}"
+    );
+    // Every IDENTIFY accepted since is of the 2-shard count, once per shard per start.
+    let accepted: Vec<[u32; 2]> = fake
+        .fake
+        .identifies()
+        .iter()
+        .filter(|i| i.accepted)
+        .filter_map(|i| i.shard)
+        .collect();
+    assert!(accepted.iter().all(|s| s[1] == 2), "{accepted:?}");
+    let lab = fake.post(demo::OPS, demo::STANLEY, "to node-b's shard");
+    let annex = fake.post(ANNEX_GENERAL, demo::STANLEY, "to node-a's shard");
+    b.wait_listed("#ops", &[lab], INGEST);
+    a.wait_listed(&ANNEX_GENERAL.to_string(), &[annex], INGEST);
+}
+
+#[test]
+fn a_4011_on_a_static_shard_list_stops_its_shards_and_health_says_why() {
+    let fake = fake_requiring_two_shards();
+    let dir = TempDir::new("list-4011");
+    let sb = Switchboard::start_sections(
+        &fake,
+        dir.path(),
+        &both_guilds(),
+        Sections {
+            discord: "shard_count = 1",
+            extra: "[cluster]\nnode_id = \"node-l\"\nshards = [0]\n",
+            no_gateway_wait: true,
+            ..Sections::default()
+        },
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let degraded = loop {
+        let now = health(&sb);
+        if now["status"] == "degraded" && now["reason"].is_string() {
+            break now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no degraded /health after a 4011: {now}\n{}",
+            sb.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let reason = degraded["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("4011") && reason.contains("cluster.shards lists [0]"),
+        "{degraded}"
+    );
+    assert_eq!(degraded["shards"], serde_json::json!([]), "{degraded}");
+    assert!(sb.stderr().contains(reason), "the log says it too");
+    // The refused shard is stopped: no IDENTIFY follows (serenity would retry every few s).
+    let before = fake.fake.identifies().len();
+    std::thread::sleep(Duration::from_secs(8));
+    assert_eq!(
+        fake.fake.identifies().len(),
+        before,
+        "{:?}",
+        fake.fake.identifies()
+    );
+    assert_eq!(health(&sb)["status"], "degraded");
 }
 
 #[test]

@@ -126,6 +126,40 @@ impl LeaseLoop {
         Ok(())
     }
 
+    /// Agrees with the cluster on the shard count: records this node's count (or the one a
+    /// 4011 asked for) when the cluster's is lower or unset, and when the cluster's is higher
+    /// (another node's 4011, or a node started with more), stops every shard this node runs,
+    /// gives their leases back and starts afresh with that count (the leases name shards of
+    /// the old count).
+    async fn follow_the_shard_count(
+        &self,
+        running: &mut BTreeSet<u32>,
+    ) -> Result<(), switchboard_store::StoreError> {
+        let total = self.control.total();
+        let mine = total.max(self.control.wanted());
+        let agreed = match self.store.shard_count().await? {
+            Some(agreed) if agreed >= mine => agreed,
+            _ => self.store.raise_shard_count(mine).await?,
+        };
+        if agreed == total {
+            return Ok(());
+        }
+        tracing::info!(
+            node = %self.node_id,
+            from = total,
+            to = agreed,
+            "the cluster's shard count changed: stopping this node's shards, giving their leases back and leasing anew with the new count"
+        );
+        let held: Vec<u32> = running.iter().copied().collect();
+        if !self.control.reshard(agreed, &[]).await {
+            // Said in the log; the next round tries again.
+            return Ok(());
+        }
+        running.clear();
+        release_all(self.store.as_ref(), &self.node_id, &held).await;
+        Ok(())
+    }
+
     /// One round: renew, then give back past the share or take one free shard (one a round,
     /// so renewals never wait behind a row of IDENTIFY slots). Errors (the store away) leave
     /// what runs running until the next round.
@@ -134,6 +168,7 @@ impl LeaseLoop {
         running: &mut BTreeSet<u32>,
     ) -> Result<(), switchboard_store::StoreError> {
         let lease_ms = self.lease_ms();
+        self.follow_the_shard_count(running).await?;
         self.renew(running).await?;
         let now = now_ms();
         let live = self

@@ -131,11 +131,9 @@ pub struct GatewaySetup {
     pub states: ShardStates,
 }
 
-/// A running gateway client: its shard manager (to shut it down) and how it ended.
+/// A running gateway client: its shards (to shut them down) and how it ended.
 pub struct Gateway {
-    /// Shuts the shards down.
-    pub shards: Arc<serenity::gateway::ShardManager>,
-    /// Starts and stops single shards.
+    /// Starts and stops single shards, and shuts them all down.
     pub control: ShardControl,
     /// Handles close 4011 while the client runs.
     pub resharding: tokio::task::JoinHandle<()>,
@@ -185,13 +183,6 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         states,
     } = setup;
     connection.set(ConnectionState::Connecting);
-    let mut http = HttpBuilder::new(&token);
-    if let Some(base) = &config.discord.api_base_url {
-        // serenity's ratelimiter ignores the proxy and would talk to discord.com: off here.
-        // serenity's client makes one request, `GET /gateway` when the gateway starts;
-        // everything else, interaction answers included, is [`DiscordRest`].
-        http = http.proxy(base.as_str()).ratelimiter_disabled(true);
-    }
     // That one request counts against the bot's global limit like every other: it takes a
     // slot of the REST client's, held until the client is built (the request answered).
     let gateway_request = rest.hold_global_slot().await.map_err(|error| {
@@ -228,13 +219,28 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
     if let Some(engine) = workflows {
         ingest = ingest.with_workflows(engine);
     }
-    let builder = ClientBuilder::new_with_http(http.build(), intents())
-        .raw_event_handler(ingest)
-        .event_handler(Handlers {
-            stage: StageWatcher::new(connection),
-            interactions,
-            states: states.clone(),
-        });
+    let ingest = Arc::new(ingest);
+    let handlers = Arc::new(Handlers {
+        stage: StageWatcher::new(connection),
+        interactions,
+        states: states.clone(),
+    });
+    // A relaunch (a new shard count) builds a fresh client with the same handlers.
+    let api_base = config.discord.api_base_url.clone();
+    let build = move || {
+        let mut http = HttpBuilder::new(&token);
+        if let Some(base) = &api_base {
+            // serenity's ratelimiter ignores the proxy and would talk to discord.com: off
+            // here. serenity's client makes one request, `GET /gateway` when it starts;
+            // everything else, interaction answers included, is [`DiscordRest`].
+            http = http.proxy(base.as_str()).ratelimiter_disabled(true);
+        }
+        Some(
+            ClientBuilder::new_with_http(http.build(), intents())
+                .raw_event_handler(SharedIngest(Arc::clone(&ingest)))
+                .event_handler_arc(Arc::clone(&handlers)),
+        )
+    };
     for id in &plan.initial {
         states.starting(*id);
     }
@@ -247,20 +253,41 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
     // With no shard to start yet (`lease`), the client starts with the first one leased.
     let (first_tx, first_rx) = tokio::sync::oneshot::channel();
     let deferred = plan.initial.is_empty().then_some(first_rx);
-    let (shards, ended) =
-        start_gateway_sharded(builder, plan.total, &plan.initial, deferred).await?;
+    let (relaunch_tx, relaunch_rx) = tokio::sync::mpsc::channel(1);
+    let (shards, ended) = start_gateway_relaunching(
+        Box::new(build),
+        plan.total,
+        &plan.initial,
+        deferred,
+        Some(relaunch_rx),
+    )
+    .await?;
     drop(gateway_request);
-    let mut control = ShardControl::new(Arc::clone(&shards), plan.total, states);
+    let mut control = ShardControl::new(Arc::clone(&shards), plan.total, states)
+        .relaunching_through(relaunch_tx, rest.clone());
     if plan.initial.is_empty() {
         control = control.starting_client_with(first_tx);
     }
     let resharding = crate::shards::on_sharding_required(control.clone(), rest, plan.selection);
     Ok(Gateway {
-        shards,
         control,
         resharding,
         ended,
     })
+}
+
+/// The ingest handler, shared by every client a relaunch builds.
+struct SharedIngest(Arc<Ingest>);
+
+#[async_trait::async_trait]
+impl serenity::prelude::RawEventHandler for SharedIngest {
+    async fn raw_event(
+        &self,
+        context: serenity::prelude::Context,
+        event: serenity::model::event::Event,
+    ) {
+        self.0.raw_event(context, event).await;
+    }
 }
 
 /// The gateway's typed handlers as one: serenity clones every event once per handler it
@@ -349,13 +376,179 @@ pub async fn start_gateway_sharded(
     ),
     DiscordError,
 > {
+    let mut builder = Some(builder);
+    start_gateway_relaunching(Box::new(move || builder.take()), total, ids, deferred, None).await
+}
+
+/// Builds a client (`None`: no more can be built).
+type BuildClient = Box<dyn FnMut() -> Option<ClientBuilder> + Send>;
+
+/// How one client ended: `None` when it never started (its first shard was never named).
+type ClientEnd = Option<Result<(), serenity::Error>>;
+
+/// [`start_gateway_sharded`], where each [`crate::shards::Relaunch`] from `relaunches`
+/// replaces the client with a fresh one from `build`. `ended` reports how the newest client
+/// ended.
+///
+/// Each client runs on its own thread and runtime, and a replaced one is retired by dropping
+/// its runtime (its shard queuer and runners with it) rather than by serenity's shutdown: a
+/// shutdown message reaching a runner whose socket Discord already closed (a 4011) sends
+/// serenity 0.12's runner into a loop that never yields (`checked_shutdown` waits for a close
+/// frame on a stream that only answers `None`), which would stall every shard on its thread.
+async fn start_gateway_relaunching(
+    mut build: BuildClient,
+    total: u32,
+    ids: &[u32],
+    deferred: Option<tokio::sync::oneshot::Receiver<u32>>,
+    relaunches: Option<tokio::sync::mpsc::Receiver<crate::shards::Relaunch>>,
+) -> Result<
+    (
+        Arc<serenity::gateway::ShardManager>,
+        tokio::sync::oneshot::Receiver<Result<(), serenity::Error>>,
+    ),
+    DiscordError,
+> {
+    if ids.is_empty() && deferred.is_none() {
+        return Err(DiscordError::Gateway("no shard to start".into()));
+    }
+    let builder = build().ok_or_else(|| DiscordError::Gateway("no client to start".into()))?;
+    let (manager, mut current) = client_thread(builder, total, ids.to_vec(), deferred).await?;
+    let (ended_tx, ended_rx) = tokio::sync::oneshot::channel();
+    let mut relaunches = relaunches;
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                Some(request) = async {
+                    match relaunches.as_mut() {
+                        Some(relaunches) => relaunches.recv().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    let crate::shards::Relaunch { total, ids, deferred, built, hold } = request;
+                    let Some(builder) = build() else {
+                        let _ = built.send(Err("no client can be built".into()));
+                        continue;
+                    };
+                    // Retired first; its thread drops it at its next yield (a runner spinning on
+                    // a 4011-closed socket yields at its next heartbeat), while the new one
+                    // starts on its own thread.
+                    current.retire();
+                    match client_thread(builder, total, ids, deferred).await {
+                        Ok((manager, next)) => {
+                            drop(hold);
+                            let _ = built.send(Ok(manager));
+                            current = next;
+                        }
+                        Err(error) => {
+                            let _ = built.send(Err(error.to_string()));
+                            let _ = ended_tx.send(Err(serenity::Error::Other(
+                                "the gateway client could not be started with a new shard count",
+                            )));
+                            return;
+                        }
+                    }
+                }
+                end = &mut current.ended => {
+                    // `None` (or the thread gone): the newest client never started (the
+                    // service is stopping); nothing to report.
+                    if let Ok(Some(end)) = end {
+                        let _ = ended_tx.send(end);
+                    }
+                    return;
+                }
+            }
+        }
+    });
+    Ok((manager, ended_rx))
+}
+
+/// One client's thread: retired (its runtime dropped with its tasks) when this is dropped or
+/// [`ClientThread::retire`]d.
+struct ClientThread {
+    retire: Option<tokio::sync::oneshot::Sender<()>>,
+    ended: tokio::sync::oneshot::Receiver<ClientEnd>,
+}
+
+impl ClientThread {
+    fn retire(&mut self) {
+        if let Some(retire) = self.retire.take() {
+            let _ = retire.send(());
+        }
+    }
+}
+
+/// Builds a client on a new thread with a single-threaded runtime and runs shards `ids` of
+/// `total` (or the first `deferred` names) there until it ends or is retired.
+async fn client_thread(
+    builder: ClientBuilder,
+    total: u32,
+    ids: Vec<u32>,
+    deferred: Option<tokio::sync::oneshot::Receiver<u32>>,
+) -> Result<(Arc<serenity::gateway::ShardManager>, ClientThread), DiscordError> {
+    let (built_tx, built_rx) = tokio::sync::oneshot::channel();
+    let (ended_tx, ended_rx) = tokio::sync::oneshot::channel();
+    let (retire_tx, retire_rx) = tokio::sync::oneshot::channel::<()>();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| DiscordError::Gateway(format!("cannot start the gateway runtime: {e}")))?;
+    std::thread::Builder::new()
+        .name("gateway".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let (manager, run) = match launch(builder, total, ids, deferred).await {
+                    Ok(launched) => launched,
+                    Err(error) => {
+                        let _ = built_tx.send(Err(error));
+                        return;
+                    }
+                };
+                let _ = built_tx.send(Ok(manager));
+                tokio::select! {
+                    end = run => {
+                        let _ = ended_tx.send(end);
+                    }
+                    // Retired, or its supervisor gone: dropping the runtime ends the rest.
+                    _ = retire_rx => {}
+                }
+            });
+            // The runtime drops here, with the client's queuer and runners (their sockets).
+        })
+        .map_err(|e| DiscordError::Gateway(format!("cannot start the gateway thread: {e}")))?;
+    match built_rx.await {
+        Ok(Ok(manager)) => Ok((
+            manager,
+            ClientThread {
+                retire: Some(retire_tx),
+                ended: ended_rx,
+            },
+        )),
+        Ok(Err(error)) => Err(DiscordError::Gateway(error.to_string())),
+        Err(_) => Err(DiscordError::Gateway("the gateway thread stopped".into())),
+    }
+}
+
+/// Builds a client and readies it to run shards `ids` (ascending) of `total` — or the first
+/// shard `deferred` names: its manager, and the run to spawn.
+async fn launch(
+    builder: ClientBuilder,
+    total: u32,
+    ids: Vec<u32>,
+    deferred: Option<tokio::sync::oneshot::Receiver<u32>>,
+) -> Result<
+    (
+        Arc<serenity::gateway::ShardManager>,
+        impl std::future::Future<Output = ClientEnd>,
+    ),
+    serenity::Error,
+> {
     // What starts the client: its first run of shards now, or the first shard named later.
     enum First {
         Now { first: u32, last: u32 },
-        Later(tokio::sync::oneshot::Receiver<u32>),
+        Later(Option<tokio::sync::oneshot::Receiver<u32>>),
     }
-    let (first, later) = match (ids.split_first(), deferred) {
-        (Some((&first, rest)), _) => {
+    let (first, later) = match ids.split_first() {
+        Some((&first, rest)) => {
             // One contiguous run starts as one range (serenity's end is inclusive); the
             // others are started one by one once the client runs.
             let contiguous = rest
@@ -369,53 +562,31 @@ pub async fn start_gateway_sharded(
                 (First::Now { first, last: first }, rest.to_vec())
             }
         }
-        (None, Some(deferred)) => (First::Later(deferred), Vec::new()),
-        (None, None) => return Err(DiscordError::Gateway("no shard to start".into())),
+        None => (First::Later(deferred), Vec::new()),
     };
-    let (built_tx, built_rx) = tokio::sync::oneshot::channel();
-    let (ended_tx, ended_rx) = tokio::sync::oneshot::channel();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| DiscordError::Gateway(format!("cannot start the gateway runtime: {e}")))?;
-    std::thread::Builder::new()
-        .name("gateway".into())
-        .spawn(move || {
-            runtime.block_on(async move {
-                let mut client = match builder.await {
-                    Ok(client) => client,
-                    Err(error) => {
-                        let _ = built_tx.send(Err(error));
-                        return;
-                    }
-                };
-                let manager = Arc::clone(&client.shard_manager);
-                let _ = built_tx.send(Ok(Arc::clone(&manager)));
-                if !later.is_empty() {
-                    // Runs once `start_shard_range` below has set the count and waits: each
-                    // `restart` of a shard not running starts it.
-                    tokio::spawn(async move {
-                        for id in later {
-                            manager.restart(serenity::model::id::ShardId(id)).await;
-                        }
-                    });
+    let mut client = builder.await?;
+    let manager = Arc::clone(&client.shard_manager);
+    let restarts = Arc::clone(&manager);
+    let run = async move {
+        if !later.is_empty() {
+            // Runs once `start_shard_range` below has set the count and waits: each
+            // `restart` of a shard not running starts it.
+            tokio::spawn(async move {
+                for id in later {
+                    restarts.restart(serenity::model::id::ShardId(id)).await;
                 }
-                let (first, last) = match first {
-                    First::Now { first, last } => (first, last),
-                    First::Later(named) => match named.await {
-                        Ok(id) => (id, id),
-                        // Nothing will ever be started: the service is stopping.
-                        Err(_) => return,
-                    },
-                };
-                let ended = client.start_shard_range(first..last, total).await;
-                let _ = ended_tx.send(ended);
             });
-        })
-        .map_err(|e| DiscordError::Gateway(format!("cannot start the gateway thread: {e}")))?;
-    match built_rx.await {
-        Ok(Ok(shards)) => Ok((shards, ended_rx)),
-        Ok(Err(error)) => Err(DiscordError::Gateway(error.to_string())),
-        Err(_) => Err(DiscordError::Gateway("the gateway thread stopped".into())),
-    }
+        }
+        let (first, last) = match first {
+            First::Now { first, last } => (first, last),
+            First::Later(named) => match named?.await {
+                Ok(id) => (id, id),
+                // Nothing will ever be started: the service is stopping, or a relaunch
+                // replaced this client.
+                Err(_) => return None,
+            },
+        };
+        Some(client.start_shard_range(first..last, total).await)
+    };
+    Ok((manager, run))
 }

@@ -97,7 +97,7 @@ impl<S: Subscriber> Layer<S> for SessionLostLayer {
             self.watchers.notify();
         }
         if crate::shards::is_sharding_required(&message.0) {
-            crate::shards::sharding_required_seen();
+            crate::shards::sharding_required_seen(&message.0);
         }
     }
 }

@@ -7,9 +7,10 @@
 //! `start_shard_range(a..b, n)` starts a..=b (the end is inclusive); `ShardManager::restart`
 //! starts a shard that is not running (after a 5-s wait) and `shutdown` stops one without
 //! ending the client; `set_shards` stops every running shard AND ends the client when any
-//! runs, so it is only called with none running; a 4011 never reaches the caller — the shard
-//! is restarted with the same count forever — and is seen only in serenity's log line
-//! "Shard has too many guilds", which [`crate::session_lost`]'s layer reads.
+//! runs, so a new count starts a fresh client instead ([`Relaunch`]); a 4011 never reaches the
+//! caller — the shard is restarted with the same count forever — and is seen only in
+//! serenity's log line "Shard has too many guilds", which [`crate::session_lost`]'s layer
+//! reads.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -123,9 +124,12 @@ pub fn plan_for(
 }
 
 /// The state of each shard this node runs, for `/health`: `connecting`, `identifying`,
-/// `resuming`, `ready` or `down`.
+/// `resuming`, `ready` or `down`; and why this node cannot run its shards, when it cannot.
 #[derive(Debug, Clone, Default)]
-pub struct ShardStates(Arc<Mutex<BTreeMap<u32, &'static str>>>);
+pub struct ShardStates(
+    Arc<Mutex<BTreeMap<u32, &'static str>>>,
+    Arc<Mutex<Option<String>>>,
+);
 
 impl ShardStates {
     /// Shard `id` is being started.
@@ -160,6 +164,19 @@ impl ShardStates {
             .collect()
     }
 
+    /// This node cannot run its shards (`/health` says `degraded` with `reason`).
+    pub fn set_trouble(&self, reason: String) {
+        *self.1.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason);
+    }
+
+    /// Why this node cannot run its shards, if it cannot.
+    pub fn trouble(&self) -> Option<String> {
+        self.1
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, &'static str>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -168,24 +185,57 @@ impl ShardStates {
 /// How long serenity's `restart` of a shard that is not running waits before starting it.
 const RESTART_DELAY: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// A request to the gateway thread (after a 4011, or a new cluster-wide count): retire the
+/// running client and start a fresh one running `ids` of `total` — or, with none, the first
+/// shard named through `deferred`. Not the running client's `set_shards` + `restart`: serenity
+/// restarts a 4011-closed shard on its own meanwhile, so `set_shards` finds a runner or not by
+/// chance (with one it ends the client's shard queuer for good, and no shard starts again),
+/// the runner it restarts races ours for the same shard id, and a shutdown that reaches a
+/// 4011-closed runner before its own restart never returns (see
+/// `service::start_gateway_relaunching`).
+pub struct Relaunch {
+    /// The new shard count.
+    pub total: u32,
+    /// The shards the new client starts (ascending).
+    pub ids: Vec<u32>,
+    /// With no `ids`: what names the first shard.
+    pub deferred: Option<tokio::sync::oneshot::Receiver<u32>>,
+    /// Answered with the new client's manager, or why it could not be built.
+    pub built: tokio::sync::oneshot::Sender<Result<Arc<ShardManager>, String>>,
+    /// A slot of the bot's global rate limit for the client's `GET /gateway`, held until it
+    /// is built.
+    pub hold: Option<crate::rest::limits::GlobalHold>,
+}
+
 /// Starts and stops single shards of a running client.
 #[derive(Clone)]
 pub struct ShardControl {
-    manager: Arc<ShardManager>,
+    /// The running client's manager (swapped by a relaunch).
+    manager: Arc<Mutex<Arc<ShardManager>>>,
     total: Arc<AtomicU32>,
     states: ShardStates,
     /// While the client has not started (no shard yet): what starts it with its first shard.
     first: Arc<Mutex<Option<tokio::sync::oneshot::Sender<u32>>>>,
+    /// Where a relaunch is asked for, and the REST client whose global slot it holds.
+    relaunch: Option<(tokio::sync::mpsc::Sender<Relaunch>, DiscordRest)>,
+    /// One relaunch or stop at a time; `true` once the gateway is stopped for good.
+    serial: Arc<tokio::sync::Mutex<bool>>,
+    /// The shard count a 4011 says the cluster needs (0: none yet), for the lease loop to
+    /// record cluster-wide.
+    wanted: Arc<AtomicU32>,
 }
 
 impl ShardControl {
     /// Control over `manager`'s shards out of `total`, reporting into `states`.
     pub fn new(manager: Arc<ShardManager>, total: u32, states: ShardStates) -> ShardControl {
         ShardControl {
-            manager,
+            manager: Arc::new(Mutex::new(manager)),
             total: Arc::new(AtomicU32::new(total)),
             states,
             first: Arc::new(Mutex::new(None)),
+            relaunch: None,
+            serial: Arc::new(tokio::sync::Mutex::new(false)),
+            wanted: Arc::new(AtomicU32::new(0)),
         }
     }
 
@@ -196,6 +246,23 @@ impl ShardControl {
         self
     }
 
+    /// A new count relaunches the client through `relaunch` (the gateway thread's), its
+    /// `GET /gateway` counted in `rest`'s global limit.
+    #[must_use]
+    pub fn relaunching_through(
+        mut self,
+        relaunch: tokio::sync::mpsc::Sender<Relaunch>,
+        rest: DiscordRest,
+    ) -> ShardControl {
+        self.relaunch = Some((relaunch, rest));
+        self
+    }
+
+    /// The running client's manager.
+    fn manager(&self) -> Arc<ShardManager> {
+        Arc::clone(&self.manager.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
     /// The bot's shard count as this node runs it.
     pub fn total(&self) -> u32 {
         self.total.load(Ordering::Relaxed)
@@ -204,6 +271,15 @@ impl ShardControl {
     /// The states `/health` reports.
     pub fn states(&self) -> &ShardStates {
         &self.states
+    }
+
+    /// The shard count a 4011 says the cluster needs, 0 when none has.
+    pub fn wanted(&self) -> u32 {
+        self.wanted.load(Ordering::Relaxed)
+    }
+
+    fn want(&self, total: u32) {
+        self.wanted.fetch_max(total, Ordering::Relaxed);
     }
 
     /// Starts shard `id` (it identifies afresh; serenity's queuer spaces its starts by 5 s).
@@ -223,35 +299,112 @@ impl ShardControl {
                 tokio::time::sleep(RESTART_DELAY).await;
                 let _ = first.send(id);
             }
-            None => self.manager.restart(ShardId(id)).await,
+            None => self.manager().restart(ShardId(id)).await,
         }
     }
 
     /// Stops shard `id` (closing its socket with 1000); the client and other shards go on.
     pub async fn stop(&self, id: u32) {
         tracing::info!(shard = id, "stopping gateway shard");
-        self.manager.shutdown(ShardId(id), 1000).await;
+        self.manager().shutdown(ShardId(id), 1000).await;
         self.states.stopped(id);
     }
 
-    /// Stops every shard and starts `ids` of a new count `total` (after a 4011).
-    pub async fn reshard(&self, total: u32, ids: &[u32]) {
-        for id in self.running().await {
-            self.stop(id).await;
+    /// Stops every shard and runs `ids` of a new count `total` (with none, the next
+    /// [`ShardControl::start`] starts the first) in a fresh client. `false` when it could not
+    /// (said in the log).
+    pub async fn reshard(&self, total: u32, ids: &[u32]) -> bool {
+        let stopped = self.serial.lock().await;
+        if *stopped {
+            return false;
         }
-        // With none running, `set_shards` only stores the count (it would end the client
-        // otherwise).
-        self.manager.set_shards(0, 0, total).await;
-        self.total.store(total, Ordering::Relaxed);
+        let Some((relaunch, rest)) = &self.relaunch else {
+            tracing::error!(
+                total,
+                "cannot start the gateway with a new shard count: this client cannot be relaunched"
+            );
+            return false;
+        };
+        let hold = match rest.hold_global_slot().await {
+            Ok(hold) => Some(hold),
+            Err(error) => {
+                tracing::error!(
+                    total,
+                    "cannot start the gateway with a new shard count: no room in the global rate limit ({error}); the next 4011 or count change tries again"
+                );
+                return false;
+            }
+        };
+        let (built, answer) = tokio::sync::oneshot::channel();
+        let (first, deferred) = if ids.is_empty() {
+            let (first, deferred) = tokio::sync::oneshot::channel();
+            (Some(first), Some(deferred))
+        } else {
+            (None, None)
+        };
+        let request = Relaunch {
+            total,
+            ids: ids.to_vec(),
+            deferred,
+            built,
+            hold,
+        };
+        // The old client is retired before the new one is built; the new one's shards are
+        // marked before it starts, so their first stage changes are kept.
+        for (id, _) in self.states.snapshot() {
+            self.states.stopped(id);
+        }
         for id in ids {
-            self.start(*id).await;
+            self.states.starting(*id);
         }
+        let unmark = || {
+            for id in ids {
+                self.states.stopped(*id);
+            }
+        };
+        if relaunch.send(request).await.is_err() {
+            unmark();
+            tracing::error!(
+                total,
+                "cannot start the gateway with a new shard count: the gateway thread has stopped"
+            );
+            return false;
+        }
+        let manager = match answer.await {
+            Ok(Ok(manager)) => manager,
+            Ok(Err(error)) => {
+                unmark();
+                tracing::error!(
+                    total,
+                    "cannot start the gateway with a new shard count: {error}"
+                );
+                return false;
+            }
+            Err(_) => {
+                unmark();
+                tracing::error!(total, "cannot start the gateway with a new shard count: the gateway thread has stopped");
+                return false;
+            }
+        };
+        *self.manager.lock().unwrap_or_else(PoisonError::into_inner) = manager;
+        self.total.store(total, Ordering::Relaxed);
+        // A first shard the old client never started is no longer awaited: it ends unstarted.
+        *self.first.lock().unwrap_or_else(PoisonError::into_inner) = first;
+        tracing::info!(total, shards = ?ids, "the gateway runs with the new shard count");
+        true
+    }
+
+    /// Stops every shard for good (the service is stopping): no relaunch starts after this.
+    pub async fn shutdown_all(&self) {
+        let mut stopped = self.serial.lock().await;
+        *stopped = true;
+        self.manager().shutdown_all().await;
     }
 
     /// The shards with a runner now.
     pub async fn running(&self) -> Vec<u32> {
         let mut ids: Vec<u32> = self
-            .manager
+            .manager()
             .shards_instantiated()
             .await
             .into_iter()
@@ -262,23 +415,35 @@ impl ShardControl {
     }
 }
 
-/// Counts serenity's "Shard has too many guilds" lines (a close 4011) in this process.
-static SHARDING_REQUIRED: LazyLock<tokio::sync::watch::Sender<u64>> =
-    LazyLock::new(|| tokio::sync::watch::channel(0).0);
+/// The latest of serenity's "Shard has too many guilds" lines (a close 4011) in this process:
+/// the shard count it was seen with, when the line says (every line notifies).
+static SHARDING_REQUIRED: LazyLock<tokio::sync::watch::Sender<Option<u32>>> =
+    LazyLock::new(|| tokio::sync::watch::channel(None).0);
 
 /// Whether a serenity log message reports a close 4011.
 pub fn is_sharding_required(message: &str) -> bool {
     message.contains("Shard has too many guilds")
 }
 
+/// The shard count in a serenity gateway line (`[ShardInfo { id: ShardId(0), total: 1 }] …`).
+fn line_total(message: &str) -> Option<u32> {
+    let rest = &message[message.find("total: ")? + "total: ".len()..];
+    let digits = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    rest[..digits].parse().ok()
+}
+
 /// Called by the log layer for each 4011 line.
-pub(crate) fn sharding_required_seen() {
-    SHARDING_REQUIRED.send_modify(|count| *count += 1);
+pub(crate) fn sharding_required_seen(message: &str) {
+    let total = line_total(message);
+    SHARDING_REQUIRED.send_modify(|seen| *seen = total);
 }
 
 /// Handles 4011 for as long as the client runs: names it in the log, asks Discord for its
 /// recommendation, and — when this node runs every shard — restarts with that count. With a
-/// list or leases the count is the cluster's, so it says what to change instead.
+/// list or leases the count is the cluster's, so it says what to change instead. A line from
+/// a shard of an older count (a replaced client's last words) changes nothing.
 pub fn on_sharding_required(
     control: ShardControl,
     rest: DiscordRest,
@@ -288,8 +453,11 @@ pub fn on_sharding_required(
     seen.mark_unchanged();
     tokio::spawn(async move {
         while seen.changed().await.is_ok() {
-            seen.mark_unchanged();
+            let line_total = *seen.borrow_and_update();
             let total = control.total();
+            if line_total.is_some_and(|seen| seen < total) {
+                continue;
+            }
             let recommended = match rest.gateway_bot().await {
                 Ok(recommended) => recommended,
                 Err(error) => {
@@ -300,12 +468,28 @@ pub fn on_sharding_required(
                 }
             };
             let next = recommended.shards.max(total + 1);
-            if selection != ShardSelection::All {
-                tracing::error!(
-                    "Discord closed the gateway with 4011 (sharding required: too many guilds for {total} shard(s)); Discord recommends {} shards. This node runs a share of the shards (cluster.shards), so it cannot change the count alone: set discord.shard_count = \"auto\" or {next} on every node and restart them",
-                    recommended.shards
-                );
-                continue;
+            match &selection {
+                ShardSelection::All => {}
+                ShardSelection::Lease => {
+                    tracing::error!(
+                        "Discord closed the gateway with 4011 (sharding required: too many guilds for {total} shard(s)); Discord recommends {} shards: raising the cluster's shard count to {next}, and every node leases its shards anew with it",
+                        recommended.shards
+                    );
+                    control.want(next);
+                    continue;
+                }
+                ShardSelection::Ids(ids) => {
+                    let reason = format!(
+                        "Discord closed the gateway with 4011 (sharding required: too many guilds for {total} shard(s)) and recommends {} shards, but cluster.shards lists {ids:?}, written for {total}: list the shards of a {next}-shard bot on the nodes (set discord.shard_count = {next} or \"auto\" with it), or use cluster.shards = \"lease\", and restart them. This node's shards are stopped (identifying again would be refused the same way)",
+                        recommended.shards
+                    );
+                    tracing::error!("{reason}");
+                    control.states().set_trouble(reason);
+                    // A fresh client that starts no shard: the refused ones stop identifying.
+                    control.reshard(total, &[]).await;
+                    seen.mark_unchanged();
+                    continue;
+                }
             }
             tracing::error!(
                 "Discord closed the gateway with 4011 (sharding required: too many guilds for {total} shard(s)); restarting with {next} shards (Discord recommends {}); set discord.shard_count = \"auto\" or {next} to start that way",
@@ -389,6 +573,21 @@ mod tests {
             text.contains("shard 3") && text.contains("2 shards"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_4011_line_says_which_count_it_was_seen_with() {
+        let line = "[ShardInfo { id: ShardId(0), total: 12 }] Shard has too many guilds.";
+        assert!(is_sharding_required(line));
+        assert_eq!(line_total(line), Some(12));
+        for garbage in [
+            "Shard has too many guilds.",
+            "total: ",
+            "total: x1",
+            "total: 99999999999",
+        ] {
+            assert_eq!(line_total(garbage), None, "{garbage}");
+        }
     }
 
     #[test]

@@ -31,6 +31,11 @@ pub trait NodeView: Send + Sync {
     fn store_trouble(&self) -> Option<String> {
         None
     }
+    /// Why this node cannot run its gateway shards (a static `cluster.shards` list Discord
+    /// refused with 4011), or `None`: `/health` then says `degraded` with this reason.
+    fn shard_trouble(&self) -> Option<String> {
+        None
+    }
 }
 
 /// `admin.cluster.status`'s answer.

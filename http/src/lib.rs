@@ -357,7 +357,9 @@ async fn health(State(core): Shared) -> Json<Health> {
         | ConnectionState::Backfilling
         | ConnectionState::Down => "degraded",
     };
-    let reason = core.node().and_then(|node| node.store_trouble());
+    let reason = core
+        .node()
+        .and_then(|node| node.store_trouble().or_else(|| node.shard_trouble()));
     Json(Health {
         status: if reason.is_some() { "degraded" } else { status }.to_owned(),
         reason,

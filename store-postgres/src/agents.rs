@@ -1604,7 +1604,47 @@ impl ClusterStore for PgBackend {
             Ok(taken > 0)
         })
     }
+
+    fn shard_count(&self) -> StoreFuture<'_, Option<u32>> {
+        in_transaction!(self, "the shard count", |shared, tx| async {
+            let row = tx
+                .query_opt("SELECT total FROM cluster_shard_count WHERE id = 0", &[])
+                .await
+                .map_err(|err| from_pg(&shared.location, "the shard count", err))?;
+            Ok(row.map(|row| shard_total(row.get(0))))
+        })
+    }
+
+    fn raise_shard_count(&self, total: u32) -> StoreFuture<'_, u32> {
+        in_transaction!(self, "the shard count", |shared, tx| async {
+            let row = tx
+                .query_one(
+                    "INSERT INTO cluster_shard_count (id, total) VALUES (0, $1)
+                     ON CONFLICT (id) DO UPDATE SET
+                         total = greatest(cluster_shard_count.total, excluded.total)
+                     RETURNING total",
+                    &[&i64::from(total)],
+                )
+                .await
+                .map_err(|err| from_pg(&shared.location, "the shard count", err))?;
+            Ok(shard_total(row.get(0)))
+        })
+    }
 }
+
+/// A shard count as a column holds it (written from a `u32`; anything else reads as the
+/// largest count).
+fn shard_total(total: i64) -> u32 {
+    u32::try_from(total).unwrap_or(u32::MAX)
+}
+
+/// The cluster's agreed shard count, one row (issue 23).
+pub(crate) const SCHEMA_SHARD_COUNT: &str = "
+CREATE TABLE cluster_shard_count (
+    id smallint PRIMARY KEY CHECK (id = 0),
+    total bigint NOT NULL
+);
+";
 
 /// The agent kinds' counts, added to `census`.
 pub(crate) async fn census(

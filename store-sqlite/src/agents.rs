@@ -1332,4 +1332,41 @@ impl ClusterStore for SqliteBackend {
             Ok(Ok(taken > 0))
         })
     }
+
+    fn shard_count(&self) -> StoreFuture<'_, Option<u32>> {
+        self.read("the shard count", |conn, _| {
+            conn.prepare_cached("SELECT total FROM cluster_shard_count WHERE id = 0")?
+                .query_row([], |row| row.get::<_, i64>(0))
+                .optional()
+                .map(|total| total.map(shard_total))
+        })
+    }
+
+    fn raise_shard_count(&self, total: u32) -> StoreFuture<'_, u32> {
+        self.decide("raise the shard count", move |tx| {
+            let agreed: i64 = tx
+                .prepare_cached(
+                    "INSERT INTO cluster_shard_count (id, total) VALUES (0, ?1)
+                     ON CONFLICT (id) DO UPDATE SET
+                         total = max(cluster_shard_count.total, excluded.total)
+                     RETURNING total",
+                )?
+                .query_row([i64::from(total)], |row| row.get(0))?;
+            Ok(Ok(shard_total(agreed)))
+        })
+    }
 }
+
+/// A shard count as a column holds it (written from a `u32`; anything else reads as the
+/// largest count).
+fn shard_total(total: i64) -> u32 {
+    u32::try_from(total).unwrap_or(u32::MAX)
+}
+
+/// The cluster's agreed shard count, one row (issue 23).
+pub(crate) const SCHEMA_SHARD_COUNT: &str = "
+CREATE TABLE IF NOT EXISTS cluster_shard_count (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    total INTEGER NOT NULL
+);
+";

@@ -16,7 +16,7 @@ use switchboard_store::StoreError;
 use tracing::{debug, warn};
 
 /// The schema version this code writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 18;
+pub const SCHEMA_VERSION: i64 = 19;
 
 /// How long opening waits for a lock held by another connection (e.g. a switchboard that is
 /// still shutting down) before reporting the store as locked.
@@ -329,7 +329,12 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
             conn.execute_batch(crate::agents::SCHEMA_RUN_USAGE)
                 .map_err(fail("keep each run's usage"))?;
         }
-        // Later versions: `if version < 19 || !has_table(..) { ... }`, each step in this same
+        // Step 19: the cluster's agreed shard count (issue 23); added when missing.
+        if !has_table(conn, "cluster_shard_count") {
+            conn.execute_batch(crate::agents::SCHEMA_SHARD_COUNT)
+                .map_err(fail("add the cluster's shard count"))?;
+        }
+        // Later versions: `if version < 20 || !has_table(..) { ... }`, each step in this same
         // transaction.
         if version != SCHEMA_VERSION {
             conn.pragma_update(None, "user_version", SCHEMA_VERSION)

@@ -680,6 +680,12 @@ pub trait ClusterStore: Send + Sync {
     /// one of any number of callers until `now_ms + ttl_ms`, after which the key is free
     /// again. Expired keys are forgotten as others are taken.
     fn once(&self, key: &str, now_ms: u64, ttl_ms: u64) -> StoreFuture<'_, bool>;
+    /// The bot's gateway shard count the cluster agreed on, `None` until a node records one.
+    fn shard_count(&self) -> StoreFuture<'_, Option<u32>>;
+    /// Raises the cluster's shard count to `total` if it is lower (Discord closed a shard with
+    /// 4011, or a node started with more), atomically; the count after. It is never lowered:
+    /// nodes raising it together agree on the highest.
+    fn raise_shard_count(&self, total: u32) -> StoreFuture<'_, u32>;
 }
 
 /// Run capabilities by the digest of their token (issue 23): a capability minted on one node

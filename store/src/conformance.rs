@@ -127,6 +127,7 @@ macro_rules! conformance_tests {
             nodes_heartbeat_and_silent_ones_are_forgotten,
             a_shard_raced_for_has_one_holder,
             identify_slots_raced_are_spaced_apart,
+            the_shard_count_is_raised_to_the_highest_and_never_lowered,
             once_is_won_by_one_caller_until_it_expires,
             agent_kinds_can_be_listed_and_imported_for_a_copy,
             garbage_into_the_agent_aggregates_is_answered_not_fatal,

@@ -579,6 +579,9 @@ pub struct Sections<'a> {
     /// [`Switchboard::kill_group`] kills it and everything it started, as a machine's death
     /// would.
     pub own_process_group: bool,
+    /// Return once the tool server listens, without waiting for the gateway (a node that
+    /// will never be ready).
+    pub no_gateway_wait: bool,
 }
 
 /// A running `switchboard run`, killed on drop.
@@ -719,7 +722,9 @@ impl Switchboard {
             reader: Some(reader),
         };
         sb.url = sb.wait_for_ready_line(&rx);
-        sb.wait_for_gateway();
+        if !sections.no_gateway_wait {
+            sb.wait_for_gateway();
+        }
         sb
     }
 

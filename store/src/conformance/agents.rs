@@ -1218,6 +1218,38 @@ pub fn identify_slots_raced_are_spaced_apart(make: MakePlace<'_>) {
     );
 }
 
+/// The cluster's shard count is unset until raised, is never lowered, and nodes raising it
+/// at once all end up agreeing on the highest.
+pub fn the_shard_count_is_raised_to_the_highest_and_never_lowered(make: MakePlace<'_>) {
+    let f = Fixture::default(make);
+    assert_eq!(block_on(f.backend.shard_count()).unwrap(), None);
+    let answers = race(&f, 6, |backend, i| {
+        let asked = 2 + u32::try_from(i).unwrap();
+        (asked, block_on(backend.raise_shard_count(asked)).unwrap())
+    });
+    for (asked, agreed) in answers {
+        assert!((asked..=7).contains(&agreed), "{asked} -> {agreed}");
+    }
+    assert_eq!(block_on(f.backend.shard_count()).unwrap(), Some(7));
+    assert_eq!(
+        block_on(f.backend.raise_shard_count(3)).unwrap(),
+        7,
+        "never lowered"
+    );
+    if let Some(second) = f.place.second_node() {
+        assert_eq!(
+            block_on(second.shard_count()).unwrap(),
+            Some(7),
+            "every node"
+        );
+    }
+    assert_eq!(
+        block_on(f.backend.raise_shard_count(u32::MAX)).unwrap(),
+        u32::MAX
+    );
+    assert_eq!(block_on(f.backend.shard_count()).unwrap(), Some(u32::MAX));
+}
+
 /// A key is won by exactly one of many callers (threads, nodes) until it expires, then once
 /// again.
 pub fn once_is_won_by_one_caller_until_it_expires(make: MakePlace<'_>) {

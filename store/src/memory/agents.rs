@@ -41,6 +41,7 @@ pub(super) struct Kept {
     shards: BTreeMap<u32, ShardLease>,
     identify: HashMap<u32, u64>,
     once: HashMap<String, u64>,
+    shard_count: Option<u32>,
 }
 
 fn note_key(scope: NoteScope, key: &str) -> (String, String) {
@@ -791,6 +792,18 @@ impl ClusterStore for MemoryBackend {
             }
             kept.once.insert(key, now_ms.saturating_add(ttl_ms));
             Ok(true)
+        })
+    }
+
+    fn shard_count(&self) -> StoreFuture<'_, Option<u32>> {
+        self.decide(|kept| Ok(kept.shard_count))
+    }
+
+    fn raise_shard_count(&self, total: u32) -> StoreFuture<'_, u32> {
+        self.decide(move |kept| {
+            let agreed = kept.shard_count.unwrap_or(0).max(total);
+            kept.shard_count = Some(agreed);
+            Ok(agreed)
         })
     }
 }
