@@ -575,6 +575,9 @@ pub struct Sections<'a> {
     pub no_auth: bool,
     /// `store.url` instead of the store file `dir/switchboard.db`.
     pub store_url: Option<&'a str>,
+    /// A spare lease node (every shard taken by another): wait for the ready line only, not
+    /// for a gateway it will not run.
+    pub spare: bool,
 }
 
 /// A running `switchboard run`, killed on drop.
@@ -711,7 +714,9 @@ impl Switchboard {
             reader: Some(reader),
         };
         sb.url = sb.wait_for_ready_line(&rx);
-        sb.wait_for_gateway();
+        if !sections.spare {
+            sb.wait_for_gateway();
+        }
         sb
     }
 
