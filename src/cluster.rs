@@ -21,6 +21,8 @@ pub struct NodeFacts {
     pub shards: ShardStates,
     /// `cluster.lease_s`.
     pub lease: Duration,
+    /// `cluster.shards = "lease"`: the node runs the shards it leases (none, as a spare).
+    pub leases_shards: bool,
     /// Why the last heartbeat could not be recorded (the store is unreachable); `None` while
     /// it can.
     pub store_trouble: std::sync::Mutex<Option<String>>,
@@ -68,6 +70,10 @@ impl NodeView for NodeFacts {
 
     fn run_store(&self) -> Option<Arc<dyn switchboard_store::RunStore>> {
         Some(Arc::clone(&self.store) as _)
+    }
+
+    fn standby(&self) -> bool {
+        self.leases_shards && self.shards.snapshot().is_empty()
     }
 
     fn store_trouble(&self) -> Option<String> {

@@ -313,6 +313,7 @@ pub async fn build(
         store: Arc::clone(&backend),
         shards: shard_states.clone(),
         lease: config.cluster.lease,
+        leases_shards: lease_mode,
         store_trouble: std::sync::Mutex::new(None),
         rest: discord.rest.clone(),
     });

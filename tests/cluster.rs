@@ -332,6 +332,54 @@ fn two_lease_nodes_run_one_shard_each_and_the_survivor_takes_both_after_a_kill()
     }
 }
 
+/// With one shard and two lease nodes, the second is a spare: its `/health` says `ok` (not
+/// `degraded`), `discord: "standby"` and no shards; when the first dies it takes the shard and
+/// says `ready`.
+#[test]
+fn a_spare_lease_node_is_healthy_holds_no_shard_and_takes_one_when_it_is_free() {
+    use switchboard_store_postgres::testing::PgCluster;
+    let cluster = PgCluster::shared();
+    let url = cluster.url(&cluster.database().expect("a database"));
+    let fake = Fake::start();
+    let (dir_a, dir_b) = (TempDir::new("spare-a"), TempDir::new("spare-b"));
+    let a = lease_node(&fake, &dir_a, &url, "node-a");
+    wait_shards_ready(&a, &[0], INGEST);
+    let extra = "[cluster]\nnode_id = \"node-b\"\nshards = \"lease\"\nlease_s = 6\n";
+    let b = Switchboard::start_sections(
+        &fake,
+        dir_b.path(),
+        &both_guilds(),
+        Sections {
+            extra,
+            store_url: Some(&url),
+            no_gateway_wait: true,
+            ..Sections::default()
+        },
+    );
+    // Past a few lease renewals: it tried for a shard and found none free.
+    std::thread::sleep(Duration::from_secs(8));
+    let spare = health(&b);
+    assert_eq!(spare["status"], "ok", "{spare}\n{}", b.stderr());
+    assert_eq!(spare["discord"], "standby", "{spare}");
+    assert_eq!(spare["shards"], serde_json::json!([]), "{spare}");
+    assert_eq!(spare["node"], "node-b", "{spare}");
+    assert!(spare.get("reason").is_none(), "{spare}");
+    // The holder's health is unchanged.
+    assert_eq!(health(&a)["discord"], "ready");
+    // The spare is a real standby: the shard is its once the holder is gone.
+    a.kill();
+    wait_shards_ready(&b, &[0], Duration::from_secs(45));
+    let deadline = Instant::now() + INGEST;
+    loop {
+        let took = health(&b);
+        if took["status"] == "ok" && took["discord"] == "ready" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{took}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Two nodes on one PostgreSQL each connect (every shard: `cluster.shards = "all"`) and see
 /// READY; the slash commands are PUT once for the cluster, not once per node.
 #[test]

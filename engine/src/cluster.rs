@@ -26,6 +26,12 @@ pub trait NodeView: Send + Sync {
     fn run_store(&self) -> Option<Arc<dyn switchboard_store::RunStore>> {
         None
     }
+    /// Whether this node leases its shards (`cluster.shards = "lease"`) and holds none now —
+    /// a spare, every shard taken by other nodes: it runs no gateway, and that is no fault
+    /// (`/health` says `ok`, `discord: "standby"`); it takes a shard when one is free.
+    fn standby(&self) -> bool {
+        false
+    }
     /// Why this node cannot reach its store now (its last heartbeat failed), or `None` while
     /// it can: `/health` then says `degraded` with this reason.
     fn store_trouble(&self) -> Option<String> {

@@ -350,7 +350,9 @@ fn context(core: &Core, caller: Caller, headers: &HeaderMap) -> Result<CallConte
 
 async fn health(State(core): Shared) -> Json<Health> {
     let state = core.surface().connection();
+    let standby = core.node().is_some_and(|node| node.standby());
     let status = match state {
+        _ if standby => "ok",
         ConnectionState::Ready | ConnectionState::None => "ok",
         ConnectionState::Connecting
         | ConnectionState::Resuming
@@ -363,7 +365,7 @@ async fn health(State(core): Shared) -> Json<Health> {
     Json(Health {
         status: if reason.is_some() { "degraded" } else { status }.to_owned(),
         reason,
-        discord: state.as_str().to_owned(),
+        discord: if standby { "standby" } else { state.as_str() }.to_owned(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
         sandbox: core.workspaces().health(&core.settings()),
         node: core.node().map(|node| node.node_id().to_owned()),

@@ -154,7 +154,7 @@ pub fn document(core: &Core, caller: &Caller) -> Value {
             "properties": {
                 "status": { "type": "string", "enum": ["ok", "degraded"] },
                 "reason": { "type": "string", "description": "Why the node is degraded beyond its gateway: its store is unreachable (absent while it is reachable)" },
-                "discord": { "type": "string", "enum": ["ready", "connecting", "down", "none"] },
+                "discord": { "type": "string", "enum": ["ready", "connecting", "resuming", "backfilling", "down", "none", "standby"], "description": "The gateway's state; `standby`: a lease node holding no shard (every shard is taken), which is not a fault" },
                 "version": { "type": "string" },
                 "sandbox": { "type": "string", "description": "The workspace's sandbox: ready, or unavailable with what to install; absent when [workspace] is off" },
                 "node": { "type": "string", "description": "This node's id (cluster.node_id); absent without Discord" },

@@ -34,8 +34,9 @@ pub struct Health {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// `ready` (live, and nothing posted while away is missing), `connecting`, `resuming`,
-    /// `backfilling` (live again, still fetching what was posted while away), `down`, or
-    /// `none` (no Discord behind this server).
+    /// `backfilling` (live again, still fetching what was posted while away), `down`,
+    /// `standby` (a `cluster.shards = "lease"` node holding no shard: every shard is taken by
+    /// another node; not a fault), or `none` (no Discord behind this server).
     pub discord: String,
     /// The server's version.
     pub version: String,
