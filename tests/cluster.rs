@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use fake_discord::{demo, FakeOptions};
 use serde_json::Value;
-use support::shards::{health, two_shard_world, wait_shards_ready, ANNEX_GENERAL};
+use support::shards::{
+    assert_identifies_spaced, health, two_shard_world, wait_shards_ready, ANNEX_GENERAL,
+};
 use support::{Allow, Fake, Sections, Switchboard, TempDir};
 
 const INGEST: Duration = Duration::from_secs(20);
@@ -320,16 +322,7 @@ fn two_lease_nodes_run_one_shard_each_and_the_survivor_takes_both_after_a_kill()
     assert!(took < Duration::from_secs(40), "took over after {took:?}");
     let after = fake.post(demo::OPS, demo::STANLEY, "after the takeover");
     a.wait_listed("#ops", &[after], INGEST);
-    // Never two IDENTIFYs of one bucket (max_concurrency 1: every shard) within 5 s.
-    let mut times: Vec<u64> = fake.fake.identifies().iter().map(|i| i.at_ms).collect();
-    times.sort_unstable();
-    for pair in times.windows(2) {
-        assert!(
-            pair[1] - pair[0] >= 5_000,
-            "IDENTIFYs {} ms apart: {times:?}",
-            pair[1] - pair[0]
-        );
-    }
+    assert_identifies_spaced(&fake);
 }
 
 /// With one shard and two lease nodes, the second is a spare: its `/health` says `ok` (not

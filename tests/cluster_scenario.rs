@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use fake_discord::demo;
 use serde_json::Value;
 use support::approvals::{card, Background};
-use support::shards::{health, wait_shards_ready, ANNEX_GENERAL};
+use support::shards::{assert_identifies_spaced, health, wait_shards_ready, ANNEX_GENERAL};
 use support::{
     bot_posts, command_agent, poll, script, tools_bin, Allow, Fake, Sections, Switchboard, TempDir,
 };
@@ -330,19 +330,6 @@ fn wait_stored(cluster: &PgCluster, database: &str, ids: &[String], log: impl Fn
             log()
         );
         std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
-/// No two IDENTIFYs of the one bucket (`max_concurrency` 1) within 5 s.
-fn assert_identifies_spaced(fake: &Fake) {
-    let mut times: Vec<u64> = fake.fake.identifies().iter().map(|i| i.at_ms).collect();
-    times.sort_unstable();
-    for pair in times.windows(2) {
-        assert!(
-            pair[1] - pair[0] >= 5_000,
-            "IDENTIFYs {} ms apart: {times:?}",
-            pair[1] - pair[0]
-        );
     }
 }
 

@@ -96,3 +96,16 @@ pub fn wait_shards_ready(sb: &Switchboard, ids: &[u64], timeout: Duration) -> Va
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// No two IDENTIFYs of one bucket within 5 s (`max_concurrency` 1: every shard is in one).
+pub fn assert_identifies_spaced(fake: &Fake) {
+    let mut times: Vec<u64> = fake.fake.identifies().iter().map(|i| i.at_ms).collect();
+    times.sort_unstable();
+    for pair in times.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= 5_000,
+            "IDENTIFYs {} ms apart: {times:?}",
+            pair[1] - pair[0]
+        );
+    }
+}
