@@ -336,6 +336,7 @@ fn wait_stored(cluster: &PgCluster, database: &str, ids: &[String], log: impl Fn
 /// Never more than 50 requests in a second across both nodes, and no global 429.
 fn assert_global_limit_kept(fake: &Fake) {
     let tally = fake.fake.rate_tally();
+    println!("Discord requests: {tally:?}");
     assert!(tally.peak_per_second <= 50, "{tally:?}");
     assert_eq!(tally.global_429s, 0, "{tally:?}");
 }
