@@ -336,6 +336,7 @@ fn wait_stored(cluster: &PgCluster, database: &str, ids: &[String], log: impl Fn
 /// Never more than 50 requests in a second across both nodes, and no global 429.
 fn assert_global_limit_kept(fake: &Fake) {
     let tally = fake.fake.rate_tally();
+    println!("Discord requests: {tally:?}");
     assert!(tally.peak_per_second <= 50, "{tally:?}");
     assert_eq!(tally.global_429s, 0, "{tally:?}");
 }
@@ -366,8 +367,8 @@ fn a_node_killed_mid_run_loses_nothing_and_answers_nothing_twice() {
     let (_, approval_id) = approval.waiting_line();
     let pending = card(&fake, demo::RELEASE_ROOM, &approval_id);
 
-    // 200 messages over 20 s, 42 of them mentions, plus the deadline's; node B's process group
-    // is killed after about 80, once it runs a run.
+    // 200 messages over 20 s, 44 of them mentions (4 pairs back to back), plus the deadline's;
+    // node B's process group is killed after about 80, once it runs a run.
     let mut posted = Posted::default();
     let deadline_trigger = posted.trigger(&fake, demo::RELEASE_ROOM, "set a deadline");
     let started = Instant::now();

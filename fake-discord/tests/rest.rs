@@ -457,6 +457,35 @@ async fn request_log_records_method_path_query_body_status() {
     assert!(fake.requests().is_empty());
 }
 
+/// `GET /_fake/ratelimits` counts what the bot sent under the global limit (a route's 429
+/// included, the control API not) and the 429s by scope; `DELETE` starts it afresh.
+#[tokio::test]
+async fn the_rate_tally_counts_what_was_sent_and_each_scopes_429s() {
+    let fake = start().await;
+    let base = fake.base_url();
+    for n in 0..6 {
+        post(
+            &base,
+            &messages_path(demo::OPS),
+            &json!({"content": format!("m{n}")}),
+        )
+        .await;
+    }
+    user_post(&fake, demo::OPS, "the control API is not the bot's traffic").await;
+    let tally = get(&base, "/_fake/ratelimits").await;
+    assert_eq!(tally.status, 200, "{}", tally.text);
+    assert_eq!(
+        tally.body,
+        json!({"peak_per_second": 6, "global_429s": 0, "route_429s": 1})
+    );
+    assert_eq!(fake.rate_tally().route_429s, 1);
+    let reset = http(&base, "DELETE", "/_fake/ratelimits", None, false).await;
+    assert_eq!(reset.status, 204);
+    assert_eq!(fake.rate_tally(), fake_discord::RateTally::default());
+    let refused = http(&base, "POST", "/_fake/ratelimits", Some("{}"), false).await;
+    assert_eq!(refused.status, 405, "{}", refused.text);
+}
+
 #[tokio::test]
 async fn every_answer_carries_rate_limit_headers() {
     let fake = start().await;
