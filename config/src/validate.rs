@@ -18,13 +18,27 @@ use crate::{
 pub(crate) const ID_HELP: &str = "a Discord id is 17 to 20 digits, written as a quoted string; in Discord, enable Developer Mode and use \"Copy ID\"";
 
 /// [`bounded`] (with a note on what the number means: [`bounded_because`]) of the number at
-/// `raw.KEY`, the problem named by `KEY`: the key is written once, so it is always the number's.
+/// `raw.KEY`, the problem named by `KEY` (`raw.KEY in PREFIX`: by `PREFIX.KEY`): the key is
+/// written once, so it is always the number's.
 macro_rules! bounded {
     ($c:expr, $raw:ident . $first:ident $(. $rest:ident)*, $range:expr) => {
         bounded_because(&$raw.$first$(.$rest)*, key!($first $(. $rest)*), $range, "", $c)
     };
     ($c:expr, $raw:ident . $first:ident $(. $rest:ident)*, $range:expr, $because:expr) => {
         bounded_because(&$raw.$first$(.$rest)*, key!($first $(. $rest)*), $range, $because, $c)
+    };
+    // A key of a table whose path is only known at run time (`agents.NAME`): `PREFIX.KEY`.
+    ($c:expr, $raw:ident . $key:ident in $prefix:expr, $range:expr) => {
+        bounded!($c, $raw.$key in $prefix, $range, "")
+    };
+    ($c:expr, $raw:ident . $key:ident in $prefix:expr, $range:expr, $because:expr) => {
+        bounded_because(
+            &$raw.$key,
+            &format!("{}.{}", $prefix, stringify!($key)),
+            $range,
+            $because,
+            $c,
+        )
     };
 }
 
@@ -321,31 +335,19 @@ pub(crate) fn agent_config(
         env_passthrough.push(checked);
     }
     // Every key is checked before the runner decides, so all problems are reported at once.
-    let timeout = Duration::from_secs(bounded(
-        &raw.timeout_s,
-        &format!("{prefix}.timeout_s"),
-        1..=86_400,
+    let timeout = Duration::from_secs(bounded!(c, raw.timeout_s in prefix, 1..=86_400));
+    let context_messages = bounded!(c, raw.context_messages in prefix, 0..=1_000) as usize;
+    let context_tokens = bounded!(
         c,
-    ));
-    let context_messages = bounded(
-        &raw.context_messages,
-        &format!("{prefix}.context_messages"),
-        0..=1_000,
-        c,
-    ) as usize;
-    let context_tokens = bounded_because(
-        &raw.context_tokens,
-        &format!("{prefix}.context_tokens"),
+        raw.context_tokens in prefix,
         1_000..=2_000_000,
-        "tokens one request to the model may carry, the answer's reserve included",
-        c,
+        "tokens one request to the model may carry, the answer's reserve included"
     ) as usize;
-    let answer_tokens = bounded_because(
-        &raw.answer_tokens,
-        &format!("{prefix}.answer_tokens"),
-        1..=1_000_000,
-        "tokens kept for the model's answer",
+    let answer_tokens = bounded!(
         c,
+        raw.answer_tokens in prefix,
+        1..=1_000_000,
+        "tokens kept for the model's answer"
     ) as usize;
     // Only when both are in range: one out-of-range number is one problem, not two.
     if answer_tokens >= context_tokens
@@ -371,19 +373,17 @@ pub(crate) fn agent_config(
         &[],
         c,
     );
-    let memory_max_chars = bounded_because(
-        &raw.memory_max_chars,
-        &format!("{prefix}.memory_max_chars"),
+    let memory_max_chars = bounded!(
+        c,
+        raw.memory_max_chars in prefix,
         100..=100_000,
-        "characters of notes one memory scope may hold",
-        c,
+        "characters of notes one memory scope may hold"
     ) as usize;
-    let instructions_max_chars = bounded_because(
-        &raw.instructions_max_chars,
-        &format!("{prefix}.instructions_max_chars"),
-        0..=1_000_000,
-        "characters of instruction files in the system message; 0 reads none",
+    let instructions_max_chars = bounded!(
         c,
+        raw.instructions_max_chars in prefix,
+        0..=1_000_000,
+        "characters of instruction files in the system message; 0 reads none"
     ) as usize;
     let mut prompts = Vec::new();
     if let Some(table) = &raw.prompts {
@@ -417,12 +417,7 @@ pub(crate) fn agent_config(
     // The TOML parser does not keep a table's order, so the most specific glob (the longest)
     // comes first; among as long ones, by text.
     prompts.sort_by(|(a, _), (b, _)| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-    let queue_per_session = bounded(
-        &raw.queue_per_session,
-        &format!("{prefix}.queue_per_session"),
-        0..=1_000,
-        c,
-    ) as usize;
+    let queue_per_session = bounded!(c, raw.queue_per_session in prefix, 0..=1_000) as usize;
     let batch = match raw.batch.as_ref().map(|b| (b, b.get_ref().as_str())) {
         None | Some((_, "turn")) => crate::BatchMode::Turn,
         Some((_, "off")) => crate::BatchMode::Off,
@@ -436,19 +431,13 @@ pub(crate) fn agent_config(
             crate::BatchMode::Turn
         }
     };
-    let batch_max = bounded_because(
-        &raw.batch_max,
-        &format!("{prefix}.batch_max"),
+    let batch_max = bounded!(
+        c,
+        raw.batch_max in prefix,
         1..=100,
-        "queued messages one run answers together",
-        c,
+        "queued messages one run answers together"
     ) as usize;
-    let max_concurrent_runs = bounded(
-        &raw.max_concurrent_runs,
-        &format!("{prefix}.max_concurrent_runs"),
-        1..=256,
-        c,
-    ) as usize;
+    let max_concurrent_runs = bounded!(c, raw.max_concurrent_runs in prefix, 1..=256) as usize;
     let missed_triggers = match raw
         .missed_triggers
         .as_ref()
@@ -481,25 +470,16 @@ pub(crate) fn agent_config(
     };
     // Answered triggers are remembered for eight days (the store's record), so a missed
     // trigger may be at most a week old to be answered once only.
-    let missed_max_age = Duration::from_secs(bounded_because(
-        &raw.missed_max_age_s,
-        &format!("{prefix}.missed_max_age_s"),
-        1..=604_800,
-        "seconds; at most a week",
-        c,
-    ));
+    let missed_max_age = Duration::from_secs(
+        bounded!(c, raw.missed_max_age_s in prefix, 1..=604_800, "seconds; at most a week"),
+    );
     let active_channel_ids = ids(
         &raw.active_channel_ids,
         &format!("{prefix}.active_channel_ids"),
         c,
     );
     let allow_bots = ids(&raw.allow_bots, &format!("{prefix}.allow_bots"), c);
-    let max_bot_turns = bounded(
-        &raw.max_bot_turns,
-        &format!("{prefix}.max_bot_turns"),
-        1..=100,
-        c,
-    ) as u32;
+    let max_bot_turns = bounded!(c, raw.max_bot_turns in prefix, 1..=100) as u32;
     let trusted_users = principals(
         &raw.trusted_users,
         &format!("{prefix}.trusted_users"),
@@ -547,12 +527,8 @@ pub(crate) fn agent_config(
             ReplyInThread::Never
         }
     };
-    let stream_interval = Duration::from_millis(bounded(
-        &raw.stream_interval_ms,
-        &format!("{prefix}.stream_interval_ms"),
-        250..=60_000,
-        c,
-    ));
+    let stream_interval =
+        Duration::from_millis(bounded!(c, raw.stream_interval_ms in prefix, 250..=60_000));
     let answer_label = match raw.answer_label.as_ref().map(|s| (s, s.get_ref().as_str())) {
         None | Some((_, "prefix")) => crate::AnswerLabel::Prefix,
         Some((_, "footer")) => crate::AnswerLabel::Footer,
@@ -645,12 +621,7 @@ fn openai_runner(raw: &crate::raw::RawAgent, prefix: &str, c: &mut Collector) ->
         .api_key_env
         .as_ref()
         .map(|name| env_name(name, &format!("{prefix}.api_key_env"), c));
-    let max_tool_rounds = bounded(
-        &raw.max_tool_rounds,
-        &format!("{prefix}.max_tool_rounds"),
-        1..=64,
-        c,
-    ) as usize;
+    let max_tool_rounds = bounded!(c, raw.max_tool_rounds in prefix, 1..=64) as usize;
     Some(Runner::OpenAi(OpenAiRunner {
         base_url: base_url?,
         model: model?,

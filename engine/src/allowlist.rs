@@ -279,16 +279,6 @@ impl Allowlist {
         self.rules.store(rules);
     }
 
-    /// [`AllowRules::allows`] with the rules in force now.
-    pub fn allows(
-        &self,
-        channel_id: Snowflake,
-        location: &ChannelLocation,
-        category: Option<Snowflake>,
-    ) -> bool {
-        self.rules.load().allows(channel_id, location, category)
-    }
-
     /// [`AllowRules::allows_cached`] with the rules in force now.
     pub fn allows_cached(
         &self,

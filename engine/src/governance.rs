@@ -504,19 +504,6 @@ impl Governance {
     pub fn decide(&self, tool_id: &str, caller: &Caller, targets: &[Snowflake]) -> Verdict {
         self.rules.load().decide(tool_id, caller, targets)
     }
-
-    /// [`GovernanceRules::decide_with`] with the rules in force now.
-    pub fn decide_with(
-        &self,
-        tool_id: &str,
-        caller: &Caller,
-        targets: &[Snowflake],
-        args: &CallArgs,
-    ) -> Verdict {
-        self.rules
-            .load()
-            .decide_with(tool_id, caller, targets, args)
-    }
 }
 
 /// An input as the audit log keeps it: every string cut to `chars` characters (the cut marked
@@ -645,7 +632,10 @@ mod tests {
             Policy::Allow,
         );
         let run = run_in(OPS, &["*"]);
-        let decide = |text: &str| g.decide_with("shell.run", &run, &[OPS], &command(text));
+        let decide = |text: &str| {
+            g.rules()
+                .decide_with("shell.run", &run, &[OPS], &command(text))
+        };
         assert_eq!(decide("git status").policy, Policy::Allow);
         assert_eq!(decide("git status --short").by, "permissions.rules[1]");
         for sneaky in [
@@ -671,7 +661,10 @@ mod tests {
             Policy::Allow,
         );
         let run = run_in(OPS, &["*"]);
-        let decide = |text: &str| g.decide_with("shell.run", &run, &[OPS], &command(text));
+        let decide = |text: &str| {
+            g.rules()
+                .decide_with("shell.run", &run, &[OPS], &command(text))
+        };
         assert_eq!(decide("echo hi").policy, Policy::Allow);
         for opaque in [
             "echo $(rm x)",
@@ -686,7 +679,7 @@ mod tests {
             assert_eq!(verdict.by, "permissions.rules[1]", "{opaque}");
         }
         // Another caller's rules never count.
-        let operator = g.decide_with(
+        let operator = g.rules().decide_with(
             "shell.run",
             &Caller::Operator,
             &[OPS],
@@ -708,7 +701,7 @@ mod tests {
         let root = std::path::Path::new("/srv/ws/1");
         let decide = |tool: &str, path: &str| {
             let args = CallArgs::of(tool, &serde_json::json!({ "path": path }), Some(root));
-            g.decide_with(tool, &run, &[OPS], &args).policy
+            g.rules().decide_with(tool, &run, &[OPS], &args).policy
         };
         for hidden in [".env", "./.env.local", "src/../.env", "/srv/ws/1/.env"] {
             assert_eq!(decide("fs.read", hidden), Policy::Deny, "{hidden}");
