@@ -21,6 +21,41 @@ fn both_guilds() -> Allow {
     }
 }
 
+/// Polls `/health` until `done` holds for it (`what` names that in the failure).
+fn wait_health(
+    sb: &Switchboard,
+    timeout: Duration,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let health = health(sb);
+        if done(&health) {
+            return health;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} not seen after {timeout:?}: {health}\n{}",
+            sb.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The `shard` of every IDENTIFY the fake accepted, sorted.
+fn accepted_identifies(fake: &Fake) -> Vec<[u32; 2]> {
+    let mut shards: Vec<[u32; 2]> = fake
+        .fake
+        .identifies()
+        .iter()
+        .filter(|i| i.accepted)
+        .filter_map(|i| i.shard)
+        .collect();
+    shards.sort_unstable();
+    shards
+}
+
 #[test]
 fn guild_events_from_both_shards_arrive_and_are_stored() {
     let fake = Fake::two_shards();
@@ -38,15 +73,7 @@ fn guild_events_from_both_shards_arrive_and_are_stored() {
     sb.wait_listed("#ops", &[on_shard_1], INGEST);
     sb.wait_listed(&ANNEX_GENERAL.to_string(), &[on_shard_0], INGEST);
     // Each shard identified as itself, once.
-    let mut shards: Vec<[u32; 2]> = fake
-        .fake
-        .identifies()
-        .iter()
-        .filter(|i| i.accepted)
-        .filter_map(|i| i.shard)
-        .collect();
-    shards.sort_unstable();
-    assert_eq!(shards, vec![[0, 2], [1, 2]]);
+    assert_eq!(accepted_identifies(&fake), vec![[0, 2], [1, 2]]);
 }
 
 #[test]
@@ -80,18 +107,7 @@ fn a_listed_shard_runs_alone_and_the_others_guilds_are_not_seen() {
 
 #[test]
 fn a_4011_is_named_in_the_log_and_the_gateway_restarts_with_the_recommended_count() {
-    let mut world = two_shard_world();
-    // One shard may hold one guild: the bot's two need two shards.
-    world.guilds_per_shard_max = Some(1);
-    let fake = Fake::start_with(
-        world,
-        FakeOptions {
-            shards: 2,
-            // serenity spins on a 4011-closed socket until its next heartbeat is due.
-            heartbeat_interval_ms: 1_000,
-            ..FakeOptions::default()
-        },
-    );
+    let fake = fake_requiring_two_shards();
     let dir = TempDir::new("sharding-required");
     let sb = Switchboard::start_sections(
         &fake,
@@ -113,16 +129,8 @@ fn a_4011_is_named_in_the_log_and_the_gateway_restarts_with_the_recommended_coun
     sb.wait_listed(&ANNEX_GENERAL.to_string(), &[on_shard_0], INGEST);
     // Each shard of the new count identified once: serenity's own restart of the refused
     // shard did not start a second session of shard 0 beside the reshard's.
-    let mut accepted: Vec<[u32; 2]> = fake
-        .fake
-        .identifies()
-        .iter()
-        .filter(|i| i.accepted)
-        .filter_map(|i| i.shard)
-        .collect();
-    accepted.sort_unstable();
     assert_eq!(
-        accepted,
+        accepted_identifies(&fake),
         vec![[0, 2], [1, 2]],
         "{:?}",
         fake.fake.identifies()
@@ -201,13 +209,7 @@ fn a_4011_on_lease_nodes_raises_the_cluster_shard_count_and_every_node_leases_an
         "{log_b}"
     );
     // Every IDENTIFY accepted since is of the 2-shard count, once per shard per start.
-    let accepted: Vec<[u32; 2]> = fake
-        .fake
-        .identifies()
-        .iter()
-        .filter(|i| i.accepted)
-        .filter_map(|i| i.shard)
-        .collect();
+    let accepted = accepted_identifies(&fake);
     assert!(accepted.iter().all(|s| s[1] == 2), "{accepted:?}");
     let lab = fake.post(demo::OPS, demo::STANLEY, "to node-b's shard");
     let annex = fake.post(ANNEX_GENERAL, demo::STANLEY, "to node-a's shard");
@@ -230,19 +232,12 @@ fn a_4011_on_a_static_shard_list_stops_its_shards_and_health_says_why() {
             ..Sections::default()
         },
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let degraded = loop {
-        let now = health(&sb);
-        if now["status"] == "degraded" && now["reason"].is_string() {
-            break now;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no degraded /health after a 4011: {now}\n{}",
-            sb.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let degraded = wait_health(
+        &sb,
+        Duration::from_secs(30),
+        "a degraded /health after a 4011",
+        |health| health["status"] == "degraded" && health["reason"].is_string(),
+    );
     let reason = degraded["reason"].as_str().unwrap_or_default();
     assert!(
         reason.contains("4011") && reason.contains("cluster.shards lists [0]"),
