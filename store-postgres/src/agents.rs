@@ -1604,6 +1604,20 @@ impl ClusterStore for PgBackend {
             Ok(taken > 0)
         })
     }
+
+    fn once_held(&self, key: &str, now_ms: u64) -> StoreFuture<'_, bool> {
+        let key = clean(key);
+        in_transaction!(self, "a once key", |shared, tx| async {
+            let held = tx
+                .query_opt(
+                    "SELECT 1 FROM once_keys WHERE key = $1 AND until_ms > $2",
+                    &[&key, &ms(now_ms)],
+                )
+                .await
+                .map_err(|err| from_pg(&shared.location, "a once key", err))?;
+            Ok(held.is_some())
+        })
+    }
 }
 
 /// The agent kinds' counts, added to `census`.

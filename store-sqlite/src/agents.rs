@@ -1332,4 +1332,14 @@ impl ClusterStore for SqliteBackend {
             Ok(Ok(taken > 0))
         })
     }
+
+    fn once_held(&self, key: &str, now_ms: u64) -> StoreFuture<'_, bool> {
+        let key = key.to_owned();
+        self.read("a once key", move |conn, _| {
+            conn.prepare_cached("SELECT 1 FROM once_keys WHERE key = ?1 AND until_ms > ?2")?
+                .query_row(params![key, ms_to_sql(now_ms)], |_| Ok(()))
+                .optional()
+                .map(|held| held.is_some())
+        })
+    }
 }

@@ -679,6 +679,9 @@ pub trait ClusterStore: Send + Sync {
     /// one of any number of callers until `now_ms + ttl_ms`, after which the key is free
     /// again. Expired keys are forgotten as others are taken.
     fn once(&self, key: &str, now_ms: u64, ttl_ms: u64) -> StoreFuture<'_, bool>;
+    /// Whether someone holds `key` (taken with [`ClusterStore::once`]) past `now_ms`, without
+    /// taking it: a mark another caller left (a registration done) is read, not claimed.
+    fn once_held(&self, key: &str, now_ms: u64) -> StoreFuture<'_, bool>;
 }
 
 /// Run capabilities by the digest of their token (issue 23): a capability minted on one node

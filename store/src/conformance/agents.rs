@@ -1229,6 +1229,12 @@ pub fn once_is_won_by_one_caller_until_it_expires(make: MakePlace<'_>) {
         });
         assert_eq!(won.iter().filter(|w| **w).count(), 1, "round {round}");
         assert!(!block_on(f.backend.once(&key, 1_499, 500)).unwrap());
+        assert!(block_on(f.backend.once_held(&key, 1_499)).unwrap(), "held");
+        assert!(
+            !block_on(f.backend.once_held(&key, 1_500)).unwrap(),
+            "expired at its end"
+        );
+        assert!(!block_on(f.backend.once_held("timer:never-taken", 1_000)).unwrap());
         let again = race(&f, 4, |backend, _| {
             block_on(backend.once(&key, 1_500, 500)).unwrap()
         });

@@ -793,4 +793,9 @@ impl ClusterStore for MemoryBackend {
             Ok(true)
         })
     }
+
+    fn once_held(&self, key: &str, now_ms: u64) -> StoreFuture<'_, bool> {
+        let key = key.to_owned();
+        self.decide(move |kept| Ok(kept.once.get(&key).is_some_and(|until| *until > now_ms)))
+    }
 }
