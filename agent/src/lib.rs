@@ -2510,11 +2510,7 @@ async fn claim_loop(bridge: std::sync::Weak<Inner>) {
 /// Renews the lease of a run's rows while it runs; stops the run when someone asked it to stop
 /// (`runs.abort` on any node) or when its lease was lost (another node interrupted it).
 async fn heartbeat(bridge: Bridge, run_id: String, rows: Vec<String>) {
-    let lease = bridge.lease();
-    let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
-    let mut tick = tokio::time::interval(queue::heartbeat_period(lease));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
+    let (mut tick, lease_ms) = queue::renewals(bridge.lease());
     loop {
         tick.tick().await;
         let queue = &bridge.inner.queue;

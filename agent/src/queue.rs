@@ -49,6 +49,15 @@ pub(crate) fn heartbeat_period(lease: Duration) -> Duration {
     (lease / 4).clamp(Duration::from_millis(50), HEARTBEAT_EVERY)
 }
 
+/// The ticks a running run's lease is renewed on (the first a period from now) and the lease
+/// they renew, in ms.
+pub(crate) fn renewals(lease: Duration) -> (tokio::time::Interval, u64) {
+    let period = heartbeat_period(lease);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    (tick, u64::try_from(lease.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// A trigger as a run row keeps it.
 #[derive(Debug, Serialize, Deserialize)]
 struct Kept {
