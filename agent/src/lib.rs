@@ -1153,6 +1153,10 @@ impl Bridge {
         {
             Ok(rows) => {
                 for row in rows {
+                    // Before this loop claims again: the run takes its own place back.
+                    if self.rerun_in_place(&row).await {
+                        continue;
+                    }
                     let bridge = self.clone();
                     self.inner
                         .runtime
@@ -1257,34 +1261,69 @@ impl Bridge {
             Some(trigger.channel_id),
             json!({ "run": row.id, "outcome": "interrupted" }),
         );
-        if self.config().interrupted == switchboard_config::Interrupted::Rerun {
-            if let Ok(hex) = random_hex(8) {
-                let again = switchboard_records::NewRun {
-                    id: format!("run-{hex}"),
-                    session: row.session.clone(),
-                    agent: row.agent.clone(),
-                    trigger: row.trigger.clone(),
-                    requested_by: row.requested_by.clone(),
-                    parent_run: None,
-                    enqueued_ms: now_ms(),
-                };
-                let limit = self.config().queue_per_session;
-                match self.inner.queue.store.enqueue_run(again, limit).await {
-                    Ok(switchboard_store::Enqueued::Queued(run)) => {
-                        tracing::info!(run = %run.id, interrupted = %row.id, "the interrupted run runs again (agent.interrupted = \"rerun\")");
-                        self.inner.queue.wake.notify_one();
-                        return;
-                    }
-                    Ok(switchboard_store::Enqueued::Full { .. }) => {
-                        tracing::warn!(run = %row.id, "the session's queue is full; the interrupted run is not run again, its question is told instead");
-                    }
-                    Err(error) => {
-                        tracing::error!(run = %row.id, "cannot queue the interrupted run again: {error}; its question is told instead");
-                    }
+        let again = queue::rerun_trigger(&row.trigger);
+        if again.is_none() && self.config().interrupted == switchboard_config::Interrupted::Rerun {
+            tracing::warn!(run = %row.id, "the run was interrupted {} times; its question is told instead of running it again", queue::MAX_RERUNS + 1);
+        }
+        // Its place was taken meanwhile (a run behind it started): it runs again last.
+        if let (switchboard_config::Interrupted::Rerun, Some(again), Ok(hex)) =
+            (self.config().interrupted, again, random_hex(8))
+        {
+            let again = switchboard_records::NewRun {
+                id: format!("run-{hex}"),
+                session: row.session.clone(),
+                agent: row.agent.clone(),
+                trigger: again,
+                requested_by: row.requested_by.clone(),
+                parent_run: None,
+                enqueued_ms: now_ms(),
+            };
+            let limit = self.config().queue_per_session;
+            match self.inner.queue.store.enqueue_run(again, limit).await {
+                Ok(switchboard_store::Enqueued::Queued(run)) => {
+                    tracing::info!(run = %run.id, interrupted = %row.id, "the interrupted run runs again (agent.interrupted = \"rerun\")");
+                    self.inner.queue.wake.notify_one();
+                    return;
+                }
+                Ok(switchboard_store::Enqueued::Full { .. }) => {
+                    tracing::warn!(run = %row.id, "the session's queue is full; the interrupted run is not run again, its question is told instead");
+                }
+                Err(error) => {
+                    tracing::error!(run = %row.id, "cannot queue the interrupted run again: {error}; its question is told instead");
                 }
             }
         }
         self.notify_interrupted(&row.id, &trigger).await;
+    }
+
+    /// `agent.interrupted = "rerun"`: puts an interrupted run back in its own place, the first
+    /// of its session, under its own id (so what it posts carries the same run); false when
+    /// the mode is `notify`, the run is not one to rerun (a handoff's, a chat-API run, one run
+    /// again [`queue::MAX_RERUNS`] times) or its place was taken meanwhile.
+    async fn rerun_in_place(&self, row: &switchboard_records::Run) -> bool {
+        if self.config().interrupted != switchboard_config::Interrupted::Rerun {
+            return false;
+        }
+        let Some(again) = queue::rerun_trigger(&row.trigger) else {
+            return false;
+        };
+        match self.inner.queue.store.rerun_run(&row.id, again).await {
+            Ok(Some(_)) => {
+                tracing::warn!(run = %row.id, node = row.node.as_deref().unwrap_or("-"), "a run's node stopped renewing its lease; the run runs again in its place (agent.interrupted = \"rerun\")");
+                self.inner.core.events().publish(
+                    "run.finished",
+                    row.session.parse().ok().map(Snowflake),
+                    json!({ "run": row.id, "outcome": "interrupted" }),
+                );
+                self.inner.queue.wake.notify_one();
+                true
+            }
+            Ok(None) => false,
+            Err(error) => {
+                tracing::warn!(run = %row.id, "cannot put the interrupted run back in its place: {error}");
+                false
+            }
+        }
     }
 
     /// `agent.interrupted = "notify"`: the ⏳ becomes ⚠️ and a reply to the question says
@@ -2471,11 +2510,7 @@ async fn claim_loop(bridge: std::sync::Weak<Inner>) {
 /// Renews the lease of a run's rows while it runs; stops the run when someone asked it to stop
 /// (`runs.abort` on any node) or when its lease was lost (another node interrupted it).
 async fn heartbeat(bridge: Bridge, run_id: String, rows: Vec<String>) {
-    let lease = bridge.lease();
-    let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
-    let mut tick = tokio::time::interval(queue::heartbeat_period(lease));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
+    let (mut tick, lease_ms) = queue::renewals(bridge.lease());
     loop {
         tick.tick().await;
         let queue = &bridge.inner.queue;

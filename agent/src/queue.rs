@@ -49,6 +49,15 @@ pub(crate) fn heartbeat_period(lease: Duration) -> Duration {
     (lease / 4).clamp(Duration::from_millis(50), HEARTBEAT_EVERY)
 }
 
+/// The ticks a running run's lease is renewed on (the first a period from now) and the lease
+/// they renew, in ms.
+pub(crate) fn renewals(lease: Duration) -> (tokio::time::Interval, u64) {
+    let period = heartbeat_period(lease);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    (tick, u64::try_from(lease.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// A trigger as a run row keeps it.
 #[derive(Debug, Serialize, Deserialize)]
 struct Kept {
@@ -64,6 +73,29 @@ struct Kept {
     workflow: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     agent: Option<String>,
+    /// How many times the run was put back after an interruption (`agent.interrupted =
+    /// "rerun"`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    reruns: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// How many times an interrupted run is run again before its question is told instead: a run
+/// that takes its node down each time does not take every node down in turn, forever.
+pub(crate) const MAX_RERUNS: u32 = 2;
+
+/// The trigger of a row run once more after an interruption (its count of reruns one up);
+/// `None` when it was run again [`MAX_RERUNS`] times already, or does not read.
+pub(crate) fn rerun_trigger(text: &str) -> Option<String> {
+    let mut kept: Kept = serde_json::from_str(text).ok()?;
+    if kept.reruns >= MAX_RERUNS {
+        return None;
+    }
+    kept.reruns += 1;
+    serde_json::to_string(&kept).ok()
 }
 
 /// The row's `trigger`: the whole trigger, so that any node can run it.
@@ -77,6 +109,7 @@ pub(crate) fn encode(trigger: &Trigger) -> String {
         text: trigger.text.clone(),
         workflow: trigger.workflow_id.clone(),
         agent: trigger.agent.as_ref().map(ToString::to_string),
+        reruns: 0,
     };
     // A struct of strings and numbers always serializes.
     serde_json::to_string(&kept).unwrap_or_default()
@@ -256,10 +289,18 @@ mod tests {
             workflow_id: Some("wf-1".into()),
             agent: Some("support".parse().unwrap()),
         };
-        assert_eq!(decode(&encode(&trigger)), Some(trigger));
+        assert_eq!(decode(&encode(&trigger)), Some(trigger.clone()));
         for garbage in ["", "message:12", "{}", "{\"channel\":\"x\"}", "[1,2]"] {
             assert_eq!(decode(garbage), None, "{garbage}");
+            assert_eq!(rerun_trigger(garbage), None, "{garbage}");
         }
+        // Run again at most MAX_RERUNS times, the trigger unchanged.
+        let mut text = encode(&trigger);
+        for _ in 0..MAX_RERUNS {
+            text = rerun_trigger(&text).expect("may run again");
+            assert_eq!(decode(&text).as_ref(), Some(&trigger));
+        }
+        assert_eq!(rerun_trigger(&text), None);
     }
 
     #[test]

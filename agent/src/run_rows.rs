@@ -154,11 +154,7 @@ impl Bridge {
 /// Renews a held row's lease; stops its run when someone asked it to stop through the store
 /// (`runs.abort` on another node) or when its lease was lost.
 async fn renew(bridge: Bridge, id: String) {
-    let lease = bridge.lease();
-    let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
-    let mut tick = tokio::time::interval(queue::heartbeat_period(lease));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
+    let (mut tick, lease_ms) = queue::renewals(bridge.lease());
     loop {
         tick.tick().await;
         let queue = &bridge.inner.queue;

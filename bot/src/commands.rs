@@ -559,13 +559,30 @@ fn choices_body(names: &[String]) -> Value {
     json!({ "type": AUTOCOMPLETE_RESULT, "data": { "choices": choices } })
 }
 
-/// How long one node's claim to register a set of commands holds: nodes starting within it
-/// leave the registration to the claimer; later ones register again (a PUT of the same set
-/// changes nothing).
-const REGISTRATION_CLAIM_MS: u64 = 3_600_000;
-
 /// How many times a node that claimed the registration tries it (the others rely on it).
 const REGISTRATION_TRIES: u32 = 3;
+
+/// PUTs `definitions` as the application's global commands, tried [`REGISTRATION_TRIES`]
+/// times with a backoff; whether it worked.
+async fn register_commands(rest: &DiscordRest, application: Snowflake, definitions: Value) -> bool {
+    let mut failed = None;
+    for attempt in 0..REGISTRATION_TRIES {
+        if attempt > 0 {
+            tokio::time::sleep(std::time::Duration::from_secs(2 << attempt)).await;
+        }
+        match rest
+            .set_global_commands(application, definitions.clone())
+            .await
+        {
+            Ok(_) => return true,
+            Err(error) => failed = Some(error),
+        }
+    }
+    if let Some(error) = failed {
+        tracing::warn!(%error, "could not register slash commands");
+    }
+    false
+}
 
 /// The once key of registering `definitions`: a changed set is a new key, so a new version
 /// rolled out registers at once.
@@ -580,7 +597,7 @@ fn registration_key(definitions: &Value) -> String {
 /// answers every interaction.
 pub struct Interactions {
     data: Data,
-    registered: AtomicBool,
+    registered: Arc<AtomicBool>,
 }
 
 impl Interactions {
@@ -588,7 +605,7 @@ impl Interactions {
     pub fn new(data: Data) -> Interactions {
         Interactions {
             data,
-            registered: AtomicBool::new(false),
+            registered: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -608,42 +625,42 @@ impl EventHandler for Interactions {
         }
         let application = Snowflake(ready.application.id.get());
         let definitions = definitions();
-        let backend = self.data.store.backend();
-        if backend.shared() {
-            // Several nodes: the one that claims this set of commands registers it; the
-            // others (starting within the hour) do not PUT the same set again.
-            let key = registration_key(&definitions);
-            let now = switchboard_engine::clock::now_ms();
-            match backend.once(&key, now, REGISTRATION_CLAIM_MS).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    tracing::info!("slash commands are registered by another node of the cluster");
-                    return;
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "could not claim the slash commands' registration in the store; registering them from this node");
-                }
-            }
-        }
-        let mut failed = None;
-        for attempt in 0..REGISTRATION_TRIES {
-            if attempt > 0 {
-                tokio::time::sleep(std::time::Duration::from_secs(2 << attempt)).await;
-            }
-            match self
-                .data
-                .rest
-                .set_global_commands(application, definitions.clone())
+        let backend = Arc::clone(self.data.store.backend());
+        let rest = self.data.rest.clone();
+        let registered = Arc::clone(&self.registered);
+        // Off the event handler: a node may wait for another node's claim to end.
+        tokio::spawn(async move {
+            let register = || {
+                let (rest, definitions) = (rest.clone(), definitions.clone());
+                async move { register_commands(&rest, application, definitions).await }
+            };
+            let outcome = if backend.shared() {
+                // Several nodes: the one that claims this set of commands registers it.
+                let key = registration_key(&definitions);
+                crate::registration::once_per_cluster(
+                    &*backend,
+                    &key,
+                    crate::registration::CLAIM_MS,
+                    register,
+                )
                 .await
-            {
-                Ok(_) => return,
-                Err(error) => failed = Some(error),
+            } else if register().await {
+                crate::registration::Registered::Here
+            } else {
+                crate::registration::Registered::Failed
+            };
+            match outcome {
+                crate::registration::Registered::Here => {}
+                crate::registration::Registered::Elsewhere => {
+                    tracing::info!("slash commands are registered by another node of the cluster");
+                }
+                crate::registration::Registered::Failed
+                | crate::registration::Registered::GaveUp => {
+                    tracing::warn!(?outcome, "slash commands are not registered from this node; the next READY tries again");
+                    registered.store(false, Ordering::SeqCst);
+                }
             }
-        }
-        if let Some(error) = failed {
-            tracing::warn!(%error, "could not register slash commands");
-        }
-        self.registered.store(false, Ordering::SeqCst);
+        });
     }
 
     async fn interaction_create(&self, _: Context, interaction: Interaction) {

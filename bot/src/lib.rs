@@ -34,6 +34,7 @@ pub mod gateway;
 pub mod lease;
 pub mod observe;
 pub mod payload;
+pub mod registration;
 pub mod rest;
 pub mod service;
 pub mod session_lost;

@@ -763,6 +763,34 @@ impl RunStore for PgBackend {
         })
     }
 
+    fn rerun_run(&self, run_id: &str, trigger: String) -> StoreFuture<'_, Option<Run>> {
+        let run_id = clean(run_id);
+        let trigger = clean(&trigger);
+        in_transaction!(self, "a run", |shared, tx| async {
+            let pg = |err| from_pg(&shared.location, "a run", err);
+            // Under the queue's lock, as claims: none starts a later run meanwhile.
+            lock(tx, Lock::RunQueue, "").await.map_err(pg)?;
+            let row = tx
+                .query_opt(
+                    concat!(
+                        "UPDATE runs r SET state = 'queued', trigger_ref = $2, node = NULL,
+                             lease_until_ms = NULL, abort_requested = false, started_ms = NULL,
+                             finished_ms = NULL, final_text = NULL, usage = NULL
+                         WHERE id = $1 AND state = 'interrupted' AND NOT EXISTS (
+                             SELECT 1 FROM runs o WHERE o.session_key = r.session_key
+                               AND o.seq > r.seq AND o.started_ms >= r.finished_ms)
+                         RETURNING ",
+                        run_columns!()
+                    ),
+                    &[&run_id, &trigger],
+                )
+                .await
+                .map_err(pg)?;
+            row.map(|row| run_from_row(&shared.location, &row))
+                .transpose()
+        })
+    }
+
     fn run(&self, run_id: &str) -> StoreFuture<'_, Option<Run>> {
         let run_id = clean(run_id);
         in_transaction!(self, "a run", |shared, tx| async {
@@ -1628,6 +1656,20 @@ impl ClusterStore for PgBackend {
                 .await
                 .map_err(|err| from_pg(&shared.location, "the shard count", err))?;
             Ok(shard_total(row.get(0)))
+        })
+    }
+
+    fn once_held(&self, key: &str, now_ms: u64) -> StoreFuture<'_, bool> {
+        let key = clean(key);
+        in_transaction!(self, "a once key", |shared, tx| async {
+            let held = tx
+                .query_opt(
+                    "SELECT 1 FROM once_keys WHERE key = $1 AND until_ms > $2",
+                    &[&key, &ms(now_ms)],
+                )
+                .await
+                .map_err(|err| from_pg(&shared.location, "a once key", err))?;
+            Ok(held.is_some())
         })
     }
 }

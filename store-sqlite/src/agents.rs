@@ -683,6 +683,26 @@ impl RunStore for SqliteBackend {
         })
     }
 
+    fn rerun_run(&self, run_id: &str, trigger: String) -> StoreFuture<'_, Option<Run>> {
+        let run_id = run_id.to_owned();
+        self.decide("rerun a run", move |tx| {
+            let changed = tx
+                .prepare_cached(
+                    "UPDATE runs SET state = 'queued', trigger_ref = ?2, node = NULL,
+                         lease_until_ms = NULL, abort_requested = 0, started_ms = NULL,
+                         finished_ms = NULL, final_text = NULL, usage = NULL
+                     WHERE id = ?1 AND state = 'interrupted' AND NOT EXISTS (
+                         SELECT 1 FROM runs o WHERE o.session_key = runs.session_key
+                           AND o.seq > runs.seq AND o.started_ms >= runs.finished_ms)",
+                )?
+                .execute(params![run_id, trigger])?;
+            if changed == 0 {
+                return Ok(Ok(None));
+            }
+            Ok(Ok(run_by(tx, "id", &run_id)?))
+        })
+    }
+
     fn run(&self, run_id: &str) -> StoreFuture<'_, Option<Run>> {
         let run_id = run_id.to_owned();
         self.read("a run", move |conn, _| run_by(conn, "id", &run_id))
@@ -1353,6 +1373,16 @@ impl ClusterStore for SqliteBackend {
                 )?
                 .query_row([i64::from(total)], |row| row.get(0))?;
             Ok(Ok(shard_total(agreed)))
+        })
+    }
+
+    fn once_held(&self, key: &str, now_ms: u64) -> StoreFuture<'_, bool> {
+        let key = key.to_owned();
+        self.read("a once key", move |conn, _| {
+            conn.prepare_cached("SELECT 1 FROM once_keys WHERE key = ?1 AND until_ms > ?2")?
+                .query_row(params![key, ms_to_sql(now_ms)], |_| Ok(()))
+                .optional()
+                .map(|held| held.is_some())
         })
     }
 }

@@ -553,6 +553,11 @@ pub trait RunStore: Send + Sync {
     /// Marks running runs whose lease ended before `now_ms` interrupted and answers them (at
     /// most `limit`), atomically: each such run is answered to exactly one caller.
     fn interrupt_expired_runs(&self, now_ms: u64, limit: usize) -> StoreFuture<'_, Vec<Run>>;
+    /// Puts an interrupted run back in its place to run again (`agent.interrupted = "rerun"`):
+    /// queued again under its own id and queue place — so the first of its session — with
+    /// `trigger` as its trigger, unless a run of its session queued after it started once it
+    /// was interrupted (then `None`, as for a run not interrupted: the caller queues it anew).
+    fn rerun_run(&self, run_id: &str, trigger: String) -> StoreFuture<'_, Option<Run>>;
     /// One run.
     fn run(&self, run_id: &str) -> StoreFuture<'_, Option<Run>>;
     /// Runs newest first (see [`RunFilter`]).
@@ -686,6 +691,9 @@ pub trait ClusterStore: Send + Sync {
     /// 4011, or a node started with more), atomically; the count after. It is never lowered:
     /// nodes raising it together agree on the highest.
     fn raise_shard_count(&self, total: u32) -> StoreFuture<'_, u32>;
+    /// Whether someone holds `key` (taken with [`ClusterStore::once`]) past `now_ms`, without
+    /// taking it: a mark another caller left (a registration done) is read, not claimed.
+    fn once_held(&self, key: &str, now_ms: u64) -> StoreFuture<'_, bool>;
 }
 
 /// Run capabilities by the digest of their token (issue 23): a capability minted on one node

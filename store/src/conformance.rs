@@ -116,6 +116,7 @@ macro_rules! conformance_tests {
             notes_raced_never_exceed_their_scope_limits,
             runs_queue_per_session_in_order,
             a_run_started_at_once_runs_beside_its_session_and_keeps_its_usage,
+            an_interrupted_run_reruns_in_its_own_place,
             queued_runs_join_the_run_that_answers_them,
             runs_raced_are_claimed_once_and_never_two_per_session,
             aborts_and_expired_leases_end_runs_once,

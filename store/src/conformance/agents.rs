@@ -250,6 +250,55 @@ fn end(state: RunState, text: &str, at_ms: u64) -> RunEnd {
     }
 }
 
+/// An interrupted run put back to run again takes its own place — the first of its session,
+/// ahead of the runs queued behind it — with its new trigger; a run not interrupted, or one a
+/// later run of its session overtook once it was interrupted, is not put back.
+pub fn an_interrupted_run_reruns_in_its_own_place(make: MakePlace<'_>) {
+    let f = Fixture::default(make);
+    let t = super::now_ms();
+    let first = enqueue(&f, new_run("a", CHANNEL, t));
+    enqueue(&f, new_run("b", CHANNEL, t + 1));
+    assert_eq!(claim(&*f.backend, "node-1", t + 10).unwrap().id, "a");
+    assert_eq!(
+        block_on(f.backend.rerun_run("a", "again".into())).unwrap(),
+        None,
+        "a running run is not put back"
+    );
+    let cut = block_on(f.backend.interrupt_expired_runs(t + 2_000, 10)).unwrap();
+    assert_eq!(cut.len(), 1);
+    let again = block_on(f.backend.rerun_run("a", "again".into()))
+        .unwrap()
+        .expect("put back");
+    assert_eq!(again.state, RunState::Queued);
+    assert_eq!(again.seq, first.seq, "its own place");
+    assert_eq!(again.trigger, "again");
+    assert_eq!(
+        (again.node.as_deref(), again.started_ms, again.finished_ms),
+        (None, None, None)
+    );
+    assert_eq!(
+        claim(&*f.backend, "node-2", t + 2_100).unwrap().id,
+        "a",
+        "ahead of b"
+    );
+    assert_eq!(claim(&*f.backend, "node-2", t + 2_101), None, "b waits");
+    // Cut again, and this time b starts before it is put back: it stays interrupted.
+    block_on(f.backend.interrupt_expired_runs(t + 4_000, 10)).unwrap();
+    assert_eq!(claim(&*f.backend, "node-2", t + 4_100).unwrap().id, "b");
+    assert_eq!(
+        block_on(f.backend.rerun_run("a", "x".into())).unwrap(),
+        None
+    );
+    assert_eq!(
+        block_on(f.backend.run("a")).unwrap().map(|r| r.state),
+        Some(RunState::Interrupted)
+    );
+    assert_eq!(
+        block_on(f.backend.rerun_run("nope", "x".into())).unwrap(),
+        None
+    );
+}
+
 /// A handoff's sub-run or a chat-API run starts at once, beside its session's running run,
 /// on the node that asked; it is renewed, ended with its usage and interrupted like a claimed
 /// run, listed under the run that handed it off, and runs queued after it wait for it.
@@ -1261,6 +1310,12 @@ pub fn once_is_won_by_one_caller_until_it_expires(make: MakePlace<'_>) {
         });
         assert_eq!(won.iter().filter(|w| **w).count(), 1, "round {round}");
         assert!(!block_on(f.backend.once(&key, 1_499, 500)).unwrap());
+        assert!(block_on(f.backend.once_held(&key, 1_499)).unwrap(), "held");
+        assert!(
+            !block_on(f.backend.once_held(&key, 1_500)).unwrap(),
+            "expired at its end"
+        );
+        assert!(!block_on(f.backend.once_held("timer:never-taken", 1_000)).unwrap());
         let again = race(&f, 4, |backend, _| {
             block_on(backend.once(&key, 1_500, 500)).unwrap()
         });

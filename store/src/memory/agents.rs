@@ -457,6 +457,41 @@ impl RunStore for MemoryBackend {
         })
     }
 
+    fn rerun_run(&self, run_id: &str, trigger: String) -> StoreFuture<'_, Option<Run>> {
+        let run_id = run_id.to_owned();
+        self.decide(move |kept| {
+            let Some(run) = kept.runs.get(&run_id) else {
+                return Ok(None);
+            };
+            let (session, seq, ended) = (run.session.clone(), run.seq, run.finished_ms);
+            let overtaken = kept.runs.values().any(|o| {
+                o.session == session
+                    && o.seq > seq
+                    && o.started_ms
+                        .is_some_and(|at| ended.is_none_or(|end| at >= end))
+            });
+            let Some(run) = kept.runs.get_mut(&run_id) else {
+                return Ok(None);
+            };
+            if run.state != RunState::Interrupted || overtaken {
+                return Ok(None);
+            }
+            *run = Run::queued(
+                NewRun {
+                    id: run.id.clone(),
+                    session: run.session.clone(),
+                    agent: run.agent.clone(),
+                    trigger,
+                    requested_by: run.requested_by.clone(),
+                    parent_run: run.parent_run.clone(),
+                    enqueued_ms: run.enqueued_ms,
+                },
+                run.seq,
+            );
+            Ok(Some(run.clone()))
+        })
+    }
+
     fn run(&self, run_id: &str) -> StoreFuture<'_, Option<Run>> {
         let run_id = run_id.to_owned();
         self.decide(move |kept| Ok(kept.runs.get(&run_id).cloned()))
@@ -805,5 +840,10 @@ impl ClusterStore for MemoryBackend {
             kept.shard_count = Some(agreed);
             Ok(agreed)
         })
+    }
+
+    fn once_held(&self, key: &str, now_ms: u64) -> StoreFuture<'_, bool> {
+        let key = key.to_owned();
+        self.decide(move |kept| Ok(kept.once.get(&key).is_some_and(|until| *until > now_ms)))
     }
 }
