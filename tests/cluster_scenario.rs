@@ -522,12 +522,9 @@ fn a_postgres_crash_mid_run_loses_nothing_acknowledged_and_answers_nothing_twice
     postgres_crash_scenario(false);
 }
 
-/// Known gap (reported, not fixed here): a mention whose trigger claim finds PostgreSQL
-/// unreachable is logged `not answering: cannot reach PostgreSQL ... to a trigger claim` and
-/// never answered nor refused (agent/src/lib.rs, `Bridge::claim` callers): the asker hears
-/// nothing. Issue 23 §3 wants every trigger answered, notified or refused.
+/// A mention whose trigger claim finds PostgreSQL unreachable is held and claimed again once
+/// the store is back (`agent/src/outage.rs`): answered once, never dropped in silence.
 #[test]
-#[ignore = "known gap: a mention posted while PostgreSQL is down is silently not answered"]
 fn a_mention_posted_while_postgres_is_down_is_answered_or_refused() {
     postgres_crash_scenario(true);
 }

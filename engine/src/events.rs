@@ -328,7 +328,7 @@ impl EventHub {
         session: Option<Snowflake>,
         fields: Value,
     ) {
-        self.publish_about(kind, session, None, fields)
+        self.publish_about(kind, session, None, fields);
     }
 
     /// [`EventHub::publish`] for an event about one caller's call (`call.finished`,
@@ -345,7 +345,7 @@ impl EventHub {
             session,
             caller.map(Arc::from),
             Fields::Value(fields),
-        )
+        );
     }
 
     /// [`EventHub::publish_about`] with fields built only when the event is first read (by a
@@ -357,7 +357,7 @@ impl EventHub {
         caller: Option<Arc<str>>,
         fields: impl Fn() -> Value + Send + Sync + 'static,
     ) {
-        self.push(kind.into(), session, caller, Fields::Lazy(Box::new(fields)))
+        self.push(kind.into(), session, caller, Fields::Lazy(Box::new(fields)));
     }
 
     fn push(

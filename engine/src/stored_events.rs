@@ -24,7 +24,7 @@
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use switchboard_store::events::EventRow;
+use switchboard_store::events::{check_event_batch, EventRow, MAX_EVENT_BODY};
 use switchboard_store::feed::{Changed, Changes, Next as FeedNext, Origin};
 use switchboard_store::{ChangeFeed, EventStore};
 use tokio::sync::{mpsc, watch};
@@ -220,6 +220,22 @@ impl Writer {
                 body: event.body(),
             })
             .collect();
+        // One event the store would refuse (a body over its bound) must not sink its batch.
+        let before = rows.len();
+        let rows: Vec<EventRow> = rows
+            .into_iter()
+            .filter(|row| check_event_batch(std::slice::from_ref(row)).is_ok())
+            .collect();
+        if rows.len() < before {
+            let refused = (before - rows.len()) as u64;
+            let lost = self.hub.upgrade().map_or(0, |hub| hub.count_lost(refused));
+            self.warn(&format!(
+                "{refused} events were not kept: larger than the store keeps ({MAX_EVENT_BODY} bytes); {lost} lost since start"
+            ));
+        }
+        if rows.is_empty() {
+            return;
+        }
         let count = rows.len() as u64;
         let kept = (!self.shared).then(|| rows.clone());
         match self.store.append_events(rows).await {
@@ -354,6 +370,29 @@ mod tests {
         assert_eq!(next_event(&mut resumed).await.id, ids[2]);
         again.publish("gateway.state", None, json!({ "i": 3 }));
         assert!(next_event(&mut resumed).await.id > ids[2]);
+    }
+
+    #[tokio::test]
+    async fn an_event_too_large_to_keep_is_counted_and_does_not_sink_its_batch() {
+        let store = Arc::new(MemoryBackend::new(MemoryOptions::default()));
+        let hub = stored_hub(&store);
+        let mut live = hub.subscribe(Filter::default(), None).unwrap();
+        hub.publish("gateway.state", None, json!({ "n": 1 }));
+        hub.publish(
+            "gateway.state",
+            None,
+            json!({ "huge": "x".repeat(MAX_EVENT_BODY) }),
+        );
+        hub.publish("gateway.state", None, json!({ "n": 3 }));
+        let first: serde_json::Value =
+            serde_json::from_str(next_event(&mut live).await.data()).unwrap();
+        let third: serde_json::Value =
+            serde_json::from_str(next_event(&mut live).await.data()).unwrap();
+        assert_eq!(
+            (first["n"].as_u64(), third["n"].as_u64()),
+            (Some(1), Some(3))
+        );
+        assert_eq!(hub.lost(), 1);
     }
 
     #[tokio::test]

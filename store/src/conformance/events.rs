@@ -14,13 +14,15 @@ use crate::{Backend, StoreErrorKind};
 
 fn event(n: u64) -> EventRow {
     EventRow {
-        kind: if n % 2 == 0 {
+        kind: if n.is_multiple_of(2) {
             "call.finished".into()
         } else {
             "gateway.state".into()
         },
-        session: (n % 2 == 0).then_some(CHANNEL),
-        caller: (n % 3 == 0).then(|| format!("token «{n}» 🧵 ' OR 1=1 --")),
+        session: n.is_multiple_of(2).then_some(CHANNEL),
+        caller: n
+            .is_multiple_of(3)
+            .then(|| format!("token «{n}» 🧵 ' OR 1=1 --")),
         time_ms: 1_700_000_000_000 + n,
         body: format!(r#"{{"type":"call.finished","n":{n},"text":"ünï\"cøde\\"}}"#),
     }
