@@ -153,6 +153,16 @@ impl Handoffs {
         outcome
     }
 
+    /// Stops the listed run `run_id` this node runs (a chat-API run or a sub-run), without
+    /// asking who may (the caller decided); whether it was running here.
+    pub(crate) fn stop(&self, run_id: &str) -> bool {
+        let mut listed = self.listed();
+        listed
+            .get_mut(run_id)
+            .and_then(|running| running.stop.take())
+            .is_some_and(|stop| stop.send(()).is_ok())
+    }
+
     /// Stops every sub-run below `run_id` (`run_id.…`): a stopped run's handoffs end with it.
     pub(crate) fn stop_below(&self, run_id: &str) {
         let prefix = format!("{run_id}.");

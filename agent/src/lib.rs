@@ -1442,7 +1442,13 @@ impl Bridge {
             return AbortOutcome::NothingRunning;
         }
         let session_id = triggers.first().map_or(Snowflake(0), |(_, t)| t.channel_id);
-        let stopped_here = self.inner.queue.stop_local(&head.id);
+        // This node's run stops at once — a queued run it executes, or a chat-API run or
+        // sub-run it holds — before its sub-runs, so that it takes no round after theirs.
+        let stopped_here = self
+            .inner
+            .queue
+            .stop_local(&head.id)
+            .or_else(|| self.inner.handoffs.stop(&head.id).then(|| head.id.clone()));
         for row in &running {
             if let Err(error) = store.request_abort(&row.id, now_ms()).await {
                 tracing::warn!(run = %row.id, "cannot flag the run to stop in the store: {error}");

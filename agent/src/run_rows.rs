@@ -85,11 +85,33 @@ pub(crate) fn row_view(row: &Run, state: RunState) -> RunView {
 pub(crate) struct HeldRow {
     id: String,
     renewing: tokio::task::JoinHandle<()>,
+    /// Set when [`Bridge::end_held_row`] ends the row; a row dropped before (its run's
+    /// future was dropped: the caller that waited went away, or the run that handed off was
+    /// stopped) is ended as aborted, never left running until its lease runs out.
+    ended: bool,
+    bridge: Bridge,
 }
 
 impl Drop for HeldRow {
     fn drop(&mut self) {
         self.renewing.abort();
+        if self.ended {
+            return;
+        }
+        let (bridge, id) = (self.bridge.clone(), std::mem::take(&mut self.id));
+        self.bridge.inner.runtime.spawn(async move {
+            let queue = &bridge.inner.queue;
+            let end = RunEnd {
+                state: switchboard_records::RunState::Aborted,
+                final_text: None,
+                usage: None,
+                at_ms: now_ms(),
+            };
+            if let Err(error) = queue.store.finish_run(&id, &queue.node, end).await {
+                tracing::warn!(run = %id, "cannot end the row of a run that was dropped: {error}; its lease will expire");
+            }
+            queue.wake.notify_one();
+        });
     }
 }
 
@@ -110,6 +132,8 @@ impl Bridge {
                     .runtime
                     .spawn(renew(self.clone(), run.id.clone())),
                 id: run.id,
+                ended: false,
+                bridge: self.clone(),
             }),
             Err(error) => {
                 tracing::warn!("cannot keep the run's row: {error}; it runs without one (other nodes do not list it)");
@@ -126,9 +150,10 @@ impl Bridge {
         text: Option<String>,
         usage: Option<RunUsage>,
     ) {
-        let Some(held) = held else {
+        let Some(mut held) = held else {
             return;
         };
+        held.ended = true;
         held.renewing.abort();
         let queue = &self.inner.queue;
         let end = RunEnd {

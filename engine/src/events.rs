@@ -19,6 +19,9 @@
 //! [`MAX_STREAMS_PER_CALLER`] per caller other than the operator. A heartbeat comment keeps
 //! idle proxies (and the server's own idle timeout) from closing a quiet stream.
 
+/// The hub's store writer and follower: a part of the hub, kept in a file of its own.
+mod stored;
+
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -80,7 +83,7 @@ pub struct Observers {
 /// event's own fields), serialized once for every subscriber — on the first read, not at
 /// publication: most events (every call's `call.finished`) are never read by anyone, and
 /// building their JSON was a measurable share of a call (issue 22 §5). An event kept in the
-/// store (`stored_events.rs`) is serialized by the hub's writer task, off the call's path.
+/// store (`events/stored.rs`) is serialized by the hub's writer task, off the call's path.
 pub struct Event {
     /// Increasing. The store's id once the core keeps its events in a store (the same on
     /// every node and after a restart); without one, it starts at the server's start time in
@@ -112,11 +115,11 @@ impl Event {
 
     fn render(&self) -> Box<str> {
         let mut object = self.object();
-        object.insert("id".into(), Value::String(self.id.to_string()));
+        with_id(&mut object, self.id);
         Value::Object(object).to_string().into_boxed_str()
     }
 
-    /// The JSON object text the store keeps: everything sent but the id, which the store
+    /// The JSON object text the store keeps: everything sent but the hub's id, which the store
     /// gives (see [`Event::kept`]).
     pub(crate) fn body(&self) -> String {
         Value::Object(self.object()).to_string()
@@ -143,12 +146,13 @@ impl Event {
     /// An event read from the store: its data is the kept body with the store's id.
     pub(crate) fn kept(kept: switchboard_store::KeptEvent) -> Event {
         let row = kept.row;
-        let data = match row.body.strip_prefix('{') {
-            Some(rest) if rest.trim_start().starts_with('"') => {
-                format!("{{\"id\":\"{}\",{rest}", kept.id)
+        let data = match serde_json::from_str::<Map<String, Value>>(&row.body) {
+            Ok(mut object) => {
+                with_id(&mut object, kept.id);
+                Value::Object(object).to_string()
             }
             // Not an object with fields (a row changed by hand): still a valid event.
-            _ => json!({ "id": kept.id.to_string(), "type": row.kind, "value": row.body })
+            Err(_) => json!({ "id": kept.id.to_string(), "type": row.kind, "value": row.body })
                 .to_string(),
         };
         Event {
@@ -176,8 +180,7 @@ impl Event {
             Fields::Lazy(build) => build(),
         };
         match fields {
-            // The id is the hub's (the store's) alone.
-            Value::Object(map) => object.extend(map.into_iter().filter(|(key, _)| key != "id")),
+            Value::Object(map) => object.extend(map),
             Value::Null => {}
             other => {
                 object.insert("value".into(), other);
@@ -185,6 +188,14 @@ impl Event {
         }
         object
     }
+}
+
+/// The event's id in its data, unless its own fields name one (a shell command's events carry
+/// the command's `id`, as they always have); the SSE `id:` line is always the hub's.
+fn with_id(object: &mut Map<String, Value>, id: u64) {
+    object
+        .entry("id")
+        .or_insert_with(|| Value::String(id.to_string()));
 }
 
 impl std::fmt::Debug for Event {
@@ -219,7 +230,7 @@ pub struct EventHub {
     dropped: AtomicU64,
     published: AtomicU64,
     /// Set once the core keeps its events in a store ([`EventHub::keep_in`]).
-    stored: OnceLock<crate::stored_events::Stored>,
+    stored: OnceLock<stored::Stored>,
     /// Events lost on the way to the store (its queue full, or an append failed).
     lost: AtomicU64,
 }
@@ -260,16 +271,16 @@ impl EventHub {
         store: Arc<dyn switchboard_store::EventStore>,
         feed: &dyn switchboard_store::ChangeFeed,
     ) -> bool {
-        crate::stored_events::attach(self, store, feed)
+        stored::attach(self, store, feed)
     }
 
-    pub(crate) fn stored(&self) -> Option<&crate::stored_events::Stored> {
+    pub(crate) fn stored(&self) -> Option<&stored::Stored> {
         self.stored.get()
     }
 
     /// Keeps events in a store from now on; what the ring held (numbered by this process,
     /// before the store was handed over) is forgotten, as its ids are not the store's.
-    pub(crate) fn set_stored(&self, stored: crate::stored_events::Stored) -> bool {
+    pub(crate) fn set_stored(&self, stored: stored::Stored) -> bool {
         if self.stored.set(stored).is_err() {
             return false;
         }
@@ -812,7 +823,7 @@ impl Subscription {
                         "reason": "too_old",
                         "lastEventId": last.to_string(),
                         "oldestKeptId": oldest.to_string(),
-                        "message": format!("events after {last} up to {oldest} are no longer kept (the store keeps the newest {}); resuming from the oldest kept", crate::stored_events::EVENTS_KEPT),
+                        "message": format!("events after {last} up to {oldest} are no longer kept (the store keeps the newest {}); resuming from the oldest kept", stored::EVENTS_KEPT),
                     }),
                 ))
             }
@@ -828,11 +839,11 @@ impl Subscription {
     async fn next_page(&mut self) -> Option<Result<(), Next>> {
         let after = self.paging?;
         let store = Arc::clone(self.store.as_ref()?);
-        let page = store.events_after(after, crate::stored_events::PAGE).await;
+        let page = store.events_after(after, stored::PAGE).await;
         match page {
             Ok(page) => {
                 self.paging = match page.last() {
-                    Some(last) if page.len() == crate::stored_events::PAGE => Some(last.id),
+                    Some(last) if page.len() == stored::PAGE => Some(last.id),
                     _ => None,
                 };
                 self.backlog

@@ -49,7 +49,6 @@ pub mod schedules;
 pub mod scopes;
 pub mod server;
 pub mod shared_capabilities;
-pub mod stored_events;
 pub mod surface;
 pub mod trust;
 pub mod visibility;

@@ -30,7 +30,7 @@ use switchboard_store::{ChangeFeed, EventStore};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, warn};
 
-use crate::events::{Event, EventHub};
+use super::{Event, EventHub};
 
 /// Events waiting for the writer; more are lost (and counted), never waited for.
 pub const QUEUE_CAPACITY: usize = 8_192;
@@ -337,11 +337,7 @@ mod tests {
         let hub = stored_hub(&store);
         let mut live = hub.subscribe(Filter::default(), None).unwrap();
         for i in 0..3 {
-            hub.publish(
-                "gateway.state",
-                None,
-                json!({ "i": i, "id": "not the hub's" }),
-            );
+            hub.publish("gateway.state", None, json!({ "i": i }));
         }
         let ids: Vec<u64> = [
             next_event(&mut live).await,
@@ -362,6 +358,24 @@ mod tests {
             "the id field is the store's"
         );
         assert_eq!(first["i"], 0);
+        // An event's own `id` field (a shell command's) is kept in its data, live and replayed;
+        // its SSE id is still the store's.
+        hub.publish("shell.started", None, json!({ "id": "sh-1" }));
+        let mut own = next_event(&mut replayed).await;
+        for _ in 0..3 {
+            if own.kind == "shell.started" {
+                break;
+            }
+            own = next_event(&mut replayed).await;
+        }
+        assert_eq!(own.kind, "shell.started");
+        assert!(own.id > ids[2]);
+        let data: serde_json::Value = serde_json::from_str(own.data()).unwrap();
+        assert_eq!(data["id"], "sh-1");
+        let kept = store.events_after(ids[2], 10).await.unwrap();
+        let from_store: serde_json::Value =
+            serde_json::from_str(Event::kept(kept[0].clone()).data()).unwrap();
+        assert_eq!(from_store["id"], "sh-1");
         // A restarted server (a new hub over the same store) resumes from the same ids.
         drop(live);
         let again = stored_hub(&store);
