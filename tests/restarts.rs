@@ -39,6 +39,17 @@ fn started(dir: &Path, message: &str) -> bool {
     agent_log(dir).contains(&format!("start {message}"))
 }
 
+/// Posts a mention in `#ops` whose run sleeps `sleep_s` and waits until the run started; the
+/// mention's id.
+fn ask_and_wait_for_the_run(fake: &Fake, out: &Path, sleep_s: u32, text: &str) -> String {
+    std::fs::write(out.join("sleep"), sleep_s.to_string()).expect("write");
+    let asked = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} {text}"));
+    poll("the run to start", Duration::from_secs(20), || {
+        started(out, &asked).then_some(())
+    });
+    asked
+}
+
 /// The bot's replies to `trigger` in `#ops`, by their text.
 fn replies(fake: &Fake, trigger: &str) -> Vec<String> {
     bot_posts(fake, demo::OPS)
@@ -88,15 +99,7 @@ fn a_run_cut_by_a_kill_is_told_at_once_by_the_restarted_node() {
     let out = dir.path();
     let config = config(out);
     let sb = Switchboard::start_with(&fake, out, &Allow::default(), &config);
-    std::fs::write(out.join("sleep"), "30").expect("write");
-    let cut = fake.post(
-        demo::OPS,
-        demo::STANLEY,
-        &format!("{BOT_MENTION} take your time"),
-    );
-    poll("the run to start", Duration::from_secs(20), || {
-        started(out, &cut).then_some(())
-    });
+    let cut = ask_and_wait_for_the_run(&fake, out, 30, "take your time");
     sb.kill();
 
     let sb = Switchboard::start_with(&fake, out, &Allow::default(), &config);
@@ -110,15 +113,7 @@ fn a_run_longer_than_the_shutdown_grace_gives_its_lease_back_and_is_told_after_t
     let out = dir.path();
     let config = config(out);
     let sb = Switchboard::start_with(&fake, out, &Allow::default(), &config);
-    std::fs::write(out.join("sleep"), "60").expect("write");
-    let cut = fake.post(
-        demo::OPS,
-        demo::STANLEY,
-        &format!("{BOT_MENTION} take your time"),
-    );
-    poll("the run to start", Duration::from_secs(20), || {
-        started(out, &cut).then_some(())
-    });
+    let cut = ask_and_wait_for_the_run(&fake, out, 60, "take your time");
     let (status, log) = sb.terminate(Duration::from_secs(30));
     assert!(status.is_some_and(|s| s.success()), "clean shutdown: {log}");
     assert!(log.contains("runs still going at shutdown"), "{log}");
@@ -135,15 +130,7 @@ fn a_run_that_ends_within_the_shutdown_grace_is_answered_before_the_process_exit
     let out = dir.path();
     let config = config(out);
     let sb = Switchboard::start_with(&fake, out, &Allow::default(), &config);
-    std::fs::write(out.join("sleep"), "2").expect("write");
-    let asked = fake.post(
-        demo::OPS,
-        demo::STANLEY,
-        &format!("{BOT_MENTION} a quick one"),
-    );
-    poll("the run to start", Duration::from_secs(20), || {
-        started(out, &asked).then_some(())
-    });
+    let asked = ask_and_wait_for_the_run(&fake, out, 2, "a quick one");
     let (status, log) = sb.terminate(Duration::from_secs(30));
     assert!(status.is_some_and(|s| s.success()), "clean shutdown: {log}");
     assert_eq!(

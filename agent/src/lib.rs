@@ -1515,14 +1515,7 @@ impl Bridge {
                 run_id: Some(row.id.clone()),
                 started_ms: row.started_ms,
                 ended_ms: row.finished_ms,
-                answer: row.state.is_over().then(|| {
-                    row.final_text
-                        .as_deref()
-                        .unwrap_or_default()
-                        .chars()
-                        .take(switchboard_engine::runs::RUN_ANSWER_CHARS)
-                        .collect()
-                }),
+                answer: run_rows::row_answer(row),
                 usage: here
                     .and_then(|e| e.usage)
                     .or_else(|| row.usage.map(run_rows::view_usage)),

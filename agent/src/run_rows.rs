@@ -8,9 +8,9 @@
 
 use entity::Snowflake;
 use switchboard_engine::runs::{RunState, RunView};
-use switchboard_records::{NewRun, Run, RunEnd, RunUsage};
+use switchboard_records::{NewRun, Run, RunUsage};
 
-use crate::{metering, now_ms, queue, stored_state, Bridge};
+use crate::{metering, now_ms, queue, Bridge};
 
 /// The `trigger` of a handoff's sub-run's row.
 pub(crate) const HANDOFF_TRIGGER: &str = "handoff";
@@ -69,16 +69,22 @@ pub(crate) fn row_view(row: &Run, state: RunState) -> RunView {
             .clone()
             .filter(|by| !by.starts_with("user:")),
         ended_ms: row.finished_ms,
-        answer: row.state.is_over().then(|| {
-            row.final_text
-                .as_deref()
-                .unwrap_or_default()
-                .chars()
-                .take(switchboard_engine::runs::RUN_ANSWER_CHARS)
-                .collect()
-        }),
+        answer: row_answer(row),
         usage: row.usage.map(view_usage),
     }
+}
+
+/// An ended row's answer as `runs.list` shows it (at most
+/// [`switchboard_engine::runs::RUN_ANSWER_CHARS`]); `None` while it has not ended.
+pub(crate) fn row_answer(row: &Run) -> Option<String> {
+    row.state.is_over().then(|| {
+        row.final_text
+            .as_deref()
+            .unwrap_or_default()
+            .chars()
+            .take(switchboard_engine::runs::RUN_ANSWER_CHARS)
+            .collect()
+    })
 }
 
 /// The row of a run that started at once, renewed while the run goes.
@@ -100,17 +106,8 @@ impl Drop for HeldRow {
         }
         let (bridge, id) = (self.bridge.clone(), std::mem::take(&mut self.id));
         self.bridge.inner.runtime.spawn(async move {
-            let queue = &bridge.inner.queue;
-            let end = RunEnd {
-                state: switchboard_records::RunState::Aborted,
-                final_text: None,
-                usage: None,
-                at_ms: now_ms(),
-            };
-            if let Err(error) = queue.store.finish_run(&id, &queue.node, end).await {
-                tracing::warn!(run = %id, "cannot end the row of a run that was dropped: {error}; its lease will expire");
-            }
-            queue.wake.notify_one();
+            bridge.end_rows(&[id], "aborted", None, None).await;
+            bridge.inner.queue.wake.notify_one();
         });
     }
 }
@@ -155,24 +152,10 @@ impl Bridge {
         };
         held.ended = true;
         held.renewing.abort();
-        let queue = &self.inner.queue;
-        let end = RunEnd {
-            state: stored_state(outcome),
-            final_text: text,
-            usage,
-            at_ms: now_ms(),
-        };
-        match queue.store.finish_run(&held.id, &queue.node, end).await {
-            Ok(Some(_)) => {}
-            Ok(None) => {
-                tracing::warn!(run = %held.id, "the run ended after its lease was lost (another node interrupted it)");
-            }
-            Err(error) => {
-                tracing::error!(run = %held.id, "cannot record the run's end: {error}; its lease will expire and it will be taken as interrupted");
-            }
-        }
+        self.end_rows(std::slice::from_ref(&held.id), outcome, text, usage)
+            .await;
         // Runs queued in its session after it may start now.
-        queue.wake.notify_one();
+        self.inner.queue.wake.notify_one();
     }
 }
 
