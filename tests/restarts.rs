@@ -149,3 +149,78 @@ fn a_run_that_ends_within_the_shutdown_grace_is_answered_before_the_process_exit
     );
     assert_eq!(replies(&fake, &asked).len(), 1, "{}", sb.stderr());
 }
+
+/// The command agent of a rerun: logs `start MESSAGE`, posts a long text (several parts once
+/// split) through `tools surface.messages.send`, logs `posted MESSAGE`, sleeps as long as
+/// `DIR/sleep` says (only the first run), then answers `answer to MESSAGE`.
+fn rerun_config(dir: &Path) -> String {
+    let agent = script(
+        dir,
+        "agent.sh",
+        &format!(
+            r#"cat > /dev/null
+echo "start $SWITCHBOARD_MESSAGE_ID" >> "{d}/log"
+text=$(seq 1 150 | sed "s/^/part of $SWITCHBOARD_MESSAGE_ID line /" | tr '\n' ' ')
+"{t}" surface.messages.send "$text" >> "{d}/tools.out" 2>&1
+echo "posted $SWITCHBOARD_MESSAGE_ID" >> "{d}/log"
+if [ -f "{d}/sleep" ]; then n=$(cat "{d}/sleep"); rm -f "{d}/sleep"; sleep "$n"; fi
+echo "answer to $SWITCHBOARD_MESSAGE_ID""#,
+            d = dir.display(),
+            t = support::tools_bin().display(),
+        ),
+    );
+    format!(
+        "{}\n[cluster]\nlease_s = 60\n",
+        support::command_agent(&agent, dir, 90, "interrupted = \"rerun\"")
+    )
+}
+
+#[test]
+fn a_rerun_after_a_kill_posts_none_of_the_parts_the_cut_run_posted_again() {
+    let fake = Fake::start();
+    let dir = TempDir::new("restart-rerun");
+    let out = dir.path();
+    let config = rerun_config(out);
+    let sb = Switchboard::start_with(&fake, out, &Allow::default(), &config);
+    std::fs::write(out.join("sleep"), "30").expect("write");
+    let cut = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} a long one"));
+    poll("the run to post its parts", Duration::from_secs(30), || {
+        agent_log(out)
+            .contains(&format!("posted {cut}"))
+            .then_some(())
+    });
+    let parts = |fake: &Fake| -> Vec<String> {
+        bot_posts(fake, demo::OPS)
+            .into_iter()
+            .filter_map(|m| m["content"].as_str().map(str::to_owned))
+            .filter(|text| text.contains(&format!("part of {cut}")))
+            .collect()
+    };
+    let posted = parts(&fake);
+    assert!(
+        posted.len() >= 2,
+        "the text is posted as several parts: {posted:?}\n{}",
+        std::fs::read_to_string(out.join("tools.out")).unwrap_or_default()
+    );
+    sb.kill();
+
+    let sb = Switchboard::start_with(&fake, out, &Allow::default(), &config);
+    let answered = poll("the rerun's answer", Duration::from_secs(30), || {
+        let replies = replies(&fake, &cut);
+        (!replies.is_empty()).then_some(replies)
+    });
+    assert_eq!(answered, [format!("answer to {cut}")], "{}", sb.stderr());
+    let starts = agent_log(out)
+        .iter()
+        .filter(|line| **line == format!("start {cut}"))
+        .count();
+    assert_eq!(starts, 2, "the cut run ran again: {:?}", agent_log(out));
+    assert_eq!(
+        parts(&fake),
+        posted,
+        "each part is in the channel once, as first posted\n{}",
+        sb.stderr()
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(replies(&fake, &cut).len(), 1, "answered once");
+}

@@ -413,7 +413,9 @@ impl DiscordRest {
     }
 
     /// Posts a message. The body carries a nonce with `enforce_nonce` ([`Self::post_message_body`]),
-    /// so the retries after a timeout or 5xx can never post twice.
+    /// so the retries after a timeout or 5xx can never post twice: `nonce` when given (an agent
+    /// run's, the same when the run runs again, so Discord answers with the message posted the
+    /// first time), else a unique one.
     /// With files, the request is `multipart/form-data` (`payload_json` plus `files[n]`).
     pub async fn send_message(
         &self,
@@ -422,11 +424,15 @@ impl DiscordRest {
         reply_to: Option<Snowflake>,
         allowed_mentions: Value,
         files: &[OutgoingFile],
+        nonce: Option<&str>,
     ) -> Result<Value, SurfaceError> {
         let mut body = json!({
             "content": content,
             "allowed_mentions": allowed_mentions,
         });
+        if let Some(nonce) = nonce {
+            body["nonce"] = json!(nonce);
+        }
         if let Some(reply_to) = reply_to {
             body["message_reference"] = json!({
                 "message_id": reply_to.to_string(),
@@ -497,15 +503,18 @@ impl DiscordRest {
     }
 
     /// Posts a message whose body the caller built (content, components, allowed mentions),
-    /// with `files` attached (`multipart/form-data`) when there are any; a nonce with
-    /// `enforce_nonce` is added, so retries never post twice.
+    /// with `files` attached (`multipart/form-data`) when there are any; `enforce_nonce` is
+    /// set on the body's `nonce` (a unique one added when it has none), so retries never post
+    /// twice.
     pub async fn post_message_body(
         &self,
         channel_id: Snowflake,
         mut body: Value,
         files: &[OutgoingFile],
     ) -> Result<Value, SurfaceError> {
-        body["nonce"] = json!(nonce());
+        if body.get("nonce").is_none() {
+            body["nonce"] = json!(nonce());
+        }
         body["enforce_nonce"] = json!(true);
         let path = format!("/channels/{channel_id}/messages");
         if files.is_empty() {

@@ -421,6 +421,7 @@ impl Surface for DiscordSurface {
                 message.reply_to,
                 allowed_mentions(&message.mentions),
                 &message.files,
+                message.nonce.as_deref(),
             )
             .await;
         let answer = match sent {

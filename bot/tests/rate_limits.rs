@@ -32,7 +32,7 @@ async fn fake_with(rate_limits: RateLimits) -> FakeDiscord {
 }
 
 async fn send(rest: &DiscordRest, channel: u64, text: &str) -> Result<(), SurfaceError> {
-    rest.send_message(Snowflake(channel), text, None, json!({"parse": []}), &[])
+    rest.send_message(Snowflake(channel), text, None, json!({"parse": []}), &[], None)
         .await
         .map(drop)
 }

@@ -1,4 +1,5 @@
-//! The REST client's file paths against fake-discord: multipart uploads and capped downloads.
+//! The REST client's file paths against fake-discord: multipart uploads and capped downloads;
+//! a post sent again under its nonce.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -29,6 +30,7 @@ async fn files_go_up_as_multipart_parts_that_match() {
             None,
             json!({"parse": []}),
             &[file("a.txt", b"alpha"), file("b.bin", &binary)],
+            None,
         )
         .await
         .expect("posted");
@@ -149,4 +151,41 @@ async fn a_download_without_a_length_is_cut_off_at_the_cap() {
         rest.fetch(&endless, 10_000).await.expect("answered"),
         Fetched::OverLimit
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_sent_again_under_its_nonce_gives_back_the_first_message() {
+    let fake = FakeDiscord::start(World::demo()).await.expect("fake");
+    let rest = DiscordRest::new(&fake.base_url(), "token").expect("client");
+    let send = |text: &'static str, nonce: Option<&'static str>| {
+        let rest = &rest;
+        async move {
+            let answer = rest
+                .send_message(
+                    Snowflake(demo::OPS),
+                    text,
+                    None,
+                    json!({"parse": []}),
+                    &[],
+                    nonce,
+                )
+                .await
+                .expect("posted");
+            answer["id"].as_str().expect("id").to_owned()
+        }
+    };
+    let first = send("part one", Some("r0123456789abcdef01234567")).await;
+    let again = send("part one", Some("r0123456789abcdef01234567")).await;
+    assert_eq!(first, again, "the same nonce gives back the first message");
+    // Without a nonce of its own, every send is a new message.
+    let plain = send("part one", None).await;
+    let plain_again = send("part one", None).await;
+    assert_ne!(plain, plain_again);
+    let copies = fake
+        .channel_messages(Snowflake(demo::OPS))
+        .expect("channel")
+        .iter()
+        .filter(|m| m["content"] == "part one")
+        .count();
+    assert_eq!(copies, 3);
 }

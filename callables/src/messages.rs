@@ -19,6 +19,7 @@ use crate::registry::{
     example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
 };
 use crate::run_files as files;
+use switchboard_engine::nonce::{PostKey, RunPosts};
 use crate::surface::{MessageQuery, OutgoingFile, OutgoingMessage, SurfaceError};
 use protocol::Effects;
 
@@ -319,9 +320,10 @@ impl Tool for SendMessage {
         let mut unarchived = super::threads::reopen_for_send(cx, &target).await?;
         let last = plan.parts.len() - 1;
         let mut message_ids: Vec<String> = Vec::with_capacity(plan.parts.len());
+        let run_posts = cx.run_posts();
         for (index, part) in plan.parts.into_iter().enumerate() {
             let reply = if index == 0 { plan.reply_to } else { None };
-            let message = OutgoingMessage {
+            let mut message = OutgoingMessage {
                 channel_id: target.channel,
                 content: part,
                 reply_to: reply,
@@ -331,7 +333,11 @@ impl Tool for SendMessage {
                 } else {
                     Vec::new()
                 },
+                nonce: None,
             };
+            if let Some(posts) = &run_posts {
+                message = with_run_nonce(posts, message).await?;
+            }
             // Kept only where a retry can happen: the first part, in a thread not reopened yet.
             let retry = (index == 0
                 && !unarchived
@@ -373,6 +379,27 @@ impl Tool for SendMessage {
             warnings: plan.warnings.list,
         })
     }
+}
+
+/// `message` with the nonce its run gives it (`switchboard_engine::nonce`): the same run run
+/// again (`agent.interrupted = "rerun"`) posts the same part under the same nonce, which the
+/// platform answers with the message it posted the first time. Files are hashed off the
+/// runtime's threads.
+async fn with_run_nonce(
+    posts: &RunPosts,
+    mut message: OutgoingMessage,
+) -> Result<OutgoingMessage, ToolError> {
+    let key = if message.files.is_empty() {
+        PostKey::of(&message)
+    } else {
+        let (key, kept) = tokio::task::spawn_blocking(move || (PostKey::of(&message), message))
+            .await
+            .map_err(|e| ToolError::internal(format!("hashing the files failed: {e}")))?;
+        message = kept;
+        key
+    };
+    message.nonce = posts.next_nonce(&key);
+    Ok(message)
 }
 
 /// A checked send: its parts (rewritten and split), what to attach, and what the rewrite

@@ -95,6 +95,10 @@ pub struct Capability {
     /// Told when the token is revoked, so what waits on its run (an approval, an event
     /// stream) stops at once.
     ending: Arc<tokio::sync::watch::Sender<Option<TokenEnd>>>,
+    /// An agent run's posts, counted for their nonces (`nonce::RunPosts`): only a run minted
+    /// on this node with a gate (an agent run or a handoff's sub-run); `None` for the others,
+    /// whose posts get unique nonces.
+    pub posts: Option<Arc<crate::nonce::RunPosts>>,
 }
 
 impl PartialEq for Capability {
@@ -120,6 +124,10 @@ impl Capability {
         Capability {
             key: Arc::from(format!("cap:{id}")),
             id,
+            posts: grant
+                .gate
+                .is_some()
+                .then(|| Arc::new(crate::nonce::RunPosts::new(&grant.request_id))),
             grant,
             expires_at,
             ending: Arc::new(tokio::sync::watch::Sender::new(None)),

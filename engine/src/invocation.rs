@@ -196,6 +196,15 @@ impl Invocation<'_> {
         self.core.events.publish(kind, Some(session), fields);
     }
 
+    /// The posts counted for nonces when the caller is an agent run (`crate::nonce`): a send
+    /// takes its parts' nonces here, so the same run run again posts none of them twice.
+    pub fn run_posts(&self) -> Option<Arc<crate::nonce::RunPosts>> {
+        match &self.context.caller {
+            Caller::Capability(capability) => capability.posts.clone(),
+            _ => None,
+        }
+    }
+
     /// The platform.
     pub fn surface(&self) -> &dyn Surface {
         self.core.surface.as_ref()

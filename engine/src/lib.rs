@@ -37,6 +37,7 @@ pub mod hooks;
 pub mod invocation;
 pub mod live;
 pub mod metrics;
+pub mod nonce;
 mod observer;
 pub mod pipeline;
 pub mod ratelimit;

@@ -278,6 +278,10 @@ pub struct OutgoingMessage {
     pub mentions: MentionPolicy,
     /// Files to attach.
     pub files: Vec<OutgoingFile>,
+    /// The nonce the platform is to enforce for this post (an agent run's, see
+    /// [`crate::nonce`]), so the same post made again gives back the earlier message; `None`:
+    /// the platform makes a unique one.
+    pub nonce: Option<String>,
 }
 
 /// What fetching an attachment gave.
