@@ -1011,6 +1011,7 @@ impl Bridge {
                     .map(|t| t.author_name.clone())
                     .unwrap_or_default(),
                 abort: Some(abort),
+                nonces_of: queue::nonces_of(&row.trigger),
             },
         );
         let heartbeat =
@@ -1261,7 +1262,7 @@ impl Bridge {
             Some(trigger.channel_id),
             json!({ "run": row.id, "outcome": "interrupted" }),
         );
-        let again = queue::rerun_trigger(&row.trigger);
+        let again = queue::rerun_trigger(&row.trigger, &row.id);
         if again.is_none() && self.config().interrupted == switchboard_config::Interrupted::Rerun {
             tracing::warn!(run = %row.id, "the run was interrupted {} times; its question is told instead of running it again", queue::MAX_RERUNS + 1);
         }
@@ -1304,7 +1305,7 @@ impl Bridge {
         if self.config().interrupted != switchboard_config::Interrupted::Rerun {
             return false;
         }
-        let Some(again) = queue::rerun_trigger(&row.trigger) else {
+        let Some(again) = queue::rerun_trigger(&row.trigger, &row.id) else {
             return false;
         };
         match self.inner.queue.store.rerun_run(&row.id, again).await {
@@ -1596,11 +1597,30 @@ impl Bridge {
             .mint_capability(grant)
             .and_then(|token| Ok((core.authenticate(Some(&token))?, token)));
         match minted {
-            Ok((caller, token)) => Some((token, stream::Voice::new(caller, run_id))),
+            Ok((caller, token)) => {
+                self.continue_posts(&caller, run_id);
+                Some((token, stream::Voice::new(caller, run_id)))
+            }
             Err(error) => {
                 tracing::error!(run = %run_id, "cannot mint a capability token: {}", error.message);
                 None
             }
+        }
+    }
+
+    /// A run queued again under a new id after an interruption posts with the first run's
+    /// nonces (`switchboard_engine::nonce`), so it posts nothing that run posted already. Before
+    /// the token is handed to anyone: nothing has posted with it yet.
+    fn continue_posts(&self, caller: &switchboard_engine::auth::Caller, run_id: &str) {
+        let first = self
+            .inner
+            .queue
+            .executing()
+            .get(run_id)
+            .and_then(|executing| executing.nonces_of.clone());
+        let posts = caller.capability().and_then(|c| c.posts.as_ref());
+        if let (Some(first), Some(posts)) = (first, posts) {
+            posts.continue_run(&first);
         }
     }
 

@@ -77,6 +77,10 @@ struct Kept {
     /// "rerun"`).
     #[serde(default, skip_serializing_if = "is_zero")]
     reruns: u32,
+    /// The run whose nonces this one's posts carry (`switchboard_engine::nonce`): the first
+    /// execution's id when it runs again under a new id, so it posts nothing twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    nonces_of: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -87,15 +91,23 @@ fn is_zero(n: &u32) -> bool {
 /// that takes its node down each time does not take every node down in turn, forever.
 pub(crate) const MAX_RERUNS: u32 = 2;
 
-/// The trigger of a row run once more after an interruption (its count of reruns one up);
-/// `None` when it was run again [`MAX_RERUNS`] times already, or does not read.
-pub(crate) fn rerun_trigger(text: &str) -> Option<String> {
+/// The trigger of the row `run` run once more after an interruption (its count of reruns one
+/// up, the run whose nonces it posts with kept); `None` when it was run again [`MAX_RERUNS`]
+/// times already, or does not read.
+pub(crate) fn rerun_trigger(text: &str, run: &str) -> Option<String> {
     let mut kept: Kept = serde_json::from_str(text).ok()?;
     if kept.reruns >= MAX_RERUNS {
         return None;
     }
     kept.reruns += 1;
+    kept.nonces_of.get_or_insert_with(|| run.to_owned());
     serde_json::to_string(&kept).ok()
+}
+
+/// The run whose nonces a row's posts carry, when it is not the row's own: an interrupted run
+/// queued again under a new id.
+pub(crate) fn nonces_of(text: &str) -> Option<String> {
+    serde_json::from_str::<Kept>(text).ok()?.nonces_of
 }
 
 /// The row's `trigger`: the whole trigger, so that any node can run it.
@@ -110,6 +122,7 @@ pub(crate) fn encode(trigger: &Trigger) -> String {
         workflow: trigger.workflow_id.clone(),
         agent: trigger.agent.as_ref().map(ToString::to_string),
         reruns: 0,
+        nonces_of: None,
     };
     // A struct of strings and numbers always serializes.
     serde_json::to_string(&kept).unwrap_or_default()
@@ -149,6 +162,8 @@ pub(crate) struct Executing {
     pub askers: Vec<Snowflake>,
     pub owner: String,
     pub abort: Option<oneshot::Sender<()>>,
+    /// The run whose nonces its posts carry when not its own (`nonces_of`).
+    pub nonces_of: Option<String>,
 }
 
 /// The node's side of the store's run queue.
@@ -292,15 +307,18 @@ mod tests {
         assert_eq!(decode(&encode(&trigger)), Some(trigger.clone()));
         for garbage in ["", "message:12", "{}", "{\"channel\":\"x\"}", "[1,2]"] {
             assert_eq!(decode(garbage), None, "{garbage}");
-            assert_eq!(rerun_trigger(garbage), None, "{garbage}");
+            assert_eq!(rerun_trigger(garbage, "run-1"), None, "{garbage}");
         }
-        // Run again at most MAX_RERUNS times, the trigger unchanged.
+        // Run again at most MAX_RERUNS times, the trigger unchanged, its posts carrying the
+        // first run's nonces.
         let mut text = encode(&trigger);
-        for _ in 0..MAX_RERUNS {
-            text = rerun_trigger(&text).expect("may run again");
+        assert_eq!(nonces_of(&text), None);
+        for again in 0..MAX_RERUNS {
+            text = rerun_trigger(&text, &format!("run-{again}")).expect("may run again");
             assert_eq!(decode(&text).as_ref(), Some(&trigger));
+            assert_eq!(nonces_of(&text).as_deref(), Some("run-0"));
         }
-        assert_eq!(rerun_trigger(&text), None);
+        assert_eq!(rerun_trigger(&text, "run-9"), None);
     }
 
     #[test]

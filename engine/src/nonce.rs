@@ -98,42 +98,61 @@ pub fn run_nonce(run_id: &str, post: &PostKey, occurrence: u32) -> String {
 /// its draft, its answer, its tool calls over any front — counts here.
 #[derive(Debug)]
 pub struct RunPosts {
+    counts: Mutex<Counts>,
+}
+
+#[derive(Debug)]
+struct Counts {
+    /// The run whose nonces the posts carry: this run's id, or the first execution's when it
+    /// runs again under a new id.
     run_id: String,
-    counts: Mutex<HashMap<PostKey, u32>>,
+    by_post: HashMap<PostKey, u32>,
 }
 
 impl RunPosts {
     /// No posts yet for the run `run_id`.
     pub fn new(run_id: &str) -> RunPosts {
         RunPosts {
-            run_id: run_id.to_owned(),
-            counts: Mutex::new(HashMap::new()),
+            counts: Mutex::new(Counts {
+                run_id: run_id.to_owned(),
+                by_post: HashMap::new(),
+            }),
         }
+    }
+
+    /// The run executes again what the run `first_run` executed (an interrupted run queued
+    /// again under a new id): its posts carry that run's nonces. Called before the run posts
+    /// anything.
+    pub fn continue_run(&self, first_run: &str) {
+        let mut counts = self
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        first_run.clone_into(&mut counts.run_id);
+        counts.by_post.clear();
     }
 
     /// The nonce of the next post of `post`; `None` once the run counted
     /// [`MAX_COUNTED_POSTS`] different posts (the platform then makes a unique one).
     pub fn next_nonce(&self, post: &PostKey) -> Option<String> {
-        let occurrence = {
-            let mut counts = self
-                .counts
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let full = counts.len() >= MAX_COUNTED_POSTS;
-            match counts.get_mut(post) {
-                Some(count) => {
-                    let occurrence = *count;
-                    *count = count.saturating_add(1);
-                    occurrence
-                }
-                None if full => return None,
-                None => {
-                    counts.insert(*post, 1);
-                    0
-                }
+        let mut counts = self
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let full = counts.by_post.len() >= MAX_COUNTED_POSTS;
+        let occurrence = match counts.by_post.get_mut(post) {
+            Some(count) => {
+                let occurrence = *count;
+                *count = count.saturating_add(1);
+                occurrence
+            }
+            None if full => return None,
+            None => {
+                counts.by_post.insert(*post, 1);
+                0
             }
         };
-        Some(run_nonce(&self.run_id, post, occurrence))
+        Some(run_nonce(&counts.run_id, post, occurrence))
     }
 }
 
@@ -179,6 +198,14 @@ mod tests {
         let again = RunPosts::new("run-1");
         assert_eq!(again.next_nonce(&key(7, "a tool's post")), Some(tool));
         assert_eq!(again.next_nonce(&key(7, "*thinking*")), Some(draft));
+    }
+
+    #[test]
+    fn a_run_queued_again_under_a_new_id_carries_the_first_runs_nonces() {
+        let first = RunPosts::new("run-1").next_nonce(&key(7, "part"));
+        let again = RunPosts::new("run-2");
+        again.continue_run("run-1");
+        assert_eq!(again.next_nonce(&key(7, "part")), first);
     }
 
     #[test]
