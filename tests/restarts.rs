@@ -2,8 +2,10 @@
 //! silently lost … this holds on one SQLite node too"): its question is told at once by the
 //! restarted process — not after the run's lease — and the channel's next question is answered;
 //! a run that ends within the shutdown's grace is answered before the process exits and is
-//! never told it was cut. The lease here is 60 s, longer than any wait in these tests, so a
-//! test that passed by waiting out the lease would time out instead.
+//! never told it was cut; under `agent.interrupted = "rerun"` the cut run runs again and posts
+//! none of the parts it posted before (the same nonces). The lease here is 60 s, longer than
+//! any wait in these tests, so a test that passed by waiting out the lease would time out
+//! instead.
 
 mod support;
 
@@ -18,12 +20,19 @@ const BOT_MENTION: &str = "<@1000000000000000001>";
 /// The command agent: logs `start MESSAGE`, sleeps as long as `DIR/sleep` says (taking the
 /// file: only the next run sleeps), then answers `answer to MESSAGE`.
 fn config(dir: &Path) -> String {
+    agent_config(dir, "", "")
+}
+
+/// The command agent of [`config`], which runs the shell lines `before_sleep` before it
+/// sleeps, under `[agent]` settings `agent_extra`.
+fn agent_config(dir: &Path, before_sleep: &str, agent_extra: &str) -> String {
     let agent = script(
         dir,
         "agent.sh",
         &format!(
             r#"cat > /dev/null
 echo "start $SWITCHBOARD_MESSAGE_ID" >> "{d}/log"
+{before_sleep}
 if [ -f "{d}/sleep" ]; then n=$(cat "{d}/sleep"); rm -f "{d}/sleep"; sleep "$n"; fi
 echo "answer to $SWITCHBOARD_MESSAGE_ID""#,
             d = dir.display()
@@ -31,7 +40,7 @@ echo "answer to $SWITCHBOARD_MESSAGE_ID""#,
     );
     format!(
         "{}\n[cluster]\nlease_s = 60\n",
-        support::command_agent(&agent, dir, 90, "")
+        support::command_agent(&agent, dir, 90, agent_extra)
     )
 }
 
@@ -154,25 +163,14 @@ fn a_run_that_ends_within_the_shutdown_grace_is_answered_before_the_process_exit
 /// split) through `tools surface.messages.send`, logs `posted MESSAGE`, sleeps as long as
 /// `DIR/sleep` says (only the first run), then answers `answer to MESSAGE`.
 fn rerun_config(dir: &Path) -> String {
-    let agent = script(
-        dir,
-        "agent.sh",
-        &format!(
-            r#"cat > /dev/null
-echo "start $SWITCHBOARD_MESSAGE_ID" >> "{d}/log"
-text=$(seq 1 150 | sed "s/^/part of $SWITCHBOARD_MESSAGE_ID line /" | tr '\n' ' ')
+    let posts = format!(
+        r#"text=$(seq 1 150 | sed "s/^/part of $SWITCHBOARD_MESSAGE_ID line /" | tr '\n' ' ')
 "{t}" surface.messages.send "$text" >> "{d}/tools.out" 2>&1
-echo "posted $SWITCHBOARD_MESSAGE_ID" >> "{d}/log"
-if [ -f "{d}/sleep" ]; then n=$(cat "{d}/sleep"); rm -f "{d}/sleep"; sleep "$n"; fi
-echo "answer to $SWITCHBOARD_MESSAGE_ID""#,
-            d = dir.display(),
-            t = support::tools_bin().display(),
-        ),
+echo "posted $SWITCHBOARD_MESSAGE_ID" >> "{d}/log""#,
+        d = dir.display(),
+        t = support::tools_bin().display(),
     );
-    format!(
-        "{}\n[cluster]\nlease_s = 60\n",
-        support::command_agent(&agent, dir, 90, "interrupted = \"rerun\"")
-    )
+    agent_config(dir, &posts, "interrupted = \"rerun\"")
 }
 
 #[test]
@@ -183,7 +181,11 @@ fn a_rerun_after_a_kill_posts_none_of_the_parts_the_cut_run_posted_again() {
     let config = rerun_config(out);
     let sb = Switchboard::start_with(&fake, out, &Allow::default(), &config);
     std::fs::write(out.join("sleep"), "30").expect("write");
-    let cut = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} a long one"));
+    let cut = fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        &format!("{BOT_MENTION} a long one"),
+    );
     poll("the run to post its parts", Duration::from_secs(30), || {
         agent_log(out)
             .contains(&format!("posted {cut}"))

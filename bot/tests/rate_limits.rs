@@ -32,9 +32,16 @@ async fn fake_with(rate_limits: RateLimits) -> FakeDiscord {
 }
 
 async fn send(rest: &DiscordRest, channel: u64, text: &str) -> Result<(), SurfaceError> {
-    rest.send_message(Snowflake(channel), text, None, json!({"parse": []}), &[], None)
-        .await
-        .map(drop)
+    rest.send_message(
+        Snowflake(channel),
+        text,
+        None,
+        json!({"parse": []}),
+        &[],
+        None,
+    )
+    .await
+    .map(drop)
 }
 
 fn statuses(fake: &FakeDiscord, status: u16) -> usize {

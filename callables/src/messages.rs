@@ -19,9 +19,9 @@ use crate::registry::{
     example, output, output_schema, Planned, SessionRequest, Tool, ToolOutput, ToolSpec,
 };
 use crate::run_files as files;
-use switchboard_engine::nonce::{PostKey, RunPosts};
 use crate::surface::{MessageQuery, OutgoingFile, OutgoingMessage, SurfaceError};
 use protocol::Effects;
+use switchboard_engine::nonce::{PostKey, RunPosts};
 
 const DEFAULT_LIMIT: u32 = 50;
 const MAX_LIMIT: u32 = 200;
