@@ -262,30 +262,45 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
             ended,
         });
     }
-    // With no shard to start yet, the client starts with the first one named.
-    let (first_tx, first_rx) = tokio::sync::oneshot::channel();
-    let deferred = plan.initial.is_empty().then_some(first_rx);
-    let (relaunch_tx, relaunch_rx) = tokio::sync::mpsc::channel(1);
-    let (shards, ended) = start_gateway_relaunching(
-        Box::new(build),
-        plan.total,
-        &plan.initial,
-        deferred,
-        Some(relaunch_rx),
-    )
-    .await?;
+    let (control, ended) = one_client(build, plan.total, &plan.initial, states, rest.clone()).await?;
     drop(gateway_request);
-    let mut control = ShardControl::new(Arc::clone(&shards), plan.total, states)
-        .relaunching_through(relaunch_tx, rest.clone());
-    if plan.initial.is_empty() {
-        control = control.starting_client_with(first_tx);
-    }
     let resharding = crate::shards::on_sharding_required(control.clone(), rest, plan.selection);
     Ok(Gateway {
         control,
         resharding,
         ended,
     })
+}
+
+/// Shard control over one gateway client (on its own thread and runtime) running `ids`
+/// (ascending) of `total` — with none, the first shard started —, built by `build`; a new
+/// shard count retires it and starts a fresh one (its `GET /gateway` counted in `rest`'s
+/// global limit). The receiver hears how the newest client ended.
+pub async fn one_client(
+    build: impl FnMut() -> Option<ClientBuilder> + Send + 'static,
+    total: u32,
+    ids: &[u32],
+    states: ShardStates,
+    rest: DiscordRest,
+) -> Result<
+    (
+        ShardControl,
+        tokio::sync::oneshot::Receiver<Result<(), serenity::Error>>,
+    ),
+    DiscordError,
+> {
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+    let deferred = ids.is_empty().then_some(first_rx);
+    let (relaunch_tx, relaunch_rx) = tokio::sync::mpsc::channel(1);
+    let (shards, ended) =
+        start_gateway_relaunching(Box::new(build), total, ids, deferred, Some(relaunch_rx))
+            .await?;
+    let mut control =
+        ShardControl::new(shards, total, states).relaunching_through(relaunch_tx, rest);
+    if ids.is_empty() {
+        control = control.starting_client_with(first_tx);
+    }
+    Ok((control, ended))
 }
 
 /// Shard control where each shard runs in a gateway client of its own (on its own thread and

@@ -5,7 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use bot::service::{client_per_shard, intents};
+use bot::rest::DiscordRest;
+use bot::service::{client_per_shard, intents, one_client};
 use bot::shards::{ShardControl, ShardStates, STOP_WITHIN};
 use fake_discord::{ConnectionInfo, FakeDiscord, FakeOptions, World};
 use serenity::all::{ClientBuilder, HttpBuilder};
@@ -153,4 +154,50 @@ async fn a_live_shard_given_back_closes_its_connection_at_once_and_can_be_taken_
         .expect("every shard stops in time");
     assert!(stopped.elapsed() < STOP_WITHIN);
     until("every connection gone", || fake.connections().is_empty()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_retired_after_a_4011_closes_its_other_connections_at_once() {
+    let fake = fake().await;
+    let rest = DiscordRest::new(&fake.base_url(), "fake-token").expect("rest client");
+    let (control, _ended) = one_client(builder(&fake), 2, &[0, 1], ShardStates::default(), rest)
+        .await
+        .expect("the gateway starts");
+    until("both shards identified", || {
+        identified_on(&fake, 0).len() == 1 && identified_on(&fake, 1).len() == 1
+    })
+    .await;
+    let closed = identified_on(&fake, 0)[0].connection;
+    let other = identified_on(&fake, 1)[0].connection;
+    assert_eq!(fake.close_shard(0, Some(4011)).expect("close shard 0"), 1);
+    until("shard 0's connection closed", || {
+        fake.connections().iter().all(|c| c.connection != closed)
+    })
+    .await;
+    // serenity's runner now spins on the closed socket until its next heartbeat (41 s away),
+    // holding up its client's thread.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        tokio::time::timeout(STEP, control.reshard(2, &[0, 1]))
+            .await
+            .expect("the relaunch answers"),
+        "the gateway relaunched"
+    );
+    let retired = Instant::now();
+    until("the retired client's shard 1 connection gone", || {
+        fake.connections().iter().all(|c| c.connection != other)
+    })
+    .await;
+    assert!(
+        retired.elapsed() < Duration::from_secs(2),
+        "the retired client's connection lingered {:?}",
+        retired.elapsed()
+    );
+    until("the new client's shards identified", || {
+        identified_on(&fake, 0).len() == 1 && identified_on(&fake, 1).len() == 1
+    })
+    .await;
+    tokio::time::timeout(STOP_WITHIN + Duration::from_secs(2), control.shutdown_all())
+        .await
+        .expect("every shard stops in time");
 }
