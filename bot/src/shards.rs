@@ -3,6 +3,11 @@
 //! one's state for `/health`, starting and stopping single shards in serenity's
 //! `ShardManager`, and Discord's close 4011 ("sharding required").
 //!
+//! With `cluster.shards = "lease"` each shard runs in a client of its own (its own thread and
+//! runtime), started at once and stopped by closing its socket and dropping the client within
+//! [`STOP_WITHIN`]; with `all` or a list the node's shards share one client
+//! (`service::one_client`), replaced by a fresh one for a new count.
+//!
 //! serenity 0.12 facts this leans on (pinned by `fake-discord/tests/serenity_shards.rs`):
 //! `start_shard_range(a..b, n)` starts a..=b (the end is inclusive); `ShardManager::restart`
 //! starts a shard that is not running (after a 5-s wait) and `shutdown` stops one without
