@@ -13,7 +13,9 @@
 //!   default 20 s lease, or `CLUSTER_LEASE_S`), SIGKILL the node holding the `#ops` shard, post
 //!   into `#ops` right after; reported: kill → the survivor runs both shards (`/health`), and
 //!   kill → the message posted into the gap is listed on the survivor (the backfill).
-//!   `CLUSTER_FAILOVER_ROUNDS` rounds (default 1), each with a fresh database.
+//!   `CLUSTER_FAILOVER_ROUNDS` rounds (default 1), each with a fresh database. With
+//!   `CLUSTER_BASELINE_BIN` naming an older build's `switchboard`, each round runs it first
+//!   ("before") and this build second ("after"), and both medians are reported.
 //!
 //! * **The global limit split**: Discord's 50 requests/s per bot shared by two lease nodes:
 //!   `surface.pins.list` calls (one Discord request each) at one node, then at both; the fake
@@ -228,47 +230,66 @@ fn bench_failover(pg: &PgCluster) {
     let lease_s = std::env::var("CLUSTER_LEASE_S")
         .ok()
         .and_then(|v| v.parse().ok());
-    let (mut to_ready, mut to_backfilled) = (Vec::new(), Vec::new());
-    for round in 1..=rounds {
-        let url = pg.url(&pg.database().expect("a database"));
-        let fake = Fake::two_shards();
-        let (dir_a, dir_b) = (
-            TempDir::new("bench-failover-a"),
-            TempDir::new("bench-failover-b"),
-        );
-        let a = lease_node(&fake, &dir_a, &url, "node-a", lease_s);
-        wait_until("node-a runs both shards", || ready_shards(&a) == [0, 1]);
-        let b = lease_node(&fake, &dir_b, &url, "node-b", lease_s);
-        wait_until("node-a gives shard 1 to node-b", || {
-            ready_shards(&a) == [0] && ready_shards(&b) == [1]
-        });
-        let killed = Instant::now();
-        b.kill();
-        let in_gap = fake.post(
-            demo::OPS,
-            demo::STANLEY,
-            "posted while shard 1 has no owner",
-        );
-        wait_until("node-a runs both shards again", || {
-            ready_shards(&a) == [0, 1]
-        });
-        let ready = killed.elapsed();
-        a.wait_listed("#ops", &[in_gap], WAIT);
-        let backfilled = killed.elapsed();
-        println!(
-            "round {round}: kill → survivor runs both shards {:.1} s, → the gap's message listed {:.1} s",
-            ready.as_secs_f64(),
-            backfilled.as_secs_f64()
-        );
-        to_ready.push(ready.as_secs_f64());
-        to_backfilled.push(backfilled.as_secs_f64());
+    let baseline = std::env::var_os("CLUSTER_BASELINE_BIN");
+    let mut sides: Vec<(&str, Option<std::ffi::OsString>, Vec<f64>, Vec<f64>)> = Vec::new();
+    if let Some(baseline) = baseline {
+        sides.push(("before", Some(baseline), Vec::new(), Vec::new()));
     }
-    println!(
-        "failover (lease {}), median of {rounds}: kill → both shards ready {:.1} s, → gap backfilled {:.1} s",
-        lease_s.map_or("20 s, the default".to_owned(), |s| format!("{s} s")),
-        median(&mut to_ready),
-        median(&mut to_backfilled)
+    sides.push(("after", None, Vec::new(), Vec::new()));
+    for round in 1..=rounds {
+        for (side, binary, to_ready, to_backfilled) in &mut sides {
+            // Set between rounds only, while no node is starting.
+            match binary {
+                Some(binary) => std::env::set_var("SWITCHBOARD_BASELINE_BIN", binary),
+                None => std::env::remove_var("SWITCHBOARD_BASELINE_BIN"),
+            }
+            let (ready, backfilled) = failover_once(pg, lease_s);
+            println!(
+                "round {round} ({side}): kill → survivor runs both shards {ready:.1} s, → the gap's message listed {backfilled:.1} s"
+            );
+            to_ready.push(ready);
+            to_backfilled.push(backfilled);
+        }
+    }
+    std::env::remove_var("SWITCHBOARD_BASELINE_BIN");
+    for (side, _, to_ready, to_backfilled) in &mut sides {
+        println!(
+            "failover ({side}, lease {}), median of {rounds}: kill → both shards ready {:.1} s, → gap backfilled {:.1} s",
+            lease_s.map_or("20 s, the default".to_owned(), |s| format!("{s} s")),
+            median(to_ready),
+            median(to_backfilled)
+        );
+    }
+}
+
+/// One failover on a fresh database: (kill → both shards ready, kill → the gap backfilled) in
+/// seconds.
+fn failover_once(pg: &PgCluster, lease_s: Option<u64>) -> (f64, f64) {
+    let url = pg.url(&pg.database().expect("a database"));
+    let fake = Fake::two_shards();
+    let (dir_a, dir_b) = (
+        TempDir::new("bench-failover-a"),
+        TempDir::new("bench-failover-b"),
     );
+    let a = lease_node(&fake, &dir_a, &url, "node-a", lease_s);
+    wait_until("node-a runs both shards", || ready_shards(&a) == [0, 1]);
+    let b = lease_node(&fake, &dir_b, &url, "node-b", lease_s);
+    wait_until("node-a gives shard 1 to node-b", || {
+        ready_shards(&a) == [0] && ready_shards(&b) == [1]
+    });
+    let killed = Instant::now();
+    b.kill();
+    let in_gap = fake.post(
+        demo::OPS,
+        demo::STANLEY,
+        "posted while shard 1 has no owner",
+    );
+    wait_until("node-a runs both shards again", || {
+        ready_shards(&a) == [0, 1]
+    });
+    let ready = killed.elapsed();
+    a.wait_listed("#ops", &[in_gap], WAIT);
+    (ready.as_secs_f64(), killed.elapsed().as_secs_f64())
 }
 
 /// Discord's global limit (50 requests/s per bot) split between two lease nodes: client

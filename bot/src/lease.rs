@@ -6,6 +6,12 @@
 //! within two lease periods. Before a shard identifies, its IDENTIFY is reserved across nodes
 //! in its `max_concurrency` bucket (`shard_id % max_concurrency`, one per 5 s).
 //!
+//! Each leased shard runs in a gateway client of its own ([`ShardControl`] made by
+//! `service::client_per_shard`): a taken shard identifies the moment its slot comes, and one
+//! given back (or whose lease was lost) is stopped by closing its socket and dropping its
+//! client, bounded by [`crate::shards::STOP_WITHIN`] — never serenity's per-shard shutdown,
+//! which waits 5 s and never returns for a runner whose socket Discord closed with 4011.
+//!
 //! The decisions ([`plan_step`]) are pure, so they are tested apart from the store and
 //! serenity; [`run`] applies them through [`ShardControl`].
 
@@ -239,7 +245,8 @@ impl LeaseLoop {
                 live_nodes,
                 "took a shard's lease; starting it"
             );
-            // serenity's start of a shard waits about 5 s: not here, where renewals wait.
+            // The shard's client is built (it asks Discord for the gateway's address) and
+            // identifies at once: not here, where renewals wait.
             let control = self.control.clone();
             tokio::spawn(async move { control.start(id).await });
             running.insert(id);

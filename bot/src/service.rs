@@ -250,30 +250,93 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
         max_concurrency = plan.max_concurrency,
         "starting the gateway's shards"
     );
-    // With no shard to start yet (`lease`), the client starts with the first one leased.
-    let (first_tx, first_rx) = tokio::sync::oneshot::channel();
-    let deferred = plan.initial.is_empty().then_some(first_rx);
-    let (relaunch_tx, relaunch_rx) = tokio::sync::mpsc::channel(1);
-    let (shards, ended) = start_gateway_relaunching(
-        Box::new(build),
-        plan.total,
-        &plan.initial,
-        deferred,
-        Some(relaunch_rx),
-    )
-    .await?;
-    drop(gateway_request);
-    let mut control = ShardControl::new(Arc::clone(&shards), plan.total, states)
-        .relaunching_through(relaunch_tx, rest.clone());
-    if plan.initial.is_empty() {
-        control = control.starting_client_with(first_tx);
+    if plan.selection == switchboard_config::ShardSelection::Lease {
+        // Leased shards come and go one at a time: each runs in a client of its own, so
+        // giving one back drops that client instead of asking serenity to stop a runner.
+        drop(gateway_request);
+        let (control, ended) = client_per_shard(build, plan.total, states, Some(rest.clone()));
+        let resharding = crate::shards::on_sharding_required(control.clone(), rest, plan.selection);
+        return Ok(Gateway {
+            control,
+            resharding,
+            ended,
+        });
     }
+    let (control, ended) = one_client(build, plan.total, &plan.initial, states, rest.clone()).await?;
+    drop(gateway_request);
     let resharding = crate::shards::on_sharding_required(control.clone(), rest, plan.selection);
     Ok(Gateway {
         control,
         resharding,
         ended,
     })
+}
+
+/// Shard control over one gateway client (on its own thread and runtime) running `ids`
+/// (ascending) of `total` — with none, the first shard started —, built by `build`; a new
+/// shard count retires it and starts a fresh one (its `GET /gateway` counted in `rest`'s
+/// global limit). The receiver hears how the newest client ended.
+pub async fn one_client(
+    build: impl FnMut() -> Option<ClientBuilder> + Send + 'static,
+    total: u32,
+    ids: &[u32],
+    states: ShardStates,
+    rest: DiscordRest,
+) -> Result<
+    (
+        ShardControl,
+        tokio::sync::oneshot::Receiver<Result<(), serenity::Error>>,
+    ),
+    DiscordError,
+> {
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+    let deferred = ids.is_empty().then_some(first_rx);
+    let (relaunch_tx, relaunch_rx) = tokio::sync::mpsc::channel(1);
+    let (shards, ended) =
+        start_gateway_relaunching(Box::new(build), total, ids, deferred, Some(relaunch_rx))
+            .await?;
+    let mut control =
+        ShardControl::new(shards, total, states).relaunching_through(relaunch_tx, rest);
+    if ids.is_empty() {
+        control = control.starting_client_with(first_tx);
+    }
+    Ok((control, ended))
+}
+
+/// Shard control where each shard runs in a gateway client of its own (on its own thread and
+/// runtime), built by `build` (`None`: no more can be built), out of `total`; with `rest`,
+/// each client's `GET /gateway` takes a slot of the bot's global limit. The receiver hears of
+/// the first client that ends with an error (a refused token or intents).
+pub fn client_per_shard(
+    build: impl FnMut() -> Option<ClientBuilder> + Send + 'static,
+    total: u32,
+    states: ShardStates,
+    rest: Option<DiscordRest>,
+) -> (
+    ShardControl,
+    tokio::sync::oneshot::Receiver<Result<(), serenity::Error>>,
+) {
+    let build = Arc::new(std::sync::Mutex::new(build));
+    let spawn: crate::shards::SpawnClient = Arc::new(move |total, id| {
+        let build = Arc::clone(&build);
+        let rest = rest.clone();
+        Box::pin(async move {
+            let hold = match &rest {
+                Some(rest) => Some(rest.hold_global_slot().await.map_err(|error| {
+                    DiscordError::Gateway(format!(
+                        "no room in the global rate limit to start shard {id}: {error}"
+                    ))
+                })?),
+                None => None,
+            };
+            let builder = (build.lock().unwrap_or_else(std::sync::PoisonError::into_inner))()
+                .ok_or_else(|| DiscordError::Gateway("no client to start".into()))?;
+            let started = client_thread(builder, total, vec![id], None).await;
+            drop(hold);
+            started
+        })
+    });
+    ShardControl::own_clients(spawn, total, states)
 }
 
 /// The ingest handler, shared by every client a relaunch builds.
@@ -412,7 +475,9 @@ async fn start_gateway_relaunching(
         return Err(DiscordError::Gateway("no shard to start".into()));
     }
     let builder = build().ok_or_else(|| DiscordError::Gateway("no client to start".into()))?;
-    let (manager, mut current) = client_thread(builder, total, ids.to_vec(), deferred).await?;
+    let (mut current, mut current_ended) =
+        client_thread(builder, total, ids.to_vec(), deferred).await?;
+    let manager = Arc::clone(&current.manager);
     let (ended_tx, ended_rx) = tokio::sync::oneshot::channel();
     let mut relaunches = relaunches;
     tokio::spawn(async move {
@@ -429,15 +494,16 @@ async fn start_gateway_relaunching(
                         let _ = built.send(Err("no client can be built".into()));
                         continue;
                     };
-                    // Retired first; its thread drops it at its next yield (a runner spinning on
-                    // a 4011-closed socket yields at its next heartbeat), while the new one
-                    // starts on its own thread.
-                    current.retire();
+                    // Retired first, without waiting for its thread (bounded, and on its
+                    // own thread): its connections close at once, while the new one starts.
+                    let mut old = current;
+                    tokio::spawn(async move { old.retire_within(crate::shards::STOP_WITHIN).await });
                     match client_thread(builder, total, ids, deferred).await {
-                        Ok((manager, next)) => {
+                        Ok((next, next_ended)) => {
                             drop(hold);
-                            let _ = built.send(Ok(manager));
+                            let _ = built.send(Ok(Arc::clone(&next.manager)));
                             current = next;
+                            current_ended = next_ended;
                         }
                         Err(error) => {
                             let _ = built.send(Err(error.to_string()));
@@ -448,7 +514,7 @@ async fn start_gateway_relaunching(
                         }
                     }
                 }
-                end = &mut current.ended => {
+                end = &mut current_ended => {
                     // `None` (or the thread gone): the newest client never started (the
                     // service is stopping); nothing to report.
                     if let Ok(Some(end)) = end {
@@ -462,18 +528,36 @@ async fn start_gateway_relaunching(
     Ok((manager, ended_rx))
 }
 
-/// One client's thread: retired (its runtime dropped with its tasks) when this is dropped or
-/// [`ClientThread::retire`]d.
-struct ClientThread {
+/// One client's thread: retired (its connections closed, its runtime dropped with its tasks)
+/// when this is dropped or [`ClientThread::retire_within`].
+pub(crate) struct ClientThread {
+    /// The client's manager.
+    pub(crate) manager: Arc<serenity::gateway::ShardManager>,
     retire: Option<tokio::sync::oneshot::Sender<()>>,
-    ended: tokio::sync::oneshot::Receiver<ClientEnd>,
+    /// Closed when the thread has dropped the client's runtime.
+    gone: tokio::sync::oneshot::Receiver<()>,
 }
 
 impl ClientThread {
-    fn retire(&mut self) {
+    /// Closes the client's connections and drops its runtime, waiting at most `bound` for its
+    /// thread to let go; `false` when it did not (said in the log: it lets go by itself at its
+    /// runners' next yield). Never a shutdown message a runner must answer: each runner is told
+    /// to close its socket (a close 1000 on a live one; on one Discord already closed, a 4011,
+    /// the failed close ends the runner, which would otherwise spin until its next heartbeat
+    /// and hold up the thread), and the thread drops the rest.
+    pub(crate) async fn retire_within(&mut self, bound: std::time::Duration) -> bool {
+        crate::shards::close_connections(&self.manager).await;
         if let Some(retire) = self.retire.take() {
             let _ = retire.send(());
         }
+        let gone = tokio::time::timeout(bound, &mut self.gone).await.is_ok();
+        if !gone {
+            tracing::warn!(
+                bound_ms = bound.as_millis() as u64,
+                "a retired gateway client's thread did not stop in time; it stops at its shards' next heartbeat"
+            );
+        }
+        gone
     }
 }
 
@@ -484,10 +568,11 @@ async fn client_thread(
     total: u32,
     ids: Vec<u32>,
     deferred: Option<tokio::sync::oneshot::Receiver<u32>>,
-) -> Result<(Arc<serenity::gateway::ShardManager>, ClientThread), DiscordError> {
+) -> Result<(ClientThread, tokio::sync::oneshot::Receiver<ClientEnd>), DiscordError> {
     let (built_tx, built_rx) = tokio::sync::oneshot::channel();
     let (ended_tx, ended_rx) = tokio::sync::oneshot::channel();
     let (retire_tx, retire_rx) = tokio::sync::oneshot::channel::<()>();
+    let (gone_tx, gone_rx) = tokio::sync::oneshot::channel::<()>();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -513,15 +598,18 @@ async fn client_thread(
                 }
             });
             // The runtime drops here, with the client's queuer and runners (their sockets).
+            drop(runtime);
+            drop(gone_tx);
         })
         .map_err(|e| DiscordError::Gateway(format!("cannot start the gateway thread: {e}")))?;
     match built_rx.await {
         Ok(Ok(manager)) => Ok((
-            manager,
             ClientThread {
+                manager,
                 retire: Some(retire_tx),
-                ended: ended_rx,
+                gone: gone_rx,
             },
+            ended_rx,
         )),
         Ok(Err(error)) => Err(DiscordError::Gateway(error.to_string())),
         Err(_) => Err(DiscordError::Gateway("the gateway thread stopped".into())),

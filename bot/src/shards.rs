@@ -3,6 +3,11 @@
 //! one's state for `/health`, starting and stopping single shards in serenity's
 //! `ShardManager`, and Discord's close 4011 ("sharding required").
 //!
+//! With `cluster.shards = "lease"` each shard runs in a client of its own (its own thread and
+//! runtime), started at once and stopped by closing its socket and dropping the client within
+//! [`STOP_WITHIN`]; with `all` or a list the node's shards share one client
+//! (`service::one_client`), replaced by a fresh one for a new count.
+//!
 //! serenity 0.12 facts this leans on (pinned by `fake-discord/tests/serenity_shards.rs`):
 //! `start_shard_range(a..b, n)` starts a..=b (the end is inclusive); `ShardManager::restart`
 //! starts a shard that is not running (after a 5-s wait) and `shutdown` stops one without
@@ -185,6 +190,63 @@ impl ShardStates {
 /// How long serenity's `restart` of a shard that is not running waits before starting it.
 const RESTART_DELAY: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// The longest a shard's stop (a give-back, a lost lease, a new count, the service stopping)
+/// waits for its client's thread to let go; past it the stop completes anyway.
+pub const STOP_WITHIN: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The longest a stop waits for serenity's list of runners (held only briefly by serenity).
+const RUNNERS_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Starts a client of its own (its own thread and runtime) running shard `id` of `total`.
+pub(crate) type SpawnClient = Arc<
+    dyn Fn(
+            u32,
+            u32,
+        ) -> std::pin::Pin<
+            Box<
+                dyn std::future::Future<
+                        Output = Result<
+                            (
+                                crate::service::ClientThread,
+                                tokio::sync::oneshot::Receiver<
+                                    Option<Result<(), serenity::Error>>,
+                                >,
+                            ),
+                            DiscordError,
+                        >,
+                    > + Send,
+            >,
+        > + Send
+        + Sync,
+>;
+
+/// Tells every runner of `manager` to close its socket with 1000, without waiting for an
+/// answer. A runner whose socket Discord already closed (a 4011) fails the close and ends;
+/// serenity's own shutdown would instead wait for a close frame that never comes.
+pub(crate) async fn close_connections(manager: &ShardManager) {
+    match tokio::time::timeout(RUNNERS_WITHIN, manager.runners.lock()).await {
+        Ok(runners) => {
+            for runner in runners.values() {
+                runner.runner_tx.shutdown_clean();
+            }
+        }
+        Err(_) => tracing::warn!(
+            "cannot reach a gateway client's shard runners to close their sockets; its runtime is dropped anyway"
+        ),
+    }
+}
+
+/// Shards each running in a client of their own (`cluster.shards = "lease"`): started the
+/// moment their IDENTIFY slot comes, and stopped by dropping their client.
+struct OwnClients {
+    spawn: SpawnClient,
+    clients: tokio::sync::Mutex<BTreeMap<u32, crate::service::ClientThread>>,
+    /// Where the first client that ends with an error reports it ([`Gateway::ended`]).
+    ///
+    /// [`Gateway::ended`]: crate::service::Gateway::ended
+    ended: Mutex<Option<tokio::sync::oneshot::Sender<Result<(), serenity::Error>>>>,
+}
+
 /// A request to the gateway thread (after a 4011, or a new cluster-wide count): retire the
 /// running client and start a fresh one running `ids` of `total` — or, with none, the first
 /// shard named through `deferred`. Not the running client's `set_shards` + `restart`: serenity
@@ -207,11 +269,12 @@ pub struct Relaunch {
     pub hold: Option<crate::rest::limits::GlobalHold>,
 }
 
-/// Starts and stops single shards of a running client.
+/// Starts and stops single shards: of one running client (`all`, a list), or each in a
+/// client of its own (`lease`).
 #[derive(Clone)]
 pub struct ShardControl {
-    /// The running client's manager (swapped by a relaunch).
-    manager: Arc<Mutex<Arc<ShardManager>>>,
+    /// The running client's manager (swapped by a relaunch); `None` with a client per shard.
+    manager: Arc<Mutex<Option<Arc<ShardManager>>>>,
     total: Arc<AtomicU32>,
     states: ShardStates,
     /// While the client has not started (no shard yet): what starts it with its first shard.
@@ -223,11 +286,21 @@ pub struct ShardControl {
     /// The shard count a 4011 says the cluster needs (0: none yet), for the lease loop to
     /// record cluster-wide.
     wanted: Arc<AtomicU32>,
+    /// With `lease`: each shard in a client of its own.
+    own: Option<Arc<OwnClients>>,
 }
 
 impl ShardControl {
     /// Control over `manager`'s shards out of `total`, reporting into `states`.
     pub fn new(manager: Arc<ShardManager>, total: u32, states: ShardStates) -> ShardControl {
+        ShardControl::with_manager(Some(manager), total, states)
+    }
+
+    fn with_manager(
+        manager: Option<Arc<ShardManager>>,
+        total: u32,
+        states: ShardStates,
+    ) -> ShardControl {
         ShardControl {
             manager: Arc::new(Mutex::new(manager)),
             total: Arc::new(AtomicU32::new(total)),
@@ -236,7 +309,28 @@ impl ShardControl {
             relaunch: None,
             serial: Arc::new(tokio::sync::Mutex::new(false)),
             wanted: Arc::new(AtomicU32::new(0)),
+            own: None,
         }
+    }
+
+    /// Control over shards of `total` that each run in a client of their own, made by `spawn`;
+    /// the receiver hears of the first client that ends with an error.
+    pub(crate) fn own_clients(
+        spawn: SpawnClient,
+        total: u32,
+        states: ShardStates,
+    ) -> (
+        ShardControl,
+        tokio::sync::oneshot::Receiver<Result<(), serenity::Error>>,
+    ) {
+        let (ended_tx, ended_rx) = tokio::sync::oneshot::channel();
+        let mut control = ShardControl::with_manager(None, total, states);
+        control.own = Some(Arc::new(OwnClients {
+            spawn,
+            clients: tokio::sync::Mutex::new(BTreeMap::new()),
+            ended: Mutex::new(Some(ended_tx)),
+        }));
+        (control, ended_rx)
     }
 
     /// The client is not started yet: the first shard started goes through `first`.
@@ -258,9 +352,12 @@ impl ShardControl {
         self
     }
 
-    /// The running client's manager.
-    fn manager(&self) -> Arc<ShardManager> {
-        Arc::clone(&self.manager.lock().unwrap_or_else(PoisonError::into_inner))
+    /// The running client's manager (`None` with a client per shard).
+    fn manager(&self) -> Option<Arc<ShardManager>> {
+        self.manager
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The bot's shard count as this node runs it.
@@ -282,31 +379,86 @@ impl ShardControl {
         self.wanted.fetch_max(total, Ordering::Relaxed);
     }
 
-    /// Starts shard `id` (it identifies afresh; serenity's queuer spaces its starts by 5 s).
+    /// Starts shard `id`: it identifies afresh — at once in a client of its own; otherwise
+    /// after serenity's 5-s wait for a runner that is not there.
     pub async fn start(&self, id: u32) {
         self.states.starting(id);
         tracing::info!(shard = id, total = self.total(), "starting gateway shard");
+        if let Some(own) = &self.own {
+            self.start_own(own, id).await;
+            return;
+        }
         let first = self
             .first
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        match first {
-            Some(first) => {
+        match (first, self.manager()) {
+            (Some(first), _) => {
                 // A shard started with `restart` identifies about 5 s later (serenity waits
                 // for a runner that is not there); the client's first one would go at once.
                 // Going as late keeps every node's IDENTIFY where its reserved slot put it.
                 tokio::time::sleep(RESTART_DELAY).await;
                 let _ = first.send(id);
             }
-            None => self.manager().restart(ShardId(id)).await,
+            (None, Some(manager)) => manager.restart(ShardId(id)).await,
+            (None, None) => {}
         }
     }
 
-    /// Stops shard `id` (closing its socket with 1000); the client and other shards go on.
+    /// Starts shard `id` in a client of its own (one already running it is retired first).
+    async fn start_own(&self, own: &Arc<OwnClients>, id: u32) {
+        let mut clients = own.clients.lock().await;
+        if let Some(mut old) = clients.remove(&id) {
+            old.retire_within(STOP_WITHIN).await;
+        }
+        match (own.spawn)(self.total(), id).await {
+            Ok((client, ended)) => {
+                clients.insert(id, client);
+                let report = Arc::clone(own);
+                tokio::spawn(async move {
+                    // A client ends by itself only when serenity gives up (a refused token or
+                    // intents): the gateway has ended. A retired one ends without a word.
+                    if let Ok(Some(Err(error))) = ended.await {
+                        let sender = report
+                            .ended
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .take();
+                        if let Some(sender) = sender {
+                            let _ = sender.send(Err(error));
+                        }
+                    }
+                });
+            }
+            Err(error) => {
+                self.states.stopped(id);
+                tracing::error!(
+                    shard = id,
+                    "cannot start the gateway shard: {error}; its lease ends unrenewed unless the next round starts it"
+                );
+            }
+        }
+    }
+
+    /// Stops shard `id` (closing its socket with 1000); the other shards go on. Bounded: with
+    /// a client per shard its client is dropped (within [`STOP_WITHIN`]), never waiting on a
+    /// runner's answer.
     pub async fn stop(&self, id: u32) {
         tracing::info!(shard = id, "stopping gateway shard");
-        self.manager().shutdown(ShardId(id), 1000).await;
+        if let Some(own) = &self.own {
+            let client = own.clients.lock().await.remove(&id);
+            if let Some(mut client) = client {
+                client.retire_within(STOP_WITHIN).await;
+            }
+        } else if let Some(manager) = self.manager() {
+            if tokio::time::timeout(STOP_WITHIN * 2, manager.shutdown(ShardId(id), 1000))
+                .await
+                .is_err()
+            {
+                tracing::warn!(shard = id, "the gateway shard did not stop in time");
+            }
+        }
         self.states.stopped(id);
     }
 
@@ -317,6 +469,16 @@ impl ShardControl {
         let stopped = self.serial.lock().await;
         if *stopped {
             return false;
+        }
+        if let Some(own) = &self.own {
+            // Each shard is its own client: stop them all, then start `ids` with the new count.
+            self.stop_own_clients(own).await;
+            self.total.store(total, Ordering::Relaxed);
+            for id in ids {
+                self.start(*id).await;
+            }
+            tracing::info!(total, shards = ?ids, "the gateway runs with the new shard count");
+            return true;
         }
         let Some((relaunch, rest)) = &self.relaunch else {
             tracing::error!(
@@ -386,7 +548,7 @@ impl ShardControl {
                 return false;
             }
         };
-        *self.manager.lock().unwrap_or_else(PoisonError::into_inner) = manager;
+        *self.manager.lock().unwrap_or_else(PoisonError::into_inner) = Some(manager);
         self.total.store(total, Ordering::Relaxed);
         // A first shard the old client never started is no longer awaited: it ends unstarted.
         *self.first.lock().unwrap_or_else(PoisonError::into_inner) = first;
@@ -394,17 +556,50 @@ impl ShardControl {
         true
     }
 
+    /// Retires every client of its own (each within [`STOP_WITHIN`], all at once).
+    async fn stop_own_clients(&self, own: &OwnClients) {
+        let clients = std::mem::take(&mut *own.clients.lock().await);
+        let mut stops = tokio::task::JoinSet::new();
+        for (id, mut client) in clients {
+            self.states.stopped(id);
+            stops.spawn(async move {
+                tracing::info!(shard = id, "stopping gateway shard");
+                client.retire_within(STOP_WITHIN).await;
+            });
+        }
+        while stops.join_next().await.is_some() {}
+    }
+
     /// Stops every shard for good (the service is stopping): no relaunch starts after this.
+    /// Bounded: sockets are closed without waiting on answers.
     pub async fn shutdown_all(&self) {
         let mut stopped = self.serial.lock().await;
         *stopped = true;
-        self.manager().shutdown_all().await;
+        if let Some(own) = &self.own {
+            self.stop_own_clients(own).await;
+        } else if let Some(manager) = self.manager() {
+            // Closed first, so serenity's shutdown below finds no runner stuck on a dead
+            // socket; it is bounded all the same (it waits up to 5 s per runner that does not
+            // answer).
+            close_connections(&manager).await;
+            if tokio::time::timeout(STOP_WITHIN, manager.shutdown_all())
+                .await
+                .is_err()
+            {
+                tracing::warn!("the gateway's shards did not all stop in time");
+            }
+        }
     }
 
-    /// The shards with a runner now.
+    /// The shards with a runner (or a client of their own) now.
     pub async fn running(&self) -> Vec<u32> {
-        let mut ids: Vec<u32> = self
-            .manager()
+        if let Some(own) = &self.own {
+            return own.clients.lock().await.keys().copied().collect();
+        }
+        let Some(manager) = self.manager() else {
+            return Vec::new();
+        };
+        let mut ids: Vec<u32> = manager
             .shards_instantiated()
             .await
             .into_iter()

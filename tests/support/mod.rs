@@ -594,9 +594,13 @@ pub struct Switchboard {
     reader: Option<std::thread::JoinHandle<()>>,
 }
 
-/// The base `switchboard run` command, with a clean environment for the secrets.
+/// The base `switchboard run` command, with a clean environment for the secrets. A benchmark
+/// comparing against an older build names that build's binary in `SWITCHBOARD_BASELINE_BIN`
+/// while it runs the baseline's side.
 pub fn switchboard_command(config: &Path, cwd: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    let binary = std::env::var_os("SWITCHBOARD_BASELINE_BIN")
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_switchboard")), PathBuf::from);
+    let mut command = Command::new(binary);
     command
         .arg("run")
         .arg("--config")
