@@ -35,7 +35,7 @@ use tokio::sync::{oneshot, watch};
 use tracing::{debug, error, info, warn};
 
 use crate::pipeline::{p, Stmt};
-use crate::{changes, rows, schema};
+use crate::{changes, rows};
 
 /// Most writes committed in one transaction.
 pub(crate) const MAX_BATCH: usize = 1_000;
@@ -92,6 +92,15 @@ impl Shared {
     /// The origin as stored.
     pub(crate) fn origin_sql(&self) -> i64 {
         self.origin.0 as i64
+    }
+
+    /// The statements that record `changed` alone as this node's next batch.
+    pub(crate) fn record_change(&self, changed: &Changed) -> [Stmt; 2] {
+        changes::recorded(
+            self.origin_sql(),
+            self.next_batch(),
+            changes::encode([changed]),
+        )
     }
 
     /// Records whether PostgreSQL answered, logging each change once.
@@ -480,11 +489,7 @@ async fn attempt(
         }
     }
     let mut stmts = rows::statements(batch);
-    stmts.push(Stmt::new(changes::LOCK, vec![p(schema::CHANGES_LOCK)]));
-    stmts.push(Stmt::new(
-        changes::INSERT,
-        vec![p(origin), p(number), p(body.to_owned())],
-    ));
+    stmts.extend(changes::recorded(origin, number, body.to_owned()));
     match tokio::time::timeout(
         shared.operation_timeout,
         crate::pipeline::transaction(&client, &stmts),
