@@ -385,12 +385,14 @@ impl Bridge {
             Runner::Demo => "demo".to_owned(),
         };
         let charged = metering::Charged {
-            run_id: run_id.to_owned(),
-            agent: agent.to_owned(),
-            user,
-            session: Some(session.to_string()),
-            guild,
-            model,
+            to: switchboard_records::UsageCharge {
+                run_id: run_id.to_owned(),
+                agent: agent.to_owned(),
+                user,
+                session: Some(session.to_string()),
+                guild,
+                model,
+            },
             price: config.price,
         };
         let exempt = whole.budgets.exempts_user(

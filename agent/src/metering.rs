@@ -8,27 +8,17 @@
 use std::sync::{Arc, Mutex};
 
 use switchboard_config::BudgetsConfig;
-use switchboard_records::{UsageRow, UsageSubject};
+use switchboard_records::{UsageCharge, UsageRow, UsageSubject};
 use switchboard_store::UsageStore;
 use switchboard_usage::{
     check, crossed, windows, Decision, Price, Refusal, Scope, Spending, Spent, Usage, Windows,
 };
 
-/// Who a run is charged to.
+/// Who a run is charged to, and at what prices.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Charged {
-    /// The run.
-    pub run_id: String,
-    /// The agent's name.
-    pub agent: String,
-    /// The user who triggered it (a Discord user id), if any.
-    pub user: Option<String>,
-    /// The session (channel id).
-    pub session: Option<String>,
-    /// The session's guild, when not a DM.
-    pub guild: Option<String>,
-    /// The model asked.
-    pub model: String,
+    /// Who and what each of its model calls is charged to.
+    pub to: UsageCharge,
     /// The agent's prices.
     pub price: Price,
 }
@@ -54,10 +44,10 @@ struct Caps {
 impl Charged {
     fn key(&self, scope: Scope) -> Option<String> {
         match scope {
-            Scope::User => self.user.clone(),
-            Scope::Session => self.session.clone(),
-            Scope::Guild => self.guild.clone(),
-            Scope::Agent => Some(self.agent.clone()),
+            Scope::User => self.to.user.clone(),
+            Scope::Session => self.to.session.clone(),
+            Scope::Guild => self.to.guild.clone(),
+            Scope::Agent => Some(self.to.agent.clone()),
         }
     }
 }
@@ -163,12 +153,7 @@ impl Meter {
         }
         let charged = &self.charged;
         let row = UsageRow {
-            run_id: charged.run_id.clone(),
-            agent: charged.agent.clone(),
-            user: charged.user.clone(),
-            session: charged.session.clone(),
-            guild: charged.guild.clone(),
-            model: charged.model.clone(),
+            charge: charged.to.clone(),
             tokens_in: usage.prompt_tokens,
             tokens_out: usage.completion_tokens,
             micro_usd: micros,
@@ -176,7 +161,7 @@ impl Meter {
             at_ms: switchboard_engine::clock::now_ms(),
         };
         if let Err(error) = self.store.record_usage(row).await {
-            tracing::error!(run = %charged.run_id, "keeping the run's usage failed: {error}");
+            tracing::error!(run = %charged.to.run_id, "keeping the run's usage failed: {error}");
         }
     }
 

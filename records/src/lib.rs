@@ -59,5 +59,7 @@ pub use scope::{AgentBinding, SessionScope};
 pub use search::{SearchHit, SearchMatch, SearchQuery, SearchTerm};
 pub use session::{Session, SessionKind, Thread, ThreadState};
 pub use trigger::TriggerClaim;
-pub use usage::{KeptUsage, UsageBy, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals};
+pub use usage::{
+    KeptUsage, UsageBy, UsageCharge, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals,
+};
 pub use workflow::{Answer, Task, Workflow, WorkflowState};

@@ -188,6 +188,18 @@ impl Run {
             usage: None,
         }
     }
+
+    /// A new run at place `seq` that started at `now_ms` on `node`, which holds it until
+    /// `lease_until_ms` (a run kept outside its session's queue: a sub-run, a chat-API run).
+    pub fn started(new: NewRun, seq: u64, node: String, now_ms: u64, lease_until_ms: u64) -> Run {
+        Run {
+            state: RunState::Running,
+            node: Some(node),
+            lease_until_ms: Some(lease_until_ms),
+            started_ms: Some(now_ms),
+            ..Run::queued(new, seq)
+        }
+    }
 }
 
 /// How a run ended, as its node reports it.

@@ -6,10 +6,10 @@ use serde::{Deserialize, Serialize};
 /// Usage rows are kept 400 days (monthly budgets and a year of reports).
 pub const USAGE_KEPT_MS: u64 = 400 * 24 * 3600 * 1000;
 
-/// One model call's usage.
+/// Who and what a model call is charged to: the same for every call of one run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct UsageRow {
+pub struct UsageCharge {
     /// The run that called the model.
     pub run_id: String,
     /// The agent.
@@ -22,6 +22,15 @@ pub struct UsageRow {
     pub guild: Option<String>,
     /// The model.
     pub model: String,
+}
+
+/// One model call's usage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageRow {
+    /// Who and what it is charged to.
+    #[serde(flatten)]
+    pub charge: UsageCharge,
     /// Prompt tokens.
     pub tokens_in: u64,
     /// Completion tokens.
@@ -74,10 +83,10 @@ impl UsageSubject {
     /// Whether `row` is charged to it.
     pub fn matches(&self, row: &UsageRow) -> bool {
         match self {
-            UsageSubject::User(id) => row.user.as_ref() == Some(id),
-            UsageSubject::Session(id) => row.session.as_ref() == Some(id),
-            UsageSubject::Guild(id) => row.guild.as_ref() == Some(id),
-            UsageSubject::Agent(name) => &row.agent == name,
+            UsageSubject::User(id) => row.charge.user.as_ref() == Some(id),
+            UsageSubject::Session(id) => row.charge.session.as_ref() == Some(id),
+            UsageSubject::Guild(id) => row.charge.guild.as_ref() == Some(id),
+            UsageSubject::Agent(name) => &row.charge.agent == name,
         }
     }
 }
@@ -143,10 +152,10 @@ impl UsageBy {
     /// The group `row` falls in (`None`: a row without a user, session or guild).
     pub fn key(self, row: &UsageRow) -> Option<String> {
         match self {
-            UsageBy::User => row.user.clone(),
-            UsageBy::Session => row.session.clone(),
-            UsageBy::Guild => row.guild.clone(),
-            UsageBy::Agent => Some(row.agent.clone()),
+            UsageBy::User => row.charge.user.clone(),
+            UsageBy::Session => row.charge.session.clone(),
+            UsageBy::Guild => row.charge.guild.clone(),
+            UsageBy::Agent => Some(row.charge.agent.clone()),
             UsageBy::Day => Some(utc_day(row.at_ms)),
         }
     }
@@ -219,12 +228,14 @@ mod tests {
 
     fn row(user: u64, at_ms: u64, tokens_in: u64) -> UsageRow {
         UsageRow {
-            run_id: "r".into(),
-            agent: "a".into(),
-            user: Some(user.to_string()),
-            session: None,
-            guild: None,
-            model: "m".into(),
+            charge: UsageCharge {
+                run_id: "r".into(),
+                agent: "a".into(),
+                user: Some(user.to_string()),
+                session: None,
+                guild: None,
+                model: "m".into(),
+            },
             tokens_in,
             tokens_out: 1,
             micro_usd: 10,

@@ -3,7 +3,9 @@
 
 use proptest::prelude::*;
 use switchboard_records::usage::fold_usage;
-use switchboard_records::{NoteScope, Snowflake, UsageBy, UsageQuery, UsageRow, UsageTotals};
+use switchboard_records::{
+    NoteScope, Snowflake, UsageBy, UsageCharge, UsageQuery, UsageRow, UsageTotals,
+};
 
 fn row() -> impl Strategy<Value = UsageRow> {
     (
@@ -18,12 +20,14 @@ fn row() -> impl Strategy<Value = UsageRow> {
     )
         .prop_map(
             |(agent, user, session, estimated, tokens_in, tokens_out, usd, at_ms)| UsageRow {
-                run_id: "r".into(),
-                agent: format!("agent-{agent}"),
-                user: user.map(|u| format!("user-{u}")),
-                session: session.map(|s| format!("session-{s}")),
-                guild: None,
-                model: "m".into(),
+                charge: UsageCharge {
+                    run_id: "r".into(),
+                    agent: format!("agent-{agent}"),
+                    user: user.map(|u| format!("user-{u}")),
+                    session: session.map(|s| format!("session-{s}")),
+                    guild: None,
+                    model: "m".into(),
+                },
                 tokens_in,
                 tokens_out,
                 micro_usd: usd,

@@ -15,7 +15,8 @@ use switchboard_records::usage::USAGE_KEPT_MS;
 use switchboard_records::{
     AgentBinding, FiringClaim, FiringOutcome, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits,
     NoteScope, Receipt, Run, RunEnd, RunFilter, RunState, RunUsage, Schedule, ScheduleStatus,
-    ShardLease, Summary, UsageBy, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals,
+    ShardLease, Summary, UsageBy, UsageCharge, UsageGroup, UsageQuery, UsageRow, UsageSubject,
+    UsageTotals,
 };
 use switchboard_store::{
     check_end, count_firing, duplicate_run, set_status, unknown_schedule, AgentBindingStore,
@@ -442,39 +443,101 @@ fn opt_text(text: Option<&String>) -> Option<String> {
     text.map(|t| clean(t))
 }
 
+/// Takes the run queue's lock for the rest of `tx`: every change to the queue is made under
+/// it, so places grow in commit order and no run starts twice.
+async fn lock_queue(tx: &Transaction<'_>, location: &str, what: &str) -> Result<(), StoreError> {
+    lock(tx, Lock::RunQueue, "")
+        .await
+        .map_err(|err| from_pg(location, what, err))
+}
+
+/// Under the queue's lock, one `UPDATE runs ... RETURNING run_columns`: the run it changed.
+async fn update_queued_run(
+    tx: &Transaction<'_>,
+    location: &str,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<Option<Run>, StoreError> {
+    lock_queue(tx, location, "a run").await?;
+    let row = tx
+        .query_opt(sql, params)
+        .await
+        .map_err(|err| from_pg(location, "a run", err))?;
+    row.map(|row| run_from_row(location, &row)).transpose()
+}
+
+/// Under the queue's lock: a conflict when a run of `run`'s id is kept already.
+async fn check_new_run(
+    tx: &Transaction<'_>,
+    location: &str,
+    run: &NewRun,
+) -> Result<(), StoreError> {
+    lock_queue(tx, location, "a run").await?;
+    match run_by_id(tx, location, &clean(&run.id)).await? {
+        Some(_) => Err(duplicate_run(&run.id)),
+        None => Ok(()),
+    }
+}
+
+/// Keeps a run as it stands, at its own place (an import) or at the next one (`seq` left
+/// out); a run whose id or place is kept already is skipped. The place it took, if kept.
+async fn insert_run(
+    tx: &Transaction<'_>,
+    location: &str,
+    seq: Option<u64>,
+    run: &Run,
+) -> Result<Option<u64>, StoreError> {
+    let row = tx
+        .query_opt(
+            "INSERT INTO runs (seq, id, session_key, agent, trigger_ref, requested_by,
+                 parent_run, state, node, lease_until_ms, abort_requested, enqueued_ms,
+                 started_ms, finished_ms, final_text, usage)
+             VALUES (coalesce($1, nextval('runs_seq_seq')), $2, $3, $4, $5, $6, $7, $8, $9, $10,
+                     $11, $12, $13, $14, $15, $16)
+             ON CONFLICT DO NOTHING RETURNING seq",
+            &[
+                &seq.map(ms),
+                &clean(&run.id),
+                &clean(&run.session),
+                &clean(&run.agent),
+                &clean(&run.trigger),
+                &opt_text(run.requested_by.as_ref()),
+                &opt_text(run.parent_run.as_ref()),
+                &run.state.as_str(),
+                &opt_text(run.node.as_ref()),
+                &run.lease_until_ms.map(ms),
+                &run.abort_requested,
+                &ms(run.enqueued_ms),
+                &run.started_ms.map(ms),
+                &run.finished_ms.map(ms),
+                &opt_text(run.final_text.as_ref()),
+                &usage_text(run.usage),
+            ],
+        )
+        .await
+        .map_err(|err| from_pg(location, "a run", err))?;
+    Ok(row.map(|row| ms_from(row.get(0))))
+}
+
+/// Keeps a run [`check_new_run`] found new at the queue's next place; the run as kept.
+async fn insert_new_run(
+    tx: &Transaction<'_>,
+    location: &str,
+    mut run: Run,
+) -> Result<Run, StoreError> {
+    run.seq = insert_run(tx, location, None, &run)
+        .await?
+        .ok_or_else(|| duplicate_run(&run.id))?;
+    Ok(run)
+}
+
 impl RunStore for PgBackend {
     fn import_runs(&self, runs: Vec<Run>) -> StoreFuture<'_, ()> {
         in_transaction!(self, "runs", |shared, tx| async {
             let pg = |err| from_pg(&shared.location, "runs", err);
-            lock(tx, Lock::RunQueue, "").await.map_err(pg)?;
+            lock_queue(tx, &shared.location, "runs").await?;
             for run in &runs {
-                tx.execute(
-                    "INSERT INTO runs (seq, id, session_key, agent, trigger_ref, requested_by,
-                         parent_run, state, node, lease_until_ms, abort_requested, enqueued_ms,
-                         started_ms, finished_ms, final_text, usage)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
-                     ON CONFLICT DO NOTHING",
-                    &[
-                        &ms(run.seq),
-                        &clean(&run.id),
-                        &clean(&run.session),
-                        &clean(&run.agent),
-                        &clean(&run.trigger),
-                        &opt_text(run.requested_by.as_ref()),
-                        &opt_text(run.parent_run.as_ref()),
-                        &run.state.as_str(),
-                        &opt_text(run.node.as_ref()),
-                        &run.lease_until_ms.map(ms),
-                        &run.abort_requested,
-                        &ms(run.enqueued_ms),
-                        &run.started_ms.map(ms),
-                        &run.finished_ms.map(ms),
-                        &opt_text(run.final_text.as_ref()),
-                        &usage_text(run.usage),
-                    ],
-                )
-                .await
-                .map_err(pg)?;
+                insert_run(tx, &shared.location, Some(run.seq), run).await?;
             }
             // Runs queued from now on go after every imported place.
             tx.execute(
@@ -492,11 +555,7 @@ impl RunStore for PgBackend {
     fn enqueue_run(&self, run: NewRun, max_queued_per_session: usize) -> StoreFuture<'_, Enqueued> {
         in_transaction!(self, "a run", |shared, tx| async {
             let pg = |err| from_pg(&shared.location, "a run", err);
-            lock(tx, Lock::RunQueue, "").await.map_err(pg)?;
-            let id = clean(&run.id);
-            if run_by_id(tx, &shared.location, &id).await?.is_some() {
-                return Err(duplicate_run(&run.id));
-            }
+            check_new_run(tx, &shared.location, &run).await?;
             let counts = tx
                 .query_one(
                     "SELECT count(*) FILTER (WHERE state = 'queued'),
@@ -513,25 +572,8 @@ impl RunStore for PgBackend {
             if waiting >= max_queued_per_session {
                 return Ok(Enqueued::Full { queued: waiting });
             }
-            let row = tx
-                .query_one(
-                    "INSERT INTO runs (id, session_key, agent, trigger_ref, requested_by, parent_run,
-                                       state, enqueued_ms)
-                     VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7) RETURNING seq",
-                    &[
-                        &id,
-                        &clean(&run.session),
-                        &clean(&run.agent),
-                        &clean(&run.trigger),
-                        &opt_text(run.requested_by.as_ref()),
-                        &opt_text(run.parent_run.as_ref()),
-                        &ms(run.enqueued_ms),
-                    ],
-                )
-                .await
-                .map_err(pg)?;
-            let seq = ms_from(row.get(0));
-            Ok(Enqueued::Queued(Box::new(Run::queued(run, seq))))
+            let run = insert_new_run(tx, &shared.location, Run::queued(run, 0)).await?;
+            Ok(Enqueued::Queued(Box::new(run)))
         })
     }
 
@@ -542,40 +584,11 @@ impl RunStore for PgBackend {
         now_ms: u64,
         lease_ms: u64,
     ) -> StoreFuture<'_, Run> {
-        let node = clean(node);
+        let node = node.to_owned();
         in_transaction!(self, "a run", |shared, tx| async {
-            let pg = |err| from_pg(&shared.location, "a run", err);
-            // Under the queue's lock, as every place is given: places grow in commit order.
-            lock(tx, Lock::RunQueue, "").await.map_err(pg)?;
-            let id = clean(&run.id);
-            if run_by_id(tx, &shared.location, &id).await?.is_some() {
-                return Err(duplicate_run(&run.id));
-            }
-            let row = tx
-                .query_one(
-                    concat!(
-                        "INSERT INTO runs (id, session_key, agent, trigger_ref, requested_by,
-                                           parent_run, state, node, lease_until_ms, enqueued_ms,
-                                           started_ms)
-                         VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, $8, $9, $10) RETURNING ",
-                        run_columns!()
-                    ),
-                    &[
-                        &id,
-                        &clean(&run.session),
-                        &clean(&run.agent),
-                        &clean(&run.trigger),
-                        &opt_text(run.requested_by.as_ref()),
-                        &opt_text(run.parent_run.as_ref()),
-                        &node,
-                        &ms(now_ms.saturating_add(lease_ms)),
-                        &ms(run.enqueued_ms),
-                        &ms(now_ms),
-                    ],
-                )
-                .await
-                .map_err(pg)?;
-            run_from_row(&shared.location, &row)
+            check_new_run(tx, &shared.location, &run).await?;
+            let run = Run::started(run, 0, node, now_ms, now_ms.saturating_add(lease_ms));
+            insert_new_run(tx, &shared.location, run).await
         })
     }
 
@@ -587,27 +600,23 @@ impl RunStore for PgBackend {
     ) -> StoreFuture<'_, Option<Run>> {
         let node = clean(node);
         in_transaction!(self, "a run", |shared, tx| async {
-            let pg = |err| from_pg(&shared.location, "a run", err);
-            lock(tx, Lock::RunQueue, "").await.map_err(pg)?;
-            let row = tx
-                .query_opt(
-                    concat!(
-                        "UPDATE runs SET state = 'running', node = $1, lease_until_ms = $2,
-                             started_ms = $3
-                         WHERE seq = (SELECT seq FROM runs r WHERE state = 'queued' AND NOT EXISTS (
-                                          SELECT 1 FROM runs o WHERE o.session_key = r.session_key
-                                            AND o.state IN ('queued', 'running') AND o.seq < r.seq)
-                                      ORDER BY seq LIMIT 1)
-                           AND state = 'queued'
-                         RETURNING ",
-                        run_columns!()
-                    ),
-                    &[&node, &ms(now_ms.saturating_add(lease_ms)), &ms(now_ms)],
-                )
-                .await
-                .map_err(pg)?;
-            row.map(|row| run_from_row(&shared.location, &row))
-                .transpose()
+            update_queued_run(
+                tx,
+                &shared.location,
+                concat!(
+                    "UPDATE runs SET state = 'running', node = $1, lease_until_ms = $2,
+                         started_ms = $3
+                     WHERE seq = (SELECT seq FROM runs r WHERE state = 'queued' AND NOT EXISTS (
+                                      SELECT 1 FROM runs o WHERE o.session_key = r.session_key
+                                        AND o.state IN ('queued', 'running') AND o.seq < r.seq)
+                                  ORDER BY seq LIMIT 1)
+                       AND state = 'queued'
+                     RETURNING ",
+                    run_columns!()
+                ),
+                &[&node, &ms(now_ms.saturating_add(lease_ms)), &ms(now_ms)],
+            )
+            .await
         })
     }
 
@@ -622,7 +631,7 @@ impl RunStore for PgBackend {
         let run_ids: Vec<String> = run_ids.iter().map(|id| clean(id)).collect();
         in_transaction!(self, "runs", |shared, tx| async {
             let pg = |err| from_pg(&shared.location, "runs", err);
-            lock(tx, Lock::RunQueue, "").await.map_err(pg)?;
+            lock_queue(tx, &shared.location, "runs").await?;
             let head = tx
                 .query_opt(
                     "SELECT session_key, lease_until_ms FROM runs
@@ -715,31 +724,27 @@ impl RunStore for PgBackend {
     fn request_abort(&self, run_id: &str, at_ms: u64) -> StoreFuture<'_, Option<Run>> {
         let run_id = clean(run_id);
         in_transaction!(self, "a run", |shared, tx| async {
-            let pg = |err| from_pg(&shared.location, "a run", err);
-            lock(tx, Lock::RunQueue, "").await.map_err(pg)?;
-            let row = tx
-                .query_opt(
-                    concat!(
-                        "UPDATE runs SET
-                             abort_requested = abort_requested OR state IN ('queued', 'running'),
-                             finished_ms = CASE WHEN state = 'queued' THEN $2 ELSE finished_ms END,
-                             state = CASE WHEN state = 'queued' THEN 'aborted' ELSE state END
-                         WHERE id = $1 RETURNING ",
-                        run_columns!()
-                    ),
-                    &[&run_id, &ms(at_ms)],
-                )
-                .await
-                .map_err(pg)?;
-            row.map(|row| run_from_row(&shared.location, &row))
-                .transpose()
+            update_queued_run(
+                tx,
+                &shared.location,
+                concat!(
+                    "UPDATE runs SET
+                         abort_requested = abort_requested OR state IN ('queued', 'running'),
+                         finished_ms = CASE WHEN state = 'queued' THEN $2 ELSE finished_ms END,
+                         state = CASE WHEN state = 'queued' THEN 'aborted' ELSE state END
+                     WHERE id = $1 RETURNING ",
+                    run_columns!()
+                ),
+                &[&run_id, &ms(at_ms)],
+            )
+            .await
         })
     }
 
     fn interrupt_expired_runs(&self, now_ms: u64, count: usize) -> StoreFuture<'_, Vec<Run>> {
         in_transaction!(self, "runs", |shared, tx| async {
             let pg = |err| from_pg(&shared.location, "runs", err);
-            lock(tx, Lock::RunQueue, "").await.map_err(pg)?;
+            lock_queue(tx, &shared.location, "runs").await?;
             let rows = tx
                 .query(
                     concat!(
@@ -767,27 +772,23 @@ impl RunStore for PgBackend {
         let run_id = clean(run_id);
         let trigger = clean(&trigger);
         in_transaction!(self, "a run", |shared, tx| async {
-            let pg = |err| from_pg(&shared.location, "a run", err);
             // Under the queue's lock, as claims: none starts a later run meanwhile.
-            lock(tx, Lock::RunQueue, "").await.map_err(pg)?;
-            let row = tx
-                .query_opt(
-                    concat!(
-                        "UPDATE runs r SET state = 'queued', trigger_ref = $2, node = NULL,
-                             lease_until_ms = NULL, abort_requested = false, started_ms = NULL,
-                             finished_ms = NULL, final_text = NULL, usage = NULL
-                         WHERE id = $1 AND state = 'interrupted' AND NOT EXISTS (
-                             SELECT 1 FROM runs o WHERE o.session_key = r.session_key
-                               AND o.seq > r.seq AND o.started_ms >= r.finished_ms)
-                         RETURNING ",
-                        run_columns!()
-                    ),
-                    &[&run_id, &trigger],
-                )
-                .await
-                .map_err(pg)?;
-            row.map(|row| run_from_row(&shared.location, &row))
-                .transpose()
+            update_queued_run(
+                tx,
+                &shared.location,
+                concat!(
+                    "UPDATE runs r SET state = 'queued', trigger_ref = $2, node = NULL,
+                         lease_until_ms = NULL, abort_requested = false, started_ms = NULL,
+                         finished_ms = NULL, final_text = NULL, usage = NULL
+                     WHERE id = $1 AND state = 'interrupted' AND NOT EXISTS (
+                         SELECT 1 FROM runs o WHERE o.session_key = r.session_key
+                           AND o.seq > r.seq AND o.started_ms >= r.finished_ms)
+                     RETURNING ",
+                    run_columns!()
+                ),
+                &[&run_id, &trigger],
+            )
+            .await
         })
     }
 
@@ -1258,12 +1259,14 @@ fn usage_from_row(row: &Row) -> KeptUsage {
     KeptUsage {
         id: ms_from(row.get(0)),
         row: UsageRow {
-            run_id: row.get(1),
-            agent: row.get(2),
-            user: row.get(3),
-            session: row.get(4),
-            guild: row.get(5),
-            model: row.get(6),
+            charge: UsageCharge {
+                run_id: row.get(1),
+                agent: row.get(2),
+                user: row.get(3),
+                session: row.get(4),
+                guild: row.get(5),
+                model: row.get(6),
+            },
             tokens_in: ms_from(row.get(7)),
             tokens_out: ms_from(row.get(8)),
             micro_usd: ms_from(row.get(9)),
@@ -1288,12 +1291,12 @@ async fn insert_usage(
          ON CONFLICT DO NOTHING",
         &[
             &id.map(ms),
-            &clean(&row.run_id),
-            &clean(&row.agent),
-            &opt_text(row.user.as_ref()),
-            &opt_text(row.session.as_ref()),
-            &opt_text(row.guild.as_ref()),
-            &clean(&row.model),
+            &clean(&row.charge.run_id),
+            &clean(&row.charge.agent),
+            &opt_text(row.charge.user.as_ref()),
+            &opt_text(row.charge.session.as_ref()),
+            &opt_text(row.charge.guild.as_ref()),
+            &clean(&row.charge.model),
             &ms(row.tokens_in),
             &ms(row.tokens_out),
             &ms(row.micro_usd),
@@ -1752,12 +1755,14 @@ mod tests {
 
     fn usage(at_ms: u64) -> UsageRow {
         UsageRow {
-            run_id: "r".into(),
-            agent: "support".into(),
-            user: None,
-            session: None,
-            guild: None,
-            model: "m".into(),
+            charge: UsageCharge {
+                run_id: "r".into(),
+                agent: "support".into(),
+                user: None,
+                session: None,
+                guild: None,
+                model: "m".into(),
+            },
             tokens_in: 1,
             tokens_out: 1,
             micro_usd: 1,

@@ -24,6 +24,8 @@ use tokio::sync::{watch, Notify};
 use tokio_postgres::{AsyncMessage, NoTls};
 use tracing::{debug, warn};
 
+use crate::pipeline::{p, Stmt};
+
 /// The channel notifications go on.
 pub(crate) const CHANNEL: &str = "switchboard_changes";
 
@@ -114,6 +116,14 @@ pub(crate) const LOCK: &str = "SELECT pg_advisory_xact_lock($1)";
 pub(crate) const INSERT: &str = "WITH c AS (
         INSERT INTO changes (origin, batch, body) VALUES ($1, $2, $3) RETURNING id)
     SELECT pg_notify('switchboard_changes', id::text) FROM c WHERE $3 <> '[]'";
+
+/// Those two statements for batch `batch` of `origin` holding `body`.
+pub(crate) fn recorded(origin: i64, batch: i64, body: String) -> [Stmt; 2] {
+    [
+        Stmt::new(LOCK, vec![p(crate::schema::CHANGES_LOCK)]),
+        Stmt::new(INSERT, vec![p(origin), p(batch), p(body)]),
+    ]
+}
 
 /// The listener's end: stops when `stop` turns true.
 pub(crate) struct Listener {

@@ -787,6 +787,7 @@ impl TriggerStore for PgBackend {
             // went is known only after the trip); another node reading it re-reads a claim that
             // was there anyway. Only a won claim is published here.
             let changed = Changed::TriggerClaimed(claim.message_id);
+            let [lock, insert] = shared.record_change(&changed);
             let stmts = [
                 Stmt::new(
                     CLAIM,
@@ -796,15 +797,8 @@ impl TriggerStore for PgBackend {
                         p(ms(claim.claimed_ms)),
                     ],
                 ),
-                Stmt::new(changes::LOCK, vec![p(schema::CHANGES_LOCK)]),
-                Stmt::new(
-                    changes::INSERT,
-                    vec![
-                        p(shared.origin_sql()),
-                        p(shared.next_batch()),
-                        p(changes::encode([&changed])),
-                    ],
-                ),
+                lock,
+                insert,
             ];
             let rows = pipeline::transaction(&client, &stmts)
                 .await
@@ -915,6 +909,7 @@ impl ApprovalStore for PgBackend {
             // now stands.
             let state = serde_json::to_string(&settlement.state(at_ms)).unwrap_or_default();
             let changed = Changed::Approval(id.clone());
+            let [lock, insert] = shared.record_change(&changed);
             let stmts = [
                 Stmt::new(
                     DECIDE,
@@ -926,15 +921,8 @@ impl ApprovalStore for PgBackend {
                         p(state),
                     ],
                 ),
-                Stmt::new(changes::LOCK, vec![p(schema::CHANGES_LOCK)]),
-                Stmt::new(
-                    changes::INSERT,
-                    vec![
-                        p(shared.origin_sql()),
-                        p(shared.next_batch()),
-                        p(changes::encode([&changed])),
-                    ],
-                ),
+                lock,
+                insert,
                 Stmt::new(
                     concat!(
                         "SELECT ",

@@ -15,7 +15,6 @@
 //! `changes` row before it is retried, so it lands once. A write PostgreSQL refuses for good
 //! is logged and reported by the next flush; the batch's other writes still commit.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
@@ -23,26 +22,22 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::Pool;
-use entity::Snowflake;
 #[cfg(all(test, feature = "testing"))]
 use switchboard_records::AuditRow;
 use switchboard_records::Message;
 use switchboard_store::feed::{Changed, FeedSender, Origin};
 use switchboard_store::queue::{bounded, BoundedReceiver, BoundedSender, QueueStats, Refused};
+use switchboard_store::write::{FlushReply, WriterBook};
 use switchboard_store::StoreError;
 use tokio::runtime::Handle;
 use tokio::sync::{oneshot, watch};
 use tracing::{debug, error, info, warn};
 
 use crate::pipeline::{p, Stmt};
-use crate::{changes, rows, schema};
+use crate::{changes, rows};
 
 /// Most writes committed in one transaction.
 pub(crate) const MAX_BATCH: usize = 1_000;
-/// Prune the channels written to after this many batches...
-const PRUNE_EVERY_BATCHES: u32 = 64;
-/// ...or this long after the last prune, whichever comes first.
-const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 /// How often rows past their lifetimes (audit, changes, claims, keys, settled approvals,
 /// finished workflows) are pruned.
 const EXPIRY_INTERVAL: Duration = Duration::from_secs(3600);
@@ -53,13 +48,10 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// `ClaimTrigger` and `PruneClaims` are never queued here.)
 pub(crate) type Write = switchboard_store::write::Write<Box<Message>>;
 
-/// The answer to a flush: the first write failure since the previous answer.
-type Reply = oneshot::Sender<Result<(), String>>;
-
 #[allow(clippy::large_enum_variant)] // writes are the common item: no box per message
 pub(crate) enum Command {
     Write(Write),
-    Flush(Reply),
+    Flush(FlushReply),
     Close(std::sync::mpsc::SyncSender<Result<(), String>>),
 }
 
@@ -92,6 +84,15 @@ impl Shared {
     /// The origin as stored.
     pub(crate) fn origin_sql(&self) -> i64 {
         self.origin.0 as i64
+    }
+
+    /// The statements that record `changed` alone as this node's next batch.
+    pub(crate) fn record_change(&self, changed: &Changed) -> [Stmt; 2] {
+        changes::recorded(
+            self.origin_sql(),
+            self.next_batch(),
+            changes::encode([changed]),
+        )
     }
 
     /// Records whether PostgreSQL answered, logging each change once.
@@ -223,12 +224,7 @@ fn failure(err: tokio_postgres::Error) -> Failure {
 struct WriterThread {
     shared: Arc<Shared>,
     committed: u64,
-    /// The first failure since the last flush answer.
-    failure: Option<String>,
-    /// Channels with inserts or deletes since the last prune.
-    touched: HashSet<Snowflake>,
-    batches_since_prune: u32,
-    last_prune: Instant,
+    book: WriterBook,
     last_expiry: Instant,
     /// When the writer saw the backend closing while it retried.
     closing_since: Option<Instant>,
@@ -239,10 +235,7 @@ impl WriterThread {
         WriterThread {
             shared,
             committed: 0,
-            failure: None,
-            touched: HashSet::new(),
-            batches_since_prune: 0,
-            last_prune: Instant::now(),
+            book: WriterBook::default(),
             last_expiry: Instant::now(),
             closing_since: None,
         }
@@ -252,7 +245,7 @@ impl WriterThread {
         let mut batch = Vec::with_capacity(MAX_BATCH);
         let mut replies = Vec::new();
         loop {
-            let first = match commands.recv_timeout(PRUNE_INTERVAL) {
+            let first = match commands.recv_timeout(WriterBook::PRUNE_INTERVAL) {
                 Ok(command) => command,
                 Err(RecvTimeoutError::Timeout) => {
                     self.maintain_if_due();
@@ -261,26 +254,24 @@ impl WriterThread {
                 Err(RecvTimeoutError::Disconnected) => return,
             };
             let mut closing = None;
-            let mut next = Some(first);
-            while let Some(command) = next.take() {
+            commands.take_ready(first, |command| {
                 match command {
                     Command::Write(write) => batch.push(write),
                     Command::Flush(reply) => replies.push(reply),
                     Command::Close(reply) => {
                         closing = Some(reply);
-                        // Writes that raced the close are still committed.
-                        while let Ok(command) = commands.try_recv() {
-                            if let Command::Write(write) = command {
-                                batch.push(write);
-                            }
-                        }
-                        break;
+                        return false;
                     }
                 }
-                if batch.len() >= MAX_BATCH {
-                    break;
+                batch.len() < MAX_BATCH
+            });
+            if closing.is_some() {
+                // Writes that raced the close are still committed.
+                while let Ok(command) = commands.try_recv() {
+                    if let Command::Write(write) = command {
+                        batch.push(write);
+                    }
                 }
-                next = commands.try_recv().ok();
             }
             for chunk in batch.chunks(MAX_BATCH) {
                 self.commit(chunk);
@@ -288,30 +279,22 @@ impl WriterThread {
             self.committed += batch.len() as u64;
             self.shared.committed.send_replace(self.committed);
             batch.clear();
-            if !replies.is_empty() {
-                let answer = match self.failure.take() {
-                    Some(failure) => Err(failure),
-                    None => Ok(()),
-                };
-                for reply in replies.drain(..) {
-                    let _ = reply.send(answer.clone());
-                }
-            }
+            self.book.answer(&mut replies);
             if let Some(reply) = closing {
-                if !self.touched.is_empty() {
+                if self.book.touched_any() {
                     self.prune();
                 }
-                let _ = reply.send(self.failure.take().map_or(Ok(()), Err));
+                let _ = reply.send(self.book.close_answer());
                 return;
             }
-            self.batches_since_prune += 1;
+            self.book.batch_done();
             self.maintain_if_due();
         }
     }
 
     fn fail(&mut self, what: String) {
         error!(location = %self.shared.location, "store write failed: {what}");
-        self.failure.get_or_insert(what);
+        self.book.fail(what);
     }
 
     /// Commits a batch; a batch PostgreSQL refuses is committed write by write, so only the
@@ -322,7 +305,7 @@ impl WriterThread {
         }
         for write in batch {
             if let Some(channel) = write.channel() {
-                self.touched.insert(channel);
+                self.book.touch(channel);
             }
         }
         match self.commit_retrying(batch) {
@@ -402,18 +385,19 @@ impl WriterThread {
                 warn!(location = %self.shared.location, %err, "could not prune expired rows; will retry");
             }
         }
-        let due = self.batches_since_prune >= PRUNE_EVERY_BATCHES
-            || self.last_prune.elapsed() >= PRUNE_INTERVAL;
-        if due && !self.touched.is_empty() {
+        if self.book.prune_due() {
             self.prune();
         }
     }
 
     /// Retention: each channel written to keeps its newest live messages; deleted ones go.
     fn prune(&mut self) {
-        self.batches_since_prune = 0;
-        self.last_prune = Instant::now();
-        let mut channels: Vec<i64> = self.touched.drain().map(rows::to_sql).collect();
+        let mut channels: Vec<i64> = self
+            .book
+            .take_touched()
+            .into_iter()
+            .map(rows::to_sql)
+            .collect();
         channels.sort_unstable();
         let keep = i64::try_from(self.shared.keep).unwrap_or(i64::MAX);
         let stmt = Stmt::new(PRUNE_CHANNELS, vec![p(channels.clone()), p(keep)]);
@@ -431,8 +415,7 @@ impl WriterThread {
         });
         if let Err(err) = pruned {
             warn!(location = %self.shared.location, %err, "could not prune old messages; will retry");
-            self.touched
-                .extend(channels.into_iter().map(rows::from_sql));
+            self.book.retouch(channels.into_iter().map(rows::from_sql));
         }
     }
 }
@@ -480,11 +463,7 @@ async fn attempt(
         }
     }
     let mut stmts = rows::statements(batch);
-    stmts.push(Stmt::new(changes::LOCK, vec![p(schema::CHANGES_LOCK)]));
-    stmts.push(Stmt::new(
-        changes::INSERT,
-        vec![p(origin), p(number), p(body.to_owned())],
-    ));
+    stmts.extend(changes::recorded(origin, number, body.to_owned()));
     match tokio::time::timeout(
         shared.operation_timeout,
         crate::pipeline::transaction(&client, &stmts),

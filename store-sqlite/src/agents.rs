@@ -13,7 +13,8 @@ use switchboard_records::usage::USAGE_KEPT_MS;
 use switchboard_records::{
     AgentBinding, FiringClaim, FiringOutcome, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits,
     NoteScope, Receipt, Run, RunEnd, RunFilter, RunState, RunUsage, Schedule, ScheduleStatus,
-    ShardLease, Summary, UsageBy, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals,
+    ShardLease, Summary, UsageBy, UsageCharge, UsageGroup, UsageQuery, UsageRow, UsageSubject,
+    UsageTotals,
 };
 use switchboard_store::{
     check_end, count_firing, duplicate_run, set_status, unknown_schedule, AgentBindingStore,
@@ -423,34 +424,54 @@ fn run_by(
     .optional()
 }
 
+/// Keeps a run as it stands, at its own place (an import) or at the next one (`seq` left
+/// out); a run whose id or place is kept already is skipped. The place it took, if kept.
+fn insert_run(tx: &Transaction<'_>, seq: Option<u64>, run: &Run) -> rusqlite::Result<Option<u64>> {
+    let inserted = tx
+        .prepare_cached(
+            "INSERT OR IGNORE INTO runs (seq, id, session_key, agent, trigger_ref, requested_by,
+                 parent_run, state, node, lease_until_ms, abort_requested, enqueued_ms,
+                 started_ms, finished_ms, final_text, usage)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+        )?
+        .execute(params![
+            seq.map(ms_to_sql),
+            run.id,
+            run.session,
+            run.agent,
+            run.trigger,
+            run.requested_by,
+            run.parent_run,
+            run.state.as_str(),
+            run.node,
+            run.lease_until_ms.map(ms_to_sql),
+            run.abort_requested,
+            ms_to_sql(run.enqueued_ms),
+            run.started_ms.map(ms_to_sql),
+            run.finished_ms.map(ms_to_sql),
+            run.final_text,
+            run.usage.map(|usage| usage.to_text())
+        ])?;
+    Ok((inserted > 0).then(|| ms(tx.last_insert_rowid())))
+}
+
+/// Keeps a run found new (no run of its id is kept) at the queue's next place; the run as
+/// kept.
+fn insert_new_run(tx: &Transaction<'_>, mut run: Run) -> rusqlite::Result<Result<Run, StoreError>> {
+    Ok(match insert_run(tx, None, &run)? {
+        Some(seq) => {
+            run.seq = seq;
+            Ok(run)
+        }
+        None => Err(duplicate_run(&run.id)),
+    })
+}
+
 impl RunStore for SqliteBackend {
     fn import_runs(&self, runs: Vec<Run>) -> StoreFuture<'_, ()> {
         self.decide("import runs", move |tx| {
-            let mut insert = tx.prepare_cached(
-                "INSERT OR IGNORE INTO runs (seq, id, session_key, agent, trigger_ref, requested_by,
-                     parent_run, state, node, lease_until_ms, abort_requested, enqueued_ms,
-                     started_ms, finished_ms, final_text, usage)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-            )?;
-            for run in runs {
-                insert.execute(params![
-                    ms_to_sql(run.seq),
-                    run.id,
-                    run.session,
-                    run.agent,
-                    run.trigger,
-                    run.requested_by,
-                    run.parent_run,
-                    run.state.as_str(),
-                    run.node,
-                    run.lease_until_ms.map(ms_to_sql),
-                    run.abort_requested,
-                    ms_to_sql(run.enqueued_ms),
-                    run.started_ms.map(ms_to_sql),
-                    run.finished_ms.map(ms_to_sql),
-                    run.final_text,
-                    run.usage.map(|usage| usage.to_text())
-                ])?;
+            for run in &runs {
+                insert_run(tx, Some(run.seq), run)?;
             }
             Ok(Ok(()))
         })
@@ -472,22 +493,8 @@ impl RunStore for SqliteBackend {
             if waiting >= max_queued_per_session {
                 return Ok(Ok(Enqueued::Full { queued: waiting }));
             }
-            tx.prepare_cached(
-                "INSERT INTO runs (id, session_key, agent, trigger_ref, requested_by, parent_run,
-                                   state, enqueued_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7)",
-            )?
-            .execute(params![
-                run.id,
-                run.session,
-                run.agent,
-                run.trigger,
-                run.requested_by,
-                run.parent_run,
-                ms_to_sql(run.enqueued_ms)
-            ])?;
-            let seq = ms(tx.last_insert_rowid());
-            Ok(Ok(Enqueued::Queued(Box::new(Run::queued(run, seq)))))
+            let run = insert_new_run(tx, Run::queued(run, 0))?;
+            Ok(run.map(|run| Enqueued::Queued(Box::new(run))))
         })
     }
 
@@ -537,25 +544,8 @@ impl RunStore for SqliteBackend {
             if run_by(tx, "id", &run.id)?.is_some() {
                 return Ok(Err(duplicate_run(&run.id)));
             }
-            tx.prepare_cached(
-                "INSERT INTO runs (id, session_key, agent, trigger_ref, requested_by, parent_run,
-                                   state, node, lease_until_ms, enqueued_ms, started_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', ?7, ?8, ?9, ?10)",
-            )?
-            .execute(params![
-                run.id,
-                run.session,
-                run.agent,
-                run.trigger,
-                run.requested_by,
-                run.parent_run,
-                node,
-                ms_to_sql(now_ms.saturating_add(lease_ms)),
-                ms_to_sql(run.enqueued_ms),
-                ms_to_sql(now_ms)
-            ])?;
-            let seq = tx.last_insert_rowid();
-            Ok(run_by(tx, "seq", &seq)?.ok_or_else(|| duplicate_run(&run.id)))
+            let lease_until_ms = now_ms.saturating_add(lease_ms);
+            insert_new_run(tx, Run::started(run, 0, node, now_ms, lease_until_ms))
         })
     }
 
@@ -1060,12 +1050,14 @@ fn usage_from_row(row: &Row<'_>) -> rusqlite::Result<KeptUsage> {
     Ok(KeptUsage {
         id: ms(row.get(0)?),
         row: UsageRow {
-            run_id: row.get(1)?,
-            agent: row.get(2)?,
-            user: row.get(3)?,
-            session: row.get(4)?,
-            guild: row.get(5)?,
-            model: row.get(6)?,
+            charge: UsageCharge {
+                run_id: row.get(1)?,
+                agent: row.get(2)?,
+                user: row.get(3)?,
+                session: row.get(4)?,
+                guild: row.get(5)?,
+                model: row.get(6)?,
+            },
             tokens_in: ms(row.get(7)?),
             tokens_out: ms(row.get(8)?),
             micro_usd: ms(row.get(9)?),
@@ -1083,12 +1075,12 @@ fn insert_usage(tx: &Transaction<'_>, id: Option<u64>, row: &UsageRow) -> rusqli
     let row = row.clone().capped();
     tx.prepare_cached(INSERT_USAGE)?.execute(params![
         id.map(ms_to_sql),
-        row.run_id,
-        row.agent,
-        row.user,
-        row.session,
-        row.guild,
-        row.model,
+        row.charge.run_id,
+        row.charge.agent,
+        row.charge.user,
+        row.charge.session,
+        row.charge.guild,
+        row.charge.model,
         ms_to_sql(row.tokens_in),
         ms_to_sql(row.tokens_out),
         ms_to_sql(row.micro_usd),

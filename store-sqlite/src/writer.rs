@@ -7,7 +7,6 @@
 //! The queue is bounded ([`switchboard_store::queue`]): when the disk falls behind, writers wait
 //! for room (one WARN per burst) instead of the queue growing without end.
 
-use std::collections::HashSet;
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Mutex;
 use std::thread::JoinHandle;
@@ -18,6 +17,7 @@ use rusqlite::Connection;
 use switchboard_records::Message;
 use switchboard_store::feed::FeedSender;
 use switchboard_store::queue::{bounded, BoundedReceiver, BoundedSender, QueueStats};
+use switchboard_store::write::{FlushReply, WriterBook};
 use switchboard_store::StoreError;
 use tokio::sync::oneshot;
 use tracing::{debug, error, warn};
@@ -26,10 +26,6 @@ use crate::rows::{self, IndexBatch};
 
 /// Most writes committed in one transaction.
 pub(crate) const MAX_BATCH: usize = 1_000;
-/// Prune the channels written to after this many batches...
-const PRUNE_EVERY_BATCHES: u32 = 64;
-/// ...or this long after the last prune, whichever comes first.
-const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
 /// How often audit rows past the retention are pruned while running.
 const AUDIT_PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
 /// A batch that starts within this long of the previous commit's end starts a busy spell:
@@ -145,9 +141,6 @@ impl switchboard_store::write::QueuedMessage for QueuedMessage {
 /// A read or decision that runs on the writer's connection between batches.
 pub(crate) type Query = Box<dyn FnOnce(&Connection) + Send>;
 
-/// The answer to a flush: the first write failure since the previous answer.
-type Reply = oneshot::Sender<Result<(), String>>;
-
 /// The answer to a close (waited for on a plain thread, not in a runtime).
 type CloseReply = std::sync::mpsc::SyncSender<Result<(), String>>;
 
@@ -156,7 +149,7 @@ type CloseReply = std::sync::mpsc::SyncSender<Result<(), String>>;
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Command {
     Write(Write),
-    Flush(Reply),
+    Flush(FlushReply),
     Query(Query),
     Close(CloseReply),
 }
@@ -260,12 +253,7 @@ struct WriterThread {
     feed: FeedSender,
     /// What the batch being committed owes the search index.
     index: IndexBatch,
-    /// The first failure since the last flush answer.
-    failure: Option<String>,
-    /// Channels with inserts or deletes since the last prune.
-    touched: HashSet<Snowflake>,
-    batches_since_prune: u32,
-    last_prune: Instant,
+    book: WriterBook,
     last_audit_prune: Instant,
     /// When the last batch was committed: a batch soon after it gathers more writes.
     last_commit: Instant,
@@ -279,7 +267,7 @@ struct WriterThread {
 fn gather(
     commands: &BoundedReceiver<Command>,
     batch: &mut Vec<Write>,
-    replies: &mut Vec<Reply>,
+    replies: &mut Vec<FlushReply>,
     queries: &mut Vec<Query>,
 ) -> Option<CloseReply> {
     let started = Instant::now();
@@ -319,10 +307,7 @@ impl WriterThread {
             options,
             feed,
             index: IndexBatch::default(),
-            failure: None,
-            touched: HashSet::new(),
-            batches_since_prune: 0,
-            last_prune: Instant::now(),
+            book: WriterBook::default(),
             last_audit_prune: Instant::now(),
             last_commit: Instant::now(),
         }
@@ -333,7 +318,7 @@ impl WriterThread {
         let mut replies = Vec::new();
         let mut queries: Vec<Query> = Vec::new();
         loop {
-            let first = match commands.recv_timeout(PRUNE_INTERVAL) {
+            let first = match commands.recv_timeout(WriterBook::PRUNE_INTERVAL) {
                 Ok(command) => command,
                 Err(RecvTimeoutError::Timeout) => {
                     self.prune_if_due();
@@ -346,22 +331,18 @@ impl WriterThread {
                 }
             };
             let mut closing = None;
-            let mut next = Some(first);
-            while let Some(command) = next.take() {
+            commands.take_ready(first, |command| {
                 match command {
                     Command::Write(write) => batch.push(write),
                     Command::Flush(reply) => replies.push(reply),
                     Command::Query(query) => queries.push(query),
                     Command::Close(reply) => {
                         closing = Some(reply);
-                        break;
+                        return false;
                     }
                 }
-                if batch.len() >= MAX_BATCH {
-                    break;
-                }
-                next = commands.try_recv().ok();
-            }
+                batch.len() < MAX_BATCH
+            });
             // Writes arriving back to back (ingest, an audit row per call): a commit per few
             // writes would keep this thread busy on a core of its own, taking it from the
             // gateway and the calls. Let the spell's writes gather first, unless someone waits
@@ -379,30 +360,20 @@ impl WriterThread {
             for query in queries.drain(..) {
                 query(&self.conn);
             }
-            // A failure is kept until a flush or close answers it: a batch committed before
-            // the flush arrived must not swallow it.
-            if !replies.is_empty() {
-                let answer = match self.failure.take() {
-                    Some(failure) => Err(failure),
-                    None => Ok(()),
-                };
-                for reply in replies.drain(..) {
-                    let _ = reply.send(answer.clone());
-                }
-            }
+            self.book.answer(&mut replies);
             if let Some(reply) = closing {
                 self.finish();
-                let _ = reply.send(self.failure.take().map_or(Ok(()), Err));
+                let _ = reply.send(self.book.close_answer());
                 return;
             }
-            self.batches_since_prune += 1;
+            self.book.batch_done();
             self.prune_if_due();
         }
     }
 
     fn fail(&mut self, what: String) {
         error!(path = %self.path, "store write failed: {what}");
-        self.failure.get_or_insert(what);
+        self.book.fail(what);
     }
 
     /// Applies a batch in one transaction. Each failed write is logged and remembered; the rest
@@ -425,7 +396,7 @@ impl WriterThread {
         }
         for write in batch.iter() {
             if let Some(channel) = write.channel() {
-                self.touched.insert(channel);
+                self.book.touch(channel);
             }
             if let Err(err) = rows::apply(&self.conn, &mut self.index, write) {
                 let what = format!("{}: {err}", write.describe());
@@ -477,20 +448,16 @@ impl WriterThread {
                 warn!(path = %self.path, %err, "could not prune old runs, usage and keys");
             }
         }
-        let due = self.batches_since_prune >= PRUNE_EVERY_BATCHES
-            || self.last_prune.elapsed() >= PRUNE_INTERVAL;
-        if due && !self.touched.is_empty() {
+        if self.book.prune_due() {
             self.prune();
         }
     }
 
     fn prune(&mut self) {
-        self.batches_since_prune = 0;
-        self.last_prune = Instant::now();
-        let channels: Vec<Snowflake> = self.touched.drain().collect();
+        let channels = self.book.take_touched();
         if let Err(err) = self.conn.execute_batch("BEGIN") {
             warn!(path = %self.path, %err, "could not prune the store; will retry");
-            self.touched.extend(channels);
+            self.book.retouch(channels);
             return;
         }
         let mut pruned = 0;
@@ -503,7 +470,7 @@ impl WriterThread {
         if let Err(err) = self.conn.execute_batch("COMMIT") {
             warn!(path = %self.path, %err, "could not commit pruning; will retry");
             let _ = self.conn.execute_batch("ROLLBACK");
-            self.touched.extend(channels);
+            self.book.retouch(channels);
             return;
         }
         debug!(path = %self.path, channels = channels.len(), pruned, "pruned old messages");
@@ -511,7 +478,7 @@ impl WriterThread {
 
     /// Prunes and checkpoints before the connection closes.
     fn finish(&mut self) {
-        if !self.touched.is_empty() {
+        if self.book.touched_any() {
             self.prune();
         }
         if let Err(err) = rows::checkpoint(&self.conn) {

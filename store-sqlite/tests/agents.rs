@@ -5,8 +5,8 @@ use futures_executor::block_on;
 use switchboard_records::run::FINISHED_RUNS_KEPT_MS;
 use switchboard_records::usage::USAGE_KEPT_MS;
 use switchboard_records::{
-    NewRun, Note, NoteLimits, NoteScope, Run, RunFilter, RunState, Snowflake, UsageRow,
-    UsageSubject,
+    NewRun, Note, NoteLimits, NoteScope, Run, RunFilter, RunState, Snowflake, UsageCharge,
+    UsageRow, UsageSubject,
 };
 use switchboard_store::{Backend, ClusterStore, MemoryStore, NotePut, RunStore, UsageStore};
 use switchboard_store_sqlite::{SqliteBackend, SqliteOptions};
@@ -24,12 +24,14 @@ fn now_ms() -> u64 {
 
 fn usage(at_ms: u64) -> UsageRow {
     UsageRow {
-        run_id: "r".into(),
-        agent: "support".into(),
-        user: None,
-        session: Some(SESSION.to_string()),
-        guild: None,
-        model: "m".into(),
+        charge: UsageCharge {
+            run_id: "r".into(),
+            agent: "support".into(),
+            user: None,
+            session: Some(SESSION.to_string()),
+            guild: None,
+            model: "m".into(),
+        },
         tokens_in: 10,
         tokens_out: 1,
         micro_usd: 5,

@@ -247,6 +247,19 @@ impl<T> BoundedReceiver<T> {
     pub fn stats(&self) -> QueueStats {
         self.counters.stats()
     }
+
+    /// Hands `first`, then each item already waiting, to `take` until it answers `false` (its
+    /// batch is full, a close came) or nothing waits: a writer's next batch, taken without
+    /// waiting.
+    pub fn take_ready(&self, first: T, mut take: impl FnMut(T) -> bool) {
+        let mut next = Some(first);
+        while let Some(item) = next.take() {
+            if !take(item) {
+                return;
+            }
+            next = self.try_recv().ok();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,9 @@
 //! (SQLite keeps a message's strings in one allocation and an audit row's columns written out
 //! on the caller's thread, PostgreSQL the records themselves).
 
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
 use entity::Snowflake;
 use switchboard_records::{
     Approval, AuditEntry, AuditRow, Gap, Message, Role, Session, ThreadState, TriggerClaim, User,
@@ -164,5 +167,132 @@ impl<M: QueuedMessage, A: QueuedAudit> Write<M, A> {
             Write::SaveApproval(a) => Changed::Approval(a.card.id.clone()),
             Write::PruneClaims(_) | Write::Audit(_) | Write::ImportAudit(_) => return None,
         })
+    }
+}
+
+/// How a flush is answered: the first write failure since the last answer, or `Ok`.
+pub type FlushReply = tokio::sync::oneshot::Sender<Result<(), String>>;
+
+/// What a backend's writer thread keeps between batches, alike in every backend: the first
+/// write failure not answered yet, and the channels written since the last prune of old
+/// messages with when the next one is due.
+#[derive(Debug)]
+pub struct WriterBook {
+    failure: Option<String>,
+    touched: HashSet<Snowflake>,
+    batches_since_prune: u32,
+    last_prune: Instant,
+}
+
+impl Default for WriterBook {
+    fn default() -> Self {
+        WriterBook {
+            failure: None,
+            touched: HashSet::new(),
+            batches_since_prune: 0,
+            last_prune: Instant::now(),
+        }
+    }
+}
+
+impl WriterBook {
+    /// A prune is due after this many batches...
+    pub const PRUNE_EVERY_BATCHES: u32 = 64;
+    /// ...or this long after the last one, whichever comes first (and the longest a writer
+    /// waits for a write before it looks).
+    pub const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
+
+    /// Keeps `what` to answer the next flush or close with, unless an earlier failure waits.
+    pub fn fail(&mut self, what: String) {
+        self.failure.get_or_insert(what);
+    }
+
+    /// Notes a channel a write added to or deleted from (its retention is due at the next
+    /// prune).
+    pub fn touch(&mut self, channel: Snowflake) {
+        self.touched.insert(channel);
+    }
+
+    /// Answers every waiting flush with the failure kept since the last answer, or `Ok`. A
+    /// failure is kept until a flush or close answers it: a batch committed before the flush
+    /// arrived must not swallow it.
+    pub fn answer(&mut self, replies: &mut Vec<FlushReply>) {
+        if replies.is_empty() {
+            return;
+        }
+        let answer = self.failure.take().map_or(Ok(()), Err);
+        for reply in replies.drain(..) {
+            let _ = reply.send(answer.clone());
+        }
+    }
+
+    /// What a close is answered with: the failure not answered yet, or `Ok`.
+    pub fn close_answer(&mut self) -> Result<(), String> {
+        self.failure.take().map_or(Ok(()), Err)
+    }
+
+    /// Counts a committed batch.
+    pub fn batch_done(&mut self) {
+        self.batches_since_prune += 1;
+    }
+
+    /// Whether a channel waits for its prune.
+    pub fn touched_any(&self) -> bool {
+        !self.touched.is_empty()
+    }
+
+    /// Whether a prune is due: a channel waits, and enough batches or time have passed.
+    pub fn prune_due(&self) -> bool {
+        self.touched_any()
+            && (self.batches_since_prune >= Self::PRUNE_EVERY_BATCHES
+                || self.last_prune.elapsed() >= Self::PRUNE_INTERVAL)
+    }
+
+    /// Takes the channels to prune and starts counting to the next prune.
+    pub fn take_touched(&mut self) -> Vec<Snowflake> {
+        self.batches_since_prune = 0;
+        self.last_prune = Instant::now();
+        self.touched.drain().collect()
+    }
+
+    /// Gives back channels a failed prune did not reach (the next one retries them).
+    pub fn retouch(&mut self, channels: impl IntoIterator<Item = Snowflake>) {
+        self.touched.extend(channels);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_failure_waits_for_the_next_flush_and_is_answered_once() {
+        let mut book = WriterBook::default();
+        book.fail("first".to_owned());
+        book.fail("second".to_owned());
+        // No flush waits: the failure is kept.
+        book.answer(&mut Vec::new());
+        let (one, one_answer) = tokio::sync::oneshot::channel();
+        let (two, two_answer) = tokio::sync::oneshot::channel();
+        book.answer(&mut vec![one, two]);
+        assert_eq!(one_answer.blocking_recv(), Ok(Err("first".to_owned())));
+        assert_eq!(two_answer.blocking_recv(), Ok(Err("first".to_owned())));
+        assert_eq!(book.close_answer(), Ok(()));
+    }
+
+    #[test]
+    fn a_prune_is_due_after_enough_batches_and_only_with_channels_written() {
+        let mut book = WriterBook::default();
+        for _ in 0..WriterBook::PRUNE_EVERY_BATCHES {
+            book.batch_done();
+        }
+        assert!(!book.prune_due(), "nothing written, nothing to prune");
+        book.touch(Snowflake(7));
+        assert!(book.prune_due());
+        assert_eq!(book.take_touched(), vec![Snowflake(7)]);
+        assert!(!book.prune_due());
+        book.retouch([Snowflake(7)]);
+        assert!(book.touched_any());
+        assert!(!book.prune_due(), "the count starts again after a prune");
     }
 }

@@ -9,7 +9,7 @@ use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
 use switchboard_records::{
     FiringClaim, FiringOutcome, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Run,
     RunEnd, RunFilter, RunState, RunUsage, Schedule, ScheduleSpec, ScheduleStatus, Summary,
-    UsageBy, UsageQuery, UsageRow, UsageSubject, UsageTotals,
+    UsageBy, UsageCharge, UsageQuery, UsageRow, UsageSubject, UsageTotals,
 };
 
 use super::{id, Fixture, MakePlace, CHANNEL, MIRA, OTHER};
@@ -1010,20 +1010,22 @@ fn start() -> u64 {
 fn usage_rows(t0: u64) -> Vec<UsageRow> {
     (0..48u64)
         .map(|n| UsageRow {
-            run_id: format!("run-{}", n / 3),
-            agent: ["support", "release", "ops"][(n % 3) as usize].to_owned(),
-            user: match n % 5 {
-                0 => None,
-                4 => Some(format!("token:ci-{}", n % 2)),
-                _ => Some(id(n % 4).to_string()),
+            charge: UsageCharge {
+                run_id: format!("run-{}", n / 3),
+                agent: ["support", "release", "ops"][(n % 3) as usize].to_owned(),
+                user: match n % 5 {
+                    0 => None,
+                    4 => Some(format!("token:ci-{}", n % 2)),
+                    _ => Some(id(n % 4).to_string()),
+                },
+                session: Some(if n % 2 == 0 {
+                    CHANNEL.to_string()
+                } else {
+                    "api:open-webui".into()
+                }),
+                guild: (n % 7 != 0).then(|| id(100 + n % 2).to_string()),
+                model: "gpt-x".into(),
             },
-            session: Some(if n % 2 == 0 {
-                CHANNEL.to_string()
-            } else {
-                "api:open-webui".into()
-            }),
-            guild: (n % 7 != 0).then(|| id(100 + n % 2).to_string()),
-            model: "gpt-x".into(),
             tokens_in: 100 + n * 7,
             tokens_out: 10 + n,
             micro_usd: 1_000 + n * 13,

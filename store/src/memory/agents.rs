@@ -325,11 +325,8 @@ impl RunStore for MemoryBackend {
                 return Err(duplicate_run(&run.id));
             }
             kept.next_seq += 1;
-            let mut run = Run::queued(run, kept.next_seq);
-            run.state = RunState::Running;
-            run.node = Some(node);
-            run.lease_until_ms = Some(now_ms.saturating_add(lease_ms));
-            run.started_ms = Some(now_ms);
+            let lease_until_ms = now_ms.saturating_add(lease_ms);
+            let run = Run::started(run, kept.next_seq, node, now_ms, lease_until_ms);
             kept.runs.insert(run.id.clone(), run.clone());
             Ok(run)
         })
