@@ -862,10 +862,8 @@ impl Bridge {
     async fn release_orphans(&self) {
         let queue = &self.inner.queue;
         let running = match queue
-            .store
             .runs(switchboard_records::RunFilter {
                 state: Some(switchboard_records::RunState::Running),
-                limit: switchboard_records::RunFilter::MAX_LIMIT,
                 ..Default::default()
             })
             .await
@@ -1051,11 +1049,12 @@ impl Bridge {
         }
         let store = &self.inner.queue.store;
         let session = Some(row.session.clone());
-        let queued = store
+        let queued = self
+            .inner
+            .queue
             .runs(switchboard_records::RunFilter {
                 session: session.clone(),
                 state: Some(switchboard_records::RunState::Queued),
-                limit: switchboard_records::RunFilter::MAX_LIMIT,
                 ..Default::default()
             })
             .await
@@ -1191,10 +1190,8 @@ impl Bridge {
             }
         }
         if let Ok(waiting) = queue
-            .store
             .runs(switchboard_records::RunFilter {
                 state: Some(switchboard_records::RunState::Queued),
-                limit: switchboard_records::RunFilter::MAX_LIMIT,
                 ..Default::default()
             })
             .await
@@ -1476,10 +1473,8 @@ impl Bridge {
         let rows = match self
             .inner
             .queue
-            .store
             .runs(switchboard_records::RunFilter {
                 session: session.map(|s| s.to_string()),
-                limit: switchboard_records::RunFilter::MAX_LIMIT,
                 ..Default::default()
             })
             .await
@@ -2354,7 +2349,7 @@ impl Runs for Bridge {
     fn list_runs(
         &self,
         session: Option<Snowflake>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Vec<RunView>> + Send + '_>> {
+    ) -> switchboard_engine::runs::BoxFuture<'_, Vec<RunView>> {
         Box::pin(self.stored_views(session))
     }
 
@@ -2363,7 +2358,7 @@ impl Runs for Bridge {
         target: AbortTarget<'a>,
         user: Snowflake,
         admin: bool,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = AbortOutcome> + Send + 'a>> {
+    ) -> switchboard_engine::runs::BoxFuture<'a, AbortOutcome> {
         Box::pin(self.abort_anywhere(target, user, admin))
     }
 
@@ -2387,7 +2382,7 @@ impl Runs for Bridge {
         &self,
         session: Snowflake,
         agent: Option<String>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + '_>> {
+    ) -> switchboard_engine::runs::BoxFuture<'_, Result<(), String>> {
         Box::pin(async move {
             Bridge::bind_agent(self, session, agent.as_deref())
                 .await
@@ -2509,19 +2504,11 @@ async fn claim_loop(bridge: std::sync::Weak<Inner>) {
 /// Renews the lease of a run's rows while it runs; stops the run when someone asked it to stop
 /// (`runs.abort` on any node) or when its lease was lost (another node interrupted it).
 async fn heartbeat(bridge: Bridge, run_id: String, rows: Vec<String>) {
-    let (mut tick, lease_ms) = queue::renewals(bridge.lease());
-    loop {
-        tick.tick().await;
-        let queue = &bridge.inner.queue;
-        if queue.released.load(std::sync::atomic::Ordering::Acquire) {
-            return;
-        }
+    let mut renewals = queue::Renewals::new(bridge.lease());
+    let queue = &bridge.inner.queue;
+    while renewals.next(queue).await {
         for row in &rows {
-            match queue
-                .store
-                .heartbeat_run(row, &queue.node, now_ms(), lease_ms)
-                .await
-            {
+            match renewals.renew(queue, row).await {
                 Ok(switchboard_store::Heartbeat::Held {
                     abort_requested: false,
                     ..
