@@ -116,6 +116,9 @@ struct RunTicket<'a> {
 /// own message), when another node reads what the run posted.
 const ECHO_WAIT_MS: u64 = 10_000;
 
+/// Why a built-in runner's run failed when its own token was refused.
+const TOKEN_REFUSED: &str = "the run's own token was refused";
+
 /// Now, ms since the Unix epoch.
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -1957,11 +1960,7 @@ impl Bridge {
             Runner::OpenAi(runner) => {
                 spawned.send_replace(true);
                 let Some(context) = self.run_context(&answering, token, request_id, &cwd) else {
-                    return (
-                        false,
-                        "failed",
-                        "the run's own token was refused".to_owned(),
-                    );
+                    return (false, "failed", TOKEN_REFUSED.to_owned());
                 };
                 let memory = self.inner.memory.as_deref();
                 let (summary, notes) = match memory {
@@ -2051,11 +2050,7 @@ impl Bridge {
             Runner::Demo => {
                 spawned.send_replace(true);
                 let Some(context) = self.run_context(&answering, token, request_id, &cwd) else {
-                    return (
-                        false,
-                        "failed",
-                        "the run's own token was refused".to_owned(),
-                    );
+                    return (false, "failed", TOKEN_REFUSED.to_owned());
                 };
                 let _ = prompted.set(trigger.text.chars().count() as u64);
                 let demo = tokio::time::timeout(
@@ -2217,7 +2212,8 @@ impl Bridge {
     }
 
     /// The call context of a built-in runner's tool calls: the run's own capability, so they
-    /// take the full policy path. `None` (logged, token revoked) when the token is refused.
+    /// take the full policy path. `None` (logged, token revoked) when the token is refused:
+    /// the run then fails with [`TOKEN_REFUSED`].
     fn run_context(
         &self,
         trigger: &Trigger,

@@ -554,16 +554,8 @@ impl Run<'_> {
             job.summarised_entries(),
             job.skipped_entries(),
         );
-        tracing::info!(
-            run = self.context.request_id.as_deref().unwrap_or("-"),
-            round,
-            before = compacted.before_tokens,
-            after = compacted.after_tokens,
-            summarised = compacted.summarised_entries,
-            retries = compacted.retries,
-            kept_by_guard = compacted.kept_by_guard,
-            "context compacted"
-        );
+        let run = self.context.request_id.as_deref().unwrap_or("-");
+        tracing::info!(run, round, ?compacted, "context compacted");
         self.publish_context(
             events::COMPACTED,
             round,
@@ -585,15 +577,8 @@ impl Run<'_> {
         let Some(pruned) = events::Pruned::from_report(report) else {
             return;
         };
-        tracing::debug!(
-            run = self.context.request_id.as_deref().unwrap_or("-"),
-            round,
-            before = pruned.before_tokens,
-            after = pruned.after_tokens,
-            results = pruned.pruned_results,
-            dropped = pruned.dropped_entries,
-            "context pruned"
-        );
+        let run = self.context.request_id.as_deref().unwrap_or("-");
+        tracing::debug!(run, round, ?pruned, "context pruned");
         self.publish_context(
             events::PRUNED,
             round,
