@@ -116,6 +116,9 @@ struct RunTicket<'a> {
 /// own message), when another node reads what the run posted.
 const ECHO_WAIT_MS: u64 = 10_000;
 
+/// Why a built-in runner's run failed when its own token was refused.
+const TOKEN_REFUSED: &str = "the run's own token was refused";
+
 /// Now, ms since the Unix epoch.
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -864,10 +867,8 @@ impl Bridge {
     async fn release_orphans(&self) {
         let queue = &self.inner.queue;
         let running = match queue
-            .store
             .runs(switchboard_records::RunFilter {
                 state: Some(switchboard_records::RunState::Running),
-                limit: switchboard_records::RunFilter::MAX_LIMIT,
                 ..Default::default()
             })
             .await
@@ -1054,11 +1055,12 @@ impl Bridge {
         }
         let store = &self.inner.queue.store;
         let session = Some(row.session.clone());
-        let queued = store
+        let queued = self
+            .inner
+            .queue
             .runs(switchboard_records::RunFilter {
                 session: session.clone(),
                 state: Some(switchboard_records::RunState::Queued),
-                limit: switchboard_records::RunFilter::MAX_LIMIT,
                 ..Default::default()
             })
             .await
@@ -1194,10 +1196,8 @@ impl Bridge {
             }
         }
         if let Ok(waiting) = queue
-            .store
             .runs(switchboard_records::RunFilter {
                 state: Some(switchboard_records::RunState::Queued),
-                limit: switchboard_records::RunFilter::MAX_LIMIT,
                 ..Default::default()
             })
             .await
@@ -1479,10 +1479,8 @@ impl Bridge {
         let rows = match self
             .inner
             .queue
-            .store
             .runs(switchboard_records::RunFilter {
                 session: session.map(|s| s.to_string()),
-                limit: switchboard_records::RunFilter::MAX_LIMIT,
                 ..Default::default()
             })
             .await
@@ -1984,11 +1982,7 @@ impl Bridge {
             Runner::OpenAi(runner) => {
                 spawned.send_replace(true);
                 let Some(context) = self.run_context(&answering, token, request_id, &cwd) else {
-                    return (
-                        false,
-                        "failed",
-                        "the run's own token was refused".to_owned(),
-                    );
+                    return (false, "failed", TOKEN_REFUSED.to_owned());
                 };
                 let memory = self.inner.memory.as_deref();
                 let (summary, notes) = match memory {
@@ -2078,11 +2072,7 @@ impl Bridge {
             Runner::Demo => {
                 spawned.send_replace(true);
                 let Some(context) = self.run_context(&answering, token, request_id, &cwd) else {
-                    return (
-                        false,
-                        "failed",
-                        "the run's own token was refused".to_owned(),
-                    );
+                    return (false, "failed", TOKEN_REFUSED.to_owned());
                 };
                 let _ = prompted.set(trigger.text.chars().count() as u64);
                 let demo = tokio::time::timeout(
@@ -2244,7 +2234,8 @@ impl Bridge {
     }
 
     /// The call context of a built-in runner's tool calls: the run's own capability, so they
-    /// take the full policy path. `None` (logged, token revoked) when the token is refused.
+    /// take the full policy path. `None` (logged, token revoked) when the token is refused:
+    /// the run then fails with [`TOKEN_REFUSED`].
     fn run_context(
         &self,
         trigger: &Trigger,
@@ -2376,7 +2367,7 @@ impl Runs for Bridge {
     fn list_runs(
         &self,
         session: Option<Snowflake>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Vec<RunView>> + Send + '_>> {
+    ) -> switchboard_engine::runs::BoxFuture<'_, Vec<RunView>> {
         Box::pin(self.stored_views(session))
     }
 
@@ -2385,7 +2376,7 @@ impl Runs for Bridge {
         target: AbortTarget<'a>,
         user: Snowflake,
         admin: bool,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = AbortOutcome> + Send + 'a>> {
+    ) -> switchboard_engine::runs::BoxFuture<'a, AbortOutcome> {
         Box::pin(self.abort_anywhere(target, user, admin))
     }
 
@@ -2409,7 +2400,7 @@ impl Runs for Bridge {
         &self,
         session: Snowflake,
         agent: Option<String>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + '_>> {
+    ) -> switchboard_engine::runs::BoxFuture<'_, Result<(), String>> {
         Box::pin(async move {
             Bridge::bind_agent(self, session, agent.as_deref())
                 .await
@@ -2531,19 +2522,11 @@ async fn claim_loop(bridge: std::sync::Weak<Inner>) {
 /// Renews the lease of a run's rows while it runs; stops the run when someone asked it to stop
 /// (`runs.abort` on any node) or when its lease was lost (another node interrupted it).
 async fn heartbeat(bridge: Bridge, run_id: String, rows: Vec<String>) {
-    let (mut tick, lease_ms) = queue::renewals(bridge.lease());
-    loop {
-        tick.tick().await;
-        let queue = &bridge.inner.queue;
-        if queue.released.load(std::sync::atomic::Ordering::Acquire) {
-            return;
-        }
+    let mut renewals = queue::Renewals::new(bridge.lease());
+    let queue = &bridge.inner.queue;
+    while renewals.next(queue).await {
         for row in &rows {
-            match queue
-                .store
-                .heartbeat_run(row, &queue.node, now_ms(), lease_ms)
-                .await
-            {
+            match renewals.renew(queue, row).await {
                 Ok(switchboard_store::Heartbeat::Held {
                     abort_requested: false,
                     ..

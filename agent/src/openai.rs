@@ -554,25 +554,14 @@ impl Run<'_> {
             job.summarised_entries(),
             job.skipped_entries(),
         );
-        tracing::info!(
-            run = self.context.request_id.as_deref().unwrap_or("-"),
-            round,
-            before = compacted.before_tokens,
-            after = compacted.after_tokens,
-            summarised = compacted.summarised_entries,
-            retries = compacted.retries,
-            kept_by_guard = compacted.kept_by_guard,
-            "context compacted"
-        );
-        self.core.events().publish(
+        let run = self.context.request_id.as_deref().unwrap_or("-");
+        tracing::info!(run, round, ?compacted, "context compacted");
+        self.publish_context(
             events::COMPACTED,
-            Some(self.session),
+            round,
+            (compacted.before_tokens, compacted.after_tokens),
+            budget,
             json!({
-                "run": self.context.request_id,
-                "round": round,
-                "beforeTokens": compacted.before_tokens,
-                "afterTokens": compacted.after_tokens,
-                "limitTokens": budget.limit(),
                 "summaryTokens": summary_tokens,
                 "summarisedEntries": compacted.summarised_entries,
                 "skippedEntries": compacted.skipped_entries,
@@ -588,29 +577,42 @@ impl Run<'_> {
         let Some(pruned) = events::Pruned::from_report(report) else {
             return;
         };
-        tracing::debug!(
-            run = self.context.request_id.as_deref().unwrap_or("-"),
-            round,
-            before = pruned.before_tokens,
-            after = pruned.after_tokens,
-            results = pruned.pruned_results,
-            dropped = pruned.dropped_entries,
-            "context pruned"
-        );
-        self.core.events().publish(
+        let run = self.context.request_id.as_deref().unwrap_or("-");
+        tracing::debug!(run, round, ?pruned, "context pruned");
+        self.publish_context(
             events::PRUNED,
-            Some(self.session),
+            round,
+            (pruned.before_tokens, pruned.after_tokens),
+            budget,
             json!({
-                "run": self.context.request_id,
-                "round": round,
-                "beforeTokens": pruned.before_tokens,
-                "afterTokens": pruned.after_tokens,
-                "limitTokens": budget.limit(),
                 "prunedResults": pruned.pruned_results,
                 "prunedChars": pruned.pruned_chars,
                 "droppedMessages": pruned.dropped_entries,
             }),
         );
+    }
+
+    /// Publishes what a round did to this run's context (`kind`): the request's tokens
+    /// before and after against the limit, then the event's own `fields`.
+    fn publish_context(
+        &self,
+        kind: &'static str,
+        round: usize,
+        (before, after): (usize, usize),
+        budget: &Budget,
+        fields: Value,
+    ) {
+        let mut event = json!({
+            "run": self.context.request_id,
+            "round": round,
+            "beforeTokens": before,
+            "afterTokens": after,
+            "limitTokens": budget.limit(),
+        });
+        if let (Some(event), Value::Object(fields)) = (event.as_object_mut(), fields) {
+            event.extend(fields);
+        }
+        self.core.events().publish(kind, Some(self.session), event);
     }
 }
 

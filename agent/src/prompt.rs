@@ -226,20 +226,13 @@ pub fn transcript(
     }
 }
 
-/// [`transcript`] as plain chat turns: the note first as a system turn, then the messages.
-pub fn conversation(
-    core: &Core,
-    channel: AllowedChannel,
-    trigger: &Trigger,
-    context: usize,
-    bot_id: Option<Snowflake>,
-    trusted: &[Principal],
-) -> Vec<ChatTurn> {
+/// A [`transcript`] as plain chat turns: the note first as a system turn, then the messages.
+pub fn conversation(transcript: Transcript) -> Vec<ChatTurn> {
     let Transcript {
         entries,
         untrusted_note,
         ..
-    } = transcript(core, channel, trigger, context, bot_id, trusted, None);
+    } = transcript;
     let note = untrusted_note.map(|content| ChatTurn {
         role: Role::System,
         content,
@@ -376,9 +369,9 @@ mod tests {
                 let prompt = build(&w.core, w.ops, std::slice::from_ref(&trigger(own, "go")), 3, &trusted);
                 prop_assert!(prompt.contains(UNTRUSTED_MARK), "{}", prompt);
                 assert_marked(&prompt)?;
-                let turns = conversation(
-                    &w.core, w.ops, &trigger(own, "go"), 3, Some(Snowflake(demo::BOT)), &trusted,
-                );
+                let turns = conversation(transcript(
+                    &w.core, w.ops, &trigger(own, "go"), 3, Some(Snowflake(demo::BOT)), &trusted, None,
+                ));
                 for turn in &turns {
                     assert_marked(&turn.content)?;
                 }
@@ -388,7 +381,7 @@ mod tests {
                 from_them.author_id = Snowflake(demo::TOMAS);
                 from_them.author_name = name.clone();
                 assert_marked(&build(&w.core, w.ops, std::slice::from_ref(&from_them), 0, &trusted))?;
-                for turn in conversation(&w.core, w.ops, &from_them, 1, None, &trusted) {
+                for turn in conversation(transcript(&w.core, w.ops, &from_them, 1, None, &trusted, None)) {
                     assert_marked(&turn.content)?;
                 }
                 Ok(())

@@ -49,13 +49,41 @@ pub(crate) fn heartbeat_period(lease: Duration) -> Duration {
     (lease / 4).clamp(Duration::from_millis(50), HEARTBEAT_EVERY)
 }
 
-/// The ticks a running run's lease is renewed on (the first a period from now) and the lease
-/// they renew, in ms.
-pub(crate) fn renewals(lease: Duration) -> (tokio::time::Interval, u64) {
-    let period = heartbeat_period(lease);
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    (tick, u64::try_from(lease.as_millis()).unwrap_or(u64::MAX))
+/// The renewals of a running run's lease: ticks (the first a period from now), and the
+/// heartbeat each sends for the rows this node holds.
+pub(crate) struct Renewals {
+    tick: tokio::time::Interval,
+    lease_ms: u64,
+}
+
+impl Renewals {
+    pub(crate) fn new(lease: Duration) -> Self {
+        let period = heartbeat_period(lease);
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Self {
+            tick,
+            lease_ms: u64::try_from(lease.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// Waits for the next renewal: false once this node gave its runs' leases back (`released`).
+    pub(crate) async fn next(&mut self, queue: &RunQueue) -> bool {
+        self.tick.tick().await;
+        !queue.released.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Renews `row`'s lease for this node; the answer says whether someone asked its run to stop.
+    pub(crate) async fn renew(
+        &self,
+        queue: &RunQueue,
+        row: &str,
+    ) -> Result<switchboard_store::Heartbeat, switchboard_store::StoreError> {
+        queue
+            .store
+            .heartbeat_run(row, &queue.node, crate::now_ms(), self.lease_ms)
+            .await
+    }
 }
 
 /// A trigger as a run row keeps it.
@@ -200,6 +228,18 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl RunQueue {
+    /// The runs `filter` selects, as many as the store lists at once (its `limit` is set to
+    /// [`RunFilter::MAX_LIMIT`](switchboard_records::RunFilter::MAX_LIMIT)).
+    pub(crate) async fn runs(
+        &self,
+        filter: switchboard_records::RunFilter,
+    ) -> Result<Vec<switchboard_records::Run>, switchboard_store::StoreError> {
+        let limit = switchboard_records::RunFilter::MAX_LIMIT;
+        self.store
+            .runs(switchboard_records::RunFilter { limit, ..filter })
+            .await
+    }
+
     pub(crate) fn new(store: Arc<dyn RunStore>, node: String, shared: bool) -> RunQueue {
         RunQueue {
             store,

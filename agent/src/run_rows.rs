@@ -162,18 +162,9 @@ impl Bridge {
 /// Renews a held row's lease; stops its run when someone asked it to stop through the store
 /// (`runs.abort` on another node) or when its lease was lost.
 async fn renew(bridge: Bridge, id: String) {
-    let (mut tick, lease_ms) = queue::renewals(bridge.lease());
-    loop {
-        tick.tick().await;
-        let queue = &bridge.inner.queue;
-        if queue.released.load(std::sync::atomic::Ordering::Acquire) {
-            return;
-        }
-        let stop = match queue
-            .store
-            .heartbeat_run(&id, &queue.node, now_ms(), lease_ms)
-            .await
-        {
+    let mut renewals = queue::Renewals::new(bridge.lease());
+    while renewals.next(&bridge.inner.queue).await {
+        let stop = match renewals.renew(&bridge.inner.queue, &id).await {
             Ok(switchboard_store::Heartbeat::Held {
                 abort_requested, ..
             }) => abort_requested,

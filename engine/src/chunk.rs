@@ -75,6 +75,9 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::str::CharIndices;
 
+use unicode_properties::emoji;
+use unicode_properties::general_category::{GeneralCategoryGroup, UnicodeGeneralCategory};
+
 /// Discord's limit on a message's content, in characters.
 pub const MESSAGE_LIMIT: usize = 2000;
 
@@ -90,7 +93,6 @@ const CLOSE_CHARS: usize = 4;
 const MAX_TOKEN: usize = 100;
 /// Characters scanned past the end of a part's window, to know how the text goes on.
 const LOOKAHEAD: usize = 4;
-const ZERO_WIDTH_JOINER: char = '\u{200D}';
 
 /// How the characters of a part are spent, for one `limit`.
 ///
@@ -297,7 +299,7 @@ impl<'a> Scanner<'a> {
     /// before it, so that the start of a closing run can be marked.
     fn step(&mut self, byte: usize, ch: char, window: &mut VecDeque<Pos>) -> Pos {
         let prev = self.prev;
-        let indicator = is_regional_indicator(ch);
+        let indicator = emoji::is_regional_indicator(ch);
         let pos = Pos {
             byte,
             ch,
@@ -309,7 +311,7 @@ impl<'a> Scanner<'a> {
                 || (ch == '\n' && prev == '\r')
                 || (indicator && self.indicators % 2 == 1)
                 || joins_previous(ch)
-                || prev == ZERO_WIDTH_JOINER,
+                || emoji::is_zwj(prev),
             para: prev == '\n' && self.blank_line_ended,
             closes: false,
         };
@@ -404,33 +406,15 @@ fn is_tag_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'_' | b'+' | b'-' | b'.' | b'#')
 }
 
-fn is_regional_indicator(ch: char) -> bool {
-    matches!(ch as u32, 0x1F1E6..=0x1F1FF)
-}
-
-/// Characters that belong with the one before them: common combining marks, variation
-/// selectors, the zero-width joiner, emoji skin-tone modifiers and tag characters.
+/// Characters that belong with the one before them: combining marks of every script
+/// (variation selectors among them), the zero-width joiner, emoji skin-tone modifiers and
+/// tag characters.
 fn joins_previous(ch: char) -> bool {
-    matches!(
-        ch as u32,
-        0x0300..=0x036F
-            | 0x0483..=0x0489
-            | 0x0591..=0x05BD
-            | 0x0610..=0x061A
-            | 0x064B..=0x065F
-            | 0x0900..=0x0903
-            | 0x093A..=0x094F
-            | 0x1AB0..=0x1AFF
-            | 0x1DC0..=0x1DFF
-            | 0x200D
-            | 0x20D0..=0x20FF
-            | 0x3099..=0x309A
-            | 0xFE00..=0xFE0F
-            | 0xFE20..=0xFE2F
-            | 0x1F3FB..=0x1F3FF
-            | 0xE0020..=0xE007F
-            | 0xE0100..=0xE01EF
-    )
+    !ch.is_ascii()
+        && (ch.general_category_group() == GeneralCategoryGroup::Mark
+            || emoji::is_zwj(ch)
+            || emoji::is_tag_character(ch)
+            || matches!(ch, '\u{1F3FB}'..='\u{1F3FF}'))
 }
 
 /// How strict a search for a cut is: `Strict` also avoids empty code blocks, `Visible` keeps
@@ -736,6 +720,18 @@ mod tests {
         let text = "e\u{301}".repeat(1500);
         let parts = split_parts(&text, MESSAGE_LIMIT);
         assert!(parts.iter().skip(1).all(|p| p.body.starts_with('e')));
+    }
+
+    #[test]
+    fn a_mark_of_any_script_stays_with_its_letter() {
+        // Thai's MAI HAN-AKAT (a nonspacing mark) and Tamil's vowel sign AA (a spacing one).
+        for (letter, mark) in [('\u{E01}', '\u{E31}'), ('\u{B95}', '\u{BBE}')] {
+            // One character ahead, so that the window's last character is a letter.
+            let text = format!("x{}", format!("{letter}{mark}").repeat(1500));
+            let parts = split_parts(&text, MESSAGE_LIMIT);
+            assert!(parts.len() >= 2);
+            assert!(parts.iter().skip(1).all(|p| p.body.starts_with(letter)));
+        }
     }
 
     #[test]

@@ -6,6 +6,8 @@
 use entity::Snowflake;
 
 pub use crate::run_gate::{GateOpener, RunGate};
+/// The future a [`Runs`] method that may wait on the store answers with.
+pub use futures_util::future::BoxFuture;
 
 /// A message the platform stored, with the facts that decide whether it starts a run.
 #[derive(Debug, Clone, Copy)]
@@ -204,10 +206,7 @@ pub trait Runs: Send + Sync {
     fn abort(&self, target: AbortTarget<'_>, user: Snowflake, admin: bool) -> AbortOutcome;
     /// [`Runs::list`] as the cluster sees it: a bridge that keeps its runs in a shared store
     /// reads them there (every node's, ended ones too). By default, [`Runs::list`].
-    fn list_runs(
-        &self,
-        session: Option<Snowflake>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Vec<RunView>> + Send + '_>> {
+    fn list_runs(&self, session: Option<Snowflake>) -> BoxFuture<'_, Vec<RunView>> {
         Box::pin(std::future::ready(self.list(session)))
     }
     /// [`Runs::abort`] wherever the run runs: a bridge that keeps its runs in a shared store
@@ -217,7 +216,7 @@ pub trait Runs: Send + Sync {
         target: AbortTarget<'a>,
         user: Snowflake,
         admin: bool,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = AbortOutcome> + Send + 'a>> {
+    ) -> BoxFuture<'a, AbortOutcome> {
         Box::pin(std::future::ready(self.abort(target, user, admin)))
     }
     /// The agent that answers in `session` and why (what `/agent` shows).
@@ -240,7 +239,7 @@ pub trait Runs: Send + Sync {
         &self,
         session: Snowflake,
         agent: Option<String>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + '_>> {
+    ) -> BoxFuture<'_, Result<(), String>> {
         let _ = (session, agent);
         Box::pin(std::future::ready(Err(
             "this agent bridge has one agent".to_owned()
