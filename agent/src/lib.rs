@@ -52,7 +52,7 @@ use switchboard_engine::runs::{
 use switchboard_engine::surface::AllowedChannel;
 use switchboard_engine::{CallContext, Core};
 use switchboard_records::TriggerClaim;
-use switchboard_store::{Claim, MemoryStore, TriggerStore};
+use switchboard_store::{BotTurn, Claim, MemoryStore, TriggerStore};
 use tokio::sync::{oneshot, Semaphore};
 
 use command::{run_command_with, CommandSpec, RunOutcome};
@@ -64,13 +64,13 @@ const DONE: &str = "✅";
 const FAILED: &str = "❌";
 const INTERRUPTED: &str = "⚠️";
 
-/// The loop guard's count in a session (this node's: the messages it received).
+/// What this node knows of a session for the loop guard; the count itself is the store's
+/// ([`switchboard_store::BotTurnStore`]), the cluster's.
 #[derive(Default)]
 struct SessionQueue {
-    /// Runs queued in a row for other bots' messages; a person's message resets it.
-    bot_turns: u32,
-    /// Whether the loop guard said why it stopped, since the last reset.
-    bot_guard_said: bool,
+    /// The newest message a person wrote in the session that this node received: the next
+    /// bot turn it counts starts the store's count again after it.
+    person_since: Option<Snowflake>,
 }
 
 /// What claiming a trigger's message decided.
@@ -81,17 +81,6 @@ enum Claimed {
     Unrecorded,
     /// Leave it: answered before, or its answer could not be recorded.
     Leave,
-}
-
-/// What the loop guard decides for a message from another bot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BotTurn {
-    /// Answer it.
-    Answer,
-    /// Stop, and say why (the first time).
-    StopAndSay,
-    /// Stop quietly (already said).
-    Stop,
 }
 
 /// A run being executed: its id, what it waits on before it acts, its capability token, and
@@ -554,40 +543,47 @@ impl Bridge {
         }
     }
 
-    /// A person wrote in `channel`: the loop guard's count starts again.
-    fn person_spoke(&self, channel: Snowflake) {
-        if let Some(queue) = self.sessions().get_mut(&channel) {
-            queue.bot_turns = 0;
-            queue.bot_guard_said = false;
-        }
-    }
-
-    /// Counts a run for another bot's message in `channel`, up to `agent.max_bot_turns` in a
-    /// row: two bots that answer each other stop there instead of looping for ever.
-    fn bot_turn(&self, channel: Snowflake) -> BotTurn {
-        let max = self.config().max_bot_turns;
+    /// A person wrote `message` in `channel`: the loop guard's count starts again (in the
+    /// store, at the next bot turn counted here).
+    fn person_spoke(&self, channel: Snowflake, message: Snowflake) {
         let mut sessions = self.sessions();
-        let queue = sessions.entry(channel).or_default();
-        if queue.bot_turns < max {
-            queue.bot_turns += 1;
-            BotTurn::Answer
-        } else if std::mem::replace(&mut queue.bot_guard_said, true) {
-            BotTurn::Stop
-        } else {
-            BotTurn::StopAndSay
+        let known = &mut sessions.entry(channel).or_default().person_since;
+        *known = (*known).max(Some(message));
+    }
+
+    /// Counts a run for another bot's message, up to `agent.max_bot_turns` in a row,
+    /// cluster-wide: two bots that answer each other stop there instead of looping for ever,
+    /// whichever nodes receive their messages. Called once the trigger is claimed, so a
+    /// message two nodes received is counted once. A store that cannot count stops the turn:
+    /// a loop must not run on because the store is away. `person_since`: the newest message a
+    /// person wrote in the session when the bot's message arrived.
+    async fn bot_turn(&self, trigger: &Trigger, person_since: Option<Snowflake>) -> BotTurn {
+        let Some(message) = trigger.message_id else {
+            return BotTurn::Answer;
+        };
+        let session = trigger.channel_id;
+        let max = self.config().max_bot_turns;
+        let store = &self.inner.queue.store;
+        match self
+            .through_outage("count a bot's turn", || {
+                store.count_bot_turn(session, message, person_since, max)
+            })
+            .await
+        {
+            Ok(turn) => turn,
+            Err(error) => {
+                tracing::error!(%session, %message, "cannot count a bot's turn in the store; the bot is not answered: {error}");
+                BotTurn::Stop
+            }
         }
     }
 
-    async fn say_loop_guard(&self, trigger: Trigger) {
-        if self.inner.core.allowed(trigger.channel_id).await.is_err() {
-            return;
-        }
-        let text = format!(
+    /// The loop guard's notice, said once when it stops answering bots.
+    fn loop_guard_notice(&self) -> String {
+        format!(
             "I've answered other bots {} times in a row here, so I'll stop answering bots until a person writes in this channel.",
             self.config().max_bot_turns
-        );
-        self.post_reply(&stream::reply_context(&trigger), &trigger, &text)
-            .await;
+        )
     }
 
     /// The trigger with its message's current text when it was edited before the run started
@@ -649,11 +645,15 @@ impl Bridge {
         missed: bool,
         report: Option<oneshot::Sender<switchboard_schedule::RunReport>>,
     ) {
-        let admission = queue::Admission {
+        self.queue_admission(queue::Admission {
             trigger,
             missed,
+            bot: None,
             report,
-        };
+        });
+    }
+
+    fn queue_admission(&self, admission: queue::Admission) {
         let sender = self.admitter();
         match sender.try_send(admission) {
             Ok(()) => {}
@@ -718,6 +718,7 @@ impl Bridge {
         let queue::Admission {
             trigger,
             missed,
+            bot,
             report,
         } = admission;
         let durable = match self.claim(&trigger).await {
@@ -730,6 +731,17 @@ impl Bridge {
             Claimed::Unrecorded => None,
             Claimed::Won(durable) => Some(durable),
         };
+        if let Some(person_since) = bot {
+            match self.bot_turn(&trigger, person_since).await {
+                BotTurn::Answer => {}
+                BotTurn::Stop => return,
+                BotTurn::StopAndSay => {
+                    let notice = self.loop_guard_notice();
+                    self.refuse(trigger, durable, &notice).await;
+                    return;
+                }
+            }
+        }
         let run_id = match random_hex(8) {
             Ok(hex) => format!("run-{hex}"),
             Err(error) => {
@@ -2321,7 +2333,7 @@ impl Runs for Bridge {
     fn arrived(&self, message: &Arrival<'_>) {
         self.warm_arrived(message.channel_id, message.message_id);
         if !message.author_is_bot {
-            self.person_spoke(message.channel_id);
+            self.person_spoke(message.channel_id, message.message_id);
         }
         if !self.should_trigger(message) || (message.missed && !self.answers_missed(message)) {
             return;
@@ -2336,20 +2348,17 @@ impl Runs for Bridge {
             workflow_id: None,
             agent: None,
         };
-        if message.author_is_bot {
-            match self.bot_turn(message.channel_id) {
-                BotTurn::Answer => {}
-                BotTurn::Stop => return,
-                BotTurn::StopAndSay => {
-                    let bridge = self.clone();
-                    self.inner
-                        .runtime
-                        .spawn(async move { bridge.say_loop_guard(trigger).await });
-                    return;
-                }
-            }
-        }
-        self.queue(trigger, message.missed);
+        let bot = message.author_is_bot.then(|| {
+            self.sessions()
+                .get(&message.channel_id)
+                .and_then(|known| known.person_since)
+        });
+        self.queue_admission(queue::Admission {
+            trigger,
+            missed: message.missed,
+            bot,
+            report: None,
+        });
     }
 
     fn enqueue(&self, trigger: Trigger) {

@@ -10,8 +10,9 @@
 //!
 //! What stays per node: the wait for a claim's durability (SQLite decides a claim in memory
 //! and writes it behind; its one node is the one that runs the row), a schedule's waiter for
-//! its run's report (answered from the row when another node ran it), the loop guard's count
-//! of bot turns, and the abort of a run this node executes (another node's run is asked to
+//! its run's report (answered from the row when another node ran it), the newest message a
+//! person wrote in each session it received (the loop guard's count itself is the store's),
+//! and the abort of a run this node executes (another node's run is asked to
 //! stop through the row's `abort_requested`, which its heartbeat reads).
 
 use std::collections::HashMap;
@@ -179,6 +180,10 @@ pub(crate) fn decode(text: &str) -> Option<Trigger> {
 pub(crate) struct Admission {
     pub trigger: Trigger,
     pub missed: bool,
+    /// From another bot: the loop guard counts it once it is claimed, after the newest
+    /// message a person wrote in the session when it arrived (so a person's message that
+    /// arrives later does not undo the stop of one that came before it).
+    pub bot: Option<Option<Snowflake>>,
     pub report: Option<oneshot::Sender<switchboard_schedule::RunReport>>,
 }
 

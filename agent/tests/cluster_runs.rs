@@ -578,3 +578,88 @@ async fn on_postgres_a_degraded_node_starts_no_run_and_answers_what_came_meanwhi
     assert_eq!(started(&log(&dir)), all.len(), "none ran twice");
     drop(a.server);
 }
+
+/// Another bot, allowed to trigger runs (`agent.allow_bots`).
+const OTTERBOT: u64 = 1_200_000_000_000_000_777;
+
+/// `author` posts `text` in #ops and `receiver` gets the message from its gateway.
+fn arrives(
+    surface: &RecordingPlatform,
+    receiver: &Node,
+    author: u64,
+    text: &str,
+) -> entity::Snowflake {
+    let id = surface.post(demo::OPS.into(), author.into(), text);
+    receiver.bridge.arrived(&switchboard_engine::runs::Arrival {
+        channel_id: demo::OPS.into(),
+        message_id: id,
+        author_id: author.into(),
+        author_name: "someone",
+        author_roles: &[],
+        author_is_bot: author == OTTERBOT,
+        in_guild: true,
+        parent_id: None,
+        content: text,
+        text,
+        replies_to_bot: false,
+        missed: false,
+    });
+    id
+}
+
+/// The loop guard's count is the cluster's: another bot's messages received alternately by
+/// two nodes are counted together, the stop is said once, and a person's message starts the
+/// count again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_loop_guard_counts_bot_turns_received_by_two_nodes_together() {
+    let dir = scratch("loop-guard");
+    let surface = Arc::new(RecordingPlatform::demo());
+    let store = Place::memory().open();
+    let extra = format!("allow_bots = [\"{OTTERBOT}\"]\nmax_bot_turns = 2");
+    let a = node(&dir, "node-a", &extra, &surface, &store).await;
+    let b = node(&dir, "node-b", &extra, &surface, &store).await;
+    let mention = format!("<@{}> ping", demo::BOT);
+    let started = |message: entity::Snowflake| {
+        let prefix = format!("start {message} ");
+        log(&dir).iter().any(|line| line.starts_with(&prefix))
+    };
+    for receiver in [&a, &b] {
+        let id = arrives(&surface, receiver, OTTERBOT, &mention);
+        wait_for(
+            "a bot's run within the limit",
+            Duration::from_secs(20),
+            || started(id).then_some(()),
+        )
+        .await;
+    }
+    // The third in a row (on node a, which counted one itself) is stopped, and said so.
+    let stopped = arrives(&surface, &a, OTTERBOT, &mention);
+    let notice = wait_for("the loop guard's notice", Duration::from_secs(20), || {
+        replies_to(&surface, stopped).into_iter().next()
+    })
+    .await;
+    assert!(
+        notice.contains("answered other bots 2 times in a row"),
+        "{notice}"
+    );
+    let quiet = arrives(&surface, &b, OTTERBOT, &mention);
+    arrives(&surface, &b, demo::STANLEY, "hey bots, calm down");
+    let again = arrives(&surface, &b, OTTERBOT, &mention);
+    wait_for(
+        "a bot's run after a person wrote",
+        Duration::from_secs(20),
+        || started(again).then_some(()),
+    )
+    .await;
+    // Node b admits in arrival order: `quiet` was decided before `again` ran.
+    assert!(
+        !started(stopped) && !started(quiet),
+        "stopped {stopped}, quiet {quiet}: {:?}",
+        log(&dir)
+    );
+    assert!(
+        replies_to(&surface, quiet).is_empty(),
+        "said once, cluster-wide"
+    );
+    drop((a.server, b.server));
+}

@@ -26,6 +26,7 @@
 //! polls them (a plain thread with `block_on` too).
 
 mod agents;
+mod bot_turns;
 mod capabilities;
 mod changes;
 mod error;

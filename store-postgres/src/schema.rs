@@ -143,8 +143,9 @@ const V8: &str = "ALTER TABLE audit ADD COLUMN IF NOT EXISTS events text;";
 /// Steps 3 to 7 are the agent aggregates (issues 23, 25, 26), one per aggregate; step 8 the
 /// audit rows' events (issue 24); step 9 the `/agent set` bindings (issue 26); step 10 the run
 /// capabilities (issue 23); step 11 the live feed's events (issue 23); step 12 each run's
-/// usage (issue 23); step 13 the cluster's agreed shard count (issue 23).
-const STEPS: [&str; 13] = [
+/// usage (issue 23); step 13 the cluster's agreed shard count (issue 23); step 14 the loop
+/// guard's counts of bot turns (issue 23 §3).
+const STEPS: [&str; 14] = [
     V1,
     V2,
     crate::agents::SCHEMA_MEMORY,
@@ -158,6 +159,7 @@ const STEPS: [&str; 13] = [
     crate::events::SCHEMA_EVENTS,
     crate::agents::SCHEMA_RUN_USAGE,
     crate::agents::SCHEMA_SHARD_COUNT,
+    crate::bot_turns::SCHEMA_BOT_TURNS,
 ];
 
 /// Creates or upgrades the schema under the migration lock; `who` is recorded with each step.

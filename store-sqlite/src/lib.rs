@@ -15,6 +15,7 @@
 //! past theirs, expired idempotency keys).
 
 mod agents;
+mod bot_turns;
 mod capabilities;
 mod error;
 mod events;

@@ -16,7 +16,7 @@ use switchboard_store::StoreError;
 use tracing::{debug, warn};
 
 /// The schema version this code writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 19;
+pub const SCHEMA_VERSION: i64 = 20;
 
 /// How long opening waits for a lock held by another connection (e.g. a switchboard that is
 /// still shutting down) before reporting the store as locked.
@@ -334,7 +334,12 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {
             conn.execute_batch(crate::agents::SCHEMA_SHARD_COUNT)
                 .map_err(fail("add the cluster's shard count"))?;
         }
-        // Later versions: `if version < 20 || !has_table(..) { ... }`, each step in this same
+        // Step 20: the loop guard's counts of bot turns (issue 23 §3); added when missing.
+        if !has_table(conn, "bot_turns") {
+            conn.execute_batch(crate::bot_turns::SCHEMA_BOT_TURNS)
+                .map_err(fail("add the loop guard's counts"))?;
+        }
+        // Later versions: `if version < 21 || !has_table(..) { ... }`, each step in this same
         // transaction.
         if version != SCHEMA_VERSION {
             conn.pragma_update(None, "user_version", SCHEMA_VERSION)

@@ -494,7 +494,7 @@ pub enum Heartbeat {
 /// Agent runs (issues 23, 26): a per-session FIFO queue, cluster-wide. A session has at most
 /// one running run; a run is claimed by exactly one node, under a lease its heartbeats renew;
 /// a run whose lease expired is interrupted by whoever looks first.
-pub trait RunStore: Send + Sync {
+pub trait RunStore: crate::bot_turns::BotTurnStore + Send + Sync {
     /// Queues a run behind its session's runs, unless the session already has
     /// `max_queued_per_session` waiting: queued runs behind its running one — or, while none
     /// runs, behind the oldest queued, which starts as soon as a node claims it (so an idle

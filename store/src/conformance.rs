@@ -29,9 +29,11 @@ use crate::feed::{Changed, Next};
 use crate::{Backend, CacheOptions, Census, Claim, Decided, Reserved, Store, StoreErrorKind};
 
 mod agents;
+mod bot_turns;
 mod capabilities;
 mod events;
 pub use agents::*;
+pub use bot_turns::*;
 pub use capabilities::*;
 pub use events::*;
 
@@ -143,6 +145,8 @@ macro_rules! conformance_tests {
             events_raced_from_many_threads_are_ordered,
             an_event_batch_is_announced_once,
             garbage_events_are_refused_not_fatal,
+            bot_turns_counted_on_two_nodes_add_up_until_a_person_writes,
+            bot_turns_raced_answer_the_limit_and_say_why_once,
         );
     };
     (@tests $make:path; $($name:ident),* $(,)?) => {

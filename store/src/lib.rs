@@ -11,6 +11,7 @@
 //! - [`queue`]: the bounded write queue backends' writers use.
 //! - [`write`]: the writes a backend's writer queues (one enum for every backend).
 //! - [`events`]: the live feed's events as rows, so their ids are the store's on every node.
+//! - [`bot_turns`]: the loop guard's count of bot turns per session, cluster-wide.
 //! - [`copy`]: copying every kind of thing from one store into another (`store copy`).
 //! - `conformance` (feature `conformance`): the tests every backend runs.
 //!
@@ -18,6 +19,7 @@
 //! replaces, the cache and the feed, and how the rest of switchboard is wired to it.
 
 pub mod aggregates;
+pub mod bot_turns;
 mod cache;
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -40,6 +42,7 @@ pub use aggregates::{
     ScopeStore, SearchStore, ShardGrant, Snapshot, StoreFuture, TriggerStore, UsageStore,
     WorkflowStore,
 };
+pub use bot_turns::{BotTurn, BotTurnStore, BotTurns};
 pub use cache::{CacheOptions, Store};
 pub use error::{StoreError, StoreErrorKind};
 pub use events::{EventBounds, EventRow, EventStore, KeptEvent};

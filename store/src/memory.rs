@@ -27,6 +27,7 @@ use crate::feed::{Changed, Changes, FeedSender, Origin};
 use crate::queue::QueueStats;
 
 mod agents;
+mod bot_turns;
 mod capabilities;
 mod events;
 mod idempotency;
@@ -87,6 +88,7 @@ struct Data {
     agent_bindings: BTreeMap<Snowflake, String>,
     idempotency: idempotency::Keys,
     agents: agents::Kept,
+    bot_turns: HashMap<Snowflake, crate::bot_turns::BotTurns>,
     capabilities: capabilities::Capabilities,
     events: events::Events,
 }

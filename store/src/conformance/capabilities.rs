@@ -25,7 +25,7 @@ fn capability(n: u8, expires_ms: u64) -> KeptCapability {
 }
 
 /// The handle a second node would use, or the first one again.
-fn other_node(f: &Fixture) -> std::sync::Arc<dyn Backend> {
+pub(super) fn other_node(f: &Fixture) -> std::sync::Arc<dyn Backend> {
     f.place
         .second_node()
         .unwrap_or_else(|| std::sync::Arc::clone(&f.backend))
