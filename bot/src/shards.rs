@@ -208,9 +208,7 @@ pub(crate) type SpawnClient = Arc<
                         Output = Result<
                             (
                                 crate::service::ClientThread,
-                                tokio::sync::oneshot::Receiver<
-                                    Option<Result<(), serenity::Error>>,
-                                >,
+                                tokio::sync::oneshot::Receiver<Option<Result<(), serenity::Error>>>,
                             ),
                             DiscordError,
                         >,
