@@ -231,13 +231,32 @@ fn bench_failover(pg: &PgCluster) {
         .ok()
         .and_then(|v| v.parse().ok());
     let baseline = std::env::var_os("CLUSTER_BASELINE_BIN");
-    let mut sides: Vec<(&str, Option<std::ffi::OsString>, Vec<f64>, Vec<f64>)> = Vec::new();
-    if let Some(baseline) = baseline {
-        sides.push(("before", Some(baseline), Vec::new(), Vec::new()));
+    /// One side of the comparison: its name, its binary (`None`: this build's), its figures.
+    struct Side {
+        name: &'static str,
+        binary: Option<std::ffi::OsString>,
+        to_ready: Vec<f64>,
+        to_backfilled: Vec<f64>,
     }
-    sides.push(("after", None, Vec::new(), Vec::new()));
+    let side = |name, binary| Side {
+        name,
+        binary,
+        to_ready: Vec::new(),
+        to_backfilled: Vec::new(),
+    };
+    let mut sides: Vec<Side> = baseline
+        .map(|baseline| side("before", Some(baseline)))
+        .into_iter()
+        .chain([side("after", None)])
+        .collect();
     for round in 1..=rounds {
-        for (side, binary, to_ready, to_backfilled) in &mut sides {
+        for Side {
+            name: side,
+            binary,
+            to_ready,
+            to_backfilled,
+        } in &mut sides
+        {
             // Set between rounds only, while no node is starting.
             match binary {
                 Some(binary) => std::env::set_var("SWITCHBOARD_BASELINE_BIN", binary),
@@ -252,7 +271,13 @@ fn bench_failover(pg: &PgCluster) {
         }
     }
     std::env::remove_var("SWITCHBOARD_BASELINE_BIN");
-    for (side, _, to_ready, to_backfilled) in &mut sides {
+    for Side {
+        name: side,
+        to_ready,
+        to_backfilled,
+        ..
+    } in &mut sides
+    {
         println!(
             "failover ({side}, lease {}), median of {rounds}: kill → both shards ready {:.1} s, → gap backfilled {:.1} s",
             lease_s.map_or("20 s, the default".to_owned(), |s| format!("{s} s")),

@@ -262,7 +262,8 @@ pub async fn start(setup: GatewaySetup) -> Result<Gateway, DiscordError> {
             ended,
         });
     }
-    let (control, ended) = one_client(build, plan.total, &plan.initial, states, rest.clone()).await?;
+    let (control, ended) =
+        one_client(build, plan.total, &plan.initial, states, rest.clone()).await?;
     drop(gateway_request);
     let resharding = crate::shards::on_sharding_required(control.clone(), rest, plan.selection);
     Ok(Gateway {
@@ -293,8 +294,7 @@ pub async fn one_client(
     let deferred = ids.is_empty().then_some(first_rx);
     let (relaunch_tx, relaunch_rx) = tokio::sync::mpsc::channel(1);
     let (shards, ended) =
-        start_gateway_relaunching(Box::new(build), total, ids, deferred, Some(relaunch_rx))
-            .await?;
+        start_gateway_relaunching(Box::new(build), total, ids, deferred, Some(relaunch_rx)).await?;
     let mut control =
         ShardControl::new(shards, total, states).relaunching_through(relaunch_tx, rest);
     if ids.is_empty() {
@@ -329,8 +329,10 @@ pub fn client_per_shard(
                 })?),
                 None => None,
             };
-            let builder = (build.lock().unwrap_or_else(std::sync::PoisonError::into_inner))()
-                .ok_or_else(|| DiscordError::Gateway("no client to start".into()))?;
+            let builder = (build
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner))()
+            .ok_or_else(|| DiscordError::Gateway("no client to start".into()))?;
             let started = client_thread(builder, total, vec![id], None).await;
             drop(hold);
             started

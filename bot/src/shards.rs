@@ -18,7 +18,7 @@
 //! reads.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use serde_json::Value;
@@ -208,9 +208,7 @@ pub(crate) type SpawnClient = Arc<
                         Output = Result<
                             (
                                 crate::service::ClientThread,
-                                tokio::sync::oneshot::Receiver<
-                                    Option<Result<(), serenity::Error>>,
-                                >,
+                                tokio::sync::oneshot::Receiver<Option<Result<(), serenity::Error>>>,
                             ),
                             DiscordError,
                         >,
@@ -245,7 +243,50 @@ struct OwnClients {
     ///
     /// [`Gateway::ended`]: crate::service::Gateway::ended
     ended: Mutex<Option<tokio::sync::oneshot::Sender<Result<(), serenity::Error>>>>,
+    /// Each shard's latest start or stop, numbered from `next`: a client whose start was
+    /// overtaken by a stop (it was building meanwhile) is retired instead of kept.
+    latest: Mutex<BTreeMap<u32, u64>>,
+    next: AtomicU64,
 }
+
+impl OwnClients {
+    /// Records a start or stop of shard `id`; its number.
+    fn mark(&self, id: u32) -> u64 {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        self.latest
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, n);
+        n
+    }
+
+    /// Whether start `n` of shard `id` is still its latest word.
+    fn is_latest(&self, id: u32, n: u64) -> bool {
+        self.latest
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            == Some(&n)
+    }
+
+    /// Records a stop of every shard started or stopped so far.
+    fn mark_all(&self) {
+        let ids: Vec<u32> = self
+            .latest
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .copied()
+            .collect();
+        for id in ids {
+            self.mark(id);
+        }
+    }
+}
+
+/// The longest a shard's client may take to be built (it asks Discord for the gateway's
+/// address) before its start is given up.
+const BUILD_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A request to the gateway thread (after a 4011, or a new cluster-wide count): retire the
 /// running client and start a fresh one running `ids` of `total` — or, with none, the first
@@ -329,6 +370,8 @@ impl ShardControl {
             spawn,
             clients: tokio::sync::Mutex::new(BTreeMap::new()),
             ended: Mutex::new(Some(ended_tx)),
+            latest: Mutex::new(BTreeMap::new()),
+            next: AtomicU64::new(0),
         }));
         (control, ended_rx)
     }
@@ -408,13 +451,31 @@ impl ShardControl {
 
     /// Starts shard `id` in a client of its own (one already running it is retired first).
     async fn start_own(&self, own: &Arc<OwnClients>, id: u32) {
-        let mut clients = own.clients.lock().await;
-        if let Some(mut old) = clients.remove(&id) {
+        let start = own.mark(id);
+        let old = own.clients.lock().await.remove(&id);
+        if let Some(mut old) = old {
             old.retire_within(STOP_WITHIN).await;
         }
-        match (own.spawn)(self.total(), id).await {
-            Ok((client, ended)) => {
+        // Built without holding the clients: a stop of another shard need not wait for it.
+        let built = tokio::time::timeout(BUILD_WITHIN, (own.spawn)(self.total(), id))
+            .await
+            .unwrap_or_else(|_| {
+                Err(DiscordError::Gateway(format!(
+                    "its client was not built within {} s",
+                    BUILD_WITHIN.as_secs()
+                )))
+            });
+        match built {
+            Ok((mut client, ended)) => {
+                let mut clients = own.clients.lock().await;
+                if !own.is_latest(id, start) {
+                    // Stopped (given back, or a new count) while it was being built.
+                    drop(clients);
+                    client.retire_within(STOP_WITHIN).await;
+                    return;
+                }
                 clients.insert(id, client);
+                drop(clients);
                 let report = Arc::clone(own);
                 tokio::spawn(async move {
                     // A client ends by itself only when serenity gives up (a refused token or
@@ -447,6 +508,7 @@ impl ShardControl {
     pub async fn stop(&self, id: u32) {
         tracing::info!(shard = id, "stopping gateway shard");
         if let Some(own) = &self.own {
+            own.mark(id);
             let client = own.clients.lock().await.remove(&id);
             if let Some(mut client) = client {
                 client.retire_within(STOP_WITHIN).await;
@@ -558,6 +620,7 @@ impl ShardControl {
 
     /// Retires every client of its own (each within [`STOP_WITHIN`], all at once).
     async fn stop_own_clients(&self, own: &OwnClients) {
+        own.mark_all();
         let clients = std::mem::take(&mut *own.clients.lock().await);
         let mut stops = tokio::task::JoinSet::new();
         for (id, mut client) in clients {

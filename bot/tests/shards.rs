@@ -140,7 +140,10 @@ async fn a_live_shard_given_back_closes_its_connection_at_once_and_can_be_taken_
     tokio::time::timeout(STOP_WITHIN + Duration::from_secs(2), control.stop(1))
         .await
         .expect("a live shard stops in time");
-    until("shard 1's connection gone", || identified_on(&fake, 1).is_empty()).await;
+    until("shard 1's connection gone", || {
+        identified_on(&fake, 1).is_empty()
+    })
+    .await;
     assert_eq!(control.running().await, vec![0]);
     control.start(1).await;
     until("shard 1 identified anew", || {

@@ -598,8 +598,10 @@ pub struct Switchboard {
 /// comparing against an older build names that build's binary in `SWITCHBOARD_BASELINE_BIN`
 /// while it runs the baseline's side.
 pub fn switchboard_command(config: &Path, cwd: &Path) -> Command {
-    let binary = std::env::var_os("SWITCHBOARD_BASELINE_BIN")
-        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_switchboard")), PathBuf::from);
+    let binary = std::env::var_os("SWITCHBOARD_BASELINE_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_switchboard")),
+        PathBuf::from,
+    );
     let mut command = Command::new(binary);
     command
         .arg("run")
