@@ -486,26 +486,19 @@ impl Surface for DiscordSurface {
         Ok(())
     }
 
-    async fn add_reaction(
+    async fn set_reaction(
         &self,
         channel: AllowedChannel,
         message_id: Snowflake,
         emoji: String,
+        present: bool,
     ) -> Result<(), SurfaceError> {
-        self.rest
-            .add_reaction(channel.id(), message_id, &emoji)
-            .await
-    }
-
-    async fn remove_reaction(
-        &self,
-        channel: AllowedChannel,
-        message_id: Snowflake,
-        emoji: String,
-    ) -> Result<(), SurfaceError> {
-        self.rest
-            .remove_reaction(channel.id(), message_id, &emoji)
-            .await
+        let (channel, emoji) = (channel.id(), emoji.as_str());
+        if present {
+            self.rest.add_reaction(channel, message_id, emoji).await
+        } else {
+            self.rest.remove_reaction(channel, message_id, emoji).await
+        }
     }
 
     async fn typing(&self, channel: AllowedChannel) -> Result<(), SurfaceError> {
@@ -660,20 +653,17 @@ impl Surface for DiscordSurface {
         Ok(info)
     }
 
-    async fn pin_message(
+    async fn set_pinned(
         &self,
         channel: AllowedChannel,
         message_id: Snowflake,
+        pinned: bool,
     ) -> Result<(), SurfaceError> {
-        self.rest.pin(channel.id(), message_id).await
-    }
-
-    async fn unpin_message(
-        &self,
-        channel: AllowedChannel,
-        message_id: Snowflake,
-    ) -> Result<(), SurfaceError> {
-        self.rest.unpin(channel.id(), message_id).await
+        if pinned {
+            self.rest.pin(channel.id(), message_id).await
+        } else {
+            self.rest.unpin(channel.id(), message_id).await
+        }
     }
 
     async fn pinned_messages(

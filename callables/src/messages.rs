@@ -590,8 +590,10 @@ impl Tool for OnMessage {
                 return crate::reactions::list_answer(&message);
             }
             OnMessage::Delete => surface.delete_message(target.channel, message_id).await?,
-            OnMessage::Pin => surface.pin_message(target.channel, message_id).await?,
-            OnMessage::Unpin => surface.unpin_message(target.channel, message_id).await?,
+            OnMessage::Pin | OnMessage::Unpin => {
+                let pin = matches!(self, OnMessage::Pin);
+                surface.set_pinned(target.channel, message_id, pin).await?
+            }
         }
         output(&Done::OK)
     }

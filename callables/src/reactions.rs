@@ -175,19 +175,10 @@ impl Tool for ChangeReaction {
 
     async fn run(&self, cx: &Invocation<'_>, plan: ReactionPlan) -> Result<ToolOutput, ToolError> {
         let target = cx.target()?;
-        let surface = cx.surface();
-        match self {
-            ChangeReaction::Add => {
-                surface
-                    .add_reaction(target.channel, plan.message_id, plan.emoji)
-                    .await?;
-            }
-            ChangeReaction::Remove => {
-                surface
-                    .remove_reaction(target.channel, plan.message_id, plan.emoji)
-                    .await?;
-            }
-        }
+        let add = matches!(self, ChangeReaction::Add);
+        cx.surface()
+            .set_reaction(target.channel, plan.message_id, plan.emoji, add)
+            .await?;
         output(&Done::OK)
     }
 }

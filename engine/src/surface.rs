@@ -398,19 +398,13 @@ pub trait Surface: NameDirectory + Send + Sync + 'static {
         channel: AllowedChannel,
         message_id: Snowflake,
     ) -> Result<(), SurfaceError>;
-    /// Adds the bot's reaction.
-    async fn add_reaction(
+    /// Adds the bot's reaction (`present`) or removes its own.
+    async fn set_reaction(
         &self,
         channel: AllowedChannel,
         message_id: Snowflake,
         emoji: String,
-    ) -> Result<(), SurfaceError>;
-    /// Removes the bot's own reaction.
-    async fn remove_reaction(
-        &self,
-        channel: AllowedChannel,
-        message_id: Snowflake,
-        emoji: String,
+        present: bool,
     ) -> Result<(), SurfaceError>;
     /// Shows the bot typing for a few seconds.
     async fn typing(&self, channel: AllowedChannel) -> Result<(), SurfaceError>;
@@ -454,17 +448,12 @@ pub trait Surface: NameDirectory + Send + Sync + 'static {
         thread: AllowedChannel,
         archived: bool,
     ) -> Result<Thread, SurfaceError>;
-    /// Pins a message.
-    async fn pin_message(
+    /// Pins a message (`pinned`) or unpins it.
+    async fn set_pinned(
         &self,
         channel: AllowedChannel,
         message_id: Snowflake,
-    ) -> Result<(), SurfaceError>;
-    /// Unpins a message.
-    async fn unpin_message(
-        &self,
-        channel: AllowedChannel,
-        message_id: Snowflake,
+        pinned: bool,
     ) -> Result<(), SurfaceError>;
     /// The pinned messages of a session, most recently pinned first.
     async fn pinned_messages(

@@ -49,7 +49,7 @@ pub enum SurfaceCall {
         /// The message to delete.
         message_id: Snowflake,
     },
-    /// [`Surface::add_reaction`]: the bot's reaction on a message.
+    /// [`Surface::set_reaction`] (`true`): the bot's reaction on a message.
     AddReaction {
         /// The message's channel.
         channel_id: Snowflake,
@@ -58,7 +58,7 @@ pub enum SurfaceCall {
         /// The emoji, as the tool server passed it.
         emoji: String,
     },
-    /// [`Surface::remove_reaction`]: take the bot's reaction off a message.
+    /// [`Surface::set_reaction`] (`false`): take the bot's reaction off a message.
     RemoveReaction {
         /// The message's channel.
         channel_id: Snowflake,
@@ -94,14 +94,14 @@ pub enum SurfaceCall {
         /// Archive (true) or reopen.
         archived: bool,
     },
-    /// [`Surface::pin_message`].
+    /// [`Surface::set_pinned`] (`true`).
     Pin {
         /// The message's channel.
         channel_id: Snowflake,
         /// The message.
         message_id: Snowflake,
     },
-    /// [`Surface::unpin_message`].
+    /// [`Surface::set_pinned`] (`false`).
     Unpin {
         /// The message's channel.
         channel_id: Snowflake,
@@ -670,22 +670,14 @@ impl Surface for RecordingPlatform {
         }
     }
 
-    async fn add_reaction(
+    async fn set_reaction(
         &self,
         channel: AllowedChannel,
         message_id: Snowflake,
         emoji: String,
+        present: bool,
     ) -> Result<(), SurfaceError> {
-        self.react(channel.id(), message_id, emoji, true).await
-    }
-
-    async fn remove_reaction(
-        &self,
-        channel: AllowedChannel,
-        message_id: Snowflake,
-        emoji: String,
-    ) -> Result<(), SurfaceError> {
-        self.react(channel.id(), message_id, emoji, false).await
+        self.react(channel.id(), message_id, emoji, present).await
     }
 
     async fn typing(&self, channel: AllowedChannel) -> Result<(), SurfaceError> {
@@ -836,17 +828,29 @@ impl Surface for RecordingPlatform {
             .ok_or_else(|| SurfaceError::NotFound(format!("Unknown thread {id}")))
     }
 
-    async fn pin_message(
+    async fn set_pinned(
         &self,
         channel: AllowedChannel,
         message_id: Snowflake,
+        pinned: bool,
     ) -> Result<(), SurfaceError> {
         let channel_id = channel.id();
-        self.begin(SurfaceCall::Pin {
+        if !pinned {
+            self.begin(SurfaceCall::Unpin {
+                channel_id,
+                message_id,
+            })
+            .await?;
+            if let Some(pins) = self.lock().pins.get_mut(&channel_id) {
+                pins.retain(|(id, _)| *id != message_id);
+            }
+            return Ok(());
+        }
+        let call = SurfaceCall::Pin {
             channel_id,
             message_id,
-        })
-        .await?;
+        };
+        self.begin(call).await?;
         self.stored(channel_id, message_id)?;
         let mut recorder = self.lock();
         let at = timestamp(recorder.next_id);
@@ -861,23 +865,6 @@ impl Surface for RecordingPlatform {
             });
         }
         pins.push((message_id, at));
-        Ok(())
-    }
-
-    async fn unpin_message(
-        &self,
-        channel: AllowedChannel,
-        message_id: Snowflake,
-    ) -> Result<(), SurfaceError> {
-        let channel_id = channel.id();
-        self.begin(SurfaceCall::Unpin {
-            channel_id,
-            message_id,
-        })
-        .await?;
-        if let Some(pins) = self.lock().pins.get_mut(&channel_id) {
-            pins.retain(|(id, _)| *id != message_id);
-        }
         Ok(())
     }
 
