@@ -797,8 +797,10 @@ impl Bridge {
                 return;
             }
             Ok(switchboard_store::Enqueued::Full { .. }) => {
+                // A missed trigger is told too: its claim is taken, so nothing else would
+                // ever answer it, and its asker would wait for nothing.
                 if missed {
-                    tracing::info!(session = %trigger.channel_id, message = ?trigger.message_id, "a missed trigger finds the session's queue full; not answered");
+                    tracing::info!(session = %trigger.channel_id, message = ?trigger.message_id, "a missed trigger finds the session's queue full; told to ask again");
                 }
                 format!(
                     "I'm busy in this channel and {limit} more requests are already waiting; please ask again when I'm done."
@@ -818,9 +820,6 @@ impl Bridge {
             let _ = report.send(report_error(&format!(
                 "the session's queue was full ({limit} runs waiting), or the store refused the run; the run did not start"
             )));
-            return;
-        }
-        if missed {
             return;
         }
         self.refuse(trigger, durable, &refusal).await;

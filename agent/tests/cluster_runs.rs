@@ -590,6 +590,12 @@ fn arrives(
     text: &str,
 ) -> entity::Snowflake {
     let id = surface.post(demo::OPS.into(), author.into(), text);
+    deliver(receiver, id, author, text, false);
+    id
+}
+
+/// `receiver` gets message `id` from its gateway, live or (`missed`) from a backfill.
+fn deliver(receiver: &Node, id: entity::Snowflake, author: u64, text: &str, missed: bool) {
     receiver.bridge.arrived(&switchboard_engine::runs::Arrival {
         channel_id: demo::OPS.into(),
         message_id: id,
@@ -602,9 +608,8 @@ fn arrives(
         content: text,
         text,
         replies_to_bot: false,
-        missed: false,
+        missed,
     });
-    id
 }
 
 /// The loop guard's count is the cluster's: another bot's messages received alternately by
@@ -662,4 +667,62 @@ async fn the_loop_guard_counts_bot_turns_received_by_two_nodes_together() {
         "said once, cluster-wide"
     );
     drop((a.server, b.server));
+}
+
+/// A message id made now, with `n` in its low bits: young enough for a missed trigger to be
+/// answered (`agent.missed_max_age_s`).
+fn fresh_id(n: u64) -> entity::Snowflake {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    entity::Snowflake(((now_ms - 1_420_070_400_000) << 22) | n)
+}
+
+/// A missed trigger (found by a backfill) that finds its session's queue full is told so, as
+/// a live one is: its claim is taken, so nothing else would ever answer it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_missed_trigger_that_finds_the_queue_full_is_told_to_ask_again() {
+    let dir = scratch("missed-full");
+    let surface = Arc::new(RecordingPlatform::demo());
+    let store = Place::memory().open();
+    let a = node(&dir, "node-a", "queue_per_session = 1", &surface, &store).await;
+    let text = format!("<@{}> question", demo::BOT);
+    let [running, waiting, missed] = [1, 2, 3].map(fresh_id);
+    let started = |message: entity::Snowflake| {
+        let prefix = format!("start {message} ");
+        log(&dir).iter().any(|line| line.starts_with(&prefix))
+    };
+    std::fs::write(dir.join(format!("hold-{running}")), "").unwrap();
+    deliver(&a, running, demo::STANLEY, &text, false);
+    wait_for("the first run", Duration::from_secs(20), || {
+        started(running).then_some(())
+    })
+    .await;
+    deliver(&a, waiting, demo::STANLEY, &text, false);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while rows(&store).await < 2 {
+        assert!(Instant::now() < deadline, "the second run was never queued");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    deliver(&a, missed, demo::STANLEY, &text, true);
+    let told = wait_for("the busy notice", Duration::from_secs(20), || {
+        replies_to(&surface, missed).into_iter().next()
+    })
+    .await;
+    assert!(told.contains("I'm busy in this channel"), "{told}");
+    std::fs::remove_file(dir.join(format!("hold-{running}"))).unwrap();
+    for message in [running, waiting] {
+        wait_for("the queued runs' answers", Duration::from_secs(20), || {
+            (!replies_to(&surface, message).is_empty()).then_some(())
+        })
+        .await;
+    }
+    assert_eq!(
+        replies_to(&surface, missed).len(),
+        1,
+        "told once, never run"
+    );
+    assert!(!started(missed), "{:?}", log(&dir));
+    drop(a.server);
 }

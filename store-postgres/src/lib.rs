@@ -30,6 +30,7 @@ mod bot_turns;
 mod capabilities;
 mod changes;
 mod error;
+mod event_import;
 mod events;
 mod pipeline;
 mod rows;

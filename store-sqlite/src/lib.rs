@@ -18,6 +18,7 @@ mod agents;
 mod bot_turns;
 mod capabilities;
 mod error;
+mod event_import;
 mod events;
 mod ledger;
 mod rows;

@@ -352,6 +352,7 @@ pub trait Backend:
     + ClusterStore
     + CapabilityStore
     + crate::events::EventStore
+    + crate::event_import::EventImport
     + ChangeFeed
 {
     /// `memory`, `sqlite` or `postgres`.
@@ -409,6 +410,9 @@ pub struct Census {
     pub schedules: u64,
     /// Model usage rows.
     pub usage: u64,
+    /// The live feed's kept events: counted by `store copy` (a backend's own census leaves
+    /// 0: the feed keeps only its newest, and counting them is a scan).
+    pub events: u64,
 }
 
 /// What putting a note found.

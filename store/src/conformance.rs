@@ -2104,6 +2104,7 @@ pub fn everything_kept_can_be_listed_for_a_copy(make: MakePlace<'_>) {
             runs: 0,
             schedules: 0,
             usage: 0,
+            events: 0,
         }
     );
 }
@@ -2222,7 +2223,39 @@ pub fn fill_every_kind(backend: &dyn Backend, messages: u64) {
         }
     }
     agents::fill_agent_kinds(backend);
+    fill_events(backend);
     block_on(backend.flush()).unwrap();
+}
+
+/// Events kept in a copy's source: more than a page, the oldest pruned (so ids start past 1).
+pub const EVENTS_KEPT: u64 = 1_100;
+
+fn fill_events(backend: &dyn Backend) {
+    for batch in 0..2u64 {
+        let rows = (0..600u64)
+            .map(|i| crate::EventRow {
+                kind: "call.finished".into(),
+                session: (i % 2 == 0).then_some(CHANNEL),
+                caller: (i % 3 == 0).then(|| format!("token:ci-{batch}")),
+                time_ms: 1_000 + batch * 600 + i,
+                body: format!("{{\"n\":{}}}", batch * 600 + i),
+            })
+            .collect();
+        block_on(backend.append_events(rows)).unwrap();
+    }
+    block_on(backend.prune_events(EVENTS_KEPT as usize)).unwrap();
+}
+
+/// Every kept event, oldest first.
+fn all_events(backend: &dyn Backend) -> Vec<crate::KeptEvent> {
+    let mut out: Vec<crate::KeptEvent> = Vec::new();
+    loop {
+        let page = block_on(backend.events_after(out.last().map_or(0, |e| e.id), 500)).unwrap();
+        if page.is_empty() {
+            return out;
+        }
+        out.extend(page);
+    }
 }
 
 /// Asserts that `to` holds everything `from` holds, kind by kind, as listed.
@@ -2282,6 +2315,7 @@ pub fn assert_holds_everything(from: &dyn Backend, to: &dyn Backend) {
         "idempotency keys"
     );
     agents::assert_holds_agent_kinds(from, to);
+    assert_eq!(all_events(to), all_events(from), "events, under their ids");
 }
 
 /// The copy tests for a pair of backends: `from` is filled; `whole` gets a copy, then the
@@ -2313,6 +2347,12 @@ pub fn copy_is_complete_idempotent_and_resumable(
         text.contains("audit rows: 25 in source, 25 in target"),
         "{text}"
     );
+    assert!(
+        text.contains(&format!(
+            "events: {EVENTS_KEPT} in source, {EVENTS_KEPT} in target"
+        )),
+        "{text}"
+    );
     assert_eq!(text.lines().count(), Kind::ALL.len(), "{text}");
     assert!(
         seen.iter()
@@ -2336,30 +2376,59 @@ pub fn copy_is_complete_idempotent_and_resumable(
             .collect::<Vec<_>>()
     );
 
-    let stopped = copy_all(from, halted, &mut |p| {
-        if p.kind == Kind::Messages && p.done >= 1_000 {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        }
-    });
-    assert!(
-        matches!(stopped, Err(CopyError::Interrupted)),
-        "{stopped:?}"
-    );
+    // A copy into `halted` stopped once `kind`'s first 1,000 are looked at: what each kind
+    // wrote.
+    let stopped_in = |kind: Kind| {
+        let mut written = BTreeMap::new();
+        let stopped = copy_all(from, halted, &mut |p| {
+            written.insert(p.kind, p.written);
+            if p.kind == kind && p.done >= 1_000 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        assert!(
+            matches!(stopped, Err(CopyError::Interrupted)),
+            "{stopped:?}"
+        );
+        written
+    };
+    stopped_in(Kind::Messages);
     let partial = block_on(halted.census()).unwrap();
     assert_eq!(
         partial.messages, 1_000,
         "what was copied before the stop is kept"
     );
     assert_eq!(partial.audit, 0);
+    // Resumed, and stopped again half-way through the events (a page of them is kept).
+    let written = stopped_in(Kind::Events);
+    assert_eq!(written[&Kind::Messages], 1_499, "only the rest is written");
+    assert_eq!(all_events(halted).len(), 1_000, "a page of events is kept");
     let resumed = copy_all(from, halted, &mut |_| ControlFlow::Continue(())).expect("resumed");
-    let messages = resumed
+    let events = resumed
         .counts
         .iter()
-        .find(|c| c.kind == Kind::Messages)
+        .find(|c| c.kind == Kind::Events)
         .unwrap();
-    assert_eq!(messages.written, 1_499, "only the rest is written");
+    assert_eq!(
+        events.written,
+        EVENTS_KEPT - 1_000,
+        "only the rest is written"
+    );
+    assert_eq!(resumed.written(), events.written, "{resumed:?}");
     assert!(resumed.complete(), "{resumed}");
     assert_holds_everything(from, halted);
+
+    // Events appended in the target after a copy get ids above every copied one.
+    let newest = all_events(from).last().map(|e| e.id).unwrap();
+    let appended = block_on(whole.append_events(vec![crate::EventRow {
+        kind: "gateway.state".into(),
+        session: None,
+        caller: None,
+        time_ms: 9,
+        body: "{}".into(),
+    }]))
+    .unwrap();
+    assert!(appended[0] > newest, "{appended:?} after {newest}");
 }

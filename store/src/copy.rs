@@ -8,7 +8,7 @@
 //! flushed after every page, so what a copy wrote before it stopped is kept. Nothing in the
 //! target is deleted: a copy adds the source's things to it.
 //!
-//! Audit rows keep their ids (so a second run recognises them); trigger claims, idempotency
+//! Audit rows and events keep their ids (so a second run recognises them); trigger claims, idempotency
 //! keys (with their answers and expiry) and approvals (pending or settled) are copied as they
 //! stand. A message's deleted-but-not-pruned copies are not moved: they are not data, only a
 //! guard the cache rebuilds.
@@ -28,6 +28,7 @@ use switchboard_records::{
 
 use crate::aggregates::{Backend, Census};
 use crate::error::StoreError;
+use crate::events::KeptEvent;
 
 /// Items read per page.
 const PAGE: usize = 1_000;
@@ -71,11 +72,14 @@ pub enum Kind {
     Runs,
     /// Model usage rows, under their ids.
     Usage,
+    /// The live feed's events, under their ids (so a client's `Last-Event-ID` means the same
+    /// event in the target).
+    Events,
 }
 
 impl Kind {
     /// Every kind, in copy order.
-    pub const ALL: [Kind; 18] = [
+    pub const ALL: [Kind; 19] = [
         Kind::Sessions,
         Kind::Users,
         Kind::Roles,
@@ -94,6 +98,7 @@ impl Kind {
         Kind::Schedules,
         Kind::Runs,
         Kind::Usage,
+        Kind::Events,
     ];
 
     /// Its name in reports (`messages`, `idempotency keys`).
@@ -117,6 +122,7 @@ impl Kind {
             Kind::Schedules => "schedules",
             Kind::Runs => "runs",
             Kind::Usage => "usage rows",
+            Kind::Events => "events",
         }
     }
 
@@ -141,6 +147,7 @@ impl Kind {
             Kind::Schedules => census.schedules,
             Kind::Runs => census.runs,
             Kind::Usage => census.usage,
+            Kind::Events => census.events,
         }
     }
 }
@@ -388,7 +395,7 @@ pub fn copy_all(
     to: &dyn Backend,
     progress: &mut dyn FnMut(&Progress) -> ControlFlow<()>,
 ) -> Result<CopyReport, CopyError> {
-    let totals = block_on(from.census()).map_err(source("the counts"))?;
+    let totals = census(from).map_err(source("the counts"))?;
     let mut written: BTreeMap<Kind, u64> = BTreeMap::new();
     let snapshot = block_on(from.snapshot(0)).map_err(source("sessions, users and roles"))?;
     let kept = block_on(to.snapshot(0)).map_err(target("sessions, users and roles"))?;
@@ -637,11 +644,24 @@ pub fn copy_all(
                 |u: &KeptUsage| u.id,
                 |u| block_on(to.import_usage(vec![u])).map_err(target("usage rows")),
             )?,
+            // Events go one import at a time, in id order; the merge flushes after each page.
+            Kind::Events => merge(
+                &mut tally,
+                to,
+                Pages::new(|after: Option<u64>| {
+                    block_on(from.events_after(after.unwrap_or(0), PAGE)).map_err(source("events"))
+                }),
+                Pages::new(|after: Option<u64>| {
+                    block_on(to.events_after(after.unwrap_or(0), PAGE)).map_err(target("events"))
+                }),
+                |e: &KeptEvent| e.id,
+                |e| block_on(to.import_events(vec![e])).map_err(target("events")),
+            )?,
         }
         written.insert(kind, tally.written);
     }
-    let source_counts = block_on(from.census()).map_err(source("the counts"))?;
-    let target_counts = block_on(to.census()).map_err(target("the counts"))?;
+    let source_counts = census(from).map_err(source("the counts"))?;
+    let target_counts = census(to).map_err(target("the counts"))?;
     Ok(CopyReport {
         counts: Kind::ALL
             .iter()
@@ -653,6 +673,23 @@ pub fn copy_all(
             })
             .collect(),
     })
+}
+
+/// A store's census with its events counted (a page at a time: a backend's own census leaves
+/// them out, as the live feed keeps only its newest).
+fn census(store: &dyn Backend) -> Result<Census, StoreError> {
+    let mut census = block_on(store.census())?;
+    let mut after = 0;
+    loop {
+        let page = block_on(store.events_after(after, PAGE))?;
+        census.events += page.len() as u64;
+        match page.last() {
+            // A page shorter than asked may still not be the last (a backend reads at most
+            // MAX_EVENTS_READ): only an empty page ends it.
+            Some(last) => after = last.id,
+            None => return Ok(census),
+        }
+    }
 }
 
 /// A page of runs queued before `after` (newest first).

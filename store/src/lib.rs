@@ -27,6 +27,7 @@ pub mod copy;
 #[cfg(feature = "conformance")]
 pub mod corpus;
 mod error;
+pub mod event_import;
 pub mod events;
 pub mod feed;
 mod memory;
@@ -45,6 +46,7 @@ pub use aggregates::{
 pub use bot_turns::{BotTurn, BotTurnStore, BotTurns};
 pub use cache::{CacheOptions, Store};
 pub use error::{StoreError, StoreErrorKind};
+pub use event_import::EventImport;
 pub use events::{EventBounds, EventRow, EventStore, KeptEvent};
 pub use memory::{
     check_end, count_firing, duplicate_run, lost_firing, set_status, settle, unknown_schedule,

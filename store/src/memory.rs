@@ -29,6 +29,7 @@ use crate::queue::QueueStats;
 mod agents;
 mod bot_turns;
 mod capabilities;
+mod event_import;
 mod events;
 mod idempotency;
 pub use agents::{
@@ -759,6 +760,7 @@ impl Backend for MemoryBackend {
                 runs: count(data.agents.runs.len()),
                 schedules: count(data.agents.schedules.len()),
                 usage: count(data.agents.usage.len()),
+                events: 0,
             }
         })
     }

@@ -13,9 +13,9 @@ use crate::feed::Changed;
 /// The kept events and the next id.
 #[derive(Debug, Default)]
 pub(super) struct Events {
-    kept: VecDeque<KeptEvent>,
+    pub(super) kept: VecDeque<KeptEvent>,
     /// The newest id given (0 before any).
-    newest: u64,
+    pub(super) newest: u64,
 }
 
 impl EventStore for MemoryBackend {
