@@ -592,7 +592,7 @@ impl Tool for OnMessage {
             OnMessage::Delete => surface.delete_message(target.channel, message_id).await?,
             OnMessage::Pin | OnMessage::Unpin => {
                 let pin = matches!(self, OnMessage::Pin);
-                surface.set_pinned(target.channel, message_id, pin).await?
+                surface.set_pinned(target.channel, message_id, pin).await?;
             }
         }
         output(&Done::OK)
