@@ -10,7 +10,9 @@
 //! `service::client_per_shard`): a taken shard identifies the moment its slot comes, and one
 //! given back (or whose lease was lost) is stopped by closing its socket and dropping its
 //! client, bounded by [`crate::shards::STOP_WITHIN`] — never serenity's per-shard shutdown,
-//! which waits 5 s and never returns for a runner whose socket Discord closed with 4011.
+//! which waits 5 s and never returns for a runner whose socket Discord closed with 4011. A
+//! shard whose client could not be built is given back at the next round, never renewed
+//! while nothing runs it.
 //!
 //! The decisions ([`plan_step`]) are pure, so they are tested apart from the store and
 //! serenity; [`run`] applies them through [`ShardControl`].
@@ -132,6 +134,28 @@ impl LeaseLoop {
         Ok(())
     }
 
+    /// Gives back the lease of every shard whose start failed (its client could not be
+    /// built: no global-limit slot, a failed `GET /gateway`, the build limit): nothing runs it
+    /// here, so renewing it would keep it unrun by any node. The shards, so the round does not
+    /// take them again at once.
+    async fn give_back_failed_starts(
+        &self,
+        running: &mut BTreeSet<u32>,
+    ) -> Result<BTreeSet<u32>, switchboard_store::StoreError> {
+        let failed = self.control.take_failed_starts();
+        for id in &failed {
+            if !running.remove(id) {
+                continue;
+            }
+            tracing::warn!(
+                shard = id,
+                "the shard's start failed: giving its lease back (another node, or this one after a round, takes it)"
+            );
+            self.store.release_shard(*id, &self.node_id).await?;
+        }
+        Ok(failed)
+    }
+
     /// Agrees with the cluster on the shard count: records this node's count (or the one a
     /// 4011 asked for) when the cluster's is lower or unset, and when the cluster's is higher
     /// (another node's 4011, or a node started with more), stops every shard this node runs,
@@ -174,6 +198,7 @@ impl LeaseLoop {
         running: &mut BTreeSet<u32>,
     ) -> Result<(), switchboard_store::StoreError> {
         let lease_ms = self.lease_ms();
+        let failed = self.give_back_failed_starts(running).await?;
         self.follow_the_shard_count(running).await?;
         self.renew(running).await?;
         let now = now_ms();
@@ -183,6 +208,8 @@ impl LeaseLoop {
             .await?;
         // This node counts even before its own first beat is in.
         let live_nodes = live.len() + usize::from(!live.iter().any(|n| n.node_id == self.node_id));
+        // A shard whose start just failed is not taken again this round (a round's backoff;
+        // another node may take it meanwhile).
         let taken_by_others: BTreeSet<u32> = self
             .store
             .shard_leases()
@@ -190,6 +217,7 @@ impl LeaseLoop {
             .into_iter()
             .filter(|l| l.node_id != self.node_id && l.until_ms > now)
             .map(|l| l.shard)
+            .chain(failed)
             .collect();
         let step = plan_step(self.control.total(), live_nodes, running, &taken_by_others);
         for id in step.give_back {

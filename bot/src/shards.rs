@@ -17,7 +17,7 @@
 //! serenity's log line "Shard has too many guilds", which [`crate::session_lost`]'s layer
 //! reads.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
@@ -247,17 +247,34 @@ struct OwnClients {
     /// overtaken by a stop (it was building meanwhile) is retired instead of kept.
     latest: Mutex<BTreeMap<u32, u64>>,
     next: AtomicU64,
+    /// Shards whose latest start failed (their client could not be built), for the lease
+    /// loop to give back instead of renewing a lease for a shard nothing runs.
+    failed: Mutex<BTreeSet<u32>>,
 }
 
 impl OwnClients {
-    /// Records a start or stop of shard `id`; its number.
+    /// Records a start or stop of shard `id` (a failed start before it is no longer news);
+    /// its number.
     fn mark(&self, id: u32) -> u64 {
+        let mut latest = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        self.latest
+        latest.insert(id, n);
+        self.failed
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, n);
+            .remove(&id);
         n
+    }
+
+    /// Records that start `n` of shard `id` failed, unless a later start or stop overtook it.
+    fn start_failed(&self, id: u32, n: u64) {
+        let latest = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
+        if latest.get(&id) == Some(&n) {
+            self.failed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(id);
+        }
     }
 
     /// Whether start `n` of shard `id` is still its latest word.
@@ -372,6 +389,7 @@ impl ShardControl {
             ended: Mutex::new(Some(ended_tx)),
             latest: Mutex::new(BTreeMap::new()),
             next: AtomicU64::new(0),
+            failed: Mutex::new(BTreeSet::new()),
         }));
         (control, ended_rx)
     }
@@ -494,9 +512,10 @@ impl ShardControl {
             }
             Err(error) => {
                 self.states.stopped(id);
+                own.start_failed(id, start);
                 tracing::error!(
                     shard = id,
-                    "cannot start the gateway shard: {error}; its lease ends unrenewed unless the next round starts it"
+                    "cannot start the gateway shard: {error}; its lease is given back at the next round (another node, or this one after a round, takes it)"
                 );
             }
         }
@@ -651,6 +670,18 @@ impl ShardControl {
             {
                 tracing::warn!("the gateway's shards did not all stop in time");
             }
+        }
+    }
+
+    /// The shards whose latest start failed since the last call (a client per shard only:
+    /// their client could not be built), each reported once. Nothing runs them: the lease
+    /// loop gives their leases back.
+    pub fn take_failed_starts(&self) -> BTreeSet<u32> {
+        match &self.own {
+            Some(own) => {
+                std::mem::take(&mut *own.failed.lock().unwrap_or_else(PoisonError::into_inner))
+            }
+            None => BTreeSet::new(),
         }
     }
 

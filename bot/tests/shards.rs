@@ -1,15 +1,21 @@
 //! Stopping single gateway shards against fake-discord (issue 23): a shard given back — even
 //! one whose socket the fake just closed with 4011, which sends serenity 0.12's runner into a
 //! loop that answers no shutdown message — stops within a bound, and the node keeps its other
-//! shards; a client retired for a new shard count closes its connections at once.
+//! shards; a client retired for a new shard count closes its connections at once; a leased
+//! shard whose client could not be built is given back and taken again, never left unrun
+//! under a renewed lease.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bot::lease::LeaseLoop;
 use bot::rest::DiscordRest;
 use bot::service::{client_per_shard, intents, one_client};
 use bot::shards::{ShardControl, ShardStates, STOP_WITHIN};
 use fake_discord::{ConnectionInfo, FakeDiscord, FakeOptions, World};
 use serenity::all::{ClientBuilder, HttpBuilder};
+use switchboard_store::{ClusterStore, MemoryBackend, MemoryOptions};
 
 /// Longest wait for one step (a connection, an IDENTIFY, a READY).
 const STEP: Duration = Duration::from_secs(30);
@@ -200,6 +206,52 @@ async fn a_client_retired_after_a_4011_closes_its_other_connections_at_once() {
         identified_on(&fake, 0).len() == 1 && identified_on(&fake, 1).len() == 1
     })
     .await;
+    tokio::time::timeout(STOP_WITHIN + Duration::from_secs(2), control.shutdown_all())
+        .await
+        .expect("every shard stops in time");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leased_shard_whose_client_cannot_be_built_is_given_back_and_ends_up_running() {
+    let fake = fake().await;
+    // The first client asked for cannot be built (as when no global-limit slot is free or
+    // GET /gateway fails); every later one can.
+    let builds = Arc::new(AtomicU32::new(0));
+    let mut real = builder(&fake);
+    let counted = Arc::clone(&builds);
+    let build = move || {
+        if counted.fetch_add(1, Ordering::Relaxed) == 0 {
+            None
+        } else {
+            real()
+        }
+    };
+    let (control, _ended) = client_per_shard(build, 2, ShardStates::default(), None);
+    let store: Arc<dyn ClusterStore> = Arc::new(MemoryBackend::new(MemoryOptions::default()));
+    let lease = bot::lease::run(LeaseLoop {
+        store: Arc::clone(&store),
+        node_id: "node-a".into(),
+        lease: Duration::from_millis(1_500),
+        control: control.clone(),
+        max_concurrency: 2,
+    });
+    // Shard 0's first start fails; its lease is given back and the shard taken again once
+    // its bucket's next IDENTIFY slot comes (5.5 s on).
+    until("both shards identified", || {
+        identified_on(&fake, 0).len() == 1 && identified_on(&fake, 1).len() == 1
+    })
+    .await;
+    assert!(
+        builds.load(Ordering::Relaxed) >= 3,
+        "shard 0 was started again after its failed start"
+    );
+    assert_eq!(control.running().await, vec![0, 1]);
+    let leases = store.shard_leases().await.expect("leases");
+    assert!(
+        leases.iter().all(|l| l.node_id == "node-a") && leases.len() == 2,
+        "{leases:?}"
+    );
+    lease.abort();
     tokio::time::timeout(STOP_WITHIN + Duration::from_secs(2), control.shutdown_all())
         .await
         .expect("every shard stops in time");
