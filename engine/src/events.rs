@@ -147,7 +147,7 @@ struct SessionsText<'a>(&'a [Snowflake]);
 
 impl serde::Serialize for SessionsText<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.iter().map(|s| AsText(s)))
+        serializer.collect_seq(self.0.iter().map(AsText))
     }
 }
 
