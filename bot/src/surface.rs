@@ -166,6 +166,12 @@ impl DiscordSurface {
         Arc::new(MessageInfo::from_stored(message, author_name))
     }
 
+    /// A message of the store's cache at its revision there.
+    fn cached_info(&self, (message, revision): (records::Message, u64)) -> Arc<MessageInfo> {
+        let author_name = self.store.author_name(message.author_id);
+        Arc::new(MessageInfo::from_cached(message, author_name, revision))
+    }
+
     /// Stores a message the bot just sent, from Discord's answer (its gateway echo is then a
     /// no-op: the store keeps each id once), and answers its id.
     fn store_own_message(&self, answer: &Value) -> Result<Snowflake, SurfaceError> {
@@ -390,16 +396,24 @@ impl Surface for DiscordSurface {
 
     fn messages(&self, channel: AllowedChannel, query: MessageQuery) -> Vec<Arc<MessageInfo>> {
         self.store
-            .messages(channel.id(), query.limit, query.before, query.after)
+            .messages_with_revisions(channel.id(), query.into())
             .into_iter()
-            .map(|m| self.message_info(m))
+            .map(|m| self.cached_info(m))
             .collect()
     }
 
     fn message(&self, channel: AllowedChannel, message_id: Snowflake) -> Option<Arc<MessageInfo>> {
         self.store
-            .message(channel.id(), message_id)
-            .map(|m| self.message_info(m))
+            .message_with_revision(channel.id(), message_id)
+            .map(|m| self.cached_info(m))
+    }
+
+    fn message_revisions(
+        &self,
+        channel: AllowedChannel,
+        query: MessageQuery,
+    ) -> Option<Vec<(Snowflake, u64)>> {
+        Some(self.store.message_revisions(channel.id(), query.into()))
     }
 
     /// One `GET /channels/{id}`; the allowlist remembers the answer (found or not).

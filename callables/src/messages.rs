@@ -166,11 +166,7 @@ impl Tool for ListMessages {
 
     async fn run(&self, cx: &Invocation<'_>, query: MessageQuery) -> Result<ToolOutput, ToolError> {
         let target = cx.target()?;
-        let cached = cx.surface().messages(target.channel, query);
-        let messages = cached
-            .iter()
-            .map(|m| cx.message_json(m))
-            .collect::<Result<Vec<_>, _>>()?;
+        let messages = cx.messages_json(target.channel, query)?;
         output(&MessageList {
             session: cx.session_json(&target),
             messages,

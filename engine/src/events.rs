@@ -101,10 +101,78 @@ pub struct Event {
     data: OnceLock<Box<str>>,
 }
 
-/// An event's own fields, as published: a JSON value, or what builds one when first read.
+/// An event's own fields, as published: a JSON value, or a call's `call.finished` as its
+/// parts (serialized straight to text when kept or read: no `Value` tree on every call).
 pub(crate) enum Fields {
     Value(Value),
-    Lazy(Box<dyn Fn() -> Value + Send + Sync>),
+    Call(Box<CallFinished>),
+}
+
+/// `call.finished`'s own fields, published on every call ([`EventHub::publish_call_finished`]).
+/// Its text is written once for the store's row and once more only if a subscriber reads it,
+/// with the same keys, values and order as a `Value` object of the same fields would have.
+#[derive(Debug, Clone)]
+pub struct CallFinished {
+    /// The tool called.
+    pub tool: Cow<'static, str>,
+    /// The caller's key.
+    pub caller: Arc<str>,
+    /// The run whose capability made the call, if any.
+    pub run: Option<String>,
+    /// The sessions it touched.
+    pub sessions: Vec<Snowflake>,
+    /// The model's tool-call id, if it gave one.
+    pub tool_call_id: Option<String>,
+    /// How the rules decided (`allow`, `ask`, ...).
+    pub decision: &'static str,
+    /// `ok` or the error's kind.
+    pub outcome: &'static str,
+    /// The error's code, when it failed.
+    pub code: Option<String>,
+    /// How long it took.
+    pub duration_ms: u64,
+}
+
+/// A number written as a JSON string (ids and snowflakes are strings on the wire).
+struct AsText<T>(T);
+
+impl<T: std::fmt::Display> serde::Serialize for AsText<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&self.0)
+    }
+}
+
+/// The sessions of a `call.finished`, as strings.
+struct SessionsText<'a>(&'a [Snowflake]);
+
+impl serde::Serialize for SessionsText<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(AsText))
+    }
+}
+
+/// A `call.finished`'s whole object. The keys are in a `serde_json::Map`'s order (sorted), so
+/// the text is byte for byte what the same event read back from the store renders
+/// ([`Event::kept`]).
+#[derive(serde::Serialize)]
+struct CallFinishedText<'a> {
+    caller: &'a str,
+    code: Option<&'a str>,
+    decision: &'a str,
+    #[serde(rename = "durationMs")]
+    duration_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<AsText<u64>>,
+    outcome: &'a str,
+    run: Option<&'a str>,
+    session: Option<AsText<Snowflake>>,
+    sessions: SessionsText<'a>,
+    time: u64,
+    tool: &'a str,
+    #[serde(rename = "toolCallId")]
+    tool_call_id: Option<&'a str>,
+    #[serde(rename = "type")]
+    kind: &'a str,
 }
 
 impl Event {
@@ -114,15 +182,45 @@ impl Event {
     }
 
     fn render(&self) -> Box<str> {
-        let mut object = self.object();
-        with_id(&mut object, self.id);
-        Value::Object(object).to_string().into_boxed_str()
+        self.text(Some(self.id)).into_boxed_str()
     }
 
     /// The JSON object text the store keeps: everything sent but the hub's id, which the store
     /// gives (see [`Event::kept`]).
     pub(crate) fn body(&self) -> String {
-        Value::Object(self.object()).to_string()
+        self.text(None)
+    }
+
+    /// The event's JSON object, with `id` when given.
+    fn text(&self, id: Option<u64>) -> String {
+        match &self.fields {
+            Fields::Call(call) => {
+                let text = CallFinishedText {
+                    caller: &call.caller,
+                    code: call.code.as_deref(),
+                    decision: call.decision,
+                    duration_ms: call.duration_ms,
+                    id: id.map(AsText),
+                    outcome: call.outcome,
+                    run: call.run.as_deref(),
+                    session: self.session.map(AsText),
+                    sessions: SessionsText(&call.sessions),
+                    time: self.time_ms,
+                    tool: &call.tool,
+                    tool_call_id: call.tool_call_id.as_deref(),
+                    kind: &self.kind,
+                };
+                // Strings, numbers and nulls only: writing them to a `String` cannot fail.
+                serde_json::to_string(&text).unwrap_or_default()
+            }
+            Fields::Value(fields) => {
+                let mut object = self.object(fields);
+                if let Some(id) = id {
+                    with_id(&mut object, id);
+                }
+                Value::Object(object).to_string()
+            }
+        }
     }
 
     /// An event as published, before it has an id (the store's writer gives it one).
@@ -166,7 +264,7 @@ impl Event {
         }
     }
 
-    fn object(&self) -> Map<String, Value> {
+    fn object(&self, fields: &Value) -> Map<String, Value> {
         let mut object = Map::new();
         object.insert("type".into(), Value::String(self.kind.to_string()));
         object.insert("time".into(), Value::from(self.time_ms));
@@ -175,15 +273,11 @@ impl Event {
             self.session
                 .map_or(Value::Null, |s| Value::String(s.to_string())),
         );
-        let fields = match &self.fields {
-            Fields::Value(value) => value.clone(),
-            Fields::Lazy(build) => build(),
-        };
         match fields {
-            Value::Object(map) => object.extend(map),
+            Value::Object(map) => object.extend(map.clone()),
             Value::Null => {}
             other => {
-                object.insert("value".into(), other);
+                object.insert("value".into(), other.clone());
             }
         }
         object
@@ -359,16 +453,17 @@ impl EventHub {
         );
     }
 
-    /// [`EventHub::publish_about`] with fields built only when the event is first read (by a
-    /// subscriber, now or replaying it from the ring): for events published on every call.
-    pub fn publish_lazy(
-        &self,
-        kind: impl Into<Cow<'static, str>>,
-        session: Option<Snowflake>,
-        caller: Option<Arc<str>>,
-        fields: impl Fn() -> Value + Send + Sync + 'static,
-    ) {
-        self.push(kind.into(), session, caller, Fields::Lazy(Box::new(fields)));
+    /// Publishes a call's `call.finished` in `session` (its first target): its fields are kept
+    /// as they are and written as text only for the store's row and when a subscriber reads it
+    /// (now or replaying it from the ring), not as a `Value` on every call.
+    pub fn publish_call_finished(&self, session: Option<Snowflake>, call: CallFinished) {
+        let caller = Some(Arc::clone(&call.caller));
+        self.push(
+            Cow::Borrowed("call.finished"),
+            session,
+            caller,
+            Fields::Call(Box::new(call)),
+        );
     }
 
     fn push(
@@ -990,22 +1085,29 @@ mod tests {
         assert_eq!(drain(&mut old).len(), 5);
     }
 
+    fn a_call_finished() -> CallFinished {
+        CallFinished {
+            tool: Cow::Borrowed("surface.messages.list"),
+            caller: Arc::from("operator"),
+            run: None,
+            sessions: vec![Snowflake(7), Snowflake(8)],
+            tool_call_id: Some("call \"1\" é\n".into()),
+            decision: "allow",
+            outcome: "ok",
+            code: None,
+            duration_ms: 3,
+        }
+    }
+
     #[test]
-    fn lazy_fields_are_built_on_the_first_read_once_and_replay_alike() {
+    fn call_finished_is_rendered_on_the_first_read_once_and_replayed_alike() {
         let hub = Arc::new(EventHub::new());
-        let built = Arc::new(AtomicUsize::new(0));
-        let counter = Arc::clone(&built);
-        hub.publish_lazy(
-            "call.finished",
-            Some(Snowflake(7)),
-            Some(Arc::from("operator")),
-            move || {
-                counter.fetch_add(1, Ordering::Relaxed);
-                json!({ "tool": "surface.messages.list", "durationMs": 3 })
-            },
-        );
+        hub.publish_call_finished(Some(Snowflake(7)), a_call_finished());
         let id = hub.last_id();
-        assert_eq!(built.load(Ordering::Relaxed), 0, "nobody has read it yet");
+        assert!(
+            hub.ring().events.back().unwrap().data.get().is_none(),
+            "nobody has read it yet"
+        );
         let mut live = hub.subscribe(Filter::default(), Some(id - 1)).unwrap();
         let mut replayed = hub.subscribe(Filter::default(), Some(id - 1)).unwrap();
         let (live, replayed) = (drain(&mut live), drain(&mut replayed));
@@ -1013,16 +1115,65 @@ mod tests {
         assert_eq!(data["id"], id.to_string());
         assert_eq!(data["type"], "call.finished");
         assert_eq!(data["session"], "7");
+        assert_eq!(data["sessions"], json!(["7", "8"]));
         assert_eq!(data["tool"], "surface.messages.list");
+        assert_eq!(data["caller"], "operator");
+        assert_eq!(data["toolCallId"], "call \"1\" é\n");
         assert_eq!(data["durationMs"], 3);
         assert!(data["time"].as_u64().is_some_and(|t| t > 0));
-        assert_eq!(replayed[0].data(), live[0].data());
-        assert_eq!(
-            built.load(Ordering::Relaxed),
-            1,
-            "built once for every reader"
+        assert!(
+            std::ptr::eq(replayed[0].data(), live[0].data()),
+            "rendered once for every reader"
         );
         assert_eq!(live[0].caller.as_deref(), Some("operator"));
+    }
+
+    #[test]
+    fn call_finished_reads_as_the_same_fields_published_as_json_and_read_back_from_the_store() {
+        let call = a_call_finished();
+        let compact = Event::unnumbered(
+            Cow::Borrowed("call.finished"),
+            Some(Snowflake(7)),
+            Some(Arc::clone(&call.caller)),
+            Fields::Call(Box::new(call)),
+        );
+        let mut as_json = Event::unnumbered(
+            Cow::Borrowed("call.finished"),
+            Some(Snowflake(7)),
+            Some(Arc::from("operator")),
+            Fields::Value(json!({
+                "tool": "surface.messages.list",
+                "caller": "operator",
+                "run": null,
+                "sessions": ["7", "8"],
+                "toolCallId": "call \"1\" é\n",
+                "decision": "allow",
+                "outcome": "ok",
+                "code": null,
+                "durationMs": 3,
+            })),
+        );
+        as_json.time_ms = compact.time_ms;
+        assert_eq!(compact.body(), as_json.body(), "the store's row");
+        let read_back = Event::kept(switchboard_store::KeptEvent {
+            id: 42,
+            row: switchboard_store::EventRow {
+                kind: "call.finished".into(),
+                session: Some(Snowflake(7)),
+                caller: Some("operator".into()),
+                time_ms: compact.time_ms,
+                body: compact.body(),
+            },
+        });
+        let mut compact = compact;
+        compact.id = 42;
+        as_json.id = 42;
+        assert_eq!(compact.data(), as_json.data(), "what subscribers read");
+        assert_eq!(
+            compact.data(),
+            read_back.data(),
+            "live and from the store alike"
+        );
     }
 
     #[test]

@@ -17,8 +17,8 @@ use crate::live::Settings;
 use crate::server::Core;
 pub use crate::surface::Target;
 use crate::surface::{
-    AllowedChannel, AllowedPlace, Attachment, ChannelLocation, MentionPolicy, MessageInfo, Session,
-    SessionKind, Surface,
+    AllowedChannel, AllowedPlace, Attachment, ChannelLocation, MentionPolicy, MessageInfo,
+    MessageQuery, Session, SessionKind, Surface,
 };
 
 /// The context a call carries: from headers for the operator, from the token for a capability.
@@ -305,9 +305,47 @@ impl Invocation<'_> {
         self.core.rendered.get_or_render(
             message.message_id,
             message.revision,
-            (self.surface().names_revision(), self.settings.generation),
+            self.render_names(),
             || crate::registry::output(&self.message_view(message)),
         )
+    }
+
+    /// What a rendered message depends on beside the message: the names it was rendered with
+    /// and the settings' generation (aliases).
+    fn render_names(&self) -> (u64, u64) {
+        (self.surface().names_revision(), self.settings.generation)
+    }
+
+    /// Cached messages of an allowed session as readers see them, oldest first
+    /// ([`Surface::messages`] through [`Invocation::message_json`]). When the surface knows
+    /// the messages' revisions, only a message whose revision the render cache does not hold
+    /// is read and rendered; the others cost a lookup (issue 22 §5).
+    pub fn messages_json(
+        &self,
+        channel: AllowedChannel,
+        query: MessageQuery,
+    ) -> Result<Vec<Arc<RawValue>>, ToolError> {
+        let surface = self.surface();
+        let Some(revisions) = surface.message_revisions(channel, query) else {
+            return surface
+                .messages(channel, query)
+                .iter()
+                .map(|message| self.message_json(message))
+                .collect();
+        };
+        let names = self.render_names();
+        let mut rendered = Vec::with_capacity(revisions.len());
+        for (message_id, revision) in revisions {
+            if let Some(hit) = self.core.rendered.get(message_id, revision, names) {
+                rendered.push(hit);
+            } else if let Some(message) = surface.message(channel, message_id) {
+                // Read now, it is the message as it is now, cached under its own revision
+                // (newer than the listed one if it changed meanwhile).
+                rendered.push(self.message_json(&message)?);
+            }
+            // Gone since the revisions were read: deleted meanwhile, so not listed.
+        }
+        Ok(rendered)
     }
 
     /// A cached message as readers see it: `text` is the inbound-canonical text.

@@ -996,35 +996,24 @@ impl Core {
         let capability = context.caller.capability();
         self.metrics
             .call_finished(&tool_id, outcome, trail.decision.as_str(), code, took);
-        // Its JSON is built only if someone reads it (a subscriber, a replay): most calls'
-        // never are. What it needs is moved in; only what is not already shared is copied.
+        // Its text is written by the hub's writer (for the store) and when someone reads it;
+        // the call only moves or shares what it needs into it.
         let caller_key: Arc<str> = match &caller {
             crate::auth::CallerKey::Named(name) => Arc::clone(name),
             other => Arc::from(other.static_name()),
         };
-        let event_tool = tool_id.clone();
-        let event_caller = Arc::clone(&caller_key);
-        let event_run = capability.map(|c| c.grant.request_id.clone());
-        let event_sessions = trail.targets.clone();
-        let event_tool_call_id = context.tool_call_id.clone();
-        let decision = trail.decision.as_str();
-        let event_code = code.map(str::to_owned);
-        self.events.publish_lazy(
-            "call.finished",
+        self.events.publish_call_finished(
             trail.targets.first().copied(),
-            Some(caller_key),
-            move || {
-                json!({
-                    "tool": &*event_tool,
-                    "caller": &*event_caller,
-                    "run": event_run.as_deref(),
-                    "sessions": event_sessions.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                    "toolCallId": event_tool_call_id.as_deref(),
-                    "decision": decision,
-                    "outcome": outcome,
-                    "code": event_code.as_deref(),
-                    "durationMs": duration_ms,
-                })
+            crate::events::CallFinished {
+                tool: tool_id.clone(),
+                caller: caller_key,
+                run: capability.map(|c| c.grant.request_id.clone()),
+                sessions: trail.targets.clone(),
+                tool_call_id: context.tool_call_id.clone(),
+                decision: trail.decision.as_str(),
+                outcome,
+                code: code.map(str::to_owned),
+                duration_ms,
             },
         );
         if tracing::enabled!(target: "audit", tracing::Level::DEBUG) {

@@ -40,6 +40,17 @@ impl RenderCache {
         Self::default()
     }
 
+    /// The cached JSON of this revision of a message rendered with these names, if held.
+    pub fn get(
+        &self,
+        message_id: Snowflake,
+        revision: u64,
+        names: (u64, u64),
+    ) -> Option<Arc<RawValue>> {
+        let hit = self.entries.get(&message_id)?;
+        (hit.revision == revision && hit.names == names).then(|| Arc::clone(&hit.json))
+    }
+
     /// The cached JSON, or `render()`'s, stored for next time.
     pub fn get_or_render<E>(
         &self,
@@ -48,10 +59,8 @@ impl RenderCache {
         names: (u64, u64),
         render: impl FnOnce() -> Result<Box<RawValue>, E>,
     ) -> Result<Arc<RawValue>, E> {
-        if let Some(hit) = self.entries.get(&message_id) {
-            if hit.revision == revision && hit.names == names {
-                return Ok(Arc::clone(&hit.json));
-            }
+        if let Some(hit) = self.get(message_id, revision, names) {
+            return Ok(hit);
         }
         let json: Arc<RawValue> = Arc::from(render()?);
         let size = json.get().len();

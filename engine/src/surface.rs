@@ -128,11 +128,25 @@ pub struct MessageInfo {
 }
 
 impl MessageInfo {
-    /// A stored message as callables see it, its author called `author_name` (what the store
-    /// calls them now): how a platform that reads from the store answers reads.
+    /// A message read from elsewhere than the store's cache (a search hit, Discord's answer)
+    /// as callables see it, its author called `author_name`. Its revision is derived from
+    /// what readers see of it, with the top bit set: the cache's revisions (a counter, see
+    /// [`MessageInfo::from_cached`]) never reach that range, so neither is taken for the other.
     pub fn from_stored(message: switchboard_records::Message, author_name: String) -> MessageInfo {
+        let revision = message.revision() | 1 << 63;
+        MessageInfo::from_cached(message, author_name, revision)
+    }
+
+    /// A message of the store's cache as callables see it, its author called `author_name`
+    /// (what the store calls them now), at the cache's `revision` of it
+    /// (`Store::message_with_revision`): how a platform that reads from the store answers reads.
+    pub fn from_cached(
+        message: switchboard_records::Message,
+        author_name: String,
+        revision: u64,
+    ) -> MessageInfo {
         MessageInfo {
-            revision: message.revision(),
+            revision,
             message_id: message.id,
             channel_id: message.channel_id,
             author_id: message.author_id,
@@ -156,6 +170,16 @@ pub struct MessageQuery {
     pub before: Option<Snowflake>,
     /// Only messages newer than this one.
     pub after: Option<Snowflake>,
+}
+
+impl From<MessageQuery> for switchboard_records::MessageQuery {
+    fn from(query: MessageQuery) -> Self {
+        switchboard_records::MessageQuery {
+            limit: query.limit,
+            before: query.before,
+            after: query.after,
+        }
+    }
 }
 
 /// A thread to create under an allowed channel.
@@ -374,6 +398,17 @@ pub trait Surface: NameDirectory + Send + Sync + 'static {
     fn messages(&self, channel: AllowedChannel, query: MessageQuery) -> Vec<Arc<MessageInfo>>;
     /// One cached message of an allowed session.
     fn message(&self, channel: AllowedChannel, message_id: Snowflake) -> Option<Arc<MessageInfo>>;
+    /// The ids and revisions of what [`Surface::messages`] answers, without building the
+    /// messages (their revisions are the ones [`Surface::message`] answers them with): a reader
+    /// that caches by revision reads only what changed. `None` (the default): not known
+    /// without reading the messages.
+    fn message_revisions(
+        &self,
+        _channel: AllowedChannel,
+        _query: MessageQuery,
+    ) -> Option<Vec<(Snowflake, u64)>> {
+        None
+    }
     /// Changes whenever learned names change, since readable text depends on them.
     fn names_revision(&self) -> u64 {
         0

@@ -478,6 +478,12 @@ impl RecordingPlatform {
         Arc::new(MessageInfo::from_stored(message, author))
     }
 
+    /// A message of the store's cache at its revision there.
+    fn cached_info(&self, (message, revision): (records::Message, u64)) -> Arc<MessageInfo> {
+        let author = self.store.author_name(message.author_id);
+        Arc::new(MessageInfo::from_cached(message, author, revision))
+    }
+
     /// The bot's reaction put on (`add`) or taken off a stored message, as the gateway's
     /// MESSAGE_REACTION_ADD / _REMOVE echo stores it.
     async fn react(
@@ -569,16 +575,24 @@ impl Surface for RecordingPlatform {
 
     fn messages(&self, channel: AllowedChannel, query: MessageQuery) -> Vec<Arc<MessageInfo>> {
         self.store
-            .messages(channel.id(), query.limit, query.before, query.after)
+            .messages_with_revisions(channel.id(), query.into())
             .into_iter()
-            .map(|m| self.info(m))
+            .map(|m| self.cached_info(m))
             .collect()
     }
 
     fn message(&self, channel: AllowedChannel, message_id: Snowflake) -> Option<Arc<MessageInfo>> {
         self.store
-            .message(channel.id(), message_id)
-            .map(|m| self.info(m))
+            .message_with_revision(channel.id(), message_id)
+            .map(|m| self.cached_info(m))
+    }
+
+    fn message_revisions(
+        &self,
+        channel: AllowedChannel,
+        query: MessageQuery,
+    ) -> Option<Vec<(Snowflake, u64)>> {
+        Some(self.store.message_revisions(channel.id(), query.into()))
     }
 
     async fn channel_info(&self, channel_id: Snowflake) -> Result<ChannelLocation, SurfaceError> {

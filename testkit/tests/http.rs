@@ -664,6 +664,79 @@ async fn delete_and_reactions_work_on_cached_messages() {
     assert_eq!(after.body["value"]["messages"], json!([]));
 }
 
+/// `surface.messages.list` answers from the render cache by each message's revision (issue 22
+/// §5): whatever changes what a reader sees of a listed message is listed anew.
+#[tokio::test]
+async fn a_listed_message_is_listed_anew_after_an_edit_a_reaction_or_a_rename() {
+    async fn listed(server: &TestServer) -> Vec<Value> {
+        let list = call(
+            server,
+            "surface.messages.list",
+            json!({"sessionId": "#ops"}),
+        )
+        .await;
+        assert_eq!(list.status, 200, "{}", list.body);
+        list.body["value"]["messages"].as_array().unwrap().clone()
+    }
+    let server = demo_server().await;
+    let theirs = server
+        .surface()
+        .post(demo::OPS.into(), demo::STANLEY.into(), "first words");
+    let sent = call(
+        &server,
+        "surface.messages.send",
+        json!({"sessionId": "#ops", "text": "draft"}),
+    )
+    .await;
+    let ours = sent.body["value"]["messageIds"][0]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let before = listed(&server).await;
+    assert_eq!(before.len(), 2);
+    assert_eq!(before, listed(&server).await, "unchanged, listed the same");
+    call(
+        &server,
+        "surface.messages.edit",
+        json!({"sessionId": "#ops", "messageId": ours, "text": "final"}),
+    )
+    .await;
+    let edited = listed(&server).await;
+    assert_eq!(edited[1]["text"], "final");
+    assert!(edited[1]["editedTs"].is_string(), "{}", edited[1]);
+    assert_eq!(edited[0], before[0], "the other message is as it was");
+    call(
+        &server,
+        "surface.reactions.add",
+        json!({"sessionId": "#ops", "messageId": theirs.to_string(), "emoji": "✅"}),
+    )
+    .await;
+    let reacted = listed(&server).await;
+    assert_eq!(
+        reacted[0]["reactions"],
+        json!([{"emoji": "✅", "count": 1}])
+    );
+    assert_eq!(reacted[0]["authorName"], before[0]["authorName"]);
+    server
+        .surface()
+        .store()
+        .upsert_user(switchboard_records::User {
+            id: demo::STANLEY.into(),
+            username: "stanley".into(),
+            global_name: Some("Stan the Renamed".into()),
+            is_bot: false,
+        });
+    let renamed = listed(&server).await;
+    assert_eq!(renamed[0]["authorName"], "Stan the Renamed");
+    server
+        .surface()
+        .store()
+        .delete_message(demo::OPS.into(), theirs);
+    let deleted = listed(&server).await;
+    assert_eq!(deleted.len(), 1);
+    assert_eq!(deleted[0]["messageId"], ours);
+}
+
 /// The allowlist matrix, with the config that decides each row.
 #[tokio::test]
 async fn allowlist_matrix() {

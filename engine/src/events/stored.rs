@@ -201,7 +201,9 @@ impl Writer {
     }
 
     /// Appends `first` and whatever else is queued (up to [`BATCH`]); on a store one node
-    /// owns, delivers them with their ids.
+    /// owns, delivers them with their ids. Each event is written as text once, for its row;
+    /// the events delivered are the ones published, numbered, and render their own text only
+    /// if a subscriber reads them (not read back from the rows).
     async fn append(&mut self, first: Event) {
         let mut batch = vec![first];
         while batch.len() < BATCH {
@@ -210,24 +212,26 @@ impl Writer {
                 Err(_) => break,
             }
         }
-        let rows: Vec<EventRow> = batch
-            .iter()
-            .map(|event| EventRow {
+        let mut rows: Vec<EventRow> = Vec::with_capacity(batch.len());
+        let mut kept: Vec<Event> = Vec::with_capacity(batch.len());
+        let mut refused = 0u64;
+        for event in batch {
+            let row = EventRow {
                 kind: event.kind.to_string(),
                 session: event.session,
                 caller: event.caller.as_deref().map(str::to_owned),
                 time_ms: event.time_ms,
                 body: event.body(),
-            })
-            .collect();
-        // One event the store would refuse (a body over its bound) must not sink its batch.
-        let before = rows.len();
-        let rows: Vec<EventRow> = rows
-            .into_iter()
-            .filter(|row| check_event_batch(std::slice::from_ref(row)).is_ok())
-            .collect();
-        if rows.len() < before {
-            let refused = (before - rows.len()) as u64;
+            };
+            // One event the store would refuse (a body over its bound) must not sink its batch.
+            if check_event_batch(std::slice::from_ref(&row)).is_ok() {
+                rows.push(row);
+                kept.push(event);
+            } else {
+                refused += 1;
+            }
+        }
+        if refused > 0 {
             let lost = self.hub.upgrade().map_or(0, |hub| hub.count_lost(refused));
             self.warn(&format!(
                 "{refused} events were not kept: larger than the store keeps ({MAX_EVENT_BODY} bytes); {lost} lost since start"
@@ -237,16 +241,16 @@ impl Writer {
             return;
         }
         let count = rows.len() as u64;
-        let kept = (!self.shared).then(|| rows.clone());
         match self.store.append_events(rows).await {
             Ok(ids) => {
                 self.appended += count;
-                if let (Some(rows), Some(hub)) = (kept, self.hub.upgrade()) {
-                    hub.deliver(
-                        ids.into_iter()
-                            .zip(rows)
-                            .map(|(id, row)| Event::kept(switchboard_store::KeptEvent { id, row })),
-                    );
+                if self.shared {
+                    // Delivered by following the table, in the store's order with every node's.
+                } else if let Some(hub) = self.hub.upgrade() {
+                    hub.deliver(ids.into_iter().zip(kept).map(|(id, mut event)| {
+                        event.id = id;
+                        event
+                    }));
                 }
             }
             Err(err) => {

@@ -1,6 +1,8 @@
-//! The compact form a message takes in the read cache: 64 bytes plus one allocation for its
+//! The compact form a message takes in the read cache: 72 bytes plus one allocation for its
 //! text (content and readable text back to back, or once when they are equal). Channel and id
 //! are the keys of the maps that hold it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use switchboard_records::time::{edit_wins, format_micros, instant_micros, parse_micros};
 use switchboard_records::{Attachment, Message, Reaction, Snowflake};
@@ -33,11 +35,23 @@ impl Extras {
     }
 }
 
-/// A message in the hot maps: 64 bytes plus one allocation for its text (content and
+/// Revisions handed out in this process: one counter for every store, so a number names one
+/// state of one message even across stores.
+static REVISIONS: AtomicU64 = AtomicU64::new(1);
+
+fn next_revision() -> u64 {
+    REVISIONS.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A message in the hot maps: 72 bytes plus one allocation for its text (content and
 /// canonical text back to back, or once when they are equal). Channel and id are the keys of
 /// the maps that hold it.
 #[derive(Debug, Clone)]
 pub(crate) struct HotMessage {
+    /// A new number for each state it takes (stored, edited, its reactions changed): readers
+    /// cache what they derive under its id and this, and look it up without building the
+    /// message (issue 22 §5; hashing the message per read cost more than the cache saved).
+    revision: u64,
     author_id: u64,
     /// 0 when the message replies to nothing.
     reply_to: u64,
@@ -71,6 +85,7 @@ impl HotMessage {
         let (body, content_len) =
             encode_body(&message.content, &message.text, &mut flags, &mut extras);
         HotMessage {
+            revision: next_revision(),
             author_id: message.author_id.0,
             reply_to: message.reply_to.map_or(0, |id| id.0),
             timestamp,
@@ -108,6 +123,11 @@ impl HotMessage {
 
     pub(crate) fn author_id(&self) -> u64 {
         self.author_id
+    }
+
+    /// Changes whenever what readers see of it changes; never repeats within the process.
+    pub(crate) fn revision(&self) -> u64 {
+        self.revision
     }
 
     /// Whether an edit stamped `edited` may replace what this message holds
@@ -153,6 +173,7 @@ impl HotMessage {
         self.content_len = content_len;
         self.edited_timestamp = encode_edited(edited_timestamp, &mut extras);
         self.set_extras(extras);
+        self.revision = next_revision();
     }
 
     pub(crate) fn reactions(&self) -> &[Reaction] {
@@ -163,6 +184,7 @@ impl HotMessage {
         let mut extras = self.extras.take().map(|e| *e).unwrap_or_default();
         extras.reactions = reactions;
         self.set_extras(extras);
+        self.revision = next_revision();
     }
 
     fn set_extras(&mut self, extras: Extras) {
@@ -228,8 +250,26 @@ mod tests {
     }
 
     #[test]
-    fn hot_message_is_64_bytes() {
-        assert_eq!(std::mem::size_of::<HotMessage>(), 64);
+    fn hot_message_is_72_bytes() {
+        assert_eq!(std::mem::size_of::<HotMessage>(), 72);
+    }
+
+    #[test]
+    fn every_change_a_reader_sees_gives_a_new_revision() {
+        let mut hot = HotMessage::new(&message("a", "a", "2026-11-22T12:00:00Z"));
+        let again = HotMessage::new(&message("a", "a", "2026-11-22T12:00:00Z"));
+        assert_ne!(hot.revision(), again.revision(), "one number per state");
+        let stored = hot.revision();
+        hot.edit("b", "b", Some("2026-11-22T12:01:00Z"));
+        let edited = hot.revision();
+        assert_ne!(edited, stored);
+        hot.set_reactions(vec![Reaction {
+            emoji: "👍".into(),
+            count: 1,
+            me: false,
+        }]);
+        assert_ne!(hot.revision(), edited);
+        assert!(hot.revision() > stored, "never repeats");
     }
 
     #[test]

@@ -43,6 +43,14 @@ impl UserEntry {
         }
     }
 
+    /// The name to show, as [`User::display_name`] gives it (without building the `User`).
+    pub(crate) fn display_name(&self) -> &str {
+        self.global_name
+            .as_deref()
+            .filter(|name| !name.is_empty())
+            .unwrap_or(&self.username)
+    }
+
     pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
         std::iter::once(&*self.username)
             .chain(self.global_name.as_deref())
@@ -317,15 +325,25 @@ impl Hot {
         count
     }
 
-    pub(crate) fn message(&self, channel_id: Snowflake, id: Snowflake) -> Option<Message> {
+    /// `read` of one cached message, under its channel's lock.
+    pub(crate) fn read_message<T>(
+        &self,
+        channel_id: Snowflake,
+        id: Snowflake,
+        read: impl FnOnce(&HotMessage) -> T,
+    ) -> Option<T> {
         let channel = self.channels.get(&channel_id)?;
-        channel
-            .messages
-            .get(&id.0)
-            .map(|m| m.to_stored(id, channel_id))
+        channel.messages.get(&id.0).map(read)
     }
 
-    pub(crate) fn messages(&self, channel_id: Snowflake, query: MessageQuery) -> Vec<Message> {
+    /// `read` of the newest `limit` cached messages with `after < id < before`, oldest first,
+    /// under the channel's lock.
+    pub(crate) fn read_messages<T>(
+        &self,
+        channel_id: Snowflake,
+        query: MessageQuery,
+        mut read: impl FnMut(Snowflake, &HotMessage) -> T,
+    ) -> Vec<T> {
         let MessageQuery {
             limit,
             before,
@@ -339,12 +357,12 @@ impl Hot {
         if lower >= upper || limit == 0 {
             return Vec::new();
         }
-        let mut newest: Vec<Message> = channel
+        let mut newest: Vec<T> = channel
             .messages
             .range(lower..upper)
             .rev()
             .take(limit)
-            .map(|(&id, m)| m.to_stored(Snowflake(id), channel_id))
+            .map(|(&id, m)| read(Snowflake(id), m))
             .collect();
         newest.reverse();
         newest

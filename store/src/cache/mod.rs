@@ -275,7 +275,11 @@ impl Store {
 
     /// The name to show for a user: the global (display) name, else the username.
     pub fn user_display_name(&self, id: Snowflake) -> Option<String> {
-        self.user(id).map(|user| user.display_name().to_owned())
+        self.inner
+            .hot
+            .users
+            .get(&id)
+            .map(|user| user.display_name().to_owned())
     }
 
     /// [`Store::user_display_name`], else `user_<id>` (the entity mapper's form for an unnamed
@@ -503,12 +507,52 @@ impl Store {
 
     /// [`Store::messages`] with a [`MessageQuery`].
     pub fn query_messages(&self, channel_id: Snowflake, query: MessageQuery) -> Vec<Message> {
-        self.inner.hot.messages(channel_id, query)
+        self.inner
+            .hot
+            .read_messages(channel_id, query, |id, m| m.to_stored(id, channel_id))
     }
 
     /// A cached message; `None` when unknown, deleted or beyond retention.
     pub fn message(&self, channel_id: Snowflake, id: Snowflake) -> Option<Message> {
-        self.inner.hot.message(channel_id, id)
+        self.inner
+            .hot
+            .read_message(channel_id, id, |m| m.to_stored(id, channel_id))
+    }
+
+    /// The ids and revisions of what [`Store::query_messages`] answers, without building the
+    /// messages: a revision changes whenever what readers see of a message changes (an edit,
+    /// its reactions) and never repeats within the process, so readers may cache what they
+    /// derive under a message's id and revision and build it only when that changed.
+    pub fn message_revisions(
+        &self,
+        channel_id: Snowflake,
+        query: MessageQuery,
+    ) -> Vec<(Snowflake, u64)> {
+        self.inner
+            .hot
+            .read_messages(channel_id, query, |id, m| (id, m.revision()))
+    }
+
+    /// [`Store::query_messages`], each message with its revision ([`Store::message_revisions`]).
+    pub fn messages_with_revisions(
+        &self,
+        channel_id: Snowflake,
+        query: MessageQuery,
+    ) -> Vec<(Message, u64)> {
+        self.inner.hot.read_messages(channel_id, query, |id, m| {
+            (m.to_stored(id, channel_id), m.revision())
+        })
+    }
+
+    /// [`Store::message`] with its revision ([`Store::message_revisions`]).
+    pub fn message_with_revision(
+        &self,
+        channel_id: Snowflake,
+        id: Snowflake,
+    ) -> Option<(Message, u64)> {
+        self.inner.hot.read_message(channel_id, id, |m| {
+            (m.to_stored(id, channel_id), m.revision())
+        })
     }
 
     /// Forgets every message of a channel, cached and stored: for channels the allowlist no
