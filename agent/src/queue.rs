@@ -21,6 +21,7 @@ use std::time::Duration;
 use entity::Snowflake;
 use serde::{Deserialize, Serialize};
 use switchboard_engine::runs::Trigger;
+use switchboard_records::RunLease;
 use switchboard_store::{Durable, RunStore};
 use tokio::sync::{oneshot, Notify};
 
@@ -185,6 +186,15 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl RunQueue {
+    /// This node's hold on a run from `now_ms` for `lease_ms`.
+    pub(crate) fn lease(&self, now_ms: u64, lease_ms: u64) -> RunLease {
+        RunLease {
+            node: self.node.clone(),
+            now_ms,
+            lease_ms,
+        }
+    }
+
     pub(crate) fn new(store: Arc<dyn RunStore>, node: String, shared: bool) -> RunQueue {
         RunQueue {
             store,
