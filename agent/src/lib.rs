@@ -960,7 +960,7 @@ impl Bridge {
             let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
             match queue
                 .store
-                .claim_next_run(&queue.node, now_ms(), lease_ms)
+                .claim_next_run(queue.lease(now_ms(), lease_ms))
                 .await
             {
                 Ok(Some(row)) => {
@@ -2570,7 +2570,14 @@ async fn give_back_lease(
 ) -> Result<switchboard_store::Heartbeat, switchboard_store::StoreError> {
     queue
         .store
-        .heartbeat_run(row, node, now_ms().saturating_sub(1), 0)
+        .heartbeat_run(
+            row,
+            switchboard_records::RunLease {
+                node: node.to_owned(),
+                now_ms: now_ms().saturating_sub(1),
+                lease_ms: 0,
+            },
+        )
         .await
 }
 

@@ -22,6 +22,7 @@ use std::time::Duration;
 use entity::Snowflake;
 use serde::{Deserialize, Serialize};
 use switchboard_engine::runs::Trigger;
+use switchboard_records::RunLease;
 use switchboard_store::{Durable, RunStore};
 use tokio::sync::{oneshot, Notify};
 
@@ -82,7 +83,7 @@ impl Renewals {
     ) -> Result<switchboard_store::Heartbeat, switchboard_store::StoreError> {
         queue
             .store
-            .heartbeat_run(row, &queue.node, crate::now_ms(), self.lease_ms)
+            .heartbeat_run(row, queue.lease(crate::now_ms(), self.lease_ms))
             .await
     }
 }
@@ -243,6 +244,15 @@ impl RunQueue {
         self.store
             .runs(switchboard_records::RunFilter { limit, ..filter })
             .await
+    }
+
+    /// This node's hold on a run from `now_ms` for `lease_ms`.
+    pub(crate) fn lease(&self, now_ms: u64, lease_ms: u64) -> RunLease {
+        RunLease {
+            node: self.node.clone(),
+            now_ms,
+            lease_ms,
+        }
     }
 
     pub(crate) fn new(store: Arc<dyn RunStore>, node: String, shared: bool) -> RunQueue {

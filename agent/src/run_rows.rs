@@ -120,7 +120,7 @@ impl Bridge {
         let lease_ms = u64::try_from(self.lease().as_millis()).unwrap_or(u64::MAX);
         match queue
             .store
-            .start_run(row, &queue.node, now_ms(), lease_ms)
+            .start_run(row, queue.lease(now_ms(), lease_ms))
             .await
         {
             Ok(run) => Some(HeldRow {

@@ -291,8 +291,22 @@ mod tests {
                 .unwrap();
         }
         // One node runs session 7's first run, another session 9's.
-        store.claim_next_run("a", 2, 20_000).await.unwrap();
-        store.claim_next_run("b", 2, 20_000).await.unwrap();
+        store
+            .claim_next_run(switchboard_records::RunLease {
+                node: "a".into(),
+                now_ms: 2,
+                lease_ms: 20_000,
+            })
+            .await
+            .unwrap();
+        store
+            .claim_next_run(switchboard_records::RunLease {
+                node: "b".into(),
+                now_ms: 2,
+                lease_ms: 20_000,
+            })
+            .await
+            .unwrap();
         let status = status(&View(store), 3).await.unwrap();
         let queues: Vec<(&str, usize, usize)> = status
             .queues

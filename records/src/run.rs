@@ -189,16 +189,34 @@ impl Run {
         }
     }
 
-    /// A new run at place `seq` that started at `now_ms` on `node`, which holds it until
-    /// `lease_until_ms` (a run kept outside its session's queue: a sub-run, a chat-API run).
-    pub fn started(new: NewRun, seq: u64, node: String, now_ms: u64, lease_until_ms: u64) -> Run {
+    /// A new run at place `seq` that started under `lease` (a run kept outside its session's
+    /// queue: a sub-run, a chat-API run).
+    pub fn started(new: NewRun, seq: u64, lease: RunLease) -> Run {
         Run {
             state: RunState::Running,
-            node: Some(node),
-            lease_until_ms: Some(lease_until_ms),
-            started_ms: Some(now_ms),
+            lease_until_ms: Some(lease.until_ms()),
+            started_ms: Some(lease.now_ms),
+            node: Some(lease.node),
             ..Run::queued(new, seq)
         }
+    }
+}
+
+/// A node's hold on a run as it claims, starts or renews it: from `now_ms` for `lease_ms`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunLease {
+    /// The node that holds the run.
+    pub node: String,
+    /// Now, ms since the Unix epoch.
+    pub now_ms: u64,
+    /// How long the hold lasts unless renewed, ms.
+    pub lease_ms: u64,
+}
+
+impl RunLease {
+    /// When the hold ends unless renewed (`now_ms + lease_ms`, saturating).
+    pub fn until_ms(&self) -> u64 {
+        self.now_ms.saturating_add(self.lease_ms)
     }
 }
 

@@ -14,9 +14,9 @@ use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::usage::USAGE_KEPT_MS;
 use switchboard_records::{
     AgentBinding, FiringClaim, FiringOutcome, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits,
-    NoteScope, Receipt, Run, RunEnd, RunFilter, RunState, RunUsage, Schedule, ScheduleStatus,
-    ShardLease, Summary, UsageBy, UsageCharge, UsageGroup, UsageQuery, UsageRow, UsageSubject,
-    UsageTotals,
+    NoteScope, Receipt, Run, RunEnd, RunFilter, RunLease, RunState, RunUsage, Schedule,
+    ScheduleStatus, ShardLease, Summary, UsageBy, UsageCharge, UsageGroup, UsageQuery, UsageRow,
+    UsageSubject, UsageTotals,
 };
 use switchboard_store::{
     check_end, count_firing, duplicate_run, set_status, unknown_schedule, AgentBindingStore,
@@ -577,28 +577,16 @@ impl RunStore for PgBackend {
         })
     }
 
-    fn start_run(
-        &self,
-        run: NewRun,
-        node: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> StoreFuture<'_, Run> {
-        let node = node.to_owned();
+    fn start_run(&self, run: NewRun, lease: RunLease) -> StoreFuture<'_, Run> {
         in_transaction!(self, "a run", |shared, tx| async {
             check_new_run(tx, &shared.location, &run).await?;
-            let run = Run::started(run, 0, node, now_ms, now_ms.saturating_add(lease_ms));
+            let run = Run::started(run, 0, lease);
             insert_new_run(tx, &shared.location, run).await
         })
     }
 
-    fn claim_next_run(
-        &self,
-        node: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> StoreFuture<'_, Option<Run>> {
-        let node = clean(node);
+    fn claim_next_run(&self, lease: RunLease) -> StoreFuture<'_, Option<Run>> {
+        let node = clean(&lease.node);
         in_transaction!(self, "a run", |shared, tx| async {
             update_queued_run(
                 tx,
@@ -614,7 +602,7 @@ impl RunStore for PgBackend {
                      RETURNING ",
                     run_columns!()
                 ),
-                &[&node, &ms(now_ms.saturating_add(lease_ms)), &ms(now_ms)],
+                &[&node, &ms(lease.until_ms()), &ms(lease.now_ms)],
             )
             .await
         })
@@ -666,16 +654,9 @@ impl RunStore for PgBackend {
         })
     }
 
-    fn heartbeat_run(
-        &self,
-        run_id: &str,
-        node: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> StoreFuture<'_, Heartbeat> {
-        let (run_id, node) = (clean(run_id), clean(node));
+    fn heartbeat_run(&self, run_id: &str, lease: RunLease) -> StoreFuture<'_, Heartbeat> {
+        let (run_id, node, until_ms) = (clean(run_id), clean(&lease.node), lease.until_ms());
         in_transaction!(self, "a run's lease", |shared, tx| async {
-            let until_ms = now_ms.saturating_add(lease_ms);
             let row = tx
                 .query_opt(
                     "UPDATE runs SET lease_until_ms = $3

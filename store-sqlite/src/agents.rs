@@ -12,9 +12,9 @@ use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::usage::USAGE_KEPT_MS;
 use switchboard_records::{
     AgentBinding, FiringClaim, FiringOutcome, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits,
-    NoteScope, Receipt, Run, RunEnd, RunFilter, RunState, RunUsage, Schedule, ScheduleStatus,
-    ShardLease, Summary, UsageBy, UsageCharge, UsageGroup, UsageQuery, UsageRow, UsageSubject,
-    UsageTotals,
+    NoteScope, Receipt, Run, RunEnd, RunFilter, RunLease, RunState, RunUsage, Schedule,
+    ScheduleStatus, ShardLease, Summary, UsageBy, UsageCharge, UsageGroup, UsageQuery, UsageRow,
+    UsageSubject, UsageTotals,
 };
 use switchboard_store::{
     check_end, count_firing, duplicate_run, set_status, unknown_schedule, AgentBindingStore,
@@ -498,13 +498,7 @@ impl RunStore for SqliteBackend {
         })
     }
 
-    fn claim_next_run(
-        &self,
-        node: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> StoreFuture<'_, Option<Run>> {
-        let node = node.to_owned();
+    fn claim_next_run(&self, lease: RunLease) -> StoreFuture<'_, Option<Run>> {
         self.decide("claim a run", move |tx| {
             let head: Option<i64> = tx
                 .prepare_cached(
@@ -524,28 +518,20 @@ impl RunStore for SqliteBackend {
             )?
             .execute(params![
                 seq,
-                node,
-                ms_to_sql(now_ms.saturating_add(lease_ms)),
-                ms_to_sql(now_ms)
+                lease.node,
+                ms_to_sql(lease.until_ms()),
+                ms_to_sql(lease.now_ms)
             ])?;
             Ok(Ok(run_by(tx, "seq", &seq)?))
         })
     }
 
-    fn start_run(
-        &self,
-        run: NewRun,
-        node: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> StoreFuture<'_, Run> {
-        let node = node.to_owned();
+    fn start_run(&self, run: NewRun, lease: RunLease) -> StoreFuture<'_, Run> {
         self.decide("start a run", move |tx| {
             if run_by(tx, "id", &run.id)?.is_some() {
                 return Ok(Err(duplicate_run(&run.id)));
             }
-            let lease_until_ms = now_ms.saturating_add(lease_ms);
-            insert_new_run(tx, Run::started(run, 0, node, now_ms, lease_until_ms))
+            insert_new_run(tx, Run::started(run, 0, lease))
         })
     }
 
@@ -586,23 +572,19 @@ impl RunStore for SqliteBackend {
         })
     }
 
-    fn heartbeat_run(
-        &self,
-        run_id: &str,
-        node: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> StoreFuture<'_, Heartbeat> {
-        let (run_id, node) = (run_id.to_owned(), node.to_owned());
+    fn heartbeat_run(&self, run_id: &str, lease: RunLease) -> StoreFuture<'_, Heartbeat> {
+        let run_id = run_id.to_owned();
         self.decide("renew a run's lease", move |tx| {
-            let until_ms = now_ms.saturating_add(lease_ms);
+            let until_ms = lease.until_ms();
             let held: Option<bool> = tx
                 .prepare_cached(
                     "UPDATE runs SET lease_until_ms = ?3
                      WHERE id = ?1 AND node = ?2 AND state = 'running'
                      RETURNING abort_requested",
                 )?
-                .query_row(params![run_id, node, ms_to_sql(until_ms)], |row| row.get(0))
+                .query_row(params![run_id, lease.node, ms_to_sql(until_ms)], |row| {
+                    row.get(0)
+                })
                 .optional()?;
             Ok(Ok(held.map_or(Heartbeat::Lost, |abort_requested| {
                 Heartbeat::Held {

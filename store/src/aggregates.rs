@@ -29,9 +29,9 @@ use switchboard_records::{
     AgentBinding, Approval, AuditEntry, AuditFilter, AuditPage, AuditRow, CapabilityEnd,
     FiringClaim, Gap, IdempotencyKey, IdempotencyRequest, KeptCapability, KeptKey, KeptUsage,
     Message, MessageQuery, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Role, Run,
-    RunEnd, RunFilter, Schedule, ScheduleStatus, SearchHit, SearchQuery, Session, SessionScope,
-    Settlement, ShardLease, StoredAnswer, Summary, ThreadState, TriggerClaim, UsageGroup,
-    UsageQuery, UsageRow, UsageSubject, UsageTotals, User, Workflow,
+    RunEnd, RunFilter, RunLease, Schedule, ScheduleStatus, SearchHit, SearchQuery, Session,
+    SessionScope, Settlement, ShardLease, StoredAnswer, Summary, ThreadState, TriggerClaim,
+    UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals, User, Workflow,
 };
 
 use crate::error::StoreError;
@@ -507,27 +507,16 @@ pub trait RunStore: crate::bot_turns::BotTurnStore + Send + Sync {
     /// [`crate::StoreErrorKind::Conflict`].
     fn enqueue_run(&self, run: NewRun, max_queued_per_session: usize) -> StoreFuture<'_, Enqueued>;
     /// Claims the oldest queued run whose session has nothing running and no older run
-    /// queued, for `node` until `now_ms + lease_ms`, atomically: of concurrent claimers on any
-    /// nodes each run goes to exactly one, and a session never has two running.
-    fn claim_next_run(
-        &self,
-        node: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> StoreFuture<'_, Option<Run>>;
-    /// Keeps a run that starts at once on `node`, outside its session's queue: a handoff's
-    /// sub-run or a chat-API run, whose caller waits for its answer (it waits behind no one;
-    /// runs queued in its session after it wait for it as for any running run). It runs
-    /// under a lease until `now_ms + lease_ms`, renewed and ended like a claimed run, and is
-    /// interrupted like one when its node stops renewing. A run id already kept is
+    /// queued, for `lease.node` until [`RunLease::until_ms`], atomically: of concurrent
+    /// claimers on any nodes each run goes to exactly one, and a session never has two running.
+    fn claim_next_run(&self, lease: RunLease) -> StoreFuture<'_, Option<Run>>;
+    /// Keeps a run that starts at once on `lease.node`, outside its session's queue: a
+    /// handoff's sub-run or a chat-API run, whose caller waits for its answer (it waits behind
+    /// no one; runs queued in its session after it wait for it as for any running run). It
+    /// runs under `lease`, renewed and ended like a claimed run, and is interrupted like one
+    /// when its node stops renewing. A run id already kept is
     /// [`crate::StoreErrorKind::Conflict`].
-    fn start_run(
-        &self,
-        run: NewRun,
-        node: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> StoreFuture<'_, Run>;
+    fn start_run(&self, run: NewRun, lease: RunLease) -> StoreFuture<'_, Run>;
     /// Takes queued runs into a run `node` holds (a burst of messages answered by one run,
     /// issue 25 §5): each of `run_ids` still queued in the held run's session becomes running
     /// on `node` under the held run's lease, so it ends — or is interrupted — with it; the
@@ -540,14 +529,8 @@ pub trait RunStore: crate::bot_turns::BotTurnStore + Send + Sync {
         run_ids: Vec<String>,
         now_ms: u64,
     ) -> StoreFuture<'_, Vec<Run>>;
-    /// Renews a running run's lease, if `node` still holds it.
-    fn heartbeat_run(
-        &self,
-        run_id: &str,
-        node: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> StoreFuture<'_, Heartbeat>;
+    /// Renews a running run's lease to `lease`, if `lease.node` still holds it.
+    fn heartbeat_run(&self, run_id: &str, lease: RunLease) -> StoreFuture<'_, Heartbeat>;
     /// Ends a run `node` holds (`Finished`, `Failed` or `Aborted`); `None` when the node does
     /// not hold it (it was interrupted meanwhile): the run as it stands is not changed.
     fn finish_run(&self, run_id: &str, node: &str, end: RunEnd) -> StoreFuture<'_, Option<Run>>;

@@ -8,8 +8,8 @@ use futures_executor::block_on;
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
 use switchboard_records::{
     FiringClaim, FiringOutcome, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Run,
-    RunEnd, RunFilter, RunState, RunUsage, Schedule, ScheduleSpec, ScheduleStatus, Summary,
-    UsageBy, UsageCharge, UsageQuery, UsageRow, UsageSubject, UsageTotals,
+    RunEnd, RunFilter, RunLease, RunState, RunUsage, Schedule, ScheduleSpec, ScheduleStatus,
+    Summary, UsageBy, UsageCharge, UsageQuery, UsageRow, UsageSubject, UsageTotals,
 };
 
 use super::{id, Fixture, MakePlace, CHANNEL, MIRA, OTHER};
@@ -234,7 +234,16 @@ fn enqueue(f: &Fixture, run: NewRun) -> Run {
 }
 
 fn claim(backend: &dyn Backend, node: &str, now_ms: u64) -> Option<Run> {
-    block_on(backend.claim_next_run(node, now_ms, 1_000)).unwrap()
+    block_on(backend.claim_next_run(lease(node, now_ms, 1_000))).unwrap()
+}
+
+/// `node`'s hold on a run from `now_ms` for `lease_ms`.
+fn lease(node: &str, now_ms: u64, lease_ms: u64) -> RunLease {
+    RunLease {
+        node: node.to_owned(),
+        now_ms,
+        lease_ms,
+    }
 }
 
 fn end(state: RunState, text: &str, at_ms: u64) -> RunEnd {
@@ -313,7 +322,11 @@ pub fn a_run_started_at_once_runs_beside_its_session_and_keeps_its_usage(make: M
         trigger: "handoff".into(),
         ..new_run("p.s1", CHANNEL, t + 110)
     };
-    let started = block_on(f.backend.start_run(sub.clone(), "node-1", t + 120, 1_000)).unwrap();
+    let started = block_on(
+        f.backend
+            .start_run(sub.clone(), lease("node-1", t + 120, 1_000)),
+    )
+    .unwrap();
     assert_eq!(started.state, RunState::Running);
     assert_eq!(started.node.as_deref(), Some("node-1"));
     assert_eq!(started.lease_until_ms, Some(t + 1_120));
@@ -324,22 +337,26 @@ pub fn a_run_started_at_once_runs_beside_its_session_and_keeps_its_usage(make: M
         started.seq > parent.seq,
         "a started run takes the next place"
     );
-    let again = block_on(f.backend.start_run(sub, "node-2", t + 130, 1_000)).unwrap_err();
+    let again = block_on(f.backend.start_run(sub, lease("node-2", t + 130, 1_000))).unwrap_err();
     assert_eq!(again.kind(), StoreErrorKind::Conflict);
     // A chat-API run in a session of its own, and one that will not be renewed.
     let api = NewRun {
         trigger: "api".into(),
         ..new_run("api-1", OTHER, t + 130)
     };
-    block_on(f.backend.start_run(api, "node-2", t + 130, 1_000)).unwrap();
+    block_on(f.backend.start_run(api, lease("node-2", t + 130, 1_000))).unwrap();
     let lost = NewRun {
         parent_run: Some("p".into()),
         ..new_run("p.s2", CHANNEL, t + 131)
     };
-    block_on(f.backend.start_run(lost, "node-3", t + 131, 100)).unwrap();
+    block_on(f.backend.start_run(lost, lease("node-3", t + 131, 100))).unwrap();
     enqueue(&f, new_run("q", CHANNEL, t + 140));
     assert_eq!(
-        block_on(f.backend.heartbeat_run("p.s1", "node-1", t + 500, 1_000)).unwrap(),
+        block_on(
+            f.backend
+                .heartbeat_run("p.s1", lease("node-1", t + 500, 1_000))
+        )
+        .unwrap(),
         Heartbeat::Held {
             until_ms: t + 1_500,
             abort_requested: false
@@ -427,14 +444,14 @@ pub fn runs_queue_per_session_in_order(make: MakePlace<'_>) {
         Enqueued::Full { queued: 1 }
     );
     assert_eq!(
-        block_on(f.backend.heartbeat_run("a1", "node-1", 500, 1_000)).unwrap(),
+        block_on(f.backend.heartbeat_run("a1", lease("node-1", 500, 1_000))).unwrap(),
         Heartbeat::Held {
             until_ms: 1_500,
             abort_requested: false
         }
     );
     assert_eq!(
-        block_on(f.backend.heartbeat_run("a1", "node-2", 500, 1_000)).unwrap(),
+        block_on(f.backend.heartbeat_run("a1", lease("node-2", 500, 1_000))).unwrap(),
         Heartbeat::Lost,
         "not the holder"
     );
@@ -474,7 +491,7 @@ pub fn runs_queue_per_session_in_order(make: MakePlace<'_>) {
         "its usage is kept"
     );
     assert_eq!(
-        block_on(f.backend.heartbeat_run("a1", "node-1", 800, 1_000)).unwrap(),
+        block_on(f.backend.heartbeat_run("a1", lease("node-1", 800, 1_000))).unwrap(),
         Heartbeat::Lost,
         "an ended run has no lease"
     );
@@ -614,7 +631,7 @@ pub fn aborts_and_expired_leases_end_runs_once(make: MakePlace<'_>) {
         None
     );
     assert_eq!(
-        block_on(f.backend.heartbeat_run("running", "node-1", 30, 100)).unwrap(),
+        block_on(f.backend.heartbeat_run("running", lease("node-1", 30, 100))).unwrap(),
         Heartbeat::Held {
             until_ms: 130,
             abort_requested: true
@@ -634,7 +651,11 @@ pub fn aborts_and_expired_leases_end_runs_once(make: MakePlace<'_>) {
     assert_eq!(reaped[0].state, RunState::Interrupted);
     assert_eq!(reaped[0].finished_ms, Some(131));
     assert_eq!(
-        block_on(f.backend.heartbeat_run("running", "node-1", 140, 100)).unwrap(),
+        block_on(
+            f.backend
+                .heartbeat_run("running", lease("node-1", 140, 100))
+        )
+        .unwrap(),
         Heartbeat::Lost
     );
     assert_eq!(
@@ -1357,13 +1378,13 @@ pub fn fill_agent_kinds(backend: &dyn Backend) {
     }
     // Recent: ended runs past their lifetime are pruned.
     let t = super::now_ms();
-    let run = block_on(backend.claim_next_run("node-1", t, 1_000))
+    let run = block_on(backend.claim_next_run(lease("node-1", t, 1_000)))
         .unwrap()
         .unwrap();
     block_on(backend.finish_run(&run.id, "node-1", end(RunState::Finished, "done", t + 10)))
         .unwrap()
         .unwrap();
-    block_on(backend.claim_next_run("node-1", t + 20, 1_000)).unwrap();
+    block_on(backend.claim_next_run(lease("node-1", t + 20, 1_000))).unwrap();
     for row in usage_rows(start()).into_iter().take(7) {
         block_on(backend.record_usage(row)).unwrap();
     }
@@ -1511,7 +1532,7 @@ pub fn garbage_into_the_agent_aggregates_is_answered_not_fatal(make: MakePlace<'
             ..summary(OTHER, i as u64, i as u64)
         }))
         .unwrap();
-        assert!(block_on(b.heartbeat_run(text, text, 0, 0)).is_ok());
+        assert!(block_on(b.heartbeat_run(text, lease(text, 0, 0))).is_ok());
         assert!(block_on(b.schedule(text)).unwrap().is_none());
         assert!(block_on(b.once(text, u64::MAX, u64::MAX)).is_ok());
     }
@@ -1538,7 +1559,7 @@ pub fn garbage_into_the_agent_aggregates_is_answered_not_fatal(make: MakePlace<'
     assert!(block_on(b.nodes(0, 0)).unwrap().is_empty());
     assert!(block_on(b.usage_after(0, 0)).unwrap().is_empty());
     // Times at the end of u64 saturate rather than fail.
-    let claimed = block_on(b.claim_next_run("node", u64::MAX, u64::MAX)).unwrap();
+    let claimed = block_on(b.claim_next_run(lease("node", u64::MAX, u64::MAX))).unwrap();
     assert!(claimed.is_some());
     assert!(block_on(b.interrupt_expired_runs(u64::MAX, 100)).is_ok());
     assert!(block_on(b.take_identify_slot(0, u64::MAX, u64::MAX)).is_ok());
@@ -1617,7 +1638,7 @@ pub fn run_decisions_raced_end_one_way(make: MakePlace<'_>) {
         // At t + 1_001 the lease (until t + 1_000) has ended; a heartbeat and a reaper race.
         let (beat, reaped) = race_two(
             &f,
-            |b| block_on(b.heartbeat_run(&run.id, "holder", t + 1_001, 1_000)).unwrap(),
+            |b| block_on(b.heartbeat_run(&run.id, lease("holder", t + 1_001, 1_000))).unwrap(),
             |b| block_on(b.interrupt_expired_runs(t + 1_001, 10)).unwrap(),
         );
         let interrupted = reaped.iter().any(|r| r.id == run.id);
@@ -1659,7 +1680,7 @@ pub fn run_decisions_raced_end_one_way(make: MakePlace<'_>) {
         let (aborted, claimed) = race_two(
             &f,
             |b| block_on(b.request_abort(&format!("abort-{round}"), t)).unwrap(),
-            |b| block_on(b.claim_next_run("claimer", t, 1_000)).unwrap(),
+            |b| block_on(b.claim_next_run(lease("claimer", t, 1_000))).unwrap(),
         );
         let run = block_on(f.backend.run(&format!("abort-{round}")))
             .unwrap()

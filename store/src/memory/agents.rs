@@ -10,8 +10,8 @@ use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::usage::fold_usage;
 use switchboard_records::{
     FiringClaim, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Run,
-    RunEnd, RunFilter, RunState, Schedule, ScheduleStatus, ShardLease, Summary, UsageGroup,
-    UsageQuery, UsageRow, UsageSubject, UsageTotals,
+    RunEnd, RunFilter, RunLease, RunState, Schedule, ScheduleStatus, ShardLease, Summary,
+    UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals,
 };
 
 use super::MemoryBackend;
@@ -279,13 +279,7 @@ impl RunStore for MemoryBackend {
         })
     }
 
-    fn claim_next_run(
-        &self,
-        node: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> StoreFuture<'_, Option<Run>> {
-        let node = node.to_owned();
+    fn claim_next_run(&self, lease: RunLease) -> StoreFuture<'_, Option<Run>> {
         self.decide(move |kept| {
             // Per session, its oldest unfinished run: the only one that may run.
             let mut head: HashMap<&str, &Run> = HashMap::new();
@@ -305,28 +299,20 @@ impl RunStore for MemoryBackend {
             };
             let run = kept.runs.get_mut(&id).expect("the run just found");
             run.state = RunState::Running;
-            run.node = Some(node);
-            run.lease_until_ms = Some(now_ms.saturating_add(lease_ms));
-            run.started_ms = Some(now_ms);
+            run.lease_until_ms = Some(lease.until_ms());
+            run.started_ms = Some(lease.now_ms);
+            run.node = Some(lease.node);
             Ok(Some(run.clone()))
         })
     }
 
-    fn start_run(
-        &self,
-        run: NewRun,
-        node: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> StoreFuture<'_, Run> {
-        let node = node.to_owned();
+    fn start_run(&self, run: NewRun, lease: RunLease) -> StoreFuture<'_, Run> {
         self.decide(move |kept| {
             if kept.runs.contains_key(&run.id) {
                 return Err(duplicate_run(&run.id));
             }
             kept.next_seq += 1;
-            let lease_until_ms = now_ms.saturating_add(lease_ms);
-            let run = Run::started(run, kept.next_seq, node, now_ms, lease_until_ms);
+            let run = Run::started(run, kept.next_seq, lease);
             kept.runs.insert(run.id.clone(), run.clone());
             Ok(run)
         })
@@ -366,21 +352,15 @@ impl RunStore for MemoryBackend {
         })
     }
 
-    fn heartbeat_run(
-        &self,
-        run_id: &str,
-        node: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> StoreFuture<'_, Heartbeat> {
-        let (run_id, node) = (run_id.to_owned(), node.to_owned());
+    fn heartbeat_run(&self, run_id: &str, lease: RunLease) -> StoreFuture<'_, Heartbeat> {
+        let run_id = run_id.to_owned();
         self.decide(move |kept| {
             Ok(match kept.runs.get_mut(&run_id) {
                 Some(run)
                     if run.state == RunState::Running
-                        && run.node.as_deref() == Some(node.as_str()) =>
+                        && run.node.as_deref() == Some(lease.node.as_str()) =>
                 {
-                    let until_ms = now_ms.saturating_add(lease_ms);
+                    let until_ms = lease.until_ms();
                     run.lease_until_ms = Some(until_ms);
                     Heartbeat::Held {
                         until_ms,
