@@ -90,6 +90,8 @@ fn the_policy_stages_import_nothing_above_them() {
         "error",
         "surface",
         "run_gate",
+        // A capability counts its run's posts for their nonces; it imports only `surface`.
+        "nonce",
     ]
     .into_iter()
     .collect();
