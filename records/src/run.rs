@@ -220,6 +220,19 @@ impl RunLease {
     }
 }
 
+/// Queued runs a node takes into a run it holds (a burst answered by one run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunJoin {
+    /// The run the node holds; the joined runs share its lease and end with it.
+    pub held: String,
+    /// The node that holds `held`.
+    pub node: String,
+    /// The queued runs to take, in any order.
+    pub run_ids: Vec<String>,
+    /// Now, ms since the Unix epoch: the joined runs' start.
+    pub now_ms: u64,
+}
+
 /// How a run ended, as its node reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunEnd {

@@ -14,7 +14,7 @@ use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::usage::USAGE_KEPT_MS;
 use switchboard_records::{
     AgentBinding, FiringClaim, FiringOutcome, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits,
-    NoteScope, Receipt, Run, RunEnd, RunFilter, RunLease, RunState, RunUsage, Schedule,
+    NoteScope, Receipt, Run, RunEnd, RunFilter, RunJoin, RunLease, RunState, RunUsage, Schedule,
     ScheduleStatus, ShardLease, Summary, UsageBy, UsageCharge, UsageGroup, UsageQuery, UsageRow,
     UsageSubject, UsageTotals,
 };
@@ -608,15 +608,9 @@ impl RunStore for PgBackend {
         })
     }
 
-    fn join_runs(
-        &self,
-        held: &str,
-        node: &str,
-        run_ids: Vec<String>,
-        now_ms: u64,
-    ) -> StoreFuture<'_, Vec<Run>> {
-        let (held, node) = (clean(held), clean(node));
-        let run_ids: Vec<String> = run_ids.iter().map(|id| clean(id)).collect();
+    fn join_runs(&self, join: RunJoin) -> StoreFuture<'_, Vec<Run>> {
+        let (held, node, now_ms) = (clean(&join.held), clean(&join.node), join.now_ms);
+        let run_ids: Vec<String> = join.run_ids.iter().map(|id| clean(id)).collect();
         in_transaction!(self, "runs", |shared, tx| async {
             let pg = |err| from_pg(&shared.location, "runs", err);
             lock_queue(tx, &shared.location, "runs").await?;

@@ -12,7 +12,7 @@ use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::usage::USAGE_KEPT_MS;
 use switchboard_records::{
     AgentBinding, FiringClaim, FiringOutcome, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits,
-    NoteScope, Receipt, Run, RunEnd, RunFilter, RunLease, RunState, RunUsage, Schedule,
+    NoteScope, Receipt, Run, RunEnd, RunFilter, RunJoin, RunLease, RunState, RunUsage, Schedule,
     ScheduleStatus, ShardLease, Summary, UsageBy, UsageCharge, UsageGroup, UsageQuery, UsageRow,
     UsageSubject, UsageTotals,
 };
@@ -535,14 +535,13 @@ impl RunStore for SqliteBackend {
         })
     }
 
-    fn join_runs(
-        &self,
-        held: &str,
-        node: &str,
-        run_ids: Vec<String>,
-        now_ms: u64,
-    ) -> StoreFuture<'_, Vec<Run>> {
-        let (held, node) = (held.to_owned(), node.to_owned());
+    fn join_runs(&self, join: RunJoin) -> StoreFuture<'_, Vec<Run>> {
+        let RunJoin {
+            held,
+            node,
+            run_ids,
+            now_ms,
+        } = join;
         self.decide("join runs", move |tx| {
             let head: Option<(String, Option<i64>)> = tx
                 .prepare_cached(

@@ -29,9 +29,9 @@ use switchboard_records::{
     AgentBinding, Approval, AuditEntry, AuditFilter, AuditPage, AuditRow, CapabilityEnd,
     FiringClaim, Gap, IdempotencyKey, IdempotencyRequest, KeptCapability, KeptKey, KeptUsage,
     Message, MessageQuery, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Role, Run,
-    RunEnd, RunFilter, RunLease, Schedule, ScheduleStatus, SearchHit, SearchQuery, Session,
-    SessionScope, Settlement, ShardLease, StoredAnswer, Summary, ThreadState, TriggerClaim,
-    UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals, User, Workflow,
+    RunEnd, RunFilter, RunJoin, RunLease, Schedule, ScheduleStatus, SearchHit, SearchQuery,
+    Session, SessionScope, Settlement, ShardLease, StoredAnswer, Summary, ThreadState,
+    TriggerClaim, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals, User, Workflow,
 };
 
 use crate::error::StoreError;
@@ -517,18 +517,12 @@ pub trait RunStore: crate::bot_turns::BotTurnStore + Send + Sync {
     /// when its node stops renewing. A run id already kept is
     /// [`crate::StoreErrorKind::Conflict`].
     fn start_run(&self, run: NewRun, lease: RunLease) -> StoreFuture<'_, Run>;
-    /// Takes queued runs into a run `node` holds (a burst of messages answered by one run,
-    /// issue 25 §5): each of `run_ids` still queued in the held run's session becomes running
-    /// on `node` under the held run's lease, so it ends — or is interrupted — with it; the
-    /// others are left as they are. The runs taken, by queue place (none when `node` does not
-    /// hold `held`).
-    fn join_runs(
-        &self,
-        held: &str,
-        node: &str,
-        run_ids: Vec<String>,
-        now_ms: u64,
-    ) -> StoreFuture<'_, Vec<Run>>;
+    /// Takes queued runs into a run `join.node` holds (a burst of messages answered by one
+    /// run, issue 25 §5): each of `join.run_ids` still queued in the held run's session
+    /// becomes running on that node under the held run's lease, so it ends — or is
+    /// interrupted — with it; the others are left as they are. The runs taken, by queue place
+    /// (none when the node does not hold `join.held`).
+    fn join_runs(&self, join: RunJoin) -> StoreFuture<'_, Vec<Run>>;
     /// Renews a running run's lease to `lease`, if `lease.node` still holds it.
     fn heartbeat_run(&self, run_id: &str, lease: RunLease) -> StoreFuture<'_, Heartbeat>;
     /// Ends a run `node` holds (`Finished`, `Failed` or `Aborted`); `None` when the node does

@@ -8,8 +8,8 @@ use futures_executor::block_on;
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
 use switchboard_records::{
     FiringClaim, FiringOutcome, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Run,
-    RunEnd, RunFilter, RunLease, RunState, RunUsage, Schedule, ScheduleSpec, ScheduleStatus,
-    Summary, UsageBy, UsageCharge, UsageQuery, UsageRow, UsageSubject, UsageTotals,
+    RunEnd, RunFilter, RunJoin, RunLease, RunState, RunUsage, Schedule, ScheduleSpec,
+    ScheduleStatus, Summary, UsageBy, UsageCharge, UsageQuery, UsageRow, UsageSubject, UsageTotals,
 };
 
 use super::{id, Fixture, MakePlace, CHANNEL, MIRA, OTHER};
@@ -512,16 +512,21 @@ pub fn queued_runs_join_the_run_that_answers_them(make: MakePlace<'_>) {
     enqueue(&f, new_run("j3", CHANNEL, 14));
     let head = claim(&*f.backend, "node-1", 100).expect("h");
     assert_eq!(head.id, "h");
-    let ids = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let join = |node: &str, list: &[&str], now_ms| RunJoin {
+        held: "h".to_owned(),
+        node: node.to_owned(),
+        run_ids: list.iter().map(|s| (*s).to_owned()).collect(),
+        now_ms,
+    };
     assert!(
-        block_on(f.backend.join_runs("h", "node-2", ids(&["j1"]), 101))
+        block_on(f.backend.join_runs(join("node-2", &["j1"], 101)))
             .unwrap()
             .is_empty(),
         "only the holder joins runs into its run"
     );
     let joined = block_on(
         f.backend
-            .join_runs("h", "node-1", ids(&["j2", "o", "j1", "nope"]), 102),
+            .join_runs(join("node-1", &["j2", "o", "j1", "nope"], 102)),
     )
     .unwrap();
     assert_eq!(
@@ -536,7 +541,7 @@ pub fn queued_runs_join_the_run_that_answers_them(make: MakePlace<'_>) {
         assert_eq!(run.started_ms, Some(102));
     }
     assert!(
-        block_on(f.backend.join_runs("h", "node-1", ids(&["j1"]), 103))
+        block_on(f.backend.join_runs(join("node-1", &["j1"], 103)))
             .unwrap()
             .is_empty(),
         "a run is joined once"

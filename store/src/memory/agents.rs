@@ -10,7 +10,7 @@ use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::usage::fold_usage;
 use switchboard_records::{
     FiringClaim, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Run,
-    RunEnd, RunFilter, RunLease, RunState, Schedule, ScheduleStatus, ShardLease, Summary,
+    RunEnd, RunFilter, RunJoin, RunLease, RunState, Schedule, ScheduleStatus, ShardLease, Summary,
     UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals,
 };
 
@@ -318,14 +318,13 @@ impl RunStore for MemoryBackend {
         })
     }
 
-    fn join_runs(
-        &self,
-        held: &str,
-        node: &str,
-        run_ids: Vec<String>,
-        now_ms: u64,
-    ) -> StoreFuture<'_, Vec<Run>> {
-        let (held, node) = (held.to_owned(), node.to_owned());
+    fn join_runs(&self, join: RunJoin) -> StoreFuture<'_, Vec<Run>> {
+        let RunJoin {
+            held,
+            node,
+            run_ids,
+            now_ms,
+        } = join;
         self.decide(move |kept| {
             let Some((session, lease)) = kept
                 .runs
