@@ -566,7 +566,12 @@ impl Bridge {
         let store = &self.inner.queue.store;
         match self
             .through_outage("count a bot's turn", || {
-                store.count_bot_turn(session, message, person_since, max)
+                store.count_bot_turn(switchboard_store::BotMessage {
+                    session,
+                    message,
+                    person_since,
+                    max,
+                })
             })
             .await
         {
@@ -1111,7 +1116,12 @@ impl Bridge {
         }
         let queue = &self.inner.queue;
         match store
-            .join_runs(&row.id, &queue.node, chosen, now_ms())
+            .join_runs(switchboard_records::RunJoin {
+                held: row.id.clone(),
+                node: queue.node.clone(),
+                run_ids: chosen,
+                now_ms: now_ms(),
+            })
             .await
         {
             Ok(joined) => joined
@@ -2572,7 +2582,7 @@ async fn give_back_lease(
         .store
         .heartbeat_run(
             row,
-            switchboard_records::RunLease {
+            switchboard_records::Lease {
                 node: node.to_owned(),
                 now_ms: now_ms().saturating_sub(1),
                 lease_ms: 0,

@@ -22,7 +22,7 @@ use std::time::Duration;
 use entity::Snowflake;
 use serde::{Deserialize, Serialize};
 use switchboard_engine::runs::Trigger;
-use switchboard_records::RunLease;
+use switchboard_records::Lease;
 use switchboard_store::{Durable, RunStore};
 use tokio::sync::{oneshot, Notify};
 
@@ -247,8 +247,8 @@ impl RunQueue {
     }
 
     /// This node's hold on a run from `now_ms` for `lease_ms`.
-    pub(crate) fn lease(&self, now_ms: u64, lease_ms: u64) -> RunLease {
-        RunLease {
+    pub(crate) fn lease(&self, now_ms: u64, lease_ms: u64) -> Lease {
+        Lease {
             node: self.node.clone(),
             now_ms,
             lease_ms,

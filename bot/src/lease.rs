@@ -98,6 +98,15 @@ fn now_ms() -> u64 {
 }
 
 impl LeaseLoop {
+    /// This node's hold on a shard from `now_ms` for `lease_ms`.
+    fn lease(&self, now_ms: u64, lease_ms: u64) -> switchboard_records::Lease {
+        switchboard_records::Lease {
+            node: self.node_id.clone(),
+            now_ms,
+            lease_ms,
+        }
+    }
+
     fn lease_ms(&self) -> u64 {
         u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX)
     }
@@ -116,7 +125,7 @@ impl LeaseLoop {
         for id in running.clone() {
             match self
                 .store
-                .acquire_shard(id, &self.node_id, now_ms(), lease_ms)
+                .acquire_shard(id, self.lease(now_ms(), lease_ms))
                 .await?
             {
                 ShardGrant::Held { .. } => {}
@@ -235,7 +244,7 @@ impl LeaseLoop {
             let now = now_ms();
             if let ShardGrant::Taken(_) = self
                 .store
-                .acquire_shard(id, &self.node_id, now, lease_ms)
+                .acquire_shard(id, self.lease(now, lease_ms))
                 .await?
             {
                 continue;

@@ -233,6 +233,14 @@ mod tests {
         }
     }
 
+    fn lease(node: &str, now_ms: u64) -> switchboard_records::Lease {
+        switchboard_records::Lease {
+            node: node.into(),
+            now_ms,
+            lease_ms: 20_000,
+        }
+    }
+
     #[tokio::test]
     async fn a_node_not_heard_from_for_a_lease_is_gone_and_its_leases_expired() {
         let store = Arc::new(MemoryBackend::new(MemoryOptions::default()));
@@ -249,11 +257,11 @@ mod tests {
                 .unwrap();
         }
         store
-            .acquire_shard(0, "a", now - 1_000, 20_000)
+            .acquire_shard(0, lease("a", now - 1_000))
             .await
             .unwrap();
         store
-            .acquire_shard(1, "b", now - 30_000, 20_000)
+            .acquire_shard(1, lease("b", now - 30_000))
             .await
             .unwrap();
         let status = status(&View(store), now).await.unwrap();
@@ -292,7 +300,7 @@ mod tests {
         }
         // One node runs session 7's first run, another session 9's.
         store
-            .claim_next_run(switchboard_records::RunLease {
+            .claim_next_run(switchboard_records::Lease {
                 node: "a".into(),
                 now_ms: 2,
                 lease_ms: 20_000,
@@ -300,7 +308,7 @@ mod tests {
             .await
             .unwrap();
         store
-            .claim_next_run(switchboard_records::RunLease {
+            .claim_next_run(switchboard_records::Lease {
                 node: "b".into(),
                 now_ms: 2,
                 lease_ms: 20_000,

@@ -191,7 +191,7 @@ impl Run {
 
     /// A new run at place `seq` that started under `lease` (a run kept outside its session's
     /// queue: a sub-run, a chat-API run).
-    pub fn started(new: NewRun, seq: u64, lease: RunLease) -> Run {
+    pub fn started(new: NewRun, seq: u64, lease: Lease) -> Run {
         Run {
             state: RunState::Running,
             lease_until_ms: Some(lease.until_ms()),
@@ -202,10 +202,10 @@ impl Run {
     }
 }
 
-/// A node's hold on a run as it claims, starts or renews it: from `now_ms` for `lease_ms`.
+/// A node's hold on a run or a shard as it takes or renews it: from `now_ms` for `lease_ms`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunLease {
-    /// The node that holds the run.
+pub struct Lease {
+    /// The node that holds it.
     pub node: String,
     /// Now, ms since the Unix epoch.
     pub now_ms: u64,
@@ -213,11 +213,24 @@ pub struct RunLease {
     pub lease_ms: u64,
 }
 
-impl RunLease {
+impl Lease {
     /// When the hold ends unless renewed (`now_ms + lease_ms`, saturating).
     pub fn until_ms(&self) -> u64 {
         self.now_ms.saturating_add(self.lease_ms)
     }
+}
+
+/// Queued runs a node takes into a run it holds (a burst answered by one run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunJoin {
+    /// The run the node holds; the joined runs share its lease and end with it.
+    pub held: String,
+    /// The node that holds `held`.
+    pub node: String,
+    /// The queued runs to take, in any order.
+    pub run_ids: Vec<String>,
+    /// Now, ms since the Unix epoch: the joined runs' start.
+    pub now_ms: u64,
 }
 
 /// How a run ended, as its node reports it.

@@ -13,8 +13,8 @@ use switchboard_records::run::FINISHED_RUNS_KEPT_MS;
 use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::usage::USAGE_KEPT_MS;
 use switchboard_records::{
-    AgentBinding, FiringClaim, FiringOutcome, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits,
-    NoteScope, Receipt, Run, RunEnd, RunFilter, RunLease, RunState, RunUsage, Schedule,
+    AgentBinding, FiringClaim, FiringOutcome, KeptUsage, Lease, NewRun, Node, NodeBeat, Note,
+    NoteLimits, NoteScope, Receipt, Run, RunEnd, RunFilter, RunJoin, RunState, RunUsage, Schedule,
     ScheduleStatus, ShardLease, Summary, UsageBy, UsageCharge, UsageGroup, UsageQuery, UsageRow,
     UsageSubject, UsageTotals,
 };
@@ -577,7 +577,7 @@ impl RunStore for PgBackend {
         })
     }
 
-    fn start_run(&self, run: NewRun, lease: RunLease) -> StoreFuture<'_, Run> {
+    fn start_run(&self, run: NewRun, lease: Lease) -> StoreFuture<'_, Run> {
         in_transaction!(self, "a run", |shared, tx| async {
             check_new_run(tx, &shared.location, &run).await?;
             let run = Run::started(run, 0, lease);
@@ -585,7 +585,7 @@ impl RunStore for PgBackend {
         })
     }
 
-    fn claim_next_run(&self, lease: RunLease) -> StoreFuture<'_, Option<Run>> {
+    fn claim_next_run(&self, lease: Lease) -> StoreFuture<'_, Option<Run>> {
         let node = clean(&lease.node);
         in_transaction!(self, "a run", |shared, tx| async {
             update_queued_run(
@@ -608,15 +608,9 @@ impl RunStore for PgBackend {
         })
     }
 
-    fn join_runs(
-        &self,
-        held: &str,
-        node: &str,
-        run_ids: Vec<String>,
-        now_ms: u64,
-    ) -> StoreFuture<'_, Vec<Run>> {
-        let (held, node) = (clean(held), clean(node));
-        let run_ids: Vec<String> = run_ids.iter().map(|id| clean(id)).collect();
+    fn join_runs(&self, join: RunJoin) -> StoreFuture<'_, Vec<Run>> {
+        let (held, node, now_ms) = (clean(&join.held), clean(&join.node), join.now_ms);
+        let run_ids: Vec<String> = join.run_ids.iter().map(|id| clean(id)).collect();
         in_transaction!(self, "runs", |shared, tx| async {
             let pg = |err| from_pg(&shared.location, "runs", err);
             lock_queue(tx, &shared.location, "runs").await?;
@@ -654,7 +648,7 @@ impl RunStore for PgBackend {
         })
     }
 
-    fn heartbeat_run(&self, run_id: &str, lease: RunLease) -> StoreFuture<'_, Heartbeat> {
+    fn heartbeat_run(&self, run_id: &str, lease: Lease) -> StoreFuture<'_, Heartbeat> {
         let (run_id, node, until_ms) = (clean(run_id), clean(&lease.node), lease.until_ms());
         in_transaction!(self, "a run's lease", |shared, tx| async {
             let row = tx
@@ -1500,17 +1494,10 @@ impl ClusterStore for PgBackend {
         })
     }
 
-    fn acquire_shard(
-        &self,
-        shard: u32,
-        node: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> StoreFuture<'_, ShardGrant> {
-        let node = clean(node);
+    fn acquire_shard(&self, shard: u32, lease: Lease) -> StoreFuture<'_, ShardGrant> {
+        let (node, now_ms, until_ms) = (clean(&lease.node), lease.now_ms, lease.until_ms());
         in_transaction!(self, "a shard lease", |shared, tx| async {
             let pg = |err| from_pg(&shared.location, "a shard lease", err);
-            let until_ms = now_ms.saturating_add(lease_ms);
             // A lease released between the two statements reads as missing: try again (each
             // try either takes the shard or reads its holder).
             for _ in 0..5 {

@@ -2,8 +2,7 @@
 //! node. A count is one transaction on a pooled connection with the session's row locked
 //! (`FOR UPDATE`), so concurrent counts on any nodes queue there and each sees the one before.
 
-use entity::Snowflake;
-use switchboard_store::{BotTurn, BotTurnStore, BotTurns, StoreFuture};
+use switchboard_store::{BotMessage, BotTurn, BotTurnStore, BotTurns, StoreFuture};
 
 use crate::error::from_pg;
 use crate::rows::to_sql;
@@ -20,14 +19,9 @@ CREATE TABLE bot_turns (
 ";
 
 impl BotTurnStore for PgBackend {
-    fn count_bot_turn(
-        &self,
-        session: Snowflake,
-        message: Snowflake,
-        person_since: Option<Snowflake>,
-        max: u32,
-    ) -> StoreFuture<'_, BotTurn> {
+    fn count_bot_turn(&self, bot: BotMessage) -> StoreFuture<'_, BotTurn> {
         let what = "a bot's turn";
+        let session = bot.session;
         self.run(what, false, move |shared, mut client| async move {
             let pg = |err| from_pg(&shared.location, what, err);
             let tx = client.transaction().await.map_err(pg)?;
@@ -50,7 +44,7 @@ impl BotTurnStore for PgBackend {
                 turns: u32::try_from(row.get::<_, i64>(1)).unwrap_or(u32::MAX),
                 said: row.get(2),
             };
-            let turn = kept.count(message, person_since, max);
+            let turn = kept.count(&bot);
             tx.execute(
                 "UPDATE bot_turns SET person_mark = $2, turns = $3, said = $4 WHERE session_id = $1",
                 &[

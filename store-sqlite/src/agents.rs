@@ -11,8 +11,8 @@ use switchboard_records::run::FINISHED_RUNS_KEPT_MS;
 use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::usage::USAGE_KEPT_MS;
 use switchboard_records::{
-    AgentBinding, FiringClaim, FiringOutcome, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits,
-    NoteScope, Receipt, Run, RunEnd, RunFilter, RunLease, RunState, RunUsage, Schedule,
+    AgentBinding, FiringClaim, FiringOutcome, KeptUsage, Lease, NewRun, Node, NodeBeat, Note,
+    NoteLimits, NoteScope, Receipt, Run, RunEnd, RunFilter, RunJoin, RunState, RunUsage, Schedule,
     ScheduleStatus, ShardLease, Summary, UsageBy, UsageCharge, UsageGroup, UsageQuery, UsageRow,
     UsageSubject, UsageTotals,
 };
@@ -498,7 +498,7 @@ impl RunStore for SqliteBackend {
         })
     }
 
-    fn claim_next_run(&self, lease: RunLease) -> StoreFuture<'_, Option<Run>> {
+    fn claim_next_run(&self, lease: Lease) -> StoreFuture<'_, Option<Run>> {
         self.decide("claim a run", move |tx| {
             let head: Option<i64> = tx
                 .prepare_cached(
@@ -526,7 +526,7 @@ impl RunStore for SqliteBackend {
         })
     }
 
-    fn start_run(&self, run: NewRun, lease: RunLease) -> StoreFuture<'_, Run> {
+    fn start_run(&self, run: NewRun, lease: Lease) -> StoreFuture<'_, Run> {
         self.decide("start a run", move |tx| {
             if run_by(tx, "id", &run.id)?.is_some() {
                 return Ok(Err(duplicate_run(&run.id)));
@@ -535,14 +535,13 @@ impl RunStore for SqliteBackend {
         })
     }
 
-    fn join_runs(
-        &self,
-        held: &str,
-        node: &str,
-        run_ids: Vec<String>,
-        now_ms: u64,
-    ) -> StoreFuture<'_, Vec<Run>> {
-        let (held, node) = (held.to_owned(), node.to_owned());
+    fn join_runs(&self, join: RunJoin) -> StoreFuture<'_, Vec<Run>> {
+        let RunJoin {
+            held,
+            node,
+            run_ids,
+            now_ms,
+        } = join;
         self.decide("join runs", move |tx| {
             let head: Option<(String, Option<i64>)> = tx
                 .prepare_cached(
@@ -572,7 +571,7 @@ impl RunStore for SqliteBackend {
         })
     }
 
-    fn heartbeat_run(&self, run_id: &str, lease: RunLease) -> StoreFuture<'_, Heartbeat> {
+    fn heartbeat_run(&self, run_id: &str, lease: Lease) -> StoreFuture<'_, Heartbeat> {
         let run_id = run_id.to_owned();
         self.decide("renew a run's lease", move |tx| {
             let until_ms = lease.until_ms();
@@ -1234,16 +1233,9 @@ impl ClusterStore for SqliteBackend {
         })
     }
 
-    fn acquire_shard(
-        &self,
-        shard: u32,
-        node: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> StoreFuture<'_, ShardGrant> {
-        let node = node.to_owned();
+    fn acquire_shard(&self, shard: u32, lease: Lease) -> StoreFuture<'_, ShardGrant> {
+        let (now_ms, until_ms, node) = (lease.now_ms, lease.until_ms(), lease.node);
         self.decide("lease a shard", move |tx| {
-            let until_ms = now_ms.saturating_add(lease_ms);
             tx.prepare_cached(
                 "INSERT INTO shard_leases (shard, node_id, until_ms) VALUES (?1, ?2, ?3)
                  ON CONFLICT (shard) DO UPDATE SET node_id = excluded.node_id,

@@ -2,9 +2,8 @@
 //! transaction on the writer's thread (one SQLite file is one node's; the row keeps the count
 //! across restarts).
 
-use entity::Snowflake;
 use rusqlite::{params, OptionalExtension};
-use switchboard_store::{BotTurn, BotTurnStore, BotTurns, StoreFuture};
+use switchboard_store::{BotMessage, BotTurn, BotTurnStore, BotTurns, StoreFuture};
 
 use crate::rows::to_sql;
 use crate::SqliteBackend;
@@ -20,13 +19,8 @@ CREATE TABLE IF NOT EXISTS bot_turns (
 ";
 
 impl BotTurnStore for SqliteBackend {
-    fn count_bot_turn(
-        &self,
-        session: Snowflake,
-        message: Snowflake,
-        person_since: Option<Snowflake>,
-        max: u32,
-    ) -> StoreFuture<'_, BotTurn> {
+    fn count_bot_turn(&self, bot: BotMessage) -> StoreFuture<'_, BotTurn> {
+        let session = bot.session;
         self.decide("count a bot's turn", move |tx| {
             let mut kept = tx
                 .prepare_cached(
@@ -41,7 +35,7 @@ impl BotTurnStore for SqliteBackend {
                 })
                 .optional()?
                 .unwrap_or_default();
-            let turn = kept.count(message, person_since, max);
+            let turn = kept.count(&bot);
             tx.prepare_cached(
                 "INSERT OR REPLACE INTO bot_turns (session_id, person_mark, turns, said)
                  VALUES (?1, ?2, ?3, ?4)",

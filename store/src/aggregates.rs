@@ -28,10 +28,10 @@ use entity::Snowflake;
 use switchboard_records::{
     AgentBinding, Approval, AuditEntry, AuditFilter, AuditPage, AuditRow, CapabilityEnd,
     FiringClaim, Gap, IdempotencyKey, IdempotencyRequest, KeptCapability, KeptKey, KeptUsage,
-    Message, MessageQuery, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Role, Run,
-    RunEnd, RunFilter, RunLease, Schedule, ScheduleStatus, SearchHit, SearchQuery, Session,
-    SessionScope, Settlement, ShardLease, StoredAnswer, Summary, ThreadState, TriggerClaim,
-    UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals, User, Workflow,
+    Lease, Message, MessageQuery, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt,
+    Role, Run, RunEnd, RunFilter, RunJoin, Schedule, ScheduleStatus, SearchHit, SearchQuery,
+    Session, SessionScope, Settlement, ShardLease, StoredAnswer, Summary, ThreadState,
+    TriggerClaim, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals, User, Workflow,
 };
 
 use crate::error::StoreError;
@@ -507,30 +507,24 @@ pub trait RunStore: crate::bot_turns::BotTurnStore + Send + Sync {
     /// [`crate::StoreErrorKind::Conflict`].
     fn enqueue_run(&self, run: NewRun, max_queued_per_session: usize) -> StoreFuture<'_, Enqueued>;
     /// Claims the oldest queued run whose session has nothing running and no older run
-    /// queued, for `lease.node` until [`RunLease::until_ms`], atomically: of concurrent
+    /// queued, for `lease.node` until [`Lease::until_ms`], atomically: of concurrent
     /// claimers on any nodes each run goes to exactly one, and a session never has two running.
-    fn claim_next_run(&self, lease: RunLease) -> StoreFuture<'_, Option<Run>>;
+    fn claim_next_run(&self, lease: Lease) -> StoreFuture<'_, Option<Run>>;
     /// Keeps a run that starts at once on `lease.node`, outside its session's queue: a
     /// handoff's sub-run or a chat-API run, whose caller waits for its answer (it waits behind
     /// no one; runs queued in its session after it wait for it as for any running run). It
     /// runs under `lease`, renewed and ended like a claimed run, and is interrupted like one
     /// when its node stops renewing. A run id already kept is
     /// [`crate::StoreErrorKind::Conflict`].
-    fn start_run(&self, run: NewRun, lease: RunLease) -> StoreFuture<'_, Run>;
-    /// Takes queued runs into a run `node` holds (a burst of messages answered by one run,
-    /// issue 25 §5): each of `run_ids` still queued in the held run's session becomes running
-    /// on `node` under the held run's lease, so it ends — or is interrupted — with it; the
-    /// others are left as they are. The runs taken, by queue place (none when `node` does not
-    /// hold `held`).
-    fn join_runs(
-        &self,
-        held: &str,
-        node: &str,
-        run_ids: Vec<String>,
-        now_ms: u64,
-    ) -> StoreFuture<'_, Vec<Run>>;
+    fn start_run(&self, run: NewRun, lease: Lease) -> StoreFuture<'_, Run>;
+    /// Takes queued runs into a run `join.node` holds (a burst of messages answered by one
+    /// run, issue 25 §5): each of `join.run_ids` still queued in the held run's session
+    /// becomes running on that node under the held run's lease, so it ends — or is
+    /// interrupted — with it; the others are left as they are. The runs taken, by queue place
+    /// (none when the node does not hold `join.held`).
+    fn join_runs(&self, join: RunJoin) -> StoreFuture<'_, Vec<Run>>;
     /// Renews a running run's lease to `lease`, if `lease.node` still holds it.
-    fn heartbeat_run(&self, run_id: &str, lease: RunLease) -> StoreFuture<'_, Heartbeat>;
+    fn heartbeat_run(&self, run_id: &str, lease: Lease) -> StoreFuture<'_, Heartbeat>;
     /// Ends a run `node` holds (`Finished`, `Failed` or `Aborted`); `None` when the node does
     /// not hold it (it was interrupted meanwhile): the run as it stands is not changed.
     fn finish_run(&self, run_id: &str, node: &str, end: RunEnd) -> StoreFuture<'_, Option<Run>>;
@@ -650,15 +644,10 @@ pub trait ClusterStore: Send + Sync {
     fn node_heartbeat(&self, beat: NodeBeat) -> StoreFuture<'_, ()>;
     /// Nodes heard from at or after `seen_since_ms`, by id, at most `limit`.
     fn nodes(&self, seen_since_ms: u64, limit: usize) -> StoreFuture<'_, Vec<Node>>;
-    /// Takes a shard for `node` until `now_ms + lease_ms` if it is free, its lease ended, or
-    /// the node holds it already (then it is renewed), atomically: one holder at a time.
-    fn acquire_shard(
-        &self,
-        shard: u32,
-        node: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> StoreFuture<'_, ShardGrant>;
+    /// Takes a shard for `lease.node` until [`Lease::until_ms`] if it is free, its lease
+    /// ended, or the node holds it already (then it is renewed), atomically: one holder at a
+    /// time.
+    fn acquire_shard(&self, shard: u32, lease: Lease) -> StoreFuture<'_, ShardGrant>;
     /// Gives a shard back, if `node` holds it; whether it did.
     fn release_shard(&self, shard: u32, node: &str) -> StoreFuture<'_, bool>;
     /// Every shard lease (expired ones too), by shard.

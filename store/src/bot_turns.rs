@@ -20,6 +20,17 @@ pub enum BotTurn {
     Stop,
 }
 
+/// Another bot's message for the loop guard to count, with what the counting node knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BotMessage {
+    pub session: Snowflake,
+    pub message: Snowflake,
+    /// The newest message a person wrote in the session that the counting node knows of.
+    pub person_since: Option<Snowflake>,
+    /// How many bot turns are answered before the guard stops (`agent.max_bot_turns`).
+    pub max: u32,
+}
+
 /// A session's count as kept.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BotTurns {
@@ -32,17 +43,18 @@ pub struct BotTurns {
 }
 
 impl BotTurns {
-    /// Counts bot message `message` against `max` turns: first, a person's message newer than
+    /// Counts `bot`'s message against its `max` turns: first, a person's message newer than
     /// the mark (`person_since`) starts the count again; then a bot message older than the
     /// mark is answered without counting (it came before a person wrote: a late copy, a
     /// backfill); any other is counted while the count is under `max`, else stopped — the
     /// first stop says why.
-    pub fn count(
-        &mut self,
-        message: Snowflake,
-        person_since: Option<Snowflake>,
-        max: u32,
-    ) -> BotTurn {
+    pub fn count(&mut self, bot: &BotMessage) -> BotTurn {
+        let BotMessage {
+            message,
+            person_since,
+            max,
+            ..
+        } = *bot;
         if let Some(person) = person_since.filter(|person| person.0 > self.person_mark) {
             *self = BotTurns {
                 person_mark: person.0,
@@ -66,43 +78,36 @@ impl BotTurns {
 /// The loop guard's counts (see the module doc). A supertrait of
 /// [`RunStore`](crate::RunStore): the bridge keeps both where it keeps its runs.
 pub trait BotTurnStore: Send + Sync {
-    /// Counts another bot's message `message` in `session` (see [`BotTurns::count`]),
-    /// atomically across nodes: of concurrent counts each sees the other's. `person_since`:
-    /// the newest message a person wrote in the session that the caller knows of.
-    fn count_bot_turn(
-        &self,
-        session: Snowflake,
-        message: Snowflake,
-        person_since: Option<Snowflake>,
-        max: u32,
-    ) -> StoreFuture<'_, BotTurn>;
+    /// Counts another bot's message (see [`BotTurns::count`]), atomically across nodes: of
+    /// concurrent counts each sees the other's.
+    fn count_bot_turn(&self, bot: BotMessage) -> StoreFuture<'_, BotTurn>;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn bot(message: u64, person_since: Option<Snowflake>) -> BotMessage {
+        BotMessage {
+            session: Snowflake(1),
+            message: Snowflake(message),
+            person_since,
+            max: 2,
+        }
+    }
+
     #[test]
     fn a_person_resets_the_count_and_older_bot_messages_are_not_counted() {
         let mut kept = BotTurns::default();
-        assert_eq!(
-            kept.count(Snowflake(10), Some(Snowflake(5)), 2),
-            BotTurn::Answer
-        );
-        assert_eq!(kept.count(Snowflake(11), None, 2), BotTurn::Answer);
-        assert_eq!(kept.count(Snowflake(12), None, 2), BotTurn::StopAndSay);
-        assert_eq!(kept.count(Snowflake(13), None, 2), BotTurn::Stop);
+        assert_eq!(kept.count(&bot(10, Some(Snowflake(5)))), BotTurn::Answer);
+        assert_eq!(kept.count(&bot(11, None)), BotTurn::Answer);
+        assert_eq!(kept.count(&bot(12, None)), BotTurn::StopAndSay);
+        assert_eq!(kept.count(&bot(13, None)), BotTurn::Stop);
         // The same mark again changes nothing.
-        assert_eq!(
-            kept.count(Snowflake(14), Some(Snowflake(5)), 2),
-            BotTurn::Stop
-        );
-        assert_eq!(
-            kept.count(Snowflake(16), Some(Snowflake(15)), 2),
-            BotTurn::Answer
-        );
+        assert_eq!(kept.count(&bot(14, Some(Snowflake(5)))), BotTurn::Stop);
+        assert_eq!(kept.count(&bot(16, Some(Snowflake(15)))), BotTurn::Answer);
         assert_eq!(kept.turns, 1);
-        assert_eq!(kept.count(Snowflake(9), None, 2), BotTurn::Answer);
+        assert_eq!(kept.count(&bot(9, None)), BotTurn::Answer);
         assert_eq!(
             kept.turns, 1,
             "a message from before the person wrote is not counted"

@@ -43,7 +43,7 @@ pub use aggregates::{
     ScopeStore, SearchStore, ShardGrant, Snapshot, StoreFuture, TriggerStore, UsageStore,
     WorkflowStore,
 };
-pub use bot_turns::{BotTurn, BotTurnStore, BotTurns};
+pub use bot_turns::{BotMessage, BotTurn, BotTurnStore, BotTurns};
 pub use cache::{CacheOptions, Store};
 pub use error::{StoreError, StoreErrorKind};
 pub use event_import::EventImport;

@@ -7,9 +7,9 @@ use std::sync::{Arc, Barrier};
 use futures_executor::block_on;
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
 use switchboard_records::{
-    FiringClaim, FiringOutcome, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Run,
-    RunEnd, RunFilter, RunLease, RunState, RunUsage, Schedule, ScheduleSpec, ScheduleStatus,
-    Summary, UsageBy, UsageCharge, UsageQuery, UsageRow, UsageSubject, UsageTotals,
+    FiringClaim, FiringOutcome, Lease, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope,
+    Receipt, Run, RunEnd, RunFilter, RunJoin, RunState, RunUsage, Schedule, ScheduleSpec,
+    ScheduleStatus, Summary, UsageBy, UsageCharge, UsageQuery, UsageRow, UsageSubject, UsageTotals,
 };
 
 use super::{id, Fixture, MakePlace, CHANNEL, MIRA, OTHER};
@@ -238,8 +238,8 @@ fn claim(backend: &dyn Backend, node: &str, now_ms: u64) -> Option<Run> {
 }
 
 /// `node`'s hold on a run from `now_ms` for `lease_ms`.
-fn lease(node: &str, now_ms: u64, lease_ms: u64) -> RunLease {
-    RunLease {
+fn lease(node: &str, now_ms: u64, lease_ms: u64) -> Lease {
+    Lease {
         node: node.to_owned(),
         now_ms,
         lease_ms,
@@ -512,16 +512,21 @@ pub fn queued_runs_join_the_run_that_answers_them(make: MakePlace<'_>) {
     enqueue(&f, new_run("j3", CHANNEL, 14));
     let head = claim(&*f.backend, "node-1", 100).expect("h");
     assert_eq!(head.id, "h");
-    let ids = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let join = |node: &str, list: &[&str], now_ms| RunJoin {
+        held: "h".to_owned(),
+        node: node.to_owned(),
+        run_ids: list.iter().map(|s| (*s).to_owned()).collect(),
+        now_ms,
+    };
     assert!(
-        block_on(f.backend.join_runs("h", "node-2", ids(&["j1"]), 101))
+        block_on(f.backend.join_runs(join("node-2", &["j1"], 101)))
             .unwrap()
             .is_empty(),
         "only the holder joins runs into its run"
     );
     let joined = block_on(
         f.backend
-            .join_runs("h", "node-1", ids(&["j2", "o", "j1", "nope"]), 102),
+            .join_runs(join("node-1", &["j2", "o", "j1", "nope"], 102)),
     )
     .unwrap();
     assert_eq!(
@@ -536,7 +541,7 @@ pub fn queued_runs_join_the_run_that_answers_them(make: MakePlace<'_>) {
         assert_eq!(run.started_ms, Some(102));
     }
     assert!(
-        block_on(f.backend.join_runs("h", "node-1", ids(&["j1"]), 103))
+        block_on(f.backend.join_runs(join("node-1", &["j1"], 103)))
             .unwrap()
             .is_empty(),
         "a run is joined once"
@@ -1203,7 +1208,7 @@ pub fn a_shard_raced_for_has_one_holder(make: MakePlace<'_>) {
     for shard in 0..10u32 {
         let now = u64::from(shard) * 100;
         let grants = race(&f, 6, |backend, i| {
-            block_on(backend.acquire_shard(shard, &format!("node-{i}"), now, 50)).unwrap()
+            block_on(backend.acquire_shard(shard, lease(&format!("node-{i}"), now, 50))).unwrap()
         });
         let holders: Vec<usize> = grants
             .iter()
@@ -1234,16 +1239,16 @@ pub fn a_shard_raced_for_has_one_holder(make: MakePlace<'_>) {
         "node-0"
     };
     assert_eq!(
-        block_on(f.backend.acquire_shard(3, &holder, 320, 50)).unwrap(),
+        block_on(f.backend.acquire_shard(3, lease(&holder, 320, 50))).unwrap(),
         ShardGrant::Held { until_ms: 370 },
         "the holder renews"
     );
     assert!(matches!(
-        block_on(f.backend.acquire_shard(3, other, 369, 50)).unwrap(),
+        block_on(f.backend.acquire_shard(3, lease(other, 369, 50))).unwrap(),
         ShardGrant::Taken(_)
     ));
     assert_eq!(
-        block_on(f.backend.acquire_shard(3, other, 370, 50)).unwrap(),
+        block_on(f.backend.acquire_shard(3, lease(other, 370, 50))).unwrap(),
         ShardGrant::Held { until_ms: 420 },
         "free once the lease ended"
     );
@@ -1253,7 +1258,7 @@ pub fn a_shard_raced_for_has_one_holder(make: MakePlace<'_>) {
     );
     assert!(block_on(f.backend.release_shard(3, other)).unwrap());
     assert_eq!(
-        block_on(f.backend.acquire_shard(3, &holder, 400, 50)).unwrap(),
+        block_on(f.backend.acquire_shard(3, lease(&holder, 400, 50))).unwrap(),
         ShardGrant::Held { until_ms: 450 },
         "free once released"
     );
@@ -1564,7 +1569,7 @@ pub fn garbage_into_the_agent_aggregates_is_answered_not_fatal(make: MakePlace<'
     assert!(block_on(b.interrupt_expired_runs(u64::MAX, 100)).is_ok());
     assert!(block_on(b.take_identify_slot(0, u64::MAX, u64::MAX)).is_ok());
     assert!(block_on(b.take_identify_slot(0, u64::MAX, u64::MAX)).is_ok());
-    assert!(block_on(b.acquire_shard(u32::MAX, "n", u64::MAX, u64::MAX)).is_ok());
+    assert!(block_on(b.acquire_shard(u32::MAX, lease("n", u64::MAX, u64::MAX))).is_ok());
     assert!(block_on(b.prune_runs(u64::MAX)).is_ok());
     // A model reporting absurd figures is capped, so sums never overflow.
     for _ in 0..3 {

@@ -7,7 +7,22 @@ use futures_executor::block_on;
 use super::agents::race;
 use super::capabilities::other_node;
 use super::{id, Fixture, MakePlace, CHANNEL, OTHER};
-use crate::{BotTurn, StoreErrorKind};
+use crate::{BotMessage, BotTurn, StoreErrorKind};
+use entity::Snowflake;
+
+fn bot(
+    session: Snowflake,
+    message: Snowflake,
+    person_since: Option<Snowflake>,
+    max: u32,
+) -> BotMessage {
+    BotMessage {
+        session,
+        message,
+        person_since,
+        max,
+    }
+}
 
 /// Bot turns counted on two nodes add up; the first stop says why, later ones are quiet; a
 /// person's newer message starts again, an older bot message is answered uncounted; other
@@ -16,7 +31,7 @@ pub fn bot_turns_counted_on_two_nodes_add_up_until_a_person_writes(make: MakePla
     let mut f = Fixture::default(make);
     let second = other_node(&f);
     let count = |backend: &dyn crate::Backend, n: u64, person: Option<u64>| {
-        block_on(backend.count_bot_turn(CHANNEL, id(n), person.map(id), 3)).expect("a count")
+        block_on(backend.count_bot_turn(bot(CHANNEL, id(n), person.map(id), 3))).expect("a count")
     };
     assert_eq!(count(&*f.backend, 10, None), BotTurn::Answer);
     assert_eq!(count(&*second, 11, None), BotTurn::Answer);
@@ -24,7 +39,7 @@ pub fn bot_turns_counted_on_two_nodes_add_up_until_a_person_writes(make: MakePla
     assert_eq!(count(&*second, 13, None), BotTurn::StopAndSay);
     assert_eq!(count(&*f.backend, 14, None), BotTurn::Stop);
     assert_eq!(
-        block_on(f.backend.count_bot_turn(OTHER, id(15), None, 3)).unwrap(),
+        block_on(f.backend.count_bot_turn(bot(OTHER, id(15), None, 3))).unwrap(),
         BotTurn::Answer,
         "another session counts on its own"
     );
@@ -47,13 +62,14 @@ pub fn bot_turns_counted_on_two_nodes_add_up_until_a_person_writes(make: MakePla
 pub fn bot_turns_raced_answer_the_limit_and_say_why_once(make: MakePlace<'_>) {
     let f = Fixture::default(make);
     let turns = race(&f, 12, |backend, i| {
-        block_on(backend.count_bot_turn(CHANNEL, id(100 + i as u64), None, 4)).expect("a count")
+        block_on(backend.count_bot_turn(bot(CHANNEL, id(100 + i as u64), None, 4)))
+            .expect("a count")
     });
     let of = |turn| turns.iter().filter(|t| **t == turn).count();
     assert_eq!(of(BotTurn::Answer), 4, "{turns:?}");
     assert_eq!(of(BotTurn::StopAndSay), 1, "{turns:?}");
     assert_eq!(of(BotTurn::Stop), 7, "{turns:?}");
     block_on(f.backend.close()).expect("close");
-    let closed = block_on(f.backend.count_bot_turn(CHANNEL, id(200), None, 4));
+    let closed = block_on(f.backend.count_bot_turn(bot(CHANNEL, id(200), None, 4)));
     assert_eq!(closed.map_err(|e| e.kind()), Err(StoreErrorKind::Closed));
 }

@@ -9,8 +9,8 @@ use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
 use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::usage::fold_usage;
 use switchboard_records::{
-    FiringClaim, KeptUsage, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt, Run,
-    RunEnd, RunFilter, RunLease, RunState, Schedule, ScheduleStatus, ShardLease, Summary,
+    FiringClaim, KeptUsage, Lease, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt,
+    Run, RunEnd, RunFilter, RunJoin, RunState, Schedule, ScheduleStatus, ShardLease, Summary,
     UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals,
 };
 
@@ -279,7 +279,7 @@ impl RunStore for MemoryBackend {
         })
     }
 
-    fn claim_next_run(&self, lease: RunLease) -> StoreFuture<'_, Option<Run>> {
+    fn claim_next_run(&self, lease: Lease) -> StoreFuture<'_, Option<Run>> {
         self.decide(move |kept| {
             // Per session, its oldest unfinished run: the only one that may run.
             let mut head: HashMap<&str, &Run> = HashMap::new();
@@ -306,7 +306,7 @@ impl RunStore for MemoryBackend {
         })
     }
 
-    fn start_run(&self, run: NewRun, lease: RunLease) -> StoreFuture<'_, Run> {
+    fn start_run(&self, run: NewRun, lease: Lease) -> StoreFuture<'_, Run> {
         self.decide(move |kept| {
             if kept.runs.contains_key(&run.id) {
                 return Err(duplicate_run(&run.id));
@@ -318,14 +318,13 @@ impl RunStore for MemoryBackend {
         })
     }
 
-    fn join_runs(
-        &self,
-        held: &str,
-        node: &str,
-        run_ids: Vec<String>,
-        now_ms: u64,
-    ) -> StoreFuture<'_, Vec<Run>> {
-        let (held, node) = (held.to_owned(), node.to_owned());
+    fn join_runs(&self, join: RunJoin) -> StoreFuture<'_, Vec<Run>> {
+        let RunJoin {
+            held,
+            node,
+            run_ids,
+            now_ms,
+        } = join;
         self.decide(move |kept| {
             let Some((session, lease)) = kept
                 .runs
@@ -352,7 +351,7 @@ impl RunStore for MemoryBackend {
         })
     }
 
-    fn heartbeat_run(&self, run_id: &str, lease: RunLease) -> StoreFuture<'_, Heartbeat> {
+    fn heartbeat_run(&self, run_id: &str, lease: Lease) -> StoreFuture<'_, Heartbeat> {
         let run_id = run_id.to_owned();
         self.decide(move |kept| {
             Ok(match kept.runs.get_mut(&run_id) {
@@ -739,14 +738,12 @@ impl ClusterStore for MemoryBackend {
         })
     }
 
-    fn acquire_shard(
-        &self,
-        shard: u32,
-        node: &str,
-        now_ms: u64,
-        lease_ms: u64,
-    ) -> StoreFuture<'_, ShardGrant> {
-        let node = node.to_owned();
+    fn acquire_shard(&self, shard: u32, lease: Lease) -> StoreFuture<'_, ShardGrant> {
+        let Lease {
+            node,
+            now_ms,
+            lease_ms,
+        } = lease;
         self.decide(move |kept| {
             if let Some(lease) = kept.shards.get(&shard) {
                 if lease.node_id != node && lease.until_ms > now_ms {
