@@ -53,7 +53,7 @@ pub use idempotency::{IdempotencyKey, IdempotencyRequest, KeptKey, StoredAnswer}
 pub use message::{Attachment, Message, MessageQuery, Reaction};
 pub use notes::{Note, NoteLimits, NoteScope, Summary};
 pub use people::{Role, User};
-pub use run::{NewRun, Run, RunEnd, RunFilter, RunJoin, Lease, RunState, RunUsage};
+pub use run::{Lease, NewRun, Run, RunEnd, RunFilter, RunJoin, RunState, RunUsage};
 pub use schedule::{FiringClaim, FiringOutcome, Receipt, Schedule, ScheduleSpec, ScheduleStatus};
 pub use scope::{AgentBinding, SessionScope};
 pub use search::{SearchHit, SearchMatch, SearchQuery, SearchTerm};

@@ -1225,14 +1225,14 @@ pub fn a_shard_raced_for_has_one_holder(make: MakePlace<'_>) {
             }
         }
     }
-    let lease = |shard: u32| {
+    let lease_of = |shard: u32| {
         block_on(f.backend.shard_leases())
             .unwrap()
             .into_iter()
             .find(|l| l.shard == shard)
             .unwrap()
     };
-    let holder = lease(3).node_id;
+    let holder = lease_of(3).node_id;
     let other = if holder == "node-0" {
         "node-1"
     } else {
