@@ -536,12 +536,7 @@ impl RunStore for SqliteBackend {
     }
 
     fn join_runs(&self, join: RunJoin) -> StoreFuture<'_, Vec<Run>> {
-        let RunJoin {
-            held,
-            node,
-            run_ids,
-            now_ms,
-        } = join;
+        let (held, node, run_ids, now_ms) = (join.held, join.node, join.run_ids, join.now_ms);
         self.decide("join runs", move |tx| {
             let head: Option<(String, Option<i64>)> = tx
                 .prepare_cached(

@@ -319,12 +319,7 @@ impl RunStore for MemoryBackend {
     }
 
     fn join_runs(&self, join: RunJoin) -> StoreFuture<'_, Vec<Run>> {
-        let RunJoin {
-            held,
-            node,
-            run_ids,
-            now_ms,
-        } = join;
+        let (held, node, run_ids, now_ms) = (join.held, join.node, join.run_ids, join.now_ms);
         self.decide(move |kept| {
             let Some((session, lease)) = kept
                 .runs
