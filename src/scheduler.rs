@@ -31,7 +31,7 @@ use switchboard_engine::schedules::{
     millis, spec_of, stored_receipt, stored_spec, time, Scheduling, CONFIG_CREATOR,
 };
 use switchboard_engine::{CallContext, Core};
-use switchboard_records::{FiringClaim, Schedule, ScheduleStatus};
+use switchboard_records::{AfterFiring, FiringClaim, Schedule, ScheduleStatus};
 use switchboard_schedule::{due, judge, pause_notice, Outcome, RunReport, PAUSE_AFTER_FAILURES};
 use switchboard_store::{Firing, ScheduleStore};
 
@@ -271,8 +271,10 @@ impl Scheduler {
             self.store()
                 .record_receipt(
                     receipt,
-                    PAUSE_AFTER_FAILURES,
-                    one_shot && decided.run.is_none(),
+                    AfterFiring {
+                        pause_after: PAUSE_AFTER_FAILURES,
+                        one_shot: one_shot && decided.run.is_none(),
+                    },
                 )
                 .await?;
         }
@@ -328,7 +330,13 @@ impl Scheduler {
         let receipt = stored_receipt(&schedule.id, due_ms, report.run_id.clone(), &outcome);
         let kept = match self
             .store()
-            .record_receipt(receipt, PAUSE_AFTER_FAILURES, one_shot)
+            .record_receipt(
+                receipt,
+                AfterFiring {
+                    pause_after: PAUSE_AFTER_FAILURES,
+                    one_shot,
+                },
+            )
             .await
         {
             Ok(kept) => kept,

@@ -54,7 +54,9 @@ pub use message::{Attachment, Message, MessageQuery, Reaction};
 pub use notes::{Note, NoteLimits, NoteScope, Summary};
 pub use people::{Role, User};
 pub use run::{Lease, NewRun, Run, RunEnd, RunFilter, RunJoin, RunState, RunUsage};
-pub use schedule::{FiringClaim, FiringOutcome, Receipt, Schedule, ScheduleSpec, ScheduleStatus};
+pub use schedule::{
+    AfterFiring, FiringClaim, FiringOutcome, Receipt, Schedule, ScheduleSpec, ScheduleStatus,
+};
 pub use scope::{AgentBinding, SessionScope};
 pub use search::{SearchHit, SearchMatch, SearchQuery, SearchTerm};
 pub use session::{Session, SessionKind, Thread, ThreadState};

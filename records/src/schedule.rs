@@ -161,6 +161,16 @@ pub struct FiringClaim {
     pub next_due_ms: Option<u64>,
 }
 
+/// What a firing's receipt does to its schedule besides counting it: an active `one_shot`
+/// schedule is done; an active one whose failures in a row reached `pause_after` is paused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AfterFiring {
+    /// Failures in a row that pause the schedule.
+    pub pause_after: u32,
+    /// The schedule fires once (`at`): it is done after this firing.
+    pub one_shot: bool,
+}
+
 /// The receipt a firing leaves.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

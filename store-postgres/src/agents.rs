@@ -13,10 +13,10 @@ use switchboard_records::run::FINISHED_RUNS_KEPT_MS;
 use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::usage::USAGE_KEPT_MS;
 use switchboard_records::{
-    AgentBinding, FiringClaim, FiringOutcome, KeptUsage, Lease, NewRun, Node, NodeBeat, Note,
-    NoteLimits, NoteScope, Receipt, Run, RunEnd, RunFilter, RunJoin, RunState, RunUsage, Schedule,
-    ScheduleStatus, ShardLease, Summary, UsageBy, UsageCharge, UsageGroup, UsageQuery, UsageRow,
-    UsageSubject, UsageTotals,
+    AfterFiring, AgentBinding, FiringClaim, FiringOutcome, KeptUsage, Lease, NewRun, Node,
+    NodeBeat, Note, NoteLimits, NoteScope, Receipt, Run, RunEnd, RunFilter, RunJoin, RunState,
+    RunUsage, Schedule, ScheduleStatus, ShardLease, Summary, UsageBy, UsageCharge, UsageGroup,
+    UsageQuery, UsageRow, UsageSubject, UsageTotals,
 };
 use switchboard_store::{
     check_end, count_firing, duplicate_run, set_status, unknown_schedule, AgentBindingStore,
@@ -1095,19 +1095,14 @@ impl ScheduleStore for PgBackend {
         })
     }
 
-    fn record_receipt(
-        &self,
-        receipt: Receipt,
-        pause_after: u32,
-        one_shot: bool,
-    ) -> StoreFuture<'_, Schedule> {
+    fn record_receipt(&self, receipt: Receipt, after: AfterFiring) -> StoreFuture<'_, Schedule> {
         let id = clean(&receipt.schedule_id);
         in_transaction!(self, "a receipt", |shared, tx| async {
             let pg = |err| from_pg(&shared.location, "a receipt", err);
             let Some(mut schedule) = schedule_by_id(tx, &shared.location, &id, true).await? else {
                 return Err(unknown_schedule(&receipt.schedule_id));
             };
-            count_firing(&mut schedule, &receipt, pause_after, one_shot);
+            count_firing(&mut schedule, &receipt, after);
             save_health(tx, &schedule).await.map_err(pg)?;
             tx.execute(
                 "INSERT INTO schedule_receipts (schedule_id, due_ms, run_id, outcome, message_ids,

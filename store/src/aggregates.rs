@@ -26,11 +26,11 @@ use std::time::Duration;
 
 use entity::Snowflake;
 use switchboard_records::{
-    AgentBinding, Approval, AuditEntry, AuditFilter, AuditPage, AuditRow, CapabilityEnd,
-    FiringClaim, Gap, IdempotencyKey, IdempotencyRequest, KeptCapability, KeptKey, KeptUsage,
-    Lease, Message, MessageQuery, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt,
-    Role, Run, RunEnd, RunFilter, RunJoin, Schedule, ScheduleStatus, SearchHit, SearchQuery,
-    Session, SessionScope, Settlement, ShardLease, StoredAnswer, Summary, ThreadState,
+    AfterFiring, AgentBinding, Approval, AuditEntry, AuditFilter, AuditPage, AuditRow,
+    CapabilityEnd, FiringClaim, Gap, IdempotencyKey, IdempotencyRequest, KeptCapability, KeptKey,
+    KeptUsage, Lease, Message, MessageQuery, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope,
+    Receipt, Role, Run, RunEnd, RunFilter, RunJoin, Schedule, ScheduleStatus, SearchHit,
+    SearchQuery, Session, SessionScope, Settlement, ShardLease, StoredAnswer, Summary, ThreadState,
     TriggerClaim, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals, User, Workflow,
 };
 
@@ -580,15 +580,9 @@ pub trait ScheduleStore: Send + Sync {
     /// [`RECEIPTS_KEPT_PER_SCHEDULE`](switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE)
     /// are kept) and counts it, atomically, as the `schedule` crate's `after_firing` does: a
     /// failure adds one to the failures in a row, a delivery (or `NO_REPLY`) resets them, a
-    /// skip leaves them; then an active `one_shot` schedule is done, and an active one whose
-    /// failures reached `pause_after` is paused. The schedule as it now stands. An unknown
+    /// skip leaves them; then `after` applies ([`AfterFiring`]). The schedule as it now stands. An unknown
     /// schedule is [`crate::StoreErrorKind::NotFound`].
-    fn record_receipt(
-        &self,
-        receipt: Receipt,
-        pause_after: u32,
-        one_shot: bool,
-    ) -> StoreFuture<'_, Schedule>;
+    fn record_receipt(&self, receipt: Receipt, after: AfterFiring) -> StoreFuture<'_, Schedule>;
     /// A schedule's receipts, newest first, at most `limit`.
     fn receipts(&self, schedule_id: &str, limit: usize) -> StoreFuture<'_, Vec<Receipt>>;
     /// Sets a schedule's status (pause, cancel, or resume: setting a paused one active forgets

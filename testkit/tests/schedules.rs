@@ -113,8 +113,10 @@ async fn a_schedule_is_made_listed_shown_with_receipts_and_cancelled() {
                 at_ms: 2_000,
                 detail: None,
             },
-            3,
-            false,
+            switchboard_records::AfterFiring {
+                pause_after: 3,
+                one_shot: false,
+            },
         )
         .await
         .unwrap();

@@ -61,6 +61,12 @@ impl Stored {
     pub(crate) fn send(&self, hub: &EventHub, event: Event) {
         if let Err(err) = self.queue.try_send(event) {
             let lost = hub.count_lost(1);
+            if matches!(err, mpsc::error::TrySendError::Closed(_)) && *hub.closed.borrow() {
+                // The server is shutting down (its streams are closed): what the last parts
+                // say as they stop has no one left to read it.
+                debug!(lost, "an event published during shutdown was not kept");
+                return;
+            }
             if lost.is_power_of_two() {
                 let why = match err {
                     mpsc::error::TrySendError::Full(_) => {

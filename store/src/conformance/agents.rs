@@ -7,9 +7,10 @@ use std::sync::{Arc, Barrier};
 use futures_executor::block_on;
 use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
 use switchboard_records::{
-    FiringClaim, FiringOutcome, Lease, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope,
-    Receipt, Run, RunEnd, RunFilter, RunJoin, RunState, RunUsage, Schedule, ScheduleSpec,
-    ScheduleStatus, Summary, UsageBy, UsageCharge, UsageQuery, UsageRow, UsageSubject, UsageTotals,
+    AfterFiring, FiringClaim, FiringOutcome, Lease, NewRun, Node, NodeBeat, Note, NoteLimits,
+    NoteScope, Receipt, Run, RunEnd, RunFilter, RunJoin, RunState, RunUsage, Schedule,
+    ScheduleSpec, ScheduleStatus, Summary, UsageBy, UsageCharge, UsageQuery, UsageRow,
+    UsageSubject, UsageTotals,
 };
 
 use super::{id, Fixture, MakePlace, CHANNEL, MIRA, OTHER};
@@ -802,6 +803,13 @@ fn fire(backend: &dyn Backend, id: &str, due_ms: u64) -> Firing {
     .unwrap()
 }
 
+fn after(pause_after: u32, one_shot: bool) -> AfterFiring {
+    AfterFiring {
+        pause_after,
+        one_shot,
+    }
+}
+
 fn receipt(id: &str, due_ms: u64, outcome: FiringOutcome) -> Receipt {
     Receipt {
         schedule_id: id.to_owned(),
@@ -841,10 +849,10 @@ pub fn schedules_round_trip_list_and_delete(make: MakePlace<'_>) {
         ..schedule(1)
     };
     block_on(f.backend.save_schedule(edited.clone())).unwrap();
-    block_on(
-        f.backend
-            .record_receipt(receipt("sched-1", 10_000, FiringOutcome::Posted), 3, false),
-    )
+    block_on(f.backend.record_receipt(
+        receipt("sched-1", 10_000, FiringOutcome::Posted),
+        after(3, false),
+    ))
     .unwrap();
     let check = |f: &Fixture| {
         let kept = block_on(f.backend.schedule("sched-1")).unwrap().unwrap();
@@ -937,7 +945,7 @@ pub fn receipts_count_failures_and_pause_the_schedule(make: MakePlace<'_>) {
     let record = |due, outcome| {
         block_on(
             f.backend
-                .record_receipt(receipt("sched-3", due, outcome), 3, false),
+                .record_receipt(receipt("sched-3", due, outcome), after(3, false)),
         )
         .unwrap()
     };
@@ -991,19 +999,17 @@ pub fn receipts_count_failures_and_pause_the_schedule(make: MakePlace<'_>) {
     assert_eq!(kept.last().unwrap().due_ms, 8, "the oldest went");
     let missing = block_on(f.backend.record_receipt(
         receipt("missing", 1, FiringOutcome::Posted),
-        3,
-        false,
+        after(3, false),
     ))
     .unwrap_err();
     assert_eq!(missing.kind(), StoreErrorKind::NotFound);
     // A one-shot schedule is done after its firing, whatever came of it; a schedule that is
     // not active keeps its status.
     block_on(f.backend.save_schedule(schedule(9))).unwrap();
-    let done = block_on(f.backend.record_receipt(
-        receipt("sched-9", 1, FiringOutcome::Failed),
-        1,
-        true,
-    ))
+    let done = block_on(
+        f.backend
+            .record_receipt(receipt("sched-9", 1, FiringOutcome::Failed), after(1, true)),
+    )
     .unwrap();
     assert_eq!(done.status, ScheduleStatus::Done);
     assert_eq!(
@@ -1017,8 +1023,7 @@ pub fn receipts_count_failures_and_pause_the_schedule(make: MakePlace<'_>) {
     .unwrap();
     let cancelled = block_on(f.backend.record_receipt(
         receipt("sched-9", 2, FiringOutcome::Failed),
-        1,
-        false,
+        after(1, false),
     ))
     .unwrap();
     assert_eq!(cancelled.status, ScheduleStatus::Cancelled);
@@ -1740,8 +1745,7 @@ pub fn receipts_raced_are_all_counted(make: MakePlace<'_>) {
     let counted = race(&f, 6, |backend, i| {
         block_on(backend.record_receipt(
             receipt("sched-5", i as u64, FiringOutcome::Failed),
-            100,
-            false,
+            after(100, false),
         ))
         .unwrap()
         .consecutive_failures

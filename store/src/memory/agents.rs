@@ -9,9 +9,9 @@ use switchboard_records::notes::SUMMARIES_KEPT_PER_SESSION;
 use switchboard_records::schedule::RECEIPTS_KEPT_PER_SCHEDULE;
 use switchboard_records::usage::fold_usage;
 use switchboard_records::{
-    FiringClaim, KeptUsage, Lease, NewRun, Node, NodeBeat, Note, NoteLimits, NoteScope, Receipt,
-    Run, RunEnd, RunFilter, RunJoin, RunState, Schedule, ScheduleStatus, ShardLease, Summary,
-    UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals,
+    AfterFiring, FiringClaim, KeptUsage, Lease, NewRun, Node, NodeBeat, Note, NoteLimits,
+    NoteScope, Receipt, Run, RunEnd, RunFilter, RunJoin, RunState, Schedule, ScheduleStatus,
+    ShardLease, Summary, UsageGroup, UsageQuery, UsageRow, UsageSubject, UsageTotals,
 };
 
 use super::MemoryBackend;
@@ -564,18 +564,13 @@ impl ScheduleStore for MemoryBackend {
         })
     }
 
-    fn record_receipt(
-        &self,
-        receipt: Receipt,
-        pause_after: u32,
-        one_shot: bool,
-    ) -> StoreFuture<'_, Schedule> {
+    fn record_receipt(&self, receipt: Receipt, after: AfterFiring) -> StoreFuture<'_, Schedule> {
         self.decide(move |kept| {
             let schedule = kept
                 .schedules
                 .get_mut(&receipt.schedule_id)
                 .ok_or_else(|| unknown_schedule(&receipt.schedule_id))?;
-            count_firing(schedule, &receipt, pause_after, one_shot);
+            count_firing(schedule, &receipt, after);
             let schedule = schedule.clone();
             let list = kept
                 .receipts
@@ -614,7 +609,7 @@ impl ScheduleStore for MemoryBackend {
 
 /// Counts a firing on its schedule (see
 /// [`ScheduleStore::record_receipt`](crate::ScheduleStore::record_receipt)).
-pub fn count_firing(schedule: &mut Schedule, receipt: &Receipt, pause_after: u32, one_shot: bool) {
+pub fn count_firing(schedule: &mut Schedule, receipt: &Receipt, after: AfterFiring) {
     use switchboard_records::FiringOutcome;
     if receipt.outcome.is_failure() {
         schedule.consecutive_failures = schedule.consecutive_failures.saturating_add(1);
@@ -622,9 +617,9 @@ pub fn count_firing(schedule: &mut Schedule, receipt: &Receipt, pause_after: u32
         schedule.consecutive_failures = 0;
     }
     if schedule.status == ScheduleStatus::Active {
-        if one_shot {
+        if after.one_shot {
             schedule.status = ScheduleStatus::Done;
-        } else if schedule.consecutive_failures >= pause_after {
+        } else if schedule.consecutive_failures >= after.pause_after {
             schedule.status = ScheduleStatus::Paused;
         }
     }
