@@ -218,6 +218,21 @@ impl BucketState {
         }
     }
 
+    /// Gives back the request [`BucketState::spend`] counted when its answer says the route never
+    /// counted it (a global 429 refuses a request before its route's bucket sees it): without
+    /// this, every globally refused retry would eat the route's window until it waited a reset
+    /// Discord never asked for.
+    pub fn refund(&mut self, now: Instant) {
+        if self.reset_at.is_some_and(|reset| reset <= now) {
+            return;
+        }
+        if let Some(remaining) = &mut self.remaining {
+            if self.limit.is_none_or(|limit| *remaining < limit) {
+                *remaining += 1;
+            }
+        }
+    }
+
     /// Takes in what an answer received at `now` said.
     pub fn update(&mut self, headers: &RateHeaders, now: Instant) {
         if headers.limit.is_some() {
@@ -726,8 +741,13 @@ impl Limiter {
                 || body.get("global").and_then(Value::as_bool) == Some(true));
         let bucket = match &parsed {
             // A global 429 says nothing about the route's bucket, whatever headers came with it
-            // (Discord sends none): only the global limit pauses.
-            Ok(_) if global_429 => Arc::clone(&ticket.queued.0),
+            // (Discord sends none): only the global limit pauses, and the route gets back the
+            // request it counted.
+            Ok(_) if global_429 => {
+                let bucket = Arc::clone(&ticket.queued.0);
+                bucket.state().refund(now);
+                bucket
+            }
             Ok(rate) => {
                 let bucket = match &rate.bucket {
                     Some(name) => {
@@ -1043,6 +1063,55 @@ mod tests {
         );
         drop(ticket);
         assert_eq!(limiter.stats().rate_limited, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn globally_refused_retries_do_not_spend_the_routes_window() {
+        let limiter = Limiter::new(LimiterOptions::default());
+        let send = Route::of(&reqwest::Method::POST, "/channels/42/messages");
+        let route_left = |remaining: &'static str| {
+            [
+                ("x-ratelimit-scope", "user"),
+                ("x-ratelimit-bucket", "abc"),
+                ("x-ratelimit-limit", "5"),
+                ("x-ratelimit-remaining", remaining),
+                ("x-ratelimit-reset-after", "5.0"),
+            ]
+        };
+        // One send left in the route's 5-second window.
+        answered(&limiter, &send, 200, &route_left("1"), &Value::Null).await;
+        let global_429 = serde_json::json!({"retry_after": 0.05, "global": true});
+        // Three tries of that last send refused by the global limit (no route headers, as
+        // Discord sends them): the route never counted them.
+        let started = Instant::now();
+        for _ in 0..3 {
+            answered(
+                &limiter,
+                &send,
+                429,
+                &[
+                    ("x-ratelimit-global", "true"),
+                    ("x-ratelimit-scope", "global"),
+                ],
+                &global_429,
+            )
+            .await;
+        }
+        let ticket = limiter.acquire(&send).await.expect("a ticket");
+        let waited = started.elapsed();
+        assert!(
+            waited < Duration::from_millis(500),
+            "the tries and the send waited {waited:?}: the refused tries spent the route's window"
+        );
+        limiter.complete(ticket, &send, 200, &headers(&route_left("0")), &Value::Null);
+        // The window is spent now, by requests the route did count: the next one waits it.
+        let started = Instant::now();
+        drop(limiter.acquire(&send).await.expect("a ticket"));
+        assert!(
+            started.elapsed() >= Duration::from_secs(4),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[tokio::test(start_paused = true)]
