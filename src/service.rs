@@ -516,13 +516,15 @@ pub async fn serve(
     for task in reloads.into_iter().flatten().chain(scheduler) {
         task.abort();
     }
+    // The gateway closes before the tool server does, so what it says as it closes (its last
+    // `gateway.state`) is still kept in the store and streamed like every other event.
+    shards.shutdown_all().await;
+    connection.set(ConnectionState::Down);
     let _ = stop_serving.send(());
     let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
-    shards.shutdown_all().await;
     if let Some((_, deadlines)) = &workflows {
         deadlines.abort();
     }
-    connection.set(ConnectionState::Down);
     let flushed = tokio::task::spawn_blocking(move || store.close()).await;
     match flushed {
         Ok(Ok(())) => tracing::info!("store flushed and closed"),

@@ -1,7 +1,8 @@
 //! The interop fronts in the whole service, against the fake Discord: the live feed sees a
 //! send's `call.finished` and `message.created` (and a message from the gateway), `/metrics`
 //! counts Discord's answers and gateway events and passes `promtool`, and `tools --batch`
-//! runs a batch.
+//! runs a batch, and a shutdown closes the gateway (its last `gateway.state` reaching the feed)
+//! before the streams end.
 
 #[path = "support/events.rs"]
 mod events;
@@ -192,4 +193,41 @@ fn tools_batch_runs_a_json_array_in_order() {
     assert_eq!(out.code, Some(2), "{out:?}");
     let out = sb.tools(&["--batch", "/nonexistent/batch.json"]);
     assert_eq!(out.code, Some(2), "{out:?}");
+}
+
+#[test]
+fn the_feed_hears_the_gateway_close_before_the_stream_ends_on_shutdown() {
+    let fake = Fake::start();
+    let dir = TempDir::new("interop-shutdown");
+    let sb = Switchboard::start(&fake, dir.path(), &Allow::default());
+    let feed = subscribe(&sb.url, &sb.token, "?types=gateway.state");
+    support::poll("the subscriber", Duration::from_secs(10), || {
+        metrics(&sb)
+            .contains("switchboard_event_subscribers 1")
+            .then_some(())
+    });
+    support::poll("the gateway", Duration::from_secs(10), || {
+        sb.stderr().contains("backfill caught up").then_some(())
+    });
+    let (status, log) = sb.terminate(Duration::from_secs(30));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}\n{log}");
+    // What the gateway said as it closed reached the feed: the tool server closed after it.
+    let mut states = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match feed.recv_timeout(left) {
+            Ok(Some((kind, value))) if kind == "gateway.state" => {
+                states.push(value["state"].as_str().unwrap_or_default().to_owned());
+            }
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => break,
+        }
+    }
+    assert_eq!(
+        states.last().map(String::as_str),
+        Some("down"),
+        "the feed ended without the gateway's last state ({states:?})\n{log}"
+    );
+    assert!(!log.contains("an event was not kept"), "{log}");
 }
