@@ -53,7 +53,7 @@ use switchboard_records::{
     SessionScope, Settlement, StoredAnswer, ThreadState, TriggerClaim, User, Workflow,
 };
 use switchboard_store::aggregates::ready;
-use switchboard_store::feed::{Changed, Changes, FeedSender, Origin};
+use switchboard_store::feed::{Changed, FeedSender, Origin};
 use switchboard_store::queue::QueueStats;
 use switchboard_store::{
     ApprovalStore, AuditStore, Backend, Census, ChangeFeed, Claim, Decided, Durable,
@@ -1301,16 +1301,12 @@ impl IdempotencyStore for PgBackend {
 }
 
 impl ChangeFeed for PgBackend {
-    fn origin(&self) -> Origin {
-        self.shared.origin
+    fn feed(&self) -> &FeedSender {
+        &self.shared.feed
     }
 
     fn shared(&self) -> bool {
         true
-    }
-
-    fn subscribe(&self) -> Changes {
-        self.shared.feed.subscribe()
     }
 }
 

@@ -40,7 +40,7 @@ use switchboard_records::{
     SessionScope, Settlement, StoredAnswer, ThreadState, TriggerClaim, User, Workflow,
 };
 use switchboard_store::aggregates::ready;
-use switchboard_store::feed::{Changed, Changes, FeedSender, Origin};
+use switchboard_store::feed::{Changed, FeedSender, Origin};
 use switchboard_store::queue::QueueStats;
 use switchboard_store::{
     ApprovalStore, AuditStore, Backend, Census, ChangeFeed, Claim, Decided, Durable,
@@ -573,16 +573,12 @@ impl IdempotencyStore for SqliteBackend {
 }
 
 impl ChangeFeed for SqliteBackend {
-    fn origin(&self) -> Origin {
-        self.feed.origin()
+    fn feed(&self) -> &FeedSender {
+        &self.feed
     }
 
     fn shared(&self) -> bool {
         false
-    }
-
-    fn subscribe(&self) -> Changes {
-        self.feed.subscribe()
     }
 }
 

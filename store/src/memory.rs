@@ -23,7 +23,7 @@ use crate::aggregates::{
     StoreFuture, TriggerStore, WorkflowStore,
 };
 use crate::error::{StoreError, StoreErrorKind};
-use crate::feed::{Changed, Changes, FeedSender, Origin};
+use crate::feed::{Changed, FeedSender, Origin};
 use crate::queue::QueueStats;
 
 mod agents;
@@ -703,16 +703,12 @@ impl IdempotencyStore for MemoryBackend {
 }
 
 impl ChangeFeed for MemoryBackend {
-    fn origin(&self) -> Origin {
-        self.feed.origin()
+    fn feed(&self) -> &FeedSender {
+        &self.feed
     }
 
     fn shared(&self) -> bool {
         self.shared.nodes.load(Ordering::Relaxed)
-    }
-
-    fn subscribe(&self) -> Changes {
-        self.feed.subscribe()
     }
 }
 
