@@ -6,19 +6,14 @@ use std::ops::ControlFlow;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use switchboard_config::StoreUrl;
 use switchboard_store::copy::{copy_all, CopyError, Progress};
-use switchboard_store::{Backend, StoreErrorKind};
+use switchboard_store::{Backend, Retention, StoreErrorKind};
 
 use crate::cli::CopyArgs;
 use crate::operator::EXIT_USAGE;
-
-/// Audit rows older than this are pruned by either side while it is open (as
-/// `audit.retention_days` defaults): a copy keeps what its target's retention keeps.
-const AUDIT_RETENTION: Duration = Duration::from_secs(90 * 24 * 3600);
 
 /// Exits 0 when the target holds all of it, 1 when not (or stopped), 2 for a bad URL or a
 /// store that cannot be opened.
@@ -63,7 +58,13 @@ pub fn store_copy(args: &CopyArgs) -> ExitCode {
 async fn run(from: StoreUrl, to: StoreUrl, keep: usize) -> ExitCode {
     let opened = tokio::task::spawn_blocking(move || {
         let open = |side: &str, url: &StoreUrl| {
-            switchboard::store::open_backend(url, keep, AUDIT_RETENTION)
+            // Audit rows older than `audit.retention_days`' default are pruned by either side
+            // while it is open: a copy keeps what its target's retention keeps.
+            let retention = Retention {
+                messages_per_channel: keep,
+                ..Retention::default()
+            };
+            switchboard::store::open_backend(url, retention)
                 .map_err(|error| format!("{side} {}: {error}", url.spelling()))
         };
         Ok::<_, String>((open("source", &from)?, open("target", &to)?))

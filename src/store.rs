@@ -5,16 +5,14 @@
 use std::sync::Arc;
 
 use switchboard_config::{Config, SqliteLocation, StoreUrl};
-use switchboard_store::{Backend, CacheOptions, MemoryBackend, MemoryOptions, Store, StoreError};
+use switchboard_store::{
+    Backend, CacheOptions, MemoryBackend, MemoryOptions, Retention, Store, StoreError,
+};
 use switchboard_store_postgres::{PgBackend, PgOptions};
 use switchboard_store_sqlite::{SqliteBackend, SqliteOptions};
 
 /// Opens the backend `url` names (blocking: run it where a blocking call is allowed).
-pub fn open_backend(
-    url: &StoreUrl,
-    messages_per_channel: usize,
-    audit_retention: std::time::Duration,
-) -> Result<Arc<dyn Backend>, StoreError> {
+pub fn open_backend(url: &StoreUrl, retention: Retention) -> Result<Arc<dyn Backend>, StoreError> {
     Ok(match url {
         StoreUrl::Sqlite(location) => {
             let path = match location {
@@ -24,22 +22,19 @@ pub fn open_backend(
             Arc::new(SqliteBackend::open(
                 &path,
                 SqliteOptions {
-                    messages_per_channel,
-                    audit_retention,
+                    retention,
                     ..SqliteOptions::default()
                 },
             )?)
         }
         StoreUrl::Memory => Arc::new(MemoryBackend::new(MemoryOptions {
-            messages_per_channel,
-            audit_retention,
+            retention,
             ..MemoryOptions::default()
         })),
         StoreUrl::Postgres(url) => Arc::new(PgBackend::open(
             url,
             PgOptions {
-                messages_per_channel,
-                audit_retention,
+                retention,
                 ..PgOptions::default()
             },
         )?),
@@ -51,9 +46,12 @@ pub fn open_backend(
 pub async fn open(config: &Config) -> Result<Store, OpenError> {
     let url = config.store.url.clone();
     let keep = config.store.messages_per_channel;
-    let retention = config.audit.retention;
+    let retention = Retention {
+        messages_per_channel: keep,
+        audit_retention: config.audit.retention,
+    };
     tokio::task::spawn_blocking(move || {
-        let backend = open_backend(&url, keep, retention)?;
+        let backend = open_backend(&url, retention)?;
         Store::open(
             backend,
             CacheOptions {

@@ -33,15 +33,16 @@ pub fn usage(flag: Option<&Path>, args: &UsageArgs) -> ExitCode {
     };
     let by = args.by;
     let url = config.store.url.clone();
-    let keep = config.store.messages_per_channel;
-    let retention = config.audit.retention;
+    let retention = switchboard_store::Retention {
+        messages_per_channel: config.store.messages_per_channel,
+        audit_retention: config.audit.retention,
+    };
     let answer = runtime.block_on(async move {
-        let backend = tokio::task::spawn_blocking(move || {
-            switchboard::store::open_backend(&url, keep, retention)
-        })
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| format!("the store: {e}"))?;
+        let backend =
+            tokio::task::spawn_blocking(move || switchboard::store::open_backend(&url, retention))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| format!("the store: {e}"))?;
         let report = switchboard_callables::usage::report(
             backend.as_ref(),
             by,

@@ -2582,11 +2582,7 @@ async fn give_back_lease(
         .store
         .heartbeat_run(
             row,
-            switchboard_records::Lease {
-                node: node.to_owned(),
-                now_ms: now_ms().saturating_sub(1),
-                lease_ms: 0,
-            },
+            switchboard_records::Lease::new(node, now_ms().saturating_sub(1), 0),
         )
         .await
 }

@@ -248,11 +248,7 @@ impl RunQueue {
 
     /// This node's hold on a run from `now_ms` for `lease_ms`.
     pub(crate) fn lease(&self, now_ms: u64, lease_ms: u64) -> Lease {
-        Lease {
-            node: self.node.clone(),
-            now_ms,
-            lease_ms,
-        }
+        Lease::new(self.node.clone(), now_ms, lease_ms)
     }
 
     pub(crate) fn new(store: Arc<dyn RunStore>, node: String, shared: bool) -> RunQueue {

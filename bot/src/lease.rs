@@ -100,11 +100,7 @@ fn now_ms() -> u64 {
 impl LeaseLoop {
     /// This node's hold on a shard from `now_ms` for `lease_ms`.
     fn lease(&self, now_ms: u64, lease_ms: u64) -> switchboard_records::Lease {
-        switchboard_records::Lease {
-            node: self.node_id.clone(),
-            now_ms,
-            lease_ms,
-        }
+        switchboard_records::Lease::new(self.node_id.clone(), now_ms, lease_ms)
     }
 
     fn lease_ms(&self) -> u64 {

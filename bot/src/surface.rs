@@ -12,8 +12,8 @@ use switchboard_engine::events::Observers;
 use switchboard_engine::live::{Live, SharedAliases};
 use switchboard_engine::surface::{
     AllowedChannel, Attachment, ChannelEdit, ChannelLocation, ConnectionState, Fetched,
-    MentionPolicy, MessageInfo, MessageQuery, NewChannel, NewChannelKind, NewThread,
-    OutgoingMessage, PinnedMessage, SearchHit, SearchQuery, Session, Surface, SurfaceError, Thread,
+    MentionPolicy, MessageInfo, NewChannel, NewChannelKind, NewThread, OutgoingMessage,
+    PinnedMessage, SearchHit, SearchQuery, Session, Surface, SurfaceError, Thread,
 };
 
 use crate::payload::stored_message_from_json;
@@ -164,12 +164,6 @@ impl DiscordSurface {
     fn message_info(&self, message: records::Message) -> Arc<MessageInfo> {
         let author_name = self.store.author_name(message.author_id);
         Arc::new(MessageInfo::from_stored(message, author_name))
-    }
-
-    /// A message of the store's cache at its revision there.
-    fn cached_info(&self, (message, revision): (records::Message, u64)) -> Arc<MessageInfo> {
-        let author_name = self.store.author_name(message.author_id);
-        Arc::new(MessageInfo::from_cached(message, author_name, revision))
     }
 
     /// Stores a message the bot just sent, from Discord's answer (its gateway echo is then a
@@ -382,38 +376,8 @@ impl Surface for DiscordSurface {
         }
     }
 
-    fn sessions(&self) -> Vec<Session> {
-        self.store.sessions()
-    }
-
-    fn session(&self, channel_id: Snowflake) -> Option<Session> {
-        self.store.session(channel_id)
-    }
-
-    fn names_revision(&self) -> u64 {
-        self.store.names_revision()
-    }
-
-    fn messages(&self, channel: AllowedChannel, query: MessageQuery) -> Vec<Arc<MessageInfo>> {
-        self.store
-            .messages_with_revisions(channel.id(), query.into())
-            .into_iter()
-            .map(|m| self.cached_info(m))
-            .collect()
-    }
-
-    fn message(&self, channel: AllowedChannel, message_id: Snowflake) -> Option<Arc<MessageInfo>> {
-        self.store
-            .message_with_revision(channel.id(), message_id)
-            .map(|m| self.cached_info(m))
-    }
-
-    fn message_revisions(
-        &self,
-        channel: AllowedChannel,
-        query: MessageQuery,
-    ) -> Option<Vec<(Snowflake, u64)>> {
-        Some(self.store.message_revisions(channel.id(), query.into()))
+    fn cache(&self) -> &Store {
+        &self.store
     }
 
     /// One `GET /channels/{id}`; the allowlist remembers the answer (found or not).

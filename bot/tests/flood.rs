@@ -65,7 +65,10 @@ fn a_gateway_flood_against_a_slow_disk_waits_for_room_and_stores_everything() {
         SqliteBackend::open(
             &path,
             SqliteOptions {
-                messages_per_channel: PER_CHANNEL,
+                retention: switchboard_store::Retention {
+                    messages_per_channel: PER_CHANNEL,
+                    ..Default::default()
+                },
                 queue_capacity: CAPACITY,
                 // A disk that takes 40 ms for every batch on top of its work.
                 commit_delay: Some(DISK_DELAY),
@@ -203,7 +206,10 @@ fn a_gateway_flood_against_a_slow_disk_waits_for_room_and_stores_everything() {
     let reopened = SqliteBackend::open(
         &path,
         SqliteOptions {
-            messages_per_channel: PER_CHANNEL,
+            retention: switchboard_store::Retention {
+                messages_per_channel: PER_CHANNEL,
+                ..Default::default()
+            },
             ..SqliteOptions::default()
         },
     )

@@ -234,11 +234,7 @@ mod tests {
     }
 
     fn lease(node: &str, now_ms: u64) -> switchboard_records::Lease {
-        switchboard_records::Lease {
-            node: node.into(),
-            now_ms,
-            lease_ms: 20_000,
-        }
+        switchboard_records::Lease::new(node, now_ms, 20_000)
     }
 
     #[tokio::test]
@@ -299,22 +295,8 @@ mod tests {
                 .unwrap();
         }
         // One node runs session 7's first run, another session 9's.
-        store
-            .claim_next_run(switchboard_records::Lease {
-                node: "a".into(),
-                now_ms: 2,
-                lease_ms: 20_000,
-            })
-            .await
-            .unwrap();
-        store
-            .claim_next_run(switchboard_records::Lease {
-                node: "b".into(),
-                now_ms: 2,
-                lease_ms: 20_000,
-            })
-            .await
-            .unwrap();
+        store.claim_next_run(lease("a", 2)).await.unwrap();
+        store.claim_next_run(lease("b", 2)).await.unwrap();
         let status = status(&View(store), 3).await.unwrap();
         let queues: Vec<(&str, usize, usize)> = status
             .queues

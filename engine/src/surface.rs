@@ -16,6 +16,7 @@ use switchboard_records::ApprovalCard;
 pub use switchboard_records::{
     Attachment, Reaction, SearchMatch, SearchTerm, Session, SessionKind, Thread, ThreadState,
 };
+use switchboard_store::Store;
 
 /// A channel the allowlist let a call act in.
 ///
@@ -135,6 +136,16 @@ impl MessageInfo {
     pub fn from_stored(message: switchboard_records::Message, author_name: String) -> MessageInfo {
         let revision = message.revision() | 1 << 63;
         MessageInfo::from_cached(message, author_name, revision)
+    }
+
+    /// A message `cache` answered at its revision there, its author called what the cache
+    /// calls them now: how [`Surface`]'s reads answer.
+    pub fn cached(
+        cache: &Store,
+        (message, revision): (switchboard_records::Message, u64),
+    ) -> Arc<MessageInfo> {
+        let author_name = cache.author_name(message.author_id);
+        Arc::new(MessageInfo::from_cached(message, author_name, revision))
     }
 
     /// A message of the store's cache as callables see it, its author called `author_name`
@@ -390,28 +401,47 @@ pub trait Surface: NameDirectory + Send + Sync + 'static {
     fn connection(&self) -> ConnectionState;
     /// The bot's own user id, once known.
     fn bot_user_id(&self) -> Option<Snowflake>;
+    /// The store's read cache the platform keeps what it sees in: the reads below answer from
+    /// it.
+    fn cache(&self) -> &Store;
     /// Every cached session.
-    fn sessions(&self) -> Vec<Session>;
+    fn sessions(&self) -> Vec<Session> {
+        self.cache().sessions()
+    }
     /// One cached session (any: the allowlist uses it to locate channels).
-    fn session(&self, channel_id: Snowflake) -> Option<Session>;
+    fn session(&self, channel_id: Snowflake) -> Option<Session> {
+        self.cache().session(channel_id)
+    }
     /// Cached messages of an allowed session, oldest first.
-    fn messages(&self, channel: AllowedChannel, query: MessageQuery) -> Vec<Arc<MessageInfo>>;
+    fn messages(&self, channel: AllowedChannel, query: MessageQuery) -> Vec<Arc<MessageInfo>> {
+        let cache = self.cache();
+        cache
+            .messages_with_revisions(channel.id(), query.into())
+            .into_iter()
+            .map(|cached| MessageInfo::cached(cache, cached))
+            .collect()
+    }
     /// One cached message of an allowed session.
-    fn message(&self, channel: AllowedChannel, message_id: Snowflake) -> Option<Arc<MessageInfo>>;
+    fn message(&self, channel: AllowedChannel, message_id: Snowflake) -> Option<Arc<MessageInfo>> {
+        let cache = self.cache();
+        cache
+            .message_with_revision(channel.id(), message_id)
+            .map(|cached| MessageInfo::cached(cache, cached))
+    }
     /// The ids and revisions of what [`Surface::messages`] answers, without building the
     /// messages (their revisions are the ones [`Surface::message`] answers them with): a reader
-    /// that caches by revision reads only what changed. `None` (the default): not known
-    /// without reading the messages.
+    /// that caches by revision reads only what changed. `None`: not known without reading the
+    /// messages.
     fn message_revisions(
         &self,
-        _channel: AllowedChannel,
-        _query: MessageQuery,
+        channel: AllowedChannel,
+        query: MessageQuery,
     ) -> Option<Vec<(Snowflake, u64)>> {
-        None
+        Some(self.cache().message_revisions(channel.id(), query.into()))
     }
     /// Changes whenever learned names change, since readable text depends on them.
     fn names_revision(&self) -> u64 {
-        0
+        self.cache().names_revision()
     }
 
     /// A channel's guild and parent when the cache doesn't know it (one lookup; the caller

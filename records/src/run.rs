@@ -214,6 +214,15 @@ pub struct Lease {
 }
 
 impl Lease {
+    /// `node`'s hold from `now_ms` for `lease_ms`.
+    pub fn new(node: impl Into<String>, now_ms: u64, lease_ms: u64) -> Lease {
+        Lease {
+            node: node.into(),
+            now_ms,
+            lease_ms,
+        }
+    }
+
     /// When the hold ends unless renewed (`now_ms + lease_ms`, saturating).
     pub fn until_ms(&self) -> u64 {
         self.now_ms.saturating_add(self.lease_ms)

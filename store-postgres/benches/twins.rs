@@ -67,7 +67,10 @@ fn open(side: usize, dir: &TempDir, cluster: &PgCluster, keep: usize) -> Arc<dyn
             SqliteBackend::open(
                 &dir.file("store.db"),
                 SqliteOptions {
-                    messages_per_channel: keep,
+                    retention: switchboard_store::Retention {
+                        messages_per_channel: keep,
+                        ..Default::default()
+                    },
                     ..SqliteOptions::default()
                 },
             )
@@ -79,7 +82,10 @@ fn open(side: usize, dir: &TempDir, cluster: &PgCluster, keep: usize) -> Arc<dyn
             PgBackend::open(
                 &cluster.url(&name),
                 PgOptions {
-                    messages_per_channel: keep,
+                    retention: switchboard_store::Retention {
+                        messages_per_channel: keep,
+                        ..Default::default()
+                    },
                     ..PgOptions::default()
                 },
             )

@@ -53,12 +53,12 @@ use switchboard_records::{
     SessionScope, Settlement, StoredAnswer, ThreadState, TriggerClaim, User, Workflow,
 };
 use switchboard_store::aggregates::ready;
-use switchboard_store::feed::{Changed, Changes, FeedSender, Origin};
+use switchboard_store::feed::{Changed, FeedSender, Origin};
 use switchboard_store::queue::QueueStats;
 use switchboard_store::{
     ApprovalStore, AuditStore, Backend, Census, ChangeFeed, Claim, Decided, Durable,
-    IdempotencyStore, MessageStore, Reserved, ScopeStore, SearchStore, Snapshot, StoreError,
-    StoreErrorKind, StoreFuture, TriggerStore, WorkflowStore,
+    IdempotencyStore, MessageStore, Reserved, Retention, ScopeStore, SearchStore, Snapshot,
+    StoreError, StoreErrorKind, StoreFuture, TriggerStore, WorkflowStore,
 };
 use tokio::sync::{oneshot, watch};
 use tokio_postgres::config::{Host, SslMode};
@@ -74,10 +74,8 @@ use crate::writer::{Shared, Write, Writer};
 /// How the PostgreSQL backend keeps data and talks to the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PgOptions {
-    /// Newest live messages kept per channel (`store.messages_per_channel`).
-    pub messages_per_channel: usize,
-    /// Audit rows older than this are pruned (`audit.retention_days`).
-    pub audit_retention: Duration,
+    /// What it keeps.
+    pub retention: Retention,
     /// Most writes queued for the writer; past it writers wait (while PostgreSQL answers) or
     /// are refused with `Unavailable` (while it does not).
     pub queue_capacity: usize,
@@ -101,8 +99,7 @@ impl PgOptions {
 impl Default for PgOptions {
     fn default() -> Self {
         PgOptions {
-            messages_per_channel: 1_000,
-            audit_retention: Duration::from_secs(90 * 24 * 3600),
+            retention: Retention::default(),
             queue_capacity: Self::DEFAULT_QUEUE_CAPACITY,
             pool_size: 8,
             connect_timeout: Duration::from_secs(5),
@@ -245,7 +242,7 @@ async fn open_database(
             .await
             .map_err(fail("finished workflows"))?;
         // A smaller messages_per_channel takes effect at once; deleted rows go.
-        let keep = i64::try_from(options.messages_per_channel).unwrap_or(i64::MAX);
+        let keep = i64::try_from(options.retention.messages_per_channel).unwrap_or(i64::MAX);
         let pruned = client
             .execute(
                 "DELETE FROM messages m USING (
@@ -335,8 +332,8 @@ impl PgBackend {
             committed: watch::channel(0).0,
             closing: AtomicBool::new(false),
             batches: AtomicU64::new(0),
-            keep: options.messages_per_channel,
-            audit_retention: options.audit_retention,
+            keep: options.retention.messages_per_channel,
+            audit_retention: options.retention.audit_retention,
             operation_timeout: options.operation_timeout,
         });
         let writer = Writer::spawn(Arc::clone(&shared), options.queue_capacity).map_err(|err| {
@@ -1301,16 +1298,12 @@ impl IdempotencyStore for PgBackend {
 }
 
 impl ChangeFeed for PgBackend {
-    fn origin(&self) -> Origin {
-        self.shared.origin
+    fn feed(&self) -> &FeedSender {
+        &self.shared.feed
     }
 
     fn shared(&self) -> bool {
         true
-    }
-
-    fn subscribe(&self) -> Changes {
-        self.shared.feed.subscribe()
     }
 }
 

@@ -41,8 +41,7 @@ fn database(options: &Options) -> Box<dyn Place> {
     Box::new(Database {
         url: cluster.url(&name),
         options: PgOptions {
-            messages_per_channel: options.messages_per_channel,
-            audit_retention: options.audit_retention,
+            retention: *options,
             pool_size: 4,
             ..PgOptions::default()
         },

@@ -64,7 +64,10 @@ fn now_ms() -> u64 {
 
 fn options() -> PgOptions {
     PgOptions {
-        messages_per_channel: 100_000,
+        retention: switchboard_store::Retention {
+            messages_per_channel: 100_000,
+            ..Default::default()
+        },
         operation_timeout: Duration::from_secs(10),
         ..PgOptions::default()
     }

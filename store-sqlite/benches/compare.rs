@@ -74,7 +74,10 @@ fn new(path: &str, keep: usize) -> Store {
         SqliteBackend::open(
             path,
             SqliteOptions {
-                messages_per_channel: keep,
+                retention: switchboard_store::Retention {
+                    messages_per_channel: keep,
+                    ..Default::default()
+                },
                 ..SqliteOptions::default()
             },
         )

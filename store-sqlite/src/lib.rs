@@ -40,12 +40,12 @@ use switchboard_records::{
     SessionScope, Settlement, StoredAnswer, ThreadState, TriggerClaim, User, Workflow,
 };
 use switchboard_store::aggregates::ready;
-use switchboard_store::feed::{Changed, Changes, FeedSender, Origin};
+use switchboard_store::feed::{Changed, FeedSender, Origin};
 use switchboard_store::queue::QueueStats;
 use switchboard_store::{
     ApprovalStore, AuditStore, Backend, Census, ChangeFeed, Claim, Decided, Durable,
-    IdempotencyStore, MessageStore, Reserved, ScopeStore, SearchStore, Snapshot, StoreError,
-    StoreErrorKind, StoreFuture, TriggerStore, WorkflowStore,
+    IdempotencyStore, MessageStore, Reserved, Retention, ScopeStore, SearchStore, Snapshot,
+    StoreError, StoreErrorKind, StoreFuture, TriggerStore, WorkflowStore,
 };
 use tracing::{error, info};
 
@@ -55,10 +55,8 @@ use writer::{writer_error, Query, Write, Writer, WriterOptions};
 /// How the SQLite backend keeps data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqliteOptions {
-    /// Newest live messages kept per channel (`store.messages_per_channel`).
-    pub messages_per_channel: usize,
-    /// Audit rows older than this are pruned (`audit.retention_days`).
-    pub audit_retention: Duration,
+    /// What it keeps.
+    pub retention: Retention,
     /// Most writes queued for the writer; past it, writers wait for the disk.
     pub queue_capacity: usize,
     /// Sleep this long before each commit: a slow disk, for tests and benchmarks.
@@ -74,8 +72,7 @@ impl SqliteOptions {
 impl Default for SqliteOptions {
     fn default() -> Self {
         SqliteOptions {
-            messages_per_channel: 1_000,
-            audit_retention: Duration::from_secs(90 * 24 * 3600),
+            retention: Retention::default(),
             queue_capacity: Self::DEFAULT_QUEUE_CAPACITY,
             commit_delay: None,
         }
@@ -135,7 +132,7 @@ impl SqliteBackend {
     /// or upgrading its schema, pruning, and starting the writer. Blocks on the disk.
     pub fn open(path: &str, options: SqliteOptions) -> Result<SqliteBackend, StoreError> {
         let conn = schema::open(path)?;
-        let keep = options.messages_per_channel;
+        let keep = options.retention.messages_per_channel;
         let tombstones_at_open =
             rows::tombstones(&conn).map_err(|source| error::cannot_load(path, source))?;
         match rows::prune_all(&conn, keep) {
@@ -144,7 +141,7 @@ impl SqliteBackend {
             Err(err) => error!(path, %err, "could not prune the store at open; will retry later"),
         }
         let now = ledger::now_ms();
-        let retention = u64::try_from(options.audit_retention.as_millis()).unwrap_or(u64::MAX);
+        let retention = options.retention.audit_retention_ms();
         ledger::prune_at_open(&conn, now, retention, path)
             .map_err(|source| error::cannot_load(path, source))?;
         let claims = load_claims(&conn, first_id_at(now.saturating_sub(CLAIMS_KEPT_MS)))
@@ -155,7 +152,7 @@ impl SqliteBackend {
             path.to_owned(),
             WriterOptions {
                 keep,
-                audit_retention: options.audit_retention,
+                audit_retention: options.retention.audit_retention,
                 capacity: options.queue_capacity,
                 commit_delay: options.commit_delay,
             },
@@ -573,16 +570,12 @@ impl IdempotencyStore for SqliteBackend {
 }
 
 impl ChangeFeed for SqliteBackend {
-    fn origin(&self) -> Origin {
-        self.feed.origin()
+    fn feed(&self) -> &FeedSender {
+        &self.feed
     }
 
     fn shared(&self) -> bool {
         false
-    }
-
-    fn subscribe(&self) -> Changes {
-        self.feed.subscribe()
     }
 }
 

@@ -35,8 +35,7 @@ fn file(options: &Options) -> Box<dyn Place> {
     Box::new(File {
         dir: TempDir::new("conformance"),
         options: SqliteOptions {
-            messages_per_channel: options.messages_per_channel,
-            audit_retention: options.audit_retention,
+            retention: *options,
             ..SqliteOptions::default()
         },
     })

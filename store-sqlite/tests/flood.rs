@@ -38,7 +38,10 @@ fn a_flood_against_a_slow_disk_waits_for_room_and_stores_everything() {
         SqliteBackend::open(
             &dir.db(),
             SqliteOptions {
-                messages_per_channel: 1_000,
+                retention: switchboard_store::Retention {
+                    messages_per_channel: 1_000,
+                    ..Default::default()
+                },
                 queue_capacity: CAPACITY,
                 // A disk that takes 5 ms for every batch on top of its work.
                 commit_delay: Some(Duration::from_millis(5)),

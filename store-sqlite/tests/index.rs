@@ -56,7 +56,10 @@ fn open(path: &str, keep: usize) -> Store {
     let backend = SqliteBackend::open(
         path,
         SqliteOptions {
-            messages_per_channel: keep,
+            retention: switchboard_store::Retention {
+                messages_per_channel: keep,
+                ..Default::default()
+            },
             ..SqliteOptions::default()
         },
     )

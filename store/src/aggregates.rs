@@ -35,7 +35,7 @@ use switchboard_records::{
 };
 
 use crate::error::StoreError;
-use crate::feed::{Changes, Origin};
+use crate::feed::{Changes, FeedSender, Origin};
 use crate::queue::QueueStats;
 
 /// A store answer to wait for.
@@ -324,14 +324,20 @@ pub trait IdempotencyStore: Send + Sync {
 
 /// The change feed.
 pub trait ChangeFeed: Send + Sync {
+    /// The sender this handle publishes its durable changes through.
+    fn feed(&self) -> &FeedSender;
     /// This handle's origin: the changes it makes carry it.
-    fn origin(&self) -> Origin;
+    fn origin(&self) -> Origin {
+        self.feed().origin()
+    }
     /// Whether other handles (nodes) may write to the same data, so that readers must watch
     /// the feed to stay correct. One SQLite file is one node's: false.
     fn shared(&self) -> bool;
     /// A watcher of every change from now on, this handle's own included, each published once
     /// it is durable.
-    fn subscribe(&self) -> Changes;
+    fn subscribe(&self) -> Changes {
+        self.feed().subscribe()
+    }
 }
 
 /// A whole backend: every aggregate, plus flushing and closing.

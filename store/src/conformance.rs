@@ -37,23 +37,8 @@ pub use bot_turns::*;
 pub use capabilities::*;
 pub use events::*;
 
-/// What a test asks of the backend it opens.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Options {
-    /// Newest live messages kept per channel.
-    pub messages_per_channel: usize,
-    /// Audit rows older than this are pruned by the backend on its own.
-    pub audit_retention: Duration,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            messages_per_channel: 1_000,
-            audit_retention: Duration::from_secs(90 * 24 * 3600),
-        }
-    }
-}
+/// What a test asks of the backend it opens: its retention.
+pub use crate::Retention as Options;
 
 /// Where one test's data lives.
 pub trait Place {

@@ -32,6 +32,7 @@ pub mod events;
 pub mod feed;
 mod memory;
 pub mod queue;
+mod retention;
 pub mod scan;
 mod url;
 pub mod write;
@@ -52,5 +53,6 @@ pub use memory::{
     check_end, count_firing, duplicate_run, lost_firing, set_status, settle, unknown_schedule,
     waiting_runs, MemoryBackend, MemoryOptions,
 };
+pub use retention::Retention;
 pub use switchboard_records as records;
 pub use url::{SqliteLocation, StoreUrl, StoreUrlError, DEFAULT_STORE_URL, KNOWN_SCHEMES};

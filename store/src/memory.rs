@@ -23,8 +23,9 @@ use crate::aggregates::{
     StoreFuture, TriggerStore, WorkflowStore,
 };
 use crate::error::{StoreError, StoreErrorKind};
-use crate::feed::{Changed, Changes, FeedSender, Origin};
+use crate::feed::{Changed, FeedSender, Origin};
 use crate::queue::QueueStats;
+use crate::Retention;
 
 mod agents;
 mod bot_turns;
@@ -39,10 +40,8 @@ pub use agents::{
 /// How the memory backend keeps data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemoryOptions {
-    /// Newest live messages kept per channel.
-    pub messages_per_channel: usize,
-    /// Audit rows older than this are pruned as new ones come.
-    pub audit_retention: Duration,
+    /// What it keeps (audit rows are pruned as new ones come).
+    pub retention: Retention,
     /// Most idempotency keys kept at once; past it, the answered key that would expire first
     /// is forgotten early.
     pub idempotency_keys: usize,
@@ -56,8 +55,7 @@ impl MemoryOptions {
 impl Default for MemoryOptions {
     fn default() -> Self {
         MemoryOptions {
-            messages_per_channel: 1_000,
-            audit_retention: Duration::from_secs(90 * 24 * 3600),
+            retention: Retention::default(),
             idempotency_keys: Self::DEFAULT_IDEMPOTENCY_KEYS,
         }
     }
@@ -258,7 +256,7 @@ impl MessageStore for MemoryBackend {
     }
 
     fn save_message(&self, message: Message) -> Result<(), StoreError> {
-        let keep = self.shared.options.messages_per_channel;
+        let keep = self.shared.options.retention.messages_per_channel;
         let changed = Changed::Message {
             channel_id: message.channel_id,
             id: message.id,
@@ -546,8 +544,7 @@ impl ApprovalStore for MemoryBackend {
 impl AuditStore for MemoryBackend {
     fn record(&self, row: AuditRow) -> Result<(), StoreError> {
         self.open()?;
-        let retention =
-            u64::try_from(self.shared.options.audit_retention.as_millis()).unwrap_or(u64::MAX);
+        let retention = self.shared.options.retention.audit_retention_ms();
         let mut data = self.data();
         data.next_audit_id += 1;
         let id = data.next_audit_id;
@@ -703,16 +700,12 @@ impl IdempotencyStore for MemoryBackend {
 }
 
 impl ChangeFeed for MemoryBackend {
-    fn origin(&self) -> Origin {
-        self.feed.origin()
+    fn feed(&self) -> &FeedSender {
+        &self.feed
     }
 
     fn shared(&self) -> bool {
         self.shared.nodes.load(Ordering::Relaxed)
-    }
-
-    fn subscribe(&self) -> Changes {
-        self.feed.subscribe()
     }
 }
 

@@ -30,8 +30,7 @@ impl Place for Memory {
 fn memory(options: &Options) -> Box<dyn Place> {
     Box::new(Memory {
         options: MemoryOptions {
-            messages_per_channel: options.messages_per_channel,
-            audit_retention: options.audit_retention,
+            retention: *options,
             ..MemoryOptions::default()
         },
         second: Mutex::new(None),

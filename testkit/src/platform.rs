@@ -18,9 +18,9 @@ use switchboard_store::{MemoryBackend, MemoryOptions, SearchStore as _, Store};
 use crate::approvals::ApprovalCard;
 use crate::surface::{
     AllowedChannel, Attachment, ChannelEdit, ChannelLocation, ConnectionState, Fetched,
-    MentionPolicy, MessageInfo, MessageQuery, NewChannel, NewChannelKind, NewThread,
-    OutgoingMessage, PinnedMessage, SearchHit, SearchQuery, Session, SessionKind, Surface,
-    SurfaceError, Thread, ThreadState,
+    MentionPolicy, MessageInfo, NewChannel, NewChannelKind, NewThread, OutgoingMessage,
+    PinnedMessage, SearchHit, SearchQuery, Session, SessionKind, Surface, SurfaceError, Thread,
+    ThreadState,
 };
 
 /// One action the platform was asked to take; recorded before it runs, so an action a queued
@@ -478,12 +478,6 @@ impl RecordingPlatform {
         Arc::new(MessageInfo::from_stored(message, author))
     }
 
-    /// A message of the store's cache at its revision there.
-    fn cached_info(&self, (message, revision): (records::Message, u64)) -> Arc<MessageInfo> {
-        let author = self.store.author_name(message.author_id);
-        Arc::new(MessageInfo::from_cached(message, author, revision))
-    }
-
     /// The bot's reaction put on (`add`) or taken off a stored message, as the gateway's
     /// MESSAGE_REACTION_ADD / _REMOVE echo stores it.
     async fn react(
@@ -561,38 +555,8 @@ impl Surface for RecordingPlatform {
         Some(self.bot())
     }
 
-    fn sessions(&self) -> Vec<Session> {
-        self.store.sessions()
-    }
-
-    fn session(&self, channel_id: Snowflake) -> Option<Session> {
-        self.store.session(channel_id)
-    }
-
-    fn names_revision(&self) -> u64 {
-        self.store.names_revision()
-    }
-
-    fn messages(&self, channel: AllowedChannel, query: MessageQuery) -> Vec<Arc<MessageInfo>> {
-        self.store
-            .messages_with_revisions(channel.id(), query.into())
-            .into_iter()
-            .map(|m| self.cached_info(m))
-            .collect()
-    }
-
-    fn message(&self, channel: AllowedChannel, message_id: Snowflake) -> Option<Arc<MessageInfo>> {
-        self.store
-            .message_with_revision(channel.id(), message_id)
-            .map(|m| self.cached_info(m))
-    }
-
-    fn message_revisions(
-        &self,
-        channel: AllowedChannel,
-        query: MessageQuery,
-    ) -> Option<Vec<(Snowflake, u64)>> {
-        Some(self.store.message_revisions(channel.id(), query.into()))
+    fn cache(&self) -> &Store {
+        &self.store
     }
 
     async fn channel_info(&self, channel_id: Snowflake) -> Result<ChannelLocation, SurfaceError> {

@@ -14,7 +14,10 @@ pub fn sqlite_store(path: &str, messages_per_channel: usize) -> Store {
     let backend = switchboard_store_sqlite::SqliteBackend::open(
         path,
         switchboard_store_sqlite::SqliteOptions {
-            messages_per_channel,
+            retention: switchboard_store::Retention {
+                messages_per_channel,
+                ..Default::default()
+            },
             ..Default::default()
         },
     )

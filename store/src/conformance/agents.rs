@@ -235,16 +235,7 @@ fn enqueue(f: &Fixture, run: NewRun) -> Run {
 }
 
 fn claim(backend: &dyn Backend, node: &str, now_ms: u64) -> Option<Run> {
-    block_on(backend.claim_next_run(lease(node, now_ms, 1_000))).unwrap()
-}
-
-/// `node`'s hold on a run from `now_ms` for `lease_ms`.
-fn lease(node: &str, now_ms: u64, lease_ms: u64) -> Lease {
-    Lease {
-        node: node.to_owned(),
-        now_ms,
-        lease_ms,
-    }
+    block_on(backend.claim_next_run(Lease::new(node, now_ms, 1_000))).unwrap()
 }
 
 fn end(state: RunState, text: &str, at_ms: u64) -> RunEnd {
@@ -325,7 +316,7 @@ pub fn a_run_started_at_once_runs_beside_its_session_and_keeps_its_usage(make: M
     };
     let started = block_on(
         f.backend
-            .start_run(sub.clone(), lease("node-1", t + 120, 1_000)),
+            .start_run(sub.clone(), Lease::new("node-1", t + 120, 1_000)),
     )
     .unwrap();
     assert_eq!(started.state, RunState::Running);
@@ -338,24 +329,36 @@ pub fn a_run_started_at_once_runs_beside_its_session_and_keeps_its_usage(make: M
         started.seq > parent.seq,
         "a started run takes the next place"
     );
-    let again = block_on(f.backend.start_run(sub, lease("node-2", t + 130, 1_000))).unwrap_err();
+    let again = block_on(
+        f.backend
+            .start_run(sub, Lease::new("node-2", t + 130, 1_000)),
+    )
+    .unwrap_err();
     assert_eq!(again.kind(), StoreErrorKind::Conflict);
     // A chat-API run in a session of its own, and one that will not be renewed.
     let api = NewRun {
         trigger: "api".into(),
         ..new_run("api-1", OTHER, t + 130)
     };
-    block_on(f.backend.start_run(api, lease("node-2", t + 130, 1_000))).unwrap();
+    block_on(
+        f.backend
+            .start_run(api, Lease::new("node-2", t + 130, 1_000)),
+    )
+    .unwrap();
     let lost = NewRun {
         parent_run: Some("p".into()),
         ..new_run("p.s2", CHANNEL, t + 131)
     };
-    block_on(f.backend.start_run(lost, lease("node-3", t + 131, 100))).unwrap();
+    block_on(
+        f.backend
+            .start_run(lost, Lease::new("node-3", t + 131, 100)),
+    )
+    .unwrap();
     enqueue(&f, new_run("q", CHANNEL, t + 140));
     assert_eq!(
         block_on(
             f.backend
-                .heartbeat_run("p.s1", lease("node-1", t + 500, 1_000))
+                .heartbeat_run("p.s1", Lease::new("node-1", t + 500, 1_000))
         )
         .unwrap(),
         Heartbeat::Held {
@@ -445,14 +448,22 @@ pub fn runs_queue_per_session_in_order(make: MakePlace<'_>) {
         Enqueued::Full { queued: 1 }
     );
     assert_eq!(
-        block_on(f.backend.heartbeat_run("a1", lease("node-1", 500, 1_000))).unwrap(),
+        block_on(
+            f.backend
+                .heartbeat_run("a1", Lease::new("node-1", 500, 1_000))
+        )
+        .unwrap(),
         Heartbeat::Held {
             until_ms: 1_500,
             abort_requested: false
         }
     );
     assert_eq!(
-        block_on(f.backend.heartbeat_run("a1", lease("node-2", 500, 1_000))).unwrap(),
+        block_on(
+            f.backend
+                .heartbeat_run("a1", Lease::new("node-2", 500, 1_000))
+        )
+        .unwrap(),
         Heartbeat::Lost,
         "not the holder"
     );
@@ -492,7 +503,11 @@ pub fn runs_queue_per_session_in_order(make: MakePlace<'_>) {
         "its usage is kept"
     );
     assert_eq!(
-        block_on(f.backend.heartbeat_run("a1", lease("node-1", 800, 1_000))).unwrap(),
+        block_on(
+            f.backend
+                .heartbeat_run("a1", Lease::new("node-1", 800, 1_000))
+        )
+        .unwrap(),
         Heartbeat::Lost,
         "an ended run has no lease"
     );
@@ -637,7 +652,11 @@ pub fn aborts_and_expired_leases_end_runs_once(make: MakePlace<'_>) {
         None
     );
     assert_eq!(
-        block_on(f.backend.heartbeat_run("running", lease("node-1", 30, 100))).unwrap(),
+        block_on(
+            f.backend
+                .heartbeat_run("running", Lease::new("node-1", 30, 100))
+        )
+        .unwrap(),
         Heartbeat::Held {
             until_ms: 130,
             abort_requested: true
@@ -659,7 +678,7 @@ pub fn aborts_and_expired_leases_end_runs_once(make: MakePlace<'_>) {
     assert_eq!(
         block_on(
             f.backend
-                .heartbeat_run("running", lease("node-1", 140, 100))
+                .heartbeat_run("running", Lease::new("node-1", 140, 100))
         )
         .unwrap(),
         Heartbeat::Lost
@@ -1213,7 +1232,8 @@ pub fn a_shard_raced_for_has_one_holder(make: MakePlace<'_>) {
     for shard in 0..10u32 {
         let now = u64::from(shard) * 100;
         let grants = race(&f, 6, |backend, i| {
-            block_on(backend.acquire_shard(shard, lease(&format!("node-{i}"), now, 50))).unwrap()
+            block_on(backend.acquire_shard(shard, Lease::new(&format!("node-{i}"), now, 50)))
+                .unwrap()
         });
         let holders: Vec<usize> = grants
             .iter()
@@ -1244,16 +1264,16 @@ pub fn a_shard_raced_for_has_one_holder(make: MakePlace<'_>) {
         "node-0"
     };
     assert_eq!(
-        block_on(f.backend.acquire_shard(3, lease(&holder, 320, 50))).unwrap(),
+        block_on(f.backend.acquire_shard(3, Lease::new(&holder, 320, 50))).unwrap(),
         ShardGrant::Held { until_ms: 370 },
         "the holder renews"
     );
     assert!(matches!(
-        block_on(f.backend.acquire_shard(3, lease(other, 369, 50))).unwrap(),
+        block_on(f.backend.acquire_shard(3, Lease::new(other, 369, 50))).unwrap(),
         ShardGrant::Taken(_)
     ));
     assert_eq!(
-        block_on(f.backend.acquire_shard(3, lease(other, 370, 50))).unwrap(),
+        block_on(f.backend.acquire_shard(3, Lease::new(other, 370, 50))).unwrap(),
         ShardGrant::Held { until_ms: 420 },
         "free once the lease ended"
     );
@@ -1263,7 +1283,7 @@ pub fn a_shard_raced_for_has_one_holder(make: MakePlace<'_>) {
     );
     assert!(block_on(f.backend.release_shard(3, other)).unwrap());
     assert_eq!(
-        block_on(f.backend.acquire_shard(3, lease(&holder, 400, 50))).unwrap(),
+        block_on(f.backend.acquire_shard(3, Lease::new(&holder, 400, 50))).unwrap(),
         ShardGrant::Held { until_ms: 450 },
         "free once released"
     );
@@ -1388,13 +1408,13 @@ pub fn fill_agent_kinds(backend: &dyn Backend) {
     }
     // Recent: ended runs past their lifetime are pruned.
     let t = super::now_ms();
-    let run = block_on(backend.claim_next_run(lease("node-1", t, 1_000)))
+    let run = block_on(backend.claim_next_run(Lease::new("node-1", t, 1_000)))
         .unwrap()
         .unwrap();
     block_on(backend.finish_run(&run.id, "node-1", end(RunState::Finished, "done", t + 10)))
         .unwrap()
         .unwrap();
-    block_on(backend.claim_next_run(lease("node-1", t + 20, 1_000))).unwrap();
+    block_on(backend.claim_next_run(Lease::new("node-1", t + 20, 1_000))).unwrap();
     for row in usage_rows(start()).into_iter().take(7) {
         block_on(backend.record_usage(row)).unwrap();
     }
@@ -1542,7 +1562,7 @@ pub fn garbage_into_the_agent_aggregates_is_answered_not_fatal(make: MakePlace<'
             ..summary(OTHER, i as u64, i as u64)
         }))
         .unwrap();
-        assert!(block_on(b.heartbeat_run(text, lease(text, 0, 0))).is_ok());
+        assert!(block_on(b.heartbeat_run(text, Lease::new(text, 0, 0))).is_ok());
         assert!(block_on(b.schedule(text)).unwrap().is_none());
         assert!(block_on(b.once(text, u64::MAX, u64::MAX)).is_ok());
     }
@@ -1569,12 +1589,12 @@ pub fn garbage_into_the_agent_aggregates_is_answered_not_fatal(make: MakePlace<'
     assert!(block_on(b.nodes(0, 0)).unwrap().is_empty());
     assert!(block_on(b.usage_after(0, 0)).unwrap().is_empty());
     // Times at the end of u64 saturate rather than fail.
-    let claimed = block_on(b.claim_next_run(lease("node", u64::MAX, u64::MAX))).unwrap();
+    let claimed = block_on(b.claim_next_run(Lease::new("node", u64::MAX, u64::MAX))).unwrap();
     assert!(claimed.is_some());
     assert!(block_on(b.interrupt_expired_runs(u64::MAX, 100)).is_ok());
     assert!(block_on(b.take_identify_slot(0, u64::MAX, u64::MAX)).is_ok());
     assert!(block_on(b.take_identify_slot(0, u64::MAX, u64::MAX)).is_ok());
-    assert!(block_on(b.acquire_shard(u32::MAX, lease("n", u64::MAX, u64::MAX))).is_ok());
+    assert!(block_on(b.acquire_shard(u32::MAX, Lease::new("n", u64::MAX, u64::MAX))).is_ok());
     assert!(block_on(b.prune_runs(u64::MAX)).is_ok());
     // A model reporting absurd figures is capped, so sums never overflow.
     for _ in 0..3 {
@@ -1648,7 +1668,7 @@ pub fn run_decisions_raced_end_one_way(make: MakePlace<'_>) {
         // At t + 1_001 the lease (until t + 1_000) has ended; a heartbeat and a reaper race.
         let (beat, reaped) = race_two(
             &f,
-            |b| block_on(b.heartbeat_run(&run.id, lease("holder", t + 1_001, 1_000))).unwrap(),
+            |b| block_on(b.heartbeat_run(&run.id, Lease::new("holder", t + 1_001, 1_000))).unwrap(),
             |b| block_on(b.interrupt_expired_runs(t + 1_001, 10)).unwrap(),
         );
         let interrupted = reaped.iter().any(|r| r.id == run.id);
@@ -1690,7 +1710,7 @@ pub fn run_decisions_raced_end_one_way(make: MakePlace<'_>) {
         let (aborted, claimed) = race_two(
             &f,
             |b| block_on(b.request_abort(&format!("abort-{round}"), t)).unwrap(),
-            |b| block_on(b.claim_next_run(lease("claimer", t, 1_000))).unwrap(),
+            |b| block_on(b.claim_next_run(Lease::new("claimer", t, 1_000))).unwrap(),
         );
         let run = block_on(f.backend.run(&format!("abort-{round}")))
             .unwrap()
