@@ -155,6 +155,30 @@ fn a_note_written_in_one_run_is_in_a_later_runs_prompt_after_a_restart_marked_un
     }
     let absent = operator(&sb, &["forget", "--session", &ops, "--key", "nothing-here"]);
     assert_eq!(absent.status.code(), Some(1), "{absent:?}");
+    // Garbage names for a session, a user or a key are refused, each saying what is wrong.
+    for (args, says) in [
+        (
+            &["list", "--session", "#no-such-channel"][..],
+            "no-such-channel",
+        ),
+        (&["list", "--session", "12abc"][..], "12abc"),
+        (&["list", "--user", "not-a-user"][..], "not-a-user"),
+        (&["forget", "--user", "-5", "--key", "k"][..], "-5"),
+        (&["forget", "--session", &ops, "--key", ""][..], "key"),
+        (
+            &["forget", "--session", &ops, "--key", &"k".repeat(500)][..],
+            "key",
+        ),
+        (&["list", "--session", &ops, "--user", "1"][..], "--user"),
+        (&["forget", "--key", "k"][..], "--session"),
+    ] {
+        let refused = operator(&sb, args);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success() && stderr.contains(says) && !stderr.contains("panicked"),
+            "{args:?}: {refused:?}"
+        );
+    }
 
     // The operator reads and forgets it through the same callables.
     let read = sb.tools(&[
