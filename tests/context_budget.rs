@@ -671,6 +671,23 @@ fn a_long_session_is_pruned_then_compacted_and_its_guarded_summary_starts_the_ne
             .is_some_and(|s| s.contains(PATH)),
         "{stored_summary}"
     );
+    // The summarised messages stay in the store and in search.
+    let found = sb.tools(&[
+        "surface.messages.search",
+        "--session-id=#ops",
+        "--output=json",
+        "keystone",
+    ]);
+    let found: Vec<String> = found.json()["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["message"]["messageId"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        found.contains(&history[0]),
+        "the summarised message is still found: {found:?}"
+    );
     // The console's Scopes view shows it.
     let shown = console_memory(&sb, demo::OPS);
     assert!(
