@@ -257,3 +257,29 @@ fn batch_max_splits_a_burst_and_the_rest_run_in_order() {
         "{third}"
     );
 }
+
+#[test]
+fn a_burst_queued_when_the_process_is_killed_is_answered_by_one_run_after_the_restart() {
+    let model = numbered_model();
+    let fake = Fake::start();
+    let dir = TempDir::new("batch-kill");
+    let agent = config(&model, "");
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &agent);
+    let (first, burst) = burst_while_busy(&fake, &sb, &model);
+    // The machine dies with the first run at the model and the five waiting behind it.
+    sb.kill();
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &agent);
+    // The first question is told it was cut short; the five wait in the store and are
+    // answered together by one run, each of them once.
+    one_more_run_answers_all_five(&fake, &model, &first, &burst);
+    let told: Vec<String> = bot_posts(&fake, demo::OPS)
+        .into_iter()
+        .filter(|m| m["message_reference"]["message_id"] == first.as_str())
+        .filter_map(|m| m["content"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        told.len() == 1 && told[0].contains("interrupted"),
+        "{told:?}\n{}",
+        sb.stderr()
+    );
+}

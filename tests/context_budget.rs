@@ -109,6 +109,35 @@ fn results(request: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Serves the operator console beside the tool server.
+const CONSOLE: &str = "console = true\n";
+
+/// A session's memory as the console's Scopes view reads it, logged in with the operator
+/// token as the page is (`GET /console/api/sessions/{id}/memory`).
+fn console_memory(sb: &Switchboard, session: u64) -> Value {
+    let url = sb.url.trim_end_matches('/');
+    let login = ureq::post(format!("{url}/console/api/login"))
+        .header("origin", url)
+        .content_type("application/json")
+        .send(json!({ "token": sb.token }).to_string().as_bytes())
+        .expect("the console takes the operator token");
+    let cookie = login
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .expect("a login cookie")
+        .to_owned();
+    let text = ureq::get(format!("{url}/console/api/sessions/{session}/memory"))
+        .header("cookie", &cookie)
+        .call()
+        .expect("the session's memory")
+        .body_mut()
+        .read_to_string()
+        .expect("body");
+    serde_json::from_str(&text).expect("json")
+}
+
 /// Posts `count` long messages in #release-room and waits until switchboard has them.
 fn long_messages(fake: &Fake, sb: &Switchboard, count: u64) -> Vec<String> {
     let ids: Vec<String> = (0..count)
@@ -523,7 +552,7 @@ fn a_long_session_is_pruned_then_compacted_and_its_guarded_summary_starts_the_ne
     .replace("context_messages = 5\n", "")
     .replace("max_tool_rounds = 8\n", "")
     .replace("timeout_s = 15", "timeout_s = 60");
-    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &config);
+    let sb = Switchboard::start_full(&fake, dir.path(), &Allow::default(), CONSOLE, &config);
     long_messages(&fake, &sb, 5);
     let mut history = vec![fake.post(
         demo::OPS,
@@ -641,6 +670,31 @@ fn a_long_session_is_pruned_then_compacted_and_its_guarded_summary_starts_the_ne
             .as_str()
             .is_some_and(|s| s.contains(PATH)),
         "{stored_summary}"
+    );
+    // The summarised messages stay in the store and in search.
+    let found = sb.tools(&[
+        "surface.messages.search",
+        "--session-id=#ops",
+        "--output=json",
+        "keystone",
+    ]);
+    let found: Vec<String> = found.json()["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["message"]["messageId"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        found.contains(&history[0]),
+        "the summarised message is still found: {found:?}"
+    );
+    // The console's Scopes view shows it.
+    let shown = console_memory(&sb, demo::OPS);
+    assert!(
+        shown["summary"]["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains(PATH) && s.contains("## Decisions")),
+        "{shown}"
     );
 
     // The next run, after a restart, starts from the stored summary.

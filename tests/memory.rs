@@ -155,6 +155,65 @@ fn a_note_written_in_one_run_is_in_a_later_runs_prompt_after_a_restart_marked_un
     }
     let absent = operator(&sb, &["forget", "--session", &ops, "--key", "nothing-here"]);
     assert_eq!(absent.status.code(), Some(1), "{absent:?}");
+    // Garbage names for a session, a user or a key are refused, each saying what is wrong.
+    for (args, says) in [
+        (
+            &["list", "--session", "#no-such-channel"][..],
+            "no-such-channel",
+        ),
+        (&["list", "--session", "12abc"][..], "12abc"),
+        (&["list", "--user", "not-a-user"][..], "not-a-user"),
+        (&["forget", "--user", "-5", "--key", "k"][..], "-5"),
+        (&["forget", "--session", &ops, "--key", ""][..], "key"),
+        (
+            &["forget", "--session", &ops, "--key", &"k".repeat(500)][..],
+            "key",
+        ),
+        (&["list", "--session", &ops, "--user", "1"][..], "--user"),
+        (&["forget", "--key", "k"][..], "--session"),
+    ] {
+        let refused = operator(&sb, args);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success() && stderr.contains(says) && !stderr.contains("panicked"),
+            "{args:?}: {refused:?}"
+        );
+    }
+
+    // memory.search finds notes by every word of the query, any case: the session's, and a
+    // user's only when one is named (outside a run).
+    let search = |query: &str, user: Option<u64>| {
+        let mut args = vec![
+            "memory.search".to_owned(),
+            format!("--query={query}"),
+            format!("--session-id={ops}"),
+            "--output=json".to_owned(),
+        ];
+        args.extend(user.map(|u| format!("--user-id={u}")));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let found = sb.tools(&args);
+        assert_eq!(found.code, Some(0), "{query}: {found:?}");
+        found.json()["notes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|n| n["key"].as_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(search("KEYSTONE-7 release", None), ["release-config"]);
+    assert!(search("keystone nowhere", None).is_empty());
+    assert!(
+        search("she/her", None).is_empty(),
+        "a user's notes only when named"
+    );
+    assert_eq!(search("she/her", Some(demo::STANLEY)), ["pronouns"]);
+    for garbage in ["--query= ", &format!("--query={}", "q".repeat(201))] {
+        let refused = sb.tools(&["memory.search", garbage, &format!("--session-id={ops}")]);
+        assert!(
+            refused.code != Some(0) && refused.stderr.contains("query must be 1 to 200"),
+            "{refused:?}"
+        );
+    }
 
     // The operator reads and forgets it through the same callables.
     let read = sb.tools(&[

@@ -42,7 +42,7 @@ pub(crate) fn read(source: &str, collector: &mut Collector) -> Option<RawConfig>
         } else {
             "(document)".to_owned()
         };
-        let (message, help) = explain(error.message());
+        let (message, help) = explain(error.message(), &key_path);
         collector.add(error.span(), key_path, message, help);
         if !removed {
             return None;
@@ -119,8 +119,25 @@ fn remove_in_array(items: &mut DeArray<'_>, pos: usize, path: &mut Vec<String>) 
     false
 }
 
-/// serde's message, and what to do about it.
-fn explain(message: &str) -> (String, String) {
+/// Whether an integer serde refused at `key_path` was meant as a Discord id: an id's size
+/// (17 to 20 digits) or a key named for ids. Other integers (a prompt, a flag) get the help
+/// for their own type.
+fn an_unquoted_id(message: &str, key_path: &str) -> bool {
+    let digits = message.split_once("integer `").map_or(0, |(_, rest)| {
+        rest.chars().take_while(char::is_ascii_digit).count()
+    });
+    let key = key_path
+        .rsplit('.')
+        .next()
+        .unwrap_or_default()
+        .split('[')
+        .next()
+        .unwrap_or_default();
+    digits >= 17 || key.ends_with("_id") || key.ends_with("_ids")
+}
+
+/// serde's message at `key_path`, and what to do about it.
+fn explain(message: &str, key_path: &str) -> (String, String) {
     let message = message.trim().to_owned();
     if let Some(rest) = message.strip_prefix("unknown field `") {
         let (field, expected) = rest.split_once('`').unwrap_or((rest, ""));
@@ -143,8 +160,10 @@ fn explain(message: &str) -> (String, String) {
         return (format!("unknown key `{field}`"), help);
     }
     if message.starts_with("invalid type") {
-        let help = if message.contains("integer") {
+        let help = if message.contains("integer `") && an_unquoted_id(&message, key_path) {
             "write Discord ids as quoted strings (\"123456789012345678\"); TOML integers lose precision in many tools"
+        } else if message.ends_with("expected a boolean") {
+            "write true or false (without quotes)"
         } else {
             "change the value to the type named in the message"
         };

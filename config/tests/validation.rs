@@ -174,6 +174,37 @@ fn integer_ids_are_refused_with_a_hint_to_quote_them() {
 }
 
 #[test]
+fn an_integer_where_a_prompt_or_a_flag_belongs_is_not_told_to_quote_an_id() {
+    let report = Config::parse(
+        "[discord]\nallowed_channel_ids = [\"334455667788990011\"]\n[agent]\nrunner = \"command\"\ncommand = [\"/bin/agent\"]\nsystem_prompt = 3\nactive_channel_ids = [5]\n[sessions.334455667788990011]\nrequire_mention = 1\n",
+        "t.toml",
+    )
+    .unwrap_err();
+    let help = |key: &str| {
+        report
+            .problems
+            .iter()
+            .find(|p| p.key_path == key)
+            .unwrap_or_else(|| panic!("{key}: {:#?}", report.problems))
+            .help
+            .clone()
+    };
+    assert!(
+        !help("agent.system_prompt").contains("Discord ids"),
+        "{}",
+        help("agent.system_prompt")
+    );
+    assert_eq!(
+        help("sessions.334455667788990011.require_mention"),
+        "write true or false (without quotes)"
+    );
+    assert!(
+        help("agent.active_channel_ids[0]").contains("quoted strings"),
+        "a key named for ids keeps the hint"
+    );
+}
+
+#[test]
 fn alias_names_outside_the_token_grammar_are_refused() {
     let text = "[entity.users]\n\"release manager\" = \"123456789012345678\"\n\"-x\" = \"123456789012345679\"\n";
     let found = problems(text);
