@@ -1155,7 +1155,14 @@ impl Bridge {
                 usage: usage.filter(|_| n == 0),
                 at_ms: now_ms(),
             };
-            match queue.store.finish_run(id, &queue.node, end).await {
+            // The answer is posted: its end must be recorded, or the run is taken up as
+            // interrupted once its lease runs out and its question is answered twice.
+            let recorded = self
+                .through_outage("record a run's end", || {
+                    queue.store.finish_run(id, &queue.node, end.clone())
+                })
+                .await;
+            match recorded {
                 Ok(Some(_)) => {}
                 Ok(None) => {
                     tracing::warn!(run = %id, "the run ended after its lease was lost (another node interrupted it)");
@@ -2497,6 +2504,11 @@ fn answer_excerpt(answer: &Answer) -> String {
 async fn claim_loop(bridge: std::sync::Weak<Inner>) {
     let mut swept: Option<std::time::Instant> = None;
     let mut degraded = false;
+    // When the store last came back after an outage: every lease may have run out while no
+    // node could renew it. The nodes still alive renew theirs, and record the ends of runs
+    // they finished meanwhile, within a lease of reaching the store again; only a lease still
+    // expired after that belongs to a node that is gone, so the sweep waits that long.
+    let mut back: Option<std::time::Instant> = None;
     loop {
         let Some(inner) = bridge.upgrade() else {
             return;
@@ -2519,9 +2531,11 @@ async fn claim_loop(bridge: std::sync::Weak<Inner>) {
         } else {
             if degraded {
                 degraded = false;
+                back = Some(std::time::Instant::now());
                 tracing::info!("the store is back; runs start again");
             }
-            if swept.is_none_or(|at| at.elapsed() >= this.lease() / 4) {
+            let renewed_since = back.is_none_or(|at| at.elapsed() >= this.lease());
+            if renewed_since && swept.is_none_or(|at| at.elapsed() >= this.lease() / 4) {
                 this.sweep().await;
                 swept = Some(std::time::Instant::now());
             }

@@ -1,7 +1,9 @@
 //! A node that loses its store (issue 23 §4: PostgreSQL restarting, a network cut) says
 //! `degraded` on `/health`, keeps its gateway, and starts no run until the store is back;
 //! nothing acknowledged is lost. On the bridge's side: the claim loop neither claims nor
-//! sweeps while the node's store is in trouble (what `/health` reads), and a trigger that
+//! sweeps while the node's store is in trouble (what `/health` reads) nor sweeps for a lease
+//! after it is back (the live nodes' leases ran out meanwhile; they renew them, and record
+//! the ends of runs that finished during the outage, within that lease), and a trigger that
 //! arrives meanwhile waits in admission — its claim and its row are tried again until the
 //! store answers — so it is answered once the store is back, in arrival order, and at most
 //! once (its claim is the store's).
