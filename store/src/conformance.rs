@@ -96,6 +96,7 @@ macro_rules! conformance_tests {
             everything_survives_a_reopen_when_durable,
             the_change_feed_reports_each_change,
             two_caches_over_one_shared_backend_converge,
+            every_change_a_reader_sees_gives_a_message_a_new_revision,
             a_closed_store_refuses_writes,
             everything_kept_can_be_listed_for_a_copy,
             summaries_latest_wins_and_history_is_bounded,
@@ -1897,6 +1898,106 @@ pub fn two_caches_over_one_shared_backend_converge(make: MakePlace<'_>) {
     assert_eq!(ids, [id(1), id(3)]);
     assert_eq!(other.channel_by_key("ops"), Some(CHANNEL));
     other.close().unwrap();
+}
+
+/// Readers cache what they render from a message under its id and revision, and the names'
+/// revision ([`Store::message_revisions`], [`Store::names_revision`]): each change a reader
+/// sees must give a new number, or a list would keep serving what the message was. An edit,
+/// a reaction, another node's copy with other files, and a rename of its author; an edit the
+/// store refuses (older than what it holds) changes nothing.
+pub fn every_change_a_reader_sees_gives_a_message_a_new_revision(make: MakePlace<'_>) {
+    let f = Fixture::default(make);
+    let revision = |store: &Store| {
+        let revisions = store.message_revisions(CHANNEL, MessageQuery::newest(10));
+        assert_eq!(revisions.len(), 1, "{revisions:?}");
+        assert_eq!(
+            store.message_with_revision(CHANNEL, id(1)).map(|(_, r)| r),
+            Some(revisions[0].1),
+            "a message read alone carries the listed revision"
+        );
+        revisions[0].1
+    };
+    f.store.insert_message(message(CHANNEL, 1, "draft"));
+    let mut seen = vec![revision(&f.store)];
+    let mut changed = |what: &str, now: u64| {
+        assert!(
+            !seen.contains(&now),
+            "{what}: revision {now} was seen before ({seen:?})"
+        );
+        seen.push(now);
+    };
+    assert!(f.store.update_message(
+        CHANNEL,
+        id(1),
+        "final".into(),
+        "final".into(),
+        Some("2026-11-22T12:05:00.000000+00:00".into()),
+    ));
+    changed("an edit", revision(&f.store));
+    let edited = revision(&f.store);
+    assert!(!f.store.update_message(
+        CHANNEL,
+        id(1),
+        "stale".into(),
+        "stale".into(),
+        Some("2026-11-22T12:01:00.000000+00:00".into()),
+    ));
+    assert_eq!(revision(&f.store), edited, "a refused edit changes nothing");
+    f.store.add_reaction(CHANNEL, id(1), "👍", false);
+    changed("a reaction", revision(&f.store));
+    f.store.remove_reaction(CHANNEL, id(1), "👍", false);
+    changed("a reaction taken back", revision(&f.store));
+
+    let names = f.store.names_revision();
+    f.store.upsert_user(User {
+        id: AUTHOR,
+        username: "author".into(),
+        global_name: Some("The Author".into()),
+        is_bot: false,
+    });
+    let named = f.store.names_revision();
+    assert_ne!(
+        named, names,
+        "the author's name is what a rendered message shows"
+    );
+    f.store.upsert_user(User {
+        id: AUTHOR,
+        username: "author".into(),
+        global_name: Some("The Author, renamed".into()),
+        is_bot: false,
+    });
+    assert_ne!(f.store.names_revision(), named, "a rename is news too");
+    assert_eq!(
+        f.store.author_name(AUTHOR),
+        "The Author, renamed",
+        "the name read after the new revision is the new name"
+    );
+
+    // Files change only in a copy another node stored: the watcher replaces the cached one.
+    let Some(second) = f.place.second_node() else {
+        return;
+    };
+    let before = revision(&f.store);
+    let mut with_files = f.store.message(CHANNEL, id(1)).expect("cached");
+    with_files.attachments.push(Attachment {
+        filename: "report.pdf".into(),
+        url: "https://cdn.example/report.pdf".into(),
+        size: 3,
+        content_type: Some("application/pdf".into()),
+    });
+    second
+        .save_message(with_files.clone())
+        .expect("the other node stores its copy");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while f.store.message(CHANNEL, id(1)).as_ref() != Some(&with_files) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the other node's copy never reached this cache"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    changed("other files", revision(&f.store));
+    assert_ne!(revision(&f.store), before);
 }
 
 /// After close, writes are refused with `Closed` (the cache keeps them in memory and logs).

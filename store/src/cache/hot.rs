@@ -147,29 +147,40 @@ impl Hot {
         }
     }
 
-    /// Stores or replaces a session; `then` runs while the session's entry is locked, so
-    /// concurrent writers queue their durable writes in the order they changed memory.
+    /// Called once a name has changed, never before: a reader that sees the new revision
+    /// reads the new name (Release here, Acquire in [`Hot::names_revision`]). Bumped first, a
+    /// reader could render the old name under the new revision and keep serving it.
     fn names_changed(&self) {
         self.names_revision
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
     }
 
+    /// The names' revision, read before rendering with the names ([`Hot::names_changed`]).
+    pub(crate) fn names_revision(&self) -> u64 {
+        self.names_revision
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Stores or replaces a session; `then` runs while the session's entry is locked, so
+    /// concurrent writers queue their durable writes in the order they changed memory.
     pub(crate) fn upsert_session(&self, session: Session, then: impl FnOnce(&Session)) {
         let id = session.id;
-        if self
+        let renamed = self
             .sessions
             .get(&id)
-            .is_none_or(|old| old.name != session.name)
+            .is_none_or(|old| old.name != session.name);
         {
+            let mut entry = self.sessions.entry(id).or_insert_with(|| session.clone());
+            if entry.name != session.name {
+                self.channel_keys.release(&entry.name, id);
+            }
+            self.channel_keys.claim(&session.name, id);
+            *entry = session;
+            then(&entry);
+        }
+        if renamed {
             self.names_changed();
         }
-        let mut entry = self.sessions.entry(id).or_insert_with(|| session.clone());
-        if entry.name != session.name {
-            self.channel_keys.release(&entry.name, id);
-        }
-        self.channel_keys.claim(&session.name, id);
-        *entry = session;
-        then(&entry);
     }
 
     pub(crate) fn remove_session(&self, id: Snowflake, then: impl FnOnce()) -> bool {
@@ -196,31 +207,36 @@ impl Hot {
         if self.users.get(&id).is_some_and(|old| *old == user) {
             return;
         }
-        self.names_changed();
-        let mut entry = self.users.entry(id).or_insert_with(|| user.clone());
-        for old in entry.names() {
-            if !user.names().any(|name| name == old) {
-                self.user_keys.release(old, id);
+        {
+            let mut entry = self.users.entry(id).or_insert_with(|| user.clone());
+            for old in entry.names() {
+                if !user.names().any(|name| name == old) {
+                    self.user_keys.release(old, id);
+                }
             }
+            for name in user.names() {
+                self.user_keys.claim(name, id);
+            }
+            *entry = user;
+            then(&entry);
         }
-        for name in user.names() {
-            self.user_keys.claim(name, id);
-        }
-        *entry = user;
-        then(&entry);
+        self.names_changed();
     }
 
     pub(crate) fn upsert_role(&self, id: Snowflake, name: &str, then: impl FnOnce()) {
-        if self.roles.get(&id).is_none_or(|old| &**old != name) {
+        let renamed = self.roles.get(&id).is_none_or(|old| &**old != name);
+        {
+            let mut entry = self.roles.entry(id).or_insert_with(|| name.into());
+            if &**entry != name {
+                self.role_keys.release(&entry, id);
+                *entry = name.into();
+            }
+            self.role_keys.claim(name, id);
+            then();
+        }
+        if renamed {
             self.names_changed();
         }
-        let mut entry = self.roles.entry(id).or_insert_with(|| name.into());
-        if &**entry != name {
-            self.role_keys.release(&entry, id);
-            *entry = name.into();
-        }
-        self.role_keys.claim(name, id);
-        then();
     }
 
     pub(crate) fn remove_role(&self, id: Snowflake, then: impl FnOnce()) -> bool {
@@ -413,6 +429,68 @@ impl Hot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Readers render with the names they read after the names' revision: were it bumped
+    /// before the new name is in place, a reader could render the old name under the new
+    /// revision and serve it until the next rename.
+    #[test]
+    fn the_names_revision_moves_only_once_the_new_name_is_in_place() {
+        let hot = Hot::new(10);
+        let user = |name: &str| {
+            UserEntry::from_user(&User {
+                id: Snowflake(7),
+                username: "u".into(),
+                global_name: Some(name.into()),
+                is_bot: false,
+            })
+        };
+        let session = |name: &str| Session {
+            id: Snowflake(8),
+            guild_id: None,
+            parent_id: None,
+            kind: switchboard_records::SessionKind::Channel,
+            name: name.into(),
+        };
+        for rename in ["first", "second"] {
+            let before = hot.names_revision();
+            hot.upsert_user(Snowflake(7), user(rename), |entry| {
+                assert_eq!(entry.global_name.as_deref(), Some(rename));
+                assert_eq!(
+                    hot.names_revision(),
+                    before,
+                    "not yet: the name is being set"
+                );
+            });
+            assert!(hot.names_revision() > before);
+            let before = hot.names_revision();
+            hot.upsert_session(session(rename), |_| {
+                assert_eq!(
+                    hot.names_revision(),
+                    before,
+                    "not yet: the name is being set"
+                );
+            });
+            assert!(hot.names_revision() > before);
+            let before = hot.names_revision();
+            hot.upsert_role(Snowflake(9), rename, || {
+                assert_eq!(
+                    hot.names_revision(),
+                    before,
+                    "not yet: the name is being set"
+                );
+            });
+            assert!(hot.names_revision() > before);
+        }
+        let unchanged = hot.names_revision();
+        hot.upsert_user(Snowflake(7), user("second"), |_| {});
+        hot.upsert_session(session("second"), |_| {});
+        hot.upsert_role(Snowflake(9), "second", || {});
+        assert_eq!(
+            hot.names_revision(),
+            unchanged,
+            "the same names are no news"
+        );
+    }
 
     #[test]
     fn a_released_name_goes_to_the_next_claimant() {

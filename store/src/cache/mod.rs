@@ -570,7 +570,7 @@ impl Store {
     /// Changes whenever a user, role or channel name appears, changes or goes (what readable
     /// text renders from).
     pub fn names_revision(&self) -> u64 {
-        self.inner.hot.names_revision.load(Ordering::Relaxed)
+        self.inner.hot.names_revision()
     }
 
     /// Channels that have cached messages.
