@@ -273,3 +273,54 @@ fn a_note_written_in_one_run_is_in_a_later_runs_prompt_after_a_restart_marked_un
     ]);
     assert!(no_user.stderr.contains("needs userId"), "{no_user:?}");
 }
+
+#[test]
+fn notes_past_their_share_of_the_budget_are_left_out_and_the_run_still_answers() {
+    let model = FakeModel::start(|_| text("Answered within the budget."));
+    let fake = Fake::start();
+    let dir = TempDir::new("memory-over-budget");
+    // A budget of 3,000 tokens a request, a scope that may hold 100,000 characters.
+    let config = config(&model).replace(
+        "timeout_s = 15\n",
+        "timeout_s = 15\ncontext_tokens = 4000\nanswer_tokens = 1000\nmemory_max_chars = 100000\ncontext_messages = 1\n",
+    );
+    let sb = Switchboard::start_with(&fake, dir.path(), &Allow::default(), &config);
+    let ops = demo::OPS.to_string();
+    // Twelve notes of 640 characters: more tokens than a request may carry.
+    let counter = switchboard_context::Tiktoken::for_model("fake-model");
+    let mut written_tokens = 0;
+    for n in 0..12 {
+        let text: String = (0..80).map(|i| format!("n{n}w{i:03} ")).collect();
+        written_tokens += switchboard_context::TokenCounter::count(&counter, &text);
+        let written = sb.tools(&[
+            "memory.write",
+            "--scope=session",
+            &format!("--key=note-{n:02}"),
+            &format!("--text={text}"),
+            &format!("--session-id={ops}"),
+        ]);
+        assert_eq!(written.code, Some(0), "{written:?}");
+    }
+    assert!(written_tokens > 3_000, "{written_tokens} tokens of notes");
+    let trigger = fake.post(demo::OPS, demo::STANLEY, &format!("{BOT_MENTION} status?"));
+    let reply = reply_to(&fake, &sb, demo::OPS, &trigger);
+    assert_eq!(reply["content"], "Answered within the budget.", "{reply}");
+    let prompt = system(&model.requests()[0]);
+    assert!(
+        prompt.contains("- note-00: n0w000"),
+        "the first notes are listed: {prompt}"
+    );
+    assert!(!prompt.contains("note-11"), "not all of them: {prompt}");
+    assert!(
+        prompt.contains("not listed here for lack of room; memory.read"),
+        "the prompt says some were left out: {prompt}"
+    );
+    let notes_tokens = switchboard_context::TokenCounter::count(
+        &counter,
+        &prompt[prompt.find("Notes you kept").unwrap()..],
+    );
+    assert!(
+        notes_tokens <= 750,
+        "a quarter of the 3,000: {notes_tokens}"
+    );
+}

@@ -309,8 +309,20 @@ impl Run<'_> {
                 .collect(),
             ..Budget::default()
         };
+        let model = runner.model.clone();
+        let counter = tokio::task::spawn_blocking(move || counter(&model))
+            .await
+            .unwrap_or_else(|_| counter(&runner.model));
         let mut system = self.system.clone();
-        system.extend(self.notes.clone().map(Block::Note));
+        // The notes take at most a quarter of what a request may carry: the rest is the
+        // conversation's, and notes the agent (or anyone it listened to) piled up cannot
+        // push every later run of the session past the budget.
+        system.extend(
+            self.notes
+                .as_deref()
+                .map(|notes| crate::notes::within(notes, budget.limit() / 4, counter))
+                .map(Block::Note),
+        );
         system.extend(transcript.untrusted_note.map(Block::Note));
         let mut request = Request {
             system,
@@ -318,10 +330,6 @@ impl Run<'_> {
             summary: transcript.summary,
             entries: transcript.entries,
         };
-        let model = runner.model.clone();
-        let counter = tokio::task::spawn_blocking(move || counter(&model))
-            .await
-            .unwrap_or_else(|_| counter(&runner.model));
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .build()
