@@ -70,22 +70,23 @@ impl ConfigReloader {
         }
     }
 
-    /// Whether the file is there, a regular file, and holds nothing but white space. (Read as
-    /// the config is read: whatever was swapped in at the path, the read never blocks.)
-    async fn is_blank(&self) -> bool {
-        let path = self.path.clone();
-        let read = tokio::task::spawn_blocking(move || {
-            switchboard_config::read_config_file(&path)
-                .is_ok_and(|bytes| bytes.iter().all(u8::is_ascii_whitespace))
-        });
-        matches!(tokio::time::timeout(READ_TIMEOUT, read).await, Ok(Ok(true)))
-    }
-
-    /// Reads and validates the file: the config, or every problem as `check-config` prints it.
-    async fn read(&self) -> Result<Config, Vec<String>> {
+    /// Reads the file once and validates it: the config, or every problem as `check-config`
+    /// prints it; `None` when `skip_blank` and it holds nothing but white space. (Read as the
+    /// config is read: whatever was swapped in at the path, the read never blocks.) One read
+    /// for both answers: a file replaced between a look at it and its load must not have the
+    /// second file loaded on the first one's say-so.
+    async fn read(&self, skip_blank: bool) -> Result<Option<Config>, Vec<String>> {
         let path = self.path.clone();
         let known = self.known();
-        let read = tokio::task::spawn_blocking(move || Config::load_with(&path, &known));
+        let read = tokio::task::spawn_blocking(move || {
+            let source = Config::read_source(&path)?;
+            if skip_blank && source.bytes().all(|b| b.is_ascii_whitespace()) {
+                return Ok(None);
+            }
+            Config::parse_with(&source, &path.display().to_string(), &known)
+                .map(Some)
+                .map_err(ConfigError::Invalid)
+        });
         match tokio::time::timeout(READ_TIMEOUT, read).await {
             Ok(Ok(Ok(config))) => Ok(config),
             Ok(Ok(Err(ConfigError::Invalid(report)))) => Err(report.problem_texts()),
@@ -106,22 +107,22 @@ impl ConfigReloader {
     pub(crate) async fn reload(&self, trigger: ReloadTrigger) -> Result<Reloaded, ReloadRefused> {
         let _one_at_a_time = self.serial.lock().await;
         let file = self.path.display().to_string();
-        if trigger == ReloadTrigger::FileChanged && self.is_blank().await {
-            // An empty file is a valid config that allows nothing (and would drop what the
-            // store keeps): from the watcher it is far more likely an editor between truncating
-            // and writing. Only an explicit reload applies it.
-            tracing::info!(
-                "the config file is empty; not reloading it (an editor mid-save?). SIGHUP or `switchboard reload` applies it as it is"
-            );
-            return Ok(Reloaded {
-                file,
-                summary: "no changes (empty file skipped)".to_owned(),
-                changes: Vec::new(),
-                restart_needed: Vec::new(),
-            });
-        }
-        let new = match self.read().await {
-            Ok(config) => config,
+        // An empty file is a valid config that allows nothing (and would drop what the store
+        // keeps): from the watcher it is far more likely an editor between truncating and
+        // writing. Only an explicit reload applies it.
+        let new = match self.read(trigger == ReloadTrigger::FileChanged).await {
+            Ok(Some(config)) => config,
+            Ok(None) => {
+                tracing::info!(
+                    "the config file is empty; not reloading it (an editor mid-save?). SIGHUP or `switchboard reload` applies it as it is"
+                );
+                return Ok(Reloaded {
+                    file,
+                    summary: "no changes (empty file skipped)".to_owned(),
+                    changes: Vec::new(),
+                    restart_needed: Vec::new(),
+                });
+            }
             Err(problems) => {
                 tracing::warn!(
                     trigger = trigger.as_str(),

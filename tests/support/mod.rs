@@ -327,6 +327,17 @@ pub fn tools_at(url: &str, token: &str, args: &[&str]) -> ToolsOutput {
 
 /// Runs the `tools` CLI in `cwd` (where relative `--paths` and downloads resolve).
 pub fn tools_in(url: &str, token: &str, cwd: &Path, args: &[&str]) -> ToolsOutput {
+    tools_in_within(url, token, cwd, args, TOOLS_TIMEOUT)
+}
+
+/// [`tools_in`] for a call that may take up to `bound` (a command given a longer timeout).
+pub fn tools_in_within(
+    url: &str,
+    token: &str,
+    cwd: &Path,
+    args: &[&str],
+    bound: Duration,
+) -> ToolsOutput {
     let mut child = Command::new(tools_bin())
         .args(args)
         .current_dir(cwd)
@@ -343,7 +354,7 @@ pub fn tools_in(url: &str, token: &str, cwd: &Path, args: &[&str]) -> ToolsOutpu
         .expect("spawn tools");
     let stdout = drain(child.stdout.take().expect("stdout"));
     let stderr = drain(child.stderr.take().expect("stderr"));
-    let status = wait_bounded(&mut child, TOOLS_TIMEOUT);
+    let status = wait_bounded(&mut child, bound);
     let out = ToolsOutput {
         code: status.and_then(|s| s.code()),
         stdout: stdout.join().unwrap_or_default(),
@@ -351,7 +362,7 @@ pub fn tools_in(url: &str, token: &str, cwd: &Path, args: &[&str]) -> ToolsOutpu
     };
     assert!(
         status.is_some(),
-        "tools {args:?} overran {TOOLS_TIMEOUT:?}: {out:?}"
+        "tools {args:?} overran {bound:?}: {out:?}"
     );
     out
 }
