@@ -451,35 +451,28 @@ mod tests {
             kind: switchboard_records::SessionKind::Channel,
             name: name.into(),
         };
+        // `change` runs a write whose `then` calls the check it is given: the new name is in
+        // place there, and the revision has not moved yet.
+        let moves_after = |change: &dyn Fn(&dyn Fn())| {
+            let before = hot.names_revision();
+            change(&|| {
+                assert_eq!(
+                    hot.names_revision(),
+                    before,
+                    "not yet: the name is being set"
+                );
+            });
+            assert!(hot.names_revision() > before, "a new name is news");
+        };
         for rename in ["first", "second"] {
-            let before = hot.names_revision();
-            hot.upsert_user(Snowflake(7), user(rename), |entry| {
-                assert_eq!(entry.global_name.as_deref(), Some(rename));
-                assert_eq!(
-                    hot.names_revision(),
-                    before,
-                    "not yet: the name is being set"
-                );
+            moves_after(&|during| {
+                hot.upsert_user(Snowflake(7), user(rename), |entry| {
+                    assert_eq!(entry.global_name.as_deref(), Some(rename));
+                    during();
+                });
             });
-            assert!(hot.names_revision() > before);
-            let before = hot.names_revision();
-            hot.upsert_session(session(rename), |_| {
-                assert_eq!(
-                    hot.names_revision(),
-                    before,
-                    "not yet: the name is being set"
-                );
-            });
-            assert!(hot.names_revision() > before);
-            let before = hot.names_revision();
-            hot.upsert_role(Snowflake(9), rename, || {
-                assert_eq!(
-                    hot.names_revision(),
-                    before,
-                    "not yet: the name is being set"
-                );
-            });
-            assert!(hot.names_revision() > before);
+            moves_after(&|during| hot.upsert_session(session(rename), |_| during()));
+            moves_after(&|during| hot.upsert_role(Snowflake(9), rename, during));
         }
         let unchanged = hot.names_revision();
         hot.upsert_user(Snowflake(7), user("second"), |_| {});
