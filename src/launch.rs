@@ -221,55 +221,7 @@ url = {store}
 root = {workspaces}
 
 {agent}
-# A run posting from one named channel into another waits for an approver's click; its own
-# session, its threads and the DM need no one. Nobody approves their own request: a run
-# Stanley started is approved by Tomas (or the operator in the console), and the other way
-# round.
-[permissions]
-approvers = ["@Stanley", "@Tomas"]
-ask_timeout_s = 120
-
-[[permissions.rules]]
-tool = "surface.messages.send"
-session = "#release-room"
-origin = "#ops"
-policy = "ask"
-
-[[permissions.rules]]
-tool = "surface.messages.send"
-session = "#ops"
-origin = "#release-room"
-policy = "ask"
-
-[[permissions.rules]]
-tool = "surface.messages.send"
-session = "{STANLEY_DM}"
-origin = "#ops"
-policy = "ask"
-
-# The workspace: reads and git status/diff/log need no one; commands, writes, edits and
-# commits wait for an approver, who sees the exact command and its working directory.
-[[permissions.rules]]
-tool = "shell.run"
-policy = "ask"
-
-[[permissions.rules]]
-tool = "shell.run"
-command = "git {{status,diff,log}}*"
-policy = "allow"
-
-[[permissions.rules]]
-tool = "fs.write"
-policy = "ask"
-
-[[permissions.rules]]
-tool = "fs.edit"
-policy = "ask"
-
-[[permissions.rules]]
-tool = "git.commit"
-policy = "ask"
-"##,
+{permissions}"##,
         store = toml_string(&format!("sqlite://{}", store_path.display())),
         workspaces = toml_string(
             &store_path
@@ -279,9 +231,15 @@ policy = "ask"
                 .display()
                 .to_string()
         ),
-        aliases = demo_world::alias_sections()
+        aliases = demo_world::alias_sections(),
+        permissions =
+            PLAYGROUND_PERMISSIONS.replace("\"STANLEY_DM\"", &format!("\"{STANLEY_DM}\"")),
     )
 }
+
+#[cfg(feature = "playground")]
+/// The playground's permissions: data, kept as a TOML file of its own.
+const PLAYGROUND_PERMISSIONS: &str = include_str!("playground-permissions.toml");
 
 #[cfg(feature = "playground")]
 /// How to run the `tools` CLI from here: the binary beside this one, else through cargo.
@@ -527,4 +485,27 @@ pub fn playground(file: Option<&Path>, args: &crate::cli::PlaygroundArgs) -> Exi
         }
         exit_for(result)
     })
+}
+
+#[cfg(all(test, feature = "playground"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_playground_config_parses_and_its_dm_rule_names_stanleys_dm() {
+        let text = playground_config(
+            "http://127.0.0.1:1",
+            "127.0.0.1:0",
+            Path::new("/tmp/playground/switchboard.db"),
+            &playground_agent_section(None),
+        );
+        assert!(!text.contains("STANLEY_DM"), "{text}");
+        assert!(
+            text.contains(&format!("session = \"{}\"", demo_world::STANLEY_DM)),
+            "{text}"
+        );
+        let config = switchboard_config::Config::parse(&text, "playground")
+            .unwrap_or_else(|report| panic!("{report:?}\n{text}"));
+        assert_eq!(config.permissions.rules.len(), 8, "{text}");
+    }
 }

@@ -363,11 +363,12 @@ fn reactions_list_shows_emoji_as_characters() {
     let id = fake.post(demo::OPS, demo::STANLEY, "ship it?");
     sb.wait_listed("#ops", std::slice::from_ref(&id), INGEST);
     fake.fake
-        .add_reaction(
+        .react(
             demo::OPS.into(),
             id.parse::<u64>().unwrap().into(),
             demo::TOMAS.into(),
             "👍",
+            true,
         )
         .expect("react");
     let listed = poll("the reaction to be stored", INGEST, || {

@@ -374,26 +374,24 @@ impl FakeDiscord {
         Ok(self.shared.delete_message(channel_id, message_id, false)?)
     }
 
-    /// Adds a user's reaction (MESSAGE_REACTION_ADD); `emoji` is unicode or `name:id`.
-    pub fn add_reaction(
+    /// A user's reaction added (`present`: MESSAGE_REACTION_ADD) or taken back
+    /// (MESSAGE_REACTION_REMOVE); `emoji` is unicode or `name:id`.
+    pub fn react(
         &self,
         channel_id: Snowflake,
         message_id: Snowflake,
         user_id: Snowflake,
         emoji: &str,
+        present: bool,
     ) -> Result<(), ControlError> {
-        fake::react(&self.shared, channel_id, message_id, user_id, emoji, true)
-    }
-
-    /// Removes a user's reaction (MESSAGE_REACTION_REMOVE).
-    pub fn remove_reaction(
-        &self,
-        channel_id: Snowflake,
-        message_id: Snowflake,
-        user_id: Snowflake,
-        emoji: &str,
-    ) -> Result<(), ControlError> {
-        fake::react(&self.shared, channel_id, message_id, user_id, emoji, false)
+        fake::react(
+            &self.shared,
+            channel_id,
+            message_id,
+            user_id,
+            emoji,
+            present,
+        )
     }
 
     /// A user starts typing (TYPING_START).

@@ -231,25 +231,28 @@ async fn serenity_parses_everything() {
     .expect("thread msg");
     fake.edit_message(demo::STANLEY_DM.into(), id_of(&dm), "psst (edited)")
         .expect("edit dm");
-    fake.add_reaction(
+    fake.react(
         demo::STANLEY_DM.into(),
         id_of(&dm),
         demo::STANLEY.into(),
         "🎉",
+        true,
     )
     .expect("dm reaction");
-    fake.add_reaction(
+    fake.react(
         demo::OPS.into(),
         id_of(&user_msg),
         demo::TOMAS.into(),
         &format!("shipit:{}", demo::SHIPIT_EMOJI),
+        true,
     )
     .expect("custom reaction");
-    fake.remove_reaction(
+    fake.react(
         demo::OPS.into(),
         id_of(&user_msg),
         demo::TOMAS.into(),
         &format!("shipit:{}", demo::SHIPIT_EMOJI),
+        false,
     )
     .expect("remove reaction");
     fake.typing(demo::OPS.into(), demo::STANLEY.into())

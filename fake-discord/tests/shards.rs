@@ -148,9 +148,9 @@ async fn every_event_in(fake: &FakeDiscord, guild: u64, channel: u64, tag: &str)
     let message = Snowflake::from_digits(posted["id"].as_str().expect("id")).expect("id");
     fake.edit_message(channel.into(), message, format!("{tag} edited"))
         .expect("edit");
-    fake.add_reaction(channel.into(), message, demo::STANLEY.into(), "👍")
+    fake.react(channel.into(), message, demo::STANLEY.into(), "👍", true)
         .expect("react");
-    fake.remove_reaction(channel.into(), message, demo::STANLEY.into(), "👍")
+    fake.react(channel.into(), message, demo::STANLEY.into(), "👍", false)
         .expect("unreact");
     fake.typing(channel.into(), demo::STANLEY.into())
         .expect("typing");
