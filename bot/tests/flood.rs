@@ -72,7 +72,6 @@ fn a_gateway_flood_against_a_slow_disk_waits_for_room_and_stores_everything() {
                 queue_capacity: CAPACITY,
                 // A disk that takes 40 ms for every batch on top of its work.
                 commit_delay: Some(DISK_DELAY),
-                ..SqliteOptions::default()
             },
         )
         .expect("store opens"),

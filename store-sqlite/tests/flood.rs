@@ -45,7 +45,6 @@ fn a_flood_against_a_slow_disk_waits_for_room_and_stores_everything() {
                 queue_capacity: CAPACITY,
                 // A disk that takes 5 ms for every batch on top of its work.
                 commit_delay: Some(Duration::from_millis(5)),
-                ..SqliteOptions::default()
             },
         )
         .unwrap(),

@@ -1232,7 +1232,7 @@ pub fn a_shard_raced_for_has_one_holder(make: MakePlace<'_>) {
     for shard in 0..10u32 {
         let now = u64::from(shard) * 100;
         let grants = race(&f, 6, |backend, i| {
-            block_on(backend.acquire_shard(shard, Lease::new(&format!("node-{i}"), now, 50)))
+            block_on(backend.acquire_shard(shard, Lease::new(format!("node-{i}"), now, 50)))
                 .unwrap()
         });
         let holders: Vec<usize> = grants
