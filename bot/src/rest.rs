@@ -24,9 +24,14 @@ use route::Route;
 
 /// Discord's API, or the same paths under a proxy or fake.
 pub const DISCORD_API: &str = "https://discord.com";
-/// Attempts for a request (the first plus retries after a 429, and after 5xx or a lost
-/// connection when the request is idempotent).
+/// Attempts for a request (the first plus retries after 5xx or a lost connection when the
+/// request is idempotent).
 const ATTEMPTS: u32 = 3;
+/// Attempts for a request Discord keeps answering with a global 429 (not acted on, so safe to
+/// send again). More than [`ATTEMPTS`]: a global 429 says nothing of the request itself, and
+/// when its wait ends every request it held goes at once, so under a burst the slot that frees
+/// may go to another request several times over.
+const GLOBALLY_LIMITED_ATTEMPTS: u32 = 10;
 /// Longest `retry_after` retried within a call; a longer one is returned to the caller (the
 /// bucket still waits it out before its next request).
 const MAX_RETRY_WAIT: Duration = Duration::from_secs(5);
@@ -88,6 +93,8 @@ struct Failure {
     error: SurfaceError,
     retry_after: Option<Duration>,
     retryable: bool,
+    /// A global 429 (not the route's).
+    global: bool,
 }
 
 fn nonce() -> String {
@@ -132,6 +139,7 @@ fn failure(status: StatusCode, headers: &reqwest::header::HeaderMap, body: Value
             error: SurfaceError::RateLimited { retry_after: wait },
             retry_after: Some(wait),
             retryable: true,
+            global: limits::says_global(headers, &body),
         };
     }
     if status.is_server_error() {
@@ -139,6 +147,7 @@ fn failure(status: StatusCode, headers: &reqwest::header::HeaderMap, body: Value
             error: SurfaceError::Unavailable(described),
             retry_after: None,
             retryable: true,
+            global: false,
         };
     }
     let error = match (code, status) {
@@ -157,6 +166,7 @@ fn failure(status: StatusCode, headers: &reqwest::header::HeaderMap, body: Value
         error,
         retry_after: None,
         retryable: false,
+        global: false,
     }
 }
 
@@ -269,6 +279,7 @@ impl DiscordRest {
             error,
             retry_after: None,
             retryable: false,
+            global: false,
         })?;
         let mut request = self
             .client
@@ -288,6 +299,7 @@ impl DiscordRest {
             )),
             retry_after: None,
             retryable: false,
+            global: false,
         })?;
         if let Some(metrics) = self.metrics.get() {
             let status = sent.as_ref().map_or(0, |r| r.status().as_u16());
@@ -297,6 +309,7 @@ impl DiscordRest {
             error: SurfaceError::Unavailable(format!("cannot reach Discord: {e}")),
             retry_after: None,
             retryable: e.is_connect() || e.is_timeout(),
+            global: false,
         })?;
         let status = response.status();
         let headers = response.headers().clone();
@@ -310,6 +323,7 @@ impl DiscordRest {
                     error: SurfaceError::Unavailable(format!("Discord's answer was cut off: {e}")),
                     retry_after: None,
                     retryable: true,
+                    global: false,
                 });
             }
         };
@@ -363,7 +377,12 @@ impl DiscordRest {
                     .retry_after
                     .unwrap_or(Duration::from_millis(200 * 2u64.pow(attempt - 1)));
                 let may_retry = failure.retryable && (idempotent || honoured);
-                if !(may_retry && attempt < ATTEMPTS && wait <= MAX_RETRY_WAIT) {
+                let most = if failure.global {
+                    GLOBALLY_LIMITED_ATTEMPTS
+                } else {
+                    ATTEMPTS
+                };
+                if !(may_retry && attempt < most && wait <= MAX_RETRY_WAIT) {
                     return Err(failure.error);
                 }
                 tracing::warn!(route = %route.label, attempt, wait_ms = wait.as_millis() as u64, error = %failure.error, "retrying Discord request");

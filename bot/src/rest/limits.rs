@@ -543,6 +543,13 @@ pub struct Limiter {
     waited: AtomicU64,
 }
 
+/// Whether a 429 is Discord's global limit (its headers or its body say so), which says
+/// nothing about the request's route.
+pub(crate) fn says_global(headers: &HeaderMap, body: &Value) -> bool {
+    RateHeaders::parse(headers).is_ok_and(|rate| rate.global || rate.scope == Some(Scope::Global))
+        || body.get("global").and_then(Value::as_bool) == Some(true)
+}
+
 fn rate_limited(wait: Duration) -> SurfaceError {
     SurfaceError::RateLimited { retry_after: wait }
 }
@@ -734,11 +741,7 @@ impl Limiter {
     ) {
         let now = Instant::now();
         let parsed = RateHeaders::parse(headers);
-        let global_429 = status == 429
-            && (parsed
-                .as_ref()
-                .is_ok_and(|rate| rate.global || rate.scope == Some(Scope::Global))
-                || body.get("global").and_then(Value::as_bool) == Some(true));
+        let global_429 = status == 429 && says_global(headers, body);
         let bucket = match &parsed {
             // A global 429 says nothing about the route's bucket, whatever headers came with it
             // (Discord sends none): only the global limit pauses, and the route gets back the
