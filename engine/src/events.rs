@@ -528,6 +528,19 @@ impl EventHub {
         self.closed.send_replace(true);
     }
 
+    /// Ends every stream once what was published so far has reached them (events kept in a
+    /// store reach subscribers through the store's writer), or after `within` at the most.
+    pub async fn close_when_delivered(&self, within: Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        while let Some(stored) = self.stored.get() {
+            if stored.caught_up() || tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.close();
+    }
+
     /// A subscription to everything `filter` passes (the operator's), from now, or — with
     /// `last_event_id` — from just after that event while the ring still holds what followed
     /// it (else from the oldest kept, after a `stream.gap`).
@@ -625,6 +638,7 @@ impl EventHub {
             resume,
             paging: None,
             ended: false,
+            delivered_until: None,
             _guard: guard,
         })
     }
@@ -762,6 +776,9 @@ pub struct Subscription {
     /// Reading the store after this id, a page at a time, before the channel.
     paging: Option<u64>,
     ended: bool,
+    /// Once the streams are closed: the newest id the hub had delivered then; only events up
+    /// to it are still handed out, so a stream ends even while events keep coming.
+    delivered_until: Option<u64>,
     _guard: Guard,
 }
 
@@ -836,7 +853,7 @@ impl Subscription {
             }
         }
         if *self.closed.borrow() {
-            return Some(self.end_closed());
+            return Some(self.before_the_end().await);
         }
         loop {
             let until = async {
@@ -849,7 +866,7 @@ impl Subscription {
                 biased;
                 changed = self.closed.changed() => {
                     if changed.is_err() || *self.closed.borrow() {
-                        return Some(self.end_closed());
+                        return Some(self.before_the_end().await);
                     }
                 }
                 data = until => {
@@ -950,6 +967,26 @@ impl Subscription {
                 Some(Err(unreadable(after, &err)))
             }
         }
+    }
+
+    /// The server closed the streams: what reached this subscriber before that is still
+    /// delivered, one event a call, then `stream.closed`.
+    async fn before_the_end(&mut self) -> Next {
+        let until = *self
+            .delivered_until
+            .get_or_insert_with(|| self.hub.last_id());
+        while let Ok(event) = self.rx.try_recv() {
+            if event.id > until {
+                break;
+            }
+            if event.id > self.last_id && event.id > self.seen {
+                self.checking = Some(event);
+                if let Some(event) = self.resume_check().await {
+                    return Next::Event(event);
+                }
+            }
+        }
+        self.end_closed()
     }
 
     fn end_closed(&mut self) -> Next {

@@ -223,7 +223,9 @@ pub async fn serve_front(
     let events = Arc::clone(core.events());
     let shutdown = async move {
         shutdown.await;
-        events.close();
+        events
+            .close_when_delivered(std::time::Duration::from_secs(2))
+            .await;
     };
     let guard = crate::browsers::Guard::new(listener.local_addr()?, Arc::clone(&core));
     let result = crate::connections::serve(

@@ -21,6 +21,7 @@
 //! [`EVENTS_KEPT`]. A subscriber whose `Last-Event-ID` the hub's ring does not cover reads the
 //! store itself (`events.rs`), a page at a time.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -53,13 +54,20 @@ const WARN_EVERY: Duration = Duration::from_secs(10);
 pub(crate) struct Stored {
     queue: mpsc::Sender<Event>,
     pub(crate) store: Arc<dyn EventStore>,
+    /// Events queued for the writer, and those it has handled (kept and delivered, or lost):
+    /// equal once everything published so far reached the subscribers.
+    queued: AtomicU64,
+    handled: Arc<AtomicU64>,
 }
 
 impl Stored {
     /// Queues `event` for the writer; a full queue loses it, counted and logged (the first
     /// time, then at each power of two).
     pub(crate) fn send(&self, hub: &EventHub, event: Event) {
+        // Counted before it is queued, so the writer can never have handled more than this says.
+        self.queued.fetch_add(1, Ordering::AcqRel);
         if let Err(err) = self.queue.try_send(event) {
+            self.handled.fetch_add(1, Ordering::AcqRel);
             let lost = hub.count_lost(1);
             if matches!(err, mpsc::error::TrySendError::Closed(_)) && *hub.closed.borrow() {
                 // The server is shutting down (its streams are closed): what the last parts
@@ -78,6 +86,11 @@ impl Stored {
             }
         }
     }
+
+    /// Whether the writer has handled every event queued so far.
+    pub(crate) fn caught_up(&self) -> bool {
+        self.handled.load(Ordering::Acquire) >= self.queued.load(Ordering::Acquire)
+    }
 }
 
 /// Starts keeping `hub`'s events in `store`; see [`EventHub::keep_in`].
@@ -91,9 +104,12 @@ pub(crate) fn attach(
         return false;
     };
     let (queue, rx) = mpsc::channel(QUEUE_CAPACITY);
+    let handled = Arc::new(AtomicU64::new(0));
     let stored = Stored {
         queue,
         store: Arc::clone(&store),
+        queued: AtomicU64::new(0),
+        handled: Arc::clone(&handled),
     };
     if !hub.set_stored(stored) {
         return false;
@@ -116,6 +132,7 @@ pub(crate) fn attach(
         closed: hub.closed_watch(),
         cursor: start.unwrap_or(0),
         appended: 0,
+        handled,
         warned: None,
     };
     runtime.spawn(writer.run(start.is_some()));
@@ -135,6 +152,8 @@ struct Writer {
     cursor: u64,
     /// Events appended since the last prune.
     appended: u64,
+    /// Shared with [`Stored`]: the events taken off the queue and done with.
+    handled: Arc<AtomicU64>,
     warned: Option<Instant>,
 }
 
@@ -152,10 +171,11 @@ impl Writer {
             tokio::select! {
                 received = self.rx.recv() => match received {
                     Some(first) => {
-                        self.append(first).await;
+                        let taken = self.append(first).await;
                         if self.shared {
                             self.follow().await;
                         }
+                        self.handled.fetch_add(taken, Ordering::AcqRel);
                     }
                     None => return,
                 },
@@ -174,7 +194,8 @@ impl Writer {
                     if changed.is_err() || *self.closed.borrow() {
                         // Shutting down: what is queued is appended, then the task ends.
                         while let Ok(first) = self.rx.try_recv() {
-                            self.append(first).await;
+                            let taken = self.append(first).await;
+                            self.handled.fetch_add(taken, Ordering::AcqRel);
                         }
                         return;
                     }
@@ -210,7 +231,8 @@ impl Writer {
     /// owns, delivers them with their ids. Each event is written as text once, for its row;
     /// the events delivered are the ones published, numbered, and render their own text only
     /// if a subscriber reads them (not read back from the rows).
-    async fn append(&mut self, first: Event) {
+    /// Appends `first` and what queued behind it (up to a batch); how many it took off the queue.
+    async fn append(&mut self, first: Event) -> u64 {
         let mut batch = vec![first];
         while batch.len() < BATCH {
             match self.rx.try_recv() {
@@ -218,6 +240,7 @@ impl Writer {
                 Err(_) => break,
             }
         }
+        let taken = batch.len() as u64;
         let mut rows: Vec<EventRow> = Vec::with_capacity(batch.len());
         let mut kept: Vec<Event> = Vec::with_capacity(batch.len());
         let mut refused = 0u64;
@@ -244,7 +267,7 @@ impl Writer {
             ));
         }
         if rows.is_empty() {
-            return;
+            return taken;
         }
         let count = rows.len() as u64;
         match self.store.append_events(rows).await {
@@ -269,6 +292,7 @@ impl Writer {
         if self.appended >= PRUNE_EVERY {
             self.prune().await;
         }
+        taken
     }
 
     /// Delivers the rows after the last delivered, [`PAGE`] at a time, at most
@@ -339,6 +363,36 @@ mod tests {
         let hub = Arc::new(EventHub::new());
         assert!(hub.keep_in(store.clone(), &**store));
         hub
+    }
+
+    #[tokio::test]
+    async fn closing_after_delivery_ends_streams_only_after_the_last_published_event() {
+        let store = Arc::new(MemoryBackend::new(MemoryOptions::default()));
+        let hub = stored_hub(&store);
+        let mut live = hub.subscribe(Filter::default(), None).unwrap();
+        // Published just before shutdown (a gateway saying it closed): the writer still has
+        // them when the server closes its streams.
+        for i in 0..300 {
+            hub.publish("gateway.state", None, json!({ "i": i }));
+        }
+        hub.close_when_delivered(Duration::from_secs(5)).await;
+        let mut seen = 0;
+        loop {
+            match tokio::time::timeout(Duration::from_secs(5), live.next()).await {
+                Ok(Some(Next::Event(_))) => seen += 1,
+                Ok(Some(Next::End(kind, _))) => {
+                    assert_eq!(kind, "stream.closed");
+                    break;
+                }
+                Ok(Some(Next::Notice(kind, data))) => panic!("{kind}: {data}"),
+                Ok(None) => break,
+                Err(_) => panic!("the stream neither ended nor delivered within 5 s"),
+            }
+        }
+        assert_eq!(
+            seen, 300,
+            "the stream ended before it delivered every event"
+        );
     }
 
     #[tokio::test]
