@@ -434,7 +434,10 @@ async fn two_clients_identifying_at_once_in_one_bucket_meet_op_9_and_serenity_id
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// Four workers: after a 4011 each of the two shard runners spins without yielding until its
+// next heartbeat; with two workers both can be taken at once, and then nothing drives the
+// timers that end the spin (nor this test's timeouts) — the test hung, not serenity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn serenity_does_not_surface_4011_and_identifies_again_with_the_same_shard_count() {
     let mut world = two_shard_world();
     world.guilds_per_shard_max = Some(1);
