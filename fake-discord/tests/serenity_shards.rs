@@ -97,11 +97,7 @@ impl s::RawEventHandler for Raw {
     }
 }
 
-async fn client(fake: &FakeDiscord) -> (s::Client, mpsc::UnboundedReceiver<Seen>) {
-    client_of(fake.base_url()).await
-}
-
-/// A client of the fake at `base_url` (for a client built on a runtime the fake is not on).
+/// A client of the fake at `base_url`.
 async fn client_of(base_url: String) -> (s::Client, mpsc::UnboundedReceiver<Seen>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let http = s::HttpBuilder::new("fake-token")
@@ -120,6 +116,60 @@ async fn client_of(base_url: String) -> (s::Client, mpsc::UnboundedReceiver<Seen
     .expect("client build in time")
     .expect("client builds");
     (client, rx)
+}
+
+/// serenity's clients run on a runtime of their own, never the test's. A shard runner whose
+/// socket Discord closed (a 4011, or a close racing a shutdown) never yields again once asked
+/// to shut down: `ShardManager::shutdown_all` loops in `checked_shutdown` on the closed
+/// socket's `next()`, which answers `None` at once, waiting for a close frame that cannot come
+/// (seen in gdb on a hung run). On the test's runtime that held a worker for good and the
+/// runtime's drop waited for it: the 4011 test hung CI for over an hour (2 of 4 runs here). On
+/// this runtime it holds only serenity's threads, the fake and the test's clock keep going,
+/// and the runtime is let go without waiting for its tasks (the process's exit ends them).
+/// The service does the same for its own clients (`bot::shards::close_connections`).
+struct Serenity(Option<tokio::runtime::Runtime>);
+
+impl Serenity {
+    fn new() -> Serenity {
+        Serenity(Some(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(4)
+                .enable_all()
+                .build()
+                .expect("serenity's runtime"),
+        ))
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.0
+            .as_ref()
+            .expect("serenity's runtime is there until drop")
+    }
+
+    /// A client of `fake`, built on serenity's runtime.
+    async fn client(&self, fake: &FakeDiscord) -> (s::Client, mpsc::UnboundedReceiver<Seen>) {
+        self.runtime()
+            .spawn(client_of(fake.base_url()))
+            .await
+            .expect("the client's build did not panic")
+    }
+
+    /// Runs `work` (a client's start) on serenity's runtime.
+    fn spawn<F>(&self, work: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.runtime().spawn(work)
+    }
+}
+
+impl Drop for Serenity {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 /// Waits (at most [`SHARD_STEP`]) for an event matching `pred`, collecting the others.
@@ -180,9 +230,10 @@ async fn until(what: &str, mut check: impl FnMut() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serenity_start_shards_gets_each_guild_on_its_shard_and_dms_on_shard_zero() {
     let fake = start_sharded(two_shard_world(), 2, 1).await;
-    let (mut client, mut rx) = client(&fake).await;
+    let serenity = Serenity::new();
+    let (mut client, mut rx) = serenity.client(&fake).await;
     let manager = client.shard_manager.clone();
-    let runner = tokio::spawn(async move { client.start_shards(2).await });
+    let runner = serenity.spawn(async move { client.start_shards(2).await });
     let mut others = Vec::new();
 
     let zero = wait_for(&mut rx, &mut others, "shard 0 READY", ready_of(0)).await;
@@ -260,9 +311,10 @@ async fn serenity_start_shards_gets_each_guild_on_its_shard_and_dms_on_shard_zer
 async fn serenity_start_shard_range_end_is_inclusive() {
     // Three shards: Lab is on shard 1 of 3, Annex on shard 2.
     let fake = start_sharded(two_shard_world(), 3, 3).await;
-    let (mut client, mut rx) = client(&fake).await;
+    let serenity = Serenity::new();
+    let (mut client, mut rx) = serenity.client(&fake).await;
     let manager = client.shard_manager.clone();
-    let runner = tokio::spawn(async move { client.start_shard_range(0..1, 3).await });
+    let runner = serenity.spawn(async move { client.start_shard_range(0..1, 3).await });
     let mut others = Vec::new();
     wait_for(&mut rx, &mut others, "shard 0 READY", ready_of(0)).await;
     let one = wait_for(&mut rx, &mut others, "shard 1 READY", ready_of(1)).await;
@@ -306,9 +358,10 @@ async fn serenity_start_shard_range_end_is_inclusive() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serenity_shard_manager_stops_and_starts_single_shards_at_run_time() {
     let fake = start_sharded(two_shard_world(), 2, 2).await;
-    let (mut client, mut rx) = client(&fake).await;
+    let serenity = Serenity::new();
+    let (mut client, mut rx) = serenity.client(&fake).await;
     let manager = client.shard_manager.clone();
-    let runner = tokio::spawn(async move { client.start_shards(2).await });
+    let runner = serenity.spawn(async move { client.start_shards(2).await });
     let mut others = Vec::new();
     wait_for(&mut rx, &mut others, "shard 0 READY", ready_of(0)).await;
     wait_for(&mut rx, &mut others, "shard 1 READY", ready_of(1)).await;
@@ -408,13 +461,14 @@ async fn serenity_shard_manager_stops_and_starts_single_shards_at_run_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_clients_identifying_at_once_in_one_bucket_meet_op_9_and_serenity_identifies_again() {
     let fake = start_sharded(two_shard_world(), 2, 1).await;
-    let (mut first, mut rx0) = client(&fake).await;
-    let (mut second, mut rx1) = client(&fake).await;
+    let serenity = Serenity::new();
+    let (mut first, mut rx0) = serenity.client(&fake).await;
+    let (mut second, mut rx1) = serenity.client(&fake).await;
     let managers = [first.shard_manager.clone(), second.shard_manager.clone()];
     // One client per shard, as two nodes of a cluster would run them, started together.
     let runners = [
-        tokio::spawn(async move { first.start_shard(0, 2).await }),
-        tokio::spawn(async move { second.start_shard(1, 2).await }),
+        serenity.spawn(async move { first.start_shard(0, 2).await }),
+        serenity.spawn(async move { second.start_shard(1, 2).await }),
     ];
     let mut others = Vec::new();
     wait_for(&mut rx0, &mut others, "shard 0 READY", ready_of(0)).await;
@@ -439,15 +493,6 @@ async fn two_clients_identifying_at_once_in_one_bucket_meet_op_9_and_serenity_id
     }
 }
 
-// After a 4011 a shard runner spins without yielding until its next heartbeat (module doc),
-// and serenity's `ShardManager::shutdown_all` never ends on it: `checked_shutdown` loops on
-// the closed socket's `next()`, which answers `None` at once, waiting for a close frame that
-// cannot come (seen in gdb on a hung run). On the test's own runtime that held a worker for
-// good, and the runtime's drop at the end waits for tasks that never yield: the test hung CI
-// for over an hour (2 of 4 runs here). So serenity runs on a runtime of its own, the fake and
-// the test's clock on another; nothing asks serenity to shut down, and its runtime is let go
-// at the end without waiting for its tasks (the process's exit ends them). The service does
-// the same for its clients (`bot::shards::close_connections`, `ClientThread`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serenity_does_not_surface_4011_and_identifies_again_with_the_same_shard_count() {
     let mut world = two_shard_world();
@@ -464,16 +509,9 @@ async fn serenity_does_not_surface_4011_and_identifies_again_with_the_same_shard
     )
     .await
     .expect("start");
-    let serenity = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .expect("serenity's runtime");
-    let base_url = fake.base_url();
-    let runner = serenity.spawn(async move {
-        let (mut client, _rx) = client_of(base_url).await;
-        client.start().await
-    });
+    let serenity = Serenity::new();
+    let (mut client, _rx) = serenity.client(&fake).await;
+    let runner = serenity.spawn(async move { client.start().await });
     until("a second 4011", || {
         fake.identifies()
             .iter()
@@ -487,6 +525,6 @@ async fn serenity_does_not_surface_4011_and_identifies_again_with_the_same_shard
         "Client::start returned: serenity reported the 4011"
     );
     assert!(accepted(&fake).is_empty());
+    // Not `stop`: serenity's shutdown would spin on the closed socket (see [`Serenity`]).
     runner.abort();
-    serenity.shutdown_background();
 }
