@@ -21,8 +21,16 @@
 //! `X-RateLimit-Remaining` reaches 0, instead of running into 429s. A pass fetches a few
 //! channels at once while it ingests those already fetched, in order
 //! (`Ingest::backfill_pass`).
+//!
+//! While a pass has a channel still to ingest, that channel's live messages are held back
+//! ([`Backfill::hold`]) and handed on once its gap is in, merged with the fetched ones by id:
+//! a channel's messages are stored, and its triggers answered, in Discord's order even when a
+//! live message arrives before the older ones the pass fetches (a node that takes over a
+//! shard, a fresh identify after an outage). The hold is bounded ([`HOLD_MAX`]), and a held
+//! message is not stored yet, so a process that dies while holding it loses nothing: the gap,
+//! still open, is fetched again, and it with it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -40,6 +48,34 @@ use switchboard_store::Store;
 
 /// Messages per request: Discord's maximum.
 const PAGE: u8 = 100;
+
+/// The most live messages held back at once, all channels together: past it a live message
+/// is stored and handed on at once (its channel's order is then not kept; the log says so).
+pub(crate) const HOLD_MAX: usize = 1_000;
+
+/// A channel's held live messages, by id.
+pub(crate) type Held = BTreeMap<Snowflake, Message>;
+
+/// Live messages held back until their channel's gap is in.
+#[derive(Default)]
+struct Holding {
+    /// The READY whose pass the channels below belong to.
+    generation: u64,
+    /// Channels that pass has not ingested yet: their live messages wait.
+    channels: HashSet<Snowflake>,
+    held: HashMap<Snowflake, Held>,
+    count: usize,
+    /// The bound was reached during this pass (said once).
+    overflowed: bool,
+}
+
+impl Holding {
+    fn take(&mut self, channel: Snowflake) -> Held {
+        let taken = self.held.remove(&channel).unwrap_or_default();
+        self.count = self.count.saturating_sub(taken.len());
+        taken
+    }
+}
 
 /// How much a backfill fetches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +125,7 @@ pub(crate) struct Backfill {
     /// A pass is going.
     running: AtomicBool,
     last: Mutex<Option<BackfillReport>>,
+    holding: Mutex<Holding>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -113,7 +150,142 @@ impl Backfill {
             plan: Mutex::new(HashMap::new()),
             running: AtomicBool::new(false),
             last: Mutex::new(None),
+            holding: Mutex::new(Holding::default()),
         }
+    }
+
+    /// A pass for the READY of `generation` begins: the live messages of `channels` wait until
+    /// it ingested them. Returns what an earlier pass held for channels this one does not fetch
+    /// (to be handed on now), by channel, oldest first.
+    pub(crate) fn begin_holding(
+        &self,
+        generation: u64,
+        channels: impl IntoIterator<Item = Snowflake>,
+    ) -> Vec<Held> {
+        let mut holding = lock(&self.holding);
+        holding.generation = generation;
+        holding.channels = channels.into_iter().collect();
+        holding.overflowed = false;
+        let orphans: Vec<Snowflake> = holding
+            .held
+            .keys()
+            .filter(|channel| !holding.channels.contains(channel))
+            .copied()
+            .collect();
+        orphans
+            .into_iter()
+            .map(|channel| holding.take(channel))
+            .collect()
+    }
+
+    /// Holds `message`, live in `channel`, if the current pass has not ingested that channel
+    /// yet (and the bound allows): true when held.
+    pub(crate) fn hold(&self, channel: Snowflake, message: &Message) -> bool {
+        // No pass, no lock: the live path pays one atomic load.
+        if !self.is_running() {
+            return false;
+        }
+        let mut holding = lock(&self.holding);
+        if !holding.channels.contains(&channel) {
+            return false;
+        }
+        if holding.count >= HOLD_MAX {
+            if !holding.overflowed {
+                holding.overflowed = true;
+                tracing::warn!(
+                    held = HOLD_MAX,
+                    "too many live messages wait for the backfill; later ones are stored at once, ahead of older missed ones"
+                );
+            }
+            return false;
+        }
+        let id = Snowflake(message.id.get());
+        if holding
+            .held
+            .entry(channel)
+            .or_default()
+            .insert(id, message.clone())
+            .is_none()
+        {
+            holding.count += 1;
+        }
+        true
+    }
+
+    /// Takes what is held for `channel`, which keeps waiting (the pass of `generation` is
+    /// ingesting it); nothing when a newer pass holds it now.
+    pub(crate) fn take_held(&self, generation: u64, channel: Snowflake) -> Held {
+        let mut holding = lock(&self.holding);
+        if holding.generation != generation {
+            return Held::new();
+        }
+        holding.take(channel)
+    }
+
+    /// The pass of `generation` is done with `channel`: its live messages go straight on from
+    /// now. Returns what was still held for it.
+    pub(crate) fn release(&self, generation: u64, channel: Snowflake) -> Held {
+        let mut holding = lock(&self.holding);
+        if holding.generation != generation {
+            return Held::new();
+        }
+        holding.channels.remove(&channel);
+        holding.take(channel)
+    }
+
+    /// The pass of `generation` ended: nothing waits any more. Returns what was still held, by
+    /// channel.
+    pub(crate) fn release_all(&self, generation: u64) -> Vec<Held> {
+        let mut holding = lock(&self.holding);
+        if holding.generation != generation {
+            return Vec::new();
+        }
+        holding.channels.clear();
+        holding.count = 0;
+        holding.held.drain().map(|(_, held)| held).collect()
+    }
+
+    /// A held message was edited: the copy handed on later carries the edit. True when held.
+    pub(crate) fn edit_held(
+        &self,
+        channel: Snowflake,
+        id: Snowflake,
+        content: &str,
+        edited: Option<serenity::model::Timestamp>,
+    ) -> bool {
+        if !self.is_running() {
+            return false;
+        }
+        let mut holding = lock(&self.holding);
+        match holding
+            .held
+            .get_mut(&channel)
+            .and_then(|held| held.get_mut(&id))
+        {
+            Some(message) => {
+                message.content = content.to_owned();
+                message.edited_timestamp = edited;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Held messages were deleted: they are never stored nor handed on.
+    pub(crate) fn forget_held(&self, channel: Snowflake, ids: &[Snowflake]) {
+        if !self.is_running() {
+            return;
+        }
+        let mut holding = lock(&self.holding);
+        let Some(held) = holding.held.get_mut(&channel) else {
+            return;
+        };
+        let before = held.len();
+        for id in ids {
+            held.remove(id);
+        }
+        let forgotten = before - held.len();
+        holding.count = holding.count.saturating_sub(forgotten);
     }
 
     /// At READY, before any event of the new session: decides and records where each known

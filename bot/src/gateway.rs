@@ -19,6 +19,10 @@ use switchboard_engine::surface::{ChannelLocation, ConnectionState};
 use switchboard_engine::workflow::{Observed, WorkflowEngine};
 
 use crate::backfill::{Backfill, BackfillOptions, BackfillReport};
+
+/// Rounds a channel's release takes to catch up with live messages held while it ingested
+/// (each round hands on what arrived during the one before; the release takes the rest).
+const RELEASE_ROUNDS: usize = 4;
 use crate::payload::stored_message_from_model;
 use crate::rest::DiscordRest;
 use crate::surface::Connection;
@@ -53,6 +57,8 @@ enum Origin {
     Live,
     /// Fetched after a fresh identify: it was missed live.
     Backfill,
+    /// A MESSAGE_CREATE held back until its channel's gap was in (see [`crate::backfill`]).
+    Released,
 }
 
 fn sid(id: u64) -> Snowflake {
@@ -299,6 +305,15 @@ impl Ingest {
             tracing::debug!(%channel, "message in a channel the allowlist refuses: not stored");
             return false;
         }
+        if origin == Origin::Live
+            && self
+                .backfill
+                .as_ref()
+                .is_some_and(|backfill| backfill.hold(channel, message))
+        {
+            tracing::debug!(%channel, "live message held until the channel's missed ones are in");
+            return false;
+        }
         self.user(&message.author);
         let aliases = self.aliases();
         let stored = stored_message_from_model(message, &Mapper::new(&aliases, &self.store));
@@ -354,23 +369,12 @@ impl Ingest {
         let generation = backfill.current();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::warn!("no async runtime to backfill on; missed messages are not fetched");
+            self.hand_on(backfill.begin_holding(generation, []));
             self.connection.set(ConnectionState::Ready);
             return;
         };
-        backfill.set_running(true);
-        self.connection.set(ConnectionState::Backfilling);
-        let ingest = self.clone();
-        runtime.spawn(async move { ingest.backfill_pass(generation).await });
-    }
-
-    /// One backfill pass for the READY of `generation` (see [`crate::backfill`]).
-    async fn backfill_pass(self, generation: u64) {
-        let Some(backfill) = self.backfill.clone() else {
-            return;
-        };
-        let started = Instant::now();
-        let plan = backfill.plan();
-        let floor = backfill.floor();
+        // The targets are decided here, and their live messages held from here, so none
+        // arrives between the decision and the pass's first step.
         let targets: Vec<records::Session> = self
             .store
             .sessions()
@@ -378,6 +382,70 @@ impl Ingest {
             .filter(crate::backfill::holds_messages)
             .filter(|session| self.storable(session.id, session.guild_id))
             .collect();
+        // Running first: holding starts with it (the live path looks at it before the lock).
+        backfill.set_running(true);
+        self.hand_on(backfill.begin_holding(generation, targets.iter().map(|t| t.id)));
+        self.connection.set(ConnectionState::Backfilling);
+        let ingest = self.clone();
+        runtime.spawn(async move { ingest.backfill_pass(generation, targets).await });
+    }
+
+    /// Stores and hands on held live messages, each channel's oldest first.
+    fn hand_on(&self, held: impl IntoIterator<Item = crate::backfill::Held>) {
+        for channel in held {
+            for message in channel.values() {
+                self.message(message, Origin::Released);
+            }
+        }
+    }
+
+    /// Ingests a channel's fetched gap merged by id with the live messages held for it, then
+    /// lets the channel's live messages go straight on. Returns how many fetched messages were
+    /// new to the store.
+    fn ingest_gap(
+        &self,
+        backfill: &Backfill,
+        generation: u64,
+        channel: Snowflake,
+        fetched: &[serenity::model::channel::Message],
+    ) -> usize {
+        let mut held = backfill.take_held(generation, channel);
+        let mut stored = 0;
+        for message in fetched {
+            let id = sid(message.id.get());
+            while let Some(older) = held.first_entry().filter(|entry| *entry.key() < id) {
+                self.message(&older.remove(), Origin::Released);
+            }
+            // Seen live and listed too: the live copy (it carries the author's roles).
+            if let Some(live) = held.remove(&id) {
+                self.message(&live, Origin::Released);
+                continue;
+            }
+            stored += usize::from(self.message(message, Origin::Backfill));
+        }
+        // What arrived while this ran is newer than all of the above; a few rounds catch up
+        // with it, and the release takes whatever came after the last.
+        for _ in 0..RELEASE_ROUNDS {
+            if held.is_empty() {
+                break;
+            }
+            self.hand_on([held]);
+            held = backfill.take_held(generation, channel);
+        }
+        self.hand_on([held]);
+        self.hand_on([backfill.release(generation, channel)]);
+        stored
+    }
+
+    /// One backfill pass for the READY of `generation` over `targets` (see
+    /// [`crate::backfill`]).
+    async fn backfill_pass(self, generation: u64, targets: Vec<records::Session>) {
+        let Some(backfill) = self.backfill.clone() else {
+            return;
+        };
+        let started = Instant::now();
+        let plan = backfill.plan();
+        let floor = backfill.floor();
         let mut report = BackfillReport {
             channels: targets.len(),
             ..BackfillReport::default()
@@ -426,15 +494,14 @@ impl Ingest {
                 Err(error) => {
                     report.failed += 1;
                     tracing::warn!(channel = %session.id, name = %session.name, %error, "could not fetch this channel's missed messages; the next fresh identify tries again");
+                    self.ingest_gap(&backfill, generation, session.id, &[]);
                     continue;
                 }
             };
             report.requests += fetched.requests;
             report.fetched += fetched.messages.len();
             report.truncated += usize::from(fetched.truncated);
-            for message in &fetched.messages {
-                report.stored += usize::from(self.message(message, Origin::Backfill));
-            }
+            report.stored += self.ingest_gap(&backfill, generation, session.id, &fetched.messages);
             if backfill.is_current(generation) {
                 self.store.close_gap(session.id);
             }
@@ -459,9 +526,39 @@ impl Ingest {
             "backfill caught up"
         );
         backfill.finished(report);
+        self.hand_on(backfill.release_all(generation));
         backfill.set_running(false);
         self.connection
             .replace(ConnectionState::Backfilling, ConnectionState::Ready);
+    }
+
+    /// A MESSAGE_UPDATE: a new content replaces the stored one (or the held copy's).
+    fn message_edited(&self, e: &serenity::model::event::MessageUpdateEvent) {
+        let Some(content) = &e.content else {
+            return;
+        };
+        let (channel, id) = (sid(e.channel_id.get()), sid(e.id.get()));
+        if self
+            .backfill
+            .as_ref()
+            .is_some_and(|backfill| backfill.edit_held(channel, id, content, e.edited_timestamp))
+        {
+            return;
+        }
+        let aliases = self.aliases();
+        let text = Mapper::new(&aliases, &self.store)
+            .inbound(content)
+            .into_owned();
+        let edited = e.edited_timestamp.map(|t| t.to_string());
+        let event = self.observers.as_ref().map(|o| (o, text.clone()));
+        if self
+            .store
+            .update_message(channel, id, content.clone(), text, edited)
+        {
+            if let Some((observers, text)) = event {
+                crate::observe::message_edited(observers, channel, id, &text);
+            }
+        }
     }
 
     /// Applies one event. Public so tests and benchmarks can drive ingest without a socket.
@@ -550,27 +647,12 @@ impl Ingest {
             Event::MessageCreate(e) => {
                 self.message(&e.message, Origin::Live);
             }
-            Event::MessageUpdate(e) => {
-                if let Some(content) = &e.content {
-                    let aliases = self.aliases();
-                    let text = Mapper::new(&aliases, &self.store)
-                        .inbound(content)
-                        .into_owned();
-                    let edited = e.edited_timestamp.map(|t| t.to_string());
-                    let (channel, id) = (sid(e.channel_id.get()), sid(e.id.get()));
-                    let event = self.observers.as_ref().map(|o| (o, text.clone()));
-                    if self
-                        .store
-                        .update_message(channel, id, content.clone(), text, edited)
-                    {
-                        if let Some((observers, text)) = event {
-                            crate::observe::message_edited(observers, channel, id, &text);
-                        }
-                    }
-                }
-            }
+            Event::MessageUpdate(e) => self.message_edited(e),
             Event::MessageDelete(e) => {
                 let (channel, id) = (sid(e.channel_id.get()), sid(e.message_id.get()));
+                if let Some(backfill) = &self.backfill {
+                    backfill.forget_held(channel, &[id]);
+                }
                 if self.store.delete_message(channel, id) {
                     if let Some(observers) = &self.observers {
                         crate::observe::message_deleted(observers, channel, id);
@@ -580,6 +662,9 @@ impl Ingest {
             Event::MessageDeleteBulk(e) => {
                 let channel = sid(e.channel_id.get());
                 let ids: Vec<Snowflake> = e.ids.iter().map(|id| sid(id.get())).collect();
+                if let Some(backfill) = &self.backfill {
+                    backfill.forget_held(channel, &ids);
+                }
                 // Only the messages the store held were in an allowed session: announce those.
                 let held: Vec<Snowflake> = match &self.observers {
                     Some(_) => ids

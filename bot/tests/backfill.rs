@@ -379,6 +379,111 @@ async fn a_429_is_waited_out_and_a_failing_channel_keeps_its_gap() {
     fake.shutdown().await;
 }
 
+/// Waits until the pass of a READY applied earlier has caught up.
+async fn caught_up(rig: &Rig) -> BackfillReport {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while rig.connection.get() != ConnectionState::Ready {
+        assert!(Instant::now() < deadline, "the backfill never caught up");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    rig.ingest.last_backfill().expect("a report")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_messages_wait_for_their_channels_missed_ones_and_all_go_on_in_order() {
+    let fake = FakeDiscord::start(World::demo()).await.expect("fake");
+    let rig = rig(&fake.base_url(), BackfillOptions::default(), whole_guild());
+    let seen = post(&fake, demo::OPS, "seen live");
+    rig.ingest.apply(&dispatch("MESSAGE_CREATE", seen.clone()));
+    let missed: Vec<Snowflake> = (0..3)
+        .map(|i| id_of(&post(&fake, demo::OPS, &format!("missed {i}"))))
+        .collect();
+    // #ops' listing waits out a 429 of 2 s; meanwhile live messages arrive there (a node
+    // taking over a shard hears new messages before it fetched the ones it missed).
+    fake.inject_fault(Fault {
+        rest: Some(RestFault {
+            status: 429,
+            count: 1,
+            retry_after: Some(2.0),
+            path_contains: Some(format!("/channels/{}/messages", demo::OPS)),
+        }),
+        gateway: None,
+        handshakes: None,
+    })
+    .expect("fault");
+    rig.ingest.apply(&ready());
+    let live = post(&fake, demo::OPS, "live while #ops is fetched");
+    rig.ingest.apply(&dispatch("MESSAGE_CREATE", live.clone()));
+    let edited = post(&fake, demo::OPS, "before the edit");
+    rig.ingest
+        .apply(&dispatch("MESSAGE_CREATE", edited.clone()));
+    let update = fake
+        .edit_message(demo::OPS.into(), id_of(&edited).0.into(), "after the edit")
+        .expect("edit");
+    rig.ingest.apply(&dispatch("MESSAGE_UPDATE", update));
+    let doomed = post(&fake, demo::OPS, "deleted while held");
+    rig.ingest
+        .apply(&dispatch("MESSAGE_CREATE", doomed.clone()));
+    fake.delete_message(demo::OPS.into(), id_of(&doomed).0.into())
+        .expect("delete");
+    rig.ingest.apply(&dispatch(
+        "MESSAGE_DELETE",
+        json!({"id": doomed["id"], "channel_id": demo::OPS.to_string(), "guild_id": demo::GUILD.to_string()}),
+    ));
+    // Held, not stored: #ops' missed messages are not in yet.
+    assert_eq!(rig.store.message(Snowflake(demo::OPS), id_of(&live)), None);
+    // A channel whose gap is in does not wait for the others.
+    let room = post(&fake, demo::RELEASE_ROOM, "live in the room");
+    rig.ingest.apply(&dispatch("MESSAGE_CREATE", room.clone()));
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        if rig
+            .store
+            .message(Snowflake(demo::RELEASE_ROOM), id_of(&room))
+            .is_some()
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the room's live message waited");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(rig.connection.get(), ConnectionState::Backfilling);
+
+    let report = caught_up(&rig).await;
+    assert_eq!((report.failed, report.stored), (0, 3), "{report:?}");
+    let mut want: Vec<Snowflake> = vec![id_of(&seen)];
+    want.extend(&missed);
+    want.extend([id_of(&live), id_of(&edited)]);
+    assert_eq!(stored_ids(&rig.store, demo::OPS), want);
+    let stored = rig
+        .store
+        .message(Snowflake(demo::OPS), id_of(&edited))
+        .expect("the edited message");
+    assert_eq!(stored.content, "after the edit");
+    // The agent heard #ops in Discord's order, each message once, the live ones as live.
+    let ops: Vec<(Snowflake, bool)> = rig
+        .runs
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .copied()
+        .filter(|(id, _)| want.contains(id) || *id == id_of(&doomed))
+        .collect();
+    let mut heard = vec![(id_of(&seen), false)];
+    heard.extend(missed.iter().map(|id| (*id, true)));
+    heard.extend([(id_of(&live), false), (id_of(&edited), false)]);
+    assert_eq!(ops, heard);
+    // After the pass, live messages go straight on.
+    let after = post(&fake, demo::OPS, "after the pass");
+    rig.ingest.apply(&dispatch("MESSAGE_CREATE", after.clone()));
+    assert!(rig
+        .store
+        .message(Snowflake(demo::OPS), id_of(&after))
+        .is_some());
+    fake.shutdown().await;
+}
+
 /// A server answering every listing with `body`, for garbage Discord never sends.
 async fn canned(body: &'static str) -> String {
     canned_after(body, Duration::ZERO).await
