@@ -212,6 +212,14 @@ impl Backfill {
         true
     }
 
+    /// The channels with live messages waiting.
+    pub(crate) fn held_channels(&self) -> HashSet<Snowflake> {
+        if !self.is_running() {
+            return HashSet::new();
+        }
+        lock(&self.holding).held.keys().copied().collect()
+    }
+
     /// Takes what is held for `channel`, which keeps waiting (the pass of `generation` is
     /// ingesting it); nothing when a newer pass holds it now.
     pub(crate) fn take_held(&self, generation: u64, channel: Snowflake) -> Held {

@@ -466,14 +466,20 @@ impl Ingest {
             let task = tokio::spawn(async move { backfill.fetch(&target, after).await });
             (session.clone(), task)
         };
-        let mut waiting = targets.iter();
-        let mut fetches: std::collections::VecDeque<_> = waiting
-            .by_ref()
-            .take(BACKFILL_CHANNELS_AT_ONCE)
+        let mut waiting: std::collections::VecDeque<&records::Session> = targets.iter().collect();
+        let mut fetches: std::collections::VecDeque<_> = (0..BACKFILL_CHANNELS_AT_ONCE)
+            .map_while(|_| waiting.pop_front())
             .map(fetch)
             .collect();
         while let Some((session, task)) = fetches.pop_front() {
-            if let Some(next) = waiting.next() {
+            // A channel whose live messages wait for it is fetched next.
+            let holding = backfill.held_channels();
+            let next = waiting
+                .iter()
+                .position(|s| holding.contains(&s.id))
+                .and_then(|at| waiting.remove(at))
+                .or_else(|| waiting.pop_front());
+            if let Some(next) = next {
                 fetches.push_back(fetch(next));
             }
             let outcome = task.await;
