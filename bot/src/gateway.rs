@@ -1,6 +1,7 @@
 //! Gateway events → the store. Every event serenity hands us is applied here; one it could not
 //! parse is logged at WARN with its name (serenity itself drops it silently).
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -456,22 +457,34 @@ impl Ingest {
             "fetching what was posted while the gateway was away"
         );
         // Channels are fetched a few at a time, each in its own task, while the pass ingests
-        // the ones already fetched, in order: a channel's pages depend on each other, channels
-        // do not, and the one REST client keeps every request within its bucket and the global
-        // limit. The next fetch starts only when one is taken for ingest, so at most
-        // `BACKFILL_CHANNELS_AT_ONCE` + 1 channels' messages are held at once.
-        let fetch = |session: &records::Session| {
+        // the ones already fetched as they come in: a channel's pages depend on each other,
+        // channels do not, and the one REST client keeps every request within its bucket and
+        // the global limit. A channel caught up is ingested (and its waiting live messages go
+        // on) without waiting for a slower one fetched beside it. The next fetch starts only
+        // when one is taken for ingest, so at most `BACKFILL_CHANNELS_AT_ONCE` channels'
+        // messages are held at once.
+        let mut fetches = tokio::task::JoinSet::new();
+        let mut fetching: HashMap<tokio::task::Id, records::Session> = HashMap::new();
+        let fetch = |fetches: &mut tokio::task::JoinSet<_>,
+                     fetching: &mut HashMap<tokio::task::Id, records::Session>,
+                     session: &records::Session| {
             let after = plan.get(&session.id).copied().unwrap_or(floor).max(floor);
             let (backfill, target) = (Arc::clone(&backfill), session.clone());
-            let task = tokio::spawn(async move { backfill.fetch(&target, after).await });
-            (session.clone(), task)
+            let task = fetches.spawn(async move { backfill.fetch(&target, after).await });
+            fetching.insert(task.id(), session.clone());
         };
-        let mut waiting: std::collections::VecDeque<&records::Session> = targets.iter().collect();
-        let mut fetches: std::collections::VecDeque<_> = (0..BACKFILL_CHANNELS_AT_ONCE)
-            .map_while(|_| waiting.pop_front())
-            .map(fetch)
-            .collect();
-        while let Some((session, task)) = fetches.pop_front() {
+        let mut waiting: VecDeque<&records::Session> = targets.iter().collect();
+        for session in (0..BACKFILL_CHANNELS_AT_ONCE).map_while(|_| waiting.pop_front()) {
+            fetch(&mut fetches, &mut fetching, session);
+        }
+        while let Some(joined) = fetches.join_next_with_id().await {
+            if !backfill.is_current(generation) {
+                tracing::info!(
+                    "the gateway identified again; this backfill pass gives way to the next"
+                );
+                fetches.abort_all();
+                return;
+            }
             // A channel whose live messages wait for it is fetched next.
             let holding = backfill.held_channels();
             let next = waiting
@@ -480,21 +493,20 @@ impl Ingest {
                 .and_then(|at| waiting.remove(at))
                 .or_else(|| waiting.pop_front());
             if let Some(next) = next {
-                fetches.push_back(fetch(next));
+                fetch(&mut fetches, &mut fetching, next);
             }
-            let outcome = task.await;
-            if !backfill.is_current(generation) {
-                tracing::info!(
-                    "the gateway identified again; this backfill pass gives way to the next"
-                );
-                fetches.iter().for_each(|(_, task)| task.abort());
-                return;
-            }
-            let fetched = outcome.unwrap_or_else(|error| {
-                Err(switchboard_engine::surface::SurfaceError::Unavailable(
-                    format!("the fetch task stopped: {error}"),
-                ))
-            });
+            let (id, fetched) = match joined {
+                Ok((id, fetched)) => (id, fetched),
+                Err(error) => (
+                    error.id(),
+                    Err(switchboard_engine::surface::SurfaceError::Unavailable(
+                        format!("the fetch task stopped: {error}"),
+                    )),
+                ),
+            };
+            let Some(session) = fetching.remove(&id) else {
+                continue;
+            };
             let fetched = match fetched {
                 Ok(fetched) => fetched,
                 Err(error) => {
