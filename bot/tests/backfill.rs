@@ -154,16 +154,9 @@ async fn identify_and_wait(rig: &Rig) -> BackfillReport {
             || (state == ConnectionState::Ready && rig.ingest.last_backfill() != before),
         "{state:?} right after READY"
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if rig.connection.get() == ConnectionState::Ready {
-            let report = rig.ingest.last_backfill().expect("a report");
-            assert_ne!(Some(&report), before.as_ref());
-            return report;
-        }
-        assert!(Instant::now() < deadline, "the backfill never caught up");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let report = caught_up(rig).await;
+    assert_ne!(Some(&report), before.as_ref());
+    report
 }
 
 fn stored_ids(store: &Store, channel: u64) -> Vec<Snowflake> {
