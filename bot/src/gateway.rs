@@ -20,10 +20,6 @@ use switchboard_engine::surface::{ChannelLocation, ConnectionState};
 use switchboard_engine::workflow::{Observed, WorkflowEngine};
 
 use crate::backfill::{Backfill, BackfillOptions, BackfillReport};
-
-/// Rounds a channel's release takes to catch up with live messages held while it ingested
-/// (each round hands on what arrived during the one before; the release takes the rest).
-const RELEASE_ROUNDS: usize = 4;
 use crate::payload::stored_message_from_model;
 use crate::rest::DiscordRest;
 use crate::surface::Connection;
@@ -818,6 +814,10 @@ impl RawEventHandler for Ingest {
         self.apply(&event);
     }
 }
+
+/// Rounds a channel's release takes to catch up with live messages held while it ingested
+/// (each round hands on what arrived during the one before; the release takes the rest).
+const RELEASE_ROUNDS: usize = 4;
 
 /// Channels a backfill pass fetches at the same time (their requests still share one rate
 /// limiter: this overlaps waiting for answers with ingesting, it does not raise the rate).
