@@ -19,6 +19,7 @@ use events::{next_event, subscribe, Received};
 use fake_discord::demo;
 use model::{messages, text, tool_call, FakeModel};
 use serde_json::{json, Value};
+use support::console::ConsoleLogin;
 use support::{reply_to, Allow, Fake, Switchboard, TempDir};
 use switchboard_context::{count_chat, Tiktoken};
 
@@ -115,27 +116,7 @@ const CONSOLE: &str = "console = true\n";
 /// A session's memory as the console's Scopes view reads it, logged in with the operator
 /// token as the page is (`GET /console/api/sessions/{id}/memory`).
 fn console_memory(sb: &Switchboard, session: u64) -> Value {
-    let url = sb.url.trim_end_matches('/');
-    let login = ureq::post(format!("{url}/console/api/login"))
-        .header("origin", url)
-        .content_type("application/json")
-        .send(json!({ "token": sb.token }).to_string().as_bytes())
-        .expect("the console takes the operator token");
-    let cookie = login
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .expect("a login cookie")
-        .to_owned();
-    let text = ureq::get(format!("{url}/console/api/sessions/{session}/memory"))
-        .header("cookie", &cookie)
-        .call()
-        .expect("the session's memory")
-        .body_mut()
-        .read_to_string()
-        .expect("body");
-    serde_json::from_str(&text).expect("json")
+    ConsoleLogin::new(&sb.url, &sb.token).get(&format!("sessions/{session}/memory"))
 }
 
 /// Posts `count` long messages in #release-room and waits until switchboard has them.

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use fake_discord::demo;
 use serde_json::{json, Value};
+use support::console::ConsoleLogin;
 use support::{http_get, poll, tools_at, wait_bounded, TempDir, POLL};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -436,57 +437,6 @@ fn run_a_command_asks_with_the_exact_command_then_answers_with_its_output() {
         reply.contains("exited 0") && reply.contains("HELLO-FROM-THE-SANDBOX"),
         "{reply}"
     );
-}
-
-/// A console login over HTTP, as the browser makes it: the login cookie and CSRF token.
-struct ConsoleLogin {
-    url: String,
-    cookie: String,
-    csrf: String,
-}
-
-impl ConsoleLogin {
-    fn new(url: &str, token: &str) -> ConsoleLogin {
-        let url = url.trim_end_matches('/').to_owned();
-        let mut answer = ureq::post(format!("{url}/console/api/login"))
-            .header("origin", &url)
-            .content_type("application/json")
-            .send(json!({ "token": token }).to_string().as_bytes())
-            .expect("the console takes the operator token");
-        let cookie = answer
-            .headers()
-            .get("set-cookie")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .expect("a login cookie")
-            .to_owned();
-        let body: Value =
-            serde_json::from_str(&answer.body_mut().read_to_string().expect("body")).expect("json");
-        let csrf = body["csrf"].as_str().expect("a csrf token").to_owned();
-        ConsoleLogin { url, cookie, csrf }
-    }
-
-    fn pending(&self) -> Vec<Value> {
-        let text = ureq::get(format!("{}/console/api/approvals", self.url))
-            .header("cookie", &self.cookie)
-            .call()
-            .expect("approvals")
-            .body_mut()
-            .read_to_string()
-            .expect("body");
-        let body: Value = serde_json::from_str(&text).expect("json");
-        body["approvals"].as_array().cloned().unwrap_or_default()
-    }
-
-    fn approve(&self, id: &str) {
-        ureq::post(format!("{}/console/api/approvals/{id}", self.url))
-            .header("cookie", &self.cookie)
-            .header("x-switchboard-csrf", &self.csrf)
-            .header("origin", &self.url)
-            .content_type("application/json")
-            .send(json!({ "approve": true }).to_string().as_bytes())
-            .expect("the console approves");
-    }
 }
 
 #[test]

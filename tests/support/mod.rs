@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod approvals;
+pub mod console;
 pub mod shards;
 
 use std::io::{BufRead, BufReader, Read, Write};
