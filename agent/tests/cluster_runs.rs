@@ -259,13 +259,25 @@ async fn a_channels_triggers_handed_to_two_nodes_run_in_arrival_order(dir: &Path
         .await;
         assert_eq!(replies, [format!("answer to {message}")], "answered once");
     }
-    // runs.list on either node reads the rows: every run, ended, on both.
+    // runs.list on either node reads the rows: every run, ended, on both. A run's end is
+    // recorded once its process has exited, a moment after its reply was posted.
     for n in [&a, &b] {
-        let listed = n.bridge.list_runs(Some(demo::OPS.into())).await;
-        assert_eq!(listed.len(), messages.len(), "{listed:#?}");
-        assert!(listed
-            .iter()
-            .all(|run| run.state == switchboard_engine::runs::RunState::Finished));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let listed = n.bridge.list_runs(Some(demo::OPS.into())).await;
+            assert_eq!(listed.len(), messages.len(), "{listed:#?}");
+            if listed
+                .iter()
+                .all(|run| run.state == switchboard_engine::runs::RunState::Finished)
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "runs not all finished 10 s after their replies: {listed:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
     drop((a.server, b.server));
 }
