@@ -63,17 +63,20 @@ struct Holding {
     generation: u64,
     /// Channels that pass has not ingested yet: their live messages wait.
     channels: HashSet<Snowflake>,
+    /// Never an empty map: a channel is here only while something of it waits.
     held: HashMap<Snowflake, Held>,
-    count: usize,
     /// The bound was reached during this pass (said once).
     overflowed: bool,
 }
 
 impl Holding {
     fn take(&mut self, channel: Snowflake) -> Held {
-        let taken = self.held.remove(&channel).unwrap_or_default();
-        self.count = self.count.saturating_sub(taken.len());
-        taken
+        self.held.remove(&channel).unwrap_or_default()
+    }
+
+    /// How many messages wait, all channels together.
+    fn count(&self) -> usize {
+        self.held.values().map(BTreeMap::len).sum()
     }
 }
 
@@ -201,7 +204,7 @@ impl Backfill {
         {
             return true;
         }
-        if holding.count >= self.hold_max {
+        if holding.count() >= self.hold_max {
             if !holding.overflowed {
                 holding.overflowed = true;
                 tracing::warn!(
@@ -216,7 +219,6 @@ impl Backfill {
             .entry(channel)
             .or_default()
             .insert(id, message.clone());
-        holding.count += 1;
         true
     }
 
@@ -257,7 +259,6 @@ impl Backfill {
             return Vec::new();
         }
         holding.channels.clear();
-        holding.count = 0;
         holding.held.drain().map(|(_, held)| held).collect()
     }
 
@@ -296,12 +297,12 @@ impl Backfill {
         let Some(held) = holding.held.get_mut(&channel) else {
             return;
         };
-        let before = held.len();
         for id in ids {
             held.remove(id);
         }
-        let forgotten = before - held.len();
-        holding.count = holding.count.saturating_sub(forgotten);
+        if held.is_empty() {
+            holding.held.remove(&channel);
+        }
     }
 
     /// At READY, before any event of the new session: decides and records where each known
@@ -629,7 +630,8 @@ mod tests {
                 }
                 let count: usize = model.values().map(BTreeMap::len).sum();
                 prop_assert!(count <= 5);
-                prop_assert_eq!(lock(&backfill.holding).count, count);
+                prop_assert_eq!(lock(&backfill.holding).count(), count);
+                prop_assert!(lock(&backfill.holding).held.values().all(|held| !held.is_empty()));
             }
             expected_out.extend(model.drain().map(|(_, m)| m));
             out.extend(backfill.release_all(generation));

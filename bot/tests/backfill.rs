@@ -159,6 +159,22 @@ async fn identify_and_wait(rig: &Rig) -> BackfillReport {
     report
 }
 
+/// The fake answers the next `count` listings of #ops' messages with `status` (a 429 with
+/// `retry_after` seconds).
+fn fail_ops_listings(fake: &FakeDiscord, status: u16, count: u32, retry_after: Option<f64>) {
+    fake.inject_fault(Fault {
+        rest: Some(RestFault {
+            status,
+            count,
+            retry_after,
+            path_contains: Some(format!("/channels/{}/messages", demo::OPS)),
+        }),
+        gateway: None,
+        handshakes: None,
+    })
+    .expect("fault");
+}
+
 fn stored_ids(store: &Store, channel: u64) -> Vec<Snowflake> {
     store
         .messages(Snowflake(channel), 10_000, None, None)
@@ -326,17 +342,7 @@ async fn a_429_is_waited_out_and_a_failing_channel_keeps_its_gap() {
     let seen = post(&fake, demo::OPS, "seen live");
     rig.ingest.apply(&dispatch("MESSAGE_CREATE", seen.clone()));
     let missed = id_of(&post(&fake, demo::OPS, "missed"));
-    fake.inject_fault(Fault {
-        rest: Some(RestFault {
-            status: 429,
-            count: 1,
-            retry_after: Some(0.2),
-            path_contains: Some(format!("/channels/{}/messages", demo::OPS)),
-        }),
-        gateway: None,
-        handshakes: None,
-    })
-    .expect("fault");
+    fail_ops_listings(&fake, 429, 1, Some(0.2));
     let report = identify_and_wait(&rig).await;
     assert_eq!(report.failed, 0);
     assert!(rig.store.message(Snowflake(demo::OPS), missed).is_some());
@@ -344,18 +350,8 @@ async fn a_429_is_waited_out_and_a_failing_channel_keeps_its_gap() {
     // Every attempt fails: the channel's gap stays open, and /health still turns ready (the
     // failure is logged), so a later identify fetches it.
     let later = id_of(&post(&fake, demo::OPS, "missed while Discord fails"));
-    fake.inject_fault(Fault {
-        rest: Some(RestFault {
-            // Every attempt of one listing.
-            status: 500,
-            count: 3,
-            retry_after: None,
-            path_contains: Some(format!("/channels/{}/messages", demo::OPS)),
-        }),
-        gateway: None,
-        handshakes: None,
-    })
-    .expect("fault");
+    // Every attempt of one listing.
+    fail_ops_listings(&fake, 500, 3, None);
     let report = identify_and_wait(&rig).await;
     assert_eq!(report.failed, 1);
     assert!(rig.store.message(Snowflake(demo::OPS), later).is_none());
@@ -393,17 +389,7 @@ async fn live_messages_wait_for_their_channels_missed_ones_and_all_go_on_in_orde
         .collect();
     // #ops' listing waits out a 429 of 2 s; meanwhile live messages arrive there (a node
     // taking over a shard hears new messages before it fetched the ones it missed).
-    fake.inject_fault(Fault {
-        rest: Some(RestFault {
-            status: 429,
-            count: 1,
-            retry_after: Some(2.0),
-            path_contains: Some(format!("/channels/{}/messages", demo::OPS)),
-        }),
-        gateway: None,
-        handshakes: None,
-    })
-    .expect("fault");
+    fail_ops_listings(&fake, 429, 1, Some(2.0));
     rig.ingest.apply(&ready());
     let live = post(&fake, demo::OPS, "live while #ops is fetched");
     rig.ingest.apply(&dispatch("MESSAGE_CREATE", live.clone()));
